@@ -1,0 +1,266 @@
+#include "cli/sim_command.h"
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sched/placement_policy.h"
+#include "sched/scheduler.h"
+#include "sim/fill.h"
+#include "sim/generator.h"
+#include "sim/replay.h"
+#include "sim/report.h"
+#include "sim/trace.h"
+
+namespace corral::cli {
+
+namespace {
+
+constexpr int kExitRunFailed = 1;
+constexpr int kExitBadInput = 2;
+
+// Splits "a,b,c"; "all" expands to every registered policy.
+Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
+  if (text == "all") return sched::PolicyNames();
+  std::vector<std::string> out;
+  std::vector<std::string> known = sched::PolicyNames();
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string name = text.substr(start, comma - start);
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      auto probe = sched::CreatePolicy(name, {});
+      return InvalidArgument("--policy: " + probe.status().message());
+    }
+    out.push_back(name);
+    start = comma + 1;
+  }
+  return out;
+}
+
+// "42-51", "42,45,50" or "7".
+Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
+  auto number = [&](const std::string& s) -> Result<uint64_t> {
+    if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) {
+      return InvalidArgument("--seeds: '" + s + "' is not a non-negative integer");
+    }
+    return std::stoull(s);
+  };
+  std::vector<uint64_t> out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string part = text.substr(start, comma - start);
+    size_t dash = part.find('-');
+    if (dash == std::string::npos) {
+      auto v = number(part);
+      if (!v.ok()) return v.status();
+      out.push_back(*v);
+    } else {
+      auto lo = number(part.substr(0, dash)), hi = number(part.substr(dash + 1));
+      if (!lo.ok()) return lo.status();
+      if (!hi.ok()) return hi.status();
+      if (*hi < *lo || *hi - *lo > 10000) {
+        return InvalidArgument("--seeds: range '" + part + "' is empty or too long");
+      }
+      for (uint64_t s = *lo; s <= *hi; ++s) out.push_back(s);
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+int Fail(const Status& status, int code) {
+  std::cerr << "corral sim: " << status.message() << "\n";
+  return code;
+}
+
+// The largest GPU count of any node: gangs in Tiresias traces split at this size.
+int MaxGpusPerNode(const std::vector<model::Node>& nodes) {
+  size_t max = 1;
+  for (const auto& n : nodes) max = std::max(max, n.gpus.size());
+  return static_cast<int>(max);
+}
+
+Result<sim::Trace> LoadTrace(const std::string& path, const std::string& format,
+                             const std::vector<model::Node>& nodes) {
+  auto f = format.empty() ? sim::DetectTraceFormat(path) : sim::ParseTraceFormat(format);
+  if (!f.ok()) return f.status();
+  return sim::ReadTrace(path, *f, MaxGpusPerNode(nodes));
+}
+
+struct FillFlags {
+  std::string nodes, pods, policy = "all", seeds = "42-51", out, output = "table";
+  double tune = 1.3;
+  int threads = 0;
+};
+
+int RunFillCommand(const FillFlags& f) {
+  auto nodes = sim::LoadNodes(f.nodes);
+  if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
+  auto trace = LoadTrace(f.pods, "", *nodes);
+  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  auto policies = ParsePolicies(f.policy);
+  if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
+  auto seeds = ParseSeeds(f.seeds);
+  if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
+  if (!(f.tune > 0 && f.tune <= 10)) {
+    return Fail(InvalidArgument("--tune: must be in (0, 10]"), kExitBadInput);
+  }
+  std::vector<model::TaskResources> tasks;
+  for (const auto& j : trace->jobs) {
+    for (int t = 0; t < j.job.tasks; ++t) tasks.push_back(j.job.resources);
+  }
+  auto results = sim::RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
+  if (!results.ok()) return Fail(results.status(), kExitRunFailed);
+  if (f.output == "json") {
+    std::cout << sim::FillJson(*results).dump(2) << "\n";
+  } else {
+    std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from "
+              << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
+              << "% of GPU capacity\n"
+              << sim::FillTable(*results);
+  }
+  if (!f.out.empty()) {
+    Status s = sim::WriteFillOutputs(*results, f.out);
+    if (!s.ok()) return Fail(s, kExitRunFailed);
+  }
+  return 0;
+}
+
+struct ReplayFlags {
+  std::string nodes, trace, format, policy = "fgd", order = "fifo", out, output = "table";
+  double scale_nodes = 1.0;
+  uint64_t seed = 0;
+  bool strict = false, no_frag = false;
+};
+
+int RunReplayCommand(const ReplayFlags& f) {
+  auto nodes = sim::LoadNodes(f.nodes);
+  if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
+  auto scaled = sim::ScaleNodes(*nodes, f.scale_nodes, f.seed);
+  if (!scaled.ok()) return Fail(scaled.status(), kExitBadInput);
+  auto trace = LoadTrace(f.trace, f.format, *scaled);
+  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  auto policies = ParsePolicies(f.policy);
+  if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
+  auto order = sched::ParseQueueOrder(f.order);
+  if (!order.ok()) return Fail(InvalidArgument("--order: " + order.status().message()), kExitBadInput);
+
+  std::vector<sim::ReplayResult> results;
+  for (const auto& p : *policies) {
+    sim::ReplayConfig config;
+    config.policy = p;
+    config.order = *order;
+    config.blocking = f.strict ? sched::Blocking::kStrict : sched::Blocking::kSkip;
+    config.seed = f.seed;
+    config.track_fragmentation = !f.no_frag;
+    auto r = sim::RunReplay(*scaled, *trace, config);
+    if (!r.ok()) return Fail(r.status(), kExitRunFailed);
+    results.push_back(std::move(r).value());
+  }
+  if (f.output == "json") {
+    std::cout << sim::ReplayJson(results).dump(2) << "\n";
+  } else {
+    std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size()
+              << " jobs from " << f.trace << ", order " << f.order
+              << (f.strict ? " (strict)" : "") << "\n"
+              << sim::ReplayTable(results);
+  }
+  if (!f.out.empty()) {
+    Status s = sim::WriteReplayOutputs(results, f.out);
+    if (!s.ok()) return Fail(s, kExitRunFailed);
+  }
+  return 0;
+}
+
+struct GenFlags {
+  sim::GeneratorConfig config;
+  std::string gpu_mix, runtimes, gpu_models, out;
+};
+
+int RunGenCommand(GenFlags f) {
+  if (!f.gpu_mix.empty()) {
+    auto mix = sim::ParseGpuMix(f.gpu_mix);
+    if (!mix.ok()) return Fail(InvalidArgument("--gpu-mix: " + mix.status().message()), kExitBadInput);
+    f.config.gpu_mix = *mix;
+  }
+  if (!f.runtimes.empty()) {
+    auto samples = sim::ReadRuntimeSamples(f.runtimes);
+    if (!samples.ok()) return Fail(samples.status(), kExitBadInput);
+    f.config.durations_s = *samples;
+  }
+  for (size_t start = 0; start < f.gpu_models.size();) {
+    size_t comma = f.gpu_models.find(',', start);
+    if (comma == std::string::npos) comma = f.gpu_models.size();
+    f.config.gpu_models.push_back(f.gpu_models.substr(start, comma - start));
+    start = comma + 1;
+  }
+  Status valid = sim::Validate(f.config);
+  if (!valid.ok()) return Fail(valid, kExitBadInput);
+  sim::Trace trace = sim::GenerateWorkload(f.config);
+  Status written = sim::WriteJsonl(trace, f.out);
+  if (!written.ok()) return Fail(written, kExitRunFailed);
+  std::cerr << "wrote " << trace.jobs.size() << " jobs to " << f.out << "\n";
+  return 0;
+}
+
+}  // namespace
+
+void AddSimCommand(CLI::App& app, int* exit_code) {
+  CLI::App* sim = app.add_subcommand("sim", "Run the scheduler over traces on a virtual clock");
+  sim->require_subcommand(1);
+
+  auto fill = std::make_shared<FillFlags>();
+  CLI::App* f = sim->add_subcommand(
+      "fill", "Place tasks one by one, never releasing (the FGD paper's experiment)");
+  f->add_option("--nodes", fill->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
+      ->required();
+  f->add_option("--pods", fill->pods, "Tasks: openb pod CSV or any trace format")->required();
+  f->add_option("--policy", fill->policy, "Policies, comma-separated, or 'all'");
+  f->add_option("--seeds", fill->seeds, "Seeds: 42-51, or a comma list");
+  f->add_option("--tune", fill->tune, "Tune the workload to this multiple of GPU capacity");
+  f->add_option("--out", fill->out, "Directory for per-step CSVs and the plot");
+  f->add_option("-o,--output", fill->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
+  f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
+
+  auto replay = std::make_shared<ReplayFlags>();
+  CLI::App* r = sim->add_subcommand(
+      "replay", "Replay a trace: arrivals at submit time, run for the recorded duration");
+  r->add_option("--nodes", replay->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
+      ->required();
+  r->add_option("--trace", replay->trace, "Job trace")->required();
+  r->add_option("--format", replay->format, "openb, tiresias, helios or jsonl (default: detect)");
+  r->add_option("--policy", replay->policy, "Placement policies, comma-separated, or 'all'");
+  r->add_option("--order", replay->order, "Queue order: fifo or priority");
+  r->add_flag("--strict", replay->strict, "Head-of-line blocking: nothing passes a waiting head");
+  r->add_option("--scale-nodes", replay->scale_nodes, "Scale the cluster by this factor");
+  r->add_option("--seed", replay->seed, "Seed for tie order and node scaling");
+  r->add_flag("--no-frag", replay->no_frag, "Do not track fragmentation over time (faster)");
+  r->add_option("--out", replay->out, "Directory for timeline CSVs and the plot");
+  r->add_option("-o,--output", replay->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  r->callback([replay, exit_code] { *exit_code = RunReplayCommand(*replay); });
+
+  auto gen = std::make_shared<GenFlags>();
+  CLI::App* g = sim->add_subcommand("gen", "Write a seeded synthetic workload as JSON Lines");
+  g->add_option("--jobs", gen->config.jobs, "Number of jobs");
+  g->add_option("--seed", gen->config.seed, "Seed");
+  g->add_option("--users", gen->config.users, "Number of users");
+  g->add_option("--projects", gen->config.projects, "Number of projects");
+  g->add_option("--interarrival", gen->config.mean_interarrival_s,
+                "Mean seconds between arrivals (Poisson)");
+  g->add_option("--gpu-mix", gen->gpu_mix, "GPUS:WEIGHT items, e.g. 1:0.6,2:0.2,8:0.2");
+  g->add_option("--share-fraction", gen->config.share_fraction,
+                "Fraction of 1-GPU jobs asking a share of a GPU");
+  g->add_option("--runtimes", gen->runtimes,
+                "Sample durations from this file (e.g. philly_runtime.csv)");
+  g->add_option("--gpu-models", gen->gpu_models, "Models some jobs pin, comma-separated");
+  g->add_option("--out", gen->out, "Output .jsonl file")->required();
+  g->callback([gen, exit_code] { *exit_code = RunGenCommand(*gen); });
+}
+
+}  // namespace corral::cli

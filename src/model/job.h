@@ -1,0 +1,56 @@
+// A job: what a user submits. One or more identical tasks (replicas); a job with several tasks
+// is a gang: all its tasks start together or none does.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::model {
+
+// What one task of a job needs on one node.
+//  - gpus == 0: CPU and memory only (gpu_milli must be 0).
+//  - gpus == 1, gpu_milli < 1000: a share of one GPU with at least gpu_milli free.
+//  - gpus >= 1, gpu_milli == 1000: that many whole GPUs on one node.
+struct TaskResources {
+  GpuCount gpus{0};
+  MilliGpu gpu_milli{0};                // per GPU; 1000 for whole GPUs
+  CpuMilli cpu{0};
+  MemoryMib memory{0};
+  std::vector<std::string> gpu_models;  // acceptable GPU models; empty = any
+
+  bool IsShare() const { return gpus.value() == 1 && gpu_milli < kWholeGpu; }
+  // GPU capacity asked, in milli-GPU: gpus × gpu_milli.
+  MilliGpu TotalMilli() const { return gpu_milli * gpus.value(); }
+  bool operator==(const TaskResources&) const = default;
+};
+
+// Builds the resources of a task asking `gpus` whole GPUs (or, with gpu_milli < 1000, a share).
+TaskResources MakeResources(int gpus, int gpu_milli, int64_t cpu_milli, int64_t memory_mib,
+                            std::vector<std::string> gpu_models = {});
+
+struct Job {
+  JobId id;
+  std::string name;
+  std::string user;
+  std::string project;
+  int priority = 0;  // higher runs first under the priority order
+  Seconds submit_time{0};
+  int tasks = 1;  // replicas; > 1 makes a gang
+  TaskResources resources;  // per task
+  std::optional<Seconds> time_limit;         // the job is stopped when it runs longer
+  std::optional<Seconds> expected_duration;  // a hint (or, in traces, the recorded run time)
+
+  MilliGpu TotalMilli() const { return resources.TotalMilli() * tasks; }
+};
+
+// Checks every field; the error names the field and the job ("job 17: field
+// 'resources.gpu_milli': must be 1000 when gpus > 1 (a share is of one GPU), got 500").
+Status Validate(const TaskResources& resources);
+Status Validate(const Job& job);
+
+}  // namespace corral::model

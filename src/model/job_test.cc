@@ -1,0 +1,56 @@
+#include "model/job.h"
+
+#include <gtest/gtest.h>
+
+#include "model/node.h"
+
+namespace corral::model {
+namespace {
+
+Job MakeJob(TaskResources r) {
+  Job job;
+  job.id = JobId(3);
+  job.resources = std::move(r);
+  return job;
+}
+
+TEST(JobValidation, AcceptsWholeGpusSharesAndCpuOnly) {
+  EXPECT_TRUE(Validate(MakeJob(MakeResources(8, 1000, 32000, 1024))).ok());
+  EXPECT_TRUE(Validate(MakeJob(MakeResources(1, 250, 1000, 1024))).ok());
+  EXPECT_TRUE(Validate(MakeJob(MakeResources(0, 0, 1000, 1024))).ok());
+}
+
+TEST(JobValidation, ErrorsNameTheField) {
+  Status s = Validate(MakeJob(MakeResources(2, 500, 0, 0)));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("job 3"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("resources.gpu_milli"), std::string::npos) << s.message();
+
+  s = Validate(MakeJob(MakeResources(-1, 1000, 0, 0)));
+  EXPECT_NE(s.message().find("resources.gpus"), std::string::npos) << s.message();
+
+  s = Validate(MakeJob(MakeResources(1, 1001, 0, 0)));
+  EXPECT_NE(s.message().find("resources.gpu_milli"), std::string::npos) << s.message();
+
+  s = Validate(MakeJob(MakeResources(0, 10, 0, 0)));
+  EXPECT_NE(s.message().find("resources.gpu_milli"), std::string::npos) << s.message();
+
+  Job job = MakeJob(MakeResources(1, 1000, 0, 0));
+  job.tasks = 0;
+  s = Validate(job);
+  EXPECT_NE(s.message().find("'tasks'"), std::string::npos) << s.message();
+}
+
+TEST(NodeValidation, ErrorsNameTheField) {
+  Node n = MakeNode("n1", "", 2, CpuMilli(1000), MemoryMib(1));
+  Status s = Validate(n);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("gpu_model"), std::string::npos) << s.message();
+  n.gpu_model = "T4";
+  EXPECT_TRUE(Validate(n).ok());
+  n.cpu = CpuMilli(0);
+  EXPECT_NE(Validate(n).message().find("cpu_milli"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace corral::model

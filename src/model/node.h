@@ -1,0 +1,44 @@
+// A node: one server of the cluster with its GPUs, CPU, memory, labels and topology.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::model {
+
+// One GPU device of a node.
+struct Gpu {
+  int index = 0;          // position on the node, 0..n-1 (CUDA_VISIBLE_DEVICES numbering)
+  std::string uuid;       // NVML UUID; may be empty for simulated nodes
+  MemoryMib memory{0};    // device memory
+  int nvlink_domain = 0;  // GPUs with the same value talk over NVLink/NVSwitch
+};
+
+// Label keys that carry topology across nodes (multi-node jobs prefer one rack/switch).
+inline constexpr char kRackLabel[] = "rack";
+inline constexpr char kSwitchLabel[] = "switch";
+
+// A node's capacity. Every GPU of one node has the same model (what servers ship with and what
+// every trace here records); a node without GPUs has an empty model.
+struct Node {
+  std::string name;
+  std::string gpu_model;  // e.g. "A100-80GB", "V100M32"
+  std::vector<Gpu> gpus;  // gpus[i].index == i
+  CpuMilli cpu{0};
+  MemoryMib memory{0};
+  std::map<std::string, std::string> labels;
+};
+
+// Builds a node with `gpu_count` GPUs of one model, indexed 0..n-1 in one NVLink domain.
+Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli cpu,
+              MemoryMib memory);
+
+// Checks names, counts and units; the error names the offending field ("node 'n1': field
+// 'cpu_milli': must be > 0").
+Status Validate(const Node& node);
+
+}  // namespace corral::model

@@ -1,0 +1,298 @@
+#include "sched/cluster_state.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/rng.h"
+
+namespace corral::sched {
+
+namespace {
+
+constexpr int kFullMilli = 1000;
+
+template <typename T>
+void AppendBytes(std::string& key, const T& value) {
+  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
+}
+
+}  // namespace
+
+int ModelStats::LargestFreeBlock() const {
+  for (int k = static_cast<int>(nodes_by_full_free.size()) - 1; k > 0; --k) {
+    if (nodes_by_full_free[k] > 0) return k;
+  }
+  return 0;
+}
+
+int ModelStats::LargestFreeShare() const {
+  for (int m = static_cast<int>(nodes_by_max_free.size()) - 1; m > 0; --m) {
+    if (nodes_by_max_free[m] > 0) return m;
+  }
+  return 0;
+}
+
+ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {
+  active_by_model_.resize(1);
+  stats_by_model_.resize(1);
+  stats_by_model_[0].nodes_by_full_free.assign(1, 0);
+  stats_by_model_[0].nodes_by_max_free.assign(kFullMilli + 1, 0);
+}
+
+int ClusterState::ModelId(std::string_view model) const {
+  auto it = model_ids_.find(std::string(model));
+  return it == model_ids_.end() ? kNoModel : it->second;
+}
+
+int ClusterState::TaskKindId(int gpus, bool share) {
+  int64_t key = share ? -1 : gpus;
+  auto [it, inserted] = kind_ids_.emplace(key, static_cast<int>(kind_ids_.size()));
+  return it->second;
+}
+
+const std::vector<int>& ClusterState::ActiveClasses(int model) const {
+  return active_by_model_[ModelSlot(model)];
+}
+
+const ModelStats& ClusterState::model_stats(int model) const {
+  return stats_by_model_[ModelSlot(model)];
+}
+
+NodeIndex ClusterState::FindNode(std::string_view name) const {
+  auto it = by_name_.find(std::string(name));
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
+  CORRAL_RETURN_IF_ERROR(model::Validate(spec));
+  if (by_name_.count(spec.name)) return AlreadyExists("node '" + spec.name + "' already exists");
+
+  NodeState node;
+  node.name = spec.name;
+  if (!spec.gpus.empty()) {
+    auto [it, inserted] =
+        model_ids_.emplace(spec.gpu_model, static_cast<int>(model_names_.size()));
+    if (inserted) {
+      model_names_.push_back(spec.gpu_model);
+      active_by_model_.emplace_back();
+      stats_by_model_.emplace_back();
+      stats_by_model_.back().nodes_by_max_free.assign(kFullMilli + 1, 0);
+    }
+    node.model = it->second;
+  }
+  ModelStats& stats = stats_by_model_[ModelSlot(node.model)];
+  if (stats.nodes_by_full_free.size() < spec.gpus.size() + 1) {
+    stats.nodes_by_full_free.resize(spec.gpus.size() + 1, 0);
+  }
+  node.cpu_total = node.cpu_free = spec.cpu.value();
+  node.memory_total = node.memory_free = spec.memory.value();
+  node.gpu_free.assign(spec.gpus.size(), kFullMilli);
+  node.tie_rank = SplitMix64(options_.seed ^ HashString(spec.name.data(), spec.name.size()));
+  node.present = true;
+
+  NodeIndex index = static_cast<NodeIndex>(nodes_.size());
+  nodes_.push_back(std::move(node));
+  by_name_.emplace(spec.name, index);
+  ++live_nodes_;
+  int64_t milli = static_cast<int64_t>(spec.gpus.size()) * kFullMilli;
+  total_gpu_milli_ += milli;
+  free_gpu_milli_ += milli;
+  Attach(index);
+  return index;
+}
+
+Status ClusterState::RemoveNode(NodeIndex n) {
+  if (n < 0 || n >= NodeSlots() || !nodes_[n].present) return NotFound("no such node");
+  Detach(n);
+  NodeState& node = nodes_[n];
+  int64_t free = 0;
+  for (int32_t f : node.gpu_free) free += f;
+  total_gpu_milli_ -= static_cast<int64_t>(node.gpu_free.size()) * kFullMilli;
+  free_gpu_milli_ -= free;
+  by_name_.erase(node.name);
+  node.present = false;
+  --live_nodes_;
+  return Status::Ok();
+}
+
+Status ClusterState::SetSchedulable(NodeIndex n, bool schedulable) {
+  if (n < 0 || n >= NodeSlots() || !nodes_[n].present) return NotFound("no such node");
+  Detach(n);
+  nodes_[n].schedulable = schedulable;
+  Attach(n);
+  return Status::Ok();
+}
+
+bool ClusterState::Fits(const Allocation& a) const {
+  if (a.node < 0 || a.node >= NodeSlots() || !nodes_[a.node].present) return false;
+  const NodeState& node = nodes_[a.node];
+  if (a.cpu.value() > node.cpu_free || a.memory.value() > node.memory_free) return false;
+  // Shares on one GPU may be listed once each; sum per GPU before comparing.
+  std::vector<int64_t> want(node.gpu_free.size(), 0);
+  for (const GpuShare& g : a.gpus) {
+    if (g.index < 0 || g.index >= static_cast<int>(node.gpu_free.size())) return false;
+    if (g.milli.value() <= 0) return false;
+    want[g.index] += g.milli.value();
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] > node.gpu_free[i]) return false;
+  }
+  return true;
+}
+
+Status ClusterState::Allocate(const Allocation& a) {
+  if (!Fits(a)) return FailedPrecondition("allocation does not fit on its node");
+  Detach(a.node);
+  NodeState& node = nodes_[a.node];
+  node.cpu_free -= a.cpu.value();
+  node.memory_free -= a.memory.value();
+  for (const GpuShare& g : a.gpus) {
+    node.gpu_free[g.index] -= static_cast<int32_t>(g.milli.value());
+    free_gpu_milli_ -= g.milli.value();
+  }
+  if (a.kind >= 0) {
+    auto it = std::find_if(node.kinds.begin(), node.kinds.end(),
+                           [&](const auto& p) { return p.first == a.kind; });
+    if (it == node.kinds.end()) {
+      node.kinds.emplace_back(a.kind, 1);
+      std::sort(node.kinds.begin(), node.kinds.end());
+    } else {
+      ++it->second;
+    }
+  }
+  Attach(a.node);
+  return Status::Ok();
+}
+
+Status ClusterState::Release(const Allocation& a) {
+  if (a.node < 0 || a.node >= NodeSlots() || !nodes_[a.node].present) {
+    return NotFound("allocation names no live node");
+  }
+  NodeState& node = nodes_[a.node];
+  std::vector<int64_t> back(node.gpu_free.size(), 0);
+  for (const GpuShare& g : a.gpus) {
+    if (g.index < 0 || g.index >= static_cast<int>(node.gpu_free.size())) {
+      return InvalidArgument("allocation names GPU " + std::to_string(g.index) + " of node '" +
+                             node.name + "', which does not exist");
+    }
+    back[g.index] += g.milli.value();
+  }
+  for (size_t i = 0; i < back.size(); ++i) {
+    if (node.gpu_free[i] + back[i] > kFullMilli) {
+      return FailedPrecondition("release would free more of GPU " + std::to_string(i) +
+                                " on node '" + node.name + "' than is allocated");
+    }
+  }
+  if (node.cpu_free + a.cpu.value() > node.cpu_total ||
+      node.memory_free + a.memory.value() > node.memory_total) {
+    return FailedPrecondition("release would free more CPU or memory than node '" + node.name +
+                              "' has allocated");
+  }
+  Detach(a.node);
+  node.cpu_free += a.cpu.value();
+  node.memory_free += a.memory.value();
+  for (size_t i = 0; i < back.size(); ++i) node.gpu_free[i] += static_cast<int32_t>(back[i]);
+  for (const GpuShare& g : a.gpus) free_gpu_milli_ += g.milli.value();
+  if (a.kind >= 0) {
+    auto it = std::find_if(node.kinds.begin(), node.kinds.end(),
+                           [&](const auto& p) { return p.first == a.kind; });
+    if (it != node.kinds.end() && --it->second == 0) node.kinds.erase(it);
+  }
+  Attach(a.node);
+  return Status::Ok();
+}
+
+void ClusterState::AddToStats(const NodeState& node, int sign) {
+  ModelStats& s = stats_by_model_[ModelSlot(node.model)];
+  int full = 0, max_free = 0;
+  int64_t free = 0;
+  for (int32_t f : node.gpu_free) {
+    full += (f == kFullMilli);
+    max_free = std::max<int>(max_free, f);
+    free += f;
+  }
+  s.nodes += sign;
+  s.gpus += sign * static_cast<int64_t>(node.gpu_free.size());
+  s.full_free_gpus += sign * full;
+  s.free_milli += sign * free;
+  s.nodes_by_full_free[full] += sign;
+  s.nodes_by_max_free[max_free] += sign;
+}
+
+int ClusterState::ClassFor(const NodeState& node) {
+  std::vector<int32_t> sorted = node.gpu_free;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  uint64_t mask = 0;
+  if (options_.track_task_kinds) {
+    for (const auto& [kind, count] : node.kinds) {
+      if (kind < 64) mask |= (uint64_t{1} << kind);
+    }
+  }
+  int distinct = options_.track_task_kinds ? static_cast<int>(node.kinds.size()) : 0;
+
+  std::string key;
+  key.reserve(48 + sorted.size() * 4);
+  AppendBytes(key, node.model);
+  AppendBytes(key, node.cpu_total);
+  AppendBytes(key, node.cpu_free);
+  AppendBytes(key, node.memory_total);
+  AppendBytes(key, node.memory_free);
+  AppendBytes(key, mask);
+  AppendBytes(key, distinct);
+  for (int32_t f : sorted) AppendBytes(key, f);
+
+  auto [it, inserted] = class_ids_.emplace(std::move(key), static_cast<int>(classes_.size()));
+  if (inserted) {
+    NodeClass c;
+    c.model = node.model;
+    c.gpu_count = static_cast<int>(sorted.size());
+    c.cpu_total = node.cpu_total;
+    c.cpu_free = node.cpu_free;
+    c.memory_total = node.memory_total;
+    c.memory_free = node.memory_free;
+    c.kinds_mask = mask;
+    c.kinds_distinct = distinct;
+    for (int32_t f : sorted) {
+      c.full_free += (f == kFullMilli);
+      c.gpu_free_total += f;
+    }
+    c.max_free = sorted.empty() ? 0 : sorted.front();
+    c.gpu_free = std::move(sorted);
+    classes_.push_back(std::move(c));
+  }
+  return it->second;
+}
+
+void ClusterState::Detach(NodeIndex n) {
+  NodeState& node = nodes_[n];
+  if (node.class_id < 0) return;
+  NodeClass& c = classes_[node.class_id];
+  c.members.erase({node.tie_rank, n});
+  if (c.members.empty() && c.active_pos >= 0) {
+    auto& active = active_by_model_[ModelSlot(c.model)];
+    int last = active.back();
+    active[c.active_pos] = last;
+    classes_[last].active_pos = c.active_pos;
+    active.pop_back();
+    c.active_pos = -1;
+  }
+  AddToStats(node, -1);
+  node.class_id = -1;
+}
+
+void ClusterState::Attach(NodeIndex n) {
+  NodeState& node = nodes_[n];
+  if (!node.present || !node.schedulable) return;
+  int id = ClassFor(node);
+  NodeClass& c = classes_[id];
+  c.members.insert({node.tie_rank, n});
+  if (c.active_pos < 0) {
+    auto& active = active_by_model_[ModelSlot(c.model)];
+    c.active_pos = static_cast<int>(active.size());
+    active.push_back(id);
+  }
+  AddToStats(node, +1);
+  node.class_id = id;
+}
+
+}  // namespace corral::sched

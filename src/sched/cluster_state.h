@@ -1,0 +1,162 @@
+// The scheduler's incremental, indexed view of the cluster: free GPUs (per GPU, in milli), CPU
+// and memory of every node, grouped so that a placement does not scan every node.
+//
+// Nodes whose state is identical (same GPU model, capacity, free CPU and memory and the same
+// multiset of free GPU shares) form one NodeClass. Placement policies score a class once and
+// the tie-break picks the class member that comes first in the seeded tie order, so scoring
+// cost grows with the number of distinct states, not the number of nodes. Classes are grouped
+// by GPU model, and each model keeps histograms (nodes by fully free GPUs, by largest free
+// share) that answer "can anything fit at all?" and feed pending reasons in O(1).
+//
+// Pure data structure: no I/O, no clocks, no global state. Not thread-safe; the scheduler is
+// single-threaded (conventions.md).
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "model/node.h"
+
+namespace corral::sched {
+
+// Dense index of a node inside one ClusterState; stable while the node exists.
+using NodeIndex = int32_t;
+inline constexpr int kNoModel = -1;  // model id of a node without GPUs
+
+// One GPU's part of an allocation.
+struct GpuShare {
+  int index = 0;  // GPU index on the node
+  MilliGpu milli{0};
+  bool operator==(const GpuShare&) const = default;
+};
+
+// What one task holds on one node. `kind` is the interned task kind (see TaskKindId) so that
+// policies that group tasks of one kind together (clustering) can see what a node runs.
+struct Allocation {
+  NodeIndex node = -1;
+  CpuMilli cpu{0};
+  MemoryMib memory{0};
+  std::vector<GpuShare> gpus;
+  int kind = -1;
+  bool operator==(const Allocation&) const = default;
+};
+
+// The state of one live node, in the form policies read. Free GPU milli are listed by GPU index.
+struct NodeState {
+  std::string name;
+  int model = kNoModel;
+  int64_t cpu_total = 0, cpu_free = 0;        // CPU milli
+  int64_t memory_total = 0, memory_free = 0;  // MiB
+  std::vector<int32_t> gpu_free;              // milli free per GPU, by index
+  std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node
+  uint64_t tie_rank = 0;                      // seeded; lower wins ties
+  bool schedulable = true;                    // false when cordoned or draining
+  bool present = false;                       // false after RemoveNode
+  int class_id = -1;
+};
+
+// A set of nodes in identical state. `gpu_free` is sorted in descending order (a multiset:
+// scores depend on which shares are free, not on which GPU index holds them).
+struct NodeClass {
+  int model = kNoModel;
+  int gpu_count = 0;
+  int64_t cpu_total = 0, cpu_free = 0;
+  int64_t memory_total = 0, memory_free = 0;
+  std::vector<int32_t> gpu_free;  // descending
+  uint64_t kinds_mask = 0;        // bit k set when a task of kind k runs here (k < 64)
+  int kinds_distinct = 0;         // number of distinct kinds (also those >= 64)
+  int full_free = 0;              // GPUs with 1000 milli free
+  int max_free = 0;               // largest free share of one GPU
+  int64_t gpu_free_total = 0;     // sum of gpu_free
+  std::set<std::pair<uint64_t, NodeIndex>> members;  // (tie_rank, node), schedulable only
+  int active_pos = -1;  // position in its model's active list, -1 when empty
+};
+
+// Per GPU model aggregates over schedulable nodes.
+struct ModelStats {
+  int nodes = 0;
+  int64_t gpus = 0;
+  int64_t full_free_gpus = 0;
+  int64_t free_milli = 0;
+  std::vector<int> nodes_by_full_free;  // [k] = nodes with exactly k fully free GPUs
+  std::vector<int> nodes_by_max_free;   // [m] = nodes whose largest free share is m (0..1000)
+  int LargestFreeBlock() const;         // most fully free GPUs on one node
+  int LargestFreeShare() const;         // largest free milli on one GPU
+};
+
+struct ClusterStateOptions {
+  uint64_t seed = 0;              // drives the tie order of nodes
+  bool track_task_kinds = false;  // include task kinds in class identity (clustering policy)
+};
+
+class ClusterState {
+ public:
+  explicit ClusterState(ClusterStateOptions options = {});
+
+  // Adds a node (validated); names are unique. Its tie rank is a seeded hash of its name, so
+  // the tie order does not depend on the order nodes join.
+  Result<NodeIndex> AddNode(const model::Node& node);
+  // Removes a node and forgets its allocations; the caller requeues whatever ran there.
+  Status RemoveNode(NodeIndex node);
+  // Cordoned or draining nodes keep their allocations but take no new tasks.
+  Status SetSchedulable(NodeIndex node, bool schedulable);
+  // Looks a node up by name; -1 when unknown or removed.
+  NodeIndex FindNode(std::string_view name) const;
+
+  // Applies an allocation; fails (changing nothing) if it does not fit or names a bad GPU.
+  Status Allocate(const Allocation& allocation);
+  // Returns exactly what Allocate took. Fails (changing nothing) if it was not held.
+  Status Release(const Allocation& allocation);
+  // True when the allocation would fit on its node now.
+  bool Fits(const Allocation& allocation) const;
+
+  // Interned GPU model id, kNoModel when no node has ever had that model.
+  int ModelId(std::string_view model) const;
+  const std::string& ModelName(int model) const { return model_names_[model]; }
+  int ModelCount() const { return static_cast<int>(model_names_.size()); }
+  // Interned task kind: every share of one GPU is one kind, k whole GPUs another (as the FGD
+  // paper's clustering baseline groups tasks).
+  int TaskKindId(int gpus, bool share);
+
+  const NodeState& node(NodeIndex n) const { return nodes_[n]; }
+  int NodeSlots() const { return static_cast<int>(nodes_.size()); }  // includes removed
+  int LiveNodes() const { return live_nodes_; }
+  const NodeClass& node_class(int id) const { return classes_[id]; }
+  int ClassCount() const { return static_cast<int>(classes_.size()); }
+  // Classes of a model (kNoModel included) that have at least one schedulable member.
+  const std::vector<int>& ActiveClasses(int model) const;
+  const ModelStats& model_stats(int model) const;
+
+  int64_t TotalGpuMilli() const { return total_gpu_milli_; }
+  int64_t FreeGpuMilli() const { return free_gpu_milli_; }
+
+ private:
+  void Detach(NodeIndex n);  // takes the node out of its class and the model statistics
+  void Attach(NodeIndex n);  // puts it (back) in the class of its current state
+  int ClassFor(const NodeState& node);
+  int ModelSlot(int model) const { return model + 1; }  // kNoModel lives in slot 0
+  void AddToStats(const NodeState& node, int sign);
+
+  ClusterStateOptions options_;
+  std::vector<NodeState> nodes_;
+  std::unordered_map<std::string, NodeIndex> by_name_;
+  std::vector<std::string> model_names_;
+  std::unordered_map<std::string, int> model_ids_;
+  std::vector<NodeClass> classes_;
+  std::unordered_map<std::string, int> class_ids_;  // state signature -> class id
+  std::vector<std::vector<int>> active_by_model_;   // slot -> class ids with members
+  std::vector<ModelStats> stats_by_model_;          // slot -> aggregates
+  std::unordered_map<int64_t, int> kind_ids_;
+  int live_nodes_ = 0;
+  int64_t total_gpu_milli_ = 0;
+  int64_t free_gpu_milli_ = 0;
+};
+
+}  // namespace corral::sched

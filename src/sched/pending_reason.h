@@ -1,0 +1,38 @@
+// Why a job is not running: a stable machine-readable code and a sentence for people, e.g.
+// {"no_free_block", "needs 8 free V100M32 GPUs on one node; the largest free block is 4 (node
+// n17)"}. Computed from the ClusterState's per-model statistics, looking at node classes only to
+// name the best candidate node.
+#pragma once
+
+#include <string>
+
+#include "sched/cluster_state.h"
+#include "sched/task_request.h"
+
+namespace corral::sched {
+
+struct PendingReason {
+  std::string code;
+  std::string message;
+  bool operator==(const PendingReason&) const = default;
+};
+
+// Stable codes (API and CLI contract).
+inline constexpr char kReasonNoNodes[] = "no_nodes";
+inline constexpr char kReasonUnknownModel[] = "unknown_gpu_model";
+inline constexpr char kReasonNeverFits[] = "never_fits";
+inline constexpr char kReasonNoFreeBlock[] = "no_free_block";
+inline constexpr char kReasonFragmented[] = "fragmented";
+inline constexpr char kReasonInsufficientGpus[] = "insufficient_gpus";
+inline constexpr char kReasonNoGpuShare[] = "no_gpu_share";
+inline constexpr char kReasonInsufficientCpuMemory[] = "insufficient_cpu_memory";
+inline constexpr char kReasonGangPartial[] = "gang_partial";
+inline constexpr char kReasonBlockedByHead[] = "blocked_by_head";
+inline constexpr char kReasonNotYetConsidered[] = "not_yet_considered";
+
+// Explains why `task` (one of `tasks` identical tasks of a gang, of which `placed` could be
+// placed before one failed) does not fit in `state` now.
+PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& task, int tasks,
+                              int placed);
+
+}  // namespace corral::sched

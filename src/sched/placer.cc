@@ -1,0 +1,145 @@
+#include "sched/placer.h"
+
+namespace corral::sched {
+
+Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
+    : state_(state), policy_(policy), rng_(rng) {}
+
+TaskRequest Placer::Resolve(const model::TaskResources& r) {
+  TaskRequest t;
+  t.gpus = static_cast<int>(r.gpus.value());
+  t.gpu_milli = static_cast<int>(r.gpu_milli.value());
+  t.cpu = r.cpu.value();
+  t.memory = r.memory.value();
+  t.any_model = r.gpu_models.empty();
+  t.model_names = r.gpu_models;
+  for (const auto& name : r.gpu_models) {
+    int id = state_.ModelId(name);
+    if (id != kNoModel) t.models.push_back(id);
+  }
+  const int64_t shape_key = (t.cpu * 64 + t.gpus) * 2048 + t.gpu_milli;
+  t.shape = shape_ids_.emplace(shape_key, static_cast<int>(shape_ids_.size())).first->second;
+  t.kind = state_.TaskKindId(t.gpus, t.IsShare());
+  return t;
+}
+
+bool Placer::Feasible(const NodeClass& c, const TaskRequest& t) {
+  if (c.cpu_free < t.cpu || c.memory_free < t.memory) return false;
+  if (t.gpus == 0) return true;
+  if (t.IsShare()) return c.max_free >= t.gpu_milli;
+  return c.full_free >= t.gpus;
+}
+
+void Placer::CandidateModels(const TaskRequest& t, std::vector<int>& out) const {
+  out.clear();
+  if (t.gpus == 0 && t.any_model) out.push_back(kNoModel);
+  if (t.any_model) {
+    for (int m = 0; m < state_.ModelCount(); ++m) out.push_back(m);
+  } else {
+    out.insert(out.end(), t.models.begin(), t.models.end());
+  }
+}
+
+bool Placer::GpusCouldFit(const TaskRequest& t) const {
+  if (t.gpus == 0) return state_.LiveNodes() > 0;
+  auto fits = [&](int m) {
+    const ModelStats& s = state_.model_stats(m);
+    return t.IsShare() ? s.LargestFreeShare() >= t.gpu_milli : s.LargestFreeBlock() >= t.gpus;
+  };
+  if (t.any_model) {
+    for (int m = 0; m < state_.ModelCount(); ++m) {
+      if (fits(m)) return true;
+    }
+    return false;
+  }
+  for (int m : t.models) {
+    if (fits(m)) return true;
+  }
+  return false;
+}
+
+int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) {
+  if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
+  std::vector<int16_t>& row = score_cache_[class_id];
+  if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, -1);
+  if (row[t.shape] < 0) row[t.shape] = static_cast<int16_t>(policy_.Score(ViewOf(c), t));
+  return row[t.shape];
+}
+
+std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {
+  int best_score = -1;
+  uint64_t best_rank = 0;
+  NodeIndex best = -1;
+  for (int m : models_scratch_) {
+    for (int id : state_.ActiveClasses(m)) {
+      const NodeClass& c = state_.node_class(id);
+      if (!Feasible(c, t)) continue;
+      int score = CachedScore(id, c, t);
+      const auto& [rank, node] = *c.members.begin();
+      if (score > best_score || (score == best_score && rank < best_rank)) {
+        best_score = score;
+        best_rank = rank;
+        best = node;
+      }
+    }
+  }
+  if (best < 0) return std::nullopt;
+  return best;
+}
+
+std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
+  int64_t feasible = 0;
+  for (int m : models_scratch_) {
+    for (int id : state_.ActiveClasses(m)) {
+      const NodeClass& c = state_.node_class(id);
+      if (Feasible(c, t)) feasible += static_cast<int64_t>(c.members.size());
+    }
+  }
+  if (feasible == 0) return std::nullopt;
+  int64_t pick = static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(feasible)));
+  for (int m : models_scratch_) {
+    for (int id : state_.ActiveClasses(m)) {
+      const NodeClass& c = state_.node_class(id);
+      if (!Feasible(c, t)) continue;
+      if (pick >= static_cast<int64_t>(c.members.size())) {
+        pick -= static_cast<int64_t>(c.members.size());
+        continue;
+      }
+      auto it = c.members.begin();
+      std::advance(it, pick);
+      return it->second;
+    }
+  }
+  return std::nullopt;  // unreachable: pick < feasible
+}
+
+std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
+  if (state_.ModelCount() != models_seen_) {
+    policy_.OnModelsChanged(state_);
+    models_seen_ = state_.ModelCount();
+    score_cache_.clear();  // scores may depend on which models exist (FGD's typical tasks)
+  }
+  if (!GpusCouldFit(t)) return std::nullopt;
+  CandidateModels(t, models_scratch_);
+  std::optional<NodeIndex> node = policy_.PicksUniformly() ? PickUniformly(t) : PickBestScore(t);
+  if (!node) return std::nullopt;
+
+  const NodeState& n = state_.node(*node);
+  std::vector<int> gpus = policy_.ChooseGpus(ViewOf(n, state_), t, rng_);
+  if (static_cast<int>(gpus.size()) != t.gpus) return std::nullopt;  // policy bug; fail safe
+  Allocation a;
+  a.node = *node;
+  a.cpu = CpuMilli(t.cpu);
+  a.memory = MemoryMib(t.memory);
+  for (int g : gpus) a.gpus.push_back(GpuShare{g, MilliGpu(t.gpu_milli)});
+  a.kind = t.gpus > 0 ? t.kind : -1;
+  return a;
+}
+
+std::optional<Allocation> Placer::Place(const TaskRequest& t) {
+  std::optional<Allocation> a = Choose(t);
+  if (a && !state_.Allocate(*a).ok()) return std::nullopt;
+  return a;
+}
+
+}  // namespace corral::sched

@@ -1,0 +1,58 @@
+// The Placer chooses a node and GPUs for one task with a placement policy: hard filters first
+// (model, CPU, memory, free GPUs), then the policy's score, highest wins, ties to the node first
+// in the seeded tie order. Scores are cached per (node class, task shape), so a node state is
+// scored once per shape however many nodes share it and however many tasks ask.
+#pragma once
+
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "common/rng.h"
+#include "model/job.h"
+#include "sched/cluster_state.h"
+#include "sched/placement_policy.h"
+#include "sched/task_request.h"
+
+namespace corral::sched {
+
+class Placer {
+ public:
+  // Borrows all three; they must outlive the Placer. The policy must not be shared by two
+  // Placers (it caches model ids of one ClusterState).
+  Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng);
+
+  // The task's needs in scheduler terms (models resolved, shape and kind interned).
+  TaskRequest Resolve(const model::TaskResources& resources);
+
+  // The allocation the policy would choose now, or nullopt when no node fits. Changes nothing
+  // but the random draw of the `random` policy.
+  std::optional<Allocation> Choose(const TaskRequest& task);
+  // Choose and apply.
+  std::optional<Allocation> Place(const TaskRequest& task);
+
+  // True when some node of an acceptable model could hold the task's GPUs (ignoring CPU and
+  // memory); answered from per-model statistics without looking at nodes.
+  bool GpusCouldFit(const TaskRequest& task) const;
+
+  ClusterState& state() { return state_; }
+  const PlacementPolicy& policy() const { return policy_; }
+
+ private:
+  static bool Feasible(const NodeClass& c, const TaskRequest& task);
+  int CachedScore(int class_id, const NodeClass& c, const TaskRequest& task);
+  // Model ids to look at for this task (kNoModel included for CPU-only tasks).
+  void CandidateModels(const TaskRequest& task, std::vector<int>& out) const;
+  std::optional<NodeIndex> PickUniformly(const TaskRequest& task);
+  std::optional<NodeIndex> PickBestScore(const TaskRequest& task);
+
+  ClusterState& state_;
+  PlacementPolicy& policy_;
+  Rng& rng_;
+  int models_seen_ = -1;
+  std::unordered_map<int64_t, int> shape_ids_;
+  std::vector<std::vector<int16_t>> score_cache_;  // [class id][shape id], -1 = not scored
+  std::vector<int> models_scratch_;
+};
+
+}  // namespace corral::sched

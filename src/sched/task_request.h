@@ -1,0 +1,35 @@
+// A task's needs in the scheduler's terms: GPU models resolved to ids, and interned ids for
+// the task's shape (what scores depend on) and kind (what clustering groups by).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace corral::sched {
+
+struct TaskRequest {
+  int gpus = 0;       // whole GPUs, or 1 with gpu_milli < 1000 for a share
+  int gpu_milli = 0;  // per GPU, 1..1000 (0 when gpus == 0)
+  int64_t cpu = 0;     // CPU milli
+  int64_t memory = 0;  // MiB
+  bool any_model = true;
+  std::vector<int> models;               // acceptable model ids (those some node has)
+  std::vector<std::string> model_names;  // as asked, for pending reasons
+  int shape = -1;  // interned (gpus, gpu_milli, cpu): equal shapes score equally
+  int kind = -1;   // interned: a share, or k whole GPUs (ClusterState::TaskKindId)
+
+  bool IsShare() const { return gpus == 1 && gpu_milli < 1000; }
+  bool AcceptsModel(int model) const;
+  int64_t TotalMilli() const { return static_cast<int64_t>(gpus) * gpu_milli; }
+};
+
+inline bool TaskRequest::AcceptsModel(int model) const {
+  if (any_model) return true;
+  for (int m : models) {
+    if (m == model) return true;
+  }
+  return false;
+}
+
+}  // namespace corral::sched

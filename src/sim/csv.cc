@@ -1,0 +1,286 @@
+#include "sim/csv.h"
+
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <optional>
+#include <system_error>
+#include <utility>
+
+namespace corral::sim {
+
+namespace {
+
+// Larger times are certainly a corrupt field; the bound also keeps sums of times from overflowing.
+constexpr double kMaxTimeS = 1e12;
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+bool IsBlank(std::string_view s) { return Trim(s).empty(); }
+
+std::string Quoted(std::string_view s) {
+  // Appended piecewise: `"'" + std::string(s)` trips GCC 12's false -Wrestrict warning.
+  std::string out(1, '\'');
+  out.append(s).push_back('\'');
+  return out;
+}
+
+// Parses a whole string as a number of type T; nullopt when any character is left over.
+template <typename T>
+std::optional<T> ParseNumber(std::string_view text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || text.empty()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+std::optional<int64_t> ParseInt64(std::string_view text) { return ParseNumber<int64_t>(text); }
+
+std::optional<double> ParseFiniteDouble(std::string_view text) {
+  std::optional<double> value = ParseNumber<double>(text);
+  if (value && !std::isfinite(*value)) return std::nullopt;
+  return value;
+}
+
+std::string Location(const std::string& path, int64_t line) {
+  return path + ":" + std::to_string(line);
+}
+
+Status FieldError(const std::string& path, int64_t line, std::string_view field,
+                  std::string_view what) {
+  return InvalidArgument(Location(path, line) + ": field '" + std::string(field) +
+                         "': " + std::string(what));
+}
+
+Status AtLine(const std::string& path, int64_t line, const Status& status) {
+  return {status.code(), Location(path, line) + ": " + status.message()};
+}
+
+// ---------------------------------------------------------------------------------------------
+// LineReader
+
+LineReader::LineReader(std::string path, std::unique_ptr<std::ifstream> in)
+    : path_(std::move(path)), in_(std::move(in)) {}
+
+Result<LineReader> LineReader::Open(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    return IoError("cannot read '" + path + "': it is a directory");
+  }
+  auto in = std::make_unique<std::ifstream>(path, std::ios::binary);
+  if (!in->is_open()) return IoError("cannot open '" + path + "' for reading");
+  return LineReader(path, std::move(in));
+}
+
+bool LineReader::Next() {
+  if (!std::getline(*in_, text_)) return false;
+  ++line_;
+  if (!text_.empty() && text_.back() == '\r') text_.pop_back();
+  if (line_ == 1 && text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);
+  return true;
+}
+
+Status LineReader::status() const {
+  if (in_->bad()) return IoError(Location(path_, line_ + 1) + ": read error");
+  return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// SplitCsvLine
+
+Result<std::vector<std::string>> SplitCsvLine(std::string_view line) {
+  std::vector<std::string> fields;
+  size_t i = 0;
+  while (true) {
+    // Skip leading spaces to find out whether the field is quoted.
+    size_t start = i;
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+    if (i < line.size() && line[i] == '"') {
+      std::string field;
+      ++i;
+      while (true) {
+        if (i >= line.size()) {
+          return InvalidArgument("field " + std::to_string(fields.size() + 1) +
+                                 ": unterminated quoted field");
+        }
+        if (line[i] == '"') {
+          if (i + 1 < line.size() && line[i + 1] == '"') {
+            field.push_back('"');
+            i += 2;
+            continue;
+          }
+          ++i;
+          break;
+        }
+        field.push_back(line[i++]);
+      }
+      while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+      if (i < line.size() && line[i] != ',') {
+        return InvalidArgument("field " + std::to_string(fields.size() + 1) +
+                               ": unexpected text after a closing quote");
+      }
+      fields.push_back(std::move(field));
+    } else {
+      size_t comma = line.find(',', start);
+      if (comma == std::string_view::npos) comma = line.size();
+      fields.emplace_back(Trim(line.substr(start, comma - start)));
+      i = comma;
+    }
+    if (i >= line.size()) break;
+    ++i;  // the comma
+  }
+  return fields;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CsvReader
+
+CsvReader::CsvReader(LineReader lines, std::vector<std::string> columns)
+    : lines_(std::move(lines)), columns_(std::move(columns)) {
+  for (size_t i = 0; i < columns_.size(); ++i) index_.emplace(columns_[i], i);
+}
+
+Result<CsvReader> CsvReader::Open(const std::string& path) {
+  CORRAL_SIM_ASSIGN_OR_RETURN(LineReader lines, LineReader::Open(path));
+  bool found = false;
+  while ((found = lines.Next()) && IsBlank(lines.text())) {
+  }
+  CORRAL_RETURN_IF_ERROR(lines.status());
+  if (!found) return InvalidArgument(path + ": empty file (expected a CSV header line)");
+  auto header = SplitCsvLine(lines.text());
+  if (!header.ok()) return AtLine(path, lines.line(), header.status());
+  std::vector<std::string> columns = std::move(header).value();
+  for (size_t i = 0; i < columns.size(); ++i) {
+    if (columns[i].empty()) {
+      return InvalidArgument(Location(path, lines.line()) + ": header column " +
+                             std::to_string(i + 1) + " has no name");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (columns[j] == columns[i]) {
+        return InvalidArgument(Location(path, lines.line()) + ": column " +
+                               Quoted(columns[i]) + " appears twice in the header");
+      }
+    }
+  }
+  return CsvReader(std::move(lines), std::move(columns));
+}
+
+bool CsvReader::HasColumn(std::string_view name) const {
+  return index_.find(std::string(name)) != index_.end();
+}
+
+bool CsvReader::HasColumns(std::span<const std::string_view> names) const {
+  for (std::string_view name : names) {
+    if (!HasColumn(name)) return false;
+  }
+  return true;
+}
+
+Status CsvReader::RequireColumns(std::span<const std::string_view> names) const {
+  for (std::string_view name : names) {
+    if (HasColumn(name)) continue;
+    std::string header;
+    for (const auto& c : columns_) header += (header.empty() ? "" : ",") + c;
+    return InvalidArgument(Location(path(), 1) + ": missing column " + Quoted(name) +
+                           " (header: " + header + ")");
+  }
+  return Status::Ok();
+}
+
+bool CsvReader::NextRow() {
+  if (!status_.ok()) return false;
+  while (lines_.Next()) {
+    if (IsBlank(lines_.text())) continue;
+    auto fields = SplitCsvLine(lines_.text());
+    if (!fields.ok()) {
+      Fail(LineError(fields.status()));
+      return false;
+    }
+    if (fields->size() != columns_.size()) {
+      Fail(InvalidArgument(Location(path(), line()) + ": expected " +
+                           std::to_string(columns_.size()) + " fields as in the header, got " +
+                           std::to_string(fields->size())));
+      return false;
+    }
+    fields_ = std::move(fields).value();
+    return true;
+  }
+  return false;
+}
+
+Status CsvReader::status() const {
+  if (!status_.ok()) return status_;
+  return lines_.status();
+}
+
+std::string_view CsvReader::Text(std::string_view column) const {
+  auto it = index_.find(std::string(column));
+  if (it == index_.end() || it->second >= fields_.size()) return {};
+  return fields_[it->second];
+}
+
+int64_t CsvReader::Int(std::string_view column, int64_t min, int64_t max) {
+  if (!ok()) return min;
+  std::string_view text = Text(column);
+  std::optional<int64_t> value = ParseInt64(text);
+  if (!value) {
+    Fail(FieldError(column, "expected an integer, got " + Quoted(text)));
+    return min;
+  }
+  if (*value < min || *value > max) {
+    Fail(FieldError(column, "must be between " + std::to_string(min) + " and " +
+                                std::to_string(max) + ", got " + std::to_string(*value)));
+    return min;
+  }
+  return *value;
+}
+
+double CsvReader::Double(std::string_view column, double min, double max) {
+  if (!ok()) return min;
+  std::string_view text = Text(column);
+  std::optional<double> value = ParseFiniteDouble(text);
+  if (!value) {
+    Fail(FieldError(column, "expected a number, got " + Quoted(text)));
+    return min;
+  }
+  if (*value < min || *value > max) {
+    Fail(FieldError(column, "must be between " + std::to_string(min) + " and " +
+                                std::to_string(max) + ", got " + std::string(text)));
+    return min;
+  }
+  return *value;
+}
+
+corral::Seconds CsvReader::Time(std::string_view column) {
+  if (!ok()) return corral::Seconds(0);
+  std::string_view text = Text(column);
+  if (std::optional<int64_t> whole = ParseInt64(text)) {
+    if (*whole >= 0 && *whole <= static_cast<int64_t>(kMaxTimeS)) return corral::Seconds(*whole);
+  }
+  std::optional<double> value = ParseFiniteDouble(text);
+  if (!value || *value < 0 || *value > kMaxTimeS) {
+    Fail(FieldError(column, "expected a time in seconds (a number between 0 and 1e12), got " +
+                                Quoted(text)));
+    return corral::Seconds(0);
+  }
+  return corral::Seconds(std::llround(*value));
+}
+
+Status CsvReader::FieldError(std::string_view column, std::string_view what) const {
+  return sim::FieldError(path(), line(), column, what);
+}
+
+Status CsvReader::LineError(const Status& status) const { return AtLine(path(), line(), status); }
+
+void CsvReader::Fail(Status status) {
+  if (status_.ok()) status_ = std::move(status);
+}
+
+}  // namespace corral::sim

@@ -1,0 +1,137 @@
+// Line-oriented text input for the trace readers: a line reader that tracks line numbers and a
+// small CSV reader with header-indexed columns. Every error names the file and the line, and a
+// field error also names the column ("pods.csv:12: field 'num_gpu': expected an integer, got
+// 'x'"), so that a user can fix a trace without reading code.
+//
+// CSV dialect: one record per line (a quoted field cannot span lines), ',' separates fields,
+// a field may be enclosed in double quotes and then contain ',' and '""' (a literal quote).
+// Spaces around unquoted fields are trimmed; CR line endings and a leading UTF-8 BOM are ignored;
+// blank lines are skipped. The first non-blank line is the header.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <optional>
+#include <span>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::sim {
+
+// Returns "path:line" (the prefix of every error about a line of a file).
+std::string Location(const std::string& path, int64_t line);
+// InvalidArgument "path:line: field 'field': what".
+Status FieldError(const std::string& path, int64_t line, std::string_view field,
+                  std::string_view what);
+// Returns `status` with its message prefixed by "path:line: " (same code).
+Status AtLine(const std::string& path, int64_t line, const Status& status);
+
+// Parse the whole of `text` as a decimal integer / a finite number; nullopt when it is empty,
+// out of range or has anything left over.
+std::optional<int64_t> ParseInt64(std::string_view text);
+std::optional<double> ParseFiniteDouble(std::string_view text);
+
+// Reads a text file one line at a time. Strips a trailing '\r' and, on line 1, a UTF-8 BOM.
+class LineReader {
+ public:
+  // IoError naming the path when the file cannot be opened or is a directory.
+  static Result<LineReader> Open(const std::string& path);
+
+  // Advances to the next line; false at end of file or on a read error (then status() says so).
+  bool Next();
+  // The current line, without its line terminator.
+  const std::string& text() const { return text_; }
+  // 1-based number of the current line (0 before the first Next()).
+  int64_t line() const { return line_; }
+  const std::string& path() const { return path_; }
+  // IoError if reading failed before the end of the file; OK otherwise.
+  Status status() const;
+
+ private:
+  LineReader(std::string path, std::unique_ptr<std::ifstream> in);
+
+  std::string path_;
+  std::unique_ptr<std::ifstream> in_;  // owned; a pointer so that the reader stays movable
+  std::string text_;
+  int64_t line_ = 0;
+};
+
+// Splits one CSV line into fields (see the dialect above). InvalidArgument, without a location,
+// for an unterminated quoted field or text after a closing quote.
+Result<std::vector<std::string>> SplitCsvLine(std::string_view line);
+
+// Reads a CSV file record by record and converts fields by column name.
+//
+// Field getters do not return errors: on a bad value they record the first error of the reader
+// (with file, line and column) and return a fallback. After reading the fields of a row, check
+// ok(); once an error is recorded, NextRow() returns false and status() holds it.
+class CsvReader {
+ public:
+  // Opens `path` and reads its header. IoError if the file cannot be read; InvalidArgument if
+  // it has no header or a column name appears twice.
+  static Result<CsvReader> Open(const std::string& path);
+
+  const std::string& path() const { return lines_.path(); }
+  // Column names in header order.
+  const std::vector<std::string>& columns() const { return columns_; }
+  bool HasColumn(std::string_view name) const;
+  bool HasColumns(std::span<const std::string_view> names) const;
+  // InvalidArgument "path:1: missing column 'x' (header: a,b,c)" for the first absent name.
+  Status RequireColumns(std::span<const std::string_view> names) const;
+
+  // Advances to the next non-blank record. False at end of file or on an error: a record whose
+  // field count differs from the header's, a malformed quoted field, a read error, or an error
+  // recorded earlier by a getter.
+  bool NextRow();
+  // 1-based line number of the current record.
+  int64_t line() const { return lines_.line(); }
+  bool ok() const { return status_.ok(); }
+  // The first error met (including a read error at the end), or OK.
+  Status status() const;
+
+  // The raw (unquoted, trimmed) text of `column` in the current record; "" when the header has
+  // no such column (optional columns are checked with HasColumn).
+  std::string_view Text(std::string_view column) const;
+  // An integer in [min, max]. A fallback of `min` is returned after an error.
+  int64_t Int(std::string_view column, int64_t min, int64_t max);
+  // A finite number in [min, max].
+  double Double(std::string_view column, double min, double max);
+  // A point in time or a duration in seconds: a non-negative integer, or a decimal number that
+  // is rounded to the nearest second.
+  corral::Seconds Time(std::string_view column);
+
+  // InvalidArgument "path:line: field 'column': what" for the current record (not recorded).
+  Status FieldError(std::string_view column, std::string_view what) const;
+  // `status` prefixed with "path:line: " for the current record (not recorded).
+  Status LineError(const Status& status) const;
+
+ private:
+  CsvReader(LineReader lines, std::vector<std::string> columns);
+  void Fail(Status status);
+
+  LineReader lines_;
+  std::vector<std::string> columns_;
+  std::unordered_map<std::string, size_t> index_;  // column name -> position
+  std::vector<std::string> fields_;                // the current record
+  Status status_;
+};
+
+}  // namespace corral::sim
+
+// Evaluates `expr` (a Result<T>); returns its Status on error, else moves its value into `lhs`.
+// (Local to sim until common/status.h offers one.)
+#define CORRAL_SIM_CONCAT_INNER(a, b) a##b
+#define CORRAL_SIM_CONCAT(a, b) CORRAL_SIM_CONCAT_INNER(a, b)
+#define CORRAL_SIM_ASSIGN_OR_RETURN(lhs, expr) \
+  CORRAL_SIM_ASSIGN_OR_RETURN_IMPL(CORRAL_SIM_CONCAT(corral_result_, __LINE__), lhs, expr)
+#define CORRAL_SIM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                     \
+  if (!tmp.ok()) return tmp.status();                    \
+  lhs = std::move(tmp).value()

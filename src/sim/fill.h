@@ -1,0 +1,68 @@
+// The fill experiment (../shared/docs/fill-experiment.md): tasks are presented one at a time
+// to a placement policy on an initially empty cluster, placed once or failed, never released.
+// It measures how much GPU capacity a policy leaves unusable as the arrived load grows.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/job.h"
+#include "model/node.h"
+
+namespace corral::sim {
+
+struct FillConfig {
+  std::string policy;
+  uint64_t seed = 42;
+  double tune = 1.3;  // workload is tuned to this multiple of the cluster's GPU capacity
+};
+
+// The state after one presented task.
+struct FillStep {
+  double arrived_pct = 0;           // GPU request presented so far, % of capacity
+  double unallocated_pct = 0;       // 100 − allocated %, of capacity
+  double frag_pct_of_capacity = 0;  // fragmented free milli, % of capacity
+  double frag_pct_of_idle = 0;      // fragmented free milli, % of free milli
+  bool placed = false;
+};
+
+// The curve read at one arrived load x (fill-experiment.md, "Reading the curve").
+struct FillPoint {
+  double unallocated_pct = 0;
+  double frag_pct_of_capacity = 0;
+  double frag_pct_of_idle = 0;
+};
+
+struct FillResult {
+  std::string policy;
+  uint64_t seed = 0;
+  int tasks_presented = 0;
+  int tasks_placed = 0;
+  double wall_ms = 0;
+  std::vector<FillStep> steps;
+  // Reads the curve at arrived load x (integer %): the mean over steps whose rounded load is
+  // x, or over |x_t − x| ≤ 1 when none is.
+  FillPoint At(int x) const;
+};
+
+// The arrived loads reported in tables and JSON.
+inline const std::vector<int> kFillReportLoads = {90, 100, 110, 130};
+
+// Runs one (policy, seed) fill. `tasks` is the original, untuned workload (typical tasks for
+// fragmentation come from it). Errors: unknown policy, empty cluster, no GPU capacity.
+Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
+                           const std::vector<model::TaskResources>& tasks,
+                           const FillConfig& config);
+
+// Runs every (policy, seed) pair on `threads` worker threads (0 = all cores). Results come back
+// in (policy, seed) order whatever the thread count, so the output is deterministic.
+Result<std::vector<FillResult>> RunFillMatrix(const std::vector<model::Node>& nodes,
+                                              const std::vector<model::TaskResources>& tasks,
+                                              const std::vector<std::string>& policies,
+                                              const std::vector<uint64_t>& seeds, double tune,
+                                              int threads);
+
+}  // namespace corral::sim

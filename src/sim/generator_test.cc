@@ -1,0 +1,187 @@
+#include "sim/generator.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace corral::sim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+std::string TestData(const std::string& name) { return std::string(CORRAL_SIM_TESTDATA) + "/" + name; }
+
+// The JSON Lines bytes of a generated workload.
+std::string JsonlBytes(const GeneratorConfig& config, const std::string& name) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  EXPECT_TRUE(WriteJsonl(GenerateWorkload(config), path).ok());
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+TEST(GeneratorTest, SameSeedSameBytesOtherSeedOtherBytes) {
+  GeneratorConfig config;
+  config.jobs = 500;
+  config.gpu_models = {"V100", "A100-80GB"};
+  const std::string a = JsonlBytes(config, "gen_a.jsonl");
+  const std::string b = JsonlBytes(config, "gen_b.jsonl");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  config.seed = 2;
+  EXPECT_NE(a, JsonlBytes(config, "gen_c.jsonl"));
+}
+
+TEST(GeneratorTest, JobsAreValidSortedAndNumbered) {
+  GeneratorConfig config;
+  config.jobs = 2000;
+  config.seed = 7;
+  const Trace trace = GenerateWorkload(config);
+  ASSERT_EQ(trace.jobs.size(), 2000u);
+  std::set<std::string> users;
+  for (size_t i = 0; i < trace.jobs.size(); ++i) {
+    const TraceJob& t = trace.jobs[i];
+    ASSERT_TRUE(model::Validate(t.job).ok()) << model::Validate(t.job).ToString();
+    EXPECT_EQ(t.job.id, JobId(static_cast<int64_t>(i)));
+    EXPECT_EQ(t.job.name, "job-" + std::to_string(i));
+    EXPECT_GE(t.duration, Seconds(1));
+    EXPECT_EQ(t.job.expected_duration, t.duration);
+    if (i > 0) {
+      EXPECT_GE(t.job.submit_time, trace.jobs[i - 1].job.submit_time);
+    }
+    // User uNN is in project p(NN % 4).
+    const int user = std::stoi(t.job.user.substr(1));
+    EXPECT_EQ(t.job.user.size(), 3u);
+    EXPECT_EQ(t.job.project, NumberedName("p", user % 4, 1));
+    users.insert(t.job.user);
+  }
+  EXPECT_EQ(users.size(), 20u);
+  EXPECT_EQ(*users.begin(), "u00");
+  EXPECT_EQ(*users.rbegin(), "u19");
+}
+
+TEST(GeneratorTest, MixRoughlyMatchesTheConfig) {
+  GeneratorConfig config;
+  config.jobs = 20000;
+  config.seed = 3;
+  config.gpu_models = {"V100", "T4"};
+  const Trace trace = GenerateWorkload(config);
+  std::map<int64_t, int> by_gpus;  // total GPUs per job
+  int one_gpu = 0, shares = 0, pinned = 0, gpu_jobs = 0;
+  for (const TraceJob& t : trace.jobs) {
+    const auto& r = t.job.resources;
+    by_gpus[r.gpus.value() * t.job.tasks]++;
+    if (r.gpus.value() > 0) {
+      ++gpu_jobs;
+      EXPECT_EQ(r.cpu, CpuMilli(8000 * r.gpus.value()));
+      EXPECT_EQ(r.memory, MemoryMib(32768 * r.gpus.value()));
+    }
+    if (r.gpus.value() == 1 && t.job.tasks == 1) {
+      ++one_gpu;
+      if (r.IsShare()) {
+        ++shares;
+        EXPECT_TRUE(r.gpu_milli == MilliGpu(250) || r.gpu_milli == MilliGpu(500) ||
+                    r.gpu_milli == MilliGpu(750));
+      }
+    }
+    if (!r.gpu_models.empty()) ++pinned;
+    if (r.gpus.value() * t.job.tasks == 16) {
+      EXPECT_EQ(t.job.tasks, 2);
+      EXPECT_EQ(r.gpus, GpuCount(8));
+    }
+  }
+  const double n = config.jobs;
+  for (const auto& [gpus, weight] : config.gpu_mix) {
+    SCOPED_TRACE(gpus);
+    EXPECT_NEAR(by_gpus[gpus] / n, weight, 0.015);
+  }
+  EXPECT_EQ(by_gpus.size(), config.gpu_mix.size());
+  EXPECT_NEAR(static_cast<double>(shares) / one_gpu, config.share_fraction, 0.015);
+  EXPECT_NEAR(static_cast<double>(pinned) / gpu_jobs, kPinnedModelFraction, 0.015);
+  // Poisson arrivals with a mean gap of 60 s.
+  const double mean_gap = trace.jobs.back().job.submit_time.value() / n;
+  EXPECT_NEAR(mean_gap, config.mean_interarrival_s, 2.0);
+  // Lognormal durations: the median is about e^mu.
+  std::vector<int64_t> durations;
+  for (const TraceJob& t : trace.jobs) durations.push_back(t.duration.value());
+  std::nth_element(durations.begin(), durations.begin() + durations.size() / 2, durations.end());
+  EXPECT_NEAR(durations[durations.size() / 2], std::exp(config.lognormal_mu), 150);
+}
+
+TEST(GeneratorTest, SamplesDurationsFromRuntimes) {
+  auto samples = ReadRuntimeSamples(TestData("runtime.csv"));
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  EXPECT_THAT(*samples, ElementsAre(0.0, 12.5, 3600.0));
+  GeneratorConfig config;
+  config.jobs = 300;
+  config.durations_s = *samples;
+  std::set<int64_t> seen;
+  for (const TraceJob& t : GenerateWorkload(config).jobs) seen.insert(t.duration.value());
+  EXPECT_EQ(seen, (std::set<int64_t>{1, 13, 3600}));  // 0 -> 1 s minimum; 12.5 rounds to 13
+}
+
+TEST(GeneratorTest, RuntimeFileErrors) {
+  auto bad = ReadRuntimeSamples(TestData("runtime_bad.csv"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("runtime_bad.csv:3: field 'runtime'"));
+  EXPECT_EQ(ReadRuntimeSamples(TestData("absent.csv")).status().code(), StatusCode::kIoError);
+  EXPECT_THAT(ReadRuntimeSamples(TestData("tiresias.csv")).status().message(),
+              HasSubstr("missing column 'runtime'"));
+}
+
+TEST(GeneratorTest, ValidateNamesTheField) {
+  auto error = [](auto mutate) {
+    GeneratorConfig config;
+    mutate(config);
+    return Validate(config).message();
+  };
+  EXPECT_TRUE(Validate(GeneratorConfig{}).ok());
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.jobs = -1; }), HasSubstr("field 'jobs'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.users = 0; }), HasSubstr("field 'users'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.projects = 0; }), HasSubstr("field 'projects'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.mean_interarrival_s = -1; }),
+              HasSubstr("field 'mean_interarrival_s'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {}; }), HasSubstr("field 'gpu_mix'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, 1}, {9, 1}}; }),
+              HasSubstr("field 'gpu_mix[1].gpus': 9 GPUs cannot be split"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, -0.5}}; }),
+              HasSubstr("field 'gpu_mix[0].weight'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, 0}}; }),
+              HasSubstr("must not all be 0"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.share_fraction = 1.5; }),
+              HasSubstr("field 'share_fraction'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.durations_s = {1, NAN}; }),
+              HasSubstr("field 'durations_s[1]'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.lognormal_sigma = -1; }),
+              HasSubstr("field 'lognormal_sigma'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.cpu_milli_per_gpu = -1; }),
+              HasSubstr("field 'cpu_milli_per_gpu'"));
+  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_models = {"V100", ""}; }),
+              HasSubstr("field 'gpu_models[1]'"));
+  GeneratorConfig invalid;
+  invalid.users = 0;
+  EXPECT_TRUE(GenerateWorkload(invalid).jobs.empty());
+}
+
+TEST(GeneratorTest, ParsesGpuMix) {
+  auto mix = ParseGpuMix("0:0.05,1:0.5,16:2");
+  ASSERT_TRUE(mix.ok()) << mix.status().ToString();
+  EXPECT_THAT(*mix, ElementsAre(Pair(0, 0.05), Pair(1, 0.5), Pair(16, 2.0)));
+  for (const char* bad : {"", "1", "1:", ":0.5", "a:0.5", "1:x", "1:0.5,", "-1:0.5"}) {
+    SCOPED_TRACE(bad);
+    auto result = ParseGpuMix(bad);
+    ASSERT_FALSE(result.ok());
+    EXPECT_THAT(result.status().message(), HasSubstr("expected GPUS:WEIGHT"));
+  }
+  EXPECT_THAT(ParseGpuMix("1:0.5,x:1").status().message(), HasSubstr("item 'x:1'"));
+}
+
+}  // namespace
+}  // namespace corral::sim

@@ -1,0 +1,37 @@
+// Reports of simulator runs: JSON (the `corral sim` contract that scripts rely on), plain-text
+// comparison tables, per-step CSVs and SVG plots.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "sim/fill.h"
+#include "sim/replay.h"
+
+namespace corral::sim {
+
+// Median of a sample (mean of the two middle values for an even count); 0 when empty.
+double Median(std::vector<double> values);
+
+// {"mode":"fill","results":[{"policy","seed","unallocated_gpu_pct":{"90":..},
+//  "frag_pct_of_capacity":{..},"wall_ms"}],"summary":[{"policy","unallocated_gpu_pct_median":{..}}]}
+nlohmann::json FillJson(const std::vector<FillResult>& results);
+// One row per policy: median unallocated GPU % at each reported load, mean ± sd at 100%,
+// median fragmentation at 100%, and the time per seed.
+std::string FillTable(const std::vector<FillResult>& results);
+// Writes fill_<policy>_<seed>.csv (one row per presented task) and fill_unallocated.svg (median
+// unallocated GPU % against arrived load, one line per policy) into `dir` (created if needed).
+Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);
+
+// {"mode":"replay","results":[{"policy","jobs","completed","unfinished","jct_s":{"mean","p50",
+//  "p95","p99"},"queue_s":{..},"makespan_s","gpu_alloc_pct_mean","frag_pct_mean","wall_ms"}]}
+nlohmann::json ReplayJson(const std::vector<ReplayResult>& results);
+std::string ReplayTable(const std::vector<ReplayResult>& results);
+// Writes replay_<policy>.csv (the timeline) and replay_alloc.svg (GPU allocation % over time,
+// one line per policy) into `dir`.
+Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::string& dir);
+
+}  // namespace corral::sim
