@@ -140,7 +140,7 @@ std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
   for (int i = 0; i < shape.tasks; ++i) {
     std::optional<Allocation> a = placer_.Place(request);
     if (!a) {
-      shape.reason = ExplainUnplaced(state_, request, shape.tasks, static_cast<int>(placed.size()));
+      shape.placed_at_failure = static_cast<int>(placed.size());
       for (const Allocation& p : placed) (void)state_.Release(p);
       return std::nullopt;
     }
@@ -151,6 +151,7 @@ std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
 
 std::vector<JobStart> Scheduler::Schedule() {
   std::vector<JobStart> started;
+  std::vector<int> failed;
   blocked_head_.reset();
   // K-way merge over the shapes' queues, in queue order. A shape that fails leaves the merge
   // for the rest of the pass (the state only fills up within a pass).
@@ -170,6 +171,7 @@ std::vector<JobStart> Scheduler::Schedule() {
     std::optional<std::vector<Allocation>> placed = PlaceGang(shape);
     if (!placed) {
       shape.failed_generation = generation_;
+      failed.push_back(s);
       if (config_.blocking == Blocking::kStrict) {
         blocked_head_ = job;
         break;
@@ -182,6 +184,11 @@ std::vector<JobStart> Scheduler::Schedule() {
     running_[job].tasks = *placed;
     started.push_back(JobStart{job, std::move(*placed)});
     if (!shape.queue.empty()) heads.emplace(*shape.queue.begin(), s);
+  }
+  // Reasons describe the state at the end of the pass, which is what waiting users see.
+  for (int s : failed) {
+    Shape& shape = shapes_[s];
+    shape.reason = ExplainUnplaced(state_, RequestOf(shape), shape.tasks, shape.placed_at_failure);
   }
   return started;
 }

@@ -95,6 +95,7 @@ class Scheduler {
     int request_models = -1;       // ModelCount() when `request` was resolved
     std::set<OrderKey> queue;      // pending jobs of this shape, in order
     int64_t failed_generation = -1;  // capacity generation of the last failure
+    int placed_at_failure = 0;       // gang tasks that fitted before one did not
     PendingReason reason;
   };
   struct Running {

@@ -164,8 +164,8 @@ Result<CsvReader> CsvReader::Open(const std::string& path) {
     }
     for (size_t j = 0; j < i; ++j) {
       if (columns[j] == columns[i]) {
-        return InvalidArgument(Location(path, lines.line()) + ": column " +
-                               Quoted(columns[i]) + " appears twice in the header");
+        return InvalidArgument(Location(path, lines.line()) + ": column " + Quoted(columns[i]) +
+                               " appears twice in the header");
       }
     }
   }
@@ -266,8 +266,8 @@ corral::Seconds CsvReader::Time(std::string_view column) {
   }
   std::optional<double> value = ParseFiniteDouble(text);
   if (!value || *value < 0 || *value > kMaxTimeS) {
-    Fail(FieldError(column, "expected a time in seconds (a number between 0 and 1e12), got " +
-                                Quoted(text)));
+    Fail(FieldError(
+        column, "expected a time in seconds (a number between 0 and 1e12), got " + Quoted(text)));
     return corral::Seconds(0);
   }
   return corral::Seconds(std::llround(*value));

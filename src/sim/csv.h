@@ -11,9 +11,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <span>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -131,7 +131,9 @@ class CsvReader {
 #define CORRAL_SIM_CONCAT(a, b) CORRAL_SIM_CONCAT_INNER(a, b)
 #define CORRAL_SIM_ASSIGN_OR_RETURN(lhs, expr) \
   CORRAL_SIM_ASSIGN_OR_RETURN_IMPL(CORRAL_SIM_CONCAT(corral_result_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): `lhs` may be a declaration; `tmp` is a name.
 #define CORRAL_SIM_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                                     \
   if (!tmp.ok()) return tmp.status();                    \
   lhs = std::move(tmp).value()
+// NOLINTEND(bugprone-macro-parentheses)

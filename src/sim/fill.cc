@@ -65,7 +65,15 @@ FillPoint FillResult::At(int x) const {
   // std::nearbyint rounds half to even in the default rounding mode.
   auto [exact, n] = mean([&](const FillStep& s) { return std::nearbyint(s.arrived_pct) == x; });
   if (n > 0) return exact;
-  return mean([&](const FillStep& s) { return std::fabs(s.arrived_pct - x) <= 1.0; }).first;
+  auto [near, m] = mean([&](const FillStep& s) { return std::fabs(s.arrived_pct - x) <= 1.0; });
+  if (m > 0 || steps.empty()) return near;
+  // Coarse workloads (a few large tasks) may have no step near x: use the closest step.
+  const FillStep* closest = &steps.front();
+  for (const FillStep& s : steps) {
+    if (std::fabs(s.arrived_pct - x) < std::fabs(closest->arrived_pct - x)) closest = &s;
+  }
+  return FillPoint{closest->unallocated_pct, closest->frag_pct_of_capacity,
+                   closest->frag_pct_of_idle};
 }
 
 Result<FillResult> RunFill(const std::vector<model::Node>& nodes,

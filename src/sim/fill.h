@@ -44,7 +44,7 @@ struct FillResult {
   double wall_ms = 0;
   std::vector<FillStep> steps;
   // Reads the curve at arrived load x (integer %): the mean over steps whose rounded load is
-  // x, or over |x_t − x| ≤ 1 when none is.
+  // x, or over |x_t − x| ≤ 1 when none is, or the closest step when none is within 1.
   FillPoint At(int x) const;
 };
 

@@ -34,8 +34,8 @@ std::string Number(double value) {
 // Error unless min <= value <= max (and value is finite).
 Status CheckRange(const std::string& field, double value, double min, double max) {
   if (std::isfinite(value) && value >= min && value <= max) return Status::Ok();
-  return ConfigError(field, "must be between " + Number(min) + " and " + Number(max) + ", got " +
-                                Number(value));
+  return ConfigError(
+      field, "must be between " + Number(min) + " and " + Number(max) + ", got " + Number(value));
 }
 
 Status ValidateGpuMix(const std::vector<std::pair<int, double>>& mix) {
@@ -130,11 +130,10 @@ Status Validate(const GeneratorConfig& config) {
   }
   CORRAL_RETURN_IF_ERROR(CheckRange("lognormal_mu", config.lognormal_mu, -100, 100));
   CORRAL_RETURN_IF_ERROR(CheckRange("lognormal_sigma", config.lognormal_sigma, 0, 100));
-  CORRAL_RETURN_IF_ERROR(CheckRange("cpu_milli_per_gpu", static_cast<double>(config.cpu_milli_per_gpu),
-                                    0, kMaxPerGpuQuantity));
-  CORRAL_RETURN_IF_ERROR(CheckRange("memory_mib_per_gpu",
-                                    static_cast<double>(config.memory_mib_per_gpu), 0,
-                                    kMaxPerGpuQuantity));
+  CORRAL_RETURN_IF_ERROR(CheckRange(
+      "cpu_milli_per_gpu", static_cast<double>(config.cpu_milli_per_gpu), 0, kMaxPerGpuQuantity));
+  CORRAL_RETURN_IF_ERROR(CheckRange(
+      "memory_mib_per_gpu", static_cast<double>(config.memory_mib_per_gpu), 0, kMaxPerGpuQuantity));
   for (size_t i = 0; i < config.gpu_models.size(); ++i) {
     if (config.gpu_models[i].empty()) {
       return ConfigError("gpu_models[" + std::to_string(i) + "]", "must not be empty");
@@ -152,9 +151,8 @@ Result<std::vector<std::pair<int, double>>> ParseGpuMix(std::string_view text) {
     size_t colon = item.find(':');
     std::optional<int64_t> gpus =
         colon == std::string_view::npos ? std::nullopt : ParseInt64(item.substr(0, colon));
-    std::optional<double> weight = colon == std::string_view::npos
-                                       ? std::nullopt
-                                       : ParseFiniteDouble(item.substr(colon + 1));
+    std::optional<double> weight =
+        colon == std::string_view::npos ? std::nullopt : ParseFiniteDouble(item.substr(colon + 1));
     if (!gpus || *gpus < 0 || *gpus > kMaxMixGpus || !weight) {
       return InvalidArgument("gpu mix item '" + std::string(item) +
                              "': expected GPUS:WEIGHT, e.g. 1:0.5 (GPUS an integer 0.." +

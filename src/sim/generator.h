@@ -29,8 +29,8 @@ inline constexpr int64_t kMaxGeneratedDurationS = 100'000'000;
 struct GeneratorConfig {
   int jobs = 1000;
   uint64_t seed = 1;
-  int users = 20;    // "u00".."u19"; user i belongs to project i % projects
-  int projects = 4;  // "p0".."p3"
+  int users = 20;                   // "u00".."u19"; user i belongs to project i % projects
+  int projects = 4;                 // "p0".."p3"
   double mean_interarrival_s = 60;  // Poisson arrivals: exponential gaps with this mean (seconds)
   // GPU count mix per job: (gpus, weight); weights need not sum to 1. gpus may exceed
   // kMaxGpusPerGeneratedTask: the job is then a gang (see SplitIntoGang).
@@ -42,8 +42,8 @@ struct GeneratorConfig {
   std::vector<double> durations_s;
   double lognormal_mu = 7.5;     // of ln(duration in seconds); the median is e^mu (about 30 min)
   double lognormal_sigma = 1.6;  // of ln(duration in seconds)
-  int64_t cpu_milli_per_gpu = 8000;    // per GPU of a task (a CPU-only task gets one GPU's worth)
-  int64_t memory_mib_per_gpu = 32768;  // likewise
+  int64_t cpu_milli_per_gpu = 8000;     // per GPU of a task (a CPU-only task gets one GPU's worth)
+  int64_t memory_mib_per_gpu = 32768;   // likewise
   std::vector<std::string> gpu_models;  // if non-empty, kPinnedModelFraction of GPU jobs pin one
 };
 

@@ -3,7 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -15,7 +18,9 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
 
-std::string TestData(const std::string& name) { return std::string(CORRAL_SIM_TESTDATA) + "/" + name; }
+std::string TestData(const std::string& name) {
+  return std::string(CORRAL_SIM_TESTDATA) + "/" + name;
+}
 
 // The JSON Lines bytes of a generated workload.
 std::string JsonlBytes(const GeneratorConfig& config, const std::string& name) {
@@ -106,13 +111,14 @@ TEST(GeneratorTest, MixRoughlyMatchesTheConfig) {
   EXPECT_NEAR(static_cast<double>(shares) / one_gpu, config.share_fraction, 0.015);
   EXPECT_NEAR(static_cast<double>(pinned) / gpu_jobs, kPinnedModelFraction, 0.015);
   // Poisson arrivals with a mean gap of 60 s.
-  const double mean_gap = trace.jobs.back().job.submit_time.value() / n;
+  const double mean_gap = static_cast<double>(trace.jobs.back().job.submit_time.value()) / n;
   EXPECT_NEAR(mean_gap, config.mean_interarrival_s, 2.0);
   // Lognormal durations: the median is about e^mu.
   std::vector<int64_t> durations;
   for (const TraceJob& t : trace.jobs) durations.push_back(t.duration.value());
-  std::nth_element(durations.begin(), durations.begin() + durations.size() / 2, durations.end());
-  EXPECT_NEAR(durations[durations.size() / 2], std::exp(config.lognormal_mu), 150);
+  const auto middle = durations.begin() + static_cast<std::ptrdiff_t>(durations.size() / 2);
+  std::nth_element(durations.begin(), middle, durations.end());
+  EXPECT_NEAR(static_cast<double>(*middle), std::exp(config.lognormal_mu), 150);
 }
 
 TEST(GeneratorTest, SamplesDurationsFromRuntimes) {
@@ -137,37 +143,36 @@ TEST(GeneratorTest, RuntimeFileErrors) {
 }
 
 TEST(GeneratorTest, ValidateNamesTheField) {
-  auto error = [](auto mutate) {
-    GeneratorConfig config;
-    mutate(config);
-    return Validate(config).message();
-  };
   EXPECT_TRUE(Validate(GeneratorConfig{}).ok());
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.jobs = -1; }), HasSubstr("field 'jobs'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.users = 0; }), HasSubstr("field 'users'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.projects = 0; }), HasSubstr("field 'projects'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.mean_interarrival_s = -1; }),
-              HasSubstr("field 'mean_interarrival_s'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {}; }), HasSubstr("field 'gpu_mix'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, 1}, {9, 1}}; }),
-              HasSubstr("field 'gpu_mix[1].gpus': 9 GPUs cannot be split"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, -0.5}}; }),
-              HasSubstr("field 'gpu_mix[0].weight'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_mix = {{1, 0}}; }),
-              HasSubstr("must not all be 0"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.share_fraction = 1.5; }),
-              HasSubstr("field 'share_fraction'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.durations_s = {1, NAN}; }),
-              HasSubstr("field 'durations_s[1]'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.lognormal_sigma = -1; }),
-              HasSubstr("field 'lognormal_sigma'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.cpu_milli_per_gpu = -1; }),
-              HasSubstr("field 'cpu_milli_per_gpu'"));
-  EXPECT_THAT(error([](GeneratorConfig& c) { c.gpu_models = {"V100", ""}; }),
-              HasSubstr("field 'gpu_models[1]'"));
-  GeneratorConfig invalid;
-  invalid.users = 0;
-  EXPECT_TRUE(GenerateWorkload(invalid).jobs.empty());
+  struct Case {
+    std::function<void(GeneratorConfig&)> mutate;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {[](GeneratorConfig& c) { c.jobs = -1; }, "field 'jobs'"},
+      {[](GeneratorConfig& c) { c.users = 0; }, "field 'users'"},
+      {[](GeneratorConfig& c) { c.projects = 0; }, "field 'projects'"},
+      {[](GeneratorConfig& c) { c.mean_interarrival_s = -1; }, "field 'mean_interarrival_s'"},
+      {[](GeneratorConfig& c) { c.gpu_mix.clear(); }, "field 'gpu_mix': must not be empty"},
+      {[](GeneratorConfig& c) { c.gpu_mix.emplace_back(9, 1); },
+       "field 'gpu_mix[6].gpus': 9 GPUs cannot be split"},
+      {[](GeneratorConfig& c) { c.gpu_mix[0].second = -0.5; }, "field 'gpu_mix[0].weight'"},
+      {[](GeneratorConfig& c) { c.gpu_mix.assign(1, std::pair(1, 0.0)); }, "must not all be 0"},
+      {[](GeneratorConfig& c) { c.share_fraction = 1.5; }, "field 'share_fraction'"},
+      {[](GeneratorConfig& c) { c.durations_s.assign(2, NAN); }, "field 'durations_s[0]'"},
+      {[](GeneratorConfig& c) { c.lognormal_sigma = -1; }, "field 'lognormal_sigma'"},
+      {[](GeneratorConfig& c) { c.cpu_milli_per_gpu = -1; }, "field 'cpu_milli_per_gpu'"},
+      {[](GeneratorConfig& c) { c.gpu_models.assign(2, ""); }, "field 'gpu_models[0]'"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.want);
+    GeneratorConfig config;
+    c.mutate(config);
+    const Status status = Validate(config);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(status.message(), HasSubstr(c.want));
+    EXPECT_TRUE(GenerateWorkload(config).jobs.empty());  // invalid config -> empty trace
+  }
 }
 
 TEST(GeneratorTest, ParsesGpuMix) {

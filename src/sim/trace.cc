@@ -6,9 +6,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <type_traits>
-#include <nlohmann/json.hpp>
 #include <unordered_map>
 #include <utility>
 
@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // Bounds on input numbers. They are far above any real cluster and keep every product we form
 // (gpus × milli × tasks, cpu × count) inside int64.
-constexpr int64_t kMaxCount = 1'000'000;                  // GPUs or tasks of one job, cores
+constexpr int64_t kMaxCount = 1'000'000;                 // GPUs or tasks of one job, cores
 constexpr int64_t kMaxQuantity = 1'000'000'000'000'000;  // CPU milli, MiB, seconds, ids
 constexpr int64_t kMaxGpusPerNode = 1024;
 constexpr int64_t kMaxSpecNodes = 1'000'000;
@@ -34,13 +34,13 @@ constexpr int64_t kSpecMemoryMibPerGpu = 65536;
 
 // Columns each CSV reader requires; DetectTraceFormat matches headers against them too.
 constexpr std::array<std::string_view, 5> kOpenbNodeColumns = {"sn", "cpu_milli", "memory_mib",
-                                                                "gpu", "model"};
+                                                               "gpu", "model"};
 constexpr std::array<std::string_view, 5> kOpenbPodColumns = {"name", "cpu_milli", "memory_mib",
-                                                               "num_gpu", "gpu_milli"};
+                                                              "num_gpu", "gpu_milli"};
 constexpr std::array<std::string_view, 3> kOpenbTimeColumns = {"creation_time", "deletion_time",
-                                                                "scheduled_time"};
+                                                               "scheduled_time"};
 constexpr std::array<std::string_view, 5> kTiresiasColumns = {"job_id", "num_gpu", "submit_time",
-                                                               "model_name", "duration"};
+                                                              "model_name", "duration"};
 constexpr std::array<std::string_view, 8> kHeliosColumns = {
     "job_id", "user", "vc", "gpu_num", "cpu_num", "node_num", "submit_time", "duration"};
 
@@ -58,9 +58,9 @@ class UniqueKeys {
     } else {
       text = std::to_string(key);
     }
-    return FieldError(path, line, field,
-                      "duplicate value '" + text + "' (first on line " +
-                          std::to_string(it->second) + ")");
+    return FieldError(
+        path, line, field,
+        "duplicate value '" + text + "' (first on line " + std::to_string(it->second) + ")");
   }
 
  private:
@@ -474,7 +474,8 @@ std::pair<Seconds, Seconds> OpenbTimes(CsvReader& csv) {
 
 std::string NumberedName(std::string_view prefix, int64_t index, int min_digits) {
   std::string digits = std::to_string(index);
-  if (static_cast<int>(digits.size()) < min_digits) digits.insert(0, min_digits - digits.size(), '0');
+  if (static_cast<int>(digits.size()) < min_digits)
+    digits.insert(0, min_digits - digits.size(), '0');
   return std::string(prefix) + digits;
 }
 
@@ -693,8 +694,9 @@ Result<std::vector<model::Node>> ParseNodeSpec(std::string_view spec) {
     const size_t x1 = part.find('x');
     const size_t x2 = x1 == std::string::npos ? x1 : part.find('x', x1 + 1);
     if (x2 == std::string::npos) return bad(part, "missing 'x'");
-    std::optional<int64_t> count = ParseInt64(std::string_view(part).substr(0, x1));
-    std::optional<int64_t> gpus = ParseInt64(std::string_view(part).substr(x1 + 1, x2 - x1 - 1));
+    const std::string_view text = part;
+    std::optional<int64_t> count = ParseInt64(text.substr(0, x1));
+    std::optional<int64_t> gpus = ParseInt64(text.substr(x1 + 1, x2 - x1 - 1));
     const std::string model = part.substr(x2 + 1);
     if (!count || *count < 1 || *count + static_cast<int64_t>(nodes.size()) > kMaxSpecNodes) {
       return bad(part, "COUNT must be an integer between 1 and " + std::to_string(kMaxSpecNodes) +

@@ -14,12 +14,13 @@
 namespace corral::sim {
 namespace {
 
-using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-std::string TestData(const std::string& name) { return std::string(CORRAL_SIM_TESTDATA) + "/" + name; }
+std::string TestData(const std::string& name) {
+  return std::string(CORRAL_SIM_TESTDATA) + "/" + name;
+}
 
 std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 
@@ -215,9 +216,9 @@ TEST(OpenbTest, ReadsPods) {
     EXPECT_EQ(t.job.submit_time, Seconds(want[i].submit));
     EXPECT_EQ(t.duration, Seconds(want[i].duration));
     EXPECT_EQ(t.job.expected_duration, Seconds(want[i].duration));
-    EXPECT_EQ(t.job.resources, model::MakeResources(static_cast<int>(want[i].gpus),
-                                                    static_cast<int>(want[i].milli), want[i].cpu,
-                                                    want[i].memory, want[i].models));
+    EXPECT_EQ(t.job.resources,
+              model::MakeResources(static_cast<int>(want[i].gpus), static_cast<int>(want[i].milli),
+                                   want[i].cpu, want[i].memory, want[i].models));
   }
 }
 
@@ -334,8 +335,7 @@ TEST(JsonlTest, ReadsJobsWithDefaults) {
   EXPECT_EQ(full.job.time_limit, Seconds(7200));
   EXPECT_EQ(full.job.expected_duration, Seconds(3000));
   EXPECT_EQ(full.job.tasks, 2);
-  EXPECT_EQ(full.job.resources,
-            model::MakeResources(8, 1000, 32000, 65536, {"A100-80GB", "H100"}));
+  EXPECT_EQ(full.job.resources, model::MakeResources(8, 1000, 32000, 65536, {"A100-80GB", "H100"}));
 
   const TraceJob& share = trace->jobs[1];
   EXPECT_EQ(share.job.id, JobId(1));  // position among the jobs of the file
@@ -461,8 +461,9 @@ TEST(NodesJsonlTest, RejectsBadNodes) {
   ExpectError(ReadNodesJsonl(path).status(), {path + ":1: node 'a': field 'gpu_model'"});
   WriteAll(path, R"({"name":"a","gpus":0,"cpu_milli":1000,"memory_mib":1,"label":{}})");
   ExpectError(ReadNodesJsonl(path).status(), {path + ":1: field 'label': unknown field"});
-  WriteAll(path, "{\"name\":\"a\",\"gpus\":0,\"cpu_milli\":1,\"memory_mib\":1}\n"
-                 "{\"name\":\"a\",\"gpus\":0,\"cpu_milli\":1,\"memory_mib\":1}\n");
+  WriteAll(path,
+           "{\"name\":\"a\",\"gpus\":0,\"cpu_milli\":1,\"memory_mib\":1}\n"
+           "{\"name\":\"a\",\"gpus\":0,\"cpu_milli\":1,\"memory_mib\":1}\n");
   ExpectError(ReadNodesJsonl(path).status(), {path + ":2: field 'name': duplicate value 'a'"});
 }
 
@@ -508,7 +509,7 @@ TEST(NodeSpecTest, BuildsNodes) {
   EXPECT_EQ((*nodes)[1].gpu_model, "V100");
   EXPECT_EQ((*nodes)[1].gpus.size(), 4u);
   EXPECT_EQ((*nodes)[1].cpu, CpuMilli(64000));
-  EXPECT_EQ((*nodes)[1].memory, MemoryMib(4 * 65536));
+  EXPECT_EQ((*nodes)[1].memory, MemoryMib(int64_t{4} * 65536));
   EXPECT_EQ((*nodes)[2].name, "n0002");
   EXPECT_EQ((*nodes)[2].gpu_model, "A100-80GB");
   EXPECT_EQ((*nodes)[2].gpus.size(), 8u);
@@ -545,9 +546,8 @@ TEST(LoadNodesTest, DispatchesOnSource) {
 // Every fixture, with every byte replaced by a few troublesome characters (and truncated at every
 // byte), read by every reader: each must return a value or an error, never crash.
 TEST(RobustnessTest, MutatedFixturesNeverCrash) {
-  const std::vector<std::string> fixtures = {"openb_nodes.csv", "openb_pods.csv",
-                                             "tiresias.csv",    "helios.csv",
-                                             "jobs.jsonl",      "nodes.jsonl"};
+  const std::vector<std::string> fixtures = {"openb_nodes.csv", "openb_pods.csv", "tiresias.csv",
+                                             "helios.csv",      "jobs.jsonl",     "nodes.jsonl"};
   const std::string csv_path = TempPath("mutated.csv");
   const std::string jsonl_path = TempPath("mutated.jsonl");
   int errors = 0;

@@ -1,0 +1,186 @@
+#include "sched/cluster_state.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/rng.h"
+#include "sched/placement_policy.h"
+#include "sched/placer.h"
+
+namespace corral::sched {
+namespace {
+
+model::Node T4Node(const std::string& name, int gpus = 4) {
+  return model::MakeNode(name, "T4", gpus, CpuMilli(32000), MemoryMib(65536));
+}
+
+Allocation Take(NodeIndex node, std::vector<GpuShare> gpus, int64_t cpu = 0) {
+  Allocation a;
+  a.node = node;
+  a.gpus = std::move(gpus);
+  a.cpu = CpuMilli(cpu);
+  return a;
+}
+
+TEST(ClusterState, RejectsDuplicateAndInvalidNodes) {
+  ClusterState s;
+  ASSERT_TRUE(s.AddNode(T4Node("n1")).ok());
+  EXPECT_EQ(s.AddNode(T4Node("n1")).status().code(), StatusCode::kAlreadyExists);
+  model::Node bad = T4Node("n2");
+  bad.cpu = CpuMilli(0);
+  auto r = s.AddNode(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cpu_milli"), std::string::npos);
+  EXPECT_EQ(s.LiveNodes(), 1);
+}
+
+TEST(ClusterState, AllocationThatDoesNotFitChangesNothing) {
+  ClusterState s;
+  NodeIndex n = *s.AddNode(T4Node("n1", 2));
+  ASSERT_TRUE(s.Allocate(Take(n, {{0, MilliGpu(700)}})).ok());
+  EXPECT_FALSE(s.Allocate(Take(n, {{0, MilliGpu(400)}})).ok());
+  EXPECT_FALSE(s.Allocate(Take(n, {{2, MilliGpu(1)}})).ok());
+  EXPECT_FALSE(s.Allocate(Take(n, {{1, MilliGpu(100)}}, 40000)).ok());
+  EXPECT_EQ(s.node(n).gpu_free, (std::vector<int32_t>{300, 1000}));
+  EXPECT_EQ(s.node(n).cpu_free, 32000);
+  // Releasing more than was taken is refused too.
+  EXPECT_FALSE(s.Release(Take(n, {{1, MilliGpu(100)}})).ok());
+  EXPECT_EQ(s.FreeGpuMilli(), 1300);
+}
+
+TEST(ClusterState, IdenticalNodesShareAClassUntilTheyDiffer) {
+  ClusterState s;
+  NodeIndex a = *s.AddNode(T4Node("a"));
+  NodeIndex b = *s.AddNode(T4Node("b"));
+  EXPECT_EQ(s.node(a).class_id, s.node(b).class_id);
+  EXPECT_EQ(s.ActiveClasses(s.ModelId("T4")).size(), 1u);
+  Allocation take = Take(a, {{2, MilliGpu(500)}});
+  ASSERT_TRUE(s.Allocate(take).ok());
+  EXPECT_NE(s.node(a).class_id, s.node(b).class_id);
+  EXPECT_EQ(s.ActiveClasses(s.ModelId("T4")).size(), 2u);
+  // The same multiset of free shares on other GPU indices is the same class.
+  ASSERT_TRUE(s.Allocate(Take(b, {{0, MilliGpu(500)}})).ok());
+  EXPECT_EQ(s.node(a).class_id, s.node(b).class_id);
+  ASSERT_TRUE(s.Release(take).ok());
+  EXPECT_EQ(s.node_class(s.node(a).class_id).gpu_free,
+            (std::vector<int32_t>{1000, 1000, 1000, 1000}));
+}
+
+TEST(ClusterState, ModelStatsTrackBlocksAndShares) {
+  ClusterState s;
+  NodeIndex a = *s.AddNode(T4Node("a", 8));
+  *s.AddNode(T4Node("b", 2));
+  const ModelStats& st = s.model_stats(s.ModelId("T4"));
+  EXPECT_EQ(st.LargestFreeBlock(), 8);
+  ASSERT_TRUE(s.Allocate(Take(a, {{0, MilliGpu(1000)}, {1, MilliGpu(1000)}, {2, MilliGpu(1000)},
+                                  {3, MilliGpu(1000)}, {4, MilliGpu(1000)}, {5, MilliGpu(1000)},
+                                  {6, MilliGpu(1000)}, {7, MilliGpu(400)}}))
+                  .ok());
+  EXPECT_EQ(st.LargestFreeBlock(), 2);
+  EXPECT_EQ(st.full_free_gpus, 2);
+  EXPECT_EQ(st.free_milli, 2600);
+  ASSERT_TRUE(s.SetSchedulable(s.FindNode("b"), false).ok());
+  EXPECT_EQ(st.LargestFreeBlock(), 0);
+  EXPECT_EQ(st.LargestFreeShare(), 600);
+}
+
+TEST(ClusterState, TieOrderDoesNotDependOnJoinOrder) {
+  ClusterState s1(ClusterStateOptions{7, false}), s2(ClusterStateOptions{7, false});
+  for (const char* n : {"x", "y", "z"}) ASSERT_TRUE(s1.AddNode(T4Node(n)).ok());
+  for (const char* n : {"z", "x", "y"}) ASSERT_TRUE(s2.AddNode(T4Node(n)).ok());
+  for (const char* n : {"x", "y", "z"}) {
+    EXPECT_EQ(s1.node(s1.FindNode(n)).tie_rank, s2.node(s2.FindNode(n)).tie_rank);
+  }
+  ClusterState s3(ClusterStateOptions{8, false});
+  ASSERT_TRUE(s3.AddNode(T4Node("x")).ok());
+  EXPECT_NE(s3.node(0).tie_rank, s1.node(s1.FindNode("x")).tie_rank);
+}
+
+// Recomputes every node's free resources from the allocations held and compares them, and the
+// per-model statistics, with the incremental state.
+void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nodes,
+                      const std::vector<Allocation>& held) {
+  std::map<NodeIndex, std::vector<int64_t>> gpu_used;
+  std::map<NodeIndex, int64_t> cpu_used, memory_used;
+  for (const Allocation& a : held) {
+    auto& used = gpu_used[a.node];
+    used.resize(s.node(a.node).gpu_free.size(), 0);
+    for (const GpuShare& g : a.gpus) used[g.index] += g.milli.value();
+    cpu_used[a.node] += a.cpu.value();
+    memory_used[a.node] += a.memory.value();
+  }
+  int64_t free_total = 0;
+  std::map<int, int64_t> full_by_model;
+  for (NodeIndex n = 0; n < s.NodeSlots(); ++n) {
+    const NodeState& node = s.node(n);
+    ASSERT_EQ(node.cpu_free, nodes[n].cpu.value() - cpu_used[n]) << node.name;
+    ASSERT_EQ(node.memory_free, nodes[n].memory.value() - memory_used[n]) << node.name;
+    for (size_t g = 0; g < node.gpu_free.size(); ++g) {
+      int64_t used = gpu_used.count(n) ? gpu_used[n][g] : 0;
+      ASSERT_EQ(node.gpu_free[g], 1000 - used) << node.name << " gpu " << g;
+      ASSERT_GE(node.gpu_free[g], 0);
+      free_total += node.gpu_free[g];
+      full_by_model[node.model] += node.gpu_free[g] == 1000;
+    }
+    const NodeClass& c = s.node_class(node.class_id);
+    ASSERT_EQ(c.cpu_free, node.cpu_free);
+    ASSERT_TRUE(c.members.count({node.tie_rank, n}));
+  }
+  ASSERT_EQ(s.FreeGpuMilli(), free_total);
+  for (int m = 0; m < s.ModelCount(); ++m) {
+    ASSERT_EQ(s.model_stats(m).full_free_gpus, full_by_model[m]);
+  }
+}
+
+// Random clusters and random place/release sequences never over-allocate, keep every index
+// consistent, and releasing everything restores the empty cluster exactly.
+TEST(ClusterStateProperty, RandomEventSequencesStayConsistent) {
+  const char* models[] = {"T4", "V100M32", "A100"};
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    SeededRng rng(seed);
+    std::vector<model::Node> nodes;
+    for (int i = 0; i < 12; ++i) {
+      const int gpus[] = {1, 2, 4, 8};
+      nodes.push_back(model::MakeNode("n" + std::to_string(i), models[rng.Uniform(3)],
+                                      gpus[rng.Uniform(4)],
+                                      CpuMilli(16000 + 16000 * rng.Uniform(4)),
+                                      MemoryMib(65536)));
+    }
+    for (const std::string& policy_name : PolicyNames()) {
+      auto policy = CreatePolicy(policy_name, PolicyContext{{TypicalTask{1, 1000, 0, {}, 1}}});
+      ASSERT_TRUE(policy.ok());
+      ClusterState s(ClusterStateOptions{seed, (*policy)->NeedsTaskKinds()});
+      for (const auto& n : nodes) ASSERT_TRUE(s.AddNode(n).ok());
+      const int initial_classes = static_cast<int>(s.ClassCount());
+      Placer placer(s, **policy, rng);
+      std::vector<Allocation> held;
+      for (int step = 0; step < 300; ++step) {
+        if (!held.empty() && rng.Uniform(3) == 0) {
+          size_t i = rng.Uniform(held.size());
+          ASSERT_TRUE(s.Release(held[i]).ok());
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+        } else {
+          int gpus = static_cast<int>(rng.Uniform(5));
+          int milli = gpus == 1 && rng.Uniform(2) ? 1 + static_cast<int>(rng.Uniform(999)) : 1000;
+          if (gpus == 0) milli = 0;
+          TaskRequest t = placer.Resolve(model::MakeResources(
+              gpus, milli, static_cast<int64_t>(rng.Uniform(8)) * 1000, 1024));
+          if (auto a = placer.Place(t)) held.push_back(*a);
+        }
+        ExpectConsistent(s, nodes, held);
+        if (HasFatalFailure()) return;
+      }
+      for (const Allocation& a : held) ASSERT_TRUE(s.Release(a).ok());
+      ExpectConsistent(s, nodes, {});
+      EXPECT_EQ(s.FreeGpuMilli(), s.TotalGpuMilli());
+      int active = 0;
+      for (int m = -1; m < s.ModelCount(); ++m) active += s.ActiveClasses(m).size();
+      EXPECT_LE(active, initial_classes);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace corral::sched

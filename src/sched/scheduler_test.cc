@@ -1,0 +1,186 @@
+#include "sched/scheduler.h"
+
+#include <gtest/gtest.h>
+
+namespace corral::sched {
+namespace {
+
+model::Job MakeJob(int64_t id, int gpus, int tasks = 1, int priority = 0, int64_t submit = 0) {
+  model::Job j;
+  j.id = JobId(id);
+  j.user = "alice";
+  j.project = "vision";
+  j.priority = priority;
+  j.submit_time = Seconds(submit);
+  j.tasks = tasks;
+  j.resources = model::MakeResources(gpus, gpus > 0 ? 1000 : 0, 1000, 1024);
+  return j;
+}
+
+std::unique_ptr<Scheduler> MakeScheduler(std::vector<std::pair<std::string, int>> nodes,
+                                         SchedulerConfig config = {"bestfit"}) {
+  auto s = Scheduler::Create(config, {});
+  EXPECT_TRUE(s.ok());
+  for (const auto& [name, gpus] : nodes) {
+    EXPECT_TRUE((*s)->AddNode(model::MakeNode(name, "V100M32", gpus, CpuMilli(64000),
+                                              MemoryMib(262144)))
+                    .ok());
+  }
+  return std::move(s).value();
+}
+
+std::vector<int64_t> Started(const std::vector<JobStart>& starts) {
+  std::vector<int64_t> ids;
+  for (const auto& s : starts) ids.push_back(s.job.value());
+  return ids;
+}
+
+TEST(Scheduler, SkipsAJobThatDoesNotFitAndStartsLaterOnes) {
+  auto s = MakeScheduler({{"n1", 4}});
+  ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 4)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
+  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1, 3}));
+  auto reason = s->PendingReasonOf(JobId(2));
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason->code, kReasonInsufficientGpus);
+  // Reasons describe the state at the end of the pass (after job 3 started).
+  EXPECT_EQ(reason->message, "needs 4 free GPUs on one node; only 1 free in the cluster");
+}
+
+TEST(Scheduler, StrictOrderBlocksBehindTheHead) {
+  SchedulerConfig config{"bestfit"};
+  config.blocking = Blocking::kStrict;
+  auto s = MakeScheduler({{"n1", 4}}, config);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 4)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
+  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1}));
+  EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonBlockedByHead);
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonInsufficientGpus);
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{2}));
+}
+
+TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {
+  SchedulerConfig config{"bestfit"};
+  config.order = QueueOrder::kPriority;
+  auto s = MakeScheduler({{"n1", 1}}, config);
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1, 1, 0, 0)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1, 1, 5, 10)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1, 1, 5, 20)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(4, 1, 1, 0, 5)).ok());
+  std::vector<int64_t> order;
+  for (int i = 0; i < 4; ++i) {
+    auto started = Started(s->Schedule());
+    ASSERT_EQ(started.size(), 1u);
+    order.push_back(started[0]);
+    ASSERT_TRUE(s->Finish(JobId(started[0])).ok());
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 1, 4}));
+}
+
+TEST(Scheduler, GangStartsAllTasksOrNone) {
+  auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
+  ASSERT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1}));
+  const int64_t free_before = s->state().FreeGpuMilli();
+  ASSERT_TRUE(s->Submit(MakeJob(2, 4, /*tasks=*/2)).ok());
+  EXPECT_TRUE(s->Schedule().empty());
+  EXPECT_EQ(s->state().FreeGpuMilli(), free_before);  // the partial gang was rolled back
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonGangPartial);
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->message,
+            "needs 2 tasks started together; only 1 fit now");
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  auto starts = s->Schedule();
+  ASSERT_EQ(starts.size(), 1u);
+  ASSERT_EQ(starts[0].tasks.size(), 2u);
+  EXPECT_NE(starts[0].tasks[0].node, starts[0].tasks[1].node);
+  EXPECT_EQ(s->state().FreeGpuMilli(), 0);
+}
+
+TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
+  auto s = MakeScheduler({{"n1", 8}, {"n2", 8}});
+  ASSERT_TRUE(s->Submit(MakeJob(1, 6)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 6)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 4)).ok());
+  ASSERT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1, 2}));
+  auto reason = s->PendingReasonOf(JobId(3));
+  EXPECT_EQ(reason->code, kReasonFragmented);
+  EXPECT_NE(reason->message.find("needs 4 free GPUs on one node; 4 GPUs free in total but split "
+                                 "over 2 nodes, the largest free block is 2 (node n"),
+            std::string::npos)
+      << reason->message;
+  ASSERT_TRUE(s->Submit(MakeJob(4, 16)).ok());
+  s->Schedule();
+  EXPECT_EQ(s->PendingReasonOf(JobId(4))->code, kReasonNeverFits);
+}
+
+TEST(Scheduler, CancelFinishAndErrors) {
+  auto s = MakeScheduler({{"n1", 2}});
+  ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 2)).ok());
+  EXPECT_EQ(s->Submit(MakeJob(2, 1)).code(), StatusCode::kAlreadyExists);
+  model::Job bad = MakeJob(9, 1);
+  bad.tasks = 0;
+  EXPECT_EQ(s->Submit(bad).code(), StatusCode::kInvalidArgument);
+  s->Schedule();
+  EXPECT_EQ(s->pending_count(), 1u);
+  ASSERT_TRUE(s->Cancel(JobId(2)).ok());
+  EXPECT_EQ(s->pending_count(), 0u);
+  ASSERT_TRUE(s->Cancel(JobId(1)).ok());  // running: released
+  EXPECT_EQ(s->state().FreeGpuMilli(), 2000);
+  EXPECT_EQ(s->Cancel(JobId(1)).code(), StatusCode::kNotFound);
+  EXPECT_EQ(s->Finish(JobId(7)).code(), StatusCode::kNotFound);
+}
+
+TEST(Scheduler, RemovingANodeReleasesItsJobsEverywhere) {
+  auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
+  ASSERT_TRUE(s->Submit(MakeJob(1, 4, 2)).ok());  // one task per node
+  ASSERT_TRUE(s->Submit(MakeJob(2, 0)).ok());     // CPU only
+  ASSERT_EQ(s->Schedule().size(), 2u);
+  auto affected = s->RemoveNode("n2");
+  ASSERT_TRUE(affected.ok());
+  EXPECT_EQ(affected->front(), JobId(1));
+  EXPECT_EQ(s->AllocationsOf(JobId(1)), nullptr);
+  EXPECT_EQ(s->state().FreeGpuMilli(), 4000);  // n1's task of the gang was released too
+  EXPECT_EQ(s->RemoveNode("n9").status().code(), StatusCode::kNotFound);
+}
+
+TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
+  auto s = MakeScheduler({{"n1", 1}, {"n2", 1}});
+  ASSERT_TRUE(s->SetSchedulable("n1", false).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
+  auto starts = s->Schedule();
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n2");
+  ASSERT_TRUE(s->SetSchedulable("n1", true).ok());
+  starts = s->Schedule();
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n1");
+}
+
+TEST(Scheduler, SameCallsSameDecisions) {
+  auto run = [](uint64_t seed) {
+    SchedulerConfig config{"random"};
+    config.seed = seed;
+    auto s = MakeScheduler({{"a", 8}, {"b", 8}, {"c", 4}, {"d", 2}}, config);
+    std::vector<std::pair<int64_t, std::string>> log;
+    for (int i = 0; i < 40; ++i) {
+      EXPECT_TRUE(s->Submit(MakeJob(i, 1 + i % 3, 1, 0, i)).ok());
+      for (const auto& start : s->Schedule()) {
+        log.emplace_back(start.job.value(), s->state().node(start.tasks[0].node).name);
+      }
+      if (i % 4 == 3) {
+        for (const auto& [job, node] : log) (void)s->Finish(JobId(job));
+      }
+    }
+    return log;
+  };
+  EXPECT_EQ(run(3), run(3));
+  EXPECT_NE(run(3), run(4));
+}
+
+}  // namespace
+}  // namespace corral::sched
