@@ -21,8 +21,8 @@ std::vector<model::Node> MakeCluster(int nodes) {
   std::vector<model::Node> out;
   out.reserve(nodes);
   for (int i = 0; i < nodes; ++i) {
-    out.push_back(model::MakeNode("node-" + std::to_string(i), kModels[i % 3], 8,
-                                  CpuMilli(128000), MemoryMib(1048576)));
+    out.push_back(model::MakeNode("node-" + std::to_string(i), kModels[i % 3], 8, CpuMilli(128000),
+                                  MemoryMib(1048576)));
   }
   return out;
 }

@@ -8,6 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
+  time  # GNU time (/usr/bin/time): bench/macro.sh measures wall time and peak memory
 )
 
 missing=()

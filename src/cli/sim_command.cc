@@ -117,9 +117,8 @@ int RunFillCommand(const FillFlags& f) {
   if (f.output == "json") {
     std::cout << sim::FillJson(*results).dump(2) << "\n";
   } else {
-    std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from "
-              << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
-              << "% of GPU capacity\n"
+    std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from " << f.pods
+              << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
               << sim::FillTable(*results);
   }
   if (!f.out.empty()) {
@@ -146,7 +145,8 @@ int RunReplayCommand(const ReplayFlags& f) {
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
   auto order = sched::ParseQueueOrder(f.order);
-  if (!order.ok()) return Fail(InvalidArgument("--order: " + order.status().message()), kExitBadInput);
+  if (!order.ok())
+    return Fail(InvalidArgument("--order: " + order.status().message()), kExitBadInput);
 
   std::vector<sim::ReplayResult> results;
   for (const auto& p : *policies) {
@@ -163,9 +163,8 @@ int RunReplayCommand(const ReplayFlags& f) {
   if (f.output == "json") {
     std::cout << sim::ReplayJson(results).dump(2) << "\n";
   } else {
-    std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size()
-              << " jobs from " << f.trace << ", order " << f.order
-              << (f.strict ? " (strict)" : "") << "\n"
+    std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size() << " jobs from "
+              << f.trace << ", order " << f.order << (f.strict ? " (strict)" : "") << "\n"
               << sim::ReplayTable(results);
   }
   if (!f.out.empty()) {
@@ -183,7 +182,8 @@ struct GenFlags {
 int RunGenCommand(GenFlags f) {
   if (!f.gpu_mix.empty()) {
     auto mix = sim::ParseGpuMix(f.gpu_mix);
-    if (!mix.ok()) return Fail(InvalidArgument("--gpu-mix: " + mix.status().message()), kExitBadInput);
+    if (!mix.ok())
+      return Fail(InvalidArgument("--gpu-mix: " + mix.status().message()), kExitBadInput);
     f.config.gpu_mix = *mix;
   }
   if (!f.runtimes.empty()) {

@@ -58,8 +58,8 @@ inline Status IoError(std::string message) { return {StatusCode::kIoError, std::
 template <typename T>
 class Result {
  public:
-  Result(T value) : value_(std::move(value)) {}                   // NOLINT: implicit by design
-  Result(Status status) : status_(std::move(status)) {}           // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
+  Result(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
@@ -79,8 +79,8 @@ class Result {
 }  // namespace corral
 
 // Propagates a non-OK Status from an expression returning Status.
-#define CORRAL_RETURN_IF_ERROR(expr)            \
-  do {                                          \
-    ::corral::Status corral_status_ = (expr);   \
+#define CORRAL_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::corral::Status corral_status_ = (expr);        \
     if (!corral_status_.ok()) return corral_status_; \
   } while (0)

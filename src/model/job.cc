@@ -34,9 +34,9 @@ Status Validate(const TaskResources& r) {
                       "must be between 1 and 1000, got " + std::to_string(milli));
   }
   if (gpus > 1 && milli != 1000) {
-    return FieldError("resources.gpu_milli",
-                      "must be 1000 when gpus > 1 (a share is of one GPU), got " +
-                          std::to_string(milli));
+    return FieldError(
+        "resources.gpu_milli",
+        "must be 1000 when gpus > 1 (a share is of one GPU), got " + std::to_string(milli));
   }
   if (r.cpu.value() < 0) return FieldError("resources.cpu_milli", "must be >= 0");
   if (r.memory.value() < 0) return FieldError("resources.memory_mib", "must be >= 0");

@@ -18,7 +18,7 @@ namespace corral::model {
 //  - gpus >= 1, gpu_milli == 1000: that many whole GPUs on one node.
 struct TaskResources {
   GpuCount gpus{0};
-  MilliGpu gpu_milli{0};                // per GPU; 1000 for whole GPUs
+  MilliGpu gpu_milli{0};  // per GPU; 1000 for whole GPUs
   CpuMilli cpu{0};
   MemoryMib memory{0};
   std::vector<std::string> gpu_models;  // acceptable GPU models; empty = any
@@ -40,8 +40,8 @@ struct Job {
   std::string project;
   int priority = 0;  // higher runs first under the priority order
   Seconds submit_time{0};
-  int tasks = 1;  // replicas; > 1 makes a gang
-  TaskResources resources;  // per task
+  int tasks = 1;                             // replicas; > 1 makes a gang
+  TaskResources resources;                   // per task
   std::optional<Seconds> time_limit;         // the job is stopped when it runs longer
   std::optional<Seconds> expected_duration;  // a hint (or, in traces, the recorded run time)
 

@@ -70,8 +70,7 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
   NodeState node;
   node.name = spec.name;
   if (!spec.gpus.empty()) {
-    auto [it, inserted] =
-        model_ids_.emplace(spec.gpu_model, static_cast<int>(model_names_.size()));
+    auto [it, inserted] = model_ids_.emplace(spec.gpu_model, static_cast<int>(model_names_.size()));
     if (inserted) {
       model_names_.push_back(spec.gpu_model);
       active_by_model_.emplace_back();

@@ -73,9 +73,14 @@ TEST(ClusterState, ModelStatsTrackBlocksAndShares) {
   *s.AddNode(T4Node("b", 2));
   const ModelStats& st = s.model_stats(s.ModelId("T4"));
   EXPECT_EQ(st.LargestFreeBlock(), 8);
-  ASSERT_TRUE(s.Allocate(Take(a, {{0, MilliGpu(1000)}, {1, MilliGpu(1000)}, {2, MilliGpu(1000)},
-                                  {3, MilliGpu(1000)}, {4, MilliGpu(1000)}, {5, MilliGpu(1000)},
-                                  {6, MilliGpu(1000)}, {7, MilliGpu(400)}}))
+  ASSERT_TRUE(s.Allocate(Take(a, {{0, MilliGpu(1000)},
+                                  {1, MilliGpu(1000)},
+                                  {2, MilliGpu(1000)},
+                                  {3, MilliGpu(1000)},
+                                  {4, MilliGpu(1000)},
+                                  {5, MilliGpu(1000)},
+                                  {6, MilliGpu(1000)},
+                                  {7, MilliGpu(400)}}))
                   .ok());
   EXPECT_EQ(st.LargestFreeBlock(), 2);
   EXPECT_EQ(st.full_free_gpus, 2);
@@ -145,8 +150,7 @@ TEST(ClusterStateProperty, RandomEventSequencesStayConsistent) {
       const int gpus[] = {1, 2, 4, 8};
       nodes.push_back(model::MakeNode("n" + std::to_string(i), models[rng.Uniform(3)],
                                       gpus[rng.Uniform(4)],
-                                      CpuMilli(16000 + 16000 * rng.Uniform(4)),
-                                      MemoryMib(65536)));
+                                      CpuMilli(16000 + 16000 * rng.Uniform(4)), MemoryMib(65536)));
     }
     for (const std::string& policy_name : PolicyNames()) {
       auto policy = CreatePolicy(policy_name, PolicyContext{{TypicalTask{1, 1000, 0, {}, 1}}});
@@ -165,8 +169,8 @@ TEST(ClusterStateProperty, RandomEventSequencesStayConsistent) {
           int gpus = static_cast<int>(rng.Uniform(5));
           int milli = gpus == 1 && rng.Uniform(2) ? 1 + static_cast<int>(rng.Uniform(999)) : 1000;
           if (gpus == 0) milli = 0;
-          TaskRequest t = placer.Resolve(model::MakeResources(
-              gpus, milli, static_cast<int64_t>(rng.Uniform(8)) * 1000, 1024));
+          TaskRequest t = placer.Resolve(
+              model::MakeResources(gpus, milli, static_cast<int64_t>(rng.Uniform(8)) * 1000, 1024));
           if (auto a = placer.Place(t)) held.push_back(*a);
         }
         ExpectConsistent(s, nodes, held);

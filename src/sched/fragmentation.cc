@@ -30,8 +30,8 @@ std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResour
     ++counts[{t.cpu.value(), static_cast<int>(t.gpu_milli.value()),
               static_cast<int>(t.gpus.value()), JoinModels(t.gpu_models)}];
   }
-  std::vector<std::pair<std::tuple<int64_t, int, int, std::string>, int64_t>> sorted(
-      counts.begin(), counts.end());
+  std::vector<std::pair<std::tuple<int64_t, int, int, std::string>, int64_t>> sorted(counts.begin(),
+                                                                                     counts.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
     if (a.second != b.second) return a.second > b.second;
     return a.first > b.first;  // larger cpu, then gpu_milli, gpus, models first
@@ -85,9 +85,9 @@ int64_t FragmentationMeter::Weighted(const NodeView& node) const {
   if (total_free == 0) return 0;
   int64_t sum = 0;
   for (const Shape& s : shapes_) {
-    bool runs = s.gpus > 0 && node.cpu_free >= s.cpu && node.model != kNoModel &&
-                (s.any_model ||
-                 (node.model < static_cast<int>(s.accepts.size()) && s.accepts[node.model]));
+    bool runs =
+        s.gpus > 0 && node.cpu_free >= s.cpu && node.model != kNoModel &&
+        (s.any_model || (node.model < static_cast<int>(s.accepts.size()) && s.accepts[node.model]));
     int64_t fragment = total_free;
     if (runs) {
       // GPUs that can host one unit of this shape, and the free milli of those that cannot.

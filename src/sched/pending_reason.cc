@@ -60,7 +60,8 @@ PendingReason ExplainWholeGpus(const ClusterState& state, const TaskRequest& t,
   for (int m : models) {
     const ModelStats& s = state.model_stats(m);
     free_gpus += s.full_free_gpus;
-    for (size_t k = 1; k < s.nodes_by_full_free.size(); ++k) nodes_with_free += s.nodes_by_full_free[k];
+    for (size_t k = 1; k < s.nodes_by_full_free.size(); ++k)
+      nodes_with_free += s.nodes_by_full_free[k];
   }
   const std::string what = Plural(t.gpus, "free " + ModelPhrase(t) + "GPU");
   if (free_gpus < t.gpus) {
@@ -68,17 +69,17 @@ PendingReason ExplainWholeGpus(const ClusterState& state, const TaskRequest& t,
                                          std::to_string(free_gpus) + " free in the cluster"};
   }
   int64_t block = 0;
-  std::string node =
-      BestNode(state, models, [](const NodeClass& c) { return c.full_free; }, &block);
+  std::string node = BestNode(
+      state, models, [](const NodeClass& c) { return c.full_free; }, &block);
   if (block < t.gpus && nodes_with_free > 1) {
-    return {kReasonFragmented, "needs " + what + " on one node; " + std::to_string(free_gpus) +
-                                   " GPUs free in total but split over " +
-                                   Plural(nodes_with_free, "node") +
-                                   ", the largest free block is " + std::to_string(block) +
-                                   " (node " + node + ")"};
+    return {kReasonFragmented,
+            "needs " + what + " on one node; " + std::to_string(free_gpus) +
+                " GPUs free in total but split over " + Plural(nodes_with_free, "node") +
+                ", the largest free block is " + std::to_string(block) + " (node " + node + ")"};
   }
   return {kReasonNoFreeBlock, "needs " + what + " on one node; the largest free block is " +
-                                  std::to_string(block) + (node.empty() ? "" : " (node " + node + ")")};
+                                  std::to_string(block) +
+                                  (node.empty() ? "" : " (node " + node + ")")};
 }
 
 }  // namespace
@@ -87,8 +88,7 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
                               int placed) {
   if (state.LiveNodes() == 0) return {kReasonNoNodes, "the cluster has no nodes"};
   if (!t.any_model && t.models.empty()) {
-    return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) +
-                                     "but no node has it"};
+    return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
   }
   std::vector<int> models = AcceptedModels(state, t);
   if (t.gpus == 0 && t.any_model) models.insert(models.begin(), kNoModel);
@@ -104,20 +104,19 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   }
   if (t.gpus > max_gpus) {
     return {kReasonNeverFits, "needs " + Plural(t.gpus, ModelPhrase(t) + "GPU") +
-                                  " on one node; the largest node has " +
-                                  std::to_string(max_gpus)};
+                                  " on one node; the largest node has " + std::to_string(max_gpus)};
   }
   if (t.cpu > max_cpu || t.memory > max_memory) {
     return {kReasonNeverFits, "needs " + std::to_string(t.cpu) + " CPU milli and " +
                                   std::to_string(t.memory) +
-                                  " MiB per task; the largest node has " +
-                                  std::to_string(max_cpu) + " CPU milli and " +
-                                  std::to_string(max_memory) + " MiB"};
+                                  " MiB per task; the largest node has " + std::to_string(max_cpu) +
+                                  " CPU milli and " + std::to_string(max_memory) + " MiB"};
   }
 
   if (tasks > 1 && placed > 0) {
-    return {kReasonGangPartial, "needs " + std::to_string(tasks) + " tasks started together; only " +
-                                    std::to_string(placed) + " fit now"};
+    return {kReasonGangPartial, "needs " + std::to_string(tasks) +
+                                    " tasks started together; only " + std::to_string(placed) +
+                                    " fit now"};
   }
   if (t.gpus > 0 && !t.IsShare()) {
     bool block_exists = false;
@@ -126,14 +125,13 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   }
   if (t.IsShare()) {
     int64_t share = 0;
-    std::string node =
-        BestNode(state, models, [](const NodeClass& c) { return c.max_free; }, &share);
+    std::string node = BestNode(
+        state, models, [](const NodeClass& c) { return c.max_free; }, &share);
     if (share < t.gpu_milli) {
-      return {kReasonNoGpuShare,
-              "needs a " + std::to_string(t.gpu_milli) + "-milli share of one " +
-                  ModelPhrase(t) + "GPU; the largest free share is " +
-                  std::to_string(std::max<int64_t>(share, 0)) +
-                  (node.empty() ? "" : " (node " + node + ")")};
+      return {kReasonNoGpuShare, "needs a " + std::to_string(t.gpu_milli) + "-milli share of one " +
+                                     ModelPhrase(t) + "GPU; the largest free share is " +
+                                     std::to_string(std::max<int64_t>(share, 0)) +
+                                     (node.empty() ? "" : " (node " + node + ")")};
     }
   }
   // GPUs fit somewhere; CPU or memory does not, on those nodes.
@@ -141,8 +139,8 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   std::string node = BestNode(
       state, models,
       [&](const NodeClass& c) {
-        bool gpus_fit = t.gpus == 0 || (t.IsShare() ? c.max_free >= t.gpu_milli
-                                                    : c.full_free >= t.gpus);
+        bool gpus_fit =
+            t.gpus == 0 || (t.IsShare() ? c.max_free >= t.gpu_milli : c.full_free >= t.gpus);
         return gpus_fit ? std::min(c.cpu_free * 1000 / std::max<int64_t>(t.cpu, 1),
                                    c.memory_free * 1000 / std::max<int64_t>(t.memory, 1))
                         : -1;

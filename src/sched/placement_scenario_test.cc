@@ -88,11 +88,11 @@ class Scenario {
     Build();
     std::istringstream in(request);
     auto f = Fields(in);
-    std::vector<std::string> models = f.count("models") ? Split(f["models"], '|')
-                                                        : std::vector<std::string>{};
-    TaskRequest t = placer_->Resolve(model::MakeResources(
-        std::stoi(f["gpus"]), std::stoi(f["milli"]), std::stoll(f["cpu"]),
-        std::stoll(f["mem"]), models));
+    std::vector<std::string> models =
+        f.count("models") ? Split(f["models"], '|') : std::vector<std::string>{};
+    TaskRequest t =
+        placer_->Resolve(model::MakeResources(std::stoi(f["gpus"]), std::stoi(f["milli"]),
+                                              std::stoll(f["cpu"]), std::stoll(f["mem"]), models));
     std::optional<Allocation> a = placer_->Place(t);
     std::istringstream want(expected);
     std::string node;

@@ -1,5 +1,7 @@
 #include "sched/placer.h"
 
+#include <algorithm>
+
 namespace corral::sched {
 
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
@@ -88,6 +90,19 @@ std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {
 }
 
 std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
+  // Rejection sampling: a uniformly drawn node that is feasible is a uniform draw among the
+  // feasible nodes. When feasible nodes are rare, fall back to counting them.
+  constexpr int kTries = 32;
+  for (int i = 0; i < kTries && state_.NodeSlots() > 0; ++i) {
+    const auto index = static_cast<NodeIndex>(rng_.Uniform(state_.NodeSlots()));
+    const NodeState& n = state_.node(index);
+    if (n.class_id < 0 || !Feasible(state_.node_class(n.class_id), t)) continue;
+    if (std::find(models_scratch_.begin(), models_scratch_.end(), n.model) ==
+        models_scratch_.end()) {
+      continue;
+    }
+    return index;
+  }
   int64_t feasible = 0;
   for (int m : models_scratch_) {
     for (int id : state_.ActiveClasses(m)) {

@@ -15,9 +15,9 @@ struct Entry {
 };
 
 constexpr std::array kPolicies = {
-    Entry{"random", MakeRandomPolicy},       Entry{"spread", MakeSpreadPolicy},
-    Entry{"bestfit", MakeBestFitPolicy},     Entry{"dotprod", MakeDotProductPolicy},
-    Entry{"packing", MakePackingPolicy},     Entry{"clustering", MakeClusteringPolicy},
+    Entry{"random", MakeRandomPolicy},   Entry{"spread", MakeSpreadPolicy},
+    Entry{"bestfit", MakeBestFitPolicy}, Entry{"dotprod", MakeDotProductPolicy},
+    Entry{"packing", MakePackingPolicy}, Entry{"clustering", MakeClusteringPolicy},
     Entry{"fgd", MakeFgdPolicy},
 };
 

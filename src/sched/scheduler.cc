@@ -8,8 +8,7 @@ namespace corral::sched {
 Result<QueueOrder> ParseQueueOrder(std::string_view name) {
   if (name == "fifo") return QueueOrder::kFifo;
   if (name == "priority") return QueueOrder::kPriority;
-  return InvalidArgument("unknown queue order '" + std::string(name) +
-                         "' (known: fifo, priority)");
+  return InvalidArgument("unknown queue order '" + std::string(name) + "' (known: fifo, priority)");
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config,
@@ -71,8 +70,8 @@ int Scheduler::ShapeOf(const model::Job& job) {
   const model::TaskResources& r = job.resources;
   std::string models;
   for (const auto& m : r.gpu_models) models += m + "|";
-  auto key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()),
-                             r.gpu_milli.value(), r.memory.value(), job.tasks, models);
+  auto key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()), r.gpu_milli.value(),
+                             r.memory.value(), job.tasks, models);
   auto [it, inserted] = shape_ids_.emplace(key, static_cast<int>(shapes_.size()));
   if (inserted) {
     Shape s;

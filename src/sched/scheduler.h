@@ -92,8 +92,8 @@ class Scheduler {
     model::TaskResources resources;
     int tasks = 1;
     TaskRequest request;
-    int request_models = -1;       // ModelCount() when `request` was resolved
-    std::set<OrderKey> queue;      // pending jobs of this shape, in order
+    int request_models = -1;         // ModelCount() when `request` was resolved
+    std::set<OrderKey> queue;        // pending jobs of this shape, in order
     int64_t failed_generation = -1;  // capacity generation of the last failure
     int placed_at_failure = 0;       // gang tasks that fitted before one did not
     PendingReason reason;

@@ -22,9 +22,9 @@ std::unique_ptr<Scheduler> MakeScheduler(std::vector<std::pair<std::string, int>
   auto s = Scheduler::Create(config, {});
   EXPECT_TRUE(s.ok());
   for (const auto& [name, gpus] : nodes) {
-    EXPECT_TRUE((*s)->AddNode(model::MakeNode(name, "V100M32", gpus, CpuMilli(64000),
-                                              MemoryMib(262144)))
-                    .ok());
+    EXPECT_TRUE(
+        (*s)->AddNode(model::MakeNode(name, "V100M32", gpus, CpuMilli(64000), MemoryMib(262144)))
+            .ok());
   }
   return std::move(s).value();
 }

@@ -9,8 +9,8 @@
 namespace corral::sched {
 
 struct TaskRequest {
-  int gpus = 0;       // whole GPUs, or 1 with gpu_milli < 1000 for a share
-  int gpu_milli = 0;  // per GPU, 1..1000 (0 when gpus == 0)
+  int gpus = 0;        // whole GPUs, or 1 with gpu_milli < 1000 for a share
+  int gpu_milli = 0;   // per GPU, 1..1000 (0 when gpus == 0)
   int64_t cpu = 0;     // CPU milli
   int64_t memory = 0;  // MiB
   bool any_model = true;

@@ -132,9 +132,8 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
     result.steps.push_back(step);
   }
   result.tasks_presented = static_cast<int>(tasks.size());
-  result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             start)
-                       .count();
+  result.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return result;
 }
 
@@ -147,7 +146,8 @@ Result<std::vector<FillResult>> RunFillMatrix(const std::vector<model::Node>& no
   for (const auto& p : policies) {
     for (uint64_t s : seeds) runs.push_back(FillConfig{p, s, tune});
   }
-  std::vector<Result<FillResult>> out(runs.size(), Result<FillResult>(Status(StatusCode::kInternal, "not run")));
+  std::vector<Result<FillResult>> out(runs.size(),
+                                      Result<FillResult>(Status(StatusCode::kInternal, "not run")));
   std::atomic<size_t> next{0};
   auto worker = [&] {
     for (size_t i = next++; i < runs.size(); i = next++) out[i] = RunFill(nodes, tasks, runs[i]);

@@ -209,9 +209,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   result.makespan_s = last_end - first_submit;
   result.gpu_alloc_pct_mean = meter.MeanAllocPct(result.makespan_s);
   result.frag_pct_mean = meter.MeanFragPct(result.makespan_s);
-  result.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                             wall_start)
-                       .count();
+  result.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
+          .count();
   return result;
 }
 

@@ -45,10 +45,10 @@ struct ReplayResult {
   std::string policy;
   int64_t jobs = 0;
   int64_t completed = 0;
-  int64_t unfinished = 0;  // still pending when nothing else could happen (never fit)
-  Distribution jct_s;      // end − submit, completed jobs
-  Distribution queue_s;    // start − submit, started jobs
-  int64_t makespan_s = 0;  // last end − first submit
+  int64_t unfinished = 0;         // still pending when nothing else could happen (never fit)
+  Distribution jct_s;             // end − submit, completed jobs
+  Distribution queue_s;           // start − submit, started jobs
+  int64_t makespan_s = 0;         // last end − first submit
   double gpu_alloc_pct_mean = 0;  // time-weighted over the makespan
   double frag_pct_mean = 0;       // time-weighted over the makespan
   std::vector<ReplaySample> timeline;

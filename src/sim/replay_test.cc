@@ -85,7 +85,8 @@ TEST(Replay, SameInputsSameJson) {
   }
   std::vector<model::Node> nodes;
   for (int i = 0; i < 5; ++i) {
-    nodes.push_back(model::MakeNode("n" + std::to_string(i), "V100", 4, CpuMilli(1000), MemoryMib(1)));
+    nodes.push_back(
+        model::MakeNode("n" + std::to_string(i), "V100", 4, CpuMilli(1000), MemoryMib(1)));
   }
   auto run = [&](uint64_t seed) {
     ReplayConfig c{"random"};
@@ -102,7 +103,8 @@ TEST(Replay, SameInputsSameJson) {
 TEST(Replay, ScaleNodes) {
   std::vector<model::Node> nodes;
   for (int i = 0; i < 10; ++i) {
-    nodes.push_back(model::MakeNode("n" + std::to_string(i), "V100", 4, CpuMilli(1000), MemoryMib(1)));
+    nodes.push_back(
+        model::MakeNode("n" + std::to_string(i), "V100", 4, CpuMilli(1000), MemoryMib(1)));
   }
   auto half = ScaleNodes(nodes, 0.5, 1);
   ASSERT_TRUE(half.ok());

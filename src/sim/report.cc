@@ -33,7 +33,8 @@ std::vector<std::pair<std::string, std::vector<const FillResult*>>> ByPolicy(
     const std::vector<FillResult>& results) {
   std::vector<std::pair<std::string, std::vector<const FillResult*>>> out;
   for (const auto& r : results) {
-    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == r.policy; });
+    auto it =
+        std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == r.policy; });
     if (it == out.end()) {
       out.emplace_back(r.policy, std::vector<const FillResult*>{});
       it = out.end() - 1;
@@ -59,7 +60,9 @@ Status MakeDir(const std::string& dir) {
 }
 
 json DistributionJson(const Distribution& d) {
-  return {{"mean", Round4(d.mean)}, {"p50", Round4(d.p50)}, {"p95", Round4(d.p95)},
+  return {{"mean", Round4(d.mean)},
+          {"p50", Round4(d.p50)},
+          {"p95", Round4(d.p95)},
           {"p99", Round4(d.p99)}};
 }
 
@@ -140,16 +143,17 @@ std::string FillTable(const std::vector<FillResult>& results) {
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir) {
   CORRAL_RETURN_IF_ERROR(MakeDir(dir));
   for (const auto& r : results) {
-    std::string csv = "step,arrived_pct,unallocated_gpu_pct,frag_pct_of_capacity,frag_pct_of_idle,placed\n";
+    std::string csv =
+        "step,arrived_pct,unallocated_gpu_pct,frag_pct_of_capacity,frag_pct_of_idle,placed\n";
     for (size_t i = 0; i < r.steps.size(); ++i) {
       const FillStep& s = r.steps[i];
       csv += std::to_string(i) + "," + Fixed(s.arrived_pct, 4) + "," + Fixed(s.unallocated_pct, 4) +
              "," + Fixed(s.frag_pct_of_capacity, 4) + "," + Fixed(s.frag_pct_of_idle, 4) + "," +
              (s.placed ? "1" : "0") + "\n";
     }
-    CORRAL_RETURN_IF_ERROR(WriteFile(std::filesystem::path(dir) / ("fill_" + r.policy + "_" +
-                                                                   std::to_string(r.seed) + ".csv"),
-                                     csv));
+    CORRAL_RETURN_IF_ERROR(WriteFile(
+        std::filesystem::path(dir) / ("fill_" + r.policy + "_" + std::to_string(r.seed) + ".csv"),
+        csv));
   }
   std::vector<PlotSeries> series;
   for (const auto& [policy, runs] : ByPolicy(results)) {
@@ -217,10 +221,10 @@ Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::s
         WriteFile(std::filesystem::path(dir) / ("replay_" + r.policy + ".csv"), csv));
     series.push_back(std::move(s));
   }
-  return WriteFile(std::filesystem::path(dir) / "replay_alloc.svg",
-                   RenderLinePlot({"GPU allocation over time", "virtual time (hours)",
-                                   "allocated GPU %"},
-                                  series));
+  return WriteFile(
+      std::filesystem::path(dir) / "replay_alloc.svg",
+      RenderLinePlot({"GPU allocation over time", "virtual time (hours)", "allocated GPU %"},
+                     series));
 }
 
 }  // namespace corral::sim

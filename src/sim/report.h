@@ -2,10 +2,9 @@
 // comparison tables, per-step CSVs and SVG plots.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/status.h"
 #include "sim/fill.h"

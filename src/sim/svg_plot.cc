@@ -18,11 +18,20 @@ std::string Escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -67,8 +76,8 @@ std::string RenderLinePlot(const PlotSpec& spec, const std::vector<PlotSeries>& 
     double xv = x0 + (x1 - x0) * i / 5, yv = y0 + (y1 - y0) * i / 5;
     svg += "<text x=\"" + Num(px(xv)) + "\" y=\"" + Num(kTop + ph + 18) +
            "\" text-anchor=\"middle\">" + Num(xv) + "</text>\n";
-    svg += "<text x=\"" + Num(kLeft - 6) + "\" y=\"" + Num(py(yv) + 4) +
-           "\" text-anchor=\"end\">" + Num(yv) + "</text>\n";
+    svg += "<text x=\"" + Num(kLeft - 6) + "\" y=\"" + Num(py(yv) + 4) + "\" text-anchor=\"end\">" +
+           Num(yv) + "</text>\n";
     svg += "<line x1=\"" + Num(kLeft) + "\" y1=\"" + Num(py(yv)) + "\" x2=\"" + Num(kLeft + pw) +
            "\" y2=\"" + Num(py(yv)) + "\" stroke=\"#ddd\"/>\n";
   }

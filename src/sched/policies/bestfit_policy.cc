@@ -3,9 +3,9 @@
 // Computed in integers so that equal states give equal scores on every machine. The paper's
 // min-max normalisation over feasible nodes is strictly increasing when the raw range is at most
 // 100, so it never changes which node wins and is left out.
-#include "sched/policies/policies.h"
-
 #include <algorithm>
+
+#include "sched/policies/policies.h"
 
 namespace corral::sched {
 namespace {

@@ -1,9 +1,9 @@
 // dotprod: prefer the node whose free (CPU, GPU) vector is least aligned with the task's, so
 // that a task lands where it uses the resource that node has spare least of (fill-experiment.md):
 // score = ⌊100 (1 - dot / 2)⌋ with both vectors normalised by (128000 CPU milli, 8000 milli-GPU).
-#include "sched/policies/policies.h"
-
 #include <algorithm>
+
+#include "sched/policies/policies.h"
 
 namespace corral::sched {
 namespace {

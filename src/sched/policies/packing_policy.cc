@@ -4,9 +4,9 @@
 //   needs fully free GPUs on a used node: 50 - (fully free GPUs taken), at least 33
 //   empty node:                 max(33 - GPUs on the node, GPUs on the node)
 // CPU-only tasks score 0 everywhere.
-#include "sched/policies/policies.h"
-
 #include <algorithm>
+
+#include "sched/policies/policies.h"
 
 namespace corral::sched {
 namespace {

@@ -1,0 +1,151 @@
+# corral's entry points. Every target installs what it needs first (scripts/bootstrap.sh is
+# idempotent and takes well under a second when everything is present).
+#
+#   make run     set up, build, and run corral's main job (today: a simulator demo)
+#   make test    set up, build, run all tests: unit tests, CLI tests, then ASan+UBSan unit tests
+#   make build   Release build in build/ (binary: build/corral)
+#   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
+#   make lint    clang-format check (fails on any difference) + clang-tidy (advisory)
+#   make format  apply clang-format to every C++ file in place
+#   make clean   remove the build folders and the demo output
+#
+# Variables: JOBS (parallel jobs, default: all cores), TRACES (public traces folder, default
+# ../shared/traces), BENCH_ARGS (extra flags for the benchmark binaries), CORRAL_TIMINGS (a file
+# to which every timed step appends a line; .ci/run prints them as its summary).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+# Targets run one after another; each build inside uses $(JOBS) cores itself.
+.NOTPARALLEL:
+.DEFAULT_GOAL := build
+
+JOBS ?= $(shell nproc)
+TRACES ?= ../shared/traces
+BENCH_ARGS ?=
+DEMO_OUT := .corral/sim-demo
+ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+# Release build: benchmarks are compiled too, so that `make test` notices when they stop compiling.
+RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_BENCH=ON
+ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCORRAL_SANITIZE=ON -DCORRAL_BENCH=OFF
+
+# cmake --build runs its own make: keep ours out of its environment (no jobserver to share,
+# no "Entering directory" noise).
+CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
+
+CXX_DIRS := src apps tests bench
+FORMAT_FILES = $(shell find $(CXX_DIRS) -type f \( -name '*.h' -o -name '*.cc' \) 2>/dev/null | sort)
+TIDY_FILES = $(shell find src -type f -name '*.cc' ! -name '*_test.cc' | sort)
+
+# $(call timed,NAME,COMMAND): runs COMMAND (in a subshell, with errexit), prints how long it
+# took, appends "NAME<TAB>SECONDS<TAB>ok|FAILED" to $CORRAL_TIMINGS when set, and fails when
+# COMMAND failed. COMMAND must not contain a literal comma; put such text in a variable.
+define timed
+printf '\n==> %s\n' "$(1)"; t0=$$(date +%s%N); \
+  set +e; (set -e; $(2)); st=$$?; set -e; \
+  ms=$$(( ($$(date +%s%N) - t0) / 1000000 )); res=ok; tag=; [ $$st -eq 0 ] || { res=FAILED; tag=" FAILED"; }; \
+  printf '==> %s: %d.%03d s%s\n' "$(1)" $$((ms / 1000)) $$((ms % 1000)) "$$tag"; \
+  if [ -n "$${CORRAL_TIMINGS:-}" ]; then \
+    printf '%s\t%d.%d\t%s\n' "$(1)" $$((ms / 1000)) $$((ms % 1000 / 100)) $$res >> "$$CORRAL_TIMINGS"; fi; \
+  test $$st -eq 0
+endef
+
+# $(call configure,DIR,FLAGS): configures DIR, recreating it when it was configured for another
+# source tree (a copied checkout) where CMake would refuse to reuse it.
+define configure
+if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CURDIR)' $(1)/CMakeCache.txt; then \
+  echo "$(1)/ was configured for another source tree; recreating it"; rm -rf $(1); fi; \
+cmake -S . -B $(1) $(2) >/dev/null
+endef
+
+.PHONY: setup configure build test test-unit test-cli test-asan run bench lint format format-check tidy clean
+
+setup:
+	@$(call timed,setup,bash scripts/bootstrap.sh)
+
+configure: setup
+	@$(call configure,build,$(RELEASE_FLAGS))
+
+build: configure
+	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
+
+# In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
+test: test-unit test-cli test-asan
+	@echo; echo "make test: all passed"
+
+test-unit: build
+	@$(call timed,unit tests (Release),ctest --test-dir build --output-on-failure -j$(JOBS))
+
+test-cli: build
+	@if [ -f tests/cli_test.sh ]; then \
+	  $(call timed,CLI tests,bash tests/cli_test.sh build/corral); \
+	else echo; echo "==> CLI tests: tests/cli_test.sh does not exist yet; skipped"; fi
+
+test-asan: setup
+	@$(call configure,build-asan,$(ASAN_FLAGS))
+	@$(call timed,build (ASan+UBSan),$(ASAN_ENV) $(CMAKE_BUILD) build-asan -j$(JOBS))
+	@$(call timed,unit tests (ASan+UBSan),$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j$(JOBS))
+
+# The main job. Until the controller exists it is a simulator demo: every placement policy fills
+# a cluster with tasks until it is full, on the public openb trace when it is here, else on a
+# seeded synthetic workload.
+DEMO_GEN_NODES := gen:64x8xA100-80GB,64x4xV100
+run: build
+	@rm -rf $(DEMO_OUT); mkdir -p .corral
+	@if [ -f $(TRACES)/openb_node_list_gpu_node.csv ]; then \
+	  echo "==> corral sim fill on the openb trace ($(TRACES))"; \
+	  set -x; \
+	  build/corral sim fill --nodes $(TRACES)/openb_node_list_gpu_node.csv \
+	    --pods $(TRACES)/openb_pod_list_default.csv --policy all --seeds 42-51 --out $(DEMO_OUT); \
+	else \
+	  echo "==> $(TRACES) has no openb trace: corral sim fill on a synthetic workload"; \
+	  set -x; \
+	  build/corral sim gen --jobs 5000 --seed 1 --out .corral/synthetic.jsonl; \
+	  build/corral sim fill --nodes $(DEMO_GEN_NODES) --pods .corral/synthetic.jsonl \
+	    --policy all --seeds 42-46 --out $(DEMO_OUT); \
+	fi
+	@echo; echo "Per-step CSVs (one per policy and seed): $(DEMO_OUT)/fill_<policy>_<seed>.csv"; \
+	  echo "Plot of unallocated GPUs against load:    $(DEMO_OUT)/fill_unallocated.svg"
+
+# Micro benchmarks (Google Benchmark binaries in build/bench/), then the end-to-end simulator
+# benchmarks of bench/macro.sh when it exists.
+bench: build
+	@found=0; \
+	for b in build/bench/*; do \
+	  [ -f "$$b" ] && [ -x "$$b" ] || continue; found=1; \
+	  $(call timed,$$(basename $$b),"$$b" $(BENCH_ARGS)); \
+	done; \
+	[ $$found -eq 1 ] || echo "No benchmark binaries in build/bench/ yet."
+	@if [ -f bench/macro.sh ]; then \
+	  $(call timed,bench/macro.sh,CORRAL_SHARED_TRACES=$(TRACES) bash bench/macro.sh build/corral); fi
+
+lint: format-check tidy
+
+format-check: setup
+	@$(call timed,clang-format check,$(CHECK_FORMAT))
+
+# Prints clang-format's complaints, then the list of files that `make format` would change.
+CHECK_FORMAT = bad=(); n=0; for f in $(FORMAT_FILES); do \
+    clang-format --dry-run --Werror "$$f" || { bad+=("$$f"); n=$$((n + 1)); }; done; \
+  if [ $$n -gt 0 ]; then \
+    printf '\n%d of %d files are not clang-formatted (fix: make format):\n' \
+      $$n $(words $(FORMAT_FILES)); printf '  %s\n' "$${bad[@]}"; false; fi
+
+# Advisory: prints findings but fails only when clang-tidy cannot parse a file. It takes about
+# 1 minute on 2 idle cores (3 on a busy machine), so it runs in `make lint` (and CI), not in
+# `make test`.
+tidy: configure
+	@$(call timed,clang-tidy,$(RUN_TIDY))
+
+RUN_TIDY = run-clang-tidy -p build -quiet -j $(JOBS) $(TIDY_FILES) >build/clang-tidy.log 2>&1 || rc=$$?; \
+  sed 's/\x1b\[[0-9;]*m//g' build/clang-tidy.log \
+    | grep -v -E '^([0-9]+ warnings? generated|clang-tidy(-[0-9]+)? .* -p=)' || true; \
+  printf '%d clang-tidy findings in %d files (full log: build/clang-tidy.log)\n' \
+    "$$(sed 's/\x1b\[[0-9;]*m//g' build/clang-tidy.log | grep -cE ': (warning|error): ')" $(words $(TIDY_FILES)); \
+  test "$${rc:-0}" -eq 0
+
+format: setup
+	clang-format -i $(FORMAT_FILES)
+
+clean:
+	rm -rf build build-asan $(DEMO_OUT) .corral/synthetic.jsonl
