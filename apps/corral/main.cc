@@ -1,18 +1,23 @@
 // corral: one binary for the controller, the node agent, the CLI and the simulator. This file
 // only parses the top-level command line and hands over to the subcommands.
 #include <CLI/CLI.hpp>
+#include <iostream>
 
-#include "cli/sim_command.h"
+#include "sim/sim_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"corral — pools GPU servers into one shared cluster"};
   app.require_subcommand(1);
   int exit_code = 0;
-  corral::cli::AddSimCommand(app, &exit_code);
+  corral::sim::AddSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
+  } catch (const std::exception& e) {
+    // Nothing should throw past a module boundary; if something does, fail cleanly.
+    std::cerr << "corral: internal error: " << e.what() << "\n";
+    return 1;
   }
   return exit_code;
 }

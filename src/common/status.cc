@@ -14,6 +14,10 @@ const char* StatusCodeName(StatusCode code) {
       return "already_exists";
     case StatusCode::kFailedPrecondition:
       return "failed_precondition";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kPermissionDenied:
+      return "permission_denied";
     case StatusCode::kResourceExhausted:
       return "resource_exhausted";
     case StatusCode::kIoError:

@@ -16,6 +16,8 @@ enum class StatusCode {
   kNotFound,
   kAlreadyExists,
   kFailedPrecondition,  // the request is valid but the state does not allow it
+  kUnauthenticated,     // no or an unknown credential
+  kPermissionDenied,    // a known caller who may not do this
   kResourceExhausted,
   kIoError,
   kInternal,
@@ -53,6 +55,12 @@ inline Status FailedPrecondition(std::string message) {
   return {StatusCode::kFailedPrecondition, std::move(message)};
 }
 inline Status IoError(std::string message) { return {StatusCode::kIoError, std::move(message)}; }
+inline Status Unauthenticated(std::string message) {
+  return {StatusCode::kUnauthenticated, std::move(message)};
+}
+inline Status PermissionDenied(std::string message) {
+  return {StatusCode::kPermissionDenied, std::move(message)};
+}
 
 // Either a value or a non-OK Status. Accessing value() of an error is a programming bug.
 template <typename T>

@@ -21,17 +21,6 @@ std::string Plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
 }
 
-// Model ids the task may use.
-std::vector<int> AcceptedModels(const ClusterState& state, const TaskRequest& t) {
-  std::vector<int> out;
-  if (t.any_model) {
-    for (int m = 0; m < state.ModelCount(); ++m) out.push_back(m);
-  } else {
-    out = t.models;
-  }
-  return out;
-}
-
 // The first node (in tie order) of the class that maximises `key` among accepted models.
 std::string BestNode(const ClusterState& state, const std::vector<int>& models,
                      const std::function<int64_t(const NodeClass&)>& key, int64_t* best_value) {
@@ -90,8 +79,7 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   if (!t.any_model && t.models.empty()) {
     return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
   }
-  std::vector<int> models = AcceptedModels(state, t);
-  if (t.gpus == 0 && t.any_model) models.insert(models.begin(), kNoModel);
+  const std::vector<int> models = AcceptedModels(state, t);
 
   // Could it ever fit on an empty node of an accepted model?
   int64_t max_gpus = 0, max_cpu = 0, max_memory = 0;
@@ -139,11 +127,11 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   std::string node = BestNode(
       state, models,
       [&](const NodeClass& c) {
-        bool gpus_fit =
-            t.gpus == 0 || (t.IsShare() ? c.max_free >= t.gpu_milli : c.full_free >= t.gpus);
-        return gpus_fit ? std::min(c.cpu_free * 1000 / std::max<int64_t>(t.cpu, 1),
-                                   c.memory_free * 1000 / std::max<int64_t>(t.memory, 1))
-                        : -1;
+        TaskRequest gpus_only = t;
+        gpus_only.cpu = gpus_only.memory = 0;
+        return Fits(c, gpus_only) ? std::min(c.cpu_free * 1000 / std::max<int64_t>(t.cpu, 1),
+                                             c.memory_free * 1000 / std::max<int64_t>(t.memory, 1))
+                                  : -1;
       },
       &best_cpu);
   return {kReasonInsufficientCpuMemory,

@@ -1,6 +1,6 @@
-// Placement policies: given a node's state and a task, an integer score in 0..100 (higher is
-// better) and, on the chosen node, which GPUs to use. Policies are plugins behind a name ->
-// factory registry (policy_registry.cc); adding one is one file plus one line there.
+// Placement policies: given a node's state and a task, an integer score (higher is better) and, on
+// the chosen node, which GPUs to use. Policies are plugins behind a name -> factory registry
+// (policy_registry.cc); adding one is one file plus one line there.
 //
 // Hard constraints (model, CPU, memory, free GPUs) are checked by the Placer before a policy
 // scores a node; policies only rank feasible nodes. Ties go to the node that comes first in
@@ -44,8 +44,10 @@ class PlacementPolicy {
   virtual ~PlacementPolicy() = default;
   virtual std::string_view name() const = 0;
 
-  // Score in 0..100 of placing `task` on a node in state `node`; the task fits there. Must be
-  // a function of (node, task) alone: the Placer caches it per node class and task shape.
+  // Score of placing `task` on a node in state `node` (higher is better); the task fits there.
+  // 0..100 on nodes up to the paper's size (128 cores, 8 GPUs); bestfit and dotprod go below 0
+  // on larger nodes. Must be a function of the node state and the task's (gpus, gpu_milli, cpu,
+  // memory) alone: the Placer caches it per node class and task shape.
   virtual int Score(const NodeView& node, const TaskRequest& task) const = 0;
 
   // GPU indices the task takes on the chosen node (`node` lists shares by index). The default

@@ -1,8 +1,13 @@
 #include "sched/placer.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace corral::sched {
+
+namespace {
+constexpr int32_t kNotScored = std::numeric_limits<int32_t>::min();
+}  // namespace
 
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
     : state_(state), policy_(policy), rng_(rng) {}
@@ -19,63 +24,41 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
     int id = state_.ModelId(name);
     if (id != kNoModel) t.models.push_back(id);
   }
-  const int64_t shape_key = (t.cpu * 64 + t.gpus) * 2048 + t.gpu_milli;
-  t.shape = shape_ids_.emplace(shape_key, static_cast<int>(shape_ids_.size())).first->second;
+  t.shape = shape_ids_
+                .emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
+                         static_cast<int>(shape_ids_.size()))
+                .first->second;
   t.kind = state_.TaskKindId(t.gpus, t.IsShare());
   return t;
 }
 
-bool Placer::Feasible(const NodeClass& c, const TaskRequest& t) {
-  if (c.cpu_free < t.cpu || c.memory_free < t.memory) return false;
-  if (t.gpus == 0) return true;
-  if (t.IsShare()) return c.max_free >= t.gpu_milli;
-  return c.full_free >= t.gpus;
-}
-
-void Placer::CandidateModels(const TaskRequest& t, std::vector<int>& out) const {
-  out.clear();
-  if (t.gpus == 0 && t.any_model) out.push_back(kNoModel);
-  if (t.any_model) {
-    for (int m = 0; m < state_.ModelCount(); ++m) out.push_back(m);
-  } else {
-    out.insert(out.end(), t.models.begin(), t.models.end());
-  }
-}
-
 bool Placer::GpusCouldFit(const TaskRequest& t) const {
   if (t.gpus == 0) return state_.LiveNodes() > 0;
-  auto fits = [&](int m) {
+  for (int m : AcceptedModels(state_, t)) {
     const ModelStats& s = state_.model_stats(m);
-    return t.IsShare() ? s.LargestFreeShare() >= t.gpu_milli : s.LargestFreeBlock() >= t.gpus;
-  };
-  if (t.any_model) {
-    for (int m = 0; m < state_.ModelCount(); ++m) {
-      if (fits(m)) return true;
+    if (t.IsShare() ? s.LargestFreeShare() >= t.gpu_milli : s.LargestFreeBlock() >= t.gpus) {
+      return true;
     }
-    return false;
-  }
-  for (int m : t.models) {
-    if (fits(m)) return true;
   }
   return false;
 }
 
 int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) {
   if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
-  std::vector<int16_t>& row = score_cache_[class_id];
-  if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, -1);
-  if (row[t.shape] < 0) row[t.shape] = static_cast<int16_t>(policy_.Score(ViewOf(c), t));
+  std::vector<int32_t>& row = score_cache_[class_id];
+  if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, kNotScored);
+  if (row[t.shape] == kNotScored) row[t.shape] = policy_.Score(ViewOf(c), t);
   return row[t.shape];
 }
 
 std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {
-  int best_score = -1;
+  int best_score = std::numeric_limits<int>::min();
   uint64_t best_rank = 0;
   NodeIndex best = -1;
   for (int m : models_scratch_) {
     for (int id : state_.ActiveClasses(m)) {
       const NodeClass& c = state_.node_class(id);
-      if (!Feasible(c, t)) continue;
+      if (!Fits(c, t)) continue;
       int score = CachedScore(id, c, t);
       const auto& [rank, node] = *c.members.begin();
       if (score > best_score || (score == best_score && rank < best_rank)) {
@@ -96,7 +79,7 @@ std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
   for (int i = 0; i < kTries && state_.NodeSlots() > 0; ++i) {
     const auto index = static_cast<NodeIndex>(rng_.Uniform(state_.NodeSlots()));
     const NodeState& n = state_.node(index);
-    if (n.class_id < 0 || !Feasible(state_.node_class(n.class_id), t)) continue;
+    if (n.class_id < 0 || !Fits(state_.node_class(n.class_id), t)) continue;
     if (std::find(models_scratch_.begin(), models_scratch_.end(), n.model) ==
         models_scratch_.end()) {
       continue;
@@ -107,7 +90,7 @@ std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
   for (int m : models_scratch_) {
     for (int id : state_.ActiveClasses(m)) {
       const NodeClass& c = state_.node_class(id);
-      if (Feasible(c, t)) feasible += static_cast<int64_t>(c.members.size());
+      if (Fits(c, t)) feasible += static_cast<int64_t>(c.members.size());
     }
   }
   if (feasible == 0) return std::nullopt;
@@ -115,7 +98,7 @@ std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
   for (int m : models_scratch_) {
     for (int id : state_.ActiveClasses(m)) {
       const NodeClass& c = state_.node_class(id);
-      if (!Feasible(c, t)) continue;
+      if (!Fits(c, t)) continue;
       if (pick >= static_cast<int64_t>(c.members.size())) {
         pick -= static_cast<int64_t>(c.members.size());
         continue;
@@ -135,7 +118,7 @@ std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
     score_cache_.clear();  // scores may depend on which models exist (FGD's typical tasks)
   }
   if (!GpusCouldFit(t)) return std::nullopt;
-  CandidateModels(t, models_scratch_);
+  models_scratch_ = AcceptedModels(state_, t);
   std::optional<NodeIndex> node = policy_.PicksUniformly() ? PickUniformly(t) : PickBestScore(t);
   if (!node) return std::nullopt;
 

@@ -4,8 +4,9 @@
 // scored once per shape however many nodes share it and however many tasks ask.
 #pragma once
 
+#include <map>
 #include <optional>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "common/rng.h"
@@ -39,10 +40,7 @@ class Placer {
   const PlacementPolicy& policy() const { return policy_; }
 
  private:
-  static bool Feasible(const NodeClass& c, const TaskRequest& task);
   int CachedScore(int class_id, const NodeClass& c, const TaskRequest& task);
-  // Model ids to look at for this task (kNoModel included for CPU-only tasks).
-  void CandidateModels(const TaskRequest& task, std::vector<int>& out) const;
   std::optional<NodeIndex> PickUniformly(const TaskRequest& task);
   std::optional<NodeIndex> PickBestScore(const TaskRequest& task);
 
@@ -50,8 +48,10 @@ class Placer {
   PlacementPolicy& policy_;
   Rng& rng_;
   int models_seen_ = -1;
-  std::unordered_map<int64_t, int> shape_ids_;
-  std::vector<std::vector<int16_t>> score_cache_;  // [class id][shape id], -1 = not scored
+  // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on.
+  std::map<std::tuple<int, int, int64_t, int64_t>, int> shape_ids_;
+  std::vector<std::vector<int32_t>> score_cache_;  // [class id][shape id], kNotScored if not
+
   std::vector<int> models_scratch_;
 };
 

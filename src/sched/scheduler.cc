@@ -27,7 +27,10 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
 
 Result<NodeIndex> Scheduler::AddNode(const model::Node& node) {
   auto added = state_.AddNode(node);
-  if (added.ok()) ++generation_;
+  if (added.ok()) {
+    ++generation_;
+    ++state_version_;
+  }
   return added;
 }
 
@@ -50,6 +53,7 @@ Result<std::vector<JobId>> Scheduler::RemoveNode(std::string_view name) {
   }
   CORRAL_RETURN_IF_ERROR(state_.RemoveNode(n));
   ++generation_;
+  ++state_version_;
   return affected;
 }
 
@@ -58,6 +62,7 @@ Status Scheduler::SetSchedulable(std::string_view name, bool schedulable) {
   if (n < 0) return NotFound("node '" + std::string(name) + "' is not in the cluster");
   CORRAL_RETURN_IF_ERROR(state_.SetSchedulable(n, schedulable));
   if (schedulable) ++generation_;
+  ++state_version_;
   return Status::Ok();
 }
 
@@ -111,6 +116,7 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
     if (state_.node(a.node).present) (void)state_.Release(a);
   }
   ++generation_;
+  ++state_version_;
 }
 
 Status Scheduler::Cancel(JobId job) {
@@ -133,6 +139,26 @@ Status Scheduler::Finish(JobId job) {
   return Status::Ok();
 }
 
+Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& tasks) {
+  CORRAL_RETURN_IF_ERROR(model::Validate(job));
+  if (pending_.count(job.id) || running_.count(job.id)) {
+    return AlreadyExists("job " + std::to_string(job.id.value()) + " is already known");
+  }
+  std::vector<Allocation> applied;
+  for (const Allocation& a : tasks) {
+    Status s = state_.Allocate(a);
+    if (!s.ok()) {
+      for (const Allocation& undo : applied) (void)state_.Release(undo);
+      return FailedPrecondition("job " + std::to_string(job.id.value()) +
+                                ": an allocation does not fit: " + s.message());
+    }
+    applied.push_back(a);
+  }
+  running_[job.id].tasks = tasks;
+  ++state_version_;
+  return Status::Ok();
+}
+
 std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
   const TaskRequest& request = RequestOf(shape);
   std::vector<Allocation> placed;
@@ -150,7 +176,6 @@ std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
 
 std::vector<JobStart> Scheduler::Schedule() {
   std::vector<JobStart> started;
-  std::vector<int> failed;
   blocked_head_.reset();
   // K-way merge over the shapes' queues, in queue order. A shape that fails leaves the merge
   // for the rest of the pass (the state only fills up within a pass).
@@ -170,7 +195,6 @@ std::vector<JobStart> Scheduler::Schedule() {
     std::optional<std::vector<Allocation>> placed = PlaceGang(shape);
     if (!placed) {
       shape.failed_generation = generation_;
-      failed.push_back(s);
       if (config_.blocking == Blocking::kStrict) {
         blocked_head_ = job;
         break;
@@ -184,11 +208,7 @@ std::vector<JobStart> Scheduler::Schedule() {
     started.push_back(JobStart{job, std::move(*placed)});
     if (!shape.queue.empty()) heads.emplace(*shape.queue.begin(), s);
   }
-  // Reasons describe the state at the end of the pass, which is what waiting users see.
-  for (int s : failed) {
-    Shape& shape = shapes_[s];
-    shape.reason = ExplainUnplaced(state_, RequestOf(shape), shape.tasks, shape.placed_at_failure);
-  }
+  ++state_version_;
   return started;
 }
 
@@ -206,6 +226,10 @@ std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
   const Shape& shape = shapes_[it->second.shape];
   if (shape.failed_generation < 0) {
     return PendingReason{kReasonNotYetConsidered, "submitted after the last scheduling pass"};
+  }
+  if (shape.reason_version != state_version_) {
+    shape.reason = ExplainUnplaced(state_, shape.request, shape.tasks, shape.placed_at_failure);
+    shape.reason_version = state_version_;
   }
   return shape.reason;
 }

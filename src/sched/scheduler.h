@@ -72,11 +72,16 @@ class Scheduler {
   Status Cancel(JobId job);
   // A running job ended: releases its allocations. Errors: unknown or not running.
   Status Finish(JobId job);
+  // Re-establishes a job that is already running with the allocations it holds (the server
+  // rebuilding its state after a restart). Errors: invalid job, known id, an allocation that
+  // does not fit (nothing is applied then).
+  Status Adopt(const model::Job& job, const std::vector<Allocation>& tasks);
 
   // One scheduling pass: the jobs to start now, in the order they were decided.
   std::vector<JobStart> Schedule();
 
-  // Why a pending job waits (computed at its last failed attempt); nullopt if not pending.
+  // Why a pending job waits, explained against the current state (the count of gang tasks that
+  // fitted is from the last attempt); nullopt if not pending.
   std::optional<PendingReason> PendingReasonOf(JobId job) const;
   // Pending jobs in queue order.
   std::vector<JobId> PendingInOrder() const;
@@ -96,7 +101,9 @@ class Scheduler {
     std::set<OrderKey> queue;        // pending jobs of this shape, in order
     int64_t failed_generation = -1;  // capacity generation of the last failure
     int placed_at_failure = 0;       // gang tasks that fitted before one did not
-    PendingReason reason;
+    // The reason explained at `reason_version` of the cluster state (recomputed lazily).
+    mutable PendingReason reason;
+    mutable int64_t reason_version = -1;
   };
   struct Running {
     std::vector<Allocation> tasks;
@@ -127,6 +134,8 @@ class Scheduler {
   // Bumped whenever capacity is freed or added; a shape that failed at the current generation
   // would fail again.
   int64_t generation_ = 0;
+  // Bumped on every change of the cluster state (placements too): cached reasons are stale.
+  int64_t state_version_ = 0;
   std::optional<JobId> blocked_head_;
 };
 

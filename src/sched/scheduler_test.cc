@@ -147,6 +147,20 @@ TEST(Scheduler, RemovingANodeReleasesItsJobsEverywhere) {
   EXPECT_EQ(s->RemoveNode("n9").status().code(), StatusCode::kNotFound);
 }
 
+TEST(Scheduler, AdoptRestoresRunningJobs) {
+  auto s = MakeScheduler({{"n1", 4}});
+  Allocation a;
+  a.node = s->state().FindNode("n1");
+  a.gpus = {GpuShare{1, MilliGpu(1000)}, GpuShare{2, MilliGpu(1000)}};
+  ASSERT_TRUE(s->Adopt(MakeJob(5, 2), {a}).ok());
+  EXPECT_EQ(s->state().FreeGpuMilli(), 2000);
+  EXPECT_EQ(s->Adopt(MakeJob(5, 2), {a}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(s->Adopt(MakeJob(6, 2), {a}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->state().FreeGpuMilli(), 2000);  // the failed adoption applied nothing
+  ASSERT_TRUE(s->Finish(JobId(5)).ok());
+  EXPECT_EQ(s->state().FreeGpuMilli(), 4000);
+}
+
 TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
   auto s = MakeScheduler({{"n1", 1}, {"n2", 1}});
   ASSERT_TRUE(s->SetSchedulable("n1", false).ok());

@@ -24,6 +24,15 @@ struct TaskRequest {
   int64_t TotalMilli() const { return static_cast<int64_t>(gpus) * gpu_milli; }
 };
 
+class ClusterState;
+struct NodeClass;
+
+// Model ids a task may use: the acceptable ones, or every model; kNoModel (nodes without GPUs)
+// too for a CPU-only task that names no model.
+std::vector<int> AcceptedModels(const ClusterState& state, const TaskRequest& task);
+// True when a node in class `c` has the free CPU, memory and GPUs the task needs.
+bool Fits(const NodeClass& c, const TaskRequest& task);
+
 inline bool TaskRequest::AcceptsModel(int model) const {
   if (any_model) return true;
   for (int m : models) {

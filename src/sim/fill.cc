@@ -94,6 +94,9 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
 
   SeededRng rng(config.seed);
   std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, config.tune, rng);
+  if (tasks.empty()) {
+    return InvalidArgument("fill: no tasks to present (empty workload, or --tune too small)");
+  }
   sched::Placer placer(state, **policy, rng);
   sched::FragmentationMeter meter(context.typical_tasks);
   meter.Resolve(state);

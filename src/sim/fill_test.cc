@@ -56,6 +56,9 @@ TEST(Fill, TunesTheWorkloadAndNeverOverAllocates) {
 TEST(Fill, ErrorsAreClear) {
   EXPECT_EQ(RunFill(SmallCluster(), SmallWorkload(), FillConfig{"nope", 1, 1.3}).status().code(),
             StatusCode::kInvalidArgument);
+  auto none = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", 1, 1e-9});
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no tasks"), std::string::npos);
   std::vector<model::Node> cpu_only = {model::MakeNode("c", "", 0, CpuMilli(1000), MemoryMib(1))};
   auto r = RunFill(cpu_only, SmallWorkload(), FillConfig{"fgd", 1, 1.3});
   ASSERT_FALSE(r.ok());

@@ -28,7 +28,14 @@ Distribution Summarize(std::vector<double> values) {
 
 Result<std::vector<model::Node>> ScaleNodes(const std::vector<model::Node>& nodes, double factor,
                                             uint64_t seed) {
-  if (!(factor > 0)) return InvalidArgument("--scale-nodes: must be > 0");
+  constexpr double kMaxFactor = 1000;
+  constexpr size_t kMaxNodes = 1'000'000;
+  if (!(factor > 0 && factor <= kMaxFactor)) {
+    return InvalidArgument("--scale-nodes: must be > 0 and at most 1000");
+  }
+  if (factor * static_cast<double>(nodes.size()) > static_cast<double>(kMaxNodes)) {
+    return InvalidArgument("--scale-nodes: would make more than 1,000,000 nodes");
+  }
   if (factor <= 1.0) {
     std::vector<size_t> order(nodes.size());
     std::iota(order.begin(), order.end(), 0);

@@ -60,7 +60,8 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
                                const ReplayConfig& config);
 
 // Scales a cluster by `factor`: below 1 keeps round(factor × n) nodes chosen by a seeded draw
-// (in their original order); above 1 adds copies named "<name>-c<k>". Errors: factor <= 0.
+// (in their original order); above 1 adds copies named "<name>-c<k>". Errors: factor not in
+// (0, 1000], or more than 1,000,000 nodes.
 Result<std::vector<model::Node>> ScaleNodes(const std::vector<model::Node>& nodes, double factor,
                                             uint64_t seed);
 

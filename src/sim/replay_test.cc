@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "sim/report.h"
 
 namespace corral::sim {
@@ -114,6 +117,9 @@ TEST(Replay, ScaleNodes) {
   EXPECT_EQ(twice->size(), 20u);
   EXPECT_EQ(twice->back().name, "n9-c1");
   EXPECT_FALSE(ScaleNodes(nodes, 0, 1).ok());
+  EXPECT_FALSE(ScaleNodes(nodes, std::numeric_limits<double>::infinity(), 1).ok());
+  EXPECT_FALSE(ScaleNodes(nodes, std::nan(""), 1).ok());
+  EXPECT_FALSE(ScaleNodes(nodes, 1e12, 1).ok());
 }
 
 TEST(Summarize, NearestRankPercentiles) {

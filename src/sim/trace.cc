@@ -112,7 +112,10 @@ std::vector<std::string> Split(std::string_view text, char separator) {
 // JSON helpers
 
 // JSON text of a value for an error message, shortened so that one bad line stays readable.
+// Arrays and objects are named, not printed (printing recurses and they can be huge).
 std::string Shown(const json& value) {
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
   std::string text = value.dump(-1, ' ', false, json::error_handler_t::replace);
   constexpr size_t kMaxShown = 60;
   if (text.size() > kMaxShown) text = text.substr(0, kMaxShown) + "...";
@@ -278,6 +281,32 @@ class JsonObjectReader {
   Status status_;
 };
 
+// Deepest nesting of brackets and braces in a JSON text (outside strings). Lines nested deeper
+// than kMaxJsonDepth are refused before parsing: nothing in the formats nests beyond 3.
+constexpr int kMaxJsonDepth = 16;
+int NestingDepth(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 // Calls `visit(object, line)` for every JSON object line of a JSON Lines file (blank lines and
 // '#' comments skipped), stopping at the first error.
 Status ForEachJsonObject(const std::string& path,
@@ -287,6 +316,10 @@ Status ForEachJsonObject(const std::string& path,
     std::string_view text = lines.text();
     size_t first = text.find_first_not_of(" \t");
     if (first == std::string_view::npos || text[first] == '#') continue;
+    if (NestingDepth(text) > kMaxJsonDepth) {
+      return InvalidArgument(Location(path, lines.line()) + ": JSON nested deeper than " +
+                             std::to_string(kMaxJsonDepth) + " levels");
+    }
     try {
       json object = json::parse(text);
       if (!object.is_object()) {

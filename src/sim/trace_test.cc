@@ -645,3 +645,24 @@ TEST_F(SharedTracesTest, TiresiasAndPhillyRuntimes) {
 
 }  // namespace
 }  // namespace corral::sim
+
+namespace corral::sim {
+namespace {
+
+// Deeply nested JSON must be refused with an error, not overflow the stack.
+TEST(JsonlTest, DeepNestingIsAnErrorNotACrash) {
+  const std::string path = TempPath("deep.jsonl");
+  WriteAll(path, std::string(200000, '[') + "\n");
+  ExpectError(ReadJsonl(path).status(), {"deep.jsonl:1", "nested deeper"});
+  WriteAll(path, "{\"id\":1,\"submit_time\":0,\"duration\":1,\"resources\":{\"gpus\":1},\"name\":" +
+                     std::string(50000, '[') + std::string(50000, ']') + "}\n");
+  ExpectError(ReadJsonl(path).status(), {"deep.jsonl:1", "nested deeper"});
+  WriteAll(path, "[1,2,3]\n");
+  ExpectError(ReadJsonl(path).status(), {"expected a JSON object, got an array"});
+  const std::string nodes = TempPath("deep_nodes.jsonl");
+  WriteAll(nodes, std::string(100000, '{') + "\n");
+  ExpectError(ReadNodesJsonl(nodes).status(), {"deep_nodes.jsonl:1", "nested deeper"});
+}
+
+}  // namespace
+}  // namespace corral::sim

@@ -1,10 +1,10 @@
 // bestfit: the node left with the least free CPU and GPU after placing (fill-experiment.md):
 // r = 0.5 (cpu_free - cpu_req) / 128000 + 0.5 (gpu_free - gpu_req) / 8000, score = ⌊100 (1 - r)⌋.
-// Computed in integers so that equal states give equal scores on every machine. The paper's
-// min-max normalisation over feasible nodes is strictly increasing when the raw range is at most
-// 100, so it never changes which node wins and is left out.
-#include <algorithm>
-
+// Computed in integers so that equal states give equal scores on every machine. The score is
+// not clamped: on nodes larger than the paper's (128 cores, 8 GPUs) it goes below 0 and still
+// orders nodes by fit. The paper's min-max normalisation over feasible nodes is left out: it is
+// strictly increasing when the raw range is at most 100 (always, on the paper's nodes), and on
+// wider ranges it would only merge distinct scores into ties.
 #include "sched/policies/policies.h"
 
 namespace corral::sched {
@@ -19,8 +19,7 @@ class BestFitPolicy final : public PlacementPolicy {
     const int64_t den = 2 * kCpuScale * kGpuScale;
     const int64_t num = (node.cpu_free - task.cpu) * kGpuScale +
                         (node.gpu_free_total - task.TotalMilli()) * kCpuScale;
-    int64_t score = 100 * (den - num) / den;
-    return static_cast<int>(std::clamp<int64_t>(score, 0, 100));
+    return static_cast<int>(100 * (den - num) / den);
   }
 };
 

@@ -4,6 +4,8 @@
 //   node runs only this kind: 75..100; runs this kind among others: 50..75;
 //   idle node: 25..50; runs other kinds only: 0..25. CPU-only tasks score 0.
 // Kinds >= 64 are not tracked in the class mask; such nodes count as running other kinds.
+#include <algorithm>
+
 #include "sched/policies/policies.h"
 
 namespace corral::sched {
@@ -16,7 +18,8 @@ class ClusteringPolicy final : public PlacementPolicy {
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (task.gpus == 0) return 0;
-    const int64_t bonus = 25 * (kGpuScale - node.gpu_free_total) / kGpuScale;
+    // Nodes with more than 8 free GPUs get no bonus (never a negative one).
+    const int64_t bonus = 25 * std::max<int64_t>(0, kGpuScale - node.gpu_free_total) / kGpuScale;
     const bool has_kind =
         task.kind >= 0 && task.kind < 64 && (node.kinds_mask & (uint64_t{1} << task.kind)) != 0;
     int band;

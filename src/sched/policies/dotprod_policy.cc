@@ -1,8 +1,6 @@
 // dotprod: prefer the node whose free (CPU, GPU) vector is least aligned with the task's, so
 // that a task lands where it uses the resource that node has spare least of (fill-experiment.md):
 // score = ⌊100 (1 - dot / 2)⌋ with both vectors normalised by (128000 CPU milli, 8000 milli-GPU).
-#include <algorithm>
-
 #include "sched/policies/policies.h"
 
 namespace corral::sched {
@@ -18,8 +16,8 @@ class DotProductPolicy final : public PlacementPolicy {
     const i128 den = i128(kCpuScale) * kCpuScale * kGpuScale * kGpuScale;
     const i128 num = i128(node.cpu_free) * task.cpu * kGpuScale * kGpuScale +
                      i128(node.gpu_free_total) * task.TotalMilli() * kCpuScale * kCpuScale;
-    i128 score = 100 * (2 * den - num) / (2 * den);
-    return static_cast<int>(std::clamp<i128>(score, 0, 100));
+    // Not clamped: below 0 on nodes larger than the normalisation scales (see bestfit).
+    return static_cast<int>(100 * (2 * den - num) / (2 * den));
   }
 };
 

@@ -4,10 +4,10 @@
 
 #include <CLI/CLI.hpp>
 
-namespace corral::cli {
+namespace corral::sim {
 
 // Adds the `sim` subcommand tree to `app`. The callbacks set *exit_code (0 ok, 1 run failure,
 // 2 bad input) and print results to stdout, errors to stderr.
 void AddSimCommand(CLI::App& app, int* exit_code);
 
-}  // namespace corral::cli
+}  // namespace corral::sim

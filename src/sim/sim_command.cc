@@ -1,4 +1,4 @@
-#include "cli/sim_command.h"
+#include "sim/sim_command.h"
 
 #include <iostream>
 #include <memory>
@@ -13,7 +13,7 @@
 #include "sim/report.h"
 #include "sim/trace.h"
 
-namespace corral::cli {
+namespace corral::sim {
 
 namespace {
 
@@ -83,11 +83,11 @@ int MaxGpusPerNode(const std::vector<model::Node>& nodes) {
   return static_cast<int>(max);
 }
 
-Result<sim::Trace> LoadTrace(const std::string& path, const std::string& format,
-                             const std::vector<model::Node>& nodes) {
-  auto f = format.empty() ? sim::DetectTraceFormat(path) : sim::ParseTraceFormat(format);
+Result<Trace> LoadTrace(const std::string& path, const std::string& format,
+                        const std::vector<model::Node>& nodes) {
+  auto f = format.empty() ? DetectTraceFormat(path) : ParseTraceFormat(format);
   if (!f.ok()) return f.status();
-  return sim::ReadTrace(path, *f, MaxGpusPerNode(nodes));
+  return ReadTrace(path, *f, MaxGpusPerNode(nodes));
 }
 
 struct FillFlags {
@@ -97,7 +97,7 @@ struct FillFlags {
 };
 
 int RunFillCommand(const FillFlags& f) {
-  auto nodes = sim::LoadNodes(f.nodes);
+  auto nodes = LoadNodes(f.nodes);
   if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
   auto trace = LoadTrace(f.pods, "", *nodes);
   if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
@@ -112,17 +112,17 @@ int RunFillCommand(const FillFlags& f) {
   for (const auto& j : trace->jobs) {
     for (int t = 0; t < j.job.tasks; ++t) tasks.push_back(j.job.resources);
   }
-  auto results = sim::RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
+  auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
-    std::cout << sim::FillJson(*results).dump(2) << "\n";
+    std::cout << FillJson(*results).dump(2) << "\n";
   } else {
     std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from " << f.pods
               << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
-              << sim::FillTable(*results);
+              << FillTable(*results);
   }
   if (!f.out.empty()) {
-    Status s = sim::WriteFillOutputs(*results, f.out);
+    Status s = WriteFillOutputs(*results, f.out);
     if (!s.ok()) return Fail(s, kExitRunFailed);
   }
   return 0;
@@ -136,9 +136,9 @@ struct ReplayFlags {
 };
 
 int RunReplayCommand(const ReplayFlags& f) {
-  auto nodes = sim::LoadNodes(f.nodes);
+  auto nodes = LoadNodes(f.nodes);
   if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
-  auto scaled = sim::ScaleNodes(*nodes, f.scale_nodes, f.seed);
+  auto scaled = ScaleNodes(*nodes, f.scale_nodes, f.seed);
   if (!scaled.ok()) return Fail(scaled.status(), kExitBadInput);
   auto trace = LoadTrace(f.trace, f.format, *scaled);
   if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
@@ -148,46 +148,46 @@ int RunReplayCommand(const ReplayFlags& f) {
   if (!order.ok())
     return Fail(InvalidArgument("--order: " + order.status().message()), kExitBadInput);
 
-  std::vector<sim::ReplayResult> results;
+  std::vector<ReplayResult> results;
   for (const auto& p : *policies) {
-    sim::ReplayConfig config;
+    ReplayConfig config;
     config.policy = p;
     config.order = *order;
     config.blocking = f.strict ? sched::Blocking::kStrict : sched::Blocking::kSkip;
     config.seed = f.seed;
     config.track_fragmentation = !f.no_frag;
-    auto r = sim::RunReplay(*scaled, *trace, config);
+    auto r = RunReplay(*scaled, *trace, config);
     if (!r.ok()) return Fail(r.status(), kExitRunFailed);
     results.push_back(std::move(r).value());
   }
   if (f.output == "json") {
-    std::cout << sim::ReplayJson(results).dump(2) << "\n";
+    std::cout << ReplayJson(results).dump(2) << "\n";
   } else {
     std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size() << " jobs from "
               << f.trace << ", order " << f.order << (f.strict ? " (strict)" : "") << "\n"
-              << sim::ReplayTable(results);
+              << ReplayTable(results);
   }
   if (!f.out.empty()) {
-    Status s = sim::WriteReplayOutputs(results, f.out);
+    Status s = WriteReplayOutputs(results, f.out);
     if (!s.ok()) return Fail(s, kExitRunFailed);
   }
   return 0;
 }
 
 struct GenFlags {
-  sim::GeneratorConfig config;
+  GeneratorConfig config;
   std::string gpu_mix, runtimes, gpu_models, out;
 };
 
 int RunGenCommand(GenFlags f) {
   if (!f.gpu_mix.empty()) {
-    auto mix = sim::ParseGpuMix(f.gpu_mix);
+    auto mix = ParseGpuMix(f.gpu_mix);
     if (!mix.ok())
       return Fail(InvalidArgument("--gpu-mix: " + mix.status().message()), kExitBadInput);
     f.config.gpu_mix = *mix;
   }
   if (!f.runtimes.empty()) {
-    auto samples = sim::ReadRuntimeSamples(f.runtimes);
+    auto samples = ReadRuntimeSamples(f.runtimes);
     if (!samples.ok()) return Fail(samples.status(), kExitBadInput);
     f.config.durations_s = *samples;
   }
@@ -197,10 +197,10 @@ int RunGenCommand(GenFlags f) {
     f.config.gpu_models.push_back(f.gpu_models.substr(start, comma - start));
     start = comma + 1;
   }
-  Status valid = sim::Validate(f.config);
+  Status valid = Validate(f.config);
   if (!valid.ok()) return Fail(valid, kExitBadInput);
-  sim::Trace trace = sim::GenerateWorkload(f.config);
-  Status written = sim::WriteJsonl(trace, f.out);
+  Trace trace = GenerateWorkload(f.config);
+  Status written = WriteJsonl(trace, f.out);
   if (!written.ok()) return Fail(written, kExitRunFailed);
   std::cerr << "wrote " << trace.jobs.size() << " jobs to " << f.out << "\n";
   return 0;
@@ -263,4 +263,4 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   g->callback([gen, exit_code] { *exit_code = RunGenCommand(*gen); });
 }
 
-}  // namespace corral::cli
+}  // namespace corral::sim
