@@ -1,8 +1,10 @@
 # corral's entry points. Every target installs what it needs first (scripts/bootstrap.sh is
 # idempotent and takes well under a second when everything is present).
 #
-#   make run     set up, build, and run corral's main job (today: a simulator demo)
-#   make test    set up, build, run all tests: unit tests, CLI tests, then ASan+UBSan unit tests
+#   make run     set up, build, and run corral's main job: `corral dev`, a one-machine cluster
+#   make sim-demo  the simulator demo: every placement policy on the openb trace
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, then
+#                ASan+UBSan unit tests
 #   make build   Release build in build/ (binary: build/corral)
 #   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
 #   make lint    clang-format check (fails on any difference) + clang-tidy (advisory)
@@ -58,7 +60,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup configure build test test-unit test-cli test-asan run bench lint format format-check tidy clean
+.PHONY: setup configure build test test-unit test-cli test-e2e test-asan run sim-demo bench lint format format-check tidy clean
 
 setup:
 	@$(call timed,setup,bash scripts/bootstrap.sh)
@@ -70,11 +72,17 @@ build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-asan
+test: test-unit test-cli test-e2e test-asan
 	@echo; echo "make test: all passed"
 
+# Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
+# both SQLite and PostgreSQL.
 test-unit: build
-	@$(call timed,unit tests (Release),ctest --test-dir build --output-on-failure -j$(JOBS))
+	@$(call timed,unit tests (Release; SQLite and PostgreSQL),bash scripts/with_postgres.sh ctest --test-dir build --output-on-failure -j$(JOBS))
+
+# Real processes on loopback: a server, agents with fake GPUs, the CLI, SIGKILLs.
+test-e2e: build
+	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \
@@ -86,11 +94,16 @@ test-asan: setup
 	@$(call timed,build (ASan+UBSan),$(ASAN_ENV) $(CMAKE_BUILD) build-asan -j$(JOBS))
 	@$(call timed,unit tests (ASan+UBSan),$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j$(JOBS))
 
-# The main job. Until the controller exists it is a simulator demo: every placement policy fills
-# a cluster with tasks until it is full, on the public openb trace when it is here, else on a
-# seeded synthetic workload.
-DEMO_GEN_NODES := gen:64x8xA100-80GB,64x4xV100
+# The main job: a one-machine cluster (server + agent, SQLite, fake GPUs when the machine has
+# none) in .corral/dev, until Ctrl-C. It prints the URL, the admin token and example commands.
 run: build
+	@mkdir -p .corral
+	build/corral dev --data-dir .corral/dev
+
+# The simulator demo: every placement policy fills a cluster with tasks until it is full, on the
+# public openb trace when it is here, else on a seeded synthetic workload.
+DEMO_GEN_NODES := gen:64x8xA100-80GB,64x4xV100
+sim-demo: build
 	@rm -rf $(DEMO_OUT); mkdir -p .corral
 	@if [ -f $(TRACES)/openb_node_list_gpu_node.csv ]; then \
 	  echo "==> corral sim fill on the openb trace ($(TRACES))"; \

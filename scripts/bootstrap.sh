@@ -9,6 +9,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   time  # GNU time (/usr/bin/time): bench/macro.sh measures wall time and peak memory
+  libsqlite3-dev libpq-dev  # store/: SQLite (embedded default) and PostgreSQL client
+  postgresql  # PostgreSQL 15 server for the store tests (scripts/with_postgres.sh)
+  libcpp-httplib-dev libssl-dev  # server/, agent/, cli/: HTTP(S)
+  libyaml-cpp-dev  # cli/: YAML job specs
+  python3  # tests/e2e_test.py
 )
 
 missing=()

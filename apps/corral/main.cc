@@ -3,12 +3,20 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "agent/agent_command.h"
+#include "cli/commands.h"
+#include "dev_command.h"
+#include "server/server_command.h"
 #include "sim/sim_command.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"corral — pools GPU servers into one shared cluster"};
   app.require_subcommand(1);
   int exit_code = 0;
+  corral::AddDevCommand(app, &exit_code);
+  corral::server::AddServerCommand(app, &exit_code);
+  corral::agent::AddAgentCommand(app, &exit_code);
+  corral::cli::AddClientCommands(app, &exit_code);
   corral::sim::AddSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,118 @@
+#include "dev_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "agent/agent_loop.h"
+#include "agent/fake_probe.h"
+#include "agent/nvml_probe.h"
+#include "agent/process_runtime.h"
+#include "common/shutdown_signal.h"
+#include "server/server_process.h"
+
+namespace corral {
+
+namespace {
+
+struct DevFlags {
+  std::string data_dir = ".corral/dev";
+  std::string listen = "127.0.0.1:8080";
+  std::string fake_gpus;
+  std::string policy = "fgd";
+};
+
+int RunDev(const DevFlags& f) {
+  BlockShutdownSignals();
+  std::error_code ec;
+  const std::string data_dir = std::filesystem::absolute(f.data_dir, ec).string();
+  std::filesystem::create_directories(data_dir + "/agent", ec);
+  if (ec) {
+    std::cerr << "corral dev: cannot create " << data_dir << ": " << ec.message() << "\n";
+    return 1;
+  }
+  server::ServerOptions options;
+  options.listen = f.listen;
+  options.next_free_port = true;
+  options.store_url = "sqlite:" + data_dir + "/corral.db";
+  options.data_dir = data_dir;
+  options.policy = f.policy;
+  auto server = server::ServerProcess::Create(options);
+  if (!server.ok()) {
+    std::cerr << "corral dev: " << server.status().message() << "\n";
+    return 1;
+  }
+  (*server)->Start();
+
+  // GPUs: NVML when the machine has a driver (unless fakes are asked for), else 8 fake A100s.
+  std::unique_ptr<agent::GpuProbe> probe;
+  std::string gpus_note;
+  if (f.fake_gpus.empty()) {
+    if (auto nvml = agent::NvmlProbe::Create(); nvml.ok()) probe = std::move(nvml).value();
+  }
+  if (!probe) {
+    const std::string spec = f.fake_gpus.empty() ? "8xA100-80GB" : f.fake_gpus;
+    auto fake = agent::FakeProbe::Create(spec, "dev");
+    if (!fake.ok()) {
+      std::cerr << "corral dev: --fake-gpus: " << fake.status().message() << "\n";
+      return 2;
+    }
+    probe = std::make_unique<agent::FakeProbe>(std::move(fake).value());
+    gpus_note = " (fake GPUs: " + spec + ")";
+  }
+  SystemClock clock;
+  agent::ProcessRuntimeOptions runtime_options;
+  runtime_options.work_dir = data_dir + "/agent";
+  runtime_options.node_name = "dev";
+  auto runtime = agent::ProcessRuntime::Create(runtime_options, &clock);
+  if (!runtime.ok()) {
+    std::cerr << "corral dev: " << runtime.status().message() << "\n";
+    return 1;
+  }
+  agent::AgentOptions agent_options;
+  agent_options.server_url = (*server)->url();
+  agent_options.join_token = (*server)->join_token();
+  agent_options.name = "dev";
+  agent_options.work_dir = data_dir + "/agent";
+  agent::AgentLoop loop(agent_options, *probe, **runtime);
+  std::atomic<bool> stop{false};
+  std::thread agent_thread([&] { (void)loop.Run(stop); });
+
+  std::string token;
+  std::ifstream(data_dir + "/admin.token") >> token;
+  const std::string url = (*server)->url();
+  std::cout << "corral dev: a one-machine cluster" << gpus_note << "\n"
+            << "  dashboard / status: " << url << "/\n"
+            << "  admin token:        " << token << "  (also in " << data_dir << "/admin.token)\n"
+            << "  data:               " << data_dir << "\n\n"
+            << "Try, in another terminal:\n"
+            << "  export CORRAL_SERVER=" << url << " CORRAL_TOKEN=$(cat " << data_dir
+            << "/admin.token)\n"
+            << "  build/corral submit --gpus 2 -- nvidia-smi || build/corral submit --gpus 2 "
+               "--shell -- 'echo GPUs: $CUDA_VISIBLE_DEVICES; sleep 5'\n"
+            << "  build/corral jobs --all\n"
+            << "  build/corral logs 1\n"
+            << "  build/corral nodes\n"
+            << "Stop with Ctrl-C.\n"
+            << std::flush;
+  WaitForShutdownSignal();
+  stop = true;
+  agent_thread.join();
+  (*server)->Stop();
+  return 0;
+}
+
+}  // namespace
+
+void AddDevCommand(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<DevFlags>();
+  CLI::App* c = app.add_subcommand("dev", "Run a one-machine cluster: server and agent together");
+  c->add_option("--data-dir", f->data_dir, "Where the SQLite store, logs and tokens live");
+  c->add_option("--listen", f->listen, "HOST:PORT (the next free port if taken)");
+  c->add_option("--fake-gpus", f->fake_gpus, "Fake GPUs, e.g. 8xA100-80GB (default when no NVML)");
+  c->add_option("--policy", f->policy, "Placement policy");
+  c->callback([f, exit_code] { *exit_code = RunDev(*f); });
+}
+
+}  // namespace corral

@@ -1,0 +1,177 @@
+#include "agent/agent_loop.h"
+
+#include <httplib.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "agent/host_resources.h"
+#include "agent/task.h"
+
+namespace corral::agent {
+
+namespace {
+
+constexpr int64_t kMaxLogChunk = 256 * 1024;  // per stream per heartbeat
+
+std::string LogKey(const TaskKey& key, LogStream stream) {
+  return ToString(key) + (stream == LogStream::kStdout ? ".stdout" : ".stderr");
+}
+
+Status HttpError(const httplib::Result& r, const std::string& what) {
+  if (!r) return IoError(what + ": " + httplib::to_string(r.error()));
+  std::string detail = r->body;
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_object() && j.contains("detail")) detail = j["detail"].get<std::string>();
+  if (r->status == 401) return Unauthenticated(what + ": " + detail);
+  return Status(StatusCode::kInternal,
+                what + ": HTTP " + std::to_string(r->status) + ": " + detail);
+}
+
+}  // namespace
+
+AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
+    : options_(std::move(options)), probe_(probe), runtime_(runtime) {
+  http_ = std::make_unique<httplib::Client>(options_.server_url);
+  http_->set_connection_timeout(5);
+  http_->set_read_timeout(30);
+  if (!options_.ca_cert.empty()) http_->set_ca_cert_path(options_.ca_cert.c_str());
+  http_->enable_server_certificate_verification(true);
+}
+
+AgentLoop::~AgentLoop() = default;
+
+Result<nlohmann::json> AgentLoop::Inventory() {
+  auto host = DetectHostResources();
+  if (!host.ok()) return host.status();
+  auto gpus = probe_.Discover();
+  if (!gpus.ok()) return gpus.status();
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& g : gpus->gpus) {
+    list.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"memory_mib", g.memory.value()},
+                    {"nvlink_domain", g.nvlink_domain}});
+  }
+  return nlohmann::json{{"hostname", host->hostname},
+                        {"cpu_milli", host->cpu.value()},
+                        {"memory_mib", host->memory.value()},
+                        {"gpu_model", gpus->model},
+                        {"gpus", list},
+                        {"labels", nlohmann::json::object()},
+                        {"runtimes", {"process"}}};
+}
+
+Status AgentLoop::Register() {
+  auto inventory = Inventory();
+  if (!inventory.ok()) return inventory.status();
+  if (options_.name.empty()) options_.name = (*inventory)["hostname"];
+  httplib::Headers headers = {{"Authorization", "Bearer " + options_.join_token}};
+  nlohmann::json body = {{"name", options_.name}, {"inventory", *inventory}};
+  auto r = http_->Post("/api/v1/agent/register", headers, body.dump(), "application/json");
+  if (!r || r->status != 200) return HttpError(r, "register with " + options_.server_url);
+  auto answer = nlohmann::json::parse(r->body, nullptr, false);
+  if (!answer.is_object() || !answer["node_token"].is_string()) {
+    return Status(StatusCode::kInternal, "register: malformed answer");
+  }
+  node_token_ = answer["node_token"];
+  return Status::Ok();
+}
+
+nlohmann::json AgentLoop::LogChunks(const std::vector<TaskStatus>& tasks,
+                                    std::map<std::string, int64_t>& next_offsets) {
+  nlohmann::json chunks = nlohmann::json::array();
+  for (const TaskStatus& t : tasks) {
+    for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+      const std::string key = LogKey(t.key, stream);
+      const int64_t offset = log_offsets_[key];
+      auto data = runtime_.ReadLog(t.key, stream, offset, kMaxLogChunk);
+      if (!data.ok() || data->empty()) continue;
+      next_offsets[key] = offset + static_cast<int64_t>(data->size());
+      chunks.push_back({{"allocation_id", t.key.allocation.value()},
+                        {"generation", t.key.generation},
+                        {"stream", stream == LogStream::kStdout ? "stdout" : "stderr"},
+                        {"offset", offset},
+                        {"data", *data}});
+    }
+  }
+  return chunks;
+}
+
+void AgentLoop::Apply(const nlohmann::json& answer) {
+  for (const auto& launch_json : answer.value("run", nlohmann::json::array())) {
+    auto launch = TaskLaunchFromJson(launch_json);
+    if (!launch.ok()) continue;  // reported as nothing running; the server will see it stays
+    if (launch->workdir.empty()) {
+      // No working directory asked: a scratch directory per task under the agent's work dir.
+      launch->workdir = options_.work_dir + "/scratch/" + ToString(launch->key);
+      std::error_code ec;
+      std::filesystem::create_directories(launch->workdir, ec);
+    }
+    runtime_.Start(*launch);
+  }
+  for (const auto& kill : answer.value("kill", nlohmann::json::array())) {
+    TaskKey key{AllocationId(kill.value("allocation_id", int64_t{-1})),
+                kill.value("generation", int64_t{-1})};
+    (void)runtime_.Kill(key, Seconds(kill.value("grace_s", int64_t{10})),
+                        kill.value("reason", std::string("stopped by the server")));
+  }
+}
+
+Status AgentLoop::Step() {
+  if (node_token_.empty()) CORRAL_RETURN_IF_ERROR(Register());
+  std::vector<TaskStatus> tasks = runtime_.Poll();
+  nlohmann::json statuses = nlohmann::json::array();
+  for (const TaskStatus& t : tasks) statuses.push_back(ToJson(t));
+  std::map<std::string, int64_t> next_offsets;
+  nlohmann::json body = {{"name", options_.name},
+                         {"tasks", statuses},
+                         {"logs", LogChunks(tasks, next_offsets)},
+                         {"wait_ms", options_.wait_ms}};
+  httplib::Headers headers = {{"Authorization", "Bearer " + node_token_}};
+  auto r = http_->Post("/api/v1/agent/heartbeat", headers,
+                       body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                       "application/json");
+  if (!r || r->status != 200) {
+    Status s = HttpError(r, "heartbeat");
+    if (s.code() == StatusCode::kUnauthenticated) node_token_.clear();  // register again
+    return s;
+  }
+  for (const auto& [key, offset] : next_offsets) log_offsets_[key] = offset;
+  // Ended tasks whose end and whole output the server now has are forgotten.
+  for (const TaskStatus& t : tasks) {
+    if (!IsTerminal(t.state) || next_offsets.count(LogKey(t.key, LogStream::kStdout)) ||
+        next_offsets.count(LogKey(t.key, LogStream::kStderr))) {
+      continue;
+    }
+    if (runtime_.Forget(t.key).ok()) {
+      log_offsets_.erase(LogKey(t.key, LogStream::kStdout));
+      log_offsets_.erase(LogKey(t.key, LogStream::kStderr));
+    }
+  }
+  auto answer = nlohmann::json::parse(r->body, nullptr, false);
+  if (answer.is_object()) Apply(answer);
+  return Status::Ok();
+}
+
+Status AgentLoop::Run(const std::atomic<bool>& stop) {
+  int backoff_ms = 100;
+  while (!stop) {
+    Status s = Step();
+    if (s.ok()) {
+      backoff_ms = 100;
+      continue;
+    }
+    if (s.code() == StatusCode::kUnauthenticated && node_token_.empty() &&
+        s.message().find("join token") != std::string::npos) {
+      return s;  // the join token itself is wrong: retrying cannot help
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min(backoff_ms * 2, 5000);
+  }
+  return Status::Ok();
+}
+
+}  // namespace corral::agent

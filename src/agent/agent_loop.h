@@ -1,0 +1,61 @@
+// The node agent's reconcile loop: registers the node with the server (join token), then
+// heartbeats: it reports what its Runtime says runs (and new log output), and converges to the
+// server's answer — starting the launches it does not run yet, killing what it is told to. A
+// lost message is repaired by the next heartbeat; a server that forgot the node (restart) is
+// answered by registering again.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "agent/gpu_probe.h"
+#include "agent/runtime.h"
+#include "common/status.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace corral::agent {
+
+struct AgentOptions {
+  std::string server_url;  // http(s)://host:port
+  std::string join_token;
+  std::string name;      // node name; default: the hostname
+  std::string work_dir;  // absolute; task records and logs live under it
+  std::string ca_cert;   // PEM bundle to verify an https server with (default: system CAs)
+  int wait_ms = 1000;    // heartbeat long-poll; also bounds how late an exit is reported
+};
+
+class AgentLoop {
+ public:
+  // Borrows the probe and runtime (they must outlive the loop).
+  AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime);
+  ~AgentLoop();
+
+  // The inventory sent at registration: host resources plus the probe's GPUs.
+  Result<nlohmann::json> Inventory();
+  // Runs until `stop` becomes true. Connection errors are retried with a back-off; an invalid
+  // join token is fatal (returned).
+  Status Run(const std::atomic<bool>& stop);
+  // One heartbeat round (registering first if needed). Exposed for tests.
+  Status Step();
+
+ private:
+  Status Register();
+  nlohmann::json LogChunks(const std::vector<TaskStatus>& tasks,
+                           std::map<std::string, int64_t>& next_offsets);
+  void Apply(const nlohmann::json& answer);
+
+  AgentOptions options_;
+  GpuProbe& probe_;
+  Runtime& runtime_;
+  std::unique_ptr<httplib::Client> http_;
+  std::string node_token_;
+  std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes sent
+};
+
+}  // namespace corral::agent

@@ -1,0 +1,243 @@
+#include "agent/cgroups.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "agent/file_io.h"
+
+namespace corral::agent {
+namespace {
+
+constexpr int64_t kCpuPeriodUs = 100000;
+constexpr int64_t kMinCpuQuotaUs = 1000;  // the kernel's minimum
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// mkdir that accepts an existing directory.
+Status MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
+  return IoError("cannot create cgroup " + path + ": " + ErrnoText(errno));
+}
+
+bool HasWord(const std::string& text, const std::string& word) {
+  size_t pos = 0;
+  while ((pos = text.find(word, pos)) != std::string::npos) {
+    bool start = pos == 0 || std::isspace(static_cast<unsigned char>(text[pos - 1]));
+    size_t end = pos + word.size();
+    bool stop = end == text.size() || std::isspace(static_cast<unsigned char>(text[end]));
+    if (start && stop) return true;
+    pos = end;
+  }
+  return false;
+}
+
+int64_t CpuQuotaUs(CpuMilli cpu) {
+  return std::max(kMinCpuQuotaUs, cpu.value() * kCpuPeriodUs / 1000);
+}
+
+void AddNote(std::string& note, const std::string& what) {
+  if (!note.empty()) note += "; ";
+  note += what;
+}
+
+}  // namespace
+
+CgroupManager CgroupManager::Disabled(std::string reason) {
+  CgroupManager m;
+  m.reason_ = std::move(reason);
+  return m;
+}
+
+CgroupManager CgroupManager::Detect(const std::string& root, const std::string& parent) {
+  CgroupManager m;
+  if (auto controllers = ReadFile(root + "/cgroup.controllers"); controllers.ok()) {
+    m.v2_memory_ = HasWord(*controllers, "memory");
+    m.v2_cpu_ = HasWord(*controllers, "cpu");
+    if (!m.v2_memory_ && !m.v2_cpu_) {
+      return Disabled("cgroup v2 at " + root + " has neither the memory nor the cpu controller");
+    }
+    // Children of `parent` get the controllers only if the root and `parent` delegate them.
+    std::string enable = std::string(m.v2_memory_ ? "+memory " : "") + (m.v2_cpu_ ? "+cpu" : "");
+    (void)WriteExisting(root + "/cgroup.subtree_control", enable);  // often already enabled
+    m.v2_parent_ = root + "/" + parent;
+    if (Status s = MakeDir(m.v2_parent_); !s.ok()) return Disabled(s.message());
+    if (Status s = WriteExisting(m.v2_parent_ + "/cgroup.subtree_control", enable); !s.ok()) {
+      return Disabled("cannot delegate controllers to " + m.v2_parent_ + ": " + s.message());
+    }
+    m.version_ = CgroupVersion::kV2;
+    return m;
+  }
+  const bool memory = Exists(root + "/memory/memory.limit_in_bytes");
+  const bool cpu = Exists(root + "/cpu/cpu.cfs_quota_us");
+  if (!memory && !cpu) {
+    return Disabled("no cgroup v2 controllers at " + root +
+                    " and no cgroup v1 memory or cpu hierarchy under it");
+  }
+  std::string failures;
+  if (memory) {
+    Status s = MakeDir(root + "/memory/" + parent);
+    if (s.ok())
+      m.memory_parent_ = root + "/memory/" + parent;
+    else
+      AddNote(failures, s.message());
+  }
+  if (cpu) {
+    Status s = MakeDir(root + "/cpu/" + parent);
+    if (s.ok())
+      m.cpu_parent_ = root + "/cpu/" + parent;
+    else
+      AddNote(failures, s.message());
+  }
+  if (m.memory_parent_.empty() && m.cpu_parent_.empty()) return Disabled(failures);
+  m.version_ = CgroupVersion::kV1;
+  return m;
+}
+
+Result<TaskCgroup> CgroupManager::Create(const std::string& name,
+                                         const CgroupLimits& limits) const {
+  if (version_ == CgroupVersion::kNone) return FailedPrecondition(reason_);
+  if (name.empty() || name == "." || name == ".." ||
+      !std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      })) {
+    return InvalidArgument("cgroup name '" + name + "': only letters, digits, '-', '_', '.'");
+  }
+  TaskCgroup group;
+  const bool want_memory = limits.memory.value() > 0;
+  const bool want_cpu = limits.cpu.value() > 0;
+  const std::string memory_bytes = std::to_string(limits.memory.value() * 1024 * 1024);
+  const std::string quota = std::to_string(CpuQuotaUs(limits.cpu));
+
+  if (version_ == CgroupVersion::kV2) {
+    const std::string dir = v2_parent_ + "/" + name;
+    CORRAL_RETURN_IF_ERROR(MakeDir(dir));
+    group.dirs.push_back(dir);
+    if (v2_memory_) group.memory_dir = dir;
+    if (want_memory) {
+      if (!v2_memory_) {
+        AddNote(group.note, "memory limit not applied: no memory controller");
+      } else if (Status s = WriteExisting(dir + "/memory.max", memory_bytes); !s.ok()) {
+        AddNote(group.note, "memory limit not applied: " + s.message());
+      } else if (Exists(dir + "/memory.swap.max")) {
+        (void)WriteExisting(dir + "/memory.swap.max", "0");
+      }
+    }
+    if (want_cpu) {
+      if (!v2_cpu_) {
+        AddNote(group.note, "cpu limit not applied: no cpu controller");
+      } else if (Status s =
+                     WriteExisting(dir + "/cpu.max", quota + " " + std::to_string(kCpuPeriodUs));
+                 !s.ok()) {
+        AddNote(group.note, "cpu limit not applied: " + s.message());
+      }
+    }
+    return group;
+  }
+
+  std::string failures;
+  if (!memory_parent_.empty()) {
+    const std::string dir = memory_parent_ + "/" + name;
+    if (Status s = MakeDir(dir); !s.ok()) {
+      AddNote(failures, s.message());
+    } else {
+      group.dirs.push_back(dir);
+      group.memory_dir = dir;
+      if (want_memory) {
+        if (Status w = WriteExisting(dir + "/memory.limit_in_bytes", memory_bytes); !w.ok()) {
+          AddNote(group.note, "memory limit not applied: " + w.message());
+        } else if (Exists(dir + "/memory.memsw.limit_in_bytes")) {
+          // No swapping past the limit either (only present with swap accounting).
+          (void)WriteExisting(dir + "/memory.memsw.limit_in_bytes", memory_bytes);
+        }
+      }
+    }
+  }
+  if (want_memory && group.memory_dir.empty()) {
+    AddNote(group.note, "memory limit not applied: no writable memory hierarchy");
+  }
+  bool cpu_group = false;
+  if (!cpu_parent_.empty()) {
+    const std::string dir = cpu_parent_ + "/" + name;
+    if (Status s = MakeDir(dir); !s.ok()) {
+      AddNote(failures, s.message());
+    } else {
+      group.dirs.push_back(dir);
+      cpu_group = true;
+      if (want_cpu) {
+        Status w = WriteExisting(dir + "/cpu.cfs_period_us", std::to_string(kCpuPeriodUs));
+        if (w.ok()) w = WriteExisting(dir + "/cpu.cfs_quota_us", quota);
+        if (!w.ok()) AddNote(group.note, "cpu limit not applied: " + w.message());
+      }
+    }
+  }
+  if (want_cpu && !cpu_group) {
+    AddNote(group.note, "cpu limit not applied: no writable cpu hierarchy");
+  }
+  if (group.dirs.empty()) return IoError(failures);
+  return group;
+}
+
+std::vector<std::string> CgroupManager::ProcsFiles(const TaskCgroup& group) {
+  std::vector<std::string> files;
+  for (const std::string& dir : group.dirs) files.push_back(dir + "/cgroup.procs");
+  return files;
+}
+
+void CgroupManager::KillAll(const TaskCgroup& group) {
+  for (const std::string& file : ProcsFiles(group)) {
+    auto text = ReadFile(file);
+    if (!text.ok()) continue;
+    size_t pos = 0;
+    while (pos < text->size()) {
+      size_t nl = text->find('\n', pos);
+      if (nl == std::string::npos) nl = text->size();
+      std::string line = text->substr(pos, nl - pos);
+      pos = nl + 1;
+      if (line.empty()) continue;
+      char* end = nullptr;
+      long pid = std::strtol(line.c_str(), &end, 10);
+      if (end != nullptr && *end == '\0' && pid > 1) kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+  }
+}
+
+Status CgroupManager::Remove(const TaskCgroup& group) {
+  for (const std::string& dir : group.dirs) {
+    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) continue;
+    if (errno == EBUSY) return FailedPrecondition("cgroup " + dir + " still has processes");
+    return IoError("cannot remove cgroup " + dir + ": " + ErrnoText(errno));
+  }
+  return Status::Ok();
+}
+
+std::optional<int64_t> CgroupManager::OomKills(const TaskCgroup& group) {
+  if (group.memory_dir.empty()) return std::nullopt;
+  for (const char* file : {"/memory.events", "/memory.oom_control"}) {
+    auto text = ReadFile(group.memory_dir + file);
+    if (!text.ok()) continue;
+    size_t at = text->find("oom_kill ");
+    if (at == std::string::npos) continue;
+    return std::strtoll(text->c_str() + at + 9, nullptr, 10);
+  }
+  return std::nullopt;
+}
+
+Status CgroupManager::RemoveParent() const {
+  for (const std::string& dir : {v2_parent_, memory_parent_, cpu_parent_}) {
+    if (dir.empty()) continue;
+    if (rmdir(dir.c_str()) != 0 && errno != ENOENT) {
+      return IoError("cannot remove cgroup " + dir + ": " + ErrnoText(errno));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace corral::agent

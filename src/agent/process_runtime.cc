@@ -1,0 +1,515 @@
+#include "agent/process_runtime.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "agent/file_io.h"
+#include "agent/proc_stat.h"
+#include "agent/shim.h"
+
+namespace corral::agent {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kTaskFile[] = "/task.json";
+constexpr char kKillFile[] = "/kill.json";
+constexpr char kExitFile[] = "/exit.json";
+constexpr char kStdoutFile[] = "/stdout.log";
+constexpr char kStderrFile[] = "/stderr.log";
+constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+constexpr char kLostMessage[] = "lost: supervisor gone";
+constexpr int64_t kMaxLogRead = 16 << 20;
+
+// "12-1" -> key; anything else (not a directory we made) -> nullopt.
+std::optional<TaskKey> ParseDirName(const std::string& name) {
+  size_t dash = name.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == name.size()) return std::nullopt;
+  auto digits = [](const std::string& s) {
+    return s.size() <= 18 &&
+           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  std::string a = name.substr(0, dash);
+  std::string g = name.substr(dash + 1);
+  if (!digits(a) || !digits(g)) return std::nullopt;
+  return TaskKey{AllocationId(std::stoll(a)), std::stoll(g)};
+}
+
+bool IsExecutableFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
+}
+
+std::string JoinMessage(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += "; ";
+    out += p;
+  }
+  return out;
+}
+
+// Field readers for the agent's own files that never throw: a damaged file must not take the
+// agent down (a wrong type reads as the fallback).
+int64_t IntField(const json& j, const char* key, int64_t fallback = 0) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : fallback;
+}
+std::string StringField(const json& j, const char* key, const std::string& fallback = "") {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+// dump() that never throws: invalid UTF-8 (possible in argv from the C++ API, never from the
+// protocol's JSON) is written as U+FFFD.
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+bool BoolField(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_boolean() && it->get<bool>();
+}
+
+json CgroupToJson(const std::optional<TaskCgroup>& cgroup) {
+  if (!cgroup) return nullptr;
+  return json{{"dirs", cgroup->dirs}, {"memory_dir", cgroup->memory_dir}};
+}
+
+std::optional<TaskCgroup> CgroupFromJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  TaskCgroup c;
+  if (auto dirs = j.find("dirs"); dirs != j.end() && dirs->is_array()) {
+    for (const json& d : *dirs) {
+      if (d.is_string()) c.dirs.push_back(d.get<std::string>());
+    }
+  }
+  c.memory_dir = StringField(j, "memory_dir");
+  return c;
+}
+
+}  // namespace
+
+ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups)
+    : options_(std::move(options)), clock_(clock), cgroups_(std::move(cgroups)) {
+  const char* path = std::getenv("PATH");
+  base_env_["PATH"] = path != nullptr && *path != '\0' ? path : kDefaultPath;
+  const char* home = std::getenv("HOME");
+  base_env_["HOME"] = home != nullptr && *home != '\0' ? home : "/";
+  if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
+}
+
+Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
+                                                               Clock* clock) {
+  if (options.work_dir.empty() || options.work_dir[0] != '/') {
+    return InvalidArgument("process runtime: work dir must be an absolute path, got '" +
+                           options.work_dir + "'");
+  }
+  const std::string tasks_dir = options.work_dir + "/tasks";
+  std::error_code ec;
+  std::filesystem::create_directories(tasks_dir, ec);
+  if (ec) return IoError("process runtime: cannot create " + tasks_dir + ": " + ec.message());
+  if (access(tasks_dir.c_str(), W_OK | X_OK) != 0) {
+    return IoError("process runtime: " + tasks_dir + " is not writable: " + ErrnoText(errno));
+  }
+  CgroupManager cgroups = options.cgroups ? *options.cgroups : CgroupManager::Detect();
+  std::unique_ptr<ProcessRuntime> runtime(
+      new ProcessRuntime(std::move(options), clock, std::move(cgroups)));
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks_dir, ec)) {
+    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
+  }
+  if (ec) return IoError("process runtime: cannot list " + tasks_dir + ": " + ec.message());
+  for (const std::string& name : names) runtime->Adopt(name);
+  return runtime;
+}
+
+std::string ProcessRuntime::TaskDir(const TaskKey& key) const {
+  return options_.work_dir + "/tasks/" + ToString(key);
+}
+
+void ProcessRuntime::Adopt(const std::string& dir_name) {
+  std::optional<TaskKey> key = ParseDirName(dir_name);
+  if (!key) return;  // not one of ours
+  const std::string dir = TaskDir(*key);
+  Task task;
+  task.status.key = *key;
+  auto text = ReadFile(dir + kTaskFile);
+  json record;
+  if (text.ok()) record = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  Result<TaskLaunch> launch = record.is_object() && record.contains("launch")
+                                  ? TaskLaunchFromJson(record["launch"])
+                                  : Result<TaskLaunch>(InvalidArgument("no launch"));
+  if (!launch.ok()) {
+    // Without its record the task cannot be supervised; report it so that the server knows.
+    task.status.state = TaskState::kLost;
+    task.status.ended_at = clock_->Now();
+    task.status.message = "lost: task record unreadable (" +
+                          (text.ok() ? launch.status().message() : text.status().message()) + ")";
+    tasks_[*key] = std::move(task);
+    return;
+  }
+  task.launch = std::move(launch).value();
+  task.status.job_id = task.launch.job_id;
+  task.status.task_index = task.launch.task_index;
+  task.status.started_at = Seconds(IntField(record, "started_at"));
+  task.shim_pid = static_cast<pid_t>(IntField(record, "shim_pid"));
+  task.shim_start_ticks = static_cast<uint64_t>(IntField(record, "shim_start_ticks"));
+  task.task_pid = static_cast<pid_t>(IntField(record, "task_pid"));
+  task.task_start_ticks = static_cast<uint64_t>(IntField(record, "task_start_ticks"));
+  if (auto cgroup = record.find("cgroup"); cgroup != record.end()) {
+    task.cgroup = CgroupFromJson(*cgroup);
+  }
+  task.notes = StringField(record, "notes");
+  task.status.pid = task.task_pid;
+  task.status.message = task.notes;
+  if (auto kill_text = ReadFile(dir + kKillFile); kill_text.ok()) {
+    json kill = json::parse(*kill_text, nullptr, false);
+    if (kill.is_object()) {
+      task.kill_reason = StringField(kill, "reason", "killed");
+      task.kill_deadline = Seconds(IntField(kill, "deadline"));
+      task.sigkill_sent = BoolField(kill, "sigkill_sent");
+    }
+  }
+  auto [it, added] = tasks_.emplace(*key, std::move(task));
+  Observe(it->first, it->second);
+}
+
+TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::string& message) {
+  Task task;
+  task.launch = launch;
+  task.status.job_id = launch.job_id;
+  task.status.task_index = launch.task_index;
+  task.status.key = launch.key;
+  task.status.state = TaskState::kFailedToStart;
+  task.status.started_at = clock_->Now();
+  task.status.ended_at = task.status.started_at;
+  task.status.message = message;
+  tasks_[launch.key] = task;
+  return task.status;
+}
+
+Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
+                                                      const std::vector<std::string>& env) const {
+  if (launch.shell) return std::string("/bin/sh");
+  const std::string& name = launch.argv[0];
+  if (name.find('/') != std::string::npos) {
+    std::string path = name[0] == '/' ? name : launch.workdir + "/" + name;
+    if (!IsExecutableFile(path)) {
+      return NotFound("argv[0] '" + name + "': " + path + " is not an executable file");
+    }
+    return path;
+  }
+  std::string search = kDefaultPath;
+  for (const std::string& e : env) {
+    if (e.rfind("PATH=", 0) == 0) search = e.substr(5);
+  }
+  size_t start = 0;
+  while (start <= search.size()) {
+    size_t colon = search.find(':', start);
+    if (colon == std::string::npos) colon = search.size();
+    std::string dir = search.substr(start, colon - start);
+    start = colon + 1;
+    if (dir.empty()) dir = ".";
+    std::string path = dir[0] == '/' ? std::string() : launch.workdir + "/";
+    path.append(dir).append("/").append(name);
+    if (IsExecutableFile(path)) return path;
+  }
+  return NotFound("argv[0] '" + name + "': command not found in PATH (" + search + ")");
+}
+
+Status ProcessRuntime::WriteTaskRecord(const TaskKey& key, const Task& task) const {
+  json record{
+      {"launch", ToJson(task.launch)},       {"started_at", task.status.started_at.value()},
+      {"shim_pid", task.shim_pid},           {"shim_start_ticks", task.shim_start_ticks},
+      {"task_pid", task.task_pid},           {"task_start_ticks", task.task_start_ticks},
+      {"cgroup", CgroupToJson(task.cgroup)}, {"notes", task.notes},
+  };
+  return WriteFileAtomic(TaskDir(key) + kTaskFile, Dump(record));
+}
+
+Status ProcessRuntime::WriteKillRecord(const TaskKey& key, const Task& task) const {
+  json record{{"reason", task.kill_reason.value_or("")},
+              {"deadline", task.kill_deadline.value()},
+              {"sigkill_sent", task.sigkill_sent}};
+  return WriteFileAtomic(TaskDir(key) + kKillFile, Dump(record));
+}
+
+TaskStatus ProcessRuntime::Start(const TaskLaunch& launch) {
+  if (auto it = tasks_.find(launch.key); it != tasks_.end()) return it->second.status;
+  if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
+  const std::vector<std::string> env = TaskEnvironment(launch, options_.node_name, base_env_);
+  Result<std::string> executable = ResolveExecutable(launch, env);
+  if (!executable.ok()) return FailToStart(launch, executable.status().message());
+
+  const TaskKey& key = launch.key;
+  const std::string dir = TaskDir(key);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);  // a leftover of an earlier failed start
+  if (!std::filesystem::create_directory(dir, ec) || ec) {
+    return FailToStart(launch, "cannot create " + dir + ": " + ec.message());
+  }
+
+  Task task;
+  task.launch = launch;
+  task.status.job_id = launch.job_id;
+  task.status.task_index = launch.task_index;
+  task.status.key = key;
+  task.status.started_at = clock_->Now();
+  const bool wants_limits = launch.cpu.value() > 0 || launch.memory.value() > 0;
+  if (cgroups_.version() != CgroupVersion::kNone) {
+    Result<TaskCgroup> group = cgroups_.Create(ToString(key), {launch.cpu, launch.memory});
+    if (group.ok()) {
+      task.cgroup = *group;
+      if (!group->note.empty()) task.notes = group->note;
+    } else if (wants_limits) {
+      task.notes = "running without limits: " + group.status().message();
+    }
+  } else if (wants_limits) {
+    task.notes = "running without limits: " + cgroups_.unavailable_reason();
+  }
+  auto abandon = [&](const std::string& message) {
+    if (task.cgroup) {
+      CgroupManager::KillAll(*task.cgroup);
+      (void)CgroupManager::Remove(*task.cgroup);
+    }
+    std::filesystem::remove_all(dir, ec);
+    return FailToStart(launch, message);
+  };
+  // Written before the fork, so that a crash between fork and the second write leaves a record
+  // (adopted as lost; the task's cgroup lets the next agent kill what was started).
+  if (Status s = WriteTaskRecord(key, task); !s.ok()) return abandon(s.message());
+
+  ShimPlan plan;
+  plan.executable = *executable;
+  if (launch.shell) {
+    plan.argv = {"/bin/sh", "-c"};
+    plan.argv.insert(plan.argv.end(), launch.argv.begin(), launch.argv.end());
+  } else {
+    plan.argv = launch.argv;
+  }
+  plan.env = env;
+  plan.workdir = launch.workdir;
+  plan.stdout_path = dir + kStdoutFile;
+  plan.stderr_path = dir + kStderrFile;
+  plan.exit_path = dir + kExitFile;
+  if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
+
+  Result<ShimStart> start = StartShim(plan);
+  if (!start.ok()) return abandon(start.status().message());
+  if (start->failed_step != ShimStep::kNone) {
+    while (waitpid(start->shim_pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    std::string what = ShimStepName(start->failed_step);
+    if (start->failed_step == ShimStep::kExec) what += " " + plan.executable;
+    if (start->failed_step == ShimStep::kChdir) what += " " + launch.workdir;
+    return abandon(what + ": " + ErrnoText(start->error));
+  }
+  task.shim_pid = start->shim_pid;
+  task.shim_is_child = true;
+  task.task_pid = start->task_pid;
+  // The shim is our unreaped child, so its /proc entry exists; the task may already be gone.
+  if (auto stat = ReadProcStat(task.shim_pid); stat.ok()) task.shim_start_ticks = stat->start_ticks;
+  if (auto stat = ReadProcStat(task.task_pid); stat.ok()) task.task_start_ticks = stat->start_ticks;
+  if (start->cgroup_error != 0) {
+    task.notes = "running without limits: cannot join cgroup: " + ErrnoText(start->cgroup_error);
+  }
+  task.status.pid = task.task_pid;
+  task.status.message = task.notes;
+  (void)WriteTaskRecord(key, task);  // on failure the next agent adopts it as lost
+  auto [it, added] = tasks_.emplace(key, std::move(task));
+  return it->second.status;
+}
+
+void ProcessRuntime::SignalTask(Task& task, int signal) {
+  if (task.task_pid > 0) kill(-task.task_pid, signal);
+  if (signal == SIGKILL && task.cgroup) CgroupManager::KillAll(*task.cgroup);
+}
+
+void ProcessRuntime::CleanUpCgroup(Task& task) {
+  if (!task.cgroup) return;
+  CgroupManager::KillAll(*task.cgroup);
+  if (CgroupManager::Remove(*task.cgroup).ok()) task.cgroup.reset();
+}
+
+void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
+  const std::string dir = TaskDir(key);
+  auto text = ReadFile(dir + kExitFile);
+  json exit = text.ok() ? json::parse(*text, nullptr, false) : json();
+  TaskStatus& s = task.status;
+  s.ended_at = clock_->Now();
+  if (!exit.is_object()) {
+    s.state = TaskState::kLost;
+    s.message = "lost: exit record unreadable";
+  } else {
+    s.ended_at = Seconds(IntField(exit, "ended_at", s.ended_at->value()));
+    std::string oom;
+    if (task.cgroup) {
+      auto kills = CgroupManager::OomKills(*task.cgroup);
+      if (kills && *kills > 0) {
+        oom = "out of memory: killed at its memory limit of " +
+              std::to_string(task.launch.memory.value()) + " MiB";
+      }
+    }
+    if (exit.contains("lost")) {
+      s.state = TaskState::kLost;
+      s.message = kLostMessage;
+    } else if (exit.contains("failed_step")) {
+      s.state = TaskState::kFailedToStart;
+      s.message = std::string(ShimStepName(static_cast<ShimStep>(IntField(exit, "failed_step")))) +
+                  ": " + ErrnoText(static_cast<int>(IntField(exit, "error")));
+    } else {
+      s.state = task.kill_reason ? TaskState::kKilled : TaskState::kExited;
+      if (exit.contains("exit_code")) s.exit_code = static_cast<int>(IntField(exit, "exit_code"));
+      if (exit.contains("signal")) s.signal = static_cast<int>(IntField(exit, "signal"));
+      s.message = JoinMessage({task.kill_reason.value_or(""), oom, task.notes});
+    }
+  }
+  CleanUpCgroup(task);
+}
+
+void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
+  if (task.shim_is_child && !task.shim_reaped) {
+    pid_t r = waitpid(task.shim_pid, nullptr, WNOHANG);
+    if (r == task.shim_pid || (r < 0 && errno == ECHILD)) task.shim_reaped = true;
+  }
+  if (IsTerminal(task.status.state)) {
+    CleanUpCgroup(task);  // a group still busy at the end is retried here
+    return;
+  }
+  const std::string exit_path = TaskDir(key) + kExitFile;
+  auto has_exit = [&] { return access(exit_path.c_str(), F_OK) == 0; };
+  if (has_exit()) {
+    Finish(key, task);
+    return;
+  }
+  const bool shim_alive = task.shim_is_child
+                              ? !task.shim_reaped
+                              : IsSameLiveProcess(task.shim_pid, task.shim_start_ticks);
+  if (!shim_alive) {
+    if (has_exit()) {  // written just before the shim exited
+      Finish(key, task);
+      return;
+    }
+    // The supervisor died without a word (SIGKILL, OOM, reboot). Kill what is left of the task,
+    // record the verdict where the shim would have, and report it.
+    if (task.task_pid > 0 && IsSameLiveProcess(task.task_pid, task.task_start_ticks)) {
+      kill(-task.task_pid, SIGKILL);
+    }
+    json lost{{"lost", "supervisor gone"}, {"ended_at", clock_->Now().value()}};
+    (void)WriteFileAtomic(exit_path, Dump(lost));
+    Finish(key, task);
+    return;
+  }
+  const Seconds now = clock_->Now();
+  if (task.launch.time_limit.value() > 0 && !task.kill_reason &&
+      now >= task.status.started_at + task.launch.time_limit) {
+    task.kill_reason =
+        "time limit of " + std::to_string(task.launch.time_limit.value()) + " s reached";
+    task.kill_deadline = now + options_.time_limit_grace;
+    SignalTask(task, options_.time_limit_grace.value() > 0 ? SIGTERM : SIGKILL);
+    task.sigkill_sent = options_.time_limit_grace.value() <= 0;
+    (void)WriteKillRecord(key, task);
+  }
+  if (task.kill_reason && !task.sigkill_sent && now >= task.kill_deadline) {
+    SignalTask(task, SIGKILL);
+    task.sigkill_sent = true;
+    (void)WriteKillRecord(key, task);
+  }
+}
+
+std::vector<TaskStatus> ProcessRuntime::Poll() {
+  std::vector<TaskStatus> out;
+  out.reserve(tasks_.size());
+  for (auto& [key, task] : tasks_) {
+    Observe(key, task);
+    out.push_back(task.status);
+  }
+  return out;
+}
+
+Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string& reason) {
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return NotFound("no task " + ToString(key) + " on this node");
+  Task& task = it->second;
+  Observe(key, task);
+  if (IsTerminal(task.status.state)) return Status::Ok();
+  const Seconds now = clock_->Now();
+  if (!task.kill_reason) {
+    task.kill_reason = reason.empty() ? "killed" : reason;
+    task.kill_deadline = now + grace;
+    if (grace.value() > 0) SignalTask(task, SIGTERM);
+  } else {
+    task.kill_deadline = std::min(task.kill_deadline, now + grace);
+  }
+  if (!task.sigkill_sent && now >= task.kill_deadline) {
+    SignalTask(task, SIGKILL);
+    task.sigkill_sent = true;
+  }
+  return WriteKillRecord(key, task);
+}
+
+Status ProcessRuntime::Forget(const TaskKey& key) {
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return NotFound("no task " + ToString(key) + " on this node");
+  Task& task = it->second;
+  Observe(key, task);
+  if (!IsTerminal(task.status.state)) {
+    return FailedPrecondition("task " + ToString(key) + " is still running; kill it first");
+  }
+  if (task.shim_is_child && !task.shim_reaped && task.shim_pid > 0) {
+    // The shim exits right after writing exit.json; do not leave a zombie behind.
+    while (waitpid(task.shim_pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  if (task.cgroup) {
+    CgroupManager::KillAll(*task.cgroup);
+    CORRAL_RETURN_IF_ERROR(CgroupManager::Remove(*task.cgroup));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(TaskDir(key), ec);
+  if (ec) return IoError("cannot remove " + TaskDir(key) + ": " + ec.message());
+  tasks_.erase(it);
+  return Status::Ok();
+}
+
+Result<std::string> ProcessRuntime::ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
+                                            int64_t max_bytes) {
+  if (tasks_.find(key) == tasks_.end()) {
+    return NotFound("no task " + ToString(key) + " on this node");
+  }
+  if (offset < 0 || max_bytes < 0) return InvalidArgument("log offset and size must be >= 0");
+  const std::string path =
+      TaskDir(key) + (stream == LogStream::kStdout ? kStdoutFile : kStderrFile);
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::string();
+    return IoError(path + ": " + ErrnoText(errno));
+  }
+  std::string out(static_cast<size_t>(std::min(max_bytes, kMaxLogRead)), '\0');
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = pread(fd, out.data() + got, out.size() - got, offset + static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int e = errno;
+      close(fd);
+      return IoError(path + ": " + ErrnoText(e));
+    }
+    if (n == 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  out.resize(got);
+  return out;
+}
+
+}  // namespace corral::agent

@@ -1,0 +1,105 @@
+// Runs tasks as plain processes on the node, each under a supervisor process (shim.h) that
+// survives agent restarts. Per task:
+//  - its own session-less process group (SIGTERM/SIGKILL reach the task and its children);
+//  - CPU and memory limits through cgroups (v2, or v1 on hybrid machines) when the machine
+//    allows; otherwise the task runs without limits and its status message says so;
+//  - the environment of TaskEnvironment(): PATH and HOME from the agent (not the rest of the
+//    agent's environment, which may hold its tokens), the job's env, the corral variables;
+//  - stdout and stderr appended to <work_dir>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
+//  - exit code or signal, as recorded by the supervisor in exit.json.
+//
+// State on disk, per task, in <work_dir>/tasks/<alloc>-<gen>/: task.json (the launch, start
+// time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
+// in progress), exit.json (written by the supervisor). A new ProcessRuntime over the same
+// work_dir adopts every task found there: ended (exit.json) -> reported ended; supervisor alive
+// (same pid and /proc start time) -> running; otherwise -> kLost ("lost: supervisor gone"),
+// after killing whatever is left of the task. Tasks are never forgotten without Forget().
+//
+// When the task's main process ends, the supervisor SIGKILLs the rest of its process group,
+// and the agent kills whatever is left in its cgroup: a task ends as a whole.
+//
+// Not thread-safe: one thread (the reconcile loop) calls every method.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/cgroups.h"
+#include "agent/runtime.h"
+#include "common/clock.h"
+
+namespace corral::agent {
+
+struct ProcessRuntimeOptions {
+  std::string work_dir;   // absolute; holds tasks/ (created if missing)
+  std::string node_name;  // CORRAL_NODE_NAME
+  // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
+  Seconds time_limit_grace{30};
+  // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
+  std::optional<CgroupManager> cgroups;  // nullopt: CgroupManager::Detect() with defaults
+};
+
+class ProcessRuntime final : public Runtime {
+ public:
+  // Creates work_dir/tasks and adopts the tasks found there. `clock` must outlive the runtime.
+  // Errors: work_dir not absolute or not writable.
+  static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
+                                                        Clock* clock);
+  // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
+  ~ProcessRuntime() override = default;
+
+  TaskStatus Start(const TaskLaunch& launch) override;
+  std::vector<TaskStatus> Poll() override;
+  Status Kill(const TaskKey& key, Seconds grace, const std::string& reason) override;
+  Status Forget(const TaskKey& key) override;
+  Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
+                              int64_t max_bytes) override;
+
+  // The directory of a task's files (logs, task.json, exit.json); it may not exist.
+  std::string TaskDir(const TaskKey& key) const;
+  const CgroupManager& cgroups() const { return cgroups_; }
+
+ private:
+  struct Task {
+    TaskLaunch launch;
+    TaskStatus status;
+    pid_t shim_pid = 0;
+    uint64_t shim_start_ticks = 0;
+    bool shim_is_child = false;  // forked by this runtime: reap it with waitpid
+    bool shim_reaped = false;
+    pid_t task_pid = 0;
+    uint64_t task_start_ticks = 0;
+    std::optional<TaskCgroup> cgroup;  // removed (and reset) once the task has ended
+    std::string notes;                 // limits not applied, for the status message
+    // A kill in progress.
+    std::optional<std::string> kill_reason;
+    Seconds kill_deadline{0};
+    bool sigkill_sent = false;
+  };
+
+  ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups);
+
+  void Adopt(const std::string& dir_name);
+  TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
+  Result<std::string> ResolveExecutable(const TaskLaunch& launch,
+                                        const std::vector<std::string>& env) const;
+  Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
+  Status WriteKillRecord(const TaskKey& key, const Task& task) const;
+  void Observe(const TaskKey& key, Task& task);
+  void Finish(const TaskKey& key, Task& task);
+  void SignalTask(Task& task, int signal);
+  void CleanUpCgroup(Task& task);
+
+  ProcessRuntimeOptions options_;
+  Clock* clock_;  // not owned
+  CgroupManager cgroups_;
+  std::map<std::string, std::string> base_env_;  // passed to every task: PATH, HOME, LANG
+  std::map<TaskKey, Task> tasks_;
+};
+
+}  // namespace corral::agent

@@ -1,0 +1,613 @@
+// Real processes: every test starts tasks through the real supervisor and waits for what it
+// expects with a deadline (polling every 10 ms), never a fixed sleep. Time limits and grace
+// periods run on a FakeClock, so a 10 s grace costs no wall time.
+#include "agent/process_runtime.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "agent/file_io.h"
+#include "agent/proc_stat.h"
+
+namespace corral::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr auto kDeadline = std::chrono::seconds(20);
+
+class ProcessRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/corral-agent-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    root_ = tmpl;
+    work_dir_ = root_ + "/work";
+    task_dir_ = root_ + "/wd";
+    ASSERT_EQ(mkdir(task_dir_.c_str(), 0755), 0);
+  }
+
+  void TearDown() override {
+    // Stop whatever a failed test left running, then remove the files.
+    if (auto runtime =
+            ProcessRuntime::Create(Options(CgroupManager::Disabled("teardown")), &clock_);
+        runtime.ok()) {
+      for (const TaskStatus& s : (*runtime)->Poll()) {
+        if (s.state == TaskState::kRunning) (void)(*runtime)->Kill(s.key, Seconds(0), "teardown");
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(root_, ec);
+  }
+
+  ProcessRuntimeOptions Options(CgroupManager cgroups) {
+    ProcessRuntimeOptions o;
+    o.work_dir = work_dir_;
+    o.node_name = "node-a";
+    o.time_limit_grace = Seconds(30);
+    o.cgroups = std::move(cgroups);
+    return o;
+  }
+
+  std::unique_ptr<ProcessRuntime> MakeRuntime(
+      CgroupManager cgroups = CgroupManager::Disabled("cgroups disabled in this test")) {
+    auto runtime = ProcessRuntime::Create(Options(std::move(cgroups)), &clock_);
+    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+    return runtime.ok() ? std::move(runtime).value() : nullptr;
+  }
+
+  TaskLaunch Launch(int64_t allocation, std::vector<std::string> argv) {
+    TaskLaunch l;
+    l.job_id = JobId(7);
+    l.task_index = 0;
+    l.tasks = 1;
+    l.key = TaskKey{AllocationId(allocation), 1};
+    l.argv = std::move(argv);
+    l.workdir = task_dir_;
+    return l;
+  }
+
+  // Polls until `done` holds for the task's status, or fails the test at the deadline.
+  TaskStatus WaitFor(Runtime& runtime, const TaskKey& key,
+                     const std::function<bool(const TaskStatus&)>& done, const std::string& what) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    TaskStatus last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (const TaskStatus& s : runtime.Poll()) {
+        if (s.key == key) last = s;
+      }
+      if (last.key == key && done(last)) return last;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "timed out waiting for " << what << "; last state "
+                  << TaskStateName(last.state) << " message '" << last.message << "'";
+    return last;
+  }
+
+  TaskStatus WaitForEnd(Runtime& runtime, const TaskKey& key) {
+    return WaitFor(
+        runtime, key, [](const TaskStatus& s) { return IsTerminal(s.state); }, "the task to end");
+  }
+
+  // Waits until the task's stdout contains `text` (e.g. "ready" after a trap is installed).
+  void WaitForOutput(Runtime& runtime, const TaskKey& key, const std::string& text) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto out = runtime.ReadLog(key, LogStream::kStdout, 0, 1 << 20);
+      if (out.ok() && out->find(text) != std::string::npos) return;
+      runtime.Poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "timed out waiting for '" << text << "' in the task's stdout";
+  }
+
+  std::string Stdout(Runtime& runtime, const TaskKey& key) {
+    auto out = runtime.ReadLog(key, LogStream::kStdout, 0, 1 << 20);
+    EXPECT_TRUE(out.ok()) << out.status().ToString();
+    return out.ok() ? *out : "";
+  }
+
+  nlohmann::json TaskRecord(const TaskKey& key) {
+    auto text = ReadFile(work_dir_ + "/tasks/" + ToString(key) + "/task.json");
+    EXPECT_TRUE(text.ok()) << text.status().ToString();
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
+  }
+
+  static bool ProcessGone(pid_t pid) {
+    auto stat = ReadProcStat(pid);
+    return !stat.ok() || stat->state == 'Z' || stat->state == 'X';
+  }
+
+  FakeClock clock_{Seconds(1700000000)};
+  std::string root_;
+  std::string work_dir_;
+  std::string task_dir_;
+};
+
+TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvironment) {
+  setenv("CORRAL_TEST_AGENT_SECRET", "s3cret", 1);
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(12, {"env"});
+  l.job_id = JobId(42);
+  l.tasks = 2;
+  l.task_index = 1;
+  l.gpus = {1, 3};
+  l.gpu_milli = MilliGpu(1000);
+  l.env = {{"FOO", "bar baz"}};
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  EXPECT_GT(started.pid, 0);
+  EXPECT_EQ(started.started_at, Seconds(1700000000));
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_FALSE(end.signal.has_value());
+  EXPECT_TRUE(end.ended_at.has_value());
+  std::string out = "\n" + Stdout(*runtime, l.key);
+  EXPECT_THAT(out, HasSubstr("\nCUDA_VISIBLE_DEVICES=1,3\n"));
+  EXPECT_THAT(out, HasSubstr("\nNVIDIA_VISIBLE_DEVICES=1,3\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_JOB_ID=42\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_TASK_INDEX=1\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_NUM_TASKS=2\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_ALLOCATION_ID=12\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_NODE_NAME=node-a\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_GPU_MILLI=1000\n"));
+  EXPECT_THAT(out, HasSubstr("\nFOO=bar baz\n"));
+  EXPECT_THAT(out, HasSubstr("PATH="));
+  EXPECT_THAT(out, Not(HasSubstr("CORRAL_TEST_AGENT_SECRET")));
+}
+
+TEST_F(ProcessRuntimeTest, CpuOnlyTaskSeesNoGpus) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"env"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  std::string out = "\n" + Stdout(*runtime, l.key);
+  EXPECT_THAT(out, HasSubstr("\nCUDA_VISIBLE_DEVICES=\n"));
+  EXPECT_THAT(out, HasSubstr("\nNVIDIA_VISIBLE_DEVICES=void\n"));
+}
+
+TEST_F(ProcessRuntimeTest, ExitCodeIsReported) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "exit 3"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 3);
+  EXPECT_FALSE(end.signal.has_value());
+}
+
+TEST_F(ProcessRuntimeTest, DeathBySignalIsReported) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "kill -USR1 $$"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);  // nobody in corral sent it
+  EXPECT_EQ(end.signal, SIGUSR1);
+  EXPECT_FALSE(end.exit_code.has_value());
+}
+
+TEST_F(ProcessRuntimeTest, StdoutAndStderrGoToTheirLogsAndReadLogPages) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "echo out-line; echo err-line >&2"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(Stdout(*runtime, l.key), "out-line\n");
+  auto err = runtime->ReadLog(l.key, LogStream::kStderr, 0, 100);
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(*err, "err-line\n");
+  auto page = runtime->ReadLog(l.key, LogStream::kStdout, 4, 3);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(*page, "lin");
+  auto end = runtime->ReadLog(l.key, LogStream::kStdout, 9, 100);
+  ASSERT_TRUE(end.ok());
+  EXPECT_EQ(*end, "");
+  EXPECT_EQ(
+      runtime->ReadLog(TaskKey{AllocationId(99), 1}, LogStream::kStdout, 0, 1).status().code(),
+      StatusCode::kNotFound);
+}
+
+TEST_F(ProcessRuntimeTest, ArgvIsNeverInterpretedByAShell) {
+  auto runtime = MakeRuntime();
+  const std::string marker = root_ + "/injected";
+  TaskLaunch l = Launch(1, {"echo", "$(touch " + marker + ")", "; touch " + marker, "`id`"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(Stdout(*runtime, l.key), "$(touch " + marker + ") ; touch " + marker + " `id`\n");
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST_F(ProcessRuntimeTest, ShellTaskRunsUnderShWithArguments) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"echo $((1 + 2)) \"$0\" \"$1\"; pwd", "zero", "one"});
+  l.shell = true;
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(Stdout(*runtime, l.key), "3 zero one\n" + task_dir_ + "\n");
+}
+
+TEST_F(ProcessRuntimeTest, LaunchesThatCannotStartAreReportedWithTheReason) {
+  auto runtime = MakeRuntime();
+  struct Case {
+    TaskLaunch launch;
+    std::string message;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Launch(1, {"no-such-command-corral"}), "command not found in PATH"});
+  cases.push_back({Launch(2, {"/nonexistent/bin/prog"}), "is not an executable file"});
+  std::ofstream(task_dir_ + "/data.txt") << "not a program\n";
+  chmod((task_dir_ + "/data.txt").c_str(), 0644);
+  cases.push_back({Launch(3, {"./data.txt"}), task_dir_ + "/./data.txt is not an executable file"});
+  TaskLaunch missing = Launch(4, {"true"});
+  missing.workdir = root_ + "/missing";
+  cases.push_back({missing, "field 'workdir': '" + root_ + "/missing' does not exist"});
+  TaskLaunch reserved = Launch(5, {"true"});
+  reserved.env = {{"CUDA_VISIBLE_DEVICES", "0"}};
+  cases.push_back({reserved, "'CUDA_VISIBLE_DEVICES' is set by corral"});
+  cases.push_back({Launch(6, {}), "field 'argv': must not be empty"});
+  for (const Case& c : cases) {
+    TaskStatus s = runtime->Start(c.launch);
+    EXPECT_EQ(s.state, TaskState::kFailedToStart) << c.message;
+    EXPECT_THAT(s.message, HasSubstr(c.message));
+    EXPECT_EQ(s.pid, 0);
+    EXPECT_FALSE(std::filesystem::exists(runtime->TaskDir(c.launch.key)));
+  }
+  // Reported by Poll until forgotten.
+  std::vector<TaskStatus> all = runtime->Poll();
+  ASSERT_EQ(all.size(), cases.size());
+  for (const TaskStatus& s : all) EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_TRUE(runtime->Forget(cases[0].launch.key).ok());
+  EXPECT_EQ(runtime->Poll().size(), cases.size() - 1);
+}
+
+TEST_F(ProcessRuntimeTest, ExecFailureIsFailedToStart) {
+  auto runtime = MakeRuntime();
+  const std::string script = task_dir_ + "/bad-interpreter.sh";
+  {
+    std::ofstream f(script);
+    f << "#!/nonexistent/interpreter\necho hi\n";
+  }
+  chmod(script.c_str(), 0755);
+  TaskLaunch l = Launch(1, {script});
+  TaskStatus s = runtime->Start(l);
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_THAT(s.message, HasSubstr("exec " + script + ": No such file or directory"));
+}
+
+TEST_F(ProcessRuntimeTest, StartIsIdempotentPerKey) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sleep", "100"});
+  TaskStatus first = runtime->Start(l);
+  ASSERT_EQ(first.state, TaskState::kRunning);
+  TaskStatus second = runtime->Start(l);
+  EXPECT_EQ(second.state, TaskState::kRunning);
+  EXPECT_EQ(second.pid, first.pid);
+  EXPECT_EQ(runtime->Poll().size(), 1u);
+  // Another generation of the same allocation is another task.
+  TaskLaunch next = l;
+  next.key.generation = 2;
+  EXPECT_NE(runtime->Start(next).pid, first.pid);
+  EXPECT_EQ(runtime->Poll().size(), 2u);
+  EXPECT_TRUE(runtime->Kill(l.key, Seconds(0), "test").ok());
+  EXPECT_TRUE(runtime->Kill(next.key, Seconds(0), "test").ok());
+  WaitForEnd(*runtime, l.key);
+  WaitForEnd(*runtime, next.key);
+}
+
+TEST_F(ProcessRuntimeTest, SigtermLetsATrapExitCleanlyWithinGrace) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c",
+                            "trap 'echo got-TERM; exit 0' TERM; echo ready; "
+                            "while :; do sleep 0.05; done"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForOutput(*runtime, l.key, "ready");
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(10), "cancelled").ok());
+  TaskStatus end = WaitForEnd(*runtime, l.key);  // the clock never reaches the grace deadline
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(end.message, "cancelled");
+  EXPECT_THAT(Stdout(*runtime, l.key), HasSubstr("got-TERM"));
+  // Killing an ended task is a no-op; unknown tasks are NotFound.
+  EXPECT_TRUE(runtime->Kill(l.key, Seconds(0), "again").ok());
+  EXPECT_EQ(runtime->Kill(TaskKey{AllocationId(9), 9}, Seconds(0), "x").code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(ProcessRuntimeTest, TaskIgnoringSigtermIsKilledWhenGraceRunsOut) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForOutput(*runtime, l.key, "ready");
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(10), "preempted").ok());
+  // Within the grace it keeps running (several polls over ~200 ms of wall time).
+  for (int i = 0; i < 20; ++i) {
+    for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  clock_.Advance(Seconds(9));
+  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  clock_.Advance(Seconds(1));  // grace over: the next Poll sends SIGKILL
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.signal, SIGKILL);
+  EXPECT_EQ(end.message, "preempted");
+}
+
+TEST_F(ProcessRuntimeTest, TimeLimitIsEnforced) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sleep", "100"});
+  l.time_limit = Seconds(60);
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  clock_.Advance(Seconds(59));
+  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  clock_.Advance(Seconds(1));
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.signal, SIGTERM);
+  EXPECT_THAT(end.message, HasSubstr("time limit of 60 s"));
+}
+
+TEST_F(ProcessRuntimeTest, AdoptsARunningTaskAndReportsItsExit) {
+  auto a = MakeRuntime();
+  TaskLaunch l =
+      Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; echo done; exit 4"});
+  TaskStatus started = a->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning);
+  a.reset();  // the agent goes away without killing anything
+
+  auto b = MakeRuntime();
+  std::vector<TaskStatus> adopted = b->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].pid, started.pid);
+  EXPECT_EQ(adopted[0].job_id, JobId(7));
+  EXPECT_EQ(adopted[0].started_at, started.started_at);
+
+  std::ofstream(task_dir_ + "/go") << "";
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 4);
+  EXPECT_EQ(Stdout(*b, l.key), "done\n");
+}
+
+TEST_F(ProcessRuntimeTest, TaskThatEndedWhileNoAgentRanIsReportedOnAdoption) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 5"});
+  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  a.reset();
+  std::ofstream(task_dir_ + "/go") << "";
+  const std::string exit_file = work_dir_ + "/tasks/1-1/exit.json";
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!std::filesystem::exists(exit_file) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto b = MakeRuntime();
+  std::vector<TaskStatus> adopted = b->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, TaskState::kExited);
+  EXPECT_EQ(adopted[0].exit_code, 5);
+}
+
+TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sleep", "100"});
+  TaskStatus started = a->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning);
+  pid_t shim = TaskRecord(l.key)["shim_pid"].get<pid_t>();
+  ASSERT_GT(shim, 0);
+  a.reset();
+  ASSERT_EQ(kill(shim, SIGKILL), 0);
+  ASSERT_EQ(waitpid(shim, nullptr, 0), shim);  // this test process is the shim's parent
+
+  auto b = MakeRuntime();
+  std::vector<TaskStatus> adopted = b->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, TaskState::kLost);
+  EXPECT_EQ(adopted[0].message, "lost: supervisor gone");
+  // The orphaned task was killed, not left holding its GPUs.
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!ProcessGone(started.pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ProcessGone(started.pid));
+  // The verdict is stable across another restart.
+  Seconds ended = *adopted[0].ended_at;
+  b.reset();
+  clock_.Advance(Seconds(100));
+  auto c = MakeRuntime();
+  std::vector<TaskStatus> again = c->Poll();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].state, TaskState::kLost);
+  EXPECT_EQ(again[0].ended_at, ended);
+}
+
+TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
+  std::filesystem::create_directories(work_dir_ + "/tasks/5-1");
+  std::ofstream(work_dir_ + "/tasks/5-1/task.json") << "{not json";
+  // A valid launch with fields of the wrong type.
+  std::filesystem::create_directories(work_dir_ + "/tasks/6-2");
+  nlohmann::json record{
+      {"launch", ToJson(Launch(6, {"true"}))}, {"shim_pid", "four"}, {"cgroup", {{"dirs", 3}}}};
+  record["launch"]["generation"] = 2;
+  std::ofstream(work_dir_ + "/tasks/6-2/task.json") << record.dump();
+  std::ofstream(work_dir_ + "/tasks/6-2/kill.json") << R"({"deadline": "soon"})";
+  std::filesystem::create_directories(work_dir_ + "/tasks/not-ours");  // ignored
+  auto runtime = MakeRuntime();
+  std::vector<TaskStatus> all = runtime->Poll();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].key, (TaskKey{AllocationId(5), 1}));
+  EXPECT_EQ(all[0].state, TaskState::kLost);
+  EXPECT_THAT(all[0].message, HasSubstr("lost: task record unreadable"));
+  EXPECT_EQ(all[1].key, (TaskKey{AllocationId(6), 2}));
+  EXPECT_EQ(all[1].state, TaskState::kLost);
+  EXPECT_EQ(all[1].job_id, JobId(7));
+  EXPECT_EQ(all[1].message, "lost: supervisor gone");
+  EXPECT_TRUE(runtime->Forget(all[0].key).ok());
+  EXPECT_TRUE(runtime->Forget(all[1].key).ok());
+  EXPECT_TRUE(std::filesystem::exists(work_dir_ + "/tasks/not-ours"));
+}
+
+TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  WaitForOutput(*a, l.key, "ready");
+  ASSERT_TRUE(a->Kill(l.key, Seconds(10), "preempted").ok());
+  a.reset();
+  auto b = MakeRuntime();
+  for (const TaskStatus& s : b->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  clock_.Advance(Seconds(10));
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.signal, SIGKILL);
+  EXPECT_EQ(end.message, "preempted");
+}
+
+TEST_F(ProcessRuntimeTest, ForgetDropsEndedTasksOnly) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sleep", "100"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  EXPECT_EQ(runtime->Forget(l.key).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "cancelled").ok());
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.signal, SIGKILL);
+  ASSERT_TRUE(runtime->Forget(l.key).ok());
+  EXPECT_TRUE(runtime->Poll().empty());
+  EXPECT_FALSE(std::filesystem::exists(runtime->TaskDir(l.key)));
+  EXPECT_EQ(runtime->Forget(l.key).code(), StatusCode::kNotFound);
+  // Nothing comes back after a restart.
+  runtime.reset();
+  EXPECT_TRUE(MakeRuntime()->Poll().empty());
+}
+
+TEST_F(ProcessRuntimeTest, TaskEndsAsAWholeWhenItsMainProcessExits) {
+  auto runtime = MakeRuntime();
+  // The background sleep stays in the task's process group after sh exits.
+  TaskLaunch l = Launch(1, {"sh", "-c", "sleep 100 & echo $!"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  pid_t child = std::stoi(Stdout(*runtime, l.key));
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!ProcessGone(child) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ProcessGone(child));
+}
+
+TEST_F(ProcessRuntimeTest, WithoutCgroupsTasksRunUnlimitedAndSaySo) {
+  auto runtime = MakeRuntime(CgroupManager::Disabled("no cgroup hierarchy here"));
+  TaskLaunch l = Launch(1, {"true"});
+  l.memory = MemoryMib(64);
+  TaskStatus s = runtime->Start(l);
+  ASSERT_EQ(s.state, TaskState::kRunning);
+  EXPECT_EQ(s.message, "running without limits: no cgroup hierarchy here");
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(end.message, "running without limits: no cgroup hierarchy here");
+}
+
+TEST_F(ProcessRuntimeTest, RejectsARelativeWorkDir) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.work_dir = "relative/dir";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_THAT(runtime.status().message(), HasSubstr("must be an absolute path"));
+}
+
+// ---- cgroups on this machine (root; v1 on hybrid machines, v2 elsewhere) ----
+
+class CgroupRuntimeTest : public ProcessRuntimeTest {
+ protected:
+  void SetUp() override {
+    ProcessRuntimeTest::SetUp();
+    parent_ = "corral-test-" + std::to_string(getpid());
+    cgroups_ = CgroupManager::Detect("/sys/fs/cgroup", parent_);
+    if (cgroups_->version() == CgroupVersion::kNone) {
+      GTEST_SKIP() << "cgroups not usable here: " << cgroups_->unavailable_reason();
+    }
+  }
+  void TearDown() override {
+    ProcessRuntimeTest::TearDown();
+    if (cgroups_) {
+      EXPECT_TRUE(cgroups_->RemoveParent().ok());
+    }
+  }
+
+  std::string parent_;
+  std::optional<CgroupManager> cgroups_;
+};
+
+TEST_F(CgroupRuntimeTest, LimitsAreVisibleFromInsideTheTask) {
+  auto runtime = MakeRuntime(*cgroups_);
+  const bool v1 = cgroups_->version() == CgroupVersion::kV1;
+  std::string script =
+      v1 ? "m=$(grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3); "
+           "c=$(grep -E '^[0-9]+:([^:]*,)?cpu(,[^:]*)?:' /proc/self/cgroup | cut -d: -f3); "
+           "echo memory-group=$m; echo cpu-group=$c; "
+           "echo memory-limit=$(cat /sys/fs/cgroup/memory$m/memory.limit_in_bytes); "
+           "echo cpu-quota=$(cat /sys/fs/cgroup/cpu$c/cpu.cfs_quota_us)"
+         : "g=$(grep '^0::' /proc/self/cgroup | cut -d: -f3); "
+           "echo memory-group=$g; echo cpu-group=$g; "
+           "echo memory-limit=$(cat /sys/fs/cgroup$g/memory.max); "
+           "echo cpu-quota=$(cut -d' ' -f1 /sys/fs/cgroup$g/cpu.max)";
+  TaskLaunch l = Launch(21, {script});
+  l.shell = true;
+  l.memory = MemoryMib(64);
+  l.cpu = CpuMilli(500);
+  TaskStatus s = runtime->Start(l);
+  ASSERT_EQ(s.state, TaskState::kRunning);
+  EXPECT_EQ(s.message, "");  // every limit applied
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.exit_code, 0);
+  std::string out = Stdout(*runtime, l.key);
+  const std::string group = "/" + parent_ + "/21-1";
+  EXPECT_THAT(out, HasSubstr("memory-group=" + group + "\n"));
+  EXPECT_THAT(out, HasSubstr("cpu-group=" + group + "\n"));
+  EXPECT_THAT(out, HasSubstr("memory-limit=67108864\n"));
+  EXPECT_THAT(out, HasSubstr("cpu-quota=50000\n"));
+  // The groups are removed once the task has ended (retried by Poll while still busy).
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  auto groups_exist = [&] {
+    return v1 ? std::filesystem::exists("/sys/fs/cgroup/memory" + group) ||
+                    std::filesystem::exists("/sys/fs/cgroup/cpu" + group)
+              : std::filesystem::exists("/sys/fs/cgroup" + group);
+  };
+  while (groups_exist() && std::chrono::steady_clock::now() < deadline) {
+    runtime->Poll();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_FALSE(groups_exist());
+}
+
+TEST_F(CgroupRuntimeTest, TaskOverItsMemoryLimitIsKilled) {
+  auto runtime = MakeRuntime(*cgroups_);
+  // The shell keeps the whole 256 MB command substitution in memory.
+  TaskLaunch l = Launch(22, {"x=$(head -c 268435456 /dev/zero | tr '\\0' a); echo survived"});
+  l.shell = true;
+  l.memory = MemoryMib(32);
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.signal, SIGKILL);
+  EXPECT_THAT(end.message, HasSubstr("out of memory"));
+  EXPECT_THAT(Stdout(*runtime, l.key), Not(HasSubstr("survived")));
+}
+
+}  // namespace
+}  // namespace corral::agent

@@ -1,0 +1,53 @@
+// How an agent runs tasks on its node. The reconcile loop drives a Runtime: it starts the
+// launches the server wants, kills what the server cancels or preempts, and reports what Poll()
+// says. Implementations: ProcessRuntime (process_runtime.h); a container runtime later.
+//
+// A Runtime never forgets a task by itself: a task stays in Poll()'s answer, running or ended,
+// until Forget() is called (after the server has acknowledged its end), also across agent
+// restarts for runtimes that survive them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "agent/task.h"
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::agent {
+
+enum class LogStream { kStdout, kStderr };
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  // Starts a task and returns its status: kRunning, or kFailedToStart with the reason (invalid
+  // launch, program not found, exec failed, ...) — a failure is a status to report, not an
+  // error of the call. Idempotent: a launch whose key the runtime already knows returns that
+  // task's current status and starts nothing.
+  virtual TaskStatus Start(const TaskLaunch& launch) = 0;
+
+  // Observes every known task: collects exits, sends SIGKILL when a kill's grace has run out,
+  // and stops tasks past their time limit. Returns all known tasks sorted by key. Call it
+  // regularly (the reconcile loop's tick); nothing happens between calls.
+  virtual std::vector<TaskStatus> Poll() = 0;
+
+  // Stops a running task: SIGTERM to its processes now, SIGKILL once `grace` has passed (at the
+  // first Poll() after it); grace 0 kills at once. The task ends as kKilled with `reason` as its
+  // message. Killing an ended task does nothing; a second Kill may shorten the grace, never
+  // lengthen it. NotFound for an unknown key.
+  virtual Status Kill(const TaskKey& key, Seconds grace, const std::string& reason) = 0;
+
+  // Drops an ended task and its files (logs included). FailedPrecondition while it runs,
+  // NotFound for an unknown key.
+  virtual Status Forget(const TaskKey& key) = 0;
+
+  // Up to `max_bytes` of a task's output from byte `offset` on ("" at the end). NotFound for an
+  // unknown key.
+  virtual Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
+                                      int64_t max_bytes) = 0;
+};
+
+}  // namespace corral::agent

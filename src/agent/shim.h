@@ -1,0 +1,65 @@
+// The task supervisor ("shim", as in containerd-shim and conmon): a small process between the
+// agent and a task that outlives the agent, so that an agent restart neither kills tasks nor
+// loses their exit status. Internal to ProcessRuntime.
+//
+//   agent --fork--> shim (setsid: own session, stdio on /dev/null, no inherited fds)
+//                     --fork--> task (own process group; joins its cgroups; stdout/stderr
+//                               appended to log files; cwd; exact env; execve)
+//   The shim tells the agent the task's pid and whether exec succeeded (a pipe), waits for the
+//   task, SIGKILLs what is left of the task's process group, writes the exit record atomically
+//   (exit.json: temp file + rename), reaps the task and exits.
+//
+// Everything the forked processes need is prepared before fork(): between fork and exec they
+// only make system calls (no allocation, no locks), which is what POSIX allows after fork in a
+// process that may have other threads.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::agent {
+
+struct ShimPlan {
+  std::string executable;         // path for execve: absolute, or relative to workdir
+  std::vector<std::string> argv;  // argv[0] as the task sees it
+  std::vector<std::string> env;   // "NAME=value"
+  std::string workdir;
+  std::string stdout_path;                // opened O_APPEND|O_CREAT
+  std::string stderr_path;                // opened O_APPEND|O_CREAT
+  std::string exit_path;                  // exit.json, written by the shim at the end
+  std::vector<std::string> cgroup_procs;  // cgroup.procs files the task joins before exec
+};
+
+// Where starting the task failed.
+enum class ShimStep : int32_t {
+  kNone = 0,
+  kFork = 1,
+  kCgroup = 2,  // joining a cgroup; not fatal: the task runs without limits
+  kStdout = 3,
+  kStderr = 4,
+  kChdir = 5,
+  kExec = 6,
+};
+
+// "open stdout log", "exec", ...
+const char* ShimStepName(ShimStep step);
+
+struct ShimStart {
+  pid_t shim_pid = 0;
+  pid_t task_pid = 0;                      // also the task's process group id; 0 if fork failed
+  ShimStep failed_step = ShimStep::kNone;  // kNone: the task is running
+  int error = 0;                           // errno of failed_step
+  int cgroup_error = 0;                    // errno of joining a cgroup (the task runs regardless)
+};
+
+// Forks the shim and waits (briefly: until the task has exec'd or failed to) for its report.
+// The shim is a child of the caller, who must reap it (waitpid) once it exits. Errors: the
+// shim could not be forked, or died before reporting.
+Result<ShimStart> StartShim(const ShimPlan& plan);
+
+}  // namespace corral::agent

@@ -1,0 +1,325 @@
+#include "agent/task.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace corral::agent {
+namespace {
+
+using nlohmann::json;
+
+bool IsValidEnvName(const std::string& name) {
+  if (name.empty()) return false;
+  if (!std::isalpha(static_cast<unsigned char>(name[0])) && name[0] != '_') return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
+
+std::string JoinIndices(const std::vector<int>& gpus) {
+  std::string out;
+  for (int g : gpus) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(g);
+  }
+  return out;
+}
+
+// Reads optional/required fields with errors naming them.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string what) : object_(object), what_(std::move(what)) {}
+
+  Status Bad(const std::string& field, const std::string& why) const {
+    return InvalidArgument(what_ + ": field '" + field + "': " + why);
+  }
+
+  Status Int(const char* field, bool required, int64_t& out) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || it->is_null()) {
+      return required ? Bad(field, "is required") : Status::Ok();
+    }
+    if (!it->is_number_integer()) return Bad(field, "must be an integer");
+    out = it->get<int64_t>();
+    return Status::Ok();
+  }
+
+  Status Bool(const char* field, bool& out) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || it->is_null()) return Status::Ok();
+    if (!it->is_boolean()) return Bad(field, "must be true or false");
+    out = it->get<bool>();
+    return Status::Ok();
+  }
+
+  Status String(const char* field, bool required, std::string& out) const {
+    auto it = object_.find(field);
+    if (it == object_.end() || it->is_null()) {
+      return required ? Bad(field, "is required") : Status::Ok();
+    }
+    if (!it->is_string()) return Bad(field, "must be a string");
+    out = it->get<std::string>();
+    return Status::Ok();
+  }
+
+  const json* Find(const char* field) const {
+    auto it = object_.find(field);
+    return it == object_.end() || it->is_null() ? nullptr : &*it;
+  }
+
+ private:
+  const json& object_;
+  std::string what_;
+};
+
+}  // namespace
+
+std::string ToString(const TaskKey& key) {
+  return std::to_string(key.allocation.value()) + "-" + std::to_string(key.generation);
+}
+
+const char* TaskStateName(TaskState state) {
+  switch (state) {
+    case TaskState::kRunning:
+      return "running";
+    case TaskState::kExited:
+      return "exited";
+    case TaskState::kKilled:
+      return "killed";
+    case TaskState::kFailedToStart:
+      return "failed_to_start";
+    case TaskState::kLost:
+      return "lost";
+  }
+  return "unknown";
+}
+
+bool IsTerminal(TaskState state) { return state != TaskState::kRunning; }
+
+bool IsReservedEnvName(const std::string& name) {
+  return name.rfind("CORRAL_", 0) == 0 || name == "CUDA_VISIBLE_DEVICES" ||
+         name == "NVIDIA_VISIBLE_DEVICES";
+}
+
+Status Validate(const TaskLaunch& l) {
+  const std::string task = "task " + ToString(l.key);
+  auto bad = [&](const std::string& field, const std::string& why) {
+    return InvalidArgument(task + ": field '" + field + "': " + why);
+  };
+  if (l.key.allocation.value() < 0) return bad("allocation_id", "must be >= 0");
+  if (l.key.generation < 0) return bad("generation", "must be >= 0");
+  if (l.job_id.value() < 0) return bad("job_id", "must be >= 0");
+  if (l.tasks < 1) return bad("tasks", "must be >= 1");
+  if (l.task_index < 0 || l.task_index >= l.tasks) {
+    return bad("task_index", "must be in 0.." + std::to_string(l.tasks - 1) + ", got " +
+                                 std::to_string(l.task_index));
+  }
+  if (l.argv.empty()) return bad("argv", "must not be empty");
+  if (l.argv[0].empty()) return bad("argv[0]", "must not be empty");
+  for (size_t i = 0; i < l.argv.size(); ++i) {
+    if (HasNul(l.argv[i])) return bad("argv[" + std::to_string(i) + "]", "contains a NUL byte");
+  }
+  if (l.workdir.empty() || l.workdir[0] != '/') {
+    return bad("workdir", "must be an absolute path, got '" + l.workdir + "'");
+  }
+  if (HasNul(l.workdir)) return bad("workdir", "contains a NUL byte");
+  struct stat st;
+  if (stat(l.workdir.c_str(), &st) != 0) {
+    return bad("workdir", "'" + l.workdir + "' does not exist on this node");
+  }
+  if (!S_ISDIR(st.st_mode)) return bad("workdir", "'" + l.workdir + "' is not a directory");
+  for (const auto& [name, value] : l.env) {
+    if (!IsValidEnvName(name)) {
+      return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
+    }
+    if (IsReservedEnvName(name)) {
+      return bad("env", "'" + name + "' is set by corral and may not be overridden");
+    }
+    if (HasNul(value)) return bad("env." + name, "contains a NUL byte");
+  }
+  std::set<int> seen;
+  for (size_t i = 0; i < l.gpus.size(); ++i) {
+    if (l.gpus[i] < 0) return bad("gpus[" + std::to_string(i) + "]", "must be >= 0");
+    if (!seen.insert(l.gpus[i]).second) {
+      return bad("gpus", "GPU " + std::to_string(l.gpus[i]) + " is listed twice");
+    }
+  }
+  if (l.gpu_milli.value() < 0 || l.gpu_milli > kWholeGpu)
+    return bad("gpu_milli", "must be 0..1000");
+  if (l.cpu.value() < 0) return bad("cpu_milli", "must be >= 0");
+  if (l.memory.value() < 0) return bad("memory_mib", "must be >= 0");
+  if (l.time_limit.value() < 0) return bad("time_limit_s", "must be >= 0");
+  return Status::Ok();
+}
+
+std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
+                                         const std::map<std::string, std::string>& base) {
+  std::map<std::string, std::string> env = base;
+  for (const auto& [name, value] : launch.env) {
+    if (!IsReservedEnvName(name)) env[name] = value;
+  }
+  const std::string gpus = JoinIndices(launch.gpus);
+  env["CUDA_VISIBLE_DEVICES"] = gpus;
+  env["NVIDIA_VISIBLE_DEVICES"] = launch.gpus.empty() ? "void" : gpus;
+  env["CORRAL_JOB_ID"] = std::to_string(launch.job_id.value());
+  env["CORRAL_TASK_INDEX"] = std::to_string(launch.task_index);
+  env["CORRAL_NUM_TASKS"] = std::to_string(launch.tasks);
+  env["CORRAL_ALLOCATION_ID"] = std::to_string(launch.key.allocation.value());
+  env["CORRAL_NODE_NAME"] = node_name;
+  env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env) out.push_back(std::string(name).append("=").append(value));
+  return out;
+}
+
+nlohmann::json ToJson(const TaskLaunch& l) {
+  return json{
+      {"job_id", l.job_id.value()},
+      {"task_index", l.task_index},
+      {"tasks", l.tasks},
+      {"allocation_id", l.key.allocation.value()},
+      {"generation", l.key.generation},
+      {"argv", l.argv},
+      {"shell", l.shell},
+      {"workdir", l.workdir},
+      {"env", l.env},
+      {"gpus", l.gpus},
+      {"gpu_milli", l.gpu_milli.value()},
+      {"cpu_milli", l.cpu.value()},
+      {"memory_mib", l.memory.value()},
+      {"time_limit_s", l.time_limit.value()},
+      {"user", l.user},
+      {"project", l.project},
+  };
+}
+
+nlohmann::json ToJson(const TaskStatus& s) {
+  json out{
+      {"job_id", s.job_id.value()},
+      {"task_index", s.task_index},
+      {"allocation_id", s.key.allocation.value()},
+      {"generation", s.key.generation},
+      {"state", TaskStateName(s.state)},
+      {"pid", s.pid},
+      {"started_at", s.started_at.value()},
+      {"message", s.message},
+  };
+  if (s.exit_code) out["exit_code"] = *s.exit_code;
+  if (s.signal) out["signal"] = *s.signal;
+  if (s.ended_at) out["ended_at"] = s.ended_at->value();
+  return out;
+}
+
+Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("task launch: must be a JSON object");
+  FieldReader r(j, "task launch");
+  TaskLaunch l;
+  int64_t job_id = -1, allocation = -1, v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("job_id", true, job_id));
+  l.job_id = JobId(job_id);
+  CORRAL_RETURN_IF_ERROR(r.Int("allocation_id", true, allocation));
+  l.key.allocation = AllocationId(allocation);
+  CORRAL_RETURN_IF_ERROR(r.Int("generation", true, l.key.generation));
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("task_index", false, v));
+  if (v < 0 || v > 1000000) return r.Bad("task_index", "out of range");
+  l.task_index = static_cast<int>(v);
+  v = 1;
+  CORRAL_RETURN_IF_ERROR(r.Int("tasks", false, v));
+  if (v < 0 || v > 1000000) return r.Bad("tasks", "out of range");
+  l.tasks = static_cast<int>(v);
+  const json* argv = r.Find("argv");
+  if (argv == nullptr) return r.Bad("argv", "is required");
+  if (!argv->is_array()) return r.Bad("argv", "must be an array of strings");
+  for (const json& a : *argv) {
+    if (!a.is_string()) return r.Bad("argv", "must be an array of strings");
+    l.argv.push_back(a.get<std::string>());
+  }
+  CORRAL_RETURN_IF_ERROR(r.Bool("shell", l.shell));
+  CORRAL_RETURN_IF_ERROR(r.String("workdir", true, l.workdir));
+  if (const json* env = r.Find("env")) {
+    if (!env->is_object()) return r.Bad("env", "must be an object of strings");
+    for (const auto& [name, value] : env->items()) {
+      if (!value.is_string()) return r.Bad("env." + name, "must be a string");
+      l.env[name] = value.get<std::string>();
+    }
+  }
+  if (const json* gpus = r.Find("gpus")) {
+    if (!gpus->is_array()) return r.Bad("gpus", "must be an array of GPU indices");
+    for (const json& g : *gpus) {
+      if (!g.is_number_integer() || g.get<int64_t>() < 0 || g.get<int64_t>() > 1024) {
+        return r.Bad("gpus", "must be an array of GPU indices");
+      }
+      l.gpus.push_back(g.get<int>());
+    }
+  }
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("gpu_milli", false, v));
+  l.gpu_milli = MilliGpu(v);
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("cpu_milli", false, v));
+  l.cpu = CpuMilli(v);
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("memory_mib", false, v));
+  l.memory = MemoryMib(v);
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("time_limit_s", false, v));
+  l.time_limit = Seconds(v);
+  CORRAL_RETURN_IF_ERROR(r.String("user", false, l.user));
+  CORRAL_RETURN_IF_ERROR(r.String("project", false, l.project));
+  return l;
+}
+
+Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) return InvalidArgument("task status: must be a JSON object");
+  FieldReader r(j, "task status");
+  TaskStatus s;
+  int64_t job_id = -1, allocation = -1, v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("job_id", true, job_id));
+  s.job_id = JobId(job_id);
+  CORRAL_RETURN_IF_ERROR(r.Int("allocation_id", true, allocation));
+  s.key.allocation = AllocationId(allocation);
+  CORRAL_RETURN_IF_ERROR(r.Int("generation", true, s.key.generation));
+  CORRAL_RETURN_IF_ERROR(r.Int("task_index", false, v));
+  s.task_index = static_cast<int>(v);
+  std::string state;
+  CORRAL_RETURN_IF_ERROR(r.String("state", true, state));
+  bool known = false;
+  for (TaskState t : {TaskState::kRunning, TaskState::kExited, TaskState::kKilled,
+                      TaskState::kFailedToStart, TaskState::kLost}) {
+    if (state == TaskStateName(t)) {
+      s.state = t;
+      known = true;
+    }
+  }
+  if (!known) return r.Bad("state", "unknown state '" + state + "'");
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("pid", false, v));
+  s.pid = static_cast<int>(v);
+  if (r.Find("exit_code") != nullptr) {
+    CORRAL_RETURN_IF_ERROR(r.Int("exit_code", true, v));
+    s.exit_code = static_cast<int>(v);
+  }
+  if (r.Find("signal") != nullptr) {
+    CORRAL_RETURN_IF_ERROR(r.Int("signal", true, v));
+    s.signal = static_cast<int>(v);
+  }
+  v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("started_at", false, v));
+  s.started_at = Seconds(v);
+  if (r.Find("ended_at") != nullptr) {
+    CORRAL_RETURN_IF_ERROR(r.Int("ended_at", true, v));
+    s.ended_at = Seconds(v);
+  }
+  CORRAL_RETURN_IF_ERROR(r.String("message", false, s.message));
+  return s;
+}
+
+}  // namespace corral::agent

@@ -1,0 +1,102 @@
+// What the server asks an agent to run (TaskLaunch) and what the agent reports back
+// (TaskStatus), as in the agent <-> server protocol (docs: protocol draft of issue 3), with their
+// JSON forms and the environment a task gets.
+#pragma once
+
+#include <compare>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::agent {
+
+// An allocation id and its generation: the fencing token of one task run (architecture.md,
+// contract 3). A re-run of the same task gets a new generation.
+// TODO(lead): AllocationId belongs in common/ids.h once the server needs it.
+struct AllocationIdTag {};
+using AllocationId = Id<AllocationIdTag>;
+
+struct TaskKey {
+  AllocationId allocation;
+  int64_t generation = 0;
+  auto operator<=>(const TaskKey&) const = default;
+};
+
+// "12-1": the key as used in file and cgroup names and messages.
+std::string ToString(const TaskKey& key);
+
+struct TaskLaunch {
+  JobId job_id;
+  int task_index = 0;  // 0..tasks-1
+  int tasks = 1;       // tasks of the job (CORRAL_NUM_TASKS)
+  TaskKey key;
+  // The program and its arguments, exec'd directly (PATH is searched for argv[0] when it has no
+  // '/'); no shell unless `shell`: then /bin/sh -c argv[0], with argv[1..] as "$0", "$1", ...
+  std::vector<std::string> argv;
+  bool shell = false;
+  std::string workdir;                     // absolute, must exist on the node
+  std::map<std::string, std::string> env;  // may not set CORRAL_* or the GPU variables
+  std::vector<int> gpus;                   // node GPU indices; empty for CPU-only tasks
+  MilliGpu gpu_milli{0};                   // per GPU; 1000 for whole GPUs
+  CpuMilli cpu{0};                         // 0 = no CPU limit
+  MemoryMib memory{0};                     // 0 = no memory limit
+  Seconds time_limit{0};                   // 0 = none
+  std::string user;
+  std::string project;
+};
+
+enum class TaskState {
+  kRunning,
+  kExited,         // ended on its own: exit code, or a signal nobody in corral sent
+  kKilled,         // stopped by the agent (Kill, time limit); exit code or signal as it ended
+  kFailedToStart,  // never ran: invalid launch, program not found, exec failed
+  kLost,           // its supervisor vanished without recording an exit (protocol addition)
+};
+
+// "running", "exited", "killed", "failed_to_start", "lost".
+const char* TaskStateName(TaskState state);
+bool IsTerminal(TaskState state);
+
+struct TaskStatus {
+  JobId job_id;
+  int task_index = 0;
+  TaskKey key;
+  TaskState state = TaskState::kRunning;
+  int pid = 0;                      // the task's process (and process group) id; 0 if none
+  std::optional<int> exit_code;     // when it exited
+  std::optional<int> signal;        // when a signal ended it
+  Seconds started_at{0};            // Unix seconds
+  std::optional<Seconds> ended_at;  // Unix seconds, when terminal
+  std::string message;              // why (kill reason, start error, limits not applied, ...)
+};
+
+// Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
+// an absolute path, got 'data'". Checks that workdir exists and is a directory.
+Status Validate(const TaskLaunch& launch);
+
+// True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
+// NVIDIA_VISIBLE_DEVICES.
+bool IsReservedEnvName(const std::string& name);
+
+// The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
+// passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
+// CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
+// CORRAL_ALLOCATION_ID, CORRAL_NODE_NAME, CORRAL_GPU_MILLI.
+std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
+                                         const std::map<std::string, std::string>& base);
+
+// JSON in the protocol's field names ("job_id", "allocation_id", "generation", "argv", ...).
+nlohmann::json ToJson(const TaskLaunch& launch);
+nlohmann::json ToJson(const TaskStatus& status);
+// Errors name the field: "task launch: field 'argv': must be an array of strings".
+Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& json);
+Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& json);
+
+}  // namespace corral::agent

@@ -1,0 +1,123 @@
+#include "cli/api_client.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace corral::cli {
+
+namespace {
+
+Status ErrorOf(const httplib::Result& r) {
+  if (!r) return IoError("cannot reach the server: " + httplib::to_string(r.error()));
+  std::string detail = r->body;
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_object() && j.contains("detail") && j["detail"].is_string()) detail = j["detail"];
+  switch (r->status) {
+    case 400:
+    case 413:
+      return InvalidArgument(r->status == 413 ? "request too large" : detail);
+    case 401:
+      return Unauthenticated(detail);
+    case 403:
+      return PermissionDenied(detail);
+    case 404:
+      return NotFound(detail);
+    case 409:
+      return FailedPrecondition(detail);
+    default:
+      return Status(StatusCode::kInternal, "HTTP " + std::to_string(r->status) + ": " + detail);
+  }
+}
+
+Result<nlohmann::json> JsonOf(const httplib::Result& r) {
+  if (!r || r->status >= 300) return ErrorOf(r);
+  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  if (j.is_discarded()) return Status(StatusCode::kInternal, "the server sent invalid JSON");
+  return j;
+}
+
+}  // namespace
+
+std::string ConfigPath() {
+  if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
+    return std::string(xdg) + "/corral/config";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.config/corral/config";
+}
+
+Result<ClientConfig> LoadClientConfig() {
+  ClientConfig c;
+  std::ifstream in(ConfigPath());
+  if (in) {
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object()) {
+      c.server = j.value("server", "");
+      c.token = j.value("token", "");
+      c.ca_cert = j.value("ca_cert", "");
+    }
+  }
+  if (const char* v = std::getenv("CORRAL_SERVER"); v && *v) c.server = v;
+  if (const char* v = std::getenv("CORRAL_TOKEN"); v && *v) c.token = v;
+  if (const char* v = std::getenv("CORRAL_CA_CERT"); v && *v) c.ca_cert = v;
+  if (c.server.empty()) {
+    return InvalidArgument(
+        "no server configured: run 'corral login --server URL --token T' or "
+        "set CORRAL_SERVER and CORRAL_TOKEN");
+  }
+  return c;
+}
+
+Status SaveClientConfig(const ClientConfig& config) {
+  const std::string path = ConfigPath();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("cannot write '" + path + "'");
+  ::fchmod(fd, 0600);
+  nlohmann::json j = {{"server", config.server}, {"token", config.token}};
+  if (!config.ca_cert.empty()) j["ca_cert"] = config.ca_cert;
+  const std::string text = j.dump(2) + "\n";
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok ? Status::Ok() : IoError("cannot write '" + path + "'");
+}
+
+ApiClient::ApiClient(ClientConfig config) : token_(std::move(config.token)) {
+  http_ = std::make_unique<httplib::Client>(config.server);
+  http_->set_connection_timeout(5);
+  http_->set_read_timeout(60);
+  if (!config.ca_cert.empty()) http_->set_ca_cert_path(config.ca_cert.c_str());
+  http_->enable_server_certificate_verification(true);
+}
+
+ApiClient::~ApiClient() = default;
+
+Result<nlohmann::json> ApiClient::Get(const std::string& path) {
+  return JsonOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
+}
+
+Result<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body) {
+  return JsonOf(
+      http_->Post(path, {{"Authorization", "Bearer " + token_}}, body.dump(), "application/json"));
+}
+
+Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
+  return JsonOf(http_->Delete(path, {{"Authorization", "Bearer " + token_}}));
+}
+
+Result<std::string> ApiClient::GetText(const std::string& path, int64_t* next_offset) {
+  auto r = http_->Get(path, {{"Authorization", "Bearer " + token_}});
+  if (!r || r->status >= 300) return ErrorOf(r);
+  if (next_offset && r->has_header("X-Corral-Log-Offset")) {
+    *next_offset = std::stoll(r->get_header_value("X-Corral-Log-Offset"));
+  }
+  return r->body;
+}
+
+}  // namespace corral::cli

@@ -1,0 +1,516 @@
+#include "cli/commands.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "cli/api_client.h"
+
+namespace corral::cli {
+
+namespace {
+
+using nlohmann::json;
+
+int ExitCodeOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk:
+      return 0;
+    case StatusCode::kInvalidArgument:
+      return 2;
+    case StatusCode::kNotFound:
+      return 3;
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied:
+      return 4;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+      return 5;
+    default:
+      return 1;
+  }
+}
+
+int Fail(const Status& s) {
+  std::cerr << "corral: " << s.message() << "\n";
+  return ExitCodeOf(s);
+}
+
+// Prints rows as an aligned table with a header.
+void PrintTable(const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i)
+      width[i] = std::max(width[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& r) {
+    std::string out;
+    for (size_t i = 0; i < r.size(); ++i) {
+      out += r[i];
+      if (i + 1 < r.size()) out += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << out << "\n";
+  };
+  line(header);
+  for (const auto& r : rows) line(r);
+}
+
+std::string Str(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return "";
+  return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+std::string Time(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "";
+  std::time_t t = j[key].get<int64_t>();
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  return buf;
+}
+
+// Runs `body(client)` with the configured client; prints errors; returns the exit code.
+template <typename Body>
+int WithClient(Body body) {
+  auto config = LoadClientConfig();
+  if (!config.ok()) return Fail(config.status());
+  ApiClient client(*config);
+  Status s = body(client);
+  return s.ok() ? 0 : Fail(s);
+}
+
+// YAML -> JSON for job specs: maps, sequences and scalars (integers and booleans recognised).
+json YamlToJson(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      json out = json::object();
+      for (const auto& kv : node) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return out;
+    }
+    case YAML::NodeType::Sequence: {
+      json out = json::array();
+      for (const auto& item : node) out.push_back(YamlToJson(item));
+      return out;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = node.Scalar();
+      if (node.Tag() == "!") return s;  // quoted: a string
+      if (s == "true" || s == "false") return s == "true";
+      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s.size() < 19) {
+        return std::stoll(s);
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+Result<json> ReadSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return IoError("cannot read '" + path + "'");
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  auto j = json::parse(text, nullptr, false);
+  if (!j.is_discarded()) return j;
+  try {
+    return YamlToJson(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    return InvalidArgument(path + ": not valid JSON or YAML: " + e.what());
+  }
+}
+
+struct SubmitFlags {
+  std::string file, name, project, workdir;
+  int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
+  int64_t cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
+  std::vector<std::string> gpu_models, env, command;
+  bool shell = false;
+  std::string output = "table";
+};
+
+Result<json> BuildSpec(const SubmitFlags& f) {
+  json spec = json::object();
+  if (!f.file.empty()) {
+    auto file = ReadSpecFile(f.file);
+    if (!file.ok()) return file.status();
+    spec = *file;
+    if (!spec.is_object()) return InvalidArgument(f.file + ": the spec must be a mapping");
+  }
+  if (!f.name.empty()) spec["name"] = f.name;
+  if (!f.project.empty()) spec["project"] = f.project;
+  if (!f.workdir.empty()) spec["workdir"] = f.workdir;
+  if (!f.command.empty()) spec["command"] = f.command;
+  if (f.shell) {
+    spec["shell"] = true;
+    std::string joined;
+    for (const auto& a : f.command) joined += (joined.empty() ? "" : " ") + a;
+    if (!f.command.empty()) spec["command"] = {joined};
+  }
+  json& r = spec["resources"];
+  if (r.is_null()) r = json::object();
+  if (f.gpus >= 0) r["gpus"] = f.gpus;
+  if (f.gpu_milli >= 0) r["gpu_milli"] = f.gpu_milli;
+  if (!f.gpu_models.empty()) r["gpu_models"] = f.gpu_models;
+  if (f.cpu_milli >= 0) r["cpu_milli"] = f.cpu_milli;
+  if (f.memory_mib >= 0) r["memory_mib"] = f.memory_mib;
+  if (f.tasks >= 0) spec["tasks"] = f.tasks;
+  if (f.priority != 0) spec["priority"] = f.priority;
+  if (f.max_restarts >= 0) spec["max_restarts"] = f.max_restarts;
+  if (f.time_limit_s >= 0) spec["time_limit_s"] = f.time_limit_s;
+  for (const auto& kv : f.env) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--env: expected NAME=VALUE, got '" + kv + "'");
+    }
+    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return spec;
+}
+
+void PrintJobs(const json& jobs) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& j : jobs) {
+    std::string why =
+        j.contains("pending_reason") ? Str(j["pending_reason"], "message") : Str(j, "reason");
+    rows.push_back({Str(j, "id"), Str(j, "name"), Str(j, "user"), Str(j, "project"),
+                    Str(j, "state"), Time(j, "submit_time"), why});
+  }
+  PrintTable({"ID", "NAME", "USER", "PROJECT", "STATE", "SUBMITTED", "REASON"}, rows);
+}
+
+void PrintJob(const json& j) {
+  std::cout << "Job " << Str(j, "id") << " (" << Str(j, "name") << ")  state: " << Str(j, "state")
+            << "\n  user: " << Str(j, "user") << "  project: " << Str(j, "project")
+            << "  priority: " << Str(j, "priority") << "  restarts: " << Str(j, "restarts")
+            << "\n  command: " << j["spec"].value("command", json::array()).dump() << "\n";
+  if (j.contains("pending_reason")) {
+    std::cout << "  waiting: " << Str(j["pending_reason"], "message") << " ("
+              << Str(j["pending_reason"], "code") << ")\n";
+  }
+  std::cout << "Tasks:\n";
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : j["tasks"]) {
+    std::string gpus;
+    for (const auto& g : t["allocation"].value("gpus", json::array())) {
+      gpus += (gpus.empty() ? "" : ",") + g["index"].dump();
+    }
+    rows.push_back({Str(t, "index"), Str(t, "generation"), Str(t, "node"), gpus, Str(t, "state"),
+                    Str(t, "exit_code"), Str(t, "signal")});
+  }
+  PrintTable({"TASK", "GEN", "NODE", "GPUS", "STATE", "EXIT", "SIGNAL"}, rows);
+  std::cout << "Events:\n";
+  rows.clear();
+  for (const auto& e : j["events"]) {
+    rows.push_back({Time(e, "time"), Str(e, "from"), Str(e, "to"), Str(e, "reason")});
+  }
+  PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
+}
+
+void AddSubmit(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* c = app.add_subcommand("submit", "Submit a job: corral submit [flags] -- CMD ARGS...");
+  c->add_option("-f,--file", f->file, "Job spec (YAML or JSON); flags override it");
+  c->add_option("--name", f->name, "Job name");
+  c->add_option("--project", f->project, "Project (default: the 'default' project)");
+  c->add_option("--gpus", f->gpus, "Whole GPUs per task (or 1 with --gpu-milli for a share)");
+  c->add_option("--gpu-milli", f->gpu_milli, "Share of one GPU, 1..1000");
+  c->add_option("--gpu-model", f->gpu_models, "Acceptable GPU model (repeatable)");
+  c->add_option("--cpu-milli", f->cpu_milli, "CPU per task, 1000 = one core");
+  c->add_option("--memory-mib", f->memory_mib, "Memory per task, MiB");
+  c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
+  c->add_option("--priority", f->priority, "Priority (higher runs first)");
+  c->add_option("--time-limit", f->time_limit_s, "Time limit, seconds");
+  c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
+  c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
+  c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
+  c->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
+  c->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+  c->add_option("command", f->command, "The command after --");
+  c->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto spec = BuildSpec(*f);
+      if (!spec.ok()) return spec.status();
+      auto job = client.Post("/api/v1/jobs", *spec);
+      if (!job.ok()) return job.status();
+      if (f->output == "json") {
+        std::cout << job->dump(2) << "\n";
+      } else {
+        std::cout << "submitted job " << Str(*job, "id") << " to project " << Str(*job, "project")
+                  << "\n";
+      }
+      return Status::Ok();
+    });
+  });
+}
+
+void AddJobCommands(CLI::App& app, int* exit_code) {
+  struct Flags {
+    bool all = false, follow = false, stderr_stream = false;
+    std::string state, output = "table";
+    int64_t id = -1;
+    int task = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  auto out_opt = [&](CLI::App* c) {
+    c->add_option("-o,--output", f->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  };
+
+  CLI::App* jobs = app.add_subcommand("jobs", "List jobs (yours; --all: your projects', or all)");
+  jobs->add_flag("--all", f->all, "All jobs you may see");
+  jobs->add_option("--state", f->state, "Only these states, comma-separated");
+  out_opt(jobs);
+  jobs->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      std::string path = "/api/v1/jobs?all=" + std::string(f->all ? "1" : "0");
+      if (!f->state.empty()) path += "&state=" + f->state;
+      auto jobs = client.Get(path);
+      if (!jobs.ok()) return jobs.status();
+      if (f->output == "json") {
+        std::cout << jobs->dump(2) << "\n";
+      } else {
+        PrintJobs(*jobs);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* job = app.add_subcommand("job", "One job");
+  job->require_subcommand(1);
+  CLI::App* show = job->add_subcommand("show", "A job's state, tasks and history");
+  show->add_option("id", f->id, "Job id")->required();
+  out_opt(show);
+  show->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto j = client.Get("/api/v1/jobs/" + std::to_string(f->id));
+      if (!j.ok()) return j.status();
+      if (f->output == "json") {
+        std::cout << j->dump(2) << "\n";
+      } else {
+        PrintJob(*j);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
+  cancel->add_option("id", f->id, "Job id")->required();
+  cancel->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Post("/api/v1/jobs/" + std::to_string(f->id) + "/cancel", json::object());
+      if (!r.ok()) return r.status();
+      std::cout << "cancelling job " << f->id << "\n";
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* logs = app.add_subcommand("logs", "A task's output");
+  logs->add_option("id", f->id, "Job id")->required();
+  logs->add_option("--task", f->task, "Task index (default 0)");
+  logs->add_flag("--stderr", f->stderr_stream, "Standard error instead of standard output");
+  logs->add_flag("-f,--follow", f->follow, "Keep printing until the job ends");
+  logs->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      int64_t offset = 0;
+      const std::string base = "/api/v1/jobs/" + std::to_string(f->id);
+      while (true) {
+        int64_t next = offset;
+        auto text = client.GetText(base + "/logs?task=" + std::to_string(f->task) +
+                                       "&stream=" + (f->stderr_stream ? "stderr" : "stdout") +
+                                       "&offset=" + std::to_string(offset),
+                                   &next);
+        if (!text.ok()) return text.status();
+        std::cout << *text << std::flush;
+        offset = next;
+        if (!f->follow) return Status::Ok();
+        if (text->empty()) {
+          auto j = client.Get(base);
+          if (!j.ok()) return j.status();
+          const std::string state = Str(*j, "state");
+          if (state != "pending" && state != "starting" && state != "running") {
+            return Status::Ok();
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
+        }
+      }
+    });
+  });
+}
+
+void AddClusterCommands(CLI::App& app, int* exit_code) {
+  struct Flags {
+    std::string name, output = "table", server, token, user, description;
+    std::vector<std::string> projects;
+    bool admin = false;
+    int64_t id = -1;
+  };
+  auto f = std::make_shared<Flags>();
+  auto out_opt = [&](CLI::App* c) {
+    c->add_option("-o,--output", f->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  };
+  // A command that GETs `path` and prints a table of `columns` (or JSON).
+  auto list = [&](const char* name, const char* help, std::string path,
+                  std::vector<std::string> columns) {
+    CLI::App* c = app.add_subcommand(name, help);
+    out_opt(c);
+    c->callback([f, exit_code, path, columns] {
+      *exit_code = WithClient([&](ApiClient& client) -> Status {
+        auto rows = client.Get(path);
+        if (!rows.ok()) return rows.status();
+        if (f->output == "json") {
+          std::cout << rows->dump(2) << "\n";
+          return Status::Ok();
+        }
+        std::vector<std::vector<std::string>> table;
+        std::vector<std::string> header;
+        for (const auto& col : columns) {
+          header.push_back(col);
+          std::transform(header.back().begin(), header.back().end(), header.back().begin(),
+                         ::toupper);
+        }
+        for (const auto& r : *rows) {
+          std::vector<std::string> row;
+          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
+          table.push_back(row);
+        }
+        PrintTable(header, table);
+        return Status::Ok();
+      });
+    });
+  };
+  list("nodes", "Nodes and their free resources", "/api/v1/nodes",
+       {"name", "state", "gpu_model", "gpus", "gpu_free_milli", "cpu_free_milli",
+        "memory_free_mib"});
+  list("projects", "Projects you belong to (all, for admins)", "/api/v1/projects",
+       {"name", "description"});
+  list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
+  list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
+
+  CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
+  node->require_subcommand(1);
+  for (const char* action : {"cordon", "uncordon", "drain"}) {
+    CLI::App* c = node->add_subcommand(action, std::string(action) + " a node");
+    c->add_option("name", f->name, "Node name")->required();
+    std::string a = action;
+    c->callback([f, exit_code, a] {
+      *exit_code = WithClient([&](ApiClient& client) -> Status {
+        auto r = client.Post("/api/v1/nodes/" + f->name + "/" + a, json::object());
+        if (!r.ok()) return r.status();
+        std::cout << a << ": " << f->name << "\n";
+        return Status::Ok();
+      });
+    });
+  }
+
+  CLI::App* login = app.add_subcommand("login", "Save the server and token for later commands");
+  login->add_option("--server", f->server, "http(s)://host:port")->required();
+  login->add_option("--token", f->token, "API token (or CORRAL_TOKEN)");
+  login->callback([f, exit_code] {
+    ClientConfig config{f->server, f->token, ""};
+    if (config.token.empty()) {
+      if (const char* t = std::getenv("CORRAL_TOKEN")) config.token = t;
+    }
+    ApiClient client(config);
+    auto who = client.Get("/api/v1/whoami");
+    if (!who.ok()) {
+      *exit_code = Fail(who.status());
+      return;
+    }
+    Status s = SaveClientConfig(config);
+    *exit_code = s.ok() ? 0 : Fail(s);
+    if (s.ok()) std::cout << "logged in as " << Str(*who, "user") << " (" << ConfigPath() << ")\n";
+  });
+
+  CLI::App* whoami = app.add_subcommand("whoami", "Who the configured token belongs to");
+  out_opt(whoami);
+  whoami->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto who = client.Get("/api/v1/whoami");
+      if (!who.ok()) return who.status();
+      std::cout << (f->output == "json" ? who->dump(2) : Str(*who, "user")) << "\n";
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* user = app.add_subcommand("user", "Create users (admin)");
+  user->require_subcommand(1);
+  CLI::App* user_create = user->add_subcommand("create", "Create a user; prints their token once");
+  user_create->add_option("name", f->name, "User name")->required();
+  user_create->add_flag("--admin", f->admin, "Make an admin");
+  user_create->add_option("--project", f->projects, "Member of this project (repeatable)");
+  out_opt(user_create);
+  user_create->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Post("/api/v1/users",
+                           {{"name", f->name}, {"admin", f->admin}, {"projects", f->projects}});
+      if (!r.ok()) return r.status();
+      std::cout << (f->output == "json" ? r->dump(2)
+                                        : "token for " + f->name + ": " + Str(*r, "token"))
+                << "\n";
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* project = app.add_subcommand("project", "Create projects and add members (admin)");
+  project->require_subcommand(1);
+  CLI::App* project_create = project->add_subcommand("create", "Create a project");
+  project_create->add_option("name", f->name, "Project name")->required();
+  project_create->add_option("--description", f->description, "What it is for");
+  project_create->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r =
+          client.Post("/api/v1/projects", {{"name", f->name}, {"description", f->description}});
+      if (!r.ok()) return r.status();
+      std::cout << "created project " << f->name << "\n";
+      return Status::Ok();
+    });
+  });
+  CLI::App* add_member = project->add_subcommand("add-member", "Add a user to a project");
+  add_member->add_option("name", f->name, "Project")->required();
+  add_member->add_option("user", f->user, "User")->required();
+  add_member->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Post("/api/v1/projects/" + f->name + "/members", {{"user", f->user}});
+      if (!r.ok()) return r.status();
+      std::cout << "added " << f->user << " to " << f->name << "\n";
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* token = app.add_subcommand("token", "Create or revoke your API tokens");
+  token->require_subcommand(1);
+  CLI::App* token_create = token->add_subcommand("create", "Create a token; printed once");
+  token_create->add_option("name", f->name, "What it is for")->required();
+  token_create->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Post("/api/v1/tokens", {{"name", f->name}});
+      if (!r.ok()) return r.status();
+      std::cout << Str(*r, "token") << "\n";
+      return Status::Ok();
+    });
+  });
+  CLI::App* token_revoke = token->add_subcommand("revoke", "Revoke a token by id");
+  token_revoke->add_option("id", f->id, "Token id")->required();
+  token_revoke->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Delete("/api/v1/tokens/" + std::to_string(f->id));
+      return r.ok() ? Status::Ok() : r.status();
+    });
+  });
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code) {
+  AddSubmit(app, exit_code);
+  AddJobCommands(app, exit_code);
+  AddClusterCommands(app, exit_code);
+}
+
+}  // namespace corral::cli

@@ -1,0 +1,32 @@
+// API tokens and who a request acts for. A token is "crl_" + 32 random bytes in hex, shown once
+// when created; the store keeps only its SHA-256. Agents authenticate with the cluster's join
+// token (also stored hashed) and then with a per-node token.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::server {
+
+// A new random secret ("crl_<64 hex>") from OpenSSL's CSPRNG; an error only when the system
+// has no secure randomness.
+Result<std::string> GenerateToken();
+// Lowercase hex SHA-256 of a token: what the store keeps.
+std::string HashToken(const std::string& token);
+// Constant-time comparison of two equal-length strings (hash checks).
+bool SecureEquals(const std::string& a, const std::string& b);
+
+// Who a request acts for.
+struct Principal {
+  int64_t user_id = 0;
+  std::string name;
+  bool admin = false;
+  std::vector<std::string> projects;  // projects the user is a member of
+
+  // Admins act on everything; members on their projects' jobs.
+  bool CanAccessProject(const std::string& project) const;
+};
+
+}  // namespace corral::server

@@ -1,0 +1,37 @@
+// The HTTP/JSON API under /api/v1, the agent gateway, /healthz and the status page, served
+// with cpp-httplib (TLS when a certificate is given). Errors are application/problem+json
+// ({"type","title","status","detail"}) with the detail naming the field; bodies over 1 MiB get
+// 413. Every /api/v1 route but the agent's needs `Authorization: Bearer <token>`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "server/controller.h"
+#include "store/store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace corral::server {
+
+struct HttpApiConfig {
+  std::string join_token_hash;  // SHA-256 of the cluster's join token
+  size_t max_body_bytes = 1 << 20;
+};
+
+// The routes. Borrows controller, store and clock; the HttpApi must outlive the httplib server
+// it registered on (its handlers point into it).
+class HttpApi {
+ public:
+  HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config);
+  ~HttpApi();
+  void Register(httplib::Server& http);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace corral::server

@@ -1,0 +1,44 @@
+// The job spec users submit (API JSON; the CLI also reads YAML and sends JSON):
+//
+//   {"name": "train", "project": "vision", "command": ["python3", "train.py"],
+//    "shell": false, "workdir": "/data/train", "env": {"SEED": "1"},
+//    "resources": {"gpus": 2, "gpu_milli": 1000, "gpu_models": ["A100-80GB"],
+//                  "cpu_milli": 16000, "memory_mib": 65536},
+//    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0}
+//
+// `command` is an argv, run without a shell; with "shell": true it must hold one string, run by
+// /bin/sh -c. Unknown fields are errors (typo safety); every error names the field.
+#pragma once
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/job.h"
+
+namespace corral::server {
+
+struct JobSpec {
+  std::string name;
+  std::string project;  // empty: the server's default project
+  std::vector<std::string> command;
+  bool shell = false;
+  std::string workdir;  // absolute; empty: the agent's per-task directory
+  std::map<std::string, std::string> env;
+  model::TaskResources resources;
+  int tasks = 1;
+  int priority = 0;
+  int64_t time_limit_s = 0;  // 0: none
+  int max_restarts = 0;      // requeues after failure or node loss
+};
+
+// Parses and validates a spec. Limits: 4096 argv entries, 256 env entries, 64 KiB strings.
+Result<JobSpec> ParseJobSpec(const nlohmann::json& json);
+nlohmann::json ToJson(const JobSpec& spec);
+
+// The scheduler's view of a spec for job `id` submitted at `submit_time`.
+model::Job ToModelJob(const JobSpec& spec, JobId id, const std::string& user, Seconds submit_time);
+
+}  // namespace corral::server

@@ -1,0 +1,148 @@
+#include "server/server_process.h"
+
+#include <fcntl.h>
+#include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "server/auth.h"
+
+namespace corral::server {
+
+Status WriteSecretFile(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError("cannot write '" + path + "'");
+  ::fchmod(fd, 0600);
+  const bool ok =
+      ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::close(fd);
+  return ok ? Status::Ok() : IoError("cannot write '" + path + "'");
+}
+
+namespace {
+
+std::string ReadFirstLine(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// First start: the admin user with a token, and the default project every user belongs to.
+Result<std::string> Bootstrap(store::Store& store, Clock& clock) {
+  auto users = store.ListUsers();
+  if (!users.ok()) return users.status();
+  if (!users->empty()) return std::string();
+  auto admin = store.CreateUser("admin", true, clock.Now());
+  if (!admin.ok()) return admin.status();
+  auto project = store.CreateProject("default", "jobs that name no project", clock.Now());
+  if (!project.ok() && project.status().code() != StatusCode::kAlreadyExists) {
+    return project.status();
+  }
+  CORRAL_RETURN_IF_ERROR(store.AddMember("default", admin->id));
+  auto token = GenerateToken();
+  if (!token.ok()) return token.status();
+  auto rec = store.CreateToken(admin->id, "admin-bootstrap", HashToken(*token), clock.Now());
+  if (!rec.ok()) return rec.status();
+  return *token;
+}
+
+Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
+  const size_t colon = listen.rfind(':');
+  if (colon == std::string::npos) return InvalidArgument("--listen: expected HOST:PORT");
+  const std::string port = listen.substr(colon + 1);
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
+    return InvalidArgument("--listen: bad port '" + port + "'");
+  }
+  return std::make_pair(listen.substr(0, colon), std::stoi(port));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions& options) {
+  std::unique_ptr<ServerProcess> p(new ServerProcess());
+  if (options.data_dir.empty()) return InvalidArgument("--data-dir: required");
+  std::error_code ec;
+  std::filesystem::create_directories(options.data_dir + "/logs", ec);
+  if (ec) return IoError("cannot create '" + options.data_dir + "': " + ec.message());
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    return InvalidArgument("--tls-cert and --tls-key: give both or neither");
+  }
+  auto listen = ParseListen(options.listen);
+  if (!listen.ok()) return listen.status();
+
+  auto store = store::OpenStore(options.store_url);
+  if (!store.ok()) return store.status();
+  p->store_ = std::move(store).value();
+  auto admin_token = Bootstrap(*p->store_, p->clock_);
+  if (!admin_token.ok()) return admin_token.status();
+  p->new_admin_token_ = *admin_token;
+  if (!p->new_admin_token_.empty()) {
+    CORRAL_RETURN_IF_ERROR(
+        WriteSecretFile(options.data_dir + "/admin.token", p->new_admin_token_ + "\n"));
+  }
+
+  p->join_token_ = options.join_token;
+  const std::string join_path = options.data_dir + "/join.token";
+  if (p->join_token_.empty()) p->join_token_ = ReadFirstLine(join_path);
+  if (p->join_token_.empty()) {
+    auto token = GenerateToken();
+    if (!token.ok()) return token.status();
+    p->join_token_ = *token;
+    CORRAL_RETURN_IF_ERROR(WriteSecretFile(join_path, p->join_token_ + "\n"));
+  }
+
+  ControllerConfig config;
+  config.policy = options.policy;
+  config.node_timeout = Seconds(options.node_timeout_s);
+  config.logs_dir = options.data_dir + "/logs";
+  auto controller = Controller::Create(config, *p->store_, p->clock_);
+  if (!controller.ok()) return controller.status();
+  p->controller_ = std::move(controller).value();
+
+  if (!options.tls_cert.empty()) {
+    p->http_ =
+        std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
+    if (!p->http_->is_valid()) {
+      return InvalidArgument("--tls-cert/--tls-key: cannot load the certificate or key");
+    }
+  } else {
+    p->http_ = std::make_unique<httplib::Server>();
+  }
+  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_,
+                                      HttpApiConfig{HashToken(p->join_token_)});
+  p->api_->Register(*p->http_);
+  auto [host, port] = *listen;
+  int bound = -1;
+  const int tries = options.next_free_port ? 20 : 1;
+  for (int i = 0; i < tries && bound < 0; ++i) {
+    if (port == 0) {
+      bound = p->http_->bind_to_any_port(host);
+    } else if (p->http_->bind_to_port(host, port + i)) {
+      bound = port + i;
+    }
+  }
+  if (bound < 0) return IoError("--listen: cannot bind " + options.listen);
+  p->url_ = std::string(options.tls_cert.empty() ? "http" : "https") + "://" + host + ":" +
+            std::to_string(bound);
+  return p;
+}
+
+void ServerProcess::Start() {
+  controller_->Start();
+  serve_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void ServerProcess::Stop() {
+  if (http_) http_->stop();
+  if (serve_.joinable()) serve_.join();
+  if (controller_) controller_->Stop();
+}
+
+ServerProcess::~ServerProcess() { Stop(); }
+
+}  // namespace corral::server

@@ -1,0 +1,66 @@
+// A running controller: the store, the controller, the HTTP server and their threads, wired
+// together. `corral server` runs one until a signal; `corral dev` runs one next to an agent;
+// tests start them on loopback.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "server/controller.h"
+#include "server/http_api.h"
+#include "store/store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace corral::server {
+
+struct ServerOptions {
+  std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
+  bool next_free_port = false;            // if PORT is taken, try the next 20
+  std::string store_url;                  // sqlite:PATH | postgres://...
+  std::string data_dir;                   // logs, join.token, admin.token
+  std::string join_token;                 // empty: read or create <data_dir>/join.token
+  std::string tls_cert, tls_key;          // both or neither
+  std::string policy = "fgd";
+  int node_timeout_s = 30;
+};
+
+class ServerProcess {
+ public:
+  // Opens the store (migrating it), creates the admin user, token and default project on first
+  // start, recovers the controller's state and binds the port. Errors name what failed.
+  static Result<std::unique_ptr<ServerProcess>> Create(const ServerOptions& options);
+  ~ServerProcess();
+
+  // Serves until Stop().
+  void Start();
+  void Stop();
+
+  std::string url() const { return url_; }
+  // The admin token if this start created it (printed once), else empty.
+  const std::string& new_admin_token() const { return new_admin_token_; }
+  const std::string& join_token() const { return join_token_; }
+
+ private:
+  ServerProcess() = default;
+
+  SystemClock clock_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<HttpApi> api_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread serve_;
+  std::string url_;
+  std::string new_admin_token_;
+  std::string join_token_;
+};
+
+// Writes `content` to `path` with mode 0600 (secrets). Errors name the path.
+Status WriteSecretFile(const std::string& path, const std::string& content);
+
+}  // namespace corral::server

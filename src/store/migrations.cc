@@ -1,0 +1,178 @@
+#include "store/migrations.h"
+
+#include <cstdint>
+
+namespace corral::store {
+namespace {
+
+// pg_advisory_xact_lock key serialising migrations: "corral" in ASCII.
+constexpr int64_t kMigrationLockKey = 0x636f7272616c;
+
+constexpr char kCreateSchemaVersion[] =
+    "CREATE TABLE IF NOT EXISTS schema_version ("
+    " version INTEGER PRIMARY KEY,"
+    " description TEXT NOT NULL)";
+
+// Version 1. Times are Unix seconds (BIGINT); JSON documents are TEXT; booleans are INTEGER 0/1;
+// every state column lists its states (store.h) in a CHECK.
+constexpr char kInitialSchema[] = R"sql(
+CREATE TABLE users (
+  id {id},
+  name TEXT NOT NULL UNIQUE,
+  admin INTEGER NOT NULL DEFAULT 0 CHECK (admin IN (0, 1)),
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE tokens (
+  id {id},
+  user_id BIGINT NOT NULL REFERENCES users (id),
+  name TEXT NOT NULL,
+  hash TEXT NOT NULL UNIQUE,
+  created_at BIGINT NOT NULL,
+  revoked_at BIGINT
+);
+CREATE INDEX tokens_by_user ON tokens (user_id);
+CREATE TABLE projects (
+  name TEXT PRIMARY KEY,
+  description TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE project_members (
+  project TEXT NOT NULL REFERENCES projects (name),
+  user_id BIGINT NOT NULL REFERENCES users (id),
+  PRIMARY KEY (project, user_id)
+);
+CREATE INDEX project_members_by_user ON project_members (user_id);
+CREATE TABLE jobs (
+  id {id},
+  name TEXT NOT NULL,
+  user_name TEXT NOT NULL REFERENCES users (name),
+  project TEXT NOT NULL REFERENCES projects (name),
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost')),
+  priority INTEGER NOT NULL,
+  restarts INTEGER NOT NULL DEFAULT 0,
+  submit_time BIGINT NOT NULL,
+  start_time BIGINT,
+  end_time BIGINT,
+  reason TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX jobs_by_state ON jobs (state);
+CREATE INDEX jobs_by_project ON jobs (project);
+CREATE INDEX jobs_by_user ON jobs (user_name);
+CREATE TABLE job_events (
+  id {id},
+  job_id BIGINT NOT NULL REFERENCES jobs (id),
+  time BIGINT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL
+);
+CREATE INDEX job_events_by_job ON job_events (job_id, id);
+CREATE TABLE nodes (
+  name TEXT PRIMARY KEY,
+  inventory_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('ready', 'lost', 'drained', 'cordoned')),
+  last_heartbeat BIGINT NOT NULL
+);
+CREATE TABLE tasks (
+  allocation_id BIGINT NOT NULL,
+  generation BIGINT NOT NULL,
+  job_id BIGINT NOT NULL REFERENCES jobs (id),
+  task_index INTEGER NOT NULL CHECK (task_index >= 0),
+  node TEXT NOT NULL REFERENCES nodes (name),
+  allocation_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN ('assigned', 'running', 'exited', 'killed', 'lost')),
+  exit_code INTEGER,
+  signal INTEGER,
+  start_time BIGINT,
+  end_time BIGINT,
+  PRIMARY KEY (allocation_id, generation)
+);
+CREATE INDEX tasks_by_job ON tasks (job_id, task_index, generation);
+CREATE INDEX tasks_by_state ON tasks (state);
+CREATE TABLE counters (
+  name TEXT PRIMARY KEY,
+  value BIGINT NOT NULL
+);
+INSERT INTO counters (name, value) VALUES ('allocation_id', 0);
+)sql";
+
+// The one place where the dialects' DDL differs.
+std::string ForDialect(const std::string& ddl, Dialect dialect) {
+  const std::string id = dialect == Dialect::kSqlite
+                             ? "INTEGER PRIMARY KEY AUTOINCREMENT"
+                             : "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY";
+  std::string out = ddl;
+  for (size_t pos = out.find("{id}"); pos != std::string::npos; pos = out.find("{id}", pos)) {
+    out.replace(pos, 4, id);
+  }
+  return out;
+}
+
+Status Annotated(const Status& s, const std::string& what) {
+  return {s.code(), "migrate schema: " + what + ": " + s.message()};
+}
+
+}  // namespace
+
+const std::vector<Migration>& StoreMigrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
+  };
+  return kMigrations;
+}
+
+Result<int> SchemaVersion(SqlConnection& conn) {
+  Status s = conn.ExecuteScript(kCreateSchemaVersion);
+  if (!s.ok()) return Annotated(s, "create schema_version");
+  auto rows = conn.Query("SELECT COALESCE(MAX(version), 0) FROM schema_version", {});
+  if (!rows.ok()) return Annotated(rows.status(), "read schema_version");
+  return rows->empty() ? 0 : static_cast<int>((*rows)[0].Int(0));
+}
+
+Status ApplyMigrations(SqlConnection& conn, const std::vector<Migration>& migrations) {
+  for (size_t i = 0; i < migrations.size(); ++i) {
+    if (migrations[i].version != static_cast<int>(i) + 1) {
+      return {StatusCode::kInternal, "migrate schema: migration #" + std::to_string(i) +
+                                         " has version " + std::to_string(migrations[i].version) +
+                                         ", expected " + std::to_string(i + 1)};
+    }
+  }
+  const int latest = static_cast<int>(migrations.size());
+  Status s = conn.Begin();
+  if (!s.ok()) return Annotated(s, "begin");
+  auto migrate = [&]() -> Status {
+    if (conn.dialect() == Dialect::kPostgres) {
+      auto locked = conn.Query("SELECT pg_advisory_xact_lock(?)", {kMigrationLockKey});
+      if (!locked.ok()) return Annotated(locked.status(), "lock");
+    }
+    auto current = SchemaVersion(conn);
+    if (!current.ok()) return current.status();
+    if (*current > latest) {
+      return FailedPrecondition("the store's schema version " + std::to_string(*current) +
+                                " is newer than this corral knows (" + std::to_string(latest) +
+                                "); run a newer corral");
+    }
+    for (const Migration& m : migrations) {
+      if (m.version <= *current) continue;
+      std::string what = "version " + std::to_string(m.version) + " (" + m.description + ")";
+      Status applied = conn.ExecuteScript(ForDialect(m.ddl, conn.dialect()));
+      if (!applied.ok()) return Annotated(applied, what);
+      auto recorded =
+          conn.Execute("INSERT INTO schema_version (version, description) VALUES (?, ?)",
+                       {int64_t{m.version}, m.description});
+      if (!recorded.ok()) return Annotated(recorded.status(), what);
+    }
+    return {};
+  };
+  s = migrate();
+  if (s.ok()) {
+    s = conn.Commit();
+    if (!s.ok()) s = Annotated(s, "commit");
+  }
+  if (!s.ok()) conn.Rollback();
+  return s;
+}
+
+}  // namespace corral::store

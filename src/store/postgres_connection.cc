@@ -1,0 +1,333 @@
+#include "store/postgres_connection.h"
+
+#include <libpq-fe.h>
+
+#include "store/store_url.h"
+
+namespace corral::store {
+namespace {
+
+// Prepared statements kept per connection. The store's SQL is a fixed set of texts plus a few
+// variants (IN lists of several lengths), far below this; the cap only bounds the worst case.
+constexpr size_t kMaxPreparedStatements = 256;
+// Runs per pipeline sync in QueryEach: bounds what is in flight so that neither side's socket
+// buffer can fill up while the other waits (libpq's blocking-mode caveat).
+constexpr size_t kPipelineChunk = 64;
+
+void IgnoreNotice(void*, const char*) {}
+
+std::string TrimNewlines(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+StatusCode CodeOf(std::string_view sqlstate) {
+  if (sqlstate == "23505") return StatusCode::kAlreadyExists;  // unique_violation
+  if (sqlstate == "23503") return StatusCode::kNotFound;       // foreign_key_violation
+  if (sqlstate == "23514" || sqlstate == "23502") {            // check / not_null_violation
+    return StatusCode::kInvalidArgument;
+  }
+  return StatusCode::kIoError;
+}
+
+// The parameters as libpq wants them: NUL-terminated text, nullptr for NULL.
+class TextParams {
+ public:
+  explicit TextParams(const SqlParams& params) {
+    numbers_.reserve(params.size());  // no reallocation: values_ points into it
+    values_.reserve(params.size());
+    for (const SqlValue& p : params) {
+      if (const auto* v = std::get_if<int64_t>(&p)) {
+        numbers_.push_back(std::to_string(*v));
+        values_.push_back(numbers_.back().c_str());
+      } else if (const auto* s = std::get_if<std::string>(&p)) {
+        values_.push_back(s->c_str());
+      } else {
+        values_.push_back(nullptr);
+      }
+    }
+  }
+  int count() const { return static_cast<int>(values_.size()); }
+  const char* const* values() const { return values_.data(); }
+
+ private:
+  std::vector<std::string> numbers_;
+  std::vector<const char*> values_;
+};
+
+SqlRows RowsOf(const PGresult* result) {
+  SqlRows rows;
+  int n = PQntuples(result);
+  int columns = PQnfields(result);
+  rows.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    std::vector<SqlValue> cells;
+    cells.reserve(columns);
+    for (int c = 0; c < columns; ++c) {
+      if (PQgetisnull(result, r, c)) {
+        cells.emplace_back(std::monostate{});
+      } else {
+        cells.emplace_back(std::string(PQgetvalue(result, r, c), PQgetlength(result, r, c)));
+      }
+    }
+    rows.emplace_back(std::move(cells));
+  }
+  return rows;
+}
+
+bool Succeeded(const PGresult* result) {
+  ExecStatusType status = PQresultStatus(result);
+  return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
+}
+
+}  // namespace
+
+std::string ToPostgresPlaceholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 16);
+  char quote = 0;  // the quote character we are inside, or 0
+  int n = 0;
+  for (char c : sql) {
+    if (quote != 0) {
+      if (c == quote) quote = 0;  // a doubled quote re-enters at once: same result
+      out += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      out += c;
+    } else if (c == '?') {
+      out += '$' + std::to_string(++n);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+Result<std::unique_ptr<PostgresConnection>> PostgresConnection::Open(const std::string& url) {
+  // The URL comes last so that what it says overrides these defaults.
+  const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
+  const char* values[] = {"10", "corral", url.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
+  std::string where = "connect to PostgreSQL at " + RedactUrl(url) + ": ";
+  if (conn == nullptr) return IoError(where + "out of memory");
+  std::string password = UrlPassword(url);
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string message = Scrub(TrimNewlines(PQerrorMessage(conn)), password);
+    PQfinish(conn);
+    return IoError(where + message);
+  }
+  PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);  // "already exists, skipping" and the like
+  std::unique_ptr<PostgresConnection> pg(new PostgresConnection(conn, std::move(password)));
+  if (PQsetClientEncoding(conn, "UTF8") != 0) {
+    return IoError(where + "set client encoding UTF8: " + pg->ConnectionError("").message());
+  }
+  // Durable before visible: a server configured with synchronous_commit=off would acknowledge
+  // commits it can still lose. Stronger settings (remote_write, remote_apply) are kept.
+  auto sync = pg->Query("SHOW synchronous_commit", {});
+  if (!sync.ok()) return IoError(where + sync.status().message());
+  if (!sync->empty() && (*sync)[0].Text(0) == "off") {
+    auto set = pg->Execute("SET synchronous_commit TO on", {});
+    if (!set.ok()) return IoError(where + set.status().message());
+  }
+  return pg;
+}
+
+PostgresConnection::~PostgresConnection() { PQfinish(conn_); }
+
+Status PostgresConnection::ConnectionError(std::string_view what) const {
+  std::string message = TrimNewlines(PQerrorMessage(conn_));
+  if (message.empty()) message = "connection failed";
+  return IoError(std::string(what) + Scrub(message, password_));
+}
+
+Status PostgresConnection::ResultError(const PGresult* result) const {
+  if (result == nullptr) return ConnectionError("");
+  const char* sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+  const char* detail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+  if (primary == nullptr) {
+    std::string message = TrimNewlines(PQresultErrorMessage(result));
+    if (message.empty()) return ConnectionError("");
+    return IoError(Scrub(message, password_));
+  }
+  std::string message = primary;
+  if (detail != nullptr) message += std::string(" (") + detail + ")";
+  return {CodeOf(sqlstate ? sqlstate : ""), Scrub(message, password_)};
+}
+
+Status PostgresConnection::EnsureConnected() {
+  if (transaction_lost_) return IoError("the connection was reset; the transaction is lost");
+  if (PQstatus(conn_) == CONNECTION_OK) return {};
+  if (in_transaction_) return ConnectionError("connection lost inside a transaction: ");
+  PQreset(conn_);
+  statements_.clear();  // prepared statements die with the session
+  if (PQstatus(conn_) != CONNECTION_OK) return ConnectionError("reconnect: ");
+  PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+  return {};
+}
+
+Status PostgresConnection::AbandonSession(Status why) {
+  PQreset(conn_);
+  statements_.clear();
+  if (in_transaction_) transaction_lost_ = true;
+  return why;
+}
+
+Result<std::string> PostgresConnection::Prepare(const std::string& sql) {
+  auto it = statements_.find(sql);
+  if (it != statements_.end()) return it->second;
+  if (statements_.size() >= kMaxPreparedStatements) return std::string();
+  std::string name = "corral_" + std::to_string(next_statement_++);
+  std::string text = ToPostgresPlaceholders(sql);
+  std::shared_ptr<PGresult> result(PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr),
+                                   PQclear);
+  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  statements_.emplace(sql, name);
+  return name;
+}
+
+bool PostgresConnection::Send(const std::string& name, const std::string& sql,
+                              const SqlParams& params) {
+  TextParams text(params);  // libpq copies the values into its output buffer
+  if (name.empty()) {
+    return PQsendQueryParams(conn_, ToPostgresPlaceholders(sql).c_str(), text.count(), nullptr,
+                             text.values(), nullptr, nullptr, 0) == 1;
+  }
+  return PQsendQueryPrepared(conn_, name.c_str(), text.count(), text.values(), nullptr, nullptr,
+                             0) == 1;
+}
+
+Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
+    const std::string& sql, const std::vector<SqlParams>& param_sets) {
+  std::vector<RunResult> results;
+  if (param_sets.empty()) return results;  // a pending BEGIN waits for the next statement
+  CORRAL_RETURN_IF_ERROR(EnsureConnected());
+  auto name = Prepare(sql);
+  if (!name.ok()) return name.status();
+  results.reserve(param_sets.size());
+  for (size_t begin = 0; begin < param_sets.size(); begin += kPipelineChunk) {
+    size_t end = std::min(param_sets.size(), begin + kPipelineChunk);
+    if (PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
+    // A pipeline that cannot be completed leaves libpq mid-protocol: start a new session
+    // rather than guess what the server saw.
+    const bool with_begin = begin_pending_;
+    if (with_begin) {
+      begin_pending_ = false;  // from here on the server has (or had) the transaction
+      if (PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) {
+        return AbandonSession(ConnectionError("send: "));
+      }
+    }
+    for (size_t i = begin; i < end; ++i) {
+      if (!Send(*name, sql, param_sets[i])) return AbandonSession(ConnectionError("send: "));
+    }
+    if (PQpipelineSync(conn_) != 1) return AbandonSession(ConnectionError("pipeline sync: "));
+    // Every run answers with its results and then a null; after an error the server skips the
+    // rest up to the sync (PGRES_PIPELINE_ABORTED). Read all of it to leave the pipeline clean.
+    Status first_error;
+    const size_t runs = end - begin + (with_begin ? 1 : 0);
+    for (size_t k = 0; k < runs; ++k) {
+      while (PGresult* raw = PQgetResult(conn_)) {
+        std::shared_ptr<PGresult> result(raw, PQclear);
+        if (PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) continue;
+        if (!Succeeded(raw)) {
+          if (first_error.ok()) first_error = ResultError(raw);
+          continue;
+        }
+        if (with_begin && k == 0) continue;  // BEGIN's own result
+        std::string_view tuples = PQcmdTuples(raw);
+        results.push_back({RowsOf(raw), tuples.empty() ? 0 : std::stoll(std::string(tuples))});
+      }
+      if (PQstatus(conn_) != CONNECTION_OK) return AbandonSession(ConnectionError(""));
+    }
+    std::shared_ptr<PGresult> sync(PQgetResult(conn_), PQclear);
+    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+      return AbandonSession(ConnectionError("pipeline: expected the sync point: "));
+    }
+    if (PQexitPipelineMode(conn_) != 1) {
+      return AbandonSession(ConnectionError("exit pipeline mode: "));
+    }
+    if (!first_error.ok()) return first_error;
+  }
+  return results;
+}
+
+Result<int64_t> PostgresConnection::Execute(const std::string& sql, const SqlParams& params) {
+  auto results = Pipeline(sql, {params});
+  if (!results.ok()) return results.status();
+  return results->front().changed;
+}
+
+Result<SqlRows> PostgresConnection::Query(const std::string& sql, const SqlParams& params) {
+  auto results = Pipeline(sql, {params});
+  if (!results.ok()) return results.status();
+  return std::move(results->front().rows);
+}
+
+Result<std::vector<SqlRows>> PostgresConnection::QueryEach(
+    const std::string& sql, const std::vector<SqlParams>& param_sets) {
+  auto results = Pipeline(sql, param_sets);
+  if (!results.ok()) return results.status();
+  std::vector<SqlRows> rows;
+  rows.reserve(results->size());
+  for (RunResult& r : *results) rows.push_back(std::move(r.rows));
+  return rows;
+}
+
+Status PostgresConnection::ExecuteScript(const std::string& sql) {
+  CORRAL_RETURN_IF_ERROR(EnsureConnected());
+  // A BEGIN in a multi-statement query opens a transaction that outlives the query.
+  std::string text = begin_pending_ ? "BEGIN; " + sql : sql;
+  begin_pending_ = false;
+  std::shared_ptr<PGresult> result(PQexec(conn_, text.c_str()), PQclear);
+  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  return {};
+}
+
+Status PostgresConnection::Begin() {
+  if (in_transaction_) return {StatusCode::kInternal, "begin: a transaction is already open"};
+  CORRAL_RETURN_IF_ERROR(EnsureConnected());
+  // BEGIN travels with the transaction's first statement: one round trip less per transaction.
+  begin_pending_ = true;
+  in_transaction_ = true;
+  return {};
+}
+
+Status PostgresConnection::Commit() {
+  if (transaction_lost_ || PQstatus(conn_) != CONNECTION_OK) {
+    Rollback();
+    return IoError("commit: the connection was lost; the transaction was rolled back");
+  }
+  if (begin_pending_) {  // nothing ran: nothing to commit
+    Rollback();
+    return {};
+  }
+  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+    Rollback();
+    return IoError("commit: the transaction was aborted by an earlier error");
+  }
+  std::shared_ptr<PGresult> result(PQexec(conn_, "COMMIT"), PQclear);
+  in_transaction_ = false;
+  if (!result || !Succeeded(result.get())) {
+    Status error = ResultError(result.get());
+    // With the connection lost during COMMIT the server may or may not have committed.
+    bool lost = PQstatus(conn_) != CONNECTION_OK;
+    return {error.code(), (lost ? "commit (outcome unknown): " : "commit: ") + error.message()};
+  }
+  if (std::string_view(PQcmdStatus(result.get())) != "COMMIT") {
+    return IoError("commit: the server rolled the transaction back");
+  }
+  return {};
+}
+
+Status PostgresConnection::Rollback() {
+  in_transaction_ = false;
+  transaction_lost_ = false;
+  begin_pending_ = false;
+  if (PQstatus(conn_) != CONNECTION_OK) return {};  // the server rolls back a lost session
+  if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return {};
+  std::shared_ptr<PGresult> result(PQexec(conn_, "ROLLBACK"), PQclear);
+  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  return {};
+}
+
+}  // namespace corral::store

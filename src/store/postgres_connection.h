@@ -1,0 +1,80 @@
+// The PostgreSQL driver of SqlConnection, on the libpq C API. Statements are prepared once per
+// connection (by SQL text) and run with text parameters in pipeline mode: QueryEach sends all
+// its runs in one round trip, and the BEGIN of a transaction travels with its first statement. A
+// connection that broke is re-established at the start of the next statement outside a
+// transaction (inside one, the statement fails: the transaction is lost).
+//
+// Thread safety: none; one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "store/sql_connection.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace corral::store {
+
+// "SELECT ? WHERE a = '?'" -> "SELECT $1 WHERE a = '?'": every `?` outside a quoted literal or
+// identifier becomes $1, $2, ... in order. (The store's SQL has no comments and no `?`
+// operators, which this does not recognise.)
+std::string ToPostgresPlaceholders(std::string_view sql);
+
+class PostgresConnection final : public SqlConnection {
+ public:
+  // Connects with a libpq URI ("postgres://user@host:port/db?..."). Messages show the URL with
+  // its password redacted.
+  static Result<std::unique_ptr<PostgresConnection>> Open(const std::string& url);
+  ~PostgresConnection() override;
+  PostgresConnection(const PostgresConnection&) = delete;
+  PostgresConnection& operator=(const PostgresConnection&) = delete;
+
+  Dialect dialect() const override { return Dialect::kPostgres; }
+  Result<int64_t> Execute(const std::string& sql, const SqlParams& params) override;
+  Result<SqlRows> Query(const std::string& sql, const SqlParams& params) override;
+  Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
+                                         const std::vector<SqlParams>& param_sets) override;
+  Status ExecuteScript(const std::string& sql) override;
+  Status Begin() override;
+  Status Commit() override;
+  Status Rollback() override;
+
+ private:
+  PostgresConnection(pg_conn* conn, std::string password)
+      : conn_(conn), password_(std::move(password)) {}
+
+  // Re-establishes a broken connection when no transaction is open.
+  Status EnsureConnected();
+  // Starts a new session after a pipeline broke off midway; an open transaction is lost (and
+  // Commit will say so). Returns `why`.
+  Status AbandonSession(Status why);
+  // The name of the prepared statement for `sql`, preparing it on first use; "" when the cache
+  // is full (the statement then runs unprepared).
+  Result<std::string> Prepare(const std::string& sql);
+  // Sends one run of `sql` (prepared as `name`, or unprepared when name is "").
+  bool Send(const std::string& name, const std::string& sql, const SqlParams& params);
+  struct RunResult {
+    SqlRows rows;
+    int64_t changed = 0;  // rows the statement changed
+  };
+  // Runs `sql` once per parameter set in pipeline mode (one round trip per chunk of runs), the
+  // deferred BEGIN first when one is pending. Stops at the first error.
+  Result<std::vector<RunResult>> Pipeline(const std::string& sql,
+                                          const std::vector<SqlParams>& param_sets);
+  Status ResultError(const pg_result* result) const;
+  Status ConnectionError(std::string_view what) const;
+
+  pg_conn* conn_;                                            // owned
+  std::string password_;                                     // scrubbed from every message
+  std::unordered_map<std::string, std::string> statements_;  // SQL text -> prepared name
+  int next_statement_ = 0;
+  bool in_transaction_ = false;    // between Begin() and Commit()/Rollback()
+  bool transaction_lost_ = false;  // the session was reset inside the open transaction
+  bool begin_pending_ = false;     // Begin() was called; BEGIN goes out with the next statement
+};
+
+}  // namespace corral::store

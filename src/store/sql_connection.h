@@ -1,0 +1,70 @@
+// A minimal SQL connection: the only code that knows a database's C API. SqlStore writes its SQL
+// once, with `?` placeholders, and runs it through this interface on SQLite or PostgreSQL.
+//
+// Thread safety: none. A connection is used by one thread at a time (SqlStore holds a mutex).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::store {
+
+enum class Dialect { kSqlite, kPostgres };
+
+// A parameter or a result cell: NULL, a 64-bit integer or text.
+using SqlValue = std::variant<std::monostate, int64_t, std::string>;
+using SqlParams = std::vector<SqlValue>;
+
+// One result row, read by column index (the order of the SELECT or RETURNING list). Text cells
+// holding a number read as integers: PostgreSQL returns every cell as text.
+class SqlRow {
+ public:
+  explicit SqlRow(std::vector<SqlValue> cells) : cells_(std::move(cells)) {}
+
+  size_t size() const { return cells_.size(); }
+  bool IsNull(size_t i) const { return std::holds_alternative<std::monostate>(cells_.at(i)); }
+  int64_t Int(size_t i) const;                    // NULL reads as 0
+  std::optional<int64_t> OptInt(size_t i) const;  // NULL reads as nullopt
+  std::string Text(size_t i) const;               // NULL reads as ""
+
+ private:
+  std::vector<SqlValue> cells_;
+};
+using SqlRows = std::vector<SqlRow>;
+
+// Status codes the drivers return, whatever the database: a unique or primary-key violation is
+// AlreadyExists, a foreign-key violation NotFound, a CHECK or NOT NULL violation
+// InvalidArgument, anything else IoError. Messages are the database's own text (without the
+// statement); callers prefix the operation.
+class SqlConnection {
+ public:
+  virtual ~SqlConnection() = default;
+
+  virtual Dialect dialect() const = 0;
+
+  // Runs one statement; `?` placeholders take params in order. Returns the rows it changed.
+  virtual Result<int64_t> Execute(const std::string& sql, const SqlParams& params = {}) = 0;
+  // Runs one statement (SELECT, or a write with RETURNING) and returns its rows.
+  virtual Result<SqlRows> Query(const std::string& sql, const SqlParams& params = {}) = 0;
+  // Runs the same statement once per parameter set, in order, and returns each run's rows.
+  // Stops at the first error. PostgreSQL pipelines the runs (one round trip per chunk); SQLite
+  // reuses one prepared statement. Meant for batches inside a transaction.
+  virtual Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
+                                                 const std::vector<SqlParams>& param_sets) = 0;
+  // Runs several ';'-separated statements without parameters (migration DDL).
+  virtual Status ExecuteScript(const std::string& sql) = 0;
+
+  // A write transaction (SQLite: BEGIN IMMEDIATE, which takes the write lock up front).
+  virtual Status Begin() = 0;
+  virtual Status Commit() = 0;
+  // Rolls back the open transaction; a no-op when none is open.
+  virtual Status Rollback() = 0;
+};
+
+}  // namespace corral::store

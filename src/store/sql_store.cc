@@ -1,0 +1,658 @@
+#include "store/sql_store.h"
+
+#include <algorithm>
+#include <set>
+
+#include "store/migrations.h"
+
+namespace corral::store {
+namespace {
+
+// Column lists, in the order the *From(row) readers below expect.
+constexpr char kUserColumns[] = "id, name, admin, created_at";
+constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at";
+constexpr char kJobColumns[] =
+    "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
+    "start_time, end_time, reason";
+constexpr char kTaskColumns[] =
+    "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
+    "signal, start_time, end_time";
+constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat";
+
+constexpr char kInsertJob[] =
+    "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, restarts, "
+    "submit_time, reason) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING id";
+constexpr char kInsertEvent[] =
+    "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)";
+constexpr char kInsertTask[] =
+    "INSERT INTO tasks (job_id, task_index, allocation_id, generation, node, allocation_json, "
+    "state) VALUES (?, ?, ?, ?, ?, ?, ?)";
+
+constexpr char kSubmittedReason[] = "submitted";
+
+std::string Select(const char* columns, const std::string& rest) {
+  return std::string("SELECT ") + columns + " FROM " + rest;
+}
+
+SqlValue OptValue(const std::optional<Seconds>& t) {
+  if (!t) return std::monostate{};
+  return t->value();
+}
+SqlValue OptValue(const std::optional<int>& v) {
+  if (!v) return std::monostate{};
+  return int64_t{*v};
+}
+std::optional<Seconds> OptSeconds(const SqlRow& row, size_t i) {
+  auto v = row.OptInt(i);
+  if (!v) return std::nullopt;
+  return Seconds(*v);
+}
+std::optional<int> OptInt32(const SqlRow& row, size_t i) {
+  auto v = row.OptInt(i);
+  if (!v) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
+UserRecord UserFrom(const SqlRow& row) {
+  return {row.Int(0), row.Text(1), row.Int(2) != 0, Seconds(row.Int(3))};
+}
+TokenRecord TokenFrom(const SqlRow& row) {
+  return {row.Int(0),  row.Int(1),          row.Text(2),
+          row.Text(3), Seconds(row.Int(4)), OptSeconds(row, 5)};
+}
+JobRecord JobFrom(const SqlRow& row) {
+  JobRecord j;
+  j.id = JobId(row.Int(0));
+  j.name = row.Text(1);
+  j.user = row.Text(2);
+  j.project = row.Text(3);
+  j.spec_json = row.Text(4);
+  j.state = row.Text(5);
+  j.priority = static_cast<int>(row.Int(6));
+  j.restarts = static_cast<int>(row.Int(7));
+  j.submit_time = Seconds(row.Int(8));
+  j.start_time = OptSeconds(row, 9);
+  j.end_time = OptSeconds(row, 10);
+  j.reason = row.Text(11);
+  return j;
+}
+TaskRecord TaskFrom(const SqlRow& row) {
+  TaskRecord t;
+  t.job = JobId(row.Int(0));
+  t.task_index = static_cast<int>(row.Int(1));
+  t.allocation_id = row.Int(2);
+  t.generation = row.Int(3);
+  t.node = row.Text(4);
+  t.allocation_json = row.Text(5);
+  t.state = row.Text(6);
+  t.exit_code = OptInt32(row, 7);
+  t.signal = OptInt32(row, 8);
+  t.start_time = OptSeconds(row, 9);
+  t.end_time = OptSeconds(row, 10);
+  return t;
+}
+NodeRecord NodeFrom(const SqlRow& row) {
+  return {row.Text(0), row.Text(1), row.Text(2), Seconds(row.Int(3))};
+}
+
+template <size_t N>
+std::string Join(const std::array<std::string_view, N>& names) {
+  std::string out;
+  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+  return out;
+}
+
+// InvalidArgument unless `value` is one of `states`; names the field.
+template <size_t N>
+Status CheckState(const std::string& field, const std::string& value,
+                  const std::array<std::string_view, N>& states) {
+  if (std::find(states.begin(), states.end(), value) != states.end()) return {};
+  return InvalidArgument("field '" + field + "': unknown state '" + value + "' (expected one of " +
+                         Join(states) + ")");
+}
+
+bool IsTerminal(const std::string& state) {
+  return state == kJobSucceeded || state == kJobFailed || state == kJobCancelled ||
+         state == kJobLost;
+}
+
+bool IsHexSha256(const std::string& hash) {
+  return hash.size() == 64 && std::all_of(hash.begin(), hash.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+std::string JobName(JobId id) { return "job " + std::to_string(id.value()); }
+
+// "?, ?, ?" for n values, appending them to params.
+std::string InList(const std::vector<std::string>& values, SqlParams& params) {
+  std::string out;
+  for (const std::string& v : values) {
+    out += out.empty() ? "?" : ", ?";
+    params.emplace_back(v);
+  }
+  return out;
+}
+
+// The submission event's reason, which is also the new job's `reason`.
+std::string SubmitReason(const JobRecord& job) {
+  return job.reason.empty() ? std::string(kSubmittedReason) : job.reason;
+}
+
+Status ValidateNewJob(const JobRecord& job) {
+  if (job.user.empty()) return InvalidArgument("field 'user': must not be empty");
+  if (job.project.empty()) return InvalidArgument("field 'project': must not be empty");
+  if (!job.state.empty() && job.state != kJobPending) {
+    return InvalidArgument("field 'state': a new job is pending, got '" + job.state + "'");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SqlStore>> SqlStore::Create(std::unique_ptr<SqlConnection> conn,
+                                                   std::string name) {
+  Status s = ApplyMigrations(*conn, StoreMigrations());
+  if (!s.ok()) {
+    return Status(s.code(), "open store " + name + ": " + s.message());
+  }
+  return std::unique_ptr<SqlStore>(new SqlStore(std::move(conn), std::move(name)));
+}
+
+Status SqlStore::InTransaction(const std::function<Status()>& body) {
+  CORRAL_RETURN_IF_ERROR(conn_->Begin());
+  Status s = body();
+  if (s.ok()) s = conn_->Commit();
+  if (!s.ok()) conn_->Rollback();  // the first error is the one worth reporting
+  return s;
+}
+
+Status SqlStore::Annotate(const std::string& operation, const Status& status) const {
+  if (status.ok()) return status;
+  if (status.code() == StatusCode::kIoError || status.code() == StatusCode::kInternal) {
+    return {status.code(), operation + ": store " + name_ + ": " + status.message()};
+  }
+  return {status.code(), operation + ": " + status.message()};
+}
+
+Status SqlStore::ExplainWrongState(JobId id, const std::string& expected) {
+  auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return NotFound(JobName(id) + " not found");
+  return FailedPrecondition(JobName(id) + " is " + (*rows)[0].Text(0) + ", not " + expected);
+}
+
+Status SqlStore::ExplainMissingJobOwner(const std::vector<JobRecord>& jobs) {
+  std::set<std::string> users, projects;
+  for (const JobRecord& j : jobs) {
+    users.insert(j.user);
+    projects.insert(j.project);
+  }
+  for (const std::string& u : users) {
+    auto rows = conn_->Query("SELECT 1 FROM users WHERE name = ?", {u});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return NotFound("field 'user': user '" + u + "' does not exist");
+  }
+  for (const std::string& p : projects) {
+    auto rows = conn_->Query("SELECT 1 FROM projects WHERE name = ?", {p});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return NotFound("field 'project': project '" + p + "' does not exist");
+  }
+  return NotFound("a user or project of the job does not exist");
+}
+
+// ---- Users and tokens ----
+
+Result<UserRecord> SqlStore::CreateUser(const std::string& name, bool admin, Seconds now) {
+  const std::string op = "create user '" + name + "'";
+  if (name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows =
+      conn_->Query("INSERT INTO users (name, admin, created_at) VALUES (?, ?, ?) RETURNING id",
+                   {name, int64_t{admin ? 1 : 0}, now.value()});
+  if (!rows.ok()) {
+    if (rows.status().code() == StatusCode::kAlreadyExists) {
+      return Annotate(op, AlreadyExists("user '" + name + "' already exists"));
+    }
+    return Annotate(op, rows.status());
+  }
+  return UserRecord{(*rows)[0].Int(0), name, admin, now};
+}
+
+Result<UserRecord> SqlStore::FindUser(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(Select(kUserColumns, "users WHERE name = ?"), {name});
+  if (!rows.ok()) return Annotate("find user '" + name + "'", rows.status());
+  if (rows->empty()) return NotFound("user '" + name + "' not found");
+  return UserFrom((*rows)[0]);
+}
+
+Result<std::vector<UserRecord>> SqlStore::ListUsers() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(Select(kUserColumns, "users ORDER BY id"), {});
+  if (!rows.ok()) return Annotate("list users", rows.status());
+  std::vector<UserRecord> users;
+  for (const SqlRow& row : *rows) users.push_back(UserFrom(row));
+  return users;
+}
+
+Result<TokenRecord> SqlStore::CreateToken(int64_t user_id, const std::string& name,
+                                          const std::string& hash, Seconds now) {
+  const std::string op = "create token '" + name + "' for user " + std::to_string(user_id);
+  if (!IsHexSha256(hash)) {
+    // Deliberately not echoing `hash`: a caller passing the secret by mistake must not log it.
+    return Annotate(op, InvalidArgument("field 'hash': must be a lowercase hex SHA-256 (64 "
+                                        "characters of 0-9a-f); the secret is never stored"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      "INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?) RETURNING id",
+      {user_id, name, hash, now.value()});
+  if (!rows.ok()) {
+    switch (rows.status().code()) {
+      case StatusCode::kNotFound:
+        return Annotate(op, NotFound("user " + std::to_string(user_id) + " does not exist"));
+      case StatusCode::kAlreadyExists:
+        return Annotate(op, AlreadyExists("a token with this hash already exists"));
+      default:
+        return Annotate(op, rows.status());
+    }
+  }
+  return TokenRecord{(*rows)[0].Int(0), user_id, name, hash, now, std::nullopt};
+}
+
+Result<UserRecord> SqlStore::UserForTokenHash(const std::string& hash) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      "SELECT u.id, u.name, u.admin, u.created_at FROM tokens t JOIN users u ON u.id = t.user_id "
+      "WHERE t.hash = ? AND t.revoked_at IS NULL",
+      {hash});
+  if (!rows.ok()) return Annotate("look up token", rows.status());
+  if (rows->empty()) return NotFound("unknown or revoked token");
+  return UserFrom((*rows)[0]);
+}
+
+Result<std::vector<TokenRecord>> SqlStore::ListTokens(int64_t user_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows =
+      conn_->Query(Select(kTokenColumns, "tokens WHERE user_id = ? ORDER BY id"), {user_id});
+  if (!rows.ok()) {
+    return Annotate("list tokens of user " + std::to_string(user_id), rows.status());
+  }
+  std::vector<TokenRecord> tokens;
+  for (const SqlRow& row : *rows) tokens.push_back(TokenFrom(row));
+  return tokens;
+}
+
+Status SqlStore::RevokeToken(int64_t user_id, int64_t token_id, Seconds now) {
+  const std::string op =
+      "revoke token " + std::to_string(token_id) + " of user " + std::to_string(user_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto changed = conn_->Execute(
+      "UPDATE tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
+      {now.value(), token_id, user_id});
+  if (!changed.ok()) return Annotate(op, changed.status());
+  if (*changed == 1) return {};
+  auto rows =
+      conn_->Query("SELECT 1 FROM tokens WHERE id = ? AND user_id = ?", {token_id, user_id});
+  if (!rows.ok()) return Annotate(op, rows.status());
+  if (rows->empty()) return Annotate(op, NotFound("the user has no such token"));
+  return {};  // already revoked
+}
+
+// ---- Projects ----
+
+Result<ProjectRecord> SqlStore::CreateProject(const std::string& name,
+                                              const std::string& description, Seconds now) {
+  const std::string op = "create project '" + name + "'";
+  if (name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto changed =
+      conn_->Execute("INSERT INTO projects (name, description, created_at) VALUES (?, ?, ?)",
+                     {name, description, now.value()});
+  if (!changed.ok()) {
+    if (changed.status().code() == StatusCode::kAlreadyExists) {
+      return Annotate(op, AlreadyExists("project '" + name + "' already exists"));
+    }
+    return Annotate(op, changed.status());
+  }
+  return ProjectRecord{name, description, now};
+}
+
+Result<std::vector<ProjectRecord>> SqlStore::ListProjects() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query("SELECT name, description, created_at FROM projects ORDER BY name", {});
+  if (!rows.ok()) return Annotate("list projects", rows.status());
+  std::vector<ProjectRecord> projects;
+  for (const SqlRow& row : *rows) {
+    projects.push_back({row.Text(0), row.Text(1), Seconds(row.Int(2))});
+  }
+  return projects;
+}
+
+Status SqlStore::AddMember(const std::string& project, int64_t user_id) {
+  const std::string op = "add user " + std::to_string(user_id) + " to project '" + project + "'";
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto p = conn_->Query("SELECT 1 FROM projects WHERE name = ?", {project});
+                    if (!p.ok()) return p.status();
+                    if (p->empty()) return NotFound("project '" + project + "' does not exist");
+                    auto u = conn_->Query("SELECT 1 FROM users WHERE id = ?", {user_id});
+                    if (!u.ok()) return u.status();
+                    if (u->empty()) {
+                      return NotFound("user " + std::to_string(user_id) + " does not exist");
+                    }
+                    return conn_
+                        ->Execute(
+                            "INSERT INTO project_members (project, user_id) VALUES (?, ?) "
+                            "ON CONFLICT (project, user_id) DO NOTHING",
+                            {project, user_id})
+                        .status();
+                  }));
+}
+
+Result<std::vector<std::string>> SqlStore::ProjectsOf(int64_t user_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query("SELECT project FROM project_members WHERE user_id = ? ORDER BY project",
+                           {user_id});
+  if (!rows.ok()) {
+    return Annotate("list projects of user " + std::to_string(user_id), rows.status());
+  }
+  std::vector<std::string> projects;
+  for (const SqlRow& row : *rows) projects.push_back(row.Text(0));
+  return projects;
+}
+
+Result<std::vector<UserRecord>> SqlStore::MembersOf(const std::string& project) {
+  const std::string op = "list members of project '" + project + "'";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto p = conn_->Query("SELECT 1 FROM projects WHERE name = ?", {project});
+  if (!p.ok()) return Annotate(op, p.status());
+  if (p->empty()) return Annotate(op, NotFound("project '" + project + "' does not exist"));
+  auto rows = conn_->Query(
+      "SELECT u.id, u.name, u.admin, u.created_at FROM project_members m "
+      "JOIN users u ON u.id = m.user_id WHERE m.project = ? ORDER BY u.name",
+      {project});
+  if (!rows.ok()) return Annotate(op, rows.status());
+  std::vector<UserRecord> users;
+  for (const SqlRow& row : *rows) users.push_back(UserFrom(row));
+  return users;
+}
+
+// ---- Jobs ----
+
+Result<JobId> SqlStore::InsertJob(const JobRecord& job) {
+  auto ids = InsertJobs({job});
+  if (!ids.ok()) return ids.status();
+  return ids->front();
+}
+
+Result<std::vector<JobId>> SqlStore::InsertJobs(const std::vector<JobRecord>& jobs) {
+  const std::string op = jobs.size() == 1 ? "insert job '" + jobs[0].name + "'"
+                                          : "insert " + std::to_string(jobs.size()) + " jobs";
+  if (jobs.empty()) return std::vector<JobId>{};
+  std::vector<SqlParams> job_params;
+  job_params.reserve(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const JobRecord& j = jobs[i];
+    Status valid = ValidateNewJob(j);
+    if (!valid.ok()) {
+      if (jobs.size() > 1)
+        valid = InvalidArgument("jobs[" + std::to_string(i) + "]: " + valid.message());
+      return Annotate(op, valid);
+    }
+    job_params.push_back({j.name, j.user, j.project, j.spec_json, std::string(kJobPending),
+                          int64_t{j.priority}, j.submit_time.value(), SubmitReason(j)});
+  }
+  std::vector<JobId> ids;
+  ids.reserve(jobs.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  Status s = InTransaction([&]() -> Status {
+    auto inserted = conn_->QueryEach(kInsertJob, job_params);
+    if (!inserted.ok()) return inserted.status();
+    std::vector<SqlParams> event_params;
+    event_params.reserve(jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const SqlRows& rows = (*inserted)[i];
+      if (rows.size() != 1) return {StatusCode::kInternal, "INSERT ... RETURNING gave no id"};
+      ids.emplace_back(rows[0].Int(0));
+      const JobRecord& j = jobs[i];
+      event_params.push_back({ids.back().value(), j.submit_time.value(), std::string(),
+                              std::string(kJobPending), SubmitReason(j)});
+    }
+    return conn_->QueryEach(kInsertEvent, event_params).status();
+  });
+  if (!s.ok()) {
+    if (s.code() == StatusCode::kNotFound) s = ExplainMissingJobOwner(jobs);
+    return Annotate(op, s);
+  }
+  return ids;
+}
+
+Result<JobRecord> SqlStore::GetJob(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(Select(kJobColumns, "jobs WHERE id = ?"), {id.value()});
+  if (!rows.ok()) return Annotate("get " + JobName(id), rows.status());
+  if (rows->empty()) return NotFound(JobName(id) + " not found");
+  return JobFrom((*rows)[0]);
+}
+
+Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
+  for (const std::string& state : filter.states) {
+    Status s = CheckState("states", state, kJobStates);
+    if (!s.ok()) return Annotate("list jobs", s);
+  }
+  SqlParams params;
+  std::vector<std::string> conditions;
+  if (!filter.projects.empty()) {
+    conditions.push_back("project IN (" + InList(filter.projects, params) + ")");
+  }
+  if (!filter.states.empty()) {
+    conditions.push_back("state IN (" + InList(filter.states, params) + ")");
+  }
+  if (!filter.users.empty()) {
+    conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
+  }
+  std::string sql = Select(kJobColumns, "jobs");
+  for (size_t i = 0; i < conditions.size(); ++i) {
+    sql += (i == 0 ? " WHERE " : " AND ") + conditions[i];
+  }
+  sql += " ORDER BY id";
+  if (filter.limit > 0) {
+    sql += " LIMIT ?";
+    params.emplace_back(int64_t{filter.limit});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(sql, params);
+  if (!rows.ok()) return Annotate("list jobs", rows.status());
+  std::vector<JobRecord> jobs;
+  jobs.reserve(rows->size());
+  for (const SqlRow& row : *rows) jobs.push_back(JobFrom(row));
+  return jobs;
+}
+
+Status SqlStore::TransitionJob(JobId id, const std::string& from, const std::string& to,
+                               const std::string& reason, Seconds now) {
+  const std::string op = "move " + JobName(id) + " from " + from + " to " + to;
+  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("from", from, kJobStates)));
+  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("to", to, kJobStates)));
+  if (from == to) return Annotate(op, InvalidArgument("fields 'from' and 'to': must differ"));
+  // Compare-and-set: the WHERE clause carries the expected state, so of two racing
+  // transitions from the same state exactly one changes a row.
+  std::string sql = "UPDATE jobs SET state = ?, reason = ?";
+  SqlParams params = {to, reason};
+  if (to == kJobRunning) {
+    sql += ", start_time = ?";
+    params.emplace_back(now.value());
+  } else if (IsTerminal(to)) {
+    sql += ", end_time = ?";
+    params.emplace_back(now.value());
+  } else if (to == kJobPending) {
+    sql += ", restarts = restarts + 1, start_time = NULL, end_time = NULL";
+  }
+  sql += " WHERE id = ? AND state = ?";
+  params.emplace_back(id.value());
+  params.emplace_back(from);
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(
+      op, InTransaction([&]() -> Status {
+        auto changed = conn_->Execute(sql, params);
+        if (!changed.ok()) return changed.status();
+        if (*changed != 1) return ExplainWrongState(id, from);
+        return conn_->Execute(kInsertEvent, {id.value(), now.value(), from, to, reason}).status();
+      }));
+}
+
+Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      "SELECT job_id, time, from_state, to_state, reason FROM job_events WHERE job_id = ? "
+      "ORDER BY id",
+      {id.value()});
+  if (!rows.ok()) return Annotate("list events of " + JobName(id), rows.status());
+  // Every job has its submission event, so no events means no job.
+  if (rows->empty()) return NotFound(JobName(id) + " not found");
+  std::vector<JobEvent> events;
+  for (const SqlRow& row : *rows) {
+    events.push_back(
+        {JobId(row.Int(0)), Seconds(row.Int(1)), row.Text(2), row.Text(3), row.Text(4)});
+  }
+  return events;
+}
+
+// ---- Tasks ----
+
+Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) {
+  const std::string op = "assign " + JobName(id);
+  if (tasks.empty()) return Annotate(op, InvalidArgument("field 'tasks': must not be empty"));
+  std::set<int> indices;
+  std::vector<std::string> nodes;  // distinct, in task order
+  std::vector<SqlParams> task_params;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskRecord& t = tasks[i];
+    const std::string field = "tasks[" + std::to_string(i) + "]";
+    // "field 'tasks[1].node': must not be empty"
+    auto bad = [&](const char* name, const char* what) {
+      return Annotate(op, InvalidArgument("field '" + field + "." + name + "': " + what));
+    };
+    if (t.job != id && t.job != JobId()) return bad("job", "belongs to another job");
+    if (t.task_index < 0 || !indices.insert(t.task_index).second) {
+      return bad("task_index", "negative or repeated");
+    }
+    if (t.allocation_id <= 0) return bad("allocation_id", "must be positive");
+    if (t.generation < 0) return bad("generation", "must not be negative");
+    if (t.node.empty()) return bad("node", "must not be empty");
+    if (!t.state.empty() && t.state != kTaskAssigned) return bad("state", "must be assigned");
+    if (std::find(nodes.begin(), nodes.end(), t.node) == nodes.end()) nodes.push_back(t.node);
+    task_params.push_back({id.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
+                           t.allocation_json, std::string(kTaskAssigned)});
+  }
+  std::string reason = "assigned to ";
+  for (size_t i = 0; i < nodes.size(); ++i) reason += (i ? ", " : "") + nodes[i];
+
+  std::lock_guard<std::mutex> lock(mu_);
+  bool job_was_pending = false;
+  Status s = InTransaction([&]() -> Status {
+    auto changed =
+        conn_->Execute("UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ?",
+                       {std::string(kJobStarting), reason, id.value(), std::string(kJobPending)});
+    if (!changed.ok()) return changed.status();
+    if (*changed != 1) return ExplainWrongState(id, std::string(kJobPending));
+    job_was_pending = true;
+    auto inserted = conn_->QueryEach(kInsertTask, task_params);
+    if (!inserted.ok()) return inserted.status();
+    return conn_
+        ->Execute(kInsertEvent, {id.value(), now.value(), std::string(kJobPending),
+                                 std::string(kJobStarting), reason})
+        .status();
+  });
+  if (s.code() == StatusCode::kNotFound && job_was_pending) {
+    // A foreign-key failure on a task row: the job exists, so a node is unknown.
+    for (const std::string& node : nodes) {
+      auto rows = conn_->Query("SELECT 1 FROM nodes WHERE name = ?", {node});
+      if (rows.ok() && rows->empty()) {
+        s = NotFound("node '" + node + "' is not registered");
+        break;
+      }
+    }
+  } else if (s.code() == StatusCode::kAlreadyExists) {
+    s = AlreadyExists("an (allocation_id, generation) of the tasks is taken: " + s.message());
+  }
+  return Annotate(op, s);
+}
+
+Status SqlStore::UpdateTask(const TaskRecord& task) {
+  const std::string op = "update task allocation " + std::to_string(task.allocation_id) +
+                         " generation " + std::to_string(task.generation);
+  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("state", task.state, kTaskStates)));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto changed = conn_->Execute(
+      "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ? "
+      "WHERE allocation_id = ? AND generation = ?",
+      {task.state, OptValue(task.exit_code), OptValue(task.signal), OptValue(task.start_time),
+       OptValue(task.end_time), task.allocation_id, task.generation});
+  if (!changed.ok()) return Annotate(op, changed.status());
+  if (*changed != 1) return Annotate(op, NotFound("no such task"));
+  return {};
+}
+
+Result<std::vector<TaskRecord>> SqlStore::TasksOfJob(JobId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      Select(kTaskColumns, "tasks WHERE job_id = ? ORDER BY task_index, generation"), {id.value()});
+  if (!rows.ok()) return Annotate("list tasks of " + JobName(id), rows.status());
+  std::vector<TaskRecord> tasks;
+  for (const SqlRow& row : *rows) tasks.push_back(TaskFrom(row));
+  return tasks;
+}
+
+Result<std::vector<TaskRecord>> SqlStore::ActiveTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      Select(kTaskColumns, "tasks WHERE state IN (?, ?) ORDER BY allocation_id, generation"),
+      {std::string(kTaskAssigned), std::string(kTaskRunning)});
+  if (!rows.ok()) return Annotate("list active tasks", rows.status());
+  std::vector<TaskRecord> tasks;
+  for (const SqlRow& row : *rows) tasks.push_back(TaskFrom(row));
+  return tasks;
+}
+
+Result<int64_t> SqlStore::NextAllocationId() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query("UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value",
+                           {std::string("allocation_id")});
+  if (!rows.ok()) return Annotate("next allocation id", rows.status());
+  if (rows->size() != 1) {
+    return Annotate("next allocation id",
+                    Status(StatusCode::kInternal, "the allocation_id counter is missing"));
+  }
+  return (*rows)[0].Int(0);
+}
+
+// ---- Nodes ----
+
+Status SqlStore::UpsertNode(const NodeRecord& node) {
+  const std::string op = "upsert node '" + node.name + "'";
+  if (node.name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
+  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("state", node.state, kNodeStates)));
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(
+      op, conn_
+              ->Execute("INSERT INTO nodes (name, inventory_json, state, last_heartbeat) "
+                        "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+                        "inventory_json = excluded.inventory_json, state = excluded.state, "
+                        "last_heartbeat = excluded.last_heartbeat",
+                        {node.name, node.inventory_json, node.state, node.last_heartbeat.value()})
+              .status());
+}
+
+Result<std::vector<NodeRecord>> SqlStore::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(Select(kNodeColumns, "nodes ORDER BY name"), {});
+  if (!rows.ok()) return Annotate("list nodes", rows.status());
+  std::vector<NodeRecord> nodes;
+  for (const SqlRow& row : *rows) nodes.push_back(NodeFrom(row));
+  return nodes;
+}
+
+}  // namespace corral::store

@@ -1,0 +1,80 @@
+// The one implementation of Store: portable SQL (with `?` placeholders, RETURNING and ON
+// CONFLICT, which SQLite 3.35+ and PostgreSQL both accept) over a SqlConnection.
+//
+// Thread safety: every method locks one mutex and runs on the one connection, so calls from
+// several threads are serialised; a write holds the mutex until its commit is durable. Writers
+// that need throughput batch their work (InsertJobs, SubmissionBatcher) instead of adding
+// connections.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "store/sql_connection.h"
+#include "store/store.h"
+
+namespace corral::store {
+
+class SqlStore final : public Store {
+ public:
+  // Brings the database behind `conn` to the newest schema (migrations.h) and returns a store
+  // that owns the connection. `name` names the store in I/O error messages (a redacted URL).
+  static Result<std::unique_ptr<SqlStore>> Create(std::unique_ptr<SqlConnection> conn,
+                                                  std::string name);
+
+  Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) override;
+  Result<UserRecord> FindUser(const std::string& name) override;
+  Result<std::vector<UserRecord>> ListUsers() override;
+  Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name, const std::string& hash,
+                                  Seconds now) override;
+  Result<UserRecord> UserForTokenHash(const std::string& hash) override;
+  Result<std::vector<TokenRecord>> ListTokens(int64_t user_id) override;
+  Status RevokeToken(int64_t user_id, int64_t token_id, Seconds now) override;
+
+  Result<ProjectRecord> CreateProject(const std::string& name, const std::string& description,
+                                      Seconds now) override;
+  Result<std::vector<ProjectRecord>> ListProjects() override;
+  Status AddMember(const std::string& project, int64_t user_id) override;
+  Result<std::vector<std::string>> ProjectsOf(int64_t user_id) override;
+  Result<std::vector<UserRecord>> MembersOf(const std::string& project) override;
+
+  Result<JobId> InsertJob(const JobRecord& job) override;
+  Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) override;
+  Result<JobRecord> GetJob(JobId id) override;
+  Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Status TransitionJob(JobId id, const std::string& from, const std::string& to,
+                       const std::string& reason, Seconds now) override;
+  Result<std::vector<JobEvent>> JobEvents(JobId id) override;
+
+  Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) override;
+  Status UpdateTask(const TaskRecord& task) override;
+  Result<std::vector<TaskRecord>> TasksOfJob(JobId id) override;
+  Result<std::vector<TaskRecord>> ActiveTasks() override;
+  Result<int64_t> NextAllocationId() override;
+
+  Status UpsertNode(const NodeRecord& node) override;
+  Result<std::vector<NodeRecord>> ListNodes() override;
+
+ private:
+  SqlStore(std::unique_ptr<SqlConnection> conn, std::string name)
+      : conn_(std::move(conn)), name_(std::move(name)) {}
+
+  // The following run with mu_ held.
+
+  // Runs `body` in a transaction: commits when it returns OK, rolls back otherwise.
+  Status InTransaction(const std::function<Status()>& body);
+  // `status` with the operation in front; I/O errors also name the store.
+  Status Annotate(const std::string& operation, const Status& status) const;
+  // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
+  Status ExplainWrongState(JobId id, const std::string& expected);
+  // Which user or project named by `jobs` does not exist (after a foreign-key failure).
+  Status ExplainMissingJobOwner(const std::vector<JobRecord>& jobs);
+
+  std::mutex mu_;
+  std::unique_ptr<SqlConnection> conn_;  // guarded by mu_
+  const std::string name_;
+};
+
+}  // namespace corral::store

@@ -1,0 +1,212 @@
+// The durable store of the control plane: users, API tokens (hashes only), projects and
+// members, jobs with their event history, task assignments, and nodes. The server is the only
+// writer. One SQL code path (sql_store.cc) runs over a small connection interface
+// (sql_connection.h) with two drivers: SQLite in WAL mode (the embedded default) and PostgreSQL
+// (the server option).
+//
+// Contracts:
+//  - Every write method commits before it returns OK: "durable before visible". SQLite runs with
+//    synchronous=FULL (the WAL is fsynced on every commit); PostgreSQL with its own durable commit.
+//  - A write that returns an error changed nothing (each write is one transaction), except an
+//    IoError saying "outcome unknown": the connection to PostgreSQL broke during the commit.
+//  - Methods are safe to call from several threads: the implementation serialises them on one
+//    connection behind a mutex. For many concurrent submissions use SubmissionBatcher
+//    (submission_batcher.h), which commits them in groups.
+//  - Times are Unix seconds (Seconds) from the server's Clock; ids are assigned by the store and
+//    grow monotonically (never reused, also across restarts).
+//  - Errors: InvalidArgument for bad input (names the field), NotFound, AlreadyExists,
+//    FailedPrecondition for a lost compare-and-set, IoError for the database (the message names
+//    the operation and carries the database's message; never a password).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::store {
+
+// Job states as stored (the strings are the API names):
+//   pending -> starting -> running -> succeeded | failed | cancelled | lost
+// and back to pending when a job is requeued (preemption, lost node). The store checks that a
+// state is one of these; which transitions are allowed is the server's rule.
+inline constexpr std::string_view kJobPending = "pending";
+inline constexpr std::string_view kJobStarting = "starting";
+inline constexpr std::string_view kJobRunning = "running";
+inline constexpr std::string_view kJobSucceeded = "succeeded";
+inline constexpr std::string_view kJobFailed = "failed";
+inline constexpr std::string_view kJobCancelled = "cancelled";
+inline constexpr std::string_view kJobLost = "lost";
+inline constexpr std::array<std::string_view, 7> kJobStates = {
+    kJobPending, kJobStarting, kJobRunning, kJobSucceeded, kJobFailed, kJobCancelled, kJobLost};
+
+// Task states: assigned (committed, agent not yet told or not yet reporting) -> running ->
+// exited | killed | lost.
+inline constexpr std::string_view kTaskAssigned = "assigned";
+inline constexpr std::string_view kTaskRunning = "running";
+inline constexpr std::array<std::string_view, 5> kTaskStates = {kTaskAssigned, kTaskRunning,
+                                                                "exited", "killed", "lost"};
+
+inline constexpr std::array<std::string_view, 4> kNodeStates = {"ready", "lost", "drained",
+                                                                "cordoned"};
+
+struct UserRecord {
+  int64_t id = 0;
+  std::string name;  // unique
+  bool admin = false;
+  Seconds created_at{0};
+};
+
+struct TokenRecord {
+  int64_t id = 0;
+  int64_t user_id = 0;
+  std::string name;  // "admin-bootstrap", "laptop", ...
+  std::string hash;  // lowercase hex SHA-256 of the secret; the secret itself is never stored
+  Seconds created_at{0};
+  std::optional<Seconds> revoked_at;  // set once revoked; a revoked token authenticates nobody
+};
+
+struct ProjectRecord {
+  std::string name;  // unique
+  std::string description;
+  Seconds created_at{0};
+};
+
+struct JobRecord {
+  JobId id;  // assigned by InsertJob(s)
+  std::string name;
+  std::string user;       // a user's name; the user must exist
+  std::string project;    // the project must exist
+  std::string spec_json;  // the validated job spec, as submitted (normalised JSON)
+  std::string state;      // one of kJobStates; InsertJob accepts only "pending" (or "")
+  int priority = 0;
+  int restarts = 0;  // times the job went back to pending; maintained by TransitionJob
+  Seconds submit_time{0};
+  std::optional<Seconds> start_time;  // set when the job last entered running
+  std::optional<Seconds> end_time;    // set when the job entered a final state (or lost)
+  std::string reason;                 // the last transition's reason ("submitted" at first)
+};
+
+struct JobEvent {
+  JobId job;
+  Seconds time{0};
+  std::string from_state;  // "" for the submission
+  std::string to_state;
+  std::string reason;
+};
+
+// One task of a job bound to a node: the fencing unit. (allocation_id, generation) is unique;
+// a re-run of the task after loss gets a new generation.
+struct TaskRecord {
+  JobId job;
+  int task_index = 0;
+  int64_t allocation_id = 0;
+  int64_t generation = 0;
+  std::string node;
+  std::string allocation_json;  // GPUs (indices, milli), CPU, memory
+  std::string state;            // one of kTaskStates
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<Seconds> start_time, end_time;
+};
+
+struct NodeRecord {
+  std::string name;
+  std::string inventory_json;  // GPUs (model, memory, uuid, nvlink), CPU, memory, labels
+  std::string state;           // one of kNodeStates
+  Seconds last_heartbeat{0};
+};
+
+struct JobFilter {
+  std::vector<std::string> projects;  // empty = all
+  std::vector<std::string> states;    // empty = all
+  std::vector<std::string> users;     // empty = all
+  int limit = 1000;                   // <= 0: no limit
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Users and tokens. Names are unique (AlreadyExists).
+  virtual Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) = 0;
+  virtual Result<UserRecord> FindUser(const std::string& name) = 0;
+  virtual Result<std::vector<UserRecord>> ListUsers() = 0;  // by id
+  // `hash` must be a lowercase hex SHA-256 (64 characters): anything else is refused with
+  // InvalidArgument, so that a secret cannot be stored by mistake.
+  virtual Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name,
+                                          const std::string& hash, Seconds now) = 0;
+  // The user owning a token hash; NotFound when unknown or revoked.
+  virtual Result<UserRecord> UserForTokenHash(const std::string& hash) = 0;
+  // Every token of the user, revoked ones included (with revoked_at), by id.
+  virtual Result<std::vector<TokenRecord>> ListTokens(int64_t user_id) = 0;
+  // NotFound when the user has no such token; revoking a revoked token is OK and keeps the
+  // first revocation time.
+  virtual Status RevokeToken(int64_t user_id, int64_t token_id, Seconds now) = 0;
+
+  // Projects.
+  virtual Result<ProjectRecord> CreateProject(const std::string& name,
+                                              const std::string& description, Seconds now) = 0;
+  virtual Result<std::vector<ProjectRecord>> ListProjects() = 0;  // by name
+  // Idempotent; NotFound when the project or the user does not exist.
+  virtual Status AddMember(const std::string& project, int64_t user_id) = 0;
+  virtual Result<std::vector<std::string>> ProjectsOf(int64_t user_id) = 0;  // by name
+  // The members of a project, by name; NotFound when the project does not exist.
+  virtual Result<std::vector<UserRecord>> MembersOf(const std::string& project) = 0;
+
+  // Jobs. InsertJob assigns the id and records the submission event ("" -> pending) atomically.
+  // The store sets id, state (pending), restarts (0) and start/end times; `reason` becomes the
+  // submission event's reason ("submitted" when empty).
+  virtual Result<JobId> InsertJob(const JobRecord& job) = 0;
+  // Group commit: inserts every job (with its submission event) in one transaction and returns
+  // their ids in the order given. All or nothing: one invalid job fails the whole call.
+  virtual Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) = 0;
+  virtual Result<JobRecord> GetJob(JobId id) = 0;
+  // Jobs matching every non-empty filter field, by id (oldest first).
+  virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // Moves a job to `to` (recording an event) only if it is in `from`; FailedPrecondition
+  // otherwise, so that concurrent transitions cannot both win; NotFound for an unknown job.
+  // Entering running sets start_time; entering succeeded, failed, cancelled or lost sets
+  // end_time; going back to pending (a requeue) increments restarts and clears both times.
+  virtual Status TransitionJob(JobId id, const std::string& from, const std::string& to,
+                               const std::string& reason, Seconds now) = 0;
+  // The job's events in the order they happened; the first is the submission.
+  virtual Result<std::vector<JobEvent>> JobEvents(JobId id) = 0;
+
+  // Tasks. AssignJob writes every task of a gang (state assigned) and moves the job pending ->
+  // starting (with an event) in one transaction, before any agent hears of it: all or nothing.
+  // FailedPrecondition when the job is not pending; NotFound when the job or a task's node is
+  // unknown (nodes come from UpsertNode); AlreadyExists when an (allocation_id, generation) is
+  // taken.
+  virtual Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) = 0;
+  // Updates state, exit code, signal and times of the task keyed by (allocation_id,
+  // generation); its job, index, node and allocation never change. NotFound when unknown.
+  virtual Status UpdateTask(const TaskRecord& task) = 0;
+  virtual Result<std::vector<TaskRecord>> TasksOfJob(JobId id) = 0;  // by index, generation
+  virtual Result<std::vector<TaskRecord>> ActiveTasks() = 0;  // assigned or running, by alloc.
+  // 1, 2, 3, ...: durable, never repeats (also across restarts).
+  virtual Result<int64_t> NextAllocationId() = 0;
+
+  // Nodes.
+  virtual Status UpsertNode(const NodeRecord& node) = 0;
+  virtual Result<std::vector<NodeRecord>> ListNodes() = 0;  // by name
+};
+
+// "sqlite:PATH" (the file is created, mode 0600, when missing) or "postgres://user@host:port/db" /
+// "postgresql://..." (any libpq URI). Runs the schema migrations; a store whose schema is newer
+// than this binary knows is refused (FailedPrecondition). Other schemes: InvalidArgument naming
+// the scheme.
+Result<std::unique_ptr<Store>> OpenStore(const std::string& url);
+
+// The URL with any password replaced by "***" (user:PASSWORD@ and password=PASSWORD), for logs
+// and messages.
+std::string RedactUrl(std::string_view url);
+
+}  // namespace corral::store

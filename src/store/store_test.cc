@@ -1,0 +1,688 @@
+// The store suite: every TEST_P runs against SQLite and against PostgreSQL (see
+// store_test_fixture.h). Batcher, throughput and crash tests are in submission_batcher_test.cc.
+#include "store/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "store/migrations.h"
+#include "store/postgres_connection.h"
+#include "store/store_test_fixture.h"
+
+namespace corral::store {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// A lowercase hex string of 64 characters, as a SHA-256 would print; `c` makes it distinct.
+std::string FakeHash(char c) { return std::string(63, 'a') + c; }
+
+std::vector<std::string> Names(const std::vector<JobRecord>& jobs) {
+  std::vector<std::string> names;
+  for (const auto& j : jobs) names.push_back(j.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sqlite, StoreTest, ::testing::Values(Backend::kSqlite), BackendName);
+INSTANTIATE_TEST_SUITE_P(Postgres, StoreTest, ::testing::Values(Backend::kPostgres), BackendName);
+
+TEST_P(StoreTest, UsersAreUniqueByName) {
+  auto alice = store_->CreateUser("alice", false, Seconds(10));
+  ASSERT_TRUE(alice.ok()) << alice.status().ToString();
+  auto root = store_->CreateUser("root", true, Seconds(11));
+  ASSERT_TRUE(root.ok());
+  EXPECT_LT(alice->id, root->id);
+
+  auto again = store_->CreateUser("alice", true, Seconds(12));
+  EXPECT_EQ(again.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(again.status().message(), HasSubstr("user 'alice' already exists"));
+  EXPECT_EQ(store_->CreateUser("", false, Seconds(1)).status().code(),
+            StatusCode::kInvalidArgument);
+
+  auto found = store_->FindUser("root");
+  ASSERT_TRUE(found.ok());
+  EXPECT_EQ(found->id, root->id);
+  EXPECT_TRUE(found->admin);
+  EXPECT_EQ(found->created_at, Seconds(11));
+  EXPECT_EQ(store_->FindUser("carol").status().code(), StatusCode::kNotFound);
+
+  auto users = store_->ListUsers();
+  ASSERT_TRUE(users.ok());
+  ASSERT_EQ(users->size(), 2u);
+  EXPECT_EQ((*users)[0].name, "alice");
+  EXPECT_FALSE((*users)[0].admin);
+  EXPECT_EQ((*users)[1].name, "root");
+}
+
+TEST_P(StoreTest, TokensAreStoredAsHashesAndCanBeRevoked) {
+  auto alice = store_->CreateUser("alice", false, Seconds(10));
+  auto bob = store_->CreateUser("bob", false, Seconds(10));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+
+  // Anything but a hex SHA-256 is refused, and the refusal does not echo what was passed.
+  auto secret = store_->CreateToken(alice->id, "laptop", "corral_secret_abc", Seconds(20));
+  EXPECT_EQ(secret.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(secret.status().message(), Not(HasSubstr("corral_secret_abc")));
+  EXPECT_EQ(store_->CreateToken(alice->id, "x", std::string(64, 'A'), Seconds(20)).status().code(),
+            StatusCode::kInvalidArgument);
+
+  auto laptop = store_->CreateToken(alice->id, "laptop", FakeHash('1'), Seconds(20));
+  ASSERT_TRUE(laptop.ok()) << laptop.status().ToString();
+  auto ci = store_->CreateToken(alice->id, "ci", FakeHash('2'), Seconds(21));
+  ASSERT_TRUE(ci.ok());
+  auto bobs = store_->CreateToken(bob->id, "bob", FakeHash('3'), Seconds(22));
+  ASSERT_TRUE(bobs.ok());
+  EXPECT_EQ(store_->CreateToken(bob->id, "dup", FakeHash('1'), Seconds(23)).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->CreateToken(9999, "ghost", FakeHash('4'), Seconds(23)).status().code(),
+            StatusCode::kNotFound);
+
+  auto owner = store_->UserForTokenHash(FakeHash('2'));
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  EXPECT_EQ(owner->name, "alice");
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('9')).status().code(), StatusCode::kNotFound);
+
+  // Revocation: only the owner's token, idempotent, keeps the first time.
+  EXPECT_EQ(store_->RevokeToken(bob->id, laptop->id, Seconds(30)).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(store_->RevokeToken(alice->id, laptop->id, Seconds(30)).ok());
+  ASSERT_TRUE(store_->RevokeToken(alice->id, laptop->id, Seconds(31)).ok());
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('1')).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->UserForTokenHash(FakeHash('2')).ok());
+
+  auto tokens = store_->ListTokens(alice->id);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_EQ(tokens->size(), 2u);
+  EXPECT_EQ((*tokens)[0].name, "laptop");
+  EXPECT_EQ((*tokens)[0].hash, FakeHash('1'));
+  EXPECT_EQ((*tokens)[0].created_at, Seconds(20));
+  EXPECT_EQ((*tokens)[0].revoked_at, Seconds(30));
+  EXPECT_EQ((*tokens)[1].name, "ci");
+  EXPECT_EQ((*tokens)[1].revoked_at, std::nullopt);
+}
+
+TEST_P(StoreTest, ProjectsAndMembers) {
+  auto alice = store_->CreateUser("alice", false, Seconds(1));
+  auto bob = store_->CreateUser("bob", false, Seconds(1));
+  ASSERT_TRUE(alice.ok() && bob.ok());
+  ASSERT_TRUE(store_->CreateProject("vision", "image models", Seconds(5)).ok());
+  ASSERT_TRUE(store_->CreateProject("nlp", "", Seconds(6)).ok());
+  auto dup = store_->CreateProject("nlp", "again", Seconds(7));
+  EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(dup.status().message(), HasSubstr("project 'nlp' already exists"));
+
+  auto projects = store_->ListProjects();
+  ASSERT_TRUE(projects.ok());
+  ASSERT_EQ(projects->size(), 2u);
+  EXPECT_EQ((*projects)[0].name, "nlp");
+  EXPECT_EQ((*projects)[1].name, "vision");
+  EXPECT_EQ((*projects)[1].description, "image models");
+  EXPECT_EQ((*projects)[1].created_at, Seconds(5));
+
+  ASSERT_TRUE(store_->AddMember("vision", alice->id).ok());
+  ASSERT_TRUE(store_->AddMember("vision", alice->id).ok());  // idempotent
+  ASSERT_TRUE(store_->AddMember("nlp", alice->id).ok());
+  ASSERT_TRUE(store_->AddMember("vision", bob->id).ok());
+  Status unknown_project = store_->AddMember("robotics", alice->id);
+  EXPECT_EQ(unknown_project.code(), StatusCode::kNotFound);
+  EXPECT_THAT(unknown_project.message(), HasSubstr("project 'robotics' does not exist"));
+  EXPECT_EQ(store_->AddMember("vision", 4242).code(), StatusCode::kNotFound);
+
+  EXPECT_EQ(*store_->ProjectsOf(alice->id), (std::vector<std::string>{"nlp", "vision"}));
+  EXPECT_EQ(*store_->ProjectsOf(bob->id), (std::vector<std::string>{"vision"}));
+  auto members = store_->MembersOf("vision");
+  ASSERT_TRUE(members.ok());
+  ASSERT_EQ(members->size(), 2u);
+  EXPECT_EQ((*members)[0].name, "alice");
+  EXPECT_EQ((*members)[1].name, "bob");
+  EXPECT_EQ(store_->MembersOf("robotics").status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, InsertGetAndListJobs) {
+  Seed();
+  JobRecord first = MakeJob("train-1", "vision", "alice", 1000);
+  first.spec_json = R"({"argv":["python3","train.py","--name=\"ü\""],"gpus":2})";
+  first.priority = 7;
+  first.reason = "submitted by the CLI";
+  auto id1 = store_->InsertJob(first);
+  ASSERT_TRUE(id1.ok()) << id1.status().ToString();
+  auto id2 = store_->InsertJob(MakeJob("tok-1", "nlp", "bob", 1001));
+  auto id3 = store_->InsertJob(MakeJob("train-2", "vision", "bob", 1002));
+  ASSERT_TRUE(id2.ok() && id3.ok());
+  EXPECT_LT(*id1, *id2);
+  EXPECT_LT(*id2, *id3);
+
+  auto got = store_->GetJob(*id1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->id, *id1);
+  EXPECT_EQ(got->name, "train-1");
+  EXPECT_EQ(got->user, "alice");
+  EXPECT_EQ(got->project, "vision");
+  EXPECT_EQ(got->spec_json, first.spec_json);
+  EXPECT_EQ(got->state, "pending");
+  EXPECT_EQ(got->priority, 7);
+  EXPECT_EQ(got->restarts, 0);
+  EXPECT_EQ(got->submit_time, Seconds(1000));
+  EXPECT_EQ(got->start_time, std::nullopt);
+  EXPECT_EQ(got->end_time, std::nullopt);
+  EXPECT_EQ(got->reason, "submitted by the CLI");
+  EXPECT_EQ(store_->GetJob(*id2)->reason, "submitted");
+  EXPECT_EQ(store_->GetJob(JobId(987654)).status().code(), StatusCode::kNotFound);
+
+  ASSERT_TRUE(store_->TransitionJob(*id3, "pending", "cancelled", "by user", Seconds(1100)).ok());
+
+  EXPECT_EQ(Names(*store_->ListJobs({})),
+            (std::vector<std::string>{"train-1", "tok-1", "train-2"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.projects = {"vision"}})),
+            (std::vector<std::string>{"train-1", "train-2"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.states = {"pending"}})),
+            (std::vector<std::string>{"train-1", "tok-1"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.projects = {"vision", "nlp"}, .states = {"cancelled"}})),
+            (std::vector<std::string>{"train-2"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.users = {"bob"}})),
+            (std::vector<std::string>{"tok-1", "train-2"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.limit = 2})), (std::vector<std::string>{"train-1", "tok-1"}));
+  EXPECT_TRUE(store_->ListJobs({.projects = {"robotics"}})->empty());
+  EXPECT_EQ(store_->ListJobs({.states = {"runing"}}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreTest, InsertJobRejectsUnknownOwnersAndNonPendingStates) {
+  Seed();
+  auto no_project = store_->InsertJob(MakeJob("x", "robotics"));
+  EXPECT_EQ(no_project.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(no_project.status().message(), HasSubstr("project 'robotics' does not exist"));
+  auto no_user = store_->InsertJob(MakeJob("x", "vision", "mallory"));
+  EXPECT_EQ(no_user.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(no_user.status().message(), HasSubstr("user 'mallory' does not exist"));
+  JobRecord running = MakeJob("x");
+  running.state = "running";
+  EXPECT_EQ(store_->InsertJob(running).status().code(), StatusCode::kInvalidArgument);
+  JobRecord empty_state = MakeJob("y");
+  empty_state.state = "";
+  EXPECT_TRUE(store_->InsertJob(empty_state).ok());
+  EXPECT_EQ(store_->ListJobs({})->size(), 1u);
+}
+
+TEST_P(StoreTest, InsertJobsReturnsIdsInOrderAndIsAllOrNothing) {
+  Seed();
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 150; ++i) {  // more than one PostgreSQL pipeline chunk
+    jobs.push_back(MakeJob("job-" + std::to_string(i), i % 2 ? "nlp" : "vision"));
+  }
+  auto ids = store_->InsertJobs(jobs);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LT((*ids)[i - 1], (*ids)[i]);
+    }
+    auto got = store_->GetJob((*ids)[i]);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->name, jobs[i].name);
+    auto events = store_->JobEvents((*ids)[i]);
+    ASSERT_TRUE(events.ok());
+    ASSERT_EQ(events->size(), 1u);
+    EXPECT_EQ((*events)[0].to_state, "pending");
+    EXPECT_EQ((*events)[0].reason, "submitted");
+  }
+
+  std::vector<JobRecord> mixed = {MakeJob("good-1"), MakeJob("bad", "robotics"), MakeJob("good-2")};
+  auto failed = store_->InsertJobs(mixed);
+  EXPECT_EQ(failed.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(failed.status().message(), HasSubstr("robotics"));
+  EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), jobs.size());  // nothing of the batch
+  EXPECT_TRUE(store_->InsertJobs({})->empty());
+}
+
+TEST_P(StoreTest, TransitionsKeepEveryEventWithTimeAndReason) {
+  Seed();
+  auto id = store_->InsertJob(MakeJob("train", "vision", "alice", 1000));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(store_->TransitionJob(*id, "pending", "starting", "placed", Seconds(1001)).ok());
+  ASSERT_TRUE(
+      store_->TransitionJob(*id, "starting", "running", "agent started", Seconds(1002)).ok());
+  auto running = store_->GetJob(*id);
+  EXPECT_EQ(running->start_time, Seconds(1002));
+  EXPECT_EQ(running->reason, "agent started");
+  // Preempted: back to pending, which counts a restart and clears the times.
+  ASSERT_TRUE(store_->TransitionJob(*id, "running", "pending", "preempted", Seconds(1003)).ok());
+  auto requeued = store_->GetJob(*id);
+  EXPECT_EQ(requeued->restarts, 1);
+  EXPECT_EQ(requeued->start_time, std::nullopt);
+  ASSERT_TRUE(store_->TransitionJob(*id, "pending", "starting", "placed", Seconds(1004)).ok());
+  ASSERT_TRUE(store_->TransitionJob(*id, "starting", "running", "started", Seconds(1005)).ok());
+  ASSERT_TRUE(store_->TransitionJob(*id, "running", "succeeded", "exit 0", Seconds(1010)).ok());
+
+  auto done = store_->GetJob(*id);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->state, "succeeded");
+  EXPECT_EQ(done->start_time, Seconds(1005));
+  EXPECT_EQ(done->end_time, Seconds(1010));
+  EXPECT_EQ(done->restarts, 1);
+  EXPECT_EQ(done->reason, "exit 0");
+
+  auto events = store_->JobEvents(*id);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::tuple<int64_t, std::string, std::string, std::string>> got;
+  for (const JobEvent& e : *events) {
+    EXPECT_EQ(e.job, *id);
+    got.emplace_back(e.time.value(), e.from_state, e.to_state, e.reason);
+  }
+  using E = std::tuple<int64_t, std::string, std::string, std::string>;
+  EXPECT_EQ(got, (std::vector<E>{{1000, "", "pending", "submitted"},
+                                 {1001, "pending", "starting", "placed"},
+                                 {1002, "starting", "running", "agent started"},
+                                 {1003, "running", "pending", "preempted"},
+                                 {1004, "pending", "starting", "placed"},
+                                 {1005, "starting", "running", "started"},
+                                 {1010, "running", "succeeded", "exit 0"}}));
+  EXPECT_EQ(store_->JobEvents(JobId(55555)).status().code(), StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, EveryJobStateIsAcceptedByTheSchema) {
+  Seed();
+  for (std::string_view to : kJobStates) {
+    if (to == kJobPending) continue;
+    auto id = store_->InsertJob(MakeJob(std::string(to)));
+    ASSERT_TRUE(id.ok());
+    Status s = store_->TransitionJob(*id, "pending", std::string(to), "", Seconds(5));
+    EXPECT_TRUE(s.ok()) << to << ": " << s.ToString();
+  }
+  auto id = store_->InsertJob(MakeJob("bad"));
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(store_->TransitionJob(*id, "pending", "paused", "", Seconds(5)).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->TransitionJob(*id, "pending", "pending", "", Seconds(5)).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreTest, CompareAndSetLosesWithFailedPrecondition) {
+  Seed();
+  auto id = store_->InsertJob(MakeJob("train"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(store_->TransitionJob(*id, "pending", "cancelled", "by user", Seconds(2)).ok());
+  Status lost = store_->TransitionJob(*id, "pending", "starting", "placed", Seconds(3));
+  EXPECT_EQ(lost.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(lost.message(), HasSubstr("is cancelled, not pending"));
+  EXPECT_EQ(store_->GetJob(*id)->state, "cancelled");
+  EXPECT_EQ(store_->JobEvents(*id)->size(), 2u);  // the losing attempt left no event
+  EXPECT_EQ(store_->TransitionJob(JobId(777777), "pending", "starting", "", Seconds(3)).code(),
+            StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, ConcurrentTransitionsFromOneStateHaveOneWinner) {
+  Seed();
+  std::vector<JobRecord> jobs(40, MakeJob("race"));
+  auto ids = store_->InsertJobs(jobs);
+  ASSERT_TRUE(ids.ok());
+  constexpr int kThreads = 8;
+  std::vector<int> wins(kThreads, 0), losses(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (JobId id : *ids) {
+        Status s = store_->TransitionJob(id, "pending", t % 2 ? "starting" : "cancelled",
+                                         "thread " + std::to_string(t), Seconds(10));
+        if (s.ok()) {
+          ++wins[t];
+        } else if (s.code() == StatusCode::kFailedPrecondition) {
+          ++losses[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  int total_wins = 0, total_losses = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    total_wins += wins[t];
+    total_losses += losses[t];
+  }
+  EXPECT_EQ(total_wins, static_cast<int>(ids->size()));
+  EXPECT_EQ(total_losses, static_cast<int>(ids->size()) * (kThreads - 1));
+  for (JobId id : *ids) EXPECT_EQ(store_->JobEvents(id)->size(), 2u);
+}
+
+TaskRecord MakeTask(JobId job, int index, int64_t allocation, std::string node) {
+  TaskRecord t;
+  t.job = job;
+  t.task_index = index;
+  t.allocation_id = allocation;
+  t.generation = 1;
+  t.node = std::move(node);
+  t.allocation_json = R"({"gpus":[0,1],"gpu_milli":1000})";
+  return t;
+}
+
+TEST_P(StoreTest, AssignJobWritesAllTasksOrNone) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", "ready", Seconds(1)}).ok());
+  ASSERT_TRUE(store_->UpsertNode({"n2", "{}", "ready", Seconds(1)}).ok());
+  auto id = store_->InsertJob(MakeJob("gang"));
+  ASSERT_TRUE(id.ok());
+  auto unchanged = [&] {
+    EXPECT_EQ(store_->GetJob(*id)->state, "pending");
+    EXPECT_TRUE(store_->TasksOfJob(*id)->empty());
+    EXPECT_EQ(store_->JobEvents(*id)->size(), 1u);
+    EXPECT_TRUE(store_->ActiveTasks()->empty());
+  };
+
+  // The third task's (allocation, generation) collides with the first, so the database refuses
+  // it after two task rows were written: the whole assignment rolls back.
+  Status dup = store_->AssignJob(
+      *id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n2"), MakeTask(*id, 2, 11, "n2")},
+      Seconds(50));
+  EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists) << dup.ToString();
+  unchanged();
+
+  // A task on a node the store does not know: refused, nothing written.
+  Status ghost =
+      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n9")}, Seconds(50));
+  EXPECT_EQ(ghost.code(), StatusCode::kNotFound) << ghost.ToString();
+  EXPECT_THAT(ghost.message(), HasSubstr("node 'n9' is not registered"));
+  unchanged();
+
+  // Invalid input is refused before the database is touched.
+  EXPECT_EQ(store_->AssignJob(*id, {}, Seconds(50)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 0, 12, "n1")}, Seconds(50))
+          .code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_->AssignJob(*id, {MakeTask(JobId(id->value() + 1), 0, 11, "n1")}, Seconds(50)).code(),
+      StatusCode::kInvalidArgument);
+  unchanged();
+
+  ASSERT_TRUE(
+      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n2")}, Seconds(60))
+          .ok());
+  auto job = store_->GetJob(*id);
+  EXPECT_EQ(job->state, "starting");
+  EXPECT_EQ(job->reason, "assigned to n1, n2");
+  auto events = store_->JobEvents(*id);
+  ASSERT_EQ(events->size(), 2u);
+  EXPECT_EQ((*events)[1].from_state, "pending");
+  EXPECT_EQ((*events)[1].to_state, "starting");
+  EXPECT_EQ((*events)[1].time, Seconds(60));
+  auto tasks = store_->TasksOfJob(*id);
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_EQ((*tasks)[0].task_index, 0);
+  EXPECT_EQ((*tasks)[0].allocation_id, 11);
+  EXPECT_EQ((*tasks)[0].generation, 1);
+  EXPECT_EQ((*tasks)[0].node, "n1");
+  EXPECT_EQ((*tasks)[0].state, "assigned");
+  EXPECT_EQ((*tasks)[0].allocation_json, R"({"gpus":[0,1],"gpu_milli":1000})");
+  EXPECT_EQ((*tasks)[1].node, "n2");
+
+  Status twice = store_->AssignJob(*id, {MakeTask(*id, 0, 13, "n1")}, Seconds(70));
+  EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(twice.message(), HasSubstr("is starting, not pending"));
+  EXPECT_EQ(
+      store_->AssignJob(JobId(424242), {MakeTask(JobId(424242), 0, 14, "n1")}, Seconds(70)).code(),
+      StatusCode::kNotFound);
+}
+
+TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", "ready", Seconds(1)}).ok());
+  auto a = store_->InsertJob(MakeJob("a"));
+  auto b = store_->InsertJob(MakeJob("b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_TRUE(store_->AssignJob(*a, {MakeTask(*a, 0, 21, "n1")}, Seconds(5)).ok());
+  ASSERT_TRUE(
+      store_->AssignJob(*b, {MakeTask(*b, 0, 20, "n1"), MakeTask(*b, 1, 22, "n1")}, Seconds(5))
+          .ok());
+  auto active = store_->ActiveTasks();
+  ASSERT_TRUE(active.ok());
+  std::vector<int64_t> allocations;
+  for (const auto& t : *active) allocations.push_back(t.allocation_id);
+  EXPECT_EQ(allocations, (std::vector<int64_t>{20, 21, 22}));
+
+  TaskRecord running = MakeTask(*a, 0, 21, "n1");
+  running.state = "running";
+  running.start_time = Seconds(6);
+  ASSERT_TRUE(store_->UpdateTask(running).ok());
+  TaskRecord exited = MakeTask(*b, 0, 20, "n1");
+  exited.state = "exited";
+  exited.exit_code = 3;
+  exited.start_time = Seconds(6);
+  exited.end_time = Seconds(9);
+  ASSERT_TRUE(store_->UpdateTask(exited).ok());
+  TaskRecord killed = MakeTask(*b, 1, 22, "n1");
+  killed.state = "killed";
+  killed.signal = 9;
+  killed.end_time = Seconds(9);
+  ASSERT_TRUE(store_->UpdateTask(killed).ok());
+
+  active = store_->ActiveTasks();
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].allocation_id, 21);
+  EXPECT_EQ((*active)[0].state, "running");
+  EXPECT_EQ((*active)[0].start_time, Seconds(6));
+  EXPECT_EQ((*active)[0].end_time, std::nullopt);
+
+  auto tasks = store_->TasksOfJob(*b);
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_EQ((*tasks)[0].state, "exited");
+  EXPECT_EQ((*tasks)[0].exit_code, 3);
+  EXPECT_EQ((*tasks)[0].signal, std::nullopt);
+  EXPECT_EQ((*tasks)[0].end_time, Seconds(9));
+  EXPECT_EQ((*tasks)[1].signal, 9);
+  EXPECT_EQ((*tasks)[1].exit_code, std::nullopt);
+
+  TaskRecord unknown = MakeTask(*a, 0, 99, "n1");
+  unknown.state = "running";
+  EXPECT_EQ(store_->UpdateTask(unknown).code(), StatusCode::kNotFound);
+  TaskRecord bad = running;
+  bad.state = "sleeping";
+  EXPECT_EQ(store_->UpdateTask(bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_P(StoreTest, NextAllocationIdIsMonotonicAcrossRestarts) {
+  EXPECT_EQ(*store_->NextAllocationId(), 1);
+  EXPECT_EQ(*store_->NextAllocationId(), 2);
+  EXPECT_EQ(*store_->NextAllocationId(), 3);
+  Reopen();
+  EXPECT_EQ(*store_->NextAllocationId(), 4);
+  std::vector<std::thread> threads;
+  std::vector<std::vector<int64_t>> got(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) got[t].push_back(*store_->NextAllocationId());
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<int64_t> all;
+  for (const auto& g : got) {
+    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+    all.insert(g.begin(), g.end());
+  }
+  EXPECT_EQ(all.size(), 100u);
+  EXPECT_EQ(*all.begin(), 5);
+  EXPECT_EQ(*all.rbegin(), 104);
+}
+
+TEST_P(StoreTest, NodesAreUpsertedByName) {
+  ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":8})", "ready", Seconds(10)}).ok());
+  ASSERT_TRUE(store_->UpsertNode({"gpu-1", R"({"gpus":4})", "ready", Seconds(11)}).ok());
+  ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":7})", "cordoned", Seconds(12)}).ok());
+  EXPECT_EQ(store_->UpsertNode({"gpu-3", "{}", "melted", Seconds(12)}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->UpsertNode({"", "{}", "ready", Seconds(12)}).code(),
+            StatusCode::kInvalidArgument);
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 2u);
+  EXPECT_EQ((*nodes)[0].name, "gpu-1");
+  EXPECT_EQ((*nodes)[1].name, "gpu-2");
+  EXPECT_EQ((*nodes)[1].inventory_json, R"({"gpus":7})");
+  EXPECT_EQ((*nodes)[1].state, "cordoned");
+  EXPECT_EQ((*nodes)[1].last_heartbeat, Seconds(12));
+}
+
+TEST_P(StoreTest, EverythingSurvivesAReopen) {
+  int64_t alice = Seed();
+  ASSERT_TRUE(store_->AddMember("vision", alice).ok());
+  ASSERT_TRUE(store_->CreateToken(alice, "laptop", FakeHash('7'), Seconds(3)).ok());
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", "ready", Seconds(4)}).ok());
+  auto id = store_->InsertJob(MakeJob("durable"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(6)).ok());
+
+  Reopen();
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('7'))->name, "alice");
+  EXPECT_EQ(*store_->ProjectsOf(alice), (std::vector<std::string>{"vision"}));
+  EXPECT_EQ(store_->ListNodes()->size(), 1u);
+  EXPECT_EQ(store_->GetJob(*id)->state, "starting");
+  EXPECT_EQ(store_->JobEvents(*id)->size(), 2u);
+  EXPECT_EQ(store_->ActiveTasks()->size(), 1u);
+  // Ids continue after the ones already used.
+  auto next = store_->InsertJob(MakeJob("after"));
+  ASSERT_TRUE(next.ok());
+  EXPECT_GT(*next, *id);
+}
+
+TEST_P(StoreTest, MigrationsRunOnceAcrossReopens) {
+  Reopen();
+  Reopen();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ(*SchemaVersion(*conn), static_cast<int>(StoreMigrations().size()));
+  auto rows = conn->Query("SELECT version FROM schema_version ORDER BY version", {});
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  ASSERT_EQ(rows->size(), StoreMigrations().size());
+  for (size_t i = 0; i < rows->size(); ++i) EXPECT_EQ((*rows)[i].Int(0), static_cast<int>(i) + 1);
+  // The seeded allocation counter row was inserted once.
+  auto counters = conn->Query("SELECT COUNT(*) FROM counters", {});
+  EXPECT_EQ((*counters)[0].Int(0), 1);
+}
+
+TEST_P(StoreTest, OlderSchemaIsMigratedAndNewerIsRefused) {
+  Seed();
+  ASSERT_TRUE(store_->InsertJob(MakeJob("kept")).ok());
+  store_.reset();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+
+  // A later corral with a second migration opens this (older) store: only version 2 runs, and
+  // the data stays.
+  std::vector<Migration> newer = StoreMigrations();
+  newer.push_back({static_cast<int>(newer.size()) + 1, "test: job labels",
+                   "CREATE TABLE job_labels (job_id BIGINT NOT NULL REFERENCES jobs (id), "
+                   "label TEXT NOT NULL); CREATE INDEX job_labels_by_job ON job_labels (job_id)"});
+  Status migrated = ApplyMigrations(*conn, newer);
+  ASSERT_TRUE(migrated.ok()) << migrated.ToString();
+  EXPECT_EQ(*SchemaVersion(*conn), static_cast<int>(newer.size()));
+  EXPECT_TRUE(conn->Query("SELECT job_id, label FROM job_labels", {}).ok());
+  EXPECT_EQ((*conn->Query("SELECT COUNT(*) FROM jobs", {}))[0].Int(0), 1);
+  ASSERT_TRUE(ApplyMigrations(*conn, newer).ok());  // idempotent
+  EXPECT_EQ((*conn->Query("SELECT COUNT(*) FROM schema_version", {}))[0].Int(0),
+            static_cast<int64_t>(newer.size()));
+
+  // A failing migration changes nothing (one transaction).
+  std::vector<Migration> broken = newer;
+  broken.push_back({static_cast<int>(broken.size()) + 1, "test: broken",
+                    "CREATE TABLE half (x INTEGER); CREATE TABLE half (x INTEGER)"});
+  EXPECT_FALSE(ApplyMigrations(*conn, broken).ok());
+  EXPECT_EQ(*SchemaVersion(*conn), static_cast<int>(newer.size()));
+  EXPECT_FALSE(conn->Query("SELECT x FROM half", {}).ok());
+
+  // This binary knows fewer migrations than the store has: refused, with both versions named.
+  auto refused = OpenStore(url_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("schema version " + std::to_string(newer.size()) +
+                        " is newer than this "
+                        "corral knows (" +
+                        std::to_string(StoreMigrations().size()) + ")"));
+}
+
+// PostgreSQL only: a server-side disconnect (restart, failover, idle kill) costs at most the
+// call that meets it; the next call reconnects. (SQLite has no connection to lose.)
+TEST_P(StoreTest, PostgresReconnectsAfterTheServerDropsTheConnection) {
+  if (GetParam() != Backend::kPostgres) GTEST_SKIP() << "PostgreSQL only";
+  Seed();
+  auto id = store_->InsertJob(MakeJob("before"));
+  ASSERT_TRUE(id.ok());
+  auto admin = PostgresConnection::Open(std::getenv("CORRAL_TEST_POSTGRES_URL"));
+  ASSERT_TRUE(admin.ok());
+  // The fixture names this test's store connections after its schema.
+  auto killed = (*admin)->Query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?",
+      {schema_});
+  ASSERT_TRUE(killed.ok()) << killed.status().ToString();
+  ASSERT_FALSE(killed->empty());
+  auto first = store_->GetJob(*id);  // may fail: it meets the dropped connection
+  if (!first.ok()) {
+    EXPECT_EQ(first.status().code(), StatusCode::kIoError);
+    EXPECT_THAT(first.status().message(), HasSubstr("get job"));
+  }
+  auto again = store_->GetJob(*id);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->name, "before");
+  EXPECT_TRUE(store_->InsertJob(MakeJob("after")).ok());
+}
+
+TEST(OpenStore, CreatesTheSqliteFileReadableByItsOwnerOnly) {
+  char pattern[] = "/tmp/corral-store-mode-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  std::string path = std::string(pattern) + "/corral.db";
+  {
+    auto store = OpenStore("sqlite:" + path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->CreateUser("alice", false, Seconds(1)).ok());
+  }
+  auto perms = std::filesystem::status(path).permissions();
+  EXPECT_EQ(perms & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::remove_all(pattern);
+}
+
+TEST(OpenStore, RejectsUnknownSchemesAndNamesThem) {
+  auto mysql = OpenStore("mysql://root:hunter2@db/corral");
+  ASSERT_FALSE(mysql.ok());
+  EXPECT_EQ(mysql.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(mysql.status().message(), HasSubstr("unknown scheme 'mysql'"));
+  EXPECT_THAT(mysql.status().message(), Not(HasSubstr("hunter2")));
+  EXPECT_THAT(OpenStore("corral.db").status().message(), HasSubstr("has no scheme"));
+  EXPECT_EQ(OpenStore("sqlite:").status().code(), StatusCode::kInvalidArgument);
+  auto no_dir = OpenStore("sqlite:/nonexistent-dir-for-corral/x.db");
+  EXPECT_EQ(no_dir.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(no_dir.status().message(), HasSubstr("/nonexistent-dir-for-corral/x.db"));
+}
+
+TEST(OpenStore, PostgresErrorsNeverShowThePassword) {
+  // Port 1 on loopback: nothing listens, the connection is refused at once.
+  auto store = OpenStore("postgres://corral:s3cretpw@127.0.0.1:1/corral?connect_timeout=2");
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(store.status().message(), HasSubstr("postgres://corral:***@127.0.0.1:1/corral"));
+  EXPECT_THAT(store.status().message(), Not(HasSubstr("s3cretpw")));
+  auto query_password = OpenStore("postgresql://127.0.0.1:1/corral?password=s3cretpw");
+  ASSERT_FALSE(query_password.ok());
+  EXPECT_THAT(query_password.status().message(), Not(HasSubstr("s3cretpw")));
+}
+
+TEST(StoreUrl, RedactsPasswords) {
+  EXPECT_EQ(RedactUrl("postgres://u:p%40ss@h:5432/db"), "postgres://u:***@h:5432/db");
+  EXPECT_EQ(RedactUrl("postgres://u@h/db"), "postgres://u@h/db");
+  EXPECT_EQ(RedactUrl("postgres://h/db?sslmode=require&password=x&user=u"),
+            "postgres://h/db?sslmode=require&password=***&user=u");
+  EXPECT_EQ(RedactUrl("postgres://u:a@h/db?password=b"), "postgres://u:***@h/db?password=***");
+  EXPECT_EQ(RedactUrl("sqlite:/var/lib/corral/corral.db"), "sqlite:/var/lib/corral/corral.db");
+}
+
+TEST(PostgresPlaceholders, NumbersQuestionMarksOutsideQuotes) {
+  EXPECT_EQ(ToPostgresPlaceholders("SELECT a FROM t WHERE b = ? AND c IN (?, ?)"),
+            "SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)");
+  EXPECT_EQ(ToPostgresPlaceholders("SELECT '?', \"a?\", ? FROM t WHERE x = 'it''s?' AND y = ?"),
+            "SELECT '?', \"a?\", $1 FROM t WHERE x = 'it''s?' AND y = $2");
+  EXPECT_EQ(ToPostgresPlaceholders("SELECT 1"), "SELECT 1");
+}
+
+}  // namespace
+}  // namespace corral::store

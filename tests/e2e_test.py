@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the control plane with real processes on loopback.
+
+Starts `corral server` and agents with fake GPUs, drives them through the CLI and raw HTTP, and
+checks what users rely on: jobs run on exactly their GPUs, nothing is given twice, logs come
+back, auth holds, and nothing acknowledged is lost when processes are SIGKILLed. Polls with
+deadlines; never sleeps to wait for time to pass.
+
+Usage: tests/e2e_test.py path/to/corral [--store-url URL]
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+CORRAL = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build/corral"
+STORE_URL = None
+if "--store-url" in sys.argv:
+    STORE_URL = sys.argv[sys.argv.index("--store-url") + 1]
+
+FAILURES = []
+PASSED = []
+
+
+def check(name, condition, detail=""):
+    (PASSED if condition else FAILURES).append(name)
+    print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + str(detail)),
+          flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05):
+    """Polls `predicate` until it returns a true value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+class Cluster:
+    def __init__(self, root, node_timeout=30):
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.data = os.path.join(root, "server")
+        self.store = STORE_URL or "sqlite:" + os.path.join(root, "corral.db")
+        self.node_timeout = node_timeout
+        self.server = None
+        self.agents = {}
+        self.start_server()
+        self.token = open(os.path.join(self.data, "admin.token")).read().strip()
+        self.join_token = open(os.path.join(self.data, "join.token")).read().strip()
+
+    def start_server(self):
+        self.server = subprocess.Popen(
+            [CORRAL, "server", "--listen", f"127.0.0.1:{self.port}", "--store", self.store,
+             "--data-dir", self.data, "--node-timeout", str(self.node_timeout)],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "server.log"), "a"))
+        up = wait_for(lambda: self.healthy(), 20)
+        assert up, "server did not come up: " + open(os.path.join(self.root, "server.log")).read()
+
+    def healthy(self):
+        try:
+            return urllib.request.urlopen(self.url + "/healthz", timeout=1).status == 200
+        except Exception:
+            return False
+
+    def start_agent(self, name, gpus="8xA100-80GB"):
+        work = os.path.join(self.root, "agent-" + name)
+        os.makedirs(work, exist_ok=True)
+        self.agents[name] = subprocess.Popen(
+            [CORRAL, "agent", "--server", self.url, "--join-token", self.join_token, "--name", name,
+             "--fake-gpus", gpus, "--work-dir", work],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"))
+
+    def kill9(self, proc):
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def stop(self):
+        for p in list(self.agents.values()) + [self.server]:
+            if p and p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.kill9(p)
+
+    def cli(self, *args, token=None):
+        env = dict(os.environ, CORRAL_SERVER=self.url, CORRAL_TOKEN=token or self.token,
+                   HOME=self.root)
+        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=60)
+
+    def api(self, method, path, body=None, token=None, raw=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.url + path, data=data, method=method)
+        if token != "":
+            req.add_header("Authorization", "Bearer " + (token or self.token))
+        req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            text = e.read()
+            try:
+                return e.code, json.loads(text)
+            except Exception:
+                return e.code, text
+
+    def job(self, job_id):
+        return self.api("GET", f"/api/v1/jobs/{job_id}")[1]
+
+    def wait_nodes(self, count):
+        return wait_for(lambda: len([n for n in self.api("GET", "/api/v1/nodes")[1]
+                                     if n["state"] == "ready"]) >= count, 20)
+
+    def wait_state(self, job_id, states, timeout=60):
+        return wait_for(lambda: self.job(job_id).get("state") in states, timeout)
+
+
+def submit(cluster, spec, token=None):
+    status, body = cluster.api("POST", "/api/v1/jobs", spec, token=token)
+    assert status == 201, (status, body)
+    return body["id"]
+
+
+def test_fifty_jobs_on_sixteen_gpus(root):
+    c = Cluster(os.path.join(root, "fifty"))
+    try:
+        c.start_agent("node-a")
+        c.start_agent("node-b")
+        check("two agents join", c.wait_nodes(2))
+        record = os.path.join(root, "fifty", "gpu-intervals.txt")
+        open(record, "w").close()
+        # Each task checks it sees exactly as many GPUs as it asked, and records when it held
+        # which GPU on which node; the test then checks no GPU was held by two tasks at once.
+        script = ('set -e; n=$(echo "$CUDA_VISIBLE_DEVICES" | tr , "\\n" | grep -c .); '
+                  '[ "$n" = "$WANT" ] || { echo "want $WANT GPUs, got $CUDA_VISIBLE_DEVICES"; '
+                  'exit 3; }; s=$(date +%s.%N); sleep 0.$((RANDOM % 3 + 1)); e=$(date +%s.%N); '
+                  'for g in $(echo "$CUDA_VISIBLE_DEVICES" | tr , " "); do '
+                  'echo "$CORRAL_NODE_NAME $g $s $e $CORRAL_JOB_ID" >> ' + record + '; done; '
+                  'echo "job $CORRAL_JOB_ID done on $CUDA_VISIBLE_DEVICES"')
+        mix = [1, 2, 4, 8, 1, 1, 2, 3]
+        ids = []
+        for i in range(50):
+            want = mix[i % len(mix)]
+            ids.append(submit(c, {"name": f"mix-{i}", "command": [script], "shell": True,
+                                  "env": {"WANT": str(want)},
+                                  "resources": {"gpus": want, "cpu_milli": 0}}))
+        done = wait_for(lambda: all(c.job(i)["state"] in ("succeeded", "failed", "cancelled")
+                                    for i in ids), 120, 0.2)
+        states = [c.job(i)["state"] for i in ids]
+        check("50 jobs with mixed GPU needs all succeed", done and set(states) == {"succeeded"},
+              states)
+        intervals = {}
+        for line in open(record):
+            node, gpu, start, end, job = line.split()
+            intervals.setdefault((node, gpu), []).append((float(start), float(end), job))
+        overlaps = []
+        for key, spans in intervals.items():
+            spans.sort()
+            for (s1, e1, j1), (s2, e2, j2) in zip(spans, spans[1:]):
+                if s2 < e1:
+                    overlaps.append((key, j1, j2))
+        check("no GPU is ever given to two tasks at once", not overlaps and intervals, overlaps)
+        out = c.cli("logs", str(ids[3]))
+        check("logs readable through the CLI", out.returncode == 0 and
+              f"job {ids[3]} done on" in out.stdout, out.stdout + out.stderr)
+        show = c.cli("job", "show", str(ids[0]))
+        check("job show lists the transitions", "starting" in show.stdout and
+              "succeeded" in show.stdout, show.stdout)
+    finally:
+        c.stop()
+
+
+def test_auth_and_validation(root):
+    c = Cluster(os.path.join(root, "auth"))
+    try:
+        status, _ = c.api("GET", "/api/v1/jobs", token="")
+        check("no token -> 401", status == 401, status)
+        status, _ = c.api("GET", "/api/v1/jobs", token="crl_bogus")
+        check("unknown token -> 401", status == 401, status)
+        for project in ("vision", "nlp"):
+            c.api("POST", "/api/v1/projects", {"name": project})
+        alice = c.api("POST", "/api/v1/users", {"name": "alice", "projects": ["vision"]})[1]["token"]
+        bob = c.api("POST", "/api/v1/users", {"name": "bob", "projects": ["nlp"]})[1]["token"]
+        job = submit(c, {"project": "vision", "command": ["true"], "resources": {"gpus": 16}},
+                     token=alice)
+        status, _ = c.api("GET", f"/api/v1/jobs/{job}", token=bob)
+        check("a member cannot see another project's job", status == 404, status)
+        status, _ = c.api("POST", f"/api/v1/jobs/{job}/cancel", {}, token=bob)
+        check("a member cannot cancel another project's job", status == 404, status)
+        status, body = c.api("POST", "/api/v1/jobs", {"project": "vision", "command": ["true"]},
+                             token=bob)
+        check("a member cannot submit to another project", status == 403, (status, body))
+        listed = c.api("GET", "/api/v1/jobs?all=1", token=bob)[1]
+        check("a member's list hides other projects", listed == [], listed)
+        status, body = c.api("POST", "/api/v1/jobs", {"command": ["true"],
+                                                      "resources": {"gpus": 2, "gpu_milli": 500}})
+        check("bad spec -> 400 naming the field", status == 400 and
+              "resources.gpu_milli" in body.get("detail", ""), (status, body))
+        status, body = c.api("POST", "/api/v1/jobs", {"comand": ["true"]})
+        check("unknown field -> 400 naming it", status == 400 and "comand" in body["detail"], body)
+        status, _ = c.api("POST", "/api/v1/jobs", raw=b"{" + b" " * (2 << 20) + b"}")
+        check("oversize body -> 413", status == 413, status)
+        status, _ = c.api("POST", "/api/v1/users", {"name": "eve"}, token=alice)
+        check("only admins create users", status == 403, status)
+        status, _ = c.api("POST", "/api/v1/agent/register", {"name": "x", "inventory": {}},
+                          token="crl_wrong")
+        check("agents need the join token", status == 401, status)
+        out = c.cli("job", "show", str(job), token=bob)
+        check("CLI exit code 3 for not found", out.returncode == 3, (out.returncode, out.stderr))
+        out = c.cli("jobs", token="crl_nope")
+        check("CLI exit code 4 for a bad token", out.returncode == 4, (out.returncode, out.stderr))
+    finally:
+        c.stop()
+
+
+def test_server_sigkill_keeps_acknowledged_jobs(root):
+    c = Cluster(os.path.join(root, "crash"))
+    try:
+        acknowledged = []
+        proc = subprocess.Popen(
+            [sys.executable, "-c", SUBMIT_LOOP, c.url, c.token], stdout=subprocess.PIPE, text=True)
+        # Let the burst get going, then SIGKILL the server mid-way.
+        wait_for(lambda: os.path.exists(os.path.join(c.root, "corral.db")), 5)
+        for _ in range(100):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            acknowledged.append(int(line))
+        c.kill9(c.server)
+        for line in proc.stdout:
+            acknowledged.append(int(line))
+        proc.wait()
+        c.start_server()
+        missing = [i for i in acknowledged if c.api("GET", f"/api/v1/jobs/{i}")[0] != 200]
+        check(f"server SIGKILL: all {len(acknowledged)} acknowledged jobs survive",
+              acknowledged and not missing, missing[:10])
+    finally:
+        c.stop()
+
+
+SUBMIT_LOOP = r"""
+import json, sys, urllib.request
+url, token = sys.argv[1], sys.argv[2]
+for i in range(100000):
+    req = urllib.request.Request(url + "/api/v1/jobs", method="POST",
+        data=json.dumps({"command": ["true"], "resources": {"gpus": 64}}).encode(),
+        headers={"Authorization": "Bearer " + token, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=5) as r:
+            print(json.loads(r.read())["id"], flush=True)
+    except Exception:
+        break
+"""
+
+
+def test_agent_sigkill_and_node_loss(root):
+    c = Cluster(os.path.join(root, "faults"), node_timeout=3)
+    try:
+        c.start_agent("n1", "4xT4")
+        check("agent joins", c.wait_nodes(1))
+        job = submit(c, {"command": ["sh", "-c", "sleep 4; echo survived"],
+                         "resources": {"gpus": 1}})
+        check("job runs", c.wait_state(job, ("running",), 20))
+        # SIGKILL the agent: its task keeps running under its supervisor; a new agent adopts it.
+        c.kill9(c.agents["n1"])
+        c.start_agent("n1", "4xT4")
+        check("agent SIGKILL: running task re-adopted and finishes",
+              c.wait_state(job, ("succeeded",), 30), c.job(job))
+        out = c.cli("logs", str(job))
+        check("adopted task's logs are shipped", "survived" in out.stdout, out.stdout)
+
+        # Node loss: the task's node stops heartbeating; the job is requeued elsewhere.
+        c.start_agent("n2", "4xT4")
+        check("second agent joins", c.wait_nodes(2))
+        marker = os.path.join(c.root, "runs.txt")
+        lost = submit(c, {"command": ["sh", "-c", f"echo $$ >> {marker}; exec sleep 30"],
+                          "resources": {"gpus": 4}, "max_restarts": 1})
+        check("job to be lost starts", c.wait_state(lost, ("running",), 20))
+        first = c.job(lost)["tasks"][0]["node"]
+        victim = c.agents[first]
+        os.kill(victim.pid, signal.SIGSTOP)  # silent, like a partitioned node
+        requeued = wait_for(lambda: any(t["generation"] == 2 and t["state"] == "running"
+                                        for t in c.job(lost)["tasks"]), 30)
+        check("lost node: job requeued and running on another node", requeued, c.job(lost))
+        events = [e["reason"] for e in c.job(lost)["events"]]
+        check("history says why", any("lost" in r for r in events), events)
+        # Fencing: the old node comes back; its stale task is killed, not resurrected.
+        os.kill(victim.pid, signal.SIGCONT)
+        first_pid = int(open(marker).read().split()[0])
+
+        def gone(pid):
+            try:
+                os.kill(pid, 0)
+                return open(f"/proc/{pid}/stat").read().split()[2] == "Z"
+            except (ProcessLookupError, FileNotFoundError):
+                return True
+
+        stale_gone = wait_for(lambda: gone(first_pid), 30)
+        check("stale task on the returning node is killed (fencing)", stale_gone,
+              open(marker).read())
+        second_pid = int(open(marker).read().split()[1])
+        c.cli("cancel", str(lost))
+        check("cancel stops the running task", c.wait_state(lost, ("cancelled",), 30) and
+              wait_for(lambda: gone(second_pid), 15), c.job(lost))
+    finally:
+        c.stop()
+
+
+def main():
+    root = tempfile.mkdtemp(prefix="corral-e2e-")
+    try:
+        for test in (test_auth_and_validation, test_fifty_jobs_on_sixteen_gpus,
+                     test_server_sigkill_keeps_acknowledged_jobs, test_agent_sigkill_and_node_loss):
+            print(f"== {test.__name__}", flush=True)
+            try:
+                test(root)
+            except Exception as e:  # a crash of the test itself is a failure, with its reason
+                check(test.__name__, False, repr(e))
+    finally:
+        subprocess.run(["pkill", "-f", "sleep 30"], capture_output=True)
+        if not FAILURES:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print("logs kept in", root)
+    print(f"e2e: {len(PASSED)} passed, {len(FAILURES)} failed")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    main()
