@@ -337,7 +337,6 @@ def main():
             except Exception as e:  # a crash of the test itself is a failure, with its reason
                 check(test.__name__, False, repr(e))
     finally:
-        subprocess.run(["pkill", "-f", "sleep 30"], capture_output=True)
         if not FAILURES:
             shutil.rmtree(root, ignore_errors=True)
         else:

@@ -14,7 +14,10 @@ namespace corral::agent {
 
 namespace {
 
-constexpr int64_t kMaxLogChunk = 256 * 1024;  // per stream per heartbeat
+constexpr int64_t kMaxLogChunk = 64 * 1024;  // per stream per heartbeat
+// All output in one heartbeat; JSON escaping may grow it up to 6x, and the server takes at most
+// 1 MiB per request. The rest goes in the next heartbeats.
+constexpr int64_t kMaxLogBytesPerHeartbeat = 128 * 1024;
 
 std::string LogKey(const TaskKey& key, LogStream stream) {
   return ToString(key) + (stream == LogStream::kStdout ? ".stdout" : ".stderr");
@@ -83,13 +86,16 @@ Status AgentLoop::Register() {
 nlohmann::json AgentLoop::LogChunks(const std::vector<TaskStatus>& tasks,
                                     std::map<std::string, int64_t>& next_offsets) {
   nlohmann::json chunks = nlohmann::json::array();
+  int64_t total = 0;
   for (const TaskStatus& t : tasks) {
     for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+      if (total >= kMaxLogBytesPerHeartbeat) return chunks;
       const std::string key = LogKey(t.key, stream);
       const int64_t offset = log_offsets_[key];
       auto data = runtime_.ReadLog(t.key, stream, offset, kMaxLogChunk);
       if (!data.ok() || data->empty()) continue;
       next_offsets[key] = offset + static_cast<int64_t>(data->size());
+      total += static_cast<int64_t>(data->size());
       chunks.push_back({{"allocation_id", t.key.allocation.value()},
                         {"generation", t.key.generation},
                         {"stream", stream == LogStream::kStdout ? "stdout" : "stderr"},

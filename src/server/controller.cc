@@ -430,7 +430,7 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   constexpr size_t kRecentAllocations = 10000;
   for (const auto& t : job.tasks) {
     job_of_allocation_.erase(t.allocation_id);
-    ended_allocations_[t.allocation_id] = {job.record.id, t.task_index, t.generation};
+    ended_allocations_[t.allocation_id] = {job.record.id, t.task_index, t.generation, t.node};
   }
   while (ended_allocations_.size() > kRecentAllocations) {
     ended_allocations_.erase(ended_allocations_.begin());
@@ -647,7 +647,7 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   return {{"run", run}, {"kill", kill}, {"heartbeat_interval_s", config_.heartbeat_interval_s}};
 }
 
-void Controller::ApplyTaskReportLocked(const nlohmann::json& s,
+void Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann::json& s,
                                        std::vector<nlohmann::json>& kills) {
   const int64_t alloc = s.value("allocation_id", int64_t{-1});
   const int64_t generation = s.value("generation", int64_t{-1});
@@ -665,7 +665,7 @@ void Controller::ApplyTaskReportLocked(const nlohmann::json& s,
   LiveJob& job = jobs_.at(owner->second);
   auto task = std::find_if(job.tasks.begin(), job.tasks.end(),
                            [&](const auto& t) { return t.allocation_id == alloc; });
-  if (task == job.tasks.end() || task->generation != generation) {
+  if (task == job.tasks.end() || task->generation != generation || task->node != node) {
     return stale("stale generation");
   }
   if (IsTerminalTask(task->state)) {
@@ -692,7 +692,7 @@ void Controller::ApplyTaskReportLocked(const nlohmann::json& s,
   EvaluateJobLocked(job);
 }
 
-void Controller::WriteLogLocked(const nlohmann::json& chunk) {
+void Controller::WriteLogLocked(const std::string& node, const nlohmann::json& chunk) {
   const int64_t alloc = chunk.value("allocation_id", int64_t{-1});
   const int64_t generation = chunk.value("generation", int64_t{-1});
   const std::string stream = chunk.value("stream", "");
@@ -702,9 +702,12 @@ void Controller::WriteLogLocked(const nlohmann::json& chunk) {
   if (auto owner = job_of_allocation_.find(alloc); owner != job_of_allocation_.end()) {
     const LiveJob& job = jobs_.at(owner->second);
     for (const auto& t : job.tasks) {
-      if (t.allocation_id == alloc) target = LogTarget{job.record.id, t.task_index, t.generation};
+      if (t.allocation_id == alloc && t.node == node) {
+        target = LogTarget{job.record.id, t.task_index, t.generation, t.node};
+      }
     }
-  } else if (auto ended = ended_allocations_.find(alloc); ended != ended_allocations_.end()) {
+  } else if (auto ended = ended_allocations_.find(alloc);
+             ended != ended_allocations_.end() && ended->second.node == node) {
     target = ended->second;
   }
   if (!target || target->generation != generation) return;
@@ -718,6 +721,11 @@ void Controller::WriteLogLocked(const nlohmann::json& chunk) {
                            std::to_string(target->generation) + "." + stream;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
   if (fd < 0) return;
+  // Chunks arrive in order from one agent: never leave a hole (no sparse files from bad input).
+  if (offset > ::lseek(fd, 0, SEEK_END)) {
+    ::close(fd);
+    return;
+  }
   // Written at the agent's offset: a chunk sent twice lands on the same bytes.
   (void)::pwrite(fd, data.data(), data.size(), offset);
   ::close(fd);
@@ -734,13 +742,13 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
   // Output first: a task's last lines arrive in the same report as its end.
   if (report.contains("logs") && report["logs"].is_array()) {
     for (const auto& chunk : report["logs"]) {
-      if (chunk.is_object()) WriteLogLocked(chunk);
+      if (chunk.is_object()) WriteLogLocked(name, chunk);
     }
   }
   std::vector<nlohmann::json> kills;
   if (report.contains("tasks") && report["tasks"].is_array()) {
     for (const auto& s : report["tasks"]) {
-      if (s.is_object()) ApplyTaskReportLocked(s, kills);
+      if (s.is_object()) ApplyTaskReportLocked(name, s, kills);
     }
   }
   nlohmann::json response = ResponseForLocked(name);

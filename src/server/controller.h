@@ -116,7 +116,8 @@ class Controller {
   // The following require mu_.
   void ScheduleLocked();
   void CheckNodesLocked();
-  void ApplyTaskReportLocked(const nlohmann::json& status, std::vector<nlohmann::json>& kills);
+  void ApplyTaskReportLocked(const std::string& node, const nlohmann::json& status,
+                             std::vector<nlohmann::json>& kills);
   void EvaluateJobLocked(LiveJob& job);
   void EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
   void RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
@@ -125,7 +126,7 @@ class Controller {
   nlohmann::json ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
-  void WriteLogLocked(const nlohmann::json& chunk);
+  void WriteLogLocked(const std::string& node, const nlohmann::json& chunk);
   void ForgetAllocationsLocked(const LiveJob& job);
 
   ControllerConfig config_;
@@ -143,6 +144,7 @@ class Controller {
     JobId job;
     int task_index = 0;
     int64_t generation = 0;
+    std::string node;  // only this node may write the task's output
   };
   std::map<int64_t, LogTarget> ended_allocations_;  // allocation id -> target, newest 10,000
   std::map<std::string, LiveNode> nodes_;
