@@ -1,12 +1,12 @@
 #include "cli/api_client.h"
 
-#include <fcntl.h>
 #include <httplib.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
+#include "common/secret_file.h"
 
 namespace corral::cli {
 
@@ -77,15 +77,9 @@ Status SaveClientConfig(const ClientConfig& config) {
   const std::string path = ConfigPath();
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return IoError("cannot write '" + path + "'");
-  ::fchmod(fd, 0600);
   nlohmann::json j = {{"server", config.server}, {"token", config.token}};
   if (!config.ca_cert.empty()) j["ca_cert"] = config.ca_cert;
-  const std::string text = j.dump(2) + "\n";
-  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok ? Status::Ok() : IoError("cannot write '" + path + "'");
+  return WriteSecretFile(path, j.dump(2) + "\n");
 }
 
 ApiClient::ApiClient(ClientConfig config) : token_(std::move(config.token)) {

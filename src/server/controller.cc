@@ -136,7 +136,6 @@ Status Controller::Recover() {
     for (const auto& t : *tasks) {
       if (t.generation != record.restarts + 1) continue;  // an older run
       job.tasks.push_back(t);
-      job_of_allocation_[t.allocation_id] = record.id;
       auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
       sched::Allocation alloc;
       alloc.node = scheduler_->state().FindNode(t.node);
@@ -147,6 +146,7 @@ Status Controller::Recover() {
       }
       if (!IsTerminalTask(t.state) && alloc.node >= 0) allocations.push_back(alloc);
     }
+    IndexAllocationsLocked(job);
     if (scheduler_->Adopt(model_job, allocations).ok()) EvaluateJobLocked(job);
   }
   return Status::Ok();
@@ -405,7 +405,7 @@ void Controller::ScheduleLocked() {
     }
     job.record.state = "starting";
     job.tasks = std::move(tasks);
-    for (const auto& t : job.tasks) job_of_allocation_[t.allocation_id] = job.record.id;
+    IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
   }
 }
@@ -426,10 +426,21 @@ void Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::s
   jobs_.erase(id);
 }
 
+void Controller::IndexAllocationsLocked(const LiveJob& job) {
+  for (const auto& t : job.tasks) {
+    job_of_allocation_[t.allocation_id] = job.record.id;
+    jobs_on_node_[t.node].insert(job.record.id);
+  }
+}
+
 void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   constexpr size_t kRecentAllocations = 10000;
   for (const auto& t : job.tasks) {
     job_of_allocation_.erase(t.allocation_id);
+    if (auto on = jobs_on_node_.find(t.node); on != jobs_on_node_.end()) {
+      on->second.erase(job.record.id);
+      if (on->second.empty()) jobs_on_node_.erase(on);
+    }
     ended_allocations_[t.allocation_id] = {job.record.id, t.task_index, t.generation, t.node};
   }
   while (ended_allocations_.size() > kRecentAllocations) {
@@ -631,7 +642,11 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
 
 nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   nlohmann::json run = nlohmann::json::array(), kill = nlohmann::json::array();
-  for (const auto& [id, job] : jobs_) {
+  // Only the jobs with tasks on this node: a heartbeat costs O(the node's tasks), not O(jobs).
+  static const std::set<JobId> kNone;
+  auto on = jobs_on_node_.find(name);
+  for (JobId id : on == jobs_on_node_.end() ? kNone : on->second) {
+    const LiveJob& job = jobs_.at(id);
     const bool stopping = job.cancel_requested || job.failing;
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;

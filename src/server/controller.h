@@ -127,6 +127,9 @@ class Controller {
   Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
   void WriteLogLocked(const std::string& node, const nlohmann::json& chunk);
+  // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
+  // output goes).
+  void IndexAllocationsLocked(const LiveJob& job);
   void ForgetAllocationsLocked(const LiveJob& job);
 
   ControllerConfig config_;
@@ -146,7 +149,9 @@ class Controller {
     int64_t generation = 0;
     std::string node;  // only this node may write the task's output
   };
-  std::map<int64_t, LogTarget> ended_allocations_;  // allocation id -> target, newest 10,000
+  std::map<int64_t, LogTarget> ended_allocations_;
+  // node -> jobs with a task of their current run there (heartbeats look only at these)
+  std::map<std::string, std::set<JobId>> jobs_on_node_;  // allocation id -> target, newest 10,000
   std::map<std::string, LiveNode> nodes_;
   bool wake_ = false;
   bool stopping_ = false;

@@ -60,7 +60,4 @@ class ServerProcess {
   std::string join_token_;
 };
 
-// Writes `content` to `path` with mode 0600 (secrets). Errors name the path.
-Status WriteSecretFile(const std::string& path, const std::string& content);
-
 }  // namespace corral::server
