@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Scripted tests of the `corral` command line: exit codes, error messages naming what is wrong,
-# JSON output, determinism and the files --out writes. Usage: tests/cli_test.sh path/to/corral
+# JSON output, determinism and the files --out writes; the client commands against a real
+# `corral server` on loopback. Usage: tests/cli_test.sh path/to/corral
 set -uo pipefail
 corral=$(realpath "${1:?usage: cli_test.sh path/to/corral}")
 here=$(cd "$(dirname "$0")" && pwd)
 traces=${CORRAL_SHARED_TRACES:-$here/../../shared/traces}
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+server_pid=
+trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null; rm -rf "$work"' EXIT
 failures=0
 passed=0
 
@@ -105,6 +107,66 @@ assert 3.5 < v < 6.0, v' <<<"$out" && ok || fail "openb fill fgd seed 42: $out"
 else
   echo "SKIP: $traces is absent; openb and Tiresias CLI checks skipped"
 fi
+
+# Client commands against a real server (SQLite, no agents): `-o json` prints the server's
+# answer, paging of `corral jobs`, revocation.
+# expect_json CHECK -- CMD...: runs CMD (must exit 0) and evaluates the Python expression CHECK
+# on its stdout parsed as JSON (bound to `j`).
+expect_json() {
+  local check=$1
+  shift 2
+  local out
+  if ! out=$("$@" 2>&1); then
+    fail "'$*' failed: $out"
+  elif python3 -c "import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if ($check) else 1)" \
+    "$out" 2>/dev/null; then
+    ok
+  else
+    fail "'$*' printed no JSON matching ($check): $out"
+  fi
+}
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
+"$corral" server --listen "127.0.0.1:$port" --store "sqlite:$work/corral.db" \
+  --data-dir "$work/server" >/dev/null 2>"$work/server.log" &
+server_pid=$!
+export CORRAL_SERVER="http://127.0.0.1:$port" HOME="$work" XDG_CONFIG_HOME="$work/config"
+for _ in $(seq 100); do
+  [ -s "$work/server/admin.token" ] &&
+    CORRAL_TOKEN=$(cat "$work/server/admin.token") "$corral" whoami >/dev/null 2>&1 && break
+  sleep 0.1
+done
+export CORRAL_TOKEN=$(cat "$work/server/admin.token" 2>/dev/null)
+expect_json 'j["user"] == "admin" and j["admin"]' -- \
+  "$corral" login --server "$CORRAL_SERVER" --token "$CORRAL_TOKEN" -o json
+expect_json 'j == {"name": "vision", "description": "cv"}' -- \
+  "$corral" project create vision --description cv -o json
+expect_json 'j["name"] == "carol" and j["token"].startswith("crl_")' -- \
+  "$corral" user create carol -o json
+expect_json 'j == {"project": "vision", "user": "carol"}' -- \
+  "$corral" project add-member vision carol -o json
+expect_exit 3 "project 'robotics' does not exist" -- "$corral" project add-member robotics carol
+expect_exit 3 "node 'gpu-1' not found" -- "$corral" node cordon gpu-1 -o json
+for i in 1 2 3; do "$corral" submit --gpus 64 -o json -- true >"$work/job$i.json"; done
+ids=$(python3 -c 'import json,sys
+print(" ".join(str(json.load(open(f))["id"]) for f in sys.argv[1:]))' "$work"/job{1,2,3}.json)
+read -r id1 id2 id3 <<<"$ids"
+expect_exit 0 "^$id3 " -- "$corral" jobs --limit 2
+expect_exit 0 "More jobs: corral jobs --limit 2 --before $id2" -- "$corral" jobs --limit 2
+out=$("$corral" jobs --limit 2 --before "$id2")
+if grep -q "^$id1 " <<<"$out" && ! grep -q "More jobs" <<<"$out"; then ok; else
+  fail "the last page of 'corral jobs': $out"; fi
+expect_json "[x['id'] for x in j] == [$id3, $id2, $id1]" -- "$corral" jobs -o json
+expect_exit 2 "field 'limit'" -- "$corral" jobs --limit 0
+expect_json 'j == {"status": "cancelling"}' -- "$corral" cancel "$id1" -o json
+expect_exit 0 "^cancelling job $id2\$" -- "$corral" cancel "$id2"
+token_json=$("$corral" token create ci -o json)
+token_id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$token_json")
+token=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' "$token_json")
+expect_exit 0 "^admin\$" -- env CORRAL_TOKEN="$token" "$corral" whoami
+expect_json "j == {'revoked': $token_id}" -- "$corral" token revoke "$token_id" -o json
+expect_exit 4 "unknown or revoked token" -- env CORRAL_TOKEN="$token" "$corral" whoami
+expect_exit 0 "^revoked token $token_id\$" -- "$corral" token revoke "$token_id"
 
 echo "cli_test: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -85,9 +85,12 @@ class Cluster:
     def start_agent(self, name, gpus="8xA100-80GB"):
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
+        import pwd  # tasks run as the user running the test (required when that is root)
         self.agents[name] = subprocess.Popen(
-            [CORRAL, "agent", "--server", self.url, "--join-token", self.join_token, "--name", name,
-             "--fake-gpus", gpus, "--work-dir", work],
+            [CORRAL, "agent", "--server", self.url,
+             "--join-token-file", os.path.join(self.data, "join.token"), "--name", name,
+             "--fake-gpus", gpus, "--work-dir", work,
+             "--task-user", pwd.getpwuid(os.getuid()).pw_name],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"))
 
     def kill9(self, proc):
@@ -123,6 +126,16 @@ class Cluster:
                 return e.code, json.loads(text)
             except Exception:
                 return e.code, text
+
+    def get_raw(self, path, token=None):
+        """GET returning (status, headers, body bytes): for answers whose headers matter."""
+        req = urllib.request.Request(self.url + path)
+        req.add_header("Authorization", "Bearer " + (token or self.token))
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
 
     def job(self, job_id):
         return self.api("GET", f"/api/v1/jobs/{job_id}")[1]
@@ -229,6 +242,116 @@ def test_auth_and_validation(root):
         check("CLI exit code 3 for not found", out.returncode == 3, (out.returncode, out.stderr))
         out = c.cli("jobs", token="crl_nope")
         check("CLI exit code 4 for a bad token", out.returncode == 4, (out.returncode, out.stderr))
+
+        # Bodies: a field of the wrong type or a body that is not an object is a 400 naming it.
+        for path, body, field in (("/api/v1/projects", {"name": 5}, "'name'"),
+                                  ("/api/v1/users", {"name": "eve", "admin": "yes"}, "'admin'"),
+                                  ("/api/v1/users", {"name": "eve", "projects": "nlp"},
+                                   "'projects'"),
+                                  ("/api/v1/projects/nlp/members", {"user": ["bob"]}, "'user'"),
+                                  ("/api/v1/tokens", {"name": None}, "'name'")):
+            status, answer = c.api("POST", path, body)
+            check(f"POST {path} {json.dumps(body)} -> 400 naming {field}",
+                  status == 400 and field in answer.get("detail", ""), (status, answer))
+        status, answer = c.api("POST", "/api/v1/users", raw=b"[]")
+        check("a body that is not an object -> 400", status == 400 and
+              "object" in answer.get("detail", ""), (status, answer))
+        status, answer = c.api("POST", "/api/v1/users", {"name": "eve", "projects": ["robotics"]})
+        users = [u["name"] for u in c.api("GET", "/api/v1/users")[1]]
+        check("a user with an unknown project is not created at all",
+              status == 404 and "robotics" in answer.get("detail", "") and "eve" not in users,
+              (status, answer, users))
+
+        # Revocation and membership changes take effect on the very next request, although
+        # the server remembers who a token belongs to for a few seconds.
+        status, laptop = c.api("POST", "/api/v1/tokens", {"name": "laptop"}, token=alice)
+        seen = [c.api("GET", "/api/v1/whoami", token=laptop["token"])[0] for _ in range(2)]
+        c.api("POST", "/api/v1/projects/nlp/members", {"user": "alice"})
+        projects = c.api("GET", "/api/v1/whoami", token=laptop["token"])[1].get("projects")
+        check("a new membership is seen at once", projects == ["default", "nlp", "vision"],
+              projects)
+        status, _ = c.api("DELETE", f"/api/v1/tokens/{laptop['id']}", token=alice)
+        after, _ = c.api("GET", "/api/v1/whoami", token=laptop["token"])
+        check("a revoked token gets 401 on its next request",
+              seen == [200, 200] and status == 200 and after == 401, (seen, status, after))
+        out = c.cli("whoami", token=laptop["token"])
+        check("the CLI with a revoked token exits 4", out.returncode == 4, out.stderr)
+
+        # The job list: newest first, in pages chained by X-Corral-Next-Before.
+        ids = [job] + [submit(c, {"project": "vision", "command": ["true"],
+                                  "resources": {"gpus": 16}}, token=alice) for _ in range(4)]
+        pages, before = [], None
+        while len(pages) < 10:
+            status, headers, body = c.get_raw(
+                "/api/v1/jobs?limit=2" + (f"&before={before}" if before else ""), token=alice)
+            pages.append([j["id"] for j in json.loads(body)])
+            before = headers.get("X-Corral-Next-Before")
+            if not before:
+                break
+        check("jobs are listed newest first, two per page",
+              pages == [sorted(ids, reverse=True)[i:i + 2] for i in (0, 2, 4)], (pages, ids))
+        for query in ("limit=0", "limit=1001", "limit=x", "before=-1"):
+            status, answer = c.api("GET", "/api/v1/jobs?" + query)
+            check(f"GET /api/v1/jobs?{query} -> 400 naming the field", status == 400 and
+                  query.split("=")[0] in answer.get("detail", ""), (status, answer))
+    finally:
+        c.stop()
+
+
+def test_logs_pages_and_generations(root):
+    c = Cluster(os.path.join(root, "logs"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+        # 1,078,895 bytes: one full 1 MiB page and a short second one.
+        expected = "".join(f"{i}\n" for i in range(1, 170001)).encode()
+        big = submit(c, {"command": ["seq", "170000"], "resources": {"gpus": 1}})
+        logs = f"/api/v1/jobs/{big}/logs"
+        shipped = wait_for(lambda: c.job(big).get("state") == "succeeded" and
+                           c.get_raw(logs + f"?offset={len(expected)}")[1].get(
+                               "X-Corral-Log-Size") == str(len(expected)), 90, 0.5)
+        check("a log over 1 MiB is shipped whole", shipped, c.get_raw(logs + "?offset=0")[1])
+        status, headers, first = c.get_raw(logs)
+        check("a log page is at most 1 MiB; the offset header points after it",
+              status == 200 and first == expected[:1 << 20] and
+              headers.get("X-Corral-Log-Offset") == str(1 << 20) and
+              headers.get("X-Corral-Log-Size") == str(len(expected)), (status, headers))
+        status, headers, rest = c.get_raw(logs + f"?offset={1 << 20}")
+        check("the next page continues exactly at the page boundary",
+              first + rest == expected and headers.get("X-Corral-Log-Offset") ==
+              str(len(expected)), (status, headers, len(rest)))
+        past = len(expected) + 100
+        status, headers, body = c.get_raw(logs + f"?offset={past}")
+        check("an offset past the end: empty, the offset unchanged",
+              status == 200 and body == b"" and headers.get("X-Corral-Log-Offset") == str(past),
+              (status, headers, body[:100]))
+        out = c.cli("logs", str(big))
+        check("corral logs prints every page", out.stdout == expected.decode(),
+              (len(out.stdout), out.stderr))
+        for query, field in (("offset=-1", "offset"), ("task=x", "task"),
+                             ("generation=0", "generation")):
+            status, answer = c.api("GET", logs + "?" + query)
+            check(f"logs?{query} -> 400 naming '{field}'",
+                  status == 400 and field in answer.get("detail", ""), (status, answer))
+
+        # A failed run is requeued under max_restarts; each run's output stays readable.
+        marker = os.path.join(c.root, "runs")
+        retried = submit(c, {"command": ["sh", "-c", f"echo x >> {marker}; "
+                                         f"echo run $(wc -l < {marker}); exit 1"],
+                             "resources": {"gpus": 1}, "max_restarts": 1})
+        logs = f"/api/v1/jobs/{retried}/logs"
+        both = wait_for(lambda: c.job(retried).get("state") == "failed" and
+                        c.get_raw(logs + "?generation=1")[2] == b"run 1\n" and
+                        c.get_raw(logs + "?generation=2")[2] == b"run 2\n", 60, 0.2)
+        check("logs of each run of a requeued job", both,
+              [c.get_raw(logs + f"?generation={g}")[2] for g in (1, 2)])
+        check("without ?generation: the latest run", c.get_raw(logs)[2] == b"run 2\n",
+              c.get_raw(logs))
+        out = c.cli("logs", str(retried), "--generation", "1")
+        check("corral logs --generation", out.stdout == "run 1\n", (out.stdout, out.stderr))
+        status, answer = c.api("GET", logs + "?generation=3")
+        check("a run the job has not had -> 404 naming 'generation'",
+              status == 404 and "generation" in answer.get("detail", ""), (status, answer))
     finally:
         c.stop()
 
@@ -326,11 +449,65 @@ def test_agent_sigkill_and_node_loss(root):
         c.stop()
 
 
+def test_server_sigkill_with_running_tasks(root):
+    """Tasks keep running while the server is down; the new server re-adopts them from the
+    agent's reports and never starts one twice."""
+    c = Cluster(os.path.join(root, "readopt"))
+    try:
+        c.start_agent("n1", "4xT4")
+        check("agent joins", c.wait_nodes(1))
+        gate = os.path.join(c.root, "gate")
+        jobs = []
+        for i in range(3):
+            marker = os.path.join(c.root, f"runs-{i}.txt")
+            jobs.append((submit(c, {"command": ["sh", "-c",
+                                                f"echo $$ >> {marker}; "
+                                                f"while [ ! -e {gate} ]; do sleep 0.05; done; "
+                                                f"echo finished {i}"],
+                                    "resources": {"gpus": 1}}), marker))
+        check("three jobs run", all(c.wait_state(j, ("running",), 20) for j, _ in jobs),
+              [c.job(j)["state"] for j, _ in jobs])
+        c.kill9(c.server)
+        open(gate, "w").close()  # the tasks finish while no server is there
+        c.start_server()
+        check("server SIGKILL: running jobs re-adopted and succeed",
+              all(c.wait_state(j, ("succeeded",), 30) for j, _ in jobs),
+              [c.job(j) for j, _ in jobs])
+        runs = [len(open(m).read().split()) for _, m in jobs]
+        check("server SIGKILL: no task ran twice", runs == [1, 1, 1], runs)
+        outs = [c.cli("logs", str(j)).stdout for j, _ in jobs]
+        check("server SIGKILL: logs written across the restart",
+              all(f"finished {i}" in o for i, o in enumerate(outs)), outs)
+    finally:
+        c.stop()
+
+
+def test_time_limit(root):
+    c = Cluster(os.path.join(root, "limit"))
+    try:
+        c.start_agent("n1", "1xT4")
+        check("agent joins", c.wait_nodes(1))
+        job = submit(c, {"command": ["sleep", "60"], "resources": {"gpus": 1}, "time_limit_s": 1})
+        ended = c.wait_state(job, ("failed",), 30)
+        view = c.job(job)
+        check("time limit: job stopped and failed", ended, view)
+        check("time limit: the reason says so", "time limit" in view.get("reason", ""),
+              view.get("reason"))
+        later = submit(c, {"command": ["true"], "resources": {"gpus": 1}})
+        check("time limit: the GPU is free again", c.wait_state(later, ("succeeded",), 30),
+              c.job(later))
+    finally:
+        c.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
-        for test in (test_auth_and_validation, test_fifty_jobs_on_sixteen_gpus,
-                     test_server_sigkill_keeps_acknowledged_jobs, test_agent_sigkill_and_node_loss):
+        for test in (test_auth_and_validation, test_logs_pages_and_generations,
+                     test_fifty_jobs_on_sixteen_gpus,
+                     test_server_sigkill_keeps_acknowledged_jobs,
+                     test_server_sigkill_with_running_tasks, test_time_limit,
+                     test_agent_sigkill_and_node_loss):
             print(f"== {test.__name__}", flush=True)
             try:
                 test(root)

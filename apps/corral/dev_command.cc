@@ -7,8 +7,10 @@
 
 #include "agent/agent_loop.h"
 #include "agent/fake_probe.h"
+#include "agent/node_identity.h"
 #include "agent/nvml_probe.h"
 #include "agent/process_runtime.h"
+#include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "server/server_process.h"
 
@@ -65,6 +67,9 @@ int RunDev(const DevFlags& f) {
   agent::ProcessRuntimeOptions runtime_options;
   runtime_options.work_dir = data_dir + "/agent";
   runtime_options.node_name = "dev";
+  // Tasks run as the user running corral dev; without a user database entry for it (a container
+  // started with an arbitrary uid), as that uid all the same, with HOME from the environment.
+  if (auto user = agent::CurrentUserName(); user.ok()) runtime_options.task_user = *user;
   auto runtime = agent::ProcessRuntime::Create(runtime_options, &clock);
   if (!runtime.ok()) {
     std::cerr << "corral dev: " << runtime.status().message() << "\n";
@@ -74,10 +79,20 @@ int RunDev(const DevFlags& f) {
   agent_options.server_url = (*server)->url();
   agent_options.join_token = (*server)->join_token();
   agent_options.name = "dev";
-  agent_options.work_dir = data_dir + "/agent";
+  auto node_id = agent::LoadOrCreateNodeId(data_dir + "/agent");
+  if (!node_id.ok()) {
+    std::cerr << "corral dev: " << node_id.status().message() << "\n";
+    return 1;
+  }
+  agent_options.node_id = *node_id;
   agent::AgentLoop loop(agent_options, *probe, **runtime);
   std::atomic<bool> stop{false};
-  std::thread agent_thread([&] { (void)loop.Run(stop); });
+  std::thread agent_thread([&] {
+    // Only a fatal registration error ends the loop early; the server keeps serving.
+    if (Status s = loop.Run(stop); !s.ok()) {
+      std::cerr << "corral dev: agent: " << s.message() << "\n";
+    }
+  });
 
   std::string token;
   std::ifstream(data_dir + "/admin.token") >> token;

@@ -1,10 +1,15 @@
 #include "agent/agent_command.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 
 #include "agent/agent_loop.h"
 #include "agent/fake_probe.h"
+#include "agent/file_io.h"
 #include "agent/host_resources.h"
+#include "agent/node_identity.h"
 #include "agent/nvml_probe.h"
 #include "agent/process_runtime.h"
 #include "common/shutdown_signal.h"
@@ -13,12 +18,69 @@ namespace corral::agent {
 
 namespace {
 
+constexpr char kJoinTokenEnv[] = "CORRAL_JOIN_TOKEN";
+
 struct AgentFlags {
   AgentOptions options;
   std::string fake_gpus;
+  std::string work_dir;
+  std::string task_user;
+  std::string join_token_file;
+  CLI::Option* join_token_flag = nullptr;  // counted: given or not
+  CLI::Option* join_token_file_flag = nullptr;
 };
 
+// The first line of `path` without surrounding blanks.
+Result<std::string> ReadJoinTokenFile(const std::string& path) {
+  Result<std::string> text = ReadFile(path);
+  if (!text.ok()) return InvalidArgument("--join-token-file: " + text.status().message());
+  std::string line = text->substr(0, text->find('\n'));
+  const char* blanks = " \t\r";
+  const size_t first = line.find_first_not_of(blanks);
+  if (first == std::string::npos) {
+    return InvalidArgument("--join-token-file: " + path + " is empty");
+  }
+  return line.substr(first, line.find_last_not_of(blanks) + 1 - first);
+}
+
+// The join token from exactly one of its sources. --join-token is the last resort: argv is
+// visible to every local user (ps, /proc/PID/cmdline).
+Result<std::string> JoinToken(const AgentFlags& f) {
+  const char* env = std::getenv(kJoinTokenEnv);
+  const bool from_env = env != nullptr && *env != '\0';
+  std::vector<std::string> given;
+  if (f.join_token_file_flag->count() > 0) given.push_back("--join-token-file");
+  if (from_env) given.push_back(kJoinTokenEnv);
+  if (f.join_token_flag->count() > 0) given.push_back("--join-token");
+  if (given.empty()) {
+    return InvalidArgument(
+        "give the join token with --join-token-file, CORRAL_JOIN_TOKEN or --join-token");
+  }
+  if (given.size() > 1) {
+    std::string names = given[0];
+    for (size_t i = 1; i < given.size(); ++i) {
+      names += (i + 1 == given.size() ? " and " : ", ") + given[i];
+    }
+    return InvalidArgument("the join token is given by " + names + ": give exactly one");
+  }
+  if (f.join_token_file_flag->count() > 0) return ReadJoinTokenFile(f.join_token_file);
+  if (from_env) return std::string(env);
+  if (f.options.join_token.empty()) return InvalidArgument("--join-token: empty");
+  return f.options.join_token;
+}
+
 int RunAgentCommand(AgentFlags& f) {
+  Result<std::string> join_token = JoinToken(f);
+  if (!join_token.ok()) {
+    std::cerr << "corral agent: " << join_token.status().message() << "\n";
+    return 2;
+  }
+  f.options.join_token = *join_token;
+  if (geteuid() == 0 && f.task_user.empty()) {
+    std::cerr << "corral agent: running as root: give --task-user (tasks would otherwise run as "
+                 "root; --task-user root allows it explicitly)\n";
+    return 2;
+  }
   BlockShutdownSignals();
   std::unique_ptr<GpuProbe> probe;
   if (!f.fake_gpus.empty()) {
@@ -42,13 +104,20 @@ int RunAgentCommand(AgentFlags& f) {
   }
   SystemClock clock;
   ProcessRuntimeOptions runtime_options;
-  runtime_options.work_dir = f.options.work_dir;
+  runtime_options.work_dir = f.work_dir;
   runtime_options.node_name = f.options.name;
+  runtime_options.task_user = f.task_user;
   auto runtime = ProcessRuntime::Create(runtime_options, &clock);
   if (!runtime.ok()) {
     std::cerr << "corral agent: " << runtime.status().message() << "\n";
     return 2;
   }
+  auto node_id = LoadOrCreateNodeId(f.work_dir);
+  if (!node_id.ok()) {
+    std::cerr << "corral agent: " << node_id.status().message() << "\n";
+    return 1;
+  }
+  f.options.node_id = *node_id;
   AgentLoop loop(f.options, *probe, **runtime);
   std::atomic<bool> stop{false};
   StopOnShutdownSignal(stop);
@@ -68,11 +137,21 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<AgentFlags>();
   CLI::App* c = app.add_subcommand("agent", "Run the node agent: join a server, run its tasks");
   c->add_option("--server", f->options.server_url, "http(s)://host:port of the server")->required();
-  c->add_option("--join-token", f->options.join_token, "The cluster's join token")->required();
+  f->join_token_file_flag =
+      c->add_option("--join-token-file", f->join_token_file,
+                    "File whose first line is the cluster's join token (or set CORRAL_JOIN_TOKEN)");
+  f->join_token_flag =
+      c->add_option("--join-token", f->options.join_token,
+                    "The cluster's join token; visible to other local users through ps: prefer "
+                    "--join-token-file or CORRAL_JOIN_TOKEN");
   c->add_option("--name", f->options.name, "Node name (default: hostname)");
   c->add_option("--fake-gpus", f->fake_gpus, "Fake GPU inventory, e.g. 8xA100-80GB");
-  c->add_option("--work-dir", f->options.work_dir, "Absolute directory for task files and logs")
+  c->add_option("--work-dir", f->work_dir,
+                "Absolute directory for the node id, task files, logs and scratch directories")
       ->required();
+  c->add_option("--task-user", f->task_user,
+                "Unix user every task runs as (required as root; otherwise only the agent's "
+                "own user)");
   c->add_option("--ca-cert", f->options.ca_cert, "PEM bundle to verify an https server");
   c->callback([f, exit_code] { *exit_code = RunAgentCommand(*f); });
 }

@@ -1,10 +1,9 @@
 #include "agent/agent_loop.h"
 
 #include <httplib.h>
-#include <sys/stat.h>
 
+#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <thread>
 
 #include "agent/host_resources.h"
@@ -29,6 +28,7 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
   auto j = nlohmann::json::parse(r->body, nullptr, false);
   if (j.is_object() && j.contains("detail")) detail = j["detail"].get<std::string>();
   if (r->status == 401) return Unauthenticated(what + ": " + detail);
+  if (r->status == 409) return AlreadyExists(what + ": " + detail);
   return Status(StatusCode::kInternal,
                 what + ": HTTP " + std::to_string(r->status) + ": " + detail);
 }
@@ -72,9 +72,16 @@ Status AgentLoop::Register() {
   if (!inventory.ok()) return inventory.status();
   if (options_.name.empty()) options_.name = (*inventory)["hostname"];
   httplib::Headers headers = {{"Authorization", "Bearer " + options_.join_token}};
-  nlohmann::json body = {{"name", options_.name}, {"inventory", *inventory}};
+  nlohmann::json body = {
+      {"name", options_.name}, {"node_id", options_.node_id}, {"inventory", *inventory}};
   auto r = http_->Post("/api/v1/agent/register", headers, body.dump(), "application/json");
-  if (!r || r->status != 200) return HttpError(r, "register with " + options_.server_url);
+  if (!r || r->status != 200) {
+    Status s = HttpError(r, "register with " + options_.server_url);
+    if (s.code() == StatusCode::kAlreadyExists) {  // a live node holds the name (409)
+      return AlreadyExists(s.message() + "; to run this node meanwhile, give it another --name");
+    }
+    return s;
+  }
   auto answer = nlohmann::json::parse(r->body, nullptr, false);
   if (!answer.is_object() || !answer["node_token"].is_string()) {
     return Status(StatusCode::kInternal, "register: malformed answer");
@@ -110,12 +117,6 @@ void AgentLoop::Apply(const nlohmann::json& answer) {
   for (const auto& launch_json : answer.value("run", nlohmann::json::array())) {
     auto launch = TaskLaunchFromJson(launch_json);
     if (!launch.ok()) continue;  // reported as nothing running; the server will see it stays
-    if (launch->workdir.empty()) {
-      // No working directory asked: a scratch directory per task under the agent's work dir.
-      launch->workdir = options_.work_dir + "/scratch/" + ToString(launch->key);
-      std::error_code ec;
-      std::filesystem::create_directories(launch->workdir, ec);
-    }
     runtime_.Start(*launch);
   }
   for (const auto& kill : answer.value("kill", nlohmann::json::array())) {
@@ -158,7 +159,12 @@ Status AgentLoop::Step() {
     }
   }
   auto answer = nlohmann::json::parse(r->body, nullptr, false);
-  if (answer.is_object()) Apply(answer);
+  if (!answer.is_object()) return Status::Ok();
+  Apply(answer);
+  // The server had no thread to spare for a long poll: pause instead of asking again at once.
+  pause_ms_ = answer.contains("retry_after_ms") && answer["retry_after_ms"].is_number_integer()
+                  ? std::clamp(answer["retry_after_ms"].get<int>(), 0, 30000)
+                  : 0;
   return Status::Ok();
 }
 
@@ -168,11 +174,17 @@ Status AgentLoop::Run(const std::atomic<bool>& stop) {
     Status s = Step();
     if (s.ok()) {
       backoff_ms = 100;
+      for (int waited = 0; waited < pause_ms_ && !stop; waited += 50) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
       continue;
     }
     if (s.code() == StatusCode::kUnauthenticated && node_token_.empty() &&
         s.message().find("join token") != std::string::npos) {
       return s;  // the join token itself is wrong: retrying cannot help
+    }
+    if (s.code() == StatusCode::kAlreadyExists && node_token_.empty()) {
+      return s;  // another node holds the name: retrying would only keep knocking
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, 5000);

@@ -1,8 +1,8 @@
-// The node agent's reconcile loop: registers the node with the server (join token), then
-// heartbeats: it reports what its Runtime says runs (and new log output), and converges to the
-// server's answer — starting the launches it does not run yet, killing what it is told to. A
-// lost message is repaired by the next heartbeat; a server that forgot the node (restart) is
-// answered by registering again.
+// The node agent's reconcile loop: registers the node with the server (join token, node name
+// and the node's secret id from node_identity.h), then heartbeats: it reports what its Runtime
+// says runs (and new log output), and converges to the server's answer — starting the launches it
+// does not run yet, killing what it is told to. A lost message is repaired by the next heartbeat; a
+// server that forgot the node (restart) is answered by registering again.
 #pragma once
 
 #include <atomic>
@@ -24,10 +24,10 @@ namespace corral::agent {
 struct AgentOptions {
   std::string server_url;  // http(s)://host:port
   std::string join_token;
-  std::string name;      // node name; default: the hostname
-  std::string work_dir;  // absolute; task records and logs live under it
-  std::string ca_cert;   // PEM bundle to verify an https server with (default: system CAs)
-  int wait_ms = 1000;    // heartbeat long-poll; also bounds how late an exit is reported
+  std::string name;     // node name; default: the hostname
+  std::string node_id;  // secret, stable per node (LoadOrCreateNodeId); proves a re-registration
+  std::string ca_cert;  // PEM bundle to verify an https server with (default: system CAs)
+  int wait_ms = 1000;   // heartbeat long-poll; also bounds how late an exit is reported
 };
 
 class AgentLoop {
@@ -38,8 +38,9 @@ class AgentLoop {
 
   // The inventory sent at registration: host resources plus the probe's GPUs.
   Result<nlohmann::json> Inventory();
-  // Runs until `stop` becomes true. Connection errors are retried with a back-off; an invalid
-  // join token is fatal (returned).
+  // Runs until `stop` becomes true. Connection errors are retried with a back-off. Fatal
+  // (returned) while not registered: an invalid join token (kUnauthenticated), and the node name
+  // held by a live node with another node id (kAlreadyExists, HTTP 409).
   Status Run(const std::atomic<bool>& stop);
   // One heartbeat round (registering first if needed). Exposed for tests.
   Status Step();
@@ -55,6 +56,7 @@ class AgentLoop {
   Runtime& runtime_;
   std::unique_ptr<httplib::Client> http_;
   std::string node_token_;
+  int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
   std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes sent
 };
 

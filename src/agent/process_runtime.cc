@@ -98,13 +98,25 @@ std::optional<TaskCgroup> CgroupFromJson(const json& j) {
 
 }  // namespace
 
-ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups)
-    : options_(std::move(options)), clock_(clock), cgroups_(std::move(cgroups)) {
+ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,
+                               std::optional<TaskUser> task_user)
+    : options_(std::move(options)),
+      clock_(clock),
+      cgroups_(std::move(cgroups)),
+      task_user_(std::move(task_user)) {
   const char* path = std::getenv("PATH");
   base_env_["PATH"] = path != nullptr && *path != '\0' ? path : kDefaultPath;
-  const char* home = std::getenv("HOME");
-  base_env_["HOME"] = home != nullptr && *home != '\0' ? home : "/";
+  if (task_user_) {
+    base_env_["HOME"] = task_user_->home;
+  } else {
+    const char* home = std::getenv("HOME");
+    base_env_["HOME"] = home != nullptr && *home != '\0' ? home : "/";
+  }
   if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
+  // Without root the task user is the runtime's own (Create checks): nothing to switch.
+  if (task_user_ && geteuid() == 0) {
+    identity_ = ShimIdentity{task_user_->uid, task_user_->gid, task_user_->groups};
+  }
 }
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
@@ -113,16 +125,37 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     return InvalidArgument("process runtime: work dir must be an absolute path, got '" +
                            options.work_dir + "'");
   }
+  std::optional<TaskUser> task_user;
+  if (!options.task_user.empty()) {
+    Result<TaskUser> user = LookUpUser(options.task_user);
+    if (!user.ok()) {
+      return Status(user.status().code(), "process runtime: " + user.status().message());
+    }
+    if (geteuid() != 0 && user->uid != geteuid()) {
+      return PermissionDenied("process runtime: task user '" + options.task_user +
+                              "' is not this process's own user (uid " + std::to_string(geteuid()) +
+                              "); only root can run tasks as another user");
+    }
+    task_user = std::move(user).value();
+  }
   const std::string tasks_dir = options.work_dir + "/tasks";
-  std::error_code ec;
-  std::filesystem::create_directories(tasks_dir, ec);
-  if (ec) return IoError("process runtime: cannot create " + tasks_dir + ": " + ec.message());
-  if (access(tasks_dir.c_str(), W_OK | X_OK) != 0) {
-    return IoError("process runtime: " + tasks_dir + " is not writable: " + ErrnoText(errno));
+  const std::string scratch_dir = options.work_dir + "/scratch";
+  // Private: task records and every task's logs; scratch: enterable by task users, not listable.
+  for (const auto& [dir, mode] : {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711}}) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
+    if (chmod(dir.c_str(), static_cast<mode_t>(mode)) != 0) {
+      return IoError("process runtime: chmod " + dir + ": " + ErrnoText(errno));
+    }
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      return IoError("process runtime: " + dir + " is not writable: " + ErrnoText(errno));
+    }
   }
   CgroupManager cgroups = options.cgroups ? *options.cgroups : CgroupManager::Detect();
   std::unique_ptr<ProcessRuntime> runtime(
-      new ProcessRuntime(std::move(options), clock, std::move(cgroups)));
+      new ProcessRuntime(std::move(options), clock, std::move(cgroups), std::move(task_user)));
+  std::error_code ec;
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(tasks_dir, ec)) {
     if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
@@ -197,6 +230,28 @@ TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::stri
   return task.status;
 }
 
+Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key) const {
+  const std::string dir = options_.work_dir + "/scratch/" + ToString(key);
+  // An existing one is left by a start that failed midway: reused. Only the runtime can create
+  // entries in scratch/ (0711), so what is there is ours; O_NOFOLLOW makes sure of it.
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return IoError("cannot create scratch directory " + dir + ": " + ErrnoText(errno));
+  }
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return IoError("scratch directory " + dir + ": " + ErrnoText(errno));
+  Status s;
+  if (fchmod(fd, 0700) != 0) {
+    s = IoError("chmod scratch directory " + dir + ": " + ErrnoText(errno));
+  }
+  if (s.ok() && identity_ && fchown(fd, identity_->uid, identity_->gid) != 0) {
+    s = IoError("chown scratch directory " + dir + " to task user '" + task_user_->name +
+                "': " + ErrnoText(errno));
+  }
+  close(fd);
+  if (!s.ok()) return s;
+  return dir;
+}
+
 Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
                                                       const std::vector<std::string>& env) const {
   if (launch.shell) return std::string("/bin/sh");
@@ -243,8 +298,14 @@ Status ProcessRuntime::WriteKillRecord(const TaskKey& key, const Task& task) con
   return WriteFileAtomic(TaskDir(key) + kKillFile, Dump(record));
 }
 
-TaskStatus ProcessRuntime::Start(const TaskLaunch& launch) {
-  if (auto it = tasks_.find(launch.key); it != tasks_.end()) return it->second.status;
+TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
+  if (auto it = tasks_.find(requested.key); it != tasks_.end()) return it->second.status;
+  TaskLaunch launch = requested;
+  if (launch.workdir.empty()) {
+    Result<std::string> scratch = MakeScratchDir(launch.key);
+    if (!scratch.ok()) return FailToStart(launch, scratch.status().message());
+    launch.workdir = *scratch;
+  }
   if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
   const std::vector<std::string> env = TaskEnvironment(launch, options_.node_name, base_env_);
   Result<std::string> executable = ResolveExecutable(launch, env);
@@ -254,8 +315,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& launch) {
   const std::string dir = TaskDir(key);
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a leftover of an earlier failed start
-  if (!std::filesystem::create_directory(dir, ec) || ec) {
-    return FailToStart(launch, "cannot create " + dir + ": " + ec.message());
+  if (mkdir(dir.c_str(), 0700) != 0) {
+    return FailToStart(launch, "cannot create " + dir + ": " + ErrnoText(errno));
   }
 
   Task task;
@@ -302,6 +363,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& launch) {
   plan.stderr_path = dir + kStderrFile;
   plan.exit_path = dir + kExitFile;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
+  plan.identity = identity_;
 
   Result<ShimStart> start = StartShim(plan);
   if (!start.ok()) return abandon(start.status().message());
@@ -311,6 +373,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& launch) {
     std::string what = ShimStepName(start->failed_step);
     if (start->failed_step == ShimStep::kExec) what += " " + plan.executable;
     if (start->failed_step == ShimStep::kChdir) what += " " + launch.workdir;
+    if (start->failed_step == ShimStep::kSetUser) what += " '" + task_user_->name + "'";
     return abandon(what + ": " + ErrnoText(start->error));
   }
   task.shim_pid = start->shim_pid;

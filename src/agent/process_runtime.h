@@ -3,10 +3,20 @@
 //  - its own session-less process group (SIGTERM/SIGKILL reach the task and its children);
 //  - CPU and memory limits through cgroups (v2, or v1 on hybrid machines) when the machine
 //    allows; otherwise the task runs without limits and its status message says so;
-//  - the environment of TaskEnvironment(): PATH and HOME from the agent (not the rest of the
-//    agent's environment, which may hold its tokens), the job's env, the corral variables;
+//  - the credentials of the task user (options.task_user: uid, primary group, supplementary
+//    groups), switched to just before exec, after the logs are opened and the cgroups joined;
+//  - the environment of TaskEnvironment(): PATH (and LANG) from the agent (not the rest of the
+//    agent's environment, which may hold its tokens), HOME of the task user, the job's env, the
+//    corral variables;
+//  - its workdir, or when the launch gives none a scratch directory
+//    <work_dir>/scratch/<alloc>-<gen> (mode 0700, owned by the task user; kept after the task);
 //  - stdout and stderr appended to <work_dir>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
 //  - exit code or signal, as recorded by the supervisor in exit.json.
+//
+// The agent's own files are private: <work_dir>/tasks and each task's directory are mode 0700
+// (task users cannot read other tasks' logs and records); <work_dir>/scratch is 0711 (enterable,
+// not listable). A task user other than the agent's needs search (x) permission on work_dir and
+// its parents to reach its scratch directory.
 //
 // State on disk, per task, in <work_dir>/tasks/<alloc>-<gen>/: task.json (the launch, start
 // time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
@@ -31,13 +41,19 @@
 
 #include "agent/cgroups.h"
 #include "agent/runtime.h"
+#include "agent/shim.h"
+#include "agent/task_user.h"
 #include "common/clock.h"
 
 namespace corral::agent {
 
 struct ProcessRuntimeOptions {
-  std::string work_dir;   // absolute; holds tasks/ (created if missing)
+  std::string work_dir;   // absolute; holds tasks/ and scratch/ (created if missing)
   std::string node_name;  // CORRAL_NODE_NAME
+  // The Unix user every task runs as. Only root may name a user other than its own. Empty: the
+  // runtime's own user, with HOME from its environment (tests; the agent command requires a
+  // task user when it runs as root).
+  std::string task_user;
   // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
@@ -46,8 +62,10 @@ struct ProcessRuntimeOptions {
 
 class ProcessRuntime final : public Runtime {
  public:
-  // Creates work_dir/tasks and adopts the tasks found there. `clock` must outlive the runtime.
-  // Errors: work_dir not absolute or not writable.
+  // Creates work_dir/tasks and work_dir/scratch and adopts the tasks found there. `clock` must
+  // outlive the runtime. Errors: work_dir not absolute or not writable; the task user unknown
+  // (NotFound), or another user than the runtime's own while it does not run as root
+  // (PermissionDenied).
   static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
                                                         Clock* clock);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
@@ -82,10 +100,12 @@ class ProcessRuntime final : public Runtime {
     bool sigkill_sent = false;
   };
 
-  ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups);
+  ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,
+                 std::optional<TaskUser> task_user);
 
   void Adopt(const std::string& dir_name);
   TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
+  Result<std::string> MakeScratchDir(const TaskKey& key) const;
   Result<std::string> ResolveExecutable(const TaskLaunch& launch,
                                         const std::vector<std::string>& env) const;
   Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
@@ -98,6 +118,8 @@ class ProcessRuntime final : public Runtime {
   ProcessRuntimeOptions options_;
   Clock* clock_;  // not owned
   CgroupManager cgroups_;
+  std::optional<TaskUser> task_user_;            // nullopt: tasks run as the runtime's own user
+  std::optional<ShimIdentity> identity_;         // what tasks switch to; nullopt: nothing to switch
   std::map<std::string, std::string> base_env_;  // passed to every task: PATH, HOME, LANG
   std::map<TaskKey, Task> tasks_;
 };

@@ -21,6 +21,8 @@
 
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
+#include "agent/shim.h"
+#include "agent/task_user.h"
 
 namespace corral::agent {
 namespace {
@@ -530,6 +532,129 @@ TEST_F(ProcessRuntimeTest, RejectsARelativeWorkDir) {
   EXPECT_THAT(runtime.status().message(), HasSubstr("must be an absolute path"));
 }
 
+TEST_F(ProcessRuntimeTest, TaskFilesArePrivateToTheAgent) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"true"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  struct stat st;
+  ASSERT_EQ(stat((work_dir_ + "/tasks").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(stat(runtime->TaskDir(l.key).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(stat((work_dir_ + "/scratch").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);  // task users reach their own scratch dir, list nothing
+}
+
+TEST_F(ProcessRuntimeTest, AnExistingTasksDirIsMadePrivate) {
+  ASSERT_TRUE(std::filesystem::create_directories(work_dir_ + "/tasks"));
+  ASSERT_EQ(chmod((work_dir_ + "/tasks").c_str(), 0755), 0);
+  auto runtime = MakeRuntime();
+  struct stat st;
+  ASSERT_EQ(stat((work_dir_ + "/tasks").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+}
+
+TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsOwnPrivateScratchDir) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(5, {"pwd"});
+  l.workdir = "";
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  const std::string scratch = work_dir_ + "/scratch/5-1";
+  EXPECT_EQ(Stdout(*runtime, l.key), scratch + "\n");
+  struct stat st;
+  ASSERT_EQ(stat(scratch.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
+}
+
+TEST_F(ProcessRuntimeTest, UnknownTaskUserIsAnError) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.task_user = "corral-no-such-user";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(runtime.status().message(),
+              HasSubstr("task user 'corral-no-such-user': no such user"));
+}
+
+TEST_F(ProcessRuntimeTest, WithoutRootOnlyTheOwnUserIsATaskUser) {
+  if (geteuid() == 0) GTEST_SKIP() << "needs a user other than root";
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.task_user = "root";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(runtime.status().message(), HasSubstr("only root can run tasks as another user"));
+}
+
+TEST_F(ProcessRuntimeTest, TaskRunsAsTheTaskUserInAScratchDirItOwns) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody' here";
+  // The test's root is mkdtemp's 0700: let the task user through to its scratch directory.
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.task_user = "nobody";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  TaskLaunch l = Launch(6, {"id -u; id -g; id -G; echo $HOME; pwd; cat ../../node.id"});
+  l.shell = true;
+  l.workdir = "";
+  std::ofstream(work_dir_ + "/node.id") << "secret\n";
+  ASSERT_EQ(chmod((work_dir_ + "/node.id").c_str(), 0600), 0);
+  ASSERT_EQ((*runtime)->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(**runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_NE(end.exit_code, 0);  // the node id stays unreadable
+  const std::string scratch = work_dir_ + "/scratch/6-1";
+  const std::string uid = std::to_string(nobody->uid);
+  const std::string gid = std::to_string(nobody->gid);
+  std::string groups;
+  for (gid_t g : nobody->groups) groups += (groups.empty() ? "" : " ") + std::to_string(g);
+  EXPECT_EQ(Stdout(**runtime, l.key),
+            uid + "\n" + gid + "\n" + groups + "\n" + nobody->home + "\n" + scratch + "\n");
+  struct stat st;
+  ASSERT_EQ(stat(scratch.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, nobody->uid);
+  EXPECT_EQ(st.st_gid, nobody->gid);
+}
+
+TEST_F(ProcessRuntimeTest, TaskUserMustBeAbleToEnterItsWorkdir) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (!LookUpUser("nobody").ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.task_user = "nobody";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  ASSERT_EQ(chmod(task_dir_.c_str(), 0700), 0);  // root's, private
+  TaskLaunch l = Launch(7, {"true"});
+  TaskStatus s = (*runtime)->Start(l);
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_THAT(s.message, HasSubstr("chdir to workdir " + task_dir_));
+}
+
+TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
+  ShimPlan plan;
+  plan.executable = "/bin/touch";
+  plan.argv = {"touch", root_ + "/ran"};
+  plan.workdir = task_dir_;
+  plan.stdout_path = root_ + "/stdout.log";
+  plan.stderr_path = root_ + "/stderr.log";
+  plan.exit_path = root_ + "/exit.json";
+  plan.identity = ShimIdentity{static_cast<uid_t>(-1), static_cast<gid_t>(-1), {}};  // invalid
+  auto start = StartShim(plan);
+  ASSERT_TRUE(start.ok()) << start.status().ToString();
+  while (waitpid(start->shim_pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  EXPECT_EQ(start->failed_step, ShimStep::kSetUser);
+  EXPECT_NE(start->error, 0);
+  EXPECT_STREQ(ShimStepName(ShimStep::kSetUser), "switch to the task user");
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/ran"));
+}
+
 // ---- cgroups on this machine (root; v1 on hybrid machines, v2 elsewhere) ----
 
 class CgroupRuntimeTest : public ProcessRuntimeTest {
@@ -607,6 +732,28 @@ TEST_F(CgroupRuntimeTest, TaskOverItsMemoryLimitIsKilled) {
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_THAT(end.message, HasSubstr("out of memory"));
   EXPECT_THAT(Stdout(*runtime, l.key), Not(HasSubstr("survived")));
+}
+
+TEST_F(CgroupRuntimeTest, TaskUserJoinsItsCgroupBeforeDroppingRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);  // let the task user through to its workdir
+  ProcessRuntimeOptions o = Options(*cgroups_);
+  o.task_user = "nobody";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  TaskLaunch l = Launch(22, {"id -u; grep -E '^[0-9]+:([^:]*,)?memory(,[^:]*)?:|^0::' "
+                             "/proc/self/cgroup | cut -d: -f3"});
+  l.shell = true;
+  l.memory = MemoryMib(64);
+  TaskStatus s = (*runtime)->Start(l);
+  ASSERT_EQ(s.state, TaskState::kRunning);
+  EXPECT_EQ(s.message, "");  // joined
+  EXPECT_EQ(WaitForEnd(**runtime, l.key).exit_code, 0);
+  const std::string out = Stdout(**runtime, l.key);
+  EXPECT_EQ(out.substr(0, out.find('\n')), std::to_string(nobody->uid));
+  EXPECT_THAT(out, HasSubstr("\n/" + parent_ + "/22-1\n"));
 }
 
 }  // namespace

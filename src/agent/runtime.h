@@ -26,7 +26,8 @@ class Runtime {
   // Starts a task and returns its status: kRunning, or kFailedToStart with the reason (invalid
   // launch, program not found, exec failed, ...) — a failure is a status to report, not an
   // error of the call. Idempotent: a launch whose key the runtime already knows returns that
-  // task's current status and starts nothing.
+  // task's current status and starts nothing. A launch without a workdir runs in a scratch
+  // directory that the runtime makes for the task.
   virtual TaskStatus Start(const TaskLaunch& launch) = 0;
 
   // Observes every known task: collects exits, sends SIGKILL when a kill's grace has run out,

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -26,6 +27,11 @@ struct Prepared {
   const char* exit_tmp_path;
   const char* const* cgroup_procs;
   size_t cgroup_count;
+  bool set_identity;
+  uid_t uid;
+  gid_t gid;
+  const gid_t* groups;
+  size_t group_count;
 };
 
 // One record from the task (before exec) to the shim.
@@ -122,6 +128,11 @@ void CloseAllFrom(unsigned int first, unsigned int last) {
   dup2(err, STDERR_FILENO);
   close(out);
   close(err);
+  // Groups before the uid: once the uid is not root, the groups can no longer be changed.
+  if (p.set_identity &&
+      (setgroups(p.group_count, p.groups) != 0 || setgid(p.gid) != 0 || setuid(p.uid) != 0)) {
+    fail(ShimStep::kSetUser);
+  }
   if (chdir(p.workdir) != 0) fail(ShimStep::kChdir);
   SetDispositions(kShimIgnored, sizeof(kShimIgnored) / sizeof(kShimIgnored[0]), SIG_DFL);
   execve(p.executable, p.argv, p.envp);
@@ -267,6 +278,8 @@ const char* ShimStepName(ShimStep step) {
       return "chdir to workdir";
     case ShimStep::kExec:
       return "exec";
+    case ShimStep::kSetUser:
+      return "switch to the task user";
   }
   return "unknown step";
 }
@@ -277,6 +290,7 @@ Result<ShimStart> StartShim(const ShimPlan& plan) {
   std::vector<char*> envp = PointerArray(plan.env);
   std::vector<const char*> cgroups;
   for (const std::string& f : plan.cgroup_procs) cgroups.push_back(f.c_str());
+  const ShimIdentity identity = plan.identity.value_or(ShimIdentity{});
   const Prepared prepared = {plan.executable.c_str(),
                              argv.data(),
                              envp.data(),
@@ -286,7 +300,12 @@ Result<ShimStart> StartShim(const ShimPlan& plan) {
                              plan.exit_path.c_str(),
                              exit_tmp.c_str(),
                              cgroups.data(),
-                             cgroups.size()};
+                             cgroups.size(),
+                             plan.identity.has_value(),
+                             identity.uid,
+                             identity.gid,
+                             identity.groups.data(),
+                             identity.groups.size()};
 
   int report_pipe[2];
   if (pipe2(report_pipe, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));

@@ -4,7 +4,8 @@
 //
 //   agent --fork--> shim (setsid: own session, stdio on /dev/null, no inherited fds)
 //                     --fork--> task (own process group; joins its cgroups; stdout/stderr
-//                               appended to log files; cwd; exact env; execve)
+//                               appended to log files; switches to the task user; cwd;
+//                               exact env; execve)
 //   The shim tells the agent the task's pid and whether exec succeeded (a pipe), waits for the
 //   task, SIGKILLs what is left of the task's process group, writes the exit record atomically
 //   (exit.json: temp file + rename), reaps the task and exits.
@@ -17,12 +18,21 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 
 namespace corral::agent {
+
+// The credentials the task switches to before exec, in this order: setgroups(groups),
+// setgid(gid), setuid(uid). Needs privilege (root) unless they are the shim's own.
+struct ShimIdentity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups
+};
 
 struct ShimPlan {
   std::string executable;         // path for execve: absolute, or relative to workdir
@@ -33,6 +43,9 @@ struct ShimPlan {
   std::string stderr_path;                // opened O_APPEND|O_CREAT
   std::string exit_path;                  // exit.json, written by the shim at the end
   std::vector<std::string> cgroup_procs;  // cgroup.procs files the task joins before exec
+  // nullopt: the task keeps the shim's (the agent's) credentials. The logs are opened and the
+  // cgroups joined before the switch, the workdir entered after it (as the task user).
+  std::optional<ShimIdentity> identity;
 };
 
 // Where starting the task failed.
@@ -44,6 +57,7 @@ enum class ShimStep : int32_t {
   kStderr = 4,
   kChdir = 5,
   kExec = 6,
+  kSetUser = 7,  // setgroups, setgid or setuid to ShimPlan::identity
 };
 
 // "open stdout log", "exec", ...

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -34,14 +36,36 @@ Status ErrorOf(const httplib::Result& r) {
   }
 }
 
-Result<nlohmann::json> JsonOf(const httplib::Result& r) {
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+Result<Reply> ReplyOf(const httplib::Result& r) {
   if (!r || r->status >= 300) return ErrorOf(r);
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (j.is_discarded()) return Status(StatusCode::kInternal, "the server sent invalid JSON");
-  return j;
+  Reply reply{r->body, {}};
+  for (const auto& [name, value] : r->headers) reply.headers[Lower(name)] = value;
+  return reply;
+}
+
+Result<nlohmann::json> JsonOf(const httplib::Result& r) {
+  auto reply = ReplyOf(r);
+  if (!reply.ok()) return reply.status();
+  return reply->Json();
 }
 
 }  // namespace
+
+std::string Reply::Header(std::string name) const {
+  auto it = headers.find(Lower(std::move(name)));
+  return it == headers.end() ? "" : it->second;
+}
+
+Result<nlohmann::json> Reply::Json() const {
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  if (j.is_discarded()) return Status(StatusCode::kInternal, "the server sent invalid JSON");
+  return j;
+}
 
 std::string ConfigPath() {
   if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg) {
@@ -105,13 +129,8 @@ Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
   return JsonOf(http_->Delete(path, {{"Authorization", "Bearer " + token_}}));
 }
 
-Result<std::string> ApiClient::GetText(const std::string& path, int64_t* next_offset) {
-  auto r = http_->Get(path, {{"Authorization", "Bearer " + token_}});
-  if (!r || r->status >= 300) return ErrorOf(r);
-  if (next_offset && r->has_header("X-Corral-Log-Offset")) {
-    *next_offset = std::stoll(r->get_header_value("X-Corral-Log-Offset"));
-  }
-  return r->body;
+Result<Reply> ApiClient::GetReply(const std::string& path) {
+  return ReplyOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
 }
 
 }  // namespace corral::cli

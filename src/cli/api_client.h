@@ -3,6 +3,7 @@
 // Errors carry the server's problem+json detail and map HTTP statuses to StatusCodes.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -28,6 +29,17 @@ Result<ClientConfig> LoadClientConfig();
 // Writes the config file with mode 0600 (it holds a token).
 Status SaveClientConfig(const ClientConfig& config);
 
+// A successful answer as sent: the body and the response headers.
+struct Reply {
+  std::string body;
+  std::map<std::string, std::string> headers;  // names in lower case
+
+  // The header's value ("" when absent); `name` in any case.
+  std::string Header(std::string name) const;
+  // The body parsed as JSON; Internal when it is not JSON.
+  Result<nlohmann::json> Json() const;
+};
+
 class ApiClient {
  public:
   explicit ApiClient(ClientConfig config);
@@ -36,8 +48,8 @@ class ApiClient {
   Result<nlohmann::json> Get(const std::string& path);
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Delete(const std::string& path);
-  // A raw text GET (logs); `header_out` receives X-Corral-Log-Offset if present.
-  Result<std::string> GetText(const std::string& path, int64_t* next_offset);
+  // A GET whose headers matter too (paged lists, logs); the body may be text.
+  Result<Reply> GetReply(const std::string& path);
 
  private:
   std::unique_ptr<httplib::Client> http_;

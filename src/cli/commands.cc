@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -64,6 +65,19 @@ void PrintTable(const std::vector<std::string>& header,
 std::string Str(const json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return "";
   return j[key].is_string() ? j[key].get<std::string>() : j[key].dump();
+}
+
+// Prints the server's answer as JSON when `output` is "json", else the line `text`.
+void PrintAnswer(const json& answer, const std::string& output, const std::string& text) {
+  std::cout << (output == "json" ? answer.dump(2) : text) << "\n";
+}
+
+// A header holding an integer; `fallback` when it is absent or not a number.
+int64_t IntHeader(const Reply& reply, const std::string& name, int64_t fallback) {
+  const std::string value = reply.Header(name);
+  int64_t v = 0;
+  auto [end, err] = std::from_chars(value.data(), value.data() + value.size(), v);
+  return err == std::errc() && end == value.data() + value.size() ? v : fallback;
 }
 
 std::string Time(const json& j, const char* key) {
@@ -237,12 +251,8 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       if (!spec.ok()) return spec.status();
       auto job = client.Post("/api/v1/jobs", *spec);
       if (!job.ok()) return job.status();
-      if (f->output == "json") {
-        std::cout << job->dump(2) << "\n";
-      } else {
-        std::cout << "submitted job " << Str(*job, "id") << " to project " << Str(*job, "project")
-                  << "\n";
-      }
+      PrintAnswer(*job, f->output,
+                  "submitted job " + Str(*job, "id") + " to project " + Str(*job, "project"));
       return Status::Ok();
     });
   });
@@ -252,8 +262,8 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     bool all = false, follow = false, stderr_stream = false;
     std::string state, output = "table";
-    int64_t id = -1;
-    int task = 0;
+    int64_t id = -1, before = 0, generation = 0;
+    int task = 0, limit = 0;
   };
   auto f = std::make_shared<Flags>();
   auto out_opt = [&](CLI::App* c) {
@@ -264,17 +274,35 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   CLI::App* jobs = app.add_subcommand("jobs", "List jobs (yours; --all: your projects', or all)");
   jobs->add_flag("--all", f->all, "All jobs you may see");
   jobs->add_option("--state", f->state, "Only these states, comma-separated");
+  jobs->add_option("--limit", f->limit, "Jobs per page, newest first (default 100, at most 1000)");
+  jobs->add_option("--before", f->before, "Only jobs with smaller ids (the next page's start)");
   out_opt(jobs);
-  jobs->callback([f, exit_code] {
+  jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      std::string path = "/api/v1/jobs?all=" + std::string(f->all ? "1" : "0");
-      if (!f->state.empty()) path += "&state=" + f->state;
-      auto jobs = client.Get(path);
-      if (!jobs.ok()) return jobs.status();
+      // The flags that select the jobs, repeated in the hint to the next page.
+      std::string query = "all=" + std::string(f->all ? "1" : "0"), same_flags;
+      if (f->all) same_flags += " --all";
+      if (!f->state.empty()) {
+        query += "&state=" + f->state;
+        same_flags += " --state " + f->state;
+      }
+      if (jobs->count("--limit")) {
+        query += "&limit=" + std::to_string(f->limit);
+        same_flags += " --limit " + std::to_string(f->limit);
+      }
+      if (jobs->count("--before")) query += "&before=" + std::to_string(f->before);
+      auto reply = client.GetReply("/api/v1/jobs?" + query);
+      if (!reply.ok()) return reply.status();
+      auto list = reply->Json();
+      if (!list.ok()) return list.status();
       if (f->output == "json") {
-        std::cout << jobs->dump(2) << "\n";
-      } else {
-        PrintJobs(*jobs);
+        std::cout << list->dump(2) << "\n";
+        return Status::Ok();
+      }
+      PrintJobs(*list);
+      const std::string next = reply->Header("X-Corral-Next-Before");
+      if (!next.empty()) {
+        std::cout << "More jobs: corral jobs" << same_flags << " --before " << next << "\n";
       }
       return Status::Ok();
     });
@@ -300,11 +328,12 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
 
   CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
   cancel->add_option("id", f->id, "Job id")->required();
+  out_opt(cancel);
   cancel->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Post("/api/v1/jobs/" + std::to_string(f->id) + "/cancel", json::object());
       if (!r.ok()) return r.status();
-      std::cout << "cancelling job " << f->id << "\n";
+      PrintAnswer(*r, f->output, "cancelling job " + std::to_string(f->id));
       return Status::Ok();
     });
   });
@@ -312,31 +341,32 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   CLI::App* logs = app.add_subcommand("logs", "A task's output");
   logs->add_option("id", f->id, "Job id")->required();
   logs->add_option("--task", f->task, "Task index (default 0)");
+  logs->add_option("--generation", f->generation,
+                   "Run of the job: 1 is the first, each requeue adds one (default: the latest)");
   logs->add_flag("--stderr", f->stderr_stream, "Standard error instead of standard output");
   logs->add_flag("-f,--follow", f->follow, "Keep printing until the job ends");
-  logs->callback([f, exit_code] {
+  logs->callback([f, exit_code, logs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
+      const std::string job = "/api/v1/jobs/" + std::to_string(f->id);
+      std::string path = job + "/logs?task=" + std::to_string(f->task) +
+                         "&stream=" + (f->stderr_stream ? "stderr" : "stdout");
+      if (logs->count("--generation")) path += "&generation=" + std::to_string(f->generation);
       int64_t offset = 0;
-      const std::string base = "/api/v1/jobs/" + std::to_string(f->id);
       while (true) {
-        int64_t next = offset;
-        auto text = client.GetText(base + "/logs?task=" + std::to_string(f->task) +
-                                       "&stream=" + (f->stderr_stream ? "stderr" : "stdout") +
-                                       "&offset=" + std::to_string(offset),
-                                   &next);
-        if (!text.ok()) return text.status();
-        std::cout << *text << std::flush;
-        offset = next;
+        auto page = client.GetReply(path + "&offset=" + std::to_string(offset));
+        if (!page.ok()) return page.status();
+        std::cout << page->body << std::flush;
+        offset = IntHeader(*page, "X-Corral-Log-Offset",
+                           offset + static_cast<int64_t>(page->body.size()));
+        if (offset < IntHeader(*page, "X-Corral-Log-Size", offset)) continue;  // another page
         if (!f->follow) return Status::Ok();
-        if (text->empty()) {
-          auto j = client.Get(base);
-          if (!j.ok()) return j.status();
-          const std::string state = Str(*j, "state");
-          if (state != "pending" && state != "starting" && state != "running") {
-            return Status::Ok();
-          }
-          std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
+        auto j = client.Get(job);
+        if (!j.ok()) return j.status();
+        const std::string state = Str(*j, "state");
+        if (state != "pending" && state != "starting" && state != "running") {
+          return Status::Ok();
         }
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
       }
     });
   });
@@ -397,12 +427,13 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   for (const char* action : {"cordon", "uncordon", "drain"}) {
     CLI::App* c = node->add_subcommand(action, std::string(action) + " a node");
     c->add_option("name", f->name, "Node name")->required();
+    out_opt(c);
     std::string a = action;
     c->callback([f, exit_code, a] {
       *exit_code = WithClient([&](ApiClient& client) -> Status {
         auto r = client.Post("/api/v1/nodes/" + f->name + "/" + a, json::object());
         if (!r.ok()) return r.status();
-        std::cout << a << ": " << f->name << "\n";
+        PrintAnswer(*r, f->output, a + ": " + f->name);
         return Status::Ok();
       });
     });
@@ -411,6 +442,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   CLI::App* login = app.add_subcommand("login", "Save the server and token for later commands");
   login->add_option("--server", f->server, "http(s)://host:port")->required();
   login->add_option("--token", f->token, "API token (or CORRAL_TOKEN)");
+  out_opt(login);
   login->callback([f, exit_code] {
     ClientConfig config{f->server, f->token, ""};
     if (config.token.empty()) {
@@ -424,7 +456,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     }
     Status s = SaveClientConfig(config);
     *exit_code = s.ok() ? 0 : Fail(s);
-    if (s.ok()) std::cout << "logged in as " << Str(*who, "user") << " (" << ConfigPath() << ")\n";
+    if (s.ok()) {
+      PrintAnswer(*who, f->output, "logged in as " + Str(*who, "user") + " (" + ConfigPath() + ")");
+    }
   });
 
   CLI::App* whoami = app.add_subcommand("whoami", "Who the configured token belongs to");
@@ -433,7 +467,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto who = client.Get("/api/v1/whoami");
       if (!who.ok()) return who.status();
-      std::cout << (f->output == "json" ? who->dump(2) : Str(*who, "user")) << "\n";
+      PrintAnswer(*who, f->output, Str(*who, "user"));
       return Status::Ok();
     });
   });
@@ -450,9 +484,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       auto r = client.Post("/api/v1/users",
                            {{"name", f->name}, {"admin", f->admin}, {"projects", f->projects}});
       if (!r.ok()) return r.status();
-      std::cout << (f->output == "json" ? r->dump(2)
-                                        : "token for " + f->name + ": " + Str(*r, "token"))
-                << "\n";
+      PrintAnswer(*r, f->output, "token for " + f->name + ": " + Str(*r, "token"));
       return Status::Ok();
     });
   });
@@ -462,23 +494,25 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   CLI::App* project_create = project->add_subcommand("create", "Create a project");
   project_create->add_option("name", f->name, "Project name")->required();
   project_create->add_option("--description", f->description, "What it is for");
+  out_opt(project_create);
   project_create->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r =
           client.Post("/api/v1/projects", {{"name", f->name}, {"description", f->description}});
       if (!r.ok()) return r.status();
-      std::cout << "created project " << f->name << "\n";
+      PrintAnswer(*r, f->output, "created project " + f->name);
       return Status::Ok();
     });
   });
   CLI::App* add_member = project->add_subcommand("add-member", "Add a user to a project");
   add_member->add_option("name", f->name, "Project")->required();
   add_member->add_option("user", f->user, "User")->required();
+  out_opt(add_member);
   add_member->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Post("/api/v1/projects/" + f->name + "/members", {{"user", f->user}});
       if (!r.ok()) return r.status();
-      std::cout << "added " << f->user << " to " << f->name << "\n";
+      PrintAnswer(*r, f->output, "added " + f->user + " to " + f->name);
       return Status::Ok();
     });
   });
@@ -487,20 +521,24 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   token->require_subcommand(1);
   CLI::App* token_create = token->add_subcommand("create", "Create a token; printed once");
   token_create->add_option("name", f->name, "What it is for")->required();
+  out_opt(token_create);
   token_create->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Post("/api/v1/tokens", {{"name", f->name}});
       if (!r.ok()) return r.status();
-      std::cout << Str(*r, "token") << "\n";
+      PrintAnswer(*r, f->output, Str(*r, "token"));
       return Status::Ok();
     });
   });
   CLI::App* token_revoke = token->add_subcommand("revoke", "Revoke a token by id");
   token_revoke->add_option("id", f->id, "Token id")->required();
+  out_opt(token_revoke);
   token_revoke->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Delete("/api/v1/tokens/" + std::to_string(f->id));
-      return r.ok() ? Status::Ok() : r.status();
+      if (!r.ok()) return r.status();
+      PrintAnswer(*r, f->output, "revoked token " + std::to_string(f->id));
+      return Status::Ok();
     });
   });
 }

@@ -22,12 +22,20 @@ bool TaskFailed(const store::TaskRecord& t) {
          (t.state == "killed" && !t.exit_code.has_value());
 }
 
-std::string DescribeEnd(const store::TaskRecord& t) {
+// "task 1 exited with code 3", with the agent's note when it gave one ("time limit of 60 s
+// reached").
+std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
   std::string what = "task " + std::to_string(t.task_index);
-  if (t.state == "lost") return what + " was lost";
-  if (t.signal) return what + " was killed by signal " + std::to_string(*t.signal);
-  if (t.exit_code) return what + " exited with code " + std::to_string(*t.exit_code);
-  return what + " ended (" + t.state + ")";
+  if (t.state == "lost") {
+    what += " was lost";
+  } else if (t.signal) {
+    what += " was killed by signal " + std::to_string(*t.signal);
+  } else if (t.exit_code) {
+    what += " exited with code " + std::to_string(*t.exit_code);
+  } else {
+    what += " ended (" + t.state + ")";
+  }
+  return note.empty() ? what : what + ": " + note;
 }
 
 nlohmann::json AllocationJson(const sched::Allocation& a, const std::string& node) {
@@ -72,6 +80,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
                                                        Clock& clock) {
   // FGD scores against the workload's typical tasks: learn them from recent history.
   store::JobFilter recent;
+  recent.order = store::JobOrder::kNewestFirst;
   recent.limit = kHistoryForProfile;
   auto history = store.ListJobs(recent);
   if (!history.ok()) return history.status();
@@ -109,6 +118,7 @@ Status Controller::Recover() {
     if (!AddNodeToSchedulerLocked(n.name, inventory).ok()) continue;
     LiveNode& live = nodes_[n.name];
     live.inventory = inventory;
+    live.node_id_hash = n.node_id_hash;
     live.state = n.state;
     // Agents get a full timeout to come back before their node is declared lost.
     live.last_heartbeat = clock_.Now();
@@ -183,6 +193,7 @@ void Controller::LoopMain() {
     changed_.wait_for(lock, std::chrono::seconds(1), [&] { return wake_ || stopping_; });
     if (stopping_) break;
     wake_ = false;
+    RetryUnsettledLocked();
     CheckNodesLocked();
     ScheduleLocked();
   }
@@ -190,8 +201,17 @@ void Controller::LoopMain() {
 
 void Controller::Tick() {
   std::lock_guard lock(mu_);
+  RetryUnsettledLocked();
   CheckNodesLocked();
   ScheduleLocked();
+}
+
+void Controller::RetryUnsettledLocked() {
+  std::set<JobId> retry;
+  retry.swap(unsettled_);
+  for (JobId id : retry) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) EvaluateJobLocked(it->second);
+  }
 }
 
 // --- Submissions and jobs --------------------------------------------------------------------
@@ -249,24 +269,18 @@ Status Controller::Cancel(const Principal& who, JobId id) {
   if (!who.CanAccessProject(job.record.project)) {
     return NotFound("job " + std::to_string(id.value()) + " not found");
   }
+  if (!who.admin && who.name != job.record.user) {
+    return PermissionDenied("job " + std::to_string(id.value()) + " belongs to " + job.record.user +
+                            ": only its owner or an admin may cancel it");
+  }
   const std::string reason = "cancelled by " + who.name;
   if (job.record.state == "pending") {
-    (void)scheduler_->Cancel(id);
-    EndJobLocked(job, "cancelled", reason);
+    // Committed first: a cancellation the store did not take is reported, not half done.
+    CORRAL_RETURN_IF_ERROR(EndJobLocked(job, "cancelled", reason));
     return Status::Ok();
   }
   job.cancel_requested = true;
   job.failure = reason;
-  // Tasks that no agent has reported yet are considered stopped now; if an agent starts one
-  // anyway, its report is stale and answered with a kill.
-  for (auto& t : job.tasks) {
-    if (t.state == "assigned") {
-      t.state = "killed";
-      t.end_time = clock_.Now();
-      (void)store_.UpdateTask(t);
-    }
-  }
-  NotifyNodesLocked(job);
   EvaluateJobLocked(job);
   lock.unlock();
   changed_.notify_all();
@@ -322,21 +336,29 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   return out;
 }
 
-Result<nlohmann::json> Controller::ListJobs(const Principal& who,
-                                            const std::vector<std::string>& states,
-                                            bool all_projects) {
+Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
+                                                 const std::vector<std::string>& states,
+                                                 bool all_projects, int limit,
+                                                 std::optional<JobId> before) {
+  JobPage page{nlohmann::json::array(), std::nullopt};
   store::JobFilter filter;
   filter.states = states;
+  filter.before = before;
+  filter.order = store::JobOrder::kNewestFirst;
+  filter.limit = limit + 1;  // one more than asked tells whether another page follows
   if (!who.admin || !all_projects) {
     if (!who.admin) {
       filter.projects = who.projects;
-      if (filter.projects.empty()) return nlohmann::json::array();
+      if (filter.projects.empty()) return page;
     }
     if (!all_projects) filter.users = {who.name};
   }
   auto jobs = store_.ListJobs(filter);
   if (!jobs.ok()) return jobs.status();
-  nlohmann::json out = nlohmann::json::array();
+  if (jobs->size() > static_cast<size_t>(limit)) {
+    jobs->resize(limit);
+    page.next_before = jobs->back().id;
+  }
   std::lock_guard lock(mu_);
   for (const auto& j : *jobs) {
     nlohmann::json row = {{"id", j.id.value()},
@@ -350,13 +372,14 @@ Result<nlohmann::json> Controller::ListJobs(const Principal& who,
     if (auto reason = scheduler_->PendingReasonOf(j.id)) {
       row["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
     }
-    out.push_back(row);
+    page.jobs.push_back(row);
   }
-  return out;
+  return page;
 }
 
 Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task,
-                                        const std::string& stream) {
+                                        const std::string& stream,
+                                        std::optional<int64_t> generation) {
   if (stream != "stdout" && stream != "stderr") {
     return InvalidArgument("field 'stream': must be stdout or stderr");
   }
@@ -365,8 +388,13 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
   if (!who.CanAccessProject(record->project)) {
     return NotFound("job " + std::to_string(id.value()) + " not found");
   }
+  const int64_t current = record->restarts + 1;
+  if (generation && *generation > current) {
+    return NotFound("field 'generation': job " + std::to_string(id.value()) + " is at run " +
+                    std::to_string(current) + "; there is no run " + std::to_string(*generation));
+  }
   return config_.logs_dir + "/" + std::to_string(id.value()) + "/" + std::to_string(task) + "-g" +
-         std::to_string(record->restarts + 1) + "." + stream;
+         std::to_string(generation.value_or(current)) + "." + stream;
 }
 
 // --- Scheduling ------------------------------------------------------------------------------
@@ -418,12 +446,19 @@ void Controller::NotifyNodesLocked(const LiveJob& job) {
   changed_.notify_all();
 }
 
-void Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason) {
+Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason) {
   const JobId id = job.record.id;
-  (void)store_.TransitionJob(id, job.record.state, std::string(state), reason, clock_.Now());
-  (void)scheduler_->Finish(id);  // releases the allocations of a started job; no-op otherwise
+  CORRAL_RETURN_IF_ERROR(
+      store_.TransitionJob(id, job.record.state, std::string(state), reason, clock_.Now()));
+  if (job.record.state == "pending") {
+    (void)scheduler_->Cancel(id);
+  } else {
+    (void)scheduler_->Finish(id);  // releases the allocations of the started job
+  }
   ForgetAllocationsLocked(job);
+  unsettled_.erase(id);
   jobs_.erase(id);
+  return Status::Ok();
 }
 
 void Controller::IndexAllocationsLocked(const LiveJob& job) {
@@ -448,58 +483,89 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   }
 }
 
-void Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
-                                    const std::string& reason) {
+Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
+                                      const std::string& reason) {
   if (job.record.restarts >= job.spec.max_restarts || job.cancel_requested) {
-    EndJobLocked(job, end_state, reason);
-    return;
+    return EndJobLocked(job, end_state, reason);
   }
   const JobId id = job.record.id;
   const std::string why = reason + "; requeued (restart " +
                           std::to_string(job.record.restarts + 1) + " of " +
                           std::to_string(job.spec.max_restarts) + ")";
-  if (!store_.TransitionJob(id, job.record.state, "pending", why, clock_.Now()).ok()) {
-    EndJobLocked(job, end_state, reason);
-    return;
-  }
+  CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, "pending", why, clock_.Now()));
   (void)scheduler_->Finish(id);
   ForgetAllocationsLocked(job);
   job.tasks.clear();
   job.failing = false;
   job.failure.clear();
   job.record.state = "pending";
+  job.launched.clear();
+  job.end_notes.clear();
   ++job.record.restarts;
+  unsettled_.erase(id);
   (void)scheduler_->Submit(ToModelJob(job.spec, id, job.record.user, job.record.submit_time));
   wake_ = true;
+  return Status::Ok();
+}
+
+Status Controller::UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated) {
+  CORRAL_RETURN_IF_ERROR(store_.UpdateTask(updated));
+  for (auto& t : job.tasks) {
+    if (t.allocation_id == updated.allocation_id) t = updated;
+  }
+  return Status::Ok();
+}
+
+void Controller::StopUnlaunchedTasksLocked(LiveJob& job) {
+  for (const auto& t : job.tasks) {
+    if (t.state != "assigned" || job.launched.count(t.allocation_id)) continue;
+    store::TaskRecord stopped = t;
+    stopped.state = "killed";
+    stopped.end_time = clock_.Now();
+    // On a store error the task stays assigned (and is never launched: its job is stopping);
+    // the next evaluation tries again.
+    if (!UpdateTaskLocked(job, stopped).ok()) unsettled_.insert(job.record.id);
+  }
 }
 
 void Controller::EvaluateJobLocked(LiveJob& job) {
+  const JobId id = job.record.id;  // `job` may be erased below
+  if (!job.Stopping()) {
+    for (const auto& t : job.tasks) {
+      if (IsTerminalTask(t.state) && TaskFailed(t)) {
+        job.failing = true;
+        auto note = job.end_notes.find(t.allocation_id);
+        job.failure = DescribeEnd(t, note == job.end_notes.end() ? "" : note->second);
+        break;
+      }
+    }
+  }
+  if (job.Stopping() && job.record.state != "pending") {
+    StopUnlaunchedTasksLocked(job);
+    NotifyNodesLocked(job);  // the rest of the gang is stopped
+  }
   bool all_ended = !job.tasks.empty();
   bool all_running = !job.tasks.empty();
   for (const auto& t : job.tasks) {
     all_ended &= IsTerminalTask(t.state);
     all_running &= t.state == "running";
-    if (IsTerminalTask(t.state) && TaskFailed(t) && !job.failing && !job.cancel_requested) {
-      job.failing = true;
-      job.failure = DescribeEnd(t);
-      NotifyNodesLocked(job);  // the rest of the gang is stopped
-    }
   }
+  Status settled = Status::Ok();
   if (all_running && job.record.state == "starting") {
-    if (store_
-            .TransitionJob(job.record.id, "starting", "running", "all tasks running", clock_.Now())
-            .ok()) {
-      job.record.state = "running";
+    settled = store_.TransitionJob(job.record.id, "starting", "running", "all tasks running",
+                                   clock_.Now());
+    if (settled.ok()) job.record.state = "running";
+  }
+  if (all_ended) {
+    if (job.cancel_requested) {
+      settled = EndJobLocked(job, "cancelled", job.failure);
+    } else if (job.failing) {
+      settled = RequeueOrEndLocked(job, "failed", job.failure);
+    } else {
+      settled = EndJobLocked(job, "succeeded", "all tasks exited with code 0");
     }
   }
-  if (!all_ended) return;
-  if (job.cancel_requested) {
-    EndJobLocked(job, "cancelled", job.failure);
-  } else if (job.failing) {
-    RequeueOrEndLocked(job, "failed", job.failure);
-  } else {
-    EndJobLocked(job, "succeeded", "all tasks exited with code 0");
-  }
+  if (!settled.ok()) unsettled_.insert(id);
 }
 
 // --- Nodes and agents ------------------------------------------------------------------------
@@ -512,26 +578,43 @@ Status Controller::AddNodeToSchedulerLocked(const std::string& name,
   return added.ok() ? Status::Ok() : added.status();
 }
 
-Result<std::string> Controller::RegisterNode(const std::string& name,
+Result<std::string> Controller::RegisterNode(const std::string& name, const std::string& node_id,
                                              const nlohmann::json& inventory) {
   if (name.empty() || name.size() > 253) return InvalidArgument("field 'name': 1..253 characters");
+  if (node_id.size() < 16 || node_id.size() > 128) {
+    return InvalidArgument("field 'node_id': 16..128 characters");
+  }
+  CORRAL_RETURN_IF_ERROR(NodeFromInventory(name, inventory).status());
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
+  const std::string id_hash = HashToken(node_id);
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
-  const bool known = it != nodes_.end() && it->second.state != "lost";
-  if (!known) {
-    CORRAL_RETURN_IF_ERROR(AddNodeToSchedulerLocked(name, inventory));
+  bool live = it != nodes_.end() && it->second.state != "lost";
+  if (live && !it->second.node_id_hash.empty() && !SecureEquals(it->second.node_id_hash, id_hash)) {
+    return AlreadyExists("node name '" + name +
+                         "' is held by another agent (a different node id); stop that agent, or "
+                         "wait until its node is lost (" +
+                         std::to_string(config_.node_timeout.value()) + " s without heartbeat)");
   }
+  if (live && it->second.inventory != inventory) {
+    LoseNodeLocked(name, it->second, "node " + name + " re-registered with another inventory");
+    live = false;
+  }
+  if (!live) CORRAL_RETURN_IF_ERROR(AddNodeToSchedulerLocked(name, inventory));
   LiveNode& node = nodes_[name];
-  if (!known) {
+  if (!live) {
+    // A cordoned or drained node stays so across an inventory change.
+    if (node.state != "cordoned" && node.state != "drained") node.state = "ready";
+    if (node.state != "ready") (void)scheduler_->SetSchedulable(name, false);
     node.inventory = inventory;
-    node.state = "ready";
   }
+  node.node_id_hash = id_hash;
   node.token_hash = HashToken(*token);
   node.last_heartbeat = clock_.Now();
   ++node.version;
-  store::NodeRecord record{name, node.inventory.dump(), node.state, node.last_heartbeat};
+  store::NodeRecord record{name, node.inventory.dump(), node.state, node.last_heartbeat,
+                           node.node_id_hash};
   CORRAL_RETURN_IF_ERROR(store_.UpsertNode(record));
   wake_ = true;
   lock.unlock();
@@ -550,28 +633,36 @@ void Controller::CheckNodesLocked() {
   const Seconds now = clock_.Now();
   for (auto& [name, node] : nodes_) {
     if (node.state == "lost" || now - node.last_heartbeat <= config_.node_timeout) continue;
-    node.state = "lost";
-    node.token_hash.clear();  // it must register again; its stale tasks are then killed
-    (void)store_.UpsertNode({name, node.inventory.dump(), "lost", node.last_heartbeat});
-    auto affected = scheduler_->RemoveNode(name);
-    if (!affected.ok()) continue;
-    for (JobId id : *affected) {
-      auto it = jobs_.find(id);
-      if (it == jobs_.end()) continue;
-      LiveJob& job = it->second;
-      for (auto& t : job.tasks) {
-        if (!IsTerminalTask(t.state)) {
-          t.state = t.node == name ? "lost" : "killed";
-          t.end_time = now;
-          (void)store_.UpdateTask(t);
-        }
-      }
-      // Tasks of this job on other nodes are now stale and get killed at their next heartbeat.
-      NotifyNodesLocked(job);
-      RequeueOrEndLocked(job, "lost",
-                         "node " + name + " lost (no heartbeat for " +
-                             std::to_string(config_.node_timeout.value()) + " s)");
+    LoseNodeLocked(name, node,
+                   "node " + name + " lost (no heartbeat for " +
+                       std::to_string(config_.node_timeout.value()) + " s)");
+  }
+}
+
+void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
+                                const std::string& reason) {
+  const Seconds now = clock_.Now();
+  node.state = "lost";
+  node.token_hash.clear();  // it must register again; its stale tasks are then killed
+  (void)store_.UpsertNode(
+      {name, node.inventory.dump(), "lost", node.last_heartbeat, node.node_id_hash});
+  auto affected = scheduler_->RemoveNode(name);
+  if (!affected.ok()) return;
+  for (JobId id : *affected) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    LiveJob& job = it->second;
+    for (auto& t : job.tasks) {
+      if (IsTerminalTask(t.state)) continue;
+      // Memory first: the node's GPUs are gone whatever the store says. A task left running in
+      // the store is settled again after a restart (its node is lost then too).
+      t.state = t.node == name ? "lost" : "killed";
+      t.end_time = now;
+      (void)store_.UpdateTask(t);
     }
+    // Tasks of this job on other nodes are now stale and get killed at their next heartbeat.
+    NotifyNodesLocked(job);
+    if (!RequeueOrEndLocked(job, "lost", reason).ok()) unsettled_.insert(id);
   }
 }
 
@@ -588,7 +679,8 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
   CORRAL_RETURN_IF_ERROR(scheduler_->SetSchedulable(name, schedulable));
   node.state = action == "uncordon" ? "ready" : (action == "drain" ? "drained" : "cordoned");
   wake_ = true;
-  return store_.UpsertNode({name, node.inventory.dump(), node.state, node.last_heartbeat});
+  return store_.UpsertNode(
+      {name, node.inventory.dump(), node.state, node.last_heartbeat, node.node_id_hash});
 }
 
 nlohmann::json Controller::Nodes() {
@@ -646,12 +738,16 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   static const std::set<JobId> kNone;
   auto on = jobs_on_node_.find(name);
   for (JobId id : on == jobs_on_node_.end() ? kNone : on->second) {
-    const LiveJob& job = jobs_.at(id);
-    const bool stopping = job.cancel_requested || job.failing;
+    LiveJob& job = jobs_.at(id);
+    const bool stopping = job.Stopping();
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;
-      if (!stopping && t.state == "assigned") run.push_back(LaunchFor(job, t));
-      if (stopping && t.state == "running") {
+      if (!stopping && t.state == "assigned") {
+        run.push_back(LaunchFor(job, t));
+        job.launched.insert(t.allocation_id);
+      }
+      // A launch that went out may be running without a report yet: stop it too.
+      if (stopping && !IsTerminalTask(t.state)) {
         kill.push_back({{"allocation_id", t.allocation_id},
                         {"generation", t.generation},
                         {"grace_s", config_.kill_grace.value()},
@@ -662,8 +758,8 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   return {{"run", run}, {"kill", kill}, {"heartbeat_interval_s", config_.heartbeat_interval_s}};
 }
 
-void Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann::json& s,
-                                       std::vector<nlohmann::json>& kills) {
+Status Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann::json& s,
+                                         std::vector<nlohmann::json>& kills) {
   const int64_t alloc = s.value("allocation_id", int64_t{-1});
   const int64_t generation = s.value("generation", int64_t{-1});
   const std::string state = s.value("state", "");
@@ -676,35 +772,76 @@ void Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann::
     }
   };
   auto owner = job_of_allocation_.find(alloc);
-  if (owner == job_of_allocation_.end()) return stale("stale task: not assigned here any more");
+  if (owner == job_of_allocation_.end()) {
+    stale("stale task: not assigned here any more");
+    return Status::Ok();
+  }
   LiveJob& job = jobs_.at(owner->second);
   auto task = std::find_if(job.tasks.begin(), job.tasks.end(),
                            [&](const auto& t) { return t.allocation_id == alloc; });
   if (task == job.tasks.end() || task->generation != generation || task->node != node) {
-    return stale("stale generation");
+    stale("stale generation");
+    return Status::Ok();
   }
   if (IsTerminalTask(task->state)) {
     if (state == "running") stale("task already ended on the server");
-    return;
+    return Status::Ok();
   }
+  store::TaskRecord updated = *task;
   if (state == "running") {
-    if (task->state == "assigned") {
-      task->state = "running";
-      task->start_time = Seconds(s.value("started_at", clock_.Now().value()));
-      (void)store_.UpdateTask(*task);
-      EvaluateJobLocked(job);
+    if (task->state != "assigned") return Status::Ok();
+    updated.state = "running";
+    updated.start_time = Seconds(s.value("started_at", clock_.Now().value()));
+  } else {
+    // exited | killed | failed_to_start | lost
+    updated.state = state == "exited" ? "exited" : (state == "lost" ? "lost" : "killed");
+    if (s.contains("exit_code") && s["exit_code"].is_number_integer()) {
+      updated.exit_code = s["exit_code"].get<int>();
     }
-    return;
+    if (s.contains("signal") && s["signal"].is_number_integer()) {
+      updated.signal = s["signal"].get<int>();
+    }
+    if (state == "failed_to_start" && !updated.exit_code) updated.exit_code = 127;
+    updated.end_time = Seconds(s.value("ended_at", clock_.Now().value()));
+    if (s.contains("message") && s["message"].is_string()) {
+      constexpr size_t kMaxNote = 500;
+      job.end_notes[alloc] = s["message"].get<std::string>().substr(0, kMaxNote);
+    }
   }
-  // exited | killed | failed_to_start | lost
-  task->state = state == "exited" ? "exited" : (state == "lost" ? "lost" : "killed");
-  if (s.contains("exit_code") && !s["exit_code"].is_null())
-    task->exit_code = s["exit_code"].get<int>();
-  if (s.contains("signal") && !s["signal"].is_null()) task->signal = s["signal"].get<int>();
-  if (state == "failed_to_start" && !task->exit_code) task->exit_code = 127;
-  task->end_time = Seconds(s.value("ended_at", clock_.Now().value()));
-  (void)store_.UpdateTask(*task);
+  CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, updated));
   EvaluateJobLocked(job);
+  return Status::Ok();
+}
+
+Status Controller::ReconcileUnreportedLocked(const std::string& node,
+                                             const std::set<int64_t>& reported) {
+  auto on = jobs_on_node_.find(node);
+  if (on == jobs_on_node_.end()) return Status::Ok();
+  const std::vector<JobId> ids(on->second.begin(), on->second.end());  // evaluation may erase
+  for (JobId id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    LiveJob& job = it->second;
+    bool changed = false;
+    for (const store::TaskRecord& t : std::vector<store::TaskRecord>(job.tasks)) {
+      if (t.node != node || reported.count(t.allocation_id)) continue;
+      const bool launched = job.launched.count(t.allocation_id) > 0;
+      if (t.state == "assigned" && launched && !job.Stopping()) {
+        job.launched.erase(t.allocation_id);  // the answer was lost: launch it again
+        continue;
+      }
+      if (t.state != "running" && !(t.state == "assigned" && launched)) continue;
+      store::TaskRecord ended = t;
+      // A running task the agent no longer knows is lost; a launch that never started, of a
+      // job being stopped, is stopped.
+      ended.state = t.state == "running" ? "lost" : "killed";
+      ended.end_time = clock_.Now();
+      CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, ended));
+      changed = true;
+    }
+    if (changed) EvaluateJobLocked(job);
+  }
+  return Status::Ok();
 }
 
 void Controller::WriteLogLocked(const std::string& node, const nlohmann::json& chunk) {
@@ -746,6 +883,11 @@ void Controller::WriteLogLocked(const std::string& node, const nlohmann::json& c
   ::close(fd);
 }
 
+int Controller::WaitingHeartbeats() {
+  std::lock_guard lock(mu_);
+  return waiting_heartbeats_;
+}
+
 Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nlohmann::json& report,
                                              int wait_ms) {
   std::unique_lock lock(mu_);
@@ -761,14 +903,26 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     }
   }
   std::vector<nlohmann::json> kills;
+  std::set<int64_t> reported;
   if (report.contains("tasks") && report["tasks"].is_array()) {
     for (const auto& s : report["tasks"]) {
-      if (s.is_object()) ApplyTaskReportLocked(name, s, kills);
+      if (!s.is_object()) continue;
+      reported.insert(s.value("allocation_id", int64_t{-1}));
+      CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
     }
   }
+  CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
   nlohmann::json response = ResponseForLocked(name);
+  const bool quiet = response["run"].empty() && response["kill"].empty() && kills.empty();
+  if (quiet && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
+    // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
+    // pause instead, so that API requests always find a thread.
+    response["retry_after_ms"] = std::clamp(wait_ms, 0, 30000);
+    return response;
+  }
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(wait_ms, 0, 30000));
+  ++waiting_heartbeats_;
   while (response["run"].empty() && response["kill"].empty() && kills.empty() && !stopping_) {
     const uint64_t seen = nodes_[name].version;
     if (!changed_.wait_until(lock, deadline,
@@ -777,6 +931,7 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     }
     response = ResponseForLocked(name);
   }
+  --waiting_heartbeats_;
   for (auto& k : kills) response["kill"].push_back(std::move(k));
   return response;
 }

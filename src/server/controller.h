@@ -11,6 +11,17 @@
 //    committed before any agent hears of it.
 //  - Fencing: every task run has (allocation id, generation); a report of any other pair for a
 //    task is stale and answered with a kill.
+//  - A heartbeat lists every task the agent knows (running, or ended and not yet acknowledged).
+//    A running task it leaves out is lost; a launch it leaves out after it went out in an answer
+//    never started (the answer was lost) and is sent again, or counted as stopped when its job is
+//    being stopped. GPUs of a task whose launch went out are freed only once the agent's report
+//    says the task is not running.
+//  - A heartbeat is acknowledged (200) only after its task reports are committed; on a store
+//    error it fails and the agent sends the same report again.
+//  - Node identity: an agent proves it is the node it claims with a secret node id it keeps in
+//    its work dir. A live node's name registered with another node id is refused (AlreadyExists);
+//    the same node id registering again (an agent restart) gets a new node token; a changed
+//    inventory replaces the node (its running jobs are requeued as after a node loss).
 //  - After a restart, Create() rebuilds the state from the store: pending jobs are queued again,
 //    assigned and running tasks are re-adopted and re-sent (agents ignore launches they already
 //    run, so no task runs twice).
@@ -69,26 +80,45 @@ class Controller {
   Status Cancel(const Principal& who, JobId id);
   // The job with its events, tasks and, while pending, the pending reason.
   Result<nlohmann::json> JobView(const Principal& who, JobId id);
-  Result<nlohmann::json> ListJobs(const Principal& who, const std::vector<std::string>& states,
-                                  bool all_projects);
+  // One page of ListJobs.
+  struct JobPage {
+    nlohmann::json jobs;               // job summaries, newest first
+    std::optional<JobId> next_before;  // set when older jobs match: the next page's `before`
+  };
+  // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
+  // first: at most `limit` (>= 1), only ids below `before` when set.
+  Result<JobPage> ListJobs(const Principal& who, const std::vector<std::string>& states,
+                           bool all_projects, int limit, std::optional<JobId> before);
   nlohmann::json Nodes();
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
-  // Path of a task's log file, if the caller may read it. stream: "stdout" | "stderr".
-  Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream);
+  // Path of a task's log file in run `generation` (>= 1; 1 is the first run; default the
+  // current run, restarts + 1), if the caller may read it. stream: "stdout" | "stderr". The
+  // file may not exist yet. Errors: InvalidArgument (stream), NotFound (the job, or a run it
+  // has not had).
+  Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
+                              std::optional<int64_t> generation);
 
   // --- Agent gateway -------------------------------------------------------------------------
-  // Registers (or re-registers) a node; returns its node token.
-  Result<std::string> RegisterNode(const std::string& name, const nlohmann::json& inventory);
+  // Registers (or re-registers) a node; returns its node token. Errors: InvalidArgument (name,
+  // node id or inventory), AlreadyExists (a live node of that name has another node id).
+  Result<std::string> RegisterNode(const std::string& name, const std::string& node_id,
+                                   const nlohmann::json& inventory);
   // True when `token` is the node token of `name`.
   bool AuthenticateNode(const std::string& name, const std::string& token);
   // Applies a heartbeat report and answers with launches and kills; when there is nothing to
-  // say, waits up to `wait_ms` for something to change.
+  // say, waits up to `wait_ms` (at most 30 s) for something to change. At most
+  // kMaxWaitingHeartbeats wait at once (each holds an HTTP thread); others answer at once with
+  // "retry_after_ms". Errors: NotFound (not registered), store failures (nothing acknowledged).
   Result<nlohmann::json> Heartbeat(const std::string& name, const nlohmann::json& report,
                                    int wait_ms);
 
   // One scheduling round (the loop calls it; tests may call it directly).
   void Tick();
+
+  static constexpr int kMaxWaitingHeartbeats = 32;
+  // Heartbeats waiting now (for metrics and tests).
+  int WaitingHeartbeats();
 
  private:
   struct LiveJob {
@@ -97,11 +127,15 @@ class Controller {
     std::vector<store::TaskRecord> tasks;  // the current generation; empty while pending
     bool cancel_requested = false;
     bool failing = false;
-    std::string failure;  // why the gang is being stopped
+    std::string failure;         // why the gang is being stopped
+    std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
+    std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
+    bool Stopping() const { return cancel_requested || failing; }
   };
   struct LiveNode {
     nlohmann::json inventory;
     std::string token_hash;
+    std::string node_id_hash;  // empty for nodes registered before node ids existed
     Seconds last_heartbeat{0};
     std::string state = "ready";  // ready | cordoned | drained | lost
     uint64_t version = 0;         // bumped when the node has something new to hear
@@ -116,13 +150,29 @@ class Controller {
   // The following require mu_.
   void ScheduleLocked();
   void CheckNodesLocked();
-  void ApplyTaskReportLocked(const std::string& node, const nlohmann::json& status,
-                             std::vector<nlohmann::json>& kills);
+  // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
+  // or ends lost.
+  void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
+  Status ApplyTaskReportLocked(const std::string& node, const nlohmann::json& status,
+                               std::vector<nlohmann::json>& kills);
+  // Tasks of `node` the agent left out of a heartbeat (see the class contract).
+  Status ReconcileUnreportedLocked(const std::string& node, const std::set<int64_t>& reported);
+  // Writes `updated` (a task of `job`) to the store, then to memory.
+  Status UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated);
+  // Counts tasks whose launch never went out as stopped (a stopping job's GPUs are held only by
+  // tasks an agent may run).
+  void StopUnlaunchedTasksLocked(LiveJob& job);
+  // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
+  // the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
-  void EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
-  void RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
+  // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
+  // changes and the error is returned. EndJobLocked erases `job`.
+  Status EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
+  Status RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
+  void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
   nlohmann::json LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
+  // The answer for `node`: launches (marked launched) and kills.
   nlohmann::json ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
@@ -149,10 +199,12 @@ class Controller {
     int64_t generation = 0;
     std::string node;  // only this node may write the task's output
   };
-  std::map<int64_t, LogTarget> ended_allocations_;
+  std::map<int64_t, LogTarget> ended_allocations_;  // allocation id -> target, newest 10,000
   // node -> jobs with a task of their current run there (heartbeats look only at these)
-  std::map<std::string, std::set<JobId>> jobs_on_node_;  // allocation id -> target, newest 10,000
+  std::map<std::string, std::set<JobId>> jobs_on_node_;
   std::map<std::string, LiveNode> nodes_;
+  std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
+  int waiting_heartbeats_ = 0;
   bool wake_ = false;
   bool stopping_ = false;
   std::thread loop_;

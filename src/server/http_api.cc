@@ -1,8 +1,16 @@
 #include "server/http_api.h"
 
+#include <fcntl.h>
 #include <httplib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <type_traits>
 
 #include "server/auth.h"
 
@@ -54,10 +62,116 @@ std::string BearerToken(const httplib::Request& req) {
   return header.rfind(prefix, 0) == 0 ? header.substr(prefix.size()) : "";
 }
 
+constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without ?limit
+constexpr int kMaxJobPage = 1000;           // the largest ?limit
+constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
+
+// The request body: a JSON object, else 400.
 Result<json> ParseBody(const httplib::Request& req) {
   json body = json::parse(req.body, nullptr, false);
   if (body.is_discarded()) return InvalidArgument("request body: not valid JSON");
+  if (!body.is_object()) return InvalidArgument("request body: must be a JSON object");
   return body;
+}
+
+// Field `name` of a request body as T (std::string, bool, int64_t, std::vector<std::string>):
+// `fallback` when the field is absent, InvalidArgument naming the field when it is absent
+// without a fallback or has another JSON type.
+template <typename T>
+Result<T> Field(const json& body, const std::string& name, std::optional<T> fallback = {}) {
+  const auto it = body.find(name);
+  if (it == body.end()) {
+    if (fallback) return *std::move(fallback);
+    return InvalidArgument("field '" + name + "': is required");
+  }
+  bool ok = false;
+  const char* expected = "";
+  if constexpr (std::is_same_v<T, std::string>) {
+    ok = it->is_string();
+    expected = "a string";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    ok = it->is_boolean();
+    expected = "true or false";
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    ok = it->is_number_integer();
+    expected = "an integer";
+  } else {
+    static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported field type");
+    ok = it->is_array() &&
+         std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_string(); });
+    expected = "an array of strings";
+  }
+  if (!ok) return InvalidArgument("field '" + name + "': must be " + expected);
+  return it->template get<T>();
+}
+
+// Decimal digits (at most 18, so at most kMaxCount) as an integer; nullopt for anything else.
+constexpr int64_t kMaxCount = 999'999'999'999'999'999;
+std::optional<int64_t> ParseCount(const std::string& text) {
+  if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != text.npos) {
+    return std::nullopt;
+  }
+  return std::stoll(text);
+}
+
+// Query parameter `name` as an integer in [lo, hi]: nullopt when absent, InvalidArgument naming
+// it when it is anything else.
+Result<std::optional<int64_t>> IntParam(const httplib::Request& req, const std::string& name,
+                                        int64_t lo, int64_t hi) {
+  if (!req.has_param(name)) return std::optional<int64_t>();
+  const std::optional<int64_t> v = ParseCount(req.get_param_value(name));
+  if (!v || *v < lo || *v > hi) {
+    return InvalidArgument("field '" + name + "': must be an integer from " + std::to_string(lo) +
+                           " to " + std::to_string(hi));
+  }
+  return v;
+}
+
+// The id a route captured as (\d+) (so only an overflow fails).
+Result<int64_t> PathId(const httplib::Request& req, const std::string& what) {
+  const std::optional<int64_t> id = ParseCount(req.matches[1]);
+  if (!id) return NotFound(what + " " + std::string(req.matches[1]) + " not found");
+  return *id;
+}
+
+struct LogPage {
+  std::string data;  // at most kLogPageBytes from the asked offset
+  int64_t size = 0;  // of the whole file
+};
+
+// Up to kLogPageBytes of the file at `path` from `offset`, read with pread (never more). A file
+// that does not exist yet reads as empty; an offset at or past its end gives no data.
+Result<LogPage> ReadLogPage(const std::string& path, int64_t offset) {
+  LogPage page;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return page;
+    return IoError("open log file: " + std::string(std::strerror(errno)));
+  }
+  struct stat st {};
+  Status s;
+  if (fstat(fd, &st) != 0) {
+    s = IoError("stat log file: " + std::string(std::strerror(errno)));
+  } else {
+    page.size = st.st_size;
+    page.data.resize(std::clamp<int64_t>(page.size - offset, 0, kLogPageBytes));
+    size_t done = 0;
+    while (done < page.data.size()) {
+      const ssize_t n = pread(fd, page.data.data() + done, page.data.size() - done,
+                              offset + static_cast<int64_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        s = IoError("read log file: " + std::string(std::strerror(errno)));
+        break;
+      }
+      if (n == 0) break;  // the file shrank meanwhile
+      done += n;
+    }
+    page.data.resize(done);
+  }
+  close(fd);
+  if (!s.ok()) return s;
+  return page;
 }
 
 }  // namespace
@@ -65,26 +179,33 @@ Result<json> ParseBody(const httplib::Request& req) {
 class HttpApi::Impl {
  public:
   Impl(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)
-      : controller_(controller), store_(store), clock_(clock), config_(std::move(config)) {}
+      : controller_(controller),
+        store_(store),
+        clock_(clock),
+        config_(std::move(config)),
+        principals_(clock, config_.principal_cache) {}
 
   Result<Principal> Authenticate(const httplib::Request& req) {
     const std::string token = BearerToken(req);
     if (token.empty()) return Unauthenticated("missing 'Authorization: Bearer <token>' header");
-    auto user = store_.UserForTokenHash(HashToken(token));
-    if (!user.ok()) {
-      if (user.status().code() == StatusCode::kNotFound) {
-        return Unauthenticated("unknown or revoked token");
+    const std::string hash = HashToken(token);
+    return principals_.Get(hash, [&]() -> Result<Principal> {
+      auto user = store_.UserForTokenHash(hash);
+      if (!user.ok()) {
+        if (user.status().code() == StatusCode::kNotFound) {
+          return Unauthenticated("unknown or revoked token");
+        }
+        return user.status();
       }
-      return user.status();
-    }
-    Principal p;
-    p.user_id = user->id;
-    p.name = user->name;
-    p.admin = user->admin;
-    auto projects = store_.ProjectsOf(user->id);
-    if (!projects.ok()) return projects.status();
-    p.projects = *projects;
-    return p;
+      Principal p;
+      p.user_id = user->id;
+      p.name = user->name;
+      p.admin = user->admin;
+      auto projects = store_.ProjectsOf(user->id);
+      if (!projects.ok()) return projects.status();
+      p.projects = *projects;
+      return p;
+    });
   }
 
   // Wraps `handler(principal, req, res)` with authentication (and, if `admin_only`, a role check).
@@ -133,26 +254,21 @@ class HttpApi::Impl {
                           {"user", job->user}});
               }));
     http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
-               std::vector<std::string> states;
-               std::string list = req.get_param_value("state");
-               for (size_t start = 0; !list.empty() && start <= list.size();) {
-                 size_t comma = std::min(list.find(',', start), list.size());
-                 states.push_back(list.substr(start, comma - start));
-                 start = comma + 1;
-               }
-               auto jobs = controller_.ListJobs(who, states, req.get_param_value("all") == "1");
-               if (!jobs.ok()) return SendProblem(res, jobs.status());
-               SendJson(res, 200, *jobs);
+               ListJobs(who, req, res);
              }));
     http.Get(R"(/api/v1/jobs/(\d+))",
              Authed([this](const Principal& who, const auto& req, auto& res) {
-               auto view = controller_.JobView(who, JobId(std::stoll(req.matches[1])));
+               auto id = PathId(req, "job");
+               if (!id.ok()) return SendProblem(res, id.status());
+               auto view = controller_.JobView(who, JobId(*id));
                if (!view.ok()) return SendProblem(res, view.status());
                SendJson(res, 200, *view);
              }));
     http.Post(R"(/api/v1/jobs/(\d+)/cancel)",
               Authed([this](const Principal& who, const auto& req, auto& res) {
-                Status s = controller_.Cancel(who, JobId(std::stoll(req.matches[1])));
+                auto id = PathId(req, "job");
+                if (!id.ok()) return SendProblem(res, id.status());
+                Status s = controller_.Cancel(who, JobId(*id));
                 if (!s.ok()) return SendProblem(res, s);
                 SendJson(res, 202, {{"status", "cancelling"}});
               }));
@@ -160,30 +276,52 @@ class HttpApi::Impl {
                                                          auto& res) { Logs(who, req, res); }));
   }
 
+  // Newest first, a page at a time: `limit` jobs with ids below `before`; the header
+  // X-Corral-Next-Before carries the next page's `before` when older jobs match.
+  void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res) {
+    std::vector<std::string> states;
+    std::string list = req.get_param_value("state");
+    for (size_t start = 0; !list.empty() && start <= list.size();) {
+      size_t comma = std::min(list.find(',', start), list.size());
+      states.push_back(list.substr(start, comma - start));
+      start = comma + 1;
+    }
+    auto limit = IntParam(req, "limit", 1, kMaxJobPage);
+    if (!limit.ok()) return SendProblem(res, limit.status());
+    auto before = IntParam(req, "before", 1, kMaxCount);
+    if (!before.ok()) return SendProblem(res, before.status());
+    std::optional<JobId> before_id;
+    if (*before) before_id = JobId(**before);
+    auto page = controller_.ListJobs(who, states, req.get_param_value("all") == "1",
+                                     static_cast<int>(limit->value_or(kDefaultJobPage)), before_id);
+    if (!page.ok()) return SendProblem(res, page.status());
+    if (page->next_before) {
+      res.set_header("X-Corral-Next-Before", std::to_string(page->next_before->value()));
+    }
+    SendJson(res, 200, page->jobs);
+  }
+
+  // A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
+  // the end), X-Corral-Log-Size the file's size now.
   void Logs(const Principal& who, const httplib::Request& req, httplib::Response& res) {
-    const std::string task = req.has_param("task") ? req.get_param_value("task") : "0";
-    const std::string offset = req.has_param("offset") ? req.get_param_value("offset") : "0";
-    if (task.empty() || task.size() > 6 ||
-        task.find_first_not_of("0123456789") != std::string::npos) {
-      return SendProblem(res, InvalidArgument("field 'task': must be a task index"));
-    }
-    if (offset.empty() || offset.size() > 15 ||
-        offset.find_first_not_of("0123456789") != std::string::npos) {
-      return SendProblem(res, InvalidArgument("field 'offset': must be a byte offset"));
-    }
+    auto id = PathId(req, "job");
+    if (!id.ok()) return SendProblem(res, id.status());
+    auto task = IntParam(req, "task", 0, 999999);
+    if (!task.ok()) return SendProblem(res, task.status());
+    auto offset = IntParam(req, "offset", 0, kMaxCount);
+    if (!offset.ok()) return SendProblem(res, offset.status());
+    auto generation = IntParam(req, "generation", 1, std::numeric_limits<int32_t>::max());
+    if (!generation.ok()) return SendProblem(res, generation.status());
     const std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
-    auto path =
-        controller_.LogPath(who, JobId(std::stoll(req.matches[1])), std::stoi(task), stream);
+    auto path = controller_.LogPath(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
+                                    *generation);
     if (!path.ok()) return SendProblem(res, path.status());
-    std::ifstream in(*path, std::ios::binary);
-    std::string data;
-    if (in) {
-      in.seekg(std::stoll(offset));
-      data.assign(std::istreambuf_iterator<char>(in), {});
-      if (data.size() > (4u << 20)) data.resize(4u << 20);  // a page; clients ask again
-    }
-    res.set_header("X-Corral-Log-Offset", std::to_string(std::stoll(offset) + data.size()));
-    res.set_content(data, "text/plain; charset=utf-8");
+    const int64_t from = offset->value_or(0);
+    auto page = ReadLogPage(*path, from);
+    if (!page.ok()) return SendProblem(res, page.status());
+    res.set_header("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
+    res.set_header("X-Corral-Log-Size", std::to_string(page->size));
+    res.set_content(page->data, "text/plain; charset=utf-8");
   }
 
   void RegisterNodes(httplib::Server& http) {
@@ -218,8 +356,11 @@ class HttpApi::Impl {
                   [this](const Principal&, const auto& req, auto& res) {
                     auto body = ParseBody(req);
                     if (!body.ok()) return SendProblem(res, body.status());
-                    auto p = store_.CreateProject(body->value("name", ""),
-                                                  body->value("description", ""), clock_.Now());
+                    auto name = Field<std::string>(*body, "name");
+                    if (!name.ok()) return SendProblem(res, name.status());
+                    auto description = Field<std::string>(*body, "description", "");
+                    if (!description.ok()) return SendProblem(res, description.status());
+                    auto p = store_.CreateProject(*name, *description, clock_.Now());
                     if (!p.ok()) return SendProblem(res, p.status());
                     SendJson(res, 201, {{"name", p->name}, {"description", p->description}});
                   },
@@ -230,10 +371,13 @@ class HttpApi::Impl {
             [this](const Principal&, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto user = store_.FindUser(body->value("user", ""));
+              auto name = Field<std::string>(*body, "user");
+              if (!name.ok()) return SendProblem(res, name.status());
+              auto user = store_.FindUser(*name);
               if (!user.ok()) return SendProblem(res, user.status());
               Status s = store_.AddMember(req.matches[1], user->id);
               if (!s.ok()) return SendProblem(res, s);
+              principals_.Clear();  // the member's principal lists their projects
               SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"user", user->name}});
             },
             true));
@@ -266,71 +410,84 @@ class HttpApi::Impl {
     http.Post("/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());
+                auto name = Field<std::string>(*body, "name", "token");
+                if (!name.ok()) return SendProblem(res, name.status());
                 auto token = GenerateToken();
                 if (!token.ok()) return SendProblem(res, token.status());
-                auto rec = store_.CreateToken(who.user_id, body->value("name", "token"),
-                                              HashToken(*token), clock_.Now());
+                auto rec = store_.CreateToken(who.user_id, *name, HashToken(*token), clock_.Now());
                 if (!rec.ok()) return SendProblem(res, rec.status());
+                principals_.Clear();
                 SendJson(res, 201, {{"id", rec->id}, {"name", rec->name}, {"token", *token}});
               }));
-    http.Delete(
-        R"(/api/v1/tokens/(\d+))", Authed([this](const Principal& who, const auto& req, auto& res) {
-          Status s = store_.RevokeToken(who.user_id, std::stoll(req.matches[1]), clock_.Now());
-          if (!s.ok()) return SendProblem(res, s);
-          SendJson(res, 200, {{"revoked", std::stoll(req.matches[1])}});
-        }));
+    http.Delete(R"(/api/v1/tokens/(\d+))",
+                Authed([this](const Principal& who, const auto& req, auto& res) {
+                  auto id = PathId(req, "token");
+                  if (!id.ok()) return SendProblem(res, id.status());
+                  Status s = store_.RevokeToken(who.user_id, *id, clock_.Now());
+                  if (!s.ok()) return SendProblem(res, s);
+                  principals_.Clear();  // refused from the next request on
+                  SendJson(res, 200, {{"revoked", *id}});
+                }));
   }
 
+  // Creates the user, their memberships (always "default") and their first token atomically.
   void CreateUser(const httplib::Request& req, httplib::Response& res) {
     auto body = ParseBody(req);
     if (!body.ok()) return SendProblem(res, body.status());
-    if (!(*body)["name"].is_string()) {
-      return SendProblem(res, InvalidArgument("field 'name': must be a string"));
-    }
-    auto user = store_.CreateUser((*body)["name"], body->value("admin", false), clock_.Now());
-    if (!user.ok()) return SendProblem(res, user.status());
-    std::vector<std::string> projects = body->value("projects", std::vector<std::string>{});
-    projects.push_back("default");
-    for (const auto& p : projects) {
-      Status s = store_.AddMember(p, user->id);
-      if (!s.ok() && s.code() != StatusCode::kAlreadyExists) return SendProblem(res, s);
-    }
+    auto name = Field<std::string>(*body, "name");
+    if (!name.ok()) return SendProblem(res, name.status());
+    auto admin = Field<bool>(*body, "admin", false);
+    if (!admin.ok()) return SendProblem(res, admin.status());
+    auto projects = Field(*body, "projects", std::optional(std::vector<std::string>()));
+    if (!projects.ok()) return SendProblem(res, projects.status());
+    projects->push_back("default");
     auto token = GenerateToken();
     if (!token.ok()) return SendProblem(res, token.status());
-    auto rec = store_.CreateToken(user->id, "initial", HashToken(*token), clock_.Now());
-    if (!rec.ok()) return SendProblem(res, rec.status());
+    auto user = store_.CreateUserWithToken(*name, *admin, *projects, "initial", HashToken(*token),
+                                           clock_.Now());
+    if (!user.ok()) return SendProblem(res, user.status());
+    principals_.Clear();
     SendJson(res, 201, {{"name", user->name}, {"admin", user->admin}, {"token", *token}});
   }
 
   void RegisterAgents(httplib::Server& http) {
-    http.Post("/api/v1/agent/register",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                if (config_.join_token_hash.empty() ||
-                    !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
-                  return SendProblem(res, Unauthenticated("invalid join token"));
-                }
-                auto body = ParseBody(req);
-                if (!body.ok()) return SendProblem(res, body.status());
-                if (!(*body)["name"].is_string() || !(*body)["inventory"].is_object()) {
-                  return SendProblem(res, InvalidArgument("fields 'name' (string) and 'inventory' "
-                                                          "(object) are required"));
-                }
-                auto token = controller_.RegisterNode((*body)["name"], (*body)["inventory"]);
-                if (!token.ok()) return SendProblem(res, token.status());
-                SendJson(res, 200, {{"node_token", *token}, {"heartbeat_interval_s", 5}});
-              });
-    http.Post("/api/v1/agent/heartbeat",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                auto body = ParseBody(req);
-                if (!body.ok()) return SendProblem(res, body.status());
-                const std::string name = body->value("name", "");
-                if (!controller_.AuthenticateNode(name, BearerToken(req))) {
-                  return SendProblem(res, Unauthenticated("invalid node token: register again"));
-                }
-                auto answer = controller_.Heartbeat(name, *body, body->value("wait_ms", 0));
-                if (!answer.ok()) return SendProblem(res, answer.status());
-                SendJson(res, 200, *answer);
-              });
+    http.Post(
+        "/api/v1/agent/register", [this](const httplib::Request& req, httplib::Response& res) {
+          if (config_.join_token_hash.empty() ||
+              !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
+            return SendProblem(res, Unauthenticated("invalid join token"));
+          }
+          auto body = ParseBody(req);
+          if (!body.ok()) return SendProblem(res, body.status());
+          if (!body->is_object() || !(*body)["name"].is_string() ||
+              !(*body)["node_id"].is_string() || !(*body)["inventory"].is_object()) {
+            return SendProblem(res, InvalidArgument("fields 'name' (string), 'node_id' "
+                                                    "(string) and 'inventory' (object) are "
+                                                    "required"));
+          }
+          auto token =
+              controller_.RegisterNode((*body)["name"], (*body)["node_id"], (*body)["inventory"]);
+          if (!token.ok()) return SendProblem(res, token.status());
+          SendJson(res, 200, {{"node_token", *token}, {"heartbeat_interval_s", 5}});
+        });
+    http.Post(
+        "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+          auto body = ParseBody(req);
+          if (!body.ok()) return SendProblem(res, body.status());
+          auto name = Field<std::string>(*body, "name");
+          if (!name.ok()) return SendProblem(res, name.status());
+          auto wait_ms = Field<int64_t>(*body, "wait_ms", 0);
+          if (!wait_ms.ok()) return SendProblem(res, wait_ms.status());
+          if (!controller_.AuthenticateNode(*name, BearerToken(req))) {
+            return SendProblem(res, Unauthenticated("invalid node token: register again"));
+          }
+          // The controller bounds the wait itself; this keeps the value an int.
+          auto answer = controller_.Heartbeat(
+              *name, *body,
+              static_cast<int>(std::clamp<int64_t>(*wait_ms, 0, std::numeric_limits<int>::max())));
+          if (!answer.ok()) return SendProblem(res, answer.status());
+          SendJson(res, 200, *answer);
+        });
   }
 
   void StatusPage(httplib::Response& res) {
@@ -354,6 +511,7 @@ class HttpApi::Impl {
   store::Store& store_;
   Clock& clock_;
   HttpApiConfig config_;
+  PrincipalCache principals_;
 };
 
 HttpApi::HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)

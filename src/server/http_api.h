@@ -1,13 +1,15 @@
 // The HTTP/JSON API under /api/v1, the agent gateway, /healthz and the status page, served
 // with cpp-httplib (TLS when a certificate is given). Errors are application/problem+json
 // ({"type","title","status","detail"}) with the detail naming the field; bodies over 1 MiB get
-// 413. Every /api/v1 route but the agent's needs `Authorization: Bearer <token>`.
+// 413; a body that is not a JSON object, or a field of the wrong type, gets 400. Every /api/v1
+// route but the agent's needs `Authorization: Bearer <token>`.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "server/controller.h"
+#include "server/principal_cache.h"
 #include "store/store.h"
 
 namespace httplib {
@@ -19,6 +21,9 @@ namespace corral::server {
 struct HttpApiConfig {
   std::string join_token_hash;  // SHA-256 of the cluster's join token
   size_t max_body_bytes = 1 << 20;
+  // Who a token belongs to is remembered this long; the API clears it on every change it makes
+  // to tokens, users or memberships (principal_cache.h).
+  PrincipalCache::Options principal_cache;
 };
 
 // The routes. Borrows controller, store and clock; the HttpApi must outlive the httplib server

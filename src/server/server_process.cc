@@ -12,6 +12,9 @@ namespace corral::server {
 
 namespace {
 
+// HTTP threads beyond those waiting heartbeats may hold: API requests and short heartbeats.
+constexpr int kApiThreads = 16;
+
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
   std::string line;
@@ -19,22 +22,22 @@ std::string ReadFirstLine(const std::string& path) {
   return line;
 }
 
-// First start: the admin user with a token, and the default project every user belongs to.
+// First start: the default project every user belongs to, then the admin user with its
+// membership and token in one transaction, so that a failed start leaves no admin without a
+// token (the next start tries again).
 Result<std::string> Bootstrap(store::Store& store, Clock& clock) {
   auto users = store.ListUsers();
   if (!users.ok()) return users.status();
   if (!users->empty()) return std::string();
-  auto admin = store.CreateUser("admin", true, clock.Now());
-  if (!admin.ok()) return admin.status();
   auto project = store.CreateProject("default", "jobs that name no project", clock.Now());
   if (!project.ok() && project.status().code() != StatusCode::kAlreadyExists) {
     return project.status();
   }
-  CORRAL_RETURN_IF_ERROR(store.AddMember("default", admin->id));
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
-  auto rec = store.CreateToken(admin->id, "admin-bootstrap", HashToken(*token), clock.Now());
-  if (!rec.ok()) return rec.status();
+  auto admin = store.CreateUserWithToken("admin", true, {"default"}, "admin-bootstrap",
+                                         HashToken(*token), clock.Now());
+  if (!admin.ok()) return admin.status();
   return *token;
 }
 
@@ -107,6 +110,11 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   // Answers go out in two writes (headers, body): without this, Nagle holds the body until the
   // client's delayed ACK, ~40 ms per request on keep-alive connections.
   p->http_->set_tcp_nodelay(true);
+  // Waiting heartbeats hold a thread each (at most Controller::kMaxWaitingHeartbeats); the rest
+  // of the pool always serves the API.
+  p->http_->new_task_queue = [] {
+    return new httplib::ThreadPool(Controller::kMaxWaitingHeartbeats + kApiThreads);
+  };
   auto [host, port] = *listen;
   int bound = -1;
   const int tries = options.next_free_port ? 20 : 1;

@@ -119,6 +119,8 @@ Status Annotated(const Status& s, const std::string& what) {
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
+      {2, "nodes remember their agent's node id (hashed)",
+       "ALTER TABLE nodes ADD COLUMN node_id_hash TEXT NOT NULL DEFAULT ''"},
   };
   return kMigrations;
 }

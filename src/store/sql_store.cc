@@ -17,7 +17,7 @@ constexpr char kJobColumns[] =
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
     "signal, start_time, end_time";
-constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat";
+constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat, node_id_hash";
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, restarts, "
@@ -92,7 +92,7 @@ TaskRecord TaskFrom(const SqlRow& row) {
   return t;
 }
 NodeRecord NodeFrom(const SqlRow& row) {
-  return {row.Text(0), row.Text(1), row.Text(2), Seconds(row.Int(3))};
+  return {row.Text(0), row.Text(1), row.Text(2), Seconds(row.Int(3)), row.Text(4)};
 }
 
 template <size_t N>
@@ -203,20 +203,44 @@ Status SqlStore::ExplainMissingJobOwner(const std::vector<JobRecord>& jobs) {
 
 // ---- Users and tokens ----
 
-Result<UserRecord> SqlStore::CreateUser(const std::string& name, bool admin, Seconds now) {
-  const std::string op = "create user '" + name + "'";
-  if (name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
-  std::lock_guard<std::mutex> lock(mu_);
+Result<int64_t> SqlStore::InsertUser(const std::string& name, bool admin, Seconds now) {
+  if (name.empty()) return InvalidArgument("field 'name': must not be empty");
   auto rows =
       conn_->Query("INSERT INTO users (name, admin, created_at) VALUES (?, ?, ?) RETURNING id",
                    {name, int64_t{admin ? 1 : 0}, now.value()});
   if (!rows.ok()) {
     if (rows.status().code() == StatusCode::kAlreadyExists) {
-      return Annotate(op, AlreadyExists("user '" + name + "' already exists"));
+      return AlreadyExists("user '" + name + "' already exists");
     }
-    return Annotate(op, rows.status());
+    return rows.status();
   }
-  return UserRecord{(*rows)[0].Int(0), name, admin, now};
+  return (*rows)[0].Int(0);
+}
+
+Result<UserRecord> SqlStore::CreateUser(const std::string& name, bool admin, Seconds now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = InsertUser(name, admin, now);
+  if (!id.ok()) return Annotate("create user '" + name + "'", id.status());
+  return UserRecord{*id, name, admin, now};
+}
+
+Result<UserRecord> SqlStore::CreateUserWithToken(const std::string& name, bool admin,
+                                                 const std::vector<std::string>& projects,
+                                                 const std::string& token_name,
+                                                 const std::string& token_hash, Seconds now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t id = 0;
+  Status s = InTransaction([&]() -> Status {
+    auto user = InsertUser(name, admin, now);
+    if (!user.ok()) return user.status();
+    id = *user;
+    for (const std::string& project : projects) {
+      CORRAL_RETURN_IF_ERROR(InsertMember(project, id));
+    }
+    return InsertToken(id, token_name, token_hash, now).status();
+  });
+  if (!s.ok()) return Annotate("create user '" + name + "' with a token", s);
+  return UserRecord{id, name, admin, now};
 }
 
 Result<UserRecord> SqlStore::FindUser(const std::string& name) {
@@ -236,29 +260,38 @@ Result<std::vector<UserRecord>> SqlStore::ListUsers() {
   return users;
 }
 
-Result<TokenRecord> SqlStore::CreateToken(int64_t user_id, const std::string& name,
-                                          const std::string& hash, Seconds now) {
-  const std::string op = "create token '" + name + "' for user " + std::to_string(user_id);
+Result<int64_t> SqlStore::InsertToken(int64_t user_id, const std::string& name,
+                                      const std::string& hash, Seconds now) {
   if (!IsHexSha256(hash)) {
     // Deliberately not echoing `hash`: a caller passing the secret by mistake must not log it.
-    return Annotate(op, InvalidArgument("field 'hash': must be a lowercase hex SHA-256 (64 "
-                                        "characters of 0-9a-f); the secret is never stored"));
+    return InvalidArgument(
+        "field 'hash': must be a lowercase hex SHA-256 (64 characters of 0-9a-f); the secret is "
+        "never stored");
   }
-  std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(
       "INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?) RETURNING id",
       {user_id, name, hash, now.value()});
   if (!rows.ok()) {
     switch (rows.status().code()) {
       case StatusCode::kNotFound:
-        return Annotate(op, NotFound("user " + std::to_string(user_id) + " does not exist"));
+        return NotFound("user " + std::to_string(user_id) + " does not exist");
       case StatusCode::kAlreadyExists:
-        return Annotate(op, AlreadyExists("a token with this hash already exists"));
+        return AlreadyExists("a token with this hash already exists");
       default:
-        return Annotate(op, rows.status());
+        return rows.status();
     }
   }
-  return TokenRecord{(*rows)[0].Int(0), user_id, name, hash, now, std::nullopt};
+  return (*rows)[0].Int(0);
+}
+
+Result<TokenRecord> SqlStore::CreateToken(int64_t user_id, const std::string& name,
+                                          const std::string& hash, Seconds now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto id = InsertToken(user_id, name, hash, now);
+  if (!id.ok()) {
+    return Annotate("create token '" + name + "' for user " + std::to_string(user_id), id.status());
+  }
+  return TokenRecord{*id, user_id, name, hash, now, std::nullopt};
 }
 
 Result<UserRecord> SqlStore::UserForTokenHash(const std::string& hash) {
@@ -330,25 +363,25 @@ Result<std::vector<ProjectRecord>> SqlStore::ListProjects() {
   return projects;
 }
 
+Status SqlStore::InsertMember(const std::string& project, int64_t user_id) {
+  auto p = conn_->Query("SELECT 1 FROM projects WHERE name = ?", {project});
+  if (!p.ok()) return p.status();
+  if (p->empty()) return NotFound("project '" + project + "' does not exist");
+  auto u = conn_->Query("SELECT 1 FROM users WHERE id = ?", {user_id});
+  if (!u.ok()) return u.status();
+  if (u->empty()) return NotFound("user " + std::to_string(user_id) + " does not exist");
+  return conn_
+      ->Execute(
+          "INSERT INTO project_members (project, user_id) VALUES (?, ?) "
+          "ON CONFLICT (project, user_id) DO NOTHING",
+          {project, user_id})
+      .status();
+}
+
 Status SqlStore::AddMember(const std::string& project, int64_t user_id) {
-  const std::string op = "add user " + std::to_string(user_id) + " to project '" + project + "'";
   std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(op, InTransaction([&]() -> Status {
-                    auto p = conn_->Query("SELECT 1 FROM projects WHERE name = ?", {project});
-                    if (!p.ok()) return p.status();
-                    if (p->empty()) return NotFound("project '" + project + "' does not exist");
-                    auto u = conn_->Query("SELECT 1 FROM users WHERE id = ?", {user_id});
-                    if (!u.ok()) return u.status();
-                    if (u->empty()) {
-                      return NotFound("user " + std::to_string(user_id) + " does not exist");
-                    }
-                    return conn_
-                        ->Execute(
-                            "INSERT INTO project_members (project, user_id) VALUES (?, ?) "
-                            "ON CONFLICT (project, user_id) DO NOTHING",
-                            {project, user_id})
-                        .status();
-                  }));
+  return Annotate("add user " + std::to_string(user_id) + " to project '" + project + "'",
+                  InTransaction([&] { return InsertMember(project, user_id); }));
 }
 
 Result<std::vector<std::string>> SqlStore::ProjectsOf(int64_t user_id) {
@@ -453,11 +486,15 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
   if (!filter.users.empty()) {
     conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
   }
+  if (filter.before) {
+    conditions.push_back("id < ?");
+    params.emplace_back(filter.before->value());
+  }
   std::string sql = Select(kJobColumns, "jobs");
   for (size_t i = 0; i < conditions.size(); ++i) {
     sql += (i == 0 ? " WHERE " : " AND ") + conditions[i];
   }
-  sql += " ORDER BY id";
+  sql += filter.order == JobOrder::kNewestFirst ? " ORDER BY id DESC" : " ORDER BY id";
   if (filter.limit > 0) {
     sql += " LIMIT ?";
     params.emplace_back(int64_t{filter.limit});
@@ -638,11 +675,13 @@ Status SqlStore::UpsertNode(const NodeRecord& node) {
   std::lock_guard<std::mutex> lock(mu_);
   return Annotate(
       op, conn_
-              ->Execute("INSERT INTO nodes (name, inventory_json, state, last_heartbeat) "
-                        "VALUES (?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
+              ->Execute("INSERT INTO nodes (name, inventory_json, state, last_heartbeat, "
+                        "node_id_hash) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
                         "inventory_json = excluded.inventory_json, state = excluded.state, "
-                        "last_heartbeat = excluded.last_heartbeat",
-                        {node.name, node.inventory_json, node.state, node.last_heartbeat.value()})
+                        "last_heartbeat = excluded.last_heartbeat, "
+                        "node_id_hash = excluded.node_id_hash",
+                        {node.name, node.inventory_json, node.state, node.last_heartbeat.value(),
+                         node.node_id_hash})
               .status());
 }
 

@@ -29,6 +29,10 @@ class SqlStore final : public Store {
   Result<std::vector<UserRecord>> ListUsers() override;
   Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name, const std::string& hash,
                                   Seconds now) override;
+  Result<UserRecord> CreateUserWithToken(const std::string& name, bool admin,
+                                         const std::vector<std::string>& projects,
+                                         const std::string& token_name,
+                                         const std::string& token_hash, Seconds now) override;
   Result<UserRecord> UserForTokenHash(const std::string& hash) override;
   Result<std::vector<TokenRecord>> ListTokens(int64_t user_id) override;
   Status RevokeToken(int64_t user_id, int64_t token_id, Seconds now) override;
@@ -67,6 +71,12 @@ class SqlStore final : public Store {
   Status InTransaction(const std::function<Status()>& body);
   // `status` with the operation in front; I/O errors also name the store.
   Status Annotate(const std::string& operation, const Status& status) const;
+  // The single statements of CreateUser, CreateToken and AddMember, for use alone or inside a
+  // transaction; errors are not yet annotated with the operation.
+  Result<int64_t> InsertUser(const std::string& name, bool admin, Seconds now);  // the id
+  Result<int64_t> InsertToken(int64_t user_id, const std::string& name, const std::string& hash,
+                              Seconds now);  // the id
+  Status InsertMember(const std::string& project, int64_t user_id);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
   Status ExplainWrongState(JobId id, const std::string& expected);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).

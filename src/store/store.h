@@ -122,13 +122,18 @@ struct NodeRecord {
   std::string inventory_json;  // GPUs (model, memory, uuid, nvlink), CPU, memory, labels
   std::string state;           // one of kNodeStates
   Seconds last_heartbeat{0};
+  std::string node_id_hash;  // SHA-256 of the agent's secret node id; empty if unknown
 };
+
+enum class JobOrder { kOldestFirst, kNewestFirst };  // by id
 
 struct JobFilter {
   std::vector<std::string> projects;  // empty = all
   std::vector<std::string> states;    // empty = all
   std::vector<std::string> users;     // empty = all
-  int limit = 1000;                   // <= 0: no limit
+  std::optional<JobId> before;        // only jobs with a smaller id (a page's cursor)
+  JobOrder order = JobOrder::kOldestFirst;
+  int limit = 1000;  // <= 0: no limit; the first `limit` jobs in `order`
 };
 
 class Store {
@@ -143,6 +148,13 @@ class Store {
   // InvalidArgument, so that a secret cannot be stored by mistake.
   virtual Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name,
                                           const std::string& hash, Seconds now) = 0;
+  // A user with their memberships and first token, in one transaction: all or nothing. Each of
+  // `projects` must exist (NotFound naming it; repeats are fine); a taken name is AlreadyExists;
+  // `token_hash` is checked as in CreateToken.
+  virtual Result<UserRecord> CreateUserWithToken(const std::string& name, bool admin,
+                                                 const std::vector<std::string>& projects,
+                                                 const std::string& token_name,
+                                                 const std::string& token_hash, Seconds now) = 0;
   // The user owning a token hash; NotFound when unknown or revoked.
   virtual Result<UserRecord> UserForTokenHash(const std::string& hash) = 0;
   // Every token of the user, revoked ones included (with revoked_at), by id.
@@ -169,7 +181,7 @@ class Store {
   // their ids in the order given. All or nothing: one invalid job fails the whole call.
   virtual Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) = 0;
   virtual Result<JobRecord> GetJob(JobId id) = 0;
-  // Jobs matching every non-empty filter field, by id (oldest first).
+  // Jobs matching every filter field that is set (non-empty, present), in `filter.order`.
   virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
   // Moves a job to `to` (recording an event) only if it is in `from`; FailedPrecondition
   // otherwise, so that concurrent transitions cannot both win; NotFound for an unknown job.

@@ -190,6 +190,82 @@ TEST_P(StoreTest, InsertGetAndListJobs) {
   EXPECT_EQ(store_->ListJobs({.states = {"runing"}}).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_P(StoreTest, ListJobsNewestFirstPagesWithACursor) {
+  Seed();
+  std::vector<JobRecord> jobs;
+  for (int i = 0; i < 7; ++i) jobs.push_back(MakeJob(std::string("j").append(std::to_string(i))));
+  jobs[2].project = jobs[5].project = "nlp";
+  auto ids = store_->InsertJobs(jobs);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+
+  const JobFilter newest{.order = JobOrder::kNewestFirst, .limit = 3};
+  EXPECT_EQ(Names(*store_->ListJobs(newest)), (std::vector<std::string>{"j6", "j5", "j4"}));
+  // Each page starts below the previous page's last id; the cursor itself is excluded.
+  JobFilter page = newest;
+  page.before = (*ids)[4];
+  EXPECT_EQ(Names(*store_->ListJobs(page)), (std::vector<std::string>{"j3", "j2", "j1"}));
+  page.before = (*ids)[1];
+  EXPECT_EQ(Names(*store_->ListJobs(page)), (std::vector<std::string>{"j0"}));
+  page.before = (*ids)[0];
+  EXPECT_TRUE(store_->ListJobs(page)->empty());
+  // The cursor combines with the other filters, and the default order stays oldest first.
+  EXPECT_EQ(Names(*store_->ListJobs(
+                {.projects = {"vision"}, .before = (*ids)[5], .order = JobOrder::kNewestFirst})),
+            (std::vector<std::string>{"j4", "j3", "j1", "j0"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.before = (*ids)[3], .limit = 2})),
+            (std::vector<std::string>{"j0", "j1"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.order = JobOrder::kNewestFirst, .limit = 0})).size(), 7u);
+}
+
+TEST_P(StoreTest, CreateUserWithTokenIsAllOrNothing) {
+  Seed();  // alice, bob, vision, nlp
+  auto carol = store_->CreateUserWithToken("carol", true, {"vision", "nlp", "vision"}, "initial",
+                                           FakeHash('c'), Seconds(50));
+  ASSERT_TRUE(carol.ok()) << carol.status().ToString();
+  EXPECT_EQ(carol->name, "carol");
+  EXPECT_TRUE(carol->admin);
+  EXPECT_EQ(carol->created_at, Seconds(50));
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('c'))->id, carol->id);
+  EXPECT_EQ(*store_->ProjectsOf(carol->id), (std::vector<std::string>{"nlp", "vision"}));
+  auto tokens = store_->ListTokens(carol->id);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_EQ(tokens->size(), 1u);
+  EXPECT_EQ((*tokens)[0].name, "initial");
+
+  // Every failure leaves nothing behind: no user, no membership, no token.
+  auto unknown_project = store_->CreateUserWithToken("dave", false, {"vision", "robotics"},
+                                                     "initial", FakeHash('d'), Seconds(51));
+  EXPECT_EQ(unknown_project.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(unknown_project.status().message(), HasSubstr("project 'robotics' does not exist"));
+  auto taken =
+      store_->CreateUserWithToken("alice", false, {}, "initial", FakeHash('e'), Seconds(51));
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(taken.status().message(), HasSubstr("user 'alice' already exists"));
+  auto taken_hash =
+      store_->CreateUserWithToken("erin", false, {"nlp"}, "initial", FakeHash('c'), Seconds(51));
+  EXPECT_EQ(taken_hash.status().code(), StatusCode::kAlreadyExists);
+  auto secret =
+      store_->CreateUserWithToken("frank", false, {"nlp"}, "initial", "crl_secret", Seconds(51));
+  EXPECT_EQ(secret.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(secret.status().message(), Not(HasSubstr("crl_secret")));
+  EXPECT_EQ(store_->CreateUserWithToken("", false, {}, "initial", FakeHash('g'), Seconds(51))
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+
+  for (const char* name : {"dave", "erin", "frank"}) {
+    EXPECT_EQ(store_->FindUser(name).status().code(), StatusCode::kNotFound) << name;
+  }
+  EXPECT_EQ(store_->ListUsers()->size(), 3u);  // alice, bob, carol
+  EXPECT_EQ(store_->MembersOf("nlp")->size(), 1u);
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('d')).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->UserForTokenHash(FakeHash('e')).status().code(), StatusCode::kNotFound);
+  // A failed attempt does not poison the name: it can be created afterwards.
+  EXPECT_TRUE(
+      store_->CreateUserWithToken("dave", false, {"vision"}, "initial", FakeHash('d'), Seconds(52))
+          .ok());
+}
+
 TEST_P(StoreTest, InsertJobRejectsUnknownOwnersAndNonPendingStates) {
   Seed();
   auto no_project = store_->InsertJob(MakeJob("x", "robotics"));
@@ -508,7 +584,8 @@ TEST_P(StoreTest, NextAllocationIdIsMonotonicAcrossRestarts) {
 TEST_P(StoreTest, NodesAreUpsertedByName) {
   ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":8})", "ready", Seconds(10)}).ok());
   ASSERT_TRUE(store_->UpsertNode({"gpu-1", R"({"gpus":4})", "ready", Seconds(11)}).ok());
-  ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":7})", "cordoned", Seconds(12)}).ok());
+  ASSERT_TRUE(
+      store_->UpsertNode({"gpu-2", R"({"gpus":7})", "cordoned", Seconds(12), FakeHash('9')}).ok());
   EXPECT_EQ(store_->UpsertNode({"gpu-3", "{}", "melted", Seconds(12)}).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->UpsertNode({"", "{}", "ready", Seconds(12)}).code(),
@@ -521,6 +598,8 @@ TEST_P(StoreTest, NodesAreUpsertedByName) {
   EXPECT_EQ((*nodes)[1].inventory_json, R"({"gpus":7})");
   EXPECT_EQ((*nodes)[1].state, "cordoned");
   EXPECT_EQ((*nodes)[1].last_heartbeat, Seconds(12));
+  EXPECT_EQ((*nodes)[1].node_id_hash, FakeHash('9'));
+  EXPECT_EQ((*nodes)[0].node_id_hash, "");
 }
 
 TEST_P(StoreTest, EverythingSurvivesAReopen) {

@@ -1,0 +1,110 @@
+// The reconcile loop against an in-process HTTP server on loopback that plays the server's part.
+#include "agent/agent_loop.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "agent/fake_probe.h"
+
+namespace corral::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Runs nothing: registration is all these tests exercise.
+class NoTasks final : public Runtime {
+ public:
+  TaskStatus Start(const TaskLaunch&) override { return TaskStatus{}; }
+  std::vector<TaskStatus> Poll() override { return {}; }
+  Status Kill(const TaskKey&, Seconds, const std::string&) override { return Status::Ok(); }
+  Status Forget(const TaskKey&) override { return Status::Ok(); }
+  Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
+    return std::string();
+  }
+};
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() only stops a server that is running: wait until it is.
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  void TearDown() override {
+    server_.stop();
+    thread_.join();
+  }
+
+  // Answers every registration with `status` and a problem detail, recording the last body.
+  void AnswerRegister(int status, const std::string& detail) {
+    server_.Post("/api/v1/agent/register",
+                 [=, this](const httplib::Request& req, httplib::Response& res) {
+                   std::lock_guard<std::mutex> lock(mu_);
+                   register_body_ = nlohmann::json::parse(req.body, nullptr, false);
+                   ++registrations_;
+                   res.status = status;
+                   res.set_content(nlohmann::json{{"detail", detail}}.dump(), "application/json");
+                 });
+  }
+
+  AgentOptions Options() {
+    AgentOptions o;
+    o.server_url = "http://127.0.0.1:" + std::to_string(port_);
+    o.join_token = "join-secret";
+    o.name = "node-a";
+    o.node_id = "0123456789abcdef0123456789abcdef";
+    return o;
+  }
+
+  // Run() with a deadline: a loop that keeps retrying is stopped and reported.
+  Status RunUntilItReturns(AgentLoop& loop) {
+    std::atomic<bool> stop{false};
+    auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+    if (done.wait_for(std::chrono::seconds(20)) != std::future_status::ready) {
+      stop = true;
+      ADD_FAILURE() << "Run() kept retrying";
+    }
+    return done.get();
+  }
+
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::mutex mu_;
+  nlohmann::json register_body_;
+  int registrations_ = 0;
+  FakeProbe probe_ = std::move(FakeProbe::Create("2xA100-80GB", "node-a")).value();
+  NoTasks runtime_;
+};
+
+TEST_F(AgentLoopTest, NameHeldByAnotherNodeStopsTheAgent) {
+  AnswerRegister(409, "node 'node-a' is registered with another node id");
+  AgentLoop loop(Options(), probe_, runtime_);
+  Status s = RunUntilItReturns(loop);
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(s.message(), HasSubstr("node 'node-a' is registered with another node id"));
+  EXPECT_THAT(s.message(), HasSubstr("another --name"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(registrations_, 1);
+  EXPECT_EQ(register_body_["name"], "node-a");
+  EXPECT_EQ(register_body_["node_id"], "0123456789abcdef0123456789abcdef");
+  EXPECT_TRUE(register_body_["inventory"].is_object());
+}
+
+TEST_F(AgentLoopTest, InvalidJoinTokenStopsTheAgent) {
+  AnswerRegister(401, "invalid join token");
+  AgentLoop loop(Options(), probe_, runtime_);
+  Status s = RunUntilItReturns(loop);
+  EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(s.message(), HasSubstr("invalid join token"));
+}
+
+}  // namespace
+}  // namespace corral::agent

@@ -1,0 +1,76 @@
+#include "agent/task_user.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include "agent/file_io.h"
+
+namespace corral::agent {
+namespace {
+
+constexpr size_t kMaxPasswdBuffer = 1 << 20;
+
+// getpwnam_r / getpwuid_r with a buffer that grows on ERANGE. `lookup` returns the errno-style
+// result of the call; `what` names the entry in messages.
+template <typename Lookup>
+Result<TaskUser> ReadPasswd(const std::string& what, Lookup lookup) {
+  long hint = sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::vector<char> buffer(hint > 0 ? static_cast<size_t>(hint) : 4096);
+  passwd entry = {};
+  passwd* found = nullptr;
+  int error = 0;
+  while ((error = lookup(&entry, buffer.data(), buffer.size(), &found)) == ERANGE &&
+         buffer.size() < kMaxPasswdBuffer) {
+    buffer.resize(buffer.size() * 2);
+  }
+  // "Not found" is found == nullptr with error 0, or one of these for some NSS modules.
+  if (found == nullptr &&
+      (error == 0 || error == ENOENT || error == ESRCH || error == EBADF || error == EPERM)) {
+    return NotFound(what + ": no such user");
+  }
+  if (found == nullptr)
+    return IoError(what + ": cannot read the user database: " + ErrnoText(error));
+  TaskUser user;
+  user.name = entry.pw_name;
+  user.uid = entry.pw_uid;
+  user.gid = entry.pw_gid;
+  user.home = entry.pw_dir != nullptr && entry.pw_dir[0] != '\0' ? entry.pw_dir : "/";
+  return user;
+}
+
+}  // namespace
+
+Result<TaskUser> LookUpUser(const std::string& name) {
+  const std::string what = "task user '" + name + "'";
+  if (name.empty()) return InvalidArgument("task user: empty name");
+  Result<TaskUser> user =
+      ReadPasswd(what, [&](passwd* entry, char* buffer, size_t size, passwd** found) {
+        return getpwnam_r(name.c_str(), entry, buffer, size, found);
+      });
+  if (!user.ok()) return user;
+  std::vector<gid_t> groups(32);
+  int count = static_cast<int>(groups.size());
+  while (getgrouplist(user->name.c_str(), user->gid, groups.data(), &count) < 0) {
+    // count now holds the number needed; it only grows if the database changed meanwhile.
+    if (static_cast<size_t>(count) <= groups.size()) count = static_cast<int>(groups.size()) * 2;
+    if (count > 65536) return IoError(what + ": too many supplementary groups");
+    groups.resize(static_cast<size_t>(count));
+  }
+  groups.resize(static_cast<size_t>(count));
+  user->groups = std::move(groups);
+  return user;
+}
+
+Result<std::string> CurrentUserName() {
+  const uid_t uid = geteuid();
+  Result<TaskUser> user = ReadPasswd("uid " + std::to_string(uid),
+                                     [&](passwd* entry, char* buffer, size_t size, passwd** found) {
+                                       return getpwuid_r(uid, entry, buffer, size, found);
+                                     });
+  if (!user.ok()) return user.status();
+  return user->name;
+}
+
+}  // namespace corral::agent

@@ -1,0 +1,31 @@
+// The Unix user that tasks run as (ProcessRuntimeOptions::task_user), looked up in the user
+// database (/etc/passwd, NSS) once, before any fork: the forked task only makes the system calls
+// that switch to it (shim.h).
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::agent {
+
+struct TaskUser {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;              // primary group
+  std::vector<gid_t> groups;  // supplementary groups (getgrouplist: the primary one included)
+  std::string home;           // HOME of its tasks; "/" when the database gives none
+};
+
+// Looks `name` up. Errors: NotFound "task user 'x': no such user"; IoError when the user
+// database cannot be read.
+Result<TaskUser> LookUpUser(const std::string& name);
+
+// The name of the user this process runs as (effective uid). NotFound when the uid has no
+// entry in the user database (e.g. a container started with an arbitrary uid).
+Result<std::string> CurrentUserName();
+
+}  // namespace corral::agent

@@ -1,0 +1,327 @@
+// The controller's state machine driven directly (no HTTP), on a real SQLite store and a
+// FakeClock: launches, reports, cancellation, gang failure, node loss and identity.
+#include "server/controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <future>
+#include <thread>
+
+#include "store/sqlite_connection.h"
+
+namespace corral::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kNodeA[] = "node-a-0123456789abcdef";  // node ids: 16+ characters
+constexpr char kNodeB[] = "node-b-0123456789abcdef";
+
+json Inventory(int gpus) {
+  json list = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"index", i}, {"uuid", "GPU-" + std::to_string(i)}, {"memory_mib", 81920}});
+  }
+  return {{"hostname", "h"},     {"cpu_milli", 64000}, {"memory_mib", 512 * 1024},
+          {"gpu_model", "A100"}, {"gpus", list},       {"labels", json::object()}};
+}
+
+json Spec(int gpus, int tasks = 1, int max_restarts = 0) {
+  return {{"name", "t"},
+          {"command", {"true"}},
+          {"resources", {{"gpus", gpus}}},
+          {"tasks", tasks},
+          {"max_restarts", max_restarts}};
+}
+
+// A task status as an agent reports it.
+json TaskReport(const json& launch, const std::string& state, int exit_code = 0) {
+  json s = {{"job_id", launch["job_id"]},
+            {"task_index", launch["task_index"]},
+            {"allocation_id", launch["allocation_id"]},
+            {"generation", launch["generation"]},
+            {"state", state}};
+  if (state != "running") s["exit_code"] = exit_code;
+  return s;
+}
+
+json Report(std::vector<json> tasks = {}) {
+  json r = {{"tasks", json::array()}, {"logs", json::array()}};
+  for (auto& t : tasks) r["tasks"].push_back(std::move(t));
+  return r;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("corral-controller-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    auto store = store::OpenStore("sqlite:" + (dir_ / "corral.db").string());
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    store_ = std::move(store).value();
+    auto alice = store_->CreateUser("alice", false, Seconds(1));
+    ASSERT_TRUE(store_->CreateUser("bob", false, Seconds(1)).ok());
+    ASSERT_TRUE(store_->CreateProject("default", "", Seconds(1)).ok());
+    alice_ = {alice->id, "alice", false, {"default"}};
+    bob_ = {alice->id + 1, "bob", false, {"default"}};
+    Restart();
+  }
+  void TearDown() override {
+    controller_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Restart() {
+    controller_.reset();
+    ControllerConfig config;
+    config.node_timeout = Seconds(30);
+    auto c = Controller::Create(config, *store_, clock_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    controller_ = std::move(c).value();
+  }
+
+  JobId Submit(const json& spec) {
+    auto job = controller_->Submit(alice_, spec);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? job->id : JobId(0);
+  }
+  std::string StateOf(JobId id) { return store_->GetJob(id)->state; }
+  json Beat(const std::string& node, const json& report) {
+    auto answer = controller_->Heartbeat(node, report, 0);
+    EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+    return answer.ok() ? *answer : json::object();
+  }
+  // Renames the tasks table away (from a second connection) so the store's task writes fail.
+  void BreakTaskWrites(bool broken) {
+    auto conn = store::SqliteConnection::Open((dir_ / "corral.db").string());
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE((*conn)
+                    ->ExecuteScript(broken ? "ALTER TABLE tasks RENAME TO tasks_away"
+                                           : "ALTER TABLE tasks_away RENAME TO tasks")
+                    .ok());
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_{Seconds(1000)};
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Controller> controller_;
+  Principal alice_, bob_;
+};
+
+TEST_F(ControllerTest, LaunchLostInTransitIsSentAgain) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(2));
+  controller_->Tick();
+  json first = Beat("a", Report());
+  ASSERT_EQ(first["run"].size(), 1u);
+  // The agent never got that answer: its next report lists nothing. The launch goes out again.
+  json again = Beat("a", Report());
+  ASSERT_EQ(again["run"].size(), 1u);
+  EXPECT_EQ(again["run"][0]["allocation_id"], first["run"][0]["allocation_id"]);
+  Beat("a", Report({TaskReport(again["run"][0], "running")}));
+  EXPECT_EQ(StateOf(id), "running");
+  // Once it runs it is not launched again.
+  EXPECT_TRUE(Beat("a", Report({TaskReport(again["run"][0], "running")}))["run"].empty());
+}
+
+TEST_F(ControllerTest, CancelBeforeAnyLaunchFreesTheGpusAtOnce) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(first), "starting");
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  EXPECT_EQ(StateOf(first), "cancelled");  // no agent heard of it: nothing to wait for
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelAfterLaunchHoldsTheGpusUntilTheAgentReports) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  // The launch went out and may be running: its GPUs are not given to anyone else yet.
+  EXPECT_EQ(StateOf(first), "starting");
+  EXPECT_EQ(StateOf(second), "pending");
+  // The agent started it before hearing of the cancel: it gets a kill.
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], launch["allocation_id"]);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  EXPECT_EQ(StateOf(first), "cancelled");
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelledLaunchTheAgentNeverGotEndsWithItsNextReport) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8));
+  controller_->Tick();
+  ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  EXPECT_EQ(StateOf(id), "starting");
+  // The answer was lost: the agent's next report does not list the task. It never ran.
+  Beat("a", Report());
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, OnlyTheOwnerOrAnAdminMayCancel) {
+  const JobId id = Submit(Spec(1));
+  Status s = controller_->Cancel(bob_, id);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("owner"));
+  Principal admin{99, "root", true, {}};
+  EXPECT_TRUE(controller_->Cancel(admin, id).ok());
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, GangFailsEvenWhenAPartNeverLaunched) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 2));
+  controller_->Tick();
+  ASSERT_EQ(StateOf(id), "starting");
+  json launch = Beat("a", Report())["run"][0];
+  // Node b has not heartbeated since; task 0 fails on node a.
+  Beat("a", Report({TaskReport(launch, "exited", 3)}));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("exited with code 3"));
+  // Node b is never told to start its part.
+  EXPECT_TRUE(Beat("b", Report())["run"].empty());
+}
+
+TEST_F(ControllerTest, RunningTaskMissingFromAReportIsLostAndRequeued) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  Beat("a", Report());  // the agent no longer knows the task
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_EQ((*view)["restarts"], 1);
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
+}
+
+TEST_F(ControllerTest, StoreFailureFailsTheHeartbeatAndTheReportIsTakenWhenResent) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  BreakTaskWrites(true);
+  auto failed = controller_->Heartbeat("a", Report({TaskReport(launch, "exited", 0)}), 0);
+  EXPECT_FALSE(failed.ok());  // not acknowledged: the agent keeps its report
+  BreakTaskWrites(false);
+  EXPECT_EQ(StateOf(id), "running");
+  Beat("a", Report({TaskReport(launch, "exited", 0)}));
+  EXPECT_EQ(StateOf(id), "succeeded");
+}
+
+TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto taken = controller_->RegisterNode("a", kNodeB, Inventory(8));
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  // The same node id again (an agent restart) gets a new token; the old one stops working.
+  auto first = controller_->RegisterNode("a", kNodeA, Inventory(8));
+  auto second = controller_->RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(controller_->AuthenticateNode("a", *first));
+  EXPECT_TRUE(controller_->AuthenticateNode("a", *second));
+  // Remembered across a server restart.
+  Restart();
+  EXPECT_EQ(controller_->RegisterNode("a", kNodeB, Inventory(8)).status().code(),
+            StatusCode::kAlreadyExists);
+  // Once the node is lost, another agent may take the name.
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_TRUE(controller_->RegisterNode("a", kNodeB, Inventory(8)).ok());
+  EXPECT_EQ(controller_->RegisterNode("a", "short", Inventory(8)).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The agent comes back with one GPU fewer.
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(7)).ok());
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
+  auto nodes = controller_->Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["gpus"], 7);
+  EXPECT_EQ(nodes[0]["state"], "ready");
+  // The old run is stale on the node and gets a kill.
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+}
+
+TEST_F(ControllerTest, SilentNodeIsLostAndItsJobRequeued) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  const std::string node = store_->TasksOfJob(id)->at(0).node;
+  const std::string other = node == "a" ? "b" : "a";
+  json launch = Beat(node, Report())["run"][0];
+  Beat(node, Report({TaskReport(launch, "running")}));
+  clock_.Advance(Seconds(20));
+  Beat(other, Report());
+  clock_.Advance(Seconds(20));
+  Beat(other, Report());
+  controller_->Tick();  // `node` silent for 40 s > 30 s; requeued and placed on `other`
+  EXPECT_EQ(StateOf(id), "starting");
+  EXPECT_EQ(store_->GetJob(id)->restarts, 1);
+  EXPECT_EQ(controller_->Heartbeat(node, Report(), 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Beat(other, Report())["run"].size(), 1u);
+}
+
+TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
+  const int n = Controller::kMaxWaitingHeartbeats;
+  for (int i = 0; i <= n; ++i) {
+    ASSERT_TRUE(controller_
+                    ->RegisterNode("n" + std::to_string(i),
+                                   "id-0123456789abcdef-" + std::to_string(i), Inventory(1))
+                    .ok());
+  }
+  std::vector<std::future<Result<json>>> waiting;
+  for (int i = 0; i < n; ++i) {
+    waiting.push_back(std::async(std::launch::async, [this, i] {
+      return controller_->Heartbeat("n" + std::to_string(i), Report(), 20000);
+    }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (controller_->WaitingHeartbeats() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(controller_->WaitingHeartbeats(), n);
+  // The (n+1)th answers at once, telling the agent to pause.
+  auto answer = controller_->Heartbeat("n" + std::to_string(n), Report(), 20000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->value("retry_after_ms", 0), 20000);
+  controller_->Stop();  // wakes the waiting ones
+  for (auto& w : waiting) EXPECT_TRUE(w.get().ok());
+}
+
+}  // namespace
+}  // namespace corral::server
