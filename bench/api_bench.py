@@ -51,6 +51,7 @@ import http.client
 import json
 import multiprocessing as mp
 import os
+import pwd
 import random
 import shutil
 import signal
@@ -397,7 +398,9 @@ def submit_concurrently(server, clients, per_client, quickack=None):
 def start_latency(server, corral, tmp, count, poll_s):
     work = os.path.join(tmp, "agent")
     os.makedirs(work, exist_ok=True)
-    agent = spawn([corral, "agent", "--server", server.url, "--join-token", server.join_token,
+    agent = spawn([corral, "agent", "--server", server.url,
+                   "--join-token-file", os.path.join(server.dir, "join.token"),
+                   "--task-user", pwd.getpwuid(os.getuid()).pw_name,
                    "--name", "n1", "--fake-gpus", "8xA100-80GB", "--work-dir", work],
                   os.path.join(tmp, "agent.log"))
     admin = Client(server.port, server.admin_token)
@@ -478,7 +481,7 @@ def node_name(i):
 def registration_body(name):
     gpus = [{"index": g, "uuid": f"GPU-{name}-{g}", "memory_mib": 81920, "nvlink_domain": 0}
             for g in range(8)]
-    return json.dumps({"name": name, "inventory": {
+    return json.dumps({"name": name, "node_id": f"bench-node-id-{name}", "inventory": {
         "hostname": name, "cpu_milli": 64000, "memory_mib": 262144, "gpu_model": "A100-80GB",
         "gpus": gpus}}).encode()
 
