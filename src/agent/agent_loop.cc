@@ -159,6 +159,7 @@ Status AgentLoop::Step() {
     }
   }
   auto answer = nlohmann::json::parse(r->body, nullptr, false);
+  pause_ms_ = 0;
   if (!answer.is_object()) return Status::Ok();
   Apply(answer);
   // The server had no thread to spare for a long poll: pause instead of asking again at once.

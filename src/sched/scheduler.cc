@@ -5,14 +5,59 @@
 
 namespace corral::sched {
 
+namespace {
+
+constexpr Seconds kDefaultEstimate{3600};
+
+int64_t MilliOf(const model::Job& job) { return job.TotalMilli().value(); }
+
+std::string Id(JobId job) { return std::to_string(job.value()); }
+
+}  // namespace
+
 Result<QueueOrder> ParseQueueOrder(std::string_view name) {
   if (name == "fifo") return QueueOrder::kFifo;
   if (name == "priority") return QueueOrder::kPriority;
-  return InvalidArgument("unknown queue order '" + std::string(name) + "' (known: fifo, priority)");
+  if (name == "fairshare") return QueueOrder::kFairShare;
+  if (name == "sjf") return QueueOrder::kSjf;
+  if (name == "qssf") return QueueOrder::kQssf;
+  return InvalidArgument("unknown queue order '" + std::string(name) +
+                         "' (known: fifo, priority, fairshare, sjf, qssf)");
+}
+
+std::string_view QueueOrderName(QueueOrder order) {
+  switch (order) {
+    case QueueOrder::kFifo:
+      return "fifo";
+    case QueueOrder::kPriority:
+      return "priority";
+    case QueueOrder::kFairShare:
+      return "fairshare";
+    case QueueOrder::kSjf:
+      return "sjf";
+    case QueueOrder::kQssf:
+      return "qssf";
+  }
+  return "fifo";
+}
+
+Result<Blocking> ParseBlocking(std::string_view name) {
+  if (name == "skip") return Blocking::kSkip;
+  if (name == "strict") return Blocking::kStrict;
+  if (name == "backfill") return Blocking::kBackfill;
+  return InvalidArgument("unknown blocking mode '" + std::string(name) +
+                         "' (known: skip, strict, backfill)");
+}
+
+Seconds DefaultEstimate(const model::Job& job) {
+  if (job.time_limit && job.time_limit->value() > 0) return *job.time_limit;
+  if (job.expected_duration && job.expected_duration->value() > 0) return *job.expected_duration;
+  return kDefaultEstimate;
 }
 
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config,
                                                      const PolicyContext& context) {
+  CORRAL_RETURN_IF_ERROR(Validate(config.sharing));
   auto policy = CreatePolicy(config.policy, context);
   if (!policy.ok()) return policy.status();
   return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(policy).value()));
@@ -23,13 +68,31 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
       policy_(std::move(policy)),
       state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds()}),
       rng_(config.seed),
-      placer_(state_, *policy_, rng_) {}
+      placer_(state_, *policy_, rng_),
+      fair_share_(config.sharing.fair_share) {}
+
+// --- Nodes -----------------------------------------------------------------------------------
+
+namespace {
+
+void UpdateCapacity(const ClusterState& state, FairShareLedger& ledger) {
+  int64_t cpu = 0, memory = 0;
+  for (NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+    if (!state.node(n).present) continue;
+    cpu += state.node(n).cpu_total;
+    memory += state.node(n).memory_total;
+  }
+  ledger.SetCapacity(state.TotalGpuMilli(), cpu, memory);
+}
+
+}  // namespace
 
 Result<NodeIndex> Scheduler::AddNode(const model::Node& node) {
   auto added = state_.AddNode(node);
   if (added.ok()) {
     ++generation_;
     ++state_version_;
+    UpdateCapacity(state_, fair_share_);
   }
   return added;
 }
@@ -47,13 +110,10 @@ Result<std::vector<JobId>> Scheduler::RemoveNode(std::string_view name) {
     }
   }
   std::sort(affected.begin(), affected.end());
-  for (JobId id : affected) {
-    ReleaseAll(running_[id].tasks);
-    running_.erase(id);
-  }
   CORRAL_RETURN_IF_ERROR(state_.RemoveNode(n));
   ++generation_;
   ++state_version_;
+  UpdateCapacity(state_, fair_share_);
   return affected;
 }
 
@@ -66,25 +126,85 @@ Status Scheduler::SetSchedulable(std::string_view name, bool schedulable) {
   return Status::Ok();
 }
 
-Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
-  int64_t priority = config_.order == QueueOrder::kPriority ? -int64_t{job.priority} : 0;
-  return {priority, job.submit_time.value(), job.id.value()};
+// --- Jobs ------------------------------------------------------------------------------------
+
+const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {
+  static const ProjectPolicy kDefault;
+  auto it = config_.sharing.projects.find(project);
+  return it == config_.sharing.projects.end() ? kDefault : it->second;
 }
 
-int Scheduler::ShapeOf(const model::Job& job) {
+Seconds Scheduler::EstimateOf(const model::Job& job) const {
+  Seconds estimate = config_.estimate ? config_.estimate(job) : DefaultEstimate(job);
+  if (estimate.value() <= 0) estimate = Seconds(1);
+  if (job.time_limit && job.time_limit->value() > 0) estimate = std::min(estimate, *job.time_limit);
+  return estimate;
+}
+
+Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
+  int64_t primary = 0;
+  switch (config_.order) {
+    case QueueOrder::kFifo:
+      break;
+    case QueueOrder::kPriority:
+    case QueueOrder::kFairShare:
+      primary = -int64_t{job.priority};
+      break;
+    case QueueOrder::kSjf:
+      primary = job.expected_duration ? job.expected_duration->value() : kDefaultEstimate.value();
+      break;
+    case QueueOrder::kQssf: {
+      // GPU-seconds; a CPU-only job counts as one GPU's worth of time (it still holds a slot).
+      const int64_t gpus = std::max<int64_t>(1, (MilliOf(job) + 999) / 1000);
+      primary = EstimateOf(job).value() * gpus;
+      break;
+    }
+  }
+  return {primary, job.submit_time.value(), job.id.value()};
+}
+
+double Scheduler::TotalWeight() const {
+  // The projects that compete now: those with pending or running work.
+  double total = 0;
+  std::set<std::string> seen;
+  for (const Group& g : groups_) {
+    if (!g.queue.empty() && seen.insert(g.project).second) total += PolicyOf(g.project).weight;
+  }
+  for (const auto& [project, used] : project_usage_) {
+    if (used > 0 && seen.insert(project).second) total += PolicyOf(project).weight;
+  }
+  return total;
+}
+
+Scheduler::PassKey Scheduler::PassKeyOf(const std::string& project, const OrderKey& key,
+                                        Seconds now, double total_weight) const {
+  if (config_.order != QueueOrder::kFairShare) return {std::get<0>(key), 0.0, key};
+  const FairShareConfig& f = config_.sharing.fair_share;
+  const ProjectPolicy& policy = PolicyOf(project);
+  const double factor = fair_share_.Factor(project, policy.weight, total_weight);
+  const double waited = static_cast<double>(std::max<int64_t>(0, now.value() - std::get<1>(key)));
+  const double score = f.fair_share_weight * factor +
+                       f.age_weight * waited / static_cast<double>(f.age_unit.value());
+  return {std::get<0>(key), -score, key};
+}
+
+int Scheduler::GroupOf(const model::Job& job) {
   const model::TaskResources& r = job.resources;
   std::string models;
   for (const auto& m : r.gpu_models) models += m + "|";
-  auto key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()), r.gpu_milli.value(),
-                             r.memory.value(), job.tasks, models);
-  auto [it, inserted] = shape_ids_.emplace(key, static_cast<int>(shapes_.size()));
-  if (inserted) {
+  auto shape_key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()),
+                                   r.gpu_milli.value(), r.memory.value(), job.tasks, models);
+  auto [shape_it, new_shape] = shape_ids_.emplace(shape_key, static_cast<int>(shapes_.size()));
+  if (new_shape) {
     Shape s;
     s.resources = r;
     s.tasks = job.tasks;
     shapes_.push_back(std::move(s));
   }
-  return it->second;
+  auto [group_it, new_group] = group_ids_.emplace(std::make_pair(job.project, shape_it->second),
+                                                  static_cast<int>(groups_.size()));
+  if (new_group) groups_.push_back(Group{job.project, shape_it->second, {}, std::nullopt});
+  return group_it->second;
 }
 
 const TaskRequest& Scheduler::RequestOf(Shape& shape) {
@@ -96,16 +216,20 @@ const TaskRequest& Scheduler::RequestOf(Shape& shape) {
   return shape.request;
 }
 
+void Scheduler::Enqueue(const model::Job& job) {
+  const int group = GroupOf(job);
+  const OrderKey key = KeyOf(job);
+  groups_[group].queue.insert(key);
+  pending_.emplace(job.id, PendingJob{group, key, job});
+  ++pending_count_;
+}
+
 Status Scheduler::Submit(const model::Job& job) {
   CORRAL_RETURN_IF_ERROR(model::Validate(job));
   if (pending_.count(job.id) || running_.count(job.id)) {
-    return AlreadyExists("job " + std::to_string(job.id.value()) + " is already known");
+    return AlreadyExists("job " + Id(job.id) + " is already known");
   }
-  int shape = ShapeOf(job);
-  OrderKey key = KeyOf(job);
-  shapes_[shape].queue.insert(key);
-  pending_.emplace(job.id, PendingJob{shape, key});
-  ++pending_count_;
+  Enqueue(job);
   return Status::Ok();
 }
 
@@ -119,9 +243,42 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
   ++state_version_;
 }
 
+void Scheduler::StartRunning(const model::Job& job, std::vector<Allocation> tasks, Seconds now) {
+  Running run;
+  run.job = job;
+  run.tasks = std::move(tasks);
+  run.start = now;
+  run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
+  run.start_seq = start_seq_++;
+  run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
+  project_usage_[job.project] += MilliOf(job);
+  bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
+  fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
+                     job.resources.memory.value() * job.tasks, +1);
+  running_[job.id] = std::move(run);
+}
+
+Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
+  auto it = running_.find(job);
+  Running run = std::move(it->second);
+  running_.erase(it);
+  if (release) {
+    ReleaseAll(run.tasks);
+  } else {
+    ++generation_;
+    ++state_version_;
+  }
+  const model::Job& j = run.job;
+  project_usage_[j.project] -= MilliOf(j);
+  bucket_usage_[{j.project, run.bucket}] -= MilliOf(j);
+  fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
+                     j.resources.memory.value() * j.tasks, -1);
+  return run;
+}
+
 Status Scheduler::Cancel(JobId job) {
   if (auto it = pending_.find(job); it != pending_.end()) {
-    shapes_[it->second.shape].queue.erase(it->second.key);
+    groups_[it->second.group].queue.erase(it->second.key);
     pending_.erase(it);
     --pending_count_;
     return Status::Ok();
@@ -130,42 +287,91 @@ Status Scheduler::Cancel(JobId job) {
 }
 
 Status Scheduler::Finish(JobId job) {
-  auto it = running_.find(job);
-  if (it == running_.end()) {
-    return NotFound("job " + std::to_string(job.value()) + " is not running");
-  }
-  ReleaseAll(it->second.tasks);
-  running_.erase(it);
+  if (!running_.count(job)) return NotFound("job " + Id(job) + " is not running");
+  StopRunning(job);
   return Status::Ok();
 }
 
-Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& tasks) {
+Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& tasks,
+                        Seconds started) {
   CORRAL_RETURN_IF_ERROR(model::Validate(job));
   if (pending_.count(job.id) || running_.count(job.id)) {
-    return AlreadyExists("job " + std::to_string(job.id.value()) + " is already known");
+    return AlreadyExists("job " + Id(job.id) + " is already known");
   }
   std::vector<Allocation> applied;
   for (const Allocation& a : tasks) {
     Status s = state_.Allocate(a);
     if (!s.ok()) {
       for (const Allocation& undo : applied) (void)state_.Release(undo);
-      return FailedPrecondition("job " + std::to_string(job.id.value()) +
+      return FailedPrecondition("job " + Id(job.id) +
                                 ": an allocation does not fit: " + s.message());
     }
     applied.push_back(a);
   }
-  running_[job.id].tasks = tasks;
+  StartRunning(job, tasks, started);
   ++state_version_;
   return Status::Ok();
 }
 
-std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
+int64_t Scheduler::BucketUsage(const std::string& project, const std::string& bucket) const {
+  auto it = bucket_usage_.find({project, bucket});
+  return it == bucket_usage_.end() ? 0 : it->second;
+}
+
+int64_t Scheduler::ProjectUsage(const std::string& project) const {
+  auto it = project_usage_.find(project);
+  return it == project_usage_.end() ? 0 : it->second;
+}
+
+bool Scheduler::LimitAllows(const model::Job& job) const {
+  const ProjectPolicy& policy = PolicyOf(job.project);
+  return !policy.limit_milli || ProjectUsage(job.project) + MilliOf(job) <= *policy.limit_milli;
+}
+
+namespace {
+
+int64_t QuotaOf(const ProjectPolicy& policy, const std::string& bucket) {
+  if (bucket.empty()) return policy.quota_milli;
+  auto it = policy.model_quota_milli.find(bucket);
+  return it == policy.model_quota_milli.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+std::vector<JobId> Scheduler::BorrowedJobs() const {
+  // Per project and bucket, the earliest-started use is inside the quota; the rest is borrowed.
+  std::vector<const Running*> runs;
+  runs.reserve(running_.size());
+  for (const auto& [id, run] : running_) runs.push_back(&run);
+  std::sort(runs.begin(), runs.end(),
+            [](const Running* a, const Running* b) { return a->start_seq < b->start_seq; });
+  std::map<std::pair<std::string, std::string>, int64_t> used;
+  std::vector<JobId> borrowed;
+  for (const Running* run : runs) {
+    int64_t& u = used[{run->job.project, run->bucket}];
+    u += MilliOf(run->job);
+    if (u > QuotaOf(PolicyOf(run->job.project), run->bucket)) borrowed.push_back(run->job.id);
+  }
+  std::sort(borrowed.begin(), borrowed.end());
+  return borrowed;
+}
+
+bool Scheduler::QuotaHasRoom(const model::Job& job) const {
+  const ProjectPolicy& policy = PolicyOf(job.project);
+  const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
+  const int64_t quota = QuotaOf(policy, bucket);
+  return quota > 0 && BucketUsage(job.project, bucket) + MilliOf(job) <= quota;
+}
+
+// --- Placement -------------------------------------------------------------------------------
+
+std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape, bool record) {
   const TaskRequest& request = RequestOf(shape);
   std::vector<Allocation> placed;
   for (int i = 0; i < shape.tasks; ++i) {
     std::optional<Allocation> a = placer_.Place(request);
     if (!a) {
-      shape.placed_at_failure = static_cast<int>(placed.size());
+      if (record) shape.placed_at_failure = static_cast<int>(placed.size());
       for (const Allocation& p : placed) (void)state_.Release(p);
       return std::nullopt;
     }
@@ -174,43 +380,242 @@ std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
   return placed;
 }
 
-std::vector<JobStart> Scheduler::Schedule() {
-  std::vector<JobStart> started;
-  blocked_head_.reset();
-  // K-way merge over the shapes' queues, in queue order. A shape that fails leaves the merge
-  // for the rest of the pass (the state only fills up within a pass).
-  using Head = std::pair<OrderKey, int>;
-  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
-  for (int s = 0; s < static_cast<int>(shapes_.size()); ++s) {
-    const Shape& shape = shapes_[s];
-    if (shape.queue.empty()) continue;
-    if (shape.failed_generation == generation_ && config_.blocking == Blocking::kSkip) continue;
-    heads.emplace(*shape.queue.begin(), s);
+std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const model::Job& job,
+                                                          std::vector<Preemption>& preemptions) {
+  const TaskRequest& request = RequestOf(shape);
+  // Candidates: borrowed jobs of other projects holding GPUs the job could use, cheapest loss
+  // first: lowest priority, then most over quota, then most recently started.
+  std::vector<JobId> candidates;
+  for (JobId id : BorrowedJobs()) {
+    const Running& run = running_.at(id);
+    if (run.job.project == job.project) continue;
+    bool useful = false;
+    for (const Allocation& a : run.tasks) {
+      const NodeState& node = state_.node(a.node);
+      useful |= !a.gpus.empty() && node.present && request.AcceptsModel(node.model);
+    }
+    if (useful) candidates.push_back(id);
   }
-  while (!heads.empty()) {
-    auto [key, s] = heads.top();
-    heads.pop();
-    Shape& shape = shapes_[s];
-    JobId job(std::get<2>(key));
-    std::optional<std::vector<Allocation>> placed = PlaceGang(shape);
-    if (!placed) {
-      shape.failed_generation = generation_;
-      if (config_.blocking == Blocking::kStrict) {
-        blocked_head_ = job;
+  auto over_quota = [&](const Running& run) {
+    const ProjectPolicy& p = PolicyOf(run.job.project);
+    const int64_t quota = std::max<int64_t>(1, QuotaOf(p, run.bucket));
+    return static_cast<double>(ProjectUsage(run.job.project)) / static_cast<double>(quota);
+  };
+  std::sort(candidates.begin(), candidates.end(), [&](JobId a, JobId b) {
+    const Running& ra = running_.at(a);
+    const Running& rb = running_.at(b);
+    return std::make_tuple(ra.job.priority, -over_quota(ra), -ra.start_seq) <
+           std::make_tuple(rb.job.priority, -over_quota(rb), -rb.start_seq);
+  });
+  // Release candidates one by one until the job fits; then give back those it did not need.
+  std::vector<JobId> released;
+  std::optional<std::vector<Allocation>> placed;
+  for (JobId id : candidates) {
+    for (const Allocation& a : running_.at(id).tasks) (void)state_.Release(a);
+    released.push_back(id);
+    if (!placer_.GpusCouldFit(request)) continue;
+    placed = PlaceGang(shape, /*record=*/false);
+    if (placed) break;
+  }
+  if (!placed) {
+    for (JobId id : released) {
+      for (const Allocation& a : running_.at(id).tasks) (void)state_.Allocate(a);
+    }
+    return std::nullopt;
+  }
+  std::vector<JobId> victims;
+  for (auto it = released.rbegin(); it != released.rend(); ++it) {
+    const std::vector<Allocation>& tasks = running_.at(*it).tasks;
+    bool fits = true;
+    for (const Allocation& a : tasks) fits &= state_.Fits(a);
+    if (fits) {
+      for (const Allocation& a : tasks) (void)state_.Allocate(a);  // spared
+    } else {
+      victims.push_back(*it);
+    }
+  }
+  std::sort(victims.begin(), victims.end());
+  for (JobId id : victims) {
+    Running run = StopRunning(id, /*release=*/false);  // released above
+    Enqueue(run.job);
+    preemptions.push_back({id, job.id,
+                           "preempted for job " + Id(job.id) + " of project '" + job.project +
+                               "', which is within its quota: borrowed GPUs returned"});
+  }
+  return placed;
+}
+
+std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<JobId>& jobs,
+                                                            Seconds now,
+                                                            std::set<NodeIndex>* first_nodes) {
+  // Events: running jobs ending at their estimates; shadow starts join them.
+  struct End {
+    int64_t time;
+    int64_t order;  // ties: running jobs by id, then shadow jobs in start order
+    std::vector<Allocation> tasks;
+    bool shadow;
+    bool operator>(const End& o) const { return std::tie(time, order) > std::tie(o.time, o.order); }
+  };
+  std::priority_queue<End, std::vector<End>, std::greater<>> ends;
+  std::vector<JobId> ids;
+  for (const auto& [id, run] : running_) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  int64_t order = 0;
+  for (JobId id : ids) {
+    const Running& run = running_.at(id);
+    ends.push({std::max(now.value(), run.estimated_end.value()), order++, run.tasks, false});
+  }
+  std::vector<Allocation> released;  // real allocations to give back
+  std::vector<std::vector<Allocation>> placed;
+  std::vector<std::optional<Seconds>> starts;
+  int64_t t = now.value();
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const PendingJob& p = pending_.at(jobs[i]);
+    Shape& shape = shapes_[groups_[p.group].shape];
+    std::optional<Seconds> start;
+    while (true) {
+      if (auto gang = PlaceGang(shape, /*record=*/false)) {
+        start = Seconds(t);
+        if (i == 0 && first_nodes) {
+          for (const Allocation& a : *gang) first_nodes->insert(a.node);
+        }
+        ends.push({t + EstimateOf(p.job).value(), order++, *gang, true});
+        placed.push_back(std::move(*gang));
         break;
+      }
+      if (ends.empty()) break;  // does not fit even with everything ended
+      End e = ends.top();
+      ends.pop();
+      t = std::max(t, e.time);
+      for (const Allocation& a : e.tasks) {
+        if (state_.node(a.node).present) (void)state_.Release(a);
+      }
+      if (!e.shadow) {
+        released.insert(released.end(), e.tasks.begin(), e.tasks.end());
+      } else {
+        // A shadow job that ended is already released: forget it.
+        for (auto it = placed.begin(); it != placed.end(); ++it) {
+          if (*it == e.tasks) {
+            placed.erase(it);
+            break;
+          }
+        }
+      }
+    }
+    starts.push_back(start);
+  }
+  for (const auto& gang : placed) {
+    for (const Allocation& a : gang) (void)state_.Release(a);
+  }
+  for (const Allocation& a : released) {
+    if (state_.node(a.node).present) (void)state_.Allocate(a);
+  }
+  ++state_version_;
+  return starts;
+}
+
+// --- The pass --------------------------------------------------------------------------------
+
+Decisions Scheduler::Schedule(Seconds now) {
+  Decisions out;
+  blocked_head_.reset();
+  reservation_.reset();
+  fair_share_.AdvanceTo(now);
+  const bool reclaim = config_.sharing.reclaim;
+  const double total_weight = TotalWeight();
+  // Merge over the groups' queues in pass order. A shape that fails leaves the merge for the
+  // rest of the pass (the state only fills up within a pass), except for reclaim.
+  using Head = std::pair<PassKey, int>;
+  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    Group& group = groups_[g];
+    if (group.queue.empty()) continue;
+    const Shape& shape = shapes_[group.shape];
+    const bool failed = shape.failed_generation == generation_;
+    const model::Job& head = pending_.at(JobId(std::get<2>(*group.queue.begin()))).job;
+    const bool retry = !failed || config_.blocking != Blocking::kSkip ||
+                       (reclaim && QuotaHasRoom(head)) || group.waits.has_value();
+    if (retry) heads.emplace(PassKeyOf(group.project, *group.queue.begin(), now, total_weight), g);
+  }
+  std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
+  while (!heads.empty()) {
+    auto [key, g] = heads.top();
+    heads.pop();
+    Group& group = groups_[g];
+    if (group.queue.empty()) continue;
+    // Fair-share scores only fall as jobs start: a stale key is re-queued at its current value.
+    PassKey current = PassKeyOf(group.project, *group.queue.begin(), now, total_weight);
+    if (current != key) {
+      heads.emplace(current, g);
+      continue;
+    }
+    const JobId id(std::get<2>(*group.queue.begin()));
+    const model::Job job = pending_.at(id).job;
+    Shape& shape = shapes_[group.shape];
+    group.waits.reset();
+    if (!LimitAllows(job)) {
+      const ProjectPolicy& policy = PolicyOf(job.project);
+      group.waits = PendingReason{
+          kReasonProjectLimit,
+          "project '" + job.project + "' runs " + std::to_string(ProjectUsage(job.project) / 1000) +
+              " GPUs; its limit is " + std::to_string(*policy.limit_milli / 1000)};
+      continue;
+    }
+    std::optional<std::vector<Allocation>> placed;
+    const bool shape_failed =
+        shape.failed_generation == generation_ && tried_shapes.count(group.shape) > 0;
+    if (!shape_failed) {
+      tried_shapes.insert(group.shape);
+      placed = PlaceGang(shape);
+    }
+    bool preempted = false;
+    if (!placed && reclaim && QuotaHasRoom(job)) {
+      placed = Reclaim(shape, job, out.preemptions);
+      preempted = placed.has_value();
+    }
+    if (placed && reservation_ && !preempted) {
+      // Backfill: it may not delay the reserved job.
+      const bool ends_before = now.value() + EstimateOf(job).value() <= reservation_->start.value();
+      bool touches = false;
+      for (const Allocation& a : *placed) touches |= reservation_->nodes.count(a.node) > 0;
+      if (!ends_before && touches) {
+        for (const Allocation& a : *placed) (void)state_.Release(a);
+        group.waits = PendingReason{
+            kReasonReservation,
+            "would delay job " + Id(reservation_->job) +
+                ", reserved to start at t=" + std::to_string(reservation_->start.value()) + " s"};
+        continue;
+      }
+    }
+    if (!placed) {
+      if (!shape_failed) shape.failed_generation = generation_;
+      if (config_.blocking == Blocking::kStrict) {
+        blocked_head_ = id;
+        break;
+      }
+      if (config_.blocking == Blocking::kBackfill && !reservation_) {
+        std::set<NodeIndex> nodes;
+        auto start = ShadowStarts({id}, now, &nodes);
+        if (start[0]) reservation_ = Reservation{id, *start[0], std::move(nodes)};
       }
       continue;
     }
-    shape.queue.erase(shape.queue.begin());
-    pending_.erase(job);
+    const ProjectPolicy& policy = PolicyOf(job.project);
+    const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
+    const bool borrowed = BucketUsage(job.project, bucket) + MilliOf(job) > QuotaOf(policy, bucket);
+    group.queue.erase(group.queue.begin());
+    pending_.erase(id);
     --pending_count_;
-    running_[job].tasks = *placed;
-    started.push_back(JobStart{job, std::move(*placed)});
-    if (!shape.queue.empty()) heads.emplace(*shape.queue.begin(), s);
+    StartRunning(job, *placed, now);
+    out.starts.push_back(JobStart{id, std::move(*placed), borrowed});
+    if (!group.queue.empty())
+      heads.emplace(PassKeyOf(group.project, *group.queue.begin(), now, total_weight), g);
   }
   ++state_version_;
-  return started;
+  return out;
 }
+
+// --- Explaining ------------------------------------------------------------------------------
 
 std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
   auto it = pending_.find(job);
@@ -219,11 +624,13 @@ std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
     auto head = pending_.find(*blocked_head_);
     if (head != pending_.end() && head->second.key < it->second.key) {
       return PendingReason{kReasonBlockedByHead,
-                           "waits behind job " + std::to_string(blocked_head_->value()) +
+                           "waits behind job " + Id(*blocked_head_) +
                                " (strict queue order: nothing passes the head)"};
     }
   }
-  const Shape& shape = shapes_[it->second.shape];
+  const Group& group = groups_[it->second.group];
+  if (group.waits) return group.waits;
+  const Shape& shape = shapes_[group.shape];
   if (shape.failed_generation < 0) {
     return PendingReason{kReasonNotYetConsidered, "submitted after the last scheduling pass"};
   }
@@ -234,14 +641,23 @@ std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
   return shape.reason;
 }
 
-std::vector<JobId> Scheduler::PendingInOrder() const {
-  std::vector<std::pair<OrderKey, JobId>> all;
-  all.reserve(pending_.size());
-  for (const auto& [id, p] : pending_) all.emplace_back(p.key, id);
-  std::sort(all.begin(), all.end());
-  std::vector<JobId> out;
-  out.reserve(all.size());
-  for (const auto& [key, id] : all) out.push_back(id);
+std::vector<QueueEntry> Scheduler::Queue(Seconds now, size_t limit) {
+  // Queue order at `now`: by each job's pass key as if it were its group's head.
+  std::vector<std::pair<PassKey, JobId>> order;
+  order.reserve(pending_.size());
+  const double total_weight = TotalWeight();
+  for (const auto& [id, p] : pending_) {
+    order.emplace_back(PassKeyOf(groups_[p.group].project, p.key, now, total_weight), id);
+  }
+  std::sort(order.begin(), order.end());
+  if (order.size() > limit) order.resize(limit);
+  std::vector<JobId> ids;
+  for (const auto& [key, id] : order) ids.push_back(id);
+  std::vector<std::optional<Seconds>> starts = ShadowStarts(ids, now, nullptr);
+  std::vector<QueueEntry> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out.push_back(QueueEntry{ids[i], *PendingReasonOf(ids[i]), starts[i]});
+  }
   return out;
 }
 

@@ -1,21 +1,36 @@
 // The scheduler: a queue of pending jobs, the cluster state, and one placement policy. The
 // server and the simulator drive it with the same calls — nodes come and go, jobs are submitted,
-// cancelled and finish — and ask it for decisions with Schedule(). Pure and deterministic: the
-// same calls with the same seed give the same decisions, byte for byte.
+// cancelled and finish — and ask it for decisions with Schedule(now). Pure and deterministic: the
+// same calls with the same seed give the same decisions, byte for byte. Time only enters through
+// the `now` arguments.
 //
-// Queue: jobs are considered in order (FIFO, or priority with FIFO inside a priority). By
-// default a job that does not fit is skipped and later jobs may start; with Blocking::kStrict
-// the first job that does not fit stops the pass (head-of-line blocking).
+// Order (QueueOrder): FIFO; priority (FIFO within a priority); fair share (priority classes
+// first, then the score fair_share_weight × F(project) + age_weight × waited / age_unit, see
+// sched/sharing.h); SJF (shortest expected_duration first: an oracle in traces); QSSF (smallest
+// estimated service first: estimated duration × GPUs, estimates from config.estimate).
+//
+// Passing (Blocking): with kSkip a job that does not fit is skipped and later jobs may start;
+// with kStrict the first job that does not fit stops the pass; with kBackfill (EASY backfill) the
+// first job that does not fit gets a reservation at the earliest time it could start if running
+// jobs ended at their estimates, and later jobs start now only if they do not delay it: they end
+// (by their estimate) before the reservation, or use none of its nodes.
+//
+// Sharing (SharingConfig): a project past its hard limit waits; use beyond its quota is marked
+// borrowed. With reclaim on, a job of a project whose quota has room but which does not fit
+// preempts borrowed jobs of other projects — lowest priority, most over quota, most recently
+// started first, and only those needed — which go back to the queue (Decisions::preemptions).
 //
 // Gang: a job's tasks are placed one by one; if one fails, the ones placed are released and
 // the job waits (all or nothing).
 //
-// Cost: pending jobs are grouped by shape (task resources and count). Within a pass the state
-// only fills up, so once a shape fails, later jobs of that shape are not tried; across passes a
-// failed shape is not retried until capacity has been freed. A pass therefore costs
-// O(shapes + jobs started), not O(pending jobs).
+// Cost: pending jobs are grouped by (project, shape). Within a pass the state only fills up, so
+// once a shape fails, later jobs of that shape are not tried; across passes a failed shape is not
+// retried until capacity has been freed (unless a reservation or a reclaim may need it). A pass
+// therefore costs O(groups + jobs started) placements, plus, when blocked with kBackfill, one
+// shadow run over the running jobs.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,36 +47,70 @@
 #include "sched/pending_reason.h"
 #include "sched/placement_policy.h"
 #include "sched/placer.h"
+#include "sched/sharing.h"
 
 namespace corral::sched {
 
-enum class QueueOrder { kFifo, kPriority };
-enum class Blocking { kSkip, kStrict };
+enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf };
+enum class Blocking { kSkip, kStrict, kBackfill };
 
-Result<QueueOrder> ParseQueueOrder(std::string_view name);  // "fifo" | "priority"
+// "fifo" | "priority" | "fairshare" | "sjf" | "qssf"
+Result<QueueOrder> ParseQueueOrder(std::string_view name);
+std::string_view QueueOrderName(QueueOrder order);
+// "skip" | "strict" | "backfill"
+Result<Blocking> ParseBlocking(std::string_view name);
+
+// How long a job will run once started (> 0). Must be deterministic.
+using DurationEstimator = std::function<Seconds(const model::Job&)>;
+// The default estimate: the job's time limit, else its expected_duration, else one hour.
+Seconds DefaultEstimate(const model::Job& job);
 
 struct SchedulerConfig {
   std::string policy = "fgd";
   QueueOrder order = QueueOrder::kFifo;
   Blocking blocking = Blocking::kSkip;
   uint64_t seed = 0;
+  SharingConfig sharing;
+  DurationEstimator estimate;  // empty: DefaultEstimate; capped by the job's time limit
 };
 
 // A job the scheduler decided to start: one allocation per task, in task-index order.
 struct JobStart {
   JobId job;
   std::vector<Allocation> tasks;
+  bool borrowed = false;  // beyond its project's quota when it started: preemptible
+};
+
+// A running job stopped to give its GPUs back to a project under its quota. The scheduler has
+// already released its allocations and queued it again (same submit time).
+struct Preemption {
+  JobId job;
+  JobId for_job;
+  std::string reason;
+};
+
+struct Decisions {
+  std::vector<Preemption> preemptions;  // to stop before the starts that need their GPUs
+  std::vector<JobStart> starts;
+};
+
+// One pending job in queue order, with why it waits and when it is expected to start.
+struct QueueEntry {
+  JobId job;
+  PendingReason reason;
+  std::optional<Seconds> estimated_start;  // none when it cannot start even on an idle cluster
 };
 
 class Scheduler {
  public:
-  // Errors: unknown policy name.
+  // Errors: unknown policy name, invalid sharing config.
   static Result<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config,
                                                    const PolicyContext& context);
 
   Result<NodeIndex> AddNode(const model::Node& node);
-  // Removes a node; every job with a task there is released entirely (all its tasks) and
-  // returned, in id order, for the caller to requeue or fail. Errors: unknown node.
+  // Removes a node (its allocations go with it) and returns, in id order, the running jobs that
+  // had a task there, for the caller to stop, then Finish (which releases their other tasks:
+  // those may run on until stopped). Errors: unknown node.
   Result<std::vector<JobId>> RemoveNode(std::string_view name);
   // Cordon (false) or uncordon (true) a node. Errors: unknown node.
   Status SetSchedulable(std::string_view name, bool schedulable);
@@ -72,71 +121,134 @@ class Scheduler {
   Status Cancel(JobId job);
   // A running job ended: releases its allocations. Errors: unknown or not running.
   Status Finish(JobId job);
-  // Re-establishes a job that is already running with the allocations it holds (the server
-  // rebuilding its state after a restart). Errors: invalid job, known id, an allocation that
-  // does not fit (nothing is applied then).
-  Status Adopt(const model::Job& job, const std::vector<Allocation>& tasks);
+  // Re-establishes a job that is already running since `started` with the allocations it holds
+  // (the server rebuilding its state after a restart). Errors: invalid job, known id, an
+  // allocation that does not fit (nothing is applied then).
+  Status Adopt(const model::Job& job, const std::vector<Allocation>& tasks, Seconds started);
 
-  // One scheduling pass: the jobs to start now, in the order they were decided.
-  std::vector<JobStart> Schedule();
+  // One scheduling pass at time `now` (never earlier than a previous pass): preemptions and
+  // starts, in the order they were decided.
+  Decisions Schedule(Seconds now);
+
+  // The pending jobs in queue order at `now` (at most `limit`), with reasons and estimated
+  // starts: the time each would start if the jobs ahead of it started first and running jobs
+  // ended at their estimates (backfill can only make it earlier; new arrivals ahead of it or
+  // longer runs make it later). Changes nothing.
+  std::vector<QueueEntry> Queue(Seconds now, size_t limit);
 
   // Why a pending job waits, explained against the current state (the count of gang tasks that
   // fitted is from the last attempt); nullopt if not pending.
   std::optional<PendingReason> PendingReasonOf(JobId job) const;
-  // Pending jobs in queue order.
-  std::vector<JobId> PendingInOrder() const;
   const std::vector<Allocation>* AllocationsOf(JobId job) const;
+  // GPUs (milli) a project runs now, borrowed or not.
+  int64_t ProjectUsage(const std::string& project) const;
+  // The running jobs beyond their projects' quotas (preemptible by reclaim), in id order.
+  std::vector<JobId> BorrowedJobs() const;
+  const FairShareLedger& fair_share() const { return fair_share_; }
 
   const ClusterState& state() const { return state_; }
   size_t pending_count() const { return pending_count_; }
   size_t running_count() const { return running_.size(); }
 
  private:
-  using OrderKey = std::tuple<int64_t, int64_t, int64_t>;  // (-priority|0, submit, id)
+  // (static primary: 0 | -priority | estimated service, submit time, id)
+  using OrderKey = std::tuple<int64_t, int64_t, int64_t>;
+  // What the pass orders by: (primary, dynamic score (fair share, lower first), static key).
+  using PassKey = std::tuple<int64_t, double, OrderKey>;
   struct Shape {
     model::TaskResources resources;
     int tasks = 1;
     TaskRequest request;
     int request_models = -1;         // ModelCount() when `request` was resolved
-    std::set<OrderKey> queue;        // pending jobs of this shape, in order
     int64_t failed_generation = -1;  // capacity generation of the last failure
     int placed_at_failure = 0;       // gang tasks that fitted before one did not
     // The reason explained at `reason_version` of the cluster state (recomputed lazily).
     mutable PendingReason reason;
     mutable int64_t reason_version = -1;
   };
-  struct Running {
-    std::vector<Allocation> tasks;
+  struct Group {
+    std::string project;
+    int shape = -1;
+    std::set<OrderKey> queue;  // pending jobs of this project and shape, in order
+    // Set when the group waited in the last pass for a reason of its own (hard limit, a
+    // reservation it would delay), cleared when it was tried for capacity.
+    std::optional<PendingReason> waits;
   };
   struct PendingJob {
-    int shape = -1;
+    int group = -1;
     OrderKey key;
+    model::Job job;
+  };
+  struct Running {
+    model::Job job;
+    std::vector<Allocation> tasks;
+    Seconds start{0};
+    Seconds estimated_end{0};
+    int64_t start_seq = 0;  // order of starts, for quotas (earliest use is inside the quota)
+    std::string bucket;     // the quota bucket its use counts against
+  };
+  struct Reservation {
+    JobId job;
+    Seconds start{0};
+    std::set<NodeIndex> nodes;
   };
 
   Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy);
   OrderKey KeyOf(const model::Job& job) const;
-  int ShapeOf(const model::Job& job);
+  // The key of a job of `project` with static key `key`; `total_weight` from TotalWeight().
+  PassKey PassKeyOf(const std::string& project, const OrderKey& key, Seconds now,
+                    double total_weight) const;
+  int GroupOf(const model::Job& job);
   const TaskRequest& RequestOf(Shape& shape);
+  const ProjectPolicy& PolicyOf(const std::string& project) const;
+  Seconds EstimateOf(const model::Job& job) const;
   // Places every task of one job of `shape` or none; returns the allocations on success.
-  std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
+  // `record` keeps how many tasks fitted (for pending reasons).
+  std::optional<std::vector<Allocation>> PlaceGang(Shape& shape, bool record = true);
   void ReleaseAll(const std::vector<Allocation>& tasks);
+  void Enqueue(const model::Job& job);
+  void StartRunning(const model::Job& job, std::vector<Allocation> tasks, Seconds now);
+  // Forgets a running job, releasing its allocations unless the caller already did.
+  Running StopRunning(JobId job, bool release = true);
+  int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
+  bool LimitAllows(const model::Job& job) const;
+  // True when the job's project has quota room for it (so reclaim may make room).
+  bool QuotaHasRoom(const model::Job& job) const;
+  // Frees GPUs for `job` by preempting borrowed jobs of other projects and places it; the
+  // victims are queued again. Nothing changes when it cannot.
+  std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job,
+                                                 std::vector<Preemption>& preemptions);
+  // Shadow time: the earliest times `jobs` (in order) could start, each after the ones before
+  // it, if running jobs ended at their estimates; the first job's nodes in `first_nodes`.
+  // Leaves the state as it found it.
+  std::vector<std::optional<Seconds>> ShadowStarts(const std::vector<JobId>& jobs, Seconds now,
+                                                   std::set<NodeIndex>* first_nodes);
+  // Σ weights of the projects that compete now (with pending or running work).
+  double TotalWeight() const;
 
   SchedulerConfig config_;
   std::unique_ptr<PlacementPolicy> policy_;
   ClusterState state_;
   SeededRng rng_;
   Placer placer_;
+  FairShareLedger fair_share_;
   std::vector<Shape> shapes_;
   std::map<std::tuple<int64_t, int, int64_t, int64_t, int, std::string>, int> shape_ids_;
+  std::vector<Group> groups_;
+  std::map<std::pair<std::string, int>, int> group_ids_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
+  std::unordered_map<std::string, int64_t> project_usage_;  // running milli-GPU per project
+  std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
   size_t pending_count_ = 0;
+  int64_t start_seq_ = 0;
   // Bumped whenever capacity is freed or added; a shape that failed at the current generation
   // would fail again.
   int64_t generation_ = 0;
   // Bumped on every change of the cluster state (placements too): cached reasons are stale.
   int64_t state_version_ = 0;
   std::optional<JobId> blocked_head_;
+  std::optional<Reservation> reservation_;  // of the last pass (kBackfill)
 };
 
 }  // namespace corral::sched

@@ -40,7 +40,7 @@ TEST(Scheduler, SkipsAJobThatDoesNotFitAndStartsLaterOnes) {
   ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 4)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
-  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 3}));
   auto reason = s->PendingReasonOf(JobId(2));
   ASSERT_TRUE(reason);
   EXPECT_EQ(reason->code, kReasonInsufficientGpus);
@@ -55,11 +55,11 @@ TEST(Scheduler, StrictOrderBlocksBehindTheHead) {
   ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 4)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
-  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1}));
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
   EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonBlockedByHead);
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonInsufficientGpus);
   ASSERT_TRUE(s->Finish(JobId(1)).ok());
-  EXPECT_EQ(Started(s->Schedule()), (std::vector<int64_t>{2}));
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{2}));
 }
 
 TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {
@@ -72,7 +72,7 @@ TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {
   ASSERT_TRUE(s->Submit(MakeJob(4, 1, 1, 0, 5)).ok());
   std::vector<int64_t> order;
   for (int i = 0; i < 4; ++i) {
-    auto started = Started(s->Schedule());
+    auto started = Started(s->Schedule(Seconds(0)).starts);
     ASSERT_EQ(started.size(), 1u);
     order.push_back(started[0]);
     ASSERT_TRUE(s->Finish(JobId(started[0])).ok());
@@ -83,16 +83,16 @@ TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {
 TEST(Scheduler, GangStartsAllTasksOrNone) {
   auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
-  ASSERT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1}));
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
   const int64_t free_before = s->state().FreeGpuMilli();
   ASSERT_TRUE(s->Submit(MakeJob(2, 4, /*tasks=*/2)).ok());
-  EXPECT_TRUE(s->Schedule().empty());
+  EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
   EXPECT_EQ(s->state().FreeGpuMilli(), free_before);  // the partial gang was rolled back
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonGangPartial);
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->message,
             "needs 2 tasks started together; only 1 fit now");
   ASSERT_TRUE(s->Finish(JobId(1)).ok());
-  auto starts = s->Schedule();
+  auto starts = s->Schedule(Seconds(0)).starts;
   ASSERT_EQ(starts.size(), 1u);
   ASSERT_EQ(starts[0].tasks.size(), 2u);
   EXPECT_NE(starts[0].tasks[0].node, starts[0].tasks[1].node);
@@ -104,7 +104,7 @@ TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
   ASSERT_TRUE(s->Submit(MakeJob(1, 6)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 6)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(3, 4)).ok());
-  ASSERT_EQ(Started(s->Schedule()), (std::vector<int64_t>{1, 2}));
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2}));
   auto reason = s->PendingReasonOf(JobId(3));
   EXPECT_EQ(reason->code, kReasonFragmented);
   EXPECT_NE(reason->message.find("needs 4 free GPUs on one node; 4 GPUs free in total but split "
@@ -112,7 +112,7 @@ TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
             std::string::npos)
       << reason->message;
   ASSERT_TRUE(s->Submit(MakeJob(4, 16)).ok());
-  s->Schedule();
+  s->Schedule(Seconds(0)).starts;
   EXPECT_EQ(s->PendingReasonOf(JobId(4))->code, kReasonNeverFits);
 }
 
@@ -124,7 +124,7 @@ TEST(Scheduler, CancelFinishAndErrors) {
   model::Job bad = MakeJob(9, 1);
   bad.tasks = 0;
   EXPECT_EQ(s->Submit(bad).code(), StatusCode::kInvalidArgument);
-  s->Schedule();
+  s->Schedule(Seconds(0)).starts;
   EXPECT_EQ(s->pending_count(), 1u);
   ASSERT_TRUE(s->Cancel(JobId(2)).ok());
   EXPECT_EQ(s->pending_count(), 0u);
@@ -134,16 +134,19 @@ TEST(Scheduler, CancelFinishAndErrors) {
   EXPECT_EQ(s->Finish(JobId(7)).code(), StatusCode::kNotFound);
 }
 
-TEST(Scheduler, RemovingANodeReleasesItsJobsEverywhere) {
+TEST(Scheduler, RemovingANodeKeepsItsJobsOtherTasksUntilTheyFinish) {
   auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 4, 2)).ok());  // one task per node
   ASSERT_TRUE(s->Submit(MakeJob(2, 0)).ok());     // CPU only
-  ASSERT_EQ(s->Schedule().size(), 2u);
+  ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 2u);
   auto affected = s->RemoveNode("n2");
   ASSERT_TRUE(affected.ok());
   EXPECT_EQ(affected->front(), JobId(1));
-  EXPECT_EQ(s->AllocationsOf(JobId(1)), nullptr);
-  EXPECT_EQ(s->state().FreeGpuMilli(), 4000);  // n1's task of the gang was released too
+  // The gang's task on n1 may still run until it is stopped: its GPUs stay taken.
+  ASSERT_NE(s->AllocationsOf(JobId(1)), nullptr);
+  EXPECT_EQ(s->state().FreeGpuMilli(), 0);
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  EXPECT_EQ(s->state().FreeGpuMilli(), 4000);
   EXPECT_EQ(s->RemoveNode("n9").status().code(), StatusCode::kNotFound);
 }
 
@@ -152,10 +155,10 @@ TEST(Scheduler, AdoptRestoresRunningJobs) {
   Allocation a;
   a.node = s->state().FindNode("n1");
   a.gpus = {GpuShare{1, MilliGpu(1000)}, GpuShare{2, MilliGpu(1000)}};
-  ASSERT_TRUE(s->Adopt(MakeJob(5, 2), {a}).ok());
+  ASSERT_TRUE(s->Adopt(MakeJob(5, 2), {a}, Seconds(0)).ok());
   EXPECT_EQ(s->state().FreeGpuMilli(), 2000);
-  EXPECT_EQ(s->Adopt(MakeJob(5, 2), {a}).code(), StatusCode::kAlreadyExists);
-  EXPECT_EQ(s->Adopt(MakeJob(6, 2), {a}).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s->Adopt(MakeJob(5, 2), {a}, Seconds(0)).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(s->Adopt(MakeJob(6, 2), {a}, Seconds(0)).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(s->state().FreeGpuMilli(), 2000);  // the failed adoption applied nothing
   ASSERT_TRUE(s->Finish(JobId(5)).ok());
   EXPECT_EQ(s->state().FreeGpuMilli(), 4000);
@@ -166,11 +169,11 @@ TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
   ASSERT_TRUE(s->SetSchedulable("n1", false).ok());
   ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
-  auto starts = s->Schedule();
+  auto starts = s->Schedule(Seconds(0)).starts;
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n2");
   ASSERT_TRUE(s->SetSchedulable("n1", true).ok());
-  starts = s->Schedule();
+  starts = s->Schedule(Seconds(0)).starts;
   ASSERT_EQ(starts.size(), 1u);
   EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n1");
 }
@@ -183,7 +186,7 @@ TEST(Scheduler, SameCallsSameDecisions) {
     std::vector<std::pair<int64_t, std::string>> log;
     for (int i = 0; i < 40; ++i) {
       EXPECT_TRUE(s->Submit(MakeJob(i, 1 + i % 3, 1, 0, i)).ok());
-      for (const auto& start : s->Schedule()) {
+      for (const auto& start : s->Schedule(Seconds(0)).starts) {
         log.emplace_back(start.job.value(), s->state().node(start.tasks[0].node).name);
       }
       if (i % 4 == 3) {

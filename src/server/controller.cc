@@ -22,6 +22,14 @@ bool TaskFailed(const store::TaskRecord& t) {
          (t.state == "killed" && !t.exit_code.has_value());
 }
 
+// At most `max` bytes of `text`, cut before a UTF-8 continuation byte so no character is split.
+std::string TruncateUtf8(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
 // "task 1 exited with code 3", with the agent's note when it gave one ("time limit of 60 s
 // reached").
 std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
@@ -74,6 +82,55 @@ Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::j
   }
 }
 
+// A heartbeat report is checked whole before any of it is applied: its task list is the node's
+// truth, so a malformed one must not make tasks look missing.
+Status ValidateReport(const nlohmann::json& report) {
+  if (!report.is_object()) return InvalidArgument("heartbeat: must be a JSON object");
+  if (!report.contains("tasks") || !report["tasks"].is_array()) {
+    return InvalidArgument("field 'tasks': must be an array (every task the agent knows)");
+  }
+  static const std::set<std::string> kStates = {"running", "exited", "killed", "failed_to_start",
+                                                "lost"};
+  for (size_t i = 0; i < report["tasks"].size(); ++i) {
+    const nlohmann::json& t = report["tasks"][i];
+    const std::string where = "field 'tasks[" + std::to_string(i) + "]";
+    if (!t.is_object()) return InvalidArgument(where + "': must be an object");
+    for (const char* key : {"allocation_id", "generation"}) {
+      if (!t.contains(key) || !t[key].is_number_integer()) {
+        return InvalidArgument(where + "." + key + "': must be an integer");
+      }
+    }
+    if (!t.contains("state") || !t["state"].is_string() || !kStates.count(t["state"])) {
+      return InvalidArgument(where + ".state': must be one of running, exited, killed, " +
+                             "failed_to_start, lost");
+    }
+    for (const char* key : {"started_at", "ended_at"}) {
+      if (t.contains(key) && !t[key].is_null() && !t[key].is_number_integer()) {
+        return InvalidArgument(where + "." + key + "': must be an integer");
+      }
+    }
+  }
+  if (report.contains("logs")) {
+    if (!report["logs"].is_array()) return InvalidArgument("field 'logs': must be an array");
+    for (size_t i = 0; i < report["logs"].size(); ++i) {
+      const nlohmann::json& c = report["logs"][i];
+      const std::string where = "field 'logs[" + std::to_string(i) + "]";
+      if (!c.is_object()) return InvalidArgument(where + "': must be an object");
+      for (const char* key : {"allocation_id", "generation", "offset"}) {
+        if (!c.contains(key) || !c[key].is_number_integer()) {
+          return InvalidArgument(where + "." + key + "': must be an integer");
+        }
+      }
+      for (const char* key : {"stream", "data"}) {
+        if (!c.contains(key) || !c[key].is_string()) {
+          return InvalidArgument(where + "." + key + "': must be a string");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, store::Store& store,
@@ -90,7 +147,9 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
     if (spec.ok()) tasks.push_back(spec->resources);
   }
   sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
-  auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
+  sched::SchedulerConfig scheduler_config{config.policy};
+  scheduler_config.sharing.reclaim = false;
+  auto scheduler = sched::Scheduler::Create(scheduler_config, context);
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<Controller> c(
       new Controller(std::move(config), store, clock, std::move(scheduler).value()));
@@ -135,6 +194,10 @@ Status Controller::Recover() {
     LiveJob& job = jobs_[record.id];
     job.record = record;
     job.spec = *spec;
+    if (record.cancel_reason) {
+      job.cancel_requested = true;
+      job.failure = *record.cancel_reason;
+    }
     const model::Job model_job = ToModelJob(*spec, record.id, record.user, record.submit_time);
     if (record.state == "pending") {
       (void)scheduler_->Submit(model_job);
@@ -146,6 +209,8 @@ Status Controller::Recover() {
     for (const auto& t : *tasks) {
       if (t.generation != record.restarts + 1) continue;  // an older run
       job.tasks.push_back(t);
+      // The previous server may have sent the launch: the agent's first report settles it.
+      if (t.state == "assigned") job.launched.insert(t.allocation_id);
       auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
       sched::Allocation alloc;
       alloc.node = scheduler_->state().FindNode(t.node);
@@ -157,7 +222,8 @@ Status Controller::Recover() {
       if (!IsTerminalTask(t.state) && alloc.node >= 0) allocations.push_back(alloc);
     }
     IndexAllocationsLocked(job);
-    if (scheduler_->Adopt(model_job, allocations).ok()) EvaluateJobLocked(job);
+    const Seconds started = record.start_time.value_or(record.submit_time);
+    if (scheduler_->Adopt(model_job, allocations, started).ok()) EvaluateJobLocked(job);
   }
   return Status::Ok();
 }
@@ -279,6 +345,8 @@ Status Controller::Cancel(const Principal& who, JobId id) {
     CORRAL_RETURN_IF_ERROR(EndJobLocked(job, "cancelled", reason));
     return Status::Ok();
   }
+  // Durable before acknowledged: a restarted server goes on stopping the job.
+  CORRAL_RETURN_IF_ERROR(store_.RequestCancel(id, reason, clock_.Now()));
   job.cancel_requested = true;
   job.failure = reason;
   EvaluateJobLocked(job);
@@ -340,6 +408,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
                                                  const std::vector<std::string>& states,
                                                  bool all_projects, int limit,
                                                  std::optional<JobId> before) {
+  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
   JobPage page{nlohmann::json::array(), std::nullopt};
   store::JobFilter filter;
   filter.states = states;
@@ -401,7 +470,8 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
 
 void Controller::ScheduleLocked() {
   const Seconds now = clock_.Now();
-  for (const sched::JobStart& start : scheduler_->Schedule()) {
+  // No quotas are configured in the server yet, so no preemptions are decided (reclaim is off).
+  for (const sched::JobStart& start : scheduler_->Schedule(now).starts) {
     auto it = jobs_.find(start.job);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
@@ -498,6 +568,7 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
   job.tasks.clear();
   job.failing = false;
   job.failure.clear();
+  job.failed_state = "failed";
   job.record.state = "pending";
   job.launched.clear();
   job.end_notes.clear();
@@ -560,7 +631,7 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
     if (job.cancel_requested) {
       settled = EndJobLocked(job, "cancelled", job.failure);
     } else if (job.failing) {
-      settled = RequeueOrEndLocked(job, "failed", job.failure);
+      settled = RequeueOrEndLocked(job, job.failed_state, job.failure);
     } else {
       settled = EndJobLocked(job, "succeeded", "all tasks exited with code 0");
     }
@@ -653,16 +724,21 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
     for (auto& t : job.tasks) {
-      if (IsTerminalTask(t.state)) continue;
-      // Memory first: the node's GPUs are gone whatever the store says. A task left running in
-      // the store is settled again after a restart (its node is lost then too).
-      t.state = t.node == name ? "lost" : "killed";
+      if (IsTerminalTask(t.state) || t.node != name) continue;
+      // Memory first: the node and its GPUs are gone whatever the store says. A task left
+      // running in the store is settled again after a restart (its node is lost then too).
+      t.state = "lost";
       t.end_time = now;
       (void)store_.UpdateTask(t);
     }
-    // Tasks of this job on other nodes are now stale and get killed at their next heartbeat.
-    NotifyNodesLocked(job);
-    if (!RequeueOrEndLocked(job, "lost", reason).ok()) unsettled_.insert(id);
+    // The gang's tasks on other nodes are stopped (their GPUs stay taken until their nodes say
+    // they ended); then the job is requeued or ends lost.
+    if (!job.Stopping()) {
+      job.failing = true;
+      job.failure = reason;
+      job.failed_state = "lost";
+    }
+    EvaluateJobLocked(job);
   }
 }
 
@@ -805,7 +881,7 @@ Status Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann
     updated.end_time = Seconds(s.value("ended_at", clock_.Now().value()));
     if (s.contains("message") && s["message"].is_string()) {
       constexpr size_t kMaxNote = 500;
-      job.end_notes[alloc] = s["message"].get<std::string>().substr(0, kMaxNote);
+      job.end_notes[alloc] = TruncateUtf8(s["message"].get<std::string>(), kMaxNote);
     }
   }
   CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, updated));
@@ -827,7 +903,8 @@ Status Controller::ReconcileUnreportedLocked(const std::string& node,
       if (t.node != node || reported.count(t.allocation_id)) continue;
       const bool launched = job.launched.count(t.allocation_id) > 0;
       if (t.state == "assigned" && launched && !job.Stopping()) {
-        job.launched.erase(t.allocation_id);  // the answer was lost: launch it again
+        // The answer was lost; this heartbeat's answer carries the launch again (and marks it
+        // launched again). Only a stopping job's launch is settled here.
         continue;
       }
       if (t.state != "running" && !(t.state == "assigned" && launched)) continue;
@@ -890,6 +967,7 @@ int Controller::WaitingHeartbeats() {
 
 Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nlohmann::json& report,
                                              int wait_ms) {
+  CORRAL_RETURN_IF_ERROR(ValidateReport(report));
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.state == "lost") {
@@ -897,19 +975,14 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
   }
   it->second.last_heartbeat = clock_.Now();
   // Output first: a task's last lines arrive in the same report as its end.
-  if (report.contains("logs") && report["logs"].is_array()) {
-    for (const auto& chunk : report["logs"]) {
-      if (chunk.is_object()) WriteLogLocked(name, chunk);
-    }
+  if (report.contains("logs")) {
+    for (const auto& chunk : report["logs"]) WriteLogLocked(name, chunk);
   }
   std::vector<nlohmann::json> kills;
   std::set<int64_t> reported;
-  if (report.contains("tasks") && report["tasks"].is_array()) {
-    for (const auto& s : report["tasks"]) {
-      if (!s.is_object()) continue;
-      reported.insert(s.value("allocation_id", int64_t{-1}));
-      CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
-    }
+  for (const auto& s : report["tasks"]) {
+    reported.insert(s["allocation_id"].get<int64_t>());
+    CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
   }
   CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
   nlohmann::json response = ResponseForLocked(name);

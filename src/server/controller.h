@@ -127,7 +127,8 @@ class Controller {
     std::vector<store::TaskRecord> tasks;  // the current generation; empty while pending
     bool cancel_requested = false;
     bool failing = false;
-    std::string failure;         // why the gang is being stopped
+    std::string failure;                  // why the gang is being stopped
+    std::string failed_state = "failed";  // how it ends if not requeued: failed | lost
     std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
     std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
     bool Stopping() const { return cancel_requested || failing; }

@@ -100,13 +100,16 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(answer.ok()) << answer.status().ToString();
     return answer.ok() ? *answer : json::object();
   }
-  // Renames the tasks table away (from a second connection) so the store's task writes fail.
-  void BreakTaskWrites(bool broken) {
+  // Makes the store's writes to `table` fail (a trigger, from a second connection) or work.
+  void BreakWrites(const std::string& table, bool broken) {
     auto conn = store::SqliteConnection::Open((dir_ / "corral.db").string());
     ASSERT_TRUE(conn.ok());
+    const std::string trigger = "break_" + table;
     ASSERT_TRUE((*conn)
-                    ->ExecuteScript(broken ? "ALTER TABLE tasks RENAME TO tasks_away"
-                                           : "ALTER TABLE tasks_away RENAME TO tasks")
+                    ->ExecuteScript(broken
+                                        ? "CREATE TRIGGER " + trigger + " BEFORE UPDATE ON " +
+                                              table + " BEGIN SELECT RAISE(ABORT, 'injected'); END"
+                                        : "DROP TRIGGER " + trigger)
                     .ok());
   }
 
@@ -225,10 +228,10 @@ TEST_F(ControllerTest, StoreFailureFailsTheHeartbeatAndTheReportIsTakenWhenResen
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
-  BreakTaskWrites(true);
+  BreakWrites("tasks", true);
   auto failed = controller_->Heartbeat("a", Report({TaskReport(launch, "exited", 0)}), 0);
   EXPECT_FALSE(failed.ok());  // not acknowledged: the agent keeps its report
-  BreakTaskWrites(false);
+  BreakWrites("tasks", false);
   EXPECT_EQ(StateOf(id), "running");
   Beat("a", Report({TaskReport(launch, "exited", 0)}));
   EXPECT_EQ(StateOf(id), "succeeded");
@@ -321,6 +324,117 @@ TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
   EXPECT_EQ(answer->value("retry_after_ms", 0), 20000);
   controller_->Stop();  // wakes the waiting ones
   for (auto& w : waiting) EXPECT_TRUE(w.get().ok());
+}
+
+TEST_F(ControllerTest, FailedJobCommitIsRetriedOnTheNextTick) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  BreakWrites("jobs", true);
+  Beat("a", Report({TaskReport(launch, "exited", 0)}));  // the task's end is committed
+  BreakWrites("jobs", false);
+  EXPECT_EQ(StateOf(id), "running");  // the job's end was not
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id), "succeeded");
+}
+
+TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);  // the launch went out, then a crash
+  Restart();
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  // The old server may have launched it: its GPUs wait for the agent's word.
+  EXPECT_EQ(StateOf(first), "starting");
+  EXPECT_EQ(StateOf(second), "pending");
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  Beat("a", Report());  // it never ran
+  EXPECT_EQ(StateOf(first), "cancelled");
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelOfAStartedJobSurvivesARestart) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  Restart();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "cancelled");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("cancelled by alice"));
+}
+
+TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  for (const json& bad :
+       {json{{"logs", json::array()}}, json{{"tasks", "all"}}, json{{"tasks", {1}}},
+        json{{"tasks", {{{"allocation_id", "x"}, {"generation", 1}, {"state", "exited"}}}}},
+        json{{"tasks", {{{"allocation_id", 1}, {"generation", 1}, {"state", "melted"}}}}},
+        json{{"tasks", json::array()}, {"logs", {{{"stream", 5}}}}}}) {
+    auto answer = controller_->Heartbeat("a", bad, 0);
+    EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+  }
+  EXPECT_EQ(StateOf(id), "running");
+}
+
+TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  json ended = TaskReport(launch, "failed_to_start", 127);
+  std::string note;
+  for (int i = 0; i < 400; ++i) note += "\u00e9";  // 'é', two bytes each: 800 bytes
+  ended["message"] = note;
+  Beat("a", Report({ended}));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_NO_THROW((void)view->dump());  // strict UTF-8: throws on a split character
+}
+
+TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId gang = Submit(Spec(8, 2));
+  controller_->Tick();
+  json on_a = Beat("a", Report())["run"][0];
+  json on_b = Beat("b", Report())["run"][0];
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  Beat("b", Report({TaskReport(on_b, "running")}));
+  clock_.Advance(Seconds(20));
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  clock_.Advance(Seconds(20));
+  json answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  controller_->Tick();  // b is lost
+  const JobId next = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(gang), "running");  // its task on a still runs
+  EXPECT_EQ(StateOf(next), "pending");  // so a's GPUs are not free
+  answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat("a", Report({TaskReport(on_a, "killed", 143)}));
+  auto view = controller_->JobView(alice_, gang);
+  EXPECT_EQ((*view)["state"], "lost");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("node b lost"));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(next), "starting");
 }
 
 }  // namespace

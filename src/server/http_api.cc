@@ -42,7 +42,8 @@ int HttpStatusOf(StatusCode code) {
 
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  // Invalid UTF-8 (from a task's output or an agent's note) becomes U+FFFD instead of throwing.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
 void SendProblem(httplib::Response& res, const Status& s) {
@@ -451,25 +452,25 @@ class HttpApi::Impl {
   }
 
   void RegisterAgents(httplib::Server& http) {
-    http.Post(
-        "/api/v1/agent/register", [this](const httplib::Request& req, httplib::Response& res) {
-          if (config_.join_token_hash.empty() ||
-              !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
-            return SendProblem(res, Unauthenticated("invalid join token"));
-          }
-          auto body = ParseBody(req);
-          if (!body.ok()) return SendProblem(res, body.status());
-          if (!body->is_object() || !(*body)["name"].is_string() ||
-              !(*body)["node_id"].is_string() || !(*body)["inventory"].is_object()) {
-            return SendProblem(res, InvalidArgument("fields 'name' (string), 'node_id' "
-                                                    "(string) and 'inventory' (object) are "
-                                                    "required"));
-          }
-          auto token =
-              controller_.RegisterNode((*body)["name"], (*body)["node_id"], (*body)["inventory"]);
-          if (!token.ok()) return SendProblem(res, token.status());
-          SendJson(res, 200, {{"node_token", *token}, {"heartbeat_interval_s", 5}});
-        });
+    http.Post("/api/v1/agent/register",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                if (config_.join_token_hash.empty() ||
+                    !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
+                  return SendProblem(res, Unauthenticated("invalid join token"));
+                }
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendProblem(res, body.status());
+                auto name = Field<std::string>(*body, "name");
+                if (!name.ok()) return SendProblem(res, name.status());
+                auto node_id = Field<std::string>(*body, "node_id");
+                if (!node_id.ok()) return SendProblem(res, node_id.status());
+                if (!(*body)["inventory"].is_object()) {
+                  return SendProblem(res, InvalidArgument("field 'inventory': must be an object"));
+                }
+                auto token = controller_.RegisterNode(*name, *node_id, (*body)["inventory"]);
+                if (!token.ok()) return SendProblem(res, token.status());
+                SendJson(res, 200, {{"node_token", *token}, {"heartbeat_interval_s", 5}});
+              });
     http.Post(
         "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
           auto body = ParseBody(req);

@@ -196,7 +196,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       CORRAL_RETURN_IF_ERROR(s.Submit(job));
       ++next_arrival;
     }
-    for (const sched::JobStart& start : s.Schedule()) {
+    for (const sched::JobStart& start : s.Schedule(Seconds(t)).starts) {
       const size_t i = index_of[start.job];
       times[i].start = t;
       queue.push_back(static_cast<double>(t - times[i].submit));

@@ -121,6 +121,8 @@ const std::vector<Migration>& StoreMigrations() {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
       {2, "nodes remember their agent's node id (hashed)",
        "ALTER TABLE nodes ADD COLUMN node_id_hash TEXT NOT NULL DEFAULT ''"},
+      {3, "a started job's cancellation survives a restart",
+       "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT"},
   };
   return kMigrations;
 }

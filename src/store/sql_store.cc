@@ -13,7 +13,7 @@ constexpr char kUserColumns[] = "id, name, admin, created_at";
 constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at";
 constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
-    "start_time, end_time, reason";
+    "start_time, end_time, reason, cancel_reason";
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
     "signal, start_time, end_time";
@@ -74,6 +74,7 @@ JobRecord JobFrom(const SqlRow& row) {
   j.start_time = OptSeconds(row, 9);
   j.end_time = OptSeconds(row, 10);
   j.reason = row.Text(11);
+  if (!row.IsNull(12)) j.cancel_reason = row.Text(12);
   return j;
 }
 TaskRecord TaskFrom(const SqlRow& row) {
@@ -538,6 +539,27 @@ Status SqlStore::TransitionJob(JobId id, const std::string& from, const std::str
         if (*changed != 1) return ExplainWrongState(id, from);
         return conn_->Execute(kInsertEvent, {id.value(), now.value(), from, to, reason}).status();
       }));
+}
+
+Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now) {
+  const std::string op = "request cancellation of " + JobName(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
+                    if (!rows.ok()) return rows.status();
+                    if (rows->empty()) return NotFound(JobName(id) + " not found");
+                    const std::string state = (*rows)[0].Text(0);
+                    if (state != "starting" && state != "running") {
+                      return FailedPrecondition(JobName(id) + " is " + state + ", not started");
+                    }
+                    auto changed = conn_->Execute("UPDATE jobs SET cancel_reason = ? WHERE id = ?",
+                                                  {reason, id.value()});
+                    if (!changed.ok()) return changed.status();
+                    return conn_
+                        ->Execute(kInsertEvent,
+                                  {id.value(), now.value(), state, state, "cancelling: " + reason})
+                        .status();
+                  }));
 }
 
 Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {

@@ -48,6 +48,7 @@ class SqlStore final : public Store {
   Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) override;
   Result<JobRecord> GetJob(JobId id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Status RequestCancel(JobId id, const std::string& reason, Seconds now) override;
   Status TransitionJob(JobId id, const std::string& from, const std::string& to,
                        const std::string& reason, Seconds now) override;
   Result<std::vector<JobEvent>> JobEvents(JobId id) override;

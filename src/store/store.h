@@ -92,6 +92,8 @@ struct JobRecord {
   std::optional<Seconds> start_time;  // set when the job last entered running
   std::optional<Seconds> end_time;    // set when the job entered a final state (or lost)
   std::string reason;                 // the last transition's reason ("submitted" at first)
+  // Set by RequestCancel while the job's tasks are being stopped; kept across restarts.
+  std::optional<std::string> cancel_reason;
 };
 
 struct JobEvent {
@@ -189,6 +191,10 @@ class Store {
   // end_time; going back to pending (a requeue) increments restarts and clears both times.
   virtual Status TransitionJob(JobId id, const std::string& from, const std::string& to,
                                const std::string& reason, Seconds now) = 0;
+  // Records that a started (starting or running) job is being cancelled, with an event; the
+  // job ends later (TransitionJob) once its tasks stopped. FailedPrecondition when the job is
+  // not started; NotFound for an unknown job.
+  virtual Status RequestCancel(JobId id, const std::string& reason, Seconds now) = 0;
   // The job's events in the order they happened; the first is the submission.
   virtual Result<std::vector<JobEvent>> JobEvents(JobId id) = 0;
 

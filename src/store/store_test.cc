@@ -581,6 +581,27 @@ TEST_P(StoreTest, NextAllocationIdIsMonotonicAcrossRestarts) {
   EXPECT_EQ(*all.rbegin(), 104);
 }
 
+TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", "ready", Seconds(1)}).ok());
+  auto id = store_->InsertJob(MakeJob("train"));
+  ASSERT_TRUE(id.ok());
+  // Not started yet: nothing to request (a pending job is simply cancelled).
+  EXPECT_EQ(store_->RequestCancel(*id, "cancelled by alice", Seconds(2)).code(),
+            StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(3)).ok());
+  ASSERT_TRUE(store_->RequestCancel(*id, "cancelled by alice", Seconds(4)).ok());
+  Reopen();
+  auto job = store_->GetJob(*id);
+  EXPECT_EQ(job->state, "starting");
+  EXPECT_EQ(job->cancel_reason, std::optional<std::string>("cancelled by alice"));
+  auto events = store_->JobEvents(*id);
+  EXPECT_EQ(events->back().reason, "cancelling: cancelled by alice");
+  EXPECT_EQ(store_->RequestCancel(JobId(777777), "x", Seconds(5)).code(), StatusCode::kNotFound);
+  auto plain = store_->InsertJob(MakeJob("plain"));
+  EXPECT_FALSE(store_->GetJob(*plain)->cancel_reason.has_value());
+}
+
 TEST_P(StoreTest, NodesAreUpsertedByName) {
   ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":8})", "ready", Seconds(10)}).ok());
   ASSERT_TRUE(store_->UpsertNode({"gpu-1", R"({"gpus":4})", "ready", Seconds(11)}).ok());

@@ -1,0 +1,99 @@
+#include "sched/sharing.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace corral::sched {
+
+Status Validate(const SharingConfig& config) {
+  for (const auto& [name, p] : config.projects) {
+    const std::string where = "project '" + name + "': field '";
+    if (!(p.weight > 0) || !std::isfinite(p.weight)) {
+      return InvalidArgument(where + "weight': must be > 0");
+    }
+    if (p.quota_milli < 0) return InvalidArgument(where + "quota': must be >= 0");
+    for (const auto& [model, q] : p.model_quota_milli) {
+      if (model.empty()) return InvalidArgument(where + "model_quota': a model name is empty");
+      if (q < 0) return InvalidArgument(where + "model_quota." + model + "': must be >= 0");
+    }
+    if (p.limit_milli && *p.limit_milli < 0) {
+      return InvalidArgument(where + "limit': must be >= 0");
+    }
+  }
+  const FairShareConfig& f = config.fair_share;
+  if (f.half_life.value() <= 0) return InvalidArgument("field 'half_life': must be > 0 seconds");
+  if (f.age_unit.value() <= 0) return InvalidArgument("field 'age_unit': must be > 0 seconds");
+  if (!(f.fair_share_weight >= 0) || !(f.age_weight >= 0)) {
+    return InvalidArgument("fields 'fair_share_weight' and 'age_weight': must be >= 0");
+  }
+  return Status::Ok();
+}
+
+std::string QuotaBucket(const ProjectPolicy& policy, const std::vector<std::string>& gpu_models) {
+  if (gpu_models.size() == 1 && policy.model_quota_milli.count(gpu_models[0])) {
+    return gpu_models[0];
+  }
+  return "";
+}
+
+void FairShareLedger::SetCapacity(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib) {
+  cap_gpu_ = gpu_milli;
+  cap_cpu_ = cpu_milli;
+  cap_memory_ = memory_mib;
+  Recount();
+}
+
+void FairShareLedger::Charge(const std::string& project, int64_t gpu_milli, int64_t cpu_milli,
+                             int64_t memory_mib, int sign) {
+  Account& a = accounts_[project];
+  a.gpu += sign * gpu_milli;
+  a.cpu += sign * cpu_milli;
+  a.memory += sign * memory_mib;
+  Recount();
+}
+
+double FairShareLedger::DominantShare(const std::string& project) const {
+  auto it = accounts_.find(project);
+  if (it == accounts_.end()) return 0;
+  auto share = [](int64_t used, int64_t cap) {
+    return cap > 0 ? static_cast<double>(used) / static_cast<double>(cap) : 0.0;
+  };
+  const Account& a = it->second;
+  return std::max({share(a.gpu, cap_gpu_), share(a.cpu, cap_cpu_), share(a.memory, cap_memory_)});
+}
+
+void FairShareLedger::AdvanceTo(Seconds now) {
+  const int64_t t = now.value();
+  if (last_ && t > *last_) {
+    const double h = static_cast<double>(config_.half_life.value());
+    const double dt = static_cast<double>(t - *last_);
+    const double keep = std::exp2(-dt / h);
+    // ∫ share · 2^(-(t - s) / h) ds over [last, t] for a constant share.
+    const double gained = h / std::log(2.0) * (1 - keep);
+    for (auto& [name, a] : accounts_) a.decayed = a.decayed * keep + DominantShare(name) * gained;
+  }
+  if (!last_ || t > *last_) last_ = t;
+  Recount();
+}
+
+double FairShareLedger::EffectiveUsage(const std::string& project) const {
+  auto it = accounts_.find(project);
+  if (it == accounts_.end()) return 0;
+  const double h = static_cast<double>(config_.half_life.value());
+  return it->second.decayed + DominantShare(project) * h / std::log(2.0);
+}
+
+void FairShareLedger::Recount() {
+  total_effective_ = 0;
+  for (const auto& [name, a] : accounts_) total_effective_ += EffectiveUsage(name);
+}
+
+double FairShareLedger::Factor(const std::string& project, double weight,
+                               double total_weight) const {
+  if (total_effective_ <= 0 || total_weight <= 0 || weight <= 0) return 1.0;
+  const double usage = EffectiveUsage(project) / total_effective_;
+  const double shares = weight / total_weight;
+  return std::exp2(-usage / shares);
+}
+
+}  // namespace corral::sched
