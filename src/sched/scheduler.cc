@@ -573,12 +573,19 @@ Decisions Scheduler::Schedule(Seconds now) {
       placed = Reclaim(shape, job, out.preemptions);
       preempted = placed.has_value();
     }
-    if (placed && reservation_ && !preempted) {
-      // Backfill: it may not delay the reserved job.
-      const bool ends_before = now.value() + EstimateOf(job).value() <= reservation_->start.value();
-      bool touches = false;
-      for (const Allocation& a : *placed) touches |= reservation_->nodes.count(a.node) > 0;
-      if (!ends_before && touches) {
+    OrderKey chosen = *group.queue.begin();
+    if (placed && reservation_ && !preempted && DelaysReservation(*placed, now, EstimateOf(job))) {
+      // Backfill: a later job of the group (same shape, so the same placement) that ends before
+      // the reservation may go instead.
+      std::optional<OrderKey> shorter;
+      for (const OrderKey& key : group.queue) {
+        if (!DelaysReservation(*placed, now,
+                               EstimateOf(pending_.at(JobId(std::get<2>(key))).job))) {
+          shorter = key;
+          break;
+        }
+      }
+      if (!shorter) {
         for (const Allocation& a : *placed) (void)state_.Release(a);
         group.waits = PendingReason{
             kReasonReservation,
@@ -586,6 +593,7 @@ Decisions Scheduler::Schedule(Seconds now) {
                 ", reserved to start at t=" + std::to_string(reservation_->start.value()) + " s"};
         continue;
       }
+      chosen = *shorter;
     }
     if (!placed) {
       if (!shape_failed) shape.failed_generation = generation_;
@@ -600,14 +608,16 @@ Decisions Scheduler::Schedule(Seconds now) {
       }
       continue;
     }
-    const ProjectPolicy& policy = PolicyOf(job.project);
-    const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
-    const bool borrowed = BucketUsage(job.project, bucket) + MilliOf(job) > QuotaOf(policy, bucket);
-    group.queue.erase(group.queue.begin());
-    pending_.erase(id);
+    const JobId started(std::get<2>(chosen));
+    const model::Job run = pending_.at(started).job;
+    const ProjectPolicy& policy = PolicyOf(run.project);
+    const std::string bucket = QuotaBucket(policy, run.resources.gpu_models);
+    const bool borrowed = BucketUsage(run.project, bucket) + MilliOf(run) > QuotaOf(policy, bucket);
+    group.queue.erase(chosen);
+    pending_.erase(started);
     --pending_count_;
-    StartRunning(job, *placed, now);
-    out.starts.push_back(JobStart{id, std::move(*placed), borrowed});
+    StartRunning(run, *placed, now);
+    out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
     if (!group.queue.empty())
       heads.emplace(PassKeyOf(group.project, *group.queue.begin(), now, total_weight), g);
   }
@@ -659,6 +669,20 @@ std::vector<QueueEntry> Scheduler::Queue(Seconds now, size_t limit) {
     out.push_back(QueueEntry{ids[i], *PendingReasonOf(ids[i]), starts[i]});
   }
   return out;
+}
+
+bool Scheduler::DelaysReservation(const std::vector<Allocation>& placed, Seconds now,
+                                  Seconds estimate) const {
+  if (now.value() + estimate.value() <= reservation_->start.value()) return false;
+  for (const Allocation& a : placed) {
+    if (reservation_->nodes.count(a.node)) return true;
+  }
+  return false;
+}
+
+std::optional<std::pair<JobId, Seconds>> Scheduler::ReservedStart() const {
+  if (!reservation_) return std::nullopt;
+  return std::make_pair(reservation_->job, reservation_->start);
 }
 
 const std::vector<Allocation>* Scheduler::AllocationsOf(JobId job) const {

@@ -145,6 +145,8 @@ class Scheduler {
   // The running jobs beyond their projects' quotas (preemptible by reclaim), in id order.
   std::vector<JobId> BorrowedJobs() const;
   const FairShareLedger& fair_share() const { return fair_share_; }
+  // The job the last pass reserved capacity for (kBackfill) and when it is expected to start.
+  std::optional<std::pair<JobId, Seconds>> ReservedStart() const;
 
   const ClusterState& state() const { return state_; }
   size_t pending_count() const { return pending_count_; }
@@ -223,6 +225,10 @@ class Scheduler {
   // Leaves the state as it found it.
   std::vector<std::optional<Seconds>> ShadowStarts(const std::vector<JobId>& jobs, Seconds now,
                                                    std::set<NodeIndex>* first_nodes);
+  // True when a job placed at `placed` now, running `estimate`, would hold capacity the
+  // reservation needs: it ends after the reserved start, on one of the reserved nodes.
+  bool DelaysReservation(const std::vector<Allocation>& placed, Seconds now,
+                         Seconds estimate) const;
   // Σ weights of the projects that compete now (with pending or running work).
   double TotalWeight() const;
 

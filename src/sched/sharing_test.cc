@@ -1,0 +1,328 @@
+// Fair-share accounting, and the scheduler's sharing features: queue orders, project limits,
+// quotas with borrowing and reclaim, EASY backfill and estimated starts.
+#include "sched/sharing.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "common/rng.h"
+#include "sched/scheduler.h"
+
+namespace corral::sched {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FairShareLedger, FactorFallsWithUseAndRecoversWithDecay) {
+  FairShareConfig config;
+  config.half_life = Seconds(100);
+  FairShareLedger ledger(config);
+  ledger.SetCapacity(8000, 64000, 1 << 20);
+  ledger.AdvanceTo(Seconds(0));
+  EXPECT_EQ(ledger.Factor("a", 1, 2), 1.0);  // nobody used anything
+  ledger.Charge("a", 4000, 1000, 1024, +1);  // half the GPUs: dominant share 0.5
+  EXPECT_DOUBLE_EQ(ledger.DominantShare("a"), 0.5);
+  // Counted at once: a holds all usage, b none.
+  EXPECT_LT(ledger.Factor("a", 1, 2), 0.3);
+  EXPECT_EQ(ledger.Factor("b", 1, 2), 1.0);
+  ledger.AdvanceTo(Seconds(100));
+  ledger.Charge("a", 4000, 1000, 1024, -1);
+  const double after_run = ledger.EffectiveUsage("a");
+  // ∫ 0.5 · 2^(-(100 - s)/100) ds over [0, 100] = 0.5 · 100 / ln 2 · (1 - 1/2)
+  EXPECT_NEAR(after_run, 0.5 * 100 / std::log(2.0) * 0.5, 1e-9);
+  ledger.AdvanceTo(Seconds(200));
+  EXPECT_NEAR(ledger.EffectiveUsage("a"), after_run / 2, 1e-9);  // one half-life later
+  // A heavier weight tolerates the same use better.
+  ledger.Charge("b", 2000, 0, 0, +1);
+  EXPECT_GT(ledger.Factor("a", 3, 4), ledger.Factor("a", 1, 4));
+}
+
+TEST(SharingConfig, ValidationNamesTheField) {
+  SharingConfig config;
+  config.projects["vision"].weight = 0;
+  EXPECT_THAT(Validate(config).message(), HasSubstr("project 'vision': field 'weight'"));
+  config.projects["vision"].weight = 1;
+  config.projects["vision"].limit_milli = -1;
+  EXPECT_THAT(Validate(config).message(), HasSubstr("'limit'"));
+  config.projects["vision"].limit_milli.reset();
+  config.fair_share.half_life = Seconds(0);
+  EXPECT_THAT(Validate(config).message(), HasSubstr("half_life"));
+  EXPECT_FALSE(Scheduler::Create(
+                   SchedulerConfig{"bestfit", QueueOrder::kFifo, Blocking::kSkip, 0, config}, {})
+                   .ok());
+}
+
+model::Job Job(int64_t id, const std::string& project, int gpus, int64_t submit = 0,
+               int64_t duration = 100, int tasks = 1, int priority = 0) {
+  model::Job j;
+  j.id = JobId(id);
+  j.user = project + "-user";
+  j.project = project;
+  j.priority = priority;
+  j.submit_time = Seconds(submit);
+  j.tasks = tasks;
+  j.resources = model::MakeResources(gpus, gpus > 0 ? 1000 : 0, 1000, 1024);
+  j.expected_duration = Seconds(duration);
+  return j;
+}
+
+std::unique_ptr<Scheduler> Make(std::vector<int> node_gpus, SchedulerConfig config) {
+  auto s = Scheduler::Create(config, {});
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  for (size_t i = 0; i < node_gpus.size(); ++i) {
+    EXPECT_TRUE((*s)->AddNode(model::MakeNode("n" + std::to_string(i + 1), "A100", node_gpus[i],
+                                              CpuMilli(64000), MemoryMib(262144)))
+                    .ok());
+  }
+  return std::move(s).value();
+}
+
+std::vector<int64_t> Ids(const std::vector<JobStart>& starts) {
+  std::vector<int64_t> ids;
+  for (const auto& s : starts) ids.push_back(s.job.value());
+  return ids;
+}
+
+SchedulerConfig Config(QueueOrder order, Blocking blocking = Blocking::kSkip) {
+  SchedulerConfig c{"bestfit"};
+  c.order = order;
+  c.blocking = blocking;
+  return c;
+}
+
+TEST(SchedulerOrder, FairShareAlternatesBetweenProjectsWhereFifoServesTheFlood) {
+  for (QueueOrder order : {QueueOrder::kFifo, QueueOrder::kFairShare}) {
+    auto s = Make({2}, Config(order));
+    for (int i = 1; i <= 4; ++i) ASSERT_TRUE(s->Submit(Job(i, "flood", 1, 0)).ok());
+    for (int i = 5; i <= 6; ++i) ASSERT_TRUE(s->Submit(Job(i, "other", 1, 1)).ok());
+    auto started = Ids(s->Schedule(Seconds(1)).starts);
+    if (order == QueueOrder::kFifo) {
+      EXPECT_EQ(started, (std::vector<int64_t>{1, 2}));
+    } else {
+      EXPECT_EQ(started, (std::vector<int64_t>{1, 5}));  // after job 1, "flood" ranks lower
+    }
+  }
+}
+
+TEST(SchedulerOrder, AgeBoundsTheWaitOfAHeavyUsersJob) {
+  SchedulerConfig config = Config(QueueOrder::kFairShare);
+  config.sharing.fair_share.age_unit = Seconds(100);  // 100 score per 100 s waited
+  auto s = Make({1}, config);
+  ASSERT_TRUE(s->Submit(Job(1, "heavy", 1, 0)).ok());
+  ASSERT_EQ(Ids(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(Job(2, "heavy", 1, 0)).ok());  // waits; "heavy" has all the usage
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  // A fresh job of a light project arrives at each pass; the heavy job's age catches up.
+  int64_t t = 0;
+  for (int64_t id = 3; id < 50; ++id) {
+    t += 100;
+    ASSERT_TRUE(s->Submit(Job(id, "light", 1, t)).ok());
+    auto started = Ids(s->Schedule(Seconds(t)).starts);
+    ASSERT_EQ(started.size(), 1u);
+    if (started[0] == 2) break;
+    ASSERT_TRUE(s->Finish(JobId(started[0])).ok());
+  }
+  EXPECT_LT(t, 1100) << "the heavy project's job waited without bound";
+  EXPECT_EQ(s->AllocationsOf(JobId(2)) != nullptr, true);
+}
+
+TEST(SchedulerOrder, SjfByExpectedDurationAndQssfByEstimatedService) {
+  auto sjf = Make({4}, Config(QueueOrder::kSjf, Blocking::kStrict));
+  ASSERT_TRUE(sjf->Submit(Job(1, "p", 4, 0, 300)).ok());
+  ASSERT_TRUE(sjf->Submit(Job(2, "p", 4, 1, 100)).ok());
+  ASSERT_TRUE(sjf->Submit(Job(3, "p", 4, 2, 200)).ok());
+  std::vector<int64_t> order;
+  for (int pass = 0; pass < 3; ++pass) {
+    for (int64_t id : Ids(sjf->Schedule(Seconds(10)).starts)) {
+      order.push_back(id);
+      ASSERT_TRUE(sjf->Finish(JobId(id)).ok());
+    }
+  }
+  EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 1}));
+
+  // QSSF: 4 GPUs × 50 s = 200 GPU-s is more service than 1 GPU × 100 s.
+  SchedulerConfig config = Config(QueueOrder::kQssf, Blocking::kStrict);
+  config.estimate = [](const model::Job& j) { return Seconds(j.id.value() == 1 ? 50 : 100); };
+  auto qssf = Make({4}, config);
+  ASSERT_TRUE(qssf->Submit(Job(1, "p", 4, 0)).ok());
+  ASSERT_TRUE(qssf->Submit(Job(2, "p", 1, 5)).ok());
+  EXPECT_EQ(Ids(qssf->Schedule(Seconds(10)).starts), (std::vector<int64_t>{2}));
+}
+
+TEST(SchedulerSharing, HardLimitHoldsAProjectBack) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["capped"].limit_milli = 2000;
+  auto s = Make({8}, config);
+  for (int i = 1; i <= 3; ++i) ASSERT_TRUE(s->Submit(Job(i, "capped", 1)).ok());
+  ASSERT_TRUE(s->Submit(Job(4, "free", 1)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2, 4}));
+  auto reason = s->PendingReasonOf(JobId(3));
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason->code, kReasonProjectLimit);
+  EXPECT_THAT(reason->message, HasSubstr("its limit is 2"));
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(1)).starts), (std::vector<int64_t>{3}));
+}
+
+TEST(SchedulerSharing, BorrowedGpusAreReclaimedForTheQuotaOwner) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["owner"].quota_milli = 4000;
+  config.sharing.projects["borrower"].quota_milli = 4000;
+  auto s = Make({4, 4}, config);
+  for (int i = 1; i <= 8; ++i) ASSERT_TRUE(s->Submit(Job(i, "borrower", 1, i)).ok());
+  auto first = s->Schedule(Seconds(10));
+  ASSERT_EQ(first.starts.size(), 8u);
+  for (const JobStart& start : first.starts) {
+    EXPECT_EQ(start.borrowed, start.job.value() > 4) << start.job.value();
+  }
+  EXPECT_EQ(s->BorrowedJobs(), (std::vector<JobId>{JobId(5), JobId(6), JobId(7), JobId(8)}));
+
+  ASSERT_TRUE(s->Submit(Job(20, "owner", 2, 11)).ok());
+  Decisions d = s->Schedule(Seconds(12));
+  ASSERT_EQ(Ids(d.starts), (std::vector<int64_t>{20}));
+  EXPECT_FALSE(d.starts[0].borrowed);
+  // Exactly two borrowed jobs, the most recently started, on the node the owner's job got.
+  ASSERT_EQ(d.preemptions.size(), 2u);
+  for (const Preemption& p : d.preemptions) {
+    EXPECT_GT(p.job.value(), 4) << "a job inside its project's quota was preempted";
+    EXPECT_EQ(p.for_job, JobId(20));
+    EXPECT_THAT(p.reason, HasSubstr("within its quota"));
+    EXPECT_EQ(s->AllocationsOf(p.job), nullptr);
+    EXPECT_TRUE(s->PendingReasonOf(p.job).has_value());  // queued again
+  }
+  EXPECT_EQ(s->ProjectUsage("owner"), 2000);
+  EXPECT_EQ(s->ProjectUsage("borrower"), 6000);
+
+  // Beyond its quota the owner only borrows: nothing inside the borrower's quota is touched,
+  // and the borrowed work is reclaimed only up to the owner's quota.
+  ASSERT_TRUE(s->Submit(Job(21, "owner", 2, 13)).ok());
+  ASSERT_TRUE(s->Submit(Job(22, "owner", 2, 14)).ok());
+  d = s->Schedule(Seconds(15));
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{21}));
+  EXPECT_EQ(d.preemptions.size(), 2u);
+  EXPECT_EQ(s->BorrowedJobs().size(), 0u);
+  d = s->Schedule(Seconds(16));
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preemptions.empty());
+}
+
+TEST(SchedulerSharing, NoReclaimWhenTurnedOff) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["owner"].quota_milli = 4000;
+  config.sharing.reclaim = false;
+  auto s = Make({4}, config);
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(s->Submit(Job(i, "borrower", 1, i)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(10)).starts.size(), 4u);
+  ASSERT_TRUE(s->Submit(Job(9, "owner", 1, 11)).ok());
+  Decisions d = s->Schedule(Seconds(12));
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preemptions.empty());
+}
+
+TEST(SchedulerBackfill, ShortJobsPassTheReservedHeadButNotLongOnes) {
+  auto s = Make({4}, Config(QueueOrder::kFifo, Blocking::kBackfill));
+  ASSERT_TRUE(s->Submit(Job(1, "p", 2, 0, 100)).ok());
+  ASSERT_EQ(Ids(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(Job(2, "p", 4, 1, 100)).ok());  // head: needs the whole node
+  ASSERT_TRUE(s->Submit(Job(3, "p", 2, 2, 500)).ok());  // would hold GPUs past t=100
+  EXPECT_TRUE(s->Schedule(Seconds(5)).starts.empty());
+  auto reserved = s->ReservedStart();
+  ASSERT_TRUE(reserved);
+  EXPECT_EQ(reserved->first, JobId(2));
+  EXPECT_EQ(reserved->second, Seconds(100));
+  EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonReservation);
+  EXPECT_THAT(s->PendingReasonOf(JobId(3))->message, HasSubstr("would delay job 2"));
+  // A job of the same shape that ends before the reservation passes both.
+  ASSERT_TRUE(s->Submit(Job(4, "p", 2, 3, 50)).ok());  // ends at 60 < 100
+  EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{4}));
+  EXPECT_EQ(s->ReservedStart()->second, Seconds(100));
+
+  // Without backfill the long job takes the GPUs and the head waits past t=100.
+  auto skip = Make({4}, Config(QueueOrder::kFifo, Blocking::kSkip));
+  ASSERT_TRUE(skip->Submit(Job(1, "p", 2, 0, 100)).ok());
+  ASSERT_EQ(skip->Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(skip->Submit(Job(2, "p", 4, 1, 100)).ok());
+  ASSERT_TRUE(skip->Submit(Job(3, "p", 2, 2, 500)).ok());
+  EXPECT_EQ(Ids(skip->Schedule(Seconds(10)).starts), (std::vector<int64_t>{3}));
+}
+
+TEST(SchedulerBackfill, JobsOffTheReservedNodesMayRunLong) {
+  auto s = Make({4, 4}, Config(QueueOrder::kFifo, Blocking::kBackfill));
+  ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0, 100)).ok());
+  ASSERT_TRUE(s->Submit(Job(2, "p", 2, 0, 1000)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 2u);
+  ASSERT_TRUE(s->Submit(Job(3, "p", 4, 1, 100)).ok());   // reserved on the node job 1 frees
+  ASSERT_TRUE(s->Submit(Job(4, "p", 2, 2, 5000)).ok());  // fits beside job 2
+  EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{4}));
+  EXPECT_EQ(s->ReservedStart()->second, Seconds(100));
+}
+
+// Property: with exact estimates, a reserved job starts no later than its reservation. A pass
+// runs at every arrival and every end, as in the simulator.
+TEST(SchedulerBackfill, NeverDelaysTheReservedJob) {
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SeededRng rng(seed);
+    auto s = Make({8, 8, 4}, Config(QueueOrder::kFifo, Blocking::kBackfill));
+    std::map<int64_t, int64_t> duration, ends, promised;  // job -> seconds / end / reservation
+    int64_t next_arrival = 0, next_id = 1, reservations = 0;
+    while (next_id <= 200 || !ends.empty()) {
+      int64_t t = next_id <= 200 ? next_arrival : INT64_MAX;
+      for (const auto& [id, end] : ends) t = std::min(t, end);
+      for (auto it = ends.begin(); it != ends.end();) {
+        if (it->second != t) {
+          ++it;
+          continue;
+        }
+        ASSERT_TRUE(s->Finish(JobId(it->first)).ok());
+        it = ends.erase(it);
+      }
+      if (next_id <= 200 && t == next_arrival) {
+        const int gpus = std::vector<int>{1, 1, 2, 4, 8}[rng.Uniform(5)];
+        duration[next_id] = 10 + static_cast<int64_t>(rng.Uniform(301));
+        ASSERT_TRUE(s->Submit(Job(next_id, "p", gpus, t, duration[next_id])).ok());
+        ++next_id;
+        next_arrival = t + static_cast<int64_t>(rng.Uniform(31));
+      }
+      for (const JobStart& start : s->Schedule(Seconds(t)).starts) {
+        const int64_t id = start.job.value();
+        if (promised.count(id)) {
+          EXPECT_LE(t, promised[id]) << "seed " << seed << ": job " << id << " was delayed";
+        }
+        ends[id] = t + duration[id];
+      }
+      if (auto r = s->ReservedStart()) {
+        ++reservations;
+        auto [it, fresh] = promised.emplace(r->first.value(), r->second.value());
+        if (!fresh) it->second = std::min(it->second, r->second.value());
+      }
+    }
+    EXPECT_GT(reservations, 0) << "seed " << seed << ": the workload never blocked";
+  }
+}
+
+TEST(SchedulerQueue, EstimatedStartsFollowTheRunningJobsEnds) {
+  auto s = Make({4}, Config(QueueOrder::kFifo));
+  ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0, 100)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(s->Submit(Job(2, "p", 4, 1, 50)).ok());
+  ASSERT_TRUE(s->Submit(Job(3, "p", 2, 2, 10)).ok());
+  ASSERT_TRUE(s->Submit(Job(4, "p", 16, 3, 10)).ok());  // never fits
+  s->Schedule(Seconds(5));
+  const double free_before = static_cast<double>(s->state().FreeGpuMilli());
+  auto queue = s->Queue(Seconds(5), 10);
+  ASSERT_EQ(queue.size(), 3u);
+  EXPECT_EQ(queue[0].job, JobId(2));
+  EXPECT_EQ(queue[0].estimated_start, Seconds(100));
+  EXPECT_EQ(queue[1].job, JobId(3));
+  EXPECT_EQ(queue[1].estimated_start, Seconds(150));
+  EXPECT_FALSE(queue[2].estimated_start.has_value());
+  EXPECT_EQ(queue[2].reason.code, kReasonNeverFits);
+  EXPECT_EQ(static_cast<double>(s->state().FreeGpuMilli()), free_before);  // changed nothing
+  EXPECT_EQ(s->Queue(Seconds(5), 1).size(), 1u);
+}
+
+}  // namespace
+}  // namespace corral::sched
