@@ -1,6 +1,5 @@
 #include "cli/commands.h"
 
-#include <yaml-cpp/yaml.h>
 
 #include <charconv>
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <thread>
 
 #include "cli/api_client.h"
+#include "common/config_file.h"
 
 namespace corral::cli {
 
@@ -98,46 +98,6 @@ int WithClient(Body body) {
   return s.ok() ? 0 : Fail(s);
 }
 
-// YAML -> JSON for job specs: maps, sequences and scalars (integers and booleans recognised).
-json YamlToJson(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      json out = json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = YamlToJson(kv.second);
-      return out;
-    }
-    case YAML::NodeType::Sequence: {
-      json out = json::array();
-      for (const auto& item : node) out.push_back(YamlToJson(item));
-      return out;
-    }
-    case YAML::NodeType::Scalar: {
-      const std::string s = node.Scalar();
-      if (node.Tag() == "!") return s;  // quoted: a string
-      if (s == "true" || s == "false") return s == "true";
-      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s.size() < 19) {
-        return std::stoll(s);
-      }
-      return s;
-    }
-    default:
-      return nullptr;
-  }
-}
-
-Result<json> ReadSpecFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return IoError("cannot read '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), {});
-  auto j = json::parse(text, nullptr, false);
-  if (!j.is_discarded()) return j;
-  try {
-    return YamlToJson(YAML::Load(text));
-  } catch (const YAML::Exception& e) {
-    return InvalidArgument(path + ": not valid JSON or YAML: " + e.what());
-  }
-}
-
 struct SubmitFlags {
   std::string file, name, project, workdir;
   int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
@@ -150,7 +110,7 @@ struct SubmitFlags {
 Result<json> BuildSpec(const SubmitFlags& f) {
   json spec = json::object();
   if (!f.file.empty()) {
-    auto file = ReadSpecFile(f.file);
+    auto file = ReadJsonOrYamlFile(f.file);
     if (!file.ok()) return file.status();
     spec = *file;
     if (!spec.is_object()) return InvalidArgument(f.file + ": the spec must be a mapping");

@@ -71,6 +71,39 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
       placer_(state_, *policy_, rng_),
       fair_share_(config.sharing.fair_share) {}
 
+Status Scheduler::Reconfigure(const SchedulerConfig& config) {
+  CORRAL_RETURN_IF_ERROR(Validate(config.sharing));
+  if (config.policy != config_.policy) {
+    return InvalidArgument("placement policy '" + config.policy + "' differs from '" +
+                           config_.policy + "': it is fixed for the scheduler's life");
+  }
+  const uint64_t seed = config_.seed;
+  config_ = config;
+  config_.seed = seed;
+  fair_share_.SetConfig(config_.sharing.fair_share);
+  std::vector<model::Job> pending;
+  pending.reserve(pending_.size());
+  for (auto& [id, p] : pending_) pending.push_back(std::move(p.job));
+  std::sort(pending.begin(), pending.end(),
+            [](const model::Job& a, const model::Job& b) { return a.id < b.id; });
+  pending_.clear();
+  pending_count_ = 0;
+  for (Group& g : groups_) {
+    g.queue.clear();
+    g.waits.reset();
+  }
+  for (const model::Job& job : pending) Enqueue(job);
+  bucket_usage_.clear();
+  for (auto& [id, run] : running_) {
+    run.bucket = QuotaBucket(PolicyOf(run.job.project), run.job.resources.gpu_models);
+    run.estimated_end = Seconds(run.start.value() + EstimateOf(run.job).value());
+    bucket_usage_[{run.job.project, run.bucket}] += MilliOf(run.job);
+  }
+  ++generation_;  // waiting jobs are worth another try under the new rules
+  ++state_version_;
+  return Status::Ok();
+}
+
 // --- Nodes -----------------------------------------------------------------------------------
 
 namespace {

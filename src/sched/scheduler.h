@@ -107,6 +107,11 @@ class Scheduler {
   static Result<std::unique_ptr<Scheduler>> Create(const SchedulerConfig& config,
                                                    const PolicyContext& context);
 
+  // Applies another order, blocking mode, sharing config and estimator; the placement policy
+  // and seed stay. Pending jobs are re-ordered, running jobs keep running (their quota buckets
+  // are recomputed). Errors: invalid sharing config, another placement policy (nothing changes).
+  Status Reconfigure(const SchedulerConfig& config);
+
   Result<NodeIndex> AddNode(const model::Node& node);
   // Removes a node (its allocations go with it) and returns, in id order, the running jobs that
   // had a task there, for the caller to stop, then Finish (which releases their other tasks:

@@ -59,6 +59,11 @@ std::string QuotaBucket(const ProjectPolicy& policy, const std::vector<std::stri
 class FairShareLedger {
  public:
   explicit FairShareLedger(const FairShareConfig& config) : config_(config) {}
+  // Another half-life from now on (usage so far is kept).
+  void SetConfig(const FairShareConfig& config) {
+    config_ = config;
+    Recount();
+  }
 
   void SetCapacity(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib);
   // An allocation of `project` started (sign +1) or ended (-1).

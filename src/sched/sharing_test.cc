@@ -303,6 +303,28 @@ TEST(SchedulerBackfill, NeverDelaysTheReservedJob) {
   }
 }
 
+TEST(SchedulerReconfigure, NewRulesApplyToWaitingAndRunningJobs) {
+  auto s = Make({2}, Config(QueueOrder::kFifo));
+  ASSERT_TRUE(s->Submit(Job(1, "a", 1, 0, 300)).ok());
+  ASSERT_TRUE(s->Submit(Job(2, "a", 1, 1, 100)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(2)).starts.size(), 2u);
+  ASSERT_TRUE(s->Submit(Job(3, "a", 2, 3, 300)).ok());
+  ASSERT_TRUE(s->Submit(Job(4, "a", 2, 4, 100)).ok());
+  SchedulerConfig sjf = Config(QueueOrder::kSjf);
+  sjf.sharing.projects["a"].quota_milli = 1000;
+  ASSERT_TRUE(s->Reconfigure(sjf).ok());
+  EXPECT_EQ(s->BorrowedJobs(), (std::vector<JobId>{JobId(2)}));  // quota 1 GPU, two running
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  ASSERT_TRUE(s->Finish(JobId(2)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(5)).starts), (std::vector<int64_t>{4}));  // shortest first
+  SchedulerConfig other = sjf;
+  other.policy = "fgd";
+  EXPECT_EQ(s->Reconfigure(other).code(), StatusCode::kInvalidArgument);
+  other = sjf;
+  other.sharing.projects["a"].weight = -1;
+  EXPECT_EQ(s->Reconfigure(other).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SchedulerQueue, EstimatedStartsFollowTheRunningJobsEnds) {
   auto s = Make({4}, Config(QueueOrder::kFifo));
   ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0, 100)).ok());
