@@ -83,6 +83,24 @@ a=$("$corral" sim replay --nodes gen:8x8xA100 --trace "$work/g1.jsonl" --policy 
 b=$("$corral" sim replay --nodes gen:8x8xA100 --trace "$work/g1.jsonl" --policy all -o json | stable_json)
 [ -n "$a" ] && [ "$a" = "$b" ] && ok || fail "replay JSON differs between two runs"
 
+# Predict: in jobs.jsonl nothing has ended when a job arrives (ends at 100, 60, 70), so each gets
+# the default 3600 s: relative errors 35, 71 and 71, MdAPE 7100%.
+out=$("$corral" sim predict --trace "$work/jobs.jsonl" -o json)
+if python3 -c 'import json,sys
+r=json.load(sys.stdin)
+assert r["mode"]=="predict" and r["jobs"]==3 and r["scored"]==3, r
+assert r["mdape_pct"]==7100 and r["within_2x_pct"]==0 and r["mean_confidence"]==0, r
+assert [b["basis"] for b in r["by_basis"]]==["default"], r' <<<"$out"; then ok; else fail "predict JSON: $out"; fi
+expect_exit 2 "--window" -- "$corral" sim predict --trace "$work/jobs.jsonl" --window 0
+expect_exit 2 "missing.jsonl" -- "$corral" sim predict --trace "$work/missing.jsonl"
+expect_exit 2 "templates_per_user" -- \
+  "$corral" sim gen --jobs 10 --templates-per-user 99 --out "$work/bad_templates.jsonl"
+# Recurring templates are learnable: most predictions land within 2x.
+"$corral" sim gen --jobs 2000 --seed 3 --templates-per-user 3 --out "$work/t.jsonl" 2>/dev/null
+"$corral" sim predict --trace "$work/t.jsonl" -o json |
+  python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["within_2x_pct"] > 60, r' &&
+  ok || fail "predict on a templated workload"
+
 # Fill: determinism across runs and thread counts, and the files --out writes.
 a=$("$corral" sim fill --nodes gen:6x8xA100,6x4xT4 --pods "$work/g1.jsonl" --seeds 1-3 --threads 1 -o json | stable_json)
 b=$("$corral" sim fill --nodes gen:6x8xA100,6x4xT4 --pods "$work/g1.jsonl" --seeds 1-3 --threads 2 -o json | stable_json)
@@ -104,6 +122,9 @@ assert 3.5 < v < 6.0, v' <<<"$out" && ok || fail "openb fill fgd seed 42: $out"
   "$corral" sim replay --nodes gen:16x4xV100 --trace "$traces/tiresias_60_job.csv" -o json |
     python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert r["completed"]==60, r' &&
     ok || fail "tiresias replay"
+  "$corral" sim predict --trace "$traces/tiresias_60_job.csv" -o json |
+    python3 -c 'import json,sys; r=json.load(sys.stdin); assert r["jobs"]==60 and r["by_basis"][0]["basis"]=="user+name", r' &&
+    ok || fail "tiresias predict"
 else
   echo "SKIP: $traces is absent; openb and Tiresias CLI checks skipped"
 fi

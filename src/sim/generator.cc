@@ -69,13 +69,16 @@ double NormalSample(Rng& rng) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
 
-Seconds DurationSample(Rng& rng, const GeneratorConfig& config) {
-  double seconds;
+// A run time in seconds from the configured distribution (lognormal or sampled), unclamped.
+double RawDurationSample(Rng& rng, const GeneratorConfig& config) {
   if (!config.durations_s.empty()) {
-    seconds = config.durations_s[rng.Uniform(config.durations_s.size())];
-  } else {
-    seconds = std::exp(config.lognormal_mu + config.lognormal_sigma * NormalSample(rng));
+    return config.durations_s[rng.Uniform(config.durations_s.size())];
   }
+  return std::exp(config.lognormal_mu + config.lognormal_sigma * NormalSample(rng));
+}
+
+// `seconds` clamped to [kMinGeneratedDurationS, kMaxGeneratedDurationS] and rounded.
+Seconds ClampedDuration(double seconds) {
   seconds = std::clamp(seconds, static_cast<double>(kMinGeneratedDurationS),
                        static_cast<double>(kMaxGeneratedDurationS));
   return Seconds(std::llround(seconds));
@@ -114,6 +117,39 @@ std::pair<model::TaskResources, int> JobShape(Rng& rng, const GeneratorConfig& c
           gang.tasks};
 }
 
+// A recurring job of one user (GeneratorConfig::templates_per_user).
+struct JobTemplate {
+  std::string stem;    // "<user>-<model>-<task>"
+  int gpus = 0;        // total GPUs, from gpu_mix
+  double scale_s = 0;  // median run time of its jobs, seconds
+};
+
+// config.templates_per_user templates for each user, user by user, with distinct (model, task)
+// pairs per user.
+std::vector<std::vector<JobTemplate>> MakeTemplates(Rng& rng, const GeneratorConfig& config,
+                                                    double total_weight) {
+  std::vector<std::vector<JobTemplate>> out(config.users);
+  for (int user = 0; user < config.users; ++user) {
+    // A partial Fisher-Yates shuffle picks templates_per_user distinct (model, task) pairs.
+    std::vector<int> pairs(kMaxTemplatesPerUser);
+    for (int i = 0; i < kMaxTemplatesPerUser; ++i) pairs[i] = i;
+    for (int k = 0; k < config.templates_per_user; ++k) {
+      std::swap(pairs[k], pairs[k + rng.Uniform(kMaxTemplatesPerUser - k)]);
+      const int pair = pairs[k];
+      JobTemplate t;
+      t.stem = NumberedName("u", user, 2);
+      t.stem += '-';
+      t.stem += kTemplateModels[pair / kTemplateTasks.size()];
+      t.stem += '-';
+      t.stem += kTemplateTasks[pair % kTemplateTasks.size()];
+      t.gpus = config.gpu_mix[MixSample(rng, config.gpu_mix, total_weight)].first;
+      t.scale_s = std::max(RawDurationSample(rng, config), 1.0);
+      out[user].push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Status Validate(const GeneratorConfig& config) {
@@ -139,6 +175,9 @@ Status Validate(const GeneratorConfig& config) {
       return ConfigError("gpu_models[" + std::to_string(i) + "]", "must not be empty");
     }
   }
+  CORRAL_RETURN_IF_ERROR(
+      CheckRange("templates_per_user", config.templates_per_user, 0, kMaxTemplatesPerUser));
+  CORRAL_RETURN_IF_ERROR(CheckRange("template_sigma", config.template_sigma, 0, 100));
   return Status::Ok();
 }
 
@@ -184,21 +223,36 @@ Trace GenerateWorkload(const GeneratorConfig& config) {
   double total_weight = 0;
   for (const auto& entry : config.gpu_mix) total_weight += entry.second;
   SeededRng rng(config.seed);
+  const std::vector<std::vector<JobTemplate>> templates =
+      config.templates_per_user > 0 ? MakeTemplates(rng, config, total_weight)
+                                    : std::vector<std::vector<JobTemplate>>{};
   Trace trace;
   trace.jobs.reserve(config.jobs);
   double clock = 0;
   for (int id = 0; id < config.jobs; ++id) {
     clock += ExponentialSample(rng, config.mean_interarrival_s);
     const int user = static_cast<int>(rng.Uniform(config.users));
-    const int gpus = config.gpu_mix[MixSample(rng, config.gpu_mix, total_weight)].first;
     TraceJob t;
     t.job.id = JobId(id);
-    t.job.name = NumberedName("job-", id, 0);
     t.job.user = NumberedName("u", user, 2);
     t.job.project = NumberedName("p", user % config.projects, 1);
     t.job.submit_time = Seconds(static_cast<int64_t>(std::floor(clock)));
-    std::tie(t.job.resources, t.job.tasks) = JobShape(rng, config, gpus);
-    t.duration = DurationSample(rng, config);
+    if (templates.empty()) {
+      const int gpus = config.gpu_mix[MixSample(rng, config.gpu_mix, total_weight)].first;
+      t.job.name = NumberedName("job-", id, 0);
+      std::tie(t.job.resources, t.job.tasks) = JobShape(rng, config, gpus);
+      t.duration = ClampedDuration(RawDurationSample(rng, config));
+    } else {
+      const JobTemplate& tmpl = templates[user][rng.Uniform(templates[user].size())];
+      std::tie(t.job.resources, t.job.tasks) = JobShape(rng, config, tmpl.gpus);
+      t.job.name = tmpl.stem;
+      t.job.name += "-lr";
+      t.job.name += kTemplateLearningRates[rng.Uniform(kTemplateLearningRates.size())];
+      t.job.name += "-seed";
+      t.job.name += std::to_string(rng.Uniform(kTemplateSeeds));
+      t.duration =
+          ClampedDuration(tmpl.scale_s * std::exp(config.template_sigma * NormalSample(rng)));
+    }
     t.job.expected_duration = t.duration;
     trace.jobs.push_back(std::move(t));
   }

@@ -1,5 +1,6 @@
 // A seeded synthetic workload generator: Poisson arrivals, a configurable GPU-count mix with GPU
-// shares and gangs, lognormal (or sampled) run times, users in projects. The same config and
+// shares and gangs, lognormal (or sampled) run times, users in projects, and optionally recurring
+// job templates (learnable run times, see GeneratorConfig::templates_per_user). The same config and
 // seed give the same trace, byte for byte: all randomness comes from corral::SeededRng (the
 // standard distributions are implementation-defined and not used).
 #pragma once
@@ -25,6 +26,17 @@ inline constexpr double kPinnedModelFraction = 0.2;
 // Generated durations are clamped to [kMinGeneratedDurationS, kMaxGeneratedDurationS] seconds.
 inline constexpr int64_t kMinGeneratedDurationS = 1;
 inline constexpr int64_t kMaxGeneratedDurationS = 100'000'000;
+// What recurring job templates are made of: a template's stem is "<user>-<model>-<task>" with a
+// (model, task) pair of its own among these; a run's name appends "-lr<LR>-seed<0..9>".
+inline constexpr std::array<std::string_view, 8> kTemplateModels = {
+    "resnet50", "bert", "gpt2", "vit", "yolov5", "unet", "t5", "wav2vec2"};
+inline constexpr std::array<std::string_view, 4> kTemplateTasks = {"ft", "pretrain", "eval",
+                                                                   "sweep"};
+inline constexpr std::array<std::string_view, 4> kTemplateLearningRates = {"0.1", "0.01", "0.001",
+                                                                           "0.0001"};
+inline constexpr int kTemplateSeeds = 10;
+inline constexpr int kMaxTemplatesPerUser =
+    static_cast<int>(kTemplateModels.size() * kTemplateTasks.size());
 
 struct GeneratorConfig {
   int jobs = 1000;
@@ -45,6 +57,22 @@ struct GeneratorConfig {
   int64_t cpu_milli_per_gpu = 8000;     // per GPU of a task (a CPU-only task gets one GPU's worth)
   int64_t memory_mib_per_gpu = 32768;   // likewise
   std::vector<std::string> gpu_models;  // if non-empty, kPinnedModelFraction of GPU jobs pin one
+  // Recurring job templates, 0..kMaxTemplatesPerUser; 0 (the default) turns them off and every
+  // job is "job-<id>" with its own GPU count and duration drawn as above. Helios (Hu et al.,
+  // SC'21) observed that most jobs of a GPU datacenter recur: a user submits runs of the same
+  // experiment again and again, with similar names and similar run times. With K > 0, before
+  // any job is drawn each user gets K templates, each with
+  //  - a stem "<user>-<model>-<task>" (a (model, task) pair from kTemplateModels ×
+  //    kTemplateTasks that no other template of the user has, e.g. "u03-resnet50-ft"),
+  //  - a GPU count drawn from gpu_mix,
+  //  - a duration scale drawn like a job's duration above (lognormal or sampled).
+  // Each job then picks one of its user's templates uniformly, takes its GPU count (GPU shares,
+  // gangs and pinned models as above, per job), is named "<stem>-lr<LR>-seed<S>" (LR from
+  // kTemplateLearningRates, S in 0..kTemplateSeeds-1, both uniform and not affecting the run
+  // time) and runs scale × e^(template_sigma × N(0,1)) seconds (clamped as above): the
+  // template's scale is the median of its runs.
+  int templates_per_user = 0;
+  double template_sigma = 0.5;  // of ln(duration) around the template's scale
 };
 
 // Checks every field; InvalidArgument "generator config: field 'gpu_mix[1].weight': ...". A mix
@@ -61,7 +89,8 @@ Result<std::vector<std::pair<int, double>>> ParseGpuMix(std::string_view text);
 Result<std::vector<double>> ReadRuntimeSamples(const std::string& path);
 
 // A synthetic workload of config.jobs jobs with ids 0..n-1 in submit order (submit times in whole
-// seconds, non-decreasing, the first arrival after one gap), named "job-<id>", each passing
+// seconds, non-decreasing, the first arrival after one gap), named "job-<id>" (or after their
+// template when config.templates_per_user > 0), each passing
 // model::Validate, with expected_duration = duration and durations in
 // [kMinGeneratedDurationS, kMaxGeneratedDurationS]. Deterministic for a config. A config that
 // fails Validate gives an empty trace (callers validate first to report why).

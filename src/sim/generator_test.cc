@@ -11,6 +11,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/rng.h"
+
 namespace corral::sim {
 namespace {
 
@@ -163,6 +165,9 @@ TEST(GeneratorTest, ValidateNamesTheField) {
       {[](GeneratorConfig& c) { c.lognormal_sigma = -1; }, "field 'lognormal_sigma'"},
       {[](GeneratorConfig& c) { c.cpu_milli_per_gpu = -1; }, "field 'cpu_milli_per_gpu'"},
       {[](GeneratorConfig& c) { c.gpu_models.assign(2, ""); }, "field 'gpu_models[0]'"},
+      {[](GeneratorConfig& c) { c.templates_per_user = 33; }, "field 'templates_per_user'"},
+      {[](GeneratorConfig& c) { c.templates_per_user = -1; }, "field 'templates_per_user'"},
+      {[](GeneratorConfig& c) { c.template_sigma = -0.1; }, "field 'template_sigma'"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.want);
@@ -172,6 +177,103 @@ TEST(GeneratorTest, ValidateNamesTheField) {
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(status.message(), HasSubstr(c.want));
     EXPECT_TRUE(GenerateWorkload(config).jobs.empty());  // invalid config -> empty trace
+  }
+}
+
+// The default output must not change when options are added: this is the FNV-1a hash of the
+// JSON Lines that `corral sim gen --jobs 5000 --seed 3` wrote before templates existed.
+TEST(GeneratorTest, DefaultOutputIsUnchanged) {
+  GeneratorConfig config;
+  config.jobs = 5000;
+  config.seed = 3;
+  const std::string bytes = JsonlBytes(config, "gen_default.jsonl");
+  EXPECT_EQ(bytes.size(), 1091243u);
+  EXPECT_EQ(HashString(bytes.data(), bytes.size()), 0x7cebeb8584c195b6ULL);
+}
+
+TEST(GeneratorTest, TemplatesRecurWithTheirOwnGpusAndDurationScale) {
+  GeneratorConfig config;
+  config.jobs = 20000;
+  config.seed = 11;
+  config.users = 10;
+  config.templates_per_user = 3;
+  config.template_sigma = 0.5;
+  const Trace trace = GenerateWorkload(config);
+  ASSERT_EQ(trace.jobs.size(), 20000u);
+  struct Stem {
+    std::set<int64_t> gpus;  // total GPUs of its jobs
+    std::vector<double> log_durations;
+  };
+  std::map<std::string, Stem> stems;
+  std::map<std::string, std::set<std::string>> stems_of_user;
+  std::set<std::string> names;
+  for (const TraceJob& t : trace.jobs) {
+    ASSERT_TRUE(model::Validate(t.job).ok()) << model::Validate(t.job).ToString();
+    // "<user>-<model>-<task>-lr<LR>-seed<S>"
+    const std::string& name = t.job.name;
+    const size_t lr = name.rfind("-lr");
+    const size_t seed = name.rfind("-seed");
+    ASSERT_NE(lr, std::string::npos) << name;
+    ASSERT_NE(seed, std::string::npos) << name;
+    ASSERT_LT(lr, seed) << name;
+    EXPECT_TRUE(name.starts_with(t.job.user + "-")) << name;
+    const std::string stem = name.substr(0, lr);
+    const std::string rate = name.substr(lr + 3, seed - lr - 3);
+    EXPECT_NE(std::find(kTemplateLearningRates.begin(), kTemplateLearningRates.end(), rate),
+              kTemplateLearningRates.end())
+        << name;
+    const int s = std::stoi(name.substr(seed + 5));
+    EXPECT_TRUE(s >= 0 && s < kTemplateSeeds) << name;
+    stems[stem].gpus.insert(t.job.resources.gpus.value() * t.job.tasks);
+    stems[stem].log_durations.push_back(std::log(static_cast<double>(t.duration.value())));
+    stems_of_user[t.job.user].insert(stem);
+    names.insert(name);
+  }
+  EXPECT_EQ(stems_of_user.size(), 10u);
+  for (const auto& [user, user_stems] : stems_of_user) {
+    EXPECT_EQ(user_stems.size(), 3u) << user;
+  }
+  EXPECT_GT(names.size(), 30u * 10);  // learning rates and seeds vary the names of one template
+  for (const auto& [stem, info] : stems) {
+    SCOPED_TRACE(stem);
+    EXPECT_EQ(info.gpus.size(), 1u);  // a template's jobs all ask the same GPUs
+    // Around the template's scale with the configured spread of ln(duration).
+    double mean = 0, var = 0;
+    for (double v : info.log_durations) mean += v;
+    mean /= static_cast<double>(info.log_durations.size());
+    for (double v : info.log_durations) var += (v - mean) * (v - mean);
+    const double sd = std::sqrt(var / static_cast<double>(info.log_durations.size() - 1));
+    if (mean > 2) {  // far from the 1 s clamp
+      EXPECT_NEAR(sd, config.template_sigma, 0.1);
+    }
+  }
+  // Templates differ from each other: their scales are spread like job durations.
+  std::vector<double> means;
+  for (const auto& [stem, info] : stems) {
+    double mean = 0;
+    for (double v : info.log_durations) mean += v;
+    means.push_back(mean / static_cast<double>(info.log_durations.size()));
+  }
+  EXPECT_GT(
+      *std::max_element(means.begin(), means.end()) - *std::min_element(means.begin(), means.end()),
+      2.0);
+}
+
+TEST(GeneratorTest, TemplatesAreDeterministicAndOptIn) {
+  GeneratorConfig config;
+  config.jobs = 500;
+  config.templates_per_user = 4;
+  const std::string a = JsonlBytes(config, "gen_t_a.jsonl");
+  EXPECT_EQ(a, JsonlBytes(config, "gen_t_b.jsonl"));
+  config.templates_per_user = 0;
+  EXPECT_NE(a, JsonlBytes(config, "gen_t_c.jsonl"));
+  EXPECT_EQ(GenerateWorkload(config).jobs[0].job.name, "job-0");
+  // Sampled durations work with templates too; every job stays within the clamp.
+  config.templates_per_user = kMaxTemplatesPerUser;
+  config.durations_s = {0.0, 50.0, 7200.0};
+  for (const TraceJob& t : GenerateWorkload(config).jobs) {
+    EXPECT_GE(t.duration, Seconds(kMinGeneratedDurationS));
+    EXPECT_LE(t.duration, Seconds(kMaxGeneratedDurationS));
   }
 }
 

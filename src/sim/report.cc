@@ -227,4 +227,58 @@ Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::s
                      series));
 }
 
+namespace {
+
+json AccuracyJson(const PredictionAccuracy& a) {
+  return {{"jobs", a.jobs},
+          {"scored", a.scored},
+          {"mdape_pct", Round4(a.mdape_pct)},
+          {"within_2x_pct", Round4(a.within_2x_pct)},
+          {"mean_confidence", Round4(a.mean_confidence)}};
+}
+
+std::string AccuracyRow(const std::string& label, const PredictionAccuracy& a) {
+  const bool scored = a.scored > 0;
+  return Pad(label, 19, true) + Pad(std::to_string(a.jobs), 8) + Pad(std::to_string(a.scored), 8) +
+         Pad(scored ? Fixed(a.mdape_pct, 1) + "%" : "-", 10) +
+         Pad(scored ? Fixed(a.within_2x_pct, 1) + "%" : "-", 11) +
+         Pad(Fixed(a.mean_confidence, 3), 12) + "\n";
+}
+
+}  // namespace
+
+json PredictJson(const PredictionEvaluation& eval, const predict::PredictorConfig& config) {
+  json out = {{"mode", "predict"},
+              {"config",
+               {{"window", config.window},
+                {"min_samples", config.min_samples},
+                {"default_estimate_s", config.default_estimate.value()}}}};
+  out.update(AccuracyJson(eval.total));
+  out["by_basis"] = json::array();
+  for (const auto& [basis, a] : eval.by_basis) {
+    json row = {{"basis", basis}};
+    row.update(AccuracyJson(a));
+    out["by_basis"].push_back(row);
+  }
+  out["by_confidence"] = json::array();
+  for (const auto& [band, a] : eval.by_confidence) {
+    json row = {{"confidence", band}};
+    row.update(AccuracyJson(a));
+    out["by_confidence"].push_back(row);
+  }
+  return out;
+}
+
+std::string PredictTable(const PredictionEvaluation& eval) {
+  std::string out = Pad("basis", 19, true) + Pad("jobs", 8) + Pad("scored", 8) + Pad("MdAPE", 10) +
+                    Pad("within 2x", 11) + Pad("confidence", 12) + "\n";
+  for (const auto& [basis, a] : eval.by_basis) out += AccuracyRow(basis, a);
+  out += AccuracyRow("total", eval.total);
+  for (const auto& [band, a] : eval.by_confidence) out += AccuracyRow("conf " + band, a);
+  out +=
+      "(MdAPE: median |predicted - actual| / actual; within 2x: predicted / actual in [0.5, 2];\n"
+      " both over scored jobs, those with actual > 0; confidence: mean over all jobs)\n";
+  return out;
+}
+
 }  // namespace corral::sim

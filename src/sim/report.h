@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "sim/fill.h"
+#include "sim/predict_eval.h"
 #include "sim/replay.h"
 
 namespace corral::sim {
@@ -32,5 +33,15 @@ std::string ReplayTable(const std::vector<ReplayResult>& results);
 // Writes replay_<policy>.csv (the timeline) and replay_alloc.svg (GPU allocation % over time,
 // one line per policy) into `dir`.
 Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::string& dir);
+
+// {"mode":"predict","config":{"window","min_samples","default_estimate_s"},"jobs","scored",
+//  "mdape_pct","within_2x_pct","mean_confidence","by_basis":[{"basis","jobs","scored",
+//  "mdape_pct","within_2x_pct","mean_confidence"}],"by_confidence":[{"confidence","jobs",..}]}
+// (by_basis in predict::BasisNames() order, by_confidence lowest band first).
+nlohmann::json PredictJson(const PredictionEvaluation& eval,
+                           const predict::PredictorConfig& config);
+// One row per basis that answered, the total, then one row per confidence band ("conf [0.5,
+// 0.75)"); MdAPE and within-2x are "-" for a row without a scored job.
+std::string PredictTable(const PredictionEvaluation& eval);
 
 }  // namespace corral::sim

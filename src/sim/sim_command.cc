@@ -1,6 +1,7 @@
 #include "sim/sim_command.h"
 
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "sched/scheduler.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
+#include "sim/predict_eval.h"
 #include "sim/replay.h"
 #include "sim/report.h"
 #include "sim/trace.h"
@@ -174,6 +176,38 @@ int RunReplayCommand(const ReplayFlags& f) {
   return 0;
 }
 
+struct PredictFlags {
+  std::string trace, format, output = "table";
+  predict::PredictorConfig config;
+  int64_t default_estimate_s = predict::PredictorConfig{}.default_estimate.value();
+};
+
+// No cluster here: a Tiresias job is read as one task of all its GPUs (the predictor's features
+// use total GPUs, so how a gang would be split does not matter).
+constexpr int kPredictMaxGpusPerTask = std::numeric_limits<int>::max();
+
+int RunPredictCommand(const PredictFlags& f) {
+  auto format = f.format.empty() ? DetectTraceFormat(f.trace) : ParseTraceFormat(f.format);
+  if (!format.ok()) return Fail(format.status(), kExitBadInput);
+  auto trace = ReadTrace(f.trace, *format, kPredictMaxGpusPerTask);
+  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  predict::PredictorConfig requested = f.config;
+  requested.default_estimate = Seconds(f.default_estimate_s);
+  // What the predictor will use (a min_samples above the window acts as the window), so that
+  // the report states it.
+  const predict::PredictorConfig config = predict::RuntimePredictor(requested).config();
+  const PredictionEvaluation eval = EvaluatePredictor(*trace, config);
+  if (f.output == "json") {
+    std::cout << PredictJson(eval, config).dump(2) << "\n";
+  } else {
+    std::cout << "predict: " << trace->jobs.size() << " jobs from " << f.trace
+              << ", online in submit order (window " << config.window << ", min samples "
+              << config.min_samples << ", default " << config.default_estimate.value() << " s)\n"
+              << PredictTable(eval);
+  }
+  return 0;
+}
+
 struct GenFlags {
   GeneratorConfig config;
   std::string gpu_mix, runtimes, gpu_models, out;
@@ -245,6 +279,23 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   r->callback([replay, exit_code] { *exit_code = RunReplayCommand(*replay); });
 
+  auto pred = std::make_shared<PredictFlags>();
+  CLI::App* pr = sim->add_subcommand(
+      "predict", "Replay a trace's jobs through the run-time predictor and report its accuracy");
+  pr->add_option("--trace", pred->trace, "Job trace")->required();
+  pr->add_option("--format", pred->format, "openb, tiresias, helios or jsonl (default: detect)");
+  pr->add_option("--window", pred->config.window, "Durations remembered per key")
+      ->check(CLI::Range(1, 1'000'000));
+  pr->add_option("--min-samples", pred->config.min_samples,
+                 "Durations a key needs before it answers")
+      ->check(CLI::Range(1, 1'000'000));
+  pr->add_option("--default-estimate", pred->default_estimate_s,
+                 "Seconds predicted before anything finished")
+      ->check(CLI::Range(int64_t{1}, int64_t{1'000'000'000}));
+  pr->add_option("-o,--output", pred->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  pr->callback([pred, exit_code] { *exit_code = RunPredictCommand(*pred); });
+
   auto gen = std::make_shared<GenFlags>();
   CLI::App* g = sim->add_subcommand("gen", "Write a seeded synthetic workload as JSON Lines");
   g->add_option("--jobs", gen->config.jobs, "Number of jobs");
@@ -259,6 +310,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   g->add_option("--runtimes", gen->runtimes,
                 "Sample durations from this file (e.g. philly_runtime.csv)");
   g->add_option("--gpu-models", gen->gpu_models, "Models some jobs pin, comma-separated");
+  g->add_option("--templates-per-user", gen->config.templates_per_user,
+                "Recurring job templates per user (0 = off; see docs/simulator.md)");
+  g->add_option("--template-sigma", gen->config.template_sigma,
+                "Spread of ln(duration) around a template's scale");
   g->add_option("--out", gen->out, "Output .jsonl file")->required();
   g->callback([gen, exit_code] { *exit_code = RunGenCommand(*gen); });
 }

@@ -1,5 +1,5 @@
-// `corral sim fill|replay|gen`: the simulator's command line. The flags and the JSON output are
-// a contract that scripts depend on (issue 2); see docs/simulator.md.
+// `corral sim fill|replay|predict|gen`: the simulator's command line. The flags and the JSON output
+// are a contract that scripts depend on (issue 2); see docs/simulator.md.
 #pragma once
 
 #include <CLI/CLI.hpp>
