@@ -500,6 +500,53 @@ def test_time_limit(root):
         c.stop()
 
 
+def test_reclaim_preempts_borrowed_tasks(root):
+    """A project under its quota takes back borrowed GPUs: the borrowers' tasks get SIGTERM and
+    are requeued; the owner's job runs once they stopped."""
+    c = Cluster(os.path.join(root, "reclaim"))
+    try:
+        c.start_agent("n1", "4xT4")
+        check("agent joins", c.wait_nodes(1))
+        status, _ = c.api("POST", "/api/v1/projects", {"name": "owner"})
+        out = c.cli("project", "set-quota", "owner", "--gpus", "2", "--weight", "2")
+        check("corral project set-quota", out.returncode == 0 and "owner" in out.stdout,
+              out.stdout + out.stderr)
+        bad = c.cli("project", "set-quota", "owner", "--model-gpus", "A100")
+        check("set-quota with a bad --model-gpus -> exit 2", bad.returncode == 2, bad.stderr)
+        projects = {p["name"]: p for p in c.api("GET", "/api/v1/projects")[1]}
+        check("the quota is shown", projects["owner"]["quota_gpus"] == 2.0, projects)
+        marks = os.path.join(c.root, "marks")
+        os.makedirs(marks)
+        script = (f"trap 'echo TERM > {marks}/$CORRAL_JOB_ID-$CORRAL_ALLOCATION_ID; exit 143' TERM; "
+                  f"echo up; while true; do sleep 0.1; done")
+        borrowers = [submit(c, {"command": ["sh", "-c", script], "resources": {"gpus": 1},
+                                "shell": False}) for _ in range(4)]
+        check("four borrowed jobs run", all(c.wait_state(j, ("running",), 20) for j in borrowers),
+              [c.job(j)["state"] for j in borrowers])
+        owner = submit(c, {"command": ["sh", "-c", "echo owner ran"], "project": "owner",
+                           "resources": {"gpus": 2}})
+        check("the owner's job runs", c.wait_state(owner, ("succeeded",), 30), c.job(owner))
+        terms = wait_for(lambda: len(os.listdir(marks)) >= 2, 10) and os.listdir(marks)
+        check("two borrowed tasks saw SIGTERM", terms and len(terms) == 2, terms)
+        preempted = [j for j in borrowers
+                     if any("preempted for job" in e["reason"] for e in c.job(j)["events"])]
+        check("two borrowed jobs were preempted and requeued (history says why)",
+              len(preempted) == 2, [c.job(j)["events"] for j in borrowers])
+        check("the preempted jobs run again", all(
+            wait_for(lambda j=j: c.job(j)["state"] == "running" and c.job(j)["restarts"] == 1, 20)
+            for j in preempted), [c.job(j) for j in preempted])
+        policy = c.api("GET", "/api/v1/policy")[1]
+        check("GET /api/v1/policy", policy["policy"]["order"] == "fairshare" and
+              policy["policy"]["reclaim"] is True, policy)
+        queue = c.cli("queue")
+        check("corral queue", queue.returncode == 0 and "EST. START" in queue.stdout,
+              queue.stdout + queue.stderr)
+        for j in borrowers:
+            c.cli("cancel", str(j))
+    finally:
+        c.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
@@ -507,6 +554,7 @@ def main():
                      test_fifty_jobs_on_sixteen_gpus,
                      test_server_sigkill_keeps_acknowledged_jobs,
                      test_server_sigkill_with_running_tasks, test_time_limit,
+                     test_reclaim_preempts_borrowed_tasks,
                      test_agent_sigkill_and_node_loss):
             print(f"== {test.__name__}", flush=True)
             try:

@@ -125,6 +125,11 @@ Result<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::
       http_->Post(path, {{"Authorization", "Bearer " + token_}}, body.dump(), "application/json"));
 }
 
+Result<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body) {
+  return JsonOf(
+      http_->Put(path, {{"Authorization", "Bearer " + token_}}, body.dump(), "application/json"));
+}
+
 Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
   return JsonOf(http_->Delete(path, {{"Authorization", "Bearer " + token_}}));
 }

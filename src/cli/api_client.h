@@ -47,6 +47,7 @@ class ApiClient {
 
   Result<nlohmann::json> Get(const std::string& path);
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
+  Result<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Delete(const std::string& path);
   // A GET whose headers matter too (paged lists, logs); the body may be text.
   Result<Reply> GetReply(const std::string& path);

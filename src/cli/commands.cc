@@ -1,6 +1,5 @@
 #include "cli/commands.h"
 
-
 #include <charconv>
 #include <chrono>
 #include <ctime>
@@ -152,9 +151,9 @@ void PrintJobs(const json& jobs) {
     std::string why =
         j.contains("pending_reason") ? Str(j["pending_reason"], "message") : Str(j, "reason");
     rows.push_back({Str(j, "id"), Str(j, "name"), Str(j, "user"), Str(j, "project"),
-                    Str(j, "state"), Time(j, "submit_time"), why});
+                    Str(j, "state"), Time(j, "submit_time"), Time(j, "estimated_start"), why});
   }
-  PrintTable({"ID", "NAME", "USER", "PROJECT", "STATE", "SUBMITTED", "REASON"}, rows);
+  PrintTable({"ID", "NAME", "USER", "PROJECT", "STATE", "SUBMITTED", "EST. START", "REASON"}, rows);
 }
 
 void PrintJob(const json& j) {
@@ -377,8 +376,32 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   list("nodes", "Nodes and their free resources", "/api/v1/nodes",
        {"name", "state", "gpu_model", "gpus", "gpu_free_milli", "cpu_free_milli",
         "memory_free_mib"});
-  list("projects", "Projects you belong to (all, for admins)", "/api/v1/projects",
-       {"name", "description"});
+  list("projects", "Projects you belong to (all, for admins), with quotas and use",
+       "/api/v1/projects",
+       {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
+        "description"});
+  CLI::App* queue = app.add_subcommand("queue", "Pending jobs in the order they will be served");
+  queue->add_option("--limit", f->id, "At most this many (default 100, at most 1000)");
+  out_opt(queue);
+  queue->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto rows = client.Get("/api/v1/queue" +
+                             (f->id > 0 ? "?limit=" + std::to_string(f->id) : std::string()));
+      if (!rows.ok()) return rows.status();
+      if (f->output == "json") {
+        std::cout << rows->dump(2) << "\n";
+        return Status::Ok();
+      }
+      std::vector<std::vector<std::string>> table;
+      for (const auto& r : *rows) {
+        table.push_back({Str(r, "position"), Str(r, "id"), Str(r, "user"), Str(r, "project"),
+                         Str(r, "gpus"), Time(r, "estimated_start"),
+                         Str(r["pending_reason"], "message")});
+      }
+      PrintTable({"#", "ID", "USER", "PROJECT", "GPUS", "EST. START", "WAITS BECAUSE"}, table);
+      return Status::Ok();
+    });
+  });
   list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
   list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
 
@@ -461,6 +484,41 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
           client.Post("/api/v1/projects", {{"name", f->name}, {"description", f->description}});
       if (!r.ok()) return r.status();
       PrintAnswer(*r, f->output, "created project " + f->name);
+      return Status::Ok();
+    });
+  });
+  struct Quota {
+    double gpus = 0, weight = 1, limit = -1;
+    std::vector<std::string> model_gpus;
+  };
+  auto q = std::make_shared<Quota>();
+  CLI::App* set_quota =
+      project->add_subcommand("set-quota", "Set a project's guaranteed GPUs, weight and limit");
+  set_quota->add_option("name", f->name, "Project")->required();
+  set_quota->add_option("--gpus", q->gpus, "Guaranteed GPUs of any model (default 0)")
+      ->check(CLI::NonNegativeNumber);
+  set_quota->add_option("--model-gpus", q->model_gpus, "Guaranteed GPUs of one model: MODEL=N");
+  set_quota->add_option("--weight", q->weight, "Fair-share weight (default 1)")
+      ->check(CLI::PositiveNumber);
+  set_quota->add_option("--limit", q->limit, "Hard cap on GPUs running at once (default none)")
+      ->check(CLI::NonNegativeNumber);
+  out_opt(set_quota);
+  set_quota->callback([f, q, exit_code, set_quota] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      json body = {{"gpus", q->gpus}, {"weight", q->weight}, {"model_gpus", json::object()}};
+      if (set_quota->count("--limit")) body["limit_gpus"] = q->limit;
+      for (const std::string& mg : q->model_gpus) {
+        const size_t eq = mg.find('=');
+        char* end = nullptr;
+        const double n = eq == std::string::npos ? -1 : std::strtod(mg.c_str() + eq + 1, &end);
+        if (eq == std::string::npos || eq == 0 || n < 0 || end != mg.c_str() + mg.size()) {
+          return InvalidArgument("--model-gpus: expected MODEL=N, got '" + mg + "'");
+        }
+        body["model_gpus"][mg.substr(0, eq)] = n;
+      }
+      auto r = client.Put("/api/v1/projects/" + f->name + "/sharing", body);
+      if (!r.ok()) return r.status();
+      PrintAnswer(*r, f->output, "set the quota of " + f->name + ": " + (*r)["sharing"].dump());
       return Status::Ok();
     });
   });

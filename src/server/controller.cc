@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "common/config_file.h"
 #include "sched/fragmentation.h"
 
 namespace corral::server {
@@ -14,6 +15,7 @@ namespace corral::server {
 namespace {
 
 constexpr int kHistoryForProfile = 10000;  // recent jobs that shape FGD's workload profile
+constexpr int kEstimateHorizon = 1000;     // queued jobs that get an estimated start
 
 bool IsTerminalTask(const std::string& state) { return state != "assigned" && state != "running"; }
 
@@ -147,14 +149,71 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
     if (spec.ok()) tasks.push_back(spec->resources);
   }
   sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
-  sched::SchedulerConfig scheduler_config{config.policy};
-  scheduler_config.sharing.reclaim = false;
-  auto scheduler = sched::Scheduler::Create(scheduler_config, context);
+  auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<Controller> c(
       new Controller(std::move(config), store, clock, std::move(scheduler).value()));
+  {
+    std::lock_guard lock(c->mu_);
+    CORRAL_RETURN_IF_ERROR(c->LoadRulesLocked());
+    if (!c->policy_error_.empty()) return InvalidArgument(c->policy_error_);
+  }
   CORRAL_RETURN_IF_ERROR(c->Recover());
   return c;
+}
+
+sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
+  sched::SchedulerConfig config{config_.policy};
+  config.order = policy_.order;
+  config.blocking = policy_.blocking;
+  config.sharing.fair_share = policy_.fair_share;
+  config.sharing.reclaim = policy_.reclaim;
+  config.sharing.projects = sharing_;
+  return config;
+}
+
+Status Controller::LoadRulesLocked() {
+  auto projects = store_.ListProjects();
+  if (!projects.ok()) return projects.status();
+  sharing_.clear();
+  for (const auto& p : *projects) {
+    // Validated when set; a row edited by hand into nonsense keeps the defaults.
+    auto sharing = ParseProjectSharing(nlohmann::json::parse(p.sharing_json, nullptr, false));
+    if (sharing.ok()) sharing_[p.name] = *sharing;
+  }
+  policy_error_.clear();
+  if (!config_.policy_file.empty()) {
+    std::error_code ec;
+    policy_mtime_ = std::filesystem::last_write_time(config_.policy_file, ec);
+    auto file = ReadJsonOrYamlFile(config_.policy_file);
+    auto policy =
+        file.ok() ? ParseSchedulingPolicy(*file) : Result<SchedulingPolicy>(file.status());
+    if (policy.ok()) {
+      policy_ = *policy;
+    } else {
+      policy_error_ = config_.policy_file + ": " + policy.status().message();
+    }
+  }
+  return scheduler_->Reconfigure(SchedulerConfigLocked());
+}
+
+void Controller::ReloadPolicyIfChangedLocked() {
+  if (config_.policy_file.empty()) return;
+  std::error_code ec;
+  auto mtime = std::filesystem::last_write_time(config_.policy_file, ec);
+  if (ec || mtime == policy_mtime_) return;
+  policy_mtime_ = mtime;
+  auto file = ReadJsonOrYamlFile(config_.policy_file);
+  auto policy = file.ok() ? ParseSchedulingPolicy(*file) : Result<SchedulingPolicy>(file.status());
+  if (!policy.ok()) {
+    // The rules in force stay; the refusal is shown by PolicyView (GET /api/v1/policy).
+    policy_error_ = config_.policy_file + ": " + policy.status().message();
+    return;
+  }
+  policy_ = *policy;
+  policy_error_.clear();
+  (void)scheduler_->Reconfigure(SchedulerConfigLocked());
+  wake_ = true;
 }
 
 Controller::Controller(ControllerConfig config, store::Store& store, Clock& clock,
@@ -259,6 +318,7 @@ void Controller::LoopMain() {
     changed_.wait_for(lock, std::chrono::seconds(1), [&] { return wake_ || stopping_; });
     if (stopping_) break;
     wake_ = false;
+    ReloadPolicyIfChangedLocked();
     RetryUnsettledLocked();
     CheckNodesLocked();
     ScheduleLocked();
@@ -267,6 +327,7 @@ void Controller::LoopMain() {
 
 void Controller::Tick() {
   std::lock_guard lock(mu_);
+  ReloadPolicyIfChangedLocked();
   RetryUnsettledLocked();
   CheckNodesLocked();
   ScheduleLocked();
@@ -400,6 +461,10 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   std::lock_guard lock(mu_);
   if (auto reason = scheduler_->PendingReasonOf(id)) {
     out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+    auto starts = EstimatedStartsLocked(kEstimateHorizon);
+    if (auto eta = starts.find(id); eta != starts.end() && eta->second) {
+      out["estimated_start"] = eta->second->value();
+    }
   }
   return out;
 }
@@ -429,6 +494,13 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
     page.next_before = jobs->back().id;
   }
   std::lock_guard lock(mu_);
+  std::map<JobId, std::optional<Seconds>> starts;
+  for (const auto& j : *jobs) {
+    if (j.state == "pending") {
+      starts = EstimatedStartsLocked(kEstimateHorizon);
+      break;
+    }
+  }
   for (const auto& j : *jobs) {
     nlohmann::json row = {{"id", j.id.value()},
                           {"name", j.name},
@@ -441,9 +513,102 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
     if (auto reason = scheduler_->PendingReasonOf(j.id)) {
       row["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
     }
+    if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {
+      row["estimated_start"] = eta->second->value();
+    }
     page.jobs.push_back(row);
   }
   return page;
+}
+
+std::map<JobId, std::optional<Seconds>> Controller::EstimatedStartsLocked(int limit) {
+  std::map<JobId, std::optional<Seconds>> out;
+  for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
+    out[e.job] = e.estimated_start;
+  }
+  return out;
+}
+
+Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
+  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  int position = 0;
+  for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
+    ++position;
+    auto it = jobs_.find(e.job);
+    if (it == jobs_.end() || !who.CanAccessProject(it->second.record.project)) continue;
+    const LiveJob& job = it->second;
+    nlohmann::json row = {
+        {"position", position},
+        {"id", e.job.value()},
+        {"name", job.record.name},
+        {"user", job.record.user},
+        {"project", job.record.project},
+        {"priority", job.record.priority},
+        {"gpus", job.spec.resources.TotalMilli().value() * job.spec.tasks / 1000.0},
+        {"submit_time", job.record.submit_time.value()},
+        {"pending_reason", {{"code", e.reason.code}, {"message", e.reason.message}}}};
+    row["estimated_start"] =
+        e.estimated_start ? nlohmann::json(e.estimated_start->value()) : nlohmann::json(nullptr);
+    out.push_back(row);
+  }
+  return out;
+}
+
+Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
+  auto projects = store_.ListProjects();
+  if (!projects.ok()) return projects.status();
+  std::lock_guard lock(mu_);
+  const auto borrowed = scheduler_->BorrowedJobs();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : *projects) {
+    if (!who.CanAccessProject(p.name)) continue;
+    auto sharing = sharing_.find(p.name);
+    double borrowed_gpus = 0;
+    for (JobId id : borrowed) {
+      auto it = jobs_.find(id);
+      if (it != jobs_.end() && it->second.record.project == p.name) {
+        borrowed_gpus += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
+      }
+    }
+    const sched::ProjectPolicy policy =
+        sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second;
+    const nlohmann::json sharing_json = ProjectSharingJson(policy);
+    out.push_back({{"name", p.name},
+                   {"description", p.description},
+                   {"sharing", sharing_json},
+                   {"quota_gpus", sharing_json["gpus"]},
+                   {"weight", policy.weight},
+                   {"limit_gpus", sharing_json.value("limit_gpus", nlohmann::json(nullptr))},
+                   {"running_gpus", static_cast<double>(scheduler_->ProjectUsage(p.name)) / 1000},
+                   {"borrowed_gpus", borrowed_gpus / 1000},
+                   {"fair_share_usage", scheduler_->fair_share().EffectiveUsage(p.name)}});
+  }
+  return out;
+}
+
+Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
+                                                     const nlohmann::json& json) {
+  auto sharing = ParseProjectSharing(json);
+  if (!sharing.ok()) return sharing.status();
+  const nlohmann::json normal = ProjectSharingJson(*sharing);
+  std::lock_guard lock(mu_);
+  CORRAL_RETURN_IF_ERROR(store_.SetProjectSharing(project, normal.dump()));
+  sharing_[project] = *sharing;
+  CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
+  wake_ = true;
+  return normal;
+}
+
+nlohmann::json Controller::PolicyView() {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = {{"policy", SchedulingPolicyJson(policy_)},
+                        {"placement", config_.policy},
+                        {"file", config_.policy_file}};
+  out["file_error"] =
+      policy_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy_error_);
+  return out;
 }
 
 Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task,
@@ -470,8 +635,9 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
 
 void Controller::ScheduleLocked() {
   const Seconds now = clock_.Now();
-  // No quotas are configured in the server yet, so no preemptions are decided (reclaim is off).
-  for (const sched::JobStart& start : scheduler_->Schedule(now).starts) {
+  sched::Decisions decisions = scheduler_->Schedule(now);
+  for (const sched::Preemption& p : decisions.preemptions) PreemptLocked(p);
+  for (const sched::JobStart& start : decisions.starts) {
     auto it = jobs_.find(start.job);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
@@ -506,6 +672,58 @@ void Controller::ScheduleLocked() {
     IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
   }
+}
+
+void Controller::PreemptLocked(const sched::Preemption& p) {
+  auto victim_it = jobs_.find(p.job);
+  auto for_it = jobs_.find(p.for_job);
+  if (victim_it == jobs_.end()) return;
+  LiveJob& victim = victim_it->second;
+  const Seconds now = clock_.Now();
+  // The scheduler queued it again already; the store follows. (On a store error the job is
+  // pending here and running there: its next assignment is refused and retried.)
+  (void)store_.TransitionJob(victim.record.id, victim.record.state, "pending", p.reason, now);
+  for (const auto& t : victim.tasks) {
+    if (IsTerminalTask(t.state)) continue;
+    if (t.state == "assigned" && !victim.launched.count(t.allocation_id)) continue;
+    if (for_it != jobs_.end()) {
+      for_it->second.waits_for.insert({t.node, t.allocation_id});
+      waiting_on_node_[t.node].insert(p.for_job);
+    }
+  }
+  NotifyNodesLocked(victim);  // their next heartbeats report the tasks, now stale: killed
+  ForgetAllocationsLocked(victim);
+  victim.tasks.clear();
+  victim.launched.clear();
+  victim.end_notes.clear();
+  victim.record.state = "pending";
+  ++victim.record.restarts;  // a new generation; preemptions do not use up max_restarts
+  ++victim.preemptions;
+}
+
+void Controller::ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running) {
+  auto on = waiting_on_node_.find(node);
+  if (on == waiting_on_node_.end()) return;
+  for (JobId id : std::set<JobId>(on->second)) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) {
+      on->second.erase(id);
+      continue;
+    }
+    LiveJob& job = it->second;
+    bool still = false;
+    for (auto w = job.waits_for.begin(); w != job.waits_for.end();) {
+      if (w->first == node && !running.count(w->second)) {
+        w = job.waits_for.erase(w);
+      } else {
+        still |= w->first == node;
+        ++w;
+      }
+    }
+    if (!still) on->second.erase(id);
+    if (job.waits_for.empty()) NotifyNodesLocked(job);  // its launches may go out now
+  }
+  if (on->second.empty()) waiting_on_node_.erase(on);
 }
 
 void Controller::NotifyNodesLocked(const LiveJob& job) {
@@ -555,7 +773,7 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
 
 Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
                                       const std::string& reason) {
-  if (job.record.restarts >= job.spec.max_restarts || job.cancel_requested) {
+  if (job.record.restarts - job.preemptions >= job.spec.max_restarts || job.cancel_requested) {
     return EndJobLocked(job, end_state, reason);
   }
   const JobId id = job.record.id;
@@ -717,6 +935,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   node.token_hash.clear();  // it must register again; its stale tasks are then killed
   (void)store_.UpsertNode(
       {name, node.inventory.dump(), "lost", node.last_heartbeat, node.node_id_hash});
+  ReleaseWaitsLocked(name, {});  // its tasks are gone with it
   auto affected = scheduler_->RemoveNode(name);
   if (!affected.ok()) return;
   for (JobId id : *affected) {
@@ -816,9 +1035,10 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   for (JobId id : on == jobs_on_node_.end() ? kNone : on->second) {
     LiveJob& job = jobs_.at(id);
     const bool stopping = job.Stopping();
+    const bool held = !job.waits_for.empty();  // preempted tasks still hold its GPUs
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;
-      if (!stopping && t.state == "assigned") {
+      if (!stopping && !held && t.state == "assigned") {
         run.push_back(LaunchFor(job, t));
         job.launched.insert(t.allocation_id);
       }
@@ -985,6 +1205,11 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
   }
   CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
+  std::set<int64_t> running;
+  for (const auto& s : report["tasks"]) {
+    if (s["state"] == "running") running.insert(s["allocation_id"].get<int64_t>());
+  }
+  ReleaseWaitsLocked(name, running);
   nlohmann::json response = ResponseForLocked(name);
   const bool quiet = response["run"].empty() && response["kill"].empty() && kills.empty();
   if (quiet && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,7 @@
 #include "sched/scheduler.h"
 #include "server/auth.h"
 #include "server/job_spec.h"
+#include "server/scheduling_policy.h"
 #include "store/store.h"
 #include "store/submission_batcher.h"
 
@@ -59,6 +61,9 @@ struct ControllerConfig {
   Seconds kill_grace{10};    // SIGTERM -> SIGKILL
   std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
   int heartbeat_interval_s = 5;
+  // The admin policy file (scheduling_policy.h); re-read when it changes, a bad edit is refused
+  // and the rules in force stay. Empty: SchedulingPolicy's defaults.
+  std::string policy_file;
 };
 
 class Controller {
@@ -96,6 +101,16 @@ class Controller {
   // current run, restarts + 1), if the caller may read it. stream: "stdout" | "stderr". The
   // file may not exist yet. Errors: InvalidArgument (stream), NotFound (the job, or a run it
   // has not had).
+  // The pending jobs in queue order (the caller's projects only; positions are global) with
+  // reasons and estimated starts; at most `limit`.
+  Result<nlohmann::json> QueueView(const Principal& who, int limit);
+  // Projects the caller may see with their sharing and current use.
+  Result<nlohmann::json> ProjectsView(const Principal& who);
+  // Replaces a project's sharing (validated; stored; in force at once). Admin only (API).
+  Result<nlohmann::json> SetProjectSharing(const std::string& project,
+                                           const nlohmann::json& sharing);
+  // The rules in force, where they come from, and the last refused policy-file edit.
+  nlohmann::json PolicyView();
   Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
                               std::optional<int64_t> generation);
 
@@ -131,6 +146,10 @@ class Controller {
     std::string failed_state = "failed";  // how it ends if not requeued: failed | lost
     std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
     std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
+    // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
+    // the scheduler gave their GPUs to this job already.
+    std::set<std::pair<std::string, int64_t>> waits_for;
+    int preemptions = 0;
     bool Stopping() const { return cancel_requested || failing; }
   };
   struct LiveNode {
@@ -145,6 +164,18 @@ class Controller {
   Controller(ControllerConfig config, store::Store& store, Clock& clock,
              std::unique_ptr<sched::Scheduler> scheduler);
   Status Recover();
+  // Reads the policy file (when configured) and the projects' sharing from the store.
+  Status LoadRulesLocked();
+  // Re-reads the policy file when its modification time changed.
+  void ReloadPolicyIfChangedLocked();
+  sched::SchedulerConfig SchedulerConfigLocked() const;
+  // A victim of reclaim: requeued now (the scheduler already did); its tasks become stale and
+  // are killed at their nodes' next heartbeat; `for_job` launches only after they stopped.
+  void PreemptLocked(const sched::Preemption& preemption);
+  // Drops the waits on `node`'s preempted tasks that are no longer running.
+  void ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running);
+  // Estimated starts of up to `limit` queued jobs, by job.
+  std::map<JobId, std::optional<Seconds>> EstimatedStartsLocked(int limit);
   void LoopMain();
   void Wake();
 
@@ -205,6 +236,11 @@ class Controller {
   std::map<std::string, std::set<JobId>> jobs_on_node_;
   std::map<std::string, LiveNode> nodes_;
   std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
+  std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
+  SchedulingPolicy policy_;
+  std::string policy_error_;  // why the last policy-file edit was refused; empty if none
+  std::optional<std::filesystem::file_time_type> policy_mtime_;
+  std::map<std::string, sched::ProjectPolicy> sharing_;  // projects' sharing, from the store
   int waiting_heartbeats_ = 0;
   bool wake_ = false;
   bool stopping_ = false;

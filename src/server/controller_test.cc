@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <thread>
 
@@ -84,6 +85,7 @@ class ControllerTest : public ::testing::Test {
     controller_.reset();
     ControllerConfig config;
     config.node_timeout = Seconds(30);
+    config.policy_file = policy_file_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -113,7 +115,17 @@ class ControllerTest : public ::testing::Test {
                     .ok());
   }
 
+  // Writes the policy file with a modification time `age` seconds in the future (so that each
+  // write is seen as a change however coarse the file system's clock).
+  void WritePolicy(const std::string& text, int age) {
+    policy_file_ = (dir_ / "policy.yaml").string();
+    std::ofstream(policy_file_) << text;
+    std::filesystem::last_write_time(
+        policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(age));
+  }
+
   std::filesystem::path dir_;
+  std::string policy_file_;
   FakeClock clock_{Seconds(1000)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> controller_;
@@ -435,6 +447,105 @@ TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("node b lost"));
   controller_->Tick();
   EXPECT_EQ(StateOf(next), "starting");
+}
+
+TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStopped) {
+  ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
+  alice_.projects.push_back("owner");
+  ASSERT_TRUE(controller_->SetProjectSharing("owner", {{"gpus", 4}}).ok());
+  EXPECT_EQ(controller_->SetProjectSharing("owner", {{"gpus", -1}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(controller_->SetProjectSharing("nope", {{"gpus", 1}}).status().code(),
+            StatusCode::kNotFound);
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  std::vector<JobId> borrowed;
+  for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Spec(1)));  // project "default"
+  controller_->Tick();
+  json launches = Beat("a", Report())["run"];
+  ASSERT_EQ(launches.size(), 4u);
+  std::vector<json> running;
+  for (const json& l : launches) running.push_back(TaskReport(l, "running"));
+  Beat("a", Report(running));
+
+  json spec = Spec(2);
+  spec["project"] = "owner";
+  const JobId owner = Submit(spec);
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(owner), "starting");
+  int preempted = 0;
+  for (JobId id : borrowed) {
+    auto view = controller_->JobView(alice_, id);
+    if ((*view)["state"] != "pending") continue;
+    ++preempted;
+    EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("preempted for job"));
+  }
+  EXPECT_EQ(preempted, 2);
+  // The agent still runs all four: the two preempted get kills, the owner's launch waits.
+  json answer = Beat("a", Report(running));
+  EXPECT_EQ(answer["kill"].size(), 2u);
+  EXPECT_TRUE(answer["run"].empty());
+  std::vector<json> after;
+  for (const json& r : running) {
+    bool killed = false;
+    for (const json& k : answer["kill"]) killed |= k["allocation_id"] == r["allocation_id"];
+    after.push_back(killed ? TaskReport(r, "killed", 143) : r);
+  }
+  answer = Beat("a", Report(after));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], owner.value());
+  auto projects = controller_->ProjectsView(alice_);
+  ASSERT_TRUE(projects.ok());
+  for (const json& p : *projects) {
+    if (p["name"] == "owner") EXPECT_EQ(p["running_gpus"], 2.0);
+  }
+}
+
+TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
+  WritePolicy("order: fifo\nblocking: skip\n", 1);
+  Restart();
+  EXPECT_EQ(controller_->PolicyView()["policy"]["order"], "fifo");
+  WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
+  controller_->Tick();
+  json view = controller_->PolicyView();
+  EXPECT_EQ(view["policy"]["order"], "fifo");
+  EXPECT_THAT(view["file_error"].get<std::string>(), HasSubstr("field 'order'"));
+  WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 3);
+  controller_->Tick();
+  view = controller_->PolicyView();
+  EXPECT_EQ(view["policy"]["order"], "sjf");
+  EXPECT_EQ(view["policy"]["fair_share"]["half_life_s"], 3600);
+  EXPECT_TRUE(view["file_error"].is_null());
+  // A bad file at start is an error naming it.
+  WritePolicy("reclaim: maybe\n", 4);
+  controller_.reset();
+  ControllerConfig config;
+  config.policy_file = policy_file_;
+  auto refused = Controller::Create(config, *store_, clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'reclaim'"));
+  policy_file_.clear();
+  Restart();
+}
+
+TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json first = Spec(4);
+  first["time_limit_s"] = 100;
+  const JobId running = Submit(first);
+  controller_->Tick();
+  const JobId waiting = Submit(Spec(4));
+  controller_->Tick();
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 1u);
+  EXPECT_EQ((*queue)[0]["id"], waiting.value());
+  EXPECT_EQ((*queue)[0]["position"], 1);
+  EXPECT_EQ((*queue)[0]["estimated_start"], 1000 + 100);  // when the running job's limit ends
+  EXPECT_FALSE((*queue)[0]["pending_reason"]["code"].get<std::string>().empty());
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100);
+  EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
+  (void)running;
 }
 
 }  // namespace

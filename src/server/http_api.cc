@@ -237,6 +237,7 @@ class HttpApi::Impl {
              }));
     RegisterJobs(http);
     RegisterNodes(http);
+    RegisterQueue(http);
     RegisterPeople(http);
     RegisterAgents(http);
   }
@@ -325,6 +326,20 @@ class HttpApi::Impl {
     res.set_content(page->data, "text/plain; charset=utf-8");
   }
 
+  void RegisterQueue(httplib::Server& http) {
+    http.Get("/api/v1/queue", Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto limit = IntParam(req, "limit", 1, kMaxJobPage);
+               if (!limit.ok()) return SendProblem(res, limit.status());
+               auto queue =
+                   controller_.QueueView(who, static_cast<int>(limit->value_or(kDefaultJobPage)));
+               if (!queue.ok()) return SendProblem(res, queue.status());
+               SendJson(res, 200, *queue);
+             }));
+    http.Get("/api/v1/policy", Authed([this](const Principal&, const auto&, auto& res) {
+               SendJson(res, 200, controller_.PolicyView());
+             }));
+  }
+
   void RegisterNodes(httplib::Server& http) {
     http.Get("/api/v1/nodes", Authed([this](const Principal&, const auto&, auto& res) {
                SendJson(res, 200, controller_.Nodes());
@@ -343,15 +358,21 @@ class HttpApi::Impl {
 
   void RegisterPeople(httplib::Server& http) {
     http.Get("/api/v1/projects", Authed([this](const Principal& who, const auto&, auto& res) {
-               auto projects = store_.ListProjects();
+               auto projects = controller_.ProjectsView(who);
                if (!projects.ok()) return SendProblem(res, projects.status());
-               json out = json::array();
-               for (const auto& p : *projects) {
-                 if (!who.CanAccessProject(p.name)) continue;
-                 out.push_back({{"name", p.name}, {"description", p.description}});
-               }
-               SendJson(res, 200, out);
+               SendJson(res, 200, *projects);
              }));
+    http.Put(
+        R"(/api/v1/projects/([^/]+)/sharing)",
+        Authed(
+            [this](const Principal&, const auto& req, auto& res) {
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto sharing = controller_.SetProjectSharing(req.matches[1], *body);
+              if (!sharing.ok()) return SendProblem(res, sharing.status());
+              SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"sharing", *sharing}});
+            },
+            /*admin_only=*/true));
     http.Post("/api/v1/projects",
               Authed(
                   [this](const Principal&, const auto& req, auto& res) {

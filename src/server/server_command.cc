@@ -20,6 +20,12 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--policy", options->policy, "Placement policy (default fgd)");
   c->add_option("--node-timeout", options->node_timeout_s,
                 "Seconds without heartbeat before a node is lost");
+  c->add_option("--policy-file", options->policy_file,
+                "Scheduling rules (YAML/JSON: order, blocking, reclaim, fair_share); re-read when "
+                "it changes");
+  c->add_option("--kill-grace", options->kill_grace_s,
+                "Seconds between SIGTERM and SIGKILL when a task is stopped")
+      ->check(CLI::Range(0, 3600));
   c->callback([options, exit_code] {
     BlockShutdownSignals();
     auto server = ServerProcess::Create(*options);

@@ -91,6 +91,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.policy = options.policy;
   config.node_timeout = Seconds(options.node_timeout_s);
   config.logs_dir = options.data_dir + "/logs";
+  config.policy_file = options.policy_file;
+  config.kill_grace = Seconds(options.kill_grace_s);
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();

@@ -123,6 +123,8 @@ const std::vector<Migration>& StoreMigrations() {
        "ALTER TABLE nodes ADD COLUMN node_id_hash TEXT NOT NULL DEFAULT ''"},
       {3, "a started job's cancellation survives a restart",
        "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT"},
+      {4, "projects' sharing: quota, weight, limit",
+       "ALTER TABLE projects ADD COLUMN sharing_json TEXT NOT NULL DEFAULT '{}'"},
   };
   return kMigrations;
 }

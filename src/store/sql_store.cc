@@ -350,18 +350,29 @@ Result<ProjectRecord> SqlStore::CreateProject(const std::string& name,
     }
     return Annotate(op, changed.status());
   }
-  return ProjectRecord{name, description, now};
+  return ProjectRecord{name, description, now, "{}"};
 }
 
 Result<std::vector<ProjectRecord>> SqlStore::ListProjects() {
   std::lock_guard<std::mutex> lock(mu_);
-  auto rows = conn_->Query("SELECT name, description, created_at FROM projects ORDER BY name", {});
+  auto rows = conn_->Query(
+      "SELECT name, description, created_at, sharing_json FROM projects ORDER BY name", {});
   if (!rows.ok()) return Annotate("list projects", rows.status());
   std::vector<ProjectRecord> projects;
   for (const SqlRow& row : *rows) {
-    projects.push_back({row.Text(0), row.Text(1), Seconds(row.Int(2))});
+    projects.push_back({row.Text(0), row.Text(1), Seconds(row.Int(2)), row.Text(3)});
   }
   return projects;
+}
+
+Status SqlStore::SetProjectSharing(const std::string& name, const std::string& sharing_json) {
+  const std::string op = "set the sharing of project '" + name + "'";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto changed =
+      conn_->Execute("UPDATE projects SET sharing_json = ? WHERE name = ?", {sharing_json, name});
+  if (!changed.ok()) return Annotate(op, changed.status());
+  if (*changed != 1) return Annotate(op, NotFound("project '" + name + "' does not exist"));
+  return Status::Ok();
 }
 
 Status SqlStore::InsertMember(const std::string& project, int64_t user_id) {

@@ -40,6 +40,7 @@ class SqlStore final : public Store {
   Result<ProjectRecord> CreateProject(const std::string& name, const std::string& description,
                                       Seconds now) override;
   Result<std::vector<ProjectRecord>> ListProjects() override;
+  Status SetProjectSharing(const std::string& name, const std::string& sharing_json) override;
   Status AddMember(const std::string& project, int64_t user_id) override;
   Result<std::vector<std::string>> ProjectsOf(int64_t user_id) override;
   Result<std::vector<UserRecord>> MembersOf(const std::string& project) override;

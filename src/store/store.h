@@ -77,6 +77,9 @@ struct ProjectRecord {
   std::string name;  // unique
   std::string description;
   Seconds created_at{0};
+  // How the project shares the cluster (quota, weight, limit), as JSON validated by the server;
+  // "{}" for the defaults.
+  std::string sharing_json = "{}";
 };
 
 struct JobRecord {
@@ -169,6 +172,8 @@ class Store {
   virtual Result<ProjectRecord> CreateProject(const std::string& name,
                                               const std::string& description, Seconds now) = 0;
   virtual Result<std::vector<ProjectRecord>> ListProjects() = 0;  // by name
+  // Replaces a project's sharing JSON. NotFound when the project does not exist.
+  virtual Status SetProjectSharing(const std::string& name, const std::string& sharing_json) = 0;
   // Idempotent; NotFound when the project or the user does not exist.
   virtual Status AddMember(const std::string& project, int64_t user_id) = 0;
   virtual Result<std::vector<std::string>> ProjectsOf(int64_t user_id) = 0;  // by name

@@ -602,6 +602,15 @@ TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
   EXPECT_FALSE(store_->GetJob(*plain)->cancel_reason.has_value());
 }
 
+TEST_P(StoreTest, ProjectSharingIsStoredAndListed) {
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  EXPECT_EQ(store_->ListProjects()->at(0).sharing_json, "{}");
+  ASSERT_TRUE(store_->SetProjectSharing("vision", R"({"gpus":8})").ok());
+  Reopen();
+  EXPECT_EQ(store_->ListProjects()->at(0).sharing_json, R"({"gpus":8})");
+  EXPECT_EQ(store_->SetProjectSharing("nope", "{}").code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, NodesAreUpsertedByName) {
   ASSERT_TRUE(store_->UpsertNode({"gpu-2", R"({"gpus":8})", "ready", Seconds(10)}).ok());
   ASSERT_TRUE(store_->UpsertNode({"gpu-1", R"({"gpus":4})", "ready", Seconds(11)}).ok());
