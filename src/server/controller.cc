@@ -144,9 +144,15 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
   auto history = store.ListJobs(recent);
   if (!history.ok()) return history.status();
   std::vector<model::TaskResources> tasks;
+  std::vector<std::pair<model::Job, Seconds>> runs;  // succeeded jobs and their run times
   for (const auto& j : *history) {
     auto spec = ParseJobSpec(nlohmann::json::parse(j.spec_json, nullptr, false));
-    if (spec.ok()) tasks.push_back(spec->resources);
+    if (!spec.ok()) continue;
+    tasks.push_back(spec->resources);
+    if (j.state == "succeeded" && j.start_time && j.end_time) {
+      runs.emplace_back(ToModelJob(*spec, j.id, j.user, j.submit_time),
+                        Seconds(j.end_time->value() - j.start_time->value()));
+    }
   }
   sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
   auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
@@ -155,6 +161,10 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
       new Controller(std::move(config), store, clock, std::move(scheduler).value()));
   {
     std::lock_guard lock(c->mu_);
+    // Oldest first, as they happened.
+    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+      c->predictor_.Observe(predict::RuntimePredictor::FeaturesOf(it->first), it->second);
+    }
     CORRAL_RETURN_IF_ERROR(c->LoadRulesLocked());
     if (!c->policy_error_.empty()) return InvalidArgument(c->policy_error_);
   }
@@ -169,6 +179,9 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   config.sharing.fair_share = policy_.fair_share;
   config.sharing.reclaim = policy_.reclaim;
   config.sharing.projects = sharing_;
+  config.estimate = [this](const model::Job& job) {
+    return predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate;
+  };
   return config;
 }
 
@@ -459,6 +472,14 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
     out["tasks"].push_back(task);
   }
   std::lock_guard lock(mu_);
+  auto spec = ParseJobSpec(out["spec"]);
+  if (spec.ok() &&
+      (record->state == "pending" || record->state == "starting" || record->state == "running")) {
+    const predict::Prediction p = predictor_.Predict(predict::RuntimePredictor::FeaturesOf(
+        ToModelJob(*spec, id, record->user, record->submit_time)));
+    out["predicted_run_s"] = {
+        {"estimate", p.estimate.value()}, {"confidence", p.confidence}, {"basis", p.basis}};
+  }
   if (auto reason = scheduler_->PendingReasonOf(id)) {
     out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
     auto starts = EstimatedStartsLocked(kEstimateHorizon);
@@ -736,8 +757,14 @@ void Controller::NotifyNodesLocked(const LiveJob& job) {
 
 Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason) {
   const JobId id = job.record.id;
+  const Seconds now = clock_.Now();
   CORRAL_RETURN_IF_ERROR(
-      store_.TransitionJob(id, job.record.state, std::string(state), reason, clock_.Now()));
+      store_.TransitionJob(id, job.record.state, std::string(state), reason, now));
+  if (state == "succeeded" && job.record.start_time) {
+    predictor_.Observe(predict::RuntimePredictor::FeaturesOf(
+                           ToModelJob(job.spec, id, job.record.user, job.record.submit_time)),
+                       Seconds(now.value() - job.record.start_time->value()));
+  }
   if (job.record.state == "pending") {
     (void)scheduler_->Cancel(id);
   } else {
@@ -843,7 +870,10 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
   if (all_running && job.record.state == "starting") {
     settled = store_.TransitionJob(job.record.id, "starting", "running", "all tasks running",
                                    clock_.Now());
-    if (settled.ok()) job.record.state = "running";
+    if (settled.ok()) {
+      job.record.state = "running";
+      job.record.start_time = clock_.Now();
+    }
   }
   if (all_ended) {
     if (job.cancel_requested) {

@@ -45,6 +45,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "predict/runtime_predictor.h"
 #include "sched/scheduler.h"
 #include "server/auth.h"
 #include "server/job_spec.h"
@@ -241,6 +242,9 @@ class Controller {
   std::string policy_error_;  // why the last policy-file edit was refused; empty if none
   std::optional<std::filesystem::file_time_type> policy_mtime_;
   std::map<std::string, sched::ProjectPolicy> sharing_;  // projects' sharing, from the store
+  // Run times learned from finished jobs (at start: from the store's recent history); the
+  // scheduler's estimates (QSSF, reservations, estimated starts) come from it.
+  predict::RuntimePredictor predictor_;
   int waiting_heartbeats_ = 0;
   bool wake_ = false;
   bool stopping_ = false;

@@ -548,5 +548,35 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   (void)running;
 }
 
+TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train-lr0.1";
+  for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
+    const JobId id = Submit(spec);
+    controller_->Tick();
+    json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({TaskReport(launch, "running")}));
+    clock_.Advance(Seconds(50));
+    Beat("a", Report({TaskReport(launch, "exited", 0)}));
+    ASSERT_EQ(StateOf(id), "succeeded");
+  }
+  spec["name"] = "train-lr0.2";  // a similar name
+  const JobId running = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  auto view = controller_->JobView(alice_, running);
+  EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 50);
+  EXPECT_EQ((*view)["predicted_run_s"]["basis"], "user+similar-name");
+  const JobId waiting = Submit(spec);
+  controller_->Tick();
+  // The running job started at t=1100 and is expected to take 50 s.
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100 + 50);
+  // A restarted server learns again from the store.
+  Restart();
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["predicted_run_s"]["estimate"], 50);
+}
+
 }  // namespace
 }  // namespace corral::server
