@@ -86,6 +86,8 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
   node.cpu_total = node.cpu_free = spec.cpu.value();
   node.memory_total = node.memory_free = spec.memory.value();
   node.gpu_free.assign(spec.gpus.size(), kFullMilli);
+  node.gpu_domain.clear();
+  for (const model::Gpu& g : spec.gpus) node.gpu_domain.push_back(g.nvlink_domain);
   node.tie_rank = SplitMix64(options_.seed ^ HashString(spec.name.data(), spec.name.size()));
   node.present = true;
 

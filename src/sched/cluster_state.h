@@ -55,6 +55,7 @@ struct NodeState {
   int64_t cpu_total = 0, cpu_free = 0;        // CPU milli
   int64_t memory_total = 0, memory_free = 0;  // MiB
   std::vector<int32_t> gpu_free;              // milli free per GPU, by index
+  std::vector<int> gpu_domain;                // NVLink/NVSwitch domain per GPU, by index
   std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node
   uint64_t tie_rank = 0;                      // seeded; lower wins ties
   bool schedulable = true;                    // false when cordoned or draining

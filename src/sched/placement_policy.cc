@@ -1,5 +1,8 @@
 #include "sched/placement_policy.h"
 
+#include <algorithm>
+#include <map>
+
 namespace corral::sched {
 
 NodeView ViewOf(const NodeClass& c) {
@@ -35,6 +38,7 @@ NodeView ViewOf(const NodeState& node, const ClusterState& state) {
     }
   }
   v.gpu_free = &node.gpu_free;
+  v.gpu_domain = &node.gpu_domain;
   return v;
 }
 
@@ -50,10 +54,32 @@ std::vector<int> TightestFitGpus(const NodeView& node, const TaskRequest& task) 
     if (best >= 0) out.push_back(best);
     return out;
   }
-  for (int i = 0; i < static_cast<int>(free.size()) && static_cast<int>(out.size()) < task.gpus;
-       ++i) {
-    if (free[i] == 1000) out.push_back(i);
+  // Fully free GPUs by NVLink domain (all in domain 0 when the node has no topology).
+  std::map<int, std::vector<int>> by_domain;
+  for (int i = 0; i < static_cast<int>(free.size()); ++i) {
+    if (free[i] != 1000) continue;
+    const bool known = node.gpu_domain && node.gpu_domain->size() == free.size();
+    by_domain[known ? (*node.gpu_domain)[i] : 0].push_back(i);
   }
+  const std::vector<int>* fit = nullptr;
+  for (const auto& [domain, gpus] : by_domain) {
+    if (static_cast<int>(gpus.size()) >= task.gpus && (!fit || gpus.size() < fit->size())) {
+      fit = &gpus;
+    }
+  }
+  if (fit) return std::vector<int>(fit->begin(), fit->begin() + task.gpus);
+  // No domain suffices: span as few as possible, largest first.
+  std::vector<const std::vector<int>*> domains;
+  for (const auto& [domain, gpus] : by_domain) domains.push_back(&gpus);
+  std::stable_sort(domains.begin(), domains.end(),
+                   [](const auto* a, const auto* b) { return a->size() > b->size(); });
+  for (const auto* gpus : domains) {
+    for (int g : *gpus) {
+      if (static_cast<int>(out.size()) == task.gpus) break;
+      out.push_back(g);
+    }
+  }
+  std::sort(out.begin(), out.end());
   return out;
 }
 

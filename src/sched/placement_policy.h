@@ -27,6 +27,8 @@ struct NodeView {
   int64_t cpu_total = 0, cpu_free = 0;
   int64_t memory_total = 0, memory_free = 0;
   const std::vector<int32_t>* gpu_free = nullptr;
+  // NVLink domain per GPU index; null in class views (scores never depend on it).
+  const std::vector<int>* gpu_domain = nullptr;
   int full_free = 0;
   int max_free = 0;
   int64_t gpu_free_total = 0;
@@ -52,7 +54,9 @@ class PlacementPolicy {
 
   // GPU indices the task takes on the chosen node (`node` lists shares by index). The default
   // takes, for a share, the GPU with the least free milli that fits (lowest index on ties) and,
-  // for whole GPUs, the lowest-index fully free ones.
+  // for whole GPUs, fully free ones in one NVLink domain when a domain has enough (the domain
+  // with the fewest free GPUs that suffices: best fit, keeping large domains whole), else from
+  // the fewest domains (most free first); lowest indices within a domain.
   virtual std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
                                       Rng& rng) const;
 

@@ -178,6 +178,38 @@ TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
   EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n1");
 }
 
+TEST(Scheduler, MultiGpuTasksStayInOneNvlinkDomain) {
+  auto s = Scheduler::Create(SchedulerConfig{"bestfit"}, {});
+  ASSERT_TRUE(s.ok());
+  model::Node node = model::MakeNode("n1", "A100", 8, CpuMilli(64000), MemoryMib(262144));
+  for (int i = 0; i < 8; ++i) node.gpus[i].nvlink_domain = i / 4;  // two NVSwitch islands
+  ASSERT_TRUE((*s)->AddNode(node).ok());
+  auto gpus_of = [&](const JobStart& start) {
+    std::vector<int> out;
+    for (const auto& g : start.tasks[0].gpus) out.push_back(g.index);
+    return out;
+  };
+  ASSERT_TRUE((*s)->Submit(MakeJob(1, 2)).ok());
+  ASSERT_TRUE((*s)->Submit(MakeJob(2, 2)).ok());
+  ASSERT_TRUE((*s)->Submit(MakeJob(3, 4)).ok());
+  auto starts = (*s)->Schedule(Seconds(0)).starts;
+  ASSERT_EQ(starts.size(), 3u);
+  EXPECT_EQ(gpus_of(starts[0]), (std::vector<int>{0, 1}));
+  EXPECT_EQ(gpus_of(starts[1]), (std::vector<int>{2, 3}));        // the island with just enough
+  EXPECT_EQ(gpus_of(starts[2]), (std::vector<int>{4, 5, 6, 7}));  // whole, not spanning
+  ASSERT_TRUE((*s)->Finish(JobId(1)).ok());
+  ASSERT_TRUE((*s)->Finish(JobId(3)).ok());
+  // Free: 0, 1 (island 0) and 4..7 (island 1); a 6-GPU task spans the fewest islands.
+  ASSERT_TRUE((*s)->Submit(MakeJob(4, 6)).ok());
+  starts = (*s)->Schedule(Seconds(1)).starts;
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(gpus_of(starts[0]), (std::vector<int>{0, 1, 4, 5, 6, 7}));
+  ASSERT_TRUE((*s)->Finish(JobId(4)).ok());
+  ASSERT_TRUE((*s)->Submit(MakeJob(5, 2)).ok());  // best fit: island 0 (2 free) over 1 (4 free)
+  starts = (*s)->Schedule(Seconds(2)).starts;
+  EXPECT_EQ(gpus_of(starts[0]), (std::vector<int>{0, 1}));
+}
+
 TEST(Scheduler, SameCallsSameDecisions) {
   auto run = [](uint64_t seed) {
     SchedulerConfig config{"random"};
