@@ -492,20 +492,28 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     std::vector<std::string> model_gpus;
   };
   auto q = std::make_shared<Quota>();
-  CLI::App* set_quota =
-      project->add_subcommand("set-quota", "Set a project's guaranteed GPUs, weight and limit");
+  CLI::App* set_quota = project->add_subcommand(
+      "set-quota", "Change a project's guaranteed GPUs, weight or limit (flags given)");
   set_quota->add_option("name", f->name, "Project")->required();
-  set_quota->add_option("--gpus", q->gpus, "Guaranteed GPUs of any model (default 0)")
+  set_quota->add_option("--gpus", q->gpus, "Guaranteed GPUs of any model")
       ->check(CLI::NonNegativeNumber);
   set_quota->add_option("--model-gpus", q->model_gpus, "Guaranteed GPUs of one model: MODEL=N");
-  set_quota->add_option("--weight", q->weight, "Fair-share weight (default 1)")
-      ->check(CLI::PositiveNumber);
-  set_quota->add_option("--limit", q->limit, "Hard cap on GPUs running at once (default none)")
+  set_quota->add_option("--weight", q->weight, "Fair-share weight")->check(CLI::PositiveNumber);
+  set_quota->add_option("--limit", q->limit, "Hard cap on GPUs running at once")
       ->check(CLI::NonNegativeNumber);
   out_opt(set_quota);
   set_quota->callback([f, q, exit_code, set_quota] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      json body = {{"gpus", q->gpus}, {"weight", q->weight}, {"model_gpus", json::object()}};
+      // Only the flags given change: start from the project's current sharing.
+      auto projects = client.Get("/api/v1/projects");
+      if (!projects.ok()) return projects.status();
+      json body;
+      for (const auto& p : *projects) {
+        if (Str(p, "name") == f->name && p.contains("sharing")) body = p["sharing"];
+      }
+      if (body.is_null()) return NotFound("project '" + f->name + "' not found");
+      if (set_quota->count("--gpus")) body["gpus"] = q->gpus;
+      if (set_quota->count("--weight")) body["weight"] = q->weight;
       if (set_quota->count("--limit")) body["limit_gpus"] = q->limit;
       for (const std::string& mg : q->model_gpus) {
         const size_t eq = mg.find('=');

@@ -418,17 +418,41 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
   const TaskRequest& request = RequestOf(shape);
   // Candidates: borrowed jobs of other projects holding GPUs the job could use, cheapest loss
   // first: lowest priority, then most over quota, then most recently started.
+  // The borrowed set at the start of this pass, less what stopped since; jobs started in this
+  // pass are not candidates (they were placed ahead of this job by the pass's own order).
+  if (!borrowed_) borrowed_ = BorrowedJobs();
+  bool skipped_recent = false;
   std::vector<JobId> candidates;
-  for (JobId id : BorrowedJobs()) {
-    const Running& run = running_.at(id);
+  int64_t freeable = 0;
+  for (JobId id : *borrowed_) {
+    auto it = running_.find(id);
+    if (it == running_.end()) continue;
+    if (it->second.start_seq >= pass_first_seq_) {
+      skipped_recent = true;  // a candidate next pass: the failure is not final
+      continue;
+    }
+    const Running& run = it->second;
     if (run.job.project == job.project) continue;
-    bool useful = false;
+    int64_t useful = 0;
     for (const Allocation& a : run.tasks) {
       const NodeState& node = state_.node(a.node);
-      useful |= !a.gpus.empty() && node.present && request.AcceptsModel(node.model);
+      if (!node.present || !request.AcceptsModel(node.model)) continue;
+      for (const GpuShare& g : a.gpus) useful += g.milli.value();
     }
-    if (useful) candidates.push_back(id);
+    if (useful > 0) {
+      candidates.push_back(id);
+      freeable += useful;
+    }
   }
+  // Not enough borrowed GPUs of the right models, even counting the free ones: give up early.
+  int64_t free_usable = 0;
+  for (NodeIndex n = 0; n < state_.NodeSlots(); ++n) {
+    const NodeState& node = state_.node(n);
+    if (!node.present || !node.schedulable || !request.AcceptsModel(node.model)) continue;
+    for (int32_t f : node.gpu_free) free_usable += f;
+  }
+  reclaim_final_ = !skipped_recent;
+  if (freeable + free_usable < MilliOf(job)) return std::nullopt;
   auto over_quota = [&](const Running& run) {
     const ProjectPolicy& p = PolicyOf(run.job.project);
     const int64_t quota = std::max<int64_t>(1, QuotaOf(p, run.bucket));
@@ -458,21 +482,21 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
   }
   std::vector<JobId> victims;
   for (auto it = released.rbegin(); it != released.rend(); ++it) {
+    // Spared when all its tasks fit back; tasks are re-allocated one by one (two tasks on one
+    // node may each fit alone but not together) and rolled back on the first that does not.
     const std::vector<Allocation>& tasks = running_.at(*it).tasks;
-    bool fits = true;
-    for (const Allocation& a : tasks) fits &= state_.Fits(a);
-    if (fits) {
-      for (const Allocation& a : tasks) (void)state_.Allocate(a);  // spared
-    } else {
-      victims.push_back(*it);
-    }
+    size_t back = 0;
+    while (back < tasks.size() && state_.Allocate(tasks[back]).ok()) ++back;
+    if (back == tasks.size()) continue;
+    for (size_t i = 0; i < back; ++i) (void)state_.Release(tasks[i]);
+    victims.push_back(*it);
   }
   std::sort(victims.begin(), victims.end());
   for (JobId id : victims) {
     Running run = StopRunning(id, /*release=*/false);  // released above
     Enqueue(run.job);
     preemptions.push_back({id, job.id,
-                           "preempted for job " + Id(job.id) + " of project '" + job.project +
+                           kPreemptedReasonPrefix + Id(job.id) + " of project '" + job.project +
                                "', which is within its quota: borrowed GPUs returned"});
   }
   return placed;
@@ -485,8 +509,8 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
   struct End {
     int64_t time;
     int64_t order;  // ties: running jobs by id, then shadow jobs in start order
+    int shadow;     // index into `shadow`, or -1 for a running job
     std::vector<Allocation> tasks;
-    bool shadow;
     bool operator>(const End& o) const { return std::tie(time, order) > std::tie(o.time, o.order); }
   };
   std::priority_queue<End, std::vector<End>, std::greater<>> ends;
@@ -496,49 +520,66 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
   int64_t order = 0;
   for (JobId id : ids) {
     const Running& run = running_.at(id);
-    ends.push({std::max(now.value(), run.estimated_end.value()), order++, run.tasks, false});
+    ends.push({std::max(now.value(), run.estimated_end.value()), order++, -1, run.tasks});
   }
-  std::vector<Allocation> released;  // real allocations to give back
-  std::vector<std::vector<Allocation>> placed;
+  std::vector<Allocation> released;             // real allocations to give back at the end
+  std::vector<std::vector<Allocation>> shadow;  // shadow starts
+  std::vector<bool> shadow_live;                // ... not yet ended in shadow time
+  std::set<int> never;                          // shapes that fit not even an idle cluster
   std::vector<std::optional<Seconds>> starts;
   int64_t t = now.value();
   for (size_t i = 0; i < jobs.size(); ++i) {
     const PendingJob& p = pending_.at(jobs[i]);
-    Shape& shape = shapes_[groups_[p.group].shape];
+    const int shape_id = groups_[p.group].shape;
+    Shape& shape = shapes_[shape_id];
     std::optional<Seconds> start;
-    while (true) {
+    const int64_t t0 = t;
+    const size_t released0 = released.size();
+    std::vector<End> popped;
+    while (!never.count(shape_id)) {
       if (auto gang = PlaceGang(shape, /*record=*/false)) {
         start = Seconds(t);
         if (i == 0 && first_nodes) {
           for (const Allocation& a : *gang) first_nodes->insert(a.node);
         }
-        ends.push({t + EstimateOf(p.job).value(), order++, *gang, true});
-        placed.push_back(std::move(*gang));
+        ends.push({t + EstimateOf(p.job).value(), order++, static_cast<int>(shadow.size()), *gang});
+        shadow.push_back(std::move(*gang));
+        shadow_live.push_back(true);
         break;
       }
-      if (ends.empty()) break;  // does not fit even with everything ended
+      if (ends.empty()) {
+        // It fits not even with everything ended: undo its wait, so the jobs after it are
+        // estimated as if it were not there.
+        never.insert(shape_id);
+        for (auto e = popped.rbegin(); e != popped.rend(); ++e) {
+          for (const Allocation& a : e->tasks) {
+            if (state_.node(a.node).present) (void)state_.Allocate(a);
+          }
+          if (e->shadow >= 0) shadow_live[e->shadow] = true;
+          ends.push(*e);
+        }
+        released.resize(released0);
+        t = t0;
+        break;
+      }
       End e = ends.top();
       ends.pop();
       t = std::max(t, e.time);
       for (const Allocation& a : e.tasks) {
         if (state_.node(a.node).present) (void)state_.Release(a);
       }
-      if (!e.shadow) {
+      if (e.shadow < 0) {
         released.insert(released.end(), e.tasks.begin(), e.tasks.end());
       } else {
-        // A shadow job that ended is already released: forget it.
-        for (auto it = placed.begin(); it != placed.end(); ++it) {
-          if (*it == e.tasks) {
-            placed.erase(it);
-            break;
-          }
-        }
+        shadow_live[e.shadow] = false;
       }
+      popped.push_back(std::move(e));
     }
     starts.push_back(start);
   }
-  for (const auto& gang : placed) {
-    for (const Allocation& a : gang) (void)state_.Release(a);
+  for (size_t k = 0; k < shadow.size(); ++k) {
+    if (!shadow_live[k]) continue;
+    for (const Allocation& a : shadow[k]) (void)state_.Release(a);
   }
   for (const Allocation& a : released) {
     if (state_.node(a.node).present) (void)state_.Allocate(a);
@@ -554,34 +595,54 @@ Decisions Scheduler::Schedule(Seconds now) {
   blocked_head_.reset();
   reservation_.reset();
   fair_share_.AdvanceTo(now);
+  pass_first_seq_ = start_seq_;  // jobs started from here on started in this pass
+  borrowed_.reset();
   const bool reclaim = config_.sharing.reclaim;
   const double total_weight = TotalWeight();
-  // Merge over the groups' queues in pass order. A shape that fails leaves the merge for the
-  // rest of the pass (the state only fills up within a pass), except for reclaim.
-  using Head = std::pair<PassKey, int>;
-  std::priority_queue<Head, std::vector<Head>, std::greater<>> heads;
+  // Groups in pass order. Within a project the order of group heads is static (their fair
+  // share factor is the project's); across projects it moves as jobs start (any start changes
+  // every project's share of the usage). So: one heap of groups per project under fair share
+  // (one heap in all under the other orders), and at each step the best project head.
+  // A shape that fails leaves the pass (the state only fills up within a pass), except for
+  // reclaim.
+  const bool by_project = config_.order == QueueOrder::kFairShare;
+  using Head = std::pair<OrderKey, int>;
+  using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
+  std::map<std::string, Heap> heads;
   for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
     const model::Job& head = pending_.at(JobId(std::get<2>(*group.queue.begin()))).job;
-    const bool retry = !failed || config_.blocking != Blocking::kSkip ||
-                       (reclaim && QuotaHasRoom(head)) || group.waits.has_value();
-    if (retry) heads.emplace(PassKeyOf(group.project, *group.queue.begin(), now, total_weight), g);
+    const bool retry =
+        !failed || config_.blocking != Blocking::kSkip ||
+        (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
+        group.waits.has_value();
+    if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
   }
   std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
-  while (!heads.empty()) {
-    auto [key, g] = heads.top();
-    heads.pop();
+  while (true) {
+    Heap* best = nullptr;
+    PassKey best_key;
+    for (auto& [bucket, heap] : heads) {
+      if (heap.empty()) continue;
+      const auto& [key, g] = heap.top();
+      PassKey k = PassKeyOf(groups_[g].project, key, now, total_weight);
+      if (!best || k < best_key) {
+        best = &heap;
+        best_key = k;
+      }
+    }
+    if (!best) break;
+    const int g = best->top().second;
+    best->pop();
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
-    // Fair-share scores only fall as jobs start: a stale key is re-queued at its current value.
-    PassKey current = PassKeyOf(group.project, *group.queue.begin(), now, total_weight);
-    if (current != key) {
-      heads.emplace(current, g);
-      continue;
-    }
+    auto push_back_group = [&] {
+      if (!group.queue.empty())
+        heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
+    };
     const JobId id(std::get<2>(*group.queue.begin()));
     const model::Job job = pending_.at(id).job;
     Shape& shape = shapes_[group.shape];
@@ -602,16 +663,21 @@ Decisions Scheduler::Schedule(Seconds now) {
       placed = PlaceGang(shape);
     }
     bool preempted = false;
-    if (!placed && reclaim && QuotaHasRoom(job)) {
+    if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(job)) {
       placed = Reclaim(shape, job, out.preemptions);
       preempted = placed.has_value();
+      if (!preempted && reclaim_final_) shape.reclaim_failed_at = ReclaimVersion();
     }
     OrderKey chosen = *group.queue.begin();
     if (placed && reservation_ && !preempted && DelaysReservation(*placed, now, EstimateOf(job))) {
       // Backfill: a later job of the group (same shape, so the same placement) that ends before
       // the reservation may go instead.
+      // At most kBackfillScan jobs of the group are looked at (a pass stays linear).
+      constexpr int kBackfillScan = 64;
       std::optional<OrderKey> shorter;
+      int scanned = 0;
       for (const OrderKey& key : group.queue) {
+        if (++scanned > kBackfillScan) break;
         if (!DelaysReservation(*placed, now,
                                EstimateOf(pending_.at(JobId(std::get<2>(key))).job))) {
           shorter = key;
@@ -634,10 +700,15 @@ Decisions Scheduler::Schedule(Seconds now) {
         blocked_head_ = id;
         break;
       }
-      if (config_.blocking == Blocking::kBackfill && !reservation_) {
+      if (config_.blocking == Blocking::kBackfill && !reservation_ &&
+          shape.never_fits_generation != generation_) {
         std::set<NodeIndex> nodes;
         auto start = ShadowStarts({id}, now, &nodes);
-        if (start[0]) reservation_ = Reservation{id, *start[0], std::move(nodes)};
+        if (start[0]) {
+          reservation_ = Reservation{id, *start[0], std::move(nodes)};
+        } else {
+          shape.never_fits_generation = generation_;  // not even on an idle cluster
+        }
       }
       continue;
     }
@@ -646,13 +717,13 @@ Decisions Scheduler::Schedule(Seconds now) {
     const ProjectPolicy& policy = PolicyOf(run.project);
     const std::string bucket = QuotaBucket(policy, run.resources.gpu_models);
     const bool borrowed = BucketUsage(run.project, bucket) + MilliOf(run) > QuotaOf(policy, bucket);
+    if (borrowed) ++borrowed_starts_;
     group.queue.erase(chosen);
     pending_.erase(started);
     --pending_count_;
     StartRunning(run, *placed, now);
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
-    if (!group.queue.empty())
-      heads.emplace(PassKeyOf(group.project, *group.queue.begin(), now, total_weight), g);
+    push_back_group();
   }
   ++state_version_;
   return out;

@@ -81,6 +81,9 @@ struct JobStart {
   bool borrowed = false;  // beyond its project's quota when it started: preemptible
 };
 
+// How every Preemption::reason starts ("preempted for job 12 of project ...").
+inline constexpr char kPreemptedReasonPrefix[] = "preempted for job ";
+
 // A running job stopped to give its GPUs back to a project under its quota. The scheduler has
 // already released its allocations and queued it again (same submit time).
 struct Preemption {
@@ -168,7 +171,10 @@ class Scheduler {
     TaskRequest request;
     int request_models = -1;         // ModelCount() when `request` was resolved
     int64_t failed_generation = -1;  // capacity generation of the last failure
-    int placed_at_failure = 0;       // gang tasks that fitted before one did not
+    // ReclaimVersion() when a reclaim for this shape last could not make room.
+    std::pair<int64_t, int64_t> reclaim_failed_at{-1, -1};
+    int64_t never_fits_generation = -1;  // ... when it did not fit even an idle cluster
+    int placed_at_failure = 0;           // gang tasks that fitted before one did not
     // The reason explained at `reason_version` of the cluster state (recomputed lazily).
     mutable PendingReason reason;
     mutable int64_t reason_version = -1;
@@ -260,6 +266,12 @@ class Scheduler {
   int64_t state_version_ = 0;
   std::optional<JobId> blocked_head_;
   std::optional<Reservation> reservation_;  // of the last pass (kBackfill)
+  int64_t pass_first_seq_ = 0;              // start_seq_ when the current pass began
+  int64_t borrowed_starts_ = 0;             // jobs started beyond their quota, ever
+  bool reclaim_final_ = true;  // the last Reclaim considered every candidate it may ever have
+  // What a failed reclaim depends on: freed capacity and new borrowed work.
+  std::pair<int64_t, int64_t> ReclaimVersion() const { return {generation_, borrowed_starts_}; }
+  std::optional<std::vector<JobId>> borrowed_;  // BorrowedJobs() of this pass, computed once
 };
 
 }  // namespace corral::sched

@@ -8,16 +8,20 @@ namespace corral::sched {
 Status Validate(const SharingConfig& config) {
   for (const auto& [name, p] : config.projects) {
     const std::string where = "project '" + name + "': field '";
-    if (!(p.weight > 0) || !std::isfinite(p.weight)) {
-      return InvalidArgument(where + "weight': must be > 0");
+    if (!(p.weight >= kMinWeight && p.weight <= kMaxWeight)) {
+      return InvalidArgument(where + "weight': must be from 0.001 to 1000000");
     }
-    if (p.quota_milli < 0) return InvalidArgument(where + "quota': must be >= 0");
+    if (p.quota_milli < 0 || p.quota_milli > kMaxGpuMilli) {
+      return InvalidArgument(where + "quota': must be from 0 to 1000000 GPUs");
+    }
     for (const auto& [model, q] : p.model_quota_milli) {
       if (model.empty()) return InvalidArgument(where + "model_quota': a model name is empty");
-      if (q < 0) return InvalidArgument(where + "model_quota." + model + "': must be >= 0");
+      if (q < 0 || q > kMaxGpuMilli) {
+        return InvalidArgument(where + "model_quota." + model + "': must be from 0 to 1000000");
+      }
     }
-    if (p.limit_milli && *p.limit_milli < 0) {
-      return InvalidArgument(where + "limit': must be >= 0");
+    if (p.limit_milli && (*p.limit_milli < 0 || *p.limit_milli > kMaxGpuMilli)) {
+      return InvalidArgument(where + "limit': must be from 0 to 1000000 GPUs");
     }
   }
   const FairShareConfig& f = config.fair_share;
@@ -93,6 +97,7 @@ double FairShareLedger::Factor(const std::string& project, double weight,
   if (total_effective_ <= 0 || total_weight <= 0 || weight <= 0) return 1.0;
   const double usage = EffectiveUsage(project) / total_effective_;
   const double shares = weight / total_weight;
+  if (!(usage > 0) || !(shares > 0)) return 1.0;  // also keeps NaN out of the queue order
   return std::exp2(-usage / shares);
 }
 

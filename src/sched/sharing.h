@@ -27,6 +27,10 @@
 
 namespace corral::sched {
 
+// Bounds that keep the arithmetic finite (Validate enforces them).
+inline constexpr double kMinWeight = 1e-3, kMaxWeight = 1e6;
+inline constexpr int64_t kMaxGpuMilli = 1'000'000'000;  // one million GPUs
+
 struct ProjectPolicy {
   double weight = 1.0;      // fair-share weight, > 0
   int64_t quota_milli = 0;  // guaranteed GPUs of any model, in milli-GPU

@@ -209,6 +209,21 @@ TEST(SchedulerSharing, BorrowedGpusAreReclaimedForTheQuotaOwner) {
   EXPECT_TRUE(d.preemptions.empty());
 }
 
+TEST(SchedulerSharing, AJobStartedInThisPassIsNotPreemptedInIt) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["owner"].quota_milli = 4000;
+  auto s = Make({4}, config);
+  ASSERT_TRUE(s->Submit(Job(1, "borrower", 4, 0)).ok());  // ahead in FIFO order
+  ASSERT_TRUE(s->Submit(Job(2, "owner", 2, 1)).ok());
+  Decisions d = s->Schedule(Seconds(2));
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(d.preemptions.empty());
+  d = s->Schedule(Seconds(3));  // now it is running borrowed capacity: reclaimed
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{2}));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+}
+
 TEST(SchedulerSharing, NoReclaimWhenTurnedOff) {
   SchedulerConfig config = Config(QueueOrder::kFifo);
   config.sharing.projects["owner"].quota_milli = 4000;
@@ -330,18 +345,19 @@ TEST(SchedulerQueue, EstimatedStartsFollowTheRunningJobsEnds) {
   ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0, 100)).ok());
   ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
   ASSERT_TRUE(s->Submit(Job(2, "p", 4, 1, 50)).ok());
-  ASSERT_TRUE(s->Submit(Job(3, "p", 2, 2, 10)).ok());
-  ASSERT_TRUE(s->Submit(Job(4, "p", 16, 3, 10)).ok());  // never fits
+  ASSERT_TRUE(s->Submit(Job(4, "p", 16, 2, 10)).ok());  // never fits; must not delay the rest
+  ASSERT_TRUE(s->Submit(Job(3, "p", 2, 3, 10)).ok());
   s->Schedule(Seconds(5));
   const double free_before = static_cast<double>(s->state().FreeGpuMilli());
   auto queue = s->Queue(Seconds(5), 10);
   ASSERT_EQ(queue.size(), 3u);
   EXPECT_EQ(queue[0].job, JobId(2));
   EXPECT_EQ(queue[0].estimated_start, Seconds(100));
-  EXPECT_EQ(queue[1].job, JobId(3));
-  EXPECT_EQ(queue[1].estimated_start, Seconds(150));
-  EXPECT_FALSE(queue[2].estimated_start.has_value());
-  EXPECT_EQ(queue[2].reason.code, kReasonNeverFits);
+  EXPECT_EQ(queue[1].job, JobId(4));
+  EXPECT_FALSE(queue[1].estimated_start.has_value());
+  EXPECT_EQ(queue[1].reason.code, kReasonNeverFits);
+  EXPECT_EQ(queue[2].job, JobId(3));
+  EXPECT_EQ(queue[2].estimated_start, Seconds(150));
   EXPECT_EQ(static_cast<double>(s->state().FreeGpuMilli()), free_before);  // changed nothing
   EXPECT_EQ(s->Queue(Seconds(5), 1).size(), 1u);
 }

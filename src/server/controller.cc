@@ -223,9 +223,14 @@ void Controller::ReloadPolicyIfChangedLocked() {
     policy_error_ = config_.policy_file + ": " + policy.status().message();
     return;
   }
+  const SchedulingPolicy previous = policy_;
   policy_ = *policy;
+  if (Status s = scheduler_->Reconfigure(SchedulerConfigLocked()); !s.ok()) {
+    policy_ = previous;
+    policy_error_ = config_.policy_file + ": " + s.message();
+    return;
+  }
   policy_error_.clear();
-  (void)scheduler_->Reconfigure(SchedulerConfigLocked());
   wake_ = true;
 }
 
@@ -269,6 +274,14 @@ Status Controller::Recover() {
     if (record.cancel_reason) {
       job.cancel_requested = true;
       job.failure = *record.cancel_reason;
+    }
+    if (record.restarts > 0) {
+      // Preemptions do not use up max_restarts: count them back from the job's history.
+      auto events = store_.JobEvents(record.id);
+      if (!events.ok()) return events.status();
+      for (const auto& e : *events) {
+        job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
+      }
     }
     const model::Job model_job = ToModelJob(*spec, record.id, record.user, record.submit_time);
     if (record.state == "pending") {
@@ -482,7 +495,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   }
   if (auto reason = scheduler_->PendingReasonOf(id)) {
     out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
-    auto starts = EstimatedStartsLocked(kEstimateHorizon);
+    const auto& starts = EstimatedStartsLocked();
     if (auto eta = starts.find(id); eta != starts.end() && eta->second) {
       out["estimated_start"] = eta->second->value();
     }
@@ -515,13 +528,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
     page.next_before = jobs->back().id;
   }
   std::lock_guard lock(mu_);
-  std::map<JobId, std::optional<Seconds>> starts;
-  for (const auto& j : *jobs) {
-    if (j.state == "pending") {
-      starts = EstimatedStartsLocked(kEstimateHorizon);
-      break;
-    }
-  }
+  const auto& starts = EstimatedStartsLocked();
   for (const auto& j : *jobs) {
     nlohmann::json row = {{"id", j.id.value()},
                           {"name", j.name},
@@ -542,12 +549,16 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
   return page;
 }
 
-std::map<JobId, std::optional<Seconds>> Controller::EstimatedStartsLocked(int limit) {
-  std::map<JobId, std::optional<Seconds>> out;
-  for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
-    out[e.job] = e.estimated_start;
+const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked() {
+  // Computed at most once per scheduling pass: a shadow run is not free, and readers poll.
+  if (estimates_pass_ != passes_) {
+    estimates_.clear();
+    for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), kEstimateHorizon)) {
+      estimates_[e.job] = e.estimated_start;
+    }
+    estimates_pass_ = passes_;
   }
-  return out;
+  return estimates_;
 }
 
 Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
@@ -656,6 +667,7 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
 
 void Controller::ScheduleLocked() {
   const Seconds now = clock_.Now();
+  ++passes_;
   sched::Decisions decisions = scheduler_->Schedule(now);
   for (const sched::Preemption& p : decisions.preemptions) PreemptLocked(p);
   for (const sched::JobStart& start : decisions.starts) {
@@ -701,9 +713,7 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   if (victim_it == jobs_.end()) return;
   LiveJob& victim = victim_it->second;
   const Seconds now = clock_.Now();
-  // The scheduler queued it again already; the store follows. (On a store error the job is
-  // pending here and running there: its next assignment is refused and retried.)
-  (void)store_.TransitionJob(victim.record.id, victim.record.state, "pending", p.reason, now);
+  // Its tasks that may run hold the GPUs the reclaiming job got: it waits for them.
   for (const auto& t : victim.tasks) {
     if (IsTerminalTask(t.state)) continue;
     if (t.state == "assigned" && !victim.launched.count(t.allocation_id)) continue;
@@ -711,6 +721,21 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
       for_it->second.waits_for.insert({t.node, t.allocation_id});
       waiting_on_node_[t.node].insert(p.for_job);
     }
+  }
+  if (victim.Stopping()) {
+    // Already being cancelled or failed: that stop goes on (its tasks get kills, its end or
+    // requeue follows their reports); the scheduler must not queue it a second time.
+    (void)scheduler_->Cancel(victim.record.id);
+    return;
+  }
+  // The scheduler queued it again already; the store follows. (On a store error the job is
+  // pending here and running there: its next assignment is refused and retried.)
+  (void)store_.TransitionJob(victim.record.id, victim.record.state, "pending", p.reason, now);
+  for (auto& t : victim.tasks) {
+    if (IsTerminalTask(t.state)) continue;
+    t.state = "killed";  // being killed: its node's next heartbeat gets the kill
+    t.end_time = now;
+    (void)store_.UpdateTask(t);
   }
   NotifyNodesLocked(victim);  // their next heartbeats report the tasks, now stale: killed
   ForgetAllocationsLocked(victim);

@@ -175,8 +175,8 @@ class Controller {
   void PreemptLocked(const sched::Preemption& preemption);
   // Drops the waits on `node`'s preempted tasks that are no longer running.
   void ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running);
-  // Estimated starts of up to `limit` queued jobs, by job.
-  std::map<JobId, std::optional<Seconds>> EstimatedStartsLocked(int limit);
+  // Estimated starts of the first queued jobs (kEstimateHorizon), by job; cached per pass.
+  const std::map<JobId, std::optional<Seconds>>& EstimatedStartsLocked();
   void LoopMain();
   void Wake();
 
@@ -245,6 +245,9 @@ class Controller {
   // Run times learned from finished jobs (at start: from the store's recent history); the
   // scheduler's estimates (QSSF, reservations, estimated starts) come from it.
   predict::RuntimePredictor predictor_;
+  int64_t passes_ = 0;  // scheduling passes so far
+  int64_t estimates_pass_ = -1;
+  std::map<JobId, std::optional<Seconds>> estimates_;
   int waiting_heartbeats_ = 0;
   bool wake_ = false;
   bool stopping_ = false;

@@ -457,6 +457,13 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
             StatusCode::kInvalidArgument);
   EXPECT_EQ(controller_->SetProjectSharing("nope", {{"gpus", 1}}).status().code(),
             StatusCode::kNotFound);
+  for (const json& bad : {json{{"weight", 1e-9}}, json{{"gpus", 1e300}}, json{{"limit_gpus", -2}},
+                          json{{"quota", 4}}, json{{"model_gpus", {{"A100", "x"}}}}}) {
+    auto refused = controller_->SetProjectSharing("owner", bad);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+    EXPECT_THAT(refused.status().message(), HasSubstr("field '")) << bad.dump();
+  }
+  EXPECT_EQ((*store_->ListProjects())[1].sharing_json.find("1e-09"), std::string::npos);
   ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
   std::vector<JobId> borrowed;
   for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Spec(1)));  // project "default"

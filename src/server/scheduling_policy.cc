@@ -35,7 +35,10 @@ Result<double> Number(const json& j, const std::string& name, double fallback, d
   return v.get<double>();
 }
 
-int64_t GpusToMilli(double gpus) { return static_cast<int64_t>(std::llround(gpus * 1000)); }
+// Milli-GPUs, saturated far beyond any valid value (Validate then names the field).
+int64_t GpusToMilli(double gpus) {
+  return static_cast<int64_t>(std::llround(std::min(gpus, 1e12) * 1000));
+}
 
 }  // namespace
 
@@ -94,7 +97,6 @@ Result<sched::ProjectPolicy> ParseProjectSharing(const json& j) {
   sched::ProjectPolicy p;
   auto weight = Number(j, "weight", 1.0, 0, false);
   if (!weight.ok()) return weight.status();
-  if (!(*weight > 0)) return InvalidArgument("field 'weight': must be > 0");
   p.weight = *weight;
   auto gpus = Number(j, "gpus", 0, 0, false);
   if (!gpus.ok()) return gpus.status();
@@ -114,6 +116,15 @@ Result<sched::ProjectPolicy> ParseProjectSharing(const json& j) {
       }
       p.model_quota_milli[model] = GpusToMilli(n.get<double>());
     }
+  }
+  // The scheduler's own bounds (weights, sizes), with the field named.
+  sched::SharingConfig trial;
+  trial.projects["project"] = p;
+  Status valid = sched::Validate(trial);
+  if (!valid.ok()) {
+    const std::string message = valid.message();
+    const size_t field = message.find("field '");
+    return InvalidArgument(field == std::string::npos ? message : message.substr(field));
   }
   return p;
 }
