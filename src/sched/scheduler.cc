@@ -21,8 +21,9 @@ Result<QueueOrder> ParseQueueOrder(std::string_view name) {
   if (name == "fairshare") return QueueOrder::kFairShare;
   if (name == "sjf") return QueueOrder::kSjf;
   if (name == "qssf") return QueueOrder::kQssf;
+  if (name == "las") return QueueOrder::kLas;
   return InvalidArgument("unknown queue order '" + std::string(name) +
-                         "' (known: fifo, priority, fairshare, sjf, qssf)");
+                         "' (known: fifo, priority, fairshare, sjf, qssf, las)");
 }
 
 std::string_view QueueOrderName(QueueOrder order) {
@@ -37,6 +38,8 @@ std::string_view QueueOrderName(QueueOrder order) {
       return "sjf";
     case QueueOrder::kQssf:
       return "qssf";
+    case QueueOrder::kLas:
+      return "las";
   }
   return "fifo";
 }
@@ -55,9 +58,24 @@ Seconds DefaultEstimate(const model::Job& job) {
   return kDefaultEstimate;
 }
 
+namespace {
+
+Status ValidateConfig(const SchedulerConfig& config) {
+  CORRAL_RETURN_IF_ERROR(Validate(config.sharing));
+  const auto& t = config.las_thresholds_gpu_s;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] <= 0 || (i > 0 && t[i] <= t[i - 1])) {
+      return InvalidArgument("field 'las_thresholds_gpu_s': must be positive and ascending");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& config,
                                                      const PolicyContext& context) {
-  CORRAL_RETURN_IF_ERROR(Validate(config.sharing));
+  CORRAL_RETURN_IF_ERROR(ValidateConfig(config));
   auto policy = CreatePolicy(config.policy, context);
   if (!policy.ok()) return policy.status();
   return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(policy).value()));
@@ -72,7 +90,7 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
       fair_share_(config.sharing.fair_share) {}
 
 Status Scheduler::Reconfigure(const SchedulerConfig& config) {
-  CORRAL_RETURN_IF_ERROR(Validate(config.sharing));
+  CORRAL_RETURN_IF_ERROR(ValidateConfig(config));
   if (config.policy != config_.policy) {
     return InvalidArgument("placement policy '" + config.policy + "' differs from '" +
                            config_.policy + "': it is fixed for the scheduler's life");
@@ -186,6 +204,12 @@ Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
     case QueueOrder::kSjf:
       primary = job.expected_duration ? job.expected_duration->value() : kDefaultEstimate.value();
       break;
+    case QueueOrder::kLas: {
+      // The job's queue by the GPU service it attained in earlier runs; FIFO within a queue.
+      auto it = attained_.find(job.id);
+      primary = LasQueueOf(it == attained_.end() ? 0 : it->second);
+      break;
+    }
     case QueueOrder::kQssf: {
       // GPU-seconds; a CPU-only job counts as one GPU's worth of time (it still holds a slot).
       const int64_t gpus = std::max<int64_t>(1, (MilliOf(job) + 999) / 1000);
@@ -314,6 +338,7 @@ Status Scheduler::Cancel(JobId job) {
     groups_[it->second.group].queue.erase(it->second.key);
     pending_.erase(it);
     --pending_count_;
+    attained_.erase(job);
     return Status::Ok();
   }
   return Finish(job);
@@ -322,6 +347,7 @@ Status Scheduler::Cancel(JobId job) {
 Status Scheduler::Finish(JobId job) {
   if (!running_.count(job)) return NotFound("job " + Id(job) + " is not running");
   StopRunning(job);
+  attained_.erase(job);
   return Status::Ok();
 }
 
@@ -414,6 +440,7 @@ std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape, bool r
 }
 
 std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const model::Job& job,
+                                                          Seconds now,
                                                           std::vector<Preemption>& preemptions) {
   const TaskRequest& request = RequestOf(shape);
   // Candidates: borrowed jobs of other projects holding GPUs the job could use, cheapest loss
@@ -464,6 +491,17 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
     return std::make_tuple(ra.job.priority, -over_quota(ra), -ra.start_seq) <
            std::make_tuple(rb.job.priority, -over_quota(rb), -rb.start_seq);
   });
+  return PreemptFor(
+      shape, job, candidates,
+      "of project '" + job.project + "', which is within its quota: borrowed GPUs returned", now,
+      preemptions);
+}
+
+std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const model::Job& job,
+                                                             const std::vector<JobId>& candidates,
+                                                             const std::string& why, Seconds now,
+                                                             std::vector<Preemption>& preemptions) {
+  const TaskRequest& request = RequestOf(shape);
   // Release candidates one by one until the job fits; then give back those it did not need.
   std::vector<JobId> released;
   std::optional<std::vector<Allocation>> placed;
@@ -494,12 +532,42 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
   std::sort(victims.begin(), victims.end());
   for (JobId id : victims) {
     Running run = StopRunning(id, /*release=*/false);  // released above
+    attained_[id] += AttainedIn(run, now);
     Enqueue(run.job);
-    preemptions.push_back({id, job.id,
-                           kPreemptedReasonPrefix + Id(job.id) + " of project '" + job.project +
-                               "', which is within its quota: borrowed GPUs returned"});
+    preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why});
   }
   return placed;
+}
+
+int64_t Scheduler::AttainedIn(const Running& run, Seconds now) const {
+  const int64_t gpus = std::max<int64_t>(1, (MilliOf(run.job) + 999) / 1000);
+  return std::max<int64_t>(0, now.value() - run.start.value()) * gpus;
+}
+
+int Scheduler::LasQueueOf(int64_t attained) const {
+  const auto& t = config_.las_thresholds_gpu_s;
+  return static_cast<int>(std::upper_bound(t.begin(), t.end(), attained) - t.begin());
+}
+
+std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) const {
+  // Running jobs in a lower-priority queue (more attained GPU service) than the waiting job,
+  // started before this pass: the most served first, then the most recently started.
+  auto attained = [&](JobId id) {
+    auto it = attained_.find(id);
+    return it == attained_.end() ? 0 : it->second;
+  };
+  const int mine = LasQueueOf(attained(job.id));
+  std::vector<std::pair<std::tuple<int64_t, int64_t>, JobId>> ranked;
+  for (const auto& [id, run] : running_) {
+    if (run.start_seq >= pass_first_seq_) continue;
+    const int64_t served = attained(id) + AttainedIn(run, now);
+    if (LasQueueOf(served) <= mine) continue;
+    ranked.push_back({{-served, -run.start_seq}, id});
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<JobId> out;
+  for (const auto& [key, id] : ranked) out.push_back(id);
+  return out;
 }
 
 std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<JobId>& jobs,
@@ -615,13 +683,16 @@ Decisions Scheduler::Schedule(Seconds now) {
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
     const model::Job& head = pending_.at(JobId(std::get<2>(*group.queue.begin()))).job;
+    // Preemptive orders may make room without capacity being freed: 2D-LAS as service accrues,
+    // reclaim as borrowed work appears.
     const bool retry =
-        !failed || config_.blocking != Blocking::kSkip ||
+        !failed || config_.blocking != Blocking::kSkip || config_.order == QueueOrder::kLas ||
         (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
         group.waits.has_value();
     if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
   }
   std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
+  std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
   while (true) {
     Heap* best = nullptr;
     PassKey best_key;
@@ -664,9 +735,20 @@ Decisions Scheduler::Schedule(Seconds now) {
     }
     bool preempted = false;
     if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(job)) {
-      placed = Reclaim(shape, job, out.preemptions);
+      placed = Reclaim(shape, job, now, out.preemptions);
       preempted = placed.has_value();
       if (!preempted && reclaim_final_) shape.reclaim_failed_at = ReclaimVersion();
+    }
+    if (!placed && config_.order == QueueOrder::kLas && !las_tried.count(group.shape)) {
+      // 2D-LAS is preemptive: a job in a higher-priority queue takes GPUs from jobs that have
+      // had more service (once per shape and pass: the candidates change with time only).
+      las_tried.insert(group.shape);
+      std::vector<JobId> candidates = LasCandidates(job, now);
+      if (!candidates.empty()) {
+        placed = PreemptFor(shape, job, candidates, "(least attained service first: 2D-LAS)", now,
+                            out.preemptions);
+        preempted = placed.has_value();
+      }
     }
     OrderKey chosen = *group.queue.begin();
     if (placed && reservation_ && !preempted && DelaysReservation(*placed, now, EstimateOf(job))) {

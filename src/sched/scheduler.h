@@ -7,7 +7,11 @@
 // Order (QueueOrder): FIFO; priority (FIFO within a priority); fair share (priority classes
 // first, then the score fair_share_weight × F(project) + age_weight × waited / age_unit, see
 // sched/sharing.h); SJF (shortest expected_duration first: an oracle in traces); QSSF (smallest
-// estimated service first: estimated duration × GPUs, estimates from config.estimate).
+// estimated service first: estimated duration × GPUs, estimates from config.estimate); 2D-LAS
+// (Tiresias: jobs in queues by the GPU-seconds they attained in earlier runs, least first, FIFO
+// within a queue, discretised by las_thresholds_gpu_s; preemptive: a waiting job preempts
+// running jobs whose attained service, counting their current run, puts them in a later
+// queue; the victims keep their attained service and are queued again).
 //
 // Passing (Blocking): with kSkip a job that does not fit is skipped and later jobs may start;
 // with kStrict the first job that does not fit stops the pass; with kBackfill (EASY backfill) the
@@ -51,10 +55,10 @@
 
 namespace corral::sched {
 
-enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf };
+enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf, kLas };
 enum class Blocking { kSkip, kStrict, kBackfill };
 
-// "fifo" | "priority" | "fairshare" | "sjf" | "qssf"
+// "fifo" | "priority" | "fairshare" | "sjf" | "qssf" | "las"
 Result<QueueOrder> ParseQueueOrder(std::string_view name);
 std::string_view QueueOrderName(QueueOrder order);
 // "skip" | "strict" | "backfill"
@@ -72,6 +76,9 @@ struct SchedulerConfig {
   uint64_t seed = 0;
   SharingConfig sharing;
   DurationEstimator estimate;  // empty: DefaultEstimate; capped by the job's time limit
+  // 2D-LAS (kLas): ascending attained-service thresholds in GPU-seconds; k thresholds make k+1
+  // queues, queue 0 (least service) first.
+  std::vector<int64_t> las_thresholds_gpu_s = {3600};
 };
 
 // A job the scheduler decided to start: one allocation per task, in task-index order.
@@ -229,8 +236,19 @@ class Scheduler {
   bool QuotaHasRoom(const model::Job& job) const;
   // Frees GPUs for `job` by preempting borrowed jobs of other projects and places it; the
   // victims are queued again. Nothing changes when it cannot.
-  std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job,
+  std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job, Seconds now,
                                                  std::vector<Preemption>& preemptions);
+  // Releases `candidates` in order until `job` fits, places it, gives back the candidates it did
+  // not need, and stops and queues again the rest (victims, reported with `why`). Nothing
+  // changes when it cannot fit even with all released.
+  std::optional<std::vector<Allocation>> PreemptFor(Shape& shape, const model::Job& job,
+                                                    const std::vector<JobId>& candidates,
+                                                    const std::string& why, Seconds now,
+                                                    std::vector<Preemption>& preemptions);
+  // GPU-seconds `run` attained in its current run until `now`.
+  int64_t AttainedIn(const Running& run, Seconds now) const;
+  int LasQueueOf(int64_t attained_gpu_s) const;
+  std::vector<JobId> LasCandidates(const model::Job& job, Seconds now) const;
   // Shadow time: the earliest times `jobs` (in order) could start, each after the ones before
   // it, if running jobs ended at their estimates; the first job's nodes in `first_nodes`.
   // Leaves the state as it found it.
@@ -256,6 +274,7 @@ class Scheduler {
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
   std::unordered_map<std::string, int64_t> project_usage_;  // running milli-GPU per project
+  std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
   std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
   size_t pending_count_ = 0;
   int64_t start_seq_ = 0;

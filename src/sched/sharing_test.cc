@@ -340,6 +340,34 @@ TEST(SchedulerReconfigure, NewRulesApplyToWaitingAndRunningJobs) {
   EXPECT_EQ(s->Reconfigure(other).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(SchedulerLas, LeastAttainedServiceFirstAndPreemptive) {
+  SchedulerConfig config = Config(QueueOrder::kLas);
+  config.las_thresholds_gpu_s = {100};
+  auto s = Make({4}, config);
+  ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0)).ok());
+  ASSERT_EQ(Ids(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  // At t=10 job 1 has 40 GPU-s: still in queue 0 with the newcomer, which waits its turn.
+  ASSERT_TRUE(s->Submit(Job(2, "p", 2, 10)).ok());
+  Decisions d = s->Schedule(Seconds(10));
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_TRUE(d.preemptions.empty());
+  // At t=50 it has 200 GPU-s, past the threshold: the newcomer (0 GPU-s) preempts it.
+  d = s->Schedule(Seconds(50));
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{2}));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+  EXPECT_THAT(d.preemptions[0].reason, HasSubstr("2D-LAS"));
+  // A fresh job goes before the preempted one (queue 0 before queue 1), whatever its age.
+  ASSERT_TRUE(s->Submit(Job(3, "p", 2, 60)).ok());
+  ASSERT_TRUE(s->Finish(JobId(2)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(70)).starts), (std::vector<int64_t>{3}));
+  ASSERT_TRUE(s->Finish(JobId(3)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(80)).starts), (std::vector<int64_t>{1}));
+  SchedulerConfig bad = config;
+  bad.las_thresholds_gpu_s = {100, 50};
+  EXPECT_EQ(s->Reconfigure(bad).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SchedulerQueue, EstimatedStartsFollowTheRunningJobsEnds) {
   auto s = Make({4}, Config(QueueOrder::kFifo));
   ASSERT_TRUE(s->Submit(Job(1, "p", 4, 0, 100)).ok());

@@ -179,6 +179,7 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   config.sharing.fair_share = policy_.fair_share;
   config.sharing.reclaim = policy_.reclaim;
   config.sharing.projects = sharing_;
+  config.las_thresholds_gpu_s = policy_.las_thresholds_gpu_s;
   config.estimate = [this](const model::Job& job) {
     return predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate;
   };

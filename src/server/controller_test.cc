@@ -517,14 +517,18 @@ TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
   json view = controller_->PolicyView();
   EXPECT_EQ(view["policy"]["order"], "fifo");
   EXPECT_THAT(view["file_error"].get<std::string>(), HasSubstr("field 'order'"));
-  WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 3);
+  WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
+  controller_->Tick();
+  EXPECT_THAT(controller_->PolicyView()["file_error"].get<std::string>(),
+              HasSubstr("las_thresholds_gpu_s"));
+  WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
   controller_->Tick();
   view = controller_->PolicyView();
   EXPECT_EQ(view["policy"]["order"], "sjf");
   EXPECT_EQ(view["policy"]["fair_share"]["half_life_s"], 3600);
   EXPECT_TRUE(view["file_error"].is_null());
   // A bad file at start is an error naming it.
-  WritePolicy("reclaim: maybe\n", 4);
+  WritePolicy("reclaim: maybe\n", 5);
   controller_.reset();
   ControllerConfig config;
   config.policy_file = policy_file_;

@@ -43,7 +43,8 @@ int64_t GpusToMilli(double gpus) {
 }  // namespace
 
 Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j) {
-  CORRAL_RETURN_IF_ERROR(CheckKeys(j, "policy", {"order", "blocking", "reclaim", "fair_share"}));
+  CORRAL_RETURN_IF_ERROR(CheckKeys(
+      j, "policy", {"order", "blocking", "reclaim", "fair_share", "las_thresholds_gpu_s"}));
   SchedulingPolicy p;
   if (j.contains("order")) {
     if (!j["order"].is_string()) return InvalidArgument("field 'order': must be a string");
@@ -60,6 +61,21 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j) {
   if (j.contains("reclaim")) {
     if (!j["reclaim"].is_boolean()) return InvalidArgument("field 'reclaim': must be a boolean");
     p.reclaim = j["reclaim"].get<bool>();
+  }
+  if (j.contains("las_thresholds_gpu_s")) {
+    const json& t = j["las_thresholds_gpu_s"];
+    if (!t.is_array() || t.empty()) {
+      return InvalidArgument("field 'las_thresholds_gpu_s': must be a list of GPU-seconds");
+    }
+    p.las_thresholds_gpu_s.clear();
+    for (const json& v : t) {
+      if (!v.is_number_integer() || v.get<int64_t>() <= 0 ||
+          (!p.las_thresholds_gpu_s.empty() && v.get<int64_t>() <= p.las_thresholds_gpu_s.back())) {
+        return InvalidArgument(
+            "field 'las_thresholds_gpu_s': must be positive integers in ascending order");
+      }
+      p.las_thresholds_gpu_s.push_back(v.get<int64_t>());
+    }
   }
   if (j.contains("fair_share")) {
     const json& f = j["fair_share"];
@@ -85,6 +101,7 @@ json SchedulingPolicyJson(const SchedulingPolicy& p) {
   return {{"order", std::string(sched::QueueOrderName(p.order))},
           {"blocking", kBlocking[static_cast<int>(p.blocking)]},
           {"reclaim", p.reclaim},
+          {"las_thresholds_gpu_s", p.las_thresholds_gpu_s},
           {"fair_share",
            {{"half_life_s", p.fair_share.half_life.value()},
             {"fair_share_weight", p.fair_share.fair_share_weight},

@@ -6,6 +6,7 @@
 //   order: fairshare                      weight: 2          # fair-share weight, > 0
 //   blocking: backfill                    gpus: 8            # guaranteed GPUs, any model
 //   reclaim: true                         model_gpus: {A100-80GB: 4}
+//   las_thresholds_gpu_s: [3600, 36000]
 //   fair_share:                           limit_gpus: 16     # hard cap; absent = none
 //     half_life_s: 604800
 //     fair_share_weight: 1000
@@ -25,6 +26,7 @@ struct SchedulingPolicy {
   sched::Blocking blocking = sched::Blocking::kBackfill;
   sched::FairShareConfig fair_share;
   bool reclaim = true;
+  std::vector<int64_t> las_thresholds_gpu_s = {3600};  // order: las (2D-LAS queues)
 };
 
 // Unknown keys are errors (a typo must not silently fall back to a default).
