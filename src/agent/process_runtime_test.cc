@@ -567,6 +567,13 @@ TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsOwnPrivateScratchDir) {
   ASSERT_EQ(stat(scratch.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
   EXPECT_EQ(st.st_uid, geteuid());
+  // Forgetting the task removes its scratch directory, not what a link in it points to.
+  const std::string outside = work_dir_ + "/kept";
+  ASSERT_EQ(mkdir(outside.c_str(), 0700), 0);
+  ASSERT_EQ(symlink(outside.c_str(), (scratch + "/link").c_str()), 0);
+  ASSERT_TRUE(runtime->Forget(l.key).ok());
+  EXPECT_NE(stat(scratch.c_str(), &st), 0);
+  EXPECT_EQ(stat(outside.c_str(), &st), 0);
 }
 
 TEST_F(ProcessRuntimeTest, UnknownTaskUserIsAnError) {
