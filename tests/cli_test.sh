@@ -75,6 +75,50 @@ r=json.load(sys.stdin)["results"][0]
 assert r["completed"]==3 and r["makespan_s"]==110, r
 assert abs(r["queue_s"]["mean"]-40/3)<1e-3 and r["jct_s"]["mean"]==80, r' <<<"$out"; then ok; else fail "replay JSON: $out"; fi
 
+# Replay with sharing: project b (quota 4 GPUs) takes node a back from project a's borrowed job,
+# which restarts from scratch at 60 (or resumes with --resume).
+cat >"$work/two.jsonl" <<'JSON'
+{"id":1,"project":"a","submit_time":0,"duration":100,"resources":{"gpus":4}}
+{"id":2,"project":"b","submit_time":10,"duration":50,"resources":{"gpus":4}}
+JSON
+printf 'projects:\n  b: {gpus: 4}\n' >"$work/sharing.yaml"
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/sharing.yaml" \
+  --order fairshare --blocking backfill --estimate predicted -o json)
+if python3 -c 'import json,sys
+d=json.load(sys.stdin); r=d["results"][0]
+assert d["config"]["order"]=="fairshare" and d["config"]["blocking"]=="backfill", d["config"]
+assert d["config"]["estimate"]=="predicted" and d["config"]["resume"] is False, d["config"]
+assert r["preemptions"]==1 and r["lost_gpu_s"]==40 and r["makespan_s"]==160, r
+assert [p["project"] for p in r["projects"]]==["a","b"] and r["projects"][1]["entitlement_90_s"]==0, r' <<<"$out"
+then ok; else fail "replay --sharing JSON: $out"; fi
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/sharing.yaml" \
+  --resume -o json)
+python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert r["makespan_s"]==150 and r["lost_gpu_s"]==0, r' \
+  <<<"$out" && ok || fail "replay --resume: $out"
+"$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/sharing.yaml" \
+  --out "$work/shared" >/dev/null
+[ -f "$work/shared/replay_fgd_projects.csv" ] && [ -f "$work/shared/replay_fgd_projects.svg" ] &&
+  head -1 "$work/shared/replay_fgd_projects.csv" | grep -q '^time_s,project,gpu_alloc_pct,entitled_pct$' &&
+  ok || fail "replay --out did not write the per-project timeline"
+printf 'projects:\n  b: {gpus: 4, wieght: 2}\n' >"$work/typo.yaml"
+expect_exit 2 "typo.yaml: field 'projects.b.wieght': unknown" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/typo.yaml"
+printf 'fair_share: {half_life_s: 0}\n' >"$work/zero.yaml"
+expect_exit 2 "field 'fair_share.half_life_s'" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/zero.yaml"
+expect_exit 2 "cannot read .*missing.yaml" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/missing.yaml"
+expect_exit 2 "--blocking: unknown blocking mode 'eager'" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --blocking eager
+expect_exit 2 "--strict contradicts --blocking backfill" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --strict --blocking backfill
+expect_exit 2 "--estimate: unknown estimate source 'magic'" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --estimate magic
+expect_exit 2 "--las-thresholds: '10'" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --order las --las-thresholds 100,10
+expect_exit 2 "pass-interval" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --pass-interval -5
+
 # Generated workloads round-trip through replay; same seed, same bytes.
 "$corral" sim gen --jobs 300 --seed 5 --out "$work/g1.jsonl" 2>/dev/null
 "$corral" sim gen --jobs 300 --seed 5 --out "$work/g2.jsonl" 2>/dev/null

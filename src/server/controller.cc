@@ -16,6 +16,9 @@ namespace {
 
 constexpr int kHistoryForProfile = 10000;  // recent jobs that shape FGD's workload profile
 constexpr int kEstimateHorizon = 1000;     // queued jobs that get an estimated start
+// The policy file's fields: project sharing lives in the store (corral project set-quota).
+const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
+                                                 "las_thresholds_gpu_s", "fair_share"};
 
 bool IsTerminalTask(const std::string& state) { return state != "assigned" && state != "running"; }
 
@@ -176,8 +179,8 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   sched::SchedulerConfig config{config_.policy};
   config.order = policy_.order;
   config.blocking = policy_.blocking;
-  config.sharing.fair_share = policy_.fair_share;
-  config.sharing.reclaim = policy_.reclaim;
+  config.sharing.fair_share = policy_.sharing.fair_share;
+  config.sharing.reclaim = policy_.sharing.reclaim;
   config.sharing.projects = sharing_;
   config.las_thresholds_gpu_s = policy_.las_thresholds_gpu_s;
   config.estimate = [this](const model::Job& job) {
@@ -192,7 +195,8 @@ Status Controller::LoadRulesLocked() {
   sharing_.clear();
   for (const auto& p : *projects) {
     // Validated when set; a row edited by hand into nonsense keeps the defaults.
-    auto sharing = ParseProjectSharing(nlohmann::json::parse(p.sharing_json, nullptr, false));
+    auto sharing =
+        sched::ParseProjectSharing(nlohmann::json::parse(p.sharing_json, nullptr, false));
     if (sharing.ok()) sharing_[p.name] = *sharing;
   }
   policy_error_.clear();
@@ -200,8 +204,8 @@ Status Controller::LoadRulesLocked() {
     std::error_code ec;
     policy_mtime_ = std::filesystem::last_write_time(config_.policy_file, ec);
     auto file = ReadJsonOrYamlFile(config_.policy_file);
-    auto policy =
-        file.ok() ? ParseSchedulingPolicy(*file) : Result<SchedulingPolicy>(file.status());
+    auto policy = file.ok() ? sched::ParseSchedulingPolicy(*file, kPolicyFileFields)
+                            : Result<sched::SchedulingPolicy>(file.status());
     if (policy.ok()) {
       policy_ = *policy;
     } else {
@@ -218,13 +222,14 @@ void Controller::ReloadPolicyIfChangedLocked() {
   if (ec || mtime == policy_mtime_) return;
   policy_mtime_ = mtime;
   auto file = ReadJsonOrYamlFile(config_.policy_file);
-  auto policy = file.ok() ? ParseSchedulingPolicy(*file) : Result<SchedulingPolicy>(file.status());
+  auto policy = file.ok() ? sched::ParseSchedulingPolicy(*file, kPolicyFileFields)
+                          : Result<sched::SchedulingPolicy>(file.status());
   if (!policy.ok()) {
     // The rules in force stay; the refusal is shown by PolicyView (GET /api/v1/policy).
     policy_error_ = config_.policy_file + ": " + policy.status().message();
     return;
   }
-  const SchedulingPolicy previous = policy_;
+  const sched::SchedulingPolicy previous = policy_;
   policy_ = *policy;
   if (Status s = scheduler_->Reconfigure(SchedulerConfigLocked()); !s.ok()) {
     policy_ = previous;
@@ -607,7 +612,7 @@ Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
     }
     const sched::ProjectPolicy policy =
         sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second;
-    const nlohmann::json sharing_json = ProjectSharingJson(policy);
+    const nlohmann::json sharing_json = sched::ProjectSharingJson(policy);
     out.push_back({{"name", p.name},
                    {"description", p.description},
                    {"sharing", sharing_json},
@@ -623,9 +628,9 @@ Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
 
 Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
                                                      const nlohmann::json& json) {
-  auto sharing = ParseProjectSharing(json);
+  auto sharing = sched::ParseProjectSharing(json);
   if (!sharing.ok()) return sharing.status();
-  const nlohmann::json normal = ProjectSharingJson(*sharing);
+  const nlohmann::json normal = sched::ProjectSharingJson(*sharing);
   std::lock_guard lock(mu_);
   CORRAL_RETURN_IF_ERROR(store_.SetProjectSharing(project, normal.dump()));
   sharing_[project] = *sharing;
@@ -636,7 +641,7 @@ Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
 
 nlohmann::json Controller::PolicyView() {
   std::lock_guard lock(mu_);
-  nlohmann::json out = {{"policy", SchedulingPolicyJson(policy_)},
+  nlohmann::json out = {{"policy", sched::SchedulingPolicyJson(policy_)},
                         {"placement", config_.policy},
                         {"file", config_.policy_file}};
   out["file_error"] =

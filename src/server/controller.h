@@ -46,10 +46,10 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "predict/runtime_predictor.h"
+#include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/auth.h"
 #include "server/job_spec.h"
-#include "server/scheduling_policy.h"
 #include "store/store.h"
 #include "store/submission_batcher.h"
 
@@ -62,8 +62,9 @@ struct ControllerConfig {
   Seconds kill_grace{10};    // SIGTERM -> SIGKILL
   std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
   int heartbeat_interval_s = 5;
-  // The admin policy file (scheduling_policy.h); re-read when it changes, a bad edit is refused
-  // and the rules in force stay. Empty: SchedulingPolicy's defaults.
+  // The admin policy file (sched/policy_config.h, without "projects": project sharing is in the
+  // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
+  // sched::SchedulingPolicy's defaults.
   std::string policy_file;
 };
 
@@ -238,7 +239,7 @@ class Controller {
   std::map<std::string, LiveNode> nodes_;
   std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
   std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
-  SchedulingPolicy policy_;
+  sched::SchedulingPolicy policy_;
   std::string policy_error_;  // why the last policy-file edit was refused; empty if none
   std::optional<std::filesystem::file_time_type> policy_mtime_;
   std::map<std::string, sched::ProjectPolicy> sharing_;  // projects' sharing, from the store

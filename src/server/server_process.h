@@ -28,7 +28,7 @@ struct ServerOptions {
   std::string tls_cert, tls_key;          // both or neither
   std::string policy = "fgd";
   int node_timeout_s = 30;
-  std::string policy_file;  // scheduling rules (server/scheduling_policy.h); re-read on change
+  std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
   int kill_grace_s = 10;    // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
 };
 

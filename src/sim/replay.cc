@@ -5,6 +5,9 @@
 #include <cmath>
 #include <numeric>
 #include <queue>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 
 #include "common/rng.h"
 #include "sched/fragmentation.h"
@@ -103,6 +106,8 @@ class ClusterMeter {
     return 100.0 * static_cast<double>(frag_weighted_) / meter_.total_count() / cap;
   }
   double MeanAllocPct(int64_t span) const { return span > 0 ? alloc_integral_ / span : 0.0; }
+  // % of capacity × seconds allocated so far.
+  double AllocIntegral() const { return alloc_integral_; }
   double MeanFragPct(int64_t span) const { return span > 0 ? frag_integral_ / span : 0.0; }
 
  private:
@@ -116,11 +121,187 @@ class ClusterMeter {
   double alloc_integral_ = 0, frag_integral_ = 0;
 };
 
-struct JobTimes {
-  int64_t submit = 0, duration = 0, start = -1;
+// Weighted max-min fair shares ("water-filling") of `capacity` among projects that want
+// `demand` each: a project that wants less than its weighted share of what is left gets what it
+// wants, and the rest is shared again among the others. Projects wanting nothing get 0.
+std::vector<double> Entitlements(int64_t capacity, const std::vector<int64_t>& demand,
+                                 const std::vector<double>& weight) {
+  std::vector<double> out(demand.size(), 0.0);
+  std::vector<size_t> wanting;
+  double total_weight = 0;
+  for (size_t p = 0; p < demand.size(); ++p) {
+    if (demand[p] <= 0) continue;
+    wanting.push_back(p);
+    total_weight += weight[p];
+  }
+  // Least demand per unit of weight first: those are the ones satisfied in full.
+  std::sort(wanting.begin(), wanting.end(), [&](size_t a, size_t b) {
+    return static_cast<double>(demand[a]) / weight[a] < static_cast<double>(demand[b]) / weight[b];
+  });
+  double left = static_cast<double>(capacity);
+  for (size_t k = 0; k < wanting.size(); ++k) {
+    const size_t p = wanting[k];
+    const double share = left * weight[p] / total_weight;
+    if (static_cast<double>(demand[p]) <= share) {
+      out[p] = static_cast<double>(demand[p]);
+      left -= out[p];
+      total_weight -= weight[p];
+      continue;
+    }
+    for (size_t r = k; r < wanting.size(); ++r) {
+      out[wanting[r]] = left * weight[wanting[r]] / total_weight;
+    }
+    break;
+  }
+  return out;
+}
+
+// Per-project allocation and demand (milli-GPU) over virtual time, measured against each
+// project's entitlement (see replay.h). The state changes between AdvanceTo(t), which integrates
+// the interval before t at the state settled last, and Settle(t), which evaluates the state
+// after the pass at t.
+class ShareMeter {
+ public:
+  ShareMeter(int64_t capacity, std::vector<double> weights, std::vector<int64_t> first_submit)
+      : capacity_(capacity),
+        weight_(std::move(weights)),
+        first_submit_(std::move(first_submit)),
+        alloc_(weight_.size(), 0),
+        demand_(weight_.size(), 0),
+        entitled_(weight_.size(), 0.0),
+        reached_(weight_.size()),
+        alloc_integral_(weight_.size(), 0.0),
+        share_integral_(weight_.size(), 0.0),
+        share_time_(weight_.size(), 0) {}
+
+  void Change(int project, int64_t alloc_delta, int64_t demand_delta) {
+    alloc_[project] += alloc_delta;
+    demand_[project] += demand_delta;
+  }
+
+  void AdvanceTo(int64_t t) {
+    if (last_ && t > *last_) {
+      const int64_t dt = t - *last_;
+      int64_t total = 0;
+      for (size_t p = 0; p < alloc_.size(); ++p) {
+        alloc_integral_[p] += static_cast<double>(dt) * static_cast<double>(alloc_[p]);
+        total += alloc_[p];
+      }
+      if (contended_) {
+        contended_s_ += dt;
+        jain_integral_ += static_cast<double>(dt) * jain_;
+        contended_alloc_integral_ += static_cast<double>(dt) * static_cast<double>(total);
+        for (size_t p = 0; p < alloc_.size(); ++p) {
+          if (entitled_[p] <= 0) continue;
+          share_integral_[p] += static_cast<double>(dt) * ShareOfEntitlement(p);
+          share_time_[p] += dt;
+        }
+      }
+    }
+    last_ = t;
+  }
+
+  void Settle(int64_t t) {
+    entitled_ = Entitlements(capacity_, demand_, weight_);
+    int wanting = 0;
+    int64_t total_demand = 0;
+    double sum = 0, sum_sq = 0;
+    for (size_t p = 0; p < demand_.size(); ++p) {
+      if (demand_[p] <= 0) continue;
+      ++wanting;
+      total_demand += demand_[p];
+      const double x = ShareOfEntitlement(p);
+      sum += x;
+      sum_sq += x * x;
+    }
+    contended_ = wanting >= 2 && total_demand > capacity_;
+    jain_ = sum_sq > 0 ? sum * sum / (wanting * sum_sq) : 1.0;
+    for (size_t p = 0; p < demand_.size(); ++p) {
+      if (reached_[p] || demand_[p] <= 0) continue;
+      if (static_cast<double>(alloc_[p]) >= kEntitlementReached * entitled_[p]) {
+        reached_[p] = t - first_submit_[p];
+      }
+    }
+  }
+
+  double AllocPct(int project) const { return Pct(static_cast<double>(alloc_[project])); }
+  double EntitledPct(int project) const { return Pct(entitled_[project]); }
+  double GpuSeconds(int project) const { return alloc_integral_[project] / 1000.0; }
+  std::optional<int64_t> EntitlementReached(int project) const { return reached_[project]; }
+  double MeanShareOfEntitlement(int project) const {
+    return share_time_[project] > 0
+               ? share_integral_[project] / static_cast<double>(share_time_[project])
+               : 0.0;
+  }
+  FairnessResult Fairness() const {
+    FairnessResult f;
+    f.contended_s = contended_s_;
+    if (contended_s_ > 0 && capacity_ > 0) {
+      f.jain_mean = jain_integral_ / static_cast<double>(contended_s_);
+      f.gpu_alloc_pct_mean =
+          100.0 * contended_alloc_integral_ / static_cast<double>(contended_s_) / capacity_;
+    }
+    return f;
+  }
+
+ private:
+  static constexpr double kEntitlementReached = 0.9;
+
+  double ShareOfEntitlement(size_t p) const {
+    return entitled_[p] > 0 ? static_cast<double>(alloc_[p]) / entitled_[p] : 0.0;
+  }
+  double Pct(double milli) const { return capacity_ > 0 ? 100.0 * milli / capacity_ : 0.0; }
+
+  int64_t capacity_;
+  std::vector<double> weight_;
+  std::vector<int64_t> first_submit_;
+  std::vector<int64_t> alloc_, demand_;
+  std::vector<double> entitled_;
+  std::vector<std::optional<int64_t>> reached_;
+  bool contended_ = false;
+  double jain_ = 1.0;
+  std::optional<int64_t> last_;
+  std::vector<double> alloc_integral_, share_integral_;
+  std::vector<int64_t> share_time_;
+  int64_t contended_s_ = 0;
+  double jain_integral_ = 0, contended_alloc_integral_ = 0;
 };
 
+// One job's life in the replay (its duration and GPUs are in the trace).
+struct JobRun {
+  int64_t progress = 0;    // seconds kept from preempted runs (resume only)
+  int64_t run_start = -1;  // start of the current run; -1 while not running
+  int attempt = 0;         // bumped by each preemption: completions of older runs are stale
+};
+
+// What a live cluster knows of a job's run time without history (EstimateSource::kNone).
+Seconds DeclaredEstimate(const model::Job& job) {
+  model::Job declared;
+  declared.time_limit = job.time_limit;
+  return sched::DefaultEstimate(declared);
+}
+
 }  // namespace
+
+Result<EstimateSource> ParseEstimateSource(std::string_view name) {
+  if (name == "oracle") return EstimateSource::kOracle;
+  if (name == "predicted") return EstimateSource::kPredicted;
+  if (name == "none") return EstimateSource::kNone;
+  return InvalidArgument("unknown estimate source '" + std::string(name) +
+                         "' (known: oracle, predicted, none)");
+}
+
+std::string_view EstimateSourceName(EstimateSource source) {
+  switch (source) {
+    case EstimateSource::kOracle:
+      return "oracle";
+    case EstimateSource::kPredicted:
+      return "predicted";
+    case EstimateSource::kNone:
+      return "none";
+  }
+  return "oracle";
+}
 
 Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trace& trace,
                                const ReplayConfig& config) {
@@ -130,91 +311,245 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   for (const auto& j : trace.jobs) all_tasks.push_back(j.job.resources);
   sched::PolicyContext context{sched::ComputeTypicalTasks(all_tasks)};
 
+  // Job ids mapped to trace positions; projects in order of first appearance.
+  ReplayResult result;
+  result.policy = config.policy;
+  result.jobs = static_cast<int64_t>(trace.jobs.size());
+  std::unordered_map<JobId, size_t> index_of;
+  std::unordered_map<std::string, int> project_of;
+  std::vector<JobRun> runs(trace.jobs.size());
+  std::vector<ReplayJob>& outcomes = result.job_outcomes;
+  outcomes.resize(trace.jobs.size());
+  std::vector<int64_t> first_submit;
+  for (size_t i = 0; i < trace.jobs.size(); ++i) {
+    const model::Job& job = trace.jobs[i].job;
+    if (!index_of.emplace(job.id, i).second) {
+      return InvalidArgument("trace: job id " + std::to_string(job.id.value()) + " appears twice");
+    }
+    auto [it, fresh] = project_of.emplace(job.project, static_cast<int>(result.projects.size()));
+    if (fresh) {
+      ProjectResult p;
+      p.project = job.project;
+      auto policy = config.sharing.projects.find(job.project);
+      if (policy != config.sharing.projects.end()) p.weight = policy->second.weight;
+      result.projects.push_back(std::move(p));
+      first_submit.push_back(job.submit_time.value());
+    }
+    first_submit[it->second] = std::min(first_submit[it->second], job.submit_time.value());
+    outcomes[i].id = job.id;
+    outcomes[i].project = it->second;
+    outcomes[i].submit_s = job.submit_time.value();
+  }
+
+  // The scheduler's estimates: the total run time from the chosen source, less what a resumed
+  // job has already done.
+  predict::RuntimePredictor predictor(config.predictor);
+  int64_t now = 0;  // the time of the pass in progress
+  auto left = [&](const model::Job& job, Seconds total) {
+    const JobRun& r = runs[index_of.at(job.id)];
+    int64_t done = r.progress;
+    // A job still running here is being preempted (queued again) by the pass in progress.
+    if (config.resume && r.run_start >= 0) done += now - r.run_start;
+    return Seconds(std::max<int64_t>(1, total.value() - done));
+  };
+  sched::DurationEstimator estimate;
+  switch (config.estimate) {
+    case EstimateSource::kOracle:
+      estimate = [&](const model::Job& job) {
+        return left(job, trace.jobs[index_of.at(job.id)].duration);
+      };
+      break;
+    case EstimateSource::kPredicted:
+      estimate = [&](const model::Job& job) {
+        return left(job, predictor.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate);
+      };
+      break;
+    case EstimateSource::kNone:
+      estimate = [&](const model::Job& job) { return left(job, DeclaredEstimate(job)); };
+      break;
+  }
   auto scheduler = sched::Scheduler::Create(
-      sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed}, context);
+      sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed,
+                             config.sharing, estimate, config.las_thresholds_gpu_s},
+      context);
   if (!scheduler.ok()) return scheduler.status();
   sched::Scheduler& s = **scheduler;
   for (const auto& n : nodes) {
     auto added = s.AddNode(n);
     if (!added.ok()) return added.status();
   }
+  if (trace.jobs.empty()) return result;
 
-  // Arrivals in submit order (stable on file order), job ids mapped to trace positions.
+  // Arrivals in submit order (stable on file order).
   std::vector<size_t> arrivals(trace.jobs.size());
   std::iota(arrivals.begin(), arrivals.end(), 0);
   std::stable_sort(arrivals.begin(), arrivals.end(), [&](size_t a, size_t b) {
     return trace.jobs[a].job.submit_time < trace.jobs[b].job.submit_time;
   });
-  std::unordered_map<JobId, size_t> index_of;
-  std::vector<JobTimes> times(trace.jobs.size());
-  for (size_t i = 0; i < trace.jobs.size(); ++i) {
-    if (!index_of.emplace(trace.jobs[i].job.id, i).second) {
-      return InvalidArgument("trace: job id " + std::to_string(trace.jobs[i].job.id.value()) +
-                             " appears twice");
-    }
-    times[i].submit = trace.jobs[i].job.submit_time.value();
-    times[i].duration = trace.jobs[i].duration.value();
-  }
-
-  ReplayResult result;
-  result.policy = config.policy;
-  result.jobs = static_cast<int64_t>(trace.jobs.size());
-  if (trace.jobs.empty()) return result;
 
   ClusterMeter meter(s.state(), context.typical_tasks, config.track_fragmentation);
-  using Completion = std::pair<int64_t, int64_t>;  // (end time, job id)
+  std::vector<double> weights;
+  for (const ProjectResult& p : result.projects) weights.push_back(p.weight);
+  ShareMeter shares(s.state().TotalGpuMilli(), std::move(weights), first_submit);
+  // (end time, job id, attempt): the run `attempt` of the job ends then.
+  using Completion = std::tuple<int64_t, int64_t, int>;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
-  const int64_t first_submit = times[arrivals.front()].submit;
-  const int64_t span = std::max<int64_t>(1, times[arrivals.back()].submit - first_submit);
+  const int64_t first_arrival = outcomes[arrivals.front()].submit_s;
+  const int64_t last_arrival = outcomes[arrivals.back()].submit_s;
+  const int64_t span = std::max<int64_t>(1, last_arrival - first_arrival);
+  double alloc_integral_at_last_arrival = 0;
   const int64_t sample_every = std::max<int64_t>(1, span / std::max(1, config.timeline_points));
-  int64_t next_sample = first_submit;
-  int64_t last_end = first_submit;
-  std::vector<double> jct, queue;
-  jct.reserve(trace.jobs.size());
-  queue.reserve(trace.jobs.size());
+  int64_t next_sample = first_arrival;
+  int64_t last_end = first_arrival;
+
+  auto duration = [&](size_t i) { return trace.jobs[i].duration.value(); };
+  auto milli = [&](size_t i) { return trace.jobs[i].job.TotalMilli().value(); };
+  std::unordered_map<size_t, std::vector<sched::NodeIndex>> nodes_of;  // running jobs' nodes
+  // Ends the current run of job i: its nodes changed and are measured again.
+  auto end_run = [&](size_t i) {
+    for (sched::NodeIndex n : nodes_of[i]) meter.Touch(n);
+    nodes_of.erase(i);
+    runs[i].run_start = -1;
+  };
+  // Stops the current run of job i at t (preempted: it is pending again).
+  auto stop_run = [&](size_t i, int64_t t) {
+    JobRun& r = runs[i];
+    const int64_t ran = t - r.run_start;
+    ProjectResult& p = result.projects[outcomes[i].project];
+    if (config.resume) {
+      r.progress += ran;
+    } else {
+      const double lost = static_cast<double>(ran) * static_cast<double>(milli(i)) / 1000.0;
+      p.lost_gpu_s += lost;
+      result.lost_gpu_s += lost;
+    }
+    end_run(i);
+    shares.Change(outcomes[i].project, -milli(i), 0);
+    ++r.attempt;
+  };
 
   size_t next_arrival = 0;
+  std::optional<int64_t> last_pass;
   while (next_arrival < arrivals.size() || !completions.empty()) {
     int64_t t = INT64_MAX;
-    if (next_arrival < arrivals.size()) t = times[arrivals[next_arrival]].submit;
-    if (!completions.empty()) t = std::min(t, completions.top().first);
+    if (next_arrival < arrivals.size()) t = outcomes[arrivals[next_arrival]].submit_s;
+    if (!completions.empty()) t = std::min(t, std::get<0>(completions.top()));
+    if (config.pass_interval_s > 0 && last_pass && s.pending_count() > 0) {
+      t = std::min(t, *last_pass + config.pass_interval_s);
+    }
+    last_pass = t;
     meter.AdvanceTo(t);
+    shares.AdvanceTo(t);
+    if (t == last_arrival) alloc_integral_at_last_arrival = meter.AllocIntegral();
 
-    while (!completions.empty() && completions.top().first == t) {
-      JobId id(completions.top().second);
+    while (!completions.empty() && std::get<0>(completions.top()) == t) {
+      const auto [end, id, attempt] = completions.top();
       completions.pop();
-      std::vector<sched::Allocation> held = *s.AllocationsOf(id);
-      (void)s.Finish(id);
-      for (const auto& a : held) meter.Touch(a.node);
-      const JobTimes& jt = times[index_of[id]];
-      jct.push_back(static_cast<double>(t - jt.submit));
+      const size_t i = index_of.at(JobId(id));
+      JobRun& r = runs[i];
+      if (attempt != r.attempt) continue;  // a run that preemption cut short
+      (void)s.Finish(JobId(id));
+      end_run(i);
+      shares.Change(outcomes[i].project, -milli(i), -milli(i));
+      if (config.estimate == EstimateSource::kPredicted) {
+        predictor.Observe(predict::RuntimePredictor::FeaturesOf(trace.jobs[i].job),
+                          trace.jobs[i].duration);
+      }
+      outcomes[i].end_s = t;
       last_end = std::max(last_end, t);
       ++result.completed;
     }
-    while (next_arrival < arrivals.size() && times[arrivals[next_arrival]].submit == t) {
-      const model::Job& job = trace.jobs[arrivals[next_arrival]].job;
-      CORRAL_RETURN_IF_ERROR(s.Submit(job));
+    while (next_arrival < arrivals.size() && outcomes[arrivals[next_arrival]].submit_s == t) {
+      const size_t i = arrivals[next_arrival];
+      CORRAL_RETURN_IF_ERROR(s.Submit(trace.jobs[i].job));
+      shares.Change(outcomes[i].project, 0, milli(i));
       ++next_arrival;
     }
-    for (const sched::JobStart& start : s.Schedule(Seconds(t)).starts) {
-      const size_t i = index_of[start.job];
-      times[i].start = t;
-      queue.push_back(static_cast<double>(t - times[i].submit));
-      completions.emplace(t + times[i].duration, start.job.value());
-      for (const auto& a : start.tasks) meter.Touch(a.node);
+
+    now = t;
+    const sched::Decisions decisions = s.Schedule(Seconds(t));
+    // Victims first (they ran before this pass; the scheduler does not preempt a job in the pass
+    // that started it), then the starts, which may restart a victim at once.
+    for (const sched::Preemption& preempted : decisions.preemptions) {
+      const size_t i = index_of.at(preempted.job);
+      if (runs[i].run_start < 0) {
+        return Status(StatusCode::kInternal, "the scheduler preempted job " +
+                                                 std::to_string(preempted.job.value()) +
+                                                 ", which was not running");
+      }
+      stop_run(i, t);
+      ++outcomes[i].preemptions;
+      ++result.projects[outcomes[i].project].preemptions;
+      ++result.preemptions;
     }
+    for (const sched::JobStart& start : decisions.starts) {
+      const size_t i = index_of.at(start.job);
+      JobRun& r = runs[i];
+      r.run_start = t;
+      std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
+      for (const sched::Allocation& a : start.tasks) {
+        nodes_now.push_back(a.node);
+        meter.Touch(a.node);
+      }
+      ReplayJob& outcome = outcomes[i];
+      if (outcome.first_start_s < 0) outcome.first_start_s = t;
+      outcome.start_s = t;
+      shares.Change(outcome.project, milli(i), 0);
+      completions.emplace(t + duration(i) - r.progress, start.job.value(), r.attempt);
+    }
+    if (auto reserved = s.ReservedStart()) {
+      std::optional<int64_t>& promised = outcomes[index_of.at(reserved->first)].reserved_start_s;
+      promised = std::min(promised.value_or(INT64_MAX), reserved->second.value());
+    }
+    shares.Settle(t);
+
     if (t >= next_sample) {
-      result.timeline.push_back(ReplaySample{t, meter.AllocPct(), meter.FragPct(),
-                                             static_cast<int64_t>(s.pending_count()),
-                                             static_cast<int64_t>(s.running_count())});
+      ReplaySample sample{t, meter.AllocPct(), meter.FragPct(),
+                          static_cast<int64_t>(s.pending_count()),
+                          static_cast<int64_t>(s.running_count())};
+      for (int p = 0; p < static_cast<int>(result.projects.size()); ++p) {
+        sample.project_alloc_pct.push_back(shares.AllocPct(p));
+        sample.project_entitled_pct.push_back(shares.EntitledPct(p));
+      }
+      result.timeline.push_back(std::move(sample));
       next_sample = t + sample_every;
     }
   }
+
+  // Per project and in total, from the jobs' outcomes.
+  std::vector<std::vector<double>> jct(result.projects.size()), queue(result.projects.size());
+  std::vector<double> all_jct, all_queue;
+  for (const ReplayJob& o : outcomes) {
+    ProjectResult& p = result.projects[o.project];
+    ++p.jobs;
+    if (o.first_start_s >= 0) {
+      queue[o.project].push_back(static_cast<double>(o.first_start_s - o.submit_s));
+      all_queue.push_back(queue[o.project].back());
+    }
+    if (o.end_s >= 0) {
+      ++p.completed;
+      jct[o.project].push_back(static_cast<double>(o.end_s - o.submit_s));
+      all_jct.push_back(jct[o.project].back());
+    }
+  }
+  for (size_t k = 0; k < result.projects.size(); ++k) {
+    ProjectResult& p = result.projects[k];
+    p.jct_s = Summarize(std::move(jct[k]));
+    p.queue_s = Summarize(std::move(queue[k]));
+    p.gpu_s = shares.GpuSeconds(static_cast<int>(k));
+    p.entitlement_90_s = shares.EntitlementReached(static_cast<int>(k));
+    p.share_of_entitlement_mean = shares.MeanShareOfEntitlement(static_cast<int>(k));
+    result.gpu_s += p.gpu_s;
+  }
+  result.fairness = shares.Fairness();
   result.unfinished = static_cast<int64_t>(s.pending_count());
-  result.jct_s = Summarize(std::move(jct));
-  result.queue_s = Summarize(std::move(queue));
-  result.makespan_s = last_end - first_submit;
+  result.jct_s = Summarize(std::move(all_jct));
+  result.queue_s = Summarize(std::move(all_queue));
+  result.makespan_s = last_end - first_arrival;
   result.gpu_alloc_pct_mean = meter.MeanAllocPct(result.makespan_s);
+  if (last_arrival > first_arrival) {
+    result.gpu_alloc_pct_arrivals = alloc_integral_at_last_arrival / (last_arrival - first_arrival);
+  }
   result.frag_pct_mean = meter.MeanFragPct(result.makespan_s);
   result.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)

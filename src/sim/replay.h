@@ -1,23 +1,72 @@
 // Replay: jobs arrive at their submit time, wait in the scheduler's queue, run for their
 // recorded duration and release their GPUs. A discrete-event loop on a virtual clock around the
 // same sched::Scheduler the server uses; no sleeps, no wall clock in the results except wall_ms.
+//
+// Order, blocking, sharing (quotas, limits, weights, fair share, reclaim) are the scheduler's own
+// (sched/scheduler.h); the replay supplies the run-time estimates the scheduler asks for
+// (EstimateSource) and plays out its decisions:
+//  - Preemption (reclaim, 2D-LAS): the scheduler has already released the victim and queued it
+//    again. By default the victim loses its run: when started again it runs its whole duration
+//    from scratch, and the GPU-seconds of the lost run are counted as lost. With
+//    ReplayConfig::resume it keeps its progress (as if checkpointed at the preemption, which
+//    Tiresias assumes) and runs only what is left. Either way the completion planned for the
+//    lost run is cancelled: each run has an attempt number, and a completion of an older attempt
+//    is ignored.
+//  - Fairness is measured against each project's entitlement: its weighted max-min fair share
+//    of the cluster's GPUs given what every project wants now (running + pending milli-GPU).
+//    Two projects of equal weight that both want more than half are each entitled to half; one
+//    that wants less is entitled to what it wants and the rest goes to the other.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
 #include "model/node.h"
+#include "predict/runtime_predictor.h"
 #include "sched/scheduler.h"
 #include "sim/trace.h"
 
 namespace corral::sim {
 
+// Where the scheduler's run-time estimates (SchedulerConfig::estimate: QSSF keys at submit,
+// reservations and backfill at start) come from.
+enum class EstimateSource {
+  kOracle,     // the job's recorded duration (what is left of it after a resumed preemption)
+  kPredicted,  // a predict::RuntimePredictor that observes each job's run time when it ends
+  // What a live cluster knows without history: sched::DefaultEstimate of the job's time limit,
+  // else its one-hour default. The trace's expected_duration is hidden from this estimate: the
+  // readers set it to the recorded duration, an oracle. (SJF still orders by it: SJF is the
+  // oracle order by definition.)
+  kNone,
+};
+
+// "oracle" | "predicted" | "none"
+Result<EstimateSource> ParseEstimateSource(std::string_view name);
+std::string_view EstimateSourceName(EstimateSource source);
+
 struct ReplayConfig {
   std::string policy = "fgd";
   sched::QueueOrder order = sched::QueueOrder::kFifo;
   sched::Blocking blocking = sched::Blocking::kSkip;
+  // Quotas, limits, weights, fair-share parameters and reclaim. The default has no quotas, so
+  // nothing is borrowed or reclaimed.
+  sched::SharingConfig sharing;
+  EstimateSource estimate = EstimateSource::kOracle;
+  // 2D-LAS queue thresholds (sched::SchedulerConfig::las_thresholds_gpu_s).
+  std::vector<int64_t> las_thresholds_gpu_s = sched::SchedulerConfig{}.las_thresholds_gpu_s;
+  predict::PredictorConfig predictor;  // for EstimateSource::kPredicted
+  // A preempted job keeps its progress (true) or restarts from scratch (false, the default).
+  bool resume = false;
+  // Besides a pass at every arrival and every end, one pass this often (seconds) while jobs
+  // wait; 0: only at arrivals and ends. The server passes at least every second. A pass without
+  // an arrival or an end can still decide something: a reclaim of GPUs that the previous pass
+  // itself had lent (the scheduler does not preempt jobs in the pass that started them), a
+  // 2D-LAS preemption of a job whose service crossed a threshold since.
+  int64_t pass_interval_s = 0;
   uint64_t seed = 0;
   // Number of timeline samples over the trace's arrival span (the timeline has one row per
   // sample interval in which anything happened).
@@ -39,6 +88,54 @@ struct ReplaySample {
   double frag_pct = 0;       // fragmented free milli-GPU, % of capacity
   int64_t pending = 0;
   int64_t running = 0;
+  // Per project, in ReplayResult::projects order: allocated milli-GPU and entitlement, % of
+  // capacity.
+  std::vector<double> project_alloc_pct;
+  std::vector<double> project_entitled_pct;
+};
+
+// One job's outcome. Times are seconds of virtual time; -1 when it did not happen.
+struct ReplayJob {
+  JobId id;
+  int project = 0;  // index into ReplayResult::projects
+  int64_t submit_s = 0;
+  int64_t first_start_s = -1;
+  int64_t start_s = -1;  // of the last run (the one that completed, if any)
+  int64_t end_s = -1;
+  int preemptions = 0;
+  // The earliest start a backfill reservation promised it (sched::Scheduler::ReservedStart()
+  // after any pass); none if it never held the reservation.
+  std::optional<int64_t> reserved_start_s;
+};
+
+// What one project got. gpu_s and lost_gpu_s are GPU-seconds (milli-GPU × s / 1000).
+struct ProjectResult {
+  std::string project;
+  double weight = 1;
+  int64_t jobs = 0;
+  int64_t completed = 0;
+  Distribution jct_s;    // end − submit, completed jobs
+  Distribution queue_s;  // first start − submit, started jobs
+  double gpu_s = 0;      // allocated, lost runs included
+  int64_t preemptions = 0;
+  double lost_gpu_s = 0;  // allocated to runs that preemption threw away (0 with resume)
+  // Seconds from its first submit to the first moment (after a scheduling pass) at which it
+  // held >= 90% of its entitlement; none if that never happened.
+  std::optional<int64_t> entitlement_90_s;
+  // Its allocation / entitlement, time-weighted over the contended time (see FairnessResult)
+  // in which it wanted GPUs; 0 if it never did.
+  double share_of_entitlement_mean = 0;
+};
+
+// Fairness under contention: the time in which at least two projects want GPUs and together
+// want more than the cluster has.
+struct FairnessResult {
+  int64_t contended_s = 0;
+  // Jain's index (Σx)² / (n Σx²) of x = allocation / entitlement over the n projects that want
+  // GPUs, time-weighted over the contended time: 1 when every project holds the same fraction of
+  // its entitlement, 1/n when one holds everything. 0 when there was no contention.
+  double jain_mean = 0;
+  double gpu_alloc_pct_mean = 0;  // the cluster's allocation during the contended time
 };
 
 struct ReplayResult {
@@ -47,15 +144,27 @@ struct ReplayResult {
   int64_t completed = 0;
   int64_t unfinished = 0;         // still pending when nothing else could happen (never fit)
   Distribution jct_s;             // end − submit, completed jobs
-  Distribution queue_s;           // start − submit, started jobs
+  Distribution queue_s;           // first start − submit, started jobs
   int64_t makespan_s = 0;         // last end − first submit
   double gpu_alloc_pct_mean = 0;  // time-weighted over the makespan
-  double frag_pct_mean = 0;       // time-weighted over the makespan
+  // Time-weighted from the first to the last arrival, while work keeps coming (the makespan's
+  // mean also covers the drain at the end, where the longest jobs run alone); 0 when all jobs
+  // arrive at once.
+  double gpu_alloc_pct_arrivals = 0;
+  double frag_pct_mean = 0;  // time-weighted over the makespan
+  double gpu_s = 0;          // GPU-seconds allocated, lost runs included
+  int64_t preemptions = 0;
+  double lost_gpu_s = 0;
+  // In order of first appearance in the trace; their sums are the totals above.
+  std::vector<ProjectResult> projects;
+  FairnessResult fairness;
+  std::vector<ReplayJob> job_outcomes;  // in trace order
   std::vector<ReplaySample> timeline;
   double wall_ms = 0;
 };
 
-// Runs one replay. Errors: unknown policy, invalid nodes, duplicate job ids.
+// Runs one replay. Errors: unknown policy, invalid sharing config or LAS thresholds, invalid
+// nodes, duplicate job ids; Internal if the scheduler preempts a job that is not running.
 Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trace& trace,
                                const ReplayConfig& config);
 

@@ -1,23 +1,57 @@
 #include "sim/replay.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <map>
 
+#include "sched/policy_config.h"
+#include "sim/generator.h"
 #include "sim/report.h"
 
 namespace corral::sim {
 namespace {
 
-TraceJob MakeTraceJob(int64_t id, int gpus, int64_t submit, int64_t duration, int tasks = 1) {
+TraceJob MakeTraceJob(int64_t id, int gpus, int64_t submit, int64_t duration, int tasks = 1,
+                      std::string project = "p", std::string name = "") {
   TraceJob t;
   t.job.id = JobId(id);
+  t.job.project = std::move(project);
+  t.job.user = "u";
+  t.job.name = std::move(name);
   t.job.submit_time = Seconds(submit);
   t.job.tasks = tasks;
   t.job.resources = model::MakeResources(gpus, 1000, 0, 0);
   t.duration = Seconds(duration);
+  t.job.expected_duration = t.duration;
   return t;
+}
+
+std::vector<model::Node> Nodes(int count, int gpus) {
+  std::vector<model::Node> nodes;
+  for (int i = 0; i < count; ++i) {
+    nodes.push_back(model::MakeNode("n" + std::to_string(i), "V100", gpus, CpuMilli(128000),
+                                    MemoryMib(1 << 20)));
+  }
+  return nodes;
+}
+
+const ReplayJob& Outcome(const ReplayResult& r, int64_t id) {
+  for (const ReplayJob& o : r.job_outcomes) {
+    if (o.id == JobId(id)) return o;
+  }
+  ADD_FAILURE() << "no job " << id;
+  return r.job_outcomes.front();
+}
+
+// Quotas of 2 GPUs for projects a and b, reclaim on.
+sched::SharingConfig TwoQuotas() {
+  sched::SharingConfig sharing;
+  sharing.projects["a"].quota_milli = 2000;
+  sharing.projects["b"].quota_milli = 2000;
+  return sharing;
 }
 
 std::vector<model::Node> OneNode(int gpus) {
@@ -36,8 +70,9 @@ TEST(Replay, HandComputedQueueingAndAllocation) {
   EXPECT_DOUBLE_EQ(r->jct_s.mean, (100 + 140) / 2.0);
   EXPECT_DOUBLE_EQ(r->jct_s.p99, 140);
   EXPECT_EQ(r->makespan_s, 150);
-  // 100% for 100 s, then 50% for 50 s.
+  // 100% for 100 s, then 50% for 50 s; 100% while jobs arrive (0..10).
   EXPECT_NEAR(r->gpu_alloc_pct_mean, (100.0 * 100 + 50.0 * 50) / 150, 1e-9);
+  EXPECT_DOUBLE_EQ(r->gpu_alloc_pct_arrivals, 100);
 }
 
 TEST(Replay, SkippingLetsSmallJobsPassStrictDoesNot) {
@@ -96,7 +131,7 @@ TEST(Replay, SameInputsSameJson) {
     c.seed = seed;
     auto r = RunReplay(nodes, trace, c);
     EXPECT_TRUE(r.ok());
-    auto j = ReplayJson({*r});
+    auto j = ReplayJson(c, {*r});
     j["results"][0].erase("wall_ms");
     return j.dump();
   };
@@ -120,6 +155,317 @@ TEST(Replay, ScaleNodes) {
   EXPECT_FALSE(ScaleNodes(nodes, std::numeric_limits<double>::infinity(), 1).ok());
   EXPECT_FALSE(ScaleNodes(nodes, std::nan(""), 1).ok());
   EXPECT_FALSE(ScaleNodes(nodes, 1e12, 1).ok());
+}
+
+// Project a borrows the node (no quota); b, whose quota is the whole node, takes it back at
+// t=10. a's first run (0..10) is lost, its completion planned for t=100 is ignored, and it runs
+// again from scratch 60..160; with resume it runs only the 90 s left, 60..150.
+TEST(Replay, PreemptionCancelsTheLostRunsCompletion) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 4, 0, 100, 1, "a"), MakeTraceJob(2, 4, 10, 50, 1, "b")};
+  ReplayConfig config{"bestfit"};
+  config.sharing.projects["b"].quota_milli = 4000;
+  auto r = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->completed, 2);
+  EXPECT_EQ(r->preemptions, 1);
+  const ReplayJob& a = Outcome(*r, 1);
+  EXPECT_EQ(a.first_start_s, 0);
+  EXPECT_EQ(a.start_s, 60);
+  EXPECT_EQ(a.end_s, 160);
+  EXPECT_EQ(a.preemptions, 1);
+  EXPECT_EQ(Outcome(*r, 2).end_s, 60);
+  EXPECT_DOUBLE_EQ(r->lost_gpu_s, 10 * 4);
+  EXPECT_DOUBLE_EQ(r->gpu_s, 4 * 10 + 4 * 50 + 4 * 100);
+  EXPECT_EQ(r->makespan_s, 160);
+  EXPECT_EQ(r->projects[0].project, "a");
+  EXPECT_EQ(r->projects[0].preemptions, 1);
+  EXPECT_DOUBLE_EQ(r->projects[0].lost_gpu_s, 40);
+  EXPECT_DOUBLE_EQ(r->queue_s.mean, 0);  // both first started on arrival
+
+  config.resume = true;
+  auto resumed = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ(Outcome(*resumed, 1).end_s, 150);
+  EXPECT_DOUBLE_EQ(resumed->lost_gpu_s, 0);
+  EXPECT_DOUBLE_EQ(resumed->gpu_s, 4 * 10 + 4 * 50 + 4 * 90);
+}
+
+// FIFO with quotas of 2 of the 4 GPUs for a and b (hand-computed): a floods the node; b takes
+// its quota back at t=10 (a4 and a3, the most recently started borrowed jobs, lose 10 s each)
+// and holds it until its jobs end at 110.
+TEST(Replay, QuotasAndReclaimGiveEachProjectItsEntitlement) {
+  Trace trace;
+  for (int i = 1; i <= 8; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 0, 100, 1, "a"));
+  for (int i = 11; i <= 12; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 10, 100, 1, "b"));
+  ReplayConfig config{"bestfit"};
+  config.sharing = TwoQuotas();
+  auto r = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_EQ(r->projects.size(), 2u);
+  const ProjectResult& a = r->projects[0];
+  const ProjectResult& b = r->projects[1];
+  EXPECT_EQ(r->preemptions, 2);
+  EXPECT_EQ(a.preemptions, 2);
+  EXPECT_EQ(Outcome(*r, 3).start_s, 100);  // again when a1, a2 end
+  EXPECT_EQ(Outcome(*r, 4).start_s, 100);
+  EXPECT_DOUBLE_EQ(a.lost_gpu_s, 20);
+  EXPECT_DOUBLE_EQ(a.gpu_s, 8 * 100 + 20);
+  EXPECT_DOUBLE_EQ(b.gpu_s, 2 * 100);
+  EXPECT_DOUBLE_EQ(b.jct_s.mean, 100);
+  // a1, a2 end at 100; a3, a4 at 200; a5, a6 (started when b ended) at 210; a7, a8 at 300.
+  EXPECT_DOUBLE_EQ(a.jct_s.mean, (2 * 100 + 2 * 200 + 2 * 210 + 2 * 300) / 8.0);
+  EXPECT_EQ(r->makespan_s, 300);
+  // Both wanted more than half from 10 until b's jobs ended at 110, each holding exactly its
+  // entitlement.
+  EXPECT_EQ(b.entitlement_90_s, 0);
+  EXPECT_EQ(a.entitlement_90_s, 0);
+  EXPECT_EQ(r->fairness.contended_s, 100);
+  EXPECT_DOUBLE_EQ(r->fairness.jain_mean, 1.0);
+  EXPECT_DOUBLE_EQ(r->fairness.gpu_alloc_pct_mean, 100.0);
+  EXPECT_DOUBLE_EQ(a.share_of_entitlement_mean, 1.0);
+  EXPECT_DOUBLE_EQ(b.share_of_entitlement_mean, 1.0);
+  // The timeline has each project's share and entitlement.
+  ASSERT_FALSE(r->timeline.empty());
+  bool seen = false;
+  for (const ReplaySample& sample : r->timeline) {
+    ASSERT_EQ(sample.project_alloc_pct.size(), 2u);
+    ASSERT_EQ(sample.project_entitled_pct.size(), 2u);
+    if (sample.time_s != 10) continue;
+    seen = true;
+    EXPECT_DOUBLE_EQ(sample.project_alloc_pct[1], 50);
+    EXPECT_DOUBLE_EQ(sample.project_entitled_pct[1], 50);
+  }
+  EXPECT_TRUE(seen);
+}
+
+// b's third and fourth jobs: when b's first two end at 110, FIFO starts a5 and a6 (older) on the
+// freed GPUs, borrowed; the scheduler does not preempt jobs that the same pass started, so b
+// waits for the next pass. With passes only at arrivals and ends that is at 200, where a7 and a8
+// take a3's and a4's GPUs the same way: b waits until a5, a6 end at 210. With a pass every
+// second (as the server runs), b reclaims them at 111.
+TEST(Replay, PassIntervalLetsADeferredReclaimHappen) {
+  Trace trace;
+  for (int i = 1; i <= 8; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 0, 100, 1, "a"));
+  for (int i = 11; i <= 14; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 10, 100, 1, "b"));
+  ReplayConfig config{"bestfit"};
+  config.sharing = TwoQuotas();
+  auto events = RunReplay(OneNode(4), trace, config);
+  config.pass_interval_s = 1;
+  auto ticks = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(events.ok() && ticks.ok());
+  EXPECT_EQ(Outcome(*events, 13).start_s, 210);
+  EXPECT_EQ(events->preemptions, 2);
+  EXPECT_EQ(Outcome(*ticks, 13).start_s, 111);
+  EXPECT_EQ(Outcome(*ticks, 14).start_s, 111);
+  EXPECT_EQ(ticks->preemptions, 4);
+  EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 2 * 10 + 2 * 1);
+  EXPECT_EQ(ticks->projects[1].entitlement_90_s, 0);
+}
+
+// The same flood without quotas under FIFO: b waits behind all of a's jobs.
+TEST(Replay, FifoLetsAFloodStarveALaterProject) {
+  Trace trace;
+  for (int i = 1; i <= 8; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 0, 100, 1, "a"));
+  for (int i = 11; i <= 14; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 10, 100, 1, "b"));
+  auto r = RunReplay(OneNode(4), trace, ReplayConfig{"bestfit"});
+  ASSERT_TRUE(r.ok());
+  const ProjectResult& b = r->projects[1];
+  EXPECT_EQ(b.entitlement_90_s, 200 - 10);  // a5..a8 run 100..200 first
+  EXPECT_DOUBLE_EQ(b.share_of_entitlement_mean, 0);
+  EXPECT_EQ(r->fairness.contended_s, 190);  // 10..200: b holds nothing, a everything
+  EXPECT_DOUBLE_EQ(r->fairness.jain_mean, 0.5);
+}
+
+// 2D-LAS with one threshold at 3600 GPU-s: job 2 waits in queue 0 behind job 1 until job 1's
+// service crosses the threshold; a pass then lets job 2 preempt it. Passes every 60 s from the
+// arrival at 100 find that at 3640; with passes only at arrivals and ends, job 2 waits until job
+// 1 ends. Job 1 resumes with what it had left.
+TEST(Replay, LasPreemptsAtThePassAfterTheThreshold) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 100, 50)};
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kLas;
+  config.las_thresholds_gpu_s = {3600};
+  config.resume = true;
+  auto events = RunReplay(OneNode(1), trace, config);
+  config.pass_interval_s = 60;
+  auto ticks = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(events.ok() && ticks.ok());
+  EXPECT_EQ(Outcome(*events, 2).start_s, 10000);
+  EXPECT_EQ(events->preemptions, 0);
+  EXPECT_EQ(Outcome(*ticks, 2).start_s, 3640);
+  EXPECT_EQ(Outcome(*ticks, 1).start_s, 3690);
+  EXPECT_EQ(Outcome(*ticks, 1).end_s, 3690 + 10000 - 3640);
+  EXPECT_EQ(ticks->preemptions, 1);
+  EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 0);
+}
+
+// Each phase: a blocker holds the only GPU while a long and then a short job arrive. QSSF with
+// predicted durations has no history in phase 0 (both get the default estimate: submit order),
+// only a generic answer in phase 1 (this user's 1-GPU jobs, the same for both) and each name's
+// own runs in phase 2, where the short job goes first, as it does with the oracle in every phase.
+TEST(Replay, PredictedEstimatesImproveWithHistory) {
+  Trace trace;
+  for (int k = 0; k < 3; ++k) {
+    const int64_t t0 = k * 10000;
+    trace.jobs.push_back(MakeTraceJob(3 * k, 1, t0, 100, 1, "p", "blocker"));
+    trace.jobs.push_back(MakeTraceJob(3 * k + 1, 1, t0 + 1, 1000, 1, "p", "long"));
+    trace.jobs.push_back(MakeTraceJob(3 * k + 2, 1, t0 + 2, 10, 1, "p", "short"));
+  }
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kQssf;
+  config.estimate = EstimateSource::kPredicted;
+  auto predicted = RunReplay(OneNode(1), trace, config);
+  config.estimate = EstimateSource::kOracle;
+  auto oracle = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(predicted.ok() && oracle.ok());
+  auto short_first = [](const ReplayResult& r, int k) {
+    return Outcome(r, 3 * k + 2).start_s < Outcome(r, 3 * k + 1).start_s;
+  };
+  EXPECT_FALSE(short_first(*predicted, 0));
+  EXPECT_FALSE(short_first(*predicted, 1));
+  EXPECT_TRUE(short_first(*predicted, 2));
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(short_first(*oracle, k)) << "phase " << k;
+  EXPECT_GT(predicted->jct_s.mean, oracle->jct_s.mean);
+}
+
+// Without a time limit, "none" estimates every job at the one-hour default: QSSF degenerates to
+// fewest GPUs first, then submit order.
+TEST(Replay, NoEstimateHidesTheRecordedDuration) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(0, 1, 0, 100), MakeTraceJob(1, 1, 1, 1000), MakeTraceJob(2, 1, 2, 10)};
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kQssf;
+  config.estimate = EstimateSource::kNone;
+  auto r = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Outcome(*r, 1).start_s, 100);
+  EXPECT_EQ(Outcome(*r, 2).start_s, 1100);
+  trace.jobs[2].job.time_limit = Seconds(20);  // a declared limit is known
+  r = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Outcome(*r, 2).start_s, 100);
+}
+
+// Per-project results add up to the totals, and allocated GPU-seconds are exactly the completed
+// runs plus the runs preemption threw away (or, with resume, the completed work alone).
+TEST(Replay, PerProjectAccountingSumsToTotals) {
+  GeneratorConfig gen;
+  gen.jobs = 400;
+  gen.seed = 7;
+  gen.users = 6;
+  gen.projects = 3;
+  gen.mean_interarrival_s = 20;
+  const Trace trace = GenerateWorkload(gen);
+  const auto nodes = Nodes(4, 8);
+  for (bool resume : {false, true}) {
+    ReplayConfig config{"fgd"};
+    config.order = sched::QueueOrder::kFairShare;
+    config.resume = resume;
+    config.sharing.projects["p0"].quota_milli = 16000;
+    config.sharing.projects["p1"].quota_milli = 8000;
+    config.sharing.projects["p2"].quota_milli = 8000;
+    config.sharing.projects["p2"].weight = 2;
+    auto r = RunReplay(nodes, trace, config);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->unfinished, 0);
+    EXPECT_GT(r->preemptions, 0) << "the workload should exercise reclaim";
+    ASSERT_EQ(r->projects.size(), 3u);
+    EXPECT_EQ(r->projects[2].weight, 2);
+    int64_t jobs = 0, completed = 0, preemptions = 0, job_preemptions = 0;
+    double gpu_s = 0, lost = 0, work = 0;
+    for (const ProjectResult& p : r->projects) {
+      jobs += p.jobs;
+      completed += p.completed;
+      preemptions += p.preemptions;
+      gpu_s += p.gpu_s;
+      lost += p.lost_gpu_s;
+    }
+    for (size_t i = 0; i < trace.jobs.size(); ++i) {
+      const TraceJob& t = trace.jobs[i];
+      work += static_cast<double>(t.duration.value() * t.job.TotalMilli().value()) / 1000.0;
+      job_preemptions += r->job_outcomes[i].preemptions;
+      EXPECT_EQ(r->job_outcomes[i].id, t.job.id);
+    }
+    EXPECT_EQ(jobs, r->jobs);
+    EXPECT_EQ(completed, r->completed);
+    EXPECT_EQ(preemptions, r->preemptions);
+    EXPECT_EQ(job_preemptions, r->preemptions);
+    EXPECT_NEAR(gpu_s, r->gpu_s, 1e-6 * r->gpu_s);
+    EXPECT_NEAR(lost, r->lost_gpu_s, 1e-6 * r->gpu_s);
+    EXPECT_NEAR(r->gpu_s, work + r->lost_gpu_s, 1e-6 * r->gpu_s);
+    if (resume) {
+      EXPECT_EQ(r->lost_gpu_s, 0);
+    }
+    const double capacity_gpus = 4 * 8;
+    EXPECT_NEAR(r->gpu_s,
+                r->gpu_alloc_pct_mean / 100 * capacity_gpus * static_cast<double>(r->makespan_s),
+                1e-6 * r->gpu_s);
+  }
+}
+
+// EASY backfill with exact (oracle) estimates on a small synthetic workload: no job starts later
+// than the earliest start a reservation promised it, and the cluster is used at least as well as
+// with strict order.
+TEST(Replay, BackfillNeverDelaysAReservedJob) {
+  for (uint64_t seed = 1; seed <= 5; ++seed) {
+    GeneratorConfig gen;
+    gen.jobs = 300;
+    gen.seed = seed;
+    gen.mean_interarrival_s = 120;
+    const Trace trace = GenerateWorkload(gen);
+    ReplayConfig config{"fgd"};
+    config.blocking = sched::Blocking::kBackfill;
+    auto backfill = RunReplay(Nodes(4, 8), trace, config);
+    config.blocking = sched::Blocking::kStrict;
+    auto strict = RunReplay(Nodes(4, 8), trace, config);
+    ASSERT_TRUE(backfill.ok() && strict.ok());
+    ASSERT_EQ(backfill->unfinished, 0);
+    int reserved = 0;
+    for (const ReplayJob& o : backfill->job_outcomes) {
+      if (!o.reserved_start_s) continue;
+      ++reserved;
+      EXPECT_LE(o.start_s, *o.reserved_start_s) << "seed " << seed << ": job " << o.id.value();
+    }
+    EXPECT_GT(reserved, 0) << "seed " << seed << ": nothing was ever reserved";
+    EXPECT_GE(backfill->gpu_alloc_pct_mean, strict->gpu_alloc_pct_mean) << "seed " << seed;
+    EXPECT_LE(backfill->jct_s.mean, strict->jct_s.mean) << "seed " << seed;
+  }
+}
+
+TEST(Replay, ReportsTheSharingInJson) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 4, 0, 100, 1, "a"), MakeTraceJob(2, 4, 10, 50, 1, "b")};
+  ReplayConfig config{"bestfit"};
+  config.blocking = sched::Blocking::kBackfill;
+  config.estimate = EstimateSource::kPredicted;
+  config.sharing.projects["b"].quota_milli = 4000;
+  auto r = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(r.ok());
+  const auto j = ReplayJson(config, {*r});
+  EXPECT_EQ(j["config"]["blocking"], "backfill");
+  EXPECT_EQ(j["config"]["estimate"], "predicted");
+  EXPECT_EQ(j["config"]["resume"], false);
+  const auto& result = j["results"][0];
+  EXPECT_EQ(result["preemptions"], 1);
+  EXPECT_EQ(result["lost_gpu_s"], 40);
+  ASSERT_EQ(result["projects"].size(), 2u);
+  EXPECT_EQ(result["projects"][0]["project"], "a");
+  EXPECT_EQ(result["projects"][1]["entitlement_90_s"], 0);
+  EXPECT_THAT(ReplayTable({*r}), ::testing::HasSubstr("bestfit per project"));
+}
+
+TEST(Replay, EstimateSourceNames) {
+  for (auto source : {EstimateSource::kOracle, EstimateSource::kPredicted, EstimateSource::kNone}) {
+    EXPECT_EQ(*ParseEstimateSource(EstimateSourceName(source)), source);
+  }
+  auto bad = ParseEstimateSource("magic");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("oracle, predicted, none"), std::string::npos);
+  for (auto b : {sched::Blocking::kSkip, sched::Blocking::kStrict, sched::Blocking::kBackfill}) {
+    EXPECT_EQ(*sched::ParseBlocking(sched::BlockingName(b)), b);
+  }
 }
 
 TEST(Summarize, NearestRankPercentiles) {

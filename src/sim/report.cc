@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
+#include "sched/policy_config.h"
 #include "sim/svg_plot.h"
 
 namespace corral::sim {
@@ -171,9 +173,61 @@ Status WriteFillOutputs(const std::vector<FillResult>& results, const std::strin
                                   series));
 }
 
-json ReplayJson(const std::vector<ReplayResult>& results) {
-  json out = {{"mode", "replay"}, {"results", json::array()}};
+namespace {
+
+json OptionalSeconds(const std::optional<int64_t>& s) { return s ? json(*s) : json(nullptr); }
+
+std::string GpuHours(double gpu_s) { return Fixed(gpu_s / 3600.0, 1); }
+
+// One row per project: its jobs, times, GPU-hours, preemptions and fairness.
+std::string ProjectTable(const ReplayResult& r) {
+  std::string out = "  " + Pad("project", 14, true) + Pad("weight", 7) + Pad("jobs", 8) +
+                    Pad("done", 8) + Pad("JCT mean", 10) + Pad("JCT p50", 9) + Pad("JCT p95", 9) +
+                    Pad("queue mean", 11) + Pad("queue p50", 10) + Pad("queue p95", 10) +
+                    Pad("GPU-h", 9) + Pad("preempt", 8) + Pad("lost GPU-h", 11) +
+                    Pad("90% ent.", 10) + Pad("alloc/ent", 10) + "\n";
+  for (const ProjectResult& p : r.projects) {
+    out += "  " + Pad(p.project, 14, true) + Pad(Fixed(p.weight, 2), 7) +
+           Pad(std::to_string(p.jobs), 8) + Pad(std::to_string(p.completed), 8) +
+           Pad(Fixed(p.jct_s.mean, 0), 10) + Pad(Fixed(p.jct_s.p50, 0), 9) +
+           Pad(Fixed(p.jct_s.p95, 0), 9) + Pad(Fixed(p.queue_s.mean, 0), 11) +
+           Pad(Fixed(p.queue_s.p50, 0), 10) + Pad(Fixed(p.queue_s.p95, 0), 10) +
+           Pad(GpuHours(p.gpu_s), 9) + Pad(std::to_string(p.preemptions), 8) +
+           Pad(GpuHours(p.lost_gpu_s), 11) +
+           Pad(p.entitlement_90_s ? std::to_string(*p.entitlement_90_s) : "-", 10) +
+           Pad(Fixed(p.share_of_entitlement_mean, 3), 10) + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& results) {
+  json out = {{"mode", "replay"},
+              {"config",
+               {{"order", std::string(sched::QueueOrderName(config.order))},
+                {"blocking", std::string(sched::BlockingName(config.blocking))},
+                {"estimate", std::string(EstimateSourceName(config.estimate))},
+                {"resume", config.resume},
+                {"pass_interval_s", config.pass_interval_s},
+                {"las_thresholds_gpu_s", config.las_thresholds_gpu_s},
+                {"reclaim", config.sharing.reclaim}}},
+              {"results", json::array()}};
   for (const auto& r : results) {
+    json projects = json::array();
+    for (const ProjectResult& p : r.projects) {
+      projects.push_back({{"project", p.project},
+                          {"weight", p.weight},
+                          {"jobs", p.jobs},
+                          {"completed", p.completed},
+                          {"jct_s", DistributionJson(p.jct_s)},
+                          {"queue_s", DistributionJson(p.queue_s)},
+                          {"gpu_s", Round4(p.gpu_s)},
+                          {"preemptions", p.preemptions},
+                          {"lost_gpu_s", Round4(p.lost_gpu_s)},
+                          {"entitlement_90_s", OptionalSeconds(p.entitlement_90_s)},
+                          {"share_of_entitlement_mean", Round4(p.share_of_entitlement_mean)}});
+    }
     out["results"].push_back({{"policy", r.policy},
                               {"jobs", r.jobs},
                               {"completed", r.completed},
@@ -182,7 +236,16 @@ json ReplayJson(const std::vector<ReplayResult>& results) {
                               {"queue_s", DistributionJson(r.queue_s)},
                               {"makespan_s", r.makespan_s},
                               {"gpu_alloc_pct_mean", Round4(r.gpu_alloc_pct_mean)},
+                              {"gpu_alloc_pct_arrivals", Round4(r.gpu_alloc_pct_arrivals)},
                               {"frag_pct_mean", Round4(r.frag_pct_mean)},
+                              {"gpu_s", Round4(r.gpu_s)},
+                              {"preemptions", r.preemptions},
+                              {"lost_gpu_s", Round4(r.lost_gpu_s)},
+                              {"fairness",
+                               {{"contended_s", r.fairness.contended_s},
+                                {"jain_mean", Round4(r.fairness.jain_mean)},
+                                {"gpu_alloc_pct_mean", Round4(r.fairness.gpu_alloc_pct_mean)}}},
+                              {"projects", projects},
                               {"wall_ms", Round4(r.wall_ms)}});
   }
   return out;
@@ -192,16 +255,27 @@ std::string ReplayTable(const std::vector<ReplayResult>& results) {
   std::string out = Pad("policy", 12, true) + Pad("jobs", 9) + Pad("done", 9) +
                     Pad("JCT mean", 11) + Pad("JCT p50", 10) + Pad("JCT p99", 10) +
                     Pad("queue mean", 12) + Pad("queue p95", 11) + Pad("makespan", 11) +
-                    Pad("GPU alloc%", 12) + Pad("frag%", 8) + "\n";
+                    Pad("GPU alloc%", 12) + Pad("frag%", 8) + Pad("preempt", 9) + "\n";
   for (const auto& r : results) {
     out += Pad(r.policy, 12, true) + Pad(std::to_string(r.jobs), 9) +
            Pad(std::to_string(r.completed), 9) + Pad(Fixed(r.jct_s.mean, 0), 11) +
            Pad(Fixed(r.jct_s.p50, 0), 10) + Pad(Fixed(r.jct_s.p99, 0), 10) +
            Pad(Fixed(r.queue_s.mean, 0), 12) + Pad(Fixed(r.queue_s.p95, 0), 11) +
            Pad(std::to_string(r.makespan_s), 11) + Pad(Fixed(r.gpu_alloc_pct_mean, 2), 12) +
-           Pad(Fixed(r.frag_pct_mean, 2), 8) + "\n";
+           Pad(Fixed(r.frag_pct_mean, 2), 8) + Pad(std::to_string(r.preemptions), 9) + "\n";
   }
-  out += "(times in seconds of virtual time)\n";
+  for (const auto& r : results) {
+    if (r.projects.size() < 2 && r.preemptions == 0) continue;
+    out += "\n" + r.policy + " per project (lost GPU-h: runs thrown away by preemption):\n" +
+           ProjectTable(r);
+    out += "  contended " + std::to_string(r.fairness.contended_s) +
+           " s (>= 2 projects want more than the cluster has): Jain's index of alloc/ent " +
+           Fixed(r.fairness.jain_mean, 3) + ", GPU alloc " +
+           Fixed(r.fairness.gpu_alloc_pct_mean, 2) + "%\n";
+  }
+  out +=
+      "(times in seconds of virtual time; 90% ent.: seconds from a project's first submit until "
+      "it held\n 90% of its entitlement; alloc/ent: time-weighted over contended time)\n";
   return out;
 }
 
@@ -210,15 +284,32 @@ Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::s
   std::vector<PlotSeries> series;
   for (const auto& r : results) {
     std::string csv = "time_s,gpu_alloc_pct,frag_pct,pending,running\n";
+    std::string projects_csv = "time_s,project,gpu_alloc_pct,entitled_pct\n";
     PlotSeries s{r.policy, {}};
+    std::vector<PlotSeries> project_series;
+    for (const ProjectResult& p : r.projects) project_series.push_back({p.project, {}});
     for (const ReplaySample& p : r.timeline) {
       csv += std::to_string(p.time_s) + "," + Fixed(p.gpu_alloc_pct, 4) + "," +
              Fixed(p.frag_pct, 4) + "," + std::to_string(p.pending) + "," +
              std::to_string(p.running) + "\n";
-      s.points.emplace_back(static_cast<double>(p.time_s) / 3600.0, p.gpu_alloc_pct);
+      const double hours = static_cast<double>(p.time_s) / 3600.0;
+      s.points.emplace_back(hours, p.gpu_alloc_pct);
+      for (size_t k = 0; k < r.projects.size(); ++k) {
+        projects_csv += std::to_string(p.time_s) + "," + r.projects[k].project + "," +
+                        Fixed(p.project_alloc_pct[k], 4) + "," +
+                        Fixed(p.project_entitled_pct[k], 4) + "\n";
+        project_series[k].points.emplace_back(hours, p.project_alloc_pct[k]);
+      }
     }
     CORRAL_RETURN_IF_ERROR(
         WriteFile(std::filesystem::path(dir) / ("replay_" + r.policy + ".csv"), csv));
+    CORRAL_RETURN_IF_ERROR(WriteFile(
+        std::filesystem::path(dir) / ("replay_" + r.policy + "_projects.csv"), projects_csv));
+    CORRAL_RETURN_IF_ERROR(
+        WriteFile(std::filesystem::path(dir) / ("replay_" + r.policy + "_projects.svg"),
+                  RenderLinePlot({"GPU allocation per project (" + r.policy + ")",
+                                  "virtual time (hours)", "allocated GPU % of the cluster"},
+                                 project_series)));
     series.push_back(std::move(s));
   }
   return WriteFile(

@@ -26,12 +26,21 @@ std::string FillTable(const std::vector<FillResult>& results);
 // unallocated GPU % against arrived load, one line per policy) into `dir` (created if needed).
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);
 
-// {"mode":"replay","results":[{"policy","jobs","completed","unfinished","jct_s":{"mean","p50",
-//  "p95","p99"},"queue_s":{..},"makespan_s","gpu_alloc_pct_mean","frag_pct_mean","wall_ms"}]}
-nlohmann::json ReplayJson(const std::vector<ReplayResult>& results);
+// {"mode":"replay","config":{"order","blocking","estimate","resume","pass_interval_s",
+//  "las_thresholds_gpu_s","reclaim"},"results":[{"policy","jobs","completed","unfinished","jct_s":{"mean","p50","p95",
+//  "p99"},"queue_s":{..},"makespan_s","gpu_alloc_pct_mean","gpu_alloc_pct_arrivals",
+//  "frag_pct_mean","gpu_s","preemptions","lost_gpu_s","fairness":{"contended_s","jain_mean",
+//  "gpu_alloc_pct_mean"},"projects":[{"project","weight","jobs","completed","jct_s","queue_s",
+//  "gpu_s","preemptions","lost_gpu_s","entitlement_90_s" (null: never),
+//  "share_of_entitlement_mean"}],"wall_ms"}]}: the fields of ReplayResult (sim/replay.h).
+nlohmann::json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& results);
+// One row per policy; then, for a run with several projects or with preemptions, one row per
+// project and the fairness under contention.
 std::string ReplayTable(const std::vector<ReplayResult>& results);
-// Writes replay_<policy>.csv (the timeline) and replay_alloc.svg (GPU allocation % over time,
-// one line per policy) into `dir`.
+// Writes into `dir`: replay_<policy>.csv (the timeline), replay_<policy>_projects.csv (time_s,
+// project, gpu_alloc_pct, entitled_pct: one row per sample and project),
+// replay_<policy>_projects.svg (each project's allocation over time) and replay_alloc.svg (GPU
+// allocation % over time, one line per policy).
 Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::string& dir);
 
 // {"mode":"predict","config":{"window","min_samples","default_estimate_s"},"jobs","scored",

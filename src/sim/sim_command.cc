@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "sched/placement_policy.h"
+#include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "sim/fill.h"
 #include "sim/generator.h"
 #include "sim/predict_eval.h"
 #include "sim/replay.h"
 #include "sim/report.h"
+#include "sim/sharing_file.h"
 #include "sim/trace.h"
 
 namespace corral::sim {
@@ -131,13 +133,70 @@ int RunFillCommand(const FillFlags& f) {
 }
 
 struct ReplayFlags {
-  std::string nodes, trace, format, policy = "fgd", order = "fifo", out, output = "table";
+  std::string nodes, trace, format, policy = "fgd", order = "fifo", blocking, estimate = "oracle",
+                                    sharing, las_thresholds, out, output = "table";
   double scale_nodes = 1.0;
   uint64_t seed = 0;
-  bool strict = false, no_frag = false;
+  int64_t pass_interval_s = 0;
+  bool strict = false, resume = false, no_frag = false;
 };
 
+// "3600,36000": ascending positive GPU-seconds.
+Result<std::vector<int64_t>> ParseLasThresholds(const std::string& text) {
+  std::vector<int64_t> out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string part = text.substr(start, comma - start);
+    if (part.empty() || part.size() > 15 ||
+        part.find_first_not_of("0123456789") != std::string::npos || std::stoll(part) == 0 ||
+        (!out.empty() && std::stoll(part) <= out.back())) {
+      return InvalidArgument("--las-thresholds: '" + part +
+                             "': must be positive whole GPU-seconds in ascending order");
+    }
+    out.push_back(std::stoll(part));
+    start = comma + 1;
+  }
+  return out;
+}
+
+// The replay's scheduling rules from the flags; errors name the flag (or the sharing file).
+Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
+  ReplayConfig config;
+  auto order = sched::ParseQueueOrder(f.order);
+  if (!order.ok()) return InvalidArgument("--order: " + order.status().message());
+  config.order = *order;
+  // --strict is the older spelling of --blocking strict.
+  if (f.strict && !f.blocking.empty() && f.blocking != "strict") {
+    return InvalidArgument("--strict contradicts --blocking " + f.blocking);
+  }
+  const std::string blocking_name = f.strict ? "strict" : f.blocking.empty() ? "skip" : f.blocking;
+  auto blocking = sched::ParseBlocking(blocking_name);
+  if (!blocking.ok()) return InvalidArgument("--blocking: " + blocking.status().message());
+  config.blocking = *blocking;
+  auto estimate = ParseEstimateSource(f.estimate);
+  if (!estimate.ok()) return InvalidArgument("--estimate: " + estimate.status().message());
+  config.estimate = *estimate;
+  if (!f.sharing.empty()) {
+    auto sharing = ReadSharingFile(f.sharing);
+    if (!sharing.ok()) return InvalidArgument("--sharing: " + sharing.status().message());
+    config.sharing = *sharing;
+  }
+  if (!f.las_thresholds.empty()) {
+    auto thresholds = ParseLasThresholds(f.las_thresholds);
+    if (!thresholds.ok()) return thresholds.status();
+    config.las_thresholds_gpu_s = *thresholds;
+  }
+  config.resume = f.resume;
+  config.pass_interval_s = f.pass_interval_s;
+  config.seed = f.seed;
+  config.track_fragmentation = !f.no_frag;
+  return config;
+}
+
 int RunReplayCommand(const ReplayFlags& f) {
+  auto config = ReplayConfigOf(f);
+  if (!config.ok()) return Fail(config.status(), kExitBadInput);
   auto nodes = LoadNodes(f.nodes);
   if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
   auto scaled = ScaleNodes(*nodes, f.scale_nodes, f.seed);
@@ -146,27 +205,27 @@ int RunReplayCommand(const ReplayFlags& f) {
   if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
-  auto order = sched::ParseQueueOrder(f.order);
-  if (!order.ok())
-    return Fail(InvalidArgument("--order: " + order.status().message()), kExitBadInput);
 
   std::vector<ReplayResult> results;
   for (const auto& p : *policies) {
-    ReplayConfig config;
-    config.policy = p;
-    config.order = *order;
-    config.blocking = f.strict ? sched::Blocking::kStrict : sched::Blocking::kSkip;
-    config.seed = f.seed;
-    config.track_fragmentation = !f.no_frag;
-    auto r = RunReplay(*scaled, *trace, config);
+    config->policy = p;
+    auto r = RunReplay(*scaled, *trace, *config);
     if (!r.ok()) return Fail(r.status(), kExitRunFailed);
     results.push_back(std::move(r).value());
   }
   if (f.output == "json") {
-    std::cout << ReplayJson(results).dump(2) << "\n";
+    std::cout << ReplayJson(*config, results).dump(2) << "\n";
   } else {
     std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size() << " jobs from "
-              << f.trace << ", order " << f.order << (f.strict ? " (strict)" : "") << "\n"
+              << f.trace << ", order " << sched::QueueOrderName(config->order) << ", blocking "
+              << sched::BlockingName(config->blocking) << ", estimate "
+              << EstimateSourceName(config->estimate)
+              << (f.sharing.empty() ? "" : ", sharing " + f.sharing)
+              << (config->resume ? ", preempted jobs resume" : "")
+              << (config->pass_interval_s > 0
+                      ? ", a pass every " + std::to_string(config->pass_interval_s) + " s"
+                      : "")
+              << "\n"
               << ReplayTable(results);
   }
   if (!f.out.empty()) {
@@ -269,8 +328,25 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   r->add_option("--trace", replay->trace, "Job trace")->required();
   r->add_option("--format", replay->format, "openb, tiresias, helios or jsonl (default: detect)");
   r->add_option("--policy", replay->policy, "Placement policies, comma-separated, or 'all'");
-  r->add_option("--order", replay->order, "Queue order: fifo or priority");
-  r->add_flag("--strict", replay->strict, "Head-of-line blocking: nothing passes a waiting head");
+  r->add_option("--order", replay->order,
+                "Queue order: fifo, priority, fairshare, sjf, qssf or las (2D-LAS)");
+  r->add_option("--blocking", replay->blocking,
+                "A job that does not fit: skip (later jobs pass), strict (nothing passes) or "
+                "backfill (EASY: reserved, later jobs pass if they do not delay it)");
+  r->add_flag("--strict", replay->strict, "Same as --blocking strict");
+  r->add_option("--estimate", replay->estimate,
+                "Run-time estimates for qssf and backfill: oracle (recorded duration), predicted "
+                "(learnt from finished jobs) or none (time limit, else 1 h)");
+  r->add_option("--sharing", replay->sharing,
+                "Projects' weights, quotas and limits, reclaim, fair share (JSON or YAML)");
+  r->add_option("--las-thresholds", replay->las_thresholds,
+                "2D-LAS queue thresholds, GPU-seconds of attained service (default 3600)");
+  r->add_flag("--resume", replay->resume,
+              "A preempted job keeps its progress (default: it restarts from scratch)");
+  r->add_option("--pass-interval", replay->pass_interval_s,
+                "Also run a scheduling pass every this many seconds while jobs wait (0: only at "
+                "arrivals and ends)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}));
   r->add_option("--scale-nodes", replay->scale_nodes, "Scale the cluster by this factor");
   r->add_option("--seed", replay->seed, "Seed for tie order and node scaling");
   r->add_flag("--no-frag", replay->no_frag, "Do not track fragmentation over time (faster)");

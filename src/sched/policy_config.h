@@ -1,0 +1,53 @@
+// The scheduling rules as people write them, in JSON or YAML (read with common/config_file.h):
+// the server's policy file and the simulator's --sharing file share this one format. Unknown
+// fields are errors (a typo must not fall back to a default silently); messages name the field
+// with its path ("field 'projects.vision.weight': must be a number > 0").
+//
+//   order: fairshare          # fifo | priority | fairshare | sjf | qssf | las
+//   blocking: backfill        # skip | strict | backfill
+//   reclaim: true             # preempt borrowed GPUs for a project under its quota
+//   las_thresholds_gpu_s: [3600]
+//   fair_share: {half_life_s: 604800, fair_share_weight: 1000, age_weight: 100, age_unit_s: 86400}
+//   projects:                 # projects not named: weight 1, no quota, no limit
+//     vision: {weight: 2, gpus: 64, model_gpus: {A100-80GB: 8}, limit_gpus: 96}
+//
+// GPU counts may be fractional (0.5 = 500 milli-GPU); limit_gpus null means no limit.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "sched/scheduler.h"
+#include "sched/sharing.h"
+
+namespace corral::sched {
+
+struct SchedulingPolicy {
+  QueueOrder order = QueueOrder::kFairShare;
+  Blocking blocking = Blocking::kBackfill;
+  SharingConfig sharing;
+  std::vector<int64_t> las_thresholds_gpu_s = {3600};
+};
+
+// The fields of the format above that a reader accepts (others are refused, naming them): the
+// server takes project sharing from its store, so it leaves "projects" out.
+inline const std::set<std::string> kAllPolicyFields = {
+    "order", "blocking", "reclaim", "las_thresholds_gpu_s", "fair_share", "projects"};
+
+Result<SchedulingPolicy> ParseSchedulingPolicy(
+    const nlohmann::json& json, const std::set<std::string>& accepted = kAllPolicyFields);
+// Everything but the projects.
+nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
+
+// One project's sharing ({weight, gpus, model_gpus, limit_gpus}); `field` prefixes the names in
+// messages ("projects.vision").
+Result<ProjectPolicy> ParseProjectSharing(const nlohmann::json& json,
+                                          const std::string& field = "");
+nlohmann::json ProjectSharingJson(const ProjectPolicy& policy);
+
+std::string_view BlockingName(Blocking blocking);
+
+}  // namespace corral::sched
