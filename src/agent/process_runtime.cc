@@ -543,8 +543,8 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
   // The scratch directory (when the job named no workdir) goes with the task: it is scratch.
   // remove_all does not follow the symbolic links a task may have left there.
   std::filesystem::remove_all(options_.work_dir + "/scratch/" + ToString(key), ec);
-  if (ec) return IoError("cannot remove the scratch directory of " + ToString(key) + ": " +
-                         ec.message());
+  if (ec)
+    return IoError("cannot remove the scratch directory of " + ToString(key) + ": " + ec.message());
   tasks_.erase(it);
   return Status::Ok();
 }

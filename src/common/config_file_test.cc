@@ -7,7 +7,8 @@ namespace corral {
 namespace {
 
 TEST(ConfigFile, YamlScalarsGetTheirTypes) {
-  auto j = ParseJsonOrYaml("a: 3\nb: 1.5\nh: 1e3\nc: true\nd: '7'\ne: text\nf: '-'\ng: [1, x]\n", "t");
+  auto j =
+      ParseJsonOrYaml("a: 3\nb: 1.5\nh: 1e3\nc: true\nd: '7'\ne: text\nf: '-'\ng: [1, x]\n", "t");
   ASSERT_TRUE(j.ok()) << j.status().ToString();
   EXPECT_EQ((*j)["a"], 3);
   EXPECT_EQ((*j)["b"], 1.5);
