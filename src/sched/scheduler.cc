@@ -415,6 +415,19 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
   return borrowed;
 }
 
+bool Scheduler::WouldBorrow(const model::Job& job) const {
+  const ProjectPolicy& policy = PolicyOf(job.project);
+  const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
+  return BucketUsage(job.project, bucket) + MilliOf(job) > QuotaOf(policy, bucket);
+}
+
+bool Scheduler::AnyQuota() const {
+  for (const auto& [name, p] : config_.sharing.projects) {
+    if (p.quota_milli > 0 || !p.model_quota_milli.empty()) return true;
+  }
+  return false;
+}
+
 bool Scheduler::QuotaHasRoom(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
   const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
@@ -539,6 +552,13 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
   return placed;
 }
 
+Seconds Scheduler::ExpectedEnd(const Running& run, Seconds now) const {
+  if (run.estimated_end > now) return run.estimated_end;
+  // It outlived its estimate: expect it to run as long again as it has so far (a job that ran
+  // long tends to run longer), rather than to end this instant.
+  return Seconds(now.value() + std::max<int64_t>(1, now.value() - run.start.value()));
+}
+
 int64_t Scheduler::AttainedIn(const Running& run, Seconds now) const {
   const int64_t gpus = std::max<int64_t>(1, (MilliOf(run.job) + 999) / 1000);
   return std::max<int64_t>(0, now.value() - run.start.value()) * gpus;
@@ -588,7 +608,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
   int64_t order = 0;
   for (JobId id : ids) {
     const Running& run = running_.at(id);
-    ends.push({std::max(now.value(), run.estimated_end.value()), order++, -1, run.tasks});
+    ends.push({ExpectedEnd(run, now).value(), order++, -1, run.tasks});
   }
   std::vector<Allocation> released;             // real allocations to give back at the end
   std::vector<std::vector<Allocation>> shadow;  // shadow starts
@@ -693,6 +713,9 @@ Decisions Scheduler::Schedule(Seconds now) {
   }
   std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
   std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
+  // With quotas, two phases: first only jobs within their quota, then the borrowers.
+  bool lending = !AnyQuota();
+  std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
   while (true) {
     Heap* best = nullptr;
     PassKey best_key;
@@ -704,6 +727,14 @@ Decisions Scheduler::Schedule(Seconds now) {
         best = &heap;
         best_key = k;
       }
+    }
+    if (!best && !lending) {
+      lending = true;
+      for (int g : deferred) {
+        heads[by_project ? groups_[g].project : ""].emplace(*groups_[g].queue.begin(), g);
+      }
+      deferred.clear();
+      continue;
     }
     if (!best) break;
     const int g = best->top().second;
@@ -717,6 +748,10 @@ Decisions Scheduler::Schedule(Seconds now) {
     const JobId id(std::get<2>(*group.queue.begin()));
     const model::Job job = pending_.at(id).job;
     Shape& shape = shapes_[group.shape];
+    if (!lending && WouldBorrow(job)) {
+      deferred.push_back(g);
+      continue;
+    }
     group.waits.reset();
     if (!LimitAllows(job)) {
       const ProjectPolicy& policy = PolicyOf(job.project);
@@ -796,9 +831,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     }
     const JobId started(std::get<2>(chosen));
     const model::Job run = pending_.at(started).job;
-    const ProjectPolicy& policy = PolicyOf(run.project);
-    const std::string bucket = QuotaBucket(policy, run.resources.gpu_models);
-    const bool borrowed = BucketUsage(run.project, bucket) + MilliOf(run) > QuotaOf(policy, bucket);
+    const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
     group.queue.erase(chosen);
     pending_.erase(started);

@@ -16,8 +16,13 @@
 // Passing (Blocking): with kSkip a job that does not fit is skipped and later jobs may start;
 // with kStrict the first job that does not fit stops the pass; with kBackfill (EASY backfill) the
 // first job that does not fit gets a reservation at the earliest time it could start if running
-// jobs ended at their estimates, and later jobs start now only if they do not delay it: they end
-// (by their estimate) before the reservation, or use none of its nodes.
+// jobs ended at their estimates (one that outlived its estimate: after as much again as it has
+// run), and later jobs start now only if they do not delay it: they end (by their estimate)
+// before the reservation, or use none of its nodes.
+//
+// Sharing passes: jobs within their project's quota go first; jobs that would borrow (run beyond
+// their quota) are considered only after, so capacity freed in a pass goes to quota owners
+// before it is lent.
 //
 // Sharing (SharingConfig): a project past its hard limit waits; use beyond its quota is marked
 // borrowed. With reclaim on, a job of a project whose quota has room but which does not fit
@@ -232,6 +237,9 @@ class Scheduler {
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
   bool LimitAllows(const model::Job& job) const;
+  // True when starting the job now would take its project beyond its quota.
+  bool WouldBorrow(const model::Job& job) const;
+  bool AnyQuota() const;  // some project has a quota
   // True when the job's project has quota room for it (so reclaim may make room).
   bool QuotaHasRoom(const model::Job& job) const;
   // Frees GPUs for `job` by preempting borrowed jobs of other projects and places it; the
@@ -245,6 +253,9 @@ class Scheduler {
                                                     const std::vector<JobId>& candidates,
                                                     const std::string& why, Seconds now,
                                                     std::vector<Preemption>& preemptions);
+  // When `run` is expected to end, seen at `now`: its estimated end, or, once past it, as much
+  // again as it has run (never "now", which would promise reservations that cannot hold).
+  Seconds ExpectedEnd(const Running& run, Seconds now) const;
   // GPU-seconds `run` attained in its current run until `now`.
   int64_t AttainedIn(const Running& run, Seconds now) const;
   int LasQueueOf(int64_t attained_gpu_s) const;

@@ -209,19 +209,39 @@ TEST(SchedulerSharing, BorrowedGpusAreReclaimedForTheQuotaOwner) {
   EXPECT_TRUE(d.preemptions.empty());
 }
 
-TEST(SchedulerSharing, AJobStartedInThisPassIsNotPreemptedInIt) {
+TEST(SchedulerSharing, AQuotaOwnerGoesBeforeAnOlderBorrowerInAPass) {
   SchedulerConfig config = Config(QueueOrder::kFifo);
   config.sharing.projects["owner"].quota_milli = 4000;
   auto s = Make({4}, config);
   ASSERT_TRUE(s->Submit(Job(1, "borrower", 4, 0)).ok());  // ahead in FIFO order
   ASSERT_TRUE(s->Submit(Job(2, "owner", 2, 1)).ok());
+  // Started and then preempted in the same pass would launch and kill at once: the owner's
+  // job, within its quota, goes first; the borrower waits for capacity nobody is owed.
   Decisions d = s->Schedule(Seconds(2));
-  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{1}));
-  EXPECT_TRUE(d.preemptions.empty());
-  d = s->Schedule(Seconds(3));  // now it is running borrowed capacity: reclaimed
   EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{2}));
-  ASSERT_EQ(d.preemptions.size(), 1u);
-  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_TRUE(s->Schedule(Seconds(3)).starts.empty());
+}
+
+TEST(SchedulerSharing, FreedGpusGoToTheQuotaOwnerBeforeBorrowers) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["a"].quota_milli = 2000;
+  config.sharing.projects["b"].quota_milli = 2000;
+  auto s = Make({4}, config);
+  ASSERT_TRUE(s->Submit(Job(1, "a", 1, 0)).ok());
+  ASSERT_TRUE(s->Submit(Job(2, "a", 1, 0)).ok());
+  ASSERT_TRUE(s->Submit(Job(11, "b", 1, 1)).ok());
+  ASSERT_TRUE(s->Submit(Job(12, "b", 1, 1)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(2)).starts.size(), 4u);
+  ASSERT_TRUE(s->Submit(Job(3, "a", 1, 3)).ok());  // older, but beyond a's quota
+  ASSERT_TRUE(s->Submit(Job(4, "a", 1, 3)).ok());
+  ASSERT_TRUE(s->Submit(Job(13, "b", 1, 4)).ok());  // within b's quota once 11, 12 end
+  ASSERT_TRUE(s->Finish(JobId(11)).ok());
+  ASSERT_TRUE(s->Finish(JobId(12)).ok());
+  Decisions d = s->Schedule(Seconds(5));
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{13, 3}));  // the owner first, then lending
+  EXPECT_EQ(s->ProjectUsage("a"), 3000);
+  EXPECT_TRUE(s->Schedule(Seconds(6)).preemptions.empty());  // nothing to take back
 }
 
 TEST(SchedulerSharing, NoReclaimWhenTurnedOff) {
