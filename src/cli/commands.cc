@@ -488,7 +488,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     });
   });
   struct Quota {
-    double gpus = 0, weight = 1, limit = -1;
+    double gpus = 0, weight = 1, limit = -1, user_limit = -1;
     std::vector<std::string> model_gpus;
   };
   auto q = std::make_shared<Quota>();
@@ -500,6 +500,8 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   set_quota->add_option("--model-gpus", q->model_gpus, "Guaranteed GPUs of one model: MODEL=N");
   set_quota->add_option("--weight", q->weight, "Fair-share weight")->check(CLI::PositiveNumber);
   set_quota->add_option("--limit", q->limit, "Hard cap on GPUs running at once")
+      ->check(CLI::NonNegativeNumber);
+  set_quota->add_option("--user-limit", q->user_limit, "The same cap for each user of it")
       ->check(CLI::NonNegativeNumber);
   out_opt(set_quota);
   set_quota->callback([f, q, exit_code, set_quota] {
@@ -515,6 +517,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       if (set_quota->count("--gpus")) body["gpus"] = q->gpus;
       if (set_quota->count("--weight")) body["weight"] = q->weight;
       if (set_quota->count("--limit")) body["limit_gpus"] = q->limit;
+      if (set_quota->count("--user-limit")) body["user_limit_gpus"] = q->user_limit;
       for (const std::string& mg : q->model_gpus) {
         const size_t eq = mg.find('=');
         char* end = nullptr;

@@ -82,7 +82,8 @@ std::string_view BlockingName(Blocking blocking) {
 }
 
 Result<ProjectPolicy> ParseProjectSharing(const json& j, const std::string& field) {
-  CORRAL_RETURN_IF_ERROR(CheckObject(j, field, {"weight", "gpus", "model_gpus", "limit_gpus"}));
+  CORRAL_RETURN_IF_ERROR(
+      CheckObject(j, field, {"weight", "gpus", "model_gpus", "limit_gpus", "user_limit_gpus"}));
   ProjectPolicy p;
   auto weight = Number(j, "weight", Path(field, "weight"), 1.0, 0, true, false);
   if (!weight.ok()) return weight.status();
@@ -94,6 +95,11 @@ Result<ProjectPolicy> ParseProjectSharing(const json& j, const std::string& fiel
     auto limit = Number(j, "limit_gpus", Path(field, "limit_gpus"), 0, 0, false, false);
     if (!limit.ok()) return limit.status();
     p.limit_milli = GpusToMilli(*limit);
+  }
+  if (j.contains("user_limit_gpus") && !j["user_limit_gpus"].is_null()) {
+    auto limit = Number(j, "user_limit_gpus", Path(field, "user_limit_gpus"), 0, 0, false, false);
+    if (!limit.ok()) return limit.status();
+    p.user_limit_milli = GpusToMilli(*limit);
   }
   if (j.contains("model_gpus")) {
     const json& models = j["model_gpus"];
@@ -128,6 +134,9 @@ json ProjectSharingJson(const ProjectPolicy& p) {
   }
   out["model_gpus"] = models;
   if (p.limit_milli) out["limit_gpus"] = static_cast<double>(*p.limit_milli) / 1000;
+  if (p.user_limit_milli) {
+    out["user_limit_gpus"] = static_cast<double>(*p.user_limit_milli) / 1000;
+  }
   return out;
 }
 

@@ -9,9 +9,11 @@
 //   las_thresholds_gpu_s: [3600]
 //   fair_share: {half_life_s: 604800, fair_share_weight: 1000, age_weight: 100, age_unit_s: 86400}
 //   projects:                 # projects not named: weight 1, no quota, no limit
-//     vision: {weight: 2, gpus: 64, model_gpus: {A100-80GB: 8}, limit_gpus: 96}
+//     vision: {weight: 2, gpus: 64, model_gpus: {A100-80GB: 8}, limit_gpus: 96,
+//              user_limit_gpus: 16}    # each user of the project at most 16 GPUs at once
 //
-// GPU counts may be fractional (0.5 = 500 milli-GPU); limit_gpus null means no limit.
+// GPU counts may be fractional (0.5 = 500 milli-GPU); limit_gpus or user_limit_gpus null (or
+// absent) means no limit.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -42,7 +44,8 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(
 // Everything but the projects.
 nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
 
-// One project's sharing ({weight, gpus, model_gpus, limit_gpus}); `field` prefixes the names in
+// One project's sharing ({weight, gpus, model_gpus, limit_gpus, user_limit_gpus}); `field`
+// prefixes the names in
 // messages ("projects.vision").
 Result<ProjectPolicy> ParseProjectSharing(const nlohmann::json& json,
                                           const std::string& field = "");

@@ -115,6 +115,10 @@ TEST(PolicyConfig, ProjectSharingRoundTripsAndKeepsTheSchedulersBounds) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(ProjectSharingJson(*p),
             nlohmann::json::parse(R"({"weight": 2.0, "gpus": 1.5, "model_gpus": {"A100": 4.0}})"));
+  auto capped = ParseProjectSharing(nlohmann::json::parse(R"({"user_limit_gpus": 4})"));
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->user_limit_milli, 4000);
+  EXPECT_EQ(ProjectSharingJson(*capped)["user_limit_gpus"], 4.0);
   auto tiny = ParseProjectSharing(nlohmann::json::parse(R"({"weight": 1e-9})"), "projects.x");
   EXPECT_THAT(tiny.status().message(), HasSubstr("field 'projects.x.weight'"));
 }

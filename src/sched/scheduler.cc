@@ -309,6 +309,7 @@ void Scheduler::StartRunning(const model::Job& job, std::vector<Allocation> task
   run.start_seq = start_seq_++;
   run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
   project_usage_[job.project] += MilliOf(job);
+  user_usage_[{job.project, job.user}] += MilliOf(job);
   bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
@@ -327,6 +328,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   }
   const model::Job& j = run.job;
   project_usage_[j.project] -= MilliOf(j);
+  user_usage_[{j.project, j.user}] -= MilliOf(j);
   bucket_usage_[{j.project, run.bucket}] -= MilliOf(j);
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
@@ -382,9 +384,25 @@ int64_t Scheduler::ProjectUsage(const std::string& project) const {
   return it == project_usage_.end() ? 0 : it->second;
 }
 
-bool Scheduler::LimitAllows(const model::Job& job) const {
+std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
-  return !policy.limit_milli || ProjectUsage(job.project) + MilliOf(job) <= *policy.limit_milli;
+  if (policy.limit_milli && ProjectUsage(job.project) + MilliOf(job) > *policy.limit_milli) {
+    return PendingReason{kReasonProjectLimit, "project '" + job.project + "' runs " +
+                                                  std::to_string(ProjectUsage(job.project) / 1000) +
+                                                  " GPUs; its limit is " +
+                                                  std::to_string(*policy.limit_milli / 1000)};
+  }
+  if (policy.user_limit_milli) {
+    auto it = user_usage_.find({job.project, job.user});
+    const int64_t used = it == user_usage_.end() ? 0 : it->second;
+    if (used + MilliOf(job) > *policy.user_limit_milli) {
+      return PendingReason{kReasonUserLimit,
+                           "user '" + job.user + "' runs " + std::to_string(used / 1000) +
+                               " GPUs in project '" + job.project + "'; the limit per user is " +
+                               std::to_string(*policy.user_limit_milli / 1000)};
+    }
+  }
+  return std::nullopt;
 }
 
 namespace {
@@ -745,22 +763,35 @@ Decisions Scheduler::Schedule(Seconds now) {
       if (!group.queue.empty())
         heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
     };
-    const JobId id(std::get<2>(*group.queue.begin()));
-    const model::Job job = pending_.at(id).job;
+    OrderKey head = *group.queue.begin();
+    model::Job job = pending_.at(JobId(std::get<2>(head))).job;
     Shape& shape = shapes_[group.shape];
     if (!lending && WouldBorrow(job)) {
       deferred.push_back(g);
       continue;
     }
     group.waits.reset();
-    if (!LimitAllows(job)) {
-      const ProjectPolicy& policy = PolicyOf(job.project);
-      group.waits = PendingReason{
-          kReasonProjectLimit,
-          "project '" + job.project + "' runs " + std::to_string(ProjectUsage(job.project) / 1000) +
-              " GPUs; its limit is " + std::to_string(*policy.limit_milli / 1000)};
-      continue;
+    if (auto limited = LimitReason(job)) {
+      // A user at their limit must not hold back the group's other users: the first job (of at
+      // most kLimitScan) that its limits allow goes instead.
+      constexpr int kLimitScan = 64;
+      std::optional<OrderKey> other;
+      int scanned = 0;
+      for (const OrderKey& key : group.queue) {
+        if (++scanned > kLimitScan) break;
+        if (!LimitReason(pending_.at(JobId(std::get<2>(key))).job)) {
+          other = key;
+          break;
+        }
+      }
+      if (!other) {
+        group.waits = *limited;
+        continue;
+      }
+      head = *other;
+      job = pending_.at(JobId(std::get<2>(head))).job;
     }
+    const JobId id(std::get<2>(head));
     std::optional<std::vector<Allocation>> placed;
     const bool shape_failed =
         shape.failed_generation == generation_ && tried_shapes.count(group.shape) > 0;
@@ -785,7 +816,7 @@ Decisions Scheduler::Schedule(Seconds now) {
         preempted = placed.has_value();
       }
     }
-    OrderKey chosen = *group.queue.begin();
+    OrderKey chosen = head;
     if (placed && reservation_ && !preempted && DelaysReservation(*placed, now, EstimateOf(job))) {
       // Backfill: a later job of the group (same shape, so the same placement) that ends before
       // the reservation may go instead.

@@ -236,7 +236,8 @@ class Scheduler {
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
-  bool LimitAllows(const model::Job& job) const;
+  // Why the job may not start now under its project's hard limits (project or per user).
+  std::optional<PendingReason> LimitReason(const model::Job& job) const;
   // True when starting the job now would take its project beyond its quota.
   bool WouldBorrow(const model::Job& job) const;
   bool AnyQuota() const;  // some project has a quota
@@ -287,6 +288,7 @@ class Scheduler {
   std::unordered_map<std::string, int64_t> project_usage_;  // running milli-GPU per project
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
   std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
+  std::map<std::pair<std::string, std::string>, int64_t> user_usage_;    // (project, user)
   size_t pending_count_ = 0;
   int64_t start_seq_ = 0;
   // Bumped whenever capacity is freed or added; a shape that failed at the current generation

@@ -23,6 +23,9 @@ Status Validate(const SharingConfig& config) {
     if (p.limit_milli && (*p.limit_milli < 0 || *p.limit_milli > kMaxGpuMilli)) {
       return InvalidArgument(where + "limit': must be from 0 to 1000000 GPUs");
     }
+    if (p.user_limit_milli && (*p.user_limit_milli < 0 || *p.user_limit_milli > kMaxGpuMilli)) {
+      return InvalidArgument(where + "user_limit': must be from 0 to 1000000 GPUs");
+    }
   }
   const FairShareConfig& f = config.fair_share;
   if (f.half_life.value() <= 0) return InvalidArgument("field 'half_life': must be > 0 seconds");

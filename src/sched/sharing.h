@@ -36,7 +36,8 @@ struct ProjectPolicy {
   int64_t quota_milli = 0;  // guaranteed GPUs of any model, in milli-GPU
   // Guaranteed GPUs of one model (a job that can only run on that model counts against it).
   std::map<std::string, int64_t> model_quota_milli;
-  std::optional<int64_t> limit_milli;  // hard cap on GPUs running at once; none if unset
+  std::optional<int64_t> limit_milli;       // hard cap on GPUs running at once; none if unset
+  std::optional<int64_t> user_limit_milli;  // the same cap for each user of the project
 };
 
 struct FairShareConfig {

@@ -167,6 +167,26 @@ TEST(SchedulerSharing, HardLimitHoldsAProjectBack) {
   EXPECT_EQ(Ids(s->Schedule(Seconds(1)).starts), (std::vector<int64_t>{3}));
 }
 
+TEST(SchedulerSharing, UserLimitHoldsOneUserBackNotTheOthers) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["lab"].user_limit_milli = 2000;
+  auto s = Make({8}, config);
+  auto job = [](int64_t id, const std::string& user, int64_t submit) {
+    model::Job j = Job(id, "lab", 1, submit);
+    j.user = user;
+    return j;
+  };
+  for (int i = 1; i <= 4; ++i) ASSERT_TRUE(s->Submit(job(i, "ann", i)).ok());
+  ASSERT_TRUE(s->Submit(job(9, "bob", 9)).ok());  // same project and shape, behind ann's
+  EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{1, 2, 9}));
+  auto reason = s->PendingReasonOf(JobId(3));
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason->code, kReasonUserLimit);
+  EXPECT_THAT(reason->message, HasSubstr("the limit per user is 2"));
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  EXPECT_EQ(Ids(s->Schedule(Seconds(11)).starts), (std::vector<int64_t>{3}));
+}
+
 TEST(SchedulerSharing, BorrowedGpusAreReclaimedForTheQuotaOwner) {
   SchedulerConfig config = Config(QueueOrder::kFifo);
   config.sharing.projects["owner"].quota_milli = 4000;
