@@ -448,9 +448,7 @@ bool Scheduler::AnyQuota() const {
 
 bool Scheduler::QuotaHasRoom(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
-  const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
-  const int64_t quota = QuotaOf(policy, bucket);
-  return quota > 0 && BucketUsage(job.project, bucket) + MilliOf(job) <= quota;
+  return QuotaOf(policy, QuotaBucket(policy, job.resources.gpu_models)) > 0 && !WouldBorrow(job);
 }
 
 // --- Placement -------------------------------------------------------------------------------

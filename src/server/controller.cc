@@ -744,13 +744,17 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
     (void)store_.UpdateTask(t);
   }
   NotifyNodesLocked(victim);  // their next heartbeats report the tasks, now stale: killed
-  ForgetAllocationsLocked(victim);
-  victim.tasks.clear();
-  victim.launched.clear();
-  victim.end_notes.clear();
-  victim.record.state = "pending";
-  ++victim.record.restarts;  // a new generation; preemptions do not use up max_restarts
-  ++victim.preemptions;
+  ForgetRunLocked(victim);
+  ++victim.preemptions;  // preemptions do not use up max_restarts
+}
+
+void Controller::ForgetRunLocked(LiveJob& job) {
+  ForgetAllocationsLocked(job);
+  job.tasks.clear();
+  job.launched.clear();
+  job.end_notes.clear();
+  job.record.state = "pending";
+  ++job.record.restarts;  // the next run is a new generation
 }
 
 void Controller::ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running) {
@@ -840,15 +844,10 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
                           std::to_string(job.spec.max_restarts) + ")";
   CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, "pending", why, clock_.Now()));
   (void)scheduler_->Finish(id);
-  ForgetAllocationsLocked(job);
-  job.tasks.clear();
+  ForgetRunLocked(job);
   job.failing = false;
   job.failure.clear();
   job.failed_state = "failed";
-  job.record.state = "pending";
-  job.launched.clear();
-  job.end_notes.clear();
-  ++job.record.restarts;
   unsettled_.erase(id);
   (void)scheduler_->Submit(ToModelJob(job.spec, id, job.record.user, job.record.submit_time));
   wake_ = true;

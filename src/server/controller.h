@@ -215,6 +215,8 @@ class Controller {
   // output goes).
   void IndexAllocationsLocked(const LiveJob& job);
   void ForgetAllocationsLocked(const LiveJob& job);
+  // The job's current run is over and it is pending again (the store already says so).
+  void ForgetRunLocked(LiveJob& job);
 
   ControllerConfig config_;
   store::Store& store_;
