@@ -300,9 +300,8 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
   ++state_version_;
 }
 
-void Scheduler::StartRunning(const model::Job& job, std::vector<Allocation> tasks, Seconds now) {
+void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now) {
   Running run;
-  run.job = job;
   run.tasks = std::move(tasks);
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
@@ -313,7 +312,9 @@ void Scheduler::StartRunning(const model::Job& job, std::vector<Allocation> task
   bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
-  running_[job.id] = std::move(run);
+  const JobId id = job.id;
+  run.job = std::move(job);
+  running_[id] = std::move(run);
 }
 
 Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
@@ -762,14 +763,15 @@ Decisions Scheduler::Schedule(Seconds now) {
         heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
     };
     OrderKey head = *group.queue.begin();
-    model::Job job = pending_.at(JobId(std::get<2>(head))).job;
     Shape& shape = shapes_[group.shape];
-    if (!lending && WouldBorrow(job)) {
+    // References into pending_ stay valid until the chosen job leaves it (no copies per pop).
+    const model::Job& first = pending_.at(JobId(std::get<2>(head))).job;
+    if (!lending && WouldBorrow(first)) {
       deferred.push_back(g);
       continue;
     }
     group.waits.reset();
-    if (auto limited = LimitReason(job)) {
+    if (auto limited = LimitReason(first)) {
       // A user at their limit must not hold back the group's other users: the first job (of at
       // most kLimitScan) that its limits allow goes instead.
       constexpr int kLimitScan = 64;
@@ -787,9 +789,9 @@ Decisions Scheduler::Schedule(Seconds now) {
         continue;
       }
       head = *other;
-      job = pending_.at(JobId(std::get<2>(head))).job;
     }
     const JobId id(std::get<2>(head));
+    const model::Job& job = pending_.at(id).job;
     std::optional<std::vector<Allocation>> placed;
     const bool shape_failed =
         shape.failed_generation == generation_ && tried_shapes.count(group.shape) > 0;
@@ -859,13 +861,13 @@ Decisions Scheduler::Schedule(Seconds now) {
       continue;
     }
     const JobId started(std::get<2>(chosen));
-    const model::Job run = pending_.at(started).job;
+    model::Job run = std::move(pending_.at(started).job);
     const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
     group.queue.erase(chosen);
     pending_.erase(started);
     --pending_count_;
-    StartRunning(run, *placed, now);
+    StartRunning(std::move(run), *placed, now);
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
     push_back_group();
   }

@@ -232,7 +232,7 @@ class Scheduler {
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape, bool record = true);
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
-  void StartRunning(const model::Job& job, std::vector<Allocation> tasks, Seconds now);
+  void StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now);
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
