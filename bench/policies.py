@@ -347,12 +347,48 @@ def part_backfill(b):
     print()
 
 
+def gang_workload(b, seed):
+    """A workload of distributed jobs: every job of 4 GPUs or more becomes a gang of 2-GPU
+    tasks (as a torchrun job with 2 GPUs per process group would ask)."""
+    path = b.gen(f"gangs{seed}.jsonl", "--jobs", "3000", "--seed", str(seed), "--gpu-mix",
+                 "1:0.4,2:0.2,4:0.15,8:0.15,16:0.1", "--interarrival", "60")
+    jobs = jobs_of(path)
+    for j in jobs:
+        total = j["resources"]["gpus"] * j["tasks"]
+        if total >= 4:
+            j["tasks"] = total // 2
+            j["resources"].update(gpus=2, cpu_milli=2 * 16000, memory_mib=2 * 65536)
+    write_jobs(path, jobs)
+    return path
+
+
+def part_topology(b):
+    print("## Gang placement: together (fewest nodes, one rack) against each task alone\n")
+    print("32 nodes of 8 GPUs in racks of 4 (`gen:32x8xA100@4`); jobs of 4+ GPUs are gangs of "
+          "2-GPU tasks; FIFO, skip. Nodes per gang: distinct nodes at start, mean over gang "
+          "starts.\n")
+    rows = []
+    for seed in (1, 2, 3):
+        trace = gang_workload(b, seed)
+        for policy in ("fgd", "bestfit"):
+            for placement in ("together", "each-task"):
+                r = b.replay("gen:32x8xA100@4", trace, "--policy", policy, "--gang-placement",
+                             placement)
+                g = r["gangs"]
+                rows.append([seed, policy, placement, g["starts"], f"{g['nodes_mean']:.2f}",
+                             f"{100 * g['one_rack'] / max(1, g['starts']):.1f}",
+                             fmt(r["jct_s"]["mean"]), f"{r['gpu_alloc_pct_mean']:.2f}"])
+    print(table(["seed", "policy", "gangs", "gang starts", "nodes per gang", "one rack %",
+                 "JCT mean", "GPU alloc %"], rows))
+    print()
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("corral", nargs="?", default=os.path.join(HERE, "..", "build", "corral"))
     p.add_argument("--traces", default=os.environ.get(
         "CORRAL_SHARED_TRACES", os.path.join(HERE, "..", "..", "shared", "traces")))
-    p.add_argument("--only", default="jct,fair,backfill")
+    p.add_argument("--only", default="jct,fair,backfill,topology")
     p.add_argument("--work", help="keep the generated workloads in this folder (default: a "
                    "temporary one, removed at the end)")
     args = p.parse_args()
@@ -368,6 +404,8 @@ def main():
             part_fair(b)
         if "backfill" in parts:
             part_backfill(b)
+        if "topology" in parts:
+            part_topology(b)
         print(f"({b.runs} simulator runs, {b.wall:.1f} s of wall time)")
 
 

@@ -82,7 +82,7 @@ class Cluster:
         except Exception:
             return False
 
-    def start_agent(self, name, gpus="8xA100-80GB"):
+    def start_agent(self, name, gpus="8xA100-80GB", labels=()):
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
         import pwd  # tasks run as the user running the test (required when that is root)
@@ -90,7 +90,8 @@ class Cluster:
             [CORRAL, "agent", "--server", self.url,
              "--join-token-file", os.path.join(self.data, "join.token"), "--name", name,
              "--fake-gpus", gpus, "--work-dir", work,
-             "--task-user", pwd.getpwuid(os.getuid()).pw_name],
+             "--task-user", pwd.getpwuid(os.getuid()).pw_name,
+             *[arg for label in labels for arg in ("--label", label)]],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"))
 
     def kill9(self, proc):
@@ -547,6 +548,39 @@ def test_reclaim_preempts_borrowed_tasks(root):
         c.stop()
 
 
+def test_gang_stays_in_one_rack(root):
+    """A two-task job goes to two nodes of one rack, not to the node a lone task would take."""
+    c = Cluster(os.path.join(root, "rack"))
+    try:
+        c.start_agent("a", "4xT4", ["rack=r0"])
+        c.start_agent("b", "4xT4", ["rack=r1", "switch=s1"])
+        c.start_agent("c", "4xT4", ["rack=r1"])
+        check("three labelled agents join", c.wait_nodes(3))
+        nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
+        check("nodes show their labels", nodes["b"]["labels"] == {"rack": "r1", "switch": "s1"},
+              nodes)
+        # A 1-GPU job first, so that one node is fuller than the others (where a lone task
+        # would go); every node still holds a 3-GPU task, but only rack r1 holds two.
+        holder = submit(c, {"command": ["sleep", "30"], "resources": {"gpus": 1}})
+        check("a 1-GPU job runs", c.wait_state(holder, ("running",), 20), c.job(holder))
+        gang = submit(c, {"command": ["sh", "-c", "echo $CORRAL_TASK_INDEX on $CORRAL_NODE_NAME"],
+                          "tasks": 2, "resources": {"gpus": 3}})
+        check("the gang runs", c.wait_state(gang, ("succeeded",), 30), c.job(gang))
+        where = sorted(t["node"] for t in c.job(gang)["tasks"])
+        holder_node = c.job(holder)["tasks"][0]["node"]
+        racks = {nodes[n]["labels"].get("rack") for n in where}
+        check("the gang's tasks share one rack", len(racks) == 1 and len(where) == 2,
+              (where, holder_node))
+        bad = subprocess.run([CORRAL, "agent", "--server", c.url, "--join-token", "x",
+                              "--work-dir", os.path.join(c.root, "bad"), "--fake-gpus", "1xT4",
+                              "--label", "rack=has space"], capture_output=True, text=True)
+        check("a bad --label -> exit 2 naming it", bad.returncode == 2 and "rack" in bad.stderr,
+              bad.stderr)
+        c.cli("cancel", str(holder))
+    finally:
+        c.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
@@ -554,7 +588,7 @@ def main():
                      test_fifty_jobs_on_sixteen_gpus,
                      test_server_sigkill_keeps_acknowledged_jobs,
                      test_server_sigkill_with_running_tasks, test_time_limit,
-                     test_reclaim_preempts_borrowed_tasks,
+                     test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss):
             print(f"== {test.__name__}", flush=True)
             try:

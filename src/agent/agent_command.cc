@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "agent/agent_loop.h"
 #include "agent/fake_probe.h"
@@ -13,6 +16,7 @@
 #include "agent/nvml_probe.h"
 #include "agent/process_runtime.h"
 #include "common/shutdown_signal.h"
+#include "model/node.h"
 
 namespace corral::agent {
 
@@ -26,6 +30,7 @@ struct AgentFlags {
   std::string work_dir;
   std::string task_user;
   std::string join_token_file;
+  std::vector<std::string> labels;         // KEY=VALUE
   CLI::Option* join_token_flag = nullptr;  // counted: given or not
   CLI::Option* join_token_file_flag = nullptr;
 };
@@ -69,7 +74,30 @@ Result<std::string> JoinToken(const AgentFlags& f) {
   return f.options.join_token;
 }
 
+// --label KEY=VALUE items, validated as the server will (model::ValidateLabel).
+Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::string>& items) {
+  std::map<std::string, std::string> labels;
+  for (const std::string& item : items) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos)
+      return InvalidArgument("--label '" + item + "': expected KEY=VALUE");
+    const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
+    Status valid = model::ValidateLabel(key, value);
+    if (!valid.ok()) return InvalidArgument("--label: " + valid.message());
+    if (!labels.emplace(key, value).second) {
+      return InvalidArgument("--label '" + key + "' given twice");
+    }
+  }
+  return labels;
+}
+
 int RunAgentCommand(AgentFlags& f) {
+  auto labels = ParseLabels(f.labels);
+  if (!labels.ok()) {
+    std::cerr << "corral agent: " << labels.status().message() << "\n";
+    return 2;
+  }
+  f.options.labels = *labels;
   Result<std::string> join_token = JoinToken(f);
   if (!join_token.ok()) {
     std::cerr << "corral agent: " << join_token.status().message() << "\n";
@@ -153,6 +181,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "Unix user every task runs as (required as root; otherwise only the agent's "
                 "own user)");
   c->add_option("--ca-cert", f->options.ca_cert, "PEM bundle to verify an https server");
+  c->add_option("--label", f->labels,
+                "Node label KEY=VALUE (repeatable); 'rack' and 'switch' place multi-node jobs "
+                "under one rack or switch");
   c->callback([f, exit_code] { *exit_code = RunAgentCommand(*f); });
 }
 

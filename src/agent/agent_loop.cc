@@ -63,7 +63,7 @@ Result<nlohmann::json> AgentLoop::Inventory() {
                         {"memory_mib", host->memory.value()},
                         {"gpu_model", gpus->model},
                         {"gpus", list},
-                        {"labels", nlohmann::json::object()},
+                        {"labels", options_.labels},
                         {"runtimes", {"process"}}};
 }
 

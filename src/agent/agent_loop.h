@@ -28,6 +28,7 @@ struct AgentOptions {
   std::string node_id;  // secret, stable per node (LoadOrCreateNodeId); proves a re-registration
   std::string ca_cert;  // PEM bundle to verify an https server with (default: system CAs)
   int wait_ms = 1000;   // heartbeat long-poll; also bounds how late an exit is reported
+  std::map<std::string, std::string> labels;  // sent in the inventory (validated)
 };
 
 class AgentLoop {

@@ -1,5 +1,8 @@
 #include "model/node.h"
 
+#include <algorithm>
+#include <cctype>
+
 namespace corral::model {
 
 Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli cpu,
@@ -31,6 +34,28 @@ Status Validate(const Node& node) {
     if (node.gpus[i].memory.value() < 0) {
       return bad("gpus[" + std::to_string(i) + "].memory_mib", "must be >= 0");
     }
+  }
+  for (const auto& [key, value] : node.labels) {
+    CORRAL_RETURN_IF_ERROR(ValidateLabel(key, value));
+  }
+  return Status::Ok();
+}
+
+Status ValidateLabel(const std::string& key, const std::string& value) {
+  auto allowed = [](const std::string& text) {
+    return std::all_of(text.begin(), text.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+             c == '/';
+    });
+  };
+  if (key.empty() || key.size() > kMaxLabelLength || !allowed(key)) {
+    return InvalidArgument("label key '" + key + "': must be 1-" + std::to_string(kMaxLabelLength) +
+                           " characters of letters, digits, '-', '_', '.' and '/'");
+  }
+  if (value.empty() || value.size() > kMaxLabelLength || !allowed(value)) {
+    return InvalidArgument("label '" + key + "': value '" + value + "': must be 1-" +
+                           std::to_string(kMaxLabelLength) +
+                           " characters of letters, digits, '-', '_', '.' and '/'");
   }
   return Status::Ok();
 }

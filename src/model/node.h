@@ -37,8 +37,12 @@ struct Node {
 Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli cpu,
               MemoryMib memory);
 
-// Checks names, counts and units; the error names the offending field ("node 'n1': field
-// 'cpu_milli': must be > 0").
+// Checks names, counts, units and labels; the error names the offending field ("node 'n1':
+// field 'cpu_milli': must be > 0").
 Status Validate(const Node& node);
+
+// A label key and value: each 1..kMaxLabelLength letters, digits, '-', '_', '.' or '/'.
+inline constexpr size_t kMaxLabelLength = 63;
+Status ValidateLabel(const std::string& key, const std::string& value);
 
 }  // namespace corral::model

@@ -111,22 +111,24 @@ std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
   return std::nullopt;  // unreachable: pick < feasible
 }
 
-std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
-  if (state_.ModelCount() != models_seen_) {
-    policy_.OnModelsChanged(state_);
-    models_seen_ = state_.ModelCount();
-    score_cache_.clear();  // scores may depend on which models exist (FGD's typical tasks)
-  }
-  if (!GpusCouldFit(t)) return std::nullopt;
-  models_scratch_ = AcceptedModels(state_, t);
-  std::optional<NodeIndex> node = policy_.PicksUniformly() ? PickUniformly(t) : PickBestScore(t);
-  if (!node) return std::nullopt;
+void Placer::SyncModels() {
+  if (state_.ModelCount() == models_seen_) return;
+  policy_.OnModelsChanged(state_);
+  models_seen_ = state_.ModelCount();
+  score_cache_.clear();  // scores may depend on which models exist (FGD's typical tasks)
+}
 
-  const NodeState& n = state_.node(*node);
+int Placer::Score(int class_id, const TaskRequest& t) {
+  SyncModels();
+  return CachedScore(class_id, state_.node_class(class_id), t);
+}
+
+std::optional<Allocation> Placer::AllocationOn(NodeIndex node, const TaskRequest& t) {
+  const NodeState& n = state_.node(node);
   std::vector<int> gpus = policy_.ChooseGpus(ViewOf(n, state_), t, rng_);
   if (static_cast<int>(gpus.size()) != t.gpus) return std::nullopt;  // policy bug; fail safe
   Allocation a;
-  a.node = *node;
+  a.node = node;
   a.cpu = CpuMilli(t.cpu);
   a.memory = MemoryMib(t.memory);
   for (int g : gpus) a.gpus.push_back(GpuShare{g, MilliGpu(t.gpu_milli)});
@@ -134,8 +136,29 @@ std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
   return a;
 }
 
+std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
+  SyncModels();
+  if (!GpusCouldFit(t)) return std::nullopt;
+  models_scratch_ = AcceptedModels(state_, t);
+  std::optional<NodeIndex> node = policy_.PicksUniformly() ? PickUniformly(t) : PickBestScore(t);
+  if (!node) return std::nullopt;
+  return AllocationOn(*node, t);
+}
+
 std::optional<Allocation> Placer::Place(const TaskRequest& t) {
   std::optional<Allocation> a = Choose(t);
+  if (a && !state_.Allocate(*a).ok()) return std::nullopt;
+  return a;
+}
+
+std::optional<Allocation> Placer::PlaceOn(NodeIndex node, const TaskRequest& t) {
+  SyncModels();
+  const NodeState& n = state_.node(node);
+  if (!n.present || !n.schedulable || n.class_id < 0 || !t.AcceptsModel(n.model) ||
+      !Fits(state_.node_class(n.class_id), t)) {
+    return std::nullopt;
+  }
+  std::optional<Allocation> a = AllocationOn(node, t);
   if (a && !state_.Allocate(*a).ok()) return std::nullopt;
   return a;
 }

@@ -32,6 +32,12 @@ class Placer {
   // Choose and apply.
   std::optional<Allocation> Place(const TaskRequest& task);
 
+  // The task on a node the caller chose (it fits there): the policy chooses the GPUs, and the
+  // allocation is applied. Nullopt (nothing changed) when it does not fit.
+  std::optional<Allocation> PlaceOn(NodeIndex node, const TaskRequest& task);
+  // The policy's score of the task on nodes of class `class_id` (cached; the task fits there).
+  int Score(int class_id, const TaskRequest& task);
+
   // True when some node of an acceptable model could hold the task's GPUs (ignoring CPU and
   // memory); answered from per-model statistics without looking at nodes.
   bool GpusCouldFit(const TaskRequest& task) const;
@@ -40,7 +46,12 @@ class Placer {
   const PlacementPolicy& policy() const { return policy_; }
 
  private:
+  // Tells the policy about new GPU models and drops scores that may depend on them.
+  void SyncModels();
   int CachedScore(int class_id, const NodeClass& c, const TaskRequest& task);
+  // The allocation of the task on `node` with the GPUs the policy chooses; nullopt if the
+  // policy chose too few.
+  std::optional<Allocation> AllocationOn(NodeIndex node, const TaskRequest& task);
   std::optional<NodeIndex> PickUniformly(const TaskRequest& task);
   std::optional<NodeIndex> PickBestScore(const TaskRequest& task);
 

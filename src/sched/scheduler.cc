@@ -281,6 +281,19 @@ void Scheduler::Enqueue(const model::Job& job) {
   ++pending_count_;
 }
 
+void Scheduler::RekeyPending() {
+  estimate_changes_ = 0;
+  if (config_.order != QueueOrder::kQssf) return;
+  for (auto& [id, p] : pending_) {
+    const OrderKey key = KeyOf(p.job);
+    if (key == p.key) continue;
+    std::set<OrderKey>& queue = groups_[p.group].queue;
+    queue.erase(p.key);
+    queue.insert(key);
+    p.key = key;
+  }
+}
+
 Status Scheduler::Submit(const model::Job& job) {
   CORRAL_RETURN_IF_ERROR(model::Validate(job));
   if (pending_.count(job.id) || running_.count(job.id)) {
@@ -455,17 +468,10 @@ bool Scheduler::QuotaHasRoom(const model::Job& job) const {
 // --- Placement -------------------------------------------------------------------------------
 
 std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape, bool record) {
-  const TaskRequest& request = RequestOf(shape);
-  std::vector<Allocation> placed;
-  for (int i = 0; i < shape.tasks; ++i) {
-    std::optional<Allocation> a = placer_.Place(request);
-    if (!a) {
-      if (record) shape.placed_at_failure = static_cast<int>(placed.size());
-      for (const Allocation& p : placed) (void)state_.Release(p);
-      return std::nullopt;
-    }
-    placed.push_back(std::move(*a));
-  }
+  int fitted = 0;
+  std::optional<std::vector<Allocation>> placed =
+      sched::PlaceGang(placer_, RequestOf(shape), shape.tasks, config_.gang_placement, &fitted);
+  if (!placed && record) shape.placed_at_failure = fitted;
   return placed;
 }
 
@@ -700,6 +706,7 @@ Decisions Scheduler::Schedule(Seconds now) {
   blocked_head_.reset();
   reservation_.reset();
   fair_share_.AdvanceTo(now);
+  if (estimate_changes_ > 0 && estimate_changes_ * kRekeyShare >= pending_count_) RekeyPending();
   pass_first_seq_ = start_seq_;  // jobs started from here on started in this pass
   borrowed_.reset();
   const bool reclaim = config_.sharing.reclaim;

@@ -53,6 +53,7 @@
 #include "common/rng.h"
 #include "model/job.h"
 #include "sched/cluster_state.h"
+#include "sched/gang_placement.h"
 #include "sched/pending_reason.h"
 #include "sched/placement_policy.h"
 #include "sched/placer.h"
@@ -84,6 +85,7 @@ struct SchedulerConfig {
   // 2D-LAS (kLas): ascending attained-service thresholds in GPU-seconds; k thresholds make k+1
   // queues, queue 0 (least service) first.
   std::vector<int64_t> las_thresholds_gpu_s = {3600};
+  GangPlacement gang_placement = GangPlacement::kTogether;  // see sched/gang_placement.h
 };
 
 // A job the scheduler decided to start: one allocation per task, in task-index order.
@@ -145,6 +147,14 @@ class Scheduler {
   // (the server rebuilding its state after a restart). Errors: invalid job, known id, an
   // allocation that does not fit (nothing is applied then).
   Status Adopt(const model::Job& job, const std::vector<Allocation>& tasks, Seconds started);
+
+  // Notes that the estimator's answers may have changed (the run-time predictor learned one
+  // more duration). QSSF orders by estimates, so a pass re-keys the pending jobs with what is
+  // known then, once one change per kRekeyShare pending jobs has been noted: re-keying costs
+  // one estimate per pending job, so this stays O(kRekeyShare) estimates per change. Running
+  // jobs keep the estimated ends they started with. Other orders ignore it.
+  void NoteEstimatesChanged() { ++estimate_changes_; }
+  static constexpr size_t kRekeyShare = 64;
 
   // One scheduling pass at time `now` (never earlier than a previous pass): preemptions and
   // starts, in the order they were decided.
@@ -272,6 +282,9 @@ class Scheduler {
                          Seconds estimate) const;
   // Σ weights of the projects that compete now (with pending or running work).
   double TotalWeight() const;
+  // Recomputes the pending jobs' order keys with the current estimator (see
+  // NoteEstimatesChanged).
+  void RekeyPending();
 
   SchedulerConfig config_;
   std::unique_ptr<PlacementPolicy> policy_;
@@ -290,6 +303,7 @@ class Scheduler {
   std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
   std::map<std::pair<std::string, std::string>, int64_t> user_usage_;    // (project, user)
   size_t pending_count_ = 0;
+  size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;
   // Bumped whenever capacity is freed or added; a shape that failed at the current generation
   // would fail again.

@@ -152,6 +152,33 @@ TEST(SchedulerOrder, SjfByExpectedDurationAndQssfByEstimatedService) {
   EXPECT_EQ(Ids(qssf->Schedule(Seconds(10)).starts), (std::vector<int64_t>{2}));
 }
 
+TEST(SchedulerOrder, QssfReordersPendingJobsWhenEstimatesChange) {
+  // The estimator reads a table the test changes, as a learning predictor's answers change.
+  std::map<int64_t, int64_t> estimate_of = {{2, 100}, {3, 200}};
+  SchedulerConfig config = Config(QueueOrder::kQssf, Blocking::kStrict);
+  config.estimate = [&](const model::Job& j) { return Seconds(estimate_of[j.id.value()]); };
+  auto s = Make({1}, config);
+  estimate_of[1] = 10;
+  ASSERT_TRUE(s->Submit(Job(1, "p", 1, 0)).ok());
+  ASSERT_EQ(Ids(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(Job(2, "p", 1, 1)).ok());
+  ASSERT_TRUE(s->Submit(Job(3, "p", 1, 2)).ok());
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  estimate_of[2] = 1000;  // learned: job 2 is long, job 3 is short
+  estimate_of[3] = 20;
+  // Two pending jobs: one noted change is one per kRekeyShare (≥ 2) pending jobs, enough.
+  s->NoteEstimatesChanged();
+  EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{3}));
+
+  // Without a note the keys stay as they were at submission.
+  auto stale = Make({1}, config);
+  ASSERT_TRUE(stale->Submit(Job(4, "p", 1, 0)).ok());
+  ASSERT_TRUE(stale->Submit(Job(5, "p", 1, 0)).ok());
+  estimate_of[4] = 10;  // unknown at submission: 0 → 1 s, the shortest
+  estimate_of[5] = 5;
+  EXPECT_EQ(Ids(stale->Schedule(Seconds(0)).starts), (std::vector<int64_t>{4}));
+}
+
 TEST(SchedulerSharing, HardLimitHoldsAProjectBack) {
   SchedulerConfig config = Config(QueueOrder::kFifo);
   config.sharing.projects["capped"].limit_milli = 2000;

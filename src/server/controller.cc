@@ -799,6 +799,7 @@ Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std:
     predictor_.Observe(predict::RuntimePredictor::FeaturesOf(
                            ToModelJob(job.spec, id, job.record.user, job.record.submit_time)),
                        Seconds(now.value() - job.record.start_time->value()));
+    scheduler_->NoteEstimatesChanged();
   }
   if (job.record.state == "pending") {
     (void)scheduler_->Cancel(id);
@@ -1049,7 +1050,8 @@ nlohmann::json Controller::Nodes() {
                           {"gpu_model", node.inventory.value("gpu_model", "")},
                           {"gpus", node.inventory.value("gpus", nlohmann::json::array()).size()},
                           {"cpu_milli", node.inventory.value("cpu_milli", int64_t{0})},
-                          {"memory_mib", node.inventory.value("memory_mib", int64_t{0})}};
+                          {"memory_mib", node.inventory.value("memory_mib", int64_t{0})},
+                          {"labels", node.inventory.value("labels", nlohmann::json::object())}};
     const sched::NodeIndex n = state.FindNode(name);
     if (n >= 0) {
       row["gpu_free_milli"] = state.node(n).gpu_free;

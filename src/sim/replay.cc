@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <queue>
+#include <set>
 #include <tuple>
 #include <unordered_map>
 #include <utility>
@@ -370,7 +371,8 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   }
   auto scheduler = sched::Scheduler::Create(
       sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed,
-                             config.sharing, estimate, config.las_thresholds_gpu_s},
+                             config.sharing, estimate, config.las_thresholds_gpu_s,
+                             config.gang_placement},
       context);
   if (!scheduler.ok()) return scheduler.status();
   sched::Scheduler& s = **scheduler;
@@ -428,6 +430,19 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     ++r.attempt;
   };
 
+  int64_t gang_nodes = 0;  // Σ distinct nodes over gang starts
+  auto count_gang = [&](const std::vector<sched::NodeIndex>& task_nodes) {
+    constexpr int kRack = 1;  // sched::ClusterState topology level of rack labels
+    std::set<sched::NodeIndex> distinct(task_nodes.begin(), task_nodes.end());
+    const int rack = s.state().node(*distinct.begin()).topology[kRack];
+    bool one_rack = distinct.size() == 1 || rack != sched::kNoTopologyGroup;
+    for (sched::NodeIndex n : distinct)
+      one_rack = one_rack && s.state().node(n).topology[kRack] == rack;
+    ++result.gang_starts;
+    gang_nodes += static_cast<int64_t>(distinct.size());
+    if (one_rack) ++result.gang_starts_one_rack;
+  };
+
   size_t next_arrival = 0;
   std::optional<int64_t> last_pass;
   while (next_arrival < arrivals.size() || !completions.empty()) {
@@ -454,6 +469,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       if (config.estimate == EstimateSource::kPredicted) {
         predictor.Observe(predict::RuntimePredictor::FeaturesOf(trace.jobs[i].job),
                           trace.jobs[i].duration);
+        s.NoteEstimatesChanged();
       }
       outcomes[i].end_s = t;
       last_end = std::max(last_end, t);
@@ -491,6 +507,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
         nodes_now.push_back(a.node);
         meter.Touch(a.node);
       }
+      if (start.tasks.size() > 1) count_gang(nodes_now);
       ReplayJob& outcome = outcomes[i];
       if (outcome.first_start_s < 0) outcome.first_start_s = t;
       outcome.start_s = t;
@@ -551,6 +568,10 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     result.gpu_alloc_pct_arrivals = alloc_integral_at_last_arrival / (last_arrival - first_arrival);
   }
   result.frag_pct_mean = meter.MeanFragPct(result.makespan_s);
+  if (result.gang_starts > 0) {
+    result.gang_nodes_mean =
+        static_cast<double>(gang_nodes) / static_cast<double>(result.gang_starts);
+  }
   result.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall_start)
           .count();

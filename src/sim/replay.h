@@ -58,6 +58,7 @@ struct ReplayConfig {
   EstimateSource estimate = EstimateSource::kOracle;
   // 2D-LAS queue thresholds (sched::SchedulerConfig::las_thresholds_gpu_s).
   std::vector<int64_t> las_thresholds_gpu_s = sched::SchedulerConfig{}.las_thresholds_gpu_s;
+  sched::GangPlacement gang_placement = sched::GangPlacement::kTogether;
   predict::PredictorConfig predictor;  // for EstimateSource::kPredicted
   // A preempted job keeps its progress (true) or restarts from scratch (false, the default).
   bool resume = false;
@@ -155,6 +156,11 @@ struct ReplayResult {
   double gpu_s = 0;          // GPU-seconds allocated, lost runs included
   int64_t preemptions = 0;
   double lost_gpu_s = 0;
+  // Starts of multi-task jobs (gangs): how many, the nodes they spanned on average, and how
+  // many had every task under one rack label (nodes without one count as racks of their own).
+  int64_t gang_starts = 0;
+  double gang_nodes_mean = 0;
+  int64_t gang_starts_one_rack = 0;
   // In order of first appearance in the trace; their sums are the totals above.
   std::vector<ProjectResult> projects;
   FairnessResult fairness;

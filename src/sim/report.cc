@@ -211,6 +211,7 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                 {"resume", config.resume},
                 {"pass_interval_s", config.pass_interval_s},
                 {"las_thresholds_gpu_s", config.las_thresholds_gpu_s},
+                {"gang_placement", std::string(sched::GangPlacementName(config.gang_placement))},
                 {"reclaim", config.sharing.reclaim}}},
               {"results", json::array()}};
   for (const auto& r : results) {
@@ -241,6 +242,10 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                               {"gpu_s", Round4(r.gpu_s)},
                               {"preemptions", r.preemptions},
                               {"lost_gpu_s", Round4(r.lost_gpu_s)},
+                              {"gangs",
+                               {{"starts", r.gang_starts},
+                                {"nodes_mean", Round4(r.gang_nodes_mean)},
+                                {"one_rack", r.gang_starts_one_rack}}},
                               {"fairness",
                                {{"contended_s", r.fairness.contended_s},
                                 {"jain_mean", Round4(r.fairness.jain_mean)},

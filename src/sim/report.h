@@ -27,11 +27,12 @@ std::string FillTable(const std::vector<FillResult>& results);
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);
 
 // {"mode":"replay","config":{"order","blocking","estimate","resume","pass_interval_s",
-//  "las_thresholds_gpu_s","reclaim"},"results":[{"policy","jobs","completed","unfinished","jct_s":{"mean","p50","p95",
-//  "p99"},"queue_s":{..},"makespan_s","gpu_alloc_pct_mean","gpu_alloc_pct_arrivals",
-//  "frag_pct_mean","gpu_s","preemptions","lost_gpu_s","fairness":{"contended_s","jain_mean",
-//  "gpu_alloc_pct_mean"},"projects":[{"project","weight","jobs","completed","jct_s","queue_s",
-//  "gpu_s","preemptions","lost_gpu_s","entitlement_90_s" (null: never),
+//  "las_thresholds_gpu_s","gang_placement","reclaim"},"results":[{"policy","jobs","completed",
+//  "unfinished","jct_s":{"mean","p50","p95","p99"},"queue_s":{..},"makespan_s",
+//  "gpu_alloc_pct_mean","gpu_alloc_pct_arrivals","frag_pct_mean","gpu_s","preemptions",
+//  "lost_gpu_s","gangs":{"starts","nodes_mean","one_rack"},"fairness":{"contended_s",
+//  "jain_mean","gpu_alloc_pct_mean"},"projects":[{"project","weight","jobs","completed","jct_s",
+//  "queue_s","gpu_s","preemptions","lost_gpu_s","entitlement_90_s" (null: never),
 //  "share_of_entitlement_mean"}],"wall_ms"}]}: the fields of ReplayResult (sim/replay.h).
 nlohmann::json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& results);
 // One row per policy; then, for a run with several projects or with preemptions, one row per

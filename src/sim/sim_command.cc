@@ -134,7 +134,8 @@ int RunFillCommand(const FillFlags& f) {
 
 struct ReplayFlags {
   std::string nodes, trace, format, policy = "fgd", order = "fifo", blocking, estimate = "oracle",
-                                    sharing, las_thresholds, out, output = "table";
+                                    sharing, las_thresholds, out, output = "table",
+                                    gang_placement = "together";
   double scale_nodes = 1.0;
   uint64_t seed = 0;
   int64_t pass_interval_s = 0;
@@ -187,6 +188,11 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
     if (!thresholds.ok()) return thresholds.status();
     config.las_thresholds_gpu_s = *thresholds;
   }
+  auto gang_placement = sched::ParseGangPlacement(f.gang_placement);
+  if (!gang_placement.ok()) {
+    return InvalidArgument("--gang-placement: " + gang_placement.status().message());
+  }
+  config.gang_placement = *gang_placement;
   config.resume = f.resume;
   config.pass_interval_s = f.pass_interval_s;
   config.seed = f.seed;
@@ -341,6 +347,9 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Projects' weights, quotas and limits, reclaim, fair share (JSON or YAML)");
   r->add_option("--las-thresholds", replay->las_thresholds,
                 "2D-LAS queue thresholds, GPU-seconds of attained service (default 3600)");
+  r->add_option("--gang-placement", replay->gang_placement,
+                "Tasks of a multi-task job: together (fewest nodes, one switch or rack when "
+                "possible; default) or each-task (each where the policy puts a lone task)");
   r->add_flag("--resume", replay->resume,
               "A preempted job keeps its progress (default: it restarts from scratch)");
   r->add_option("--pass-interval", replay->pass_interval_s,

@@ -720,10 +720,18 @@ Status WriteNodesJsonl(const std::vector<model::Node>& nodes, const std::string&
 Result<std::vector<model::Node>> ParseNodeSpec(std::string_view spec) {
   auto bad = [](std::string_view part, std::string_view why) {
     return InvalidArgument("node spec part '" + std::string(part) + "': " + std::string(why) +
-                           " (expected COUNTxGPUSxMODEL, e.g. 16x4xV100)");
+                           " (expected COUNTxGPUSxMODEL[@PER_RACK], e.g. 16x4xV100@8)");
   };
   std::vector<model::Node> nodes;
-  for (const std::string& part : Split(spec, ',')) {
+  int64_t racks = 0;  // racks named so far
+  for (const std::string& whole : Split(spec, ',')) {
+    const size_t at = whole.find('@');
+    const std::string part = whole.substr(0, at);
+    std::optional<int64_t> per_rack;
+    if (at != std::string::npos) {
+      per_rack = ParseInt64(std::string_view(whole).substr(at + 1));
+      if (!per_rack || *per_rack < 1) return bad(whole, "PER_RACK must be a positive integer");
+    }
     const size_t x1 = part.find('x');
     const size_t x2 = x1 == std::string::npos ? x1 : part.find('x', x1 + 1);
     if (x2 == std::string::npos) return bad(part, "missing 'x'");
@@ -748,7 +756,11 @@ Result<std::vector<model::Node>> ParseNodeSpec(std::string_view spec) {
       nodes.push_back(model::MakeNode(NumberedName("n", static_cast<int64_t>(nodes.size()), 4),
                                       *gpus > 0 ? model : "", static_cast<int>(*gpus), cpu,
                                       memory));
+      if (per_rack) {
+        nodes.back().labels[model::kRackLabel] = NumberedName("rack", racks + i / *per_rack, 2);
+      }
     }
+    if (per_rack) racks += (*count + *per_rack - 1) / *per_rack;
   }
   return nodes;
 }

@@ -154,7 +154,9 @@ Status WriteNodesJsonl(const std::vector<model::Node>& nodes, const std::string&
 // (MODEL is everything after the second 'x'). Nodes are named "n0000", "n0001", ... in spec
 // order; each has GPUS GPUs of MODEL in one NVLink domain (GPU memory 0: unknown), CPU 16000 milli
 // per GPU (at least 8000) and memory 65536 MiB per GPU (at least 65536). GPUS may be 0 for
-// CPU-only nodes, written "COUNTx0xcpu". InvalidArgument quoting the bad part otherwise.
+// CPU-only nodes, written "COUNTx0xcpu". A part may end in "@PER_RACK": its nodes get rack
+// labels "rack00", "rack01", ..., PER_RACK nodes to a rack (each such part starts a new rack).
+// InvalidArgument quoting the bad part otherwise.
 Result<std::vector<model::Node>> ParseNodeSpec(std::string_view spec);
 
 // Nodes from "gen:SPEC" (ParseNodeSpec), a "*.jsonl" file (ReadNodesJsonl) or an openb node list

@@ -532,6 +532,21 @@ TEST(NodeSpecTest, NamesTheBadPart) {
   ExpectError(ParseNodeSpec("2x4xV100,").status(), {"''"});
 }
 
+TEST(ParseNodeSpecTest, RackLabels) {
+  auto nodes = ParseNodeSpec("5x8xA100@2,2x4xT4@4,1x4xT4");
+  ASSERT_TRUE(nodes.ok()) << nodes.status().message();
+  std::vector<std::string> racks;
+  for (const model::Node& n : *nodes) {
+    auto rack = n.labels.find(model::kRackLabel);
+    racks.push_back(rack == n.labels.end() ? "-" : rack->second);
+  }
+  EXPECT_EQ(racks, (std::vector<std::string>{"rack00", "rack00", "rack01", "rack01", "rack02",
+                                             "rack03", "rack03", "-"}));
+  EXPECT_EQ((*nodes)[0].gpu_model, "A100");
+  ExpectError(ParseNodeSpec("2x8xA100@0").status(), {"'2x8xA100@0'", "PER_RACK"});
+  ExpectError(ParseNodeSpec("2x8xA100@x").status(), {"PER_RACK"});
+}
+
 TEST(LoadNodesTest, DispatchesOnSource) {
   EXPECT_EQ(LoadNodes("gen:3x2xT4")->size(), 3u);
   EXPECT_EQ(LoadNodes(TestData("nodes.jsonl"))->size(), 2u);

@@ -1,0 +1,193 @@
+#include "sched/gang_placement.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace corral::sched {
+
+Result<GangPlacement> ParseGangPlacement(std::string_view name) {
+  if (name == "together") return GangPlacement::kTogether;
+  if (name == "each-task") return GangPlacement::kEachTask;
+  return InvalidArgument("unknown gang placement '" + std::string(name) +
+                         "' (known: together, each-task)");
+}
+
+std::string_view GangPlacementName(GangPlacement placement) {
+  return placement == GangPlacement::kTogether ? "together" : "each-task";
+}
+
+int TasksThatFit(const NodeClass& c, const TaskRequest& task) {
+  constexpr int64_t kUnbounded = std::numeric_limits<int>::max();
+  int64_t fit = kUnbounded;
+  if (task.cpu > 0) fit = std::min(fit, c.cpu_free / task.cpu);
+  if (task.memory > 0) fit = std::min(fit, c.memory_free / task.memory);
+  if (task.IsShare()) {
+    int64_t shares = 0;
+    for (int32_t free : c.gpu_free) shares += free / task.gpu_milli;
+    fit = std::min(fit, shares);
+  } else if (task.gpus > 0) {
+    fit = std::min<int64_t>(fit, c.full_free / task.gpus);
+  }
+  return static_cast<int>(std::max<int64_t>(0, fit));
+}
+
+namespace {
+
+struct Candidate {
+  NodeIndex node = -1;
+  int fit = 0;  // tasks it holds, at most the gang's count
+  int score = 0;
+  uint64_t rank = 0;
+  std::array<int, kTopologyLevels> topology{};
+};
+
+// Candidates in preference order for ties: higher score first, then tie order.
+bool Preferred(const Candidate* a, const Candidate* b) {
+  return std::tie(b->score, a->rank) < std::tie(a->score, b->rank);
+}
+
+// The nodes (with how many tasks each) that hold `count` tasks on the fewest nodes of `pool`
+// (in Preferred order), by the rule in the header; empty when the pool cannot hold them.
+std::vector<std::pair<const Candidate*, int>> Choose(const std::vector<const Candidate*>& pool,
+                                                     int count) {
+  // By room, most first (stable: Preferred order among equals).
+  std::vector<const Candidate*> by_fit = pool;
+  std::stable_sort(by_fit.begin(), by_fit.end(),
+                   [](const Candidate* a, const Candidate* b) { return a->fit > b->fit; });
+  // The fewest nodes: the roomiest ones until the count is reached.
+  int nodes = 0;
+  for (int64_t room = 0; room < count; ++nodes) {
+    if (nodes == static_cast<int>(by_fit.size())) return {};
+    room += by_fit[nodes]->fit;
+  }
+  // Then, node by node, the tightest one that still lets the nodes left reach the count (the
+  // roomiest others make up the rest), so that roomy nodes stay free where that costs nothing.
+  std::vector<std::pair<const Candidate*, int>> chosen;
+  std::vector<bool> used(by_fit.size(), false);
+  int left = count;
+  for (int n = nodes; n > 0; --n) {
+    // Room of the n - 1 roomiest unused nodes, and of the n-th (to replace a chosen one of them).
+    int64_t top = 0;
+    int taken = 0, nth = 0;
+    for (size_t i = 0; i < by_fit.size() && taken < n; ++i) {
+      if (used[i]) continue;
+      if (taken < n - 1)
+        top += by_fit[i]->fit;
+      else
+        nth = by_fit[i]->fit;
+      ++taken;
+    }
+    int pick = -1;
+    for (size_t i = 0, rank = 0; i < by_fit.size(); ++i) {
+      if (used[i]) continue;
+      const int fit = by_fit[i]->fit;
+      // The others' best: the n - 1 roomiest, or, when this node is one of them, the n-th too.
+      const int64_t others = rank < static_cast<size_t>(n - 1) ? top - fit + nth : top;
+      ++rank;
+      if (std::min(fit, left) + others < left) continue;
+      if (pick < 0 || fit < by_fit[pick]->fit ||
+          (fit == by_fit[pick]->fit && Preferred(by_fit[i], by_fit[pick]))) {
+        pick = static_cast<int>(i);
+      }
+    }
+    used[pick] = true;  // exists: the roomiest unused node always qualifies
+    const int take = std::min(left, by_fit[pick]->fit);
+    chosen.emplace_back(by_fit[pick], take);
+    left -= take;
+  }
+  return chosen;
+}
+
+int64_t Room(const std::vector<const Candidate*>& pool) {
+  int64_t room = 0;
+  for (const Candidate* c : pool) room += c->fit;
+  return room;
+}
+
+// The nodes for the gang, narrowest topology level first (see the header).
+std::vector<std::pair<const Candidate*, int>> ChooseNodes(const std::vector<const Candidate*>& all,
+                                                          int count) {
+  for (int level = 0; level < kTopologyLevels; ++level) {
+    std::map<int, std::vector<const Candidate*>> groups;  // group id → nodes, Preferred order
+    for (const Candidate* c : all) {
+      if (c->topology[level] != kNoTopologyGroup) groups[c->topology[level]].push_back(c);
+    }
+    std::vector<std::pair<const Candidate*, int>> best;
+    int64_t best_spare = 0;
+    for (const auto& [group, pool] : groups) {
+      const int64_t room = Room(pool);
+      if (room < count) continue;
+      std::vector<std::pair<const Candidate*, int>> nodes = Choose(pool, count);
+      const int64_t spare = room - count;
+      if (best.empty() || nodes.size() < best.size() ||
+          (nodes.size() == best.size() && spare < best_spare)) {
+        best = std::move(nodes);
+        best_spare = spare;
+      }
+    }
+    if (!best.empty()) return best;
+  }
+  return Choose(all, count);
+}
+
+}  // namespace
+
+std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskRequest& task, int count,
+                                                 GangPlacement placement, int* fitted) {
+  auto fail = [&](int n) {
+    if (fitted) *fitted = n;
+    return std::nullopt;
+  };
+  ClusterState& state = placer.state();
+  if (count == 1 || placement == GangPlacement::kEachTask) {
+    std::vector<Allocation> placed;
+    for (int i = 0; i < count; ++i) {
+      std::optional<Allocation> a = placer.Place(task);
+      if (!a) {
+        for (const Allocation& p : placed) (void)state.Release(p);
+        return fail(i);
+      }
+      placed.push_back(std::move(*a));
+    }
+    return placed;
+  }
+  if (!placer.GpusCouldFit(task)) return fail(0);
+  std::vector<Candidate> candidates;
+  int64_t room = 0;
+  for (int model : AcceptedModels(state, task)) {
+    for (int id : state.ActiveClasses(model)) {
+      const NodeClass& c = state.node_class(id);
+      if (!Fits(c, task)) continue;
+      const int fit = std::min(count, TasksThatFit(c, task));
+      const int score = placer.Score(id, task);
+      for (const auto& [rank, node] : c.members) {
+        candidates.push_back({node, fit, score, rank, state.node(node).topology});
+        room += fit;
+      }
+    }
+  }
+  if (room < count) return fail(static_cast<int>(room));
+  std::vector<const Candidate*> all;
+  all.reserve(candidates.size());
+  for (const Candidate& c : candidates) all.push_back(&c);
+  std::sort(all.begin(), all.end(), Preferred);
+
+  std::vector<Allocation> placed;
+  for (const auto& [candidate, tasks] : ChooseNodes(all, count)) {
+    for (int i = 0; i < tasks; ++i) {
+      std::optional<Allocation> a = placer.PlaceOn(candidate->node, task);
+      if (!a) {  // TasksThatFit promised room: a bug, but fail safe
+        for (const Allocation& p : placed) (void)state.Release(p);
+        return fail(static_cast<int>(placed.size()));
+      }
+      placed.push_back(std::move(*a));
+    }
+  }
+  return placed;
+}
+
+}  // namespace corral::sched

@@ -1,0 +1,152 @@
+// Gang placement: fewest nodes, one switch or rack when there is room, all or nothing.
+#include "sched/gang_placement.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "common/rng.h"
+#include "sched/placement_policy.h"
+
+namespace corral::sched {
+namespace {
+
+constexpr GangPlacement kTogether = GangPlacement::kTogether;
+
+// A cluster of 4-GPU nodes with optional rack and switch labels, and a bestfit Placer (which,
+// task by task, would scatter a gang over the fullest nodes).
+class GangTest : public ::testing::Test {
+ protected:
+  GangTest() : policy_(Bestfit()), placer_(state_, *policy_, rng_) {}
+
+  static std::unique_ptr<PlacementPolicy> Bestfit() {
+    auto policy = CreatePolicy("bestfit", {});
+    return std::move(*policy);
+  }
+
+  NodeIndex Add(const std::string& name, const std::string& rack = "", const std::string& sw = "",
+                int gpus = 4) {
+    model::Node node = model::MakeNode(name, "T4", gpus, CpuMilli(32000), MemoryMib(65536));
+    if (!rack.empty()) node.labels[model::kRackLabel] = rack;
+    if (!sw.empty()) node.labels[model::kSwitchLabel] = sw;
+    return *state_.AddNode(node);
+  }
+  // Takes `gpus` whole GPUs of a node (0, 1, ...).
+  void Occupy(NodeIndex node, int gpus) {
+    Allocation a;
+    a.node = node;
+    for (int g = 0; g < gpus; ++g) a.gpus.push_back(GpuShare{g, MilliGpu(1000)});
+    ASSERT_TRUE(state_.Allocate(a).ok());
+  }
+  TaskRequest Task(int gpus, int milli = 1000) {
+    return placer_.Resolve(model::MakeResources(gpus, milli, 1000, 1024));
+  }
+  // Tasks per node name of a placement.
+  std::map<std::string, int> NodesOf(const std::vector<Allocation>& placed) {
+    std::map<std::string, int> out;
+    for (const Allocation& a : placed) ++out[state_.node(a.node).name];
+    return out;
+  }
+
+  ClusterState state_;
+  SeededRng rng_{1};
+  std::unique_ptr<PlacementPolicy> policy_;
+  Placer placer_;
+};
+
+TEST_F(GangTest, UsesTheFewestNodes) {
+  const NodeIndex a = Add("a"), b = Add("b"), c = Add("c"), d = Add("d");
+  (void)a;
+  Occupy(b, 2);  // b, c, d have 2 free GPUs, a has 4
+  Occupy(c, 2);
+  Occupy(d, 2);
+  // Two 2-GPU tasks fit on a alone; bestfit task by task would take two of b, c, d.
+  auto placed = PlaceGang(placer_, Task(2), 2, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 2}}));
+  // Three 1-GPU tasks: no node is empty now; the fewest is two nodes (2 + 1), and the node
+  // taking the last task is the tightest that holds it.
+  placed = PlaceGang(placer_, Task(1), 3, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed).size(), 2u);
+  EXPECT_EQ(state_.FreeGpuMilli(), 16000 - 6000 - 4000 - 3000);
+}
+
+TEST_F(GangTest, StaysInOneRackWhenARackHasRoom) {
+  Add("r0-a", "r0"), Add("r0-b", "r0");
+  Add("r1-a", "r1"), Add("r1-b", "r1"), Add("r1-c", "r1");
+  // Three whole nodes: only r1 has room.
+  auto placed = PlaceGang(placer_, Task(4), 3, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"r1-a", 1}, {"r1-b", 1}, {"r1-c", 1}}));
+  for (const Allocation& a : *placed) ASSERT_TRUE(state_.Release(a).ok());
+  // Two whole nodes: both racks have room; r0 is the best fit (none to spare).
+  placed = PlaceGang(placer_, Task(4), 2, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"r0-a", 1}, {"r0-b", 1}}));
+}
+
+TEST_F(GangTest, PrefersOneSwitchOverOneRackAndSpansRacksOnlyWhenNeeded) {
+  // Rack r0 has switches s0 (2 nodes) and s1 (1 node); rack r1 has one node, switch s2.
+  Add("a", "r0", "s0"), Add("b", "r0", "s0"), Add("c", "r0", "s1"), Add("d", "r1", "s2");
+  auto placed = PlaceGang(placer_, Task(4), 2, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 1}, {"b", 1}}));
+  for (const Allocation& a : *placed) ASSERT_TRUE(state_.Release(a).ok());
+  // Three nodes: no switch has room; rack r0 has.
+  placed = PlaceGang(placer_, Task(4), 3, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 1}, {"b", 1}, {"c", 1}}));
+  for (const Allocation& a : *placed) ASSERT_TRUE(state_.Release(a).ok());
+  // Four nodes: every rack is too small, the gang spans both.
+  placed = PlaceGang(placer_, Task(4), 4, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed).size(), 4u);
+}
+
+TEST_F(GangTest, AllOrNothingAndReportsWhatFitted) {
+  const NodeIndex a = Add("a", "r0");
+  Add("b", "r0");
+  Occupy(a, 3);
+  int fitted = -1;
+  // 2-GPU tasks: a holds none, b holds two; three do not fit and nothing is taken.
+  EXPECT_FALSE(PlaceGang(placer_, Task(2), 3, kTogether, &fitted).has_value());
+  EXPECT_EQ(fitted, 2);
+  EXPECT_EQ(state_.FreeGpuMilli(), 5000);
+}
+
+TEST_F(GangTest, EachTaskFollowsThePolicyAlone) {
+  const NodeIndex a = Add("a"), b = Add("b"), c = Add("c");
+  (void)a;
+  Occupy(b, 2);
+  Occupy(c, 2);
+  // bestfit puts each 2-GPU task on a fullest node: b and c; together they go to a.
+  auto placed = PlaceGang(placer_, Task(2), 2, GangPlacement::kEachTask);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"b", 1}, {"c", 1}}));
+  int fitted = -1;
+  EXPECT_FALSE(PlaceGang(placer_, Task(4), 2, GangPlacement::kEachTask, &fitted).has_value());
+  EXPECT_EQ(fitted, 1);
+  EXPECT_EQ(state_.FreeGpuMilli(), 4000);
+  EXPECT_EQ(*ParseGangPlacement("each-task"), GangPlacement::kEachTask);
+  EXPECT_FALSE(ParseGangPlacement("scatter").ok());
+}
+
+TEST_F(GangTest, CountsSharesCpuAndMemory) {
+  const NodeIndex a = Add("a");
+  const NodeClass& free_node = state_.node_class(state_.node(a).class_id);
+  EXPECT_EQ(TasksThatFit(free_node, Task(1, 300)), 12);  // three 300-milli shares per GPU
+  EXPECT_EQ(TasksThatFit(free_node, Task(2)), 2);
+  EXPECT_EQ(TasksThatFit(free_node, Task(0)), 32);  // CPU bound: 32 cores, 1 each
+  TaskRequest big_memory = placer_.Resolve(model::MakeResources(1, 1000, 1000, 40000));
+  EXPECT_EQ(TasksThatFit(free_node, big_memory), 1);  // 64 GiB holds one 40 GB task
+  auto placed = PlaceGang(placer_, Task(1, 300), 5, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 5}}));
+}
+
+}  // namespace
+}  // namespace corral::sched
