@@ -135,6 +135,15 @@ def jct_workloads(b):
                   "4", "--users", "20", "--projects", "4")
     out.append(("synthetic recurring, 4,000 jobs, 24x8 GPUs", "gen:24x8xA100", synth, []))
     out.append(("synthetic recurring, 4,000 jobs, 20x8 GPUs", "gen:20x8xA100", synth, []))
+    philly = b.trace_path("philly_runtime.csv")
+    if philly:
+        # Run times drawn from Microsoft's Philly cluster (the trace of the Helios paper's
+        # QSSF result), recurring templates as above.
+        ph = b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user",
+                   "4", "--users", "20", "--projects", "4", "--runtimes", philly,
+                   "--interarrival", "200")
+        out.append(("synthetic recurring, Philly run times, 4,000 jobs, 24x8 GPUs",
+                    "gen:24x8xA100", ph, []))
     synth20 = b.gen("recurring20k.jsonl", "--jobs", "20000", "--seed", "1",
                     "--templates-per-user", "4", "--users", "20", "--projects", "4",
                     "--interarrival", "75")
