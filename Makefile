@@ -60,7 +60,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup configure build test test-unit test-cli test-e2e test-asan run sim-demo bench lint format format-check tidy clean
+.PHONY: setup configure build test test-unit test-cli test-e2e test-distributed test-asan run sim-demo bench lint format format-check tidy clean
 
 setup:
 	@$(call timed,setup,bash scripts/bootstrap.sh)
@@ -72,7 +72,7 @@ build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-asan
+test: test-unit test-cli test-e2e test-distributed test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -83,6 +83,10 @@ test-unit: build
 # Real processes on loopback: a server, agents with fake GPUs, the CLI, SIGKILLs.
 test-e2e: build
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
+
+# Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
+test-distributed: build
+	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \

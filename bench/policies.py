@@ -387,7 +387,7 @@ def part_topology(b):
                 rows.append([seed, policy, placement, g["starts"], f"{g['nodes_mean']:.2f}",
                              f"{100 * g['one_rack'] / max(1, g['starts']):.1f}",
                              fmt(r["jct_s"]["mean"]), f"{r['gpu_alloc_pct_mean']:.2f}"])
-    print(table(["seed", "policy", "gangs", "gang starts", "nodes per gang", "one rack %",
+    print(table(["seed", "policy", "placement", "gang starts", "nodes per gang", "one rack %",
                  "JCT mean", "GPU alloc %"], rows))
     print()
 

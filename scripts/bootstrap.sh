@@ -14,6 +14,8 @@ packages=(
   libcpp-httplib-dev libssl-dev  # server/, agent/, cli/: HTTP(S)
   libyaml-cpp-dev  # cli/: YAML job specs
   python3  # tests/e2e_test.py
+  python3-torch  # tests/distributed_test.py: real PyTorch DDP (gloo, CPU) across two agents
+  iproute2  # tests/distributed_test.py: network namespaces as separate hosts
 )
 
 missing=()

@@ -54,11 +54,12 @@ def wait_for(predicate, timeout=30.0, interval=0.05):
 
 
 class Cluster:
-    def __init__(self, root, node_timeout=30):
+    def __init__(self, root, node_timeout=30, host="127.0.0.1"):
         self.root = root
         os.makedirs(root, exist_ok=True)
+        self.host = host  # the server listens here; agents and the CLI dial it
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://{host}:{self.port}"
         self.data = os.path.join(root, "server")
         self.store = STORE_URL or "sqlite:" + os.path.join(root, "corral.db")
         self.node_timeout = node_timeout
@@ -70,7 +71,7 @@ class Cluster:
 
     def start_server(self):
         self.server = subprocess.Popen(
-            [CORRAL, "server", "--listen", f"127.0.0.1:{self.port}", "--store", self.store,
+            [CORRAL, "server", "--listen", f"{self.host}:{self.port}", "--store", self.store,
              "--data-dir", self.data, "--node-timeout", str(self.node_timeout)],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "server.log"), "a"))
         up = wait_for(lambda: self.healthy(), 20)
@@ -82,12 +83,14 @@ class Cluster:
         except Exception:
             return False
 
-    def start_agent(self, name, gpus="8xA100-80GB", labels=()):
+    def start_agent(self, name, gpus="8xA100-80GB", labels=(), prefix=(), extra=()):
+        """Starts an agent; `prefix` runs it under another command (e.g. `ip netns exec NS`),
+        `extra` adds flags."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
         import pwd  # tasks run as the user running the test (required when that is root)
         self.agents[name] = subprocess.Popen(
-            [CORRAL, "agent", "--server", self.url,
+            [*prefix, CORRAL, "agent", "--server", self.url, *extra,
              "--join-token-file", os.path.join(self.data, "join.token"), "--name", name,
              "--fake-gpus", gpus, "--work-dir", work,
              "--task-user", pwd.getpwuid(os.getuid()).pw_name,

@@ -98,6 +98,11 @@ int RunAgentCommand(AgentFlags& f) {
     return 2;
   }
   f.options.labels = *labels;
+  if (Status valid = model::ValidateNodeAddress(f.options.address);
+      !f.options.address.empty() && !valid.ok()) {
+    std::cerr << "corral agent: --address: " << valid.message() << "\n";
+    return 2;
+  }
   Result<std::string> join_token = JoinToken(f);
   if (!join_token.ok()) {
     std::cerr << "corral agent: " << join_token.status().message() << "\n";
@@ -181,6 +186,9 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "Unix user every task runs as (required as root; otherwise only the agent's "
                 "own user)");
   c->add_option("--ca-cert", f->options.ca_cert, "PEM bundle to verify an https server");
+  c->add_option("--address", f->options.address,
+                "Address other nodes reach this one at (distributed jobs' MASTER_ADDR and "
+                "hostfiles; default: the node name)");
   c->add_option("--label", f->labels,
                 "Node label KEY=VALUE (repeatable); 'rack' and 'switch' place multi-node jobs "
                 "under one rack or switch");

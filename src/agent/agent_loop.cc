@@ -64,6 +64,9 @@ Result<nlohmann::json> AgentLoop::Inventory() {
                         {"gpu_model", gpus->model},
                         {"gpus", list},
                         {"labels", options_.labels},
+                        {"address", !options_.address.empty() ? options_.address
+                                    : !options_.name.empty()  ? options_.name
+                                                              : host->hostname},
                         {"runtimes", {"process"}}};
 }
 

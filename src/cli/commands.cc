@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include "cli/api_client.h"
 #include "common/config_file.h"
@@ -100,6 +102,8 @@ int WithClient(Body body) {
 struct SubmitFlags {
   std::string file, name, project, workdir;
   int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
+  int nodes = -1, gpus_per_node = -1, procs_per_node = -1;
+  std::string launcher;
   int64_t cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
@@ -113,6 +117,17 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     if (!file.ok()) return file.status();
     spec = *file;
     if (!spec.is_object()) return InvalidArgument(f.file + ": the spec must be a mapping");
+    // The distributed spellings of a spec file: nodes = tasks, gpus_per_node = resources.gpus.
+    for (const auto& [alias, field] : {std::pair{"nodes", "tasks"}, {"gpus_per_node", "gpus"}}) {
+      if (!spec.contains(alias)) continue;
+      json& target = std::string(field) == "gpus" ? spec["resources"][field] : spec[field];
+      if (!target.is_null() && target != spec[alias]) {
+        return InvalidArgument(f.file + ": '" + alias + "' and '" + field +
+                               "' disagree; give one of them");
+      }
+      target = spec[alias];
+      spec.erase(alias);
+    }
   }
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.project.empty()) spec["project"] = f.project;
@@ -131,7 +146,18 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.gpu_models.empty()) r["gpu_models"] = f.gpu_models;
   if (f.cpu_milli >= 0) r["cpu_milli"] = f.cpu_milli;
   if (f.memory_mib >= 0) r["memory_mib"] = f.memory_mib;
+  for (const auto& [flag, value, other] :
+       {std::tuple{"--nodes", f.nodes, f.tasks}, {"--gpus-per-node", f.gpus_per_node, f.gpus}}) {
+    if (value >= 0 && other >= 0 && value != other) {
+      return InvalidArgument(std::string(flag) + " contradicts " +
+                             (std::string(flag) == "--nodes" ? "--tasks" : "--gpus"));
+    }
+  }
+  if (f.gpus_per_node >= 0) r["gpus"] = f.gpus_per_node;
   if (f.tasks >= 0) spec["tasks"] = f.tasks;
+  if (f.nodes >= 0) spec["tasks"] = f.nodes;
+  if (f.procs_per_node >= 0) spec["procs_per_node"] = f.procs_per_node;
+  if (!f.launcher.empty()) spec["launcher"] = f.launcher;
   if (f.priority != 0) spec["priority"] = f.priority;
   if (f.max_restarts >= 0) spec["max_restarts"] = f.max_restarts;
   if (f.time_limit_s >= 0) spec["time_limit_s"] = f.time_limit_s;
@@ -196,6 +222,13 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("--cpu-milli", f->cpu_milli, "CPU per task, 1000 = one core");
   c->add_option("--memory-mib", f->memory_mib, "Memory per task, MiB");
   c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
+  c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
+  c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
+  c->add_option("--procs-per-node", f->procs_per_node,
+                "Processes (ranks) per part, usually one per GPU (default 1)");
+  c->add_option("--launcher", f->launcher,
+                "none, torchrun, mpi, deepspeed, tf or jax: how parts start their processes and "
+                "which rendezvous variables they get (docs/distributed.md)");
   c->add_option("--priority", f->priority, "Priority (higher runs first)");
   c->add_option("--time-limit", f->time_limit_s, "Time limit, seconds");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");

@@ -52,5 +52,27 @@ TEST(NodeValidation, ErrorsNameTheField) {
   EXPECT_NE(Validate(n).message().find("cpu_milli"), std::string::npos);
 }
 
+TEST(NodeValidation, LabelsAndAddresses) {
+  Node n = MakeNode("n1", "T4", 1, CpuMilli(1000), MemoryMib(1));
+  n.labels = {{"rack", "r-12"}, {"topology.corral/switch", "s_1.a"}};
+  EXPECT_TRUE(Validate(n).ok());
+  n.labels = {{"rack", "has space"}};
+  Status s = Validate(n);
+  EXPECT_NE(s.message().find("node 'n1': field 'labels'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("rack"), std::string::npos) << s.message();
+  EXPECT_FALSE(ValidateLabel("", "x").ok());
+  EXPECT_FALSE(ValidateLabel("k", "").ok());
+  EXPECT_FALSE(ValidateLabel(std::string(kMaxLabelLength + 1, 'k'), "x").ok());
+  EXPECT_TRUE(ValidateLabel(std::string(kMaxLabelLength, 'k'), "x").ok());
+  EXPECT_FALSE(ValidateLabel("k", "a;rm -rf /").ok());
+  EXPECT_TRUE(ValidateNodeAddress("10.0.0.2").ok());
+  EXPECT_TRUE(ValidateNodeAddress("fe80::1").ok());
+  EXPECT_TRUE(ValidateNodeAddress("gpu-07.cluster.example").ok());
+  EXPECT_FALSE(ValidateNodeAddress("").ok());
+  EXPECT_FALSE(ValidateNodeAddress("a b").ok());
+  EXPECT_FALSE(ValidateNodeAddress("$(reboot)").ok());
+  EXPECT_FALSE(ValidateNodeAddress(std::string(254, 'a')).ok());
+}
+
 }  // namespace
 }  // namespace corral::model

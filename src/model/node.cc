@@ -36,7 +36,20 @@ Status Validate(const Node& node) {
     }
   }
   for (const auto& [key, value] : node.labels) {
-    CORRAL_RETURN_IF_ERROR(ValidateLabel(key, value));
+    Status valid = ValidateLabel(key, value);
+    if (!valid.ok()) return bad("labels", valid.message());
+  }
+  return Status::Ok();
+}
+
+Status ValidateNodeAddress(const std::string& address) {
+  const bool allowed = std::all_of(address.begin(), address.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == ':' ||
+           c == '_';
+  });
+  if (address.empty() || address.size() > 253 || !allowed) {
+    return InvalidArgument("address '" + address +
+                           "': must be 1-253 letters, digits, '.', '-', ':' or '_'");
   }
   return Status::Ok();
 }

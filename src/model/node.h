@@ -1,6 +1,7 @@
 // A node: one server of the cluster with its GPUs, CPU, memory, labels and topology.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli c
 // Checks names, counts, units and labels; the error names the offending field ("node 'n1':
 // field 'cpu_milli': must be > 0").
 Status Validate(const Node& node);
+
+// A node's address as other nodes dial it (a host name, IPv4 or IPv6 address): 1..253 letters,
+// digits, '.', '-', ':' and '_'; it lands in environment variables and hostfiles.
+Status ValidateNodeAddress(const std::string& address);
 
 // A label key and value: each 1..kMaxLabelLength letters, digits, '-', '_', '.' or '/'.
 inline constexpr size_t kMaxLabelLength = 63;

@@ -90,14 +90,12 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
   for (const model::Gpu& g : spec.gpus) node.gpu_domain.push_back(g.nvlink_domain);
   node.tie_rank = SplitMix64(options_.seed ^ HashString(spec.name.data(), spec.name.size()));
   node.present = true;
-  const char* const label_of_level[kTopologyLevels] = {model::kSwitchLabel, model::kRackLabel};
-  for (int level = 0; level < kTopologyLevels; ++level) {
-    auto label = spec.labels.find(label_of_level[level]);
-    if (label == spec.labels.end() || label->second.empty()) continue;
-    auto [it, inserted] = topology_ids_[level].emplace(
-        label->second, static_cast<int>(topology_names_[level].size()));
-    if (inserted) topology_names_[level].push_back(label->second);
-    node.topology[level] = it->second;
+  for (const auto& [level, key] :
+       {std::pair{kSwitchLevel, model::kSwitchLabel}, {kRackLevel, model::kRackLabel}}) {
+    auto label = spec.labels.find(key);
+    if (label == spec.labels.end()) continue;
+    auto& ids = topology_ids_[level];
+    node.topology[level] = ids.emplace(label->second, static_cast<int>(ids.size())).first->second;
   }
 
   NodeIndex index = static_cast<NodeIndex>(nodes_.size());

@@ -49,11 +49,13 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
-// Levels of network topology across nodes, narrowest first: nodes under one switch talk
-// faster than nodes in one rack. A node's group at a level comes from its label (model::
-// kSwitchLabel, model::kRackLabel).
+// Levels of topology domains across nodes, narrowest first: nodes under one switch talk faster
+// than nodes in one rack. A node's domain at a level comes from its label (model::kSwitchLabel,
+// model::kRackLabel).
+inline constexpr int kSwitchLevel = 0;
+inline constexpr int kRackLevel = 1;
 inline constexpr int kTopologyLevels = 2;
-inline constexpr int kNoTopologyGroup = -1;
+inline constexpr int kNoTopologyDomain = -1;
 
 // The state of one live node, in the form policies read. Free GPU milli are listed by GPU index.
 struct NodeState {
@@ -64,8 +66,8 @@ struct NodeState {
   std::vector<int32_t> gpu_free;              // milli free per GPU, by index
   std::vector<int> gpu_domain;                // NVLink/NVSwitch domain per GPU, by index
   std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node
-  // Interned group per topology level (TopologyGroupName), kNoTopologyGroup when unlabelled.
-  std::array<int, kTopologyLevels> topology{kNoTopologyGroup, kNoTopologyGroup};
+  // Interned topology domain per level, kNoTopologyDomain when unlabelled.
+  std::array<int, kTopologyLevels> topology{kNoTopologyDomain, kNoTopologyDomain};
   uint64_t tie_rank = 0;    // seeded; lower wins ties
   bool schedulable = true;  // false when cordoned or draining
   bool present = false;     // false after RemoveNode
@@ -134,10 +136,6 @@ class ClusterState {
   // Interned task kind: every share of one GPU is one kind, k whole GPUs another (as the FGD
   // paper's clustering baseline groups tasks).
   int TaskKindId(int gpus, bool share);
-  // The label value of an interned topology group.
-  const std::string& TopologyGroupName(int level, int group) const {
-    return topology_names_[level][group];
-  }
 
   const NodeState& node(NodeIndex n) const { return nodes_[n]; }
   int NodeSlots() const { return static_cast<int>(nodes_.size()); }  // includes removed
@@ -168,7 +166,6 @@ class ClusterState {
   std::vector<std::vector<int>> active_by_model_;   // slot -> class ids with members
   std::vector<ModelStats> stats_by_model_;          // slot -> aggregates
   std::unordered_map<int64_t, int> kind_ids_;
-  std::array<std::vector<std::string>, kTopologyLevels> topology_names_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
   int live_nodes_ = 0;
   int64_t total_gpu_milli_ = 0;

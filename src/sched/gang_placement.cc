@@ -108,17 +108,18 @@ int64_t Room(const std::vector<const Candidate*>& pool) {
   return room;
 }
 
-// The nodes for the gang, narrowest topology level first (see the header).
+// The nodes for a gang that no single node holds, narrowest topology level first (see the
+// header).
 std::vector<std::pair<const Candidate*, int>> ChooseNodes(const std::vector<const Candidate*>& all,
                                                           int count) {
   for (int level = 0; level < kTopologyLevels; ++level) {
-    std::map<int, std::vector<const Candidate*>> groups;  // group id → nodes, Preferred order
+    std::map<int, std::vector<const Candidate*>> domains;  // domain → nodes, Preferred order
     for (const Candidate* c : all) {
-      if (c->topology[level] != kNoTopologyGroup) groups[c->topology[level]].push_back(c);
+      if (c->topology[level] != kNoTopologyDomain) domains[c->topology[level]].push_back(c);
     }
     std::vector<std::pair<const Candidate*, int>> best;
     int64_t best_spare = 0;
-    for (const auto& [group, pool] : groups) {
+    for (const auto& [domain, pool] : domains) {
       const int64_t room = Room(pool);
       if (room < count) continue;
       std::vector<std::pair<const Candidate*, int>> nodes = Choose(pool, count);
@@ -143,7 +144,8 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
     return std::nullopt;
   };
   ClusterState& state = placer.state();
-  if (count == 1 || placement == GangPlacement::kEachTask) {
+  // A policy that picks uniformly has no preference to honour: each task is a random draw.
+  if (count == 1 || placement == GangPlacement::kEachTask || placer.policy().PicksUniformly()) {
     std::vector<Allocation> placed;
     for (int i = 0; i < count; ++i) {
       std::optional<Allocation> a = placer.Place(task);
@@ -156,8 +158,45 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
     return placed;
   }
   if (!placer.GpusCouldFit(task)) return fail(0);
-  std::vector<Candidate> candidates;
+  auto place_on = [&](const std::vector<std::pair<NodeIndex, int>>& nodes)
+      -> std::optional<std::vector<Allocation>> {
+    std::vector<Allocation> placed;
+    for (const auto& [node, tasks] : nodes) {
+      for (int i = 0; i < tasks; ++i) {
+        std::optional<Allocation> a = placer.PlaceOn(node, task);
+        if (!a) {  // TasksThatFit promised room: a bug, but fail safe
+          for (const Allocation& p : placed) (void)state.Release(p);
+          return fail(static_cast<int>(placed.size()));
+        }
+        placed.push_back(std::move(*a));
+      }
+    }
+    return placed;
+  };
+  // One node when one holds the whole gang: found among node classes, without visiting nodes.
+  const NodeClass* one = nullptr;
+  int one_fit = 0, one_score = 0;
   int64_t room = 0;
+  for (int model : AcceptedModels(state, task)) {
+    for (int id : state.ActiveClasses(model)) {
+      const NodeClass& c = state.node_class(id);
+      if (!Fits(c, task)) continue;
+      const int fit = std::min(count, TasksThatFit(c, task));
+      room += static_cast<int64_t>(fit) * static_cast<int64_t>(c.members.size());
+      if (fit < count) continue;
+      const int score = placer.Score(id, task);
+      if (one == nullptr || fit < one_fit || (fit == one_fit && score > one_score) ||
+          (fit == one_fit && score == one_score &&
+           c.members.begin()->first < one->members.begin()->first)) {
+        one = &c;
+        one_fit = fit;
+        one_score = score;
+      }
+    }
+  }
+  if (one != nullptr) return place_on({{one->members.begin()->second, count}});
+  if (room < count) return fail(static_cast<int>(room));
+  std::vector<Candidate> candidates;
   for (int model : AcceptedModels(state, task)) {
     for (int id : state.ActiveClasses(model)) {
       const NodeClass& c = state.node_class(id);
@@ -166,28 +205,19 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
       const int score = placer.Score(id, task);
       for (const auto& [rank, node] : c.members) {
         candidates.push_back({node, fit, score, rank, state.node(node).topology});
-        room += fit;
       }
     }
   }
-  if (room < count) return fail(static_cast<int>(room));
   std::vector<const Candidate*> all;
   all.reserve(candidates.size());
   for (const Candidate& c : candidates) all.push_back(&c);
   std::sort(all.begin(), all.end(), Preferred);
 
-  std::vector<Allocation> placed;
+  std::vector<std::pair<NodeIndex, int>> nodes;
   for (const auto& [candidate, tasks] : ChooseNodes(all, count)) {
-    for (int i = 0; i < tasks; ++i) {
-      std::optional<Allocation> a = placer.PlaceOn(candidate->node, task);
-      if (!a) {  // TasksThatFit promised room: a bug, but fail safe
-        for (const Allocation& p : placed) (void)state.Release(p);
-        return fail(static_cast<int>(placed.size()));
-      }
-      placed.push_back(std::move(*a));
-    }
+    nodes.emplace_back(candidate->node, tasks);
   }
-  return placed;
+  return place_on(nodes);
 }
 
 }  // namespace corral::sched

@@ -1,6 +1,7 @@
 // Where the tasks of a multi-task job (a gang) go: together, on the fewest nodes and under one
-// switch or rack when the cluster has room there. Distributed training exchanges gradients
-// between its tasks at every step, so each extra node and each hop between racks slows it.
+// switch or rack (topology domains) when the cluster has room there. Distributed training exchanges
+// gradients between its tasks at every step, so each extra node and each hop between racks slows
+// it.
 #pragma once
 
 #include <optional>
@@ -29,18 +30,23 @@ std::string_view GangPlacementName(GangPlacement placement);
 //
 // kEachTask: one after the other, each where the policy puts it.
 // kTogether:
-// One task goes where the placement policy puts it (Placer::Place). More tasks go to the
-// schedulable nodes that fit them:
-//   - within one switch group when some switch has room for all of them, else one rack group,
-//     else anywhere (groups come from node labels, cluster_state.h kTopologyLevels);
-//   - among the groups with room at a level: the one that needs the fewest nodes, then the one
-//     with the least room to spare (best fit: large groups stay free for large gangs), then
-//     the first group to have joined;
-//   - within the chosen nodes, while r tasks remain: the node that holds all r with the least
-//     room to spare, else the node that holds the most; ties to the policy's higher score, then
-//     the tie order. This uses the fewest nodes possible. The policy chooses each task's GPUs.
+//   - one node when one holds every task: the one with the least room to spare, then the
+//     policy's higher score, then the tie order;
+//   - else within one switch domain when a switch has room for all of them, else one rack
+//     domain, else anywhere (domains come from node labels, cluster_state.h kTopologyLevels;
+//     a narrower domain wins over fewer nodes in a wider one);
+//   - among the domains with room at a level: the one that needs the fewest nodes, then the one
+//     with the least room to spare (best fit: large domains stay free for large gangs), then
+//     the first to have joined;
+//   - within the chosen domain, the fewest nodes: node by node, the tightest node that still
+//     lets the roomiest remaining ones complete the gang (ties to the policy's higher score,
+//     then the tie order), so that roomy nodes stay free where that costs no extra node. E.g.
+//     6 tasks on nodes with room for 4, 4 and 3 go 3 + 3.
+//   The policy chooses each task's GPUs on its node. A policy that picks uniformly (random)
+//   places each task as kEachTask does.
 // On failure `fitted` (when given) receives how many tasks fitted at once (for pending
-// reasons). Cost: O(fitting nodes × nodes used) for count > 1.
+// reasons). Cost: O(fitting node classes) when one node holds the gang, else O(fitting nodes ×
+// nodes used).
 std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskRequest& task, int count,
                                                  GangPlacement placement, int* fitted = nullptr);
 

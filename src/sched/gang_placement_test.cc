@@ -67,12 +67,33 @@ TEST_F(GangTest, UsesTheFewestNodes) {
   auto placed = PlaceGang(placer_, Task(2), 2, kTogether);
   ASSERT_TRUE(placed.has_value());
   EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 2}}));
-  // Three 1-GPU tasks: no node is empty now; the fewest is two nodes (2 + 1), and the node
-  // taking the last task is the tightest that holds it.
-  placed = PlaceGang(placer_, Task(1), 3, kTogether);
+}
+
+TEST_F(GangTest, SplitsOverTheFewestNodesKeepingRoomyNodesFree) {
+  const NodeIndex a = Add("a"), b = Add("b"), c = Add("c"), d = Add("d", "", "", 8);
+  Occupy(c, 1);  // room for 1-GPU tasks: a 4, b 4, c 3, d 8
+  // Nine tasks: two nodes are the fewest (d and another). Node by node, the tightest that still
+  // lets the roomiest complete the gang: c (3, with d's 8 to come), then d takes the 6 left.
+  auto placed = PlaceGang(placer_, Task(1), 9, kTogether);
   ASSERT_TRUE(placed.has_value());
-  EXPECT_EQ(NodesOf(*placed).size(), 2u);
-  EXPECT_EQ(state_.FreeGpuMilli(), 16000 - 6000 - 4000 - 3000);
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"c", 3}, {"d", 6}}));
+  for (const Allocation& p : *placed) ASSERT_TRUE(state_.Release(p).ok());
+  Occupy(d, 8);  // now a 4, b 4, c 3: six tasks go 3 + 3, leaving a 4-GPU node whole
+  placed = PlaceGang(placer_, Task(1), 6, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  const auto nodes = NodesOf(*placed);
+  ASSERT_EQ(nodes.size(), 2u);
+  EXPECT_EQ(nodes.at("c"), 3);
+  EXPECT_EQ(nodes.count("a") + nodes.count("b"), 1u);
+  (void)a, (void)b;
+}
+
+TEST_F(GangTest, OneNodeThatHoldsTheGangBeatsALabelledDomain) {
+  Add("a", "r0"), Add("b", "r0");
+  Add("c", "", "", 8);  // unlabelled, holds both tasks alone
+  auto placed = PlaceGang(placer_, Task(4), 2, kTogether);
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"c", 2}}));
 }
 
 TEST_F(GangTest, StaysInOneRackWhenARackHasRoom) {

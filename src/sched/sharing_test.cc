@@ -170,6 +170,25 @@ TEST(SchedulerOrder, QssfReordersPendingJobsWhenEstimatesChange) {
   s->NoteEstimatesChanged();
   EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{3}));
 
+  // With more pending jobs than kRekeyShare, one note is not enough to re-key; a second is.
+  std::map<int64_t, int64_t>& later = estimate_of;
+  auto many = Make({1}, config);
+  const int64_t pending = Scheduler::kRekeyShare + 10;  // ≤ 2 × kRekeyShare
+  for (int64_t id = 100; id < 100 + pending; ++id) {
+    later[id] = 1000 - id;  // job 100 + pending - 1 is the shortest
+    ASSERT_TRUE(many->Submit(Job(id, "p", 1, 0)).ok());
+  }
+  ASSERT_TRUE(many->Submit(Job(99, "p", 1, 0)).ok());
+  later[99] = 1;  // submitted as the shortest, so it starts first
+  ASSERT_EQ(Ids(many->Schedule(Seconds(0)).starts), (std::vector<int64_t>{99}));
+  ASSERT_TRUE(many->Finish(JobId(99)).ok());
+  later[100] = 1;  // learned: job 100 is now the shortest
+  many->NoteEstimatesChanged();
+  EXPECT_EQ(Ids(many->Schedule(Seconds(1)).starts), (std::vector<int64_t>{100 + pending - 1}));
+  ASSERT_TRUE(many->Finish(JobId(100 + pending - 1)).ok());
+  many->NoteEstimatesChanged();  // the second note since the last re-keying
+  EXPECT_EQ(Ids(many->Schedule(Seconds(2)).starts), (std::vector<int64_t>{100}));
+
   // Without a note the keys stay as they were at submission.
   auto stale = Make({1}, config);
   ASSERT_TRUE(stale->Submit(Job(4, "p", 1, 0)).ok());

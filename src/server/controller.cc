@@ -78,7 +78,14 @@ Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::j
       node.gpus.push_back(gpu);
     }
     if (inv.contains("labels")) {
+      if (!inv["labels"].is_object()) {
+        return InvalidArgument("inventory of node '" + name +
+                               "': field 'labels': must be an object of strings");
+      }
       for (const auto& [k, v] : inv["labels"].items()) node.labels[k] = v.get<std::string>();
+    }
+    if (inv.contains("address")) {
+      CORRAL_RETURN_IF_ERROR(model::ValidateNodeAddress(inv["address"].get<std::string>()));
     }
     CORRAL_RETURN_IF_ERROR(model::Validate(node));
     return node;
@@ -313,6 +320,7 @@ Status Controller::Recover() {
       if (!IsTerminalTask(t.state) && alloc.node >= 0) allocations.push_back(alloc);
     }
     IndexAllocationsLocked(job);
+    RestoreRendezvousLocked(job);
     const Seconds started = record.start_time.value_or(record.submit_time);
     if (scheduler_->Adopt(model_job, allocations, started).ok()) EvaluateJobLocked(job);
   }
@@ -699,8 +707,10 @@ void Controller::ScheduleLocked() {
       t.state = "assigned";
       tasks.push_back(std::move(t));
     }
+    if (ok && IsDistributed(job.spec)) ok = AddRendezvousLocked(job, tasks).ok();
     // Committed before any agent hears of it; on failure the job goes back to the queue.
     if (!ok || !store_.AssignJob(job.record.id, tasks, now).ok()) {
+      ports_.Release(job.record.id);
       (void)scheduler_->Finish(job.record.id);
       (void)scheduler_->Submit(
           ToModelJob(job.spec, job.record.id, job.record.user, job.record.submit_time));
@@ -711,6 +721,37 @@ void Controller::ScheduleLocked() {
     IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
   }
+}
+
+void Controller::RestoreRendezvousLocked(const LiveJob& job) {
+  if (job.tasks.empty()) return;
+  auto allocation = nlohmann::json::parse(job.tasks[0].allocation_json, nullptr, false);
+  if (!allocation.is_object() || !allocation.contains("rendezvous")) return;
+  std::vector<std::string> nodes;
+  for (const auto& t : job.tasks) nodes.push_back(t.node);
+  // Stored by this server's predecessor, so valid; a failure only loses the protection.
+  (void)ports_.Restore(job.record.id, nodes, allocation["rendezvous"].value("port", 0),
+                       job.spec.procs_per_node);
+}
+
+Status Controller::AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
+  std::vector<std::string> nodes;
+  nlohmann::json hosts = nlohmann::json::array();
+  for (const auto& t : tasks) {
+    nodes.push_back(t.node);
+    auto node = nodes_.find(t.node);
+    hosts.push_back(node == nodes_.end() ? t.node
+                                         : node->second.inventory.value("address", t.node));
+  }
+  auto port = ports_.Reserve(job.record.id, nodes, job.spec.procs_per_node);
+  if (!port.ok()) return port.status();
+  const nlohmann::json rendezvous = {{"master_addr", hosts[0]}, {"port", *port}, {"hosts", hosts}};
+  for (auto& t : tasks) {
+    auto allocation = nlohmann::json::parse(t.allocation_json, nullptr, false);
+    allocation["rendezvous"] = rendezvous;
+    t.allocation_json = allocation.dump();
+  }
+  return Status::Ok();
 }
 
 void Controller::PreemptLocked(const sched::Preemption& p) {
@@ -821,6 +862,7 @@ void Controller::IndexAllocationsLocked(const LiveJob& job) {
 
 void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   constexpr size_t kRecentAllocations = 10000;
+  ports_.Release(job.record.id);
   for (const auto& t : job.tasks) {
     job_of_allocation_.erase(t.allocation_id);
     if (auto on = jobs_on_node_.find(t.node); on != jobs_on_node_.end()) {
@@ -847,6 +889,7 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
   (void)scheduler_->Finish(id);
   ForgetRunLocked(job);
   job.failing = false;
+  job.primary_done = false;
   job.failure.clear();
   job.failed_state = "failed";
   unsettled_.erase(id);
@@ -887,6 +930,12 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
       }
     }
   }
+  // With mpi, part 0 runs mpirun and the other parts only hold their nodes: its end is the job's.
+  if (!job.Stopping() && job.spec.launcher == model::Launcher::kMpi) {
+    for (const auto& t : job.tasks) {
+      if (t.task_index == 0 && IsTerminalTask(t.state)) job.primary_done = true;
+    }
+  }
   if (job.Stopping() && job.record.state != "pending") {
     StopUnlaunchedTasksLocked(job);
     NotifyNodesLocked(job);  // the rest of the gang is stopped
@@ -911,6 +960,8 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
       settled = EndJobLocked(job, "cancelled", job.failure);
     } else if (job.failing) {
       settled = RequeueOrEndLocked(job, job.failed_state, job.failure);
+    } else if (job.primary_done) {
+      settled = EndJobLocked(job, "succeeded", "task 0 (mpirun) exited with code 0");
     } else {
       settled = EndJobLocked(job, "succeeded", "all tasks exited with code 0");
     }
@@ -1071,22 +1122,33 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
     gpus.push_back(g.value("index", 0));
     gpu_milli = g.value("milli", 0);
   }
-  return {{"job_id", job.record.id.value()},
-          {"task_index", t.task_index},
-          {"tasks", job.spec.tasks},
-          {"allocation_id", t.allocation_id},
-          {"generation", t.generation},
-          {"argv", job.spec.command},
-          {"shell", job.spec.shell},
-          {"workdir", job.spec.workdir},
-          {"env", job.spec.env},
-          {"gpus", gpus},
-          {"gpu_milli", gpu_milli},
-          {"cpu_milli", a.value("cpu_milli", int64_t{0})},
-          {"memory_mib", a.value("memory_mib", int64_t{0})},
-          {"time_limit_s", job.spec.time_limit_s},
-          {"user", job.record.user},
-          {"project", job.record.project}};
+  nlohmann::json launch = {{"job_id", job.record.id.value()},
+                           {"task_index", t.task_index},
+                           {"tasks", job.spec.tasks},
+                           {"allocation_id", t.allocation_id},
+                           {"generation", t.generation},
+                           {"argv", job.spec.command},
+                           {"shell", job.spec.shell},
+                           {"workdir", job.spec.workdir},
+                           {"env", job.spec.env},
+                           {"gpus", gpus},
+                           {"gpu_milli", gpu_milli},
+                           {"cpu_milli", a.value("cpu_milli", int64_t{0})},
+                           {"memory_mib", a.value("memory_mib", int64_t{0})},
+                           {"time_limit_s", job.spec.time_limit_s},
+                           {"user", job.record.user},
+                           {"project", job.record.project}};
+  if (a.contains("rendezvous")) {
+    const nlohmann::json& r = a["rendezvous"];
+    launch["distributed"] = {{"launcher", std::string(model::LauncherName(job.spec.launcher))},
+                             {"procs_per_node", job.spec.procs_per_node},
+                             {"node_rank", t.task_index},
+                             {"nodes", job.spec.tasks},
+                             {"master_addr", r.value("master_addr", "")},
+                             {"port", r.value("port", 0)},
+                             {"hosts", r.value("hosts", nlohmann::json::array())}};
+  }
+  return launch;
 }
 
 nlohmann::json Controller::ResponseForLocked(const std::string& name) {

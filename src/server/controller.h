@@ -50,6 +50,7 @@
 #include "sched/scheduler.h"
 #include "server/auth.h"
 #include "server/job_spec.h"
+#include "server/rendezvous_ports.h"
 #include "store/store.h"
 #include "store/submission_batcher.h"
 
@@ -152,7 +153,10 @@ class Controller {
     // the scheduler gave their GPUs to this job already.
     std::set<std::pair<std::string, int64_t>> waits_for;
     int preemptions = 0;
-    bool Stopping() const { return cancel_requested || failing; }
+    // launcher mpi: part 0 (the mpirun) ended well; the other parts are being stopped and the
+    // job succeeds once they have.
+    bool primary_done = false;
+    bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {
     nlohmann::json inventory;
@@ -196,6 +200,11 @@ class Controller {
   // Counts tasks whose launch never went out as stopped (a stopping job's GPUs are held only by
   // tasks an agent may run).
   void StopUnlaunchedTasksLocked(LiveJob& job);
+  // A distributed job's rendezvous (part 0's address, a port block, every part's address),
+  // added to each task's allocation JSON before the tasks are stored. Errors: no free ports.
+  Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks);
+  // Takes back the port block of a job recovered from the store.
+  void RestoreRendezvousLocked(const LiveJob& job);
   // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
   // the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
@@ -248,7 +257,8 @@ class Controller {
   // Run times learned from finished jobs (at start: from the store's recent history); the
   // scheduler's estimates (QSSF, reservations, estimated starts) come from it.
   predict::RuntimePredictor predictor_;
-  int64_t passes_ = 0;  // scheduling passes so far
+  RendezvousPorts ports_;  // port blocks of running distributed jobs
+  int64_t passes_ = 0;     // scheduling passes so far
   int64_t estimates_pass_ = -1;
   std::map<JobId, std::optional<Seconds>> estimates_;
   int waiting_heartbeats_ = 0;

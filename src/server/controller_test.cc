@@ -591,3 +591,125 @@ TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
 
 }  // namespace
 }  // namespace corral::server
+
+namespace corral::server {
+namespace {
+
+json AddressedInventory(int gpus, const std::string& address) {
+  json inventory = Inventory(gpus);
+  inventory["address"] = address;
+  return inventory;
+}
+
+TEST_F(ControllerTest, DistributedPartsGetOneRendezvousAndDistinctPorts) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
+  json spec = Spec(4, 2);
+  spec["launcher"] = "torchrun";
+  spec["procs_per_node"] = 2;
+  const JobId first = Submit(spec);
+  controller_->Tick();
+  std::map<int, json> launches;        // by node rank
+  std::map<int, std::string> node_of;  // by node rank
+  for (const char* node : {"a", "b"}) {
+    json answer = Beat(node, Report());
+    ASSERT_EQ(answer["run"].size(), 1u) << node;
+    const int rank = answer["run"][0]["task_index"].get<int>();
+    launches[rank] = answer["run"][0];
+    node_of[rank] = node;
+  }
+  const std::string master = launches[0]["distributed"]["master_addr"];
+  for (const auto& [rank, launch] : launches) {
+    const json& d = launch["distributed"];
+    EXPECT_EQ(d["launcher"], "torchrun");
+    EXPECT_EQ(d["procs_per_node"], 2);
+    EXPECT_EQ(d["node_rank"], rank);
+    EXPECT_EQ(d["nodes"], 2);
+    EXPECT_EQ(d["port"], RendezvousPorts::kFirstPort);
+    EXPECT_EQ(d["master_addr"], master);  // part 0's node, the same for every part
+    EXPECT_EQ(d["hosts"][0], master);
+    EXPECT_EQ(d["hosts"].size(), 2u);
+  }
+  EXPECT_NE(launches[0]["distributed"]["hosts"][0], launches[0]["distributed"]["hosts"][1]);
+  // A plain job gets no rendezvous; a second distributed job on the same nodes other ports,
+  // which survive a server restart; the first job's ports are free again when it ends.
+  json plain = Spec(1);
+  const JobId single = Submit(plain);
+  const JobId second = Submit(Spec(1, 2));
+  controller_->Tick();
+  json answer_a = Beat("a", Report());
+  for (const json& launch : answer_a["run"]) {
+    if (launch["job_id"] == single.value()) EXPECT_FALSE(launch.contains("distributed"));
+    if (launch["job_id"] == second.value()) {
+      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort + 2);
+      EXPECT_EQ(launch["distributed"]["launcher"], "none");
+    }
+  }
+  Restart();
+  for (const auto& [rank, launch] : launches) {
+    Beat(node_of[rank], Report({TaskReport(launch, "exited", 0)}));
+  }
+  EXPECT_EQ(StateOf(first), "succeeded");
+  const JobId third = Submit(Spec(1, 2));
+  controller_->Tick();
+  json later = Beat("a", Report());
+  for (const json& launch : later["run"]) {
+    // The first job's block is free again; the second job's (restored after the restart) not.
+    if (launch["job_id"] == third.value()) {
+      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort);
+    }
+  }
+}
+
+TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
+  json inventory = Inventory(1);
+  inventory["labels"] = json::array({"r0"});
+  auto refused = controller_->RegisterNode("a", kNodeA, inventory);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'labels': must be an object"));
+  inventory["labels"] = {{"rack", "r 0"}};
+  refused = controller_->RegisterNode("a", kNodeA, inventory);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("labels"));
+  refused = controller_->RegisterNode("a", kNodeA, AddressedInventory(1, "10.0.0.1;reboot"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("address"));
+  inventory["labels"] = {{"rack", "r0"}};
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, inventory).ok());
+  EXPECT_EQ(controller_->Nodes()[0]["labels"], json({{"rack", "r0"}}));
+}
+
+TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(4)).ok());
+  json spec = Spec(4, 2);
+  spec["launcher"] = "mpi";
+  const JobId id = Submit(spec);
+  controller_->Tick();
+  std::map<int, std::pair<std::string, json>> parts;  // node rank → (node, launch)
+  for (const char* node : {"a", "b"}) {
+    json answer = Beat(node, Report());
+    ASSERT_EQ(answer["run"].size(), 1u);
+    parts[answer["run"][0]["task_index"].get<int>()] = {node, answer["run"][0]};
+  }
+  const auto& [node0, launch0] = parts[0];
+  const auto& [node1, launch1] = parts[1];
+  Beat(node0, Report({TaskReport(launch0, "running")}));
+  Beat(node1, Report({TaskReport(launch1, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  // mpirun (part 0) ends well: the holding part is told to stop, and the job succeeds once it
+  // has, although that part was killed.
+  Beat(node0, Report({TaskReport(launch0, "exited", 0)}));
+  json answer = Beat(node1, Report({TaskReport(launch1, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(StateOf(id), "running");
+  json killed = TaskReport(launch1, "killed");
+  killed.erase("exit_code");
+  killed["signal"] = 15;
+  Beat(node1, Report({killed}));
+  EXPECT_EQ(StateOf(id), "succeeded");
+  EXPECT_THAT(store_->JobEvents(id)->back().reason, HasSubstr("task 0 (mpirun)"));
+}
+
+}  // namespace
+}  // namespace corral::server

@@ -93,7 +93,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
   CORRAL_RETURN_IF_ERROR(
       CheckKeys(j,
                 {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
-                 "priority", "time_limit_s", "max_restarts"},
+                 "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node"},
                 ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -160,6 +160,23 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     if (!v.ok()) return v.status();
     spec.max_restarts = static_cast<int>(*v);
   }
+  if (j.contains("launcher")) {
+    auto v = GetString(j["launcher"], "launcher");
+    if (!v.ok()) return v.status();
+    auto launcher = model::ParseLauncher(*v);
+    if (!launcher.ok()) return FieldError("launcher", launcher.status().message());
+    spec.launcher = *launcher;
+  }
+  if (j.contains("procs_per_node")) {
+    auto v = GetInt(j["procs_per_node"], "procs_per_node", 1, model::kMaxProcsPerNode);
+    if (!v.ok()) return v.status();
+    spec.procs_per_node = static_cast<int>(*v);
+  }
+  if (spec.launcher == model::Launcher::kTorchrun && spec.shell) {
+    return FieldError("shell",
+                      "must be false with launcher torchrun (the command is the script "
+                      "torchrun runs, and its arguments)");
+  }
   return spec;
 }
 
@@ -179,7 +196,13 @@ nlohmann::json ToJson(const JobSpec& s) {
           {"tasks", s.tasks},
           {"priority", s.priority},
           {"time_limit_s", s.time_limit_s},
-          {"max_restarts", s.max_restarts}};
+          {"max_restarts", s.max_restarts},
+          {"launcher", std::string(model::LauncherName(s.launcher))},
+          {"procs_per_node", s.procs_per_node}};
+}
+
+bool IsDistributed(const JobSpec& spec) {
+  return spec.tasks > 1 || spec.launcher != model::Launcher::kNone || spec.procs_per_node > 1;
 }
 
 model::Job ToModelJob(const JobSpec& spec, JobId id, const std::string& user, Seconds submit_time) {

@@ -432,12 +432,11 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
 
   int64_t gang_nodes = 0;  // Σ distinct nodes over gang starts
   auto count_gang = [&](const std::vector<sched::NodeIndex>& task_nodes) {
-    constexpr int kRack = 1;  // sched::ClusterState topology level of rack labels
     std::set<sched::NodeIndex> distinct(task_nodes.begin(), task_nodes.end());
-    const int rack = s.state().node(*distinct.begin()).topology[kRack];
-    bool one_rack = distinct.size() == 1 || rack != sched::kNoTopologyGroup;
+    const int rack = s.state().node(*distinct.begin()).topology[sched::kRackLevel];
+    bool one_rack = distinct.size() == 1 || rack != sched::kNoTopologyDomain;
     for (sched::NodeIndex n : distinct)
-      one_rack = one_rack && s.state().node(n).topology[kRack] == rack;
+      one_rack = one_rack && s.state().node(n).topology[sched::kRackLevel] == rack;
     ++result.gang_starts;
     gang_nodes += static_cast<int64_t>(distinct.size());
     if (one_rack) ++result.gang_starts_one_rack;

@@ -1,0 +1,28 @@
+// How the parts of a distributed job start their processes (docs/distributed.md). A job of N
+// tasks ("parts", one per node or node share) with P processes per part has N × P ranks; rank
+// r = node_rank × P + local_rank.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace corral::model {
+
+enum class Launcher {
+  kNone,       // each part runs the command P times (P = 1: once), with env:// variables set
+  kTorchrun,   // each part runs one `torchrun` that starts the P processes (elastic agent)
+  kMpi,        // part 0 runs the command (mpirun/horovodrun with the hostfile); others hold
+  kDeepspeed,  // as kNone, plus DeepSpeed's variables and hostfile
+  kTf,         // as kNone, plus TF_CONFIG (one worker per rank)
+  kJax,        // as kNone, plus the JAX coordinator address, process id and count
+};
+
+inline constexpr int kMaxProcsPerNode = 64;
+
+// "none" | "torchrun" | "mpi" | "deepspeed" | "tf" | "jax"; the error lists the names.
+Result<Launcher> ParseLauncher(std::string_view name);
+std::string_view LauncherName(Launcher launcher);
+
+}  // namespace corral::model
