@@ -233,5 +233,36 @@ expect_json "j == {'revoked': $token_id}" -- "$corral" token revoke "$token_id" 
 expect_exit 4 "unknown or revoked token" -- env CORRAL_TOKEN="$token" "$corral" whoami
 expect_exit 0 "^revoked token $token_id\$" -- "$corral" token revoke "$token_id"
 
+# Job arrays: Slurm's --array, listed and cancelled together; a sweep file; errors name the part.
+out=$("$corral" submit --array 0-3%2 --gpus 64 -- true 2>&1)
+array=0
+if [[ $out =~ ^submitted\ array\ ([0-9]+):\ jobs\ ([0-9]+)\.\.([0-9]+)$ ]] &&
+  [ "${BASH_REMATCH[1]}" = "${BASH_REMATCH[2]}" ] &&
+  [ $((BASH_REMATCH[3] - BASH_REMATCH[2])) -eq 3 ]; then
+  ok
+  array=${BASH_REMATCH[1]}
+else
+  fail "submit --array: $out"
+fi
+expect_json "[x['array_index'] for x in j] == [3, 2, 1, 0] and {x['array_id'] for x in j} == {$array}" -- \
+  "$corral" jobs --array "$array" -o json
+expect_exit 0 "^$array +${array}_0 " -- "$corral" jobs --array "$array"
+expect_exit 2 "--array: part 'x-3': 'x' is not an index" -- "$corral" submit --array 0-5,x-3 -- true
+expect_exit 2 "--array: the running limit '%0'" -- "$corral" submit --array 0-5%0 -- true
+printf 'grid:\n  lr: [0.1, 0.01]\n  batch: [32, 64]\nmax_running: 1\n' >"$work/sweep.yaml"
+expect_exit 2 "--array and --sweep: give one of them" -- \
+  "$corral" submit --array 0-1 --sweep "$work/sweep.yaml" -- true
+sweep=$("$corral" submit --sweep "$work/sweep.yaml" --gpus 64 -o json -- true)
+second=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["ids"][1])' "$sweep" 2>/dev/null)
+expect_json 'j["spec"]["env"] == {"batch": "32", "lr": "0.01"} and j["array_index"] == 1' -- \
+  "$corral" job show "${second:-0}" -o json
+printf 'runs:\n  - {learning-rate: 1}\n' >"$work/bad_sweep.yaml"
+expect_exit 2 "bad_sweep.yaml: parameter 'learning-rate': not a valid environment variable" -- \
+  "$corral" submit --sweep "$work/bad_sweep.yaml" -- true
+expect_exit 0 "^cancelling array $array: 4 jobs\$" -- "$corral" cancel --array "$array"
+expect_exit 5 "array $array already ended" -- "$corral" cancel --array "$array"
+expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
+expect_exit 2 "give a job id or --array" -- "$corral" cancel
+
 echo "cli_test: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

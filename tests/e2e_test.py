@@ -10,6 +10,7 @@ Usage: tests/e2e_test.py path/to/corral [--store-url URL]
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -584,6 +585,82 @@ def test_gang_stays_in_one_rack(root):
         c.stop()
 
 
+def test_array_runs_at_most_max_running(root):
+    """`corral submit --array 0-5%2`: six elements, never more than two at once, each with its
+    index in CORRAL_ARRAY_INDEX; listed and cancelled together or singly; a sweep file."""
+    c = Cluster(os.path.join(root, "array"))
+    try:
+        c.start_agent("n1", "8xT4")
+        check("agent joins", c.wait_nodes(1))
+        record = os.path.join(c.root, "array-runs.txt")
+        open(record, "w").close()
+        # Each element records its job id (for the concurrency check) and its index, with when it
+        # started and ended.
+        script = ('s=$(date +%s.%N); sleep 1; e=$(date +%s.%N); '
+                  'echo "$CORRAL_JOB_ID ${CORRAL_ARRAY_INDEX:-unset} $s $e" >> ' + record)
+        out = c.cli("submit", "--array", "0-5%2", "--gpus", "1", "--shell", "--", script)
+        m = re.fullmatch(r"submitted array (\d+): jobs (\d+)\.\.(\d+)\n", out.stdout)
+        check("submit --array prints the array and its jobs", m is not None,
+              out.stdout + out.stderr)
+        if not m:
+            return
+        array = int(m.group(1))
+        listed = json.loads(c.cli("jobs", "--array", str(array), "-o", "json").stdout)
+        ids = sorted(j["id"] for j in listed)
+        check("corral jobs --array lists the six elements",
+              sorted(j["array_index"] for j in listed) == list(range(6)) and ids[0] == array,
+              listed)
+        limited = wait_for(lambda: any(
+            "max_running 2" in c.job(i).get("pending_reason", {}).get("message", "")
+            for i in ids), 20)
+        check("a waiting element says the array has max_running running", limited,
+              [c.job(i).get("pending_reason") for i in ids])
+        done = wait_for(lambda: all(c.job(i)["state"] == "succeeded" for i in ids), 60, 0.2)
+        check("all six elements succeed", done, [c.job(i)["state"] for i in ids])
+        runs = [line.split() for line in open(record)]
+        events = sorted([(float(s), 1) for _, _, s, _ in runs] + [(float(e), -1) for *_, e in runs])
+        running, most = 0, 0
+        for _, delta in events:
+            running += delta
+            most = max(most, running)
+        check("never more than two elements run at once",
+              sorted(int(r[0]) for r in runs) == ids and most <= 2, (most, runs))
+        check("each element sees its CORRAL_ARRAY_INDEX (set by the agent)",
+              {int(r[0]): r[1] for r in runs} ==
+              {j["id"]: str(j["array_index"]) for j in listed}, runs)
+
+        # Cancelled singly, then together.
+        out = c.cli("submit", "--array", "0-3%1", "--gpus", "1", "-o", "json", "--", "sleep", "60")
+        later = json.loads(out.stdout)["ids"]
+        check("the next array's first element runs", c.wait_state(later[0], ("running",), 20),
+              c.job(later[0]))
+        out = c.cli("cancel", str(later[1]))
+        check("corral cancel ID cancels one element",
+              out.returncode == 0 and c.wait_state(later[1], ("cancelled",), 10) and
+              c.job(later[2])["state"] == "pending", out.stderr)
+        out = c.cli("cancel", "--array", str(later[0]))
+        check("corral cancel --array cancels the rest",
+              out.returncode == 0 and f"cancelling array {later[0]}: 3 jobs" in out.stdout and
+              all(c.wait_state(j, ("cancelled",), 20) for j in later), out.stdout + out.stderr)
+
+        # A sweep file: every combination, its parameters in the environment.
+        sweep = os.path.join(c.root, "sweep.yaml")
+        with open(sweep, "w") as f:
+            f.write("grid:\n  lr: [0.1, 0.01]\n  batch: [32, 64]\nmax_running: 2\n")
+        out = c.cli("submit", "--sweep", sweep, "-o", "json", "--shell", "--",
+                    "echo lr=$lr batch=$batch")
+        swept = json.loads(out.stdout)["ids"] if out.returncode == 0 else []
+        check("a sweep file makes an array of every combination", len(swept) == 4,
+              out.stdout + out.stderr)
+        ok = all(c.wait_state(j, ("succeeded",), 30) for j in swept)
+        logs = [c.cli("logs", str(j)).stdout.strip() for j in swept]
+        check("each sweep element gets its parameters as environment variables",
+              ok and logs == ["lr=0.1 batch=32", "lr=0.01 batch=32", "lr=0.1 batch=64",
+                              "lr=0.01 batch=64"], logs)
+    finally:
+        c.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
@@ -592,7 +669,7 @@ def main():
                      test_server_sigkill_keeps_acknowledged_jobs,
                      test_server_sigkill_with_running_tasks, test_time_limit,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
-                     test_agent_sigkill_and_node_loss):
+                     test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running):
             print(f"== {test.__name__}", flush=True)
             try:
                 test(root)

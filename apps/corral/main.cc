@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "agent/agent_command.h"
+#include "agent/launch_command.h"
 #include "cli/commands.h"
 #include "dev_command.h"
 #include "server/server_command.h"
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   corral::AddDevCommand(app, &exit_code);
   corral::server::AddServerCommand(app, &exit_code);
   corral::agent::AddAgentCommand(app, &exit_code);
+  corral::agent::AddLaunchCommand(app, &exit_code);
   corral::cli::AddClientCommands(app, &exit_code);
   corral::sim::AddSimCommand(app, &exit_code);
   try {

@@ -14,6 +14,7 @@
 
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
+#include "agent/rendezvous.h"
 #include "agent/shim.h"
 
 namespace corral::agent {
@@ -28,6 +29,7 @@ constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr char kLostMessage[] = "lost: supervisor gone";
+constexpr char kShell[] = "/bin/sh";  // runs the argv of a launch with `shell`
 constexpr int64_t kMaxLogRead = 16 << 20;
 
 // "12-1" -> key; anything else (not a directory we made) -> nullopt.
@@ -140,8 +142,11 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   }
   const std::string tasks_dir = options.work_dir + "/tasks";
   const std::string scratch_dir = options.work_dir + "/scratch";
-  // Private: task records and every task's logs; scratch: enterable by task users, not listable.
-  for (const auto& [dir, mode] : {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711}}) {
+  const std::string hostfiles_dir = options.work_dir + "/hostfiles";
+  // Private: task records and every task's logs; scratch and hostfiles: enterable by task users,
+  // not listable.
+  for (const auto& [dir, mode] :
+       {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711}, std::pair{hostfiles_dir, 0711}}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
@@ -151,6 +156,11 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     if (access(dir.c_str(), W_OK | X_OK) != 0) {
       return IoError("process runtime: " + dir + " is not writable: " + ErrnoText(errno));
     }
+  }
+  if (options.self_exe.empty()) {
+    // Left empty when unknown: only the tasks that need `corral launch` fail (to start).
+    std::error_code ec;
+    options.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   }
   CgroupManager cgroups = options.cgroups ? *options.cgroups : CgroupManager::Detect();
   std::unique_ptr<ProcessRuntime> runtime(
@@ -253,14 +263,20 @@ Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key) const {
 }
 
 Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
+                                                      const std::vector<std::string>& argv,
                                                       const std::vector<std::string>& env) const {
-  if (launch.shell) return std::string("/bin/sh");
-  const std::string& name = launch.argv[0];
+  const std::string& name = argv[0];
+  if (launch.shell && name == kShell) return name;
+  if (name.empty()) {
+    return NotFound(
+        "the corral binary is unknown (reading /proc/self/exe failed), and this "
+        "task's launcher runs `corral launch`");
+  }
+  // The launcher's program (torchrun, corral) is named as such: the job's argv[0] is not it.
+  const std::string what = name == launch.argv[0] ? "argv[0] '" + name + "'" : "'" + name + "'";
   if (name.find('/') != std::string::npos) {
     std::string path = name[0] == '/' ? name : launch.workdir + "/" + name;
-    if (!IsExecutableFile(path)) {
-      return NotFound("argv[0] '" + name + "': " + path + " is not an executable file");
-    }
+    if (!IsExecutableFile(path)) return NotFound(what + ": " + path + " is not an executable file");
     return path;
   }
   std::string search = kDefaultPath;
@@ -278,7 +294,19 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
     path.append(dir).append("/").append(name);
     if (IsExecutableFile(path)) return path;
   }
-  return NotFound("argv[0] '" + name + "': command not found in PATH (" + search + ")");
+  return NotFound(what + ": command not found in PATH (" + search + ")");
+}
+
+std::string ProcessRuntime::HostfilePath(const TaskKey& key) const {
+  return options_.work_dir + "/hostfiles/" + ToString(key);
+}
+
+Status ProcessRuntime::WriteHostfile(const TaskKey& key, const Distributed& distributed) const {
+  // Only the runtime can create entries in hostfiles/ (0711): the path is ours.
+  const std::string path = HostfilePath(key);
+  CORRAL_RETURN_IF_ERROR(WriteFileAtomic(path, Hostfile(distributed)));
+  if (chmod(path.c_str(), 0444) != 0) return IoError("chmod " + path + ": " + ErrnoText(errno));
+  return Status::Ok();
 }
 
 Status ProcessRuntime::WriteTaskRecord(const TaskKey& key, const Task& task) const {
@@ -307,8 +335,18 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     launch.workdir = *scratch;
   }
   if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
-  const std::vector<std::string> env = TaskEnvironment(launch, options_.node_name, base_env_);
-  Result<std::string> executable = ResolveExecutable(launch, env);
+  const std::string hostfile = launch.distributed ? HostfilePath(launch.key) : "";
+  const std::vector<std::string> env =
+      TaskEnvironment(launch, options_.node_name, base_env_, hostfile);
+  std::vector<std::string> argv;
+  if (launch.shell) {
+    argv = {kShell, "-c"};
+    argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+  } else {
+    argv = launch.argv;
+  }
+  argv = LaunchArgv(launch, argv, options_.self_exe);
+  Result<std::string> executable = ResolveExecutable(launch, argv, env);
   if (!executable.ok()) return FailToStart(launch, executable.status().message());
 
   const TaskKey& key = launch.key;
@@ -343,20 +381,19 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
       (void)CgroupManager::Remove(*task.cgroup);
     }
     std::filesystem::remove_all(dir, ec);
+    if (!hostfile.empty()) std::filesystem::remove(hostfile, ec);
     return FailToStart(launch, message);
   };
   // Written before the fork, so that a crash between fork and the second write leaves a record
   // (adopted as lost; the task's cgroup lets the next agent kill what was started).
   if (Status s = WriteTaskRecord(key, task); !s.ok()) return abandon(s.message());
+  if (launch.distributed) {
+    if (Status s = WriteHostfile(key, *launch.distributed); !s.ok()) return abandon(s.message());
+  }
 
   ShimPlan plan;
   plan.executable = *executable;
-  if (launch.shell) {
-    plan.argv = {"/bin/sh", "-c"};
-    plan.argv.insert(plan.argv.end(), launch.argv.begin(), launch.argv.end());
-  } else {
-    plan.argv = launch.argv;
-  }
+  plan.argv = std::move(argv);
   plan.env = env;
   plan.workdir = launch.workdir;
   plan.stdout_path = dir + kStdoutFile;
@@ -540,6 +577,8 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
   std::error_code ec;
   std::filesystem::remove_all(TaskDir(key), ec);
   if (ec) return IoError("cannot remove " + TaskDir(key) + ": " + ec.message());
+  std::filesystem::remove(HostfilePath(key), ec);
+  if (ec) return IoError("cannot remove " + HostfilePath(key) + ": " + ec.message());
   // The scratch directory (when the job named no workdir) goes with the task: it is scratch.
   // remove_all does not follow the symbolic links a task may have left there.
   std::filesystem::remove_all(options_.work_dir + "/scratch/" + ToString(key), ec);

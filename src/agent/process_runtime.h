@@ -13,10 +13,21 @@
 //  - stdout and stderr appended to <work_dir>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
 //  - exit code or signal, as recorded by the supervisor in exit.json.
 //
+// A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets:
+//  - the rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
+//    process per part and a launcher whose ranks corral sets, RankEnvironment());
+//  - the job's hostfile (Hostfile()) at <work_dir>/hostfiles/<alloc>-<gen>, named by
+//    CORRAL_HOSTFILE (and, with mpi, OMPI_MCA_orte_default_hostfile). It cannot live in the task's
+//    directory, which the task user cannot read, nor in its workdir, which is the job's; the file
+//    is the agent's (mode 0444: readable by the task user, not writable), removed by Forget();
+//  - LaunchArgv() as its command line: torchrun through PATH like argv[0], or the corral binary
+//    (`corral launch`, options.self_exe) that starts the part's processes or holds the node.
+//
 // The agent's own files are private: <work_dir>/tasks and each task's directory are mode 0700
-// (task users cannot read other tasks' logs and records); <work_dir>/scratch is 0711 (enterable,
-// not listable). A task user other than the agent's needs search (x) permission on work_dir and
-// its parents to reach its scratch directory.
+// (task users cannot read other tasks' logs and records); <work_dir>/scratch and
+// <work_dir>/hostfiles are 0711 (enterable, not listable). A task user other than the agent's
+// needs search (x) permission on work_dir and its parents to reach its scratch directory and
+// hostfile.
 //
 // State on disk, per task, in <work_dir>/tasks/<alloc>-<gen>/: task.json (the launch, start
 // time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
@@ -58,14 +69,18 @@ struct ProcessRuntimeOptions {
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
   std::optional<CgroupManager> cgroups;  // nullopt: CgroupManager::Detect() with defaults
+  // The corral binary, run as `corral launch` by distributed tasks (LaunchArgv); the task user
+  // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
+  // the built corral binary.
+  std::string self_exe;
 };
 
 class ProcessRuntime final : public Runtime {
  public:
-  // Creates work_dir/tasks and work_dir/scratch and adopts the tasks found there. `clock` must
-  // outlive the runtime. Errors: work_dir not absolute or not writable; the task user unknown
-  // (NotFound), or another user than the runtime's own while it does not run as root
-  // (PermissionDenied).
+  // Creates work_dir/tasks, work_dir/scratch and work_dir/hostfiles and adopts the tasks found
+  // there. `clock` must outlive the runtime. Errors: work_dir not absolute or not writable; the
+  // task user unknown (NotFound), or another user than the runtime's own while it does not run as
+  // root (PermissionDenied).
   static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
                                                         Clock* clock);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
@@ -107,7 +122,10 @@ class ProcessRuntime final : public Runtime {
   TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
   Result<std::string> MakeScratchDir(const TaskKey& key) const;
   Result<std::string> ResolveExecutable(const TaskLaunch& launch,
+                                        const std::vector<std::string>& argv,
                                         const std::vector<std::string>& env) const;
+  std::string HostfilePath(const TaskKey& key) const;
+  Status WriteHostfile(const TaskKey& key, const Distributed& distributed) const;
   Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
   Status WriteKillRecord(const TaskKey& key, const Task& task) const;
   void Observe(const TaskKey& key, Task& task);

@@ -662,6 +662,224 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
   EXPECT_FALSE(std::filesystem::exists(root_ + "/ran"));
 }
 
+// ---- distributed tasks, through the real `corral launch` (the built corral binary) ----
+
+class DistributedRuntimeTest : public ProcessRuntimeTest {
+ protected:
+  std::unique_ptr<ProcessRuntime> MakeDistributedRuntime() {
+    ProcessRuntimeOptions o = Options(CgroupManager::Disabled("cgroups disabled in this test"));
+    o.self_exe = CORRAL_BINARY;
+    auto runtime = ProcessRuntime::Create(o, &clock_);
+    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+    return runtime.ok() ? std::move(runtime).value() : nullptr;
+  }
+
+  // Part 1 of a job of 2 parts with `procs` processes each (ranks procs..2*procs-1).
+  TaskLaunch DistributedLaunch(int64_t allocation, std::vector<std::string> argv,
+                               model::Launcher launcher, int procs) {
+    TaskLaunch l = Launch(allocation, std::move(argv));
+    l.task_index = 1;
+    l.tasks = 2;
+    l.distributed = Distributed{.launcher = launcher,
+                                .procs_per_node = procs,
+                                .node_rank = 1,
+                                .nodes = 2,
+                                .master_addr = "10.77.0.2",
+                                .port = 29500,
+                                .hosts = {"10.77.0.2", "10.77.0.3"}};
+    return l;
+  }
+
+  std::string Stderr(Runtime& runtime, const TaskKey& key) {
+    auto err = runtime.ReadLog(key, LogStream::kStderr, 0, 1 << 20);
+    EXPECT_TRUE(err.ok()) << err.status().ToString();
+    return err.ok() ? *err : "";
+  }
+
+  // Waits until process `pid` blocks `signal` (`corral launch` is then ready to handle it).
+  static void WaitUntilBlocked(pid_t pid, int signal) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto status = ReadFile("/proc/" + std::to_string(pid) + "/status");
+      if (!status.ok()) break;
+      size_t at = status->find("SigBlk:\t");
+      if (at != std::string::npos &&
+          (std::stoull(status->substr(at + 8, 16), nullptr, 16) >> (signal - 1) & 1) != 0) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "process " << pid << " never blocked signal " << signal;
+  }
+};
+
+TEST_F(DistributedRuntimeTest, EachProcessOfAPartSeesItsRank) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(
+      1, {"sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $NODE_RANK > rank.$RANK"},
+      model::Launcher::kNone, 3);
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 0);
+  for (int local = 0; local < 3; ++local) {
+    const int rank = 3 + local;
+    auto seen = ReadFile(task_dir_ + "/rank." + std::to_string(rank));
+    ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+    EXPECT_EQ(*seen, std::to_string(rank) + " " + std::to_string(local) + " 6 1\n");
+  }
+  EXPECT_FALSE(std::filesystem::exists(task_dir_ + "/rank.6"));
+  EXPECT_EQ(Stdout(*runtime, l.key), "");  // `corral launch` prints nothing on success
+  EXPECT_EQ(Stderr(*runtime, l.key), "");
+}
+
+TEST_F(DistributedRuntimeTest, OneFailingProcessStopsItsSiblingsAndGivesItsStatus) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(
+      1, {"sh", "-c", "if [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi; exec sleep 30"},
+      model::Launcher::kNone, 3);
+  const auto begin = std::chrono::steady_clock::now();
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  // Well before the siblings' `sleep 30`, and before the 10 s SIGKILL grace: SIGTERM did it.
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(8));
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 3);
+  EXPECT_THAT(Stderr(*runtime, l.key), HasSubstr("process 1 exited with 3; stopping the others"));
+}
+
+TEST_F(DistributedRuntimeTest, KillReachesEveryProcessAndTheLauncherExits143) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(1, {"sleep", "30"}, model::Launcher::kTf, 2);
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  WaitUntilBlocked(started.pid, SIGTERM);
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "cancelled").ok());
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.exit_code, 143);
+}
+
+TEST_F(DistributedRuntimeTest, MpiPartsOtherThanZeroHoldTheirNodeUntilStopped) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(1, {"mpirun", "./a.out"}, model::Launcher::kMpi, 2);
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  WaitUntilBlocked(started.pid, SIGTERM);
+  auto cmdline = ReadFile("/proc/" + std::to_string(started.pid) + "/cmdline");
+  ASSERT_TRUE(cmdline.ok());
+  EXPECT_EQ(*cmdline, std::string(CORRAL_BINARY) + std::string("\0launch\0--hold\0", 15));
+  auto environ = ReadFile("/proc/" + std::to_string(started.pid) + "/environ");
+  ASSERT_TRUE(environ.ok());
+  const std::string hostfile = work_dir_ + "/hostfiles/1-1";
+  EXPECT_THAT(*environ, HasSubstr(std::string("\0OMPI_MCA_orte_default_hostfile=", 32) + hostfile +
+                                  std::string("\0", 1)));
+  EXPECT_EQ(runtime->Poll()[0].state, TaskState::kRunning);
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "job ended").ok());
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.exit_code, 0);
+}
+
+TEST_F(DistributedRuntimeTest, HostfileIsReadableByTheTaskAndGoesWithIt) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(1, {"sh", "-c", "echo $CORRAL_HOSTFILE; cat $CORRAL_HOSTFILE"},
+                                   model::Launcher::kDeepspeed, 1);
+  l.distributed->hosts = {"10.77.0.2", "10.77.0.2"};  // two parts on one node
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  const std::string hostfile = work_dir_ + "/hostfiles/1-1";
+  EXPECT_EQ(Stdout(*runtime, l.key), hostfile + "\n10.77.0.2 slots=2\n");
+  struct stat st;
+  ASSERT_EQ(stat(hostfile.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0444u);
+  ASSERT_EQ(stat((work_dir_ + "/hostfiles").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0711u);
+  ASSERT_TRUE(runtime->Forget(l.key).ok());
+  EXPECT_FALSE(std::filesystem::exists(hostfile));
+}
+
+TEST_F(DistributedRuntimeTest, AnotherTaskUserCanReadTheHostfile) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  if (!LookUpUser("nobody").ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);  // mkdtemp's 0700: let the task user through
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.task_user = "nobody";
+  o.self_exe = CORRAL_BINARY;
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  TaskLaunch l =
+      DistributedLaunch(1, {"sh", "-c", "cat $CORRAL_HOSTFILE; echo x >> $CORRAL_HOSTFILE"},
+                        model::Launcher::kDeepspeed, 1);
+  l.workdir = "";
+  ASSERT_EQ((*runtime)->Start(l).state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(**runtime, l.key);
+  EXPECT_NE(end.exit_code, 0);  // readable, not writable
+  EXPECT_EQ(Stdout(**runtime, l.key), "10.77.0.2 slots=1\n10.77.0.3 slots=1\n");
+}
+
+TEST_F(DistributedRuntimeTest, TorchrunIsFoundThroughPathAndGetsTheRendezvous) {
+  const std::string bin = root_ + "/bin";
+  ASSERT_EQ(mkdir(bin.c_str(), 0755), 0);
+  std::ofstream(bin + "/torchrun") << "#!/bin/sh\necho \"$@\"\n";
+  ASSERT_EQ(chmod((bin + "/torchrun").c_str(), 0755), 0);
+  const std::string path = getenv("PATH") != nullptr ? getenv("PATH") : "/usr/bin:/bin";
+  setenv("PATH", (bin + ":" + path).c_str(), 1);  // the runtime passes its PATH to tasks
+  auto runtime = MakeDistributedRuntime();
+  setenv("PATH", path.c_str(), 1);
+  TaskLaunch l = DistributedLaunch(1, {"train.py", "--lr", "1"}, model::Launcher::kTorchrun, 2);
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_EQ(Stdout(*runtime, l.key),
+            "--nnodes=2 --nproc_per_node=2 --node_rank=1 --master_addr=10.77.0.2 "
+            "--master_port=29500 train.py --lr 1\n");
+}
+
+TEST_F(DistributedRuntimeTest, AMissingLauncherProgramFailsTheStart) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.self_exe = "/nonexistent/corral";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  TaskStatus s = (*runtime)->Start(DistributedLaunch(1, {"true"}, model::Launcher::kNone, 2));
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.message, "'/nonexistent/corral': /nonexistent/corral is not an executable file");
+  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/hostfiles/1-1"));
+}
+
+TEST_F(DistributedRuntimeTest, LaunchCommandErrors) {
+  auto runtime = MakeDistributedRuntime();
+  struct Case {
+    std::vector<std::string> args;
+    int exit_code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{}, 2, "--procs or --hold is required"},
+      {{"--procs", "0", "--", "true"}, 2, "--procs"},
+      {{"--procs", "x", "--", "true"}, 2, "--procs"},
+      {{"--procs", "2"}, 2, "--procs: needs a command after --"},
+      {{"--hold", "--procs", "2", "--", "true"}, 2, "--procs excludes --hold"},
+      {{"--hold", "--", "true"}, 2, "--hold: takes no command"},
+      {{"--bogus"}, 2, "--bogus"},
+      {{"--procs", "2", "--", "no-such-command-corral"},
+       127,
+       "corral launch: cannot run 'no-such-command-corral': "},
+  };
+  int64_t allocation = 1;
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {CORRAL_BINARY, "launch"};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    TaskLaunch l = Launch(allocation++, argv);
+    ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+    TaskStatus end = WaitForEnd(*runtime, l.key);
+    EXPECT_EQ(end.exit_code, c.exit_code) << c.message;
+    EXPECT_THAT(Stderr(*runtime, l.key), HasSubstr(c.message));
+    EXPECT_EQ(Stdout(*runtime, l.key), "");
+  }
+}
+
 // ---- cgroups on this machine (root; v1 on hybrid machines, v2 elsewhere) ----
 
 class CgroupRuntimeTest : public ProcessRuntimeTest {

@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "agent/rendezvous.h"
+#include "model/node.h"
 
 namespace corral::agent {
 namespace {
@@ -31,13 +35,15 @@ std::string JoinIndices(const std::vector<int>& gpus) {
   return out;
 }
 
-// Reads optional/required fields with errors naming them.
+// Reads optional/required fields with errors naming them; `prefix` names a nested object's
+// fields ("distributed.").
 class FieldReader {
  public:
-  FieldReader(const json& object, std::string what) : object_(object), what_(std::move(what)) {}
+  FieldReader(const json& object, std::string what, std::string prefix = "")
+      : object_(object), what_(std::move(what)), prefix_(std::move(prefix)) {}
 
   Status Bad(const std::string& field, const std::string& why) const {
-    return InvalidArgument(what_ + ": field '" + field + "': " + why);
+    return InvalidArgument(what_ + ": field '" + prefix_ + field + "': " + why);
   }
 
   Status Int(const char* field, bool required, int64_t& out) const {
@@ -68,6 +74,17 @@ class FieldReader {
     return Status::Ok();
   }
 
+  // A required integer that fits an int; DistributedProblem() checks the finer ranges.
+  Status RequiredInt(const char* field, int& out) const {
+    int64_t v = 0;
+    CORRAL_RETURN_IF_ERROR(Int(field, true, v));
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) {
+      return Bad(field, "out of range");
+    }
+    out = static_cast<int>(v);
+    return Status::Ok();
+  }
+
   const json* Find(const char* field) const {
     auto it = object_.find(field);
     return it == object_.end() || it->is_null() ? nullptr : &*it;
@@ -76,7 +93,75 @@ class FieldReader {
  private:
   const json& object_;
   std::string what_;
+  std::string prefix_;
 };
+
+struct FieldProblem {
+  std::string field;  // "distributed.port"
+  std::string why;
+};
+
+// What is wrong with a Distributed on its own, or nullopt. One check for both the protocol
+// (TaskLaunchFromJson) and Validate().
+std::optional<FieldProblem> DistributedProblem(const Distributed& d) {
+  if (d.procs_per_node < 1 || d.procs_per_node > model::kMaxProcsPerNode) {
+    return FieldProblem{"distributed.procs_per_node",
+                        "must be in 1.." + std::to_string(model::kMaxProcsPerNode) + ", got " +
+                            std::to_string(d.procs_per_node)};
+  }
+  if (d.nodes < 1) return FieldProblem{"distributed.nodes", "must be >= 1"};
+  if (d.node_rank < 0 || d.node_rank >= d.nodes) {
+    return FieldProblem{"distributed.node_rank", "must be in 0.." + std::to_string(d.nodes - 1) +
+                                                     ", got " + std::to_string(d.node_rank)};
+  }
+  if (Status s = model::ValidateNodeAddress(d.master_addr); !s.ok()) {
+    return FieldProblem{"distributed.master_addr", s.message()};
+  }
+  const int max_port = 65535 - d.procs_per_node;
+  if (d.port < 1024 || d.port > max_port) {
+    return FieldProblem{"distributed.port", "must be in 1024.." + std::to_string(max_port) +
+                                                " (a block of procs_per_node ports), got " +
+                                                std::to_string(d.port)};
+  }
+  if (d.hosts.size() != static_cast<size_t>(d.nodes)) {
+    return FieldProblem{"distributed.hosts", "must have one address per node (" +
+                                                 std::to_string(d.nodes) + "), got " +
+                                                 std::to_string(d.hosts.size())};
+  }
+  for (size_t i = 0; i < d.hosts.size(); ++i) {
+    if (Status s = model::ValidateNodeAddress(d.hosts[i]); !s.ok()) {
+      return FieldProblem{"distributed.hosts[" + std::to_string(i) + "]", s.message()};
+    }
+  }
+  return std::nullopt;
+}
+
+Result<Distributed> DistributedFromJson(const json& j) {
+  if (!j.is_object()) return InvalidArgument("task launch: field 'distributed': must be an object");
+  FieldReader r(j, "task launch", "distributed.");
+  Distributed d;
+  std::string launcher;
+  CORRAL_RETURN_IF_ERROR(r.String("launcher", true, launcher));
+  Result<model::Launcher> parsed = model::ParseLauncher(launcher);
+  if (!parsed.ok()) return r.Bad("launcher", parsed.status().message());
+  d.launcher = *parsed;
+  CORRAL_RETURN_IF_ERROR(r.RequiredInt("procs_per_node", d.procs_per_node));
+  CORRAL_RETURN_IF_ERROR(r.RequiredInt("node_rank", d.node_rank));
+  CORRAL_RETURN_IF_ERROR(r.RequiredInt("nodes", d.nodes));
+  CORRAL_RETURN_IF_ERROR(r.String("master_addr", true, d.master_addr));
+  CORRAL_RETURN_IF_ERROR(r.RequiredInt("port", d.port));
+  const json* hosts = r.Find("hosts");
+  if (hosts == nullptr) return r.Bad("hosts", "is required");
+  if (!hosts->is_array()) return r.Bad("hosts", "must be an array of addresses");
+  for (const json& h : *hosts) {
+    if (!h.is_string()) return r.Bad("hosts", "must be an array of addresses");
+    d.hosts.push_back(h.get<std::string>());
+  }
+  if (auto problem = DistributedProblem(d)) {
+    return InvalidArgument("task launch: field '" + problem->field + "': " + problem->why);
+  }
+  return d;
+}
 
 }  // namespace
 
@@ -102,9 +187,10 @@ const char* TaskStateName(TaskState state) {
 
 bool IsTerminal(TaskState state) { return state != TaskState::kRunning; }
 
-bool IsReservedEnvName(const std::string& name) {
+bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch) {
   return name.rfind("CORRAL_", 0) == 0 || name == "CUDA_VISIBLE_DEVICES" ||
-         name == "NVIDIA_VISIBLE_DEVICES";
+         name == "NVIDIA_VISIBLE_DEVICES" ||
+         (launch.distributed && IsRendezvousEnvName(*launch.distributed, name));
 }
 
 Status Validate(const TaskLaunch& l) {
@@ -138,7 +224,7 @@ Status Validate(const TaskLaunch& l) {
     if (!IsValidEnvName(name)) {
       return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
     }
-    if (IsReservedEnvName(name)) {
+    if (IsReservedEnvName(name, l)) {
       return bad("env", "'" + name + "' is set by corral and may not be overridden");
     }
     if (HasNul(value)) return bad("env." + name, "contains a NUL byte");
@@ -155,14 +241,30 @@ Status Validate(const TaskLaunch& l) {
   if (l.cpu.value() < 0) return bad("cpu_milli", "must be >= 0");
   if (l.memory.value() < 0) return bad("memory_mib", "must be >= 0");
   if (l.time_limit.value() < 0) return bad("time_limit_s", "must be >= 0");
+  if (l.distributed) {
+    const Distributed& d = *l.distributed;
+    if (auto problem = DistributedProblem(d)) return bad(problem->field, problem->why);
+    if (d.node_rank != l.task_index) {
+      return bad("distributed.node_rank", "must equal task_index (" + std::to_string(l.task_index) +
+                                              "), got " + std::to_string(d.node_rank));
+    }
+    if (d.nodes != l.tasks) {
+      return bad("distributed.nodes", "must equal tasks (" + std::to_string(l.tasks) + "), got " +
+                                          std::to_string(d.nodes));
+    }
+    if (d.launcher == model::Launcher::kTorchrun && l.shell) {
+      return bad("shell", "must be false with launcher torchrun (argv is the script it runs)");
+    }
+  }
   return Status::Ok();
 }
 
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
-                                         const std::map<std::string, std::string>& base) {
+                                         const std::map<std::string, std::string>& base,
+                                         const std::string& hostfile) {
   std::map<std::string, std::string> env = base;
   for (const auto& [name, value] : launch.env) {
-    if (!IsReservedEnvName(name)) env[name] = value;
+    if (!IsReservedEnvName(name, launch)) env[name] = value;
   }
   const std::string gpus = JoinIndices(launch.gpus);
   env["CUDA_VISIBLE_DEVICES"] = gpus;
@@ -173,6 +275,20 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   env["CORRAL_ALLOCATION_ID"] = std::to_string(launch.key.allocation.value());
   env["CORRAL_NODE_NAME"] = node_name;
   env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
+  if (launch.array_index) env["CORRAL_ARRAY_INDEX"] = std::to_string(*launch.array_index);
+  if (launch.distributed) {
+    const Distributed& d = *launch.distributed;
+    const std::map<std::string, std::string> node = DistributedEnvironment(launch);
+    for (const auto& [name, value] : node) env[name] = value;
+    // With one process per part the task is rank node_rank; with more, `corral launch` sets
+    // each process's rank (LaunchArgv).
+    if (d.procs_per_node == 1 && SetsRankVariables(d.launcher)) {
+      for (const auto& [name, value] : RankEnvironment(node, 0)) env[name] = value;
+    }
+    if (!hostfile.empty()) {
+      for (const auto& [name, value] : HostfileEnvironment(d, hostfile)) env[name] = value;
+    }
+  }
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [name, value] : env) out.push_back(std::string(name).append("=").append(value));
@@ -180,7 +296,7 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
 }
 
 nlohmann::json ToJson(const TaskLaunch& l) {
-  return json{
+  json out{
       {"job_id", l.job_id.value()},
       {"task_index", l.task_index},
       {"tasks", l.tasks},
@@ -198,6 +314,20 @@ nlohmann::json ToJson(const TaskLaunch& l) {
       {"user", l.user},
       {"project", l.project},
   };
+  if (l.array_index) out["array_index"] = *l.array_index;
+  if (l.distributed) {
+    const Distributed& d = *l.distributed;
+    out["distributed"] = json{
+        {"launcher", std::string(model::LauncherName(d.launcher))},
+        {"procs_per_node", d.procs_per_node},
+        {"node_rank", d.node_rank},
+        {"nodes", d.nodes},
+        {"master_addr", d.master_addr},
+        {"port", d.port},
+        {"hosts", d.hosts},
+    };
+  }
+  return out;
 }
 
 nlohmann::json ToJson(const TaskStatus& s) {
@@ -274,6 +404,19 @@ Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& j) {
   l.time_limit = Seconds(v);
   CORRAL_RETURN_IF_ERROR(r.String("user", false, l.user));
   CORRAL_RETURN_IF_ERROR(r.String("project", false, l.project));
+  if (r.Find("array_index") != nullptr) {
+    int64_t index = -1;
+    CORRAL_RETURN_IF_ERROR(r.Int("array_index", true, index));
+    if (index < 0 || index > std::numeric_limits<int32_t>::max()) {
+      return r.Bad("array_index", "must be 0..2147483647");
+    }
+    l.array_index = index;
+  }
+  if (const json* distributed = r.Find("distributed")) {
+    Result<Distributed> d = DistributedFromJson(*distributed);
+    if (!d.ok()) return d.status();
+    l.distributed = std::move(d).value();
+  }
   return l;
 }
 

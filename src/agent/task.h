@@ -13,6 +13,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "model/launcher.h"
 
 namespace corral::agent {
 
@@ -30,6 +31,23 @@ struct TaskKey {
 
 // "12-1": the key as used in file and cgroup names and messages.
 std::string ToString(const TaskKey& key);
+
+// How one part of a distributed job (docs/distributed.md) meets the others: the job's N parts
+// ("nodes", one task each) run P processes each, N × P ranks in all; rank r = node_rank × P +
+// local_rank. Sent by the server as the launch's "distributed" object; rendezvous.h turns it into
+// environment variables, a hostfile and the argv that is exec'd.
+struct Distributed {
+  model::Launcher launcher = model::Launcher::kNone;
+  int procs_per_node = 1;   // P: 1..model::kMaxProcsPerNode
+  int node_rank = 0;        // this part's index: == TaskLaunch::task_index
+  int nodes = 1;            // N: == TaskLaunch::tasks
+  std::string master_addr;  // address of part 0's node (model::ValidateNodeAddress)
+  // Base of the ports [port, port + P) reserved for the job on every node of the job:
+  // 1024..65535 - P.
+  int port = 0;
+  // The address of each part's node, by node rank (N entries; parts may share an address).
+  std::vector<std::string> hosts;
+};
 
 struct TaskLaunch {
   JobId job_id;
@@ -49,6 +67,8 @@ struct TaskLaunch {
   Seconds time_limit{0};                   // 0 = none
   std::string user;
   std::string project;
+  std::optional<Distributed> distributed;  // nullopt: not part of a distributed job
+  std::optional<int64_t> array_index;      // an array element's index (CORRAL_ARRAY_INDEX)
 };
 
 enum class TaskState {
@@ -77,25 +97,34 @@ struct TaskStatus {
 };
 
 // Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
-// an absolute path, got 'data'". Checks that workdir exists and is a directory.
+// an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
+// distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
+// shell with torchrun, which takes a script).
 Status Validate(const TaskLaunch& launch);
 
 // True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
-// NVIDIA_VISIBLE_DEVICES.
-bool IsReservedEnvName(const std::string& name);
+// NVIDIA_VISIBLE_DEVICES and, for a distributed launch, the rendezvous variables corral sets
+// for its launcher (IsRendezvousEnvName in rendezvous.h).
+bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 
 // The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
 // passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
 // CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
-// CORRAL_ALLOCATION_ID, CORRAL_NODE_NAME, CORRAL_GPU_MILLI.
+// CORRAL_ALLOCATION_ID, CORRAL_NODE_NAME, CORRAL_GPU_MILLI; for a distributed launch also
+// DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
+// part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
+// HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote
+// Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches.
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
-                                         const std::map<std::string, std::string>& base);
+                                         const std::map<std::string, std::string>& base,
+                                         const std::string& hostfile = "");
 
 // JSON in the protocol's field names ("job_id", "allocation_id", "generation", "argv", ...).
 nlohmann::json ToJson(const TaskLaunch& launch);
 nlohmann::json ToJson(const TaskStatus& status);
-// Errors name the field: "task launch: field 'argv': must be an array of strings".
+// Errors name the field: "task launch: field 'argv': must be an array of strings",
+// "task launch: field 'distributed.port': ...". A "distributed" that is absent or null: nullopt.
 Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& json);
 Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& json);
 

@@ -29,7 +29,80 @@ TaskLaunch ValidLaunch() {
   return l;
 }
 
-TEST(TaskLaunchTest, ValidLaunchPasses) { EXPECT_TRUE(Validate(ValidLaunch()).ok()); }
+// Part 1 of 2, two processes each, launcher none.
+TaskLaunch DistributedLaunch() {
+  TaskLaunch l = ValidLaunch();
+  l.distributed = Distributed{.launcher = model::Launcher::kNone,
+                              .procs_per_node = 2,
+                              .node_rank = 1,
+                              .nodes = 2,
+                              .master_addr = "10.77.0.2",
+                              .port = 29500,
+                              .hosts = {"10.77.0.2", "10.77.0.3"}};
+  return l;
+}
+
+TEST(TaskLaunchTest, ValidLaunchPasses) {
+  EXPECT_TRUE(Validate(ValidLaunch()).ok());
+  EXPECT_TRUE(Validate(DistributedLaunch()).ok());
+}
+
+TEST(TaskLaunchTest, DistributedErrorsNameTheField) {
+  struct Case {
+    std::function<void(TaskLaunch&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](TaskLaunch& l) { l.distributed->node_rank = 0; },
+       "task 12-3: field 'distributed.node_rank': must equal task_index (1), got 0"},
+      {[](TaskLaunch& l) {
+         l.distributed->nodes = 3;
+         l.distributed->hosts.push_back("10.77.0.4");
+       },
+       "field 'distributed.nodes': must equal tasks (2), got 3"},
+      {[](TaskLaunch& l) { l.distributed->node_rank = 2; },
+       "field 'distributed.node_rank': must be in 0..1, got 2"},
+      {[](TaskLaunch& l) { l.distributed->procs_per_node = 0; },
+       "field 'distributed.procs_per_node': must be in 1..64, got 0"},
+      {[](TaskLaunch& l) { l.distributed->port = 65534; },
+       "field 'distributed.port': must be in 1024..65533"},
+      {[](TaskLaunch& l) { l.distributed->hosts.pop_back(); },
+       "field 'distributed.hosts': must have one address per node (2), got 1"},
+      {[](TaskLaunch& l) { l.distributed->hosts[1] = "a\nb"; }, "field 'distributed.hosts[1]'"},
+      {[](TaskLaunch& l) { l.distributed->master_addr = ""; }, "field 'distributed.master_addr'"},
+      {[](TaskLaunch& l) {
+         l.distributed->launcher = model::Launcher::kTorchrun;
+         l.shell = true;
+         l.argv = {"python3 train.py"};
+       },
+       "field 'shell': must be false with launcher torchrun"},
+      {[](TaskLaunch& l) {
+         l.env = {{"RANK", "0"}};
+       },
+       "field 'env': 'RANK' is set by corral and may not be overridden"},
+      {[](TaskLaunch& l) {
+         l.env = {{"MASTER_PORT", "1"}};
+       },
+       "'MASTER_PORT' is set by corral"},
+  };
+  for (const Case& c : cases) {
+    TaskLaunch l = DistributedLaunch();
+    c.change(l);
+    Status s = Validate(l);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
+    EXPECT_THAT(s.message(), HasSubstr(c.message));
+  }
+}
+
+TEST(TaskLaunchTest, RendezvousNamesAreReservedOnlyWhereCorralSetsThem) {
+  TaskLaunch plain = ValidLaunch();
+  plain.env = {{"MASTER_ADDR", "127.0.0.1"}, {"RANK", "0"}, {"TF_CONFIG", "{}"}};
+  EXPECT_TRUE(Validate(plain).ok());  // not distributed: the job's own business
+  TaskLaunch torchrun = DistributedLaunch();
+  torchrun.distributed->launcher = model::Launcher::kTorchrun;
+  torchrun.env = {{"RANK", "0"}, {"TF_CONFIG", "{}"}};  // torchrun sets RANK itself
+  EXPECT_TRUE(Validate(torchrun).ok());
+}
 
 TEST(TaskLaunchTest, ErrorsNameTheTaskAndTheField) {
   struct Case {
@@ -109,6 +182,84 @@ TEST(TaskEnvironmentTest, ReservedNamesInTheJobEnvAreIgnored) {
   EXPECT_THAT(env, ::testing::Not(::testing::Contains("CORRAL_NODE_NAME=other")));
 }
 
+TEST(TaskEnvironmentTest, ArrayElementsSeeTheirIndex) {
+  TaskLaunch l = ValidLaunch();
+  EXPECT_THAT(TaskEnvironment(l, "n", {}),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("CORRAL_ARRAY_INDEX="))));
+  l.array_index = 42;
+  l.env = {{"CORRAL_ARRAY_INDEX", "7"}};  // reserved: the job cannot fake it
+  EXPECT_THAT(TaskEnvironment(l, "n", {}), ::testing::Contains("CORRAL_ARRAY_INDEX=42"));
+  l.env.clear();
+  auto back = TaskLaunchFromJson(ToJson(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->array_index, 42);
+  nlohmann::json bad = ToJson(l);
+  bad["array_index"] = -1;
+  EXPECT_THAT(TaskLaunchFromJson(bad).status().message(), ::testing::HasSubstr("array_index"));
+}
+
+TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {
+  TaskLaunch l = DistributedLaunch();
+  l.distributed->procs_per_node = 1;
+  l.distributed->launcher = model::Launcher::kJax;
+  l.env.clear();
+  std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {}, "/w/hostfiles/12-3");
+  EXPECT_EQ(env, (std::vector<std::string>{
+                     "CORRAL_ALLOCATION_ID=12",
+                     "CORRAL_GPU_MILLI=1000",
+                     "CORRAL_HOSTFILE=/w/hostfiles/12-3",
+                     "CORRAL_JOB_ID=7",
+                     "CORRAL_LAUNCHER=jax",
+                     "CORRAL_NODE_NAME=gpu-07",
+                     "CORRAL_NUM_TASKS=2",
+                     "CORRAL_TASK_INDEX=1",
+                     "CUDA_VISIBLE_DEVICES=0,1",
+                     "GROUP_RANK=1",
+                     "JAX_COORDINATOR_ADDRESS=10.77.0.2:29500",
+                     "JAX_NUM_PROCESSES=2",
+                     "JAX_PROCESS_ID=1",
+                     "LOCAL_RANK=0",
+                     "LOCAL_WORLD_SIZE=1",
+                     "MASTER_ADDR=10.77.0.2",
+                     "MASTER_PORT=29500",
+                     "NNODES=2",
+                     "NODE_RANK=1",
+                     "NVIDIA_VISIBLE_DEVICES=0,1",
+                     "RANK=1",
+                     "WORLD_SIZE=2",
+                 }));
+}
+
+TEST(TaskEnvironmentTest, RanksAreLeftToTheLauncherOfSeveralProcesses) {
+  TaskLaunch l = DistributedLaunch();  // none, 2 processes: `corral launch` sets the ranks
+  std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {}, "/h");
+  EXPECT_THAT(env, ::testing::Contains("WORLD_SIZE=4"));
+  EXPECT_THAT(env, ::testing::Contains("CORRAL_HOSTFILE=/h"));
+  for (const std::string& e : env) {
+    EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("RANK=")));
+    EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("LOCAL_RANK=")));
+    EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("OMPI_")));
+  }
+  l.distributed->procs_per_node = 1;
+  l.distributed->launcher = model::Launcher::kTorchrun;  // torchrun sets them
+  env = TaskEnvironment(l, "gpu-07", {}, "/h");
+  for (const std::string& e : env) EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("RANK=")));
+  l.distributed->launcher = model::Launcher::kMpi;  // mpirun sets them, and reads the hostfile
+  env = TaskEnvironment(l, "gpu-07", {}, "/h");
+  EXPECT_THAT(env, ::testing::Contains("OMPI_MCA_orte_default_hostfile=/h"));
+  for (const std::string& e : env) EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("RANK=")));
+}
+
+TEST(TaskEnvironmentTest, NonDistributedTasksIgnoreTheHostfileAndKeepRendezvousNames) {
+  TaskLaunch l = ValidLaunch();
+  l.env = {{"MASTER_ADDR", "127.0.0.1"}};
+  std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {}, "/h");
+  EXPECT_THAT(env, ::testing::Contains("MASTER_ADDR=127.0.0.1"));
+  for (const std::string& e : env) {
+    EXPECT_THAT(e, ::testing::Not(::testing::StartsWith("CORRAL_HOSTFILE=")));
+  }
+}
+
 TEST(TaskJsonTest, LaunchRoundTripsInProtocolFieldNames) {
   TaskLaunch l = ValidLaunch();
   nlohmann::json j = ToJson(l);
@@ -116,9 +267,86 @@ TEST(TaskJsonTest, LaunchRoundTripsInProtocolFieldNames) {
   EXPECT_EQ(j["generation"], 3);
   EXPECT_EQ(j["cpu_milli"], 8000);
   EXPECT_EQ(j["time_limit_s"], 3600);
+  EXPECT_FALSE(j.contains("distributed"));  // absent when the task is not distributed
   auto back = TaskLaunchFromJson(j);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(ToJson(*back), j);
+  EXPECT_FALSE(back->distributed.has_value());
+}
+
+TEST(TaskJsonTest, DistributedRoundTrips) {
+  TaskLaunch l = DistributedLaunch();
+  l.distributed->launcher = model::Launcher::kDeepspeed;
+  nlohmann::json j = ToJson(l);
+  EXPECT_EQ(j["distributed"], nlohmann::json::parse(R"({"launcher": "deepspeed",
+      "procs_per_node": 2, "node_rank": 1, "nodes": 2, "master_addr": "10.77.0.2",
+      "port": 29500, "hosts": ["10.77.0.2", "10.77.0.3"]})"));
+  auto back = TaskLaunchFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->distributed.has_value());
+  EXPECT_EQ(back->distributed->launcher, model::Launcher::kDeepspeed);
+  EXPECT_EQ(back->distributed->hosts, (std::vector<std::string>{"10.77.0.2", "10.77.0.3"}));
+  EXPECT_EQ(ToJson(*back), j);
+  j["distributed"] = nullptr;
+  back = TaskLaunchFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_FALSE(back->distributed.has_value());
+}
+
+TEST(TaskJsonTest, DistributedErrorsNameTheField) {
+  const nlohmann::json valid = nlohmann::json::parse(R"({"launcher": "torchrun",
+      "procs_per_node": 2, "node_rank": 1, "nodes": 2, "master_addr": "10.77.0.2",
+      "port": 29500, "hosts": ["10.77.0.2", "10.77.0.3"]})");
+  struct Case {
+    const char* field;
+    nlohmann::json value;  // null: the field is left out
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {"launcher", nullptr, "field 'distributed.launcher': is required"},
+      {"launcher", 1, "field 'distributed.launcher': must be a string"},
+      {"launcher", "slurm", "field 'distributed.launcher': unknown launcher 'slurm'"},
+      {"procs_per_node", nullptr, "field 'distributed.procs_per_node': is required"},
+      {"procs_per_node", "2", "field 'distributed.procs_per_node': must be an integer"},
+      {"procs_per_node", 65, "field 'distributed.procs_per_node': must be in 1..64, got 65"},
+      {"procs_per_node", int64_t{1} << 40, "field 'distributed.procs_per_node': out of range"},
+      {"node_rank", nullptr, "field 'distributed.node_rank': is required"},
+      {"node_rank", 2, "field 'distributed.node_rank': must be in 0..1, got 2"},
+      {"node_rank", -1, "field 'distributed.node_rank': must be in 0..1, got -1"},
+      {"nodes", nullptr, "field 'distributed.nodes': is required"},
+      {"nodes", 0, "field 'distributed.nodes': must be >= 1"},
+      {"master_addr", nullptr, "field 'distributed.master_addr': is required"},
+      {"master_addr", "a b", "field 'distributed.master_addr': address 'a b'"},
+      {"port", nullptr, "field 'distributed.port': is required"},
+      {"port", 1.5, "field 'distributed.port': must be an integer"},
+      {"port", 80, "field 'distributed.port': must be in 1024..65533"},
+      {"port", 65534, "field 'distributed.port': must be in 1024..65533"},
+      {"hosts", nullptr, "field 'distributed.hosts': is required"},
+      {"hosts", "10.77.0.2", "field 'distributed.hosts': must be an array of addresses"},
+      {"hosts", nlohmann::json({"10.77.0.2", 3}),
+       "field 'distributed.hosts': must be an array of addresses"},
+      {"hosts", nlohmann::json({"10.77.0.2"}),
+       "field 'distributed.hosts': must have one address per node (2), got 1"},
+      {"hosts", nlohmann::json({"10.77.0.2", "x\ny"}), "field 'distributed.hosts[1]'"},
+  };
+  nlohmann::json launch = ToJson(ValidLaunch());
+  launch["distributed"] = valid;
+  ASSERT_TRUE(TaskLaunchFromJson(launch).ok());
+  for (const Case& c : cases) {
+    nlohmann::json d = valid;
+    if (c.value.is_null()) {
+      d.erase(c.field);
+    } else {
+      d[c.field] = c.value;
+    }
+    launch["distributed"] = d;
+    auto l = TaskLaunchFromJson(launch);
+    ASSERT_FALSE(l.ok()) << c.field << " = " << c.value;
+    EXPECT_THAT(l.status().message(), HasSubstr(c.message));
+  }
+  launch["distributed"] = nlohmann::json::array();
+  EXPECT_THAT(TaskLaunchFromJson(launch).status().message(),
+              HasSubstr("field 'distributed': must be an object"));
 }
 
 TEST(TaskJsonTest, LaunchFromTheProtocolDraftExample) {

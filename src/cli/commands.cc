@@ -1,15 +1,18 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <utility>
 
 #include "cli/api_client.h"
+#include "cli/array_spec.h"
 #include "common/config_file.h"
 
 namespace corral::cli {
@@ -107,6 +110,7 @@ struct SubmitFlags {
   int64_t cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
+  std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
   std::string output = "table";
 };
 
@@ -168,18 +172,45 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     }
     spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  if (f.array && f.sweep) return InvalidArgument("--array and --sweep: give one of them");
+  if (f.array) {
+    auto array = ParseArrayFlag(*f.array);
+    if (!array.ok()) return array.status();
+    spec["array"] = *array;
+  }
+  if (f.sweep) {
+    auto file = ReadJsonOrYamlFile(*f.sweep);
+    if (!file.ok()) return file.status();
+    auto array = ArrayFromSweep(*file, *f.sweep);
+    if (!array.ok()) return array.status();
+    spec["array"] = *array;
+  }
   return spec;
 }
 
+// With an ARRAY column ("A_I": array A, index I, as Slurm writes it) when an array element is
+// among `jobs`.
 void PrintJobs(const json& jobs) {
+  const bool arrays =
+      std::any_of(jobs.begin(), jobs.end(), [](const json& j) { return j.contains("array_id"); });
   std::vector<std::vector<std::string>> rows;
   for (const auto& j : jobs) {
     std::string why =
         j.contains("pending_reason") ? Str(j["pending_reason"], "message") : Str(j, "reason");
-    rows.push_back({Str(j, "id"), Str(j, "name"), Str(j, "user"), Str(j, "project"),
-                    Str(j, "state"), Time(j, "submit_time"), Time(j, "estimated_start"), why});
+    std::vector<std::string> row = {Str(j, "id"), Str(j, "name")};
+    if (arrays) {
+      row.push_back(j.contains("array_id") ? Str(j, "array_id") + "_" + Str(j, "array_index") : "");
+    }
+    for (const std::string& cell : {Str(j, "user"), Str(j, "project"), Str(j, "state"),
+                                    Time(j, "submit_time"), Time(j, "estimated_start"), why}) {
+      row.push_back(cell);
+    }
+    rows.push_back(std::move(row));
   }
-  PrintTable({"ID", "NAME", "USER", "PROJECT", "STATE", "SUBMITTED", "EST. START", "REASON"}, rows);
+  std::vector<std::string> header = {"ID",    "NAME",      "USER",       "PROJECT",
+                                     "STATE", "SUBMITTED", "EST. START", "REASON"};
+  if (arrays) header.insert(header.begin() + 2, "ARRAY");
+  PrintTable(header, rows);
 }
 
 void PrintJob(const json& j) {
@@ -235,6 +266,13 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
   c->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
+  c->add_option("--array", f->array,
+                "An array, one job per index (Slurm's syntax): 0-99, 1,3,5-7, 0-20:5 (a step); "
+                "%N at the end: at most N running at once (0-99%8)");
+  c->add_option("--sweep", f->sweep,
+                "An array from a sweep file (YAML or JSON): {grid: {NAME: [VALUES]}} or {runs: "
+                "[{NAME: VALUE}]}, optionally max_running; parameters become environment "
+                "variables");
   c->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}));
   c->add_option("command", f->command, "The command after --");
   c->callback([f, exit_code] {
@@ -243,8 +281,15 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       if (!spec.ok()) return spec.status();
       auto job = client.Post("/api/v1/jobs", *spec);
       if (!job.ok()) return job.status();
-      PrintAnswer(*job, f->output,
-                  "submitted job " + Str(*job, "id") + " to project " + Str(*job, "project"));
+      if (job->contains("array_id")) {
+        const json& ids = (*job)["ids"];
+        PrintAnswer(*job, f->output,
+                    "submitted array " + Str(*job, "array_id") + ": jobs " + ids.front().dump() +
+                        ".." + ids.back().dump());
+      } else {
+        PrintAnswer(*job, f->output,
+                    "submitted job " + Str(*job, "id") + " to project " + Str(*job, "project"));
+      }
       return Status::Ok();
     });
   });
@@ -254,7 +299,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     bool all = false, follow = false, stderr_stream = false;
     std::string state, output = "table";
-    int64_t id = -1, before = 0, generation = 0;
+    int64_t id = -1, before = 0, generation = 0, array = 0;
     int task = 0, limit = 0;
   };
   auto f = std::make_shared<Flags>();
@@ -268,6 +313,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->add_option("--state", f->state, "Only these states, comma-separated");
   jobs->add_option("--limit", f->limit, "Jobs per page, newest first (default 100, at most 1000)");
   jobs->add_option("--before", f->before, "Only jobs with smaller ids (the next page's start)");
+  jobs->add_option("--array", f->array, "Only the elements of this array (its id)");
   out_opt(jobs);
   jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
@@ -281,6 +327,10 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (jobs->count("--limit")) {
         query += "&limit=" + std::to_string(f->limit);
         same_flags += " --limit " + std::to_string(f->limit);
+      }
+      if (jobs->count("--array")) {
+        query += "&array=" + std::to_string(f->array);
+        same_flags += " --array " + std::to_string(f->array);
       }
       if (jobs->count("--before")) query += "&before=" + std::to_string(f->before);
       auto reply = client.GetReply("/api/v1/jobs?" + query);
@@ -318,11 +368,26 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
     });
   });
 
-  CLI::App* cancel = app.add_subcommand("cancel", "Cancel a job");
-  cancel->add_option("id", f->id, "Job id")->required();
+  CLI::App* cancel = app.add_subcommand(
+      "cancel", "Cancel a job, or with --array every element of an array not yet ended");
+  cancel->add_option("id", f->id, "Job id (one element of an array cancels that element)");
+  cancel->add_option("--array", f->array, "Array id");
   out_opt(cancel);
-  cancel->callback([f, exit_code] {
+  cancel->callback([f, exit_code, cancel] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
+      const bool array = cancel->count("--array") > 0;
+      if (array == (cancel->count("id") > 0)) {
+        return InvalidArgument("cancel: give a job id or --array ARRAY_ID (one of them)");
+      }
+      if (array) {
+        auto r =
+            client.Post("/api/v1/arrays/" + std::to_string(f->array) + "/cancel", json::object());
+        if (!r.ok()) return r.status();
+        PrintAnswer(*r, f->output,
+                    "cancelling array " + std::to_string(f->array) + ": " +
+                        std::to_string(r->value("ids", json::array()).size()) + " jobs");
+        return Status::Ok();
+      }
       auto r = client.Post("/api/v1/jobs/" + std::to_string(f->id) + "/cancel", json::object());
       if (!r.ok()) return r.status();
       PrintAnswer(*r, f->output, "cancelling job " + std::to_string(f->id));

@@ -1,5 +1,7 @@
 #include "model/job.h"
 
+#include <cctype>
+
 namespace corral::model {
 
 TaskResources MakeResources(int gpus, int gpu_milli, int64_t cpu_milli, int64_t memory_mib,
@@ -60,9 +62,27 @@ Status Validate(const Job& job) {
   if (job.expected_duration && job.expected_duration->value() < 0) {
     return prefix(FieldError("expected_duration", "must be >= 0 seconds"));
   }
+  if (job.array_id && job.array_id->value() < 0) {
+    return prefix(FieldError("array_id", "must be >= 0"));
+  }
+  if (job.array_max_running && !job.array_id) {
+    return prefix(FieldError("array_max_running", "is only for an array element (array_id)"));
+  }
+  if (job.array_max_running && *job.array_max_running < 1) {
+    return prefix(FieldError("array_max_running",
+                             "must be >= 1, got " + std::to_string(*job.array_max_running)));
+  }
   Status r = Validate(job.resources);
   if (!r.ok()) return prefix(r);
   return Status::Ok();
+}
+
+bool IsEnvName(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  }
+  return true;
 }
 
 }  // namespace corral::model

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/ids.h"
@@ -33,6 +34,9 @@ struct TaskResources {
 TaskResources MakeResources(int gpus, int gpu_milli, int64_t cpu_milli, int64_t memory_mib,
                             std::vector<std::string> gpu_models = {});
 
+// The most elements one array may have.
+inline constexpr int kMaxArrayElements = 10000;
+
 struct Job {
   JobId id;
   std::string name;
@@ -44,6 +48,10 @@ struct Job {
   TaskResources resources;                   // per task
   std::optional<Seconds> time_limit;         // the job is stopped when it runs longer
   std::optional<Seconds> expected_duration;  // a hint (or, in traces, the recorded run time)
+  // An array element: the array's id (the job id of its first element) and how many of the
+  // array's elements may run at once (>= 1; none: no limit). Only an element has a limit.
+  std::optional<JobId> array_id;
+  std::optional<int> array_max_running;
 
   MilliGpu TotalMilli() const { return resources.TotalMilli() * tasks; }
 };
@@ -52,5 +60,9 @@ struct Job {
 // 'resources.gpu_milli': must be 1000 when gpus > 1 (a share is of one GPU), got 500").
 Status Validate(const TaskResources& resources);
 Status Validate(const Job& job);
+
+// True when `name` may name an environment variable of a task: a letter or '_', then letters,
+// digits or '_'.
+bool IsEnvName(std::string_view name);
 
 }  // namespace corral::model

@@ -41,6 +41,32 @@ TEST(JobValidation, ErrorsNameTheField) {
   EXPECT_NE(s.message().find("'tasks'"), std::string::npos) << s.message();
 }
 
+TEST(JobValidation, ArrayLimitBelongsToAnElementAndIsPositive) {
+  Job job = MakeJob(MakeResources(1, 1000, 0, 0));
+  job.array_id = JobId(3);
+  EXPECT_TRUE(Validate(job).ok());
+  job.array_max_running = 2;
+  EXPECT_TRUE(Validate(job).ok());
+  job.array_max_running = 0;
+  EXPECT_NE(Validate(job).message().find("field 'array_max_running': must be >= 1, got 0"),
+            std::string::npos)
+      << Validate(job).message();
+  job.array_max_running = 2;
+  job.array_id.reset();
+  EXPECT_NE(Validate(job).message().find("array_max_running"), std::string::npos);
+  job.array_id = JobId(-1);
+  EXPECT_NE(Validate(job).message().find("array_id"), std::string::npos);
+}
+
+TEST(JobValidation, EnvNames) {
+  EXPECT_TRUE(IsEnvName("lr"));
+  EXPECT_TRUE(IsEnvName("_BATCH_2"));
+  EXPECT_FALSE(IsEnvName(""));
+  EXPECT_FALSE(IsEnvName("2x"));
+  EXPECT_FALSE(IsEnvName("learning-rate"));
+  EXPECT_FALSE(IsEnvName("a b"));
+}
+
 TEST(NodeValidation, ErrorsNameTheField) {
   Node n = MakeNode("n1", "", 2, CpuMilli(1000), MemoryMib(1));
   Status s = Validate(n);

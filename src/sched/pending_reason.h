@@ -31,6 +31,7 @@ inline constexpr char kReasonBlockedByHead[] = "blocked_by_head";
 inline constexpr char kReasonNotYetConsidered[] = "not_yet_considered";
 inline constexpr char kReasonProjectLimit[] = "project_limit";
 inline constexpr char kReasonUserLimit[] = "user_limit";
+inline constexpr char kReasonArrayLimit[] = "array_limit";
 inline constexpr char kReasonReservation[] = "would_delay_reservation";
 
 // Explains why `task` (one of `tasks` identical tasks of a gang, of which `placed` could be

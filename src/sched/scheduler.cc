@@ -258,8 +258,9 @@ int Scheduler::GroupOf(const model::Job& job) {
     s.tasks = job.tasks;
     shapes_.push_back(std::move(s));
   }
-  auto [group_it, new_group] = group_ids_.emplace(std::make_pair(job.project, shape_it->second),
-                                                  static_cast<int>(groups_.size()));
+  const int64_t array = job.array_max_running ? job.array_id->value() : -1;
+  auto [group_it, new_group] = group_ids_.emplace(
+      std::make_tuple(job.project, shape_it->second, array), static_cast<int>(groups_.size()));
   if (new_group) groups_.push_back(Group{job.project, shape_it->second, {}, std::nullopt});
   return group_it->second;
 }
@@ -323,6 +324,7 @@ void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seco
   project_usage_[job.project] += MilliOf(job);
   user_usage_[{job.project, job.user}] += MilliOf(job);
   bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
+  if (job.array_id) ++array_running_[*job.array_id];
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
   const JobId id = job.id;
@@ -344,6 +346,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   project_usage_[j.project] -= MilliOf(j);
   user_usage_[{j.project, j.user}] -= MilliOf(j);
   bucket_usage_[{j.project, run.bucket}] -= MilliOf(j);
+  if (j.array_id && --array_running_[*j.array_id] == 0) array_running_.erase(*j.array_id);
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
@@ -414,6 +417,15 @@ std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job) const
                            "user '" + job.user + "' runs " + std::to_string(used / 1000) +
                                " GPUs in project '" + job.project + "'; the limit per user is " +
                                std::to_string(*policy.user_limit_milli / 1000)};
+    }
+  }
+  if (job.array_max_running) {
+    auto it = array_running_.find(*job.array_id);
+    const int running = it == array_running_.end() ? 0 : it->second;
+    if (running >= *job.array_max_running) {
+      return PendingReason{kReasonArrayLimit, "array " + Id(*job.array_id) + " has max_running " +
+                                                  std::to_string(*job.array_max_running) +
+                                                  " running"};
     }
   }
   return std::nullopt;

@@ -29,14 +29,18 @@
 // preempts borrowed jobs of other projects — lowest priority, most over quota, most recently
 // started first, and only those needed — which go back to the queue (Decisions::preemptions).
 //
+// Arrays: the elements of an array with a running limit (model::Job::array_max_running) never
+// run more than that many at once; the others wait with kReasonArrayLimit.
+//
 // Gang: a job's tasks are placed one by one; if one fails, the ones placed are released and
 // the job waits (all or nothing).
 //
-// Cost: pending jobs are grouped by (project, shape). Within a pass the state only fills up, so
-// once a shape fails, later jobs of that shape are not tried; across passes a failed shape is not
-// retried until capacity has been freed (unless a reservation or a reclaim may need it). A pass
-// therefore costs O(groups + jobs started) placements, plus, when blocked with kBackfill, one
-// shadow run over the running jobs.
+// Cost: pending jobs are grouped by (project, shape), and the elements of an array with a running
+// limit by (project, shape, array), so that an array at its limit holds back only itself. Within a
+// pass the state only fills up, so once a shape fails, later jobs of that shape are not tried;
+// across passes a failed shape is not retried until capacity has been freed (unless a reservation
+// or a reclaim may need it). A pass therefore costs O(groups + jobs started) placements, plus, when
+// blocked with kBackfill, one shadow run over the running jobs.
 #pragma once
 
 #include <functional>
@@ -246,7 +250,8 @@ class Scheduler {
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
-  // Why the job may not start now under its project's hard limits (project or per user).
+  // Why the job may not start now under its project's hard limits (project or per user) or its
+  // array's running limit.
   std::optional<PendingReason> LimitReason(const model::Job& job) const;
   // True when starting the job now would take its project beyond its quota.
   bool WouldBorrow(const model::Job& job) const;
@@ -295,13 +300,15 @@ class Scheduler {
   std::vector<Shape> shapes_;
   std::map<std::tuple<int64_t, int, int64_t, int64_t, int, std::string>, int> shape_ids_;
   std::vector<Group> groups_;
-  std::map<std::pair<std::string, int>, int> group_ids_;
+  // (project, shape, array id with a running limit or -1) -> group
+  std::map<std::tuple<std::string, int, int64_t>, int> group_ids_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
   std::unordered_map<std::string, int64_t> project_usage_;  // running milli-GPU per project
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
   std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
   std::map<std::pair<std::string, std::string>, int64_t> user_usage_;    // (project, user)
+  std::unordered_map<JobId, int> array_running_;  // running elements per array (while > 0)
   size_t pending_count_ = 0;
   size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;

@@ -231,5 +231,56 @@ TEST(Scheduler, SameCallsSameDecisions) {
   EXPECT_NE(run(3), run(4));
 }
 
+// Elements 1..n of array `array` (ids array..array+n-1), each asking one GPU.
+std::vector<model::Job> ArrayElements(int64_t array, int n, std::optional<int> max_running) {
+  std::vector<model::Job> elements;
+  for (int i = 0; i < n; ++i) {
+    model::Job j = MakeJob(array + i, 1, 1, 0, i);
+    j.array_id = JobId(array);
+    j.array_max_running = max_running;
+    elements.push_back(j);
+  }
+  return elements;
+}
+
+TEST(SchedulerArray, MaxRunningCapsTheArrayNotTheJobsBehindIt) {
+  auto s = MakeScheduler({{"n1", 8}});
+  for (const auto& j : ArrayElements(1, 5, 2)) ASSERT_TRUE(s->Submit(j).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(9, 1, 1, 0, 9)).ok());  // same project and shape, behind it
+  EXPECT_EQ(Started(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{1, 2, 9}));
+  auto reason = s->PendingReasonOf(JobId(3));
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason->code, kReasonArrayLimit);
+  EXPECT_EQ(reason->message, "array 1 has max_running 2 running");
+  // Nothing more starts while two run; one ending lets the next element in, in order.
+  EXPECT_TRUE(s->Schedule(Seconds(11)).starts.empty());
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(12)).starts), (std::vector<int64_t>{3}));
+  // A cancelled running element frees its place too.
+  ASSERT_TRUE(s->Cancel(JobId(2)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(13)).starts), (std::vector<int64_t>{4}));
+}
+
+TEST(SchedulerArray, ArraysWithoutALimitRunAsFreeJobsAndLimitsSurviveAdoption) {
+  auto s = MakeScheduler({{"n1", 8}});
+  for (const auto& j : ArrayElements(20, 4, std::nullopt)) ASSERT_TRUE(s->Submit(j).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{20, 21, 22, 23}));
+  // A restarted server adopts the running elements: they count against the limit.
+  auto restarted = MakeScheduler({{"n1", 8}});
+  std::vector<model::Job> elements = ArrayElements(30, 3, 1);
+  Allocation a;
+  a.node = restarted->state().FindNode("n1");
+  a.gpus = {GpuShare{0, MilliGpu(1000)}};
+  ASSERT_TRUE(restarted->Adopt(elements[0], {a}, Seconds(0)).ok());
+  ASSERT_TRUE(restarted->Submit(elements[1]).ok());
+  EXPECT_TRUE(restarted->Schedule(Seconds(1)).starts.empty());
+  EXPECT_EQ(restarted->PendingReasonOf(JobId(31))->code, kReasonArrayLimit);
+  model::Job bad = elements[2];
+  bad.array_max_running = 0;
+  Status refused = restarted->Submit(bad);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("array_max_running"), std::string::npos) << refused.message();
+}
+
 }  // namespace
 }  // namespace corral::sched

@@ -22,6 +22,34 @@ const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
 
 bool IsTerminalTask(const std::string& state) { return state != "assigned" && state != "running"; }
 
+// A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
+store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now) {
+  store::JobRecord record;
+  record.name = spec.name;
+  record.user = who.name;
+  record.project = spec.project;
+  record.spec_json = ToJson(spec).dump();
+  record.state = "pending";
+  record.priority = spec.priority;
+  record.submit_time = now;
+  return record;
+}
+
+// PermissionDenied unless `who` owns `record` or is an admin; `what` names it ("job 7").
+Status MayCancel(const Principal& who, const store::JobRecord& record, const std::string& what) {
+  if (who.admin || who.name == record.user) return Status::Ok();
+  return PermissionDenied(what + " belongs to " + record.user +
+                          ": only its owner or an admin may cancel it");
+}
+
+// An array element's fields of the job JSON (absent for other jobs).
+void AddArrayFields(const store::JobRecord& record, nlohmann::json& out) {
+  if (!record.array_id) return;
+  out["array_id"] = record.array_id->value();
+  if (record.array_index) out["array_index"] = *record.array_index;
+  if (record.array_max_running) out["array_max_running"] = *record.array_max_running;
+}
+
 bool TaskFailed(const store::TaskRecord& t) {
   return t.state == "lost" || (t.signal.has_value()) || (t.exit_code.value_or(0) != 0) ||
          (t.state == "killed" && !t.exit_code.has_value());
@@ -160,8 +188,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
     if (!spec.ok()) continue;
     tasks.push_back(spec->resources);
     if (j.state == "succeeded" && j.start_time && j.end_time) {
-      runs.emplace_back(ToModelJob(*spec, j.id, j.user, j.submit_time),
-                        Seconds(j.end_time->value() - j.start_time->value()));
+      runs.emplace_back(ToModelJob(*spec, j), Seconds(j.end_time->value() - j.start_time->value()));
     }
   }
   sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
@@ -296,7 +323,7 @@ Status Controller::Recover() {
         job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
       }
     }
-    const model::Job model_job = ToModelJob(*spec, record.id, record.user, record.submit_time);
+    const model::Job model_job = ToModelJob(*spec, record);
     if (record.state == "pending") {
       (void)scheduler_->Submit(model_job);
       continue;
@@ -390,69 +417,134 @@ Result<Principal> Controller::CheckAccess(const Principal& who, const std::strin
   return who;
 }
 
-Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann::json& json) {
+Result<JobSpec> Controller::ParseSubmission(const Principal& who,
+                                            const nlohmann::json& json) const {
   auto spec = ParseJobSpec(json);
   if (!spec.ok()) return spec.status();
   if (spec->project.empty()) spec->project = config_.default_project;
   auto access = CheckAccess(who, spec->project);
   if (!access.ok()) return access.status();
+  return spec;
+}
 
-  store::JobRecord record;
-  record.name = spec->name;
-  record.user = who.name;
-  record.project = spec->project;
-  record.spec_json = ToJson(*spec).dump();
-  record.state = "pending";
-  record.priority = spec->priority;
-  record.submit_time = clock_.Now();
+void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec) {
+  LiveJob& job = jobs_[record.id];
+  job.record = record;
+  job.spec = std::move(spec);
+  (void)scheduler_->Submit(ToModelJob(job.spec, record));
+  wake_ = true;
+}
+
+Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann::json& json) {
+  auto spec = ParseSubmission(who, json);
+  if (!spec.ok()) return spec.status();
+  if (spec->array) return InvalidArgument("field 'array': an array is submitted with SubmitArray");
+  store::JobRecord record = NewJobRecord(who, *spec, clock_.Now());
   auto id = batcher_.Submit(record);  // commits (group commit) before returning
   if (!id.ok()) return id.status();
   record.id = *id;
   {
     std::lock_guard lock(mu_);
-    LiveJob& job = jobs_[record.id];
-    job.record = record;
-    job.spec = *spec;
-    (void)scheduler_->Submit(ToModelJob(*spec, record.id, record.user, record.submit_time));
-    wake_ = true;
+    QueueLocked(record, std::move(spec).value());
   }
   changed_.notify_all();
   return record;
 }
 
+Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& who,
+                                                              const nlohmann::json& json) {
+  auto spec = ParseSubmission(who, json);
+  if (!spec.ok()) return spec.status();
+  if (!spec->array) return InvalidArgument("field 'array': is required to submit an array");
+  const Seconds now = clock_.Now();
+  std::vector<ArrayElement> elements = ArrayElements(*spec);
+  std::vector<store::JobRecord> records;
+  records.reserve(elements.size());
+  for (const ArrayElement& e : elements) {
+    store::JobRecord record = NewJobRecord(who, e.spec, now);
+    record.array_index = e.index;
+    record.array_max_running = spec->array->max_running;
+    records.push_back(std::move(record));
+  }
+  auto ids = store_.InsertArray(records);  // one transaction: all elements or none
+  if (!ids.ok()) return ids.status();
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < records.size(); ++i) {
+      records[i].id = (*ids)[i];
+      records[i].array_id = ids->front();
+      QueueLocked(records[i], std::move(elements[i].spec));
+    }
+  }
+  changed_.notify_all();
+  return records;
+}
+
 Status Controller::Cancel(const Principal& who, JobId id) {
+  const std::string what = "job " + std::to_string(id.value());
   std::unique_lock lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end()) {
     auto record = store_.GetJob(id);
     if (!record.ok()) return record.status();
-    if (!who.CanAccessProject(record->project)) {
-      return NotFound("job " + std::to_string(id.value()) + " not found");
-    }
-    return FailedPrecondition("job " + std::to_string(id.value()) + " already ended (" +
-                              record->state + ")");
+    if (!who.CanAccessProject(record->project)) return NotFound(what + " not found");
+    return FailedPrecondition(what + " already ended (" + record->state + ")");
   }
   LiveJob& job = it->second;
-  if (!who.CanAccessProject(job.record.project)) {
-    return NotFound("job " + std::to_string(id.value()) + " not found");
-  }
-  if (!who.admin && who.name != job.record.user) {
-    return PermissionDenied("job " + std::to_string(id.value()) + " belongs to " + job.record.user +
-                            ": only its owner or an admin may cancel it");
-  }
+  if (!who.CanAccessProject(job.record.project)) return NotFound(what + " not found");
+  CORRAL_RETURN_IF_ERROR(MayCancel(who, job.record, what));
   const std::string reason = "cancelled by " + who.name;
   if (job.record.state == "pending") {
     // Committed first: a cancellation the store did not take is reported, not half done.
-    CORRAL_RETURN_IF_ERROR(EndJobLocked(job, "cancelled", reason));
-    return Status::Ok();
+    return EndJobLocked(job, "cancelled", reason);
   }
+  CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+  lock.unlock();
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId array) {
+  const std::string what = "array " + std::to_string(array.value());
+  // The array's id is its first element's: that job says whose the array is.
+  auto first = store_.GetJob(array);
+  if (!first.ok() && first.status().code() != StatusCode::kNotFound) return first.status();
+  if (!first.ok() || first->array_id != array || !who.CanAccessProject(first->project)) {
+    return NotFound(what + " not found");
+  }
+  CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
+  const std::string reason = "cancelled by " + who.name;
+  std::unique_lock lock(mu_);
+  std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
+  for (const auto& [id, job] : jobs_) {
+    if (job.record.array_id != array) continue;
+    (job.record.state == "pending" ? pending : started).push_back(id);
+  }
+  if (pending.empty() && started.empty()) {
+    return FailedPrecondition(what + " already ended (every element ended)");
+  }
+  // Pending elements end in one commit: an array may have thousands.
+  CORRAL_RETURN_IF_ERROR(
+      store_.TransitionJobs(pending, "pending", "cancelled", reason, clock_.Now()));
+  for (JobId id : pending) ForgetJobLocked(jobs_.at(id));
+  for (JobId id : started) {
+    LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
+    if (!job.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+  }
+  lock.unlock();
+  changed_.notify_all();
+  std::vector<JobId> ids = pending;
+  ids.insert(ids.end(), started.begin(), started.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) {
   // Durable before acknowledged: a restarted server goes on stopping the job.
-  CORRAL_RETURN_IF_ERROR(store_.RequestCancel(id, reason, clock_.Now()));
+  CORRAL_RETURN_IF_ERROR(store_.RequestCancel(job.record.id, reason, clock_.Now()));
   job.cancel_requested = true;
   job.failure = reason;
   EvaluateJobLocked(job);
-  lock.unlock();
-  changed_.notify_all();
   return Status::Ok();
 }
 
@@ -476,6 +568,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
                         {"submit_time", record->submit_time.value()},
                         {"reason", record->reason},
                         {"spec", nlohmann::json::parse(record->spec_json, nullptr, false)}};
+  AddArrayFields(*record, out);
   if (record->start_time) out["start_time"] = record->start_time->value();
   if (record->end_time) out["end_time"] = record->end_time->value();
   out["events"] = nlohmann::json::array();
@@ -502,8 +595,8 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   auto spec = ParseJobSpec(out["spec"]);
   if (spec.ok() &&
       (record->state == "pending" || record->state == "starting" || record->state == "running")) {
-    const predict::Prediction p = predictor_.Predict(predict::RuntimePredictor::FeaturesOf(
-        ToModelJob(*spec, id, record->user, record->submit_time)));
+    const predict::Prediction p =
+        predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
     out["predicted_run_s"] = {
         {"estimate", p.estimate.value()}, {"confidence", p.confidence}, {"basis", p.basis}};
   }
@@ -520,12 +613,14 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
 Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
                                                  const std::vector<std::string>& states,
                                                  bool all_projects, int limit,
-                                                 std::optional<JobId> before) {
+                                                 std::optional<JobId> before,
+                                                 std::optional<JobId> array) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
   JobPage page{nlohmann::json::array(), std::nullopt};
   store::JobFilter filter;
   filter.states = states;
   filter.before = before;
+  filter.array = array;
   filter.order = store::JobOrder::kNewestFirst;
   filter.limit = limit + 1;  // one more than asked tells whether another page follows
   if (!who.admin || !all_projects) {
@@ -552,6 +647,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
                           {"priority", j.priority},
                           {"submit_time", j.submit_time.value()},
                           {"reason", j.reason}};
+    AddArrayFields(j, row);
     if (auto reason = scheduler_->PendingReasonOf(j.id)) {
       row["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
     }
@@ -712,8 +808,7 @@ void Controller::ScheduleLocked() {
     if (!ok || !store_.AssignJob(job.record.id, tasks, now).ok()) {
       ports_.Release(job.record.id);
       (void)scheduler_->Finish(job.record.id);
-      (void)scheduler_->Submit(
-          ToModelJob(job.spec, job.record.id, job.record.user, job.record.submit_time));
+      (void)scheduler_->Submit(ToModelJob(job.spec, job.record));
       continue;
     }
     job.record.state = "starting";
@@ -731,7 +826,7 @@ void Controller::RestoreRendezvousLocked(const LiveJob& job) {
   for (const auto& t : job.tasks) nodes.push_back(t.node);
   // Stored by this server's predecessor, so valid; a failure only loses the protection.
   (void)ports_.Restore(job.record.id, nodes, allocation["rendezvous"].value("port", 0),
-                       job.spec.procs_per_node);
+                       PortsOf(job.spec));
 }
 
 Status Controller::AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
@@ -743,7 +838,7 @@ Status Controller::AddRendezvousLocked(const LiveJob& job, std::vector<store::Ta
     hosts.push_back(node == nodes_.end() ? t.node
                                          : node->second.inventory.value("address", t.node));
   }
-  auto port = ports_.Reserve(job.record.id, nodes, job.spec.procs_per_node);
+  auto port = ports_.Reserve(job.record.id, nodes, PortsOf(job.spec));
   if (!port.ok()) return port.status();
   const nlohmann::json rendezvous = {{"master_addr", hosts[0]}, {"port", *port}, {"hosts", hosts}};
   for (auto& t : tasks) {
@@ -837,11 +932,16 @@ Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std:
   CORRAL_RETURN_IF_ERROR(
       store_.TransitionJob(id, job.record.state, std::string(state), reason, now));
   if (state == "succeeded" && job.record.start_time) {
-    predictor_.Observe(predict::RuntimePredictor::FeaturesOf(
-                           ToModelJob(job.spec, id, job.record.user, job.record.submit_time)),
+    predictor_.Observe(predict::RuntimePredictor::FeaturesOf(ToModelJob(job.spec, job.record)),
                        Seconds(now.value() - job.record.start_time->value()));
     scheduler_->NoteEstimatesChanged();
   }
+  ForgetJobLocked(job);
+  return Status::Ok();
+}
+
+void Controller::ForgetJobLocked(LiveJob& job) {
+  const JobId id = job.record.id;
   if (job.record.state == "pending") {
     (void)scheduler_->Cancel(id);
   } else {
@@ -850,7 +950,6 @@ Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std:
   ForgetAllocationsLocked(job);
   unsettled_.erase(id);
   jobs_.erase(id);
-  return Status::Ok();
 }
 
 void Controller::IndexAllocationsLocked(const LiveJob& job) {
@@ -893,7 +992,7 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
   job.failure.clear();
   job.failed_state = "failed";
   unsettled_.erase(id);
-  (void)scheduler_->Submit(ToModelJob(job.spec, id, job.record.user, job.record.submit_time));
+  (void)scheduler_->Submit(ToModelJob(job.spec, job.record));
   wake_ = true;
   return Status::Ok();
 }
@@ -1138,6 +1237,7 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
                            {"time_limit_s", job.spec.time_limit_s},
                            {"user", job.record.user},
                            {"project", job.record.project}};
+  if (job.record.array_index) launch["array_index"] = *job.record.array_index;
   if (a.contains("rendezvous")) {
     const nlohmann::json& r = a["rendezvous"];
     launch["distributed"] = {{"launcher", std::string(model::LauncherName(job.spec.launcher))},

@@ -82,10 +82,24 @@ class Controller {
   void Stop();
 
   // --- API -----------------------------------------------------------------------------------
-  // Validates, commits, queues. Errors: InvalidArgument (names the field), PermissionDenied
-  // (not a member of the project).
+  // Validates, commits, queues one job. Errors: InvalidArgument (names the field; a spec with
+  // "array" is for SubmitArray), PermissionDenied (not a member of the project).
   Result<store::JobRecord> Submit(const Principal& who, const nlohmann::json& spec);
+  // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
+  // committed together (all or none, one transaction), then queued; the elements in the order of
+  // the indices, the first one's id being the array's id. Errors: as Submit; InvalidArgument
+  // without "array".
+  Result<std::vector<store::JobRecord>> SubmitArray(const Principal& who,
+                                                    const nlohmann::json& spec);
+  // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
+  // (unknown, or in another project), PermissionDenied (neither the owner nor an admin),
+  // FailedPrecondition (already ended).
   Status Cancel(const Principal& who, JobId id);
+  // Cancels every element of `array` not yet ended, as Cancel does one (all pending elements in
+  // one commit); returns their ids, ascending. Errors: as Cancel, for the array (NotFound when
+  // `array` is not an array's id; FailedPrecondition when every element ended). A store error
+  // while stopping the started elements leaves those already stopping so (call again).
+  Result<std::vector<JobId>> CancelArray(const Principal& who, JobId array);
   // The job with its events, tasks and, while pending, the pending reason.
   Result<nlohmann::json> JobView(const Principal& who, JobId id);
   // One page of ListJobs.
@@ -94,9 +108,11 @@ class Controller {
     std::optional<JobId> next_before;  // set when older jobs match: the next page's `before`
   };
   // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
-  // first: at most `limit` (>= 1), only ids below `before` when set.
+  // first: at most `limit` (>= 1), only ids below `before` when set, only the elements of
+  // `array` when set.
   Result<JobPage> ListJobs(const Principal& who, const std::vector<std::string>& states,
-                           bool all_projects, int limit, std::optional<JobId> before);
+                           bool all_projects, int limit, std::optional<JobId> before,
+                           std::optional<JobId> array);
   nlohmann::json Nodes();
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
@@ -211,6 +227,8 @@ class Controller {
   // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
   // changes and the error is returned. EndJobLocked erases `job`.
   Status EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
+  // The job's end is committed: it leaves the scheduler and memory (erases `job`).
+  void ForgetJobLocked(LiveJob& job);
   Status RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
@@ -219,6 +237,13 @@ class Controller {
   nlohmann::json ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
+  // A submitted spec, validated, with its project (default filled in) open to `who`.
+  Result<JobSpec> ParseSubmission(const Principal& who, const nlohmann::json& json) const;
+  // Takes a committed new job into memory and the scheduler's queue.
+  void QueueLocked(const store::JobRecord& record, JobSpec spec);
+  // Stops a started job: the request is committed first (a restarted server goes on stopping
+  // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
+  Status RequestCancelLocked(LiveJob& job, const std::string& reason);
   void WriteLogLocked(const std::string& node, const nlohmann::json& chunk);
   // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
   // output goes).

@@ -641,7 +641,7 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvousAndDistinctPorts) {
   for (const json& launch : answer_a["run"]) {
     if (launch["job_id"] == single.value()) EXPECT_FALSE(launch.contains("distributed"));
     if (launch["job_id"] == second.value()) {
-      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort + 2);
+      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
       EXPECT_EQ(launch["distributed"]["launcher"], "none");
     }
   }
@@ -709,6 +709,186 @@ TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
   Beat(node1, Report({killed}));
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_THAT(store_->JobEvents(id)->back().reason, HasSubstr("task 0 (mpirun)"));
+}
+
+}  // namespace
+}  // namespace corral::server
+
+namespace corral::server {
+namespace {
+
+// Spec(gpus) submitted as an array of `indices`, with a running limit when `max_running` > 0.
+json ArrayJobSpec(int gpus, const std::vector<int>& indices, int max_running = 0) {
+  json spec = Spec(gpus);
+  spec["array"] = {{"indices", indices}};
+  if (max_running > 0) spec["array"]["max_running"] = max_running;
+  return spec;
+}
+
+std::vector<JobId> IdsOf(const std::vector<store::JobRecord>& jobs) {
+  std::vector<JobId> ids;
+  for (const auto& j : jobs) ids.push_back(j.id);
+  return ids;
+}
+
+TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
+  json spec = ArrayJobSpec(1, {0, 5, 7}, 2);
+  spec["env"] = {{"SEED", "1"}, {"LR", "1"}};
+  spec["array"]["env"] = json::array({json{{"LR", "0.1"}}, json::object(), json{{"B", "64"}}});
+  auto jobs = controller_->SubmitArray(alice_, spec);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 3u);
+  const JobId array = (*jobs)[0].id;
+  const std::vector<std::map<std::string, std::string>> envs = {
+      {{"SEED", "1"}, {"LR", "0.1"}},
+      {{"SEED", "1"}, {"LR", "1"}},
+      {{"SEED", "1"}, {"LR", "1"}, {"B", "64"}}};
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    auto stored = store_->GetJob((*jobs)[i].id);
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(stored->array_id, array);
+    EXPECT_EQ(stored->array_index, (std::vector<int>{0, 5, 7})[i]);
+    EXPECT_EQ(stored->array_max_running, 2);
+    json view = *controller_->JobView(alice_, (*jobs)[i].id);
+    EXPECT_EQ(view["array_id"], array.value());
+    EXPECT_EQ(view["array_index"], (std::vector<int>{0, 5, 7})[i]);
+    EXPECT_FALSE(view["spec"].contains("array"));  // each element is an ordinary job
+    EXPECT_EQ(view["spec"]["env"], json(envs[i]));
+  }
+  auto listed = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, array);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->jobs.size(), 3u);
+  EXPECT_EQ(listed->jobs[0]["array_index"], 7);  // newest first
+  EXPECT_EQ(listed->jobs[2]["array_id"], array.value());
+
+  // Every bad array is refused whole, naming the field; nothing is stored.
+  const size_t stored = store_->ListJobs({.limit = 0})->size();
+  auto refused = [&](json bad, const std::string& field) {
+    auto r = controller_->SubmitArray(alice_, bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(r.status().message(), HasSubstr(field));
+  };
+  refused(ArrayJobSpec(1, {0, 1, 0}), "field 'array.indices[2]': 0 is repeated");
+  refused(ArrayJobSpec(1, {}), "field 'array.indices'");
+  refused(ArrayJobSpec(1, {-1}), "field 'array.indices[0]'");
+  refused(ArrayJobSpec(1, std::vector<int>(model::kMaxArrayElements + 1)), "field 'array.indices'");
+  json bad = ArrayJobSpec(1, {0, 1});
+  bad["array"]["max_running"] = 0;
+  refused(bad, "field 'array.max_running'");
+  bad = ArrayJobSpec(1, {0, 1});
+  bad["array"]["env"] = json::array({json::object()});
+  refused(bad, "field 'array.env': must be a list of one object per index (2)");
+  bad["array"]["env"] = json::array({json::object(), json{{"learning-rate", "1"}}});
+  refused(bad, "field 'array.env[1].learning-rate': is not a valid variable name");
+  bad["array"]["env"] = json::array({json::object(), json{{"LR", 1}}});
+  refused(bad, "field 'array.env[1].LR': must be a string");
+  bad = ArrayJobSpec(1, {0});
+  bad["array"]["size"] = 3;
+  refused(bad, "field 'array.size': unknown field");
+  EXPECT_EQ(controller_->Submit(alice_, ArrayJobSpec(1, {0})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(controller_->SubmitArray(alice_, Spec(1)).status().code(),
+            StatusCode::kInvalidArgument);
+  json elsewhere = ArrayJobSpec(1, {0});
+  elsewhere["project"] = "vision";
+  EXPECT_EQ(controller_->SubmitArray(alice_, elsewhere).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), stored);
+}
+
+TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  const JobId array = (*jobs)[0].id;
+  const JobId plain = Submit(Spec(1));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 3u);  // two elements and the plain job
+  std::map<int64_t, json> launches;     // by job id
+  for (const json& launch : answer["run"]) launches[launch["job_id"].get<int64_t>()] = launch;
+  EXPECT_EQ(launches[(*jobs)[0].id.value()]["array_index"], 3);
+  EXPECT_EQ(launches[(*jobs)[1].id.value()]["array_index"], 1);
+  EXPECT_FALSE(launches[plain.value()].contains("array_index"));
+  json waiting = *controller_->JobView(alice_, (*jobs)[2].id);
+  EXPECT_EQ(waiting["pending_reason"]["code"], "array_limit");
+  EXPECT_EQ(waiting["pending_reason"]["message"],
+            "array " + std::to_string(array.value()) + " has max_running 2 running");
+  // A restarted server keeps the limit: the running elements are adopted and count.
+  Restart();
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "running"),
+                                TaskReport(launches[(*jobs)[1].id.value()], "running"),
+                                TaskReport(launches[plain.value()], "running")}))["run"]
+                  .empty());
+  EXPECT_EQ(StateOf((*jobs)[2].id), "pending");
+  // One element ends: the next one (in index order given) starts, with its index.
+  Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "exited", 0),
+                    TaskReport(launches[(*jobs)[1].id.value()], "running")}));
+  EXPECT_EQ(StateOf((*jobs)[0].id), "succeeded");
+  controller_->Tick();
+  json next = Beat("a", Report({TaskReport(launches[(*jobs)[1].id.value()], "running")}));
+  ASSERT_EQ(next["run"].size(), 1u);
+  EXPECT_EQ(next["run"][0]["job_id"], (*jobs)[2].id.value());
+  EXPECT_EQ(next["run"][0]["array_index"], 4);
+  EXPECT_EQ(StateOf((*jobs)[3].id), "pending");
+}
+
+TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  const std::vector<JobId> ids = IdsOf(*jobs);
+  const JobId array = ids[0];
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  ASSERT_EQ(launch["job_id"], ids[0].value());
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // One element alone: the others stay.
+  ASSERT_TRUE(controller_->Cancel(alice_, ids[1]).ok());
+  EXPECT_EQ(StateOf(ids[1]), "cancelled");
+  EXPECT_EQ(StateOf(ids[2]), "pending");
+
+  // Who may cancel the array: its owner or an admin; others do not see it.
+  Status s = controller_->CancelArray(bob_, array).status();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(),
+              HasSubstr("array " + std::to_string(array.value()) + " belongs to alice"));
+  const Principal outsider{bob_.user_id, "bob", false, {}};
+  EXPECT_EQ(controller_->CancelArray(outsider, array).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(StateOf(ids[2]), "pending");
+  const JobId plain = Submit(Spec(1));
+  s = controller_->CancelArray(alice_, plain).status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("array " + std::to_string(plain.value()) + " not found"));
+  EXPECT_EQ(controller_->CancelArray(alice_, ids[1]).status().code(), StatusCode::kNotFound);
+
+  // The whole array: pending elements end at once, the running one once its task stopped.
+  auto cancelled = controller_->CancelArray(alice_, array);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  EXPECT_EQ(*cancelled, (std::vector<JobId>{ids[0], ids[2], ids[3]}));
+  EXPECT_EQ(StateOf(ids[2]), "cancelled");
+  EXPECT_EQ(StateOf(ids[3]), "cancelled");
+  EXPECT_EQ(StateOf(ids[0]), "running");
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], launch["allocation_id"]);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  EXPECT_EQ(StateOf(ids[0]), "cancelled");
+  EXPECT_EQ(StateOf(plain), "pending");  // the plain job was never part of it
+  s = controller_->CancelArray(alice_, array).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("already ended"));
+
+  // An admin may cancel anyone's array.
+  auto other = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1}));
+  ASSERT_TRUE(other.ok());
+  const Principal admin{bob_.user_id, "root", true, {}};
+  auto by_admin = controller_->CancelArray(admin, (*other)[0].id);
+  ASSERT_TRUE(by_admin.ok()) << by_admin.status().ToString();
+  EXPECT_EQ(*by_admin, IdsOf(*other));
+  EXPECT_EQ(StateOf((*other)[1].id), "cancelled");
+  EXPECT_EQ(store_->JobEvents((*other)[1].id)->back().reason, "cancelled by root");
 }
 
 }  // namespace

@@ -247,6 +247,7 @@ class HttpApi::Impl {
     http.Post("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());
+                if (body->contains("array")) return SubmitArray(who, *body, res);
                 auto job = controller_.Submit(who, *body);
                 if (!job.ok()) return SendProblem(res, job.status());
                 SendJson(res, 201,
@@ -276,10 +277,37 @@ class HttpApi::Impl {
               }));
     http.Get(R"(/api/v1/jobs/(\d+)/logs)", Authed([this](const Principal& who, const auto& req,
                                                          auto& res) { Logs(who, req, res); }));
+    http.Post(
+        R"(/api/v1/arrays/(\d+)/cancel)",
+        Authed([this](const Principal& who, const auto& req, auto& res) {
+          auto id = PathId(req, "array");
+          if (!id.ok()) return SendProblem(res, id.status());
+          auto ids = controller_.CancelArray(who, JobId(*id));
+          if (!ids.ok()) return SendProblem(res, ids.status());
+          json cancelled = json::array();
+          for (JobId j : *ids) cancelled.push_back(j.value());
+          SendJson(res, 202, {{"status", "cancelling"}, {"array_id", *id}, {"ids", cancelled}});
+        }));
   }
 
-  // Newest first, a page at a time: `limit` jobs with ids below `before`; the header
-  // X-Corral-Next-Before carries the next page's `before` when older jobs match.
+  // 201 with the array's id and its elements' ids, in the order of the indices.
+  void SubmitArray(const Principal& who, const json& body, httplib::Response& res) {
+    auto jobs = controller_.SubmitArray(who, body);
+    if (!jobs.ok()) return SendProblem(res, jobs.status());
+    json ids = json::array();
+    for (const auto& j : *jobs) ids.push_back(j.id.value());
+    const store::JobRecord& first = jobs->front();
+    SendJson(res, 201,
+             {{"array_id", first.id.value()},
+              {"ids", ids},
+              {"state", first.state},
+              {"project", first.project},
+              {"user", first.user}});
+  }
+
+  // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
+  // `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
+  // older jobs match.
   void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res) {
     std::vector<std::string> states;
     std::string list = req.get_param_value("state");
@@ -294,8 +322,13 @@ class HttpApi::Impl {
     if (!before.ok()) return SendProblem(res, before.status());
     std::optional<JobId> before_id;
     if (*before) before_id = JobId(**before);
+    auto array = IntParam(req, "array", 1, kMaxCount);
+    if (!array.ok()) return SendProblem(res, array.status());
+    std::optional<JobId> array_id;
+    if (*array) array_id = JobId(**array);
     auto page = controller_.ListJobs(who, states, req.get_param_value("all") == "1",
-                                     static_cast<int>(limit->value_or(kDefaultJobPage)), before_id);
+                                     static_cast<int>(limit->value_or(kDefaultJobPage)), before_id,
+                                     array_id);
     if (!page.ok()) return SendProblem(res, page.status());
     if (page->next_before) {
       res.set_header("X-Corral-Next-Before", std::to_string(page->next_before->value()));

@@ -1,5 +1,6 @@
 #include "server/job_spec.h"
 
+#include <limits>
 #include <set>
 
 namespace corral::server {
@@ -40,12 +41,67 @@ Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_
   return v;
 }
 
-bool ValidEnvName(const std::string& name) {
-  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+// Variables of `field` (an object of strings) into `out`, whose entries they replace.
+Status ParseEnv(const nlohmann::json& j, const std::string& field,
+                std::map<std::string, std::string>& out) {
+  if (!j.is_object()) return FieldError(field, "must be an object of strings");
+  if (j.size() > kMaxEnv) return FieldError(field, "has too many entries");
+  for (const auto& [key, value] : j.items()) {
+    if (!model::IsEnvName(key))
+      return FieldError(field + "." + key, "is not a valid variable name");
+    auto v = GetString(value, field + "." + key);
+    if (!v.ok()) return v.status();
+    out[key] = *v;
   }
-  return true;
+  return Status::Ok();
+}
+
+// `array` of a spec whose env is `spec_env`.
+Result<ArraySpec> ParseArray(const nlohmann::json& a,
+                             const std::map<std::string, std::string>& spec_env) {
+  if (!a.is_object()) return FieldError("array", "must be an object");
+  CORRAL_RETURN_IF_ERROR(CheckKeys(a, {"indices", "max_running", "env"}, "array."));
+  ArraySpec array;
+  if (!a.contains("indices")) return FieldError("array.indices", "is required");
+  const nlohmann::json& indices = a["indices"];
+  if (!indices.is_array() || indices.empty() ||
+      indices.size() > static_cast<size_t>(model::kMaxArrayElements)) {
+    return FieldError("array.indices", "must be a list of 1 to " +
+                                           std::to_string(model::kMaxArrayElements) + " indices");
+  }
+  std::set<int> seen;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const std::string field = "array.indices[" + std::to_string(i) + "]";
+    auto v = GetInt(indices[i], field, 0, std::numeric_limits<int32_t>::max());
+    if (!v.ok()) return v.status();
+    if (!seen.insert(static_cast<int>(*v)).second) {
+      return FieldError(field, std::to_string(*v) + " is repeated");
+    }
+    array.indices.push_back(static_cast<int>(*v));
+  }
+  if (a.contains("max_running")) {
+    auto v = GetInt(a["max_running"], "array.max_running", 1, model::kMaxArrayElements);
+    if (!v.ok()) return v.status();
+    array.max_running = static_cast<int>(*v);
+  }
+  if (a.contains("env")) {
+    const nlohmann::json& env = a["env"];
+    if (!env.is_array() || env.size() != indices.size()) {
+      return FieldError("array.env", "must be a list of one object per index (" +
+                                         std::to_string(indices.size()) + ")");
+    }
+    for (size_t i = 0; i < env.size(); ++i) {
+      const std::string field = "array.env[" + std::to_string(i) + "]";
+      std::map<std::string, std::string> merged = spec_env;
+      CORRAL_RETURN_IF_ERROR(ParseEnv(env[i], field, merged));
+      if (merged.size() > kMaxEnv) {
+        return FieldError(field, "has too many entries with the spec's env (at most " +
+                                     std::to_string(kMaxEnv) + " together)");
+      }
+      array.env.push_back(std::move(merged));
+    }
+  }
+  return array;
 }
 
 Status ParseResources(const nlohmann::json& r, model::TaskResources& out) {
@@ -93,7 +149,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
   CORRAL_RETURN_IF_ERROR(
       CheckKeys(j,
                 {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
-                 "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node"},
+                 "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array"},
                 ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -128,16 +184,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     if (!v->empty() && (*v)[0] != '/') return FieldError("workdir", "must be an absolute path");
     spec.workdir = *v;
   }
-  if (j.contains("env")) {
-    if (!j["env"].is_object()) return FieldError("env", "must be an object of strings");
-    if (j["env"].size() > kMaxEnv) return FieldError("env", "has too many entries");
-    for (const auto& [key, value] : j["env"].items()) {
-      if (!ValidEnvName(key)) return FieldError("env." + key, "is not a valid variable name");
-      auto v = GetString(value, "env." + key);
-      if (!v.ok()) return v.status();
-      spec.env[key] = *v;
-    }
-  }
+  if (j.contains("env")) CORRAL_RETURN_IF_ERROR(ParseEnv(j["env"], "env", spec.env));
   if (j.contains("resources"))
     CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.resources));
   if (j.contains("tasks")) {
@@ -177,6 +224,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
                       "must be false with launcher torchrun (the command is the script "
                       "torchrun runs, and its arguments)");
   }
+  if (j.contains("array")) {
+    auto array = ParseArray(j["array"], spec.env);
+    if (!array.ok()) return array.status();
+    spec.array = std::move(array).value();
+  }
   return spec;
 }
 
@@ -201,18 +253,36 @@ nlohmann::json ToJson(const JobSpec& s) {
           {"procs_per_node", s.procs_per_node}};
 }
 
+int PortsOf(const JobSpec& spec) {
+  return spec.launcher == model::Launcher::kTf ? spec.tasks * spec.procs_per_node : 1;
+}
+
 bool IsDistributed(const JobSpec& spec) {
   return spec.tasks > 1 || spec.launcher != model::Launcher::kNone || spec.procs_per_node > 1;
 }
 
-model::Job ToModelJob(const JobSpec& spec, JobId id, const std::string& user, Seconds submit_time) {
+std::vector<ArrayElement> ArrayElements(const JobSpec& spec) {
+  std::vector<ArrayElement> elements;
+  if (!spec.array) return elements;
+  JobSpec element = spec;
+  element.array.reset();
+  for (size_t i = 0; i < spec.array->indices.size(); ++i) {
+    if (!spec.array->env.empty()) element.env = spec.array->env[i];  // merged when parsed
+    elements.push_back({spec.array->indices[i], element});
+  }
+  return elements;
+}
+
+model::Job ToModelJob(const JobSpec& spec, const store::JobRecord& record) {
   model::Job job;
-  job.id = id;
+  job.id = record.id;
   job.name = spec.name;
-  job.user = user;
+  job.user = record.user;
   job.project = spec.project;
   job.priority = spec.priority;
-  job.submit_time = submit_time;
+  job.submit_time = record.submit_time;
+  job.array_id = record.array_id;
+  job.array_max_running = record.array_max_running;
   job.tasks = spec.tasks;
   job.resources = spec.resources;
   if (spec.time_limit_s > 0) job.time_limit = Seconds(spec.time_limit_s);

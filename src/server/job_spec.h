@@ -5,25 +5,40 @@
 //    "resources": {"gpus": 2, "gpu_milli": 1000, "gpu_models": ["A100-80GB"],
 //                  "cpu_milli": 16000, "memory_mib": 65536},
 //    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0,
-//    "launcher": "torchrun", "procs_per_node": 2}
+//    "launcher": "torchrun", "procs_per_node": 2,
+//    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]}}
 //
 // Distributed jobs (docs/distributed.md): `tasks` parts (one per node, or node share), each with
 // `resources`, started together; `launcher` says how each part starts its `procs_per_node`
 // processes and which rendezvous variables they get.
 // `command` is an argv, run without a shell; with "shell": true it must hold one string, run by
 // /bin/sh -c. Unknown fields are errors (typo safety); every error names the field.
+//
+// Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
+// index, each the spec without `array`, with the index's `env` entries merged over the spec's.
 #pragma once
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "model/job.h"
 #include "model/launcher.h"
+#include "store/store.h"
 
 namespace corral::server {
+
+// The `array` of a spec.
+struct ArraySpec {
+  std::vector<int> indices;        // 1..model::kMaxArrayElements, unique, each >= 0
+  std::optional<int> max_running;  // >= 1; none: no limit
+  // Empty, or per index (in the order of `indices`) its element's whole env: the spec's env with
+  // the index's variables merged over it.
+  std::vector<std::map<std::string, std::string>> env;
+};
 
 struct JobSpec {
   std::string name;
@@ -38,18 +53,34 @@ struct JobSpec {
   int64_t time_limit_s = 0;  // 0: none
   int max_restarts = 0;      // requeues after failure or node loss
   model::Launcher launcher = model::Launcher::kNone;
-  int procs_per_node = 1;  // 1..model::kMaxProcsPerNode
+  int procs_per_node = 1;          // 1..model::kMaxProcsPerNode
+  std::optional<ArraySpec> array;  // set: an array (ArrayElements); never in a stored spec
+};
+
+// One job of an array: its index and its spec (the array's, without `array`, with the index's
+// env merged over the spec's env).
+struct ArrayElement {
+  int index = 0;
+  JobSpec spec;
 };
 
 // True when the job's parts get rendezvous variables: several parts, a launcher or several
 // processes per part.
 bool IsDistributed(const JobSpec& spec);
+// The ports a distributed job's processes bind, reserved as one block (MASTER_PORT is its
+// base): one per rank for tf (every TensorFlow worker listens), else one.
+int PortsOf(const JobSpec& spec);
 
-// Parses and validates a spec. Limits: 4096 argv entries, 256 env entries, 64 KiB strings.
+// Parses and validates a spec. Limits: 4096 argv entries, 256 env entries (also for each array
+// element, its own and the spec's together), 64 KiB strings.
 Result<JobSpec> ParseJobSpec(const nlohmann::json& json);
+// The spec as stored with a job: every field but `array` (a job is never an array).
 nlohmann::json ToJson(const JobSpec& spec);
 
-// The scheduler's view of a spec for job `id` submitted at `submit_time`.
-model::Job ToModelJob(const JobSpec& spec, JobId id, const std::string& user, Seconds submit_time);
+// The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
+std::vector<ArrayElement> ArrayElements(const JobSpec& spec);
+
+// The scheduler's view of job `record` with the (validated) spec `spec`.
+model::Job ToModelJob(const JobSpec& spec, const store::JobRecord& record);
 
 }  // namespace corral::server

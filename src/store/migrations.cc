@@ -125,6 +125,11 @@ const std::vector<Migration>& StoreMigrations() {
        "ALTER TABLE jobs ADD COLUMN cancel_reason TEXT"},
       {4, "projects' sharing: quota, weight, limit",
        "ALTER TABLE projects ADD COLUMN sharing_json TEXT NOT NULL DEFAULT '{}'"},
+      {5, "job arrays: each element's array id, index and running limit",
+       "ALTER TABLE jobs ADD COLUMN array_id BIGINT REFERENCES jobs (id);"
+       "ALTER TABLE jobs ADD COLUMN array_index INTEGER CHECK (array_index >= 0);"
+       "ALTER TABLE jobs ADD COLUMN array_max_running INTEGER CHECK (array_max_running >= 1);"
+       "CREATE INDEX jobs_by_array ON jobs (array_id, id)"},
   };
   return kMigrations;
 }

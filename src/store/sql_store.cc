@@ -13,7 +13,7 @@ constexpr char kUserColumns[] = "id, name, admin, created_at";
 constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at";
 constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
-    "start_time, end_time, reason, cancel_reason";
+    "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running";
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
     "signal, start_time, end_time";
@@ -21,7 +21,8 @@ constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat, no
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, restarts, "
-    "submit_time, reason) VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?) RETURNING id";
+    "submit_time, reason, array_id, array_index, array_max_running) "
+    "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id";
 constexpr char kInsertEvent[] =
     "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)";
 constexpr char kInsertTask[] =
@@ -75,6 +76,9 @@ JobRecord JobFrom(const SqlRow& row) {
   j.end_time = OptSeconds(row, 10);
   j.reason = row.Text(11);
   if (!row.IsNull(12)) j.cancel_reason = row.Text(12);
+  if (!row.IsNull(13)) j.array_id = JobId(row.Int(13));
+  j.array_index = OptInt32(row, 14);
+  j.array_max_running = OptInt32(row, 15);
   return j;
 }
 TaskRecord TaskFrom(const SqlRow& row) {
@@ -146,7 +150,30 @@ Status ValidateNewJob(const JobRecord& job) {
   if (!job.state.empty() && job.state != kJobPending) {
     return InvalidArgument("field 'state': a new job is pending, got '" + job.state + "'");
   }
+  if (job.array_id) return InvalidArgument("field 'array_id': assigned by the store");
   return {};
+}
+
+// An error of jobs[i] (of a batch of n), named "jobs[i]: ..." when there are several.
+Status InBatch(const Status& s, size_t i, size_t n) {
+  if (s.ok() || n == 1) return s;
+  return {s.code(), "jobs[" + std::to_string(i) + "]: " + s.message()};
+}
+
+// The insert's parameters for `job`, an element of array `array_id` (NULL: not yet known, or
+// not an element).
+SqlParams NewJobParams(const JobRecord& job, SqlValue array_id) {
+  return {job.name,
+          job.user,
+          job.project,
+          job.spec_json,
+          std::string(kJobPending),
+          int64_t{job.priority},
+          job.submit_time.value(),
+          SubmitReason(job),
+          std::move(array_id),
+          OptValue(job.array_index),
+          OptValue(job.array_max_running)};
 }
 
 }  // namespace
@@ -436,34 +463,71 @@ Result<std::vector<JobId>> SqlStore::InsertJobs(const std::vector<JobRecord>& jo
   const std::string op = jobs.size() == 1 ? "insert job '" + jobs[0].name + "'"
                                           : "insert " + std::to_string(jobs.size()) + " jobs";
   if (jobs.empty()) return std::vector<JobId>{};
-  std::vector<SqlParams> job_params;
-  job_params.reserve(jobs.size());
   for (size_t i = 0; i < jobs.size(); ++i) {
-    const JobRecord& j = jobs[i];
-    Status valid = ValidateNewJob(j);
-    if (!valid.ok()) {
-      if (jobs.size() > 1)
-        valid = InvalidArgument("jobs[" + std::to_string(i) + "]: " + valid.message());
-      return Annotate(op, valid);
+    Status valid = ValidateNewJob(jobs[i]);
+    if (valid.ok() && (jobs[i].array_index || jobs[i].array_max_running)) {
+      valid = InvalidArgument("field 'array_index': array elements are inserted by InsertArray");
     }
-    job_params.push_back({j.name, j.user, j.project, j.spec_json, std::string(kJobPending),
-                          int64_t{j.priority}, j.submit_time.value(), SubmitReason(j)});
+    if (!valid.ok()) return Annotate(op, InBatch(valid, i, jobs.size()));
   }
+  return InsertNewJobs(op, jobs, /*array=*/false);
+}
+
+Result<std::vector<JobId>> SqlStore::InsertArray(const std::vector<JobRecord>& elements) {
+  const std::string op = "insert an array of " + std::to_string(elements.size()) + " jobs";
+  if (elements.empty()) return Annotate(op, InvalidArgument("an array needs at least one job"));
+  std::set<int> indices;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    const JobRecord& e = elements[i];
+    Status valid = ValidateNewJob(e);
+    if (valid.ok() && (!e.array_index || *e.array_index < 0)) {
+      valid = InvalidArgument("field 'array_index': must be set and >= 0");
+    } else if (valid.ok() && !indices.insert(*e.array_index).second) {
+      valid = InvalidArgument("field 'array_index': " + std::to_string(*e.array_index) +
+                              " is repeated");
+    } else if (valid.ok() && e.array_max_running != elements[0].array_max_running) {
+      valid = InvalidArgument("field 'array_max_running': differs from the first job's");
+    }
+    if (!valid.ok()) return Annotate(op, InBatch(valid, i, elements.size()));
+  }
+  return InsertNewJobs(op, elements, /*array=*/true);
+}
+
+Result<std::vector<JobId>> SqlStore::InsertNewJobs(const std::string& op,
+                                                   const std::vector<JobRecord>& jobs, bool array) {
   std::vector<JobId> ids;
   ids.reserve(jobs.size());
+  // Inserts jobs[from, to) as elements of `array_id` (or none), appending their ids.
+  auto insert = [&](size_t from, size_t to, const SqlValue& array_id) -> Status {
+    std::vector<SqlParams> params;
+    params.reserve(to - from);
+    for (size_t i = from; i < to; ++i) params.push_back(NewJobParams(jobs[i], array_id));
+    auto inserted = conn_->QueryEach(kInsertJob, params);
+    if (!inserted.ok()) return inserted.status();
+    for (const SqlRows& rows : *inserted) {
+      if (rows.size() != 1) return {StatusCode::kInternal, "INSERT ... RETURNING gave no id"};
+      ids.emplace_back(rows[0].Int(0));
+    }
+    return {};
+  };
   std::lock_guard<std::mutex> lock(mu_);
   Status s = InTransaction([&]() -> Status {
-    auto inserted = conn_->QueryEach(kInsertJob, job_params);
-    if (!inserted.ok()) return inserted.status();
+    ids.clear();
+    if (!array) {
+      CORRAL_RETURN_IF_ERROR(insert(0, jobs.size(), std::monostate{}));
+    } else {
+      // The array's id is its first element's, known once that one is in.
+      CORRAL_RETURN_IF_ERROR(insert(0, 1, std::monostate{}));
+      const int64_t array_id = ids[0].value();
+      auto set = conn_->Execute("UPDATE jobs SET array_id = ? WHERE id = ?", {array_id, array_id});
+      if (!set.ok()) return set.status();
+      CORRAL_RETURN_IF_ERROR(insert(1, jobs.size(), array_id));
+    }
     std::vector<SqlParams> event_params;
     event_params.reserve(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
-      const SqlRows& rows = (*inserted)[i];
-      if (rows.size() != 1) return {StatusCode::kInternal, "INSERT ... RETURNING gave no id"};
-      ids.emplace_back(rows[0].Int(0));
-      const JobRecord& j = jobs[i];
-      event_params.push_back({ids.back().value(), j.submit_time.value(), std::string(),
-                              std::string(kJobPending), SubmitReason(j)});
+      event_params.push_back({ids[i].value(), jobs[i].submit_time.value(), std::string(),
+                              std::string(kJobPending), SubmitReason(jobs[i])});
     }
     return conn_->QueryEach(kInsertEvent, event_params).status();
   });
@@ -498,6 +562,10 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
   if (!filter.users.empty()) {
     conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
   }
+  if (filter.array) {
+    conditions.push_back("array_id = ?");
+    params.emplace_back(filter.array->value());
+  }
   if (filter.before) {
     conditions.push_back("id < ?");
     params.emplace_back(filter.before->value());
@@ -522,34 +590,50 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
 
 Status SqlStore::TransitionJob(JobId id, const std::string& from, const std::string& to,
                                const std::string& reason, Seconds now) {
-  const std::string op = "move " + JobName(id) + " from " + from + " to " + to;
+  return TransitionJobs({id}, from, to, reason, now);
+}
+
+Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
+                                const std::string& to, const std::string& reason, Seconds now) {
+  const std::string op =
+      "move " + (ids.size() == 1 ? JobName(ids[0]) : std::to_string(ids.size()) + " jobs") +
+      " from " + from + " to " + to;
   CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("from", from, kJobStates)));
   CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("to", to, kJobStates)));
   if (from == to) return Annotate(op, InvalidArgument("fields 'from' and 'to': must differ"));
+  if (ids.empty()) return {};
   // Compare-and-set: the WHERE clause carries the expected state, so of two racing
   // transitions from the same state exactly one changes a row.
   std::string sql = "UPDATE jobs SET state = ?, reason = ?";
-  SqlParams params = {to, reason};
   if (to == kJobRunning) {
     sql += ", start_time = ?";
-    params.emplace_back(now.value());
   } else if (IsTerminal(to)) {
     sql += ", end_time = ?";
-    params.emplace_back(now.value());
   } else if (to == kJobPending) {
     sql += ", restarts = restarts + 1, start_time = NULL, end_time = NULL";
   }
-  sql += " WHERE id = ? AND state = ?";
-  params.emplace_back(id.value());
-  params.emplace_back(from);
+  sql += " WHERE id = ? AND state = ? RETURNING id";
+  const bool sets_time = to == kJobRunning || IsTerminal(to);
+  std::vector<SqlParams> updates, events;
+  updates.reserve(ids.size());
+  events.reserve(ids.size());
+  for (JobId id : ids) {
+    SqlParams params = {to, reason};
+    if (sets_time) params.emplace_back(now.value());
+    params.emplace_back(id.value());
+    params.emplace_back(from);
+    updates.push_back(std::move(params));
+    events.push_back({id.value(), now.value(), from, to, reason});
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(
-      op, InTransaction([&]() -> Status {
-        auto changed = conn_->Execute(sql, params);
-        if (!changed.ok()) return changed.status();
-        if (*changed != 1) return ExplainWrongState(id, from);
-        return conn_->Execute(kInsertEvent, {id.value(), now.value(), from, to, reason}).status();
-      }));
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto changed = conn_->QueryEach(sql, updates);
+                    if (!changed.ok()) return changed.status();
+                    for (size_t i = 0; i < ids.size(); ++i) {
+                      if ((*changed)[i].size() != 1) return ExplainWrongState(ids[i], from);
+                    }
+                    return conn_->QueryEach(kInsertEvent, events).status();
+                  }));
 }
 
 Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now) {

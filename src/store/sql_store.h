@@ -47,11 +47,14 @@ class SqlStore final : public Store {
 
   Result<JobId> InsertJob(const JobRecord& job) override;
   Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) override;
+  Result<std::vector<JobId>> InsertArray(const std::vector<JobRecord>& elements) override;
   Result<JobRecord> GetJob(JobId id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   Status RequestCancel(JobId id, const std::string& reason, Seconds now) override;
   Status TransitionJob(JobId id, const std::string& from, const std::string& to,
                        const std::string& reason, Seconds now) override;
+  Status TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
+                        const std::string& to, const std::string& reason, Seconds now) override;
   Result<std::vector<JobEvent>> JobEvents(JobId id) override;
 
   Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) override;
@@ -79,6 +82,10 @@ class SqlStore final : public Store {
   Result<int64_t> InsertToken(int64_t user_id, const std::string& name, const std::string& hash,
                               Seconds now);  // the id
   Status InsertMember(const std::string& project, int64_t user_id);
+  // Inserts validated new jobs with their submission events in one transaction; with `array`,
+  // the first job's id becomes every job's array_id. `op` names the operation in errors.
+  Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
+                                           const std::vector<JobRecord>& jobs, bool array);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
   Status ExplainWrongState(JobId id, const std::string& expected);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).

@@ -97,6 +97,12 @@ struct JobRecord {
   std::string reason;                 // the last transition's reason ("submitted" at first)
   // Set by RequestCancel while the job's tasks are being stopped; kept across restarts.
   std::optional<std::string> cancel_reason;
+  // Array elements only (InsertArray): the array's id, which is the id of its first element
+  // (assigned by the store), this element's index (>= 0, unique in the array), and how many of
+  // the array's elements may run at once (>= 1; the same for every element; none: no limit).
+  std::optional<JobId> array_id;
+  std::optional<int> array_index;
+  std::optional<int> array_max_running;
 };
 
 struct JobEvent {
@@ -136,6 +142,7 @@ struct JobFilter {
   std::vector<std::string> projects;  // empty = all
   std::vector<std::string> states;    // empty = all
   std::vector<std::string> users;     // empty = all
+  std::optional<JobId> array;         // only the elements of this array
   std::optional<JobId> before;        // only jobs with a smaller id (a page's cursor)
   JobOrder order = JobOrder::kOldestFirst;
   int limit = 1000;  // <= 0: no limit; the first `limit` jobs in `order`
@@ -186,7 +193,13 @@ class Store {
   virtual Result<JobId> InsertJob(const JobRecord& job) = 0;
   // Group commit: inserts every job (with its submission event) in one transaction and returns
   // their ids in the order given. All or nothing: one invalid job fails the whole call.
+  // Array elements are refused here (InvalidArgument naming the field): see InsertArray.
   virtual Result<std::vector<JobId>> InsertJobs(const std::vector<JobRecord>& jobs) = 0;
+  // The elements of one array, each inserted as InsertJob does, in one transaction: all or
+  // nothing. The first element's id becomes the array's id, stored as every element's array_id
+  // (which must be unset in `elements`); each element needs an array_index, unique among them,
+  // and all the same array_max_running. Returns the ids in the order given (ascending).
+  virtual Result<std::vector<JobId>> InsertArray(const std::vector<JobRecord>& elements) = 0;
   virtual Result<JobRecord> GetJob(JobId id) = 0;
   // Jobs matching every filter field that is set (non-empty, present), in `filter.order`.
   virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
@@ -196,6 +209,10 @@ class Store {
   // end_time; going back to pending (a requeue) increments restarts and clears both times.
   virtual Status TransitionJob(JobId id, const std::string& from, const std::string& to,
                                const std::string& reason, Seconds now) = 0;
+  // TransitionJob for every job of `ids` in one transaction (one commit): all move or none does
+  // (FailedPrecondition or NotFound naming the first job that cannot). No ids: nothing to do.
+  virtual Status TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
+                                const std::string& to, const std::string& reason, Seconds now) = 0;
   // Records that a started (starting or running) job is being cancelled, with an event; the
   // job ends later (TransitionJob) once its tasks stopped. FailedPrecondition when the job is
   // not started; NotFound for an unknown job.

@@ -314,6 +314,129 @@ TEST_P(StoreTest, InsertJobsReturnsIdsInOrderAndIsAllOrNothing) {
   EXPECT_TRUE(store_->InsertJobs({})->empty());
 }
 
+// `n` elements of an array with indices 0, 2, 4, ... and running limit `max_running`.
+std::vector<JobRecord> ArrayOf(int n, std::optional<int> max_running, std::string project) {
+  std::vector<JobRecord> elements;
+  for (int i = 0; i < n; ++i) {
+    JobRecord e;
+    e.name = "sweep";
+    e.user = "alice";
+    e.project = project;
+    e.spec_json = "{}";
+    e.submit_time = Seconds(1000);
+    e.array_index = 2 * i;
+    e.array_max_running = max_running;
+    elements.push_back(e);
+  }
+  return elements;
+}
+
+TEST_P(StoreTest, InsertArrayNamesTheArrayAfterItsFirstJobAndIsAllOrNothing) {
+  Seed();
+  ASSERT_TRUE(store_->InsertJob(MakeJob("before")).ok());
+  auto ids = store_->InsertArray(ArrayOf(150, 8, "vision"));  // more than one pipeline chunk
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), 150u);
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if (i > 0) EXPECT_LT((*ids)[i - 1], (*ids)[i]);
+    auto got = store_->GetJob((*ids)[i]);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(got->array_id, ids->front());
+    EXPECT_EQ(got->array_index, static_cast<int>(2 * i));
+    EXPECT_EQ(got->array_max_running, 8);
+    EXPECT_EQ(got->state, "pending");
+    EXPECT_EQ((*store_->JobEvents((*ids)[i]))[0].reason, "submitted");
+  }
+  auto plain = store_->GetJob(JobId(ids->front().value() - 1));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->array_id, std::nullopt);
+  EXPECT_EQ(plain->array_index, std::nullopt);
+  // Without a limit; the array survives a reopen.
+  auto free_ids = store_->InsertArray(ArrayOf(2, std::nullopt, "nlp"));
+  ASSERT_TRUE(free_ids.ok()) << free_ids.status().ToString();
+  Reopen();
+  EXPECT_EQ(store_->GetJob(free_ids->back())->array_id, free_ids->front());
+  EXPECT_EQ(store_->GetJob(free_ids->back())->array_max_running, std::nullopt);
+
+  const size_t stored = store_->ListJobs({.limit = 0})->size();
+  std::vector<JobRecord> bad = ArrayOf(3, 2, "vision");
+  bad[2].project = "robotics";
+  auto failed = store_->InsertArray(bad);
+  EXPECT_EQ(failed.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(failed.status().message(), HasSubstr("robotics"));
+  bad = ArrayOf(3, 2, "vision");
+  bad[2].array_index = 0;
+  failed = store_->InsertArray(bad);
+  EXPECT_EQ(failed.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(failed.status().message(), HasSubstr("jobs[2]: field 'array_index': 0 is repeated"));
+  bad = ArrayOf(3, 2, "vision");
+  bad[1].array_max_running = 3;
+  EXPECT_THAT(store_->InsertArray(bad).status().message(), HasSubstr("jobs[1]"));
+  bad = ArrayOf(1, 2, "vision");
+  bad[0].array_index.reset();
+  EXPECT_THAT(store_->InsertArray(bad).status().message(), HasSubstr("array_index"));
+  bad = ArrayOf(1, 2, "vision");
+  bad[0].array_id = JobId(1);
+  EXPECT_THAT(store_->InsertArray(bad).status().message(), HasSubstr("array_id"));
+  EXPECT_EQ(store_->InsertArray({}).status().code(), StatusCode::kInvalidArgument);
+  // Elements go through InsertArray only.
+  auto element = store_->InsertJob(ArrayOf(1, 2, "vision")[0]);
+  EXPECT_EQ(element.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(element.status().message(), HasSubstr("InsertArray"));
+  EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), stored);  // nothing of the failed ones
+}
+
+TEST_P(StoreTest, ListJobsFiltersByArray) {
+  Seed();
+  auto first = store_->InsertArray(ArrayOf(5, 2, "vision"));
+  ASSERT_TRUE(store_->InsertJob(MakeJob("between")).ok());
+  auto second = store_->InsertArray(ArrayOf(2, std::nullopt, "vision"));
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto ids_of = [](const Result<std::vector<JobRecord>>& jobs) {
+    std::vector<JobId> ids;
+    for (const auto& j : *jobs) ids.push_back(j.id);
+    return ids;
+  };
+  EXPECT_EQ(ids_of(store_->ListJobs({.array = first->front()})), *first);
+  EXPECT_EQ(ids_of(store_->ListJobs({.array = second->front()})), *second);
+  EXPECT_TRUE(store_->ListJobs({.array = (*first)[1]})->empty());  // not an array's id
+  ASSERT_TRUE(
+      store_->TransitionJob((*first)[0], "pending", "cancelled", "by user", Seconds(1100)).ok());
+  // With the other filters and the newest-first paging of the API.
+  EXPECT_EQ(ids_of(store_->ListJobs({.states = {"pending"},
+                                     .array = first->front(),
+                                     .before = (*first)[4],
+                                     .order = JobOrder::kNewestFirst,
+                                     .limit = 2})),
+            (std::vector<JobId>{(*first)[3], (*first)[2]}));
+  EXPECT_TRUE(store_->ListJobs({.users = {"bob"}, .array = first->front()})->empty());
+}
+
+TEST_P(StoreTest, TransitionJobsMovesAllOrNone) {
+  Seed();
+  auto ids = store_->InsertArray(ArrayOf(3, 1, "vision"));
+  ASSERT_TRUE(ids.ok());
+  ASSERT_TRUE(store_->TransitionJob((*ids)[1], "pending", "cancelled", "one", Seconds(1100)).ok());
+  Status refused = store_->TransitionJobs(*ids, "pending", "cancelled", "all", Seconds(1200));
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("job " + std::to_string((*ids)[1].value()) + " is cancelled, not pending"));
+  EXPECT_EQ(store_->GetJob((*ids)[0])->state, "pending");  // rolled back
+  EXPECT_EQ(store_->JobEvents((*ids)[0])->size(), 1u);
+  const std::vector<JobId> rest = {(*ids)[0], (*ids)[2]};
+  ASSERT_TRUE(store_->TransitionJobs(rest, "pending", "cancelled", "all", Seconds(1200)).ok());
+  for (JobId id : rest) {
+    auto job = store_->GetJob(id);
+    EXPECT_EQ(job->state, "cancelled");
+    EXPECT_EQ(job->end_time, Seconds(1200));
+    EXPECT_EQ(job->reason, "all");
+    EXPECT_EQ(store_->JobEvents(id)->back().to_state, "cancelled");
+  }
+  EXPECT_TRUE(store_->TransitionJobs({}, "pending", "cancelled", "none", Seconds(1300)).ok());
+  EXPECT_EQ(store_->TransitionJobs({JobId(987654)}, "pending", "cancelled", "x", Seconds(1)).code(),
+            StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, TransitionsKeepEveryEventWithTimeAndReason) {
   Seed();
   auto id = store_->InsertJob(MakeJob("train", "vision", "alice", 1000));

@@ -1,0 +1,26 @@
+// `corral launch`: what a part of a distributed job runs on its node (rendezvous.h, LaunchArgv),
+// as the task user, under the task's supervisor.
+//
+//   corral launch --procs P -- CMD [ARGS...]
+//     Starts P processes of CMD (PATH is searched), process i with the inherited environment
+//     plus RankEnvironment(environment, i) (RANK, LOCAL_RANK, ...), all in the caller's process
+//     group. Exits when all have: 0 when all exited 0. When one exits non-zero or by a signal,
+//     the others get SIGTERM, SIGKILL 10 s later, and the command exits with that process's
+//     status (its exit code, or 128 + its signal). A SIGTERM or SIGINT to the command is
+//     passed on to every process (no SIGKILL: the sender owns the grace); the command then
+//     waits for them and exits with 128 + that signal (143 for SIGTERM). A CMD that cannot be
+//     exec'd exits 127 with a message on stderr.
+//   corral launch --hold
+//     Waits for SIGTERM or SIGINT, then exits 0 (mpi: the parts other than part 0 hold their
+//     node while mpirun, started by part 0, uses it).
+//
+// Prints nothing on success. Bad flags: exit 2 with a message naming the flag.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace corral::agent {
+
+void AddLaunchCommand(CLI::App& app, int* exit_code);
+
+}  // namespace corral::agent

@@ -1,0 +1,161 @@
+#include "agent/rendezvous.h"
+
+#include <algorithm>
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace corral::agent {
+namespace {
+
+using model::Launcher;
+
+constexpr char kNodeRank[] = "NODE_RANK";
+constexpr char kLocalWorldSize[] = "LOCAL_WORLD_SIZE";
+constexpr char kTfConfig[] = "TF_CONFIG";
+constexpr char kJaxCoordinator[] = "JAX_COORDINATOR_ADDRESS";
+
+// "host:port", with an IPv6 address in brackets.
+std::string HostPort(const std::string& host, int port) {
+  const std::string p = std::to_string(port);
+  return host.find(':') == std::string::npos ? host + ":" + p : "[" + host + "]:" + p;
+}
+
+// The integer value of `name` in `env`, or `fallback` when it is missing or not an integer.
+int64_t IntValue(const std::map<std::string, std::string>& env, const char* name,
+                 int64_t fallback) {
+  auto it = env.find(name);
+  if (it == env.end()) return fallback;
+  int64_t value = 0;
+  const char* end = it->second.data() + it->second.size();
+  auto [ptr, ec] = std::from_chars(it->second.data(), end, value);
+  return ec == std::errc() && ptr == end ? value : fallback;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> DistributedEnvironment(const TaskLaunch& launch) {
+  if (!launch.distributed) return {};
+  const Distributed& d = *launch.distributed;
+  const int world = d.nodes * d.procs_per_node;
+  std::map<std::string, std::string> env = {
+      {"MASTER_ADDR", d.master_addr},
+      {"MASTER_PORT", std::to_string(d.port)},
+      {"NNODES", std::to_string(d.nodes)},
+      {kNodeRank, std::to_string(d.node_rank)},
+      {"GROUP_RANK", std::to_string(d.node_rank)},
+      {kLocalWorldSize, std::to_string(d.procs_per_node)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"CORRAL_LAUNCHER", std::string(model::LauncherName(d.launcher))},
+  };
+  switch (d.launcher) {
+    case Launcher::kDeepspeed:
+      env["CROSS_RANK"] = std::to_string(d.node_rank);
+      env["CROSS_SIZE"] = std::to_string(d.nodes);
+      env["LOCAL_SIZE"] = std::to_string(d.procs_per_node);
+      break;
+    case Launcher::kTf: {
+      // One port per rank (the server reserves N × P for tf), so that two parts sharing a
+      // host never list the same one.
+      nlohmann::json workers = nlohmann::json::array();
+      int rank = 0;
+      for (const std::string& host : d.hosts) {
+        for (int local = 0; local < d.procs_per_node; ++local) {
+          workers.push_back(HostPort(host, d.port + rank++));
+        }
+      }
+      nlohmann::json config = {
+          {"cluster", {{"worker", workers}}},
+          {"task", {{"type", "worker"}, {"index", d.node_rank * d.procs_per_node}}}};
+      env[kTfConfig] = config.dump();
+      break;
+    }
+    case Launcher::kJax:
+      env[kJaxCoordinator] = HostPort(d.master_addr, d.port);
+      env["JAX_NUM_PROCESSES"] = std::to_string(world);
+      break;
+    case Launcher::kNone:
+    case Launcher::kTorchrun:
+    case Launcher::kMpi:
+      break;
+  }
+  return env;
+}
+
+std::map<std::string, std::string> RankEnvironment(
+    const std::map<std::string, std::string>& node_env, int local_rank) {
+  const int64_t rank =
+      IntValue(node_env, kNodeRank, 0) * IntValue(node_env, kLocalWorldSize, 1) + local_rank;
+  std::map<std::string, std::string> env = {{"RANK", std::to_string(rank)},
+                                            {"LOCAL_RANK", std::to_string(local_rank)}};
+  if (auto it = node_env.find(kTfConfig); it != node_env.end()) {
+    nlohmann::json config = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object() && config.contains("task") && config["task"].is_object()) {
+      config["task"]["index"] = rank;
+      env[kTfConfig] = config.dump();
+    }
+  }
+  if (node_env.count(kJaxCoordinator) != 0) env["JAX_PROCESS_ID"] = std::to_string(rank);
+  return env;
+}
+
+bool SetsRankVariables(Launcher launcher) {
+  return launcher == Launcher::kNone || launcher == Launcher::kDeepspeed ||
+         launcher == Launcher::kTf || launcher == Launcher::kJax;
+}
+
+std::string Hostfile(const Distributed& d) {
+  std::vector<std::pair<std::string, int>> parts;  // host, parts on it; first-appearance order
+  for (const std::string& host : d.hosts) {
+    auto it = std::find_if(parts.begin(), parts.end(),
+                           [&](const auto& entry) { return entry.first == host; });
+    if (it == parts.end()) {
+      parts.emplace_back(host, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  std::string out;
+  for (const auto& [host, count] : parts) {
+    out += host + " slots=" + std::to_string(count * d.procs_per_node) + "\n";
+  }
+  return out;
+}
+
+std::map<std::string, std::string> HostfileEnvironment(const Distributed& d,
+                                                       const std::string& path) {
+  std::map<std::string, std::string> env = {{"CORRAL_HOSTFILE", path}};
+  if (d.launcher == Launcher::kMpi) env["OMPI_MCA_orte_default_hostfile"] = path;
+  return env;
+}
+
+bool IsRendezvousEnvName(const Distributed& d, const std::string& name) {
+  // Derived from the functions that set the variables, so that the two cannot disagree.
+  TaskLaunch launch;
+  launch.distributed = d;
+  const std::map<std::string, std::string> node = DistributedEnvironment(launch);
+  if (node.count(name) != 0 || HostfileEnvironment(d, "").count(name) != 0) return true;
+  return SetsRankVariables(d.launcher) && RankEnvironment(node, 0).count(name) != 0;
+}
+
+std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
+                                    const std::string& self_exe) {
+  if (!launch.distributed) return argv;
+  const Distributed& d = *launch.distributed;
+  std::vector<std::string> out;
+  if (d.launcher == Launcher::kTorchrun) {
+    out = {"torchrun",
+           "--nnodes=" + std::to_string(d.nodes),
+           "--nproc_per_node=" + std::to_string(d.procs_per_node),
+           "--node_rank=" + std::to_string(d.node_rank),
+           "--master_addr=" + d.master_addr,
+           "--master_port=" + std::to_string(d.port)};
+  } else if (d.launcher == Launcher::kMpi) {
+    if (d.node_rank != 0) return {self_exe, "launch", "--hold"};
+  } else if (d.procs_per_node > 1) {
+    out = {self_exe, "launch", "--procs", std::to_string(d.procs_per_node), "--"};
+  }
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+}  // namespace corral::agent

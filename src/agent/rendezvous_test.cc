@@ -1,0 +1,192 @@
+#include "agent/rendezvous.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace corral::agent {
+namespace {
+
+using model::Launcher;
+using Env = std::map<std::string, std::string>;
+using Argv = std::vector<std::string>;
+
+// Part 1 of a job of 2 parts with 3 processes each: ranks 3, 4, 5.
+TaskLaunch DistributedLaunch(Launcher launcher, int procs = 3) {
+  TaskLaunch l;
+  l.task_index = 1;
+  l.tasks = 2;
+  l.argv = {"python3", "train.py"};
+  l.distributed = Distributed{.launcher = launcher,
+                              .procs_per_node = procs,
+                              .node_rank = 1,
+                              .nodes = 2,
+                              .master_addr = "10.77.0.2",
+                              .port = 29500,
+                              .hosts = {"10.77.0.2", "10.77.0.3"}};
+  return l;
+}
+
+Env Common(const std::string& launcher, int procs = 3) {
+  return {{"MASTER_ADDR", "10.77.0.2"},
+          {"MASTER_PORT", "29500"},
+          {"NNODES", "2"},
+          {"NODE_RANK", "1"},
+          {"GROUP_RANK", "1"},
+          {"LOCAL_WORLD_SIZE", std::to_string(procs)},
+          {"WORLD_SIZE", std::to_string(2 * procs)},
+          {"CORRAL_LAUNCHER", launcher}};
+}
+
+TEST(DistributedEnvironmentTest, NoneTorchrunAndMpiGetTheCommonVariables) {
+  EXPECT_EQ(DistributedEnvironment(DistributedLaunch(Launcher::kNone)), Common("none"));
+  EXPECT_EQ(DistributedEnvironment(DistributedLaunch(Launcher::kTorchrun)), Common("torchrun"));
+  EXPECT_EQ(DistributedEnvironment(DistributedLaunch(Launcher::kMpi)), Common("mpi"));
+}
+
+TEST(DistributedEnvironmentTest, DeepspeedAddsCrossAndLocalSizes) {
+  Env want = Common("deepspeed");
+  want.insert({{"CROSS_RANK", "1"}, {"CROSS_SIZE", "2"}, {"LOCAL_SIZE", "3"}});
+  EXPECT_EQ(DistributedEnvironment(DistributedLaunch(Launcher::kDeepspeed)), want);
+}
+
+TEST(DistributedEnvironmentTest, TfConfigListsEveryRankAsAWorker) {
+  TaskLaunch l = DistributedLaunch(Launcher::kTf, 2);
+  Env env = DistributedEnvironment(l);
+  ASSERT_EQ(env.count("TF_CONFIG"), 1u);
+  nlohmann::json config = nlohmann::json::parse(env["TF_CONFIG"]);
+  EXPECT_EQ(config, nlohmann::json::parse(R"({
+      "cluster": {"worker": ["10.77.0.2:29500", "10.77.0.2:29501",
+                             "10.77.0.3:29502", "10.77.0.3:29503"]},
+      "task": {"type": "worker", "index": 2}})"));
+  env.erase("TF_CONFIG");
+  EXPECT_EQ(env, Common("tf", 2));
+}
+
+TEST(DistributedEnvironmentTest, JaxGetsTheCoordinatorAndTheProcessCount) {
+  Env want = Common("jax");
+  want.insert({{"JAX_COORDINATOR_ADDRESS", "10.77.0.2:29500"}, {"JAX_NUM_PROCESSES", "6"}});
+  EXPECT_EQ(DistributedEnvironment(DistributedLaunch(Launcher::kJax)), want);
+}
+
+TEST(DistributedEnvironmentTest, Ipv6AddressesAreBracketedInHostPortValues) {
+  TaskLaunch l = DistributedLaunch(Launcher::kJax, 1);
+  l.distributed->master_addr = "fd00::2";
+  EXPECT_EQ(DistributedEnvironment(l)["JAX_COORDINATOR_ADDRESS"], "[fd00::2]:29500");
+  EXPECT_EQ(DistributedEnvironment(l)["MASTER_ADDR"], "fd00::2");
+  l.distributed->launcher = Launcher::kTf;
+  l.distributed->hosts = {"fd00::2", "fd00::3"};
+  auto config = nlohmann::json::parse(DistributedEnvironment(l)["TF_CONFIG"]);
+  EXPECT_EQ(config["cluster"]["worker"], nlohmann::json({"[fd00::2]:29500", "[fd00::3]:29501"}));
+}
+
+TEST(DistributedEnvironmentTest, ATaskThatIsNotDistributedGetsNothing) {
+  TaskLaunch l = DistributedLaunch(Launcher::kNone);
+  l.distributed.reset();
+  EXPECT_TRUE(DistributedEnvironment(l).empty());
+}
+
+TEST(RankEnvironmentTest, RankIsNodeRankTimesLocalWorldSizePlusLocalRank) {
+  const Env node = DistributedEnvironment(DistributedLaunch(Launcher::kNone));
+  EXPECT_EQ(RankEnvironment(node, 0), (Env{{"RANK", "3"}, {"LOCAL_RANK", "0"}}));
+  EXPECT_EQ(RankEnvironment(node, 2), (Env{{"RANK", "5"}, {"LOCAL_RANK", "2"}}));
+}
+
+TEST(RankEnvironmentTest, TfConfigAndJaxProcessIdFollowTheRank) {
+  const Env tf = DistributedEnvironment(DistributedLaunch(Launcher::kTf));
+  Env env = RankEnvironment(tf, 1);
+  EXPECT_EQ(env["RANK"], "4");
+  auto config = nlohmann::json::parse(env["TF_CONFIG"]);
+  EXPECT_EQ(config["task"], nlohmann::json::parse(R"({"type": "worker", "index": 4})"));
+  EXPECT_EQ(config["cluster"]["worker"].size(), 6u);
+  EXPECT_EQ(env.count("JAX_PROCESS_ID"), 0u);
+
+  const Env jax = DistributedEnvironment(DistributedLaunch(Launcher::kJax));
+  EXPECT_EQ(RankEnvironment(jax, 2),
+            (Env{{"RANK", "5"}, {"LOCAL_RANK", "2"}, {"JAX_PROCESS_ID", "5"}}));
+}
+
+TEST(RankEnvironmentTest, MissingOrMalformedNodeVariablesHaveFallbacks) {
+  EXPECT_EQ(RankEnvironment({}, 2), (Env{{"RANK", "2"}, {"LOCAL_RANK", "2"}}));
+  EXPECT_EQ(RankEnvironment({{"NODE_RANK", "x"}, {"LOCAL_WORLD_SIZE", "4"}}, 1)["RANK"], "1");
+  EXPECT_EQ(RankEnvironment({{"NODE_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4 "}}, 1)["RANK"], "3");
+  Env env = RankEnvironment({{"TF_CONFIG", "not json"}}, 0);
+  EXPECT_EQ(env.count("TF_CONFIG"), 0u);
+}
+
+TEST(HostfileTest, OneLinePerHostWithTheSlotsOfItsParts) {
+  Distributed d = *DistributedLaunch(Launcher::kMpi, 2).distributed;
+  d.nodes = 3;
+  d.hosts = {"10.77.0.3", "10.77.0.2", "10.77.0.3"};
+  EXPECT_EQ(Hostfile(d), "10.77.0.3 slots=4\n10.77.0.2 slots=2\n");
+}
+
+TEST(HostfileTest, MpiFindsItThroughOpenMpisVariable) {
+  const Distributed mpi = *DistributedLaunch(Launcher::kMpi).distributed;
+  EXPECT_EQ(HostfileEnvironment(mpi, "/w/hostfiles/1-1"),
+            (Env{{"CORRAL_HOSTFILE", "/w/hostfiles/1-1"},
+                 {"OMPI_MCA_orte_default_hostfile", "/w/hostfiles/1-1"}}));
+  const Distributed ds = *DistributedLaunch(Launcher::kDeepspeed).distributed;
+  EXPECT_EQ(HostfileEnvironment(ds, "/h"), (Env{{"CORRAL_HOSTFILE", "/h"}}));
+}
+
+TEST(RendezvousEnvNameTest, ExactlyTheNamesCorralSetsForTheLauncher) {
+  auto reserved = [](Launcher launcher, const std::string& name) {
+    return IsRendezvousEnvName(*DistributedLaunch(launcher).distributed, name);
+  };
+  for (Launcher l : {Launcher::kNone, Launcher::kTorchrun, Launcher::kMpi, Launcher::kDeepspeed,
+                     Launcher::kTf, Launcher::kJax}) {
+    for (const char* name :
+         {"MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+          "WORLD_SIZE", "CORRAL_LAUNCHER", "CORRAL_HOSTFILE"}) {
+      EXPECT_TRUE(reserved(l, name)) << name;
+    }
+    EXPECT_FALSE(reserved(l, "SEED"));
+  }
+  EXPECT_TRUE(reserved(Launcher::kNone, "RANK"));
+  EXPECT_TRUE(reserved(Launcher::kNone, "LOCAL_RANK"));
+  EXPECT_FALSE(reserved(Launcher::kNone, "TF_CONFIG"));
+  EXPECT_FALSE(reserved(Launcher::kTorchrun, "RANK"));  // torchrun sets it
+  EXPECT_FALSE(reserved(Launcher::kMpi, "RANK"));
+  EXPECT_TRUE(reserved(Launcher::kMpi, "OMPI_MCA_orte_default_hostfile"));
+  EXPECT_FALSE(reserved(Launcher::kNone, "OMPI_MCA_orte_default_hostfile"));
+  EXPECT_TRUE(reserved(Launcher::kDeepspeed, "CROSS_RANK"));
+  EXPECT_TRUE(reserved(Launcher::kDeepspeed, "LOCAL_SIZE"));
+  EXPECT_TRUE(reserved(Launcher::kTf, "TF_CONFIG"));
+  EXPECT_TRUE(reserved(Launcher::kJax, "JAX_PROCESS_ID"));
+  EXPECT_TRUE(reserved(Launcher::kJax, "JAX_NUM_PROCESSES"));
+  EXPECT_FALSE(reserved(Launcher::kTf, "JAX_PROCESS_ID"));
+}
+
+TEST(LaunchArgvTest, TorchrunGetsTheRendezvousAsFlags) {
+  EXPECT_EQ(LaunchArgv(DistributedLaunch(Launcher::kTorchrun), {"train.py", "--lr=1"}, "/c"),
+            (Argv{"torchrun", "--nnodes=2", "--nproc_per_node=3", "--node_rank=1",
+                  "--master_addr=10.77.0.2", "--master_port=29500", "train.py", "--lr=1"}));
+}
+
+TEST(LaunchArgvTest, SeveralProcessesPerPartRunUnderCorralLaunch) {
+  for (Launcher l : {Launcher::kNone, Launcher::kDeepspeed, Launcher::kTf, Launcher::kJax}) {
+    EXPECT_EQ(LaunchArgv(DistributedLaunch(l), {"/bin/sh", "-c", "x"}, "/usr/bin/corral"),
+              (Argv{"/usr/bin/corral", "launch", "--procs", "3", "--", "/bin/sh", "-c", "x"}));
+    EXPECT_EQ(LaunchArgv(DistributedLaunch(l, 1), {"python3", "t.py"}, "/usr/bin/corral"),
+              (Argv{"python3", "t.py"}));
+  }
+}
+
+TEST(LaunchArgvTest, MpiRunsTheCommandOnPartZeroAndHoldsTheOthers) {
+  TaskLaunch l = DistributedLaunch(Launcher::kMpi);
+  EXPECT_EQ(LaunchArgv(l, {"mpirun", "a.out"}, "/c"), (Argv{"/c", "launch", "--hold"}));
+  l.task_index = 0;
+  l.distributed->node_rank = 0;
+  EXPECT_EQ(LaunchArgv(l, {"mpirun", "a.out"}, "/c"), (Argv{"mpirun", "a.out"}));
+}
+
+TEST(LaunchArgvTest, ATaskThatIsNotDistributedRunsItsArgv) {
+  TaskLaunch l = DistributedLaunch(Launcher::kTorchrun);
+  l.distributed.reset();
+  EXPECT_EQ(LaunchArgv(l, {"python3", "t.py"}, "/c"), (Argv{"python3", "t.py"}));
+}
+
+}  // namespace
+}  // namespace corral::agent
