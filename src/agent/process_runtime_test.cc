@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/distributed_test_support.h"
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
 #include "agent/shim.h"
@@ -680,13 +681,7 @@ class DistributedRuntimeTest : public ProcessRuntimeTest {
     TaskLaunch l = Launch(allocation, std::move(argv));
     l.task_index = 1;
     l.tasks = 2;
-    l.distributed = Distributed{.launcher = launcher,
-                                .procs_per_node = procs,
-                                .node_rank = 1,
-                                .nodes = 2,
-                                .master_addr = "10.77.0.2",
-                                .port = 29500,
-                                .hosts = {"10.77.0.2", "10.77.0.3"}};
+    l.distributed = SecondOfTwoParts(launcher, procs);
     return l;
   }
 

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/distributed_test_support.h"
+
 namespace corral::agent {
 namespace {
 
@@ -18,13 +20,7 @@ TaskLaunch DistributedLaunch(Launcher launcher, int procs = 3) {
   l.task_index = 1;
   l.tasks = 2;
   l.argv = {"python3", "train.py"};
-  l.distributed = Distributed{.launcher = launcher,
-                              .procs_per_node = procs,
-                              .node_rank = 1,
-                              .nodes = 2,
-                              .master_addr = "10.77.0.2",
-                              .port = 29500,
-                              .hosts = {"10.77.0.2", "10.77.0.3"}};
+  l.distributed = SecondOfTwoParts(launcher, procs);
   return l;
 }
 

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/distributed_test_support.h"
+
 namespace corral::agent {
 namespace {
 
@@ -32,13 +34,7 @@ TaskLaunch ValidLaunch() {
 // Part 1 of 2, two processes each, launcher none.
 TaskLaunch DistributedLaunch() {
   TaskLaunch l = ValidLaunch();
-  l.distributed = Distributed{.launcher = model::Launcher::kNone,
-                              .procs_per_node = 2,
-                              .node_rank = 1,
-                              .nodes = 2,
-                              .master_addr = "10.77.0.2",
-                              .port = 29500,
-                              .hosts = {"10.77.0.2", "10.77.0.3"}};
+  l.distributed = SecondOfTwoParts(model::Launcher::kNone, 2);
   return l;
 }
 
