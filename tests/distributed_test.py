@@ -138,8 +138,9 @@ def check_ddp_run(c, label, spec, out_dir, expect_ranks):
     check(f"{label}: ranks ran on both nodes (namespaces)",
           {r["node"] for r in ranks.values()} == {"a", "b"}, ranks)
     master = {r["master"] for r in ranks.values()}
-    check(f"{label}: one MASTER_ADDR, part 0's address", len(master) == 1 and
-          master <= {NAMESPACES["a"][1], NAMESPACES["b"][1]}, master)
+    node0 = ranks.get(0, {}).get("node")
+    check(f"{label}: one MASTER_ADDR, the address of rank 0's node",
+          node0 in NAMESPACES and master == {NAMESPACES[node0][1]}, (master, node0))
     check(f"{label}: local ranks 0..1 on each node",
           sorted(r["local_rank"] for r in ranks.values()) == [0, 0, 1, 1], ranks)
 
@@ -205,10 +206,24 @@ def run(root):
               os.path.exists(os.path.join(out, "ok-rank0")) and
               os.path.exists(os.path.join(out, "ok-rank1")), os.listdir(out))
 
+        job = submit(c, {"name": "fails", "command": ["sh", "-c", '[ "$RANK" = 1 ] && exit 5; sleep 60'],
+                         "tasks": 2, "max_restarts": 0, "resources": {"gpus": 1}})
+        ok = c.wait_state(job, ("failed", "succeeded"), 60)
+        record = c.job(job)
+        check("without restarts left, a failing rank fails the job and stops the other",
+              ok and record["state"] == "failed" and
+              any("task 1 exited with code 5" in e["reason"] for e in record["events"]) and
+              {t["state"] for t in record["tasks"] if t["index"] == 0} == {"killed"},
+              (record.get("state"), record.get("events"), record.get("tasks")))
+
         status, body = c.api("POST", "/api/v1/jobs", {
             "command": ["train.py"], "tasks": 2, "launcher": "torchrun", "shell": True})
         check("torchrun with shell: true is refused, naming the field",
               status == 400 and "shell" in json.dumps(body), (status, body))
+        status, body = c.api("POST", "/api/v1/jobs", {"command": ["x"], "tasks": 2,
+                                                      "env": {"RANK": "3"}})
+        check("a gang's env may not set RANK (corral sets it), naming the field",
+              status == 400 and "env.RANK" in json.dumps(body), (status, body))
         status, body = c.api("POST", "/api/v1/jobs", {"command": ["x"], "launcher": "slurm"})
         check("an unknown launcher is refused, listing the known ones",
               status == 400 and "torchrun" in json.dumps(body), (status, body))

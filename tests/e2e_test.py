@@ -661,6 +661,72 @@ def test_array_runs_at_most_max_running(root):
         c.stop()
 
 
+def test_environments_venv_clone_and_share(root):
+    """Environments: `corral env create -f` with a venv made by `python3 -m venv`; a job with
+    --environment runs inside it; `env clone --set`; `env share` lets another project's member
+    use it; the built-ins are listed."""
+    c = Cluster(os.path.join(root, "envs"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+        venv = os.path.join(c.root, "venv")
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+        spec = os.path.join(c.root, "env.yaml")
+        with open(spec, "w") as f:
+            f.write(f"name: myvenv\ndescription: a test venv\nhost:\n  venv: {venv}\n"
+                    "command: [sh, -c, 'which python3; echo VENV=$VIRTUAL_ENV; "
+                    "echo ENV=$CORRAL_ENVIRONMENT']\nenv:\n  GREETING: hello\n")
+        out = c.cli("env", "create", "-f", spec)
+        check("corral env create -f makes version 1", out.stdout == "created environment myvenv@1\n",
+              out.stdout + out.stderr)
+        listed = json.loads(c.cli("env", "list", "-o", "json").stdout)["environments"]
+        names = {e["name"] for e in listed}
+        check("env list shows the built-ins and the new one",
+              {"pytorch", "vllm", "cuda-base", "myvenv"} <= names, names)
+        out = c.cli("submit", "--environment", "myvenv", "-o", "json")
+        job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("submit --environment without a command uses the environment's", job is not None,
+              out.stdout + out.stderr)
+        ok = job is not None and c.wait_state(job, ("succeeded", "failed"), 30)
+        log = c.cli("logs", str(job)).stdout if job else ""
+        check("the job ran inside the venv",
+              ok and c.job(job)["state"] == "succeeded" and
+              f"{venv}/bin/python3" in log and f"VENV={venv}" in log and
+              "ENV=myvenv@1" in log, (log, job and c.job(job)))
+        check("the job's spec pins the version", job and
+              c.job(job)["spec"]["environment"] == "myvenv@1", job and c.job(job)["spec"])
+
+        out = c.cli("env", "clone", "myvenv", "myvenv2", "--set", "env.GREETING=bye",
+                    "--set", "gpus.min=1", "-o", "json")
+        clone = json.loads(out.stdout) if out.returncode == 0 else {}
+        check("env clone --set changes fields of a copy",
+              clone.get("spec", {}).get("env") == {"GREETING": "bye"} and
+              clone["spec"]["gpus"] == {"min": 1} and clone["spec"]["host"] == {"venv": venv},
+              out.stdout + out.stderr)
+        out = c.cli("env", "clone", "myvenv", "bad", "--set", "colour=red")
+        check("a bad clone names the field", out.returncode != 0 and "'colour'" in out.stderr,
+              out.stderr)
+
+        c.api("POST", "/api/v1/projects", {"name": "vision"})
+        c.api("POST", "/api/v1/projects/vision/members", {"user": "admin"})
+        carol = c.api("POST", "/api/v1/users", {"name": "carol", "projects": ["vision"]})[1]["token"]
+        out = c.cli("env", "show", "myvenv", token=carol)
+        check("another user cannot see the environment", out.returncode == 3, out.stderr)
+        out = c.cli("env", "share", "myvenv", "--project", "vision")
+        check("env share", out.returncode == 0, out.stdout + out.stderr)
+        out = c.cli("env", "show", "myvenv@1", "-o", "json", token=carol)
+        check("after sharing, a member of the project sees it",
+              out.returncode == 0 and json.loads(out.stdout)["projects"] == ["vision"], out.stderr)
+        out = c.cli("submit", "--environment", "myvenv", "--project", "vision", "-o", "json",
+                    "--", "sh", "-c", "echo $GREETING from $VIRTUAL_ENV", token=carol)
+        job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        ok = job is not None and c.wait_state(job, ("succeeded", "failed"), 30)
+        log = c.cli("logs", str(job), token=carol).stdout if job else ""
+        check("and uses it", ok and log.strip() == f"hello from {venv}", (out.stderr, log))
+    finally:
+        c.stop()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
@@ -669,7 +735,8 @@ def main():
                      test_server_sigkill_keeps_acknowledged_jobs,
                      test_server_sigkill_with_running_tasks, test_time_limit,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
-                     test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running):
+                     test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
+                     test_environments_venv_clone_and_share):
             print(f"== {test.__name__}", flush=True)
             try:
                 test(root)

@@ -58,16 +58,17 @@ Result<nlohmann::json> AgentLoop::Inventory() {
                     {"memory_mib", g.memory.value()},
                     {"nvlink_domain", g.nvlink_domain}});
   }
-  return nlohmann::json{{"hostname", host->hostname},
-                        {"cpu_milli", host->cpu.value()},
-                        {"memory_mib", host->memory.value()},
-                        {"gpu_model", gpus->model},
-                        {"gpus", list},
-                        {"labels", options_.labels},
-                        {"address", !options_.address.empty() ? options_.address
-                                    : !options_.name.empty()  ? options_.name
-                                                              : host->hostname},
-                        {"runtimes", {"process"}}};
+  nlohmann::json inventory{{"hostname", host->hostname},
+                           {"cpu_milli", host->cpu.value()},
+                           {"memory_mib", host->memory.value()},
+                           {"gpu_model", gpus->model},
+                           {"gpus", list},
+                           {"labels", options_.labels},
+                           {"runtimes", {"process"}}};
+  // Only when given: the server falls back to the node name (and an agent upgraded in place
+  // keeps the inventory its node registered with).
+  if (!options_.address.empty()) inventory["address"] = options_.address;
+  return inventory;
 }
 
 Status AgentLoop::Register() {

@@ -29,7 +29,8 @@ struct AgentOptions {
   std::string ca_cert;  // PEM bundle to verify an https server with (default: system CAs)
   int wait_ms = 1000;   // heartbeat long-poll; also bounds how late an exit is reported
   std::map<std::string, std::string> labels;  // sent in the inventory (validated)
-  // How other nodes reach this one (MASTER_ADDR, hostfiles); empty: the node name.
+  // How other nodes reach this one (MASTER_ADDR, hostfiles); empty: not sent, and the server
+  // uses the node name.
   std::string address;
 };
 

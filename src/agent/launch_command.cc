@@ -171,13 +171,16 @@ int RunProcs(const std::vector<std::string>& command, int procs) {
       const int local_rank = it->second;
       running.erase(it);
       const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      // Every process's end is kept in the part's log, not only the first failure's.
+      const std::string how = WIFEXITED(status)
+                                  ? "exited with " + std::to_string(code)
+                                  : "was killed by signal " + std::to_string(WTERMSIG(status));
       if (code != 0 && !result) {
-        std::cerr << "corral launch: process " << local_rank << " "
-                  << (WIFEXITED(status)
-                          ? "exited with " + std::to_string(code)
-                          : "was killed by signal " + std::to_string(WTERMSIG(status)))
+        std::cerr << "corral launch: process " << local_rank << " " << how
                   << "; stopping the others\n";
         stop_others(code);
+      } else if (code != 0) {
+        std::cerr << "corral launch: process " << local_rank << " " << how << "\n";
       }
     }
   }

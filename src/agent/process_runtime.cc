@@ -335,6 +335,12 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     launch.workdir = *scratch;
   }
   if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
+  if (launch.environment && launch.environment->runtime != "process") {
+    return FailToStart(launch, "environment '" + launch.environment->name + "@" +
+                                   std::to_string(launch.environment->version) + "' needs the " +
+                                   launch.environment->runtime +
+                                   " runtime; this is the process runtime");
+  }
   const std::string hostfile = launch.distributed ? HostfilePath(launch.key) : "";
   const std::vector<std::string> env =
       TaskEnvironment(launch, options_.node_name, base_env_, hostfile);

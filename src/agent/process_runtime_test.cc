@@ -278,6 +278,57 @@ TEST_F(ProcessRuntimeTest, LaunchesThatCannotStartAreReportedWithTheReason) {
   EXPECT_EQ(runtime->Poll().size(), cases.size() - 1);
 }
 
+// A fake venv (conda prefix): a directory with bin/python3 printing its own path.
+std::string MakePrefix(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/bin");
+  std::ofstream(dir + "/bin/python3") << "#!/bin/sh\necho \"python in $0\"\n";
+  chmod((dir + "/bin/python3").c_str(), 0755);
+  return dir;
+}
+
+TEST_F(ProcessRuntimeTest, VenvEnvironmentLeadsPathAndSetsVirtualEnv) {
+  auto runtime = MakeRuntime();
+  const std::string venv = MakePrefix(root_ + "/venv");
+  TaskLaunch l = Launch(1, {"sh", "-c", "python3; env"});
+  l.environment = LaunchEnvironment{"torch", 3, "process", "", venv, ""};
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  const std::string out = "\n" + Stdout(*runtime, l.key);
+  EXPECT_THAT(out, HasSubstr("python in " + venv + "/bin/python3\n"));
+  EXPECT_THAT(out, HasSubstr("\nPATH=" + venv + "/bin:"));
+  EXPECT_THAT(out, HasSubstr("\nVIRTUAL_ENV=" + venv + "\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_ENVIRONMENT=torch@3\n"));
+  EXPECT_THAT(out, Not(HasSubstr("CONDA_PREFIX")));
+}
+
+TEST_F(ProcessRuntimeTest, CondaEnvironmentLeadsPathAndSetsCondaPrefix) {
+  auto runtime = MakeRuntime();
+  const std::string conda = MakePrefix(root_ + "/conda");
+  TaskLaunch l = Launch(1, {"env"});
+  l.environment = LaunchEnvironment{"rapids", 1, "process", "", "", conda};
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  const std::string out = "\n" + Stdout(*runtime, l.key);
+  EXPECT_THAT(out, HasSubstr("\nPATH=" + conda + "/bin:"));
+  EXPECT_THAT(out, HasSubstr("\nCONDA_PREFIX=" + conda + "\n"));
+  EXPECT_THAT(out, Not(HasSubstr("VIRTUAL_ENV")));
+}
+
+TEST_F(ProcessRuntimeTest, EnvironmentThatCannotRunHereFailsToStart) {
+  auto runtime = MakeRuntime();
+  TaskLaunch missing = Launch(1, {"true"});
+  missing.environment = LaunchEnvironment{"torch", 2, "process", "", root_ + "/no-venv", ""};
+  TaskStatus s = runtime->Start(missing);
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_THAT(s.message, HasSubstr("field 'environment.venv': '" + root_ + "/no-venv'"));
+  EXPECT_THAT(s.message, HasSubstr("torch@2"));
+  TaskLaunch container = Launch(2, {"true"});
+  container.environment = LaunchEnvironment{"cuda-base", 1, "container", "nvcr.io/x", "", ""};
+  s = runtime->Start(container);
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_THAT(s.message, HasSubstr("needs the container runtime"));
+}
+
 TEST_F(ProcessRuntimeTest, ExecFailureIsFailedToStart) {
   auto runtime = MakeRuntime();
   const std::string script = task_dir_ + "/bad-interpreter.sh";
@@ -741,7 +792,11 @@ TEST_F(DistributedRuntimeTest, OneFailingProcessStopsItsSiblingsAndGivesItsStatu
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(8));
   EXPECT_EQ(end.state, TaskState::kExited);
   EXPECT_EQ(end.exit_code, 3);
-  EXPECT_THAT(Stderr(*runtime, l.key), HasSubstr("process 1 exited with 3; stopping the others"));
+  const std::string err = Stderr(*runtime, l.key);
+  EXPECT_THAT(err, HasSubstr("process 1 exited with 3; stopping the others"));
+  // The siblings' ends are kept too.
+  EXPECT_THAT(err, HasSubstr("process 0 was killed by signal 15"));
+  EXPECT_THAT(err, HasSubstr("process 2 was killed by signal 15"));
 }
 
 TEST_F(DistributedRuntimeTest, KillReachesEveryProcessAndTheLauncherExits143) {

@@ -95,6 +95,29 @@ std::map<std::string, std::string> RankEnvironment(
     }
   }
   if (node_env.count(kJaxCoordinator) != 0) env["JAX_PROCESS_ID"] = std::to_string(rank);
+  // TensorFlow and JAX take memory on every GPU they see: with several processes per part,
+  // each gets its own equal slice of the part's GPUs (torch-style code picks by LOCAL_RANK).
+  auto launcher = node_env.find("CORRAL_LAUNCHER");
+  auto visible = node_env.find("CUDA_VISIBLE_DEVICES");
+  const int64_t procs = IntValue(node_env, kLocalWorldSize, 1);
+  if (launcher != node_env.end() && (launcher->second == "tf" || launcher->second == "jax") &&
+      visible != node_env.end() && procs > 1) {
+    std::vector<std::string> gpus;
+    for (size_t start = 0; start < visible->second.size();) {
+      size_t comma = visible->second.find(',', start);
+      if (comma == std::string::npos) comma = visible->second.size();
+      if (comma > start) gpus.push_back(visible->second.substr(start, comma - start));
+      start = comma + 1;
+    }
+    if (!gpus.empty() && static_cast<int64_t>(gpus.size()) % procs == 0) {
+      const size_t per = gpus.size() / static_cast<size_t>(procs);
+      std::string slice;
+      for (size_t g = static_cast<size_t>(local_rank) * per; g < (local_rank + 1) * per; ++g) {
+        slice += (slice.empty() ? "" : ",") + gpus[g];
+      }
+      env["CUDA_VISIBLE_DEVICES"] = slice;
+    }
+  }
   return env;
 }
 

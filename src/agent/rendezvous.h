@@ -34,7 +34,9 @@ std::map<std::string, std::string> DistributedEnvironment(const TaskLaunch& laun
 // are `node_env` (DistributedEnvironment(), or the environment `corral launch` inherited):
 // RANK = NODE_RANK × LOCAL_WORLD_SIZE + local_rank, LOCAL_RANK = local_rank and, when node_env
 // has them, TF_CONFIG with task.index = RANK (TF_CONFIG present) and JAX_PROCESS_ID = RANK
-// (JAX_COORDINATOR_ADDRESS present). A NODE_RANK that is missing or not a number reads as 0, such
+// (JAX_COORDINATOR_ADDRESS present); for tf and jax (CORRAL_LAUNCHER) with LOCAL_WORLD_SIZE
+// P > 1, CUDA_VISIBLE_DEVICES = the local_rank-th of P equal slices of the part's GPUs (all of
+// them when they do not divide by P). A NODE_RANK that is missing or not a number reads as 0, such
 // a LOCAL_WORLD_SIZE as 1; a TF_CONFIG that is not a JSON object with a "task" object is left
 // alone.
 std::map<std::string, std::string> RankEnvironment(

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "agent/distributed_test_support.h"
 
@@ -103,12 +104,51 @@ TEST(RankEnvironmentTest, TfConfigAndJaxProcessIdFollowTheRank) {
             (Env{{"RANK", "5"}, {"LOCAL_RANK", "2"}, {"JAX_PROCESS_ID", "5"}}));
 }
 
+TEST(RankEnvironmentTest, TfAndJaxProcessesGetTheirOwnGpus) {
+  Env jax = DistributedEnvironment(DistributedLaunch(Launcher::kJax));  // P = 3
+  jax["CUDA_VISIBLE_DEVICES"] = "0,1,4,5,6,7";
+  EXPECT_EQ(RankEnvironment(jax, 0)["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(RankEnvironment(jax, 2)["CUDA_VISIBLE_DEVICES"], "6,7");
+  jax["CUDA_VISIBLE_DEVICES"] = "0,1";  // does not divide by 3: left as it is
+  EXPECT_EQ(RankEnvironment(jax, 1).count("CUDA_VISIBLE_DEVICES"), 0u);
+  Env none = DistributedEnvironment(DistributedLaunch(Launcher::kNone));
+  none["CUDA_VISIBLE_DEVICES"] = "0,1,2";  // torch-style: every process sees all
+  EXPECT_EQ(RankEnvironment(none, 1).count("CUDA_VISIBLE_DEVICES"), 0u);
+}
+
 TEST(RankEnvironmentTest, MissingOrMalformedNodeVariablesHaveFallbacks) {
   EXPECT_EQ(RankEnvironment({}, 2), (Env{{"RANK", "2"}, {"LOCAL_RANK", "2"}}));
   EXPECT_EQ(RankEnvironment({{"NODE_RANK", "x"}, {"LOCAL_WORLD_SIZE", "4"}}, 1)["RANK"], "1");
   EXPECT_EQ(RankEnvironment({{"NODE_RANK", "2"}, {"LOCAL_WORLD_SIZE", "4 "}}, 1)["RANK"], "3");
   Env env = RankEnvironment({{"TF_CONFIG", "not json"}}, 0);
   EXPECT_EQ(env.count("TF_CONFIG"), 0u);
+}
+
+// The server refuses job env names with model::IsRendezvousEnvName; the agent derives them from
+// what it sets. The two lists must agree, launcher by launcher.
+TEST(RendezvousEnvNameTest, TheModelsListIsWhatTheAgentSets) {
+  for (Launcher launcher : {Launcher::kNone, Launcher::kTorchrun, Launcher::kMpi,
+                            Launcher::kDeepspeed, Launcher::kTf, Launcher::kJax}) {
+    const Distributed d = DistributedLaunch(launcher).distributed.value();
+    std::set<std::string> agent;
+    TaskLaunch launch = DistributedLaunch(launcher);
+    const Env node = DistributedEnvironment(launch);
+    for (const auto& [name, value] : node) agent.insert(name);
+    for (const auto& [name, value] : HostfileEnvironment(d, "/h")) agent.insert(name);
+    if (SetsRankVariables(launcher)) {
+      for (const auto& [name, value] : RankEnvironment(node, 0)) agent.insert(name);
+    }
+    for (const std::string& name : agent) {
+      EXPECT_TRUE(model::IsRendezvousEnvName(launcher, name))
+          << model::LauncherName(launcher) << ": " << name;
+      EXPECT_TRUE(IsRendezvousEnvName(d, name));
+    }
+    for (const char* name : {"RANK", "LOCAL_RANK", "TF_CONFIG", "CROSS_RANK", "JAX_PROCESS_ID",
+                             "OMPI_MCA_orte_default_hostfile", "MY_VAR"}) {
+      EXPECT_EQ(model::IsRendezvousEnvName(launcher, name), agent.count(name) == 1)
+          << model::LauncherName(launcher) << ": " << name;
+    }
+  }
 }
 
 TEST(HostfileTest, OneLinePerHostWithTheSlotsOfItsParts) {

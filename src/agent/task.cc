@@ -9,20 +9,13 @@
 #include <set>
 
 #include "agent/rendezvous.h"
+#include "model/job.h"
 #include "model/node.h"
 
 namespace corral::agent {
 namespace {
 
 using nlohmann::json;
-
-bool IsValidEnvName(const std::string& name) {
-  if (name.empty()) return false;
-  if (!std::isalpha(static_cast<unsigned char>(name[0])) && name[0] != '_') return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
 
 bool HasNul(const std::string& s) { return s.find('\0') != std::string::npos; }
 
@@ -117,10 +110,10 @@ std::optional<FieldProblem> DistributedProblem(const Distributed& d) {
   if (Status s = model::ValidateNodeAddress(d.master_addr); !s.ok()) {
     return FieldProblem{"distributed.master_addr", s.message()};
   }
-  const int max_port = 65535 - d.procs_per_node;
+  const int max_port = 65535 - d.procs_per_node * d.nodes;
   if (d.port < 1024 || d.port > max_port) {
     return FieldProblem{"distributed.port", "must be in 1024.." + std::to_string(max_port) +
-                                                " (a block of procs_per_node ports), got " +
+                                                " (a block of up to one port per rank), got " +
                                                 std::to_string(d.port)};
   }
   if (d.hosts.size() != static_cast<size_t>(d.nodes)) {
@@ -188,8 +181,7 @@ const char* TaskStateName(TaskState state) {
 bool IsTerminal(TaskState state) { return state != TaskState::kRunning; }
 
 bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch) {
-  return name.rfind("CORRAL_", 0) == 0 || name == "CUDA_VISIBLE_DEVICES" ||
-         name == "NVIDIA_VISIBLE_DEVICES" ||
+  return model::IsTaskEnvName(name) ||
          (launch.distributed && IsRendezvousEnvName(*launch.distributed, name));
 }
 
@@ -221,7 +213,7 @@ Status Validate(const TaskLaunch& l) {
   }
   if (!S_ISDIR(st.st_mode)) return bad("workdir", "'" + l.workdir + "' is not a directory");
   for (const auto& [name, value] : l.env) {
-    if (!IsValidEnvName(name)) {
+    if (!model::IsEnvName(name)) {
       return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
     }
     if (IsReservedEnvName(name, l)) {
@@ -241,6 +233,25 @@ Status Validate(const TaskLaunch& l) {
   if (l.cpu.value() < 0) return bad("cpu_milli", "must be >= 0");
   if (l.memory.value() < 0) return bad("memory_mib", "must be >= 0");
   if (l.time_limit.value() < 0) return bad("time_limit_s", "must be >= 0");
+  if (l.environment) {
+    const LaunchEnvironment& e = *l.environment;
+    if (e.runtime != "process" && e.runtime != "container") {
+      return bad("environment.runtime", "must be process or container, got '" + e.runtime + "'");
+    }
+    for (const auto& [field, path] : {std::pair<std::string, std::string>{"venv", e.venv},
+                                      std::pair<std::string, std::string>{"conda", e.conda}}) {
+      if (path.empty()) continue;
+      if (path[0] != '/' || HasNul(path)) {
+        return bad("environment." + field, "must be an absolute path, got '" + path + "'");
+      }
+      struct stat prefix;
+      if (stat(path.c_str(), &prefix) != 0 || !S_ISDIR(prefix.st_mode)) {
+        return bad("environment." + field, "'" + path + "' (environment '" + e.name + "@" +
+                                               std::to_string(e.version) +
+                                               "') does not exist on this node");
+      }
+    }
+  }
   if (l.distributed) {
     const Distributed& d = *l.distributed;
     if (auto problem = DistributedProblem(d)) return bad(problem->field, problem->why);
@@ -265,6 +276,15 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   std::map<std::string, std::string> env = base;
   for (const auto& [name, value] : launch.env) {
     if (!IsReservedEnvName(name, launch)) env[name] = value;
+  }
+  if (const auto& e = launch.environment) {
+    env["CORRAL_ENVIRONMENT"] = e->name + "@" + std::to_string(e->version);
+    const std::string& prefix = e->venv.empty() ? e->conda : e->venv;
+    if (!prefix.empty()) {
+      const std::string path = env["PATH"];
+      env["PATH"] = prefix + "/bin" + (path.empty() ? "" : ":" + path);
+      env[e->venv.empty() ? "CONDA_PREFIX" : "VIRTUAL_ENV"] = prefix;
+    }
   }
   const std::string gpus = JoinIndices(launch.gpus);
   env["CUDA_VISIBLE_DEVICES"] = gpus;
@@ -315,6 +335,11 @@ nlohmann::json ToJson(const TaskLaunch& l) {
       {"project", l.project},
   };
   if (l.array_index) out["array_index"] = *l.array_index;
+  if (l.environment) {
+    const LaunchEnvironment& e = *l.environment;
+    out["environment"] = json{{"name", e.name},   {"version", e.version}, {"runtime", e.runtime},
+                              {"image", e.image}, {"venv", e.venv},       {"conda", e.conda}};
+  }
   if (l.distributed) {
     const Distributed& d = *l.distributed;
     out["distributed"] = json{
@@ -411,6 +436,18 @@ Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& j) {
       return r.Bad("array_index", "must be 0..2147483647");
     }
     l.array_index = index;
+  }
+  if (const json* environment = r.Find("environment")) {
+    if (!environment->is_object()) return r.Bad("environment", "must be an object");
+    FieldReader e(*environment, "task launch", "environment.");
+    LaunchEnvironment env;
+    CORRAL_RETURN_IF_ERROR(e.String("name", true, env.name));
+    CORRAL_RETURN_IF_ERROR(e.Int("version", true, env.version));
+    CORRAL_RETURN_IF_ERROR(e.String("runtime", true, env.runtime));
+    CORRAL_RETURN_IF_ERROR(e.String("image", false, env.image));
+    CORRAL_RETURN_IF_ERROR(e.String("venv", false, env.venv));
+    CORRAL_RETURN_IF_ERROR(e.String("conda", false, env.conda));
+    l.environment = std::move(env);
   }
   if (const json* distributed = r.Find("distributed")) {
     Result<Distributed> d = DistributedFromJson(*distributed);

@@ -42,11 +42,25 @@ struct Distributed {
   int node_rank = 0;        // this part's index: == TaskLaunch::task_index
   int nodes = 1;            // N: == TaskLaunch::tasks
   std::string master_addr;  // address of part 0's node (model::ValidateNodeAddress)
-  // Base of the ports [port, port + P) reserved for the job on every node of the job:
+  // Base of the block of ports reserved for the job on every node of the job (one port, or one
+  // per rank for tf; see docs/distributed.md):
   // 1024..65535 - P.
   int port = 0;
   // The address of each part's node, by node rank (N entries; parts may share an address).
   std::vector<std::string> hosts;
+};
+
+// The environment asset (docs/environments.md) a task runs in, as the server resolved it: its
+// pinned version and what the runtime sets up. The process runtime puts <venv>/bin or
+// <conda>/bin first on PATH and sets VIRTUAL_ENV or CONDA_PREFIX; it cannot run a "container"
+// environment.
+struct LaunchEnvironment {
+  std::string name;
+  int64_t version = 0;  // >= 1
+  std::string runtime;  // "process" | "container"
+  std::string image;    // container image; may be empty
+  std::string venv;     // absolute, an existing directory on the node; may be empty
+  std::string conda;    // absolute, an existing directory on the node; may be empty
 };
 
 struct TaskLaunch {
@@ -67,8 +81,9 @@ struct TaskLaunch {
   Seconds time_limit{0};                   // 0 = none
   std::string user;
   std::string project;
-  std::optional<Distributed> distributed;  // nullopt: not part of a distributed job
-  std::optional<int64_t> array_index;      // an array element's index (CORRAL_ARRAY_INDEX)
+  std::optional<Distributed> distributed;        // nullopt: not part of a distributed job
+  std::optional<int64_t> array_index;            // an array element's index (CORRAL_ARRAY_INDEX)
+  std::optional<LaunchEnvironment> environment;  // nullopt: the agent's own environment
 };
 
 enum class TaskState {
@@ -99,7 +114,8 @@ struct TaskStatus {
 // Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
 // an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
 // distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
-// shell with torchrun, which takes a script).
+// shell with torchrun, which takes a script), and that an environment's venv or conda prefix is an
+// existing directory ("field 'environment.venv': '/opt/x' does not exist on this node").
 Status Validate(const TaskLaunch& launch);
 
 // True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
@@ -115,7 +131,9 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 // DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
 // part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
 // HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote
-// Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches.
+// Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches. With an
+// environment: CORRAL_ENVIRONMENT=NAME@VERSION and, for a venv (conda prefix), PATH starting
+// with <venv>/bin (<conda>/bin) and VIRTUAL_ENV (CONDA_PREFIX); those win over the job's env.
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
                                          const std::map<std::string, std::string>& base,
                                          const std::string& hostfile = "");

@@ -61,7 +61,7 @@ TEST(TaskLaunchTest, DistributedErrorsNameTheField) {
       {[](TaskLaunch& l) { l.distributed->procs_per_node = 0; },
        "field 'distributed.procs_per_node': must be in 1..64, got 0"},
       {[](TaskLaunch& l) { l.distributed->port = 65534; },
-       "field 'distributed.port': must be in 1024..65533"},
+       "field 'distributed.port': must be in 1024..65531"},
       {[](TaskLaunch& l) { l.distributed->hosts.pop_back(); },
        "field 'distributed.hosts': must have one address per node (2), got 1"},
       {[](TaskLaunch& l) { l.distributed->hosts[1] = "a\nb"; }, "field 'distributed.hosts[1]'"},
@@ -270,6 +270,21 @@ TEST(TaskJsonTest, LaunchRoundTripsInProtocolFieldNames) {
   EXPECT_FALSE(back->distributed.has_value());
 }
 
+TEST(TaskJsonTest, EnvironmentRoundTrips) {
+  TaskLaunch l = ValidLaunch();
+  l.environment = LaunchEnvironment{
+      "pytorch", 2, "process", "nvcr.io/nvidia/pytorch:24.05-py3", "/opt/corral/envs/pytorch", ""};
+  nlohmann::json j = ToJson(l);
+  auto back = TaskLaunchFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_TRUE(back->environment.has_value());
+  EXPECT_EQ(back->environment->venv, "/opt/corral/envs/pytorch");
+  EXPECT_EQ(ToJson(*back), j);
+  j["environment"].erase("runtime");
+  EXPECT_THAT(TaskLaunchFromJson(j).status().message(),
+              HasSubstr("field 'environment.runtime': is required"));
+}
+
 TEST(TaskJsonTest, DistributedRoundTrips) {
   TaskLaunch l = DistributedLaunch();
   l.distributed->launcher = model::Launcher::kDeepspeed;
@@ -315,8 +330,8 @@ TEST(TaskJsonTest, DistributedErrorsNameTheField) {
       {"master_addr", "a b", "field 'distributed.master_addr': address 'a b'"},
       {"port", nullptr, "field 'distributed.port': is required"},
       {"port", 1.5, "field 'distributed.port': must be an integer"},
-      {"port", 80, "field 'distributed.port': must be in 1024..65533"},
-      {"port", 65534, "field 'distributed.port': must be in 1024..65533"},
+      {"port", 80, "field 'distributed.port': must be in 1024..65531"},
+      {"port", 65534, "field 'distributed.port': must be in 1024..65531"},
       {"hosts", nullptr, "field 'distributed.hosts': is required"},
       {"hosts", "10.77.0.2", "field 'distributed.hosts': must be an array of addresses"},
       {"hosts", nlohmann::json({"10.77.0.2", 3}),

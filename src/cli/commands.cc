@@ -106,7 +106,7 @@ struct SubmitFlags {
   std::string file, name, project, workdir;
   int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
   int nodes = -1, gpus_per_node = -1, procs_per_node = -1;
-  std::string launcher;
+  std::string launcher, environment;
   int64_t cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
@@ -124,6 +124,10 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     // The distributed spellings of a spec file: nodes = tasks, gpus_per_node = resources.gpus.
     for (const auto& [alias, field] : {std::pair{"nodes", "tasks"}, {"gpus_per_node", "gpus"}}) {
       if (!spec.contains(alias)) continue;
+      if (std::string(field) == "gpus" && spec.contains("resources") &&
+          !spec["resources"].is_object()) {
+        return InvalidArgument(f.file + ": field 'resources': must be a mapping");
+      }
       json& target = std::string(field) == "gpus" ? spec["resources"][field] : spec[field];
       if (!target.is_null() && target != spec[alias]) {
         return InvalidArgument(f.file + ": '" + alias + "' and '" + field +
@@ -136,6 +140,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.project.empty()) spec["project"] = f.project;
   if (!f.workdir.empty()) spec["workdir"] = f.workdir;
+  if (!f.environment.empty()) spec["environment"] = f.environment;
   if (!f.command.empty()) spec["command"] = f.command;
   if (f.shell) {
     spec["shell"] = true;
@@ -265,6 +270,9 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
   c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
+  c->add_option("--environment", f->environment,
+                "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
+                "the default when none is given");
   c->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
   c->add_option("--array", f->array,
                 "An array, one job per index (Slurm's syntax): 0-99, 1,3,5-7, 0-20:5 (a step); "
@@ -313,7 +321,8 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->add_option("--state", f->state, "Only these states, comma-separated");
   jobs->add_option("--limit", f->limit, "Jobs per page, newest first (default 100, at most 1000)");
   jobs->add_option("--before", f->before, "Only jobs with smaller ids (the next page's start)");
-  jobs->add_option("--array", f->array, "Only the elements of this array (its id)");
+  jobs->add_option("--array", f->array, "Only the elements of this array (its id)")
+      ->check(CLI::PositiveNumber);
   out_opt(jobs);
   jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
@@ -371,7 +380,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   CLI::App* cancel = app.add_subcommand(
       "cancel", "Cancel a job, or with --array every element of an array not yet ended");
   cancel->add_option("id", f->id, "Job id (one element of an array cancels that element)");
-  cancel->add_option("--array", f->array, "Array id");
+  cancel->add_option("--array", f->array, "Array id")->check(CLI::PositiveNumber);
   out_opt(cancel);
   cancel->callback([f, exit_code, cancel] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
@@ -425,6 +434,156 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
       }
+    });
+  });
+}
+
+// "KEY=VALUE" of `corral env clone --set` into the JSON merge patch `patch`: KEY is a spec field,
+// dotted for nested ones (host.venv, gpus.min, env.NAME); VALUE is JSON when it parses as JSON
+// (numbers, lists, null to remove a field), else a string.
+Status AddSetting(const std::string& setting, json& patch) {
+  const size_t eq = setting.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return InvalidArgument("--set: expected KEY=VALUE, got '" + setting + "'");
+  }
+  const std::string key = setting.substr(0, eq), text = setting.substr(eq + 1);
+  json value = json::parse(text, nullptr, false);
+  if (value.is_discarded()) value = text;
+  json* target = &patch;
+  size_t start = 0;
+  for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', start)) {
+    target = &(*target)[key.substr(start, dot - start)];
+    if (!target->is_null() && !target->is_object()) {
+      return InvalidArgument("--set: '" + key + "' sets a field inside a value set before");
+    }
+    start = dot + 1;
+  }
+  (*target)[key.substr(start)] = value;
+  return Status::Ok();
+}
+
+void PrintEnvironments(const json& envs) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& e : envs) {
+    std::string runtimes, projects;
+    for (const auto& r : e["runtimes"])
+      runtimes += (runtimes.empty() ? "" : ",") + r.get<std::string>();
+    for (const auto& p : e["projects"])
+      projects += (projects.empty() ? "" : ",") + p.get<std::string>();
+    rows.push_back({Str(e, "name"), Str(e, "version"),
+                    e.value("builtin", false) ? "(built-in)" : Str(e, "owner"), runtimes, projects,
+                    Str(e["spec"], "description")});
+  }
+  PrintTable({"NAME", "VERSION", "OWNER", "RUNTIMES", "SHARED WITH", "DESCRIPTION"}, rows);
+}
+
+void PrintEnvironment(const json& e) {
+  std::cout << "Environment " << Str(e, "name") << "@" << Str(e, "version")
+            << "  owner: " << (e.value("builtin", false) ? "(built-in)" : Str(e, "owner"))
+            << "  runtimes: " << e["runtimes"].dump() << "  shared with: " << e["projects"].dump()
+            << "\n"
+            << e["spec"].dump(2) << "\n";
+}
+
+void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
+  struct Flags {
+    std::string name, target, file, project, image, description, output = "table";
+    std::vector<std::string> settings;
+  };
+  auto f = std::make_shared<Flags>();
+  auto out_opt = [&](CLI::App* c) {
+    c->add_option("-o,--output", f->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  };
+  // Prints an environment answer: JSON, or `verb` and NAME@VERSION.
+  auto print = [f](const json& e, const std::string& verb) {
+    PrintAnswer(e, f->output, verb + " environment " + Str(e, "name") + "@" + Str(e, "version"));
+  };
+  CLI::App* env = app.add_subcommand("env", "Environments jobs run in (docs/environments.md)");
+  env->require_subcommand(1);
+
+  CLI::App* list = env->add_subcommand("list", "Environments you may use (latest versions)");
+  out_opt(list);
+  list->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Get("/api/v1/envs");
+      if (!r.ok()) return r.status();
+      if (f->output == "json") {
+        std::cout << r->dump(2) << "\n";
+      } else {
+        PrintEnvironments((*r)["environments"]);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* show = env->add_subcommand("show", "One environment: NAME (latest) or NAME@VERSION");
+  show->add_option("name", f->name, "NAME or NAME@VERSION")->required();
+  out_opt(show);
+  show->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      const size_t at = f->name.find('@');
+      std::string path = "/api/v1/envs/" + f->name.substr(0, at);
+      if (at != std::string::npos) path += "?version=" + f->name.substr(at + 1);
+      auto r = client.Get(path);
+      if (!r.ok()) return r.status();
+      if (f->output == "json") {
+        std::cout << r->dump(2) << "\n";
+      } else {
+        PrintEnvironment(*r);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* create = env->add_subcommand(
+      "create", "Create an environment from a spec file, or a new version of one of yours");
+  create->add_option("-f,--file", f->file, "Environment spec (YAML or JSON)")->required();
+  out_opt(create);
+  create->callback([f, print, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto spec = ReadJsonOrYamlFile(f->file);
+      if (!spec.ok()) return spec.status();
+      auto r = client.Post("/api/v1/envs", *spec);
+      if (!r.ok()) return r.status();
+      print(*r, "created");
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* clone = env->add_subcommand("clone", "Create environment NEW from SRC, changed");
+  clone->add_option("source", f->name, "The environment to copy (its latest version)")->required();
+  clone->add_option("name", f->target, "The new environment's name")->required();
+  clone->add_option("--set", f->settings,
+                    "KEY=VALUE: a spec field to change (dotted: host.venv, gpus.min, env.NAME; "
+                    "VALUE is JSON or a string; null removes it); repeatable");
+  clone->add_option("--image", f->image, "The container image (same as --set image=I)");
+  clone->add_option("--description", f->description, "What it is for");
+  out_opt(clone);
+  clone->callback([f, print, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      json patch = json::object();
+      for (const auto& setting : f->settings) CORRAL_RETURN_IF_ERROR(AddSetting(setting, patch));
+      if (!f->image.empty()) patch["image"] = f->image;
+      if (!f->description.empty()) patch["description"] = f->description;
+      auto r =
+          client.Post("/api/v1/envs/" + f->name + "/clone", {{"name", f->target}, {"set", patch}});
+      if (!r.ok()) return r.status();
+      print(*r, "created");
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* share = env->add_subcommand("share", "Let a project's members use an environment");
+  share->add_option("name", f->name, "Environment")->required();
+  share->add_option("--project", f->project, "Project")->required();
+  out_opt(share);
+  share->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Post("/api/v1/envs/" + f->name + "/share", {{"project", f->project}});
+      if (!r.ok()) return r.status();
+      PrintAnswer(*r, f->output, "shared environment " + f->name + " with " + f->project);
+      return Status::Ok();
     });
   });
 }
@@ -675,6 +834,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
 void AddClientCommands(CLI::App& app, int* exit_code) {
   AddSubmit(app, exit_code);
   AddJobCommands(app, exit_code);
+  AddEnvironmentCommands(app, exit_code);
   AddClusterCommands(app, exit_code);
 }
 

@@ -21,6 +21,15 @@ enum class Launcher {
 
 inline constexpr int kMaxProcsPerNode = 64;
 
+// True for the variables corral sets in every part of a distributed job with `launcher`
+// (docs/distributed.md; agent/rendezvous.h sets them, and its tests check the two agree).
+// A job's env may not set them.
+bool IsRendezvousEnvName(Launcher launcher, std::string_view name);
+
+// True for the variables corral sets in every task (CORRAL_*, CUDA_VISIBLE_DEVICES,
+// NVIDIA_VISIBLE_DEVICES). A job's env may not set them.
+bool IsTaskEnvName(std::string_view name);
+
 // "none" | "torchrun" | "mpi" | "deepspeed" | "tf" | "jax"; the error lists the names.
 Result<Launcher> ParseLauncher(std::string_view name);
 std::string_view LauncherName(Launcher launcher);

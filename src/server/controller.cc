@@ -88,6 +88,17 @@ nlohmann::json AllocationJson(const sched::Allocation& a, const std::string& nod
           {"memory_mib", a.memory.value()}};
 }
 
+// The launch's "environment" (docs/environments.md): what the agent's runtime sets up.
+nlohmann::json LaunchEnvironment(const EnvironmentVersion& env) {
+  nlohmann::json out = {{"name", env.record.name},
+                        {"version", env.record.version},
+                        {"runtime", env.spec.PreferredRuntime()}};
+  if (!env.spec.image.empty()) out["image"] = env.spec.image;
+  if (!env.spec.venv.empty()) out["venv"] = env.spec.venv;
+  if (!env.spec.conda.empty()) out["conda"] = env.spec.conda;
+  return out;
+}
+
 // The scheduler's node from an agent inventory (see docs/control-plane.md).
 Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::json& inv) {
   try {
@@ -280,6 +291,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       store_(store),
       clock_(clock),
       batcher_(&store),
+      environments_(store, clock),
       scheduler_(std::move(scheduler)) {}
 
 Controller::~Controller() { Stop(); }
@@ -308,9 +320,12 @@ Status Controller::Recover() {
   for (const auto& record : *jobs) {
     auto spec = ParseJobSpec(nlohmann::json::parse(record.spec_json, nullptr, false));
     if (!spec.ok()) continue;  // validated at submission; a corrupt row is left alone
+    auto environment = PinnedEnvironment(*spec);
+    if (!environment.ok()) return environment.status();
     LiveJob& job = jobs_[record.id];
     job.record = record;
     job.spec = *spec;
+    job.environment = std::move(environment).value();
     if (record.cancel_reason) {
       job.cancel_requested = true;
       job.failure = *record.cancel_reason;
@@ -417,35 +432,56 @@ Result<Principal> Controller::CheckAccess(const Principal& who, const std::strin
   return who;
 }
 
-Result<JobSpec> Controller::ParseSubmission(const Principal& who,
-                                            const nlohmann::json& json) const {
+Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
+                                                           const nlohmann::json& json) {
   auto spec = ParseJobSpec(json);
   if (!spec.ok()) return spec.status();
   if (spec->project.empty()) spec->project = config_.default_project;
   auto access = CheckAccess(who, spec->project);
   if (!access.ok()) return access.status();
-  return spec;
+  Submission submission{std::move(spec).value(), std::nullopt};
+  if (!submission.spec.environment.empty()) {
+    auto env = environments_.Resolve(who, submission.spec.environment, "environment");
+    if (!env.ok()) return env.status();
+    CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
+    submission.environment = std::move(env).value();
+  }
+  return submission;
 }
 
-void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec) {
+Result<std::optional<EnvironmentVersion>> Controller::PinnedEnvironment(const JobSpec& spec) {
+  if (spec.environment.empty()) return std::optional<EnvironmentVersion>();
+  auto ref = ParseEnvironmentRef(spec.environment, "environment");
+  if (!ref.ok()) return ref.status();
+  if (!ref->version) return InvalidArgument("field 'environment': a stored spec pins a version");
+  auto env = environments_.Pinned(ref->name, *ref->version);
+  if (!env.ok()) return env.status();
+  return std::optional<EnvironmentVersion>(std::move(env).value());
+}
+
+void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
+                             std::optional<EnvironmentVersion> environment) {
   LiveJob& job = jobs_[record.id];
   job.record = record;
   job.spec = std::move(spec);
+  job.environment = std::move(environment);
   (void)scheduler_->Submit(ToModelJob(job.spec, record));
   wake_ = true;
 }
 
 Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann::json& json) {
-  auto spec = ParseSubmission(who, json);
-  if (!spec.ok()) return spec.status();
-  if (spec->array) return InvalidArgument("field 'array': an array is submitted with SubmitArray");
-  store::JobRecord record = NewJobRecord(who, *spec, clock_.Now());
+  auto submission = ParseSubmission(who, json);
+  if (!submission.ok()) return submission.status();
+  if (submission->spec.array) {
+    return InvalidArgument("field 'array': an array is submitted with SubmitArray");
+  }
+  store::JobRecord record = NewJobRecord(who, submission->spec, clock_.Now());
   auto id = batcher_.Submit(record);  // commits (group commit) before returning
   if (!id.ok()) return id.status();
   record.id = *id;
   {
     std::lock_guard lock(mu_);
-    QueueLocked(record, std::move(spec).value());
+    QueueLocked(record, std::move(submission->spec), std::move(submission->environment));
   }
   changed_.notify_all();
   return record;
@@ -453,17 +489,18 @@ Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann
 
 Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& who,
                                                               const nlohmann::json& json) {
-  auto spec = ParseSubmission(who, json);
-  if (!spec.ok()) return spec.status();
-  if (!spec->array) return InvalidArgument("field 'array': is required to submit an array");
+  auto submission = ParseSubmission(who, json);
+  if (!submission.ok()) return submission.status();
+  const JobSpec& spec = submission->spec;
+  if (!spec.array) return InvalidArgument("field 'array': is required to submit an array");
   const Seconds now = clock_.Now();
-  std::vector<ArrayElement> elements = ArrayElements(*spec);
+  std::vector<ArrayElement> elements = ArrayElements(spec);
   std::vector<store::JobRecord> records;
   records.reserve(elements.size());
   for (const ArrayElement& e : elements) {
     store::JobRecord record = NewJobRecord(who, e.spec, now);
     record.array_index = e.index;
-    record.array_max_running = spec->array->max_running;
+    record.array_max_running = spec.array->max_running;
     records.push_back(std::move(record));
   }
   auto ids = store_.InsertArray(records);  // one transaction: all elements or none
@@ -473,7 +510,7 @@ Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& w
     for (size_t i = 0; i < records.size(); ++i) {
       records[i].id = (*ids)[i];
       records[i].array_id = ids->front();
-      QueueLocked(records[i], std::move(elements[i].spec));
+      QueueLocked(records[i], std::move(elements[i].spec), submission->environment);
     }
   }
   changed_.notify_all();
@@ -1019,6 +1056,14 @@ void Controller::StopUnlaunchedTasksLocked(LiveJob& job) {
 
 void Controller::EvaluateJobLocked(LiveJob& job) {
   const JobId id = job.record.id;  // `job` may be erased below
+  // With mpi, part 0 runs mpirun and the other parts only hold their nodes: part 0's good end is
+  // the job's, however the holders end (decided first, so that a holder stopped afterwards, or
+  // seen first after a server restart, does not count as a failure).
+  if (!job.Stopping() && job.spec.launcher == model::Launcher::kMpi) {
+    for (const auto& t : job.tasks) {
+      if (t.task_index == 0 && IsTerminalTask(t.state) && !TaskFailed(t)) job.primary_done = true;
+    }
+  }
   if (!job.Stopping()) {
     for (const auto& t : job.tasks) {
       if (IsTerminalTask(t.state) && TaskFailed(t)) {
@@ -1027,12 +1072,6 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
         job.failure = DescribeEnd(t, note == job.end_notes.end() ? "" : note->second);
         break;
       }
-    }
-  }
-  // With mpi, part 0 runs mpirun and the other parts only hold their nodes: its end is the job's.
-  if (!job.Stopping() && job.spec.launcher == model::Launcher::kMpi) {
-    for (const auto& t : job.tasks) {
-      if (t.task_index == 0 && IsTerminalTask(t.state)) job.primary_done = true;
     }
   }
   if (job.Stopping() && job.record.state != "pending") {
@@ -1238,6 +1277,7 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
                            {"user", job.record.user},
                            {"project", job.record.project}};
   if (job.record.array_index) launch["array_index"] = *job.record.array_index;
+  if (job.environment) launch["environment"] = LaunchEnvironment(*job.environment);
   if (a.contains("rendezvous")) {
     const nlohmann::json& r = a["rendezvous"];
     launch["distributed"] = {{"launcher", std::string(model::LauncherName(job.spec.launcher))},

@@ -49,6 +49,7 @@
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/auth.h"
+#include "server/environment_catalog.h"
 #include "server/job_spec.h"
 #include "server/rendezvous_ports.h"
 #include "store/store.h"
@@ -133,6 +134,9 @@ class Controller {
   Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
                               std::optional<int64_t> generation);
 
+  // The environments (docs/environments.md); jobs name them in their spec's "environment".
+  EnvironmentCatalog& Environments() { return environments_; }
+
   // --- Agent gateway -------------------------------------------------------------------------
   // Registers (or re-registers) a node; returns its node token. Errors: InvalidArgument (name,
   // node id or inventory), AlreadyExists (a live node of that name has another node id).
@@ -172,6 +176,8 @@ class Controller {
     // launcher mpi: part 0 (the mpirun) ended well; the other parts are being stopped and the
     // job succeeds once they have.
     bool primary_done = false;
+    // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
+    std::optional<EnvironmentVersion> environment;
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {
@@ -237,10 +243,18 @@ class Controller {
   nlohmann::json ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
-  // A submitted spec, validated, with its project (default filled in) open to `who`.
-  Result<JobSpec> ParseSubmission(const Principal& who, const nlohmann::json& json) const;
+  // A submitted spec, validated, with its project (default filled in) open to `who` and its
+  // environment (one `who` may see) resolved and applied (ApplyEnvironment).
+  struct Submission {
+    JobSpec spec;
+    std::optional<EnvironmentVersion> environment;
+  };
+  Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
+  // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.
+  Result<std::optional<EnvironmentVersion>> PinnedEnvironment(const JobSpec& spec);
   // Takes a committed new job into memory and the scheduler's queue.
-  void QueueLocked(const store::JobRecord& record, JobSpec spec);
+  void QueueLocked(const store::JobRecord& record, JobSpec spec,
+                   std::optional<EnvironmentVersion> environment);
   // Stops a started job: the request is committed first (a restarted server goes on stopping
   // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
   Status RequestCancelLocked(LiveJob& job, const std::string& reason);
@@ -256,6 +270,7 @@ class Controller {
   store::Store& store_;
   Clock& clock_;
   store::SubmissionBatcher batcher_;
+  EnvironmentCatalog environments_;
 
   std::mutex mu_;
   std::condition_variable changed_;  // heartbeats wait on it for node versions to move

@@ -601,13 +601,13 @@ json AddressedInventory(int gpus, const std::string& address) {
   return inventory;
 }
 
-TEST_F(ControllerTest, DistributedPartsGetOneRendezvousAndDistinctPorts) {
+TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
   ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
   ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
   json spec = Spec(4, 2);
   spec["launcher"] = "torchrun";
   spec["procs_per_node"] = 2;
-  const JobId first = Submit(spec);
+  Submit(spec);
   controller_->Tick();
   std::map<int, json> launches;        // by node rank
   std::map<int, std::string> node_of;  // by node rank
@@ -619,6 +619,7 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvousAndDistinctPorts) {
     node_of[rank] = node;
   }
   const std::string master = launches[0]["distributed"]["master_addr"];
+  EXPECT_EQ(master, node_of[0] == "a" ? "10.0.0.1" : "10.0.0.2");  // part 0's node's address
   for (const auto& [rank, launch] : launches) {
     const json& d = launch["distributed"];
     EXPECT_EQ(d["launcher"], "torchrun");
@@ -626,39 +627,54 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvousAndDistinctPorts) {
     EXPECT_EQ(d["node_rank"], rank);
     EXPECT_EQ(d["nodes"], 2);
     EXPECT_EQ(d["port"], RendezvousPorts::kFirstPort);
-    EXPECT_EQ(d["master_addr"], master);  // part 0's node, the same for every part
+    EXPECT_EQ(d["master_addr"], master);  // the same for every part
     EXPECT_EQ(d["hosts"][0], master);
     EXPECT_EQ(d["hosts"].size(), 2u);
   }
   EXPECT_NE(launches[0]["distributed"]["hosts"][0], launches[0]["distributed"]["hosts"][1]);
-  // A plain job gets no rendezvous; a second distributed job on the same nodes other ports,
-  // which survive a server restart; the first job's ports are free again when it ends.
-  json plain = Spec(1);
-  const JobId single = Submit(plain);
-  const JobId second = Submit(Spec(1, 2));
-  controller_->Tick();
-  json answer_a = Beat("a", Report());
-  for (const json& launch : answer_a["run"]) {
-    if (launch["job_id"] == single.value()) EXPECT_FALSE(launch.contains("distributed"));
-    if (launch["job_id"] == second.value()) {
-      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
-      EXPECT_EQ(launch["distributed"]["launcher"], "none");
+}
+
+TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  // Every part on node a (the only node): launches by job id, each with its parts.
+  auto launches = [&]() {
+    std::map<int64_t, std::vector<json>> out;
+    const json answer = Beat("a", Report());  // kept alive: the loop reads into it
+    for (const json& launch : answer["run"]) {
+      out[launch["job_id"].get<int64_t>()].push_back(launch);
     }
-  }
+    return out;
+  };
+  const JobId plain = Submit(Spec(1));
+  const JobId x = Submit(Spec(1, 2));
+  const JobId y = Submit(Spec(1, 2));
+  controller_->Tick();
+  auto run = launches();
+  ASSERT_EQ(run[plain.value()].size(), 1u);
+  EXPECT_FALSE(run[plain.value()][0].contains("distributed"));
+  ASSERT_EQ(run[x.value()].size(), 2u);
+  ASSERT_EQ(run[y.value()].size(), 2u);
+  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort);
+  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], RendezvousPorts::kFirstPort);
+  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
+  EXPECT_EQ(run[y.value()][0]["distributed"]["launcher"], "none");
+  EXPECT_EQ(run[y.value()][0]["distributed"]["master_addr"], "a");  // no --address: the name
+  const std::vector<json> x_parts = run[x.value()];
+  // After a restart both blocks are taken again: the next job gets the next block.
   Restart();
-  for (const auto& [rank, launch] : launches) {
-    Beat(node_of[rank], Report({TaskReport(launch, "exited", 0)}));
-  }
-  EXPECT_EQ(StateOf(first), "succeeded");
-  const JobId third = Submit(Spec(1, 2));
+  const JobId z = Submit(Spec(1, 2));
   controller_->Tick();
-  json later = Beat("a", Report());
-  for (const json& launch : later["run"]) {
-    // The first job's block is free again; the second job's (restored after the restart) not.
-    if (launch["job_id"] == third.value()) {
-      EXPECT_EQ(launch["distributed"]["port"], RendezvousPorts::kFirstPort);
-    }
-  }
+  run = launches();
+  ASSERT_EQ(run[z.value()].size(), 2u);
+  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 2);
+  // x's block is free again once x ended.
+  Beat("a", Report({TaskReport(x_parts[0], "exited", 0), TaskReport(x_parts[1], "exited", 0)}));
+  EXPECT_EQ(StateOf(x), "succeeded");
+  const JobId w = Submit(Spec(1, 2));
+  controller_->Tick();
+  run = launches();
+  ASSERT_EQ(run[w.value()].size(), 2u);
+  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort);
 }
 
 TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
@@ -889,6 +905,87 @@ TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   EXPECT_EQ(*by_admin, IdsOf(*other));
   EXPECT_EQ(StateOf((*other)[1].id), "cancelled");
   EXPECT_EQ(store_->JobEvents((*other)[1].id)->back().reason, "cancelled by root");
+}
+
+// --- Environments (docs/environments.md) ------------------------------------------------------
+
+json EnvSpec(const std::string& name, const std::string& venv, const std::string& word) {
+  return {{"name", name},
+          {"host", {{"venv", venv}}},
+          {"command", {"echo", word}},
+          {"env", {{"A", "env"}, {"B", "env"}}}};
+}
+
+TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  alice_.projects.push_back("vision");
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
+  EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(envs.List(bob_)->empty());
+  json spec = {{"name", "t"}, {"environment", "mine"}};
+  auto refused = controller_->Submit(bob_, spec);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'environment'"));
+  // Bob may neither take the name nor share alice's environment.
+  EXPECT_EQ(envs.Create(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(envs.Share(bob_, "mine", "default").code(), StatusCode::kNotFound);
+  EXPECT_EQ(envs.Share(alice_, "mine", "robotics").code(), StatusCode::kPermissionDenied);
+
+  ASSERT_TRUE(envs.Share(alice_, "mine", "vision").ok());
+  EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
+  bob_.projects.push_back("vision");
+  ASSERT_TRUE(envs.Get(bob_, "mine", std::nullopt).ok());
+  EXPECT_EQ(envs.Share(bob_, "mine", "vision").code(), StatusCode::kPermissionDenied);
+  auto job = controller_->Submit(bob_, spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  // A clone is the cloner's own.
+  auto clone = envs.Clone(bob_, "mine", {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  ASSERT_TRUE(clone.ok()) << clone.status().ToString();
+  EXPECT_EQ(clone->record.owner, "bob");
+  EXPECT_EQ(clone->spec.env, (std::map<std::string, std::string>{{"B", "env"}}));
+  EXPECT_THAT(
+      envs.Clone(bob_, "mine", {{"name", "x"}, {"set", {{"colour", "red"}}}}).status().message(),
+      HasSubstr("field 'colour': unknown field"));
+}
+
+TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRestarts) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
+  const JobId id = Submit({{"name", "t"}, {"environment", "mine"}, {"env", {{"B", "job"}}}});
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
+  const json stored = json::parse(store_->GetJob(id)->spec_json);
+  EXPECT_EQ(stored["environment"], "mine@1");
+  EXPECT_EQ(stored["command"], json({"echo", "v1"}));
+  EXPECT_EQ(stored["env"], json({{"A", "env"}, {"B", "job"}}));
+
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"],
+            json({{"name", "mine"}, {"version", 1}, {"runtime", "process"}, {"venv", "/opt/v1"}}));
+  Restart();
+  run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"]["version"], 1);
+  EXPECT_EQ(run[0]["argv"], json({"echo", "v1"}));
+
+  EXPECT_EQ(
+      json::parse(store_->GetJob(Submit({{"environment", "mine"}}))->spec_json)["environment"],
+      "mine@2");
+  auto missing = controller_->Submit(alice_, {{"environment", "mine@3"}});
+  EXPECT_THAT(missing.status().message(), HasSubstr("field 'environment'"));
+}
+
+TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
+  ASSERT_TRUE(controller_->Environments().Create(alice_, {{"name", "bare"}}).ok());
+  auto job = controller_->Submit(alice_, {{"environment", "bare"}});
+  EXPECT_THAT(job.status().message(), HasSubstr("field 'command': is required"));
+  EXPECT_THAT(controller_->Submit(alice_, {{"name", "t"}}).status().message(),
+              HasSubstr("field 'command'"));
+  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
 }
 
 }  // namespace

@@ -236,6 +236,7 @@ class HttpApi::Impl {
                         {{"user", who.name}, {"admin", who.admin}, {"projects", who.projects}});
              }));
     RegisterJobs(http);
+    RegisterEnvironments(http);
     RegisterNodes(http);
     RegisterQueue(http);
     RegisterPeople(http);
@@ -357,6 +358,51 @@ class HttpApi::Impl {
     res.set_header("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
     res.set_header("X-Corral-Log-Size", std::to_string(page->size));
     res.set_content(page->data, "text/plain; charset=utf-8");
+  }
+
+  void RegisterEnvironments(httplib::Server& http) {
+    http.Get("/api/v1/envs", Authed([this](const Principal& who, const auto&, auto& res) {
+               auto envs = controller_.Environments().List(who);
+               if (!envs.ok()) return SendProblem(res, envs.status());
+               json out = json::array();
+               for (const auto& e : *envs) out.push_back(ToJson(e));
+               SendJson(res, 200, {{"environments", out}});
+             }));
+    http.Get(R"(/api/v1/envs/([^/]+))",
+             Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto version = IntParam(req, "version", 1, kMaxCount);
+               if (!version.ok()) return SendProblem(res, version.status());
+               auto env = controller_.Environments().Get(who, req.matches[1], *version);
+               if (!env.ok()) return SendProblem(res, env.status());
+               SendJson(res, 200, ToJson(*env));
+             }));
+    http.Post("/api/v1/envs", Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendProblem(res, body.status());
+                auto env = controller_.Environments().Create(who, *body);
+                if (!env.ok()) return SendProblem(res, env.status());
+                SendJson(res, 201, ToJson(*env));
+              }));
+    http.Post(R"(/api/v1/envs/([^/]+)/clone)",
+              Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendProblem(res, body.status());
+                auto env = controller_.Environments().Clone(who, req.matches[1], *body);
+                if (!env.ok()) return SendProblem(res, env.status());
+                SendJson(res, 201, ToJson(*env));
+              }));
+    http.Post(R"(/api/v1/envs/([^/]+)/share)",
+              Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendProblem(res, body.status());
+                auto project = Field<std::string>(*body, "project");
+                if (!project.ok()) return SendProblem(res, project.status());
+                Status s = controller_.Environments().Share(who, req.matches[1], *project);
+                if (!s.ok()) return SendProblem(res, s);
+                auto env = controller_.Environments().Get(who, req.matches[1], std::nullopt);
+                if (!env.ok()) return SendProblem(res, env.status());
+                SendJson(res, 200, ToJson(*env));
+              }));
   }
 
   void RegisterQueue(httplib::Server& http) {

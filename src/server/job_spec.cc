@@ -3,58 +3,15 @@
 #include <limits>
 #include <set>
 
+#include "server/environment.h"
+#include "server/rendezvous_ports.h"
+#include "server/spec_fields.h"
+
 namespace corral::server {
 
 namespace {
 
 constexpr size_t kMaxArgs = 4096;
-constexpr size_t kMaxEnv = 256;
-constexpr size_t kMaxString = 64 * 1024;
-
-Status FieldError(const std::string& field, const std::string& what) {
-  return InvalidArgument("field '" + field + "': " + what);
-}
-
-Status CheckKeys(const nlohmann::json& object, const std::set<std::string>& allowed,
-                 const std::string& prefix) {
-  for (const auto& [key, value] : object.items()) {
-    if (!allowed.count(key)) return FieldError(prefix + key, "unknown field");
-  }
-  return Status::Ok();
-}
-
-Result<std::string> GetString(const nlohmann::json& j, const std::string& field) {
-  if (!j.is_string()) return FieldError(field, "must be a string");
-  const std::string& s = j.get_ref<const std::string&>();
-  if (s.size() > kMaxString) return FieldError(field, "longer than 64 KiB");
-  if (s.find('\0') != std::string::npos) return FieldError(field, "contains a NUL byte");
-  return s;
-}
-
-Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_t lo, int64_t hi) {
-  if (!j.is_number_integer()) return FieldError(field, "must be an integer");
-  const int64_t v = j.get<int64_t>();
-  if (v < lo || v > hi) {
-    return FieldError(field, "must be between " + std::to_string(lo) + " and " +
-                                 std::to_string(hi) + ", got " + std::to_string(v));
-  }
-  return v;
-}
-
-// Variables of `field` (an object of strings) into `out`, whose entries they replace.
-Status ParseEnv(const nlohmann::json& j, const std::string& field,
-                std::map<std::string, std::string>& out) {
-  if (!j.is_object()) return FieldError(field, "must be an object of strings");
-  if (j.size() > kMaxEnv) return FieldError(field, "has too many entries");
-  for (const auto& [key, value] : j.items()) {
-    if (!model::IsEnvName(key))
-      return FieldError(field + "." + key, "is not a valid variable name");
-    auto v = GetString(value, field + "." + key);
-    if (!v.ok()) return v.status();
-    out[key] = *v;
-  }
-  return Status::Ok();
-}
 
 // `array` of a spec whose env is `spec_env`.
 Result<ArraySpec> ParseArray(const nlohmann::json& a,
@@ -94,14 +51,30 @@ Result<ArraySpec> ParseArray(const nlohmann::json& a,
       const std::string field = "array.env[" + std::to_string(i) + "]";
       std::map<std::string, std::string> merged = spec_env;
       CORRAL_RETURN_IF_ERROR(ParseEnv(env[i], field, merged));
-      if (merged.size() > kMaxEnv) {
+      if (merged.size() > kMaxSpecEnv) {
         return FieldError(field, "has too many entries with the spec's env (at most " +
-                                     std::to_string(kMaxEnv) + " together)");
+                                     std::to_string(kMaxSpecEnv) + " together)");
       }
       array.env.push_back(std::move(merged));
     }
   }
   return array;
+}
+
+// Refuses, in `env` (reported as `field`), the names corral sets in the spec's tasks.
+Status CheckReservedNames(const JobSpec& spec, const std::map<std::string, std::string>& env,
+                          const std::string& field) {
+  for (const auto& [name, value] : env) {
+    if (model::IsTaskEnvName(name)) {
+      return FieldError(field + "." + name, "is set by corral in every task");
+    }
+    if (IsDistributed(spec) && model::IsRendezvousEnvName(spec.launcher, name)) {
+      return FieldError(field + "." + name, "is set by corral in distributed jobs (launcher " +
+                                                std::string(model::LauncherName(spec.launcher)) +
+                                                "; docs/distributed.md)");
+    }
+  }
+  return Status::Ok();
 }
 
 Status ParseResources(const nlohmann::json& r, model::TaskResources& out) {
@@ -146,11 +119,11 @@ Status ParseResources(const nlohmann::json& r, model::TaskResources& out) {
 
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  CORRAL_RETURN_IF_ERROR(
-      CheckKeys(j,
-                {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
-                 "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array"},
-                ""));
+  CORRAL_RETURN_IF_ERROR(CheckKeys(
+      j,
+      {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks", "priority",
+       "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array", "environment"},
+      ""));
   JobSpec spec;
   if (j.contains("name")) {
     auto v = GetString(j["name"], "name");
@@ -166,16 +139,21 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     if (!j["shell"].is_boolean()) return FieldError("shell", "must be true or false");
     spec.shell = j["shell"].get<bool>();
   }
-  if (!j.contains("command")) return FieldError("command", "is required");
-  if (!j["command"].is_array()) return FieldError("command", "must be a list of arguments");
-  if (j["command"].empty()) return FieldError("command", "must not be empty");
-  if (j["command"].size() > kMaxArgs) return FieldError("command", "has too many arguments");
-  for (const auto& a : j["command"]) {
-    auto v = GetString(a, "command");
+  if (j.contains("environment")) {
+    auto v = GetString(j["environment"], "environment");
     if (!v.ok()) return v.status();
-    spec.command.push_back(*v);
+    auto ref = ParseEnvironmentRef(*v, "environment");
+    if (!ref.ok()) return ref.status();
+    spec.environment = *v;
   }
-  if (spec.shell && spec.command.size() != 1) {
+  if (j.contains("command")) {
+    auto argv = GetArgv(j["command"], "command", kMaxArgs);
+    if (!argv.ok()) return argv.status();
+    spec.command = std::move(argv).value();
+  } else if (spec.environment.empty()) {
+    return FieldError("command", "is required (or an environment with a default command)");
+  }
+  if (spec.shell && !spec.command.empty() && spec.command.size() != 1) {
     return FieldError("command", "must be one string when shell is true");
   }
   if (j.contains("workdir")) {
@@ -228,6 +206,29 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     auto array = ParseArray(j["array"], spec.env);
     if (!array.ok()) return array.status();
     spec.array = std::move(array).value();
+    // Every element stores a copy of the spec: bound what one request can make the store hold.
+    constexpr size_t kMaxArrayBytes = size_t{64} << 20;
+    if (j.dump().size() * spec.array->indices.size() > kMaxArrayBytes) {
+      return FieldError("array.indices", "this spec copied once per element is more than " +
+                                             std::to_string(kMaxArrayBytes >> 20) +
+                                             " MiB: fewer elements, or a smaller spec");
+    }
+  }
+  if (IsDistributed(spec) &&
+      PortsOf(spec) > RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) {
+    return FieldError(
+        "procs_per_node",
+        "tf needs a port per rank: " + std::to_string(PortsOf(spec)) + " ranks are more than the " +
+            std::to_string(RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) +
+            " ports corral hands out");
+  }
+  // Names corral sets itself are refused here, not by the agent at every launch.
+  CORRAL_RETURN_IF_ERROR(CheckReservedNames(spec, spec.env, "env"));
+  if (spec.array) {
+    for (size_t i = 0; i < spec.array->env.size(); ++i) {
+      CORRAL_RETURN_IF_ERROR(
+          CheckReservedNames(spec, spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
+    }
   }
   return spec;
 }
@@ -238,19 +239,52 @@ nlohmann::json ToJson(const JobSpec& s) {
                               {"cpu_milli", s.resources.cpu.value()},
                               {"memory_mib", s.resources.memory.value()}};
   if (!s.resources.gpu_models.empty()) resources["gpu_models"] = s.resources.gpu_models;
-  return {{"name", s.name},
-          {"project", s.project},
-          {"command", s.command},
-          {"shell", s.shell},
-          {"workdir", s.workdir},
-          {"env", s.env},
-          {"resources", resources},
-          {"tasks", s.tasks},
-          {"priority", s.priority},
-          {"time_limit_s", s.time_limit_s},
-          {"max_restarts", s.max_restarts},
-          {"launcher", std::string(model::LauncherName(s.launcher))},
-          {"procs_per_node", s.procs_per_node}};
+  nlohmann::json j = {{"name", s.name},
+                      {"project", s.project},
+                      {"command", s.command},
+                      {"shell", s.shell},
+                      {"workdir", s.workdir},
+                      {"env", s.env},
+                      {"resources", resources},
+                      {"tasks", s.tasks},
+                      {"priority", s.priority},
+                      {"time_limit_s", s.time_limit_s},
+                      {"max_restarts", s.max_restarts},
+                      {"launcher", std::string(model::LauncherName(s.launcher))},
+                      {"procs_per_node", s.procs_per_node}};
+  if (!s.environment.empty()) j["environment"] = s.environment;
+  return j;
+}
+
+Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec) {
+  spec.environment = ToString(env.name, version);
+  if (spec.command.empty()) {
+    if (env.command.empty()) {
+      return FieldError(
+          "command", "is required: environment '" + spec.environment + "' has no default command");
+    }
+    spec.command = env.command;
+  }
+  if (spec.shell && spec.command.size() != 1) {
+    return FieldError("command", "must be one string when shell is true");
+  }
+  auto under = [&](std::map<std::string, std::string>& vars, const std::string& field) {
+    std::map<std::string, std::string> merged = env.env;
+    for (auto& [name, value] : vars) merged[name] = std::move(value);
+    if (merged.size() > kMaxSpecEnv) {
+      return FieldError(field, "has too many entries with environment '" + spec.environment +
+                                   "' (at most " + std::to_string(kMaxSpecEnv) + " together)");
+    }
+    vars = std::move(merged);
+    return Status::Ok();
+  };
+  CORRAL_RETURN_IF_ERROR(under(spec.env, "env"));
+  if (spec.array) {
+    for (size_t i = 0; i < spec.array->env.size(); ++i) {
+      CORRAL_RETURN_IF_ERROR(under(spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
+    }
+  }
+  return Status::Ok();
 }
 
 int PortsOf(const JobSpec& spec) {

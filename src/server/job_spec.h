@@ -6,7 +6,13 @@
 //                  "cpu_milli": 16000, "memory_mib": 65536},
 //    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0,
 //    "launcher": "torchrun", "procs_per_node": 2,
-//    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]}}
+//    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
+//    "environment": "pytorch@3"}
+//
+// `environment` (docs/environments.md) names an environment asset, "NAME" or "NAME@VERSION";
+// `command` may then be left out when the environment has a default command. The server resolves
+// it at submission (ResolveEnvironment, controller) and stores the spec with "NAME@VERSION", the
+// command and the environment's variables filled in, so that every run uses the same version.
 //
 // Distributed jobs (docs/distributed.md): `tasks` parts (one per node, or node share), each with
 // `resources`, started together; `launcher` says how each part starts its `procs_per_node`
@@ -27,6 +33,7 @@
 #include "common/status.h"
 #include "model/job.h"
 #include "model/launcher.h"
+#include "server/environment.h"
 #include "store/store.h"
 
 namespace corral::server {
@@ -55,6 +62,8 @@ struct JobSpec {
   model::Launcher launcher = model::Launcher::kNone;
   int procs_per_node = 1;          // 1..model::kMaxProcsPerNode
   std::optional<ArraySpec> array;  // set: an array (ArrayElements); never in a stored spec
+  // "NAME" or "NAME@VERSION" as submitted; "NAME@VERSION" in a stored spec; empty: none.
+  std::string environment;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's
@@ -71,11 +80,18 @@ bool IsDistributed(const JobSpec& spec);
 // base): one per rank for tf (every TensorFlow worker listens), else one.
 int PortsOf(const JobSpec& spec);
 
-// Parses and validates a spec. Limits: 4096 argv entries, 256 env entries (also for each array
-// element, its own and the spec's together), 64 KiB strings.
+// Parses and validates a spec (`command` may be empty only with an `environment`). Limits: 4096
+// argv entries, 256 env entries (also for each array element, its own and the spec's together), 64
+// KiB strings.
 Result<JobSpec> ParseJobSpec(const nlohmann::json& json);
 // The spec as stored with a job: every field but `array` (a job is never an array).
 nlohmann::json ToJson(const JobSpec& spec);
+
+// Makes `spec` use version `version` of environment `env`: "environment" becomes
+// "NAME@VERSION", an empty command the environment's command, and the environment's variables go
+// under the spec's (and under each array element's). InvalidArgument naming the field when the
+// command is still empty, not one string with shell, or the variables are too many.
+Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec);

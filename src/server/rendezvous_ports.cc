@@ -46,6 +46,16 @@ Status RendezvousPorts::Restore(JobId job, const std::vector<std::string>& nodes
   if (by_job_.count(job)) {
     return AlreadyExists("job " + std::to_string(job.value()) + " already holds ports");
   }
+  for (const std::string& node : nodes) {
+    auto taken = by_node_.find(node);
+    if (taken == by_node_.end()) continue;
+    for (const auto& [start, length] : taken->second) {
+      if (start < base + count && base < start + length) {
+        return AlreadyExists("port block " + std::to_string(base) + "+" + std::to_string(count) +
+                             " overlaps another job's on node " + node);
+      }
+    }
+  }
   Take(job, {base, count, nodes});
   return Status::Ok();
 }

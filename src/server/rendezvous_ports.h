@@ -22,7 +22,8 @@ class RendezvousPorts {
   // Errors: ResourceExhausted when no block is free; AlreadyExists when the job holds one.
   Result<int> Reserve(JobId job, const std::vector<std::string>& nodes, int count);
   // Records a block handed out before (the server rebuilding its state after a restart).
-  // Errors: a block outside the range, or the job already holding one.
+  // Errors: a block outside the range or overlapping another job's, or the job already
+  // holding one.
   Status Restore(JobId job, const std::vector<std::string>& nodes, int base, int count);
   // Frees the job's block (nothing when it holds none).
   void Release(JobId job);

@@ -26,6 +26,8 @@ TEST(RendezvousPorts, ExhaustionAndRestore) {
   EXPECT_EQ(*ports.Reserve(JobId(3), {"a"}, 1), RendezvousPorts::kFirstPort);  // the one left
   EXPECT_FALSE(ports.Restore(JobId(4), {"a"}, 80, 1).ok());
   EXPECT_FALSE(ports.Restore(JobId(1), {"b"}, RendezvousPorts::kFirstPort, 1).ok());
+  EXPECT_EQ(ports.Restore(JobId(5), {"a"}, RendezvousPorts::kFirstPort + 5, 1).code(),
+            StatusCode::kAlreadyExists);  // inside job 1's block on a
 }
 
 }  // namespace

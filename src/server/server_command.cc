@@ -23,6 +23,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--policy-file", options->policy_file,
                 "Scheduling rules (YAML/JSON: order, blocking, reclaim, fair_share); re-read when "
                 "it changes");
+  c->add_option("--envs-dir", options->envs_dir,
+                "Built-in environments (YAML/JSON files) loaded at start (default: the source "
+                "tree's envs/ when present; \"\" for none)");
   c->add_option("--kill-grace", options->kill_grace_s,
                 "Seconds between SIGTERM and SIGKILL when a task is stopped")
       ->check(CLI::Range(0, 3600));

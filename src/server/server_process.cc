@@ -54,6 +54,11 @@ Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
 
 }  // namespace
 
+std::string DefaultEnvsDir() {
+  std::error_code ec;
+  return std::filesystem::is_directory(CORRAL_SOURCE_ENVS_DIR, ec) ? CORRAL_SOURCE_ENVS_DIR : "";
+}
+
 Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions& options) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   if (options.data_dir.empty()) return InvalidArgument("--data-dir: required");
@@ -96,6 +101,17 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
+  if (!options.envs_dir.empty()) {
+    auto builtins = LoadEnvironmentDir(options.envs_dir);
+    if (!builtins.ok()) {
+      return Status(builtins.status().code(), "--envs-dir: " + builtins.status().message());
+    }
+    auto added = p->controller_->Environments().LoadBuiltins(*builtins);
+    if (!added.ok()) {
+      return Status(added.status().code(),
+                    "--envs-dir " + options.envs_dir + ": " + added.status().message());
+    }
+  }
 
   if (!options.tls_cert.empty()) {
     p->http_ =

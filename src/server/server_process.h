@@ -19,6 +19,10 @@ class Server;
 
 namespace corral::server {
 
+// The envs/ directory of the source tree this corral was built from, when it exists (a
+// development checkout); else "".
+std::string DefaultEnvsDir();
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
   bool next_free_port = false;            // if PORT is taken, try the next 20
@@ -30,6 +34,8 @@ struct ServerOptions {
   int node_timeout_s = 30;
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
   int kill_grace_s = 10;    // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
+  // The built-in environments (docs/environments.md), loaded at start; empty: none.
+  std::string envs_dir = DefaultEnvsDir();
 };
 
 class ServerProcess {

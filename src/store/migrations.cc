@@ -116,6 +116,24 @@ Status Annotated(const Status& s, const std::string& what) {
 
 }  // namespace
 
+// Version 6: environment assets. A version is never updated; owner is a user's name or '' for
+// the built-ins; a share covers every version of the name.
+constexpr char kEnvironments[] = R"sql(
+CREATE TABLE environments (
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL CHECK (version >= 1),
+  owner TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (name, version)
+);
+CREATE TABLE environment_shares (
+  name TEXT NOT NULL,
+  project TEXT NOT NULL REFERENCES projects (name),
+  PRIMARY KEY (name, project)
+);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -130,6 +148,7 @@ const std::vector<Migration>& StoreMigrations() {
        "ALTER TABLE jobs ADD COLUMN array_index INTEGER CHECK (array_index >= 0);"
        "ALTER TABLE jobs ADD COLUMN array_max_running INTEGER CHECK (array_max_running >= 1);"
        "CREATE INDEX jobs_by_array ON jobs (array_id, id)"},
+      {6, "environments: immutable versions, owner, shares with projects", kEnvironments},
   };
   return kMigrations;
 }

@@ -1,6 +1,7 @@
 #include "store/sql_store.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "store/migrations.h"
@@ -781,6 +782,112 @@ Result<int64_t> SqlStore::NextAllocationId() {
                     Status(StatusCode::kInternal, "the allocation_id counter is missing"));
   }
   return (*rows)[0].Int(0);
+}
+
+// ---- Environments ----
+
+Result<std::vector<std::string>> SqlStore::EnvironmentProjects(const std::string& name) {
+  auto rows = conn_->Query("SELECT project FROM environment_shares WHERE name = ? ORDER BY project",
+                           {name});
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> projects;
+  for (const SqlRow& row : *rows) projects.push_back(row.Text(0));
+  return projects;
+}
+
+Result<EnvironmentRecord> SqlStore::AddEnvironmentVersion(const std::string& name,
+                                                          const std::string& owner,
+                                                          const std::string& spec_json,
+                                                          Seconds now) {
+  const std::string op = "add a version of environment '" + name + "'";
+  if (name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EnvironmentRecord record{name, 0, owner, spec_json, now, {}};
+  Status s = InTransaction([&]() -> Status {
+    auto latest = conn_->Query(
+        "SELECT version, owner FROM environments WHERE name = ? ORDER BY version DESC LIMIT 1",
+        {name});
+    if (!latest.ok()) return latest.status();
+    if (!latest->empty() && (*latest)[0].Text(1) != owner) {
+      const std::string holder = (*latest)[0].Text(1);
+      return AlreadyExists("environment '" + name + "' belongs to " +
+                           (holder.empty() ? "the system (a built-in)" : "user '" + holder + "'"));
+    }
+    record.version = latest->empty() ? 1 : (*latest)[0].Int(0) + 1;
+    auto inserted = conn_->Execute(
+        "INSERT INTO environments (name, version, owner, spec_json, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        {name, record.version, owner, spec_json, now.value()});
+    if (!inserted.ok()) return inserted.status();
+    auto projects = EnvironmentProjects(name);
+    if (!projects.ok()) return projects.status();
+    record.projects = std::move(projects).value();
+    return Status::Ok();
+  });
+  if (!s.ok()) return Annotate(op, s);
+  return record;
+}
+
+Result<EnvironmentRecord> SqlStore::GetEnvironment(const std::string& name,
+                                                   std::optional<int64_t> version) {
+  const std::string what =
+      "environment '" + name + "'" + (version ? " version " + std::to_string(*version) : "");
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = version ? conn_->Query(
+                            "SELECT version, owner, spec_json, created_at FROM environments "
+                            "WHERE name = ? AND version = ?",
+                            {name, *version})
+                      : conn_->Query(
+                            "SELECT version, owner, spec_json, created_at FROM environments "
+                            "WHERE name = ? ORDER BY version DESC LIMIT 1",
+                            {name});
+  if (!rows.ok()) return Annotate("get " + what, rows.status());
+  if (rows->empty()) return NotFound(what + " not found");
+  const SqlRow& row = (*rows)[0];
+  auto projects = EnvironmentProjects(name);
+  if (!projects.ok()) return Annotate("get " + what, projects.status());
+  return EnvironmentRecord{name,        row.Int(0),          row.Text(1),
+                           row.Text(2), Seconds(row.Int(3)), *projects};
+}
+
+Result<std::vector<EnvironmentRecord>> SqlStore::ListEnvironments() {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      "SELECT e.name, e.version, e.owner, e.spec_json, e.created_at FROM environments e "
+      "WHERE e.version = (SELECT MAX(version) FROM environments l WHERE l.name = e.name) "
+      "ORDER BY e.name",
+      {});
+  if (!rows.ok()) return Annotate("list environments", rows.status());
+  auto shares = conn_->Query("SELECT name, project FROM environment_shares ORDER BY project", {});
+  if (!shares.ok()) return Annotate("list environments", shares.status());
+  std::map<std::string, std::vector<std::string>> projects;
+  for (const SqlRow& row : *shares) projects[row.Text(0)].push_back(row.Text(1));
+  std::vector<EnvironmentRecord> envs;
+  for (const SqlRow& row : *rows) {
+    envs.push_back({row.Text(0), row.Int(1), row.Text(2), row.Text(3), Seconds(row.Int(4)),
+                    projects[row.Text(0)]});
+  }
+  return envs;
+}
+
+Status SqlStore::ShareEnvironment(const std::string& name, const std::string& project) {
+  const std::string op = "share environment '" + name + "' with project '" + project + "'";
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto env =
+                        conn_->Query("SELECT 1 FROM environments WHERE name = ? LIMIT 1", {name});
+                    if (!env.ok()) return env.status();
+                    if (env->empty()) return NotFound("environment '" + name + "' not found");
+                    auto inserted = conn_->Execute(
+                        "INSERT INTO environment_shares (name, project) VALUES (?, ?) "
+                        "ON CONFLICT (name, project) DO NOTHING",
+                        {name, project});
+                    if (inserted.ok()) return Status::Ok();
+                    if (inserted.status().code() == StatusCode::kNotFound) {
+                      return NotFound("project '" + project + "' does not exist");
+                    }
+                    return inserted.status();
+                  }));
 }
 
 // ---- Nodes ----

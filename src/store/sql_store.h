@@ -63,6 +63,14 @@ class SqlStore final : public Store {
   Result<std::vector<TaskRecord>> ActiveTasks() override;
   Result<int64_t> NextAllocationId() override;
 
+  Result<EnvironmentRecord> AddEnvironmentVersion(const std::string& name, const std::string& owner,
+                                                  const std::string& spec_json,
+                                                  Seconds now) override;
+  Result<EnvironmentRecord> GetEnvironment(const std::string& name,
+                                           std::optional<int64_t> version) override;
+  Result<std::vector<EnvironmentRecord>> ListEnvironments() override;
+  Status ShareEnvironment(const std::string& name, const std::string& project) override;
+
   Status UpsertNode(const NodeRecord& node) override;
   Result<std::vector<NodeRecord>> ListNodes() override;
 
@@ -86,6 +94,8 @@ class SqlStore final : public Store {
   // the first job's id becomes every job's array_id. `op` names the operation in errors.
   Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
                                            const std::vector<JobRecord>& jobs, bool array);
+  // The projects `name` is shared with, by name.
+  Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
   Status ExplainWrongState(JobId id, const std::string& expected);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).

@@ -136,6 +136,19 @@ struct NodeRecord {
   std::string node_id_hash;  // SHA-256 of the agent's secret node id; empty if unknown
 };
 
+// One version of an environment asset (docs/environments.md). Versions are immutable: a change
+// is a new version (1, 2, 3, ... per name); nothing rewrites a stored one, so a job pinned to
+// "NAME@VERSION" runs the same environment on every run.
+struct EnvironmentRecord {
+  std::string name;
+  int64_t version = 0;    // assigned by AddEnvironmentVersion
+  std::string owner;      // a user's name; "" for the built-ins (the system)
+  std::string spec_json;  // the validated spec (normalised JSON)
+  Seconds created_at{0};
+  // Projects whose members may see and use the environment (every version), by name.
+  std::vector<std::string> projects;
+};
+
 enum class JobOrder { kOldestFirst, kNewestFirst };  // by id
 
 struct JobFilter {
@@ -233,6 +246,21 @@ class Store {
   virtual Result<std::vector<TaskRecord>> ActiveTasks() = 0;  // assigned or running, by alloc.
   // 1, 2, 3, ...: durable, never repeats (also across restarts).
   virtual Result<int64_t> NextAllocationId() = 0;
+
+  // Environments. AddEnvironmentVersion stores a new version of `name` (1 when the name is new)
+  // owned by `owner`; AlreadyExists when the name belongs to another owner. Returns the record.
+  virtual Result<EnvironmentRecord> AddEnvironmentVersion(const std::string& name,
+                                                          const std::string& owner,
+                                                          const std::string& spec_json,
+                                                          Seconds now) = 0;
+  // One version (none: the latest); NotFound naming the name (and version).
+  virtual Result<EnvironmentRecord> GetEnvironment(const std::string& name,
+                                                   std::optional<int64_t> version) = 0;
+  // The latest version of every environment, by name.
+  virtual Result<std::vector<EnvironmentRecord>> ListEnvironments() = 0;
+  // Shares every version of `name` with `project`. Idempotent; NotFound when the environment or
+  // the project does not exist.
+  virtual Status ShareEnvironment(const std::string& name, const std::string& project) = 0;
 
   // Nodes.
   virtual Status UpsertNode(const NodeRecord& node) = 0;

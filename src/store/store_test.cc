@@ -142,6 +142,60 @@ TEST_P(StoreTest, ProjectsAndMembers) {
   EXPECT_EQ(store_->MembersOf("robotics").status().code(), StatusCode::kNotFound);
 }
 
+TEST_P(StoreTest, EnvironmentVersionsAreImmutableAndOwned) {
+  auto v1 = store_->AddEnvironmentVersion("torch", "alice", R"({"name":"torch"})", Seconds(1));
+  ASSERT_TRUE(v1.ok()) << v1.status().ToString();
+  EXPECT_EQ(v1->version, 1);
+  auto v2 = store_->AddEnvironmentVersion("torch", "alice", R"({"name":"torch","image":"x"})",
+                                          Seconds(2));
+  ASSERT_TRUE(v2.ok());
+  EXPECT_EQ(v2->version, 2);
+  auto taken = store_->AddEnvironmentVersion("torch", "bob", R"({"name":"torch"})", Seconds(3));
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(taken.status().message(), HasSubstr("belongs to user 'alice'"));
+  auto builtin =
+      store_->AddEnvironmentVersion("cuda-base", "", R"({"name":"cuda-base"})", Seconds(4));
+  ASSERT_TRUE(builtin.ok());
+  EXPECT_THAT(
+      store_->AddEnvironmentVersion("cuda-base", "bob", "{}", Seconds(5)).status().message(),
+      HasSubstr("the system (a built-in)"));
+
+  // The first version is unchanged by the second: a job pinned to torch@1 keeps it.
+  auto first = store_->GetEnvironment("torch", 1);
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->spec_json, R"({"name":"torch"})");
+  EXPECT_EQ(first->owner, "alice");
+  EXPECT_EQ(first->created_at, Seconds(1));
+  auto latest = store_->GetEnvironment("torch", std::nullopt);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->version, 2);
+  EXPECT_EQ(store_->GetEnvironment("torch", 3).status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(store_->GetEnvironment("nope", std::nullopt).status().message(),
+              HasSubstr("environment 'nope' not found"));
+
+  auto all = store_->ListEnvironments();
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 2u);
+  EXPECT_EQ((*all)[0].name, "cuda-base");
+  EXPECT_EQ((*all)[1].name, "torch");
+  EXPECT_EQ((*all)[1].version, 2);
+}
+
+TEST_P(StoreTest, EnvironmentSharesCoverEveryVersion) {
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  ASSERT_TRUE(store_->AddEnvironmentVersion("torch", "alice", "{}", Seconds(1)).ok());
+  ASSERT_TRUE(store_->ShareEnvironment("torch", "vision").ok());
+  ASSERT_TRUE(store_->ShareEnvironment("torch", "vision").ok());  // idempotent
+  EXPECT_THAT(store_->ShareEnvironment("torch", "robotics").message(),
+              HasSubstr("project 'robotics' does not exist"));
+  EXPECT_EQ(store_->ShareEnvironment("nope", "vision").code(), StatusCode::kNotFound);
+  auto v2 = store_->AddEnvironmentVersion("torch", "alice", "{}", Seconds(2));
+  ASSERT_TRUE(v2.ok());
+  EXPECT_EQ(v2->projects, (std::vector<std::string>{"vision"}));
+  EXPECT_EQ(store_->GetEnvironment("torch", 1)->projects, (std::vector<std::string>{"vision"}));
+  EXPECT_EQ((*store_->ListEnvironments())[0].projects, (std::vector<std::string>{"vision"}));
+}
+
 TEST_P(StoreTest, InsertGetAndListJobs) {
   Seed();
   JobRecord first = MakeJob("train-1", "vision", "alice", 1000);

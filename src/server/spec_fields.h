@@ -1,0 +1,37 @@
+// Field readers shared by the specs people write (job specs, environment specs): each checks one
+// JSON value and names the field in its error ("field 'resources.gpus': must be an integer").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace corral::server {
+
+inline constexpr size_t kMaxSpecEnv = 256;           // variables of one env object
+inline constexpr size_t kMaxSpecString = 64 * 1024;  // bytes of one string
+
+// InvalidArgument("field 'FIELD': WHAT").
+Status FieldError(const std::string& field, const std::string& what);
+// Every key of `object` must be in `allowed`; an unknown one is named as prefix + key.
+Status CheckKeys(const nlohmann::json& object, const std::set<std::string>& allowed,
+                 const std::string& prefix);
+// A string of at most kMaxSpecString bytes without NUL.
+Result<std::string> GetString(const nlohmann::json& j, const std::string& field);
+// An integer in [lo, hi].
+Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_t lo, int64_t hi);
+// A non-empty list of at most `max` strings (an argv).
+Result<std::vector<std::string>> GetArgv(const nlohmann::json& j, const std::string& field,
+                                         size_t max);
+// Variables of `field` (an object of strings, at most kMaxSpecEnv, valid names) into `out`,
+// whose entries they replace.
+Status ParseEnv(const nlohmann::json& j, const std::string& field,
+                std::map<std::string, std::string>& out);
+
+}  // namespace corral::server
