@@ -264,5 +264,11 @@ expect_exit 5 "array $array already ended" -- "$corral" cancel --array "$array"
 expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
 expect_exit 2 "give a job id or --array" -- "$corral" cancel
 
+# Environments: names are checked before they go into a URL; `env` is an alias.
+expect_exit 2 "must be 1 to 63 lowercase letters" -- "$corral" environment share '../jobs' --project p
+expect_exit 2 "valid environment name" -- "$corral" env show 'a/b@1'
+expect_exit 0 "^pytorch " -- "$corral" environment list
+expect_exit 3 "environment 'nothere' not found" -- "$corral" env show nothere
+
 echo "cli_test: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -14,6 +14,7 @@
 #include "cli/api_client.h"
 #include "cli/array_spec.h"
 #include "common/config_file.h"
+#include "model/environment_ref.h"
 
 namespace corral::cli {
 
@@ -499,14 +500,30 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
   auto print = [f](const json& e, const std::string& verb) {
     PrintAnswer(e, f->output, verb + " environment " + Str(e, "name") + "@" + Str(e, "version"));
   };
-  CLI::App* env = app.add_subcommand("env", "Environments jobs run in (docs/environments.md)");
+  CLI::App* env =
+      app.add_subcommand("environment", "Environments jobs run in (docs/environments.md)");
+  env->alias("env");
   env->require_subcommand(1);
+  // Names go into URL paths: only valid references (model::ParseEnvironmentRef) pass.
+  const auto ref_check = CLI::Validator(
+      [](std::string& text) {
+        auto ref = model::ParseEnvironmentRef(text, "name");
+        return ref.ok() ? std::string() : ref.status().message();
+      },
+      "NAME[@VERSION]");
+  const auto name_check = CLI::Validator(
+      [](std::string& text) {
+        return model::IsEnvironmentName(text)
+                   ? std::string()
+                   : "must be 1 to 63 lowercase letters, digits or '-', got '" + text + "'";
+      },
+      "NAME");
 
   CLI::App* list = env->add_subcommand("list", "Environments you may use (latest versions)");
   out_opt(list);
   list->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto r = client.Get("/api/v1/envs");
+      auto r = client.Get("/api/v1/environments");
       if (!r.ok()) return r.status();
       if (f->output == "json") {
         std::cout << r->dump(2) << "\n";
@@ -518,12 +535,12 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
   });
 
   CLI::App* show = env->add_subcommand("show", "One environment: NAME (latest) or NAME@VERSION");
-  show->add_option("name", f->name, "NAME or NAME@VERSION")->required();
+  show->add_option("name", f->name, "NAME or NAME@VERSION")->required()->check(ref_check);
   out_opt(show);
   show->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       const size_t at = f->name.find('@');
-      std::string path = "/api/v1/envs/" + f->name.substr(0, at);
+      std::string path = "/api/v1/environments/" + f->name.substr(0, at);
       if (at != std::string::npos) path += "?version=" + f->name.substr(at + 1);
       auto r = client.Get(path);
       if (!r.ok()) return r.status();
@@ -544,7 +561,7 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto spec = ReadJsonOrYamlFile(f->file);
       if (!spec.ok()) return spec.status();
-      auto r = client.Post("/api/v1/envs", *spec);
+      auto r = client.Post("/api/v1/environments", *spec);
       if (!r.ok()) return r.status();
       print(*r, "created");
       return Status::Ok();
@@ -552,8 +569,10 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
   });
 
   CLI::App* clone = env->add_subcommand("clone", "Create environment NEW from SRC, changed");
-  clone->add_option("source", f->name, "The environment to copy (its latest version)")->required();
-  clone->add_option("name", f->target, "The new environment's name")->required();
+  clone->add_option("source", f->name, "The environment to copy (its latest version)")
+      ->required()
+      ->check(name_check);
+  clone->add_option("name", f->target, "The new environment's name")->required()->check(name_check);
   clone->add_option("--set", f->settings,
                     "KEY=VALUE: a spec field to change (dotted: host.venv, gpus.min, env.NAME; "
                     "VALUE is JSON or a string; null removes it); repeatable");
@@ -566,8 +585,8 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       for (const auto& setting : f->settings) CORRAL_RETURN_IF_ERROR(AddSetting(setting, patch));
       if (!f->image.empty()) patch["image"] = f->image;
       if (!f->description.empty()) patch["description"] = f->description;
-      auto r =
-          client.Post("/api/v1/envs/" + f->name + "/clone", {{"name", f->target}, {"set", patch}});
+      auto r = client.Post("/api/v1/environments/" + f->name + "/clone",
+                           {{"name", f->target}, {"set", patch}});
       if (!r.ok()) return r.status();
       print(*r, "created");
       return Status::Ok();
@@ -575,12 +594,12 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
   });
 
   CLI::App* share = env->add_subcommand("share", "Let a project's members use an environment");
-  share->add_option("name", f->name, "Environment")->required();
+  share->add_option("name", f->name, "Environment")->required()->check(name_check);
   share->add_option("--project", f->project, "Project")->required();
   out_opt(share);
   share->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto r = client.Post("/api/v1/envs/" + f->name + "/share", {{"project", f->project}});
+      auto r = client.Post("/api/v1/environments/" + f->name + "/share", {{"project", f->project}});
       if (!r.ok()) return r.status();
       PrintAnswer(*r, f->output, "shared environment " + f->name + " with " + f->project);
       return Status::Ok();

@@ -23,6 +23,9 @@ struct TaskResources {
   CpuMilli cpu{0};
   MemoryMib memory{0};
   std::vector<std::string> gpu_models;  // acceptable GPU models; empty = any
+  // Agent runtimes that can run the task (model::Node::runtimes; "process", "container"), any
+  // one of them; empty = any node. Set from the job's environment (docs/environments.md).
+  std::vector<std::string> runtimes;
 
   bool IsShare() const { return gpus.value() == 1 && gpu_milli < kWholeGpu; }
   // GPU capacity asked, in milli-GPU: gpus × gpu_milli.

@@ -32,7 +32,15 @@ struct Node {
   CpuMilli cpu{0};
   MemoryMib memory{0};
   std::map<std::string, std::string> labels;
+  // How its agent can start tasks (docs/environments.md): "process" and/or "container". Empty:
+  // "process" only, as every agent has (simulated nodes).
+  std::vector<std::string> runtimes;
 };
+
+// Agent runtimes (docs/environments.md): "process" every agent offers; "container" those with a
+// container engine.
+inline constexpr char kProcessRuntime[] = "process";
+inline constexpr char kContainerRuntime[] = "container";
 
 // Builds a node with `gpu_count` GPUs of one model, indexed 0..n-1 in one NVLink domain.
 Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli cpu,

@@ -58,6 +58,17 @@ const ModelStats& ClusterState::model_stats(int model) const {
   return stats_by_model_[ModelSlot(model)];
 }
 
+uint64_t ClusterState::RuntimeBit(std::string_view runtime) const {
+  auto it = runtime_bits_.find(std::string(runtime));
+  return it == runtime_bits_.end() ? 0 : it->second;
+}
+
+int ClusterState::NodesOffering(uint64_t mask) const {
+  int nodes = 0;
+  for (const NodeState& n : nodes_) nodes += n.present && (n.runtimes & mask) != 0;
+  return nodes;
+}
+
 NodeIndex ClusterState::FindNode(std::string_view name) const {
   auto it = by_name_.find(std::string(name));
   return it == by_name_.end() ? -1 : it->second;
@@ -69,6 +80,19 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
 
   NodeState node;
   node.name = spec.name;
+  const std::vector<std::string> runtimes =
+      spec.runtimes.empty() ? std::vector<std::string>{model::kProcessRuntime} : spec.runtimes;
+  for (const std::string& runtime : runtimes) {
+    auto it = runtime_bits_.find(runtime);
+    if (it == runtime_bits_.end()) {
+      if (RuntimeCount() == kMaxRuntimes) {
+        return InvalidArgument("node '" + spec.name + "': field 'runtimes': more than " +
+                               std::to_string(kMaxRuntimes) + " runtime names in the cluster");
+      }
+      it = runtime_bits_.emplace(runtime, uint64_t{1} << RuntimeCount()).first;
+    }
+    node.runtimes |= it->second;
+  }
   if (!spec.gpus.empty()) {
     auto [it, inserted] = model_ids_.emplace(spec.gpu_model, static_cast<int>(model_names_.size()));
     if (inserted) {
@@ -241,6 +265,7 @@ int ClusterState::ClassFor(const NodeState& node) {
   std::string key;
   key.reserve(48 + sorted.size() * 4);
   AppendBytes(key, node.model);
+  AppendBytes(key, node.runtimes);
   AppendBytes(key, node.cpu_total);
   AppendBytes(key, node.cpu_free);
   AppendBytes(key, node.memory_total);
@@ -260,6 +285,7 @@ int ClusterState::ClassFor(const NodeState& node) {
     c.memory_free = node.memory_free;
     c.kinds_mask = mask;
     c.kinds_distinct = distinct;
+    c.runtimes = node.runtimes;
     for (int32_t f : sorted) {
       c.full_free += (f == kFullMilli);
       c.gpu_free_total += f;

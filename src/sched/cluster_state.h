@@ -68,6 +68,7 @@ struct NodeState {
   std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node
   // Interned topology domain per level, kNoTopologyDomain when unlabelled.
   std::array<int, kTopologyLevels> topology{kNoTopologyDomain, kNoTopologyDomain};
+  uint64_t runtimes = 0;    // mask of RuntimeBit()s it offers
   uint64_t tie_rank = 0;    // seeded; lower wins ties
   bool schedulable = true;  // false when cordoned or draining
   bool present = false;     // false after RemoveNode
@@ -84,6 +85,7 @@ struct NodeClass {
   std::vector<int32_t> gpu_free;  // descending
   uint64_t kinds_mask = 0;        // bit k set when a task of kind k runs here (k < 64)
   int kinds_distinct = 0;         // number of distinct kinds (also those >= 64)
+  uint64_t runtimes = 0;          // mask of ClusterState::RuntimeBit()s its nodes offer
   int full_free = 0;              // GPUs with 1000 milli free
   int max_free = 0;               // largest free share of one GPU
   int64_t gpu_free_total = 0;     // sum of gpu_free
@@ -137,6 +139,15 @@ class ClusterState {
   // paper's clustering baseline groups tasks).
   int TaskKindId(int gpus, bool share);
 
+  // The mask bit of an agent runtime name (model::Node::runtimes), 0 when no node has ever
+  // offered it. At most kMaxRuntimes names are interned; AddNode refuses more.
+  static constexpr int kMaxRuntimes = 64;
+  uint64_t RuntimeBit(std::string_view runtime) const;
+  int RuntimeCount() const { return static_cast<int>(runtime_bits_.size()); }
+  // Live nodes (schedulable or not) that offer one of the runtimes in `mask`; visits every node
+  // (for pending reasons of jobs that need a runtime).
+  int NodesOffering(uint64_t mask) const;
+
   const NodeState& node(NodeIndex n) const { return nodes_[n]; }
   int NodeSlots() const { return static_cast<int>(nodes_.size()); }  // includes removed
   int LiveNodes() const { return live_nodes_; }
@@ -167,6 +178,7 @@ class ClusterState {
   std::vector<ModelStats> stats_by_model_;          // slot -> aggregates
   std::unordered_map<int64_t, int> kind_ids_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
+  std::unordered_map<std::string, uint64_t> runtime_bits_;
   int live_nodes_ = 0;
   int64_t total_gpu_milli_ = 0;
   int64_t free_gpu_milli_ = 0;

@@ -79,6 +79,21 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
   if (!t.any_model && t.models.empty()) {
     return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
   }
+  if (!t.any_runtime) {
+    // The cluster-wide statistics below count nodes without the runtime too: explain in terms
+    // of the nodes that offer it.
+    std::string names;
+    for (const std::string& r : t.runtime_names) names += (names.empty() ? "" : " or ") + r;
+    const int offering = state.NodesOffering(t.runtimes);
+    if (offering == 0) {
+      return {kReasonNoRuntime, "needs a node with runtime " + names +
+                                    " (its environment's; docs/environments.md), but no node "
+                                    "offers it"};
+    }
+    return {kReasonRuntimeNodesFull,
+            "needs a node with runtime " + names + "; the " + Plural(offering, "node") +
+                (offering == 1 ? " offering it has" : " offering it have") + " no room for it now"};
+  }
   const std::vector<int> models = AcceptedModels(state, t);
 
   // Could it ever fit on an empty node of an accepted model?

@@ -20,6 +20,8 @@ struct PendingReason {
 // Stable codes (API and CLI contract).
 inline constexpr char kReasonNoNodes[] = "no_nodes";
 inline constexpr char kReasonUnknownModel[] = "unknown_gpu_model";
+inline constexpr char kReasonNoRuntime[] = "no_runtime";
+inline constexpr char kReasonRuntimeNodesFull[] = "runtime_nodes_full";
 inline constexpr char kReasonNeverFits[] = "never_fits";
 inline constexpr char kReasonNoFreeBlock[] = "no_free_block";
 inline constexpr char kReasonFragmented[] = "fragmented";

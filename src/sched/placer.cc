@@ -24,6 +24,9 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
     int id = state_.ModelId(name);
     if (id != kNoModel) t.models.push_back(id);
   }
+  t.any_runtime = r.runtimes.empty();
+  t.runtime_names = r.runtimes;
+  for (const auto& name : r.runtimes) t.runtimes |= state_.RuntimeBit(name);
   t.shape = shape_ids_
                 .emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
                          static_cast<int>(shape_ids_.size()))

@@ -249,6 +249,8 @@ int Scheduler::GroupOf(const model::Job& job) {
   const model::TaskResources& r = job.resources;
   std::string models;
   for (const auto& m : r.gpu_models) models += m + "|";
+  models += "/";  // then the runtimes
+  for (const auto& m : r.runtimes) models += m + "|";
   auto shape_key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()),
                                    r.gpu_milli.value(), r.memory.value(), job.tasks, models);
   auto [shape_it, new_shape] = shape_ids_.emplace(shape_key, static_cast<int>(shapes_.size()));
@@ -266,10 +268,12 @@ int Scheduler::GroupOf(const model::Job& job) {
 }
 
 const TaskRequest& Scheduler::RequestOf(Shape& shape) {
-  // Model ids are resolved against the models present; re-resolve when new ones join.
-  if (shape.request_models != state_.ModelCount()) {
+  // Model ids and runtime bits are resolved against those present; re-resolve when new ones
+  // join.
+  const int known = state_.ModelCount() + state_.RuntimeCount();
+  if (shape.request_models != known) {
     shape.request = placer_.Resolve(shape.resources);
-    shape.request_models = state_.ModelCount();
+    shape.request_models = known;
   }
   return shape.request;
 }

@@ -195,7 +195,7 @@ class Scheduler {
     model::TaskResources resources;
     int tasks = 1;
     TaskRequest request;
-    int request_models = -1;         // ModelCount() when `request` was resolved
+    int request_models = -1;         // ModelCount() + RuntimeCount() when `request` was resolved
     int64_t failed_generation = -1;  // capacity generation of the last failure
     // ReclaimVersion() when a reclaim for this shape last could not make room.
     std::pair<int64_t, int64_t> reclaim_failed_at{-1, -1};

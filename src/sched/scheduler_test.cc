@@ -210,6 +210,35 @@ TEST(Scheduler, MultiGpuTasksStayInOneNvlinkDomain) {
   EXPECT_EQ(gpus_of(starts[0]), (std::vector<int>{0, 1}));
 }
 
+TEST(Scheduler, JobsNeedingARuntimeRunOnlyWhereANodeOffersIt) {
+  auto s = MakeScheduler({{"plain", 4}});
+  model::Job container = MakeJob(1, 1);
+  container.resources.runtimes = {"container"};
+  ASSERT_TRUE(s->Submit(container).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{2}));
+  auto reason = s->PendingReasonOf(JobId(1));
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason->code, kReasonNoRuntime);
+  EXPECT_NE(reason->message.find("runtime container"), std::string::npos) << reason->message;
+
+  // A node with a container engine joins; the job goes there, not to the free plain node.
+  model::Node engine = model::MakeNode("engine", "V100M32", 1, CpuMilli(64000), MemoryMib(262144));
+  engine.runtimes = {"process", "container"};
+  ASSERT_TRUE(s->AddNode(engine).ok());
+  auto starts = s->Schedule(Seconds(0)).starts;
+  ASSERT_EQ(Started(starts), (std::vector<int64_t>{1}));
+  ASSERT_EQ(starts[0].tasks.size(), 1u);
+  EXPECT_EQ(starts[0].tasks[0].node, s->state().FindNode("engine"));
+
+  // When the engine node is full, the job waits for it rather than taking the plain node.
+  model::Job second = MakeJob(3, 1);
+  second.resources.runtimes = {"container"};
+  ASSERT_TRUE(s->Submit(second).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
+  EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonRuntimeNodesFull);
+}
+
 TEST(Scheduler, SameCallsSameDecisions) {
   auto run = [](uint64_t seed) {
     SchedulerConfig config{"random"};

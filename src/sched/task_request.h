@@ -16,6 +16,11 @@ struct TaskRequest {
   bool any_model = true;
   std::vector<int> models;               // acceptable model ids (those some node has)
   std::vector<std::string> model_names;  // as asked, for pending reasons
+  // Acceptable agent runtimes as a mask of ClusterState::RuntimeBit()s: a node must offer one.
+  // any_runtime: no constraint; a runtime no node has ever offered adds no bit.
+  bool any_runtime = true;
+  uint64_t runtimes = 0;
+  std::vector<std::string> runtime_names;  // as asked, for pending reasons
   int shape = -1;  // interned (gpus, gpu_milli, cpu): equal shapes score equally
   int kind = -1;   // interned: a share, or k whole GPUs (ClusterState::TaskKindId)
 
@@ -30,7 +35,8 @@ struct NodeClass;
 // Model ids a task may use: the acceptable ones, or every model; kNoModel (nodes without GPUs)
 // too for a CPU-only task that names no model.
 std::vector<int> AcceptedModels(const ClusterState& state, const TaskRequest& task);
-// True when a node in class `c` has the free CPU, memory and GPUs the task needs.
+// True when a node in class `c` offers one of the task's runtimes and has the free CPU, memory
+// and GPUs the task needs.
 bool Fits(const NodeClass& c, const TaskRequest& task);
 
 inline bool TaskRequest::AcceptsModel(int model) const {

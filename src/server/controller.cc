@@ -99,6 +99,8 @@ nlohmann::json LaunchEnvironment(const EnvironmentVersion& env) {
   return out;
 }
 
+constexpr size_t kMaxNodeRuntimes = 8;
+
 // The scheduler's node from an agent inventory (see docs/control-plane.md).
 Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::json& inv) {
   try {
@@ -122,6 +124,22 @@ Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::j
                                "': field 'labels': must be an object of strings");
       }
       for (const auto& [k, v] : inv["labels"].items()) node.labels[k] = v.get<std::string>();
+    }
+    if (inv.contains("runtimes")) {
+      const nlohmann::json& runtimes = inv["runtimes"];
+      if (!runtimes.is_array() || runtimes.size() > kMaxNodeRuntimes) {
+        return InvalidArgument("inventory of node '" + name +
+                               "': field 'runtimes': must be a list of at most " +
+                               std::to_string(kMaxNodeRuntimes) + " runtime names");
+      }
+      for (const auto& r : runtimes) {
+        const std::string runtime = r.get<std::string>();
+        if (runtime != model::kProcessRuntime && runtime != model::kContainerRuntime) {
+          return InvalidArgument("inventory of node '" + name + "': field 'runtimes': unknown '" +
+                                 runtime + "' (process, container)");
+        }
+        node.runtimes.push_back(runtime);
+      }
     }
     if (inv.contains("address")) {
       CORRAL_RETURN_IF_ERROR(model::ValidateNodeAddress(inv["address"].get<std::string>()));
@@ -321,7 +339,13 @@ Status Controller::Recover() {
     auto spec = ParseJobSpec(nlohmann::json::parse(record.spec_json, nullptr, false));
     if (!spec.ok()) continue;  // validated at submission; a corrupt row is left alone
     auto environment = PinnedEnvironment(*spec);
-    if (!environment.ok()) return environment.status();
+    if (!environment.ok()) {
+      // Only this job cannot run again; the others recover.
+      const std::string reason = "cannot recover: " + environment.status().message();
+      CORRAL_RETURN_IF_ERROR(
+          store_.TransitionJob(record.id, record.state, "failed", reason, clock_.Now()));
+      continue;
+    }
     LiveJob& job = jobs_[record.id];
     job.record = record;
     job.spec = *spec;
@@ -338,7 +362,7 @@ Status Controller::Recover() {
         job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
       }
     }
-    const model::Job model_job = ToModelJob(*spec, record);
+    const model::Job model_job = ModelJobOf(job);
     if (record.state == "pending") {
       (void)scheduler_->Submit(model_job);
       continue;
@@ -465,7 +489,7 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   job.record = record;
   job.spec = std::move(spec);
   job.environment = std::move(environment);
-  (void)scheduler_->Submit(ToModelJob(job.spec, record));
+  (void)scheduler_->Submit(ModelJobOf(job));
   wake_ = true;
 }
 
@@ -845,7 +869,7 @@ void Controller::ScheduleLocked() {
     if (!ok || !store_.AssignJob(job.record.id, tasks, now).ok()) {
       ports_.Release(job.record.id);
       (void)scheduler_->Finish(job.record.id);
-      (void)scheduler_->Submit(ToModelJob(job.spec, job.record));
+      (void)scheduler_->Submit(ModelJobOf(job));
       continue;
     }
     job.record.state = "starting";
@@ -963,6 +987,12 @@ void Controller::NotifyNodesLocked(const LiveJob& job) {
   changed_.notify_all();
 }
 
+model::Job Controller::ModelJobOf(const LiveJob& job) {
+  model::Job out = ToModelJob(job.spec, job.record);
+  if (job.environment) out.resources.runtimes = job.environment->spec.Runtimes();
+  return out;
+}
+
 Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason) {
   const JobId id = job.record.id;
   const Seconds now = clock_.Now();
@@ -1029,7 +1059,7 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
   job.failure.clear();
   job.failed_state = "failed";
   unsettled_.erase(id);
-  (void)scheduler_->Submit(ToModelJob(job.spec, job.record));
+  (void)scheduler_->Submit(ModelJobOf(job));
   wake_ = true;
   return Status::Ok();
 }

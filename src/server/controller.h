@@ -232,6 +232,8 @@ class Controller {
   void EvaluateJobLocked(LiveJob& job);
   // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
   // changes and the error is returned. EndJobLocked erases `job`.
+  // The scheduler's view of a job: its spec's, placed only where its environment can run.
+  static model::Job ModelJobOf(const LiveJob& job);
   Status EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
   // The job's end is committed: it leaves the scheduler and memory (erases `job`).
   void ForgetJobLocked(LiveJob& job);

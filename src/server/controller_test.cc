@@ -988,5 +988,106 @@ TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
   EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
 }
 
+TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
+  const JobId id = Submit({{"environment", "boxed"}, {"command", {"true"}}});
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report())["run"].empty());
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["pending_reason"]["code"], "no_runtime");
+  EXPECT_THAT((*view)["pending_reason"]["message"].get<std::string>(),
+              HasSubstr("runtime container"));
+
+  json with_engine = Inventory(8);
+  with_engine["runtimes"] = {"process", "container"};
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, with_engine).ok());
+  controller_->Tick();
+  json run = Beat("b", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"]["runtime"], "container");
+  EXPECT_EQ(run[0]["environment"]["image"], "corral-test/busybox:1");
+
+  json bad = Inventory(8);
+  bad["runtimes"] = {"vm"};
+  EXPECT_THAT(controller_->RegisterNode("c", "node-c-0123456789abcdef", bad).status().message(),
+              HasSubstr("field 'runtimes': unknown 'vm'"));
+}
+
+TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  EXPECT_THAT(
+      envs.Create(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
+      HasSubstr("field 'env.CORRAL_JOB_ID'"));
+  // MASTER_PORT is only corral's in distributed jobs: the environment may set it, a torchrun
+  // job may not use the environment.
+  ASSERT_TRUE(
+      envs.Create(alice_,
+                  {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
+          .ok());
+  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "port"}}).ok());
+  auto refused = controller_->Submit(
+      alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.MASTER_PORT'"));
+}
+
+TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
+  ASSERT_TRUE(controller_->Environments()
+                  .Create(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}})
+                  .ok());
+  auto refused =
+      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("field 'resources.gpus': environment 'gpu@1' needs at least 2 GPUs"));
+  EXPECT_TRUE(
+      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
+}
+
+TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
+  const JobId kept = Submit(Spec(1));
+  // A stored spec pinned to a version that does not exist (as after a hand edit of the store).
+  store::JobRecord record;
+  record.user = "alice";
+  record.project = "default";
+  record.name = "ghost";
+  record.submit_time = Seconds(1);
+  record.spec_json = json({{"name", "ghost"},
+                           {"command", {"true"}},
+                           {"environment", "ghost@1"},
+                           {"resources", {{"gpus", 1}}}})
+                         .dump();
+  auto ghost = store_->InsertJob(record);
+  ASSERT_TRUE(ghost.ok()) << ghost.status().ToString();
+  Restart();
+  EXPECT_EQ(StateOf(*ghost), "failed");
+  EXPECT_THAT(store_->JobEvents(*ghost)->back().reason, HasSubstr("cannot recover"));
+  EXPECT_EQ(StateOf(kept), "pending");
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  EXPECT_EQ(Beat("a", Report())["run"].size(), 1u);
+}
+
+TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "newcomer"}}).ok());
+  EnvironmentSpec builtin;
+  builtin.name = "newcomer";
+  builtin.description = "added to envs/ later";
+  EnvironmentSpec other;
+  other.name = "fresh";
+  auto loaded = envs.LoadBuiltins({builtin, other});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->added, (std::vector<std::string>{"fresh@1"}));
+  ASSERT_EQ(loaded->skipped.size(), 1u);
+  EXPECT_THAT(loaded->skipped[0], HasSubstr("'newcomer' not loaded"));
+  EXPECT_EQ(envs.Get(bob_, "newcomer", std::nullopt).status().code(), StatusCode::kNotFound);
+  // Taking a name does not tell who holds it.
+  auto taken = envs.Create(bob_, {{"name", "newcomer"}});
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(taken.status().message(), Not(HasSubstr("alice")));
+}
+
 }  // namespace
 }  // namespace corral::server

@@ -1,33 +1,57 @@
 #include "server/environment.h"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <limits>
 #include <set>
 
 #include "common/config_file.h"
+#include "model/launcher.h"
 #include "server/spec_fields.h"
 
 namespace corral::server {
 
 namespace {
 
-constexpr size_t kMaxNameLength = 63;
-constexpr size_t kMaxCommand = 4096;
 constexpr size_t kMaxPorts = 64;
 
-bool IsEnvironmentName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxNameLength || name[0] == '-') return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
+constexpr size_t kMaxPathLength = 4096;
+constexpr size_t kMaxImageLength = 512;
 
-Result<std::string> GetAbsolutePath(const nlohmann::json& j, const std::string& field) {
+// A host prefix goes first on PATH and into VIRTUAL_ENV/CONDA_PREFIX: an absolute, normalised
+// path (no '.' or '..' components) without ':' (PATH's separator) or control characters.
+Result<std::string> GetHostPrefix(const nlohmann::json& j, const std::string& field) {
   auto v = GetString(j, field);
   if (!v.ok()) return v.status();
-  if (v->empty() || (*v)[0] != '/') return FieldError(field, "must be an absolute path");
+  const std::string& path = *v;
+  if (path.empty() || path[0] != '/' || path.size() > kMaxPathLength) {
+    return FieldError(
+        field, "must be an absolute path of at most " + std::to_string(kMaxPathLength) + " bytes");
+  }
+  if (std::any_of(path.begin(), path.end(),
+                  [](char c) { return c == ':' || static_cast<unsigned char>(c) < 0x20; })) {
+    return FieldError(field, "must not contain ':' or control characters");
+  }
+  for (const auto& part : std::filesystem::path(path)) {
+    if (part == "." || part == "..") {
+      return FieldError(field, "must not contain '.' or '..' components, got '" + path + "'");
+    }
+  }
   return v;
+}
+
+// A container image reference as engines take it ("registry:5000/team/name:tag@sha256:...").
+// The charset keeps it a single argv word that no engine reads as an option.
+bool IsImageReference(const std::string& image) {
+  if (image.empty() || image.size() > kMaxImageLength ||
+      !std::isalnum(static_cast<unsigned char>(image[0]))) {
+    return false;
+  }
+  return std::all_of(image.begin(), image.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '/' || c == ':' || c == '@';
+  });
 }
 
 Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
@@ -37,11 +61,11 @@ Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
     return FieldError("host", "must have one of 'venv' and 'conda', not both");
   }
   if (h.contains("venv")) {
-    auto v = GetAbsolutePath(h["venv"], "host.venv");
+    auto v = GetHostPrefix(h["venv"], "host.venv");
     if (!v.ok()) return v.status();
     spec.venv = *v;
   } else if (h.contains("conda")) {
-    auto v = GetAbsolutePath(h["conda"], "host.conda");
+    auto v = GetHostPrefix(h["conda"], "host.conda");
     if (!v.ok()) return v.status();
     spec.conda = *v;
   } else {
@@ -73,13 +97,13 @@ Status ParseGpus(const nlohmann::json& g, EnvironmentSpec& spec) {
 
 std::vector<std::string> EnvironmentSpec::Runtimes() const {
   std::vector<std::string> runtimes;
-  if (!image.empty()) runtimes.push_back(kContainerRuntime);
-  if (HasHost() || image.empty()) runtimes.push_back(kProcessRuntime);
+  if (!image.empty()) runtimes.push_back(model::kContainerRuntime);
+  if (HasHost() || image.empty()) runtimes.push_back(model::kProcessRuntime);
   return runtimes;
 }
 
 std::string EnvironmentSpec::PreferredRuntime() const {
-  return HasHost() || image.empty() ? kProcessRuntime : kContainerRuntime;
+  return HasHost() || image.empty() ? model::kProcessRuntime : model::kContainerRuntime;
 }
 
 Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
@@ -105,14 +129,17 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
   if (j.contains("image")) {
     auto v = GetString(j["image"], "image");
     if (!v.ok()) return v.status();
-    if (v->empty() || v->find_first_of(" \t\n") != std::string::npos) {
-      return FieldError("image", "must be a container image reference without spaces");
+    if (!IsImageReference(*v)) {
+      return FieldError("image",
+                        "must be a container image reference (letters, digits and "
+                        "'._-/:@', starting with a letter or digit, at most " +
+                            std::to_string(kMaxImageLength) + " bytes), got '" + *v + "'");
     }
     spec.image = *v;
   }
   if (j.contains("host")) CORRAL_RETURN_IF_ERROR(ParseHost(j["host"], spec));
   if (j.contains("command")) {
-    auto argv = GetArgv(j["command"], "command", kMaxCommand);
+    auto argv = GetArgv(j["command"], "command", kMaxSpecArgv);
     if (!argv.ok()) return argv.status();
     spec.command = std::move(argv).value();
   }
@@ -133,7 +160,14 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
     }
   }
   if (j.contains("gpus")) CORRAL_RETURN_IF_ERROR(ParseGpus(j["gpus"], spec));
-  if (j.contains("env")) CORRAL_RETURN_IF_ERROR(ParseEnv(j["env"], "env", spec.env));
+  if (j.contains("env")) {
+    CORRAL_RETURN_IF_ERROR(ParseEnv(j["env"], "env", spec.env));
+    for (const auto& [name, value] : spec.env) {
+      if (model::IsTaskEnvName(name)) {
+        return FieldError("env." + name, "is set by corral in every task");
+      }
+    }
+  }
   return spec;
 }
 
@@ -153,29 +187,6 @@ nlohmann::json ToJson(const EnvironmentSpec& s) {
   }
   if (!s.env.empty()) j["env"] = s.env;
   return j;
-}
-
-Result<EnvironmentRef> ParseEnvironmentRef(const std::string& text, const std::string& field) {
-  EnvironmentRef ref;
-  const size_t at = text.find('@');
-  ref.name = text.substr(0, at);
-  if (!IsEnvironmentName(ref.name)) {
-    return FieldError(
-        field, "must be NAME or NAME@VERSION with a valid environment name, got '" + text + "'");
-  }
-  if (at != std::string::npos) {
-    const std::string version = text.substr(at + 1);
-    if (version.empty() || version.size() > 9 ||
-        version.find_first_not_of("0123456789") != std::string::npos || std::stoll(version) < 1) {
-      return FieldError(field, "the version after '@' must be a number >= 1, got '" + text + "'");
-    }
-    ref.version = std::stoll(version);
-  }
-  return ref;
-}
-
-std::string ToString(const std::string& name, int64_t version) {
-  return name + "@" + std::to_string(version);
 }
 
 Result<std::vector<EnvironmentSpec>> LoadEnvironmentDir(const std::string& dir) {

@@ -18,12 +18,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/environment_ref.h"
+#include "model/node.h"
 
 namespace corral::server {
-
-// Agent runtimes (the "runtimes" of a node's inventory).
-inline constexpr char kProcessRuntime[] = "process";
-inline constexpr char kContainerRuntime[] = "container";
 
 struct EnvironmentSpec {
   std::string name;  // 1..63 of [a-z0-9-], starting with a letter or digit
@@ -52,14 +50,11 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& json);
 // and the API shows; ParseEnvironmentSpec(ToJson(s)) == s.
 nlohmann::json ToJson(const EnvironmentSpec& spec);
 
-// "NAME" or "NAME@VERSION" (VERSION >= 1) as in a job's "environment" field; `field` names the
-// field in errors.
-struct EnvironmentRef {
-  std::string name;
-  std::optional<int64_t> version;  // none: the latest
-};
-Result<EnvironmentRef> ParseEnvironmentRef(const std::string& text, const std::string& field);
-std::string ToString(const std::string& name, int64_t version);  // "NAME@VERSION"
+// A job's "environment" field names one as model::ParseEnvironmentRef reads it.
+using model::EnvironmentRef;
+using model::IsEnvironmentName;
+using model::ParseEnvironmentRef;
+using model::ToString;
 
 // The built-in environments: every *.yaml, *.yml and *.json file of `dir`, sorted by file name,
 // each a spec. An error names the file (and the field); two files with one name are an error.

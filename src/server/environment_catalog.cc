@@ -30,19 +30,24 @@ Result<EnvironmentVersion> EnvironmentCatalog::Parsed(store::EnvironmentRecord r
   return EnvironmentVersion{std::move(record), std::move(spec).value()};
 }
 
-Result<std::vector<std::string>> EnvironmentCatalog::LoadBuiltins(
+Result<EnvironmentCatalog::BuiltinsLoaded> EnvironmentCatalog::LoadBuiltins(
     const std::vector<EnvironmentSpec>& specs) {
-  std::vector<std::string> added;
+  BuiltinsLoaded loaded;
   for (const EnvironmentSpec& spec : specs) {
     const std::string json = ToJson(spec).dump();
     auto latest = store_.GetEnvironment(spec.name, std::nullopt);
-    if (latest.ok() && latest->owner.empty() && latest->spec_json == json) continue;
     if (!latest.ok() && latest.status().code() != StatusCode::kNotFound) return latest.status();
+    if (latest.ok() && !latest->owner.empty()) {
+      loaded.skipped.push_back("built-in environment '" + spec.name + "' not loaded: user '" +
+                               latest->owner + "' owns that name");
+      continue;
+    }
+    if (latest.ok() && latest->spec_json == json) continue;
     auto stored = store_.AddEnvironmentVersion(spec.name, "", json, clock_.Now());
     if (!stored.ok()) return stored.status();
-    added.push_back(ToString(stored->name, stored->version));
+    loaded.added.push_back(ToString(stored->name, stored->version));
   }
-  return added;
+  return loaded;
 }
 
 Result<std::vector<EnvironmentVersion>> EnvironmentCatalog::List(const Principal& who) {

@@ -37,10 +37,16 @@ class EnvironmentCatalog {
   // Borrows `store` and `clock`, which must outlive the catalog.
   EnvironmentCatalog(store::Store& store, Clock& clock) : store_(store), clock_(clock) {}
 
+  // What LoadBuiltins did.
+  struct BuiltinsLoaded {
+    std::vector<std::string> added;    // new versions, as "NAME@VERSION"
+    std::vector<std::string> skipped;  // why a built-in was not loaded (its name is a user's)
+  };
   // Makes `specs` the built-ins: a name not stored yet gets version 1, one whose latest version
-  // differs from its spec a new version; an unchanged one stays. AlreadyExists when a user owns
-  // a built-in's name. Returns the versions it added, as "NAME@VERSION".
-  Result<std::vector<std::string>> LoadBuiltins(const std::vector<EnvironmentSpec>& specs);
+  // differs from its spec a new version; an unchanged one stays. A built-in whose name a user
+  // already owns (say, one added to envs/ after the user chose the name) is skipped, so that the
+  // server still starts; the user keeps the name.
+  Result<BuiltinsLoaded> LoadBuiltins(const std::vector<EnvironmentSpec>& specs);
 
   // The latest version of every environment `who` may see, by name.
   Result<std::vector<EnvironmentVersion>> List(const Principal& who);

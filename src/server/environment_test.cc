@@ -57,6 +57,16 @@ TEST(EnvironmentSpecTest, EveryErrorNamesTheField) {
       {{{"name", "t"}, {"gpus", {{"min", -1}}}}, "field 'gpus.min'"},
       {{{"name", "t"}, {"gpus", {{"cuda", "twelve"}}}}, "field 'gpus.cuda'"},
       {{{"name", "t"}, {"env", {{"1X", "a"}}}}, "field 'env.1X'"},
+      {{{"name", "t"}, {"env", {{"CORRAL_NODE_NAME", "a"}}}}, "field 'env.CORRAL_NODE_NAME'"},
+      {{{"name", "t"}, {"env", {{"CUDA_VISIBLE_DEVICES", "0"}}}},
+       "field 'env.CUDA_VISIBLE_DEVICES'"},
+      {{{"name", "t"}, {"host", {{"venv", "/opt/a:/tmp/evil"}}}}, "field 'host.venv'"},
+      {{{"name", "t"}, {"host", {{"venv", "/opt/../etc"}}}}, "field 'host.venv'"},
+      {{{"name", "t"}, {"host", {{"conda", "/opt/./x"}}}}, "field 'host.conda'"},
+      {{{"name", "t"}, {"host", {{"venv", "/opt/a\nb"}}}}, "field 'host.venv'"},
+      {{{"name", "t"}, {"image", "--privileged"}}, "field 'image'"},
+      {{{"name", "t"}, {"image", "ubuntu;rm"}}, "field 'image'"},
+      {{{"name", "t"}, {"image", std::string(600, 'a')}}, "field 'image'"},
   };
   for (const auto& [json, field] : cases) {
     auto spec = ParseEnvironmentSpec(json);

@@ -361,14 +361,14 @@ class HttpApi::Impl {
   }
 
   void RegisterEnvironments(httplib::Server& http) {
-    http.Get("/api/v1/envs", Authed([this](const Principal& who, const auto&, auto& res) {
+    http.Get("/api/v1/environments", Authed([this](const Principal& who, const auto&, auto& res) {
                auto envs = controller_.Environments().List(who);
                if (!envs.ok()) return SendProblem(res, envs.status());
                json out = json::array();
                for (const auto& e : *envs) out.push_back(ToJson(e));
                SendJson(res, 200, {{"environments", out}});
              }));
-    http.Get(R"(/api/v1/envs/([^/]+))",
+    http.Get(R"(/api/v1/environments/([^/]+))",
              Authed([this](const Principal& who, const auto& req, auto& res) {
                auto version = IntParam(req, "version", 1, kMaxCount);
                if (!version.ok()) return SendProblem(res, version.status());
@@ -376,14 +376,15 @@ class HttpApi::Impl {
                if (!env.ok()) return SendProblem(res, env.status());
                SendJson(res, 200, ToJson(*env));
              }));
-    http.Post("/api/v1/envs", Authed([this](const Principal& who, const auto& req, auto& res) {
+    http.Post("/api/v1/environments",
+              Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());
                 auto env = controller_.Environments().Create(who, *body);
                 if (!env.ok()) return SendProblem(res, env.status());
                 SendJson(res, 201, ToJson(*env));
               }));
-    http.Post(R"(/api/v1/envs/([^/]+)/clone)",
+    http.Post(R"(/api/v1/environments/([^/]+)/clone)",
               Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());
@@ -391,7 +392,7 @@ class HttpApi::Impl {
                 if (!env.ok()) return SendProblem(res, env.status());
                 SendJson(res, 201, ToJson(*env));
               }));
-    http.Post(R"(/api/v1/envs/([^/]+)/share)",
+    http.Post(R"(/api/v1/environments/([^/]+)/share)",
               Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());

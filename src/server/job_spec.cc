@@ -11,8 +11,6 @@ namespace corral::server {
 
 namespace {
 
-constexpr size_t kMaxArgs = 4096;
-
 // `array` of a spec whose env is `spec_env`.
 Result<ArraySpec> ParseArray(const nlohmann::json& a,
                              const std::map<std::string, std::string>& spec_env) {
@@ -73,6 +71,34 @@ Status CheckReservedNames(const JobSpec& spec, const std::map<std::string, std::
                                                 std::string(model::LauncherName(spec.launcher)) +
                                                 "; docs/distributed.md)");
     }
+  }
+  return Status::Ok();
+}
+
+// Names corral sets itself are refused at submission, not by the agent at every launch: in the
+// spec's env and in every array element's.
+Status CheckAllReservedNames(const JobSpec& spec) {
+  CORRAL_RETURN_IF_ERROR(CheckReservedNames(spec, spec.env, "env"));
+  if (spec.array) {
+    for (size_t i = 0; i < spec.array->env.size(); ++i) {
+      CORRAL_RETURN_IF_ERROR(
+          CheckReservedNames(spec, spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
+    }
+  }
+  return Status::Ok();
+}
+
+// Every element of an array stores a copy of the spec: bounds what one request can make the
+// store hold.
+Status CheckArrayBytes(const JobSpec& spec) {
+  if (!spec.array) return Status::Ok();
+  constexpr size_t kMaxArrayBytes = size_t{64} << 20;
+  size_t bytes = ToJson(spec).dump().size() * spec.array->indices.size();
+  for (const auto& env : spec.array->env) bytes += nlohmann::json(env).dump().size();
+  if (bytes > kMaxArrayBytes) {
+    return FieldError("array.indices", "this spec copied once per element is more than " +
+                                           std::to_string(kMaxArrayBytes >> 20) +
+                                           " MiB: fewer elements, or a smaller spec");
   }
   return Status::Ok();
 }
@@ -147,7 +173,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     spec.environment = *v;
   }
   if (j.contains("command")) {
-    auto argv = GetArgv(j["command"], "command", kMaxArgs);
+    auto argv = GetArgv(j["command"], "command", kMaxSpecArgv);
     if (!argv.ok()) return argv.status();
     spec.command = std::move(argv).value();
   } else if (spec.environment.empty()) {
@@ -206,13 +232,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
     auto array = ParseArray(j["array"], spec.env);
     if (!array.ok()) return array.status();
     spec.array = std::move(array).value();
-    // Every element stores a copy of the spec: bound what one request can make the store hold.
-    constexpr size_t kMaxArrayBytes = size_t{64} << 20;
-    if (j.dump().size() * spec.array->indices.size() > kMaxArrayBytes) {
-      return FieldError("array.indices", "this spec copied once per element is more than " +
-                                             std::to_string(kMaxArrayBytes >> 20) +
-                                             " MiB: fewer elements, or a smaller spec");
-    }
+    CORRAL_RETURN_IF_ERROR(CheckArrayBytes(spec));
   }
   if (IsDistributed(spec) &&
       PortsOf(spec) > RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) {
@@ -222,14 +242,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j) {
             std::to_string(RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) +
             " ports corral hands out");
   }
-  // Names corral sets itself are refused here, not by the agent at every launch.
-  CORRAL_RETURN_IF_ERROR(CheckReservedNames(spec, spec.env, "env"));
-  if (spec.array) {
-    for (size_t i = 0; i < spec.array->env.size(); ++i) {
-      CORRAL_RETURN_IF_ERROR(
-          CheckReservedNames(spec, spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
-    }
-  }
+  CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
   return spec;
 }
 
@@ -284,7 +297,13 @@ Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& sp
       CORRAL_RETURN_IF_ERROR(under(spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
     }
   }
-  return Status::Ok();
+  if (spec.resources.gpus.value() < env.min_gpus) {
+    return FieldError("resources.gpus", "environment '" + spec.environment + "' needs at least " +
+                                            std::to_string(env.min_gpus) + " GPUs per task");
+  }
+  // The environment's variables may hold names corral sets for this job's launcher.
+  CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
+  return CheckArrayBytes(spec);
 }
 
 int PortsOf(const JobSpec& spec) {

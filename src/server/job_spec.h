@@ -90,7 +90,9 @@ nlohmann::json ToJson(const JobSpec& spec);
 // Makes `spec` use version `version` of environment `env`: "environment" becomes
 // "NAME@VERSION", an empty command the environment's command, and the environment's variables go
 // under the spec's (and under each array element's). InvalidArgument naming the field when the
-// command is still empty, not one string with shell, or the variables are too many.
+// command is still empty, not one string with shell, the variables are too many or hold a name
+// corral sets for the job (rendezvous variables of its launcher), the array grows too big, or
+// the tasks have fewer GPUs than the environment's gpus.min.
 Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 
 #include "common/secret_file.h"
 #include "server/auth.h"
@@ -106,10 +107,14 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     if (!builtins.ok()) {
       return Status(builtins.status().code(), "--envs-dir: " + builtins.status().message());
     }
-    auto added = p->controller_->Environments().LoadBuiltins(*builtins);
-    if (!added.ok()) {
-      return Status(added.status().code(),
-                    "--envs-dir " + options.envs_dir + ": " + added.status().message());
+    auto loaded = p->controller_->Environments().LoadBuiltins(*builtins);
+    if (!loaded.ok()) {
+      return Status(loaded.status().code(),
+                    "--envs-dir " + options.envs_dir + ": " + loaded.status().message());
+    }
+    for (const std::string& skipped : loaded->skipped) {
+      std::cerr << "corral server: warning: --envs-dir " << options.envs_dir << ": " << skipped
+                << "\n";
     }
   }
 

@@ -15,6 +15,7 @@
 namespace corral::server {
 
 inline constexpr size_t kMaxSpecEnv = 256;           // variables of one env object
+inline constexpr size_t kMaxSpecArgv = 4096;         // entries of one command
 inline constexpr size_t kMaxSpecString = 64 * 1024;  // bytes of one string
 
 // InvalidArgument("field 'FIELD': WHAT").

@@ -810,8 +810,10 @@ Result<EnvironmentRecord> SqlStore::AddEnvironmentVersion(const std::string& nam
     if (!latest.ok()) return latest.status();
     if (!latest->empty() && (*latest)[0].Text(1) != owner) {
       const std::string holder = (*latest)[0].Text(1);
-      return AlreadyExists("environment '" + name + "' belongs to " +
-                           (holder.empty() ? "the system (a built-in)" : "user '" + holder + "'"));
+      // Who holds a name is not the caller's business: say only whose kind it is.
+      return AlreadyExists("environment name '" + name + "' is taken by " +
+                           (holder.empty() ? "a built-in" : "another user") +
+                           ": choose another name");
     }
     record.version = latest->empty() ? 1 : (*latest)[0].Int(0) + 1;
     auto inserted = conn_->Execute(

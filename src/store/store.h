@@ -248,7 +248,8 @@ class Store {
   virtual Result<int64_t> NextAllocationId() = 0;
 
   // Environments. AddEnvironmentVersion stores a new version of `name` (1 when the name is new)
-  // owned by `owner`; AlreadyExists when the name belongs to another owner. Returns the record.
+  // owned by `owner`; AlreadyExists when the name belongs to another owner (the message does
+  // not name it). Returns the record.
   virtual Result<EnvironmentRecord> AddEnvironmentVersion(const std::string& name,
                                                           const std::string& owner,
                                                           const std::string& spec_json,

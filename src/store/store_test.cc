@@ -152,13 +152,13 @@ TEST_P(StoreTest, EnvironmentVersionsAreImmutableAndOwned) {
   EXPECT_EQ(v2->version, 2);
   auto taken = store_->AddEnvironmentVersion("torch", "bob", R"({"name":"torch"})", Seconds(3));
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
-  EXPECT_THAT(taken.status().message(), HasSubstr("belongs to user 'alice'"));
+  EXPECT_THAT(taken.status().message(), HasSubstr("is taken by another user"));
   auto builtin =
       store_->AddEnvironmentVersion("cuda-base", "", R"({"name":"cuda-base"})", Seconds(4));
   ASSERT_TRUE(builtin.ok());
   EXPECT_THAT(
       store_->AddEnvironmentVersion("cuda-base", "bob", "{}", Seconds(5)).status().message(),
-      HasSubstr("the system (a built-in)"));
+      HasSubstr("is taken by a built-in"));
 
   // The first version is unchanged by the second: a job pinned to torch@1 keeps it.
   auto first = store_->GetEnvironment("torch", 1);
