@@ -16,6 +16,10 @@ packages=(
   python3  # tests/e2e_test.py
   python3-torch  # tests/distributed_test.py: real PyTorch DDP (gloo, CPU) across two agents
   iproute2  # tests/distributed_test.py: network namespaces as separate hosts
+  # The agent's container runtime and its tests (src/agent/container_runtime_test.cc): podman
+  # with runc (crun refuses hybrid cgroups), catatonit for `run --init` (only recommended by
+  # podman, and recommends are not installed here), busybox for the test image.
+  podman runc catatonit busybox-static
 )
 
 missing=()

@@ -5,10 +5,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent/agent_loop.h"
+#include "agent/container_engine.h"
 #include "agent/fake_probe.h"
 #include "agent/file_io.h"
 #include "agent/host_resources.h"
@@ -30,8 +32,11 @@ struct AgentFlags {
   std::string work_dir;
   std::string task_user;
   std::string join_token_file;
-  std::vector<std::string> labels;         // KEY=VALUE
-  CLI::Option* join_token_flag = nullptr;  // counted: given or not
+  std::vector<std::string> labels;  // KEY=VALUE
+  ContainerSettings container;
+  std::string container_gpus;                 // "" (the engine's default), cdi, gpus-flag
+  std::vector<std::string> container_mounts;  // SRC:DST[:ro]
+  CLI::Option* join_token_flag = nullptr;     // counted: given or not
   CLI::Option* join_token_file_flag = nullptr;
 };
 
@@ -91,6 +96,31 @@ Result<std::map<std::string, std::string>> ParseLabels(const std::vector<std::st
   return labels;
 }
 
+// The container engine of the node, or none (printed either way: operators should see which).
+Result<std::optional<ContainerEngine>> ContainerEngineOf(AgentFlags& f) {
+  if (!f.container_gpus.empty()) {
+    Result<GpuPassing> passing = ParseGpuPassing(f.container_gpus);
+    if (!passing.ok()) return passing.status();
+    f.container.gpu_passing = *passing;
+  }
+  for (const std::string& spec : f.container_mounts) {
+    Result<DataMount> mount = ParseDataMount(spec);
+    if (!mount.ok()) return mount.status();
+    f.container.mounts.push_back(*mount);
+  }
+  Result<EngineSearch> search = FindContainerEngine(f.container);
+  if (!search.ok()) return search.status();
+  if (!search->engine) {
+    std::cout << "corral agent: no container engine: " << search->why_none << "\n";
+    return std::optional<ContainerEngine>();
+  }
+  const ContainerEngine& e = *search->engine;
+  std::cout << "corral agent: container engine " << Describe(e.cli) << " (" << e.cli.path
+            << "), GPUs by " << GpuPassingName(e.gpu_passing)
+            << (e.gpu_passing == GpuPassing::kCdi ? " " + e.cdi_kind : "") << "\n";
+  return search->engine;
+}
+
 int RunAgentCommand(AgentFlags& f) {
   auto labels = ParseLabels(f.labels);
   if (!labels.ok()) {
@@ -113,6 +143,15 @@ int RunAgentCommand(AgentFlags& f) {
     std::cerr << "corral agent: running as root: give --task-user (tasks would otherwise run as "
                  "root; --task-user root allows it explicitly)\n";
     return 2;
+  }
+  Result<std::optional<ContainerEngine>> engine = ContainerEngineOf(f);
+  if (!engine.ok()) {
+    std::cerr << "corral agent: " << engine.status().message() << "\n";
+    return 2;
+  }
+  if (*engine) {
+    f.options.runtimes = {"process", "container"};
+    f.options.container_engine = Describe((*engine)->cli);
   }
   BlockShutdownSignals();
   std::unique_ptr<GpuProbe> probe;
@@ -140,6 +179,7 @@ int RunAgentCommand(AgentFlags& f) {
   runtime_options.work_dir = f.work_dir;
   runtime_options.node_name = f.options.name;
   runtime_options.task_user = f.task_user;
+  runtime_options.container_engine = std::move(engine).value();
   auto runtime = ProcessRuntime::Create(runtime_options, &clock);
   if (!runtime.ok()) {
     std::cerr << "corral agent: " << runtime.status().message() << "\n";
@@ -192,6 +232,19 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   c->add_option("--label", f->labels,
                 "Node label KEY=VALUE (repeatable); 'rack' and 'switch' place multi-node jobs "
                 "under one rack or switch");
+  c->add_option("--container-engine", f->container.choice,
+                "Container engine CLI for tasks whose environment runs in a container: auto "
+                "(podman, else docker, from PATH), none, or the CLI's absolute path")
+      ->capture_default_str();
+  c->add_option("--container-gpus", f->container_gpus,
+                "How containers get their GPUs: cdi (--device KIND=INDEX; podman's default) or "
+                "gpus-flag (--gpus device=...; docker's default)");
+  c->add_option("--cdi-kind", f->container.cdi_kind,
+                "CDI device kind of the node's GPUs, with --container-gpus cdi")
+      ->capture_default_str();
+  c->add_option("--container-mount", f->container_mounts,
+                "Host path every container sees, SRC:DST or SRC:DST:ro (repeatable; absolute "
+                "paths without ',' ':' or '..'; SRC must exist)");
   c->callback([f, exit_code] { *exit_code = RunAgentCommand(*f); });
 }
 

@@ -64,10 +64,11 @@ Result<nlohmann::json> AgentLoop::Inventory() {
                            {"gpu_model", gpus->model},
                            {"gpus", list},
                            {"labels", options_.labels},
-                           {"runtimes", {"process"}}};
+                           {"runtimes", options_.runtimes}};
   // Only when given: the server falls back to the node name (and an agent upgraded in place
   // keeps the inventory its node registered with).
   if (!options_.address.empty()) inventory["address"] = options_.address;
+  if (!options_.container_engine.empty()) inventory["container_engine"] = options_.container_engine;
   return inventory;
 }
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "agent/gpu_probe.h"
 #include "agent/runtime.h"
@@ -32,6 +33,11 @@ struct AgentOptions {
   // How other nodes reach this one (MASTER_ADDR, hostfiles); empty: not sent, and the server
   // uses the node name.
   std::string address;
+  // The runtimes the node offers (inventory "runtimes"): "process", and "container" when it has
+  // a container engine, described (Describe(), "podman 4.3.1") in the inventory's
+  // "container_engine" when not empty.
+  std::vector<std::string> runtimes = {"process"};
+  std::string container_engine;
 };
 
 class AgentLoop {

@@ -27,10 +27,25 @@ constexpr char kKillFile[] = "/kill.json";
 constexpr char kExitFile[] = "/exit.json";
 constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
+constexpr char kContainerEnvFile[] = "/container.env";
 constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr char kLostMessage[] = "lost: supervisor gone";
 constexpr char kShell[] = "/bin/sh";  // runs the argv of a launch with `shell`
 constexpr int64_t kMaxLogRead = 16 << 20;
+constexpr char kNoEngine[] = "this node has no container engine (corral agent --container-engine)";
+
+bool IsContainerLaunch(const TaskLaunch& launch) {
+  return launch.environment && launch.environment->runtime == "container";
+}
+
+// The engine's own failures (image missing, bad option, ...) end its process with 125 (podman
+// and docker agree); the container's command may exit so as well. (126 and 127, "cannot invoke"
+// and "not found", do not come from the engine here: with --init the init process reports them.)
+std::string EngineExitNote(const std::optional<int>& exit_code) {
+  if (exit_code != 125) return "";
+  return "exit code 125: the container engine failed, unless the task itself exited so (see its "
+         "stderr)";
+}
 
 // "12-1" -> key; anything else (not a directory we made) -> nullopt.
 std::optional<TaskKey> ParseDirName(const std::string& name) {
@@ -119,6 +134,8 @@ ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, Cgro
   if (task_user_ && geteuid() == 0) {
     identity_ = ShimIdentity{task_user_->uid, task_user_->gid, task_user_->groups};
   }
+  container_user_ = task_user_ ? ContainerUser{task_user_->uid, task_user_->gid, task_user_->groups}
+                               : ContainerUser{geteuid(), getegid(), {}};
 }
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
@@ -201,6 +218,7 @@ void ProcessRuntime::Adopt(const std::string& dir_name) {
     return;
   }
   task.launch = std::move(launch).value();
+  task.in_container = IsContainerLaunch(task.launch);
   task.status.job_id = task.launch.job_id;
   task.status.task_index = task.launch.task_index;
   task.status.started_at = Seconds(IntField(record, "started_at"));
@@ -335,28 +353,42 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     launch.workdir = *scratch;
   }
   if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
-  if (launch.environment && launch.environment->runtime != "process") {
-    return FailToStart(launch, "environment '" + launch.environment->name + "@" +
-                                   std::to_string(launch.environment->version) + "' needs the " +
-                                   launch.environment->runtime +
-                                   " runtime; this is the process runtime");
-  }
-  const std::string hostfile = launch.distributed ? HostfilePath(launch.key) : "";
-  const std::vector<std::string> env =
-      TaskEnvironment(launch, options_.node_name, base_env_, hostfile);
-  std::vector<std::string> argv;
-  if (launch.shell) {
-    argv = {kShell, "-c"};
-    argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
-  } else {
-    argv = launch.argv;
-  }
-  argv = LaunchArgv(launch, argv, options_.self_exe);
-  Result<std::string> executable = ResolveExecutable(launch, argv, env);
-  if (!executable.ok()) return FailToStart(launch, executable.status().message());
-
+  const bool in_container = IsContainerLaunch(launch);
+  if (in_container && !options_.container_engine) return FailToStart(launch, kNoEngine);
   const TaskKey& key = launch.key;
   const std::string dir = TaskDir(key);
+  const std::string hostfile = launch.distributed ? HostfilePath(key) : "";
+
+  ShimPlan plan;
+  std::string container_env;  // the content of container.env
+  if (in_container) {
+    Result<ContainerRun> run =
+        PlanContainerRun(*options_.container_engine, launch, container_user_, options_.node_name,
+                         hostfile, dir + kContainerEnvFile);
+    if (!run.ok()) return FailToStart(launch, run.status().message());
+    plan.executable = run->argv[0];
+    plan.argv = std::move(run->argv);
+    plan.env = options_.container_engine->env;
+    plan.workdir = "/";  // the engine's; the container's is in its argv
+    container_env = std::move(run->env_file);
+  } else {
+    std::vector<std::string> argv;
+    if (launch.shell) {
+      argv = {kShell, "-c"};
+      argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+    } else {
+      argv = launch.argv;
+    }
+    argv = LaunchArgv(launch, argv, options_.self_exe);
+    plan.env = TaskEnvironment(launch, options_.node_name, base_env_, hostfile);
+    Result<std::string> executable = ResolveExecutable(launch, argv, plan.env);
+    if (!executable.ok()) return FailToStart(launch, executable.status().message());
+    plan.executable = *executable;
+    plan.argv = std::move(argv);
+    plan.workdir = launch.workdir;
+    plan.identity = identity_;
+  }
+
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a leftover of an earlier failed start
   if (mkdir(dir.c_str(), 0700) != 0) {
@@ -365,12 +397,16 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
 
   Task task;
   task.launch = launch;
+  task.in_container = in_container;
   task.status.job_id = launch.job_id;
   task.status.task_index = launch.task_index;
   task.status.key = key;
   task.status.started_at = clock_->Now();
   const bool wants_limits = launch.cpu.value() > 0 || launch.memory.value() > 0;
-  if (cgroups_.version() != CgroupVersion::kNone) {
+  if (in_container) {
+    // The engine applies the limits to the container, which it places in its own cgroup; the
+    // engine process itself runs unlimited.
+  } else if (cgroups_.version() != CgroupVersion::kNone) {
     Result<TaskCgroup> group = cgroups_.Create(ToString(key), {launch.cpu, launch.memory});
     if (group.ok()) {
       task.cgroup = *group;
@@ -396,17 +432,17 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   if (launch.distributed) {
     if (Status s = WriteHostfile(key, *launch.distributed); !s.ok()) return abandon(s.message());
   }
+  if (in_container) {
+    // In the agent's private task directory, like the launch in task.json.
+    if (Status s = WriteFileAtomic(dir + kContainerEnvFile, container_env); !s.ok()) {
+      return abandon(s.message());
+    }
+  }
 
-  ShimPlan plan;
-  plan.executable = *executable;
-  plan.argv = std::move(argv);
-  plan.env = env;
-  plan.workdir = launch.workdir;
   plan.stdout_path = dir + kStdoutFile;
   plan.stderr_path = dir + kStderrFile;
   plan.exit_path = dir + kExitFile;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
-  plan.identity = identity_;
 
   Result<ShimStart> start = StartShim(plan);
   if (!start.ok()) return abandon(start.status().message());
@@ -415,7 +451,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     }
     std::string what = ShimStepName(start->failed_step);
     if (start->failed_step == ShimStep::kExec) what += " " + plan.executable;
-    if (start->failed_step == ShimStep::kChdir) what += " " + launch.workdir;
+    if (start->failed_step == ShimStep::kChdir) what += " " + plan.workdir;
     if (start->failed_step == ShimStep::kSetUser) what += " '" + task_user_->name + "'";
     return abandon(what + ": " + ErrnoText(start->error));
   }
@@ -436,6 +472,12 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
 }
 
 void ProcessRuntime::SignalTask(Task& task, int signal) {
+  // The engine passes SIGTERM on to the container; SIGKILL would only stop the engine process.
+  // Finish() removes the container again once the engine has ended: one it was still creating
+  // now is gone then.
+  if (signal == SIGKILL && task.in_container && options_.container_engine) {
+    (void)RemoveContainer(*options_.container_engine, ContainerName(task.status.key));
+  }
   if (task.task_pid > 0) kill(-task.task_pid, signal);
   if (signal == SIGKILL && task.cgroup) CgroupManager::KillAll(*task.cgroup);
 }
@@ -444,6 +486,17 @@ void ProcessRuntime::CleanUpCgroup(Task& task) {
   if (!task.cgroup) return;
   CgroupManager::KillAll(*task.cgroup);
   if (CgroupManager::Remove(*task.cgroup).ok()) task.cgroup.reset();
+}
+
+Status ProcessRuntime::CleanUpContainer(const TaskKey& key, Task& task) {
+  if (!task.in_container || task.container_removed) return Status::Ok();
+  if (!options_.container_engine) {
+    return FailedPrecondition("container " + ContainerName(key) +
+                              " may still exist: this agent has no container engine to remove it");
+  }
+  CORRAL_RETURN_IF_ERROR(RemoveContainer(*options_.container_engine, ContainerName(key)));
+  task.container_removed = true;
+  return Status::Ok();
 }
 
 void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
@@ -476,10 +529,14 @@ void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
       s.state = task.kill_reason ? TaskState::kKilled : TaskState::kExited;
       if (exit.contains("exit_code")) s.exit_code = static_cast<int>(IntField(exit, "exit_code"));
       if (exit.contains("signal")) s.signal = static_cast<int>(IntField(exit, "signal"));
-      s.message = JoinMessage({task.kill_reason.value_or(""), oom, task.notes});
+      s.message = JoinMessage({task.kill_reason.value_or(""), oom,
+                               task.in_container ? EngineExitNote(s.exit_code) : "", task.notes});
     }
   }
   CleanUpCgroup(task);
+  if (Status removed = CleanUpContainer(key, task); !removed.ok()) {
+    s.message = JoinMessage({s.message, removed.message()});
+  }
 }
 
 void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
@@ -488,7 +545,8 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
     if (r == task.shim_pid || (r < 0 && errno == ECHILD)) task.shim_reaped = true;
   }
   if (IsTerminal(task.status.state)) {
-    CleanUpCgroup(task);  // a group still busy at the end is retried here
+    CleanUpCgroup(task);                // a group still busy at the end is retried here
+    (void)CleanUpContainer(key, task);  // and a container the engine failed to remove
     return;
   }
   const std::string exit_path = TaskDir(key) + kExitFile;
@@ -580,6 +638,7 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
     CgroupManager::KillAll(*task.cgroup);
     CORRAL_RETURN_IF_ERROR(CgroupManager::Remove(*task.cgroup));
   }
+  if (options_.container_engine) CORRAL_RETURN_IF_ERROR(CleanUpContainer(key, task));
   std::error_code ec;
   std::filesystem::remove_all(TaskDir(key), ec);
   if (ec) return IoError("cannot remove " + TaskDir(key) + ": " + ec.message());

@@ -1,5 +1,6 @@
-// Runs tasks as plain processes on the node, each under a supervisor process (shim.h) that
-// survives agent restarts. Per task:
+// Runs tasks on the node, each under a supervisor process (shim.h) that survives agent restarts:
+// as plain processes, or in containers when the launch's environment says runtime "container"
+// (below). Per process task:
 //  - its own session-less process group (SIGTERM/SIGKILL reach the task and its children);
 //  - CPU and memory limits through cgroups (v2, or v1 on hybrid machines) when the machine
 //    allows; otherwise the task runs without limits and its status message says so;
@@ -13,8 +14,24 @@
 //  - stdout and stderr appended to <work_dir>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
 //  - exit code or signal, as recorded by the supervisor in exit.json.
 //
-// A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets:
-//  - the rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
+// A container task (options.container_engine; container_engine.h, docs/container-runtime.md) is
+// the same supervised process, running `ENGINE run ... IMAGE ARGV` (PlanContainerRun()) instead
+// of the task's program:
+//  - the engine process runs as the agent's user with the engine's environment only
+//    (ContainerEngine::env), in the agent's cgroup; the container's processes run as the task
+//    user (--user), with the limits applied by the engine (--memory, --cpus), the task's GPUs
+//    only, its workdir (or scratch directory) and hostfile mounted at their host paths, and the
+//    variables of ContainerEnvironment() read from <task dir>/container.env (private to the
+//    agent: never on a command line);
+//  - stdout, stderr and the exit code are the engine's, which passes on the container's;
+//  - SIGTERM reaches the container through the engine (sig-proxy, --init); SIGKILL kills the
+//    engine process after removing the container (`ENGINE rm -f`);
+//  - whenever the task ends (on its own, killed, or found lost on adoption) the container is
+//    removed (RemoveContainer()), retried by Poll() and Forget() until the engine says it is gone;
+//  - without an engine, a container launch fails to start ("this node has no container engine").
+//
+// A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets://  - the
+// rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
 //    process per part and a launcher whose ranks corral sets, RankEnvironment());
 //  - the job's hostfile (Hostfile()) at <work_dir>/hostfiles/<alloc>-<gen>, named by
 //    CORRAL_HOSTFILE (and, with mpi, OMPI_MCA_orte_default_hostfile). It cannot live in the task's
@@ -31,13 +48,16 @@
 //
 // State on disk, per task, in <work_dir>/tasks/<alloc>-<gen>/: task.json (the launch, start
 // time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
-// in progress), exit.json (written by the supervisor). A new ProcessRuntime over the same
+// in progress), exit.json (written by the supervisor), container.env (a container task's
+// variables). A new ProcessRuntime over the same
 // work_dir adopts every task found there: ended (exit.json) -> reported ended; supervisor alive
 // (same pid and /proc start time) -> running; otherwise -> kLost ("lost: supervisor gone"),
-// after killing whatever is left of the task. Tasks are never forgotten without Forget().
+// after killing whatever is left of the task (its container included). Tasks are never forgotten
+// without Forget().
 //
 // When the task's main process ends, the supervisor SIGKILLs the rest of its process group,
-// and the agent kills whatever is left in its cgroup: a task ends as a whole.
+// and the agent kills whatever is left in its cgroup (or removes its container): a task ends as
+// a whole.
 //
 // Not thread-safe: one thread (the reconcile loop) calls every method.
 #pragma once
@@ -51,6 +71,7 @@
 #include <vector>
 
 #include "agent/cgroups.h"
+#include "agent/container_engine.h"
 #include "agent/runtime.h"
 #include "agent/shim.h"
 #include "agent/task_user.h"
@@ -73,6 +94,8 @@ struct ProcessRuntimeOptions {
   // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
   // the built corral binary.
   std::string self_exe;
+  // The engine that runs container launches; nullopt: they fail to start.
+  std::optional<ContainerEngine> container_engine;
 };
 
 class ProcessRuntime final : public Runtime {
@@ -108,6 +131,8 @@ class ProcessRuntime final : public Runtime {
     pid_t task_pid = 0;
     uint64_t task_start_ticks = 0;
     std::optional<TaskCgroup> cgroup;  // removed (and reset) once the task has ended
+    bool in_container = false;         // its environment's runtime is "container"
+    bool container_removed = false;    // RemoveContainer() succeeded after the end
     std::string notes;                 // limits not applied, for the status message
     // A kill in progress.
     std::optional<std::string> kill_reason;
@@ -132,6 +157,7 @@ class ProcessRuntime final : public Runtime {
   void Finish(const TaskKey& key, Task& task);
   void SignalTask(Task& task, int signal);
   void CleanUpCgroup(Task& task);
+  Status CleanUpContainer(const TaskKey& key, Task& task);
 
   ProcessRuntimeOptions options_;
   Clock* clock_;  // not owned
@@ -139,6 +165,7 @@ class ProcessRuntime final : public Runtime {
   std::optional<TaskUser> task_user_;            // nullopt: tasks run as the runtime's own user
   std::optional<ShimIdentity> identity_;         // what tasks switch to; nullopt: nothing to switch
   std::map<std::string, std::string> base_env_;  // passed to every task: PATH, HOME, LANG
+  ContainerUser container_user_;                 // the task user, as container tasks get it
   std::map<TaskKey, Task> tasks_;
 };
 

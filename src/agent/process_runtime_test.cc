@@ -326,7 +326,7 @@ TEST_F(ProcessRuntimeTest, EnvironmentThatCannotRunHereFailsToStart) {
   container.environment = LaunchEnvironment{"cuda-base", 1, "container", "nvcr.io/x", "", ""};
   s = runtime->Start(container);
   EXPECT_EQ(s.state, TaskState::kFailedToStart);
-  EXPECT_THAT(s.message, HasSubstr("needs the container runtime"));
+  EXPECT_EQ(s.message, "this node has no container engine (corral agent --container-engine)");
 }
 
 TEST_F(ProcessRuntimeTest, ExecFailureIsFailedToStart) {
