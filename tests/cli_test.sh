@@ -270,5 +270,33 @@ expect_exit 2 "valid environment name" -- "$corral" env show 'a/b@1'
 expect_exit 0 "^pytorch " -- "$corral" environment list
 expect_exit 3 "environment 'nothere' not found" -- "$corral" env show nothere
 
+# Sessions (no agent here: they stay pending): the answer carries the URL and the token; errors
+# name the flag; a session that is not yours is not found.
+expect_exit 2 "give --env NAME, or a command after --" -- "$corral" session start
+expect_exit 2 "--idle-timeout: expected a duration" -- "$corral" session start --idle-timeout 5x -- true
+expect_exit 2 "--idle-timeout: at least 1m" -- "$corral" session start --idle-timeout 30s -- true
+expect_exit 2 "field 'tasks': must be 1 for a session" -- \
+  "$corral" submit --tasks 2 -f <(printf 'session: {}\ncommand: ["true"]\n')
+session_json=$("$corral" session start --gpus 64 --idle-timeout 2h -o json -- true)
+session=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$session_json" 2>/dev/null)
+session=${session:-0}
+if python3 -c 'import json,sys,re
+s=json.loads(sys.argv[1]); url=sys.argv[2]
+assert s["state"]=="pending" and s["idle_timeout_s"]==7200, s
+assert s["url"]==url+"/sessions/%d/" % s["id"] and s["direct_url"] is None, s
+assert re.fullmatch("[0-9a-f]{64}", s["token"]), s' "$session_json" "$CORRAL_SERVER" 2>/dev/null
+then ok; else fail "session start -o json: $session_json"; fi
+expect_exit 0 "^$session +pending " -- "$corral" session list
+expect_json "'token' not in j['spec']['session'] and j['spec']['session'] == {'idle_timeout_s': 7200}" -- \
+  "$corral" job show "$session" -o json
+carol=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' \
+  "$("$corral" user create dave -o json)")
+expect_exit 3 "session $session not found" -- env CORRAL_TOKEN="$carol" "$corral" session show "$session"
+expect_exit 3 "session $id1 not found" -- "$corral" session show "$id1"
+expect_exit 0 "^stopping session $session\$" -- "$corral" session stop "$session"
+expect_exit 5 "session $session already ended \\(cancelled\\)" -- "$corral" session stop "$session"
+expect_json "j['state'] == 'cancelled' and 'token' in j and j['port'] is None" -- \
+  "$corral" session show "$session" -o json
+
 echo "cli_test: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

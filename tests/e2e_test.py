@@ -8,6 +8,7 @@ deadlines; never sleeps to wait for time to pass.
 
 Usage: tests/e2e_test.py path/to/corral [--store-url URL]
 """
+import http.client
 import json
 import os
 import re
@@ -55,7 +56,7 @@ def wait_for(predicate, timeout=30.0, interval=0.05):
 
 
 class Cluster:
-    def __init__(self, root, node_timeout=30, host="127.0.0.1"):
+    def __init__(self, root, node_timeout=30, host="127.0.0.1", server_args=()):
         self.root = root
         os.makedirs(root, exist_ok=True)
         self.host = host  # the server listens here; agents and the CLI dial it
@@ -64,6 +65,7 @@ class Cluster:
         self.data = os.path.join(root, "server")
         self.store = STORE_URL or "sqlite:" + os.path.join(root, "corral.db")
         self.node_timeout = node_timeout
+        self.server_args = list(server_args)  # more `corral server` flags
         self.server = None
         self.agents = {}
         self.start_server()
@@ -73,7 +75,8 @@ class Cluster:
     def start_server(self):
         self.server = subprocess.Popen(
             [CORRAL, "server", "--listen", f"{self.host}:{self.port}", "--store", self.store,
-             "--data-dir", self.data, "--node-timeout", str(self.node_timeout)],
+             "--data-dir", self.data, "--node-timeout", str(self.node_timeout),
+             *self.server_args],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "server.log"), "a"))
         up = wait_for(lambda: self.healthy(), 20)
         assert up, "server did not come up: " + open(os.path.join(self.root, "server.log")).read()
@@ -84,9 +87,9 @@ class Cluster:
         except Exception:
             return False
 
-    def start_agent(self, name, gpus="8xA100-80GB", labels=(), prefix=(), extra=()):
+    def start_agent(self, name, gpus="8xA100-80GB", labels=(), prefix=(), extra=(), env=None):
         """Starts an agent; `prefix` runs it under another command (e.g. `ip netns exec NS`),
-        `extra` adds flags."""
+        `extra` adds flags, `env` replaces its environment."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
         import pwd  # tasks run as the user running the test (required when that is root)
@@ -96,7 +99,8 @@ class Cluster:
              "--fake-gpus", gpus, "--work-dir", work,
              "--task-user", pwd.getpwuid(os.getuid()).pw_name,
              *[arg for label in labels for arg in ("--label", label)]],
-            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"))
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"),
+            env=env)
 
     def kill9(self, proc):
         proc.send_signal(signal.SIGKILL)
@@ -151,6 +155,17 @@ class Cluster:
 
     def wait_state(self, job_id, states, timeout=60):
         return wait_for(lambda: self.job(job_id).get("state") in states, timeout)
+
+
+def http_request(cluster, method, path, headers=None, body=None):
+    """One request, no redirects followed, no cookie jar: (status, headers, body text)."""
+    conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=30)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        r = conn.getresponse()
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
+    finally:
+        conn.close()
 
 
 def submit(cluster, spec, token=None):
@@ -727,6 +742,301 @@ def test_environments_venv_clone_and_share(root):
         c.stop()
 
 
+# A tiny HTTP app for sessions: serves on $CORRAL_SESSION_PORT under $CORRAL_SESSION_URL_PREFIX,
+# trusts requests carrying the session token (the proxy's "Authorization: token T", or ?token=T
+# on the direct URL) and echoes what it got.
+SESSION_APP = r"""
+import http.server, os
+port = int(os.environ["CORRAL_SESSION_PORT"])
+prefix = os.environ["CORRAL_SESSION_URL_PREFIX"]
+token = os.environ["CORRAL_SESSION_TOKEN"]
+class App(http.server.BaseHTTPRequestHandler):
+    def answer(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        if not self.path.startswith(prefix):
+            self.send_response(404)
+            self.end_headers()
+            return
+        authed = (self.headers.get("Authorization") == "token " + token or
+                  ("token=" + token) in self.path)
+        text = (f"app of job {os.environ['CORRAL_JOB_ID']}: {self.command} {self.path} "
+                f"authed={authed} authorization={self.headers.get('Authorization')} "
+                f"cookie={self.headers.get('Cookie')} body={body}").encode()
+        self.send_response(200 if authed else 403)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("X-App", "session-app")
+        self.send_header("Content-Length", str(len(text)))
+        self.end_headers()
+        self.wfile.write(text)
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("0.0.0.0", port), App).serve_forever()
+"""
+
+
+def test_sessions_proxy_auth_and_idle_stop(root):
+    """`corral session start` runs an HTTP app as a job; the server proxies /sessions/ID/ to it
+    for its owner and admins only (bearer token or login cookie); stopping it closes the proxy;
+    an idle session gets a notice and is stopped."""
+    c = Cluster(os.path.join(root, "sessions"),
+                server_args=("--session-idle-timeout", "3", "--session-idle-warning", "2"))
+    try:
+        c.start_agent("n1", "2xT4", extra=("--address", "127.0.0.1"))
+        check("agent joins", c.wait_nodes(1))
+        alice = c.api("POST", "/api/v1/users", {"name": "alice"})[1]["token"]
+        bob = c.api("POST", "/api/v1/users", {"name": "bob"})[1]["token"]
+        out = c.cli("session", "start", "--gpus", "1", "--idle-timeout", "0", "--wait", "-o",
+                    "json", "--", "/usr/bin/python3", "-c", SESSION_APP, token=alice)
+        s = json.loads(out.stdout) if out.returncode == 0 else {}
+        sid = s.get("id")
+        prefix = f"/sessions/{sid}/"
+        check("corral session start --wait: running, with the proxy URL and the token",
+              s.get("state") == "running" and s.get("url") == c.url + prefix and
+              re.fullmatch(r"[0-9a-f]{64}", s.get("token", "")) is not None,
+              out.stdout + out.stderr)
+        if not sid:
+            return
+        view = c.job(sid)
+        check("the job view does not show the session token",
+              s["token"] not in json.dumps(view) and "session" in view["spec"], view["spec"])
+        listed = c.api("GET", "/api/v1/jobs?all=1")[1]
+        check("the job list does not show the session token", s["token"] not in json.dumps(listed),
+              listed)
+
+        bearer = lambda token: {"Authorization": "Bearer " + token}  # noqa: E731
+        status, headers, text = http_request(c, "GET", prefix + "tree?a=1&b=%2B", bearer(alice))
+        check("the owner's bearer token passes: 200 and the app's answer",
+              status == 200 and f"app of job {sid}: GET {prefix}tree?a=1&b=%2B authed=True" in text
+              and headers.get("x-app") == "session-app", (status, headers, text))
+        check("the proxy sends the app its token, never corral's",
+              f"authorization=token {s['token']}" in text and alice not in text, text)
+        status, _, text = http_request(c, "GET", prefix, bearer(c.token))
+        check("an admin passes too", status == 200 and "authed=True" in text, (status, text))
+        status, _, text = http_request(
+            c, "POST", prefix + "api/contents", {**bearer(alice), "Content-Type": "application/json"},
+            '{"type": "notebook"}')
+        check("POST bodies pass through",
+              status == 200 and f'POST {prefix}api/contents' in text and
+              'body={"type": "notebook"}' in text, (status, text))
+        status, _, text = http_request(c, "GET", prefix, bearer(bob))
+        check("another user's token -> 404", status == 404, (status, text))
+        status, _, text = http_request(c, "GET", prefix)
+        check("no token -> 401 saying to log in", status == 401 and "/login" in text,
+              (status, text))
+        status, _, text = http_request(c, "GET", prefix, {"Accept": "text/html"})
+        check("a browser without a token gets a link to the login page",
+              status == 401 and f'href="/login?next={prefix}"' in text, (status, text))
+        status, headers, _ = http_request(c, "GET", prefix[:-1] + "?x=1", bearer(alice))
+        check("/sessions/ID redirects to /sessions/ID/",
+              status == 301 and headers.get("location") == prefix + "?x=1", (status, headers))
+
+        # The login cookie: set by POST /api/v1/login, HttpOnly and SameSite=Strict.
+        status, _, text = http_request(c, "GET", "/login")
+        check("GET /login is a page that posts to /api/v1/login",
+              status == 200 and "/api/v1/login" in text, status)
+        status, headers, text = http_request(
+            c, "POST", "/api/v1/login", {"Content-Type": "application/json"},
+            json.dumps({"token": alice, "next": "//evil.example/"}))
+        cookie = headers.get("set-cookie", "")
+        check("login sets an HttpOnly SameSite=Strict cookie and never redirects off-site",
+              status == 200 and cookie.startswith("corral_token=" + alice + ";") and
+              "HttpOnly" in cookie and "SameSite=Strict" in cookie and
+              json.loads(text).get("next") == "/", (status, headers, text))
+        status, _, text = http_request(c, "POST", "/api/v1/login",
+                                       {"Content-Type": "application/json"},
+                                       json.dumps({"token": alice, "next": prefix}))
+        check("login keeps a local next", status == 200 and json.loads(text)["next"] == prefix,
+              text)
+        status, _, _ = http_request(c, "POST", "/api/v1/login",
+                                    {"Content-Type": "application/json"},
+                                    json.dumps({"token": "crl_wrong"}))
+        check("login with a bad token -> 401", status == 401, status)
+        status, _, text = http_request(c, "GET", prefix,
+                                       {"Cookie": f"theme=dark; corral_token={alice}"})
+        check("the login cookie passes; the app gets the other cookies, not corral's",
+              status == 200 and "authed=True" in text and "cookie=theme=dark " in text and
+              alice not in text, (status, text))
+        status, _, _ = http_request(c, "GET", prefix, {"Cookie": f"corral_token={bob}"})
+        check("another user's cookie -> 404", status == 404, status)
+        status, headers, _ = http_request(c, "POST", "/api/v1/logout")
+        check("logout clears the cookie",
+              status == 200 and "Max-Age=0" in headers.get("set-cookie", ""), headers)
+
+        # The direct URL: the app's own token check (for WebSockets, which the proxy cannot carry).
+        direct = s.get("direct_url") or ""
+        try:
+            with urllib.request.urlopen(direct, timeout=10) as r:
+                direct_text = r.read().decode()
+        except Exception as e:  # noqa: BLE001
+            direct_text = repr(e)
+        check("the direct URL reaches the app with the session token",
+              direct.startswith(f"http://127.0.0.1:{s.get('port')}{prefix}?token=") and
+              "authed=True" in direct_text, (direct, direct_text))
+
+        out = c.cli("session", "list", token=alice)
+        check("corral session list shows it",
+              out.returncode == 0 and re.search(rf"^{sid} .* running .* n1 ", out.stdout, re.M),
+              out.stdout + out.stderr)
+        out = c.cli("session", "show", str(sid), "-o", "json", token=alice)
+        shown = json.loads(out.stdout) if out.returncode == 0 else {}
+        check("corral session show: last activity, no idle notice (timeout 0)",
+              shown.get("last_activity") and shown.get("idle_notice") is None and
+              shown.get("idle_timeout_s") == 0, out.stdout + out.stderr)
+        out = c.cli("session", "show", str(sid), token=bob)
+        check("another user's session show -> exit 3", out.returncode == 3, out.stderr)
+        out = c.cli("session", "start", "--env", "jupyter", "--idle-timeout", "10s", token=alice)
+        check("--idle-timeout under a minute -> exit 2 naming it",
+              out.returncode == 2 and "--idle-timeout" in out.stderr, out.stderr)
+        out = c.cli("session", "start", token=alice)
+        check("session start without an environment or command -> exit 2", out.returncode == 2,
+              out.stderr)
+        status, body = c.api("POST", "/api/v1/sessions",
+                             {"command": ["x"], "session": {"idle_timeout_s": 5}}, token=alice)
+        check("a bad session spec -> 400 naming the field",
+              status == 400 and "session.idle_timeout_s" in body.get("detail", ""), (status, body))
+        status, body = c.api("POST", "/api/v1/sessions",
+                             {"command": ["x"], "env": {"CORRAL_SESSION_TOKEN": "x"}}, token=alice)
+        check("session variables are reserved",
+              status == 400 and "CORRAL_SESSION_TOKEN" in body.get("detail", ""), (status, body))
+
+        out = c.cli("session", "stop", str(sid), token=bob)
+        check("another user cannot stop it (exit 3)", out.returncode == 3, out.stderr)
+        out = c.cli("session", "stop", str(sid), token=alice)
+        check("corral session stop", out.returncode == 0 and
+              out.stdout.strip() == f"stopping session {sid}", out.stdout + out.stderr)
+        check("the stopped session ends cancelled", c.wait_state(sid, ("cancelled",), 30),
+              c.job(sid))
+        status, _, text = http_request(c, "GET", prefix, bearer(alice))
+        check("a stopped session's proxy -> 503 saying its state",
+              status == 503 and "cancelled" in text, (status, text))
+        out = c.cli("session", "stop", str(sid), token=alice)
+        check("stopping it again -> exit 5", out.returncode == 5, out.stderr)
+
+        # Idle: this server's default timeout is 3 s with a 2 s notice.
+        out = c.cli("session", "start", "--gpus", "1", "-o", "json", "--", "/usr/bin/python3",
+                    "-c", SESSION_APP, token=alice)
+        idle = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("an idle session is stopped", idle and c.wait_state(idle, ("cancelled",), 60),
+              out.stderr + json.dumps(c.job(idle) if idle else {}))
+        reasons = [e["reason"] for e in c.job(idle)["events"]] if idle else []
+        notice = [r for r in reasons if re.fullmatch(
+            r"session idle for \d+ s: stopping in 2 s unless used", r)]
+        check("after a notice in its history, with the reason",
+              notice and reasons.index(notice[0]) < len(reasons) - 1 and
+              re.fullmatch(r"session idle for \d+ s", c.job(idle)["reason"]), reasons)
+    finally:
+        # Tasks outlive their agent (by design): stop what still runs before the agent goes.
+        status, active = c.api("GET", "/api/v1/jobs?all=1&state=pending,starting,running")
+        for job in active if status == 200 else []:
+            c.api("POST", f"/api/v1/jobs/{job['id']}/cancel", {})
+            c.wait_state(job["id"], ("cancelled", "failed", "succeeded"), 20)
+        c.stop()
+
+
+def container_setup(root):
+    """What a container job needs on this machine, or None with the reason to skip: root, podman
+    with runc, busybox; a busybox image imported from a rootfs (no registry is reachable), a
+    containers.conf for this machine (docs/container-runtime.md) and a CDI spec for the fake
+    GPUs. Returns (env for the agent, CDI kind, cleanup)."""
+    if os.geteuid() != 0:
+        return None, "not root"
+    missing = [t for t in ("podman", "runc", "busybox") if shutil.which(t) is None]
+    if missing:
+        return None, "missing " + ", ".join(missing) + " (scripts/bootstrap.sh installs them)"
+    conf = os.path.join(root, "containers.conf")
+    with open(conf, "w") as f:
+        f.write('[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+                '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\n'
+                'events_logger = "file"\n')
+    env = dict(os.environ, CONTAINERS_CONF=conf)
+    rootfs = os.path.join(root, "rootfs")
+    os.makedirs(os.path.join(rootfs, "bin"), exist_ok=True)
+    shutil.copy(shutil.which("busybox"), os.path.join(rootfs, "bin", "busybox"))
+    for applet in ("sh", "ls", "cat", "id", "echo", "sleep", "touch"):
+        os.symlink("busybox", os.path.join(rootfs, "bin", applet))
+    tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
+    imported = subprocess.run(["podman", "import", "-", "corral-e2e/busybox:1"], stdin=tar.stdout,
+                              env=env, capture_output=True, text=True)
+    tar.wait()
+    if imported.returncode != 0:
+        return None, "podman import failed: " + imported.stderr
+    kind = "corral.e2e/gpu"
+    cdi = f"/var/run/cdi/corral-e2e-{os.getpid()}.yaml"
+    os.makedirs("/var/run/cdi", exist_ok=True)
+    with open(cdi, "w") as f:
+        f.write(f'cdiVersion: "0.5.0"\nkind: {kind}\ndevices:\n')
+        for i in range(2):
+            device = os.path.join(root, f"gpu{i}")
+            open(device, "w").close()
+            f.write(f'  - name: "{i}"\n    containerEdits:\n      mounts:\n'
+                    f'        - hostPath: {device}\n          containerPath: /dev/corral-gpu{i}\n'
+                    '          options: ["bind", "ro"]\n')
+
+    def cleanup():
+        os.remove(cdi)
+        subprocess.run(["podman", "rmi", "-f", "corral-e2e/busybox:1"], env=env,
+                       capture_output=True)
+    return (env, kind, cleanup), ""
+
+
+def test_container_environment(root):
+    """An image-only environment waits (no_runtime) while only process nodes exist, then runs in
+    a real podman container on the node with an engine: it sees its GPU only, its workdir, its
+    variables, and runs as the task user."""
+    c = Cluster(os.path.join(root, "container"))
+    setup, why = container_setup(c.root)
+    if setup is None:
+        print("SKIP test_container_environment:", why)
+        c.stop()
+        return
+    env, kind, cleanup = setup
+    try:
+        c.start_agent("plain", "2xT4", extra=("--container-engine", "none"))
+        check("a process-only agent joins", c.wait_nodes(1))
+        nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
+        status, _ = c.api("POST", "/api/v1/environments",
+                          {"name": "boxed", "image": "corral-e2e/busybox:1",
+                           "env": {"FROM_ENV": "boxed-env"}})
+        check("an image-only environment is created", status == 201, status)
+        workdir = os.path.join(c.root, "shared")
+        os.makedirs(workdir, exist_ok=True)
+        os.chmod(workdir, 0o777)
+        job = submit(c, {"environment": "boxed", "workdir": workdir, "resources": {"gpus": 1},
+                         "command": ["sh", "-c",
+                                     "ls /dev | grep corral-gpu; echo CUDA=$CUDA_VISIBLE_DEVICES;"
+                                     " echo $FROM_ENV; id -u; touch in-container"]})
+        time.sleep(2)
+        view = c.job(job)
+        check("with no container node the job waits with no_runtime",
+              view["state"] == "pending" and view["pending_reason"]["code"] == "no_runtime",
+              view)
+        c.start_agent("engine", "2xT4",
+                      extra=("--container-engine", shutil.which("podman"), "--cdi-kind", kind),
+                      env=env)
+        check("an agent with podman joins", c.wait_nodes(2))
+        nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
+        check("it reports the container runtime",
+              "container" in nodes["engine"].get("runtimes", []), nodes["engine"])
+        ok = c.wait_state(job, ("succeeded", "failed"), 60)
+        view = c.job(job)
+        log = c.cli("logs", str(job)).stdout
+        check("the job ran in a container on the engine node",
+              ok and view["state"] == "succeeded" and view["tasks"][0]["node"] == "engine",
+              (view, log))
+        lines = log.split()
+        check("it saw exactly one GPU device and CUDA ordinal 0",
+              len([l for l in lines if l.startswith("corral-gpu")]) == 1 and "CUDA=0" in lines,
+              log)
+        check("the environment's variable arrived", "boxed-env" in lines, log)
+        check("it ran as the task user", str(os.getuid()) in lines, log)
+        check("it wrote into its workdir on the host",
+              os.path.exists(os.path.join(workdir, "in-container")), os.listdir(workdir))
+    finally:
+        c.stop()
+        cleanup()
+
+
 def main():
     root = tempfile.mkdtemp(prefix="corral-e2e-")
     try:
@@ -736,7 +1046,8 @@ def main():
                      test_server_sigkill_with_running_tasks, test_time_limit,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
-                     test_environments_venv_clone_and_share):
+                     test_environments_venv_clone_and_share,
+                     test_sessions_proxy_auth_and_idle_stop, test_container_environment):
             print(f"== {test.__name__}", flush=True)
             try:
                 test(root)

@@ -79,6 +79,9 @@ int RunDev(const DevFlags& f) {
   agent_options.server_url = (*server)->url();
   agent_options.join_token = (*server)->join_token();
   agent_options.name = "dev";
+  // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
+  // nowhere, and both run here.
+  agent_options.address = "127.0.0.1";
   auto node_id = agent::LoadOrCreateNodeId(data_dir + "/agent");
   if (!node_id.ok()) {
     std::cerr << "corral dev: " << node_id.status().message() << "\n";

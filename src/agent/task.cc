@@ -11,6 +11,7 @@
 #include "agent/rendezvous.h"
 #include "model/job.h"
 #include "model/node.h"
+#include "model/session.h"
 
 namespace corral::agent {
 namespace {
@@ -252,6 +253,17 @@ Status Validate(const TaskLaunch& l) {
       }
     }
   }
+  if (l.session) {
+    const std::string prefix = model::SessionUrlPrefix(l.job_id.value());
+    if (l.session->url_prefix != prefix) {
+      return bad("session.url_prefix",
+                 "must be '" + prefix + "', got '" + l.session->url_prefix + "'");
+    }
+    const std::string& token = l.session->token;
+    if (token.size() != 64 || token.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      return bad("session.token", "must be 64 lowercase hex characters");
+    }
+  }
   if (l.distributed) {
     const Distributed& d = *l.distributed;
     if (auto problem = DistributedProblem(d)) return bad(problem->field, problem->why);
@@ -296,6 +308,11 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   env["CORRAL_NODE_NAME"] = node_name;
   env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
   if (launch.array_index) env["CORRAL_ARRAY_INDEX"] = std::to_string(*launch.array_index);
+  if (const auto& s = launch.session) {
+    env[model::kSessionPortEnv] = std::to_string(s->port);
+    env[model::kSessionUrlPrefixEnv] = s->url_prefix;
+    env[model::kSessionTokenEnv] = s->token;
+  }
   if (launch.distributed) {
     const Distributed& d = *launch.distributed;
     const std::map<std::string, std::string> node = DistributedEnvironment(launch);
@@ -335,6 +352,11 @@ nlohmann::json ToJson(const TaskLaunch& l) {
       {"project", l.project},
   };
   if (l.array_index) out["array_index"] = *l.array_index;
+  if (l.session) {
+    out["session"] = json{{"port", l.session->port},
+                          {"url_prefix", l.session->url_prefix},
+                          {"token", l.session->token}};
+  }
   if (l.environment) {
     const LaunchEnvironment& e = *l.environment;
     out["environment"] = json{{"name", e.name},   {"version", e.version}, {"runtime", e.runtime},
@@ -448,6 +470,18 @@ Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& j) {
     CORRAL_RETURN_IF_ERROR(e.String("venv", false, env.venv));
     CORRAL_RETURN_IF_ERROR(e.String("conda", false, env.conda));
     l.environment = std::move(env);
+  }
+  if (const json* session = r.Find("session")) {
+    if (!session->is_object()) return r.Bad("session", "must be an object");
+    FieldReader s(*session, "task launch", "session.");
+    LaunchSession out;
+    int64_t port = 0;
+    CORRAL_RETURN_IF_ERROR(s.Int("port", true, port));
+    if (port < 1024 || port > 65535) return r.Bad("session.port", "must be 1024..65535");
+    out.port = static_cast<int>(port);
+    CORRAL_RETURN_IF_ERROR(s.String("url_prefix", true, out.url_prefix));
+    CORRAL_RETURN_IF_ERROR(s.String("token", true, out.token));
+    l.session = std::move(out);
   }
   if (const json* distributed = r.Find("distributed")) {
     Result<Distributed> d = DistributedFromJson(*distributed);

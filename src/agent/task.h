@@ -63,6 +63,15 @@ struct LaunchEnvironment {
   std::string conda;    // absolute, an existing directory on the node; may be empty
 };
 
+// An interactive session's task (docs/sessions.md): the app serves on `port` under `url_prefix`
+// and accepts requests carrying `token`; the task gets them as CORRAL_SESSION_PORT,
+// CORRAL_SESSION_URL_PREFIX and CORRAL_SESSION_TOKEN (model/session.h).
+struct LaunchSession {
+  int port = 0;            // 1024..65535, reserved for the session on this node
+  std::string url_prefix;  // "/sessions/<job id>/"
+  std::string token;       // 64 hex characters
+};
+
 struct TaskLaunch {
   JobId job_id;
   int task_index = 0;  // 0..tasks-1
@@ -84,6 +93,7 @@ struct TaskLaunch {
   std::optional<Distributed> distributed;        // nullopt: not part of a distributed job
   std::optional<int64_t> array_index;            // an array element's index (CORRAL_ARRAY_INDEX)
   std::optional<LaunchEnvironment> environment;  // nullopt: the agent's own environment
+  std::optional<LaunchSession> session;          // nullopt: not an interactive session
 };
 
 enum class TaskState {
@@ -115,7 +125,8 @@ struct TaskStatus {
 // an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
 // distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
 // shell with torchrun, which takes a script), and that an environment's venv or conda prefix is an
-// existing directory ("field 'environment.venv': '/opt/x' does not exist on this node").
+// existing directory ("field 'environment.venv': '/opt/x' does not exist on this node"), and that
+// a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex characters.
 Status Validate(const TaskLaunch& launch);
 
 // True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
@@ -133,7 +144,8 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 // HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote
 // Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches. With an
 // environment: CORRAL_ENVIRONMENT=NAME@VERSION and, for a venv (conda prefix), PATH starting
-// with <venv>/bin (<conda>/bin) and VIRTUAL_ENV (CONDA_PREFIX); those win over the job's env.
+// with <venv>/bin (<conda>/bin) and VIRTUAL_ENV (CONDA_PREFIX); those win over the job's env. A
+// session's task also gets the session variables (LaunchSession).
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
                                          const std::map<std::string, std::string>& base,
                                          const std::string& hostfile = "");

@@ -194,6 +194,36 @@ TEST(TaskEnvironmentTest, ArrayElementsSeeTheirIndex) {
   EXPECT_THAT(TaskLaunchFromJson(bad).status().message(), ::testing::HasSubstr("array_index"));
 }
 
+TEST(TaskEnvironmentTest, ASessionGetsItsPortPrefixAndToken) {
+  TaskLaunch l = ValidLaunch();
+  const std::string token(64, 'a');
+  l.session = LaunchSession{29501, "/sessions/7/", token};
+  l.env = {{"CORRAL_SESSION_PORT", "80"}};  // reserved: the job cannot move the port
+  ASSERT_FALSE(Validate(l).ok());
+  l.env.clear();
+  ASSERT_TRUE(Validate(l).ok()) << Validate(l).message();
+  EXPECT_THAT(TaskEnvironment(l, "n", {}),
+              ::testing::IsSupersetOf(std::vector<std::string>{
+                  "CORRAL_SESSION_PORT=29501", "CORRAL_SESSION_URL_PREFIX=/sessions/7/",
+                  "CORRAL_SESSION_TOKEN=" + token}));
+  auto back = TaskLaunchFromJson(ToJson(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  ASSERT_TRUE(back->session);
+  EXPECT_EQ(back->session->port, 29501);
+  EXPECT_EQ(back->session->token, token);
+
+  TaskLaunch other_job = l;
+  other_job.session->url_prefix = "/sessions/8/";
+  EXPECT_THAT(Validate(other_job).message(), ::testing::HasSubstr("field 'session.url_prefix'"));
+  TaskLaunch short_token = l;
+  short_token.session->token = "abc";
+  EXPECT_THAT(Validate(short_token).message(), ::testing::HasSubstr("field 'session.token'"));
+  nlohmann::json low_port = ToJson(l);
+  low_port["session"]["port"] = 22;
+  EXPECT_THAT(TaskLaunchFromJson(low_port).status().message(),
+              ::testing::HasSubstr("session.port"));
+}
+
 TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {
   TaskLaunch l = DistributedLaunch();
   l.distributed->procs_per_node = 1;

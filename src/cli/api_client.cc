@@ -138,4 +138,10 @@ Result<Reply> ApiClient::GetReply(const std::string& path) {
   return ReplyOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
 }
 
+Result<int> ApiClient::GetStatus(const std::string& path) {
+  auto r = http_->Get(path, {{"Authorization", "Bearer " + token_}});
+  if (!r) return IoError("cannot reach the server: " + httplib::to_string(r.error()));
+  return r->status;
+}
+
 }  // namespace corral::cli

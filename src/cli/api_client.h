@@ -51,6 +51,9 @@ class ApiClient {
   Result<nlohmann::json> Delete(const std::string& path);
   // A GET whose headers matter too (paged lists, logs); the body may be text.
   Result<Reply> GetReply(const std::string& path);
+  // The HTTP status of a GET of `path` (with the token), whatever it is; IoError when the server
+  // cannot be reached.
+  Result<int> GetStatus(const std::string& path);
 
  private:
   std::unique_ptr<httplib::Client> http_;

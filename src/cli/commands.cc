@@ -6,6 +6,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <thread>
 #include <tuple>
@@ -848,12 +849,221 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   });
 }
 
+// Seconds from "90", "90s", "30m", "2h" or "1d"; InvalidArgument naming `flag`.
+Result<int64_t> ParseDuration(const std::string& text, const std::string& flag) {
+  int64_t value = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string unit(end, text.data() + text.size());
+  static const std::map<std::string, int64_t> kUnits = {
+      {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
+  auto scale = kUnits.find(unit);
+  if (err != std::errc() || end == text.data() || value < 0 || scale == kUnits.end() ||
+      value > (int64_t{1} << 40) / scale->second) {
+    return InvalidArgument(
+        flag + ": expected a duration like 90s, 30m, 2h or 1d (0: never), got '" + text + "'");
+  }
+  return value * scale->second;
+}
+
+std::string SessionNode(const json& s) {
+  return s["node"].is_string() ? s["node"].get<std::string>() : "";
+}
+
+std::string IdleNotice(const json& s) {
+  if (!s.contains("idle_notice") || !s["idle_notice"].is_object()) return "";
+  return "stops at " + Time(s["idle_notice"], "stops_at") + " unless used";
+}
+
+void PrintSession(const json& s) {
+  std::cout << "Session " << Str(s, "id") << " (" << Str(s, "name")
+            << ")  state: " << Str(s, "state") << (s.value("stopping", false) ? " (stopping)" : "")
+            << "\n  user: " << Str(s, "user") << "  project: " << Str(s, "project")
+            << "  environment: " << Str(s, "environment") << "\n  node: " << SessionNode(s)
+            << "  port: " << Str(s, "port") << "\n  url: " << Str(s, "url") << "\n";
+  if (s["direct_url"].is_string()) {
+    std::cout << "  direct url (WebSockets, e.g. Jupyter kernels): " << Str(s, "direct_url")
+              << "\n";
+  }
+  std::cout << "  idle timeout: " << Str(s, "idle_timeout_s") << " s"
+            << "  last activity: " << Time(s, "last_activity") << "\n";
+  if (!IdleNotice(s).empty()) std::cout << "  idle: " << IdleNotice(s) << "\n";
+  if (s.contains("pending_reason")) {
+    std::cout << "  waiting: " << Str(s["pending_reason"], "message") << "\n";
+  }
+  std::cout << "  reason: " << Str(s, "reason") << "\n";
+}
+
+// The lines `corral session start` prints once the session is known.
+void PrintSessionStarted(const json& s) {
+  std::cout << "session " << Str(s, "id") << " " << Str(s, "state") << ": " << Str(s, "url")
+            << "\n";
+  if (s["direct_url"].is_string()) {
+    std::cout << "direct url (WebSockets, e.g. Jupyter kernels): " << Str(s, "direct_url") << "\n";
+  }
+  std::cout << "Open the url after logging in at its server's /login with your API token, or send "
+               "'Authorization: Bearer <token>'.\n";
+}
+
+bool Ended(const std::string& state) {
+  return state != "pending" && state != "starting" && state != "running";
+}
+
+// Polls session `id` until it runs and its app answers through the proxy (any answer but the
+// proxy's 502 and 503); FailedPrecondition when it ends first.
+Result<json> WaitForSession(ApiClient& client, int64_t id) {
+  const std::string path = "/api/v1/sessions/" + std::to_string(id);
+  while (true) {
+    auto s = client.Get(path);
+    if (!s.ok()) return s.status();
+    const std::string state = Str(*s, "state");
+    if (Ended(state)) {
+      return FailedPrecondition("session " + std::to_string(id) + " ended (" + state +
+                                "): " + Str(*s, "reason"));
+    }
+    if (state == "running") {
+      auto status = client.GetStatus(Str(*s, "path"));
+      if (!status.ok()) return status.status();
+      if (*status != 502 && *status != 503) return *s;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
+  }
+}
+
+void AddSessionCommands(CLI::App& app, int* exit_code) {
+  struct Flags {
+    std::string environment, idle_timeout, project, name, output = "table";
+    int gpus = -1;
+    bool wait = false, shell = false;
+    int64_t id = -1;
+    std::vector<std::string> command;
+  };
+  auto f = std::make_shared<Flags>();
+  auto out_opt = [&](CLI::App* c) {
+    c->add_option("-o,--output", f->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  };
+  CLI::App* session = app.add_subcommand(
+      "session", "Interactive sessions: Jupyter or any HTTP app, reached through the server");
+  session->require_subcommand(1);
+
+  CLI::App* start = session->add_subcommand(
+      "start", "Start a session: corral session start --env jupyter [--gpus 1] [-- CMD ...]");
+  // Here --env names the environment (as --environment does): a session takes no variables.
+  start->add_option("--environment,--env", f->environment,
+                    "Environment NAME or NAME@VERSION (e.g. jupyter); its command is the default");
+  start->add_option("--gpus", f->gpus, "Whole GPUs (default 0)")->check(CLI::NonNegativeNumber);
+  start->add_option("--project", f->project, "Project (default: the 'default' project)");
+  start->add_option("--name", f->name, "Session name");
+  start->add_option("--idle-timeout", f->idle_timeout,
+                    "Stop after this long without use (90s, 30m, 2h; at least 1m; 0: never; "
+                    "default: the server's)");
+  start->add_flag("--wait", f->wait, "Wait until it runs and its app answers");
+  start->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
+  start->add_option("command", f->command,
+                    "The app after -- (it must serve HTTP on $CORRAL_SESSION_PORT under "
+                    "$CORRAL_SESSION_URL_PREFIX)");
+  out_opt(start);
+  start->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      json spec = {{"session", json::object()}};
+      if (!f->idle_timeout.empty()) {
+        auto seconds = ParseDuration(f->idle_timeout, "--idle-timeout");
+        if (!seconds.ok()) return seconds.status();
+        if (*seconds != 0 && *seconds < 60) {
+          return InvalidArgument("--idle-timeout: at least 1m (60 s), or 0 for never; got '" +
+                                 f->idle_timeout + "'");
+        }
+        spec["session"]["idle_timeout_s"] = *seconds;
+      }
+      if (!f->environment.empty()) spec["environment"] = f->environment;
+      if (!f->project.empty()) spec["project"] = f->project;
+      if (!f->name.empty()) spec["name"] = f->name;
+      if (f->gpus >= 0) spec["resources"] = {{"gpus", f->gpus}};
+      if (!f->command.empty()) {
+        spec["command"] = f->command;
+        if (f->shell) {
+          std::string joined;
+          for (const auto& a : f->command) joined += (joined.empty() ? "" : " ") + a;
+          spec["command"] = {joined};
+          spec["shell"] = true;
+        }
+      }
+      if (f->environment.empty() && f->command.empty()) {
+        return InvalidArgument("session start: give --env NAME, or a command after --");
+      }
+      auto s = client.Post("/api/v1/sessions", spec);
+      if (!s.ok()) return s.status();
+      if (f->wait) {
+        auto running = WaitForSession(client, (*s)["id"].get<int64_t>());
+        if (!running.ok()) return running.status();
+        s = running;
+      }
+      if (f->output == "json") {
+        std::cout << s->dump(2) << "\n";
+      } else {
+        PrintSessionStarted(*s);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* list = session->add_subcommand("list", "Your sessions not yet ended");
+  out_opt(list);
+  list->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto rows = client.Get("/api/v1/sessions");
+      if (!rows.ok()) return rows.status();
+      if (f->output == "json") {
+        std::cout << rows->dump(2) << "\n";
+        return Status::Ok();
+      }
+      std::vector<std::vector<std::string>> table;
+      for (const auto& r : *rows) {
+        table.push_back({Str(r, "id"), Str(r, "name"), Str(r, "state"), Str(r, "environment"),
+                         SessionNode(r), Time(r, "last_activity"), IdleNotice(r), Str(r, "url")});
+      }
+      PrintTable({"ID", "NAME", "STATE", "ENVIRONMENT", "NODE", "LAST ACTIVITY", "IDLE", "URL"},
+                 table);
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* show = session->add_subcommand("show", "A session: state, node, URLs, activity");
+  show->add_option("id", f->id, "Session (job) id")->required();
+  out_opt(show);
+  show->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto s = client.Get("/api/v1/sessions/" + std::to_string(f->id));
+      if (!s.ok()) return s.status();
+      if (f->output == "json") {
+        std::cout << s->dump(2) << "\n";
+      } else {
+        PrintSession(*s);
+      }
+      return Status::Ok();
+    });
+  });
+
+  CLI::App* stop = session->add_subcommand("stop", "Stop a session (cancels its job)");
+  stop->add_option("id", f->id, "Session (job) id")->required();
+  out_opt(stop);
+  stop->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto r = client.Delete("/api/v1/sessions/" + std::to_string(f->id));
+      if (!r.ok()) return r.status();
+      PrintAnswer(*r, f->output, "stopping session " + std::to_string(f->id));
+      return Status::Ok();
+    });
+  });
+}
+
 }  // namespace
 
 void AddClientCommands(CLI::App& app, int* exit_code) {
   AddSubmit(app, exit_code);
   AddJobCommands(app, exit_code);
   AddEnvironmentCommands(app, exit_code);
+  AddSessionCommands(app, exit_code);
   AddClusterCommands(app, exit_code);
 }
 

@@ -173,39 +173,37 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
     }
     return placed;
   };
-  // One node when one holds the whole gang: found among node classes, without visiting nodes.
-  const NodeClass* one = nullptr;
-  int one_fit = 0, one_score = 0;
+  // One pass over the node classes that fit: one node when one holds the whole gang (found
+  // without visiting nodes), else the classes whose nodes become candidates.
+  struct FittingClass {
+    const NodeClass* c;
+    int fit, score;
+  };
+  std::vector<FittingClass> fitting;
+  const FittingClass* one = nullptr;
   int64_t room = 0;
   for (int model : AcceptedModels(state, task)) {
     for (int id : state.ActiveClasses(model)) {
       const NodeClass& c = state.node_class(id);
       if (!Fits(c, task)) continue;
-      const int fit = std::min(count, TasksThatFit(c, task));
-      room += static_cast<int64_t>(fit) * static_cast<int64_t>(c.members.size());
-      if (fit < count) continue;
-      const int score = placer.Score(id, task);
-      if (one == nullptr || fit < one_fit || (fit == one_fit && score > one_score) ||
-          (fit == one_fit && score == one_score &&
-           c.members.begin()->first < one->members.begin()->first)) {
-        one = &c;
-        one_fit = fit;
-        one_score = score;
-      }
+      fitting.push_back({&c, std::min(count, TasksThatFit(c, task)), placer.Score(id, task)});
+      room += static_cast<int64_t>(fitting.back().fit) * static_cast<int64_t>(c.members.size());
     }
   }
-  if (one != nullptr) return place_on({{one->members.begin()->second, count}});
+  for (const FittingClass& f : fitting) {
+    if (f.fit < count) continue;
+    if (one == nullptr || f.fit < one->fit || (f.fit == one->fit && f.score > one->score) ||
+        (f.fit == one->fit && f.score == one->score &&
+         f.c->members.begin()->first < one->c->members.begin()->first)) {
+      one = &f;
+    }
+  }
+  if (one != nullptr) return place_on({{one->c->members.begin()->second, count}});
   if (room < count) return fail(static_cast<int>(room));
   std::vector<Candidate> candidates;
-  for (int model : AcceptedModels(state, task)) {
-    for (int id : state.ActiveClasses(model)) {
-      const NodeClass& c = state.node_class(id);
-      if (!Fits(c, task)) continue;
-      const int fit = std::min(count, TasksThatFit(c, task));
-      const int score = placer.Score(id, task);
-      for (const auto& [rank, node] : c.members) {
-        candidates.push_back({node, fit, score, rank, state.node(node).topology});
-      }
+  for (const FittingClass& f : fitting) {
+    for (const auto& [rank, node] : f.c->members) {
+      candidates.push_back({node, f.fit, f.score, rank, state.node(node).topology});
     }
   }
   std::vector<const Candidate*> all;

@@ -21,12 +21,18 @@ std::string Hex(const unsigned char* data, size_t size) {
 
 }  // namespace
 
-Result<std::string> GenerateToken() {
+Result<std::string> GenerateSecretHex() {
   unsigned char bytes[32];
   if (RAND_bytes(bytes, sizeof bytes) != 1) {
     return Status(StatusCode::kInternal, "no secure randomness (RAND_bytes failed)");
   }
-  return "crl_" + Hex(bytes, sizeof bytes);
+  return Hex(bytes, sizeof bytes);
+}
+
+Result<std::string> GenerateToken() {
+  auto secret = GenerateSecretHex();
+  if (!secret.ok()) return secret.status();
+  return "crl_" + *secret;
 }
 
 std::string HashToken(const std::string& token) {

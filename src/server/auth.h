@@ -13,6 +13,8 @@ namespace corral::server {
 // A new random secret ("crl_<64 hex>") from OpenSSL's CSPRNG; an error only when the system
 // has no secure randomness.
 Result<std::string> GenerateToken();
+// 32 random bytes from the same source as 64 lowercase hex characters (a session's secret).
+Result<std::string> GenerateSecretHex();
 // Lowercase hex SHA-256 of a token: what the store keeps.
 std::string HashToken(const std::string& token);
 // Constant-time comparison of two equal-length strings (hash checks).

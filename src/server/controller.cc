@@ -8,7 +8,9 @@
 #include <filesystem>
 
 #include "common/config_file.h"
+#include "model/session.h"
 #include "sched/fragmentation.h"
+#include "server/session.h"
 
 namespace corral::server {
 
@@ -141,6 +143,12 @@ Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::j
         node.runtimes.push_back(runtime);
       }
     }
+    if (inv.contains("container_engine") &&
+        (!inv["container_engine"].is_string() ||
+         inv["container_engine"].get<std::string>().size() > 128)) {
+      return InvalidArgument("inventory of node '" + name +
+                             "': field 'container_engine': must be a string of at most 128 bytes");
+    }
     if (inv.contains("address")) {
       CORRAL_RETURN_IF_ERROR(model::ValidateNodeAddress(inv["address"].get<std::string>()));
     }
@@ -213,7 +221,8 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
   std::vector<model::TaskResources> tasks;
   std::vector<std::pair<model::Job, Seconds>> runs;  // succeeded jobs and their run times
   for (const auto& j : *history) {
-    auto spec = ParseJobSpec(nlohmann::json::parse(j.spec_json, nullptr, false));
+    auto spec =
+        ParseJobSpec(nlohmann::json::parse(j.spec_json, nullptr, false), SpecOrigin::kStored);
     if (!spec.ok()) continue;
     tasks.push_back(spec->resources);
     if (j.state == "succeeded" && j.start_time && j.end_time) {
@@ -336,7 +345,8 @@ Status Controller::Recover() {
   auto jobs = store_.ListJobs(active);
   if (!jobs.ok()) return jobs.status();
   for (const auto& record : *jobs) {
-    auto spec = ParseJobSpec(nlohmann::json::parse(record.spec_json, nullptr, false));
+    auto spec =
+        ParseJobSpec(nlohmann::json::parse(record.spec_json, nullptr, false), SpecOrigin::kStored);
     if (!spec.ok()) continue;  // validated at submission; a corrupt row is left alone
     auto environment = PinnedEnvironment(*spec);
     if (!environment.ok()) {
@@ -350,6 +360,7 @@ Status Controller::Recover() {
     job.record = record;
     job.spec = *spec;
     job.environment = std::move(environment).value();
+    job.last_activity = clock_.Now();  // a session's idle time starts again with the server
     if (record.cancel_reason) {
       job.cancel_requested = true;
       job.failure = *record.cancel_reason;
@@ -427,6 +438,7 @@ void Controller::LoopMain() {
     ReloadPolicyIfChangedLocked();
     RetryUnsettledLocked();
     CheckNodesLocked();
+    CheckSessionsLocked();
     ScheduleLocked();
   }
 }
@@ -436,6 +448,7 @@ void Controller::Tick() {
   ReloadPolicyIfChangedLocked();
   RetryUnsettledLocked();
   CheckNodesLocked();
+  CheckSessionsLocked();
   ScheduleLocked();
 }
 
@@ -463,6 +476,12 @@ Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
   if (spec->project.empty()) spec->project = config_.default_project;
   auto access = CheckAccess(who, spec->project);
   if (!access.ok()) return access.status();
+  if (spec->session) {
+    // The app's secret: generated here, stored with the spec, shown only to the session's owner.
+    auto token = GenerateSecretHex();
+    if (!token.ok()) return token.status();
+    spec->session->token = *token;
+  }
   Submission submission{std::move(spec).value(), std::nullopt};
   if (!submission.spec.environment.empty()) {
     auto env = environments_.Resolve(who, submission.spec.environment, "environment");
@@ -629,6 +648,8 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
                         {"submit_time", record->submit_time.value()},
                         {"reason", record->reason},
                         {"spec", nlohmann::json::parse(record->spec_json, nullptr, false)}};
+  auto spec = ParseJobSpec(out["spec"], SpecOrigin::kStored);
+  out["spec"] = WithoutSecrets(out["spec"]);  // a session's token only through the session API
   AddArrayFields(*record, out);
   if (record->start_time) out["start_time"] = record->start_time->value();
   if (record->end_time) out["end_time"] = record->end_time->value();
@@ -653,7 +674,6 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
     out["tasks"].push_back(task);
   }
   std::lock_guard lock(mu_);
-  auto spec = ParseJobSpec(out["spec"]);
   if (spec.ok() &&
       (record->state == "pending" || record->state == "starting" || record->state == "running")) {
     const predict::Prediction p =
@@ -834,6 +854,203 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
          std::to_string(generation.value_or(current)) + "." + stream;
 }
 
+// --- Sessions --------------------------------------------------------------------------------
+
+namespace {
+
+// Sessions are personal: only the owner and admins see them (others get NotFound).
+bool MaySeeSession(const Principal& who, const store::JobRecord& record) {
+  return who.admin || who.name == record.user;
+}
+
+std::string SessionName(JobId id) { return "session " + std::to_string(id.value()); }
+
+}  // namespace
+
+Result<store::JobRecord> Controller::SubmitSession(const Principal& who, nlohmann::json spec) {
+  if (!spec.is_object()) return InvalidArgument("job spec: must be a JSON object");
+  if (!spec.contains("session")) spec["session"] = nlohmann::json::object();
+  return Submit(who, spec);
+}
+
+Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {
+  if (spec.session && spec.session->idle_timeout_s) return Seconds(*spec.session->idle_timeout_s);
+  return config_.session_idle_timeout;
+}
+
+nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::JobRecord& record,
+                                             const JobSpec& spec,
+                                             const std::vector<store::TaskRecord>& tasks,
+                                             const LiveJob* live) const {
+  const store::JobRecord& current = live ? live->record : record;
+  const nlohmann::json null(nullptr);
+  nlohmann::json out = {
+      {"id", record.id.value()},
+      {"name", record.name},
+      {"user", record.user},
+      {"project", record.project},
+      {"state", current.state},
+      {"reason", record.reason},
+      {"environment", spec.environment.empty() ? null : nlohmann::json(spec.environment)},
+      {"path", model::SessionUrlPrefix(record.id.value())},
+      {"idle_timeout_s", IdleTimeoutOf(spec).value()},
+      {"submit_time", record.submit_time.value()},
+      {"node", null},
+      {"address", null},
+      {"port", null},
+      {"last_activity", null},
+      {"idle_notice", null}};
+  if (current.start_time) out["start_time"] = current.start_time->value();
+  if (live && live->cancel_requested) out["stopping"] = true;
+  for (const auto& t : tasks) {
+    if (IsTerminalTask(t.state)) continue;
+    out["node"] = t.node;
+    auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
+    if (a.is_object() && a.contains("session") && a["session"].is_object()) {
+      out["address"] = a["session"].value("address", t.node);
+      out["port"] = a["session"].value("port", 0);
+    }
+  }
+  if (live && current.state == "running") {
+    out["last_activity"] = live->last_activity.value();
+    if (live->idle_notice_at) {
+      out["idle_notice"] = {
+          {"time", live->idle_notice_at->value()},
+          {"stops_at", (*live->idle_notice_at + config_.session_idle_warning).value()}};
+    }
+  }
+  if (auto reason = scheduler_->PendingReasonOf(record.id)) {
+    out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+  }
+  // The secret lets whoever holds it into the app directly: its owner only, not even admins.
+  if (who.name == record.user && spec.session) out["token"] = spec.session->token;
+  return out;
+}
+
+Result<nlohmann::json> Controller::SessionView(const Principal& who, JobId id) {
+  auto record = store_.GetJob(id);
+  if (!record.ok()) {
+    if (record.status().code() == StatusCode::kNotFound)
+      return NotFound(SessionName(id) + " not found");
+    return record.status();
+  }
+  auto spec =
+      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
+  if (!spec.ok() || !spec->session || !MaySeeSession(who, *record)) {
+    return NotFound(SessionName(id) + " not found");
+  }
+  auto tasks = store_.TasksOfJob(id);
+  if (!tasks.ok()) return tasks.status();
+  std::vector<store::TaskRecord> run;  // the current run's
+  for (const auto& t : *tasks) {
+    if (t.generation == record->restarts + 1) run.push_back(t);
+  }
+  std::lock_guard lock(mu_);
+  auto live = jobs_.find(id);
+  if (live != jobs_.end())
+    return SessionJsonLocked(who, *record, *spec, live->second.tasks, &live->second);
+  return SessionJsonLocked(who, *record, *spec, run, nullptr);
+}
+
+nlohmann::json Controller::ListSessions(const Principal& who) {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [id, job] : jobs_) {
+    if (!job.spec.session || job.record.user != who.name) continue;
+    out.push_back(SessionJsonLocked(who, job.record, job.spec, job.tasks, &job));
+  }
+  return out;
+}
+
+Status Controller::StopSession(const Principal& who, JobId id) {
+  auto view = SessionView(who, id);  // NotFound for anyone but its owner and admins
+  if (!view.ok()) return view.status();
+  Status s = Cancel(who, id);
+  if (s.code() == StatusCode::kFailedPrecondition) {
+    return FailedPrecondition(SessionName(id) + " already ended (" +
+                              (*view)["state"].get<std::string>() + ")");
+  }
+  return s;
+}
+
+Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who, JobId id) {
+  {
+    std::lock_guard lock(mu_);
+    auto it = jobs_.find(id);
+    if (it != jobs_.end()) {
+      LiveJob& job = it->second;
+      if (!job.spec.session || !MaySeeSession(who, job.record)) {
+        return NotFound(SessionName(id) + " not found");
+      }
+      SessionEndpoint endpoint;
+      endpoint.state = job.Stopping() ? "stopping" : job.record.state;
+      if (endpoint.state != "running" || job.tasks.empty()) return endpoint;
+      auto a = nlohmann::json::parse(job.tasks[0].allocation_json, nullptr, false);
+      if (!a.is_object() || !a.contains("session") || !a["session"].is_object()) {
+        return Status(StatusCode::kInternal, SessionName(id) + " has no port");
+      }
+      endpoint.address = a["session"].value("address", job.tasks[0].node);
+      endpoint.port = a["session"].value("port", 0);
+      endpoint.token = job.spec.session->token;
+      job.last_activity = clock_.Now();
+      return endpoint;
+    }
+  }
+  // Not live: ended, or not a job at all.
+  auto record = store_.GetJob(id);
+  if (!record.ok()) {
+    if (record.status().code() == StatusCode::kNotFound)
+      return NotFound(SessionName(id) + " not found");
+    return record.status();
+  }
+  auto spec =
+      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
+  if (!spec.ok() || !spec->session || !MaySeeSession(who, *record)) {
+    return NotFound(SessionName(id) + " not found");
+  }
+  SessionEndpoint endpoint;
+  endpoint.state = record->state;
+  return endpoint;
+}
+
+void Controller::CheckSessionsLocked() {
+  const Seconds now = clock_.Now();
+  std::vector<JobId> running;
+  for (const auto& [id, job] : jobs_) {
+    if (job.spec.session && job.record.state == "running" && !job.Stopping()) running.push_back(id);
+  }
+  for (JobId id : running) {
+    LiveJob& job = jobs_.at(id);  // stopping one session never erases another
+    const SessionActivity activity{job.last_activity};
+    const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
+    const std::string idle =
+        "session idle for " + std::to_string(IdleFor(activity, now).value()) + " s";
+    switch (NextSessionStep(activity, job.idle_notice_at, policy, now)) {
+      case SessionStep::kNothing:
+        break;
+      case SessionStep::kNotice:
+        // Recorded first: a notice the store did not take is given again at the next check.
+        if (store_
+                .AddJobEvent(id,
+                             idle + ": stopping in " +
+                                 std::to_string(config_.session_idle_warning.value()) +
+                                 " s unless used",
+                             now)
+                .ok()) {
+          job.idle_notice_at = now;
+        }
+        break;
+      case SessionStep::kInUseAgain:
+        if (store_.AddJobEvent(id, "session in use again", now).ok()) job.idle_notice_at.reset();
+        break;
+      case SessionStep::kStop:
+        // On a store error nothing changed: the next check tries again.
+        (void)RequestCancelLocked(job, idle);  // may erase `job`
+        break;
+    }
+  }
+}
+
 // --- Scheduling ------------------------------------------------------------------------------
 
 void Controller::ScheduleLocked() {
@@ -865,6 +1082,7 @@ void Controller::ScheduleLocked() {
       tasks.push_back(std::move(t));
     }
     if (ok && IsDistributed(job.spec)) ok = AddRendezvousLocked(job, tasks).ok();
+    if (ok && job.spec.session) ok = AddSessionPortLocked(job, tasks).ok();
     // Committed before any agent hears of it; on failure the job goes back to the queue.
     if (!ok || !store_.AssignJob(job.record.id, tasks, now).ok()) {
       ports_.Release(job.record.id);
@@ -882,7 +1100,14 @@ void Controller::ScheduleLocked() {
 void Controller::RestoreRendezvousLocked(const LiveJob& job) {
   if (job.tasks.empty()) return;
   auto allocation = nlohmann::json::parse(job.tasks[0].allocation_json, nullptr, false);
-  if (!allocation.is_object() || !allocation.contains("rendezvous")) return;
+  if (!allocation.is_object()) return;
+  if (allocation.contains("session") && allocation["session"].is_object()) {
+    // Stored by this server's predecessor; a failure only loses the protection.
+    (void)ports_.Restore(job.record.id, {job.tasks[0].node}, allocation["session"].value("port", 0),
+                         1);
+    return;
+  }
+  if (!allocation.contains("rendezvous")) return;
   std::vector<std::string> nodes;
   for (const auto& t : job.tasks) nodes.push_back(t.node);
   // Stored by this server's predecessor, so valid; a failure only loses the protection.
@@ -890,14 +1115,29 @@ void Controller::RestoreRendezvousLocked(const LiveJob& job) {
                        PortsOf(job.spec));
 }
 
+std::string Controller::NodeAddressLocked(const std::string& node) const {
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? node : it->second.inventory.value("address", node);
+}
+
+Status Controller::AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
+  if (tasks.size() != 1) return InvalidArgument("a session has one task");
+  store::TaskRecord& t = tasks[0];
+  // The same pool as rendezvous ports: two live jobs on one node never get the same port.
+  auto port = ports_.Reserve(job.record.id, {t.node}, 1);
+  if (!port.ok()) return port.status();
+  auto allocation = nlohmann::json::parse(t.allocation_json, nullptr, false);
+  allocation["session"] = {{"port", *port}, {"address", NodeAddressLocked(t.node)}};
+  t.allocation_json = allocation.dump();
+  return Status::Ok();
+}
+
 Status Controller::AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
   std::vector<std::string> nodes;
   nlohmann::json hosts = nlohmann::json::array();
   for (const auto& t : tasks) {
     nodes.push_back(t.node);
-    auto node = nodes_.find(t.node);
-    hosts.push_back(node == nodes_.end() ? t.node
-                                         : node->second.inventory.value("address", t.node));
+    hosts.push_back(NodeAddressLocked(t.node));
   }
   auto port = ports_.Reserve(job.record.id, nodes, PortsOf(job.spec));
   if (!port.ok()) return port.status();
@@ -1121,6 +1361,8 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
     if (settled.ok()) {
       job.record.state = "running";
       job.record.start_time = clock_.Now();
+      job.last_activity = clock_.Now();  // a session's start counts as use
+      job.idle_notice_at.reset();
     }
   }
   if (all_ended) {
@@ -1263,14 +1505,19 @@ nlohmann::json Controller::Nodes() {
   nlohmann::json out = nlohmann::json::array();
   const auto& state = scheduler_->state();
   for (const auto& [name, node] : nodes_) {
-    nlohmann::json row = {{"name", name},
-                          {"state", node.state},
-                          {"last_heartbeat", node.last_heartbeat.value()},
-                          {"gpu_model", node.inventory.value("gpu_model", "")},
-                          {"gpus", node.inventory.value("gpus", nlohmann::json::array()).size()},
-                          {"cpu_milli", node.inventory.value("cpu_milli", int64_t{0})},
-                          {"memory_mib", node.inventory.value("memory_mib", int64_t{0})},
-                          {"labels", node.inventory.value("labels", nlohmann::json::object())}};
+    nlohmann::json row = {
+        {"name", name},
+        {"state", node.state},
+        {"last_heartbeat", node.last_heartbeat.value()},
+        {"gpu_model", node.inventory.value("gpu_model", "")},
+        {"gpus", node.inventory.value("gpus", nlohmann::json::array()).size()},
+        {"cpu_milli", node.inventory.value("cpu_milli", int64_t{0})},
+        {"memory_mib", node.inventory.value("memory_mib", int64_t{0})},
+        {"labels", node.inventory.value("labels", nlohmann::json::object())},
+        {"runtimes", node.inventory.value("runtimes", nlohmann::json::array({"process"}))}};
+    if (node.inventory.contains("container_engine")) {
+      row["container_engine"] = node.inventory["container_engine"];
+    }
     const sched::NodeIndex n = state.FindNode(name);
     if (n >= 0) {
       row["gpu_free_milli"] = state.node(n).gpu_free;
@@ -1308,6 +1555,12 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
                            {"project", job.record.project}};
   if (job.record.array_index) launch["array_index"] = *job.record.array_index;
   if (job.environment) launch["environment"] = LaunchEnvironment(*job.environment);
+  if (job.spec.session && a.contains("session")) {
+    // The agent sets the session variables from this (agent::LaunchSession).
+    launch["session"] = {{"port", a["session"].value("port", 0)},
+                         {"url_prefix", model::SessionUrlPrefix(job.record.id.value())},
+                         {"token", job.spec.session->token}};
+  }
   if (a.contains("rendezvous")) {
     const nlohmann::json& r = a["rendezvous"];
     launch["distributed"] = {{"launcher", std::string(model::LauncherName(job.spec.launcher))},

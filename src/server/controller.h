@@ -68,6 +68,10 @@ struct ControllerConfig {
   // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
   // sched::SchedulingPolicy's defaults.
   std::string policy_file;
+  // Sessions (docs/sessions.md): the idle timeout of sessions whose spec gives none (0: never),
+  // and how long an idle session's notice runs before it is stopped.
+  Seconds session_idle_timeout{3600};
+  Seconds session_idle_warning{300};
 };
 
 class Controller {
@@ -134,6 +138,29 @@ class Controller {
   Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
                               std::optional<int64_t> generation);
 
+  // --- Sessions (docs/sessions.md) ------------------------------------------------------------
+  // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
+  Result<store::JobRecord> SubmitSession(const Principal& who, nlohmann::json spec);
+  // A session: {"id", "name", "user", "project", "state", "reason", "environment", "node",
+  // "address", "port", "path", "idle_timeout_s", "submit_time", "last_activity", "idle_notice"}
+  // (docs/sessions.md lists the optional ones) and, for its owner only, "token". Only its owner
+  // or an admin sees it: NotFound for anyone else and for a job that is not a session.
+  Result<nlohmann::json> SessionView(const Principal& who, JobId id);
+  // The caller's own sessions not yet ended, oldest first (as SessionView).
+  nlohmann::json ListSessions(const Principal& who);
+  // Stops (cancels) a session. Errors: as SessionView, FailedPrecondition when it ended.
+  Status StopSession(const Principal& who, JobId id);
+  // Where the proxy sends a request for session `id`.
+  struct SessionEndpoint {
+    std::string state;    // the job's state; only a "running" session has the fields below
+    std::string address;  // its node's address (inventory "address", else the node name)
+    int port = 0;
+    std::string token;  // the session's secret: the proxy authenticates to the app with it
+  };
+  // The session's endpoint for `who` (its owner or an admin; NotFound otherwise, as for a job
+  // that is not a session). For a running session the request counts as activity.
+  Result<SessionEndpoint> ProxyTarget(const Principal& who, JobId id);
+
   // The environments (docs/environments.md); jobs name them in their spec's "environment".
   EnvironmentCatalog& Environments() { return environments_; }
 
@@ -178,6 +205,10 @@ class Controller {
     bool primary_done = false;
     // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
     std::optional<EnvironmentVersion> environment;
+    // Sessions: the last proxied request (the start and a server restart count as one), and
+    // when the idle notice was given (none: not given, or used since).
+    Seconds last_activity{0};
+    std::optional<Seconds> idle_notice_at;
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {
@@ -225,8 +256,22 @@ class Controller {
   // A distributed job's rendezvous (part 0's address, a port block, every part's address),
   // added to each task's allocation JSON before the tasks are stored. Errors: no free ports.
   Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks);
-  // Takes back the port block of a job recovered from the store.
+  // A session's port on its node, added to its task's allocation JSON as "session": {"port",
+  // "address"} before the task is stored. Errors: no free port.
+  Status AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks);
+  // Takes back the port block (or a session's port) of a job recovered from the store.
   void RestoreRendezvousLocked(const LiveJob& job);
+  // How other machines reach `node`: its inventory's "address", else its name.
+  std::string NodeAddressLocked(const std::string& node) const;
+  // Gives idle running sessions their notice, clears it when they are used again, and stops
+  // those still idle after the warning (docs/sessions.md).
+  void CheckSessionsLocked();
+  // The session's idle timeout: its spec's, else the server's default.
+  Seconds IdleTimeoutOf(const JobSpec& spec) const;
+  // SessionView's JSON of a session; `live` is its in-memory state when not ended.
+  nlohmann::json SessionJsonLocked(const Principal& who, const store::JobRecord& record,
+                                   const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
+                                   const LiveJob* live) const;
   // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
   // the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);

@@ -84,8 +84,10 @@ class ControllerTest : public ::testing::Test {
   void Restart() {
     controller_.reset();
     ControllerConfig config;
-    config.node_timeout = Seconds(30);
+    config.node_timeout = node_timeout_;
     config.policy_file = policy_file_;
+    config.session_idle_timeout = session_idle_timeout_;
+    config.session_idle_warning = Seconds(300);
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -126,6 +128,8 @@ class ControllerTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   std::string policy_file_;
+  Seconds node_timeout_{30};
+  Seconds session_idle_timeout_{3600};
   FakeClock clock_{Seconds(1000)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> controller_;
@@ -1087,6 +1091,228 @@ TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
   auto taken = envs.Create(bob_, {{"name", "newcomer"}});
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(taken.status().message(), Not(HasSubstr("alice")));
+}
+
+// --- Sessions (docs/sessions.md) ----------------------------------------------------------
+
+json SessionSpec(json session = json::object()) {
+  return {{"name", "lab"},
+          {"command", {"python3", "-m", "http.server"}},
+          {"resources", {{"gpus", 1}}},
+          {"session", std::move(session)}};
+}
+
+class SessionTest : public ControllerTest {
+ protected:
+  // Submits a session of alice's and starts it on node a (address 10.0.0.1): its launch.
+  json StartSession(const json& spec = SessionSpec()) {
+    auto job = controller_->SubmitSession(alice_, spec);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    id_ = job.ok() ? job->id : JobId(0);
+    controller_->Tick();
+    json answer = Beat("a", Running());
+    EXPECT_EQ(answer["run"].size(), 1u);
+    if (answer["run"].empty()) return json::object();
+    json launch = answer["run"][0];
+    running_.push_back(launch);
+    Beat("a", Running());
+    EXPECT_EQ(StateOf(id_), "running");
+    return launch;
+  }
+  // A report of every session task started so far as running (a heartbeat lists them all).
+  json Running() {
+    std::vector<json> tasks;
+    for (const json& launch : running_) tasks.push_back(TaskReport(launch, "running"));
+    return Report(tasks);
+  }
+  std::string Token() { return (*controller_->SessionView(alice_, id_))["token"]; }
+  std::vector<std::string> EventReasons(JobId id) {
+    auto events = store_->JobEvents(id);
+    EXPECT_TRUE(events.ok());
+    std::vector<std::string> out;
+    for (const auto& e : *events) out.push_back(e.reason);
+    return out;
+  }
+  std::vector<std::string> EventReasons() { return EventReasons(id_); }
+  void SetUp() override {
+    node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; nodes stay
+    ControllerTest::SetUp();
+    ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  }
+
+  JobId id_{0};
+  std::vector<json> running_;  // launches of the sessions started
+  const Principal admin_{99, "root", true, {}};
+};
+
+TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
+  const json launch = StartSession();
+  const std::string token = Token();
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  const int port = launch["session"]["port"];
+  EXPECT_GE(port, RendezvousPorts::kFirstPort);
+  EXPECT_LE(port, RendezvousPorts::kLastPort);
+  const std::string prefix = "/sessions/" + std::to_string(id_.value()) + "/";
+  EXPECT_EQ(launch["session"], json({{"port", port}, {"url_prefix", prefix}, {"token", token}}));
+  EXPECT_EQ(launch["argv"], json({"python3", "-m", "http.server"}));
+  // The agent sets the variables from "session" (agent::TaskEnvironment): none in "env".
+  EXPECT_TRUE(launch["env"].empty()) << launch["env"];
+  EXPECT_FALSE(launch.contains("distributed"));
+  // The proxy reaches the app at the node's address and that port, with the token.
+  auto target = controller_->ProxyTarget(alice_, id_);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ(target->state, "running");
+  EXPECT_EQ(target->address, "10.0.0.1");
+  EXPECT_EQ(target->port, port);
+  EXPECT_EQ(target->token, token);
+  auto view = controller_->SessionView(alice_, id_);
+  EXPECT_EQ((*view)["node"], "a");
+  EXPECT_EQ((*view)["address"], "10.0.0.1");
+  EXPECT_EQ((*view)["port"], port);
+  EXPECT_EQ((*view)["path"], prefix);
+  EXPECT_EQ((*view)["idle_timeout_s"], 3600);  // the server's default
+}
+
+TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
+  StartSession();
+  const std::string token = Token();
+  auto job = controller_->JobView(alice_, id_);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->dump().find(token), std::string::npos);
+  EXPECT_TRUE((*job)["spec"]["session"].is_object());
+  auto page = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, std::nullopt);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs.dump().find(token), std::string::npos);
+  EXPECT_EQ(controller_->QueueView(alice_, 10)->dump().find(token), std::string::npos);
+  // Another member of the project: as if there were no session.
+  EXPECT_EQ(controller_->SessionView(bob_, id_).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->ProxyTarget(bob_, id_).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->StopSession(bob_, id_).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(controller_->ListSessions(bob_).empty());
+  // An admin sees it and may pass the proxy, but does not get the token.
+  auto seen = controller_->SessionView(admin_, id_);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(seen->contains("token"));
+  EXPECT_TRUE(controller_->ProxyTarget(admin_, id_).ok());
+  ASSERT_EQ(controller_->ListSessions(alice_).size(), 1u);
+  EXPECT_EQ(controller_->ListSessions(alice_)[0]["token"], token);
+  // A plain job is no session.
+  const JobId plain = Submit(Spec(1));
+  EXPECT_EQ(controller_->SessionView(alice_, plain).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->ProxyTarget(alice_, plain).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
+  ASSERT_TRUE(controller_->SubmitSession(alice_, SessionSpec()).ok());
+  auto waiting = controller_->SubmitSession(alice_, [] {
+    json spec = SessionSpec();
+    spec["resources"]["gpus"] = 64;  // never fits
+    return spec;
+  }());
+  ASSERT_TRUE(waiting.ok());
+  auto target = controller_->ProxyTarget(alice_, waiting->id);
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(target->state, "pending");
+  EXPECT_EQ(target->port, 0);
+  ASSERT_TRUE(controller_->StopSession(alice_, waiting->id).ok());
+  target = controller_->ProxyTarget(alice_, waiting->id);
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(target->state, "cancelled");
+  EXPECT_EQ(controller_->StopSession(alice_, waiting->id).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionTest, AnIdleSessionGetsANoticeAndIsThenStopped) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(599));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  auto view = controller_->SessionView(alice_, id_);
+  EXPECT_EQ((*view)["idle_notice"], json({{"time", 1600}, {"stops_at", 1900}}));
+  clock_.Advance(Seconds(299));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id_), "running");
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launch, "running")}))["kill"].empty());
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  const json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["reason"], "session idle for 900 s");
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  running_.clear();
+  EXPECT_EQ(StateOf(id_), "cancelled");
+  EXPECT_EQ(store_->GetJob(id_)->reason, "session idle for 900 s");
+  // Its port is free again: the next session on the node gets the same one.
+  const int port = launch["session"]["port"];
+  EXPECT_EQ(StartSession()["session"]["port"], port);
+}
+
+TEST_F(SessionTest, UseAfterTheNoticeClearsIt) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(600));
+  controller_->Tick();
+  ASSERT_THAT(EventReasons().back(), HasSubstr("stopping in 300 s unless used"));
+  clock_.Advance(Seconds(100));
+  ASSERT_TRUE(controller_->ProxyTarget(alice_, id_).ok());  // a request through the proxy
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  EXPECT_TRUE((*controller_->SessionView(alice_, id_))["idle_notice"].is_null());
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1700);
+  // Where the first notice would have stopped it, it runs on; idle again, a new notice.
+  clock_.Advance(Seconds(200));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id_), "running");
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  clock_.Advance(Seconds(400));
+  controller_->Tick();
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 600 s"));
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launch, "running")}))["kill"].empty());
+}
+
+TEST_F(SessionTest, IdleTimeoutZeroNeverStopsAndTheServerDefaultApplies) {
+  session_idle_timeout_ = Seconds(120);
+  Restart();
+  StartSession(SessionSpec({{"idle_timeout_s", 0}}));
+  const JobId never = id_;
+  StartSession();  // the server's default: 120 s
+  clock_.Advance(Seconds(1000000));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(never), "running");
+  EXPECT_EQ(EventReasons(never).back(), "all tasks running");
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 1000000 s"));
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["idle_timeout_s"], 120);
+}
+
+TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  const int port = launch["session"]["port"];
+  clock_.Advance(Seconds(500));
+  Restart();
+  // The port is taken again: the next session on the node gets another one.
+  json next = StartSession();
+  EXPECT_NE(next["session"]["port"], port);
+  auto target = controller_->ProxyTarget(admin_, JobId(launch["job_id"].get<int64_t>()));
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ(target->port, port);
+  EXPECT_EQ(target->state, "running");
+  EXPECT_EQ(target->token.size(), 64u);
+}
+
+TEST_F(SessionTest, IdleTimeAfterARestartCountsFromTheRestart) {
+  StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(500));
+  Restart();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  clock_.Advance(Seconds(599));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 600 s"));
 }
 
 }  // namespace

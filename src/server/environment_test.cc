@@ -98,9 +98,23 @@ TEST(EnvironmentDirTest, BuiltinsParse) {
   ASSERT_TRUE(specs.ok()) << specs.status().ToString();
   std::set<std::string> names;
   for (const auto& s : *specs) names.insert(s.name);
-  EXPECT_EQ(names, (std::set<std::string>{"cuda-base", "pytorch", "pytorch-deepspeed", "tensorflow",
-                                          "jax", "hf-transformers", "vllm", "rapids",
-                                          "jupyter-datascience", "mpi-horovod"}));
+  EXPECT_EQ(names,
+            (std::set<std::string>{"cuda-base", "pytorch", "pytorch-deepspeed", "tensorflow", "jax",
+                                   "hf-transformers", "vllm", "rapids", "jupyter", "mpi-horovod"}));
+  // jupyter runs as a session: it serves where corral says, its token from the environment
+  // (JUPYTER_TOKEN), never on its command line.
+  for (const auto& s : *specs) {
+    if (s.name != "jupyter") continue;
+    ASSERT_EQ(s.command.size(), 3u);
+    EXPECT_EQ(s.command[0], "sh");
+    for (const char* part :
+         {"--port=\"$CORRAL_SESSION_PORT\"", "--ServerApp.base_url=\"$CORRAL_SESSION_URL_PREFIX\"",
+          "export JUPYTER_TOKEN=\"$CORRAL_SESSION_TOKEN\";", "exec jupyter lab"}) {
+      EXPECT_THAT(s.command[2], HasSubstr(part));
+    }
+    EXPECT_EQ(s.command[2].find("token=\"$CORRAL"), std::string::npos) << s.command[2];
+    EXPECT_EQ(s.venv, "/opt/corral/envs/jupyter");
+  }
 }
 
 TEST(EnvironmentDirTest, ErrorsNameTheFile) {

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "server/auth.h"
+#include "server/session_proxy.h"
 
 namespace corral::server {
 
@@ -189,6 +190,11 @@ class HttpApi::Impl {
   Result<Principal> Authenticate(const httplib::Request& req) {
     const std::string token = BearerToken(req);
     if (token.empty()) return Unauthenticated("missing 'Authorization: Bearer <token>' header");
+    return AuthenticateToken(token);
+  }
+
+  // Who an API token belongs to; Unauthenticated when unknown or revoked.
+  Result<Principal> AuthenticateToken(const std::string& token) {
     const std::string hash = HashToken(token);
     return principals_.Get(hash, [&]() -> Result<Principal> {
       auto user = store_.UserForTokenHash(hash);
@@ -241,6 +247,7 @@ class HttpApi::Impl {
     RegisterQueue(http);
     RegisterPeople(http);
     RegisterAgents(http);
+    RegisterSessions(http);
   }
 
  private:
@@ -590,6 +597,213 @@ class HttpApi::Impl {
           if (!answer.ok()) return SendProblem(res, answer.status());
           SendJson(res, 200, *answer);
         });
+  }
+
+  // --- Sessions (docs/sessions.md) ------------------------------------------------------------
+
+  void RegisterSessions(httplib::Server& http) {
+    http.Post("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto body = ParseBody(req);
+                if (!body.ok()) return SendProblem(res, body.status());
+                auto job = controller_.SubmitSession(who, *body);
+                if (!job.ok()) return SendProblem(res, job.status());
+                auto view = controller_.SessionView(who, job->id);
+                if (!view.ok()) return SendProblem(res, view.status());
+                SendJson(res, 201, WithUrls(*view, req));
+              }));
+    http.Get("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
+               json out = json::array();
+               for (const json& s : controller_.ListSessions(who)) out.push_back(WithUrls(s, req));
+               SendJson(res, 200, out);
+             }));
+    http.Get(R"(/api/v1/sessions/(\d+))",
+             Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto id = PathId(req, "session");
+               if (!id.ok()) return SendProblem(res, id.status());
+               auto view = controller_.SessionView(who, JobId(*id));
+               if (!view.ok()) return SendProblem(res, view.status());
+               SendJson(res, 200, WithUrls(*view, req));
+             }));
+    http.Delete(R"(/api/v1/sessions/(\d+))",
+                Authed([this](const Principal& who, const auto& req, auto& res) {
+                  auto id = PathId(req, "session");
+                  if (!id.ok()) return SendProblem(res, id.status());
+                  Status s = controller_.StopSession(who, JobId(*id));
+                  if (!s.ok()) return SendProblem(res, s);
+                  SendJson(res, 202, {{"status", "stopping"}, {"id", *id}});
+                }));
+    http.Post("/api/v1/login",
+              [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
+    http.Post("/api/v1/logout", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Set-Cookie", TokenCookie("", config_.tls));
+      SendJson(res, 200, {{"status", "logged out"}});
+    });
+    http.Get("/login", [](const httplib::Request&, httplib::Response& res) { LoginPage(res); });
+    // Every method the proxy passes on (HEAD is served by the GET route).
+    const std::string proxy = R"(/sessions/(\d+)(/.*)?)";
+    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
+      ProxySession(req, res);
+    };
+    http.Get(proxy, handler);
+    http.Post(proxy, handler);
+    http.Put(proxy, handler);
+    http.Patch(proxy, handler);
+    http.Delete(proxy, handler);
+    http.Options(proxy, handler);
+  }
+
+  // The session's URLs: "url" through this server's proxy, and for its owner (who holds the
+  // token) "direct_url" to the app on its node (Jupyter's own token check; for WebSockets,
+  // which the proxy cannot carry).
+  json WithUrls(json view, const httplib::Request& req) const {
+    view["url"] = BaseUrl(req) + view.value("path", "");
+    view["direct_url"] = nullptr;
+    if (view.contains("token") && view["address"].is_string() && view["port"].is_number()) {
+      std::string host = view["address"].get<std::string>();
+      if (host.find(':') != std::string::npos) host = "[" + host + "]";  // an IPv6 address
+      view["direct_url"] = "http://" + host + ":" + std::to_string(view["port"].get<int>()) +
+                           view.value("path", "") + "?token=" + view["token"].get<std::string>();
+    }
+    return view;
+  }
+
+  // "https://corral.example": the configured public URL, else the scheme and the request's
+  // Host (when it is a plain host[:port]), else nothing (URLs are then paths).
+  std::string BaseUrl(const httplib::Request& req) const {
+    if (!config_.public_url.empty()) {
+      std::string url = config_.public_url;
+      while (!url.empty() && url.back() == '/') url.pop_back();
+      return url;
+    }
+    const std::string host = req.get_header_value("Host");
+    const bool plain = !host.empty() && host.size() <= 300 &&
+                       host.find_first_not_of(
+                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789.-:[]") == std::string::npos;
+    return plain ? std::string(config_.tls ? "https://" : "http://") + host : "";
+  }
+
+  // POST /api/v1/login {"token", "next"?}: checks the token and sets the corral_token cookie
+  // (HttpOnly, SameSite=Strict) for the session proxy; answers the user and where to go next
+  // (SafeRedirectTarget). JSON only, so that a cross-site form cannot log anyone in.
+  void Login(const httplib::Request& req, httplib::Response& res) {
+    if (req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+      return SendProblem(res, InvalidArgument("request body: must be application/json"));
+    }
+    auto body = ParseBody(req);
+    if (!body.ok()) return SendProblem(res, body.status());
+    auto token = Field<std::string>(*body, "token");
+    if (!token.ok()) return SendProblem(res, token.status());
+    auto next = Field<std::string>(*body, "next", "/");
+    if (!next.ok()) return SendProblem(res, next.status());
+    if (token->empty()) return SendProblem(res, Unauthenticated("field 'token': is empty"));
+    auto who = AuthenticateToken(*token);
+    if (!who.ok()) return SendProblem(res, who.status());
+    res.set_header("Set-Cookie", TokenCookie(*token, config_.tls));
+    SendJson(res, 200, {{"user", who->name}, {"next", SafeRedirectTarget(*next)}});
+  }
+
+  static void LoginPage(httplib::Response& res) {
+    // Static: nothing from the request is written into the page. The server decides where to
+    // go next (POST /api/v1/login answers "next"), never the page's query string alone.
+    static const char kPage[] = R"html(<!doctype html>
+<html><head><meta charset="utf-8"><title>corral: log in</title></head>
+<body>
+<h1>corral</h1>
+<form id="login">
+<p><label>API token <input id="token" type="password" autocomplete="off" size="72" required></label></p>
+<p><button type="submit">Log in</button> <span id="error"></span></p>
+</form>
+<p>Your token is the one <code>corral login</code> uses (<code>corral token create NAME</code> makes one).</p>
+<script>
+document.getElementById("login").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const next = new URLSearchParams(location.search).get("next") || "/";
+  const answer = await fetch("/api/v1/login", {
+    method: "POST", credentials: "same-origin",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({token: document.getElementById("token").value, next: next})});
+  const body = await answer.json().catch(() => ({}));
+  if (answer.ok) {
+    location.assign(body.next || "/");
+  } else {
+    document.getElementById("error").textContent = body.detail || ("HTTP " + answer.status);
+  }
+});
+</script>
+</body></html>
+)html";
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'; "
+                   "form-action 'self'; frame-ancestors 'none'");
+    res.set_content(kPage, "text/html; charset=utf-8");
+  }
+
+  // /sessions/<id>/...: owner or admin (bearer token or cookie), a running session, then the
+  // app's answer.
+  void ProxySession(const httplib::Request& req, httplib::Response& res) {
+    const std::optional<int64_t> id = ParseCount(req.matches[1]);
+    if (!id) return SendProblem(res, NotFound("session not found"));
+    const std::string prefix = "/sessions/" + std::to_string(*id) + "/";
+    std::string token = BearerToken(req);
+    if (token.empty()) token = CookieValue(req.get_header_value("Cookie"), kTokenCookie);
+    Result<Principal> who = token.empty() ? Result<Principal>(Unauthenticated("not logged in"))
+                                          : AuthenticateToken(token);
+    if (!who.ok()) {
+      if (who.status().code() != StatusCode::kUnauthenticated)
+        return SendProblem(res, who.status());
+      return LoginNeeded(req, res, prefix, who.status().message());
+    }
+    auto target = controller_.ProxyTarget(*who, JobId(*id));
+    if (!target.ok()) return SendProblem(res, target.status());
+    if (target->state != "running") {
+      res.status = 503;
+      res.set_header("Retry-After", "5");
+      res.set_content(json{{"type", "about:blank"},
+                           {"title", "unavailable"},
+                           {"status", 503},
+                           {"state", target->state},
+                           {"detail", "session " + std::to_string(*id) + " is " + target->state +
+                                          ", not running"}}
+                          .dump(),
+                      "application/problem+json");
+      return;
+    }
+    if (!req.matches[2].matched) {  // "/sessions/7": the app's base URL ends with '/'
+      const size_t query = req.target.find('?');
+      res.set_redirect(prefix + (query == std::string::npos ? "" : req.target.substr(query)), 301);
+      return;
+    }
+    if (req.target.rfind(prefix, 0) != 0) {
+      return SendProblem(res, InvalidArgument("request target: must start with " + prefix));
+    }
+    Forward(req, res, {target->address, target->port, target->token},
+            config_.tls ? "https" : "http");
+  }
+
+  // 401 for a request to a session without valid credentials: browsers get a page with a link
+  // to the login page (coming back here), programs a problem.
+  static void LoginNeeded(const httplib::Request& req, httplib::Response& res,
+                          const std::string& prefix, const std::string& why) {
+    res.status = 401;
+    res.set_header("WWW-Authenticate", "Bearer");
+    const std::string detail = why + ": log in at /login (or send 'Authorization: Bearer <token>')";
+    if (req.get_header_value("Accept").find("text/html") != std::string::npos) {
+      // `prefix` holds only digits and slashes: safe in HTML and in a query string.
+      res.set_content(
+          "<!doctype html><html><head><meta charset=\"utf-8\"><title>corral: log in"
+          "</title></head><body><p>This session needs you to log in: <a href=\"/login"
+          "?next=" +
+              prefix + "\">log in</a>.</p></body></html>",
+          "text/html; charset=utf-8");
+      return;
+    }
+    res.set_content(json{{"type", "about:blank"},
+                         {"title", "unauthenticated"},
+                         {"status", 401},
+                         {"detail", detail}}
+                        .dump(),
+                    "application/problem+json");
   }
 
   void StatusPage(httplib::Response& res) {

@@ -22,6 +22,11 @@
 //
 // Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
 // index, each the spec without `array`, with the index's `env` entries merged over the spec's.
+//
+// Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
+// absent: the server's default) is an interactive session: exactly one task, no array, launcher
+// none. The server generates its secret at submission and stores it in the spec as
+// `session.token`, which only stored specs may hold.
 #pragma once
 
 #include <map>
@@ -47,6 +52,19 @@ struct ArraySpec {
   std::vector<std::map<std::string, std::string>> env;
 };
 
+// The `session` of a spec.
+struct SessionSpec {
+  // Seconds without a proxied request before the session is stopped (after a notice): 0 never,
+  // else >= model::kMinSessionIdleTimeoutS; none: the server's --session-idle-timeout.
+  std::optional<int64_t> idle_timeout_s;
+  // The session's secret (CORRAL_SESSION_TOKEN): 64 lowercase hex characters, generated at
+  // submission; never in a submitted spec, always in a stored one.
+  std::string token;
+};
+
+// Where a spec comes from: a user (who may not set what the server sets) or the store.
+enum class SpecOrigin { kSubmitted, kStored };
+
 struct JobSpec {
   std::string name;
   std::string project;  // empty: the server's default project
@@ -64,6 +82,7 @@ struct JobSpec {
   std::optional<ArraySpec> array;  // set: an array (ArrayElements); never in a stored spec
   // "NAME" or "NAME@VERSION" as submitted; "NAME@VERSION" in a stored spec; empty: none.
   std::string environment;
+  std::optional<SessionSpec> session;  // set: an interactive session
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's
@@ -83,9 +102,14 @@ int PortsOf(const JobSpec& spec);
 // Parses and validates a spec (`command` may be empty only with an `environment`). Limits: 4096
 // argv entries, 256 env entries (also for each array element, its own and the spec's together), 64
 // KiB strings.
-Result<JobSpec> ParseJobSpec(const nlohmann::json& json);
-// The spec as stored with a job: every field but `array` (a job is never an array).
+// A submitted spec may not hold `session.token`; a stored one must when it has a session.
+Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
+                             SpecOrigin origin = SpecOrigin::kSubmitted);
+// The spec as stored with a job: every field but `array` (a job is never an array), with the
+// session's token.
 nlohmann::json ToJson(const JobSpec& spec);
+// A stored spec as users see it in job views: without the session's token.
+nlohmann::json WithoutSecrets(nlohmann::json stored_spec);
 
 // Makes `spec` use version `version` of environment `env`: "environment" becomes
 // "NAME@VERSION", an empty command the environment's command, and the environment's variables go

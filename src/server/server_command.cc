@@ -29,6 +29,16 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--kill-grace", options->kill_grace_s,
                 "Seconds between SIGTERM and SIGKILL when a task is stopped")
       ->check(CLI::Range(0, 3600));
+  c->add_option("--session-idle-timeout", options->session_idle_timeout_s,
+                "Seconds without use before a session is stopped, for sessions that do not say "
+                "(default 3600; 0: never)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--session-idle-warning", options->session_idle_warning_s,
+                "Seconds between an idle session's notice and its stop (default 300)")
+      ->check(CLI::NonNegativeNumber);
+  c->add_option("--public-url", options->public_url,
+                "The URL users reach this server at, for session URLs (default: the request's "
+                "Host)");
   c->callback([options, exit_code] {
     BlockShutdownSignals();
     auto server = ServerProcess::Create(*options);

@@ -71,6 +71,16 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   }
   auto listen = ParseListen(options.listen);
   if (!listen.ok()) return listen.status();
+  if (options.session_idle_timeout_s < 0) {
+    return InvalidArgument("--session-idle-timeout: must be 0 (never) or a number of seconds");
+  }
+  if (options.session_idle_warning_s < 0) {
+    return InvalidArgument("--session-idle-warning: must be a number of seconds (>= 0)");
+  }
+  if (!options.public_url.empty() && options.public_url.rfind("http://", 0) != 0 &&
+      options.public_url.rfind("https://", 0) != 0) {
+    return InvalidArgument("--public-url: must start with http:// or https://");
+  }
 
   auto store = store::OpenStore(options.store_url);
   if (!store.ok()) return store.status();
@@ -99,6 +109,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.logs_dir = options.data_dir + "/logs";
   config.policy_file = options.policy_file;
   config.kill_grace = Seconds(options.kill_grace_s);
+  config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
+  config.session_idle_warning = Seconds(options.session_idle_warning_s);
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
@@ -127,8 +139,11 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   } else {
     p->http_ = std::make_unique<httplib::Server>();
   }
-  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_,
-                                      HttpApiConfig{HashToken(p->join_token_)});
+  HttpApiConfig api_config;
+  api_config.join_token_hash = HashToken(p->join_token_);
+  api_config.public_url = options.public_url;
+  api_config.tls = !options.tls_cert.empty();
+  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
   p->api_->Register(*p->http_);
   // Answers go out in two writes (headers, body): without this, Nagle holds the body until the
   // client's delayed ACK, ~40 ms per request on keep-alive connections.

@@ -36,6 +36,12 @@ struct ServerOptions {
   int kill_grace_s = 10;    // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
   // The built-in environments (docs/environments.md), loaded at start; empty: none.
   std::string envs_dir = DefaultEnvsDir();
+  // Sessions (docs/sessions.md): the idle timeout of sessions whose spec gives none (0: never),
+  // the notice an idle session gets before it is stopped, and the URL users reach the server
+  // at (session URLs; empty: the request's Host).
+  int session_idle_timeout_s = 3600;
+  int session_idle_warning_s = 300;
+  std::string public_url;
 };
 
 class ServerProcess {

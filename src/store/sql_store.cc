@@ -658,6 +658,20 @@ Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now)
                   }));
 }
 
+Status SqlStore::AddJobEvent(JobId id, const std::string& reason, Seconds now) {
+  const std::string op = "record an event of " + JobName(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
+                    if (!rows.ok()) return rows.status();
+                    if (rows->empty()) return NotFound(JobName(id) + " not found");
+                    const std::string state = (*rows)[0].Text(0);
+                    return conn_
+                        ->Execute(kInsertEvent, {id.value(), now.value(), state, state, reason})
+                        .status();
+                  }));
+}
+
 Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(

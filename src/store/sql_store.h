@@ -51,6 +51,7 @@ class SqlStore final : public Store {
   Result<JobRecord> GetJob(JobId id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   Status RequestCancel(JobId id, const std::string& reason, Seconds now) override;
+  Status AddJobEvent(JobId id, const std::string& reason, Seconds now) override;
   Status TransitionJob(JobId id, const std::string& from, const std::string& to,
                        const std::string& reason, Seconds now) override;
   Status TransitionJobs(const std::vector<JobId>& ids, const std::string& from,

@@ -230,6 +230,9 @@ class Store {
   // job ends later (TransitionJob) once its tasks stopped. FailedPrecondition when the job is
   // not started; NotFound for an unknown job.
   virtual Status RequestCancel(JobId id, const std::string& reason, Seconds now) = 0;
+  // Records an event that changes no state (from = to = the job's state): a notice in the
+  // job's history, such as an idle session's warning. NotFound for an unknown job.
+  virtual Status AddJobEvent(JobId id, const std::string& reason, Seconds now) = 0;
   // The job's events in the order they happened; the first is the submission.
   virtual Result<std::vector<JobEvent>> JobEvents(JobId id) = 0;
 

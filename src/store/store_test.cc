@@ -779,6 +779,28 @@ TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
   EXPECT_FALSE(store_->GetJob(*plain)->cancel_reason.has_value());
 }
 
+TEST_P(StoreTest, AnEventWithoutATransitionKeepsTheStateAndTimes) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", "ready", Seconds(1)}).ok());
+  auto id = store_->InsertJob(MakeJob("session"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(2)).ok());
+  ASSERT_TRUE(
+      store_->TransitionJob(*id, "starting", "running", "all tasks running", Seconds(3)).ok());
+  ASSERT_TRUE(store_->AddJobEvent(*id, "session idle for 60 s", Seconds(70)).ok());
+  Reopen();
+  auto job = store_->GetJob(*id);
+  EXPECT_EQ(job->state, "running");
+  EXPECT_EQ(job->start_time, std::optional<Seconds>(Seconds(3)));
+  auto events = store_->JobEvents(*id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().from_state, "running");
+  EXPECT_EQ(events->back().to_state, "running");
+  EXPECT_EQ(events->back().reason, "session idle for 60 s");
+  EXPECT_EQ(events->back().time, Seconds(70));
+  EXPECT_EQ(store_->AddJobEvent(JobId(777777), "x", Seconds(5)).code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, ProjectSharingIsStoredAndListed) {
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
   EXPECT_EQ(store_->ListProjects()->at(0).sharing_json, "{}");
