@@ -272,12 +272,24 @@ expect_exit 3 "environment 'nothere' not found" -- "$corral" env show nothere
 
 # Sessions (no agent here: they stay pending): the answer carries the URL and the token; errors
 # name the flag; a session that is not yours is not found.
-expect_exit 2 "give --env NAME, or a command after --" -- "$corral" session start
+expect_exit 2 "give --environment NAME, or a command after --" -- "$corral" session start
 expect_exit 2 "--idle-timeout: expected a duration" -- "$corral" session start --idle-timeout 5x -- true
 expect_exit 2 "--idle-timeout: at least 1m" -- "$corral" session start --idle-timeout 30s -- true
+expect_exit 2 "--wait-timeout: expected a duration" -- "$corral" session start --wait-timeout 5x -- true
+# --env is NAME=VALUE as for corral submit; the environment is --environment.
+expect_exit 2 "--env: expected NAME=VALUE, got 'jupyter' \(an environment to run in is --environment NAME\)" -- \
+  "$corral" session start --env jupyter
 expect_exit 2 "field 'tasks': must be 1 for a session" -- \
   "$corral" submit --tasks 2 -f <(printf 'session: {}\ncommand: ["true"]\n')
-session_json=$("$corral" session start --gpus 64 --idle-timeout 2h -o json -- true)
+# --wait gives up after --wait-timeout (exit 1), leaving the session as it is.
+out=$("$corral" session start --gpus 64 --wait --wait-timeout 1s -- true 2>&1)
+status=$?
+if [ "$status" -eq 1 ] &&
+  grep -qE "session [0-9]+ not ready after --wait-timeout 1 s \(pending.*\); it was left as it is" <<<"$out"
+then ok; else fail "session start --wait --wait-timeout 1s exited $status: $out"; fi
+waited=$(grep -oE "session [0-9]+ not ready" <<<"$out" | grep -oE "[0-9]+")
+[ -n "$waited" ] && "$corral" session stop "$waited" >/dev/null
+session_json=$("$corral" session start --gpus 64 --idle-timeout 2h --env THEME=dark -o json -- true)
 session=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$session_json" 2>/dev/null)
 session=${session:-0}
 if python3 -c 'import json,sys,re
@@ -287,7 +299,7 @@ assert s["url"]==url+"/sessions/%d/" % s["id"] and s["direct_url"] is None, s
 assert re.fullmatch("[0-9a-f]{64}", s["token"]), s' "$session_json" "$CORRAL_SERVER" 2>/dev/null
 then ok; else fail "session start -o json: $session_json"; fi
 expect_exit 0 "^$session +pending " -- "$corral" session list
-expect_json "'token' not in j['spec']['session'] and j['spec']['session'] == {'idle_timeout_s': 7200}" -- \
+expect_json "'token' not in j['spec']['session'] and j['spec']['session'] == {'idle_timeout_s': 7200} and j['spec']['env'] == {'THEME': 'dark'}" -- \
   "$corral" job show "$session" -o json
 carol=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' \
   "$("$corral" user create dave -o json)")

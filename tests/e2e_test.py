@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -164,6 +165,18 @@ def http_request(cluster, method, path, headers=None, body=None):
         conn.request(method, path, body=body, headers=headers or {})
         r = conn.getresponse()
         return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode(errors="replace")
+    finally:
+        conn.close()
+
+
+def http_request_pairs(cluster, path, headers):
+    """GET `path`: (status, the answer's headers as (name, value) pairs, repeated ones kept)."""
+    conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=30)
+    try:
+        conn.request("GET", path, headers=headers)
+        r = conn.getresponse()
+        r.read()
+        return r.status, r.getheaders()
     finally:
         conn.close()
 
@@ -744,30 +757,57 @@ def test_environments_venv_clone_and_share(root):
 
 # A tiny HTTP app for sessions: serves on $CORRAL_SESSION_PORT under $CORRAL_SESSION_URL_PREFIX,
 # trusts requests carrying the session token (the proxy's "Authorization: token T", or ?token=T
-# on the direct URL) and echoes what it got.
+# on the direct URL) and echoes what it got. PREFIX/hold waits until PREFIX/release (PREFIX/held
+# counts the waiting ones); PREFIX/cookies tries to set corral's cookie. With the argument
+# "status" it also serves Jupyter Server's PREFIX/api/status: in use now.
 SESSION_APP = r"""
-import http.server, os
+import datetime, http.server, json, os, sys, threading
 port = int(os.environ["CORRAL_SESSION_PORT"])
 prefix = os.environ["CORRAL_SESSION_URL_PREFIX"]
 token = os.environ["CORRAL_SESSION_TOKEN"]
+status = sys.argv[1:] == ["status"]
+released = threading.Event()
+held = [0]
+lock = threading.Lock()
 class App(http.server.BaseHTTPRequestHandler):
-    def answer(self):
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
-        if not self.path.startswith(prefix):
-            self.send_response(404)
-            self.end_headers()
-            return
-        authed = (self.headers.get("Authorization") == "token " + token or
-                  ("token=" + token) in self.path)
-        text = (f"app of job {os.environ['CORRAL_JOB_ID']}: {self.command} {self.path} "
-                f"authed={authed} authorization={self.headers.get('Authorization')} "
-                f"cookie={self.headers.get('Cookie')} body={body}").encode()
-        self.send_response(200 if authed else 403)
-        self.send_header("Content-Type", "text/plain; charset=utf-8")
+    def reply(self, code, text, content_type="text/plain; charset=utf-8", headers=()):
+        text = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
         self.send_header("X-App", "session-app")
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(text)))
         self.end_headers()
         self.wfile.write(text)
+    def answer(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
+        if not self.path.startswith(prefix):
+            return self.reply(404, "not here")
+        authed = (self.headers.get("Authorization") == "token " + token or
+                  ("token=" + token) in self.path)
+        path = self.path[len(prefix):].split("?")[0]
+        if authed and status and path == "api/status":
+            now = datetime.datetime.now(datetime.timezone.utc)
+            return self.reply(200, json.dumps({"last_activity": now.isoformat().replace(
+                "+00:00", "Z")}), "application/json")
+        if authed and path == "hold":
+            with lock:
+                held[0] += 1
+            released.wait(30)
+            with lock:
+                held[0] -= 1
+        if authed and path == "held":
+            with lock:
+                return self.reply(200, str(held[0]))
+        if authed and path == "release":
+            released.set()
+        cookies = [("Set-Cookie", "corral_token=crl_app; Path=/"),
+                   ("Set-Cookie", "theme=dark; Path=" + prefix)] if path == "cookies" else []
+        self.reply(200 if authed else 403,
+                   f"app of job {os.environ['CORRAL_JOB_ID']}: {self.command} {self.path} "
+                   f"authed={authed} authorization={self.headers.get('Authorization')} "
+                   f"cookie={self.headers.get('Cookie')} body={body}", headers=cookies)
     do_GET = do_POST = do_PUT = do_DELETE = answer
     def log_message(self, *args):
         pass
@@ -777,8 +817,9 @@ http.server.ThreadingHTTPServer(("0.0.0.0", port), App).serve_forever()
 
 def test_sessions_proxy_auth_and_idle_stop(root):
     """`corral session start` runs an HTTP app as a job; the server proxies /sessions/ID/ to it
-    for its owner and admins only (bearer token or login cookie); stopping it closes the proxy;
-    an idle session gets a notice and is stopped."""
+    for its owner only (bearer token or login cookie), refusing cross-site requests that change
+    something and a session's fifth request at once; stopping it closes the proxy; an idle
+    session gets a notice and is stopped, unless its app says it is in use."""
     c = Cluster(os.path.join(root, "sessions"),
                 server_args=("--session-idle-timeout", "3", "--session-idle-warning", "2"))
     try:
@@ -812,13 +853,36 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         check("the proxy sends the app its token, never corral's",
               f"authorization=token {s['token']}" in text and alice not in text, text)
         status, _, text = http_request(c, "GET", prefix, bearer(c.token))
-        check("an admin passes too", status == 200 and "authed=True" in text, (status, text))
+        check("an admin gets 404 from the proxy like everyone but the owner",
+              status == 404 and "authed" not in text, (status, text))
+        status, body = c.api("GET", f"/api/v1/sessions/{sid}")
+        check("an admin still sees it through the API", status == 200 and body["id"] == sid,
+              (status, body))
         status, _, text = http_request(
             c, "POST", prefix + "api/contents", {**bearer(alice), "Content-Type": "application/json"},
             '{"type": "notebook"}')
         check("POST bodies pass through",
               status == 200 and f'POST {prefix}api/contents' in text and
               'body={"type": "notebook"}' in text, (status, text))
+        json_post = {**bearer(alice), "Content-Type": "application/json"}
+        status, _, text = http_request(c, "POST", prefix + "api/contents",
+                                       {**json_post, "Origin": c.url}, "{}")
+        check("a POST from the server's own origin passes", status == 200, (status, text))
+        for name, extra in (("Origin", {"Origin": "https://evil.example"}),
+                            ("Origin null", {"Origin": "null"}),
+                            ("Sec-Fetch-Site", {"Sec-Fetch-Site": "cross-site"})):
+            status, headers, text = http_request(c, "PUT", prefix + "api/contents",
+                                                 {**json_post, **extra}, "{}")
+            check(f"a cross-site PUT ({name}) -> 403 problem, the app never sees it",
+                  status == 403 and headers.get("content-type") == "application/problem+json"
+                  and "app of job" not in text, (status, headers, text))
+        status, _, text = http_request(c, "GET", prefix, {**bearer(alice),
+                                                          "Origin": "https://evil.example"})
+        check("a cross-site GET passes (it changes nothing)", status == 200, (status, text))
+        status, pairs = http_request_pairs(c, prefix + "cookies", bearer(alice))
+        cookies = [v for k, v in pairs if k.lower() == "set-cookie"]
+        check("the app may set its own cookies but not corral's",
+              status == 200 and cookies == [f"theme=dark; Path={prefix}"], (status, cookies))
         status, _, text = http_request(c, "GET", prefix, bearer(bob))
         check("another user's token -> 404", status == 404, (status, text))
         status, _, text = http_request(c, "GET", prefix)
@@ -859,9 +923,46 @@ def test_sessions_proxy_auth_and_idle_stop(root):
               alice not in text, (status, text))
         status, _, _ = http_request(c, "GET", prefix, {"Cookie": f"corral_token={bob}"})
         check("another user's cookie -> 404", status == 404, status)
-        status, headers, _ = http_request(c, "POST", "/api/v1/logout")
+        status, _, text = http_request(
+            c, "GET", prefix, {"Cookie": f"corral_token={bob}; corral_token={alice}"})
+        check("two corral_token cookies (one a page's own) -> 401, neither trusted",
+              status == 401 and "more than one corral_token" in text, (status, text))
+        status, headers, _ = http_request(c, "POST", "/api/v1/logout", {"Origin": c.url})
         check("logout clears the cookie",
               status == 200 and "Max-Age=0" in headers.get("set-cookie", ""), headers)
+        status, headers, _ = http_request(c, "POST", "/api/v1/logout",
+                                          {"Origin": "https://evil.example"})
+        check("another site cannot log anyone out (403, no cookie cleared)",
+              status == 403 and "set-cookie" not in headers, (status, headers))
+        status, headers, _ = http_request(
+            c, "POST", "/api/v1/login", {"Content-Type": "application/json",
+                                         "Sec-Fetch-Site": "cross-site"},
+            json.dumps({"token": alice}))
+        check("another site cannot log anyone in (403, no cookie)",
+              status == 403 and "set-cookie" not in headers, (status, headers))
+
+        # Caps: a session has at most 4 requests in flight through the proxy; a fifth waits a
+        # moment for a place, then gets 503 with Retry-After.
+        app_url = f"http://127.0.0.1:{s.get('port')}{prefix}"
+        direct_get = lambda what: urllib.request.urlopen(  # noqa: E731
+            f"{app_url}{what}?token={s['token']}", timeout=10).read().decode()
+        held_answers = []
+
+        def hold():
+            held_answers.append(http_request(c, "GET", prefix + "hold", bearer(alice))[0])
+        holders = [threading.Thread(target=hold) for _ in range(4)]
+        for t in holders:
+            t.start()
+        four = wait_for(lambda: direct_get("held") == "4", 20)
+        status, headers, text = http_request(c, "GET", prefix + "tree", bearer(alice))
+        check("a session's fifth request at once -> 503 with Retry-After",
+              four and status == 503 and headers.get("retry-after") == "1" and
+              "requests in flight" in text, (four, status, headers, text))
+        direct_get("release")
+        for t in holders:
+            t.join(30)
+        check("the four held requests are answered once the app lets them go",
+              held_answers == [200] * 4, held_answers)
 
         # The direct URL: the app's own token check (for WebSockets, which the proxy cannot carry).
         direct = s.get("direct_url") or ""
@@ -885,7 +986,8 @@ def test_sessions_proxy_auth_and_idle_stop(root):
               shown.get("idle_timeout_s") == 0, out.stdout + out.stderr)
         out = c.cli("session", "show", str(sid), token=bob)
         check("another user's session show -> exit 3", out.returncode == 3, out.stderr)
-        out = c.cli("session", "start", "--env", "jupyter", "--idle-timeout", "10s", token=alice)
+        out = c.cli("session", "start", "--environment", "jupyter", "--idle-timeout", "10s",
+                    token=alice)
         check("--idle-timeout under a minute -> exit 2 naming it",
               out.returncode == 2 and "--idle-timeout" in out.stderr, out.stderr)
         out = c.cli("session", "start", token=alice)
@@ -913,12 +1015,20 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         out = c.cli("session", "stop", str(sid), token=alice)
         check("stopping it again -> exit 5", out.returncode == 5, out.stderr)
 
-        # Idle: this server's default timeout is 3 s with a 2 s notice.
+        # Idle: this server's default timeout is 3 s with a 2 s notice. Two identical apps but
+        # for Jupyter's api/status, which says the one in use (as through the direct URL).
+        out = c.cli("session", "start", "--gpus", "1", "-o", "json", "--", "/usr/bin/python3",
+                    "-c", SESSION_APP, "status", token=alice)
+        busy = json.loads(out.stdout)["id"] if out.returncode == 0 else None
         out = c.cli("session", "start", "--gpus", "1", "-o", "json", "--", "/usr/bin/python3",
                     "-c", SESSION_APP, token=alice)
         idle = json.loads(out.stdout)["id"] if out.returncode == 0 else None
         check("an idle session is stopped", idle and c.wait_state(idle, ("cancelled",), 60),
               out.stderr + json.dumps(c.job(idle) if idle else {}))
+        busy_job = c.job(busy) if busy else {}
+        check("one whose app says it is in use (api/status) runs on, without a notice",
+              busy_job.get("state") == "running" and
+              not any("idle" in e["reason"] for e in busy_job.get("events", [])), busy_job)
         reasons = [e["reason"] for e in c.job(idle)["events"]] if idle else []
         notice = [r for r in reasons if re.fullmatch(
             r"session idle for \d+ s: stopping in 2 s unless used", r)]

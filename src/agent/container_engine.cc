@@ -16,20 +16,23 @@
 #include <thread>
 
 #include "agent/file_io.h"
+#include "agent/launch_defaults.h"
 #include "agent/rendezvous.h"
+#include "common/strings.h"
+#include "model/environment_ref.h"
 
 extern char** environ;
 
 namespace corral::agent {
 namespace {
 
-constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-constexpr char kShell[] = "/bin/sh";
 constexpr size_t kMaxOutput = size_t{64} * 1024;
 // podman and docker read env files with Go's bufio.Scanner: lines up to 64 KiB.
 constexpr size_t kMaxEnvFileLine = size_t{64} * 1024 - 1;
 constexpr Seconds kVersionTimeout{10};
-constexpr Seconds kRemoveTimeout{30};
+// Removals run on the reconcile loop's thread: a hung engine must not hold it for long
+// (ProcessRuntime also spaces out the retries of a failed one).
+constexpr Seconds kRemoveTimeout{10};
 
 // Variables of the agent that engine processes need (besides PATH): where the engine's
 // configuration and daemon are.
@@ -82,19 +85,6 @@ std::string FindInPath(const std::string& name, const std::string& search) {
   return "";
 }
 
-std::string Trim(const std::string& s) {
-  const char* blanks = " \t\r\n";
-  const size_t first = s.find_first_not_of(blanks);
-  if (first == std::string::npos) return "";
-  return s.substr(first, s.find_last_not_of(blanks) + 1 - first);
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
-
 // An absolute path the engine's `-v SRC:DST[:OPTIONS]` syntax can carry.
 bool IsMountablePath(const std::string& path) {
   return !path.empty() && path[0] == '/' && path.find_first_of(":,") == std::string::npos;
@@ -109,18 +99,6 @@ bool HasDotDot(const std::string& path) {
     start = slash + 1;
   }
   return false;
-}
-
-// A name[:tag][@digest] as engines take it; above all, nothing the engine could read as an
-// option (a leading '-') or that a reader of argv could misread (blanks, control characters).
-bool IsImageReference(const std::string& image) {
-  if (image.empty() || image.size() > 512 || !std::isalnum(static_cast<unsigned char>(image[0]))) {
-    return false;
-  }
-  return std::all_of(image.begin(), image.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
-           c == '/' || c == ':' || c == '@';
-  });
 }
 
 // "1500" milli-CPUs -> "1.5"; "250" -> "0.25"; "2000" -> "2".
@@ -354,7 +332,7 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
                                   : "";
     return bad("environment.image", "the container runtime needs an image" + which);
   }
-  if (!IsImageReference(image)) {
+  if (!model::IsImageReference(image)) {
     return bad("environment.image", "'" + image + "' is not an image reference");
   }
   if (!IsMountablePath(launch.workdir)) {
@@ -406,6 +384,10 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
   }
 
   std::vector<std::string>& a = run.argv;
+  // no-new-privileges and no capabilities: the engine runs as root and the image is the user's,
+  // so a setuid binary in it must not make its processes root (or give them capabilities) over
+  // the host directories mounted in (the workdir is the user's too). The container's processes
+  // keep the task user's rights whatever the image holds (docs/container-runtime.md).
   a = {engine.cli.path,
        "run",
        "--rm",
@@ -414,6 +396,8 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
        ContainerName(launch.key),
        "--log-driver=none",
        "--network=host",
+       "--security-opt=no-new-privileges",
+       "--cap-drop=all",
        "--user",
        std::to_string(user.uid) + ":" + std::to_string(user.gid)};
   std::set<gid_t> added;

@@ -11,8 +11,9 @@
 //   RemoveContainer()      `ENGINE rm -f NAME`: nothing of a task survives its end.
 //
 // Not supported: rootless engines (the engine runs as the agent's user, root; the container's
-// processes run as the task user through --user), pulling images (the engine's business: the
-// image must be present or pullable by the engine).
+// processes run as the task user through --user, without capabilities and with
+// no-new-privileges), pulling images (the engine's business: the image must be present or
+// pullable by the engine).
 #pragma once
 
 #include <sys/types.h>
@@ -139,12 +140,15 @@ struct ContainerRun {
 // Plans the container of `launch` (a launch that Validate() accepts, with its workdir set, and
 // whose environment's runtime is "container"):
 //   ENGINE run --rm --init --name corral-<alloc>-<gen> --log-driver=none --network=host
+//     --security-opt=no-new-privileges --cap-drop=all
 //     --user UID:GID [--group-add GID]... -w WORKDIR -v WORKDIR:WORKDIR
 //     [-v HOSTFILE:HOSTFILE:ro] [-v SRC:DST[:ro]]... [--memory=Nm --memory-swap=Nm]
 //     [--cpus=X] [--device KIND=INDEX... | --gpus "device=I,J"] --env-file ENV_FILE_PATH
 //     -- IMAGE ARGV...
 // where ARGV is the launch's argv (under /bin/sh -c with `shell`, and as LaunchArgv() makes it
-// for a distributed launch); stdout and stderr stay attached to the engine process. The env
+// for a distributed launch); stdout and stderr stay attached to the engine process. The
+// container's processes get no capabilities and cannot gain privileges (setuid binaries of the
+// image do not make them root), whatever user they run as. The env
 // file holds ContainerEnvironment(). Errors name the task and the field: an image that is
 // missing or not an image reference, a workdir or hostfile path with ':' or ',' (or the target
 // of a data mount), a variable whose value has a line break or is too long for the engine's env
@@ -168,7 +172,8 @@ std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
 
 // Removes the container `name` whatever its state (`ENGINE rm -f [--time 0] NAME`; podman's
 // --time 0 kills at once). OK when it is gone, also when there was none; IoError with the
-// engine's output otherwise. Waits for the engine (30 s at most).
+// engine's output otherwise, also when the engine has not finished within 10 s (it is killed
+// then; the caller runs on the reconcile loop's thread and retries later).
 Status RemoveContainer(const ContainerEngine& engine, const std::string& name);
 
 // What an engine command printed (stdout and stderr together) and its exit code.

@@ -199,6 +199,8 @@ TEST_F(ContainerEngineTest, RunCommandOfAGpuTaskWithLimits) {
                                                  "corral-12-1",
                                                  "--log-driver=none",
                                                  "--network=host",
+                                                 "--security-opt=no-new-privileges",
+                                                 "--cap-drop=all",
                                                  "--user",
                                                  "1000:100",
                                                  "--group-add",
@@ -234,9 +236,10 @@ TEST_F(ContainerEngineTest, CpuOnlyTaskWithoutLimitsGetsNoDevicesAndNoLimitFlags
   Result<ContainerRun> run =
       PlanContainerRun(Podman(), Launch(), ContainerUser{0, 0, {}}, "node-a", "", "/e");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
-  EXPECT_THAT(Options(*run), ElementsAre("--rm", "--init", "--name", "corral-12-1",
-                                         "--log-driver=none", "--network=host", "--user", "0:0",
-                                         "-w", workdir_, "-v", workdir_ + ":" + workdir_));
+  EXPECT_THAT(Options(*run),
+              ElementsAre("--rm", "--init", "--name", "corral-12-1", "--log-driver=none",
+                          "--network=host", "--security-opt=no-new-privileges", "--cap-drop=all",
+                          "--user", "0:0", "-w", workdir_, "-v", workdir_ + ":" + workdir_));
 }
 
 TEST_F(ContainerEngineTest, GpusFlagModeAndOtherCdiKinds) {
@@ -481,6 +484,19 @@ TEST_F(ContainerEngineTest, RemoveContainerIgnoresOnlyAMissingContainer) {
   Status s = RemoveContainer(engine, "corral-1-1");
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_EQ(s.message(), "`docker rm -f corral-1-1` exited 125: Error: cannot lock storage");
+}
+
+TEST_F(ContainerEngineTest, RemoveContainerGivesUpOnAHungEngineAfter10Seconds) {
+  // The reconcile loop's thread waits for it: a hung engine must not hold it for long.
+  ContainerEngine engine = Podman();
+  engine.cli.path = Script("hung", "exec sleep 60");
+  const auto start = std::chrono::steady_clock::now();
+  Status s = RemoveContainer(engine, "corral-1-1");
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("`podman rm -f corral-1-1` did not finish"));
+  EXPECT_GE(waited, std::chrono::seconds(9));
+  EXPECT_LT(waited, std::chrono::seconds(15));
 }
 
 }  // namespace

@@ -40,8 +40,12 @@ struct Suite {
   std::string skip_reason;  // not empty: every test skips with it
   std::string root;         // temp dir: containers.conf, rootfs, fake GPU files
   std::string image;        // localhost/corral-test/busybox:<pid>
-  std::string cdi_kind;     // corral.test/gpu-<pid>
-  std::string cdi_spec;     // /var/run/cdi/corral-test-<pid>.yaml
+  // localhost/corral-test/setuid:<pid>: busybox with a setuid-root copy at /suid/busybox whose
+  // `tac` applet (/suid/tac) keeps root (/etc/busybox.conf); a separate image because that file
+  // upsets other applets (`id` crashes).
+  std::string setuid_image;
+  std::string cdi_kind;  // corral.test/gpu-<pid>
+  std::string cdi_spec;  // /var/run/cdi/corral-test-<pid>.yaml
   std::optional<ContainerEngine> engine;
 };
 Suite* suite = nullptr;
@@ -105,6 +109,20 @@ std::string SetUpSuite(Suite& s) {
             " >/dev/null 2>&1") != 0) {
     return "podman import of the busybox image failed";
   }
+  std::filesystem::create_directories(rootfs + "/suid");
+  std::filesystem::create_directories(rootfs + "/etc");
+  std::filesystem::copy_file("/bin/busybox", rootfs + "/suid/busybox");
+  std::filesystem::create_symlink("busybox", rootfs + "/suid/tac");
+  if (chown((rootfs + "/suid/busybox").c_str(), 0, 0) != 0 ||
+      chmod((rootfs + "/suid/busybox").c_str(), 04755) != 0) {
+    return "cannot make " + rootfs + "/suid/busybox setuid root";
+  }
+  std::ofstream(rootfs + "/etc/busybox.conf") << "[SUID]\ntac = ssx 0.0\n";
+  s.setuid_image = "localhost/corral-test/setuid:" + pid;
+  if (Shell("tar -C " + rootfs + " -c . | " + podman + " import - " + s.setuid_image +
+            " >/dev/null 2>&1") != 0) {
+    return "podman import of the setuid image failed";
+  }
 
   s.cdi_kind = "corral.test/gpu-" + pid;
   std::string spec = "cdiVersion: \"0.5.0\"\nkind: \"" + s.cdi_kind + "\"\ndevices:\n";
@@ -139,9 +157,11 @@ class ContainerRuntimeTest : public ::testing::Test {
 
   static void TearDownTestSuite() {
     if (!suite->cdi_spec.empty()) std::filesystem::remove(suite->cdi_spec);
-    if (suite->engine && !suite->image.empty()) {
-      (void)RunEngineCommand({suite->engine->cli.path, "rmi", "-f", suite->image},
-                             suite->engine->env, Seconds(60));
+    for (const std::string& image : {suite->image, suite->setuid_image}) {
+      if (suite->engine && !image.empty()) {
+        (void)RunEngineCommand({suite->engine->cli.path, "rmi", "-f", image}, suite->engine->env,
+                               Seconds(60));
+      }
     }
     std::error_code ec;
     if (!suite->root.empty()) std::filesystem::remove_all(suite->root, ec);
@@ -485,6 +505,73 @@ TEST_F(ContainerRuntimeTest, AContainerWhoseSupervisorDiedIsRemovedWhenFoundLost
   ASSERT_EQ(adopted.size(), 1u);
   EXPECT_EQ(adopted[0].state, TaskState::kLost);
   EXPECT_EQ(adopted[0].message, "lost: supervisor gone");
+  EXPECT_FALSE(ContainerExists(l.key));
+}
+
+TEST_F(ContainerRuntimeTest, SetuidBinariesOfTheImageGiveTheTaskNoPrivileges) {
+  if (TaskUid() == 0) GTEST_SKIP() << "needs a task user other than root (no user 'nobody')";
+  const std::string uid = std::to_string(TaskUid());
+  const std::string probe = "/suid/tac /proc/self/status | grep '^Uid:'";
+  // The control: run without corral's options, the setuid binary does make the task user root
+  // (effective uid 0), so the image can show what the options prevent.
+  Result<EngineOutput> plain = RunEngineCommand(
+      {suite->engine->cli.path, "run", "--rm", "--log-driver=none", "--network=host", "--user",
+       uid + ":" + uid, "--", suite->setuid_image, "/bin/sh", "-c", probe},
+      suite->engine->env, Seconds(60));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  ASSERT_THAT(plain->output, HasSubstr("Uid:\t" + uid + "\t0\t0\t0")) << plain->output;
+
+  auto runtime = MakeRuntime();
+  TaskLaunch l =
+      Launch(15, probe + "; grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs):' /proc/self/status");
+  l.environment->image = suite->setuid_image;
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  const std::string out = Log(*runtime, l.key, LogStream::kStdout);
+  const std::string err = Log(*runtime, l.key, LogStream::kStderr);
+  EXPECT_EQ(end.exit_code, 0) << err;
+  // The setuid binary runs, but as the task user (busybox then refuses: "setresgid: Operation not
+  // permitted"), and the task has no capabilities to gain.
+  EXPECT_THAT(out, Not(HasSubstr("\t0\t0\t0"))) << out << err;
+  EXPECT_THAT(out, HasSubstr("Uid:\t" + uid + "\t" + uid + "\t" + uid + "\t" + uid + "\n"));
+  EXPECT_THAT(out, HasSubstr("CapEff:\t0000000000000000\n"));
+  EXPECT_THAT(out, HasSubstr("CapBnd:\t0000000000000000\n"));
+  EXPECT_THAT(out, HasSubstr("NoNewPrivs:\t1\n"));
+  EXPECT_FALSE(ContainerExists(l.key));
+}
+
+TEST_F(ContainerRuntimeTest, AProcessLaunchWhoseHostSetupIsMissingRunsItsImageAndIsAdopted) {
+  const std::string venv = "/nonexistent/corral-test-venv-" + std::to_string(getpid());
+  TaskLaunch l = Launch(16,
+                        "test -f /run/.containerenv && echo in-a-container; echo ready; "
+                        "while [ ! -f go ]; do sleep 0.1; done; env; exit 5");
+  l.environment = LaunchEnvironment{"torch", 2, "process", suite->image, venv, ""};
+  const std::string note =
+      "host prefix " + venv + " missing here: running image " + suite->image + " in a container";
+  {
+    auto first = MakeRuntime();
+    TaskStatus started = first->Start(l);
+    ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+    EXPECT_EQ(started.message, note);
+    WaitForOutput(*first, l.key, "ready");
+  }  // the agent stops; the task does not
+  EXPECT_EQ(TaskRecord(l.key)["launch"]["environment"]["runtime"], "container");
+  auto second = MakeRuntime();
+  std::vector<TaskStatus> adopted = second->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].message, note);
+  EXPECT_TRUE(ContainerExists(l.key));
+  std::ofstream(task_dir_ + "/go") << "";
+  TaskStatus end = WaitForEnd(*second, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 5);
+  EXPECT_EQ(end.message, note);
+  const std::string out = Log(*second, l.key, LogStream::kStdout);
+  EXPECT_THAT(out, HasSubstr("in-a-container\nready\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_ENVIRONMENT=torch@2\n"));
+  EXPECT_THAT(out, Not(HasSubstr("VIRTUAL_ENV")));
   EXPECT_FALSE(ContainerExists(l.key));
 }
 

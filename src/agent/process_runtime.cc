@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agent/file_io.h"
+#include "agent/launch_defaults.h"
 #include "agent/proc_stat.h"
 #include "agent/rendezvous.h"
 #include "agent/shim.h"
@@ -28,14 +29,29 @@ constexpr char kExitFile[] = "/exit.json";
 constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
 constexpr char kContainerEnvFile[] = "/container.env";
-constexpr char kDefaultPath[] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 constexpr char kLostMessage[] = "lost: supervisor gone";
-constexpr char kShell[] = "/bin/sh";  // runs the argv of a launch with `shell`
 constexpr int64_t kMaxLogRead = 16 << 20;
 constexpr char kNoEngine[] = "this node has no container engine (corral agent --container-engine)";
+// Removals of a container run on the reconcile loop's thread, up to RemoveContainer()'s timeout
+// each: one that failed is tried again at most this often per task, so that a broken engine
+// does not stall every Poll().
+constexpr Seconds kContainerRemovalRetry{30};
 
 bool IsContainerLaunch(const TaskLaunch& launch) {
   return launch.environment && launch.environment->runtime == "container";
+}
+
+// The first host prefix (venv, conda) of the launch's environment that is not a directory on
+// this node; "" when every one given is (or none is given).
+std::string MissingHostPrefix(const TaskLaunch& launch) {
+  if (!launch.environment) return "";
+  for (const std::string* prefix : {&launch.environment->venv, &launch.environment->conda}) {
+    struct stat st;
+    if (!prefix->empty() && (stat(prefix->c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+      return *prefix;
+    }
+  }
+  return "";
 }
 
 // The engine's own failures (image missing, bad option, ...) end its process with 125 (podman
@@ -352,7 +368,27 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     if (!scratch.ok()) return FailToStart(launch, scratch.status().message());
     launch.workdir = *scratch;
   }
-  if (Status s = Validate(launch); !s.ok()) return FailToStart(launch, s.message());
+  // The server sends an environment with both a host setup and an image as runtime "process"
+  // (it prefers it). Where the host setup is missing, the image runs in a container instead,
+  // when this node has an engine. The launch is changed to say so: task.json records it, so
+  // the next agent adopts the task as a container task.
+  std::string fallback;     // the status note of such a task
+  std::string no_fallback;  // why there is none, when the host setup is missing
+  if (LaunchEnvironment* e = launch.environment ? &*launch.environment : nullptr;
+      e != nullptr && e->runtime == "process" && !e->image.empty()) {
+    const std::string missing = MissingHostPrefix(launch);
+    if (!missing.empty() && options_.container_engine) {
+      e->runtime = "container";
+      fallback =
+          "host prefix " + missing + " missing here: running image " + e->image + " in a container";
+    } else if (!missing.empty()) {
+      no_fallback = "its image " + e->image + " cannot run here instead: " + kNoEngine;
+    }
+  }
+  // Validate() refuses a missing host prefix of a "process" launch, naming it.
+  if (Status s = Validate(launch); !s.ok()) {
+    return FailToStart(launch, JoinMessage({fallback, s.message(), no_fallback}));
+  }
   const bool in_container = IsContainerLaunch(launch);
   if (in_container && !options_.container_engine) return FailToStart(launch, kNoEngine);
   const TaskKey& key = launch.key;
@@ -365,7 +401,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     Result<ContainerRun> run =
         PlanContainerRun(*options_.container_engine, launch, container_user_, options_.node_name,
                          hostfile, dir + kContainerEnvFile);
-    if (!run.ok()) return FailToStart(launch, run.status().message());
+    if (!run.ok()) return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
     plan.executable = run->argv[0];
     plan.argv = std::move(run->argv);
     plan.env = options_.container_engine->env;
@@ -398,6 +434,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   Task task;
   task.launch = launch;
   task.in_container = in_container;
+  task.notes = fallback;
   task.status.job_id = launch.job_id;
   task.status.task_index = launch.task_index;
   task.status.key = key;
@@ -472,14 +509,14 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
 }
 
 void ProcessRuntime::SignalTask(Task& task, int signal) {
-  // The engine passes SIGTERM on to the container; SIGKILL would only stop the engine process.
-  // Finish() removes the container again once the engine has ended: one it was still creating
-  // now is gone then.
-  if (signal == SIGKILL && task.in_container && options_.container_engine) {
-    (void)RemoveContainer(*options_.container_engine, ContainerName(task.status.key));
-  }
   if (task.task_pid > 0) kill(-task.task_pid, signal);
   if (signal == SIGKILL && task.cgroup) CgroupManager::KillAll(*task.cgroup);
+  // The engine passes SIGTERM on to the container; SIGKILL stops only the engine process (the
+  // container lives on: podman's conmon or docker's daemon holds it), so the container is
+  // removed. After the kill, not before: an engine still creating the container could create
+  // it after a removal, but not once it is dead, so a removal that succeeds here is final and
+  // Finish() need not run another. A failed one is retried later (CleanUpContainer()).
+  if (signal == SIGKILL && task.in_container) (void)CleanUpContainer(task.status.key, task);
 }
 
 void ProcessRuntime::CleanUpCgroup(Task& task) {
@@ -494,9 +531,13 @@ Status ProcessRuntime::CleanUpContainer(const TaskKey& key, Task& task) {
     return FailedPrecondition("container " + ContainerName(key) +
                               " may still exist: this agent has no container engine to remove it");
   }
-  CORRAL_RETURN_IF_ERROR(RemoveContainer(*options_.container_engine, ContainerName(key)));
-  task.container_removed = true;
-  return Status::Ok();
+  const Seconds now = clock_->Now();
+  if (!task.removal_error.ok() && now < task.next_removal) return task.removal_error;
+  Status removed = RemoveContainer(*options_.container_engine, ContainerName(key));
+  task.container_removed = removed.ok();
+  task.removal_error = removed;
+  if (!removed.ok()) task.next_removal = now + kContainerRemovalRetry;
+  return removed;
 }
 
 void ProcessRuntime::Finish(const TaskKey& key, Task& task) {

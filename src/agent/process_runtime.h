@@ -25,13 +25,22 @@
 //    agent: never on a command line);
 //  - stdout, stderr and the exit code are the engine's, which passes on the container's;
 //  - SIGTERM reaches the container through the engine (sig-proxy, --init); SIGKILL kills the
-//    engine process after removing the container (`ENGINE rm -f`);
+//    engine process, then removes the container (`ENGINE rm -f`);
 //  - whenever the task ends (on its own, killed, or found lost on adoption) the container is
-//    removed (RemoveContainer()), retried by Poll() and Forget() until the engine says it is gone;
+//    removed (RemoveContainer()) unless a removal after the SIGKILL already did; a failed removal
+//    is retried by Poll() and Forget() (which fails meanwhile) until the engine says it is gone,
+//    at most once every 30 s per task (each engine call blocks the caller up to 10 s);
 //  - without an engine, a container launch fails to start ("this node has no container engine").
 //
-// A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets://  - the
-// rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
+// A launch whose environment says runtime "process" but whose venv or conda prefix is not a
+// directory on this node runs as a container task when the environment has an image and this
+// node an engine (the server sends an environment with both as "process"): the launch kept in
+// task.json says runtime "container" then (so the next agent adopts it as one), and the status
+// message says "host prefix /opt/x missing here: running image I in a container". Otherwise
+// it fails to start, naming the prefix.
+//
+// A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets:
+//  - the rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
 //    process per part and a launcher whose ranks corral sets, RankEnvironment());
 //  - the job's hostfile (Hostfile()) at <work_dir>/hostfiles/<alloc>-<gen>, named by
 //    CORRAL_HOSTFILE (and, with mpi, OMPI_MCA_orte_default_hostfile). It cannot live in the task's
@@ -131,9 +140,13 @@ class ProcessRuntime final : public Runtime {
     pid_t task_pid = 0;
     uint64_t task_start_ticks = 0;
     std::optional<TaskCgroup> cgroup;  // removed (and reset) once the task has ended
-    bool in_container = false;         // its environment's runtime is "container"
-    bool container_removed = false;    // RemoveContainer() succeeded after the end
-    std::string notes;                 // limits not applied, for the status message
+    bool in_container = false;         // its (launch's) environment's runtime is "container"
+    bool container_removed = false;    // RemoveContainer() succeeded (after a SIGKILL or the end)
+    // The last removal's failure (OK: none), and the time before which no other is tried.
+    Status removal_error;
+    Seconds next_removal{0};
+    // For the status message: limits not applied, or the image run for a missing host setup.
+    std::string notes;
     // A kill in progress.
     std::optional<std::string> kill_reason;
     Seconds kill_deadline{0};
@@ -157,6 +170,8 @@ class ProcessRuntime final : public Runtime {
   void Finish(const TaskKey& key, Task& task);
   void SignalTask(Task& task, int signal);
   void CleanUpCgroup(Task& task);
+  // Removes the container of a container task unless it is known gone; a failure is returned,
+  // and returned again without running the engine until kContainerRemovalRetry has passed.
   Status CleanUpContainer(const TaskKey& key, Task& task);
 
   ProcessRuntimeOptions options_;

@@ -714,6 +714,177 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
   EXPECT_FALSE(std::filesystem::exists(root_ + "/ran"));
 }
 
+// ---- container tasks through a stand-in engine (a script): what the runtime asks of the engine
+// and when. container_runtime_test.cc runs real containers. ----
+
+class StandInEngineTest : public ProcessRuntimeTest {
+ protected:
+  // A script standing in for podman, logging every call's arguments to engine.log: `run` of the
+  // image localhost/stays:1 stays until killed (ignoring SIGTERM), any other `run` exits 0; `rm`
+  // fails while <root>/rm-fails exists, as an engine that cannot lock its storage.
+  ContainerEngine Engine() {
+    const std::string path = root_ + "/podman";
+    std::ofstream(path)
+        << "#!/bin/sh\n"
+           "echo \"$*\" >> "
+        << EngineLog()
+        << "\n"
+           "case \"$1\" in\n"
+           "  run) case \"$*\" in *' localhost/stays:1 '*) trap '' TERM; exec sleep "
+           "600;; esac;;\n"
+           "  rm) if [ -e "
+        << root_
+        << "/rm-fails ]; then echo 'Error: cannot lock storage' >&2; exit 125; fi;;\n"
+           "esac\n";
+    EXPECT_EQ(chmod(path.c_str(), 0755), 0);
+    ContainerEngine engine;
+    engine.cli = EngineCli{EngineKind::kPodman, path, "4.3.1"};
+    engine.env = {"PATH=/usr/bin:/bin"};
+    return engine;
+  }
+
+  std::unique_ptr<ProcessRuntime> MakeEngineRuntime() {
+    ProcessRuntimeOptions o = Options(CgroupManager::Disabled("cgroups disabled in this test"));
+    o.container_engine = Engine();
+    auto runtime = ProcessRuntime::Create(o, &clock_);
+    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+    return runtime.ok() ? std::move(runtime).value() : nullptr;
+  }
+
+  std::string EngineLog() const { return root_ + "/engine.log"; }
+
+  // How many times the engine was asked to remove a container.
+  int Removals() const {
+    std::ifstream log(EngineLog());
+    int removals = 0;
+    for (std::string line; std::getline(log, line);) removals += line.rfind("rm ", 0) == 0;
+    return removals;
+  }
+
+  void WaitForEngineCall(const std::string& text) {
+    auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto log = ReadFile(EngineLog());
+      if (log.ok() && log->find(text) != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "the engine was never called with '" << text << "'";
+  }
+
+  TaskLaunch ContainerLaunch(int64_t allocation) {
+    TaskLaunch l = Launch(allocation, {"sleep", "600"});
+    l.environment = LaunchEnvironment{"busybox", 1, "container", "localhost/stays:1", "", ""};
+    return l;
+  }
+};
+
+TEST_F(StandInEngineTest, AContainerRemovedAfterTheSigkillIsNotRemovedAgain) {
+  auto runtime = MakeEngineRuntime();
+  TaskLaunch l = ContainerLaunch(1);
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  WaitForEngineCall("run ");
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "stopped").ok());
+  EXPECT_EQ(Removals(), 1);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.message, "stopped");
+  runtime->Poll();
+  EXPECT_TRUE(runtime->Forget(l.key).ok());
+  EXPECT_EQ(Removals(), 1);
+  EXPECT_THAT(*ReadFile(EngineLog()), HasSubstr("rm -f --time 0 corral-1-1\n"));
+}
+
+TEST_F(StandInEngineTest, AFailedRemovalIsRetriedAtMostOnceEvery30Seconds) {
+  std::ofstream(root_ + "/rm-fails") << "";
+  auto runtime = MakeEngineRuntime();
+  TaskLaunch l = ContainerLaunch(2);
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  WaitForEngineCall("run ");
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "stopped").ok());
+  EXPECT_EQ(Removals(), 1);
+  TaskStatus end = WaitForEnd(*runtime, l.key);  // polls many times
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_THAT(end.message, HasSubstr("stopped; `podman rm -f corral-2-1` exited 125: Error: "
+                                     "cannot lock storage"));
+  for (int i = 0; i < 5; ++i) runtime->Poll();
+  Status forget = runtime->Forget(l.key);
+  EXPECT_THAT(forget.message(), HasSubstr("cannot lock storage"));
+  EXPECT_EQ(Removals(), 1);  // the failure is reported again, without asking the engine
+
+  clock_.Advance(Seconds(29));
+  runtime->Poll();
+  EXPECT_EQ(Removals(), 1);
+  clock_.Advance(Seconds(1));
+  runtime->Poll();
+  EXPECT_EQ(Removals(), 2);  // tried again, failed again
+  runtime->Poll();
+  EXPECT_EQ(Removals(), 2);
+
+  std::filesystem::remove(root_ + "/rm-fails");
+  EXPECT_FALSE(runtime->Forget(l.key).ok());  // not yet tried again
+  EXPECT_EQ(Removals(), 2);
+  clock_.Advance(Seconds(30));
+  Status forgotten = runtime->Forget(l.key);
+  EXPECT_TRUE(forgotten.ok()) << forgotten.ToString();
+  EXPECT_EQ(Removals(), 3);
+  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/tasks/" + ToString(l.key)));
+}
+
+TEST_F(StandInEngineTest, AProcessLaunchWhoseHostSetupIsMissingHereRunsItsImage) {
+  auto runtime = MakeEngineRuntime();
+  const std::string venv = root_ + "/no-venv";
+  TaskLaunch l = Launch(3, {"python3", "train.py"});
+  l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/stays:1", venv, ""};
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  const std::string note =
+      "host prefix " + venv + " missing here: running image localhost/stays:1 in a container";
+  EXPECT_EQ(started.message, note);
+  WaitForEngineCall(" -- localhost/stays:1 python3 train.py\n");
+  EXPECT_EQ(TaskRecord(l.key)["launch"]["environment"]["runtime"], "container");
+  const std::string env = *ReadFile(work_dir_ + "/tasks/" + ToString(l.key) + "/container.env");
+  EXPECT_THAT(env, HasSubstr("CORRAL_ENVIRONMENT=torch@2\n"));
+  EXPECT_THAT(env, Not(HasSubstr("VIRTUAL_ENV")));
+
+  runtime.reset();  // the agent stops; the next one adopts the task as a container task
+  auto next = MakeEngineRuntime();
+  std::vector<TaskStatus> adopted = next->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].message, note);
+  ASSERT_TRUE(next->Kill(l.key, Seconds(0), "stopped").ok());
+  EXPECT_EQ(Removals(), 1);  // its container is removed
+  TaskStatus end = WaitForEnd(*next, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.message, "stopped; " + note);
+}
+
+TEST_F(StandInEngineTest, AHostSetupPresentHereRunsAsAProcessDespiteTheImage) {
+  auto runtime = MakeEngineRuntime();
+  const std::string venv = MakePrefix(root_ + "/venv");
+  TaskLaunch l = Launch(4, {"python3"});
+  l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/stays:1", venv, ""};
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_EQ(Stdout(*runtime, l.key), "python in " + venv + "/bin/python3\n");
+  EXPECT_FALSE(std::filesystem::exists(EngineLog()));
+}
+
+TEST_F(ProcessRuntimeTest, AMissingHostSetupFailsTheStartNamingItWhenTheImageCannotRunHere) {
+  auto runtime = MakeRuntime();  // no container engine
+  const std::string venv = root_ + "/no-venv";
+  TaskLaunch l = Launch(5, {"python3"});
+  l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/x:1", venv, ""};
+  TaskStatus s = runtime->Start(l);
+  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.message, "task 5-1: field 'environment.venv': '" + venv +
+                           "' (environment 'torch@2') does not exist on this node; its image "
+                           "localhost/x:1 cannot run here instead: this node has no container "
+                           "engine (corral agent --container-engine)");
+}
+
 // ---- distributed tasks, through the real `corral launch` (the built corral binary) ----
 
 class DistributedRuntimeTest : public ProcessRuntimeTest {

@@ -245,6 +245,8 @@ Status Validate(const TaskLaunch& l) {
       if (path[0] != '/' || HasNul(path)) {
         return bad("environment." + field, "must be an absolute path, got '" + path + "'");
       }
+      // A container ignores the host setup (ContainerEnvironment()): it need not exist here.
+      if (e.runtime != "process") continue;
       struct stat prefix;
       if (stat(path.c_str(), &prefix) != 0 || !S_ISDIR(prefix.st_mode)) {
         return bad("environment." + field, "'" + path + "' (environment '" + e.name + "@" +

@@ -53,14 +53,15 @@ struct Distributed {
 // The environment asset (docs/environments.md) a task runs in, as the server resolved it: its
 // pinned version and what the runtime sets up. The process runtime puts <venv>/bin or
 // <conda>/bin first on PATH and sets VIRTUAL_ENV or CONDA_PREFIX; it cannot run a "container"
-// environment.
+// environment. A "process" launch whose venv or conda is missing on the node but which has an
+// image may run as a container instead (ProcessRuntime changes `runtime` then; process_runtime.h).
 struct LaunchEnvironment {
   std::string name;
   int64_t version = 0;  // >= 1
   std::string runtime;  // "process" | "container"
   std::string image;    // container image; may be empty
-  std::string venv;     // absolute, an existing directory on the node; may be empty
-  std::string conda;    // absolute, an existing directory on the node; may be empty
+  std::string venv;     // absolute; for runtime "process" a directory on the node; may be empty
+  std::string conda;    // absolute; for runtime "process" a directory on the node; may be empty
 };
 
 // An interactive session's task (docs/sessions.md): the app serves on `port` under `url_prefix`
@@ -124,9 +125,11 @@ struct TaskStatus {
 // Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
 // an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
 // distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
-// shell with torchrun, which takes a script), and that an environment's venv or conda prefix is an
-// existing directory ("field 'environment.venv': '/opt/x' does not exist on this node"), and that
-// a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex characters.
+// shell with torchrun, which takes a script), that an environment's venv or conda prefix is an
+// absolute path and, for runtime "process", an existing directory ("field 'environment.venv':
+// '/opt/x' (environment 'torch@2') does not exist on this node"; a container ignores them), and
+// that a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex
+// characters.
 Status Validate(const TaskLaunch& launch);
 
 // True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "common/secret_file.h"
+#include "common/strings.h"
 
 namespace corral::cli {
 
@@ -34,11 +35,6 @@ Status ErrorOf(const httplib::Result& r) {
     default:
       return Status(StatusCode::kInternal, "HTTP " + std::to_string(r->status) + ": " + detail);
   }
-}
-
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
 }
 
 Result<Reply> ReplyOf(const httplib::Result& r) {

@@ -15,6 +15,7 @@
 #include "cli/api_client.h"
 #include "cli/array_spec.h"
 #include "common/config_file.h"
+#include "common/strings.h"
 #include "model/environment_ref.h"
 
 namespace corral::cli {
@@ -94,6 +95,24 @@ std::string Time(const json& j, const char* key) {
   return buf;
 }
 
+// `--shell`: the command's words joined with spaces into the one line /bin/sh -c runs (not
+// quoted: `-- 'echo $HOME' '|' wc` is the pipeline it reads as).
+json ShellCommand(const std::vector<std::string>& words) { return json::array({Join(words, " ")}); }
+
+// `--env NAME=VALUE` flags as a spec's "env"; InvalidArgument naming the flag for anything else.
+Result<json> EnvFlags(const std::vector<std::string>& flags) {
+  json env = json::object();
+  for (const auto& kv : flags) {
+    const size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return InvalidArgument("--env: expected NAME=VALUE, got '" + kv +
+                             "' (an environment to run in is --environment NAME)");
+    }
+    env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  return env;
+}
+
 // Runs `body(client)` with the configured client; prints errors; returns the exit code.
 template <typename Body>
 int WithClient(Body body) {
@@ -146,9 +165,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.command.empty()) spec["command"] = f.command;
   if (f.shell) {
     spec["shell"] = true;
-    std::string joined;
-    for (const auto& a : f.command) joined += (joined.empty() ? "" : " ") + a;
-    if (!f.command.empty()) spec["command"] = {joined};
+    if (!f.command.empty()) spec["command"] = ShellCommand(f.command);
   }
   json& r = spec["resources"];
   if (r.is_null()) r = json::object();
@@ -172,13 +189,9 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (f.priority != 0) spec["priority"] = f.priority;
   if (f.max_restarts >= 0) spec["max_restarts"] = f.max_restarts;
   if (f.time_limit_s >= 0) spec["time_limit_s"] = f.time_limit_s;
-  for (const auto& kv : f.env) {
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      return InvalidArgument("--env: expected NAME=VALUE, got '" + kv + "'");
-    }
-    spec["env"][kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  auto env = EnvFlags(f.env);
+  if (!env.ok()) return env.status();
+  for (const auto& [name, value] : env->items()) spec["env"][name] = value;
   if (f.array && f.sweep) return InvalidArgument("--array and --sweep: give one of them");
   if (f.array) {
     auto array = ParseArrayFlag(*f.array);
@@ -909,9 +922,11 @@ bool Ended(const std::string& state) {
 }
 
 // Polls session `id` until it runs and its app answers through the proxy (any answer but the
-// proxy's 502 and 503); FailedPrecondition when it ends first.
-Result<json> WaitForSession(ApiClient& client, int64_t id) {
+// proxy's 502 and 503): FailedPrecondition when it ends first, Internal (exit 1) when it is not
+// ready after `timeout` seconds (0: no limit; the session is left as it is).
+Result<json> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
   const std::string path = "/api/v1/sessions/" + std::to_string(id);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   while (true) {
     auto s = client.Get(path);
     if (!s.ok()) return s.status();
@@ -920,10 +935,21 @@ Result<json> WaitForSession(ApiClient& client, int64_t id) {
       return FailedPrecondition("session " + std::to_string(id) + " ended (" + state +
                                 "): " + Str(*s, "reason"));
     }
+    std::string waiting = state;
     if (state == "running") {
       auto status = client.GetStatus(Str(*s, "path"));
       if (!status.ok()) return status.status();
       if (*status != 502 && *status != 503) return *s;
+      waiting = "running, its app not answering yet (HTTP " + std::to_string(*status) + ")";
+    } else if (s->contains("pending_reason")) {
+      waiting += ": " + Str((*s)["pending_reason"], "message");
+    }
+    if (timeout > 0 && std::chrono::steady_clock::now() >= deadline) {
+      return Status(StatusCode::kInternal,
+                    "session " + std::to_string(id) + " not ready after --wait-timeout " +
+                        std::to_string(timeout) + " s (" + waiting +
+                        "); it was left as it is: corral session show " + std::to_string(id) +
+                        ", corral session stop " + std::to_string(id));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
   }
@@ -932,10 +958,11 @@ Result<json> WaitForSession(ApiClient& client, int64_t id) {
 void AddSessionCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     std::string environment, idle_timeout, project, name, output = "table";
+    std::string wait_timeout = "10m";
     int gpus = -1;
     bool wait = false, shell = false;
     int64_t id = -1;
-    std::vector<std::string> command;
+    std::vector<std::string> env, command;
   };
   auto f = std::make_shared<Flags>();
   auto out_opt = [&](CLI::App* c) {
@@ -947,10 +974,13 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
   session->require_subcommand(1);
 
   CLI::App* start = session->add_subcommand(
-      "start", "Start a session: corral session start --env jupyter [--gpus 1] [-- CMD ...]");
-  // Here --env names the environment (as --environment does): a session takes no variables.
-  start->add_option("--environment,--env", f->environment,
+      "start",
+      "Start a session: corral session start --environment jupyter [--gpus 1] [-- CMD ...]");
+  // The same flags as corral submit's: --environment names the environment, --env sets
+  // variables.
+  start->add_option("--environment", f->environment,
                     "Environment NAME or NAME@VERSION (e.g. jupyter); its command is the default");
+  start->add_option("--env", f->env, "NAME=VALUE for the app (repeatable)");
   start->add_option("--gpus", f->gpus, "Whole GPUs (default 0)")->check(CLI::NonNegativeNumber);
   start->add_option("--project", f->project, "Project (default: the 'default' project)");
   start->add_option("--name", f->name, "Session name");
@@ -958,6 +988,9 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
                     "Stop after this long without use (90s, 30m, 2h; at least 1m; 0: never; "
                     "default: the server's)");
   start->add_flag("--wait", f->wait, "Wait until it runs and its app answers");
+  start->add_option("--wait-timeout", f->wait_timeout,
+                    "With --wait: give up (exit 1, the session left as it is) after this long "
+                    "(90s, 30m, 2h; default 10m; 0: no limit)");
   start->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
   start->add_option("command", f->command,
                     "The app after -- (it must serve HTTP on $CORRAL_SESSION_PORT under "
@@ -966,6 +999,11 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
   start->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       json spec = {{"session", json::object()}};
+      auto wait_timeout = ParseDuration(f->wait_timeout, "--wait-timeout");
+      if (!wait_timeout.ok()) return wait_timeout.status();
+      auto env = EnvFlags(f->env);
+      if (!env.ok()) return env.status();
+      if (!env->empty()) spec["env"] = *env;
       if (!f->idle_timeout.empty()) {
         auto seconds = ParseDuration(f->idle_timeout, "--idle-timeout");
         if (!seconds.ok()) return seconds.status();
@@ -980,21 +1018,16 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
       if (!f->name.empty()) spec["name"] = f->name;
       if (f->gpus >= 0) spec["resources"] = {{"gpus", f->gpus}};
       if (!f->command.empty()) {
-        spec["command"] = f->command;
-        if (f->shell) {
-          std::string joined;
-          for (const auto& a : f->command) joined += (joined.empty() ? "" : " ") + a;
-          spec["command"] = {joined};
-          spec["shell"] = true;
-        }
+        spec["command"] = f->shell ? ShellCommand(f->command) : json(f->command);
+        if (f->shell) spec["shell"] = true;
       }
       if (f->environment.empty() && f->command.empty()) {
-        return InvalidArgument("session start: give --env NAME, or a command after --");
+        return InvalidArgument("session start: give --environment NAME, or a command after --");
       }
       auto s = client.Post("/api/v1/sessions", spec);
       if (!s.ok()) return s.status();
       if (f->wait) {
-        auto running = WaitForSession(client, (*s)["id"].get<int64_t>());
+        auto running = WaitForSession(client, (*s)["id"].get<int64_t>(), *wait_timeout);
         if (!running.ok()) return running.status();
         s = running;
       }

@@ -1,6 +1,7 @@
 #include "model/environment_ref.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace corral::model {
 
@@ -38,6 +39,17 @@ Result<EnvironmentRef> ParseEnvironmentRef(const std::string& text, const std::s
 
 std::string ToString(const std::string& name, int64_t version) {
   return name + "@" + std::to_string(version);
+}
+
+bool IsImageReference(const std::string& image) {
+  if (image.empty() || image.size() > kMaxImageReferenceLength ||
+      !std::isalnum(static_cast<unsigned char>(image[0]))) {
+    return false;
+  }
+  return std::all_of(image.begin(), image.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+           c == '/' || c == ':' || c == '@';
+  });
 }
 
 }  // namespace corral::model

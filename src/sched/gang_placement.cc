@@ -175,35 +175,42 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
   };
   // One pass over the node classes that fit: one node when one holds the whole gang (found
   // without visiting nodes), else the classes whose nodes become candidates.
+  // Scores are taken only where they decide: for classes that hold the whole gang, and for
+  // the candidates when none does.
   struct FittingClass {
+    int id;
     const NodeClass* c;
-    int fit, score;
+    int fit;
   };
   std::vector<FittingClass> fitting;
   const FittingClass* one = nullptr;
+  int one_score = 0;
   int64_t room = 0;
   for (int model : AcceptedModels(state, task)) {
     for (int id : state.ActiveClasses(model)) {
       const NodeClass& c = state.node_class(id);
       if (!Fits(c, task)) continue;
-      fitting.push_back({&c, std::min(count, TasksThatFit(c, task)), placer.Score(id, task)});
+      fitting.push_back({id, &c, std::min(count, TasksThatFit(c, task))});
       room += static_cast<int64_t>(fitting.back().fit) * static_cast<int64_t>(c.members.size());
     }
   }
   for (const FittingClass& f : fitting) {
     if (f.fit < count) continue;
-    if (one == nullptr || f.fit < one->fit || (f.fit == one->fit && f.score > one->score) ||
-        (f.fit == one->fit && f.score == one->score &&
+    const int score = placer.Score(f.id, task);
+    if (one == nullptr || f.fit < one->fit || (f.fit == one->fit && score > one_score) ||
+        (f.fit == one->fit && score == one_score &&
          f.c->members.begin()->first < one->c->members.begin()->first)) {
       one = &f;
+      one_score = score;
     }
   }
   if (one != nullptr) return place_on({{one->c->members.begin()->second, count}});
   if (room < count) return fail(static_cast<int>(room));
   std::vector<Candidate> candidates;
   for (const FittingClass& f : fitting) {
+    const int score = placer.Score(f.id, task);
     for (const auto& [rank, node] : f.c->members) {
-      candidates.push_back({node, f.fit, f.score, rank, state.node(node).topology});
+      candidates.push_back({node, f.fit, score, rank, state.node(node).topology});
     }
   }
   std::vector<const Candidate*> all;

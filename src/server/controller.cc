@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <future>
+#include <system_error>
 
 #include "common/config_file.h"
 #include "model/session.h"
@@ -136,11 +138,10 @@ Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::j
       }
       for (const auto& r : runtimes) {
         const std::string runtime = r.get<std::string>();
-        if (runtime != model::kProcessRuntime && runtime != model::kContainerRuntime) {
-          return InvalidArgument("inventory of node '" + name + "': field 'runtimes': unknown '" +
-                                 runtime + "' (process, container)");
+        // A newer agent may offer runtimes this server does not know: they place nothing.
+        if (runtime == model::kProcessRuntime || runtime == model::kContainerRuntime) {
+          node.runtimes.push_back(runtime);
         }
-        node.runtimes.push_back(runtime);
       }
     }
     if (inv.contains("container_engine") &&
@@ -438,17 +439,17 @@ void Controller::LoopMain() {
     ReloadPolicyIfChangedLocked();
     RetryUnsettledLocked();
     CheckNodesLocked();
-    CheckSessionsLocked();
+    CheckSessionsLocked(lock);
     ScheduleLocked();
   }
 }
 
 void Controller::Tick() {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   ReloadPolicyIfChangedLocked();
   RetryUnsettledLocked();
   CheckNodesLocked();
-  CheckSessionsLocked();
+  CheckSessionsLocked(lock);
   ScheduleLocked();
 }
 
@@ -863,7 +864,27 @@ bool MaySeeSession(const Principal& who, const store::JobRecord& record) {
   return who.admin || who.name == record.user;
 }
 
+// Only the owner may use the proxy: apps are served on the server's origin, so whoever's
+// browser opens one runs its JavaScript with access to every session that browser may reach.
+bool MayUseSession(const Principal& who, const store::JobRecord& record) {
+  return who.name == record.user;
+}
+
 std::string SessionName(JobId id) { return "session " + std::to_string(id.value()); }
+
+// Where a session's app listens: its task's allocation "session": {"address", "port"}.
+struct AppAddress {
+  std::string address;
+  int port = 0;
+};
+std::optional<AppAddress> AppAddressOf(const store::TaskRecord& task) {
+  auto a = nlohmann::json::parse(task.allocation_json, nullptr, false);
+  if (!a.is_object() || !a.contains("session") || !a["session"].is_object()) return std::nullopt;
+  return AppAddress{a["session"].value("address", task.node), a["session"].value("port", 0)};
+}
+
+// Apps asked at once by AskIdleSessionAppsLocked (each a thread for up to the probe's timeout).
+constexpr size_t kAppQuestionsAtOnce = 16;
 
 }  // namespace
 
@@ -912,7 +933,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
     }
   }
   if (live && current.state == "running") {
-    out["last_activity"] = live->last_activity.value();
+    out["last_activity"] = LastUse(ActivityOf(*live)).value();
     if (live->idle_notice_at) {
       out["idle_notice"] = {
           {"time", live->idle_notice_at->value()},
@@ -979,18 +1000,16 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
     auto it = jobs_.find(id);
     if (it != jobs_.end()) {
       LiveJob& job = it->second;
-      if (!job.spec.session || !MaySeeSession(who, job.record)) {
+      if (!job.spec.session || !MayUseSession(who, job.record)) {
         return NotFound(SessionName(id) + " not found");
       }
       SessionEndpoint endpoint;
       endpoint.state = job.Stopping() ? "stopping" : job.record.state;
       if (endpoint.state != "running" || job.tasks.empty()) return endpoint;
-      auto a = nlohmann::json::parse(job.tasks[0].allocation_json, nullptr, false);
-      if (!a.is_object() || !a.contains("session") || !a["session"].is_object()) {
-        return Status(StatusCode::kInternal, SessionName(id) + " has no port");
-      }
-      endpoint.address = a["session"].value("address", job.tasks[0].node);
-      endpoint.port = a["session"].value("port", 0);
+      const std::optional<AppAddress> app = AppAddressOf(job.tasks[0]);
+      if (!app) return Status(StatusCode::kInternal, SessionName(id) + " has no port");
+      endpoint.address = app->address;
+      endpoint.port = app->port;
       endpoint.token = job.spec.session->token;
       job.last_activity = clock_.Now();
       return endpoint;
@@ -1005,7 +1024,7 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
   }
   auto spec =
       ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
-  if (!spec.ok() || !spec->session || !MaySeeSession(who, *record)) {
+  if (!spec.ok() || !spec->session || !MayUseSession(who, *record)) {
     return NotFound(SessionName(id) + " not found");
   }
   SessionEndpoint endpoint;
@@ -1013,15 +1032,84 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
   return endpoint;
 }
 
-void Controller::CheckSessionsLocked() {
+SessionActivity Controller::ActivityOf(const LiveJob& job) {
+  return SessionActivity{job.last_activity, job.app_last_activity};
+}
+
+namespace {
+
+bool IsRunningSession(const store::JobRecord& record, const JobSpec& spec, bool stopping) {
+  return spec.session && record.state == "running" && !stopping;
+}
+
+}  // namespace
+
+void Controller::AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Seconds now) {
+  SessionAppProbe* const probe = config_.session_app_probe;
+  if (probe == nullptr) return;
+  struct Question {
+    JobId job;
+    int64_t allocation_id = 0;  // the run asked about
+    SessionApp app;
+  };
+  std::vector<Question> questions;
+  for (const auto& [id, job] : jobs_) {
+    if (!IsRunningSession(job.record, job.spec, job.Stopping()) || job.tasks.empty()) continue;
+    const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
+    if (!AsksTheApp(NextSessionStep(ActivityOf(job), job.idle_notice_at, policy, now))) continue;
+    const std::optional<AppAddress> app = AppAddressOf(job.tasks[0]);
+    if (!app) continue;
+    questions.push_back(
+        {id,
+         job.tasks[0].allocation_id,
+         {app->address, app->port, model::SessionUrlPrefix(id.value()), job.spec.session->token}});
+  }
+  if (questions.empty()) return;
+
+  std::vector<std::optional<Seconds>> said(questions.size());
+  lock.unlock();  // heartbeats and the API go on while apps answer
+  for (size_t first = 0; first < questions.size(); first += kAppQuestionsAtOnce) {
+    const size_t end = std::min(questions.size(), first + kAppQuestionsAtOnce);
+    std::vector<std::future<std::optional<Seconds>>> answers;
+    for (size_t i = first; i < end; ++i) {
+      auto ask = [probe, &app = questions[i].app] { return probe->LastActivity(app); };
+      try {
+        answers.push_back(std::async(std::launch::async, ask));
+      } catch (const std::system_error&) {  // no thread to spare: ask on this one
+        answers.push_back(std::async(std::launch::deferred, ask));
+      }
+    }
+    for (size_t i = first; i < end; ++i) said[i] = answers[i - first].get();
+  }
+  lock.lock();
+
+  for (size_t i = 0; i < questions.size(); ++i) {
+    if (!said[i]) continue;  // no answer: nothing changes
+    auto it = jobs_.find(questions[i].job);
+    // It may have ended, or started again elsewhere, while its app was asked.
+    if (it == jobs_.end() || it->second.tasks.empty() ||
+        it->second.tasks[0].allocation_id != questions[i].allocation_id) {
+      continue;
+    }
+    // An app's clock ahead of this one counts as "in use now", never as later than now.
+    const Seconds used = std::min(*said[i], now);
+    std::optional<Seconds>& known = it->second.app_last_activity;
+    if (!known || used > *known) known = used;
+  }
+}
+
+void Controller::CheckSessionsLocked(std::unique_lock<std::mutex>& lock) {
+  // One `now` for the questions and the steps: a session is noticed or stopped only after its
+  // app was asked.
   const Seconds now = clock_.Now();
+  AskIdleSessionAppsLocked(lock, now);
   std::vector<JobId> running;
   for (const auto& [id, job] : jobs_) {
-    if (job.spec.session && job.record.state == "running" && !job.Stopping()) running.push_back(id);
+    if (IsRunningSession(job.record, job.spec, job.Stopping())) running.push_back(id);
   }
   for (JobId id : running) {
     LiveJob& job = jobs_.at(id);  // stopping one session never erases another
-    const SessionActivity activity{job.last_activity};
+    const SessionActivity activity = ActivityOf(job);
     const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
     const std::string idle =
         "session idle for " + std::to_string(IdleFor(activity, now).value()) + " s";
@@ -1229,7 +1317,13 @@ void Controller::NotifyNodesLocked(const LiveJob& job) {
 
 model::Job Controller::ModelJobOf(const LiveJob& job) {
   model::Job out = ToModelJob(job.spec, job.record);
-  if (job.environment) out.resources.runtimes = job.environment->spec.Runtimes();
+  // Every agent offers the process runtime: only environments that cannot use it constrain.
+  if (job.environment) {
+    std::vector<std::string> runtimes = job.environment->spec.Runtimes();
+    if (std::find(runtimes.begin(), runtimes.end(), model::kProcessRuntime) == runtimes.end()) {
+      out.resources.runtimes = std::move(runtimes);
+    }
+  }
   return out;
 }
 
@@ -1362,6 +1456,7 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
       job.record.state = "running";
       job.record.start_time = clock_.Now();
       job.last_activity = clock_.Now();  // a session's start counts as use
+      job.app_last_activity.reset();     // what the app of an earlier run said
       job.idle_notice_at.reset();
     }
   }

@@ -52,6 +52,7 @@
 #include "server/environment_catalog.h"
 #include "server/job_spec.h"
 #include "server/rendezvous_ports.h"
+#include "server/session.h"
 #include "store/store.h"
 #include "store/submission_batcher.h"
 
@@ -72,6 +73,10 @@ struct ControllerConfig {
   // and how long an idle session's notice runs before it is stopped.
   Seconds session_idle_timeout{3600};
   Seconds session_idle_warning{300};
+  // Asks an idle session's app about its own use before the notice and before the stop
+  // (Jupyter's api/status: use through the direct URL, which the proxy never sees). Borrowed:
+  // must outlive the controller. Null: apps are not asked.
+  SessionAppProbe* session_app_probe = nullptr;
 };
 
 class Controller {
@@ -157,8 +162,10 @@ class Controller {
     int port = 0;
     std::string token;  // the session's secret: the proxy authenticates to the app with it
   };
-  // The session's endpoint for `who` (its owner or an admin; NotFound otherwise, as for a job
-  // that is not a session). For a running session the request counts as activity.
+  // The session's endpoint for `who`: its owner only (NotFound for anyone else, admins too, as
+  // for a job that is not a session): the proxy serves apps on the server's own origin, so an
+  // app's pages must reach no other user's sessions. For a running session the request counts
+  // as activity.
   Result<SessionEndpoint> ProxyTarget(const Principal& who, JobId id);
 
   // The environments (docs/environments.md); jobs name them in their spec's "environment".
@@ -205,9 +212,11 @@ class Controller {
     bool primary_done = false;
     // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
     std::optional<EnvironmentVersion> environment;
-    // Sessions: the last proxied request (the start and a server restart count as one), and
-    // when the idle notice was given (none: not given, or used since).
+    // Sessions: the last proxied request (the start and a server restart count as one), the
+    // last activity its app reported (SessionAppProbe; none: never said, this run), and when
+    // the idle notice was given (none: not given, or used since).
     Seconds last_activity{0};
+    std::optional<Seconds> app_last_activity;
     std::optional<Seconds> idle_notice_at;
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
@@ -264,8 +273,16 @@ class Controller {
   // How other machines reach `node`: its inventory's "address", else its name.
   std::string NodeAddressLocked(const std::string& node) const;
   // Gives idle running sessions their notice, clears it when they are used again, and stops
-  // those still idle after the warning (docs/sessions.md).
-  void CheckSessionsLocked();
+  // those still idle after the warning (docs/sessions.md); asks their apps first
+  // (AskIdleSessionAppsLocked), so `lock` (on mu_) is released for a while.
+  void CheckSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
+  // for their own last activity (config_.session_app_probe) and records it. `lock` holds mu_;
+  // it is released while the apps are asked (16 at a time, each within the probe's timeout)
+  // and held again after, so that neither heartbeats nor the API wait for apps.
+  void AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Seconds now);
+  // A running session's activity for the idle rule (session.h).
+  static SessionActivity ActivityOf(const LiveJob& job);
   // The session's idle timeout: its spec's, else the server's default.
   Seconds IdleTimeoutOf(const JobSpec& spec) const;
   // SessionView's JSON of a session; `live` is its in-memory state when not ended.
@@ -275,10 +292,10 @@ class Controller {
   // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
   // the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
-  // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
-  // changes and the error is returned. EndJobLocked erases `job`.
   // The scheduler's view of a job: its spec's, placed only where its environment can run.
   static model::Job ModelJobOf(const LiveJob& job);
+  // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
+  // changes and the error is returned. EndJobLocked erases `job`.
   Status EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
   // The job's end is committed: it leaves the scheduler and memory (erases `job`).
   void ForgetJobLocked(LiveJob& job);

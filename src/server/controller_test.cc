@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -88,6 +89,7 @@ class ControllerTest : public ::testing::Test {
     config.policy_file = policy_file_;
     config.session_idle_timeout = session_idle_timeout_;
     config.session_idle_warning = Seconds(300);
+    config.session_app_probe = session_app_probe_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -130,6 +132,7 @@ class ControllerTest : public ::testing::Test {
   std::string policy_file_;
   Seconds node_timeout_{30};
   Seconds session_idle_timeout_{3600};
+  SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
   FakeClock clock_{Seconds(1000)};
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Controller> controller_;
@@ -1014,10 +1017,22 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   EXPECT_EQ(run[0]["environment"]["runtime"], "container");
   EXPECT_EQ(run[0]["environment"]["image"], "corral-test/busybox:1");
 
-  json bad = Inventory(8);
-  bad["runtimes"] = {"vm"};
-  EXPECT_THAT(controller_->RegisterNode("c", "node-c-0123456789abcdef", bad).status().message(),
-              HasSubstr("field 'runtimes': unknown 'vm'"));
+  // A runtime this server does not know (a newer agent's) is ignored, not refused.
+  json newer = Inventory(8);
+  newer["runtimes"] = {"process", "vm"};
+  EXPECT_TRUE(controller_->RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
+  // A job of an environment that can run on the process runtime is not constrained: its
+  // pending reason speaks of GPUs, not runtimes.
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "both"},
+                                   {"image", "corral-test/busybox:1"},
+                                   {"host", {{"venv", "/opt/both"}}},
+                                   {"command", {"true"}}})
+                  .ok());
+  const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
+  controller_->Tick();
+  auto big_view = controller_->JobView(alice_, big);
+  ASSERT_TRUE(big_view.ok());
+  EXPECT_EQ((*big_view)["pending_reason"]["code"], "never_fits");
 }
 
 TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
@@ -1035,6 +1050,16 @@ TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
   auto refused = controller_->Submit(
       alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.MASTER_PORT'"));
+}
+
+TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) {
+  ASSERT_TRUE(controller_->Environments()
+                  .Create(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}})
+                  .ok());
+  auto refused = controller_->Submit(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.A': may not contain a line break"));
+  // Without a container in sight, line breaks are fine.
+  EXPECT_TRUE(controller_->Submit(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
 }
 
 TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
@@ -1191,11 +1216,12 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   EXPECT_EQ(controller_->ProxyTarget(bob_, id_).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(controller_->StopSession(bob_, id_).code(), StatusCode::kNotFound);
   EXPECT_TRUE(controller_->ListSessions(bob_).empty());
-  // An admin sees it and may pass the proxy, but does not get the token.
+  // An admin sees it (and may stop it), but neither gets the token nor passes the proxy: an
+  // app's pages run on the server's origin, so they must not reach an admin's browser.
   auto seen = controller_->SessionView(admin_, id_);
   ASSERT_TRUE(seen.ok());
   EXPECT_FALSE(seen->contains("token"));
-  EXPECT_TRUE(controller_->ProxyTarget(admin_, id_).ok());
+  EXPECT_EQ(controller_->ProxyTarget(admin_, id_).status().code(), StatusCode::kNotFound);
   ASSERT_EQ(controller_->ListSessions(alice_).size(), 1u);
   EXPECT_EQ(controller_->ListSessions(alice_)[0]["token"], token);
   // A plain job is no session.
@@ -1295,7 +1321,7 @@ TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
   // The port is taken again: the next session on the node gets another one.
   json next = StartSession();
   EXPECT_NE(next["session"]["port"], port);
-  auto target = controller_->ProxyTarget(admin_, JobId(launch["job_id"].get<int64_t>()));
+  auto target = controller_->ProxyTarget(alice_, JobId(launch["job_id"].get<int64_t>()));
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   EXPECT_EQ(target->port, port);
   EXPECT_EQ(target->state, "running");
@@ -1313,6 +1339,105 @@ TEST_F(SessionTest, IdleTimeAfterARestartCountsFromTheRestart) {
   clock_.Advance(Seconds(1));
   controller_->Tick();
   EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 600 s"));
+}
+
+// An app that says what it is told to about its use, and checks that the controller's lock is
+// free while it is asked (heartbeats and the API must not wait for apps).
+class FakeAppProbe final : public SessionAppProbe {
+ public:
+  explicit FakeAppProbe(std::function<void()> needs_the_lock)
+      : needs_the_lock_(std::move(needs_the_lock)) {}
+  ~FakeAppProbe() override { JoinCheckers(); }
+  std::optional<Seconds> LastActivity(const SessionApp& app) override {
+    std::promise<void> done;
+    auto took_the_lock = done.get_future();
+    std::thread checker([this, &done] {
+      needs_the_lock_();
+      done.set_value();
+    });
+    const bool lock_free =
+        took_the_lock.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    std::lock_guard lock(mu_);
+    if (lock_free) {
+      checker.join();
+    } else {
+      // Blocked on the controller's lock: joined once the controller let it go.
+      checkers_.push_back(std::move(checker));
+    }
+    asked.push_back(app);
+    asked_without_the_lock = asked_without_the_lock && lock_free;
+    return answer;
+  }
+  void JoinCheckers() {
+    std::vector<std::thread> checkers;
+    {
+      std::lock_guard lock(mu_);
+      checkers.swap(checkers_);
+    }
+    for (auto& t : checkers) t.join();
+  }
+
+  std::optional<Seconds> answer;  // what the app says
+  std::vector<SessionApp> asked;
+  bool asked_without_the_lock = true;
+
+ private:
+  std::function<void()> needs_the_lock_;
+  std::mutex mu_;
+  std::vector<std::thread> checkers_;
+};
+
+TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
+  FakeAppProbe probe([this] { controller_->ListSessions(alice_); });
+  session_app_probe_ = &probe;
+  Restart();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));  // at 1000
+  auto tick = [&](int64_t seconds) {
+    clock_.Advance(Seconds(seconds));
+    controller_->Tick();
+    probe.JoinCheckers();
+  };
+  tick(599);  // not idle yet: not asked
+  EXPECT_TRUE(probe.asked.empty());
+  // Used through the direct URL at 1500 (the proxy never saw it): no notice at 1600.
+  probe.answer = Seconds(1500);
+  tick(1);
+  ASSERT_EQ(probe.asked.size(), 1u);
+  EXPECT_EQ(probe.asked[0].address, "10.0.0.1");
+  EXPECT_EQ(probe.asked[0].port, launch["session"]["port"]);
+  EXPECT_EQ(probe.asked[0].url_prefix, "/sessions/" + std::to_string(id_.value()) + "/");
+  EXPECT_EQ(probe.asked[0].token, Token());
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1500);
+  tick(499);  // 2099: idle 599 s since 1500: not asked
+  EXPECT_EQ(probe.asked.size(), 1u);
+  // An app that says nothing (no such endpoint, no answer) changes nothing: the notice.
+  probe.answer = std::nullopt;
+  tick(1);
+  EXPECT_EQ(probe.asked.size(), 2u);
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  // Asked again before the stop: used at 2300, so in use again.
+  probe.answer = Seconds(2300);
+  tick(300);
+  EXPECT_EQ(probe.asked.size(), 3u);
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  EXPECT_EQ(StateOf(id_), "running");
+  // An app whose clock is ahead counts as used when asked (3000), not later.
+  probe.answer = Seconds(1000000);
+  tick(600);
+  EXPECT_EQ(probe.asked.size(), 4u);
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 3000);
+  probe.answer = std::nullopt;
+  tick(600);
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  tick(300);
+  EXPECT_EQ(probe.asked.size(), 6u);
+  const json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["reason"], "session idle for 900 s");
+  EXPECT_TRUE(probe.asked_without_the_lock);
+  controller_.reset();  // before the probe it borrows
 }
 
 }  // namespace

@@ -17,7 +17,6 @@ namespace {
 constexpr size_t kMaxPorts = 64;
 
 constexpr size_t kMaxPathLength = 4096;
-constexpr size_t kMaxImageLength = 512;
 
 // A host prefix goes first on PATH and into VIRTUAL_ENV/CONDA_PREFIX: an absolute, normalised
 // path (no '.' or '..' components) without ':' (PATH's separator) or control characters.
@@ -39,19 +38,6 @@ Result<std::string> GetHostPrefix(const nlohmann::json& j, const std::string& fi
     }
   }
   return v;
-}
-
-// A container image reference as engines take it ("registry:5000/team/name:tag@sha256:...").
-// The charset keeps it a single argv word that no engine reads as an option.
-bool IsImageReference(const std::string& image) {
-  if (image.empty() || image.size() > kMaxImageLength ||
-      !std::isalnum(static_cast<unsigned char>(image[0]))) {
-    return false;
-  }
-  return std::all_of(image.begin(), image.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
-           c == '/' || c == ':' || c == '@';
-  });
 }
 
 Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
@@ -95,6 +81,17 @@ Status ParseGpus(const nlohmann::json& g, EnvironmentSpec& spec) {
 
 }  // namespace
 
+Status CheckContainerEnv(const std::map<std::string, std::string>& env, const std::string& field) {
+  for (const auto& [name, value] : env) {
+    if (value.find_first_of("\r\n") != std::string::npos) {
+      return FieldError(field + "." + name,
+                        "may not contain a line break in a job that may run in a container (its "
+                        "variables go through an env file; docs/container-runtime.md)");
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<std::string> EnvironmentSpec::Runtimes() const {
   std::vector<std::string> runtimes;
   if (!image.empty()) runtimes.push_back(model::kContainerRuntime);
@@ -129,11 +126,12 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
   if (j.contains("image")) {
     auto v = GetString(j["image"], "image");
     if (!v.ok()) return v.status();
-    if (!IsImageReference(*v)) {
+    if (!model::IsImageReference(*v)) {
       return FieldError("image",
                         "must be a container image reference (letters, digits and "
                         "'._-/:@', starting with a letter or digit, at most " +
-                            std::to_string(kMaxImageLength) + " bytes), got '" + *v + "'");
+                            std::to_string(model::kMaxImageReferenceLength) + " bytes), got '" +
+                            *v + "'");
     }
     spec.image = *v;
   }
@@ -167,6 +165,9 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
         return FieldError("env." + name, "is set by corral in every task");
       }
     }
+  }
+  if (!spec.image.empty()) {
+    CORRAL_RETURN_IF_ERROR(CheckContainerEnv(spec.env, "env"));
   }
   return spec;
 }

@@ -44,6 +44,10 @@ struct EnvironmentSpec {
   std::string PreferredRuntime() const;
 };
 
+// Refuses, in the variables `env` (reported as `field`), values a container cannot get: engines
+// read variables from an env file, one per line, so a value may not hold a line break.
+Status CheckContainerEnv(const std::map<std::string, std::string>& env, const std::string& field);
+
 // Parses and validates a spec: "field 'host.venv': must be an absolute path".
 Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& json);
 // The spec in its normalised JSON form (absent optional fields left out): what the store keeps

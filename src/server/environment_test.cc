@@ -67,6 +67,7 @@ TEST(EnvironmentSpecTest, EveryErrorNamesTheField) {
       {{{"name", "t"}, {"image", "--privileged"}}, "field 'image'"},
       {{{"name", "t"}, {"image", "ubuntu;rm"}}, "field 'image'"},
       {{{"name", "t"}, {"image", std::string(600, 'a')}}, "field 'image'"},
+      {{{"name", "t"}, {"image", "busybox"}, {"env", {{"A", "x\ny"}}}}, "field 'env.A'"},
   };
   for (const auto& [json, field] : cases) {
     auto spec = ParseEnvironmentSpec(json);

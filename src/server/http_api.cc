@@ -185,7 +185,8 @@ class HttpApi::Impl {
         store_(store),
         clock_(clock),
         config_(std::move(config)),
-        principals_(clock, config_.principal_cache) {}
+        principals_(clock, config_.principal_cache),
+        proxy_limiter_(config_.proxy_limits) {}
 
   Result<Principal> Authenticate(const httplib::Request& req) {
     const std::string token = BearerToken(req);
@@ -634,7 +635,12 @@ class HttpApi::Impl {
                 }));
     http.Post("/api/v1/login",
               [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
-    http.Post("/api/v1/logout", [this](const httplib::Request&, httplib::Response& res) {
+    http.Post("/api/v1/logout", [this](const httplib::Request& req, httplib::Response& res) {
+      // No credentials needed (clearing a cookie gives nothing away), but only from this
+      // server's own pages: another site must not log its visitors out.
+      if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+        return SendProblem(res, PermissionDenied(refused));
+      }
       res.set_header("Set-Cookie", TokenCookie("", config_.tls));
       SendJson(res, 200, {{"status", "logged out"}});
     });
@@ -667,14 +673,20 @@ class HttpApi::Impl {
     return view;
   }
 
-  // "https://corral.example": the configured public URL, else the scheme and the request's
-  // Host (when it is a plain host[:port]), else nothing (URLs are then paths).
+  // "https://corral.example": the configured public URL, else RequestUrl, else nothing (URLs
+  // are then paths).
   std::string BaseUrl(const httplib::Request& req) const {
     if (!config_.public_url.empty()) {
       std::string url = config_.public_url;
       while (!url.empty() && url.back() == '/') url.pop_back();
       return url;
     }
+    return RequestUrl(req);
+  }
+
+  // The scheme and the request's Host ("http://corral:8080") when the Host is a plain
+  // host[:port]; else "".
+  std::string RequestUrl(const httplib::Request& req) const {
     const std::string host = req.get_header_value("Host");
     const bool plain = !host.empty() && host.size() <= 300 &&
                        host.find_first_not_of(
@@ -683,10 +695,24 @@ class HttpApi::Impl {
     return plain ? std::string(config_.tls ? "https://" : "http://") + host : "";
   }
 
+  // Why `req` is refused as a cross-site request (CrossSiteRefusal), "" when it may pass. This
+  // server's origins: --public-url's and the one the request itself was sent to.
+  std::string CrossSiteRefusalOf(const httplib::Request& req) const {
+    std::vector<std::string> own = {RequestUrl(req)};
+    if (!config_.public_url.empty()) own.push_back(config_.public_url);
+    return CrossSiteRefusal(req.method, req.get_header_value("Origin"),
+                            req.get_header_value("Sec-Fetch-Site"), own);
+  }
+
   // POST /api/v1/login {"token", "next"?}: checks the token and sets the corral_token cookie
   // (HttpOnly, SameSite=Strict) for the session proxy; answers the user and where to go next
-  // (SafeRedirectTarget). JSON only, so that a cross-site form cannot log anyone in.
+  // (SafeRedirectTarget). JSON only, and not from another site (CrossSiteRefusal), so that a
+  // cross-site page cannot log anyone in.
   void Login(const httplib::Request& req, httplib::Response& res) {
+    // Another site must not log its visitors in (as someone else, e.g. its author).
+    if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+      return SendProblem(res, PermissionDenied(refused));
+    }
     if (req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
       return SendProblem(res, InvalidArgument("request body: must be application/json"));
     }
@@ -739,14 +765,24 @@ document.getElementById("login").addEventListener("submit", async (event) => {
     res.set_content(kPage, "text/html; charset=utf-8");
   }
 
-  // /sessions/<id>/...: owner or admin (bearer token or cookie), a running session, then the
-  // app's answer.
+  // /sessions/<id>/...: not a cross-site request that may change something, the session's
+  // owner (bearer token or cookie), a running session, a place in the proxy (ProxyLimiter),
+  // then the app's answer.
   void ProxySession(const httplib::Request& req, httplib::Response& res) {
     const std::optional<int64_t> id = ParseCount(req.matches[1]);
     if (!id) return SendProblem(res, NotFound("session not found"));
+    if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+      return SendProblem(res, PermissionDenied(refused));
+    }
     const std::string prefix = "/sessions/" + std::to_string(*id) + "/";
     std::string token = BearerToken(req);
-    if (token.empty()) token = CookieValue(req.get_header_value("Cookie"), kTokenCookie);
+    const std::string cookies = req.get_header_value("Cookie");
+    if (token.empty() && CookieCount(cookies, kTokenCookie) > 1) {
+      return LoginNeeded(req, res, prefix,
+                         "more than one corral_token cookie (a page set one of its own): clear "
+                         "this site's cookies");
+    }
+    if (token.empty()) token = CookieValue(cookies, kTokenCookie);
     Result<Principal> who = token.empty() ? Result<Principal>(Unauthenticated("not logged in"))
                                           : AuthenticateToken(token);
     if (!who.ok()) {
@@ -777,8 +813,34 @@ document.getElementById("login").addEventListener("submit", async (event) => {
     if (req.target.rfind(prefix, 0) != 0) {
       return SendProblem(res, InvalidArgument("request target: must start with " + prefix));
     }
-    Forward(req, res, {target->address, target->port, target->token},
-            config_.tls ? "https" : "http");
+    const ProxyLimiter::Pass pass = proxy_limiter_.Enter(*id);
+    if (!pass.admitted()) {
+      res.status = 503;
+      res.set_header("Retry-After", "1");
+      res.set_content(json{{"type", "about:blank"},
+                           {"title", "unavailable"},
+                           {"status", 503},
+                           {"detail", pass.refusal()}}
+                          .dump(),
+                      "application/problem+json");
+      return;
+    }
+    ProxyRequest request;
+    request.method = req.method;
+    request.target = req.target;
+    request.headers.assign(req.headers.begin(), req.headers.end());
+    request.body = req.body;
+    request.remote_addr = req.remote_addr;
+    ForwardOptions options;
+    options.read_timeout = config_.proxy_read_timeout;
+    options.scheme = config_.tls ? "https" : "http";
+    ProxyAnswer answer = Forward(request, {target->address, target->port, target->token}, options);
+    res.status = answer.status;
+    for (auto& [name, value] : answer.headers) {
+      res.headers.emplace(std::move(name), std::move(value));
+    }
+    res.body = std::move(answer.body);
+    if (!answer.content_type.empty()) res.set_header("Content-Type", answer.content_type);
   }
 
   // 401 for a request to a session without valid credentials: browsers get a page with a link
@@ -828,6 +890,7 @@ document.getElementById("login").addEventListener("submit", async (event) => {
   Clock& clock_;
   HttpApiConfig config_;
   PrincipalCache principals_;
+  ProxyLimiter proxy_limiter_;
 };
 
 HttpApi::HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)

@@ -2,16 +2,22 @@
 // with cpp-httplib (TLS when a certificate is given). Errors are application/problem+json
 // ({"type","title","status","detail"}) with the detail naming the field; bodies over 1 MiB get
 // 413; a body that is not a JSON object, or a field of the wrong type, gets 400. Every /api/v1
-// route but the agent's needs `Authorization: Bearer <token>`. Sessions (docs/sessions.md):
-// /api/v1/sessions, the reverse proxy /sessions/<id>/... (a bearer token or the corral_token
-// cookie that POST /api/v1/login sets) and a minimal login page, GET /login.
+// route needs `Authorization: Bearer <token>` except the agent's (join and node tokens) and
+// POST /api/v1/login and /api/v1/logout (which set and clear the login cookie; like every
+// request through the session proxy that may change something, they are refused (403) when a
+// browser says they come from another site: CrossSiteRefusal). Sessions (docs/sessions.md):
+// /api/v1/sessions, the reverse proxy /sessions/<id>/... (the session's owner only, by bearer
+// token or the corral_token cookie that POST /api/v1/login sets) and a minimal login page,
+// GET /login.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "server/controller.h"
 #include "server/principal_cache.h"
+#include "server/session_proxy.h"
 #include "store/store.h"
 
 namespace httplib {
@@ -30,6 +36,11 @@ struct HttpApiConfig {
   // used for session URLs; empty: the scheme and the request's Host header.
   std::string public_url;
   bool tls = false;  // the server speaks https (cookies get Secure; URLs say https)
+  // The session proxy's caps on requests in flight (ProxyLimiter) and how long an app may take
+  // to answer one (longer: 502). A proxied request holds one of the server's HTTP threads while
+  // it waits for the app, so the caps keep threads for the API.
+  ProxyLimiter::Limits proxy_limits;
+  std::chrono::milliseconds proxy_read_timeout{60000};
 };
 
 // The routes. Borrows controller, store and clock; the HttpApi must outlive the httplib server

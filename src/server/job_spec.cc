@@ -372,6 +372,15 @@ Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& sp
   if (spec.session) CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));  // the command may be new
   // The environment's variables may hold names corral sets for this job's launcher.
   CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
+  if (!env.image.empty()) {
+    CORRAL_RETURN_IF_ERROR(CheckContainerEnv(spec.env, "env"));
+    if (spec.array) {
+      for (size_t i = 0; i < spec.array->env.size(); ++i) {
+        CORRAL_RETURN_IF_ERROR(
+            CheckContainerEnv(spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
+      }
+    }
+  }
   return CheckArrayBytes(spec);
 }
 

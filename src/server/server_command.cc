@@ -36,6 +36,10 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--session-idle-warning", options->session_idle_warning_s,
                 "Seconds between an idle session's notice and its stop (default 300)")
       ->check(CLI::NonNegativeNumber);
+  c->add_option("--session-proxy-timeout", options->session_proxy_timeout_s,
+                "Seconds an app may take to answer a request through the session proxy "
+                "(default 60; longer: 502)")
+      ->check(CLI::Range(1, 3600));
   c->add_option("--public-url", options->public_url,
                 "The URL users reach this server at, for session URLs (default: the request's "
                 "Host)");

@@ -8,6 +8,7 @@
 
 #include "common/secret_file.h"
 #include "server/auth.h"
+#include "server/session_proxy.h"
 
 namespace corral::server {
 
@@ -15,6 +16,10 @@ namespace {
 
 // HTTP threads beyond those waiting heartbeats may hold: API requests and short heartbeats.
 constexpr int kApiThreads = 16;
+// Requests through the session proxy wait for apps, each holding one of those threads: at most
+// half of them, and 4 for one session (ProxyLimiter), so that slow apps leave the API threads.
+constexpr int kProxiedRequests = kApiThreads / 2;
+constexpr int kProxiedRequestsPerSession = 4;
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
@@ -77,6 +82,9 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   if (options.session_idle_warning_s < 0) {
     return InvalidArgument("--session-idle-warning: must be a number of seconds (>= 0)");
   }
+  if (options.session_proxy_timeout_s < 1) {
+    return InvalidArgument("--session-proxy-timeout: must be at least 1 second");
+  }
   if (!options.public_url.empty() && options.public_url.rfind("http://", 0) != 0 &&
       options.public_url.rfind("https://", 0) != 0) {
     return InvalidArgument("--public-url: must start with http:// or https://");
@@ -111,6 +119,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.kill_grace = Seconds(options.kill_grace_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
   config.session_idle_warning = Seconds(options.session_idle_warning_s);
+  p->session_app_probe_ = std::make_unique<HttpSessionAppProbe>();
+  config.session_app_probe = p->session_app_probe_.get();
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
@@ -143,6 +153,9 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   api_config.join_token_hash = HashToken(p->join_token_);
   api_config.public_url = options.public_url;
   api_config.tls = !options.tls_cert.empty();
+  api_config.proxy_limits.total = kProxiedRequests;
+  api_config.proxy_limits.per_session = kProxiedRequestsPerSession;
+  api_config.proxy_read_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
   p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
   p->api_->Register(*p->http_);
   // Answers go out in two writes (headers, body): without this, Nagle holds the body until the

@@ -42,6 +42,8 @@ struct ServerOptions {
   int session_idle_timeout_s = 3600;
   int session_idle_warning_s = 300;
   std::string public_url;
+  // How long an app may take to answer a request through the session proxy (then 502).
+  int session_proxy_timeout_s = 60;
 };
 
 class ServerProcess {
@@ -65,6 +67,7 @@ class ServerProcess {
 
   SystemClock clock_;
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<SessionAppProbe> session_app_probe_;  // the controller borrows it
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<HttpApi> api_;
   std::unique_ptr<httplib::Server> http_;

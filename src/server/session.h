@@ -1,10 +1,13 @@
 // Interactive sessions (docs/sessions.md): the pure rules the controller applies to them: when
-// a running session is idle and what to do about it. No I/O and no locking here; the controller
-// calls these under its lock.
+// a running session is idle and what to do about it, and how to read what an app says about its
+// own use. No I/O and no locking here; the controller calls these under its lock. The one
+// side effect sessions need, asking an app about its use, is behind SessionAppProbe (the real
+// one, over HTTP, is in session_proxy.h).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/units.h"
@@ -15,10 +18,17 @@ namespace corral::server {
 struct SessionActivity {
   // The last request the proxy forwarded to it; its start (and a server restart) count as one.
   Seconds last_activity{0};
+  // The last activity the app itself reported (Jupyter Server's GET <prefix>api/status,
+  // "last_activity"), never later than when it was asked: use the proxy never sees, such as
+  // notebooks reached through the direct URL (WebSockets). None: the app never said.
+  std::optional<Seconds> app_last_activity;
   // Later: per-task GPU utilisation from the agents (the monitoring issue) joins here, e.g.
   // `std::optional<double> gpu_utilisation` over the last minutes; IdleFor then counts a
   // session whose GPUs work as in use.
 };
+
+// When the session was last used: the later of the proxy's and the app's last activity.
+Seconds LastUse(const SessionActivity& activity);
 
 // How long the session has been unused at `now` (0 when it is in use right now). The one
 // place that decides idleness: the idle notice and the stop follow from it.
@@ -40,5 +50,35 @@ enum class SessionStep {
 // given).
 SessionStep NextSessionStep(const SessionActivity& activity, std::optional<Seconds> notice_at,
                             const IdlePolicy& policy, Seconds now);
+
+// True for the steps that end the session's quiet (the notice, the stop): before taking them
+// the controller asks the app whether it was used meanwhile.
+inline bool AsksTheApp(SessionStep step) {
+  return step == SessionStep::kNotice || step == SessionStep::kStop;
+}
+
+// The "last_activity" of a Jupyter Server GET <prefix>api/status answer: a JSON object whose
+// "last_activity" is an ISO 8601 time with a zone ("2026-12-03T10:00:00.123456Z", or an offset
+// such as "+02:00"), as seconds since the Unix epoch (the fraction dropped). Nullopt for
+// anything else: not JSON, no such field, a time without a zone or out of range.
+std::optional<Seconds> ParseAppLastActivity(std::string_view status_body);
+
+// Where a running session's app listens, to ask it about its use.
+struct SessionApp {
+  std::string address;     // the node's address
+  int port = 0;            // the session's port
+  std::string url_prefix;  // "/sessions/<id>/": the app's base URL
+  std::string token;       // the session's secret ("Authorization: token <secret>")
+};
+
+// Asks a session's app when it was last used. Implementations do I/O: the controller calls
+// them without holding its lock, and may call them from several threads at once.
+class SessionAppProbe {
+ public:
+  virtual ~SessionAppProbe() = default;
+  // The app's own last activity, or nullopt when it cannot say (no such endpoint, no answer in
+  // time, an answer that does not parse): then nothing changes.
+  virtual std::optional<Seconds> LastActivity(const SessionApp& app) = 0;
+};
 
 }  // namespace corral::server

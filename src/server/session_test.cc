@@ -1,9 +1,18 @@
-// Sessions' pure parts: the spec's `session`, the idle rule, the argv that sets the session
-// variables, and the proxy's header, cookie and redirect rules.
+// Sessions' parts below the controller: the spec's `session`, the idle rule and what apps say
+// about their use, the proxy's header, cookie, origin and redirect rules, its caps, and the
+// forwarding and the app probe against a fake app on loopback.
 #include "server/session.h"
 
+#include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 #include "server/job_spec.h"
 #include "server/session_proxy.h"
@@ -14,6 +23,8 @@ namespace {
 using nlohmann::json;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
+using Header = std::pair<std::string, std::string>;
 
 json SessionSpecJson(json session) {
   return {{"command", {"app"}}, {"session", std::move(session)}};
@@ -106,6 +117,52 @@ TEST(SessionIdleTest, UseAfterTheNoticeClearsIt) {
             SessionStep::kInUseAgain);
 }
 
+TEST(SessionIdleTest, TheAppsOwnActivityCountsAsUse) {
+  const IdlePolicy policy{Seconds(600), Seconds(300)};
+  // Used through the direct URL at 1500, which the proxy (last at 1000) never saw.
+  const SessionActivity direct{Seconds(1000), Seconds(1500)};
+  EXPECT_EQ(LastUse(direct), Seconds(1500));
+  EXPECT_EQ(IdleFor(direct, Seconds(1600)), Seconds(100));
+  EXPECT_EQ(NextSessionStep(direct, std::nullopt, policy, Seconds(1600)), SessionStep::kNothing);
+  EXPECT_EQ(NextSessionStep(direct, std::nullopt, policy, Seconds(2100)), SessionStep::kNotice);
+  EXPECT_EQ(NextSessionStep(direct, Seconds(1600), policy, Seconds(1700)),
+            SessionStep::kInUseAgain);
+  // An older report changes nothing: the later of the two counts.
+  const SessionActivity older{Seconds(1000), Seconds(900)};
+  EXPECT_EQ(IdleFor(older, Seconds(1600)), Seconds(600));
+  EXPECT_EQ(NextSessionStep(older, std::nullopt, policy, Seconds(1600)), SessionStep::kNotice);
+  // The app is asked before the notice and the stop only.
+  EXPECT_TRUE(AsksTheApp(SessionStep::kNotice));
+  EXPECT_TRUE(AsksTheApp(SessionStep::kStop));
+  EXPECT_FALSE(AsksTheApp(SessionStep::kNothing));
+  EXPECT_FALSE(AsksTheApp(SessionStep::kInUseAgain));
+}
+
+TEST(SessionAppStatusTest, ReadsJupytersLastActivity) {
+  // 2026-12-03T10:00:00Z is 1796292000 (date -u -d 2026-12-03T10:00:00Z +%s).
+  EXPECT_EQ(ParseAppLastActivity(R"({"started": "2026-12-03T09:00:00.000001Z",
+      "last_activity": "2026-12-03T10:00:00.123456Z", "connections": 0, "kernels": 1})"),
+            Seconds(1796292000));
+  EXPECT_EQ(ParseAppLastActivity(R"({"last_activity": "2026-12-03T10:00:00Z"})"),
+            Seconds(1796292000));
+  EXPECT_EQ(ParseAppLastActivity(R"({"last_activity": "2026-12-03T12:30:00+02:30"})"),
+            Seconds(1796292000));
+  EXPECT_EQ(ParseAppLastActivity(R"({"last_activity": "2026-12-03T09:00:00-0100"})"),
+            Seconds(1796292000));
+  EXPECT_EQ(ParseAppLastActivity(R"({"last_activity": "1970-01-01T00:00:00Z"})"), Seconds(0));
+  EXPECT_EQ(ParseAppLastActivity(R"({"last_activity": "2000-02-29T00:00:00Z"})"),
+            Seconds(951782400));
+  for (const std::string bad :
+       {"", "not json", "[]", "{}", R"({"last_activity": 1796292000})",
+        R"({"last_activity": "2026-12-03T10:00:00"})",  // no zone: ambiguous
+        R"({"last_activity": "2026-12-03"})", R"({"last_activity": "2026-13-03T10:00:00Z"})",
+        R"({"last_activity": "2026-12-03T24:00:00Z"})",
+        R"({"last_activity": "2026-12-03T10:00:00.Z"})",
+        R"({"last_activity": "2026-12-03T10:00:00Zjunk"})", R"({"last_activity": "yesterday"})"}) {
+    EXPECT_EQ(ParseAppLastActivity(bad), std::nullopt) << bad;
+  }
+}
+
 TEST(SessionProxyTest, UpstreamHeadersDropHopByHopCredentialsAndCorralsCookie) {
   const HeaderList in = {{"Host", "corral:8080"},
                          {"Authorization", "Bearer crl_secret"},
@@ -142,10 +199,280 @@ TEST(SessionProxyTest, DownstreamHeadersKeepTheAppsButNotHopByHop) {
                   std::pair<std::string, std::string>{"Location", "/sessions/7/lab"}));
 }
 
+TEST(SessionProxyTest, AnAppCannotSetOrClearCorralsCookie) {
+  const HeaderList in = {{"Set-Cookie", "_xsrf=1; Path=/sessions/7/"},
+                         {"Set-Cookie", "corral_token=crl_attacker; Path=/"},
+                         {"set-cookie", "corral_token=; Path=/sessions/7/; Max-Age=0"},
+                         {"Set-Cookie", " CORRAL_TOKEN =x; Domain=corral.example"},
+                         {"Set-Cookie", "=corral_token=crl_attacker; Path=/sessions/"},
+                         {"Set-Cookie", "corral_token"},
+                         {"Set-Cookie", "corral_token_theme=dark"},
+                         {"Clear-Site-Data", "\"cookies\""},
+                         {"Service-Worker-Allowed", "/"},
+                         {"X-App", "1"}};
+  EXPECT_THAT(DownstreamHeaders(in),
+              ElementsAre(Header{"Set-Cookie", "_xsrf=1; Path=/sessions/7/"},
+                          Header{"Set-Cookie", "corral_token_theme=dark"}, Header{"X-App", "1"}));
+  EXPECT_TRUE(SetsCookie("corral_token=a", "corral_token"));
+  EXPECT_FALSE(SetsCookie("a=corral_token", "corral_token"));
+  EXPECT_FALSE(SetsCookie("a=1; corral_token=2", "corral_token"));  // attributes, not cookies
+}
+
+TEST(SessionProxyTest, OriginsAsBrowsersWriteThem) {
+  EXPECT_EQ(OriginOf("http://corral:8080"), "http://corral:8080");
+  EXPECT_EQ(OriginOf("HTTPS://Corral.Example:443/sessions/?x#y"), "https://corral.example");
+  EXPECT_EQ(OriginOf("http://corral.example:80"), "http://corral.example");
+  EXPECT_EQ(OriginOf("https://corral.example:80"), "https://corral.example:80");
+  EXPECT_EQ(OriginOf("http://user:pw@corral/"), "http://corral");
+  EXPECT_EQ(OriginOf("http://[::1]:8080/x"), "http://[::1]:8080");
+  EXPECT_EQ(OriginOf("http://[::1]"), "http://[::1]");
+  for (const std::string bad :
+       {"", "null", "corral:8080", "ftp://corral", "http://", "http://:80", "http://corral:x"}) {
+    EXPECT_EQ(OriginOf(bad), "") << bad;
+  }
+}
+
+TEST(SessionProxyTest, CrossSiteRequestsMayNotChangeAnything) {
+  const std::vector<std::string> own = {"http://corral:8080", "https://corral.example/"};
+  // Safe methods pass whatever they say.
+  for (const char* method : {"GET", "HEAD", "OPTIONS"}) {
+    EXPECT_EQ(CrossSiteRefusal(method, "https://evil.example", "cross-site", own), "");
+  }
+  // This server's own pages, and clients that are no browser.
+  EXPECT_EQ(CrossSiteRefusal("POST", "http://corral:8080", "same-origin", own), "");
+  EXPECT_EQ(CrossSiteRefusal("PUT", "https://CORRAL.example:443", "", own), "");
+  EXPECT_EQ(CrossSiteRefusal("DELETE", "", "", own), "");
+  EXPECT_EQ(CrossSiteRefusal("POST", "", "none", own), "");
+  // Other sites.
+  EXPECT_THAT(CrossSiteRefusal("POST", "https://evil.example", "", own),
+              HasSubstr("origin 'https://evil.example', not this server's, may not POST"));
+  EXPECT_THAT(CrossSiteRefusal("POST", "null", "", own), HasSubstr("origin 'null'"));
+  EXPECT_THAT(CrossSiteRefusal("POST", "http://corral:8081", "", own), HasSubstr("not this"));
+  EXPECT_THAT(CrossSiteRefusal("POST", "https://corral:8080", "", own), HasSubstr("not this"));
+  EXPECT_THAT(CrossSiteRefusal("PATCH", "", "cross-site", own), HasSubstr("cross-site request"));
+  EXPECT_THAT(CrossSiteRefusal("POST", "http://corral:8080", "same-site", own),
+              HasSubstr("same-site request"));
+}
+
+TEST(ProxyLimiterTest, CapsRequestsPerSessionAndInAll) {
+  ProxyLimiter limiter({.total = 3, .per_session = 2, .wait = std::chrono::milliseconds(0)});
+  std::optional<ProxyLimiter::Pass> first;
+  first.emplace(limiter.Enter(1));
+  const ProxyLimiter::Pass second = limiter.Enter(1);
+  EXPECT_TRUE(first->admitted());
+  EXPECT_TRUE(second.admitted());
+  EXPECT_EQ(first->refusal(), "");
+  const ProxyLimiter::Pass third = limiter.Enter(1);
+  EXPECT_FALSE(third.admitted());
+  EXPECT_THAT(third.refusal(), HasSubstr("session 1 has 2 requests in flight"));
+  const ProxyLimiter::Pass other = limiter.Enter(2);  // another session: its own cap
+  EXPECT_TRUE(other.admitted());
+  const ProxyLimiter::Pass fourth = limiter.Enter(3);  // 3 in flight in all
+  EXPECT_FALSE(fourth.admitted());
+  EXPECT_THAT(fourth.refusal(), HasSubstr("at most 3 requests at once"));
+  first.reset();  // its place is free again
+  EXPECT_TRUE(limiter.Enter(3).admitted());
+  EXPECT_TRUE(limiter.Enter(1).admitted());
+}
+
+TEST(ProxyLimiterTest, ARequestOverItsSessionsCapWaitsForAPlace) {
+  ProxyLimiter limiter({.total = 4, .per_session = 1, .wait = std::chrono::seconds(30)});
+  std::optional<ProxyLimiter::Pass> busy;
+  busy.emplace(limiter.Enter(7));
+  bool admitted = false;
+  std::thread next([&] { admitted = limiter.Enter(7).admitted(); });
+  busy.reset();  // the waiting request (or one arriving now) gets the place
+  next.join();
+  EXPECT_TRUE(admitted);
+}
+
+// An app on loopback for Forward and the probe: answers every connection with `answer` (raw
+// HTTP), or, when it is empty, holds the connection without answering until destroyed. Keeps
+// the request heads it got.
+class FakeApp {
+ public:
+  explicit FakeApp(std::string answer) : answer_(std::move(answer)) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(fd_, 16) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+    }
+    port_ = ntohs(addr.sin_port);
+    serve_ = std::thread([this] { Serve(); });
+  }
+  ~FakeApp() {
+    {
+      std::lock_guard lock(mu_);
+      done_ = true;
+    }
+    released_.notify_all();
+    shutdown(fd_, SHUT_RDWR);  // accept() returns
+    serve_.join();
+    close(fd_);
+  }
+  int port() const { return port_; }
+  std::vector<std::string> heads() {
+    std::lock_guard lock(mu_);
+    return heads_;
+  }
+
+ private:
+  void Serve() {
+    while (true) {
+      const int client = accept(fd_, nullptr, nullptr);
+      if (client < 0) return;
+      std::string head;
+      char buffer[4096];
+      while (head.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t n = read(client, buffer, sizeof buffer);
+        if (n <= 0) break;
+        head.append(buffer, n);
+      }
+      std::unique_lock lock(mu_);
+      heads_.push_back(head);
+      if (answer_.empty()) {
+        released_.wait(lock, [&] { return done_; });
+      } else {
+        lock.unlock();
+        for (size_t sent = 0; sent < answer_.size();) {
+          const ssize_t n =
+              send(client, answer_.data() + sent, answer_.size() - sent, MSG_NOSIGNAL);
+          if (n <= 0) break;  // the proxy stopped reading
+          sent += n;
+        }
+      }
+      close(client);
+    }
+  }
+
+  const std::string answer_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable released_;
+  bool done_ = false;
+  std::vector<std::string> heads_;
+  std::thread serve_;
+};
+
+ProxyRequest GetRequest(const std::string& target) {
+  ProxyRequest request;
+  request.method = "GET";
+  request.target = target;
+  request.headers = {{"Host", "corral:8080"}, {"Authorization", "Bearer crl_secret"}};
+  request.remote_addr = "10.1.2.3";
+  return request;
+}
+
+std::string Answer(const std::string& headers, const std::string& body) {
+  return "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + headers + "\r\n" + body;
+}
+
+TEST(SessionForwardTest, ForwardsWithTheSessionsTokenAndPassesTheAnswerBack) {
+  FakeApp app(Answer("Content-Length: 5\r\nX-App: 1\r\nSet-Cookie: corral_token=x\r\n", "hello"));
+  ForwardOptions options;
+  options.scheme = "https";
+  const ProxyAnswer answer =
+      Forward(GetRequest("/sessions/7/lab?a=%2B"), {"127.0.0.1", app.port(), "tok"}, options);
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_EQ(answer.body, "hello");
+  EXPECT_EQ(answer.content_type, "text/plain");
+  EXPECT_THAT(answer.headers, ElementsAre(Header{"X-App", "1"}));
+  ASSERT_EQ(app.heads().size(), 1u);
+  const std::string head = app.heads()[0];
+  EXPECT_EQ(head.rfind("GET /sessions/7/lab?a=%2B HTTP/1.1\r\n", 0), 0u) << head;
+  EXPECT_THAT(head, HasSubstr("Authorization: token tok\r\n"));
+  EXPECT_THAT(head, HasSubstr("X-Forwarded-Proto: https\r\n"));
+  EXPECT_THAT(head, HasSubstr("X-Forwarded-Host: corral:8080\r\n"));
+  EXPECT_THAT(head, Not(HasSubstr("crl_secret")));
+}
+
+TEST(SessionForwardTest, AnAnswerOverTheLimitIsA502) {
+  ForwardOptions options;
+  options.max_answer_bytes = 1024;
+  const std::string big(2048, 'x');
+  const std::string fits(1024, 'y');
+  struct Case {
+    std::string what, answer;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"announced", Answer("Content-Length: 2048\r\n", big), 502},
+      {"chunked", Answer("Transfer-Encoding: chunked\r\n", "800\r\n" + big + "\r\n0\r\n\r\n"), 502},
+      {"until close", Answer("Connection: close\r\n", big), 502},
+      {"at the limit", Answer("Content-Length: 1024\r\n", fits), 200},
+  };
+  for (const Case& c : cases) {
+    FakeApp app(c.answer);
+    const ProxyAnswer answer =
+        Forward(GetRequest("/sessions/7/big"), {"127.0.0.1", app.port(), "tok"}, options);
+    EXPECT_EQ(answer.status, c.status) << c.what;
+    if (c.status == 502) {
+      EXPECT_EQ(answer.content_type, "application/problem+json") << c.what;
+      EXPECT_THAT(answer.body, HasSubstr("answered more than 1024 bytes")) << c.what;
+    } else {
+      EXPECT_EQ(answer.body, fits);
+    }
+  }
+}
+
+TEST(SessionForwardTest, AnAppThatDoesNotAnswerInTimeIsA502) {
+  FakeApp app("");  // holds the request
+  ForwardOptions options;
+  options.read_timeout = std::chrono::milliseconds(100);
+  const ProxyAnswer answer =
+      Forward(GetRequest("/sessions/7/poll"), {"127.0.0.1", app.port(), "tok"}, options);
+  EXPECT_EQ(answer.status, 502);
+  EXPECT_THAT(answer.body, HasSubstr("does not answer on 127.0.0.1:" + std::to_string(app.port())));
+}
+
+TEST(SessionAppProbeTest, AsksJupytersStatusEndpointWithTheToken) {
+  const std::string status = R"({"last_activity": "2026-12-03T10:00:00.123456Z"})";
+  FakeApp app(Answer("Content-Length: " + std::to_string(status.size()) + "\r\n", status));
+  HttpSessionAppProbe probe(std::chrono::milliseconds(2000));
+  EXPECT_EQ(probe.LastActivity({"127.0.0.1", app.port(), "/sessions/7/", "tok"}),
+            Seconds(1796292000));
+  ASSERT_EQ(app.heads().size(), 1u);
+  EXPECT_EQ(app.heads()[0].rfind("GET /sessions/7/api/status HTTP/1.1\r\n", 0), 0u);
+  EXPECT_THAT(app.heads()[0], HasSubstr("Authorization: token tok\r\n"));
+}
+
+TEST(SessionAppProbeTest, AnAppWithoutTheEndpointSaysNothing) {
+  HttpSessionAppProbe probe(std::chrono::milliseconds(100));
+  const std::string status = R"({"last_activity": "2026-12-03T10:00:00Z"})";
+  {
+    FakeApp not_found("HTTP/1.1 404 Not Found\r\nContent-Length: " + std::to_string(status.size()) +
+                      "\r\n\r\n" + status);
+    EXPECT_EQ(probe.LastActivity({"127.0.0.1", not_found.port(), "/sessions/7/", "t"}),
+              std::nullopt);
+  }
+  {
+    FakeApp html(Answer("Content-Length: 6\r\n", "<html>"));
+    EXPECT_EQ(probe.LastActivity({"127.0.0.1", html.port(), "/sessions/7/", "t"}), std::nullopt);
+  }
+  {
+    FakeApp silent("");
+    EXPECT_EQ(probe.LastActivity({"127.0.0.1", silent.port(), "/sessions/7/", "t"}), std::nullopt);
+  }
+  int closed_port = 0;
+  {
+    FakeApp gone("x");
+    closed_port = gone.port();
+  }
+  EXPECT_EQ(probe.LastActivity({"127.0.0.1", closed_port, "/sessions/7/", "t"}), std::nullopt);
+}
+
 TEST(SessionProxyTest, Cookies) {
   EXPECT_EQ(CookieValue("a=1; corral_token=crl_x ; b=2", "corral_token"), "crl_x");
   EXPECT_EQ(CookieValue("a=1; xcorral_token=crl_x", "corral_token"), "");
   EXPECT_EQ(WithoutCookie("corral_token=crl_x; b=2", "corral_token"), "b=2");
+  EXPECT_EQ(CookieCount("a=1; corral_token=crl_x", "corral_token"), 1);
+  EXPECT_EQ(CookieCount("corral_token=crl_js; a=1; corral_token=crl_x", "corral_token"), 2);
+  EXPECT_EQ(CookieCount("a=1", "corral_token"), 0);
   EXPECT_EQ(TokenCookie("crl_x", false), "corral_token=crl_x; Path=/; HttpOnly; SameSite=Strict");
   EXPECT_EQ(TokenCookie("crl_x", true),
             "corral_token=crl_x; Path=/; HttpOnly; SameSite=Strict; Secure");

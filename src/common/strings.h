@@ -1,0 +1,18 @@
+// Small text helpers that every module needs and the standard library lacks. ASCII only: they are
+// for protocol text (HTTP headers, cookies, engine output), never for people's names.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace corral {
+
+// `text` without leading and trailing blanks (space, tab, CR, LF).
+std::string Trim(std::string_view text);
+// `text` with A-Z lowered (other bytes unchanged).
+std::string Lower(std::string text);
+// The parts joined with `separator` between them ("" for none).
+std::string Join(const std::vector<std::string>& parts, std::string_view separator);
+
+}  // namespace corral

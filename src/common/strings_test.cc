@@ -1,0 +1,27 @@
+#include "common/strings.h"
+
+#include <gtest/gtest.h>
+
+namespace corral {
+namespace {
+
+TEST(StringsTest, Trim) {
+  EXPECT_EQ(Trim("  a b\t\r\n"), "a b");
+  EXPECT_EQ(Trim(" \t "), "");
+  EXPECT_EQ(Trim(""), "");
+  EXPECT_EQ(Trim("x"), "x");
+}
+
+TEST(StringsTest, LowerTouchesOnlyAsciiLetters) {
+  EXPECT_EQ(Lower("Set-Cookie: ABC_z9"), "set-cookie: abc_z9");
+  EXPECT_EQ(Lower("\xc3\x89"), "\xc3\x89");  // not ASCII: unchanged
+}
+
+TEST(StringsTest, Join) {
+  EXPECT_EQ(Join({}, " "), "");
+  EXPECT_EQ(Join({"echo"}, " "), "echo");
+  EXPECT_EQ(Join({"echo", "$HOME", "|", "wc"}, " "), "echo $HOME | wc");
+}
+
+}  // namespace
+}  // namespace corral
