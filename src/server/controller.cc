@@ -872,6 +872,27 @@ bool MayUseSession(const Principal& who, const store::JobRecord& record) {
 
 std::string SessionName(JobId id) { return "session " + std::to_string(id.value()); }
 
+// The stored record and spec of session `id` when `may` lets `who` at it; NotFound naming the
+// session otherwise (also for jobs that are not sessions), so that others learn nothing.
+Result<std::pair<store::JobRecord, JobSpec>> StoredSession(store::Store& store,
+                                                           const Principal& who, JobId id,
+                                                           bool (*may)(const Principal&,
+                                                                       const store::JobRecord&)) {
+  auto record = store.GetJob(id);
+  if (!record.ok()) {
+    if (record.status().code() == StatusCode::kNotFound) {
+      return NotFound(SessionName(id) + " not found");
+    }
+    return record.status();
+  }
+  auto spec =
+      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
+  if (!spec.ok() || !spec->session || !may(who, *record)) {
+    return NotFound(SessionName(id) + " not found");
+  }
+  return std::make_pair(std::move(record).value(), std::move(spec).value());
+}
+
 // Where a session's app listens: its task's allocation "session": {"address", "port"}.
 struct AppAddress {
   std::string address;
@@ -949,28 +970,20 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
 }
 
 Result<nlohmann::json> Controller::SessionView(const Principal& who, JobId id) {
-  auto record = store_.GetJob(id);
-  if (!record.ok()) {
-    if (record.status().code() == StatusCode::kNotFound)
-      return NotFound(SessionName(id) + " not found");
-    return record.status();
-  }
-  auto spec =
-      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
-  if (!spec.ok() || !spec->session || !MaySeeSession(who, *record)) {
-    return NotFound(SessionName(id) + " not found");
-  }
+  auto stored = StoredSession(store_, who, id, MaySeeSession);
+  if (!stored.ok()) return stored.status();
+  const auto& [record, spec] = *stored;
   auto tasks = store_.TasksOfJob(id);
   if (!tasks.ok()) return tasks.status();
   std::vector<store::TaskRecord> run;  // the current run's
   for (const auto& t : *tasks) {
-    if (t.generation == record->restarts + 1) run.push_back(t);
+    if (t.generation == record.restarts + 1) run.push_back(t);
   }
   std::lock_guard lock(mu_);
   auto live = jobs_.find(id);
   if (live != jobs_.end())
-    return SessionJsonLocked(who, *record, *spec, live->second.tasks, &live->second);
-  return SessionJsonLocked(who, *record, *spec, run, nullptr);
+    return SessionJsonLocked(who, record, spec, live->second.tasks, &live->second);
+  return SessionJsonLocked(who, record, spec, run, nullptr);
 }
 
 nlohmann::json Controller::ListSessions(const Principal& who) {
@@ -1016,19 +1029,10 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
     }
   }
   // Not live: ended, or not a job at all.
-  auto record = store_.GetJob(id);
-  if (!record.ok()) {
-    if (record.status().code() == StatusCode::kNotFound)
-      return NotFound(SessionName(id) + " not found");
-    return record.status();
-  }
-  auto spec =
-      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
-  if (!spec.ok() || !spec->session || !MayUseSession(who, *record)) {
-    return NotFound(SessionName(id) + " not found");
-  }
+  auto stored = StoredSession(store_, who, id, MayUseSession);
+  if (!stored.ok()) return stored.status();
   SessionEndpoint endpoint;
-  endpoint.state = record->state;
+  endpoint.state = stored->first.state;
   return endpoint;
 }
 

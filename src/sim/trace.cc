@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/strings.h"
 #include "sim/csv.h"
 
 namespace corral::sim {
@@ -86,15 +87,6 @@ Status AppendValidated(Trace& trace, TraceJob job, const std::string& path, int6
   if (!valid.ok()) return AtLine(path, line, valid);
   trace.jobs.push_back(std::move(job));
   return Status::Ok();
-}
-
-std::string Join(const std::vector<std::string>& parts, std::string_view separator) {
-  std::string out;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (i > 0) out += separator;
-    out += parts[i];
-  }
-  return out;
 }
 
 std::vector<std::string> Split(std::string_view text, char separator) {
