@@ -24,6 +24,7 @@
 #include "agent/container_engine.h"
 #include "agent/file_io.h"
 #include "agent/process_runtime.h"
+#include "agent/runtime_test_support.h"
 #include "agent/task_user.h"
 
 namespace corral::agent {
@@ -230,18 +231,7 @@ class ContainerRuntimeTest : public ::testing::Test {
 
   TaskStatus WaitFor(Runtime& runtime, const TaskKey& key,
                      const std::function<bool(const TaskStatus&)>& done, const std::string& what) {
-    auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    TaskStatus last;
-    while (std::chrono::steady_clock::now() < deadline) {
-      for (const TaskStatus& s : runtime.Poll()) {
-        if (s.key == key) last = s;
-      }
-      if (last.key == key && done(last)) return last;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "timed out waiting for " << what << "; last state "
-                  << TaskStateName(last.state) << " message '" << last.message << "'";
-    return last;
+    return WaitForStatus(runtime, key, done, what, kDeadline);
   }
 
   TaskStatus WaitForEnd(Runtime& runtime, const TaskKey& key) {
@@ -250,20 +240,7 @@ class ContainerRuntimeTest : public ::testing::Test {
   }
 
   void WaitForOutput(Runtime& runtime, const TaskKey& key, const std::string& text) {
-    auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto out = runtime.ReadLog(key, LogStream::kStdout, 0, 1 << 20);
-      if (out.ok() && out->find(text) != std::string::npos) return;
-      for (const TaskStatus& s : runtime.Poll()) {
-        if (s.key == key && IsTerminal(s.state)) {
-          ADD_FAILURE() << "the task ended (" << s.message << ") before printing '" << text
-                        << "'; stderr: " << Log(runtime, key, LogStream::kStderr);
-          return;
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "timed out waiting for '" << text << "' in the task's stdout";
+    WaitForStdout(runtime, key, text, kDeadline);
   }
 
   static std::string Log(Runtime& runtime, const TaskKey& key, LogStream stream) {

@@ -22,6 +22,7 @@
 #include "agent/distributed_test_support.h"
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
+#include "agent/runtime_test_support.h"
 #include "agent/shim.h"
 #include "agent/task_user.h"
 
@@ -84,21 +85,9 @@ class ProcessRuntimeTest : public ::testing::Test {
     return l;
   }
 
-  // Polls until `done` holds for the task's status, or fails the test at the deadline.
   TaskStatus WaitFor(Runtime& runtime, const TaskKey& key,
                      const std::function<bool(const TaskStatus&)>& done, const std::string& what) {
-    auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    TaskStatus last;
-    while (std::chrono::steady_clock::now() < deadline) {
-      for (const TaskStatus& s : runtime.Poll()) {
-        if (s.key == key) last = s;
-      }
-      if (last.key == key && done(last)) return last;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "timed out waiting for " << what << "; last state "
-                  << TaskStateName(last.state) << " message '" << last.message << "'";
-    return last;
+    return WaitForStatus(runtime, key, done, what, kDeadline);
   }
 
   TaskStatus WaitForEnd(Runtime& runtime, const TaskKey& key) {
@@ -106,16 +95,8 @@ class ProcessRuntimeTest : public ::testing::Test {
         runtime, key, [](const TaskStatus& s) { return IsTerminal(s.state); }, "the task to end");
   }
 
-  // Waits until the task's stdout contains `text` (e.g. "ready" after a trap is installed).
   void WaitForOutput(Runtime& runtime, const TaskKey& key, const std::string& text) {
-    auto deadline = std::chrono::steady_clock::now() + kDeadline;
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto out = runtime.ReadLog(key, LogStream::kStdout, 0, 1 << 20);
-      if (out.ok() && out->find(text) != std::string::npos) return;
-      runtime.Poll();
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "timed out waiting for '" << text << "' in the task's stdout";
+    WaitForStdout(runtime, key, text, kDeadline);
   }
 
   std::string Stdout(Runtime& runtime, const TaskKey& key) {

@@ -65,7 +65,8 @@ uint64_t ClusterState::RuntimeBit(std::string_view runtime) const {
 
 int ClusterState::NodesOffering(uint64_t mask) const {
   int nodes = 0;
-  for (const NodeState& n : nodes_) nodes += n.present && (n.runtimes & mask) != 0;
+  for (const auto& [runtimes, count] : live_by_runtimes_)
+    nodes += (runtimes & mask) != 0 ? count : 0;
   return nodes;
 }
 
@@ -126,6 +127,7 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
   nodes_.push_back(std::move(node));
   by_name_.emplace(spec.name, index);
   ++live_nodes_;
+  ++live_by_runtimes_[nodes_[index].runtimes];
   int64_t milli = static_cast<int64_t>(spec.gpus.size()) * kFullMilli;
   total_gpu_milli_ += milli;
   free_gpu_milli_ += milli;
@@ -144,6 +146,7 @@ Status ClusterState::RemoveNode(NodeIndex n) {
   by_name_.erase(node.name);
   node.present = false;
   --live_nodes_;
+  if (--live_by_runtimes_[node.runtimes] == 0) live_by_runtimes_.erase(node.runtimes);
   return Status::Ok();
 }
 

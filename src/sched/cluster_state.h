@@ -144,8 +144,8 @@ class ClusterState {
   static constexpr int kMaxRuntimes = 64;
   uint64_t RuntimeBit(std::string_view runtime) const;
   int RuntimeCount() const { return static_cast<int>(runtime_bits_.size()); }
-  // Live nodes (schedulable or not) that offer one of the runtimes in `mask`; visits every node
-  // (for pending reasons of jobs that need a runtime).
+  // Live nodes (schedulable or not) that offer one of the runtimes in `mask` (for pending
+  // reasons of jobs that need a runtime); visits each distinct set of runtimes once.
   int NodesOffering(uint64_t mask) const;
 
   const NodeState& node(NodeIndex n) const { return nodes_[n]; }
@@ -179,6 +179,7 @@ class ClusterState {
   std::unordered_map<int64_t, int> kind_ids_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
   std::unordered_map<std::string, uint64_t> runtime_bits_;
+  std::unordered_map<uint64_t, int> live_by_runtimes_;  // runtime mask -> live nodes with it
   int live_nodes_ = 0;
   int64_t total_gpu_milli_ = 0;
   int64_t free_gpu_milli_ = 0;

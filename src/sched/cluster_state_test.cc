@@ -186,5 +186,24 @@ TEST(ClusterStateProperty, RandomEventSequencesStayConsistent) {
   }
 }
 
+TEST(ClusterState, CountsTheNodesOfferingARuntimeAsNodesComeAndGo) {
+  ClusterState s;
+  model::Node plain = model::MakeNode("plain", "T4", 2, CpuMilli(1000), MemoryMib(1024));
+  model::Node engine = model::MakeNode("engine", "T4", 2, CpuMilli(1000), MemoryMib(1024));
+  engine.runtimes = {"process", "container"};
+  ASSERT_TRUE(s.AddNode(plain).ok());
+  EXPECT_EQ(s.RuntimeBit("container"), 0u);
+  auto e = s.AddNode(engine);
+  ASSERT_TRUE(e.ok());
+  const uint64_t container = s.RuntimeBit("container");
+  const uint64_t process = s.RuntimeBit("process");
+  EXPECT_EQ(s.NodesOffering(container), 1);
+  EXPECT_EQ(s.NodesOffering(process), 2);
+  EXPECT_EQ(s.NodesOffering(process | container), 2);  // each node once
+  ASSERT_TRUE(s.RemoveNode(*e).ok());
+  EXPECT_EQ(s.NodesOffering(container), 0);
+  EXPECT_EQ(s.NodesOffering(process), 1);
+}
+
 }  // namespace
 }  // namespace corral::sched

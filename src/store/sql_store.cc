@@ -204,11 +204,17 @@ Status SqlStore::Annotate(const std::string& operation, const Status& status) co
   return {status.code(), operation + ": " + status.message()};
 }
 
-Status SqlStore::ExplainWrongState(JobId id, const std::string& expected) {
+Result<std::string> SqlStore::JobStateLocked(JobId id) {
   auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return NotFound(JobName(id) + " not found");
-  return FailedPrecondition(JobName(id) + " is " + (*rows)[0].Text(0) + ", not " + expected);
+  return (*rows)[0].Text(0);
+}
+
+Status SqlStore::ExplainWrongState(JobId id, const std::string& expected) {
+  auto state = JobStateLocked(id);
+  if (!state.ok()) return state.status();
+  return FailedPrecondition(JobName(id) + " is " + *state + ", not " + expected);
 }
 
 Status SqlStore::ExplainMissingJobOwner(const std::vector<JobRecord>& jobs) {
@@ -641,10 +647,9 @@ Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now)
   const std::string op = "request cancellation of " + JobName(id);
   std::lock_guard<std::mutex> lock(mu_);
   return Annotate(op, InTransaction([&]() -> Status {
-                    auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
-                    if (!rows.ok()) return rows.status();
-                    if (rows->empty()) return NotFound(JobName(id) + " not found");
-                    const std::string state = (*rows)[0].Text(0);
+                    auto current = JobStateLocked(id);
+                    if (!current.ok()) return current.status();
+                    const std::string& state = *current;
                     if (state != "starting" && state != "running") {
                       return FailedPrecondition(JobName(id) + " is " + state + ", not started");
                     }
@@ -662,12 +667,10 @@ Status SqlStore::AddJobEvent(JobId id, const std::string& reason, Seconds now) {
   const std::string op = "record an event of " + JobName(id);
   std::lock_guard<std::mutex> lock(mu_);
   return Annotate(op, InTransaction([&]() -> Status {
-                    auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
-                    if (!rows.ok()) return rows.status();
-                    if (rows->empty()) return NotFound(JobName(id) + " not found");
-                    const std::string state = (*rows)[0].Text(0);
+                    auto state = JobStateLocked(id);
+                    if (!state.ok()) return state.status();
                     return conn_
-                        ->Execute(kInsertEvent, {id.value(), now.value(), state, state, reason})
+                        ->Execute(kInsertEvent, {id.value(), now.value(), *state, *state, reason})
                         .status();
                   }));
 }

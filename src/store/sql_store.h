@@ -95,6 +95,8 @@ class SqlStore final : public Store {
   // the first job's id becomes every job's array_id. `op` names the operation in errors.
   Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
                                            const std::vector<JobRecord>& jobs, bool array);
+  // A job's state; NotFound naming the job when there is none.
+  Result<std::string> JobStateLocked(JobId id);
   // The projects `name` is shared with, by name.
   Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
