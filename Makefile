@@ -2,10 +2,15 @@
 # idempotent and takes well under a second when everything is present).
 #
 #   make run     set up, build, and run corral's main job: `corral dev`, a one-machine cluster
+#                (with the web dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, then
-#                ASan+UBSan unit tests
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
+#                dashboard's browser tests, then ASan+UBSan unit tests
 #   make build   Release build in build/ (binary: build/corral)
+#   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
+#                file), then esbuild into web/dist
+#   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
+#   make bench-web the heatmap's render time with 1,000 fake nodes (docs/benchmarks.md)
 #   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
 #   make lint    clang-format check (fails on any difference) + clang-tidy (advisory)
 #   make format  apply clang-format to every C++ file in place
@@ -60,7 +65,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup configure build test test-unit test-cli test-e2e test-distributed test-asan run sim-demo bench lint format format-check tidy clean
+.PHONY: setup configure build web test test-unit test-cli test-e2e test-web test-distributed test-asan run sim-demo bench bench-web lint format format-check tidy clean
 
 setup:
 	@$(call timed,setup,bash scripts/bootstrap.sh)
@@ -71,8 +76,18 @@ configure: setup
 build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
 
+# The dashboard (web/, docs/dashboard.md). npm ci only when web/node_modules is missing or older
+# than package-lock.json (npm ci writes node_modules/.package-lock.json); the build itself takes
+# under a second.
+WEB_BUILD = cd web && \
+  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+    npm ci --no-audit --no-fund --loglevel=error; fi; \
+  node build.mjs
+web: setup
+	@$(call timed,dashboard build (web/),$(WEB_BUILD))
+
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-distributed test-asan
+test: test-unit test-cli test-e2e test-web test-distributed test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -80,13 +95,20 @@ test: test-unit test-cli test-e2e test-distributed test-asan
 test-unit: build
 	@$(call timed,unit tests (Release; SQLite and PostgreSQL),bash scripts/with_postgres.sh ctest --test-dir build --output-on-failure -j$(JOBS))
 
-# Real processes on loopback: a server, agents with fake GPUs, the CLI, SIGKILLs.
+# Real processes on loopback: a server, agents with fake GPUs, the CLI, SIGKILLs; then GPU
+# monitoring with a real Prometheus scraping the server.
 test-e2e: build
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
+	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
 test-distributed: build
 	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
+
+# Headless Chromium (playwright-core) against a real corral dev; screenshots of every page in
+# build/web-artifacts/.
+test-web: build web
+	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \
@@ -100,7 +122,7 @@ test-asan: setup
 
 # The main job: a one-machine cluster (server + agent, SQLite, fake GPUs when the machine has
 # none) in .corral/dev, until Ctrl-C. It prints the URL, the admin token and example commands.
-run: build
+run: build web
 	@mkdir -p .corral
 	build/corral dev --data-dir .corral/dev
 
@@ -123,6 +145,10 @@ sim-demo: build
 	fi
 	@echo; echo "Per-step CSVs (one per policy and seed): $(DEMO_OUT)/fill_<policy>_<seed>.csv"; \
 	  echo "Plot of unallocated GPUs against load:    $(DEMO_OUT)/fill_unallocated.svg"
+
+# The dashboard's heatmap render time: 1,000 fake nodes x 8 GPUs, 7 runs.
+bench-web: web
+	@$(call timed,bench/web_render.mjs,node bench/web_render.mjs 1000 8 7)
 
 # Micro benchmarks (Google Benchmark binaries in build/bench/), then the end-to-end simulator
 # benchmarks of bench/macro.sh when it exists.
@@ -165,4 +191,4 @@ format: setup
 	clang-format -i $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan $(DEMO_OUT) .corral/synthetic.jsonl
+	rm -rf build build-asan web/dist $(DEMO_OUT) .corral/synthetic.jsonl

@@ -16,11 +16,25 @@ packages=(
   python3  # tests/e2e_test.py
   python3-torch  # tests/distributed_test.py: real PyTorch DDP (gloo, CPU) across two agents
   iproute2  # tests/distributed_test.py: network namespaces as separate hosts
+  prometheus  # tests/e2e_monitoring_test.py: a real Prometheus scrapes GET /metrics
   # The agent's container runtime and its tests (src/agent/container_runtime_test.cc): podman
   # with runc (crun refuses hybrid cgroups), catatonit for `run --init` (only recommended by
   # podman, and recommends are not installed here), busybox for the test image.
   podman runc catatonit busybox-static
+  # The dashboard's browser tests (tests/web/): headless Chromium driven by playwright-core,
+  # with a font for legible screenshots.
+  chromium fonts-dejavu-core
 )
+
+# The dashboard (web/) builds with node and npm (node >= 18; Debian 12 has 18). A node
+# installed some other way (NodeSource, which bundles npm) is used as it is: Debian's npm
+# package would conflict with it.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+elif [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
+  echo "bootstrap: node $(node --version) is too old for the dashboard (web/ needs >= 18)" >&2
+  exit 1
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -190,10 +190,13 @@ expect_json() {
     fail "'$*' printed no JSON matching ($check): $out"
   fi
 }
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
-print(s.getsockname()[1])')
-"$corral" server --listen "127.0.0.1:$port" --store "sqlite:$work/corral.db" \
-  --data-dir "$work/server" >/dev/null 2>"$work/server.log" &
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port=$(free_port)
+session_port=$(free_port)  # the session gateway's (docs/sessions.md)
+"$corral" server --listen "127.0.0.1:$port" --session-listen "127.0.0.1:$session_port" \
+  --store "sqlite:$work/corral.db" --data-dir "$work/server" >/dev/null 2>"$work/server.log" &
 server_pid=$!
 export CORRAL_SERVER="http://127.0.0.1:$port" HOME="$work" XDG_CONFIG_HOME="$work/config"
 for _ in $(seq 100); do
@@ -296,7 +299,8 @@ if python3 -c 'import json,sys,re
 s=json.loads(sys.argv[1]); url=sys.argv[2]
 assert s["state"]=="pending" and s["idle_timeout_s"]==7200, s
 assert s["url"]==url+"/sessions/%d/" % s["id"] and s["direct_url"] is None, s
-assert re.fullmatch("[0-9a-f]{64}", s["token"]), s' "$session_json" "$CORRAL_SERVER" 2>/dev/null
+assert re.fullmatch("[0-9a-f]{64}", s["token"]), s' "$session_json" "http://127.0.0.1:$session_port" \
+  2>/dev/null
 then ok; else fail "session start -o json: $session_json"; fi
 expect_exit 0 "^$session +pending " -- "$corral" session list
 expect_json "'token' not in j['spec']['session'] and j['spec']['session'] == {'idle_timeout_s': 7200} and j['spec']['env'] == {'THEME': 'dark'}" -- \

@@ -6,7 +6,7 @@ checks what users rely on: jobs run on exactly their GPUs, nothing is given twic
 back, auth holds, and nothing acknowledged is lost when processes are SIGKILLed. Polls with
 deadlines; never sleeps to wait for time to pass.
 
-Usage: tests/e2e_test.py path/to/corral [--store-url URL]
+Usage: tests/e2e_test.py path/to/corral [--store-url URL] [--only TEST_NAME]
 """
 import http.client
 import json
@@ -21,12 +21,15 @@ import tempfile
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 CORRAL = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else "build/corral"
 STORE_URL = None
 if "--store-url" in sys.argv:
     STORE_URL = sys.argv[sys.argv.index("--store-url") + 1]
+
+ONLY = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
 
 FAILURES = []
 PASSED = []
@@ -63,6 +66,8 @@ class Cluster:
         self.host = host  # the server listens here; agents and the CLI dial it
         self.port = free_port()
         self.url = f"http://{host}:{self.port}"
+        self.session_port = free_port()  # the session gateway's
+        self.session_url = f"http://{host}:{self.session_port}"
         self.data = os.path.join(root, "server")
         self.store = STORE_URL or "sqlite:" + os.path.join(root, "corral.db")
         self.node_timeout = node_timeout
@@ -76,6 +81,7 @@ class Cluster:
     def start_server(self):
         self.server = subprocess.Popen(
             [CORRAL, "server", "--listen", f"{self.host}:{self.port}", "--store", self.store,
+             "--session-listen", f"{self.host}:{self.session_port}",
              "--data-dir", self.data, "--node-timeout", str(self.node_timeout),
              *self.server_args],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "server.log"), "a"))
@@ -158,9 +164,10 @@ class Cluster:
         return wait_for(lambda: self.job(job_id).get("state") in states, timeout)
 
 
-def http_request(cluster, method, path, headers=None, body=None):
-    """One request, no redirects followed, no cookie jar: (status, headers, body text)."""
-    conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=30)
+def http_request(cluster, method, path, headers=None, body=None, port=None):
+    """One request to the API (or `port`), no redirects followed, no cookie jar: (status,
+    headers, body text)."""
+    conn = http.client.HTTPConnection(cluster.host, port or cluster.port, timeout=30)
     try:
         conn.request(method, path, body=body, headers=headers or {})
         r = conn.getresponse()
@@ -169,9 +176,9 @@ def http_request(cluster, method, path, headers=None, body=None):
         conn.close()
 
 
-def http_request_pairs(cluster, path, headers):
+def http_request_pairs(cluster, path, headers, port=None):
     """GET `path`: (status, the answer's headers as (name, value) pairs, repeated ones kept)."""
-    conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=30)
+    conn = http.client.HTTPConnection(cluster.host, port or cluster.port, timeout=30)
     try:
         conn.request("GET", path, headers=headers)
         r = conn.getresponse()
@@ -758,8 +765,10 @@ def test_environments_venv_clone_and_share(root):
 # A tiny HTTP app for sessions: serves on $CORRAL_SESSION_PORT under $CORRAL_SESSION_URL_PREFIX,
 # trusts requests carrying the session token (the proxy's "Authorization: token T", or ?token=T
 # on the direct URL) and echoes what it got. PREFIX/hold waits until PREFIX/release (PREFIX/held
-# counts the waiting ones); PREFIX/cookies tries to set corral's cookie. With the argument
-# "status" it also serves Jupyter Server's PREFIX/api/status: in use now.
+# counts the waiting ones); PREFIX/cookies tries to set corral's cookie; a WebSocket handshake
+# ("Upgrade: websocket") with the token gets 101 and then every byte echoed until the client
+# closes. With the argument "status" it also serves Jupyter Server's PREFIX/api/status: in use
+# now.
 SESSION_APP = r"""
 import datetime, http.server, json, os, sys, threading
 port = int(os.environ["CORRAL_SESSION_PORT"])
@@ -781,6 +790,20 @@ class App(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(text)
     def answer(self):
+        if (self.headers.get("Upgrade", "").lower() == "websocket" and
+                self.headers.get("Authorization") == "token " + token):
+            self.send_response(101)
+            self.send_header("Upgrade", "websocket")
+            self.send_header("Connection", "Upgrade")
+            self.end_headers()
+            self.wfile.flush()
+            while True:
+                data = self.connection.recv(65536)
+                if not data:
+                    break
+                self.connection.sendall(data)
+            self.close_connection = True
+            return
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
         if not self.path.startswith(prefix):
             return self.reply(404, "not here")
@@ -816,12 +839,17 @@ http.server.ThreadingHTTPServer(("0.0.0.0", port), App).serve_forever()
 
 
 def test_sessions_proxy_auth_and_idle_stop(root):
-    """`corral session start` runs an HTTP app as a job; the server proxies /sessions/ID/ to it
-    for its owner only (bearer token or login cookie), refusing cross-site requests that change
-    something and a session's fifth request at once; stopping it closes the proxy; an idle
-    session gets a notice and is stopped, unless its app says it is in use."""
+    """`corral session start` runs an HTTP app as a job; the session gateway (its own port)
+    carries /sessions/ID/ to it for its owner only (bearer token or login cookie), WebSockets
+    included, refusing cross-site requests that change something or open a WebSocket and a
+    session's fifth connection at once; the API redirects old links there; stopping a session
+    closes it; an idle session gets a notice and is stopped, unless its app says it is in use."""
     c = Cluster(os.path.join(root, "sessions"),
-                server_args=("--session-idle-timeout", "3", "--session-idle-warning", "2"))
+                server_args=("--session-idle-timeout", "3", "--session-idle-warning", "2",
+                             "--session-max-connections-per-session", "4"))
+
+    def gw(method, path, headers=None, body=None):
+        return http_request(c, method, path, headers, body, port=c.session_port)
     try:
         c.start_agent("n1", "2xT4", extra=("--address", "127.0.0.1"))
         check("agent joins", c.wait_nodes(1))
@@ -832,8 +860,8 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         s = json.loads(out.stdout) if out.returncode == 0 else {}
         sid = s.get("id")
         prefix = f"/sessions/{sid}/"
-        check("corral session start --wait: running, with the proxy URL and the token",
-              s.get("state") == "running" and s.get("url") == c.url + prefix and
+        check("corral session start --wait: running, with the gateway URL and the token",
+              s.get("state") == "running" and s.get("url") == c.session_url + prefix and
               re.fullmatch(r"[0-9a-f]{64}", s.get("token", "")) is not None,
               out.stdout + out.stderr)
         if not sid:
@@ -846,52 +874,61 @@ def test_sessions_proxy_auth_and_idle_stop(root):
               listed)
 
         bearer = lambda token: {"Authorization": "Bearer " + token}  # noqa: E731
-        status, headers, text = http_request(c, "GET", prefix + "tree?a=1&b=%2B", bearer(alice))
+        status, headers, text = gw("GET", prefix + "tree?a=1&b=%2B", bearer(alice))
         check("the owner's bearer token passes: 200 and the app's answer",
               status == 200 and f"app of job {sid}: GET {prefix}tree?a=1&b=%2B authed=True" in text
               and headers.get("x-app") == "session-app", (status, headers, text))
         check("the proxy sends the app its token, never corral's",
               f"authorization=token {s['token']}" in text and alice not in text, text)
-        status, _, text = http_request(c, "GET", prefix, bearer(c.token))
+        status, _, text = gw("GET", prefix, bearer(c.token))
         check("an admin gets 404 from the proxy like everyone but the owner",
               status == 404 and "authed" not in text, (status, text))
         status, body = c.api("GET", f"/api/v1/sessions/{sid}")
         check("an admin still sees it through the API", status == 200 and body["id"] == sid,
               (status, body))
-        status, _, text = http_request(
-            c, "POST", prefix + "api/contents", {**bearer(alice), "Content-Type": "application/json"},
+        status, _, text = gw(
+            "POST", prefix + "api/contents", {**bearer(alice), "Content-Type": "application/json"},
             '{"type": "notebook"}')
         check("POST bodies pass through",
               status == 200 and f'POST {prefix}api/contents' in text and
               'body={"type": "notebook"}' in text, (status, text))
         json_post = {**bearer(alice), "Content-Type": "application/json"}
-        status, _, text = http_request(c, "POST", prefix + "api/contents",
-                                       {**json_post, "Origin": c.url}, "{}")
-        check("a POST from the server's own origin passes", status == 200, (status, text))
+        status, _, text = gw("POST", prefix + "api/contents",
+                                       {**json_post, "Origin": c.session_url}, "{}")
+        check("a POST from the gateway's own origin passes", status == 200, (status, text))
+        status, _, text = gw("POST", prefix + "api/contents", {**json_post, "Origin": c.url}, "{}")
+        check("a POST from the API's origin does not (another origin)", status == 403,
+              (status, text))
         for name, extra in (("Origin", {"Origin": "https://evil.example"}),
                             ("Origin null", {"Origin": "null"}),
                             ("Sec-Fetch-Site", {"Sec-Fetch-Site": "cross-site"})):
-            status, headers, text = http_request(c, "PUT", prefix + "api/contents",
+            status, headers, text = gw("PUT", prefix + "api/contents",
                                                  {**json_post, **extra}, "{}")
             check(f"a cross-site PUT ({name}) -> 403 problem, the app never sees it",
                   status == 403 and headers.get("content-type") == "application/problem+json"
                   and "app of job" not in text, (status, headers, text))
-        status, _, text = http_request(c, "GET", prefix, {**bearer(alice),
+        status, _, text = gw("GET", prefix, {**bearer(alice),
                                                           "Origin": "https://evil.example"})
         check("a cross-site GET passes (it changes nothing)", status == 200, (status, text))
-        status, pairs = http_request_pairs(c, prefix + "cookies", bearer(alice))
+        status, pairs = http_request_pairs(c, prefix + "cookies", bearer(alice), port=c.session_port)
         cookies = [v for k, v in pairs if k.lower() == "set-cookie"]
         check("the app may set its own cookies but not corral's",
               status == 200 and cookies == [f"theme=dark; Path={prefix}"], (status, cookies))
-        status, _, text = http_request(c, "GET", prefix, bearer(bob))
+        status, _, text = gw("GET", prefix, bearer(bob))
         check("another user's token -> 404", status == 404, (status, text))
-        status, _, text = http_request(c, "GET", prefix)
+        status, _, text = gw("GET", prefix)
         check("no token -> 401 saying to log in", status == 401 and "/login" in text,
               (status, text))
-        status, _, text = http_request(c, "GET", prefix, {"Accept": "text/html"})
-        check("a browser without a token gets a link to the login page",
-              status == 401 and f'href="/login?next={prefix}"' in text, (status, text))
-        status, headers, _ = http_request(c, "GET", prefix[:-1] + "?x=1", bearer(alice))
+        status, headers, text = gw("GET", prefix + "lab?a=1", {"Accept": "text/html"})
+        login = (c.url + "/login?next=" +
+                 urllib.parse.quote(c.session_url + prefix + "lab?a=1", safe=""))
+        check("a browser without a token is sent to the API's login page, coming back",
+              status == 303 and headers.get("location") == login, (status, headers, login))
+        status, headers, _ = http_request(c, "PUT", prefix + "x?y=1", bearer(alice), "{}")
+        check("the API redirects old session links to the gateway (307, method kept)",
+              status == 307 and headers.get("location") == c.session_url + prefix + "x?y=1",
+              (status, headers))
+        status, headers, _ = gw("GET", prefix[:-1] + "?x=1", bearer(alice))
         check("/sessions/ID redirects to /sessions/ID/",
               status == 301 and headers.get("location") == prefix + "?x=1", (status, headers))
 
@@ -912,19 +949,27 @@ def test_sessions_proxy_auth_and_idle_stop(root):
                                        json.dumps({"token": alice, "next": prefix}))
         check("login keeps a local next", status == 200 and json.loads(text)["next"] == prefix,
               text)
+        for target, kept in ((c.session_url + prefix, True),
+                             (f"http://127.0.0.1:{c.session_port}@evil.example/", False),
+                             ("http://evil.example" + prefix, False)):
+            status, _, text = http_request(c, "POST", "/api/v1/login",
+                                           {"Content-Type": "application/json"},
+                                           json.dumps({"token": alice, "next": target}))
+            check(f"login {'keeps' if kept else 'refuses'} next {target}",
+                  status == 200 and json.loads(text)["next"] == (target if kept else "/"), text)
         status, _, _ = http_request(c, "POST", "/api/v1/login",
                                     {"Content-Type": "application/json"},
                                     json.dumps({"token": "crl_wrong"}))
         check("login with a bad token -> 401", status == 401, status)
-        status, _, text = http_request(c, "GET", prefix,
+        status, _, text = gw("GET", prefix,
                                        {"Cookie": f"theme=dark; corral_token={alice}"})
         check("the login cookie passes; the app gets the other cookies, not corral's",
               status == 200 and "authed=True" in text and "cookie=theme=dark " in text and
               alice not in text, (status, text))
-        status, _, _ = http_request(c, "GET", prefix, {"Cookie": f"corral_token={bob}"})
+        status, _, _ = gw("GET", prefix, {"Cookie": f"corral_token={bob}"})
         check("another user's cookie -> 404", status == 404, status)
-        status, _, text = http_request(
-            c, "GET", prefix, {"Cookie": f"corral_token={bob}; corral_token={alice}"})
+        status, _, text = gw(
+            "GET", prefix, {"Cookie": f"corral_token={bob}; corral_token={alice}"})
         check("two corral_token cookies (one a page's own) -> 401, neither trusted",
               status == 401 and "more than one corral_token" in text, (status, text))
         status, headers, _ = http_request(c, "POST", "/api/v1/logout", {"Origin": c.url})
@@ -941,30 +986,68 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         check("another site cannot log anyone in (403, no cookie)",
               status == 403 and "set-cookie" not in headers, (status, headers))
 
-        # Caps: a session has at most 4 requests in flight through the proxy; a fifth waits a
-        # moment for a place, then gets 503 with Retry-After.
+        # WebSockets through the gateway: the handshake, then bytes both ways.
+        def handshake(origin):
+            sock = socket.create_connection((c.host, c.session_port), timeout=10)
+            sock.sendall((f"GET {prefix}api/kernels/1/channels HTTP/1.1\r\n"
+                          f"Host: {c.host}:{c.session_port}\r\nOrigin: {origin}\r\n"
+                          f"Cookie: corral_token={alice}\r\nConnection: Upgrade\r\n"
+                          "Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n"
+                          "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n").encode())
+            head = b""
+            while b"\r\n\r\n" not in head:
+                data = sock.recv(4096)
+                if not data:
+                    break
+                head += data
+            return sock, head.decode(errors="replace")
+        sock, head = handshake(c.session_url)
+        echoed = b""
+        try:
+            if head.startswith("HTTP/1.1 101"):
+                for message in (b"hello kernel", b"x" * 200000):
+                    sock.sendall(message)
+                    got = b""
+                    while len(got) < len(message):
+                        data = sock.recv(65536)
+                        if not data:
+                            break
+                        got += data
+                    echoed += got
+        finally:
+            sock.close()
+        check("a WebSocket through the gateway: 101, then bytes echoed both ways",
+              head.startswith("HTTP/1.1 101") and "upgrade: websocket" in head.lower() and
+              echoed == b"hello kernel" + b"x" * 200000, (head, len(echoed)))
+        sock, head = handshake("https://evil.example")
+        sock.close()
+        check("a WebSocket from another site's page -> 403 (CSWSH)",
+              head.startswith("HTTP/1.1 403"), head)
+
+        # Caps: a session has at most 4 connections open through the gateway (this server's
+        # --session-max-connections-per-session); a fifth gets 503 with Retry-After.
         app_url = f"http://127.0.0.1:{s.get('port')}{prefix}"
         direct_get = lambda what: urllib.request.urlopen(  # noqa: E731
             f"{app_url}{what}?token={s['token']}", timeout=10).read().decode()
         held_answers = []
 
         def hold():
-            held_answers.append(http_request(c, "GET", prefix + "hold", bearer(alice))[0])
+            held_answers.append(gw("GET", prefix + "hold", bearer(alice))[0])
         holders = [threading.Thread(target=hold) for _ in range(4)]
         for t in holders:
             t.start()
         four = wait_for(lambda: direct_get("held") == "4", 20)
-        status, headers, text = http_request(c, "GET", prefix + "tree", bearer(alice))
-        check("a session's fifth request at once -> 503 with Retry-After",
+        status, headers, text = gw("GET", prefix + "tree", bearer(alice))
+        check("a session's fifth connection at once -> 503 with Retry-After",
               four and status == 503 and headers.get("retry-after") == "1" and
-              "requests in flight" in text, (four, status, headers, text))
+              "connections open" in text, (four, status, headers, text))
         direct_get("release")
         for t in holders:
             t.join(30)
         check("the four held requests are answered once the app lets them go",
               held_answers == [200] * 4, held_answers)
 
-        # The direct URL: the app's own token check (for WebSockets, which the proxy cannot carry).
+        # The direct URL: the app's own token check, on the node.
         direct = s.get("direct_url") or ""
         try:
             with urllib.request.urlopen(direct, timeout=10) as r:
@@ -1009,8 +1092,8 @@ def test_sessions_proxy_auth_and_idle_stop(root):
               out.stdout.strip() == f"stopping session {sid}", out.stdout + out.stderr)
         check("the stopped session ends cancelled", c.wait_state(sid, ("cancelled",), 30),
               c.job(sid))
-        status, _, text = http_request(c, "GET", prefix, bearer(alice))
-        check("a stopped session's proxy -> 503 saying its state",
+        status, _, text = gw("GET", prefix, bearer(alice))
+        check("a stopped session's gateway -> 503 saying its state",
               status == 503 and "cancelled" in text, (status, text))
         out = c.cli("session", "stop", str(sid), token=alice)
         check("stopping it again -> exit 5", out.returncode == 5, out.stderr)
@@ -1158,6 +1241,8 @@ def main():
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_environments_venv_clone_and_share,
                      test_sessions_proxy_auth_and_idle_stop, test_container_environment):
+            if ONLY and test.__name__ != ONLY:
+                continue
             print(f"== {test.__name__}", flush=True)
             try:
                 test(root)

@@ -23,6 +23,14 @@ struct DevFlags {
   std::string listen = "127.0.0.1:8080";
   std::string fake_gpus;
   std::string policy = "fgd";
+  std::string web_dir = server::DefaultWebDir();  // the source tree's web/dist when built
+  // GPU metrics (docs/monitoring.md): how often the agent samples, what fake GPUs read for a
+  // task that declares no FAKE_GPU_UTILIZATION, and the server's idle rule. Short values let a
+  // test see samples and idle flags in seconds (tests/web/dashboard_e2e.mjs).
+  double metrics_interval_s = 5;
+  int fake_gpu_utilization = 80;
+  int gpu_idle_threshold_percent = 10;
+  int gpu_idle_after_s = 1800;
 };
 
 int RunDev(const DevFlags& f) {
@@ -40,6 +48,9 @@ int RunDev(const DevFlags& f) {
   options.store_url = "sqlite:" + data_dir + "/corral.db";
   options.data_dir = data_dir;
   options.policy = f.policy;
+  options.web_dir = f.web_dir;
+  options.gpu_idle_threshold_percent = f.gpu_idle_threshold_percent;
+  options.gpu_idle_after_s = f.gpu_idle_after_s;
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -49,6 +60,7 @@ int RunDev(const DevFlags& f) {
 
   // GPUs: NVML when the machine has a driver (unless fakes are asked for), else 8 fake A100s.
   std::unique_ptr<agent::GpuProbe> probe;
+  agent::FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
   std::string gpus_note;
   if (f.fake_gpus.empty()) {
     if (auto nvml = agent::NvmlProbe::Create(); nvml.ok()) probe = std::move(nvml).value();
@@ -60,7 +72,10 @@ int RunDev(const DevFlags& f) {
       std::cerr << "corral dev: --fake-gpus: " << fake.status().message() << "\n";
       return 2;
     }
-    probe = std::make_unique<agent::FakeProbe>(std::move(fake).value());
+    fake->SetDefaultUtilization(f.fake_gpu_utilization);
+    auto owned = std::make_unique<agent::FakeProbe>(std::move(fake).value());
+    fake_probe = owned.get();
+    probe = std::move(owned);
     gpus_note = " (fake GPUs: " + spec + ")";
   }
   SystemClock clock;
@@ -75,10 +90,14 @@ int RunDev(const DevFlags& f) {
     std::cerr << "corral dev: " << runtime.status().message() << "\n";
     return 1;
   }
+  if (fake_probe != nullptr) {
+    fake_probe->SetTaskSource([rt = runtime->get()] { return rt->Running(); });
+  }
   agent::AgentOptions agent_options;
   agent_options.server_url = (*server)->url();
   agent_options.join_token = (*server)->join_token();
   agent_options.name = "dev";
+  agent_options.metrics_interval_ms = static_cast<int>(f.metrics_interval_s * 1000);
   // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
   // nowhere, and both run here.
   agent_options.address = "127.0.0.1";
@@ -101,7 +120,10 @@ int RunDev(const DevFlags& f) {
   std::ifstream(data_dir + "/admin.token") >> token;
   const std::string url = (*server)->url();
   std::cout << "corral dev: a one-machine cluster" << gpus_note << "\n"
-            << "  dashboard / status: " << url << "/\n"
+            << (f.web_dir.empty() ? "  status page:        " : "  dashboard:          ") << url
+            << "/" << (f.web_dir.empty() ? "  (no dashboard: `make web` builds it)" : "") << "\n"
+            << "  sessions:           " << (*server)->session_url()
+            << "/sessions/<id>/  (the session gateway)\n"
             << "  admin token:        " << token << "  (also in " << data_dir << "/admin.token)\n"
             << "  data:               " << data_dir << "\n\n"
             << "Try, in another terminal:\n"
@@ -130,6 +152,26 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
   c->add_option("--listen", f->listen, "HOST:PORT (the next free port if taken)");
   c->add_option("--fake-gpus", f->fake_gpus, "Fake GPUs, e.g. 8xA100-80GB (default when no NVML)");
   c->add_option("--policy", f->policy, "Placement policy");
+  c->add_option("--web-dir", f->web_dir,
+                "The built dashboard served at / (default: this source tree's web/dist when "
+                "`make web` built it; \"\": the plain status page)");
+  c->add_option("--metrics-interval", f->metrics_interval_s,
+                "Seconds between the agent's GPU samples (0: none; fractions allowed)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  c->add_option("--fake-gpu-utilization", f->fake_gpu_utilization,
+                "With fake GPUs: the utilisation (0..100) of a task that does not declare "
+                "FAKE_GPU_UTILIZATION in its environment")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  c->add_option("--gpu-idle-threshold", f->gpu_idle_threshold_percent,
+                "An allocated GPU under this utilisation (percent) is idle")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  c->add_option("--gpu-idle-after", f->gpu_idle_after_s,
+                "Seconds an allocated GPU must stay idle before it is flagged")
+      ->check(CLI::Range(0, 365 * 24 * 3600))
+      ->capture_default_str();
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

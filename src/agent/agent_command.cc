@@ -29,6 +29,8 @@ constexpr char kJoinTokenEnv[] = "CORRAL_JOIN_TOKEN";
 struct AgentFlags {
   AgentOptions options;
   std::string fake_gpus;
+  int fake_gpu_utilization = 80;
+  double metrics_interval_s = 5;
   std::string work_dir;
   std::string task_user;
   std::string join_token_file;
@@ -154,14 +156,23 @@ int RunAgentCommand(AgentFlags& f) {
     f.options.container_engine = Describe((*engine)->cli);
   }
   BlockShutdownSignals();
+  if (f.metrics_interval_s < 0 || f.metrics_interval_s > 3600) {
+    std::cerr << "corral agent: --metrics-interval: must be 0..3600 seconds\n";
+    return 2;
+  }
+  f.options.metrics_interval_ms = static_cast<int>(f.metrics_interval_s * 1000);
   std::unique_ptr<GpuProbe> probe;
+  FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
   if (!f.fake_gpus.empty()) {
     auto fake = FakeProbe::Create(f.fake_gpus, f.options.name.empty() ? "node" : f.options.name);
     if (!fake.ok()) {
       std::cerr << "corral agent: --fake-gpus: " << fake.status().message() << "\n";
       return 2;
     }
-    probe = std::make_unique<FakeProbe>(std::move(fake).value());
+    fake->SetDefaultUtilization(f.fake_gpu_utilization);
+    auto owned = std::make_unique<FakeProbe>(std::move(fake).value());
+    fake_probe = owned.get();
+    probe = std::move(owned);
   } else {
     auto nvml = NvmlProbe::Create();
     if (!nvml.ok()) {
@@ -184,6 +195,9 @@ int RunAgentCommand(AgentFlags& f) {
   if (!runtime.ok()) {
     std::cerr << "corral agent: " << runtime.status().message() << "\n";
     return 2;
+  }
+  if (fake_probe != nullptr) {
+    fake_probe->SetTaskSource([rt = runtime->get()] { return rt->Running(); });
   }
   auto node_id = LoadOrCreateNodeId(f.work_dir);
   if (!node_id.ok()) {
@@ -219,6 +233,14 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                     "--join-token-file or CORRAL_JOIN_TOKEN");
   c->add_option("--name", f->options.name, "Node name (default: hostname)");
   c->add_option("--fake-gpus", f->fake_gpus, "Fake GPU inventory, e.g. 8xA100-80GB");
+  c->add_option("--fake-gpu-utilization", f->fake_gpu_utilization,
+                "With --fake-gpus: the utilisation (0..100) of a task that does not declare "
+                "FAKE_GPU_UTILIZATION in its environment")
+      ->check(CLI::Range(0, 100))
+      ->capture_default_str();
+  c->add_option("--metrics-interval", f->metrics_interval_s,
+                "Seconds between GPU samples sent to the server (0: none)")
+      ->capture_default_str();
   c->add_option("--work-dir", f->work_dir,
                 "Absolute directory for the node id, task files, logs and scratch directories")
       ->required();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "agent/gpu_metrics.h"
 #include "agent/host_resources.h"
 #include "agent/task.h"
 
@@ -132,6 +133,19 @@ void AgentLoop::Apply(const nlohmann::json& answer) {
   }
 }
 
+nlohmann::json AgentLoop::DueGpuMetrics() {
+  if (options_.metrics_interval_ms <= 0) return nullptr;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_sample_) return nullptr;
+  next_sample_ = now + std::chrono::milliseconds(options_.metrics_interval_ms);
+  auto samples = probe_.Sample();
+  if (!samples.ok()) return nullptr;  // the next interval tries again
+  const int64_t sampled_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
+  return GpuMetricsJson(Attribute(*samples, runtime_.Running(), ProcParentOf), sampled_at_ms);
+}
+
 Status AgentLoop::Step() {
   if (node_token_.empty()) CORRAL_RETURN_IF_ERROR(Register());
   std::vector<TaskStatus> tasks = runtime_.Poll();
@@ -142,6 +156,7 @@ Status AgentLoop::Step() {
                          {"tasks", statuses},
                          {"logs", LogChunks(tasks, next_offsets)},
                          {"wait_ms", options_.wait_ms}};
+  if (nlohmann::json metrics = DueGpuMetrics(); !metrics.is_null()) body["gpu_metrics"] = metrics;
   httplib::Headers headers = {{"Authorization", "Bearer " + node_token_}};
   auto r = http_->Post("/api/v1/agent/heartbeat", headers,
                        body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),

@@ -2,10 +2,12 @@
 // and the node's secret id from node_identity.h), then heartbeats: it reports what its Runtime
 // says runs (and new log output), and converges to the server's answer — starting the launches it
 // does not run yet, killing what it is told to. A lost message is repaired by the next heartbeat; a
-// server that forgot the node (restart) is answered by registering again.
+// server that forgot the node (restart) is answered by registering again. Every few seconds a
+// heartbeat also carries the GPUs' metrics, mapped to the tasks that hold them (gpu_metrics.h).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -38,6 +40,9 @@ struct AgentOptions {
   // "container_engine" when not empty.
   std::vector<std::string> runtimes = {"process"};
   std::string container_engine;
+  // How often the GPUs are sampled (gpu_metrics.h); the latest sample goes with the next
+  // heartbeat. 0: never.
+  int metrics_interval_ms = 5000;
 };
 
 class AgentLoop {
@@ -60,6 +65,8 @@ class AgentLoop {
   nlohmann::json LogChunks(const std::vector<TaskStatus>& tasks,
                            std::map<std::string, int64_t>& next_offsets);
   void Apply(const nlohmann::json& answer);
+  // The "gpu_metrics" object when a sample is due (and the probe answers), else null.
+  nlohmann::json DueGpuMetrics();
 
   AgentOptions options_;
   GpuProbe& probe_;
@@ -67,7 +74,8 @@ class AgentLoop {
   std::unique_ptr<httplib::Client> http_;
   std::string node_token_;
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
-  std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes sent
+  std::map<std::string, int64_t> log_offsets_;           // "<alloc>-<gen>.<stream>" -> bytes sent
+  std::chrono::steady_clock::time_point next_sample_{};  // the epoch: the first step samples
 };
 
 }  // namespace corral::agent

@@ -26,6 +26,7 @@ class NoTasks final : public Runtime {
   Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
     return std::string();
   }
+  std::vector<RunningTask> Running() const override { return {}; }
 };
 
 class AgentLoopTest : public ::testing::Test {

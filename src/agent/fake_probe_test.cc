@@ -96,9 +96,55 @@ TEST(FakeProbeTest, SamplesAreIdleUntilSet) {
   samples = *probe->Sample();
   EXPECT_EQ(samples[1].gpu_utilization_percent, 97);
   EXPECT_EQ(samples[1].memory_used, MemoryMib(12000));
-  EXPECT_FALSE(samples[1].power_milliwatts.has_value());
+  EXPECT_FALSE(samples[1].power_milliwatts.has_value());  // what SetSample gave, nothing more
   busy.index = 2;
   EXPECT_EQ(probe->SetSample(busy).code(), StatusCode::kInvalidArgument);
+}
+
+RunningTask FakeTask(int64_t alloc, std::vector<int> gpus, int pid,
+                     std::map<std::string, std::string> env = {}, int64_t gpu_milli = 1000) {
+  RunningTask t;
+  t.launch.key = TaskKey{AllocationId(alloc), 1};
+  t.launch.gpus = std::move(gpus);
+  t.launch.gpu_milli = MilliGpu(gpu_milli);
+  t.launch.env = std::move(env);
+  t.pid = pid;
+  return t;
+}
+
+TEST(FakeProbeTest, RunningTasksLoadTheirGpusAsTheyDeclare) {
+  auto probe = FakeProbe::Create("4xA100-80GB", "n1");
+  ASSERT_TRUE(probe.ok());
+  std::vector<RunningTask> tasks = {
+      FakeTask(1, {0, 1}, 100, {{"FAKE_GPU_UTILIZATION", "90"}, {"FAKE_GPU_MEMORY_MIB", "2000"}}),
+      FakeTask(2, {2}, 200, {{"FAKE_GPU_UTILIZATION", "3"}}),
+      // Two half-GPU tasks share GPU 3: one declares nothing (the default, 60 here).
+      FakeTask(3, {3}, 300, {{"FAKE_GPU_UTILIZATION", "100"}}, 500),
+      FakeTask(4, {3}, 400, {}, 500)};
+  probe->SetDefaultUtilization(60);
+  probe->SetTaskSource([&] { return tasks; });
+  auto s = *probe->Sample();
+  ASSERT_EQ(s.size(), 4u);
+  EXPECT_EQ(s[0].gpu_utilization_percent, 90);
+  EXPECT_EQ(s[1].gpu_utilization_percent, 90);
+  EXPECT_EQ(s[0].memory_used, MemoryMib(2000));
+  EXPECT_EQ(s[0].memory_utilization_percent, 45);
+  EXPECT_EQ(s[0].power_milliwatts, 60000 + 3400 * 90);  // idle 15 % of 400 W, then linear
+  EXPECT_EQ(s[0].temperature_celsius, 30 + 41);
+  ASSERT_EQ(s[0].processes.size(), 1u);
+  EXPECT_EQ(s[0].processes[0].pid, 100);
+  EXPECT_EQ(s[2].gpu_utilization_percent, 3);
+  EXPECT_EQ(s[2].memory_used, MemoryMib(81920 * 2 / 5));  // 40 % when not declared
+  EXPECT_EQ(s[3].gpu_utilization_percent, 50 + 30);
+  EXPECT_EQ(s[3].processes.size(), 2u);
+
+  // An unusable declaration falls back to the default; an ended task leaves its GPU idle.
+  tasks = {FakeTask(5, {0}, 500, {{"FAKE_GPU_UTILIZATION", "150"}})};
+  s = *probe->Sample();
+  EXPECT_EQ(s[0].gpu_utilization_percent, 60);
+  EXPECT_EQ(s[1].gpu_utilization_percent, 0);
+  EXPECT_EQ(s[1].power_milliwatts, 60000);
+  EXPECT_TRUE(s[1].processes.empty());
 }
 
 TEST(NormalizeGpuModelTest, FollowsTheDocumentedRule) {

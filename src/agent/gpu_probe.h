@@ -21,6 +21,12 @@ struct GpuInventory {
   std::vector<model::Gpu> gpus;  // gpus[i].index == i; nvlink_domain numbered 0.. in index order
 };
 
+// A process that holds a context on a GPU (NVML's compute processes).
+struct GpuProcess {
+  int pid = 0;                           // in the agent's pid namespace
+  std::optional<MemoryMib> memory_used;  // empty when the driver does not tell (e.g. MIG, vGPU)
+};
+
 // One reading of one GPU's activity. A field the device does not report is empty.
 struct GpuSample {
   int index = 0;
@@ -29,6 +35,7 @@ struct GpuSample {
   std::optional<MemoryMib> memory_used;
   std::optional<int> power_milliwatts;
   std::optional<int> temperature_celsius;
+  std::vector<GpuProcess> processes;  // empty when none, or when the driver cannot list them
 };
 
 class GpuProbe {

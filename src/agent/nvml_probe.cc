@@ -38,6 +38,15 @@ struct Utilization {  // nvmlUtilization_t
   unsigned int memory;
 };
 
+struct ProcessInfo {  // nvmlProcessInfo_t (v2 layout, as the _v3 entry points fill it)
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id;
+  unsigned int compute_instance_id;
+};
+constexpr Return kInsufficientSize = 7;                   // NVML_ERROR_INSUFFICIENT_SIZE
+constexpr unsigned long long kValueNotAvailable = ~0ull;  // NVML_VALUE_NOT_AVAILABLE
+
 using EnableState = int;  // nvmlEnableState_t
 constexpr EnableState kFeatureEnabled = 1;
 using TemperatureSensor = int;  // nvmlTemperatureSensors_t
@@ -67,6 +76,7 @@ struct NvmlApi {
   nvml::Return (*get_utilization)(nvml::Device, nvml::Utilization*);
   nvml::Return (*get_power_usage)(nvml::Device, unsigned int*);
   nvml::Return (*get_temperature)(nvml::Device, nvml::TemperatureSensor, unsigned int*);
+  nvml::Return (*get_compute_processes)(nvml::Device, unsigned int*, nvml::ProcessInfo*);
 
   std::string ErrorText(nvml::Return r) const {
     const char* text = error_string != nullptr ? error_string(r) : nullptr;
@@ -102,6 +112,33 @@ class Components {
  private:
   std::vector<int> parent_;
 };
+
+// The compute processes on `device`; empty when the driver cannot list them. The list may grow
+// between the sizing call and the filling one: a few attempts with a larger buffer.
+std::vector<GpuProcess> ComputeProcesses(const NvmlApi& api, nvml::Device device) {
+  std::vector<GpuProcess> processes;
+  if (api.get_compute_processes == nullptr) return processes;
+  std::vector<nvml::ProcessInfo> infos(4);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    unsigned int count = static_cast<unsigned int>(infos.size());
+    nvml::Return r = api.get_compute_processes(device, &count, infos.data());
+    if (r == nvml::kInsufficientSize) {
+      infos.resize(count + 8);
+      continue;
+    }
+    if (r != nvml::kSuccess) return processes;
+    for (unsigned int i = 0; i < count && i < infos.size(); ++i) {
+      GpuProcess p;
+      p.pid = static_cast<int>(infos[i].pid);
+      if (infos[i].used_gpu_memory != nvml::kValueNotAvailable) {
+        p.memory_used = MemoryMib(static_cast<int64_t>(infos[i].used_gpu_memory / nvml::kMiB));
+      }
+      processes.push_back(p);
+    }
+    return processes;
+  }
+  return processes;
+}
 
 }  // namespace
 
@@ -156,6 +193,7 @@ Result<std::unique_ptr<NvmlProbe>> NvmlProbe::Create(const std::string& library)
   Resolve(handle, "nvmlDeviceGetUtilizationRates", api->get_utilization);
   Resolve(handle, "nvmlDeviceGetPowerUsage", api->get_power_usage);
   Resolve(handle, "nvmlDeviceGetTemperature", api->get_temperature);
+  Resolve(handle, "nvmlDeviceGetComputeRunningProcesses_v3", api->get_compute_processes);
 
   if (nvml::Return r = api->init(); r != nvml::kSuccess) {
     std::string text = api->ErrorText(r);
@@ -280,6 +318,7 @@ Result<std::vector<GpuSample>> NvmlProbe::Sample() {
         api_->get_temperature(device, nvml::kTemperatureGpu, &celsius) == nvml::kSuccess) {
       s.temperature_celsius = static_cast<int>(celsius);
     }
+    s.processes = ComputeProcesses(*api_, device);
     samples.push_back(s);
   }
   return samples;

@@ -111,5 +111,20 @@ TEST(NvmlProbeTest, SamplesReportWhatTheDeviceSupports) {
   EXPECT_EQ((*t4)[0].temperature_celsius, 40);
 }
 
+TEST(NvmlProbeTest, SamplesListTheComputeProcessesOnEachGpu) {
+  auto machine = FakeNvml("switch");  // GPU i runs i processes, pids 1000*i + k
+  ASSERT_TRUE(machine.ok()) << machine.status().ToString();
+  auto samples = (*machine)->Sample();
+  ASSERT_TRUE(samples.ok()) << samples.status().ToString();
+  EXPECT_TRUE((*samples)[0].processes.empty());
+  // 7 processes: more than the first buffer guess would hold if it were smaller, all listed.
+  const std::vector<GpuProcess>& p = (*samples)[7].processes;
+  ASSERT_EQ(p.size(), 7u);
+  EXPECT_EQ(p[0].pid, 7001);
+  EXPECT_EQ(p[0].memory_used, MemoryMib(1024));
+  EXPECT_EQ(p[5].memory_used, MemoryMib(6 * 1024));
+  EXPECT_FALSE(p[6].memory_used.has_value());  // NVML_VALUE_NOT_AVAILABLE
+}
+
 }  // namespace
 }  // namespace corral::agent

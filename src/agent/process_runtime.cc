@@ -631,6 +631,15 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
   }
 }
 
+std::vector<RunningTask> ProcessRuntime::Running() const {
+  std::vector<RunningTask> out;
+  for (const auto& [key, task] : tasks_) {
+    if (task.status.state != TaskState::kRunning) continue;
+    out.push_back({task.launch, task.status.pid, task.in_container});
+  }
+  return out;
+}
+
 std::vector<TaskStatus> ProcessRuntime::Poll() {
   std::vector<TaskStatus> out;
   out.reserve(tasks_.size());

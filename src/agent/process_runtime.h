@@ -124,6 +124,7 @@ class ProcessRuntime final : public Runtime {
   Status Forget(const TaskKey& key) override;
   Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                               int64_t max_bytes) override;
+  std::vector<RunningTask> Running() const override;
 
   // The directory of a task's files (logs, task.json, exit.json); it may not exist.
   std::string TaskDir(const TaskKey& key) const;

@@ -1,6 +1,6 @@
 // How an agent runs tasks on its node. The reconcile loop drives a Runtime: it starts the
 // launches the server wants, kills what the server cancels or preempts, and reports what Poll()
-// says. Implementations: ProcessRuntime (process_runtime.h); a container runtime later.
+// says. Implementation: ProcessRuntime (process_runtime.h), which also runs containers.
 //
 // A Runtime never forgets a task by itself: a task stays in Poll()'s answer, running or ended,
 // until Forget() is called (after the server has acknowledged its end), also across agent
@@ -18,6 +18,16 @@
 namespace corral::agent {
 
 enum class LogStream { kStdout, kStderr };
+
+// A running task as the runtime runs it, for GPU metrics (gpu_metrics.h): its launch (with the
+// runtime it really runs in: a fallback may turn a "process" launch into a container), its
+// process id, and whether it runs in a container (whose processes are not the task's
+// descendants on the host).
+struct RunningTask {
+  TaskLaunch launch;
+  int pid = 0;
+  bool in_container = false;
+};
 
 class Runtime {
  public:
@@ -49,6 +59,9 @@ class Runtime {
   // unknown key.
   virtual Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                                       int64_t max_bytes) = 0;
+
+  // The tasks running as of the last Poll(), sorted by key.
+  virtual std::vector<RunningTask> Running() const = 0;
 };
 
 }  // namespace corral::agent

@@ -102,7 +102,8 @@ Status SaveClientConfig(const ClientConfig& config) {
   return WriteSecretFile(path, j.dump(2) + "\n");
 }
 
-ApiClient::ApiClient(ClientConfig config) : token_(std::move(config.token)) {
+ApiClient::ApiClient(ClientConfig config)
+    : token_(std::move(config.token)), ca_cert_(config.ca_cert) {
   http_ = std::make_unique<httplib::Client>(config.server);
   http_->set_connection_timeout(5);
   http_->set_read_timeout(60);
@@ -132,6 +133,23 @@ Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
 
 Result<Reply> ApiClient::GetReply(const std::string& path) {
   return ReplyOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
+}
+
+Result<int> ApiClient::GetStatusAt(const std::string& url) {
+  const size_t scheme = url.find("://");
+  if (scheme == std::string::npos) return InvalidArgument("not an absolute URL: " + url);
+  const size_t path = std::min(url.find('/', scheme + 3), url.size());
+  httplib::Client http(url.substr(0, path));
+  http.set_connection_timeout(5);
+  http.set_read_timeout(60);
+  if (!ca_cert_.empty()) http.set_ca_cert_path(ca_cert_.c_str());
+  http.enable_server_certificate_verification(true);
+  auto r =
+      http.Get(path < url.size() ? url.substr(path) : "/", {{"Authorization", "Bearer " + token_}});
+  if (!r) {
+    return IoError("cannot reach " + url.substr(0, path) + ": " + httplib::to_string(r.error()));
+  }
+  return r->status;
 }
 
 Result<int> ApiClient::GetStatus(const std::string& path) {

@@ -54,10 +54,14 @@ class ApiClient {
   // The HTTP status of a GET of `path` (with the token), whatever it is; IoError when the server
   // cannot be reached.
   Result<int> GetStatus(const std::string& path);
+  // The same for an absolute http(s) `url` on another origin of the server (the session
+  // gateway), with the token and the same certificate check; redirects are not followed.
+  Result<int> GetStatusAt(const std::string& url);
 
  private:
   std::unique_ptr<httplib::Client> http_;
   std::string token_;
+  std::string ca_cert_;
 };
 
 }  // namespace corral::cli

@@ -894,7 +894,7 @@ void PrintSession(const json& s) {
             << "  environment: " << Str(s, "environment") << "\n  node: " << SessionNode(s)
             << "  port: " << Str(s, "port") << "\n  url: " << Str(s, "url") << "\n";
   if (s["direct_url"].is_string()) {
-    std::cout << "  direct url (WebSockets, e.g. Jupyter kernels): " << Str(s, "direct_url")
+    std::cout << "  direct url (on the node, with the app's token): " << Str(s, "direct_url")
               << "\n";
   }
   std::cout << "  idle timeout: " << Str(s, "idle_timeout_s") << " s"
@@ -911,9 +911,9 @@ void PrintSessionStarted(const json& s) {
   std::cout << "session " << Str(s, "id") << " " << Str(s, "state") << ": " << Str(s, "url")
             << "\n";
   if (s["direct_url"].is_string()) {
-    std::cout << "direct url (WebSockets, e.g. Jupyter kernels): " << Str(s, "direct_url") << "\n";
+    std::cout << "direct url (on the node, with the app's token): " << Str(s, "direct_url") << "\n";
   }
-  std::cout << "Open the url after logging in at its server's /login with your API token, or send "
+  std::cout << "Open the url in a browser (it asks for your API token once), or send "
                "'Authorization: Bearer <token>'.\n";
 }
 
@@ -921,9 +921,9 @@ bool Ended(const std::string& state) {
   return state != "pending" && state != "starting" && state != "running";
 }
 
-// Polls session `id` until it runs and its app answers through the proxy (any answer but the
-// proxy's 502 and 503): FailedPrecondition when it ends first, Internal (exit 1) when it is not
-// ready after `timeout` seconds (0: no limit; the session is left as it is).
+// Polls session `id` until it runs and its app answers through the session gateway (any answer
+// but the gateway's 502 and 503): FailedPrecondition when it ends first, Internal (exit 1) when
+// it is not ready after `timeout` seconds (0: no limit; the session is left as it is).
 Result<json> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
   const std::string path = "/api/v1/sessions/" + std::to_string(id);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
@@ -937,7 +937,7 @@ Result<json> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
     }
     std::string waiting = state;
     if (state == "running") {
-      auto status = client.GetStatus(Str(*s, "path"));
+      auto status = client.GetStatusAt(Str(*s, "url"));  // through the session gateway
       if (!status.ok()) return status.status();
       if (*status != 502 && *status != 503) return *s;
       waiting = "running, its app not answering yet (HTTP " + std::to_string(*status) + ")";
@@ -1092,12 +1092,130 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
 
 }  // namespace
 
+// `corral gpus` and `corral idle` (docs/monitoring.md): every GPU's last sample with the job
+// holding it, or only the allocated GPUs flagged idle.
+void AddMonitoringCommands(CLI::App& app, int* exit_code) {
+  struct Flags {
+    std::string output = "table";
+    bool idle_only = false;
+  };
+  auto f = std::make_shared<Flags>();
+  auto run = [f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto answer = client.Get(std::string("/api/v1/gpus") + (f->idle_only ? "?idle=1" : ""));
+      if (!answer.ok()) return answer.status();
+      if (f->output == "json") {
+        std::cout << answer->dump(2) << "\n";
+        return Status::Ok();
+      }
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& g : (*answer)["gpus"]) {
+        std::string job, user;
+        for (const auto& h : g["holders"]) {
+          job += (job.empty() ? "" : ",") + Str(h, "job");
+          user += (user.empty() ? "" : ",") + Str(h, "user");
+        }
+        const std::string util = Str(g, "utilization_percent");
+        rows.push_back({Str(g, "node"), Str(g, "index"), Str(g, "model"),
+                        util.empty() ? "-" : util + "%", Str(g, "memory_used_mib"), job, user,
+                        g.contains("idle_for_s") ? Str(g, "idle_for_s") + " s" : "",
+                        g.value("idle", false) ? "yes" : ""});
+      }
+      if (f->idle_only && rows.empty()) {
+        std::cout << "No idle GPUs (allocated, under " << Str(*answer, "idle_threshold_percent")
+                  << "% for " << Str(*answer, "idle_after_s") << " s).\n";
+        return Status::Ok();
+      }
+      PrintTable({"NODE", "GPU", "MODEL", "UTIL", "MEM MIB", "JOB", "USER", "IDLE FOR", "IDLE"},
+                 rows);
+      return Status::Ok();
+    });
+  };
+  CLI::App* gpus = app.add_subcommand("gpus", "Every GPU: utilisation, memory, who holds it");
+  gpus->add_flag("--idle", f->idle_only, "Only allocated GPUs flagged idle");
+  CLI::App* idle =
+      app.add_subcommand("idle", "Allocated GPUs under the idle threshold for the configured time");
+  for (CLI::App* c : {gpus, idle}) {
+    c->add_option("-o,--output", f->output, "table or json")
+        ->check(CLI::IsMember({"table", "json"}));
+  }
+  gpus->callback(run);
+  idle->callback([f, run] {
+    f->idle_only = true;
+    run();
+  });
+
+  struct UsageFlags {
+    std::string by = "project", since = "30d", until, output = "table";
+    bool csv = false;
+  };
+  auto u = std::make_shared<UsageFlags>();
+  CLI::App* usage = app.add_subcommand(
+      "usage", "Allocated and used (utilisation-weighted) GPU-hours per user, project or day");
+  usage->add_option("--by", u->by, "user, project or day, or several: project,day")
+      ->capture_default_str();
+  usage->add_option("--since", u->since, "Nd (the last N days) or YYYY-MM-DD")
+      ->capture_default_str();
+  usage->add_option("--until", u->until, "YYYY-MM-DD (default: today, UTC)");
+  usage->add_flag("--csv", u->csv, "Print CSV (for spreadsheets)");
+  usage->add_option("-o,--output", u->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  usage->callback([u, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      // The words go into a query: only what the server would accept anyway.
+      for (const std::string* v : {&u->by, &u->since, &u->until}) {
+        if (v->find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789,-") != std::string::npos) {
+          return InvalidArgument("--by/--since/--until: '" + *v + "' holds unexpected characters");
+        }
+      }
+      std::string path = "/api/v1/usage?by=" + u->by + "&since=" + u->since;
+      if (!u->until.empty()) path += "&until=" + u->until;
+      if (u->csv) {
+        auto reply = client.GetReply(path + "&format=csv");
+        if (!reply.ok()) return reply.status();
+        std::cout << reply->body;
+        return Status::Ok();
+      }
+      auto answer = client.Get(path);
+      if (!answer.ok()) return answer.status();
+      if (u->output == "json") {
+        std::cout << answer->dump(2) << "\n";
+        return Status::Ok();
+      }
+      // The grouping columns the server sent, in its order (user, project, day).
+      std::vector<std::string> header, keys;
+      for (const char* k : {"user", "project", "day"}) {
+        if (u->by.find(k) == std::string::npos) continue;
+        keys.push_back(k);
+        header.push_back(k);
+        std::transform(header.back().begin(), header.back().end(), header.back().begin(),
+                       ::toupper);
+      }
+      for (const char* h : {"ALLOCATED GPU-H", "USED GPU-H", "UTIL %"}) header.push_back(h);
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& r : (*answer)["rows"]) {
+        std::vector<std::string> row;
+        for (const std::string& k : keys) row.push_back(Str(r, k.c_str()));
+        for (const char* k : {"allocated_gpu_hours", "used_gpu_hours", "utilization_percent"}) {
+          row.push_back(Str(r, k));
+        }
+        rows.push_back(row);
+      }
+      std::cout << "GPU time from " << Str(*answer, "since") << " to " << Str(*answer, "until")
+                << " (UTC days)\n";
+      PrintTable(header, rows);
+      return Status::Ok();
+    });
+  });
+}
+
 void AddClientCommands(CLI::App& app, int* exit_code) {
   AddSubmit(app, exit_code);
   AddJobCommands(app, exit_code);
   AddEnvironmentCommands(app, exit_code);
   AddSessionCommands(app, exit_code);
   AddClusterCommands(app, exit_code);
+  AddMonitoringCommands(app, exit_code);
 }
 
 }  // namespace corral::cli

@@ -12,6 +12,8 @@ namespace corral {
 std::string Trim(std::string_view text);
 // `text` with A-Z lowered (other bytes unchanged).
 std::string Lower(std::string text);
+// The parts of `text` between occurrences of `separator` ("a,,b" -> "a", "", "b"; "" -> "").
+std::vector<std::string> Split(std::string_view text, char separator);
 // The parts joined with `separator` between them ("" for none).
 std::string Join(const std::vector<std::string>& parts, std::string_view separator);
 

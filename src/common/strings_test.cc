@@ -23,5 +23,11 @@ TEST(StringsTest, Join) {
   EXPECT_EQ(Join({"echo", "$HOME", "|", "wc"}, " "), "echo $HOME | wc");
 }
 
+TEST(StringsTest, SplitKeepsEmptyParts) {
+  EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(Split("", ','), (std::vector<std::string>{""}));
+  EXPECT_EQ(Split("user,", ','), (std::vector<std::string>{"user", ""}));
+}
+
 }  // namespace
 }  // namespace corral

@@ -53,4 +53,11 @@ bool Principal::CanAccessProject(const std::string& project) const {
   return admin || std::find(projects.begin(), projects.end(), project) != projects.end();
 }
 
+std::string BearerTokenOf(std::string_view authorization) {
+  constexpr std::string_view kPrefix = "Bearer ";
+  return authorization.substr(0, kPrefix.size()) == kPrefix
+             ? std::string(authorization.substr(kPrefix.size()))
+             : "";
+}
+
 }  // namespace corral::server

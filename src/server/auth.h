@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -19,6 +20,9 @@ Result<std::string> GenerateSecretHex();
 std::string HashToken(const std::string& token);
 // Constant-time comparison of two equal-length strings (hash checks).
 bool SecureEquals(const std::string& a, const std::string& b);
+
+// The token of an `Authorization: Bearer <token>` header value; "" for anything else.
+std::string BearerTokenOf(std::string_view authorization);
 
 // Who a request acts for.
 struct Principal {

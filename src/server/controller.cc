@@ -320,6 +320,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       clock_(clock),
       batcher_(&store),
       environments_(store, clock),
+      gpu_monitor_(config_.gpu_monitor),
       scheduler_(std::move(scheduler)) {}
 
 Controller::~Controller() { Stop(); }
@@ -954,7 +955,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
     }
   }
   if (live && current.state == "running") {
-    out["last_activity"] = LastUse(ActivityOf(*live)).value();
+    out["last_activity"] = LastUse(ActivityOf(*live, clock_.Now())).value();
     if (live->idle_notice_at) {
       out["idle_notice"] = {
           {"time", live->idle_notice_at->value()},
@@ -1036,8 +1037,22 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
   return endpoint;
 }
 
-SessionActivity Controller::ActivityOf(const LiveJob& job) {
-  return SessionActivity{job.last_activity, job.app_last_activity};
+void Controller::NoteSessionUse(JobId id) {
+  std::lock_guard lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.spec.session || it->second.Stopping() ||
+      it->second.record.state != "running") {
+    return;
+  }
+  it->second.last_activity = clock_.Now();
+}
+
+SessionActivity Controller::ActivityOf(const LiveJob& job, Seconds now) const {
+  SessionActivity activity{job.last_activity, job.app_last_activity, std::nullopt};
+  if (auto busy = gpu_monitor_.JobLastBusyMs(job.record.id, now.value() * 1000)) {
+    activity.gpus_last_busy = Seconds(*busy / 1000);
+  }
+  return activity;
 }
 
 namespace {
@@ -1060,7 +1075,8 @@ void Controller::AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Se
   for (const auto& [id, job] : jobs_) {
     if (!IsRunningSession(job.record, job.spec, job.Stopping()) || job.tasks.empty()) continue;
     const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
-    if (!AsksTheApp(NextSessionStep(ActivityOf(job), job.idle_notice_at, policy, now))) continue;
+    if (!AsksTheApp(NextSessionStep(ActivityOf(job, now), job.idle_notice_at, policy, now)))
+      continue;
     const std::optional<AppAddress> app = AppAddressOf(job.tasks[0]);
     if (!app) continue;
     questions.push_back(
@@ -1113,7 +1129,7 @@ void Controller::CheckSessionsLocked(std::unique_lock<std::mutex>& lock) {
   }
   for (JobId id : running) {
     LiveJob& job = jobs_.at(id);  // stopping one session never erases another
-    const SessionActivity activity = ActivityOf(job);
+    const SessionActivity activity = ActivityOf(job, now);
     const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
     const std::string idle =
         "session idle for " + std::to_string(IdleFor(activity, now).value()) + " s";
@@ -1553,7 +1569,8 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
                                 const std::string& reason) {
   const Seconds now = clock_.Now();
   node.state = "lost";
-  node.token_hash.clear();  // it must register again; its stale tasks are then killed
+  gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
+  node.token_hash.clear();        // it must register again; its stale tasks are then killed
   (void)store_.UpsertNode(
       {name, node.inventory.dump(), "lost", node.last_heartbeat, node.node_id_hash});
   ReleaseWaitsLocked(name, {});  // its tasks are gone with it
@@ -1603,6 +1620,23 @@ nlohmann::json Controller::Nodes() {
   std::lock_guard lock(mu_);
   nlohmann::json out = nlohmann::json::array();
   const auto& state = scheduler_->state();
+  // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
+  std::map<std::string, std::map<int, nlohmann::json>> on_gpu;
+  for (const auto& [id, job] : jobs_) {
+    if (job.record.state != store::kJobStarting && job.record.state != store::kJobRunning) continue;
+    for (const auto& t : job.tasks) {
+      const auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
+      if (!a.is_object()) continue;
+      for (const auto& g : a.value("gpus", nlohmann::json::array())) {
+        nlohmann::json& list = on_gpu[t.node][g.value("index", 0)];
+        list.push_back({{"job", id.value()},
+                        {"task", t.task_index},
+                        {"user", job.record.user},
+                        {"project", job.record.project},
+                        {"milli", g.value("milli", 0)}});
+      }
+    }
+  }
   for (const auto& [name, node] : nodes_) {
     nlohmann::json row = {
         {"name", name},
@@ -1623,9 +1657,54 @@ nlohmann::json Controller::Nodes() {
       row["cpu_free_milli"] = state.node(n).cpu_free;
       row["memory_free_mib"] = state.node(n).memory_free;
     }
+    nlohmann::json gpu_tasks = nlohmann::json::array();
+    const auto tasks = on_gpu.find(name);
+    for (size_t i = 0; i < row["gpus"].get<size_t>(); ++i) {
+      nlohmann::json list = nlohmann::json::array();
+      if (tasks != on_gpu.end()) {
+        if (auto it = tasks->second.find(static_cast<int>(i)); it != tasks->second.end()) {
+          list = it->second;
+        }
+      }
+      gpu_tasks.push_back(std::move(list));
+    }
+    row["gpu_tasks"] = std::move(gpu_tasks);
     out.push_back(row);
   }
   return out;
+}
+
+nlohmann::json Controller::ClusterSummary() {
+  std::lock_guard lock(mu_);
+  const auto& state = scheduler_->state();
+  int64_t nodes = 0, ready = 0, gpus = 0, free_milli = 0;
+  for (const auto& [name, node] : nodes_) {
+    ++nodes;
+    ready += node.state == "ready";
+    const size_t count = node.inventory.value("gpus", nlohmann::json::array()).size();
+    gpus += static_cast<int64_t>(count);
+    const sched::NodeIndex n = state.FindNode(name);
+    // A node the scheduler does not hold (lost) has nothing allocated that counts.
+    if (n < 0) {
+      free_milli += static_cast<int64_t>(count) * 1000;
+      continue;
+    }
+    for (int32_t f : state.node(n).gpu_free) free_milli += f;
+  }
+  int64_t pending = 0, starting = 0, running = 0;
+  for (const auto& [id, job] : jobs_) {
+    pending += job.record.state == store::kJobPending;
+    starting += job.record.state == store::kJobStarting;
+    running += job.record.state == store::kJobRunning;
+  }
+  return {{"time", clock_.Now().value()},
+          {"nodes", nodes},
+          {"nodes_ready", ready},
+          {"gpus", gpus},
+          {"gpus_allocated", static_cast<double>(gpus * 1000 - free_milli) / 1000},
+          {"jobs_pending", pending},
+          {"jobs_starting", starting},
+          {"jobs_running", running}};
 }
 
 nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord& t) const {
@@ -1831,15 +1910,65 @@ int Controller::WaitingHeartbeats() {
   return waiting_heartbeats_;
 }
 
+std::map<int64_t, GpuHolder> Controller::GpuHoldersLocked(const std::string& node,
+                                                          const std::vector<ReportedGpu>& gpus) {
+  std::map<int64_t, GpuHolder> holders;
+  for (const ReportedGpu& g : gpus) {
+    for (int64_t allocation : g.allocations) {
+      auto job_id = job_of_allocation_.find(allocation);
+      if (job_id == job_of_allocation_.end()) continue;
+      auto job = jobs_.find(job_id->second);
+      if (job == jobs_.end()) continue;
+      const LiveJob& j = job->second;
+      const bool here = std::any_of(j.tasks.begin(), j.tasks.end(), [&](const auto& t) {
+        return t.allocation_id == allocation && t.node == node;
+      });
+      if (!here) continue;  // an agent may speak only for its own tasks
+      const model::TaskResources& r = j.spec.resources;
+      holders[allocation] = GpuHolder{j.record.id, j.record.user, j.record.project,
+                                      r.gpu_milli.value() / 1000.0, j.spec.session.has_value()};
+    }
+  }
+  return holders;
+}
+
+int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
+
+std::string Controller::LastGpuReportError() {
+  std::lock_guard lock(gpu_report_error_mu_);
+  return last_gpu_report_error_;
+}
+
 Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nlohmann::json& report,
                                              int wait_ms) {
   CORRAL_RETURN_IF_ERROR(ValidateReport(report));
+  // GPU metrics are an aside: a malformed report of them is counted and dropped, and the task
+  // reports (which must be acknowledged) go on.
+  std::optional<std::vector<ReportedGpu>> gpus;
+  if (report.contains("gpu_metrics")) {
+    auto parsed = ParseGpuReport(report["gpu_metrics"]);
+    if (parsed.ok()) {
+      gpus = std::move(parsed).value();
+    } else {
+      ++rejected_gpu_reports_;
+      std::lock_guard error_lock(gpu_report_error_mu_);
+      last_gpu_report_error_ = "node " + name + ": " + parsed.status().message();
+    }
+  }
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.state == "lost") {
     return NotFound("node '" + name + "' is not registered");
   }
   it->second.last_heartbeat = clock_.Now();
+  if (gpus) {
+    GpuMonitor::NodeGpus identity{it->second.inventory.value("gpu_model", ""), {}};
+    for (const auto& g : it->second.inventory.value("gpus", nlohmann::json::array())) {
+      identity.uuids.push_back(g.value("uuid", ""));
+    }
+    gpu_monitor_.Record(name, identity, *gpus, GpuHoldersLocked(name, *gpus),
+                        it->second.last_heartbeat.value() * 1000);
+  }
   // Output first: a task's last lines arrive in the same report as its end.
   if (report.contains("logs")) {
     for (const auto& chunk : report["logs"]) WriteLogLocked(name, chunk);

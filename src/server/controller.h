@@ -30,6 +30,7 @@
 // writes for submissions happen outside it (group commit), all others under it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <map>
@@ -50,6 +51,7 @@
 #include "sched/scheduler.h"
 #include "server/auth.h"
 #include "server/environment_catalog.h"
+#include "server/gpu_monitor.h"
 #include "server/job_spec.h"
 #include "server/rendezvous_ports.h"
 #include "server/session.h"
@@ -77,6 +79,8 @@ struct ControllerConfig {
   // (Jupyter's api/status: use through the direct URL, which the proxy never sees). Borrowed:
   // must outlive the controller. Null: apps are not asked.
   SessionAppProbe* session_app_probe = nullptr;
+  // GPU metrics from the agents' heartbeats (docs/monitoring.md): windows and idle threshold.
+  GpuMonitor::Options gpu_monitor;
 };
 
 class Controller {
@@ -123,7 +127,13 @@ class Controller {
   Result<JobPage> ListJobs(const Principal& who, const std::vector<std::string>& states,
                            bool all_projects, int limit, std::optional<JobId> before,
                            std::optional<JobId> array);
+  // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
+  // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
+  // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
   nlohmann::json Nodes();
+  // Counts for the dashboard's live summary: nodes (and ready ones), GPUs and allocated GPUs
+  // (whole GPUs, fractional when shared), jobs by live state (pending, starting, running).
+  nlohmann::json ClusterSummary();
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
   // Path of a task's log file in run `generation` (>= 1; 1 is the first run; default the
@@ -167,9 +177,20 @@ class Controller {
   // app's pages must reach no other user's sessions. For a running session the request counts
   // as activity.
   Result<SessionEndpoint> ProxyTarget(const Principal& who, JobId id);
+  // Session `id` was used (bytes moved on a session gateway connection): counts as activity
+  // when it runs; nothing otherwise. The caller was admitted by ProxyTarget.
+  void NoteSessionUse(JobId id);
 
   // The environments (docs/environments.md); jobs name them in their spec's "environment".
   EnvironmentCatalog& Environments() { return environments_; }
+
+  // --- GPU metrics (docs/monitoring.md) --------------------------------------------------------
+  // What the agents' heartbeats said about their GPUs, with the jobs holding them.
+  GpuMonitor& Gpus() { return gpu_monitor_; }
+  // Heartbeats whose "gpu_metrics" were refused (malformed), and the last reason; the rest of
+  // such a heartbeat is applied all the same.
+  int64_t RejectedGpuReports();
+  std::string LastGpuReportError();
 
   // --- Agent gateway -------------------------------------------------------------------------
   // Registers (or re-registers) a node; returns its node token. Errors: InvalidArgument (name,
@@ -282,7 +303,7 @@ class Controller {
   // and held again after, so that neither heartbeats nor the API wait for apps.
   void AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Seconds now);
   // A running session's activity for the idle rule (session.h).
-  static SessionActivity ActivityOf(const LiveJob& job);
+  SessionActivity ActivityOf(const LiveJob& job, Seconds now) const;
   // The session's idle timeout: its spec's, else the server's default.
   Seconds IdleTimeoutOf(const JobSpec& spec) const;
   // SessionView's JSON of a session; `live` is its in-memory state when not ended.
@@ -329,12 +350,19 @@ class Controller {
   void ForgetAllocationsLocked(const LiveJob& job);
   // The job's current run is over and it is pending again (the store already says so).
   void ForgetRunLocked(LiveJob& job);
+  // The jobs that hold the GPUs a node's report names: allocations of current runs on `node`.
+  std::map<int64_t, GpuHolder> GpuHoldersLocked(const std::string& node,
+                                                const std::vector<ReportedGpu>& gpus);
 
   ControllerConfig config_;
   store::Store& store_;
   Clock& clock_;
   store::SubmissionBatcher batcher_;
   EnvironmentCatalog environments_;
+  GpuMonitor gpu_monitor_;  // its own lock; taken after mu_ when both are held
+  std::atomic<int64_t> rejected_gpu_reports_{0};
+  std::mutex gpu_report_error_mu_;
+  std::string last_gpu_report_error_;
 
   std::mutex mu_;
   std::condition_variable changed_;  // heartbeats wait on it for node versions to move

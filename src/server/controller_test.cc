@@ -11,7 +11,9 @@
 #include <fstream>
 #include <functional>
 #include <future>
+#include <map>
 #include <thread>
+#include <tuple>
 
 #include "store/sqlite_connection.h"
 
@@ -138,6 +140,78 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   Principal alice_, bob_;
 };
+
+// A heartbeat's "gpu_metrics" (agent/gpu_metrics.h): GPU `index` at `util` %, held by `tasks`.
+json GpuMetrics(std::vector<std::tuple<int, int, std::vector<std::string>>> gpus) {
+  json list = json::array();
+  for (auto& [index, util, tasks] : gpus) {
+    list.push_back({{"index", index},
+                    {"utilization_percent", util},
+                    {"tasks", tasks},
+                    {"processes", json::array()}});
+  }
+  return {{"sampled_at_ms", 0}, {"gpus", list}};
+}
+
+std::string TaskKeyOf(const json& launch) {
+  return std::to_string(launch["allocation_id"].get<int64_t>()) + "-" +
+         std::to_string(launch["generation"].get<int64_t>());
+}
+
+TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  const json launch = answer["run"][0];
+  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const std::string node = "a", other = "b";
+  const int gpu = launch["gpus"][0];
+  json report = Report({TaskReport(launch, "running")});
+  report["gpu_metrics"] = GpuMetrics({{gpu, 4, {TaskKeyOf(launch)}}, {7 - gpu, 0, {}}});
+  Beat(node, report);
+  // Another node naming the same task speaks for nothing it runs.
+  json foreign = Report();
+  foreign["gpu_metrics"] = GpuMetrics({{0, 3, {TaskKeyOf(launch)}}});
+  Beat(other, foreign);
+
+  std::map<std::pair<std::string, int>, GpuStatus> by_gpu;
+  for (const GpuStatus& g : controller_->Gpus().Gpus()) by_gpu[{g.node, g.index}] = g;
+  ASSERT_TRUE(by_gpu.count({node, gpu}));
+  const GpuStatus& held = by_gpu[{node, gpu}];
+  ASSERT_EQ(held.holders.size(), 1u);
+  EXPECT_EQ(held.holders[0].job, id);
+  EXPECT_EQ(held.holders[0].user, "alice");
+  EXPECT_EQ(held.holders[0].project, "default");
+  EXPECT_EQ(held.uuid, "GPU-" + std::to_string(gpu));
+  EXPECT_EQ(held.latest.utilization_percent, 4);
+  EXPECT_EQ(held.latest.at_ms, 1000 * 1000);
+  EXPECT_TRUE((by_gpu[{node, 7 - gpu}].holders.empty()));
+  EXPECT_TRUE((by_gpu[{other, 0}].holders.empty()));
+
+  // Malformed metrics are dropped and counted; the heartbeat's task reports still count.
+  json bad = Report({TaskReport(launch, "exited", 0)});
+  bad["gpu_metrics"] = {{"gpus", {{{"index", 0}, {"utilization_percent", 900}}}}};
+  ASSERT_TRUE(controller_->Heartbeat(node, bad, 0).ok());
+  EXPECT_EQ(StateOf(id), "succeeded");
+  EXPECT_EQ(controller_->RejectedGpuReports(), 1);
+  EXPECT_THAT(controller_->LastGpuReportError(),
+              HasSubstr("node " + node + ": gpu_metrics.gpus[0].utilization_percent"));
+}
+
+TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
+  node_timeout_ = Seconds(30);
+  Restart();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(2)).ok());
+  json report = Report();
+  report["gpu_metrics"] = GpuMetrics({{0, 0, {}}, {1, 0, {}}});
+  Beat("a", report);
+  EXPECT_EQ(controller_->Gpus().Gpus().size(), 2u);
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_TRUE(controller_->Gpus().Gpus().empty());
+}
 
 TEST_F(ControllerTest, LaunchLostInTransitIsSentAgain) {
   ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
@@ -1275,6 +1349,40 @@ TEST_F(SessionTest, AnIdleSessionGetsANoticeAndIsThenStopped) {
   // Its port is free again: the next session on the node gets the same one.
   const int port = launch["session"]["port"];
   EXPECT_EQ(StartSession()["session"]["port"], port);
+}
+
+TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  const int gpu = launch["gpus"][0];
+  auto beat = [&](int util) {
+    json report = Running();
+    report["gpu_metrics"] = GpuMetrics({{gpu, util, {TaskKeyOf(launch)}}});
+    return Beat("a", report);
+  };
+  // Nobody uses it through the proxy, but its GPU works (80 %) for 20 minutes: no notice.
+  for (int minute = 0; minute < 20; ++minute) {
+    beat(80);
+    clock_.Advance(Seconds(60));
+    controller_->Tick();
+  }
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 2200);
+  // Its GPU falls under the idle threshold: idle from then on, noticed 600 s later, stopped.
+  beat(2);
+  const Seconds idle_from = clock_.Now();
+  clock_.Advance(Seconds(599));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], idle_from.value());
+  clock_.Advance(Seconds(300));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(beat(2)["kill"][0]["reason"], "session idle for 900 s");
 }
 
 TEST_F(SessionTest, UseAfterTheNoticeClearsIt) {

@@ -13,11 +13,12 @@
 #include <type_traits>
 
 #include "server/auth.h"
+#include "server/dashboard_api.h"
+#include "server/gpu_history.h"
+#include "server/monitoring_views.h"
 #include "server/session_proxy.h"
 
 namespace corral::server {
-
-namespace {
 
 using nlohmann::json;
 
@@ -41,6 +42,12 @@ int HttpStatusOf(StatusCode code) {
   }
 }
 
+json Problem(int status, std::string_view title, std::string_view detail) {
+  return {{"type", "about:blank"}, {"title", title}, {"status", status}, {"detail", detail}};
+}
+
+namespace {
+
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
   // Invalid UTF-8 (from a task's output or an agent's note) becomes U+FFFD instead of throwing.
@@ -50,18 +57,12 @@ void SendJson(httplib::Response& res, int status, const json& body) {
 void SendProblem(httplib::Response& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
   res.status = status;
-  res.set_content(json{{"type", "about:blank"},
-                       {"title", StatusCodeName(s.code())},
-                       {"status", status},
-                       {"detail", s.message()}}
-                      .dump(),
+  res.set_content(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
                   "application/problem+json");
 }
 
 std::string BearerToken(const httplib::Request& req) {
-  const std::string header = req.get_header_value("Authorization");
-  const std::string prefix = "Bearer ";
-  return header.rfind(prefix, 0) == 0 ? header.substr(prefix.size()) : "";
+  return BearerTokenOf(req.get_header_value("Authorization"));
 }
 
 constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without ?limit
@@ -186,13 +187,41 @@ class HttpApi::Impl {
         clock_(clock),
         config_(std::move(config)),
         principals_(clock, config_.principal_cache),
-        proxy_limiter_(config_.proxy_limits) {}
+        event_streams_(config_.max_event_streams) {}
 
+  // The bearer token first; else, for the dashboard's requests (CookieMayAuthenticate), the
+  // one corral_token cookie, refused for a request that may change something and comes from
+  // another site (CrossSiteRefusal).
   Result<Principal> Authenticate(const httplib::Request& req) {
     const std::string token = BearerToken(req);
-    if (token.empty()) return Unauthenticated("missing 'Authorization: Bearer <token>' header");
+    if (!token.empty()) return AuthenticateToken(token);
+    const std::string cookies = req.get_header_value("Cookie");
+    if (CookieMayAuthenticate(req.method, req.path) && CookieCount(cookies, kTokenCookie) > 0) {
+      if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+        return PermissionDenied(refused);
+      }
+      return AuthenticateCookie(req);
+    }
+    return Unauthenticated("missing 'Authorization: Bearer <token>' header");
+  }
+
+  // Who the request's one corral_token cookie belongs to. More than one: a page set its own
+  // (see CookieCount), and none is trusted.
+  Result<Principal> AuthenticateCookie(const httplib::Request& req) {
+    const std::string cookies = req.get_header_value("Cookie");
+    const int count = CookieCount(cookies, kTokenCookie);
+    if (count == 0) return Unauthenticated("not logged in");
+    if (count > 1) {
+      return Unauthenticated(
+          "more than one corral_token cookie (a page set one of its own): clear this site's "
+          "cookies and log in again");
+    }
+    const std::string token = CookieValue(cookies, kTokenCookie);
+    if (token.empty()) return Unauthenticated("not logged in");
     return AuthenticateToken(token);
   }
+
+  void Shutdown() { event_streams_.Shutdown(); }
 
   // Who an API token belongs to; Unauthenticated when unknown or revoked.
   Result<Principal> AuthenticateToken(const std::string& token) {
@@ -237,7 +266,11 @@ class HttpApi::Impl {
     http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
-    http.Get("/", [this](const httplib::Request&, httplib::Response& res) { StatusPage(res); });
+    http.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
+      if (config_.web_assets) return DashboardPage(req, res);
+      StatusPage(res);
+    });
+    RegisterDashboard(http);
     http.Get("/api/v1/whoami", Authed([](const Principal& who, const auto&, auto& res) {
                SendJson(res, 200,
                         {{"user", who.name}, {"admin", who.admin}, {"projects", who.projects}});
@@ -249,6 +282,74 @@ class HttpApi::Impl {
     RegisterPeople(http);
     RegisterAgents(http);
     RegisterSessions(http);
+    RegisterMonitoring(http);
+  }
+
+  // GET /metrics (Prometheus: an admin token, or the metrics token when one is configured),
+  // the GPUs and idle GPUs (every user, as the nodes), and one job's GPUs (who may see the job).
+  void RegisterMonitoring(httplib::Server& http) {
+    http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string token = BearerToken(req);
+      const bool metrics_token = !config_.metrics_token_hash.empty() && !token.empty() &&
+                                 SecureEquals(HashToken(token), config_.metrics_token_hash);
+      if (!metrics_token) {
+        auto who = Authenticate(req);
+        if (!who.ok()) return SendProblem(res, who.status());
+        if (!who->admin) {
+          return SendProblem(res, PermissionDenied("/metrics needs an admin or metrics token"));
+        }
+      }
+      res.set_content(MetricsText(controller_, clock_.Now()),
+                      "text/plain; version=0.0.4; charset=utf-8");
+    });
+    http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
+               SendJson(res, 200,
+                        GpusView(controller_, clock_.Now(), req.get_param_value("idle") == "1"));
+             }));
+    // Allocated and used GPU-hours (docs/monitoring.md): the caller's own and those of the
+    // projects they belong to (admins: all); JSON, or CSV with format=csv.
+    http.Get("/api/v1/usage", Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto by = ParseUsageGrouping(req.has_param("by") ? req.get_param_value("by")
+                                                                : std::string("project"));
+               if (!by.ok()) return SendProblem(res, by.status());
+               auto range = ParseDayRange(
+                   req.has_param("since") ? req.get_param_value("since") : std::string("30d"),
+                   req.get_param_value("until"), clock_.Now());
+               if (!range.ok()) return SendProblem(res, range.status());
+               const std::string format =
+                   req.has_param("format") ? req.get_param_value("format") : "json";
+               if (format != "json" && format != "csv") {
+                 return SendProblem(res, InvalidArgument("field 'format': json or csv"));
+               }
+               auto rows = store_.GpuUsage(range->first, range->second);
+               if (!rows.ok()) return SendProblem(res, rows.status());
+               std::vector<store::GpuUsageRow> visible;
+               for (const auto& r : *rows) {
+                 if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
+                   visible.push_back(r);
+                 }
+               }
+               const json report = UsageReport(visible, *by);
+               if (format == "csv") {
+                 res.set_header("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
+                 return res.set_content(UsageCsv(report, *by), "text/csv; charset=utf-8");
+               }
+               SendJson(res, 200,
+                        {{"since", range->first}, {"until", range->second}, {"rows", report}});
+             }));
+    http.Get(R"(/api/v1/jobs/(\d+)/gpus)",
+             Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto id = PathId(req, "job");
+               if (!id.ok()) return SendProblem(res, id.status());
+               auto since = IntParam(req, "since", 0, int64_t{1} << 40);
+               if (!since.ok()) return SendProblem(res, since.status());
+               // Only who may see the job may see its GPUs.
+               auto job = controller_.JobView(who, JobId(*id));
+               if (!job.ok()) return SendProblem(res, job.status());
+               SendJson(res, 200,
+                        JobGpusView(controller_, JobId(*id), clock_.Now(),
+                                    Seconds(since->value_or(0))));
+             }));
   }
 
  private:
@@ -645,24 +746,28 @@ class HttpApi::Impl {
       SendJson(res, 200, {{"status", "logged out"}});
     });
     http.Get("/login", [](const httplib::Request&, httplib::Response& res) { LoginPage(res); });
-    // Every method the proxy passes on (HEAD is served by the GET route).
-    const std::string proxy = R"(/sessions/(\d+)(/.*)?)";
-    auto handler = [this](const httplib::Request& req, httplib::Response& res) {
-      ProxySession(req, res);
+    // Sessions are served by the session gateway: old links, any method (HEAD is served by
+    // the GET route), go there with their method and body (307).
+    const std::string sessions = R"(/sessions/(\d+)(/.*)?)";
+    auto redirect = [this](const httplib::Request& req, httplib::Response& res) {
+      const std::string gateway = GatewayUrl(req);
+      if (gateway.empty()) {
+        return SendProblem(res, NotFound("sessions are served by the session gateway"));
+      }
+      res.set_redirect(gateway + req.target, 307);
     };
-    http.Get(proxy, handler);
-    http.Post(proxy, handler);
-    http.Put(proxy, handler);
-    http.Patch(proxy, handler);
-    http.Delete(proxy, handler);
-    http.Options(proxy, handler);
+    http.Get(sessions, redirect);
+    http.Post(sessions, redirect);
+    http.Put(sessions, redirect);
+    http.Patch(sessions, redirect);
+    http.Delete(sessions, redirect);
+    http.Options(sessions, redirect);
   }
 
-  // The session's URLs: "url" through this server's proxy, and for its owner (who holds the
-  // token) "direct_url" to the app on its node (Jupyter's own token check; for WebSockets,
-  // which the proxy cannot carry).
+  // The session's URLs: "url" through the session gateway, and for its owner (who holds the
+  // token) "direct_url" to the app on its node (the app's own token check).
   json WithUrls(json view, const httplib::Request& req) const {
-    view["url"] = BaseUrl(req) + view.value("path", "");
+    view["url"] = GatewayUrl(req) + view.value("path", "");
     view["direct_url"] = nullptr;
     if (view.contains("token") && view["address"].is_string() && view["port"].is_number()) {
       std::string host = view["address"].get<std::string>();
@@ -687,12 +792,15 @@ class HttpApi::Impl {
   // The scheme and the request's Host ("http://corral:8080") when the Host is a plain
   // host[:port]; else "".
   std::string RequestUrl(const httplib::Request& req) const {
-    const std::string host = req.get_header_value("Host");
-    const bool plain = !host.empty() && host.size() <= 300 &&
-                       host.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                           "0123456789.-:[]") == std::string::npos;
-    return plain ? std::string(config_.tls ? "https://" : "http://") + host : "";
+    return UrlOfHost(req.get_header_value("Host"), config_.tls);
+  }
+
+  // The session gateway's URL for users: configured, else BaseUrl with the gateway's port.
+  std::string GatewayUrl(const httplib::Request& req) const {
+    std::string url = config_.session_url;
+    if (url.empty()) url = WithPort(BaseUrl(req), config_.session_port);
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    return url;
   }
 
   // Why `req` is refused as a cross-site request (CrossSiteRefusal), "" when it may pass. This
@@ -726,7 +834,8 @@ class HttpApi::Impl {
     auto who = AuthenticateToken(*token);
     if (!who.ok()) return SendProblem(res, who.status());
     res.set_header("Set-Cookie", TokenCookie(*token, config_.tls));
-    SendJson(res, 200, {{"user", who->name}, {"next", SafeRedirectTarget(*next)}});
+    SendJson(res, 200,
+             {{"user", who->name}, {"next", SafeRedirectTarget(*next, {GatewayUrl(req)})}});
   }
 
   static void LoginPage(httplib::Response& res) {
@@ -765,107 +874,78 @@ document.getElementById("login").addEventListener("submit", async (event) => {
     res.set_content(kPage, "text/html; charset=utf-8");
   }
 
-  // /sessions/<id>/...: not a cross-site request that may change something, the session's
-  // owner (bearer token or cookie), a running session, a place in the proxy (ProxyLimiter),
-  // then the app's answer.
-  void ProxySession(const httplib::Request& req, httplib::Response& res) {
-    const std::optional<int64_t> id = ParseCount(req.matches[1]);
-    if (!id) return SendProblem(res, NotFound("session not found"));
-    if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
-      return SendProblem(res, PermissionDenied(refused));
-    }
-    const std::string prefix = "/sessions/" + std::to_string(*id) + "/";
-    std::string token = BearerToken(req);
-    const std::string cookies = req.get_header_value("Cookie");
-    if (token.empty() && CookieCount(cookies, kTokenCookie) > 1) {
-      return LoginNeeded(req, res, prefix,
-                         "more than one corral_token cookie (a page set one of its own): clear "
-                         "this site's cookies");
-    }
-    if (token.empty()) token = CookieValue(cookies, kTokenCookie);
-    Result<Principal> who = token.empty() ? Result<Principal>(Unauthenticated("not logged in"))
-                                          : AuthenticateToken(token);
-    if (!who.ok()) {
-      if (who.status().code() != StatusCode::kUnauthenticated)
-        return SendProblem(res, who.status());
-      return LoginNeeded(req, res, prefix, who.status().message());
-    }
-    auto target = controller_.ProxyTarget(*who, JobId(*id));
-    if (!target.ok()) return SendProblem(res, target.status());
-    if (target->state != "running") {
-      res.status = 503;
-      res.set_header("Retry-After", "5");
-      res.set_content(json{{"type", "about:blank"},
-                           {"title", "unavailable"},
-                           {"status", 503},
-                           {"state", target->state},
-                           {"detail", "session " + std::to_string(*id) + " is " + target->state +
-                                          ", not running"}}
-                          .dump(),
-                      "application/problem+json");
-      return;
-    }
-    if (!req.matches[2].matched) {  // "/sessions/7": the app's base URL ends with '/'
-      const size_t query = req.target.find('?');
-      res.set_redirect(prefix + (query == std::string::npos ? "" : req.target.substr(query)), 301);
-      return;
-    }
-    if (req.target.rfind(prefix, 0) != 0) {
-      return SendProblem(res, InvalidArgument("request target: must start with " + prefix));
-    }
-    const ProxyLimiter::Pass pass = proxy_limiter_.Enter(*id);
-    if (!pass.admitted()) {
-      res.status = 503;
-      res.set_header("Retry-After", "1");
-      res.set_content(json{{"type", "about:blank"},
-                           {"title", "unavailable"},
-                           {"status", 503},
-                           {"detail", pass.refusal()}}
-                          .dump(),
-                      "application/problem+json");
-      return;
-    }
-    ProxyRequest request;
-    request.method = req.method;
-    request.target = req.target;
-    request.headers.assign(req.headers.begin(), req.headers.end());
-    request.body = req.body;
-    request.remote_addr = req.remote_addr;
-    ForwardOptions options;
-    options.read_timeout = config_.proxy_read_timeout;
-    options.scheme = config_.tls ? "https" : "http";
-    ProxyAnswer answer = Forward(request, {target->address, target->port, target->token}, options);
-    res.status = answer.status;
-    for (auto& [name, value] : answer.headers) {
-      res.headers.emplace(std::move(name), std::move(value));
-    }
-    res.body = std::move(answer.body);
-    if (!answer.content_type.empty()) res.set_header("Content-Type", answer.content_type);
+  // --- The dashboard (docs/dashboard.md) --------------------------------------------------------
+
+  void RegisterDashboard(httplib::Server& http) {
+    // Static and public (the code, not the data): no credentials needed.
+    http.Get(R"(/assets/.*)", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!config_.web_assets) return SendProblem(res, NotFound("no dashboard is served"));
+      auto asset = config_.web_assets->Lookup(req.path);
+      if (!asset.ok()) return SendProblem(res, asset.status());
+      SendAsset(*asset, res);
+    });
+    http.Get("/api/v1/summary", Authed([this](const Principal&, const auto&, auto& res) {
+               SendJson(res, 200, controller_.ClusterSummary());
+             }));
+    http.Get("/api/v1/events/stream",
+             Authed([this](const Principal&, const auto&, auto& res) { EventStream(res); }));
   }
 
-  // 401 for a request to a session without valid credentials: browsers get a page with a link
-  // to the login page (coming back here), programs a problem.
-  static void LoginNeeded(const httplib::Request& req, httplib::Response& res,
-                          const std::string& prefix, const std::string& why) {
-    res.status = 401;
-    res.set_header("WWW-Authenticate", "Bearer");
-    const std::string detail = why + ": log in at /login (or send 'Authorization: Bearer <token>')";
-    if (req.get_header_value("Accept").find("text/html") != std::string::npos) {
-      // `prefix` holds only digits and slashes: safe in HTML and in a query string.
-      res.set_content(
-          "<!doctype html><html><head><meta charset=\"utf-8\"><title>corral: log in"
-          "</title></head><body><p>This session needs you to log in: <a href=\"/login"
-          "?next=" +
-              prefix + "\">log in</a>.</p></body></html>",
-          "text/html; charset=utf-8");
+  // GET /: the dashboard's index.html for a browser logged in by cookie (the page's own API
+  // calls are authenticated by that cookie too), else a redirect to the login page.
+  void DashboardPage(const httplib::Request& req, httplib::Response& res) {
+    auto who = AuthenticateCookie(req);
+    if (!who.ok()) {
+      if (who.status().code() != StatusCode::kUnauthenticated) {
+        return SendProblem(res, who.status());
+      }
+      res.set_redirect("/login?next=/", 302);
+      res.set_header("Cache-Control", "no-store");
       return;
     }
-    res.set_content(json{{"type", "about:blank"},
-                         {"title", "unauthenticated"},
-                         {"status", 401},
-                         {"detail", detail}}
-                        .dump(),
-                    "application/problem+json");
+    auto index = config_.web_assets->Lookup("/");
+    if (!index.ok()) return SendProblem(res, index.status());
+    SendAsset(*index, res);
+    // Scripts and styles from this origin only; uPlot sets element styles from script, which
+    // CSP's style-src does not govern, and its stylesheet is bundled.
+    res.set_header("Content-Security-Policy",
+                   "default-src 'self'; img-src 'self' data:; connect-src 'self'; "
+                   "object-src 'none'; base-uri 'none'; form-action 'self'; "
+                   "frame-ancestors 'none'");
+    res.set_header("Referrer-Policy", "same-origin");
+  }
+
+  static void SendAsset(const WebAssets::Asset& asset, httplib::Response& res) {
+    res.set_header("Cache-Control", asset.cache_control);
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(asset.body, asset.content_type);
+  }
+
+  // GET /api/v1/events/stream: Server-Sent Events, a "summary" event (ClusterSummary) at once
+  // and then every event_period, until the client goes, the server shuts down or 10 minutes
+  // pass (EventSource reconnects). At most max_event_streams at once: each holds an HTTP
+  // thread; over the cap, 429 with Retry-After (EventSource gives up on an error status: the
+  // dashboard then polls /api/v1/summary).
+  void EventStream(httplib::Response& res) {
+    auto ticket = std::make_shared<EventStreams::Ticket>(event_streams_.Open());
+    if (!ticket->admitted()) {
+      res.set_header("Retry-After", "10");
+      return SendProblem(res, Status(StatusCode::kResourceExhausted,
+                                     "too many live streams open; poll /api/v1/summary"));
+    }
+    res.set_header("Cache-Control", "no-store");
+    res.set_header("X-Accel-Buffering", "no");  // a proxy in front must not hold the events
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+    auto next_id = std::make_shared<int64_t>(0);
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, ticket, next_id, deadline](size_t, httplib::DataSink& sink) {
+          if (*next_id > 0 && !event_streams_.Wait(config_.event_period)) return false;
+          if (std::chrono::steady_clock::now() > deadline || !sink.is_writable()) return false;
+          const std::string frame =
+              EventStreamFrame("summary", ++*next_id, controller_.ClusterSummary());
+          return sink.write(frame.data(), frame.size());
+        });
   }
 
   void StatusPage(httplib::Response& res) {
@@ -890,12 +970,16 @@ document.getElementById("login").addEventListener("submit", async (event) => {
   Clock& clock_;
   HttpApiConfig config_;
   PrincipalCache principals_;
-  ProxyLimiter proxy_limiter_;
+  EventStreams event_streams_;
 };
 
 HttpApi::HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)
     : impl_(std::make_unique<Impl>(controller, store, clock, std::move(config))) {}
 HttpApi::~HttpApi() = default;
+Result<Principal> HttpApi::AuthenticateToken(const std::string& token) {
+  return impl_->AuthenticateToken(token);
+}
 void HttpApi::Register(httplib::Server& http) { impl_->Register(http); }
+void HttpApi::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace corral::server

@@ -37,9 +37,39 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 "Seconds between an idle session's notice and its stop (default 300)")
       ->check(CLI::NonNegativeNumber);
   c->add_option("--session-proxy-timeout", options->session_proxy_timeout_s,
-                "Seconds an app may take to answer a request through the session proxy "
-                "(default 60; longer: 502)")
+                "Seconds a session gateway connection may move no byte (default 60; before the "
+                "app's answer: 502); WebSockets have no limit")
       ->check(CLI::Range(1, 3600));
+  c->add_option("--session-listen", options->session_listen,
+                "HOST:PORT of the session gateway, which serves sessions on an origin of its own "
+                "(default: the --listen host, port + 1)");
+  c->add_option("--session-public-url", options->session_public_url,
+                "The URL users reach the session gateway at (default: --public-url with the "
+                "gateway's port, else the request's Host)");
+  c->add_option("--session-max-connections", options->session_max_connections,
+                "Connections the session gateway keeps open at once (default 256; over: 503)")
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--session-max-connections-per-session",
+                options->session_max_connections_per_session,
+                "Connections one session may have open at once (default 32; over: 503)")
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--gpu-idle-threshold", options->gpu_idle_threshold_percent,
+                "An allocated GPU under this utilisation (percent) is idle (default 10)")
+      ->check(CLI::Range(1, 100));
+  c->add_option("--gpu-idle-after", options->gpu_idle_after_s,
+                "Seconds an allocated GPU must stay idle before it is flagged (default 1800)")
+      ->check(CLI::Range(0, 30 * 86400));
+  c->add_option("--metrics-retention-fine", options->metrics_fine_retention_s,
+                "Seconds the 10 s GPU metrics history is kept (default 86400)")
+      ->check(CLI::Range(int64_t{600}, int64_t{366} * 86400));
+  c->add_option("--metrics-retention-coarse", options->metrics_coarse_retention_s,
+                "Seconds the 5 min GPU metrics history is kept (default 7776000: 90 days)")
+      ->check(CLI::Range(int64_t{3600}, int64_t{3660} * 86400));
+  c->add_option("--metrics-token-file", options->metrics_token_file,
+                "File whose first line is a token that opens GET /metrics and nothing else "
+                "(Prometheus); default: admin tokens only");
+  c->add_option("--web-dir", options->web_dir,
+                "The built dashboard (web/dist) to serve at / (default: none, / is a status page)");
   c->add_option("--public-url", options->public_url,
                 "The URL users reach this server at, for session URLs (default: the request's "
                 "Host)");
@@ -52,7 +82,8 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     (*server)->Start();
-    std::cout << "corral server listening on " << (*server)->url() << "\n";
+    std::cout << "corral server listening on " << (*server)->url() << "\n"
+              << "sessions served on " << (*server)->session_url() << "\n";
     if (!(*server)->new_admin_token().empty()) {
       std::cout << "admin token (shown once; also in " << options->data_dir
                 << "/admin.token): " << (*server)->new_admin_token() << "\n";

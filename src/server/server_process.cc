@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 #include "common/secret_file.h"
 #include "server/auth.h"
@@ -16,10 +17,24 @@ namespace {
 
 // HTTP threads beyond those waiting heartbeats may hold: API requests and short heartbeats.
 constexpr int kApiThreads = 16;
-// Requests through the session proxy wait for apps, each holding one of those threads: at most
-// half of them, and 4 for one session (ProxyLimiter), so that slow apps leave the API threads.
-constexpr int kProxiedRequests = kApiThreads / 2;
-constexpr int kProxiedRequestsPerSession = 4;
+
+// The session gateway's questions, answered by the API's token lookup and the controller.
+class ServerSessionDirectory final : public SessionDirectory {
+ public:
+  ServerSessionDirectory(HttpApi& api, Controller& controller)
+      : api_(api), controller_(controller) {}
+  Result<Principal> Authenticate(const std::string& token) override {
+    return api_.AuthenticateToken(token);
+  }
+  Result<Controller::SessionEndpoint> Endpoint(const Principal& who, JobId id) override {
+    return controller_.ProxyTarget(who, id);
+  }
+  void NoteUse(JobId id) override { controller_.NoteSessionUse(id); }
+
+ private:
+  HttpApi& api_;
+  Controller& controller_;
+};
 
 std::string ReadFirstLine(const std::string& path) {
   std::ifstream in(path);
@@ -47,13 +62,15 @@ Result<std::string> Bootstrap(store::Store& store, Clock& clock) {
   return *token;
 }
 
-Result<std::pair<std::string, int>> ParseListen(const std::string& listen) {
+// HOST:PORT as given to `flag` (--listen, --session-listen).
+Result<std::pair<std::string, int>> ParseListen(const std::string& listen,
+                                                const std::string& flag) {
   const size_t colon = listen.rfind(':');
-  if (colon == std::string::npos) return InvalidArgument("--listen: expected HOST:PORT");
+  if (colon == std::string::npos) return InvalidArgument(flag + ": expected HOST:PORT");
   const std::string port = listen.substr(colon + 1);
   if (port.empty() || port.size() > 5 ||
       port.find_first_not_of("0123456789") != std::string::npos || std::stoi(port) > 65535) {
-    return InvalidArgument("--listen: bad port '" + port + "'");
+    return InvalidArgument(flag + ": bad port '" + port + "'");
   }
   return std::make_pair(listen.substr(0, colon), std::stoi(port));
 }
@@ -65,6 +82,12 @@ std::string DefaultEnvsDir() {
   return std::filesystem::is_directory(CORRAL_SOURCE_ENVS_DIR, ec) ? CORRAL_SOURCE_ENVS_DIR : "";
 }
 
+std::string DefaultWebDir() {
+  std::error_code ec;
+  const std::string dir = CORRAL_SOURCE_WEB_DIST_DIR;
+  return std::filesystem::is_regular_file(dir + "/index.html", ec) ? dir : "";
+}
+
 Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions& options) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
   if (options.data_dir.empty()) return InvalidArgument("--data-dir: required");
@@ -74,8 +97,18 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   if (options.tls_cert.empty() != options.tls_key.empty()) {
     return InvalidArgument("--tls-cert and --tls-key: give both or neither");
   }
-  auto listen = ParseListen(options.listen);
+  auto listen = ParseListen(options.listen, "--listen");
   if (!listen.ok()) return listen.status();
+  std::optional<std::pair<std::string, int>> session_listen;
+  if (!options.session_listen.empty()) {
+    auto parsed = ParseListen(options.session_listen, "--session-listen");
+    if (!parsed.ok()) return parsed.status();
+    session_listen = *parsed;
+  }
+  if (options.session_max_connections < 1 || options.session_max_connections_per_session < 1) {
+    return InvalidArgument(
+        "--session-max-connections, --session-max-connections-per-session: must be at least 1");
+  }
   if (options.session_idle_timeout_s < 0) {
     return InvalidArgument("--session-idle-timeout: must be 0 (never) or a number of seconds");
   }
@@ -88,6 +121,9 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   if (!options.public_url.empty() && options.public_url.rfind("http://", 0) != 0 &&
       options.public_url.rfind("https://", 0) != 0) {
     return InvalidArgument("--public-url: must start with http:// or https://");
+  }
+  if (!options.session_public_url.empty() && OriginOf(options.session_public_url).empty()) {
+    return InvalidArgument("--session-public-url: must be an http:// or https:// URL");
   }
 
   auto store = store::OpenStore(options.store_url);
@@ -121,9 +157,16 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.session_idle_warning = Seconds(options.session_idle_warning_s);
   p->session_app_probe_ = std::make_unique<HttpSessionAppProbe>();
   config.session_app_probe = p->session_app_probe_.get();
+  config.gpu_monitor.idle_threshold_percent = options.gpu_idle_threshold_percent;
+  config.gpu_monitor.idle_after_ms = int64_t{options.gpu_idle_after_s} * 1000;
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
+  GpuHistory::Options history;
+  history.fine_retention = Seconds(options.metrics_fine_retention_s);
+  history.coarse_retention = Seconds(options.metrics_coarse_retention_s);
+  p->gpu_history_ =
+      std::make_unique<GpuHistory>(p->controller_->Gpus(), *p->store_, p->clock_, history);
   if (!options.envs_dir.empty()) {
     auto builtins = LoadEnvironmentDir(options.envs_dir);
     if (!builtins.ok()) {
@@ -149,15 +192,6 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   } else {
     p->http_ = std::make_unique<httplib::Server>();
   }
-  HttpApiConfig api_config;
-  api_config.join_token_hash = HashToken(p->join_token_);
-  api_config.public_url = options.public_url;
-  api_config.tls = !options.tls_cert.empty();
-  api_config.proxy_limits.total = kProxiedRequests;
-  api_config.proxy_limits.per_session = kProxiedRequestsPerSession;
-  api_config.proxy_read_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
-  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
-  p->api_->Register(*p->http_);
   // Answers go out in two writes (headers, body): without this, Nagle holds the body until the
   // client's delayed ACK, ~40 ms per request on keep-alive connections.
   p->http_->set_tcp_nodelay(true);
@@ -177,20 +211,74 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     }
   }
   if (bound < 0) return IoError("--listen: cannot bind " + options.listen);
-  p->url_ = std::string(options.tls_cert.empty() ? "http" : "https") + "://" + host + ":" +
-            std::to_string(bound);
+  const std::string scheme = options.tls_cert.empty() ? "http" : "https";
+  p->url_ = scheme + "://" + host + ":" + std::to_string(bound);
+
+  // The session gateway: by default next to the API (its port + 1; a free one in tests).
+  SessionGatewayOptions gateway;
+  gateway.host = session_listen ? session_listen->first : host;
+  gateway.tls_cert = options.tls_cert;
+  gateway.tls_key = options.tls_key;
+  gateway.api_url = options.public_url;
+  gateway.api_port = bound;
+  gateway.max_connections = options.session_max_connections;
+  gateway.max_connections_per_session = options.session_max_connections_per_session;
+  gateway.idle_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
+  const int gateway_port = session_listen ? session_listen->second : port == 0 ? 0 : bound + 1;
+  for (int i = 0; i < (session_listen ? 1 : tries) && !p->gateway_; ++i) {
+    gateway.port = gateway_port == 0 ? 0 : gateway_port + i;
+    // Without --session-public-url: --public-url's with the gateway's port (unknown yet for
+    // port 0, in tests: then the gateway and the API derive it from each request).
+    gateway.public_url = !options.session_public_url.empty() ? options.session_public_url
+                         : gateway.port != 0 ? WithPort(options.public_url, gateway.port)
+                                             : "";
+    auto created = SessionGateway::Create(gateway);
+    if (created.ok()) {
+      p->gateway_ = std::move(created).value();
+    } else if (i + 1 == (session_listen ? 1 : tries)) {
+      return created.status();
+    }
+  }
+
+  HttpApiConfig api_config;
+  api_config.join_token_hash = HashToken(p->join_token_);
+  if (!options.metrics_token_file.empty()) {
+    const std::string token = ReadFirstLine(options.metrics_token_file);
+    if (token.size() < 16) {
+      return InvalidArgument("--metrics-token-file " + options.metrics_token_file +
+                             ": the first line must hold a token of at least 16 characters");
+    }
+    api_config.metrics_token_hash = HashToken(token);
+  }
+  api_config.public_url = options.public_url;
+  api_config.tls = !options.tls_cert.empty();
+  api_config.session_url = gateway.public_url;
+  api_config.session_port = p->gateway_->port();
+  if (!options.web_dir.empty()) {
+    auto web = WebAssets::Create(options.web_dir);
+    if (!web.ok()) return web.status();
+    api_config.web_assets = std::move(web).value();
+  }
+  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
+  p->api_->Register(*p->http_);
+  p->session_directory_ = std::make_unique<ServerSessionDirectory>(*p->api_, *p->controller_);
   return p;
 }
 
 void ServerProcess::Start() {
   controller_->Start();
+  gpu_history_->Start();
   serve_ = std::thread([this] { http_->listen_after_bind(); });
+  gateway_->Start(*session_directory_);
 }
 
 void ServerProcess::Stop() {
+  if (gateway_) gateway_->Stop();  // its connections end now, WebSockets included
+  if (api_) api_->Shutdown();      // live event streams end now, not at their next event
   if (http_) http_->stop();
   if (serve_.joinable()) serve_.join();
   if (controller_) controller_->Stop();
+  if (gpu_history_) gpu_history_->Stop();  // stores what the monitor still holds
 }
 
 ServerProcess::~ServerProcess() { Stop(); }

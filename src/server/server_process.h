@@ -10,7 +10,9 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "server/controller.h"
+#include "server/gpu_history.h"
 #include "server/http_api.h"
+#include "server/session_gateway.h"
 #include "store/store.h"
 
 namespace httplib {
@@ -22,6 +24,9 @@ namespace corral::server {
 // The envs/ directory of the source tree this corral was built from, when it exists (a
 // development checkout); else "".
 std::string DefaultEnvsDir();
+// The built dashboard of the source tree this corral was built from (web/dist with an
+// index.html: `make web`), when it exists; else "". `corral dev` serves it by default.
+std::string DefaultWebDir();
 
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
@@ -42,8 +47,27 @@ struct ServerOptions {
   int session_idle_timeout_s = 3600;
   int session_idle_warning_s = 300;
   std::string public_url;
-  // How long an app may take to answer a request through the session proxy (then 502).
+  // The session gateway (session_gateway.h): where it listens (HOST:PORT; empty: the API's host
+  // and port + 1, or any free port when the API's is 0), its URL for users (empty: --public-url
+  // with the gateway's port, else each request's Host), and its caps on open connections.
+  std::string session_listen;
+  std::string session_public_url;
+  int session_max_connections = 256;
+  int session_max_connections_per_session = 32;
+  // How long a gateway connection that is not upgraded may move no byte (before the app's
+  // answer: 502).
   int session_proxy_timeout_s = 60;
+  // The built dashboard served at / (docs/dashboard.md); empty: / is the plain status page.
+  std::string web_dir;
+  // GPU metrics (docs/monitoring.md): an allocated GPU under `gpu_idle_threshold_percent` for
+  // `gpu_idle_after_s` is flagged idle; history kept 10 s for `metrics_fine_retention_s`, 5 min
+  // for `metrics_coarse_retention_s`; a file whose first line is the token that opens GET
+  // /metrics only (empty: admin tokens only).
+  int gpu_idle_threshold_percent = 10;
+  int gpu_idle_after_s = 1800;
+  int64_t metrics_fine_retention_s = 24 * 3600;
+  int64_t metrics_coarse_retention_s = 90 * 24 * 3600;
+  std::string metrics_token_file;
 };
 
 class ServerProcess {
@@ -58,6 +82,10 @@ class ServerProcess {
   void Stop();
 
   std::string url() const { return url_; }
+  // The session gateway as bound ("http://127.0.0.1:8081"); sessions' URLs may use its public
+  // URL instead.
+  std::string session_url() const { return gateway_->url(); }
+  int session_port() const { return gateway_->port(); }
   // The admin token if this start created it (printed once), else empty.
   const std::string& new_admin_token() const { return new_admin_token_; }
   const std::string& join_token() const { return join_token_; }
@@ -69,8 +97,11 @@ class ServerProcess {
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<SessionAppProbe> session_app_probe_;  // the controller borrows it
   std::unique_ptr<Controller> controller_;
+  std::unique_ptr<GpuHistory> gpu_history_;  // borrows the controller's GpuMonitor
   std::unique_ptr<HttpApi> api_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<SessionDirectory> session_directory_;  // the gateway borrows it
+  std::unique_ptr<SessionGateway> gateway_;
   std::thread serve_;
   std::string url_;
   std::string new_admin_token_;

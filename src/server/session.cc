@@ -6,7 +6,8 @@
 namespace corral::server {
 
 Seconds LastUse(const SessionActivity& activity) {
-  return std::max(activity.last_activity, activity.app_last_activity.value_or(Seconds(0)));
+  return std::max({activity.last_activity, activity.app_last_activity.value_or(Seconds(0)),
+                   activity.gpus_last_busy.value_or(Seconds(0))});
 }
 
 Seconds IdleFor(const SessionActivity& activity, Seconds now) {

@@ -22,12 +22,12 @@ struct SessionActivity {
   // "last_activity"), never later than when it was asked: use the proxy never sees, such as
   // notebooks reached through the direct URL (WebSockets). None: the app never said.
   std::optional<Seconds> app_last_activity;
-  // Later: per-task GPU utilisation from the agents (the monitoring issue) joins here, e.g.
-  // `std::optional<double> gpu_utilisation` over the last minutes; IdleFor then counts a
-  // session whose GPUs work as in use.
+  // When its GPUs were last busy (GpuMonitor::JobLastBusyMs: now while one is over the idle
+  // threshold). None: it holds no GPU, or no sample has come yet.
+  std::optional<Seconds> gpus_last_busy;
 };
 
-// When the session was last used: the later of the proxy's and the app's last activity.
+// When the session was last used: the latest of the proxy's, the app's and the GPUs' activity.
 Seconds LastUse(const SessionActivity& activity);
 
 // How long the session has been unused at `now` (0 when it is in use right now). The one

@@ -3,19 +3,26 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/strings.h"
+#include "server/auth.h"
 
 namespace corral::server {
 
 namespace {
 
-// RFC 9110 7.6.1: meant for one connection, never forwarded.
-const std::set<std::string> kHopByHop = {
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-    "te",         "trailer",    "trailers",           "transfer-encoding",   "upgrade"};
+// RFC 9110 7.6.1: meant for one connection, never forwarded. Transfer-Encoding is one too, but
+// the gateway copies bodies as they were sent, so the encoding of both hops is the same.
+const std::set<std::string> kHopByHop = {"connection",
+                                         "keep-alive",
+                                         "proxy-authenticate",
+                                         "proxy-authorization",
+                                         "proxy-connection",
+                                         "te",
+                                         "trailer",
+                                         "trailers",
+                                         "upgrade"};
 
 // The header names a Connection header lists (also hop-by-hop), lower case.
 std::set<std::string> ConnectionTokens(const HeaderList& headers) {
@@ -67,10 +74,9 @@ std::vector<std::pair<std::string, std::string>> Cookies(const std::string& head
 
 HeaderList UpstreamHeaders(const HeaderList& request_headers) {
   static const std::set<std::string> kDrop = {
-      "host",        "authorization",   "content-length",   "accept-encoding",
-      "remote_addr", "remote_port",     "local_addr",       "local_port",
-      "forwarded",   "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
-      "cookie"};  // cookies come back below, without corral's
+      "authorization",     "forwarded", "x-forwarded-for", "x-forwarded-host",
+      "x-forwarded-proto", "cookie"};  // cookies come back below, without corral's  // cookies come
+                                       // back below, without corral's
   HeaderList out = Without(request_headers, kDrop);
   for (const auto& [name, value] : request_headers) {
     if (Lower(name) != "cookie") continue;
@@ -81,12 +87,39 @@ HeaderList UpstreamHeaders(const HeaderList& request_headers) {
 }
 
 HeaderList DownstreamHeaders(const HeaderList& response_headers) {
-  HeaderList out = Without(response_headers, {"content-length", "content-type", "clear-site-data",
-                                              "service-worker-allowed"});
+  HeaderList out = Without(response_headers, {"clear-site-data", "service-worker-allowed"});
   std::erase_if(out, [](const auto& header) {
     return Lower(header.first) == "set-cookie" && SetsCookie(header.second, kTokenCookie);
   });
   return out;
+}
+
+std::string HeaderValue(const HeaderList& headers, std::string_view name) {
+  for (const auto& [key, value] : headers) {
+    if (Lower(key) == Lower(std::string(name))) return value;
+  }
+  return "";
+}
+
+bool WantsUpgrade(const HeaderList& request_headers) {
+  return ConnectionTokens(request_headers).count("upgrade") > 0 &&
+         !Trim(HeaderValue(request_headers, "Upgrade")).empty();
+}
+
+Result<std::string> SessionTokenOf(const HeaderList& request_headers) {
+  std::string token = BearerTokenOf(HeaderValue(request_headers, "Authorization"));
+  if (!token.empty()) return token;
+  // Every Cookie header counts: HTTP/1.1 clients send one, but nothing stops a second.
+  std::string cookies;
+  for (const auto& [name, value] : request_headers) {
+    if (Lower(name) == "cookie") cookies += (cookies.empty() ? "" : "; ") + value;
+  }
+  if (CookieCount(cookies, kTokenCookie) > 1) {
+    return Unauthenticated(
+        "more than one corral_token cookie (a page set one of its own): clear this site's "
+        "cookies");
+  }
+  return CookieValue(cookies, kTokenCookie);
 }
 
 std::string CookieValue(const std::string& cookie_header, const std::string& name) {
@@ -131,12 +164,19 @@ std::string TokenCookie(const std::string& token, bool secure) {
   return cookie;
 }
 
-std::string SafeRedirectTarget(const std::string& next) {
-  if (next.empty() || next[0] != '/' || next.rfind("//", 0) == 0) return "/";
+std::string SafeRedirectTarget(const std::string& next,
+                               const std::vector<std::string>& other_origins) {
   for (unsigned char c : next) {
     if (c < 0x20 || c == 0x7f || c == '\\') return "/";
   }
-  return next;
+  if (!next.empty() && next[0] == '/' && next.rfind("//", 0) != 0) return next;
+  for (const std::string& origin : other_origins) {
+    const std::string own = OriginOf(origin);
+    // The origin as written, then nothing or a path: no user info, port or host can follow.
+    if (own.empty() || Lower(next.substr(0, own.size())) != own) continue;
+    if (next.size() == own.size() || next[own.size()] == '/') return next;
+  }
+  return "/";
 }
 
 std::string OriginOf(std::string_view url) {
@@ -164,13 +204,33 @@ std::string OriginOf(std::string_view url) {
   return scheme + "://" + host + (port.empty() ? "" : ":" + port);
 }
 
+std::string WithPort(std::string_view url, int port) {
+  std::string origin = OriginOf(url);
+  if (origin.empty()) return "";
+  const size_t colon = origin.rfind(':');
+  const size_t bracket = origin.rfind(']');
+  const size_t host = origin.find("://") + 3;
+  if (colon > host && (bracket == std::string::npos || colon > bracket)) origin.resize(colon);
+  return origin + ":" + std::to_string(port);
+}
+
+std::string UrlOfHost(std::string_view host, bool tls) {
+  const bool plain = !host.empty() && host.size() <= 300 &&
+                     host.find_first_not_of(
+                         "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                         "0123456789.-:[]") == std::string_view::npos;
+  return plain ? std::string(tls ? "https://" : "http://") + std::string(host) : "";
+}
+
 std::string CrossSiteRefusal(std::string_view method, std::string_view origin,
                              std::string_view sec_fetch_site,
-                             const std::vector<std::string>& own_origins) {
-  if (method == "GET" || method == "HEAD" || method == "OPTIONS") return "";
+                             const std::vector<std::string>& own_origins, RequestKind kind) {
+  const bool upgrade = kind == RequestKind::kUpgrade;
+  if (!upgrade && (method == "GET" || method == "HEAD" || method == "OPTIONS")) return "";
+  const std::string what = upgrade ? "open a WebSocket" : std::string(method);
   const std::string site = Lower(Trim(sec_fetch_site));
   if (site == "cross-site" || site == "same-site") {
-    return "a " + site + " request (Sec-Fetch-Site) may not " + std::string(method) + " here";
+    return "a " + site + " request (Sec-Fetch-Site) may not " + what + " here";
   }
   const std::string from = Trim(origin);
   if (from.empty()) return "";
@@ -178,141 +238,8 @@ std::string CrossSiteRefusal(std::string_view method, std::string_view origin,
   for (const std::string& own : own_origins) {
     if (!normal.empty() && OriginOf(own) == normal) return "";
   }
-  return "a request from origin '" + from.substr(0, 200) + "', not this server's, may not " +
-         std::string(method) + " here (a server reached through another URL needs --public-url)";
-}
-
-ProxyLimiter::Pass::Pass(Pass&& other) noexcept
-    : limiter_(std::exchange(other.limiter_, nullptr)),
-      session_(other.session_),
-      refusal_(std::move(other.refusal_)) {}
-
-ProxyLimiter::Pass::~Pass() {
-  if (limiter_ != nullptr) limiter_->Leave(session_);
-}
-
-ProxyLimiter::Pass ProxyLimiter::Enter(int64_t session) {
-  std::unique_lock lock(mu_);
-  if (inside_ >= limits_.total) {
-    return Pass(nullptr, session,
-                "the session proxy serves at most " + std::to_string(limits_.total) +
-                    " requests at once; try again shortly");
-  }
-  ++inside_;
-  const bool placed = freed_.wait_for(lock, limits_.wait, [&] {
-    const auto it = in_flight_.find(session);
-    return it == in_flight_.end() || it->second < limits_.per_session;
-  });
-  if (!placed) {
-    --inside_;
-    return Pass(nullptr, session,
-                "session " + std::to_string(session) + " has " +
-                    std::to_string(limits_.per_session) +
-                    " requests in flight, the most one session may; try again shortly");
-  }
-  ++in_flight_[session];
-  return Pass(this, session, "");
-}
-
-void ProxyLimiter::Leave(int64_t session) {
-  {
-    std::lock_guard lock(mu_);
-    if (--in_flight_[session] <= 0) in_flight_.erase(session);
-    --inside_;
-  }
-  freed_.notify_all();
-}
-
-namespace {
-
-ProxyAnswer BadGateway(const std::string& detail) {
-  ProxyAnswer answer;
-  answer.status = 502;
-  answer.content_type = "application/problem+json";
-  answer.body = nlohmann::json{
-      {"type", "about:blank"},
-      {"title", "bad_gateway"},
-      {"status", 502},
-      {"detail",
-       detail}}.dump();
-  return answer;
-}
-
-std::string HeaderValue(const HeaderList& headers, const std::string& name) {
-  for (const auto& [key, value] : headers) {
-    if (Lower(key) == Lower(name)) return value;
-  }
-  return "";
-}
-
-}  // namespace
-
-ProxyAnswer Forward(const ProxyRequest& request, const ProxyUpstream& upstream,
-                    const ForwardOptions& options) {
-  httplib::Client client(upstream.address, upstream.port);
-  client.set_connection_timeout(options.connect_timeout);
-  client.set_read_timeout(options.read_timeout);
-  client.set_write_timeout(options.write_timeout);
-  client.set_url_encode(false);  // the target is sent as the browser sent it
-  client.set_decompress(false);  // the body goes back as the app sent it
-  client.set_keep_alive(false);
-
-  httplib::Request out;
-  out.method = request.method;
-  out.path = request.target;
-  for (auto& [name, value] : UpstreamHeaders(request.headers)) {
-    out.headers.emplace(std::move(name), std::move(value));
-  }
-  // The app trusts the proxy through the session's secret (Jupyter reads "token <secret>").
-  out.headers.emplace("Authorization", "token " + upstream.token);
-  out.headers.emplace("X-Forwarded-For", request.remote_addr);
-  out.headers.emplace("X-Forwarded-Proto", options.scheme);
-  if (const std::string host = HeaderValue(request.headers, "Host"); !host.empty()) {
-    out.headers.emplace("X-Forwarded-Host", host);
-  }
-  out.body = request.body;
-
-  // The body is read through a receiver that stops at the limit (httplib would buffer any size).
-  std::string body;
-  bool too_big = false;
-  out.response_handler = [&](const httplib::Response& head) {
-    const std::string length = head.get_header_value("Content-Length");
-    if (!length.empty() && length.size() < 20 &&
-        length.find_first_not_of("0123456789") == std::string::npos &&
-        std::stoull(length) > options.max_answer_bytes) {
-      too_big = true;  // announced: refused before any of it is read
-      return false;
-    }
-    return true;
-  };
-  out.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    if (body.size() + size > options.max_answer_bytes) {
-      too_big = true;
-      return false;
-    }
-    body.append(data, size);
-    return true;
-  };
-
-  httplib::Result answer = client.send(out);
-  const std::string where = upstream.address + ":" + std::to_string(upstream.port);
-  if (too_big) {
-    const size_t limit = options.max_answer_bytes;
-    return BadGateway("the session's app on " + where + " answered more than " +
-                      (limit % (1 << 20) == 0 ? std::to_string(limit >> 20) + " MiB"
-                                              : std::to_string(limit) + " bytes") +
-                      ", the most the proxy passes on; fetch large files through the direct URL");
-  }
-  if (!answer) {
-    return BadGateway("the session's app does not answer on " + where + " (" +
-                      httplib::to_string(answer.error()) + "); it may still be starting");
-  }
-  ProxyAnswer result;
-  result.status = answer->status;
-  result.headers = DownstreamHeaders(HeaderList(answer->headers.begin(), answer->headers.end()));
-  result.content_type = answer->get_header_value("Content-Type");
-  result.body = std::move(body);
-  return result;
+  return "a request from origin '" + from.substr(0, 200) + "', not this server's, may not " + what +
+         " here (a server reached through another URL needs --public-url or --session-public-url)";
 }
 
 std::optional<Seconds> HttpSessionAppProbe::LastActivity(const SessionApp& app) {

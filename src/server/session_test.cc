@@ -1,6 +1,6 @@
 // Sessions' parts below the controller: the spec's `session`, the idle rule and what apps say
-// about their use, the proxy's header, cookie, origin and redirect rules, its caps, and the
-// forwarding and the app probe against a fake app on loopback.
+// about their use, the gateway's header, cookie, origin and redirect rules, and the app probe
+// against a fake app on loopback. The gateway itself: session_gateway_test.cc.
 #include "server/session.h"
 
 #include <arpa/inet.h>
@@ -117,6 +117,15 @@ TEST(SessionIdleTest, UseAfterTheNoticeClearsIt) {
             SessionStep::kInUseAgain);
 }
 
+TEST(SessionIdleTest, BusyGpusCountAsUse) {
+  const IdlePolicy policy{Seconds(600), Seconds(300)};
+  // No request since 1000, no app report, but its GPUs were busy until 1800.
+  const SessionActivity computing{Seconds(1000), std::nullopt, Seconds(1800)};
+  EXPECT_EQ(LastUse(computing), Seconds(1800));
+  EXPECT_EQ(NextSessionStep(computing, std::nullopt, policy, Seconds(2300)), SessionStep::kNothing);
+  EXPECT_EQ(NextSessionStep(computing, std::nullopt, policy, Seconds(2400)), SessionStep::kNotice);
+}
+
 TEST(SessionIdleTest, TheAppsOwnActivityCountsAsUse) {
   const IdlePolicy policy{Seconds(600), Seconds(300)};
   // Used through the direct URL at 1500, which the proxy (last at 1000) never saw.
@@ -173,15 +182,19 @@ TEST(SessionProxyTest, UpstreamHeadersDropHopByHopCredentialsAndCorralsCookie) {
                          {"Upgrade", "websocket"},
                          {"Content-Length", "3"},
                          {"Accept-Encoding", "gzip"},
-                         {"REMOTE_ADDR", "10.0.0.1"},
+                         {"Proxy-Authorization", "Basic x"},
                          {"X-Forwarded-For", "6.6.6.6"},
                          {"Cookie", "a=1; corral_token=crl_secret; _xsrf=2"},
                          {"Content-Type", "application/json"},
                          {"X-Requested-With", "XMLHttpRequest"}};
-  EXPECT_THAT(UpstreamHeaders(in),
-              ElementsAre(std::pair<std::string, std::string>{"Content-Type", "application/json"},
-                          std::pair<std::string, std::string>{"X-Requested-With", "XMLHttpRequest"},
-                          std::pair<std::string, std::string>{"Cookie", "a=1; _xsrf=2"}));
+  // Framing (Content-Length, Transfer-Encoding) and Host stay: the body is copied as sent,
+  // and apps such as Jupyter compare a WebSocket's Origin with the Host.
+  EXPECT_THAT(
+      UpstreamHeaders(in),
+      ElementsAre(Header{"Host", "corral:8080"}, Header{"Transfer-Encoding", "chunked"},
+                  Header{"Content-Length", "3"}, Header{"Accept-Encoding", "gzip"},
+                  Header{"Content-Type", "application/json"},
+                  Header{"X-Requested-With", "XMLHttpRequest"}, Header{"Cookie", "a=1; _xsrf=2"}));
   // Corral's cookie alone: no Cookie header at all.
   EXPECT_TRUE(UpstreamHeaders({{"cookie", "corral_token=x"}}).empty());
 }
@@ -193,10 +206,11 @@ TEST(SessionProxyTest, DownstreamHeadersKeepTheAppsButNotHopByHop) {
                          {"Connection", "close"},
                          {"Set-Cookie", "_xsrf=1; Path=/sessions/7/"},
                          {"Location", "/sessions/7/lab"}};
-  EXPECT_THAT(
-      DownstreamHeaders(in),
-      ElementsAre(std::pair<std::string, std::string>{"Set-Cookie", "_xsrf=1; Path=/sessions/7/"},
-                  std::pair<std::string, std::string>{"Location", "/sessions/7/lab"}));
+  EXPECT_THAT(DownstreamHeaders(in),
+              ElementsAre(Header{"Content-Type", "text/html"}, Header{"Content-Length", "10"},
+                          Header{"Transfer-Encoding", "chunked"},
+                          Header{"Set-Cookie", "_xsrf=1; Path=/sessions/7/"},
+                          Header{"Location", "/sessions/7/lab"}));
 }
 
 TEST(SessionProxyTest, AnAppCannotSetOrClearCorralsCookie) {
@@ -232,6 +246,31 @@ TEST(SessionProxyTest, OriginsAsBrowsersWriteThem) {
   }
 }
 
+TEST(SessionProxyTest, GatewayUrlsFromTheApis) {
+  EXPECT_EQ(WithPort("https://corral.example", 8081), "https://corral.example:8081");
+  EXPECT_EQ(WithPort("http://corral:8080/x", 8081), "http://corral:8081");
+  EXPECT_EQ(WithPort("http://[::1]:8080", 8081), "http://[::1]:8081");
+  EXPECT_EQ(WithPort("http://[::1]", 8081), "http://[::1]:8081");
+  EXPECT_EQ(WithPort("", 8081), "");
+  EXPECT_EQ(UrlOfHost("corral:8081", true), "https://corral:8081");
+  EXPECT_EQ(UrlOfHost("evil/x", false), "");
+  EXPECT_EQ(UrlOfHost("", false), "");
+}
+
+TEST(SessionProxyTest, TheSessionTokenIsTheBearerElseTheOneCookie) {
+  EXPECT_EQ(*SessionTokenOf({{"Authorization", "Bearer crl_a"}, {"Cookie", "corral_token=b"}}),
+            "crl_a");
+  EXPECT_EQ(*SessionTokenOf({{"Cookie", "x=1; corral_token=crl_b"}}), "crl_b");
+  EXPECT_EQ(*SessionTokenOf({{"Authorization", "Basic x"}}), "");
+  const auto two = SessionTokenOf({{"Cookie", "corral_token=a"}, {"cookie", "corral_token=b"}});
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(two.status().message(), HasSubstr("more than one corral_token"));
+  EXPECT_TRUE(WantsUpgrade({{"Connection", "keep-alive, Upgrade"}, {"Upgrade", "websocket"}}));
+  EXPECT_FALSE(WantsUpgrade({{"Upgrade", "websocket"}}));
+  EXPECT_FALSE(WantsUpgrade({{"Connection", "upgrade"}}));
+}
+
 TEST(SessionProxyTest, CrossSiteRequestsMayNotChangeAnything) {
   const std::vector<std::string> own = {"http://corral:8080", "https://corral.example/"};
   // Safe methods pass whatever they say.
@@ -252,41 +291,16 @@ TEST(SessionProxyTest, CrossSiteRequestsMayNotChangeAnything) {
   EXPECT_THAT(CrossSiteRefusal("PATCH", "", "cross-site", own), HasSubstr("cross-site request"));
   EXPECT_THAT(CrossSiteRefusal("POST", "http://corral:8080", "same-site", own),
               HasSubstr("same-site request"));
+  // A WebSocket handshake is a GET, but opens a channel both ways: refused from elsewhere.
+  const RequestKind upgrade = RequestKind::kUpgrade;
+  EXPECT_THAT(CrossSiteRefusal("GET", "https://evil.example", "", own, upgrade),
+              HasSubstr("may not open a WebSocket"));
+  EXPECT_THAT(CrossSiteRefusal("GET", "", "cross-site", own, upgrade), HasSubstr("cross-site"));
+  EXPECT_EQ(CrossSiteRefusal("GET", "http://corral:8080", "same-origin", own, upgrade), "");
+  EXPECT_EQ(CrossSiteRefusal("GET", "", "", own, upgrade), "");
 }
 
-TEST(ProxyLimiterTest, CapsRequestsPerSessionAndInAll) {
-  ProxyLimiter limiter({.total = 3, .per_session = 2, .wait = std::chrono::milliseconds(0)});
-  std::optional<ProxyLimiter::Pass> first;
-  first.emplace(limiter.Enter(1));
-  const ProxyLimiter::Pass second = limiter.Enter(1);
-  EXPECT_TRUE(first->admitted());
-  EXPECT_TRUE(second.admitted());
-  EXPECT_EQ(first->refusal(), "");
-  const ProxyLimiter::Pass third = limiter.Enter(1);
-  EXPECT_FALSE(third.admitted());
-  EXPECT_THAT(third.refusal(), HasSubstr("session 1 has 2 requests in flight"));
-  const ProxyLimiter::Pass other = limiter.Enter(2);  // another session: its own cap
-  EXPECT_TRUE(other.admitted());
-  const ProxyLimiter::Pass fourth = limiter.Enter(3);  // 3 in flight in all
-  EXPECT_FALSE(fourth.admitted());
-  EXPECT_THAT(fourth.refusal(), HasSubstr("at most 3 requests at once"));
-  first.reset();  // its place is free again
-  EXPECT_TRUE(limiter.Enter(3).admitted());
-  EXPECT_TRUE(limiter.Enter(1).admitted());
-}
-
-TEST(ProxyLimiterTest, ARequestOverItsSessionsCapWaitsForAPlace) {
-  ProxyLimiter limiter({.total = 4, .per_session = 1, .wait = std::chrono::seconds(30)});
-  std::optional<ProxyLimiter::Pass> busy;
-  busy.emplace(limiter.Enter(7));
-  bool admitted = false;
-  std::thread next([&] { admitted = limiter.Enter(7).admitted(); });
-  busy.reset();  // the waiting request (or one arriving now) gets the place
-  next.join();
-  EXPECT_TRUE(admitted);
-}
-
-// An app on loopback for Forward and the probe: answers every connection with `answer` (raw
+// An app on loopback for the probe: answers every connection with `answer` (raw
 // HTTP), or, when it is empty, holds the connection without answering until destroyed. Keeps
 // the request heads it got.
 class FakeApp {
@@ -359,75 +373,8 @@ class FakeApp {
   std::thread serve_;
 };
 
-ProxyRequest GetRequest(const std::string& target) {
-  ProxyRequest request;
-  request.method = "GET";
-  request.target = target;
-  request.headers = {{"Host", "corral:8080"}, {"Authorization", "Bearer crl_secret"}};
-  request.remote_addr = "10.1.2.3";
-  return request;
-}
-
 std::string Answer(const std::string& headers, const std::string& body) {
   return "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n" + headers + "\r\n" + body;
-}
-
-TEST(SessionForwardTest, ForwardsWithTheSessionsTokenAndPassesTheAnswerBack) {
-  FakeApp app(Answer("Content-Length: 5\r\nX-App: 1\r\nSet-Cookie: corral_token=x\r\n", "hello"));
-  ForwardOptions options;
-  options.scheme = "https";
-  const ProxyAnswer answer =
-      Forward(GetRequest("/sessions/7/lab?a=%2B"), {"127.0.0.1", app.port(), "tok"}, options);
-  EXPECT_EQ(answer.status, 200);
-  EXPECT_EQ(answer.body, "hello");
-  EXPECT_EQ(answer.content_type, "text/plain");
-  EXPECT_THAT(answer.headers, ElementsAre(Header{"X-App", "1"}));
-  ASSERT_EQ(app.heads().size(), 1u);
-  const std::string head = app.heads()[0];
-  EXPECT_EQ(head.rfind("GET /sessions/7/lab?a=%2B HTTP/1.1\r\n", 0), 0u) << head;
-  EXPECT_THAT(head, HasSubstr("Authorization: token tok\r\n"));
-  EXPECT_THAT(head, HasSubstr("X-Forwarded-Proto: https\r\n"));
-  EXPECT_THAT(head, HasSubstr("X-Forwarded-Host: corral:8080\r\n"));
-  EXPECT_THAT(head, Not(HasSubstr("crl_secret")));
-}
-
-TEST(SessionForwardTest, AnAnswerOverTheLimitIsA502) {
-  ForwardOptions options;
-  options.max_answer_bytes = 1024;
-  const std::string big(2048, 'x');
-  const std::string fits(1024, 'y');
-  struct Case {
-    std::string what, answer;
-    int status;
-  };
-  const std::vector<Case> cases = {
-      {"announced", Answer("Content-Length: 2048\r\n", big), 502},
-      {"chunked", Answer("Transfer-Encoding: chunked\r\n", "800\r\n" + big + "\r\n0\r\n\r\n"), 502},
-      {"until close", Answer("Connection: close\r\n", big), 502},
-      {"at the limit", Answer("Content-Length: 1024\r\n", fits), 200},
-  };
-  for (const Case& c : cases) {
-    FakeApp app(c.answer);
-    const ProxyAnswer answer =
-        Forward(GetRequest("/sessions/7/big"), {"127.0.0.1", app.port(), "tok"}, options);
-    EXPECT_EQ(answer.status, c.status) << c.what;
-    if (c.status == 502) {
-      EXPECT_EQ(answer.content_type, "application/problem+json") << c.what;
-      EXPECT_THAT(answer.body, HasSubstr("answered more than 1024 bytes")) << c.what;
-    } else {
-      EXPECT_EQ(answer.body, fits);
-    }
-  }
-}
-
-TEST(SessionForwardTest, AnAppThatDoesNotAnswerInTimeIsA502) {
-  FakeApp app("");  // holds the request
-  ForwardOptions options;
-  options.read_timeout = std::chrono::milliseconds(100);
-  const ProxyAnswer answer =
-      Forward(GetRequest("/sessions/7/poll"), {"127.0.0.1", app.port(), "tok"}, options);
-  EXPECT_EQ(answer.status, 502);
-  EXPECT_THAT(answer.body, HasSubstr("does not answer on 127.0.0.1:" + std::to_string(app.port())));
 }
 
 TEST(SessionAppProbeTest, AsksJupytersStatusEndpointWithTheToken) {
@@ -477,6 +424,23 @@ TEST(SessionProxyTest, Cookies) {
   EXPECT_EQ(TokenCookie("crl_x", true),
             "corral_token=crl_x; Path=/; HttpOnly; SameSite=Strict; Secure");
   EXPECT_EQ(TokenCookie("", false), "corral_token=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0");
+}
+
+TEST(SessionProxyTest, LoginRedirectsOnlyToThisServerAndItsGateway) {
+  const std::vector<std::string> gateway = {"http://corral:8081"};
+  EXPECT_EQ(SafeRedirectTarget("http://corral:8081/sessions/7/lab?x=1", gateway),
+            "http://corral:8081/sessions/7/lab?x=1");
+  EXPECT_EQ(SafeRedirectTarget("HTTP://Corral:8081/sessions/7/", gateway),
+            "HTTP://Corral:8081/sessions/7/");
+  EXPECT_EQ(SafeRedirectTarget("http://corral:8081", gateway), "http://corral:8081");
+  EXPECT_EQ(SafeRedirectTarget("/sessions/7/", gateway), "/sessions/7/");
+  for (const std::string bad :
+       {"http://corral:8081@evil.example/", "http://corral:80810/", "http://corral:8081.evil/",
+        "https://corral:8081/", "http://corral:8082/", "http://corral:8081\\@evil/",
+        "http://corral:8081/\r\nx", "//corral:8081/"}) {
+    EXPECT_EQ(SafeRedirectTarget(bad, gateway), "/") << bad;
+  }
+  EXPECT_EQ(SafeRedirectTarget("http://corral:8081/sessions/7/"), "/");  // no gateway given
 }
 
 TEST(SessionProxyTest, LoginRedirectsOnlyToPathsOnThisServer) {

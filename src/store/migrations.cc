@@ -134,6 +134,34 @@ CREATE TABLE environment_shares (
 );
 )sql";
 
+// Version 7: GPU metrics history (two resolutions, pruned by the server) and GPU time per day,
+// user and project (kept). Integers only: utilisation in tenths of a percent, time in ms.
+constexpr char kGpuMetrics[] = R"sql(
+CREATE TABLE gpu_metrics (
+  resolution_s INTEGER NOT NULL CHECK (resolution_s > 0),
+  start_s BIGINT NOT NULL,
+  node TEXT NOT NULL,
+  gpu INTEGER NOT NULL CHECK (gpu >= 0),
+  utilization_permille INTEGER NOT NULL CHECK (utilization_permille BETWEEN 0 AND 1000),
+  memory_used_mib BIGINT NOT NULL,
+  power_mw BIGINT NOT NULL,
+  temperature_c INTEGER NOT NULL,
+  samples INTEGER NOT NULL,
+  job_id BIGINT,
+  PRIMARY KEY (resolution_s, node, gpu, start_s)
+);
+CREATE INDEX gpu_metrics_by_time ON gpu_metrics (resolution_s, start_s);
+CREATE INDEX gpu_metrics_by_job ON gpu_metrics (job_id, resolution_s, start_s);
+CREATE TABLE gpu_usage (
+  day TEXT NOT NULL,
+  user_name TEXT NOT NULL,
+  project TEXT NOT NULL,
+  allocated_gpu_ms BIGINT NOT NULL,
+  used_gpu_ms BIGINT NOT NULL,
+  PRIMARY KEY (day, user_name, project)
+);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -149,6 +177,7 @@ const std::vector<Migration>& StoreMigrations() {
        "ALTER TABLE jobs ADD COLUMN array_max_running INTEGER CHECK (array_max_running >= 1);"
        "CREATE INDEX jobs_by_array ON jobs (array_id, id)"},
       {6, "environments: immutable versions, owner, shares with projects", kEnvironments},
+      {7, "GPU metrics history and GPU time per day, user and project", kGpuMetrics},
   };
   return kMigrations;
 }

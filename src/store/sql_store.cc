@@ -937,4 +937,111 @@ Result<std::vector<NodeRecord>> SqlStore::ListNodes() {
   return nodes;
 }
 
+Status SqlStore::AddGpuMetrics(const std::vector<GpuMetricRow>& rows) {
+  if (rows.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(
+      "add GPU metrics", InTransaction([&]() -> Status {
+        for (const GpuMetricRow& r : rows) {
+          const SqlValue job = r.job ? SqlValue(r.job->value()) : SqlValue();
+          CORRAL_RETURN_IF_ERROR(
+              conn_
+                  ->Execute(
+                      "INSERT INTO gpu_metrics (resolution_s, start_s, node, gpu, "
+                      "utilization_permille, memory_used_mib, power_mw, temperature_c, samples, "
+                      "job_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (resolution_s, "
+                      "node, gpu, start_s) DO UPDATE SET utilization_permille = "
+                      "excluded.utilization_permille, memory_used_mib = excluded.memory_used_mib, "
+                      "power_mw = excluded.power_mw, temperature_c = excluded.temperature_c, "
+                      "samples = excluded.samples, job_id = excluded.job_id",
+                      {int64_t{r.resolution_s}, r.start_s, r.node, int64_t{r.gpu},
+                       int64_t{r.utilization_permille}, r.memory_used_mib, r.power_mw,
+                       int64_t{r.temperature_c}, int64_t{r.samples}, job})
+                  .status());
+        }
+        return Status::Ok();
+      }));
+}
+
+Result<int64_t> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s < ?",
+                                {int64_t{resolution_s}, before_s});
+  if (!deleted.ok()) return Annotate("prune GPU metrics", deleted.status());
+  return *deleted;
+}
+
+Result<std::vector<GpuMetricRow>> SqlStore::GpuMetrics(int resolution_s, int64_t from_s,
+                                                       int64_t to_s, const std::string& node,
+                                                       std::optional<JobId> job) {
+  std::string sql =
+      "SELECT resolution_s, start_s, node, gpu, utilization_permille, memory_used_mib, power_mw, "
+      "temperature_c, samples, job_id FROM gpu_metrics WHERE resolution_s = ? AND start_s >= ? "
+      "AND start_s < ?";
+  std::vector<SqlValue> params = {int64_t{resolution_s}, from_s, to_s};
+  if (!node.empty()) {
+    sql += " AND node = ?";
+    params.push_back(node);
+  }
+  if (job) {
+    sql += " AND job_id = ?";
+    params.push_back(job->value());
+  }
+  sql += " ORDER BY node, gpu, start_s";
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(sql, params);
+  if (!rows.ok()) return Annotate("read GPU metrics", rows.status());
+  std::vector<GpuMetricRow> out;
+  for (const SqlRow& row : *rows) {
+    GpuMetricRow r;
+    r.resolution_s = static_cast<int>(row.Int(0));
+    r.start_s = row.Int(1);
+    r.node = row.Text(2);
+    r.gpu = static_cast<int>(row.Int(3));
+    r.utilization_permille = static_cast<int>(row.Int(4));
+    r.memory_used_mib = row.Int(5);
+    r.power_mw = row.Int(6);
+    r.temperature_c = static_cast<int>(row.Int(7));
+    r.samples = static_cast<int>(row.Int(8));
+    if (!row.IsNull(9)) r.job = JobId(row.Int(9));
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Status SqlStore::AddGpuUsage(const std::vector<GpuUsageRow>& rows) {
+  if (rows.empty()) return Status::Ok();
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(
+      "add GPU usage", InTransaction([&]() -> Status {
+        for (const GpuUsageRow& r : rows) {
+          CORRAL_RETURN_IF_ERROR(
+              conn_
+                  ->Execute("INSERT INTO gpu_usage (day, user_name, project, allocated_gpu_ms, "
+                            "used_gpu_ms) VALUES (?, ?, ?, ?, ?) ON CONFLICT (day, user_name, "
+                            "project) DO UPDATE SET allocated_gpu_ms = gpu_usage.allocated_gpu_ms "
+                            "+ excluded.allocated_gpu_ms, used_gpu_ms = gpu_usage.used_gpu_ms + "
+                            "excluded.used_gpu_ms",
+                            {r.day, r.user, r.project, r.allocated_gpu_ms, r.used_gpu_ms})
+                  .status());
+        }
+        return Status::Ok();
+      }));
+}
+
+Result<std::vector<GpuUsageRow>> SqlStore::GpuUsage(const std::string& from_day,
+                                                    const std::string& to_day) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto rows = conn_->Query(
+      "SELECT day, user_name, project, allocated_gpu_ms, used_gpu_ms FROM gpu_usage WHERE day >= "
+      "? AND day <= ? ORDER BY day, user_name, project",
+      {from_day, to_day});
+  if (!rows.ok()) return Annotate("read GPU usage", rows.status());
+  std::vector<GpuUsageRow> out;
+  for (const SqlRow& row : *rows) {
+    out.push_back({row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.Int(4)});
+  }
+  return out;
+}
+
 }  // namespace corral::store

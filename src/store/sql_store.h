@@ -75,6 +75,15 @@ class SqlStore final : public Store {
   Status UpsertNode(const NodeRecord& node) override;
   Result<std::vector<NodeRecord>> ListNodes() override;
 
+  Status AddGpuMetrics(const std::vector<GpuMetricRow>& rows) override;
+  Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s) override;
+  Result<std::vector<GpuMetricRow>> GpuMetrics(int resolution_s, int64_t from_s, int64_t to_s,
+                                               const std::string& node,
+                                               std::optional<JobId> job) override;
+  Status AddGpuUsage(const std::vector<GpuUsageRow>& rows) override;
+  Result<std::vector<GpuUsageRow>> GpuUsage(const std::string& from_day,
+                                            const std::string& to_day) override;
+
  private:
   SqlStore(std::unique_ptr<SqlConnection> conn, std::string name)
       : conn_(std::move(conn)), name_(std::move(name)) {}

@@ -128,6 +128,31 @@ struct TaskRecord {
   std::optional<Seconds> start_time, end_time;
 };
 
+// One aggregated interval of one GPU: the GPU metrics history (docs/monitoring.md), kept at
+// two resolutions (10 s and 5 min) with a retention each.
+struct GpuMetricRow {
+  int resolution_s = 0;  // the interval's length
+  int64_t start_s = 0;   // Unix seconds, a multiple of resolution_s
+  std::string node;
+  int gpu = 0;
+  int utilization_permille = 0;  // mean utilisation in tenths of a percent (0..1000)
+  int64_t memory_used_mib = 0;   // the largest reading
+  int64_t power_mw = 0;          // mean
+  int temperature_c = 0;         // the largest reading
+  int samples = 0;               // readings in the interval
+  std::optional<JobId> job;      // the job holding the GPU at its last reading
+};
+
+// GPU time one user spent in one project on one UTC day (accounting, docs/monitoring.md):
+// allocated, and used (allocated × utilisation).
+struct GpuUsageRow {
+  std::string day;  // "YYYY-MM-DD"
+  std::string user;
+  std::string project;
+  int64_t allocated_gpu_ms = 0;
+  int64_t used_gpu_ms = 0;
+};
+
 struct NodeRecord {
   std::string name;
   std::string inventory_json;  // GPUs (model, memory, uuid, nvlink), CPU, memory, labels
@@ -269,6 +294,25 @@ class Store {
   // Nodes.
   virtual Status UpsertNode(const NodeRecord& node) = 0;
   virtual Result<std::vector<NodeRecord>> ListNodes() = 0;  // by name
+
+  // GPU metrics history and accounting.
+  // Adds intervals in one transaction; an interval already stored (same resolution, node, GPU
+  // and start) is replaced.
+  virtual Status AddGpuMetrics(const std::vector<GpuMetricRow>& rows) = 0;
+  // Deletes the intervals of `resolution_s` that start before `before_s`; returns how many.
+  virtual Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s) = 0;
+  // The intervals of `resolution_s` starting in [from_s, to_s), of one node (empty: all) and one
+  // job (none: any), by node, GPU and start.
+  virtual Result<std::vector<GpuMetricRow>> GpuMetrics(int resolution_s, int64_t from_s,
+                                                       int64_t to_s, const std::string& node,
+                                                       std::optional<JobId> job) = 0;
+  // Adds GPU time to the day, user and project of each row (creating the row), in one
+  // transaction.
+  virtual Status AddGpuUsage(const std::vector<GpuUsageRow>& rows) = 0;
+  // The rows of days from `from_day` to `to_day` (inclusive, "YYYY-MM-DD"), by day, user,
+  // project.
+  virtual Result<std::vector<GpuUsageRow>> GpuUsage(const std::string& from_day,
+                                                    const std::string& to_day) = 0;
 };
 
 // "sqlite:PATH" (the file is created, mode 0600, when missing) or "postgres://user@host:port/db" /

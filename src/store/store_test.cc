@@ -831,6 +831,67 @@ TEST_P(StoreTest, NodesAreUpsertedByName) {
   EXPECT_EQ((*nodes)[0].node_id_hash, "");
 }
 
+GpuMetricRow MetricRow(int resolution_s, int64_t start_s, const std::string& node, int gpu,
+                       int permille, std::optional<JobId> job) {
+  return {resolution_s, start_s, node, gpu, permille, 4096, 250000, 61, 2, job};
+}
+
+TEST_P(StoreTest, GpuMetricsAreStoredReplacedReadAndPruned) {
+  ASSERT_TRUE(store_
+                  ->AddGpuMetrics({MetricRow(10, 1000, "gpu-1", 0, 975, JobId(7)),
+                                   MetricRow(10, 1010, "gpu-1", 0, 500, JobId(7)),
+                                   MetricRow(10, 1000, "gpu-1", 1, 0, std::nullopt),
+                                   MetricRow(10, 1000, "gpu-2", 0, 100, JobId(8)),
+                                   MetricRow(300, 900, "gpu-1", 0, 737, JobId(7))})
+                  .ok());
+  // The same interval again (a flush repeated after a restart) replaces it.
+  ASSERT_TRUE(store_->AddGpuMetrics({MetricRow(10, 1010, "gpu-1", 0, 600, JobId(7))}).ok());
+  auto all = store_->GpuMetrics(10, 0, 2000, "", std::nullopt);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 4u);
+  EXPECT_EQ((*all)[0].node, "gpu-1");
+  EXPECT_EQ((*all)[0].utilization_permille, 975);
+  EXPECT_EQ((*all)[0].memory_used_mib, 4096);
+  EXPECT_EQ((*all)[0].power_mw, 250000);
+  EXPECT_EQ((*all)[0].temperature_c, 61);
+  EXPECT_EQ((*all)[0].samples, 2);
+  EXPECT_EQ((*all)[0].job, JobId(7));
+  EXPECT_EQ((*all)[1].utilization_permille, 600);
+  EXPECT_FALSE((*all)[2].job.has_value());
+  auto job7 = store_->GpuMetrics(10, 0, 2000, "", JobId(7));
+  ASSERT_EQ(job7->size(), 2u);
+  EXPECT_EQ(store_->GpuMetrics(10, 1005, 2000, "gpu-1", std::nullopt)->size(), 1u);
+  EXPECT_EQ(store_->GpuMetrics(300, 0, 2000, "", std::nullopt)->size(), 1u);
+  // Out of range: refused whole.
+  EXPECT_EQ(store_->AddGpuMetrics({MetricRow(10, 2000, "gpu-1", 0, 1001, std::nullopt)}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "", std::nullopt)->size(), 4u);
+
+  auto pruned = store_->PruneGpuMetrics(10, 1010);
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(*pruned, 3);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "", std::nullopt)->size(), 1u);
+  EXPECT_EQ(store_->GpuMetrics(300, 0, 3000, "", std::nullopt)->size(), 1u);  // other resolution
+}
+
+TEST_P(StoreTest, GpuUsageAddsUpPerDayUserAndProject) {
+  ASSERT_TRUE(store_
+                  ->AddGpuUsage({{"2026-12-01", "alice", "vision", 3600000, 1800000},
+                                 {"2026-12-02", "alice", "vision", 1000, 500},
+                                 {"2026-12-02", "bob", "nlp", 2000, 0}})
+                  .ok());
+  ASSERT_TRUE(store_->AddGpuUsage({{"2026-12-02", "alice", "vision", 1000, 700}}).ok());
+  auto usage = store_->GpuUsage("2026-12-02", "2026-12-31");
+  ASSERT_TRUE(usage.ok()) << usage.status().ToString();
+  ASSERT_EQ(usage->size(), 2u);
+  EXPECT_EQ((*usage)[0].user, "alice");
+  EXPECT_EQ((*usage)[0].allocated_gpu_ms, 2000);
+  EXPECT_EQ((*usage)[0].used_gpu_ms, 1200);
+  EXPECT_EQ((*usage)[1].project, "nlp");
+  EXPECT_EQ(store_->GpuUsage("2026-11-01", "2026-12-01")->size(), 1u);
+  EXPECT_EQ((*store_->GpuUsage("2026-11-01", "2026-12-01"))[0].allocated_gpu_ms, 3600000);
+}
+
 TEST_P(StoreTest, EverythingSurvivesAReopen) {
   int64_t alice = Seed();
   ASSERT_TRUE(store_->AddMember("vision", alice).ok());

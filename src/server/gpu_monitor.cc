@@ -1,0 +1,357 @@
+#include "server/gpu_monitor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <nlohmann/json.hpp>
+
+namespace corral::server {
+
+namespace {
+
+constexpr int kFineResolutionS = 10;
+constexpr int kCoarseResolutionS = 300;
+constexpr size_t kMaxGpus = 64;
+constexpr size_t kMaxProcesses = 1024;
+
+// The integer at `j[key]` in [lo, hi] when present; an error naming `where.key` otherwise.
+template <typename T>
+Status ReadOptional(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
+                    const std::string& where, std::optional<T>& out) {
+  if (!j.contains(key)) return Status::Ok();
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+    return InvalidArgument(where + "." + key + ": must be an integer " + std::to_string(lo) + ".." +
+                           std::to_string(hi));
+  }
+  out = static_cast<T>(v.get<int64_t>());
+  return Status::Ok();
+}
+
+// The allocation id of a task key "<allocation>-<generation>".
+std::optional<int64_t> AllocationOf(const std::string& key) {
+  const size_t dash = key.find('-');
+  if (dash == std::string::npos || dash == 0 || dash + 1 == key.size() || key.size() > 41) {
+    return std::nullopt;
+  }
+  int64_t allocation = 0;
+  for (size_t i = 0; i < key.size(); ++i) {
+    if (i == dash) continue;
+    if (key[i] < '0' || key[i] > '9') return std::nullopt;
+  }
+  try {
+    allocation = std::stoll(key.substr(0, dash));
+  } catch (...) {
+    return std::nullopt;
+  }
+  return allocation;
+}
+
+}  // namespace
+
+std::string UtcDay(int64_t unix_s) {
+  const std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+namespace {
+
+void AddReadingFields(const GpuReading& r, nlohmann::json& j) {
+  if (r.utilization_percent) j["utilization_percent"] = *r.utilization_percent;
+  if (r.memory_utilization_percent) j["memory_utilization_percent"] = *r.memory_utilization_percent;
+  if (r.memory_used_mib) j["memory_used_mib"] = *r.memory_used_mib;
+  if (r.power_mw) j["power_w"] = static_cast<double>(*r.power_mw) / 1000.0;
+  if (r.temperature_c) j["temperature_c"] = *r.temperature_c;
+}
+
+}  // namespace
+
+nlohmann::json GpuStatusJson(const GpuStatus& gpu, int64_t now_ms, int64_t idle_after_ms) {
+  nlohmann::json holders = nlohmann::json::array();
+  for (const GpuHolder& h : gpu.holders) {
+    holders.push_back({{"job", h.job.value()},
+                       {"user", h.user},
+                       {"project", h.project},
+                       {"share", h.share},
+                       {"session", h.session}});
+  }
+  nlohmann::json j = {{"node", gpu.node},
+                      {"index", gpu.index},
+                      {"model", gpu.model},
+                      {"uuid", gpu.uuid},
+                      {"sampled_at", gpu.latest.at_ms / 1000},
+                      {"holders", holders},
+                      {"processes", gpu.processes},
+                      {"foreign_processes", gpu.foreign_processes},
+                      {"idle", false}};
+  AddReadingFields(gpu.latest, j);
+  if (gpu.idle_since_ms) {
+    j["idle_for_s"] = (now_ms - *gpu.idle_since_ms) / 1000;
+    j["idle"] = now_ms - *gpu.idle_since_ms >= idle_after_ms;
+  }
+  return j;
+}
+
+nlohmann::json GpuReadingJson(const GpuReading& reading) {
+  nlohmann::json j = {{"t", reading.at_ms}};
+  AddReadingFields(reading, j);
+  return j;
+}
+
+Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metrics) {
+  if (!gpu_metrics.is_object() || !gpu_metrics.contains("gpus") ||
+      !gpu_metrics["gpus"].is_array()) {
+    return InvalidArgument("gpu_metrics: must be an object with an array 'gpus'");
+  }
+  const nlohmann::json& list = gpu_metrics["gpus"];
+  if (list.size() > kMaxGpus) {
+    return InvalidArgument("gpu_metrics.gpus: at most " + std::to_string(kMaxGpus) + " GPUs");
+  }
+  std::vector<ReportedGpu> out;
+  for (size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& g = list[i];
+    const std::string where = "gpu_metrics.gpus[" + std::to_string(i) + "]";
+    if (!g.is_object()) return InvalidArgument(where + ": must be an object");
+    ReportedGpu r;
+    std::optional<int> index;
+    CORRAL_RETURN_IF_ERROR(ReadOptional(g, "index", 0, kMaxGpus - 1, where, index));
+    if (!index) return InvalidArgument(where + ".index: required");
+    r.index = *index;
+    GpuReading& reading = r.reading;
+    CORRAL_RETURN_IF_ERROR(
+        ReadOptional(g, "utilization_percent", 0, 100, where, reading.utilization_percent));
+    CORRAL_RETURN_IF_ERROR(ReadOptional(g, "memory_utilization_percent", 0, 100, where,
+                                        reading.memory_utilization_percent));
+    CORRAL_RETURN_IF_ERROR(
+        ReadOptional(g, "memory_used_mib", 0, int64_t{1} << 40, where, reading.memory_used_mib));
+    CORRAL_RETURN_IF_ERROR(
+        ReadOptional(g, "power_mw", 0, int64_t{1} << 40, where, reading.power_mw));
+    CORRAL_RETURN_IF_ERROR(
+        ReadOptional(g, "temperature_c", -100, 200, where, reading.temperature_c));
+    const nlohmann::json tasks = g.value("tasks", nlohmann::json::array());
+    if (!tasks.is_array() || tasks.size() > kMaxProcesses) {
+      return InvalidArgument(where + ".tasks: must be an array of task keys");
+    }
+    for (const auto& t : tasks) {
+      std::optional<int64_t> allocation = t.is_string() ? AllocationOf(t) : std::nullopt;
+      if (!allocation) {
+        return InvalidArgument(where + ".tasks: '" + t.dump() +
+                               "' is not a task key <alloc>-<gen>");
+      }
+      r.allocations.push_back(*allocation);
+    }
+    const nlohmann::json processes = g.value("processes", nlohmann::json::array());
+    if (!processes.is_array() || processes.size() > kMaxProcesses) {
+      return InvalidArgument(where + ".processes: must be an array of at most " +
+                             std::to_string(kMaxProcesses));
+    }
+    for (const auto& p : processes) {
+      if (!p.is_object()) return InvalidArgument(where + ".processes: items must be objects");
+      ++r.processes;
+      if (!p.contains("task")) ++r.foreign_processes;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+GpuMonitor::GpuMonitor(Options options) : options_(options) {}
+
+void GpuMonitor::Record(const std::string& node, const NodeGpus& identity,
+                        const std::vector<ReportedGpu>& gpus,
+                        const std::map<int64_t, GpuHolder>& holders, int64_t now_ms) {
+  std::lock_guard lock(mu_);
+  for (const ReportedGpu& g : gpus) {
+    if (g.index < 0 || g.index >= static_cast<int>(identity.uuids.size())) continue;
+    Entry& e = gpus_[{node, g.index}];
+    const int64_t previous_ms = e.status.latest.at_ms;
+    e.status.node = node;
+    e.status.index = g.index;
+    e.status.model = identity.model;
+    e.status.uuid = identity.uuids[g.index];
+    e.status.latest = g.reading;
+    e.status.latest.at_ms = now_ms;
+    e.status.processes = g.processes;
+    e.status.foreign_processes = g.foreign_processes;
+    e.status.holders.clear();
+    for (int64_t allocation : g.allocations) {
+      if (auto it = holders.find(allocation); it != holders.end()) {
+        e.status.holders.push_back(it->second);
+      }
+    }
+    const std::optional<int>& util = g.reading.utilization_percent;
+    if (e.status.holders.empty() || !util || *util >= options_.idle_threshold_percent) {
+      e.status.idle_since_ms.reset();
+    } else if (!e.status.idle_since_ms) {
+      e.status.idle_since_ms = now_ms;
+    }
+    e.recent.push_back(e.status.latest);
+    while (!e.recent.empty() && e.recent.front().at_ms < now_ms - options_.recent_ms) {
+      e.recent.pop_front();
+    }
+    AddToBucket(e, e.fine, kFineResolutionS, e.status.latest);
+    AddToBucket(e, e.coarse, kCoarseResolutionS, e.status.latest);
+    if (previous_ms > 0) Accrue(e, previous_ms, now_ms);
+  }
+}
+
+void GpuMonitor::AddToBucket(Entry& e, Accumulator& acc, int resolution_s, const GpuReading& r) {
+  const int64_t start_s = r.at_ms / 1000 / resolution_s * resolution_s;
+  if (acc.start_s != start_s) {
+    CloseBucket(e, acc, resolution_s);
+    acc = Accumulator{};
+    acc.start_s = start_s;
+  }
+  ++acc.samples;
+  if (r.utilization_percent) {
+    acc.utilization_sum += *r.utilization_percent;
+    ++acc.utilization_samples;
+  }
+  if (r.power_mw) {
+    acc.power_sum += static_cast<double>(*r.power_mw) / 1000.0;
+    ++acc.power_samples;
+  }
+  if (r.memory_used_mib) acc.memory_max = std::max(acc.memory_max, *r.memory_used_mib);
+  if (r.temperature_c) acc.temperature_max = std::max(acc.temperature_max, *r.temperature_c);
+  acc.job = e.status.holders.empty() ? std::nullopt : std::optional(e.status.holders[0].job);
+}
+
+void GpuMonitor::CloseBucket(const Entry& e, Accumulator& acc, int resolution_s) {
+  if (acc.start_s < 0 || acc.samples == 0) return;
+  store::GpuMetricRow row;
+  row.resolution_s = resolution_s;
+  row.start_s = acc.start_s;
+  row.node = e.status.node;
+  row.gpu = e.status.index;
+  row.utilization_permille =
+      acc.utilization_samples > 0
+          ? static_cast<int>(std::lround(acc.utilization_sum * 10 / acc.utilization_samples))
+          : 0;
+  row.memory_used_mib = acc.memory_max;
+  row.power_mw = acc.power_samples > 0 ? std::llround(acc.power_sum * 1000 / acc.power_samples) : 0;
+  row.temperature_c = acc.temperature_max;
+  row.samples = acc.samples;
+  row.job = acc.job;
+  closed_.push_back(std::move(row));
+  acc.start_s = -1;
+}
+
+void GpuMonitor::Accrue(const Entry& e, int64_t from_ms, int64_t to_ms) {
+  const double seconds =
+      static_cast<double>(std::clamp<int64_t>(to_ms - from_ms, 0, options_.max_interval_ms)) /
+      1000.0;
+  if (seconds <= 0) return;
+  const double utilization = e.status.latest.utilization_percent.value_or(0) / 100.0;
+  const std::string day = UtcDay(to_ms / 1000);
+  for (const GpuHolder& h : e.status.holders) {
+    auto& [allocated, used] = usage_[{day, h.user, h.project}];
+    allocated += seconds * h.share;
+    used += seconds * h.share * utilization;
+  }
+}
+
+void GpuMonitor::ForgetNode(const std::string& node) {
+  std::lock_guard lock(mu_);
+  for (auto it = gpus_.lower_bound({node, 0}); it != gpus_.end() && it->first.first == node;) {
+    CloseBucket(it->second, it->second.fine, kFineResolutionS);
+    CloseBucket(it->second, it->second.coarse, kCoarseResolutionS);
+    it = gpus_.erase(it);
+  }
+}
+
+std::vector<GpuStatus> GpuMonitor::Gpus() const {
+  std::lock_guard lock(mu_);
+  std::vector<GpuStatus> out;
+  out.reserve(gpus_.size());
+  for (const auto& [key, e] : gpus_) out.push_back(e.status);
+  return out;
+}
+
+std::vector<GpuReading> GpuMonitor::Recent(const std::string& node, int index,
+                                           int64_t since_ms) const {
+  std::lock_guard lock(mu_);
+  auto it = gpus_.find({node, index});
+  if (it == gpus_.end()) return {};
+  std::vector<GpuReading> out;
+  for (const GpuReading& r : it->second.recent) {
+    if (r.at_ms >= since_ms) out.push_back(r);
+  }
+  return out;
+}
+
+std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> GpuMonitor::JobGpus(
+    JobId job, int64_t since_ms) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> out;
+  for (const auto& [key, e] : gpus_) {
+    const bool held = std::any_of(e.status.holders.begin(), e.status.holders.end(),
+                                  [&](const GpuHolder& h) { return h.job == job; });
+    if (!held) continue;
+    std::vector<GpuReading> readings;
+    for (const GpuReading& r : e.recent) {
+      if (r.at_ms >= since_ms) readings.push_back(r);
+    }
+    out.emplace_back(e.status, std::move(readings));
+  }
+  return out;
+}
+
+std::vector<GpuStatus> GpuMonitor::IdleGpus(int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  std::vector<GpuStatus> out;
+  for (const auto& [key, e] : gpus_) {
+    if (e.status.idle_since_ms && now_ms - *e.status.idle_since_ms >= options_.idle_after_ms) {
+      out.push_back(e.status);
+    }
+  }
+  return out;
+}
+
+std::optional<int64_t> GpuMonitor::JobLastBusyMs(JobId job, int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  std::optional<int64_t> last;
+  for (const auto& [key, e] : gpus_) {
+    const bool held = std::any_of(e.status.holders.begin(), e.status.holders.end(),
+                                  [&](const GpuHolder& h) { return h.job == job; });
+    if (!held) continue;
+    const int64_t busy_at = e.status.idle_since_ms.value_or(now_ms);
+    last = last ? std::max(*last, busy_at) : busy_at;
+  }
+  return last;
+}
+
+std::vector<store::GpuMetricRow> GpuMonitor::TakeClosedIntervals() {
+  std::lock_guard lock(mu_);
+  std::vector<store::GpuMetricRow> out;
+  out.swap(closed_);
+  return out;
+}
+
+std::vector<store::GpuUsageRow> GpuMonitor::TakeUsage() {
+  std::lock_guard lock(mu_);
+  std::vector<store::GpuUsageRow> out;
+  for (auto it = usage_.begin(); it != usage_.end();) {
+    auto& [allocated_s, used_s] = it->second;
+    const int64_t allocated_ms = static_cast<int64_t>(allocated_s * 1000);
+    const int64_t used_ms = static_cast<int64_t>(used_s * 1000);
+    if (allocated_ms > 0 || used_ms > 0) {
+      const auto& [day, user, project] = it->first;
+      out.push_back({day, user, project, allocated_ms, used_ms});
+    }
+    allocated_s -= static_cast<double>(allocated_ms) / 1000;
+    used_s -= static_cast<double>(used_ms) / 1000;
+    // A past day's remainder (under a millisecond) is dropped, not kept for ever.
+    if (allocated_ms == 0 && used_ms == 0) {
+      it = usage_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+}  // namespace corral::server

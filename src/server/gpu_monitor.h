@@ -1,0 +1,163 @@
+// The server's view of GPU activity (docs/monitoring.md): the agents' samples (agent/gpu_metrics.h)
+// per node and GPU, with the jobs that hold each GPU; recent series in memory; which allocated
+// GPUs are idle; closed 10 s and 5 min intervals for the store's history; and GPU time
+// (allocated and utilisation-weighted used) per day, user and project for accounting.
+//
+// Time is the server's (the moment a sample arrives), not the agent's: node clocks may be off.
+// Thread safety: every method may be called from any thread; one mutex guards the state.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "store/store.h"
+
+namespace corral::server {
+
+// One reading of one GPU. A field the device did not report is empty.
+struct GpuReading {
+  int64_t at_ms = 0;  // server time
+  std::optional<int> utilization_percent;
+  std::optional<int> memory_utilization_percent;
+  std::optional<int64_t> memory_used_mib;
+  std::optional<int64_t> power_mw;
+  std::optional<int> temperature_c;
+};
+
+// One GPU in an agent's report, before the server resolved its tasks.
+struct ReportedGpu {
+  int index = 0;
+  GpuReading reading;                // at_ms unset
+  std::vector<int64_t> allocations;  // allocation ids of the tasks holding it
+  int processes = 0;                 // compute processes on it
+  int foreign_processes = 0;         // of which no task of corral's
+};
+
+// Parses a heartbeat's "gpu_metrics" object (agent/gpu_metrics.h). Errors name the field:
+// "gpu_metrics.gpus[2].utilization_percent: must be an integer 0..100". At most 64 GPUs and
+// 1,024 processes per GPU; task keys are "<allocation>-<generation>".
+Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metrics);
+
+// A job holding a GPU, as the controller resolved an allocation id.
+struct GpuHolder {
+  JobId job;
+  std::string user;
+  std::string project;
+  double share = 1.0;  // of the GPU: gpu_milli / 1000
+  bool session = false;
+};
+
+// The state of one GPU as the monitor knows it.
+struct GpuStatus {
+  std::string node;
+  int index = 0;
+  std::string model;  // the node's GPU model and this GPU's UUID, from its inventory
+  std::string uuid;
+  GpuReading latest;
+  std::vector<GpuHolder> holders;  // empty: free
+  int processes = 0;
+  int foreign_processes = 0;
+  // Since when the GPU, held by a job, has stayed under the idle threshold; none: busy, free,
+  // or no utilisation reported.
+  std::optional<int64_t> idle_since_ms;
+};
+
+class GpuMonitor {
+ public:
+  struct Options {
+    int64_t recent_ms = 15 * 60 * 1000;      // in-memory series per GPU
+    int idle_threshold_percent = 10;         // a held GPU under this utilisation is idle
+    int64_t idle_after_ms = 30 * 60 * 1000;  // ... flagged after this long
+    // A reading counts the time since the GPU's previous one, up to this (a gap longer than
+    // that, e.g. an agent restart, counts only this much).
+    int64_t max_interval_ms = 30 * 1000;
+  };
+  explicit GpuMonitor(Options options);
+
+  // The identity of a node's GPUs, from its inventory: its model and the UUIDs by index.
+  struct NodeGpus {
+    std::string model;
+    std::vector<std::string> uuids;
+  };
+  // Records a node's report received at `now_ms`. `holders` maps the reported allocation ids to
+  // their jobs; unresolved ids (ended, or not on this node) are ignored. A GPU index the
+  // inventory does not list is ignored.
+  void Record(const std::string& node, const NodeGpus& identity,
+              const std::vector<ReportedGpu>& gpus, const std::map<int64_t, GpuHolder>& holders,
+              int64_t now_ms);
+  // Drops a node's GPUs (the node was removed or replaced); their open buckets close.
+  void ForgetNode(const std::string& node);
+
+  // Every GPU, by node and index.
+  std::vector<GpuStatus> Gpus() const;
+  // The recent readings of one GPU at or after `since_ms`, oldest first.
+  std::vector<GpuReading> Recent(const std::string& node, int index, int64_t since_ms) const;
+  // The GPUs held by a job (by node and index) with their recent readings since `since_ms`.
+  std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> JobGpus(JobId job,
+                                                                     int64_t since_ms) const;
+  // GPUs idle for at least idle_after_ms at `now_ms`.
+  std::vector<GpuStatus> IdleGpus(int64_t now_ms) const;
+  // When any of the job's GPUs was last busy (or reported no utilisation): `now_ms` when one
+  // is now, else the latest start of their idle spans; none when no GPU held by the job has
+  // been reported. now_ms minus this is how long all its GPUs have been idle.
+  std::optional<int64_t> JobLastBusyMs(JobId job, int64_t now_ms) const;
+
+  // Intervals closed since the last call (10 s and 5 min: one closes when a reading falls into
+  // a later one, or its node is forgotten), and the GPU time accrued since the last call (whole
+  // milliseconds; the remainder stays for the next call); the caller stores them.
+  std::vector<store::GpuMetricRow> TakeClosedIntervals();
+  std::vector<store::GpuUsageRow> TakeUsage();
+
+  const Options& options() const { return options_; }
+
+ private:
+  struct Accumulator {
+    int64_t start_s = -1;
+    double utilization_sum = 0;
+    int utilization_samples = 0;
+    double power_sum = 0;
+    int power_samples = 0;
+    int64_t memory_max = 0;
+    int temperature_max = 0;
+    int samples = 0;
+    std::optional<JobId> job;
+  };
+  struct Entry {
+    GpuStatus status;
+    std::deque<GpuReading> recent;
+    Accumulator fine, coarse;  // 10 s and 5 min
+  };
+
+  void AddToBucket(Entry& e, Accumulator& acc, int resolution_s, const GpuReading& r);
+  void CloseBucket(const Entry& e, Accumulator& acc, int resolution_s);
+  void Accrue(const Entry& e, int64_t from_ms, int64_t to_ms);
+
+  const Options options_;
+  mutable std::mutex mu_;
+  std::map<std::pair<std::string, int>, Entry> gpus_;
+  std::vector<store::GpuMetricRow> closed_;
+  std::map<std::tuple<std::string, std::string, std::string>, std::pair<double, double>> usage_;
+};
+
+// "YYYY-MM-DD" (UTC) of a Unix time in seconds.
+std::string UtcDay(int64_t unix_s);
+
+// A GPU for the API: {"node", "index", "model", "uuid", "sampled_at" (Unix s), the reading's
+// fields that were reported ("utilization_percent", "memory_utilization_percent",
+// "memory_used_mib", "power_w", "temperature_c"), "holders": [{"job", "user", "project",
+// "share", "session"}], "processes", "foreign_processes", "idle_for_s" (while under the
+// threshold and held), "idle" (flagged: idle for at least `idle_after_ms`)}.
+nlohmann::json GpuStatusJson(const GpuStatus& gpu, int64_t now_ms, int64_t idle_after_ms);
+// A reading for a series: {"t" (Unix ms), and the reported fields as in GpuStatusJson}.
+nlohmann::json GpuReadingJson(const GpuReading& reading);
+
+}  // namespace corral::server

@@ -1,0 +1,220 @@
+#include "server/gpu_monitor.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace corral::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+ReportedGpu Gpu(int index, std::optional<int> util, std::vector<int64_t> allocations = {}) {
+  ReportedGpu g;
+  g.index = index;
+  g.reading.utilization_percent = util;
+  g.reading.memory_used_mib = 1000 * index;
+  g.reading.power_mw = 100000;
+  g.reading.temperature_c = 40 + index;
+  g.allocations = std::move(allocations);
+  return g;
+}
+
+const GpuMonitor::NodeGpus kEight = {"A100-80GB", {"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"}};
+
+GpuHolder Holder(int64_t job, const std::string& user, double share = 1.0) {
+  return GpuHolder{JobId(job), user, "proj-" + user, share, false};
+}
+
+TEST(GpuReportTest, ParsesWhatTheAgentSends) {
+  auto report = ParseGpuReport(nlohmann::json::parse(R"({"sampled_at_ms": 5, "gpus": [
+      {"index": 0, "tasks": ["12-1"], "utilization_percent": 93, "memory_used_mib": 4000,
+       "power_mw": 250000, "temperature_c": 61, "memory_utilization_percent": 40,
+       "processes": [{"pid": 5, "task": "12-1"}, {"pid": 6}]},
+      {"index": 1, "tasks": [], "processes": []}]})"));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->size(), 2u);
+  const ReportedGpu& g = (*report)[0];
+  EXPECT_EQ(g.allocations, std::vector<int64_t>{12});
+  EXPECT_EQ(g.reading.utilization_percent, 93);
+  EXPECT_EQ(g.reading.memory_used_mib, 4000);
+  EXPECT_EQ(g.processes, 2);
+  EXPECT_EQ(g.foreign_processes, 1);
+  EXPECT_FALSE((*report)[1].reading.utilization_percent.has_value());
+}
+
+TEST(GpuReportTest, BadReportsNameTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"([])", "gpu_metrics: must be an object"},
+      {R"({"gpus": [{"utilization_percent": 5}]})", "gpu_metrics.gpus[0].index: required"},
+      {R"({"gpus": [{"index": 0, "utilization_percent": 101}]})",
+       "gpu_metrics.gpus[0].utilization_percent: must be an integer 0..100"},
+      {R"({"gpus": [{"index": 0}, {"index": 1, "tasks": ["12"]}]})",
+       "gpu_metrics.gpus[1].tasks: '\"12\"' is not a task key"},
+      {R"({"gpus": [{"index": 0, "power_mw": "high"}]})", "gpu_metrics.gpus[0].power_mw"},
+      {R"({"gpus": [{"index": 64}]})", "gpu_metrics.gpus[0].index: must be an integer 0..63"},
+  };
+  for (const auto& [text, message] : cases) {
+    auto report = ParseGpuReport(nlohmann::json::parse(text));
+    ASSERT_FALSE(report.ok()) << text;
+    EXPECT_THAT(report.status().message(), HasSubstr(message)) << text;
+  }
+}
+
+TEST(GpuMonitorTest, HeldGpusUnderTheThresholdAreFlaggedIdleAfterTheConfiguredTime) {
+  GpuMonitor::Options options;
+  options.idle_threshold_percent = 10;
+  options.idle_after_ms = 60'000;
+  GpuMonitor monitor(options);
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}, {8, Holder(2, "bob")}};
+  // GPU 0: job 1 at 3 % (idle); GPU 1: job 2 at 95 %; GPU 2: free at 0 % (not idle: not held).
+  for (int64_t t = 0; t <= 60'000; t += 5'000) {
+    monitor.Record("n1", kEight, {Gpu(0, 3, {7}), Gpu(1, 95, {8}), Gpu(2, 0)}, holders,
+                   1'000'000 + t);
+  }
+  auto idle = monitor.IdleGpus(1'060'000);
+  ASSERT_EQ(idle.size(), 1u);
+  EXPECT_EQ(idle[0].node, "n1");
+  EXPECT_EQ(idle[0].index, 0);
+  EXPECT_EQ(idle[0].model, "A100-80GB");
+  EXPECT_EQ(idle[0].uuid, "u0");
+  EXPECT_EQ(idle[0].holders[0].user, "ann");
+  EXPECT_EQ(idle[0].idle_since_ms, 1'000'000);
+  EXPECT_TRUE(monitor.IdleGpus(1'059'999).empty());
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 1'060'000), 1'000'000);      // idle for 60 s
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(2), 1'060'000), 1'060'000);      // busy now
+  EXPECT_FALSE(monitor.JobLastBusyMs(JobId(3), 1'060'000).has_value());  // holds no GPU
+
+  // One busy reading ends the idle span; so does losing the holder.
+  monitor.Record("n1", kEight, {Gpu(0, 50, {7})}, holders, 1'065'000);
+  EXPECT_TRUE(monitor.IdleGpus(2'000'000).empty());
+  monitor.Record("n1", kEight, {Gpu(0, 1, {7})}, holders, 1'070'000);
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 1'080'000), 1'070'000);
+  // An allocation id the controller did not resolve (ended, or on another node) holds nothing.
+  monitor.Record("n1", kEight, {Gpu(0, 1, {99})}, holders, 1'075'000);
+  EXPECT_FALSE(monitor.JobLastBusyMs(JobId(1), 1'080'000).has_value());
+}
+
+TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
+  GpuMonitor monitor(GpuMonitor::Options{});
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}};
+  monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 2, {7})}, holders, 10'000);
+  monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 70, {7})}, holders, 20'000);
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 25'000), 25'000);
+  monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 3, {7})}, holders, 30'000);
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 35'000), 30'000);
+  // No utilisation reported: not known to be idle.
+  monitor.Record("n1", kEight, {Gpu(0, std::nullopt, {7}), Gpu(1, 3, {7})}, holders, 40'000);
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 45'000), 45'000);
+}
+
+TEST(GpuMonitorTest, ReadingsCloseTenSecondAndFiveMinuteBuckets) {
+  GpuMonitor monitor(GpuMonitor::Options{});
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}};
+  // 300 s of readings every 5 s, 20 % then 60 %, starting on a 5-minute boundary.
+  const int64_t t0 = 1'800'000'000'000;  // ms, a multiple of 300 s
+  for (int64_t s = 0; s < 300; s += 5) {
+    monitor.Record("n1", kEight, {Gpu(0, s < 150 ? 20 : 60, {7})}, holders, t0 + s * 1000);
+  }
+  auto closed = monitor.TakeClosedIntervals();
+  ASSERT_EQ(closed.size(), 29u);  // 30 ten-second buckets, the last still open
+  EXPECT_EQ(closed[0].resolution_s, 10);
+  EXPECT_EQ(closed[0].start_s, t0 / 1000);
+  EXPECT_EQ(closed[0].node, "n1");
+  EXPECT_EQ(closed[0].gpu, 0);
+  EXPECT_EQ(closed[0].samples, 2);
+  EXPECT_EQ(closed[0].utilization_permille, 200);
+  EXPECT_EQ(closed[0].job, JobId(1));
+  EXPECT_EQ(closed[28].utilization_permille, 600);
+  // The next reading closes the last 10 s bucket and the 5-minute one.
+  monitor.Record("n1", kEight, {Gpu(0, 0)}, holders, t0 + 300'000);
+  closed = monitor.TakeClosedIntervals();
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(closed[1].resolution_s, 300);
+  EXPECT_EQ(closed[1].utilization_permille, 400);
+  EXPECT_EQ(closed[1].samples, 60);
+  EXPECT_EQ(closed[1].memory_used_mib, 0);
+  EXPECT_EQ(closed[1].temperature_c, 40);
+  EXPECT_EQ(closed[1].power_mw, 100000);
+  EXPECT_TRUE(monitor.TakeClosedIntervals().empty());
+  // Forgetting the node closes its open buckets.
+  monitor.ForgetNode("n1");
+  EXPECT_EQ(monitor.TakeClosedIntervals().size(), 2u);
+  EXPECT_TRUE(monitor.Gpus().empty());
+}
+
+TEST(GpuMonitorTest, UsageCountsAllocatedAndUtilisationWeightedGpuSeconds) {
+  GpuMonitor::Options options;
+  options.max_interval_ms = 30'000;
+  GpuMonitor monitor(options);
+  // Two half-GPU tasks share GPU 0 at 50 %; ann also holds GPU 1 at 100 %.
+  const std::map<int64_t, GpuHolder> holders = {
+      {7, Holder(1, "ann", 0.5)}, {8, Holder(2, "bob", 0.5)}, {9, Holder(3, "ann")}};
+  const int64_t t0 = 1'800'000'000'000;
+  for (int64_t s = 0; s <= 100; s += 10) {
+    monitor.Record("n1", kEight, {Gpu(0, 50, {7, 8}), Gpu(1, 100, {9})}, holders, t0 + s * 1000);
+  }
+  // A 10-minute gap (agent restart) counts only max_interval.
+  monitor.Record("n1", kEight, {Gpu(1, 100, {9})}, holders, t0 + 700'000);
+  auto usage = monitor.TakeUsage();
+  ASSERT_EQ(usage.size(), 2u);
+  EXPECT_EQ(usage[0].day, UtcDay(t0 / 1000));
+  EXPECT_EQ(usage[0].user, "ann");
+  EXPECT_EQ(usage[0].project, "proj-ann");
+  EXPECT_EQ(usage[0].allocated_gpu_ms, (100 * 0.5 + 100 + 30) * 1000);
+  EXPECT_EQ(usage[0].used_gpu_ms, (100 * 0.5 * 0.5 + 100 + 30) * 1000);
+  EXPECT_EQ(usage[1].user, "bob");
+  EXPECT_EQ(usage[1].allocated_gpu_ms, 50'000);
+  EXPECT_EQ(usage[1].used_gpu_ms, 25'000);
+  EXPECT_TRUE(monitor.TakeUsage().empty());
+}
+
+TEST(GpuMonitorTest, RecentSeriesKeepTheConfiguredWindow) {
+  GpuMonitor::Options options;
+  options.recent_ms = 20'000;
+  GpuMonitor monitor(options);
+  for (int64_t t = 0; t <= 60'000; t += 5'000) monitor.Record("n1", kEight, {Gpu(0, 1)}, {}, t);
+  auto recent = monitor.Recent("n1", 0, 0);
+  ASSERT_EQ(recent.size(), 5u);  // 40 s .. 60 s
+  EXPECT_EQ(recent.front().at_ms, 40'000);
+  EXPECT_EQ(monitor.Recent("n1", 0, 55'000).size(), 2u);
+  EXPECT_TRUE(monitor.Recent("n2", 0, 0).empty());
+  // An index the node's inventory does not list is not recorded.
+  monitor.Record("n1", {"T4", {"only"}}, {Gpu(3, 50)}, {}, 65'000);
+  EXPECT_EQ(monitor.Gpus().size(), 1u);
+}
+
+TEST(GpuMonitorTest, StatusJsonSaysWhoHoldsTheGpuAndWhetherItIsFlaggedIdle) {
+  GpuMonitor::Options options;
+  options.idle_after_ms = 60'000;
+  GpuMonitor monitor(options);
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann", 0.5)}};
+  ReportedGpu g = Gpu(2, 4, {7});
+  g.reading.memory_utilization_percent.reset();
+  g.processes = 2;
+  g.foreign_processes = 1;
+  monitor.Record("n1", kEight, {g}, holders, 100'000);
+  const GpuStatus status = monitor.Gpus()[0];
+  nlohmann::json j = GpuStatusJson(status, 130'000, options.idle_after_ms);
+  EXPECT_EQ(j["node"], "n1");
+  EXPECT_EQ(j["uuid"], "u2");
+  EXPECT_EQ(j["utilization_percent"], 4);
+  EXPECT_EQ(j["power_w"], 100.0);
+  EXPECT_FALSE(j.contains("memory_utilization_percent"));
+  EXPECT_EQ(j["holders"][0]["user"], "ann");
+  EXPECT_EQ(j["holders"][0]["share"], 0.5);
+  EXPECT_EQ(j["foreign_processes"], 1);
+  EXPECT_EQ(j["idle_for_s"], 30);
+  EXPECT_EQ(j["idle"], false);
+  EXPECT_EQ(GpuStatusJson(status, 160'000, options.idle_after_ms)["idle"], true);
+  EXPECT_EQ(GpuReadingJson(status.latest)["t"], 100'000);
+}
+
+TEST(UtcDayTest, FormatsUtcDates) {
+  EXPECT_EQ(UtcDay(0), "1970-01-01");
+  EXPECT_EQ(UtcDay(1'800'000'000), "2027-01-15");
+}
+
+}  // namespace
+}  // namespace corral::server

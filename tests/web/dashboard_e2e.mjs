@@ -1,0 +1,232 @@
+// End-to-end test of the dashboard (docs/dashboard.md): a real `corral dev` (fresh data dir,
+// free port, 4 fake GPUs, the built web/dist), driven by Debian's headless Chromium through
+// playwright-core. It logs in through the login page with the admin token `corral dev` prints,
+// submits a job through the form, watches it run and finish, finds it on the heatmap, reads its
+// logs, sees a live (SSE) update, checks the queue's pending reason and the API's cookie rules,
+// and saves a screenshot of every page.
+//
+// Usage: node tests/web/dashboard_e2e.mjs [CORRAL_BINARY] [ARTIFACT_DIR]
+//   defaults: build/corral, build/web-artifacts. CHROMIUM overrides /usr/bin/chromium.
+// Exits 0 when every check passed, 1 otherwise (the failing check, a failure.png and the
+// server's output are printed / saved).
+import { spawn } from 'node:child_process';
+import { mkdtemp, mkdir, rm } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const require = createRequire(path.join(repo, 'web/package.json'));
+const { chromium } = require('playwright-core');
+
+const corral = path.resolve(process.argv[2] || path.join(repo, 'build/corral'));
+const artifacts = path.resolve(process.argv[3] || path.join(repo, 'build/web-artifacts'));
+const webDist = path.join(repo, 'web/dist');
+const kChromiumFlags = ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
+  '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'];
+
+function check(condition, what) {
+  if (!condition) throw new Error(`check failed: ${what}`);
+  console.log(`ok - ${what}`);
+}
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// Starts `corral dev`; resolves { url, token, proc, output() } once it printed its admin token.
+async function startDev(dataDir, port) {
+  const proc = spawn(corral, ['dev', '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`,
+    '--fake-gpus', '4xA100-80GB', '--web-dir', webDist], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.on('data', (d) => { out += d; });
+  proc.stderr.on('data', (d) => { out += d; });
+  const deadline = Date.now() + 30000;
+  while (Date.now() < deadline) {
+    const url = /dashboard:\s+(http:\/\/\S+?)\/?\s/.exec(out)?.[1];
+    const token = /admin token:\s+(\S+)/.exec(out)?.[1];
+    if (url && token) return { url, token, proc, output: () => out };
+    if (proc.exitCode !== null) break;
+    if (/status page:/.test(out)) break; // started without the dashboard
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  proc.kill('SIGTERM');
+  throw new Error(`corral dev did not start with the dashboard:\n${out}`);
+}
+
+async function main() {
+  await rm(artifacts, { recursive: true, force: true });
+  await mkdir(artifacts, { recursive: true });
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'corral-web-e2e-'));
+  const dev = await startDev(dataDir, await freePort());
+  console.log(`corral dev at ${dev.url} (data ${dataDir}); screenshots in ${artifacts}`);
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, args: kChromiumFlags,
+  });
+  const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  const shot = (name) => page.screenshot({ path: path.join(artifacts, `${name}.png`), fullPage: true });
+  const text = (sel) => page.locator(sel).first().innerText();
+  let failed = false;
+  try {
+    // --- The API's rules for the dashboard, from outside the browser.
+    const bearer = { Authorization: `Bearer ${dev.token}` };
+    let res = await fetch(`${dev.url}/`, { redirect: 'manual' });
+    check(res.status === 302 && res.headers.get('location') === '/login?next=/',
+      `GET / without a login redirects to /login?next=/ (got ${res.status} ${res.headers.get('location')})`);
+    const cookie = { Cookie: `corral_token=${dev.token}` };
+    res = await fetch(`${dev.url}/api/v1/whoami`, { headers: cookie });
+    check(res.status === 200 && (await res.json()).user === 'admin', 'the cookie authenticates GET /api/v1/whoami');
+    res = await fetch(`${dev.url}/api/v1/tokens`, { headers: cookie });
+    check(res.status === 401, `the cookie does not authenticate GET /api/v1/tokens (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/whoami`, { headers: { Cookie: `corral_token=${dev.token}; corral_token=x` } });
+    check(res.status === 401, `two corral_token cookies are refused (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/jobs`, {
+      method: 'POST', headers: { ...cookie, Origin: 'http://evil.example', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ command: ['true'] }) });
+    check(res.status === 403, `a cross-site POST with the cookie is refused (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/whoami`, { headers: { ...bearer, Cookie: 'corral_token=wrong' } });
+    check(res.status === 200, 'the bearer token comes before the cookie');
+    // One frame of the live stream.
+    const ctrl = new AbortController();
+    res = await fetch(`${dev.url}/api/v1/events/stream`, { headers: bearer, signal: ctrl.signal });
+    check(res.headers.get('content-type').startsWith('text/event-stream'), 'the event stream is text/event-stream');
+    const reader = res.body.getReader();
+    let frame = '';
+    while (!frame.includes('\n\n')) frame += new TextDecoder().decode((await reader.read()).value);
+    ctrl.abort();
+    const data = JSON.parse(/\ndata: (.*)\n/.exec(frame)[1]);
+    check(frame.startsWith('id: 1\nevent: summary\ndata: {') && data.gpus === 4,
+      `the first event is a summary with 4 GPUs: ${JSON.stringify(frame.slice(0, 80))}`);
+
+    // --- Log in through the login page.
+    await page.goto(`${dev.url}/`);
+    await page.waitForURL(/\/login\?next=/);
+    await shot('01-login');
+    await page.fill('#token', dev.token);
+    await page.click('button[type=submit]');
+    await page.waitForURL(`${dev.url}/`);
+    await page.waitForFunction(() => document.getElementById('who')?.textContent === 'admin (admin)');
+    check(true, 'logged in through /login: the dashboard shows "admin (admin)"');
+
+    // --- Overview: capacity, and the live stream connected.
+    await page.waitForSelector('#card-gpus');
+    check((await text('#card-gpus .value')) === '4', 'overview: 4 GPUs');
+    await page.waitForSelector('#live[data-mode="live"]', { timeout: 10000 });
+    check(true, 'overview: the live stream (EventSource) is connected');
+
+    // --- Submit a job through the form.
+    await page.click('nav >> text=Submit');
+    await page.waitForSelector('#submit-form');
+    await shot('02-submit');
+    await page.fill('#submit-name', 'web-e2e');
+    await page.fill('#submit-command', 'echo hello-from-the-dashboard; sleep 8; echo bye-from-the-dashboard');
+    await page.fill('#submit-gpus', '2');
+    await page.click('#submit-button');
+    await page.waitForURL(/#\/jobs\/\d+$/);
+    const jobId = Number(/#\/jobs\/(\d+)$/.exec(page.url())[1]);
+    check(jobId > 0, `submitted job ${jobId} through the form`);
+
+    // --- Watch it run.
+    await page.waitForFunction(() => document.querySelector('#job-state')?.textContent === 'running', null, { timeout: 30000 });
+    check(true, `job ${jobId}: running`);
+    await page.waitForFunction(() => document.getElementById('job-logs')?.textContent.includes('hello-from-the-dashboard'), null, { timeout: 15000 });
+    check(true, `job ${jobId}: live log shows its first line while it runs`);
+    await shot('03-job-running');
+
+    // --- Find it on the heatmap: two GPU cells show the job and its user.
+    await page.click('nav >> text=Nodes');
+    await page.waitForSelector('#heatmap .cell');
+    const cells = page.locator(`#heatmap .cell[data-jobs="${jobId}"]`);
+    await cells.first().waitFor({ timeout: 10000 });
+    check((await cells.count()) === 2, `heatmap: job ${jobId} on 2 GPU cells`);
+    check((await cells.first().innerText()).trim() === `#${jobId} admin`, 'heatmap: the cell shows the job and its user');
+    check((await page.locator('#heatmap .cell').count()) === 4, 'heatmap: 4 GPU cells for the one node');
+    check(/2 in use/.test(await text('#heatmap-summary')), 'heatmap: "2 in use"');
+    await shot('04-nodes-heatmap');
+
+    // --- Back to the job: it finishes; its log has both lines, events say so.
+    await cells.first().locator('a').click();
+    await page.waitForURL(new RegExp(`#/jobs/${jobId}$`));
+    await page.waitForFunction(() => document.querySelector('#job-state')?.textContent === 'succeeded', null, { timeout: 60000 });
+    check(true, `job ${jobId}: succeeded`);
+    await page.waitForFunction(() => document.getElementById('job-logs')?.textContent.includes('bye-from-the-dashboard'), null, { timeout: 15000 });
+    const logs = await text('#job-logs');
+    check(logs.includes('hello-from-the-dashboard') && logs.includes('bye-from-the-dashboard'), 'job logs: both lines');
+    check(/succeeded/.test(await text('#job-events')), 'job events: the transition to succeeded');
+    await shot('05-job-succeeded');
+
+    // --- A live update: on the overview, a job that cannot fit is submitted behind the page's
+    // back; the pending count changes without a reload (SSE summary).
+    await page.click('nav >> text=Overview');
+    await page.waitForSelector('#card-pending');
+    check((await text('#card-pending .value')) === '0', 'overview: 0 pending');
+    const big = await page.evaluate(async () => (await fetch('/api/v1/jobs', {
+      method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'too-big', command: ['true'], resources: { gpus: 16 } }) })).json());
+    check(big.state === 'pending', `job ${big.id} (16 GPUs) submitted with the cookie: pending`);
+    await page.waitForFunction(() => document.querySelector('#card-pending .value')?.textContent === '1', null, { timeout: 10000 });
+    check(true, 'overview: the pending count went to 1 through the live stream, without a reload');
+    await page.waitForFunction(() => document.querySelectorAll('#overview-chart canvas').length > 0);
+    await shot('06-overview');
+
+    // --- Queue: the big job with its pending reason.
+    await page.click('nav >> text=Queue');
+    await page.waitForSelector('#queue-table');
+    const row = page.locator('#queue-table tbody tr', { hasText: 'too-big' });
+    const cellsText = await row.locator('td').allInnerTexts();
+    check(cellsText[1] === String(big.id) && cellsText[7].length > 5, `queue: job ${big.id} with a pending reason: "${cellsText[7]}"`);
+    await shot('07-queue');
+
+    // --- Jobs, projects, idle GPUs, usage, capacity.
+    await page.click('nav >> text=Jobs');
+    await page.waitForSelector('#jobs-table');
+    check((await page.locator('#jobs-table tbody tr').count()) === 2, 'jobs: both jobs listed');
+    await shot('08-jobs');
+    await page.click('nav >> text=Projects');
+    await page.waitForSelector('#projects-table');
+    check(/default/.test(await text('#projects-table')), 'projects: the default project');
+    await shot('09-projects');
+    await page.click('nav >> text=Idle GPUs');
+    await page.waitForSelector('#idle-count');
+    check((await text('#idle-count')).startsWith('4 GPUs'), `idle: ${await text('#idle-count')}`);
+    await shot('10-idle');
+    await page.click('nav >> text=Usage');
+    await page.waitForSelector('.needs-metrics');
+    await shot('11-usage');
+    await page.click('nav >> text=Capacity');
+    await page.waitForSelector('.needs-metrics');
+    await shot('12-capacity');
+
+    // --- Log out: the dashboard is gone until the next login.
+    await page.click('#logout');
+    await page.waitForURL(/\/login\?next=/);
+    res = await page.request.get(`${dev.url}/api/v1/whoami`);
+    check(res.status() === 401, 'after logging out the API refuses the browser');
+  } catch (e) {
+    failed = true;
+    console.error(`FAILED: ${e.stack || e}`);
+    await shot('failure').catch(() => {});
+    console.error(`--- corral dev output ---\n${dev.output().slice(-4000)}`);
+  } finally {
+    await browser.close();
+    dev.proc.kill('SIGTERM');
+    await new Promise((r) => (dev.proc.exitCode !== null ? r() : dev.proc.on('exit', r)));
+    await rm(dataDir, { recursive: true, force: true }).catch(() => {});
+  }
+  console.log(failed ? 'dashboard e2e: FAILED' : `dashboard e2e: all checks passed; screenshots in ${artifacts}`);
+  process.exit(failed ? 1 : 0);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

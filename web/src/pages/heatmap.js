@@ -1,0 +1,106 @@
+// Nodes × GPUs heatmap: one row per node, one cell per GPU. Allocation comes from
+// /api/v1/nodes (who holds each GPU), utilisation from /api/v1/gpus (the agents' latest
+// readings). A free GPU is grey; an allocated GPU is coloured by its utilisation (red: allocated
+// but unused, to green: busy; gpus.js utilColour), slate when it has no reading yet; a GPU the
+// server flagged idle (under the threshold for the idle time) is striped. The tooltip names
+// every task on the GPU and its reading (util, memory, power, temperature, idle time).
+// renderHeatmap is exported for bench/web_render.mjs, which times it with 1,000 nodes.
+import { getJson } from '../api.js';
+import { h, replace } from '../dom.js';
+import { duration, percent } from '../format.js';
+import { gpuIndex, kUtilGradient, loadGpus, readingText, utilColour } from '../gpus.js';
+
+/**
+ * The CSS class and inline colour of GPU `i` of `node`, given its status from /api/v1/gpus
+ * (`gpu`, may be undefined). Free: 'free'. Allocated with a utilisation: 'util' and the
+ * colour of that utilisation ('util idle-flag' when flagged idle). Allocated without one:
+ * 'partial' (shared) or 'full'.
+ */
+export function cellStyle(node, i, gpu) {
+  const free = node.gpu_free_milli?.[i];
+  if (free === undefined || free >= 1000) return { cls: 'free' };
+  const util = gpu?.utilization_percent;
+  if (typeof util === 'number') {
+    return { cls: gpu.idle ? 'util idle-flag' : util >= 55 ? 'util dark' : 'util', color: utilColour(util) };
+  }
+  return { cls: free <= 0 ? 'full' : 'partial' };
+}
+
+function cell(node, i, gpu) {
+  const tasks = node.gpu_tasks?.[i] || [];
+  const free = node.gpu_free_milli?.[i];
+  const style = cellStyle(node, i, gpu);
+  const who = tasks.map((t) => `job ${t.job} task ${t.task} (${t.user}, ${t.project}, ${t.milli} milli)`);
+  const title = `${node.name} GPU ${i}${node.gpu_model ? ` ${node.gpu_model}` : ''}: ` +
+    (who.length ? who.join('; ') : 'free') +
+    (free !== undefined && free > 0 && free < 1000 ? `; ${free} milli free` : '') +
+    (gpu ? `; ${readingText(gpu)}` : '');
+  const label = tasks.length === 0 ? '' : tasks.length === 1 ? `#${tasks[0].job} ${tasks[0].user}` : `${tasks.length} jobs`;
+  const util = gpu?.utilization_percent;
+  return h('div', {
+    class: `cell ${style.cls}`,
+    style: style.color ? `background-color:${style.color}` : null,
+    title,
+    dataset: {
+      node: node.name, gpu: String(i), jobs: tasks.map((t) => t.job).join(' '),
+      util: typeof util === 'number' ? String(util) : undefined, idle: gpu?.idle ? '1' : undefined,
+    },
+  }, tasks.length === 1 ? h('a', { href: `#/jobs/${tasks[0].job}` }, label) : label);
+}
+
+/**
+ * Renders `nodes` (the /api/v1/nodes rows) into `container`, replacing what was there;
+ * `gpus` is the /api/v1/gpus answer (or null: allocation only).
+ */
+export function renderHeatmap(container, nodes, gpus = null) {
+  const index = gpuIndex(gpus);
+  const rows = nodes.map((node) => h('div', { class: 'row', dataset: { node: node.name } },
+    h('div', { class: `node${node.state === 'ready' ? '' : ' down'}`, title: `${node.name} (${node.state})` },
+      node.name, node.state === 'ready' ? '' : ` (${node.state})`),
+    Array.from({ length: node.gpus }, (_, i) => cell(node, i, index.get(`${node.name}\u0000${i}`)))));
+  replace(container, rows);
+}
+
+/** "N nodes, G GPUs, A in use; allocated GPUs at U % on average; F flagged idle". */
+export function summary(nodes, gpus) {
+  let total = 0, busy = 0;
+  for (const n of nodes) {
+    total += n.gpus;
+    busy += (n.gpu_free_milli || []).filter((f) => f < 1000).length;
+  }
+  let text = `${nodes.length} nodes, ${total} GPUs, ${busy} in use`;
+  const held = (gpus?.gpus || []).filter((g) => g.holders?.length && typeof g.utilization_percent === 'number');
+  if (held.length) {
+    const mean = held.reduce((a, g) => a + g.utilization_percent, 0) / held.length;
+    const flagged = held.filter((g) => g.idle).length;
+    text += `; allocated GPUs at ${percent(mean)} utilisation on average; ${flagged} flagged idle`;
+  }
+  return text;
+}
+
+export default {
+  title: 'Nodes',
+  async render(root) {
+    const info = h('p', { id: 'heatmap-summary' });
+    const grid = h('div', { class: 'heatmap', id: 'heatmap' });
+    const threshold = h('span', { id: 'heatmap-threshold' });
+    replace(root, h('h1', {}, 'Nodes × GPUs'), info,
+      h('div', { class: 'legend', id: 'heatmap-legend' },
+        h('span', {}, h('i', { class: 'swatch free' }), 'free'),
+        h('span', {}, 'allocated, by utilisation: 0 % ', h('i', { class: 'ramp', style: `background:${kUtilGradient}` }), ' 100 %'),
+        h('span', {}, h('i', { class: 'swatch idle-flag', style: `background-color:${utilColour(0)}` }), 'flagged idle ', threshold),
+        h('span', {}, h('i', { class: 'swatch full' }), 'allocated, no reading yet'),
+        h('span', {}, h('i', { class: 'swatch partial' }), 'shared, no reading yet')),
+      grid);
+    const load = async () => {
+      const [nodes, gpus] = await Promise.all([getJson('/api/v1/nodes'), loadGpus().catch(() => null)]);
+      const t0 = performance.now();
+      renderHeatmap(grid, nodes, gpus);
+      grid.dataset.renderMs = (performance.now() - t0).toFixed(1);
+      info.textContent = summary(nodes, gpus);
+      threshold.textContent = gpus ? `(under ${gpus.idle_threshold_percent} % for ${duration(gpus.idle_after_s)})` : '';
+    };
+    await load();
+    return { refresh: load };
+  },
+};

@@ -1,0 +1,81 @@
+// Overview: capacity, allocation and job counts now (from /api/v1/summary and then each live
+// summary), and a uPlot chart over time of capacity, allocated GPUs, used GPUs (the sum of
+// utilisation / 100 over the GPUs, from /api/v1/gpus) and queue length. The series are sampled
+// by this browser: capacity, allocated and queue from every live summary since the dashboard
+// was opened (live.js keeps them across pages); "used" from a /api/v1/gpus read after each
+// summary while this page is shown (gaps while it is not).
+import uPlot from 'uplot';
+import { getJson } from '../api.js';
+import { h, replace } from '../dom.js';
+import { gpus } from '../format.js';
+import { gpusUsed, loadGpus } from '../gpus.js';
+import * as live from '../live.js';
+
+function card(label, value, id) {
+  return h('div', { class: 'card', id }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
+}
+
+function cards(s, used) {
+  const pct = (x) => (s.gpus ? Math.round((100 * x) / s.gpus) : 0);
+  return [
+    card('nodes ready / total', `${s.nodes_ready} / ${s.nodes}`, 'card-nodes'),
+    card('GPUs', String(s.gpus), 'card-gpus'),
+    card('GPUs allocated', `${gpus(s.gpus_allocated)} (${pct(s.gpus_allocated)}%)`, 'card-allocated'),
+    card('GPUs used (Σ utilisation)', used === null || used === undefined ? '—' : `${gpus(used)} (${pct(used)}%)`, 'card-used'),
+    card('jobs running', String(s.jobs_running + s.jobs_starting), 'card-running'),
+    card('jobs pending (queue)', String(s.jobs_pending), 'card-pending'),
+  ];
+}
+
+/** uPlot's columns [times, capacity, allocated, used, queue] from summaries (oldest first). */
+export function chartData(list) {
+  return [
+    list.map((s) => s.time), list.map((s) => s.gpus), list.map((s) => s.gpus_allocated),
+    list.map((s) => (typeof s.gpus_used === 'number' ? s.gpus_used : null)), list.map((s) => s.jobs_pending),
+  ];
+}
+
+export default {
+  title: 'Overview',
+  async render(root) {
+    const cardBox = h('div', { class: 'cards' });
+    const chartBox = h('div', { class: 'chart', id: 'overview-chart' });
+    replace(root, h('h1', {}, 'Overview'), cardBox,
+      h('h2', {}, 'Capacity, allocated and used GPUs, queue length'), chartBox,
+      h('p', { class: 'note' }, 'Sampled by this browser from the live stream (every 2 s) since the dashboard was opened; ' +
+        '"used" is Σ utilisation / 100 over the GPUs (/api/v1/gpus), read while this page is shown.'));
+    let used = null;
+    const [summary, first] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null)]);
+    used = gpusUsed(first);
+    replace(cardBox, cards(summary, used));
+    const plot = new uPlot({
+      width: Math.min(1100, root.clientWidth - 20 || 900),
+      height: 280,
+      series: [
+        {},
+        { label: 'capacity (GPUs)', stroke: '#98a2b3', width: 1, dash: [6, 4] },
+        { label: 'GPUs allocated', stroke: '#2463eb', width: 2 },
+        { label: 'GPUs used', stroke: '#2f9e5b', width: 2, fill: 'rgba(47,158,91,0.12)' },
+        { label: 'queue length', stroke: '#e08a00', width: 2, scale: 'jobs' },
+      ],
+      axes: [{}, { label: 'GPUs' }, { side: 1, scale: 'jobs', label: 'jobs', grid: { show: false } }],
+      scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+    }, chartData(live.summaries()), chartBox);
+    const unsubscribe = live.subscribe((s) => {
+      replace(cardBox, cards(s, used));
+      plot.setData(chartData(live.summaries()));
+    });
+    return {
+      // After each summary (main.js): the GPUs' utilisation, stored on the newest summary.
+      async refresh() {
+        const answer = await loadGpus();
+        used = gpusUsed(answer);
+        const list = live.summaries();
+        if (list.length && used !== null) list[list.length - 1].gpus_used = used;
+        replace(cardBox, cards(list[list.length - 1] || summary, used));
+        plot.setData(chartData(list));
+      },
+      dispose() { unsubscribe(); plot.destroy(); },
+    };
+  },
+};
