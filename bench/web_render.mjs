@@ -1,12 +1,16 @@
 // How long the dashboard's nodes × GPUs heatmap takes to render for a large cluster
 // (docs/benchmarks.md). Serves the built web/dist and fake API answers through Playwright's
 // route interception (no corral server): NODES nodes × GPUS GPUs (default 1,000 × 8), about
-// half the GPUs allocated to seeded fake jobs. Debian's headless Chromium opens the heatmap
+// half the GPUs allocated to seeded fake jobs, every GPU with a reading in /api/v1/gpus
+// (allocated ones at a seeded utilisation, one in ten of those flagged idle), so that every
+// allocated cell is coloured by utilisation. Debian's headless Chromium opens the heatmap
 // RUNS times and prints, per run: `build` (the page's renderHeatmap: DOM built and inserted,
 // data-render-ms) and `shown` (from the route change to the first frame painted after the
-// render: fetch of /api/v1/nodes + JSON parse + render + style/layout/paint), then medians.
+// render: fetch of /api/v1/nodes and /api/v1/gpus + JSON parse + render + style/layout/paint),
+// then medians.
 //
 // Usage: node bench/web_render.mjs [NODES] [GPUS] [RUNS]   (make web first)
+//   BENCH_NO_METRICS=1: /api/v1/gpus answers 404 (allocation colours only), for comparison.
 import { readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -33,23 +37,39 @@ function rng(seed) {
   };
 }
 
+const gpuRows = [];
+
 function fakeNodes() {
   const random = rng(42);
   const users = ['alice', 'bob', 'carol', 'dave', 'erin'];
   let job = 1;
   return Array.from({ length: nodes }, (_, n) => {
+    const name = `gpu-node-${String(n).padStart(4, '0')}`;
     const free = [];
     const tasks = [];
     for (let g = 0; g < gpusPerNode; g++) {
       const r = random();
-      if (r < 0.45) { free.push(1000); tasks.push([]); continue; }
+      const reading = { node: name, index: g, model: 'A100-80GB', uuid: `GPU-${n}-${g}`, sampled_at: 1764770000,
+        memory_utilization_percent: 0, memory_used_mib: 0, power_w: 60, temperature_c: 30, processes: 0, foreign_processes: 0 };
+      if (r < 0.45) {
+        free.push(1000); tasks.push([]);
+        gpuRows.push({ ...reading, utilization_percent: 0, holders: [], idle: false });
+        continue;
+      }
       const milli = r < 0.55 ? 500 : 1000;
       free.push(1000 - milli);
       const user = users[Math.floor(random() * users.length)];
-      tasks.push([{ job: job++, task: 0, user, project: `team-${user}`, milli }]);
+      tasks.push([{ job, task: 0, user, project: `team-${user}`, milli }]);
+      const idle = random() < 0.1;
+      const util = idle ? 2 : Math.floor(random() * 101);
+      gpuRows.push({ ...reading, utilization_percent: util, memory_used_mib: 30000, power_w: 60 + 3 * util,
+        temperature_c: 30 + Math.floor(util / 3), processes: 1,
+        holders: [{ job, user, project: `team-${user}`, share: milli / 1000, session: false }],
+        idle, ...(util < 10 ? { idle_for_s: idle ? 3600 : 60 } : {}) });
+      job++;
     }
     return {
-      name: `gpu-node-${String(n).padStart(4, '0')}`, state: n % 97 === 0 ? 'cordoned' : 'ready',
+      name, state: n % 97 === 0 ? 'cordoned' : 'ready',
       gpu_model: 'A100-80GB', gpus: gpusPerNode, gpu_free_milli: free, gpu_tasks: tasks,
       cpu_milli: 128000, memory_mib: 1024 * 1024, labels: {}, runtimes: ['process'],
     };
@@ -64,6 +84,8 @@ const api = {
   '/api/v1/whoami': JSON.stringify({ user: 'admin', admin: true, projects: ['default'] }),
   '/api/v1/summary': summary,
   '/api/v1/nodes': nodesJson,
+  // BENCH_NO_METRICS=1: a server without the metrics API (allocation colours only), to compare.
+  ...(process.env.BENCH_NO_METRICS ? {} : { '/api/v1/gpus': JSON.stringify({ idle_threshold_percent: 10, idle_after_s: 1800, gpus: gpuRows }) }),
   '/api/v1/queue': '[]',
 };
 
@@ -105,13 +127,16 @@ async function main() {
       const shown = performance.now() - t0;
       const build = Number(document.querySelector('#heatmap').dataset.renderMs);
       const cells = document.querySelectorAll('#heatmap .cell').length;
+      const coloured = document.querySelectorAll('#heatmap .cell.util').length;
       location.hash = '#/queue';
       while (!document.querySelector('#queue')) await new Promise((res) => setTimeout(res, 1));
-      return { build, shown, cells };
+      return { build, shown, cells, coloured };
     });
     if (r.cells !== nodes * gpusPerNode) throw new Error(`expected ${nodes * gpusPerNode} cells, got ${r.cells}`);
+    const allocated = process.env.BENCH_NO_METRICS ? 0 : gpuRows.filter((g) => g.holders.length).length;
+    if (r.coloured !== allocated) throw new Error(`expected ${allocated} cells coloured by utilisation, got ${r.coloured}`);
     results.push(r);
-    console.log(`run ${i + 1}: build ${r.build.toFixed(1)} ms, shown ${r.shown.toFixed(1)} ms (${r.cells} cells)`);
+    console.log(`run ${i + 1}: build ${r.build.toFixed(1)} ms, shown ${r.shown.toFixed(1)} ms (${r.cells} cells, ${r.coloured} by utilisation)`);
   }
   await browser.close();
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

@@ -172,6 +172,26 @@ def test_gpu_metrics_idle_prometheus_and_usage(root):
         check("monitoring: Prometheus has the cluster's GPU count",
               gpus_total and float(gpus_total[0]["value"][1]) == 2.0, gpus_total)
 
+        # Capacity planning: the demand history has the two running jobs; the what-if replays.
+        status, fc = c.api("GET", "/api/v1/capacity/forecast?history_days=1&horizon_days=1")
+        check("monitoring: the capacity forecast has the cluster and the current demand",
+              status == 200 and fc["capacity_gpus"] == 2 and len(fc["history"]) == 24
+              and len(fc["forecast"]) == 24, (status, str(fc)[:500]))
+        status, wi = c.api("POST", "/api/v1/capacity/what-if",
+                           {"since": "1d", "extra_gpus": [0, 8], "target_p90_wait_s": 60})
+        check("monitoring: the what-if replays the recorded jobs with more GPUs",
+              status == 200 and wi["jobs"] == 2 and [r["gpus"] for r in wi["results"]] == [2, 10]
+              and wi["smallest_meeting_target"] == 0, wi)
+        status, _ = c.api("POST", "/api/v1/capacity/what-if", {}, token=mona)
+        check("monitoring: the what-if is for admins", status == 403, status)
+        status, body = c.api("POST", "/api/v1/capacity/what-if", {"extra_gpus": "many"})
+        check("monitoring: a bad what-if names the field",
+              status == 400 and "extra_gpus" in body.get("detail", ""), body)
+        out = c.cli("capacity", "--extra", "0,8", "--since", "1d", "--target-p90-wait", "60")
+        check("monitoring: corral capacity prints the what-if table",
+              out.returncode == 0 and "EXTRA GPUS" in out.stdout
+              and "smallest that meets" in out.stdout, out.stdout + out.stderr)
+
         # Accounting: cancel, stop the server (its last flush), then read the usage back.
         for job_id in (busy, idle):
             c.api("POST", f"/api/v1/jobs/{job_id}/cancel")

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <iostream>
@@ -1143,6 +1144,80 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
   idle->callback([f, run] {
     f->idle_only = true;
     run();
+  });
+
+  struct CapacityFlags {
+    std::string since = "30d", extra = "0,8,16,32,64", output = "table";
+    int64_t target_p90_wait_s = 3600;
+    int horizon_days = 7;
+  };
+  auto cap = std::make_shared<CapacityFlags>();
+  CLI::App* capacity = app.add_subcommand(
+      "capacity",
+      "Capacity planning: the demand forecast, and how many more GPUs would have kept the p90 "
+      "wait under a target (admin: replays the recorded jobs)");
+  capacity->add_option("--since", cap->since, "Replay the jobs of the last Nd, or since YYYY-MM-DD")
+      ->capture_default_str();
+  capacity->add_option("--extra", cap->extra, "Extra GPU counts to try, comma-separated")
+      ->capture_default_str();
+  capacity->add_option("--target-p90-wait", cap->target_p90_wait_s, "Seconds")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  capacity->add_option("--horizon-days", cap->horizon_days, "Days of forecast to summarise")
+      ->check(CLI::Range(1, 28))
+      ->capture_default_str();
+  capacity->add_option("-o,--output", cap->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  capacity->callback([cap, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      json extra = json::array();
+      for (const std::string& word : Split(cap->extra, ',')) {
+        int v = 0;
+        auto [end, err] = std::from_chars(word.data(), word.data() + word.size(), v);
+        if (err != std::errc() || end != word.data() + word.size() || v < 0) {
+          return InvalidArgument("--extra: '" + word + "' is not a GPU count");
+        }
+        extra.push_back(v);
+      }
+      auto forecast =
+          client.Get("/api/v1/capacity/forecast?horizon_days=" + std::to_string(cap->horizon_days));
+      if (!forecast.ok()) return forecast.status();
+      auto what_if =
+          client.Post("/api/v1/capacity/what-if", {{"since", cap->since},
+                                                   {"extra_gpus", extra},
+                                                   {"target_p90_wait_s", cap->target_p90_wait_s}});
+      if (!what_if.ok()) return what_if.status();
+      if (cap->output == "json") {
+        std::cout << json({{"forecast", *forecast}, {"what_if", *what_if}}).dump(2) << "\n";
+        return Status::Ok();
+      }
+      double peak = 0, mean = 0;
+      for (const auto& p : (*forecast)["forecast"]) {
+        peak = std::max(peak, p.value("high", 0.0));
+        mean += p.value("demand_gpus", 0.0);
+      }
+      if (!(*forecast)["forecast"].empty()) mean /= (*forecast)["forecast"].size();
+      std::printf(
+          "Capacity %s GPUs. Forecast for the next %d days: mean %.1f GPUs, peak (80%% "
+          "band) %.1f.\n",
+          Str(*forecast, "capacity_gpus").c_str(), cap->horizon_days, mean, peak);
+      std::cout << "Replaying the " << Str(*what_if, "jobs") << " jobs submitted since "
+                << Str(*what_if, "since") << ":\n";
+      std::vector<std::vector<std::string>> rows;
+      for (const auto& r : (*what_if)["results"]) {
+        rows.push_back({Str(r, "extra_gpus"), Str(r, "gpus"), Str(r, "p90_wait_s"),
+                        Str(r, "mean_wait_s"), Str(r, "unfinished")});
+      }
+      PrintTable({"EXTRA GPUS", "GPUS", "P90 WAIT S", "MEAN WAIT S", "NEVER STARTED"}, rows);
+      const json& smallest = (*what_if)["smallest_meeting_target"];
+      std::cout << (smallest.is_null() ? "None of these meets the p90 wait target of " +
+                                             std::to_string(cap->target_p90_wait_s) + " s."
+                                       : "The smallest that meets the p90 wait target of " +
+                                             std::to_string(cap->target_p90_wait_s) +
+                                             " s: " + smallest.dump() + " extra GPUs.")
+                << "\n";
+      return Status::Ok();
+    });
   });
 
   struct UsageFlags {

@@ -1,8 +1,8 @@
 // The client commands of `corral`: login, submit, jobs, job show, logs, cancel, nodes, node,
 // projects, project, users, user, tokens, token, whoami, environment, session, gpus, idle,
-// usage. Tables by default, `-o json` everywhere. Exit codes: 0 ok, 1 server or connection failure,
-// 2 bad input (usage, invalid spec), 3 not found, 4 not authenticated or not allowed, 5 conflict
-// with the current state.
+// usage, capacity. Tables by default, `-o json` everywhere. Exit codes: 0 ok, 1 server or
+// connection failure, 2 bad input (usage, invalid spec), 3 not found, 4 not authenticated or not
+// allowed, 5 conflict with the current state.
 #pragma once
 
 #include <CLI/CLI.hpp>

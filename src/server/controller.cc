@@ -437,21 +437,40 @@ void Controller::LoopMain() {
     changed_.wait_for(lock, std::chrono::seconds(1), [&] { return wake_ || stopping_; });
     if (stopping_) break;
     wake_ = false;
-    ReloadPolicyIfChangedLocked();
-    RetryUnsettledLocked();
-    CheckNodesLocked();
-    CheckSessionsLocked(lock);
-    ScheduleLocked();
+    RoundLocked(lock);
   }
 }
 
 void Controller::Tick() {
   std::unique_lock lock(mu_);
+  RoundLocked(lock);
+}
+
+void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
   ReloadPolicyIfChangedLocked();
   RetryUnsettledLocked();
   CheckNodesLocked();
   CheckSessionsLocked(lock);
+  CheckIdleGpusLocked();
   ScheduleLocked();
+}
+
+void Controller::CheckIdleGpusLocked() {
+  if (!config_.notify_idle_gpus) return;
+  const Seconds now = clock_.Now();
+  const int64_t idle_after_ms = gpu_monitor_.options().idle_after_ms;
+  for (auto& [id, job] : jobs_) {
+    if (job.record.state != store::kJobRunning) continue;
+    const std::optional<int64_t> busy = gpu_monitor_.JobLastBusyMs(id, now.value() * 1000);
+    const bool idle = busy && now.value() * 1000 - *busy >= idle_after_ms;
+    if (idle == job.gpus_idle_noted) continue;
+    const std::string reason =
+        idle ? "GPUs idle: under " + std::to_string(gpu_monitor_.options().idle_threshold_percent) +
+                   " % for " + std::to_string((now.value() * 1000 - *busy) / 1000) + " s"
+             : "GPUs busy again";
+    // Recorded first: an event the store did not take is tried again at the next round.
+    if (store_.AddJobEvent(id, reason, now).ok()) job.gpus_idle_noted = idle;
+  }
 }
 
 void Controller::RetryUnsettledLocked() {
@@ -1697,11 +1716,17 @@ nlohmann::json Controller::ClusterSummary() {
     starting += job.record.state == store::kJobStarting;
     running += job.record.state == store::kJobRunning;
   }
+  // Used: the sum of the GPUs' last utilisation readings, in GPUs (GpuMonitor).
+  double used = 0;
+  for (const GpuStatus& g : gpu_monitor_.Gpus()) {
+    used += g.latest.utilization_percent.value_or(0) / 100.0;
+  }
   return {{"time", clock_.Now().value()},
           {"nodes", nodes},
           {"nodes_ready", ready},
           {"gpus", gpus},
           {"gpus_allocated", static_cast<double>(gpus * 1000 - free_milli) / 1000},
+          {"gpus_used", used},
           {"jobs_pending", pending},
           {"jobs_starting", starting},
           {"jobs_running", running}};
@@ -1930,6 +1955,16 @@ std::map<int64_t, GpuHolder> Controller::GpuHoldersLocked(const std::string& nod
     }
   }
   return holders;
+}
+
+std::vector<model::Node> Controller::LiveNodes() {
+  std::lock_guard lock(mu_);
+  std::vector<model::Node> out;
+  for (const auto& [name, node] : nodes_) {
+    if (node.state == "lost") continue;
+    if (auto n = NodeFromInventory(name, node.inventory); n.ok()) out.push_back(std::move(*n));
+  }
+  return out;
 }
 
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }

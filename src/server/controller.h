@@ -79,8 +79,10 @@ struct ControllerConfig {
   // (Jupyter's api/status: use through the direct URL, which the proxy never sees). Borrowed:
   // must outlive the controller. Null: apps are not asked.
   SessionAppProbe* session_app_probe = nullptr;
-  // GPU metrics from the agents' heartbeats (docs/monitoring.md): windows and idle threshold.
+  // GPU metrics from the agents' heartbeats (docs/monitoring.md): windows and idle threshold;
+  // whether a running job whose GPUs are flagged idle gets a job event saying so.
   GpuMonitor::Options gpu_monitor;
+  bool notify_idle_gpus = true;
 };
 
 class Controller {
@@ -131,8 +133,9 @@ class Controller {
   // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
   // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
   nlohmann::json Nodes();
-  // Counts for the dashboard's live summary: nodes (and ready ones), GPUs and allocated GPUs
-  // (whole GPUs, fractional when shared), jobs by live state (pending, starting, running).
+  // Counts for the dashboard's live summary: nodes (and ready ones), GPUs, allocated GPUs
+  // (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last utilisation, in
+  // GPUs), jobs by live state (pending, starting, running).
   nlohmann::json ClusterSummary();
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
@@ -187,6 +190,10 @@ class Controller {
   // --- GPU metrics (docs/monitoring.md) --------------------------------------------------------
   // What the agents' heartbeats said about their GPUs, with the jobs holding them.
   GpuMonitor& Gpus() { return gpu_monitor_; }
+  // The nodes not lost, as the scheduler models them, and the placement policy: what capacity
+  // planning replays recorded jobs on (capacity.h).
+  std::vector<model::Node> LiveNodes();
+  const std::string& PlacementPolicy() const { return config_.policy; }
   // Heartbeats whose "gpu_metrics" were refused (malformed), and the last reason; the rest of
   // such a heartbeat is applied all the same.
   int64_t RejectedGpuReports();
@@ -239,6 +246,7 @@ class Controller {
     Seconds last_activity{0};
     std::optional<Seconds> app_last_activity;
     std::optional<Seconds> idle_notice_at;
+    bool gpus_idle_noted = false;  // the "GPUs idle" event was recorded, not yet "busy again"
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {
@@ -297,6 +305,12 @@ class Controller {
   // those still idle after the warning (docs/sessions.md); asks their apps first
   // (AskIdleSessionAppsLocked), so `lock` (on mu_) is released for a while.
   void CheckSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // One round of the loop (Tick and the loop thread): policy file, unsettled jobs, lost nodes,
+  // idle sessions, idle GPUs, then a scheduling pass.
+  void RoundLocked(std::unique_lock<std::mutex>& lock);
+  // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
+  // (GpuMonitor), and one when they are busy again.
+  void CheckIdleGpusLocked();
   // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
   // for their own last activity (config_.session_app_probe) and records it. `lock` holds mu_;
   // it is released while the apps are asked (16 at a time, each within the probe's timeout)

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -198,6 +199,42 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
   EXPECT_THAT(controller_->LastGpuReportError(),
               HasSubstr("node " + node + ": gpu_metrics.gpus[0].utilization_percent"));
+}
+
+TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(2));
+  controller_->Tick();
+  const json launch = Beat("a", Report())["run"][0];
+  const std::vector<std::string> tasks = {TaskKeyOf(launch)};
+  auto beat = [&](int util) {
+    json report = Report({TaskReport(launch, "running")});
+    report["gpu_metrics"] =
+        GpuMetrics({{launch["gpus"][0], util, tasks}, {launch["gpus"][1], util, tasks}});
+    Beat("a", report);
+  };
+  auto events = [&] {
+    std::vector<std::string> out;
+    auto stored = store_->JobEvents(id);
+    for (const auto& e : *stored) out.push_back(e.reason);
+    return out;
+  };
+  beat(3);
+  // The default: flagged after 30 minutes under 10 %.
+  clock_.Advance(Seconds(1799));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  controller_->Tick();  // said once
+  const std::vector<std::string> said = events();
+  EXPECT_EQ(std::count(said.begin(), said.end(), "GPUs idle: under 10 % for 1800 s"), 1);
+  beat(60);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs busy again");
 }
 
 TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
@@ -585,7 +622,9 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
   auto projects = controller_->ProjectsView(alice_);
   ASSERT_TRUE(projects.ok());
   for (const json& p : *projects) {
-    if (p["name"] == "owner") EXPECT_EQ(p["running_gpus"], 2.0);
+    if (p["name"] == "owner") {
+      EXPECT_EQ(p["running_gpus"], 2.0);
+    }
   }
 }
 

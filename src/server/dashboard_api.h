@@ -17,11 +17,11 @@ namespace corral::server {
 // without the query): the dashboard's requests only. GET/HEAD of the read routes it shows
 // (whoami, jobs, a job, its logs and its GPUs, queue, nodes, projects, policy, environments,
 // the event stream, the GPUs, usage, the capacity forecast), and POST /api/v1/jobs (submit),
-// /api/v1/jobs/<id>/cancel and /api/v1/capacity/what-if (a computation, admins only). Tokens,
-// users, project settings, node actions and sessions need the bearer token, so that a page on this
-// origin (a session's app, served under /sessions/) cannot use its viewer's cookie to mint
-// tokens or change the cluster (docs/decisions.md). The caller still applies
-// CrossSiteRefusal to every non-GET/HEAD request it authenticates by cookie.
+// /api/v1/jobs/<id>/cancel and /api/v1/capacity/what-if (a computation, admins only).
+// Tokens, users, project settings, node actions, sessions and /metrics need the bearer token,
+// so that a page on this origin (a session's app, served under /sessions/) cannot use its
+// viewer's cookie to mint tokens or change the cluster (docs/decisions.md). The caller still
+// applies CrossSiteRefusal to every non-GET/HEAD request it authenticates by cookie.
 bool CookieMayAuthenticate(std::string_view method, std::string_view path);
 
 // One Server-Sent Events message: "id: ID\nevent: EVENT\ndata: JSON\n\n". `event` must be a

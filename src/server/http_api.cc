@@ -308,35 +308,61 @@ class HttpApi::Impl {
              }));
     // Allocated and used GPU-hours (docs/monitoring.md): the caller's own and those of the
     // projects they belong to (admins: all); JSON, or CSV with format=csv.
-    http.Get("/api/v1/usage", Authed([this](const Principal& who, const auto& req, auto& res) {
-               auto by = ParseUsageGrouping(req.has_param("by") ? req.get_param_value("by")
-                                                                : std::string("project"));
-               if (!by.ok()) return SendProblem(res, by.status());
-               auto range = ParseDayRange(
-                   req.has_param("since") ? req.get_param_value("since") : std::string("30d"),
-                   req.get_param_value("until"), clock_.Now());
-               if (!range.ok()) return SendProblem(res, range.status());
-               const std::string format =
-                   req.has_param("format") ? req.get_param_value("format") : "json";
-               if (format != "json" && format != "csv") {
-                 return SendProblem(res, InvalidArgument("field 'format': json or csv"));
-               }
-               auto rows = store_.GpuUsage(range->first, range->second);
-               if (!rows.ok()) return SendProblem(res, rows.status());
-               std::vector<store::GpuUsageRow> visible;
-               for (const auto& r : *rows) {
-                 if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
-                   visible.push_back(r);
-                 }
-               }
-               const json report = UsageReport(visible, *by);
-               if (format == "csv") {
-                 res.set_header("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
-                 return res.set_content(UsageCsv(report, *by), "text/csv; charset=utf-8");
-               }
-               SendJson(res, 200,
-                        {{"since", range->first}, {"until", range->second}, {"rows", report}});
+    http.Get(
+        "/api/v1/usage", Authed([this](const Principal& who, const auto& req, auto& res) {
+          auto by = ParseUsageGrouping(req.has_param("by") ? req.get_param_value("by")
+                                                           : std::string("project"));
+          if (!by.ok()) return SendProblem(res, by.status());
+          auto range = ParseDayRange(
+              req.has_param("since") ? req.get_param_value("since") : std::string("30d"),
+              req.get_param_value("until"), clock_.Now());
+          if (!range.ok()) return SendProblem(res, range.status());
+          const std::string format =
+              req.has_param("format") ? req.get_param_value("format") : "json";
+          if (format != "json" && format != "csv") {
+            return SendProblem(res, InvalidArgument("field 'format': json or csv"));
+          }
+          auto rows = store_.GpuUsage(range->first, range->second);
+          if (!rows.ok()) return SendProblem(res, rows.status());
+          std::vector<store::GpuUsageRow> visible;
+          for (const auto& r : *rows) {
+            if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
+              visible.push_back(r);
+            }
+          }
+          const json report = UsageReport(visible, *by);
+          if (format == "csv") {
+            res.set_header("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
+            return res.set_content(UsageCsv(report, *by), "text/csv; charset=utf-8");
+          }
+          SendJson(res, 200, {{"since", range->first}, {"until", range->second}, {"rows", report}});
+        }));
+    // Capacity planning (capacity.h): the demand forecast for everyone; the what-if replay,
+    // which runs the simulator over the recorded jobs, for admins.
+    http.Get("/api/v1/capacity/forecast",
+             Authed([this](const Principal&, const auto& req, auto& res) {
+               auto history = IntParam(req, "history_days", 1, 90);
+               if (!history.ok()) return SendProblem(res, history.status());
+               auto horizon = IntParam(req, "horizon_days", 1, 28);
+               if (!horizon.ok()) return SendProblem(res, horizon.status());
+               auto view = CapacityForecastView(controller_, store_, clock_.Now(),
+                                                static_cast<int>(history->value_or(28)),
+                                                static_cast<int>(horizon->value_or(7)));
+               if (!view.ok()) return SendProblem(res, view.status());
+               SendJson(res, 200, *view);
              }));
+    http.Post("/api/v1/capacity/what-if", Authed(
+                                              [this](const Principal&, const auto& req, auto& res) {
+                                                auto body = ParseBody(req);
+                                                if (!body.ok())
+                                                  return SendProblem(res, body.status());
+                                                auto view = WhatIfView(controller_, store_,
+                                                                       clock_.Now(), *body);
+                                                if (!view.ok())
+                                                  return SendProblem(res, view.status());
+                                                SendJson(res, 200, *view);
+                                              },
+                                              /*admin_only=*/true));
     http.Get(R"(/api/v1/jobs/(\d+)/gpus)",
              Authed([this](const Principal& who, const auto& req, auto& res) {
                auto id = PathId(req, "job");
@@ -346,9 +372,9 @@ class HttpApi::Impl {
                // Only who may see the job may see its GPUs.
                auto job = controller_.JobView(who, JobId(*id));
                if (!job.ok()) return SendProblem(res, job.status());
-               SendJson(res, 200,
-                        JobGpusView(controller_, JobId(*id), clock_.Now(),
-                                    Seconds(since->value_or(0))));
+               SendJson(
+                   res, 200,
+                   JobGpusView(controller_, JobId(*id), clock_.Now(), Seconds(since->value_or(0))));
              }));
   }
 
@@ -938,8 +964,7 @@ document.getElementById("login").addEventListener("submit", async (event) => {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
     auto next_id = std::make_shared<int64_t>(0);
     res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, ticket, next_id, deadline](size_t, httplib::DataSink& sink) {
+        "text/event-stream", [this, ticket, next_id, deadline](size_t, httplib::DataSink& sink) {
           if (*next_id > 0 && !event_streams_.Wait(config_.event_period)) return false;
           if (std::chrono::steady_clock::now() > deadline || !sink.is_writable()) return false;
           const std::string frame =

@@ -14,6 +14,16 @@ namespace {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// "{name="value",...}" with the values escaped; "" for no labels.
+std::string LabelText(const Labels& labels) {
+  if (labels.empty()) return "";
+  std::string out = "{";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    out += (i ? "," : "") + labels[i].first + "=\"" + EscapeLabelValue(labels[i].second) + "\"";
+  }
+  return out + "}";
+}
+
 // Writes families: each metric name gets its HELP and TYPE once, before its first sample.
 class Exposition {
  public:
@@ -21,16 +31,11 @@ class Exposition {
     out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
   }
   void Sample(const std::string& name, const Labels& labels, double value) {
-    out_ << name;
-    if (!labels.empty()) {
-      out_ << "{";
-      for (size_t i = 0; i < labels.size(); ++i) {
-        out_ << (i ? "," : "") << labels[i].first << "=\"" << EscapeLabelValue(labels[i].second)
-             << "\"";
-      }
-      out_ << "}";
-    }
-    out_ << " ";
+    SampleLabelled(name, LabelText(labels), value);
+  }
+  // `labels` as LabelText wrote them: a GPU's are written once for all its families.
+  void SampleLabelled(const std::string& name, const std::string& labels, double value) {
+    out_ << name << labels << " ";
     if (std::isnan(value)) {
       out_ << "NaN";
     } else if (value == std::floor(value) && std::fabs(value) < 1e15) {
@@ -160,39 +165,45 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
          return *r.temperature_c;
        }},
   };
+  std::vector<std::string> labels;  // per GPU, in s.gpus order
+  labels.reserve(s.gpus.size());
+  for (const GpuStatus& g : s.gpus) labels.push_back(LabelText(GpuLabels(g)));
   for (const GpuField& f : fields) {
     e.Family(f.name, "gauge", f.help);
-    for (const GpuStatus& g : s.gpus) {
-      if (auto v = f.value(g.latest)) e.Sample(f.name, GpuLabels(g), *v);
+    for (size_t i = 0; i < s.gpus.size(); ++i) {
+      if (auto v = f.value(s.gpus[i].latest)) e.SampleLabelled(f.name, labels[i], *v);
     }
   }
 
   e.Family("corral_gpu_sample_age_seconds", "gauge", "Seconds since the GPU's last sample.");
-  for (const GpuStatus& g : s.gpus) {
-    e.Sample("corral_gpu_sample_age_seconds", GpuLabels(g),
-             static_cast<double>(s.now_ms - g.latest.at_ms) / 1000.0);
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    e.SampleLabelled("corral_gpu_sample_age_seconds", labels[i],
+                     static_cast<double>(s.now_ms - s.gpus[i].latest.at_ms) / 1000.0);
   }
   e.Family("corral_gpu_holders", "gauge", "Jobs holding the GPU (more than 1: shared).");
-  for (const GpuStatus& g : s.gpus) {
-    e.Sample("corral_gpu_holders", GpuLabels(g), static_cast<double>(g.holders.size()));
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    e.SampleLabelled("corral_gpu_holders", labels[i],
+                     static_cast<double>(s.gpus[i].holders.size()));
   }
   e.Family("corral_gpu_foreign_processes", "gauge",
            "Processes on the GPU that no corral task started.");
-  for (const GpuStatus& g : s.gpus) {
-    e.Sample("corral_gpu_foreign_processes", GpuLabels(g), g.foreign_processes);
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    e.SampleLabelled("corral_gpu_foreign_processes", labels[i], s.gpus[i].foreign_processes);
   }
   e.Family("corral_gpu_idle_seconds", "gauge",
            "Seconds an allocated GPU has stayed under the idle threshold (0: not idle).");
   e.Family("corral_gpu_idle", "gauge",
            "1 when an allocated GPU has been idle for the configured time (flagged), else 0.");
-  for (const GpuStatus& g : s.gpus) {
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    const GpuStatus& g = s.gpus[i];
     const double idle_s =
         g.idle_since_ms ? static_cast<double>(s.now_ms - *g.idle_since_ms) / 1000.0 : 0.0;
-    e.Sample("corral_gpu_idle_seconds", GpuLabels(g), idle_s);
+    e.SampleLabelled("corral_gpu_idle_seconds", labels[i], idle_s);
   }
-  for (const GpuStatus& g : s.gpus) {
+  for (size_t i = 0; i < s.gpus.size(); ++i) {
+    const GpuStatus& g = s.gpus[i];
     const bool flagged = g.idle_since_ms && s.now_ms - *g.idle_since_ms >= s.idle_after_ms;
-    e.Sample("corral_gpu_idle", GpuLabels(g), flagged ? 1 : 0);
+    e.SampleLabelled("corral_gpu_idle", labels[i], flagged ? 1 : 0);
   }
 
   // Per job: the mean utilisation of the GPUs it holds.

@@ -1,5 +1,9 @@
 #include "server/monitoring_views.h"
 
+#include <ctime>
+
+#include "server/capacity.h"
+#include "server/gpu_history.h"
 #include "server/metrics_exposition.h"
 
 namespace corral::server {
@@ -54,6 +58,56 @@ nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Secon
     gpus.push_back(std::move(g));
   }
   return {{"job", job.value()}, {"gpus", gpus}};
+}
+
+namespace {
+
+// Jobs not ended `days` before `now`: those whose demand or runs fall in that window.
+Result<std::vector<store::JobRecord>> JobsLiveSince(store::Store& store, Seconds since) {
+  store::JobFilter filter;
+  filter.live_since = since;
+  filter.limit = 0;
+  return store.ListJobs(filter);
+}
+
+// Unix seconds of 00:00 UTC of a "YYYY-MM-DD" day (checked by ParseDayRange).
+Seconds StartOfDay(const std::string& day) {
+  std::tm tm{};
+  tm.tm_year = std::stoi(day.substr(0, 4)) - 1900;
+  tm.tm_mon = std::stoi(day.substr(5, 2)) - 1;
+  tm.tm_mday = std::stoi(day.substr(8, 2));
+  return Seconds(static_cast<int64_t>(timegm(&tm)));
+}
+
+int CapacityGpus(const std::vector<model::Node>& nodes) {
+  int gpus = 0;
+  for (const model::Node& n : nodes) gpus += static_cast<int>(n.gpus.size());
+  return gpus;
+}
+
+}  // namespace
+
+Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
+                                            Seconds now, int history_days, int horizon_days) {
+  auto jobs = JobsLiveSince(store, Seconds(now.value() - int64_t{history_days} * 86400));
+  if (!jobs.ok()) return jobs.status();
+  return ForecastView(*jobs, CapacityGpus(controller.LiveNodes()), now, history_days, horizon_days);
+}
+
+Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, Seconds now,
+                                  const nlohmann::json& body) {
+  auto request = ParseWhatIf(body);
+  if (!request.ok()) return request.status();
+  auto range = ParseDayRange(request->since, "", now);
+  if (!range.ok()) return range.status();
+  const Seconds since = StartOfDay(range->first);
+  auto jobs = JobsLiveSince(store, since);
+  if (!jobs.ok()) return jobs.status();
+  auto answer = WhatIf(controller.LiveNodes(), TraceOf(*jobs, since, now), *request,
+                       controller.PlacementPolicy());
+  if (!answer.ok()) return answer.status();
+  (*answer)["since"] = range->first;
+  return answer;
 }
 
 }  // namespace corral::server

@@ -9,6 +9,7 @@
 
 #include "common/units.h"
 #include "server/controller.h"
+#include "store/store.h"
 
 namespace corral::server {
 
@@ -22,5 +23,15 @@ nlohmann::json GpusView(Controller& controller, Seconds now, bool idle_only);
 // {"job", "gpus": [GpuStatusJson + "series": [GpuReadingJson...] since `since`]}: the GPUs the
 // job holds now, with their recent readings (the in-memory window).
 nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Seconds since);
+
+// GET /api/v1/capacity/forecast (capacity.h, ForecastView): the demand of the jobs live in the
+// last `history_days`, and the forecast of the next `horizon_days`.
+Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
+                                            Seconds now, int history_days, int horizon_days);
+
+// POST /api/v1/capacity/what-if (capacity.h, ParseWhatIf and WhatIf): the jobs submitted since
+// the body's "since" replayed on the live nodes plus each extra GPU count.
+Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, Seconds now,
+                                  const nlohmann::json& body);
 
 }  // namespace corral::server

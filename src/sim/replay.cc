@@ -25,6 +25,7 @@ Distribution Summarize(std::vector<double> values) {
     return values[std::clamp<size_t>(i, 1, values.size()) - 1];
   };
   d.p50 = rank(0.50);
+  d.p90 = rank(0.90);
   d.p95 = rank(0.95);
   d.p99 = rank(0.99);
   return d;

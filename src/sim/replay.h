@@ -78,7 +78,7 @@ struct ReplayConfig {
 
 // Mean and nearest-rank percentiles of a sample, in seconds.
 struct Distribution {
-  double mean = 0, p50 = 0, p95 = 0, p99 = 0;
+  double mean = 0, p50 = 0, p90 = 0, p95 = 0, p99 = 0;
 };
 Distribution Summarize(std::vector<double> values);
 

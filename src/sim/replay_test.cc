@@ -473,6 +473,7 @@ TEST(Summarize, NearestRankPercentiles) {
   Distribution d = Summarize(v);
   EXPECT_DOUBLE_EQ(d.mean, 50.5);
   EXPECT_DOUBLE_EQ(d.p50, 50);
+  EXPECT_DOUBLE_EQ(d.p90, 90);
   EXPECT_DOUBLE_EQ(d.p95, 95);
   EXPECT_DOUBLE_EQ(d.p99, 99);
   EXPECT_DOUBLE_EQ(Summarize({}).mean, 0);

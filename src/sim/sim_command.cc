@@ -1,11 +1,13 @@
 #include "sim/sim_command.h"
 
+#include <cstdio>
 #include <iostream>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "predict/demand_forecast.h"
 #include "sched/placement_policy.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
@@ -273,6 +275,67 @@ int RunPredictCommand(const PredictFlags& f) {
   return 0;
 }
 
+struct ForecastFlags {
+  std::string trace, format, output = "table";
+  int train_days = 28, horizon_days = 7;
+};
+
+// The demand forecaster (predict/demand_forecast.h) backtested on a trace's offered load: each
+// job asks its GPUs from its submission for its recorded duration.
+int RunForecastCommand(const ForecastFlags& f) {
+  auto format = f.format.empty() ? DetectTraceFormat(f.trace) : ParseTraceFormat(f.format);
+  if (!format.ok()) return Fail(format.status(), kExitBadInput);
+  auto trace = ReadTrace(f.trace, *format, kPredictMaxGpusPerTask);
+  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  if (trace->jobs.empty()) return Fail(InvalidArgument(f.trace + ": no jobs"), kExitBadInput);
+  std::vector<predict::DemandInterval> intervals;
+  int64_t first = std::numeric_limits<int64_t>::max(), last = 0;
+  for (const TraceJob& j : trace->jobs) {
+    const int64_t from = j.job.submit_time.value(), to = from + j.duration.value();
+    intervals.push_back({from, to, static_cast<double>(j.job.TotalMilli().value()) / 1000.0});
+    first = std::min(first, from);
+    last = std::max(last, from);
+  }
+  const int64_t start = first - ((first % 3600) + 3600) % 3600;
+  const int hours = static_cast<int>((last - start) / 3600 + 1);
+  const std::vector<double> series = predict::HourlyDemand(intervals, start, hours);
+  const predict::ForecastAccuracy a =
+      predict::Backtest(series, start, f.train_days * 24, f.horizon_days * 24);
+  if (a.windows == 0) {
+    return Fail(InvalidArgument(f.trace + ": " + std::to_string(hours) +
+                                " hours of history; a backtest needs more than " +
+                                std::to_string((f.train_days + f.horizon_days) * 24)),
+                kExitBadInput);
+  }
+  if (f.output == "json") {
+    std::cout << nlohmann::json({{"trace", f.trace},
+                                 {"hours", hours},
+                                 {"train_days", f.train_days},
+                                 {"horizon_days", f.horizon_days},
+                                 {"windows", a.windows},
+                                 {"mean_demand_gpus", a.mean_demand},
+                                 {"mae_gpus", a.mae},
+                                 {"mae_flat_mean_gpus", a.mae_flat_mean},
+                                 {"mae_seasonal_naive_gpus", a.mae_seasonal_naive}})
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf(
+      "forecast: %d hours of offered load from %s; %d windows (train %d days, forecast %d)\n"
+      "mean demand %.1f GPUs\n"
+      "%-34s %10s %12s\n"
+      "%-34s %10.2f %12.2f\n"
+      "%-34s %10.2f %12.2f\n"
+      "%-34s %10.2f %12.2f\n",
+      hours, f.trace.c_str(), a.windows, f.train_days, f.horizon_days, a.mean_demand, "model",
+      "MAE (GPUs)", "MAE / demand", "daily + weekly seasons (corral)", a.mae, a.mae / a.mean_demand,
+      "flat mean of the training window", a.mae_flat_mean, a.mae_flat_mean / a.mean_demand,
+      "seasonal naive (same hour -1 week)", a.mae_seasonal_naive,
+      a.mae_seasonal_naive / a.mean_demand);
+  return 0;
+}
+
 struct GenFlags {
   GeneratorConfig config;
   std::string gpu_mix, runtimes, gpu_models, out;
@@ -380,6 +443,21 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   pr->add_option("-o,--output", pred->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   pr->callback([pred, exit_code] { *exit_code = RunPredictCommand(*pred); });
+
+  auto fc = std::make_shared<ForecastFlags>();
+  CLI::App* fo = sim->add_subcommand(
+      "forecast", "Backtest the GPU demand forecaster (capacity planning) on a trace's load");
+  fo->add_option("--trace", fc->trace, "Job trace")->required();
+  fo->add_option("--format", fc->format, "openb, tiresias, helios or jsonl (default: detect)");
+  fo->add_option("--train-days", fc->train_days, "Days of history each forecast learns from")
+      ->check(CLI::Range(1, 3650))
+      ->capture_default_str();
+  fo->add_option("--horizon-days", fc->horizon_days, "Days each forecast looks ahead")
+      ->check(CLI::Range(1, 365))
+      ->capture_default_str();
+  fo->add_option("-o,--output", fc->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}));
+  fo->callback([fc, exit_code] { *exit_code = RunForecastCommand(*fc); });
 
   auto gen = std::make_shared<GenFlags>();
   CLI::App* g = sim->add_subcommand("gen", "Write a seeded synthetic workload as JSON Lines");

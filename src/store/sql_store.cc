@@ -577,6 +577,10 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
     conditions.push_back("id < ?");
     params.emplace_back(filter.before->value());
   }
+  if (filter.live_since) {
+    conditions.push_back("(end_time IS NULL OR end_time >= ?)");
+    params.emplace_back(filter.live_since->value());
+  }
   std::string sql = Select(kJobColumns, "jobs");
   for (size_t i = 0; i < conditions.size(); ++i) {
     sql += (i == 0 ? " WHERE " : " AND ") + conditions[i];

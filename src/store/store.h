@@ -182,6 +182,7 @@ struct JobFilter {
   std::vector<std::string> users;     // empty = all
   std::optional<JobId> array;         // only the elements of this array
   std::optional<JobId> before;        // only jobs with a smaller id (a page's cursor)
+  std::optional<Seconds> live_since;  // only jobs not ended before this (end_time none or >=)
   JobOrder order = JobOrder::kOldestFirst;
   int limit = 1000;  // <= 0: no limit; the first `limit` jobs in `order`
 };

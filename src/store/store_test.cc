@@ -466,6 +466,22 @@ TEST_P(StoreTest, ListJobsFiltersByArray) {
   EXPECT_TRUE(store_->ListJobs({.users = {"bob"}, .array = first->front()})->empty());
 }
 
+TEST_P(StoreTest, ListJobsFiltersByEndTime) {
+  Seed();
+  auto ended = store_->InsertJob(MakeJob("ended"));
+  auto live = store_->InsertJob(MakeJob("live"));
+  ASSERT_TRUE(ended.ok() && live.ok());
+  ASSERT_TRUE(store_->TransitionJob(*ended, "pending", "cancelled", "by user", Seconds(1100)).ok());
+  auto ids = [&](int64_t since) {
+    std::vector<JobId> out;
+    auto jobs = store_->ListJobs({.live_since = Seconds(since)});
+    for (const auto& j : *jobs) out.push_back(j.id);
+    return out;
+  };
+  EXPECT_EQ(ids(1100), (std::vector<JobId>{*ended, *live}));
+  EXPECT_EQ(ids(1101), (std::vector<JobId>{*live}));
+}
+
 TEST_P(StoreTest, TransitionJobsMovesAllOrNone) {
   Seed();
   auto ids = store_->InsertArray(ArrayOf(3, 1, "vision"));

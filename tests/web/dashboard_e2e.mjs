@@ -1,9 +1,13 @@
 // End-to-end test of the dashboard (docs/dashboard.md): a real `corral dev` (fresh data dir,
-// free port, 4 fake GPUs, the built web/dist), driven by Debian's headless Chromium through
-// playwright-core. It logs in through the login page with the admin token `corral dev` prints,
-// submits a job through the form, watches it run and finish, finds it on the heatmap, reads its
-// logs, sees a live (SSE) update, checks the queue's pending reason and the API's cookie rules,
-// and saves a screenshot of every page.
+// free port, 4 fake GPUs sampled every 0.5 s, GPUs flagged idle after 3 s, the built web/dist),
+// driven by Debian's headless Chromium through playwright-core. It logs in through the login
+// page with the admin token `corral dev` prints, submits a job through the form with
+// FAKE_GPU_UTILIZATION=37, watches it run and finish, sees its utilisation on the job page's
+// chart and on the heatmap, reads its logs, sees a live (SSE) update and the "used" GPUs, finds
+// an idle job (1 %) on the idle page and striped on the heatmap, waits for the usage report to
+// show the GPU time (the server stores it every 10 s) and its CSV, renders the capacity page
+// (and its what-if, when the server has the capacity API), checks the queue's pending reason
+// and the API's cookie rules, and saves a screenshot of every page.
 //
 // Usage: node tests/web/dashboard_e2e.mjs [CORRAL_BINARY] [ARTIFACT_DIR]
 //   defaults: build/corral, build/web-artifacts. CHROMIUM overrides /usr/bin/chromium.
@@ -46,7 +50,8 @@ async function freePort() {
 // Starts `corral dev`; resolves { url, token, proc, output() } once it printed its admin token.
 async function startDev(dataDir, port) {
   const proc = spawn(corral, ['dev', '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`,
-    '--fake-gpus', '4xA100-80GB', '--web-dir', webDist], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--fake-gpus', '4xA100-80GB', '--web-dir', webDist, '--metrics-interval', '0.5',
+    '--gpu-idle-after', '3'], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   proc.stdout.on('data', (d) => { out += d; });
   proc.stderr.on('data', (d) => { out += d; });
@@ -95,6 +100,24 @@ async function main() {
     check(res.status === 403, `a cross-site POST with the cookie is refused (got ${res.status})`);
     res = await fetch(`${dev.url}/api/v1/whoami`, { headers: { ...bearer, Cookie: 'corral_token=wrong' } });
     check(res.status === 200, 'the bearer token comes before the cookie');
+    // The metrics reads the dashboard makes (docs/decisions.md): the cookie works; /metrics
+    // and a cross-site what-if do not.
+    for (const route of ['/api/v1/gpus', '/api/v1/gpus?idle=1', '/api/v1/usage?by=user,day&since=7d']) {
+      res = await fetch(`${dev.url}${route}`, { headers: cookie });
+      check(res.status === 200, `the cookie authenticates GET ${route} (got ${res.status})`);
+    }
+    res = await fetch(`${dev.url}/api/v1/jobs/999/gpus`, { headers: cookie });
+    check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/gpus: no such job, 404 (got ${res.status})`);
+    res = await fetch(`${dev.url}/metrics`, { headers: cookie });
+    check(res.status === 401, `the cookie does not authenticate GET /metrics (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/capacity/forecast?horizon_days=7`, { headers: cookie });
+    const hasCapacity = res.status === 200;
+    check(hasCapacity || res.status === 404, `GET /api/v1/capacity/forecast with the cookie: ${res.status}` +
+      (hasCapacity ? '' : ' (the capacity API is not on this server yet: its checks are skipped)'));
+    res = await fetch(`${dev.url}/api/v1/capacity/what-if`, {
+      method: 'POST', headers: { ...cookie, Origin: 'http://evil.example', 'Content-Type': 'application/json' },
+      body: JSON.stringify({ since: '30d', extra_gpus: [0] }) });
+    if (hasCapacity) check(res.status === 403, `a cross-site what-if POST with the cookie is refused (got ${res.status})`);
     // One frame of the live stream.
     const ctrl = new AbortController();
     res = await fetch(`${dev.url}/api/v1/events/stream`, { headers: bearer, signal: ctrl.signal });
@@ -128,7 +151,8 @@ async function main() {
     await page.waitForSelector('#submit-form');
     await shot('02-submit');
     await page.fill('#submit-name', 'web-e2e');
-    await page.fill('#submit-command', 'echo hello-from-the-dashboard; sleep 8; echo bye-from-the-dashboard');
+    await page.fill('#submit-command', 'echo hello-from-the-dashboard; sleep 12; echo bye-from-the-dashboard');
+    await page.fill('#submit-env', 'FAKE_GPU_UTILIZATION=37');
     await page.fill('#submit-gpus', '2');
     await page.click('#submit-button');
     await page.waitForURL(/#\/jobs\/\d+$/);
@@ -140,6 +164,15 @@ async function main() {
     check(true, `job ${jobId}: running`);
     await page.waitForFunction(() => document.getElementById('job-logs')?.textContent.includes('hello-from-the-dashboard'), null, { timeout: 15000 });
     check(true, `job ${jobId}: live log shows its first line while it runs`);
+    // Its GPUs' utilisation: a chart with points, 2 series; the task table says 37 %.
+    await page.waitForFunction(() => Number(document.querySelector('#job-gpu-chart')?.dataset.points) >= 6 &&
+      document.querySelector('#job-gpu-chart canvas'), null, { timeout: 15000 });
+    const chart = await page.locator('#job-gpu-chart').evaluate((el) => ({ ...el.dataset }));
+    check(chart.gpus === '2', `job ${jobId}: GPU chart with ${chart.points} points on ${chart.gpus} GPUs`);
+    const legend = await page.locator('#job-gpu-chart .u-legend').innerText();
+    check(/task 0 · dev GPU \d/.test(legend), `job ${jobId}: chart series named by task and GPU: ${JSON.stringify(legend.slice(0, 80))}`);
+    await page.waitForFunction(() => /37 %, 37 %/.test(document.querySelector('#job-tasks')?.innerText || ''), null, { timeout: 10000 });
+    check(true, `job ${jobId}: the task table shows its GPUs at 37 %`);
     await shot('03-job-running');
 
     // --- Find it on the heatmap: two GPU cells show the job and its user.
@@ -151,6 +184,23 @@ async function main() {
     check((await cells.first().innerText()).trim() === `#${jobId} admin`, 'heatmap: the cell shows the job and its user');
     check((await page.locator('#heatmap .cell').count()) === 4, 'heatmap: 4 GPU cells for the one node');
     check(/2 in use/.test(await text('#heatmap-summary')), 'heatmap: "2 in use"');
+    // Coloured by utilisation: both cells read 37 %, a colour of their own (not free's), and
+    // the tooltip gives the reading.
+    await page.waitForFunction((id) => [...document.querySelectorAll(`#heatmap .cell[data-jobs="${id}"]`)]
+      .every((c) => c.dataset.util === '37'), jobId, { timeout: 10000 });
+    await cells.first().hover(); // the tooltip is written on the first pointer visit
+    const looks = await page.evaluate((id) => {
+      const busy = document.querySelector(`#heatmap .cell[data-jobs="${id}"]`);
+      const free = document.querySelector('#heatmap .cell.free');
+      return { busy: getComputedStyle(busy).backgroundColor, free: getComputedStyle(free).backgroundColor,
+        cls: busy.className, title: busy.title };
+    }, jobId);
+    check(/\butil\b/.test(looks.cls) && looks.busy !== looks.free,
+      `heatmap: the job's cells are coloured by utilisation (${looks.busy}; free ${looks.free})`);
+    check(/util 37 %/.test(looks.title) && /memory .*GiB/.test(looks.title) && /\d+ W/.test(looks.title) && /°C/.test(looks.title),
+      `heatmap: the tooltip has the reading: ${JSON.stringify(looks.title)}`);
+    check(/37 % utilisation on average/.test(await text('#heatmap-summary')), `heatmap: ${await text('#heatmap-summary')}`);
+    check(/flagged idle/.test(await text('#heatmap-legend')), 'heatmap: the legend explains free, utilisation, flagged idle');
     await shot('04-nodes-heatmap');
 
     // --- Back to the job: it finishes; its log has both lines, events say so.
@@ -162,7 +212,15 @@ async function main() {
     const logs = await text('#job-logs');
     check(logs.includes('hello-from-the-dashboard') && logs.includes('bye-from-the-dashboard'), 'job logs: both lines');
     check(/succeeded/.test(await text('#job-events')), 'job events: the transition to succeeded');
+    check(Number(await page.locator('#job-gpu-chart').getAttribute('data-points')) >= 6, 'job: the GPU chart keeps its points after the job ended');
     await shot('05-job-succeeded');
+
+    // --- An idle job: 1 % on its GPU, flagged after 3 s (corral dev --gpu-idle-after 3).
+    const idleJob = await page.evaluate(async () => (await fetch('/api/v1/jobs', {
+      method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'idle-e2e', command: ['sleep 120'], shell: true, resources: { gpus: 1 },
+        env: { FAKE_GPU_UTILIZATION: '1' } }) })).json());
+    check(idleJob.id > jobId, `job ${idleJob.id} (1 GPU at 1 %) submitted with the cookie`);
 
     // --- A live update: on the overview, a job that cannot fit is submitted behind the page's
     // back; the pending count changes without a reload (SSE summary).
@@ -176,6 +234,10 @@ async function main() {
     await page.waitForFunction(() => document.querySelector('#card-pending .value')?.textContent === '1', null, { timeout: 10000 });
     check(true, 'overview: the pending count went to 1 through the live stream, without a reload');
     await page.waitForFunction(() => document.querySelectorAll('#overview-chart canvas').length > 0);
+    // "used" = Σ utilisation / 100: the idle job's GPU at 1 %, the others free at 0 %.
+    await page.waitForFunction(() => document.querySelector('#card-used .value')?.textContent.startsWith('0.01 '), null, { timeout: 10000 });
+    check(true, `overview: GPUs used ${await text('#card-used .value')} (the idle job's GPU at 1 %)`);
+    check(/GPUs used/.test(await text('#overview-chart .u-legend')), 'overview: the chart has a "GPUs used" series');
     await shot('06-overview');
 
     // --- Queue: the big job with its pending reason.
@@ -189,7 +251,7 @@ async function main() {
     // --- Jobs, projects, idle GPUs, usage, capacity.
     await page.click('nav >> text=Jobs');
     await page.waitForSelector('#jobs-table');
-    check((await page.locator('#jobs-table tbody tr').count()) === 2, 'jobs: both jobs listed');
+    check((await page.locator('#jobs-table tbody tr').count()) === 3, 'jobs: the three jobs listed');
     await shot('08-jobs');
     await page.click('nav >> text=Projects');
     await page.waitForSelector('#projects-table');
@@ -197,13 +259,71 @@ async function main() {
     await shot('09-projects');
     await page.click('nav >> text=Idle GPUs');
     await page.waitForSelector('#idle-count');
-    check((await text('#idle-count')).startsWith('4 GPUs'), `idle: ${await text('#idle-count')}`);
+    check((await text('#idle-count')).startsWith('3 GPUs'), `idle: ${await text('#idle-count')}`);
+    const idleRow = page.locator('#idle-flagged-table tbody tr', { hasText: `#${idleJob.id}` });
+    await idleRow.waitFor({ timeout: 20000 });
+    const idleCells = await idleRow.locator('td').allInnerTexts();
+    check(idleCells[0] === 'dev' && idleCells[4] === 'admin' && idleCells[5] === 'default' && idleCells[6] === '1 %' &&
+      /\d+ s|min/.test(idleCells[8]), `idle: job ${idleJob.id} flagged: ${JSON.stringify(idleCells)}`);
+    check(/under 10 % for 3 s/.test(await text('#idle-rule')), `idle: the rule is shown: ${await text('#idle-rule')}`);
+    check((await text('#idle-flagged-count')).startsWith('1 allocated GPU'), `idle: ${await text('#idle-flagged-count')}`);
     await shot('10-idle');
+    await page.click('nav >> text=Nodes');
+    const idleCell = page.locator(`#heatmap .cell[data-jobs="${idleJob.id}"]`);
+    await idleCell.waitFor();
+    check((await idleCell.getAttribute('data-idle')) === '1' && /idle-flag/.test(await idleCell.getAttribute('class')),
+      `heatmap: job ${idleJob.id}'s GPU is marked idle`);
+    await shot('10b-nodes-idle');
+
+    // --- Usage: the server stores GPU time every 10 s; the page reads it again every 10 s.
     await page.click('nav >> text=Usage');
-    await page.waitForSelector('.needs-metrics');
+    await page.waitForSelector('#usage-form');
+    await page.waitForFunction(() => {
+      const row = [...document.querySelectorAll('#usage-table tbody tr')].find((tr) => tr.cells[0].innerText === 'default');
+      return row && Number(row.cells[2].innerText) > 0;
+    }, null, { timeout: 40000 });
+    const usageCells = await page.locator('#usage-table tbody tr', { hasText: 'default' }).first().locator('td').allInnerTexts();
+    const [allocH, usedH, utilPct] = [Number(usageCells[1]), Number(usageCells[2]), parseFloat(usageCells[3])];
+    check(usageCells[0] === 'default' && allocH > 0 && usedH > 0 && usedH < allocH && utilPct > 0 && utilPct < 100,
+      `usage by project: ${JSON.stringify(usageCells)} (allocated > used > 0)`);
+    await page.waitForSelector('#usage-chart canvas');
+    check(Number(await page.locator('#usage-chart').getAttribute('data-bars')) === 1, 'usage: a chart with one bar pair (the project)');
+    await page.check('#usage-by-user');
+    await page.check('#usage-by-day');
+    await page.uncheck('#usage-by-project');
+    await page.selectOption('#usage-since', '7d');
+    await page.click('#usage-show');
+    const today = new Date().toISOString().slice(0, 10);
+    await page.locator('#usage-table tbody tr', { hasText: today }).first().waitFor({ timeout: 10000 });
+    const byDay = await page.locator('#usage-table tbody tr', { hasText: today }).first().locator('td').allInnerTexts();
+    check(byDay[0] === 'admin' && byDay[1] === today, `usage by user and day: ${JSON.stringify(byDay)}`);
+    const csvHref = await page.locator('#usage-csv').getAttribute('href');
+    check(csvHref.includes('by=user%2Cday') && csvHref.includes('since=7d') && csvHref.endsWith('format=csv'), `usage: CSV link ${csvHref}`);
+    res = await page.request.get(`${dev.url}${csvHref}`);
+    const csv = await res.text();
+    check(res.status() === 200 && res.headers()['content-type'].startsWith('text/csv') &&
+      csv.startsWith('user,day,allocated_gpu_hours,used_gpu_hours,utilization_percent\n') && csv.includes(`admin,${today},`),
+      `usage: the CSV download with the cookie: ${JSON.stringify(csv.slice(0, 120))}`);
     await shot('11-usage');
+
+    // --- Capacity: the forecast chart; the what-if form for admins.
     await page.click('nav >> text=Capacity');
-    await page.waitForSelector('.needs-metrics');
+    await page.waitForSelector('#capacity-info:not(:empty)');
+    if (hasCapacity) {
+      await page.waitForSelector('#capacity-chart canvas');
+      check(/Capacity 4 GPUs/.test(await text('#capacity-info')), `capacity: ${await text('#capacity-info')}`);
+      check(Number(await page.locator('#capacity-chart').getAttribute('data-points')) > 0, 'capacity: the chart has points');
+      await page.fill('#whatif-extra', '0, 4');
+      await page.click('#whatif-run');
+      await page.waitForSelector('#whatif-table', { timeout: 30000 });
+      const whatIfRows = await page.locator('#whatif-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.innerText)));
+      // The three jobs replayed; the 16-GPU job fits no 4-GPU node, with or without 4 more GPUs.
+      check(whatIfRows.length === 2 && whatIfRows[0][0] === '0' && whatIfRows[1][0] === '4' && whatIfRows[1][1] === '8' &&
+        whatIfRows.every((r) => r[5] === '1') && /^3 jobs since/.test(await text('#whatif-summary')),
+      `capacity: what-if: ${await text('#whatif-summary')} ${JSON.stringify(whatIfRows)}`);
+    } else {
+      check(/no capacity forecast yet/.test(await text('#capacity-info')), `capacity: ${await text('#capacity-info')}`);
+    }
     await shot('12-capacity');
 
     // --- Log out: the dashboard is gone until the next login.

@@ -2,8 +2,9 @@
 // attribute value), never as HTML, so job names, users and logs cannot inject markup.
 
 /**
- * Creates an element. `attrs`: attributes, except `class` (className), `on*` functions
- * (listeners) and `dataset` (an object); null/undefined/false values are skipped. `children`:
+ * Creates an element. `attrs`: attributes, except `class` (className), `style` (CSS text, set
+ * through the CSSOM), `on*` functions (listeners) and `dataset` (an object; undefined/null
+ * entries skipped); null/undefined/false values are skipped. `children`:
  * nodes, strings (text) or arrays of those; null/undefined/false are skipped.
  */
 export function h(tag, attrs = {}, ...children) {
@@ -11,7 +12,12 @@ export function h(tag, attrs = {}, ...children) {
   for (const [key, value] of Object.entries(attrs || {})) {
     if (value === null || value === undefined || value === false) continue;
     if (key === 'class') el.className = value;
-    else if (key === 'dataset') Object.assign(el.dataset, value);
+    else if (key === 'dataset') {
+      for (const [k, v] of Object.entries(value)) if (v !== undefined && v !== null) el.dataset[k] = v;
+    }
+    // Through the CSSOM: the page's Content-Security-Policy (style-src 'self') refuses style
+    // attributes set as markup or with setAttribute, not styles set from script.
+    else if (key === 'style') el.style.cssText = String(value);
     else if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value);
     else el.setAttribute(key, value === true ? '' : String(value));
   }

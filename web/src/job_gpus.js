@@ -72,10 +72,12 @@ export class JobGpuChart {
     this.element = h('div', {}, this.note, this.box);
   }
 
-  /** Reads what is new for `job` (the job view) and redraws. Not while the job is pending. */
+  /** Reads what is new for `job` (the job view) and redraws. Not before the job started. */
   async update(job) {
-    if (!job || job.state === 'pending') return;
-    const since = this.newestMs ? `?since=${Math.floor(this.newestMs / 1000)}` : '';
+    if (!job?.start_time) return;
+    // The first read from the job's start: the window may hold readings from before it.
+    const sinceS = this.newestMs ? Math.floor(this.newestMs / 1000) : job.start_time;
+    const since = sinceS ? `?since=${sinceS}` : '';
     let answer;
     try {
       answer = await getJson(`/api/v1/jobs/${this.jobId}/gpus${since}`);

@@ -23,6 +23,16 @@ export function summaries() {
   return history;
 }
 
+/**
+ * Adds `fields` (e.g. { gpus_used }) to the newest summary, read at about its time; a null or
+ * undefined field is not added. For values the summary does not carry but a page measured.
+ */
+export function annotateLatest(fields) {
+  const latest = history[history.length - 1];
+  if (!latest) return;
+  for (const [k, v] of Object.entries(fields)) if (v !== null && v !== undefined) latest[k] = v;
+}
+
 /** fn(mode) is told the connection mode: 'connecting', 'live' (SSE), 'polling'. */
 export function onMode(fn) {
   modeListener = fn;

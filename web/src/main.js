@@ -16,7 +16,8 @@ import job from './pages/job.js';
 import submit from './pages/submit.js';
 import projects from './pages/projects.js';
 import idle from './pages/idle.js';
-import { usage, capacity } from './pages/needs_metrics.js';
+import usage from './pages/usage.js';
+import capacity from './pages/capacity.js';
 
 // [pattern, page, name in the navigation or null]; the pattern's groups are the page's params.
 const routes = [

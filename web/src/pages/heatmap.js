@@ -3,44 +3,48 @@
 // readings). A free GPU is grey; an allocated GPU is coloured by its utilisation (red: allocated
 // but unused, to green: busy; gpus.js utilColour), slate when it has no reading yet; a GPU the
 // server flagged idle (under the threshold for the idle time) is striped. The tooltip names
-// every task on the GPU and its reading (util, memory, power, temperature, idle time).
+// every task on the GPU and its reading (util, memory, power, temperature, idle time); it is
+// written when the pointer first reaches a cell, not for 8,000 cells at each render.
 // renderHeatmap is exported for bench/web_render.mjs, which times it with 1,000 nodes.
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
 import { duration, percent } from '../format.js';
-import { gpuIndex, kUtilGradient, loadGpus, readingText, utilColour } from '../gpus.js';
+import { gpuIndex, kUtilGradient, loadGpus, readingText, utilStep } from '../gpus.js';
 
 /**
- * The CSS class and inline colour of GPU `i` of `node`, given its status from /api/v1/gpus
- * (`gpu`, may be undefined). Free: 'free'. Allocated with a utilisation: 'util' and the
- * colour of that utilisation ('util idle-flag' when flagged idle). Allocated without one:
- * 'partial' (shared) or 'full'.
+ * The CSS classes of GPU `i` of `node`, given its status from /api/v1/gpus (`gpu`, may be
+ * undefined). Free: 'free'. Allocated with a utilisation: 'util u<step>' (gpus.js utilStep:
+ * the colour), plus 'dark' (white text) when busy and 'idle-flag' when flagged idle.
+ * Allocated without one: 'partial' (shared) or 'full'.
  */
-export function cellStyle(node, i, gpu) {
+export function cellClass(node, i, gpu) {
   const free = node.gpu_free_milli?.[i];
-  if (free === undefined || free >= 1000) return { cls: 'free' };
+  if (free === undefined || free >= 1000) return 'free';
   const util = gpu?.utilization_percent;
   if (typeof util === 'number') {
-    return { cls: gpu.idle ? 'util idle-flag' : util >= 55 ? 'util dark' : 'util', color: utilColour(util) };
+    const step = utilStep(util);
+    return `util u${step}${gpu.idle ? ' idle-flag' : step >= 11 ? ' dark' : ''}`;
   }
-  return { cls: free <= 0 ? 'full' : 'partial' };
+  return free <= 0 ? 'full' : 'partial';
+}
+
+/** The tooltip of GPU `i` of `node`: every task on it, its free share, its reading. */
+export function cellTitle(node, i, gpu) {
+  const tasks = node.gpu_tasks?.[i] || [];
+  const free = node.gpu_free_milli?.[i];
+  const who = tasks.map((t) => `job ${t.job} task ${t.task} (${t.user}, ${t.project}, ${t.milli} milli)`);
+  return `${node.name} GPU ${i}${node.gpu_model ? ` ${node.gpu_model}` : ''}: ` +
+    (who.length ? who.join('; ') : 'free') +
+    (free !== undefined && free > 0 && free < 1000 ? `; ${free} milli free` : '') +
+    (gpu ? `; ${readingText(gpu)}` : '');
 }
 
 function cell(node, i, gpu) {
   const tasks = node.gpu_tasks?.[i] || [];
-  const free = node.gpu_free_milli?.[i];
-  const style = cellStyle(node, i, gpu);
-  const who = tasks.map((t) => `job ${t.job} task ${t.task} (${t.user}, ${t.project}, ${t.milli} milli)`);
-  const title = `${node.name} GPU ${i}${node.gpu_model ? ` ${node.gpu_model}` : ''}: ` +
-    (who.length ? who.join('; ') : 'free') +
-    (free !== undefined && free > 0 && free < 1000 ? `; ${free} milli free` : '') +
-    (gpu ? `; ${readingText(gpu)}` : '');
   const label = tasks.length === 0 ? '' : tasks.length === 1 ? `#${tasks[0].job} ${tasks[0].user}` : `${tasks.length} jobs`;
   const util = gpu?.utilization_percent;
   return h('div', {
-    class: `cell ${style.cls}`,
-    style: style.color ? `background-color:${style.color}` : null,
-    title,
+    class: `cell ${cellClass(node, i, gpu)}`,
     dataset: {
       node: node.name, gpu: String(i), jobs: tasks.map((t) => t.job).join(' '),
       util: typeof util === 'number' ? String(util) : undefined, idle: gpu?.idle ? '1' : undefined,
@@ -54,6 +58,14 @@ function cell(node, i, gpu) {
  */
 export function renderHeatmap(container, nodes, gpus = null) {
   const index = gpuIndex(gpus);
+  const byName = new Map(nodes.map((n) => [n.name, n]));
+  // The tooltips, written on the first pointer visit of each cell (event delegation).
+  container.onmouseover = (event) => {
+    const el = event.target.closest?.('.cell');
+    if (!el || el.title) return;
+    const node = byName.get(el.dataset.node);
+    if (node) el.title = cellTitle(node, Number(el.dataset.gpu), index.get(`${node.name}\u0000${el.dataset.gpu}`));
+  };
   const rows = nodes.map((node) => h('div', { class: 'row', dataset: { node: node.name } },
     h('div', { class: `node${node.state === 'ready' ? '' : ' down'}`, title: `${node.name} (${node.state})` },
       node.name, node.state === 'ready' ? '' : ` (${node.state})`),
@@ -88,7 +100,7 @@ export default {
       h('div', { class: 'legend', id: 'heatmap-legend' },
         h('span', {}, h('i', { class: 'swatch free' }), 'free'),
         h('span', {}, 'allocated, by utilisation: 0 % ', h('i', { class: 'ramp', style: `background:${kUtilGradient}` }), ' 100 %'),
-        h('span', {}, h('i', { class: 'swatch idle-flag', style: `background-color:${utilColour(0)}` }), 'flagged idle ', threshold),
+        h('span', {}, h('i', { class: 'swatch idle-flag u0' }), 'flagged idle ', threshold),
         h('span', {}, h('i', { class: 'swatch full' }), 'allocated, no reading yet'),
         h('span', {}, h('i', { class: 'swatch partial' }), 'shared, no reading yet')),
       grid);

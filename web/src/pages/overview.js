@@ -2,8 +2,8 @@
 // summary), and a uPlot chart over time of capacity, allocated GPUs, used GPUs (the sum of
 // utilisation / 100 over the GPUs, from /api/v1/gpus) and queue length. The series are sampled
 // by this browser: capacity, allocated and queue from every live summary since the dashboard
-// was opened (live.js keeps them across pages); "used" from a /api/v1/gpus read after each
-// summary while this page is shown (gaps while it is not).
+// was opened (live.js keeps them across pages); "used" from each /api/v1/gpus read, after each
+// summary while this page or the heatmap is shown (gaps while neither is).
 import uPlot from 'uplot';
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -43,7 +43,7 @@ export default {
     replace(root, h('h1', {}, 'Overview'), cardBox,
       h('h2', {}, 'Capacity, allocated and used GPUs, queue length'), chartBox,
       h('p', { class: 'note' }, 'Sampled by this browser from the live stream (every 2 s) since the dashboard was opened; ' +
-        '"used" is Σ utilisation / 100 over the GPUs (/api/v1/gpus), read while this page is shown.'));
+        '"used" is Σ utilisation / 100 over the GPUs (/api/v1/gpus), read while this page or Nodes is shown.'));
     let used = null;
     const [summary, first] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null)]);
     used = gpusUsed(first);
@@ -68,10 +68,8 @@ export default {
     return {
       // After each summary (main.js): the GPUs' utilisation, stored on the newest summary.
       async refresh() {
-        const answer = await loadGpus();
-        used = gpusUsed(answer);
+        used = gpusUsed(await loadGpus()); // also stored on the newest summary (gpus.js)
         const list = live.summaries();
-        if (list.length && used !== null) list[list.length - 1].gpus_used = used;
         replace(cardBox, cards(list[list.length - 1] || summary, used));
         plot.setData(chartData(list));
       },

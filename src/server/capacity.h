@@ -1,0 +1,61 @@
+// Capacity planning (docs/monitoring.md, "Capacity planning"): the cluster's GPU demand from the
+// recorded jobs, its forecast (predict/demand_forecast.h), and "how many more GPUs would have
+// kept the p90 wait under X": the recorded jobs replayed in the simulator (sim/replay.h) on the
+// current nodes plus more GPUs.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+#include "model/node.h"
+#include "predict/demand_forecast.h"
+#include "sim/trace.h"
+#include "store/store.h"
+
+namespace corral::server {
+
+// Each job's demand: the GPUs it asked (tasks × GPUs × share) from its submission to its end,
+// or to `now` when it has not ended. Records whose spec cannot be read are skipped.
+std::vector<predict::DemandInterval> DemandOf(const std::vector<store::JobRecord>& jobs,
+                                              Seconds now);
+
+// GET /api/v1/capacity/forecast: {"capacity_gpus", "step_s": 3600, "history": [{"t",
+// "demand_gpus"}] (the `history_days` whole hours before now), "forecast": [{"t", "demand_gpus",
+// "low", "high"}] (`horizon_days` from the current hour), "residual_stddev"}. t: Unix seconds of
+// the hour's start.
+nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capacity_gpus,
+                            Seconds now, int history_days, int horizon_days);
+
+// The recorded jobs submitted in [since, now) as a replay trace: each runs for its last run's
+// length (to now for a running job); jobs that never started are replayed with their time limit,
+// else one hour (what they would have asked is unknown). Jobs cancelled before they started are
+// left out: they asked for nothing that ran.
+sim::Trace TraceOf(const std::vector<store::JobRecord>& jobs, Seconds since, Seconds now);
+
+// `nodes` plus `extra_gpus` GPUs on copies of the most common node shape ("whatif-<k>"), the
+// last copy holding what is left.
+std::vector<model::Node> WithExtraGpus(const std::vector<model::Node>& nodes, int extra_gpus);
+
+// POST /api/v1/capacity/what-if body, validated: {"since": "30d" | "YYYY-MM-DD" (default 30d),
+// "extra_gpus": [ints 0..100000, at most 8] (default [0, 8, 16, 32, 64]),
+// "target_p90_wait_s": int >= 0 (default 3600)}.
+struct WhatIfRequest {
+  std::string since = "30d";
+  std::vector<int> extra_gpus = {0, 8, 16, 32, 64};
+  int64_t target_p90_wait_s = 3600;
+};
+Result<WhatIfRequest> ParseWhatIf(const nlohmann::json& body);
+
+// Replays `trace` on `nodes` plus each extra count with `policy` (FIFO, skipping blocked jobs,
+// as the server's defaults): {"jobs", "results": [{"extra_gpus", "gpus", "p90_wait_s",
+// "mean_wait_s", "max_wait_s", "unfinished"}], "smallest_meeting_target": the least extra count
+// whose p90 wait is at most the target (null: none)}. Waits are first start − submission of the
+// jobs that started. Errors: the replay's (e.g. an unknown policy).
+Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::Trace& trace,
+                              const WhatIfRequest& request, const std::string& policy);
+
+}  // namespace corral::server

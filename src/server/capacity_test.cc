@@ -1,0 +1,153 @@
+#include "server/capacity.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/job_spec.h"
+
+namespace corral::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr int64_t kNow = 1'800'000'000;  // on the hour
+
+// A record as the store keeps it: `gpus` GPUs × `tasks`, submitted at `submit`, started and
+// ended when given.
+store::JobRecord Record(int64_t id, int gpus, int tasks, int64_t submit,
+                        std::optional<int64_t> start, std::optional<int64_t> end,
+                        int64_t time_limit_s = 0) {
+  json submitted = {{"name", "j" + std::to_string(id)},
+                    {"command", {"true"}},
+                    {"resources", {{"gpus", gpus}}},
+                    {"tasks", tasks}};
+  if (time_limit_s > 0) submitted["time_limit_s"] = time_limit_s;
+  auto spec = ParseJobSpec(submitted);
+  EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+  store::JobRecord r;
+  r.id = JobId(id);
+  r.user = "ann";
+  r.project = "vision";
+  r.spec_json = ToJson(*spec).dump();
+  r.state = end ? "succeeded" : start ? "running" : "pending";
+  r.submit_time = Seconds(submit);
+  if (start) r.start_time = Seconds(*start);
+  if (end) r.end_time = Seconds(*end);
+  return r;
+}
+
+model::Node Node(const std::string& name, int gpus, const std::string& model = "A100") {
+  model::Node n;
+  n.name = name;
+  n.cpu = CpuMilli(64000);
+  n.memory = MemoryMib(512 * 1024);
+  n.gpu_model = model;
+  for (int i = 0; i < gpus; ++i) {
+    model::Gpu g;
+    g.index = i;
+    g.memory = MemoryMib(81920);
+    n.gpus.push_back(g);
+  }
+  n.runtimes = {"process"};
+  return n;
+}
+
+TEST(CapacityTest, DemandCountsEveryJobFromSubmissionToItsEnd) {
+  const std::vector<store::JobRecord> jobs = {
+      Record(1, 2, 2, kNow - 7200, kNow - 3600, kNow - 1800),     // 4 GPUs for 1.5 h
+      Record(2, 1, 1, kNow - 3600, std::nullopt, std::nullopt)};  // pending: to now
+  const auto demand = DemandOf(jobs, Seconds(kNow));
+  ASSERT_EQ(demand.size(), 2u);
+  EXPECT_EQ(demand[0].to_s, kNow - 1800);
+  EXPECT_DOUBLE_EQ(demand[0].gpus, 4);
+  EXPECT_EQ(demand[1].to_s, kNow);
+  const json view = ForecastView(jobs, 16, Seconds(kNow + 60), 1, 1);
+  EXPECT_EQ(view["capacity_gpus"], 16);
+  ASSERT_EQ(view["history"].size(), 24u);
+  EXPECT_EQ(view["history"][23]["t"], kNow - 3600);
+  EXPECT_DOUBLE_EQ(view["history"][22]["demand_gpus"].get<double>(), 4);
+  EXPECT_DOUBLE_EQ(view["history"][23]["demand_gpus"].get<double>(), 4 * 0.5 + 1);
+  ASSERT_EQ(view["forecast"].size(), 24u);
+  EXPECT_EQ(view["forecast"][0]["t"], kNow);
+  EXPECT_LE(view["forecast"][0]["low"].get<double>(), view["forecast"][0]["high"].get<double>());
+}
+
+TEST(CapacityTest, TraceReplaysRecordedRunLengths) {
+  const std::vector<store::JobRecord> jobs = {
+      Record(1, 8, 1, kNow - 5000, kNow - 4000, kNow - 1000),         // ran 3000 s
+      Record(2, 1, 1, kNow - 100, kNow - 50, std::nullopt),           // running: 50 s so far
+      Record(3, 4, 1, kNow - 90, std::nullopt, std::nullopt, 7200),   // pending: its limit
+      Record(4, 4, 1, kNow - 80, std::nullopt, kNow - 70),            // cancelled while pending
+      Record(5, 4, 1, kNow - 99'999, kNow - 99'000, kNow - 98'000)};  // before `since`
+  const sim::Trace trace = TraceOf(jobs, Seconds(kNow - 10'000), Seconds(kNow));
+  ASSERT_EQ(trace.jobs.size(), 3u);
+  EXPECT_EQ(trace.jobs[0].duration, Seconds(3000));
+  EXPECT_EQ(trace.jobs[0].job.resources.gpus.value(), 8);
+  EXPECT_EQ(trace.jobs[1].duration, Seconds(50));
+  EXPECT_EQ(trace.jobs[2].duration, Seconds(7200));
+  EXPECT_FALSE(trace.jobs[2].job.time_limit.has_value());
+}
+
+TEST(CapacityTest, ExtraGpusCopyTheMostCommonNodeShape) {
+  const std::vector<model::Node> nodes = {Node("a", 8), Node("b", 8), Node("c", 4, "T4")};
+  const auto more = WithExtraGpus(nodes, 20);
+  ASSERT_EQ(more.size(), 6u);
+  EXPECT_EQ(more[3].name, "whatif-0");
+  EXPECT_EQ(more[3].gpus.size(), 8u);
+  EXPECT_EQ(more[3].gpu_model, "A100");
+  EXPECT_EQ(more[5].gpus.size(), 4u);  // 8 + 8 + 4 = 20
+  EXPECT_EQ(WithExtraGpus(nodes, 0).size(), 3u);
+}
+
+TEST(CapacityTest, MoreGpusShortenTheWaitsAndTheSmallestEnoughIsNamed) {
+  // One 8-GPU node; 6 jobs of 8 GPUs for an hour, submitted together: they run one by one.
+  std::vector<store::JobRecord> jobs;
+  for (int i = 1; i <= 6; ++i) {
+    jobs.push_back(
+        Record(i, 8, 1, kNow - 86'400, kNow - 86'000 + 3600 * i, kNow - 86'000 + 3600 * (i + 1)));
+  }
+  const sim::Trace trace = TraceOf(jobs, Seconds(kNow - 2 * 86'400), Seconds(kNow));
+  WhatIfRequest request;
+  request.extra_gpus = {0, 8, 40};
+  request.target_p90_wait_s = 3600;
+  auto answer = WhatIf({Node("a", 8)}, trace, request, "bestfit");
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  const json& r = (*answer)["results"];
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_EQ((*answer)["jobs"], 6);
+  EXPECT_EQ(r[0]["gpus"], 8);
+  EXPECT_DOUBLE_EQ(r[0]["p90_wait_s"].get<double>(), 5 * 3600);  // nearest rank: the 6th
+  EXPECT_DOUBLE_EQ(r[1]["p90_wait_s"].get<double>(), 2 * 3600);  // two at a time
+  EXPECT_DOUBLE_EQ(r[2]["p90_wait_s"].get<double>(), 0);         // all at once
+  EXPECT_EQ((*answer)["smallest_meeting_target"], 40);
+  request.target_p90_wait_s = 1;
+  request.extra_gpus = {0};
+  EXPECT_TRUE(
+      (*WhatIf({Node("a", 8)}, trace, request, "bestfit"))["smallest_meeting_target"].is_null());
+  EXPECT_FALSE(WhatIf({Node("a", 8)}, trace, request, "nonsense").ok());
+}
+
+TEST(CapacityTest, WhatIfRequestsAreChecked) {
+  auto defaults = ParseWhatIf(json::object());
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->extra_gpus, (std::vector<int>{0, 8, 16, 32, 64}));
+  auto sorted = ParseWhatIf({{"extra_gpus", {16, 0, 16}}, {"target_p90_wait_s", 60}});
+  ASSERT_TRUE(sorted.ok());
+  EXPECT_EQ(sorted->extra_gpus, (std::vector<int>{0, 16}));
+  const std::pair<json, const char*> bad[] = {
+      {json::array(), "body: must be a JSON object"},
+      {{{"extra", 1}}, "field 'extra': unknown"},
+      {{{"extra_gpus", json::array()}}, "field 'extra_gpus': an array of 1 to 8"},
+      {{{"extra_gpus", {-1}}}, "field 'extra_gpus': each must be an integer 0..100000"},
+      {{{"target_p90_wait_s", "1h"}}, "field 'target_p90_wait_s'"},
+      {{{"since", 30}}, "field 'since': must be a string"}};
+  for (const auto& [body, message] : bad) {
+    auto r = ParseWhatIf(body);
+    ASSERT_FALSE(r.ok()) << body;
+    EXPECT_THAT(r.status().message(), HasSubstr(message)) << body;
+  }
+}
+
+}  // namespace
+}  // namespace corral::server
