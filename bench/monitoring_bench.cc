@@ -25,7 +25,9 @@ struct Cluster {
 Cluster MakeCluster(int nodes) {
   Cluster c;
   c.identity.model = "A100-80GB";
-  for (int g = 0; g < kGpusPerNode; ++g) c.identity.uuids.push_back("GPU-" + std::to_string(g));
+  for (int g = 0; g < kGpusPerNode; ++g) {
+    c.identity.gpus.push_back({"GPU-" + std::to_string(g), 81920});
+  }
   for (int n = 0; n < nodes; ++n) {
     c.names.push_back("node-" + std::to_string(n));
     // Every GPU held by a job of its own: the most holders the exposition labels.

@@ -173,6 +173,9 @@ def test_gpu_metrics_idle_prometheus_and_usage(root):
               gpus_total and float(gpus_total[0]["value"][1]) == 2.0, gpus_total)
 
         # Capacity planning: the demand history has the two running jobs; the what-if replays.
+        status, body = c.api("GET", f"/api/v1/jobs/{busy}/gpus")
+        check("monitoring: the API gives each GPU's total memory",
+              status == 200 and body["gpus"][0]["memory_total_mib"] == 81920, body)
         status, fc = c.api("GET", "/api/v1/capacity/forecast?history_days=1&horizon_days=1")
         check("monitoring: the capacity forecast has the cluster and the current demand",
               status == 200 and fc["capacity_gpus"] == 2 and len(fc["history"]) == 24
@@ -184,6 +187,10 @@ def test_gpu_metrics_idle_prometheus_and_usage(root):
               and wi["smallest_meeting_target"] == 0, wi)
         status, _ = c.api("POST", "/api/v1/capacity/what-if", {}, token=mona)
         check("monitoring: the what-if is for admins", status == 403, status)
+        out = c.cli("capacity", token=mona)
+        check("monitoring: corral capacity gives a user the forecast without the what-if",
+              out.returncode == 0 and "Capacity 2 GPUs" in out.stdout
+              and "for admins" in out.stdout, out.stdout + out.stderr)
         status, body = c.api("POST", "/api/v1/capacity/what-if", {"extra_gpus": "many"})
         check("monitoring: a bad what-if names the field",
               status == 400 and "extra_gpus" in body.get("detail", ""), body)
@@ -199,6 +206,16 @@ def test_gpu_metrics_idle_prometheus_and_usage(root):
         c.server.terminate()
         c.server.wait(20)
         c.start_server()
+        status, hist = c.api("GET", f"/api/v1/jobs/{busy}/gpu-history")
+        intervals = hist.get("intervals", []) if status == 200 else []
+        # 10 s intervals while the job held the GPU; the first may also hold readings from
+        # before it started (0 %), so its mean is lower.
+        check("monitoring: the busy job's GPU history survived the restart in the store",
+              intervals and all(i["resolution_s"] == 10 and i["gpu"] == busy_gpu[0]["index"]
+                                for i in intervals)
+              and 0 < max(i["utilization_percent"] for i in intervals) <= 90, hist)
+        status, _ = c.api("GET", "/api/v1/jobs/999/gpu-history")
+        check("monitoring: an unknown job has no GPU history", status == 404, status)
         status, report = c.api("GET", "/api/v1/usage?by=user&since=1d")
         rows = report.get("rows", []) if status == 200 else []
         check("monitoring: usage has the admin's allocated and used GPU-hours",

@@ -1099,12 +1099,14 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         check("stopping it again -> exit 5", out.returncode == 5, out.stderr)
 
         # Idle: this server's default timeout is 3 s with a 2 s notice. Two identical apps but
-        # for Jupyter's api/status, which says the one in use (as through the direct URL).
-        out = c.cli("session", "start", "--gpus", "1", "-o", "json", "--", "/usr/bin/python3",
-                    "-c", SESSION_APP, "status", token=alice)
+        # for Jupyter's api/status, which says the one in use (as through the direct URL). Their
+        # fake GPUs idle (busy GPUs would count as use: docs/monitoring.md).
+        idle_gpu = ["--env", "FAKE_GPU_UTILIZATION=0"]
+        out = c.cli("session", "start", "--gpus", "1", *idle_gpu, "-o", "json", "--",
+                    "/usr/bin/python3", "-c", SESSION_APP, "status", token=alice)
         busy = json.loads(out.stdout)["id"] if out.returncode == 0 else None
-        out = c.cli("session", "start", "--gpus", "1", "-o", "json", "--", "/usr/bin/python3",
-                    "-c", SESSION_APP, token=alice)
+        out = c.cli("session", "start", "--gpus", "1", *idle_gpu, "-o", "json", "--",
+                    "/usr/bin/python3", "-c", SESSION_APP, token=alice)
         idle = json.loads(out.stdout)["id"] if out.returncode == 0 else None
         check("an idle session is stopped", idle and c.wait_state(idle, ("cancelled",), 60),
               out.stderr + json.dumps(c.job(idle) if idle else {}))

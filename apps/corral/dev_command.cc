@@ -97,7 +97,12 @@ int RunDev(const DevFlags& f) {
   agent_options.server_url = (*server)->url();
   agent_options.join_token = (*server)->join_token();
   agent_options.name = "dev";
-  agent_options.metrics_interval_ms = static_cast<int>(f.metrics_interval_s * 1000);
+  Result<int> interval = agent::MetricsIntervalMs(f.metrics_interval_s);
+  if (!interval.ok()) {
+    std::cerr << "corral dev: " << interval.status().message() << "\n";
+    return 2;
+  }
+  agent_options.metrics_interval_ms = *interval;
   // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
   // nowhere, and both run here.
   agent_options.address = "127.0.0.1";
@@ -156,8 +161,7 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
                 "The built dashboard served at / (default: this source tree's web/dist when "
                 "`make web` built it; \"\": the plain status page)");
   c->add_option("--metrics-interval", f->metrics_interval_s,
-                "Seconds between the agent's GPU samples (0: none; fractions allowed)")
-      ->check(CLI::Range(0.0, 3600.0))
+                "Seconds between the agent's GPU samples: 0.1 to 15, or 0 for none")
       ->capture_default_str();
   c->add_option("--fake-gpu-utilization", f->fake_gpu_utilization,
                 "With fake GPUs: the utilisation (0..100) of a task that does not declare "

@@ -156,11 +156,12 @@ int RunAgentCommand(AgentFlags& f) {
     f.options.container_engine = Describe((*engine)->cli);
   }
   BlockShutdownSignals();
-  if (f.metrics_interval_s < 0 || f.metrics_interval_s > 3600) {
-    std::cerr << "corral agent: --metrics-interval: must be 0..3600 seconds\n";
+  Result<int> interval = MetricsIntervalMs(f.metrics_interval_s);
+  if (!interval.ok()) {
+    std::cerr << "corral agent: " << interval.status().message() << "\n";
     return 2;
   }
-  f.options.metrics_interval_ms = static_cast<int>(f.metrics_interval_s * 1000);
+  f.options.metrics_interval_ms = *interval;
   std::unique_ptr<GpuProbe> probe;
   FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
   if (!f.fake_gpus.empty()) {
@@ -239,7 +240,7 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
   c->add_option("--metrics-interval", f->metrics_interval_s,
-                "Seconds between GPU samples sent to the server (0: none)")
+                "Seconds between GPU samples sent to the server: 0.1 to 15, or 0 for none")
       ->capture_default_str();
   c->add_option("--work-dir", f->work_dir,
                 "Absolute directory for the node id, task files, logs and scratch directories")

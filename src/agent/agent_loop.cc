@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <thread>
 
 #include "agent/gpu_metrics.h"
@@ -35,6 +36,16 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
 }
 
 }  // namespace
+
+Result<int> MetricsIntervalMs(double seconds) {
+  if (seconds == 0) return 0;
+  if (!(seconds >= 0.1 && seconds <= 15)) {
+    return InvalidArgument(
+        "--metrics-interval: 0 (no GPU metrics) or 0.1 to 15 seconds (GPU-hours count at most "
+        "30 s between two samples)");
+  }
+  return static_cast<int>(std::lround(seconds * 1000));
+}
 
 AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
     : options_(std::move(options)), probe_(probe), runtime_(runtime) {

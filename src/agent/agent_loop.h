@@ -45,6 +45,11 @@ struct AgentOptions {
   int metrics_interval_ms = 5000;
 };
 
+// --metrics-interval in seconds as AgentOptions::metrics_interval_ms: 0 (no metrics) or 0.1 to
+// 15 s. Longer is refused: the server counts at most 30 s of a gap between two samples towards
+// GPU-hours (docs/monitoring.md), so sparser samples would undercount.
+Result<int> MetricsIntervalMs(double seconds);
+
 class AgentLoop {
  public:
   // Borrows the probe and runtime (they must outlive the loop).

@@ -107,5 +107,17 @@ TEST_F(AgentLoopTest, InvalidJoinTokenStopsTheAgent) {
   EXPECT_THAT(s.message(), HasSubstr("invalid join token"));
 }
 
+TEST(MetricsIntervalTest, OffOrATenthToFifteenSeconds) {
+  EXPECT_EQ(*MetricsIntervalMs(0), 0);
+  EXPECT_EQ(*MetricsIntervalMs(0.5), 500);
+  EXPECT_EQ(*MetricsIntervalMs(15), 15000);
+  for (double bad : {0.0001, 0.05, 16.0, 3600.0, -1.0}) {
+    auto ms = MetricsIntervalMs(bad);
+    ASSERT_FALSE(ms.ok()) << bad;
+    EXPECT_NE(ms.status().message().find("--metrics-interval: 0 (no GPU metrics) or 0.1 to 15"),
+              std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace corral::agent

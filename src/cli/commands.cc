@@ -1182,13 +1182,19 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
       auto forecast =
           client.Get("/api/v1/capacity/forecast?horizon_days=" + std::to_string(cap->horizon_days));
       if (!forecast.ok()) return forecast.status();
+      // The what-if is for admins; anyone else still gets the forecast.
       auto what_if =
           client.Post("/api/v1/capacity/what-if", {{"since", cap->since},
                                                    {"extra_gpus", extra},
                                                    {"target_p90_wait_s", cap->target_p90_wait_s}});
-      if (!what_if.ok()) return what_if.status();
+      const bool not_admin =
+          !what_if.ok() && what_if.status().code() == StatusCode::kPermissionDenied;
+      if (!what_if.ok() && !not_admin) return what_if.status();
       if (cap->output == "json") {
-        std::cout << json({{"forecast", *forecast}, {"what_if", *what_if}}).dump(2) << "\n";
+        std::cout << json({{"forecast", *forecast},
+                           {"what_if", not_admin ? json(nullptr) : *what_if}})
+                         .dump(2)
+                  << "\n";
         return Status::Ok();
       }
       double peak = 0, mean = 0;
@@ -1201,11 +1207,21 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
           "Capacity %s GPUs. Forecast for the next %d days: mean %.1f GPUs, peak (80%% "
           "band) %.1f.\n",
           Str(*forecast, "capacity_gpus").c_str(), cap->horizon_days, mean, peak);
+      if (not_admin) {
+        std::cout << "The what-if replay is for admins.\n";
+        return Status::Ok();
+      }
       std::cout << "Replaying the " << Str(*what_if, "jobs") << " jobs submitted since "
-                << Str(*what_if, "since") << ":\n";
+                << Str(*what_if, "since");
+      if (what_if->value("too_big", 0) > 0) {
+        std::cout << " (" << Str(*what_if, "too_big")
+                  << " more ask for more GPUs than any node has: set aside)";
+      }
+      std::cout << ":\n";
       std::vector<std::vector<std::string>> rows;
       for (const auto& r : (*what_if)["results"]) {
-        rows.push_back({Str(r, "extra_gpus"), Str(r, "gpus"), Str(r, "p90_wait_s"),
+        const std::string p90 = Str(r, "p90_wait_s");
+        rows.push_back({Str(r, "extra_gpus"), Str(r, "gpus"), p90.empty() ? "never" : p90,
                         Str(r, "mean_wait_s"), Str(r, "unfinished")});
       }
       PrintTable({"EXTRA GPUS", "GPUS", "P90 WAIT S", "MEAN WAIT S", "NEVER STARTED"}, rows);

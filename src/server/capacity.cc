@@ -1,6 +1,8 @@
 #include "server/capacity.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include "server/job_spec.h"
@@ -175,32 +177,64 @@ Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::
   config.policy = policy;
   config.track_fragmentation = false;
   config.timeline_points = 1;
+  // Jobs whose tasks ask more GPUs than any node (real or added) has can start in none of the
+  // replays: they are set aside and reported, not counted against every size tried.
+  size_t largest = 0;
+  for (const model::Node& n : WithExtraGpus(nodes, 1)) largest = std::max(largest, n.gpus.size());
+  for (const model::Node& n : nodes) largest = std::max(largest, n.gpus.size());
+  sim::Trace fitting;
+  int64_t too_big = 0;
+  for (const sim::TraceJob& j : trace.jobs) {
+    if (static_cast<size_t>(j.job.resources.gpus.value()) > largest) {
+      ++too_big;
+    } else {
+      fitting.jobs.push_back(j);
+    }
+  }
   nlohmann::json results = nlohmann::json::array();
   nlohmann::json smallest = nullptr;
   for (int extra : request.extra_gpus) {
     const std::vector<model::Node> cluster = WithExtraGpus(nodes, extra);
-    auto replay = sim::RunReplay(cluster, trace, config);
+    auto replay = sim::RunReplay(cluster, fitting, config);
     if (!replay.ok()) return replay.status();
+    // A job that never started waited longer than any that did: it counts as an infinite wait.
     std::vector<double> waits;
     for (const sim::ReplayJob& j : replay->job_outcomes) {
-      if (j.first_start_s >= 0) waits.push_back(static_cast<double>(j.first_start_s - j.submit_s));
+      waits.push_back(j.first_start_s >= 0 ? static_cast<double>(j.first_start_s - j.submit_s)
+                                           : std::numeric_limits<double>::infinity());
     }
-    const sim::Distribution d = sim::Summarize(waits);
+    sim::Distribution d = sim::Summarize(waits);
+    if (std::isinf(d.mean)) {  // the mean of the waits of the jobs that started
+      double sum = 0;
+      int64_t started = 0;
+      for (double w : waits) {
+        if (std::isinf(w)) continue;
+        sum += w;
+        ++started;
+      }
+      d.mean = started > 0 ? sum / static_cast<double>(started) : 0;
+    }
     int64_t gpus = 0;
     for (const model::Node& n : cluster) gpus += static_cast<int64_t>(n.gpus.size());
-    const double max_wait = waits.empty() ? 0 : *std::max_element(waits.begin(), waits.end());
+    double max_wait = 0;
+    for (double w : waits) {
+      if (!std::isinf(w)) max_wait = std::max(max_wait, w);
+    }
+    // JSON has no infinity: a p90 among the jobs that never started is null.
+    const nlohmann::json p90 = std::isinf(d.p90) ? nlohmann::json(nullptr) : nlohmann::json(d.p90);
     results.push_back({{"extra_gpus", extra},
                        {"gpus", gpus},
-                       {"p90_wait_s", d.p90},
+                       {"p90_wait_s", p90},
                        {"mean_wait_s", d.mean},
                        {"max_wait_s", max_wait},
                        {"unfinished", replay->unfinished}});
-    if (smallest.is_null() && replay->unfinished == 0 &&
+    if (smallest.is_null() && !p90.is_null() &&
         d.p90 <= static_cast<double>(request.target_p90_wait_s)) {
       smallest = extra;
     }
   }
-  return nlohmann::json{{"jobs", trace.jobs.size()},
+  return nlohmann::json{{"jobs", fitting.jobs.size()},
+                        {"too_big", too_big},
                         {"target_p90_wait_s", request.target_p90_wait_s},
                         {"results", results},
                         {"smallest_meeting_target", smallest}};

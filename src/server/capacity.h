@@ -51,10 +51,12 @@ struct WhatIfRequest {
 Result<WhatIfRequest> ParseWhatIf(const nlohmann::json& body);
 
 // Replays `trace` on `nodes` plus each extra count with `policy` (FIFO, skipping blocked jobs,
-// as the server's defaults): {"jobs", "results": [{"extra_gpus", "gpus", "p90_wait_s",
-// "mean_wait_s", "max_wait_s", "unfinished"}], "smallest_meeting_target": the least extra count
-// whose p90 wait is at most the target (null: none)}. Waits are first start − submission of the
-// jobs that started. Errors: the replay's (e.g. an unknown policy).
+// as the server's defaults): {"jobs" (replayed), "too_big" (set aside: their tasks ask more GPUs
+// than any node has, real or added), "results": [{"extra_gpus", "gpus", "p90_wait_s" (null when
+// over 10 % of the jobs never start), "mean_wait_s" (of those that started), "max_wait_s",
+// "unfinished" (never started)}], "smallest_meeting_target": the least extra count whose p90
+// wait is at most the target (null: none)}. A wait is first start − submission; a job that never
+// starts counts as an infinite one. Errors: the replay's (e.g. an unknown policy).
 Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::Trace& trace,
                               const WhatIfRequest& request, const std::string& policy);
 

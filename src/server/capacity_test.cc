@@ -121,6 +121,17 @@ TEST(CapacityTest, MoreGpusShortenTheWaitsAndTheSmallestEnoughIsNamed) {
   EXPECT_DOUBLE_EQ(r[1]["p90_wait_s"].get<double>(), 2 * 3600);  // two at a time
   EXPECT_DOUBLE_EQ(r[2]["p90_wait_s"].get<double>(), 0);         // all at once
   EXPECT_EQ((*answer)["smallest_meeting_target"], 40);
+  // A job bigger than any node is set aside, not held against every size; a job that cannot
+  // start in a size counts as an infinite wait there.
+  std::vector<store::JobRecord> more = jobs;
+  more.push_back(Record(7, 16, 1, kNow - 86'400, std::nullopt, std::nullopt));
+  request.extra_gpus = {0, 40};
+  auto set_aside = WhatIf({Node("a", 8)}, TraceOf(more, Seconds(kNow - 2 * 86'400), Seconds(kNow)),
+                          request, "bestfit");
+  ASSERT_TRUE(set_aside.ok());
+  EXPECT_EQ((*set_aside)["too_big"], 1);
+  EXPECT_EQ((*set_aside)["jobs"], 6);
+  EXPECT_EQ((*set_aside)["smallest_meeting_target"], 40);
   request.target_p90_wait_s = 1;
   request.extra_gpus = {0};
   EXPECT_TRUE(

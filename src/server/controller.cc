@@ -1544,6 +1544,7 @@ Result<std::string> Controller::RegisterNode(const std::string& name, const std:
   }
   if (live && it->second.inventory != inventory) {
     LoseNodeLocked(name, it->second, "node " + name + " re-registered with another inventory");
+    // (LoseNodeLocked forgets its GPU readings: the new inventory may have fewer GPUs.)
     live = false;
   }
   if (!live) CORRAL_RETURN_IF_ERROR(AddNodeToSchedulerLocked(name, inventory));
@@ -1670,6 +1671,7 @@ nlohmann::json Controller::Nodes() {
     if (node.inventory.contains("container_engine")) {
       row["container_engine"] = node.inventory["container_engine"];
     }
+    if (!node.gpu_metrics_error.empty()) row["gpu_metrics_error"] = node.gpu_metrics_error;
     const sched::NodeIndex n = state.FindNode(name);
     if (n >= 0) {
       row["gpu_free_milli"] = state.node(n).gpu_free;
@@ -1698,12 +1700,14 @@ nlohmann::json Controller::ClusterSummary() {
   const auto& state = scheduler_->state();
   int64_t nodes = 0, ready = 0, gpus = 0, free_milli = 0;
   for (const auto& [name, node] : nodes_) {
+    // Capacity is what the cluster has now: a lost node's GPUs are not in it (as for capacity
+    // planning, LiveNodes()).
+    if (node.state == "lost") continue;
     ++nodes;
     ready += node.state == "ready";
     const size_t count = node.inventory.value("gpus", nlohmann::json::array()).size();
     gpus += static_cast<int64_t>(count);
     const sched::NodeIndex n = state.FindNode(name);
-    // A node the scheduler does not hold (lost) has nothing allocated that counts.
     if (n < 0) {
       free_milli += static_cast<int64_t>(count) * 1000;
       continue;
@@ -1969,25 +1973,20 @@ std::vector<model::Node> Controller::LiveNodes() {
 
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
 
-std::string Controller::LastGpuReportError() {
-  std::lock_guard lock(gpu_report_error_mu_);
-  return last_gpu_report_error_;
-}
-
 Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nlohmann::json& report,
                                              int wait_ms) {
   CORRAL_RETURN_IF_ERROR(ValidateReport(report));
   // GPU metrics are an aside: a malformed report of them is counted and dropped, and the task
   // reports (which must be acknowledged) go on.
   std::optional<std::vector<ReportedGpu>> gpus;
+  std::string gpu_metrics_error;
   if (report.contains("gpu_metrics")) {
     auto parsed = ParseGpuReport(report["gpu_metrics"]);
     if (parsed.ok()) {
       gpus = std::move(parsed).value();
     } else {
       ++rejected_gpu_reports_;
-      std::lock_guard error_lock(gpu_report_error_mu_);
-      last_gpu_report_error_ = "node " + name + ": " + parsed.status().message();
+      gpu_metrics_error = parsed.status().message();
     }
   }
   std::unique_lock lock(mu_);
@@ -1996,10 +1995,11 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     return NotFound("node '" + name + "' is not registered");
   }
   it->second.last_heartbeat = clock_.Now();
+  if (!gpu_metrics_error.empty()) it->second.gpu_metrics_error = gpu_metrics_error;
   if (gpus) {
     GpuMonitor::NodeGpus identity{it->second.inventory.value("gpu_model", ""), {}};
     for (const auto& g : it->second.inventory.value("gpus", nlohmann::json::array())) {
-      identity.uuids.push_back(g.value("uuid", ""));
+      identity.gpus.push_back({g.value("uuid", ""), g.value("memory_mib", int64_t{0})});
     }
     gpu_monitor_.Record(name, identity, *gpus, GpuHoldersLocked(name, *gpus),
                         it->second.last_heartbeat.value() * 1000);

@@ -133,9 +133,9 @@ class Controller {
   // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
   // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
   nlohmann::json Nodes();
-  // Counts for the dashboard's live summary: nodes (and ready ones), GPUs, allocated GPUs
-  // (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last utilisation, in
-  // GPUs), jobs by live state (pending, starting, running).
+  // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
+  // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
+  // utilisation, in GPUs), jobs by live state (pending, starting, running).
   nlohmann::json ClusterSummary();
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
@@ -194,10 +194,9 @@ class Controller {
   // planning replays recorded jobs on (capacity.h).
   std::vector<model::Node> LiveNodes();
   const std::string& PlacementPolicy() const { return config_.policy; }
-  // Heartbeats whose "gpu_metrics" were refused (malformed), and the last reason; the rest of
-  // such a heartbeat is applied all the same.
+  // Heartbeats whose "gpu_metrics" were refused (malformed); the rest of such a heartbeat is
+  // applied all the same, and Nodes() shows the node's last reason ("gpu_metrics_error").
   int64_t RejectedGpuReports();
-  std::string LastGpuReportError();
 
   // --- Agent gateway -------------------------------------------------------------------------
   // Registers (or re-registers) a node; returns its node token. Errors: InvalidArgument (name,
@@ -251,6 +250,7 @@ class Controller {
   };
   struct LiveNode {
     nlohmann::json inventory;
+    std::string gpu_metrics_error;  // why its last refused GPU report was refused; "" if none
     std::string token_hash;
     std::string node_id_hash;  // empty for nodes registered before node ids existed
     Seconds last_heartbeat{0};
@@ -375,8 +375,6 @@ class Controller {
   EnvironmentCatalog environments_;
   GpuMonitor gpu_monitor_;  // its own lock; taken after mu_ when both are held
   std::atomic<int64_t> rejected_gpu_reports_{0};
-  std::mutex gpu_report_error_mu_;
-  std::string last_gpu_report_error_;
 
   std::mutex mu_;
   std::condition_variable changed_;  // heartbeats wait on it for node versions to move

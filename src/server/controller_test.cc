@@ -197,8 +197,14 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   ASSERT_TRUE(controller_->Heartbeat(node, bad, 0).ok());
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
-  EXPECT_THAT(controller_->LastGpuReportError(),
-              HasSubstr("node " + node + ": gpu_metrics.gpus[0].utilization_percent"));
+  for (const json& row : controller_->Nodes()) {
+    if (row["name"] == node) {
+      EXPECT_THAT(row.value("gpu_metrics_error", ""),
+                  HasSubstr("gpu_metrics.gpus[0].utilization_percent: must be an integer 0..100"));
+    } else {
+      EXPECT_FALSE(row.contains("gpu_metrics_error"));
+    }
+  }
 }
 
 TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {

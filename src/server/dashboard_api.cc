@@ -32,7 +32,8 @@ bool CookieMayAuthenticate(std::string_view method, std::string_view path) {
     for (std::string_view r : kReads) {
       if (path == r) return true;
     }
-    return IsJobPath(path, "") || IsJobPath(path, "/logs") || IsJobPath(path, "/gpus");
+    return IsJobPath(path, "") || IsJobPath(path, "/logs") || IsJobPath(path, "/gpus") ||
+           IsJobPath(path, "/gpu-history");
   }
   if (method == "POST") {
     // what-if only computes (admins only, checked by its route): nothing changes.

@@ -18,9 +18,10 @@ namespace corral::server {
 // (whoami, jobs, a job, its logs and its GPUs, queue, nodes, projects, policy, environments,
 // the event stream, the GPUs, usage, the capacity forecast), and POST /api/v1/jobs (submit),
 // /api/v1/jobs/<id>/cancel and /api/v1/capacity/what-if (a computation, admins only).
-// Tokens, users, project settings, node actions, sessions and /metrics need the bearer token,
-// so that a page on this origin (a session's app, served under /sessions/) cannot use its
-// viewer's cookie to mint tokens or change the cluster (docs/decisions.md). The caller still
+// Tokens, users, project settings, node actions, sessions and /metrics need the bearer token:
+// cookies are per host, so a session's app (on the gateway's port, same host) could make its
+// viewer's browser send the cookie; it must not mint tokens or change the cluster with it
+// (docs/decisions.md). The caller still
 // applies CrossSiteRefusal to every non-GET/HEAD request it authenticates by cookie.
 bool CookieMayAuthenticate(std::string_view method, std::string_view path);
 

@@ -11,8 +11,6 @@ namespace corral::server {
 
 namespace {
 
-constexpr int kFineResolutionS = 10;
-constexpr int kCoarseResolutionS = 300;
 constexpr int64_t kMaxReportDays = 3660;
 
 bool IsDay(const std::string& s) {
@@ -147,6 +145,7 @@ void GpuHistory::Stop() {
   }
   wake_.notify_all();
   thread_.join();
+  monitor_.CloseOpenIntervals();  // what the last minutes said is not lost with the process
   (void)Flush();
 }
 

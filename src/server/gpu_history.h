@@ -58,7 +58,8 @@ class GpuHistory {
   GpuHistory(const GpuHistory&) = delete;
   GpuHistory& operator=(const GpuHistory&) = delete;
 
-  // Starts / stops the thread; Stop flushes a last time.
+  // Starts / stops the thread; Stop closes the monitor's open intervals and flushes a last
+  // time.
   void Start();
   void Stop();
 

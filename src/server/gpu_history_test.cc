@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kDay = 86400;
 const int64_t kNow = 1'800'000'000;  // 2027-01-15 08:00:00 UTC
-const GpuMonitor::NodeGpus kTwo = {"A100", {"u0", "u1"}};
+const GpuMonitor::NodeGpus kTwo = {"A100", {{"u0", 81920}, {"u1", 81920}}};
 
 ReportedGpu Gpu(int index, int util, std::vector<int64_t> allocations) {
   ReportedGpu g;
@@ -91,8 +91,11 @@ TEST_F(GpuHistoryTest, AStartedHistoryFlushesOnItsOwnAndOnStop) {
   }
   EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 2u);
   monitor.Record("n1", kTwo, {Gpu(0, 50, {5})}, holders, (kNow + 30) * 1000);
-  history.Stop();  // flushes the interval the last reading closed
-  EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 3u);
+  // Stop stores the interval the last reading closed, and the one it opened (partial), and the
+  // open 5-minute one.
+  history.Stop();
+  EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 4u);
+  EXPECT_EQ(store_->GpuMetrics(300, 0, kNow + kDay, "", JobId(9))->size(), 1u);
 }
 
 TEST(UsageReportTest, GroupsSumsAndWritesCsv) {

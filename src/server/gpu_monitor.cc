@@ -9,8 +9,6 @@ namespace corral::server {
 
 namespace {
 
-constexpr int kFineResolutionS = 10;
-constexpr int kCoarseResolutionS = 300;
 constexpr size_t kMaxGpus = 64;
 constexpr size_t kMaxProcesses = 1024;
 
@@ -83,6 +81,7 @@ nlohmann::json GpuStatusJson(const GpuStatus& gpu, int64_t now_ms, int64_t idle_
                       {"index", gpu.index},
                       {"model", gpu.model},
                       {"uuid", gpu.uuid},
+                      {"memory_total_mib", gpu.memory_total_mib},
                       {"sampled_at", gpu.latest.at_ms / 1000},
                       {"holders", holders},
                       {"processes", gpu.processes},
@@ -159,6 +158,18 @@ Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metric
   return out;
 }
 
+namespace {
+
+// True when both lists name the same jobs (in any order).
+bool SameJobs(const std::vector<GpuHolder>& a, const std::vector<GpuHolder>& b) {
+  if (a.size() != b.size()) return false;
+  return std::all_of(a.begin(), a.end(), [&](const GpuHolder& x) {
+    return std::any_of(b.begin(), b.end(), [&](const GpuHolder& y) { return x.job == y.job; });
+  });
+}
+
+}  // namespace
+
 GpuMonitor::GpuMonitor(Options options) : options_(options) {}
 
 void GpuMonitor::Record(const std::string& node, const NodeGpus& identity,
@@ -166,27 +177,34 @@ void GpuMonitor::Record(const std::string& node, const NodeGpus& identity,
                         const std::map<int64_t, GpuHolder>& holders, int64_t now_ms) {
   std::lock_guard lock(mu_);
   for (const ReportedGpu& g : gpus) {
-    if (g.index < 0 || g.index >= static_cast<int>(identity.uuids.size())) continue;
+    if (g.index < 0 || g.index >= static_cast<int>(identity.gpus.size())) continue;
     Entry& e = gpus_[{node, g.index}];
     const int64_t previous_ms = e.status.latest.at_ms;
     e.status.node = node;
     e.status.index = g.index;
     e.status.model = identity.model;
-    e.status.uuid = identity.uuids[g.index];
+    e.status.uuid = identity.gpus[g.index].uuid;
+    e.status.memory_total_mib = identity.gpus[g.index].memory_total_mib;
     e.status.latest = g.reading;
     e.status.latest.at_ms = now_ms;
     e.status.processes = g.processes;
     e.status.foreign_processes = g.foreign_processes;
+    const std::vector<GpuHolder> before = std::move(e.status.holders);
     e.status.holders.clear();
     for (int64_t allocation : g.allocations) {
       if (auto it = holders.find(allocation); it != holders.end()) {
         e.status.holders.push_back(it->second);
       }
     }
+    // An idle span belongs to the jobs that idled: another job on the GPU starts afresh.
+    const bool same_jobs = SameJobs(before, e.status.holders);
     const std::optional<int>& util = g.reading.utilization_percent;
-    if (e.status.holders.empty() || !util || *util >= options_.idle_threshold_percent) {
+    if (!same_jobs || e.status.holders.empty() || !util ||
+        *util >= options_.idle_threshold_percent) {
       e.status.idle_since_ms.reset();
-    } else if (!e.status.idle_since_ms) {
+    }
+    if (!e.status.holders.empty() && util && *util < options_.idle_threshold_percent &&
+        !e.status.idle_since_ms) {
       e.status.idle_since_ms = now_ms;
     }
     e.recent.push_back(e.status.latest);
@@ -195,7 +213,7 @@ void GpuMonitor::Record(const std::string& node, const NodeGpus& identity,
     }
     AddToBucket(e, e.fine, kFineResolutionS, e.status.latest);
     AddToBucket(e, e.coarse, kCoarseResolutionS, e.status.latest);
-    if (previous_ms > 0) Accrue(e, previous_ms, now_ms);
+    if (previous_ms > 0) Accrue(e, before, previous_ms, now_ms);
   }
 }
 
@@ -240,7 +258,8 @@ void GpuMonitor::CloseBucket(const Entry& e, Accumulator& acc, int resolution_s)
   acc.start_s = -1;
 }
 
-void GpuMonitor::Accrue(const Entry& e, int64_t from_ms, int64_t to_ms) {
+void GpuMonitor::Accrue(const Entry& e, const std::vector<GpuHolder>& before, int64_t from_ms,
+                        int64_t to_ms) {
   const double seconds =
       static_cast<double>(std::clamp<int64_t>(to_ms - from_ms, 0, options_.max_interval_ms)) /
       1000.0;
@@ -248,6 +267,11 @@ void GpuMonitor::Accrue(const Entry& e, int64_t from_ms, int64_t to_ms) {
   const double utilization = e.status.latest.utilization_percent.value_or(0) / 100.0;
   const std::string day = UtcDay(to_ms / 1000);
   for (const GpuHolder& h : e.status.holders) {
+    // Only a job that held the GPU at both ends of the interval is charged for it: when one job
+    // follows another between two samples, neither knows how the interval was shared.
+    const bool held_before = std::any_of(before.begin(), before.end(),
+                                         [&](const GpuHolder& b) { return b.job == h.job; });
+    if (!held_before) continue;
     auto& [allocated, used] = usage_[{day, h.user, h.project}];
     allocated += seconds * h.share;
     used += seconds * h.share * utilization;
@@ -268,18 +292,6 @@ std::vector<GpuStatus> GpuMonitor::Gpus() const {
   std::vector<GpuStatus> out;
   out.reserve(gpus_.size());
   for (const auto& [key, e] : gpus_) out.push_back(e.status);
-  return out;
-}
-
-std::vector<GpuReading> GpuMonitor::Recent(const std::string& node, int index,
-                                           int64_t since_ms) const {
-  std::lock_guard lock(mu_);
-  auto it = gpus_.find({node, index});
-  if (it == gpus_.end()) return {};
-  std::vector<GpuReading> out;
-  for (const GpuReading& r : it->second.recent) {
-    if (r.at_ms >= since_ms) out.push_back(r);
-  }
   return out;
 }
 
@@ -304,6 +316,7 @@ std::vector<GpuStatus> GpuMonitor::IdleGpus(int64_t now_ms) const {
   std::lock_guard lock(mu_);
   std::vector<GpuStatus> out;
   for (const auto& [key, e] : gpus_) {
+    if (Stale(e, now_ms)) continue;
     if (e.status.idle_since_ms && now_ms - *e.status.idle_since_ms >= options_.idle_after_ms) {
       out.push_back(e.status);
     }
@@ -317,11 +330,19 @@ std::optional<int64_t> GpuMonitor::JobLastBusyMs(JobId job, int64_t now_ms) cons
   for (const auto& [key, e] : gpus_) {
     const bool held = std::any_of(e.status.holders.begin(), e.status.holders.end(),
                                   [&](const GpuHolder& h) { return h.job == job; });
-    if (!held) continue;
+    if (!held || Stale(e, now_ms)) continue;
     const int64_t busy_at = e.status.idle_since_ms.value_or(now_ms);
     last = last ? std::max(*last, busy_at) : busy_at;
   }
   return last;
+}
+
+void GpuMonitor::CloseOpenIntervals() {
+  std::lock_guard lock(mu_);
+  for (auto& [key, e] : gpus_) {
+    CloseBucket(e, e.fine, kFineResolutionS);
+    CloseBucket(e, e.coarse, kCoarseResolutionS);
+  }
 }
 
 std::vector<store::GpuMetricRow> GpuMonitor::TakeClosedIntervals() {

@@ -23,6 +23,10 @@
 
 namespace corral::server {
 
+// The two resolutions of the history (the store's gpu_metrics rows), in seconds.
+inline constexpr int kFineResolutionS = 10;
+inline constexpr int kCoarseResolutionS = 300;
+
 // One reading of one GPU. A field the device did not report is empty.
 struct GpuReading {
   int64_t at_ms = 0;  // server time
@@ -60,8 +64,9 @@ struct GpuHolder {
 struct GpuStatus {
   std::string node;
   int index = 0;
-  std::string model;  // the node's GPU model and this GPU's UUID, from its inventory
+  std::string model;  // the node's GPU model, this GPU's UUID and memory, from its inventory
   std::string uuid;
+  int64_t memory_total_mib = 0;
   GpuReading latest;
   std::vector<GpuHolder> holders;  // empty: free
   int processes = 0;
@@ -80,13 +85,21 @@ class GpuMonitor {
     // A reading counts the time since the GPU's previous one, up to this (a gap longer than
     // that, e.g. an agent restart, counts only this much).
     int64_t max_interval_ms = 30 * 1000;
+    // A GPU whose last reading is older than this (its agent stopped sampling, or its probe
+    // fails) is neither idle nor busy: IdleGpus and JobLastBusyMs leave it out.
+    int64_t stale_after_ms = 60 * 1000;
   };
   explicit GpuMonitor(Options options);
 
-  // The identity of a node's GPUs, from its inventory: its model and the UUIDs by index.
+  // The identity of a node's GPUs, from its inventory: its model, and each GPU's UUID and
+  // memory by index.
+  struct GpuIdentity {
+    std::string uuid;
+    int64_t memory_total_mib = 0;
+  };
   struct NodeGpus {
     std::string model;
-    std::vector<std::string> uuids;
+    std::vector<GpuIdentity> gpus;
   };
   // Records a node's report received at `now_ms`. `holders` maps the reported allocation ids to
   // their jobs; unresolved ids (ended, or not on this node) are ignored. A GPU index the
@@ -99,22 +112,23 @@ class GpuMonitor {
 
   // Every GPU, by node and index.
   std::vector<GpuStatus> Gpus() const;
-  // The recent readings of one GPU at or after `since_ms`, oldest first.
-  std::vector<GpuReading> Recent(const std::string& node, int index, int64_t since_ms) const;
   // The GPUs held by a job (by node and index) with their recent readings since `since_ms`.
   std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> JobGpus(JobId job,
                                                                      int64_t since_ms) const;
-  // GPUs idle for at least idle_after_ms at `now_ms`.
+  // GPUs idle for at least idle_after_ms at `now_ms` (not stale).
   std::vector<GpuStatus> IdleGpus(int64_t now_ms) const;
   // When any of the job's GPUs was last busy (or reported no utilisation): `now_ms` when one
-  // is now, else the latest start of their idle spans; none when no GPU held by the job has
-  // been reported. now_ms minus this is how long all its GPUs have been idle.
+  // is now, else the latest start of their idle spans; none when no GPU held by the job has a
+  // reading that is not stale. now_ms minus this is how long all its GPUs have been idle.
   std::optional<int64_t> JobLastBusyMs(JobId job, int64_t now_ms) const;
 
   // Intervals closed since the last call (10 s and 5 min: one closes when a reading falls into
   // a later one, or its node is forgotten), and the GPU time accrued since the last call (whole
   // milliseconds; the remainder stays for the next call); the caller stores them.
   std::vector<store::GpuMetricRow> TakeClosedIntervals();
+  // Closes every open interval now (the server stops): TakeClosedIntervals returns them, partial.
+  // A later reading in the same interval opens it afresh (stored, it replaces this one).
+  void CloseOpenIntervals();
   std::vector<store::GpuUsageRow> TakeUsage();
 
   const Options& options() const { return options_; }
@@ -137,9 +151,14 @@ class GpuMonitor {
     Accumulator fine, coarse;  // 10 s and 5 min
   };
 
+  bool Stale(const Entry& e, int64_t now_ms) const {
+    return now_ms - e.status.latest.at_ms > options_.stale_after_ms;
+  }
   void AddToBucket(Entry& e, Accumulator& acc, int resolution_s, const GpuReading& r);
   void CloseBucket(const Entry& e, Accumulator& acc, int resolution_s);
-  void Accrue(const Entry& e, int64_t from_ms, int64_t to_ms);
+  // Charges [from_ms, to_ms) of `e`'s GPU to the jobs holding it now that also held it
+  // `before`.
+  void Accrue(const Entry& e, const std::vector<GpuHolder>& before, int64_t from_ms, int64_t to_ms);
 
   const Options options_;
   mutable std::mutex mu_;
@@ -151,7 +170,8 @@ class GpuMonitor {
 // "YYYY-MM-DD" (UTC) of a Unix time in seconds.
 std::string UtcDay(int64_t unix_s);
 
-// A GPU for the API: {"node", "index", "model", "uuid", "sampled_at" (Unix s), the reading's
+// A GPU for the API: {"node", "index", "model", "uuid", "memory_total_mib", "sampled_at" (Unix
+// s), the reading's
 // fields that were reported ("utilization_percent", "memory_utilization_percent",
 // "memory_used_mib", "power_w", "temperature_c"), "holders": [{"job", "user", "project",
 // "share", "session"}], "processes", "foreign_processes", "idle_for_s" (while under the

@@ -21,7 +21,12 @@ ReportedGpu Gpu(int index, std::optional<int> util, std::vector<int64_t> allocat
   return g;
 }
 
-const GpuMonitor::NodeGpus kEight = {"A100-80GB", {"u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"}};
+GpuMonitor::NodeGpus Identity(int gpus) {
+  GpuMonitor::NodeGpus identity{"A100-80GB", {}};
+  for (int i = 0; i < gpus; ++i) identity.gpus.push_back({"u" + std::to_string(i), 81920});
+  return identity;
+}
+const GpuMonitor::NodeGpus kEight = Identity(8);
 
 GpuHolder Holder(int64_t job, const std::string& user, double share = 1.0) {
   return GpuHolder{JobId(job), user, "proj-" + user, share, false};
@@ -96,6 +101,22 @@ TEST(GpuMonitorTest, HeldGpusUnderTheThresholdAreFlaggedIdleAfterTheConfiguredTi
   EXPECT_FALSE(monitor.JobLastBusyMs(JobId(1), 1'080'000).has_value());
 }
 
+TEST(GpuMonitorTest, AGpuWhoseReadingsStoppedIsNeitherIdleNorBusy) {
+  GpuMonitor::Options options;
+  options.idle_after_ms = 10'000;
+  options.stale_after_ms = 60'000;
+  GpuMonitor monitor(options);
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}, {8, Holder(2, "bob")}};
+  monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 90, {8})}, holders, 0);
+  monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 90, {8})}, holders, 20'000);
+  EXPECT_EQ(monitor.IdleGpus(80'000).size(), 1u);
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(2), 80'000), 80'000);
+  // No reading for over a minute: the last ones say nothing any more.
+  EXPECT_TRUE(monitor.IdleGpus(80'001).empty());
+  EXPECT_FALSE(monitor.JobLastBusyMs(JobId(2), 80'001).has_value());
+  EXPECT_FALSE(monitor.JobLastBusyMs(JobId(1), 80'001).has_value());
+}
+
 TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
   GpuMonitor monitor(GpuMonitor::Options{});
   const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}};
@@ -107,6 +128,28 @@ TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
   // No utilisation reported: not known to be idle.
   monitor.Record("n1", kEight, {Gpu(0, std::nullopt, {7}), Gpu(1, 3, {7})}, holders, 40'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 45'000), 45'000);
+}
+
+TEST(GpuMonitorTest, AJobThatFollowsAnotherStartsItsOwnIdleSpanAndIsNotChargedTheHandOver) {
+  GpuMonitor::Options options;
+  options.idle_after_ms = 60'000;
+  GpuMonitor monitor(options);
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}, {8, Holder(2, "bob")}};
+  for (int64_t t = 0; t <= 600'000; t += 5'000) {
+    monitor.Record("n1", kEight, {Gpu(0, 2, {7})}, holders, 1'000'000 + t);
+  }
+  (void)monitor.TakeUsage();
+  // Between two samples job 1 ends and job 2 starts on the GPU, also idle.
+  monitor.Record("n1", kEight, {Gpu(0, 2, {8})}, holders, 1'605'000);
+  EXPECT_TRUE(monitor.IdleGpus(1'605'000).empty());
+  EXPECT_EQ(monitor.JobLastBusyMs(JobId(2), 1'605'000), 1'605'000);
+  EXPECT_TRUE(monitor.TakeUsage().empty());  // the hand-over interval is nobody's
+  monitor.Record("n1", kEight, {Gpu(0, 2, {8})}, holders, 1'610'000);
+  auto usage = monitor.TakeUsage();
+  ASSERT_EQ(usage.size(), 1u);
+  EXPECT_EQ(usage[0].user, "bob");
+  EXPECT_EQ(usage[0].allocated_gpu_ms, 5'000);
+  EXPECT_EQ(monitor.IdleGpus(1'665'000).size(), 1u);  // its own 60 s
 }
 
 TEST(GpuMonitorTest, ReadingsCloseTenSecondAndFiveMinuteBuckets) {
@@ -170,18 +213,22 @@ TEST(GpuMonitorTest, UsageCountsAllocatedAndUtilisationWeightedGpuSeconds) {
   EXPECT_TRUE(monitor.TakeUsage().empty());
 }
 
-TEST(GpuMonitorTest, RecentSeriesKeepTheConfiguredWindow) {
+TEST(GpuMonitorTest, AJobsRecentSeriesKeepTheConfiguredWindow) {
   GpuMonitor::Options options;
   options.recent_ms = 20'000;
   GpuMonitor monitor(options);
-  for (int64_t t = 0; t <= 60'000; t += 5'000) monitor.Record("n1", kEight, {Gpu(0, 1)}, {}, t);
-  auto recent = monitor.Recent("n1", 0, 0);
-  ASSERT_EQ(recent.size(), 5u);  // 40 s .. 60 s
-  EXPECT_EQ(recent.front().at_ms, 40'000);
-  EXPECT_EQ(monitor.Recent("n1", 0, 55'000).size(), 2u);
-  EXPECT_TRUE(monitor.Recent("n2", 0, 0).empty());
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}};
+  for (int64_t t = 0; t <= 60'000; t += 5'000) {
+    monitor.Record("n1", kEight, {Gpu(0, 1, {7})}, holders, t);
+  }
+  auto gpus = monitor.JobGpus(JobId(1), 0);
+  ASSERT_EQ(gpus.size(), 1u);
+  ASSERT_EQ(gpus[0].second.size(), 5u);  // 40 s .. 60 s
+  EXPECT_EQ(gpus[0].second.front().at_ms, 40'000);
+  EXPECT_EQ(monitor.JobGpus(JobId(1), 55'000)[0].second.size(), 2u);
+  EXPECT_TRUE(monitor.JobGpus(JobId(2), 0).empty());
   // An index the node's inventory does not list is not recorded.
-  monitor.Record("n1", {"T4", {"only"}}, {Gpu(3, 50)}, {}, 65'000);
+  monitor.Record("n1", {"T4", {{"only", 15360}}}, {Gpu(3, 50)}, {}, 65'000);
   EXPECT_EQ(monitor.Gpus().size(), 1u);
 }
 
@@ -199,6 +246,7 @@ TEST(GpuMonitorTest, StatusJsonSaysWhoHoldsTheGpuAndWhetherItIsFlaggedIdle) {
   nlohmann::json j = GpuStatusJson(status, 130'000, options.idle_after_ms);
   EXPECT_EQ(j["node"], "n1");
   EXPECT_EQ(j["uuid"], "u2");
+  EXPECT_EQ(j["memory_total_mib"], 81920);
   EXPECT_EQ(j["utilization_percent"], 4);
   EXPECT_EQ(j["power_w"], 100.0);
   EXPECT_FALSE(j.contains("memory_utilization_percent"));

@@ -205,20 +205,12 @@ class HttpApi::Impl {
     return Unauthenticated("missing 'Authorization: Bearer <token>' header");
   }
 
-  // Who the request's one corral_token cookie belongs to. More than one: a page set its own
-  // (see CookieCount), and none is trusted.
+  // Who the request's one corral_token cookie belongs to (LoginCookieToken).
   Result<Principal> AuthenticateCookie(const httplib::Request& req) {
-    const std::string cookies = req.get_header_value("Cookie");
-    const int count = CookieCount(cookies, kTokenCookie);
-    if (count == 0) return Unauthenticated("not logged in");
-    if (count > 1) {
-      return Unauthenticated(
-          "more than one corral_token cookie (a page set one of its own): clear this site's "
-          "cookies and log in again");
-    }
-    const std::string token = CookieValue(cookies, kTokenCookie);
-    if (token.empty()) return Unauthenticated("not logged in");
-    return AuthenticateToken(token);
+    auto token = LoginCookieToken(req.get_header_value("Cookie"));
+    if (!token.ok()) return token.status();
+    if (token->empty()) return Unauthenticated("not logged in");
+    return AuthenticateToken(*token);
   }
 
   void Shutdown() { event_streams_.Shutdown(); }
@@ -363,6 +355,27 @@ class HttpApi::Impl {
                                                 SendJson(res, 200, *view);
                                               },
                                               /*admin_only=*/true));
+    http.Get(R"(/api/v1/jobs/(\d+)/gpu-history)",
+             Authed([this](const Principal& who, const auto& req, auto& res) {
+               auto id = PathId(req, "job");
+               if (!id.ok()) return SendProblem(res, id.status());
+               if (config_.gpu_history == nullptr) {
+                 return SendProblem(res, NotFound("this server keeps no GPU history"));
+               }
+               const int64_t now = clock_.Now().value();
+               auto since = IntParam(req, "since", 0, int64_t{1} << 40);
+               if (!since.ok()) return SendProblem(res, since.status());
+               auto until = IntParam(req, "until", 0, int64_t{1} << 40);
+               if (!until.ok()) return SendProblem(res, until.status());
+               // Only who may see the job may see its GPUs.
+               auto job = controller_.JobView(who, JobId(*id));
+               if (!job.ok()) return SendProblem(res, job.status());
+               auto view = JobGpuHistoryView(*config_.gpu_history, JobId(*id),
+                                             Seconds(since->value_or(now - 86400)),
+                                             Seconds(until->value_or(now + 1)));
+               if (!view.ok()) return SendProblem(res, view.status());
+               SendJson(res, 200, *view);
+             }));
     http.Get(R"(/api/v1/jobs/(\d+)/gpus)",
              Authed([this](const Principal& who, const auto& req, auto& res) {
                auto id = PathId(req, "job");

@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "server/controller.h"
+#include "server/gpu_history.h"
 #include "server/principal_cache.h"
 #include "server/web_assets.h"
 #include "store/store.h"
@@ -34,6 +35,9 @@ struct HttpApiConfig {
   std::string join_token_hash;  // SHA-256 of the cluster's join token
   // SHA-256 of the token that opens GET /metrics (and nothing else); empty: admin tokens only.
   std::string metrics_token_hash;
+  // The GPU metrics history (GET /api/v1/jobs/<id>/gpu-history); borrowed, must outlive the
+  // API. Null: that route answers 404.
+  GpuHistory* gpu_history = nullptr;
   size_t max_body_bytes = 1 << 20;
   // Who a token belongs to is remembered this long; the API clears it on every change it makes
   // to tokens, users or memberships (principal_cache.h).

@@ -1,5 +1,6 @@
 #include "server/metrics_exposition.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -136,31 +137,42 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   struct GpuField {
     const char* name;
     const char* help;
-    std::function<std::optional<double>(const GpuReading&)> value;
+    std::function<std::optional<double>(const GpuStatus&)> value;
   };
   const GpuField fields[] = {
       {"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).",
-       [](const GpuReading& r) -> std::optional<double> {
+       [](const GpuStatus& g) -> std::optional<double> {
+         const GpuReading& r = g.latest;
          if (!r.utilization_percent) return std::nullopt;
          return *r.utilization_percent;
        }},
       {"DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).",
-       [](const GpuReading& r) -> std::optional<double> {
+       [](const GpuStatus& g) -> std::optional<double> {
+         const GpuReading& r = g.latest;
          if (!r.memory_utilization_percent) return std::nullopt;
          return *r.memory_utilization_percent;
        }},
       {"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).",
-       [](const GpuReading& r) -> std::optional<double> {
+       [](const GpuStatus& g) -> std::optional<double> {
+         const GpuReading& r = g.latest;
          if (!r.memory_used_mib) return std::nullopt;
          return static_cast<double>(*r.memory_used_mib);
        }},
+      {"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).",
+       [](const GpuStatus& g) -> std::optional<double> {
+         if (!g.latest.memory_used_mib || g.memory_total_mib <= 0) return std::nullopt;
+         return static_cast<double>(
+             std::max<int64_t>(0, g.memory_total_mib - *g.latest.memory_used_mib));
+       }},
       {"DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).",
-       [](const GpuReading& r) -> std::optional<double> {
+       [](const GpuStatus& g) -> std::optional<double> {
+         const GpuReading& r = g.latest;
          if (!r.power_mw) return std::nullopt;
          return static_cast<double>(*r.power_mw) / 1000.0;
        }},
       {"DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).",
-       [](const GpuReading& r) -> std::optional<double> {
+       [](const GpuStatus& g) -> std::optional<double> {
+         const GpuReading& r = g.latest;
          if (!r.temperature_c) return std::nullopt;
          return *r.temperature_c;
        }},
@@ -171,7 +183,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   for (const GpuField& f : fields) {
     e.Family(f.name, "gauge", f.help);
     for (size_t i = 0; i < s.gpus.size(); ++i) {
-      if (auto v = f.value(s.gpus[i].latest)) e.SampleLabelled(f.name, labels[i], *v);
+      if (auto v = f.value(s.gpus[i])) e.SampleLabelled(f.name, labels[i], *v);
     }
   }
 

@@ -17,6 +17,7 @@ GpuStatus HeldGpu(int index, int util, std::optional<int64_t> idle_since_ms) {
   g.index = index;
   g.model = "A100-80GB";
   g.uuid = "GPU-" + std::to_string(index);
+  g.memory_total_mib = 81920;
   g.latest.at_ms = 995'000;
   g.latest.utilization_percent = util;
   g.latest.memory_used_mib = 2048;
@@ -69,6 +70,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
       "user=\"ann \\\"the\\\" user\\\\x\\n\",project=\"vision\"}";
   EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_GPU_UTIL" + labels + " 97\n"));
   EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_FB_USED" + labels + " 2048\n"));
+  EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_FB_FREE" + labels + " 79872\n"));
   EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_POWER_USAGE" + labels + " 250.5\n"));
   EXPECT_THAT(text, HasSubstr("DCGM_FI_DEV_GPU_TEMP" + labels + " 55\n"));
   // A free GPU has no job labels; what it did not report is left out.

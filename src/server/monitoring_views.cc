@@ -87,6 +87,24 @@ int CapacityGpus(const std::vector<model::Node>& nodes) {
 
 }  // namespace
 
+Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds since,
+                                         Seconds until) {
+  auto rows = history.JobHistory(job, since, until);
+  if (!rows.ok()) return rows.status();
+  nlohmann::json intervals = nlohmann::json::array();
+  for (const store::GpuMetricRow& r : *rows) {
+    intervals.push_back({{"node", r.node},
+                         {"gpu", r.gpu},
+                         {"t", r.start_s},
+                         {"resolution_s", r.resolution_s},
+                         {"utilization_percent", r.utilization_permille / 10.0},
+                         {"memory_used_mib", r.memory_used_mib},
+                         {"power_w", static_cast<double>(r.power_mw) / 1000.0},
+                         {"temperature_c", r.temperature_c}});
+  }
+  return nlohmann::json{{"job", job.value()}, {"intervals", intervals}};
+}
+
 Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
                                             Seconds now, int history_days, int horizon_days) {
   auto jobs = JobsLiveSince(store, Seconds(now.value() - int64_t{history_days} * 86400));

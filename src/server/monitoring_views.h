@@ -9,6 +9,7 @@
 
 #include "common/units.h"
 #include "server/controller.h"
+#include "server/gpu_history.h"
 #include "store/store.h"
 
 namespace corral::server {
@@ -23,6 +24,12 @@ nlohmann::json GpusView(Controller& controller, Seconds now, bool idle_only);
 // {"job", "gpus": [GpuStatusJson + "series": [GpuReadingJson...] since `since`]}: the GPUs the
 // job holds now, with their recent readings (the in-memory window).
 nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Seconds since);
+
+// {"job", "intervals": [{"node", "gpu", "t" (Unix s), "resolution_s", "utilization_percent",
+// "memory_used_mib", "power_w", "temperature_c"}]}: the job's GPU history in the store over
+// [since, until) (GpuHistory::JobHistory picks 10 s or 5 min intervals).
+Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds since,
+                                         Seconds until);
 
 // GET /api/v1/capacity/forecast (capacity.h, ForecastView): the demand of the jobs live in the
 // last `history_days`, and the forecast of the next `horizon_days`.

@@ -59,6 +59,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--gpu-idle-after", options->gpu_idle_after_s,
                 "Seconds an allocated GPU must stay idle before it is flagged (default 1800)")
       ->check(CLI::Range(0, 30 * 86400));
+  c->add_option("--gpu-idle-events", options->gpu_idle_events,
+                "Record a job event when its GPUs are flagged idle, and when busy again (true or "
+                "false; default true)");
   c->add_option("--metrics-retention-fine", options->metrics_fine_retention_s,
                 "Seconds the 10 s GPU metrics history is kept (default 86400)")
       ->check(CLI::Range(int64_t{600}, int64_t{366} * 86400));

@@ -159,6 +159,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.session_app_probe = p->session_app_probe_.get();
   config.gpu_monitor.idle_threshold_percent = options.gpu_idle_threshold_percent;
   config.gpu_monitor.idle_after_ms = int64_t{options.gpu_idle_after_s} * 1000;
+  config.notify_idle_gpus = options.gpu_idle_events;
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
@@ -242,6 +243,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
 
   HttpApiConfig api_config;
   api_config.join_token_hash = HashToken(p->join_token_);
+  api_config.gpu_history = p->gpu_history_.get();
   if (!options.metrics_token_file.empty()) {
     const std::string token = ReadFirstLine(options.metrics_token_file);
     if (token.size() < 16) {

@@ -65,6 +65,7 @@ struct ServerOptions {
   // /metrics only (empty: admin tokens only).
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
+  bool gpu_idle_events = true;  // a job whose GPUs are flagged idle gets an event saying so
   int64_t metrics_fine_retention_s = 24 * 3600;
   int64_t metrics_coarse_retention_s = 90 * 24 * 3600;
   std::string metrics_token_file;

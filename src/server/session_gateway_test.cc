@@ -169,8 +169,13 @@ class FakeApp {
     Release();
     shutdown(fd_, SHUT_RDWR);
     accept_.join();
-    std::lock_guard lock(mu_);
-    for (auto& t : threads_) t.join();
+    // Joined without the lock: a connection's thread takes it to note its head and to wait.
+    std::vector<std::thread> threads;
+    {
+      std::lock_guard lock(mu_);
+      threads.swap(threads_);
+    }
+    for (auto& t : threads) t.join();
     close(fd_);
   }
   int port() const { return port_; }

@@ -75,8 +75,7 @@ std::vector<std::pair<std::string, std::string>> Cookies(const std::string& head
 HeaderList UpstreamHeaders(const HeaderList& request_headers) {
   static const std::set<std::string> kDrop = {
       "authorization",     "forwarded", "x-forwarded-for", "x-forwarded-host",
-      "x-forwarded-proto", "cookie"};  // cookies come back below, without corral's  // cookies come
-                                       // back below, without corral's
+      "x-forwarded-proto", "cookie"};  // cookies come back below, without corral's
   HeaderList out = Without(request_headers, kDrop);
   for (const auto& [name, value] : request_headers) {
     if (Lower(name) != "cookie") continue;
@@ -114,12 +113,16 @@ Result<std::string> SessionTokenOf(const HeaderList& request_headers) {
   for (const auto& [name, value] : request_headers) {
     if (Lower(name) == "cookie") cookies += (cookies.empty() ? "" : "; ") + value;
   }
-  if (CookieCount(cookies, kTokenCookie) > 1) {
+  return LoginCookieToken(cookies);
+}
+
+Result<std::string> LoginCookieToken(const std::string& cookie_header) {
+  if (CookieCount(cookie_header, kTokenCookie) > 1) {
     return Unauthenticated(
         "more than one corral_token cookie (a page set one of its own): clear this site's "
-        "cookies");
+        "cookies and log in again");
   }
-  return CookieValue(cookies, kTokenCookie);
+  return CookieValue(cookie_header, kTokenCookie);
 }
 
 std::string CookieValue(const std::string& cookie_header, const std::string& name) {

@@ -44,6 +44,10 @@ bool WantsUpgrade(const HeaderList& request_headers);
 // corral_token cookie; "" when it carries neither. Unauthenticated when it has no bearer token
 // and more than one corral_token cookie (CookieCount): then none is trusted.
 Result<std::string> SessionTokenOf(const HeaderList& request_headers);
+// The token of the one corral_token cookie in a Cookie header; "" when there is none.
+// Unauthenticated when there are several: a page set one of its own (see CookieCount), and none
+// is trusted.
+Result<std::string> LoginCookieToken(const std::string& cookie_header);
 
 // The value of cookie `name` in a Cookie header; "" when absent.
 std::string CookieValue(const std::string& cookie_header, const std::string& name);

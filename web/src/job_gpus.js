@@ -37,6 +37,25 @@ export function merge(series, answer) {
 }
 
 /**
+ * /api/v1/jobs/<id>/gpu-history's stored intervals (10 s or 5 min means) as an answer of
+ * /api/v1/jobs/<id>/gpus, so that merge() takes them: one GPU per node and index, a reading at
+ * each interval's start.
+ */
+export function historyAsAnswer(history) {
+  const gpus = new Map();
+  for (const i of history?.intervals || []) {
+    const key = gpuKey(i.node, i.gpu);
+    if (!gpus.has(key)) gpus.set(key, { node: i.node, index: i.gpu, series: [] });
+    gpus.get(key).series.push({
+      t: i.t * 1000, utilization_percent: i.utilization_percent, memory_used_mib: i.memory_used_mib,
+      power_w: i.power_w,
+    });
+  }
+  for (const g of gpus.values()) g.series.sort((a, b) => a.t - b.t);
+  return { gpus: [...gpus.values()] };
+}
+
+/**
  * uPlot's columns from `series` (in the Map's order): [times (Unix s), util of each GPU...];
  * times are the union of every GPU's reading times, a GPU without a reading at one is null.
  */
@@ -65,6 +84,7 @@ export class JobGpuChart {
     this.jobId = jobId;
     this.series = new Map();
     this.newestMs = 0;
+    this.historyRead = false;
     this.plot = null;
     this.plotKeys = '';
     this.box = h('div', { class: 'chart', id: 'job-gpu-chart' });
@@ -75,6 +95,17 @@ export class JobGpuChart {
   /** Reads what is new for `job` (the job view) and redraws. Not before the job started. */
   async update(job) {
     if (!job?.start_time) return;
+    // Older than the server's 15-minute window: the stored history first (once), then what is
+    // newer from the window.
+    if (!this.historyRead && job.start_time < Date.now() / 1000 - 14 * 60) {
+      this.historyRead = true;
+      try {
+        const history = await getJson(`/api/v1/jobs/${this.jobId}/gpu-history?since=${job.start_time}`);
+        this.newestMs = Math.max(this.newestMs, merge(this.series, historyAsAnswer(history)));
+      } catch (e) {
+        if (e.status !== 404) throw e; // 404: a server without the history
+      }
+    }
     // The first read from the job's start: the window may hold readings from before it.
     const sinceS = this.newestMs ? Math.floor(this.newestMs / 1000) : job.start_time;
     const since = sinceS ? `?since=${sinceS}` : '';
@@ -100,7 +131,7 @@ export class JobGpuChart {
     this.box.dataset.points = String(points);
     this.box.dataset.gpus = String(this.series.size);
     if (points === 0) return;
-    replace(this.note, `GPU utilisation, one line per GPU, a reading every agent sample; the server keeps the last 15 minutes.`);
+    replace(this.note, `GPU utilisation, one line per GPU: a reading every agent sample for the last 15 minutes, 10 s (after a day 5 min) means before that.`);
     const keys = [...this.series.keys()].join('|');
     if (this.plot && keys === this.plotKeys) {
       this.plot.setData(columns);

@@ -4,7 +4,7 @@
 // Usage: node --test web/test/metrics_pages.test.mjs   (make test-web runs it)
 import assert from 'node:assert/strict';
 import test from 'node:test';
-import { chartColumns, gpuLabel, merge } from '../src/job_gpus.js';
+import { chartColumns, gpuLabel, historyAsAnswer, merge } from '../src/job_gpus.js';
 import { forecastColumns } from '../src/pages/capacity.js';
 import { chartGroups, usageQuery } from '../src/pages/usage.js';
 import { envOf, specOf } from '../src/pages/submit.js';
@@ -23,6 +23,22 @@ test('job GPU readings merge without duplicates and align on one time axis', () 
   const job = { tasks: [{ index: 1, node: 'b', allocation: { gpus: [{ index: 1, milli: 1000 }] } }] };
   assert.equal(gpuLabel(job, 'b', 1), 'task 1 · b GPU 1');
   assert.equal(gpuLabel(job, 'a', 0), 'a GPU 0');
+});
+
+test('stored GPU history merges like live readings, in time order per GPU', () => {
+  const series = new Map();
+  const history = { intervals: [
+    { node: 'n1', gpu: 1, t: 120, utilization_percent: 40.5, memory_used_mib: 10, power_w: 100 },
+    { node: 'n1', gpu: 1, t: 100, utilization_percent: 20, memory_used_mib: 10, power_w: 90 },
+    { node: 'n2', gpu: 0, t: 110, utilization_percent: 0, memory_used_mib: 0, power_w: 60 },
+  ] };
+  const newest = merge(series, historyAsAnswer(history));
+  assert.equal(newest, 120000);
+  assert.equal(series.size, 2);
+  assert.deepEqual(series.get('n1\u00001').points.map((p) => [p[0], p[1]]), [[100000, 20], [120000, 40.5]]);
+  // Live readings after the history join on; older ones are not added twice.
+  merge(series, { gpus: [{ node: 'n1', index: 1, series: [{ t: 120000, utilization_percent: 99 }, { t: 125000, utilization_percent: 60 }] }] });
+  assert.deepEqual(series.get('n1\u00001').points.map((p) => p[1]), [20, 40.5, 60]);
 });
 
 test('forecast columns: history, then forecast joined at the last history point', () => {

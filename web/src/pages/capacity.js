@@ -60,10 +60,12 @@ function whatIf(box) {
         h('p', { id: 'whatif-summary' }, `${r.jobs} jobs since ${r.since} replayed. `,
           best === null || best === undefined ? 'No tried addition meets the target.'
             : `The smallest addition that meets the target: ${best} GPUs.`,
+          r.too_big > 0
+            ? ` ${r.too_big} more ask for more GPUs on one node than any node (or the added shape) has: set aside.` : '',
           r.results.some((x) => x.unfinished > 0)
-            ? ' Some jobs never start in a tried size: they ask for more than one node (of the added shape) holds.' : ''),
+            ? ' Some jobs never start in a tried size (their GPU model is missing): they count as waiting for ever.' : ''),
         table(['extra GPUs', 'GPUs', 'p90 wait', 'mean wait', 'max wait', 'never started'],
-          r.results.map((x) => [String(x.extra_gpus), gpus(x.gpus), duration(x.p90_wait_s), duration(x.mean_wait_s),
+          r.results.map((x) => [String(x.extra_gpus), gpus(x.gpus), x.p90_wait_s === null ? 'never' : duration(x.p90_wait_s), duration(x.mean_wait_s),
             duration(x.max_wait_s), x.unfinished === undefined ? '—' : String(x.unfinished)]),
           { id: 'whatif-table', class: 'compact' }));
       results.querySelectorAll('#whatif-table tbody tr').forEach((tr, i) => {
@@ -102,8 +104,7 @@ export default {
       try {
         f = await getJson(`/api/v1/capacity/forecast?horizon_days=${horizon.value}`);
       } catch (e) {
-        info.textContent = e.status === 404 ? 'This server has no capacity forecast yet (GET /api/v1/capacity/forecast: 404).'
-          : `Could not load the forecast: ${e.message}`;
+        info.textContent = `Could not load the forecast: ${e.message}`;
         info.className = 'note';
         return;
       }
