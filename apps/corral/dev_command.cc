@@ -90,9 +90,6 @@ int RunDev(const DevFlags& f) {
     std::cerr << "corral dev: " << runtime.status().message() << "\n";
     return 1;
   }
-  if (fake_probe != nullptr) {
-    fake_probe->SetTaskSource([rt = runtime->get()] { return rt->Running(); });
-  }
   agent::AgentOptions agent_options;
   agent_options.server_url = (*server)->url();
   agent_options.join_token = (*server)->join_token();
@@ -113,6 +110,10 @@ int RunDev(const DevFlags& f) {
   }
   agent_options.node_id = *node_id;
   agent::AgentLoop loop(agent_options, *probe, **runtime);
+  // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
+  if (fake_probe != nullptr) {
+    fake_probe->SetTaskSource([&loop] { return loop.RunningTasks(); });
+  }
   std::atomic<bool> stop{false};
   std::thread agent_thread([&] {
     // Only a fatal registration error ends the loop early; the server keeps serving.

@@ -197,9 +197,6 @@ int RunAgentCommand(AgentFlags& f) {
     std::cerr << "corral agent: " << runtime.status().message() << "\n";
     return 2;
   }
-  if (fake_probe != nullptr) {
-    fake_probe->SetTaskSource([rt = runtime->get()] { return rt->Running(); });
-  }
   auto node_id = LoadOrCreateNodeId(f.work_dir);
   if (!node_id.ok()) {
     std::cerr << "corral agent: " << node_id.status().message() << "\n";
@@ -207,6 +204,10 @@ int RunAgentCommand(AgentFlags& f) {
   }
   f.options.node_id = *node_id;
   AgentLoop loop(f.options, *probe, **runtime);
+  // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
+  if (fake_probe != nullptr) {
+    fake_probe->SetTaskSource([&loop] { return loop.RunningTasks(); });
+  }
   std::atomic<bool> stop{false};
   StopOnShutdownSignal(stop);
   std::cout << "corral agent " << f.options.name << " joining " << f.options.server_url << "\n"

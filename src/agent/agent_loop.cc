@@ -56,7 +56,40 @@ AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
   http_->enable_server_certificate_verification(true);
 }
 
-AgentLoop::~AgentLoop() = default;
+AgentLoop::~AgentLoop() { StopSampler(); }
+
+void AgentLoop::StopSampler() {
+  {
+    std::lock_guard lock(sample_mu_);
+    stopping_ = true;
+  }
+  sample_cv_.notify_all();
+  if (sampler_.joinable()) sampler_.join();
+}
+
+void AgentLoop::SampleLoop() {
+  std::unique_lock lock(sample_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    auto samples = probe_.Sample();  // may take long, or hang: nothing waits for it
+    const int64_t at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+    lock.lock();
+    if (samples.ok()) {
+      sample_ = std::move(samples).value();
+      sampled_at_ms_ = at_ms;
+      sample_sent_ = false;
+    }
+    sample_cv_.wait_for(lock, std::chrono::milliseconds(options_.metrics_interval_ms),
+                        [&] { return stopping_; });
+  }
+}
+
+std::vector<RunningTask> AgentLoop::RunningTasks() {
+  std::lock_guard lock(sample_mu_);
+  return running_;
+}
 
 Result<nlohmann::json> AgentLoop::Inventory() {
   auto host = DetectHostResources();
@@ -145,16 +178,12 @@ void AgentLoop::Apply(const nlohmann::json& answer) {
 }
 
 nlohmann::json AgentLoop::DueGpuMetrics() {
-  if (options_.metrics_interval_ms <= 0) return nullptr;
-  const auto now = std::chrono::steady_clock::now();
-  if (now < next_sample_) return nullptr;
-  next_sample_ = now + std::chrono::milliseconds(options_.metrics_interval_ms);
-  auto samples = probe_.Sample();
-  if (!samples.ok()) return nullptr;  // the next interval tries again
-  const int64_t sampled_at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
-  return GpuMetricsJson(Attribute(*samples, runtime_.Running(), ProcParentOf), sampled_at_ms);
+  std::vector<RunningTask> running = runtime_.Running();
+  std::lock_guard lock(sample_mu_);
+  running_ = running;
+  if (!sample_ || sample_sent_) return nullptr;
+  sample_sent_ = true;
+  return GpuMetricsJson(Attribute(*sample_, running, ProcParentOf), sampled_at_ms_);
 }
 
 Status AgentLoop::Step() {
@@ -201,6 +230,16 @@ Status AgentLoop::Step() {
 }
 
 Status AgentLoop::Run(const std::atomic<bool>& stop) {
+  if (options_.metrics_interval_ms > 0 && !sampler_.joinable()) {
+    stopping_ = false;
+    sampler_ = std::thread([this] { SampleLoop(); });
+  }
+  Status s = Beat(stop);
+  StopSampler();
+  return s;
+}
+
+Status AgentLoop::Beat(const std::atomic<bool>& stop) {
   int backoff_ms = 100;
   while (!stop) {
     Status s = Step();

@@ -8,10 +8,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "agent/gpu_probe.h"
@@ -58,20 +62,31 @@ class AgentLoop {
 
   // The inventory sent at registration: host resources plus the probe's GPUs.
   Result<nlohmann::json> Inventory();
-  // Runs until `stop` becomes true. Connection errors are retried with a back-off. Fatal
+  // Runs until `stop` becomes true, with a sampler thread probing the GPUs every metrics
+  // interval (Step sends its newest sample). Connection errors are retried with a back-off. Fatal
   // (returned) while not registered: an invalid join token (kUnauthenticated), and the node name
   // held by a live node with another node id (kAlreadyExists, HTTP 409).
   Status Run(const std::atomic<bool>& stop);
   // One heartbeat round (registering first if needed). Exposed for tests.
   Status Step();
+  // The tasks the runtime ran as of the last heartbeat round. Thread-safe: a FakeProbe follows
+  // them (SetTaskSource) from the sampler thread.
+  std::vector<RunningTask> RunningTasks();
 
  private:
   Status Register();
   nlohmann::json LogChunks(const std::vector<TaskStatus>& tasks,
                            std::map<std::string, int64_t>& next_offsets);
   void Apply(const nlohmann::json& answer);
-  // The "gpu_metrics" object when a sample is due (and the probe answers), else null.
+  // The "gpu_metrics" object of the sampler's newest sample not yet sent, else null.
   nlohmann::json DueGpuMetrics();
+  // Heartbeat rounds until `stop` (Run without the sampler).
+  Status Beat(const std::atomic<bool>& stop);
+  void StopSampler();
+  // The sampler thread (started by Run): probes the GPUs every metrics interval until Run ends.
+  // A driver call that hangs (a GPU fallen off the bus) stalls only this thread, never the
+  // heartbeats.
+  void SampleLoop();
 
   AgentOptions options_;
   GpuProbe& probe_;
@@ -79,8 +94,18 @@ class AgentLoop {
   std::unique_ptr<httplib::Client> http_;
   std::string node_token_;
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
-  std::map<std::string, int64_t> log_offsets_;           // "<alloc>-<gen>.<stream>" -> bytes sent
-  std::chrono::steady_clock::time_point next_sample_{};  // the epoch: the first step samples
+  std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes sent
+  // The sampler's state, guarded by sample_mu_: its newest sample (and when it was taken),
+  // whether Step sent it, the running tasks as of the last Step (what FakeProbe's loads follow,
+  // RunningTasks), and the stop flag.
+  std::mutex sample_mu_;
+  std::condition_variable sample_cv_;
+  std::optional<std::vector<GpuSample>> sample_;
+  int64_t sampled_at_ms_ = 0;
+  bool sample_sent_ = true;
+  std::vector<RunningTask> running_;
+  bool stopping_ = false;
+  std::thread sampler_;
 };
 
 }  // namespace corral::agent

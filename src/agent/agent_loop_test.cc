@@ -6,6 +6,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -105,6 +107,68 @@ TEST_F(AgentLoopTest, InvalidJoinTokenStopsTheAgent) {
   Status s = RunUntilItReturns(loop);
   EXPECT_EQ(s.code(), StatusCode::kUnauthenticated);
   EXPECT_THAT(s.message(), HasSubstr("invalid join token"));
+}
+
+// A probe whose Sample() hangs until released, as NVML can on a GPU fallen off the bus.
+class HangingProbe final : public GpuProbe {
+ public:
+  Result<GpuInventory> Discover() override { return fake_.Discover(); }
+  Result<std::vector<GpuSample>> Sample() override {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return released_; });
+    return fake_.Sample();
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      released_ = true;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  FakeProbe fake_ = std::move(FakeProbe::Create("2xA100-80GB", "node-a")).value();
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+};
+
+TEST_F(AgentLoopTest, AHungGpuProbeDoesNotStopTheHeartbeats) {
+  server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"node_token": "node-secret", "heartbeat_interval_s": 5})",
+                    "application/json");
+  });
+  int beats = 0, with_metrics = 0;
+  server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++beats;
+    with_metrics += body.contains("gpu_metrics");
+    res.set_content("{}", "application/json");
+  });
+  HangingProbe probe;
+  AgentOptions options = Options();
+  options.wait_ms = 0;
+  options.metrics_interval_ms = 100;
+  AgentLoop loop(options, probe, runtime_);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+  auto count = [&](int& n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return n;
+  };
+  auto wait_until = [&](const std::function<bool()>& ok) {
+    for (int i = 0; i < 2000 && !ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ok();
+  };
+  EXPECT_TRUE(wait_until([&] { return count(beats) >= 5; }));
+  EXPECT_EQ(count(with_metrics), 0);  // the sample never came: the heartbeats went on without
+  probe.Release();
+  EXPECT_TRUE(wait_until([&] { return count(with_metrics) >= 1; }));
+  stop = true;
+  EXPECT_TRUE(done.get().ok());
 }
 
 TEST(MetricsIntervalTest, OffOrATenthToFifteenSeconds) {

@@ -39,8 +39,8 @@ class FakeProbe final : public GpuProbe {
   // Replaces the idle sample of GPU sample.index (what it shows without tasks); InvalidArgument
   // if there is no such GPU.
   Status SetSample(const GpuSample& sample);
-  // Where the running tasks come from (the agent's runtime); none: every GPU stays idle. The
-  // source is called from Sample(), on the caller's thread.
+  // Where the running tasks come from (the agent loop's RunningTasks); none: every GPU stays
+  // idle. The source is called from Sample(), on the caller's thread: it must be thread-safe.
   void SetTaskSource(std::function<std::vector<RunningTask>()> source) {
     tasks_ = std::move(source);
   }

@@ -453,6 +453,7 @@ void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
   CheckSessionsLocked(lock);
   CheckIdleGpusLocked();
   ScheduleLocked();
+  RecordSummaryLocked();
 }
 
 void Controller::CheckIdleGpusLocked() {
@@ -1697,6 +1698,29 @@ nlohmann::json Controller::Nodes() {
 
 nlohmann::json Controller::ClusterSummary() {
   std::lock_guard lock(mu_);
+  return ClusterSummaryLocked();
+}
+
+void Controller::RecordSummaryLocked() {
+  const Seconds now = clock_.Now();
+  if (now < next_summary_at_) return;
+  next_summary_at_ = now + Seconds(60);
+  summary_history_.push_back(ClusterSummaryLocked());
+  while (summary_history_.size() > static_cast<size_t>(kSummaryHistoryMinutes)) {
+    summary_history_.pop_front();
+  }
+}
+
+nlohmann::json Controller::SummaryHistory(Seconds since) {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  for (const nlohmann::json& s : summary_history_) {
+    if (s.value("time", int64_t{0}) >= since.value()) out.push_back(s);
+  }
+  return out;
+}
+
+nlohmann::json Controller::ClusterSummaryLocked() {
   const auto& state = scheduler_->state();
   int64_t nodes = 0, ready = 0, gpus = 0, free_milli = 0;
   for (const auto& [name, node] : nodes_) {

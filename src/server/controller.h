@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -137,6 +138,10 @@ class Controller {
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).
   nlohmann::json ClusterSummary();
+  // The summaries the loop recorded, one a minute for the last 7 days (in memory: a restart
+  // starts afresh), from `since` on, oldest first: the overview's chart over time.
+  nlohmann::json SummaryHistory(Seconds since);
+  static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
   // Path of a task's log file in run `generation` (>= 1; 1 is the first run; default the
@@ -311,6 +316,9 @@ class Controller {
   // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
   // (GpuMonitor), and one when they are busy again.
   void CheckIdleGpusLocked();
+  nlohmann::json ClusterSummaryLocked();
+  // Once a minute: ClusterSummaryLocked into summary_history_.
+  void RecordSummaryLocked();
   // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
   // for their own last activity (config_.session_app_probe) and records it. `lock` holds mu_;
   // it is released while the apps are asked (16 at a time, each within the probe's timeout)
@@ -405,6 +413,8 @@ class Controller {
   int64_t passes_ = 0;     // scheduling passes so far
   int64_t estimates_pass_ = -1;
   std::map<JobId, std::optional<Seconds>> estimates_;
+  std::deque<nlohmann::json> summary_history_;  // RecordSummaryLocked, oldest first
+  Seconds next_summary_at_{0};
   int waiting_heartbeats_ = 0;
   bool wake_ = false;
   bool stopping_ = false;

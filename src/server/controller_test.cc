@@ -243,6 +243,26 @@ TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
   EXPECT_EQ(events().back(), "GPUs busy again");
 }
 
+TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
+  node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; the node stays
+  Restart();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();  // t = 1000: recorded
+  Submit(Spec(2));
+  clock_.Advance(Seconds(30));
+  controller_->Tick();  // t = 1030: not yet a minute
+  clock_.Advance(Seconds(30));
+  controller_->Tick();  // t = 1060
+  const json all = controller_->SummaryHistory(Seconds(0));
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]["time"], 1000);
+  EXPECT_EQ(all[0]["gpus_allocated"], 0.0);
+  EXPECT_EQ(all[1]["time"], 1060);
+  EXPECT_EQ(all[1]["gpus_allocated"], 2.0);
+  EXPECT_EQ(all[1]["gpus"], 8);
+  EXPECT_EQ(controller_->SummaryHistory(Seconds(1001)).size(), 1u);
+}
+
 TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
   node_timeout_ = Seconds(30);
   Restart();

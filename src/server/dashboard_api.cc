@@ -24,10 +24,12 @@ bool IsJobPath(std::string_view path, std::string_view tail) {
 }  // namespace
 
 bool CookieMayAuthenticate(std::string_view method, std::string_view path) {
-  static constexpr std::array<std::string_view, 12> kReads = {
-      "/api/v1/whoami",   "/api/v1/jobs",   "/api/v1/queue",        "/api/v1/nodes",
-      "/api/v1/projects", "/api/v1/policy", "/api/v1/environments", "/api/v1/events/stream",
-      "/api/v1/summary",  "/api/v1/gpus",   "/api/v1/usage",        "/api/v1/capacity/forecast"};
+  static constexpr std::array<std::string_view, 13> kReads = {
+      "/api/v1/whoami",         "/api/v1/jobs",          "/api/v1/queue",
+      "/api/v1/nodes",          "/api/v1/projects",      "/api/v1/policy",
+      "/api/v1/environments",   "/api/v1/events/stream", "/api/v1/summary",
+      "/api/v1/gpus",           "/api/v1/usage",         "/api/v1/capacity/forecast",
+      "/api/v1/summary/history"};
   if (method == "GET" || method == "HEAD") {
     for (std::string_view r : kReads) {
       if (path == r) return true;

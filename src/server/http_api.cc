@@ -294,6 +294,14 @@ class HttpApi::Impl {
       res.set_content(MetricsText(controller_, clock_.Now()),
                       "text/plain; version=0.0.4; charset=utf-8");
     });
+    http.Get("/api/v1/summary/history",
+             Authed([this](const Principal&, const auto& req, auto& res) {
+               auto since = IntParam(req, "since", 0, int64_t{1} << 40);
+               if (!since.ok()) return SendProblem(res, since.status());
+               SendJson(res, 200,
+                        {{"step_s", 60},
+                         {"summaries", controller_.SummaryHistory(Seconds(since->value_or(0)))}});
+             }));
     http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
                SendJson(res, 200,
                         GpusView(controller_, clock_.Now(), req.get_param_value("idle") == "1"));

@@ -605,7 +605,16 @@ void SessionGateway::Accept() {
     sockaddr_storage from{};
     socklen_t len = sizeof from;
     const int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&from), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;  // the client gave up meanwhile, or out of descriptors for a moment
+    if (fd < 0) {
+      // Out of descriptors: the pending connection stays readable, so back off instead of
+      // spinning until connections end. (A client that gave up meanwhile: try again at once.)
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pollfd none{-1, 0, 0};
+        WaitFor(std::span<pollfd>(&none, 1),
+                std::chrono::steady_clock::now() + std::chrono::milliseconds(100), wake_read_fd_);
+      }
+      continue;
+    }
     char address[INET6_ADDRSTRLEN] = "";
     if (from.ss_family == AF_INET) {
       inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(&from)->sin_addr, address, sizeof address);

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import { chartColumns, gpuLabel, historyAsAnswer, merge } from '../src/job_gpus.js';
 import { forecastColumns } from '../src/pages/capacity.js';
+import { withHistory } from '../src/pages/overview.js';
 import { chartGroups, usageQuery } from '../src/pages/usage.js';
 import { envOf, specOf } from '../src/pages/submit.js';
 import { cellClass } from '../src/pages/heatmap.js';
@@ -39,6 +40,12 @@ test('stored GPU history merges like live readings, in time order per GPU', () =
   // Live readings after the history join on; older ones are not added twice.
   merge(series, { gpus: [{ node: 'n1', index: 1, series: [{ t: 120000, utilization_percent: 99 }, { t: 125000, utilization_percent: 60 }] }] });
   assert.deepEqual(series.get('n1\u00001').points.map((p) => p[1]), [20, 40.5, 60]);
+});
+
+test('the overview joins the recorded summaries and the live ones after them', () => {
+  const joined = withHistory([{ time: 60 }, { time: 120 }], [{ time: 100 }, { time: 120 }, { time: 122 }]);
+  assert.deepEqual(joined.map((s) => s.time), [60, 120, 122]);
+  assert.deepEqual(withHistory([], [{ time: 5 }]).map((s) => s.time), [5]);
 });
 
 test('forecast columns: history, then forecast joined at the last history point', () => {

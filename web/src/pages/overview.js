@@ -27,6 +27,12 @@ function cards(s, used) {
   ];
 }
 
+/** The server's recorded summaries, then the live ones newer than the last of them. */
+export function withHistory(recorded, liveList) {
+  const last = recorded.length ? recorded[recorded.length - 1].time : -Infinity;
+  return [...recorded, ...liveList.filter((s) => s.time > last)];
+}
+
 /** uPlot's columns [times, capacity, allocated, used, queue] from summaries (oldest first). */
 export function chartData(list) {
   return [
@@ -42,10 +48,14 @@ export default {
     const chartBox = h('div', { class: 'chart', id: 'overview-chart' });
     replace(root, h('h1', {}, 'Overview'), cardBox,
       h('h2', {}, 'Capacity, allocated and used GPUs, queue length'), chartBox,
-      h('p', { class: 'note' }, 'Sampled by this browser from the live stream (every 2 s) since the dashboard was opened; ' +
-        '"used" is Σ utilisation / 100 over the GPUs (/api/v1/gpus), read while this page or Nodes is shown.'));
+      h('p', { class: 'note' }, 'The last day as the server recorded it (a point a minute), then the live stream (every 2 s); ' +
+        '"used" is Σ utilisation / 100 over the GPUs.'));
     let used = null;
-    const [summary, first] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null)]);
+    // The server's minute-by-minute record (the last day), then the live summaries after it.
+    const [summary, first, recorded] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null),
+      getJson(`/api/v1/summary/history?since=${Math.floor(Date.now() / 1000) - 86400}`)]);
+    const past = recorded.summaries || [];
+    const series = () => withHistory(past, live.summaries());
     used = gpusUsed(first);
     replace(cardBox, cards(summary, used));
     const plot = new uPlot({
@@ -60,10 +70,10 @@ export default {
       ],
       axes: [{}, { label: 'GPUs' }, { side: 1, scale: 'jobs', label: 'jobs', grid: { show: false } }],
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-    }, chartData(live.summaries()), chartBox);
+    }, chartData(series()), chartBox);
     const unsubscribe = live.subscribe((s) => {
       replace(cardBox, cards(s, used));
-      plot.setData(chartData(live.summaries()));
+      plot.setData(chartData(series()));
     });
     return {
       // After each summary (main.js): the GPUs' utilisation, stored on the newest summary.
@@ -71,7 +81,7 @@ export default {
         used = gpusUsed(await loadGpus()); // also stored on the newest summary (gpus.js)
         const list = live.summaries();
         replace(cardBox, cards(list[list.length - 1] || summary, used));
-        plot.setData(chartData(list));
+        plot.setData(chartData(series()));
       },
       dispose() { unsubscribe(); plot.destroy(); },
     };
