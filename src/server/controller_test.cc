@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "server/test_store.h"
 #include "store/sqlite_connection.h"
 
 namespace corral::server {
@@ -64,14 +65,8 @@ json Report(std::vector<json> tasks = {}) {
 class ControllerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("corral-controller-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto store = store::OpenStore("sqlite:" + (dir_ / "corral.db").string());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
+    store_ = test_store_.store();
+    ASSERT_NE(store_, nullptr);
     auto alice = store_->CreateUser("alice", false, Seconds(1));
     ASSERT_TRUE(store_->CreateUser("bob", false, Seconds(1)).ok());
     ASSERT_TRUE(store_->CreateProject("default", "", Seconds(1)).ok());
@@ -79,11 +74,7 @@ class ControllerTest : public ::testing::Test {
     bob_ = {alice->id + 1, "bob", false, {"default"}};
     Restart();
   }
-  void TearDown() override {
-    controller_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { controller_.reset(); }
 
   void Restart() {
     controller_.reset();
@@ -111,7 +102,7 @@ class ControllerTest : public ::testing::Test {
   }
   // Makes the store's writes to `table` fail (a trigger, from a second connection) or work.
   void BreakWrites(const std::string& table, bool broken) {
-    auto conn = store::SqliteConnection::Open((dir_ / "corral.db").string());
+    auto conn = store::SqliteConnection::Open(test_store_.db_path());
     ASSERT_TRUE(conn.ok());
     const std::string trigger = "break_" + table;
     ASSERT_TRUE((*conn)
@@ -125,19 +116,19 @@ class ControllerTest : public ::testing::Test {
   // Writes the policy file with a modification time `age` seconds in the future (so that each
   // write is seen as a change however coarse the file system's clock).
   void WritePolicy(const std::string& text, int age) {
-    policy_file_ = (dir_ / "policy.yaml").string();
+    policy_file_ = (test_store_.dir() / "policy.yaml").string();
     std::ofstream(policy_file_) << text;
     std::filesystem::last_write_time(
         policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(age));
   }
 
-  std::filesystem::path dir_;
+  TestStore test_store_{"controller"};  // outlives the controller (declared before it)
   std::string policy_file_;
   Seconds node_timeout_{30};
   Seconds session_idle_timeout_{3600};
   SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
   FakeClock clock_{Seconds(1000)};
-  std::unique_ptr<store::Store> store_;
+  store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
   Principal alice_, bob_;
 };

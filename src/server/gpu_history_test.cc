@@ -2,9 +2,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
+#include "server/test_store.h"
 
 namespace corral::server {
 namespace {
@@ -25,20 +24,10 @@ ReportedGpu Gpu(int index, int util, std::vector<int64_t> allocations) {
 
 class GpuHistoryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("corral-gpu-history-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    auto store = store::OpenStore("sqlite:" + (dir_ / "corral.db").string());
-    ASSERT_TRUE(store.ok()) << store.status().ToString();
-    store_ = std::move(store).value();
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { ASSERT_NE(store_, nullptr); }
 
-  std::filesystem::path dir_;
-  std::unique_ptr<store::Store> store_;
+  TestStore test_store_{"gpu-history"};
+  store::Store* store_ = test_store_.store();
   FakeClock clock_{Seconds(kNow)};
 };
 
