@@ -1,7 +1,7 @@
 // The server's cost of GPU metrics (docs/monitoring.md) at cluster scale: recording one round of
 // heartbeat samples from every node (GpuMonitor::Record, what every heartbeat with metrics
-// costs the server), and rendering GET /metrics (RenderMetrics) for every GPU. Arguments: nodes
-// (8 GPUs each).
+// costs the server), the controller's once-a-second idle check over every running job, and
+// rendering GET /metrics (RenderMetrics) for every GPU. Arguments: nodes (8 GPUs each).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -77,6 +77,40 @@ void BM_RecordRound(benchmark::State& state) {
   state.counters["gpus"] = nodes * kGpusPerNode;
 }
 BENCHMARK(BM_RecordRound)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The controller's idle check over every running job (one job per GPU here): asking the monitor
+// job by job (JobLastBusyMs, a scan of every GPU each) against one pass (LastBusyByJob).
+void BM_IdleCheck(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const bool one_pass = state.range(1) == 1;
+  const Cluster c = MakeCluster(nodes);
+  GpuMonitor monitor(GpuMonitor::Options{});
+  for (int n = 0; n < nodes; ++n) {
+    monitor.Record(c.names[n], c.identity, Report(n, 0), c.holders, 1'800'000'000'000);
+  }
+  const int64_t now_ms = 1'800'000'001'000;
+  for (auto _ : state) {
+    int64_t sum = 0;
+    if (one_pass) {
+      const std::map<JobId, int64_t> last = monitor.LastBusyByJob(now_ms);
+      for (const auto& [alloc, holder] : c.holders) {
+        if (auto it = last.find(holder.job); it != last.end()) sum += it->second;
+      }
+    } else {
+      for (const auto& [alloc, holder] : c.holders) {
+        sum += monitor.JobLastBusyMs(holder.job, now_ms).value_or(0);
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.counters["jobs"] = static_cast<double>(c.holders.size());
+}
+BENCHMARK(BM_IdleCheck)
+    ->ArgNames({"nodes", "one_pass"})
+    ->Args({100, 0})
+    ->Args({100, 1})
+    ->Args({1000, 1})
+    ->Unit(benchmark::kMillisecond);
 
 void BM_RenderMetrics(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));

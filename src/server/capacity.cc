@@ -29,6 +29,37 @@ double GpusOf(const JobSpec& spec) {
   return static_cast<double>(spec.resources.TotalMilli().value()) * spec.tasks / 1000.0;
 }
 
+// The node extra GPUs come on: a copy of the most common shape among nodes with GPUs (GPU
+// count and model), without its labels; with no GPU node to copy, 8 GPUs of an unnamed model.
+model::Node AddedNodeShape(const std::vector<model::Node>& nodes) {
+  std::map<std::pair<size_t, std::string>, int> shapes;
+  const model::Node* most = nullptr;
+  int best = 0;
+  for (const model::Node& n : nodes) {
+    if (n.gpus.empty()) continue;
+    const int count = ++shapes[{n.gpus.size(), n.gpu_model}];
+    if (count > best) {
+      best = count;
+      most = &n;
+    }
+  }
+  model::Node shape;
+  if (most != nullptr) {
+    shape = *most;
+  } else {
+    shape.cpu = CpuMilli(64000);
+    shape.memory = MemoryMib(512 * 1024);
+    for (int i = 0; i < 8; ++i) {
+      model::Gpu g;
+      g.index = i;
+      g.memory = MemoryMib(81920);
+      shape.gpus.push_back(g);
+    }
+  }
+  shape.labels.clear();
+  return shape;
+}
+
 }  // namespace
 
 std::vector<predict::DemandInterval> DemandOf(const std::vector<store::JobRecord>& jobs,
@@ -93,32 +124,7 @@ sim::Trace TraceOf(const std::vector<store::JobRecord>& jobs, Seconds since, Sec
 std::vector<model::Node> WithExtraGpus(const std::vector<model::Node>& nodes, int extra_gpus) {
   std::vector<model::Node> out = nodes;
   if (extra_gpus <= 0) return out;
-  // The most common shape among nodes with GPUs: GPU count and model.
-  std::map<std::pair<size_t, std::string>, int> shapes;
-  const model::Node* most = nullptr;
-  int best = 0;
-  for (const model::Node& n : nodes) {
-    if (n.gpus.empty()) continue;
-    const int count = ++shapes[{n.gpus.size(), n.gpu_model}];
-    if (count > best) {
-      best = count;
-      most = &n;
-    }
-  }
-  model::Node shape;
-  if (most != nullptr) {
-    shape = *most;
-  } else {  // no GPU node to copy: 8-GPU nodes of an unnamed model
-    shape.cpu = CpuMilli(64000);
-    shape.memory = MemoryMib(512 * 1024);
-    for (int i = 0; i < 8; ++i) {
-      model::Gpu g;
-      g.index = i;
-      g.memory = MemoryMib(81920);
-      shape.gpus.push_back(g);
-    }
-  }
-  shape.labels.clear();
+  const model::Node shape = AddedNodeShape(nodes);
   const int per_node = static_cast<int>(shape.gpus.size());
   for (int k = 0, left = extra_gpus; left > 0; ++k, left -= per_node) {
     model::Node n = shape;
@@ -179,8 +185,7 @@ Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::
   config.timeline_points = 1;
   // Jobs whose tasks ask more GPUs than any node (real or added) has can start in none of the
   // replays: they are set aside and reported, not counted against every size tried.
-  size_t largest = 0;
-  for (const model::Node& n : WithExtraGpus(nodes, 1)) largest = std::max(largest, n.gpus.size());
+  size_t largest = AddedNodeShape(nodes).gpus.size();
   for (const model::Node& n : nodes) largest = std::max(largest, n.gpus.size());
   sim::Trace fitting;
   int64_t too_big = 0;
@@ -197,39 +202,33 @@ Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::
     const std::vector<model::Node> cluster = WithExtraGpus(nodes, extra);
     auto replay = sim::RunReplay(cluster, fitting, config);
     if (!replay.ok()) return replay.status();
-    // A job that never started waited longer than any that did: it counts as an infinite wait.
-    std::vector<double> waits;
+    // A job that never started waited longer than any that did: an infinite wait in the p90;
+    // the mean and the max are those of the jobs that started.
+    std::vector<double> waits, started;
     for (const sim::ReplayJob& j : replay->job_outcomes) {
-      waits.push_back(j.first_start_s >= 0 ? static_cast<double>(j.first_start_s - j.submit_s)
-                                           : std::numeric_limits<double>::infinity());
-    }
-    sim::Distribution d = sim::Summarize(waits);
-    if (std::isinf(d.mean)) {  // the mean of the waits of the jobs that started
-      double sum = 0;
-      int64_t started = 0;
-      for (double w : waits) {
-        if (std::isinf(w)) continue;
-        sum += w;
-        ++started;
+      if (j.first_start_s < 0) {
+        waits.push_back(std::numeric_limits<double>::infinity());
+        continue;
       }
-      d.mean = started > 0 ? sum / static_cast<double>(started) : 0;
+      started.push_back(static_cast<double>(j.first_start_s - j.submit_s));
+      waits.push_back(started.back());
     }
+    const double p90_wait = sim::Summarize(waits).p90;
+    const double mean_wait = sim::Summarize(started).mean;
     int64_t gpus = 0;
     for (const model::Node& n : cluster) gpus += static_cast<int64_t>(n.gpus.size());
-    double max_wait = 0;
-    for (double w : waits) {
-      if (!std::isinf(w)) max_wait = std::max(max_wait, w);
-    }
+    const double max_wait = started.empty() ? 0 : *std::max_element(started.begin(), started.end());
     // JSON has no infinity: a p90 among the jobs that never started is null.
-    const nlohmann::json p90 = std::isinf(d.p90) ? nlohmann::json(nullptr) : nlohmann::json(d.p90);
+    const nlohmann::json p90 =
+        std::isinf(p90_wait) ? nlohmann::json(nullptr) : nlohmann::json(p90_wait);
     results.push_back({{"extra_gpus", extra},
                        {"gpus", gpus},
                        {"p90_wait_s", p90},
-                       {"mean_wait_s", d.mean},
+                       {"mean_wait_s", mean_wait},
                        {"max_wait_s", max_wait},
                        {"unfinished", replay->unfinished}});
     if (smallest.is_null() && !p90.is_null() &&
-        d.p90 <= static_cast<double>(request.target_p90_wait_s)) {
+        p90_wait <= static_cast<double>(request.target_p90_wait_s)) {
       smallest = extra;
     }
   }

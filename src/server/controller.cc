@@ -460,9 +460,12 @@ void Controller::CheckIdleGpusLocked() {
   if (!config_.notify_idle_gpus) return;
   const Seconds now = clock_.Now();
   const int64_t idle_after_ms = gpu_monitor_.options().idle_after_ms;
+  const std::map<JobId, int64_t> last_busy = gpu_monitor_.LastBusyByJob(now.value() * 1000);
   for (auto& [id, job] : jobs_) {
     if (job.record.state != store::kJobRunning) continue;
-    const std::optional<int64_t> busy = gpu_monitor_.JobLastBusyMs(id, now.value() * 1000);
+    const auto found = last_busy.find(id);
+    const std::optional<int64_t> busy =
+        found == last_busy.end() ? std::nullopt : std::optional(found->second);
     const bool idle = busy && now.value() * 1000 - *busy >= idle_after_ms;
     if (idle == job.gpus_idle_noted) continue;
     const std::string reason =
@@ -1744,17 +1747,12 @@ nlohmann::json Controller::ClusterSummaryLocked() {
     starting += job.record.state == store::kJobStarting;
     running += job.record.state == store::kJobRunning;
   }
-  // Used: the sum of the GPUs' last utilisation readings, in GPUs (GpuMonitor).
-  double used = 0;
-  for (const GpuStatus& g : gpu_monitor_.Gpus()) {
-    used += g.latest.utilization_percent.value_or(0) / 100.0;
-  }
   return {{"time", clock_.Now().value()},
           {"nodes", nodes},
           {"nodes_ready", ready},
           {"gpus", gpus},
           {"gpus_allocated", static_cast<double>(gpus * 1000 - free_milli) / 1000},
-          {"gpus_used", used},
+          {"gpus_used", gpu_monitor_.UsedGpus()},
           {"jobs_pending", pending},
           {"jobs_starting", starting},
           {"jobs_running", running}};

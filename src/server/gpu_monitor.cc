@@ -160,12 +160,16 @@ Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metric
 
 namespace {
 
+// True when `job` is among `holders`.
+bool Holds(const std::vector<GpuHolder>& holders, JobId job) {
+  return std::any_of(holders.begin(), holders.end(),
+                     [&](const GpuHolder& h) { return h.job == job; });
+}
+
 // True when both lists name the same jobs (in any order).
 bool SameJobs(const std::vector<GpuHolder>& a, const std::vector<GpuHolder>& b) {
-  if (a.size() != b.size()) return false;
-  return std::all_of(a.begin(), a.end(), [&](const GpuHolder& x) {
-    return std::any_of(b.begin(), b.end(), [&](const GpuHolder& y) { return x.job == y.job; });
-  });
+  return a.size() == b.size() &&
+         std::all_of(a.begin(), a.end(), [&](const GpuHolder& x) { return Holds(b, x.job); });
 }
 
 }  // namespace
@@ -269,9 +273,7 @@ void GpuMonitor::Accrue(const Entry& e, const std::vector<GpuHolder>& before, in
   for (const GpuHolder& h : e.status.holders) {
     // Only a job that held the GPU at both ends of the interval is charged for it: when one job
     // follows another between two samples, neither knows how the interval was shared.
-    const bool held_before = std::any_of(before.begin(), before.end(),
-                                         [&](const GpuHolder& b) { return b.job == h.job; });
-    if (!held_before) continue;
+    if (!Holds(before, h.job)) continue;
     auto& [allocated, used] = usage_[{day, h.user, h.project}];
     allocated += seconds * h.share;
     used += seconds * h.share * utilization;
@@ -300,9 +302,7 @@ std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> GpuMonitor::JobGpus(
   std::lock_guard lock(mu_);
   std::vector<std::pair<GpuStatus, std::vector<GpuReading>>> out;
   for (const auto& [key, e] : gpus_) {
-    const bool held = std::any_of(e.status.holders.begin(), e.status.holders.end(),
-                                  [&](const GpuHolder& h) { return h.job == job; });
-    if (!held) continue;
+    if (!Holds(e.status.holders, job)) continue;
     std::vector<GpuReading> readings;
     for (const GpuReading& r : e.recent) {
       if (r.at_ms >= since_ms) readings.push_back(r);
@@ -324,17 +324,41 @@ std::vector<GpuStatus> GpuMonitor::IdleGpus(int64_t now_ms) const {
   return out;
 }
 
+// When GPU `e` was last busy as its holders see it: now unless it is in an idle span.
+int64_t GpuMonitor::BusyAt(const Entry& e, int64_t now_ms) {
+  return e.status.idle_since_ms.value_or(now_ms);
+}
+
+std::map<JobId, int64_t> GpuMonitor::LastBusyByJob(int64_t now_ms) const {
+  std::lock_guard lock(mu_);
+  std::map<JobId, int64_t> last;
+  for (const auto& [key, e] : gpus_) {
+    if (Stale(e, now_ms)) continue;
+    for (const GpuHolder& h : e.status.holders) {
+      auto [it, added] = last.try_emplace(h.job, BusyAt(e, now_ms));
+      if (!added) it->second = std::max(it->second, BusyAt(e, now_ms));
+    }
+  }
+  return last;
+}
+
 std::optional<int64_t> GpuMonitor::JobLastBusyMs(JobId job, int64_t now_ms) const {
   std::lock_guard lock(mu_);
   std::optional<int64_t> last;
   for (const auto& [key, e] : gpus_) {
-    const bool held = std::any_of(e.status.holders.begin(), e.status.holders.end(),
-                                  [&](const GpuHolder& h) { return h.job == job; });
-    if (!held || Stale(e, now_ms)) continue;
-    const int64_t busy_at = e.status.idle_since_ms.value_or(now_ms);
-    last = last ? std::max(*last, busy_at) : busy_at;
+    if (Stale(e, now_ms) || !Holds(e.status.holders, job)) continue;
+    last = std::max(last.value_or(BusyAt(e, now_ms)), BusyAt(e, now_ms));
   }
   return last;
+}
+
+double GpuMonitor::UsedGpus() const {
+  std::lock_guard lock(mu_);
+  double used = 0;
+  for (const auto& [key, e] : gpus_) {
+    used += e.status.latest.utilization_percent.value_or(0) / 100.0;
+  }
+  return used;
 }
 
 void GpuMonitor::CloseOpenIntervals() {

@@ -121,6 +121,11 @@ class GpuMonitor {
   // is now, else the latest start of their idle spans; none when no GPU held by the job has a
   // reading that is not stale. now_ms minus this is how long all its GPUs have been idle.
   std::optional<int64_t> JobLastBusyMs(JobId job, int64_t now_ms) const;
+  // JobLastBusyMs of every job holding a GPU, in one pass (the controller's idle check over
+  // all running jobs; JobLastBusyMs scans every GPU once per job).
+  std::map<JobId, int64_t> LastBusyByJob(int64_t now_ms) const;
+  // The sum of every GPU's last utilisation, in GPUs (the summary's "gpus_used").
+  double UsedGpus() const;
 
   // Intervals closed since the last call (10 s and 5 min: one closes when a reading falls into
   // a later one, or its node is forgotten), and the GPU time accrued since the last call (whole
@@ -151,6 +156,7 @@ class GpuMonitor {
     Accumulator fine, coarse;  // 10 s and 5 min
   };
 
+  static int64_t BusyAt(const Entry& e, int64_t now_ms);
   bool Stale(const Entry& e, int64_t now_ms) const {
     return now_ms - e.status.latest.at_ms > options_.stale_after_ms;
   }

@@ -125,6 +125,9 @@ TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 25'000), 25'000);
   monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 3, {7})}, holders, 30'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 35'000), 30'000);
+  // All jobs in one pass say the same; and the GPUs in use sum their utilisation.
+  EXPECT_EQ(monitor.LastBusyByJob(35'000), (std::map<JobId, int64_t>{{JobId(1), 30'000}}));
+  EXPECT_DOUBLE_EQ(monitor.UsedGpus(), 0.05);
   // No utilisation reported: not known to be idle.
   monitor.Record("n1", kEight, {Gpu(0, std::nullopt, {7}), Gpu(1, 3, {7})}, holders, 40'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 45'000), 45'000);
