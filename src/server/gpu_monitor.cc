@@ -239,7 +239,16 @@ void GpuMonitor::AddToBucket(Entry& e, Accumulator& acc, int resolution_s, const
   }
   if (r.memory_used_mib) acc.memory_max = std::max(acc.memory_max, *r.memory_used_mib);
   if (r.temperature_c) acc.temperature_max = std::max(acc.temperature_max, *r.temperature_c);
-  acc.job = e.status.holders.empty() ? std::nullopt : std::optional(e.status.holders[0].job);
+  if (!e.status.holders.empty()) {
+    const JobId job = e.status.holders[0].job;
+    auto it = std::find_if(acc.job_samples.begin(), acc.job_samples.end(),
+                           [&](const auto& js) { return js.first == job; });
+    if (it == acc.job_samples.end()) {
+      acc.job_samples.emplace_back(job, 1);
+    } else {
+      ++it->second;
+    }
+  }
 }
 
 void GpuMonitor::CloseBucket(const Entry& e, Accumulator& acc, int resolution_s) {
@@ -257,7 +266,11 @@ void GpuMonitor::CloseBucket(const Entry& e, Accumulator& acc, int resolution_s)
   row.power_mw = acc.power_samples > 0 ? std::llround(acc.power_sum * 1000 / acc.power_samples) : 0;
   row.temperature_c = acc.temperature_max;
   row.samples = acc.samples;
-  row.job = acc.job;
+  // A job that held the GPU for part of the interval owns it even when it ended before the
+  // interval did; of two jobs, the one with more samples (the first on a tie) does.
+  auto owner = std::max_element(acc.job_samples.begin(), acc.job_samples.end(),
+                                [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (owner != acc.job_samples.end()) row.job = owner->first;
   closed_.push_back(std::move(row));
   acc.start_s = -1;
 }

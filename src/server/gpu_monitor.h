@@ -148,7 +148,8 @@ class GpuMonitor {
     int64_t memory_max = 0;
     int temperature_max = 0;
     int samples = 0;
-    std::optional<JobId> job;
+    // Samples per job that held the GPU; the interval belongs to the job with the most.
+    std::vector<std::pair<JobId, int>> job_samples;
   };
   struct Entry {
     GpuStatus status;

@@ -190,6 +190,32 @@ TEST(GpuMonitorTest, ReadingsCloseTenSecondAndFiveMinuteBuckets) {
   EXPECT_TRUE(monitor.Gpus().empty());
 }
 
+TEST(GpuMonitorTest, AnIntervalBelongsToTheJobThatHeldTheGpuForMostOfIt) {
+  GpuMonitor monitor(GpuMonitor::Options{});
+  const std::map<int64_t, GpuHolder> holders = {{7, Holder(1, "ann")}, {8, Holder(2, "bob")}};
+  const int64_t t0 = 1'800'000'000'000;  // ms, a multiple of 300 s
+  // Job 1 holds the GPU for the first 4 s of the first 10 s; the GPU is free after it ended.
+  for (int64_t s = 0; s < 10; ++s) {
+    monitor.Record("n1", kEight,
+                   {Gpu(0, 90, s < 4 ? std::vector<int64_t>{7} : std::vector<int64_t>{})}, holders,
+                   t0 + s * 1000);
+  }
+  // Job 1 for 3 s, then job 2 for 7 s.
+  for (int64_t s = 10; s < 20; ++s) {
+    monitor.Record("n1", kEight, {Gpu(0, 90, {s < 13 ? 7 : 8})}, holders, t0 + s * 1000);
+  }
+  // No job at all.
+  monitor.Record("n1", kEight, {Gpu(0, 0)}, holders, t0 + 20'000);
+  monitor.CloseOpenIntervals();
+  auto closed = monitor.TakeClosedIntervals();
+  ASSERT_EQ(closed.size(), 4u);  // three 10 s intervals and the 5 min one
+  EXPECT_EQ(closed[0].job, JobId(1));
+  EXPECT_EQ(closed[1].job, JobId(2));
+  EXPECT_EQ(closed[2].job, std::nullopt);
+  EXPECT_EQ(closed[3].resolution_s, 300);
+  EXPECT_EQ(closed[3].job, JobId(1));  // 7 samples each: the first job keeps it
+}
+
 TEST(GpuMonitorTest, UsageCountsAllocatedAndUtilisationWeightedGpuSeconds) {
   GpuMonitor::Options options;
   options.max_interval_ms = 30'000;
