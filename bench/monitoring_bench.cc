@@ -92,9 +92,9 @@ void BM_IdleCheck(benchmark::State& state) {
   for (auto _ : state) {
     int64_t sum = 0;
     if (one_pass) {
-      const std::map<JobId, int64_t> last = monitor.LastBusyByJob(now_ms);
+      const std::map<JobId, GpuMonitor::JobBusy> last = monitor.LastBusyByJob(now_ms);
       for (const auto& [alloc, holder] : c.holders) {
-        if (auto it = last.find(holder.job); it != last.end()) sum += it->second;
+        if (auto it = last.find(holder.job); it != last.end()) sum += it->second.last_busy_ms;
       }
     } else {
       for (const auto& [alloc, holder] : c.holders) {

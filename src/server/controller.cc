@@ -367,12 +367,15 @@ Status Controller::Recover() {
       job.cancel_requested = true;
       job.failure = *record.cancel_reason;
     }
-    if (record.restarts > 0) {
-      // Preemptions do not use up max_restarts: count them back from the job's history.
+    if (record.restarts > 0 || record.state == "running") {
       auto events = store_.JobEvents(record.id);
       if (!events.ok()) return events.status();
       for (const auto& e : *events) {
+        // Preemptions do not use up max_restarts: count them back from the job's history.
         job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
+        // An idle event said before the restart is not said again.
+        if (e.reason.rfind(kGpusIdleEvent, 0) == 0) job.gpus_idle_noted = true;
+        if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
       }
     }
     const model::Job model_job = ModelJobOf(job);
@@ -460,18 +463,21 @@ void Controller::CheckIdleGpusLocked() {
   if (!config_.notify_idle_gpus) return;
   const Seconds now = clock_.Now();
   const int64_t idle_after_ms = gpu_monitor_.options().idle_after_ms;
-  const std::map<JobId, int64_t> last_busy = gpu_monitor_.LastBusyByJob(now.value() * 1000);
+  const std::map<JobId, GpuMonitor::JobBusy> last_busy =
+      gpu_monitor_.LastBusyByJob(now.value() * 1000);
   for (auto& [id, job] : jobs_) {
     if (job.record.state != store::kJobRunning) continue;
     const auto found = last_busy.find(id);
-    const std::optional<int64_t> busy =
-        found == last_busy.end() ? std::nullopt : std::optional(found->second);
-    const bool idle = busy && now.value() * 1000 - *busy >= idle_after_ms;
-    if (idle == job.gpus_idle_noted) continue;
+    if (found == last_busy.end()) continue;  // no fresh readings: no news either way
+    const GpuMonitor::JobBusy& busy = found->second;
+    const bool idle = now.value() * 1000 - busy.last_busy_ms >= idle_after_ms;
+    // Only a busy reading ends an idle span: not stale readings, nor none yet after a restart.
+    if (job.gpus_idle_noted ? !busy.busy_now : !idle) continue;
     const std::string reason =
-        idle ? "GPUs idle: under " + std::to_string(gpu_monitor_.options().idle_threshold_percent) +
-                   " % for " + std::to_string((now.value() * 1000 - *busy) / 1000) + " s"
-             : "GPUs busy again";
+        idle ? std::string(kGpusIdleEvent) + ": under " +
+                   std::to_string(gpu_monitor_.options().idle_threshold_percent) + " % for " +
+                   std::to_string((now.value() * 1000 - busy.last_busy_ms) / 1000) + " s"
+             : std::string(kGpusBusyAgainEvent);
     // Recorded first: an event the store did not take is tried again at the next round.
     if (store_.AddJobEvent(id, reason, now).ok()) job.gpus_idle_noted = idle;
   }

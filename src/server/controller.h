@@ -61,6 +61,10 @@
 
 namespace corral::server {
 
+// The job events that flag a job's GPUs idle ("GPUs idle: under 10 % for 1800 s") and unflag them.
+inline constexpr char kGpusIdleEvent[] = "GPUs idle";
+inline constexpr char kGpusBusyAgainEvent[] = "GPUs busy again";
+
 struct ControllerConfig {
   std::string policy = "fgd";
   std::string default_project = "default";

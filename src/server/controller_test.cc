@@ -229,8 +229,29 @@ TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
   controller_->Tick();  // said once
   const std::vector<std::string> said = events();
   EXPECT_EQ(std::count(said.begin(), said.end(), "GPUs idle: under 10 % for 1800 s"), 1);
+  // After a restart the server has no readings: it neither says "busy again" nor, once the
+  // GPUs have idled another 30 minutes, "idle" a second time.
+  Restart();
+  beat(3);
+  controller_->Tick();
+  clock_.Advance(Seconds(1800));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  const std::vector<std::string> after_restart = events();
+  EXPECT_EQ(
+      std::count(after_restart.begin(), after_restart.end(), "GPUs idle: under 10 % for 1800 s"),
+      1);
   beat(60);
   controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs busy again");
+  // Readings that stop are no news either way: the node still beats, without GPU metrics.
+  beat(3);
+  for (int i = 0; i < 61; ++i) {
+    clock_.Advance(Seconds(30));
+    Beat("a", Report({TaskReport(launch, "running")}));
+    controller_->Tick();
+  }
   EXPECT_EQ(events().back(), "GPUs busy again");
 }
 

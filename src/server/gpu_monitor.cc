@@ -342,14 +342,18 @@ int64_t GpuMonitor::BusyAt(const Entry& e, int64_t now_ms) {
   return e.status.idle_since_ms.value_or(now_ms);
 }
 
-std::map<JobId, int64_t> GpuMonitor::LastBusyByJob(int64_t now_ms) const {
+std::map<JobId, GpuMonitor::JobBusy> GpuMonitor::LastBusyByJob(int64_t now_ms) const {
   std::lock_guard lock(mu_);
-  std::map<JobId, int64_t> last;
+  std::map<JobId, JobBusy> last;
   for (const auto& [key, e] : gpus_) {
     if (Stale(e, now_ms)) continue;
+    const JobBusy gpu{BusyAt(e, now_ms), !e.status.idle_since_ms.has_value()};
     for (const GpuHolder& h : e.status.holders) {
-      auto [it, added] = last.try_emplace(h.job, BusyAt(e, now_ms));
-      if (!added) it->second = std::max(it->second, BusyAt(e, now_ms));
+      auto [it, added] = last.try_emplace(h.job, gpu);
+      if (!added) {
+        it->second.last_busy_ms = std::max(it->second.last_busy_ms, gpu.last_busy_ms);
+        it->second.busy_now = it->second.busy_now || gpu.busy_now;
+      }
     }
   }
   return last;

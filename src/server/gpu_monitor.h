@@ -122,8 +122,14 @@ class GpuMonitor {
   // reading that is not stale. now_ms minus this is how long all its GPUs have been idle.
   std::optional<int64_t> JobLastBusyMs(JobId job, int64_t now_ms) const;
   // JobLastBusyMs of every job holding a GPU, in one pass (the controller's idle check over
-  // all running jobs; JobLastBusyMs scans every GPU once per job).
-  std::map<JobId, int64_t> LastBusyByJob(int64_t now_ms) const;
+  // all running jobs; JobLastBusyMs scans every GPU once per job), and whether one of its GPUs
+  // is busy now (an idle span that starts now also gives now_ms as its last busy time).
+  struct JobBusy {
+    int64_t last_busy_ms = 0;
+    bool busy_now = false;
+    bool operator==(const JobBusy&) const = default;
+  };
+  std::map<JobId, JobBusy> LastBusyByJob(int64_t now_ms) const;
   // The sum of every GPU's last utilisation, in GPUs (the summary's "gpus_used").
   double UsedGpus() const;
 

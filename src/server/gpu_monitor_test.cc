@@ -126,11 +126,18 @@ TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
   monitor.Record("n1", kEight, {Gpu(0, 2, {7}), Gpu(1, 3, {7})}, holders, 30'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 35'000), 30'000);
   // All jobs in one pass say the same; and the GPUs in use sum their utilisation.
-  EXPECT_EQ(monitor.LastBusyByJob(35'000), (std::map<JobId, int64_t>{{JobId(1), 30'000}}));
+  using JobBusy = GpuMonitor::JobBusy;
+  EXPECT_EQ(monitor.LastBusyByJob(35'000),
+            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{30'000, false}}}));
+  // An idle span that starts at this very reading still says the job is not busy now.
+  EXPECT_EQ(monitor.LastBusyByJob(30'000),
+            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{30'000, false}}}));
   EXPECT_DOUBLE_EQ(monitor.UsedGpus(), 0.05);
   // No utilisation reported: not known to be idle.
   monitor.Record("n1", kEight, {Gpu(0, std::nullopt, {7}), Gpu(1, 3, {7})}, holders, 40'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 45'000), 45'000);
+  EXPECT_EQ(monitor.LastBusyByJob(45'000),
+            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{45'000, true}}}));
 }
 
 TEST(GpuMonitorTest, AJobThatFollowsAnotherStartsItsOwnIdleSpanAndIsNotChargedTheHandOver) {
