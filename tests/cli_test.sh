@@ -173,6 +173,21 @@ else
   echo "SKIP: $traces is absent; openb and Tiresias CLI checks skipped"
 fi
 
+# The agent's task identity flags: a user map only with --run-as-submitter, which excludes
+# --task-user; a bad map names its line. (They fail before the agent dials the server.)
+agent_flags=(agent --server http://127.0.0.1:9 --join-token t --fake-gpus 1xT4
+  --work-dir "$work/agent")
+printf 'alice a.smith\ncarol\n' >"$work/users.map"
+expect_exit 2 "task-user-map needs --run-as-submitter" -- \
+  "$corral" "${agent_flags[@]}" --task-user nobody --task-user-map "$work/users.map"
+expect_exit 2 "--task-user excludes --run-as-submitter" -- \
+  "$corral" "${agent_flags[@]}" --run-as-submitter --task-user nobody
+if [ "$(id -u)" = 0 ]; then
+  expect_exit 2 "users.map: line 2: expected 'CORRAL_USER UNIX_USER', got 'carol'" -- \
+    "$corral" "${agent_flags[@]}" --run-as-submitter --task-user-map "$work/users.map"
+  expect_exit 2 "give --task-user or --run-as-submitter" -- "$corral" "${agent_flags[@]}"
+fi
+
 # Client commands against a real server (SQLite, no agents): `-o json` prints the server's
 # answer, paging of `corral jobs`, revocation.
 # expect_json CHECK -- CMD...: runs CMD (must exit 0) and evaluates the Python expression CHECK

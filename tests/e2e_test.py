@@ -11,6 +11,7 @@ Usage: tests/e2e_test.py path/to/corral [--store-url URL] [--only TEST_NAME]
 import http.client
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -94,17 +95,19 @@ class Cluster:
         except Exception:
             return False
 
-    def start_agent(self, name, gpus="8xA100-80GB", labels=(), prefix=(), extra=(), env=None):
+    def start_agent(self, name, gpus="8xA100-80GB", labels=(), prefix=(), extra=(), env=None,
+                    user_map=None):
         """Starts an agent; `prefix` runs it under another command (e.g. `ip netns exec NS`),
-        `extra` adds flags, `env` replaces its environment."""
+        `extra` adds flags, `env` replaces its environment. Tasks run as the user running the
+        test (required when that is root) or, given a `user_map` file, as their submitters."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
-        import pwd  # tasks run as the user running the test (required when that is root)
+        run_as = (["--run-as-submitter", "--task-user-map", user_map] if user_map else
+                  ["--task-user", pwd.getpwuid(os.getuid()).pw_name])
         self.agents[name] = subprocess.Popen(
             [*prefix, CORRAL, "agent", "--server", self.url, *extra,
              "--join-token-file", os.path.join(self.data, "join.token"), "--name", name,
-             "--fake-gpus", gpus, "--work-dir", work,
-             "--task-user", pwd.getpwuid(os.getuid()).pw_name,
+             "--fake-gpus", gpus, "--work-dir", work, *run_as,
              *[arg for label in labels for arg in ("--label", label)]],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, f"agent-{name}.log"), "a"),
             env=env)
@@ -1175,10 +1178,54 @@ def container_setup(root):
     return (env, kind, cleanup), ""
 
 
+def test_tasks_run_as_their_submitters(root):
+    """An agent with --run-as-submitter runs each task as its submitter's Unix user (through a
+    user map), and refuses root and unknown users with a reason naming them."""
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        nobody = None
+    if os.geteuid() != 0 or nobody is None:
+        print("SKIP test_tasks_run_as_their_submitters: needs root and the user 'nobody'")
+        return
+    c = Cluster(os.path.join(root, "run-as"))
+    # mkdtemp's 0700 would keep the task's user out of its scratch directory below.
+    for d in (root, c.root):
+        os.chmod(d, 0o711)
+    try:
+        user_map = os.path.join(c.root, "users.map")
+        with open(user_map, "w") as f:
+            f.write("# corral user  Unix user\nmona nobody\n")
+        c.start_agent("n1", "2xT4", user_map=user_map)
+        check("run as submitter: the agent joins", c.wait_nodes(1))
+        tokens = {}
+        for name in ("mona", "root", "corral-nobody-here"):
+            status, body = c.api("POST", "/api/v1/users", {"name": name})
+            tokens[name] = body.get("token") if status == 201 else None
+        check("run as submitter: users are created", all(tokens.values()), tokens)
+        spec = {"command": ["sh", "-c", "id -u; echo $HOME"], "resources": {"gpus": 1}}
+        mona = submit(c, spec, token=tokens["mona"])
+        ended = c.wait_state(mona, ("succeeded", "failed"), 30)
+        log = c.cli("logs", str(mona), token=tokens["mona"]).stdout.split()
+        check("run as submitter: mona's task ran as the Unix user the map gives her",
+              ended and c.job(mona)["state"] == "succeeded"
+              and log == [str(nobody.pw_uid), nobody.pw_dir], (c.job(mona), log))
+        for name, why in (("root", "uid 0 is under the agent's --min-task-uid 1000"),
+                          ("corral-nobody-here", "no such user on this node")):
+            job = submit(c, spec, token=tokens[name])
+            ended = c.wait_state(job, ("failed",), 30)
+            view = c.job(job)
+            check(f"run as submitter: {name}'s task fails naming why",
+                  ended and f"cannot run as submitter '{name}'" in view.get("reason", "")
+                  and why in view.get("reason", ""), view)
+    finally:
+        c.stop()
+
+
 def test_container_environment(root):
     """An image-only environment waits (no_runtime) while only process nodes exist, then runs in
     a real podman container on the node with an engine: it sees its GPU only, its workdir, its
-    variables, and runs as the task user."""
+    variables, and runs as its submitter's Unix user."""
     c = Cluster(os.path.join(root, "container"))
     setup, why = container_setup(c.root)
     if setup is None:
@@ -1206,9 +1253,13 @@ def test_container_environment(root):
         check("with no container node the job waits with no_runtime",
               view["state"] == "pending" and view["pending_reason"]["code"] == "no_runtime",
               view)
+        # Its tasks run as their submitters: the admin's as 'nobody'.
+        user_map = os.path.join(c.root, "users.map")
+        with open(user_map, "w") as f:
+            f.write("admin nobody\n")
         c.start_agent("engine", "2xT4",
                       extra=("--container-engine", shutil.which("podman"), "--cdi-kind", kind),
-                      env=env)
+                      env=env, user_map=user_map)
         check("an agent with podman joins", c.wait_nodes(2))
         nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
         check("it reports the container runtime",
@@ -1224,7 +1275,8 @@ def test_container_environment(root):
               len([l for l in lines if l.startswith("corral-gpu")]) == 1 and "CUDA=0" in lines,
               log)
         check("the environment's variable arrived", "boxed-env" in lines, log)
-        check("it ran as the task user", str(os.getuid()) in lines, log)
+        check("it ran as its submitter's Unix user",
+              str(pwd.getpwnam("nobody").pw_uid) in lines and str(os.getuid()) not in lines, log)
         check("it wrote into its workdir on the host",
               os.path.exists(os.path.join(workdir, "in-container")), os.listdir(workdir))
     finally:
@@ -1242,7 +1294,8 @@ def main():
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_environments_venv_clone_and_share,
-                     test_sessions_proxy_auth_and_idle_stop, test_container_environment):
+                     test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
+                     test_container_environment):
             if ONLY and test.__name__ != ONLY:
                 continue
             print(f"== {test.__name__}", flush=True)

@@ -33,6 +33,9 @@ struct AgentFlags {
   double metrics_interval_s = 5;
   std::string work_dir;
   std::string task_user;
+  bool run_as_submitter = false;
+  std::string task_user_map;  // a file; "" for none
+  int64_t min_task_uid = 1000;
   std::string join_token_file;
   std::vector<std::string> labels;  // KEY=VALUE
   ContainerSettings container;
@@ -41,6 +44,19 @@ struct AgentFlags {
   CLI::Option* join_token_flag = nullptr;     // counted: given or not
   CLI::Option* join_token_file_flag = nullptr;
 };
+
+// The --task-user-map file's map; empty without one. The map is for --run-as-submitter only.
+Result<std::map<std::string, std::string>> UserMapOf(const AgentFlags& f) {
+  if (f.task_user_map.empty()) return std::map<std::string, std::string>{};
+  if (!f.run_as_submitter) return InvalidArgument("--task-user-map needs --run-as-submitter");
+  Result<std::string> text = ReadFile(f.task_user_map);
+  if (!text.ok()) return InvalidArgument("--task-user-map: " + text.status().message());
+  Result<std::map<std::string, std::string>> map = ParseUserMap(*text);
+  if (!map.ok()) {
+    return InvalidArgument("--task-user-map: " + f.task_user_map + ": " + map.status().message());
+  }
+  return map;
+}
 
 // The first line of `path` without surrounding blanks.
 Result<std::string> ReadJoinTokenFile(const std::string& path) {
@@ -141,9 +157,14 @@ int RunAgentCommand(AgentFlags& f) {
     return 2;
   }
   f.options.join_token = *join_token;
-  if (geteuid() == 0 && f.task_user.empty()) {
-    std::cerr << "corral agent: running as root: give --task-user (tasks would otherwise run as "
-                 "root; --task-user root allows it explicitly)\n";
+  if (geteuid() == 0 && f.task_user.empty() && !f.run_as_submitter) {
+    std::cerr << "corral agent: running as root: give --task-user or --run-as-submitter (tasks "
+                 "would otherwise run as root; --task-user root allows it explicitly)\n";
+    return 2;
+  }
+  Result<std::map<std::string, std::string>> user_map = UserMapOf(f);
+  if (!user_map.ok()) {
+    std::cerr << "corral agent: " << user_map.status().message() << "\n";
     return 2;
   }
   Result<std::optional<ContainerEngine>> engine = ContainerEngineOf(f);
@@ -191,6 +212,9 @@ int RunAgentCommand(AgentFlags& f) {
   runtime_options.work_dir = f.work_dir;
   runtime_options.node_name = f.options.name;
   runtime_options.task_user = f.task_user;
+  runtime_options.run_as_submitter = f.run_as_submitter;
+  runtime_options.user_map = std::move(user_map).value();
+  runtime_options.min_task_uid = static_cast<uid_t>(f.min_task_uid);
   runtime_options.container_engine = std::move(engine).value();
   auto runtime = ProcessRuntime::Create(runtime_options, &clock);
   if (!runtime.ok()) {
@@ -249,6 +273,18 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   c->add_option("--task-user", f->task_user,
                 "Unix user every task runs as (required as root; otherwise only the agent's "
                 "own user)");
+  c->add_flag("--run-as-submitter", f->run_as_submitter,
+              "Run each task as the Unix user named like its submitter, instead of --task-user "
+              "(root only)")
+      ->excludes("--task-user");
+  c->add_option("--task-user-map", f->task_user_map,
+                "File of 'CORRAL_USER UNIX_USER' lines: the Unix user of each submitter whose "
+                "names differ (with --run-as-submitter)");
+  c->add_option("--min-task-uid", f->min_task_uid,
+                "With --run-as-submitter, the lowest uid a task may run as (keeps root and "
+                "system accounts out)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4294967294}))
+      ->capture_default_str();
   c->add_option("--ca-cert", f->options.ca_cert, "PEM bundle to verify an https server");
   c->add_option("--address", f->options.address,
                 "Address other nodes reach this one at (distributed jobs' MASTER_ADDR and "

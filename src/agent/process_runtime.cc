@@ -136,22 +136,46 @@ ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, Cgro
     : options_(std::move(options)),
       clock_(clock),
       cgroups_(std::move(cgroups)),
-      task_user_(std::move(task_user)) {
+      identity_(IdentityOf(std::move(task_user))) {
   const char* path = std::getenv("PATH");
   base_env_["PATH"] = path != nullptr && *path != '\0' ? path : kDefaultPath;
-  if (task_user_) {
-    base_env_["HOME"] = task_user_->home;
+  if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
+}
+
+ProcessRuntime::TaskIdentity ProcessRuntime::IdentityOf(std::optional<TaskUser> user) {
+  TaskIdentity identity;
+  if (user) {
+    identity.home = user->home;
+    // Without root the task user is the runtime's own (Create checks): nothing to switch.
+    if (geteuid() == 0) identity.shim = ShimIdentity{user->uid, user->gid, user->groups};
+    identity.container = ContainerUser{user->uid, user->gid, user->groups};
   } else {
     const char* home = std::getenv("HOME");
-    base_env_["HOME"] = home != nullptr && *home != '\0' ? home : "/";
+    identity.home = home != nullptr && *home != '\0' ? home : "/";
+    identity.container = ContainerUser{geteuid(), getegid(), {}};
   }
-  if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
-  // Without root the task user is the runtime's own (Create checks): nothing to switch.
-  if (task_user_ && geteuid() == 0) {
-    identity_ = ShimIdentity{task_user_->uid, task_user_->gid, task_user_->groups};
+  identity.user = std::move(user);
+  return identity;
+}
+
+Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) const {
+  if (!options_.run_as_submitter) return identity_;
+  const auto mapped = options_.user_map.find(launch.user);
+  const std::string name = mapped != options_.user_map.end() ? mapped->second : launch.user;
+  const std::string who = "submitter '" + launch.user + "'" +
+                          (name != launch.user ? " (mapped to Unix user '" + name + "')" : "");
+  if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
+  Result<TaskUser> user = LookUpUser(name);
+  if (!user.ok()) {
+    return Status(user.status().code(),
+                  "cannot run as " + who + ": " + user.status().message() + " on this node");
   }
-  container_user_ = task_user_ ? ContainerUser{task_user_->uid, task_user_->gid, task_user_->groups}
-                               : ContainerUser{geteuid(), getegid(), {}};
+  if (user->uid < options_.min_task_uid) {
+    return PermissionDenied("cannot run as " + who + ": uid " + std::to_string(user->uid) +
+                            " is under the agent's --min-task-uid " +
+                            std::to_string(options_.min_task_uid));
+  }
+  return IdentityOf(std::move(user).value());
 }
 
 Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
@@ -159,6 +183,14 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   if (options.work_dir.empty() || options.work_dir[0] != '/') {
     return InvalidArgument("process runtime: work dir must be an absolute path, got '" +
                            options.work_dir + "'");
+  }
+  if (options.run_as_submitter && !options.task_user.empty()) {
+    return InvalidArgument(
+        "process runtime: a task user and running as the submitter exclude "
+        "each other");
+  }
+  if (options.run_as_submitter && geteuid() != 0) {
+    return PermissionDenied("process runtime: only root can run tasks as their submitters");
   }
   std::optional<TaskUser> task_user;
   if (!options.task_user.empty()) {
@@ -274,7 +306,8 @@ TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::stri
   return task.status;
 }
 
-Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key) const {
+Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key,
+                                                   const TaskIdentity& identity) const {
   const std::string dir = options_.work_dir + "/scratch/" + ToString(key);
   // An existing one is left by a start that failed midway: reused. Only the runtime can create
   // entries in scratch/ (0711), so what is there is ours; O_NOFOLLOW makes sure of it.
@@ -287,8 +320,8 @@ Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key) const {
   if (fchmod(fd, 0700) != 0) {
     s = IoError("chmod scratch directory " + dir + ": " + ErrnoText(errno));
   }
-  if (s.ok() && identity_ && fchown(fd, identity_->uid, identity_->gid) != 0) {
-    s = IoError("chown scratch directory " + dir + " to task user '" + task_user_->name +
+  if (s.ok() && identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
+    s = IoError("chown scratch directory " + dir + " to task user '" + identity.user->name +
                 "': " + ErrnoText(errno));
   }
   close(fd);
@@ -363,8 +396,10 @@ Status ProcessRuntime::WriteKillRecord(const TaskKey& key, const Task& task) con
 TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   if (auto it = tasks_.find(requested.key); it != tasks_.end()) return it->second.status;
   TaskLaunch launch = requested;
+  Result<TaskIdentity> identity = IdentityFor(launch);
+  if (!identity.ok()) return FailToStart(launch, identity.status().message());
   if (launch.workdir.empty()) {
-    Result<std::string> scratch = MakeScratchDir(launch.key);
+    Result<std::string> scratch = MakeScratchDir(launch.key, *identity);
     if (!scratch.ok()) return FailToStart(launch, scratch.status().message());
     launch.workdir = *scratch;
   }
@@ -399,8 +434,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   std::string container_env;  // the content of container.env
   if (in_container) {
     Result<ContainerRun> run =
-        PlanContainerRun(*options_.container_engine, launch, container_user_, options_.node_name,
-                         hostfile, dir + kContainerEnvFile);
+        PlanContainerRun(*options_.container_engine, launch, identity->container,
+                         options_.node_name, hostfile, dir + kContainerEnvFile);
     if (!run.ok()) return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
     plan.executable = run->argv[0];
     plan.argv = std::move(run->argv);
@@ -416,13 +451,15 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
       argv = launch.argv;
     }
     argv = LaunchArgv(launch, argv, options_.self_exe);
-    plan.env = TaskEnvironment(launch, options_.node_name, base_env_, hostfile);
+    std::map<std::string, std::string> base_env = base_env_;
+    base_env["HOME"] = identity->home;
+    plan.env = TaskEnvironment(launch, options_.node_name, base_env, hostfile);
     Result<std::string> executable = ResolveExecutable(launch, argv, plan.env);
     if (!executable.ok()) return FailToStart(launch, executable.status().message());
     plan.executable = *executable;
     plan.argv = std::move(argv);
     plan.workdir = launch.workdir;
-    plan.identity = identity_;
+    plan.identity = identity->shim;
   }
 
   std::error_code ec;
@@ -489,7 +526,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     std::string what = ShimStepName(start->failed_step);
     if (start->failed_step == ShimStep::kExec) what += " " + plan.executable;
     if (start->failed_step == ShimStep::kChdir) what += " " + plan.workdir;
-    if (start->failed_step == ShimStep::kSetUser) what += " '" + task_user_->name + "'";
+    if (start->failed_step == ShimStep::kSetUser) what += " '" + identity->user->name + "'";
     return abandon(what + ": " + ErrnoText(start->error));
   }
   task.shim_pid = start->shim_pid;

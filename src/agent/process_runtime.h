@@ -95,6 +95,13 @@ struct ProcessRuntimeOptions {
   // runtime's own user, with HOME from its environment (tests; the agent command requires a
   // task user when it runs as root).
   std::string task_user;
+  // Instead of task_user: each task runs as the Unix user of its submitter (TaskLaunch::user),
+  // or as user_map[submitter] where the map names one. Root only. A submitter without such a
+  // Unix user, or whose uid is under min_task_uid (root, system accounts), gets a task that
+  // fails to start naming the user.
+  bool run_as_submitter = false;
+  std::map<std::string, std::string> user_map;  // corral user -> Unix user
+  uid_t min_task_uid = 1000;
   // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
@@ -112,7 +119,8 @@ class ProcessRuntime final : public Runtime {
   // Creates work_dir/tasks, work_dir/scratch and work_dir/hostfiles and adopts the tasks found
   // there. `clock` must outlive the runtime. Errors: work_dir not absolute or not writable; the
   // task user unknown (NotFound), or another user than the runtime's own while it does not run as
-  // root (PermissionDenied).
+  // root (PermissionDenied); run_as_submitter without root (PermissionDenied) or with a
+  // task_user (InvalidArgument).
   static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
                                                         Clock* clock);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
@@ -159,7 +167,16 @@ class ProcessRuntime final : public Runtime {
 
   void Adopt(const std::string& dir_name);
   TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
-  Result<std::string> MakeScratchDir(const TaskKey& key) const;
+  // Who a task runs as: the runtime's task user, or its submitter's (run_as_submitter).
+  struct TaskIdentity {
+    std::optional<TaskUser> user;      // nullopt: the runtime's own user
+    std::optional<ShimIdentity> shim;  // what the task switches to; nullopt: nothing to switch
+    ContainerUser container;           // the same user, as container tasks get it
+    std::string home;                  // the task's HOME
+  };
+  static TaskIdentity IdentityOf(std::optional<TaskUser> user);
+  Result<TaskIdentity> IdentityFor(const TaskLaunch& launch) const;
+  Result<std::string> MakeScratchDir(const TaskKey& key, const TaskIdentity& identity) const;
   Result<std::string> ResolveExecutable(const TaskLaunch& launch,
                                         const std::vector<std::string>& argv,
                                         const std::vector<std::string>& env) const;
@@ -178,10 +195,9 @@ class ProcessRuntime final : public Runtime {
   ProcessRuntimeOptions options_;
   Clock* clock_;  // not owned
   CgroupManager cgroups_;
-  std::optional<TaskUser> task_user_;            // nullopt: tasks run as the runtime's own user
-  std::optional<ShimIdentity> identity_;         // what tasks switch to; nullopt: nothing to switch
-  std::map<std::string, std::string> base_env_;  // passed to every task: PATH, HOME, LANG
-  ContainerUser container_user_;                 // the task user, as container tasks get it
+  TaskIdentity identity_;  // of every task, unless run_as_submitter
+  std::map<std::string, std::string>
+      base_env_;  // passed to every task: PATH, LANG (HOME: identity)
   std::map<TaskKey, Task> tasks_;
 };
 

@@ -676,6 +676,79 @@ TEST_F(ProcessRuntimeTest, TaskUserMustBeAbleToEnterItsWorkdir) {
   EXPECT_THAT(s.message, HasSubstr("chdir to workdir " + task_dir_));
 }
 
+TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  auto daemon = LookUpUser("daemon");
+  if (!nobody.ok() || !daemon.ok()) GTEST_SKIP() << "needs the users 'nobody' and 'daemon'";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ASSERT_EQ(chmod(task_dir_.c_str(), 0777), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.run_as_submitter = true;
+  o.user_map = {{"alice", "nobody"}, {"bob", "daemon"}};
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  auto launch_as = [&](int64_t allocation, const std::string& user) {
+    TaskLaunch l = Launch(allocation, {"id -u; echo $HOME"});
+    l.shell = true;
+    l.user = user;
+    return (*runtime)->Start(l);
+  };
+  // Mapped, and named like the Unix user: each task gets its own submitter's identity.
+  ASSERT_EQ(launch_as(1, "alice").state, TaskState::kRunning);
+  ASSERT_EQ(launch_as(2, "nobody").state, TaskState::kRunning);
+  for (int64_t allocation : {1, 2}) {
+    const TaskKey key{AllocationId(allocation), 1};
+    EXPECT_EQ(WaitForEnd(**runtime, key).exit_code, 0);
+    EXPECT_EQ(Stdout(**runtime, key), std::to_string(nobody->uid) + "\n" + nobody->home + "\n");
+  }
+  // Root and system accounts stay out (uid under --min-task-uid), and so do unknown users.
+  TaskStatus root = launch_as(3, "root");
+  EXPECT_EQ(root.state, TaskState::kFailedToStart);
+  EXPECT_THAT(root.message, HasSubstr("cannot run as submitter 'root': uid 0 is under the "
+                                      "agent's --min-task-uid 1000"));
+  TaskStatus bob = launch_as(4, "bob");
+  EXPECT_EQ(bob.state, TaskState::kFailedToStart);
+  EXPECT_THAT(bob.message, HasSubstr("submitter 'bob' (mapped to Unix user 'daemon'): uid " +
+                                     std::to_string(daemon->uid) + " is under"));
+  TaskStatus stranger = launch_as(5, "corral-no-such-user");
+  EXPECT_EQ(stranger.state, TaskState::kFailedToStart);
+  EXPECT_THAT(stranger.message, HasSubstr("cannot run as submitter 'corral-no-such-user': task "
+                                          "user 'corral-no-such-user': no such user on this node"));
+  // A lower bound that admits daemon lets bob's task run as daemon.
+  o.min_task_uid = daemon->uid;
+  o.work_dir = root_ + "/second";
+  auto lower = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(lower.ok()) << lower.status().ToString();
+  TaskLaunch l = Launch(6, {"id -u"});
+  l.shell = true;
+  l.user = "bob";
+  ASSERT_EQ((*lower)->Start(l).state, TaskState::kRunning);
+  EXPECT_EQ(WaitForEnd(**lower, l.key).exit_code, 0);
+  EXPECT_EQ(Stdout(**lower, l.key), std::to_string(daemon->uid) + "\n");
+}
+
+TEST_F(ProcessRuntimeTest, RunningAsTheSubmitterExcludesATaskUser) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.run_as_submitter = true;
+  o.task_user = "nobody";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_EQ(runtime.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(UserMapTest, ParsesPairsAndNamesTheBadLine) {
+  auto map = ParseUserMap("# corral user, Unix user\nalice  a.smith\n\n  bob\tbjones\n");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  EXPECT_EQ(*map, (std::map<std::string, std::string>{{"alice", "a.smith"}, {"bob", "bjones"}}));
+  EXPECT_EQ(ParseUserMap("alice a\ncarol\n").status().message(),
+            "line 2: expected 'CORRAL_USER UNIX_USER', got 'carol'");
+  EXPECT_EQ(ParseUserMap("alice a b\n").status().message(),
+            "line 1: expected 'CORRAL_USER UNIX_USER', got 'alice a b'");
+  EXPECT_EQ(ParseUserMap("alice a\nalice b\n").status().message(),
+            "line 2: 'alice' is mapped twice");
+}
+
 TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
   ShimPlan plan;
   plan.executable = "/bin/touch";

@@ -5,6 +5,8 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <sstream>
+
 #include "agent/file_io.h"
 
 namespace corral::agent {
@@ -71,6 +73,27 @@ Result<std::string> CurrentUserName() {
                                      });
   if (!user.ok()) return user.status();
   return user->name;
+}
+
+Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text) {
+  std::map<std::string, std::string> map;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::istringstream words(line);
+    std::string corral_user, unix_user, extra;
+    words >> corral_user;
+    if (corral_user.empty() || corral_user[0] == '#') continue;
+    words >> unix_user >> extra;
+    const std::string where = "line " + std::to_string(number) + ": ";
+    if (unix_user.empty() || !extra.empty()) {
+      return InvalidArgument(where + "expected 'CORRAL_USER UNIX_USER', got '" + line + "'");
+    }
+    if (!map.emplace(corral_user, unix_user).second) {
+      return InvalidArgument(where + "'" + corral_user + "' is mapped twice");
+    }
+  }
+  return map;
 }
 
 }  // namespace corral::agent

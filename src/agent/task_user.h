@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,5 +28,10 @@ Result<TaskUser> LookUpUser(const std::string& name);
 // The name of the user this process runs as (effective uid). NotFound when the uid has no
 // entry in the user database (e.g. a container started with an arbitrary uid).
 Result<std::string> CurrentUserName();
+
+// Parses a user map (the agent's --task-user-map): one "CORRAL_USER UNIX_USER" pair per line,
+// blank lines and lines starting with '#' ignored. Errors name the line: "line 3: expected
+// 'CORRAL_USER UNIX_USER', got 'alice'"; a corral user mapped twice is an error.
+Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text);
 
 }  // namespace corral::agent
