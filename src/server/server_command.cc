@@ -53,6 +53,10 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 options->session_max_connections_per_session,
                 "Connections one session may have open at once (default 32; over: 503)")
       ->check(CLI::Range(1, 100000));
+  c->add_option("--session-max-pending-per-address", options->session_max_pending_per_address,
+                "Connections one client address may have open at once before sending a request "
+                "head (default 16; over: closed). Raise it behind a reverse proxy")
+      ->check(CLI::Range(1, 100000));
   c->add_option("--gpu-idle-threshold", options->gpu_idle_threshold_percent,
                 "An allocated GPU under this utilisation (percent) is idle (default 10)")
       ->check(CLI::Range(1, 100));

@@ -105,9 +105,11 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     if (!parsed.ok()) return parsed.status();
     session_listen = *parsed;
   }
-  if (options.session_max_connections < 1 || options.session_max_connections_per_session < 1) {
+  if (options.session_max_connections < 1 || options.session_max_connections_per_session < 1 ||
+      options.session_max_pending_per_address < 1) {
     return InvalidArgument(
-        "--session-max-connections, --session-max-connections-per-session: must be at least 1");
+        "--session-max-connections, --session-max-connections-per-session, "
+        "--session-max-pending-per-address: must be at least 1");
   }
   if (options.session_idle_timeout_s < 0) {
     return InvalidArgument("--session-idle-timeout: must be 0 (never) or a number of seconds");
@@ -224,6 +226,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   gateway.api_port = bound;
   gateway.max_connections = options.session_max_connections;
   gateway.max_connections_per_session = options.session_max_connections_per_session;
+  gateway.max_pending_per_peer = options.session_max_pending_per_address;
   gateway.idle_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
   const int gateway_port = session_listen ? session_listen->second : port == 0 ? 0 : bound + 1;
   for (int i = 0; i < (session_listen ? 1 : tries) && !p->gateway_; ++i) {

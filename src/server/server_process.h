@@ -54,6 +54,7 @@ struct ServerOptions {
   std::string session_public_url;
   int session_max_connections = 256;
   int session_max_connections_per_session = 32;
+  int session_max_pending_per_address = 16;
   // How long a gateway connection that is not upgraded may move no byte (before the app's
   // answer: 502).
   int session_proxy_timeout_s = 60;

@@ -227,6 +227,7 @@ class SessionGateway::Connection {
         return;  // closed before a request
       }
     }
+    RequestArrived();  // before any answer: a client that read one sees the place free
     if (end == std::string::npos || end > options_.max_head_bytes + 4) {
       return Send(ProblemAnswer(
           Problem(431, "request_header_fields_too_large",
@@ -501,11 +502,18 @@ class SessionGateway::Connection {
     }
   }
 
+  // The connection no longer counts against its address's pending ones. Idempotent.
+  void RequestArrived() {
+    if (pending_) gateway_.LeavePending(peer_);
+    pending_ = false;
+  }
+
   friend class SessionGateway;
   SessionGateway& gateway_;
   const SessionGatewayOptions& options_;
   SocketStream client_;
   const std::string peer_;
+  bool pending_ = true;  // counted in gateway_.pending_ (by Accept) until the head arrives
 };
 
 Result<std::unique_ptr<SessionGateway>> SessionGateway::Create(
@@ -622,6 +630,11 @@ void SessionGateway::Accept() {
       inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6*>(&from)->sin6_addr, address,
                 sizeof address);
     }
+    const std::string peer = address;
+    if (!EnterPending(peer)) {
+      close(fd);  // cheaply: this address already holds its share of places without a request
+      continue;
+    }
     bool admitted = false;
     {
       std::lock_guard lock(mu_);
@@ -631,15 +644,21 @@ void SessionGateway::Accept() {
       }
     }
     if (!admitted) {
+      LeavePending(peer);
       Refuse(fd);
       continue;
     }
     try {
-      std::thread([this, fd, peer = std::string(address)] {
-        Connection(*this, fd, peer).Serve();
+      std::thread([this, fd, peer] {
+        {
+          Connection connection(*this, fd, peer);
+          connection.Serve();
+          connection.RequestArrived();  // or it never will: either way it no longer counts
+        }
         Finished();
       }).detach();
     } catch (const std::system_error&) {  // no thread to be had: as over the cap
+      LeavePending(peer);
       Finished();
       Refuse(fd);
     }
@@ -672,6 +691,22 @@ bool SessionGateway::EnterSession(int64_t session) {
 void SessionGateway::LeaveSession(int64_t session) {
   std::lock_guard lock(mu_);
   if (--per_session_[session] <= 0) per_session_.erase(session);
+}
+
+bool SessionGateway::EnterPending(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  int& open = pending_[peer];
+  if (open >= options_.max_pending_per_peer) {
+    if (open == 0) pending_.erase(peer);
+    return false;
+  }
+  ++open;
+  return true;
+}
+
+void SessionGateway::LeavePending(const std::string& peer) {
+  std::lock_guard lock(mu_);
+  if (--pending_[peer] <= 0) pending_.erase(peer);
 }
 
 void SessionGateway::Finished() {

@@ -57,7 +57,11 @@ struct SessionGatewayOptions {
   int api_port = 0;
   int max_connections = 256;             // open at once, all sessions (over it: 503)
   int max_connections_per_session = 32;  // open at once to one session (over it: 503)
-  size_t max_head_bytes = 64 << 10;      // a request's or an answer's head (over it: 431, 502)
+  // Open at once from one client address without a whole request head yet (in the TLS
+  // handshake or the head): over it, a new connection from that address is closed at once, so
+  // one client cannot hold every place with connections that send nothing.
+  int max_pending_per_peer = 16;
+  size_t max_head_bytes = 64 << 10;  // a request's or an answer's head (over it: 431, 502)
   std::chrono::milliseconds head_timeout{30000};     // to read a request's head (TLS included)
   std::chrono::milliseconds connect_timeout{10000};  // to connect to an app (then 502)
   // A connection that is not upgraded and moves no byte either way this long is closed (before
@@ -95,6 +99,10 @@ class SessionGateway {
   // A place for a connection to `session`; false when it has max_connections_per_session.
   bool EnterSession(int64_t session);
   void LeaveSession(int64_t session);
+  // A place for a connection from `peer` that has not sent its request head; false when the
+  // address has max_pending_per_peer.
+  bool EnterPending(const std::string& peer);
+  void LeavePending(const std::string& peer);
   void Finished();
 
   const SessionGatewayOptions options_;
@@ -110,6 +118,7 @@ class SessionGateway {
   std::condition_variable all_finished_;
   int connections_ = 0;                 // guarded by mu_: threads running
   std::map<int64_t, int> per_session_;  // guarded by mu_: session -> connections; no zeros
+  std::map<std::string, int> pending_;  // guarded by mu_: address -> pending ones; no zeros
   bool stopped_ = false;                // guarded by mu_
 };
 

@@ -552,6 +552,36 @@ TEST_F(SessionGatewayTest, CapsConnectionsPerSessionAndInAll) {
   EXPECT_THAT(head, HasSubstr("Retry-After: 1\r\n"));
 }
 
+TEST_F(SessionGatewayTest, OneAddressCannotHoldManyConnectionsWithoutARequest) {
+  FakeApp app(SwitchAndEcho);
+  UseApp(app);
+  SessionGatewayOptions options;
+  options.max_pending_per_peer = 2;
+  StartGateway(options);
+  Client first(port());
+  Client second(port());
+  {
+    Client third(port());  // accepted after the two that send nothing: closed at once
+    char buffer[16];
+    const ssize_t n = third.Read(buffer, sizeof buffer);
+    EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << n << " " << errno;
+  }
+  // Once its request head arrived, a connection no longer counts: another gets in.
+  first.Send(Handshake(port()));
+  EXPECT_THAT(first.Head(), StartsWith("HTTP/1.1 101"));
+  {
+    Client fourth(port());
+    EXPECT_THAT(fourth.Exchange(Get("/sessions/9/", kAlice)).first, StartsWith("HTTP/1.1 404"));
+  }
+  // Nor does one that was answered without passing (here 401).
+  {
+    Client refused(port());
+    EXPECT_THAT(refused.Exchange(Get("/sessions/7/")).first, StartsWith("HTTP/1.1 401"));
+  }
+  Client fifth(port());
+  EXPECT_THAT(fifth.Exchange(Get("/sessions/9/", kAlice)).first, StartsWith("HTTP/1.1 404"));
+}
+
 TEST_F(SessionGatewayTest, AnIdleConnectionIsClosed) {
   FakeApp silent(
       [](FakeApp& self, int, const std::string&, std::string) { self.WaitForRelease(); });
