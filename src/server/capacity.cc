@@ -178,9 +178,16 @@ Result<WhatIfRequest> ParseWhatIf(const nlohmann::json& body) {
 }
 
 Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::Trace& trace,
-                              const WhatIfRequest& request, const std::string& policy) {
+                              const WhatIfRequest& request,
+                              const sched::SchedulerConfig& scheduling) {
   sim::ReplayConfig config;
-  config.policy = policy;
+  config.policy = scheduling.policy;
+  config.order = scheduling.order;
+  config.blocking = scheduling.blocking;
+  config.sharing = scheduling.sharing;
+  config.las_thresholds_gpu_s = scheduling.las_thresholds_gpu_s;
+  config.gang_placement = scheduling.gang_placement;
+  config.estimate = sim::EstimateSource::kPredicted;
   config.track_fragmentation = false;
   config.timeline_points = 1;
   // Jobs whose tasks ask more GPUs than any node (real or added) has can start in none of the

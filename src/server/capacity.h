@@ -13,6 +13,7 @@
 #include "common/units.h"
 #include "model/node.h"
 #include "predict/demand_forecast.h"
+#include "sched/scheduler.h"
 #include "sim/trace.h"
 #include "store/store.h"
 
@@ -50,14 +51,18 @@ struct WhatIfRequest {
 };
 Result<WhatIfRequest> ParseWhatIf(const nlohmann::json& body);
 
-// Replays `trace` on `nodes` plus each extra count with `policy` (FIFO, skipping blocked jobs,
-// as the server's defaults): {"jobs" (replayed), "too_big" (set aside: their tasks ask more GPUs
-// than any node has, real or added), "results": [{"extra_gpus", "gpus", "p90_wait_s" (null when
-// over 10 % of the jobs never start), "mean_wait_s" (of those that started), "max_wait_s",
-// "unfinished" (never started)}], "smallest_meeting_target": the least extra count whose p90
-// wait is at most the target (null: none)}. A wait is first start − submission; a job that never
-// starts counts as an infinite one. Errors: the replay's (e.g. an unknown policy).
+// Replays `trace` on `nodes` plus each extra count with the live scheduler's rules
+// (`scheduling`: placement policy, queue order, blocking, quotas, limits, fair share, reclaim,
+// 2D-LAS thresholds, gang placement; run times estimated by a predictor that learns from the
+// replayed jobs, as the server's learns from history): {"jobs" (replayed), "too_big" (set
+// aside: their tasks ask more GPUs than any node has, real or added), "results":
+// [{"extra_gpus", "gpus", "p90_wait_s" (null when over 10 % of the jobs never start),
+// "mean_wait_s" (of those that started), "max_wait_s", "unfinished" (never started)}],
+// "smallest_meeting_target": the least extra count whose p90 wait is at most the target (null:
+// none)}. A wait is first start − submission; a job that never starts counts as an infinite
+// one. Errors: the replay's (e.g. an unknown policy).
 Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::Trace& trace,
-                              const WhatIfRequest& request, const std::string& policy);
+                              const WhatIfRequest& request,
+                              const sched::SchedulerConfig& scheduling);
 
 }  // namespace corral::server

@@ -21,7 +21,8 @@ store::JobRecord Record(int64_t id, int gpus, int tasks, int64_t submit,
   json submitted = {{"name", "j" + std::to_string(id)},
                     {"command", {"true"}},
                     {"resources", {{"gpus", gpus}}},
-                    {"tasks", tasks}};
+                    {"tasks", tasks},
+                    {"project", "vision"}};
   if (time_limit_s > 0) submitted["time_limit_s"] = time_limit_s;
   auto spec = ParseJobSpec(submitted);
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
@@ -35,6 +36,12 @@ store::JobRecord Record(int64_t id, int gpus, int tasks, int64_t submit,
   if (start) r.start_time = Seconds(*start);
   if (end) r.end_time = Seconds(*end);
   return r;
+}
+
+sched::SchedulerConfig Rules(const std::string& policy) {
+  sched::SchedulerConfig rules;
+  rules.policy = policy;
+  return rules;
 }
 
 model::Node Node(const std::string& name, int gpus, const std::string& model = "A100") {
@@ -111,7 +118,7 @@ TEST(CapacityTest, MoreGpusShortenTheWaitsAndTheSmallestEnoughIsNamed) {
   WhatIfRequest request;
   request.extra_gpus = {0, 8, 40};
   request.target_p90_wait_s = 3600;
-  auto answer = WhatIf({Node("a", 8)}, trace, request, "bestfit");
+  auto answer = WhatIf({Node("a", 8)}, trace, request, Rules("bestfit"));
   ASSERT_TRUE(answer.ok()) << answer.status().ToString();
   const json& r = (*answer)["results"];
   ASSERT_EQ(r.size(), 3u);
@@ -127,16 +134,40 @@ TEST(CapacityTest, MoreGpusShortenTheWaitsAndTheSmallestEnoughIsNamed) {
   more.push_back(Record(7, 16, 1, kNow - 86'400, std::nullopt, std::nullopt));
   request.extra_gpus = {0, 40};
   auto set_aside = WhatIf({Node("a", 8)}, TraceOf(more, Seconds(kNow - 2 * 86'400), Seconds(kNow)),
-                          request, "bestfit");
+                          request, Rules("bestfit"));
   ASSERT_TRUE(set_aside.ok());
   EXPECT_EQ((*set_aside)["too_big"], 1);
   EXPECT_EQ((*set_aside)["jobs"], 6);
   EXPECT_EQ((*set_aside)["smallest_meeting_target"], 40);
   request.target_p90_wait_s = 1;
   request.extra_gpus = {0};
-  EXPECT_TRUE(
-      (*WhatIf({Node("a", 8)}, trace, request, "bestfit"))["smallest_meeting_target"].is_null());
-  EXPECT_FALSE(WhatIf({Node("a", 8)}, trace, request, "nonsense").ok());
+  EXPECT_TRUE((*WhatIf({Node("a", 8)}, trace, request, Rules("bestfit")))["smallest_meeting_target"]
+                  .is_null());
+  EXPECT_FALSE(WhatIf({Node("a", 8)}, trace, request, Rules("nonsense")).ok());
+}
+
+TEST(CapacityTest, TheWhatIfKeepsTheLiveRulesSuchAsAProjectsLimit) {
+  // Two 8-GPU jobs of one project, submitted together, on 16 GPUs: both start at once, unless
+  // the project may run only 8 GPUs at a time.
+  std::vector<store::JobRecord> jobs = {
+      Record(1, 8, 1, kNow - 86'400, kNow - 86'400, kNow - 86'400 + 3600),
+      Record(2, 8, 1, kNow - 86'400, kNow - 86'400, kNow - 86'400 + 3600)};
+  const sim::Trace trace = TraceOf(jobs, Seconds(kNow - 2 * 86'400), Seconds(kNow));
+  WhatIfRequest request;
+  request.extra_gpus = {0, 8};
+  request.target_p90_wait_s = 60;
+  auto free = WhatIf({Node("a", 8), Node("b", 8)}, trace, request, Rules("bestfit"));
+  ASSERT_TRUE(free.ok()) << free.status().ToString();
+  EXPECT_DOUBLE_EQ((*free)["results"][0]["p90_wait_s"].get<double>(), 0);
+  sched::SchedulerConfig limited = Rules("bestfit");
+  limited.sharing.projects["vision"].limit_milli = 8000;
+  auto capped = WhatIf({Node("a", 8), Node("b", 8)}, trace, request, limited);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  // More GPUs do not help a project held by its own limit.
+  for (const json& r : (*capped)["results"]) {
+    EXPECT_DOUBLE_EQ(r["p90_wait_s"].get<double>(), 3600) << r;
+  }
+  EXPECT_TRUE((*capped)["smallest_meeting_target"].is_null());
 }
 
 TEST(CapacityTest, WhatIfRequestsAreChecked) {

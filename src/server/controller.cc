@@ -262,6 +262,13 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   return config;
 }
 
+sched::SchedulerConfig Controller::SchedulerRules() {
+  std::lock_guard lock(mu_);
+  sched::SchedulerConfig rules = SchedulerConfigLocked();
+  rules.estimate = nullptr;
+  return rules;
+}
+
 Status Controller::LoadRulesLocked() {
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();

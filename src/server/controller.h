@@ -202,7 +202,9 @@ class Controller {
   // The nodes not lost, as the scheduler models them, and the placement policy: what capacity
   // planning replays recorded jobs on (capacity.h).
   std::vector<model::Node> LiveNodes();
-  const std::string& PlacementPolicy() const { return config_.policy; }
+  // The scheduler's rules as they are now (policy file included), for replays of the cluster;
+  // without the estimator (it reads the live predictor).
+  sched::SchedulerConfig SchedulerRules();
   // Heartbeats whose "gpu_metrics" were refused (malformed); the rest of such a heartbeat is
   // applied all the same, and Nodes() shows the node's last reason ("gpu_metrics_error").
   int64_t RejectedGpuReports();

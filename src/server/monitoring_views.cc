@@ -122,7 +122,7 @@ Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, S
   auto jobs = JobsLiveSince(store, since);
   if (!jobs.ok()) return jobs.status();
   auto answer = WhatIf(controller.LiveNodes(), TraceOf(*jobs, since, now), *request,
-                       controller.PlacementPolicy());
+                       controller.SchedulerRules());
   if (!answer.ok()) return answer.status();
   (*answer)["since"] = range->first;
   return answer;
