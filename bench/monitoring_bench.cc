@@ -1,15 +1,22 @@
 // The server's cost of GPU metrics (docs/monitoring.md) at cluster scale: recording one round of
 // heartbeat samples from every node (GpuMonitor::Record, what every heartbeat with metrics
 // costs the server), the controller's once-a-second idle check over every running job, and
-// rendering GET /metrics (RenderMetrics) for every GPU. Arguments: nodes (8 GPUs each).
+// rendering GET /metrics (RenderMetrics) for every GPU. Arguments: nodes (8 GPUs each). And the
+// hourly prune of stored 10 s intervals (SQLite): in one statement or in batches.
 #include <benchmark/benchmark.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "server/gpu_history.h"
 #include "server/gpu_monitor.h"
 #include "server/metrics_exposition.h"
+#include "store/store.h"
 
 namespace corral::server {
 namespace {
@@ -134,6 +141,60 @@ void BM_RenderMetrics(benchmark::State& state) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 BENCHMARK(BM_RenderMetrics)->Arg(100)->Arg(1000)->Unit(benchmark::kMillisecond);
+
+// The hour of 10 s intervals the hourly prune deletes at 1,000 nodes (8,000 GPUs x 360 = 2.9
+// million rows; args: nodes, batch rows, 0 for one statement). The time per statement is how long
+// the store's lock is held, keeping submissions out.
+void BM_PruneHour(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int64_t batch =
+      state.range(1) > 0 ? state.range(1) : std::numeric_limits<int64_t>::max() / 2;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("corral-prune-bench-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto store = store::OpenStore("sqlite:" + (dir / "corral.db").string());
+  if (!store.ok()) {
+    state.SkipWithError(store.status().ToString().c_str());
+    return;
+  }
+  int64_t rows = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::vector<store::GpuMetricRow> hour;
+    for (int n = 0; n < nodes; ++n) {
+      for (int g = 0; g < kGpusPerNode; ++g) {
+        for (int64_t t = 0; t < 3600; t += kFineResolutionS) {
+          hour.push_back({kFineResolutionS, 1'800'000'000 + t, "node-" + std::to_string(n), g, 500,
+                          4096, 250000, 60, 2, JobId(n + 1)});
+        }
+      }
+    }
+    rows = static_cast<int64_t>(hour.size());
+    if (Status s = (*store)->AddGpuMetrics(hour); !s.ok()) {
+      state.SkipWithError(s.ToString().c_str());
+      break;
+    }
+    state.ResumeTiming();
+    auto deleted = (*store)->PruneGpuMetrics(kFineResolutionS, 1'800'003'600, batch);
+    if (!deleted.ok() || *deleted != rows) state.SkipWithError("prune did not delete the hour");
+  }
+  store->reset();
+  std::filesystem::remove_all(dir);
+  state.counters["rows"] = static_cast<double>(rows);
+  const double statements = static_cast<double>((rows + batch) / batch);
+  state.counters["statements"] = statements;
+  state.counters["ms_per_statement"] =
+      benchmark::Counter(statements / 1e3, benchmark::Counter::kIsIterationInvariantRate |
+                                               benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_PruneHour)
+    ->ArgNames({"nodes", "batch"})
+    ->Args({100, 0})
+    ->Args({100, 10'000})
+    ->Args({1000, 0})
+    ->Args({1000, 10'000})
+    ->Iterations(2)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace corral::server

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "server/job_spec.h"
+#include "server/monitoring_views.h"
 
 namespace corral::server {
 namespace {
@@ -189,6 +190,26 @@ TEST(CapacityTest, WhatIfRequestsAreChecked) {
     ASSERT_FALSE(r.ok()) << body;
     EXPECT_THAT(r.status().message(), HasSubstr(message)) << body;
   }
+}
+
+TEST(ForecastCacheTest, AnswersAgainWithinItsTtlAndKeepsAFewKeys) {
+  ForecastCache cache(Seconds(60));
+  int computed = 0;
+  auto compute = [&]() -> Result<json> { return json{{"n", ++computed}}; };
+  EXPECT_EQ((*cache.Get(28, 7, Seconds(1000), compute))["n"], 1);
+  EXPECT_EQ((*cache.Get(28, 7, Seconds(1059), compute))["n"], 1);  // within the minute
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(1059), compute))["n"], 2);  // another key
+  EXPECT_EQ((*cache.Get(28, 7, Seconds(1060), compute))["n"], 3);  // a minute later
+  // An error is passed on and not kept.
+  auto failing = [&]() -> Result<json> { return IoError("store down"); };
+  EXPECT_EQ(cache.Get(1, 1, Seconds(1100), failing).status().code(), StatusCode::kIoError);
+  EXPECT_EQ((*cache.Get(1, 1, Seconds(1100), compute))["n"], 4);
+  // Beyond kMaxEntries keys the oldest goes: (28, 1) was computed first of those left.
+  for (int k = 2; k < 2 + static_cast<int>(ForecastCache::kMaxEntries); ++k) {
+    (void)cache.Get(k, 1, Seconds(1101), compute);
+  }
+  const int before = computed;
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(1102), compute))["n"], before + 1);
 }
 
 }  // namespace

@@ -185,9 +185,11 @@ Status GpuHistory::Flush() {
 
 Status GpuHistory::Prune() {
   const int64_t now = clock_.Now().value();
-  auto fine = store_.PruneGpuMetrics(kFineResolutionS, now - options_.fine_retention.value());
+  auto fine = store_.PruneGpuMetrics(kFineResolutionS, now - options_.fine_retention.value(),
+                                     kPruneBatchRows);
   if (!fine.ok()) return fine.status();
-  return store_.PruneGpuMetrics(kCoarseResolutionS, now - options_.coarse_retention.value())
+  return store_
+      .PruneGpuMetrics(kCoarseResolutionS, now - options_.coarse_retention.value(), kPruneBatchRows)
       .status();
 }
 

@@ -345,9 +345,12 @@ class HttpApi::Impl {
                if (!history.ok()) return SendProblem(res, history.status());
                auto horizon = IntParam(req, "horizon_days", 1, 28);
                if (!horizon.ok()) return SendProblem(res, horizon.status());
-               auto view = CapacityForecastView(controller_, store_, clock_.Now(),
-                                                static_cast<int>(history->value_or(28)),
-                                                static_cast<int>(horizon->value_or(7)));
+               const int history_days = static_cast<int>(history->value_or(28));
+               const int horizon_days = static_cast<int>(horizon->value_or(7));
+               const Seconds now = clock_.Now();
+               auto view = forecasts_.Get(history_days, horizon_days, now, [&] {
+                 return CapacityForecastView(controller_, store_, now, history_days, horizon_days);
+               });
                if (!view.ok()) return SendProblem(res, view.status());
                SendJson(res, 200, *view);
              }));
@@ -1017,6 +1020,7 @@ document.getElementById("login").addEventListener("submit", async (event) => {
   HttpApiConfig config_;
   PrincipalCache principals_;
   EventStreams event_streams_;
+  ForecastCache forecasts_{Seconds(60)};
 };
 
 HttpApi::HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)

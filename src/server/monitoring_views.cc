@@ -1,5 +1,6 @@
 #include "server/monitoring_views.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include "server/capacity.h"
@@ -110,6 +111,30 @@ Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store
   auto jobs = JobsLiveSince(store, Seconds(now.value() - int64_t{history_days} * 86400));
   if (!jobs.ok()) return jobs.status();
   return ForecastView(*jobs, CapacityGpus(controller.LiveNodes()), now, history_days, horizon_days);
+}
+
+Result<nlohmann::json> ForecastCache::Get(int history_days, int horizon_days, Seconds now,
+                                          const std::function<Result<nlohmann::json>()>& compute) {
+  const std::pair<int, int> key{history_days, horizon_days};
+  {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(key);
+    if (it != entries_.end() && now.value() - it->second.computed_at.value() < ttl_.value()) {
+      return it->second.view;
+    }
+  }
+  Result<nlohmann::json> view = compute();
+  if (!view.ok()) return view;
+  std::lock_guard lock(mu_);
+  entries_[key] = {now, *view};
+  while (entries_.size() > kMaxEntries) {
+    auto oldest =
+        std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) {
+          return a.second.computed_at.value() < b.second.computed_at.value();
+        });
+    entries_.erase(oldest);
+  }
+  return view;
 }
 
 Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, Seconds now,

@@ -4,8 +4,12 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "common/units.h"
 #include "server/controller.h"
@@ -35,6 +39,30 @@ Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds
 // last `history_days`, and the forecast of the next `horizon_days`.
 Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
                                             Seconds now, int history_days, int horizon_days);
+
+// The forecasts given in the last `ttl`, by (history_days, horizon_days), so that asking again
+// (the dashboard, scripts, anyone: the route is open to every user) does not read a month of
+// jobs from the store each time. Hourly demand changes little within a minute. At most
+// kMaxEntries are kept, the oldest dropped first. Thread-safe; two concurrent misses of one
+// key both compute.
+class ForecastCache {
+ public:
+  static constexpr size_t kMaxEntries = 8;
+  explicit ForecastCache(Seconds ttl) : ttl_(ttl) {}
+  // The cached view of (history_days, horizon_days) when computed after now - ttl, else
+  // compute()'s, which is kept when it succeeds.
+  Result<nlohmann::json> Get(int history_days, int horizon_days, Seconds now,
+                             const std::function<Result<nlohmann::json>()>& compute);
+
+ private:
+  struct Entry {
+    Seconds computed_at;
+    nlohmann::json view;
+  };
+  const Seconds ttl_;
+  std::mutex mu_;
+  std::map<std::pair<int, int>, Entry> entries_;  // guarded by mu_
+};
 
 // POST /api/v1/capacity/what-if (capacity.h, ParseWhatIf and WhatIf): the jobs submitted since
 // the body's "since" replayed on the live nodes plus each extra GPU count.

@@ -967,12 +967,34 @@ Status SqlStore::AddGpuMetrics(const std::vector<GpuMetricRow>& rows) {
       }));
 }
 
-Result<int64_t> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s < ?",
-                                {int64_t{resolution_s}, before_s});
-  if (!deleted.ok()) return Annotate("prune GPU metrics", deleted.status());
-  return *deleted;
+Result<int64_t> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s, int64_t batch_rows) {
+  if (batch_rows < 1) return InvalidArgument("prune GPU metrics: batch_rows must be >= 1");
+  const int64_t resolution = resolution_s;
+  int64_t total = 0;
+  while (true) {
+    // One batch per hold of the lock: a day of 10 s intervals of a large cluster is millions of
+    // rows, and submissions wait for the lock meanwhile. A batch ends before the start time of
+    // the (batch_rows + 1)-th oldest row; both statements walk gpu_metrics_by_time, so a batch
+    // costs its own rows, not the table's.
+    std::lock_guard<std::mutex> lock(mu_);
+    auto next = conn_->Query(
+        "SELECT start_s FROM gpu_metrics WHERE resolution_s = ? AND start_s < ? ORDER BY start_s "
+        "LIMIT 1 OFFSET ?",
+        {resolution, before_s, batch_rows});
+    if (!next.ok()) return Annotate("prune GPU metrics", next.status());
+    const bool last = next->empty();
+    const int64_t cutoff = last ? before_s : (*next)[0].Int(0);
+    auto deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s < ?",
+                                  {resolution, cutoff});
+    if (deleted.ok() && *deleted == 0 && !last) {
+      // More than batch_rows rows share the oldest start time: that time's rows are the batch.
+      deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s = ?",
+                               {resolution, cutoff});
+    }
+    if (!deleted.ok()) return Annotate("prune GPU metrics", deleted.status());
+    total += *deleted;
+    if (last) return total;
+  }
 }
 
 Result<std::vector<GpuMetricRow>> SqlStore::GpuMetrics(int resolution_s, int64_t from_s,

@@ -300,8 +300,11 @@ class Store {
   // Adds intervals in one transaction; an interval already stored (same resolution, node, GPU
   // and start) is replaced.
   virtual Status AddGpuMetrics(const std::vector<GpuMetricRow>& rows) = 0;
-  // Deletes the intervals of `resolution_s` that start before `before_s`; returns how many.
-  virtual Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s) = 0;
+  // Deletes the intervals of `resolution_s` that start before `before_s`, about `batch_rows`
+  // (>= 1) at a time: at most that many, or all those of one start time when they are more.
+  // Other calls get in between batches. Returns how many were deleted.
+  virtual Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s,
+                                          int64_t batch_rows) = 0;
   // The intervals of `resolution_s` starting in [from_s, to_s), of one node (empty: all) and one
   // job (none: any), by node, GPU and start.
   virtual Result<std::vector<GpuMetricRow>> GpuMetrics(int resolution_s, int64_t from_s,

@@ -883,9 +883,26 @@ TEST_P(StoreTest, GpuMetricsAreStoredReplacedReadAndPruned) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "", std::nullopt)->size(), 4u);
 
-  auto pruned = store_->PruneGpuMetrics(10, 1010);
-  ASSERT_TRUE(pruned.ok());
-  EXPECT_EQ(*pruned, 3);
+  // In batches of 2 rows: 2 of 5 intervals of gpu-3, then the other 2 before 450.
+  ASSERT_TRUE(store_
+                  ->AddGpuMetrics({MetricRow(10, 100, "gpu-3", 0, 1, std::nullopt),
+                                   MetricRow(10, 200, "gpu-3", 0, 1, std::nullopt),
+                                   MetricRow(10, 300, "gpu-3", 0, 1, std::nullopt),
+                                   MetricRow(10, 400, "gpu-3", 0, 1, std::nullopt),
+                                   MetricRow(10, 500, "gpu-3", 0, 1, std::nullopt)})
+                  .ok());
+  auto early = store_->PruneGpuMetrics(10, 450, 2);
+  ASSERT_TRUE(early.ok()) << early.status().ToString();
+  EXPECT_EQ(*early, 4);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "gpu-3", std::nullopt)->size(), 1u);
+  // Batches of 2 where 3 share the oldest start time: those 3 go together, and the rest.
+  auto pruned = store_->PruneGpuMetrics(10, 1010, 2);
+  ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
+  EXPECT_EQ(*pruned, 4);
+  auto none_left = store_->PruneGpuMetrics(10, 1010, 2);
+  ASSERT_TRUE(none_left.ok());
+  EXPECT_EQ(*none_left, 0);
+  EXPECT_EQ(store_->PruneGpuMetrics(10, 1010, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "", std::nullopt)->size(), 1u);
   EXPECT_EQ(store_->GpuMetrics(300, 0, 3000, "", std::nullopt)->size(), 1u);  // other resolution
 }
