@@ -182,10 +182,24 @@ expect_exit 2 "task-user-map needs --run-as-submitter" -- \
   "$corral" "${agent_flags[@]}" --task-user nobody --task-user-map "$work/users.map"
 expect_exit 2 "--task-user excludes --run-as-submitter" -- \
   "$corral" "${agent_flags[@]}" --run-as-submitter --task-user nobody
+expect_exit 2 "--min-task-uid requires --run-as-submitter" -- \
+  "$corral" "${agent_flags[@]}" --task-user nobody --min-task-uid 2000
 if [ "$(id -u)" = 0 ]; then
   expect_exit 2 "users.map: line 2: expected 'CORRAL_USER UNIX_USER', got 'carol'" -- \
     "$corral" "${agent_flags[@]}" --run-as-submitter --task-user-map "$work/users.map"
   expect_exit 2 "give --task-user or --run-as-submitter" -- "$corral" "${agent_flags[@]}"
+  # The map says who becomes whom: root's and writable by no one else; its users exist and are
+  # in the uid range, or the agent does not start.
+  printf 'alice corral-no-such-user\n' >"$work/users.map"
+  chmod 0666 "$work/users.map"
+  expect_exit 2 "users.map: must be owned by root and writable by no one else" -- \
+    "$corral" "${agent_flags[@]}" --run-as-submitter --task-user-map "$work/users.map"
+  chmod 0644 "$work/users.map"
+  expect_exit 2 "task user 'corral-no-such-user': no such user" -- \
+    "$corral" "${agent_flags[@]}" --run-as-submitter --task-user-map "$work/users.map"
+  printf 'alice daemon\n' >"$work/users.map"
+  expect_exit 2 "'alice' is mapped to uid 1, outside --min-task-uid 1000 .. --max-task-uid 60000" -- \
+    "$corral" "${agent_flags[@]}" --run-as-submitter --task-user-map "$work/users.map"
 fi
 
 # Client commands against a real server (SQLite, no agents): `-o json` prints the server's

@@ -102,8 +102,10 @@ class Cluster:
         test (required when that is root) or, given a `user_map` file, as their submitters."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
-        run_as = (["--run-as-submitter", "--task-user-map", user_map] if user_map else
-                  ["--task-user", pwd.getpwuid(os.getuid()).pw_name])
+        # nobody (65534), the one unprivileged user every machine has, is over the default
+        # --max-task-uid: the tests admit it.
+        run_as = (["--run-as-submitter", "--task-user-map", user_map, "--max-task-uid", "65534"]
+                  if user_map else ["--task-user", pwd.getpwuid(os.getuid()).pw_name])
         self.agents[name] = subprocess.Popen(
             [*prefix, CORRAL, "agent", "--server", self.url, *extra,
              "--join-token-file", os.path.join(self.data, "join.token"), "--name", name,
@@ -1178,6 +1180,22 @@ def container_setup(root):
     return (env, kind, cleanup), ""
 
 
+def let_task_users_through(*dirs):
+    """mkdtemp makes 0700 directories: tasks running as another user could not reach their
+    workdirs under them. Enterable, not listable."""
+    for d in dirs:
+        os.chmod(d, 0o711)
+
+
+def write_user_map(directory, text):
+    """An agent's --task-user-map file: root's, writable by no one else, as the agent asks."""
+    path = os.path.join(directory, "users.map")
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o644)
+    return path
+
+
 def test_tasks_run_as_their_submitters(root):
     """An agent with --run-as-submitter runs each task as its submitter's Unix user (through a
     user map), and refuses root and unknown users with a reason naming them."""
@@ -1189,13 +1207,9 @@ def test_tasks_run_as_their_submitters(root):
         print("SKIP test_tasks_run_as_their_submitters: needs root and the user 'nobody'")
         return
     c = Cluster(os.path.join(root, "run-as"))
-    # mkdtemp's 0700 would keep the task's user out of its scratch directory below.
-    for d in (root, c.root):
-        os.chmod(d, 0o711)
+    let_task_users_through(root, c.root)
     try:
-        user_map = os.path.join(c.root, "users.map")
-        with open(user_map, "w") as f:
-            f.write("# corral user  Unix user\nmona nobody\n")
+        user_map = write_user_map(c.root, "# corral user  Unix user\nmona nobody\n")
         c.start_agent("n1", "2xT4", user_map=user_map)
         check("run as submitter: the agent joins", c.wait_nodes(1))
         tokens = {}
@@ -1253,10 +1267,10 @@ def test_container_environment(root):
         check("with no container node the job waits with no_runtime",
               view["state"] == "pending" and view["pending_reason"]["code"] == "no_runtime",
               view)
-        # Its tasks run as their submitters: the admin's as 'nobody'.
-        user_map = os.path.join(c.root, "users.map")
-        with open(user_map, "w") as f:
-            f.write("admin nobody\n")
+        # Its tasks run as their submitters: the admin's as 'nobody', who must be able to open
+        # the workdir itself (the engine mounts what the task's user opened).
+        let_task_users_through(root, c.root)
+        user_map = write_user_map(c.root, "admin nobody\n")
         c.start_agent("engine", "2xT4",
                       extra=("--container-engine", shutil.which("podman"), "--cdi-kind", kind),
                       env=env, user_map=user_map)

@@ -1,5 +1,6 @@
 #include "agent/agent_command.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,6 +18,7 @@
 #include "agent/node_identity.h"
 #include "agent/nvml_probe.h"
 #include "agent/process_runtime.h"
+#include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "model/node.h"
 
@@ -36,6 +38,7 @@ struct AgentFlags {
   bool run_as_submitter = false;
   std::string task_user_map;  // a file; "" for none
   int64_t min_task_uid = 1000;
+  int64_t max_task_uid = 60000;
   std::string join_token_file;
   std::vector<std::string> labels;  // KEY=VALUE
   ContainerSettings container;
@@ -46,14 +49,32 @@ struct AgentFlags {
 };
 
 // The --task-user-map file's map; empty without one. The map is for --run-as-submitter only.
+// It says who becomes whom on this node, so, read as root, it must be root's and writable by
+// no one else (as sudo asks of sudoers). Every user it names must exist here with a uid in the
+// agent's range: a mistake shows at startup, not when someone's job fails.
 Result<std::map<std::string, std::string>> UserMapOf(const AgentFlags& f) {
   if (f.task_user_map.empty()) return std::map<std::string, std::string>{};
   if (!f.run_as_submitter) return InvalidArgument("--task-user-map needs --run-as-submitter");
+  const std::string what = "--task-user-map: " + f.task_user_map;
+  struct stat st {};
+  if (stat(f.task_user_map.c_str(), &st) != 0)
+    return InvalidArgument(what + ": " + ErrnoText(errno));
+  if (geteuid() == 0 && (st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
+    return InvalidArgument(what + ": must be owned by root and writable by no one else");
+  }
   Result<std::string> text = ReadFile(f.task_user_map);
   if (!text.ok()) return InvalidArgument("--task-user-map: " + text.status().message());
   Result<std::map<std::string, std::string>> map = ParseUserMap(*text);
-  if (!map.ok()) {
-    return InvalidArgument("--task-user-map: " + f.task_user_map + ": " + map.status().message());
+  if (!map.ok()) return InvalidArgument(what + ": " + map.status().message());
+  for (const auto& [corral_user, unix_user] : *map) {
+    Result<TaskUser> user = LookUpUser(unix_user);
+    if (!user.ok()) return InvalidArgument(what + ": " + user.status().message());
+    if (user->uid < f.min_task_uid || user->uid > f.max_task_uid) {
+      return InvalidArgument(what + ": '" + corral_user + "' is mapped to uid " +
+                             std::to_string(user->uid) + ", outside --min-task-uid " +
+                             std::to_string(f.min_task_uid) + " .. --max-task-uid " +
+                             std::to_string(f.max_task_uid));
+    }
   }
   return map;
 }
@@ -215,6 +236,7 @@ int RunAgentCommand(AgentFlags& f) {
   runtime_options.run_as_submitter = f.run_as_submitter;
   runtime_options.user_map = std::move(user_map).value();
   runtime_options.min_task_uid = static_cast<uid_t>(f.min_task_uid);
+  runtime_options.max_task_uid = static_cast<uid_t>(f.max_task_uid);
   runtime_options.container_engine = std::move(engine).value();
   auto runtime = ProcessRuntime::Create(runtime_options, &clock);
   if (!runtime.ok()) {
@@ -283,7 +305,14 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
   c->add_option("--min-task-uid", f->min_task_uid,
                 "With --run-as-submitter, the lowest uid a task may run as (keeps root and "
                 "system accounts out)")
-      ->check(CLI::Range(int64_t{0}, int64_t{4294967294}))
+      ->check(CLI::Range(int64_t{1}, int64_t{4294967294}))
+      ->needs("--run-as-submitter")
+      ->capture_default_str();
+  c->add_option("--max-task-uid", f->max_task_uid,
+                "With --run-as-submitter, the highest uid a task may run as (keeps nobody and "
+                "other service ids out)")
+      ->check(CLI::Range(int64_t{1}, int64_t{4294967294}))
+      ->needs("--run-as-submitter")
       ->capture_default_str();
   c->add_option("--ca-cert", f->options.ca_cert, "PEM bundle to verify an https server");
   c->add_option("--address", f->options.address,

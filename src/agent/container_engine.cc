@@ -318,8 +318,8 @@ std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
 
 Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskLaunch& launch,
                                       const ContainerUser& user, const std::string& node_name,
-                                      const std::string& hostfile,
-                                      const std::string& env_file_path) {
+                                      const std::string& hostfile, const std::string& env_file_path,
+                                      const std::string& workdir_source) {
   const std::string task = "task " + ToString(launch.key);
   auto bad = [&](const std::string& field, const std::string& why) {
     return InvalidArgument(task + ": field '" + field + "': " + why);
@@ -406,7 +406,8 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
       a.insert(a.end(), {"--group-add", std::to_string(g)});
     }
   }
-  a.insert(a.end(), {"-w", launch.workdir, "-v", launch.workdir + ":" + launch.workdir});
+  const std::string& source = workdir_source.empty() ? launch.workdir : workdir_source;
+  a.insert(a.end(), {"-w", launch.workdir, "-v", source + ":" + launch.workdir});
   if (!hostfile.empty()) a.insert(a.end(), {"-v", hostfile + ":" + hostfile + ":ro"});
   for (const DataMount& m : engine.mounts) {
     a.insert(a.end(), {"-v", m.source + ":" + m.target + (m.read_only ? ":ro" : "")});

@@ -141,7 +141,7 @@ struct ContainerRun {
 // whose environment's runtime is "container"):
 //   ENGINE run --rm --init --name corral-<alloc>-<gen> --log-driver=none --network=host
 //     --security-opt=no-new-privileges --cap-drop=all
-//     --user UID:GID [--group-add GID]... -w WORKDIR -v WORKDIR:WORKDIR
+//     --user UID:GID [--group-add GID]... -w WORKDIR -v WORKDIR_SOURCE:WORKDIR
 //     [-v HOSTFILE:HOSTFILE:ro] [-v SRC:DST[:ro]]... [--memory=Nm --memory-swap=Nm]
 //     [--cpus=X] [--device KIND=INDEX... | --gpus "device=I,J"] --env-file ENV_FILE_PATH
 //     -- IMAGE ARGV...
@@ -154,10 +154,12 @@ struct ContainerRun {
 // of a data mount), a variable whose value has a line break or is too long for the engine's env
 // file reader (64 KiB lines), a distributed launch that needs `corral launch` (launchers none,
 // deepspeed, tf and jax with procs_per_node > 1, mpi parts other than 0): not in containers yet.
+// `workdir_source` is the host directory mounted at the workdir: the workdir itself when empty,
+// else the agent's staging mount of it (workdir_mount.h).
 Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskLaunch& launch,
                                       const ContainerUser& user, const std::string& node_name,
-                                      const std::string& hostfile,
-                                      const std::string& env_file_path);
+                                      const std::string& hostfile, const std::string& env_file_path,
+                                      const std::string& workdir_source = "");
 
 // The variables of a container task, "NAME=value" sorted: TaskEnvironment() without anything of
 // the agent's (no PATH, HOME or LANG: the image's own apply) and without the environment's venv

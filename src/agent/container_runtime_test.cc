@@ -175,6 +175,8 @@ class ContainerRuntimeTest : public ::testing::Test {
     char tmpl[] = "/tmp/corral-container-task-XXXXXX";
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
+    // Enterable (mkdtemp's 0700 is not): the task user opens its workdir itself.
+    ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
     work_dir_ = root_ + "/work";
     task_dir_ = root_ + "/wd";
     ASSERT_EQ(mkdir(task_dir_.c_str(), 0755), 0);

@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "agent/file_io.h"
 #include "agent/launch_defaults.h"
 #include "agent/proc_stat.h"
 #include "agent/rendezvous.h"
 #include "agent/shim.h"
+#include "agent/workdir_mount.h"
 
 namespace corral::agent {
 namespace {
@@ -160,11 +162,20 @@ ProcessRuntime::TaskIdentity ProcessRuntime::IdentityOf(std::optional<TaskUser> 
 
 Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) const {
   if (!options_.run_as_submitter) return identity_;
+  if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
   const auto mapped = options_.user_map.find(launch.user);
   const std::string name = mapped != options_.user_map.end() ? mapped->second : launch.user;
   const std::string who = "submitter '" + launch.user + "'" +
                           (name != launch.user ? " (mapped to Unix user '" + name + "')" : "");
-  if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
+  if (mapped == options_.user_map.end()) {
+    for (const auto& [corral_user, unix_user] : options_.user_map) {
+      if (unix_user == name) {
+        return PermissionDenied("cannot run as " + who + ": Unix user '" + name +
+                                "' belongs to corral user '" + corral_user +
+                                "' in --task-user-map, and is reached only through the map");
+      }
+    }
+  }
   Result<TaskUser> user = LookUpUser(name);
   if (!user.ok()) {
     return Status(user.status().code(),
@@ -174,6 +185,14 @@ Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunc
     return PermissionDenied("cannot run as " + who + ": uid " + std::to_string(user->uid) +
                             " is under the agent's --min-task-uid " +
                             std::to_string(options_.min_task_uid));
+  }
+  if (user->uid > options_.max_task_uid) {
+    return PermissionDenied("cannot run as " + who + ": uid " + std::to_string(user->uid) +
+                            " is over the agent's --max-task-uid " +
+                            std::to_string(options_.max_task_uid));
+  }
+  if (user->gid == 0) {
+    return PermissionDenied("cannot run as " + who + ": its primary group is 0 (root's)");
   }
   return IdentityOf(std::move(user).value());
 }
@@ -192,6 +211,12 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   if (options.run_as_submitter && geteuid() != 0) {
     return PermissionDenied("process runtime: only root can run tasks as their submitters");
   }
+  if (options.run_as_submitter &&
+      (options.min_task_uid < 1 || options.max_task_uid < options.min_task_uid)) {
+    return InvalidArgument(
+        "process runtime: the task uid range [" + std::to_string(options.min_task_uid) + ", " +
+        std::to_string(options.max_task_uid) + "] must be non-empty and leave out uid 0");
+  }
   std::optional<TaskUser> task_user;
   if (!options.task_user.empty()) {
     Result<TaskUser> user = LookUpUser(options.task_user);
@@ -208,10 +233,11 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   const std::string tasks_dir = options.work_dir + "/tasks";
   const std::string scratch_dir = options.work_dir + "/scratch";
   const std::string hostfiles_dir = options.work_dir + "/hostfiles";
-  // Private: task records and every task's logs; scratch and hostfiles: enterable by task users,
-  // not listable.
-  for (const auto& [dir, mode] :
-       {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711}, std::pair{hostfiles_dir, 0711}}) {
+  const std::string mounts_dir = options.work_dir + "/mounts";
+  // Private: task records and every task's logs, and the container workdirs' staging mounts;
+  // scratch and hostfiles: enterable by task users, not listable.
+  for (const auto& [dir, mode] : {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711},
+                                  std::pair{hostfiles_dir, 0711}, std::pair{mounts_dir, 0700}}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
@@ -237,7 +263,38 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   }
   if (ec) return IoError("process runtime: cannot list " + tasks_dir + ": " + ec.message());
   for (const std::string& name : names) runtime->Adopt(name);
+  // Staging mounts of tasks that are gone (an agent stopped between a start that failed and
+  // its clean-up): detached, their directories removed.
+  std::set<std::string> known;
+  for (const auto& [key, task] : runtime->tasks_) known.insert(ToString(key));
+  for (const auto& entry : std::filesystem::directory_iterator(mounts_dir, ec)) {
+    if (known.count(entry.path().filename().string()) == 0) {
+      (void)UnbindDirectory(entry.path().string());
+    }
+  }
   return runtime;
+}
+
+std::string ProcessRuntime::MountPath(const TaskKey& key) const {
+  return options_.work_dir + "/mounts/" + ToString(key);
+}
+
+Result<std::string> ProcessRuntime::StageWorkdir(const TaskKey& key, const std::string& workdir,
+                                                 const TaskIdentity& identity) const {
+  Result<int> dir = OpenDirectoryAs(identity.shim, workdir);
+  if (!dir.ok()) return dir.status();
+  const std::string target = MountPath(key);
+  Status s = UnbindDirectory(target);  // a leftover of an earlier failed start
+  if (s.ok() && mkdir(target.c_str(), 0700) != 0) {
+    s = IoError("cannot create " + target + ": " + ErrnoText(errno));
+  }
+  if (s.ok()) s = BindDirectory(*dir, target);
+  close(*dir);
+  if (!s.ok()) {
+    (void)UnbindDirectory(target);
+    return s;
+  }
+  return target;
 }
 
 std::string ProcessRuntime::TaskDir(const TaskKey& key) const {
@@ -432,11 +489,23 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
 
   ShimPlan plan;
   std::string container_env;  // the content of container.env
+  std::string staged;         // the container workdir's staging mount (workdir_mount.h), if any
   if (in_container) {
+    // Without root there is no mount(2), and no rootful engine either: the path goes as it is.
+    if (geteuid() == 0) {
+      Result<std::string> mounted = StageWorkdir(key, launch.workdir, *identity);
+      if (!mounted.ok()) {
+        return FailToStart(launch, JoinMessage({fallback, mounted.status().message()}));
+      }
+      staged = *mounted;
+    }
     Result<ContainerRun> run =
         PlanContainerRun(*options_.container_engine, launch, identity->container,
-                         options_.node_name, hostfile, dir + kContainerEnvFile);
-    if (!run.ok()) return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
+                         options_.node_name, hostfile, dir + kContainerEnvFile, staged);
+    if (!run.ok()) {
+      if (!staged.empty()) (void)UnbindDirectory(staged);
+      return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
+    }
     plan.executable = run->argv[0];
     plan.argv = std::move(run->argv);
     plan.env = options_.container_engine->env;
@@ -498,6 +567,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     }
     std::filesystem::remove_all(dir, ec);
     if (!hostfile.empty()) std::filesystem::remove(hostfile, ec);
+    if (!staged.empty()) (void)UnbindDirectory(staged);
     return FailToStart(launch, message);
   };
   // Written before the fork, so that a crash between fork and the second write leaves a record
@@ -726,6 +796,7 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
     CORRAL_RETURN_IF_ERROR(CgroupManager::Remove(*task.cgroup));
   }
   if (options_.container_engine) CORRAL_RETURN_IF_ERROR(CleanUpContainer(key, task));
+  if (task.in_container) CORRAL_RETURN_IF_ERROR(UnbindDirectory(MountPath(key)));
   std::error_code ec;
   std::filesystem::remove_all(TaskDir(key), ec);
   if (ec) return IoError("cannot remove " + TaskDir(key) + ": " + ec.message());

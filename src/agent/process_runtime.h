@@ -93,15 +93,18 @@ struct ProcessRuntimeOptions {
   std::string node_name;  // CORRAL_NODE_NAME
   // The Unix user every task runs as. Only root may name a user other than its own. Empty: the
   // runtime's own user, with HOME from its environment (tests; the agent command requires a
-  // task user when it runs as root).
+  // task user, or run_as_submitter, when it runs as root).
   std::string task_user;
   // Instead of task_user: each task runs as the Unix user of its submitter (TaskLaunch::user),
-  // or as user_map[submitter] where the map names one. Root only. A submitter without such a
-  // Unix user, or whose uid is under min_task_uid (root, system accounts), gets a task that
-  // fails to start naming the user.
+  // or as user_map[submitter] where the map names one; a Unix user the map gives to someone is
+  // reached only through the map. Root only. The user is looked up at each launch. A submitter
+  // without such a Unix user, or whose uid is outside [min_task_uid, max_task_uid] (root and
+  // system accounts below, nobody and other service ids above), or whose primary group is 0,
+  // gets a task that fails to start naming the user.
   bool run_as_submitter = false;
   std::map<std::string, std::string> user_map;  // corral user -> Unix user
-  uid_t min_task_uid = 1000;
+  uid_t min_task_uid = 1000;                    // >= 1
+  uid_t max_task_uid = 60000;                   // Debian's UID_MAX (login.defs)
   // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
@@ -119,8 +122,8 @@ class ProcessRuntime final : public Runtime {
   // Creates work_dir/tasks, work_dir/scratch and work_dir/hostfiles and adopts the tasks found
   // there. `clock` must outlive the runtime. Errors: work_dir not absolute or not writable; the
   // task user unknown (NotFound), or another user than the runtime's own while it does not run as
-  // root (PermissionDenied); run_as_submitter without root (PermissionDenied) or with a
-  // task_user (InvalidArgument).
+  // root (PermissionDenied); run_as_submitter without root (PermissionDenied), with a
+  // task_user, or with a uid range that is empty or admits uid 0 (InvalidArgument).
   static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
                                                         Clock* clock);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
@@ -177,6 +180,12 @@ class ProcessRuntime final : public Runtime {
   static TaskIdentity IdentityOf(std::optional<TaskUser> user);
   Result<TaskIdentity> IdentityFor(const TaskLaunch& launch) const;
   Result<std::string> MakeScratchDir(const TaskKey& key, const TaskIdentity& identity) const;
+  // Where a container task's workdir is staged: work_dir/mounts/<alloc>-<gen>.
+  std::string MountPath(const TaskKey& key) const;
+  // Opens `workdir` as `identity` and binds it at MountPath(key) (workdir_mount.h); returns
+  // that path. Errors: the user cannot open the directory, or the mount failed.
+  Result<std::string> StageWorkdir(const TaskKey& key, const std::string& workdir,
+                                   const TaskIdentity& identity) const;
   Result<std::string> ResolveExecutable(const TaskLaunch& launch,
                                         const std::vector<std::string>& argv,
                                         const std::vector<std::string>& env) const;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "agent/distributed_test_support.h"
 #include "agent/file_io.h"
@@ -686,6 +687,7 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
   ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
   o.run_as_submitter = true;
   o.user_map = {{"alice", "nobody"}, {"bob", "daemon"}};
+  o.max_task_uid = nobody->uid;  // nobody is over the default range; this test has no other user
   auto runtime = ProcessRuntime::Create(o, &clock_);
   ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
   auto launch_as = [&](int64_t allocation, const std::string& user) {
@@ -694,14 +696,16 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
     l.user = user;
     return (*runtime)->Start(l);
   };
-  // Mapped, and named like the Unix user: each task gets its own submitter's identity.
+  // Mapped: the task gets its submitter's identity.
   ASSERT_EQ(launch_as(1, "alice").state, TaskState::kRunning);
-  ASSERT_EQ(launch_as(2, "nobody").state, TaskState::kRunning);
-  for (int64_t allocation : {1, 2}) {
-    const TaskKey key{AllocationId(allocation), 1};
-    EXPECT_EQ(WaitForEnd(**runtime, key).exit_code, 0);
-    EXPECT_EQ(Stdout(**runtime, key), std::to_string(nobody->uid) + "\n" + nobody->home + "\n");
-  }
+  const TaskKey alices{AllocationId(1), 1};
+  EXPECT_EQ(WaitForEnd(**runtime, alices).exit_code, 0);
+  EXPECT_EQ(Stdout(**runtime, alices), std::to_string(nobody->uid) + "\n" + nobody->home + "\n");
+  // A Unix user the map gives alice is not anyone else's by name.
+  TaskStatus named = launch_as(2, "nobody");
+  EXPECT_EQ(named.state, TaskState::kFailedToStart);
+  EXPECT_THAT(named.message, HasSubstr("Unix user 'nobody' belongs to corral user 'alice' in "
+                                       "--task-user-map"));
   // Root and system accounts stay out (uid under --min-task-uid), and so do unknown users.
   TaskStatus root = launch_as(3, "root");
   EXPECT_EQ(root.state, TaskState::kFailedToStart);
@@ -715,30 +719,52 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
   EXPECT_EQ(stranger.state, TaskState::kFailedToStart);
   EXPECT_THAT(stranger.message, HasSubstr("cannot run as submitter 'corral-no-such-user': task "
                                           "user 'corral-no-such-user': no such user on this node"));
-  // A lower bound that admits daemon lets bob's task run as daemon.
+  // A lower bound that admits daemon lets bob's task run as daemon; a submitter named like a
+  // Unix user that no one is mapped to runs as that user.
   o.min_task_uid = daemon->uid;
+  o.user_map = {{"bob", "daemon"}};
   o.work_dir = root_ + "/second";
   auto lower = ProcessRuntime::Create(o, &clock_);
   ASSERT_TRUE(lower.ok()) << lower.status().ToString();
-  TaskLaunch l = Launch(6, {"id -u"});
-  l.shell = true;
-  l.user = "bob";
-  ASSERT_EQ((*lower)->Start(l).state, TaskState::kRunning);
-  EXPECT_EQ(WaitForEnd(**lower, l.key).exit_code, 0);
-  EXPECT_EQ(Stdout(**lower, l.key), std::to_string(daemon->uid) + "\n");
+  for (const auto& [allocation, user, uid] :
+       {std::tuple{6, "bob", daemon->uid}, std::tuple{7, "nobody", nobody->uid}}) {
+    TaskLaunch l = Launch(allocation, {"id -u"});
+    l.shell = true;
+    l.user = user;
+    ASSERT_EQ((*lower)->Start(l).state, TaskState::kRunning) << user;
+    EXPECT_EQ(WaitForEnd(**lower, l.key).exit_code, 0);
+    EXPECT_EQ(Stdout(**lower, l.key), std::to_string(uid) + "\n");
+  }
+  // The default upper bound keeps nobody (and other service ids) out.
+  o.max_task_uid = ProcessRuntimeOptions{}.max_task_uid;
+  o.work_dir = root_ + "/third";
+  auto bounded = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(bounded.ok()) << bounded.status().ToString();
+  TaskLaunch l = Launch(8, {"true"});
+  l.user = "nobody";
+  TaskStatus over = (*bounded)->Start(l);
+  EXPECT_EQ(over.state, TaskState::kFailedToStart);
+  EXPECT_THAT(over.message, HasSubstr("uid " + std::to_string(nobody->uid) +
+                                      " is over the agent's --max-task-uid 60000"));
 }
 
-TEST_F(ProcessRuntimeTest, RunningAsTheSubmitterExcludesATaskUser) {
+TEST_F(ProcessRuntimeTest, RunningAsTheSubmitterExcludesATaskUserAndUidZero) {
   ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
   o.run_as_submitter = true;
   o.task_user = "nobody";
   auto runtime = ProcessRuntime::Create(o, &clock_);
   ASSERT_FALSE(runtime.ok());
   EXPECT_EQ(runtime.status().code(), StatusCode::kInvalidArgument);
+  if (geteuid() != 0) return;  // the range is checked once root may run as submitters
+  o.task_user = "";
+  o.min_task_uid = 0;
+  runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(runtime.ok());
+  EXPECT_THAT(runtime.status().message(), HasSubstr("must be non-empty and leave out uid 0"));
 }
 
 TEST(UserMapTest, ParsesPairsAndNamesTheBadLine) {
-  auto map = ParseUserMap("# corral user, Unix user\nalice  a.smith\n\n  bob\tbjones\n");
+  auto map = ParseUserMap("# corral user, Unix user\nalice  a.smith\n\n  bob\tbjones  # Bob\n");
   ASSERT_TRUE(map.ok()) << map.status().ToString();
   EXPECT_EQ(*map, (std::map<std::string, std::string>{{"alice", "a.smith"}, {"bob", "bjones"}}));
   EXPECT_EQ(ParseUserMap("alice a\ncarol\n").status().message(),
@@ -847,6 +873,45 @@ TEST_F(StandInEngineTest, AContainerRemovedAfterTheSigkillIsNotRemovedAgain) {
   EXPECT_TRUE(runtime->Forget(l.key).ok());
   EXPECT_EQ(Removals(), 1);
   EXPECT_THAT(*ReadFile(EngineLog()), HasSubstr("rm -f --time 0 corral-1-1\n"));
+}
+
+TEST_F(StandInEngineTest, TheEngineMountsTheWorkdirTheTaskUserOpenedNotAPathResolvedAsRoot) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (mount)";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("cgroups disabled in this test"));
+  o.container_engine = Engine();
+  o.task_user = "nobody";
+  auto created = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  ProcessRuntime& runtime = **created;
+  // Open to all, but under a directory only root may enter: the task user cannot reach it.
+  const std::string locked = root_ + "/locked";
+  ASSERT_EQ(mkdir(locked.c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((locked + "/open").c_str(), 0777), 0);
+  TaskLaunch hidden = ContainerLaunch(4);
+  hidden.workdir = locked + "/open";
+  TaskStatus refused = runtime.Start(hidden);
+  EXPECT_EQ(refused.state, TaskState::kFailedToStart);
+  EXPECT_THAT(refused.message, HasSubstr("workdir " + locked + "/open: Permission denied as uid " +
+                                         std::to_string(nobody->uid)));
+  // A workdir the user can open is bound at the agent's staging path, which the engine mounts.
+  const std::string workdir = root_ + "/job-dir";
+  ASSERT_EQ(mkdir(workdir.c_str(), 0777), 0);
+  std::ofstream(workdir + "/data.txt") << "kept\n";
+  TaskLaunch l = ContainerLaunch(5);
+  l.workdir = workdir;
+  ASSERT_EQ(runtime.Start(l).state, TaskState::kRunning);
+  const std::string staged = work_dir_ + "/mounts/" + ToString(l.key);
+  WaitForEngineCall("-w " + workdir + " -v " + staged + ":" + workdir + " ");
+  EXPECT_EQ(*ReadFile(staged + "/data.txt"), "kept\n");
+  ASSERT_TRUE(runtime.Kill(l.key, Seconds(0), "stopped").ok());
+  WaitForEnd(runtime, l.key);
+  ASSERT_TRUE(runtime.Forget(l.key).ok());
+  // Unmounted and its directory removed; the user's files are where they were.
+  EXPECT_FALSE(std::filesystem::exists(staged));
+  EXPECT_EQ(*ReadFile(workdir + "/data.txt"), "kept\n");
 }
 
 TEST_F(StandInEngineTest, AFailedRemovalIsRetriedAtMostOnceEvery30Seconds) {

@@ -80,10 +80,10 @@ Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text)
   std::istringstream lines(text);
   std::string line;
   for (int number = 1; std::getline(lines, line); ++number) {
-    std::istringstream words(line);
+    std::istringstream words(line.substr(0, line.find('#')));  // names have no '#'
     std::string corral_user, unix_user, extra;
     words >> corral_user;
-    if (corral_user.empty() || corral_user[0] == '#') continue;
+    if (corral_user.empty()) continue;
     words >> unix_user >> extra;
     const std::string where = "line " + std::to_string(number) + ": ";
     if (unix_user.empty() || !extra.empty()) {

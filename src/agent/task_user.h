@@ -1,6 +1,7 @@
-// The Unix user that tasks run as (ProcessRuntimeOptions::task_user), looked up in the user
-// database (/etc/passwd, NSS) once, before any fork: the forked task only makes the system calls
-// that switch to it (shim.h).
+// The Unix user that tasks run as (ProcessRuntimeOptions::task_user, or each submitter's with
+// run_as_submitter), looked up in the user database (/etc/passwd, NSS) by the agent before the
+// fork, once at startup or at each launch: the forked task only makes the system calls that
+// switch to it (shim.h).
 #pragma once
 
 #include <sys/types.h>
@@ -29,8 +30,8 @@ Result<TaskUser> LookUpUser(const std::string& name);
 // entry in the user database (e.g. a container started with an arbitrary uid).
 Result<std::string> CurrentUserName();
 
-// Parses a user map (the agent's --task-user-map): one "CORRAL_USER UNIX_USER" pair per line,
-// blank lines and lines starting with '#' ignored. Errors name the line: "line 3: expected
+// Parses a user map (the agent's --task-user-map): one "CORRAL_USER UNIX_USER" pair per line;
+// '#' starts a comment, blank lines are ignored. Errors name the line: "line 3: expected
 // 'CORRAL_USER UNIX_USER', got 'alice'"; a corral user mapped twice is an error.
 Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text);
 
