@@ -16,6 +16,9 @@ constexpr int64_t kHour = 3600;
 constexpr size_t kMaxExtraCounts = 8;
 constexpr int kMaxExtraGpus = 100'000;
 constexpr int64_t kDefaultRunS = 3600;  // a job that never started: its time limit, else this
+// How often a what-if also passes while jobs wait, when its rules can decide something between
+// arrivals and ends (WhatIf).
+constexpr int64_t kWhatIfPassIntervalS = 60;
 
 // The spec of a record; nullopt when it cannot be read (a record from a newer server).
 std::optional<JobSpec> SpecOf(const store::JobRecord& record) {
@@ -190,6 +193,17 @@ Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::
   config.estimate = sim::EstimateSource::kPredicted;
   config.track_fragmentation = false;
   config.timeline_points = 1;
+  // The server passes every second; a replay passes at arrivals and ends only, which misses a
+  // 2D-LAS preemption, or a reclaim (reclaim on and a project with a quota), decided between
+  // them. With those rules it also passes every minute while jobs wait; without, such passes
+  // would decide nothing and only cost time.
+  const bool any_quota = std::any_of(
+      scheduling.sharing.projects.begin(), scheduling.sharing.projects.end(), [](const auto& p) {
+        return p.second.quota_milli > 0 || !p.second.model_quota_milli.empty();
+      });
+  if (scheduling.order == sched::QueueOrder::kLas || (scheduling.sharing.reclaim && any_quota)) {
+    config.pass_interval_s = kWhatIfPassIntervalS;
+  }
   // Jobs whose tasks ask more GPUs than any node (real or added) has can start in none of the
   // replays: they are set aside and reported, not counted against every size tried.
   size_t largest = AddedNodeShape(nodes).gpus.size();

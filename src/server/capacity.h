@@ -60,7 +60,10 @@ Result<WhatIfRequest> ParseWhatIf(const nlohmann::json& body);
 // "mean_wait_s" (of those that started), "max_wait_s", "unfinished" (never started)}],
 // "smallest_meeting_target": the least extra count whose p90 wait is at most the target (null:
 // none)}. A wait is first start − submission; a job that never starts counts as an infinite
-// one. Errors: the replay's (e.g. an unknown policy).
+// one. The replay passes at every arrival and end and, under 2D-LAS or with reclaim on and a
+// project with a quota, also every 60 s while jobs wait (the server passes every second), so
+// preemptions decided between arrivals and ends happen, up to a minute late. Errors: the
+// replay's (e.g. an unknown policy).
 Result<nlohmann::json> WhatIf(const std::vector<model::Node>& nodes, const sim::Trace& trace,
                               const WhatIfRequest& request,
                               const sched::SchedulerConfig& scheduling);

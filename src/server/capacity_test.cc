@@ -171,6 +171,24 @@ TEST(CapacityTest, TheWhatIfKeepsTheLiveRulesSuchAsAProjectsLimit) {
   EXPECT_TRUE((*capped)["smallest_meeting_target"].is_null());
 }
 
+TEST(CapacityTest, TheWhatIfPassesBetweenArrivalsAndEndsUnder2dLas) {
+  // On one GPU, job 2 arrives 100 s after job 1, which runs 10,000 s. Under 2D-LAS (threshold
+  // 3,600 GPU-s) job 2 preempts job 1 at the first pass after job 1's service crossed the
+  // threshold (passes every 60 s from the arrival: at 3,640 s), not only when job 1 ends.
+  const int64_t t0 = kNow - 86'400;
+  std::vector<store::JobRecord> jobs = {Record(1, 1, 1, t0, t0, t0 + 10'000),
+                                        Record(2, 1, 1, t0 + 100, t0 + 100, t0 + 150)};
+  const sim::Trace trace = TraceOf(jobs, Seconds(kNow - 2 * 86'400), Seconds(kNow));
+  WhatIfRequest request;
+  request.extra_gpus = {0};
+  sched::SchedulerConfig las = Rules("bestfit");
+  las.order = sched::QueueOrder::kLas;
+  las.las_thresholds_gpu_s = {3600};
+  auto answer = WhatIf({Node("a", 1)}, trace, request, las);
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  EXPECT_DOUBLE_EQ((*answer)["results"][0]["max_wait_s"].get<double>(), 3640 - 100);
+}
+
 TEST(CapacityTest, WhatIfRequestsAreChecked) {
   auto defaults = ParseWhatIf(json::object());
   ASSERT_TRUE(defaults.ok());
@@ -210,6 +228,13 @@ TEST(ForecastCacheTest, AnswersAgainWithinItsTtlAndKeepsAFewKeys) {
   }
   const int before = computed;
   EXPECT_EQ((*cache.Get(28, 1, Seconds(1102), compute))["n"], before + 1);
+  // Within the minute but in the next hour: the series moved on.
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(3590), compute))["n"], before + 2);
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(3600), compute))["n"], before + 3);
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(3610), compute))["n"], before + 3);
+  // The clock stepped back (within the minute and the hour): not an answer from the future.
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(3670), compute))["n"], before + 4);
+  EXPECT_EQ((*cache.Get(28, 1, Seconds(3640), compute))["n"], before + 5);
 }
 
 }  // namespace

@@ -380,7 +380,10 @@ Status Controller::Recover() {
       for (const auto& e : *events) {
         // Preemptions do not use up max_restarts: count them back from the job's history.
         job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
-        // An idle event said before the restart is not said again.
+        // An idle event of this run, said before the server restarted, is not said again; one
+        // before the run's start (a change of state) was another run's. Events are in order,
+        // whereas start_time is in seconds: one second may hold a requeue and the next start.
+        if (e.from_state != e.to_state) job.gpus_idle_noted = false;
         if (e.reason.rfind(kGpusIdleEvent, 0) == 0) job.gpus_idle_noted = true;
         if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
       }
@@ -1335,7 +1338,8 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   job.launched.clear();
   job.end_notes.clear();
   job.record.state = "pending";
-  ++job.record.restarts;  // the next run is a new generation
+  ++job.record.restarts;        // the next run is a new generation
+  job.gpus_idle_noted = false;  // its GPUs are another run's
 }
 
 void Controller::ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running) {

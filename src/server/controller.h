@@ -256,7 +256,8 @@ class Controller {
     Seconds last_activity{0};
     std::optional<Seconds> app_last_activity;
     std::optional<Seconds> idle_notice_at;
-    bool gpus_idle_noted = false;  // the "GPUs idle" event was recorded, not yet "busy again"
+    // This run's "GPUs idle" event was recorded, not yet "busy again"; false again at a requeue.
+    bool gpus_idle_noted = false;
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {

@@ -245,14 +245,75 @@ TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
   beat(60);
   controller_->Tick();
   EXPECT_EQ(events().back(), "GPUs busy again");
-  // Readings that stop are no news either way: the node still beats, without GPU metrics.
+  // Flagged again, a reading without utilisation (the probe could not tell) is no news, nor
+  // are readings that stop (the node still beats, without GPU metrics): no "busy again".
   beat(3);
+  clock_.Advance(Seconds(1800));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  json unknown = Report({TaskReport(launch, "running")});
+  unknown["gpu_metrics"] =
+      GpuMetrics({{launch["gpus"][0], 0, tasks}, {launch["gpus"][1], 0, tasks}});
+  for (json& g : unknown["gpu_metrics"]["gpus"]) g.erase("utilization_percent");
+  Beat("a", unknown);
+  controller_->Tick();
   for (int i = 0; i < 61; ++i) {
     clock_.Advance(Seconds(30));
     Beat("a", Report({TaskReport(launch, "running")}));
     controller_->Tick();
   }
-  EXPECT_EQ(events().back(), "GPUs busy again");
+  const std::vector<std::string> stale = events();
+  EXPECT_EQ(stale.back(), "GPUs idle: under 10 % for 1800 s");
+  EXPECT_EQ(std::count(stale.begin(), stale.end(), "GPUs busy again"), 1);
+}
+
+TEST_F(ControllerTest, EachRunOfARequeuedJobIsToldOfItsIdleGpus) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/2));
+  auto idle_events = [&] {
+    auto stored = store_->JobEvents(id);
+    return std::count_if(stored->begin(), stored->end(), [](const store::JobEvent& e) {
+      return e.reason.rfind(kGpusIdleEvent, 0) == 0;
+    });
+  };
+  // Starts the job's next run, its task running.
+  auto start_run = [&] {
+    controller_->Tick();
+    const json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({TaskReport(launch, "running")}));
+    EXPECT_EQ(StateOf(id), "running");
+    return launch;
+  };
+  // The run's GPU at `util` %.
+  auto sample = [&](const json& launch, int util) {
+    json report = Report({TaskReport(launch, "running")});
+    report["gpu_metrics"] = GpuMetrics({{launch["gpus"][0], util, {TaskKeyOf(launch)}}});
+    Beat("a", report);
+  };
+  // The run idles 30 minutes, then fails (its GPU is free again): the job is requeued.
+  auto idle_then_fail = [&](const json& launch) {
+    sample(launch, 3);
+    clock_.Advance(Seconds(1800));
+    sample(launch, 3);
+    controller_->Tick();
+    json report = Report({TaskReport(launch, "exited", 1)});
+    report["gpu_metrics"] = GpuMetrics({{launch["gpus"][0], 0, {}}});
+    Beat("a", report);
+    EXPECT_EQ(StateOf(id), "pending");
+  };
+  idle_then_fail(start_run());
+  EXPECT_EQ(idle_events(), 1);
+  idle_then_fail(start_run());
+  EXPECT_EQ(idle_events(), 2);
+  // After a server restart, the earlier runs' events say nothing about this run.
+  const json third = start_run();
+  Restart();
+  sample(third, 3);
+  clock_.Advance(Seconds(1800));
+  sample(third, 3);
+  controller_->Tick();
+  EXPECT_EQ(idle_events(), 3);
 }
 
 TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
@@ -695,6 +756,26 @@ TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'reclaim'"));
   policy_file_.clear();
   Restart();
+}
+
+TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
+  WritePolicy(
+      "order: las\nblocking: strict\nreclaim: false\nlas_thresholds_gpu_s: [600, 7200]\n"
+      "fair_share: {half_life_s: 3600}\n",
+      1);
+  Restart();
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  ASSERT_TRUE(controller_->SetProjectSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
+  const sched::SchedulerConfig rules = controller_->SchedulerRules();
+  EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
+  EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
+  EXPECT_FALSE(rules.sharing.reclaim);
+  EXPECT_EQ(rules.sharing.fair_share.half_life, Seconds(3600));
+  EXPECT_EQ(rules.las_thresholds_gpu_s, (std::vector<int64_t>{600, 7200}));
+  ASSERT_EQ(rules.sharing.projects.count("vision"), 1u);
+  EXPECT_EQ(rules.sharing.projects.at("vision").quota_milli, 4000);
+  EXPECT_EQ(rules.sharing.projects.at("vision").limit_milli, 6000);
+  EXPECT_FALSE(rules.estimate);  // it reads the live predictor: replays bring their own
 }
 
 TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {

@@ -74,7 +74,8 @@ class GpuHistory {
   Result<std::vector<store::GpuMetricRow>> JobHistory(JobId job, Seconds from, Seconds to);
 
   static constexpr size_t kMaxPendingRows = 200'000;
-  // Rows deleted per statement by Prune: the store is held that long, not for a whole day's.
+  // Rows deleted per batch by Prune (store::Store::PruneGpuMetrics): the store is held for that
+  // many, not for a whole day's.
   static constexpr int64_t kPruneBatchRows = 10'000;
 
  private:

@@ -266,8 +266,8 @@ void GpuMonitor::CloseBucket(const Entry& e, Accumulator& acc, int resolution_s)
   row.power_mw = acc.power_samples > 0 ? std::llround(acc.power_sum * 1000 / acc.power_samples) : 0;
   row.temperature_c = acc.temperature_max;
   row.samples = acc.samples;
-  // A job that held the GPU for part of the interval owns it even when it ended before the
-  // interval did; of two jobs, the one with more samples (the first on a tie) does.
+  // The job that held the GPU in the most readings owns the interval, whether or not it held
+  // it to the end (the first such job on a tie); any other job that held it has no row for it.
   auto owner = std::max_element(acc.job_samples.begin(), acc.job_samples.end(),
                                 [](const auto& a, const auto& b) { return a.second < b.second; });
   if (owner != acc.job_samples.end()) row.job = owner->first;
@@ -347,7 +347,10 @@ std::map<JobId, GpuMonitor::JobBusy> GpuMonitor::LastBusyByJob(int64_t now_ms) c
   std::map<JobId, JobBusy> last;
   for (const auto& [key, e] : gpus_) {
     if (Stale(e, now_ms)) continue;
-    const JobBusy gpu{BusyAt(e, now_ms), !e.status.idle_since_ms.has_value()};
+    // A reading without utilisation ends an idle span (nothing says the GPU idles) but says
+    // no more that it works: only a utilisation at or over the threshold is busy now.
+    const std::optional<int>& util = e.status.latest.utilization_percent;
+    const JobBusy gpu{BusyAt(e, now_ms), util && *util >= options_.idle_threshold_percent};
     for (const GpuHolder& h : e.status.holders) {
       auto [it, added] = last.try_emplace(h.job, gpu);
       if (!added) {

@@ -123,7 +123,9 @@ class GpuMonitor {
   std::optional<int64_t> JobLastBusyMs(JobId job, int64_t now_ms) const;
   // JobLastBusyMs of every job holding a GPU, in one pass (the controller's idle check over
   // all running jobs; JobLastBusyMs scans every GPU once per job), and whether one of its GPUs
-  // is busy now (an idle span that starts now also gives now_ms as its last busy time).
+  // is busy now: its latest reading (not stale) has a utilisation at or over the idle
+  // threshold. A reading without utilisation, or an idle span that starts now, gives now_ms as
+  // the last busy time but is not busy now.
   struct JobBusy {
     int64_t last_busy_ms = 0;
     bool busy_now = false;

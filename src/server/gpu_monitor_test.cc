@@ -133,11 +133,15 @@ TEST(GpuMonitorTest, AJobIsBusyWhileAnyOfItsGpusIs) {
   EXPECT_EQ(monitor.LastBusyByJob(30'000),
             (std::map<JobId, JobBusy>{{JobId(1), JobBusy{30'000, false}}}));
   EXPECT_DOUBLE_EQ(monitor.UsedGpus(), 0.05);
-  // No utilisation reported: not known to be idle.
+  // No utilisation reported: not known to be idle, nor to be busy.
   monitor.Record("n1", kEight, {Gpu(0, std::nullopt, {7}), Gpu(1, 3, {7})}, holders, 40'000);
   EXPECT_EQ(monitor.JobLastBusyMs(JobId(1), 45'000), 45'000);
   EXPECT_EQ(monitor.LastBusyByJob(45'000),
-            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{45'000, true}}}));
+            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{45'000, false}}}));
+  // A utilisation at the threshold is busy.
+  monitor.Record("n1", kEight, {Gpu(0, 10, {7}), Gpu(1, 3, {7})}, holders, 50'000);
+  EXPECT_EQ(monitor.LastBusyByJob(55'000),
+            (std::map<JobId, JobBusy>{{JobId(1), JobBusy{55'000, true}}}));
 }
 
 TEST(GpuMonitorTest, AJobThatFollowsAnotherStartsItsOwnIdleSpanAndIsNotChargedTheHandOver) {

@@ -119,8 +119,13 @@ Result<nlohmann::json> ForecastCache::Get(int history_days, int horizon_days, Se
   {
     std::lock_guard lock(mu_);
     auto it = entries_.find(key);
-    if (it != entries_.end() && now.value() - it->second.computed_at.value() < ttl_.value()) {
-      return it->second.view;
+    if (it != entries_.end()) {
+      const int64_t at = it->second.computed_at.value();
+      // The view's series are whole hours up to the current one: an answer of another hour is
+      // stale however recent. So is one "computed" after now (the clock stepped back).
+      if (now.value() >= at && now.value() - at < ttl_.value() && now.value() / 3600 == at / 3600) {
+        return it->second.view;
+      }
     }
   }
   Result<nlohmann::json> view = compute();

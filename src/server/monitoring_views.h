@@ -49,8 +49,9 @@ class ForecastCache {
  public:
   static constexpr size_t kMaxEntries = 8;
   explicit ForecastCache(Seconds ttl) : ttl_(ttl) {}
-  // The cached view of (history_days, horizon_days) when computed after now - ttl, else
-  // compute()'s, which is kept when it succeeds.
+  // The cached view of (history_days, horizon_days) when computed in (now - ttl, now] and in
+  // now's hour (Unix time / 3600: the view's series move on with the hour), else compute()'s,
+  // which is kept when it succeeds.
   Result<nlohmann::json> Get(int history_days, int horizon_days, Seconds now,
                              const std::function<Result<nlohmann::json>()>& compute);
 

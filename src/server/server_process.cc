@@ -226,7 +226,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   gateway.api_port = bound;
   gateway.max_connections = options.session_max_connections;
   gateway.max_connections_per_session = options.session_max_connections_per_session;
-  gateway.max_pending_per_peer = options.session_max_pending_per_address;
+  gateway.max_pending_per_address = options.session_max_pending_per_address;
   gateway.idle_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
   const int gateway_port = session_listen ? session_listen->second : port == 0 ? 0 : bound + 1;
   for (int i = 0; i < (session_listen ? 1 : tries) && !p->gateway_; ++i) {

@@ -8,8 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <vector>
@@ -194,14 +196,38 @@ short EventsFor(Io io) { return io == Io::kWantWrite ? POLLOUT : io == Io::kWant
 
 }  // namespace
 
+std::string CountedAddress(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof text);
+    return text;
+  }
+  if (address.ss_family != AF_INET6) return "";
+  in6_addr ip = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&ip)) {
+    inet_ntop(AF_INET, &ip.s6_addr[12], text, sizeof text);
+    return text;
+  }
+  std::fill(std::begin(ip.s6_addr) + 8, std::end(ip.s6_addr), 0);  // the interface id
+  inet_ntop(AF_INET6, &ip, text, sizeof text);
+  return std::string(text) + "/64";
+}
+
 // One client connection, on its own thread: read, admit, connect, carry, close.
 class SessionGateway::Connection {
  public:
-  Connection(SessionGateway& gateway, int fd, std::string peer)
+  // Whether the connection was counted in gateway.pending_ (by Accept, under its
+  // CountedAddress) and counts there until its request head arrives.
+  enum class Pending { kCounted, kNotCounted };
+  // `peer`: the client's full address (X-Forwarded-For).
+  Connection(SessionGateway& gateway, int fd, std::string peer, std::string counted_address,
+             Pending pending)
       : gateway_(gateway),
         options_(gateway.options_),
         client_(fd, gateway.tls_ ? gateway.tls_->get() : nullptr),
-        peer_(std::move(peer)) {}
+        peer_(std::move(peer)),
+        counted_address_(std::move(counted_address)),
+        pending_(pending == Pending::kCounted) {}
 
   void Serve() {
     const SteadyTime head_deadline = Now() + options_.head_timeout;
@@ -504,7 +530,7 @@ class SessionGateway::Connection {
 
   // The connection no longer counts against its address's pending ones. Idempotent.
   void RequestArrived() {
-    if (pending_) gateway_.LeavePending(peer_);
+    if (pending_) gateway_.LeavePending(counted_address_);
     pending_ = false;
   }
 
@@ -513,7 +539,8 @@ class SessionGateway::Connection {
   const SessionGatewayOptions& options_;
   SocketStream client_;
   const std::string peer_;
-  bool pending_ = true;  // counted in gateway_.pending_ (by Accept) until the head arrives
+  const std::string counted_address_;
+  bool pending_;  // counted in gateway_.pending_
 };
 
 Result<std::unique_ptr<SessionGateway>> SessionGateway::Create(
@@ -631,7 +658,8 @@ void SessionGateway::Accept() {
                 sizeof address);
     }
     const std::string peer = address;
-    if (!EnterPending(peer)) {
+    const std::string counted = CountedAddress(from);
+    if (!EnterPending(counted)) {
       close(fd);  // cheaply: this address already holds its share of places without a request
       continue;
     }
@@ -644,21 +672,21 @@ void SessionGateway::Accept() {
       }
     }
     if (!admitted) {
-      LeavePending(peer);
+      LeavePending(counted);
       Refuse(fd);
       continue;
     }
     try {
-      std::thread([this, fd, peer] {
+      std::thread([this, fd, peer, counted] {
         {
-          Connection connection(*this, fd, peer);
+          Connection connection(*this, fd, peer, counted, Connection::Pending::kCounted);
           connection.Serve();
           connection.RequestArrived();  // or it never will: either way it no longer counts
         }
         Finished();
       }).detach();
     } catch (const std::system_error&) {  // no thread to be had: as over the cap
-      LeavePending(peer);
+      LeavePending(counted);
       Finished();
       Refuse(fd);
     }
@@ -666,7 +694,7 @@ void SessionGateway::Accept() {
 }
 
 void SessionGateway::Refuse(int fd) {
-  Connection refused(*this, fd, "");
+  Connection refused(*this, fd, "", "", Connection::Pending::kNotCounted);
   const SteadyTime deadline = Now() + std::chrono::seconds(1);
   if (!refused.Handshake(deadline)) return;
   refused.Send(
@@ -693,20 +721,20 @@ void SessionGateway::LeaveSession(int64_t session) {
   if (--per_session_[session] <= 0) per_session_.erase(session);
 }
 
-bool SessionGateway::EnterPending(const std::string& peer) {
+bool SessionGateway::EnterPending(const std::string& address) {
   std::lock_guard lock(mu_);
-  int& open = pending_[peer];
-  if (open >= options_.max_pending_per_peer) {
-    if (open == 0) pending_.erase(peer);
+  int& open = pending_[address];
+  if (open >= options_.max_pending_per_address) {
+    if (open == 0) pending_.erase(address);
     return false;
   }
   ++open;
   return true;
 }
 
-void SessionGateway::LeavePending(const std::string& peer) {
+void SessionGateway::LeavePending(const std::string& address) {
   std::lock_guard lock(mu_);
-  if (--pending_[peer] <= 0) pending_.erase(peer);
+  if (--pending_[address] <= 0) pending_.erase(address);
 }
 
 void SessionGateway::Finished() {

@@ -14,6 +14,8 @@
 // Thread safety: Create, Start and Stop from one thread; everything else is internal.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -44,6 +46,13 @@ class SessionDirectory {
   virtual void NoteUse(JobId id) = 0;
 };
 
+// The client address that SessionGatewayOptions::max_pending_per_address counts against: an
+// IPv4 address as is ("192.0.2.7"), an IPv6 one by its /64 prefix ("2001:db8:1:2::/64": a
+// host is usually given a whole /64, so it could otherwise use a fresh address for every
+// connection), an IPv4-mapped IPv6 one (::ffff:a.b.c.d) as its IPv4 address; "" for another
+// family.
+std::string CountedAddress(const sockaddr_storage& address);
+
 struct SessionGatewayOptions {
   std::string host = "127.0.0.1";  // where to listen
   int port = 0;                    // 0: any free port
@@ -57,10 +66,10 @@ struct SessionGatewayOptions {
   int api_port = 0;
   int max_connections = 256;             // open at once, all sessions (over it: 503)
   int max_connections_per_session = 32;  // open at once to one session (over it: 503)
-  // Open at once from one client address without a whole request head yet (in the TLS
-  // handshake or the head): over it, a new connection from that address is closed at once, so
-  // one client cannot hold every place with connections that send nothing.
-  int max_pending_per_peer = 16;
+  // Open at once from one client address (CountedAddress) without a whole request head yet (in
+  // the TLS handshake or the head): over it, a new connection from that address is closed at
+  // once, so one client cannot hold every place with connections that send nothing.
+  int max_pending_per_address = 16;
   size_t max_head_bytes = 64 << 10;  // a request's or an answer's head (over it: 431, 502)
   std::chrono::milliseconds head_timeout{30000};     // to read a request's head (TLS included)
   std::chrono::milliseconds connect_timeout{10000};  // to connect to an app (then 502)
@@ -99,10 +108,10 @@ class SessionGateway {
   // A place for a connection to `session`; false when it has max_connections_per_session.
   bool EnterSession(int64_t session);
   void LeaveSession(int64_t session);
-  // A place for a connection from `peer` that has not sent its request head; false when the
-  // address has max_pending_per_peer.
-  bool EnterPending(const std::string& peer);
-  void LeavePending(const std::string& peer);
+  // A place for a connection from `address` (CountedAddress) that has not sent its request
+  // head; false when the address has max_pending_per_address.
+  bool EnterPending(const std::string& address);
+  void LeavePending(const std::string& address);
   void Finished();
 
   const SessionGatewayOptions options_;
@@ -118,8 +127,9 @@ class SessionGateway {
   std::condition_variable all_finished_;
   int connections_ = 0;                 // guarded by mu_: threads running
   std::map<int64_t, int> per_session_;  // guarded by mu_: session -> connections; no zeros
-  std::map<std::string, int> pending_;  // guarded by mu_: address -> pending ones; no zeros
-  bool stopped_ = false;                // guarded by mu_
+  // Guarded by mu_: CountedAddress -> connections without a request head yet; no zeros.
+  std::map<std::string, int> pending_;
+  bool stopped_ = false;  // guarded by mu_
 };
 
 }  // namespace corral::server

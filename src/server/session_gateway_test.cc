@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -556,7 +558,7 @@ TEST_F(SessionGatewayTest, OneAddressCannotHoldManyConnectionsWithoutARequest) {
   FakeApp app(SwitchAndEcho);
   UseApp(app);
   SessionGatewayOptions options;
-  options.max_pending_per_peer = 2;
+  options.max_pending_per_address = 2;
   StartGateway(options);
   Client first(port());
   Client second(port());
@@ -580,6 +582,66 @@ TEST_F(SessionGatewayTest, OneAddressCannotHoldManyConnectionsWithoutARequest) {
   }
   Client fifth(port());
   EXPECT_THAT(fifth.Exchange(Get("/sessions/9/", kAlice)).first, StartsWith("HTTP/1.1 404"));
+}
+
+// Whether a request from a new connection gets through (here 404: no session 9) before
+// `limit` has passed: a pending place freed by another connection's thread, which the test
+// cannot see, is freed soon after.
+bool AdmittedWithin(int port, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    Client client(port);
+    if (client.Exchange(Get("/sessions/9/", kAlice)).first.rfind("HTTP/1.1 404", 0) == 0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST_F(SessionGatewayTest, APendingPlaceIsFreedWhenItsClientLeavesOrTimesOut) {
+  SessionGatewayOptions options;
+  options.max_pending_per_address = 1;
+  options.head_timeout = std::chrono::milliseconds(300);
+  StartGateway(options);
+  { Client gone(port()); }  // closes without a request head
+  EXPECT_TRUE(AdmittedWithin(port(), std::chrono::seconds(5)));
+  // One that sends nothing holds the place until its head times out (408) and it is closed.
+  {
+    Client silent(port());
+    {
+      Client refused(port());  // accepted after `silent`: closed at once
+      char buffer[16];
+      const ssize_t n = refused.Read(buffer, sizeof buffer);
+      EXPECT_TRUE(n == 0 || (n < 0 && errno == ECONNRESET)) << n << " " << errno;
+    }
+    EXPECT_THAT(silent.Head(), StartsWith("HTTP/1.1 408"));
+  }
+  EXPECT_TRUE(AdmittedWithin(port(), std::chrono::seconds(5)));
+}
+
+// Addresses as accept() gives them.
+sockaddr_storage AddressOf(const char* text) {
+  sockaddr_storage address{};
+  if (inet_pton(AF_INET, text, &reinterpret_cast<sockaddr_in&>(address).sin_addr) == 1) {
+    address.ss_family = AF_INET;
+  } else {
+    EXPECT_EQ(inet_pton(AF_INET6, text, &reinterpret_cast<sockaddr_in6&>(address).sin6_addr), 1)
+        << text;
+    address.ss_family = AF_INET6;
+  }
+  return address;
+}
+
+TEST(CountedAddressTest, IPv6CountsByItsSlash64AndMappedIPv4AsIPv4) {
+  EXPECT_EQ(CountedAddress(AddressOf("192.0.2.7")), "192.0.2.7");
+  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:2:a:b:c:d")), "2001:db8:1:2::/64");
+  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:2::99")), "2001:db8:1:2::/64");
+  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:3::99")), "2001:db8:1:3::/64");
+  EXPECT_EQ(CountedAddress(AddressOf("::ffff:192.0.2.7")), "192.0.2.7");
+  sockaddr_storage other{};
+  other.ss_family = AF_UNIX;
+  EXPECT_EQ(CountedAddress(other), "");
 }
 
 TEST_F(SessionGatewayTest, AnIdleConnectionIsClosed) {

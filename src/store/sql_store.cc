@@ -967,10 +967,11 @@ Status SqlStore::AddGpuMetrics(const std::vector<GpuMetricRow>& rows) {
       }));
 }
 
-Result<int64_t> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s, int64_t batch_rows) {
+Result<PruneResult> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s,
+                                              int64_t batch_rows) {
   if (batch_rows < 1) return InvalidArgument("prune GPU metrics: batch_rows must be >= 1");
   const int64_t resolution = resolution_s;
-  int64_t total = 0;
+  PruneResult result;
   while (true) {
     // One batch per hold of the lock: a day of 10 s intervals of a large cluster is millions of
     // rows, and submissions wait for the lock meanwhile. A batch ends before the start time of
@@ -992,8 +993,11 @@ Result<int64_t> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s, in
                                {resolution, cutoff});
     }
     if (!deleted.ok()) return Annotate("prune GPU metrics", deleted.status());
-    total += *deleted;
-    if (last) return total;
+    if (*deleted > 0) {
+      result.rows += *deleted;
+      ++result.batches;
+    }
+    if (last) return result;
   }
 }
 

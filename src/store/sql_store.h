@@ -76,7 +76,8 @@ class SqlStore final : public Store {
   Result<std::vector<NodeRecord>> ListNodes() override;
 
   Status AddGpuMetrics(const std::vector<GpuMetricRow>& rows) override;
-  Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s, int64_t batch_rows) override;
+  Result<PruneResult> PruneGpuMetrics(int resolution_s, int64_t before_s,
+                                      int64_t batch_rows) override;
   Result<std::vector<GpuMetricRow>> GpuMetrics(int resolution_s, int64_t from_s, int64_t to_s,
                                                const std::string& node,
                                                std::optional<JobId> job) override;

@@ -140,7 +140,16 @@ struct GpuMetricRow {
   int64_t power_mw = 0;          // mean
   int temperature_c = 0;         // the largest reading
   int samples = 0;               // readings in the interval
-  std::optional<JobId> job;      // the job holding the GPU at its last reading
+  // The job that held the GPU in most of the interval's readings (the first such job on a tie;
+  // of a shared GPU, its first holder counts); none: free in all of them.
+  std::optional<JobId> job;
+};
+
+// What PruneGpuMetrics deleted: rows, in batches (deletes that removed rows, each under a hold
+// of the store of its own).
+struct PruneResult {
+  int64_t rows = 0;
+  int64_t batches = 0;
 };
 
 // GPU time one user spent in one project on one UTC day (accounting, docs/monitoring.md):
@@ -300,11 +309,12 @@ class Store {
   // Adds intervals in one transaction; an interval already stored (same resolution, node, GPU
   // and start) is replaced.
   virtual Status AddGpuMetrics(const std::vector<GpuMetricRow>& rows) = 0;
-  // Deletes the intervals of `resolution_s` that start before `before_s`, about `batch_rows`
-  // (>= 1) at a time: at most that many, or all those of one start time when they are more.
-  // Other calls get in between batches. Returns how many were deleted.
-  virtual Result<int64_t> PruneGpuMetrics(int resolution_s, int64_t before_s,
-                                          int64_t batch_rows) = 0;
+  // Deletes the intervals of `resolution_s` that start before `before_s`, in batches of whole
+  // start times: those before the start time of the (batch_rows + 1)-th oldest row (at most
+  // `batch_rows`, >= 1), or all those of the oldest start time when they are more. Other calls
+  // get in between batches.
+  virtual Result<PruneResult> PruneGpuMetrics(int resolution_s, int64_t before_s,
+                                              int64_t batch_rows) = 0;
   // The intervals of `resolution_s` starting in [from_s, to_s), of one node (empty: all) and one
   // job (none: any), by node, GPU and start.
   virtual Result<std::vector<GpuMetricRow>> GpuMetrics(int resolution_s, int64_t from_s,

@@ -893,15 +893,18 @@ TEST_P(StoreTest, GpuMetricsAreStoredReplacedReadAndPruned) {
                   .ok());
   auto early = store_->PruneGpuMetrics(10, 450, 2);
   ASSERT_TRUE(early.ok()) << early.status().ToString();
-  EXPECT_EQ(*early, 4);
+  EXPECT_EQ(early->rows, 4);
+  EXPECT_EQ(early->batches, 2);
   EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "gpu-3", std::nullopt)->size(), 1u);
-  // Batches of 2 where 3 share the oldest start time: those 3 go together, and the rest.
+  // Batches of 2 where 3 share a start time (1000): gpu-3's last one (500), then those 3.
   auto pruned = store_->PruneGpuMetrics(10, 1010, 2);
   ASSERT_TRUE(pruned.ok()) << pruned.status().ToString();
-  EXPECT_EQ(*pruned, 4);
+  EXPECT_EQ(pruned->rows, 4);
+  EXPECT_EQ(pruned->batches, 2);
   auto none_left = store_->PruneGpuMetrics(10, 1010, 2);
   ASSERT_TRUE(none_left.ok());
-  EXPECT_EQ(*none_left, 0);
+  EXPECT_EQ(none_left->rows, 0);
+  EXPECT_EQ(none_left->batches, 0);
   EXPECT_EQ(store_->PruneGpuMetrics(10, 1010, 0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(store_->GpuMetrics(10, 0, 3000, "", std::nullopt)->size(), 1u);
   EXPECT_EQ(store_->GpuMetrics(300, 0, 3000, "", std::nullopt)->size(), 1u);  // other resolution
