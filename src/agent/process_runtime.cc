@@ -160,7 +160,25 @@ ProcessRuntime::TaskIdentity ProcessRuntime::IdentityOf(std::optional<TaskUser> 
   return identity;
 }
 
-Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) const {
+Result<TaskUser> ProcessRuntime::SubmitterUser(const std::string& name) {
+  const Seconds now = clock_->Now();
+  auto cached = users_.find(name);
+  if (cached != users_.end() && now < cached->second.looked_up + kUserLookupTtl) {
+    return cached->second.user;
+  }
+  Result<TaskUser> user = options_.look_up_user ? options_.look_up_user(name) : LookUpUser(name);
+  if (user.ok()) {
+    users_[name] = {*user, now};
+  } else if (user.status().code() == StatusCode::kIoError && cached != users_.end() &&
+             now < cached->second.looked_up + kUserLookupGrace) {
+    return cached->second.user;  // the database is unreadable for now: its last answer
+  } else if (cached != users_.end()) {
+    users_.erase(cached);  // gone (NotFound), or unreadable for too long
+  }
+  return user;
+}
+
+Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) {
   if (!options_.run_as_submitter) return identity_;
   if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
   const auto mapped = options_.user_map.find(launch.user);
@@ -176,7 +194,7 @@ Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunc
       }
     }
   }
-  Result<TaskUser> user = LookUpUser(name);
+  Result<TaskUser> user = SubmitterUser(name);
   if (!user.ok()) {
     return Status(user.status().code(),
                   "cannot run as " + who + ": " + user.status().message() + " on this node");

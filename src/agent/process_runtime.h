@@ -73,6 +73,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -105,6 +106,10 @@ struct ProcessRuntimeOptions {
   std::map<std::string, std::string> user_map;  // corral user -> Unix user
   uid_t min_task_uid = 1000;                    // >= 1
   uid_t max_task_uid = 60000;                   // Debian's UID_MAX (login.defs)
+  // How submitters' users are looked up (empty: LookUpUser, the user database; tests replace
+  // it). An answer is reused for kUserLookupTtl; when the database cannot be read (IoError: a
+  // directory service down for a moment), the last answer of up to kUserLookupGrace is used.
+  std::function<Result<TaskUser>(const std::string&)> look_up_user;
   // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
@@ -119,6 +124,9 @@ struct ProcessRuntimeOptions {
 
 class ProcessRuntime final : public Runtime {
  public:
+  static constexpr Seconds kUserLookupTtl{60};
+  static constexpr Seconds kUserLookupGrace{3600};
+
   // Creates work_dir/tasks, work_dir/scratch and work_dir/hostfiles and adopts the tasks found
   // there. `clock` must outlive the runtime. Errors: work_dir not absolute or not writable; the
   // task user unknown (NotFound), or another user than the runtime's own while it does not run as
@@ -178,7 +186,9 @@ class ProcessRuntime final : public Runtime {
     std::string home;                  // the task's HOME
   };
   static TaskIdentity IdentityOf(std::optional<TaskUser> user);
-  Result<TaskIdentity> IdentityFor(const TaskLaunch& launch) const;
+  Result<TaskIdentity> IdentityFor(const TaskLaunch& launch);
+  // A submitter's Unix user, through the cache (ProcessRuntimeOptions::look_up_user).
+  Result<TaskUser> SubmitterUser(const std::string& name);
   Result<std::string> MakeScratchDir(const TaskKey& key, const TaskIdentity& identity) const;
   // Where a container task's workdir is staged: work_dir/mounts/<alloc>-<gen>.
   std::string MountPath(const TaskKey& key) const;
@@ -205,6 +215,11 @@ class ProcessRuntime final : public Runtime {
   Clock* clock_;  // not owned
   CgroupManager cgroups_;
   TaskIdentity identity_;  // of every task, unless run_as_submitter
+  struct CachedUser {
+    TaskUser user;
+    Seconds looked_up;
+  };
+  std::map<std::string, CachedUser> users_;  // run_as_submitter: Unix name -> last answer
   std::map<std::string, std::string>
       base_env_;  // passed to every task: PATH, LANG (HOME: identity)
   std::map<TaskKey, Task> tasks_;

@@ -748,6 +748,52 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
                                       " is over the agent's --max-task-uid 60000"));
 }
 
+TEST_F(ProcessRuntimeTest, SubmittersAreLookedUpOnceAMinuteAndOutlastABriefDirectoryOutage) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ASSERT_EQ(chmod(task_dir_.c_str(), 0777), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.run_as_submitter = true;
+  o.max_task_uid = nobody->uid;
+  int lookups = 0;
+  Status answer;  // what the directory says next: ok, or an error
+  o.look_up_user = [&](const std::string& name) -> Result<TaskUser> {
+    ++lookups;
+    if (!answer.ok()) return answer;
+    return LookUpUser(name);
+  };
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  int64_t allocation = 0;
+  auto start = [&] {
+    TaskLaunch l = Launch(++allocation, {"true"});
+    l.user = "nobody";
+    return (*runtime)->Start(l);
+  };
+  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(lookups, 1);  // within the minute: the answer is reused
+  // The directory is unreadable a minute later: its last answer stands in, for up to an hour.
+  clock_.Advance(ProcessRuntime::kUserLookupTtl);
+  answer = IoError("task user 'nobody': cannot read the user database: Connection refused");
+  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(lookups, 2);
+  clock_.Advance(ProcessRuntime::kUserLookupGrace);
+  TaskStatus late = start();
+  EXPECT_EQ(late.state, TaskState::kFailedToStart);
+  EXPECT_THAT(late.message, HasSubstr("cannot read the user database"));
+  // A user the directory no longer has is not run as, however recently it was seen.
+  answer = Status::Ok();
+  EXPECT_EQ(start().state, TaskState::kRunning);
+  clock_.Advance(ProcessRuntime::kUserLookupTtl);
+  answer = NotFound("task user 'nobody': no such user");
+  EXPECT_EQ(start().state, TaskState::kFailedToStart);
+  answer = IoError("task user 'nobody': cannot read the user database");
+  EXPECT_EQ(start().state, TaskState::kFailedToStart);  // nothing cached since
+}
+
 TEST_F(ProcessRuntimeTest, RunningAsTheSubmitterExcludesATaskUserAndUidZero) {
   ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
   o.run_as_submitter = true;
