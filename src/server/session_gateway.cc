@@ -194,6 +194,23 @@ struct Flow {
 
 short EventsFor(Io io) { return io == Io::kWantWrite ? POLLOUT : io == Io::kWantRead ? POLLIN : 0; }
 
+// Takes one of the `max` places of `key` in `open` (connections per key; no zeros are kept);
+// false when they are all taken.
+template <typename Key>
+bool TakePlace(std::map<Key, int>& open, const Key& key, int max) {
+  auto it = open.find(key);
+  if ((it == open.end() ? 0 : it->second) >= max) return false;
+  ++open[key];
+  return true;
+}
+
+// Gives back a place TakePlace took.
+template <typename Key>
+void ReturnPlace(std::map<Key, int>& open, const Key& key) {
+  auto it = open.find(key);
+  if (it != open.end() && --it->second <= 0) open.erase(it);
+}
+
 }  // namespace
 
 std::string CountedAddress(const sockaddr_storage& address) {
@@ -707,34 +724,22 @@ void SessionGateway::Refuse(int fd) {
 
 bool SessionGateway::EnterSession(int64_t session) {
   std::lock_guard lock(mu_);
-  int& open = per_session_[session];
-  if (open >= options_.max_connections_per_session) {
-    if (open == 0) per_session_.erase(session);
-    return false;
-  }
-  ++open;
-  return true;
+  return TakePlace(per_session_, session, options_.max_connections_per_session);
 }
 
 void SessionGateway::LeaveSession(int64_t session) {
   std::lock_guard lock(mu_);
-  if (--per_session_[session] <= 0) per_session_.erase(session);
+  ReturnPlace(per_session_, session);
 }
 
 bool SessionGateway::EnterPending(const std::string& address) {
   std::lock_guard lock(mu_);
-  int& open = pending_[address];
-  if (open >= options_.max_pending_per_address) {
-    if (open == 0) pending_.erase(address);
-    return false;
-  }
-  ++open;
-  return true;
+  return TakePlace(pending_, address, options_.max_pending_per_address);
 }
 
 void SessionGateway::LeavePending(const std::string& address) {
   std::lock_guard lock(mu_);
-  if (--pending_[address] <= 0) pending_.erase(address);
+  ReturnPlace(pending_, address);
 }
 
 void SessionGateway::Finished() {
