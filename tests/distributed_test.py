@@ -59,16 +59,26 @@ dist.destroy_process_group()
 '''
 
 # Rank 1 of the first run exits 3 (a marker file tells runs apart); everyone else succeeds.
+# Rank 0 must still be running when rank 1 fails, so that corral has to stop it: rank 1 fails
+# only once rank 0 has said it is up, and rank 0 says so only after it found no marker. (Without
+# that order, a rank 0 started late sees rank 1's marker, takes itself for the second run and
+# exits 0 before corral hears of the failure: its first-run state is then "succeeded", rightly.)
 FLAKY = r'''
-import os, sys
-marker = os.path.join(sys.argv[1], "failed-once")
-if os.environ["RANK"] == "1" and not os.path.exists(marker):
+import os, sys, time
+out = sys.argv[1]
+marker = os.path.join(out, "failed-once")
+rank0_up = os.path.join(out, "rank0-up")
+if not os.path.exists(marker):  # the first run
+    if os.environ["RANK"] == "0":
+        open(rank0_up, "w").close()
+        time.sleep(300)  # waits to be stopped by corral when rank 1 fails
+        sys.exit(4)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(rank0_up) and time.monotonic() < deadline:
+        time.sleep(0.01)
     open(marker, "w").close()
     sys.exit(3)
-if os.environ["RANK"] == "0" and not os.path.exists(marker):
-    import time
-    time.sleep(60)   # still running when rank 1 fails: corral must stop it
-open(os.path.join(sys.argv[1], "ok-rank" + os.environ["RANK"]), "w").close()
+open(os.path.join(out, "ok-rank" + os.environ["RANK"]), "w").close()
 '''
 
 
