@@ -1,12 +1,15 @@
 # corral's entry points. Every target installs what it needs first (scripts/bootstrap.sh is
-# idempotent and takes well under a second when everything is present).
+# idempotent and takes well under a second when everything is present): `make run` only what
+# running needs (bootstrap.sh run), the others what testing needs too (bootstrap.sh test).
 #
-#   make run     set up, build, and run corral's main job: `corral dev`, a one-machine cluster
-#                (with the web dashboard at its URL)
+#   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
+#                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
 #   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
 #                dashboard's browser tests, then ASan+UBSan unit tests
-#   make build   Release build in build/ (binary: build/corral)
+#   make test-repeat  the end-to-end and distributed tests N times in a row (N=5 by default),
+#                stopping at the first failure
+#   make build   Release build in build/ (binary: build/corral, the tests and the benchmarks)
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
@@ -18,7 +21,8 @@
 #
 # Variables: JOBS (parallel jobs, default: all cores), TRACES (public traces folder, default
 # ../shared/traces), BENCH_ARGS (extra flags for the benchmark binaries), CORRAL_TIMINGS (a file
-# to which every timed step appends a line; .ci/run prints them as its summary).
+# to which every timed step appends a line; .ci/run prints them as its summary), N (runs of
+# test-repeat, default 5).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -29,12 +33,19 @@ SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 TRACES ?= ../shared/traces
 BENCH_ARGS ?=
+N ?= 5
+# What the end-to-end targets build first; test-repeat builds once and then empties it.
+TEST_BUILD := build
 DEMO_OUT := .corral/sim-demo
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 # Release build: benchmarks are compiled too, so that `make test` notices when they stop compiling.
-RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_BENCH=ON
-ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCORRAL_SANITIZE=ON -DCORRAL_BENCH=OFF
+# `make run` configures the same build/ without tests and benchmarks (it builds only the binary,
+# and its bootstrap installs neither GoogleTest nor Google Benchmark); switching between the two
+# re-runs CMake but recompiles nothing, as no compile flag depends on these options.
+RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_TESTS=ON -DCORRAL_BENCH=ON
+RUN_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_TESTS=OFF -DCORRAL_BENCH=OFF
+ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCORRAL_SANITIZE=ON -DCORRAL_TESTS=ON -DCORRAL_BENCH=OFF
 
 # cmake --build runs its own make: keep ours out of its environment (no jobserver to share,
 # no "Entering directory" noise).
@@ -65,16 +76,26 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup configure build web test test-unit test-cli test-e2e test-web test-distributed test-asan run sim-demo bench bench-web lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
 
+# What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
+# needs (bootstrap.sh run).
 setup:
-	@$(call timed,setup,bash scripts/bootstrap.sh)
+	@$(call timed,setup,bash scripts/bootstrap.sh test)
+
+setup-run:
+	@$(call timed,setup,bash scripts/bootstrap.sh run)
 
 configure: setup
 	@$(call configure,build,$(RELEASE_FLAGS))
 
 build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
+
+# The binary alone (what `make run` needs): no test or benchmark targets are configured or built.
+build-corral: setup-run
+	@$(call configure,build,$(RUN_FLAGS))
+	@$(call timed,build (Release; corral only),$(CMAKE_BUILD) build -j$(JOBS) --target corral)
 
 # The dashboard (web/, docs/dashboard.md). npm ci only when web/node_modules is missing or older
 # than package-lock.json (npm ci writes node_modules/.package-lock.json); the build itself takes
@@ -83,7 +104,7 @@ WEB_BUILD = cd web && \
   if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
     npm ci --no-audit --no-fund --loglevel=error; fi; \
   node build.mjs
-web: setup
+web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
@@ -96,14 +117,24 @@ test-unit: build
 	@$(call timed,unit tests (Release; SQLite and PostgreSQL),bash scripts/with_postgres.sh ctest --test-dir build --output-on-failure -j$(JOBS))
 
 # Real processes on loopback: a server, agents with fake GPUs, the CLI, SIGKILLs; then GPU
-# monitoring with a real Prometheus scraping the server.
-test-e2e: build
+# monitoring with a real Prometheus scraping the server. One line per test file (test-repeat runs
+# them all too).
+test-e2e: $(TEST_BUILD)
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
-test-distributed: build
+test-distributed: $(TEST_BUILD)
 	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
+
+# Flakiness check: test-e2e and test-distributed N times in a row (N=5: `make test-repeat N=10`),
+# on one build, stopping at the first failing run and naming it.
+test-repeat: build
+	@for i in $$(seq 1 $(N)); do \
+	  printf '\n######## test-repeat: run %d of %d\n' $$i $(N); \
+	  if ! $(MAKE) --no-print-directory test-e2e test-distributed TEST_BUILD=; then \
+	    printf '\ntest-repeat: run %d of %d FAILED (runs 1 to %d passed)\n' $$i $(N) $$((i - 1)); exit 1; fi; \
+	done; printf '\ntest-repeat: all %d runs passed\n' $(N)
 
 # Headless Chromium (playwright-core) against a real corral dev; screenshots of every page in
 # build/web-artifacts/.
@@ -123,7 +154,7 @@ test-asan: setup
 
 # The main job: a one-machine cluster (server + agent, SQLite, fake GPUs when the machine has
 # none) in .corral/dev, until Ctrl-C. It prints the URL, the admin token and example commands.
-run: build web
+run: build-corral web
 	@mkdir -p .corral
 	build/corral dev --data-dir .corral/dev
 

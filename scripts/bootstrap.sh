@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
-# Installs the Debian packages corral needs to build and test. Idempotent: packages already
-# present are skipped, so `make` targets may call it every time at almost no cost.
+# Installs the Debian packages corral needs, per target. Idempotent: packages already present are
+# skipped, so `make` targets may call it every time at almost no cost.
+#
+#   bootstrap.sh run    what `make run` needs: a compiler, CMake, ccache, the C++ libraries the
+#                       binary builds against, and node/npm for the dashboard
+#   bootstrap.sh test   all of `run`, plus what `make test`, `make bench` and `make lint` need:
+#                       GoogleTest and Google Benchmark, PostgreSQL, Prometheus, PyTorch, podman,
+#                       Chromium, iproute2, clang-format/clang-tidy (the default)
 set -euo pipefail
 
-packages=(
-  build-essential cmake ccache pkg-config
+target=${1:-test}
+
+# `make run`: build/corral and the dashboard.
+run_packages=(
+  build-essential cmake ccache pkg-config git
   nlohmann-json3-dev libcli11-dev
+  libsqlite3-dev  # store/: SQLite, the embedded default
+  libpq-dev  # store/: the PostgreSQL client's header (libpq itself is loaded only for postgres:// URLs)
+  libcpp-httplib-dev libssl-dev  # server/, agent/, cli/: HTTP(S)
+  libyaml-cpp-dev  # cli/: YAML job specs
+)
+
+# `make test` (and bench, lint) on top of that.
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
   time  # GNU time (/usr/bin/time): bench/macro.sh measures wall time and peak memory
-  libsqlite3-dev libpq-dev  # store/: SQLite (embedded default) and PostgreSQL client
   postgresql  # PostgreSQL 15 server for the store tests (scripts/with_postgres.sh)
-  libcpp-httplib-dev libssl-dev  # server/, agent/, cli/: HTTP(S)
-  libyaml-cpp-dev  # cli/: YAML job specs
   python3  # tests/e2e_test.py
   python3-torch  # tests/distributed_test.py: real PyTorch DDP (gloo, CPU) across two agents
   iproute2  # tests/distributed_test.py: network namespaces as separate hosts
@@ -26,6 +40,15 @@ packages=(
   chromium fonts-dejavu-core
 )
 
+case "$target" in
+  run) packages=("${run_packages[@]}") ;;
+  test) packages=("${run_packages[@]}" "${test_packages[@]}") ;;
+  *)
+    echo "usage: $0 [run|test]  (default: test)" >&2
+    exit 2
+    ;;
+esac
+
 # The dashboard (web/) builds with node and npm (node >= 18; Debian 12 has 18). A node
 # installed some other way (NodeSource, which bundles npm) is used as it is: Debian's npm
 # package would conflict with it.
@@ -36,16 +59,19 @@ elif [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
   exit 1
 fi
 
+# One dpkg-query for all of them: the check runs before every make target.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${packages[@]}" 2>/dev/null |
+  awk '$NF == "installed" && $(NF - 1) == "ok" { print $1 }' || true)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  grep -qxF "$p" <<<"$installed" || missing+=("$p")
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 
-echo "bootstrap: installing ${missing[*]}"
+echo "bootstrap ($target): installing ${missing[*]}"
 sudo_cmd=()
 [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
 export DEBIAN_FRONTEND=noninteractive

@@ -6,6 +6,7 @@
 #include "agent/agent_command.h"
 #include "agent/launch_command.h"
 #include "cli/commands.h"
+#include "common/build_info.h"
 #include "dev_command.h"
 #include "server/server_command.h"
 #include "sim/sim_command.h"
@@ -13,6 +14,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"corral — pools GPU servers into one shared cluster"};
   app.require_subcommand(1);
+  app.set_version_flag(
+      "--version", std::string("corral ") + corral::kVersion + " (commit " + corral::kCommit + ")");
   int exit_code = 0;
   corral::AddDevCommand(app, &exit_code);
   corral::server::AddServerCommand(app, &exit_code);

@@ -1,7 +1,6 @@
 #include "store/postgres_connection.h"
 
-#include <libpq-fe.h>
-
+#include "store/libpq.h"
 #include "store/store_url.h"
 
 namespace corral::store {
@@ -55,19 +54,19 @@ class TextParams {
   std::vector<const char*> values_;
 };
 
-SqlRows RowsOf(const PGresult* result) {
+SqlRows RowsOf(const LibPq& pq, const PGresult* result) {
   SqlRows rows;
-  int n = PQntuples(result);
-  int columns = PQnfields(result);
+  int n = pq.PQntuples(result);
+  int columns = pq.PQnfields(result);
   rows.reserve(n);
   for (int r = 0; r < n; ++r) {
     std::vector<SqlValue> cells;
     cells.reserve(columns);
     for (int c = 0; c < columns; ++c) {
-      if (PQgetisnull(result, r, c)) {
+      if (pq.PQgetisnull(result, r, c)) {
         cells.emplace_back(std::monostate{});
       } else {
-        cells.emplace_back(std::string(PQgetvalue(result, r, c), PQgetlength(result, r, c)));
+        cells.emplace_back(std::string(pq.PQgetvalue(result, r, c), pq.PQgetlength(result, r, c)));
       }
     }
     rows.emplace_back(std::move(cells));
@@ -75,8 +74,8 @@ SqlRows RowsOf(const PGresult* result) {
   return rows;
 }
 
-bool Succeeded(const PGresult* result) {
-  ExecStatusType status = PQresultStatus(result);
+bool Succeeded(const LibPq& pq, const PGresult* result) {
+  ExecStatusType status = pq.PQresultStatus(result);
   return status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK;
 }
 
@@ -107,18 +106,21 @@ Result<std::unique_ptr<PostgresConnection>> PostgresConnection::Open(const std::
   // The URL comes last so that what it says overrides these defaults.
   const char* keys[] = {"connect_timeout", "application_name", "dbname", nullptr};
   const char* values[] = {"10", "corral", url.c_str(), nullptr};
-  PGconn* conn = PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   std::string where = "connect to PostgreSQL at " + RedactUrl(url) + ": ";
+  auto library = LoadLibPq();
+  if (!library.ok()) return Status(library.status().code(), where + library.status().message());
+  const LibPq& pq = **library;
+  PGconn* conn = pq.PQconnectdbParams(keys, values, /*expand_dbname=*/1);
   if (conn == nullptr) return IoError(where + "out of memory");
   std::string password = UrlPassword(url);
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string message = Scrub(TrimNewlines(PQerrorMessage(conn)), password);
-    PQfinish(conn);
+  if (pq.PQstatus(conn) != CONNECTION_OK) {
+    std::string message = Scrub(TrimNewlines(pq.PQerrorMessage(conn)), password);
+    pq.PQfinish(conn);
     return IoError(where + message);
   }
-  PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);  // "already exists, skipping" and the like
-  std::unique_ptr<PostgresConnection> pg(new PostgresConnection(conn, std::move(password)));
-  if (PQsetClientEncoding(conn, "UTF8") != 0) {
+  pq.PQsetNoticeProcessor(conn, IgnoreNotice, nullptr);  // "already exists, skipping" and the like
+  std::unique_ptr<PostgresConnection> pg(new PostgresConnection(pq, conn, std::move(password)));
+  if (pq.PQsetClientEncoding(conn, "UTF8") != 0) {
     return IoError(where + "set client encoding UTF8: " + pg->ConnectionError("").message());
   }
   // Durable before visible: a server configured with synchronous_commit=off would acknowledge
@@ -132,21 +134,21 @@ Result<std::unique_ptr<PostgresConnection>> PostgresConnection::Open(const std::
   return pg;
 }
 
-PostgresConnection::~PostgresConnection() { PQfinish(conn_); }
+PostgresConnection::~PostgresConnection() { pq_.PQfinish(conn_); }
 
 Status PostgresConnection::ConnectionError(std::string_view what) const {
-  std::string message = TrimNewlines(PQerrorMessage(conn_));
+  std::string message = TrimNewlines(pq_.PQerrorMessage(conn_));
   if (message.empty()) message = "connection failed";
   return IoError(std::string(what) + Scrub(message, password_));
 }
 
 Status PostgresConnection::ResultError(const PGresult* result) const {
   if (result == nullptr) return ConnectionError("");
-  const char* sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
-  const char* primary = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
-  const char* detail = PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
+  const char* sqlstate = pq_.PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  const char* primary = pq_.PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+  const char* detail = pq_.PQresultErrorField(result, PG_DIAG_MESSAGE_DETAIL);
   if (primary == nullptr) {
-    std::string message = TrimNewlines(PQresultErrorMessage(result));
+    std::string message = TrimNewlines(pq_.PQresultErrorMessage(result));
     if (message.empty()) return ConnectionError("");
     return IoError(Scrub(message, password_));
   }
@@ -157,17 +159,17 @@ Status PostgresConnection::ResultError(const PGresult* result) const {
 
 Status PostgresConnection::EnsureConnected() {
   if (transaction_lost_) return IoError("the connection was reset; the transaction is lost");
-  if (PQstatus(conn_) == CONNECTION_OK) return {};
+  if (pq_.PQstatus(conn_) == CONNECTION_OK) return {};
   if (in_transaction_) return ConnectionError("connection lost inside a transaction: ");
-  PQreset(conn_);
+  pq_.PQreset(conn_);
   statements_.clear();  // prepared statements die with the session
-  if (PQstatus(conn_) != CONNECTION_OK) return ConnectionError("reconnect: ");
-  PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
+  if (pq_.PQstatus(conn_) != CONNECTION_OK) return ConnectionError("reconnect: ");
+  pq_.PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
   return {};
 }
 
 Status PostgresConnection::AbandonSession(Status why) {
-  PQreset(conn_);
+  pq_.PQreset(conn_);
   statements_.clear();
   if (in_transaction_) transaction_lost_ = true;
   return why;
@@ -179,9 +181,9 @@ Result<std::string> PostgresConnection::Prepare(const std::string& sql) {
   if (statements_.size() >= kMaxPreparedStatements) return std::string();
   std::string name = "corral_" + std::to_string(next_statement_++);
   std::string text = ToPostgresPlaceholders(sql);
-  std::shared_ptr<PGresult> result(PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr),
-                                   PQclear);
-  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  std::shared_ptr<PGresult> result(pq_.PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr),
+                                   pq_.PQclear);
+  if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   statements_.emplace(sql, name);
   return name;
 }
@@ -190,11 +192,11 @@ bool PostgresConnection::Send(const std::string& name, const std::string& sql,
                               const SqlParams& params) {
   TextParams text(params);  // libpq copies the values into its output buffer
   if (name.empty()) {
-    return PQsendQueryParams(conn_, ToPostgresPlaceholders(sql).c_str(), text.count(), nullptr,
-                             text.values(), nullptr, nullptr, 0) == 1;
+    return pq_.PQsendQueryParams(conn_, ToPostgresPlaceholders(sql).c_str(), text.count(), nullptr,
+                                 text.values(), nullptr, nullptr, 0) == 1;
   }
-  return PQsendQueryPrepared(conn_, name.c_str(), text.count(), text.values(), nullptr, nullptr,
-                             0) == 1;
+  return pq_.PQsendQueryPrepared(conn_, name.c_str(), text.count(), text.values(), nullptr, nullptr,
+                                 0) == 1;
 }
 
 Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
@@ -207,43 +209,43 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
   results.reserve(param_sets.size());
   for (size_t begin = 0; begin < param_sets.size(); begin += kPipelineChunk) {
     size_t end = std::min(param_sets.size(), begin + kPipelineChunk);
-    if (PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
+    if (pq_.PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
     // A pipeline that cannot be completed leaves libpq mid-protocol: start a new session
     // rather than guess what the server saw.
     const bool with_begin = begin_pending_;
     if (with_begin) {
       begin_pending_ = false;  // from here on the server has (or had) the transaction
-      if (PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) {
+      if (pq_.PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) {
         return AbandonSession(ConnectionError("send: "));
       }
     }
     for (size_t i = begin; i < end; ++i) {
       if (!Send(*name, sql, param_sets[i])) return AbandonSession(ConnectionError("send: "));
     }
-    if (PQpipelineSync(conn_) != 1) return AbandonSession(ConnectionError("pipeline sync: "));
+    if (pq_.PQpipelineSync(conn_) != 1) return AbandonSession(ConnectionError("pipeline sync: "));
     // Every run answers with its results and then a null; after an error the server skips the
     // rest up to the sync (PGRES_PIPELINE_ABORTED). Read all of it to leave the pipeline clean.
     Status first_error;
     const size_t runs = end - begin + (with_begin ? 1 : 0);
     for (size_t k = 0; k < runs; ++k) {
-      while (PGresult* raw = PQgetResult(conn_)) {
-        std::shared_ptr<PGresult> result(raw, PQclear);
-        if (PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) continue;
-        if (!Succeeded(raw)) {
+      while (PGresult* raw = pq_.PQgetResult(conn_)) {
+        std::shared_ptr<PGresult> result(raw, pq_.PQclear);
+        if (pq_.PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) continue;
+        if (!Succeeded(pq_, raw)) {
           if (first_error.ok()) first_error = ResultError(raw);
           continue;
         }
         if (with_begin && k == 0) continue;  // BEGIN's own result
-        std::string_view tuples = PQcmdTuples(raw);
-        results.push_back({RowsOf(raw), tuples.empty() ? 0 : std::stoll(std::string(tuples))});
+        std::string_view tuples = pq_.PQcmdTuples(raw);
+        results.push_back({RowsOf(pq_, raw), tuples.empty() ? 0 : std::stoll(std::string(tuples))});
       }
-      if (PQstatus(conn_) != CONNECTION_OK) return AbandonSession(ConnectionError(""));
+      if (pq_.PQstatus(conn_) != CONNECTION_OK) return AbandonSession(ConnectionError(""));
     }
-    std::shared_ptr<PGresult> sync(PQgetResult(conn_), PQclear);
-    if (!sync || PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
+    std::shared_ptr<PGresult> sync(pq_.PQgetResult(conn_), pq_.PQclear);
+    if (!sync || pq_.PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
       return AbandonSession(ConnectionError("pipeline: expected the sync point: "));
     }
-    if (PQexitPipelineMode(conn_) != 1) {
+    if (pq_.PQexitPipelineMode(conn_) != 1) {
       return AbandonSession(ConnectionError("exit pipeline mode: "));
     }
     if (!first_error.ok()) return first_error;
@@ -278,8 +280,8 @@ Status PostgresConnection::ExecuteScript(const std::string& sql) {
   // A BEGIN in a multi-statement query opens a transaction that outlives the query.
   std::string text = begin_pending_ ? "BEGIN; " + sql : sql;
   begin_pending_ = false;
-  std::shared_ptr<PGresult> result(PQexec(conn_, text.c_str()), PQclear);
-  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  std::shared_ptr<PGresult> result(pq_.PQexec(conn_, text.c_str()), pq_.PQclear);
+  if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   return {};
 }
 
@@ -293,7 +295,7 @@ Status PostgresConnection::Begin() {
 }
 
 Status PostgresConnection::Commit() {
-  if (transaction_lost_ || PQstatus(conn_) != CONNECTION_OK) {
+  if (transaction_lost_ || pq_.PQstatus(conn_) != CONNECTION_OK) {
     Rollback();
     return IoError("commit: the connection was lost; the transaction was rolled back");
   }
@@ -301,19 +303,19 @@ Status PostgresConnection::Commit() {
     Rollback();
     return {};
   }
-  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+  if (pq_.PQtransactionStatus(conn_) == PQTRANS_INERROR) {
     Rollback();
     return IoError("commit: the transaction was aborted by an earlier error");
   }
-  std::shared_ptr<PGresult> result(PQexec(conn_, "COMMIT"), PQclear);
+  std::shared_ptr<PGresult> result(pq_.PQexec(conn_, "COMMIT"), pq_.PQclear);
   in_transaction_ = false;
-  if (!result || !Succeeded(result.get())) {
+  if (!result || !Succeeded(pq_, result.get())) {
     Status error = ResultError(result.get());
     // With the connection lost during COMMIT the server may or may not have committed.
-    bool lost = PQstatus(conn_) != CONNECTION_OK;
+    bool lost = pq_.PQstatus(conn_) != CONNECTION_OK;
     return {error.code(), (lost ? "commit (outcome unknown): " : "commit: ") + error.message()};
   }
-  if (std::string_view(PQcmdStatus(result.get())) != "COMMIT") {
+  if (std::string_view(pq_.PQcmdStatus(result.get())) != "COMMIT") {
     return IoError("commit: the server rolled the transaction back");
   }
   return {};
@@ -323,10 +325,10 @@ Status PostgresConnection::Rollback() {
   in_transaction_ = false;
   transaction_lost_ = false;
   begin_pending_ = false;
-  if (PQstatus(conn_) != CONNECTION_OK) return {};  // the server rolls back a lost session
-  if (PQtransactionStatus(conn_) == PQTRANS_IDLE) return {};
-  std::shared_ptr<PGresult> result(PQexec(conn_, "ROLLBACK"), PQclear);
-  if (!result || !Succeeded(result.get())) return ResultError(result.get());
+  if (pq_.PQstatus(conn_) != CONNECTION_OK) return {};  // the server rolls back a lost session
+  if (pq_.PQtransactionStatus(conn_) == PQTRANS_IDLE) return {};
+  std::shared_ptr<PGresult> result(pq_.PQexec(conn_, "ROLLBACK"), pq_.PQclear);
+  if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   return {};
 }
 

@@ -1,4 +1,5 @@
-// The PostgreSQL driver of SqlConnection, on the libpq C API. Statements are prepared once per
+// The PostgreSQL driver of SqlConnection, on the libpq C API (loaded at run time by the first
+// Open: store/libpq.h). Statements are prepared once per
 // connection (by SQL text) and run with text parameters in pipeline mode: QueryEach sends all
 // its runs in one round trip, and the BEGIN of a transaction travels with its first statement. A
 // connection that broke is re-established at the start of the next statement outside a
@@ -18,6 +19,8 @@ struct pg_conn;
 struct pg_result;
 
 namespace corral::store {
+
+struct LibPq;  // store/libpq.h
 
 // "SELECT ? WHERE a = '?'" -> "SELECT $1 WHERE a = '?'": every `?` outside a quoted literal or
 // identifier becomes $1, $2, ... in order. (The store's SQL has no comments and no `?`
@@ -44,8 +47,8 @@ class PostgresConnection final : public SqlConnection {
   Status Rollback() override;
 
  private:
-  PostgresConnection(pg_conn* conn, std::string password)
-      : conn_(conn), password_(std::move(password)) {}
+  PostgresConnection(const LibPq& pq, pg_conn* conn, std::string password)
+      : pq_(pq), conn_(conn), password_(std::move(password)) {}
 
   // Re-establishes a broken connection when no transaction is open.
   Status EnsureConnected();
@@ -68,6 +71,7 @@ class PostgresConnection final : public SqlConnection {
   Status ResultError(const pg_result* result) const;
   Status ConnectionError(std::string_view what) const;
 
+  const LibPq& pq_;                                          // libpq, loaded by Open
   pg_conn* conn_;                                            // owned
   std::string password_;                                     // scrubbed from every message
   std::unordered_map<std::string, std::string> statements_;  // SQL text -> prepared name

@@ -1,0 +1,42 @@
+#include "store/libpq.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+namespace corral::store {
+namespace {
+
+// The soname of libpq since PostgreSQL 8.2; Debian's libpq5 package.
+constexpr const char* kLibPqSoname = "libpq.so.5";
+
+Result<const LibPq*> Load() {
+  // RTLD_LOCAL: libpq's own dependencies stay out of the global symbol namespace.
+  void* library = dlopen(kLibPqSoname, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    return FailedPrecondition(std::string("a PostgreSQL store needs libpq (") + kLibPqSoname +
+                              ", Debian package libpq5): " + (why ? why : "dlopen failed"));
+  }
+  auto* pq = new LibPq;  // lives as long as the process, like the library
+#define CORRAL_LIBPQ_RESOLVE(name)                                                      \
+  pq->name = reinterpret_cast<decltype(pq->name)>(dlsym(library, #name));               \
+  if (pq->name == nullptr) {                                                            \
+    delete pq;                                                                          \
+    return FailedPrecondition(std::string(kLibPqSoname) +                               \
+                              " has no " #name                                          \
+                              " (PostgreSQL 14 or newer is needed for pipeline mode)"); \
+  }
+  CORRAL_LIBPQ_FUNCTIONS(CORRAL_LIBPQ_RESOLVE)
+#undef CORRAL_LIBPQ_RESOLVE
+  return pq;
+}
+
+}  // namespace
+
+Result<const LibPq*> LoadLibPq() {
+  static const Result<const LibPq*> loaded = Load();  // once; thread-safe initialisation
+  return loaded;
+}
+
+}  // namespace corral::store
