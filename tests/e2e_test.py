@@ -748,15 +748,16 @@ def test_cpu_only_array_fills_the_dev_node_cpus(root):
         def jobs():
             return [json.loads(cli("job", "show", str(i), "-o", "json").stdout) for i in ids]
 
-        def full(js):
-            started = [j for j in js if j["state"] in ("starting", "running")]
-            waiting = [j for j in js if j["state"] == "pending" and
+        seen = []  # the last look at the elements
+
+        def node_full():
+            seen[:] = jobs()
+            started = [j for j in seen if j["state"] in ("starting", "running")]
+            waiting = [j for j in seen if j["state"] == "pending" and
                        j.get("pending_reason", {}).get("code") == "insufficient_cpu_memory"]
             return len(started) == 3 and len(waiting) == 6
-        seen = []
-        check("3 elements run and 6 wait for CPU",
-              wait_for(lambda: full(seen.append(jobs()) or seen[-1]), 30),
-              [(j["state"], j.get("pending_reason")) for j in seen[-1]] if seen else None)
+        check("3 elements run and 6 wait for CPU", wait_for(node_full, 30),
+              [(j["state"], j.get("pending_reason")) for j in seen])
         open(gate, "w").close()
         check("all 9 elements succeed",
               wait_for(lambda: all(j["state"] == "succeeded" for j in jobs()), 60, 0.2),

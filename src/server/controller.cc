@@ -534,7 +534,7 @@ Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
     CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
     submission.environment = std::move(env).value();
   }
-  // Last: an environment may fill in the command, never resources.
+  // After the environment, which fills in the command and variables (never resources).
   submission.defaulted = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
   return submission;
 }
