@@ -291,7 +291,9 @@ void AddSubmit(CLI::App& app, int* exit_code) {
                     "--default-cpus-per-gpu with them)");
   c->add_option("--cpu-milli", f->cpu_milli, "CPU per task (part), 1000 = one core")
       ->excludes(cpus);
-  c->add_option("--memory-mib", f->memory_mib, "Memory per task, MiB");
+  c->add_option("--memory-mib", f->memory_mib,
+                "Memory per task, MiB (default: the server's --default-memory-per-cpu-mib per "
+                "CPU, or none)");
   c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
   c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
