@@ -296,6 +296,35 @@ expect_exit 5 "array $array already ended" -- "$corral" cancel --array "$array"
 expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
 expect_exit 2 "give a job id or --array" -- "$corral" cancel
 
+# CPU slots: --cpus is whole CPUs per process (a part asks N x --procs-per-node), --cpu-milli per
+# part, one of them; a job without GPUs asks 1 CPU per process unless it says otherwise, and the
+# submitter is told (on stderr; stdout stays one line); `job show` gives the effective request.
+expect_exit 2 "--cpus excludes --cpu-milli" -- "$corral" submit --cpus 2 --cpu-milli 500 -- true
+expect_exit 2 "field 'resources.cpus': give resources.cpus \(whole CPUs per process\) or resources.cpu_milli" -- \
+  "$corral" submit -f <(printf 'command: ["true"]\nresources: {cpus: 1, cpu_milli: 500}\n')
+expect_exit 2 "field 'resources.cpus': must be" -- "$corral" submit --cpus 0 -- true
+cpus_id=$("$corral" submit --cpus 2 --procs-per-node 3 --gpus 64 -o json -- true |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+expect_json 'j["spec"]["resources"]["cpu_milli"] == 6000 and "cpus" not in j["spec"]["resources"] and j["reason"] == "submitted"' -- \
+  "$corral" job show "${cpus_id:-0}" -o json
+# A flag overrides the spec file's other CPU field.
+override_id=$("$corral" submit --cpus 1 -o json \
+  -f <(printf 'command: ["true"]\nresources: {cpu_milli: 500}\n') |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+expect_json 'j["spec"]["resources"]["cpu_milli"] == 1000' -- "$corral" job show "${override_id:-0}" -o json
+"$corral" submit -- true >"$work/cpu_default.out" 2>"$work/cpu_default.err"
+if grep -qE '^submitted job [0-9]+ to project default$' "$work/cpu_default.out" &&
+  grep -qxF 'corral submit: with defaults: resources.cpu_milli 1000 (1 CPU per process, as the job asks no GPU)' \
+    "$work/cpu_default.err"; then ok; else
+  fail "submit of a CPU-only job: $(cat "$work/cpu_default.out" "$work/cpu_default.err")"; fi
+default_id=$(grep -oE '[0-9]+' "$work/cpu_default.out" | head -1)
+expect_exit 0 "resources per task: gpus 0  gpu_milli 0  cpu_milli 1000  memory_mib 0" -- \
+  "$corral" job show "${default_id:-0}"
+expect_exit 0 "submitted with defaults: resources.cpu_milli 1000" -- "$corral" job show "${default_id:-0}"
+expect_exit 2 "--default-cpus-per-gpu: Value -1 not in range" -- \
+  "$corral" server --store "sqlite:$work/x.db" --data-dir "$work/x" --default-cpus-per-gpu -1
+expect_exit 2 "--cpus: Value 0 not in range" -- "$corral" "${agent_flags[@]}" --cpus 0
+
 # Environments: names are checked before they go into a URL; `env` is an alias.
 expect_exit 2 "must be 1 to 63 lowercase letters" -- "$corral" environment share '../jobs' --project p
 expect_exit 2 "valid environment name" -- "$corral" env show 'a/b@1'

@@ -701,6 +701,110 @@ def test_array_runs_at_most_max_running(root):
         c.stop()
 
 
+def test_cpu_only_array_fills_the_dev_node_cpus(root):
+    """A job without GPUs asks 1 CPU per process: on `corral dev --cpus 3`, a CPU-only array runs
+    at most 3 elements at once, the others pending for CPU. The server's per-GPU and per-CPU
+    defaults (--default-cpus-per-gpu, --default-memory-per-cpu-mib) fill in what a spec leaves
+    out, and the submitter is told."""
+    data = os.path.join(root, "cpu-dev")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    dev = subprocess.Popen(
+        [CORRAL, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
+         "--fake-gpus", "1xT4", "--cpus", "3", "--metrics-interval", "0"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "cpu-dev.log"), "a"))
+    try:
+        def healthy():
+            try:
+                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
+            except Exception:
+                return False
+        check("corral dev comes up", wait_for(healthy, 30))
+        token = open(os.path.join(data, "admin.token")).read().strip()
+        env = dict(os.environ, CORRAL_SERVER=url, CORRAL_TOKEN=token, HOME=root)
+
+        def cli(*args):
+            return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+
+        def nodes():
+            return json.loads(cli("nodes", "-o", "json").stdout or "[]")
+        check("the dev node offers the 3 CPUs it was given",
+              wait_for(lambda: [n.get("cpu_milli") for n in nodes()] == [3000], 20), nodes())
+        # Each element notes how many elements run while it starts (files in `slots`), then
+        # waits for the gate, so the test sees the node full before any ends.
+        slots, gate = os.path.join(data, "slots"), os.path.join(data, "gate")
+        counts = os.path.join(data, "counts.txt")
+        os.makedirs(slots)
+        script = (f'touch {slots}/$CORRAL_JOB_ID; ls {slots} | wc -l >> {counts}; '
+                  f'while [ ! -e {gate} ]; do sleep 0.02; done; rm {slots}/$CORRAL_JOB_ID')
+        out = cli("submit", "--array", "0-8", "-o", "json", "--shell", "--", script)
+        ids = json.loads(out.stdout)["ids"] if out.returncode == 0 else []
+        check("a CPU-only array of 9 is accepted, with its default said",
+              len(ids) == 9 and json.loads(out.stdout)["reason"] ==
+              "submitted with defaults: resources.cpu_milli 1000 (1 CPU per process, as the job "
+              "asks no GPU)", out.stdout + out.stderr)
+
+        def jobs():
+            return [json.loads(cli("job", "show", str(i), "-o", "json").stdout) for i in ids]
+
+        seen = []  # the last look at the elements
+
+        def node_full():
+            seen[:] = jobs()
+            started = [j for j in seen if j["state"] in ("starting", "running")]
+            waiting = [j for j in seen if j["state"] == "pending" and
+                       j.get("pending_reason", {}).get("code") == "insufficient_cpu_memory"]
+            return len(started) == 3 and len(waiting) == 6
+        check("3 elements run and 6 wait for CPU", wait_for(node_full, 30),
+              [(j["state"], j.get("pending_reason")) for j in seen])
+        open(gate, "w").close()
+        check("all 9 elements succeed",
+              wait_for(lambda: all(j["state"] == "succeeded" for j in jobs()), 60, 0.2),
+              [j["state"] for j in jobs()])
+        most = [int(line) for line in open(counts)]
+        check("never more than 3 elements ran at once", len(most) == 9 and max(most) <= 3, most)
+    finally:
+        dev.terminate()
+        try:
+            dev.wait(15)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            dev.wait()
+
+    c = Cluster(os.path.join(root, "cpu-defaults"),
+                server_args=["--default-cpus-per-gpu", "4", "--default-memory-per-cpu-mib", "100"])
+    try:
+        # A fake-GPU node offers at least 8 CPUs per GPU; --cpus and --memory-mib replace what
+        # the agent detects.
+        c.start_agent("fake", "2xT4")
+        c.start_agent("declared", "2xT4", extra=("--cpus", "1", "--memory-mib", "512"))
+        check("agents join", c.wait_nodes(2))
+        offered = {n["name"]: (n["cpu_milli"], n["memory_mib"])
+                   for n in c.api("GET", "/api/v1/nodes")[1]}
+        check("a fake-GPU node offers 8 CPUs per GPU, a declared one what it declares",
+              offered.get("fake", (0, 0))[0] >= 16000 and offered.get("declared") == (1000, 512),
+              offered)
+        status, answer = c.api("POST", "/api/v1/jobs",
+                               {"command": ["true"], "resources": {"gpus": 2}})
+        check("a GPU job gets the server's CPUs per GPU and memory per CPU, and is told",
+              status == 201 and answer["reason"] ==
+              "submitted with defaults: resources.cpu_milli 8000 (4 CPUs per GPU: the server's "
+              "--default-cpus-per-gpu); resources.memory_mib 800 (100 MiB per CPU: the server's "
+              "--default-memory-per-cpu-mib)", answer)
+        resources = c.job(answer.get("id", 0)).get("spec", {}).get("resources", {})
+        check("the job view shows the effective request",
+              resources.get("cpu_milli") == 8000 and resources.get("memory_mib") == 800, resources)
+        status, answer = c.api("POST", "/api/v1/jobs", {
+            "command": ["true"], "procs_per_node": 2, "resources": {"cpus": 2}})
+        resources = c.job(answer.get("id", 0)).get("spec", {}).get("resources", {})
+        check("cpus counts per process; memory follows the CPUs asked",
+              status == 201 and resources.get("cpu_milli") == 4000 and
+              resources.get("memory_mib") == 400, (answer, resources))
+    finally:
+        c.stop()
+
+
 def test_environments_venv_clone_and_share(root):
     """Environments: `corral env create -f` with a venv made by `python3 -m venv`; a job with
     --environment runs inside it; `env clone --set`; `env share` lets another project's member
@@ -1307,6 +1411,7 @@ def main():
                      test_server_sigkill_with_running_tasks, test_time_limit,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
+                     test_cpu_only_array_fills_the_dev_node_cpus,
                      test_environments_venv_clone_and_share,
                      test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
                      test_container_environment):

@@ -31,6 +31,7 @@ struct DevFlags {
   int fake_gpu_utilization = 80;
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
+  int64_t cpus = 0, memory_mib = 0;  // what the node offers; 0: detected (fake GPUs: >= 8 each)
 };
 
 int RunDev(const DevFlags& f) {
@@ -62,6 +63,7 @@ int RunDev(const DevFlags& f) {
   std::unique_ptr<agent::GpuProbe> probe;
   agent::FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
   std::string gpus_note;
+  int fake_gpus = 0;
   if (f.fake_gpus.empty()) {
     if (auto nvml = agent::NvmlProbe::Create(); nvml.ok()) probe = std::move(nvml).value();
   }
@@ -73,6 +75,7 @@ int RunDev(const DevFlags& f) {
       return 2;
     }
     fake->SetDefaultUtilization(f.fake_gpu_utilization);
+    fake_gpus = static_cast<int>(fake->Discover()->gpus.size());
     auto owned = std::make_unique<agent::FakeProbe>(std::move(fake).value());
     fake_probe = owned.get();
     probe = std::move(owned);
@@ -100,6 +103,7 @@ int RunDev(const DevFlags& f) {
     return 2;
   }
   agent_options.metrics_interval_ms = *interval;
+  agent_options.declared = agent::DeclareResources(f.cpus, f.memory_mib, fake_gpus);
   // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
   // nowhere, and both run here.
   agent_options.address = "127.0.0.1";
@@ -161,6 +165,13 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
   c->add_option("--web-dir", f->web_dir,
                 "The built dashboard served at / (default: this source tree's web/dist when "
                 "`make web` built it; \"\": the plain status page)");
+  c->add_option("--cpus", f->cpus,
+                "Whole CPUs the node offers to jobs (default: the online CPUs; with fake GPUs at "
+                "least 8 per GPU)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--memory-mib", f->memory_mib,
+                "Memory the node offers to jobs, MiB (default: MemTotal)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   c->add_option("--metrics-interval", f->metrics_interval_s,
                 "Seconds between the agent's GPU samples: 0.1 to 15, or 0 for none")
       ->capture_default_str();

@@ -40,7 +40,8 @@ struct AgentFlags {
   int64_t min_task_uid = 1000;
   int64_t max_task_uid = 60000;
   std::string join_token_file;
-  std::vector<std::string> labels;  // KEY=VALUE
+  std::vector<std::string> labels;   // KEY=VALUE
+  int64_t cpus = 0, memory_mib = 0;  // --cpus, --memory-mib: 0 for the detected values
   ContainerSettings container;
   std::string container_gpus;                 // "" (the engine's default), cdi, gpus-flag
   std::vector<std::string> container_mounts;  // SRC:DST[:ro]
@@ -213,6 +214,8 @@ int RunAgentCommand(AgentFlags& f) {
       return 2;
     }
     fake->SetDefaultUtilization(f.fake_gpu_utilization);
+    f.options.declared =
+        DeclareResources(f.cpus, f.memory_mib, static_cast<int>(fake->Discover()->gpus.size()));
     auto owned = std::make_unique<FakeProbe>(std::move(fake).value());
     fake_probe = owned.get();
     probe = std::move(owned);
@@ -223,6 +226,7 @@ int RunAgentCommand(AgentFlags& f) {
       return 1;
     }
     probe = std::move(nvml).value();
+    f.options.declared = DeclareResources(f.cpus, f.memory_mib, 0);
   }
   if (f.options.name.empty()) {
     auto host = DetectHostResources();
@@ -286,6 +290,14 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "FAKE_GPU_UTILIZATION in its environment")
       ->check(CLI::Range(0, 100))
       ->capture_default_str();
+  c->add_option("--cpus", f->cpus,
+                "Whole CPUs the node offers to jobs (default: the online CPUs, or the agent's "
+                "cgroup quota; with --fake-gpus at least 8 per GPU)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  c->add_option("--memory-mib", f->memory_mib,
+                "Memory the node offers to jobs, MiB (default: MemTotal, or the agent's cgroup "
+                "limit)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   c->add_option("--metrics-interval", f->metrics_interval_s,
                 "Seconds between GPU samples sent to the server: 0.1 to 15, or 0 for none")
       ->capture_default_str();

@@ -92,8 +92,9 @@ std::vector<RunningTask> AgentLoop::RunningTasks() {
 }
 
 Result<nlohmann::json> AgentLoop::Inventory() {
-  auto host = DetectHostResources();
-  if (!host.ok()) return host.status();
+  auto detected = DetectHostResources();
+  if (!detected.ok()) return detected.status();
+  const HostResources host = Offered(*std::move(detected), options_.declared);
   auto gpus = probe_.Discover();
   if (!gpus.ok()) return gpus.status();
   nlohmann::json list = nlohmann::json::array();
@@ -103,9 +104,9 @@ Result<nlohmann::json> AgentLoop::Inventory() {
                     {"memory_mib", g.memory.value()},
                     {"nvlink_domain", g.nvlink_domain}});
   }
-  nlohmann::json inventory{{"hostname", host->hostname},
-                           {"cpu_milli", host->cpu.value()},
-                           {"memory_mib", host->memory.value()},
+  nlohmann::json inventory{{"hostname", host.hostname},
+                           {"cpu_milli", host.cpu.value()},
+                           {"memory_mib", host.memory.value()},
                            {"gpu_model", gpus->model},
                            {"gpus", list},
                            {"labels", options_.labels},

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/gpu_probe.h"
+#include "agent/host_resources.h"
 #include "agent/runtime.h"
 #include "common/status.h"
 
@@ -47,6 +48,8 @@ struct AgentOptions {
   // How often the GPUs are sampled (gpu_metrics.h); the latest sample goes with the next
   // heartbeat. 0: never.
   int metrics_interval_ms = 5000;
+  // The CPU and memory the node offers in place of the detected ones (host_resources.h).
+  DeclaredResources declared;
 };
 
 // --metrics-interval in seconds as AgentOptions::metrics_interval_ms: 0 (no metrics) or 0.1 to

@@ -179,4 +179,18 @@ Result<HostResources> DetectHostResources(const HostPaths& paths) {
   return host;
 }
 
+DeclaredResources DeclareResources(int64_t cpus, int64_t memory_mib, int fake_gpus) {
+  DeclaredResources declared;
+  if (cpus > 0) declared.cpu = CpuMilli(cpus * 1000);
+  if (memory_mib > 0) declared.memory = MemoryMib(memory_mib);
+  declared.min_cpu = CpuMilli(kCpusPerFakeGpu * 1000 * fake_gpus);
+  return declared;
+}
+
+HostResources Offered(HostResources detected, const DeclaredResources& declared) {
+  detected.cpu = declared.cpu.value_or(std::max(detected.cpu, declared.min_cpu));
+  if (declared.memory) detected.memory = *declared.memory;
+  return detected;
+}
+
 }  // namespace corral::agent

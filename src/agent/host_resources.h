@@ -28,6 +28,26 @@ struct HostPaths {
 // Errors: meminfo unreadable or without MemTotal, no hostname.
 Result<HostResources> DetectHostResources(const HostPaths& paths = {});
 
+// What an operator declares a node offers, in place of what DetectHostResources() found: less, to
+// keep some for the system; more, for fake-GPU and dev nodes whose jobs only pretend.
+struct DeclaredResources {
+  std::optional<CpuMilli> cpu;      // corral agent/dev --cpus N: N × 1000
+  std::optional<MemoryMib> memory;  // --memory-mib M
+  CpuMilli min_cpu{0};              // without `cpu`: the node offers at least this much
+};
+
+// CPUs a node with fake GPUs offers per GPU unless --cpus says otherwise (at least; more when
+// the machine has more): GPU servers have about this many per GPU, and the jobs of a dev cluster
+// or a test on a small machine then fit as they would there.
+inline constexpr int64_t kCpusPerFakeGpu = 8;
+
+// The declaration of --cpus and --memory-mib (0: not given, the detected value stands) on a node
+// with `fake_gpus` fake GPUs (0 for real ones: kCpusPerFakeGpu applies to fakes only).
+DeclaredResources DeclareResources(int64_t cpus, int64_t memory_mib, int fake_gpus);
+
+// What the node offers: `detected` with `declared` in its place.
+HostResources Offered(HostResources detected, const DeclaredResources& declared);
+
 // Parsers, exposed for tests.
 // "MemTotal:       24683948 kB" line of /proc/meminfo -> MiB.
 Result<MemoryMib> ParseMemTotal(std::string_view meminfo);

@@ -27,6 +27,30 @@ TEST(HostResourcesTest, ParsesCpuMax) {
   EXPECT_EQ(ParseCpuMax(""), std::nullopt);
 }
 
+TEST(HostResourcesTest, DeclaredCpusAndMemoryReplaceTheDetectedOnes) {
+  const HostResources detected{"h", CpuMilli(16000), MemoryMib(64000)};
+  // Nothing declared, real GPUs: what was detected.
+  HostResources offered = Offered(detected, DeclareResources(0, 0, 0));
+  EXPECT_EQ(offered.cpu, CpuMilli(16000));
+  EXPECT_EQ(offered.memory, MemoryMib(64000));
+  EXPECT_EQ(offered.hostname, "h");
+  // Below what was detected (some kept for the system), and above it.
+  offered = Offered(detected, DeclareResources(12, 1000, 0));
+  EXPECT_EQ(offered.cpu, CpuMilli(12000));
+  EXPECT_EQ(offered.memory, MemoryMib(1000));
+  EXPECT_EQ(Offered(detected, DeclareResources(128, 0, 8)).cpu, CpuMilli(128000));
+  EXPECT_EQ(Offered(detected, DeclareResources(2, 0, 8)).cpu, CpuMilli(2000));  // --cpus wins
+}
+
+TEST(HostResourcesTest, AFakeGpuNodeOffersAtLeastEightCpusPerGpu) {
+  EXPECT_EQ(Offered({"h", CpuMilli(2000), MemoryMib(1)}, DeclareResources(0, 0, 8)).cpu,
+            CpuMilli(64000));
+  EXPECT_EQ(Offered({"h", CpuMilli(96000), MemoryMib(1)}, DeclareResources(0, 0, 8)).cpu,
+            CpuMilli(96000));  // more when the machine has more
+  EXPECT_EQ(Offered({"h", CpuMilli(2000), MemoryMib(1)}, DeclareResources(0, 0, 0)).cpu,
+            CpuMilli(2000));
+}
+
 class FakeHostTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -129,7 +129,7 @@ struct SubmitFlags {
   int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
   int nodes = -1, gpus_per_node = -1, procs_per_node = -1;
   std::string launcher, environment;
-  int64_t cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
+  int64_t cpus = -1, cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
   std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
@@ -173,7 +173,15 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (f.gpus >= 0) r["gpus"] = f.gpus;
   if (f.gpu_milli >= 0) r["gpu_milli"] = f.gpu_milli;
   if (!f.gpu_models.empty()) r["gpu_models"] = f.gpu_models;
-  if (f.cpu_milli >= 0) r["cpu_milli"] = f.cpu_milli;
+  // Each of --cpus and --cpu-milli (which exclude each other) overrides the file's other field.
+  if (f.cpus >= 0) {
+    r["cpus"] = f.cpus;
+    r.erase("cpu_milli");
+  }
+  if (f.cpu_milli >= 0) {
+    r["cpu_milli"] = f.cpu_milli;
+    r.erase("cpus");
+  }
   if (f.memory_mib >= 0) r["memory_mib"] = f.memory_mib;
   for (const auto& [flag, value, other] :
        {std::tuple{"--nodes", f.nodes, f.tasks}, {"--gpus-per-node", f.gpus_per_node, f.gpus}}) {
@@ -239,6 +247,11 @@ void PrintJob(const json& j) {
             << "\n  user: " << Str(j, "user") << "  project: " << Str(j, "project")
             << "  priority: " << Str(j, "priority") << "  restarts: " << Str(j, "restarts")
             << "\n  command: " << j["spec"].value("command", json::array()).dump() << "\n";
+  // The effective request: what was asked, with the server's defaults filled in.
+  const json& r = j["spec"].value("resources", json::object());
+  std::cout << "  resources per task: gpus " << Str(r, "gpus") << "  gpu_milli "
+            << Str(r, "gpu_milli") << "  cpu_milli " << Str(r, "cpu_milli") << "  memory_mib "
+            << Str(r, "memory_mib") << "\n";
   if (j.contains("pending_reason")) {
     std::cout << "  waiting: " << Str(j["pending_reason"], "message") << " ("
               << Str(j["pending_reason"], "code") << ")\n";
@@ -271,8 +284,16 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("--gpus", f->gpus, "Whole GPUs per task (or 1 with --gpu-milli for a share)");
   c->add_option("--gpu-milli", f->gpu_milli, "Share of one GPU, 1..1000");
   c->add_option("--gpu-model", f->gpu_models, "Acceptable GPU model (repeatable)");
-  c->add_option("--cpu-milli", f->cpu_milli, "CPU per task, 1000 = one core");
-  c->add_option("--memory-mib", f->memory_mib, "Memory per task, MiB");
+  CLI::Option* cpus =
+      c->add_option("--cpus", f->cpus,
+                    "Whole CPUs per process (rank), as Slurm's -c: a part asks N x "
+                    "--procs-per-node (default: 1 per process without GPUs; the server's "
+                    "--default-cpus-per-gpu with them)");
+  c->add_option("--cpu-milli", f->cpu_milli, "CPU per task (part), 1000 = one core")
+      ->excludes(cpus);
+  c->add_option("--memory-mib", f->memory_mib,
+                "Memory per task, MiB (default: the server's --default-memory-per-cpu-mib per "
+                "CPU, or none)");
   c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
   c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
@@ -305,6 +326,11 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       if (!spec.ok()) return spec.status();
       auto job = client.Post("/api/v1/jobs", *spec);
       if (!job.ok()) return job.status();
+      // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
+      if (const std::string reason = Str(*job, "reason");
+          f->output == "table" && reason.rfind("submitted with ", 0) == 0) {
+        std::cerr << "corral submit: " << reason.substr(std::string("submitted ").size()) << "\n";
+      }
       if (job->contains("array_id")) {
         const json& ids = (*job)["ids"];
         PrintAnswer(*job, f->output,

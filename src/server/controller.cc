@@ -27,8 +27,12 @@ const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
 bool IsTerminalTask(const std::string& state) { return state != "assigned" && state != "running"; }
 
 // A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
-store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now) {
+// Its submission event says which of the server's defaults it got (`defaulted`, when any).
+store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now,
+                              const std::string& defaulted) {
   store::JobRecord record;
+  // As the store records it ("submitted" when empty), so views agree before and after a restart.
+  record.reason = defaulted.empty() ? "submitted" : "submitted with defaults: " + defaulted;
   record.name = spec.name;
   record.user = who.name;
   record.project = spec.project;
@@ -530,6 +534,8 @@ Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
     CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
     submission.environment = std::move(env).value();
   }
+  // After the environment, which fills in the command and variables (never resources).
+  submission.defaulted = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
   return submission;
 }
 
@@ -559,7 +565,8 @@ Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann
   if (submission->spec.array) {
     return InvalidArgument("field 'array': an array is submitted with SubmitArray");
   }
-  store::JobRecord record = NewJobRecord(who, submission->spec, clock_.Now());
+  store::JobRecord record =
+      NewJobRecord(who, submission->spec, clock_.Now(), submission->defaulted);
   auto id = batcher_.Submit(record);  // commits (group commit) before returning
   if (!id.ok()) return id.status();
   record.id = *id;
@@ -582,7 +589,7 @@ Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& w
   std::vector<store::JobRecord> records;
   records.reserve(elements.size());
   for (const ArrayElement& e : elements) {
-    store::JobRecord record = NewJobRecord(who, e.spec, now);
+    store::JobRecord record = NewJobRecord(who, e.spec, now, submission->defaulted);
     record.array_index = e.index;
     record.array_max_running = spec.array->max_running;
     records.push_back(std::move(record));

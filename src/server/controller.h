@@ -88,6 +88,8 @@ struct ControllerConfig {
   // whether a running job whose GPUs are flagged idle gets a job event saying so.
   GpuMonitor::Options gpu_monitor;
   bool notify_idle_gpus = true;
+  // The CPU and memory of submitted specs that leave them out (job_spec.h).
+  ResourceDefaults resource_defaults;
 };
 
 class Controller {
@@ -362,6 +364,7 @@ class Controller {
   struct Submission {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
+    std::string defaulted;  // ApplyResourceDefaults' account; "" when nothing was filled in
   };
   Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.

@@ -414,7 +414,8 @@ class HttpApi::Impl {
                          {{"id", job->id.value()},
                           {"state", job->state},
                           {"project", job->project},
-                          {"user", job->user}});
+                          {"user", job->user},
+                          {"reason", job->reason}});
               }));
     http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
                ListJobs(who, req, res);
@@ -462,7 +463,8 @@ class HttpApi::Impl {
               {"ids", ids},
               {"state", first.state},
               {"project", first.project},
-              {"user", first.user}});
+              {"user", first.user},
+              {"reason", first.reason}});
   }
 
   // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of

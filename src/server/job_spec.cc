@@ -151,10 +151,13 @@ Status CheckSessionShape(const JobSpec& spec) {
   return Status::Ok();
 }
 
-Status ParseResources(const nlohmann::json& r, model::TaskResources& out) {
+// `resources` of a spec whose parts start `procs_per_node` processes each: resources.cpus
+// (per process) becomes the part's cpu_milli.
+Status ParseResources(const nlohmann::json& r, int procs_per_node, JobSpec& spec) {
   if (!r.is_object()) return FieldError("resources", "must be an object");
-  CORRAL_RETURN_IF_ERROR(
-      CheckKeys(r, {"gpus", "gpu_milli", "gpu_models", "cpu_milli", "memory_mib"}, "resources."));
+  CORRAL_RETURN_IF_ERROR(CheckKeys(
+      r, {"gpus", "gpu_milli", "gpu_models", "cpus", "cpu_milli", "memory_mib"}, "resources."));
+  model::TaskResources& out = spec.resources;
   int64_t gpus = 0;
   if (r.contains("gpus")) {
     auto v = GetInt(r["gpus"], "resources.gpus", 0, 1024);
@@ -168,15 +171,28 @@ Status ParseResources(const nlohmann::json& r, model::TaskResources& out) {
     if (!v.ok()) return v.status();
     out.gpu_milli = MilliGpu(*v);
   }
+  if (r.contains("cpus") && r.contains("cpu_milli")) {
+    return FieldError("resources.cpus",
+                      "give resources.cpus (whole CPUs per process) or resources.cpu_milli "
+                      "(milli-CPU per task), not both");
+  }
+  if (r.contains("cpus")) {
+    auto v = GetInt(r["cpus"], "resources.cpus", 1, kMaxCpusPerProc);
+    if (!v.ok()) return v.status();
+    out.cpu = CpuMilli(*v * 1000 * procs_per_node);
+    spec.cpu_given = true;
+  }
   if (r.contains("cpu_milli")) {
     auto v = GetInt(r["cpu_milli"], "resources.cpu_milli", 0, int64_t{1} << 40);
     if (!v.ok()) return v.status();
     out.cpu = CpuMilli(*v);
+    spec.cpu_given = true;
   }
   if (r.contains("memory_mib")) {
     auto v = GetInt(r["memory_mib"], "resources.memory_mib", 0, int64_t{1} << 40);
     if (!v.ok()) return v.status();
     out.memory = MemoryMib(*v);
+    spec.memory_given = true;
   }
   if (r.contains("gpu_models")) {
     if (!r["gpu_models"].is_array()) return FieldError("resources.gpu_models", "must be a list");
@@ -238,8 +254,15 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     spec.workdir = *v;
   }
   if (j.contains("env")) CORRAL_RETURN_IF_ERROR(ParseEnv(j["env"], "env", spec.env));
-  if (j.contains("resources"))
-    CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.resources));
+  if (j.contains("procs_per_node")) {
+    auto v = GetInt(j["procs_per_node"], "procs_per_node", 1, model::kMaxProcsPerNode);
+    if (!v.ok()) return v.status();
+    spec.procs_per_node = static_cast<int>(*v);
+  }
+  // After procs_per_node: resources.cpus counts per process.
+  if (j.contains("resources")) {
+    CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.procs_per_node, spec));
+  }
   if (j.contains("tasks")) {
     auto v = GetInt(j["tasks"], "tasks", 1, 4096);
     if (!v.ok()) return v.status();
@@ -267,11 +290,6 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!launcher.ok()) return FieldError("launcher", launcher.status().message());
     spec.launcher = *launcher;
   }
-  if (j.contains("procs_per_node")) {
-    auto v = GetInt(j["procs_per_node"], "procs_per_node", 1, model::kMaxProcsPerNode);
-    if (!v.ok()) return v.status();
-    spec.procs_per_node = static_cast<int>(*v);
-  }
   if (spec.launcher == model::Launcher::kTorchrun && spec.shell) {
     return FieldError("shell",
                       "must be false with launcher torchrun (the command is the script "
@@ -298,7 +316,43 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));
   }
   CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
+  if (origin == SpecOrigin::kStored) {
+    // Stored before defaults existed, or with them applied: what it holds is the request.
+    spec.cpu_given = spec.memory_given = true;
+  }
   return spec;
+}
+
+std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec) {
+  std::vector<std::string> filled;
+  model::TaskResources& r = spec.resources;
+  if (!spec.cpu_given) {
+    if (r.gpus.value() == 0) {
+      r.cpu = CpuMilli(kDefaultCpusPerProc * 1000 * spec.procs_per_node);
+      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
+                       std::to_string(kDefaultCpusPerProc) +
+                       " CPU per process, as the job asks no GPU)");
+    } else if (defaults.cpus_per_gpu > 0) {
+      // TotalMilli is gpus × gpu_milli: a share of one GPU gets its share of the CPUs.
+      r.cpu = CpuMilli(defaults.cpus_per_gpu * r.TotalMilli().value());
+      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
+                       std::to_string(defaults.cpus_per_gpu) +
+                       " CPUs per GPU: the server's --default-cpus-per-gpu)");
+    }
+    spec.cpu_given = true;
+  }
+  if (!spec.memory_given) {
+    if (defaults.memory_per_cpu.value() > 0 && r.cpu.value() > 0) {
+      r.memory = MemoryMib((defaults.memory_per_cpu.value() * r.cpu.value() + 999) / 1000);
+      filled.push_back("resources.memory_mib " + std::to_string(r.memory.value()) + " (" +
+                       std::to_string(defaults.memory_per_cpu.value()) +
+                       " MiB per CPU: the server's --default-memory-per-cpu-mib)");
+    }
+    spec.memory_given = true;
+  }
+  std::string text;
+  for (const std::string& f : filled) text += (text.empty() ? "" : "; ") + f;
+  return text;
 }
 
 nlohmann::json ToJson(const JobSpec& s) {

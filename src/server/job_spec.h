@@ -20,6 +20,12 @@
 // `command` is an argv, run without a shell; with "shell": true it must hold one string, run by
 // /bin/sh -c. Unknown fields are errors (typo safety); every error names the field.
 //
+// CPU and memory (docs/control-plane.md, "CPU and memory"): `resources.cpu_milli` is per task
+// (part); `resources.cpus` is whole CPUs per process (rank), so a part asks cpus × 1000 ×
+// procs_per_node milli-CPU (Slurm's -c); a spec gives one of them. What a submitted spec leaves
+// out, the server fills in at submission (ApplyResourceDefaults), and a stored spec holds the
+// effective cpu_milli and memory_mib only.
+//
 // Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
 // index, each the spec without `array`, with the index's `env` entries merged over the spec's.
 //
@@ -36,6 +42,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 #include "model/job.h"
 #include "model/launcher.h"
 #include "server/environment.h"
@@ -72,7 +79,14 @@ struct JobSpec {
   bool shell = false;
   std::string workdir;  // absolute; empty: the agent's per-task directory
   std::map<std::string, std::string> env;
+  // Per task (part). cpu and memory: as asked (resources.cpu_milli, resources.cpus ×
+  // procs_per_node, resources.memory_mib), or 0 until ApplyResourceDefaults fills them in.
   model::TaskResources resources;
+  // Whether resources.cpu and resources.memory were asked rather than left to the server's
+  // defaults: only a submitted spec leaves them out; true in a stored spec and once the defaults
+  // were applied.
+  bool cpu_given = false;
+  bool memory_given = false;
   int tasks = 1;
   int priority = 0;
   int64_t time_limit_s = 0;  // 0: none
@@ -98,6 +112,32 @@ bool IsDistributed(const JobSpec& spec);
 // The ports a distributed job's processes bind, reserved as one block (MASTER_PORT is its
 // base): one per rank for tf (every TensorFlow worker listens), else one.
 int PortsOf(const JobSpec& spec);
+
+// The most whole CPUs `resources.cpus` may ask per process.
+inline constexpr int64_t kMaxCpusPerProc = 100000;
+// The CPUs per process of a job without GPUs that asks none, as Slurm gives each task one.
+inline constexpr int64_t kDefaultCpusPerProc = 1;
+
+// The cluster's defaults for what a submitted spec leaves out (corral server flags).
+struct ResourceDefaults {
+  // --default-cpus-per-gpu: whole CPUs per GPU of a GPU job that asks no CPU (Slurm's
+  // DefCpuPerGPU); a share of a GPU gets its share of them. 0: such a job asks no CPU.
+  int64_t cpus_per_gpu = 0;
+  // --default-memory-per-cpu-mib: MiB per CPU asked (or defaulted) of a job that asks no memory
+  // (Slurm's DefMemPerCPU). 0: off, such a job asks no memory.
+  MemoryMib memory_per_cpu{0};
+};
+
+// Fills in the CPU and memory `spec` left out (cpu_given, memory_given), once per submission:
+//  - CPU: a job without GPUs asks kDefaultCpusPerProc per process, procs_per_node × 1000
+//    milli-CPU per task; a GPU job asks cpus_per_gpu per GPU, cpus_per_gpu × gpus × gpu_milli
+//    milli-CPU per task (none when cpus_per_gpu is 0).
+//  - memory: memory_per_cpu per CPU of the task's CPU request (asked or defaulted), rounded up
+//    to a whole MiB; none when memory_per_cpu is 0.
+// Returns what it filled in, for the submitter (the job's submission event): "resources.
+// cpu_milli 1000 (1 CPU per process, no GPUs asked)" and the like, joined by "; "; "" when the
+// spec asked everything.
+std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec);
 
 // Parses and validates a spec (`command` may be empty only with an `environment`). Limits: 4096
 // argv entries, 256 env entries (also for each array element, its own and the spec's together), 64

@@ -75,6 +75,14 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--metrics-token-file", options->metrics_token_file,
                 "File whose first line is a token that opens GET /metrics and nothing else "
                 "(Prometheus); default: admin tokens only");
+  c->add_option("--default-cpus-per-gpu", options->default_cpus_per_gpu,
+                "Whole CPUs per GPU of a GPU job that asks no CPU, as Slurm's DefCpuPerGPU "
+                "(default 0: none; a job without GPUs asks 1 CPU per process)")
+      ->check(CLI::Range(0, 1024));
+  c->add_option("--default-memory-per-cpu-mib", options->default_memory_per_cpu_mib,
+                "MiB per CPU of a job that asks no memory, as Slurm's DefMemPerCPU (default 0: "
+                "off)")
+      ->check(CLI::Range(0, 1 << 20));
   c->add_option("--web-dir", options->web_dir,
                 "The built dashboard (web/dist) to serve at / (default: none, / is a status page)");
   c->add_option("--public-url", options->public_url,

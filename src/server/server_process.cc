@@ -162,6 +162,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.gpu_monitor.idle_threshold_percent = options.gpu_idle_threshold_percent;
   config.gpu_monitor.idle_after_ms = int64_t{options.gpu_idle_after_s} * 1000;
   config.notify_idle_gpus = options.gpu_idle_events;
+  config.resource_defaults.cpus_per_gpu = options.default_cpus_per_gpu;
+  config.resource_defaults.memory_per_cpu = MemoryMib(options.default_memory_per_cpu_mib);
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();
