@@ -122,6 +122,7 @@ test-unit: build
 test-e2e: $(TEST_BUILD)
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
+	@$(call timed,isolation end-to-end tests,python3 tests/isolation_test.py build/corral)
 
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
 test-distributed: $(TEST_BUILD)

@@ -6,10 +6,7 @@
 #include <thread>
 
 #include "agent/agent_loop.h"
-#include "agent/fake_probe.h"
-#include "agent/node_identity.h"
-#include "agent/nvml_probe.h"
-#include "agent/process_runtime.h"
+#include "agent/agent_process.h"
 #include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "server/server_process.h"
@@ -38,7 +35,7 @@ int RunDev(const DevFlags& f) {
   BlockShutdownSignals();
   std::error_code ec;
   const std::string data_dir = std::filesystem::absolute(f.data_dir, ec).string();
-  std::filesystem::create_directories(data_dir + "/agent", ec);
+  std::filesystem::create_directories(data_dir, ec);
   if (ec) {
     std::cerr << "corral dev: cannot create " << data_dir << ": " << ec.message() << "\n";
     return 1;
@@ -60,68 +57,40 @@ int RunDev(const DevFlags& f) {
   (*server)->Start();
 
   // GPUs: NVML when the machine has a driver (unless fakes are asked for), else 8 fake A100s.
-  std::unique_ptr<agent::GpuProbe> probe;
-  agent::FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
-  std::string gpus_note;
-  int fake_gpus = 0;
-  if (f.fake_gpus.empty()) {
-    if (auto nvml = agent::NvmlProbe::Create(); nvml.ok()) probe = std::move(nvml).value();
-  }
-  if (!probe) {
-    const std::string spec = f.fake_gpus.empty() ? "8xA100-80GB" : f.fake_gpus;
-    auto fake = agent::FakeProbe::Create(spec, "dev");
-    if (!fake.ok()) {
-      std::cerr << "corral dev: --fake-gpus: " << fake.status().message() << "\n";
-      return 2;
-    }
-    fake->SetDefaultUtilization(f.fake_gpu_utilization);
-    fake_gpus = static_cast<int>(fake->Discover()->gpus.size());
-    auto owned = std::make_unique<agent::FakeProbe>(std::move(fake).value());
-    fake_probe = owned.get();
-    probe = std::move(owned);
-    gpus_note = " (fake GPUs: " + spec + ")";
-  }
-  SystemClock clock;
-  agent::ProcessRuntimeOptions runtime_options;
-  runtime_options.work_dir = data_dir + "/agent";
-  runtime_options.node_name = "dev";
-  // Tasks run as the user running corral dev; without a user database entry for it (a container
-  // started with an arbitrary uid), as that uid all the same, with HOME from the environment.
-  if (auto user = agent::CurrentUserName(); user.ok()) runtime_options.task_user = *user;
-  auto runtime = agent::ProcessRuntime::Create(runtime_options, &clock);
-  if (!runtime.ok()) {
-    std::cerr << "corral dev: " << runtime.status().message() << "\n";
-    return 1;
-  }
-  agent::AgentOptions agent_options;
-  agent_options.server_url = (*server)->url();
-  agent_options.join_token = (*server)->join_token();
-  agent_options.name = "dev";
+  agent::AgentProcessOptions agent_options;
+  agent_options.agent.server_url = (*server)->url();
+  agent_options.agent.join_token = (*server)->join_token();
+  agent_options.agent.name = "dev";
   Result<int> interval = agent::MetricsIntervalMs(f.metrics_interval_s);
   if (!interval.ok()) {
     std::cerr << "corral dev: " << interval.status().message() << "\n";
     return 2;
   }
-  agent_options.metrics_interval_ms = *interval;
-  agent_options.declared = agent::DeclareResources(f.cpus, f.memory_mib, fake_gpus);
+  agent_options.agent.metrics_interval_ms = *interval;
   // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
   // nowhere, and both run here.
-  agent_options.address = "127.0.0.1";
-  auto node_id = agent::LoadOrCreateNodeId(data_dir + "/agent");
-  if (!node_id.ok()) {
-    std::cerr << "corral dev: " << node_id.status().message() << "\n";
-    return 1;
+  agent_options.agent.address = "127.0.0.1";
+  agent_options.work_dir = data_dir + "/agent";
+  agent_options.fake_gpus = f.fake_gpus;
+  agent_options.fake_gpus_without_nvml = "8xA100-80GB";
+  agent_options.fake_gpu_utilization = f.fake_gpu_utilization;
+  agent_options.cpus = f.cpus;
+  agent_options.memory_mib = f.memory_mib;
+  // Tasks run as the user running corral dev; without a user database entry for it (a container
+  // started with an arbitrary uid), as that uid all the same, with HOME from the environment.
+  if (auto user = agent::CurrentUserName(); user.ok()) agent_options.runtime.task_user = *user;
+  auto agent = agent::AgentProcess::Create(std::move(agent_options));
+  if (!agent.ok()) {
+    std::cerr << "corral dev: " << agent.status().message() << "\n";
+    return agent.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  agent_options.node_id = *node_id;
-  agent::AgentLoop loop(agent_options, *probe, **runtime);
-  // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
-  if (fake_probe != nullptr) {
-    fake_probe->SetTaskSource([&loop] { return loop.RunningTasks(); });
-  }
+  const std::string gpus_note =
+      (*agent)->fake_gpus().empty() ? "" : " (fake GPUs: " + (*agent)->fake_gpus() + ")";
   std::atomic<bool> stop{false};
   std::thread agent_thread([&] {
-    // Only a fatal registration error ends the loop early; the server keeps serving.
-    if (Status s = loop.Run(stop); !s.ok()) {
+    // Only an error the agent cannot go on after ends it early (a fatal registration error, a
+    // runtime that cannot be created); the server keeps serving.
+    if (Status s = (*agent)->Run(stop); !s.ok()) {
       std::cerr << "corral dev: agent: " << s.message() << "\n";
     }
   });

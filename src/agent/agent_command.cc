@@ -11,13 +11,9 @@
 #include <vector>
 
 #include "agent/agent_loop.h"
+#include "agent/agent_process.h"
 #include "agent/container_engine.h"
-#include "agent/fake_probe.h"
 #include "agent/file_io.h"
-#include "agent/host_resources.h"
-#include "agent/node_identity.h"
-#include "agent/nvml_probe.h"
-#include "agent/process_runtime.h"
 #include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "model/node.h"
@@ -198,71 +194,40 @@ int RunAgentCommand(AgentFlags& f) {
     f.options.runtimes = {"process", "container"};
     f.options.container_engine = Describe((*engine)->cli);
   }
-  BlockShutdownSignals();
   Result<int> interval = MetricsIntervalMs(f.metrics_interval_s);
   if (!interval.ok()) {
     std::cerr << "corral agent: " << interval.status().message() << "\n";
     return 2;
   }
   f.options.metrics_interval_ms = *interval;
-  std::unique_ptr<GpuProbe> probe;
-  FakeProbe* fake_probe = nullptr;  // set when the GPUs are fakes: they follow the tasks
-  if (!f.fake_gpus.empty()) {
-    auto fake = FakeProbe::Create(f.fake_gpus, f.options.name.empty() ? "node" : f.options.name);
-    if (!fake.ok()) {
-      std::cerr << "corral agent: --fake-gpus: " << fake.status().message() << "\n";
-      return 2;
-    }
-    fake->SetDefaultUtilization(f.fake_gpu_utilization);
-    f.options.declared =
-        DeclareResources(f.cpus, f.memory_mib, static_cast<int>(fake->Discover()->gpus.size()));
-    auto owned = std::make_unique<FakeProbe>(std::move(fake).value());
-    fake_probe = owned.get();
-    probe = std::move(owned);
-  } else {
-    auto nvml = NvmlProbe::Create();
-    if (!nvml.ok()) {
-      std::cerr << "corral agent: " << nvml.status().message() << "\n";
-      return 1;
-    }
-    probe = std::move(nvml).value();
-    f.options.declared = DeclareResources(f.cpus, f.memory_mib, 0);
-  }
-  if (f.options.name.empty()) {
-    auto host = DetectHostResources();
-    if (host.ok()) f.options.name = host->hostname;
-  }
-  SystemClock clock;
-  ProcessRuntimeOptions runtime_options;
-  runtime_options.work_dir = f.work_dir;
-  runtime_options.node_name = f.options.name;
-  runtime_options.task_user = f.task_user;
-  runtime_options.run_as_submitter = f.run_as_submitter;
-  runtime_options.user_map = std::move(user_map).value();
-  runtime_options.min_task_uid = static_cast<uid_t>(f.min_task_uid);
-  runtime_options.max_task_uid = static_cast<uid_t>(f.max_task_uid);
-  runtime_options.container_engine = std::move(engine).value();
-  auto runtime = ProcessRuntime::Create(runtime_options, &clock);
-  if (!runtime.ok()) {
-    std::cerr << "corral agent: " << runtime.status().message() << "\n";
-    return 2;
-  }
-  auto node_id = LoadOrCreateNodeId(f.work_dir);
-  if (!node_id.ok()) {
-    std::cerr << "corral agent: " << node_id.status().message() << "\n";
-    return 1;
-  }
-  f.options.node_id = *node_id;
-  AgentLoop loop(f.options, *probe, **runtime);
-  // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
-  if (fake_probe != nullptr) {
-    fake_probe->SetTaskSource([&loop] { return loop.RunningTasks(); });
+  BlockShutdownSignals();
+  AgentProcessOptions options;
+  options.agent = f.options;
+  options.work_dir = f.work_dir;
+  options.fake_gpus = f.fake_gpus;
+  options.fake_gpu_utilization = f.fake_gpu_utilization;
+  options.cpus = f.cpus;
+  options.memory_mib = f.memory_mib;
+  options.runtime.task_user = f.task_user;
+  options.runtime.run_as_submitter = f.run_as_submitter;
+  options.runtime.user_map = std::move(user_map).value();
+  options.runtime.min_task_uid = static_cast<uid_t>(f.min_task_uid);
+  options.runtime.max_task_uid = static_cast<uid_t>(f.max_task_uid);
+  options.runtime.container_engine = std::move(engine).value();
+  auto agent = AgentProcess::Create(std::move(options));
+  if (!agent.ok()) {
+    std::cerr << "corral agent: " << agent.status().message() << "\n";
+    const StatusCode code = agent.status().code();
+    return code == StatusCode::kInvalidArgument || code == StatusCode::kPermissionDenied ||
+                   code == StatusCode::kNotFound
+               ? 2
+               : 1;
   }
   std::atomic<bool> stop{false};
   StopOnShutdownSignal(stop);
-  std::cout << "corral agent " << f.options.name << " joining " << f.options.server_url << "\n"
+  std::cout << "corral agent " << (*agent)->name() << " joining " << f.options.server_url << "\n"
             << std::flush;
-  Status s = loop.Run(stop);
+  Status s = (*agent)->Run(stop);
   if (!s.ok()) {
     std::cerr << "corral agent: " << s.message() << "\n";
     return 1;
@@ -302,7 +267,8 @@ void AddAgentCommand(CLI::App& app, int* exit_code) {
                 "Seconds between GPU samples sent to the server: 0.1 to 15, or 0 for none")
       ->capture_default_str();
   c->add_option("--work-dir", f->work_dir,
-                "Absolute directory for the node id, task files, logs and scratch directories")
+                "Absolute directory for the node id, task files, logs and scratch directories; "
+                "one agent per work dir")
       ->required();
   c->add_option("--task-user", f->task_user,
                 "Unix user every task runs as (required as root; otherwise only the agent's "

@@ -10,6 +10,7 @@
 #include "agent/gpu_metrics.h"
 #include "agent/host_resources.h"
 #include "agent/task.h"
+#include "model/node.h"
 
 namespace corral::agent {
 
@@ -35,7 +36,93 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
                 what + ": HTTP " + std::to_string(r->status) + ": " + detail);
 }
 
+std::unique_ptr<httplib::Client> MakeClient(const AgentOptions& options) {
+  auto http = std::make_unique<httplib::Client>(options.server_url);
+  http->set_connection_timeout(5);
+  http->set_read_timeout(30);
+  if (!options.ca_cert.empty()) http->set_ca_cert_path(options.ca_cert.c_str());
+  http->enable_server_certificate_verification(true);
+  return http;
+}
+
+Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions& options,
+                                      const nlohmann::json& inventory) {
+  httplib::Headers headers = {{"Authorization", "Bearer " + options.join_token}};
+  nlohmann::json body = {
+      {"name", options.name}, {"node_id", options.node_id}, {"inventory", inventory}};
+  auto r = http.Post("/api/v1/agent/register", headers, body.dump(), "application/json");
+  if (!r || r->status != 200) {
+    Status s = HttpError(r, "register with " + options.server_url);
+    if (s.code() == StatusCode::kAlreadyExists) {  // a live node holds the name (409)
+      return AlreadyExists(s.message() + "; to run this node meanwhile, give it another --name");
+    }
+    return s;
+  }
+  auto answer = nlohmann::json::parse(r->body, nullptr, false);
+  if (!answer.is_object() || !answer["node_token"].is_string()) {
+    return Status(StatusCode::kInternal, "register: malformed answer");
+  }
+  if (!answer["cluster_id"].is_string()) {
+    return FailedPrecondition("the server at " + options.server_url +
+                              " sent no cluster id: it runs an older corral than this agent; "
+                              "upgrade the servers before their agents");
+  }
+  Registration registration{answer["node_token"].get<std::string>(),
+                            answer["cluster_id"].get<std::string>()};
+  if (Status valid = model::ValidateClusterId(registration.cluster_id); !valid.ok()) {
+    return Status(StatusCode::kInternal, "register: malformed answer: " + valid.message());
+  }
+  if (!options.cluster_id.empty() && registration.cluster_id != options.cluster_id) {
+    return FailedPrecondition(
+        "the server at " + options.server_url + " is of cluster " + registration.cluster_id +
+        ", but this agent runs tasks of cluster " + options.cluster_id +
+        ": refusing to join another cluster (its tasks keep running; docs/control-plane.md)");
+  }
+  return registration;
+}
+
 }  // namespace
+
+Result<nlohmann::json> NodeInventory(const AgentOptions& options, GpuProbe& probe) {
+  auto detected = DetectHostResources();
+  if (!detected.ok()) return detected.status();
+  const HostResources host = Offered(*std::move(detected), options.declared);
+  auto gpus = probe.Discover();
+  if (!gpus.ok()) return gpus.status();
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& g : gpus->gpus) {
+    list.push_back({{"index", g.index},
+                    {"uuid", g.uuid},
+                    {"memory_mib", g.memory.value()},
+                    {"nvlink_domain", g.nvlink_domain}});
+  }
+  nlohmann::json inventory{{"hostname", host.hostname},
+                           {"cpu_milli", host.cpu.value()},
+                           {"memory_mib", host.memory.value()},
+                           {"gpu_model", gpus->model},
+                           {"gpus", list},
+                           {"labels", options.labels},
+                           {"runtimes", options.runtimes}};
+  // Only when given: the server falls back to the node name (and an agent upgraded in place
+  // keeps the inventory its node registered with).
+  if (!options.address.empty()) inventory["address"] = options.address;
+  if (!options.container_engine.empty()) inventory["container_engine"] = options.container_engine;
+  return inventory;
+}
+
+Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe) {
+  Result<nlohmann::json> inventory = NodeInventory(options, probe);
+  if (!inventory.ok()) return inventory.status();
+  std::unique_ptr<httplib::Client> http = MakeClient(options);
+  return PostRegistration(*http, options, *inventory);
+}
+
+bool IsFatalRegistrationError(const Status& status) {
+  return (status.code() == StatusCode::kUnauthenticated &&
+          status.message().find("join token") != std::string::npos) ||
+         status.code() == StatusCode::kAlreadyExists ||
+         status.code() == StatusCode::kFailedPrecondition;
+}
 
 Result<int> MetricsIntervalMs(double seconds) {
   if (seconds == 0) return 0;
@@ -48,13 +135,11 @@ Result<int> MetricsIntervalMs(double seconds) {
 }
 
 AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
-    : options_(std::move(options)), probe_(probe), runtime_(runtime) {
-  http_ = std::make_unique<httplib::Client>(options_.server_url);
-  http_->set_connection_timeout(5);
-  http_->set_read_timeout(30);
-  if (!options_.ca_cert.empty()) http_->set_ca_cert_path(options_.ca_cert.c_str());
-  http_->enable_server_certificate_verification(true);
-}
+    : options_(std::move(options)),
+      probe_(probe),
+      runtime_(runtime),
+      http_(MakeClient(options_)),
+      node_token_(options_.node_token) {}
 
 AgentLoop::~AgentLoop() { StopSampler(); }
 
@@ -91,53 +176,15 @@ std::vector<RunningTask> AgentLoop::RunningTasks() {
   return running_;
 }
 
-Result<nlohmann::json> AgentLoop::Inventory() {
-  auto detected = DetectHostResources();
-  if (!detected.ok()) return detected.status();
-  const HostResources host = Offered(*std::move(detected), options_.declared);
-  auto gpus = probe_.Discover();
-  if (!gpus.ok()) return gpus.status();
-  nlohmann::json list = nlohmann::json::array();
-  for (const auto& g : gpus->gpus) {
-    list.push_back({{"index", g.index},
-                    {"uuid", g.uuid},
-                    {"memory_mib", g.memory.value()},
-                    {"nvlink_domain", g.nvlink_domain}});
-  }
-  nlohmann::json inventory{{"hostname", host.hostname},
-                           {"cpu_milli", host.cpu.value()},
-                           {"memory_mib", host.memory.value()},
-                           {"gpu_model", gpus->model},
-                           {"gpus", list},
-                           {"labels", options_.labels},
-                           {"runtimes", options_.runtimes}};
-  // Only when given: the server falls back to the node name (and an agent upgraded in place
-  // keeps the inventory its node registered with).
-  if (!options_.address.empty()) inventory["address"] = options_.address;
-  if (!options_.container_engine.empty()) inventory["container_engine"] = options_.container_engine;
-  return inventory;
-}
+Result<nlohmann::json> AgentLoop::Inventory() { return NodeInventory(options_, probe_); }
 
 Status AgentLoop::Register() {
   auto inventory = Inventory();
   if (!inventory.ok()) return inventory.status();
   if (options_.name.empty()) options_.name = (*inventory)["hostname"];
-  httplib::Headers headers = {{"Authorization", "Bearer " + options_.join_token}};
-  nlohmann::json body = {
-      {"name", options_.name}, {"node_id", options_.node_id}, {"inventory", *inventory}};
-  auto r = http_->Post("/api/v1/agent/register", headers, body.dump(), "application/json");
-  if (!r || r->status != 200) {
-    Status s = HttpError(r, "register with " + options_.server_url);
-    if (s.code() == StatusCode::kAlreadyExists) {  // a live node holds the name (409)
-      return AlreadyExists(s.message() + "; to run this node meanwhile, give it another --name");
-    }
-    return s;
-  }
-  auto answer = nlohmann::json::parse(r->body, nullptr, false);
-  if (!answer.is_object() || !answer["node_token"].is_string()) {
-    return Status(StatusCode::kInternal, "register: malformed answer");
-  }
-  node_token_ = answer["node_token"];
+  Result<Registration> registration = PostRegistration(*http_, options_, *inventory);
+  if (!registration.ok()) return registration.status();
+  node_token_ = registration->node_token;
   return Status::Ok();
 }
 
@@ -251,12 +298,8 @@ Status AgentLoop::Beat(const std::atomic<bool>& stop) {
       }
       continue;
     }
-    if (s.code() == StatusCode::kUnauthenticated && node_token_.empty() &&
-        s.message().find("join token") != std::string::npos) {
-      return s;  // the join token itself is wrong: retrying cannot help
-    }
-    if (s.code() == StatusCode::kAlreadyExists && node_token_.empty()) {
-      return s;  // another node holds the name: retrying would only keep knocking
+    if (node_token_.empty() && IsFatalRegistrationError(s)) {
+      return s;  // a wrong join token, a name held, another cluster: retrying cannot help
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
     backoff_ms = std::min(backoff_ms * 2, 5000);

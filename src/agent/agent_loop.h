@@ -50,7 +50,32 @@ struct AgentOptions {
   int metrics_interval_ms = 5000;
   // The CPU and memory the node offers in place of the detected ones (host_resources.h).
   DeclaredResources declared;
+  // The cluster whose tasks the runtime holds (AgentProcess: learned at its first
+  // registration). A registration answered with another cluster id fails, fatally: the agent
+  // stops rather than report (and so have killed) tasks to a cluster they are not from.
+  // Empty: any cluster (tests).
+  std::string cluster_id;
+  // The node token of a registration already made (RegisterAgent); empty: the loop registers
+  // before its first heartbeat.
+  std::string node_token;
 };
+
+// What the server answers a registration.
+struct Registration {
+  std::string node_token;  // the secret of the node's heartbeats
+  std::string cluster_id;  // the cluster's id (model::ValidateClusterId)
+};
+
+// Registers the node once (POST /api/v1/agent/register with NodeInventory()). Errors: those of
+// AgentLoop::Run that IsFatalRegistrationError() calls fatal, plus FailedPrecondition when the
+// server sends no cluster id (a corral older than this agent: upgrade servers first) or another
+// one than options.cluster_id; other errors (the server unreachable, HTTP 5xx) may pass.
+Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe);
+// True for registration errors that retrying cannot mend: an invalid join token, the node name
+// held by a live node with another node id, another cluster (FailedPrecondition).
+bool IsFatalRegistrationError(const Status& status);
+// The inventory sent at registration: host resources plus the probe's GPUs.
+Result<nlohmann::json> NodeInventory(const AgentOptions& options, GpuProbe& probe);
 
 // --metrics-interval in seconds as AgentOptions::metrics_interval_ms: 0 (no metrics) or 0.1 to
 // 15 s. Longer is refused: the server counts at most 30 s of a gap between two samples towards
@@ -63,12 +88,14 @@ class AgentLoop {
   AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime);
   ~AgentLoop();
 
-  // The inventory sent at registration: host resources plus the probe's GPUs.
+  // NodeInventory() of this loop's node.
   Result<nlohmann::json> Inventory();
   // Runs until `stop` becomes true, with a sampler thread probing the GPUs every metrics
   // interval (Step sends its newest sample). Connection errors are retried with a back-off. Fatal
-  // (returned) while not registered: an invalid join token (kUnauthenticated), and the node name
-  // held by a live node with another node id (kAlreadyExists, HTTP 409).
+  // (returned) while not registered: IsFatalRegistrationError() — an invalid join token
+  // (kUnauthenticated), the node name held by a live node with another node id (kAlreadyExists,
+  // HTTP 409), a server of another cluster than options.cluster_id or without cluster ids
+  // (kFailedPrecondition).
   Status Run(const std::atomic<bool>& stop);
   // One heartbeat round (registering first if needed). Exposed for tests.
   Status Step();

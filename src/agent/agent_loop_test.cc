@@ -109,6 +109,62 @@ TEST_F(AgentLoopTest, InvalidJoinTokenStopsTheAgent) {
   EXPECT_THAT(s.message(), HasSubstr("invalid join token"));
 }
 
+// Answers every registration with `answer` (200).
+void AnswerRegistration(httplib::Server& server, const std::string& answer) {
+  server.Post("/api/v1/agent/register", [answer](const httplib::Request&, httplib::Response& res) {
+    res.set_content(answer, "application/json");
+  });
+}
+
+TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
+  std::string answer = R"({"node_token": "t", "cluster_id": "0123456789abcdef"})";
+  server_.Post("/api/v1/agent/register", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu_);
+    res.set_content(answer, "application/json");
+  });
+  Result<Registration> joined = RegisterAgent(Options(), probe_);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ(joined->node_token, "t");
+  EXPECT_EQ(joined->cluster_id, "0123456789abcdef");
+  // Not a path component of this host's: refused (and not fatal: a broken answer).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    answer = R"({"node_token": "t", "cluster_id": "../../etc"})";
+  }
+  Result<Registration> broken = RegisterAgent(Options(), probe_);
+  EXPECT_EQ(broken.status().code(), StatusCode::kInternal);
+  EXPECT_FALSE(IsFatalRegistrationError(broken.status()));
+}
+
+TEST_F(AgentLoopTest, AServerWithoutClusterIdsStopsTheAgentNamingTheUpgrade) {
+  AnswerRegistration(server_, R"({"node_token": "t", "heartbeat_interval_s": 5})");
+  AgentLoop loop(Options(), probe_, runtime_);
+  Status s = RunUntilItReturns(loop);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("upgrade the servers before their agents"));
+}
+
+// The server at the agent's URL now serves another store (another cluster): the agent stops
+// rather than report its tasks there, where they are unknown and would be killed.
+TEST_F(AgentLoopTest, AServerOfAnotherClusterStopsTheAgent) {
+  AnswerRegistration(server_, R"({"node_token": "t", "cluster_id": "bbbbbbbbbbbbbbbb"})");
+  int beats = 0;
+  server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request&, httplib::Response& res) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++beats;
+    res.set_content("{}", "application/json");
+  });
+  AgentOptions options = Options();
+  options.cluster_id = "aaaaaaaaaaaaaaaa";
+  AgentLoop loop(options, probe_, runtime_);
+  Status s = RunUntilItReturns(loop);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("is of cluster bbbbbbbbbbbbbbbb, but this agent runs tasks "
+                                     "of cluster aaaaaaaaaaaaaaaa"));
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(beats, 0);
+}
+
 // A probe whose Sample() hangs until released, as NVML can on a GPU fallen off the bus.
 class HangingProbe final : public GpuProbe {
  public:
@@ -135,7 +191,8 @@ class HangingProbe final : public GpuProbe {
 
 TEST_F(AgentLoopTest, AHungGpuProbeDoesNotStopTheHeartbeats) {
   server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"node_token": "node-secret", "heartbeat_interval_s": 5})",
+    res.set_content(R"({"node_token": "node-secret", "cluster_id": "0123456789abcdef", )"
+                    R"("heartbeat_interval_s": 5})",
                     "application/json");
   });
   int beats = 0, with_metrics = 0;

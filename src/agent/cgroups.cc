@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <tuple>
+#include <vector>
 
 #include "agent/file_io.h"
 
@@ -25,6 +27,38 @@ bool Exists(const std::string& path) {
 Status MakeDir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
   return IoError("cannot create cgroup " + path + ": " + ErrnoText(errno));
+}
+
+// `parent`'s components, or an error naming it when one is empty, "." or "..".
+Result<std::vector<std::string>> ParentLevels(const std::string& parent) {
+  std::vector<std::string> levels;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = parent.find('/', start);
+    std::string level = parent.substr(start, slash - start);
+    if (level.empty() || level == "." || level == "..") {
+      return InvalidArgument("cgroup parent '" + parent + "': empty, '.' or '..' component");
+    }
+    levels.push_back(std::move(level));
+    if (slash == std::string::npos) return levels;
+    start = slash + 1;
+  }
+}
+
+// Creates base/levels[0]/levels[1]/... one level at a time; returns the deepest. With `enable`
+// (v2), delegates those controllers to each level's children.
+Result<std::string> MakeLevels(const std::string& base, const std::vector<std::string>& levels,
+                               const std::string& enable = "") {
+  std::string dir = base;
+  for (const std::string& level : levels) {
+    dir += "/" + level;
+    CORRAL_RETURN_IF_ERROR(MakeDir(dir));
+    if (enable.empty()) continue;
+    if (Status s = WriteExisting(dir + "/cgroup.subtree_control", enable); !s.ok()) {
+      return IoError("cannot delegate controllers to " + dir + ": " + s.message());
+    }
+  }
+  return dir;
 }
 
 bool HasWord(const std::string& text, const std::string& word) {
@@ -50,6 +84,10 @@ void AddNote(std::string& note, const std::string& what) {
 
 }  // namespace
 
+std::string AgentCgroupParent(const std::string& cluster_id, const std::string& node_name) {
+  return "corral/" + cluster_id + "/" + node_name;
+}
+
 CgroupManager CgroupManager::Disabled(std::string reason) {
   CgroupManager m;
   m.reason_ = std::move(reason);
@@ -57,7 +95,10 @@ CgroupManager CgroupManager::Disabled(std::string reason) {
 }
 
 CgroupManager CgroupManager::Detect(const std::string& root, const std::string& parent) {
+  Result<std::vector<std::string>> levels = ParentLevels(parent);
+  if (!levels.ok()) return Disabled(levels.status().message());
   CgroupManager m;
+  m.parent_levels_ = static_cast<int>(levels->size());
   if (auto controllers = ReadFile(root + "/cgroup.controllers"); controllers.ok()) {
     m.v2_memory_ = HasWord(*controllers, "memory");
     m.v2_cpu_ = HasWord(*controllers, "cpu");
@@ -67,11 +108,9 @@ CgroupManager CgroupManager::Detect(const std::string& root, const std::string& 
     // Children of `parent` get the controllers only if the root and `parent` delegate them.
     std::string enable = std::string(m.v2_memory_ ? "+memory " : "") + (m.v2_cpu_ ? "+cpu" : "");
     (void)WriteExisting(root + "/cgroup.subtree_control", enable);  // often already enabled
-    m.v2_parent_ = root + "/" + parent;
-    if (Status s = MakeDir(m.v2_parent_); !s.ok()) return Disabled(s.message());
-    if (Status s = WriteExisting(m.v2_parent_ + "/cgroup.subtree_control", enable); !s.ok()) {
-      return Disabled("cannot delegate controllers to " + m.v2_parent_ + ": " + s.message());
-    }
+    Result<std::string> dir = MakeLevels(root, *levels, enable);
+    if (!dir.ok()) return Disabled(dir.status().message());
+    m.v2_parent_ = *dir;
     m.version_ = CgroupVersion::kV2;
     return m;
   }
@@ -82,19 +121,14 @@ CgroupManager CgroupManager::Detect(const std::string& root, const std::string& 
                     " and no cgroup v1 memory or cpu hierarchy under it");
   }
   std::string failures;
-  if (memory) {
-    Status s = MakeDir(root + "/memory/" + parent);
-    if (s.ok())
-      m.memory_parent_ = root + "/memory/" + parent;
+  for (auto [present, hierarchy, made] : {std::tuple{memory, "/memory", &m.memory_parent_},
+                                          std::tuple{cpu, "/cpu", &m.cpu_parent_}}) {
+    if (!present) continue;
+    Result<std::string> dir = MakeLevels(root + hierarchy, *levels);
+    if (dir.ok())
+      *made = *dir;
     else
-      AddNote(failures, s.message());
-  }
-  if (cpu) {
-    Status s = MakeDir(root + "/cpu/" + parent);
-    if (s.ok())
-      m.cpu_parent_ = root + "/cpu/" + parent;
-    else
-      AddNote(failures, s.message());
+      AddNote(failures, dir.status().message());
   }
   if (m.memory_parent_.empty() && m.cpu_parent_.empty()) return Disabled(failures);
   m.version_ = CgroupVersion::kV1;
@@ -231,10 +265,15 @@ std::optional<int64_t> CgroupManager::OomKills(const TaskCgroup& group) {
 }
 
 Status CgroupManager::RemoveParent() const {
-  for (const std::string& dir : {v2_parent_, memory_parent_, cpu_parent_}) {
+  for (std::string dir : {v2_parent_, memory_parent_, cpu_parent_}) {
     if (dir.empty()) continue;
     if (rmdir(dir.c_str()) != 0 && errno != ENOENT) {
       return IoError("cannot remove cgroup " + dir + ": " + ErrnoText(errno));
+    }
+    // The ancestors go only when empty: another agent's groups may live there.
+    for (int level = 1; level < parent_levels_; ++level) {
+      dir.resize(dir.rfind('/'));
+      if (rmdir(dir.c_str()) != 0) break;
     }
   }
   return Status::Ok();

@@ -3,7 +3,9 @@
 // hierarchies, as on hybrid machines whose v2 mount carries no controllers).
 //
 // Layout: <root>/<parent>/<name> (v2), or <root>/memory/<parent>/<name> and
-// <root>/cpu/<parent>/<name> (v1). The parent is shared by all tasks of one agent.
+// <root>/cpu/<parent>/<name> (v1). The parent belongs to one agent: corral/<cluster>/<node>
+// (AgentCgroupParent), so that agents of several clusters, or several agents of one, on a host
+// never share a group; a task's clean-up kills only what is in the task's own group.
 #pragma once
 
 #include <optional>
@@ -30,13 +32,19 @@ struct TaskCgroup {
   std::string note;               // limits that could not be applied; empty when all were
 };
 
+// "corral/<cluster_id>/<node_name>": the parent of one agent's task groups. Both must be safe
+// path components (model::ValidateClusterId, model::ValidateNodeName).
+std::string AgentCgroupParent(const std::string& cluster_id, const std::string& node_name);
+
 // Knows where the hierarchies are and makes task groups there. Copyable, no mutable state, and
 // its methods only touch the files of the groups they are given.
 class CgroupManager {
  public:
-  // Finds the hierarchies under `root` and creates `parent` in each (an existing one is reused).
-  // Never fails: when cgroups cannot be used (not mounted, no memory/cpu controller, not
-  // writable) version() is kNone and unavailable_reason() says why.
+  // Finds the hierarchies under `root` and creates `parent` in each (a relative path of one or
+  // more components, each level created as needed and, on v2, delegated the memory and cpu
+  // controllers; existing ones are reused). Never fails: when cgroups cannot be used (not
+  // mounted, no memory/cpu controller, not writable, a parent with an empty, "." or ".."
+  // component) version() is kNone and unavailable_reason() says why.
   static CgroupManager Detect(const std::string& root = "/sys/fs/cgroup",
                               const std::string& parent = "corral");
   // A manager that never makes groups (tasks run without limits).
@@ -60,7 +68,8 @@ class CgroupManager {
   static Status Remove(const TaskCgroup& group);
   // How many processes the kernel's OOM killer killed in the group; nullopt if unknown.
   static std::optional<int64_t> OomKills(const TaskCgroup& group);
-  // Removes the (empty) parent groups; for tests and for uninstalling.
+  // Removes the (empty) parent groups, then those of their ancestors under `root` that are
+  // empty (other agents' groups keep theirs); for tests and for uninstalling.
   Status RemoveParent() const;
 
  private:
@@ -75,6 +84,7 @@ class CgroupManager {
   bool v2_cpu_ = false;
   std::string memory_parent_;
   std::string cpu_parent_;
+  int parent_levels_ = 0;  // components of `parent`: the ancestors RemoveParent may remove
 };
 
 }  // namespace corral::agent

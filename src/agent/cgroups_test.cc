@@ -4,7 +4,9 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -136,6 +138,97 @@ TEST_F(FakeCgroupfsTest, ReadsOomKills) {
   EXPECT_EQ(CgroupManager::OomKills(v1), 2);
   EXPECT_EQ(CgroupManager::OomKills(v2), 1);
   EXPECT_EQ(CgroupManager::OomKills(none), std::nullopt);
+}
+
+TEST_F(FakeCgroupfsTest, V2DelegatesTheControllersAtEveryLevelOfANestedParent) {
+  Write("cgroup.controllers", "cpu memory\n");
+  Write("cgroup.subtree_control", "");
+  const std::string parent = AgentCgroupParent("0123456789abcdef", "node-a");
+  EXPECT_EQ(parent, "corral/0123456789abcdef/node-a");
+  for (const std::string& level :
+       std::vector<std::string>{"corral", "corral/0123456789abcdef", parent}) {
+    Write(level + "/cgroup.subtree_control", "");
+  }
+  Write(parent + "/3-1/memory.max", "");
+  CgroupManager m = CgroupManager::Detect(root_, parent);
+  ASSERT_EQ(m.version(), CgroupVersion::kV2) << m.unavailable_reason();
+  for (const std::string& level :
+       std::vector<std::string>{"corral", "corral/0123456789abcdef", parent}) {
+    EXPECT_EQ(Read(level + "/cgroup.subtree_control"), "+memory +cpu") << level;
+  }
+  auto group = m.Create("3-1", {CpuMilli(0), MemoryMib(32)});
+  ASSERT_TRUE(group.ok()) << group.status().ToString();
+  EXPECT_EQ(group->dirs, std::vector<std::string>{root_ + "/" + parent + "/3-1"});
+  EXPECT_EQ(Read(parent + "/3-1/memory.max"), "33554432");
+}
+
+TEST_F(FakeCgroupfsTest, AParentThatLeavesItsPlaceIsRefused) {
+  Write("memory/memory.limit_in_bytes", "");
+  for (const std::string parent : {"corral/../x", "corral//x", "/corral", "corral/."}) {
+    CgroupManager m = CgroupManager::Detect(root_, parent);
+    EXPECT_EQ(m.version(), CgroupVersion::kNone) << parent;
+    EXPECT_THAT(m.unavailable_reason(), HasSubstr("cgroup parent")) << parent;
+  }
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/x"));
+}
+
+// Two agents (two clusters, the same node name and task key, as two `corral dev` on one host
+// have): killing one task's group leaves the other's process alone.
+TEST(RealCgroupsTest, AgentsOfTwoClustersNeverShareATaskGroup) {
+  const std::string top = "corral-test-" + std::to_string(getpid());
+  CgroupManager a = CgroupManager::Detect("/sys/fs/cgroup", top + "/aaaaaaaaaaaaaaaa/dev");
+  CgroupManager b = CgroupManager::Detect("/sys/fs/cgroup", top + "/bbbbbbbbbbbbbbbb/dev");
+  if (a.version() == CgroupVersion::kNone) {
+    GTEST_SKIP() << "cgroups not usable here: " << a.unavailable_reason();
+  }
+  ASSERT_NE(b.version(), CgroupVersion::kNone) << b.unavailable_reason();
+  auto group_a = a.Create("1-1", {});
+  auto group_b = b.Create("1-1", {});
+  ASSERT_TRUE(group_a.ok() && group_b.ok());
+  EXPECT_NE(group_a->dirs, group_b->dirs);
+  // A process in each group.
+  auto start_in = [](const TaskCgroup& group) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (const std::string& procs : CgroupManager::ProcsFiles(group)) {
+        (void)WriteExisting(procs, std::to_string(getpid()));
+      }
+      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  };
+  const pid_t in_a = start_in(*group_a), in_b = start_in(*group_b);
+  ASSERT_GT(in_a, 0);
+  ASSERT_GT(in_b, 0);
+  // Both joined before the kill (the child writes its pid, then execs).
+  auto joined = [](const TaskCgroup& group, pid_t pid) {
+    for (int i = 0; i < 2000; ++i) {
+      auto procs = ReadFile(CgroupManager::ProcsFiles(group)[0]);
+      if (procs.ok() && procs->find(std::to_string(pid)) != std::string::npos) return true;
+      usleep(1000);
+    }
+    return false;
+  };
+  ASSERT_TRUE(joined(*group_a, in_a));
+  ASSERT_TRUE(joined(*group_b, in_b));
+  CgroupManager::KillAll(*group_a);
+  int status = 0;
+  ASSERT_EQ(waitpid(in_a, &status, 0), in_a);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_EQ(waitpid(in_b, &status, WNOHANG), 0) << "the other cluster's task was killed";
+  kill(in_b, SIGKILL);
+  waitpid(in_b, &status, 0);
+  EXPECT_TRUE(CgroupManager::Remove(*group_a).ok());
+  EXPECT_TRUE(CgroupManager::Remove(*group_b).ok());
+  // Removing one agent's parent keeps the other's (and their common ancestors).
+  EXPECT_TRUE(a.RemoveParent().ok());
+  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/" + top + "/aaaaaaaaaaaaaaaa"));
+  EXPECT_TRUE(std::filesystem::exists("/sys/fs/cgroup/memory/" + top + "/bbbbbbbbbbbbbbbb/dev") ||
+              b.version() == CgroupVersion::kV2);
+  EXPECT_TRUE(b.RemoveParent().ok());
+  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/memory/" + top));
+  EXPECT_FALSE(std::filesystem::exists("/sys/fs/cgroup/" + top));
 }
 
 TEST(RealCgroupsTest, CreateAndRemoveOnThisMachine) {

@@ -286,7 +286,9 @@ Result<EngineSearch> FindContainerEngine(const ContainerSettings& settings) {
   return EngineSearch{Complete(*cli, settings, env), ""};
 }
 
-std::string ContainerName(const TaskKey& key) { return "corral-" + ToString(key); }
+std::string ContainerName(const std::string& scope, const TaskKey& key) {
+  return "corral-" + (scope.empty() ? "" : scope + "-") + ToString(key);
+}
 
 std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
                                               const std::string& node_name,
@@ -317,8 +319,9 @@ std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
 }
 
 Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskLaunch& launch,
-                                      const ContainerUser& user, const std::string& node_name,
-                                      const std::string& hostfile, const std::string& env_file_path,
+                                      const std::string& name, const ContainerUser& user,
+                                      const std::string& node_name, const std::string& hostfile,
+                                      const std::string& env_file_path,
                                       const std::string& workdir_source) {
   const std::string task = "task " + ToString(launch.key);
   auto bad = [&](const std::string& field, const std::string& why) {
@@ -393,7 +396,7 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
        "--rm",
        "--init",
        "--name",
-       ContainerName(launch.key),
+       name,
        "--log-driver=none",
        "--network=host",
        "--security-opt=no-new-privileges",

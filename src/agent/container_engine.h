@@ -128,8 +128,11 @@ struct ContainerUser {
   std::vector<gid_t> groups;  // supplementary groups; the primary one may be among them
 };
 
-// "corral-<alloc>-<gen>": the container of a task run.
-std::string ContainerName(const TaskKey& key);
+// "corral-<scope>-<alloc>-<gen>": the container of a task run, where the scope is the agent's
+// namespace ("<cluster id>-<node name>", process_runtime.h), so that agents of several
+// clusters, or several agents of one, on a host never name (or remove) each other's
+// containers. An empty scope gives "corral-<alloc>-<gen>", the name before cluster ids.
+std::string ContainerName(const std::string& scope, const TaskKey& key);
 
 // The engine command of one container task and the env file it reads.
 struct ContainerRun {
@@ -139,7 +142,7 @@ struct ContainerRun {
 
 // Plans the container of `launch` (a launch that Validate() accepts, with its workdir set, and
 // whose environment's runtime is "container"):
-//   ENGINE run --rm --init --name corral-<alloc>-<gen> --log-driver=none --network=host
+//   ENGINE run --rm --init --name NAME --log-driver=none --network=host
 //     --security-opt=no-new-privileges --cap-drop=all
 //     --user UID:GID [--group-add GID]... -w WORKDIR -v WORKDIR_SOURCE:WORKDIR
 //     [-v HOSTFILE:HOSTFILE:ro] [-v SRC:DST[:ro]]... [--memory=Nm --memory-swap=Nm]
@@ -154,11 +157,13 @@ struct ContainerRun {
 // of a data mount), a variable whose value has a line break or is too long for the engine's env
 // file reader (64 KiB lines), a distributed launch that needs `corral launch` (launchers none,
 // deepspeed, tf and jax with procs_per_node > 1, mpi parts other than 0): not in containers yet.
-// `workdir_source` is the host directory mounted at the workdir: the workdir itself when empty,
-// else the agent's staging mount of it (workdir_mount.h).
+// `name` is the container's (ContainerName()); `workdir_source` is the host directory mounted
+// at the workdir: the workdir itself when empty, else the agent's staging mount of it
+// (workdir_mount.h).
 Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskLaunch& launch,
-                                      const ContainerUser& user, const std::string& node_name,
-                                      const std::string& hostfile, const std::string& env_file_path,
+                                      const std::string& name, const ContainerUser& user,
+                                      const std::string& node_name, const std::string& hostfile,
+                                      const std::string& env_file_path,
                                       const std::string& workdir_source = "");
 
 // The variables of a container task, "NAME=value" sorted: TaskEnvironment() without anything of

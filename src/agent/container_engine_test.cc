@@ -188,8 +188,8 @@ TEST_F(ContainerEngineTest, RunCommandOfAGpuTaskWithLimits) {
   l.memory = MemoryMib(2048);
   l.cpu = CpuMilli(1500);
   Result<ContainerRun> run =
-      PlanContainerRun(engine, l, ContainerUser{1000, 100, {100, 27, 27, 44}}, "node-a", "",
-                       root_ + "/container.env");
+      PlanContainerRun(engine, l, "corral-12-1", ContainerUser{1000, 100, {100, 27, 27, 44}},
+                       "node-a", "", root_ + "/container.env");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->argv, (std::vector<std::string>{"/usr/bin/podman",
                                                  "run",
@@ -233,8 +233,8 @@ TEST_F(ContainerEngineTest, RunCommandOfAGpuTaskWithLimits) {
 }
 
 TEST_F(ContainerEngineTest, CpuOnlyTaskWithoutLimitsGetsNoDevicesAndNoLimitFlags) {
-  Result<ContainerRun> run =
-      PlanContainerRun(Podman(), Launch(), ContainerUser{0, 0, {}}, "node-a", "", "/e");
+  Result<ContainerRun> run = PlanContainerRun(Podman(), Launch(), "corral-12-1",
+                                              ContainerUser{0, 0, {}}, "node-a", "", "/e");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_THAT(Options(*run),
               ElementsAre("--rm", "--init", "--name", "corral-12-1", "--log-driver=none",
@@ -248,7 +248,7 @@ TEST_F(ContainerEngineTest, GpusFlagModeAndOtherCdiKinds) {
   ContainerEngine docker = Podman();
   docker.cli = EngineCli{EngineKind::kDocker, "/usr/bin/docker", "28.2.2"};
   docker.gpu_passing = GpuPassing::kGpusFlag;
-  Result<ContainerRun> run = PlanContainerRun(docker, l, {}, "n", "", "/e");
+  Result<ContainerRun> run = PlanContainerRun(docker, l, "corral-12-1", {}, "n", "", "/e");
   ASSERT_TRUE(run.ok());
   EXPECT_EQ(run->argv[0], "/usr/bin/docker");
   std::vector<std::string> options = Options(*run);
@@ -256,7 +256,7 @@ TEST_F(ContainerEngineTest, GpusFlagModeAndOtherCdiKinds) {
               ElementsAre("--gpus", "\"device=0,3\""));
   ContainerEngine cdi = Podman();
   cdi.cdi_kind = "corral.test/gpu";
-  options = Options(*PlanContainerRun(cdi, l, {}, "n", "", "/e"));
+  options = Options(*PlanContainerRun(cdi, l, "corral-12-1", {}, "n", "", "/e"));
   EXPECT_THAT(std::vector<std::string>(options.end() - 4, options.end()),
               ElementsAre("--device", "corral.test/gpu=0", "--device", "corral.test/gpu=3"));
 }
@@ -266,7 +266,8 @@ TEST_F(ContainerEngineTest, CpusAreWrittenAsDecimals) {
            {250, "--cpus=0.25"}, {1000, "--cpus=1"}, {2005, "--cpus=2.005"}, {1, "--cpus=0.001"}}) {
     TaskLaunch l = Launch();
     l.cpu = CpuMilli(milli);
-    EXPECT_EQ(Options(*PlanContainerRun(Podman(), l, {}, "n", "", "/e")).back(), text);
+    EXPECT_EQ(Options(*PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e")).back(),
+              text);
   }
 }
 
@@ -274,7 +275,7 @@ TEST_F(ContainerEngineTest, ShellLaunchRunsUnderTheImagesShell) {
   TaskLaunch l = Launch();
   l.shell = true;
   l.argv = {"echo $0 $1", "a", "b"};
-  Result<ContainerRun> run = PlanContainerRun(Podman(), l, {}, "n", "", "/e");
+  Result<ContainerRun> run = PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e");
   ASSERT_TRUE(run.ok());
   EXPECT_THAT(
       std::vector<std::string>(run->argv.end() - 6, run->argv.end()),
@@ -284,7 +285,7 @@ TEST_F(ContainerEngineTest, ShellLaunchRunsUnderTheImagesShell) {
 TEST_F(ContainerEngineTest, VariablesGoToTheEnvFileNeverToTheCommandLine) {
   TaskLaunch l = Launch();
   l.env = {{"API_KEY", "s3cret value=1 # not a comment"}, {"LD_PRELOAD", "/tmp/evil.so"}};
-  Result<ContainerRun> run = PlanContainerRun(Podman(), l, {}, "node-a", "", "/e");
+  Result<ContainerRun> run = PlanContainerRun(Podman(), l, "corral-12-1", {}, "node-a", "", "/e");
   ASSERT_TRUE(run.ok());
   for (const std::string& a : run->argv) {
     EXPECT_THAT(a, Not(HasSubstr("s3cret")));
@@ -304,7 +305,7 @@ TEST_F(ContainerEngineTest, DistributedPartMountsItsHostfileAndRunsTorchrunInThe
   l.distributed =
       Distributed{model::Launcher::kTorchrun, 4, 1, 2, "10.0.0.1", 29500, {"10.0.0.1", "10.0.0.2"}};
   const std::string hostfile = root_ + "/hostfiles/12-1";
-  Result<ContainerRun> run = PlanContainerRun(Podman(), l, {}, "n", hostfile, "/e");
+  Result<ContainerRun> run = PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", hostfile, "/e");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_THAT(Options(*run), testing::Contains(hostfile + ":" + hostfile + ":ro"));
   EXPECT_THAT(std::vector<std::string>(run->argv.end() - 11, run->argv.end() - 4),
@@ -317,7 +318,7 @@ TEST_F(ContainerEngineTest, DistributedPartMountsItsHostfileAndRunsTorchrunInThe
 
 TEST_F(ContainerEngineTest, LaunchesAContainerCannotRunAreRefusedNamingTheField) {
   auto error = [&](const TaskLaunch& l, const ContainerEngine& engine = Podman()) {
-    Result<ContainerRun> run = PlanContainerRun(engine, l, {}, "n", "", "/e");
+    Result<ContainerRun> run = PlanContainerRun(engine, l, "corral-12-1", {}, "n", "", "/e");
     EXPECT_FALSE(run.ok());
     return run.ok() ? std::string() : run.status().message();
   };

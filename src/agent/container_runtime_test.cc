@@ -35,6 +35,8 @@ using ::testing::Not;
 
 constexpr auto kDeadline = std::chrono::seconds(60);
 constexpr int kFakeGpus = 4;
+// The runtime's container names: corral-<cluster>-<node>-<alloc>-<gen> (ContainerName()).
+const std::string kScope = std::string(kTestClusterId) + "-" + kTestNodeName;
 
 // What the whole suite shares: the engine, its configuration, the image and the CDI spec.
 struct Suite {
@@ -178,6 +180,7 @@ class ContainerRuntimeTest : public ::testing::Test {
     // Enterable (mkdtemp's 0700 is not): the task user opens its workdir itself.
     ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
     work_dir_ = root_ + "/work";
+    home_ = TestHome(work_dir_);
     task_dir_ = root_ + "/wd";
     ASSERT_EQ(mkdir(task_dir_.c_str(), 0755), 0);
     // A non-root task user when there is one: the container must not run as root.
@@ -193,7 +196,7 @@ class ContainerRuntimeTest : public ::testing::Test {
     if (auto runtime = MakeRuntime(); runtime != nullptr) {
       for (const TaskStatus& s : runtime->Poll()) {
         if (s.state == TaskState::kRunning) (void)runtime->Kill(s.key, Seconds(0), "teardown");
-        (void)RemoveContainer(*suite->engine, ContainerName(s.key));
+        (void)RemoveContainer(*suite->engine, ContainerName(kScope, s.key));
       }
     }
     std::error_code ec;
@@ -203,7 +206,8 @@ class ContainerRuntimeTest : public ::testing::Test {
   ProcessRuntimeOptions Options() {
     ProcessRuntimeOptions o;
     o.work_dir = work_dir_;
-    o.node_name = "node-a";
+    o.cluster_id = kTestClusterId;
+    o.node_name = kTestNodeName;
     o.task_user = user_ ? user_->name : "";
     o.time_limit_grace = Seconds(30);
     o.cgroups = CgroupManager::Disabled("not used by container tasks");
@@ -255,14 +259,14 @@ class ContainerRuntimeTest : public ::testing::Test {
   static bool ContainerExists(const TaskKey& key) {
     Result<EngineOutput> out =
         RunEngineCommand({suite->engine->cli.path, "ps", "-a", "--filter",
-                          "name=^" + ContainerName(key) + "$", "--format", "{{.Names}}"},
+                          "name=^" + ContainerName(kScope, key) + "$", "--format", "{{.Names}}"},
                          suite->engine->env, Seconds(30));
     EXPECT_TRUE(out.ok() && out->exit_code == 0) << (out.ok() ? out->output : "");
-    return out.ok() && out->output.find(ContainerName(key)) != std::string::npos;
+    return out.ok() && out->output.find(ContainerName(kScope, key)) != std::string::npos;
   }
 
   nlohmann::json TaskRecord(const TaskKey& key) {
-    auto text = ReadFile(work_dir_ + "/tasks/" + ToString(key) + "/task.json");
+    auto text = ReadFile(home_ + "/tasks/" + ToString(key) + "/task.json");
     EXPECT_TRUE(text.ok()) << text.status().ToString();
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
   }
@@ -272,6 +276,7 @@ class ContainerRuntimeTest : public ::testing::Test {
   FakeClock clock_{Seconds(1700000000)};
   std::string root_;
   std::string work_dir_;
+  std::string home_;  // the runtime's namespace in work_dir_: TestHome()
   std::string task_dir_;
   std::optional<TaskUser> user_;
 };
@@ -388,7 +393,7 @@ TEST_F(ContainerRuntimeTest, VariablesNeverAppearOnTheEnginesCommandLine) {
   ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
   WaitForOutput(*runtime, l.key, "ready");
   const std::string cmdline = *ReadFile("/proc/" + std::to_string(started.pid) + "/cmdline");
-  EXPECT_THAT(cmdline, HasSubstr(ContainerName(l.key)));  // the engine's command line
+  EXPECT_THAT(cmdline, HasSubstr(ContainerName(kScope, l.key)));  // the engine's command line
   EXPECT_THAT(cmdline, Not(HasSubstr("s3cret")));
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "done").ok());
   WaitForEnd(*runtime, l.key);
@@ -465,7 +470,7 @@ TEST_F(ContainerRuntimeTest, ARunningContainerTaskIsAdoptedByTheNextAgent) {
   EXPECT_EQ(end.exit_code, 4);
   EXPECT_FALSE(ContainerExists(l.key));
   EXPECT_TRUE(second->Forget(l.key).ok());
-  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/tasks/" + ToString(l.key)));
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/tasks/" + ToString(l.key)));
 }
 
 TEST_F(ContainerRuntimeTest, AContainerWhoseSupervisorDiedIsRemovedWhenFoundLost) {

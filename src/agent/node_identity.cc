@@ -2,49 +2,21 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
+#include <string>
 
 #include "agent/file_io.h"
+#include "common/random_id.h"
 
 namespace corral::agent {
 namespace {
 
 constexpr size_t kIdBytes = 16;  // 128 bits, 32 hex characters
 constexpr char kFileName[] = "/node.id";
-
-bool IsNodeId(const std::string& text) {
-  return text.size() == 2 * kIdBytes && std::all_of(text.begin(), text.end(), [](char c) {
-           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-         });
-}
-
-Result<std::string> RandomHex() {
-  unsigned char bytes[kIdBytes];
-  int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return IoError("/dev/urandom: " + ErrnoText(errno));
-  size_t got = 0;
-  while (got < sizeof(bytes)) {
-    ssize_t n = read(fd, bytes + got, sizeof(bytes) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int e = n < 0 ? errno : EIO;
-      close(fd);
-      return IoError("/dev/urandom: read: " + ErrnoText(e));
-    }
-    got += static_cast<size_t>(n);
-  }
-  close(fd);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : bytes) {
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xf]);
-  }
-  return out;
-}
+constexpr char kLockName[] = "/agent.lock";
 
 // Writes `content` to `path` with mode 0600 from the start: a temp file, fsynced, renamed over
 // `path`, then the directory fsynced so that the name survives a crash.
@@ -82,7 +54,7 @@ Result<std::string> LoadOrCreateNodeId(const std::string& work_dir) {
   if (text.ok()) {
     std::string id = *text;
     if (!id.empty() && id.back() == '\n') id.pop_back();
-    if (!IsNodeId(id)) {
+    if (!IsHexId(id, kIdBytes)) {
       return InvalidArgument(path +
                              ": not a node id (expected 32 lowercase hex characters); it is this "
                              "node's identity towards the server: restore it, or delete it to "
@@ -91,10 +63,48 @@ Result<std::string> LoadOrCreateNodeId(const std::string& work_dir) {
     return id;
   }
   if (text.status().code() != StatusCode::kNotFound) return text.status();
-  Result<std::string> id = RandomHex();
+  Result<std::string> id = RandomHexId(kIdBytes);
   if (!id.ok()) return id.status();
   CORRAL_RETURN_IF_ERROR(WritePrivateFileAtomic(work_dir, path, *id + "\n"));
   return id;
+}
+
+Result<WorkDirLock> WorkDirLock::Acquire(const std::string& work_dir) {
+  const std::string path = work_dir + kLockName;
+  // O_CLOEXEC: tasks and engines the agent starts never hold it (the supervisor closes every
+  // descriptor it does not need, too).
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return IoError(path + ": " + ErrnoText(errno));
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    Result<std::string> holder = ReadFile(path);
+    close(fd);
+    if (e != EWOULDBLOCK) return IoError(path + ": flock: " + ErrnoText(e));
+    std::string pid = holder.ok() ? holder->substr(0, holder->find('\n')) : "";
+    return FailedPrecondition("work dir " + work_dir + " is in use by another agent" +
+                              (pid.empty() ? "" : " (pid " + pid + ")") +
+                              ": give each agent its own --work-dir");
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) < 0) {
+    const int e = errno;
+    close(fd);
+    return IoError(path + ": write: " + ErrnoText(e));
+  }
+  return WorkDirLock(fd);
+}
+
+WorkDirLock& WorkDirLock::operator=(WorkDirLock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+WorkDirLock::~WorkDirLock() {
+  if (fd_ >= 0) close(fd_);  // releases the flock
 }
 
 }  // namespace corral::agent

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,24 @@ TEST_F(NodeIdentityTest, MissingWorkDirIsAnError) {
   auto id = LoadOrCreateNodeId(dir_ + "/missing");
   ASSERT_FALSE(id.ok());
   EXPECT_THAT(id.status().message(), HasSubstr(dir_ + "/missing/node.id"));
+}
+
+TEST_F(NodeIdentityTest, OneAgentPerWorkDir) {
+  auto first = WorkDirLock::Acquire(dir_);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = WorkDirLock::Acquire(dir_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("work dir " + dir_ + " is in use by another agent (pid " +
+                        std::to_string(getpid()) + "): give each agent its own --work-dir"));
+  // Another process sees it held too; once released (the holder ended), it is free again.
+  const std::string lock_file = dir_ + "/agent.lock";
+  auto held_elsewhere = [&] { return system(("flock -n " + lock_file + " true").c_str()) != 0; };
+  EXPECT_TRUE(held_elsewhere());
+  { WorkDirLock released = std::move(first).value(); }
+  EXPECT_FALSE(held_elsewhere());
+  EXPECT_TRUE(WorkDirLock::Acquire(dir_).ok());
 }
 
 }  // namespace

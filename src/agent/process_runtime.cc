@@ -19,6 +19,7 @@
 #include "agent/rendezvous.h"
 #include "agent/shim.h"
 #include "agent/workdir_mount.h"
+#include "model/node.h"
 
 namespace corral::agent {
 namespace {
@@ -32,6 +33,8 @@ constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
 constexpr char kContainerEnvFile[] = "/container.env";
 constexpr char kLostMessage[] = "lost: supervisor gone";
+// Under the work dir, the namespaces: clusters/<cluster id>/<node name>/ (process_runtime.h).
+constexpr char kClustersDir[] = "/clusters";
 constexpr int64_t kMaxLogRead = 16 << 20;
 constexpr char kNoEngine[] = "this node has no container engine (corral agent --container-engine)";
 // Removals of a container run on the reconcile loop's thread, up to RemoveContainer()'s timeout
@@ -77,6 +80,60 @@ std::optional<TaskKey> ParseDirName(const std::string& name) {
   std::string g = name.substr(dash + 1);
   if (!digits(a) || !digits(g)) return std::nullopt;
   return TaskKey{AllocationId(std::stoll(a)), std::stoll(g)};
+}
+
+// The task keys named by the directories in `dir` (other entries are not ours).
+std::vector<TaskKey> TaskKeysIn(const std::string& dir, std::error_code& ec) {
+  std::vector<TaskKey> keys;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code type_ec;
+    if (!entry.is_directory(type_ec)) continue;
+    if (std::optional<TaskKey> key = ParseDirName(entry.path().filename().string())) {
+      keys.push_back(*key);
+    }
+  }
+  return keys;
+}
+
+std::string NamespaceHome(const std::string& work_dir, const std::string& cluster_id,
+                          const std::string& node_name) {
+  return work_dir + kClustersDir + "/" + cluster_id + "/" + node_name;
+}
+
+// One agent per work dir (node_identity.h's WorkDirLock): tasks in another namespace of it were
+// left by this work dir's agent while it served another cluster, or ran under another node name.
+// This agent would neither supervise nor report them, and their server will run their jobs again
+// elsewhere: refused, naming them, rather than left running unseen.
+Status RefuseOtherNamespacesTasks(const std::string& work_dir, const std::string& home) {
+  std::error_code ec;
+  for (const auto& cluster : std::filesystem::directory_iterator(work_dir + kClustersDir, ec)) {
+    std::error_code node_ec;
+    for (const auto& node : std::filesystem::directory_iterator(cluster.path(), node_ec)) {
+      const std::string other = node.path().string();
+      if (other == home) continue;
+      std::error_code tasks_ec;
+      const size_t count = TaskKeysIn(other + "/tasks", tasks_ec).size();
+      if (count == 0) continue;
+      return FailedPrecondition(
+          "process runtime: " + other + " holds " + std::to_string(count) + " task(s) of cluster " +
+          cluster.path().filename().string() + ", node " + node.path().filename().string() +
+          ", not yet reported to that cluster's server; this agent joins another cluster or "
+          "runs under another name, and would neither supervise nor report them. Start it "
+          "again with that cluster's server and name until they have ended and been reported, "
+          "or stop them (their processes are in the cgroups under corral/" +
+          cluster.path().filename().string() + "/" + node.path().filename().string() +
+          ") and remove " + other + " (docs/control-plane.md)");
+    }
+  }
+  return Status::Ok();
+}
+
+// The old layout's directories (agents before cluster ids), once no task of it is left: removed
+// when empty, kept otherwise.
+void RemoveEmptyLegacyDirs(const std::string& work_dir) {
+  for (const char* dir : {"/tasks", "/scratch", "/hostfiles", "/mounts"}) {
+    (void)rmdir((work_dir + dir).c_str());
+  }
 }
 
 bool IsExecutableFile(const std::string& path) {
@@ -134,11 +191,13 @@ std::optional<TaskCgroup> CgroupFromJson(const json& j) {
 }  // namespace
 
 ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,
-                               std::optional<TaskUser> task_user)
+                               std::optional<TaskUser> task_user, std::string home)
     : options_(std::move(options)),
       clock_(clock),
       cgroups_(std::move(cgroups)),
-      identity_(IdentityOf(std::move(task_user))) {
+      identity_(IdentityOf(std::move(task_user))),
+      home_(std::move(home)),
+      container_scope_(options_.cluster_id + "-" + options_.node_name) {
   const char* path = std::getenv("PATH");
   base_env_["PATH"] = path != nullptr && *path != '\0' ? path : kDefaultPath;
   if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
@@ -215,8 +274,7 @@ Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunc
   return IdentityOf(std::move(user).value());
 }
 
-Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
-                                                               Clock* clock) {
+Result<std::optional<TaskUser>> ProcessRuntime::TaskUserOf(const ProcessRuntimeOptions& options) {
   if (options.work_dir.empty() || options.work_dir[0] != '/') {
     return InvalidArgument("process runtime: work dir must be an absolute path, got '" +
                            options.work_dir + "'");
@@ -248,14 +306,36 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     }
     task_user = std::move(user).value();
   }
-  const std::string tasks_dir = options.work_dir + "/tasks";
-  const std::string scratch_dir = options.work_dir + "/scratch";
-  const std::string hostfiles_dir = options.work_dir + "/hostfiles";
-  const std::string mounts_dir = options.work_dir + "/mounts";
-  // Private: task records and every task's logs, and the container workdirs' staging mounts;
-  // scratch and hostfiles: enterable by task users, not listable.
-  for (const auto& [dir, mode] : {std::pair{tasks_dir, 0700}, std::pair{scratch_dir, 0711},
-                                  std::pair{hostfiles_dir, 0711}, std::pair{mounts_dir, 0700}}) {
+  return task_user;
+}
+
+Status ProcessRuntime::CheckOptions(const ProcessRuntimeOptions& options) {
+  return TaskUserOf(options).status();
+}
+
+Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOptions options,
+                                                               Clock* clock) {
+  Result<std::optional<TaskUser>> task_user = TaskUserOf(options);
+  if (!task_user.ok()) return task_user.status();
+  if (Status valid = model::ValidateClusterId(options.cluster_id); !valid.ok()) {
+    return InvalidArgument("process runtime: " + valid.message());
+  }
+  if (Status valid = model::ValidateNodeName(options.node_name); !valid.ok()) {
+    return InvalidArgument("process runtime: " + valid.message());
+  }
+  const std::string clusters_dir = options.work_dir + kClustersDir;
+  const std::string cluster_dir = clusters_dir + "/" + options.cluster_id;
+  const std::string home = NamespaceHome(options.work_dir, options.cluster_id, options.node_name);
+  CORRAL_RETURN_IF_ERROR(RefuseOtherNamespacesTasks(options.work_dir, home));
+  const std::string tasks_dir = home + "/tasks";
+  const std::string mounts_dir = home + "/mounts";
+  // The namespace's levels: enterable by task users (to reach their scratch directories and
+  // hostfiles), not listable. Inside, private: task records and every task's logs, and the
+  // container workdirs' staging mounts; scratch and hostfiles: enterable, not listable.
+  for (const auto& [dir, mode] :
+       {std::pair{clusters_dir, 0711}, std::pair{cluster_dir, 0711}, std::pair{home, 0711},
+        std::pair{tasks_dir, 0700}, std::pair{home + "/scratch", 0711},
+        std::pair{home + "/hostfiles", 0711}, std::pair{mounts_dir, 0700}}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
@@ -271,30 +351,53 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     std::error_code ec;
     options.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
   }
-  CgroupManager cgroups = options.cgroups ? *options.cgroups : CgroupManager::Detect();
-  std::unique_ptr<ProcessRuntime> runtime(
-      new ProcessRuntime(std::move(options), clock, std::move(cgroups), std::move(task_user)));
-  std::error_code ec;
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(tasks_dir, ec)) {
-    if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
-  }
-  if (ec) return IoError("process runtime: cannot list " + tasks_dir + ": " + ec.message());
-  for (const std::string& name : names) runtime->Adopt(name);
-  // Staging mounts of tasks that are gone (an agent stopped between a start that failed and
-  // its clean-up): detached, their directories removed.
-  std::set<std::string> known;
-  for (const auto& [key, task] : runtime->tasks_) known.insert(ToString(key));
-  for (const auto& entry : std::filesystem::directory_iterator(mounts_dir, ec)) {
-    if (known.count(entry.path().filename().string()) == 0) {
-      (void)UnbindDirectory(entry.path().string());
+  CgroupManager cgroups =
+      options.cgroups
+          ? *options.cgroups
+          : CgroupManager::Detect("/sys/fs/cgroup",
+                                  AgentCgroupParent(options.cluster_id, options.node_name));
+  const std::string work_dir = options.work_dir;
+  std::unique_ptr<ProcessRuntime> runtime(new ProcessRuntime(
+      std::move(options), clock, std::move(cgroups), std::move(task_user).value(), home));
+  // This namespace's tasks, then those an agent before cluster ids left in the old layout
+  // (work_dir/tasks/<alloc>-<gen>; their cgroups and containers as task.json and the old
+  // naming say), which stay where they are until forgotten.
+  for (const std::string& root : {home, work_dir}) {
+    std::error_code ec;
+    if (root == work_dir && !std::filesystem::exists(root + "/tasks", ec)) break;
+    std::vector<TaskKey> keys = TaskKeysIn(root + "/tasks", ec);
+    if (ec) return IoError("process runtime: cannot list " + root + "/tasks: " + ec.message());
+    for (const TaskKey& key : keys) runtime->Adopt(root, key);
+    // Staging mounts of tasks that are gone (an agent stopped between a start that failed and
+    // its clean-up): detached, their directories removed.
+    for (const auto& entry : std::filesystem::directory_iterator(root + "/mounts", ec)) {
+      std::optional<TaskKey> key = ParseDirName(entry.path().filename().string());
+      auto task = key ? runtime->tasks_.find(*key) : runtime->tasks_.end();
+      if (task == runtime->tasks_.end() || task->second.home != root) {
+        (void)UnbindDirectory(entry.path().string());
+      }
     }
   }
+  if (runtime->legacy_tasks_ == 0) RemoveEmptyLegacyDirs(work_dir);
   return runtime;
 }
 
+const std::string& ProcessRuntime::HomeOf(const TaskKey& key) const {
+  auto it = tasks_.find(key);
+  return it != tasks_.end() ? it->second.home : home_;
+}
+
 std::string ProcessRuntime::MountPath(const TaskKey& key) const {
-  return options_.work_dir + "/mounts/" + ToString(key);
+  return HomeOf(key) + "/mounts/" + ToString(key);
+}
+
+std::string ProcessRuntime::ScratchPath(const TaskKey& key) const {
+  return HomeOf(key) + "/scratch/" + ToString(key);
+}
+
+std::string ProcessRuntime::ContainerNameOf(const TaskKey& key) const {
+  // Containers of the old layout's tasks were named without a namespace.
+  return ContainerName(HomeOf(key) == home_ ? container_scope_ : "", key);
 }
 
 Result<std::string> ProcessRuntime::StageWorkdir(const TaskKey& key, const std::string& workdir,
@@ -316,15 +419,18 @@ Result<std::string> ProcessRuntime::StageWorkdir(const TaskKey& key, const std::
 }
 
 std::string ProcessRuntime::TaskDir(const TaskKey& key) const {
-  return options_.work_dir + "/tasks/" + ToString(key);
+  return HomeOf(key) + "/tasks/" + ToString(key);
 }
 
-void ProcessRuntime::Adopt(const std::string& dir_name) {
-  std::optional<TaskKey> key = ParseDirName(dir_name);
-  if (!key) return;  // not one of ours
-  const std::string dir = TaskDir(*key);
+void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
+  // A key of this namespace wins over the same key left in the old layout (an agent that
+  // switched clusters at its upgrade): that one is left alone, and not reported.
+  if (tasks_.count(key) > 0) return;
+  const std::string dir = home + "/tasks/" + ToString(key);
+  if (home != home_) ++legacy_tasks_;
   Task task;
-  task.status.key = *key;
+  task.home = home;
+  task.status.key = key;
   auto text = ReadFile(dir + kTaskFile);
   json record;
   if (text.ok()) record = json::parse(*text, nullptr, /*allow_exceptions=*/false);
@@ -337,7 +443,7 @@ void ProcessRuntime::Adopt(const std::string& dir_name) {
     task.status.ended_at = clock_->Now();
     task.status.message = "lost: task record unreadable (" +
                           (text.ok() ? launch.status().message() : text.status().message()) + ")";
-    tasks_[*key] = std::move(task);
+    tasks_[key] = std::move(task);
     return;
   }
   task.launch = std::move(launch).value();
@@ -363,12 +469,13 @@ void ProcessRuntime::Adopt(const std::string& dir_name) {
       task.sigkill_sent = BoolField(kill, "sigkill_sent");
     }
   }
-  auto [it, added] = tasks_.emplace(*key, std::move(task));
+  auto [it, added] = tasks_.emplace(key, std::move(task));
   Observe(it->first, it->second);
 }
 
 TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::string& message) {
   Task task;
+  task.home = home_;
   task.launch = launch;
   task.status.job_id = launch.job_id;
   task.status.task_index = launch.task_index;
@@ -383,7 +490,7 @@ TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::stri
 
 Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key,
                                                    const TaskIdentity& identity) const {
-  const std::string dir = options_.work_dir + "/scratch/" + ToString(key);
+  const std::string dir = ScratchPath(key);
   // An existing one is left by a start that failed midway: reused. Only the runtime can create
   // entries in scratch/ (0711), so what is there is ours; O_NOFOLLOW makes sure of it.
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -440,7 +547,7 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
 }
 
 std::string ProcessRuntime::HostfilePath(const TaskKey& key) const {
-  return options_.work_dir + "/hostfiles/" + ToString(key);
+  return HomeOf(key) + "/hostfiles/" + ToString(key);
 }
 
 Status ProcessRuntime::WriteHostfile(const TaskKey& key, const Distributed& distributed) const {
@@ -517,9 +624,9 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
       }
       staged = *mounted;
     }
-    Result<ContainerRun> run =
-        PlanContainerRun(*options_.container_engine, launch, identity->container,
-                         options_.node_name, hostfile, dir + kContainerEnvFile, staged);
+    Result<ContainerRun> run = PlanContainerRun(
+        *options_.container_engine, launch, ContainerNameOf(key), identity->container,
+        options_.node_name, hostfile, dir + kContainerEnvFile, staged);
     if (!run.ok()) {
       if (!staged.empty()) (void)UnbindDirectory(staged);
       return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
@@ -556,6 +663,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   }
 
   Task task;
+  task.home = home_;
   task.launch = launch;
   task.in_container = in_container;
   task.notes = fallback;
@@ -653,12 +761,12 @@ void ProcessRuntime::CleanUpCgroup(Task& task) {
 Status ProcessRuntime::CleanUpContainer(const TaskKey& key, Task& task) {
   if (!task.in_container || task.container_removed) return Status::Ok();
   if (!options_.container_engine) {
-    return FailedPrecondition("container " + ContainerName(key) +
+    return FailedPrecondition("container " + ContainerNameOf(key) +
                               " may still exist: this agent has no container engine to remove it");
   }
   const Seconds now = clock_->Now();
   if (!task.removal_error.ok() && now < task.next_removal) return task.removal_error;
-  Status removed = RemoveContainer(*options_.container_engine, ContainerName(key));
+  Status removed = RemoveContainer(*options_.container_engine, ContainerNameOf(key));
   task.container_removed = removed.ok();
   task.removal_error = removed;
   if (!removed.ok()) task.next_removal = now + kContainerRemovalRetry;
@@ -822,9 +930,10 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
   if (ec) return IoError("cannot remove " + HostfilePath(key) + ": " + ec.message());
   // The scratch directory (when the job named no workdir) goes with the task: it is scratch.
   // remove_all does not follow the symbolic links a task may have left there.
-  std::filesystem::remove_all(options_.work_dir + "/scratch/" + ToString(key), ec);
+  std::filesystem::remove_all(ScratchPath(key), ec);
   if (ec)
     return IoError("cannot remove the scratch directory of " + ToString(key) + ": " + ec.message());
+  if (task.home != home_) --legacy_tasks_;
   tasks_.erase(it);
   return Status::Ok();
 }

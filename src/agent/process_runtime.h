@@ -10,8 +10,8 @@
 //    agent's environment, which may hold its tokens), HOME of the task user, the job's env, the
 //    corral variables;
 //  - its workdir, or when the launch gives none a scratch directory
-//    <work_dir>/scratch/<alloc>-<gen> (mode 0700, owned by the task user; kept after the task);
-//  - stdout and stderr appended to <work_dir>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
+//    <home>/scratch/<alloc>-<gen> (mode 0700, owned by the task user; removed by Forget());
+//  - stdout and stderr appended to <home>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
 //  - exit code or signal, as recorded by the supervisor in exit.json.
 //
 // A container task (options.container_engine; container_engine.h, docs/container-runtime.md) is
@@ -42,27 +42,46 @@
 // A task of a distributed job (TaskLaunch::distributed; rendezvous.h) also gets:
 //  - the rendezvous variables (TaskEnvironment(): DistributedEnvironment() and, with one
 //    process per part and a launcher whose ranks corral sets, RankEnvironment());
-//  - the job's hostfile (Hostfile()) at <work_dir>/hostfiles/<alloc>-<gen>, named by
+//  - the job's hostfile (Hostfile()) at <home>/hostfiles/<alloc>-<gen>, named by
 //    CORRAL_HOSTFILE (and, with mpi, OMPI_MCA_orte_default_hostfile). It cannot live in the task's
 //    directory, which the task user cannot read, nor in its workdir, which is the job's; the file
 //    is the agent's (mode 0444: readable by the task user, not writable), removed by Forget();
 //  - LaunchArgv() as its command line: torchrun through PATH like argv[0], or the corral binary
 //    (`corral launch`, options.self_exe) that starts the part's processes or holds the node.
 //
-// The agent's own files are private: <work_dir>/tasks and each task's directory are mode 0700
-// (task users cannot read other tasks' logs and records); <work_dir>/scratch and
-// <work_dir>/hostfiles are 0711 (enterable, not listable). A task user other than the agent's
-// needs search (x) permission on work_dir and its parents to reach its scratch directory and
-// hostfile.
+// Namespaces. Everything the runtime creates on the host belongs to one cluster and one node,
+// so that any number of agents, of one cluster or of several (two `corral dev`, tests, CI), run
+// on one host without touching each other's tasks (docs/control-plane.md):
+//  - files under <home> = <work_dir>/clusters/<cluster_id>/<node_name>/;
+//  - cgroups under corral/<cluster_id>/<node_name>/ (AgentCgroupParent());
+//  - containers named corral-<cluster_id>-<node_name>-<alloc>-<gen> (ContainerName());
+//  - clean-up only ever touches what a task's own record names (its cgroup dirs, its container,
+//    its files).
+// A work dir belongs to one agent (WorkDirLock, node_identity.h), and so to one namespace at a
+// time: Create() refuses a work dir whose other namespaces still hold tasks (left while the
+// agent served another cluster or ran under another name), naming them, instead of leaving them
+// unsupervised and unreported.
 //
-// State on disk, per task, in <work_dir>/tasks/<alloc>-<gen>/: task.json (the launch, start
+// Upgrade: tasks of agents before cluster ids live in the old layout, <work_dir>/tasks/<alloc>-
+// <gen> (scratch/, hostfiles/ and mounts/ beside it, cgroups corral/<alloc>-<gen> as task.json
+// records them, containers corral-<alloc>-<gen>). Create() adopts them as this namespace's and
+// they stay where they are until forgotten; once none is left, the old directories are removed
+// when empty. A key in both layouts is this namespace's (the old one is left alone).
+//
+// The agent's own files are private: <home>/tasks and each task's directory are mode 0700
+// (task users cannot read other tasks' logs and records); <home>/scratch and <home>/hostfiles
+// and the levels above them up to <work_dir>/clusters are 0711 (enterable, not listable). A task
+// user other than the agent's needs search (x) permission on work_dir and its parents to reach
+// its scratch directory and hostfile.
+//
+// State on disk, per task, in <home>/tasks/<alloc>-<gen>/: task.json (the launch, start
 // time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
 // in progress), exit.json (written by the supervisor), container.env (a container task's
 // variables). A new ProcessRuntime over the same
-// work_dir adopts every task found there: ended (exit.json) -> reported ended; supervisor alive
-// (same pid and /proc start time) -> running; otherwise -> kLost ("lost: supervisor gone"),
-// after killing whatever is left of the task (its container included). Tasks are never forgotten
-// without Forget().
+// work_dir and namespace adopts every task found there: ended (exit.json) -> reported ended;
+// supervisor alive (same pid and /proc start time) -> running; otherwise -> kLost ("lost:
+// supervisor gone"), after killing whatever is left of the task (its container included). Tasks are
+// never forgotten without Forget().
 //
 // When the task's main process ends, the supervisor SIGKILLs the rest of its process group,
 // and the agent kills whatever is left in its cgroup (or removes its container): a task ends as
@@ -90,8 +109,12 @@
 namespace corral::agent {
 
 struct ProcessRuntimeOptions {
-  std::string work_dir;   // absolute; holds tasks/ and scratch/ (created if missing)
-  std::string node_name;  // CORRAL_NODE_NAME
+  std::string work_dir;  // absolute; holds clusters/<cluster_id>/<node_name>/ (created if missing)
+  // The namespace of everything the runtime creates (above): the cluster's id as its server
+  // said at registration (model::ValidateClusterId), and the node's name (model::ValidateNodeName;
+  // also the tasks' CORRAL_NODE_NAME).
+  std::string cluster_id;
+  std::string node_name;
   // The Unix user every task runs as. Only root may name a user other than its own. Empty: the
   // runtime's own user, with HOME from its environment (tests; the agent command requires a
   // task user, or run_as_submitter, when it runs as root).
@@ -113,7 +136,9 @@ struct ProcessRuntimeOptions {
   // The grace between SIGTERM and SIGKILL when a task reaches its time limit.
   Seconds time_limit_grace{30};
   // Where to make task cgroups. Disable with CgroupManager::Disabled("...").
-  std::optional<CgroupManager> cgroups;  // nullopt: CgroupManager::Detect() with defaults
+  // nullopt: CgroupManager::Detect() of /sys/fs/cgroup with AgentCgroupParent(cluster_id,
+  // node_name).
+  std::optional<CgroupManager> cgroups;
   // The corral binary, run as `corral launch` by distributed tasks (LaunchArgv); the task user
   // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
   // the built corral binary.
@@ -127,13 +152,19 @@ class ProcessRuntime final : public Runtime {
   static constexpr Seconds kUserLookupTtl{60};
   static constexpr Seconds kUserLookupGrace{3600};
 
-  // Creates work_dir/tasks, work_dir/scratch and work_dir/hostfiles and adopts the tasks found
-  // there. `clock` must outlive the runtime. Errors: work_dir not absolute or not writable; the
-  // task user unknown (NotFound), or another user than the runtime's own while it does not run as
-  // root (PermissionDenied); run_as_submitter without root (PermissionDenied), with a
-  // task_user, or with a uid range that is empty or admits uid 0 (InvalidArgument).
+  // Creates the namespace's tasks/, scratch/, hostfiles/ and mounts/ and adopts the tasks found
+  // there and in the old layout (above). `clock` must outlive the runtime. Errors: work_dir not
+  // absolute or not writable; a cluster id or node name that is not valid (InvalidArgument);
+  // another namespace of work_dir holding tasks (FailedPrecondition naming it); the task user
+  // unknown (NotFound), or another user than the runtime's own while it does not run as root
+  // (PermissionDenied); run_as_submitter without root (PermissionDenied), with a task_user, or
+  // with a uid range that is empty or admits uid 0 (InvalidArgument).
   static Result<std::unique_ptr<ProcessRuntime>> Create(ProcessRuntimeOptions options,
                                                         Clock* clock);
+  // Create()'s checks of everything but the namespace and the work dir's contents (the work
+  // dir's form, the task user or submitters' settings): what an agent checks before it joins a
+  // cluster, whose id it needs to create the runtime.
+  static Status CheckOptions(const ProcessRuntimeOptions& options);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
   ~ProcessRuntime() override = default;
 
@@ -145,12 +176,19 @@ class ProcessRuntime final : public Runtime {
                               int64_t max_bytes) override;
   std::vector<RunningTask> Running() const override;
 
-  // The directory of a task's files (logs, task.json, exit.json); it may not exist.
+  // The directory of a task's files (logs, task.json, exit.json): in the old layout for a task
+  // adopted from it, else in the namespace; it may not exist.
   std::string TaskDir(const TaskKey& key) const;
+  // The name of a container task's container (ContainerName(): the namespace's, or the old
+  // layout's for a task adopted from it).
+  std::string ContainerNameOf(const TaskKey& key) const;
   const CgroupManager& cgroups() const { return cgroups_; }
 
  private:
   struct Task {
+    // The directory holding its tasks/, scratch/, hostfiles/ and mounts/ entries: the
+    // runtime's namespace, or work_dir for a task of the old layout.
+    std::string home;
     TaskLaunch launch;
     TaskStatus status;
     pid_t shim_pid = 0;
@@ -174,9 +212,15 @@ class ProcessRuntime final : public Runtime {
   };
 
   ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,
-                 std::optional<TaskUser> task_user);
+                 std::optional<TaskUser> task_user, std::string home);
 
-  void Adopt(const std::string& dir_name);
+  // Adopts the task `key` whose files are in `home` (Task::home) unless a task of that key is
+  // known already.
+  void Adopt(const std::string& home, const TaskKey& key);
+  // CheckOptions(), returning the task user looked up (nullopt: none, or run_as_submitter).
+  static Result<std::optional<TaskUser>> TaskUserOf(const ProcessRuntimeOptions& options);
+  // Task::home of a known task, else the namespace's (where a new task goes).
+  const std::string& HomeOf(const TaskKey& key) const;
   TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
   // Who a task runs as: the runtime's task user, or its submitter's (run_as_submitter).
   struct TaskIdentity {
@@ -190,8 +234,10 @@ class ProcessRuntime final : public Runtime {
   // A submitter's Unix user, through the cache (ProcessRuntimeOptions::look_up_user).
   Result<TaskUser> SubmitterUser(const std::string& name);
   Result<std::string> MakeScratchDir(const TaskKey& key, const TaskIdentity& identity) const;
-  // Where a container task's workdir is staged: work_dir/mounts/<alloc>-<gen>.
+  // Where a container task's workdir is staged: <home>/mounts/<alloc>-<gen>.
   std::string MountPath(const TaskKey& key) const;
+  // A task's scratch directory: <home>/scratch/<alloc>-<gen>.
+  std::string ScratchPath(const TaskKey& key) const;
   // Opens `workdir` as `identity` and binds it at MountPath(key) (workdir_mount.h); returns
   // that path. Errors: the user cannot open the directory, or the mount failed.
   Result<std::string> StageWorkdir(const TaskKey& key, const std::string& workdir,
@@ -223,6 +269,9 @@ class ProcessRuntime final : public Runtime {
   std::map<std::string, std::string>
       base_env_;  // passed to every task: PATH, LANG (HOME: identity)
   std::map<TaskKey, Task> tasks_;
+  const std::string home_;             // <work_dir>/clusters/<cluster_id>/<node_name>
+  const std::string container_scope_;  // "<cluster_id>-<node_name>" (ContainerName())
+  int legacy_tasks_ = 0;               // known tasks of the old layout
 };
 
 }  // namespace corral::agent

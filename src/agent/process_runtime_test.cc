@@ -42,6 +42,7 @@ class ProcessRuntimeTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(tmpl), nullptr);
     root_ = tmpl;
     work_dir_ = root_ + "/work";
+    home_ = TestHome(work_dir_);
     task_dir_ = root_ + "/wd";
     ASSERT_EQ(mkdir(task_dir_.c_str(), 0755), 0);
   }
@@ -62,7 +63,8 @@ class ProcessRuntimeTest : public ::testing::Test {
   ProcessRuntimeOptions Options(CgroupManager cgroups) {
     ProcessRuntimeOptions o;
     o.work_dir = work_dir_;
-    o.node_name = "node-a";
+    o.cluster_id = kTestClusterId;
+    o.node_name = kTestNodeName;
     o.time_limit_grace = Seconds(30);
     o.cgroups = std::move(cgroups);
     return o;
@@ -107,7 +109,7 @@ class ProcessRuntimeTest : public ::testing::Test {
   }
 
   nlohmann::json TaskRecord(const TaskKey& key) {
-    auto text = ReadFile(work_dir_ + "/tasks/" + ToString(key) + "/task.json");
+    auto text = ReadFile(home_ + "/tasks/" + ToString(key) + "/task.json");
     EXPECT_TRUE(text.ok()) << text.status().ToString();
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
   }
@@ -120,6 +122,7 @@ class ProcessRuntimeTest : public ::testing::Test {
   FakeClock clock_{Seconds(1700000000)};
   std::string root_;
   std::string work_dir_;
+  std::string home_;  // the runtime's namespace in work_dir_: TestHome()
   std::string task_dir_;
 };
 
@@ -427,7 +430,7 @@ TEST_F(ProcessRuntimeTest, TaskThatEndedWhileNoAgentRanIsReportedOnAdoption) {
   ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
   a.reset();
   std::ofstream(task_dir_ + "/go") << "";
-  const std::string exit_file = work_dir_ + "/tasks/1-1/exit.json";
+  const std::string exit_file = home_ + "/tasks/1-1/exit.json";
   auto deadline = std::chrono::steady_clock::now() + kDeadline;
   while (!std::filesystem::exists(exit_file) && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -473,16 +476,16 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
 }
 
 TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
-  std::filesystem::create_directories(work_dir_ + "/tasks/5-1");
-  std::ofstream(work_dir_ + "/tasks/5-1/task.json") << "{not json";
+  std::filesystem::create_directories(home_ + "/tasks/5-1");
+  std::ofstream(home_ + "/tasks/5-1/task.json") << "{not json";
   // A valid launch with fields of the wrong type.
-  std::filesystem::create_directories(work_dir_ + "/tasks/6-2");
+  std::filesystem::create_directories(home_ + "/tasks/6-2");
   nlohmann::json record{
       {"launch", ToJson(Launch(6, {"true"}))}, {"shim_pid", "four"}, {"cgroup", {{"dirs", 3}}}};
   record["launch"]["generation"] = 2;
-  std::ofstream(work_dir_ + "/tasks/6-2/task.json") << record.dump();
-  std::ofstream(work_dir_ + "/tasks/6-2/kill.json") << R"({"deadline": "soon"})";
-  std::filesystem::create_directories(work_dir_ + "/tasks/not-ours");  // ignored
+  std::ofstream(home_ + "/tasks/6-2/task.json") << record.dump();
+  std::ofstream(home_ + "/tasks/6-2/kill.json") << R"({"deadline": "soon"})";
+  std::filesystem::create_directories(home_ + "/tasks/not-ours");  // ignored
   auto runtime = MakeRuntime();
   std::vector<TaskStatus> all = runtime->Poll();
   ASSERT_EQ(all.size(), 2u);
@@ -495,7 +498,7 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
   EXPECT_EQ(all[1].message, "lost: supervisor gone");
   EXPECT_TRUE(runtime->Forget(all[0].key).ok());
   EXPECT_TRUE(runtime->Forget(all[1].key).ok());
-  EXPECT_TRUE(std::filesystem::exists(work_dir_ + "/tasks/not-ours"));
+  EXPECT_TRUE(std::filesystem::exists(home_ + "/tasks/not-ours"));
 }
 
 TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
@@ -512,6 +515,155 @@ TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
   EXPECT_EQ(end.state, TaskState::kKilled);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.message, "preempted");
+}
+
+// What an agent before cluster ids (its ProcessRuntime::Start) left on disk for a task it
+// started: <work_dir>/tasks/<alloc>-<gen>/ with task.json written before and after the real
+// supervisor was started, the logs and exit.json beside it, the cgroup (when given) as recorded.
+TaskStatus StartAsBeforeClusterIds(const std::string& work_dir, const TaskLaunch& launch,
+                                   const std::optional<TaskCgroup>& cgroup, Seconds now) {
+  const std::string dir = work_dir + "/tasks/" + ToString(launch.key);
+  std::filesystem::create_directories(dir);
+  chmod((work_dir + "/tasks").c_str(), 0700);
+  chmod(dir.c_str(), 0700);
+  nlohmann::json record{
+      {"launch", ToJson(launch)},
+      {"started_at", now.value()},
+      {"shim_pid", 0},
+      {"shim_start_ticks", 0},
+      {"task_pid", 0},
+      {"task_start_ticks", 0},
+      {"cgroup", cgroup ? nlohmann::json{{"dirs", cgroup->dirs}, {"memory_dir", cgroup->memory_dir}}
+                        : nlohmann::json()},
+      {"notes", ""}};
+  EXPECT_TRUE(WriteFileAtomic(dir + "/task.json", record.dump() + "\n").ok());
+  ShimPlan plan;
+  plan.executable = launch.argv[0];
+  plan.argv = launch.argv;
+  plan.env = {"PATH=/usr/bin:/bin"};
+  plan.workdir = launch.workdir;
+  plan.stdout_path = dir + "/stdout.log";
+  plan.stderr_path = dir + "/stderr.log";
+  plan.exit_path = dir + "/exit.json";
+  if (cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*cgroup);
+  Result<ShimStart> start = StartShim(plan);
+  EXPECT_TRUE(start.ok() && start->failed_step == ShimStep::kNone);
+  if (!start.ok()) return {};
+  record["shim_pid"] = start->shim_pid;
+  record["shim_start_ticks"] = ReadProcStat(start->shim_pid)->start_ticks;
+  record["task_pid"] = start->task_pid;
+  if (auto stat = ReadProcStat(start->task_pid); stat.ok()) {
+    record["task_start_ticks"] = stat->start_ticks;
+  }
+  EXPECT_TRUE(WriteFileAtomic(dir + "/task.json", record.dump() + "\n").ok());
+  TaskStatus status;
+  status.key = launch.key;
+  status.pid = start->task_pid;
+  return status;
+}
+
+// The upgrade: tasks that today's agent started keep running through the agent's upgrade, are
+// adopted and reported by the new one from where they are, and their old-style cgroup is the
+// one cleaned up; once none is left, the old directories go.
+TEST_F(ProcessRuntimeTest, TasksOfTheLayoutBeforeClusterIdsAreAdoptedAndReported) {
+  // A flat cgroup as the old agent made (corral/<alloc>-<gen>), when this machine has cgroups.
+  CgroupManager old_cgroups =
+      CgroupManager::Detect("/sys/fs/cgroup", "corral-test-old-" + std::to_string(getpid()));
+  std::optional<TaskCgroup> old_group;
+  if (old_cgroups.version() != CgroupVersion::kNone) {
+    auto group = old_cgroups.Create("3-1", {});
+    ASSERT_TRUE(group.ok()) << group.status().ToString();
+    old_group = *group;
+  }
+  TaskLaunch running =
+      Launch(3, {"/bin/sh", "-c", "echo old; while [ ! -e go ]; do sleep 0.02; done; exit 6"});
+  TaskLaunch ended = Launch(4, {"/bin/sh", "-c", "exit 2"});
+  const TaskStatus old = StartAsBeforeClusterIds(work_dir_, running, old_group, clock_.Now());
+  StartAsBeforeClusterIds(work_dir_, ended, std::nullopt, clock_.Now());
+  const std::string ended_exit = work_dir_ + "/tasks/4-1/exit.json";
+  for (auto deadline = std::chrono::steady_clock::now() + kDeadline;
+       !std::filesystem::exists(ended_exit) && std::chrono::steady_clock::now() < deadline;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+
+  auto runtime = MakeRuntime();  // the upgraded agent, in its cluster's namespace
+  std::vector<TaskStatus> adopted = runtime->Poll();
+  ASSERT_EQ(adopted.size(), 2u);
+  EXPECT_EQ(adopted[0].key, running.key);
+  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].pid, old.pid);
+  EXPECT_EQ(adopted[1].state, TaskState::kExited);
+  EXPECT_EQ(adopted[1].exit_code, 2);
+  EXPECT_EQ(runtime->TaskDir(running.key), work_dir_ + "/tasks/3-1");
+  WaitForOutput(*runtime, running.key, "old");
+  // A new task goes to the namespace, beside the old ones.
+  TaskLaunch fresh = Launch(5, {"true"});
+  ASSERT_EQ(runtime->Start(fresh).state, TaskState::kRunning);
+  EXPECT_EQ(runtime->TaskDir(fresh.key), home_ + "/tasks/5-1");
+  EXPECT_EQ(WaitForEnd(*runtime, fresh.key).exit_code, 0);
+
+  std::ofstream(task_dir_ + "/go") << "";
+  TaskStatus end = WaitForEnd(*runtime, running.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 6);
+  if (old_group) {  // the old group was emptied and removed, by the path task.json names
+    for (const std::string& dir : old_group->dirs) EXPECT_FALSE(std::filesystem::exists(dir));
+    EXPECT_TRUE(old_cgroups.RemoveParent().ok());
+  }
+  for (const TaskKey& key : {running.key, ended.key, fresh.key}) {
+    ASSERT_TRUE(runtime->Forget(key).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/tasks/3-1"));
+  // The next start finds no old task: the old layout's (empty) directories are gone.
+  runtime.reset();
+  runtime = MakeRuntime();
+  EXPECT_TRUE(runtime->Poll().empty());
+  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/tasks"));
+  EXPECT_TRUE(std::filesystem::is_directory(home_ + "/tasks"));
+  while (waitpid(-1, nullptr, WNOHANG) > 0) {  // the old supervisors were this test's children
+  }
+}
+
+// One agent per work dir, one namespace at a time: tasks left under another cluster (or node
+// name) are neither adopted nor abandoned silently.
+TEST_F(ProcessRuntimeTest, TasksOfAnotherClusterInTheWorkDirAreRefusedNotAdopted) {
+  auto mine = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done"});
+  ASSERT_EQ(mine->Start(l).state, TaskState::kRunning);
+  mine.reset();
+
+  ProcessRuntimeOptions other = Options(CgroupManager::Disabled("test"));
+  other.cluster_id = "fedcba9876543210";
+  auto refused = ProcessRuntime::Create(other, &clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr(home_ + " holds 1 task(s) of cluster 0123456789abcdef, node node-a"));
+  other.cluster_id = kTestClusterId;
+  other.node_name = "node-b";  // the same cluster, another name: the same
+  EXPECT_EQ(ProcessRuntime::Create(other, &clock_).status().code(),
+            StatusCode::kFailedPrecondition);
+
+  // Once the task has ended and been reported (forgotten), the work dir may change hands.
+  mine = MakeRuntime();
+  std::ofstream(task_dir_ + "/go") << "";
+  WaitForEnd(*mine, l.key);
+  ASSERT_TRUE(mine->Forget(l.key).ok());
+  mine.reset();
+  other.cluster_id = "fedcba9876543210";
+  auto joined = ProcessRuntime::Create(other, &clock_);
+  ASSERT_TRUE(joined.ok()) << joined.status().ToString();
+  EXPECT_EQ((*joined)->TaskDir(l.key), work_dir_ + "/clusters/fedcba9876543210/node-b/tasks/1-1");
+}
+
+TEST_F(ProcessRuntimeTest, ANamespaceMustBeSafeAsAPath) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.cluster_id = "../../../tmp";
+  EXPECT_EQ(ProcessRuntime::Create(o, &clock_).status().code(), StatusCode::kInvalidArgument);
+  o.cluster_id = kTestClusterId;
+  o.node_name = "../x";
+  EXPECT_EQ(ProcessRuntime::Create(o, &clock_).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/clusters"));
 }
 
 TEST_F(ProcessRuntimeTest, ForgetDropsEndedTasksOnly) {
@@ -572,20 +724,20 @@ TEST_F(ProcessRuntimeTest, TaskFilesArePrivateToTheAgent) {
   ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
   WaitForEnd(*runtime, l.key);
   struct stat st;
-  ASSERT_EQ(stat((work_dir_ + "/tasks").c_str(), &st), 0);
+  ASSERT_EQ(stat((home_ + "/tasks").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
   ASSERT_EQ(stat(runtime->TaskDir(l.key).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
-  ASSERT_EQ(stat((work_dir_ + "/scratch").c_str(), &st), 0);
+  ASSERT_EQ(stat((home_ + "/scratch").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0711u);  // task users reach their own scratch dir, list nothing
 }
 
 TEST_F(ProcessRuntimeTest, AnExistingTasksDirIsMadePrivate) {
-  ASSERT_TRUE(std::filesystem::create_directories(work_dir_ + "/tasks"));
-  ASSERT_EQ(chmod((work_dir_ + "/tasks").c_str(), 0755), 0);
+  ASSERT_TRUE(std::filesystem::create_directories(home_ + "/tasks"));
+  ASSERT_EQ(chmod((home_ + "/tasks").c_str(), 0755), 0);
   auto runtime = MakeRuntime();
   struct stat st;
-  ASSERT_EQ(stat((work_dir_ + "/tasks").c_str(), &st), 0);
+  ASSERT_EQ(stat((home_ + "/tasks").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
@@ -595,7 +747,7 @@ TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsOwnPrivateScratchDir) {
   l.workdir = "";
   ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
-  const std::string scratch = work_dir_ + "/scratch/5-1";
+  const std::string scratch = home_ + "/scratch/5-1";
   EXPECT_EQ(Stdout(*runtime, l.key), scratch + "\n");
   struct stat st;
   ASSERT_EQ(stat(scratch.c_str(), &st), 0);
@@ -649,7 +801,7 @@ TEST_F(ProcessRuntimeTest, TaskRunsAsTheTaskUserInAScratchDirItOwns) {
   TaskStatus end = WaitForEnd(**runtime, l.key);
   EXPECT_EQ(end.state, TaskState::kExited);
   EXPECT_NE(end.exit_code, 0);  // the node id stays unreadable
-  const std::string scratch = work_dir_ + "/scratch/6-1";
+  const std::string scratch = home_ + "/scratch/6-1";
   const std::string uid = std::to_string(nobody->uid);
   const std::string gid = std::to_string(nobody->gid);
   std::string groups;
@@ -918,7 +1070,8 @@ TEST_F(StandInEngineTest, AContainerRemovedAfterTheSigkillIsNotRemovedAgain) {
   runtime->Poll();
   EXPECT_TRUE(runtime->Forget(l.key).ok());
   EXPECT_EQ(Removals(), 1);
-  EXPECT_THAT(*ReadFile(EngineLog()), HasSubstr("rm -f --time 0 corral-1-1\n"));
+  EXPECT_THAT(*ReadFile(EngineLog()),
+              HasSubstr("rm -f --time 0 corral-0123456789abcdef-node-a-1-1\n"));
 }
 
 TEST_F(StandInEngineTest, TheEngineMountsTheWorkdirTheTaskUserOpenedNotAPathResolvedAsRoot) {
@@ -949,7 +1102,7 @@ TEST_F(StandInEngineTest, TheEngineMountsTheWorkdirTheTaskUserOpenedNotAPathReso
   TaskLaunch l = ContainerLaunch(5);
   l.workdir = workdir;
   ASSERT_EQ(runtime.Start(l).state, TaskState::kRunning);
-  const std::string staged = work_dir_ + "/mounts/" + ToString(l.key);
+  const std::string staged = home_ + "/mounts/" + ToString(l.key);
   WaitForEngineCall("-w " + workdir + " -v " + staged + ":" + workdir + " ");
   EXPECT_EQ(*ReadFile(staged + "/data.txt"), "kept\n");
   ASSERT_TRUE(runtime.Kill(l.key, Seconds(0), "stopped").ok());
@@ -970,8 +1123,10 @@ TEST_F(StandInEngineTest, AFailedRemovalIsRetriedAtMostOnceEvery30Seconds) {
   EXPECT_EQ(Removals(), 1);
   TaskStatus end = WaitForEnd(*runtime, l.key);  // polls many times
   EXPECT_EQ(end.state, TaskState::kKilled);
-  EXPECT_THAT(end.message, HasSubstr("stopped; `podman rm -f corral-2-1` exited 125: Error: "
-                                     "cannot lock storage"));
+  EXPECT_THAT(
+      end.message,
+      HasSubstr("stopped; `podman rm -f corral-0123456789abcdef-node-a-2-1` exited 125: Error: "
+                "cannot lock storage"));
   for (int i = 0; i < 5; ++i) runtime->Poll();
   Status forget = runtime->Forget(l.key);
   EXPECT_THAT(forget.message(), HasSubstr("cannot lock storage"));
@@ -993,7 +1148,7 @@ TEST_F(StandInEngineTest, AFailedRemovalIsRetriedAtMostOnceEvery30Seconds) {
   Status forgotten = runtime->Forget(l.key);
   EXPECT_TRUE(forgotten.ok()) << forgotten.ToString();
   EXPECT_EQ(Removals(), 3);
-  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/tasks/" + ToString(l.key)));
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/tasks/" + ToString(l.key)));
 }
 
 TEST_F(StandInEngineTest, AProcessLaunchWhoseHostSetupIsMissingHereRunsItsImage) {
@@ -1008,7 +1163,7 @@ TEST_F(StandInEngineTest, AProcessLaunchWhoseHostSetupIsMissingHereRunsItsImage)
   EXPECT_EQ(started.message, note);
   WaitForEngineCall(" -- localhost/stays:1 python3 train.py\n");
   EXPECT_EQ(TaskRecord(l.key)["launch"]["environment"]["runtime"], "container");
-  const std::string env = *ReadFile(work_dir_ + "/tasks/" + ToString(l.key) + "/container.env");
+  const std::string env = *ReadFile(home_ + "/tasks/" + ToString(l.key) + "/container.env");
   EXPECT_THAT(env, HasSubstr("CORRAL_ENVIRONMENT=torch@2\n"));
   EXPECT_THAT(env, Not(HasSubstr("VIRTUAL_ENV")));
 
@@ -1158,7 +1313,7 @@ TEST_F(DistributedRuntimeTest, MpiPartsOtherThanZeroHoldTheirNodeUntilStopped) {
   EXPECT_EQ(*cmdline, std::string(CORRAL_BINARY) + std::string("\0launch\0--hold\0", 15));
   auto environ = ReadFile("/proc/" + std::to_string(started.pid) + "/environ");
   ASSERT_TRUE(environ.ok());
-  const std::string hostfile = work_dir_ + "/hostfiles/1-1";
+  const std::string hostfile = home_ + "/hostfiles/1-1";
   EXPECT_THAT(*environ, HasSubstr(std::string("\0OMPI_MCA_orte_default_hostfile=", 32) + hostfile +
                                   std::string("\0", 1)));
   EXPECT_EQ(runtime->Poll()[0].state, TaskState::kRunning);
@@ -1175,12 +1330,12 @@ TEST_F(DistributedRuntimeTest, HostfileIsReadableByTheTaskAndGoesWithIt) {
   l.distributed->hosts = {"10.77.0.2", "10.77.0.2"};  // two parts on one node
   ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
-  const std::string hostfile = work_dir_ + "/hostfiles/1-1";
+  const std::string hostfile = home_ + "/hostfiles/1-1";
   EXPECT_EQ(Stdout(*runtime, l.key), hostfile + "\n10.77.0.2 slots=2\n");
   struct stat st;
   ASSERT_EQ(stat(hostfile.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0444u);
-  ASSERT_EQ(stat((work_dir_ + "/hostfiles").c_str(), &st), 0);
+  ASSERT_EQ(stat((home_ + "/hostfiles").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 07777, 0711u);
   ASSERT_TRUE(runtime->Forget(l.key).ok());
   EXPECT_FALSE(std::filesystem::exists(hostfile));
@@ -1231,7 +1386,7 @@ TEST_F(DistributedRuntimeTest, AMissingLauncherProgramFailsTheStart) {
   TaskStatus s = (*runtime)->Start(DistributedLaunch(1, {"true"}, model::Launcher::kNone, 2));
   EXPECT_EQ(s.state, TaskState::kFailedToStart);
   EXPECT_EQ(s.message, "'/nonexistent/corral': /nonexistent/corral is not an executable file");
-  EXPECT_FALSE(std::filesystem::exists(work_dir_ + "/hostfiles/1-1"));
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/hostfiles/1-1"));
 }
 
 TEST_F(DistributedRuntimeTest, LaunchCommandErrors) {
@@ -1288,6 +1443,47 @@ class CgroupRuntimeTest : public ProcessRuntimeTest {
   std::string parent_;
   std::optional<CgroupManager> cgroups_;
 };
+
+// The defect two `corral dev` on one host had: both agents' task 1-1 lived in cgroup
+// corral/1-1, so the end of one killed the other. Now each agent's groups are its own.
+TEST_F(CgroupRuntimeTest, ATaskEndingInOneClusterKillsNothingOfAnother) {
+  const std::string other_work = root_ + "/other-work";
+  auto make = [&](const std::string& work_dir, const std::string& cluster) {
+    ProcessRuntimeOptions o = Options(
+        CgroupManager::Detect("/sys/fs/cgroup", parent_ + "/" + cluster + "/" + kTestNodeName));
+    o.work_dir = work_dir;
+    o.cluster_id = cluster;
+    auto runtime = ProcessRuntime::Create(o, &clock_);
+    EXPECT_TRUE(runtime.ok()) << runtime.status().ToString();
+    return std::move(runtime).value();
+  };
+  auto a = make(work_dir_, "aaaaaaaaaaaaaaaa");
+  auto b = make(other_work, "bbbbbbbbbbbbbbbb");
+  // The same key in both, as allocation ids start at 1 in every cluster.
+  TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go-$X ]; do sleep 0.02; done; echo $X"});
+  TaskLaunch in_a = l, in_b = l;
+  in_a.env = {{"X", "a"}};
+  in_b.env = {{"X", "b"}};
+  ASSERT_EQ(a->Start(in_a).state, TaskState::kRunning);
+  ASSERT_EQ(b->Start(in_b).state, TaskState::kRunning);
+  std::ofstream(task_dir_ + "/go-a") << "";
+  EXPECT_EQ(WaitForEnd(*a, l.key).exit_code, 0);
+  ASSERT_TRUE(a->Forget(l.key).ok());  // its group emptied and removed
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(b->Poll()[0].state, TaskState::kRunning) << "the other cluster's task was killed";
+  }
+  std::ofstream(task_dir_ + "/go-b") << "";
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(Stdout(*b, l.key), "b\n");
+  ASSERT_TRUE(b->Forget(l.key).ok());
+  for (auto* runtime : {a.get(), b.get()}) {
+    EXPECT_TRUE(runtime->cgroups().RemoveParent().ok());
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(other_work, ec);
+}
 
 TEST_F(CgroupRuntimeTest, LimitsAreVisibleFromInsideTheTask) {
   auto runtime = MakeRuntime(*cgroups_);

@@ -13,6 +13,14 @@
 
 namespace corral::agent {
 
+// The cluster and node the runtime tests' runtimes serve, and where that puts their files under
+// the work dir (process_runtime.h).
+inline constexpr char kTestClusterId[] = "0123456789abcdef";
+inline constexpr char kTestNodeName[] = "node-a";
+inline std::string TestHome(const std::string& work_dir) {
+  return work_dir + "/clusters/" + kTestClusterId + "/" + kTestNodeName;
+}
+
 // Polls until `done` holds for the task's status; fails the test naming `what` at the deadline.
 // Returns the last status seen.
 inline TaskStatus WaitForStatus(Runtime& runtime, const TaskKey& key,

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "common/config_file.h"
+#include "model/node.h"
 #include "model/session.h"
 #include "sched/fragmentation.h"
 #include "server/session.h"
@@ -1551,9 +1552,14 @@ Status Controller::AddNodeToSchedulerLocked(const std::string& name,
   return added.ok() ? Status::Ok() : added.status();
 }
 
-Result<std::string> Controller::RegisterNode(const std::string& name, const std::string& node_id,
-                                             const nlohmann::json& inventory) {
-  if (name.empty() || name.size() > 253) return InvalidArgument("field 'name': 1..253 characters");
+Result<Controller::NodeRegistration> Controller::RegisterNode(const std::string& name,
+                                                              const std::string& node_id,
+                                                              const nlohmann::json& inventory) {
+  // Agents use the name as a path component on their host: refused here too, so that no agent
+  // of another version can register one that today's agents could not use.
+  if (Status valid = model::ValidateNodeName(name); !valid.ok()) {
+    return InvalidArgument("field 'name': " + valid.message());
+  }
   if (node_id.size() < 16 || node_id.size() > 128) {
     return InvalidArgument("field 'node_id': 16..128 characters");
   }
@@ -1593,7 +1599,7 @@ Result<std::string> Controller::RegisterNode(const std::string& name, const std:
   wake_ = true;
   lock.unlock();
   changed_.notify_all();
-  return *token;
+  return NodeRegistration{*token, store_.ClusterId()};
 }
 
 bool Controller::AuthenticateNode(const std::string& name, const std::string& token) {

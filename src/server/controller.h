@@ -212,10 +212,17 @@ class Controller {
   int64_t RejectedGpuReports();
 
   // --- Agent gateway -------------------------------------------------------------------------
-  // Registers (or re-registers) a node; returns its node token. Errors: InvalidArgument (name,
+  // What a registered agent is told: its node token (the secret of its heartbeats) and the
+  // cluster's id (the store's, store::Store::ClusterId), which the agent namespaces everything
+  // it creates on its host with (docs/control-plane.md).
+  struct NodeRegistration {
+    std::string node_token;
+    std::string cluster_id;
+  };
+  // Registers (or re-registers) a node. Errors: InvalidArgument (name: model::ValidateNodeName;
   // node id or inventory), AlreadyExists (a live node of that name has another node id).
-  Result<std::string> RegisterNode(const std::string& name, const std::string& node_id,
-                                   const nlohmann::json& inventory);
+  Result<NodeRegistration> RegisterNode(const std::string& name, const std::string& node_id,
+                                        const nlohmann::json& inventory);
   // True when `token` is the node token of `name`.
   bool AuthenticateNode(const std::string& name, const std::string& token);
   // Applies a heartbeat report and answers with launches and kills; when there is nothing to

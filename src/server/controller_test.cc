@@ -16,6 +16,7 @@
 #include <thread>
 #include <tuple>
 
+#include "model/node.h"
 #include "server/test_store.h"
 #include "store/sqlite_connection.h"
 
@@ -474,8 +475,8 @@ TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
   auto first = controller_->RegisterNode("a", kNodeA, Inventory(8));
   auto second = controller_->RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_FALSE(controller_->AuthenticateNode("a", *first));
-  EXPECT_TRUE(controller_->AuthenticateNode("a", *second));
+  EXPECT_FALSE(controller_->AuthenticateNode("a", first->node_token));
+  EXPECT_TRUE(controller_->AuthenticateNode("a", second->node_token));
   // Remembered across a server restart.
   Restart();
   EXPECT_EQ(controller_->RegisterNode("a", kNodeB, Inventory(8)).status().code(),
@@ -486,6 +487,23 @@ TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
   EXPECT_TRUE(controller_->RegisterNode("a", kNodeB, Inventory(8)).ok());
   EXPECT_EQ(controller_->RegisterNode("a", "short", Inventory(8)).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControllerTest, RegistrationTellsTheStoresClusterIdAndRefusesUnsafeNames) {
+  auto registered = controller_->RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  EXPECT_EQ(registered->cluster_id, store_->ClusterId());
+  EXPECT_TRUE(model::ValidateClusterId(registered->cluster_id).ok());
+  // The same after a restart: the id is the store's, not the process's.
+  Restart();
+  EXPECT_EQ(controller_->RegisterNode("a", kNodeA, Inventory(8))->cluster_id,
+            registered->cluster_id);
+  // Agents use the name as a path component on their host.
+  for (const char* name : {"../x", "a/b", "..", ".hidden", ""}) {
+    auto refused = controller_->RegisterNode(name, kNodeB, Inventory(8));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(refused.status().message(), HasSubstr("field 'name'")) << name;
+  }
 }
 
 TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {

@@ -729,9 +729,12 @@ class HttpApi::Impl {
                 if (!(*body)["inventory"].is_object()) {
                   return SendProblem(res, InvalidArgument("field 'inventory': must be an object"));
                 }
-                auto token = controller_.RegisterNode(*name, *node_id, (*body)["inventory"]);
-                if (!token.ok()) return SendProblem(res, token.status());
-                SendJson(res, 200, {{"node_token", *token}, {"heartbeat_interval_s", 5}});
+                auto registered = controller_.RegisterNode(*name, *node_id, (*body)["inventory"]);
+                if (!registered.ok()) return SendProblem(res, registered.status());
+                SendJson(res, 200,
+                         {{"node_token", registered->node_token},
+                          {"cluster_id", registered->cluster_id},
+                          {"heartbeat_interval_s", 5}});
               });
     http.Post(
         "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {

@@ -162,6 +162,16 @@ CREATE TABLE gpu_usage (
 );
 )sql";
 
+// Version 8: the cluster's id (store.h, Store::ClusterId). One row at most (the CHECK); the row
+// itself is written by SqlStore when it opens a store without one, so that the id comes from the
+// kernel's generator on either database.
+constexpr char kCluster[] = R"sql(
+CREATE TABLE cluster (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  id TEXT NOT NULL
+);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -178,6 +188,7 @@ const std::vector<Migration>& StoreMigrations() {
        "CREATE INDEX jobs_by_array ON jobs (array_id, id)"},
       {6, "environments: immutable versions, owner, shares with projects", kEnvironments},
       {7, "GPU metrics history and GPU time per day, user and project", kGpuMetrics},
+      {8, "the cluster's id, which agents namespace their host's tasks with", kCluster},
   };
   return kMigrations;
 }

@@ -4,6 +4,8 @@
 #include <map>
 #include <set>
 
+#include "common/random_id.h"
+#include "model/node.h"
 #include "store/migrations.h"
 
 namespace corral::store {
@@ -177,6 +179,25 @@ SqlParams NewJobParams(const JobRecord& job, SqlValue array_id) {
           OptValue(job.array_max_running)};
 }
 
+// The store's cluster id, written first when it has none. Servers opening one store together
+// both offer an id; the first insert wins (ON CONFLICT DO NOTHING) and both read the winner.
+Result<std::string> LoadOrCreateClusterId(SqlConnection& conn) {
+  Result<std::string> offered = RandomHexId(model::kClusterIdLength / 2);
+  if (!offered.ok()) return offered.status();
+  auto inserted = conn.Execute(
+      "INSERT INTO cluster (singleton, id) VALUES (1, ?) ON CONFLICT (singleton) DO NOTHING",
+      {*offered});
+  if (!inserted.ok()) return inserted.status();
+  auto rows = conn.Query("SELECT id FROM cluster WHERE singleton = 1", {});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return Status(StatusCode::kInternal, "the cluster row is missing");
+  std::string id = (*rows)[0].Text(0);
+  if (Status valid = model::ValidateClusterId(id); !valid.ok()) {
+    return Status(StatusCode::kInternal, "stored " + valid.message());
+  }
+  return id;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SqlStore>> SqlStore::Create(std::unique_ptr<SqlConnection> conn,
@@ -185,7 +206,13 @@ Result<std::unique_ptr<SqlStore>> SqlStore::Create(std::unique_ptr<SqlConnection
   if (!s.ok()) {
     return Status(s.code(), "open store " + name + ": " + s.message());
   }
-  return std::unique_ptr<SqlStore>(new SqlStore(std::move(conn), std::move(name)));
+  Result<std::string> cluster_id = LoadOrCreateClusterId(*conn);
+  if (!cluster_id.ok()) {
+    return Status(cluster_id.status().code(),
+                  "open store " + name + ": cluster id: " + cluster_id.status().message());
+  }
+  return std::unique_ptr<SqlStore>(
+      new SqlStore(std::move(conn), std::move(name), std::move(cluster_id).value()));
 }
 
 Status SqlStore::InTransaction(const std::function<Status()>& body) {

@@ -19,10 +19,14 @@ namespace corral::store {
 
 class SqlStore final : public Store {
  public:
-  // Brings the database behind `conn` to the newest schema (migrations.h) and returns a store
-  // that owns the connection. `name` names the store in I/O error messages (a redacted URL).
+  // Brings the database behind `conn` to the newest schema (migrations.h), gives it a cluster
+  // id when it has none (several servers opening one store at once agree on one), and returns a
+  // store that owns the connection. `name` names the store in I/O error messages (a redacted
+  // URL).
   static Result<std::unique_ptr<SqlStore>> Create(std::unique_ptr<SqlConnection> conn,
                                                   std::string name);
+
+  const std::string& ClusterId() const override { return cluster_id_; }
 
   Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) override;
   Result<UserRecord> FindUser(const std::string& name) override;
@@ -86,8 +90,8 @@ class SqlStore final : public Store {
                                             const std::string& to_day) override;
 
  private:
-  SqlStore(std::unique_ptr<SqlConnection> conn, std::string name)
-      : conn_(std::move(conn)), name_(std::move(name)) {}
+  SqlStore(std::unique_ptr<SqlConnection> conn, std::string name, std::string cluster_id)
+      : conn_(std::move(conn)), name_(std::move(name)), cluster_id_(std::move(cluster_id)) {}
 
   // The following run with mu_ held.
 
@@ -117,6 +121,7 @@ class SqlStore final : public Store {
   std::mutex mu_;
   std::unique_ptr<SqlConnection> conn_;  // guarded by mu_
   const std::string name_;
+  const std::string cluster_id_;
 };
 
 }  // namespace corral::store

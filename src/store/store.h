@@ -200,6 +200,13 @@ class Store {
  public:
   virtual ~Store() = default;
 
+  // The cluster's id (model::ValidateClusterId): random, made when the store is first opened by
+  // a corral that knows cluster ids (a new store, or one written by an older corral), and never
+  // changed after; every server on the store reads the same one. Agents learn it at
+  // registration and namespace what they create on their host with it (docs/control-plane.md).
+  // Thread-safe: fixed for the store's lifetime.
+  virtual const std::string& ClusterId() const = 0;
+
   // Users and tokens. Names are unique (AlreadyExists).
   virtual Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) = 0;
   virtual Result<UserRecord> FindUser(const std::string& name) = 0;

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <thread>
 
+#include "model/node.h"
 #include "store/migrations.h"
 #include "store/postgres_connection.h"
 #include "store/store_test_fixture.h"
@@ -1004,6 +1006,87 @@ TEST_P(StoreTest, OlderSchemaIsMigratedAndNewerIsRefused) {
                         " is newer than this "
                         "corral knows (" +
                         std::to_string(StoreMigrations().size()) + ")"));
+}
+
+TEST_P(StoreTest, TheClusterIdIsMadeOnceAndSharedByEveryOpener) {
+  const std::string id = store_->ClusterId();
+  EXPECT_TRUE(model::ValidateClusterId(id).ok()) << id;
+  // A second server on the same store, and a restart: the same id.
+  auto other = Open();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->ClusterId(), id);
+  Reopen();
+  EXPECT_EQ(store_->ClusterId(), id);
+  // One row, never a second.
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  EXPECT_EQ((*conn->Query("SELECT COUNT(*) FROM cluster", {}))[0].Int(0), 1);
+  EXPECT_FALSE(conn->Execute("INSERT INTO cluster (singleton, id) VALUES (2, 'x')", {}).ok());
+  // Another store is another cluster.
+  char dir[] = "/tmp/corral-store-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto another = OpenStore("sqlite:" + std::string(dir) + "/other.db");
+  ASSERT_TRUE(another.ok()) << another.status().ToString();
+  EXPECT_NE((*another)->ClusterId(), id);
+  another->reset();
+  std::filesystem::remove_all(dir);
+}
+
+// The store as corral 0.x before cluster ids (schema version 7) wrote it, with a running job:
+// opening it adds a cluster id and keeps everything, the running task included.
+TEST_P(StoreTest, AStoreWrittenBeforeClusterIdsGetsOneAndKeepsItsData) {
+  store_.reset();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  // Empty the database, then write it as the last corral without cluster ids did: its
+  // migrations (which never change once released) and its rows.
+  const bool sqlite = GetParam() == Backend::kSqlite;
+  auto tables = conn->Query(sqlite ? "SELECT name FROM sqlite_master WHERE type = 'table' AND "
+                                     "name NOT LIKE 'sqlite_%'"
+                                   : "SELECT tablename FROM pg_tables WHERE schemaname = "
+                                     "current_schema()",
+                            {});
+  ASSERT_TRUE(tables.ok()) << tables.status().ToString();
+  if (sqlite) ASSERT_TRUE(conn->ExecuteScript("PRAGMA foreign_keys = OFF").ok());
+  for (size_t i = 0; i < tables->size(); ++i) {
+    ASSERT_TRUE(
+        conn->ExecuteScript("DROP TABLE " + (*tables)[i].Text(0) + (sqlite ? "" : " CASCADE"))
+            .ok());
+  }
+  if (sqlite) ASSERT_TRUE(conn->ExecuteScript("PRAGMA foreign_keys = ON").ok());
+  const std::vector<Migration> before(StoreMigrations().begin(), StoreMigrations().begin() + 7);
+  ASSERT_EQ(before.back().version, 7);
+  ASSERT_TRUE(ApplyMigrations(*conn, before).ok());
+  ASSERT_TRUE(
+      conn->ExecuteScript(
+              "INSERT INTO users (name, admin, created_at) VALUES ('alice', 0, 1);"
+              "INSERT INTO projects (name, description, created_at) VALUES ('vision', '', 1);"
+              "INSERT INTO nodes (name, inventory_json, state, last_heartbeat) "
+              "VALUES ('n1', '{}', 'ready', 2);"
+              "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
+              "submit_time, start_time) VALUES ('old', 'alice', 'vision', '{}', 'running', 0, "
+              "3, 4);"
+              "INSERT INTO tasks (allocation_id, generation, job_id, task_index, node, "
+              "allocation_json, state, start_time) VALUES (1, 1, 1, 0, 'n1', '{}', "
+              "'running', 4);"
+              "UPDATE counters SET value = 1 WHERE name = 'allocation_id'")
+          .ok());
+  conn.reset();
+
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  const std::string id = store_->ClusterId();
+  EXPECT_TRUE(model::ValidateClusterId(id).ok()) << id;
+  auto check = Connect();
+  EXPECT_EQ(*SchemaVersion(*check), static_cast<int>(StoreMigrations().size()));
+  EXPECT_EQ(store_->GetJob(JobId(1))->state, "running");
+  auto active = store_->ActiveTasks();
+  ASSERT_TRUE(active.ok());
+  ASSERT_EQ(active->size(), 1u);
+  EXPECT_EQ((*active)[0].node, "n1");
+  EXPECT_EQ(*store_->NextAllocationId(), 2);
+  Reopen();
+  EXPECT_EQ(store_->ClusterId(), id);
 }
 
 // PostgreSQL only: a server-side disconnect (restart, failover, idle kill) costs at most the

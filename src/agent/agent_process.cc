@@ -1,0 +1,104 @@
+#include "agent/agent_process.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "agent/host_resources.h"
+#include "agent/nvml_probe.h"
+#include "model/node.h"
+
+namespace corral::agent {
+namespace {
+
+// The GPU probe the options ask for, and the fake inventory when it is fakes ("" for NVML).
+struct Probe {
+  std::unique_ptr<GpuProbe> probe;
+  FakeProbe* fake = nullptr;
+  std::string fake_gpus;
+};
+
+Result<Probe> OpenProbe(const AgentProcessOptions& options) {
+  std::string spec = options.fake_gpus;
+  if (spec.empty()) {
+    auto nvml = NvmlProbe::Create();
+    if (nvml.ok()) return Probe{std::move(nvml).value(), nullptr, ""};
+    // The machine's state, not the caller's input (whatever NVML's own code).
+    if (options.fake_gpus_without_nvml.empty()) return FailedPrecondition(nvml.status().message());
+    spec = options.fake_gpus_without_nvml;
+  }
+  const std::string& name = options.agent.name;
+  auto fake = FakeProbe::Create(spec, name.empty() ? "node" : name);
+  if (!fake.ok()) return InvalidArgument("--fake-gpus: " + fake.status().message());
+  fake->SetDefaultUtilization(options.fake_gpu_utilization);
+  auto owned = std::make_unique<FakeProbe>(std::move(fake).value());
+  FakeProbe* raw = owned.get();
+  return Probe{std::move(owned), raw, spec};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AgentProcess>> AgentProcess::Create(AgentProcessOptions options) {
+  options.runtime.work_dir = options.work_dir;
+  CORRAL_RETURN_IF_ERROR(ProcessRuntime::CheckOptions(options.runtime));
+  Result<Probe> probe = OpenProbe(options);
+  if (!probe.ok()) return probe.status();
+  const int fake_gpus =
+      probe->fake == nullptr ? 0 : static_cast<int>(probe->fake->Discover()->gpus.size());
+  options.agent.declared = DeclareResources(options.cpus, options.memory_mib, fake_gpus);
+  if (options.agent.name.empty()) {
+    auto host = DetectHostResources();
+    if (host.ok()) options.agent.name = host->hostname;
+  }
+  if (Status valid = model::ValidateNodeName(options.agent.name); !valid.ok()) {
+    return InvalidArgument("--name: " + valid.message());
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.work_dir, ec);
+  if (ec) return IoError("--work-dir: cannot create " + options.work_dir + ": " + ec.message());
+  Result<WorkDirLock> lock = WorkDirLock::Acquire(options.work_dir);
+  if (!lock.ok()) return lock.status();
+  Result<std::string> node_id = LoadOrCreateNodeId(options.work_dir);
+  if (!node_id.ok()) return node_id.status();
+  options.agent.node_id = *node_id;
+  return std::unique_ptr<AgentProcess>(new AgentProcess(std::move(options), std::move(lock).value(),
+                                                        std::move(probe->probe), probe->fake,
+                                                        std::move(probe->fake_gpus)));
+}
+
+Result<Registration> AgentProcess::Join(const std::atomic<bool>& stop) {
+  int backoff_ms = 100;
+  while (true) {
+    Result<Registration> joined = RegisterAgent(options_.agent, *probe_);
+    if (joined.ok() || IsFatalRegistrationError(joined.status())) return joined;
+    // The server is not up yet, or unreachable for now: as the loop's heartbeats do.
+    for (int waited = 0; waited < backoff_ms; waited += 50) {
+      if (stop) return joined;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    backoff_ms = std::min(backoff_ms * 2, 5000);
+  }
+}
+
+Status AgentProcess::Run(const std::atomic<bool>& stop) {
+  Result<Registration> joined = Join(stop);
+  if (!joined.ok()) return stop ? Status::Ok() : joined.status();
+  ProcessRuntimeOptions runtime_options = options_.runtime;
+  runtime_options.cluster_id = joined->cluster_id;
+  runtime_options.node_name = options_.agent.name;
+  auto runtime = ProcessRuntime::Create(std::move(runtime_options), &clock_);
+  if (!runtime.ok()) return runtime.status();
+  AgentOptions loop_options = options_.agent;
+  loop_options.cluster_id = joined->cluster_id;
+  loop_options.node_token = joined->node_token;
+  AgentLoop loop(std::move(loop_options), *probe_, **runtime);
+  // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
+  if (fake_probe_ != nullptr) fake_probe_->SetTaskSource([&loop] { return loop.RunningTasks(); });
+  Status s = loop.Run(stop);
+  if (fake_probe_ != nullptr) fake_probe_->SetTaskSource(nullptr);  // the loop is going
+  return s;
+}
+
+}  // namespace corral::agent
