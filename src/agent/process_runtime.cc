@@ -32,6 +32,7 @@ constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
 constexpr char kContainerEnvFile[] = "/container.env";
 constexpr char kLostMessage[] = "lost: supervisor gone";
+constexpr char kExitNoticeFifo[] = "/exit-notices";
 constexpr int64_t kMaxLogRead = 16 << 20;
 constexpr char kNoEngine[] = "this node has no container engine (corral agent --container-engine)";
 // Removals of a container run on the reconcile loop's thread, up to RemoveContainer()'s timeout
@@ -280,6 +281,7 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     if (entry.is_directory(ec)) names.push_back(entry.path().filename().string());
   }
   if (ec) return IoError("process runtime: cannot list " + tasks_dir + ": " + ec.message());
+  runtime->OpenExitNotices();
   for (const std::string& name : names) runtime->Adopt(name);
   // Staging mounts of tasks that are gone (an agent stopped between a start that failed and
   // its clean-up): detached, their directories removed.
@@ -291,6 +293,34 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     }
   }
   return runtime;
+}
+
+ProcessRuntime::~ProcessRuntime() {
+  if (exit_notice_fd_ >= 0) close(exit_notice_fd_);
+  if (exit_notice_hold_fd_ >= 0) close(exit_notice_hold_fd_);
+}
+
+void ProcessRuntime::OpenExitNotices() {
+  const std::string path = options_.work_dir + kExitNoticeFifo;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && !S_ISFIFO(st.st_mode)) unlink(path.c_str());
+  if (mkfifo(path.c_str(), 0600) != 0 && errno != EEXIST) return;
+  // Non-blocking both: opening the read end must not wait for a writer, nor the write end for a
+  // reader (there is one: ours), and reads must stop when the FIFO is empty.
+  exit_notice_fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (exit_notice_fd_ < 0) return;
+  exit_notice_hold_fd_ = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (exit_notice_hold_fd_ < 0) {
+    close(exit_notice_fd_);
+    exit_notice_fd_ = -1;
+  }
+}
+
+void ProcessRuntime::DrainExitNotices() {
+  if (exit_notice_fd_ < 0) return;
+  char buffer[512];
+  while (read(exit_notice_fd_, buffer, sizeof(buffer)) > 0) {
+  }
 }
 
 std::string ProcessRuntime::MountPath(const TaskKey& key) const {
@@ -604,6 +634,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   plan.stdout_path = dir + kStdoutFile;
   plan.stderr_path = dir + kStderrFile;
   plan.exit_path = dir + kExitFile;
+  if (exit_notice_fd_ >= 0) plan.exit_notice_path = options_.work_dir + kExitNoticeFifo;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
 
   Result<ShimStart> start = StartShim(plan);
@@ -766,6 +797,8 @@ std::vector<RunningTask> ProcessRuntime::Running() const {
 }
 
 std::vector<TaskStatus> ProcessRuntime::Poll() {
+  // First: a notice written while the tasks are observed below stays for the next Poll().
+  DrainExitNotices();
   std::vector<TaskStatus> out;
   out.reserve(tasks_.size());
   for (auto& [key, task] : tasks_) {
@@ -831,16 +864,18 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
 
 Result<std::string> ProcessRuntime::ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                                             int64_t max_bytes) {
-  if (tasks_.find(key) == tasks_.end()) {
-    return NotFound("no task " + ToString(key) + " on this node");
-  }
+  // Thread-safe: touches only the task's files, never tasks_ (the runtime thread's).
   if (offset < 0 || max_bytes < 0) return InvalidArgument("log offset and size must be >= 0");
-  const std::string path =
-      TaskDir(key) + (stream == LogStream::kStdout ? kStdoutFile : kStderrFile);
+  const std::string dir = TaskDir(key);
+  const std::string path = dir + (stream == LogStream::kStdout ? kStdoutFile : kStderrFile);
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::string();
-    return IoError(path + ": " + ErrnoText(errno));
+    const int error = errno;
+    if (error == ENOENT && access(dir.c_str(), F_OK) != 0) {
+      return NotFound("no output of task " + ToString(key) + " on this node");
+    }
+    if (error == ENOENT) return std::string();  // the task has not written this stream yet
+    return IoError(path + ": " + ErrnoText(error));
   }
   std::string out(static_cast<size_t>(std::min(max_bytes, kMaxLogRead)), '\0');
   size_t got = 0;
