@@ -201,7 +201,7 @@ def bench_heartbeat(corral, root, tasks, window):
 
         def all_running():
             status, page = api.call("GET", f"/api/v1/jobs?array={array}&limit=1000&state=running")
-            return status == 200 and len(page["jobs"]) >= tasks
+            return status == 200 and len(page) >= tasks
         running = wait_for(all_running, 600, 0.5)
         started_s = time.monotonic() - start
         watching[0] = False
@@ -214,7 +214,7 @@ def bench_heartbeat(corral, root, tasks, window):
         s1, a1, t1 = cpu_seconds(server), cpu_seconds(agent), time.monotonic()
         api.call("POST", f"/api/v1/arrays/{array}/cancel")
         wait_for(lambda: not api.call("GET", f"/api/v1/jobs?array={array}&limit=1&"
-                                      "state=pending,starting,running")[1]["jobs"], 300, 0.5)
+                                      "state=pending,starting,running")[1], 300, 0.5)
         return {"all_running": bool(running), "start_all_s": started_s,
                 "node_states_seen": sorted(seen),
                 "server_cpu_ms_per_s": (s1 - s0) * 1000 / (t1 - t0),

@@ -1,5 +1,6 @@
 #include "agent/runtime_thread.h"
 
+#include <malloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -182,6 +183,7 @@ void RuntimeThread::ApplyOrders() {
       if (std::holds_alternative<TaskLaunch>(order)) unpublished_starts_.push_back(KeyOf(order));
     }
     if (const auto* launch = std::get_if<TaskLaunch>(&order)) {
+      TrimHeap();
       Record(runtime_.Start(*launch));
     } else {
       const KillOrder& kill = std::get<KillOrder>(order);
@@ -196,6 +198,13 @@ void RuntimeThread::ApplyOrders() {
     }
     if (unpublished_ && Clock::now() >= published_at_ + options_.publish_interval) Publish();
   }
+}
+
+void RuntimeThread::TrimHeap() {
+  const auto now = Clock::now();
+  if (now < trimmed_at_ + std::chrono::seconds(1)) return;
+  trimmed_at_ = now;
+  malloc_trim(0);
 }
 
 void RuntimeThread::ApplyForgets() {
