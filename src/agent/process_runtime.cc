@@ -877,7 +877,17 @@ Result<std::string> ProcessRuntime::ReadLog(const TaskKey& key, LogStream stream
     if (error == ENOENT) return std::string();  // the task has not written this stream yet
     return IoError(path + ": " + ErrnoText(error));
   }
-  std::string out(static_cast<size_t>(std::min(max_bytes, kMaxLogRead)), '\0');
+  // Sized by what the file holds past `offset`: every report asks for every task's output, and
+  // most tasks have written nothing new (a zero-filled buffer of max_bytes each time was most
+  // of a report's cost at 1,000 tasks). A log still growing is read up to its size now.
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    return IoError(path + ": " + ErrnoText(error));
+  }
+  const int64_t available = std::max<int64_t>(0, static_cast<int64_t>(st.st_size) - offset);
+  std::string out(static_cast<size_t>(std::min({max_bytes, kMaxLogRead, available})), '\0');
   size_t got = 0;
   while (got < out.size()) {
     ssize_t n = pread(fd, out.data() + got, out.size() - got, offset + static_cast<off_t>(got));
