@@ -144,6 +144,7 @@ Status AgentLoop::Register() {
   }
   std::lock_guard lock(report_mu_);
   node_token_ = answer["node_token"];
+  server_takes_partial_ = false;  // until this server's first answer says so
   return Status::Ok();
 }
 
@@ -252,6 +253,9 @@ void AgentLoop::Acknowledge(const Report& report, const nlohmann::json& answer) 
   const bool taken = !answer.value("stale_report", false);
   {
     std::lock_guard lock(report_mu_);
+    // Such a server would take a partial report for the node's whole truth, and lose every
+    // task it leaves out: pushes wait for an answer that shows the server numbers reports.
+    if (answer.contains("taken_seq")) server_takes_partial_ = true;
     // Output is written at its offset whichever report brings it, so even a stale report's
     // output is the server's now.
     for (const auto& [key, end] : report.log_ends) {
@@ -328,13 +332,16 @@ void AgentLoop::PushLoop() {
     push_wanted_ = false;  // changes published from now on ask for another push
     lock.unlock();
     std::string token;
+    bool pushes = false;
     {
       std::lock_guard report_lock(report_mu_);
       token = node_token_;
+      pushes = server_takes_partial_;
     }
-    // Not registered: the heartbeat after the registration reports everything. A failed push
-    // is not retried either: the next heartbeat carries the same states.
-    if (!token.empty()) {
+    // Not registered, or not yet told that the server takes partial reports: the next
+    // heartbeat reports everything. A failed push is not retried either: the next heartbeat
+    // carries the same states.
+    if (!token.empty() && pushes) {
       if (std::optional<Report> report = BuildReport(ReportKind::kPartial)) {
         if (auto answer = Send(*push_http_, token, *report); answer.ok()) {
           Acknowledge(*report, *answer);

@@ -147,10 +147,12 @@ class AgentLoop {
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
 
   // Shared by the heartbeat and push threads, guarded by report_mu_: the node token (empty:
-  // not registered), the last sequence number, the output the server has of each stream, and
-  // the newest snapshot version whose report the server took.
+  // not registered), whether the server answered since then that it numbers reports (and so
+  // takes partial ones), the last sequence number, the output the server has of each stream,
+  // and the newest snapshot version whose report the server took.
   std::mutex report_mu_;
   std::string node_token_;
+  bool server_takes_partial_ = false;
   int64_t seq_ = 0;
   std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes taken
   int64_t taken_version_ = 0;

@@ -2111,13 +2111,20 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     // job's launch goes out on the node's waiting heartbeat within milliseconds.
     if (wake_) changed_.notify_all();
   }
+  // What every answer says about the report: whether it was stale, and (so that an agent knows
+  // this server numbers reports, and so takes partial ones: it pushes only then) the newest
+  // report taken.
+  auto about_report = [&](nlohmann::json& answer) {
+    if (stale) answer["stale_report"] = true;
+    answer["taken_seq"] = nodes_[name].reports.last_seq;
+  };
   nlohmann::json response = ResponseForLocked(name);
-  if (stale) response["stale_report"] = true;
   const bool quiet = response["run"].empty() && response["kill"].empty() && kills.empty();
   if (quiet && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
     // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
     // pause instead, so that API requests always find a thread.
     response["retry_after_ms"] = std::clamp(wait_ms, 0, 30000);
+    about_report(response);
     return response;
   }
   const auto deadline =
@@ -2133,6 +2140,7 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
   }
   --waiting_heartbeats_;
   for (auto& k : kills) response["kill"].push_back(std::move(k));
+  about_report(response);
   return response;
 }
 
