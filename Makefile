@@ -99,6 +99,7 @@ test-unit: build
 # monitoring with a real Prometheus scraping the server.
 test-e2e: build
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
+	@$(call timed,launch and exit end-to-end tests,python3 tests/e2e_launch_test.py build/corral)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).

@@ -196,8 +196,9 @@ Status ValidateReport(const nlohmann::json& report) {
     return InvalidArgument("field 'partial': must be a boolean");
   }
   if (report.contains("starting")) {
-    if (!report["starting"].is_array())
+    if (!report["starting"].is_array()) {
       return InvalidArgument("field 'starting': must be an array");
+    }
     for (size_t i = 0; i < report["starting"].size(); ++i) {
       const nlohmann::json& k = report["starting"][i];
       const std::string where = "field 'starting[" + std::to_string(i) + "]";
