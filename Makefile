@@ -121,6 +121,7 @@ test-unit: build
 # them all too).
 test-e2e: $(TEST_BUILD)
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
+	@$(call timed,launch and exit end-to-end tests,python3 tests/e2e_launch_test.py build/corral)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 	@$(call timed,isolation end-to-end tests,python3 tests/isolation_test.py build/corral)
 

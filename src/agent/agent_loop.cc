@@ -138,10 +138,16 @@ AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
     : options_(std::move(options)),
       probe_(probe),
       runtime_(runtime),
+      runtime_thread_(runtime, options_.runtime_thread, [this] { WakePusher(); }),
       http_(MakeClient(options_)),
+      push_http_(MakeClient(options_)),
       node_token_(options_.node_token) {}
 
-AgentLoop::~AgentLoop() { StopSampler(); }
+AgentLoop::~AgentLoop() {
+  StopPusher();
+  runtime_thread_.Stop();
+  StopSampler();
+}
 
 void AgentLoop::StopSampler() {
   {
@@ -171,10 +177,7 @@ void AgentLoop::SampleLoop() {
   }
 }
 
-std::vector<RunningTask> AgentLoop::RunningTasks() {
-  std::lock_guard lock(sample_mu_);
-  return running_;
-}
+std::vector<RunningTask> AgentLoop::RunningTasks() { return *runtime_thread_.Snapshot().running; }
 
 Result<nlohmann::json> AgentLoop::Inventory() { return NodeInventory(options_, probe_); }
 
@@ -184,97 +187,214 @@ Status AgentLoop::Register() {
   if (options_.name.empty()) options_.name = (*inventory)["hostname"];
   Result<Registration> registration = PostRegistration(*http_, options_, *inventory);
   if (!registration.ok()) return registration.status();
+  std::lock_guard lock(report_mu_);
   node_token_ = registration->node_token;
+  server_takes_partial_ = false;  // until this server's first answer says so
   return Status::Ok();
 }
 
-nlohmann::json AgentLoop::LogChunks(const std::vector<TaskStatus>& tasks,
-                                    std::map<std::string, int64_t>& next_offsets) {
+std::optional<AgentLoop::Report> AgentLoop::BuildReport(ReportKind kind) {
+  RuntimeSnapshot snapshot;
+  Report report;
+  std::map<std::string, int64_t> offsets;  // of the tasks in this report
+  std::vector<const SnapshotTask*> tasks;
+  {
+    // The snapshot and its sequence number together: a later number is a newer snapshot.
+    std::lock_guard lock(report_mu_);
+    snapshot = runtime_thread_.Snapshot();
+    for (const SnapshotTask& t : *snapshot.tasks) {
+      if (kind == ReportKind::kPartial && t.changed_at <= taken_version_ &&
+          !IsTerminal(t.status.state)) {
+        continue;
+      }
+      tasks.push_back(&t);
+      for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+        const std::string key = LogKey(t.status.key, stream);
+        auto it = log_offsets_.find(key);
+        offsets[key] = it == log_offsets_.end() ? 0 : it->second;
+      }
+    }
+    if (kind == ReportKind::kPartial && tasks.empty()) return std::nullopt;
+    if (kind == ReportKind::kFull) {
+      // Offsets of tasks the runtime forgot go with them.
+      for (auto it = log_offsets_.begin(); it != log_offsets_.end();) {
+        it = offsets.count(it->first) ? std::next(it) : log_offsets_.erase(it);
+      }
+    }
+    report.body["seq"] = ++seq_;
+  }
+  report.version = snapshot.version;
+  nlohmann::json statuses = nlohmann::json::array();
   nlohmann::json chunks = nlohmann::json::array();
   int64_t total = 0;
-  for (const TaskStatus& t : tasks) {
+  for (const SnapshotTask* t : tasks) {
+    statuses.push_back(ToJson(t->status));
+    bool output_left = false;
     for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
-      if (total >= kMaxLogBytesPerHeartbeat) return chunks;
-      const std::string key = LogKey(t.key, stream);
-      const int64_t offset = log_offsets_[key];
-      auto data = runtime_.ReadLog(t.key, stream, offset, kMaxLogChunk);
-      if (!data.ok() || data->empty()) continue;
-      next_offsets[key] = offset + static_cast<int64_t>(data->size());
+      if (total >= kMaxLogBytesPerHeartbeat) {
+        output_left = true;  // not looked at: the next report
+        continue;
+      }
+      const std::string key = LogKey(t->status.key, stream);
+      const int64_t offset = offsets[key];
+      auto data = runtime_.ReadLog(t->status.key, stream, offset, kMaxLogChunk);
+      if (!data.ok()) {
+        // NotFound: no output here at all. Anything else: try again with the next report.
+        output_left |= data.status().code() != StatusCode::kNotFound;
+        continue;
+      }
+      if (data->empty()) continue;
+      output_left = true;  // sent now; an end goes only once a report finds nothing more
+      report.log_ends[key] = offset + static_cast<int64_t>(data->size());
       total += static_cast<int64_t>(data->size());
-      chunks.push_back({{"allocation_id", t.key.allocation.value()},
-                        {"generation", t.key.generation},
+      chunks.push_back({{"allocation_id", t->status.key.allocation.value()},
+                        {"generation", t->status.key.generation},
                         {"stream", stream == LogStream::kStdout ? "stdout" : "stderr"},
                         {"offset", offset},
                         {"data", *data}});
     }
+    if (IsTerminal(t->status.state) && !output_left) report.finished.push_back(t->status.key);
   }
-  return chunks;
+  nlohmann::json starting = nlohmann::json::array();
+  for (const TaskKey& key : snapshot.starting) {
+    starting.push_back({{"allocation_id", key.allocation.value()}, {"generation", key.generation}});
+  }
+  report.body["name"] = options_.name;
+  report.body["tasks"] = std::move(statuses);
+  report.body["starting"] = std::move(starting);
+  report.body["logs"] = std::move(chunks);
+  if (kind == ReportKind::kPartial) {
+    report.body["partial"] = true;
+    report.body["wait_ms"] = 0;
+  } else {
+    report.body["wait_ms"] = options_.wait_ms;
+    if (nlohmann::json metrics = DueGpuMetrics(*snapshot.running); !metrics.is_null()) {
+      report.body["gpu_metrics"] = std::move(metrics);
+    }
+  }
+  return report;
 }
 
-void AgentLoop::Apply(const nlohmann::json& answer) {
+Result<nlohmann::json> AgentLoop::Send(httplib::Client& http, const std::string& token,
+                                       const Report& report) {
+  httplib::Headers headers = {{"Authorization", "Bearer " + token}};
+  auto r = http.Post("/api/v1/agent/heartbeat", headers,
+                     report.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                     "application/json");
+  if (!r || r->status != 200) {
+    Status s = HttpError(r, "heartbeat");
+    if (s.code() == StatusCode::kUnauthenticated) {
+      std::lock_guard lock(report_mu_);
+      if (node_token_ == token) node_token_.clear();  // register again (once, for both threads)
+    }
+    return s;
+  }
+  auto answer = nlohmann::json::parse(r->body, nullptr, false);
+  return answer.is_object() ? answer : nlohmann::json::object();
+}
+
+void AgentLoop::Acknowledge(const Report& report, const nlohmann::json& answer) {
+  // A server older than sequence numbers never says "stale_report": it took the report.
+  const bool taken = !answer.value("stale_report", false);
+  {
+    std::lock_guard lock(report_mu_);
+    // Such a server would take a partial report for the node's whole truth, and lose every
+    // task it leaves out: pushes wait for an answer that shows the server numbers reports.
+    if (answer.contains("taken_seq")) server_takes_partial_ = true;
+    // Output is written at its offset whichever report brings it, so even a stale report's
+    // output is the server's now.
+    for (const auto& [key, end] : report.log_ends) {
+      int64_t& offset = log_offsets_[key];
+      offset = std::max(offset, end);
+    }
+    if (taken) taken_version_ = std::max(taken_version_, report.version);
+  }
+  if (taken) runtime_thread_.Forget(report.finished);
   for (const auto& launch_json : answer.value("run", nlohmann::json::array())) {
     auto launch = TaskLaunchFromJson(launch_json);
     if (!launch.ok()) continue;  // reported as nothing running; the server will see it stays
-    runtime_.Start(*launch);
+    runtime_thread_.Launch(std::move(launch).value());
   }
   for (const auto& kill : answer.value("kill", nlohmann::json::array())) {
-    TaskKey key{AllocationId(kill.value("allocation_id", int64_t{-1})),
-                kill.value("generation", int64_t{-1})};
-    (void)runtime_.Kill(key, Seconds(kill.value("grace_s", int64_t{10})),
-                        kill.value("reason", std::string("stopped by the server")));
+    runtime_thread_.Kill({TaskKey{AllocationId(kill.value("allocation_id", int64_t{-1})),
+                                  kill.value("generation", int64_t{-1})},
+                          Seconds(kill.value("grace_s", int64_t{10})),
+                          kill.value("reason", std::string("stopped by the server"))});
   }
 }
 
-nlohmann::json AgentLoop::DueGpuMetrics() {
-  std::vector<RunningTask> running = runtime_.Running();
+nlohmann::json AgentLoop::DueGpuMetrics(const std::vector<RunningTask>& running) {
   std::lock_guard lock(sample_mu_);
-  running_ = running;
   if (!sample_ || sample_sent_) return nullptr;
   sample_sent_ = true;
   return GpuMetricsJson(Attribute(*sample_, running, ProcParentOf), sampled_at_ms_);
 }
 
-Status AgentLoop::Step() {
-  if (node_token_.empty()) CORRAL_RETURN_IF_ERROR(Register());
-  std::vector<TaskStatus> tasks = runtime_.Poll();
-  nlohmann::json statuses = nlohmann::json::array();
-  for (const TaskStatus& t : tasks) statuses.push_back(ToJson(t));
-  std::map<std::string, int64_t> next_offsets;
-  nlohmann::json body = {{"name", options_.name},
-                         {"tasks", statuses},
-                         {"logs", LogChunks(tasks, next_offsets)},
-                         {"wait_ms", options_.wait_ms}};
-  if (nlohmann::json metrics = DueGpuMetrics(); !metrics.is_null()) body["gpu_metrics"] = metrics;
-  httplib::Headers headers = {{"Authorization", "Bearer " + node_token_}};
-  auto r = http_->Post("/api/v1/agent/heartbeat", headers,
-                       body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                       "application/json");
-  if (!r || r->status != 200) {
-    Status s = HttpError(r, "heartbeat");
-    if (s.code() == StatusCode::kUnauthenticated) node_token_.clear();  // register again
-    return s;
+Status AgentLoop::Beat() {
+  std::string token;
+  {
+    std::lock_guard lock(report_mu_);
+    token = node_token_;
   }
-  for (const auto& [key, offset] : next_offsets) log_offsets_[key] = offset;
-  // Ended tasks whose end and whole output the server now has are forgotten.
-  for (const TaskStatus& t : tasks) {
-    if (!IsTerminal(t.state) || next_offsets.count(LogKey(t.key, LogStream::kStdout)) ||
-        next_offsets.count(LogKey(t.key, LogStream::kStderr))) {
-      continue;
-    }
-    if (runtime_.Forget(t.key).ok()) {
-      log_offsets_.erase(LogKey(t.key, LogStream::kStdout));
-      log_offsets_.erase(LogKey(t.key, LogStream::kStderr));
-    }
+  if (token.empty()) {
+    CORRAL_RETURN_IF_ERROR(Register());
+    std::lock_guard lock(report_mu_);
+    token = node_token_;
   }
-  auto answer = nlohmann::json::parse(r->body, nullptr, false);
-  pause_ms_ = 0;
-  if (!answer.is_object()) return Status::Ok();
-  Apply(answer);
+  std::optional<Report> report = BuildReport(ReportKind::kFull);
+  auto answer = Send(*http_, token, *report);
+  if (!answer.ok()) return answer.status();
+  Acknowledge(*report, *answer);
   // The server had no thread to spare for a long poll: pause instead of asking again at once.
-  pause_ms_ = answer.contains("retry_after_ms") && answer["retry_after_ms"].is_number_integer()
-                  ? std::clamp(answer["retry_after_ms"].get<int>(), 0, 30000)
+  pause_ms_ = answer->contains("retry_after_ms") && (*answer)["retry_after_ms"].is_number_integer()
+                  ? std::clamp((*answer)["retry_after_ms"].get<int>(), 0, 30000)
                   : 0;
   return Status::Ok();
+}
+
+void AgentLoop::WakePusher() {
+  {
+    std::lock_guard lock(push_mu_);
+    push_wanted_ = true;
+  }
+  push_cv_.notify_one();
+}
+
+void AgentLoop::StopPusher() {
+  {
+    std::lock_guard lock(push_mu_);
+    push_stopping_ = true;
+  }
+  push_cv_.notify_one();
+  if (pusher_.joinable()) pusher_.join();
+}
+
+void AgentLoop::PushLoop() {
+  std::unique_lock lock(push_mu_);
+  while (true) {
+    push_cv_.wait(lock, [&] { return push_wanted_ || push_stopping_; });
+    if (push_stopping_) return;
+    push_wanted_ = false;  // changes published from now on ask for another push
+    lock.unlock();
+    std::string token;
+    bool pushes = false;
+    {
+      std::lock_guard report_lock(report_mu_);
+      token = node_token_;
+      pushes = server_takes_partial_;
+    }
+    // Not registered, or not yet told that the server takes partial reports: the next
+    // heartbeat reports everything. A failed push is not retried either: the next heartbeat
+    // carries the same states.
+    if (!token.empty() && pushes) {
+      if (std::optional<Report> report = BuildReport(ReportKind::kPartial)) {
+        if (auto answer = Send(*push_http_, token, *report); answer.ok()) {
+          Acknowledge(*report, *answer);
+        }
+      }
+    }
+    lock.lock();
+  }
 }
 
 Status AgentLoop::Run(const std::atomic<bool>& stop) {
@@ -282,15 +402,20 @@ Status AgentLoop::Run(const std::atomic<bool>& stop) {
     stopping_ = false;
     sampler_ = std::thread([this] { SampleLoop(); });
   }
-  Status s = Beat(stop);
+  // Polls the runtime once before it returns: the first heartbeat reports the adopted tasks.
+  runtime_thread_.Start();
+  pusher_ = std::thread([this] { PushLoop(); });
+  Status s = BeatUntil(stop);
+  StopPusher();
+  runtime_thread_.Stop();
   StopSampler();
   return s;
 }
 
-Status AgentLoop::Beat(const std::atomic<bool>& stop) {
+Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
   int backoff_ms = 100;
   while (!stop) {
-    Status s = Step();
+    Status s = Beat();
     if (s.ok()) {
       backoff_ms = 100;
       for (int waited = 0; waited < pause_ms_ && !stop; waited += 50) {
@@ -298,7 +423,12 @@ Status AgentLoop::Beat(const std::atomic<bool>& stop) {
       }
       continue;
     }
-    if (node_token_.empty() && IsFatalRegistrationError(s)) {
+    bool registered;
+    {
+      std::lock_guard lock(report_mu_);
+      registered = !node_token_.empty();
+    }
+    if (!registered && IsFatalRegistrationError(s)) {
       return s;  // a wrong join token, a name held, another cluster: retrying cannot help
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));

@@ -1,9 +1,28 @@
 // The node agent's reconcile loop: registers the node with the server (join token, node name
-// and the node's secret id from node_identity.h), then heartbeats: it reports what its Runtime
-// says runs (and new log output), and converges to the server's answer — starting the launches it
-// does not run yet, killing what it is told to. A lost message is repaired by the next heartbeat; a
-// server that forgot the node (restart) is answered by registering again. Every few seconds a
-// heartbeat also carries the GPUs' metrics, mapped to the tasks that hold them (gpu_metrics.h).
+// and the node's secret id from node_identity.h), then reports what its Runtime runs (and new log
+// output) and converges to the server's answers: starting the launches it does not run yet,
+// killing what it is told to. A lost message is repaired by the next report; a server that forgot
+// the node (restart) is answered by registering again. Every few seconds a heartbeat also carries
+// the GPUs' metrics, mapped to the tasks that hold them (gpu_metrics.h).
+//
+// Threads (Run()), none of which waits for another's work:
+//  - the runtime thread (runtime_thread.h) owns the Runtime: it applies the launches and kills
+//    the answers carry, polls, and publishes snapshots;
+//  - the heartbeat thread (Run()'s caller) registers, then sends the node's whole truth (every
+//    task of the last snapshot, and the launches accepted and not started yet) as a long poll
+//    of wait_ms, whose answer comes early when the server has orders for the node. However long
+//    launches take, it goes on beating, so the node is never declared lost for them;
+//  - the push thread sends a partial report (the tasks that changed since the server last
+//    took a report, and every ended task) on a second connection as soon as the runtime thread
+//    publishes a task's start or end, while a long poll may be waiting: an exit reaches the
+//    server within milliseconds, not at the next heartbeat;
+//  - the sampler thread probes the GPUs every metrics interval.
+//
+// Reports carry a sequence number that grows with the snapshot they were made of; the server
+// takes the task states of a report only when it is newer than every report it took from this
+// registration (docs/control-plane.md, "Agent protocol"), so a heartbeat overtaken by a push
+// cannot undo what the push said. Both connections acknowledge log output; an ended task is
+// forgotten once a report the server took had its end and found no output left to send.
 #pragma once
 
 #include <atomic>
@@ -21,6 +40,7 @@
 #include "agent/gpu_probe.h"
 #include "agent/host_resources.h"
 #include "agent/runtime.h"
+#include "agent/runtime_thread.h"
 #include "common/status.h"
 
 namespace httplib {
@@ -35,7 +55,10 @@ struct AgentOptions {
   std::string name;     // node name; default: the hostname
   std::string node_id;  // secret, stable per node (LoadOrCreateNodeId); proves a re-registration
   std::string ca_cert;  // PEM bundle to verify an https server with (default: system CAs)
-  int wait_ms = 1000;   // heartbeat long-poll; also bounds how late an exit is reported
+  // Heartbeat long poll: how long the server may hold a heartbeat that has nothing to answer.
+  // Ends no longer wait for it (they are pushed); log output of running tasks and GPU metrics
+  // arrive at least this often.
+  int wait_ms = 1000;
   std::map<std::string, std::string> labels;  // sent in the inventory (validated)
   // How other nodes reach this one (MASTER_ADDR, hostfiles); empty: not sent, and the server
   // uses the node name.
@@ -58,6 +81,8 @@ struct AgentOptions {
   // The node token of a registration already made (RegisterAgent); empty: the loop registers
   // before its first heartbeat.
   std::string node_token;
+  // How the runtime thread polls and batches ends (runtime_thread.h).
+  RuntimeThread::Options runtime_thread;
 };
 
 // What the server answers a registration.
@@ -84,34 +109,58 @@ Result<int> MetricsIntervalMs(double seconds);
 
 class AgentLoop {
  public:
-  // Borrows the probe and runtime (they must outlive the loop).
+  // Borrows the probe and runtime (they must outlive the loop). From Run() on, the runtime is
+  // used by the loop's runtime thread only (but for Runtime::ReadLog).
   AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime);
   ~AgentLoop();
 
   // NodeInventory() of this loop's node.
   Result<nlohmann::json> Inventory();
-  // Runs until `stop` becomes true, with a sampler thread probing the GPUs every metrics
-  // interval (Step sends its newest sample). Connection errors are retried with a back-off. Fatal
-  // (returned) while not registered: IsFatalRegistrationError() — an invalid join token
-  // (kUnauthenticated), the node name held by a live node with another node id (kAlreadyExists,
-  // HTTP 409), a server of another cluster than options.cluster_id or without cluster ids
-  // (kFailedPrecondition).
+  // Runs until `stop` becomes true (see the threads above). Connection errors are retried with
+  // a back-off. Fatal (returned) while not registered: IsFatalRegistrationError() — an invalid
+  // join token (kUnauthenticated), the node name held by a live node with another node id
+  // (kAlreadyExists, HTTP 409), a server of another cluster than options.cluster_id or without
+  // cluster ids (kFailedPrecondition). Once per loop.
   Status Run(const std::atomic<bool>& stop);
-  // One heartbeat round (registering first if needed). Exposed for tests.
-  Status Step();
-  // The tasks the runtime ran as of the last heartbeat round. Thread-safe: a FakeProbe follows
-  // them (SetTaskSource) from the sampler thread.
+  // The tasks the runtime ran as of its last snapshot. Thread-safe: a FakeProbe follows them
+  // (SetTaskSource) from the sampler thread.
   std::vector<RunningTask> RunningTasks();
 
  private:
+  // A report as sent, and what its acknowledgement settles.
+  struct Report {
+    nlohmann::json body;
+    int64_t version = 0;  // the snapshot's
+    // "<alloc>-<gen>.<stream>" -> the offset the report's output reaches.
+    std::map<std::string, int64_t> log_ends;
+    // Ended tasks in the report with no output left to send: forgotten once the server took it.
+    std::vector<TaskKey> finished;
+  };
+  enum class ReportKind { kFull, kPartial };
+
   Status Register();
-  nlohmann::json LogChunks(const std::vector<TaskStatus>& tasks,
-                           std::map<std::string, int64_t>& next_offsets);
-  void Apply(const nlohmann::json& answer);
+  // The next report from the runtime thread's snapshot: every task (kFull), or the tasks
+  // changed since the last report the server took plus every ended one (kPartial; nullopt when
+  // there are none). Takes the next sequence number.
+  std::optional<Report> BuildReport(ReportKind kind);
+  // A 200 answer to `report`: advances log offsets; unless the server says the report was
+  // stale, counts it as taken and forgets its finished tasks; hands the orders to the runtime
+  // thread.
+  void Acknowledge(const Report& report, const nlohmann::json& answer);
+  // POSTs `report` with the node token `token` over `http`; the parsed answer on 200 (an
+  // object, possibly empty). A 401 forgets the node token, so that the heartbeat registers again.
+  Result<nlohmann::json> Send(httplib::Client& http, const std::string& token,
+                              const Report& report);
   // The "gpu_metrics" object of the sampler's newest sample not yet sent, else null.
-  nlohmann::json DueGpuMetrics();
-  // Heartbeat rounds until `stop` (Run without the sampler).
-  Status Beat(const std::atomic<bool>& stop);
+  nlohmann::json DueGpuMetrics(const std::vector<RunningTask>& running);
+  // One heartbeat (registering first if needed).
+  Status Beat();
+  // Heartbeats until `stop`.
+  Status BeatUntil(const std::atomic<bool>& stop);
+  // The push thread: a partial report whenever the runtime thread published a change.
+  void PushLoop();
+  void WakePusher();
+  void StopPusher();
   void StopSampler();
   // The sampler thread (started by Run): probes the GPUs every metrics interval until Run ends.
   // A driver call that hangs (a GPU fallen off the bus) stalls only this thread, never the
@@ -121,19 +170,36 @@ class AgentLoop {
   AgentOptions options_;
   GpuProbe& probe_;
   Runtime& runtime_;
-  std::unique_ptr<httplib::Client> http_;
-  std::string node_token_;
+  RuntimeThread runtime_thread_;
+  std::unique_ptr<httplib::Client> http_;       // the heartbeat thread's
+  std::unique_ptr<httplib::Client> push_http_;  // the push thread's
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
-  std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes sent
+
+  // Shared by the heartbeat and push threads, guarded by report_mu_: the node token (empty:
+  // not registered), whether the server answered since then that it numbers reports (and so
+  // takes partial ones), the last sequence number, the output the server has of each stream,
+  // and the newest snapshot version whose report the server took.
+  std::mutex report_mu_;
+  std::string node_token_;
+  bool server_takes_partial_ = false;
+  int64_t seq_ = 0;
+  std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes taken
+  int64_t taken_version_ = 0;
+
+  // The push thread's wake-up, guarded by push_mu_.
+  std::mutex push_mu_;
+  std::condition_variable push_cv_;
+  bool push_wanted_ = false;
+  bool push_stopping_ = false;
+  std::thread pusher_;
+
   // The sampler's state, guarded by sample_mu_: its newest sample (and when it was taken),
-  // whether Step sent it, the running tasks as of the last Step (what FakeProbe's loads follow,
-  // RunningTasks), and the stop flag.
+  // whether a heartbeat sent it, and the stop flag.
   std::mutex sample_mu_;
   std::condition_variable sample_cv_;
   std::optional<std::vector<GpuSample>> sample_;
   int64_t sampled_at_ms_ = 0;
   bool sample_sent_ = true;
-  std::vector<RunningTask> running_;
   bool stopping_ = false;
   std::thread sampler_;
 };

@@ -1,9 +1,11 @@
 // The reconcile loop against an in-process HTTP server on loopback that plays the server's part.
 #include "agent/agent_loop.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -226,6 +228,156 @@ TEST_F(AgentLoopTest, AHungGpuProbeDoesNotStopTheHeartbeats) {
   EXPECT_TRUE(wait_until([&] { return count(with_metrics) >= 1; }));
   stop = true;
   EXPECT_TRUE(done.get().ok());
+}
+
+// One task that runs until the test ends it; the end is announced on the exit notice pipe, as
+// ProcessRuntime's supervisors do. Called from the loop's runtime thread and the test's.
+class OneTask final : public Runtime {
+ public:
+  OneTask() {
+    EXPECT_EQ(pipe2(notices_, O_NONBLOCK | O_CLOEXEC), 0);
+    status_.job_id = JobId(7);
+    status_.key = TaskKey{AllocationId(3), 1};
+    status_.state = TaskState::kRunning;
+  }
+  ~OneTask() override {
+    close(notices_[0]);
+    close(notices_[1]);
+  }
+  TaskStatus Start(const TaskLaunch&) override { return TaskStatus{}; }
+  std::vector<TaskStatus> Poll() override {
+    char buffer[64];
+    while (read(notices_[0], buffer, sizeof(buffer)) > 0) {
+    }
+    std::lock_guard lock(mu_);
+    return {status_};
+  }
+  Status Kill(const TaskKey&, Seconds, const std::string&) override { return Status::Ok(); }
+  Status Forget(const TaskKey&) override { return Status::Ok(); }
+  Result<std::string> ReadLog(const TaskKey&, LogStream stream, int64_t offset, int64_t) override {
+    // Its last line, written as it ended: it must come with the end.
+    std::lock_guard lock(mu_);
+    if (stream != LogStream::kStdout || status_.state == TaskState::kRunning) return std::string();
+    return offset == 0 ? std::string("bye\n") : std::string();
+  }
+  std::vector<RunningTask> Running() const override { return {}; }
+  int ExitNoticeFd() const override { return notices_[0]; }
+  void End() {
+    {
+      std::lock_guard lock(mu_);
+      status_.state = TaskState::kExited;
+      status_.exit_code = 0;
+    }
+    ASSERT_EQ(write(notices_[1], "x", 1), 1);
+  }
+
+ private:
+  std::mutex mu_;
+  TaskStatus status_;
+  int notices_[2] = {-1, -1};
+};
+
+// A server that takes every report and holds every whole report after the first as a long
+// poll until released; `numbers` says whether its answers carry "taken_seq" (this server's) or
+// not (an older server's).
+class HoldingServer {
+ public:
+  HoldingServer(httplib::Server& http, bool numbers) : numbers_(numbers) {
+    http.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"node_token": "node-secret", "heartbeat_interval_s": 5})",
+                      "application/json");
+    });
+    http.Post("/api/v1/agent/heartbeat",
+              [this](const httplib::Request& req, httplib::Response& res) {
+                const auto body = nlohmann::json::parse(req.body, nullptr, false);
+                std::unique_lock lock(mu_);
+                const bool partial = body.value("partial", false);
+                (partial ? partials_ : fulls_).push_back(body);
+                changed_.notify_all();
+                if (!partial && fulls_.size() > 1) {
+                  ++held_;
+                  changed_.notify_all();
+                  changed_.wait_for(lock, std::chrono::seconds(20), [&] { return released_; });
+                  --held_;
+                }
+                nlohmann::json answer = nlohmann::json::object();
+                if (numbers_) answer["taken_seq"] = body["seq"];
+                res.set_content(answer.dump(), "application/json");
+              });
+  }
+  // Waits (up to 20 s) until `done` holds for the reports so far.
+  bool WaitUntil(const std::function<bool()>& done) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), done);
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  // The reports of task 3 ended, among `reports`.
+  static bool HasEnd(const std::vector<nlohmann::json>& reports) {
+    for (const auto& r : reports) {
+      for (const auto& t : r["tasks"]) {
+        if (t["allocation_id"] == 3 && t["state"] == "exited") return true;
+      }
+    }
+    return false;
+  }
+
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<nlohmann::json> fulls_, partials_;
+  int held_ = 0;
+  bool released_ = false;
+  const bool numbers_;
+};
+
+TEST_F(AgentLoopTest, AnEndIsPushedWhileTheLongPollWaitsWithItsOutputAndANewerNumber) {
+  HoldingServer server(server_, /*numbers=*/true);
+  OneTask runtime;
+  AgentOptions options = Options();
+  options.metrics_interval_ms = 0;
+  options.runtime_thread.poll_interval = std::chrono::hours(1);  // only the notice tells
+  AgentLoop loop(options, probe_, runtime);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+  ASSERT_TRUE(server.WaitUntil([&] { return server.held_ == 1; }));  // the long poll waits
+  runtime.End();
+  ASSERT_TRUE(server.WaitUntil([&] { return HoldingServer::HasEnd(server.partials_); }));
+  {
+    std::lock_guard lock(server.mu_);
+    EXPECT_EQ(server.held_, 1);  // still waiting: the end did not wait for it
+    const nlohmann::json& push = server.partials_.back();
+    EXPECT_EQ(push["wait_ms"], 0);
+    EXPECT_GT(push["seq"].get<int64_t>(), server.fulls_.back()["seq"].get<int64_t>());
+    ASSERT_EQ(push["logs"].size(), 1u);  // the last output comes with the end
+    EXPECT_EQ(push["logs"][0]["data"], "bye\n");
+    EXPECT_TRUE(HoldingServer::HasEnd({push}));
+  }
+  server.Release();
+  stop = true;
+  EXPECT_TRUE(done.get().ok());
+}
+
+TEST_F(AgentLoopTest, NoPushToAServerThatDoesNotNumberReports) {
+  // Such a server would take a partial report for the node's whole truth.
+  HoldingServer server(server_, /*numbers=*/false);
+  server.Release();  // no long polls: the heartbeats carry the end
+  OneTask runtime;
+  AgentOptions options = Options();
+  options.metrics_interval_ms = 0;
+  options.wait_ms = 0;
+  AgentLoop loop(options, probe_, runtime);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+  ASSERT_TRUE(server.WaitUntil([&] { return server.fulls_.size() >= 2; }));
+  runtime.End();
+  ASSERT_TRUE(server.WaitUntil([&] { return HoldingServer::HasEnd(server.fulls_); }));
+  stop = true;
+  EXPECT_TRUE(done.get().ok());
+  std::lock_guard lock(server.mu_);
+  EXPECT_TRUE(server.partials_.empty());
 }
 
 TEST(MetricsIntervalTest, OffOrATenthToFifteenSeconds) {

@@ -35,6 +35,7 @@ constexpr char kContainerEnvFile[] = "/container.env";
 constexpr char kLostMessage[] = "lost: supervisor gone";
 // Under the work dir, the namespaces: clusters/<cluster id>/<node name>/ (process_runtime.h).
 constexpr char kClustersDir[] = "/clusters";
+constexpr char kExitNoticeFifo[] = "/exit-notices";
 constexpr int64_t kMaxLogRead = 16 << 20;
 constexpr char kNoEngine[] = "this node has no container engine (corral agent --container-engine)";
 // Removals of a container run on the reconcile loop's thread, up to RemoveContainer()'s timeout
@@ -359,6 +360,7 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   const std::string work_dir = options.work_dir;
   std::unique_ptr<ProcessRuntime> runtime(new ProcessRuntime(
       std::move(options), clock, std::move(cgroups), std::move(task_user).value(), home));
+  runtime->OpenExitNotices();
   // This namespace's tasks, then those an agent before cluster ids left in the old layout
   // (work_dir/tasks/<alloc>-<gen>; their cgroups and containers as task.json and the old
   // naming say), which stay where they are until forgotten.
@@ -385,6 +387,34 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
 const std::string& ProcessRuntime::HomeOf(const TaskKey& key) const {
   auto it = tasks_.find(key);
   return it != tasks_.end() ? it->second.home : home_;
+}
+
+ProcessRuntime::~ProcessRuntime() {
+  if (exit_notice_fd_ >= 0) close(exit_notice_fd_);
+  if (exit_notice_hold_fd_ >= 0) close(exit_notice_hold_fd_);
+}
+
+void ProcessRuntime::OpenExitNotices() {
+  const std::string path = home_ + kExitNoticeFifo;
+  struct stat st;
+  if (lstat(path.c_str(), &st) == 0 && !S_ISFIFO(st.st_mode)) unlink(path.c_str());
+  if (mkfifo(path.c_str(), 0600) != 0 && errno != EEXIST) return;
+  // Non-blocking both: opening the read end must not wait for a writer, nor the write end for a
+  // reader (there is one: ours), and reads must stop when the FIFO is empty.
+  exit_notice_fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (exit_notice_fd_ < 0) return;
+  exit_notice_hold_fd_ = open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (exit_notice_hold_fd_ < 0) {
+    close(exit_notice_fd_);
+    exit_notice_fd_ = -1;
+  }
+}
+
+void ProcessRuntime::DrainExitNotices() {
+  if (exit_notice_fd_ < 0) return;
+  char buffer[512];
+  while (read(exit_notice_fd_, buffer, sizeof(buffer)) > 0) {
+  }
 }
 
 std::string ProcessRuntime::MountPath(const TaskKey& key) const {
@@ -712,6 +742,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   plan.stdout_path = dir + kStdoutFile;
   plan.stderr_path = dir + kStderrFile;
   plan.exit_path = dir + kExitFile;
+  if (exit_notice_fd_ >= 0) plan.exit_notice_path = home_ + kExitNoticeFifo;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
 
   Result<ShimStart> start = StartShim(plan);
@@ -874,6 +905,8 @@ std::vector<RunningTask> ProcessRuntime::Running() const {
 }
 
 std::vector<TaskStatus> ProcessRuntime::Poll() {
+  // First: a notice written while the tasks are observed below stays for the next Poll().
+  DrainExitNotices();
   std::vector<TaskStatus> out;
   out.reserve(tasks_.size());
   for (auto& [key, task] : tasks_) {
@@ -940,18 +973,35 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
 
 Result<std::string> ProcessRuntime::ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                                             int64_t max_bytes) {
-  if (tasks_.find(key) == tasks_.end()) {
-    return NotFound("no task " + ToString(key) + " on this node");
-  }
+  // Thread-safe: touches only the task's files, never tasks_ (the runtime thread's), so the
+  // directory is found on disk: the namespace's, else the old layout's (Adopt()'s order).
   if (offset < 0 || max_bytes < 0) return InvalidArgument("log offset and size must be >= 0");
-  const std::string path =
-      TaskDir(key) + (stream == LogStream::kStdout ? kStdoutFile : kStderrFile);
+  std::string dir = home_ + "/tasks/" + ToString(key);
+  if (access(dir.c_str(), F_OK) != 0) {
+    const std::string legacy = options_.work_dir + "/tasks/" + ToString(key);
+    if (access(legacy.c_str(), F_OK) == 0) dir = legacy;
+  }
+  const std::string path = dir + (stream == LogStream::kStdout ? kStdoutFile : kStderrFile);
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::string();
-    return IoError(path + ": " + ErrnoText(errno));
+    const int error = errno;
+    if (error == ENOENT && access(dir.c_str(), F_OK) != 0) {
+      return NotFound("no output of task " + ToString(key) + " on this node");
+    }
+    if (error == ENOENT) return std::string();  // the task has not written this stream yet
+    return IoError(path + ": " + ErrnoText(error));
   }
-  std::string out(static_cast<size_t>(std::min(max_bytes, kMaxLogRead)), '\0');
+  // Sized by what the file holds past `offset`: every report asks for every task's output, and
+  // most tasks have written nothing new (a zero-filled buffer of max_bytes each time was most
+  // of a report's cost at 1,000 tasks). A log still growing is read up to its size now.
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    close(fd);
+    return IoError(path + ": " + ErrnoText(error));
+  }
+  const int64_t available = std::max<int64_t>(0, static_cast<int64_t>(st.st_size) - offset);
+  std::string out(static_cast<size_t>(std::min({max_bytes, kMaxLogRead, available})), '\0');
   size_t got = 0;
   while (got < out.size()) {
     ssize_t n = pread(fd, out.data() + got, out.size() - got, offset + static_cast<off_t>(got));

@@ -87,7 +87,15 @@
 // and the agent kills whatever is left in its cgroup (or removes its container): a task ends as
 // a whole.
 //
-// Not thread-safe: one thread (the reconcile loop) calls every method.
+// Exit notices: every supervisor writes a byte to the FIFO <home>/exit-notices once its
+// task's exit.json is in place (ShimPlan::exit_notice_path); ExitNoticeFd() is its read end, so
+// the agent learns of an end within milliseconds instead of at its next poll. The FIFO has a
+// fixed path, so supervisors of tasks adopted after an agent restart reach the new agent too.
+// Supervisors started by agents older than the FIFO write nothing: their ends are seen by the
+// next Poll(), as before.
+//
+// Threads: one thread (the agent's runtime thread) calls every method but ReadLog() and
+// ExitNoticeFd(), which are thread-safe (runtime.h).
 #pragma once
 
 #include <sys/types.h>
@@ -166,7 +174,7 @@ class ProcessRuntime final : public Runtime {
   // cluster, whose id it needs to create the runtime.
   static Status CheckOptions(const ProcessRuntimeOptions& options);
   // Leaves the tasks running (they are adopted by the next ProcessRuntime over work_dir).
-  ~ProcessRuntime() override = default;
+  ~ProcessRuntime() override;
 
   TaskStatus Start(const TaskLaunch& launch) override;
   std::vector<TaskStatus> Poll() override;
@@ -175,6 +183,9 @@ class ProcessRuntime final : public Runtime {
   Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                               int64_t max_bytes) override;
   std::vector<RunningTask> Running() const override;
+  // -1 when the FIFO could not be made (a file system without FIFOs): ends are then seen by
+  // Poll() alone.
+  int ExitNoticeFd() const override { return exit_notice_fd_; }
 
   // The directory of a task's files (logs, task.json, exit.json): in the old layout for a task
   // adopted from it, else in the namespace; it may not exist.
@@ -221,6 +232,10 @@ class ProcessRuntime final : public Runtime {
   static Result<std::optional<TaskUser>> TaskUserOf(const ProcessRuntimeOptions& options);
   // Task::home of a known task, else the namespace's (where a new task goes).
   const std::string& HomeOf(const TaskKey& key) const;
+  // Makes (or reuses) the exit notice FIFO and opens it; on failure leaves the fds at -1.
+  void OpenExitNotices();
+  // Reads whatever notices the FIFO holds (their content means nothing: only that a task ended).
+  void DrainExitNotices();
   TaskStatus FailToStart(const TaskLaunch& launch, const std::string& message);
   // Who a task runs as: the runtime's task user, or its submitter's (run_as_submitter).
   struct TaskIdentity {
@@ -272,6 +287,10 @@ class ProcessRuntime final : public Runtime {
   const std::string home_;             // <work_dir>/clusters/<cluster_id>/<node_name>
   const std::string container_scope_;  // "<cluster_id>-<node_name>" (ContainerName())
   int legacy_tasks_ = 0;               // known tasks of the old layout
+  // The exit notice FIFO's read end, and a write end the runtime holds itself so that the read
+  // end never reports end-of-file while no supervisor has it open; -1 when there is none.
+  int exit_notice_fd_ = -1;
+  int exit_notice_hold_fd_ = -1;
 };
 
 }  // namespace corral::agent

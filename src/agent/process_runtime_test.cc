@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -422,6 +423,46 @@ TEST_F(ProcessRuntimeTest, AdoptsARunningTaskAndReportsItsExit) {
   EXPECT_EQ(end.state, TaskState::kExited);
   EXPECT_EQ(end.exit_code, 4);
   EXPECT_EQ(Stdout(*b, l.key), "done\n");
+}
+
+// Waits (poll(2), up to kDeadline) for the runtime's exit notice descriptor to be readable.
+bool ExitNoticeArrives(const Runtime& runtime) {
+  pollfd p{runtime.ExitNoticeFd(), POLLIN, 0};
+  const int ms = static_cast<int>(std::chrono::milliseconds(kDeadline).count());
+  return p.fd >= 0 && poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
+}
+
+bool ExitNoticePending(const Runtime& runtime) {
+  pollfd p{runtime.ExitNoticeFd(), POLLIN, 0};
+  return poll(&p, 1, 0) == 1;
+}
+
+TEST_F(ProcessRuntimeTest, AnEndIsNoticedWithoutPollingAndPollDrainsTheNotice) {
+  auto runtime = MakeRuntime();
+  ASSERT_GE(runtime->ExitNoticeFd(), 0);
+  EXPECT_FALSE(ExitNoticePending(*runtime));  // nothing ended yet
+  TaskLaunch l = Launch(1, {"sh", "-c", "exit 3"});
+  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_TRUE(ExitNoticeArrives(*runtime));
+  // The notice follows the exit record: the first Poll after it sees the end.
+  std::vector<TaskStatus> seen = runtime->Poll();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].state, TaskState::kExited);
+  EXPECT_EQ(seen[0].exit_code, 3);
+  EXPECT_FALSE(ExitNoticePending(*runtime));
+}
+
+TEST_F(ProcessRuntimeTest, AnAdoptedTasksEndIsNoticedByTheNewRuntime) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 4"});
+  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  a.reset();  // an agent restart: the supervisor stays, and reaches the next agent's FIFO
+  auto b = MakeRuntime();
+  ASSERT_EQ(b->Poll()[0].state, TaskState::kRunning);
+  EXPECT_FALSE(ExitNoticePending(*b));
+  std::ofstream(task_dir_ + "/go") << "";
+  ASSERT_TRUE(ExitNoticeArrives(*b));
+  EXPECT_EQ(b->Poll()[0].state, TaskState::kExited);
 }
 
 TEST_F(ProcessRuntimeTest, TaskThatEndedWhileNoAgentRanIsReportedOnAdoption) {

@@ -5,6 +5,10 @@
 // A Runtime never forgets a task by itself: a task stays in Poll()'s answer, running or ended,
 // until Forget() is called (after the server has acknowledged its end), also across agent
 // restarts for runtimes that survive them.
+//
+// Threads: one thread calls every method (the agent's runtime thread, runtime_thread.h), except
+// ReadLog() and ExitNoticeFd(), which any thread may call at any time, so that reports carry
+// output without waiting for launches in progress.
 #pragma once
 
 #include <cstdint>
@@ -55,13 +59,20 @@ class Runtime {
   // NotFound for an unknown key.
   virtual Status Forget(const TaskKey& key) = 0;
 
-  // Up to `max_bytes` of a task's output from byte `offset` on ("" at the end). NotFound for an
-  // unknown key.
+  // Up to `max_bytes` of a task's output from byte `offset` on ("" at the end). NotFound when
+  // the task has no output here: an unknown or forgotten key, or a task that failed before
+  // it had files. Thread-safe (see above).
   virtual Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                                       int64_t max_bytes) = 0;
 
   // The tasks running as of the last Poll(), sorted by key.
   virtual std::vector<RunningTask> Running() const = 0;
+
+  // A file descriptor that becomes readable when a task may have ended since the last Poll(),
+  // which drains it; the caller only waits on it (poll(2)) and never reads it. Owned by the
+  // runtime, valid for its lifetime. -1: the runtime has none, and its caller learns of ends by
+  // calling Poll() on a timer. Thread-safe.
+  virtual int ExitNoticeFd() const { return -1; }
 };
 
 }  // namespace corral::agent

@@ -25,6 +25,7 @@ struct Prepared {
   const char* stderr_path;
   const char* exit_path;
   const char* exit_tmp_path;
+  const char* exit_notice_path;  // "" for none
   const char* const* cgroup_procs;
   size_t cgroup_count;
   bool set_identity;
@@ -152,6 +153,17 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   fsync(fd);
   close(fd);
   rename(p.exit_tmp_path, p.exit_path);
+  // After the rename: whoever reads the notice finds the record. Non-blocking: without a reader
+  // (the agent is down: it polls when it is back) open fails with ENXIO; a full FIFO already
+  // wakes its reader.
+  if (p.exit_notice_path[0] != '\0') {
+    int notice = open(p.exit_notice_path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (notice >= 0) {
+      const char byte = 'x';
+      (void)!write(notice, &byte, 1);
+      close(notice);
+    }
+  }
 }
 
 [[noreturn]] void RunShim(const Prepared& p, int report_fd) {
@@ -183,7 +195,9 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   char buffer[256];
   int pipe_fds[2];
   pid_t task = -1;
-  if (pipe2(pipe_fds, O_CLOEXEC) == 0) task = fork();
+  // vfork: the task only makes system calls until it execs (RunTask), and the shim, a copy of
+  // the agent, need not have its page tables copied a second time for each task.
+  if (pipe2(pipe_fds, O_CLOEXEC) == 0) task = vfork();
   if (task < 0) {
     report.failed_step = static_cast<int32_t>(ShimStep::kFork);
     report.error = errno;
@@ -299,6 +313,7 @@ Result<ShimStart> StartShim(const ShimPlan& plan) {
                              plan.stderr_path.c_str(),
                              plan.exit_path.c_str(),
                              exit_tmp.c_str(),
+                             plan.exit_notice_path.c_str(),
                              cgroups.data(),
                              cgroups.size(),
                              plan.identity.has_value(),

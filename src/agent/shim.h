@@ -8,7 +8,8 @@
 //                               exact env; execve)
 //   The shim tells the agent the task's pid and whether exec succeeded (a pipe), waits for the
 //   task, SIGKILLs what is left of the task's process group, writes the exit record atomically
-//   (exit.json: temp file + rename), reaps the task and exits.
+//   (exit.json: temp file + rename), writes one byte to the agent's exit notice FIFO (when the
+//   plan names one and an agent has it open), reaps the task and exits.
 //
 // Everything the forked processes need is prepared before fork(): between fork and exec they
 // only make system calls (no allocation, no locks), which is what POSIX allows after fork in a
@@ -39,9 +40,13 @@ struct ShimPlan {
   std::vector<std::string> argv;  // argv[0] as the task sees it
   std::vector<std::string> env;   // "NAME=value"
   std::string workdir;
-  std::string stdout_path;                // opened O_APPEND|O_CREAT
-  std::string stderr_path;                // opened O_APPEND|O_CREAT
-  std::string exit_path;                  // exit.json, written by the shim at the end
+  std::string stdout_path;  // opened O_APPEND|O_CREAT
+  std::string stderr_path;  // opened O_APPEND|O_CREAT
+  std::string exit_path;    // exit.json, written by the shim at the end
+  // A FIFO the shim writes one byte to once exit.json is in place, so that the agent learns of
+  // the end at once instead of at its next poll. Opened only then (O_NONBLOCK): a FIFO nobody
+  // reads (agent down) or one that is full is skipped; the agent polls anyway. Empty: none.
+  std::string exit_notice_path;
   std::vector<std::string> cgroup_procs;  // cgroup.procs files the task joins before exec
   // nullopt: the task keeps the shim's (the agent's) credentials. The logs are opened and the
   // cgroups joined before the switch, the workdir entered after it (as the task user).

@@ -193,6 +193,28 @@ Status ValidateReport(const nlohmann::json& report) {
       }
     }
   }
+  if (report.contains("seq") &&
+      (!report["seq"].is_number_integer() || report["seq"].get<int64_t>() < 0)) {
+    return InvalidArgument("field 'seq': must be an integer >= 0");
+  }
+  if (report.contains("partial") && !report["partial"].is_boolean()) {
+    return InvalidArgument("field 'partial': must be a boolean");
+  }
+  if (report.contains("starting")) {
+    if (!report["starting"].is_array()) {
+      return InvalidArgument("field 'starting': must be an array");
+    }
+    for (size_t i = 0; i < report["starting"].size(); ++i) {
+      const nlohmann::json& k = report["starting"][i];
+      const std::string where = "field 'starting[" + std::to_string(i) + "]";
+      if (!k.is_object()) return InvalidArgument(where + "': must be an object");
+      for (const char* key : {"allocation_id", "generation"}) {
+        if (!k.contains(key) || !k[key].is_number_integer()) {
+          return InvalidArgument(where + "." + key + "': must be an integer");
+        }
+      }
+    }
+  }
   if (report.contains("logs")) {
     if (!report["logs"].is_array()) return InvalidArgument("field 'logs': must be an array");
     for (size_t i = 0; i < report["logs"].size(); ++i) {
@@ -452,7 +474,7 @@ void Controller::Wake() {
 void Controller::LoopMain() {
   std::unique_lock lock(mu_);
   while (!stopping_) {
-    changed_.wait_for(lock, std::chrono::seconds(1), [&] { return wake_ || stopping_; });
+    changed_.wait_for(lock, config_.loop_tick, [&] { return wake_ || stopping_; });
     if (stopping_) break;
     wake_ = false;
     RoundLocked(lock);
@@ -1350,7 +1372,8 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   job.gpus_idle_noted = false;  // its GPUs are another run's
 }
 
-void Controller::ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running) {
+void Controller::ReleaseWaitsLocked(const std::string& node,
+                                    const std::function<bool(int64_t)>& stopped) {
   auto on = waiting_on_node_.find(node);
   if (on == waiting_on_node_.end()) return;
   for (JobId id : std::set<JobId>(on->second)) {
@@ -1362,7 +1385,7 @@ void Controller::ReleaseWaitsLocked(const std::string& node, const std::set<int6
     LiveJob& job = it->second;
     bool still = false;
     for (auto w = job.waits_for.begin(); w != job.waits_for.end();) {
-      if (w->first == node && !running.count(w->second)) {
+      if (w->first == node && stopped(w->second)) {
         w = job.waits_for.erase(w);
       } else {
         still |= w->first == node;
@@ -1419,6 +1442,9 @@ void Controller::ForgetJobLocked(LiveJob& job) {
   ForgetAllocationsLocked(job);
   unsettled_.erase(id);
   jobs_.erase(id);
+  // Its GPUs, or its place in the queue, are free: the next scheduling round should not wait
+  // for the loop's tick (the caller notifies changed_).
+  wake_ = true;
 }
 
 void Controller::IndexAllocationsLocked(const LiveJob& job) {
@@ -1591,6 +1617,7 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(const std::string&
   }
   node.node_id_hash = id_hash;
   node.token_hash = HashToken(*token);
+  node.reports = {};  // a new agent process numbers its reports from 1 again
   node.last_heartbeat = clock_.Now();
   ++node.version;
   store::NodeRecord record{name, node.inventory.dump(), node.state, node.last_heartbeat,
@@ -1627,7 +1654,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   node.token_hash.clear();        // it must register again; its stale tasks are then killed
   (void)store_.UpsertNode(
       {name, node.inventory.dump(), "lost", node.last_heartbeat, node.node_id_hash});
-  ReleaseWaitsLocked(name, {});  // its tasks are gone with it
+  ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
   auto affected = scheduler_->RemoveNode(name);
   if (!affected.ok()) return;
   for (JobId id : *affected) {
@@ -1835,6 +1862,10 @@ nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord
 
 nlohmann::json Controller::ResponseForLocked(const std::string& name) {
   nlohmann::json run = nlohmann::json::array(), kill = nlohmann::json::array();
+  static const std::set<int64_t> kNoneStarting;
+  auto node = nodes_.find(name);
+  const std::set<int64_t>& starting =
+      node == nodes_.end() ? kNoneStarting : node->second.reports.starting;
   // Only the jobs with tasks on this node: a heartbeat costs O(the node's tasks), not O(jobs).
   static const std::set<JobId> kNone;
   auto on = jobs_on_node_.find(name);
@@ -1844,7 +1875,8 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
     const bool held = !job.waits_for.empty();  // preempted tasks still hold its GPUs
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;
-      if (!stopping && !held && t.state == "assigned") {
+      // Not a launch the agent has accepted and is starting: it would only be sent back.
+      if (!stopping && !held && t.state == "assigned" && !starting.count(t.allocation_id)) {
         run.push_back(LaunchFor(job, t));
         job.launched.insert(t.allocation_id);
       }
@@ -2041,6 +2073,12 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
       gpu_metrics_error = parsed.status().message();
     }
   }
+  const int64_t seq = report.value("seq", int64_t{0});
+  const bool partial = report.value("partial", false);
+  std::set<int64_t> starting;
+  for (const auto& k : report.value("starting", nlohmann::json::array())) {
+    starting.insert(k["allocation_id"].get<int64_t>());
+  }
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.state == "lost") {
@@ -2061,23 +2099,46 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     for (const auto& chunk : report["logs"]) WriteLogLocked(name, chunk);
   }
   std::vector<nlohmann::json> kills;
-  std::set<int64_t> reported;
-  for (const auto& s : report["tasks"]) {
-    reported.insert(s["allocation_id"].get<int64_t>());
-    CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
+  // Two reports of one agent may be in flight at once (a push overtaking a heartbeat): one older
+  // than a report already taken from this registration says nothing the server may act on, and
+  // taking it could undo what the newer one said (mark a task it started lost).
+  const bool stale = seq > 0 && seq <= it->second.reports.last_seq;
+  if (!stale) {
+    it->second.reports.starting = std::move(starting);
+    std::set<int64_t> reported = it->second.reports.starting;  // accepted: not lost, not resent
+    std::set<int64_t> running, ended;
+    for (const auto& s : report["tasks"]) {
+      const int64_t alloc = s["allocation_id"].get<int64_t>();
+      reported.insert(alloc);
+      (s["state"] == "running" ? running : ended).insert(alloc);
+      CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
+    }
+    if (partial) {
+      // Only the tasks it lists: the others keep their states, and the waits on them.
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return ended.count(alloc) > 0; });
+    } else {
+      CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return running.count(alloc) == 0; });
+    }
+    nodes_[name].reports.last_seq = seq;
+    // An end may have freed GPUs: schedule now, not at the loop's next tick, so that the next
+    // job's launch goes out on the node's waiting heartbeat within milliseconds.
+    if (wake_) changed_.notify_all();
   }
-  CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
-  std::set<int64_t> running;
-  for (const auto& s : report["tasks"]) {
-    if (s["state"] == "running") running.insert(s["allocation_id"].get<int64_t>());
-  }
-  ReleaseWaitsLocked(name, running);
+  // What every answer says about the report: whether it was stale, and (so that an agent knows
+  // this server numbers reports, and so takes partial ones: it pushes only then) the newest
+  // report taken.
+  auto about_report = [&](nlohmann::json& answer) {
+    if (stale) answer["stale_report"] = true;
+    answer["taken_seq"] = nodes_[name].reports.last_seq;
+  };
   nlohmann::json response = ResponseForLocked(name);
   const bool quiet = response["run"].empty() && response["kill"].empty() && kills.empty();
   if (quiet && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
     // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
     // pause instead, so that API requests always find a thread.
     response["retry_after_ms"] = std::clamp(wait_ms, 0, 30000);
+    about_report(response);
     return response;
   }
   const auto deadline =
@@ -2093,6 +2154,7 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
   }
   --waiting_heartbeats_;
   for (auto& k : kills) response["kill"].push_back(std::move(k));
+  about_report(response);
   return response;
 }
 

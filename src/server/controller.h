@@ -31,9 +31,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +74,9 @@ struct ControllerConfig {
   Seconds kill_grace{10};    // SIGTERM -> SIGKILL
   std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
   int heartbeat_interval_s = 5;
+  // The scheduling loop runs a round whenever something may have changed (a submission, an
+  // end, a node) and at least this often (node timeouts, time-based rules).
+  std::chrono::milliseconds loop_tick{1000};
   // The admin policy file (sched/policy_config.h, without "projects": project sharing is in the
   // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
   // sched::SchedulingPolicy's defaults.
@@ -100,7 +105,7 @@ class Controller {
                                                     Clock& clock);
   ~Controller();
 
-  // Starts / stops the scheduling loop thread (event-driven plus a 1 s tick).
+  // Starts / stops the scheduling loop thread (event-driven plus a tick, config.loop_tick).
   void Start();
   void Stop();
 
@@ -277,6 +282,13 @@ class Controller {
     Seconds last_heartbeat{0};
     std::string state = "ready";  // ready | cordoned | drained | lost
     uint64_t version = 0;         // bumped when the node has something new to hear
+    // What the reports of the agent's current registration said: the sequence number of the
+    // newest one taken (0: none, or an agent that numbers none), and the allocations it
+    // listed as accepted and starting (their launches are not sent again).
+    struct Reports {
+      int64_t last_seq = 0;
+      std::set<int64_t> starting;
+    } reports;
   };
 
   Controller(ControllerConfig config, store::Store& store, Clock& clock,
@@ -290,8 +302,8 @@ class Controller {
   // A victim of reclaim: requeued now (the scheduler already did); its tasks become stale and
   // are killed at their nodes' next heartbeat; `for_job` launches only after they stopped.
   void PreemptLocked(const sched::Preemption& preemption);
-  // Drops the waits on `node`'s preempted tasks that are no longer running.
-  void ReleaseWaitsLocked(const std::string& node, const std::set<int64_t>& running);
+  // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
+  void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
   // Estimated starts of the first queued jobs (kEstimateHorizon), by job; cached per pass.
   const std::map<JobId, std::optional<Seconds>>& EstimatedStartsLocked();
   void LoopMain();

@@ -85,6 +85,7 @@ class ControllerTest : public ::testing::Test {
     config.session_idle_timeout = session_idle_timeout_;
     config.session_idle_warning = Seconds(300);
     config.session_app_probe = session_app_probe_;
+    config.loop_tick = loop_tick_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -128,6 +129,7 @@ class ControllerTest : public ::testing::Test {
   Seconds node_timeout_{30};
   Seconds session_idle_timeout_{3600};
   SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
+  std::chrono::milliseconds loop_tick_{1000};
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -364,6 +366,116 @@ TEST_F(ControllerTest, LaunchLostInTransitIsSentAgain) {
   EXPECT_EQ(StateOf(id), "running");
   // Once it runs it is not launched again.
   EXPECT_TRUE(Beat("a", Report({TaskReport(again["run"][0], "running")}))["run"].empty());
+}
+
+// A report as the agents number them: `seq`, partial or whole, with the launches it accepted.
+json Numbered(json report, int64_t seq, bool partial = false, std::vector<json> starting = {}) {
+  report["seq"] = seq;
+  if (partial) report["partial"] = true;
+  report["starting"] = json::array();
+  for (const json& launch : starting) {
+    report["starting"].push_back(
+        {{"allocation_id", launch["allocation_id"]}, {"generation", launch["generation"]}});
+  }
+  return report;
+}
+
+TEST_F(ControllerTest, AReportOlderThanOneTakenCannotMarkAJustStartedTaskLost) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 1))["run"][0];
+  // The heartbeat thread's next report (2) was made before the task started; the push thread's
+  // (3) after, and it arrives first.
+  json pushed = Beat("a", Numbered(Report({TaskReport(launch, "running")}), 3, true));
+  EXPECT_FALSE(pushed.contains("stale_report"));
+  EXPECT_EQ(StateOf(id), "running");
+  json late = Beat("a", Numbered(Report(), 2));
+  EXPECT_TRUE(late.value("stale_report", false));
+  EXPECT_EQ(StateOf(id), "running");  // not lost
+  // A newer whole report that leaves the task out does lose it.
+  Beat("a", Numbered(Report(), 4));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
+}
+
+TEST_F(ControllerTest, ARegistrationStartsTheNumberingAgain) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 50))["run"][0];
+  // The agent restarted (tasks survive it) and registers again: its reports count from 1.
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  EXPECT_FALSE(
+      Beat("a", Numbered(Report({TaskReport(launch, "running")}), 1)).contains("stale_report"));
+  EXPECT_EQ(StateOf(id), "running");
+}
+
+TEST_F(ControllerTest, AcceptedLaunchesAreNeitherSentAgainNorLost) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 1))["run"][0];
+  // The agent is still starting it: not sent again (a long poll would return at once), and
+  // not taken for a launch that never arrived.
+  json answer = Beat("a", Numbered(Report(), 2, false, {launch}));
+  EXPECT_TRUE(answer["run"].empty());
+  EXPECT_EQ(StateOf(id), "starting");
+  // Cancelled while starting: the agent gets the kill (and drops the queued launch).
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  answer = Beat("a", Numbered(Report(), 3, false, {launch}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(StateOf(id), "starting");
+  Beat("a", Numbered(Report(), 4));  // dropped before it started
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, APartialReportChangesOnlyTheTasksItLists) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(1));
+  const JobId second = Submit(Spec(1));
+  controller_->Tick();
+  json run = Beat("a", Numbered(Report(), 1))["run"];
+  ASSERT_EQ(run.size(), 2u);
+  Beat("a", Numbered(Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}), 2));
+  ASSERT_EQ(StateOf(first), "running");
+  Beat("a", Numbered(Report({TaskReport(run[0], "exited", 0)}), 3, true));
+  EXPECT_EQ(StateOf(first), "succeeded");
+  EXPECT_EQ(StateOf(second), "running");  // left out of a partial report: not lost
+}
+
+TEST_F(ControllerTest, AnEndSchedulesTheNextJobAndWakesTheNodesWaitingHeartbeat) {
+  loop_tick_ = std::chrono::hours(1);  // so that only the end can start the next job
+  Restart();
+  controller_->Start();
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(1)).ok());
+  const JobId first = Submit(Spec(1));
+  json launch;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (launch.is_null() && std::chrono::steady_clock::now() < deadline) {
+    json run = Beat("a", Numbered(Report(), 1))["run"];  // submissions wake the loop
+    if (!run.empty()) launch = run[0];
+  }
+  ASSERT_FALSE(launch.is_null());
+  const JobId second = Submit(Spec(1));  // waits for the only GPU
+  // The heartbeat thread's long poll waits at the server...
+  auto waiting = std::async(std::launch::async, [&] {
+    return controller_->Heartbeat("a", Numbered(Report({TaskReport(launch, "running")}), 2), 20000);
+  });
+  while (controller_->WaitingHeartbeats() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(controller_->WaitingHeartbeats(), 1);
+  // ... when the push thread reports the end: the next job's launch goes out on that long poll.
+  Beat("a", Numbered(Report({TaskReport(launch, "exited", 0)}), 3, true));
+  EXPECT_EQ(StateOf(first), "succeeded");
+  auto answer = waiting.get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ((*answer)["run"].size(), 1u);
+  EXPECT_EQ((*answer)["run"][0]["job_id"], second.value());
+  controller_->Stop();
 }
 
 TEST_F(ControllerTest, CancelBeforeAnyLaunchFreesTheGpusAtOnce) {

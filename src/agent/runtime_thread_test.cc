@@ -1,0 +1,245 @@
+// The runtime thread against a scripted Runtime: launches that take as long as the test wants,
+// ends the test announces through an exit notice pipe, and a poll interval of an hour, so that
+// anything seen before it came from a notice. Waits on conditions with deadlines, never sleeps.
+#include "agent/runtime_thread.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace corral::agent {
+namespace {
+
+constexpr auto kDeadline = std::chrono::seconds(20);
+
+TaskKey Key(int64_t allocation) { return TaskKey{AllocationId(allocation), 1}; }
+
+TaskLaunch Launch(int64_t allocation) {
+  TaskLaunch l;
+  l.job_id = JobId(allocation);
+  l.key = Key(allocation);
+  l.argv = {"true"};
+  return l;
+}
+
+// A Runtime whose Start() waits while the gate is closed, and whose tasks end when the test
+// says so (with a byte on the exit notice pipe, drained by Poll(), like ProcessRuntime's FIFO).
+class ScriptedRuntime final : public Runtime {
+ public:
+  ScriptedRuntime() { EXPECT_EQ(pipe2(notices_, O_NONBLOCK | O_CLOEXEC), 0); }
+  ~ScriptedRuntime() override {
+    close(notices_[0]);
+    close(notices_[1]);
+  }
+
+  TaskStatus Start(const TaskLaunch& launch) override {
+    std::unique_lock lock(mu_);
+    ++starts_[launch.key];
+    in_start_ = true;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return gate_open_; });
+    in_start_ = false;
+    TaskStatus s;
+    s.job_id = launch.job_id;
+    s.key = launch.key;
+    s.state = TaskState::kRunning;
+    tasks_[launch.key] = s;
+    return s;
+  }
+  std::vector<TaskStatus> Poll() override {
+    char buffer[64];
+    while (read(notices_[0], buffer, sizeof(buffer)) > 0) {
+    }
+    std::lock_guard lock(mu_);
+    std::vector<TaskStatus> out;
+    for (const auto& [key, s] : tasks_) out.push_back(s);
+    return out;
+  }
+  Status Kill(const TaskKey& key, Seconds, const std::string&) override {
+    std::lock_guard lock(mu_);
+    ++kills_[key];
+    return tasks_.count(key) ? Status::Ok() : NotFound("unknown");
+  }
+  Status Forget(const TaskKey& key) override {
+    std::lock_guard lock(mu_);
+    tasks_.erase(key);
+    return Status::Ok();
+  }
+  Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
+    return std::string();
+  }
+  std::vector<RunningTask> Running() const override { return {}; }
+  int ExitNoticeFd() const override { return notices_[0]; }
+
+  void SetGate(bool open) {
+    std::lock_guard lock(mu_);
+    gate_open_ = open;
+    changed_.notify_all();
+  }
+  // Blocks until a Start() waits at the closed gate.
+  bool WaitInStart() {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, kDeadline, [&] { return in_start_; });
+  }
+  // The task ends with `code`, announced like a supervisor would.
+  void End(const TaskKey& key, int code) {
+    {
+      std::lock_guard lock(mu_);
+      tasks_[key].state = TaskState::kExited;
+      tasks_[key].exit_code = code;
+    }
+    ASSERT_EQ(write(notices_[1], "x", 1), 1);
+  }
+  int Starts(const TaskKey& key) {
+    std::lock_guard lock(mu_);
+    return starts_[key];
+  }
+  int Kills(const TaskKey& key) {
+    std::lock_guard lock(mu_);
+    return kills_[key];
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable changed_;
+  bool gate_open_ = true;
+  bool in_start_ = false;
+  std::map<TaskKey, TaskStatus> tasks_;
+  std::map<TaskKey, int> starts_;
+  std::map<TaskKey, int> kills_;
+  int notices_[2] = {-1, -1};
+};
+
+class RuntimeThreadTest : public ::testing::Test {
+ protected:
+  RuntimeThreadTest()
+      : thread_(runtime_, Options(), [this] {
+          std::lock_guard lock(mu_);
+          ++changes_;
+          changed_.notify_all();
+        }) {}
+
+  static RuntimeThread::Options Options() {
+    RuntimeThread::Options o;
+    o.poll_interval = std::chrono::hours(1);  // every end seen comes from its notice
+    return o;
+  }
+
+  // Waits until `done` holds, looking again at every change and every 10 ms.
+  bool WaitUntil(const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    std::unique_lock lock(mu_);
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      changed_.wait_for(lock, std::chrono::milliseconds(10));
+    }
+    return true;
+  }
+  // Waits until the published snapshot satisfies `done`.
+  bool WaitForSnapshot(const std::function<bool(const RuntimeSnapshot&)>& done) {
+    return WaitUntil([&] { return done(thread_.Snapshot()); });
+  }
+
+  static const SnapshotTask* Find(const RuntimeSnapshot& s, const TaskKey& key) {
+    for (const SnapshotTask& t : *s.tasks) {
+      if (t.status.key == key) return &t;
+    }
+    return nullptr;
+  }
+  static bool Starting(const RuntimeSnapshot& s, const TaskKey& key) {
+    return std::find(s.starting.begin(), s.starting.end(), key) != s.starting.end();
+  }
+
+  ScriptedRuntime runtime_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int changes_ = 0;
+  RuntimeThread thread_;  // declared last: stopped before the runtime goes
+};
+
+TEST_F(RuntimeThreadTest, ASlowLaunchNeverBlocksTheReportersAndListsItsTasksAsStarting) {
+  thread_.Start();
+  runtime_.SetGate(false);
+  thread_.Launch(Launch(1));
+  thread_.Launch(Launch(2));
+  ASSERT_TRUE(runtime_.WaitInStart());
+  // Task 1 is being started, task 2 queued: a snapshot is there at once and lists both.
+  RuntimeSnapshot s = thread_.Snapshot();
+  EXPECT_TRUE(Starting(s, Key(1)));
+  EXPECT_TRUE(Starting(s, Key(2)));
+  EXPECT_EQ(Find(s, Key(1)), nullptr);
+  thread_.Launch(Launch(1));  // the server repeats launches: started once
+  runtime_.SetGate(true);
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
+    return Find(s, Key(1)) && Find(s, Key(2)) && s.starting.empty();
+  }));
+  thread_.Launch(Launch(2));
+  thread_.Stop();
+  EXPECT_EQ(runtime_.Starts(Key(1)), 1);
+  EXPECT_EQ(runtime_.Starts(Key(2)), 1);
+}
+
+TEST_F(RuntimeThreadTest, AKillOfAQueuedLaunchMeansItNeverStarts) {
+  thread_.Start();
+  runtime_.SetGate(false);
+  thread_.Launch(Launch(1));
+  ASSERT_TRUE(runtime_.WaitInStart());
+  thread_.Launch(Launch(2));
+  thread_.Kill({Key(2), Seconds(0), "cancelled"});  // still queued: dropped
+  thread_.Kill({Key(1), Seconds(0), "cancelled"});  // being started: killed after its start
+  EXPECT_FALSE(Starting(thread_.Snapshot(), Key(2)));
+  runtime_.SetGate(true);
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.Kills(Key(1)) == 1; }));
+  thread_.Stop();
+  EXPECT_EQ(runtime_.Starts(Key(2)), 0);
+  EXPECT_EQ(runtime_.Kills(Key(2)), 0);
+}
+
+TEST_F(RuntimeThreadTest, AnEndIsPublishedOnItsNoticeWithANewerVersion) {
+  thread_.Start();
+  thread_.Launch(Launch(1));
+  thread_.Launch(Launch(2));
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return s.tasks->size() == 2; }));
+  const RuntimeSnapshot before = thread_.Snapshot();
+  runtime_.End(Key(2), 3);
+  // The poll interval is an hour: only the notice can have brought the end.
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
+    const SnapshotTask* t = Find(s, Key(2));
+    return t && t->status.state == TaskState::kExited;
+  }));
+  const RuntimeSnapshot after = thread_.Snapshot();
+  EXPECT_GT(after.version, before.version);
+  EXPECT_GT(Find(after, Key(2))->changed_at, before.version);  // in a partial report
+  EXPECT_LE(Find(after, Key(1))->changed_at, before.version);  // not: unchanged
+  EXPECT_EQ(Find(after, Key(2))->status.exit_code, 3);
+}
+
+TEST_F(RuntimeThreadTest, EveryStartAndEndIsAChangeForThePusherAndForgottenTasksGo) {
+  thread_.Start();
+  auto changes = [&] {
+    std::lock_guard lock(mu_);
+    return changes_;
+  };
+  const int at_start = changes();
+  thread_.Launch(Launch(1));
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return s.tasks->size() == 1; }));
+  EXPECT_GT(changes(), at_start);
+  const int started = changes();
+  runtime_.End(Key(1), 0);
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
+    return Find(s, Key(1)) && IsTerminal(Find(s, Key(1))->status.state);
+  }));
+  EXPECT_GT(changes(), started);
+  thread_.Forget({Key(1)});
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return s.tasks->empty(); }));
+}
+
+}  // namespace
+}  // namespace corral::agent
