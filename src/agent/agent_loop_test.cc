@@ -284,7 +284,8 @@ class HoldingServer {
  public:
   HoldingServer(httplib::Server& http, bool numbers) : numbers_(numbers) {
     http.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"node_token": "node-secret", "heartbeat_interval_s": 5})",
+      res.set_content(R"({"node_token": "node-secret", "cluster_id": "0123456789abcdef", )"
+                      R"("heartbeat_interval_s": 5})",
                       "application/json");
     });
     http.Post("/api/v1/agent/heartbeat",
