@@ -158,6 +158,28 @@ Status ClusterState::SetSchedulable(NodeIndex n, bool schedulable) {
   return Status::Ok();
 }
 
+Status ClusterState::ResizeNode(NodeIndex n, CpuMilli cpu, MemoryMib memory) {
+  if (n < 0 || n >= NodeSlots() || !nodes_[n].present) return NotFound("no such node");
+  if (cpu.value() < 0 || memory.value() < 0) {
+    return InvalidArgument("node '" + nodes_[n].name + "': CPU and memory must be >= 0");
+  }
+  NodeState& node = nodes_[n];
+  const int64_t cpu_held = node.cpu_total - node.cpu_free;
+  const int64_t memory_held = node.memory_total - node.memory_free;
+  if (cpu.value() < cpu_held || memory.value() < memory_held) {
+    return FailedPrecondition("node '" + node.name + "': its tasks hold " +
+                              std::to_string(cpu_held) + " milli-CPU and " +
+                              std::to_string(memory_held) + " MiB, more than it would offer");
+  }
+  Detach(n);
+  node.cpu_total = cpu.value();
+  node.cpu_free = cpu.value() - cpu_held;
+  node.memory_total = memory.value();
+  node.memory_free = memory.value() - memory_held;
+  Attach(n);
+  return Status::Ok();
+}
+
 bool ClusterState::Fits(const Allocation& a) const {
   if (a.node < 0 || a.node >= NodeSlots() || !nodes_[a.node].present) return false;
   const NodeState& node = nodes_[a.node];

@@ -121,6 +121,11 @@ class ClusterState {
   Status RemoveNode(NodeIndex node);
   // Cordoned or draining nodes keep their allocations but take no new tasks.
   Status SetSchedulable(NodeIndex node, bool schedulable);
+  // Sets the CPU (milli) and memory (MiB) a node offers, keeping its allocations: an agent that
+  // comes back declaring other amounts (corral agent --cpus/--memory-mib, or an upgrade that
+  // declares more CPU for fake GPUs). Errors: unknown node, a negative amount (InvalidArgument),
+  // less than its allocations hold (FailedPrecondition; nothing changes).
+  Status ResizeNode(NodeIndex node, CpuMilli cpu, MemoryMib memory);
   // Looks a node up by name; -1 when unknown or removed.
   NodeIndex FindNode(std::string_view name) const;
 

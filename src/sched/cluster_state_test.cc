@@ -49,6 +49,29 @@ TEST(ClusterState, AllocationThatDoesNotFitChangesNothing) {
   EXPECT_EQ(s.FreeGpuMilli(), 1300);
 }
 
+TEST(ClusterState, ResizingANodeKeepsWhatItsAllocationsHold) {
+  ClusterState s;
+  NodeIndex n = *s.AddNode(T4Node("n1", 2));
+  Allocation take = Take(n, {{0, MilliGpu(1000)}}, 20000);
+  take.memory = MemoryMib(1024);
+  ASSERT_TRUE(s.Allocate(take).ok());
+  ASSERT_TRUE(s.ResizeNode(n, CpuMilli(64000), MemoryMib(4096)).ok());
+  EXPECT_EQ(s.node(n).cpu_total, 64000);
+  EXPECT_EQ(s.node(n).cpu_free, 44000);
+  EXPECT_EQ(s.node(n).memory_free, 3072);
+  // Less than the allocations hold is refused, changing nothing.
+  EXPECT_EQ(s.ResizeNode(n, CpuMilli(10000), MemoryMib(4096)).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.ResizeNode(n, CpuMilli(64000), MemoryMib(512)).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.node(n).cpu_free, 44000);
+  // The allocation is released against the new totals.
+  ASSERT_TRUE(s.Release(take).ok());
+  EXPECT_EQ(s.node(n).cpu_free, 64000);
+  EXPECT_EQ(s.node(n).memory_free, 4096);
+  EXPECT_EQ(s.ResizeNode(n + 1, CpuMilli(1), MemoryMib(1)).code(), StatusCode::kNotFound);
+}
+
 TEST(ClusterState, IdenticalNodesShareAClassUntilTheyDiffer) {
   ClusterState s;
   NodeIndex a = *s.AddNode(T4Node("a"));

@@ -177,6 +177,16 @@ Status Scheduler::SetSchedulable(std::string_view name, bool schedulable) {
   return Status::Ok();
 }
 
+Status Scheduler::ResizeNode(std::string_view name, CpuMilli cpu, MemoryMib memory) {
+  NodeIndex n = state_.FindNode(name);
+  if (n < 0) return NotFound("node '" + std::string(name) + "' is not in the cluster");
+  CORRAL_RETURN_IF_ERROR(state_.ResizeNode(n, cpu, memory));
+  ++generation_;  // more may fit now
+  ++state_version_;
+  UpdateCapacity(state_, fair_share_);
+  return Status::Ok();
+}
+
 // --- Jobs ------------------------------------------------------------------------------------
 
 const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {

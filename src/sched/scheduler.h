@@ -140,6 +140,9 @@ class Scheduler {
   Result<std::vector<JobId>> RemoveNode(std::string_view name);
   // Cordon (false) or uncordon (true) a node. Errors: unknown node.
   Status SetSchedulable(std::string_view name, bool schedulable);
+  // Sets the CPU and memory a node offers, its running tasks staying
+  // (ClusterState::ResizeNode's errors; NotFound naming an unknown node).
+  Status ResizeNode(std::string_view name, CpuMilli cpu, MemoryMib memory);
 
   // Queues a validated job. Errors: invalid job, duplicate id.
   Status Submit(const model::Job& job);

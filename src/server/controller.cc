@@ -1570,6 +1570,19 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
 
 // --- Nodes and agents ------------------------------------------------------------------------
 
+namespace {
+
+// True when two node inventories differ at most in the CPU and memory offered.
+bool OnlyResourcesDiffer(nlohmann::json a, nlohmann::json b) {
+  for (const char* field : {"cpu_milli", "memory_mib"}) {
+    a.erase(field);
+    b.erase(field);
+  }
+  return a == b;
+}
+
+}  // namespace
+
 Status Controller::AddNodeToSchedulerLocked(const std::string& name,
                                             const nlohmann::json& inventory) {
   auto node = NodeFromInventory(name, inventory);
@@ -1601,6 +1614,15 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(const std::string&
                          "' is held by another agent (a different node id); stop that agent, or "
                          "wait until its node is lost (" +
                          std::to_string(config_.node_timeout.value()) + " s without heartbeat)");
+  }
+  if (live && it->second.inventory != inventory &&
+      OnlyResourcesDiffer(it->second.inventory, inventory)) {
+    // Another --cpus or --memory-mib (or an upgrade that declares more CPU for fake GPUs): the
+    // node keeps its tasks when they still fit.
+    Result<model::Node> resized = NodeFromInventory(name, inventory);
+    if (resized.ok() && scheduler_->ResizeNode(name, resized->cpu, resized->memory).ok()) {
+      it->second.inventory = inventory;
+    }
   }
   if (live && it->second.inventory != inventory) {
     LoseNodeLocked(name, it->second, "node " + name + " re-registered with another inventory");

@@ -618,6 +618,31 @@ TEST_F(ControllerTest, RegistrationTellsTheStoresClusterIdAndRefusesUnsafeNames)
   }
 }
 
+TEST_F(ControllerTest, ANodeBackWithOtherCpuAndMemoryKeepsItsJobsWhileTheyFit) {
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json spec = Spec(8, 1, /*max_restarts=*/1);
+  spec["resources"]["cpu_milli"] = 16000;
+  const JobId id = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The agent comes back (an upgrade, another --cpus) offering more CPU and less memory.
+  json more = Inventory(8);
+  more["cpu_milli"] = 128000;
+  more["memory_mib"] = 256 * 1024;
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, more).ok());
+  EXPECT_EQ((*controller_->JobView(alice_, id))["state"], "running");
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
+  // Back with less CPU than its task holds: the node is replaced, as for any other change.
+  json less = Inventory(8);
+  less["cpu_milli"] = 8000;
+  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, less).ok());
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
+}
+
 TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
   ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
