@@ -77,6 +77,7 @@ class Dev:
         threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # drain the rest
         self.token = open(os.path.join(self.data, "admin.token")).read().strip()
         self.node_states = set()  # every state the watcher saw the node in
+        self.slow_answers = 0  # watcher requests that failed or timed out (not node states)
         self.watching = True
         self.watcher = threading.Thread(target=self.watch, daemon=True)
         self.watcher.start()
@@ -101,8 +102,8 @@ class Dev:
                     self.node_states.update(n["state"] for n in nodes)
                     if not nodes and self.node_states:  # gone after it had joined
                         self.node_states.add("missing")
-            except Exception as e:  # the server is busy: a slow answer is not a lost node
-                self.node_states.add("unreachable: " + type(e).__name__)
+            except Exception:  # the server is busy: a slow answer is not a lost node
+                self.slow_answers += 1
             time.sleep(0.05)
 
     def submit(self, spec):
@@ -162,7 +163,8 @@ def test_gang_of_600_on_one_node(root):
         took = time.monotonic() - started
         check("a 600-task gang on one node starts: all its tasks run",
               running and dev.state(gang) == "running", dev.job(gang).get("reason"))
-        print(f"     (600 tasks running {took:.1f} s after the submission)", flush=True)
+        print(f"     (600 tasks running {took:.1f} s after the submission; {dev.slow_answers} "
+              "node listings failed or took over 30 s meanwhile)", flush=True)
         check("the node is never declared lost while they start", dev.node_states == {"ready"},
               dev.node_states)
         job = dev.job(bystander)

@@ -134,6 +134,32 @@ def test_two_clusters_and_two_agents_on_one_host(root):
         started = wait_for(lambda: all(f"start-{n}{i + 1}" in log_of(clusters[n], j)
                                        for n in jobs for i, j in enumerate(jobs[n])), 30)
         check("every job started (its output came back)", started)
+        # The collision was in the cgroups: each agent's tasks must sit in its own namespace.
+        namespaces = {"A": [(os.path.join(a.root, "agent-" + n), n) for n in ("n1", "n2")],
+                      "B": [(os.path.join(b.data, "agent"), "dev")]}
+        roots = [r for r in ("/sys/fs/cgroup/memory/corral", "/sys/fs/cgroup/corral")
+                 if os.path.isdir(r)]
+        if not roots:
+            print("SKIP the cgroup namespace checks: no corral cgroups on this host (not root, "
+                  "or no memory controller); the tasks' ends are still checked", flush=True)
+        else:
+            found = {}
+            for name, agents in namespaces.items():
+                for work, node in agents:
+                    ids = os.listdir(os.path.join(work, "clusters"))
+                    found[f"{name}/{node}"] = sorted(
+                        d for cluster in ids
+                        for d in os.listdir(os.path.join(roots[0], cluster, node))
+                        if os.path.isdir(os.path.join(roots[0], cluster, node, d)))
+            cluster_ids = {name: os.listdir(os.path.join(agents[0][0], "clusters"))
+                           for name, agents in namespaces.items()}
+            check("each cluster's agents have their own cluster id",
+                  len(cluster_ids["A"]) == 1 and len(cluster_ids["B"]) == 1 and
+                  cluster_ids["A"] != cluster_ids["B"], cluster_ids)
+            check("each agent's running tasks are in its own cgroup namespace "
+                  "(corral/<cluster>/<node>/<alloc>-<gen>)",
+                  sum(len(v) for v in found.values()) == 2 * count and len(found["B/dev"]) == count,
+                  found)
 
         # End them one at a time, alternating which cluster goes first, by allocation id.
         by_alloc = {n: {allocations(clusters[n], j)[0]: (i + 1, j) for i, j in enumerate(jobs[n])}

@@ -300,6 +300,8 @@ void AgentLoop::Acknowledge(const Report& report, const nlohmann::json& answer) 
     std::lock_guard lock(report_mu_);
     // Such a server would take a partial report for the node's whole truth, and lose every
     // task it leaves out: pushes wait for an answer that shows the server numbers reports.
+    // (Belt and braces: a server that old sends no cluster id either, and is refused at
+    // registration.)
     if (answer.contains("taken_seq")) server_takes_partial_ = true;
     // Output is written at its offset whichever report brings it, so even a stale report's
     // output is the server's now.

@@ -10,7 +10,7 @@
 
 namespace corral::agent {
 
-// Reads <work_dir>/node.id, or creates it (32 lowercase hex characters from /dev/urandom and a
+// Reads <work_dir>/node.id, or creates it (32 lowercase hex characters from getrandom() and a
 // newline; mode 0600, written to a temp file and renamed, so a crash leaves no partial id) when
 // it does not exist. `work_dir` must exist. Errors name the path: a malformed file is
 // InvalidArgument (never replaced: the id is this node's identity), I/O failures IoError.

@@ -1,9 +1,10 @@
 #include "server/auth.h"
 
 #include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include <algorithm>
+
+#include "common/random_id.h"
 
 namespace corral::server {
 
@@ -21,16 +22,8 @@ std::string Hex(const unsigned char* data, size_t size) {
 
 }  // namespace
 
-Result<std::string> GenerateSecretHex() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) {
-    return Status(StatusCode::kInternal, "no secure randomness (RAND_bytes failed)");
-  }
-  return Hex(bytes, sizeof bytes);
-}
-
 Result<std::string> GenerateToken() {
-  auto secret = GenerateSecretHex();
+  auto secret = RandomHexId(kSecretBytes);
   if (!secret.ok()) return secret.status();
   return "crl_" + *secret;
 }

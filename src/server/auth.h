@@ -3,6 +3,7 @@
 // token (also stored hashed) and then with a per-node token.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,11 +12,11 @@
 
 namespace corral::server {
 
-// A new random secret ("crl_<64 hex>") from OpenSSL's CSPRNG; an error only when the system
-// has no secure randomness.
+// Random bytes in a secret: a token's, a session's (RandomHexId(kSecretBytes), 64 hex).
+inline constexpr size_t kSecretBytes = 32;
+// A new random secret ("crl_<64 hex>") from the kernel's CSPRNG (RandomHexId); an error only
+// when the system has no secure randomness.
 Result<std::string> GenerateToken();
-// 32 random bytes from the same source as 64 lowercase hex characters (a session's secret).
-Result<std::string> GenerateSecretHex();
 // Lowercase hex SHA-256 of a token: what the store keeps.
 std::string HashToken(const std::string& token);
 // Constant-time comparison of two equal-length strings (hash checks).

@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include "common/config_file.h"
+#include "common/random_id.h"
 #include "model/node.h"
 #include "model/session.h"
 #include "sched/fragmentation.h"
@@ -546,7 +547,7 @@ Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
   if (!access.ok()) return access.status();
   if (spec->session) {
     // The app's secret: generated here, stored with the spec, shown only to the session's owner.
-    auto token = GenerateSecretHex();
+    auto token = RandomHexId(kSecretBytes);
     if (!token.ok()) return token.status();
     spec->session->token = *token;
   }

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <string>
+#include <string_view>
 
 namespace corral::store {
 namespace {
@@ -19,13 +20,14 @@ Result<const LibPq*> Load() {
                               ", Debian package libpq5): " + (why ? why : "dlopen failed"));
   }
   auto* pq = new LibPq;  // lives as long as the process, like the library
-#define CORRAL_LIBPQ_RESOLVE(name)                                                      \
-  pq->name = reinterpret_cast<decltype(pq->name)>(dlsym(library, #name));               \
-  if (pq->name == nullptr) {                                                            \
-    delete pq;                                                                          \
-    return FailedPrecondition(std::string(kLibPqSoname) +                               \
-                              " has no " #name                                          \
-                              " (PostgreSQL 14 or newer is needed for pipeline mode)"); \
+#define CORRAL_LIBPQ_RESOLVE(name)                                                                \
+  pq->name = reinterpret_cast<decltype(pq->name)>(dlsym(library, #name));                         \
+  if (pq->name == nullptr) {                                                                      \
+    delete pq;                                                                                    \
+    return FailedPrecondition(std::string(kLibPqSoname) + " has no " #name +                      \
+                              (std::string_view(#name).find("Pipeline") != std::string_view::npos \
+                                   ? " (PostgreSQL 14 or newer is needed for pipeline mode)"      \
+                                   : ""));                                                        \
   }
   CORRAL_LIBPQ_FUNCTIONS(CORRAL_LIBPQ_RESOLVE)
 #undef CORRAL_LIBPQ_RESOLVE

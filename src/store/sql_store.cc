@@ -180,22 +180,27 @@ SqlParams NewJobParams(const JobRecord& job, SqlValue array_id) {
 }
 
 // The store's cluster id, written first when it has none. Servers opening one store together
-// both offer an id; the first insert wins (ON CONFLICT DO NOTHING) and both read the winner.
+// both offer an id; the first insert wins (ON CONFLICT DO NOTHING) and both read the winner. A
+// store that has one is only read (no write lock taken at every open).
 Result<std::string> LoadOrCreateClusterId(SqlConnection& conn) {
-  Result<std::string> offered = RandomHexId(model::kClusterIdLength / 2);
-  if (!offered.ok()) return offered.status();
-  auto inserted = conn.Execute(
-      "INSERT INTO cluster (singleton, id) VALUES (1, ?) ON CONFLICT (singleton) DO NOTHING",
-      {*offered});
-  if (!inserted.ok()) return inserted.status();
-  auto rows = conn.Query("SELECT id FROM cluster WHERE singleton = 1", {});
-  if (!rows.ok()) return rows.status();
-  if (rows->empty()) return Status(StatusCode::kInternal, "the cluster row is missing");
-  std::string id = (*rows)[0].Text(0);
-  if (Status valid = model::ValidateClusterId(id); !valid.ok()) {
-    return Status(StatusCode::kInternal, "stored " + valid.message());
+  for (bool offered = false;; offered = true) {
+    auto rows = conn.Query("SELECT id FROM cluster WHERE singleton = 1", {});
+    if (!rows.ok()) return rows.status();
+    if (!rows->empty()) {
+      std::string id = (*rows)[0].Text(0);
+      if (Status valid = model::ValidateClusterId(id); !valid.ok()) {
+        return Status(StatusCode::kInternal, "stored " + valid.message());
+      }
+      return id;
+    }
+    if (offered) return Status(StatusCode::kInternal, "the cluster row is missing");
+    Result<std::string> offer = RandomHexId(model::kClusterIdLength / 2);
+    if (!offer.ok()) return offer.status();
+    auto inserted = conn.Execute(
+        "INSERT INTO cluster (singleton, id) VALUES (1, ?) ON CONFLICT (singleton) DO NOTHING",
+        {*offer});
+    if (!inserted.ok()) return inserted.status();
   }
-  return id;
 }
 
 }  // namespace
