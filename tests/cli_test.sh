@@ -279,6 +279,7 @@ fi
 expect_json "[x['array_index'] for x in j] == [3, 2, 1, 0] and {x['array_id'] for x in j} == {$array}" -- \
   "$corral" jobs --array "$array" -o json
 expect_exit 0 "^$array +${array}_0 " -- "$corral" jobs --array "$array"
+expect_exit 0 "^Job $((array + 1)), element 1 of array $array  state: " -- "$corral" job show $((array + 1))
 expect_exit 2 "--array: part 'x-3': 'x' is not an index" -- "$corral" submit --array 0-5,x-3 -- true
 expect_exit 2 "--array: the running limit '%0'" -- "$corral" submit --array 0-5%0 -- true
 printf 'grid:\n  lr: [0.1, 0.01]\n  batch: [32, 64]\nmax_running: 1\n' >"$work/sweep.yaml"

@@ -243,9 +243,14 @@ void PrintJobs(const json& jobs) {
 }
 
 void PrintJob(const json& j) {
-  std::cout << "Job " << Str(j, "id") << " (" << Str(j, "name") << ")  state: " << Str(j, "state")
-            << "\n  user: " << Str(j, "user") << "  project: " << Str(j, "project")
-            << "  priority: " << Str(j, "priority") << "  restarts: " << Str(j, "restarts")
+  std::cout << "Job " << Str(j, "id");
+  if (const std::string name = Str(j, "name"); !name.empty()) std::cout << " (" << name << ")";
+  if (j.contains("array_id")) {
+    std::cout << ", element " << Str(j, "array_index") << " of array " << Str(j, "array_id");
+  }
+  std::cout << "  state: " << Str(j, "state") << "\n  user: " << Str(j, "user")
+            << "  project: " << Str(j, "project") << "  priority: " << Str(j, "priority")
+            << "  restarts: " << Str(j, "restarts")
             << "\n  command: " << j["spec"].value("command", json::array()).dump() << "\n";
   // The effective request: what was asked, with the server's defaults filled in.
   const json& r = j["spec"].value("resources", json::object());
