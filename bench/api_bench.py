@@ -167,10 +167,10 @@ class Client:
         self.reconnects = 0
         self.quickack = QUICKACK if quickack is None else quickack
 
-    def request(self, method, path, body=None, token=None):
+    def request(self, method, path, body=None, token=None, headers=None):
         """Returns (status, parsed JSON or raw bytes). Retries once when the server had
         closed an idle keep-alive connection before reading the request (nothing was done)."""
-        headers = {"Authorization": "Bearer " + (token or self.token or "")}
+        headers = dict(headers or {}, Authorization="Bearer " + (token or self.token or ""))
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
@@ -481,7 +481,8 @@ def node_name(i):
 def registration_body(name):
     gpus = [{"index": g, "uuid": f"GPU-{name}-{g}", "memory_mib": 81920, "nvlink_domain": 0}
             for g in range(8)]
-    return json.dumps({"name": name, "node_id": f"bench-node-id-{name}", "inventory": {
+    return json.dumps({"protocol_version": 1, "name": name, "node_id": f"bench-node-id-{name}",
+                       "inventory": {
         "hostname": name, "cpu_milli": 64000, "memory_mib": 262144, "gpu_model": "A100-80GB",
         "gpus": gpus}}).encode()
 
@@ -494,8 +495,10 @@ def _heartbeat_worker(w, workers, nodes, port, join_token, interval, flags, coun
     base = w * NC
     mine = list(range(w, nodes, workers))
     names = {i: node_name(i) for i in mine}
-    beats = {i: json.dumps({"name": names[i], "tasks": [], "logs": [], "wait_ms": 0}).encode()
-             for i in mine}
+    # Each report numbered above the last (the server takes only newer ones), so every heartbeat
+    # does the whole work of one.
+    beat = b'{"seq": %d, "tasks": [], "logs": [], "wait_ms": 0}'
+    seqs = {i: 0 for i in mine}
     client = Client(port)
     tokens = {}
     heap = []  # (due time, node)
@@ -513,7 +516,9 @@ def _heartbeat_worker(w, workers, nodes, port, join_token, interval, flags, coun
             late = now - due
             t0 = time.monotonic()
             try:
-                status, _ = client.request("POST", "/api/v1/agent/heartbeat", beats[i], tokens[i])
+                seqs[i] += 1
+                status, _ = client.request("POST", "/api/v1/agent/heartbeat", beat % seqs[i], tokens[i],
+                                           {"X-Corral-Node": names[i]})
             except OSError:
                 status = None
             dt = time.monotonic() - t0

@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/gpu_metrics.h"
 #include "agent/host_resources.h"
-#include "agent/task.h"
+#include "agent/task_setup.h"
+#include "common/build_info.h"
 #include "model/node.h"
 
 namespace corral::agent {
@@ -25,13 +27,21 @@ std::string LogKey(const TaskKey& key, LogStream stream) {
   return ToString(key) + (stream == LogStream::kStdout ? ".stdout" : ".stderr");
 }
 
+// The error of a failed request, with the server's problem detail; a problem's "title" (the
+// server's StatusCodeName) says what a 409 is: a name held (already_exists) or a refusal of
+// this agent (failed_precondition: another protocol version).
 Status HttpError(const httplib::Result& r, const std::string& what) {
   if (!r) return IoError(what + ": " + httplib::to_string(r.error()));
   std::string detail = r->body;
   auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (j.is_object() && j.contains("detail")) detail = j["detail"].get<std::string>();
+  if (j.is_object() && j["detail"].is_string()) detail = j["detail"].get<std::string>();
   if (r->status == 401) return Unauthenticated(what + ": " + detail);
-  if (r->status == 409) return AlreadyExists(what + ": " + detail);
+  if (r->status == 409) {
+    if (j.is_object() && j["title"] == StatusCodeName(StatusCode::kFailedPrecondition)) {
+      return FailedPrecondition(what + ": " + detail);
+    }
+    return AlreadyExists(what + ": " + detail);
+  }
   return Status(StatusCode::kInternal,
                 what + ": HTTP " + std::to_string(r->status) + ": " + detail);
 }
@@ -46,11 +56,12 @@ std::unique_ptr<httplib::Client> MakeClient(const AgentOptions& options) {
 }
 
 Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions& options,
-                                      const nlohmann::json& inventory) {
+                                      protocol::NodeInventory inventory) {
   httplib::Headers headers = {{"Authorization", "Bearer " + options.join_token}};
-  nlohmann::json body = {
-      {"name", options.name}, {"node_id", options.node_id}, {"inventory", inventory}};
-  auto r = http.Post("/api/v1/agent/register", headers, body.dump(), "application/json");
+  const protocol::RegisterRequest request{protocol::kProtocolVersion, options.name, options.node_id,
+                                          std::move(inventory)};
+  auto r = http.Post("/api/v1/agent/register", headers, protocol::ToJson(request).dump(),
+                     "application/json");
   if (!r || r->status != 200) {
     Status s = HttpError(r, "register with " + options.server_url);
     if (s.code() == StatusCode::kAlreadyExists) {  // a live node holds the name (409)
@@ -58,20 +69,19 @@ Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions&
     }
     return s;
   }
-  auto answer = nlohmann::json::parse(r->body, nullptr, false);
-  if (!answer.is_object() || !answer["node_token"].is_string()) {
-    return Status(StatusCode::kInternal, "register: malformed answer");
-  }
-  if (!answer["cluster_id"].is_string()) {
+  auto json = nlohmann::json::parse(r->body, nullptr, false);
+  if (json.is_object() && !json.contains("protocol_version")) {
     return FailedPrecondition("the server at " + options.server_url +
-                              " sent no cluster id: it runs an older corral than this agent; "
-                              "upgrade the servers before their agents");
+                              " speaks no protocol version: it runs an older corral than this "
+                              "agent (" +
+                              kVersion + "); upgrade the servers before their agents");
   }
-  Registration registration{answer["node_token"].get<std::string>(),
-                            answer["cluster_id"].get<std::string>()};
-  if (Status valid = model::ValidateClusterId(registration.cluster_id); !valid.ok()) {
-    return Status(StatusCode::kInternal, "register: malformed answer: " + valid.message());
+  Result<protocol::RegisterAnswer> answer = protocol::ParseRegisterAnswer(json);
+  if (!answer.ok()) {
+    return Status(StatusCode::kInternal,
+                  "register: malformed answer: " + answer.status().message());
   }
+  Registration registration{answer->node_token, answer->cluster_id};
   if (!options.cluster_id.empty() && registration.cluster_id != options.cluster_id) {
     return FailedPrecondition(
         "the server at " + options.server_url + " is of cluster " + registration.cluster_id +
@@ -83,38 +93,35 @@ Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions&
 
 }  // namespace
 
-Result<nlohmann::json> NodeInventory(const AgentOptions& options, GpuProbe& probe) {
+Result<protocol::NodeInventory> NodeInventory(const AgentOptions& options, GpuProbe& probe) {
   auto detected = DetectHostResources();
   if (!detected.ok()) return detected.status();
   const HostResources host = Offered(*std::move(detected), options.declared);
   auto gpus = probe.Discover();
   if (!gpus.ok()) return gpus.status();
-  nlohmann::json list = nlohmann::json::array();
+  protocol::NodeInventory inventory;
+  inventory.hostname = host.hostname;
+  inventory.cpu = host.cpu;
+  inventory.memory = host.memory;
+  inventory.gpu_model = gpus->model;
+  // A GPU's index is its place in the list (the probe lists them in index order).
   for (const auto& g : gpus->gpus) {
-    list.push_back({{"index", g.index},
-                    {"uuid", g.uuid},
-                    {"memory_mib", g.memory.value()},
-                    {"nvlink_domain", g.nvlink_domain}});
+    inventory.gpus.push_back({g.uuid, g.memory, g.nvlink_domain});
   }
-  nlohmann::json inventory{{"hostname", host.hostname},
-                           {"cpu_milli", host.cpu.value()},
-                           {"memory_mib", host.memory.value()},
-                           {"gpu_model", gpus->model},
-                           {"gpus", list},
-                           {"labels", options.labels},
-                           {"runtimes", options.runtimes}};
+  inventory.labels = options.labels;
+  inventory.runtimes = options.runtimes;
   // Only when given: the server falls back to the node name (and an agent upgraded in place
   // keeps the inventory its node registered with).
-  if (!options.address.empty()) inventory["address"] = options.address;
-  if (!options.container_engine.empty()) inventory["container_engine"] = options.container_engine;
+  inventory.address = options.address;
+  inventory.container_engine = options.container_engine;
   return inventory;
 }
 
 Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe) {
-  Result<nlohmann::json> inventory = NodeInventory(options, probe);
+  Result<protocol::NodeInventory> inventory = NodeInventory(options, probe);
   if (!inventory.ok()) return inventory.status();
   std::unique_ptr<httplib::Client> http = MakeClient(options);
-  return PostRegistration(*http, options, *inventory);
+  return PostRegistration(*http, options, std::move(inventory).value());
 }
 
 bool IsFatalRegistrationError(const Status& status) {
@@ -179,17 +186,17 @@ void AgentLoop::SampleLoop() {
 
 std::vector<RunningTask> AgentLoop::RunningTasks() { return *runtime_thread_.Snapshot().running; }
 
-Result<nlohmann::json> AgentLoop::Inventory() { return NodeInventory(options_, probe_); }
+Result<protocol::NodeInventory> AgentLoop::Inventory() { return NodeInventory(options_, probe_); }
 
 Status AgentLoop::Register() {
   auto inventory = Inventory();
   if (!inventory.ok()) return inventory.status();
-  if (options_.name.empty()) options_.name = (*inventory)["hostname"];
-  Result<Registration> registration = PostRegistration(*http_, options_, *inventory);
+  if (options_.name.empty()) options_.name = inventory->hostname;
+  Result<Registration> registration =
+      PostRegistration(*http_, options_, std::move(inventory).value());
   if (!registration.ok()) return registration.status();
   std::lock_guard lock(report_mu_);
   node_token_ = registration->node_token;
-  server_takes_partial_ = false;  // until this server's first answer says so
   return Status::Ok();
 }
 
@@ -221,14 +228,12 @@ std::optional<AgentLoop::Report> AgentLoop::BuildReport(ReportKind kind) {
         it = offsets.count(it->first) ? std::next(it) : log_offsets_.erase(it);
       }
     }
-    report.body["seq"] = ++seq_;
+    report.body.seq = ++seq_;
   }
   report.version = snapshot.version;
-  nlohmann::json statuses = nlohmann::json::array();
-  nlohmann::json chunks = nlohmann::json::array();
   int64_t total = 0;
   for (const SnapshotTask* t : tasks) {
-    statuses.push_back(ToJson(t->status));
+    report.body.tasks.push_back(t->status);
     bool output_left = false;
     for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
       if (total >= kMaxLogBytesPerHeartbeat) {
@@ -247,40 +252,31 @@ std::optional<AgentLoop::Report> AgentLoop::BuildReport(ReportKind kind) {
       output_left = true;  // sent now; an end goes only once a report finds nothing more
       report.log_ends[key] = offset + static_cast<int64_t>(data->size());
       total += static_cast<int64_t>(data->size());
-      chunks.push_back({{"allocation_id", t->status.key.allocation.value()},
-                        {"generation", t->status.key.generation},
-                        {"stream", stream == LogStream::kStdout ? "stdout" : "stderr"},
-                        {"offset", offset},
-                        {"data", *data}});
+      report.body.logs.push_back({t->status.key, stream, offset, *std::move(data)});
     }
     if (IsTerminal(t->status.state) && !output_left) report.finished.push_back(t->status.key);
   }
-  nlohmann::json starting = nlohmann::json::array();
-  for (const TaskKey& key : snapshot.starting) {
-    starting.push_back({{"allocation_id", key.allocation.value()}, {"generation", key.generation}});
-  }
-  report.body["name"] = options_.name;
-  report.body["tasks"] = std::move(statuses);
-  report.body["starting"] = std::move(starting);
-  report.body["logs"] = std::move(chunks);
+  report.body.starting = snapshot.starting;
   if (kind == ReportKind::kPartial) {
-    report.body["partial"] = true;
-    report.body["wait_ms"] = 0;
+    report.body.partial = true;
+    report.body.wait_ms = 0;
   } else {
-    report.body["wait_ms"] = options_.wait_ms;
-    if (nlohmann::json metrics = DueGpuMetrics(*snapshot.running); !metrics.is_null()) {
-      report.body["gpu_metrics"] = std::move(metrics);
-    }
+    report.body.wait_ms = std::clamp(options_.wait_ms, 0, protocol::kMaxWaitMs);
+    report.body.gpu_metrics = DueGpuMetrics(*snapshot.running);
   }
   return report;
 }
 
-Result<nlohmann::json> AgentLoop::Send(httplib::Client& http, const std::string& token,
-                                       const Report& report) {
-  httplib::Headers headers = {{"Authorization", "Bearer " + token}};
-  auto r = http.Post("/api/v1/agent/heartbeat", headers,
-                     report.body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                     "application/json");
+Result<protocol::ReportAnswer> AgentLoop::Send(httplib::Client& http, const std::string& token,
+                                               const Report& report) {
+  // The node's name (set at the first registration) travels with its token, in headers: the
+  // server authenticates the report before it reads its body.
+  httplib::Headers headers = {{"Authorization", "Bearer " + token},
+                              {protocol::kNodeHeader, options_.name}};
+  auto r = http.Post(
+      "/api/v1/agent/heartbeat", headers,
+      protocol::ToJson(report.body).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      "application/json");
   if (!r || r->status != 200) {
     Status s = HttpError(r, "heartbeat");
     if (s.code() == StatusCode::kUnauthenticated) {
@@ -289,20 +285,19 @@ Result<nlohmann::json> AgentLoop::Send(httplib::Client& http, const std::string&
     }
     return s;
   }
-  auto answer = nlohmann::json::parse(r->body, nullptr, false);
-  return answer.is_object() ? answer : nlohmann::json::object();
+  Result<protocol::ReportAnswer> answer =
+      protocol::ParseReportAnswer(nlohmann::json::parse(r->body, nullptr, false));
+  if (!answer.ok()) {
+    return Status(StatusCode::kInternal,
+                  "heartbeat: malformed answer: " + answer.status().message());
+  }
+  return answer;
 }
 
-void AgentLoop::Acknowledge(const Report& report, const nlohmann::json& answer) {
-  // A server older than sequence numbers never says "stale_report": it took the report.
-  const bool taken = !answer.value("stale_report", false);
+void AgentLoop::Acknowledge(const Report& report, const protocol::ReportAnswer& answer) {
+  const bool taken = !answer.stale_report;
   {
     std::lock_guard lock(report_mu_);
-    // Such a server would take a partial report for the node's whole truth, and lose every
-    // task it leaves out: pushes wait for an answer that shows the server numbers reports.
-    // (Belt and braces: a server that old sends no cluster id either, and is refused at
-    // registration.)
-    if (answer.contains("taken_seq")) server_takes_partial_ = true;
     // Output is written at its offset whichever report brings it, so even a stale report's
     // output is the server's now.
     for (const auto& [key, end] : report.log_ends) {
@@ -312,24 +307,18 @@ void AgentLoop::Acknowledge(const Report& report, const nlohmann::json& answer) 
     if (taken) taken_version_ = std::max(taken_version_, report.version);
   }
   if (taken) runtime_thread_.Forget(report.finished);
-  for (const auto& launch_json : answer.value("run", nlohmann::json::array())) {
-    auto launch = TaskLaunchFromJson(launch_json);
-    if (!launch.ok()) continue;  // reported as nothing running; the server will see it stays
-    runtime_thread_.Launch(std::move(launch).value());
-  }
-  for (const auto& kill : answer.value("kill", nlohmann::json::array())) {
-    runtime_thread_.Kill({TaskKey{AllocationId(kill.value("allocation_id", int64_t{-1})),
-                                  kill.value("generation", int64_t{-1})},
-                          Seconds(kill.value("grace_s", int64_t{10})),
-                          kill.value("reason", std::string("stopped by the server"))});
-  }
+  // A launch the codec refused (answer.refused_run) is not run: reported as nothing running,
+  // the server sees that it stays so.
+  for (const TaskLaunch& launch : answer.run) runtime_thread_.Launch(launch);
+  for (const KillOrder& kill : answer.kill) runtime_thread_.Kill(kill);
 }
 
-nlohmann::json AgentLoop::DueGpuMetrics(const std::vector<RunningTask>& running) {
+std::optional<protocol::GpuMetrics> AgentLoop::DueGpuMetrics(
+    const std::vector<RunningTask>& running) {
   std::lock_guard lock(sample_mu_);
-  if (!sample_ || sample_sent_) return nullptr;
+  if (!sample_ || sample_sent_) return std::nullopt;
   sample_sent_ = true;
-  return GpuMetricsJson(Attribute(*sample_, running, ProcParentOf), sampled_at_ms_);
+  return GpuMetricsReport(Attribute(*sample_, running, ProcParentOf), sampled_at_ms_);
 }
 
 Status AgentLoop::Beat() {
@@ -348,9 +337,7 @@ Status AgentLoop::Beat() {
   if (!answer.ok()) return answer.status();
   Acknowledge(*report, *answer);
   // The server had no thread to spare for a long poll: pause instead of asking again at once.
-  pause_ms_ = answer->contains("retry_after_ms") && (*answer)["retry_after_ms"].is_number_integer()
-                  ? std::clamp((*answer)["retry_after_ms"].get<int>(), 0, 30000)
-                  : 0;
+  pause_ms_ = answer->retry_after_ms.value_or(0);
   return Status::Ok();
 }
 
@@ -379,16 +366,14 @@ void AgentLoop::PushLoop() {
     push_wanted_ = false;  // changes published from now on ask for another push
     lock.unlock();
     std::string token;
-    bool pushes = false;
     {
       std::lock_guard report_lock(report_mu_);
       token = node_token_;
-      pushes = server_takes_partial_;
     }
-    // Not registered, or not yet told that the server takes partial reports: the next
-    // heartbeat reports everything. A failed push is not retried either: the next heartbeat
-    // carries the same states.
-    if (!token.empty() && pushes) {
+    // Not registered: the next heartbeat reports everything. A failed push is not retried
+    // either: the next heartbeat carries the same states. (Every server that accepts this
+    // agent's protocol version takes partial reports.)
+    if (!token.empty()) {
       if (std::optional<Report> report = BuildReport(ReportKind::kPartial)) {
         if (auto answer = Send(*push_http_, token, *report); answer.ok()) {
           Acknowledge(*report, *answer);

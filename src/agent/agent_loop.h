@@ -31,7 +31,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
@@ -42,6 +41,7 @@
 #include "agent/runtime.h"
 #include "agent/runtime_thread.h"
 #include "common/status.h"
+#include "protocol/agent_messages.h"
 
 namespace httplib {
 class Client;
@@ -91,16 +91,19 @@ struct Registration {
   std::string cluster_id;  // the cluster's id (model::ValidateClusterId)
 };
 
-// Registers the node once (POST /api/v1/agent/register with NodeInventory()). Errors: those of
-// AgentLoop::Run that IsFatalRegistrationError() calls fatal, plus FailedPrecondition when the
-// server sends no cluster id (a corral older than this agent: upgrade servers first) or another
-// one than options.cluster_id; other errors (the server unreachable, HTTP 5xx) may pass.
+// Registers the node once (POST /api/v1/agent/register: protocol::RegisterRequest with this
+// agent's protocol version and NodeInventory()). Errors: those of AgentLoop::Run that
+// IsFatalRegistrationError() calls fatal, plus FailedPrecondition when the server refuses this
+// agent's protocol version (its message says what to upgrade), sends no protocol version (a
+// corral older than this agent: upgrade servers first), or another cluster id than
+// options.cluster_id; other errors (the server unreachable, HTTP 5xx) may pass.
 Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe);
 // True for registration errors that retrying cannot mend: an invalid join token, the node name
-// held by a live node with another node id, another cluster (FailedPrecondition).
+// held by a live node with another node id, another cluster or protocol version
+// (FailedPrecondition).
 bool IsFatalRegistrationError(const Status& status);
 // The inventory sent at registration: host resources plus the probe's GPUs.
-Result<nlohmann::json> NodeInventory(const AgentOptions& options, GpuProbe& probe);
+Result<protocol::NodeInventory> NodeInventory(const AgentOptions& options, GpuProbe& probe);
 
 // --metrics-interval in seconds as AgentOptions::metrics_interval_ms: 0 (no metrics) or 0.1 to
 // 15 s. Longer is refused: the server counts at most 30 s of a gap between two samples towards
@@ -115,12 +118,12 @@ class AgentLoop {
   ~AgentLoop();
 
   // NodeInventory() of this loop's node.
-  Result<nlohmann::json> Inventory();
+  Result<protocol::NodeInventory> Inventory();
   // Runs until `stop` becomes true (see the threads above). Connection errors are retried with
   // a back-off. Fatal (returned) while not registered: IsFatalRegistrationError() — an invalid
   // join token (kUnauthenticated), the node name held by a live node with another node id
-  // (kAlreadyExists, HTTP 409), a server of another cluster than options.cluster_id or without
-  // cluster ids (kFailedPrecondition). Once per loop.
+  // (kAlreadyExists, HTTP 409), a server of another cluster than options.cluster_id, one that
+  // refuses this agent's protocol version or speaks none (kFailedPrecondition). Once per loop.
   Status Run(const std::atomic<bool>& stop);
   // The tasks the runtime ran as of its last snapshot. Thread-safe: a FakeProbe follows them
   // (SetTaskSource) from the sampler thread.
@@ -129,7 +132,7 @@ class AgentLoop {
  private:
   // A report as sent, and what its acknowledgement settles.
   struct Report {
-    nlohmann::json body;
+    protocol::Report body;
     int64_t version = 0;  // the snapshot's
     // "<alloc>-<gen>.<stream>" -> the offset the report's output reaches.
     std::map<std::string, int64_t> log_ends;
@@ -146,13 +149,14 @@ class AgentLoop {
   // A 200 answer to `report`: advances log offsets; unless the server says the report was
   // stale, counts it as taken and forgets its finished tasks; hands the orders to the runtime
   // thread.
-  void Acknowledge(const Report& report, const nlohmann::json& answer);
-  // POSTs `report` with the node token `token` over `http`; the parsed answer on 200 (an
-  // object, possibly empty). A 401 forgets the node token, so that the heartbeat registers again.
-  Result<nlohmann::json> Send(httplib::Client& http, const std::string& token,
-                              const Report& report);
-  // The "gpu_metrics" object of the sampler's newest sample not yet sent, else null.
-  nlohmann::json DueGpuMetrics(const std::vector<RunningTask>& running);
+  void Acknowledge(const Report& report, const protocol::ReportAnswer& answer);
+  // POSTs `report` with the node token `token` (and the node's name in protocol::kNodeHeader)
+  // over `http`; the parsed answer on 200. A 401 forgets the node token, so that the heartbeat
+  // registers again.
+  Result<protocol::ReportAnswer> Send(httplib::Client& http, const std::string& token,
+                                      const Report& report);
+  // The GPU metrics of the sampler's newest sample not yet sent, else nullopt.
+  std::optional<protocol::GpuMetrics> DueGpuMetrics(const std::vector<RunningTask>& running);
   // One heartbeat (registering first if needed).
   Status Beat();
   // Heartbeats until `stop`.
@@ -176,12 +180,10 @@ class AgentLoop {
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
 
   // Shared by the heartbeat and push threads, guarded by report_mu_: the node token (empty:
-  // not registered), whether the server answered since then that it numbers reports (and so
-  // takes partial ones), the last sequence number, the output the server has of each stream,
-  // and the newest snapshot version whose report the server took.
+  // not registered), the last sequence number, the output the server has of each stream, and
+  // the newest snapshot version whose report the server took.
   std::mutex report_mu_;
   std::string node_token_;
-  bool server_takes_partial_ = false;
   int64_t seq_ = 0;
   std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes taken
   int64_t taken_version_ = 0;

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <functional>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "agent/fake_probe.h"
@@ -19,6 +20,7 @@ namespace corral::agent {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Runs nothing: registration is all these tests exercise.
 class NoTasks final : public Runtime {
@@ -119,7 +121,8 @@ void AnswerRegistration(httplib::Server& server, const std::string& answer) {
 }
 
 TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
-  std::string answer = R"({"node_token": "t", "cluster_id": "0123456789abcdef"})";
+  std::string answer = R"({"protocol_version": 1, "node_token": "t", "cluster_id": )"
+                       R"("0123456789abcdef"})";
   server_.Post("/api/v1/agent/register", [&](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
     res.set_content(answer, "application/json");
@@ -131,25 +134,49 @@ TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
   // Not a path component of this host's: refused (and not fatal: a broken answer).
   {
     std::lock_guard<std::mutex> lock(mu_);
-    answer = R"({"node_token": "t", "cluster_id": "../../etc"})";
+    answer = R"({"protocol_version": 1, "node_token": "t", "cluster_id": "../../etc"})";
   }
   Result<Registration> broken = RegisterAgent(Options(), probe_);
   EXPECT_EQ(broken.status().code(), StatusCode::kInternal);
   EXPECT_FALSE(IsFatalRegistrationError(broken.status()));
 }
 
-TEST_F(AgentLoopTest, AServerWithoutClusterIdsStopsTheAgentNamingTheUpgrade) {
+// A server older than protocol versions (which sent no cluster id either).
+TEST_F(AgentLoopTest, AServerWithoutProtocolVersionsStopsTheAgentNamingTheUpgrade) {
   AnswerRegistration(server_, R"({"node_token": "t", "heartbeat_interval_s": 5})");
   AgentLoop loop(Options(), probe_, runtime_);
   Status s = RunUntilItReturns(loop);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("speaks no protocol version"));
   EXPECT_THAT(s.message(), HasSubstr("upgrade the servers before their agents"));
+}
+
+// The server refuses this agent's protocol version: the agent stops, showing why.
+TEST_F(AgentLoopTest, ARefusedProtocolVersionStopsTheAgentWithTheServersReason) {
+  server_.Post("/api/v1/agent/register", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      register_body_ = nlohmann::json::parse(req.body, nullptr, false);
+    }
+    res.status = 409;
+    res.set_content(R"({"title": "failed_precondition", "status": 409, "detail": )"
+                    R"("this agent speaks protocol version 1, too old for this server"})",
+                    "application/problem+json");
+  });
+  AgentLoop loop(Options(), probe_, runtime_);
+  Status s = RunUntilItReturns(loop);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("this agent speaks protocol version 1, too old"));
+  EXPECT_THAT(s.message(), Not(HasSubstr("--name")));  // not a name held by another node
+  std::lock_guard<std::mutex> lock(mu_);
+  EXPECT_EQ(register_body_["protocol_version"], protocol::kProtocolVersion);
 }
 
 // The server at the agent's URL now serves another store (another cluster): the agent stops
 // rather than report its tasks there, where they are unknown and would be killed.
 TEST_F(AgentLoopTest, AServerOfAnotherClusterStopsTheAgent) {
-  AnswerRegistration(server_, R"({"node_token": "t", "cluster_id": "bbbbbbbbbbbbbbbb"})");
+  AnswerRegistration(server_, R"({"protocol_version": 1, "node_token": "t", )"
+                              R"("cluster_id": "bbbbbbbbbbbbbbbb"})");
   int beats = 0;
   server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request&, httplib::Response& res) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -193,17 +220,21 @@ class HangingProbe final : public GpuProbe {
 
 TEST_F(AgentLoopTest, AHungGpuProbeDoesNotStopTheHeartbeats) {
   server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"node_token": "node-secret", "cluster_id": "0123456789abcdef", )"
-                    R"("heartbeat_interval_s": 5})",
+    res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
+                    R"("cluster_id": "0123456789abcdef", "heartbeat_interval_s": 5})",
                     "application/json");
   });
-  int beats = 0, with_metrics = 0;
+  int beats = 0, with_metrics = 0, named = 0;
   server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
     const auto body = nlohmann::json::parse(req.body, nullptr, false);
     std::lock_guard<std::mutex> lock(mu_);
     ++beats;
     with_metrics += body.contains("gpu_metrics");
-    res.set_content("{}", "application/json");
+    // Credentials in headers only: the node's name and token, never in the body.
+    named += req.get_header_value("X-Corral-Node") == "node-a" &&
+             req.get_header_value("Authorization") == "Bearer node-secret" &&
+             !body.contains("name");
+    res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
   });
   HangingProbe probe;
   AgentOptions options = Options();
@@ -223,6 +254,7 @@ TEST_F(AgentLoopTest, AHungGpuProbeDoesNotStopTheHeartbeats) {
     return ok();
   };
   EXPECT_TRUE(wait_until([&] { return count(beats) >= 5; }));
+  EXPECT_EQ(count(named), count(beats));
   EXPECT_EQ(count(with_metrics), 0);  // the sample never came: the heartbeats went on without
   probe.Release();
   EXPECT_TRUE(wait_until([&] { return count(with_metrics) >= 1; }));
@@ -278,33 +310,30 @@ class OneTask final : public Runtime {
 };
 
 // A server that takes every report and holds every whole report after the first as a long
-// poll until released; `numbers` says whether its answers carry "taken_seq" (this server's) or
-// not (an older server's).
+// poll until released.
 class HoldingServer {
  public:
-  HoldingServer(httplib::Server& http, bool numbers) : numbers_(numbers) {
+  explicit HoldingServer(httplib::Server& http) {
     http.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"node_token": "node-secret", "cluster_id": "0123456789abcdef", )"
-                      R"("heartbeat_interval_s": 5})",
+      res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
+                      R"("cluster_id": "0123456789abcdef", "heartbeat_interval_s": 5})",
                       "application/json");
     });
-    http.Post("/api/v1/agent/heartbeat",
-              [this](const httplib::Request& req, httplib::Response& res) {
-                const auto body = nlohmann::json::parse(req.body, nullptr, false);
-                std::unique_lock lock(mu_);
-                const bool partial = body.value("partial", false);
-                (partial ? partials_ : fulls_).push_back(body);
-                changed_.notify_all();
-                if (!partial && fulls_.size() > 1) {
-                  ++held_;
-                  changed_.notify_all();
-                  changed_.wait_for(lock, std::chrono::seconds(20), [&] { return released_; });
-                  --held_;
-                }
-                nlohmann::json answer = nlohmann::json::object();
-                if (numbers_) answer["taken_seq"] = body["seq"];
-                res.set_content(answer.dump(), "application/json");
-              });
+    http.Post(
+        "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+          const auto body = nlohmann::json::parse(req.body, nullptr, false);
+          std::unique_lock lock(mu_);
+          const bool partial = body.value("partial", false);
+          (partial ? partials_ : fulls_).push_back(body);
+          changed_.notify_all();
+          if (!partial && fulls_.size() > 1) {
+            ++held_;
+            changed_.notify_all();
+            changed_.wait_for(lock, std::chrono::seconds(20), [&] { return released_; });
+            --held_;
+          }
+          res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
+        });
   }
   // Waits (up to 20 s) until `done` holds for the reports so far.
   bool WaitUntil(const std::function<bool()>& done) {
@@ -331,11 +360,10 @@ class HoldingServer {
   std::vector<nlohmann::json> fulls_, partials_;
   int held_ = 0;
   bool released_ = false;
-  const bool numbers_;
 };
 
 TEST_F(AgentLoopTest, AnEndIsPushedWhileTheLongPollWaitsWithItsOutputAndANewerNumber) {
-  HoldingServer server(server_, /*numbers=*/true);
+  HoldingServer server(server_);
   OneTask runtime;
   AgentOptions options = Options();
   options.metrics_interval_ms = 0;
@@ -359,26 +387,6 @@ TEST_F(AgentLoopTest, AnEndIsPushedWhileTheLongPollWaitsWithItsOutputAndANewerNu
   server.Release();
   stop = true;
   EXPECT_TRUE(done.get().ok());
-}
-
-TEST_F(AgentLoopTest, NoPushToAServerThatDoesNotNumberReports) {
-  // Such a server would take a partial report for the node's whole truth.
-  HoldingServer server(server_, /*numbers=*/false);
-  server.Release();  // no long polls: the heartbeats carry the end
-  OneTask runtime;
-  AgentOptions options = Options();
-  options.metrics_interval_ms = 0;
-  options.wait_ms = 0;
-  AgentLoop loop(options, probe_, runtime);
-  std::atomic<bool> stop{false};
-  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
-  ASSERT_TRUE(server.WaitUntil([&] { return server.fulls_.size() >= 2; }));
-  runtime.End();
-  ASSERT_TRUE(server.WaitUntil([&] { return HoldingServer::HasEnd(server.fulls_); }));
-  stop = true;
-  EXPECT_TRUE(done.get().ok());
-  std::lock_guard lock(server.mu_);
-  EXPECT_TRUE(server.partials_.empty());
 }
 
 TEST(MetricsIntervalTest, OffOrATenthToFifteenSeconds) {

@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/task.h"
+#include "agent/task_setup.h"
 #include "common/status.h"
 #include "common/units.h"
 

@@ -1,7 +1,7 @@
 // Test support shared by the agent's tests: the rendezvous of one part of a two-part job.
 #pragma once
 
-#include "agent/task.h"
+#include "agent/task_setup.h"
 #include "model/launcher.h"
 
 namespace corral::agent {

@@ -74,31 +74,28 @@ std::vector<AttributedGpu> Attribute(const std::vector<GpuSample>& samples,
   return out;
 }
 
-nlohmann::json GpuMetricsJson(const std::vector<AttributedGpu>& gpus, int64_t sampled_at_ms) {
-  nlohmann::json list = nlohmann::json::array();
+protocol::GpuMetrics GpuMetricsReport(const std::vector<AttributedGpu>& gpus,
+                                      int64_t sampled_at_ms) {
+  protocol::GpuMetrics out;
+  out.sampled_at_ms = sampled_at_ms;
   for (const AttributedGpu& g : gpus) {
-    nlohmann::json tasks = nlohmann::json::array();
-    for (const TaskKey& k : g.tasks) tasks.push_back(ToString(k));
-    nlohmann::json j = {{"index", g.sample.index}, {"tasks", tasks}};
     const GpuSample& s = g.sample;
-    if (s.gpu_utilization_percent) j["utilization_percent"] = *s.gpu_utilization_percent;
-    if (s.memory_utilization_percent) {
-      j["memory_utilization_percent"] = *s.memory_utilization_percent;
-    }
-    if (s.memory_used) j["memory_used_mib"] = s.memory_used->value();
-    if (s.power_milliwatts) j["power_mw"] = *s.power_milliwatts;
-    if (s.temperature_celsius) j["temperature_c"] = *s.temperature_celsius;
-    nlohmann::json processes = nlohmann::json::array();
+    protocol::GpuMetric gpu;
+    gpu.index = s.index;
+    gpu.tasks = g.tasks;
+    gpu.utilization_percent = s.gpu_utilization_percent;
+    gpu.memory_utilization_percent = s.memory_utilization_percent;
+    if (s.memory_used) gpu.memory_used_mib = s.memory_used->value();
+    gpu.power_mw = s.power_milliwatts;
+    gpu.temperature_c = s.temperature_celsius;
     for (const AttributedProcess& p : g.processes) {
-      nlohmann::json pj = {{"pid", p.process.pid}};
-      if (p.process.memory_used) pj["memory_used_mib"] = p.process.memory_used->value();
-      if (p.task) pj["task"] = ToString(*p.task);
-      processes.push_back(pj);
+      protocol::GpuProcessReport process{p.process.pid, std::nullopt, p.task};
+      if (p.process.memory_used) process.memory_used_mib = p.process.memory_used->value();
+      gpu.processes.push_back(std::move(process));
     }
-    j["processes"] = processes;
-    list.push_back(j);
+    out.gpus.push_back(std::move(gpu));
   }
-  return {{"sampled_at_ms", sampled_at_ms}, {"gpus", list}};
+  return out;
 }
 
 }  // namespace corral::agent

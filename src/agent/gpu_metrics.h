@@ -5,13 +5,13 @@
 
 #include <cstdint>
 #include <functional>
-#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <vector>
 
 #include "agent/gpu_probe.h"
 #include "agent/runtime.h"
-#include "agent/task.h"
+#include "agent/task_setup.h"
+#include "protocol/agent_messages.h"
 
 namespace corral::agent {
 
@@ -43,10 +43,9 @@ std::vector<AttributedGpu> Attribute(const std::vector<GpuSample>& samples,
                                      const std::vector<RunningTask>& running,
                                      const ParentOf& parent_of);
 
-// The heartbeat's "gpu_metrics" object: {"sampled_at_ms": ms, "gpus": [{"index", "tasks":
-// ["<alloc>-<gen>"...], "utilization_percent", "memory_utilization_percent", "memory_used_mib",
-// "power_mw", "temperature_c", "processes": [{"pid", "memory_used_mib", "task"}]}]}; fields the
-// device does not report are absent.
-nlohmann::json GpuMetricsJson(const std::vector<AttributedGpu>& gpus, int64_t sampled_at_ms);
+// The heartbeat's GPU metrics (protocol::GpuMetrics) of attributed samples taken at
+// `sampled_at_ms` (Unix ms); fields the device does not report stay unset.
+protocol::GpuMetrics GpuMetricsReport(const std::vector<AttributedGpu>& gpus,
+                                      int64_t sampled_at_ms);
 
 }  // namespace corral::agent

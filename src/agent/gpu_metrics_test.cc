@@ -55,7 +55,7 @@ TEST(GpuMetricsTest, ProcessesBelongToTheTaskAboveThemInTheProcessTree) {
   EXPECT_EQ(gpus[3].processes[0].task, (TaskKey{AllocationId(3), 2}));
   EXPECT_TRUE(gpus[4].tasks.empty());
 
-  nlohmann::json j = GpuMetricsJson(gpus, 1234);
+  nlohmann::json j = protocol::ToJson(GpuMetricsReport(gpus, 1234));
   EXPECT_EQ(j["sampled_at_ms"], 1234);
   EXPECT_EQ(j["gpus"][0]["tasks"][0], "1-2");
   EXPECT_EQ(j["gpus"][2]["utilization_percent"], 20);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "agent/task.h"
+#include "agent/task_setup.h"
 #include "model/launcher.h"
 
 namespace corral::agent {

@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "agent/task.h"
+#include "agent/task_setup.h"
 #include "common/status.h"
 #include "common/units.h"
 
 namespace corral::agent {
 
-enum class LogStream { kStdout, kStderr };
+using protocol::LogStream;
 
 // A running task as the runtime runs it, for GPU metrics (gpu_metrics.h): its launch (with the
 // runtime it really runs in: a fallback may turn a "process" launch into a container), its

@@ -28,15 +28,12 @@
 #include <vector>
 
 #include "agent/runtime.h"
+#include "protocol/agent_messages.h"
 
 namespace corral::agent {
 
-// Stop a task: Runtime::Kill's arguments.
-struct KillOrder {
-  TaskKey key;
-  Seconds grace{10};
-  std::string reason;
-};
+// Stop a task: Runtime::Kill's arguments, as the server's answers order it.
+using KillOrder = protocol::StopOrder;
 
 // One task as the last poll saw it.
 struct SnapshotTask {

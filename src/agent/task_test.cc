@@ -1,11 +1,10 @@
-#include "agent/task.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "agent/distributed_test_support.h"
+#include "agent/task_setup.h"
 
 namespace corral::agent {
 namespace {
@@ -363,9 +362,9 @@ TEST(TaskJsonTest, DistributedErrorsNameTheField) {
       {"port", 80, "field 'distributed.port': must be in 1024..65531"},
       {"port", 65534, "field 'distributed.port': must be in 1024..65531"},
       {"hosts", nullptr, "field 'distributed.hosts': is required"},
-      {"hosts", "10.77.0.2", "field 'distributed.hosts': must be an array of addresses"},
+      {"hosts", "10.77.0.2", "field 'distributed.hosts': must be an array of strings"},
       {"hosts", nlohmann::json({"10.77.0.2", 3}),
-       "field 'distributed.hosts': must be an array of addresses"},
+       "field 'distributed.hosts': must be an array of strings"},
       {"hosts", nlohmann::json({"10.77.0.2"}),
        "field 'distributed.hosts': must have one address per node (2), got 1"},
       {"hosts", nlohmann::json({"10.77.0.2", "x\ny"}), "field 'distributed.hosts[1]'"},

@@ -99,142 +99,38 @@ nlohmann::json AllocationJson(const sched::Allocation& a, const std::string& nod
 }
 
 // The launch's "environment" (docs/environments.md): what the agent's runtime sets up.
-nlohmann::json LaunchEnvironment(const EnvironmentVersion& env) {
-  nlohmann::json out = {{"name", env.record.name},
-                        {"version", env.record.version},
-                        {"runtime", env.spec.PreferredRuntime()}};
-  if (!env.spec.image.empty()) out["image"] = env.spec.image;
-  if (!env.spec.venv.empty()) out["venv"] = env.spec.venv;
-  if (!env.spec.conda.empty()) out["conda"] = env.spec.conda;
-  return out;
+protocol::LaunchEnvironment LaunchEnvironmentOf(const EnvironmentVersion& env) {
+  return {env.record.name, env.record.version, env.spec.PreferredRuntime(),
+          env.spec.image,  env.spec.venv,      env.spec.conda};
 }
 
-constexpr size_t kMaxNodeRuntimes = 8;
-
-// The scheduler's node from an agent inventory (see docs/control-plane.md).
-Result<model::Node> NodeFromInventory(const std::string& name, const nlohmann::json& inv) {
-  try {
-    model::Node node;
-    node.name = name;
-    node.cpu = CpuMilli(inv.at("cpu_milli").get<int64_t>());
-    node.memory = MemoryMib(inv.at("memory_mib").get<int64_t>());
-    node.gpu_model = inv.value("gpu_model", "");
-    int index = 0;
-    for (const auto& g : inv.value("gpus", nlohmann::json::array())) {
-      model::Gpu gpu;
-      gpu.index = index++;
-      gpu.uuid = g.value("uuid", "");
-      gpu.memory = MemoryMib(g.value("memory_mib", int64_t{0}));
-      gpu.nvlink_domain = g.value("nvlink_domain", 0);
-      node.gpus.push_back(gpu);
-    }
-    if (inv.contains("labels")) {
-      if (!inv["labels"].is_object()) {
-        return InvalidArgument("inventory of node '" + name +
-                               "': field 'labels': must be an object of strings");
-      }
-      for (const auto& [k, v] : inv["labels"].items()) node.labels[k] = v.get<std::string>();
-    }
-    if (inv.contains("runtimes")) {
-      const nlohmann::json& runtimes = inv["runtimes"];
-      if (!runtimes.is_array() || runtimes.size() > kMaxNodeRuntimes) {
-        return InvalidArgument("inventory of node '" + name +
-                               "': field 'runtimes': must be a list of at most " +
-                               std::to_string(kMaxNodeRuntimes) + " runtime names");
-      }
-      for (const auto& r : runtimes) {
-        const std::string runtime = r.get<std::string>();
-        // A newer agent may offer runtimes this server does not know: they place nothing.
-        if (runtime == model::kProcessRuntime || runtime == model::kContainerRuntime) {
-          node.runtimes.push_back(runtime);
-        }
-      }
-    }
-    if (inv.contains("container_engine") &&
-        (!inv["container_engine"].is_string() ||
-         inv["container_engine"].get<std::string>().size() > 128)) {
-      return InvalidArgument("inventory of node '" + name +
-                             "': field 'container_engine': must be a string of at most 128 bytes");
-    }
-    if (inv.contains("address")) {
-      CORRAL_RETURN_IF_ERROR(model::ValidateNodeAddress(inv["address"].get<std::string>()));
-    }
-    CORRAL_RETURN_IF_ERROR(model::Validate(node));
-    return node;
-  } catch (const nlohmann::json::exception& e) {
-    return InvalidArgument("inventory of node '" + name + "': " + e.what());
+// The scheduler's node from an agent inventory (see docs/control-plane.md); the codec checked
+// the inventory's fields, model::Validate checks the node.
+Result<model::Node> NodeFromInventory(const std::string& name, const protocol::NodeInventory& inv) {
+  model::Node node;
+  node.name = name;
+  node.cpu = inv.cpu;
+  node.memory = inv.memory;
+  node.gpu_model = inv.gpu_model;
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    model::Gpu gpu;
+    gpu.index = static_cast<int>(i);
+    gpu.uuid = inv.gpus[i].uuid;
+    gpu.memory = inv.gpus[i].memory;
+    gpu.nvlink_domain = inv.gpus[i].nvlink_domain;
+    node.gpus.push_back(gpu);
   }
-}
-
-// A heartbeat report is checked whole before any of it is applied: its task list is the node's
-// truth, so a malformed one must not make tasks look missing.
-Status ValidateReport(const nlohmann::json& report) {
-  if (!report.is_object()) return InvalidArgument("heartbeat: must be a JSON object");
-  if (!report.contains("tasks") || !report["tasks"].is_array()) {
-    return InvalidArgument("field 'tasks': must be an array (every task the agent knows)");
-  }
-  static const std::set<std::string> kStates = {"running", "exited", "killed", "failed_to_start",
-                                                "lost"};
-  for (size_t i = 0; i < report["tasks"].size(); ++i) {
-    const nlohmann::json& t = report["tasks"][i];
-    const std::string where = "field 'tasks[" + std::to_string(i) + "]";
-    if (!t.is_object()) return InvalidArgument(where + "': must be an object");
-    for (const char* key : {"allocation_id", "generation"}) {
-      if (!t.contains(key) || !t[key].is_number_integer()) {
-        return InvalidArgument(where + "." + key + "': must be an integer");
-      }
-    }
-    if (!t.contains("state") || !t["state"].is_string() || !kStates.count(t["state"])) {
-      return InvalidArgument(where + ".state': must be one of running, exited, killed, " +
-                             "failed_to_start, lost");
-    }
-    for (const char* key : {"started_at", "ended_at"}) {
-      if (t.contains(key) && !t[key].is_null() && !t[key].is_number_integer()) {
-        return InvalidArgument(where + "." + key + "': must be an integer");
-      }
+  node.labels = inv.labels;
+  for (const std::string& runtime : inv.runtimes) {
+    // A newer agent may offer runtimes this server does not know: they place nothing.
+    if (runtime == model::kProcessRuntime || runtime == model::kContainerRuntime) {
+      node.runtimes.push_back(runtime);
     }
   }
-  if (report.contains("seq") &&
-      (!report["seq"].is_number_integer() || report["seq"].get<int64_t>() < 0)) {
-    return InvalidArgument("field 'seq': must be an integer >= 0");
+  if (Status valid = model::Validate(node); !valid.ok()) {
+    return InvalidArgument("inventory of node '" + name + "': " + valid.message());
   }
-  if (report.contains("partial") && !report["partial"].is_boolean()) {
-    return InvalidArgument("field 'partial': must be a boolean");
-  }
-  if (report.contains("starting")) {
-    if (!report["starting"].is_array()) {
-      return InvalidArgument("field 'starting': must be an array");
-    }
-    for (size_t i = 0; i < report["starting"].size(); ++i) {
-      const nlohmann::json& k = report["starting"][i];
-      const std::string where = "field 'starting[" + std::to_string(i) + "]";
-      if (!k.is_object()) return InvalidArgument(where + "': must be an object");
-      for (const char* key : {"allocation_id", "generation"}) {
-        if (!k.contains(key) || !k[key].is_number_integer()) {
-          return InvalidArgument(where + "." + key + "': must be an integer");
-        }
-      }
-    }
-  }
-  if (report.contains("logs")) {
-    if (!report["logs"].is_array()) return InvalidArgument("field 'logs': must be an array");
-    for (size_t i = 0; i < report["logs"].size(); ++i) {
-      const nlohmann::json& c = report["logs"][i];
-      const std::string where = "field 'logs[" + std::to_string(i) + "]";
-      if (!c.is_object()) return InvalidArgument(where + "': must be an object");
-      for (const char* key : {"allocation_id", "generation", "offset"}) {
-        if (!c.contains(key) || !c[key].is_number_integer()) {
-          return InvalidArgument(where + "." + key + "': must be an integer");
-        }
-      }
-      for (const char* key : {"stream", "data"}) {
-        if (!c.contains(key) || !c[key].is_string()) {
-          return InvalidArgument(where + "." + key + "': must be a string");
-        }
-      }
-    }
-  }
-  return Status::Ok();
+  return node;
 }
 
 }  // namespace
@@ -366,10 +262,13 @@ Status Controller::Recover() {
   if (!nodes.ok()) return nodes.status();
   for (const auto& n : *nodes) {
     if (n.state == "lost") continue;
-    auto inventory = nlohmann::json::parse(n.inventory_json, nullptr, false);
-    if (!AddNodeToSchedulerLocked(n.name, inventory).ok()) continue;
+    // Written by this server or a predecessor; one that no longer reads is skipped (its agent
+    // registers again).
+    auto inventory =
+        protocol::ParseNodeInventory(nlohmann::json::parse(n.inventory_json, nullptr, false));
+    if (!inventory.ok() || !AddNodeToSchedulerLocked(n.name, *inventory).ok()) continue;
     LiveNode& live = nodes_[n.name];
-    live.inventory = inventory;
+    live.inventory = std::move(inventory).value();
     live.node_id_hash = n.node_id_hash;
     live.state = n.state;
     // Agents get a full timeout to come back before their node is declared lost.
@@ -1295,7 +1194,8 @@ void Controller::RestoreRendezvousLocked(const LiveJob& job) {
 
 std::string Controller::NodeAddressLocked(const std::string& node) const {
   auto it = nodes_.find(node);
-  return it == nodes_.end() ? node : it->second.inventory.value("address", node);
+  return it == nodes_.end() || it->second.inventory.address.empty() ? node
+                                                                    : it->second.inventory.address;
 }
 
 Status Controller::AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
@@ -1574,39 +1474,35 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
 namespace {
 
 // True when two node inventories differ at most in the CPU and memory offered.
-bool OnlyResourcesDiffer(nlohmann::json a, nlohmann::json b) {
-  for (const char* field : {"cpu_milli", "memory_mib"}) {
-    a.erase(field);
-    b.erase(field);
-  }
+bool OnlyResourcesDiffer(protocol::NodeInventory a, protocol::NodeInventory b) {
+  a.cpu = b.cpu;
+  a.memory = b.memory;
   return a == b;
 }
 
 }  // namespace
 
 Status Controller::AddNodeToSchedulerLocked(const std::string& name,
-                                            const nlohmann::json& inventory) {
+                                            const protocol::NodeInventory& inventory) {
   auto node = NodeFromInventory(name, inventory);
   if (!node.ok()) return node.status();
   auto added = scheduler_->AddNode(*node);
   return added.ok() ? Status::Ok() : added.status();
 }
 
-Result<Controller::NodeRegistration> Controller::RegisterNode(const std::string& name,
-                                                              const std::string& node_id,
-                                                              const nlohmann::json& inventory) {
+Result<Controller::NodeRegistration> Controller::RegisterNode(
+    const protocol::RegisterRequest& request) {
+  const std::string& name = request.name;
+  const protocol::NodeInventory& inventory = request.inventory;
   // Agents use the name as a path component on their host: refused here too, so that no agent
   // of another version can register one that today's agents could not use.
   if (Status valid = model::ValidateNodeName(name); !valid.ok()) {
     return InvalidArgument("field 'name': " + valid.message());
   }
-  if (node_id.size() < 16 || node_id.size() > 128) {
-    return InvalidArgument("field 'node_id': 16..128 characters");
-  }
   CORRAL_RETURN_IF_ERROR(NodeFromInventory(name, inventory).status());
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
-  const std::string id_hash = HashToken(node_id);
+  const std::string id_hash = HashToken(request.node_id);
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   bool live = it != nodes_.end() && it->second.state != "lost";
@@ -1643,8 +1539,8 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(const std::string&
   node.reports = {};  // a new agent process numbers its reports from 1 again
   node.last_heartbeat = clock_.Now();
   ++node.version;
-  store::NodeRecord record{name, node.inventory.dump(), node.state, node.last_heartbeat,
-                           node.node_id_hash};
+  store::NodeRecord record{name, protocol::ToJson(node.inventory).dump(), node.state,
+                           node.last_heartbeat, node.node_id_hash};
   CORRAL_RETURN_IF_ERROR(store_.UpsertNode(record));
   wake_ = true;
   lock.unlock();
@@ -1675,8 +1571,8 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   node.state = "lost";
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
   node.token_hash.clear();        // it must register again; its stale tasks are then killed
-  (void)store_.UpsertNode(
-      {name, node.inventory.dump(), "lost", node.last_heartbeat, node.node_id_hash});
+  (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), "lost",
+                           node.last_heartbeat, node.node_id_hash});
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
   auto affected = scheduler_->RemoveNode(name);
   if (!affected.ok()) return;
@@ -1716,8 +1612,8 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
   CORRAL_RETURN_IF_ERROR(scheduler_->SetSchedulable(name, schedulable));
   node.state = action == "uncordon" ? "ready" : (action == "drain" ? "drained" : "cordoned");
   wake_ = true;
-  return store_.UpsertNode(
-      {name, node.inventory.dump(), node.state, node.last_heartbeat, node.node_id_hash});
+  return store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), node.state,
+                            node.last_heartbeat, node.node_id_hash});
 }
 
 nlohmann::json Controller::Nodes() {
@@ -1742,18 +1638,17 @@ nlohmann::json Controller::Nodes() {
     }
   }
   for (const auto& [name, node] : nodes_) {
-    nlohmann::json row = {
-        {"name", name},
-        {"state", node.state},
-        {"last_heartbeat", node.last_heartbeat.value()},
-        {"gpu_model", node.inventory.value("gpu_model", "")},
-        {"gpus", node.inventory.value("gpus", nlohmann::json::array()).size()},
-        {"cpu_milli", node.inventory.value("cpu_milli", int64_t{0})},
-        {"memory_mib", node.inventory.value("memory_mib", int64_t{0})},
-        {"labels", node.inventory.value("labels", nlohmann::json::object())},
-        {"runtimes", node.inventory.value("runtimes", nlohmann::json::array({"process"}))}};
-    if (node.inventory.contains("container_engine")) {
-      row["container_engine"] = node.inventory["container_engine"];
+    nlohmann::json row = {{"name", name},
+                          {"state", node.state},
+                          {"last_heartbeat", node.last_heartbeat.value()},
+                          {"gpu_model", node.inventory.gpu_model},
+                          {"gpus", node.inventory.gpus.size()},
+                          {"cpu_milli", node.inventory.cpu.value()},
+                          {"memory_mib", node.inventory.memory.value()},
+                          {"labels", node.inventory.labels},
+                          {"runtimes", node.inventory.runtimes}};
+    if (!node.inventory.container_engine.empty()) {
+      row["container_engine"] = node.inventory.container_engine;
     }
     if (!node.gpu_metrics_error.empty()) row["gpu_metrics_error"] = node.gpu_metrics_error;
     const sched::NodeIndex n = state.FindNode(name);
@@ -1812,7 +1707,7 @@ nlohmann::json Controller::ClusterSummaryLocked() {
     if (node.state == "lost") continue;
     ++nodes;
     ready += node.state == "ready";
-    const size_t count = node.inventory.value("gpus", nlohmann::json::array()).size();
+    const size_t count = node.inventory.gpus.size();
     gpus += static_cast<int64_t>(count);
     const sched::NodeIndex n = state.FindNode(name);
     if (n < 0) {
@@ -1838,53 +1733,52 @@ nlohmann::json Controller::ClusterSummaryLocked() {
           {"jobs_running", running}};
 }
 
-nlohmann::json Controller::LaunchFor(const LiveJob& job, const store::TaskRecord& t) const {
+protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::TaskRecord& t) const {
   auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
-  nlohmann::json gpus = nlohmann::json::array();
-  int gpu_milli = 0;
+  protocol::TaskLaunch launch;
   for (const auto& g : a.value("gpus", nlohmann::json::array())) {
-    gpus.push_back(g.value("index", 0));
-    gpu_milli = g.value("milli", 0);
+    launch.gpus.push_back(g.value("index", 0));
+    launch.gpu_milli = MilliGpu(g.value("milli", 0));
   }
-  nlohmann::json launch = {{"job_id", job.record.id.value()},
-                           {"task_index", t.task_index},
-                           {"tasks", job.spec.tasks},
-                           {"allocation_id", t.allocation_id},
-                           {"generation", t.generation},
-                           {"argv", job.spec.command},
-                           {"shell", job.spec.shell},
-                           {"workdir", job.spec.workdir},
-                           {"env", job.spec.env},
-                           {"gpus", gpus},
-                           {"gpu_milli", gpu_milli},
-                           {"cpu_milli", a.value("cpu_milli", int64_t{0})},
-                           {"memory_mib", a.value("memory_mib", int64_t{0})},
-                           {"time_limit_s", job.spec.time_limit_s},
-                           {"user", job.record.user},
-                           {"project", job.record.project}};
-  if (job.record.array_index) launch["array_index"] = *job.record.array_index;
-  if (job.environment) launch["environment"] = LaunchEnvironment(*job.environment);
+  launch.job_id = job.record.id;
+  launch.task_index = t.task_index;
+  launch.tasks = job.spec.tasks;
+  launch.key = {protocol::AllocationId(t.allocation_id), t.generation};
+  launch.argv = job.spec.command;
+  launch.shell = job.spec.shell;
+  launch.workdir = job.spec.workdir;
+  launch.env = job.spec.env;
+  launch.cpu = CpuMilli(a.value("cpu_milli", int64_t{0}));
+  launch.memory = MemoryMib(a.value("memory_mib", int64_t{0}));
+  launch.time_limit = Seconds(job.spec.time_limit_s);
+  launch.user = job.record.user;
+  launch.project = job.record.project;
+  launch.array_index = job.record.array_index;
+  if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
   if (job.spec.session && a.contains("session")) {
-    // The agent sets the session variables from this (agent::LaunchSession).
-    launch["session"] = {{"port", a["session"].value("port", 0)},
-                         {"url_prefix", model::SessionUrlPrefix(job.record.id.value())},
-                         {"token", job.spec.session->token}};
+    // The agent sets the session variables from this (protocol::LaunchSession).
+    launch.session = protocol::LaunchSession{a["session"].value("port", 0),
+                                             model::SessionUrlPrefix(job.record.id.value()),
+                                             job.spec.session->token};
   }
   if (a.contains("rendezvous")) {
     const nlohmann::json& r = a["rendezvous"];
-    launch["distributed"] = {{"launcher", std::string(model::LauncherName(job.spec.launcher))},
-                             {"procs_per_node", job.spec.procs_per_node},
-                             {"node_rank", t.task_index},
-                             {"nodes", job.spec.tasks},
-                             {"master_addr", r.value("master_addr", "")},
-                             {"port", r.value("port", 0)},
-                             {"hosts", r.value("hosts", nlohmann::json::array())}};
+    launch.distributed = protocol::Distributed{
+        job.spec.launcher,
+        job.spec.procs_per_node,
+        t.task_index,
+        job.spec.tasks,
+        r.value("master_addr", ""),
+        r.value("port", 0),
+        r.value("hosts", std::vector<std::string>()),
+    };
   }
   return launch;
 }
 
-nlohmann::json Controller::ResponseForLocked(const std::string& name) {
-  nlohmann::json run = nlohmann::json::array(), kill = nlohmann::json::array();
+protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
+  protocol::ReportAnswer answer;
+  answer.heartbeat_interval_s = config_.heartbeat_interval_s;
   static const std::set<int64_t> kNoneStarting;
   auto node = nodes_.find(name);
   const std::set<int64_t>& starting =
@@ -1900,33 +1794,27 @@ nlohmann::json Controller::ResponseForLocked(const std::string& name) {
       if (t.node != name) continue;
       // Not a launch the agent has accepted and is starting: it would only be sent back.
       if (!stopping && !held && t.state == "assigned" && !starting.count(t.allocation_id)) {
-        run.push_back(LaunchFor(job, t));
+        answer.run.push_back(LaunchFor(job, t));
         job.launched.insert(t.allocation_id);
       }
       // A launch that went out may be running without a report yet: stop it too.
       if (stopping && !IsTerminalTask(t.state)) {
-        kill.push_back({{"allocation_id", t.allocation_id},
-                        {"generation", t.generation},
-                        {"grace_s", config_.kill_grace.value()},
-                        {"reason", job.failure}});
+        answer.kill.push_back({{protocol::AllocationId(t.allocation_id), t.generation},
+                               config_.kill_grace,
+                               job.failure});
       }
     }
   }
-  return {{"run", run}, {"kill", kill}, {"heartbeat_interval_s", config_.heartbeat_interval_s}};
+  return answer;
 }
 
-Status Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann::json& s,
-                                         std::vector<nlohmann::json>& kills) {
-  const int64_t alloc = s.value("allocation_id", int64_t{-1});
-  const int64_t generation = s.value("generation", int64_t{-1});
-  const std::string state = s.value("state", "");
+Status Controller::ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& s,
+                                         std::vector<protocol::StopOrder>& kills) {
+  const int64_t alloc = s.key.allocation.value();
+  const int64_t generation = s.key.generation;
+  const bool running = s.state == protocol::TaskState::kRunning;
   auto stale = [&](const std::string& why) {
-    if (state == "running") {
-      kills.push_back({{"allocation_id", alloc},
-                       {"generation", generation},
-                       {"grace_s", config_.kill_grace.value()},
-                       {"reason", why}});
-    }
+    if (running) kills.push_back({s.key, config_.kill_grace, why});
   };
   auto owner = job_of_allocation_.find(alloc);
   if (owner == job_of_allocation_.end()) {
@@ -1941,28 +1829,28 @@ Status Controller::ApplyTaskReportLocked(const std::string& node, const nlohmann
     return Status::Ok();
   }
   if (IsTerminalTask(task->state)) {
-    if (state == "running") stale("task already ended on the server");
+    if (running) stale("task already ended on the server");
     return Status::Ok();
   }
   store::TaskRecord updated = *task;
-  if (state == "running") {
+  if (running) {
     if (task->state != "assigned") return Status::Ok();
     updated.state = "running";
-    updated.start_time = Seconds(s.value("started_at", clock_.Now().value()));
+    updated.start_time = s.started_at.value() > 0 ? s.started_at : clock_.Now();
   } else {
     // exited | killed | failed_to_start | lost
-    updated.state = state == "exited" ? "exited" : (state == "lost" ? "lost" : "killed");
-    if (s.contains("exit_code") && s["exit_code"].is_number_integer()) {
-      updated.exit_code = s["exit_code"].get<int>();
+    updated.state = s.state == protocol::TaskState::kExited
+                        ? "exited"
+                        : (s.state == protocol::TaskState::kLost ? "lost" : "killed");
+    if (s.exit_code) updated.exit_code = s.exit_code;
+    if (s.signal) updated.signal = s.signal;
+    if (s.state == protocol::TaskState::kFailedToStart && !updated.exit_code) {
+      updated.exit_code = 127;
     }
-    if (s.contains("signal") && s["signal"].is_number_integer()) {
-      updated.signal = s["signal"].get<int>();
-    }
-    if (state == "failed_to_start" && !updated.exit_code) updated.exit_code = 127;
-    updated.end_time = Seconds(s.value("ended_at", clock_.Now().value()));
-    if (s.contains("message") && s["message"].is_string()) {
+    updated.end_time = s.ended_at.value_or(clock_.Now());
+    if (!s.message.empty()) {
       constexpr size_t kMaxNote = 500;
-      job.end_notes[alloc] = TruncateUtf8(s["message"].get<std::string>(), kMaxNote);
+      job.end_notes[alloc] = TruncateUtf8(s.message, kMaxNote);
     }
   }
   CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, updated));
@@ -2002,11 +1890,11 @@ Status Controller::ReconcileUnreportedLocked(const std::string& node,
   return Status::Ok();
 }
 
-void Controller::WriteLogLocked(const std::string& node, const nlohmann::json& chunk) {
-  const int64_t alloc = chunk.value("allocation_id", int64_t{-1});
-  const int64_t generation = chunk.value("generation", int64_t{-1});
-  const std::string stream = chunk.value("stream", "");
-  if (config_.logs_dir.empty() || (stream != "stdout" && stream != "stderr")) return;
+void Controller::WriteLogLocked(const std::string& node, const protocol::LogChunk& chunk) {
+  const int64_t alloc = chunk.key.allocation.value();
+  const int64_t generation = chunk.key.generation;
+  const std::string stream = protocol::LogStreamName(chunk.stream);
+  if (config_.logs_dir.empty()) return;
   // The target comes from the server's own records, never from the chunk (no path from input).
   std::optional<LogTarget> target;
   if (auto owner = job_of_allocation_.find(alloc); owner != job_of_allocation_.end()) {
@@ -2021,9 +1909,8 @@ void Controller::WriteLogLocked(const std::string& node, const nlohmann::json& c
     target = ended->second;
   }
   if (!target || target->generation != generation) return;
-  const std::string data = chunk.value("data", "");
-  const int64_t offset = chunk.value("offset", int64_t{-1});
-  if (offset < 0) return;
+  const std::string& data = chunk.data;
+  const int64_t offset = chunk.offset;  // >= 0 (the codec)
   const std::string dir = config_.logs_dir + "/" + std::to_string(target->job.value());
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -2080,63 +1967,49 @@ std::vector<model::Node> Controller::LiveNodes() {
 
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
 
-Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nlohmann::json& report,
-                                             int wait_ms) {
-  CORRAL_RETURN_IF_ERROR(ValidateReport(report));
-  // GPU metrics are an aside: a malformed report of them is counted and dropped, and the task
-  // reports (which must be acknowledged) go on.
-  std::optional<std::vector<ReportedGpu>> gpus;
-  std::string gpu_metrics_error;
-  if (report.contains("gpu_metrics")) {
-    auto parsed = ParseGpuReport(report["gpu_metrics"]);
-    if (parsed.ok()) {
-      gpus = std::move(parsed).value();
-    } else {
-      ++rejected_gpu_reports_;
-      gpu_metrics_error = parsed.status().message();
-    }
-  }
-  const int64_t seq = report.value("seq", int64_t{0});
-  const bool partial = report.value("partial", false);
+Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name,
+                                                     const protocol::Report& report) {
+  // GPU metrics are an aside: a malformed report of them (refused by the codec) is counted and
+  // dropped, and the task reports (which must be acknowledged) go on.
+  if (!report.gpu_metrics_error.empty()) ++rejected_gpu_reports_;
+  const int wait_ms = std::clamp(report.wait_ms, 0, protocol::kMaxWaitMs);
   std::set<int64_t> starting;
-  for (const auto& k : report.value("starting", nlohmann::json::array())) {
-    starting.insert(k["allocation_id"].get<int64_t>());
-  }
+  for (const protocol::TaskKey& k : report.starting) starting.insert(k.allocation.value());
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.state == "lost") {
     return NotFound("node '" + name + "' is not registered");
   }
   it->second.last_heartbeat = clock_.Now();
-  if (!gpu_metrics_error.empty()) it->second.gpu_metrics_error = gpu_metrics_error;
-  if (gpus) {
-    GpuMonitor::NodeGpus identity{it->second.inventory.value("gpu_model", ""), {}};
-    for (const auto& g : it->second.inventory.value("gpus", nlohmann::json::array())) {
-      identity.gpus.push_back({g.value("uuid", ""), g.value("memory_mib", int64_t{0})});
+  if (!report.gpu_metrics_error.empty()) it->second.gpu_metrics_error = report.gpu_metrics_error;
+  if (report.gpu_metrics) {
+    const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
+    GpuMonitor::NodeGpus identity{it->second.inventory.gpu_model, {}};
+    for (const protocol::InventoryGpu& g : it->second.inventory.gpus) {
+      identity.gpus.push_back({g.uuid, g.memory.value()});
     }
-    gpu_monitor_.Record(name, identity, *gpus, GpuHoldersLocked(name, *gpus),
+    gpu_monitor_.Record(name, identity, gpus, GpuHoldersLocked(name, gpus),
                         it->second.last_heartbeat.value() * 1000);
   }
   // Output first: a task's last lines arrive in the same report as its end.
-  if (report.contains("logs")) {
-    for (const auto& chunk : report["logs"]) WriteLogLocked(name, chunk);
-  }
-  std::vector<nlohmann::json> kills;
+  for (const protocol::LogChunk& chunk : report.logs) WriteLogLocked(name, chunk);
+  std::vector<protocol::StopOrder> kills;
   // Two reports of one agent may be in flight at once (a push overtaking a heartbeat): one older
   // than a report already taken from this registration says nothing the server may act on, and
   // taking it could undo what the newer one said (mark a task it started lost).
-  const bool stale = seq > 0 && seq <= it->second.reports.last_seq;
+  const int64_t seq = report.seq;
+  const bool stale = seq <= it->second.reports.last_seq;
   if (!stale) {
     it->second.reports.starting = std::move(starting);
     std::set<int64_t> reported = it->second.reports.starting;  // accepted: not lost, not resent
     std::set<int64_t> running, ended;
-    for (const auto& s : report["tasks"]) {
-      const int64_t alloc = s["allocation_id"].get<int64_t>();
+    for (const protocol::TaskStatus& s : report.tasks) {
+      const int64_t alloc = s.key.allocation.value();
       reported.insert(alloc);
-      (s["state"] == "running" ? running : ended).insert(alloc);
+      (s.state == protocol::TaskState::kRunning ? running : ended).insert(alloc);
       CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
     }
-    if (partial) {
+    if (report.partial) {
       // Only the tasks it lists: the others keep their states, and the waits on them.
       ReleaseWaitsLocked(name, [&](int64_t alloc) { return ended.count(alloc) > 0; });
     } else {
@@ -2148,26 +2021,23 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     // job's launch goes out on the node's waiting heartbeat within milliseconds.
     if (wake_) changed_.notify_all();
   }
-  // What every answer says about the report: whether it was stale, and (so that an agent knows
-  // this server numbers reports, and so takes partial ones: it pushes only then) the newest
-  // report taken.
-  auto about_report = [&](nlohmann::json& answer) {
-    if (stale) answer["stale_report"] = true;
-    answer["taken_seq"] = nodes_[name].reports.last_seq;
+  // What every answer says about the report: whether it was stale, and the newest report taken.
+  auto about_report = [&](protocol::ReportAnswer& answer) {
+    answer.stale_report = stale;
+    answer.taken_seq = nodes_[name].reports.last_seq;
   };
-  nlohmann::json response = ResponseForLocked(name);
-  const bool quiet = response["run"].empty() && response["kill"].empty() && kills.empty();
-  if (quiet && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
+  protocol::ReportAnswer response = ResponseForLocked(name);
+  auto quiet = [&] { return response.run.empty() && response.kill.empty() && kills.empty(); };
+  if (quiet() && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
     // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
     // pause instead, so that API requests always find a thread.
-    response["retry_after_ms"] = std::clamp(wait_ms, 0, 30000);
+    response.retry_after_ms = wait_ms;
     about_report(response);
     return response;
   }
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(std::clamp(wait_ms, 0, 30000));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   ++waiting_heartbeats_;
-  while (response["run"].empty() && response["kill"].empty() && kills.empty() && !stopping_) {
+  while (quiet() && !stopping_) {
     const uint64_t seen = nodes_[name].version;
     if (!changed_.wait_until(lock, deadline,
                              [&] { return stopping_ || nodes_[name].version != seen; })) {
@@ -2176,7 +2046,7 @@ Result<nlohmann::json> Controller::Heartbeat(const std::string& name, const nloh
     response = ResponseForLocked(name);
   }
   --waiting_heartbeats_;
-  for (auto& k : kills) response["kill"].push_back(std::move(k));
+  for (auto& k : kills) response.kill.push_back(std::move(k));
   about_report(response);
   return response;
 }

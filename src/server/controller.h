@@ -50,6 +50,7 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "predict/runtime_predictor.h"
+#include "protocol/agent_messages.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/auth.h"
@@ -224,18 +225,19 @@ class Controller {
     std::string node_token;
     std::string cluster_id;
   };
-  // Registers (or re-registers) a node. Errors: InvalidArgument (name: model::ValidateNodeName;
-  // node id or inventory), AlreadyExists (a live node of that name has another node id).
-  Result<NodeRegistration> RegisterNode(const std::string& name, const std::string& node_id,
-                                        const nlohmann::json& inventory);
+  // Registers (or re-registers) a node, from a request the codec accepted and whose protocol
+  // version the caller checked (protocol::CheckAgentProtocolVersion). Errors: InvalidArgument
+  // (name: model::ValidateNodeName; the inventory as a node), AlreadyExists (a live node of that
+  // name has another node id).
+  Result<NodeRegistration> RegisterNode(const protocol::RegisterRequest& request);
   // True when `token` is the node token of `name`.
   bool AuthenticateNode(const std::string& name, const std::string& token);
-  // Applies a heartbeat report and answers with launches and kills; when there is nothing to
-  // say, waits up to `wait_ms` (at most 30 s) for something to change. At most
-  // kMaxWaitingHeartbeats wait at once (each holds an HTTP thread); others answer at once with
-  // "retry_after_ms". Errors: NotFound (not registered), store failures (nothing acknowledged).
-  Result<nlohmann::json> Heartbeat(const std::string& name, const nlohmann::json& report,
-                                   int wait_ms);
+  // Applies a report of node `name` (authenticated by the caller: AuthenticateNode) and answers
+  // with launches and kills; when there is nothing to say, waits up to report.wait_ms for
+  // something to change. At most kMaxWaitingHeartbeats wait at once (each holds an HTTP
+  // thread); others answer at once with retry_after_ms. Errors: NotFound (not registered),
+  // store failures (nothing acknowledged).
+  Result<protocol::ReportAnswer> Heartbeat(const std::string& name, const protocol::Report& report);
 
   // One scheduling round (the loop calls it; tests may call it directly).
   void Tick();
@@ -275,7 +277,7 @@ class Controller {
     bool Stopping() const { return cancel_requested || failing || primary_done; }
   };
   struct LiveNode {
-    nlohmann::json inventory;
+    protocol::NodeInventory inventory;
     std::string gpu_metrics_error;  // why its last refused GPU report was refused; "" if none
     std::string token_hash;
     std::string node_id_hash;  // empty for nodes registered before node ids existed
@@ -315,8 +317,8 @@ class Controller {
   // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
   // or ends lost.
   void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
-  Status ApplyTaskReportLocked(const std::string& node, const nlohmann::json& status,
-                               std::vector<nlohmann::json>& kills);
+  Status ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& status,
+                               std::vector<protocol::StopOrder>& kills);
   // Tasks of `node` the agent left out of a heartbeat (see the class contract).
   Status ReconcileUnreportedLocked(const std::string& node, const std::set<int64_t>& reported);
   // Writes `updated` (a task of `job`) to the store, then to memory.
@@ -373,10 +375,11 @@ class Controller {
   Status RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
-  nlohmann::json LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
+  protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
   // The answer for `node`: launches (marked launched) and kills.
-  nlohmann::json ResponseForLocked(const std::string& node);
-  Status AddNodeToSchedulerLocked(const std::string& name, const nlohmann::json& inventory);
+  protocol::ReportAnswer ResponseForLocked(const std::string& node);
+  Status AddNodeToSchedulerLocked(const std::string& name,
+                                  const protocol::NodeInventory& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
   // A submitted spec, validated, with its project (default filled in) open to `who` and its
   // environment (one `who` may see) resolved and applied (ApplyEnvironment).
@@ -394,7 +397,7 @@ class Controller {
   // Stops a started job: the request is committed first (a restarted server goes on stopping
   // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
   Status RequestCancelLocked(LiveJob& job, const std::string& reason);
-  void WriteLogLocked(const std::string& node, const nlohmann::json& chunk);
+  void WriteLogLocked(const std::string& node, const protocol::LogChunk& chunk);
   // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
   // output goes).
   void IndexAllocationsLocked(const LiveJob& job);

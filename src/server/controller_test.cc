@@ -17,6 +17,7 @@
 #include <tuple>
 
 #include "model/node.h"
+#include "protocol/agent_messages.h"
 #include "server/test_store.h"
 #include "store/sqlite_connection.h"
 
@@ -97,10 +98,41 @@ class ControllerTest : public ::testing::Test {
     return job.ok() ? job->id : JobId(0);
   }
   std::string StateOf(JobId id) { return store_->GetJob(id)->state; }
+  // Sends `report` (its wire JSON, as an agent sends it) through the protocol's codec and
+  // answers with the answer's wire JSON. A report without "seq" gets the node's next number (as
+  // an agent numbers every report); `wait_ms` is the report's long poll. Thread-safe.
+  Result<json> Heartbeat(const std::string& node, json report, int wait_ms) {
+    {
+      std::lock_guard lock(seq_mu_);
+      int64_t& next = next_seq_[node];
+      if (!report.is_object() || !report.contains("seq")) {
+        if (report.is_object()) report["seq"] = ++next;
+      } else if (report["seq"].is_number_integer()) {
+        next = std::max(next, report["seq"].get<int64_t>());
+      }
+    }
+    if (report.is_object()) report["wait_ms"] = wait_ms;
+    auto parsed = protocol::ParseReport(report);
+    if (!parsed.ok()) return parsed.status();
+    auto answer = controller_->Heartbeat(node, *parsed);
+    if (!answer.ok()) return answer.status();
+    return protocol::ToJson(*answer);
+  }
   json Beat(const std::string& node, const json& report) {
-    auto answer = controller_->Heartbeat(node, report, 0);
+    auto answer = Heartbeat(node, report, 0);
     EXPECT_TRUE(answer.ok()) << answer.status().ToString();
     return answer.ok() ? *answer : json::object();
+  }
+  // Registers through the protocol's codec, as the agent route does.
+  Result<Controller::NodeRegistration> RegisterNode(const std::string& name,
+                                                    const std::string& node_id,
+                                                    const json& inventory) {
+    auto request = protocol::ParseRegisterRequest({{"protocol_version", protocol::kProtocolVersion},
+                                                   {"name", name},
+                                                   {"node_id", node_id},
+                                                   {"inventory", inventory}});
+    if (!request.ok()) return request.status();
+    return controller_->RegisterNode(*request);
   }
   // Makes the store's writes to `table` fail (a trigger, from a second connection) or work.
   void BreakWrites(const std::string& table, bool broken) {
@@ -134,6 +166,8 @@ class ControllerTest : public ::testing::Test {
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
   Principal alice_, bob_;
+  std::mutex seq_mu_;
+  std::map<std::string, int64_t> next_seq_;  // guarded by seq_mu_
 };
 
 // A heartbeat's "gpu_metrics" (agent/gpu_metrics.h): GPU `index` at `util` %, held by `tasks`.
@@ -154,13 +188,13 @@ std::string TaskKeyOf(const json& launch) {
 }
 
 TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json answer = Beat("a", Report());
   ASSERT_EQ(answer["run"].size(), 1u);
   const json launch = answer["run"][0];
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
   const std::string node = "a", other = "b";
   const int gpu = launch["gpus"][0];
   json report = Report({TaskReport(launch, "running")});
@@ -188,13 +222,13 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   // Malformed metrics are dropped and counted; the heartbeat's task reports still count.
   json bad = Report({TaskReport(launch, "exited", 0)});
   bad["gpu_metrics"] = {{"gpus", {{{"index", 0}, {"utilization_percent", 900}}}}};
-  ASSERT_TRUE(controller_->Heartbeat(node, bad, 0).ok());
+  ASSERT_TRUE(Heartbeat(node, bad, 0).ok());
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
   for (const json& row : controller_->Nodes()) {
     if (row["name"] == node) {
       EXPECT_THAT(row.value("gpu_metrics_error", ""),
-                  HasSubstr("gpu_metrics.gpus[0].utilization_percent: must be an integer 0..100"));
+                  HasSubstr("gpu_metrics: field 'gpus[0].utilization_percent': must be in 0..100"));
     } else {
       EXPECT_FALSE(row.contains("gpu_metrics_error"));
     }
@@ -202,7 +236,7 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
 }
 
 TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(2));
   controller_->Tick();
   const json launch = Beat("a", Report())["run"][0];
@@ -272,7 +306,7 @@ TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
 }
 
 TEST_F(ControllerTest, EachRunOfARequeuedJobIsToldOfItsIdleGpus) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1, 1, /*max_restarts=*/2));
   auto idle_events = [&] {
     auto stored = store_->JobEvents(id);
@@ -322,7 +356,7 @@ TEST_F(ControllerTest, EachRunOfARequeuedJobIsToldOfItsIdleGpus) {
 TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
   node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; the node stays
   Restart();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();  // t = 1000: recorded
   Submit(Spec(2));
   clock_.Advance(Seconds(30));
@@ -342,7 +376,7 @@ TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
 TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
   node_timeout_ = Seconds(30);
   Restart();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(2)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(2)).ok());
   json report = Report();
   report["gpu_metrics"] = GpuMetrics({{0, 0, {}}, {1, 0, {}}});
   Beat("a", report);
@@ -353,7 +387,7 @@ TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
 }
 
 TEST_F(ControllerTest, LaunchLostInTransitIsSentAgain) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(2));
   controller_->Tick();
   json first = Beat("a", Report());
@@ -381,7 +415,7 @@ json Numbered(json report, int64_t seq, bool partial = false, std::vector<json> 
 }
 
 TEST_F(ControllerTest, AReportOlderThanOneTakenCannotMarkAJustStartedTaskLost) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Numbered(Report(), 1))["run"][0];
@@ -402,19 +436,19 @@ TEST_F(ControllerTest, AReportOlderThanOneTakenCannotMarkAJustStartedTaskLost) {
 }
 
 TEST_F(ControllerTest, ARegistrationStartsTheNumberingAgain) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Numbered(Report(), 50))["run"][0];
   // The agent restarted (tasks survive it) and registers again: its reports count from 1.
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   EXPECT_FALSE(
       Beat("a", Numbered(Report({TaskReport(launch, "running")}), 1)).contains("stale_report"));
   EXPECT_EQ(StateOf(id), "running");
 }
 
 TEST_F(ControllerTest, AcceptedLaunchesAreNeitherSentAgainNorLost) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Numbered(Report(), 1))["run"][0];
@@ -433,7 +467,7 @@ TEST_F(ControllerTest, AcceptedLaunchesAreNeitherSentAgainNorLost) {
 }
 
 TEST_F(ControllerTest, APartialReportChangesOnlyTheTasksItLists) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId first = Submit(Spec(1));
   const JobId second = Submit(Spec(1));
   controller_->Tick();
@@ -450,7 +484,7 @@ TEST_F(ControllerTest, AnEndSchedulesTheNextJobAndWakesTheNodesWaitingHeartbeat)
   loop_tick_ = std::chrono::hours(1);  // so that only the end can start the next job
   Restart();
   controller_->Start();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(1)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(1)).ok());
   const JobId first = Submit(Spec(1));
   json launch;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -462,7 +496,7 @@ TEST_F(ControllerTest, AnEndSchedulesTheNextJobAndWakesTheNodesWaitingHeartbeat)
   const JobId second = Submit(Spec(1));  // waits for the only GPU
   // The heartbeat thread's long poll waits at the server...
   auto waiting = std::async(std::launch::async, [&] {
-    return controller_->Heartbeat("a", Numbered(Report({TaskReport(launch, "running")}), 2), 20000);
+    return Heartbeat("a", Numbered(Report({TaskReport(launch, "running")}), 2), 20000);
   });
   while (controller_->WaitingHeartbeats() < 1 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -479,7 +513,7 @@ TEST_F(ControllerTest, AnEndSchedulesTheNextJobAndWakesTheNodesWaitingHeartbeat)
 }
 
 TEST_F(ControllerTest, CancelBeforeAnyLaunchFreesTheGpusAtOnce) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId first = Submit(Spec(8));
   controller_->Tick();
   EXPECT_EQ(StateOf(first), "starting");
@@ -491,7 +525,7 @@ TEST_F(ControllerTest, CancelBeforeAnyLaunchFreesTheGpusAtOnce) {
 }
 
 TEST_F(ControllerTest, CancelAfterLaunchHoldsTheGpusUntilTheAgentReports) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId first = Submit(Spec(8));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -512,7 +546,7 @@ TEST_F(ControllerTest, CancelAfterLaunchHoldsTheGpusUntilTheAgentReports) {
 }
 
 TEST_F(ControllerTest, CancelledLaunchTheAgentNeverGotEndsWithItsNextReport) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(8));
   controller_->Tick();
   ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);
@@ -534,8 +568,8 @@ TEST_F(ControllerTest, OnlyTheOwnerOrAnAdminMayCancel) {
 }
 
 TEST_F(ControllerTest, GangFailsEvenWhenAPartNeverLaunched) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
   const JobId id = Submit(Spec(8, 2));
   controller_->Tick();
   ASSERT_EQ(StateOf(id), "starting");
@@ -551,7 +585,7 @@ TEST_F(ControllerTest, GangFailsEvenWhenAPartNeverLaunched) {
 }
 
 TEST_F(ControllerTest, RunningTaskMissingFromAReportIsLostAndRequeued) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1, 1, /*max_restarts=*/1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -565,13 +599,13 @@ TEST_F(ControllerTest, RunningTaskMissingFromAReportIsLostAndRequeued) {
 }
 
 TEST_F(ControllerTest, StoreFailureFailsTheHeartbeatAndTheReportIsTakenWhenResent) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
   BreakWrites("tasks", true);
-  auto failed = controller_->Heartbeat("a", Report({TaskReport(launch, "exited", 0)}), 0);
+  auto failed = Heartbeat("a", Report({TaskReport(launch, "exited", 0)}), 0);
   EXPECT_FALSE(failed.ok());  // not acknowledged: the agent keeps its report
   BreakWrites("tasks", false);
   EXPECT_EQ(StateOf(id), "running");
@@ -580,46 +614,43 @@ TEST_F(ControllerTest, StoreFailureFailsTheHeartbeatAndTheReportIsTakenWhenResen
 }
 
 TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
-  auto taken = controller_->RegisterNode("a", kNodeB, Inventory(8));
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto taken = RegisterNode("a", kNodeB, Inventory(8));
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
   // The same node id again (an agent restart) gets a new token; the old one stops working.
-  auto first = controller_->RegisterNode("a", kNodeA, Inventory(8));
-  auto second = controller_->RegisterNode("a", kNodeA, Inventory(8));
+  auto first = RegisterNode("a", kNodeA, Inventory(8));
+  auto second = RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_FALSE(controller_->AuthenticateNode("a", first->node_token));
   EXPECT_TRUE(controller_->AuthenticateNode("a", second->node_token));
   // Remembered across a server restart.
   Restart();
-  EXPECT_EQ(controller_->RegisterNode("a", kNodeB, Inventory(8)).status().code(),
-            StatusCode::kAlreadyExists);
+  EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
   // Once the node is lost, another agent may take the name.
   clock_.Advance(Seconds(31));
   controller_->Tick();
-  EXPECT_TRUE(controller_->RegisterNode("a", kNodeB, Inventory(8)).ok());
-  EXPECT_EQ(controller_->RegisterNode("a", "short", Inventory(8)).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(RegisterNode("a", kNodeB, Inventory(8)).ok());
+  EXPECT_EQ(RegisterNode("a", "short", Inventory(8)).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ControllerTest, RegistrationTellsTheStoresClusterIdAndRefusesUnsafeNames) {
-  auto registered = controller_->RegisterNode("a", kNodeA, Inventory(8));
+  auto registered = RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(registered.ok()) << registered.status().ToString();
   EXPECT_EQ(registered->cluster_id, store_->ClusterId());
   EXPECT_TRUE(model::ValidateClusterId(registered->cluster_id).ok());
   // The same after a restart: the id is the store's, not the process's.
   Restart();
-  EXPECT_EQ(controller_->RegisterNode("a", kNodeA, Inventory(8))->cluster_id,
-            registered->cluster_id);
+  EXPECT_EQ(RegisterNode("a", kNodeA, Inventory(8))->cluster_id, registered->cluster_id);
   // Agents use the name as a path component on their host.
   for (const char* name : {"../x", "a/b", "..", ".hidden", ""}) {
-    auto refused = controller_->RegisterNode(name, kNodeB, Inventory(8));
+    auto refused = RegisterNode(name, kNodeB, Inventory(8));
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << name;
     EXPECT_THAT(refused.status().message(), HasSubstr("field 'name'")) << name;
   }
 }
 
 TEST_F(ControllerTest, ANodeBackWithOtherCpuAndMemoryKeepsItsJobsWhileTheyFit) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   json spec = Spec(8, 1, /*max_restarts=*/1);
   spec["resources"]["cpu_milli"] = 16000;
   const JobId id = Submit(spec);
@@ -630,27 +661,27 @@ TEST_F(ControllerTest, ANodeBackWithOtherCpuAndMemoryKeepsItsJobsWhileTheyFit) {
   json more = Inventory(8);
   more["cpu_milli"] = 128000;
   more["memory_mib"] = 256 * 1024;
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, more).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, more).ok());
   EXPECT_EQ((*controller_->JobView(alice_, id))["state"], "running");
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
   // Back with less CPU than its task holds: the node is replaced, as for any other change.
   json less = Inventory(8);
   less["cpu_milli"] = 8000;
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, less).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, less).ok());
   auto view = controller_->JobView(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
 }
 
 TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
   // The agent comes back with one GPU fewer.
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(7)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(7)).ok());
   auto view = controller_->JobView(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
@@ -664,8 +695,8 @@ TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
 }
 
 TEST_F(ControllerTest, SilentNodeIsLostAndItsJobRequeued) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
   const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
   controller_->Tick();
   const std::string node = store_->TasksOfJob(id)->at(0).node;
@@ -679,22 +710,21 @@ TEST_F(ControllerTest, SilentNodeIsLostAndItsJobRequeued) {
   controller_->Tick();  // `node` silent for 40 s > 30 s; requeued and placed on `other`
   EXPECT_EQ(StateOf(id), "starting");
   EXPECT_EQ(store_->GetJob(id)->restarts, 1);
-  EXPECT_EQ(controller_->Heartbeat(node, Report(), 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Heartbeat(node, Report(), 0).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Beat(other, Report())["run"].size(), 1u);
 }
 
 TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
   const int n = Controller::kMaxWaitingHeartbeats;
   for (int i = 0; i <= n; ++i) {
-    ASSERT_TRUE(controller_
-                    ->RegisterNode("n" + std::to_string(i),
-                                   "id-0123456789abcdef-" + std::to_string(i), Inventory(1))
+    ASSERT_TRUE(RegisterNode("n" + std::to_string(i), "id-0123456789abcdef-" + std::to_string(i),
+                             Inventory(1))
                     .ok());
   }
   std::vector<std::future<Result<json>>> waiting;
   for (int i = 0; i < n; ++i) {
     waiting.push_back(std::async(std::launch::async, [this, i] {
-      return controller_->Heartbeat("n" + std::to_string(i), Report(), 20000);
+      return Heartbeat("n" + std::to_string(i), Report(), 20000);
     }));
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -703,7 +733,7 @@ TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
   }
   ASSERT_EQ(controller_->WaitingHeartbeats(), n);
   // The (n+1)th answers at once, telling the agent to pause.
-  auto answer = controller_->Heartbeat("n" + std::to_string(n), Report(), 20000);
+  auto answer = Heartbeat("n" + std::to_string(n), Report(), 20000);
   ASSERT_TRUE(answer.ok());
   EXPECT_EQ(answer->value("retry_after_ms", 0), 20000);
   controller_->Stop();  // wakes the waiting ones
@@ -711,7 +741,7 @@ TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
 }
 
 TEST_F(ControllerTest, FailedJobCommitIsRetriedOnTheNextTick) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -725,7 +755,7 @@ TEST_F(ControllerTest, FailedJobCommitIsRetriedOnTheNextTick) {
 }
 
 TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId first = Submit(Spec(8));
   controller_->Tick();
   ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);  // the launch went out, then a crash
@@ -736,7 +766,7 @@ TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {
   // The old server may have launched it: its GPUs wait for the agent's word.
   EXPECT_EQ(StateOf(first), "starting");
   EXPECT_EQ(StateOf(second), "pending");
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   Beat("a", Report());  // it never ran
   EXPECT_EQ(StateOf(first), "cancelled");
   controller_->Tick();
@@ -744,14 +774,14 @@ TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {
 }
 
 TEST_F(ControllerTest, CancelOfAStartedJobSurvivesARestart) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
   Restart();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
   Beat("a", Report({TaskReport(launch, "killed", 143)}));
@@ -761,7 +791,7 @@ TEST_F(ControllerTest, CancelOfAStartedJobSurvivesARestart) {
 }
 
 TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -771,14 +801,14 @@ TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
         json{{"tasks", {{{"allocation_id", "x"}, {"generation", 1}, {"state", "exited"}}}}},
         json{{"tasks", {{{"allocation_id", 1}, {"generation", 1}, {"state", "melted"}}}}},
         json{{"tasks", json::array()}, {"logs", {{{"stream", 5}}}}}}) {
-    auto answer = controller_->Heartbeat("a", bad, 0);
+    auto answer = Heartbeat("a", bad, 0);
     EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument) << bad.dump();
   }
   EXPECT_EQ(StateOf(id), "running");
 }
 
 TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit(Spec(1));
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -794,8 +824,8 @@ TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
 }
 
 TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
   const JobId gang = Submit(Spec(8, 2));
   controller_->Tick();
   json on_a = Beat("a", Report())["run"][0];
@@ -836,7 +866,7 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
     EXPECT_THAT(refused.status().message(), HasSubstr("field '")) << bad.dump();
   }
   EXPECT_EQ((*store_->ListProjects())[1].sharing_json.find("1e-09"), std::string::npos);
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
   std::vector<JobId> borrowed;
   for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Spec(1)));  // project "default"
   controller_->Tick();
@@ -934,7 +964,7 @@ TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
 }
 
 TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
   json first = Spec(4);
   first["time_limit_s"] = 100;
   const JobId running = Submit(first);
@@ -954,7 +984,7 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
 }
 
 TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
   json spec = Spec(4);
   spec["name"] = "train-lr0.1";
   for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
@@ -996,8 +1026,8 @@ json AddressedInventory(int gpus, const std::string& address) {
 }
 
 TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
   json spec = Spec(4, 2);
   spec["launcher"] = "torchrun";
   spec["procs_per_node"] = 2;
@@ -1029,7 +1059,7 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
 }
 
 TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   // Every part on node a (the only node): launches by job id, each with its parts.
   auto launches = [&]() {
     std::map<int64_t, std::vector<json>> out;
@@ -1074,24 +1104,24 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
 TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
   json inventory = Inventory(1);
   inventory["labels"] = json::array({"r0"});
-  auto refused = controller_->RegisterNode("a", kNodeA, inventory);
+  auto refused = RegisterNode("a", kNodeA, inventory);
   ASSERT_FALSE(refused.ok());
-  EXPECT_THAT(refused.status().message(), HasSubstr("field 'labels': must be an object"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'inventory.labels': must be an object"));
   inventory["labels"] = {{"rack", "r 0"}};
-  refused = controller_->RegisterNode("a", kNodeA, inventory);
+  refused = RegisterNode("a", kNodeA, inventory);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("labels"));
-  refused = controller_->RegisterNode("a", kNodeA, AddressedInventory(1, "10.0.0.1;reboot"));
+  refused = RegisterNode("a", kNodeA, AddressedInventory(1, "10.0.0.1;reboot"));
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(), HasSubstr("address"));
   inventory["labels"] = {{"rack", "r0"}};
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, inventory).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, inventory).ok());
   EXPECT_EQ(controller_->Nodes()[0]["labels"], json({{"rack", "r0"}}));
 }
 
 TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(4)).ok());
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(4)).ok());
   json spec = Spec(4, 2);
   spec["launcher"] = "mpi";
   const JobId id = Submit(spec);
@@ -1207,7 +1237,7 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
 }
 
 TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const JobId array = (*jobs)[0].id;
@@ -1245,7 +1275,7 @@ TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
 }
 
 TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const std::vector<JobId> ids = IdsOf(*jobs);
@@ -1354,7 +1384,7 @@ TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRe
   EXPECT_EQ(stored["command"], json({"echo", "v1"}));
   EXPECT_EQ(stored["env"], json({{"A", "env"}, {"B", "job"}}));
 
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
   json run = Beat("a", Report())["run"];
   ASSERT_EQ(run.size(), 1u);
@@ -1386,7 +1416,7 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   EnvironmentCatalog& envs = controller_->Environments();
   ASSERT_TRUE(envs.Create(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
   const JobId id = Submit({{"environment", "boxed"}, {"command", {"true"}}});
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
   EXPECT_TRUE(Beat("a", Report())["run"].empty());
   auto view = controller_->JobView(alice_, id);
@@ -1397,7 +1427,7 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
 
   json with_engine = Inventory(8);
   with_engine["runtimes"] = {"process", "container"};
-  ASSERT_TRUE(controller_->RegisterNode("b", kNodeB, with_engine).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, with_engine).ok());
   controller_->Tick();
   json run = Beat("b", Report())["run"];
   ASSERT_EQ(run.size(), 1u);
@@ -1407,7 +1437,7 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   // A runtime this server does not know (a newer agent's) is ignored, not refused.
   json newer = Inventory(8);
   newer["runtimes"] = {"process", "vm"};
-  EXPECT_TRUE(controller_->RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
+  EXPECT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
   // A job of an environment that can run on the process runtime is not constrained: its
   // pending reason speaks of GPUs, not runtimes.
   ASSERT_TRUE(envs.Create(alice_, {{"name", "both"},
@@ -1480,7 +1510,7 @@ TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
   EXPECT_EQ(StateOf(*ghost), "failed");
   EXPECT_THAT(store_->JobEvents(*ghost)->back().reason, HasSubstr("cannot recover"));
   EXPECT_EQ(StateOf(kept), "pending");
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
   EXPECT_EQ(Beat("a", Report())["run"].size(), 1u);
 }
@@ -1549,7 +1579,7 @@ class SessionTest : public ControllerTest {
   void SetUp() override {
     node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; nodes stay
     ControllerTest::SetUp();
-    ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+    ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
   }
 
   JobId id_{0};
@@ -1753,7 +1783,7 @@ TEST_F(SessionTest, IdleTimeAfterARestartCountsFromTheRestart) {
   StartSession(SessionSpec({{"idle_timeout_s", 600}}));
   clock_.Advance(Seconds(500));
   Restart();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
   clock_.Advance(Seconds(599));
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "all tasks running");
@@ -1812,7 +1842,7 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   FakeAppProbe probe([this] { controller_->ListSessions(alice_); });
   session_app_probe_ = &probe;
   Restart();
-  ASSERT_TRUE(controller_->RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
   const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));  // at 1000
   auto tick = [&](int64_t seconds) {
     clock_.Advance(Seconds(seconds));

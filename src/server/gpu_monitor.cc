@@ -7,45 +7,7 @@
 
 namespace corral::server {
 
-namespace {
-
-constexpr size_t kMaxGpus = 64;
-constexpr size_t kMaxProcesses = 1024;
-
-// The integer at `j[key]` in [lo, hi] when present; an error naming `where.key` otherwise.
-template <typename T>
-Status ReadOptional(const nlohmann::json& j, const char* key, int64_t lo, int64_t hi,
-                    const std::string& where, std::optional<T>& out) {
-  if (!j.contains(key)) return Status::Ok();
-  const nlohmann::json& v = j[key];
-  if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
-    return InvalidArgument(where + "." + key + ": must be an integer " + std::to_string(lo) + ".." +
-                           std::to_string(hi));
-  }
-  out = static_cast<T>(v.get<int64_t>());
-  return Status::Ok();
-}
-
-// The allocation id of a task key "<allocation>-<generation>".
-std::optional<int64_t> AllocationOf(const std::string& key) {
-  const size_t dash = key.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == key.size() || key.size() > 41) {
-    return std::nullopt;
-  }
-  int64_t allocation = 0;
-  for (size_t i = 0; i < key.size(); ++i) {
-    if (i == dash) continue;
-    if (key[i] < '0' || key[i] > '9') return std::nullopt;
-  }
-  try {
-    allocation = std::stoll(key.substr(0, dash));
-  } catch (...) {
-    return std::nullopt;
-  }
-  return allocation;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string UtcDay(int64_t unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
@@ -101,58 +63,20 @@ nlohmann::json GpuReadingJson(const GpuReading& reading) {
   return j;
 }
 
-Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metrics) {
-  if (!gpu_metrics.is_object() || !gpu_metrics.contains("gpus") ||
-      !gpu_metrics["gpus"].is_array()) {
-    return InvalidArgument("gpu_metrics: must be an object with an array 'gpus'");
-  }
-  const nlohmann::json& list = gpu_metrics["gpus"];
-  if (list.size() > kMaxGpus) {
-    return InvalidArgument("gpu_metrics.gpus: at most " + std::to_string(kMaxGpus) + " GPUs");
-  }
+std::vector<ReportedGpu> ReportedGpus(const protocol::GpuMetrics& metrics) {
   std::vector<ReportedGpu> out;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const nlohmann::json& g = list[i];
-    const std::string where = "gpu_metrics.gpus[" + std::to_string(i) + "]";
-    if (!g.is_object()) return InvalidArgument(where + ": must be an object");
+  for (const protocol::GpuMetric& g : metrics.gpus) {
     ReportedGpu r;
-    std::optional<int> index;
-    CORRAL_RETURN_IF_ERROR(ReadOptional(g, "index", 0, kMaxGpus - 1, where, index));
-    if (!index) return InvalidArgument(where + ".index: required");
-    r.index = *index;
-    GpuReading& reading = r.reading;
-    CORRAL_RETURN_IF_ERROR(
-        ReadOptional(g, "utilization_percent", 0, 100, where, reading.utilization_percent));
-    CORRAL_RETURN_IF_ERROR(ReadOptional(g, "memory_utilization_percent", 0, 100, where,
-                                        reading.memory_utilization_percent));
-    CORRAL_RETURN_IF_ERROR(
-        ReadOptional(g, "memory_used_mib", 0, int64_t{1} << 40, where, reading.memory_used_mib));
-    CORRAL_RETURN_IF_ERROR(
-        ReadOptional(g, "power_mw", 0, int64_t{1} << 40, where, reading.power_mw));
-    CORRAL_RETURN_IF_ERROR(
-        ReadOptional(g, "temperature_c", -100, 200, where, reading.temperature_c));
-    const nlohmann::json tasks = g.value("tasks", nlohmann::json::array());
-    if (!tasks.is_array() || tasks.size() > kMaxProcesses) {
-      return InvalidArgument(where + ".tasks: must be an array of task keys");
-    }
-    for (const auto& t : tasks) {
-      std::optional<int64_t> allocation = t.is_string() ? AllocationOf(t) : std::nullopt;
-      if (!allocation) {
-        return InvalidArgument(where + ".tasks: '" + t.dump() +
-                               "' is not a task key <alloc>-<gen>");
-      }
-      r.allocations.push_back(*allocation);
-    }
-    const nlohmann::json processes = g.value("processes", nlohmann::json::array());
-    if (!processes.is_array() || processes.size() > kMaxProcesses) {
-      return InvalidArgument(where + ".processes: must be an array of at most " +
-                             std::to_string(kMaxProcesses));
-    }
-    for (const auto& p : processes) {
-      if (!p.is_object()) return InvalidArgument(where + ".processes: items must be objects");
-      ++r.processes;
-      if (!p.contains("task")) ++r.foreign_processes;
-    }
+    r.index = g.index;
+    r.reading.utilization_percent = g.utilization_percent;
+    r.reading.memory_utilization_percent = g.memory_utilization_percent;
+    r.reading.memory_used_mib = g.memory_used_mib;
+    r.reading.power_mw = g.power_mw;
+    r.reading.temperature_c = g.temperature_c;
+    for (const protocol::TaskKey& key : g.tasks) r.allocations.push_back(key.allocation.value());
+    r.processes = static_cast<int>(g.processes.size());
+    r.foreign_processes = static_cast<int>(std::count_if(g.processes.begin(), g.processes.end(),
+                                                         [](const auto& p) { return !p.task; }));
     out.push_back(std::move(r));
   }
   return out;

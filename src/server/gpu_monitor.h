@@ -19,6 +19,7 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "protocol/agent_messages.h"
 #include "store/store.h"
 
 namespace corral::server {
@@ -46,10 +47,8 @@ struct ReportedGpu {
   int foreign_processes = 0;         // of which no task of corral's
 };
 
-// Parses a heartbeat's "gpu_metrics" object (agent/gpu_metrics.h). Errors name the field:
-// "gpu_metrics.gpus[2].utilization_percent: must be an integer 0..100". At most 64 GPUs and
-// 1,024 processes per GPU; task keys are "<allocation>-<generation>".
-Result<std::vector<ReportedGpu>> ParseGpuReport(const nlohmann::json& gpu_metrics);
+// The GPUs of a heartbeat's GPU metrics (checked by their codec, protocol::ParseGpuMetrics).
+std::vector<ReportedGpu> ReportedGpus(const protocol::GpuMetrics& metrics);
 
 // A job holding a GPU, as the controller resolved an allocation id.
 struct GpuHolder {

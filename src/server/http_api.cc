@@ -12,6 +12,8 @@
 #include <optional>
 #include <type_traits>
 
+#include "common/build_info.h"
+#include "protocol/agent_messages.h"
 #include "server/auth.h"
 #include "server/dashboard_api.h"
 #include "server/gpu_history.h"
@@ -713,6 +715,9 @@ class HttpApi::Impl {
     SendJson(res, 201, {{"name", user->name}, {"admin", user->admin}, {"token", *token}});
   }
 
+  // The agent gateway (docs/control-plane.md, "Agent protocol"): each route authenticates from
+  // headers first, then checks the protocol version, and only then reads the body through its
+  // codec (protocol/agent_messages.h).
   void RegisterAgents(httplib::Server& http) {
     http.Post("/api/v1/agent/register",
               [this](const httplib::Request& req, httplib::Response& res) {
@@ -722,38 +727,42 @@ class HttpApi::Impl {
                 }
                 auto body = ParseBody(req);
                 if (!body.ok()) return SendProblem(res, body.status());
-                auto name = Field<std::string>(*body, "name");
-                if (!name.ok()) return SendProblem(res, name.status());
-                auto node_id = Field<std::string>(*body, "node_id");
-                if (!node_id.ok()) return SendProblem(res, node_id.status());
-                if (!(*body)["inventory"].is_object()) {
-                  return SendProblem(res, InvalidArgument("field 'inventory': must be an object"));
+                auto version = protocol::ReadProtocolVersion(*body);
+                if (!version.ok()) return SendProblem(res, version.status());
+                if (Status s = protocol::CheckAgentProtocolVersion(*version, kVersion); !s.ok()) {
+                  return SendProblem(res, s);
                 }
-                auto registered = controller_.RegisterNode(*name, *node_id, (*body)["inventory"]);
+                auto request = protocol::ParseRegisterRequest(*body);
+                if (!request.ok()) return SendProblem(res, request.status());
+                auto registered = controller_.RegisterNode(*request);
                 if (!registered.ok()) return SendProblem(res, registered.status());
-                SendJson(res, 200,
-                         {{"node_token", registered->node_token},
-                          {"cluster_id", registered->cluster_id},
-                          {"heartbeat_interval_s", 5}});
+                protocol::RegisterAnswer answer;
+                answer.node_token = registered->node_token;
+                answer.cluster_id = registered->cluster_id;
+                SendJson(res, 200, protocol::ToJson(answer));
               });
-    http.Post(
-        "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
-          auto body = ParseBody(req);
-          if (!body.ok()) return SendProblem(res, body.status());
-          auto name = Field<std::string>(*body, "name");
-          if (!name.ok()) return SendProblem(res, name.status());
-          auto wait_ms = Field<int64_t>(*body, "wait_ms", 0);
-          if (!wait_ms.ok()) return SendProblem(res, wait_ms.status());
-          if (!controller_.AuthenticateNode(*name, BearerToken(req))) {
-            return SendProblem(res, Unauthenticated("invalid node token: register again"));
-          }
-          // The controller bounds the wait itself; this keeps the value an int.
-          auto answer = controller_.Heartbeat(
-              *name, *body,
-              static_cast<int>(std::clamp<int64_t>(*wait_ms, 0, std::numeric_limits<int>::max())));
-          if (!answer.ok()) return SendProblem(res, answer.status());
-          SendJson(res, 200, *answer);
-        });
+    http.Post("/api/v1/agent/heartbeat", [this](const httplib::Request& req,
+                                                httplib::Response& res) {
+      const std::string name = req.get_header_value(protocol::kNodeHeader);
+      if (name.empty()) {
+        // Agents before protocol versions named their node in the body. Unauthenticated: such
+        // an agent registers again, and its registration is refused naming the upgrade.
+        return SendProblem(
+            res,
+            Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
+                            protocol::CheckAgentProtocolVersion(std::nullopt, kVersion).message()));
+      }
+      if (!controller_.AuthenticateNode(name, BearerToken(req))) {
+        return SendProblem(res, Unauthenticated("invalid node token: register again"));
+      }
+      auto body = ParseBody(req);
+      if (!body.ok()) return SendProblem(res, body.status());
+      auto report = protocol::ParseReport(*body);
+      if (!report.ok()) return SendProblem(res, report.status());
+      auto answer = controller_.Heartbeat(name, *report);
+      if (!answer.ok()) return SendProblem(res, answer.status());
+      SendJson(res, 200, protocol::ToJson(*answer));
+    });
   }
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------

@@ -178,9 +178,13 @@ class SubmittedDefaultsTest : public ::testing::Test {
 };
 
 TEST_F(SubmittedDefaultsTest, ACpuOnlyArrayRunsAsManyElementsAsTheNodeHasCpus) {
-  const json inventory = {{"hostname", "h"}, {"cpu_milli", 2000},     {"memory_mib", 1 << 20},
-                          {"gpu_model", ""}, {"gpus", json::array()}, {"labels", json::object()}};
-  ASSERT_TRUE(controller_->RegisterNode("a", "node-a-0123456789abcdef", inventory).ok());
+  protocol::RegisterRequest node;
+  node.name = "a";
+  node.node_id = "node-a-0123456789abcdef";
+  node.inventory.hostname = "h";
+  node.inventory.cpu = CpuMilli(2000);
+  node.inventory.memory = MemoryMib(1 << 20);
+  ASSERT_TRUE(controller_->RegisterNode(node).ok());
   json spec = Spec(json::object());
   spec["array"] = {{"indices", {0, 1, 2, 3, 4}}};
   auto jobs = controller_->SubmitArray(alice_, spec);

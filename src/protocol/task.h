@@ -1,6 +1,7 @@
 // What the server asks an agent to run (TaskLaunch) and what the agent reports back
-// (TaskStatus), as in the agent <-> server protocol (docs: protocol draft of issue 3), with their
-// JSON forms and the environment a task gets.
+// (TaskStatus): messages of the agent <-> server protocol (docs/control-plane.md, "Agent
+// protocol"), with their JSON codecs. What an agent checks and sets up on its node for a launch
+// (the workdir exists, the task's environment) is agent/task_setup.h.
 #pragma once
 
 #include <compare>
@@ -15,11 +16,12 @@
 #include "common/units.h"
 #include "model/launcher.h"
 
-namespace corral::agent {
+namespace corral::protocol {
+
+class FieldReader;
 
 // An allocation id and its generation: the fencing token of one task run (architecture.md,
 // contract 3). A re-run of the same task gets a new generation.
-// TODO(lead): AllocationId belongs in common/ids.h once the server needs it.
 struct AllocationIdTag {};
 using AllocationId = Id<AllocationIdTag>;
 
@@ -105,6 +107,10 @@ enum class TaskState {
   kLost,           // its supervisor vanished without recording an exit (protocol addition)
 };
 
+// A task's output streams.
+enum class LogStream { kStdout, kStderr };
+const char* LogStreamName(LogStream stream);  // "stdout", "stderr"
+
 // "running", "exited", "killed", "failed_to_start", "lost".
 const char* TaskStateName(TaskState state);
 bool IsTerminal(TaskState state);
@@ -122,43 +128,29 @@ struct TaskStatus {
   std::string message;              // why (kill reason, start error, limits not applied, ...)
 };
 
-// Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
-// an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
-// distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
-// shell with torchrun, which takes a script), that an environment's venv or conda prefix is an
-// absolute path and, for runtime "process", an existing directory ("field 'environment.venv':
-// '/opt/x' (environment 'torch@2') does not exist on this node"; a container ignores them), and
-// that a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex
-// characters.
-Status Validate(const TaskLaunch& launch);
-
-// True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
-// NVIDIA_VISIBLE_DEVICES and, for a distributed launch, the rendezvous variables corral sets
-// for its launcher (IsRendezvousEnvName in rendezvous.h).
-bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
-
-// The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
-// passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
-// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
-// CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
-// CORRAL_ALLOCATION_ID, CORRAL_NODE_NAME, CORRAL_GPU_MILLI; for a distributed launch also
-// DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
-// part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
-// HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote
-// Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches. With an
-// environment: CORRAL_ENVIRONMENT=NAME@VERSION and, for a venv (conda prefix), PATH starting
-// with <venv>/bin (<conda>/bin) and VIRTUAL_ENV (CONDA_PREFIX); those win over the job's env. A
-// session's task also gets the session variables (LaunchSession).
-std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
-                                         const std::map<std::string, std::string>& base,
-                                         const std::string& hostfile = "");
+// What is wrong with a Distributed on its own (ranges, addresses, one host per node), or
+// nullopt: {"distributed.port", "must be in 1024..65531 ..."}. The codec refuses such a launch;
+// the agent's Validate (agent/task_setup.h) checks it against the launch too.
+struct FieldProblem {
+  std::string field;  // "distributed.port"
+  std::string why;
+};
+std::optional<FieldProblem> DistributedProblem(const Distributed& distributed);
 
 // JSON in the protocol's field names ("job_id", "allocation_id", "generation", "argv", ...).
 nlohmann::json ToJson(const TaskLaunch& launch);
 nlohmann::json ToJson(const TaskStatus& status);
+nlohmann::json ToJson(const TaskKey& key);  // {"allocation_id", "generation"}
 // Errors name the field: "task launch: field 'argv': must be an array of strings",
 // "task launch: field 'distributed.port': ...". A "distributed" that is absent or null: nullopt.
+// Ids and generations are >= 0, counts and indices 0..1,000,000, a status's state one of
+// TaskStateName()'s.
 Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& json);
 Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& json);
+// The same, for one nested in another message: errors carry the reader's path
+// ("heartbeat: field 'tasks[3].state': ...").
+Result<TaskLaunch> ReadTaskLaunch(const FieldReader& reader);
+Result<TaskStatus> ReadTaskStatus(const FieldReader& reader);
+Result<TaskKey> ReadTaskKey(const FieldReader& reader);
 
-}  // namespace corral::agent
+}  // namespace corral::protocol

@@ -1,0 +1,62 @@
+// What an agent checks and sets up on its node for a launch of the protocol (protocol/task.h):
+// that the launch agrees with itself and with this node (its workdir and environment prefixes
+// exist), and the environment its task gets. The protocol's task types are used here, and by the
+// rest of the agent, under their agent:: names.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "protocol/task.h"
+
+namespace corral::agent {
+
+using protocol::AllocationId;
+using protocol::Distributed;
+using protocol::IsTerminal;
+using protocol::LaunchEnvironment;
+using protocol::LaunchSession;
+using protocol::LogStream;
+using protocol::TaskKey;
+using protocol::TaskLaunch;
+using protocol::TaskLaunchFromJson;
+using protocol::TaskState;
+using protocol::TaskStateName;
+using protocol::TaskStatus;
+using protocol::TaskStatusFromJson;
+using protocol::ToString;
+
+// Checks a launch; the error names the task and the field: "task 12-1: field 'workdir': must be
+// an absolute path, got 'data'". Checks that workdir exists and is a directory, and that a
+// distributed launch agrees with itself (node_rank == task_index, nodes == tasks, ranges; no
+// shell with torchrun, which takes a script), that an environment's venv or conda prefix is an
+// absolute path and, for runtime "process", an existing directory ("field 'environment.venv':
+// '/opt/x' (environment 'torch@2') does not exist on this node"; a container ignores them), and
+// that a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex
+// characters.
+Status Validate(const TaskLaunch& launch);
+
+// True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
+// NVIDIA_VISIBLE_DEVICES and, for a distributed launch, the rendezvous variables corral sets
+// for its launcher (IsRendezvousEnvName in rendezvous.h).
+bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
+
+// The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
+// passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
+// CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
+// CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
+// CORRAL_ALLOCATION_ID, CORRAL_NODE_NAME, CORRAL_GPU_MILLI; for a distributed launch also
+// DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
+// part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
+// HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote
+// Hostfile()). All from rendezvous.h; `hostfile` is ignored for other launches. With an
+// environment: CORRAL_ENVIRONMENT=NAME@VERSION and, for a venv (conda prefix), PATH starting
+// with <venv>/bin (<conda>/bin) and VIRTUAL_ENV (CONDA_PREFIX); those win over the job's env. A
+// session's task also gets the session variables (LaunchSession).
+std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
+                                         const std::map<std::string, std::string>& base,
+                                         const std::string& hostfile = "");
+
+}  // namespace corral::agent

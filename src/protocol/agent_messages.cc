@@ -1,0 +1,398 @@
+#include "protocol/agent_messages.h"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+#include "model/node.h"
+#include "protocol/json_fields.h"
+
+namespace corral::protocol {
+namespace {
+
+using nlohmann::json;
+
+constexpr int64_t kMaxMib = int64_t{1} << 40;
+constexpr size_t kMaxReportLogs = 10000;
+constexpr size_t kMaxStartingTasks = kMaxReportTasks;
+
+// "12-1" (ToString(TaskKey)), as GPU metrics name tasks; nullopt when it is not one.
+std::optional<TaskKey> TaskKeyOf(const std::string& text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos || text.size() > 41) return std::nullopt;
+  int64_t allocation = -1, generation = -1;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  auto a = std::from_chars(begin, begin + dash, allocation);
+  auto g = std::from_chars(begin + dash + 1, end, generation);
+  if (a.ec != std::errc() || a.ptr != begin + dash || g.ec != std::errc() || g.ptr != end ||
+      allocation < 0 || generation < 0) {
+    return std::nullopt;
+  }
+  return TaskKey{AllocationId(allocation), generation};
+}
+
+Status ReadTaskKeyString(const FieldReader& r, const char* field, std::optional<TaskKey>& out) {
+  std::string text;
+  CORRAL_RETURN_IF_ERROR(r.String(field, false, text));
+  if (r.Find(field) == nullptr) return Status::Ok();
+  out = TaskKeyOf(text);
+  if (!out) return r.Bad(field, "'" + text + "' is not a task key <alloc>-<gen>");
+  return Status::Ok();
+}
+
+Result<NodeInventory> ReadInventory(const FieldReader& r) {
+  NodeInventory inv;
+  CORRAL_RETURN_IF_ERROR(r.String("hostname", false, inv.hostname));
+  int64_t v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("cpu_milli", true, v, 0));
+  inv.cpu = CpuMilli(v);
+  CORRAL_RETURN_IF_ERROR(r.Int("memory_mib", true, v, 0, kMaxMib));
+  inv.memory = MemoryMib(v);
+  CORRAL_RETURN_IF_ERROR(r.String("gpu_model", false, inv.gpu_model));
+  CORRAL_RETURN_IF_ERROR(
+      r.Objects("gpus", false, kMaxInventoryGpus, [&](const FieldReader& g, size_t) {
+        InventoryGpu gpu;
+        CORRAL_RETURN_IF_ERROR(g.String("uuid", false, gpu.uuid));
+        int64_t mib = 0;
+        CORRAL_RETURN_IF_ERROR(g.Int("memory_mib", false, mib, 0, kMaxMib));
+        gpu.memory = MemoryMib(mib);
+        int64_t domain = 0;
+        CORRAL_RETURN_IF_ERROR(g.Int("nvlink_domain", false, domain, 0, 1 << 20));
+        gpu.nvlink_domain = static_cast<int>(domain);
+        inv.gpus.push_back(std::move(gpu));
+        return Status::Ok();
+      }));
+  CORRAL_RETURN_IF_ERROR(r.StringMap("labels", inv.labels));
+  CORRAL_RETURN_IF_ERROR(r.Strings("runtimes", false, inv.runtimes));
+  if (inv.runtimes.size() > kMaxNodeRuntimes) {
+    return r.Bad("runtimes", "at most " + std::to_string(kMaxNodeRuntimes) + " runtime names");
+  }
+  CORRAL_RETURN_IF_ERROR(r.String("address", false, inv.address));
+  if (r.Find("address") != nullptr) {
+    if (Status s = model::ValidateNodeAddress(inv.address); !s.ok()) {
+      return r.Bad("address", s.message());
+    }
+  }
+  CORRAL_RETURN_IF_ERROR(r.String("container_engine", false, inv.container_engine));
+  if (inv.container_engine.size() > 128) return r.Bad("container_engine", "at most 128 bytes");
+  return inv;
+}
+
+Result<GpuMetrics> ReadGpuMetrics(const FieldReader& r) {
+  GpuMetrics m;
+  CORRAL_RETURN_IF_ERROR(r.Int("sampled_at_ms", false, m.sampled_at_ms, 0));
+  CORRAL_RETURN_IF_ERROR(
+      r.Objects("gpus", true, kMaxInventoryGpus, [&](const FieldReader& g, size_t) {
+        GpuMetric gpu;
+        CORRAL_RETURN_IF_ERROR(g.RequiredInt("index", gpu.index));
+        if (gpu.index < 0 || gpu.index >= static_cast<int>(kMaxInventoryGpus)) {
+          return g.Bad("index", "must be in 0.." + std::to_string(kMaxInventoryGpus - 1));
+        }
+        CORRAL_RETURN_IF_ERROR(
+            g.OptionalInt("utilization_percent", gpu.utilization_percent, 0, 100));
+        CORRAL_RETURN_IF_ERROR(
+            g.OptionalInt("memory_utilization_percent", gpu.memory_utilization_percent, 0, 100));
+        CORRAL_RETURN_IF_ERROR(g.OptionalInt64("memory_used_mib", gpu.memory_used_mib, 0, kMaxMib));
+        CORRAL_RETURN_IF_ERROR(g.OptionalInt64("power_mw", gpu.power_mw, 0, kMaxMib));
+        CORRAL_RETURN_IF_ERROR(g.OptionalInt("temperature_c", gpu.temperature_c, -100, 200));
+        std::vector<std::string> tasks;
+        CORRAL_RETURN_IF_ERROR(g.Strings("tasks", false, tasks));
+        if (tasks.size() > kMaxGpuProcesses) return g.Bad("tasks", "too many task keys");
+        for (const std::string& t : tasks) {
+          std::optional<TaskKey> key = TaskKeyOf(t);
+          if (!key) return g.Bad("tasks", "'" + t + "' is not a task key <alloc>-<gen>");
+          gpu.tasks.push_back(*key);
+        }
+        CORRAL_RETURN_IF_ERROR(
+            g.Objects("processes", false, kMaxGpuProcesses, [&](const FieldReader& p, size_t) {
+              GpuProcessReport process;
+              CORRAL_RETURN_IF_ERROR(p.RequiredInt("pid", process.pid));
+              CORRAL_RETURN_IF_ERROR(
+                  p.OptionalInt64("memory_used_mib", process.memory_used_mib, 0, kMaxMib));
+              CORRAL_RETURN_IF_ERROR(ReadTaskKeyString(p, "task", process.task));
+              gpu.processes.push_back(std::move(process));
+              return Status::Ok();
+            }));
+        m.gpus.push_back(std::move(gpu));
+        return Status::Ok();
+      }));
+  return m;
+}
+
+template <typename T>
+void SetIf(json& out, const char* field, const std::optional<T>& value) {
+  if (value) out[field] = *value;
+}
+
+}  // namespace
+
+Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view server_release) {
+  const std::string upgrade_node = "upgrade corral on this node to " + std::string(server_release) +
+                                   "; its tasks keep running and are adopted by the upgraded agent";
+  if (!version) return FailedPrecondition("this agent speaks no protocol version: " + upgrade_node);
+  const std::string accepted =
+      kOldestProtocolVersion == kProtocolVersion
+          ? std::to_string(kProtocolVersion)
+          : std::to_string(kOldestProtocolVersion) + ".." + std::to_string(kProtocolVersion);
+  if (*version < kOldestProtocolVersion) {
+    return FailedPrecondition("this agent speaks protocol version " + std::to_string(*version) +
+                              ", too old for this server (which accepts " + accepted +
+                              "): " + upgrade_node);
+  }
+  if (*version > kProtocolVersion) {
+    return FailedPrecondition(
+        "this agent speaks protocol version " + std::to_string(*version) +
+        ", newer than this server's (which accepts " + accepted + ", corral " +
+        std::string(server_release) +
+        "): upgrade the servers before their agents; this agent's tasks keep running meanwhile");
+  }
+  return Status::Ok();
+}
+
+// --- Encoding -------------------------------------------------------------------------------
+
+nlohmann::json ToJson(const NodeInventory& inv) {
+  json gpus = json::array();
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    const InventoryGpu& g = inv.gpus[i];
+    gpus.push_back({{"index", i},
+                    {"uuid", g.uuid},
+                    {"memory_mib", g.memory.value()},
+                    {"nvlink_domain", g.nvlink_domain}});
+  }
+  json out{{"hostname", inv.hostname},
+           {"cpu_milli", inv.cpu.value()},
+           {"memory_mib", inv.memory.value()},
+           {"gpu_model", inv.gpu_model},
+           {"gpus", gpus},
+           {"labels", inv.labels},
+           {"runtimes", inv.runtimes}};
+  if (!inv.address.empty()) out["address"] = inv.address;
+  if (!inv.container_engine.empty()) out["container_engine"] = inv.container_engine;
+  return out;
+}
+
+nlohmann::json ToJson(const RegisterRequest& r) {
+  return json{{"protocol_version", r.protocol_version},
+              {"name", r.name},
+              {"node_id", r.node_id},
+              {"inventory", ToJson(r.inventory)}};
+}
+
+nlohmann::json ToJson(const RegisterAnswer& a) {
+  return json{{"protocol_version", a.protocol_version},
+              {"node_token", a.node_token},
+              {"cluster_id", a.cluster_id},
+              {"heartbeat_interval_s", a.heartbeat_interval_s}};
+}
+
+nlohmann::json ToJson(const GpuMetrics& m) {
+  json gpus = json::array();
+  for (const GpuMetric& g : m.gpus) {
+    json tasks = json::array();
+    for (const TaskKey& k : g.tasks) tasks.push_back(ToString(k));
+    json processes = json::array();
+    for (const GpuProcessReport& p : g.processes) {
+      json pj = {{"pid", p.pid}};
+      SetIf(pj, "memory_used_mib", p.memory_used_mib);
+      if (p.task) pj["task"] = ToString(*p.task);
+      processes.push_back(std::move(pj));
+    }
+    json j = {{"index", g.index}, {"tasks", tasks}, {"processes", processes}};
+    SetIf(j, "utilization_percent", g.utilization_percent);
+    SetIf(j, "memory_utilization_percent", g.memory_utilization_percent);
+    SetIf(j, "memory_used_mib", g.memory_used_mib);
+    SetIf(j, "power_mw", g.power_mw);
+    SetIf(j, "temperature_c", g.temperature_c);
+    gpus.push_back(std::move(j));
+  }
+  return json{{"sampled_at_ms", m.sampled_at_ms}, {"gpus", gpus}};
+}
+
+nlohmann::json ToJson(const Report& r) {
+  json tasks = json::array(), starting = json::array(), logs = json::array();
+  for (const TaskStatus& s : r.tasks) tasks.push_back(ToJson(s));
+  for (const TaskKey& k : r.starting) starting.push_back(ToJson(k));
+  for (const LogChunk& c : r.logs) {
+    json chunk = ToJson(c.key);
+    chunk["stream"] = LogStreamName(c.stream);
+    chunk["offset"] = c.offset;
+    chunk["data"] = c.data;
+    logs.push_back(std::move(chunk));
+  }
+  json out{{"seq", r.seq},
+           {"wait_ms", r.wait_ms},
+           {"tasks", tasks},
+           {"starting", starting},
+           {"logs", logs}};
+  if (r.partial) out["partial"] = true;
+  if (r.gpu_metrics) out["gpu_metrics"] = ToJson(*r.gpu_metrics);
+  return out;
+}
+
+nlohmann::json ToJson(const ReportAnswer& a) {
+  json run = json::array(), kill = json::array();
+  for (const TaskLaunch& l : a.run) run.push_back(ToJson(l));
+  for (const StopOrder& k : a.kill) {
+    json order = ToJson(k.key);
+    order["grace_s"] = k.grace.value();
+    order["reason"] = k.reason;
+    kill.push_back(std::move(order));
+  }
+  json out{{"run", run},
+           {"kill", kill},
+           {"heartbeat_interval_s", a.heartbeat_interval_s},
+           {"taken_seq", a.taken_seq}};
+  if (a.stale_report) out["stale_report"] = true;
+  SetIf(out, "retry_after_ms", a.retry_after_ms);
+  return out;
+}
+
+// --- Decoding -------------------------------------------------------------------------------
+
+Result<std::optional<int>> ReadProtocolVersion(const nlohmann::json& body) {
+  Result<FieldReader> r = ReadObject(body, "registration");
+  if (!r.ok()) return r.status();
+  std::optional<int> version;
+  CORRAL_RETURN_IF_ERROR(r->OptionalInt("protocol_version", version, 1));
+  return version;
+}
+
+Result<NodeInventory> ParseNodeInventory(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "inventory");
+  if (!r.ok()) return r.status();
+  return ReadInventory(*r);
+}
+
+Result<RegisterRequest> ParseRegisterRequest(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "registration");
+  if (!r.ok()) return r.status();
+  RegisterRequest req;
+  CORRAL_RETURN_IF_ERROR(r->RequiredInt("protocol_version", req.protocol_version));
+  CORRAL_RETURN_IF_ERROR(r->String("name", true, req.name));
+  CORRAL_RETURN_IF_ERROR(r->String("node_id", true, req.node_id));
+  if (req.node_id.size() < 16 || req.node_id.size() > 128) {
+    return r->Bad("node_id", "16..128 characters");
+  }
+  CORRAL_RETURN_IF_ERROR(r->Object("inventory", true, [&](const FieldReader& inv) {
+    Result<NodeInventory> inventory = ReadInventory(inv);
+    if (!inventory.ok()) return inventory.status();
+    req.inventory = std::move(inventory).value();
+    return Status::Ok();
+  }));
+  return req;
+}
+
+Result<RegisterAnswer> ParseRegisterAnswer(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "registration answer");
+  if (!r.ok()) return r.status();
+  RegisterAnswer a;
+  CORRAL_RETURN_IF_ERROR(r->RequiredInt("protocol_version", a.protocol_version));
+  CORRAL_RETURN_IF_ERROR(r->String("node_token", true, a.node_token));
+  CORRAL_RETURN_IF_ERROR(r->String("cluster_id", true, a.cluster_id));
+  if (Status s = model::ValidateClusterId(a.cluster_id); !s.ok()) {
+    return r->Bad("cluster_id", s.message());
+  }
+  int64_t interval = a.heartbeat_interval_s;
+  CORRAL_RETURN_IF_ERROR(r->Int("heartbeat_interval_s", false, interval, 1, 3600));
+  a.heartbeat_interval_s = static_cast<int>(interval);
+  return a;
+}
+
+Result<GpuMetrics> ParseGpuMetrics(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "gpu_metrics");
+  if (!r.ok()) return r.status();
+  return ReadGpuMetrics(*r);
+}
+
+Result<Report> ParseReport(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "heartbeat");
+  if (!r.ok()) return r.status();
+  Report report;
+  CORRAL_RETURN_IF_ERROR(r->Int("seq", true, report.seq, 1));
+  CORRAL_RETURN_IF_ERROR(r->Bool("partial", report.partial));
+  int64_t wait_ms = 0;
+  CORRAL_RETURN_IF_ERROR(r->Int("wait_ms", false, wait_ms, 0, kMaxWaitMs));
+  report.wait_ms = static_cast<int>(wait_ms);
+  // The task list is the node's truth: a malformed one is refused whole, never read in part
+  // (a task left out would look lost).
+  CORRAL_RETURN_IF_ERROR(
+      r->Objects("tasks", true, kMaxReportTasks, [&](const FieldReader& t, size_t) {
+        Result<TaskStatus> status = ReadTaskStatus(t);
+        if (!status.ok()) return status.status();
+        report.tasks.push_back(std::move(status).value());
+        return Status::Ok();
+      }));
+  CORRAL_RETURN_IF_ERROR(
+      r->Objects("starting", false, kMaxStartingTasks, [&](const FieldReader& k, size_t) {
+        Result<TaskKey> key = ReadTaskKey(k);
+        if (!key.ok()) return key.status();
+        report.starting.push_back(*key);
+        return Status::Ok();
+      }));
+  CORRAL_RETURN_IF_ERROR(
+      r->Objects("logs", false, kMaxReportLogs, [&](const FieldReader& c, size_t) {
+        LogChunk chunk;
+        Result<TaskKey> key = ReadTaskKey(c);
+        if (!key.ok()) return key.status();
+        chunk.key = *key;
+        std::string stream;
+        CORRAL_RETURN_IF_ERROR(c.String("stream", true, stream));
+        if (stream != "stdout" && stream != "stderr") {
+          return c.Bad("stream", "must be stdout or stderr, got '" + stream + "'");
+        }
+        chunk.stream = stream == "stdout" ? LogStream::kStdout : LogStream::kStderr;
+        CORRAL_RETURN_IF_ERROR(c.Int("offset", true, chunk.offset, 0));
+        CORRAL_RETURN_IF_ERROR(c.String("data", true, chunk.data));
+        report.logs.push_back(std::move(chunk));
+        return Status::Ok();
+      }));
+  if (const nlohmann::json* metrics = r->Find("gpu_metrics")) {
+    Result<GpuMetrics> parsed = ParseGpuMetrics(*metrics);
+    if (parsed.ok()) {
+      report.gpu_metrics = std::move(parsed).value();
+    } else {
+      report.gpu_metrics_error = parsed.status().message();
+    }
+  }
+  return report;
+}
+
+Result<ReportAnswer> ParseReportAnswer(const nlohmann::json& json) {
+  Result<FieldReader> r = ReadObject(json, "heartbeat answer");
+  if (!r.ok()) return r.status();
+  ReportAnswer a;
+  CORRAL_RETURN_IF_ERROR(r->Int("taken_seq", true, a.taken_seq, 0));
+  CORRAL_RETURN_IF_ERROR(r->Bool("stale_report", a.stale_report));
+  int64_t interval = a.heartbeat_interval_s;
+  CORRAL_RETURN_IF_ERROR(r->Int("heartbeat_interval_s", false, interval, 1, 3600));
+  a.heartbeat_interval_s = static_cast<int>(interval);
+  CORRAL_RETURN_IF_ERROR(r->OptionalInt("retry_after_ms", a.retry_after_ms, 0, kMaxWaitMs));
+  CORRAL_RETURN_IF_ERROR(
+      r->Objects("kill", false, kMaxReportTasks, [&](const FieldReader& k, size_t) {
+        StopOrder order;
+        Result<TaskKey> key = ReadTaskKey(k);
+        if (!key.ok()) return key.status();
+        order.key = *key;
+        int64_t grace = order.grace.value();
+        CORRAL_RETURN_IF_ERROR(k.Int("grace_s", false, grace, 0, 3600));
+        order.grace = Seconds(grace);
+        order.reason = "stopped by the server";
+        CORRAL_RETURN_IF_ERROR(k.String("reason", false, order.reason));
+        a.kill.push_back(std::move(order));
+        return Status::Ok();
+      }));
+  CORRAL_RETURN_IF_ERROR(
+      r->Objects("run", false, kMaxReportTasks, [&](const FieldReader& l, size_t) {
+        Result<TaskLaunch> launch = ReadTaskLaunch(l);
+        if (launch.ok()) {
+          a.run.push_back(std::move(launch).value());
+        } else {
+          a.refused_run.push_back(launch.status());
+        }
+        return Status::Ok();
+      }));
+  return a;
+}
+
+}  // namespace corral::protocol
