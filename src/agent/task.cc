@@ -393,6 +393,7 @@ nlohmann::json ToJson(const TaskStatus& s) {
   if (s.exit_code) out["exit_code"] = *s.exit_code;
   if (s.signal) out["signal"] = *s.signal;
   if (s.ended_at) out["ended_at"] = s.ended_at->value();
+  if (s.end_cause) out["end_cause"] = model::ToString(*s.end_cause);
   return out;
 }
 
@@ -535,6 +536,14 @@ Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& j) {
     s.ended_at = Seconds(v);
   }
   CORRAL_RETURN_IF_ERROR(r.String("message", false, s.message));
+  if (r.Find("end_cause") != nullptr) {
+    std::string cause;
+    CORRAL_RETURN_IF_ERROR(r.String("end_cause", true, cause));
+    auto parsed = model::ParseTaskEndCause(cause);
+    // "task status: field 'end_cause': unknown end cause 'x' (one of exited, ...)"
+    if (!parsed.ok()) return InvalidArgument("task status: " + parsed.status().message());
+    s.end_cause = *parsed;
+  }
   return s;
 }
 
