@@ -725,7 +725,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
                         {"name", record->name},
                         {"user", record->user},
                         {"project", record->project},
-                        {"state", record->state},
+                        {"state", Name(record->state)},
                         {"priority", record->priority},
                         {"restarts", record->restarts},
                         {"submit_time", record->submit_time.value()},
@@ -1536,16 +1536,22 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
     }
   }
   if (!job.Stopping()) {
+    // The failed task that explains the gang's end: after a restart the parts the server had
+    // stopped because of it look failed too (killed), so one it did not stop comes first.
+    const store::TaskRecord* failed = nullptr;
     for (const auto& t : job.tasks) {
-      if (model::IsEnded(t.state) && TaskFailed(t)) {
-        job.failing = true;
-        auto note = job.end_notes.find(t.allocation_id);
-        job.failure = DescribeEnd(t, note == job.end_notes.end() ? "" : note->second);
-        // A lost node set its own end (lost) before its tasks were evaluated.
-        if (job.failed_state == JobState::kFailed)
-          job.failed_state = model::FailedStateFor(t.end_cause);
-        break;
+      if (!model::IsEnded(t.state) || !TaskFailed(t)) continue;
+      if (!failed || (failed->end_cause == model::TaskEndCause::kStopped &&
+                      t.end_cause != model::TaskEndCause::kStopped)) {
+        failed = &t;
       }
+    }
+    if (failed) {
+      job.failing = true;
+      auto note = job.end_notes.find(failed->allocation_id);
+      job.failure = DescribeEnd(*failed, note == job.end_notes.end() ? "" : note->second);
+      // Its agent's typed cause, never the note: timeout, oom or failed.
+      job.failed_state = model::FailedStateFor(failed->end_cause);
     }
   }
   if (job.Stopping() && job.record.state != JobState::kPending) {
