@@ -446,7 +446,7 @@ def start_latency(server, corral, tmp, count, poll_s):
             state = view.get("state") if status == 200 else None
             if state == "succeeded":
                 break
-            if state in ("failed", "cancelled", "lost"):
+            if state in ("failed", "cancelled", "lost", "timeout", "oom"):
                 raise RuntimeError(f"job {job} ended {state}: {view.get('reason')}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"job {job} did not succeed within 60 s (state {state})")

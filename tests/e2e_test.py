@@ -527,20 +527,88 @@ def test_server_sigkill_with_running_tasks(root):
         c.stop()
 
 
-def test_time_limit(root):
+def cgroup_memory_limits_work():
+    """True when this machine's agents can limit a task's memory (root, and a memory controller:
+    cgroup v1's memory hierarchy, or v2's with memory enabled)."""
+    if os.geteuid() != 0:
+        return False
+    if os.path.exists("/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        return True
+    try:
+        with open("/sys/fs/cgroup/cgroup.subtree_control") as f:
+            return "memory" in f.read().split()
+    except OSError:
+        return False
+
+
+def listed_states(c, *flags):
+    """`corral jobs --all FLAGS -o json`: job id -> state."""
+    out = c.cli("jobs", "--all", *flags, "-o", "json")
+    return {j["id"]: j["state"] for j in json.loads(out.stdout)} if out.returncode == 0 else {}
+
+
+def test_time_limit_and_oom(root):
+    """A job stopped at its time limit ends `timeout`; one the kernel kills at its memory limit
+    ends `oom` (when cgroup memory limits work here): in the API, the job's history, the task's
+    typed end cause and `corral jobs`."""
     c = Cluster(os.path.join(root, "limit"))
     try:
         c.start_agent("n1", "1xT4")
         check("agent joins", c.wait_nodes(1))
-        job = submit(c, {"command": ["sleep", "60"], "resources": {"gpus": 1}, "time_limit_s": 1})
-        ended = c.wait_state(job, ("failed",), 30)
+        out = c.cli("submit", "--gpus", "1", "--time-limit", "1", "-o", "json", "--", "sleep", "60")
+        job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("time limit: submitted with --time-limit", job is not None, out.stderr)
+        ended = c.wait_state(job, ("timeout", "failed", "succeeded", "cancelled", "lost"), 30)
         view = c.job(job)
-        check("time limit: job stopped and failed", ended, view)
-        check("time limit: the reason says so", "time limit" in view.get("reason", ""),
+        check("time limit: the job ends timeout", ended and view["state"] == "timeout", view)
+        check("time limit: the reason says so", "time limit of 1 s reached" in view.get("reason", ""),
               view.get("reason"))
+        check("time limit: the task's end cause is time_limit",
+              [t.get("end_cause") for t in view.get("tasks", [])] == ["time_limit"],
+              view.get("tasks"))
+        check("time limit: the history ends in timeout",
+              view["events"][-1]["from"] == "running" and view["events"][-1]["to"] == "timeout",
+              view["events"])
+        table = c.cli("jobs", "--all")
+        row = [line for line in table.stdout.splitlines() if line.split()[:1] == [str(job)]]
+        check("time limit: corral jobs shows timeout", len(row) == 1 and "timeout" in row[0].split(),
+              table.stdout)
+        check("time limit: corral jobs --state timeout lists it",
+              listed_states(c, "--state", "timeout") == {job: "timeout"},
+              c.cli("jobs", "--all", "--state", "timeout", "-o", "json").stdout)
+        status, listed = c.api("GET", "/api/v1/jobs?all=1&state=timeout,oom")
+        check("time limit: the API's state filter takes the new states",
+              status == 200 and [j["id"] for j in listed] == [job], (status, listed))
+        bad = c.cli("jobs", "--state", "timout")
+        check("a misspelt --state is refused, naming the valid states",
+              bad.returncode != 0 and "unknown job state 'timout'" in bad.stderr
+              and "timeout, oom" in bad.stderr, (bad.returncode, bad.stderr))
+        status, problem = c.api("GET", "/api/v1/jobs?state=TIMEOUT")
+        check("the API refuses an unknown state name with the valid ones",
+              status == 400 and "(one of pending," in json.dumps(problem), (status, problem))
         later = submit(c, {"command": ["true"], "resources": {"gpus": 1}})
         check("time limit: the GPU is free again", c.wait_state(later, ("succeeded",), 30),
               c.job(later))
+
+        if not cgroup_memory_limits_work():
+            print("skip oom: no cgroup memory limits on this machine", flush=True)
+            return
+        # dd fills a 256 MiB buffer in a task limited to 32 MiB: the kernel's OOM killer ends it.
+        out = c.cli("submit", "--gpus", "1", "--memory-mib", "32", "-o", "json", "--",
+                    "dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1")
+        oom = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("oom: submitted with --memory-mib", oom is not None, out.stderr)
+        ended = c.wait_state(oom, ("oom", "failed", "succeeded", "cancelled", "lost"), 30)
+        view = c.job(oom)
+        check("oom: the job ends oom", ended and view["state"] == "oom", view)
+        check("oom: the reason says so",
+              "killed at its memory limit of 32 MiB" in view.get("reason", ""), view.get("reason"))
+        check("oom: the task's end cause is out_of_memory",
+              [t.get("end_cause") for t in view.get("tasks", [])] == ["out_of_memory"],
+              view.get("tasks"))
+        check("oom: corral jobs --state oom lists it",
+              listed_states(c, "--state", "oom") == {oom: "oom"},
+              c.cli("jobs", "--all", "--state", "oom", "-o", "json").stdout)
     finally:
         c.stop()
 
@@ -1408,7 +1476,7 @@ def main():
         for test in (test_auth_and_validation, test_logs_pages_and_generations,
                      test_fifty_jobs_on_sixteen_gpus,
                      test_server_sigkill_keeps_acknowledged_jobs,
-                     test_server_sigkill_with_running_tasks, test_time_limit,
+                     test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,

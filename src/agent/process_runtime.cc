@@ -495,6 +495,9 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
     json kill = json::parse(*kill_text, nullptr, false);
     if (kill.is_object()) {
       task.kill_reason = StringField(kill, "reason", "killed");
+      if (auto cause = model::ParseTaskEndCause(StringField(kill, "cause")); cause.ok()) {
+        task.kill_cause = *cause;
+      }
       task.kill_deadline = Seconds(IntField(kill, "deadline"));
       task.sigkill_sent = BoolField(kill, "sigkill_sent");
     }
@@ -602,6 +605,7 @@ Status ProcessRuntime::WriteKillRecord(const TaskKey& key, const Task& task) con
   json record{{"reason", task.kill_reason.value_or("")},
               {"deadline", task.kill_deadline.value()},
               {"sigkill_sent", task.sigkill_sent}};
+  if (task.kill_cause) record["cause"] = model::ToString(*task.kill_cause);
   return WriteFileAtomic(TaskDir(key) + kKillFile, Dump(record));
 }
 
@@ -836,6 +840,17 @@ void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
       if (exit.contains("signal")) s.signal = static_cast<int>(IntField(exit, "signal"));
       s.message = JoinMessage({task.kill_reason.value_or(""), oom,
                                task.in_container ? EngineExitNote(s.exit_code) : "", task.notes});
+      // The kernel's OOM kill explains a failed end whoever else was stopping the task (a
+      // process that survived an OOM kill of one of its children and exited 0 did not fail);
+      // then the agent's own kill; then what the process did.
+      const bool failed = s.signal.has_value() || s.exit_code.value_or(0) != 0;
+      if (!oom.empty() && failed) {
+        s.end_cause = model::TaskEndCause::kOutOfMemory;
+      } else if (task.kill_reason) {
+        s.end_cause = task.kill_cause.value_or(model::TaskEndCause::kStopped);
+      } else {
+        s.end_cause = s.signal ? model::TaskEndCause::kSignalled : model::TaskEndCause::kExited;
+      }
     }
   }
   CleanUpCgroup(task);
@@ -883,6 +898,7 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
       now >= task.status.started_at + task.launch.time_limit) {
     task.kill_reason =
         "time limit of " + std::to_string(task.launch.time_limit.value()) + " s reached";
+    task.kill_cause = model::TaskEndCause::kTimeLimit;
     task.kill_deadline = now + options_.time_limit_grace;
     SignalTask(task, options_.time_limit_grace.value() > 0 ? SIGTERM : SIGKILL);
     task.sigkill_sent = options_.time_limit_grace.value() <= 0;
@@ -925,6 +941,7 @@ Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string
   const Seconds now = clock_->Now();
   if (!task.kill_reason) {
     task.kill_reason = reason.empty() ? "killed" : reason;
+    task.kill_cause = model::TaskEndCause::kStopped;
     task.kill_deadline = now + grace;
     if (grace.value() > 0) SignalTask(task, SIGTERM);
   } else {

@@ -216,8 +216,10 @@ class ProcessRuntime final : public Runtime {
     Seconds next_removal{0};
     // For the status message: limits not applied, or the image run for a missing host setup.
     std::string notes;
-    // A kill in progress.
+    // A kill in progress: why (for the status message) and its cause (kStopped for a kill
+    // order, kTimeLimit for the time limit; none in a kill record of an older agent).
     std::optional<std::string> kill_reason;
+    std::optional<model::TaskEndCause> kill_cause;
     Seconds kill_deadline{0};
     bool sigkill_sent = false;
   };

@@ -178,6 +178,7 @@ TEST_F(ProcessRuntimeTest, ExitCodeIsReported) {
   EXPECT_EQ(end.state, TaskState::kExited);
   EXPECT_EQ(end.exit_code, 3);
   EXPECT_FALSE(end.signal.has_value());
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kExited);
 }
 
 TEST_F(ProcessRuntimeTest, DeathBySignalIsReported) {
@@ -188,6 +189,7 @@ TEST_F(ProcessRuntimeTest, DeathBySignalIsReported) {
   EXPECT_EQ(end.state, TaskState::kExited);  // nobody in corral sent it
   EXPECT_EQ(end.signal, SIGUSR1);
   EXPECT_FALSE(end.exit_code.has_value());
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kSignalled);
 }
 
 TEST_F(ProcessRuntimeTest, StdoutAndStderrGoToTheirLogsAndReadLogPages) {
@@ -361,6 +363,7 @@ TEST_F(ProcessRuntimeTest, SigtermLetsATrapExitCleanlyWithinGrace) {
   EXPECT_EQ(end.state, TaskState::kKilled);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(end.message, "cancelled");
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kStopped);
   EXPECT_THAT(Stdout(*runtime, l.key), HasSubstr("got-TERM"));
   // Killing an ended task is a no-op; unknown tasks are NotFound.
   EXPECT_TRUE(runtime->Kill(l.key, Seconds(0), "again").ok());
@@ -400,6 +403,27 @@ TEST_F(ProcessRuntimeTest, TimeLimitIsEnforced) {
   EXPECT_EQ(end.state, TaskState::kKilled);
   EXPECT_EQ(end.signal, SIGTERM);
   EXPECT_THAT(end.message, HasSubstr("time limit of 60 s"));
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kTimeLimit);  // typed: no one parses the message
+}
+
+// A task stopped at its time limit says so even when an agent restart came between the SIGTERM
+// and the end (the cause is in the kill record).
+TEST_F(ProcessRuntimeTest, TheTimeLimitCauseSurvivesAnAgentRestart) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  l.time_limit = Seconds(5);
+  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  WaitForOutput(*a, l.key, "ready");
+  clock_.Advance(Seconds(5));
+  for (const TaskStatus& s : a->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);  // SIGTERM sent
+  a.reset();
+  auto b = MakeRuntime();
+  clock_.Advance(Seconds(30));  // the grace (Options: 30 s) runs out under the new agent
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.signal, SIGKILL);
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kTimeLimit);
+  EXPECT_THAT(end.message, HasSubstr("time limit of 5 s"));
 }
 
 TEST_F(ProcessRuntimeTest, AdoptsARunningTaskAndReportsItsExit) {
@@ -556,6 +580,7 @@ TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
   EXPECT_EQ(end.state, TaskState::kKilled);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.message, "preempted");
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kStopped);
 }
 
 // What an agent before cluster ids (its ProcessRuntime::Start) left on disk for a task it
@@ -1524,6 +1549,34 @@ TEST_F(CgroupRuntimeTest, ATaskEndingInOneClusterKillsNothingOfAnother) {
   }
   std::error_code ec;
   std::filesystem::remove_all(other_work, ec);
+}
+
+// A task that outgrows its memory limit is killed by the kernel's OOM killer, and its status
+// says so in its type (out_of_memory), not only in words. A process that survives the OOM kill
+// of a child it started and exits 0 did not fail: its cause is its own exit.
+TEST_F(CgroupRuntimeTest, AnOomKillIsTheEndCause) {
+  auto runtime = MakeRuntime(*cgroups_);
+  // dd fills a 256 MiB buffer: far over the 32 MiB limit (no swap on these machines; with swap
+  // the group could page out instead, so the test asserts only when the kernel said OOM).
+  TaskLaunch l = Launch(31, {"dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"});
+  l.memory = MemoryMib(32);
+  TaskStatus s = runtime->Start(l);
+  ASSERT_EQ(s.state, TaskState::kRunning);
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  if (!s.message.empty()) GTEST_SKIP() << "memory limits not applied here: " << s.message;
+  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.signal, SIGKILL);
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kOutOfMemory);
+  EXPECT_THAT(end.message, HasSubstr("out of memory: killed at its memory limit of 32 MiB"));
+
+  TaskLaunch survivor = Launch(32, {"dd if=/dev/zero of=/dev/null bs=256M count=1; exit 0"});
+  survivor.shell = true;
+  survivor.memory = MemoryMib(32);
+  ASSERT_EQ(runtime->Start(survivor).state, TaskState::kRunning);
+  end = WaitForEnd(*runtime, survivor.key);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kExited);
+  for (const TaskKey& key : {l.key, survivor.key}) ASSERT_TRUE(runtime->Forget(key).ok());
 }
 
 TEST_F(CgroupRuntimeTest, LimitsAreVisibleFromInsideTheTask) {

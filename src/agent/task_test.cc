@@ -456,6 +456,36 @@ TEST(TaskJsonTest, StatusRoundTrips) {
   EXPECT_THAT(TaskStatusFromJson(j).status().message(), HasSubstr("unknown state 'sleeping'"));
 }
 
+// The end cause travels as a lowercase name; a status without one (an older agent's) decodes
+// with none, and an unknown one is refused naming the field and the valid names.
+TEST(TaskJsonTest, EndCauseIsOptionalAndChecked) {
+  TaskStatus s;
+  s.job_id = JobId(7);
+  s.key = TaskKey{AllocationId(12), 1};
+  s.state = TaskState::kKilled;
+  s.signal = 9;
+  s.ended_at = Seconds(1700000100);
+  s.message = "time limit of 60 s reached";
+  s.end_cause = model::TaskEndCause::kTimeLimit;
+  nlohmann::json j = ToJson(s);
+  EXPECT_EQ(j["end_cause"], "time_limit");
+  auto back = TaskStatusFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->end_cause, model::TaskEndCause::kTimeLimit);
+
+  j.erase("end_cause");
+  back = TaskStatusFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->end_cause, std::nullopt);
+
+  j["end_cause"] = "melted";
+  EXPECT_EQ(TaskStatusFromJson(j).status().message(),
+            "task status: field 'end_cause': unknown end cause 'melted' (one of exited, "
+            "signalled, stopped, time_limit, out_of_memory)");
+  j["end_cause"] = 3;
+  EXPECT_THAT(TaskStatusFromJson(j).status().message(), HasSubstr("field 'end_cause'"));
+}
+
 TEST(TaskStateTest, Names) {
   EXPECT_STREQ(TaskStateName(TaskState::kFailedToStart), "failed_to_start");
   EXPECT_STREQ(TaskStateName(TaskState::kLost), "lost");

@@ -18,6 +18,7 @@
 #include "common/config_file.h"
 #include "common/strings.h"
 #include "model/environment_ref.h"
+#include "model/states.h"
 
 namespace corral::cli {
 
@@ -350,6 +351,13 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   });
 }
 
+// True for a final job state (model::IsFinal), and for a state this CLI does not know (a newer
+// server's): waiting for it to change would never end.
+bool Ended(const std::string& state) {
+  auto parsed = model::ParseJobState(state);
+  return !parsed.ok() || model::IsFinal(*parsed);
+}
+
 void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     bool all = false, follow = false, stderr_stream = false;
@@ -365,7 +373,11 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
 
   CLI::App* jobs = app.add_subcommand("jobs", "List jobs (yours; --all: your projects', or all)");
   jobs->add_flag("--all", f->all, "All jobs you may see");
-  jobs->add_option("--state", f->state, "Only these states, comma-separated");
+  std::string state_names;
+  for (model::JobState state : model::kJobStates) {
+    state_names += (state_names.empty() ? "" : ", ") + std::string(model::ToString(state));
+  }
+  jobs->add_option("--state", f->state, "Only these states, comma-separated: " + state_names);
   jobs->add_option("--limit", f->limit, "Jobs per page, newest first (default 100, at most 1000)");
   jobs->add_option("--before", f->before, "Only jobs with smaller ids (the next page's start)");
   jobs->add_option("--array", f->array, "Only the elements of this array (its id)")
@@ -377,6 +389,8 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       std::string query = "all=" + std::string(f->all ? "1" : "0"), same_flags;
       if (f->all) same_flags += " --all";
       if (!f->state.empty()) {
+        // Checked here, so that a typo is named with the valid states before any request.
+        CORRAL_RETURN_IF_ERROR(model::ParseJobStates(f->state, "--state").status());
         query += "&state=" + f->state;
         same_flags += " --state " + f->state;
       }
@@ -475,10 +489,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         if (!f->follow) return Status::Ok();
         auto j = client.Get(job);
         if (!j.ok()) return j.status();
-        const std::string state = Str(*j, "state");
-        if (state != "pending" && state != "starting" && state != "running") {
-          return Status::Ok();
-        }
+        if (Ended(Str(*j, "state"))) return Status::Ok();
         std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
       }
     });
@@ -947,10 +958,6 @@ void PrintSessionStarted(const json& s) {
   }
   std::cout << "Open the url in a browser (it asks for your API token once), or send "
                "'Authorization: Bearer <token>'.\n";
-}
-
-bool Ended(const std::string& state) {
-  return state != "pending" && state != "starting" && state != "running";
 }
 
 // Polls session `id` until it runs and its app answers through the session gateway (any answer

@@ -6,6 +6,10 @@ Status FieldReader::Bad(const std::string& field, const std::string& why) const 
   return InvalidArgument(what_ + ": field '" + prefix_ + field + "': " + why);
 }
 
+Status FieldReader::Within(const Status& error) const {
+  return Status(error.code(), what_ + ": " + error.message());
+}
+
 const nlohmann::json* FieldReader::Find(const char* field) const {
   auto it = object_.find(field);
   return it == object_.end() || it->is_null() ? nullptr : &*it;

@@ -26,6 +26,10 @@ class FieldReader {
 
   // InvalidArgument "<what>: field '<prefix><field>': <why>".
   Status Bad(const std::string& field, const std::string& why) const;
+  // A field's full path ("tasks[3].end_cause"), for a parser that names the field itself
+  // (model::ParseTaskEndCause); `Within` then prefixes its error with "<what>: ".
+  std::string Path(const char* field) const { return prefix_ + field; }
+  Status Within(const Status& error) const;
 
   // An integer in [min, max]; left as is when absent and not required.
   Status Int(const char* field, bool required, int64_t& out,

@@ -157,6 +157,7 @@ nlohmann::json ToJson(const TaskStatus& s) {
   if (s.exit_code) out["exit_code"] = *s.exit_code;
   if (s.signal) out["signal"] = *s.signal;
   if (s.ended_at) out["ended_at"] = s.ended_at->value();
+  if (s.end_cause) out["end_cause"] = model::ToString(*s.end_cause);
   return out;
 }
 
@@ -291,6 +292,14 @@ Result<TaskStatus> ReadTaskStatus(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.OptionalInt64("ended_at", ended_at, 0));
   if (ended_at) s.ended_at = Seconds(*ended_at);
   CORRAL_RETURN_IF_ERROR(r.String("message", false, s.message));
+  if (r.Find("end_cause") != nullptr) {
+    std::string cause;
+    CORRAL_RETURN_IF_ERROR(r.String("end_cause", true, cause));
+    auto parsed = model::ParseTaskEndCause(cause, r.Path("end_cause"));
+    // "heartbeat: field 'tasks[0].end_cause': unknown end cause 'x' (one of exited, ...)"
+    if (!parsed.ok()) return r.Within(parsed.status());
+    s.end_cause = *parsed;
+  }
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "model/launcher.h"
+#include "model/states.h"
 
 namespace corral::protocol {
 
@@ -126,6 +127,11 @@ struct TaskStatus {
   Seconds started_at{0};            // Unix seconds
   std::optional<Seconds> ended_at;  // Unix seconds, when terminal
   std::string message;              // why (kill reason, start error, limits not applied, ...)
+  // Why the process ended, for kExited and kKilled: what the server makes of the end (a time
+  // limit ends the job timeout, the OOM killer oom: model::FailedStateFor), typed so that no
+  // one parses `message`. None while running, for kFailedToStart and kLost, and from agents
+  // that predate it ("end_cause" is optional in JSON).
+  std::optional<model::TaskEndCause> end_cause;
 };
 
 // What is wrong with a Distributed on its own (ranges, addresses, one host per node), or

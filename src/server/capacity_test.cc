@@ -32,7 +32,9 @@ store::JobRecord Record(int64_t id, int gpus, int tasks, int64_t submit,
   r.user = "ann";
   r.project = "vision";
   r.spec_json = ToJson(*spec).dump();
-  r.state = end ? "succeeded" : start ? "running" : "pending";
+  r.state = end     ? model::JobState::kSucceeded
+            : start ? model::JobState::kRunning
+                    : model::JobState::kPending;
   r.submit_time = Seconds(submit);
   if (start) r.start_time = Seconds(*start);
   if (end) r.end_time = Seconds(*end);

@@ -26,7 +26,12 @@ constexpr int kEstimateHorizon = 1000;     // queued jobs that get an estimated 
 const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
                                                  "las_thresholds_gpu_s", "fair_share"};
 
-bool IsTerminalTask(const std::string& state) { return state != "assigned" && state != "running"; }
+using model::JobState;
+using model::NodeState;
+using model::TaskState;
+
+// A state's name, for JSON and messages.
+std::string Name(auto state) { return std::string(model::ToString(state)); }
 
 // A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
 // Its submission event says which of the server's defaults it got (`defaulted`, when any).
@@ -39,7 +44,7 @@ store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds
   record.user = who.name;
   record.project = spec.project;
   record.spec_json = ToJson(spec).dump();
-  record.state = "pending";
+  record.state = JobState::kPending;
   record.priority = spec.priority;
   record.submit_time = now;
   return record;
@@ -61,8 +66,8 @@ void AddArrayFields(const store::JobRecord& record, nlohmann::json& out) {
 }
 
 bool TaskFailed(const store::TaskRecord& t) {
-  return t.state == "lost" || (t.signal.has_value()) || (t.exit_code.value_or(0) != 0) ||
-         (t.state == "killed" && !t.exit_code.has_value());
+  return t.state == TaskState::kLost || (t.signal.has_value()) || (t.exit_code.value_or(0) != 0) ||
+         (t.state == TaskState::kKilled && !t.exit_code.has_value());
 }
 
 // At most `max` bytes of `text`, cut before a UTF-8 continuation byte so no character is split.
@@ -77,14 +82,14 @@ std::string TruncateUtf8(const std::string& text, size_t max) {
 // reached").
 std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
   std::string what = "task " + std::to_string(t.task_index);
-  if (t.state == "lost") {
+  if (t.state == TaskState::kLost) {
     what += " was lost";
   } else if (t.signal) {
     what += " was killed by signal " + std::to_string(*t.signal);
   } else if (t.exit_code) {
     what += " exited with code " + std::to_string(*t.exit_code);
   } else {
-    what += " ended (" + t.state + ")";
+    what += " ended (" + Name(t.state) + ")";
   }
   return note.empty() ? what : what + ": " + note;
 }
@@ -150,7 +155,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
         ParseJobSpec(nlohmann::json::parse(j.spec_json, nullptr, false), SpecOrigin::kStored);
     if (!spec.ok()) continue;
     tasks.push_back(spec->resources);
-    if (j.state == "succeeded" && j.start_time && j.end_time) {
+    if (j.state == JobState::kSucceeded && j.start_time && j.end_time) {
       runs.emplace_back(ToModelJob(*spec, j), Seconds(j.end_time->value() - j.start_time->value()));
     }
   }
@@ -261,7 +266,7 @@ Status Controller::Recover() {
   auto nodes = store_.ListNodes();
   if (!nodes.ok()) return nodes.status();
   for (const auto& n : *nodes) {
-    if (n.state == "lost") continue;
+    if (n.state == NodeState::kLost) continue;
     // Written by this server or a predecessor; one that no longer reads is skipped (its agent
     // registers again).
     auto inventory =
@@ -273,10 +278,10 @@ Status Controller::Recover() {
     live.state = n.state;
     // Agents get a full timeout to come back before their node is declared lost.
     live.last_heartbeat = clock_.Now();
-    if (n.state != "ready") (void)scheduler_->SetSchedulable(n.name, false);
+    if (n.state != NodeState::kReady) (void)scheduler_->SetSchedulable(n.name, false);
   }
   store::JobFilter active;
-  active.states = {"pending", "starting", "running"};
+  active.states = {JobState::kPending, JobState::kStarting, JobState::kRunning};
   active.limit = 0;
   auto jobs = store_.ListJobs(active);
   if (!jobs.ok()) return jobs.status();
@@ -289,7 +294,7 @@ Status Controller::Recover() {
       // Only this job cannot run again; the others recover.
       const std::string reason = "cannot recover: " + environment.status().message();
       CORRAL_RETURN_IF_ERROR(
-          store_.TransitionJob(record.id, record.state, "failed", reason, clock_.Now()));
+          store_.TransitionJob(record.id, record.state, JobState::kFailed, reason, clock_.Now()));
       continue;
     }
     LiveJob& job = jobs_[record.id];
@@ -301,7 +306,7 @@ Status Controller::Recover() {
       job.cancel_requested = true;
       job.failure = *record.cancel_reason;
     }
-    if (record.restarts > 0 || record.state == "running") {
+    if (record.restarts > 0 || record.state == JobState::kRunning) {
       auto events = store_.JobEvents(record.id);
       if (!events.ok()) return events.status();
       for (const auto& e : *events) {
@@ -316,7 +321,7 @@ Status Controller::Recover() {
       }
     }
     const model::Job model_job = ModelJobOf(job);
-    if (record.state == "pending") {
+    if (record.state == JobState::kPending) {
       (void)scheduler_->Submit(model_job);
       continue;
     }
@@ -327,7 +332,7 @@ Status Controller::Recover() {
       if (t.generation != record.restarts + 1) continue;  // an older run
       job.tasks.push_back(t);
       // The previous server may have sent the launch: the agent's first report settles it.
-      if (t.state == "assigned") job.launched.insert(t.allocation_id);
+      if (t.state == TaskState::kAssigned) job.launched.insert(t.allocation_id);
       auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
       sched::Allocation alloc;
       alloc.node = scheduler_->state().FindNode(t.node);
@@ -336,7 +341,7 @@ Status Controller::Recover() {
       for (const auto& g : a.value("gpus", nlohmann::json::array())) {
         alloc.gpus.push_back({g.value("index", 0), MilliGpu(g.value("milli", 0))});
       }
-      if (!IsTerminalTask(t.state) && alloc.node >= 0) allocations.push_back(alloc);
+      if (!model::IsEnded(t.state) && alloc.node >= 0) allocations.push_back(alloc);
     }
     IndexAllocationsLocked(job);
     RestoreRendezvousLocked(job);
@@ -403,7 +408,7 @@ void Controller::CheckIdleGpusLocked() {
   const std::map<JobId, GpuMonitor::JobBusy> last_busy =
       gpu_monitor_.LastBusyByJob(now.value() * 1000);
   for (auto& [id, job] : jobs_) {
-    if (job.record.state != store::kJobRunning) continue;
+    if (job.record.state != JobState::kRunning) continue;
     const auto found = last_busy.find(id);
     if (found == last_busy.end()) continue;  // no fresh readings: no news either way
     const GpuMonitor::JobBusy& busy = found->second;
@@ -539,15 +544,15 @@ Status Controller::Cancel(const Principal& who, JobId id) {
     auto record = store_.GetJob(id);
     if (!record.ok()) return record.status();
     if (!who.CanAccessProject(record->project)) return NotFound(what + " not found");
-    return FailedPrecondition(what + " already ended (" + record->state + ")");
+    return FailedPrecondition(what + " already ended (" + Name(record->state) + ")");
   }
   LiveJob& job = it->second;
   if (!who.CanAccessProject(job.record.project)) return NotFound(what + " not found");
   CORRAL_RETURN_IF_ERROR(MayCancel(who, job.record, what));
   const std::string reason = "cancelled by " + who.name;
-  if (job.record.state == "pending") {
+  if (job.record.state == JobState::kPending) {
     // Committed first: a cancellation the store did not take is reported, not half done.
-    return EndJobLocked(job, "cancelled", reason);
+    return EndJobLocked(job, JobState::kCancelled, reason);
   }
   CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
   lock.unlock();
@@ -569,14 +574,14 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;
-    (job.record.state == "pending" ? pending : started).push_back(id);
+    (job.record.state == JobState::kPending ? pending : started).push_back(id);
   }
   if (pending.empty() && started.empty()) {
     return FailedPrecondition(what + " already ended (every element ended)");
   }
   // Pending elements end in one commit: an array may have thousands.
-  CORRAL_RETURN_IF_ERROR(
-      store_.TransitionJobs(pending, "pending", "cancelled", reason, clock_.Now()));
+  CORRAL_RETURN_IF_ERROR(store_.TransitionJobs(pending, JobState::kPending, JobState::kCancelled,
+                                               reason, clock_.Now()));
   for (JobId id : pending) ForgetJobLocked(jobs_.at(id));
   for (JobId id : started) {
     LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
@@ -613,7 +618,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
                         {"name", record->name},
                         {"user", record->user},
                         {"project", record->project},
-                        {"state", record->state},
+                        {"state", Name(record->state)},
                         {"priority", record->priority},
                         {"restarts", record->restarts},
                         {"submit_time", record->submit_time.value()},
@@ -627,8 +632,8 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   out["events"] = nlohmann::json::array();
   for (const auto& e : *events) {
     out["events"].push_back({{"time", e.time.value()},
-                             {"from", e.from_state},
-                             {"to", e.to_state},
+                             {"from", e.from_state ? Name(*e.from_state) : ""},
+                             {"to", Name(e.to_state)},
                              {"reason", e.reason}});
   }
   out["tasks"] = nlohmann::json::array();
@@ -638,15 +643,15 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
         {"allocation_id", t.allocation_id},
         {"generation", t.generation},
         {"node", t.node},
-        {"state", t.state},
+        {"state", Name(t.state)},
         {"allocation", nlohmann::json::parse(t.allocation_json, nullptr, false)}};
     if (t.exit_code) task["exit_code"] = *t.exit_code;
     if (t.signal) task["signal"] = *t.signal;
+    if (t.end_cause) task["end_cause"] = Name(*t.end_cause);
     out["tasks"].push_back(task);
   }
   std::lock_guard lock(mu_);
-  if (spec.ok() &&
-      (record->state == "pending" || record->state == "starting" || record->state == "running")) {
+  if (spec.ok() && !model::IsFinal(record->state)) {
     const predict::Prediction p =
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
     out["predicted_run_s"] = {
@@ -663,7 +668,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
 }
 
 Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
-                                                 const std::vector<std::string>& states,
+                                                 const std::vector<JobState>& states,
                                                  bool all_projects, int limit,
                                                  std::optional<JobId> before,
                                                  std::optional<JobId> array) {
@@ -695,7 +700,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
                           {"name", j.name},
                           {"user", j.user},
                           {"project", j.project},
-                          {"state", j.state},
+                          {"state", Name(j.state)},
                           {"priority", j.priority},
                           {"submit_time", j.submit_time.value()},
                           {"reason", j.reason}};
@@ -901,7 +906,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
       {"name", record.name},
       {"user", record.user},
       {"project", record.project},
-      {"state", current.state},
+      {"state", Name(current.state)},
       {"reason", record.reason},
       {"environment", spec.environment.empty() ? null : nlohmann::json(spec.environment)},
       {"path", model::SessionUrlPrefix(record.id.value())},
@@ -915,7 +920,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
   if (current.start_time) out["start_time"] = current.start_time->value();
   if (live && live->cancel_requested) out["stopping"] = true;
   for (const auto& t : tasks) {
-    if (IsTerminalTask(t.state)) continue;
+    if (model::IsEnded(t.state)) continue;
     out["node"] = t.node;
     auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
     if (a.is_object() && a.contains("session") && a["session"].is_object()) {
@@ -923,7 +928,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
       out["port"] = a["session"].value("port", 0);
     }
   }
-  if (live && current.state == "running") {
+  if (live && current.state == JobState::kRunning) {
     out["last_activity"] = LastUse(ActivityOf(*live, clock_.Now())).value();
     if (live->idle_notice_at) {
       out["idle_notice"] = {
@@ -987,8 +992,9 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
         return NotFound(SessionName(id) + " not found");
       }
       SessionEndpoint endpoint;
-      endpoint.state = job.Stopping() ? "stopping" : job.record.state;
-      if (endpoint.state != "running" || job.tasks.empty()) return endpoint;
+      endpoint.state = job.record.state;
+      endpoint.stopping = job.Stopping();
+      if (!endpoint.Serving() || job.tasks.empty()) return endpoint;
       const std::optional<AppAddress> app = AppAddressOf(job.tasks[0]);
       if (!app) return Status(StatusCode::kInternal, SessionName(id) + " has no port");
       endpoint.address = app->address;
@@ -1010,7 +1016,7 @@ void Controller::NoteSessionUse(JobId id) {
   std::lock_guard lock(mu_);
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !it->second.spec.session || it->second.Stopping() ||
-      it->second.record.state != "running") {
+      it->second.record.state != JobState::kRunning) {
     return;
   }
   it->second.last_activity = clock_.Now();
@@ -1027,7 +1033,7 @@ SessionActivity Controller::ActivityOf(const LiveJob& job, Seconds now) const {
 namespace {
 
 bool IsRunningSession(const store::JobRecord& record, const JobSpec& spec, bool stopping) {
-  return spec.session && record.state == "running" && !stopping;
+  return spec.session && record.state == JobState::kRunning && !stopping;
 }
 
 }  // namespace
@@ -1155,7 +1161,7 @@ void Controller::ScheduleLocked() {
       t.generation = job.record.restarts + 1;
       t.node = node;
       t.allocation_json = AllocationJson(start.tasks[i], node).dump();
-      t.state = "assigned";
+      t.state = TaskState::kAssigned;
       tasks.push_back(std::move(t));
     }
     if (ok && IsDistributed(job.spec)) ok = AddRendezvousLocked(job, tasks).ok();
@@ -1167,7 +1173,7 @@ void Controller::ScheduleLocked() {
       (void)scheduler_->Submit(ModelJobOf(job));
       continue;
     }
-    job.record.state = "starting";
+    job.record.state = JobState::kStarting;
     job.tasks = std::move(tasks);
     IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
@@ -1236,8 +1242,8 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   const Seconds now = clock_.Now();
   // Its tasks that may run hold the GPUs the reclaiming job got: it waits for them.
   for (const auto& t : victim.tasks) {
-    if (IsTerminalTask(t.state)) continue;
-    if (t.state == "assigned" && !victim.launched.count(t.allocation_id)) continue;
+    if (model::IsEnded(t.state)) continue;
+    if (t.state == TaskState::kAssigned && !victim.launched.count(t.allocation_id)) continue;
     if (for_it != jobs_.end()) {
       for_it->second.waits_for.insert({t.node, t.allocation_id});
       waiting_on_node_[t.node].insert(p.for_job);
@@ -1251,10 +1257,11 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   }
   // The scheduler queued it again already; the store follows. (On a store error the job is
   // pending here and running there: its next assignment is refused and retried.)
-  (void)store_.TransitionJob(victim.record.id, victim.record.state, "pending", p.reason, now);
+  (void)store_.TransitionJob(victim.record.id, victim.record.state, JobState::kPending, p.reason,
+                             now);
   for (auto& t : victim.tasks) {
-    if (IsTerminalTask(t.state)) continue;
-    t.state = "killed";  // being killed: its node's next heartbeat gets the kill
+    if (model::IsEnded(t.state)) continue;
+    t.state = TaskState::kKilled;  // being killed: its node's next heartbeat gets the kill
     t.end_time = now;
     (void)store_.UpdateTask(t);
   }
@@ -1268,7 +1275,7 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   job.tasks.clear();
   job.launched.clear();
   job.end_notes.clear();
-  job.record.state = "pending";
+  job.record.state = JobState::kPending;
   ++job.record.restarts;        // the next run is a new generation
   job.gpus_idle_noted = false;  // its GPUs are another run's
 }
@@ -1319,12 +1326,11 @@ model::Job Controller::ModelJobOf(const LiveJob& job) {
   return out;
 }
 
-Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason) {
+Status Controller::EndJobLocked(LiveJob& job, JobState state, const std::string& reason) {
   const JobId id = job.record.id;
   const Seconds now = clock_.Now();
-  CORRAL_RETURN_IF_ERROR(
-      store_.TransitionJob(id, job.record.state, std::string(state), reason, now));
-  if (state == "succeeded" && job.record.start_time) {
+  CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, state, reason, now));
+  if (state == JobState::kSucceeded && job.record.start_time) {
     predictor_.Observe(predict::RuntimePredictor::FeaturesOf(ToModelJob(job.spec, job.record)),
                        Seconds(now.value() - job.record.start_time->value()));
     scheduler_->NoteEstimatesChanged();
@@ -1335,7 +1341,7 @@ Status Controller::EndJobLocked(LiveJob& job, std::string_view state, const std:
 
 void Controller::ForgetJobLocked(LiveJob& job) {
   const JobId id = job.record.id;
-  if (job.record.state == "pending") {
+  if (job.record.state == JobState::kPending) {
     (void)scheduler_->Cancel(id);
   } else {
     (void)scheduler_->Finish(id);  // releases the allocations of the started job
@@ -1371,8 +1377,7 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   }
 }
 
-Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
-                                      const std::string& reason) {
+Status Controller::RequeueOrEndLocked(LiveJob& job, JobState end_state, const std::string& reason) {
   if (job.record.restarts - job.preemptions >= job.spec.max_restarts || job.cancel_requested) {
     return EndJobLocked(job, end_state, reason);
   }
@@ -1380,13 +1385,14 @@ Status Controller::RequeueOrEndLocked(LiveJob& job, std::string_view end_state,
   const std::string why = reason + "; requeued (restart " +
                           std::to_string(job.record.restarts + 1) + " of " +
                           std::to_string(job.spec.max_restarts) + ")";
-  CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, "pending", why, clock_.Now()));
+  CORRAL_RETURN_IF_ERROR(
+      store_.TransitionJob(id, job.record.state, JobState::kPending, why, clock_.Now()));
   (void)scheduler_->Finish(id);
   ForgetRunLocked(job);
   job.failing = false;
   job.primary_done = false;
   job.failure.clear();
-  job.failed_state = "failed";
+  job.failed_state = JobState::kFailed;
   unsettled_.erase(id);
   (void)scheduler_->Submit(ModelJobOf(job));
   wake_ = true;
@@ -1403,9 +1409,9 @@ Status Controller::UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updat
 
 void Controller::StopUnlaunchedTasksLocked(LiveJob& job) {
   for (const auto& t : job.tasks) {
-    if (t.state != "assigned" || job.launched.count(t.allocation_id)) continue;
+    if (t.state != TaskState::kAssigned || job.launched.count(t.allocation_id)) continue;
     store::TaskRecord stopped = t;
-    stopped.state = "killed";
+    stopped.state = TaskState::kKilled;
     stopped.end_time = clock_.Now();
     // On a store error the task stays assigned (and is never launched: its job is stopping);
     // the next evaluation tries again.
@@ -1420,35 +1426,44 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
   // seen first after a server restart, does not count as a failure).
   if (!job.Stopping() && job.spec.launcher == model::Launcher::kMpi) {
     for (const auto& t : job.tasks) {
-      if (t.task_index == 0 && IsTerminalTask(t.state) && !TaskFailed(t)) job.primary_done = true;
+      if (t.task_index == 0 && model::IsEnded(t.state) && !TaskFailed(t)) job.primary_done = true;
     }
   }
   if (!job.Stopping()) {
+    // The failed task that explains the gang's end: after a restart the parts the server had
+    // stopped because of it look failed too (killed), so one it did not stop comes first.
+    const store::TaskRecord* failed = nullptr;
     for (const auto& t : job.tasks) {
-      if (IsTerminalTask(t.state) && TaskFailed(t)) {
-        job.failing = true;
-        auto note = job.end_notes.find(t.allocation_id);
-        job.failure = DescribeEnd(t, note == job.end_notes.end() ? "" : note->second);
-        break;
+      if (!model::IsEnded(t.state) || !TaskFailed(t)) continue;
+      if (!failed || (failed->end_cause == model::TaskEndCause::kStopped &&
+                      t.end_cause != model::TaskEndCause::kStopped)) {
+        failed = &t;
       }
     }
+    if (failed) {
+      job.failing = true;
+      auto note = job.end_notes.find(failed->allocation_id);
+      job.failure = DescribeEnd(*failed, note == job.end_notes.end() ? "" : note->second);
+      // Its agent's typed cause, never the note: timeout, oom or failed.
+      job.failed_state = model::FailedStateFor(failed->end_cause);
+    }
   }
-  if (job.Stopping() && job.record.state != "pending") {
+  if (job.Stopping() && job.record.state != JobState::kPending) {
     StopUnlaunchedTasksLocked(job);
     NotifyNodesLocked(job);  // the rest of the gang is stopped
   }
   bool all_ended = !job.tasks.empty();
   bool all_running = !job.tasks.empty();
   for (const auto& t : job.tasks) {
-    all_ended &= IsTerminalTask(t.state);
-    all_running &= t.state == "running";
+    all_ended &= model::IsEnded(t.state);
+    all_running &= t.state == TaskState::kRunning;
   }
   Status settled = Status::Ok();
-  if (all_running && job.record.state == "starting") {
-    settled = store_.TransitionJob(job.record.id, "starting", "running", "all tasks running",
-                                   clock_.Now());
+  if (all_running && job.record.state == JobState::kStarting) {
+    settled = store_.TransitionJob(job.record.id, JobState::kStarting, JobState::kRunning,
+                                   "all tasks running", clock_.Now());
     if (settled.ok()) {
-      job.record.state = "running";
+      job.record.state = JobState::kRunning;
       job.record.start_time = clock_.Now();
       job.last_activity = clock_.Now();  // a session's start counts as use
       job.app_last_activity.reset();     // what the app of an earlier run said
@@ -1457,13 +1472,13 @@ void Controller::EvaluateJobLocked(LiveJob& job) {
   }
   if (all_ended) {
     if (job.cancel_requested) {
-      settled = EndJobLocked(job, "cancelled", job.failure);
+      settled = EndJobLocked(job, JobState::kCancelled, job.failure);
     } else if (job.failing) {
       settled = RequeueOrEndLocked(job, job.failed_state, job.failure);
     } else if (job.primary_done) {
-      settled = EndJobLocked(job, "succeeded", "task 0 (mpirun) exited with code 0");
+      settled = EndJobLocked(job, JobState::kSucceeded, "task 0 (mpirun) exited with code 0");
     } else {
-      settled = EndJobLocked(job, "succeeded", "all tasks exited with code 0");
+      settled = EndJobLocked(job, JobState::kSucceeded, "all tasks exited with code 0");
     }
   }
   if (!settled.ok()) unsettled_.insert(id);
@@ -1505,7 +1520,7 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(
   const std::string id_hash = HashToken(request.node_id);
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
-  bool live = it != nodes_.end() && it->second.state != "lost";
+  bool live = it != nodes_.end() && it->second.state != NodeState::kLost;
   if (live && !it->second.node_id_hash.empty() && !SecureEquals(it->second.node_id_hash, id_hash)) {
     return AlreadyExists("node name '" + name +
                          "' is held by another agent (a different node id); stop that agent, or "
@@ -1530,8 +1545,10 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(
   LiveNode& node = nodes_[name];
   if (!live) {
     // A cordoned or drained node stays so across an inventory change.
-    if (node.state != "cordoned" && node.state != "drained") node.state = "ready";
-    if (node.state != "ready") (void)scheduler_->SetSchedulable(name, false);
+    if (node.state != NodeState::kCordoned && node.state != NodeState::kDrained) {
+      node.state = NodeState::kReady;
+    }
+    if (node.state != NodeState::kReady) (void)scheduler_->SetSchedulable(name, false);
     node.inventory = inventory;
   }
   node.node_id_hash = id_hash;
@@ -1558,7 +1575,9 @@ bool Controller::AuthenticateNode(const std::string& name, const std::string& to
 void Controller::CheckNodesLocked() {
   const Seconds now = clock_.Now();
   for (auto& [name, node] : nodes_) {
-    if (node.state == "lost" || now - node.last_heartbeat <= config_.node_timeout) continue;
+    if (node.state == NodeState::kLost || now - node.last_heartbeat <= config_.node_timeout) {
+      continue;
+    }
     LoseNodeLocked(name, node,
                    "node " + name + " lost (no heartbeat for " +
                        std::to_string(config_.node_timeout.value()) + " s)");
@@ -1568,10 +1587,10 @@ void Controller::CheckNodesLocked() {
 void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
                                 const std::string& reason) {
   const Seconds now = clock_.Now();
-  node.state = "lost";
+  node.state = NodeState::kLost;
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
   node.token_hash.clear();        // it must register again; its stale tasks are then killed
-  (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), "lost",
+  (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), NodeState::kLost,
                            node.last_heartbeat, node.node_id_hash});
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
   auto affected = scheduler_->RemoveNode(name);
@@ -1581,10 +1600,10 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
     for (auto& t : job.tasks) {
-      if (IsTerminalTask(t.state) || t.node != name) continue;
+      if (model::IsEnded(t.state) || t.node != name) continue;
       // Memory first: the node and its GPUs are gone whatever the store says. A task left
       // running in the store is settled again after a restart (its node is lost then too).
-      t.state = "lost";
+      t.state = TaskState::kLost;
       t.end_time = now;
       (void)store_.UpdateTask(t);
     }
@@ -1593,7 +1612,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     if (!job.Stopping()) {
       job.failing = true;
       job.failure = reason;
-      job.failed_state = "lost";
+      job.failed_state = JobState::kLost;
     }
     EvaluateJobLocked(job);
   }
@@ -1607,10 +1626,12 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
     return InvalidArgument("action must be cordon, uncordon or drain");
   }
   LiveNode& node = it->second;
-  if (node.state == "lost") return FailedPrecondition("node '" + name + "' is lost");
+  if (node.state == NodeState::kLost) return FailedPrecondition("node '" + name + "' is lost");
   const bool schedulable = action == "uncordon";
   CORRAL_RETURN_IF_ERROR(scheduler_->SetSchedulable(name, schedulable));
-  node.state = action == "uncordon" ? "ready" : (action == "drain" ? "drained" : "cordoned");
+  node.state = action == "uncordon"
+                   ? NodeState::kReady
+                   : (action == "drain" ? NodeState::kDrained : NodeState::kCordoned);
   wake_ = true;
   return store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), node.state,
                             node.last_heartbeat, node.node_id_hash});
@@ -1623,7 +1644,9 @@ nlohmann::json Controller::Nodes() {
   // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
   std::map<std::string, std::map<int, nlohmann::json>> on_gpu;
   for (const auto& [id, job] : jobs_) {
-    if (job.record.state != store::kJobStarting && job.record.state != store::kJobRunning) continue;
+    if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
+      continue;
+    }
     for (const auto& t : job.tasks) {
       const auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
       if (!a.is_object()) continue;
@@ -1639,7 +1662,7 @@ nlohmann::json Controller::Nodes() {
   }
   for (const auto& [name, node] : nodes_) {
     nlohmann::json row = {{"name", name},
-                          {"state", node.state},
+                          {"state", Name(node.state)},
                           {"last_heartbeat", node.last_heartbeat.value()},
                           {"gpu_model", node.inventory.gpu_model},
                           {"gpus", node.inventory.gpus.size()},
@@ -1704,9 +1727,9 @@ nlohmann::json Controller::ClusterSummaryLocked() {
   for (const auto& [name, node] : nodes_) {
     // Capacity is what the cluster has now: a lost node's GPUs are not in it (as for capacity
     // planning, LiveNodes()).
-    if (node.state == "lost") continue;
+    if (node.state == NodeState::kLost) continue;
     ++nodes;
-    ready += node.state == "ready";
+    ready += node.state == NodeState::kReady;
     const size_t count = node.inventory.gpus.size();
     gpus += static_cast<int64_t>(count);
     const sched::NodeIndex n = state.FindNode(name);
@@ -1718,9 +1741,9 @@ nlohmann::json Controller::ClusterSummaryLocked() {
   }
   int64_t pending = 0, starting = 0, running = 0;
   for (const auto& [id, job] : jobs_) {
-    pending += job.record.state == store::kJobPending;
-    starting += job.record.state == store::kJobStarting;
-    running += job.record.state == store::kJobRunning;
+    pending += job.record.state == JobState::kPending;
+    starting += job.record.state == JobState::kStarting;
+    running += job.record.state == JobState::kRunning;
   }
   return {{"time", clock_.Now().value()},
           {"nodes", nodes},
@@ -1793,12 +1816,12 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;
       // Not a launch the agent has accepted and is starting: it would only be sent back.
-      if (!stopping && !held && t.state == "assigned" && !starting.count(t.allocation_id)) {
+      if (!stopping && !held && t.state == TaskState::kAssigned && !starting.count(t.allocation_id)) {
         answer.run.push_back(LaunchFor(job, t));
         job.launched.insert(t.allocation_id);
       }
       // A launch that went out may be running without a report yet: stop it too.
-      if (stopping && !IsTerminalTask(t.state)) {
+      if (stopping && !model::IsEnded(t.state)) {
         answer.kill.push_back({{protocol::AllocationId(t.allocation_id), t.generation},
                                config_.kill_grace,
                                job.failure});
@@ -1828,20 +1851,23 @@ Status Controller::ApplyTaskReportLocked(const std::string& node, const protocol
     stale("stale generation");
     return Status::Ok();
   }
-  if (IsTerminalTask(task->state)) {
+  if (model::IsEnded(task->state)) {
     if (running) stale("task already ended on the server");
     return Status::Ok();
   }
   store::TaskRecord updated = *task;
   if (running) {
-    if (task->state != "assigned") return Status::Ok();
-    updated.state = "running";
+    if (task->state != TaskState::kAssigned) return Status::Ok();
+    updated.state = TaskState::kRunning;
     updated.start_time = s.started_at.value() > 0 ? s.started_at : clock_.Now();
   } else {
     // exited | killed | failed_to_start | lost
     updated.state = s.state == protocol::TaskState::kExited
-                        ? "exited"
-                        : (s.state == protocol::TaskState::kLost ? "lost" : "killed");
+                        ? TaskState::kExited
+                        : (s.state == protocol::TaskState::kLost ? TaskState::kLost
+                                                                  : TaskState::kKilled);
+    // Why it ended, as its agent saw it (an older agent says none).
+    updated.end_cause = s.end_cause;
     if (s.exit_code) updated.exit_code = s.exit_code;
     if (s.signal) updated.signal = s.signal;
     if (s.state == protocol::TaskState::kFailedToStart && !updated.exit_code) {
@@ -1871,16 +1897,18 @@ Status Controller::ReconcileUnreportedLocked(const std::string& node,
     for (const store::TaskRecord& t : std::vector<store::TaskRecord>(job.tasks)) {
       if (t.node != node || reported.count(t.allocation_id)) continue;
       const bool launched = job.launched.count(t.allocation_id) > 0;
-      if (t.state == "assigned" && launched && !job.Stopping()) {
+      if (t.state == TaskState::kAssigned && launched && !job.Stopping()) {
         // The answer was lost; this heartbeat's answer carries the launch again (and marks it
         // launched again). Only a stopping job's launch is settled here.
         continue;
       }
-      if (t.state != "running" && !(t.state == "assigned" && launched)) continue;
+      if (t.state != TaskState::kRunning && !(t.state == TaskState::kAssigned && launched)) {
+        continue;
+      }
       store::TaskRecord ended = t;
       // A running task the agent no longer knows is lost; a launch that never started, of a
       // job being stopped, is stopped.
-      ended.state = t.state == "running" ? "lost" : "killed";
+      ended.state = t.state == TaskState::kRunning ? TaskState::kLost : TaskState::kKilled;
       ended.end_time = clock_.Now();
       CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, ended));
       changed = true;
@@ -1959,7 +1987,7 @@ std::vector<model::Node> Controller::LiveNodes() {
   std::lock_guard lock(mu_);
   std::vector<model::Node> out;
   for (const auto& [name, node] : nodes_) {
-    if (node.state == "lost") continue;
+    if (node.state == NodeState::kLost) continue;
     if (auto n = NodeFromInventory(name, node.inventory); n.ok()) out.push_back(std::move(*n));
   }
   return out;
@@ -1977,7 +2005,7 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name,
   for (const protocol::TaskKey& k : report.starting) starting.insert(k.allocation.value());
   std::unique_lock lock(mu_);
   auto it = nodes_.find(name);
-  if (it == nodes_.end() || it->second.state == "lost") {
+  if (it == nodes_.end() || it->second.state == NodeState::kLost) {
     return NotFound("node '" + name + "' is not registered");
   }
   it->second.last_heartbeat = clock_.Now();

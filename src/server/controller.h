@@ -49,6 +49,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
 #include "sched/policy_config.h"
@@ -139,7 +140,7 @@ class Controller {
   // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
   // first: at most `limit` (>= 1), only ids below `before` when set, only the elements of
   // `array` when set.
-  Result<JobPage> ListJobs(const Principal& who, const std::vector<std::string>& states,
+  Result<JobPage> ListJobs(const Principal& who, const std::vector<model::JobState>& states,
                            bool all_projects, int limit, std::optional<JobId> before,
                            std::optional<JobId> array);
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
@@ -187,10 +188,13 @@ class Controller {
   Status StopSession(const Principal& who, JobId id);
   // Where the proxy sends a request for session `id`.
   struct SessionEndpoint {
-    std::string state;    // the job's state; only a "running" session has the fields below
+    model::JobState state = model::JobState::kPending;  // the job's
+    bool stopping = false;  // being cancelled or failing: it serves no more requests
+    // Only a serving session (running, not stopping) has the fields below.
     std::string address;  // its node's address (inventory "address", else the node name)
     int port = 0;
     std::string token;  // the session's secret: the proxy authenticates to the app with it
+    bool Serving() const { return state == model::JobState::kRunning && !stopping; }
   };
   // The session's endpoint for `who`: its owner only (NotFound for anyone else, admins too, as
   // for a job that is not a session): the proxy serves apps on the server's own origin, so an
@@ -253,8 +257,10 @@ class Controller {
     std::vector<store::TaskRecord> tasks;  // the current generation; empty while pending
     bool cancel_requested = false;
     bool failing = false;
-    std::string failure;                  // why the gang is being stopped
-    std::string failed_state = "failed";  // how it ends if not requeued: failed | lost
+    std::string failure;  // why the gang is being stopped
+    // How it ends if not requeued: failed, timeout or oom (by its first failed task's end
+    // cause), or lost (its node was).
+    model::JobState failed_state = model::JobState::kFailed;
     std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
     std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
     // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
@@ -282,8 +288,8 @@ class Controller {
     std::string token_hash;
     std::string node_id_hash;  // empty for nodes registered before node ids existed
     Seconds last_heartbeat{0};
-    std::string state = "ready";  // ready | cordoned | drained | lost
-    uint64_t version = 0;         // bumped when the node has something new to hear
+    model::NodeState state = model::NodeState::kReady;
+    uint64_t version = 0;  // bumped when the node has something new to hear
     // What the reports of the agent's current registration said: the sequence number of the
     // newest one taken (0: none, or an agent that numbers none), and the allocations it
     // listed as accepted and starting (their launches are not sent again).
@@ -369,10 +375,10 @@ class Controller {
   static model::Job ModelJobOf(const LiveJob& job);
   // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
   // changes and the error is returned. EndJobLocked erases `job`.
-  Status EndJobLocked(LiveJob& job, std::string_view state, const std::string& reason);
+  Status EndJobLocked(LiveJob& job, model::JobState state, const std::string& reason);
   // The job's end is committed: it leaves the scheduler and memory (erases `job`).
   void ForgetJobLocked(LiveJob& job);
-  Status RequeueOrEndLocked(LiveJob& job, std::string_view end_state, const std::string& reason);
+  Status RequeueOrEndLocked(LiveJob& job, model::JobState end_state, const std::string& reason);
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
   protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;

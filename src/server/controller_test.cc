@@ -97,7 +97,7 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? job->id : JobId(0);
   }
-  std::string StateOf(JobId id) { return store_->GetJob(id)->state; }
+  std::string StateOf(JobId id) { return std::string(model::ToString(store_->GetJob(id)->state)); }
   // Sends `report` (its wire JSON, as an agent sends it) through the protocol's codec and
   // answers with the answer's wire JSON. A report without "seq" gets the node's next number (as
   // an agent numbers every report); `wait_ms` is the report's long poll. Thread-safe.
@@ -805,6 +805,135 @@ TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
     EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument) << bad.dump();
   }
   EXPECT_EQ(StateOf(id), "running");
+}
+
+// A task's end as an agent reports it: killed or exited by `signal`, with the agent's typed end
+// cause (none: an agent too old to send one) and note.
+json EndedBy(const json& launch, const std::string& state, int signal,
+             std::optional<std::string> cause, const std::string& message) {
+  json s = TaskReport(launch, state);
+  s.erase("exit_code");
+  s["signal"] = signal;
+  if (cause) s["end_cause"] = *cause;
+  s["message"] = message;
+  return s;
+}
+
+TEST_F(ControllerTest, AJobStoppedAtItsTimeLimitEndsTimeout) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  Beat("a",
+       Report({EndedBy(launch, "killed", SIGTERM, "time_limit", "time limit of 60 s reached")}));
+  EXPECT_EQ(StateOf(id), "timeout");
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "timeout");
+  EXPECT_EQ((*view)["reason"], "task 0 was killed by signal 15: time limit of 60 s reached");
+  EXPECT_EQ((*view)["events"].back()["to"], "timeout");
+  EXPECT_EQ((*view)["tasks"][0]["end_cause"], "time_limit");
+  EXPECT_TRUE((*view)["end_time"].is_number());
+  auto listed = controller_->ListJobs(alice_, {model::JobState::kTimeout}, false, 10, std::nullopt,
+                                      std::nullopt);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->jobs.size(), 1u);
+  EXPECT_EQ(listed->jobs[0]["state"], "timeout");
+}
+
+TEST_F(ControllerTest, AJobKilledByTheOomKillerEndsOom) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The kernel, not corral, killed it: the agent reports it exited (by SIGKILL), out of memory.
+  Beat("a", Report({EndedBy(launch, "exited", SIGKILL, "out_of_memory",
+                            "out of memory: killed at its memory limit of 64 MiB")}));
+  EXPECT_EQ(StateOf(id), "oom");
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("killed at its memory limit"));
+  EXPECT_EQ((*view)["tasks"][0]["end_cause"], "out_of_memory");
+}
+
+// An agent that predates end causes, or a cause that is no failure of the job's own, ends the
+// job failed as before; the note alone never decides.
+TEST_F(ControllerTest, WithoutATypedCauseAFailedRunEndsFailed) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const std::vector<std::pair<std::optional<std::string>, std::string>> ends = {
+      {std::nullopt, "time limit of 60 s reached"},  // an older agent: words only
+      {"signalled", "out of memory"},
+      {"exited", ""}};
+  for (const auto& [cause, note] : ends) {
+    const JobId id = Submit(Spec(1));
+    controller_->Tick();
+    json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({EndedBy(launch, "exited", SIGKILL, cause, note)}));
+    EXPECT_EQ(StateOf(id), "failed") << cause.value_or("(none)");
+  }
+}
+
+// The gang's first failed task decides how it ends, also when the server restarts while the
+// rest of the gang is being stopped (the cause is stored with the task).
+TEST_F(ControllerTest, AGangEndsByItsFirstFailedTasksCauseAcrossARestart) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 2));
+  controller_->Tick();
+  json on_a = Beat("a", Report())["run"][0];
+  json on_b = Beat("b", Report())["run"][0];
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  Beat("b", Report({TaskReport(on_b, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  // The part on b is killed by the OOM killer; the one on a is being stopped when the server
+  // restarts.
+  Beat("b", Report({EndedBy(on_b, "exited", SIGKILL, "out_of_memory", "out of memory")}));
+  EXPECT_EQ(StateOf(id), "running");  // the part on a still runs: it is stopped first
+  json answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  // The server stopped it: its own cause (stopped) does not change the job's end.
+  Beat("a", Report({EndedBy(on_a, "killed", SIGTERM, "stopped", "the gang failed")}));
+  EXPECT_EQ(StateOf(id), "oom");
+  EXPECT_THAT(store_->GetJob(id)->reason,
+              HasSubstr("task " + on_b["task_index"].dump() + " was killed by signal 9"));
+}
+
+// A timed-out or OOM-killed run is a failed run for max_restarts (as before these states): it is
+// requeued while restarts are left, and the last run's cause is the job's end.
+TEST_F(ControllerTest, TimeoutAndOomRunsAreRequeuedLikeFailuresThenEndByTheirCause) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json first = Beat("a", Report())["run"][0];
+  Beat("a", Report({EndedBy(first, "exited", SIGKILL, "out_of_memory", "out of memory")}));
+  EXPECT_EQ(StateOf(id), "pending");
+  EXPECT_EQ(store_->GetJob(id)->restarts, 1);
+  controller_->Tick();
+  json second = Beat("a", Report())["run"][0];
+  ASSERT_EQ(second["generation"], 2);
+  Beat("a",
+       Report({EndedBy(second, "killed", SIGTERM, "time_limit", "time limit of 5 s reached")}));
+  EXPECT_EQ(StateOf(id), "timeout");
+}
+
+TEST_F(ControllerTest, AnUnknownEndCauseIsRefusedNamingTheField) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  for (const json& cause : {json("melted"), json(3)}) {
+    json ended = EndedBy(launch, "killed", SIGTERM, std::nullopt, "");
+    ended["end_cause"] = cause;
+    auto answer = Heartbeat("a", Report({ended}), 0);
+    EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(answer.status().message(), HasSubstr("tasks[0].end_cause"));
+  }
+  EXPECT_EQ(StateOf(id), "running");  // refused whole
 }
 
 TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
@@ -1604,7 +1733,7 @@ TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
   // The proxy reaches the app at the node's address and that port, with the token.
   auto target = controller_->ProxyTarget(alice_, id_);
   ASSERT_TRUE(target.ok()) << target.status().ToString();
-  EXPECT_EQ(target->state, "running");
+  EXPECT_EQ(target->state, model::JobState::kRunning);
   EXPECT_EQ(target->address, "10.0.0.1");
   EXPECT_EQ(target->port, port);
   EXPECT_EQ(target->token, token);
@@ -1657,12 +1786,12 @@ TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
   ASSERT_TRUE(waiting.ok());
   auto target = controller_->ProxyTarget(alice_, waiting->id);
   ASSERT_TRUE(target.ok());
-  EXPECT_EQ(target->state, "pending");
+  EXPECT_EQ(target->state, model::JobState::kPending);
   EXPECT_EQ(target->port, 0);
   ASSERT_TRUE(controller_->StopSession(alice_, waiting->id).ok());
   target = controller_->ProxyTarget(alice_, waiting->id);
   ASSERT_TRUE(target.ok());
-  EXPECT_EQ(target->state, "cancelled");
+  EXPECT_EQ(target->state, model::JobState::kCancelled);
   EXPECT_EQ(controller_->StopSession(alice_, waiting->id).code(), StatusCode::kFailedPrecondition);
 }
 
@@ -1775,7 +1904,7 @@ TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
   auto target = controller_->ProxyTarget(alice_, JobId(launch["job_id"].get<int64_t>()));
   ASSERT_TRUE(target.ok()) << target.status().ToString();
   EXPECT_EQ(target->port, port);
-  EXPECT_EQ(target->state, "running");
+  EXPECT_EQ(target->state, model::JobState::kRunning);
   EXPECT_EQ(target->token.size(), 64u);
 }
 

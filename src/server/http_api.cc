@@ -14,6 +14,7 @@
 
 #include "common/build_info.h"
 #include "protocol/agent_messages.h"
+#include "model/states.h"
 #include "server/auth.h"
 #include "server/dashboard_api.h"
 #include "server/gpu_history.h"
@@ -414,7 +415,7 @@ class HttpApi::Impl {
                 if (!job.ok()) return SendProblem(res, job.status());
                 SendJson(res, 201,
                          {{"id", job->id.value()},
-                          {"state", job->state},
+                          {"state", model::ToString(job->state)},
                           {"project", job->project},
                           {"user", job->user},
                           {"reason", job->reason}});
@@ -463,7 +464,7 @@ class HttpApi::Impl {
     SendJson(res, 201,
              {{"array_id", first.id.value()},
               {"ids", ids},
-              {"state", first.state},
+              {"state", model::ToString(first.state)},
               {"project", first.project},
               {"user", first.user},
               {"reason", first.reason}});
@@ -473,13 +474,8 @@ class HttpApi::Impl {
   // `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
   // older jobs match.
   void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res) {
-    std::vector<std::string> states;
-    std::string list = req.get_param_value("state");
-    for (size_t start = 0; !list.empty() && start <= list.size();) {
-      size_t comma = std::min(list.find(',', start), list.size());
-      states.push_back(list.substr(start, comma - start));
-      start = comma + 1;
-    }
+    auto states = model::ParseJobStates(req.get_param_value("state"));
+    if (!states.ok()) return SendProblem(res, states.status());
     auto limit = IntParam(req, "limit", 1, kMaxJobPage);
     if (!limit.ok()) return SendProblem(res, limit.status());
     auto before = IntParam(req, "before", 1, kMaxCount);
@@ -490,7 +486,7 @@ class HttpApi::Impl {
     if (!array.ok()) return SendProblem(res, array.status());
     std::optional<JobId> array_id;
     if (*array) array_id = JobId(**array);
-    auto page = controller_.ListJobs(who, states, req.get_param_value("all") == "1",
+    auto page = controller_.ListJobs(who, *states, req.get_param_value("all") == "1",
                                      static_cast<int>(limit->value_or(kDefaultJobPage)), before_id,
                                      array_id);
     if (!page.ok()) return SendProblem(res, page.status());
@@ -1016,7 +1012,7 @@ document.getElementById("login").addEventListener("submit", async (event) => {
     int gpus = 0, ready = 0;
     for (const auto& n : nodes) {
       gpus += n.value("gpus", 0);
-      ready += n.value("state", "") == "ready";
+      ready += n.value("state", "") == model::ToString(model::NodeState::kReady);
     }
     std::string html =
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>corral</title></head><body>"

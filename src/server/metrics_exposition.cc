@@ -9,6 +9,8 @@
 #include <sstream>
 #include <utility>
 
+#include "model/states.h"
+
 namespace corral::server {
 
 namespace {
@@ -96,8 +98,8 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   const nlohmann::json& summary = s.summary;
 
   e.Family("corral_nodes", "gauge", "Nodes known to the server, by state.");
-  std::map<std::string, int> by_state = {
-      {"ready", 0}, {"cordoned", 0}, {"drained", 0}, {"lost", 0}};
+  std::map<std::string, int> by_state;
+  for (model::NodeState state : model::kNodeStates) by_state[std::string(model::ToString(state))];
   for (const auto& n : s.nodes) ++by_state[n.value("state", "unknown")];
   for (const auto& [state, count] : by_state) e.Sample("corral_nodes", {{"state", state}}, count);
 
@@ -106,9 +108,10 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   e.Family("corral_gpus_allocated", "gauge", "GPUs allocated to jobs (shares count as fractions).");
   e.Sample("corral_gpus_allocated", {}, Number(summary, "gpus_allocated"));
   e.Family("corral_jobs", "gauge", "Jobs not yet ended, by state.");
-  for (const char* state : {"pending", "starting", "running"}) {
-    e.Sample("corral_jobs", {{"state", state}},
-             Number(summary, ("jobs_" + std::string(state)).c_str()));
+  for (model::JobState state : model::kJobStates) {
+    if (model::IsFinal(state)) continue;
+    const std::string name(model::ToString(state));
+    e.Sample("corral_jobs", {{"state", name}}, Number(summary, ("jobs_" + name).c_str()));
   }
 
   e.Family("corral_node_gpus_allocated", "gauge", "GPUs allocated on one node.");

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "model/states.h"
 #include "server/http_api.h"
 #include "server/http_head.h"
 #include "server/session_proxy.h"
@@ -355,11 +356,13 @@ class SessionGateway::Connection {
     }
     auto endpoint = gateway_.directory_->Endpoint(*who, JobId(target.id));
     if (!endpoint.ok()) return {ProblemAnswer(endpoint.status())};
-    if (endpoint->state != "running") {
-      json problem = Problem(
-          503, "unavailable",
-          "session " + std::to_string(target.id) + " is " + endpoint->state + ", not running");
-      problem["state"] = endpoint->state;
+    if (!endpoint->Serving()) {
+      const std::string state =
+          endpoint->stopping ? "stopping" : std::string(model::ToString(endpoint->state));
+      json problem =
+          Problem(503, "unavailable",
+                  "session " + std::to_string(target.id) + " is " + state + ", not running");
+      problem["state"] = state;
       return {ProblemAnswer(problem, {{"Retry-After", "5"}})};
     }
     const std::string prefix = "/sessions/" + std::to_string(target.id) + "/";

@@ -85,8 +85,10 @@ class FakeDirectory final : public SessionDirectory {
     if ((id.value() != 7 && id.value() != 8) || who.name != "alice") {
       return NotFound("session " + std::to_string(id.value()) + " not found");
     }
-    if (id.value() == 8) return Controller::SessionEndpoint{"pending", "", 0, ""};
-    return Controller::SessionEndpoint{"running", "127.0.0.1", app_port, "tok"};
+    if (id.value() == 8)
+      return Controller::SessionEndpoint{model::JobState::kPending, false, "", 0, ""};
+    return Controller::SessionEndpoint{model::JobState::kRunning, false, "127.0.0.1", app_port,
+                                       "tok"};
   }
   void NoteUse(JobId) override { ++uses; }
 };

@@ -172,6 +172,58 @@ CREATE TABLE cluster (
 );
 )sql";
 
+// Version 9: the job states timeout and oom (model/states.h), and why a task's process ended
+// (its agent's end cause; NULL when not ended, unknown, or from an agent too old to say).
+// PostgreSQL replaces the CHECK (named by its default, table_column_check); SQLite cannot alter a
+// CHECK, so it rebuilds the jobs table as SQLite's documentation says (ALTER TABLE, "other kinds
+// of table schema changes"): the same columns and indexes, its rows and its id sequence (ids are
+// never reused). Foreign keys that point at jobs name it, not the old table, so they hold for
+// the rebuilt one; ApplyMigrations turns their enforcement off around the rebuild and checks
+// them all before the commit.
+constexpr char kStatesPostgres[] = R"sql(
+ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
+ALTER TABLE jobs ADD CONSTRAINT jobs_state_check CHECK (state IN
+  ('pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost', 'timeout', 'oom'));
+ALTER TABLE tasks ADD COLUMN end_cause TEXT;
+)sql";
+constexpr char kStatesSqlite[] = R"sql(
+CREATE TABLE jobs_v9 (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  name TEXT NOT NULL,
+  user_name TEXT NOT NULL REFERENCES users (name),
+  project TEXT NOT NULL REFERENCES projects (name),
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL CHECK (state IN
+    ('pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost', 'timeout', 'oom')),
+  priority INTEGER NOT NULL,
+  restarts INTEGER NOT NULL DEFAULT 0,
+  submit_time BIGINT NOT NULL,
+  start_time BIGINT,
+  end_time BIGINT,
+  reason TEXT NOT NULL DEFAULT '',
+  cancel_reason TEXT,
+  array_id BIGINT REFERENCES jobs (id),
+  array_index INTEGER CHECK (array_index >= 0),
+  array_max_running INTEGER CHECK (array_max_running >= 1)
+);
+INSERT INTO jobs_v9 (id, name, user_name, project, spec_json, state, priority, restarts,
+  submit_time, start_time, end_time, reason, cancel_reason, array_id, array_index,
+  array_max_running)
+SELECT id, name, user_name, project, spec_json, state, priority, restarts, submit_time,
+  start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running
+FROM jobs;
+DELETE FROM sqlite_sequence WHERE name = 'jobs_v9';
+INSERT INTO sqlite_sequence (name, seq) SELECT 'jobs_v9', seq FROM sqlite_sequence
+  WHERE name = 'jobs';
+DROP TABLE jobs;
+ALTER TABLE jobs_v9 RENAME TO jobs;
+CREATE INDEX jobs_by_state ON jobs (state);
+CREATE INDEX jobs_by_project ON jobs (project);
+CREATE INDEX jobs_by_user ON jobs (user_name);
+CREATE INDEX jobs_by_array ON jobs (array_id, id);
+ALTER TABLE tasks ADD COLUMN end_cause TEXT;
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -189,6 +241,7 @@ const std::vector<Migration>& StoreMigrations() {
       {6, "environments: immutable versions, owner, shares with projects", kEnvironments},
       {7, "GPU metrics history and GPU time per day, user and project", kGpuMetrics},
       {8, "the cluster's id, which agents namespace their host's tasks with", kCluster},
+      {9, "job states timeout and oom; a task's end cause", kStatesPostgres, kStatesSqlite},
   };
   return kMigrations;
 }
@@ -210,8 +263,25 @@ Status ApplyMigrations(SqlConnection& conn, const std::vector<Migration>& migrat
     }
   }
   const int latest = static_cast<int>(migrations.size());
+  // SQLite: a migration that rebuilds a table (Migration::sqlite_ddl) must not have its foreign
+  // keys enforced while the table is gone, and the setting cannot change inside a transaction.
+  // They are checked as a whole before the commit instead, and enforced again after it.
+  const bool sqlite = conn.dialect() == Dialect::kSqlite;
+  bool foreign_keys_were_on = false;
+  if (sqlite) {
+    auto on = conn.Query("PRAGMA foreign_keys", {});
+    if (!on.ok()) return Annotated(on.status(), "read foreign_keys");
+    foreign_keys_were_on = !on->empty() && (*on)[0].Int(0) == 1;
+    if (Status off = conn.ExecuteScript("PRAGMA foreign_keys = OFF"); !off.ok()) {
+      return Annotated(off, "foreign_keys off");
+    }
+  }
+  bool applied_any = false;
   Status s = conn.Begin();
-  if (!s.ok()) return Annotated(s, "begin");
+  if (!s.ok()) {
+    if (foreign_keys_were_on) (void)conn.ExecuteScript("PRAGMA foreign_keys = ON");
+    return Annotated(s, "begin");
+  }
   auto migrate = [&]() -> Status {
     if (conn.dialect() == Dialect::kPostgres) {
       auto locked = conn.Query("SELECT pg_advisory_xact_lock(?)", {kMigrationLockKey});
@@ -227,12 +297,22 @@ Status ApplyMigrations(SqlConnection& conn, const std::vector<Migration>& migrat
     for (const Migration& m : migrations) {
       if (m.version <= *current) continue;
       std::string what = "version " + std::to_string(m.version) + " (" + m.description + ")";
-      Status applied = conn.ExecuteScript(ForDialect(m.ddl, conn.dialect()));
+      const std::string& ddl = sqlite && !m.sqlite_ddl.empty() ? m.sqlite_ddl : m.ddl;
+      Status applied = conn.ExecuteScript(ForDialect(ddl, conn.dialect()));
       if (!applied.ok()) return Annotated(applied, what);
       auto recorded =
           conn.Execute("INSERT INTO schema_version (version, description) VALUES (?, ?)",
                        {int64_t{m.version}, m.description});
       if (!recorded.ok()) return Annotated(recorded.status(), what);
+      applied_any = true;
+    }
+    if (sqlite && foreign_keys_were_on && applied_any) {
+      auto broken = conn.Query("PRAGMA foreign_key_check", {});
+      if (!broken.ok()) return Annotated(broken.status(), "foreign_key_check");
+      if (!broken->empty()) {
+        return InvalidArgument("migrate schema: a foreign key of table '" + (*broken)[0].Text(0) +
+                               "' points at a missing row of '" + (*broken)[0].Text(2) + "'");
+      }
     }
     return {};
   };
@@ -242,6 +322,10 @@ Status ApplyMigrations(SqlConnection& conn, const std::vector<Migration>& migrat
     if (!s.ok()) s = Annotated(s, "commit");
   }
   if (!s.ok()) conn.Rollback();
+  if (foreign_keys_were_on) {
+    Status on = conn.ExecuteScript("PRAGMA foreign_keys = ON");
+    if (s.ok() && !on.ok()) s = Annotated(on, "foreign_keys on");
+  }
   return s;
 }
 

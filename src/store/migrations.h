@@ -19,6 +19,9 @@ struct Migration {
   // ';'-separated statements in the SQL both databases accept, except for "{id}", which becomes
   // the dialect's auto-increment primary key column (never reused ids on either).
   std::string ddl;
+  // When not empty, what runs on SQLite instead of `ddl`: for the changes SQLite's ALTER TABLE
+  // cannot make (a CHECK constraint), which it makes by rebuilding the table.
+  std::string sqlite_ddl;
 };
 
 // corral's migrations, oldest first.

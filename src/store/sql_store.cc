@@ -19,7 +19,7 @@ constexpr char kJobColumns[] =
     "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running";
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
-    "signal, start_time, end_time";
+    "signal, start_time, end_time, end_cause";
 constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat, node_id_hash";
 
 constexpr char kInsertJob[] =
@@ -56,6 +56,18 @@ std::optional<int> OptInt32(const SqlRow& row, size_t i) {
   if (!v) return std::nullopt;
   return static_cast<int>(*v);
 }
+std::string JobName(JobId id) { return "job " + std::to_string(id.value()); }
+
+// States are names in the database (model/states.h); the CHECK constraints keep them known, so
+// a name this corral cannot read is an Internal error naming the row.
+template <typename E>
+Result<E> StateColumn(const SqlRow& row, size_t i, const std::string& what,
+                      Result<E> (*parse)(std::string_view, std::string_view)) {
+  Result<E> state = parse(row.Text(i), "state");
+  if (!state.ok()) return Status(StatusCode::kInternal, what + ": " + state.status().message());
+  return state;
+}
+SqlValue StateValue(auto state) { return std::string(model::ToString(state)); }
 
 UserRecord UserFrom(const SqlRow& row) {
   return {row.Int(0), row.Text(1), row.Int(2) != 0, Seconds(row.Int(3))};
@@ -64,14 +76,16 @@ TokenRecord TokenFrom(const SqlRow& row) {
   return {row.Int(0),  row.Int(1),          row.Text(2),
           row.Text(3), Seconds(row.Int(4)), OptSeconds(row, 5)};
 }
-JobRecord JobFrom(const SqlRow& row) {
+Result<JobRecord> JobFrom(const SqlRow& row) {
   JobRecord j;
   j.id = JobId(row.Int(0));
   j.name = row.Text(1);
   j.user = row.Text(2);
   j.project = row.Text(3);
   j.spec_json = row.Text(4);
-  j.state = row.Text(5);
+  auto state = StateColumn(row, 5, JobName(j.id), &model::ParseJobState);
+  if (!state.ok()) return state.status();
+  j.state = *state;
   j.priority = static_cast<int>(row.Int(6));
   j.restarts = static_cast<int>(row.Int(7));
   j.submit_time = Seconds(row.Int(8));
@@ -84,7 +98,7 @@ JobRecord JobFrom(const SqlRow& row) {
   j.array_max_running = OptInt32(row, 15);
   return j;
 }
-TaskRecord TaskFrom(const SqlRow& row) {
+Result<TaskRecord> TaskFrom(const SqlRow& row) {
   TaskRecord t;
   t.job = JobId(row.Int(0));
   t.task_index = static_cast<int>(row.Int(1));
@@ -92,36 +106,39 @@ TaskRecord TaskFrom(const SqlRow& row) {
   t.generation = row.Int(3);
   t.node = row.Text(4);
   t.allocation_json = row.Text(5);
-  t.state = row.Text(6);
+  const std::string what = "task allocation " + std::to_string(t.allocation_id) + " generation " +
+                           std::to_string(t.generation);
+  auto state = StateColumn(row, 6, what, &model::ParseTaskState);
+  if (!state.ok()) return state.status();
+  t.state = *state;
   t.exit_code = OptInt32(row, 7);
   t.signal = OptInt32(row, 8);
   t.start_time = OptSeconds(row, 9);
   t.end_time = OptSeconds(row, 10);
+  if (!row.IsNull(11)) {
+    auto cause = model::ParseTaskEndCause(row.Text(11));
+    if (!cause.ok()) return Status(StatusCode::kInternal, what + ": " + cause.status().message());
+    t.end_cause = *cause;
+  }
   return t;
 }
-NodeRecord NodeFrom(const SqlRow& row) {
-  return {row.Text(0), row.Text(1), row.Text(2), Seconds(row.Int(3)), row.Text(4)};
+Result<NodeRecord> NodeFrom(const SqlRow& row) {
+  auto state = StateColumn(row, 2, "node '" + row.Text(0) + "'", &model::ParseNodeState);
+  if (!state.ok()) return state.status();
+  return NodeRecord{row.Text(0), row.Text(1), *state, Seconds(row.Int(3)), row.Text(4)};
 }
-
-template <size_t N>
-std::string Join(const std::array<std::string_view, N>& names) {
-  std::string out;
-  for (std::string_view n : names) out += (out.empty() ? "" : ", ") + std::string(n);
+// Each row read by `from` (JobFrom, TaskFrom, NodeFrom), in order; the first unreadable row's
+// error.
+template <typename R>
+Result<std::vector<R>> RowsFrom(const SqlRows& rows, Result<R> (*from)(const SqlRow&)) {
+  std::vector<R> out;
+  out.reserve(rows.size());
+  for (const SqlRow& row : rows) {
+    Result<R> record = from(row);
+    if (!record.ok()) return record.status();
+    out.push_back(std::move(record).value());
+  }
   return out;
-}
-
-// InvalidArgument unless `value` is one of `states`; names the field.
-template <size_t N>
-Status CheckState(const std::string& field, const std::string& value,
-                  const std::array<std::string_view, N>& states) {
-  if (std::find(states.begin(), states.end(), value) != states.end()) return {};
-  return InvalidArgument("field '" + field + "': unknown state '" + value + "' (expected one of " +
-                         Join(states) + ")");
-}
-
-bool IsTerminal(const std::string& state) {
-  return state == kJobSucceeded || state == kJobFailed || state == kJobCancelled ||
-         state == kJobLost;
 }
 
 bool IsHexSha256(const std::string& hash) {
@@ -129,8 +146,6 @@ bool IsHexSha256(const std::string& hash) {
            return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
          });
 }
-
-std::string JobName(JobId id) { return "job " + std::to_string(id.value()); }
 
 // "?, ?, ?" for n values, appending them to params.
 std::string InList(const std::vector<std::string>& values, SqlParams& params) {
@@ -150,8 +165,9 @@ std::string SubmitReason(const JobRecord& job) {
 Status ValidateNewJob(const JobRecord& job) {
   if (job.user.empty()) return InvalidArgument("field 'user': must not be empty");
   if (job.project.empty()) return InvalidArgument("field 'project': must not be empty");
-  if (!job.state.empty() && job.state != kJobPending) {
-    return InvalidArgument("field 'state': a new job is pending, got '" + job.state + "'");
+  if (job.state != model::JobState::kPending) {
+    return InvalidArgument("field 'state': a new job is pending, got '" +
+                           std::string(model::ToString(job.state)) + "'");
   }
   if (job.array_id) return InvalidArgument("field 'array_id': assigned by the store");
   return {};
@@ -170,7 +186,7 @@ SqlParams NewJobParams(const JobRecord& job, SqlValue array_id) {
           job.user,
           job.project,
           job.spec_json,
-          std::string(kJobPending),
+          StateValue(model::JobState::kPending),
           int64_t{job.priority},
           job.submit_time.value(),
           SubmitReason(job),
@@ -236,17 +252,18 @@ Status SqlStore::Annotate(const std::string& operation, const Status& status) co
   return {status.code(), operation + ": " + status.message()};
 }
 
-Result<std::string> SqlStore::JobStateLocked(JobId id) {
+Result<model::JobState> SqlStore::JobStateLocked(JobId id) {
   auto rows = conn_->Query("SELECT state FROM jobs WHERE id = ?", {id.value()});
   if (!rows.ok()) return rows.status();
   if (rows->empty()) return NotFound(JobName(id) + " not found");
-  return (*rows)[0].Text(0);
+  return StateColumn((*rows)[0], 0, JobName(id), &model::ParseJobState);
 }
 
-Status SqlStore::ExplainWrongState(JobId id, const std::string& expected) {
+Status SqlStore::ExplainWrongState(JobId id, model::JobState expected) {
   auto state = JobStateLocked(id);
   if (!state.ok()) return state.status();
-  return FailedPrecondition(JobName(id) + " is " + *state + ", not " + expected);
+  return FailedPrecondition(JobName(id) + " is " + std::string(model::ToString(*state)) + ", not " +
+                            std::string(model::ToString(expected)));
 }
 
 Status SqlStore::ExplainMissingJobOwner(const std::vector<JobRecord>& jobs) {
@@ -566,7 +583,7 @@ Result<std::vector<JobId>> SqlStore::InsertNewJobs(const std::string& op,
     event_params.reserve(jobs.size());
     for (size_t i = 0; i < jobs.size(); ++i) {
       event_params.push_back({ids[i].value(), jobs[i].submit_time.value(), std::string(),
-                              std::string(kJobPending), SubmitReason(jobs[i])});
+                              StateValue(model::JobState::kPending), SubmitReason(jobs[i])});
     }
     return conn_->QueryEach(kInsertEvent, event_params).status();
   });
@@ -586,17 +603,15 @@ Result<JobRecord> SqlStore::GetJob(JobId id) {
 }
 
 Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
-  for (const std::string& state : filter.states) {
-    Status s = CheckState("states", state, kJobStates);
-    if (!s.ok()) return Annotate("list jobs", s);
-  }
   SqlParams params;
   std::vector<std::string> conditions;
   if (!filter.projects.empty()) {
     conditions.push_back("project IN (" + InList(filter.projects, params) + ")");
   }
   if (!filter.states.empty()) {
-    conditions.push_back("state IN (" + InList(filter.states, params) + ")");
+    std::vector<std::string> names;
+    for (model::JobState state : filter.states) names.emplace_back(model::ToString(state));
+    conditions.push_back("state IN (" + InList(names, params) + ")");
   }
   if (!filter.users.empty()) {
     conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
@@ -625,48 +640,45 @@ Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(sql, params);
   if (!rows.ok()) return Annotate("list jobs", rows.status());
-  std::vector<JobRecord> jobs;
-  jobs.reserve(rows->size());
-  for (const SqlRow& row : *rows) jobs.push_back(JobFrom(row));
+  auto jobs = RowsFrom(*rows, &JobFrom);
+  if (!jobs.ok()) return Annotate("list jobs", jobs.status());
   return jobs;
 }
 
-Status SqlStore::TransitionJob(JobId id, const std::string& from, const std::string& to,
+Status SqlStore::TransitionJob(JobId id, model::JobState from, model::JobState to,
                                const std::string& reason, Seconds now) {
   return TransitionJobs({id}, from, to, reason, now);
 }
 
-Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
-                                const std::string& to, const std::string& reason, Seconds now) {
+Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, model::JobState from,
+                                model::JobState to, const std::string& reason, Seconds now) {
   const std::string op =
       "move " + (ids.size() == 1 ? JobName(ids[0]) : std::to_string(ids.size()) + " jobs") +
-      " from " + from + " to " + to;
-  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("from", from, kJobStates)));
-  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("to", to, kJobStates)));
+      " from " + std::string(model::ToString(from)) + " to " + std::string(model::ToString(to));
   if (from == to) return Annotate(op, InvalidArgument("fields 'from' and 'to': must differ"));
   if (ids.empty()) return {};
   // Compare-and-set: the WHERE clause carries the expected state, so of two racing
   // transitions from the same state exactly one changes a row.
   std::string sql = "UPDATE jobs SET state = ?, reason = ?";
-  if (to == kJobRunning) {
+  if (to == model::JobState::kRunning) {
     sql += ", start_time = ?";
-  } else if (IsTerminal(to)) {
+  } else if (model::IsFinal(to)) {
     sql += ", end_time = ?";
-  } else if (to == kJobPending) {
+  } else if (to == model::JobState::kPending) {
     sql += ", restarts = restarts + 1, start_time = NULL, end_time = NULL";
   }
   sql += " WHERE id = ? AND state = ? RETURNING id";
-  const bool sets_time = to == kJobRunning || IsTerminal(to);
+  const bool sets_time = to == model::JobState::kRunning || model::IsFinal(to);
   std::vector<SqlParams> updates, events;
   updates.reserve(ids.size());
   events.reserve(ids.size());
   for (JobId id : ids) {
-    SqlParams params = {to, reason};
+    SqlParams params = {StateValue(to), reason};
     if (sets_time) params.emplace_back(now.value());
     params.emplace_back(id.value());
-    params.emplace_back(from);
+    params.emplace_back(StateValue(from));
     updates.push_back(std::move(params));
-    events.push_back({id.value(), now.value(), from, to, reason});
+    events.push_back({id.value(), now.value(), StateValue(from), StateValue(to), reason});
   }
   std::lock_guard<std::mutex> lock(mu_);
   return Annotate(op, InTransaction([&]() -> Status {
@@ -682,21 +694,23 @@ Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, const std::string
 Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now) {
   const std::string op = "request cancellation of " + JobName(id);
   std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(op, InTransaction([&]() -> Status {
-                    auto current = JobStateLocked(id);
-                    if (!current.ok()) return current.status();
-                    const std::string& state = *current;
-                    if (state != "starting" && state != "running") {
-                      return FailedPrecondition(JobName(id) + " is " + state + ", not started");
-                    }
-                    auto changed = conn_->Execute("UPDATE jobs SET cancel_reason = ? WHERE id = ?",
-                                                  {reason, id.value()});
-                    if (!changed.ok()) return changed.status();
-                    return conn_
-                        ->Execute(kInsertEvent,
-                                  {id.value(), now.value(), state, state, "cancelling: " + reason})
-                        .status();
-                  }));
+  return Annotate(
+      op, InTransaction([&]() -> Status {
+        auto current = JobStateLocked(id);
+        if (!current.ok()) return current.status();
+        const model::JobState state = *current;
+        if (state != model::JobState::kStarting && state != model::JobState::kRunning) {
+          return FailedPrecondition(JobName(id) + " is " + std::string(model::ToString(state)) +
+                                    ", not started");
+        }
+        auto changed =
+            conn_->Execute("UPDATE jobs SET cancel_reason = ? WHERE id = ?", {reason, id.value()});
+        if (!changed.ok()) return changed.status();
+        return conn_
+            ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(state), StateValue(state),
+                                     "cancelling: " + reason})
+            .status();
+      }));
 }
 
 Status SqlStore::AddJobEvent(JobId id, const std::string& reason, Seconds now) {
@@ -706,7 +720,8 @@ Status SqlStore::AddJobEvent(JobId id, const std::string& reason, Seconds now) {
                     auto state = JobStateLocked(id);
                     if (!state.ok()) return state.status();
                     return conn_
-                        ->Execute(kInsertEvent, {id.value(), now.value(), *state, *state, reason})
+                        ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(*state),
+                                                 StateValue(*state), reason})
                         .status();
                   }));
 }
@@ -722,8 +737,17 @@ Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
   if (rows->empty()) return NotFound(JobName(id) + " not found");
   std::vector<JobEvent> events;
   for (const SqlRow& row : *rows) {
-    events.push_back(
-        {JobId(row.Int(0)), Seconds(row.Int(1)), row.Text(2), row.Text(3), row.Text(4)});
+    JobEvent event{JobId(row.Int(0)), Seconds(row.Int(1)), std::nullopt, model::JobState::kPending,
+                   row.Text(4)};
+    if (!row.Text(2).empty()) {  // "" is the submission's
+      auto from = StateColumn(row, 2, JobName(id) + " event", &model::ParseJobState);
+      if (!from.ok()) return Annotate("list events of " + JobName(id), from.status());
+      event.from_state = *from;
+    }
+    auto to = StateColumn(row, 3, JobName(id) + " event", &model::ParseJobState);
+    if (!to.ok()) return Annotate("list events of " + JobName(id), to.status());
+    event.to_state = *to;
+    events.push_back(std::move(event));
   }
   return events;
 }
@@ -750,10 +774,10 @@ Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Secon
     if (t.allocation_id <= 0) return bad("allocation_id", "must be positive");
     if (t.generation < 0) return bad("generation", "must not be negative");
     if (t.node.empty()) return bad("node", "must not be empty");
-    if (!t.state.empty() && t.state != kTaskAssigned) return bad("state", "must be assigned");
+    if (t.state != model::TaskState::kAssigned) return bad("state", "must be assigned");
     if (std::find(nodes.begin(), nodes.end(), t.node) == nodes.end()) nodes.push_back(t.node);
     task_params.push_back({id.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
-                           t.allocation_json, std::string(kTaskAssigned)});
+                           t.allocation_json, StateValue(model::TaskState::kAssigned)});
   }
   std::string reason = "assigned to ";
   for (size_t i = 0; i < nodes.size(); ++i) reason += (i ? ", " : "") + nodes[i];
@@ -763,15 +787,16 @@ Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Secon
   Status s = InTransaction([&]() -> Status {
     auto changed =
         conn_->Execute("UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ?",
-                       {std::string(kJobStarting), reason, id.value(), std::string(kJobPending)});
+                       {StateValue(model::JobState::kStarting), reason, id.value(),
+                        StateValue(model::JobState::kPending)});
     if (!changed.ok()) return changed.status();
-    if (*changed != 1) return ExplainWrongState(id, std::string(kJobPending));
+    if (*changed != 1) return ExplainWrongState(id, model::JobState::kPending);
     job_was_pending = true;
     auto inserted = conn_->QueryEach(kInsertTask, task_params);
     if (!inserted.ok()) return inserted.status();
     return conn_
-        ->Execute(kInsertEvent, {id.value(), now.value(), std::string(kJobPending),
-                                 std::string(kJobStarting), reason})
+        ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(model::JobState::kPending),
+                                 StateValue(model::JobState::kStarting), reason})
         .status();
   });
   if (s.code() == StatusCode::kNotFound && job_was_pending) {
@@ -792,13 +817,15 @@ Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Secon
 Status SqlStore::UpdateTask(const TaskRecord& task) {
   const std::string op = "update task allocation " + std::to_string(task.allocation_id) +
                          " generation " + std::to_string(task.generation);
-  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("state", task.state, kTaskStates)));
+  SqlValue end_cause;
+  if (task.end_cause) end_cause = StateValue(*task.end_cause);
   std::lock_guard<std::mutex> lock(mu_);
   auto changed = conn_->Execute(
-      "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ? "
-      "WHERE allocation_id = ? AND generation = ?",
-      {task.state, OptValue(task.exit_code), OptValue(task.signal), OptValue(task.start_time),
-       OptValue(task.end_time), task.allocation_id, task.generation});
+      "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ?, "
+      "end_cause = ? WHERE allocation_id = ? AND generation = ?",
+      {StateValue(task.state), OptValue(task.exit_code), OptValue(task.signal),
+       OptValue(task.start_time), OptValue(task.end_time), std::move(end_cause), task.allocation_id,
+       task.generation});
   if (!changed.ok()) return Annotate(op, changed.status());
   if (*changed != 1) return Annotate(op, NotFound("no such task"));
   return {};
@@ -809,8 +836,8 @@ Result<std::vector<TaskRecord>> SqlStore::TasksOfJob(JobId id) {
   auto rows = conn_->Query(
       Select(kTaskColumns, "tasks WHERE job_id = ? ORDER BY task_index, generation"), {id.value()});
   if (!rows.ok()) return Annotate("list tasks of " + JobName(id), rows.status());
-  std::vector<TaskRecord> tasks;
-  for (const SqlRow& row : *rows) tasks.push_back(TaskFrom(row));
+  auto tasks = RowsFrom(*rows, &TaskFrom);
+  if (!tasks.ok()) return Annotate("list tasks of " + JobName(id), tasks.status());
   return tasks;
 }
 
@@ -818,10 +845,10 @@ Result<std::vector<TaskRecord>> SqlStore::ActiveTasks() {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(
       Select(kTaskColumns, "tasks WHERE state IN (?, ?) ORDER BY allocation_id, generation"),
-      {std::string(kTaskAssigned), std::string(kTaskRunning)});
+      {StateValue(model::TaskState::kAssigned), StateValue(model::TaskState::kRunning)});
   if (!rows.ok()) return Annotate("list active tasks", rows.status());
-  std::vector<TaskRecord> tasks;
-  for (const SqlRow& row : *rows) tasks.push_back(TaskFrom(row));
+  auto tasks = RowsFrom(*rows, &TaskFrom);
+  if (!tasks.ok()) return Annotate("list active tasks", tasks.status());
   return tasks;
 }
 
@@ -950,7 +977,6 @@ Status SqlStore::ShareEnvironment(const std::string& name, const std::string& pr
 Status SqlStore::UpsertNode(const NodeRecord& node) {
   const std::string op = "upsert node '" + node.name + "'";
   if (node.name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
-  CORRAL_RETURN_IF_ERROR(Annotate(op, CheckState("state", node.state, kNodeStates)));
   std::lock_guard<std::mutex> lock(mu_);
   return Annotate(
       op, conn_
@@ -959,8 +985,8 @@ Status SqlStore::UpsertNode(const NodeRecord& node) {
                         "inventory_json = excluded.inventory_json, state = excluded.state, "
                         "last_heartbeat = excluded.last_heartbeat, "
                         "node_id_hash = excluded.node_id_hash",
-                        {node.name, node.inventory_json, node.state, node.last_heartbeat.value(),
-                         node.node_id_hash})
+                        {node.name, node.inventory_json, StateValue(node.state),
+                         node.last_heartbeat.value(), node.node_id_hash})
               .status());
 }
 
@@ -968,8 +994,8 @@ Result<std::vector<NodeRecord>> SqlStore::ListNodes() {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(Select(kNodeColumns, "nodes ORDER BY name"), {});
   if (!rows.ok()) return Annotate("list nodes", rows.status());
-  std::vector<NodeRecord> nodes;
-  for (const SqlRow& row : *rows) nodes.push_back(NodeFrom(row));
+  auto nodes = RowsFrom(*rows, &NodeFrom);
+  if (!nodes.ok()) return Annotate("list nodes", nodes.status());
   return nodes;
 }
 

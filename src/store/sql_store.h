@@ -56,10 +56,10 @@ class SqlStore final : public Store {
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
   Status RequestCancel(JobId id, const std::string& reason, Seconds now) override;
   Status AddJobEvent(JobId id, const std::string& reason, Seconds now) override;
-  Status TransitionJob(JobId id, const std::string& from, const std::string& to,
+  Status TransitionJob(JobId id, model::JobState from, model::JobState to,
                        const std::string& reason, Seconds now) override;
-  Status TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
-                        const std::string& to, const std::string& reason, Seconds now) override;
+  Status TransitionJobs(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
+                        const std::string& reason, Seconds now) override;
   Result<std::vector<JobEvent>> JobEvents(JobId id) override;
 
   Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) override;
@@ -110,11 +110,11 @@ class SqlStore final : public Store {
   Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
                                            const std::vector<JobRecord>& jobs, bool array);
   // A job's state; NotFound naming the job when there is none.
-  Result<std::string> JobStateLocked(JobId id);
+  Result<model::JobState> JobStateLocked(JobId id);
   // The projects `name` is shared with, by name.
   Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
-  Status ExplainWrongState(JobId id, const std::string& expected);
+  Status ExplainWrongState(JobId id, model::JobState expected);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).
   Status ExplainMissingJobOwner(const std::vector<JobRecord>& jobs);
 

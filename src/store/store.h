@@ -19,7 +19,6 @@
 //    the operation and carries the database's message; never a password).
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,32 +29,12 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "model/states.h"
 
 namespace corral::store {
 
-// Job states as stored (the strings are the API names):
-//   pending -> starting -> running -> succeeded | failed | cancelled | lost
-// and back to pending when a job is requeued (preemption, lost node). The store checks that a
-// state is one of these; which transitions are allowed is the server's rule.
-inline constexpr std::string_view kJobPending = "pending";
-inline constexpr std::string_view kJobStarting = "starting";
-inline constexpr std::string_view kJobRunning = "running";
-inline constexpr std::string_view kJobSucceeded = "succeeded";
-inline constexpr std::string_view kJobFailed = "failed";
-inline constexpr std::string_view kJobCancelled = "cancelled";
-inline constexpr std::string_view kJobLost = "lost";
-inline constexpr std::array<std::string_view, 7> kJobStates = {
-    kJobPending, kJobStarting, kJobRunning, kJobSucceeded, kJobFailed, kJobCancelled, kJobLost};
-
-// Task states: assigned (committed, agent not yet told or not yet reporting) -> running ->
-// exited | killed | lost.
-inline constexpr std::string_view kTaskAssigned = "assigned";
-inline constexpr std::string_view kTaskRunning = "running";
-inline constexpr std::array<std::string_view, 5> kTaskStates = {kTaskAssigned, kTaskRunning,
-                                                                "exited", "killed", "lost"};
-
-inline constexpr std::array<std::string_view, 4> kNodeStates = {"ready", "lost", "drained",
-                                                                "cordoned"};
+// States are model::JobState, TaskState and NodeState (model/states.h); the store keeps their
+// names as text (CHECK-constrained), and which transitions are allowed is the server's rule.
 
 struct UserRecord {
   int64_t id = 0;
@@ -88,7 +67,7 @@ struct JobRecord {
   std::string user;       // a user's name; the user must exist
   std::string project;    // the project must exist
   std::string spec_json;  // the validated job spec, as submitted (normalised JSON)
-  std::string state;      // one of kJobStates; InsertJob accepts only "pending" (or "")
+  model::JobState state = model::JobState::kPending;  // InsertJob accepts only pending
   int priority = 0;
   int restarts = 0;  // times the job went back to pending; maintained by TransitionJob
   Seconds submit_time{0};
@@ -108,8 +87,8 @@ struct JobRecord {
 struct JobEvent {
   JobId job;
   Seconds time{0};
-  std::string from_state;  // "" for the submission
-  std::string to_state;
+  std::optional<model::JobState> from_state;  // none for the submission
+  model::JobState to_state = model::JobState::kPending;
   std::string reason;
 };
 
@@ -122,10 +101,13 @@ struct TaskRecord {
   int64_t generation = 0;
   std::string node;
   std::string allocation_json;  // GPUs (indices, milli), CPU, memory
-  std::string state;            // one of kTaskStates
+  model::TaskState state = model::TaskState::kAssigned;
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::optional<Seconds> start_time, end_time;
+  // Why an ended task's process ended, as its agent said (none: not ended, ended without its
+  // agent's word (lost, never launched), or an agent too old to say).
+  std::optional<model::TaskEndCause> end_cause;
 };
 
 // One aggregated interval of one GPU: the GPU metrics history (docs/monitoring.md), kept at
@@ -165,7 +147,7 @@ struct GpuUsageRow {
 struct NodeRecord {
   std::string name;
   std::string inventory_json;  // GPUs (model, memory, uuid, nvlink), CPU, memory, labels
-  std::string state;           // one of kNodeStates
+  model::NodeState state = model::NodeState::kReady;
   Seconds last_heartbeat{0};
   std::string node_id_hash;  // SHA-256 of the agent's secret node id; empty if unknown
 };
@@ -186,12 +168,12 @@ struct EnvironmentRecord {
 enum class JobOrder { kOldestFirst, kNewestFirst };  // by id
 
 struct JobFilter {
-  std::vector<std::string> projects;  // empty = all
-  std::vector<std::string> states;    // empty = all
-  std::vector<std::string> users;     // empty = all
-  std::optional<JobId> array;         // only the elements of this array
-  std::optional<JobId> before;        // only jobs with a smaller id (a page's cursor)
-  std::optional<Seconds> live_since;  // only jobs not ended before this (end_time none or >=)
+  std::vector<std::string> projects;    // empty = all
+  std::vector<model::JobState> states;  // empty = all
+  std::vector<std::string> users;       // empty = all
+  std::optional<JobId> array;           // only the elements of this array
+  std::optional<JobId> before;          // only jobs with a smaller id (a page's cursor)
+  std::optional<Seconds> live_since;    // only jobs not ended before this (end_time none or >=)
   JobOrder order = JobOrder::kOldestFirst;
   int limit = 1000;  // <= 0: no limit; the first `limit` jobs in `order`
 };
@@ -260,14 +242,15 @@ class Store {
   virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
   // Moves a job to `to` (recording an event) only if it is in `from`; FailedPrecondition
   // otherwise, so that concurrent transitions cannot both win; NotFound for an unknown job.
-  // Entering running sets start_time; entering succeeded, failed, cancelled or lost sets
-  // end_time; going back to pending (a requeue) increments restarts and clears both times.
-  virtual Status TransitionJob(JobId id, const std::string& from, const std::string& to,
+  // Entering running sets start_time; entering a final state (model::IsFinal) sets end_time;
+  // going back to pending (a requeue) increments restarts and clears both times. `from` and
+  // `to` must differ (InvalidArgument).
+  virtual Status TransitionJob(JobId id, model::JobState from, model::JobState to,
                                const std::string& reason, Seconds now) = 0;
   // TransitionJob for every job of `ids` in one transaction (one commit): all move or none does
   // (FailedPrecondition or NotFound naming the first job that cannot). No ids: nothing to do.
-  virtual Status TransitionJobs(const std::vector<JobId>& ids, const std::string& from,
-                                const std::string& to, const std::string& reason, Seconds now) = 0;
+  virtual Status TransitionJobs(const std::vector<JobId>& ids, model::JobState from,
+                                model::JobState to, const std::string& reason, Seconds now) = 0;
   // Records that a started (starting or running) job is being cancelled, with an event; the
   // job ends later (TransitionJob) once its tasks stopped. FailedPrecondition when the job is
   // not started; NotFound for an unknown job.
@@ -284,7 +267,7 @@ class Store {
   // unknown (nodes come from UpsertNode); AlreadyExists when an (allocation_id, generation) is
   // taken.
   virtual Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) = 0;
-  // Updates state, exit code, signal and times of the task keyed by (allocation_id,
+  // Updates state, exit code, signal, times and end cause of the task keyed by (allocation_id,
   // generation); its job, index, node and allocation never change. NotFound when unknown.
   virtual Status UpdateTask(const TaskRecord& task) = 0;
   virtual Result<std::vector<TaskRecord>> TasksOfJob(JobId id) = 0;  // by index, generation

@@ -112,7 +112,6 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     j.user = std::move(user);
     j.project = std::move(project);
     j.spec_json = R"({"tasks":1,"gpus":1})";
-    j.state = "pending";
     j.submit_time = Seconds(submit);
     return j;
   }

@@ -7,9 +7,9 @@ import { getJson, getLog, postJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
 import { dateTime, duration, eta } from '../format.js';
 import { JobGpuChart } from '../job_gpus.js';
+import { jobEnded, taskEnded } from '../states.js';
 import { stateBadge } from './jobs.js';
 
-const kEnded = new Set(['succeeded', 'failed', 'cancelled', 'lost']);
 const kMaxLogChars = 2_000_000; // the page keeps the last 2 MB of a log
 
 function details(j) {
@@ -47,7 +47,7 @@ function tasks(j, utilOf) {
       String(t.index), t.node,
       (t.allocation?.gpus || []).map((g) => `${g.index}: ${g.milli}`).join(', ') || 'none',
       t.state, t.exit_code ?? (t.signal ? `signal ${t.signal}` : '—'),
-      kEnded.has(t.state) ? '' : taskUtil(t, utilOf),
+      taskEnded(t.state) ? '' : taskUtil(t, utilOf),
     ]), { id: 'job-tasks' });
 }
 
@@ -85,13 +85,13 @@ export default {
       head.textContent = `Job ${id}${job.name ? `: ${job.name}` : ''}`;
       replace(detailBox, details(job));
       if (!gpusDone) {
-        const wasEnded = kEnded.has(job.state);
+        const wasEnded = jobEnded(job.state);
         await gpuChart.update(job).catch((e) => { gpuChart.note.dataset.error = e.message; });
         gpusDone = wasEnded;
       }
       replace(taskBox, tasks(job, (node, index) => gpuChart.utilization(node, index)));
       replace(eventBox, events(job));
-      cancel.disabled = kEnded.has(job.state);
+      cancel.disabled = jobEnded(job.state);
       const n = Math.max(1, job.tasks?.length || job.spec?.tasks || 1);
       if (taskPick.options.length !== n) {
         const chosen = taskPick.value;
@@ -114,7 +114,7 @@ export default {
     const tick = async () => {
       if (stopped) return;
       try {
-        const wasEnded = kEnded.has(job?.state);
+        const wasEnded = job ? jobEnded(job.state) : false;
         await readLog();
         if (wasEnded) ended = true;
       } catch (e) {
