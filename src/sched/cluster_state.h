@@ -23,6 +23,7 @@
 
 #include "common/status.h"
 #include "common/units.h"
+#include "model/allocation.h"
 #include "model/node.h"
 
 namespace corral::sched {
@@ -31,12 +32,8 @@ namespace corral::sched {
 using NodeIndex = int32_t;
 inline constexpr int kNoModel = -1;  // model id of a node without GPUs
 
-// One GPU's part of an allocation.
-struct GpuShare {
-  int index = 0;  // GPU index on the node
-  MilliGpu milli{0};
-  bool operator==(const GpuShare&) const = default;
-};
+// One GPU's part of an allocation: the same type the store keeps (model/allocation.h).
+using GpuShare = model::GpuShare;
 
 // What one task holds on one node. `kind` is the interned task kind (see TaskKindId) so that
 // policies that group tasks of one kind together (clustering) can see what a node runs.

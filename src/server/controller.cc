@@ -11,6 +11,7 @@
 
 #include "common/config_file.h"
 #include "common/random_id.h"
+#include "model/allocation.h"
 #include "model/node.h"
 #include "model/session.h"
 #include "sched/fragmentation.h"
@@ -94,13 +95,31 @@ std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
   return note.empty() ? what : what + ": " + note;
 }
 
-nlohmann::json AllocationJson(const sched::Allocation& a, const std::string& node) {
-  nlohmann::json gpus = nlohmann::json::array();
-  for (const auto& g : a.gpus) gpus.push_back({{"index", g.index}, {"milli", g.milli.value()}});
-  return {{"node", node},
-          {"gpus", gpus},
-          {"cpu_milli", a.cpu.value()},
-          {"memory_mib", a.memory.value()}};
+// What the scheduler gave a task, as the store keeps it (the task record names the node).
+model::Allocation AllocationOf(const sched::Allocation& a) {
+  model::Allocation out;
+  out.gpus = a.gpus;
+  out.cpu = a.cpu;
+  out.memory = a.memory;
+  return out;
+}
+
+// A stored task's allocation as the scheduler holds it on `node`.
+sched::Allocation SchedAllocationOf(const model::Allocation& a, sched::NodeIndex node) {
+  sched::Allocation out;
+  out.node = node;
+  out.gpus = a.gpus;
+  out.cpu = a.cpu;
+  out.memory = a.memory;
+  return out;
+}
+
+// A task's allocation in the API's task view: its JSON form with the task's node, as clients
+// (the CLI, the dashboard) have always read it.
+nlohmann::json AllocationView(const store::TaskRecord& t) {
+  nlohmann::json out = model::ToJson(t.allocation);
+  out["node"] = t.node;
+  return out;
 }
 
 // The launch's "environment" (docs/environments.md): what the agent's runtime sets up.
@@ -333,15 +352,10 @@ Status Controller::Recover() {
       job.tasks.push_back(t);
       // The previous server may have sent the launch: the agent's first report settles it.
       if (t.state == TaskState::kAssigned) job.launched.insert(t.allocation_id);
-      auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
-      sched::Allocation alloc;
-      alloc.node = scheduler_->state().FindNode(t.node);
-      alloc.cpu = CpuMilli(a.value("cpu_milli", int64_t{0}));
-      alloc.memory = MemoryMib(a.value("memory_mib", int64_t{0}));
-      for (const auto& g : a.value("gpus", nlohmann::json::array())) {
-        alloc.gpus.push_back({g.value("index", 0), MilliGpu(g.value("milli", 0))});
+      const sched::NodeIndex node = scheduler_->state().FindNode(t.node);
+      if (!model::IsEnded(t.state) && node >= 0) {
+        allocations.push_back(SchedAllocationOf(t.allocation, node));
       }
-      if (!model::IsEnded(t.state) && alloc.node >= 0) allocations.push_back(alloc);
     }
     IndexAllocationsLocked(job);
     RestoreRendezvousLocked(job);
@@ -638,13 +652,9 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   }
   out["tasks"] = nlohmann::json::array();
   for (const auto& t : *tasks) {
-    nlohmann::json task = {
-        {"index", t.task_index},
-        {"allocation_id", t.allocation_id},
-        {"generation", t.generation},
-        {"node", t.node},
-        {"state", Name(t.state)},
-        {"allocation", nlohmann::json::parse(t.allocation_json, nullptr, false)}};
+    nlohmann::json task = {{"index", t.task_index},      {"allocation_id", t.allocation_id},
+                           {"generation", t.generation}, {"node", t.node},
+                           {"state", Name(t.state)},           {"allocation", AllocationView(t)}};
     if (t.exit_code) task["exit_code"] = *t.exit_code;
     if (t.signal) task["signal"] = *t.signal;
     if (t.end_cause) task["end_cause"] = Name(*t.end_cause);
@@ -874,9 +884,9 @@ struct AppAddress {
   int port = 0;
 };
 std::optional<AppAddress> AppAddressOf(const store::TaskRecord& task) {
-  auto a = nlohmann::json::parse(task.allocation_json, nullptr, false);
-  if (!a.is_object() || !a.contains("session") || !a["session"].is_object()) return std::nullopt;
-  return AppAddress{a["session"].value("address", task.node), a["session"].value("port", 0)};
+  const auto& session = task.allocation.session;
+  if (!session) return std::nullopt;
+  return AppAddress{session->address, session->port};
 }
 
 // Apps asked at once by AskIdleSessionAppsLocked (each a thread for up to the probe's timeout).
@@ -922,10 +932,9 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
   for (const auto& t : tasks) {
     if (model::IsEnded(t.state)) continue;
     out["node"] = t.node;
-    auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
-    if (a.is_object() && a.contains("session") && a["session"].is_object()) {
-      out["address"] = a["session"].value("address", t.node);
-      out["port"] = a["session"].value("port", 0);
+    if (const auto& session = t.allocation.session) {
+      out["address"] = session->address;
+      out["port"] = session->port;
     }
   }
   if (live && current.state == JobState::kRunning) {
@@ -1145,36 +1154,26 @@ void Controller::ScheduleLocked() {
     auto it = jobs_.find(start.job);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
-    std::vector<store::TaskRecord> tasks;
-    bool ok = true;
+    std::vector<store::TaskAssignment> gang;
     for (size_t i = 0; i < start.tasks.size(); ++i) {
-      auto alloc_id = store_.NextAllocationId();
-      if (!alloc_id.ok()) {
-        ok = false;
-        break;
-      }
-      const std::string& node = scheduler_->state().node(start.tasks[i].node).name;
-      store::TaskRecord t;
-      t.job = job.record.id;
-      t.task_index = static_cast<int>(i);
-      t.allocation_id = *alloc_id;
-      t.generation = job.record.restarts + 1;
-      t.node = node;
-      t.allocation_json = AllocationJson(start.tasks[i], node).dump();
-      t.state = TaskState::kAssigned;
-      tasks.push_back(std::move(t));
+      gang.push_back({static_cast<int>(i), scheduler_->state().node(start.tasks[i].node).name,
+                      AllocationOf(start.tasks[i])});
     }
-    if (ok && IsDistributed(job.spec)) ok = AddRendezvousLocked(job, tasks).ok();
-    if (ok && job.spec.session) ok = AddSessionPortLocked(job, tasks).ok();
-    // Committed before any agent hears of it; on failure the job goes back to the queue.
-    if (!ok || !store_.AssignJob(job.record.id, tasks, now).ok()) {
+    Status ports = Status::Ok();
+    if (IsDistributed(job.spec)) ports = AddRendezvousLocked(job, gang);
+    if (ports.ok() && job.spec.session) ports = AddSessionPortLocked(job, gang);
+    // Ids, rows and the job's move to starting in one commit, before any agent hears of it; on
+    // failure nothing was written and the job goes back to the queue.
+    Result<std::vector<store::TaskRecord>> tasks =
+        ports.ok() ? store_.AssignGang(job.record.id, gang, now) : ports;
+    if (!tasks.ok()) {
       ports_.Release(job.record.id);
       (void)scheduler_->Finish(job.record.id);
       (void)scheduler_->Submit(ModelJobOf(job));
       continue;
     }
     job.record.state = JobState::kStarting;
-    job.tasks = std::move(tasks);
+    job.tasks = std::move(tasks).value();
     IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
   }
@@ -1182,20 +1181,17 @@ void Controller::ScheduleLocked() {
 
 void Controller::RestoreRendezvousLocked(const LiveJob& job) {
   if (job.tasks.empty()) return;
-  auto allocation = nlohmann::json::parse(job.tasks[0].allocation_json, nullptr, false);
-  if (!allocation.is_object()) return;
-  if (allocation.contains("session") && allocation["session"].is_object()) {
+  const model::Allocation& allocation = job.tasks[0].allocation;
+  if (allocation.session) {
     // Stored by this server's predecessor; a failure only loses the protection.
-    (void)ports_.Restore(job.record.id, {job.tasks[0].node}, allocation["session"].value("port", 0),
-                         1);
+    (void)ports_.Restore(job.record.id, {job.tasks[0].node}, allocation.session->port, 1);
     return;
   }
-  if (!allocation.contains("rendezvous")) return;
+  if (!allocation.rendezvous) return;
   std::vector<std::string> nodes;
   for (const auto& t : job.tasks) nodes.push_back(t.node);
   // Stored by this server's predecessor, so valid; a failure only loses the protection.
-  (void)ports_.Restore(job.record.id, nodes, allocation["rendezvous"].value("port", 0),
-                       PortsOf(job.spec));
+  (void)ports_.Restore(job.record.id, nodes, allocation.rendezvous->port, PortsOf(job.spec));
 }
 
 std::string Controller::NodeAddressLocked(const std::string& node) const {
@@ -1204,33 +1200,30 @@ std::string Controller::NodeAddressLocked(const std::string& node) const {
                                                                     : it->second.inventory.address;
 }
 
-Status Controller::AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
+Status Controller::AddSessionPortLocked(const LiveJob& job,
+                                        std::vector<store::TaskAssignment>& tasks) {
   if (tasks.size() != 1) return InvalidArgument("a session has one task");
-  store::TaskRecord& t = tasks[0];
+  store::TaskAssignment& t = tasks[0];
   // The same pool as rendezvous ports: two live jobs on one node never get the same port.
   auto port = ports_.Reserve(job.record.id, {t.node}, 1);
   if (!port.ok()) return port.status();
-  auto allocation = nlohmann::json::parse(t.allocation_json, nullptr, false);
-  allocation["session"] = {{"port", *port}, {"address", NodeAddressLocked(t.node)}};
-  t.allocation_json = allocation.dump();
+  t.allocation.session = model::SessionEndpoint{NodeAddressLocked(t.node), *port};
   return Status::Ok();
 }
 
-Status Controller::AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks) {
+Status Controller::AddRendezvousLocked(const LiveJob& job,
+                                       std::vector<store::TaskAssignment>& tasks) {
   std::vector<std::string> nodes;
-  nlohmann::json hosts = nlohmann::json::array();
+  model::Rendezvous rendezvous;
   for (const auto& t : tasks) {
     nodes.push_back(t.node);
-    hosts.push_back(NodeAddressLocked(t.node));
+    rendezvous.hosts.push_back(NodeAddressLocked(t.node));
   }
   auto port = ports_.Reserve(job.record.id, nodes, PortsOf(job.spec));
   if (!port.ok()) return port.status();
-  const nlohmann::json rendezvous = {{"master_addr", hosts[0]}, {"port", *port}, {"hosts", hosts}};
-  for (auto& t : tasks) {
-    auto allocation = nlohmann::json::parse(t.allocation_json, nullptr, false);
-    allocation["rendezvous"] = rendezvous;
-    t.allocation_json = allocation.dump();
-  }
+  rendezvous.master_addr = rendezvous.hosts[0];
+  rendezvous.port = *port;
+  for (auto& t : tasks) t.allocation.rendezvous = rendezvous;
   return Status::Ok();
 }
 
@@ -1648,15 +1641,13 @@ nlohmann::json Controller::Nodes() {
       continue;
     }
     for (const auto& t : job.tasks) {
-      const auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
-      if (!a.is_object()) continue;
-      for (const auto& g : a.value("gpus", nlohmann::json::array())) {
-        nlohmann::json& list = on_gpu[t.node][g.value("index", 0)];
+      for (const model::GpuShare& g : t.allocation.gpus) {
+        nlohmann::json& list = on_gpu[t.node][g.index];
         list.push_back({{"job", id.value()},
                         {"task", t.task_index},
                         {"user", job.record.user},
                         {"project", job.record.project},
-                        {"milli", g.value("milli", 0)}});
+                        {"milli", g.milli.value()}});
       }
     }
   }
@@ -1757,11 +1748,11 @@ nlohmann::json Controller::ClusterSummaryLocked() {
 }
 
 protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::TaskRecord& t) const {
-  auto a = nlohmann::json::parse(t.allocation_json, nullptr, false);
+  const model::Allocation& a = t.allocation;
   protocol::TaskLaunch launch;
-  for (const auto& g : a.value("gpus", nlohmann::json::array())) {
-    launch.gpus.push_back(g.value("index", 0));
-    launch.gpu_milli = MilliGpu(g.value("milli", 0));
+  for (const model::GpuShare& g : a.gpus) {
+    launch.gpus.push_back(g.index);
+    launch.gpu_milli = g.milli;  // a task's GPUs are all whole, or it has one share
   }
   launch.job_id = job.record.id;
   launch.task_index = t.task_index;
@@ -1771,29 +1762,24 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.shell = job.spec.shell;
   launch.workdir = job.spec.workdir;
   launch.env = job.spec.env;
-  launch.cpu = CpuMilli(a.value("cpu_milli", int64_t{0}));
-  launch.memory = MemoryMib(a.value("memory_mib", int64_t{0}));
+  launch.cpu = a.cpu;
+  launch.memory = a.memory;
   launch.time_limit = Seconds(job.spec.time_limit_s);
   launch.user = job.record.user;
   launch.project = job.record.project;
   launch.array_index = job.record.array_index;
   if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
-  if (job.spec.session && a.contains("session")) {
+  if (job.spec.session && a.session) {
     // The agent sets the session variables from this (protocol::LaunchSession).
-    launch.session = protocol::LaunchSession{a["session"].value("port", 0),
+    launch.session = protocol::LaunchSession{a.session->port,
                                              model::SessionUrlPrefix(job.record.id.value()),
                                              job.spec.session->token};
   }
-  if (a.contains("rendezvous")) {
-    const nlohmann::json& r = a["rendezvous"];
+  if (a.rendezvous) {
     launch.distributed = protocol::Distributed{
-        job.spec.launcher,
-        job.spec.procs_per_node,
-        t.task_index,
-        job.spec.tasks,
-        r.value("master_addr", ""),
-        r.value("port", 0),
-        r.value("hosts", std::vector<std::string>()),
+        job.spec.launcher,          job.spec.procs_per_node,  t.task_index,
+        job.spec.tasks,             a.rendezvous->master_addr, a.rendezvous->port,
+        a.rendezvous->hosts,
     };
   }
   return launch;

@@ -333,11 +333,11 @@ class Controller {
   // tasks an agent may run).
   void StopUnlaunchedTasksLocked(LiveJob& job);
   // A distributed job's rendezvous (part 0's address, a port block, every part's address),
-  // added to each task's allocation JSON before the tasks are stored. Errors: no free ports.
-  Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks);
-  // A session's port on its node, added to its task's allocation JSON as "session": {"port",
-  // "address"} before the task is stored. Errors: no free port.
-  Status AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskRecord>& tasks);
+  // added to each task's allocation before the gang is stored. Errors: no free ports.
+  Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
+  // A session's port on its node, added to its task's allocation before the task is stored.
+  // Errors: no free port.
+  Status AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
   // Takes back the port block (or a session's port) of a job recovered from the store.
   void RestoreRendezvousLocked(const LiveJob& job);
   // How other machines reach `node`: its inventory's "address", else its name.

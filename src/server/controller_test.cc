@@ -19,6 +19,7 @@
 #include "model/node.h"
 #include "protocol/agent_messages.h"
 #include "server/test_store.h"
+#include "store/migrations.h"
 #include "store/sqlite_connection.h"
 
 namespace corral::server {
@@ -2018,6 +2019,107 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   EXPECT_EQ(answer["kill"][0]["reason"], "session idle for 900 s");
   EXPECT_TRUE(probe.asked_without_the_lock);
   controller_.reset();  // before the probe it borrows
+}
+
+}  // namespace
+}  // namespace corral::server
+
+// ---- Typed allocations (issue 14, point 4) ----
+
+namespace corral::server {
+namespace {
+
+// Copies every row of the tables `to` has from the database attached as `from`, column by column
+// as `to` names them (so a table that gained columns since still copies).
+void CopyRows(store::SqlConnection& to, const std::string& from,
+              const std::vector<std::string>& tables) {
+  for (const std::string& table : tables) {
+    auto columns = to.Query("SELECT name FROM pragma_table_info('" + table + "')", {});
+    ASSERT_TRUE(columns.ok()) << columns.status().ToString();
+    std::string list;
+    for (const auto& row : *columns) list += (list.empty() ? "" : ", ") + row.Text(0);
+    Status s = to.ExecuteScript("INSERT INTO " + table + " (" + list + ") SELECT " + list +
+                                " FROM " + from + "." + table);
+    ASSERT_TRUE(s.ok()) << table << ": " << s.ToString();
+  }
+}
+
+// A store as the corral before typed allocations wrote it (schema version 8, each task's
+// allocation in that corral's form), with a running distributed gang: a new server opens it,
+// adopts the gang without launching it again, keeps its GPUs and rendezvous ports taken, shows
+// its allocation, and ends it when its parts exit.
+TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopted) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  const JobId gang = Submit(Spec(4, 2));  // two parts of 4 GPUs: all of node a
+  controller_->Tick();
+  const json launches = Beat("a", Report())["run"];
+  ASSERT_EQ(launches.size(), 2u);
+  Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  ASSERT_EQ(StateOf(gang), "running");
+  controller_.reset();
+
+  const std::string old_path = (test_store_.dir() / "v8.db").string();
+  {
+    auto conn = store::SqliteConnection::Open(old_path);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    store::SqlConnection& c = **conn;
+    const std::vector<store::Migration> v8(store::StoreMigrations().begin(),
+                                           store::StoreMigrations().begin() + 8);
+    ASSERT_TRUE(store::ApplyMigrations(c, v8).ok());
+    ASSERT_TRUE(c.ExecuteScript("ATTACH DATABASE '" + test_store_.db_path() +
+                                "' AS now; PRAGMA foreign_keys = OFF; DELETE FROM counters")
+                    .ok());
+    CopyRows(c, "now",
+             {"users", "tokens", "projects", "project_members", "jobs", "job_events", "nodes",
+              "counters", "cluster", "environments", "environment_shares"});
+    // Task rows in migration 1's column order; the allocation as that corral wrote it: the same
+    // members with the task's node repeated.
+    Status tasks = c.ExecuteScript(
+        "INSERT INTO tasks SELECT allocation_id, generation, job_id, task_index, node, "
+        "json_set(allocation, '$.node', node), state, exit_code, signal, start_time, end_time "
+        "FROM now.tasks");
+    ASSERT_TRUE(tasks.ok()) << tasks.ToString();
+    auto rows = c.Query("SELECT * FROM tasks");
+    ASSERT_TRUE(rows.ok() && rows->size() == 2u);
+    EXPECT_THAT((*rows)[0].Text(5), HasSubstr("\"node\":\"a\""));
+  }
+  auto old_store = store::OpenStore("sqlite:" + old_path);
+  ASSERT_TRUE(old_store.ok()) << old_store.status().ToString();
+  auto c = Controller::Create(ControllerConfig{}, **old_store, clock_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  controller_ = std::move(c).value();
+
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  json answer =
+      Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
+  auto view = controller_->JobView(alice_, gang);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ((*view)["state"], "running");
+  const json& allocation = (*view)["tasks"][1]["allocation"];
+  EXPECT_EQ(allocation["node"], "a");
+  EXPECT_EQ(allocation["gpus"].size(), 4u);
+  EXPECT_EQ(allocation["rendezvous"]["port"], RendezvousPorts::kFirstPort);
+  EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
+
+  // Its GPUs stay held; its port block stays taken.
+  auto one = controller_->Submit(alice_, Spec(1));
+  auto pair = controller_->Submit(alice_, Spec(0, 2));
+  ASSERT_TRUE(one.ok() && pair.ok());
+  controller_->Tick();
+  EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kPending);
+  answer =
+      Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  ASSERT_EQ(answer["run"].size(), 2u) << answer.dump();
+  EXPECT_EQ(answer["run"][0]["job_id"], pair->id.value());
+  EXPECT_EQ(answer["run"][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
+
+  Beat("a", Report({TaskReport(launches[0], "exited", 0), TaskReport(launches[1], "exited", 0)}));
+  EXPECT_EQ((*(*old_store)->GetJob(gang)).state, model::JobState::kSucceeded);
+  controller_->Tick();
+  EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kStarting);
+  controller_.reset();  // before the store it borrows
 }
 
 }  // namespace

@@ -224,6 +224,15 @@ CREATE INDEX jobs_by_array ON jobs (array_id, id);
 ALTER TABLE tasks ADD COLUMN end_cause TEXT;
 )sql";
 
+// ---- Typed allocations (issue 14, point 4) ----
+// Version 10: a task's allocation is model::Allocation, kept as its codec's JSON (model::ToJson)
+// in a column named for the type (docs/decisions.md). Rows written before keep their text: it is
+// the codec's form plus a "node" member repeating the task's node, which the codec ignores, so
+// nothing but the name has to change. (SQLite 3.25+ and PostgreSQL both rename in place.)
+constexpr char kTypedAllocations[] =
+    "ALTER TABLE tasks RENAME COLUMN allocation_json TO allocation";
+// ---- end of typed allocations ----
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -242,6 +251,8 @@ const std::vector<Migration>& StoreMigrations() {
       {7, "GPU metrics history and GPU time per day, user and project", kGpuMetrics},
       {8, "the cluster's id, which agents namespace their host's tasks with", kCluster},
       {9, "job states timeout and oom; a task's end cause", kStatesPostgres, kStatesSqlite},
+      {10, "a task's allocation is typed: its codec's JSON in column 'allocation'",
+       kTypedAllocations},
   };
   return kMigrations;
 }

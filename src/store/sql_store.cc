@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/random_id.h"
@@ -18,7 +19,7 @@ constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
     "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running";
 constexpr char kTaskColumns[] =
-    "job_id, task_index, allocation_id, generation, node, allocation_json, state, exit_code, "
+    "job_id, task_index, allocation_id, generation, node, allocation, state, exit_code, "
     "signal, start_time, end_time, end_cause";
 constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat, node_id_hash";
 
@@ -29,8 +30,8 @@ constexpr char kInsertJob[] =
 constexpr char kInsertEvent[] =
     "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)";
 constexpr char kInsertTask[] =
-    "INSERT INTO tasks (job_id, task_index, allocation_id, generation, node, allocation_json, "
-    "state) VALUES (?, ?, ?, ?, ?, ?, ?)";
+    "INSERT INTO tasks (job_id, task_index, allocation_id, generation, node, allocation, state) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?)";
 
 constexpr char kSubmittedReason[] = "submitted";
 
@@ -98,6 +99,11 @@ Result<JobRecord> JobFrom(const SqlRow& row) {
   j.array_max_running = OptInt32(row, 15);
   return j;
 }
+// The tasks table keeps a task's allocation as model::ToJson's text (docs/decisions.md).
+std::string AllocationText(const model::Allocation& allocation) {
+  return model::ToJson(allocation).dump();
+}
+
 Result<TaskRecord> TaskFrom(const SqlRow& row) {
   TaskRecord t;
   t.job = JobId(row.Int(0));
@@ -105,9 +111,15 @@ Result<TaskRecord> TaskFrom(const SqlRow& row) {
   t.allocation_id = row.Int(2);
   t.generation = row.Int(3);
   t.node = row.Text(4);
-  t.allocation_json = row.Text(5);
+  auto allocation = model::AllocationFromJson(
+      nlohmann::json::parse(row.Text(5), nullptr, /*allow_exceptions=*/false));
   const std::string what = "task allocation " + std::to_string(t.allocation_id) + " generation " +
                            std::to_string(t.generation);
+  if (!allocation.ok()) {
+    // Only corral writes the table, and it writes what the codec reads back.
+    return Status(StatusCode::kInternal, what + ": " + allocation.status().message());
+  }
+  t.allocation = std::move(allocation).value();
   auto state = StateColumn(row, 6, what, &model::ParseTaskState);
   if (!state.ok()) return state.status();
   t.state = *state;
@@ -754,45 +766,78 @@ Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
 
 // ---- Tasks ----
 
-Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) {
+Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
+                                                     const std::vector<TaskAssignment>& tasks,
+                                                     Seconds now) {
   const std::string op = "assign " + JobName(id);
   if (tasks.empty()) return Annotate(op, InvalidArgument("field 'tasks': must not be empty"));
   std::set<int> indices;
   std::vector<std::string> nodes;  // distinct, in task order
-  std::vector<SqlParams> task_params;
+  std::vector<std::string> allocations;
   for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskRecord& t = tasks[i];
+    const TaskAssignment& t = tasks[i];
     const std::string field = "tasks[" + std::to_string(i) + "]";
     // "field 'tasks[1].node': must not be empty"
-    auto bad = [&](const char* name, const char* what) {
+    auto bad = [&](const std::string& name, const std::string& what) {
       return Annotate(op, InvalidArgument("field '" + field + "." + name + "': " + what));
     };
-    if (t.job != id && t.job != JobId()) return bad("job", "belongs to another job");
     if (t.task_index < 0 || !indices.insert(t.task_index).second) {
       return bad("task_index", "negative or repeated");
     }
-    if (t.allocation_id <= 0) return bad("allocation_id", "must be positive");
-    if (t.generation < 0) return bad("generation", "must not be negative");
     if (t.node.empty()) return bad("node", "must not be empty");
-    if (t.state != model::TaskState::kAssigned) return bad("state", "must be assigned");
+    if (Status valid = model::Validate(t.allocation); !valid.ok()) {
+      // "field 'gpus[0].milli': ..." -> "field 'tasks[1].allocation.gpus[0].milli': ..."
+      const std::string kField = "field '";
+      const std::string& why = valid.message();
+      return Annotate(
+          op, InvalidArgument(why.rfind(kField, 0) == 0
+                                  ? kField + field + ".allocation." + why.substr(kField.size())
+                                  : "field '" + field + ".allocation': " + why));
+    }
     if (std::find(nodes.begin(), nodes.end(), t.node) == nodes.end()) nodes.push_back(t.node);
-    task_params.push_back({id.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
-                           t.allocation_json, StateValue(model::TaskState::kAssigned)});
+    allocations.push_back(AllocationText(t.allocation));
   }
   std::string reason = "assigned to ";
   for (size_t i = 0; i < nodes.size(); ++i) reason += (i ? ", " : "") + nodes[i];
 
   std::lock_guard<std::mutex> lock(mu_);
   bool job_was_pending = false;
+  std::vector<TaskRecord> written;
   Status s = InTransaction([&]() -> Status {
-    auto changed =
-        conn_->Execute("UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ?",
-                       {StateValue(model::JobState::kStarting), reason, id.value(),
-                        StateValue(model::JobState::kPending)});
-    if (!changed.ok()) return changed.status();
-    if (*changed != 1) return ExplainWrongState(id, model::JobState::kPending);
+    written.clear();
+    auto job = conn_->Query(
+        "UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ? RETURNING restarts",
+        {StateValue(model::JobState::kStarting), reason, id.value(),
+         StateValue(model::JobState::kPending)});
+    if (!job.ok()) return job.status();
+    if (job->size() != 1) return ExplainWrongState(id, model::JobState::kPending);
     job_was_pending = true;
-    auto inserted = conn_->QueryEach(kInsertTask, task_params);
+    const int64_t generation = (*job)[0].Int(0) + 1;
+    // The gang's ids in one step: the counter's row stays locked until the commit, so servers
+    // sharing the store never hand out one id twice, and a rollback returns them unused.
+    const auto n = static_cast<int64_t>(tasks.size());
+    auto last = conn_->Query("UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
+                             {n, std::string("allocation_id")});
+    if (!last.ok()) return last.status();
+    if (last->size() != 1) {
+      return Status(StatusCode::kInternal, "the allocation_id counter is missing");
+    }
+    const int64_t first = (*last)[0].Int(0) - n + 1;
+    std::vector<SqlParams> rows;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      TaskRecord t;
+      t.job = id;
+      t.task_index = tasks[i].task_index;
+      t.allocation_id = first + static_cast<int64_t>(i);
+      t.generation = generation;
+      t.node = tasks[i].node;
+      t.allocation = tasks[i].allocation;
+      t.state = model::TaskState::kAssigned;
+      rows.push_back({id.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
+                      allocations[i], StateValue(t.state)});
+      written.push_back(std::move(t));
+    }
+    auto inserted = conn_->QueryEach(kInsertTask, rows);
     if (!inserted.ok()) return inserted.status();
     return conn_
         ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(model::JobState::kPending),
@@ -808,10 +853,9 @@ Status SqlStore::AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Secon
         break;
       }
     }
-  } else if (s.code() == StatusCode::kAlreadyExists) {
-    s = AlreadyExists("an (allocation_id, generation) of the tasks is taken: " + s.message());
   }
-  return Annotate(op, s);
+  if (!s.ok()) return Annotate(op, s);
+  return written;
 }
 
 Status SqlStore::UpdateTask(const TaskRecord& task) {
@@ -850,18 +894,6 @@ Result<std::vector<TaskRecord>> SqlStore::ActiveTasks() {
   auto tasks = RowsFrom(*rows, &TaskFrom);
   if (!tasks.ok()) return Annotate("list active tasks", tasks.status());
   return tasks;
-}
-
-Result<int64_t> SqlStore::NextAllocationId() {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto rows = conn_->Query("UPDATE counters SET value = value + 1 WHERE name = ? RETURNING value",
-                           {std::string("allocation_id")});
-  if (!rows.ok()) return Annotate("next allocation id", rows.status());
-  if (rows->size() != 1) {
-    return Annotate("next allocation id",
-                    Status(StatusCode::kInternal, "the allocation_id counter is missing"));
-  }
-  return (*rows)[0].Int(0);
 }
 
 // ---- Environments ----

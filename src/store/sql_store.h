@@ -62,11 +62,11 @@ class SqlStore final : public Store {
                         const std::string& reason, Seconds now) override;
   Result<std::vector<JobEvent>> JobEvents(JobId id) override;
 
-  Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) override;
+  Result<std::vector<TaskRecord>> AssignGang(JobId id, const std::vector<TaskAssignment>& tasks,
+                                             Seconds now) override;
   Status UpdateTask(const TaskRecord& task) override;
   Result<std::vector<TaskRecord>> TasksOfJob(JobId id) override;
   Result<std::vector<TaskRecord>> ActiveTasks() override;
-  Result<int64_t> NextAllocationId() override;
 
   Result<EnvironmentRecord> AddEnvironmentVersion(const std::string& name, const std::string& owner,
                                                   const std::string& spec_json,

@@ -30,6 +30,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "model/states.h"
+#include "model/allocation.h"
 
 namespace corral::store {
 
@@ -100,7 +101,7 @@ struct TaskRecord {
   int64_t allocation_id = 0;
   int64_t generation = 0;
   std::string node;
-  std::string allocation_json;  // GPUs (indices, milli), CPU, memory
+  model::Allocation allocation;  // what it holds on `node`; fixed once assigned
   model::TaskState state = model::TaskState::kAssigned;
   std::optional<int> exit_code;
   std::optional<int> signal;
@@ -108,6 +109,13 @@ struct TaskRecord {
   // Why an ended task's process ended, as its agent said (none: not ended, ended without its
   // agent's word (lost, never launched), or an agent too old to say).
   std::optional<model::TaskEndCause> end_cause;
+};
+
+// One task of a gang as the server placed it, before the store numbers it (AssignGang).
+struct TaskAssignment {
+  int task_index = 0;  // >= 0, distinct within the gang
+  std::string node;    // a node known to the store (UpsertNode)
+  model::Allocation allocation;
 };
 
 // One aggregated interval of one GPU: the GPU metrics history (docs/monitoring.md), kept at
@@ -261,19 +269,25 @@ class Store {
   // The job's events in the order they happened; the first is the submission.
   virtual Result<std::vector<JobEvent>> JobEvents(JobId id) = 0;
 
-  // Tasks. AssignJob writes every task of a gang (state assigned) and moves the job pending ->
-  // starting (with an event) in one transaction, before any agent hears of it: all or nothing.
+  // Tasks. AssignGang starts a gang in one transaction, before any agent hears of it: it moves
+  // the job pending -> starting (with an event whose reason names the nodes), gives every task a
+  // fresh allocation id (ids follow the order of `tasks`, are never reused, and grow across
+  // restarts and across servers sharing the store) and the generation of the job's current run
+  // (its restarts + 1), and writes every task row (state assigned). All or nothing: on any error
+  // no id is taken, no row written, and the job stays pending. Returns the written tasks in the
+  // order given. InvalidArgument names the bad field ("tasks[1].allocation.gpus[0].milli");
   // FailedPrecondition when the job is not pending; NotFound when the job or a task's node is
-  // unknown (nodes come from UpsertNode); AlreadyExists when an (allocation_id, generation) is
-  // taken.
-  virtual Status AssignJob(JobId id, const std::vector<TaskRecord>& tasks, Seconds now) = 0;
+  // unknown (nodes come from UpsertNode).
+  virtual Result<std::vector<TaskRecord>> AssignGang(JobId id,
+                                                     const std::vector<TaskAssignment>& tasks,
+                                                     Seconds now) = 0;
   // Updates state, exit code, signal, times and end cause of the task keyed by (allocation_id,
   // generation); its job, index, node and allocation never change. NotFound when unknown.
   virtual Status UpdateTask(const TaskRecord& task) = 0;
+  // The readers below fail (Internal, naming the task) on a task row whose allocation does not
+  // decode: a store written by something other than corral.
   virtual Result<std::vector<TaskRecord>> TasksOfJob(JobId id) = 0;  // by index, generation
   virtual Result<std::vector<TaskRecord>> ActiveTasks() = 0;  // assigned or running, by alloc.
-  // 1, 2, 3, ...: durable, never repeats (also across restarts).
-  virtual Result<int64_t> NextAllocationId() = 0;
 
   // Environments. AddEnvironmentVersion stores a new version of `name` (1 when the name is new)
   // owned by `owner`; AlreadyExists when the name belongs to another owner (the message does

@@ -669,18 +669,24 @@ TEST_P(StoreTest, ConcurrentTransitionsFromOneStateHaveOneWinner) {
   for (JobId id : *ids) EXPECT_EQ(store_->JobEvents(id)->size(), 2u);
 }
 
-TaskRecord MakeTask(JobId job, int index, int64_t allocation, std::string node) {
-  TaskRecord t;
-  t.job = job;
+// A task of a gang on `node`: GPU `index`, whole, with some CPU and memory.
+TaskAssignment MakeTask(int index, std::string node) {
+  TaskAssignment t;
   t.task_index = index;
-  t.allocation_id = allocation;
-  t.generation = 1;
   t.node = std::move(node);
-  t.allocation_json = R"({"gpus":[0,1],"gpu_milli":1000})";
+  t.allocation.gpus = {{index, MilliGpu(1000)}};
+  t.allocation.cpu = CpuMilli(4000);
+  t.allocation.memory = MemoryMib(16384);
   return t;
 }
 
-TEST_P(StoreTest, AssignJobWritesAllTasksOrNone) {
+std::vector<int64_t> AllocationIds(const std::vector<TaskRecord>& tasks) {
+  std::vector<int64_t> ids;
+  for (const auto& t : tasks) ids.push_back(t.allocation_id);
+  return ids;
+}
+
+TEST_P(StoreTest, AssignGangWritesAllTasksOrNone) {
   Seed();
   ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
   ASSERT_TRUE(store_->UpsertNode({"n2", "{}", NodeState::kReady, Seconds(1)}).ok());
@@ -693,35 +699,33 @@ TEST_P(StoreTest, AssignJobWritesAllTasksOrNone) {
     EXPECT_TRUE(store_->ActiveTasks()->empty());
   };
 
-  // The third task's (allocation, generation) collides with the first, so the database refuses
-  // it after two task rows were written: the whole assignment rolls back.
-  Status dup = store_->AssignJob(
-      *id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n2"), MakeTask(*id, 2, 11, "n2")},
-      Seconds(50));
-  EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists) << dup.ToString();
+  // The middle task's node is unknown: the database refuses its row after the job moved, the ids
+  // were taken and the first row was written. All of it rolls back.
+  auto ghost = store_->AssignGang(*id, {MakeTask(0, "n1"), MakeTask(1, "n9"), MakeTask(2, "n2")},
+                                  Seconds(50));
+  ASSERT_FALSE(ghost.ok());
+  EXPECT_EQ(ghost.status().code(), StatusCode::kNotFound) << ghost.status().ToString();
+  EXPECT_THAT(ghost.status().message(), HasSubstr("node 'n9' is not registered"));
   unchanged();
 
-  // A task on a node the store does not know: refused, nothing written.
-  Status ghost =
-      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n9")}, Seconds(50));
-  EXPECT_EQ(ghost.code(), StatusCode::kNotFound) << ghost.ToString();
-  EXPECT_THAT(ghost.message(), HasSubstr("node 'n9' is not registered"));
+  // Invalid input is refused before the database is touched, naming the field.
+  EXPECT_EQ(store_->AssignGang(*id, {}, Seconds(50)).status().code(), StatusCode::kInvalidArgument);
+  auto repeated = store_->AssignGang(*id, {MakeTask(0, "n1"), MakeTask(0, "n1")}, Seconds(50));
+  EXPECT_THAT(repeated.status().message(), HasSubstr("field 'tasks[1].task_index'"));
+  TaskAssignment zero = MakeTask(1, "n2");
+  zero.allocation.gpus[0].milli = MilliGpu(0);
+  auto bad = store_->AssignGang(*id, {MakeTask(0, "n1"), zero}, Seconds(50));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("field 'tasks[1].allocation.gpus[0].milli': must be 1..1000, got 0"));
   unchanged();
 
-  // Invalid input is refused before the database is touched.
-  EXPECT_EQ(store_->AssignJob(*id, {}, Seconds(50)).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 0, 12, "n1")}, Seconds(50))
-          .code(),
-      StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      store_->AssignJob(*id, {MakeTask(JobId(id->value() + 1), 0, 11, "n1")}, Seconds(50)).code(),
-      StatusCode::kInvalidArgument);
-  unchanged();
-
-  ASSERT_TRUE(
-      store_->AssignJob(*id, {MakeTask(*id, 0, 11, "n1"), MakeTask(*id, 1, 12, "n2")}, Seconds(60))
-          .ok());
+  TaskAssignment with_ports = MakeTask(1, "n2");
+  with_ports.allocation.rendezvous = model::Rendezvous{"n1", 29500, {"n1", "n2"}};
+  auto gang = store_->AssignGang(*id, {MakeTask(0, "n1"), with_ports}, Seconds(60));
+  ASSERT_TRUE(gang.ok()) << gang.status().ToString();
+  // The failed attempts took no ids: the first gang gets 1 and 2.
+  EXPECT_EQ(AllocationIds(*gang), (std::vector<int64_t>{1, 2}));
   auto job = store_->GetJob(*id);
   EXPECT_EQ(job->state, JobState::kStarting);
   EXPECT_EQ(job->reason, "assigned to n1, n2");
@@ -732,20 +736,77 @@ TEST_P(StoreTest, AssignJobWritesAllTasksOrNone) {
   EXPECT_EQ((*events)[1].time, Seconds(60));
   auto tasks = store_->TasksOfJob(*id);
   ASSERT_EQ(tasks->size(), 2u);
-  EXPECT_EQ((*tasks)[0].task_index, 0);
-  EXPECT_EQ((*tasks)[0].allocation_id, 11);
-  EXPECT_EQ((*tasks)[0].generation, 1);
-  EXPECT_EQ((*tasks)[0].node, "n1");
-  EXPECT_EQ((*tasks)[0].state, TaskState::kAssigned);
-  EXPECT_EQ((*tasks)[0].allocation_json, R"({"gpus":[0,1],"gpu_milli":1000})");
+  for (size_t i = 0; i < 2; ++i) {  // what was returned is what was stored
+    EXPECT_EQ((*tasks)[i].task_index, (*gang)[i].task_index);
+    EXPECT_EQ((*tasks)[i].allocation_id, (*gang)[i].allocation_id);
+    EXPECT_EQ((*tasks)[i].generation, 1);
+    EXPECT_EQ((*gang)[i].generation, 1);
+    EXPECT_EQ((*tasks)[i].node, (*gang)[i].node);
+    EXPECT_EQ((*tasks)[i].state, TaskState::kAssigned);
+    EXPECT_EQ((*gang)[i].state, TaskState::kAssigned);
+    EXPECT_EQ((*tasks)[i].allocation, (*gang)[i].allocation);
+  }
+  EXPECT_EQ((*tasks)[0].allocation, MakeTask(0, "n1").allocation);
+  EXPECT_EQ((*tasks)[1].allocation, with_ports.allocation);
   EXPECT_EQ((*tasks)[1].node, "n2");
 
-  Status twice = store_->AssignJob(*id, {MakeTask(*id, 0, 13, "n1")}, Seconds(70));
-  EXPECT_EQ(twice.code(), StatusCode::kFailedPrecondition);
-  EXPECT_THAT(twice.message(), HasSubstr("is starting, not pending"));
-  EXPECT_EQ(
-      store_->AssignJob(JobId(424242), {MakeTask(JobId(424242), 0, 14, "n1")}, Seconds(70)).code(),
-      StatusCode::kNotFound);
+  auto twice = store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(70));
+  EXPECT_EQ(twice.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(twice.status().message(), HasSubstr("is starting, not pending"));
+  EXPECT_EQ(store_->AssignGang(JobId(424242), {MakeTask(0, "n1")}, Seconds(70)).status().code(),
+            StatusCode::kNotFound);
+}
+
+// Allocation ids are the fencing token agents key tasks by: never reused, also across restarts,
+// requeues and concurrent assignments; each gang's are consecutive in task order.
+TEST_P(StoreTest, AllocationIdsAreUniqueAndGrowAcrossRestarts) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
+  auto a = store_->InsertJob(MakeJob("a"));
+  ASSERT_TRUE(a.ok());
+  auto first = store_->AssignGang(*a, {MakeTask(0, "n1"), MakeTask(1, "n1")}, Seconds(2));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  EXPECT_EQ(AllocationIds(*first), (std::vector<int64_t>{1, 2}));
+
+  // A requeued job's next run: new ids and the next generation.
+  ASSERT_TRUE(store_->TransitionJob(*a, JobState::kStarting, JobState::kPending, "node lost", Seconds(3)).ok());
+  Reopen();
+  auto second = store_->AssignGang(*a, {MakeTask(0, "n1"), MakeTask(1, "n1")}, Seconds(4));
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(AllocationIds(*second), (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ((*second)[0].generation, 2);
+  EXPECT_EQ(store_->TasksOfJob(*a)->size(), 4u);
+
+  // Gangs assigned from several threads at once: every id once, each gang's consecutive.
+  constexpr int kThreads = 4, kGangsPerThread = 5, kTasks = 3;
+  std::vector<JobId> jobs;
+  for (int i = 0; i < kThreads * kGangsPerThread; ++i) {
+    jobs.push_back(*store_->InsertJob(MakeJob("g" + std::to_string(i))));
+  }
+  std::vector<std::vector<int64_t>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int g = 0; g < kGangsPerThread; ++g) {
+        auto gang = store_->AssignGang(jobs[t * kGangsPerThread + g],
+                                       {MakeTask(0, "n1"), MakeTask(1, "n1"), MakeTask(2, "n1")},
+                                       Seconds(5));
+        ASSERT_TRUE(gang.ok()) << gang.status().ToString();
+        const auto ids = AllocationIds(*gang);
+        EXPECT_EQ(ids.back() - ids.front(), kTasks - 1);
+        got[t].insert(got[t].end(), ids.begin(), ids.end());
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  std::set<int64_t> all;
+  for (const auto& g : got) {
+    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));  // a thread's later gang: larger ids
+    all.insert(g.begin(), g.end());
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(kThreads * kGangsPerThread * kTasks));
+  EXPECT_EQ(*all.begin(), 5);
+  EXPECT_EQ(*all.rbegin(), 4 + kThreads * kGangsPerThread * kTasks);
 }
 
 TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
@@ -754,27 +815,24 @@ TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
   auto a = store_->InsertJob(MakeJob("a"));
   auto b = store_->InsertJob(MakeJob("b"));
   ASSERT_TRUE(a.ok() && b.ok());
-  ASSERT_TRUE(store_->AssignJob(*a, {MakeTask(*a, 0, 21, "n1")}, Seconds(5)).ok());
-  ASSERT_TRUE(
-      store_->AssignJob(*b, {MakeTask(*b, 0, 20, "n1"), MakeTask(*b, 1, 22, "n1")}, Seconds(5))
-          .ok());
+  auto ta = store_->AssignGang(*a, {MakeTask(0, "n1")}, Seconds(5));
+  auto tb = store_->AssignGang(*b, {MakeTask(0, "n1"), MakeTask(1, "n1")}, Seconds(5));
+  ASSERT_TRUE(ta.ok() && tb.ok());
   auto active = store_->ActiveTasks();
   ASSERT_TRUE(active.ok());
-  std::vector<int64_t> allocations;
-  for (const auto& t : *active) allocations.push_back(t.allocation_id);
-  EXPECT_EQ(allocations, (std::vector<int64_t>{20, 21, 22}));
+  EXPECT_EQ(AllocationIds(*active), (std::vector<int64_t>{1, 2, 3}));
 
-  TaskRecord running = MakeTask(*a, 0, 21, "n1");
+  TaskRecord running = (*ta)[0];
   running.state = TaskState::kRunning;
   running.start_time = Seconds(6);
   ASSERT_TRUE(store_->UpdateTask(running).ok());
-  TaskRecord exited = MakeTask(*b, 0, 20, "n1");
+  TaskRecord exited = (*tb)[0];
   exited.state = TaskState::kExited;
   exited.exit_code = 3;
   exited.start_time = Seconds(6);
   exited.end_time = Seconds(9);
   ASSERT_TRUE(store_->UpdateTask(exited).ok());
-  TaskRecord killed = MakeTask(*b, 1, 22, "n1");
+  TaskRecord killed = (*tb)[1];
   killed.state = TaskState::kKilled;
   killed.signal = 9;
   killed.end_time = Seconds(9);
@@ -782,10 +840,11 @@ TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
 
   active = store_->ActiveTasks();
   ASSERT_EQ(active->size(), 1u);
-  EXPECT_EQ((*active)[0].allocation_id, 21);
+  EXPECT_EQ((*active)[0].allocation_id, 1);
   EXPECT_EQ((*active)[0].state, TaskState::kRunning);
   EXPECT_EQ((*active)[0].start_time, Seconds(6));
   EXPECT_EQ((*active)[0].end_time, std::nullopt);
+  EXPECT_EQ((*active)[0].allocation, MakeTask(0, "n1").allocation);
 
   auto tasks = store_->TasksOfJob(*b);
   ASSERT_EQ(tasks->size(), 2u);
@@ -796,33 +855,9 @@ TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
   EXPECT_EQ((*tasks)[1].signal, 9);
   EXPECT_EQ((*tasks)[1].exit_code, std::nullopt);
 
-  TaskRecord unknown = MakeTask(*a, 0, 99, "n1");
-  unknown.state = TaskState::kRunning;
+  TaskRecord unknown = running;
+  unknown.allocation_id = 99;
   EXPECT_EQ(store_->UpdateTask(unknown).code(), StatusCode::kNotFound);
-}
-
-TEST_P(StoreTest, NextAllocationIdIsMonotonicAcrossRestarts) {
-  EXPECT_EQ(*store_->NextAllocationId(), 1);
-  EXPECT_EQ(*store_->NextAllocationId(), 2);
-  EXPECT_EQ(*store_->NextAllocationId(), 3);
-  Reopen();
-  EXPECT_EQ(*store_->NextAllocationId(), 4);
-  std::vector<std::thread> threads;
-  std::vector<std::vector<int64_t>> got(4);
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < 25; ++i) got[t].push_back(*store_->NextAllocationId());
-    });
-  }
-  for (auto& th : threads) th.join();
-  std::set<int64_t> all;
-  for (const auto& g : got) {
-    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
-    all.insert(g.begin(), g.end());
-  }
-  EXPECT_EQ(all.size(), 100u);
-  EXPECT_EQ(*all.begin(), 5);
-  EXPECT_EQ(*all.rbegin(), 104);
 }
 
 TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
@@ -833,7 +868,7 @@ TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
   // Not started yet: nothing to request (a pending job is simply cancelled).
   EXPECT_EQ(store_->RequestCancel(*id, "cancelled by alice", Seconds(2)).code(),
             StatusCode::kFailedPrecondition);
-  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(3)).ok());
+  ASSERT_TRUE(store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(3)).ok());
   ASSERT_TRUE(store_->RequestCancel(*id, "cancelled by alice", Seconds(4)).ok());
   Reopen();
   auto job = store_->GetJob(*id);
@@ -851,7 +886,7 @@ TEST_P(StoreTest, AnEventWithoutATransitionKeepsTheStateAndTimes) {
   ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
   auto id = store_->InsertJob(MakeJob("session"));
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(2)).ok());
+  ASSERT_TRUE(store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(2)).ok());
   ASSERT_TRUE(store_
                   ->TransitionJob(*id, JobState::kStarting, JobState::kRunning, "all tasks running",
                                   Seconds(3))
@@ -988,7 +1023,7 @@ TEST_P(StoreTest, EverythingSurvivesAReopen) {
   ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(4)}).ok());
   auto id = store_->InsertJob(MakeJob("durable"));
   ASSERT_TRUE(id.ok());
-  ASSERT_TRUE(store_->AssignJob(*id, {MakeTask(*id, 0, 5, "n1")}, Seconds(6)).ok());
+  ASSERT_TRUE(store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(6)).ok());
 
   Reopen();
   EXPECT_EQ(store_->UserForTokenHash(FakeHash('7'))->name, "alice");
@@ -1122,9 +1157,9 @@ TEST_P(StoreTest, AStoreWrittenBeforeClusterIdsGetsOneAndKeepsItsData) {
               "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
               "submit_time, start_time) VALUES ('old', 'alice', 'vision', '{}', 'running', 0, "
               "3, 4);"
-              "INSERT INTO tasks (allocation_id, generation, job_id, task_index, node, "
-              "allocation_json, state, start_time) VALUES (1, 1, 1, 0, 'n1', '{}', "
-              "'running', 4);"
+              "INSERT INTO tasks VALUES (1, 1, 1, 0, 'n1', "
+              "'{\"node\":\"n1\",\"gpus\":[],\"cpu_milli\":0,\"memory_mib\":0}', 'running', "
+              "NULL, NULL, 4, NULL);"
               "UPDATE counters SET value = 1 WHERE name = 'allocation_id'")
           .ok());
   conn.reset();
@@ -1137,10 +1172,13 @@ TEST_P(StoreTest, AStoreWrittenBeforeClusterIdsGetsOneAndKeepsItsData) {
   EXPECT_EQ(*SchemaVersion(*check), static_cast<int>(StoreMigrations().size()));
   EXPECT_EQ(store_->GetJob(JobId(1))->state, JobState::kRunning);
   auto active = store_->ActiveTasks();
-  ASSERT_TRUE(active.ok());
+  ASSERT_TRUE(active.ok()) << active.status().ToString();
   ASSERT_EQ(active->size(), 1u);
   EXPECT_EQ((*active)[0].node, "n1");
-  EXPECT_EQ(*store_->NextAllocationId(), 2);
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(5)}).ok());
+  auto next = store_->InsertJob(MakeJob("new"));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ((*store_->AssignGang(*next, {MakeTask(0, "n1")}, Seconds(6)))[0].allocation_id, 2);
   Reopen();
   EXPECT_EQ(store_->ClusterId(), id);
 }
@@ -1185,7 +1223,8 @@ TEST_P(StoreTest, AStoreWrittenBeforeTimeoutAndOomKeepsItsJobs) {
       "array_id, array_index, array_max_running) VALUES ('a', 'alice', 'vision', '{}', "
       "'pending', 0, 4, 8, 1, 1);"
       "INSERT INTO tasks (allocation_id, generation, job_id, task_index, node, allocation_json, "
-      "state, start_time) VALUES (1, 1, 3, 0, 'n1', '{}', 'running', 4);"
+      "state, start_time) VALUES (1, 1, 3, 0, 'n1', "
+      "'{\"cpu_milli\":0,\"gpus\":[],\"memory_mib\":0,\"node\":\"n1\"}', 'running', 4);"
       "UPDATE counters SET value = 1 WHERE name = 'allocation_id';";
   // Ids 10..20 were handed out once (SQLite remembers the highest in sqlite_sequence).
   if (sqlite) rows += "UPDATE sqlite_sequence SET seq = 20 WHERE name = 'jobs';";
@@ -1250,6 +1289,99 @@ TEST_P(StoreTest, AStoreWrittenBeforeTimeoutAndOomKeepsItsJobs) {
   EXPECT_EQ(check->Execute("UPDATE jobs SET state = 'paused' WHERE id = 9").status().code(),
             StatusCode::kInvalidArgument);
 }
+
+// ---- Typed allocations (issue 14, point 4): migration 10 ----
+
+// A store as the last corral before typed allocations (schema version 8) wrote it, with a
+// running distributed gang and a running session: opened by this corral, its tasks read back as
+// typed allocations, and new gangs get ids after the old ones.
+TEST_P(StoreTest, AStoreWrittenBeforeTypedAllocationsReadsItsTasksTyped) {
+  store_.reset();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  WriteOldSchema(*conn, GetParam() == Backend::kSqlite, 8);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  // The allocation texts are exactly what that corral's controller wrote (AllocationJson(), then
+  // the rendezvous or session it added). Task rows follow migration 1's column order.
+  ASSERT_TRUE(
+      conn->ExecuteScript(
+              "INSERT INTO cluster (singleton, id) VALUES (1, '0123456789abcdef');"
+              "INSERT INTO users (name, admin, created_at) VALUES ('alice', 0, 1);"
+              "INSERT INTO projects (name, description, created_at) VALUES ('vision', '', 1);"
+              "INSERT INTO nodes (name, inventory_json, state, last_heartbeat) "
+              "VALUES ('n1', '{}', 'ready', 2), ('n2', '{}', 'ready', 2);"
+              "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
+              "submit_time, start_time) VALUES ('ddp', 'alice', 'vision', '{}', 'running', 0, "
+              "3, 4), ('lab', 'alice', 'vision', '{}', 'running', 0, 3, 4);"
+              "INSERT INTO tasks VALUES (7, 1, 1, 0, 'n1', '{\"cpu_milli\":8000,\"gpus\":"
+              "[{\"index\":0,\"milli\":1000},{\"index\":1,\"milli\":1000}],\"memory_mib\":65536,"
+              "\"node\":\"n1\",\"rendezvous\":{\"hosts\":[\"10.0.0.1\",\"10.0.0.2\"],"
+              "\"master_addr\":\"10.0.0.1\",\"port\":29500}}', 'running', NULL, NULL, 4, NULL);"
+              "INSERT INTO tasks VALUES (8, 1, 1, 1, 'n2', '{\"cpu_milli\":8000,\"gpus\":"
+              "[{\"index\":0,\"milli\":1000},{\"index\":1,\"milli\":1000}],\"memory_mib\":65536,"
+              "\"node\":\"n2\",\"rendezvous\":{\"hosts\":[\"10.0.0.1\",\"10.0.0.2\"],"
+              "\"master_addr\":\"10.0.0.1\",\"port\":29500}}', 'running', NULL, NULL, 4, NULL);"
+              "INSERT INTO tasks VALUES (9, 1, 2, 0, 'n1', '{\"cpu_milli\":0,\"gpus\":"
+              "[{\"index\":2,\"milli\":250}],\"memory_mib\":0,\"node\":\"n1\",\"session\":"
+              "{\"address\":\"10.0.0.1\",\"port\":29501}}', 'running', NULL, NULL, 4, NULL);"
+              "UPDATE counters SET value = 9 WHERE name = 'allocation_id'")
+          .ok());
+  conn.reset();
+
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*SchemaVersion(*Connect()), static_cast<int>(StoreMigrations().size()));
+  auto ddp = store_->TasksOfJob(JobId(1));
+  ASSERT_TRUE(ddp.ok()) << ddp.status().ToString();
+  ASSERT_EQ(ddp->size(), 2u);
+  model::Allocation part;
+  part.gpus = {{0, MilliGpu(1000)}, {1, MilliGpu(1000)}};
+  part.cpu = CpuMilli(8000);
+  part.memory = MemoryMib(65536);
+  part.rendezvous = model::Rendezvous{"10.0.0.1", 29500, {"10.0.0.1", "10.0.0.2"}};
+  EXPECT_EQ((*ddp)[0].allocation, part);
+  EXPECT_EQ((*ddp)[1].allocation, part);
+  EXPECT_EQ((*ddp)[1].node, "n2");
+  EXPECT_EQ((*ddp)[1].allocation_id, 8);
+  auto active = store_->ActiveTasks();
+  ASSERT_TRUE(active.ok()) << active.status().ToString();
+  ASSERT_EQ(active->size(), 3u);
+  const model::Allocation& lab = (*active)[2].allocation;
+  EXPECT_EQ(lab.gpus, (std::vector<model::GpuShare>{{2, MilliGpu(250)}}));
+  EXPECT_EQ(lab.session, (model::SessionEndpoint{"10.0.0.1", 29501}));
+  EXPECT_FALSE(lab.rendezvous.has_value());
+
+  auto next = store_->InsertJob(MakeJob("new"));
+  ASSERT_TRUE(next.ok());
+  auto gang = store_->AssignGang(*next, {MakeTask(0, "n2")}, Seconds(6));
+  ASSERT_TRUE(gang.ok()) << gang.status().ToString();
+  EXPECT_EQ((*gang)[0].allocation_id, 10);
+  Reopen();
+  EXPECT_EQ(store_->TasksOfJob(*next)->at(0).allocation, MakeTask(0, "n2").allocation);
+}
+
+// A row this corral cannot read fails the read, naming the task and the field, rather than
+// adopting a task with a made-up allocation.
+TEST_P(StoreTest, AnUnreadableAllocationNamesTheTask) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
+  auto id = store_->InsertJob(MakeJob("a"));
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(2)).ok());
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  ASSERT_TRUE(conn->ExecuteScript("UPDATE tasks SET allocation = '{\"gpus\":[{\"index\":0}],"
+                                  "\"cpu_milli\":0,\"memory_mib\":0}'")
+                  .ok());
+  auto tasks = store_->ActiveTasks();
+  ASSERT_FALSE(tasks.ok());
+  EXPECT_EQ(tasks.status().code(), StatusCode::kInternal);
+  EXPECT_THAT(tasks.status().message(),
+              HasSubstr("task allocation 1 generation 1: allocation: field 'gpus[0].milli': "
+                        "is required"));
+}
+
+// ---- end of typed allocations ----
 
 // PostgreSQL only: a server-side disconnect (restart, failover, idle kill) costs at most the
 // call that meets it; the next call reconnects. (SQLite has no connection to lose.)
