@@ -68,7 +68,8 @@ def test_old_agents_are_refused_naming_the_upgrade(root):
         check("the refusal names the upgrade and says the tasks keep running",
               detail.startswith("this agent speaks no protocol version: upgrade corral on this "
                                 "node to ") and
-              detail.endswith("; its tasks keep running and are adopted by the upgraded agent"),
+              " within 30 s of its last heartbeat: its tasks keep running and the upgraded agent "
+              "adopts them" in detail,
               detail)
         # The version is read before anything else of the body: an old agent is told to
         # upgrade, not what its body lacks.

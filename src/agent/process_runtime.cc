@@ -69,27 +69,13 @@ std::string EngineExitNote(const std::optional<int>& exit_code) {
          "stderr)";
 }
 
-// "12-1" -> key; anything else (not a directory we made) -> nullopt.
-std::optional<TaskKey> ParseDirName(const std::string& name) {
-  size_t dash = name.find('-');
-  if (dash == std::string::npos || dash == 0 || dash + 1 == name.size()) return std::nullopt;
-  auto digits = [](const std::string& s) {
-    return s.size() <= 18 &&
-           std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-  };
-  std::string a = name.substr(0, dash);
-  std::string g = name.substr(dash + 1);
-  if (!digits(a) || !digits(g)) return std::nullopt;
-  return TaskKey{AllocationId(std::stoll(a)), std::stoll(g)};
-}
-
 // The task keys named by the directories in `dir` (other entries are not ours).
 std::vector<TaskKey> TaskKeysIn(const std::string& dir, std::error_code& ec) {
   std::vector<TaskKey> keys;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::error_code type_ec;
     if (!entry.is_directory(type_ec)) continue;
-    if (std::optional<TaskKey> key = ParseDirName(entry.path().filename().string())) {
+    if (std::optional<TaskKey> key = protocol::ParseTaskKey(entry.path().filename().string())) {
       keys.push_back(*key);
     }
   }
@@ -373,7 +359,7 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
     // Staging mounts of tasks that are gone (an agent stopped between a start that failed and
     // its clean-up): detached, their directories removed.
     for (const auto& entry : std::filesystem::directory_iterator(root + "/mounts", ec)) {
-      std::optional<TaskKey> key = ParseDirName(entry.path().filename().string());
+      std::optional<TaskKey> key = protocol::ParseTaskKey(entry.path().filename().string());
       auto task = key ? runtime->tasks_.find(*key) : runtime->tasks_.end();
       if (task == runtime->tasks_.end() || task->second.home != root) {
         (void)UnbindDirectory(entry.path().string());

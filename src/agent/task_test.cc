@@ -446,6 +446,7 @@ TEST(TaskJsonTest, StatusRoundTrips) {
   s.started_at = Seconds(1700000000);
   s.ended_at = Seconds(1700000100);
   s.message = "cancelled";
+  s.end_cause = model::TaskEndCause::kStopped;
   nlohmann::json j = ToJson(s);
   EXPECT_EQ(j["state"], "killed");
   EXPECT_FALSE(j.contains("exit_code"));
@@ -456,9 +457,9 @@ TEST(TaskJsonTest, StatusRoundTrips) {
   EXPECT_THAT(TaskStatusFromJson(j).status().message(), HasSubstr("unknown state 'sleeping'"));
 }
 
-// The end cause travels as a lowercase name; a status without one (an older agent's) decodes
-// with none, and an unknown one is refused naming the field and the valid names.
-TEST(TaskJsonTest, EndCauseIsOptionalAndChecked) {
+// The end cause travels as a lowercase name; an exited or killed task must have one, others none,
+// and an unknown one is refused naming the field and the valid names.
+TEST(TaskJsonTest, EndCauseIsRequiredForAnEndAndChecked) {
   TaskStatus s;
   s.job_id = JobId(7);
   s.key = TaskKey{AllocationId(12), 1};
@@ -474,9 +475,13 @@ TEST(TaskJsonTest, EndCauseIsOptionalAndChecked) {
   EXPECT_EQ(back->end_cause, model::TaskEndCause::kTimeLimit);
 
   j.erase("end_cause");
-  back = TaskStatusFromJson(j);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_EQ(back->end_cause, std::nullopt);
+  EXPECT_EQ(TaskStatusFromJson(j).status().message(),
+            "task status: field 'end_cause': is required when 'state' is killed");
+  j["state"] = "lost";
+  j["end_cause"] = "stopped";
+  EXPECT_EQ(TaskStatusFromJson(j).status().message(),
+            "task status: field 'end_cause': must be absent when 'state' is lost");
+  j["state"] = "killed";
 
   j["end_cause"] = "melted";
   EXPECT_EQ(TaskStatusFromJson(j).status().message(),

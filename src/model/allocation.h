@@ -64,7 +64,7 @@ nlohmann::json ToJson(const Allocation& allocation);
 // Reads ToJson's form: gpus, cpu_milli and memory_mib are required, session and rendezvous
 // optional; checks types and Validate()'s ranges, naming the bad field ("allocation: field
 // 'gpus[0].index': must be an integer"). Other members are ignored, so that rows written before
-// schema version 9 (which repeated the task's node as "node") read as they are.
+// schema version 10 (which repeated the task's node as "node") read as they are.
 Result<Allocation> AllocationFromJson(const nlohmann::json& json);
 
 }  // namespace corral::model

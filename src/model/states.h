@@ -31,7 +31,7 @@ enum class JobState {
   kSucceeded,  // every task exited with code 0 (with mpi: task 0 did)
   kFailed,     // a task failed (non-zero exit, a signal, failed to start)
   kCancelled,  // a user or an admin cancelled it
-  kLost,       // its node was lost (or its agent lost a task) with no restart left
+  kLost,       // its node was lost with no restart left
   kTimeout,    // a task was stopped because it reached the job's time limit
   kOom,        // a task was killed by the kernel's OOM killer at its memory limit
 };
@@ -55,8 +55,9 @@ inline constexpr std::array<TaskState, 5> kTaskStates = {TaskState::kAssigned, T
                                                          TaskState::kExited, TaskState::kKilled,
                                                          TaskState::kLost};
 
-// A node's state: ready takes new tasks; cordoned takes none; drained takes none and its jobs
-// are being moved away (an admin's `corral node drain`); lost missed its heartbeats.
+// A node's state: ready takes new tasks; cordoned takes none; drained takes none either (an
+// admin's `corral node drain`: its running jobs finish where they are, as for cordoned, and it
+// says the node is to leave); lost missed its heartbeats.
 enum class NodeState { kReady, kCordoned, kDrained, kLost };
 inline constexpr std::array<NodeState, 4> kNodeStates = {NodeState::kReady, NodeState::kCordoned,
                                                          NodeState::kDrained, NodeState::kLost};

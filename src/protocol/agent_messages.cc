@@ -15,27 +15,13 @@ constexpr int64_t kMaxMib = int64_t{1} << 40;
 constexpr size_t kMaxReportLogs = 10000;
 constexpr size_t kMaxStartingTasks = kMaxReportTasks;
 
-// "12-1" (ToString(TaskKey)), as GPU metrics name tasks; nullopt when it is not one.
-std::optional<TaskKey> TaskKeyOf(const std::string& text) {
-  const size_t dash = text.find('-');
-  if (dash == std::string::npos || text.size() > 41) return std::nullopt;
-  int64_t allocation = -1, generation = -1;
-  const char* begin = text.data();
-  const char* end = begin + text.size();
-  auto a = std::from_chars(begin, begin + dash, allocation);
-  auto g = std::from_chars(begin + dash + 1, end, generation);
-  if (a.ec != std::errc() || a.ptr != begin + dash || g.ec != std::errc() || g.ptr != end ||
-      allocation < 0 || generation < 0) {
-    return std::nullopt;
-  }
-  return TaskKey{AllocationId(allocation), generation};
-}
-
+// The task key in `field`, as GPU metrics name tasks ("12-1": ToString(TaskKey)); an error naming
+// the field when it is not one.
 Status ReadTaskKeyString(const FieldReader& r, const char* field, std::optional<TaskKey>& out) {
   std::string text;
   CORRAL_RETURN_IF_ERROR(r.String(field, false, text));
   if (r.Find(field) == nullptr) return Status::Ok();
-  out = TaskKeyOf(text);
+  out = ParseTaskKey(text);
   if (!out) return r.Bad(field, "'" + text + "' is not a task key <alloc>-<gen>");
   return Status::Ok();
 }
@@ -99,7 +85,7 @@ Result<GpuMetrics> ReadGpuMetrics(const FieldReader& r) {
         CORRAL_RETURN_IF_ERROR(g.Strings("tasks", false, tasks));
         if (tasks.size() > kMaxGpuProcesses) return g.Bad("tasks", "too many task keys");
         for (const std::string& t : tasks) {
-          std::optional<TaskKey> key = TaskKeyOf(t);
+          std::optional<TaskKey> key = ParseTaskKey(t);
           if (!key) return g.Bad("tasks", "'" + t + "' is not a task key <alloc>-<gen>");
           gpu.tasks.push_back(*key);
         }
@@ -126,9 +112,13 @@ void SetIf(json& out, const char* field, const std::optional<T>& value) {
 
 }  // namespace
 
-Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view server_release) {
-  const std::string upgrade_node = "upgrade corral on this node to " + std::string(server_release) +
-                                   "; its tasks keep running and are adopted by the upgraded agent";
+Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view server_release,
+                                 Seconds node_timeout) {
+  const std::string upgrade_node =
+      "upgrade corral on this node to " + std::string(server_release) + " within " +
+      std::to_string(node_timeout.value()) +
+      " s of its last heartbeat: its tasks keep running and the upgraded agent adopts them (later, "
+      "the node is lost and its jobs with it)";
   if (!version) return FailedPrecondition("this agent speaks no protocol version: " + upgrade_node);
   const std::string accepted =
       kOldestProtocolVersion == kProtocolVersion
@@ -338,10 +328,9 @@ Result<Report> ParseReport(const nlohmann::json& json) {
         chunk.key = *key;
         std::string stream;
         CORRAL_RETURN_IF_ERROR(c.String("stream", true, stream));
-        if (stream != "stdout" && stream != "stderr") {
-          return c.Bad("stream", "must be stdout or stderr, got '" + stream + "'");
-        }
-        chunk.stream = stream == "stdout" ? LogStream::kStdout : LogStream::kStderr;
+        std::optional<LogStream> parsed = ParseLogStream(stream);
+        if (!parsed) return c.Bad("stream", "must be stdout or stderr, got '" + stream + "'");
+        chunk.stream = *parsed;
         CORRAL_RETURN_IF_ERROR(c.Int("offset", true, chunk.offset, 0));
         CORRAL_RETURN_IF_ERROR(c.String("data", true, chunk.data));
         report.logs.push_back(std::move(chunk));

@@ -41,10 +41,13 @@ static_assert(kOldestProtocolVersion >= 1 && kOldestProtocolVersion <= kProtocol
 inline constexpr char kNodeHeader[] = "X-Corral-Node";
 
 // OK for an agent speaking `version` (nullopt: it sent none); else FailedPrecondition saying what
-// to upgrade, to corral `server_release` (this server's corral version, "0.1.0"): "this agent
-// speaks no protocol version: upgrade corral on this node to 0.1.0; its tasks keep running and
-// are adopted by the upgraded agent", or, for a newer agent, "... upgrade the servers first".
-Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view server_release);
+// to upgrade, to corral `server_release` (this server's corral version, "0.1.0"), and by when
+// (`node_timeout`, after which the server declares the silent node lost): "this agent speaks no
+// protocol version: upgrade corral on this node to 0.1.0 within 30 s of its last heartbeat: its
+// tasks keep running and the upgraded agent adopts them (later, the node is lost and its jobs
+// with it)", or, for a newer agent, "... upgrade the servers before their agents ...".
+Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view server_release,
+                                 Seconds node_timeout);
 
 // --- Registration ---------------------------------------------------------------------------
 

@@ -38,6 +38,7 @@ TaskStatus SomeStatus() {
   s.started_at = Seconds(100);
   s.ended_at = Seconds(160);
   s.message = "done";
+  s.end_cause = model::TaskEndCause::kExited;
   return s;
 }
 
@@ -71,18 +72,19 @@ json With(json j, const std::string& path, json value) {
 }
 
 TEST(ProtocolVersionTest, OwnAndPreviousAreAcceptedOthersNamedWithTheUpgrade) {
-  EXPECT_TRUE(CheckAgentProtocolVersion(kProtocolVersion, "0.1.0").ok());
-  EXPECT_TRUE(CheckAgentProtocolVersion(kOldestProtocolVersion, "0.1.0").ok());
-  Status none = CheckAgentProtocolVersion(std::nullopt, "0.1.0");
+  EXPECT_TRUE(CheckAgentProtocolVersion(kProtocolVersion, "0.1.0", Seconds(30)).ok());
+  EXPECT_TRUE(CheckAgentProtocolVersion(kOldestProtocolVersion, "0.1.0", Seconds(30)).ok());
+  Status none = CheckAgentProtocolVersion(std::nullopt, "0.1.0", Seconds(30));
   EXPECT_EQ(none.code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(none.message(),
-            "this agent speaks no protocol version: upgrade corral on this node to 0.1.0; its "
-            "tasks keep running and are adopted by the upgraded agent");
-  Status old = CheckAgentProtocolVersion(kOldestProtocolVersion - 1, "0.1.0");
+            "this agent speaks no protocol version: upgrade corral on this node to 0.1.0 within "
+            "30 s of its last heartbeat: its tasks keep running and the upgraded agent adopts "
+            "them (later, the node is lost and its jobs with it)");
+  Status old = CheckAgentProtocolVersion(kOldestProtocolVersion - 1, "0.1.0", Seconds(30));
   EXPECT_EQ(old.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(old.message(), HasSubstr("too old for this server"));
   EXPECT_THAT(old.message(), HasSubstr("upgrade corral on this node to 0.1.0"));
-  Status newer = CheckAgentProtocolVersion(kProtocolVersion + 1, "0.1.0");
+  Status newer = CheckAgentProtocolVersion(kProtocolVersion + 1, "0.1.0", Seconds(30));
   EXPECT_EQ(newer.code(), StatusCode::kFailedPrecondition);
   EXPECT_THAT(newer.message(), HasSubstr("newer than this server's"));
   EXPECT_THAT(newer.message(), HasSubstr("upgrade the servers before their agents"));

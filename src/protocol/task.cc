@@ -1,5 +1,6 @@
 #include "protocol/task.h"
 
+#include <charconv>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,21 @@ std::string ToString(const TaskKey& key) {
   return std::to_string(key.allocation.value()) + "-" + std::to_string(key.generation);
 }
 
+std::optional<TaskKey> ParseTaskKey(std::string_view text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string_view::npos || text.size() > 41) return std::nullopt;
+  int64_t allocation = -1, generation = -1;
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  auto a = std::from_chars(begin, begin + dash, allocation);
+  auto g = std::from_chars(begin + dash + 1, end, generation);
+  if (a.ec != std::errc() || a.ptr != begin + dash || g.ec != std::errc() || g.ptr != end ||
+      allocation < 0 || generation < 0) {
+    return std::nullopt;
+  }
+  return TaskKey{AllocationId(allocation), generation};
+}
+
 const char* TaskStateName(TaskState state) {
   switch (state) {
     case TaskState::kRunning:
@@ -90,6 +106,13 @@ const char* TaskStateName(TaskState state) {
 
 const char* LogStreamName(LogStream stream) {
   return stream == LogStream::kStdout ? "stdout" : "stderr";
+}
+
+std::optional<LogStream> ParseLogStream(std::string_view name) {
+  for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+    if (name == LogStreamName(stream)) return stream;
+  }
+  return std::nullopt;
 }
 
 bool IsTerminal(TaskState state) { return state != TaskState::kRunning; }
@@ -292,7 +315,12 @@ Result<TaskStatus> ReadTaskStatus(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.OptionalInt64("ended_at", ended_at, 0));
   if (ended_at) s.ended_at = Seconds(*ended_at);
   CORRAL_RETURN_IF_ERROR(r.String("message", false, s.message));
-  if (r.Find("end_cause") != nullptr) {
+  // Every agent of protocol version 1 says why an exited or killed process ended, and only then.
+  const bool ended = s.state == TaskState::kExited || s.state == TaskState::kKilled;
+  if (r.Find("end_cause") == nullptr) {
+    if (ended) return r.Bad("end_cause", "is required when 'state' is " + state);
+  } else {
+    if (!ended) return r.Bad("end_cause", "must be absent when 'state' is " + state);
     std::string cause;
     CORRAL_RETURN_IF_ERROR(r.String("end_cause", true, cause));
     auto parsed = model::ParseTaskEndCause(cause, r.Path("end_cause"));

@@ -9,6 +9,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/ids.h"
@@ -34,6 +35,8 @@ struct TaskKey {
 
 // "12-1": the key as used in file and cgroup names and messages.
 std::string ToString(const TaskKey& key);
+// ToString's form back (two non-negative decimal numbers and a dash); none for anything else.
+std::optional<TaskKey> ParseTaskKey(std::string_view text);
 
 // How one part of a distributed job (docs/distributed.md) meets the others: the job's N parts
 // ("nodes", one task each) run P processes each, N × P ranks in all; rank r = node_rank × P +
@@ -110,7 +113,8 @@ enum class TaskState {
 
 // A task's output streams.
 enum class LogStream { kStdout, kStderr };
-const char* LogStreamName(LogStream stream);  // "stdout", "stderr"
+const char* LogStreamName(LogStream stream);                     // "stdout", "stderr"
+std::optional<LogStream> ParseLogStream(std::string_view name);  // LogStreamName's; else none
 
 // "running", "exited", "killed", "failed_to_start", "lost".
 const char* TaskStateName(TaskState state);
@@ -127,10 +131,9 @@ struct TaskStatus {
   Seconds started_at{0};            // Unix seconds
   std::optional<Seconds> ended_at;  // Unix seconds, when terminal
   std::string message;              // why (kill reason, start error, limits not applied, ...)
-  // Why the process ended, for kExited and kKilled: what the server makes of the end (a time
-  // limit ends the job timeout, the OOM killer oom: model::FailedStateFor), typed so that no
-  // one parses `message`. None while running, for kFailedToStart and kLost, and from agents
-  // that predate it ("end_cause" is optional in JSON).
+  // Why the process ended: what the server makes of the end (a time limit ends the job timeout,
+  // the OOM killer oom: model::FailedStateFor), typed so that no one parses `message`. Set for
+  // kExited and kKilled, and only for them (the codec refuses a report otherwise).
   std::optional<model::TaskEndCause> end_cause;
 };
 

@@ -66,8 +66,11 @@ void AddArrayFields(const store::JobRecord& record, nlohmann::json& out) {
   if (record.array_max_running) out["array_max_running"] = *record.array_max_running;
 }
 
+// A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
+// handles SIGTERM and exits 0 did not finish its work.
 bool TaskFailed(const store::TaskRecord& t) {
-  return t.state == TaskState::kLost || (t.signal.has_value()) || (t.exit_code.value_or(0) != 0) ||
+  return t.state == TaskState::kLost || t.end_cause == model::TaskEndCause::kTimeLimit ||
+         t.signal.has_value() || t.exit_code.value_or(0) != 0 ||
          (t.state == TaskState::kKilled && !t.exit_code.has_value());
 }
 
@@ -654,7 +657,7 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   for (const auto& t : *tasks) {
     nlohmann::json task = {{"index", t.task_index},      {"allocation_id", t.allocation_id},
                            {"generation", t.generation}, {"node", t.node},
-                           {"state", Name(t.state)},           {"allocation", AllocationView(t)}};
+                           {"state", Name(t.state)},     {"allocation", AllocationView(t)}};
     if (t.exit_code) task["exit_code"] = *t.exit_code;
     if (t.signal) task["signal"] = *t.signal;
     if (t.end_cause) task["end_cause"] = Name(*t.end_cause);
@@ -1498,7 +1501,7 @@ Status Controller::AddNodeToSchedulerLocked(const std::string& name,
   return added.ok() ? Status::Ok() : added.status();
 }
 
-Result<Controller::NodeRegistration> Controller::RegisterNode(
+Result<protocol::RegisterAnswer> Controller::RegisterNode(
     const protocol::RegisterRequest& request) {
   const std::string& name = request.name;
   const protocol::NodeInventory& inventory = request.inventory;
@@ -1555,7 +1558,11 @@ Result<Controller::NodeRegistration> Controller::RegisterNode(
   wake_ = true;
   lock.unlock();
   changed_.notify_all();
-  return NodeRegistration{*token, store_.ClusterId()};
+  protocol::RegisterAnswer answer;
+  answer.node_token = *token;
+  answer.cluster_id = store_.ClusterId();
+  answer.heartbeat_interval_s = config_.heartbeat_interval_s;
+  return answer;
 }
 
 bool Controller::AuthenticateNode(const std::string& name, const std::string& token) {
@@ -1771,15 +1778,13 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
   if (job.spec.session && a.session) {
     // The agent sets the session variables from this (protocol::LaunchSession).
-    launch.session = protocol::LaunchSession{a.session->port,
-                                             model::SessionUrlPrefix(job.record.id.value()),
-                                             job.spec.session->token};
+    launch.session = protocol::LaunchSession{
+        a.session->port, model::SessionUrlPrefix(job.record.id.value()), job.spec.session->token};
   }
   if (a.rendezvous) {
     launch.distributed = protocol::Distributed{
-        job.spec.launcher,          job.spec.procs_per_node,  t.task_index,
-        job.spec.tasks,             a.rendezvous->master_addr, a.rendezvous->port,
-        a.rendezvous->hosts,
+        job.spec.launcher,         job.spec.procs_per_node, t.task_index,        job.spec.tasks,
+        a.rendezvous->master_addr, a.rendezvous->port,      a.rendezvous->hosts,
     };
   }
   return launch;
@@ -1802,7 +1807,8 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
     for (const auto& t : job.tasks) {
       if (t.node != name) continue;
       // Not a launch the agent has accepted and is starting: it would only be sent back.
-      if (!stopping && !held && t.state == TaskState::kAssigned && !starting.count(t.allocation_id)) {
+      if (!stopping && !held && t.state == TaskState::kAssigned &&
+          !starting.count(t.allocation_id)) {
         answer.run.push_back(LaunchFor(job, t));
         job.launched.insert(t.allocation_id);
       }
@@ -1848,10 +1854,10 @@ Status Controller::ApplyTaskReportLocked(const std::string& node, const protocol
     updated.start_time = s.started_at.value() > 0 ? s.started_at : clock_.Now();
   } else {
     // exited | killed | failed_to_start | lost
-    updated.state = s.state == protocol::TaskState::kExited
-                        ? TaskState::kExited
-                        : (s.state == protocol::TaskState::kLost ? TaskState::kLost
-                                                                  : TaskState::kKilled);
+    updated.state =
+        s.state == protocol::TaskState::kExited
+            ? TaskState::kExited
+            : (s.state == protocol::TaskState::kLost ? TaskState::kLost : TaskState::kKilled);
     // Why it ended, as its agent saw it (an older agent says none).
     updated.end_cause = s.end_cause;
     if (s.exit_code) updated.exit_code = s.exit_code;

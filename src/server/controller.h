@@ -225,15 +225,15 @@ class Controller {
   // What a registered agent is told: its node token (the secret of its heartbeats) and the
   // cluster's id (the store's, store::Store::ClusterId), which the agent namespaces everything
   // it creates on its host with (docs/control-plane.md).
-  struct NodeRegistration {
-    std::string node_token;
-    std::string cluster_id;
-  };
   // Registers (or re-registers) a node, from a request the codec accepted and whose protocol
   // version the caller checked (protocol::CheckAgentProtocolVersion). Errors: InvalidArgument
   // (name: model::ValidateNodeName; the inventory as a node), AlreadyExists (a live node of that
   // name has another node id).
-  Result<NodeRegistration> RegisterNode(const protocol::RegisterRequest& request);
+  // Answers with the node's new token, the store's cluster id and the heartbeat interval.
+  Result<protocol::RegisterAnswer> RegisterNode(const protocol::RegisterRequest& request);
+  // How long a node may be silent before it is lost (ControllerConfig::node_timeout): an agent
+  // upgraded within it keeps its node's tasks.
+  Seconds NodeTimeout() const { return config_.node_timeout; }
   // True when `token` is the node token of `name`.
   bool AuthenticateNode(const std::string& name, const std::string& token);
   // Applies a report of node `name` (authenticated by the caller: AuthenticateNode) and answers

@@ -56,6 +56,9 @@ json TaskReport(const json& launch, const std::string& state, int exit_code = 0)
             {"generation", launch["generation"]},
             {"state", state}};
   if (state != "running") s["exit_code"] = exit_code;
+  // What an agent says of an exited or killed process (protocol::TaskStatus::end_cause).
+  if (state == "exited") s["end_cause"] = "exited";
+  if (state == "killed") s["end_cause"] = "stopped";
   return s;
 }
 
@@ -125,7 +128,7 @@ class ControllerTest : public ::testing::Test {
     return answer.ok() ? *answer : json::object();
   }
   // Registers through the protocol's codec, as the agent route does.
-  Result<Controller::NodeRegistration> RegisterNode(const std::string& name,
+  Result<protocol::RegisterAnswer> RegisterNode(const std::string& name,
                                                     const std::string& node_id,
                                                     const json& inventory) {
     auto request = protocol::ParseRegisterRequest({{"protocol_version", protocol::kProtocolVersion},
@@ -809,13 +812,14 @@ TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
 }
 
 // A task's end as an agent reports it: killed or exited by `signal`, with the agent's typed end
-// cause (none: an agent too old to send one) and note.
-json EndedBy(const json& launch, const std::string& state, int signal,
-             std::optional<std::string> cause, const std::string& message) {
+// cause and note.
+json EndedBy(const json& launch, const std::string& state, int signal, const std::string& cause,
+             const std::string& message) {
   json s = TaskReport(launch, state);
   s.erase("exit_code");
+  s.erase("end_cause");
   s["signal"] = signal;
-  if (cause) s["end_cause"] = *cause;
+  s["end_cause"] = cause;
   s["message"] = message;
   return s;
 }
@@ -861,19 +865,52 @@ TEST_F(ControllerTest, AJobKilledByTheOomKillerEndsOom) {
 
 // An agent that predates end causes, or a cause that is no failure of the job's own, ends the
 // job failed as before; the note alone never decides.
-TEST_F(ControllerTest, WithoutATypedCauseAFailedRunEndsFailed) {
+TEST_F(ControllerTest, OnlyATypedCauseEndsAJobTimeoutOrOom) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
-  const std::vector<std::pair<std::optional<std::string>, std::string>> ends = {
-      {std::nullopt, "time limit of 60 s reached"},  // an older agent: words only
-      {"signalled", "out of memory"},
-      {"exited", ""}};
+  // The message is words for people: the cause decides.
+  const std::vector<std::pair<std::string, std::string>> ends = {
+      {"signalled", "out of memory"}, {"exited", "time limit of 60 s reached"}};
   for (const auto& [cause, note] : ends) {
     const JobId id = Submit(Spec(1));
     controller_->Tick();
     json launch = Beat("a", Report())["run"][0];
     Beat("a", Report({EndedBy(launch, "exited", SIGKILL, cause, note)}));
-    EXPECT_EQ(StateOf(id), "failed") << cause.value_or("(none)");
+    EXPECT_EQ(StateOf(id), "failed") << cause;
   }
+}
+
+// A program that handles SIGTERM at its time limit and exits 0 still ran out of time.
+TEST_F(ControllerTest, ATaskStoppedAtItsTimeLimitThatExitsZeroEndsTimeout) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  json ended = TaskReport(launch, "killed", 0);
+  ended["end_cause"] = "time_limit";
+  Beat("a", Report({ended}));
+  EXPECT_EQ(StateOf(id), "timeout");
+}
+
+// Agents of protocol version 1 type every end: a report that leaves the cause out, or gives one
+// to a running task, is refused whole, naming the field.
+TEST_F(ControllerTest, AnEndedTaskWithoutACauseIsRefusedNamingTheField) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  json ended = TaskReport(launch, "exited", 1);
+  ended.erase("end_cause");
+  auto refused = Heartbeat("a", Report({ended}), 0);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("field 'tasks[0].end_cause': is required when 'state' is exited"));
+  json running = TaskReport(launch, "running");
+  running["end_cause"] = "exited";
+  refused = Heartbeat("a", Report({running}), 0);
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'tasks[0].end_cause': must be absent"));
+  EXPECT_EQ(StateOf(id), "running");
 }
 
 // The gang's first failed task decides how it ends, also when the server restarts while the
@@ -928,7 +965,7 @@ TEST_F(ControllerTest, AnUnknownEndCauseIsRefusedNamingTheField) {
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
   for (const json& cause : {json("melted"), json(3)}) {
-    json ended = EndedBy(launch, "killed", SIGTERM, std::nullopt, "");
+    json ended = EndedBy(launch, "killed", SIGTERM, "stopped", "");
     ended["end_cause"] = cause;
     auto answer = Heartbeat("a", Report({ended}), 0);
     EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument);

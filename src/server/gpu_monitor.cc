@@ -7,8 +7,6 @@
 
 namespace corral::server {
 
-namespace {}  // namespace
-
 std::string UtcDay(int64_t unix_s) {
   const std::time_t t = static_cast<std::time_t>(unix_s);
   std::tm tm{};

@@ -13,8 +13,8 @@
 #include <type_traits>
 
 #include "common/build_info.h"
-#include "protocol/agent_messages.h"
 #include "model/states.h"
+#include "protocol/agent_messages.h"
 #include "server/auth.h"
 #include "server/dashboard_api.h"
 #include "server/gpu_history.h"
@@ -725,40 +725,40 @@ class HttpApi::Impl {
                 if (!body.ok()) return SendProblem(res, body.status());
                 auto version = protocol::ReadProtocolVersion(*body);
                 if (!version.ok()) return SendProblem(res, version.status());
-                if (Status s = protocol::CheckAgentProtocolVersion(*version, kVersion); !s.ok()) {
+                if (Status s = protocol::CheckAgentProtocolVersion(*version, kVersion,
+                                                                   controller_.NodeTimeout());
+                    !s.ok()) {
                   return SendProblem(res, s);
                 }
                 auto request = protocol::ParseRegisterRequest(*body);
                 if (!request.ok()) return SendProblem(res, request.status());
                 auto registered = controller_.RegisterNode(*request);
                 if (!registered.ok()) return SendProblem(res, registered.status());
-                protocol::RegisterAnswer answer;
-                answer.node_token = registered->node_token;
-                answer.cluster_id = registered->cluster_id;
-                SendJson(res, 200, protocol::ToJson(answer));
+                SendJson(res, 200, protocol::ToJson(*registered));
               });
-    http.Post("/api/v1/agent/heartbeat", [this](const httplib::Request& req,
-                                                httplib::Response& res) {
-      const std::string name = req.get_header_value(protocol::kNodeHeader);
-      if (name.empty()) {
-        // Agents before protocol versions named their node in the body. Unauthenticated: such
-        // an agent registers again, and its registration is refused naming the upgrade.
-        return SendProblem(
-            res,
-            Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
-                            protocol::CheckAgentProtocolVersion(std::nullopt, kVersion).message()));
-      }
-      if (!controller_.AuthenticateNode(name, BearerToken(req))) {
-        return SendProblem(res, Unauthenticated("invalid node token: register again"));
-      }
-      auto body = ParseBody(req);
-      if (!body.ok()) return SendProblem(res, body.status());
-      auto report = protocol::ParseReport(*body);
-      if (!report.ok()) return SendProblem(res, report.status());
-      auto answer = controller_.Heartbeat(name, *report);
-      if (!answer.ok()) return SendProblem(res, answer.status());
-      SendJson(res, 200, protocol::ToJson(*answer));
-    });
+    http.Post(
+        "/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
+          const std::string name = req.get_header_value(protocol::kNodeHeader);
+          if (name.empty()) {
+            // Agents before protocol versions named their node in the body. Unauthenticated: such
+            // an agent registers again, and its registration is refused naming the upgrade.
+            return SendProblem(
+                res, Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
+                                     protocol::CheckAgentProtocolVersion(std::nullopt, kVersion,
+                                                                         controller_.NodeTimeout())
+                                         .message()));
+          }
+          if (!controller_.AuthenticateNode(name, BearerToken(req))) {
+            return SendProblem(res, Unauthenticated("invalid node token: register again"));
+          }
+          auto body = ParseBody(req);
+          if (!body.ok()) return SendProblem(res, body.status());
+          auto report = protocol::ParseReport(*body);
+          if (!report.ok()) return SendProblem(res, report.status());
+          auto answer = controller_.Heartbeat(name, *report);
+          if (!answer.ok()) return SendProblem(res, answer.status());
+          SendJson(res, 200, protocol::ToJson(*answer));
+        });
   }
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------

@@ -14,7 +14,7 @@ constexpr char kCreateSchemaVersion[] =
     " description TEXT NOT NULL)";
 
 // Version 1. Times are Unix seconds (BIGINT); JSON documents are TEXT; booleans are INTEGER 0/1;
-// every state column lists its states (store.h) in a CHECK.
+// every state column lists its states (model/states.h) in a CHECK.
 constexpr char kInitialSchema[] = R"sql(
 CREATE TABLE users (
   id {id},
@@ -184,7 +184,8 @@ constexpr char kStatesPostgres[] = R"sql(
 ALTER TABLE jobs DROP CONSTRAINT jobs_state_check;
 ALTER TABLE jobs ADD CONSTRAINT jobs_state_check CHECK (state IN
   ('pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost', 'timeout', 'oom'));
-ALTER TABLE tasks ADD COLUMN end_cause TEXT;
+ALTER TABLE tasks ADD COLUMN end_cause TEXT CHECK (end_cause IN
+  ('exited', 'signalled', 'stopped', 'time_limit', 'out_of_memory'));
 )sql";
 constexpr char kStatesSqlite[] = R"sql(
 CREATE TABLE jobs_v9 (
@@ -221,7 +222,8 @@ CREATE INDEX jobs_by_state ON jobs (state);
 CREATE INDEX jobs_by_project ON jobs (project);
 CREATE INDEX jobs_by_user ON jobs (user_name);
 CREATE INDEX jobs_by_array ON jobs (array_id, id);
-ALTER TABLE tasks ADD COLUMN end_cause TEXT;
+ALTER TABLE tasks ADD COLUMN end_cause TEXT CHECK (end_cause IN
+  ('exited', 'signalled', 'stopped', 'time_limit', 'out_of_memory'));
 )sql";
 
 // ---- Typed allocations (issue 14, point 4) ----

@@ -29,8 +29,8 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/units.h"
-#include "model/states.h"
 #include "model/allocation.h"
+#include "model/states.h"
 
 namespace corral::store {
 

@@ -769,7 +769,9 @@ TEST_P(StoreTest, AllocationIdsAreUniqueAndGrowAcrossRestarts) {
   EXPECT_EQ(AllocationIds(*first), (std::vector<int64_t>{1, 2}));
 
   // A requeued job's next run: new ids and the next generation.
-  ASSERT_TRUE(store_->TransitionJob(*a, JobState::kStarting, JobState::kPending, "node lost", Seconds(3)).ok());
+  ASSERT_TRUE(
+      store_->TransitionJob(*a, JobState::kStarting, JobState::kPending, "node lost", Seconds(3))
+          .ok());
   Reopen();
   auto second = store_->AssignGang(*a, {MakeTask(0, "n1"), MakeTask(1, "n1")}, Seconds(4));
   ASSERT_TRUE(second.ok()) << second.status().ToString();
@@ -1222,9 +1224,11 @@ TEST_P(StoreTest, AStoreWrittenBeforeTimeoutAndOomKeepsItsJobs) {
       "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, submit_time, "
       "array_id, array_index, array_max_running) VALUES ('a', 'alice', 'vision', '{}', "
       "'pending', 0, 4, 8, 1, 1);"
-      "INSERT INTO tasks (allocation_id, generation, job_id, task_index, node, allocation_json, "
-      "state, start_time) VALUES (1, 1, 3, 0, 'n1', "
-      "'{\"cpu_milli\":0,\"gpus\":[],\"memory_mib\":0,\"node\":\"n1\"}', 'running', 4);"
+      // Migration 1's column order: allocation_id, generation, job_id, task_index, node, the
+      // allocation, state, exit_code, signal, start_time, end_time.
+      "INSERT INTO tasks VALUES (1, 1, 3, 0, 'n1', "
+      "'{\"cpu_milli\":0,\"gpus\":[],\"memory_mib\":0,\"node\":\"n1\"}', 'running', NULL, "
+      "NULL, 4, NULL);"
       "UPDATE counters SET value = 1 WHERE name = 'allocation_id';";
   // Ids 10..20 were handed out once (SQLite remembers the highest in sqlite_sequence).
   if (sqlite) rows += "UPDATE sqlite_sequence SET seq = 20 WHERE name = 'jobs';";
