@@ -128,9 +128,8 @@ class ControllerTest : public ::testing::Test {
     return answer.ok() ? *answer : json::object();
   }
   // Registers through the protocol's codec, as the agent route does.
-  Result<protocol::RegisterAnswer> RegisterNode(const std::string& name,
-                                                    const std::string& node_id,
-                                                    const json& inventory) {
+  Result<protocol::RegisterAnswer> RegisterNode(const std::string& name, const std::string& node_id,
+                                                const json& inventory) {
     auto request = protocol::ParseRegisterRequest({{"protocol_version", protocol::kProtocolVersion},
                                                    {"name", name},
                                                    {"node_id", node_id},
