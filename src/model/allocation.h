@@ -50,9 +50,13 @@ struct Allocation {
   bool operator==(const Allocation&) const = default;
 };
 
-// Checks ranges and that GPU indices are distinct; the error names the field
-// ("field 'gpus[1].milli': must be 1..1000, got 0").
-Status Validate(const Allocation& allocation);
+// At most this many GPUs in one allocation (a bound on what a stored row may claim).
+inline constexpr size_t kMaxGpusPerAllocation = 1024;
+
+// Checks ranges and that GPU indices are distinct; the error names the field under
+// `field_prefix` ("field 'tasks[1].allocation.gpus[1].milli': must be in 1..1000, got 0" for the
+// prefix "tasks[1].allocation.").
+Status Validate(const Allocation& allocation, std::string_view field_prefix = "");
 
 // The allocation's one JSON form, stored in the tasks table (store/sql_store.cc) and shown in the
 // API's task view:

@@ -3,8 +3,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "model/node.h"
-#include "protocol/json_fields.h"
 
 namespace corral::protocol {
 namespace {

@@ -4,9 +4,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "model/job.h"
 #include "model/node.h"
-#include "protocol/json_fields.h"
 
 namespace corral::protocol {
 namespace {

@@ -18,9 +18,11 @@
 #include "model/launcher.h"
 #include "model/states.h"
 
-namespace corral::protocol {
+namespace corral {
+class FieldReader;  // common/json_fields.h
+}  // namespace corral
 
-class FieldReader;
+namespace corral::protocol {
 
 // An allocation id and its generation: the fencing token of one task run (architecture.md,
 // contract 3). A re-run of the same task gets a new generation.

@@ -785,14 +785,8 @@ Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
       return bad("task_index", "negative or repeated");
     }
     if (t.node.empty()) return bad("node", "must not be empty");
-    if (Status valid = model::Validate(t.allocation); !valid.ok()) {
-      // "field 'gpus[0].milli': ..." -> "field 'tasks[1].allocation.gpus[0].milli': ..."
-      const std::string kField = "field '";
-      const std::string& why = valid.message();
-      return Annotate(
-          op, InvalidArgument(why.rfind(kField, 0) == 0
-                                  ? kField + field + ".allocation." + why.substr(kField.size())
-                                  : "field '" + field + ".allocation': " + why));
+    if (Status valid = model::Validate(t.allocation, field + ".allocation."); !valid.ok()) {
+      return Annotate(op, valid);  // "field 'tasks[1].allocation.gpus[0].milli': ..."
     }
     if (std::find(nodes.begin(), nodes.end(), t.node) == nodes.end()) nodes.push_back(t.node);
     allocations.push_back(AllocationText(t.allocation));

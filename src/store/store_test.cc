@@ -717,7 +717,7 @@ TEST_P(StoreTest, AssignGangWritesAllTasksOrNone) {
   auto bad = store_->AssignGang(*id, {MakeTask(0, "n1"), zero}, Seconds(50));
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(),
-              HasSubstr("field 'tasks[1].allocation.gpus[0].milli': must be 1..1000, got 0"));
+              HasSubstr("field 'tasks[1].allocation.gpus[0].milli': must be in 1..1000, got 0"));
   unchanged();
 
   TaskAssignment with_ports = MakeTask(1, "n2");

@@ -1,6 +1,7 @@
-// The one reader of JSON fields for the protocol's codecs: every check of a field's presence,
-// type and range goes through it, so every codec's errors read alike and name the field by its
-// full path: "heartbeat: field 'tasks[3].state': unknown state 'done'".
+// The one reader of JSON fields for corral's codecs (the agent protocol's, typed allocations'):
+// every check of a field's presence, type and range goes through it, so every codec's errors
+// read alike and name the field by its full path: "heartbeat: field 'tasks[3].state': unknown
+// state 'done'".
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 #include "common/status.h"
 
-namespace corral::protocol {
+namespace corral {
 
 // Reads the fields of one JSON object. `what` names the message ("heartbeat", "task launch"),
 // `prefix` the object's path inside it ("tasks[3].", "distributed."); both go into every error.
@@ -27,7 +28,7 @@ class FieldReader {
   // InvalidArgument "<what>: field '<prefix><field>': <why>".
   Status Bad(const std::string& field, const std::string& why) const;
   // A field's full path ("tasks[3].end_cause"), for a parser that names the field itself
-  // (model::ParseTaskEndCause); `Within` then prefixes its error with "<what>: ".
+  // (model::ParseTaskEndCause); `Within` then prefixes its error with "<what>: " (OK stays OK).
   std::string Path(const char* field) const { return prefix_ + field; }
   Status Within(const Status& error) const;
 
@@ -72,4 +73,4 @@ class FieldReader {
 // when `json` is not one.
 Result<FieldReader> ReadObject(const nlohmann::json& json, const std::string& what);
 
-}  // namespace corral::protocol
+}  // namespace corral

@@ -1,12 +1,13 @@
-#include "protocol/json_fields.h"
+#include "common/json_fields.h"
 
-namespace corral::protocol {
+namespace corral {
 
 Status FieldReader::Bad(const std::string& field, const std::string& why) const {
   return InvalidArgument(what_ + ": field '" + prefix_ + field + "': " + why);
 }
 
 Status FieldReader::Within(const Status& error) const {
+  if (error.ok()) return error;
   return Status(error.code(), what_ + ": " + error.message());
 }
 
@@ -21,13 +22,17 @@ Status FieldReader::Int(const char* field, bool required, int64_t& out, int64_t 
   if (v == nullptr) return required ? Bad(field, "is required") : Status::Ok();
   if (!v->is_number_integer()) return Bad(field, "must be an integer");
   // A uint64 above int64's range reads negative through get<int64_t>(): refuse it as such.
-  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t{1} << 62) {
+  if (v->is_number_unsigned() &&
+      v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
     return Bad(field, "out of range");
   }
   const int64_t value = v->get<int64_t>();
   if (value < min || value > max) {
-    return Bad(field, "must be in " + std::to_string(min) + ".." + std::to_string(max) + ", got " +
-                          std::to_string(value));
+    // "must be >= 0" when only the minimum binds (no 19-digit maximum in an error).
+    const std::string range = max == std::numeric_limits<int64_t>::max()
+                                  ? ">= " + std::to_string(min)
+                                  : "in " + std::to_string(min) + ".." + std::to_string(max);
+    return Bad(field, "must be " + range + ", got " + std::to_string(value));
   }
   out = value;
   return Status::Ok();
@@ -130,4 +135,4 @@ Result<FieldReader> ReadObject(const nlohmann::json& json, const std::string& wh
   return FieldReader(json, what);
 }
 
-}  // namespace corral::protocol
+}  // namespace corral
