@@ -222,6 +222,26 @@ expect_json() {
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+
+# The CLI checks a job spec as the server would (protocol::ParseJobSpec) before it sends it: a
+# bad one is refused naming the field (exit 2) without a request, so a server where nothing
+# listens is never reached; a good one is sent and finds nothing there (exit 1).
+nowhere=(env CORRAL_SERVER="http://127.0.0.1:$(free_port)" CORRAL_TOKEN=none)
+expect_exit 1 "cannot reach the server" -- "${nowhere[@]}" "$corral" submit -- true
+expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
+  "${nowhere[@]}" "$corral" submit --gpus -3 -- true
+expect_exit 2 "^corral: field 'time_limit_s': must be between 0 and [0-9]+, got -5$" -- \
+  "${nowhere[@]}" "$corral" submit --time-limit -5 -- true
+expect_exit 2 "--time-limit = nonsense" -- "${nowhere[@]}" "$corral" submit --time-limit nonsense -- true
+printf 'comand: ["true"]\n' >"$work/typo_spec.yaml"
+expect_exit 2 "^corral: field 'comand': unknown field$" -- \
+  "${nowhere[@]}" "$corral" submit -f "$work/typo_spec.yaml"
+printf '{"command": ["true"], "resources": {"gpus": 1, "gpu_milli": 1500}}' >"$work/share.json"
+expect_exit 2 "^corral: field 'resources.gpu_milli': must be between 0 and 1000, got 1500$" -- \
+  "${nowhere[@]}" "$corral" submit -f "$work/share.json"
+expect_exit 2 "^corral: field 'env.CORRAL_SESSION_PORT': is set by corral in every task$" -- \
+  "${nowhere[@]}" "$corral" session start --env CORRAL_SESSION_PORT=80 -- true
+
 port=$(free_port)
 session_port=$(free_port)  # the session gateway's (docs/sessions.md)
 "$corral" server --listen "127.0.0.1:$port" --session-listen "127.0.0.1:$session_port" \

@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/job_spec.h"
 
 namespace corral::cli {
 
@@ -125,18 +126,29 @@ int WithClient(Body body) {
   return s.ok() ? 0 : Fail(s);
 }
 
+// What `corral submit` was given; a number not given is nullopt, and one given goes into the
+// spec as it is (a negative one too: the spec's check names its field).
 struct SubmitFlags {
   std::string file, name, project, workdir;
-  int gpus = -1, gpu_milli = -1, tasks = -1, priority = 0, max_restarts = -1;
-  int nodes = -1, gpus_per_node = -1, procs_per_node = -1;
+  std::optional<int> gpus, gpu_milli, tasks, priority, max_restarts;
+  std::optional<int> nodes, gpus_per_node, procs_per_node;
   std::string launcher, environment;
-  int64_t cpus = -1, cpu_milli = -1, memory_mib = -1, time_limit_s = -1;
+  std::optional<int64_t> cpus, cpu_milli, memory_mib, time_limit_s;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
   std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
   std::string output = "table";
 };
 
+// Refuses `spec` as the server would (protocol::ParseJobSpec), so that a bad spec is refused
+// before any request: InvalidArgument naming the field.
+Status CheckSpec(const json& spec) {
+  auto parsed = protocol::ParseJobSpec(spec);
+  return parsed.ok() ? Status::Ok() : parsed.status();
+}
+
+// The spec of the flags over the spec file, checked (CheckSpec). It is sent as built: what it
+// leaves out (CPU, memory) the server fills in.
 Result<json> BuildSpec(const SubmitFlags& f) {
   json spec = json::object();
   if (!f.file.empty()) {
@@ -171,34 +183,34 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   }
   json& r = spec["resources"];
   if (r.is_null()) r = json::object();
-  if (f.gpus >= 0) r["gpus"] = f.gpus;
-  if (f.gpu_milli >= 0) r["gpu_milli"] = f.gpu_milli;
+  if (f.gpus) r["gpus"] = *f.gpus;
+  if (f.gpu_milli) r["gpu_milli"] = *f.gpu_milli;
   if (!f.gpu_models.empty()) r["gpu_models"] = f.gpu_models;
   // Each of --cpus and --cpu-milli (which exclude each other) overrides the file's other field.
-  if (f.cpus >= 0) {
-    r["cpus"] = f.cpus;
+  if (f.cpus) {
+    r["cpus"] = *f.cpus;
     r.erase("cpu_milli");
   }
-  if (f.cpu_milli >= 0) {
-    r["cpu_milli"] = f.cpu_milli;
+  if (f.cpu_milli) {
+    r["cpu_milli"] = *f.cpu_milli;
     r.erase("cpus");
   }
-  if (f.memory_mib >= 0) r["memory_mib"] = f.memory_mib;
+  if (f.memory_mib) r["memory_mib"] = *f.memory_mib;
   for (const auto& [flag, value, other] :
        {std::tuple{"--nodes", f.nodes, f.tasks}, {"--gpus-per-node", f.gpus_per_node, f.gpus}}) {
-    if (value >= 0 && other >= 0 && value != other) {
+    if (value && other && *value != *other) {
       return InvalidArgument(std::string(flag) + " contradicts " +
                              (std::string(flag) == "--nodes" ? "--tasks" : "--gpus"));
     }
   }
-  if (f.gpus_per_node >= 0) r["gpus"] = f.gpus_per_node;
-  if (f.tasks >= 0) spec["tasks"] = f.tasks;
-  if (f.nodes >= 0) spec["tasks"] = f.nodes;
-  if (f.procs_per_node >= 0) spec["procs_per_node"] = f.procs_per_node;
+  if (f.gpus_per_node) r["gpus"] = *f.gpus_per_node;
+  if (f.tasks) spec["tasks"] = *f.tasks;
+  if (f.nodes) spec["tasks"] = *f.nodes;
+  if (f.procs_per_node) spec["procs_per_node"] = *f.procs_per_node;
   if (!f.launcher.empty()) spec["launcher"] = f.launcher;
-  if (f.priority != 0) spec["priority"] = f.priority;
-  if (f.max_restarts >= 0) spec["max_restarts"] = f.max_restarts;
-  if (f.time_limit_s >= 0) spec["time_limit_s"] = f.time_limit_s;
+  if (f.priority) spec["priority"] = *f.priority;
+  if (f.max_restarts) spec["max_restarts"] = *f.max_restarts;
+  if (f.time_limit_s) spec["time_limit_s"] = *f.time_limit_s;
   auto env = EnvFlags(f.env);
   if (!env.ok()) return env.status();
   for (const auto& [name, value] : env->items()) spec["env"][name] = value;
@@ -215,6 +227,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     if (!array.ok()) return array.status();
     spec["array"] = *array;
   }
+  CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
   return spec;
 }
 
@@ -327,9 +340,12 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}));
   c->add_option("command", f->command, "The command after --");
   c->callback([f, exit_code] {
+    auto spec = BuildSpec(*f);  // before any request, and before the config is read
+    if (!spec.ok()) {
+      *exit_code = Fail(spec.status());
+      return;
+    }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto spec = BuildSpec(*f);
-      if (!spec.ok()) return spec.status();
       auto job = client.Post("/api/v1/jobs", *spec);
       if (!job.ok()) return job.status();
       // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
@@ -1063,6 +1079,7 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
       if (f->environment.empty() && f->command.empty()) {
         return InvalidArgument("session start: give --environment NAME, or a command after --");
       }
+      CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
       auto s = client.Post("/api/v1/sessions", spec);
       if (!s.ok()) return s.status();
       if (f->wait) {

@@ -21,6 +21,12 @@ enum class Launcher {
 
 inline constexpr int kMaxProcsPerNode = 64;
 
+// The ports corral hands out to distributed jobs, a block of consecutive ones per job
+// (server/rendezvous_ports.h), from torchrun's default MASTER_PORT on.
+inline constexpr int kFirstRendezvousPort = 29500;
+inline constexpr int kLastRendezvousPort = 30999;
+inline constexpr int kRendezvousPortCount = kLastRendezvousPort - kFirstRendezvousPort + 1;
+
 // True for the variables corral sets in every part of a distributed job with `launcher`
 // (docs/distributed.md; agent/rendezvous.h sets them, and its tests check the two agree).
 // A job's env may not set them.

@@ -5,7 +5,7 @@
 #include <limits>
 #include <map>
 
-#include "server/job_spec.h"
+#include "server/job_submission.h"
 #include "sim/replay.h"
 
 namespace corral::server {

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 #include "server/monitoring_views.h"
 
 namespace corral::server {
@@ -25,7 +25,7 @@ store::JobRecord Record(int64_t id, int gpus, int tasks, int64_t submit,
                     {"tasks", tasks},
                     {"project", "vision"}};
   if (time_limit_s > 0) submitted["time_limit_s"] = time_limit_s;
-  auto spec = ParseJobSpec(submitted);
+  auto spec = protocol::ParseJobSpec(submitted);
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
   store::JobRecord r;
   r.id = JobId(id);

@@ -57,7 +57,7 @@
 #include "server/auth.h"
 #include "server/environment_catalog.h"
 #include "server/gpu_monitor.h"
-#include "server/job_spec.h"
+#include "server/job_submission.h"
 #include "server/rendezvous_ports.h"
 #include "server/session.h"
 #include "store/store.h"
@@ -95,7 +95,7 @@ struct ControllerConfig {
   // whether a running job whose GPUs are flagged idle gets a job event saying so.
   GpuMonitor::Options gpu_monitor;
   bool notify_idle_gpus = true;
-  // The CPU and memory of submitted specs that leave them out (job_spec.h).
+  // The CPU and memory of submitted specs that leave them out (job_submission.h).
   ResourceDefaults resource_defaults;
 };
 

@@ -1216,7 +1216,7 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
     EXPECT_EQ(d["procs_per_node"], 2);
     EXPECT_EQ(d["node_rank"], rank);
     EXPECT_EQ(d["nodes"], 2);
-    EXPECT_EQ(d["port"], RendezvousPorts::kFirstPort);
+    EXPECT_EQ(d["port"], model::kFirstRendezvousPort);
     EXPECT_EQ(d["master_addr"], master);  // the same for every part
     EXPECT_EQ(d["hosts"][0], master);
     EXPECT_EQ(d["hosts"].size(), 2u);
@@ -1244,9 +1244,9 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   EXPECT_FALSE(run[plain.value()][0].contains("distributed"));
   ASSERT_EQ(run[x.value()].size(), 2u);
   ASSERT_EQ(run[y.value()].size(), 2u);
-  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort);
-  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], RendezvousPorts::kFirstPort);
-  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
+  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
   EXPECT_EQ(run[y.value()][0]["distributed"]["launcher"], "none");
   EXPECT_EQ(run[y.value()][0]["distributed"]["master_addr"], "a");  // no --address: the name
   const std::vector<json> x_parts = run[x.value()];
@@ -1256,7 +1256,7 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   controller_->Tick();
   run = launches();
   ASSERT_EQ(run[z.value()].size(), 2u);
-  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 2);
+  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 2);
   // x's block is free again once x ended.
   Beat("a", Report({TaskReport(x_parts[0], "exited", 0), TaskReport(x_parts[1], "exited", 0)}));
   EXPECT_EQ(StateOf(x), "succeeded");
@@ -1264,7 +1264,7 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   controller_->Tick();
   run = launches();
   ASSERT_EQ(run[w.value()].size(), 2u);
-  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], RendezvousPorts::kFirstPort);
+  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
 }
 
 TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
@@ -1759,8 +1759,8 @@ TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
   EXPECT_EQ(token.size(), 64u);
   EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
   const int port = launch["session"]["port"];
-  EXPECT_GE(port, RendezvousPorts::kFirstPort);
-  EXPECT_LE(port, RendezvousPorts::kLastPort);
+  EXPECT_GE(port, model::kFirstRendezvousPort);
+  EXPECT_LE(port, model::kLastRendezvousPort);
   const std::string prefix = "/sessions/" + std::to_string(id_.value()) + "/";
   EXPECT_EQ(launch["session"], json({{"port", port}, {"url_prefix", prefix}, {"token", token}}));
   EXPECT_EQ(launch["argv"], json({"python3", "-m", "http.server"}));
@@ -2136,7 +2136,7 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
   const json& allocation = (*view)["tasks"][1]["allocation"];
   EXPECT_EQ(allocation["node"], "a");
   EXPECT_EQ(allocation["gpus"].size(), 4u);
-  EXPECT_EQ(allocation["rendezvous"]["port"], RendezvousPorts::kFirstPort);
+  EXPECT_EQ(allocation["rendezvous"]["port"], model::kFirstRendezvousPort);
   EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
 
   // Its GPUs stay held; its port block stays taken.
@@ -2149,7 +2149,7 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
       Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
   ASSERT_EQ(answer["run"].size(), 2u) << answer.dump();
   EXPECT_EQ(answer["run"][0]["job_id"], pair->id.value());
-  EXPECT_EQ(answer["run"][0]["distributed"]["port"], RendezvousPorts::kFirstPort + 1);
+  EXPECT_EQ(answer["run"][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
 
   Beat("a", Report({TaskReport(launches[0], "exited", 0), TaskReport(launches[1], "exited", 0)}));
   EXPECT_EQ((*(*old_store)->GetJob(gang)).state, model::JobState::kSucceeded);

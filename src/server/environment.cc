@@ -8,9 +8,17 @@
 
 #include "common/config_file.h"
 #include "model/launcher.h"
-#include "server/spec_fields.h"
+#include "protocol/spec_fields.h"
 
 namespace corral::server {
+
+using protocol::CheckKeys;
+using protocol::FieldError;
+using protocol::GetArgv;
+using protocol::GetInt;
+using protocol::GetString;
+using protocol::kMaxSpecArgv;
+using protocol::ParseEnv;
 
 namespace {
 

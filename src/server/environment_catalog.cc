@@ -2,9 +2,13 @@
 
 #include <algorithm>
 
-#include "server/spec_fields.h"
+#include "protocol/spec_fields.h"
 
 namespace corral::server {
+
+using protocol::CheckKeys;
+using protocol::FieldError;
+using protocol::GetString;
 
 nlohmann::json ToJson(const EnvironmentVersion& env) {
   return {{"name", env.record.name},         {"version", env.record.version},

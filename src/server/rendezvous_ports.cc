@@ -10,10 +10,10 @@ Result<int> RendezvousPorts::Reserve(JobId job, const std::vector<std::string>& 
     return AlreadyExists("job " + std::to_string(job.value()) + " already holds ports");
   }
   count = std::max(count, 1);
-  int base = kFirstPort;
+  int base = model::kFirstRendezvousPort;
   // Moves `base` past every block that overlaps [base, base + count) on any node, until none
   // does: each move passes one block, so this ends.
-  for (bool moved = true; moved && base + count - 1 <= kLastPort;) {
+  for (bool moved = true; moved && base + count - 1 <= model::kLastRendezvousPort;) {
     moved = false;
     for (const std::string& node : nodes) {
       auto taken = by_node_.find(node);
@@ -26,11 +26,11 @@ Result<int> RendezvousPorts::Reserve(JobId job, const std::vector<std::string>& 
       }
     }
   }
-  if (base + count - 1 > kLastPort) {
+  if (base + count - 1 > model::kLastRendezvousPort) {
     return Status(StatusCode::kResourceExhausted,
                   "no block of " + std::to_string(count) + " free ports in " +
-                      std::to_string(kFirstPort) + ".." + std::to_string(kLastPort) +
-                      " on the job's nodes");
+                      std::to_string(model::kFirstRendezvousPort) + ".." +
+                      std::to_string(model::kLastRendezvousPort) + " on the job's nodes");
   }
   Take(job, {base, count, nodes});
   return base;
@@ -38,10 +38,11 @@ Result<int> RendezvousPorts::Reserve(JobId job, const std::vector<std::string>& 
 
 Status RendezvousPorts::Restore(JobId job, const std::vector<std::string>& nodes, int base,
                                 int count) {
-  if (base < kFirstPort || count < 1 || base + count - 1 > kLastPort) {
+  if (base < model::kFirstRendezvousPort || count < 1 ||
+      base + count - 1 > model::kLastRendezvousPort) {
     return InvalidArgument("port block " + std::to_string(base) + "+" + std::to_string(count) +
-                           " is outside " + std::to_string(kFirstPort) + ".." +
-                           std::to_string(kLastPort));
+                           " is outside " + std::to_string(model::kFirstRendezvousPort) + ".." +
+                           std::to_string(model::kLastRendezvousPort));
   }
   if (by_job_.count(job)) {
     return AlreadyExists("job " + std::to_string(job.value()) + " already holds ports");

@@ -1,7 +1,8 @@
 // Ports handed to distributed jobs (docs/distributed.md): a job gets one block of consecutive
-// ports, free on every node it runs on, which its processes bind (MASTER_PORT, TensorFlow
-// workers, the JAX coordinator). corral does not bind them itself; it keeps two live jobs on
-// one node from being handed the same ports. Not thread-safe (the controller's lock guards it).
+// ports of model::kFirstRendezvousPort..kLastRendezvousPort, free on every node it runs on, which
+// its processes bind (MASTER_PORT, TensorFlow workers, the JAX coordinator). corral does not bind
+// them itself; it keeps two live jobs on one node from being handed the same ports. Not thread-safe
+// (the controller's lock guards it).
 #pragma once
 
 #include <map>
@@ -10,14 +11,12 @@
 
 #include "common/ids.h"
 #include "common/status.h"
+#include "model/launcher.h"
 
 namespace corral::server {
 
 class RendezvousPorts {
  public:
-  static constexpr int kFirstPort = 29500;  // torchrun's default MASTER_PORT
-  static constexpr int kLastPort = 30999;
-
   // Reserves for `job` the lowest block of `count` (≥ 1) ports free on all `nodes`.
   // Errors: ResourceExhausted when no block is free; AlreadyExists when the job holds one.
   Result<int> Reserve(JobId job, const std::vector<std::string>& nodes, int count);

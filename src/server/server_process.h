@@ -70,7 +70,7 @@ struct ServerOptions {
   int64_t metrics_fine_retention_s = 24 * 3600;
   int64_t metrics_coarse_retention_s = 90 * 24 * 3600;
   std::string metrics_token_file;
-  // What a submitted spec leaves out (job_spec.h, ResourceDefaults): whole CPUs per GPU of a
+  // What a submitted spec leaves out (job_submission.h, ResourceDefaults): whole CPUs per GPU of a
   // GPU job, and MiB per CPU; 0: none.
   int64_t default_cpus_per_gpu = 0;
   int64_t default_memory_per_cpu_mib = 0;

@@ -1,14 +1,14 @@
-#include "server/job_spec.h"
+#include "protocol/job_spec.h"
 
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 
+#include "model/environment_ref.h"
 #include "model/session.h"
-#include "server/environment.h"
-#include "server/rendezvous_ports.h"
-#include "server/spec_fields.h"
+#include "protocol/spec_fields.h"
 
-namespace corral::server {
+namespace corral::protocol {
 
 namespace {
 
@@ -233,7 +233,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (j.contains("environment")) {
     auto v = GetString(j["environment"], "environment");
     if (!v.ok()) return v.status();
-    auto ref = ParseEnvironmentRef(*v, "environment");
+    auto ref = model::ParseEnvironmentRef(*v, "environment");
     if (!ref.ok()) return ref.status();
     spec.environment = *v;
   }
@@ -243,9 +243,6 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     spec.command = std::move(argv).value();
   } else if (spec.environment.empty()) {
     return FieldError("command", "is required (or an environment with a default command)");
-  }
-  if (spec.shell && !spec.command.empty() && spec.command.size() != 1) {
-    return FieldError("command", "must be one string when shell is true");
   }
   if (j.contains("workdir")) {
     auto v = GetString(j["workdir"], "workdir");
@@ -290,32 +287,17 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!launcher.ok()) return FieldError("launcher", launcher.status().message());
     spec.launcher = *launcher;
   }
-  if (spec.launcher == model::Launcher::kTorchrun && spec.shell) {
-    return FieldError("shell",
-                      "must be false with launcher torchrun (the command is the script "
-                      "torchrun runs, and its arguments)");
-  }
   if (j.contains("array")) {
     auto array = ParseArray(j["array"], spec.env);
     if (!array.ok()) return array.status();
     spec.array = std::move(array).value();
-    CORRAL_RETURN_IF_ERROR(CheckArrayBytes(spec));
-  }
-  if (IsDistributed(spec) &&
-      PortsOf(spec) > RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) {
-    return FieldError(
-        "procs_per_node",
-        "tf needs a port per rank: " + std::to_string(PortsOf(spec)) + " ranks are more than the " +
-            std::to_string(RendezvousPorts::kLastPort - RendezvousPorts::kFirstPort + 1) +
-            " ports corral hands out");
   }
   if (j.contains("session")) {
     auto session = ParseSession(j["session"], origin);
     if (!session.ok()) return session.status();
     spec.session = std::move(session).value();
-    CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));
   }
-  CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
+  CORRAL_RETURN_IF_ERROR(CheckJobSpec(spec));
   if (origin == SpecOrigin::kStored) {
     // Stored before defaults existed, or with them applied: what it holds is the request.
     spec.cpu_given = spec.memory_given = true;
@@ -323,36 +305,24 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   return spec;
 }
 
-std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec) {
-  std::vector<std::string> filled;
-  model::TaskResources& r = spec.resources;
-  if (!spec.cpu_given) {
-    if (r.gpus.value() == 0) {
-      r.cpu = CpuMilli(kDefaultCpusPerProc * 1000 * spec.procs_per_node);
-      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
-                       std::to_string(kDefaultCpusPerProc) +
-                       " CPU per process, as the job asks no GPU)");
-    } else if (defaults.cpus_per_gpu > 0) {
-      // TotalMilli is gpus × gpu_milli: a share of one GPU gets its share of the CPUs.
-      r.cpu = CpuMilli(defaults.cpus_per_gpu * r.TotalMilli().value());
-      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
-                       std::to_string(defaults.cpus_per_gpu) +
-                       " CPUs per GPU: the server's --default-cpus-per-gpu)");
-    }
-    spec.cpu_given = true;
+Status CheckJobSpec(const JobSpec& spec) {
+  if (spec.shell && !spec.command.empty() && spec.command.size() != 1) {
+    return FieldError("command", "must be one string when shell is true");
   }
-  if (!spec.memory_given) {
-    if (defaults.memory_per_cpu.value() > 0 && r.cpu.value() > 0) {
-      r.memory = MemoryMib((defaults.memory_per_cpu.value() * r.cpu.value() + 999) / 1000);
-      filled.push_back("resources.memory_mib " + std::to_string(r.memory.value()) + " (" +
-                       std::to_string(defaults.memory_per_cpu.value()) +
-                       " MiB per CPU: the server's --default-memory-per-cpu-mib)");
-    }
-    spec.memory_given = true;
+  if (spec.launcher == model::Launcher::kTorchrun && spec.shell) {
+    return FieldError("shell",
+                      "must be false with launcher torchrun (the command is the script "
+                      "torchrun runs, and its arguments)");
   }
-  std::string text;
-  for (const std::string& f : filled) text += (text.empty() ? "" : "; ") + f;
-  return text;
+  if (IsDistributed(spec) && PortsOf(spec) > model::kRendezvousPortCount) {
+    return FieldError("procs_per_node",
+                      "tf needs a port per rank: " + std::to_string(PortsOf(spec)) +
+                          " ranks are more than the " +
+                          std::to_string(model::kRendezvousPortCount) + " ports corral hands out");
+  }
+  if (spec.session) CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));
+  CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
+  return CheckArrayBytes(spec);
 }
 
 nlohmann::json ToJson(const JobSpec& s) {
@@ -391,53 +361,6 @@ nlohmann::json WithoutSecrets(nlohmann::json spec) {
   return spec;
 }
 
-Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec) {
-  spec.environment = ToString(env.name, version);
-  if (spec.command.empty()) {
-    if (env.command.empty()) {
-      return FieldError(
-          "command", "is required: environment '" + spec.environment + "' has no default command");
-    }
-    spec.command = env.command;
-  }
-  if (spec.shell && spec.command.size() != 1) {
-    return FieldError("command", "must be one string when shell is true");
-  }
-  auto under = [&](std::map<std::string, std::string>& vars, const std::string& field) {
-    std::map<std::string, std::string> merged = env.env;
-    for (auto& [name, value] : vars) merged[name] = std::move(value);
-    if (merged.size() > kMaxSpecEnv) {
-      return FieldError(field, "has too many entries with environment '" + spec.environment +
-                                   "' (at most " + std::to_string(kMaxSpecEnv) + " together)");
-    }
-    vars = std::move(merged);
-    return Status::Ok();
-  };
-  CORRAL_RETURN_IF_ERROR(under(spec.env, "env"));
-  if (spec.array) {
-    for (size_t i = 0; i < spec.array->env.size(); ++i) {
-      CORRAL_RETURN_IF_ERROR(under(spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
-    }
-  }
-  if (spec.resources.gpus.value() < env.min_gpus) {
-    return FieldError("resources.gpus", "environment '" + spec.environment + "' needs at least " +
-                                            std::to_string(env.min_gpus) + " GPUs per task");
-  }
-  if (spec.session) CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));  // the command may be new
-  // The environment's variables may hold names corral sets for this job's launcher.
-  CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
-  if (!env.image.empty()) {
-    CORRAL_RETURN_IF_ERROR(CheckContainerEnv(spec.env, "env"));
-    if (spec.array) {
-      for (size_t i = 0; i < spec.array->env.size(); ++i) {
-        CORRAL_RETURN_IF_ERROR(
-            CheckContainerEnv(spec.array->env[i], "array.env[" + std::to_string(i) + "]"));
-      }
-    }
-  }
-  return CheckArrayBytes(spec);
-}
-
 int PortsOf(const JobSpec& spec) {
   return spec.launcher == model::Launcher::kTf ? spec.tasks * spec.procs_per_node : 1;
 }
@@ -458,20 +381,4 @@ std::vector<ArrayElement> ArrayElements(const JobSpec& spec) {
   return elements;
 }
 
-model::Job ToModelJob(const JobSpec& spec, const store::JobRecord& record) {
-  model::Job job;
-  job.id = record.id;
-  job.name = spec.name;
-  job.user = record.user;
-  job.project = spec.project;
-  job.priority = spec.priority;
-  job.submit_time = record.submit_time;
-  job.array_id = record.array_id;
-  job.array_max_running = record.array_max_running;
-  job.tasks = spec.tasks;
-  job.resources = spec.resources;
-  if (spec.time_limit_s > 0) job.time_limit = Seconds(spec.time_limit_s);
-  return job;
-}
-
-}  // namespace corral::server
+}  // namespace corral::protocol

@@ -1,7 +1,7 @@
-// The CPU and memory a job spec asks: resources.cpus against resources.cpu_milli, and the
-// server's defaults for what a spec leaves out (ApplyResourceDefaults), alone and through the
-// controller (the submission event says what was filled in; placement counts it).
-#include "server/job_spec.h"
+// The server's part of a submission (job_submission.h): its defaults for the CPU and memory a
+// job spec leaves out (ApplyResourceDefaults), alone and through the controller (the submission
+// event says what was filled in; placement counts it), and the scheduler's view of a spec.
+#include "server/job_submission.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,7 +13,6 @@ namespace corral::server {
 namespace {
 
 using nlohmann::json;
-using ::testing::HasSubstr;
 
 json Spec(json resources, int procs_per_node = 1, int tasks = 1) {
   return {{"command", {"true"}},
@@ -48,29 +47,12 @@ ResourceDefaults MemoryPerCpu(int64_t mib) {
   return d;
 }
 
-TEST(CpusTest, WholeCpusArePerProcessSoAPartAsksThemTimesItsProcesses) {
-  // A gang of 3 parts, 4 ranks each, 2 CPUs per rank: 8 CPUs per part, the gang 24.
+TEST(ToModelJobTest, TheSchedulerSeesThePartsAndWhatEachAsks) {
+  // A gang of 3 parts, 4 ranks each, 2 CPUs per rank: 8 CPUs per part.
   JobSpec spec = Parse(Spec({{"gpus", 4}, {"cpus", 2}}, 4, 3));
-  EXPECT_EQ(spec.resources.cpu, CpuMilli(8000));
   EXPECT_EQ(ApplyResourceDefaults(CpusPerGpu(16), spec), "");  // asked: no default
-  EXPECT_EQ(spec.resources.cpu, CpuMilli(8000));
   EXPECT_EQ(ToModelJob(spec, store::JobRecord{}).resources.cpu, CpuMilli(8000));
   EXPECT_EQ(ToModelJob(spec, store::JobRecord{}).tasks, 3);
-  // cpu_milli stays per part, whatever procs_per_node is.
-  EXPECT_EQ(Parse(Spec({{"cpu_milli", 1500}}, 4)).resources.cpu, CpuMilli(1500));
-}
-
-TEST(CpusTest, CpusAndCpuMilliTogetherAreRefusedNamingBoth) {
-  auto both = ParseJobSpec(Spec({{"cpus", 2}, {"cpu_milli", 2000}}));
-  ASSERT_FALSE(both.ok());
-  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(both.status().message(), HasSubstr("field 'resources.cpus'"));
-  EXPECT_THAT(both.status().message(), HasSubstr("resources.cpu_milli"));
-  for (const json& bad : {json(0), json(-1), json(1.5), json("2"), json(kMaxCpusPerProc + 1)}) {
-    auto parsed = ParseJobSpec(Spec({{"cpus", bad}}));
-    ASSERT_FALSE(parsed.ok()) << bad;
-    EXPECT_THAT(parsed.status().message(), HasSubstr("field 'resources.cpus'")) << bad;
-  }
 }
 
 TEST(ResourceDefaultsTest, AJobWithoutGpusAsksOneCpuPerProcess) {

@@ -1,4 +1,5 @@
-// The job spec users submit (API JSON; the CLI also reads YAML and sends JSON):
+// The job spec users submit (API JSON; the CLI also reads YAML, and checks what it built with
+// ParseJobSpec before it sends it), with its JSON codec:
 //
 //   {"name": "train", "project": "vision", "command": ["python3", "train.py"],
 //    "shell": false, "workdir": "/data/train", "env": {"SEED": "1"},
@@ -9,22 +10,26 @@
 //    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
 //    "environment": "pytorch@3"}
 //
+// Everything here is pure: what needs the server's state (the environment a spec names, the
+// cluster's resource defaults, the store's job records) is server/job_submission.h.
+//
 // `environment` (docs/environments.md) names an environment asset, "NAME" or "NAME@VERSION";
 // `command` may then be left out when the environment has a default command. The server resolves
-// it at submission (ResolveEnvironment, controller) and stores the spec with "NAME@VERSION", the
-// command and the environment's variables filled in, so that every run uses the same version.
+// it at submission and stores the spec with "NAME@VERSION", the command and the environment's
+// variables filled in, so that every run uses the same version.
 //
 // Distributed jobs (docs/distributed.md): `tasks` parts (one per node, or node share), each with
 // `resources`, started together; `launcher` says how each part starts its `procs_per_node`
 // processes and which rendezvous variables they get.
 // `command` is an argv, run without a shell; with "shell": true it must hold one string, run by
-// /bin/sh -c. Unknown fields are errors (typo safety); every error names the field.
+// /bin/sh -c. Unknown fields are errors (typo safety); every error names the field
+// ("field 'resources.gpus': must be between 0 and 1024, got -1").
 //
 // CPU and memory (docs/control-plane.md, "CPU and memory"): `resources.cpu_milli` is per task
 // (part); `resources.cpus` is whole CPUs per process (rank), so a part asks cpus × 1000 ×
 // procs_per_node milli-CPU (Slurm's -c); a spec gives one of them. What a submitted spec leaves
-// out, the server fills in at submission (ApplyResourceDefaults), and a stored spec holds the
-// effective cpu_milli and memory_mib only.
+// out, the server fills in at submission, and a stored spec holds the effective cpu_milli and
+// memory_mib only.
 //
 // Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
 // index, each the spec without `array`, with the index's `env` entries merged over the spec's.
@@ -35,20 +40,18 @@
 // `session.token`, which only stored specs may hold.
 #pragma once
 
+#include <cstdint>
 #include <map>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
-#include "common/units.h"
 #include "model/job.h"
 #include "model/launcher.h"
-#include "server/environment.h"
-#include "store/store.h"
 
-namespace corral::server {
+namespace corral::protocol {
 
 // The `array` of a spec.
 struct ArraySpec {
@@ -80,7 +83,7 @@ struct JobSpec {
   std::string workdir;  // absolute; empty: the agent's per-task directory
   std::map<std::string, std::string> env;
   // Per task (part). cpu and memory: as asked (resources.cpu_milli, resources.cpus ×
-  // procs_per_node, resources.memory_mib), or 0 until ApplyResourceDefaults fills them in.
+  // procs_per_node, resources.memory_mib), or 0 until the server fills in its defaults.
   model::TaskResources resources;
   // Whether resources.cpu and resources.memory were asked rather than left to the server's
   // defaults: only a submitted spec leaves them out; true in a stored spec and once the defaults
@@ -115,54 +118,28 @@ int PortsOf(const JobSpec& spec);
 
 // The most whole CPUs `resources.cpus` may ask per process.
 inline constexpr int64_t kMaxCpusPerProc = 100000;
-// The CPUs per process of a job without GPUs that asks none, as Slurm gives each task one.
-inline constexpr int64_t kDefaultCpusPerProc = 1;
 
-// The cluster's defaults for what a submitted spec leaves out (corral server flags).
-struct ResourceDefaults {
-  // --default-cpus-per-gpu: whole CPUs per GPU of a GPU job that asks no CPU (Slurm's
-  // DefCpuPerGPU); a share of a GPU gets its share of them. 0: such a job asks no CPU.
-  int64_t cpus_per_gpu = 0;
-  // --default-memory-per-cpu-mib: MiB per CPU asked (or defaulted) of a job that asks no memory
-  // (Slurm's DefMemPerCPU). 0: off, such a job asks no memory.
-  MemoryMib memory_per_cpu{0};
-};
-
-// Fills in the CPU and memory `spec` left out (cpu_given, memory_given), once per submission:
-//  - CPU: a job without GPUs asks kDefaultCpusPerProc per process, procs_per_node × 1000
-//    milli-CPU per task; a GPU job asks cpus_per_gpu per GPU, cpus_per_gpu × gpus × gpu_milli
-//    milli-CPU per task (none when cpus_per_gpu is 0).
-//  - memory: memory_per_cpu per CPU of the task's CPU request (asked or defaulted), rounded up
-//    to a whole MiB; none when memory_per_cpu is 0.
-// Returns what it filled in, for the submitter (the job's submission event): "resources.
-// cpu_milli 1000 (1 CPU per process, no GPUs asked)" and the like, joined by "; "; "" when the
-// spec asked everything.
-std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec);
-
-// Parses and validates a spec (`command` may be empty only with an `environment`). Limits: 4096
-// argv entries, 256 env entries (also for each array element, its own and the spec's together), 64
-// KiB strings.
+// Parses and validates a spec (`command` may be empty only with an `environment`), then checks
+// it as a whole (CheckJobSpec). Limits: 4096 argv entries, 256 env entries (also for each array
+// element, its own and the spec's together), 64 KiB strings.
 // A submitted spec may not hold `session.token`; a stored one must when it has a session.
+// Errors: InvalidArgument naming the field.
 Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
                              SpecOrigin origin = SpecOrigin::kSubmitted);
+// The checks of a whole spec, across its fields, for a spec changed after ParseJobSpec read it
+// (the server fills in an environment's command and variables): with shell, one command string;
+// no shell with launcher torchrun; the ports of a tf job within what corral hands out; a
+// session's shape (one task, no array, no launcher, one process); no variable corral sets (in
+// env and in every array element's); an array copied once per element within 64 MiB.
+// InvalidArgument naming the field.
+Status CheckJobSpec(const JobSpec& spec);
 // The spec as stored with a job: every field but `array` (a job is never an array), with the
 // session's token.
 nlohmann::json ToJson(const JobSpec& spec);
 // A stored spec as users see it in job views: without the session's token.
 nlohmann::json WithoutSecrets(nlohmann::json stored_spec);
 
-// Makes `spec` use version `version` of environment `env`: "environment" becomes
-// "NAME@VERSION", an empty command the environment's command, and the environment's variables go
-// under the spec's (and under each array element's). InvalidArgument naming the field when the
-// command is still empty, not one string with shell, the variables are too many or hold a name
-// corral sets for the job (rendezvous variables of its launcher), the array grows too big, or
-// the tasks have fewer GPUs than the environment's gpus.min.
-Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec);
-
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec);
 
-// The scheduler's view of job `record` with the (validated) spec `spec`.
-model::Job ToModelJob(const JobSpec& spec, const store::JobRecord& record);
-
-}  // namespace corral::server
+}  // namespace corral::protocol

@@ -1,8 +1,8 @@
-#include "server/spec_fields.h"
+#include "protocol/spec_fields.h"
 
 #include "model/job.h"
 
-namespace corral::server {
+namespace corral::protocol {
 
 Status FieldError(const std::string& field, const std::string& what) {
   return InvalidArgument("field '" + field + "': " + what);
@@ -62,4 +62,4 @@ Status ParseEnv(const nlohmann::json& j, const std::string& field,
   return Status::Ok();
 }
 
-}  // namespace corral::server
+}  // namespace corral::protocol

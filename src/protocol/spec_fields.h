@@ -1,5 +1,9 @@
-// Field readers shared by the specs people write (job specs, environment specs): each checks one
-// JSON value and names the field in its error ("field 'resources.gpus': must be an integer").
+// Field readers shared by the specs people write (job specs here, environment specs in
+// server/environment.cc): each checks one JSON value and names the field in its error ("field
+// 'resources.gpus': must be an integer"). Unlike json_fields.h's FieldReader, which reads agent
+// messages (fields it does not know are ignored, for rolling upgrades; null reads as absent;
+// strings are unbounded, log chunks included), these serve documents people type: callers refuse
+// unknown fields (CheckKeys), and strings, argv and env are bounded.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +16,7 @@
 
 #include "common/status.h"
 
-namespace corral::server {
+namespace corral::protocol {
 
 inline constexpr size_t kMaxSpecEnv = 256;           // variables of one env object
 inline constexpr size_t kMaxSpecArgv = 4096;         // entries of one command
@@ -35,4 +39,4 @@ Result<std::vector<std::string>> GetArgv(const nlohmann::json& j, const std::str
 Status ParseEnv(const nlohmann::json& j, const std::string& field,
                 std::map<std::string, std::string>& out);
 
-}  // namespace corral::server
+}  // namespace corral::protocol

@@ -1,0 +1,264 @@
+// The job spec's codec: every field's checks name the field, the checks across fields, sessions,
+// arrays, resources.cpus against resources.cpu_milli, and the stored form's round trip. What the
+// server adds at submission (environments, resource defaults) is server/job_submission_test.cc.
+#include "protocol/job_spec.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+namespace corral::protocol {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+json Spec(json resources, int procs_per_node = 1, int tasks = 1) {
+  return {{"command", {"true"}},
+          {"resources", std::move(resources)},
+          {"procs_per_node", procs_per_node},
+          {"tasks", tasks}};
+}
+
+JobSpec Parse(const json& spec) {
+  auto parsed = ParseJobSpec(spec);
+  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
+  return parsed.ok() ? *parsed : JobSpec{};
+}
+
+// `base` with `field` set to `value` (a top-level field, or "resources.NAME").
+json With(json base, const std::string& field, json value) {
+  if (field.rfind("resources.", 0) == 0) {
+    base["resources"][field.substr(10)] = std::move(value);
+  } else {
+    base[field] = std::move(value);
+  }
+  return base;
+}
+
+TEST(JobSpecTest, EveryErrorNamesTheField) {
+  const json good = {{"command", {"python3", "train.py"}}};
+  struct Case {
+    json spec;
+    std::string error;
+  };
+  const std::vector<Case> bad = {
+      {json::array(), "job spec: must be a JSON object"},
+      {With(good, "comand", {"true"}), "field 'comand': unknown field"},
+      {json::object(), "field 'command': is required (or an environment with a default command)"},
+      {With(good, "command", json::array()), "field 'command': must not be empty"},
+      {With(good, "command", "true"), "field 'command': must be a list of arguments"},
+      {With(With(good, "shell", true), "command", {"a", "b"}),
+       "field 'command': must be one string when shell is true"},
+      {With(good, "shell", "yes"), "field 'shell': must be true or false"},
+      {With(good, "name", 7), "field 'name': must be a string"},
+      {With(good, "name", std::string("a\0b", 3)), "field 'name': contains a NUL byte"},
+      {With(good, "name", std::string(64 * 1024 + 1, 'x')), "field 'name': longer than 64 KiB"},
+      {With(good, "workdir", "data"), "field 'workdir': must be an absolute path"},
+      {With(good, "env", {{"1X", "a"}}), "field 'env.1X': is not a valid variable name"},
+      {With(good, "env", {{"X", 1}}), "field 'env.X': must be a string"},
+      {With(good, "env", {{"CORRAL_JOB_ID", "1"}}),
+       "field 'env.CORRAL_JOB_ID': is set by corral in every task"},
+      {With(With(good, "tasks", 2), "env", {{"MASTER_PORT", "1"}}),
+       "field 'env.MASTER_PORT': is set by corral in distributed jobs"},
+      {With(good, "resources", 2), "field 'resources': must be an object"},
+      {With(good, "resources.gpus", -1),
+       "field 'resources.gpus': must be between 0 and 1024, got -1"},
+      {With(good, "resources.gpu_milli", 1001), "field 'resources.gpu_milli': must be between 0"},
+      {With(good, "resources.cpu_milli", 1.5), "field 'resources.cpu_milli': must be an integer"},
+      {With(good, "resources.memory_mib", -1), "field 'resources.memory_mib'"},
+      {With(good, "resources.gpu_models", "A100"), "field 'resources.gpu_models': must be a list"},
+      {With(good, "resources.disk", 1), "field 'resources.disk': unknown field"},
+      {With(good, "tasks", 0), "field 'tasks': must be between 1 and 4096, got 0"},
+      {With(good, "priority", 1001), "field 'priority': must be between -1000 and 1000"},
+      {With(good, "time_limit_s", -5), "field 'time_limit_s': must be between 0"},
+      {With(good, "time_limit_s", "1h"), "field 'time_limit_s': must be an integer"},
+      {With(good, "max_restarts", -1), "field 'max_restarts'"},
+      {With(good, "procs_per_node", 65), "field 'procs_per_node': must be between 1 and 64"},
+      {With(good, "launcher", "slurm"), "field 'launcher'"},
+      {With(With(With(good, "command", json::array({"train.py"})), "launcher", "torchrun"), "shell",
+            true),
+       "field 'shell': must be false with launcher torchrun"},
+      {With(With(With(good, "launcher", "tf"), "tasks", 100), "procs_per_node", 16),
+       "field 'procs_per_node': tf needs a port per rank: 1600 ranks are more than the 1500 ports"},
+      {With(good, "environment", "Py Torch"), "field 'environment'"},
+      {With(good, "array", {{"indices", {0, 1, 0}}}), "field 'array.indices[2]': 0 is repeated"},
+      {With(good, "array", {{"indices", {0}}, {"size", 1}}), "field 'array.size': unknown field"},
+      {With(good, "array", {{"indices", {0, 1}}, {"env", {json::object()}}}),
+       "field 'array.env': must be a list of one object per index (2)"},
+  };
+  for (const Case& c : bad) {
+    auto spec = ParseJobSpec(c.spec);
+    ASSERT_FALSE(spec.ok()) << c.spec.dump();
+    EXPECT_EQ(spec.status().code(), StatusCode::kInvalidArgument) << c.spec.dump();
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.error)) << c.spec.dump();
+  }
+}
+
+TEST(JobSpecTest, AnEnvironmentMayStandForTheCommand) {
+  JobSpec spec = Parse({{"environment", "pytorch@3"}});
+  EXPECT_TRUE(spec.command.empty());
+  EXPECT_EQ(spec.environment, "pytorch@3");
+}
+
+TEST(JobSpecTest, CheckJobSpecRefusesWhatAChangeAfterParsingBroke) {
+  // The server fills in an environment's command and variables after parsing.
+  JobSpec shell = Parse({{"environment", "e"}, {"shell", true}});
+  EXPECT_TRUE(CheckJobSpec(shell).ok());
+  shell.command = {"a", "b"};
+  EXPECT_THAT(CheckJobSpec(shell).message(),
+              HasSubstr("field 'command': must be one string when shell is true"));
+  JobSpec array = Parse({{"command", {"true"}}, {"tasks", 2}, {"array", {{"indices", {4, 5}}}}});
+  ASSERT_TRUE(array.array.has_value());
+  array.array->env = {{{"A", "1"}}, {{"WORLD_SIZE", "3"}}};
+  EXPECT_THAT(CheckJobSpec(array).message(),
+              HasSubstr("field 'array.env[1].WORLD_SIZE': is set by corral in distributed jobs"));
+}
+
+TEST(JobSpecTest, TheStoredFormRoundTrips) {
+  const json submitted = {
+      {"name", "train"},
+      {"project", "vision"},
+      {"command", {"python3", "train.py"}},
+      {"workdir", "/data/train"},
+      {"env", {{"SEED", "1"}}},
+      {"resources",
+       {{"gpus", 2}, {"gpu_models", {"A100-80GB"}}, {"cpu_milli", 16000}, {"memory_mib", 65536}}},
+      {"tasks", 2},
+      {"priority", -3},
+      {"time_limit_s", 3600},
+      {"max_restarts", 1},
+      {"launcher", "torchrun"},
+      {"procs_per_node", 2},
+      {"environment", "pytorch@3"}};
+  JobSpec spec = Parse(submitted);
+  EXPECT_EQ(spec.resources.gpu_milli, MilliGpu(1000));  // whole GPUs unless said otherwise
+  EXPECT_EQ(spec.launcher, model::Launcher::kTorchrun);
+  EXPECT_TRUE(IsDistributed(spec));
+  EXPECT_EQ(PortsOf(spec), 1);
+  const json stored = ToJson(spec);
+  auto again = ParseJobSpec(stored, SpecOrigin::kStored);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(ToJson(*again), stored);
+  for (const char* field :
+       {"name", "project", "command", "workdir", "env", "tasks", "priority", "time_limit_s",
+        "max_restarts", "launcher", "procs_per_node", "environment"}) {
+    EXPECT_EQ(stored[field], submitted[field]) << field;
+  }
+  EXPECT_EQ(stored["resources"]["gpu_models"], submitted["resources"]["gpu_models"]);
+}
+
+TEST(JobSpecTest, ArrayElementsAreTheSpecWithEachIndexsEnvMergedOverItsOwn) {
+  JobSpec spec = Parse(
+      {{"command", {"true"}},
+       {"env", {{"A", "spec"}, {"B", "spec"}}},
+       {"array",
+        {{"indices", {7, 3}}, {"max_running", 1}, {"env", {{{"A", "seven"}}, json::object()}}}}});
+  ASSERT_TRUE(spec.array.has_value());
+  EXPECT_EQ(spec.array->max_running, std::optional<int>(1));
+  std::vector<ArrayElement> elements = ArrayElements(spec);
+  ASSERT_EQ(elements.size(), 2u);
+  EXPECT_EQ(elements[0].index, 7);
+  EXPECT_EQ(elements[0].spec.env,
+            (std::map<std::string, std::string>{{"A", "seven"}, {"B", "spec"}}));
+  EXPECT_EQ(elements[1].index, 3);
+  EXPECT_EQ(elements[1].spec.env, spec.env);
+  EXPECT_FALSE(elements[1].spec.array.has_value());
+  EXPECT_FALSE(ToJson(spec).contains("array"));  // a stored spec is one job's
+  EXPECT_TRUE(ArrayElements(Parse({{"command", {"true"}}})).empty());
+}
+
+TEST(CpusTest, WholeCpusArePerProcessSoAPartAsksThemTimesItsProcesses) {
+  // A gang of 3 parts, 4 ranks each, 2 CPUs per rank: 8 CPUs per part, the gang 24.
+  JobSpec spec = Parse(Spec({{"gpus", 4}, {"cpus", 2}}, 4, 3));
+  EXPECT_EQ(spec.resources.cpu, CpuMilli(8000));
+  EXPECT_TRUE(spec.cpu_given);
+  EXPECT_FALSE(spec.memory_given);  // left to the server's defaults
+  // cpu_milli stays per part, whatever procs_per_node is.
+  EXPECT_EQ(Parse(Spec({{"cpu_milli", 1500}}, 4)).resources.cpu, CpuMilli(1500));
+}
+
+TEST(CpusTest, CpusAndCpuMilliTogetherAreRefusedNamingBoth) {
+  auto both = ParseJobSpec(Spec({{"cpus", 2}, {"cpu_milli", 2000}}));
+  ASSERT_FALSE(both.ok());
+  EXPECT_EQ(both.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(both.status().message(), HasSubstr("field 'resources.cpus'"));
+  EXPECT_THAT(both.status().message(), HasSubstr("resources.cpu_milli"));
+  for (const json& bad : {json(0), json(-1), json(1.5), json("2"), json(kMaxCpusPerProc + 1)}) {
+    auto parsed = ParseJobSpec(Spec({{"cpus", bad}}));
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("field 'resources.cpus'")) << bad;
+  }
+}
+
+json SessionSpecJson(json session) {
+  return {{"command", {"app"}}, {"session", std::move(session)}};
+}
+
+const std::string kToken(64, 'a');
+
+TEST(SessionSpecTest, ErrorsNameTheField) {
+  struct Case {
+    json spec;
+    std::string error;
+  };
+  const std::vector<Case> bad = {
+      {SessionSpecJson(5), "field 'session': must be an object"},
+      {SessionSpecJson({{"idle", 60}}), "session.idle"},
+      {SessionSpecJson({{"idle_timeout_s", 59}}),
+       "field 'session.idle_timeout_s': must be 0 (never stopped when idle) or at least 60"},
+      {SessionSpecJson({{"idle_timeout_s", -1}}), "field 'session.idle_timeout_s'"},
+      {SessionSpecJson({{"idle_timeout_s", "1h"}}), "field 'session.idle_timeout_s'"},
+      {SessionSpecJson({{"token", kToken}}), "field 'session.token': is generated by the server"},
+      {{{"command", {"app"}}, {"tasks", 2}, {"session", json::object()}},
+       "field 'tasks': must be 1 for a session"},
+      {{{"command", {"app"}}, {"launcher", "torchrun"}, {"session", json::object()}},
+       "field 'launcher': must be none for a session"},
+      {{{"command", {"app"}}, {"procs_per_node", 2}, {"session", json::object()}},
+       "field 'procs_per_node': must be 1 for a session"},
+      {{{"command", {"app"}}, {"array", {{"indices", {0, 1}}}}, {"session", json::object()}},
+       "field 'array': a session is one job"},
+      {{{"command", {"app"}},
+        {"env", {{"CORRAL_SESSION_PORT", "80"}}},
+        {"session", json::object()}},
+       "field 'env.CORRAL_SESSION_PORT': is set by corral"},
+  };
+  for (const Case& c : bad) {
+    auto spec = ParseJobSpec(c.spec);
+    ASSERT_FALSE(spec.ok()) << c.spec.dump();
+    EXPECT_THAT(spec.status().message(), HasSubstr(c.error)) << c.spec.dump();
+  }
+}
+
+TEST(SessionSpecTest, StoredSpecsCarryTheTokenAndRoundTrip) {
+  auto submitted = ParseJobSpec(SessionSpecJson({{"idle_timeout_s", 0}}));
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  ASSERT_TRUE(submitted->session.has_value());
+  EXPECT_EQ(submitted->session->idle_timeout_s, std::optional<int64_t>(0));
+  EXPECT_FALSE(ParseJobSpec(SessionSpecJson(json::object()))->session->idle_timeout_s);
+
+  JobSpec spec = *submitted;
+  spec.session->token = kToken;
+  const json stored = ToJson(spec);
+  EXPECT_EQ(stored["session"], json({{"idle_timeout_s", 0}, {"token", kToken}}));
+  auto again = ParseJobSpec(stored, SpecOrigin::kStored);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->session->token, kToken);
+  EXPECT_EQ(ToJson(*again), stored);
+  // A stored session must have a well-formed token; a submitted one none.
+  EXPECT_THAT(ParseJobSpec(SessionSpecJson(json::object()), SpecOrigin::kStored).status().message(),
+              HasSubstr("field 'session.token': is required"));
+  EXPECT_THAT(
+      ParseJobSpec(SessionSpecJson({{"token", "XYZ"}}), SpecOrigin::kStored).status().message(),
+      HasSubstr("64 lowercase hex"));
+  EXPECT_FALSE(ParseJobSpec(stored).ok());
+  // Job views show the spec without the secret.
+  const json shown = WithoutSecrets(stored);
+  EXPECT_FALSE(shown["session"].contains("token"));
+  EXPECT_EQ(shown["session"]["idle_timeout_s"], 0);
+  EXPECT_EQ(shown["command"], stored["command"]);
+}
+
+}  // namespace
+}  // namespace corral::protocol
