@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.parse
 import urllib.request
 
@@ -242,20 +241,7 @@ def test_gpu_metrics_idle_prometheus_and_usage(root):
 
 
 def main():
-    root = tempfile.mkdtemp(prefix="corral-e2e-monitoring-")
-    try:
-        print("== test_gpu_metrics_idle_prometheus_and_usage", flush=True)
-        try:
-            test_gpu_metrics_idle_prometheus_and_usage(root)
-        except Exception as ex:  # a crash of the test itself is a failure, with its reason
-            check("test_gpu_metrics_idle_prometheus_and_usage", False, repr(ex))
-    finally:
-        if not e2e.FAILURES:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print("logs kept in", root)
-    print(f"e2e monitoring: {len(e2e.PASSED)} passed, {len(e2e.FAILURES)} failed")
-    sys.exit(1 if e2e.FAILURES else 0)
+    e2e.run_tests("e2e monitoring", (test_gpu_metrics_idle_prometheus_and_usage,))
 
 
 if __name__ == "__main__":

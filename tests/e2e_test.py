@@ -1470,19 +1470,15 @@ def test_container_environment(root):
         cleanup()
 
 
-def main():
-    root = tempfile.mkdtemp(prefix="corral-e2e-")
+def run_tests(label, tests, root_mode=None):
+    """Runs `tests` (each takes a scratch folder; --only NAME picks one) in one temporary folder
+    (given `root_mode` when set), kept when a check failed; prints "<label>: N passed, M failed"
+    and exits 1 on a failure."""
+    root = tempfile.mkdtemp(prefix=f"corral-{label.replace(' ', '-')}-")
+    if root_mode is not None:
+        os.chmod(root, root_mode)
     try:
-        for test in (test_auth_and_validation, test_logs_pages_and_generations,
-                     test_fifty_jobs_on_sixteen_gpus,
-                     test_server_sigkill_keeps_acknowledged_jobs,
-                     test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
-                     test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
-                     test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
-                     test_cpu_only_array_fills_the_dev_node_cpus,
-                     test_environments_venv_clone_and_share,
-                     test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
-                     test_container_environment):
+        for test in tests:
             if ONLY and test.__name__ != ONLY:
                 continue
             print(f"== {test.__name__}", flush=True)
@@ -1495,8 +1491,21 @@ def main():
             shutil.rmtree(root, ignore_errors=True)
         else:
             print("logs kept in", root)
-    print(f"e2e: {len(PASSED)} passed, {len(FAILURES)} failed")
+    print(f"{label}: {len(PASSED)} passed, {len(FAILURES)} failed")
     sys.exit(1 if FAILURES else 0)
+
+
+def main():
+    run_tests("e2e", (test_auth_and_validation, test_logs_pages_and_generations,
+                     test_fifty_jobs_on_sixteen_gpus,
+                     test_server_sigkill_keeps_acknowledged_jobs,
+                     test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
+                     test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
+                     test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
+                     test_cpu_only_array_fills_the_dev_node_cpus,
+                     test_environments_venv_clone_and_share,
+                     test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
+                     test_container_environment))
 
 
 if __name__ == "__main__":

@@ -20,10 +20,8 @@ Usage: tests/isolation_test.py path/to/corral [--old-corral PATH] [--only TEST_N
 """
 import os
 import pwd
-import shutil
 import subprocess
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 
@@ -33,7 +31,6 @@ from e2e_test import CORRAL, Cluster, check, free_port, submit, wait_for  # noqa
 
 OLD_CORRAL = (os.path.abspath(sys.argv[sys.argv.index("--old-corral") + 1])
               if "--old-corral" in sys.argv else None)
-ONLY = e2e_test.ONLY
 
 
 class Dev:
@@ -240,27 +237,11 @@ def test_upgrade_adopts_tasks_of_the_old_layout(root):
 
 
 def main():
-    root = tempfile.mkdtemp(prefix="corral-isolation-")
-    os.chmod(root, 0o755)
     tests = [test_two_clusters_and_two_agents_on_one_host]
     if OLD_CORRAL:
         tests.append(test_upgrade_adopts_tasks_of_the_old_layout)
-    try:
-        for test in tests:
-            if ONLY and test.__name__ != ONLY:
-                continue
-            print(f"== {test.__name__}", flush=True)
-            try:
-                test(root)
-            except Exception as e:  # a crash of the test itself is a failure, with its reason
-                check(test.__name__, False, repr(e))
-    finally:
-        if not e2e_test.FAILURES:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print("logs kept in", root)
-    print(f"isolation: {len(e2e_test.PASSED)} passed, {len(e2e_test.FAILURES)} failed")
-    sys.exit(1 if e2e_test.FAILURES else 0)
+    # Readable by the task users the test runs tasks as.
+    e2e_test.run_tests("isolation", tests, root_mode=0o755)
 
 
 if __name__ == "__main__":

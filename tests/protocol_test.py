@@ -19,15 +19,12 @@ Usage: tests/protocol_test.py path/to/corral [--only TEST_NAME]
 import http.client
 import json
 import os
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import e2e_test  # noqa: E402  (its Cluster, check, wait_for; it reads the same argv)
 from e2e_test import Cluster, check, submit  # noqa: E402
 
-ONLY = e2e_test.ONLY
 NODE_ID = "0123456789abcdef0123456789abcdef"
 INVENTORY = {"hostname": "old-node", "cpu_milli": 8000, "memory_mib": 16384,
              "gpu_model": "A100-80GB",
@@ -133,24 +130,8 @@ def test_heartbeats_are_authenticated_from_headers_first(root):
 
 
 def main():
-    root = tempfile.mkdtemp(prefix="corral-protocol-")
-    try:
-        for test in (test_old_agents_are_refused_naming_the_upgrade,
-                     test_heartbeats_are_authenticated_from_headers_first):
-            if ONLY and test.__name__ != ONLY:
-                continue
-            print(f"== {test.__name__}", flush=True)
-            try:
-                test(root)
-            except Exception as e:  # a crash of the test itself is a failure, with its reason
-                check(test.__name__, False, repr(e))
-    finally:
-        if not e2e_test.FAILURES:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print("logs kept in", root)
-    print(f"protocol: {len(e2e_test.PASSED)} passed, {len(e2e_test.FAILURES)} failed")
-    sys.exit(1 if e2e_test.FAILURES else 0)
+    e2e_test.run_tests("protocol", (test_old_agents_are_refused_naming_the_upgrade,
+                                    test_heartbeats_are_authenticated_from_headers_first))
 
 
 if __name__ == "__main__":

@@ -8,24 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/job_spec_testing.h"
+
 namespace corral::protocol {
 namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
 
-json Spec(json resources, int procs_per_node = 1, int tasks = 1) {
-  return {{"command", {"true"}},
-          {"resources", std::move(resources)},
-          {"procs_per_node", procs_per_node},
-          {"tasks", tasks}};
-}
-
-JobSpec Parse(const json& spec) {
-  auto parsed = ParseJobSpec(spec);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  return parsed.ok() ? *parsed : JobSpec{};
-}
+using spec_testing::Parse;
+using spec_testing::Spec;
 
 // `base` with `field` set to `value` (a top-level field, or "resources.NAME").
 json With(json base, const std::string& field, json value) {

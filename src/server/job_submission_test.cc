@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "protocol/job_spec_testing.h"
 #include "server/controller.h"
 #include "server/test_store.h"
 
@@ -14,18 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-json Spec(json resources, int procs_per_node = 1, int tasks = 1) {
-  return {{"command", {"true"}},
-          {"resources", std::move(resources)},
-          {"procs_per_node", procs_per_node},
-          {"tasks", tasks}};
-}
-
-JobSpec Parse(const json& spec) {
-  auto parsed = ParseJobSpec(spec);
-  EXPECT_TRUE(parsed.ok()) << parsed.status().ToString();
-  return parsed.ok() ? *parsed : JobSpec{};
-}
+using protocol::spec_testing::Parse;
+using protocol::spec_testing::Spec;
 
 // The spec's resources once `defaults` were applied, with what they filled in.
 std::pair<model::TaskResources, std::string> Effective(const json& spec,
