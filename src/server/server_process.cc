@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "common/secret_file.h"
-#include "server/auth.h"
-#include "server/session_proxy.h"
+#include "server/gateway/session_proxy.h"
+#include "server/http/auth.h"
 
 namespace corral::server {
 
