@@ -21,6 +21,7 @@
 
 #include "server/control/controller.h"
 #include "server/control/principal_cache.h"
+#include "server/http/problem.h"  // HttpStatusOf, Problem
 #include "server/http/web_assets.h"
 #include "server/monitoring/gpu_history.h"
 #include "store/store.h"
@@ -57,12 +58,6 @@ struct HttpApiConfig {
   int max_event_streams = 4;
   std::chrono::milliseconds event_period{2000};
 };
-
-// The HTTP status for a Status code: 400, 401, 403, 404, 409, 429, else 500.
-int HttpStatusOf(StatusCode code);
-// An application/problem+json body (RFC 9457): {"type": "about:blank", "title", "status",
-// "detail"}.
-nlohmann::json Problem(int status, std::string_view title, std::string_view detail);
 
 // The routes. Borrows controller, store and clock; the HttpApi must outlive the httplib server
 // it registered on (its handlers point into it).

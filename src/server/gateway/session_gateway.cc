@@ -21,6 +21,7 @@
 #include "server/api/http_api.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/http_head.h"
+#include "server/http/problem.h"
 
 namespace corral::server {
 
