@@ -266,7 +266,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     if (!web.ok()) return web.status();
     api_config.web_assets = std::move(web).value();
   }
-  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
+  p->api_ = std::make_unique<HttpApi>(*p->controller_, p->clock_, api_config);
   p->api_->Register(*p->http_);
   p->session_directory_ = std::make_unique<ServerSessionDirectory>(*p->api_, *p->controller_);
   return p;

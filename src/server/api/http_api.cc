@@ -33,24 +33,7 @@ Result<Principal> HttpApi::Impl::AuthenticateCookie(const httplib::Request& req)
 
 // Who an API token belongs to; Unauthenticated when unknown or revoked.
 Result<Principal> HttpApi::Impl::AuthenticateToken(const std::string& token) {
-  const std::string hash = HashToken(token);
-  return principals_.Get(hash, [&]() -> Result<Principal> {
-    auto user = store_.UserForTokenHash(hash);
-    if (!user.ok()) {
-      if (user.status().code() == StatusCode::kNotFound) {
-        return Unauthenticated("unknown or revoked token");
-      }
-      return user.status();
-    }
-    Principal p;
-    p.user_id = user->id;
-    p.name = user->name;
-    p.admin = user->admin;
-    auto projects = store_.ProjectsOf(user->id);
-    if (!projects.ok()) return projects.status();
-    p.projects = *projects;
-    return p;
-  });
+  return controller_.Accounts().Authenticate(token);
 }
 
 void HttpApi::Impl::Register(httplib::Server& http) {
@@ -97,8 +80,8 @@ void HttpApi::Impl::StatusPage(httplib::Response& res) {
   res.set_content(html, "text/html; charset=utf-8");
 }
 
-HttpApi::HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)
-    : impl_(std::make_unique<Impl>(controller, store, clock, std::move(config))) {}
+HttpApi::HttpApi(Controller& controller, Clock& clock, HttpApiConfig config)
+    : impl_(std::make_unique<Impl>(controller, clock, std::move(config))) {}
 HttpApi::~HttpApi() = default;
 Result<Principal> HttpApi::AuthenticateToken(const std::string& token) {
   return impl_->AuthenticateToken(token);

@@ -20,11 +20,9 @@
 #include <string_view>
 
 #include "server/control/controller.h"
-#include "server/control/principal_cache.h"
 #include "server/http/problem.h"  // HttpStatusOf, Problem
 #include "server/http/web_assets.h"
 #include "server/monitoring/gpu_history.h"
-#include "store/store.h"
 
 namespace httplib {
 class Server;
@@ -40,9 +38,6 @@ struct HttpApiConfig {
   // API. Null: that route answers 404.
   GpuHistory* gpu_history = nullptr;
   size_t max_body_bytes = 1 << 20;
-  // Who a token belongs to is remembered this long; the API clears it on every change it makes
-  // to tokens, users or memberships (principal_cache.h).
-  PrincipalCache::Options principal_cache;
   // Sessions (docs/sessions.md): the URL users reach this server at ("https://corral.example");
   // empty: the scheme and the request's Host header.
   std::string public_url;
@@ -59,11 +54,12 @@ struct HttpApiConfig {
   std::chrono::milliseconds event_period{2000};
 };
 
-// The routes. Borrows controller, store and clock; the HttpApi must outlive the httplib server
-// it registered on (its handlers point into it).
+// The routes, each through the controller's services (never the store itself). Borrows
+// controller and clock; the HttpApi must outlive the httplib server it registered on (its
+// handlers point into it).
 class HttpApi {
  public:
-  HttpApi(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config);
+  HttpApi(Controller& controller, Clock& clock, HttpApiConfig config);
   ~HttpApi();
   void Register(httplib::Server& http);
   // Ends the live event streams now (server shutdown), not at their next event.

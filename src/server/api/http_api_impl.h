@@ -23,12 +23,10 @@ namespace corral::server {
 
 class HttpApi::Impl {
  public:
-  Impl(Controller& controller, store::Store& store, Clock& clock, HttpApiConfig config)
+  Impl(Controller& controller, Clock& clock, HttpApiConfig config)
       : controller_(controller),
-        store_(store),
         clock_(clock),
         config_(std::move(config)),
-        principals_(clock, config_.principal_cache),
         event_streams_(config_.max_event_streams) {}
 
   void Shutdown() { event_streams_.Shutdown(); }
@@ -90,10 +88,8 @@ class HttpApi::Impl {
   void StatusPage(httplib::Response& res);
 
   Controller& controller_;
-  store::Store& store_;
   Clock& clock_;
   HttpApiConfig config_;
-  PrincipalCache principals_;
   EventStreams event_streams_;
   ForecastCache forecasts_{Seconds(60)};
 };

@@ -51,15 +51,9 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
         if (format != "json" && format != "csv") {
           return SendProblem(res, InvalidArgument("field 'format': json or csv"));
         }
-        auto rows = store_.GpuUsage(range->first, range->second);
-        if (!rows.ok()) return SendProblem(res, rows.status());
-        std::vector<store::GpuUsageRow> visible;
-        for (const auto& r : *rows) {
-          if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
-            visible.push_back(r);
-          }
-        }
-        const json report = UsageReport(visible, *by);
+        auto visible = controller_.GpuUsage(who, range->first, range->second);
+        if (!visible.ok()) return SendProblem(res, visible.status());
+        const json report = UsageReport(*visible, *by);
         if (format == "csv") {
           res.set_header("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
           return res.set_content(UsageCsv(report, *by), "text/csv; charset=utf-8");
@@ -78,7 +72,7 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
              const int horizon_days = static_cast<int>(horizon->value_or(7));
              const Seconds now = clock_.Now();
              auto view = forecasts_.Get(history_days, horizon_days, now, [&] {
-               return CapacityForecastView(controller_, store_, now, history_days, horizon_days);
+               return CapacityForecastView(controller_, now, history_days, horizon_days);
              });
              if (!view.ok()) return SendProblem(res, view.status());
              SendJson(res, 200, *view);
@@ -88,8 +82,8 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
                                               auto body = ParseBody(req);
                                               if (!body.ok())
                                                 return SendProblem(res, body.status());
-                                              auto view = WhatIfView(controller_, store_,
-                                                                     clock_.Now(), *body);
+                                              auto view =
+                                                  WhatIfView(controller_, clock_.Now(), *body);
                                               if (!view.ok())
                                                 return SendProblem(res, view.status());
                                               SendJson(res, 200, *view);

@@ -34,7 +34,7 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
                   if (!name.ok()) return SendProblem(res, name.status());
                   auto description = Field<std::string>(*body, "description", "");
                   if (!description.ok()) return SendProblem(res, description.status());
-                  auto p = store_.CreateProject(*name, *description, clock_.Now());
+                  auto p = controller_.Accounts().CreateProject(*name, *description);
                   if (!p.ok()) return SendProblem(res, p.status());
                   SendJson(res, 201, {{"name", p->name}, {"description", p->description}});
                 },
@@ -47,17 +47,14 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
             if (!body.ok()) return SendProblem(res, body.status());
             auto name = Field<std::string>(*body, "user");
             if (!name.ok()) return SendProblem(res, name.status());
-            auto user = store_.FindUser(*name);
+            auto user = controller_.Accounts().AddMember(req.matches[1], *name);
             if (!user.ok()) return SendProblem(res, user.status());
-            Status s = store_.AddMember(req.matches[1], user->id);
-            if (!s.ok()) return SendProblem(res, s);
-            principals_.Clear();  // the member's principal lists their projects
             SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"user", user->name}});
           },
           true));
   http.Get("/api/v1/users", Authed(
                                 [this](const Principal&, const auto&, auto& res) {
-                                  auto users = store_.ListUsers();
+                                  auto users = controller_.Accounts().ListUsers();
                                   if (!users.ok()) return SendProblem(res, users.status());
                                   json out = json::array();
                                   for (const auto& u : *users) {
@@ -70,7 +67,7 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
       "/api/v1/users",
       Authed([this](const Principal&, const auto& req, auto& res) { CreateUser(req, res); }, true));
   http.Get("/api/v1/tokens", Authed([this](const Principal& who, const auto&, auto& res) {
-             auto tokens = store_.ListTokens(who.user_id);
+             auto tokens = controller_.Accounts().ListTokens(who.user_id);
              if (!tokens.ok()) return SendProblem(res, tokens.status());
              json out = json::array();
              for (const auto& t : *tokens) {
@@ -81,25 +78,24 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
              }
              SendJson(res, 200, out);
            }));
-  http.Post("/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
-              auto body = ParseBody(req);
-              if (!body.ok()) return SendProblem(res, body.status());
-              auto name = Field<std::string>(*body, "name", "token");
-              if (!name.ok()) return SendProblem(res, name.status());
-              auto token = GenerateToken();
-              if (!token.ok()) return SendProblem(res, token.status());
-              auto rec = store_.CreateToken(who.user_id, *name, HashToken(*token), clock_.Now());
-              if (!rec.ok()) return SendProblem(res, rec.status());
-              principals_.Clear();
-              SendJson(res, 201, {{"id", rec->id}, {"name", rec->name}, {"token", *token}});
-            }));
+  http.Post(
+      "/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendProblem(res, body.status());
+        auto name = Field<std::string>(*body, "name", "token");
+        if (!name.ok()) return SendProblem(res, name.status());
+        auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+        if (!token.ok()) return SendProblem(res, token.status());
+        SendJson(
+            res, 201,
+            {{"id", token->record.id}, {"name", token->record.name}, {"token", token->secret}});
+      }));
   http.Delete(R"(/api/v1/tokens/(\d+))",
               Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto id = PathId(req, "token");
                 if (!id.ok()) return SendProblem(res, id.status());
-                Status s = store_.RevokeToken(who.user_id, *id, clock_.Now());
+                Status s = controller_.Accounts().RevokeToken(who.user_id, *id);
                 if (!s.ok()) return SendProblem(res, s);
-                principals_.Clear();  // refused from the next request on
                 SendJson(res, 200, {{"revoked", *id}});
               }));
 }
@@ -115,13 +111,10 @@ void HttpApi::Impl::CreateUser(const httplib::Request& req, httplib::Response& r
   auto projects = Field(*body, "projects", std::optional(std::vector<std::string>()));
   if (!projects.ok()) return SendProblem(res, projects.status());
   projects->push_back("default");
-  auto token = GenerateToken();
-  if (!token.ok()) return SendProblem(res, token.status());
-  auto user = store_.CreateUserWithToken(*name, *admin, *projects, "initial", HashToken(*token),
-                                         clock_.Now());
+  auto user = controller_.Accounts().CreateUser(*name, *admin, *projects);
   if (!user.ok()) return SendProblem(res, user.status());
-  principals_.Clear();
-  SendJson(res, 201, {{"name", user->name}, {"admin", user->admin}, {"token", *token}});
+  SendJson(res, 201,
+           {{"name", user->record.name}, {"admin", user->record.admin}, {"token", user->token}});
 }
 
 }  // namespace corral::server

@@ -155,6 +155,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       clock_(clock),
       batcher_(&store),
       environments_(store, clock),
+      accounts_(store, clock, config_.principal_cache),
       gpu_monitor_(config_.gpu_monitor),
       scheduler_(std::move(scheduler)) {}
 

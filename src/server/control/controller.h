@@ -54,7 +54,9 @@
 #include "protocol/agent_messages.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
+#include "server/control/accounts.h"
 #include "server/control/environment_catalog.h"
+#include "server/control/principal_cache.h"
 #include "server/control/rendezvous_ports.h"
 #include "server/gateway/session.h"
 #include "server/http/auth.h"
@@ -97,6 +99,9 @@ struct ControllerConfig {
   bool notify_idle_gpus = true;
   // The CPU and memory of submitted specs that leave them out (job_spec.h).
   ResourceDefaults resource_defaults;
+  // Who a token belongs to is remembered this long; Accounts clears it on every change it
+  // makes to tokens, users or memberships (principal_cache.h).
+  PrincipalCache::Options principal_cache;
 };
 
 class Controller {
@@ -171,6 +176,13 @@ class Controller {
                                            const nlohmann::json& sharing);
   // The rules in force, where they come from, and the last refused policy-file edit.
   nlohmann::json PolicyView();
+  // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
+  // docs/monitoring.md): the rows of the caller and of the projects they belong to (admins: all).
+  Result<std::vector<store::GpuUsageRow>> GpuUsage(const Principal& who, const std::string& since,
+                                                   const std::string& until);
+  // Every job not ended before `since` (running, pending, and those that ended later): what
+  // capacity planning reads (monitoring_views.h). Reads the store only, without the lock.
+  Result<std::vector<store::JobRecord>> JobsLiveSince(Seconds since);
   Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
                               std::optional<int64_t> generation);
 
@@ -207,6 +219,8 @@ class Controller {
 
   // The environments (docs/environments.md); jobs name them in their spec's "environment".
   EnvironmentCatalog& Environments() { return environments_; }
+  // Users, tokens, project memberships, and who a token belongs to (accounts.h).
+  server::Accounts& Accounts() { return accounts_; }
 
   // --- GPU metrics (docs/monitoring.md) --------------------------------------------------------
   // What the agents' heartbeats said about their GPUs, with the jobs holding them.
@@ -419,6 +433,7 @@ class Controller {
   Clock& clock_;
   store::SubmissionBatcher batcher_;
   EnvironmentCatalog environments_;
+  server::Accounts accounts_;
   GpuMonitor gpu_monitor_;  // its own lock; taken after mu_ when both are held
   std::atomic<int64_t> rejected_gpu_reports_{0};
 

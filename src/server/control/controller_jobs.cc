@@ -450,4 +450,25 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
          std::to_string(generation.value_or(current)) + "." + stream;
 }
 
+Result<std::vector<store::GpuUsageRow>> Controller::GpuUsage(const Principal& who,
+                                                             const std::string& since,
+                                                             const std::string& until) {
+  auto rows = store_.GpuUsage(since, until);
+  if (!rows.ok()) return rows.status();
+  std::vector<store::GpuUsageRow> visible;
+  for (const auto& r : *rows) {
+    if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
+      visible.push_back(r);
+    }
+  }
+  return visible;
+}
+
+Result<std::vector<store::JobRecord>> Controller::JobsLiveSince(Seconds since) {
+  store::JobFilter filter;
+  filter.live_since = since;
+  filter.limit = 0;
+  return store_.ListJobs(filter);
+}
+
 }  // namespace corral::server

@@ -63,14 +63,6 @@ nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Secon
 
 namespace {
 
-// Jobs not ended `days` before `now`: those whose demand or runs fall in that window.
-Result<std::vector<store::JobRecord>> JobsLiveSince(store::Store& store, Seconds since) {
-  store::JobFilter filter;
-  filter.live_since = since;
-  filter.limit = 0;
-  return store.ListJobs(filter);
-}
-
 // Unix seconds of 00:00 UTC of a "YYYY-MM-DD" day (checked by ParseDayRange).
 Seconds StartOfDay(const std::string& day) {
   std::tm tm{};
@@ -106,9 +98,9 @@ Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds
   return nlohmann::json{{"job", job.value()}, {"intervals", intervals}};
 }
 
-Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
-                                            Seconds now, int history_days, int horizon_days) {
-  auto jobs = JobsLiveSince(store, Seconds(now.value() - int64_t{history_days} * 86400));
+Result<nlohmann::json> CapacityForecastView(Controller& controller, Seconds now, int history_days,
+                                            int horizon_days) {
+  auto jobs = controller.JobsLiveSince(Seconds(now.value() - int64_t{history_days} * 86400));
   if (!jobs.ok()) return jobs.status();
   return ForecastView(*jobs, CapacityGpus(controller.LiveNodes()), now, history_days, horizon_days);
 }
@@ -142,14 +134,13 @@ Result<nlohmann::json> ForecastCache::Get(int history_days, int horizon_days, Se
   return view;
 }
 
-Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, Seconds now,
-                                  const nlohmann::json& body) {
+Result<nlohmann::json> WhatIfView(Controller& controller, Seconds now, const nlohmann::json& body) {
   auto request = ParseWhatIf(body);
   if (!request.ok()) return request.status();
   auto range = ParseDayRange(request->since, "", now);
   if (!range.ok()) return range.status();
   const Seconds since = StartOfDay(range->first);
-  auto jobs = JobsLiveSince(store, since);
+  auto jobs = controller.JobsLiveSince(since);
   if (!jobs.ok()) return jobs.status();
   auto answer = WhatIf(controller.LiveNodes(), TraceOf(*jobs, since, now), *request,
                        controller.SchedulerRules());

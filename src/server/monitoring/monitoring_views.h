@@ -37,8 +37,8 @@ Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds
 
 // GET /api/v1/capacity/forecast (capacity.h, ForecastView): the demand of the jobs live in the
 // last `history_days`, and the forecast of the next `horizon_days`.
-Result<nlohmann::json> CapacityForecastView(Controller& controller, store::Store& store,
-                                            Seconds now, int history_days, int horizon_days);
+Result<nlohmann::json> CapacityForecastView(Controller& controller, Seconds now, int history_days,
+                                            int horizon_days);
 
 // The forecasts given in the last `ttl`, by (history_days, horizon_days), so that asking again
 // (the dashboard, scripts, anyone: the route is open to every user) does not read a month of
@@ -67,7 +67,6 @@ class ForecastCache {
 
 // POST /api/v1/capacity/what-if (capacity.h, ParseWhatIf and WhatIf): the jobs submitted since
 // the body's "since" replayed on the live nodes plus each extra GPU count.
-Result<nlohmann::json> WhatIfView(Controller& controller, store::Store& store, Seconds now,
-                                  const nlohmann::json& body);
+Result<nlohmann::json> WhatIfView(Controller& controller, Seconds now, const nlohmann::json& body);
 
 }  // namespace corral::server
