@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "server/gpu_history.h"
-#include "server/gpu_monitor.h"
-#include "server/metrics_exposition.h"
+#include "server/monitoring/gpu_history.h"
+#include "server/monitoring/gpu_monitor.h"
+#include "server/monitoring/metrics_exposition.h"
 #include "store/store.h"
 
 namespace corral::server {

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "common/secret_file.h"
-#include "server/auth.h"
-#include "server/session_proxy.h"
+#include "server/gateway/session_proxy.h"
+#include "server/http/auth.h"
 
 namespace corral::server {
 
@@ -266,7 +266,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     if (!web.ok()) return web.status();
     api_config.web_assets = std::move(web).value();
   }
-  p->api_ = std::make_unique<HttpApi>(*p->controller_, *p->store_, p->clock_, api_config);
+  p->api_ = std::make_unique<HttpApi>(*p->controller_, p->clock_, api_config);
   p->api_->Register(*p->http_);
   p->session_directory_ = std::make_unique<ServerSessionDirectory>(*p->api_, *p->controller_);
   return p;

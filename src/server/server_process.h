@@ -9,10 +9,10 @@
 
 #include "common/clock.h"
 #include "common/status.h"
-#include "server/controller.h"
-#include "server/gpu_history.h"
-#include "server/http_api.h"
-#include "server/session_gateway.h"
+#include "server/api/http_api.h"
+#include "server/control/controller.h"
+#include "server/gateway/session_gateway.h"
+#include "server/monitoring/gpu_history.h"
 #include "store/store.h"
 
 namespace httplib {

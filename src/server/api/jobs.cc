@@ -1,0 +1,196 @@
+// API routes of jobs: submit (single jobs and arrays), list, view, cancel, logs; the queue and
+// the policy.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "server/api/http_api_impl.h"
+
+namespace corral::server {
+
+using namespace api_internal;  // NOLINT(google-build-using-namespace)
+using nlohmann::json;
+
+namespace {
+
+constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without ?limit
+constexpr int kMaxJobPage = 1000;           // the largest ?limit
+constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
+
+struct LogPage {
+  std::string data;  // at most kLogPageBytes from the asked offset
+  int64_t size = 0;  // of the whole file
+};
+
+// Up to kLogPageBytes of the file at `path` from `offset`, read with pread (never more). A file
+// that does not exist yet reads as empty; an offset at or past its end gives no data.
+Result<LogPage> ReadLogPage(const std::string& path, int64_t offset) {
+  LogPage page;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return page;
+    return IoError("open log file: " + std::string(std::strerror(errno)));
+  }
+  struct stat st {};
+  Status s;
+  if (fstat(fd, &st) != 0) {
+    s = IoError("stat log file: " + std::string(std::strerror(errno)));
+  } else {
+    page.size = st.st_size;
+    page.data.resize(std::clamp<int64_t>(page.size - offset, 0, kLogPageBytes));
+    size_t done = 0;
+    while (done < page.data.size()) {
+      const ssize_t n = pread(fd, page.data.data() + done, page.data.size() - done,
+                              offset + static_cast<int64_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        s = IoError("read log file: " + std::string(std::strerror(errno)));
+        break;
+      }
+      if (n == 0) break;  // the file shrank meanwhile
+      done += n;
+    }
+    page.data.resize(done);
+  }
+  close(fd);
+  if (!s.ok()) return s;
+  return page;
+}
+
+}  // namespace
+
+void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
+  http.Post("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              if (body->contains("array")) return SubmitArray(who, *body, res);
+              auto job = controller_.Submit(who, *body);
+              if (!job.ok()) return SendProblem(res, job.status());
+              SendJson(res, 201,
+                       {{"id", job->id.value()},
+                        {"state", model::ToString(job->state)},
+                        {"project", job->project},
+                        {"user", job->user},
+                        {"reason", job->reason}});
+            }));
+  http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
+             ListJobs(who, req, res);
+           }));
+  http.Get(R"(/api/v1/jobs/(\d+))",
+           Authed([this](const Principal& who, const auto& req, auto& res) {
+             auto id = PathId(req, "job");
+             if (!id.ok()) return SendProblem(res, id.status());
+             auto view = controller_.JobView(who, JobId(*id));
+             if (!view.ok()) return SendProblem(res, view.status());
+             SendJson(res, 200, *view);
+           }));
+  http.Post(R"(/api/v1/jobs/(\d+)/cancel)",
+            Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto id = PathId(req, "job");
+              if (!id.ok()) return SendProblem(res, id.status());
+              Status s = controller_.Cancel(who, JobId(*id));
+              if (!s.ok()) return SendProblem(res, s);
+              SendJson(res, 202, {{"status", "cancelling"}});
+            }));
+  http.Get(R"(/api/v1/jobs/(\d+)/logs)", Authed([this](const Principal& who, const auto& req,
+                                                       auto& res) { Logs(who, req, res); }));
+  http.Post(R"(/api/v1/arrays/(\d+)/cancel)",
+            Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto id = PathId(req, "array");
+              if (!id.ok()) return SendProblem(res, id.status());
+              auto ids = controller_.CancelArray(who, JobId(*id));
+              if (!ids.ok()) return SendProblem(res, ids.status());
+              json cancelled = json::array();
+              for (JobId j : *ids) cancelled.push_back(j.value());
+              SendJson(res, 202, {{"status", "cancelling"}, {"array_id", *id}, {"ids", cancelled}});
+            }));
+}
+
+// 201 with the array's id and its elements' ids, in the order of the indices.
+void HttpApi::Impl::SubmitArray(const Principal& who, const json& body, httplib::Response& res) {
+  auto jobs = controller_.SubmitArray(who, body);
+  if (!jobs.ok()) return SendProblem(res, jobs.status());
+  json ids = json::array();
+  for (const auto& j : *jobs) ids.push_back(j.id.value());
+  const store::JobRecord& first = jobs->front();
+  SendJson(res, 201,
+           {{"array_id", first.id.value()},
+            {"ids", ids},
+            {"state", model::ToString(first.state)},
+            {"project", first.project},
+            {"user", first.user},
+            {"reason", first.reason}});
+}
+
+// Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
+// `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
+// older jobs match.
+void HttpApi::Impl::ListJobs(const Principal& who, const httplib::Request& req,
+                             httplib::Response& res) {
+  auto states = model::ParseJobStates(req.get_param_value("state"));
+  if (!states.ok()) return SendProblem(res, states.status());
+  auto limit = IntParam(req, "limit", 1, kMaxJobPage);
+  if (!limit.ok()) return SendProblem(res, limit.status());
+  auto before = IntParam(req, "before", 1, kMaxCount);
+  if (!before.ok()) return SendProblem(res, before.status());
+  std::optional<JobId> before_id;
+  if (*before) before_id = JobId(**before);
+  auto array = IntParam(req, "array", 1, kMaxCount);
+  if (!array.ok()) return SendProblem(res, array.status());
+  std::optional<JobId> array_id;
+  if (*array) array_id = JobId(**array);
+  auto page =
+      controller_.ListJobs(who, *states, req.get_param_value("all") == "1",
+                           static_cast<int>(limit->value_or(kDefaultJobPage)), before_id, array_id);
+  if (!page.ok()) return SendProblem(res, page.status());
+  if (page->next_before) {
+    res.set_header("X-Corral-Next-Before", std::to_string(page->next_before->value()));
+  }
+  SendJson(res, 200, page->jobs);
+}
+
+// A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
+// the end), X-Corral-Log-Size the file's size now.
+void HttpApi::Impl::Logs(const Principal& who, const httplib::Request& req,
+                         httplib::Response& res) {
+  auto id = PathId(req, "job");
+  if (!id.ok()) return SendProblem(res, id.status());
+  auto task = IntParam(req, "task", 0, 999999);
+  if (!task.ok()) return SendProblem(res, task.status());
+  auto offset = IntParam(req, "offset", 0, kMaxCount);
+  if (!offset.ok()) return SendProblem(res, offset.status());
+  auto generation = IntParam(req, "generation", 1, std::numeric_limits<int32_t>::max());
+  if (!generation.ok()) return SendProblem(res, generation.status());
+  const std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
+  auto path = controller_.LogPath(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
+                                  *generation);
+  if (!path.ok()) return SendProblem(res, path.status());
+  const int64_t from = offset->value_or(0);
+  auto page = ReadLogPage(*path, from);
+  if (!page.ok()) return SendProblem(res, page.status());
+  res.set_header("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
+  res.set_header("X-Corral-Log-Size", std::to_string(page->size));
+  res.set_content(page->data, "text/plain; charset=utf-8");
+}
+
+void HttpApi::Impl::RegisterQueue(httplib::Server& http) {
+  http.Get("/api/v1/queue", Authed([this](const Principal& who, const auto& req, auto& res) {
+             auto limit = IntParam(req, "limit", 1, kMaxJobPage);
+             if (!limit.ok()) return SendProblem(res, limit.status());
+             auto queue =
+                 controller_.QueueView(who, static_cast<int>(limit->value_or(kDefaultJobPage)));
+             if (!queue.ok()) return SendProblem(res, queue.status());
+             SendJson(res, 200, *queue);
+           }));
+  http.Get("/api/v1/policy", Authed([this](const Principal&, const auto&, auto& res) {
+             SendJson(res, 200, controller_.PolicyView());
+           }));
+}
+
+}  // namespace corral::server

@@ -1,0 +1,26 @@
+// API routes of nodes: list, cordon, uncordon, drain.
+
+#include "server/api/http_api_impl.h"
+
+namespace corral::server {
+
+using namespace api_internal;  // NOLINT(google-build-using-namespace)
+using nlohmann::json;
+
+void HttpApi::Impl::RegisterNodes(httplib::Server& http) {
+  http.Get("/api/v1/nodes", Authed([this](const Principal&, const auto&, auto& res) {
+             SendJson(res, 200, controller_.Nodes());
+           }));
+  http.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
+            Authed(
+                [this](const Principal&, const auto& req, auto& res) {
+                  Status s = controller_.SetNodeState(req.matches[1], req.matches[2]);
+                  if (!s.ok()) return SendProblem(res, s);
+                  SendJson(res, 200,
+                           {{"node", std::string(req.matches[1])},
+                            {"action", std::string(req.matches[2])}});
+                },
+                /*admin_only=*/true));
+}
+
+}  // namespace corral::server

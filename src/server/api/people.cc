@@ -1,0 +1,120 @@
+// API routes of projects, users and tokens (admins manage projects and users; everyone their
+// own tokens).
+
+#include "server/api/http_api_impl.h"
+
+namespace corral::server {
+
+using namespace api_internal;  // NOLINT(google-build-using-namespace)
+using nlohmann::json;
+
+void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
+  http.Get("/api/v1/projects", Authed([this](const Principal& who, const auto&, auto& res) {
+             auto projects = controller_.ProjectsView(who);
+             if (!projects.ok()) return SendProblem(res, projects.status());
+             SendJson(res, 200, *projects);
+           }));
+  http.Put(
+      R"(/api/v1/projects/([^/]+)/sharing)",
+      Authed(
+          [this](const Principal&, const auto& req, auto& res) {
+            auto body = ParseBody(req);
+            if (!body.ok()) return SendProblem(res, body.status());
+            auto sharing = controller_.SetProjectSharing(req.matches[1], *body);
+            if (!sharing.ok()) return SendProblem(res, sharing.status());
+            SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"sharing", *sharing}});
+          },
+          /*admin_only=*/true));
+  http.Post("/api/v1/projects",
+            Authed(
+                [this](const Principal&, const auto& req, auto& res) {
+                  auto body = ParseBody(req);
+                  if (!body.ok()) return SendProblem(res, body.status());
+                  auto name = Field<std::string>(*body, "name");
+                  if (!name.ok()) return SendProblem(res, name.status());
+                  auto description = Field<std::string>(*body, "description", "");
+                  if (!description.ok()) return SendProblem(res, description.status());
+                  auto p = controller_.Accounts().CreateProject(*name, *description);
+                  if (!p.ok()) return SendProblem(res, p.status());
+                  SendJson(res, 201, {{"name", p->name}, {"description", p->description}});
+                },
+                true));
+  http.Post(
+      R"(/api/v1/projects/([^/]+)/members)",
+      Authed(
+          [this](const Principal&, const auto& req, auto& res) {
+            auto body = ParseBody(req);
+            if (!body.ok()) return SendProblem(res, body.status());
+            auto name = Field<std::string>(*body, "user");
+            if (!name.ok()) return SendProblem(res, name.status());
+            auto user = controller_.Accounts().AddMember(req.matches[1], *name);
+            if (!user.ok()) return SendProblem(res, user.status());
+            SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"user", user->name}});
+          },
+          true));
+  http.Get("/api/v1/users", Authed(
+                                [this](const Principal&, const auto&, auto& res) {
+                                  auto users = controller_.Accounts().ListUsers();
+                                  if (!users.ok()) return SendProblem(res, users.status());
+                                  json out = json::array();
+                                  for (const auto& u : *users) {
+                                    out.push_back({{"name", u.name}, {"admin", u.admin}});
+                                  }
+                                  SendJson(res, 200, out);
+                                },
+                                true));
+  http.Post(
+      "/api/v1/users",
+      Authed([this](const Principal&, const auto& req, auto& res) { CreateUser(req, res); }, true));
+  http.Get("/api/v1/tokens", Authed([this](const Principal& who, const auto&, auto& res) {
+             auto tokens = controller_.Accounts().ListTokens(who.user_id);
+             if (!tokens.ok()) return SendProblem(res, tokens.status());
+             json out = json::array();
+             for (const auto& t : *tokens) {
+               out.push_back({{"id", t.id},
+                              {"name", t.name},
+                              {"created_at", t.created_at.value()},
+                              {"revoked", t.revoked_at.has_value()}});
+             }
+             SendJson(res, 200, out);
+           }));
+  http.Post(
+      "/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
+        auto body = ParseBody(req);
+        if (!body.ok()) return SendProblem(res, body.status());
+        auto name = Field<std::string>(*body, "name", "token");
+        if (!name.ok()) return SendProblem(res, name.status());
+        auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+        if (!token.ok()) return SendProblem(res, token.status());
+        SendJson(
+            res, 201,
+            {{"id", token->record.id}, {"name", token->record.name}, {"token", token->secret}});
+      }));
+  http.Delete(R"(/api/v1/tokens/(\d+))",
+              Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto id = PathId(req, "token");
+                if (!id.ok()) return SendProblem(res, id.status());
+                Status s = controller_.Accounts().RevokeToken(who.user_id, *id);
+                if (!s.ok()) return SendProblem(res, s);
+                SendJson(res, 200, {{"revoked", *id}});
+              }));
+}
+
+// Creates the user, their memberships (always "default") and their first token atomically.
+void HttpApi::Impl::CreateUser(const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseBody(req);
+  if (!body.ok()) return SendProblem(res, body.status());
+  auto name = Field<std::string>(*body, "name");
+  if (!name.ok()) return SendProblem(res, name.status());
+  auto admin = Field<bool>(*body, "admin", false);
+  if (!admin.ok()) return SendProblem(res, admin.status());
+  auto projects = Field(*body, "projects", std::optional(std::vector<std::string>()));
+  if (!projects.ok()) return SendProblem(res, projects.status());
+  projects->push_back("default");
+  auto user = controller_.Accounts().CreateUser(*name, *admin, *projects);
+  if (!user.ok()) return SendProblem(res, user.status());
+  SendJson(res, 201,
+           {{"name", user->record.name}, {"admin", user->record.admin}, {"token", user->token}});
+}
+
+}  // namespace corral::server

@@ -1,0 +1,181 @@
+// API routes of sessions (docs/sessions.md): create, list, view, stop; login and logout, the
+// login page, and the redirect of old session links to the session gateway.
+
+#include "server/api/http_api_impl.h"
+
+namespace corral::server {
+
+using namespace api_internal;  // NOLINT(google-build-using-namespace)
+using nlohmann::json;
+
+void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
+  http.Post("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto job = controller_.SubmitSession(who, *body);
+              if (!job.ok()) return SendProblem(res, job.status());
+              auto view = controller_.SessionView(who, job->id);
+              if (!view.ok()) return SendProblem(res, view.status());
+              SendJson(res, 201, WithUrls(*view, req));
+            }));
+  http.Get("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
+             json out = json::array();
+             for (const json& s : controller_.ListSessions(who)) out.push_back(WithUrls(s, req));
+             SendJson(res, 200, out);
+           }));
+  http.Get(R"(/api/v1/sessions/(\d+))",
+           Authed([this](const Principal& who, const auto& req, auto& res) {
+             auto id = PathId(req, "session");
+             if (!id.ok()) return SendProblem(res, id.status());
+             auto view = controller_.SessionView(who, JobId(*id));
+             if (!view.ok()) return SendProblem(res, view.status());
+             SendJson(res, 200, WithUrls(*view, req));
+           }));
+  http.Delete(R"(/api/v1/sessions/(\d+))",
+              Authed([this](const Principal& who, const auto& req, auto& res) {
+                auto id = PathId(req, "session");
+                if (!id.ok()) return SendProblem(res, id.status());
+                Status s = controller_.StopSession(who, JobId(*id));
+                if (!s.ok()) return SendProblem(res, s);
+                SendJson(res, 202, {{"status", "stopping"}, {"id", *id}});
+              }));
+  http.Post("/api/v1/login",
+            [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
+  http.Post("/api/v1/logout", [this](const httplib::Request& req, httplib::Response& res) {
+    // No credentials needed (clearing a cookie gives nothing away), but only from this
+    // server's own pages: another site must not log its visitors out.
+    if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+      return SendProblem(res, PermissionDenied(refused));
+    }
+    res.set_header("Set-Cookie", TokenCookie("", config_.tls));
+    SendJson(res, 200, {{"status", "logged out"}});
+  });
+  http.Get("/login", [](const httplib::Request&, httplib::Response& res) { LoginPage(res); });
+  // Sessions are served by the session gateway: old links, any method (HEAD is served by
+  // the GET route), go there with their method and body (307).
+  const std::string sessions = R"(/sessions/(\d+)(/.*)?)";
+  auto redirect = [this](const httplib::Request& req, httplib::Response& res) {
+    const std::string gateway = GatewayUrl(req);
+    if (gateway.empty()) {
+      return SendProblem(res, NotFound("sessions are served by the session gateway"));
+    }
+    res.set_redirect(gateway + req.target, 307);
+  };
+  http.Get(sessions, redirect);
+  http.Post(sessions, redirect);
+  http.Put(sessions, redirect);
+  http.Patch(sessions, redirect);
+  http.Delete(sessions, redirect);
+  http.Options(sessions, redirect);
+}
+
+// The session's URLs: "url" through the session gateway, and for its owner (who holds the
+// token) "direct_url" to the app on its node (the app's own token check).
+json HttpApi::Impl::WithUrls(json view, const httplib::Request& req) const {
+  view["url"] = GatewayUrl(req) + view.value("path", "");
+  view["direct_url"] = nullptr;
+  if (view.contains("token") && view["address"].is_string() && view["port"].is_number()) {
+    std::string host = view["address"].get<std::string>();
+    if (host.find(':') != std::string::npos) host = "[" + host + "]";  // an IPv6 address
+    view["direct_url"] = "http://" + host + ":" + std::to_string(view["port"].get<int>()) +
+                         view.value("path", "") + "?token=" + view["token"].get<std::string>();
+  }
+  return view;
+}
+
+// "https://corral.example": the configured public URL, else RequestUrl, else nothing (URLs
+// are then paths).
+std::string HttpApi::Impl::BaseUrl(const httplib::Request& req) const {
+  if (!config_.public_url.empty()) {
+    std::string url = config_.public_url;
+    while (!url.empty() && url.back() == '/') url.pop_back();
+    return url;
+  }
+  return RequestUrl(req);
+}
+
+// The scheme and the request's Host ("http://corral:8080") when the Host is a plain
+// host[:port]; else "".
+std::string HttpApi::Impl::RequestUrl(const httplib::Request& req) const {
+  return UrlOfHost(req.get_header_value("Host"), config_.tls);
+}
+
+// The session gateway's URL for users: configured, else BaseUrl with the gateway's port.
+std::string HttpApi::Impl::GatewayUrl(const httplib::Request& req) const {
+  std::string url = config_.session_url;
+  if (url.empty()) url = WithPort(BaseUrl(req), config_.session_port);
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  return url;
+}
+
+// Why `req` is refused as a cross-site request (CrossSiteRefusal), "" when it may pass. This
+// server's origins: --public-url's and the one the request itself was sent to.
+std::string HttpApi::Impl::CrossSiteRefusalOf(const httplib::Request& req) const {
+  std::vector<std::string> own = {RequestUrl(req)};
+  if (!config_.public_url.empty()) own.push_back(config_.public_url);
+  return CrossSiteRefusal(req.method, req.get_header_value("Origin"),
+                          req.get_header_value("Sec-Fetch-Site"), own);
+}
+
+// POST /api/v1/login {"token", "next"?}: checks the token and sets the corral_token cookie
+// (HttpOnly, SameSite=Strict) for the session proxy; answers the user and where to go next
+// (SafeRedirectTarget). JSON only, and not from another site (CrossSiteRefusal), so that a
+// cross-site page cannot log anyone in.
+void HttpApi::Impl::Login(const httplib::Request& req, httplib::Response& res) {
+  // Another site must not log its visitors in (as someone else, e.g. its author).
+  if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
+    return SendProblem(res, PermissionDenied(refused));
+  }
+  if (req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+    return SendProblem(res, InvalidArgument("request body: must be application/json"));
+  }
+  auto body = ParseBody(req);
+  if (!body.ok()) return SendProblem(res, body.status());
+  auto token = Field<std::string>(*body, "token");
+  if (!token.ok()) return SendProblem(res, token.status());
+  auto next = Field<std::string>(*body, "next", "/");
+  if (!next.ok()) return SendProblem(res, next.status());
+  if (token->empty()) return SendProblem(res, Unauthenticated("field 'token': is empty"));
+  auto who = AuthenticateToken(*token);
+  if (!who.ok()) return SendProblem(res, who.status());
+  res.set_header("Set-Cookie", TokenCookie(*token, config_.tls));
+  SendJson(res, 200, {{"user", who->name}, {"next", SafeRedirectTarget(*next, {GatewayUrl(req)})}});
+}
+
+void HttpApi::Impl::LoginPage(httplib::Response& res) {
+  // Static: nothing from the request is written into the page. The server decides where to
+  // go next (POST /api/v1/login answers "next"), never the page's query string alone.
+  static const char kPage[] = R"html(<!doctype html>
+<html><head><meta charset="utf-8"><title>corral: log in</title></head>
+<body>
+<h1>corral</h1>
+<form id="login">
+<p><label>API token <input id="token" type="password" autocomplete="off" size="72" required></label></p>
+<p><button type="submit">Log in</button> <span id="error"></span></p>
+</form>
+<p>Your token is the one <code>corral login</code> uses (<code>corral token create NAME</code> makes one).</p>
+<script>
+document.getElementById("login").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const next = new URLSearchParams(location.search).get("next") || "/";
+  const answer = await fetch("/api/v1/login", {
+    method: "POST", credentials: "same-origin",
+    headers: {"Content-Type": "application/json"},
+    body: JSON.stringify({token: document.getElementById("token").value, next: next})});
+  const body = await answer.json().catch(() => ({}));
+  if (answer.ok) {
+    location.assign(body.next || "/");
+  } else {
+    document.getElementById("error").textContent = body.detail || ("HTTP " + answer.status);
+  }
+});
+</script>
+</body></html>
+)html";
+  res.set_header("Content-Security-Policy",
+                 "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'; "
+                 "form-action 'self'; frame-ancestors 'none'");
+  res.set_content(kPage, "text/html; charset=utf-8");
+}
+
+}  // namespace corral::server

@@ -1,0 +1,65 @@
+// Accounts: users, their API tokens and project memberships, and who a token belongs to — the
+// service behind the API's /api/v1/{projects,users,tokens} routes and its authentication. It
+// owns the principal cache (principal_cache.h) and clears it on every change it makes to
+// tokens, users or memberships, so that a revoked token is refused from the next request on.
+//
+// Thread safety: every method may be called from any thread (the store's calls are, and the
+// principal cache has its own lock). Owned by the Controller (Controller::Accounts()).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "server/control/principal_cache.h"
+#include "server/http/auth.h"
+#include "store/store.h"
+
+namespace corral::server {
+
+class Accounts {
+ public:
+  // A token just made: its record and its secret, which is shown once and never stored.
+  struct NewToken {
+    store::TokenRecord record;
+    std::string secret;
+  };
+  // A user just made, with the secret of their first token.
+  struct NewUser {
+    store::UserRecord record;
+    std::string token;
+  };
+
+  // Borrows `store` and `clock`, which must outlive the accounts.
+  Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options);
+
+  // Who an API token belongs to (through the principal cache); Unauthenticated when unknown or
+  // revoked.
+  Result<Principal> Authenticate(const std::string& token);
+
+  // A new project (AlreadyExists when the name is taken).
+  Result<store::ProjectRecord> CreateProject(const std::string& name,
+                                             const std::string& description);
+  // Adds user `user` to `project`; answers the user.
+  Result<store::UserRecord> AddMember(const std::string& project, const std::string& user);
+  Result<std::vector<store::UserRecord>> ListUsers();
+  // Creates the user, their memberships (`projects`, which the caller completes with
+  // "default") and their first token ("initial") atomically.
+  Result<NewUser> CreateUser(const std::string& name, bool admin,
+                             const std::vector<std::string>& projects);
+
+  // The tokens of user `user_id` (revoked ones too).
+  Result<std::vector<store::TokenRecord>> ListTokens(int64_t user_id);
+  Result<NewToken> CreateToken(int64_t user_id, const std::string& name);
+  // Revokes token `token_id` of user `user_id`: refused from the next request on.
+  Status RevokeToken(int64_t user_id, int64_t token_id);
+
+ private:
+  store::Store& store_;
+  Clock& clock_;
+  PrincipalCache principals_;
+};
+
+}  // namespace corral::server

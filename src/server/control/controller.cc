@@ -1,0 +1,331 @@
+// Controller, core: creation, the scheduling rules and the policy file, recovery from the
+// store after a restart, and the loop that drives rounds (scheduling, node and session checks,
+// retries). The other parts of the class: controller_jobs.cc (submissions, cancellation, job
+// and queue views), controller_sessions.cc, controller_scheduling.cc (placing, launching,
+// preempting and ending jobs) and controller_nodes.cc (agents, heartbeats, node loss).
+
+#include "server/control/controller.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "common/config_file.h"
+#include "model/allocation.h"
+#include "sched/fragmentation.h"
+#include "server/control/controller_internal.h"
+
+namespace corral::server {
+
+using namespace controller_internal;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+constexpr int kHistoryForProfile = 10000;  // recent jobs that shape FGD's workload profile
+
+// The policy file's fields: project sharing lives in the store (corral project set-quota).
+const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
+                                                 "las_thresholds_gpu_s", "fair_share"};
+
+// A stored task's allocation as the scheduler holds it on `node`.
+sched::Allocation SchedAllocationOf(const model::Allocation& a, sched::NodeIndex node) {
+  sched::Allocation out;
+  out.node = node;
+  out.gpus = a.gpus;
+  out.cpu = a.cpu;
+  out.memory = a.memory;
+  return out;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, store::Store& store,
+                                                       Clock& clock) {
+  // FGD scores against the workload's typical tasks: learn them from recent history.
+  store::JobFilter recent;
+  recent.order = store::JobOrder::kNewestFirst;
+  recent.limit = kHistoryForProfile;
+  auto history = store.ListJobs(recent);
+  if (!history.ok()) return history.status();
+  std::vector<model::TaskResources> tasks;
+  std::vector<std::pair<model::Job, Seconds>> runs;  // succeeded jobs and their run times
+  for (const auto& j : *history) {
+    auto spec =
+        ParseJobSpec(nlohmann::json::parse(j.spec_json, nullptr, false), SpecOrigin::kStored);
+    if (!spec.ok()) continue;
+    tasks.push_back(spec->resources);
+    if (j.state == JobState::kSucceeded && j.start_time && j.end_time) {
+      runs.emplace_back(ToModelJob(*spec, j), Seconds(j.end_time->value() - j.start_time->value()));
+    }
+  }
+  sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
+  auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
+  if (!scheduler.ok()) return scheduler.status();
+  std::unique_ptr<Controller> c(
+      new Controller(std::move(config), store, clock, std::move(scheduler).value()));
+  {
+    std::lock_guard lock(c->mu_);
+    // Oldest first, as they happened.
+    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+      c->predictor_.Observe(predict::RuntimePredictor::FeaturesOf(it->first), it->second);
+    }
+    CORRAL_RETURN_IF_ERROR(c->LoadRulesLocked());
+    if (!c->policy_error_.empty()) return InvalidArgument(c->policy_error_);
+  }
+  CORRAL_RETURN_IF_ERROR(c->Recover());
+  return c;
+}
+
+sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
+  sched::SchedulerConfig config{config_.policy};
+  config.order = policy_.order;
+  config.blocking = policy_.blocking;
+  config.sharing.fair_share = policy_.sharing.fair_share;
+  config.sharing.reclaim = policy_.sharing.reclaim;
+  config.sharing.projects = sharing_;
+  config.las_thresholds_gpu_s = policy_.las_thresholds_gpu_s;
+  config.estimate = [this](const model::Job& job) {
+    return predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate;
+  };
+  return config;
+}
+
+sched::SchedulerConfig Controller::SchedulerRules() {
+  std::lock_guard lock(mu_);
+  sched::SchedulerConfig rules = SchedulerConfigLocked();
+  rules.estimate = nullptr;
+  return rules;
+}
+
+Status Controller::LoadRulesLocked() {
+  auto projects = store_.ListProjects();
+  if (!projects.ok()) return projects.status();
+  sharing_.clear();
+  for (const auto& p : *projects) {
+    // Validated when set; a row edited by hand into nonsense keeps the defaults.
+    auto sharing =
+        sched::ParseProjectSharing(nlohmann::json::parse(p.sharing_json, nullptr, false));
+    if (sharing.ok()) sharing_[p.name] = *sharing;
+  }
+  policy_error_.clear();
+  if (!config_.policy_file.empty()) {
+    std::error_code ec;
+    policy_mtime_ = std::filesystem::last_write_time(config_.policy_file, ec);
+    auto file = ReadJsonOrYamlFile(config_.policy_file);
+    auto policy = file.ok() ? sched::ParseSchedulingPolicy(*file, kPolicyFileFields)
+                            : Result<sched::SchedulingPolicy>(file.status());
+    if (policy.ok()) {
+      policy_ = *policy;
+    } else {
+      policy_error_ = config_.policy_file + ": " + policy.status().message();
+    }
+  }
+  return scheduler_->Reconfigure(SchedulerConfigLocked());
+}
+
+void Controller::ReloadPolicyIfChangedLocked() {
+  if (config_.policy_file.empty()) return;
+  std::error_code ec;
+  auto mtime = std::filesystem::last_write_time(config_.policy_file, ec);
+  if (ec || mtime == policy_mtime_) return;
+  policy_mtime_ = mtime;
+  auto file = ReadJsonOrYamlFile(config_.policy_file);
+  auto policy = file.ok() ? sched::ParseSchedulingPolicy(*file, kPolicyFileFields)
+                          : Result<sched::SchedulingPolicy>(file.status());
+  if (!policy.ok()) {
+    // The rules in force stay; the refusal is shown by PolicyView (GET /api/v1/policy).
+    policy_error_ = config_.policy_file + ": " + policy.status().message();
+    return;
+  }
+  const sched::SchedulingPolicy previous = policy_;
+  policy_ = *policy;
+  if (Status s = scheduler_->Reconfigure(SchedulerConfigLocked()); !s.ok()) {
+    policy_ = previous;
+    policy_error_ = config_.policy_file + ": " + s.message();
+    return;
+  }
+  policy_error_.clear();
+  wake_ = true;
+}
+
+Controller::Controller(ControllerConfig config, store::Store& store, Clock& clock,
+                       std::unique_ptr<sched::Scheduler> scheduler)
+    : config_(std::move(config)),
+      store_(store),
+      clock_(clock),
+      batcher_(&store),
+      environments_(store, clock),
+      accounts_(store, clock, config_.principal_cache),
+      gpu_monitor_(config_.gpu_monitor),
+      scheduler_(std::move(scheduler)) {}
+
+Controller::~Controller() { Stop(); }
+
+Status Controller::Recover() {
+  std::lock_guard lock(mu_);
+  auto nodes = store_.ListNodes();
+  if (!nodes.ok()) return nodes.status();
+  for (const auto& n : *nodes) {
+    if (n.state == NodeState::kLost) continue;
+    // Written by this server or a predecessor; one that no longer reads is skipped (its agent
+    // registers again).
+    auto inventory =
+        protocol::ParseNodeInventory(nlohmann::json::parse(n.inventory_json, nullptr, false));
+    if (!inventory.ok() || !AddNodeToSchedulerLocked(n.name, *inventory).ok()) continue;
+    LiveNode& live = nodes_[n.name];
+    live.inventory = std::move(inventory).value();
+    live.node_id_hash = n.node_id_hash;
+    live.state = n.state;
+    // Agents get a full timeout to come back before their node is declared lost.
+    live.last_heartbeat = clock_.Now();
+    if (n.state != NodeState::kReady) (void)scheduler_->SetSchedulable(n.name, false);
+  }
+  store::JobFilter active;
+  active.states = {JobState::kPending, JobState::kStarting, JobState::kRunning};
+  active.limit = 0;
+  auto jobs = store_.ListJobs(active);
+  if (!jobs.ok()) return jobs.status();
+  for (const auto& record : *jobs) {
+    auto spec =
+        ParseJobSpec(nlohmann::json::parse(record.spec_json, nullptr, false), SpecOrigin::kStored);
+    if (!spec.ok()) continue;  // validated at submission; a corrupt row is left alone
+    auto environment = PinnedEnvironment(*spec);
+    if (!environment.ok()) {
+      // Only this job cannot run again; the others recover.
+      const std::string reason = "cannot recover: " + environment.status().message();
+      CORRAL_RETURN_IF_ERROR(
+          store_.TransitionJob(record.id, record.state, JobState::kFailed, reason, clock_.Now()));
+      continue;
+    }
+    LiveJob& job = jobs_[record.id];
+    job.record = record;
+    job.spec = *spec;
+    job.environment = std::move(environment).value();
+    job.last_activity = clock_.Now();  // a session's idle time starts again with the server
+    if (record.cancel_reason) {
+      job.cancel_requested = true;
+      job.failure = *record.cancel_reason;
+    }
+    if (record.restarts > 0 || record.state == JobState::kRunning) {
+      auto events = store_.JobEvents(record.id);
+      if (!events.ok()) return events.status();
+      for (const auto& e : *events) {
+        // Preemptions do not use up max_restarts: count them back from the job's history.
+        job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
+        // An idle event of this run, said before the server restarted, is not said again; one
+        // before the run's start (a change of state) was another run's. Events are in order,
+        // whereas start_time is in seconds: one second may hold a requeue and the next start.
+        if (e.from_state != e.to_state) job.gpus_idle_noted = false;
+        if (e.reason.rfind(kGpusIdleEvent, 0) == 0) job.gpus_idle_noted = true;
+        if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
+      }
+    }
+    const model::Job model_job = ModelJobOf(job);
+    if (record.state == JobState::kPending) {
+      (void)scheduler_->Submit(model_job);
+      continue;
+    }
+    auto tasks = store_.TasksOfJob(record.id);
+    if (!tasks.ok()) return tasks.status();
+    std::vector<sched::Allocation> allocations;
+    for (const auto& t : *tasks) {
+      if (t.generation != record.restarts + 1) continue;  // an older run
+      job.tasks.push_back(t);
+      // The previous server may have sent the launch: the agent's first report settles it.
+      if (t.state == TaskState::kAssigned) job.launched.insert(t.allocation_id);
+      const sched::NodeIndex node = scheduler_->state().FindNode(t.node);
+      if (!model::IsEnded(t.state) && node >= 0) {
+        allocations.push_back(SchedAllocationOf(t.allocation, node));
+      }
+    }
+    IndexAllocationsLocked(job);
+    RestoreRendezvousLocked(job);
+    const Seconds started = record.start_time.value_or(record.submit_time);
+    if (scheduler_->Adopt(model_job, allocations, started).ok()) EvaluateJobLocked(job);
+  }
+  return Status::Ok();
+}
+
+void Controller::Start() {
+  std::lock_guard lock(mu_);
+  if (loop_.joinable()) return;
+  stopping_ = false;
+  loop_ = std::thread([this] { LoopMain(); });
+}
+
+void Controller::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (loop_.joinable()) loop_.join();
+  batcher_.Close();
+}
+
+void Controller::Wake() {
+  {
+    std::lock_guard lock(mu_);
+    wake_ = true;
+  }
+  changed_.notify_all();
+}
+
+void Controller::LoopMain() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    changed_.wait_for(lock, config_.loop_tick, [&] { return wake_ || stopping_; });
+    if (stopping_) break;
+    wake_ = false;
+    RoundLocked(lock);
+  }
+}
+
+void Controller::Tick() {
+  std::unique_lock lock(mu_);
+  RoundLocked(lock);
+}
+
+void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
+  ReloadPolicyIfChangedLocked();
+  RetryUnsettledLocked();
+  CheckNodesLocked();
+  CheckSessionsLocked(lock);
+  CheckIdleGpusLocked();
+  ScheduleLocked();
+  RecordSummaryLocked();
+}
+
+void Controller::CheckIdleGpusLocked() {
+  if (!config_.notify_idle_gpus) return;
+  const Seconds now = clock_.Now();
+  const int64_t idle_after_ms = gpu_monitor_.options().idle_after_ms;
+  const std::map<JobId, GpuMonitor::JobBusy> last_busy =
+      gpu_monitor_.LastBusyByJob(now.value() * 1000);
+  for (auto& [id, job] : jobs_) {
+    if (job.record.state != JobState::kRunning) continue;
+    const auto found = last_busy.find(id);
+    if (found == last_busy.end()) continue;  // no fresh readings: no news either way
+    const GpuMonitor::JobBusy& busy = found->second;
+    const bool idle = now.value() * 1000 - busy.last_busy_ms >= idle_after_ms;
+    // Only a busy reading ends an idle span: not stale readings, nor none yet after a restart.
+    if (job.gpus_idle_noted ? !busy.busy_now : !idle) continue;
+    const std::string reason =
+        idle ? std::string(kGpusIdleEvent) + ": under " +
+                   std::to_string(gpu_monitor_.options().idle_threshold_percent) + " % for " +
+                   std::to_string((now.value() * 1000 - busy.last_busy_ms) / 1000) + " s"
+             : std::string(kGpusBusyAgainEvent);
+    // Recorded first: an event the store did not take is tried again at the next round.
+    if (store_.AddJobEvent(id, reason, now).ok()) job.gpus_idle_noted = idle;
+  }
+}
+
+void Controller::RetryUnsettledLocked() {
+  std::set<JobId> retry;
+  retry.swap(unsettled_);
+  for (JobId id : retry) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) EvaluateJobLocked(it->second);
+  }
+}
+
+}  // namespace corral::server

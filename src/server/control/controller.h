@@ -1,0 +1,477 @@
+// The controller: the live cluster's state machine around the pure scheduler. It takes
+// submissions and cancellations from the API, agents' registrations and heartbeats from the
+// gateway, and a periodic tick; it decides (through sched::Scheduler), commits every decision to
+// the Store before anyone hears of it, and tells agents what to run and what to kill.
+//
+// Contracts (architecture.md, "Contracts that keep it simple"):
+//  - Truth lives here; agents reconcile. A heartbeat reports what runs; the answer says what
+//    should run (launches not yet reported) and what must stop (cancelled, failed gangs, stale
+//    generations). A lost message is repaired by the next heartbeat.
+//  - Durable before visible: Submit returns after the job is committed; an assignment is
+//    committed before any agent hears of it.
+//  - Fencing: every task run has (allocation id, generation); a report of any other pair for a
+//    task is stale and answered with a kill.
+//  - A heartbeat lists every task the agent knows (running, or ended and not yet acknowledged).
+//    A running task it leaves out is lost; a launch it leaves out after it went out in an answer
+//    never started (the answer was lost) and is sent again, or counted as stopped when its job is
+//    being stopped. GPUs of a task whose launch went out are freed only once the agent's report
+//    says the task is not running.
+//  - A heartbeat is acknowledged (200) only after its task reports are committed; on a store
+//    error it fails and the agent sends the same report again.
+//  - Node identity: an agent proves it is the node it claims with a secret node id it keeps in
+//    its work dir. A live node's name registered with another node id is refused (AlreadyExists);
+//    the same node id registering again (an agent restart) gets a new node token; a changed
+//    inventory replaces the node (its running jobs are requeued as after a node loss).
+//  - After a restart, Create() rebuilds the state from the store: pending jobs are queued again,
+//    assigned and running tasks are re-adopted and re-sent (agents ignore launches they already
+//    run, so no task runs twice).
+//
+// Thread safety: all methods may be called from any thread; one mutex guards the state. Store
+// writes for submissions happen outside it (group commit), all others under it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "model/states.h"
+#include "predict/runtime_predictor.h"
+#include "protocol/agent_messages.h"
+#include "sched/policy_config.h"
+#include "sched/scheduler.h"
+#include "server/control/accounts.h"
+#include "server/control/environment_catalog.h"
+#include "server/control/job_submission.h"
+#include "server/control/principal_cache.h"
+#include "server/control/rendezvous_ports.h"
+#include "server/gateway/session.h"
+#include "server/http/auth.h"
+#include "server/monitoring/gpu_monitor.h"
+#include "store/store.h"
+#include "store/submission_batcher.h"
+
+namespace corral::server {
+
+// The job events that flag a job's GPUs idle ("GPUs idle: under 10 % for 1800 s") and unflag them.
+inline constexpr char kGpusIdleEvent[] = "GPUs idle";
+inline constexpr char kGpusBusyAgainEvent[] = "GPUs busy again";
+
+struct ControllerConfig {
+  std::string policy = "fgd";
+  std::string default_project = "default";
+  Seconds node_timeout{30};  // a node silent this long is lost
+  Seconds kill_grace{10};    // SIGTERM -> SIGKILL
+  std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  int heartbeat_interval_s = 5;
+  // The scheduling loop runs a round whenever something may have changed (a submission, an
+  // end, a node) and at least this often (node timeouts, time-based rules).
+  std::chrono::milliseconds loop_tick{1000};
+  // The admin policy file (sched/policy_config.h, without "projects": project sharing is in the
+  // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
+  // sched::SchedulingPolicy's defaults.
+  std::string policy_file;
+  // Sessions (docs/sessions.md): the idle timeout of sessions whose spec gives none (0: never),
+  // and how long an idle session's notice runs before it is stopped.
+  Seconds session_idle_timeout{3600};
+  Seconds session_idle_warning{300};
+  // Asks an idle session's app about its own use before the notice and before the stop
+  // (Jupyter's api/status: use through the direct URL, which the proxy never sees). Borrowed:
+  // must outlive the controller. Null: apps are not asked.
+  SessionAppProbe* session_app_probe = nullptr;
+  // GPU metrics from the agents' heartbeats (docs/monitoring.md): windows and idle threshold;
+  // whether a running job whose GPUs are flagged idle gets a job event saying so.
+  GpuMonitor::Options gpu_monitor;
+  bool notify_idle_gpus = true;
+  // The CPU and memory of submitted specs that leave them out (job_submission.h).
+  ResourceDefaults resource_defaults;
+  // Who a token belongs to is remembered this long; Accounts clears it on every change it
+  // makes to tokens, users or memberships (principal_cache.h).
+  PrincipalCache::Options principal_cache;
+};
+
+class Controller {
+ public:
+  // Rebuilds state from `store` (which must outlive the controller). Errors: unknown policy,
+  // store failures.
+  static Result<std::unique_ptr<Controller>> Create(ControllerConfig config, store::Store& store,
+                                                    Clock& clock);
+  ~Controller();
+
+  // Starts / stops the scheduling loop thread (event-driven plus a tick, config.loop_tick).
+  void Start();
+  void Stop();
+
+  // --- API -----------------------------------------------------------------------------------
+  // Validates, commits, queues one job. Errors: InvalidArgument (names the field; a spec with
+  // "array" is for SubmitArray), PermissionDenied (not a member of the project).
+  Result<store::JobRecord> Submit(const Principal& who, const nlohmann::json& spec);
+  // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
+  // committed together (all or none, one transaction), then queued; the elements in the order of
+  // the indices, the first one's id being the array's id. Errors: as Submit; InvalidArgument
+  // without "array".
+  Result<std::vector<store::JobRecord>> SubmitArray(const Principal& who,
+                                                    const nlohmann::json& spec);
+  // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
+  // (unknown, or in another project), PermissionDenied (neither the owner nor an admin),
+  // FailedPrecondition (already ended).
+  Status Cancel(const Principal& who, JobId id);
+  // Cancels every element of `array` not yet ended, as Cancel does one (all pending elements in
+  // one commit); returns their ids, ascending. Errors: as Cancel, for the array (NotFound when
+  // `array` is not an array's id; FailedPrecondition when every element ended). A store error
+  // while stopping the started elements leaves those already stopping so (call again).
+  Result<std::vector<JobId>> CancelArray(const Principal& who, JobId array);
+  // The job with its events, tasks and, while pending, the pending reason.
+  Result<nlohmann::json> JobView(const Principal& who, JobId id);
+  // One page of ListJobs.
+  struct JobPage {
+    nlohmann::json jobs;               // job summaries, newest first
+    std::optional<JobId> next_before;  // set when older jobs match: the next page's `before`
+  };
+  // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
+  // first: at most `limit` (>= 1), only ids below `before` when set, only the elements of
+  // `array` when set.
+  Result<JobPage> ListJobs(const Principal& who, const std::vector<model::JobState>& states,
+                           bool all_projects, int limit, std::optional<JobId> before,
+                           std::optional<JobId> array);
+  // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
+  // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
+  // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
+  nlohmann::json Nodes();
+  // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
+  // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
+  // utilisation, in GPUs), jobs by live state (pending, starting, running).
+  nlohmann::json ClusterSummary();
+  // The summaries the loop recorded, one a minute for the last 7 days (in memory: a restart
+  // starts afresh), from `since` on, oldest first: the overview's chart over time.
+  nlohmann::json SummaryHistory(Seconds since);
+  static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
+  // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
+  Status SetNodeState(const std::string& name, const std::string& action);
+  // Path of a task's log file in run `generation` (>= 1; 1 is the first run; default the
+  // current run, restarts + 1), if the caller may read it. stream: "stdout" | "stderr". The
+  // file may not exist yet. Errors: InvalidArgument (stream), NotFound (the job, or a run it
+  // has not had).
+  // The pending jobs in queue order (the caller's projects only; positions are global) with
+  // reasons and estimated starts; at most `limit`.
+  Result<nlohmann::json> QueueView(const Principal& who, int limit);
+  // Projects the caller may see with their sharing and current use.
+  Result<nlohmann::json> ProjectsView(const Principal& who);
+  // Replaces a project's sharing (validated; stored; in force at once). Admin only (API).
+  Result<nlohmann::json> SetProjectSharing(const std::string& project,
+                                           const nlohmann::json& sharing);
+  // The rules in force, where they come from, and the last refused policy-file edit.
+  nlohmann::json PolicyView();
+  // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
+  // docs/monitoring.md): the rows of the caller and of the projects they belong to (admins: all).
+  Result<std::vector<store::GpuUsageRow>> GpuUsage(const Principal& who, const std::string& since,
+                                                   const std::string& until);
+  // Every job not ended before `since` (running, pending, and those that ended later): what
+  // capacity planning reads (monitoring_views.h). Reads the store only, without the lock.
+  Result<std::vector<store::JobRecord>> JobsLiveSince(Seconds since);
+  Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
+                              std::optional<int64_t> generation);
+
+  // --- Sessions (docs/sessions.md) ------------------------------------------------------------
+  // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
+  Result<store::JobRecord> SubmitSession(const Principal& who, nlohmann::json spec);
+  // A session: {"id", "name", "user", "project", "state", "reason", "environment", "node",
+  // "address", "port", "path", "idle_timeout_s", "submit_time", "last_activity", "idle_notice"}
+  // (docs/sessions.md lists the optional ones) and, for its owner only, "token". Only its owner
+  // or an admin sees it: NotFound for anyone else and for a job that is not a session.
+  Result<nlohmann::json> SessionView(const Principal& who, JobId id);
+  // The caller's own sessions not yet ended, oldest first (as SessionView).
+  nlohmann::json ListSessions(const Principal& who);
+  // Stops (cancels) a session. Errors: as SessionView, FailedPrecondition when it ended.
+  Status StopSession(const Principal& who, JobId id);
+  // Where the proxy sends a request for session `id`.
+  struct SessionEndpoint {
+    model::JobState state = model::JobState::kPending;  // the job's
+    bool stopping = false;  // being cancelled or failing: it serves no more requests
+    // Only a serving session (running, not stopping) has the fields below.
+    std::string address;  // its node's address (inventory "address", else the node name)
+    int port = 0;
+    std::string token;  // the session's secret: the proxy authenticates to the app with it
+    bool Serving() const { return state == model::JobState::kRunning && !stopping; }
+  };
+  // The session's endpoint for `who`: its owner only (NotFound for anyone else, admins too, as
+  // for a job that is not a session): the proxy serves apps on the server's own origin, so an
+  // app's pages must reach no other user's sessions. For a running session the request counts
+  // as activity.
+  Result<SessionEndpoint> ProxyTarget(const Principal& who, JobId id);
+  // Session `id` was used (bytes moved on a session gateway connection): counts as activity
+  // when it runs; nothing otherwise. The caller was admitted by ProxyTarget.
+  void NoteSessionUse(JobId id);
+
+  // The environments (docs/environments.md); jobs name them in their spec's "environment".
+  EnvironmentCatalog& Environments() { return environments_; }
+  // Users, tokens, project memberships, and who a token belongs to (accounts.h).
+  server::Accounts& Accounts() { return accounts_; }
+
+  // --- GPU metrics (docs/monitoring.md) --------------------------------------------------------
+  // What the agents' heartbeats said about their GPUs, with the jobs holding them.
+  GpuMonitor& Gpus() { return gpu_monitor_; }
+  // The nodes not lost, as the scheduler models them, and the placement policy: what capacity
+  // planning replays recorded jobs on (capacity.h).
+  std::vector<model::Node> LiveNodes();
+  // The scheduler's rules as they are now (policy file included), for replays of the cluster;
+  // without the estimator (it reads the live predictor).
+  sched::SchedulerConfig SchedulerRules();
+  // Heartbeats whose "gpu_metrics" were refused (malformed); the rest of such a heartbeat is
+  // applied all the same, and Nodes() shows the node's last reason ("gpu_metrics_error").
+  int64_t RejectedGpuReports();
+
+  // --- Agent gateway -------------------------------------------------------------------------
+  // What a registered agent is told: its node token (the secret of its heartbeats) and the
+  // cluster's id (the store's, store::Store::ClusterId), which the agent namespaces everything
+  // it creates on its host with (docs/control-plane.md).
+  // Registers (or re-registers) a node, from a request the codec accepted and whose protocol
+  // version the caller checked (protocol::CheckAgentProtocolVersion). Errors: InvalidArgument
+  // (name: model::ValidateNodeName; the inventory as a node), AlreadyExists (a live node of that
+  // name has another node id).
+  // Answers with the node's new token, the store's cluster id and the heartbeat interval.
+  Result<protocol::RegisterAnswer> RegisterNode(const protocol::RegisterRequest& request);
+  // How long a node may be silent before it is lost (ControllerConfig::node_timeout): an agent
+  // upgraded within it keeps its node's tasks.
+  Seconds NodeTimeout() const { return config_.node_timeout; }
+  // True when `token` is the node token of `name`.
+  bool AuthenticateNode(const std::string& name, const std::string& token);
+  // Applies a report of node `name` (authenticated by the caller: AuthenticateNode) and answers
+  // with launches and kills; when there is nothing to say, waits up to report.wait_ms for
+  // something to change. At most kMaxWaitingHeartbeats wait at once (each holds an HTTP
+  // thread); others answer at once with retry_after_ms. Errors: NotFound (not registered),
+  // store failures (nothing acknowledged).
+  Result<protocol::ReportAnswer> Heartbeat(const std::string& name, const protocol::Report& report);
+
+  // One scheduling round (the loop calls it; tests may call it directly).
+  void Tick();
+
+  static constexpr int kMaxWaitingHeartbeats = 32;
+  // Heartbeats waiting now (for metrics and tests).
+  int WaitingHeartbeats();
+
+ private:
+  struct LiveJob {
+    store::JobRecord record;
+    JobSpec spec;
+    std::vector<store::TaskRecord> tasks;  // the current generation; empty while pending
+    bool cancel_requested = false;
+    bool failing = false;
+    std::string failure;  // why the gang is being stopped
+    // How it ends if not requeued: failed, timeout or oom (by its first failed task's end
+    // cause), or lost (its node was).
+    model::JobState failed_state = model::JobState::kFailed;
+    std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
+    std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
+    // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
+    // the scheduler gave their GPUs to this job already.
+    std::set<std::pair<std::string, int64_t>> waits_for;
+    int preemptions = 0;
+    // launcher mpi: part 0 (the mpirun) ended well; the other parts are being stopped and the
+    // job succeeds once they have.
+    bool primary_done = false;
+    // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
+    std::optional<EnvironmentVersion> environment;
+    // Sessions: the last proxied request (the start and a server restart count as one), the
+    // last activity its app reported (SessionAppProbe; none: never said, this run), and when
+    // the idle notice was given (none: not given, or used since).
+    Seconds last_activity{0};
+    std::optional<Seconds> app_last_activity;
+    std::optional<Seconds> idle_notice_at;
+    // This run's "GPUs idle" event was recorded, not yet "busy again"; false again at a requeue.
+    bool gpus_idle_noted = false;
+    bool Stopping() const { return cancel_requested || failing || primary_done; }
+  };
+  struct LiveNode {
+    protocol::NodeInventory inventory;
+    std::string gpu_metrics_error;  // why its last refused GPU report was refused; "" if none
+    std::string token_hash;
+    std::string node_id_hash;  // empty for nodes registered before node ids existed
+    Seconds last_heartbeat{0};
+    model::NodeState state = model::NodeState::kReady;
+    uint64_t version = 0;  // bumped when the node has something new to hear
+    // What the reports of the agent's current registration said: the sequence number of the
+    // newest one taken (0: none, or an agent that numbers none), and the allocations it
+    // listed as accepted and starting (their launches are not sent again).
+    struct Reports {
+      int64_t last_seq = 0;
+      std::set<int64_t> starting;
+    } reports;
+  };
+
+  Controller(ControllerConfig config, store::Store& store, Clock& clock,
+             std::unique_ptr<sched::Scheduler> scheduler);
+  Status Recover();
+  // Reads the policy file (when configured) and the projects' sharing from the store.
+  Status LoadRulesLocked();
+  // Re-reads the policy file when its modification time changed.
+  void ReloadPolicyIfChangedLocked();
+  sched::SchedulerConfig SchedulerConfigLocked() const;
+  // A victim of reclaim: requeued now (the scheduler already did); its tasks become stale and
+  // are killed at their nodes' next heartbeat; `for_job` launches only after they stopped.
+  void PreemptLocked(const sched::Preemption& preemption);
+  // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
+  void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
+  // Estimated starts of the first queued jobs (kEstimateHorizon), by job; cached per pass.
+  const std::map<JobId, std::optional<Seconds>>& EstimatedStartsLocked();
+  void LoopMain();
+  void Wake();
+
+  // The following require mu_.
+  void ScheduleLocked();
+  void CheckNodesLocked();
+  // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
+  // or ends lost.
+  void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
+  Status ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& status,
+                               std::vector<protocol::StopOrder>& kills);
+  // Tasks of `node` the agent left out of a heartbeat (see the class contract).
+  Status ReconcileUnreportedLocked(const std::string& node, const std::set<int64_t>& reported);
+  // Writes `updated` (a task of `job`) to the store, then to memory.
+  Status UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated);
+  // Counts tasks whose launch never went out as stopped (a stopping job's GPUs are held only by
+  // tasks an agent may run).
+  void StopUnlaunchedTasksLocked(LiveJob& job);
+  // A distributed job's rendezvous (part 0's address, a port block, every part's address),
+  // added to each task's allocation before the gang is stored. Errors: no free ports.
+  Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
+  // A session's port on its node, added to its task's allocation before the task is stored.
+  // Errors: no free port.
+  Status AddSessionPortLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
+  // Takes back the port block (or a session's port) of a job recovered from the store.
+  void RestoreRendezvousLocked(const LiveJob& job);
+  // How other machines reach `node`: its inventory's "address", else its name.
+  std::string NodeAddressLocked(const std::string& node) const;
+  // Gives idle running sessions their notice, clears it when they are used again, and stops
+  // those still idle after the warning (docs/sessions.md); asks their apps first
+  // (AskIdleSessionAppsLocked), so `lock` (on mu_) is released for a while.
+  void CheckSessionsLocked(std::unique_lock<std::mutex>& lock);
+  // One round of the loop (Tick and the loop thread): policy file, unsettled jobs, lost nodes,
+  // idle sessions, idle GPUs, then a scheduling pass.
+  void RoundLocked(std::unique_lock<std::mutex>& lock);
+  // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
+  // (GpuMonitor), and one when they are busy again.
+  void CheckIdleGpusLocked();
+  nlohmann::json ClusterSummaryLocked();
+  // Once a minute: ClusterSummaryLocked into summary_history_.
+  void RecordSummaryLocked();
+  // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
+  // for their own last activity (config_.session_app_probe) and records it. `lock` holds mu_;
+  // it is released while the apps are asked (16 at a time, each within the probe's timeout)
+  // and held again after, so that neither heartbeats nor the API wait for apps.
+  void AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Seconds now);
+  // A running session's activity for the idle rule (session.h).
+  SessionActivity ActivityOf(const LiveJob& job, Seconds now) const;
+  // The session's idle timeout: its spec's, else the server's default.
+  Seconds IdleTimeoutOf(const JobSpec& spec) const;
+  // SessionView's JSON of a session; `live` is its in-memory state when not ended.
+  nlohmann::json SessionJsonLocked(const Principal& who, const store::JobRecord& record,
+                                   const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
+                                   const LiveJob* live) const;
+  // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
+  // the job in `unsettled_` for the next tick.
+  void EvaluateJobLocked(LiveJob& job);
+  // The scheduler's view of a job: its spec's, placed only where its environment can run.
+  static model::Job ModelJobOf(const LiveJob& job);
+  // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
+  // changes and the error is returned. EndJobLocked erases `job`.
+  Status EndJobLocked(LiveJob& job, model::JobState state, const std::string& reason);
+  // The job's end is committed: it leaves the scheduler and memory (erases `job`).
+  void ForgetJobLocked(LiveJob& job);
+  Status RequeueOrEndLocked(LiveJob& job, model::JobState end_state, const std::string& reason);
+  void RetryUnsettledLocked();
+  void NotifyNodesLocked(const LiveJob& job);
+  protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
+  // The answer for `node`: launches (marked launched) and kills.
+  protocol::ReportAnswer ResponseForLocked(const std::string& node);
+  Status AddNodeToSchedulerLocked(const std::string& name,
+                                  const protocol::NodeInventory& inventory);
+  Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
+  // A submitted spec, validated, with its project (default filled in) open to `who` and its
+  // environment (one `who` may see) resolved and applied (ApplyEnvironment).
+  struct Submission {
+    JobSpec spec;
+    std::optional<EnvironmentVersion> environment;
+    std::string defaulted;  // ApplyResourceDefaults' account; "" when nothing was filled in
+  };
+  Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
+  // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.
+  Result<std::optional<EnvironmentVersion>> PinnedEnvironment(const JobSpec& spec);
+  // Takes a committed new job into memory and the scheduler's queue.
+  void QueueLocked(const store::JobRecord& record, JobSpec spec,
+                   std::optional<EnvironmentVersion> environment);
+  // Stops a started job: the request is committed first (a restarted server goes on stopping
+  // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
+  Status RequestCancelLocked(LiveJob& job, const std::string& reason);
+  void WriteLogLocked(const std::string& node, const protocol::LogChunk& chunk);
+  // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
+  // output goes).
+  void IndexAllocationsLocked(const LiveJob& job);
+  void ForgetAllocationsLocked(const LiveJob& job);
+  // The job's current run is over and it is pending again (the store already says so).
+  void ForgetRunLocked(LiveJob& job);
+  // The jobs that hold the GPUs a node's report names: allocations of current runs on `node`.
+  std::map<int64_t, GpuHolder> GpuHoldersLocked(const std::string& node,
+                                                const std::vector<ReportedGpu>& gpus);
+
+  ControllerConfig config_;
+  store::Store& store_;
+  Clock& clock_;
+  store::SubmissionBatcher batcher_;
+  EnvironmentCatalog environments_;
+  server::Accounts accounts_;
+  GpuMonitor gpu_monitor_;  // its own lock; taken after mu_ when both are held
+  std::atomic<int64_t> rejected_gpu_reports_{0};
+
+  std::mutex mu_;
+  std::condition_variable changed_;  // heartbeats wait on it for node versions to move
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::map<JobId, LiveJob> jobs_;                         // non-terminal jobs
+  std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
+  // Where the logs of recently ended task runs go: output can arrive after the end is known.
+  struct LogTarget {
+    JobId job;
+    int task_index = 0;
+    int64_t generation = 0;
+    std::string node;  // only this node may write the task's output
+  };
+  std::map<int64_t, LogTarget> ended_allocations_;  // allocation id -> target, newest 10,000
+  // node -> jobs with a task of their current run there (heartbeats look only at these)
+  std::map<std::string, std::set<JobId>> jobs_on_node_;
+  std::map<std::string, LiveNode> nodes_;
+  std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
+  std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
+  sched::SchedulingPolicy policy_;
+  std::string policy_error_;  // why the last policy-file edit was refused; empty if none
+  std::optional<std::filesystem::file_time_type> policy_mtime_;
+  std::map<std::string, sched::ProjectPolicy> sharing_;  // projects' sharing, from the store
+  // Run times learned from finished jobs (at start: from the store's recent history); the
+  // scheduler's estimates (QSSF, reservations, estimated starts) come from it.
+  predict::RuntimePredictor predictor_;
+  RendezvousPorts ports_;  // port blocks of running distributed jobs
+  int64_t passes_ = 0;     // scheduling passes so far
+  int64_t estimates_pass_ = -1;
+  std::map<JobId, std::optional<Seconds>> estimates_;
+  std::deque<nlohmann::json> summary_history_;  // RecordSummaryLocked, oldest first
+  Seconds next_summary_at_{0};
+  int waiting_heartbeats_ = 0;
+  bool wake_ = false;
+  bool stopping_ = false;
+  std::thread loop_;
+};
+
+}  // namespace corral::server

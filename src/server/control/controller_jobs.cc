@@ -1,0 +1,474 @@
+// Controller, jobs: submissions (single jobs and arrays), cancellation, and the views of jobs,
+// the queue, projects and the policy; where a task's log lives.
+
+#include <algorithm>
+
+#include "common/random_id.h"
+#include "server/control/controller.h"
+#include "server/control/controller_internal.h"
+
+namespace corral::server {
+
+using namespace controller_internal;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+constexpr int kEstimateHorizon = 1000;  // queued jobs that get an estimated start
+
+// A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
+// Its submission event says which of the server's defaults it got (`defaulted`, when any).
+store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now,
+                              const std::string& defaulted) {
+  store::JobRecord record;
+  // As the store records it ("submitted" when empty), so views agree before and after a restart.
+  record.reason = defaulted.empty() ? "submitted" : "submitted with defaults: " + defaulted;
+  record.name = spec.name;
+  record.user = who.name;
+  record.project = spec.project;
+  record.spec_json = ToJson(spec).dump();
+  record.state = JobState::kPending;
+  record.priority = spec.priority;
+  record.submit_time = now;
+  return record;
+}
+
+// PermissionDenied unless `who` owns `record` or is an admin; `what` names it ("job 7").
+Status MayCancel(const Principal& who, const store::JobRecord& record, const std::string& what) {
+  if (who.admin || who.name == record.user) return Status::Ok();
+  return PermissionDenied(what + " belongs to " + record.user +
+                          ": only its owner or an admin may cancel it");
+}
+
+// An array element's fields of the job JSON (absent for other jobs).
+void AddArrayFields(const store::JobRecord& record, nlohmann::json& out) {
+  if (!record.array_id) return;
+  out["array_id"] = record.array_id->value();
+  if (record.array_index) out["array_index"] = *record.array_index;
+  if (record.array_max_running) out["array_max_running"] = *record.array_max_running;
+}
+
+// A task's allocation in the API's task view: its JSON form with the task's node, as clients
+// (the CLI, the dashboard) have always read it.
+nlohmann::json AllocationView(const store::TaskRecord& t) {
+  nlohmann::json out = model::ToJson(t.allocation);
+  out["node"] = t.node;
+  return out;
+}
+
+}  // namespace
+
+// --- Submissions and jobs --------------------------------------------------------------------
+
+Result<Principal> Controller::CheckAccess(const Principal& who, const std::string& project) const {
+  if (!who.CanAccessProject(project)) {
+    return PermissionDenied("user '" + who.name + "' is not a member of project '" + project + "'");
+  }
+  return who;
+}
+
+Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
+                                                           const nlohmann::json& json) {
+  auto spec = ParseJobSpec(json);
+  if (!spec.ok()) return spec.status();
+  if (spec->project.empty()) spec->project = config_.default_project;
+  auto access = CheckAccess(who, spec->project);
+  if (!access.ok()) return access.status();
+  if (spec->session) {
+    // The app's secret: generated here, stored with the spec, shown only to the session's owner.
+    auto token = RandomHexId(kSecretBytes);
+    if (!token.ok()) return token.status();
+    spec->session->token = *token;
+  }
+  Submission submission{std::move(spec).value(), std::nullopt};
+  if (!submission.spec.environment.empty()) {
+    auto env = environments_.Resolve(who, submission.spec.environment, "environment");
+    if (!env.ok()) return env.status();
+    CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
+    submission.environment = std::move(env).value();
+  }
+  // After the environment, which fills in the command and variables (never resources).
+  submission.defaulted = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
+  return submission;
+}
+
+Result<std::optional<EnvironmentVersion>> Controller::PinnedEnvironment(const JobSpec& spec) {
+  if (spec.environment.empty()) return std::optional<EnvironmentVersion>();
+  auto ref = ParseEnvironmentRef(spec.environment, "environment");
+  if (!ref.ok()) return ref.status();
+  if (!ref->version) return InvalidArgument("field 'environment': a stored spec pins a version");
+  auto env = environments_.Pinned(ref->name, *ref->version);
+  if (!env.ok()) return env.status();
+  return std::optional<EnvironmentVersion>(std::move(env).value());
+}
+
+void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
+                             std::optional<EnvironmentVersion> environment) {
+  LiveJob& job = jobs_[record.id];
+  job.record = record;
+  job.spec = std::move(spec);
+  job.environment = std::move(environment);
+  (void)scheduler_->Submit(ModelJobOf(job));
+  wake_ = true;
+}
+
+Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann::json& json) {
+  auto submission = ParseSubmission(who, json);
+  if (!submission.ok()) return submission.status();
+  if (submission->spec.array) {
+    return InvalidArgument("field 'array': an array is submitted with SubmitArray");
+  }
+  store::JobRecord record =
+      NewJobRecord(who, submission->spec, clock_.Now(), submission->defaulted);
+  auto id = batcher_.Submit(record);  // commits (group commit) before returning
+  if (!id.ok()) return id.status();
+  record.id = *id;
+  {
+    std::lock_guard lock(mu_);
+    QueueLocked(record, std::move(submission->spec), std::move(submission->environment));
+  }
+  changed_.notify_all();
+  return record;
+}
+
+Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& who,
+                                                              const nlohmann::json& json) {
+  auto submission = ParseSubmission(who, json);
+  if (!submission.ok()) return submission.status();
+  const JobSpec& spec = submission->spec;
+  if (!spec.array) return InvalidArgument("field 'array': is required to submit an array");
+  const Seconds now = clock_.Now();
+  std::vector<ArrayElement> elements = ArrayElements(spec);
+  std::vector<store::JobRecord> records;
+  records.reserve(elements.size());
+  for (const ArrayElement& e : elements) {
+    store::JobRecord record = NewJobRecord(who, e.spec, now, submission->defaulted);
+    record.array_index = e.index;
+    record.array_max_running = spec.array->max_running;
+    records.push_back(std::move(record));
+  }
+  auto ids = store_.InsertArray(records);  // one transaction: all elements or none
+  if (!ids.ok()) return ids.status();
+  {
+    std::lock_guard lock(mu_);
+    for (size_t i = 0; i < records.size(); ++i) {
+      records[i].id = (*ids)[i];
+      records[i].array_id = ids->front();
+      QueueLocked(records[i], std::move(elements[i].spec), submission->environment);
+    }
+  }
+  changed_.notify_all();
+  return records;
+}
+
+Status Controller::Cancel(const Principal& who, JobId id) {
+  const std::string what = "job " + std::to_string(id.value());
+  std::unique_lock lock(mu_);
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) {
+    auto record = store_.GetJob(id);
+    if (!record.ok()) return record.status();
+    if (!who.CanAccessProject(record->project)) return NotFound(what + " not found");
+    return FailedPrecondition(what + " already ended (" + Name(record->state) + ")");
+  }
+  LiveJob& job = it->second;
+  if (!who.CanAccessProject(job.record.project)) return NotFound(what + " not found");
+  CORRAL_RETURN_IF_ERROR(MayCancel(who, job.record, what));
+  const std::string reason = "cancelled by " + who.name;
+  if (job.record.state == JobState::kPending) {
+    // Committed first: a cancellation the store did not take is reported, not half done.
+    return EndJobLocked(job, JobState::kCancelled, reason);
+  }
+  CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+  lock.unlock();
+  changed_.notify_all();
+  return Status::Ok();
+}
+
+Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId array) {
+  const std::string what = "array " + std::to_string(array.value());
+  // The array's id is its first element's: that job says whose the array is.
+  auto first = store_.GetJob(array);
+  if (!first.ok() && first.status().code() != StatusCode::kNotFound) return first.status();
+  if (!first.ok() || first->array_id != array || !who.CanAccessProject(first->project)) {
+    return NotFound(what + " not found");
+  }
+  CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
+  const std::string reason = "cancelled by " + who.name;
+  std::unique_lock lock(mu_);
+  std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
+  for (const auto& [id, job] : jobs_) {
+    if (job.record.array_id != array) continue;
+    (job.record.state == JobState::kPending ? pending : started).push_back(id);
+  }
+  if (pending.empty() && started.empty()) {
+    return FailedPrecondition(what + " already ended (every element ended)");
+  }
+  // Pending elements end in one commit: an array may have thousands.
+  CORRAL_RETURN_IF_ERROR(store_.TransitionJobs(pending, JobState::kPending, JobState::kCancelled,
+                                               reason, clock_.Now()));
+  for (JobId id : pending) ForgetJobLocked(jobs_.at(id));
+  for (JobId id : started) {
+    LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
+    if (!job.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+  }
+  lock.unlock();
+  changed_.notify_all();
+  std::vector<JobId> ids = pending;
+  ids.insert(ids.end(), started.begin(), started.end());
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) {
+  // Durable before acknowledged: a restarted server goes on stopping the job.
+  CORRAL_RETURN_IF_ERROR(store_.RequestCancel(job.record.id, reason, clock_.Now()));
+  job.cancel_requested = true;
+  job.failure = reason;
+  EvaluateJobLocked(job);
+  return Status::Ok();
+}
+
+Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
+  auto record = store_.GetJob(id);
+  if (!record.ok()) return record.status();
+  if (!who.CanAccessProject(record->project)) {
+    return NotFound("job " + std::to_string(id.value()) + " not found");
+  }
+  auto events = store_.JobEvents(id);
+  auto tasks = store_.TasksOfJob(id);
+  if (!events.ok()) return events.status();
+  if (!tasks.ok()) return tasks.status();
+  nlohmann::json out = {{"id", record->id.value()},
+                        {"name", record->name},
+                        {"user", record->user},
+                        {"project", record->project},
+                        {"state", Name(record->state)},
+                        {"priority", record->priority},
+                        {"restarts", record->restarts},
+                        {"submit_time", record->submit_time.value()},
+                        {"reason", record->reason},
+                        {"spec", nlohmann::json::parse(record->spec_json, nullptr, false)}};
+  auto spec = ParseJobSpec(out["spec"], SpecOrigin::kStored);
+  out["spec"] = WithoutSecrets(out["spec"]);  // a session's token only through the session API
+  AddArrayFields(*record, out);
+  if (record->start_time) out["start_time"] = record->start_time->value();
+  if (record->end_time) out["end_time"] = record->end_time->value();
+  out["events"] = nlohmann::json::array();
+  for (const auto& e : *events) {
+    out["events"].push_back({{"time", e.time.value()},
+                             {"from", e.from_state ? Name(*e.from_state) : ""},
+                             {"to", Name(e.to_state)},
+                             {"reason", e.reason}});
+  }
+  out["tasks"] = nlohmann::json::array();
+  for (const auto& t : *tasks) {
+    nlohmann::json task = {{"index", t.task_index},      {"allocation_id", t.allocation_id},
+                           {"generation", t.generation}, {"node", t.node},
+                           {"state", Name(t.state)},     {"allocation", AllocationView(t)}};
+    if (t.exit_code) task["exit_code"] = *t.exit_code;
+    if (t.signal) task["signal"] = *t.signal;
+    if (t.end_cause) task["end_cause"] = Name(*t.end_cause);
+    out["tasks"].push_back(task);
+  }
+  std::lock_guard lock(mu_);
+  if (spec.ok() && !model::IsFinal(record->state)) {
+    const predict::Prediction p =
+        predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
+    out["predicted_run_s"] = {
+        {"estimate", p.estimate.value()}, {"confidence", p.confidence}, {"basis", p.basis}};
+  }
+  if (auto reason = scheduler_->PendingReasonOf(id)) {
+    out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+    const auto& starts = EstimatedStartsLocked();
+    if (auto eta = starts.find(id); eta != starts.end() && eta->second) {
+      out["estimated_start"] = eta->second->value();
+    }
+  }
+  return out;
+}
+
+Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
+                                                 const std::vector<JobState>& states,
+                                                 bool all_projects, int limit,
+                                                 std::optional<JobId> before,
+                                                 std::optional<JobId> array) {
+  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+  JobPage page{nlohmann::json::array(), std::nullopt};
+  store::JobFilter filter;
+  filter.states = states;
+  filter.before = before;
+  filter.array = array;
+  filter.order = store::JobOrder::kNewestFirst;
+  filter.limit = limit + 1;  // one more than asked tells whether another page follows
+  if (!who.admin || !all_projects) {
+    if (!who.admin) {
+      filter.projects = who.projects;
+      if (filter.projects.empty()) return page;
+    }
+    if (!all_projects) filter.users = {who.name};
+  }
+  auto jobs = store_.ListJobs(filter);
+  if (!jobs.ok()) return jobs.status();
+  if (jobs->size() > static_cast<size_t>(limit)) {
+    jobs->resize(limit);
+    page.next_before = jobs->back().id;
+  }
+  std::lock_guard lock(mu_);
+  const auto& starts = EstimatedStartsLocked();
+  for (const auto& j : *jobs) {
+    nlohmann::json row = {{"id", j.id.value()},
+                          {"name", j.name},
+                          {"user", j.user},
+                          {"project", j.project},
+                          {"state", Name(j.state)},
+                          {"priority", j.priority},
+                          {"submit_time", j.submit_time.value()},
+                          {"reason", j.reason}};
+    AddArrayFields(j, row);
+    if (auto reason = scheduler_->PendingReasonOf(j.id)) {
+      row["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+    }
+    if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {
+      row["estimated_start"] = eta->second->value();
+    }
+    page.jobs.push_back(row);
+  }
+  return page;
+}
+
+const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked() {
+  // Computed at most once per scheduling pass: a shadow run is not free, and readers poll.
+  if (estimates_pass_ != passes_) {
+    estimates_.clear();
+    for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), kEstimateHorizon)) {
+      estimates_[e.job] = e.estimated_start;
+    }
+    estimates_pass_ = passes_;
+  }
+  return estimates_;
+}
+
+Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
+  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+  std::lock_guard lock(mu_);
+  nlohmann::json out = nlohmann::json::array();
+  int position = 0;
+  for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
+    ++position;
+    auto it = jobs_.find(e.job);
+    if (it == jobs_.end() || !who.CanAccessProject(it->second.record.project)) continue;
+    const LiveJob& job = it->second;
+    nlohmann::json row = {
+        {"position", position},
+        {"id", e.job.value()},
+        {"name", job.record.name},
+        {"user", job.record.user},
+        {"project", job.record.project},
+        {"priority", job.record.priority},
+        {"gpus", job.spec.resources.TotalMilli().value() * job.spec.tasks / 1000.0},
+        {"submit_time", job.record.submit_time.value()},
+        {"pending_reason", {{"code", e.reason.code}, {"message", e.reason.message}}}};
+    row["estimated_start"] =
+        e.estimated_start ? nlohmann::json(e.estimated_start->value()) : nlohmann::json(nullptr);
+    out.push_back(row);
+  }
+  return out;
+}
+
+Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
+  auto projects = store_.ListProjects();
+  if (!projects.ok()) return projects.status();
+  std::lock_guard lock(mu_);
+  const auto borrowed = scheduler_->BorrowedJobs();
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : *projects) {
+    if (!who.CanAccessProject(p.name)) continue;
+    auto sharing = sharing_.find(p.name);
+    double borrowed_gpus = 0;
+    for (JobId id : borrowed) {
+      auto it = jobs_.find(id);
+      if (it != jobs_.end() && it->second.record.project == p.name) {
+        borrowed_gpus += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
+      }
+    }
+    const sched::ProjectPolicy policy =
+        sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second;
+    const nlohmann::json sharing_json = sched::ProjectSharingJson(policy);
+    out.push_back({{"name", p.name},
+                   {"description", p.description},
+                   {"sharing", sharing_json},
+                   {"quota_gpus", sharing_json["gpus"]},
+                   {"weight", policy.weight},
+                   {"limit_gpus", sharing_json.value("limit_gpus", nlohmann::json(nullptr))},
+                   {"running_gpus", static_cast<double>(scheduler_->ProjectUsage(p.name)) / 1000},
+                   {"borrowed_gpus", borrowed_gpus / 1000},
+                   {"fair_share_usage", scheduler_->fair_share().EffectiveUsage(p.name)}});
+  }
+  return out;
+}
+
+Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
+                                                     const nlohmann::json& json) {
+  auto sharing = sched::ParseProjectSharing(json);
+  if (!sharing.ok()) return sharing.status();
+  const nlohmann::json normal = sched::ProjectSharingJson(*sharing);
+  std::lock_guard lock(mu_);
+  CORRAL_RETURN_IF_ERROR(store_.SetProjectSharing(project, normal.dump()));
+  sharing_[project] = *sharing;
+  CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
+  wake_ = true;
+  return normal;
+}
+
+nlohmann::json Controller::PolicyView() {
+  std::lock_guard lock(mu_);
+  nlohmann::json out = {{"policy", sched::SchedulingPolicyJson(policy_)},
+                        {"placement", config_.policy},
+                        {"file", config_.policy_file}};
+  out["file_error"] =
+      policy_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy_error_);
+  return out;
+}
+
+Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task,
+                                        const std::string& stream,
+                                        std::optional<int64_t> generation) {
+  if (stream != "stdout" && stream != "stderr") {
+    return InvalidArgument("field 'stream': must be stdout or stderr");
+  }
+  auto record = store_.GetJob(id);
+  if (!record.ok()) return record.status();
+  if (!who.CanAccessProject(record->project)) {
+    return NotFound("job " + std::to_string(id.value()) + " not found");
+  }
+  const int64_t current = record->restarts + 1;
+  if (generation && *generation > current) {
+    return NotFound("field 'generation': job " + std::to_string(id.value()) + " is at run " +
+                    std::to_string(current) + "; there is no run " + std::to_string(*generation));
+  }
+  return config_.logs_dir + "/" + std::to_string(id.value()) + "/" + std::to_string(task) + "-g" +
+         std::to_string(generation.value_or(current)) + "." + stream;
+}
+
+Result<std::vector<store::GpuUsageRow>> Controller::GpuUsage(const Principal& who,
+                                                             const std::string& since,
+                                                             const std::string& until) {
+  auto rows = store_.GpuUsage(since, until);
+  if (!rows.ok()) return rows.status();
+  std::vector<store::GpuUsageRow> visible;
+  for (const auto& r : *rows) {
+    if (who.admin || r.user == who.name || who.CanAccessProject(r.project)) {
+      visible.push_back(r);
+    }
+  }
+  return visible;
+}
+
+Result<std::vector<store::JobRecord>> Controller::JobsLiveSince(Seconds since) {
+  store::JobFilter filter;
+  filter.live_since = since;
+  filter.limit = 0;
+  return store_.ListJobs(filter);
+}
+
+}  // namespace corral::server

@@ -1,0 +1,2162 @@
+// The controller's state machine driven directly (no HTTP), on a real SQLite store and a
+// FakeClock: launches, reports, cancellation, gang failure, node loss and identity.
+#include "server/control/controller.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <map>
+#include <thread>
+#include <tuple>
+
+#include "model/node.h"
+#include "protocol/agent_messages.h"
+#include "server/test_store.h"
+#include "store/migrations.h"
+#include "store/sqlite_connection.h"
+
+namespace corral::server {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+
+constexpr char kNodeA[] = "node-a-0123456789abcdef";  // node ids: 16+ characters
+constexpr char kNodeB[] = "node-b-0123456789abcdef";
+
+json Inventory(int gpus) {
+  json list = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"index", i}, {"uuid", "GPU-" + std::to_string(i)}, {"memory_mib", 81920}});
+  }
+  return {{"hostname", "h"},     {"cpu_milli", 64000}, {"memory_mib", 512 * 1024},
+          {"gpu_model", "A100"}, {"gpus", list},       {"labels", json::object()}};
+}
+
+json Spec(int gpus, int tasks = 1, int max_restarts = 0) {
+  return {{"name", "t"},
+          {"command", {"true"}},
+          {"resources", {{"gpus", gpus}}},
+          {"tasks", tasks},
+          {"max_restarts", max_restarts}};
+}
+
+// A task status as an agent reports it.
+json TaskReport(const json& launch, const std::string& state, int exit_code = 0) {
+  json s = {{"job_id", launch["job_id"]},
+            {"task_index", launch["task_index"]},
+            {"allocation_id", launch["allocation_id"]},
+            {"generation", launch["generation"]},
+            {"state", state}};
+  if (state != "running") s["exit_code"] = exit_code;
+  // What an agent says of an exited or killed process (protocol::TaskStatus::end_cause).
+  if (state == "exited") s["end_cause"] = "exited";
+  if (state == "killed") s["end_cause"] = "stopped";
+  return s;
+}
+
+json Report(std::vector<json> tasks = {}) {
+  json r = {{"tasks", json::array()}, {"logs", json::array()}};
+  for (auto& t : tasks) r["tasks"].push_back(std::move(t));
+  return r;
+}
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = test_store_.store();
+    ASSERT_NE(store_, nullptr);
+    auto alice = store_->CreateUser("alice", false, Seconds(1));
+    ASSERT_TRUE(store_->CreateUser("bob", false, Seconds(1)).ok());
+    ASSERT_TRUE(store_->CreateProject("default", "", Seconds(1)).ok());
+    alice_ = {alice->id, "alice", false, {"default"}};
+    bob_ = {alice->id + 1, "bob", false, {"default"}};
+    Restart();
+  }
+  void TearDown() override { controller_.reset(); }
+
+  void Restart() {
+    controller_.reset();
+    ControllerConfig config;
+    config.node_timeout = node_timeout_;
+    config.policy_file = policy_file_;
+    config.session_idle_timeout = session_idle_timeout_;
+    config.session_idle_warning = Seconds(300);
+    config.session_app_probe = session_app_probe_;
+    config.loop_tick = loop_tick_;
+    auto c = Controller::Create(config, *store_, clock_);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    controller_ = std::move(c).value();
+  }
+
+  JobId Submit(const json& spec) {
+    auto job = controller_->Submit(alice_, spec);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    return job.ok() ? job->id : JobId(0);
+  }
+  std::string StateOf(JobId id) { return std::string(model::ToString(store_->GetJob(id)->state)); }
+  // Sends `report` (its wire JSON, as an agent sends it) through the protocol's codec and
+  // answers with the answer's wire JSON. A report without "seq" gets the node's next number (as
+  // an agent numbers every report); `wait_ms` is the report's long poll. Thread-safe.
+  Result<json> Heartbeat(const std::string& node, json report, int wait_ms) {
+    {
+      std::lock_guard lock(seq_mu_);
+      int64_t& next = next_seq_[node];
+      if (!report.is_object() || !report.contains("seq")) {
+        if (report.is_object()) report["seq"] = ++next;
+      } else if (report["seq"].is_number_integer()) {
+        next = std::max(next, report["seq"].get<int64_t>());
+      }
+    }
+    if (report.is_object()) report["wait_ms"] = wait_ms;
+    auto parsed = protocol::ParseReport(report);
+    if (!parsed.ok()) return parsed.status();
+    auto answer = controller_->Heartbeat(node, *parsed);
+    if (!answer.ok()) return answer.status();
+    return protocol::ToJson(*answer);
+  }
+  json Beat(const std::string& node, const json& report) {
+    auto answer = Heartbeat(node, report, 0);
+    EXPECT_TRUE(answer.ok()) << answer.status().ToString();
+    return answer.ok() ? *answer : json::object();
+  }
+  // Registers through the protocol's codec, as the agent route does.
+  Result<protocol::RegisterAnswer> RegisterNode(const std::string& name, const std::string& node_id,
+                                                const json& inventory) {
+    auto request = protocol::ParseRegisterRequest({{"protocol_version", protocol::kProtocolVersion},
+                                                   {"name", name},
+                                                   {"node_id", node_id},
+                                                   {"inventory", inventory}});
+    if (!request.ok()) return request.status();
+    return controller_->RegisterNode(*request);
+  }
+  // Makes the store's writes to `table` fail (a trigger, from a second connection) or work.
+  void BreakWrites(const std::string& table, bool broken) {
+    auto conn = store::SqliteConnection::Open(test_store_.db_path());
+    ASSERT_TRUE(conn.ok());
+    const std::string trigger = "break_" + table;
+    ASSERT_TRUE((*conn)
+                    ->ExecuteScript(broken
+                                        ? "CREATE TRIGGER " + trigger + " BEFORE UPDATE ON " +
+                                              table + " BEGIN SELECT RAISE(ABORT, 'injected'); END"
+                                        : "DROP TRIGGER " + trigger)
+                    .ok());
+  }
+
+  // Writes the policy file with a modification time `age` seconds in the future (so that each
+  // write is seen as a change however coarse the file system's clock).
+  void WritePolicy(const std::string& text, int age) {
+    policy_file_ = (test_store_.dir() / "policy.yaml").string();
+    std::ofstream(policy_file_) << text;
+    std::filesystem::last_write_time(
+        policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(age));
+  }
+
+  TestStore test_store_{"controller"};  // outlives the controller (declared before it)
+  std::string policy_file_;
+  Seconds node_timeout_{30};
+  Seconds session_idle_timeout_{3600};
+  SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
+  std::chrono::milliseconds loop_tick_{1000};
+  FakeClock clock_{Seconds(1000)};
+  store::Store* store_ = nullptr;  // test_store_'s
+  std::unique_ptr<Controller> controller_;
+  Principal alice_, bob_;
+  std::mutex seq_mu_;
+  std::map<std::string, int64_t> next_seq_;  // guarded by seq_mu_
+};
+
+// A heartbeat's "gpu_metrics" (agent/gpu_metrics.h): GPU `index` at `util` %, held by `tasks`.
+json GpuMetrics(std::vector<std::tuple<int, int, std::vector<std::string>>> gpus) {
+  json list = json::array();
+  for (auto& [index, util, tasks] : gpus) {
+    list.push_back({{"index", index},
+                    {"utilization_percent", util},
+                    {"tasks", tasks},
+                    {"processes", json::array()}});
+  }
+  return {{"sampled_at_ms", 0}, {"gpus", list}};
+}
+
+std::string TaskKeyOf(const json& launch) {
+  return std::to_string(launch["allocation_id"].get<int64_t>()) + "-" +
+         std::to_string(launch["generation"].get<int64_t>());
+}
+
+TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  const json launch = answer["run"][0];
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const std::string node = "a", other = "b";
+  const int gpu = launch["gpus"][0];
+  json report = Report({TaskReport(launch, "running")});
+  report["gpu_metrics"] = GpuMetrics({{gpu, 4, {TaskKeyOf(launch)}}, {7 - gpu, 0, {}}});
+  Beat(node, report);
+  // Another node naming the same task speaks for nothing it runs.
+  json foreign = Report();
+  foreign["gpu_metrics"] = GpuMetrics({{0, 3, {TaskKeyOf(launch)}}});
+  Beat(other, foreign);
+
+  std::map<std::pair<std::string, int>, GpuStatus> by_gpu;
+  for (const GpuStatus& g : controller_->Gpus().Gpus()) by_gpu[{g.node, g.index}] = g;
+  ASSERT_TRUE(by_gpu.count({node, gpu}));
+  const GpuStatus& held = by_gpu[{node, gpu}];
+  ASSERT_EQ(held.holders.size(), 1u);
+  EXPECT_EQ(held.holders[0].job, id);
+  EXPECT_EQ(held.holders[0].user, "alice");
+  EXPECT_EQ(held.holders[0].project, "default");
+  EXPECT_EQ(held.uuid, "GPU-" + std::to_string(gpu));
+  EXPECT_EQ(held.latest.utilization_percent, 4);
+  EXPECT_EQ(held.latest.at_ms, 1000 * 1000);
+  EXPECT_TRUE((by_gpu[{node, 7 - gpu}].holders.empty()));
+  EXPECT_TRUE((by_gpu[{other, 0}].holders.empty()));
+
+  // Malformed metrics are dropped and counted; the heartbeat's task reports still count.
+  json bad = Report({TaskReport(launch, "exited", 0)});
+  bad["gpu_metrics"] = {{"gpus", {{{"index", 0}, {"utilization_percent", 900}}}}};
+  ASSERT_TRUE(Heartbeat(node, bad, 0).ok());
+  EXPECT_EQ(StateOf(id), "succeeded");
+  EXPECT_EQ(controller_->RejectedGpuReports(), 1);
+  for (const json& row : controller_->Nodes()) {
+    if (row["name"] == node) {
+      EXPECT_THAT(row.value("gpu_metrics_error", ""),
+                  HasSubstr("gpu_metrics: field 'gpus[0].utilization_percent': must be in 0..100"));
+    } else {
+      EXPECT_FALSE(row.contains("gpu_metrics_error"));
+    }
+  }
+}
+
+TEST_F(ControllerTest, AJobWhoseGpusIdleGetsAnEventAndAnotherWhenBusyAgain) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(2));
+  controller_->Tick();
+  const json launch = Beat("a", Report())["run"][0];
+  const std::vector<std::string> tasks = {TaskKeyOf(launch)};
+  auto beat = [&](int util) {
+    json report = Report({TaskReport(launch, "running")});
+    report["gpu_metrics"] =
+        GpuMetrics({{launch["gpus"][0], util, tasks}, {launch["gpus"][1], util, tasks}});
+    Beat("a", report);
+  };
+  auto events = [&] {
+    std::vector<std::string> out;
+    auto stored = store_->JobEvents(id);
+    for (const auto& e : *stored) out.push_back(e.reason);
+    return out;
+  };
+  beat(3);
+  // The default: flagged after 30 minutes under 10 %.
+  clock_.Advance(Seconds(1799));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  controller_->Tick();  // said once
+  const std::vector<std::string> said = events();
+  EXPECT_EQ(std::count(said.begin(), said.end(), "GPUs idle: under 10 % for 1800 s"), 1);
+  // After a restart the server has no readings: it neither says "busy again" nor, once the
+  // GPUs have idled another 30 minutes, "idle" a second time.
+  Restart();
+  beat(3);
+  controller_->Tick();
+  clock_.Advance(Seconds(1800));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  const std::vector<std::string> after_restart = events();
+  EXPECT_EQ(
+      std::count(after_restart.begin(), after_restart.end(), "GPUs idle: under 10 % for 1800 s"),
+      1);
+  beat(60);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs busy again");
+  // Flagged again, a reading without utilisation (the probe could not tell) is no news, nor
+  // are readings that stop (the node still beats, without GPU metrics): no "busy again".
+  beat(3);
+  clock_.Advance(Seconds(1800));
+  beat(3);
+  controller_->Tick();
+  EXPECT_EQ(events().back(), "GPUs idle: under 10 % for 1800 s");
+  json unknown = Report({TaskReport(launch, "running")});
+  unknown["gpu_metrics"] =
+      GpuMetrics({{launch["gpus"][0], 0, tasks}, {launch["gpus"][1], 0, tasks}});
+  for (json& g : unknown["gpu_metrics"]["gpus"]) g.erase("utilization_percent");
+  Beat("a", unknown);
+  controller_->Tick();
+  for (int i = 0; i < 61; ++i) {
+    clock_.Advance(Seconds(30));
+    Beat("a", Report({TaskReport(launch, "running")}));
+    controller_->Tick();
+  }
+  const std::vector<std::string> stale = events();
+  EXPECT_EQ(stale.back(), "GPUs idle: under 10 % for 1800 s");
+  EXPECT_EQ(std::count(stale.begin(), stale.end(), "GPUs busy again"), 1);
+}
+
+TEST_F(ControllerTest, EachRunOfARequeuedJobIsToldOfItsIdleGpus) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/2));
+  auto idle_events = [&] {
+    auto stored = store_->JobEvents(id);
+    return std::count_if(stored->begin(), stored->end(), [](const store::JobEvent& e) {
+      return e.reason.rfind(kGpusIdleEvent, 0) == 0;
+    });
+  };
+  // Starts the job's next run, its task running.
+  auto start_run = [&] {
+    controller_->Tick();
+    const json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({TaskReport(launch, "running")}));
+    EXPECT_EQ(StateOf(id), "running");
+    return launch;
+  };
+  // The run's GPU at `util` %.
+  auto sample = [&](const json& launch, int util) {
+    json report = Report({TaskReport(launch, "running")});
+    report["gpu_metrics"] = GpuMetrics({{launch["gpus"][0], util, {TaskKeyOf(launch)}}});
+    Beat("a", report);
+  };
+  // The run idles 30 minutes, then fails (its GPU is free again): the job is requeued.
+  auto idle_then_fail = [&](const json& launch) {
+    sample(launch, 3);
+    clock_.Advance(Seconds(1800));
+    sample(launch, 3);
+    controller_->Tick();
+    json report = Report({TaskReport(launch, "exited", 1)});
+    report["gpu_metrics"] = GpuMetrics({{launch["gpus"][0], 0, {}}});
+    Beat("a", report);
+    EXPECT_EQ(StateOf(id), "pending");
+  };
+  idle_then_fail(start_run());
+  EXPECT_EQ(idle_events(), 1);
+  idle_then_fail(start_run());
+  EXPECT_EQ(idle_events(), 2);
+  // After a server restart, the earlier runs' events say nothing about this run.
+  const json third = start_run();
+  Restart();
+  sample(third, 3);
+  clock_.Advance(Seconds(1800));
+  sample(third, 3);
+  controller_->Tick();
+  EXPECT_EQ(idle_events(), 3);
+}
+
+TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
+  node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; the node stays
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();  // t = 1000: recorded
+  Submit(Spec(2));
+  clock_.Advance(Seconds(30));
+  controller_->Tick();  // t = 1030: not yet a minute
+  clock_.Advance(Seconds(30));
+  controller_->Tick();  // t = 1060
+  const json all = controller_->SummaryHistory(Seconds(0));
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]["time"], 1000);
+  EXPECT_EQ(all[0]["gpus_allocated"], 0.0);
+  EXPECT_EQ(all[1]["time"], 1060);
+  EXPECT_EQ(all[1]["gpus_allocated"], 2.0);
+  EXPECT_EQ(all[1]["gpus"], 8);
+  EXPECT_EQ(controller_->SummaryHistory(Seconds(1001)).size(), 1u);
+}
+
+TEST_F(ControllerTest, ALostNodesGpusAreForgotten) {
+  node_timeout_ = Seconds(30);
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(2)).ok());
+  json report = Report();
+  report["gpu_metrics"] = GpuMetrics({{0, 0, {}}, {1, 0, {}}});
+  Beat("a", report);
+  EXPECT_EQ(controller_->Gpus().Gpus().size(), 2u);
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_TRUE(controller_->Gpus().Gpus().empty());
+}
+
+TEST_F(ControllerTest, LaunchLostInTransitIsSentAgain) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(2));
+  controller_->Tick();
+  json first = Beat("a", Report());
+  ASSERT_EQ(first["run"].size(), 1u);
+  // The agent never got that answer: its next report lists nothing. The launch goes out again.
+  json again = Beat("a", Report());
+  ASSERT_EQ(again["run"].size(), 1u);
+  EXPECT_EQ(again["run"][0]["allocation_id"], first["run"][0]["allocation_id"]);
+  Beat("a", Report({TaskReport(again["run"][0], "running")}));
+  EXPECT_EQ(StateOf(id), "running");
+  // Once it runs it is not launched again.
+  EXPECT_TRUE(Beat("a", Report({TaskReport(again["run"][0], "running")}))["run"].empty());
+}
+
+// A report as the agents number them: `seq`, partial or whole, with the launches it accepted.
+json Numbered(json report, int64_t seq, bool partial = false, std::vector<json> starting = {}) {
+  report["seq"] = seq;
+  if (partial) report["partial"] = true;
+  report["starting"] = json::array();
+  for (const json& launch : starting) {
+    report["starting"].push_back(
+        {{"allocation_id", launch["allocation_id"]}, {"generation", launch["generation"]}});
+  }
+  return report;
+}
+
+TEST_F(ControllerTest, AReportOlderThanOneTakenCannotMarkAJustStartedTaskLost) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 1))["run"][0];
+  // The heartbeat thread's next report (2) was made before the task started; the push thread's
+  // (3) after, and it arrives first.
+  json pushed = Beat("a", Numbered(Report({TaskReport(launch, "running")}), 3, true));
+  EXPECT_FALSE(pushed.contains("stale_report"));
+  EXPECT_EQ(StateOf(id), "running");
+  json late = Beat("a", Numbered(Report(), 2));
+  EXPECT_TRUE(late.value("stale_report", false));
+  EXPECT_EQ(StateOf(id), "running");  // not lost
+  // A newer whole report that leaves the task out does lose it.
+  Beat("a", Numbered(Report(), 4));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
+}
+
+TEST_F(ControllerTest, ARegistrationStartsTheNumberingAgain) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 50))["run"][0];
+  // The agent restarted (tasks survive it) and registers again: its reports count from 1.
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  EXPECT_FALSE(
+      Beat("a", Numbered(Report({TaskReport(launch, "running")}), 1)).contains("stale_report"));
+  EXPECT_EQ(StateOf(id), "running");
+}
+
+TEST_F(ControllerTest, AcceptedLaunchesAreNeitherSentAgainNorLost) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Numbered(Report(), 1))["run"][0];
+  // The agent is still starting it: not sent again (a long poll would return at once), and
+  // not taken for a launch that never arrived.
+  json answer = Beat("a", Numbered(Report(), 2, false, {launch}));
+  EXPECT_TRUE(answer["run"].empty());
+  EXPECT_EQ(StateOf(id), "starting");
+  // Cancelled while starting: the agent gets the kill (and drops the queued launch).
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  answer = Beat("a", Numbered(Report(), 3, false, {launch}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(StateOf(id), "starting");
+  Beat("a", Numbered(Report(), 4));  // dropped before it started
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, APartialReportChangesOnlyTheTasksItLists) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(1));
+  const JobId second = Submit(Spec(1));
+  controller_->Tick();
+  json run = Beat("a", Numbered(Report(), 1))["run"];
+  ASSERT_EQ(run.size(), 2u);
+  Beat("a", Numbered(Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}), 2));
+  ASSERT_EQ(StateOf(first), "running");
+  Beat("a", Numbered(Report({TaskReport(run[0], "exited", 0)}), 3, true));
+  EXPECT_EQ(StateOf(first), "succeeded");
+  EXPECT_EQ(StateOf(second), "running");  // left out of a partial report: not lost
+}
+
+TEST_F(ControllerTest, AnEndSchedulesTheNextJobAndWakesTheNodesWaitingHeartbeat) {
+  loop_tick_ = std::chrono::hours(1);  // so that only the end can start the next job
+  Restart();
+  controller_->Start();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(1)).ok());
+  const JobId first = Submit(Spec(1));
+  json launch;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (launch.is_null() && std::chrono::steady_clock::now() < deadline) {
+    json run = Beat("a", Numbered(Report(), 1))["run"];  // submissions wake the loop
+    if (!run.empty()) launch = run[0];
+  }
+  ASSERT_FALSE(launch.is_null());
+  const JobId second = Submit(Spec(1));  // waits for the only GPU
+  // The heartbeat thread's long poll waits at the server...
+  auto waiting = std::async(std::launch::async, [&] {
+    return Heartbeat("a", Numbered(Report({TaskReport(launch, "running")}), 2), 20000);
+  });
+  while (controller_->WaitingHeartbeats() < 1 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(controller_->WaitingHeartbeats(), 1);
+  // ... when the push thread reports the end: the next job's launch goes out on that long poll.
+  Beat("a", Numbered(Report({TaskReport(launch, "exited", 0)}), 3, true));
+  EXPECT_EQ(StateOf(first), "succeeded");
+  auto answer = waiting.get();
+  ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+  ASSERT_EQ((*answer)["run"].size(), 1u);
+  EXPECT_EQ((*answer)["run"][0]["job_id"], second.value());
+  controller_->Stop();
+}
+
+TEST_F(ControllerTest, CancelBeforeAnyLaunchFreesTheGpusAtOnce) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(first), "starting");
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  EXPECT_EQ(StateOf(first), "cancelled");  // no agent heard of it: nothing to wait for
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelAfterLaunchHoldsTheGpusUntilTheAgentReports) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  // The launch went out and may be running: its GPUs are not given to anyone else yet.
+  EXPECT_EQ(StateOf(first), "starting");
+  EXPECT_EQ(StateOf(second), "pending");
+  // The agent started it before hearing of the cancel: it gets a kill.
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], launch["allocation_id"]);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  EXPECT_EQ(StateOf(first), "cancelled");
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelledLaunchTheAgentNeverGotEndsWithItsNextReport) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8));
+  controller_->Tick();
+  ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  EXPECT_EQ(StateOf(id), "starting");
+  // The answer was lost: the agent's next report does not list the task. It never ran.
+  Beat("a", Report());
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, OnlyTheOwnerOrAnAdminMayCancel) {
+  const JobId id = Submit(Spec(1));
+  Status s = controller_->Cancel(bob_, id);
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(), HasSubstr("owner"));
+  Principal admin{99, "root", true, {}};
+  EXPECT_TRUE(controller_->Cancel(admin, id).ok());
+  EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+TEST_F(ControllerTest, GangFailsEvenWhenAPartNeverLaunched) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 2));
+  controller_->Tick();
+  ASSERT_EQ(StateOf(id), "starting");
+  json launch = Beat("a", Report())["run"][0];
+  // Node b has not heartbeated since; task 0 fails on node a.
+  Beat("a", Report({TaskReport(launch, "exited", 3)}));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("exited with code 3"));
+  // Node b is never told to start its part.
+  EXPECT_TRUE(Beat("b", Report())["run"].empty());
+}
+
+TEST_F(ControllerTest, RunningTaskMissingFromAReportIsLostAndRequeued) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  Beat("a", Report());  // the agent no longer knows the task
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_EQ((*view)["restarts"], 1);
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
+}
+
+TEST_F(ControllerTest, StoreFailureFailsTheHeartbeatAndTheReportIsTakenWhenResent) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  BreakWrites("tasks", true);
+  auto failed = Heartbeat("a", Report({TaskReport(launch, "exited", 0)}), 0);
+  EXPECT_FALSE(failed.ok());  // not acknowledged: the agent keeps its report
+  BreakWrites("tasks", false);
+  EXPECT_EQ(StateOf(id), "running");
+  Beat("a", Report({TaskReport(launch, "exited", 0)}));
+  EXPECT_EQ(StateOf(id), "succeeded");
+}
+
+TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto taken = RegisterNode("a", kNodeB, Inventory(8));
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  // The same node id again (an agent restart) gets a new token; the old one stops working.
+  auto first = RegisterNode("a", kNodeA, Inventory(8));
+  auto second = RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_FALSE(controller_->AuthenticateNode("a", first->node_token));
+  EXPECT_TRUE(controller_->AuthenticateNode("a", second->node_token));
+  // Remembered across a server restart.
+  Restart();
+  EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
+  // Once the node is lost, another agent may take the name.
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_TRUE(RegisterNode("a", kNodeB, Inventory(8)).ok());
+  EXPECT_EQ(RegisterNode("a", "short", Inventory(8)).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ControllerTest, RegistrationTellsTheStoresClusterIdAndRefusesUnsafeNames) {
+  auto registered = RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(registered.ok()) << registered.status().ToString();
+  EXPECT_EQ(registered->cluster_id, store_->ClusterId());
+  EXPECT_TRUE(model::ValidateClusterId(registered->cluster_id).ok());
+  // The same after a restart: the id is the store's, not the process's.
+  Restart();
+  EXPECT_EQ(RegisterNode("a", kNodeA, Inventory(8))->cluster_id, registered->cluster_id);
+  // Agents use the name as a path component on their host.
+  for (const char* name : {"../x", "a/b", "..", ".hidden", ""}) {
+    auto refused = RegisterNode(name, kNodeB, Inventory(8));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(refused.status().message(), HasSubstr("field 'name'")) << name;
+  }
+}
+
+TEST_F(ControllerTest, ANodeBackWithOtherCpuAndMemoryKeepsItsJobsWhileTheyFit) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json spec = Spec(8, 1, /*max_restarts=*/1);
+  spec["resources"]["cpu_milli"] = 16000;
+  const JobId id = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The agent comes back (an upgrade, another --cpus) offering more CPU and less memory.
+  json more = Inventory(8);
+  more["cpu_milli"] = 128000;
+  more["memory_mib"] = 256 * 1024;
+  ASSERT_TRUE(RegisterNode("a", kNodeA, more).ok());
+  EXPECT_EQ((*controller_->JobView(alice_, id))["state"], "running");
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
+  // Back with less CPU than its task holds: the node is replaced, as for any other change.
+  json less = Inventory(8);
+  less["cpu_milli"] = 8000;
+  ASSERT_TRUE(RegisterNode("a", kNodeA, less).ok());
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
+}
+
+TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The agent comes back with one GPU fewer.
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(7)).ok());
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "pending");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
+  auto nodes = controller_->Nodes();
+  ASSERT_EQ(nodes.size(), 1u);
+  EXPECT_EQ(nodes[0]["gpus"], 7);
+  EXPECT_EQ(nodes[0]["state"], "ready");
+  // The old run is stale on the node and gets a kill.
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+}
+
+TEST_F(ControllerTest, SilentNodeIsLostAndItsJobRequeued) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  const std::string node = store_->TasksOfJob(id)->at(0).node;
+  const std::string other = node == "a" ? "b" : "a";
+  json launch = Beat(node, Report())["run"][0];
+  Beat(node, Report({TaskReport(launch, "running")}));
+  clock_.Advance(Seconds(20));
+  Beat(other, Report());
+  clock_.Advance(Seconds(20));
+  Beat(other, Report());
+  controller_->Tick();  // `node` silent for 40 s > 30 s; requeued and placed on `other`
+  EXPECT_EQ(StateOf(id), "starting");
+  EXPECT_EQ(store_->GetJob(id)->restarts, 1);
+  EXPECT_EQ(Heartbeat(node, Report(), 0).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(Beat(other, Report())["run"].size(), 1u);
+}
+
+TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
+  const int n = Controller::kMaxWaitingHeartbeats;
+  for (int i = 0; i <= n; ++i) {
+    ASSERT_TRUE(RegisterNode("n" + std::to_string(i), "id-0123456789abcdef-" + std::to_string(i),
+                             Inventory(1))
+                    .ok());
+  }
+  std::vector<std::future<Result<json>>> waiting;
+  for (int i = 0; i < n; ++i) {
+    waiting.push_back(std::async(std::launch::async, [this, i] {
+      return Heartbeat("n" + std::to_string(i), Report(), 20000);
+    }));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (controller_->WaitingHeartbeats() < n && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(controller_->WaitingHeartbeats(), n);
+  // The (n+1)th answers at once, telling the agent to pause.
+  auto answer = Heartbeat("n" + std::to_string(n), Report(), 20000);
+  ASSERT_TRUE(answer.ok());
+  EXPECT_EQ(answer->value("retry_after_ms", 0), 20000);
+  controller_->Stop();  // wakes the waiting ones
+  for (auto& w : waiting) EXPECT_TRUE(w.get().ok());
+}
+
+TEST_F(ControllerTest, FailedJobCommitIsRetriedOnTheNextTick) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  BreakWrites("jobs", true);
+  Beat("a", Report({TaskReport(launch, "exited", 0)}));  // the task's end is committed
+  BreakWrites("jobs", false);
+  EXPECT_EQ(StateOf(id), "running");  // the job's end was not
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id), "succeeded");
+}
+
+TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(8));
+  controller_->Tick();
+  ASSERT_EQ(Beat("a", Report())["run"].size(), 1u);  // the launch went out, then a crash
+  Restart();
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  const JobId second = Submit(Spec(8));
+  controller_->Tick();
+  // The old server may have launched it: its GPUs wait for the agent's word.
+  EXPECT_EQ(StateOf(first), "starting");
+  EXPECT_EQ(StateOf(second), "pending");
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  Beat("a", Report());  // it never ran
+  EXPECT_EQ(StateOf(first), "cancelled");
+  controller_->Tick();
+  EXPECT_EQ(StateOf(second), "starting");
+}
+
+TEST_F(ControllerTest, CancelOfAStartedJobSurvivesARestart) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_TRUE(controller_->Cancel(alice_, id).ok());
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  auto view = controller_->JobView(alice_, id);
+  EXPECT_EQ((*view)["state"], "cancelled");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("cancelled by alice"));
+}
+
+TEST_F(ControllerTest, MalformedReportIsRefusedWholeAndLosesNothing) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  for (const json& bad :
+       {json{{"logs", json::array()}}, json{{"tasks", "all"}}, json{{"tasks", {1}}},
+        json{{"tasks", {{{"allocation_id", "x"}, {"generation", 1}, {"state", "exited"}}}}},
+        json{{"tasks", {{{"allocation_id", 1}, {"generation", 1}, {"state", "melted"}}}}},
+        json{{"tasks", json::array()}, {"logs", {{{"stream", 5}}}}}}) {
+    auto answer = Heartbeat("a", bad, 0);
+    EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+  }
+  EXPECT_EQ(StateOf(id), "running");
+}
+
+// A task's end as an agent reports it: killed or exited by `signal`, with the agent's typed end
+// cause and note.
+json EndedBy(const json& launch, const std::string& state, int signal, const std::string& cause,
+             const std::string& message) {
+  json s = TaskReport(launch, state);
+  s.erase("exit_code");
+  s.erase("end_cause");
+  s["signal"] = signal;
+  s["end_cause"] = cause;
+  s["message"] = message;
+  return s;
+}
+
+TEST_F(ControllerTest, AJobStoppedAtItsTimeLimitEndsTimeout) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  Beat("a",
+       Report({EndedBy(launch, "killed", SIGTERM, "time_limit", "time limit of 60 s reached")}));
+  EXPECT_EQ(StateOf(id), "timeout");
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "timeout");
+  EXPECT_EQ((*view)["reason"], "task 0 was killed by signal 15: time limit of 60 s reached");
+  EXPECT_EQ((*view)["events"].back()["to"], "timeout");
+  EXPECT_EQ((*view)["tasks"][0]["end_cause"], "time_limit");
+  EXPECT_TRUE((*view)["end_time"].is_number());
+  auto listed = controller_->ListJobs(alice_, {model::JobState::kTimeout}, false, 10, std::nullopt,
+                                      std::nullopt);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->jobs.size(), 1u);
+  EXPECT_EQ(listed->jobs[0]["state"], "timeout");
+}
+
+TEST_F(ControllerTest, AJobKilledByTheOomKillerEndsOom) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // The kernel, not corral, killed it: the agent reports it exited (by SIGKILL), out of memory.
+  Beat("a", Report({EndedBy(launch, "exited", SIGKILL, "out_of_memory",
+                            "out of memory: killed at its memory limit of 64 MiB")}));
+  EXPECT_EQ(StateOf(id), "oom");
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("killed at its memory limit"));
+  EXPECT_EQ((*view)["tasks"][0]["end_cause"], "out_of_memory");
+}
+
+// An agent that predates end causes, or a cause that is no failure of the job's own, ends the
+// job failed as before; the note alone never decides.
+TEST_F(ControllerTest, OnlyATypedCauseEndsAJobTimeoutOrOom) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  // The message is words for people: the cause decides.
+  const std::vector<std::pair<std::string, std::string>> ends = {
+      {"signalled", "out of memory"}, {"exited", "time limit of 60 s reached"}};
+  for (const auto& [cause, note] : ends) {
+    const JobId id = Submit(Spec(1));
+    controller_->Tick();
+    json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({EndedBy(launch, "exited", SIGKILL, cause, note)}));
+    EXPECT_EQ(StateOf(id), "failed") << cause;
+  }
+}
+
+// A program that handles SIGTERM at its time limit and exits 0 still ran out of time.
+TEST_F(ControllerTest, ATaskStoppedAtItsTimeLimitThatExitsZeroEndsTimeout) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  json ended = TaskReport(launch, "killed", 0);
+  ended["end_cause"] = "time_limit";
+  Beat("a", Report({ended}));
+  EXPECT_EQ(StateOf(id), "timeout");
+}
+
+// Agents of protocol version 1 type every end: a report that leaves the cause out, or gives one
+// to a running task, is refused whole, naming the field.
+TEST_F(ControllerTest, AnEndedTaskWithoutACauseIsRefusedNamingTheField) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  json ended = TaskReport(launch, "exited", 1);
+  ended.erase("end_cause");
+  auto refused = Heartbeat("a", Report({ended}), 0);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("field 'tasks[0].end_cause': is required when 'state' is exited"));
+  json running = TaskReport(launch, "running");
+  running["end_cause"] = "exited";
+  refused = Heartbeat("a", Report({running}), 0);
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'tasks[0].end_cause': must be absent"));
+  EXPECT_EQ(StateOf(id), "running");
+}
+
+// The gang's first failed task decides how it ends, also when the server restarts while the
+// rest of the gang is being stopped (the cause is stored with the task).
+TEST_F(ControllerTest, AGangEndsByItsFirstFailedTasksCauseAcrossARestart) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8, 2));
+  controller_->Tick();
+  json on_a = Beat("a", Report())["run"][0];
+  json on_b = Beat("b", Report())["run"][0];
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  Beat("b", Report({TaskReport(on_b, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  // The part on b is killed by the OOM killer; the one on a is being stopped when the server
+  // restarts.
+  Beat("b", Report({EndedBy(on_b, "exited", SIGKILL, "out_of_memory", "out of memory")}));
+  EXPECT_EQ(StateOf(id), "running");  // the part on a still runs: it is stopped first
+  json answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  // The server stopped it: its own cause (stopped) does not change the job's end.
+  Beat("a", Report({EndedBy(on_a, "killed", SIGTERM, "stopped", "the gang failed")}));
+  EXPECT_EQ(StateOf(id), "oom");
+  EXPECT_THAT(store_->GetJob(id)->reason,
+              HasSubstr("task " + on_b["task_index"].dump() + " was killed by signal 9"));
+}
+
+// A timed-out or OOM-killed run is a failed run for max_restarts (as before these states): it is
+// requeued while restarts are left, and the last run's cause is the job's end.
+TEST_F(ControllerTest, TimeoutAndOomRunsAreRequeuedLikeFailuresThenEndByTheirCause) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  json first = Beat("a", Report())["run"][0];
+  Beat("a", Report({EndedBy(first, "exited", SIGKILL, "out_of_memory", "out of memory")}));
+  EXPECT_EQ(StateOf(id), "pending");
+  EXPECT_EQ(store_->GetJob(id)->restarts, 1);
+  controller_->Tick();
+  json second = Beat("a", Report())["run"][0];
+  ASSERT_EQ(second["generation"], 2);
+  Beat("a",
+       Report({EndedBy(second, "killed", SIGTERM, "time_limit", "time limit of 5 s reached")}));
+  EXPECT_EQ(StateOf(id), "timeout");
+}
+
+TEST_F(ControllerTest, AnUnknownEndCauseIsRefusedNamingTheField) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  for (const json& cause : {json("melted"), json(3)}) {
+    json ended = EndedBy(launch, "killed", SIGTERM, "stopped", "");
+    ended["end_cause"] = cause;
+    auto answer = Heartbeat("a", Report({ended}), 0);
+    EXPECT_EQ(answer.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(answer.status().message(), HasSubstr("tasks[0].end_cause"));
+  }
+  EXPECT_EQ(StateOf(id), "running");  // refused whole
+}
+
+TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  json ended = TaskReport(launch, "failed_to_start", 127);
+  std::string note;
+  for (int i = 0; i < 400; ++i) note += "\u00e9";  // 'é', two bytes each: 800 bytes
+  ended["message"] = note;
+  Beat("a", Report({ended}));
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["state"], "failed");
+  EXPECT_NO_THROW((void)view->dump());  // strict UTF-8: throws on a split character
+}
+
+TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId gang = Submit(Spec(8, 2));
+  controller_->Tick();
+  json on_a = Beat("a", Report())["run"][0];
+  json on_b = Beat("b", Report())["run"][0];
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  Beat("b", Report({TaskReport(on_b, "running")}));
+  clock_.Advance(Seconds(20));
+  Beat("a", Report({TaskReport(on_a, "running")}));
+  clock_.Advance(Seconds(20));
+  json answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  controller_->Tick();  // b is lost
+  const JobId next = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(gang), "running");  // its task on a still runs
+  EXPECT_EQ(StateOf(next), "pending");  // so a's GPUs are not free
+  answer = Beat("a", Report({TaskReport(on_a, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat("a", Report({TaskReport(on_a, "killed", 143)}));
+  auto view = controller_->JobView(alice_, gang);
+  EXPECT_EQ((*view)["state"], "lost");
+  EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("node b lost"));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(next), "starting");
+}
+
+TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStopped) {
+  ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
+  alice_.projects.push_back("owner");
+  ASSERT_TRUE(controller_->SetProjectSharing("owner", {{"gpus", 4}}).ok());
+  EXPECT_EQ(controller_->SetProjectSharing("owner", {{"gpus", -1}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(controller_->SetProjectSharing("nope", {{"gpus", 1}}).status().code(),
+            StatusCode::kNotFound);
+  for (const json& bad : {json{{"weight", 1e-9}}, json{{"gpus", 1e300}}, json{{"limit_gpus", -2}},
+                          json{{"quota", 4}}, json{{"model_gpus", {{"A100", "x"}}}}}) {
+    auto refused = controller_->SetProjectSharing("owner", bad);
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad.dump();
+    EXPECT_THAT(refused.status().message(), HasSubstr("field '")) << bad.dump();
+  }
+  EXPECT_EQ((*store_->ListProjects())[1].sharing_json.find("1e-09"), std::string::npos);
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  std::vector<JobId> borrowed;
+  for (int i = 0; i < 4; ++i) borrowed.push_back(Submit(Spec(1)));  // project "default"
+  controller_->Tick();
+  json launches = Beat("a", Report())["run"];
+  ASSERT_EQ(launches.size(), 4u);
+  std::vector<json> running;
+  for (const json& l : launches) running.push_back(TaskReport(l, "running"));
+  Beat("a", Report(running));
+
+  json spec = Spec(2);
+  spec["project"] = "owner";
+  const JobId owner = Submit(spec);
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(owner), "starting");
+  int preempted = 0;
+  for (JobId id : borrowed) {
+    auto view = controller_->JobView(alice_, id);
+    if ((*view)["state"] != "pending") continue;
+    ++preempted;
+    EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("preempted for job"));
+  }
+  EXPECT_EQ(preempted, 2);
+  // The agent still runs all four: the two preempted get kills, the owner's launch waits.
+  json answer = Beat("a", Report(running));
+  EXPECT_EQ(answer["kill"].size(), 2u);
+  EXPECT_TRUE(answer["run"].empty());
+  std::vector<json> after;
+  for (const json& r : running) {
+    bool killed = false;
+    for (const json& k : answer["kill"]) killed |= k["allocation_id"] == r["allocation_id"];
+    after.push_back(killed ? TaskReport(r, "killed", 143) : r);
+  }
+  answer = Beat("a", Report(after));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], owner.value());
+  auto projects = controller_->ProjectsView(alice_);
+  ASSERT_TRUE(projects.ok());
+  for (const json& p : *projects) {
+    if (p["name"] == "owner") {
+      EXPECT_EQ(p["running_gpus"], 2.0);
+    }
+  }
+}
+
+TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
+  WritePolicy("order: fifo\nblocking: skip\n", 1);
+  Restart();
+  EXPECT_EQ(controller_->PolicyView()["policy"]["order"], "fifo");
+  WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
+  controller_->Tick();
+  json view = controller_->PolicyView();
+  EXPECT_EQ(view["policy"]["order"], "fifo");
+  EXPECT_THAT(view["file_error"].get<std::string>(), HasSubstr("field 'order'"));
+  WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
+  controller_->Tick();
+  EXPECT_THAT(controller_->PolicyView()["file_error"].get<std::string>(),
+              HasSubstr("las_thresholds_gpu_s"));
+  WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
+  controller_->Tick();
+  view = controller_->PolicyView();
+  EXPECT_EQ(view["policy"]["order"], "sjf");
+  EXPECT_EQ(view["policy"]["fair_share"]["half_life_s"], 3600);
+  EXPECT_TRUE(view["file_error"].is_null());
+  // A bad file at start is an error naming it.
+  WritePolicy("reclaim: maybe\n", 5);
+  controller_.reset();
+  ControllerConfig config;
+  config.policy_file = policy_file_;
+  auto refused = Controller::Create(config, *store_, clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'reclaim'"));
+  policy_file_.clear();
+  Restart();
+}
+
+TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
+  WritePolicy(
+      "order: las\nblocking: strict\nreclaim: false\nlas_thresholds_gpu_s: [600, 7200]\n"
+      "fair_share: {half_life_s: 3600}\n",
+      1);
+  Restart();
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  ASSERT_TRUE(controller_->SetProjectSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
+  const sched::SchedulerConfig rules = controller_->SchedulerRules();
+  EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
+  EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
+  EXPECT_FALSE(rules.sharing.reclaim);
+  EXPECT_EQ(rules.sharing.fair_share.half_life, Seconds(3600));
+  EXPECT_EQ(rules.las_thresholds_gpu_s, (std::vector<int64_t>{600, 7200}));
+  ASSERT_EQ(rules.sharing.projects.count("vision"), 1u);
+  EXPECT_EQ(rules.sharing.projects.at("vision").quota_milli, 4000);
+  EXPECT_EQ(rules.sharing.projects.at("vision").limit_milli, 6000);
+  EXPECT_FALSE(rules.estimate);  // it reads the live predictor: replays bring their own
+}
+
+TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json first = Spec(4);
+  first["time_limit_s"] = 100;
+  const JobId running = Submit(first);
+  controller_->Tick();
+  const JobId waiting = Submit(Spec(4));
+  controller_->Tick();
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 1u);
+  EXPECT_EQ((*queue)[0]["id"], waiting.value());
+  EXPECT_EQ((*queue)[0]["position"], 1);
+  EXPECT_EQ((*queue)[0]["estimated_start"], 1000 + 100);  // when the running job's limit ends
+  EXPECT_FALSE((*queue)[0]["pending_reason"]["code"].get<std::string>().empty());
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100);
+  EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
+  (void)running;
+}
+
+TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train-lr0.1";
+  for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
+    const JobId id = Submit(spec);
+    controller_->Tick();
+    json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({TaskReport(launch, "running")}));
+    clock_.Advance(Seconds(50));
+    Beat("a", Report({TaskReport(launch, "exited", 0)}));
+    ASSERT_EQ(StateOf(id), "succeeded");
+  }
+  spec["name"] = "train-lr0.2";  // a similar name
+  const JobId running = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  auto view = controller_->JobView(alice_, running);
+  EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 50);
+  EXPECT_EQ((*view)["predicted_run_s"]["basis"], "user+similar-name");
+  const JobId waiting = Submit(spec);
+  controller_->Tick();
+  // The running job started at t=1100 and is expected to take 50 s.
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100 + 50);
+  // A restarted server learns again from the store.
+  Restart();
+  EXPECT_EQ((*controller_->JobView(alice_, waiting))["predicted_run_s"]["estimate"], 50);
+}
+
+}  // namespace
+}  // namespace corral::server
+
+namespace corral::server {
+namespace {
+
+json AddressedInventory(int gpus, const std::string& address) {
+  json inventory = Inventory(gpus);
+  inventory["address"] = address;
+  return inventory;
+}
+
+TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
+  json spec = Spec(4, 2);
+  spec["launcher"] = "torchrun";
+  spec["procs_per_node"] = 2;
+  Submit(spec);
+  controller_->Tick();
+  std::map<int, json> launches;        // by node rank
+  std::map<int, std::string> node_of;  // by node rank
+  for (const char* node : {"a", "b"}) {
+    json answer = Beat(node, Report());
+    ASSERT_EQ(answer["run"].size(), 1u) << node;
+    const int rank = answer["run"][0]["task_index"].get<int>();
+    launches[rank] = answer["run"][0];
+    node_of[rank] = node;
+  }
+  const std::string master = launches[0]["distributed"]["master_addr"];
+  EXPECT_EQ(master, node_of[0] == "a" ? "10.0.0.1" : "10.0.0.2");  // part 0's node's address
+  for (const auto& [rank, launch] : launches) {
+    const json& d = launch["distributed"];
+    EXPECT_EQ(d["launcher"], "torchrun");
+    EXPECT_EQ(d["procs_per_node"], 2);
+    EXPECT_EQ(d["node_rank"], rank);
+    EXPECT_EQ(d["nodes"], 2);
+    EXPECT_EQ(d["port"], model::kFirstRendezvousPort);
+    EXPECT_EQ(d["master_addr"], master);  // the same for every part
+    EXPECT_EQ(d["hosts"][0], master);
+    EXPECT_EQ(d["hosts"].size(), 2u);
+  }
+  EXPECT_NE(launches[0]["distributed"]["hosts"][0], launches[0]["distributed"]["hosts"][1]);
+}
+
+TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  // Every part on node a (the only node): launches by job id, each with its parts.
+  auto launches = [&]() {
+    std::map<int64_t, std::vector<json>> out;
+    const json answer = Beat("a", Report());  // kept alive: the loop reads into it
+    for (const json& launch : answer["run"]) {
+      out[launch["job_id"].get<int64_t>()].push_back(launch);
+    }
+    return out;
+  };
+  const JobId plain = Submit(Spec(1));
+  const JobId x = Submit(Spec(1, 2));
+  const JobId y = Submit(Spec(1, 2));
+  controller_->Tick();
+  auto run = launches();
+  ASSERT_EQ(run[plain.value()].size(), 1u);
+  EXPECT_FALSE(run[plain.value()][0].contains("distributed"));
+  ASSERT_EQ(run[x.value()].size(), 2u);
+  ASSERT_EQ(run[y.value()].size(), 2u);
+  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
+  EXPECT_EQ(run[y.value()][0]["distributed"]["launcher"], "none");
+  EXPECT_EQ(run[y.value()][0]["distributed"]["master_addr"], "a");  // no --address: the name
+  const std::vector<json> x_parts = run[x.value()];
+  // After a restart both blocks are taken again: the next job gets the next block.
+  Restart();
+  const JobId z = Submit(Spec(1, 2));
+  controller_->Tick();
+  run = launches();
+  ASSERT_EQ(run[z.value()].size(), 2u);
+  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 2);
+  // x's block is free again once x ended.
+  Beat("a", Report({TaskReport(x_parts[0], "exited", 0), TaskReport(x_parts[1], "exited", 0)}));
+  EXPECT_EQ(StateOf(x), "succeeded");
+  const JobId w = Submit(Spec(1, 2));
+  controller_->Tick();
+  run = launches();
+  ASSERT_EQ(run[w.value()].size(), 2u);
+  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
+}
+
+TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
+  json inventory = Inventory(1);
+  inventory["labels"] = json::array({"r0"});
+  auto refused = RegisterNode("a", kNodeA, inventory);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'inventory.labels': must be an object"));
+  inventory["labels"] = {{"rack", "r 0"}};
+  refused = RegisterNode("a", kNodeA, inventory);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("labels"));
+  refused = RegisterNode("a", kNodeA, AddressedInventory(1, "10.0.0.1;reboot"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("address"));
+  inventory["labels"] = {{"rack", "r0"}};
+  ASSERT_TRUE(RegisterNode("a", kNodeA, inventory).ok());
+  EXPECT_EQ(controller_->Nodes()[0]["labels"], json({{"rack", "r0"}}));
+}
+
+TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(4)).ok());
+  json spec = Spec(4, 2);
+  spec["launcher"] = "mpi";
+  const JobId id = Submit(spec);
+  controller_->Tick();
+  std::map<int, std::pair<std::string, json>> parts;  // node rank → (node, launch)
+  for (const char* node : {"a", "b"}) {
+    json answer = Beat(node, Report());
+    ASSERT_EQ(answer["run"].size(), 1u);
+    parts[answer["run"][0]["task_index"].get<int>()] = {node, answer["run"][0]};
+  }
+  const auto& [node0, launch0] = parts[0];
+  const auto& [node1, launch1] = parts[1];
+  Beat(node0, Report({TaskReport(launch0, "running")}));
+  Beat(node1, Report({TaskReport(launch1, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  // mpirun (part 0) ends well: the holding part is told to stop, and the job succeeds once it
+  // has, although that part was killed.
+  Beat(node0, Report({TaskReport(launch0, "exited", 0)}));
+  json answer = Beat(node1, Report({TaskReport(launch1, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(StateOf(id), "running");
+  json killed = TaskReport(launch1, "killed");
+  killed.erase("exit_code");
+  killed["signal"] = 15;
+  Beat(node1, Report({killed}));
+  EXPECT_EQ(StateOf(id), "succeeded");
+  EXPECT_THAT(store_->JobEvents(id)->back().reason, HasSubstr("task 0 (mpirun)"));
+}
+
+}  // namespace
+}  // namespace corral::server
+
+namespace corral::server {
+namespace {
+
+// Spec(gpus) submitted as an array of `indices`, with a running limit when `max_running` > 0.
+json ArrayJobSpec(int gpus, const std::vector<int>& indices, int max_running = 0) {
+  json spec = Spec(gpus);
+  spec["array"] = {{"indices", indices}};
+  if (max_running > 0) spec["array"]["max_running"] = max_running;
+  return spec;
+}
+
+std::vector<JobId> IdsOf(const std::vector<store::JobRecord>& jobs) {
+  std::vector<JobId> ids;
+  for (const auto& j : jobs) ids.push_back(j.id);
+  return ids;
+}
+
+TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
+  json spec = ArrayJobSpec(1, {0, 5, 7}, 2);
+  spec["env"] = {{"SEED", "1"}, {"LR", "1"}};
+  spec["array"]["env"] = json::array({json{{"LR", "0.1"}}, json::object(), json{{"B", "64"}}});
+  auto jobs = controller_->SubmitArray(alice_, spec);
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  ASSERT_EQ(jobs->size(), 3u);
+  const JobId array = (*jobs)[0].id;
+  const std::vector<std::map<std::string, std::string>> envs = {
+      {{"SEED", "1"}, {"LR", "0.1"}},
+      {{"SEED", "1"}, {"LR", "1"}},
+      {{"SEED", "1"}, {"LR", "1"}, {"B", "64"}}};
+  for (size_t i = 0; i < jobs->size(); ++i) {
+    auto stored = store_->GetJob((*jobs)[i].id);
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(stored->array_id, array);
+    EXPECT_EQ(stored->array_index, (std::vector<int>{0, 5, 7})[i]);
+    EXPECT_EQ(stored->array_max_running, 2);
+    json view = *controller_->JobView(alice_, (*jobs)[i].id);
+    EXPECT_EQ(view["array_id"], array.value());
+    EXPECT_EQ(view["array_index"], (std::vector<int>{0, 5, 7})[i]);
+    EXPECT_FALSE(view["spec"].contains("array"));  // each element is an ordinary job
+    EXPECT_EQ(view["spec"]["env"], json(envs[i]));
+  }
+  auto listed = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, array);
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->jobs.size(), 3u);
+  EXPECT_EQ(listed->jobs[0]["array_index"], 7);  // newest first
+  EXPECT_EQ(listed->jobs[2]["array_id"], array.value());
+
+  // Every bad array is refused whole, naming the field; nothing is stored.
+  const size_t stored = store_->ListJobs({.limit = 0})->size();
+  auto refused = [&](json bad, const std::string& field) {
+    auto r = controller_->SubmitArray(alice_, bad);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_THAT(r.status().message(), HasSubstr(field));
+  };
+  refused(ArrayJobSpec(1, {0, 1, 0}), "field 'array.indices[2]': 0 is repeated");
+  refused(ArrayJobSpec(1, {}), "field 'array.indices'");
+  refused(ArrayJobSpec(1, {-1}), "field 'array.indices[0]'");
+  refused(ArrayJobSpec(1, std::vector<int>(model::kMaxArrayElements + 1)), "field 'array.indices'");
+  json bad = ArrayJobSpec(1, {0, 1});
+  bad["array"]["max_running"] = 0;
+  refused(bad, "field 'array.max_running'");
+  bad = ArrayJobSpec(1, {0, 1});
+  bad["array"]["env"] = json::array({json::object()});
+  refused(bad, "field 'array.env': must be a list of one object per index (2)");
+  bad["array"]["env"] = json::array({json::object(), json{{"learning-rate", "1"}}});
+  refused(bad, "field 'array.env[1].learning-rate': is not a valid variable name");
+  bad["array"]["env"] = json::array({json::object(), json{{"LR", 1}}});
+  refused(bad, "field 'array.env[1].LR': must be a string");
+  bad = ArrayJobSpec(1, {0});
+  bad["array"]["size"] = 3;
+  refused(bad, "field 'array.size': unknown field");
+  EXPECT_EQ(controller_->Submit(alice_, ArrayJobSpec(1, {0})).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(controller_->SubmitArray(alice_, Spec(1)).status().code(),
+            StatusCode::kInvalidArgument);
+  json elsewhere = ArrayJobSpec(1, {0});
+  elsewhere["project"] = "vision";
+  EXPECT_EQ(controller_->SubmitArray(alice_, elsewhere).status().code(),
+            StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), stored);
+}
+
+TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  const JobId array = (*jobs)[0].id;
+  const JobId plain = Submit(Spec(1));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 3u);  // two elements and the plain job
+  std::map<int64_t, json> launches;     // by job id
+  for (const json& launch : answer["run"]) launches[launch["job_id"].get<int64_t>()] = launch;
+  EXPECT_EQ(launches[(*jobs)[0].id.value()]["array_index"], 3);
+  EXPECT_EQ(launches[(*jobs)[1].id.value()]["array_index"], 1);
+  EXPECT_FALSE(launches[plain.value()].contains("array_index"));
+  json waiting = *controller_->JobView(alice_, (*jobs)[2].id);
+  EXPECT_EQ(waiting["pending_reason"]["code"], "array_limit");
+  EXPECT_EQ(waiting["pending_reason"]["message"],
+            "array " + std::to_string(array.value()) + " has max_running 2 running");
+  // A restarted server keeps the limit: the running elements are adopted and count.
+  Restart();
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "running"),
+                                TaskReport(launches[(*jobs)[1].id.value()], "running"),
+                                TaskReport(launches[plain.value()], "running")}))["run"]
+                  .empty());
+  EXPECT_EQ(StateOf((*jobs)[2].id), "pending");
+  // One element ends: the next one (in index order given) starts, with its index.
+  Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "exited", 0),
+                    TaskReport(launches[(*jobs)[1].id.value()], "running")}));
+  EXPECT_EQ(StateOf((*jobs)[0].id), "succeeded");
+  controller_->Tick();
+  json next = Beat("a", Report({TaskReport(launches[(*jobs)[1].id.value()], "running")}));
+  ASSERT_EQ(next["run"].size(), 1u);
+  EXPECT_EQ(next["run"][0]["job_id"], (*jobs)[2].id.value());
+  EXPECT_EQ(next["run"][0]["array_index"], 4);
+  EXPECT_EQ(StateOf((*jobs)[3].id), "pending");
+}
+
+TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
+  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
+  const std::vector<JobId> ids = IdsOf(*jobs);
+  const JobId array = ids[0];
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  ASSERT_EQ(launch["job_id"], ids[0].value());
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // One element alone: the others stay.
+  ASSERT_TRUE(controller_->Cancel(alice_, ids[1]).ok());
+  EXPECT_EQ(StateOf(ids[1]), "cancelled");
+  EXPECT_EQ(StateOf(ids[2]), "pending");
+
+  // Who may cancel the array: its owner or an admin; others do not see it.
+  Status s = controller_->CancelArray(bob_, array).status();
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_THAT(s.message(),
+              HasSubstr("array " + std::to_string(array.value()) + " belongs to alice"));
+  const Principal outsider{bob_.user_id, "bob", false, {}};
+  EXPECT_EQ(controller_->CancelArray(outsider, array).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(StateOf(ids[2]), "pending");
+  const JobId plain = Submit(Spec(1));
+  s = controller_->CancelArray(alice_, plain).status();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("array " + std::to_string(plain.value()) + " not found"));
+  EXPECT_EQ(controller_->CancelArray(alice_, ids[1]).status().code(), StatusCode::kNotFound);
+
+  // The whole array: pending elements end at once, the running one once its task stopped.
+  auto cancelled = controller_->CancelArray(alice_, array);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  EXPECT_EQ(*cancelled, (std::vector<JobId>{ids[0], ids[2], ids[3]}));
+  EXPECT_EQ(StateOf(ids[2]), "cancelled");
+  EXPECT_EQ(StateOf(ids[3]), "cancelled");
+  EXPECT_EQ(StateOf(ids[0]), "running");
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], launch["allocation_id"]);
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  EXPECT_EQ(StateOf(ids[0]), "cancelled");
+  EXPECT_EQ(StateOf(plain), "pending");  // the plain job was never part of it
+  s = controller_->CancelArray(alice_, array).status();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("already ended"));
+
+  // An admin may cancel anyone's array.
+  auto other = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1}));
+  ASSERT_TRUE(other.ok());
+  const Principal admin{bob_.user_id, "root", true, {}};
+  auto by_admin = controller_->CancelArray(admin, (*other)[0].id);
+  ASSERT_TRUE(by_admin.ok()) << by_admin.status().ToString();
+  EXPECT_EQ(*by_admin, IdsOf(*other));
+  EXPECT_EQ(StateOf((*other)[1].id), "cancelled");
+  EXPECT_EQ(store_->JobEvents((*other)[1].id)->back().reason, "cancelled by root");
+}
+
+// --- Environments (docs/environments.md) ------------------------------------------------------
+
+json EnvSpec(const std::string& name, const std::string& venv, const std::string& word) {
+  return {{"name", name},
+          {"host", {{"venv", venv}}},
+          {"command", {"echo", word}},
+          {"env", {{"A", "env"}, {"B", "env"}}}};
+}
+
+TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  alice_.projects.push_back("vision");
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
+  EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(envs.List(bob_)->empty());
+  json spec = {{"name", "t"}, {"environment", "mine"}};
+  auto refused = controller_->Submit(bob_, spec);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'environment'"));
+  // Bob may neither take the name nor share alice's environment.
+  EXPECT_EQ(envs.Create(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
+            StatusCode::kAlreadyExists);
+  EXPECT_EQ(envs.Share(bob_, "mine", "default").code(), StatusCode::kNotFound);
+  EXPECT_EQ(envs.Share(alice_, "mine", "robotics").code(), StatusCode::kPermissionDenied);
+
+  ASSERT_TRUE(envs.Share(alice_, "mine", "vision").ok());
+  EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
+  bob_.projects.push_back("vision");
+  ASSERT_TRUE(envs.Get(bob_, "mine", std::nullopt).ok());
+  EXPECT_EQ(envs.Share(bob_, "mine", "vision").code(), StatusCode::kPermissionDenied);
+  auto job = controller_->Submit(bob_, spec);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  // A clone is the cloner's own.
+  auto clone = envs.Clone(bob_, "mine", {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  ASSERT_TRUE(clone.ok()) << clone.status().ToString();
+  EXPECT_EQ(clone->record.owner, "bob");
+  EXPECT_EQ(clone->spec.env, (std::map<std::string, std::string>{{"B", "env"}}));
+  EXPECT_THAT(
+      envs.Clone(bob_, "mine", {{"name", "x"}, {"set", {{"colour", "red"}}}}).status().message(),
+      HasSubstr("field 'colour': unknown field"));
+}
+
+TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRestarts) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
+  const JobId id = Submit({{"name", "t"}, {"environment", "mine"}, {"env", {{"B", "job"}}}});
+  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
+  const json stored = json::parse(store_->GetJob(id)->spec_json);
+  EXPECT_EQ(stored["environment"], "mine@1");
+  EXPECT_EQ(stored["command"], json({"echo", "v1"}));
+  EXPECT_EQ(stored["env"], json({{"A", "env"}, {"B", "job"}}));
+
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"],
+            json({{"name", "mine"}, {"version", 1}, {"runtime", "process"}, {"venv", "/opt/v1"}}));
+  Restart();
+  run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"]["version"], 1);
+  EXPECT_EQ(run[0]["argv"], json({"echo", "v1"}));
+
+  EXPECT_EQ(
+      json::parse(store_->GetJob(Submit({{"environment", "mine"}}))->spec_json)["environment"],
+      "mine@2");
+  auto missing = controller_->Submit(alice_, {{"environment", "mine@3"}});
+  EXPECT_THAT(missing.status().message(), HasSubstr("field 'environment'"));
+}
+
+TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
+  ASSERT_TRUE(controller_->Environments().Create(alice_, {{"name", "bare"}}).ok());
+  auto job = controller_->Submit(alice_, {{"environment", "bare"}});
+  EXPECT_THAT(job.status().message(), HasSubstr("field 'command': is required"));
+  EXPECT_THAT(controller_->Submit(alice_, {{"name", "t"}}).status().message(),
+              HasSubstr("field 'command'"));
+  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
+}
+
+TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
+  const JobId id = Submit({{"environment", "boxed"}, {"command", {"true"}}});
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report())["run"].empty());
+  auto view = controller_->JobView(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["pending_reason"]["code"], "no_runtime");
+  EXPECT_THAT((*view)["pending_reason"]["message"].get<std::string>(),
+              HasSubstr("runtime container"));
+
+  json with_engine = Inventory(8);
+  with_engine["runtimes"] = {"process", "container"};
+  ASSERT_TRUE(RegisterNode("b", kNodeB, with_engine).ok());
+  controller_->Tick();
+  json run = Beat("b", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"]["runtime"], "container");
+  EXPECT_EQ(run[0]["environment"]["image"], "corral-test/busybox:1");
+
+  // A runtime this server does not know (a newer agent's) is ignored, not refused.
+  json newer = Inventory(8);
+  newer["runtimes"] = {"process", "vm"};
+  EXPECT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
+  // A job of an environment that can run on the process runtime is not constrained: its
+  // pending reason speaks of GPUs, not runtimes.
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "both"},
+                                   {"image", "corral-test/busybox:1"},
+                                   {"host", {{"venv", "/opt/both"}}},
+                                   {"command", {"true"}}})
+                  .ok());
+  const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
+  controller_->Tick();
+  auto big_view = controller_->JobView(alice_, big);
+  ASSERT_TRUE(big_view.ok());
+  EXPECT_EQ((*big_view)["pending_reason"]["code"], "never_fits");
+}
+
+TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  EXPECT_THAT(
+      envs.Create(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
+      HasSubstr("field 'env.CORRAL_JOB_ID'"));
+  // MASTER_PORT is only corral's in distributed jobs: the environment may set it, a torchrun
+  // job may not use the environment.
+  ASSERT_TRUE(
+      envs.Create(alice_,
+                  {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
+          .ok());
+  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "port"}}).ok());
+  auto refused = controller_->Submit(
+      alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.MASTER_PORT'"));
+}
+
+TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) {
+  ASSERT_TRUE(controller_->Environments()
+                  .Create(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}})
+                  .ok());
+  auto refused = controller_->Submit(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.A': may not contain a line break"));
+  // Without a container in sight, line breaks are fine.
+  EXPECT_TRUE(controller_->Submit(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
+}
+
+TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
+  ASSERT_TRUE(controller_->Environments()
+                  .Create(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}})
+                  .ok());
+  auto refused =
+      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("field 'resources.gpus': environment 'gpu@1' needs at least 2 GPUs"));
+  EXPECT_TRUE(
+      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
+}
+
+TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
+  const JobId kept = Submit(Spec(1));
+  // A stored spec pinned to a version that does not exist (as after a hand edit of the store).
+  store::JobRecord record;
+  record.user = "alice";
+  record.project = "default";
+  record.name = "ghost";
+  record.submit_time = Seconds(1);
+  record.spec_json = json({{"name", "ghost"},
+                           {"command", {"true"}},
+                           {"environment", "ghost@1"},
+                           {"resources", {{"gpus", 1}}}})
+                         .dump();
+  auto ghost = store_->InsertJob(record);
+  ASSERT_TRUE(ghost.ok()) << ghost.status().ToString();
+  Restart();
+  EXPECT_EQ(StateOf(*ghost), "failed");
+  EXPECT_THAT(store_->JobEvents(*ghost)->back().reason, HasSubstr("cannot recover"));
+  EXPECT_EQ(StateOf(kept), "pending");
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  EXPECT_EQ(Beat("a", Report())["run"].size(), 1u);
+}
+
+TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
+  EnvironmentCatalog& envs = controller_->Environments();
+  ASSERT_TRUE(envs.Create(alice_, {{"name", "newcomer"}}).ok());
+  EnvironmentSpec builtin;
+  builtin.name = "newcomer";
+  builtin.description = "added to envs/ later";
+  EnvironmentSpec other;
+  other.name = "fresh";
+  auto loaded = envs.LoadBuiltins({builtin, other});
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ(loaded->added, (std::vector<std::string>{"fresh@1"}));
+  ASSERT_EQ(loaded->skipped.size(), 1u);
+  EXPECT_THAT(loaded->skipped[0], HasSubstr("'newcomer' not loaded"));
+  EXPECT_EQ(envs.Get(bob_, "newcomer", std::nullopt).status().code(), StatusCode::kNotFound);
+  // Taking a name does not tell who holds it.
+  auto taken = envs.Create(bob_, {{"name", "newcomer"}});
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(taken.status().message(), Not(HasSubstr("alice")));
+}
+
+// --- Sessions (docs/sessions.md) ----------------------------------------------------------
+
+json SessionSpec(json session = json::object()) {
+  return {{"name", "lab"},
+          {"command", {"python3", "-m", "http.server"}},
+          {"resources", {{"gpus", 1}}},
+          {"session", std::move(session)}};
+}
+
+class SessionTest : public ControllerTest {
+ protected:
+  // Submits a session of alice's and starts it on node a (address 10.0.0.1): its launch.
+  json StartSession(const json& spec = SessionSpec()) {
+    auto job = controller_->SubmitSession(alice_, spec);
+    EXPECT_TRUE(job.ok()) << job.status().ToString();
+    id_ = job.ok() ? job->id : JobId(0);
+    controller_->Tick();
+    json answer = Beat("a", Running());
+    EXPECT_EQ(answer["run"].size(), 1u);
+    if (answer["run"].empty()) return json::object();
+    json launch = answer["run"][0];
+    running_.push_back(launch);
+    Beat("a", Running());
+    EXPECT_EQ(StateOf(id_), "running");
+    return launch;
+  }
+  // A report of every session task started so far as running (a heartbeat lists them all).
+  json Running() {
+    std::vector<json> tasks;
+    for (const json& launch : running_) tasks.push_back(TaskReport(launch, "running"));
+    return Report(tasks);
+  }
+  std::string Token() { return (*controller_->SessionView(alice_, id_))["token"]; }
+  std::vector<std::string> EventReasons(JobId id) {
+    auto events = store_->JobEvents(id);
+    EXPECT_TRUE(events.ok());
+    std::vector<std::string> out;
+    for (const auto& e : *events) out.push_back(e.reason);
+    return out;
+  }
+  std::vector<std::string> EventReasons() { return EventReasons(id_); }
+  void SetUp() override {
+    node_timeout_ = Seconds(int64_t{1} << 30);  // the clock jumps; nodes stay
+    ControllerTest::SetUp();
+    ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  }
+
+  JobId id_{0};
+  std::vector<json> running_;  // launches of the sessions started
+  const Principal admin_{99, "root", true, {}};
+};
+
+TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
+  const json launch = StartSession();
+  const std::string token = Token();
+  EXPECT_EQ(token.size(), 64u);
+  EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos);
+  const int port = launch["session"]["port"];
+  EXPECT_GE(port, model::kFirstRendezvousPort);
+  EXPECT_LE(port, model::kLastRendezvousPort);
+  const std::string prefix = "/sessions/" + std::to_string(id_.value()) + "/";
+  EXPECT_EQ(launch["session"], json({{"port", port}, {"url_prefix", prefix}, {"token", token}}));
+  EXPECT_EQ(launch["argv"], json({"python3", "-m", "http.server"}));
+  // The agent sets the variables from "session" (agent::TaskEnvironment): none in "env".
+  EXPECT_TRUE(launch["env"].empty()) << launch["env"];
+  EXPECT_FALSE(launch.contains("distributed"));
+  // The proxy reaches the app at the node's address and that port, with the token.
+  auto target = controller_->ProxyTarget(alice_, id_);
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ(target->state, model::JobState::kRunning);
+  EXPECT_EQ(target->address, "10.0.0.1");
+  EXPECT_EQ(target->port, port);
+  EXPECT_EQ(target->token, token);
+  auto view = controller_->SessionView(alice_, id_);
+  EXPECT_EQ((*view)["node"], "a");
+  EXPECT_EQ((*view)["address"], "10.0.0.1");
+  EXPECT_EQ((*view)["port"], port);
+  EXPECT_EQ((*view)["path"], prefix);
+  EXPECT_EQ((*view)["idle_timeout_s"], 3600);  // the server's default
+}
+
+TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
+  StartSession();
+  const std::string token = Token();
+  auto job = controller_->JobView(alice_, id_);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->dump().find(token), std::string::npos);
+  EXPECT_TRUE((*job)["spec"]["session"].is_object());
+  auto page = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, std::nullopt);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs.dump().find(token), std::string::npos);
+  EXPECT_EQ(controller_->QueueView(alice_, 10)->dump().find(token), std::string::npos);
+  // Another member of the project: as if there were no session.
+  EXPECT_EQ(controller_->SessionView(bob_, id_).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->ProxyTarget(bob_, id_).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->StopSession(bob_, id_).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(controller_->ListSessions(bob_).empty());
+  // An admin sees it (and may stop it), but neither gets the token nor passes the proxy: an
+  // app's pages run on the server's origin, so they must not reach an admin's browser.
+  auto seen = controller_->SessionView(admin_, id_);
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(seen->contains("token"));
+  EXPECT_EQ(controller_->ProxyTarget(admin_, id_).status().code(), StatusCode::kNotFound);
+  ASSERT_EQ(controller_->ListSessions(alice_).size(), 1u);
+  EXPECT_EQ(controller_->ListSessions(alice_)[0]["token"], token);
+  // A plain job is no session.
+  const JobId plain = Submit(Spec(1));
+  EXPECT_EQ(controller_->SessionView(alice_, plain).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->ProxyTarget(alice_, plain).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
+  ASSERT_TRUE(controller_->SubmitSession(alice_, SessionSpec()).ok());
+  auto waiting = controller_->SubmitSession(alice_, [] {
+    json spec = SessionSpec();
+    spec["resources"]["gpus"] = 64;  // never fits
+    return spec;
+  }());
+  ASSERT_TRUE(waiting.ok());
+  auto target = controller_->ProxyTarget(alice_, waiting->id);
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(target->state, model::JobState::kPending);
+  EXPECT_EQ(target->port, 0);
+  ASSERT_TRUE(controller_->StopSession(alice_, waiting->id).ok());
+  target = controller_->ProxyTarget(alice_, waiting->id);
+  ASSERT_TRUE(target.ok());
+  EXPECT_EQ(target->state, model::JobState::kCancelled);
+  EXPECT_EQ(controller_->StopSession(alice_, waiting->id).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST_F(SessionTest, AnIdleSessionGetsANoticeAndIsThenStopped) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(599));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  auto view = controller_->SessionView(alice_, id_);
+  EXPECT_EQ((*view)["idle_notice"], json({{"time", 1600}, {"stops_at", 1900}}));
+  clock_.Advance(Seconds(299));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id_), "running");
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launch, "running")}))["kill"].empty());
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  const json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["reason"], "session idle for 900 s");
+  Beat("a", Report({TaskReport(launch, "killed", 143)}));
+  running_.clear();
+  EXPECT_EQ(StateOf(id_), "cancelled");
+  EXPECT_EQ(store_->GetJob(id_)->reason, "session idle for 900 s");
+  // Its port is free again: the next session on the node gets the same one.
+  const int port = launch["session"]["port"];
+  EXPECT_EQ(StartSession()["session"]["port"], port);
+}
+
+TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  const int gpu = launch["gpus"][0];
+  auto beat = [&](int util) {
+    json report = Running();
+    report["gpu_metrics"] = GpuMetrics({{gpu, util, {TaskKeyOf(launch)}}});
+    return Beat("a", report);
+  };
+  // Nobody uses it through the proxy, but its GPU works (80 %) for 20 minutes: no notice.
+  for (int minute = 0; minute < 20; ++minute) {
+    beat(80);
+    clock_.Advance(Seconds(60));
+    controller_->Tick();
+  }
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 2200);
+  // Its GPU falls under the idle threshold: idle from then on, noticed 600 s later, stopped.
+  beat(2);
+  const Seconds idle_from = clock_.Now();
+  clock_.Advance(Seconds(599));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], idle_from.value());
+  clock_.Advance(Seconds(300));
+  beat(2);
+  controller_->Tick();
+  EXPECT_EQ(beat(2)["kill"][0]["reason"], "session idle for 900 s");
+}
+
+TEST_F(SessionTest, UseAfterTheNoticeClearsIt) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(600));
+  controller_->Tick();
+  ASSERT_THAT(EventReasons().back(), HasSubstr("stopping in 300 s unless used"));
+  clock_.Advance(Seconds(100));
+  ASSERT_TRUE(controller_->ProxyTarget(alice_, id_).ok());  // a request through the proxy
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  EXPECT_TRUE((*controller_->SessionView(alice_, id_))["idle_notice"].is_null());
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1700);
+  // Where the first notice would have stopped it, it runs on; idle again, a new notice.
+  clock_.Advance(Seconds(200));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id_), "running");
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  clock_.Advance(Seconds(400));
+  controller_->Tick();
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 600 s"));
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launch, "running")}))["kill"].empty());
+}
+
+TEST_F(SessionTest, IdleTimeoutZeroNeverStopsAndTheServerDefaultApplies) {
+  session_idle_timeout_ = Seconds(120);
+  Restart();
+  StartSession(SessionSpec({{"idle_timeout_s", 0}}));
+  const JobId never = id_;
+  StartSession();  // the server's default: 120 s
+  clock_.Advance(Seconds(1000000));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(never), "running");
+  EXPECT_EQ(EventReasons(never).back(), "all tasks running");
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 1000000 s"));
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["idle_timeout_s"], 120);
+}
+
+TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  const int port = launch["session"]["port"];
+  clock_.Advance(Seconds(500));
+  Restart();
+  // The port is taken again: the next session on the node gets another one.
+  json next = StartSession();
+  EXPECT_NE(next["session"]["port"], port);
+  auto target = controller_->ProxyTarget(alice_, JobId(launch["job_id"].get<int64_t>()));
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  EXPECT_EQ(target->port, port);
+  EXPECT_EQ(target->state, model::JobState::kRunning);
+  EXPECT_EQ(target->token.size(), 64u);
+}
+
+TEST_F(SessionTest, IdleTimeAfterARestartCountsFromTheRestart) {
+  StartSession(SessionSpec({{"idle_timeout_s", 600}}));
+  clock_.Advance(Seconds(500));
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  clock_.Advance(Seconds(599));
+  controller_->Tick();
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 600 s"));
+}
+
+// An app that says what it is told to about its use, and checks that the controller's lock is
+// free while it is asked (heartbeats and the API must not wait for apps).
+class FakeAppProbe final : public SessionAppProbe {
+ public:
+  explicit FakeAppProbe(std::function<void()> needs_the_lock)
+      : needs_the_lock_(std::move(needs_the_lock)) {}
+  ~FakeAppProbe() override { JoinCheckers(); }
+  std::optional<Seconds> LastActivity(const SessionApp& app) override {
+    std::promise<void> done;
+    auto took_the_lock = done.get_future();
+    std::thread checker([this, &done] {
+      needs_the_lock_();
+      done.set_value();
+    });
+    const bool lock_free =
+        took_the_lock.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+    std::lock_guard lock(mu_);
+    if (lock_free) {
+      checker.join();
+    } else {
+      // Blocked on the controller's lock: joined once the controller let it go.
+      checkers_.push_back(std::move(checker));
+    }
+    asked.push_back(app);
+    asked_without_the_lock = asked_without_the_lock && lock_free;
+    return answer;
+  }
+  void JoinCheckers() {
+    std::vector<std::thread> checkers;
+    {
+      std::lock_guard lock(mu_);
+      checkers.swap(checkers_);
+    }
+    for (auto& t : checkers) t.join();
+  }
+
+  std::optional<Seconds> answer;  // what the app says
+  std::vector<SessionApp> asked;
+  bool asked_without_the_lock = true;
+
+ private:
+  std::function<void()> needs_the_lock_;
+  std::mutex mu_;
+  std::vector<std::thread> checkers_;
+};
+
+TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
+  FakeAppProbe probe([this] { controller_->ListSessions(alice_); });
+  session_app_probe_ = &probe;
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));  // at 1000
+  auto tick = [&](int64_t seconds) {
+    clock_.Advance(Seconds(seconds));
+    controller_->Tick();
+    probe.JoinCheckers();
+  };
+  tick(599);  // not idle yet: not asked
+  EXPECT_TRUE(probe.asked.empty());
+  // Used through the direct URL at 1500 (the proxy never saw it): no notice at 1600.
+  probe.answer = Seconds(1500);
+  tick(1);
+  ASSERT_EQ(probe.asked.size(), 1u);
+  EXPECT_EQ(probe.asked[0].address, "10.0.0.1");
+  EXPECT_EQ(probe.asked[0].port, launch["session"]["port"]);
+  EXPECT_EQ(probe.asked[0].url_prefix, "/sessions/" + std::to_string(id_.value()) + "/");
+  EXPECT_EQ(probe.asked[0].token, Token());
+  EXPECT_EQ(EventReasons().back(), "all tasks running");
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1500);
+  tick(499);  // 2099: idle 599 s since 1500: not asked
+  EXPECT_EQ(probe.asked.size(), 1u);
+  // An app that says nothing (no such endpoint, no answer) changes nothing: the notice.
+  probe.answer = std::nullopt;
+  tick(1);
+  EXPECT_EQ(probe.asked.size(), 2u);
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  // Asked again before the stop: used at 2300, so in use again.
+  probe.answer = Seconds(2300);
+  tick(300);
+  EXPECT_EQ(probe.asked.size(), 3u);
+  EXPECT_EQ(EventReasons().back(), "session in use again");
+  EXPECT_EQ(StateOf(id_), "running");
+  // An app whose clock is ahead counts as used when asked (3000), not later.
+  probe.answer = Seconds(1000000);
+  tick(600);
+  EXPECT_EQ(probe.asked.size(), 4u);
+  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 3000);
+  probe.answer = std::nullopt;
+  tick(600);
+  EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
+  tick(300);
+  EXPECT_EQ(probe.asked.size(), 6u);
+  const json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["reason"], "session idle for 900 s");
+  EXPECT_TRUE(probe.asked_without_the_lock);
+  controller_.reset();  // before the probe it borrows
+}
+
+}  // namespace
+}  // namespace corral::server
+
+// ---- Typed allocations (issue 14, point 4) ----
+
+namespace corral::server {
+namespace {
+
+// Copies every row of the tables `to` has from the database attached as `from`, column by column
+// as `to` names them (so a table that gained columns since still copies).
+void CopyRows(store::SqlConnection& to, const std::string& from,
+              const std::vector<std::string>& tables) {
+  for (const std::string& table : tables) {
+    auto columns = to.Query("SELECT name FROM pragma_table_info('" + table + "')", {});
+    ASSERT_TRUE(columns.ok()) << columns.status().ToString();
+    std::string list;
+    for (const auto& row : *columns) list += (list.empty() ? "" : ", ") + row.Text(0);
+    Status s = to.ExecuteScript("INSERT INTO " + table + " (" + list + ") SELECT " + list +
+                                " FROM " + from + "." + table);
+    ASSERT_TRUE(s.ok()) << table << ": " << s.ToString();
+  }
+}
+
+// A store as the corral before typed allocations wrote it (schema version 8, each task's
+// allocation in that corral's form), with a running distributed gang: a new server opens it,
+// adopts the gang without launching it again, keeps its GPUs and rendezvous ports taken, shows
+// its allocation, and ends it when its parts exit.
+TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopted) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  const JobId gang = Submit(Spec(4, 2));  // two parts of 4 GPUs: all of node a
+  controller_->Tick();
+  const json launches = Beat("a", Report())["run"];
+  ASSERT_EQ(launches.size(), 2u);
+  Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  ASSERT_EQ(StateOf(gang), "running");
+  controller_.reset();
+
+  const std::string old_path = (test_store_.dir() / "v8.db").string();
+  {
+    auto conn = store::SqliteConnection::Open(old_path);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    store::SqlConnection& c = **conn;
+    const std::vector<store::Migration> v8(store::StoreMigrations().begin(),
+                                           store::StoreMigrations().begin() + 8);
+    ASSERT_TRUE(store::ApplyMigrations(c, v8).ok());
+    ASSERT_TRUE(c.ExecuteScript("ATTACH DATABASE '" + test_store_.db_path() +
+                                "' AS now; PRAGMA foreign_keys = OFF; DELETE FROM counters")
+                    .ok());
+    CopyRows(c, "now",
+             {"users", "tokens", "projects", "project_members", "jobs", "job_events", "nodes",
+              "counters", "cluster", "environments", "environment_shares"});
+    // Task rows in migration 1's column order; the allocation as that corral wrote it: the same
+    // members with the task's node repeated.
+    Status tasks = c.ExecuteScript(
+        "INSERT INTO tasks SELECT allocation_id, generation, job_id, task_index, node, "
+        "json_set(allocation, '$.node', node), state, exit_code, signal, start_time, end_time "
+        "FROM now.tasks");
+    ASSERT_TRUE(tasks.ok()) << tasks.ToString();
+    auto rows = c.Query("SELECT * FROM tasks");
+    ASSERT_TRUE(rows.ok() && rows->size() == 2u);
+    EXPECT_THAT((*rows)[0].Text(5), HasSubstr("\"node\":\"a\""));
+  }
+  auto old_store = store::OpenStore("sqlite:" + old_path);
+  ASSERT_TRUE(old_store.ok()) << old_store.status().ToString();
+  auto c = Controller::Create(ControllerConfig{}, **old_store, clock_);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  controller_ = std::move(c).value();
+
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
+  json answer =
+      Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
+  auto view = controller_->JobView(alice_, gang);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ((*view)["state"], "running");
+  const json& allocation = (*view)["tasks"][1]["allocation"];
+  EXPECT_EQ(allocation["node"], "a");
+  EXPECT_EQ(allocation["gpus"].size(), 4u);
+  EXPECT_EQ(allocation["rendezvous"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
+
+  // Its GPUs stay held; its port block stays taken.
+  auto one = controller_->Submit(alice_, Spec(1));
+  auto pair = controller_->Submit(alice_, Spec(0, 2));
+  ASSERT_TRUE(one.ok() && pair.ok());
+  controller_->Tick();
+  EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kPending);
+  answer =
+      Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
+  ASSERT_EQ(answer["run"].size(), 2u) << answer.dump();
+  EXPECT_EQ(answer["run"][0]["job_id"], pair->id.value());
+  EXPECT_EQ(answer["run"][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
+
+  Beat("a", Report({TaskReport(launches[0], "exited", 0), TaskReport(launches[1], "exited", 0)}));
+  EXPECT_EQ((*(*old_store)->GetJob(gang)).state, model::JobState::kSucceeded);
+  controller_->Tick();
+  EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kStarting);
+  controller_.reset();  // before the store it borrows
+}
+
+}  // namespace
+}  // namespace corral::server

@@ -1,0 +1,46 @@
+#include "server/http/problem.h"
+
+#include <httplib.h>
+
+namespace corral::server {
+
+using nlohmann::json;
+
+int HttpStatusOf(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kUnauthenticated:
+      return 401;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+      return 409;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    default:
+      return 500;
+  }
+}
+
+json Problem(int status, std::string_view title, std::string_view detail) {
+  return {{"type", "about:blank"}, {"title", title}, {"status", status}, {"detail", detail}};
+}
+
+void SendJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  // Invalid UTF-8 (from a task's output or an agent's note) becomes U+FFFD instead of throwing.
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+void SendProblem(httplib::Response& res, const Status& s) {
+  const int status = HttpStatusOf(s.code());
+  res.status = status;
+  res.set_content(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
+                  "application/problem+json");
+}
+
+}  // namespace corral::server

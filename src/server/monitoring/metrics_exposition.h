@@ -1,0 +1,36 @@
+// Prometheus text exposition (format 0.0.4) of the cluster at `GET /metrics`
+// (docs/monitoring.md lists every metric). GPU metrics carry the names of NVIDIA's DCGM exporter
+// where they mean the same (DCGM_FI_DEV_GPU_UTIL, DCGM_FI_DEV_FB_USED, ...) with its labels
+// (gpu, UUID, modelName, Hostname) plus corral's job_id, user and project; everything else is
+// corral_*.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/monitoring/gpu_monitor.h"
+
+namespace corral::server {
+
+// What one exposition shows, gathered from the controller.
+struct MetricsSnapshot {
+  nlohmann::json summary;       // Controller::ClusterSummary()
+  nlohmann::json nodes;         // Controller::Nodes()
+  nlohmann::json projects;      // per project: {"name", "gpus_allocated", "quota_gpus" (optional)}
+  std::vector<GpuStatus> gpus;  // GpuMonitor::Gpus()
+  int64_t idle_after_ms = 0;    // GpuMonitor::Options::idle_after_ms
+  int64_t now_ms = 0;
+  int64_t rejected_gpu_reports = 0;
+  int waiting_heartbeats = 0;
+};
+
+// The exposition text. Label values are escaped (backslash, double quote, line feed), so that
+// job and user names cannot break the format.
+std::string RenderMetrics(const MetricsSnapshot& snapshot);
+
+// A label value as the text format wants it.
+std::string EscapeLabelValue(const std::string& value);
+
+}  // namespace corral::server
