@@ -22,14 +22,17 @@ bool TaskFailed(const store::TaskRecord& t) {
          (t.state == TaskState::kKilled && !t.exit_code.has_value());
 }
 
-// "task 1 exited with code 3", with the agent's note when it gave one ("time limit of 60 s
-// reached").
+// "task 1 exited with code 3" ("was stopped and exited with code 0" when its agent stopped it),
+// with the agent's note when it gave one ("time limit of 60 s reached").
 std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
   std::string what = "task " + std::to_string(t.task_index);
   if (t.state == TaskState::kLost) {
     what += " was lost";
   } else if (t.signal) {
     what += " was killed by signal " + std::to_string(*t.signal);
+  } else if (t.exit_code && t.state == TaskState::kKilled) {
+    // Stopped by its agent (a time limit, a cancellation), it exited on its own terms.
+    what += " was stopped and exited with code " + std::to_string(*t.exit_code);
   } else if (t.exit_code) {
     what += " exited with code " + std::to_string(*t.exit_code);
   } else {

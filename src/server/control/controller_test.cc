@@ -887,8 +887,11 @@ TEST_F(ControllerTest, ATaskStoppedAtItsTimeLimitThatExitsZeroEndsTimeout) {
   Beat("a", Report({TaskReport(launch, "running")}));
   json ended = TaskReport(launch, "killed", 0);
   ended["end_cause"] = "time_limit";
+  ended["message"] = "time limit of 60 s reached";
   Beat("a", Report({ended}));
   EXPECT_EQ(StateOf(id), "timeout");
+  EXPECT_EQ((*controller_->JobView(alice_, id))["reason"],
+            "task 0 was stopped and exited with code 0: time limit of 60 s reached");
 }
 
 // Agents of protocol version 1 type every end: a report that leaves the cause out, or gives one
