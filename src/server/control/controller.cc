@@ -203,8 +203,8 @@ Status Controller::Recover() {
     job.environment = std::move(environment).value();
     job.last_activity = clock_.Now();  // a session's idle time starts again with the server
     if (record.cancel_reason) {
-      job.cancel_requested = true;
-      job.failure = *record.cancel_reason;
+      job.end.cancel_requested = true;
+      job.end.failure = *record.cancel_reason;
     }
     if (record.restarts > 0 || record.state == JobState::kRunning) {
       auto events = store_.JobEvents(record.id);

@@ -58,6 +58,7 @@
 #include "server/control/environment_catalog.h"
 #include "server/control/job_submission.h"
 #include "server/control/principal_cache.h"
+#include "server/control/reconcile.h"
 #include "server/control/rendezvous_ports.h"
 #include "server/gateway/session.h"
 #include "server/http/auth.h"
@@ -269,21 +270,15 @@ class Controller {
     store::JobRecord record;
     JobSpec spec;
     std::vector<store::TaskRecord> tasks;  // the current generation; empty while pending
-    bool cancel_requested = false;
-    bool failing = false;
-    std::string failure;  // why the gang is being stopped
-    // How it ends if not requeued: failed, timeout or oom (by its first failed task's end
-    // cause), or lost (its node was).
-    model::JobState failed_state = model::JobState::kFailed;
+    // How its current run is ending (cancelled, failing, mpi's part 0 done): the reconcile
+    // core's (reconcile.h), reset by a requeue.
+    reconcile::RunEnd end;
     std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
     std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
     // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
     // the scheduler gave their GPUs to this job already.
     std::set<std::pair<std::string, int64_t>> waits_for;
     int preemptions = 0;
-    // launcher mpi: part 0 (the mpirun) ended well; the other parts are being stopped and the
-    // job succeeds once they have.
-    bool primary_done = false;
     // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
     std::optional<EnvironmentVersion> environment;
     // Sessions: the last proxied request (the start and a server restart count as one), the
@@ -294,7 +289,7 @@ class Controller {
     std::optional<Seconds> idle_notice_at;
     // This run's "GPUs idle" event was recorded, not yet "busy again"; false again at a requeue.
     bool gpus_idle_noted = false;
-    bool Stopping() const { return cancel_requested || failing || primary_done; }
+    bool Stopping() const { return end.Stopping(); }
   };
   struct LiveNode {
     protocol::NodeInventory inventory;
@@ -343,9 +338,6 @@ class Controller {
   Status ReconcileUnreportedLocked(const std::string& node, const std::set<int64_t>& reported);
   // Writes `updated` (a task of `job`) to the store, then to memory.
   Status UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated);
-  // Counts tasks whose launch never went out as stopped (a stopping job's GPUs are held only by
-  // tasks an agent may run).
-  void StopUnlaunchedTasksLocked(LiveJob& job);
   // A distributed job's rendezvous (part 0's address, a port block, every part's address),
   // added to each task's allocation before the gang is stored. Errors: no free ports.
   Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
@@ -382,8 +374,9 @@ class Controller {
   nlohmann::json SessionJsonLocked(const Principal& who, const store::JobRecord& record,
                                    const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
                                    const LiveJob* live) const;
-  // Settles the job from its tasks' states: failing gang, running, ended. A store error leaves
-  // the job in `unsettled_` for the next tick.
+  // Settles the job from its tasks' states (reconcile::EvaluateRun decides: failing gang,
+  // running, ended, requeued) and applies the decision. A store error leaves the job in
+  // `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
   // The scheduler's view of a job: its spec's, placed only where its environment can run.
   static model::Job ModelJobOf(const LiveJob& job);
@@ -392,7 +385,8 @@ class Controller {
   Status EndJobLocked(LiveJob& job, model::JobState state, const std::string& reason);
   // The job's end is committed: it leaves the scheduler and memory (erases `job`).
   void ForgetJobLocked(LiveJob& job);
-  Status RequeueOrEndLocked(LiveJob& job, model::JobState end_state, const std::string& reason);
+  // Commits the job's move back to pending (`reason`), then queues it again for a new run.
+  Status RequeueLocked(LiveJob& job, const std::string& reason);
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
   protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;

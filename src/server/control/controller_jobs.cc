@@ -209,7 +209,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   for (JobId id : pending) ForgetJobLocked(jobs_.at(id));
   for (JobId id : started) {
     LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
-    if (!job.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+    if (!job.end.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
   }
   lock.unlock();
   changed_.notify_all();
@@ -222,8 +222,8 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
 Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) {
   // Durable before acknowledged: a restarted server goes on stopping the job.
   CORRAL_RETURN_IF_ERROR(store_.RequestCancel(job.record.id, reason, clock_.Now()));
-  job.cancel_requested = true;
-  job.failure = reason;
+  job.end.cancel_requested = true;
+  job.end.failure = reason;
   EvaluateJobLocked(job);
   return Status::Ok();
 }

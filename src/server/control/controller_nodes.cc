@@ -22,14 +22,6 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-// At most `max` bytes of `text`, cut before a UTF-8 continuation byte so no character is split.
-std::string TruncateUtf8(const std::string& text, size_t max) {
-  if (text.size() <= max) return text;
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return text.substr(0, end);
-}
-
 // The launch's "environment" (docs/environments.md): what the agent's runtime sets up.
 protocol::LaunchEnvironment LaunchEnvironmentOf(const EnvironmentVersion& env) {
   return {env.record.name, env.record.version, env.spec.PreferredRuntime(),
@@ -197,9 +189,9 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     // The gang's tasks on other nodes are stopped (their GPUs stay taken until their nodes say
     // they ended); then the job is requeued or ends lost.
     if (!job.Stopping()) {
-      job.failing = true;
-      job.failure = reason;
-      job.failed_state = JobState::kLost;
+      job.end.failing = true;
+      job.end.failure = reason;
+      job.end.failed_state = JobState::kLost;
     }
     EvaluateJobLocked(job);
   }
@@ -403,7 +395,7 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
       if (stopping && !model::IsEnded(t.state)) {
         answer.kill.push_back({{protocol::AllocationId(t.allocation_id), t.generation},
                                config_.kill_grace,
-                               job.failure});
+                               job.end.failure});
       }
     }
   }
@@ -413,53 +405,22 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
 Status Controller::ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& s,
                                          std::vector<protocol::StopOrder>& kills) {
   const int64_t alloc = s.key.allocation.value();
-  const int64_t generation = s.key.generation;
-  const bool running = s.state == protocol::TaskState::kRunning;
-  auto stale = [&](const std::string& why) {
-    if (running) kills.push_back({s.key, config_.kill_grace, why});
-  };
   auto owner = job_of_allocation_.find(alloc);
-  if (owner == job_of_allocation_.end()) {
-    stale("stale task: not assigned here any more");
-    return Status::Ok();
+  LiveJob* job = owner == job_of_allocation_.end() ? nullptr : &jobs_.at(owner->second);
+  reconcile::ReportDecision d =
+      reconcile::DecideReport(job ? &job->tasks : nullptr, node, s, clock_.Now());
+  switch (d.action) {
+    case reconcile::ReportAction::kIgnore:
+      return Status::Ok();
+    case reconcile::ReportAction::kKill:
+      kills.push_back({s.key, config_.kill_grace, d.kill_reason});
+      return Status::Ok();
+    case reconcile::ReportAction::kUpdate:
+      break;
   }
-  LiveJob& job = jobs_.at(owner->second);
-  auto task = std::find_if(job.tasks.begin(), job.tasks.end(),
-                           [&](const auto& t) { return t.allocation_id == alloc; });
-  if (task == job.tasks.end() || task->generation != generation || task->node != node) {
-    stale("stale generation");
-    return Status::Ok();
-  }
-  if (model::IsEnded(task->state)) {
-    if (running) stale("task already ended on the server");
-    return Status::Ok();
-  }
-  store::TaskRecord updated = *task;
-  if (running) {
-    if (task->state != TaskState::kAssigned) return Status::Ok();
-    updated.state = TaskState::kRunning;
-    updated.start_time = s.started_at.value() > 0 ? s.started_at : clock_.Now();
-  } else {
-    // exited | killed | failed_to_start | lost
-    updated.state =
-        s.state == protocol::TaskState::kExited
-            ? TaskState::kExited
-            : (s.state == protocol::TaskState::kLost ? TaskState::kLost : TaskState::kKilled);
-    // Why it ended, as its agent saw it (an older agent says none).
-    updated.end_cause = s.end_cause;
-    if (s.exit_code) updated.exit_code = s.exit_code;
-    if (s.signal) updated.signal = s.signal;
-    if (s.state == protocol::TaskState::kFailedToStart && !updated.exit_code) {
-      updated.exit_code = 127;
-    }
-    updated.end_time = s.ended_at.value_or(clock_.Now());
-    if (!s.message.empty()) {
-      constexpr size_t kMaxNote = 500;
-      job.end_notes[alloc] = TruncateUtf8(s.message, kMaxNote);
-    }
-  }
-  CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, updated));
-  EvaluateJobLocked(job);
+  if (d.end_note) job->end_notes[alloc] = std::move(*d.end_note);
+  CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(*job, d.updated));
+  EvaluateJobLocked(*job);
   return Status::Ok();
 }
 
@@ -475,21 +436,10 @@ Status Controller::ReconcileUnreportedLocked(const std::string& node,
     bool changed = false;
     for (const store::TaskRecord& t : std::vector<store::TaskRecord>(job.tasks)) {
       if (t.node != node || reported.count(t.allocation_id)) continue;
-      const bool launched = job.launched.count(t.allocation_id) > 0;
-      if (t.state == TaskState::kAssigned && launched && !job.Stopping()) {
-        // The answer was lost; this heartbeat's answer carries the launch again (and marks it
-        // launched again). Only a stopping job's launch is settled here.
-        continue;
-      }
-      if (t.state != TaskState::kRunning && !(t.state == TaskState::kAssigned && launched)) {
-        continue;
-      }
-      store::TaskRecord ended = t;
-      // A running task the agent no longer knows is lost; a launch that never started, of a
-      // job being stopped, is stopped.
-      ended.state = t.state == TaskState::kRunning ? TaskState::kLost : TaskState::kKilled;
-      ended.end_time = clock_.Now();
-      CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, ended));
+      std::optional<store::TaskRecord> ended = reconcile::DecideUnreported(
+          t, job.launched.count(t.allocation_id) > 0, job.Stopping(), clock_.Now());
+      if (!ended) continue;
+      CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, *ended));
       changed = true;
     }
     if (changed) EvaluateJobLocked(job);

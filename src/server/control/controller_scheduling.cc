@@ -14,33 +14,6 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-// A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
-// handles SIGTERM and exits 0 did not finish its work.
-bool TaskFailed(const store::TaskRecord& t) {
-  return t.state == TaskState::kLost || t.end_cause == model::TaskEndCause::kTimeLimit ||
-         t.signal.has_value() || t.exit_code.value_or(0) != 0 ||
-         (t.state == TaskState::kKilled && !t.exit_code.has_value());
-}
-
-// "task 1 exited with code 3" ("was stopped and exited with code 0" when its agent stopped it),
-// with the agent's note when it gave one ("time limit of 60 s reached").
-std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
-  std::string what = "task " + std::to_string(t.task_index);
-  if (t.state == TaskState::kLost) {
-    what += " was lost";
-  } else if (t.signal) {
-    what += " was killed by signal " + std::to_string(*t.signal);
-  } else if (t.exit_code && t.state == TaskState::kKilled) {
-    // Stopped by its agent (a time limit, a cancellation), it exited on its own terms.
-    what += " was stopped and exited with code " + std::to_string(*t.exit_code);
-  } else if (t.exit_code) {
-    what += " exited with code " + std::to_string(*t.exit_code);
-  } else {
-    what += " ended (" + Name(t.state) + ")";
-  }
-  return note.empty() ? what : what + ": " + note;
-}
-
 // What the scheduler gave a task, as the store keeps it (the task record names the node).
 model::Allocation AllocationOf(const sched::Allocation& a) {
   model::Allocation out;
@@ -279,22 +252,13 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   }
 }
 
-Status Controller::RequeueOrEndLocked(LiveJob& job, JobState end_state, const std::string& reason) {
-  if (job.record.restarts - job.preemptions >= job.spec.max_restarts || job.cancel_requested) {
-    return EndJobLocked(job, end_state, reason);
-  }
+Status Controller::RequeueLocked(LiveJob& job, const std::string& reason) {
   const JobId id = job.record.id;
-  const std::string why = reason + "; requeued (restart " +
-                          std::to_string(job.record.restarts + 1) + " of " +
-                          std::to_string(job.spec.max_restarts) + ")";
   CORRAL_RETURN_IF_ERROR(
-      store_.TransitionJob(id, job.record.state, JobState::kPending, why, clock_.Now()));
+      store_.TransitionJob(id, job.record.state, JobState::kPending, reason, clock_.Now()));
   (void)scheduler_->Finish(id);
   ForgetRunLocked(job);
-  job.failing = false;
-  job.primary_done = false;
-  job.failure.clear();
-  job.failed_state = JobState::kFailed;
+  job.end = {};
   unsettled_.erase(id);
   (void)scheduler_->Submit(ModelJobOf(job));
   wake_ = true;
@@ -309,79 +273,39 @@ Status Controller::UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updat
   return Status::Ok();
 }
 
-void Controller::StopUnlaunchedTasksLocked(LiveJob& job) {
-  for (const auto& t : job.tasks) {
-    if (t.state != TaskState::kAssigned || job.launched.count(t.allocation_id)) continue;
-    store::TaskRecord stopped = t;
-    stopped.state = TaskState::kKilled;
-    stopped.end_time = clock_.Now();
-    // On a store error the task stays assigned (and is never launched: its job is stopping);
-    // the next evaluation tries again.
-    if (!UpdateTaskLocked(job, stopped).ok()) unsettled_.insert(job.record.id);
-  }
-}
-
 void Controller::EvaluateJobLocked(LiveJob& job) {
   const JobId id = job.record.id;  // `job` may be erased below
-  // With mpi, part 0 runs mpirun and the other parts only hold their nodes: part 0's good end is
-  // the job's, however the holders end (decided first, so that a holder stopped afterwards, or
-  // seen first after a server restart, does not count as a failure).
-  if (!job.Stopping() && job.spec.launcher == model::Launcher::kMpi) {
-    for (const auto& t : job.tasks) {
-      if (t.task_index == 0 && model::IsEnded(t.state) && !TaskFailed(t)) job.primary_done = true;
-    }
+  const Seconds now = clock_.Now();
+  const reconcile::RunFacts facts{job.record.state, job.spec.launcher, job.spec.max_restarts,
+                                  job.record.restarts, job.preemptions};
+  reconcile::RunDecision d =
+      reconcile::EvaluateRun(facts, job.end, {job.tasks, job.launched, job.end_notes}, now);
+  job.end = std::move(d.end);
+  bool stopped = true;
+  for (const store::TaskRecord& t : d.stop) {
+    // On a store error the task stays assigned (and is never launched: its job is stopping);
+    // the verdict, which counted it ended, waits for the next evaluation.
+    stopped &= UpdateTaskLocked(job, t).ok();
   }
-  if (!job.Stopping()) {
-    // The failed task that explains the gang's end: after a restart the parts the server had
-    // stopped because of it look failed too (killed), so one it did not stop comes first.
-    const store::TaskRecord* failed = nullptr;
-    for (const auto& t : job.tasks) {
-      if (!model::IsEnded(t.state) || !TaskFailed(t)) continue;
-      if (!failed || (failed->end_cause == model::TaskEndCause::kStopped &&
-                      t.end_cause != model::TaskEndCause::kStopped)) {
-        failed = &t;
-      }
-    }
-    if (failed) {
-      job.failing = true;
-      auto note = job.end_notes.find(failed->allocation_id);
-      job.failure = DescribeEnd(*failed, note == job.end_notes.end() ? "" : note->second);
-      // Its agent's typed cause, never the note: timeout, oom or failed.
-      job.failed_state = model::FailedStateFor(failed->end_cause);
-    }
-  }
-  if (job.Stopping() && job.record.state != JobState::kPending) {
-    StopUnlaunchedTasksLocked(job);
-    NotifyNodesLocked(job);  // the rest of the gang is stopped
-  }
-  bool all_ended = !job.tasks.empty();
-  bool all_running = !job.tasks.empty();
-  for (const auto& t : job.tasks) {
-    all_ended &= model::IsEnded(t.state);
-    all_running &= t.state == TaskState::kRunning;
+  if (d.notify_nodes) NotifyNodesLocked(job);  // the rest of the gang is stopped
+  if (!stopped) {
+    unsettled_.insert(id);
+    return;
   }
   Status settled = Status::Ok();
-  if (all_running && job.record.state == JobState::kStarting) {
-    settled = store_.TransitionJob(job.record.id, JobState::kStarting, JobState::kRunning,
-                                   "all tasks running", clock_.Now());
+  if (d.verdict == reconcile::RunVerdict::kStartRunning) {
+    settled = store_.TransitionJob(id, JobState::kStarting, JobState::kRunning, d.reason, now);
     if (settled.ok()) {
       job.record.state = JobState::kRunning;
-      job.record.start_time = clock_.Now();
-      job.last_activity = clock_.Now();  // a session's start counts as use
-      job.app_last_activity.reset();     // what the app of an earlier run said
+      job.record.start_time = now;
+      job.last_activity = now;        // a session's start counts as use
+      job.app_last_activity.reset();  // what the app of an earlier run said
       job.idle_notice_at.reset();
     }
-  }
-  if (all_ended) {
-    if (job.cancel_requested) {
-      settled = EndJobLocked(job, JobState::kCancelled, job.failure);
-    } else if (job.failing) {
-      settled = RequeueOrEndLocked(job, job.failed_state, job.failure);
-    } else if (job.primary_done) {
-      settled = EndJobLocked(job, JobState::kSucceeded, "task 0 (mpirun) exited with code 0");
-    } else {
-      settled = EndJobLocked(job, JobState::kSucceeded, "all tasks exited with code 0");
-    }
+  } else if (d.verdict == reconcile::RunVerdict::kRequeue) {
+    settled = RequeueLocked(job, d.reason);
+  } else if (d.verdict == reconcile::RunVerdict::kEnd) {
+    settled = EndJobLocked(job, d.end_state, d.reason);
   }
   if (!settled.ok()) unsettled_.insert(id);
 }

@@ -102,7 +102,7 @@ nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::
       {"last_activity", null},
       {"idle_notice", null}};
   if (current.start_time) out["start_time"] = current.start_time->value();
-  if (live && live->cancel_requested) out["stopping"] = true;
+  if (live && live->end.cancel_requested) out["stopping"] = true;
   for (const auto& t : tasks) {
     if (model::IsEnded(t.state)) continue;
     out["node"] = t.node;

@@ -1,0 +1,196 @@
+#include "server/control/reconcile.h"
+
+#include <algorithm>
+
+namespace corral::server::reconcile {
+
+namespace {
+
+using model::JobState;
+using model::TaskState;
+
+// At most `max` bytes of `text`, cut before a UTF-8 continuation byte so no character is split.
+std::string TruncateNote(const std::string& text, size_t max) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+// The failed task that explains the gang's end: after a restart the parts the server had
+// stopped because of it look failed too (killed), so one it did not stop comes first.
+const store::TaskRecord* ExplainingFailure(const std::vector<store::TaskRecord>& tasks) {
+  const store::TaskRecord* failed = nullptr;
+  for (const auto& t : tasks) {
+    if (!model::IsEnded(t.state) || !TaskFailed(t)) continue;
+    if (!failed || (failed->end_cause == model::TaskEndCause::kStopped &&
+                    t.end_cause != model::TaskEndCause::kStopped)) {
+      failed = &t;
+    }
+  }
+  return failed;
+}
+
+}  // namespace
+
+// A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
+// handles SIGTERM and exits 0 did not finish its work.
+bool TaskFailed(const store::TaskRecord& t) {
+  return t.state == TaskState::kLost || t.end_cause == model::TaskEndCause::kTimeLimit ||
+         t.signal.has_value() || t.exit_code.value_or(0) != 0 ||
+         (t.state == TaskState::kKilled && !t.exit_code.has_value());
+}
+
+std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
+  std::string what = "task " + std::to_string(t.task_index);
+  if (t.state == TaskState::kLost) {
+    what += " was lost";
+  } else if (t.signal) {
+    what += " was killed by signal " + std::to_string(*t.signal);
+  } else if (t.exit_code && t.state == TaskState::kKilled) {
+    // Stopped by its agent (a time limit, a cancellation), it exited on its own terms.
+    what += " was stopped and exited with code " + std::to_string(*t.exit_code);
+  } else if (t.exit_code) {
+    what += " exited with code " + std::to_string(*t.exit_code);
+  } else {
+    what += " ended (" + std::string(model::ToString(t.state)) + ")";
+  }
+  return note.empty() ? what : what + ": " + note;
+}
+
+RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks& run,
+                        Seconds now) {
+  RunDecision d;
+  d.end = end;
+  // With mpi, part 0 runs mpirun and the other parts only hold their nodes: part 0's good end is
+  // the job's, however the holders end (decided first, so that a holder stopped afterwards, or
+  // seen first after a server restart, does not count as a failure).
+  if (!d.end.Stopping() && facts.launcher == model::Launcher::kMpi) {
+    for (const auto& t : run.tasks) {
+      if (t.task_index == 0 && model::IsEnded(t.state) && !TaskFailed(t)) {
+        d.end.primary_done = true;
+      }
+    }
+  }
+  if (!d.end.Stopping()) {
+    if (const store::TaskRecord* failed = ExplainingFailure(run.tasks)) {
+      d.end.failing = true;
+      auto note = run.end_notes.find(failed->allocation_id);
+      d.end.failure = DescribeEnd(*failed, note == run.end_notes.end() ? "" : note->second);
+      // Its agent's typed cause, never the note: timeout, oom or failed.
+      d.end.failed_state = model::FailedStateFor(failed->end_cause);
+    }
+  }
+  const bool stopping = d.end.Stopping() && facts.state != JobState::kPending;
+  if (stopping) {
+    // The rest of the gang is stopped: launches that never went out end here, the others by
+    // the kill orders their nodes hear.
+    d.notify_nodes = true;
+    for (const auto& t : run.tasks) {
+      if (t.state != TaskState::kAssigned || run.launched.count(t.allocation_id)) continue;
+      store::TaskRecord stopped = t;
+      stopped.state = TaskState::kKilled;
+      stopped.end_time = now;
+      d.stop.push_back(std::move(stopped));
+    }
+  }
+  bool all_ended = !run.tasks.empty();
+  bool all_running = !run.tasks.empty();
+  for (const auto& t : run.tasks) {
+    const bool stopped_now = std::any_of(d.stop.begin(), d.stop.end(), [&](const auto& s) {
+      return s.allocation_id == t.allocation_id;
+    });
+    all_ended &= model::IsEnded(t.state) || stopped_now;
+    all_running &= t.state == TaskState::kRunning;
+  }
+  if (all_running && facts.state == JobState::kStarting) {
+    d.verdict = RunVerdict::kStartRunning;
+    d.reason = "all tasks running";
+  }
+  if (!all_ended) return d;
+  d.verdict = RunVerdict::kEnd;
+  if (d.end.cancel_requested) {
+    d.end_state = JobState::kCancelled;
+    d.reason = d.end.failure;
+  } else if (d.end.failing) {
+    d.end_state = d.end.failed_state;
+    d.reason = d.end.failure;
+    if (facts.restarts - facts.preemptions < facts.max_restarts) {
+      d.verdict = RunVerdict::kRequeue;
+      d.reason += "; requeued (restart " + std::to_string(facts.restarts + 1) + " of " +
+                  std::to_string(facts.max_restarts) + ")";
+    }
+  } else if (d.end.primary_done) {
+    d.end_state = JobState::kSucceeded;
+    d.reason = "task 0 (mpirun) exited with code 0";
+  } else {
+    d.end_state = JobState::kSucceeded;
+    d.reason = "all tasks exited with code 0";
+  }
+  return d;
+}
+
+ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
+                            const std::string& node, const protocol::TaskStatus& s, Seconds now) {
+  ReportDecision d;
+  const bool running = s.state == protocol::TaskState::kRunning;
+  // A report of an end the server cannot place is only acknowledged; a task that runs where it
+  // should not is stopped.
+  auto stale = [&](const char* why) {
+    if (running) {
+      d.action = ReportAction::kKill;
+      d.kill_reason = why;
+    }
+    return d;
+  };
+  if (job_tasks == nullptr) return stale("stale task: not assigned here any more");
+  const int64_t alloc = s.key.allocation.value();
+  auto task = std::find_if(job_tasks->begin(), job_tasks->end(),
+                           [&](const auto& t) { return t.allocation_id == alloc; });
+  if (task == job_tasks->end() || task->generation != s.key.generation || task->node != node) {
+    return stale("stale generation");
+  }
+  if (model::IsEnded(task->state)) return stale("task already ended on the server");
+  store::TaskRecord updated = *task;
+  if (running) {
+    if (task->state != TaskState::kAssigned) return d;  // known to run already
+    updated.state = TaskState::kRunning;
+    updated.start_time = s.started_at.value() > 0 ? s.started_at : now;
+  } else {
+    // exited | killed | failed_to_start | lost
+    updated.state =
+        s.state == protocol::TaskState::kExited
+            ? TaskState::kExited
+            : (s.state == protocol::TaskState::kLost ? TaskState::kLost : TaskState::kKilled);
+    // Why it ended, as its agent saw it (an older agent says none).
+    updated.end_cause = s.end_cause;
+    if (s.exit_code) updated.exit_code = s.exit_code;
+    if (s.signal) updated.signal = s.signal;
+    if (s.state == protocol::TaskState::kFailedToStart && !updated.exit_code) {
+      updated.exit_code = 127;
+    }
+    updated.end_time = s.ended_at.value_or(now);
+    if (!s.message.empty()) d.end_note = TruncateNote(s.message, kMaxEndNote);
+  }
+  d.action = ReportAction::kUpdate;
+  d.updated = std::move(updated);
+  return d;
+}
+
+std::optional<store::TaskRecord> DecideUnreported(const store::TaskRecord& t, bool launched,
+                                                  bool stopping, Seconds now) {
+  // The answer carrying its launch was lost: this heartbeat's answer carries it again. Only a
+  // stopping job's launch is settled here.
+  if (t.state == TaskState::kAssigned && launched && !stopping) return std::nullopt;
+  if (t.state != TaskState::kRunning && !(t.state == TaskState::kAssigned && launched)) {
+    return std::nullopt;
+  }
+  store::TaskRecord ended = t;
+  // A running task the agent no longer knows is lost; a launch that never started, of a job
+  // being stopped, is stopped.
+  ended.state = t.state == TaskState::kRunning ? TaskState::kLost : TaskState::kKilled;
+  ended.end_time = now;
+  return ended;
+}
+
+}  // namespace corral::server::reconcile
