@@ -178,21 +178,16 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
-    for (auto& t : job.tasks) {
-      if (model::IsEnded(t.state) || t.node != name) continue;
+    reconcile::NodeLoss loss = reconcile::LoseNode(job.end, job.tasks, name, reason, now);
+    for (const store::TaskRecord& lost : loss.lost) {
       // Memory first: the node and its GPUs are gone whatever the store says. A task left
       // running in the store is settled again after a restart (its node is lost then too).
-      t.state = TaskState::kLost;
-      t.end_time = now;
-      (void)store_.UpdateTask(t);
+      for (auto& t : job.tasks) {
+        if (t.allocation_id == lost.allocation_id) t = lost;
+      }
+      (void)store_.UpdateTask(lost);
     }
-    // The gang's tasks on other nodes are stopped (their GPUs stay taken until their nodes say
-    // they ended); then the job is requeued or ends lost.
-    if (!job.Stopping()) {
-      job.end.failing = true;
-      job.end.failure = reason;
-      job.end.failed_state = JobState::kLost;
-    }
+    job.end = std::move(loss.end);
     EvaluateJobLocked(job);
   }
 }

@@ -193,4 +193,24 @@ std::optional<store::TaskRecord> DecideUnreported(const store::TaskRecord& t, bo
   return ended;
 }
 
+NodeLoss LoseNode(const RunEnd& end, const std::vector<store::TaskRecord>& tasks,
+                  const std::string& node, const std::string& reason, Seconds now) {
+  NodeLoss loss{end, {}};
+  for (const auto& t : tasks) {
+    if (model::IsEnded(t.state) || t.node != node) continue;
+    store::TaskRecord lost = t;
+    lost.state = TaskState::kLost;
+    lost.end_time = now;
+    loss.lost.push_back(std::move(lost));
+  }
+  // The gang's tasks on other nodes are stopped (their GPUs stay taken until their nodes say
+  // they ended); then the job is requeued or ends lost.
+  if (!loss.end.Stopping()) {
+    loss.end.failing = true;
+    loss.end.failure = reason;
+    loss.end.failed_state = JobState::kLost;
+  }
+  return loss;
+}
+
 }  // namespace corral::server::reconcile

@@ -9,6 +9,7 @@
 //    allocation no live job holds, another generation or node, a task already ended on the
 //    server), or a new task record to store;
 //  - a task a full heartbeat left out (DecideUnreported): lost, stopped, or left as it is;
+//  - a job's run when one of its nodes is lost (LoseNode);
 //  - a job's run after any change to its tasks (EvaluateRun): whether it is failing (and why,
 //    and as what final state), which unlaunched tasks to stop, and whether it starts running,
 //    goes on, ends (succeeded, failed, timeout, oom, lost, cancelled) or is requeued.
@@ -128,5 +129,15 @@ ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
 // again. `now`: the end time.
 std::optional<store::TaskRecord> DecideUnreported(const store::TaskRecord& task, bool launched,
                                                   bool stopping, Seconds now);
+
+struct NodeLoss {
+  RunEnd end;  // the run's ending: failing as lost (`reason`) unless it was stopping already
+  std::vector<store::TaskRecord> lost;  // its live tasks on the node, now lost (ended `now`)
+};
+
+// A job's run when node `node` is lost: its tasks there are lost; the rest of its gang is
+// stopped (EvaluateRun then requeues it or ends it lost).
+NodeLoss LoseNode(const RunEnd& end, const std::vector<store::TaskRecord>& tasks,
+                  const std::string& node, const std::string& reason, Seconds now);
 
 }  // namespace corral::server::reconcile

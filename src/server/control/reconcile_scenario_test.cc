@@ -1,0 +1,304 @@
+// Runs the reconcile scenarios in testdata/reconcile.scenario (format described at its top):
+// one job's run at a time, fed reports, heartbeat omissions and node losses, with the exact
+// decision the reconcile core (reconcile.h) must make at each step.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "server/control/reconcile.h"
+
+namespace corral::server::reconcile {
+namespace {
+
+constexpr int64_t kFirstAllocation = 100;  // task I holds allocation 100 + I
+constexpr int64_t kUnknownAllocation = 999;
+
+// key=value words (a bare word maps to "").
+std::map<std::string, std::string> Fields(std::istringstream& in) {
+  std::map<std::string, std::string> out;
+  std::string word;
+  while (in >> word) {
+    const size_t eq = word.find('=');
+    out[word.substr(0, eq)] = eq == std::string::npos ? "" : word.substr(eq + 1);
+  }
+  return out;
+}
+
+std::string Rest(std::istringstream& in) {
+  std::string rest;
+  std::getline(in, rest);
+  const size_t start = rest.find_first_not_of(' ');
+  return start == std::string::npos ? "" : rest.substr(start);
+}
+
+std::string Trim(const std::string& s) {
+  const size_t a = s.find_first_not_of(' '), b = s.find_last_not_of(' ');
+  return a == std::string::npos ? "" : s.substr(a, b - a + 1);
+}
+
+std::optional<int> IntField(const std::map<std::string, std::string>& f, const char* key) {
+  auto it = f.find(key);
+  return it == f.end() ? std::nullopt : std::optional<int>(std::stoi(it->second));
+}
+
+protocol::TaskState ProtocolState(const std::string& name) {
+  static const std::map<std::string, protocol::TaskState> kStates = {
+      {"running", protocol::TaskState::kRunning},
+      {"exited", protocol::TaskState::kExited},
+      {"killed", protocol::TaskState::kKilled},
+      {"failed_to_start", protocol::TaskState::kFailedToStart},
+      {"lost", protocol::TaskState::kLost}};
+  auto it = kStates.find(name);
+  EXPECT_NE(it, kStates.end()) << "unknown report state " << name;
+  return it == kStates.end() ? protocol::TaskState::kRunning : it->second;
+}
+
+std::optional<model::TaskEndCause> Cause(const std::map<std::string, std::string>& f) {
+  auto it = f.find("cause");
+  if (it == f.end()) return std::nullopt;
+  auto cause = model::ParseTaskEndCause(it->second);
+  EXPECT_TRUE(cause.ok()) << cause.status().message();
+  return cause.ok() ? std::optional(*cause) : std::nullopt;
+}
+
+std::string VerdictName(RunVerdict v) {
+  switch (v) {
+    case RunVerdict::kGoOn:
+      return "go-on";
+    case RunVerdict::kStartRunning:
+      return "start-running";
+    case RunVerdict::kEnd:
+      return "end";
+    case RunVerdict::kRequeue:
+      return "requeue";
+  }
+  return "?";
+}
+
+// One job's run, changed step by step as the controller would apply each decision.
+class RunScenario {
+ public:
+  void Job(std::map<std::string, std::string> f) {
+    auto state = model::ParseJobState(f.count("state") ? f["state"] : "running");
+    ASSERT_TRUE(state.ok()) << state.status().message();
+    facts_.state = *state;
+    if (f.count("launcher")) {
+      auto launcher = model::ParseLauncher(f["launcher"]);
+      ASSERT_TRUE(launcher.ok()) << launcher.status().message();
+      facts_.launcher = *launcher;
+    }
+    facts_.max_restarts = IntField(f, "max_restarts").value_or(0);
+    facts_.restarts = IntField(f, "restarts").value_or(0);
+    facts_.preemptions = IntField(f, "preemptions").value_or(0);
+    if (f.count("cancel")) {
+      end_.cancel_requested = true;
+      end_.failure = f["cancel"];
+    }
+  }
+
+  void Task(int index, const std::string& state, std::map<std::string, std::string> f) {
+    store::TaskRecord t;
+    t.task_index = index;
+    t.allocation_id = kFirstAllocation + index;
+    t.generation = IntField(f, "gen").value_or(1);
+    t.node = f.count("node") ? f["node"] : "n1";
+    auto parsed = model::ParseTaskState(state);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    t.state = *parsed;
+    t.exit_code = IntField(f, "exit");
+    t.signal = IntField(f, "signal");
+    t.end_cause = Cause(f);
+    if (t.state != model::TaskState::kAssigned) t.start_time = Seconds(900);
+    if (model::IsEnded(t.state)) t.end_time = Seconds(950);
+    if (f.count("launched") || t.state != model::TaskState::kAssigned) {
+      launched_.insert(t.allocation_id);
+    }
+    tasks_.push_back(t);
+  }
+
+  void Note(int index, const std::string& text) { notes_[kFirstAllocation + index] = text; }
+  void Now(int64_t now) { now_ = Seconds(now); }
+
+  void Report(const std::string& who, const std::string& state,
+              std::map<std::string, std::string> f, const std::string& expected) {
+    protocol::TaskStatus s;
+    const int64_t alloc = who == "unknown" ? kUnknownAllocation : kFirstAllocation + std::stoi(who);
+    s.key = {protocol::AllocationId(alloc), IntField(f, "gen").value_or(1)};
+    s.state = ProtocolState(state);
+    s.exit_code = IntField(f, "exit");
+    s.signal = IntField(f, "signal");
+    s.end_cause = Cause(f);
+    s.started_at = Seconds(IntField(f, "started").value_or(0));
+    if (auto ended = IntField(f, "ended")) s.ended_at = Seconds(*ended);
+    if (f.count("message")) s.message = f["message"];
+    const std::string node = f.count("node") ? f["node"] : "n1";
+    ReportDecision d = DecideReport(who == "unknown" ? nullptr : &tasks_, node, s, now_);
+    std::istringstream want(expected);
+    std::string action;
+    want >> action;
+    if (action == "kill") {
+      ASSERT_EQ(d.action, ReportAction::kKill);
+      EXPECT_EQ(d.kill_reason, Rest(want));
+    } else if (action == "ignore") {
+      EXPECT_EQ(d.action, ReportAction::kIgnore) << "kill reason: " << d.kill_reason;
+    } else {
+      ASSERT_EQ(action, "update");
+      ASSERT_EQ(d.action, ReportAction::kUpdate) << "kill reason: " << d.kill_reason;
+      if (d.end_note) notes_[alloc] = *d.end_note;
+      Replace(d.updated);
+    }
+  }
+
+  void TaskIs(int index, const std::string& state, std::map<std::string, std::string> f) {
+    const store::TaskRecord& t = tasks_.at(index);
+    EXPECT_EQ(model::ToString(t.state), state);
+    if (f.count("exit")) EXPECT_EQ(t.exit_code, IntField(f, "exit"));
+    if (f.count("start")) EXPECT_EQ(t.start_time, Seconds(*IntField(f, "start")));
+    if (f.count("end")) EXPECT_EQ(t.end_time, Seconds(*IntField(f, "end")));
+    if (f.count("cause")) EXPECT_EQ(t.end_cause, Cause(f));
+  }
+
+  void Unreported(int index, const std::string& expected) {
+    const store::TaskRecord& t = tasks_.at(index);
+    std::optional<store::TaskRecord> ended =
+        DecideUnreported(t, launched_.count(t.allocation_id) > 0, end_.Stopping(), now_);
+    if (expected == "none") {
+      EXPECT_FALSE(ended.has_value());
+      return;
+    }
+    ASSERT_TRUE(ended.has_value());
+    EXPECT_EQ(model::ToString(ended->state), expected);
+    EXPECT_EQ(ended->end_time, now_);
+    Replace(*ended);
+  }
+
+  void LoseNode(const std::string& node, const std::string& reason) {
+    NodeLoss loss = reconcile::LoseNode(end_, tasks_, node, reason, now_);
+    for (const auto& t : loss.lost) Replace(t);
+    end_ = loss.end;
+  }
+
+  void Evaluate(const std::string& expected) {
+    RunDecision d = EvaluateRun(facts_, end_, {tasks_, launched_, notes_}, now_);
+    std::istringstream want(expected);
+    std::string verdict;
+    want >> verdict;
+    EXPECT_EQ(VerdictName(d.verdict), verdict);
+    std::string word;
+    std::vector<int> stop_expected;
+    while (want >> word) {
+      if (word.rfind("stop=", 0) == 0) {
+        std::stringstream list(word.substr(5));
+        std::string i;
+        while (std::getline(list, i, ',')) stop_expected.push_back(std::stoi(i));
+      } else {
+        EXPECT_EQ(model::ToString(d.end_state), word);
+      }
+    }
+    std::vector<int> stopped;
+    for (const auto& t : d.stop) {
+      stopped.push_back(t.task_index);
+      EXPECT_EQ(t.state, model::TaskState::kKilled);
+      EXPECT_EQ(t.end_time, now_);
+      Replace(t);
+    }
+    EXPECT_EQ(stopped, stop_expected);
+    end_ = d.end;
+    reason_ = d.reason;
+  }
+
+  const std::string& reason() const { return reason_; }
+
+ private:
+  void Replace(const store::TaskRecord& updated) {
+    for (auto& t : tasks_) {
+      if (t.allocation_id == updated.allocation_id) t = updated;
+    }
+  }
+
+  RunFacts facts_;
+  RunEnd end_;
+  std::vector<store::TaskRecord> tasks_;
+  std::set<int64_t> launched_;
+  std::map<int64_t, std::string> notes_;
+  Seconds now_{1000};
+  std::string reason_;
+};
+
+TEST(ReconcileScenarios, AllScenariosHold) {
+  std::ifstream file(CORRAL_RECONCILE_TESTDATA "/reconcile.scenario");
+  ASSERT_TRUE(file) << "cannot open scenarios";
+  std::unique_ptr<RunScenario> current;
+  std::string name, line;
+  int number = 0, scenarios = 0, decisions = 0;
+  while (std::getline(file, line)) {
+    ++number;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string verb;
+    in >> verb;
+    if (verb == "scenario") {
+      in >> name;
+      current = std::make_unique<RunScenario>();
+      ++scenarios;
+      continue;
+    }
+    ASSERT_TRUE(current) << "line " << number << ": no scenario started";
+    SCOPED_TRACE(name + " line " + std::to_string(number) + ": " + line);
+    std::string rest = Rest(in);
+    const size_t arrow = rest.find("->");
+    const std::string expected = arrow == std::string::npos ? "" : Trim(rest.substr(arrow + 2));
+    std::istringstream args(arrow == std::string::npos ? rest : rest.substr(0, arrow));
+    if (verb == "job") {
+      current->Job(Fields(args));
+    } else if (verb == "task" || verb == "task-is") {
+      int index = 0;
+      std::string state;
+      args >> index >> state;
+      if (verb == "task") {
+        current->Task(index, state, Fields(args));
+      } else {
+        current->TaskIs(index, state, Fields(args));
+      }
+    } else if (verb == "note") {
+      int index = 0;
+      args >> index;
+      current->Note(index, Rest(args));
+    } else if (verb == "now") {
+      int64_t now = 0;
+      args >> now;
+      current->Now(now);
+    } else if (verb == "report") {
+      ASSERT_NE(arrow, std::string::npos) << "report needs '->'";
+      std::string who, state;
+      args >> who >> state;
+      current->Report(who, state, Fields(args), expected);
+      ++decisions;
+    } else if (verb == "unreported") {
+      ASSERT_NE(arrow, std::string::npos) << "unreported needs '->'";
+      int index = 0;
+      args >> index;
+      current->Unreported(index, expected);
+      ++decisions;
+    } else if (verb == "lose-node") {
+      std::string node;
+      args >> node;
+      current->LoseNode(node, Rest(args));
+    } else if (verb == "evaluate") {
+      ASSERT_NE(arrow, std::string::npos) << "evaluate needs '->'";
+      current->Evaluate(expected);
+      ++decisions;
+    } else if (verb == "reason") {
+      EXPECT_EQ(current->reason(), rest);
+    } else {
+      FAIL() << "line " << number << ": unknown verb '" << verb << "'";
+    }
+  }
+  EXPECT_GE(scenarios, 12);
+  EXPECT_GE(decisions, 40);
+}
+
+}  // namespace
+}  // namespace corral::server::reconcile
