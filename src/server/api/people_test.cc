@@ -1,0 +1,151 @@
+// The people routes (people.cc) through real HTTP: projects, their sharing and members, users
+// and tokens.
+#include <algorithm>
+
+#include "server/api/api_test_fixture.h"
+
+namespace corral::server::api_testing {
+
+class PeopleApiTest : public ApiTest {
+ protected:
+  // The names in a JSON list of objects' "name".
+  static std::vector<std::string> Names(const json& list) {
+    std::vector<std::string> names;
+    for (const json& item : list) names.push_back(item.value("name", ""));
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+TEST_F(PeopleApiTest, WhoamiSaysWhoTheTokenIs) {
+  const Answer alice = Get("/api/v1/whoami", alice_token_);
+  ASSERT_EQ(alice.status, 200) << alice;
+  EXPECT_EQ(alice.body,
+            json({{"user", "alice"}, {"admin", false}, {"projects", {"default", "vision"}}}));
+  EXPECT_EQ(Get("/api/v1/whoami", root_token_).body["admin"], true);
+  ExpectProblem(Get("/api/v1/whoami", ""), 401, "Authorization");
+}
+
+TEST_F(PeopleApiTest, AMemberSeesTheirProjectsAndAnAdminAll) {
+  const Answer bobs = Get("/api/v1/projects", bob_token_);
+  ASSERT_EQ(bobs.status, 200) << bobs;
+  EXPECT_EQ(Names(bobs.body), std::vector<std::string>{"default"});
+  EXPECT_TRUE(bobs.body[0]["sharing"].is_object());
+  EXPECT_EQ(Names(Get("/api/v1/projects", alice_token_).body),
+            (std::vector<std::string>{"default", "vision"}));
+  const Answer created =
+      Post("/api/v1/projects", {{"name", "audio"}, {"description", "speech"}}, root_token_);
+  ASSERT_EQ(created.status, 201) << created;
+  EXPECT_EQ(created.body, json({{"name", "audio"}, {"description", "speech"}}));
+  EXPECT_EQ(Names(Get("/api/v1/projects", root_token_).body),
+            (std::vector<std::string>{"audio", "default", "vision"}));
+  EXPECT_EQ(Names(Get("/api/v1/projects", alice_token_).body),
+            (std::vector<std::string>{"default", "vision"}));
+}
+
+TEST_F(PeopleApiTest, ProjectsAndUsersAreManagedByAdminsOnly) {
+  ExpectAdminOnly("POST", "/api/v1/projects", {{"name", "audio"}});
+  ExpectAdminOnly("PUT", "/api/v1/projects/default/sharing", {{"gpus", 4}});
+  ExpectAdminOnly("POST", "/api/v1/projects/vision/members", {{"user", "bob"}});
+  ExpectAdminOnly("GET", "/api/v1/users");
+  ExpectAdminOnly("POST", "/api/v1/users", {{"name", "carol"}});
+  // Nothing changed.
+  EXPECT_EQ(Names(Get("/api/v1/projects", root_token_).body),
+            (std::vector<std::string>{"default", "vision"}));
+  EXPECT_EQ(Get("/api/v1/whoami", bob_token_).body["projects"], json({"default"}));
+  EXPECT_EQ(Names(Get("/api/v1/users", root_token_).body),
+            (std::vector<std::string>{"alice", "bob", "root"}));
+}
+
+TEST_F(PeopleApiTest, ProjectRequestsAreValidated) {
+  ExpectProblem(Post("/api/v1/projects", json::object(), root_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/projects", {{"name", 7}}, root_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/projects", {{"name", "x"}, {"description", false}}, root_token_), 400,
+                "field 'description'");
+  ExpectProblem(Post("/api/v1/projects", {{"name", "vision"}}, root_token_), 409, "vision");
+  ExpectProblem(Put("/api/v1/projects/default/sharing", {{"gpus", -1}}, root_token_), 400, "gpus");
+  ExpectProblem(Put("/api/v1/projects/default/sharing", {{"quota", 4}}, root_token_), 400, "quota");
+  ExpectProblem(Put("/api/v1/projects/nope/sharing", {{"gpus", 1}}, root_token_), 404, "nope");
+  ExpectProblem(Post("/api/v1/projects/nope/members", {{"user", "bob"}}, root_token_), 404, "nope");
+  ExpectProblem(Post("/api/v1/projects/vision/members", {{"user", "zed"}}, root_token_), 404,
+                "zed");
+  ExpectProblem(Post("/api/v1/projects/vision/members", json::object(), root_token_), 400,
+                "field 'user'");
+}
+
+TEST_F(PeopleApiTest, SharingAndMembershipsTakeEffect) {
+  const Answer sharing = Put("/api/v1/projects/vision/sharing", {{"gpus", 4}}, root_token_);
+  ASSERT_EQ(sharing.status, 200) << sharing;
+  EXPECT_EQ(sharing.body["project"], "vision");
+  EXPECT_EQ(sharing.body["sharing"]["gpus"], 4);
+  for (const json& p : Get("/api/v1/projects", root_token_).body) {
+    if (p["name"] == "vision") EXPECT_EQ(p["quota_gpus"], 4) << p;
+  }
+
+  // bob joins "vision": his token sees it from the next request on.
+  const Answer joined = Post("/api/v1/projects/vision/members", {{"user", "bob"}}, root_token_);
+  ASSERT_EQ(joined.status, 200) << joined;
+  EXPECT_EQ(joined.body, json({{"project", "vision"}, {"user", "bob"}}));
+  EXPECT_EQ(Get("/api/v1/whoami", bob_token_).body["projects"], json({"default", "vision"}));
+  EXPECT_EQ(Post("/api/v1/jobs", TestJobSpec(1, "vision"), bob_token_).status, 201);
+}
+
+TEST_F(PeopleApiTest, AnAdminCreatesUsersWithAFirstToken) {
+  const Answer created =
+      Post("/api/v1/users", {{"name", "carol"}, {"projects", {"vision"}}}, root_token_);
+  ASSERT_EQ(created.status, 201) << created;
+  EXPECT_EQ(created.body["name"], "carol");
+  EXPECT_EQ(created.body["admin"], false);
+  const std::string token = created.body["token"];
+  ASSERT_FALSE(token.empty());
+  const Answer carol = Get("/api/v1/whoami", token);
+  ASSERT_EQ(carol.status, 200) << carol;
+  EXPECT_EQ(carol.body["projects"], json({"default", "vision"}));  // "default" always
+
+  ExpectProblem(Post("/api/v1/users", {{"name", "carol"}}, root_token_), 409, "carol");
+  ExpectProblem(Post("/api/v1/users", json::object(), root_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/users", {{"name", ""}}, root_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/users", {{"name", "dan"}, {"admin", "yes"}}, root_token_), 400,
+                "field 'admin'");
+  ExpectProblem(Post("/api/v1/users", {{"name", "dan"}, {"projects", "vision"}}, root_token_), 400,
+                "field 'projects'");
+  // All or nothing: a project that does not exist leaves no user behind.
+  ExpectProblem(Post("/api/v1/users", {{"name", "dan"}, {"projects", {"nope"}}}, root_token_), 404,
+                "nope");
+  EXPECT_EQ(Names(Get("/api/v1/users", root_token_).body),
+            (std::vector<std::string>{"alice", "bob", "carol", "root"}));
+}
+
+TEST_F(PeopleApiTest, EveryoneManagesTheirOwnTokensOnly) {
+  const Answer created = Post("/api/v1/tokens", {{"name", "laptop"}}, alice_token_);
+  ASSERT_EQ(created.status, 201) << created;
+  EXPECT_EQ(created.body["name"], "laptop");
+  const int64_t laptop = created.body["id"];
+  const std::string secret = created.body["token"];
+  EXPECT_EQ(Get("/api/v1/whoami", secret).body["user"], "alice");
+
+  const Answer alices = Get("/api/v1/tokens", alice_token_);
+  ASSERT_EQ(alices.status, 200) << alices;
+  EXPECT_EQ(Names(alices.body), (std::vector<std::string>{"initial", "laptop"}));
+  for (const json& t : alices.body) {
+    EXPECT_FALSE(t.contains("token")) << "a secret is shown once: " << t;
+    EXPECT_EQ(t["revoked"], false);
+  }
+  // bob sees only his own, and cannot revoke alice's.
+  EXPECT_EQ(Names(Get("/api/v1/tokens", bob_token_).body), std::vector<std::string>{"initial"});
+  const std::string path = "/api/v1/tokens/" + std::to_string(laptop);
+  ExpectProblem(Delete(path, bob_token_), 404);
+  ExpectProblem(Delete(path, root_token_), 404);  // an admin's route is their own tokens too
+  EXPECT_EQ(Get("/api/v1/whoami", secret).status, 200);
+
+  const Answer revoked = Delete(path, alice_token_);
+  ASSERT_EQ(revoked.status, 200) << revoked;
+  EXPECT_EQ(revoked.body["revoked"], laptop);
+  ExpectProblem(Get("/api/v1/whoami", secret), 401, "revoked");
+  EXPECT_EQ(Get("/api/v1/whoami", alice_token_).status, 200);  // her other token still works
+  ExpectProblem(Delete("/api/v1/tokens/9999", alice_token_), 404);
+  ExpectProblem(Post("/api/v1/tokens", {{"name", 3}}, alice_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/tokens", {{"name", "x"}}, ""), 401);
+}
+
+}  // namespace corral::server::api_testing
