@@ -41,6 +41,23 @@ void HttpApi::Impl::Register(httplib::Server& http) {
   http.set_exception_handler([](const auto&, auto& res, std::exception_ptr) {
     SendProblem(res, Status(StatusCode::kInternal, "internal error"));
   });
+  // Errors httplib answers itself (no route, a body over the limit, a malformed request) carry
+  // no body: they get problem+json too. An answer a route wrote is left as it is.
+  http.set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const std::string what = req.method + " " + req.path;
+        std::string title = "invalid_argument", detail = "cannot answer " + what;
+        if (res.status == 404) {
+          title = "not_found";
+          detail = "no such route: " + what;
+        } else if (res.status == 413) {
+          title = "payload_too_large";
+          detail = "the request body is over " + std::to_string(config_.max_body_bytes) + " bytes";
+        }
+        res.set_content(Problem(res.status, title, detail).dump(), "application/problem+json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
     res.set_content("ok\n", "text/plain");
   });

@@ -64,8 +64,9 @@ TEST_F(NodesApiTest, CordonedNodesTakeNoJobsUntilUncordoned) {
 TEST_F(NodesApiTest, UnknownNodesAndActionsAre404) {
   ExpectProblem(Post("/api/v1/nodes/nope/drain", json::object(), root_token_), 404, "nope");
   ASSERT_FALSE(RegisterNode("gpu-1", 8).empty());
-  // Only the three actions are routes.
-  EXPECT_EQ(Post("/api/v1/nodes/gpu-1/reboot", json::object(), root_token_).status, 404);
+  // Only the three actions are routes; no route is problem+json too.
+  ExpectProblem(Post("/api/v1/nodes/gpu-1/reboot", json::object(), root_token_), 404,
+                "no such route: POST /api/v1/nodes/gpu-1/reboot");
   EXPECT_EQ(NodeRow("gpu-1")["state"], "ready");
 }
 
