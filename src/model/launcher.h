@@ -22,7 +22,7 @@ enum class Launcher {
 inline constexpr int kMaxProcsPerNode = 64;
 
 // The ports corral hands out to distributed jobs, a block of consecutive ones per job
-// (server/rendezvous_ports.h), from torchrun's default MASTER_PORT on.
+// (server/control/rendezvous_ports.h), from torchrun's default MASTER_PORT on.
 inline constexpr int kFirstRendezvousPort = 29500;
 inline constexpr int kLastRendezvousPort = 30999;
 inline constexpr int kRendezvousPortCount = kLastRendezvousPort - kFirstRendezvousPort + 1;

@@ -11,7 +11,7 @@
 //    "environment": "pytorch@3"}
 //
 // Everything here is pure: what needs the server's state (the environment a spec names, the
-// cluster's resource defaults, the store's job records) is server/job_submission.h.
+// cluster's resource defaults, the store's job records) is server/control/job_submission.h.
 //
 // `environment` (docs/environments.md) names an environment asset, "NAME" or "NAME@VERSION";
 // `command` may then be left out when the environment has a default command. The server resolves

@@ -64,6 +64,9 @@ TEST(JobSpecTest, EveryErrorNamesTheField) {
       {With(good, "resources.disk", 1), "field 'resources.disk': unknown field"},
       {With(good, "tasks", 0), "field 'tasks': must be between 1 and 4096, got 0"},
       {With(good, "priority", 1001), "field 'priority': must be between -1000 and 1000"},
+      // Above int64: not read as -1 (which would be in range).
+      {With(good, "priority", json::parse("18446744073709551615")),
+       "field 'priority': must be between -1000 and 1000, got 18446744073709551615"},
       {With(good, "time_limit_s", -5), "field 'time_limit_s': must be between 0"},
       {With(good, "time_limit_s", "1h"), "field 'time_limit_s': must be an integer"},
       {With(good, "max_restarts", -1), "field 'max_restarts'"},

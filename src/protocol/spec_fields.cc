@@ -1,5 +1,7 @@
 #include "protocol/spec_fields.h"
 
+#include <limits>
+
 #include "model/job.h"
 
 namespace corral::protocol {
@@ -26,6 +28,12 @@ Result<std::string> GetString(const nlohmann::json& j, const std::string& field)
 
 Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_t lo, int64_t hi) {
   if (!j.is_number_integer()) return FieldError(field, "must be an integer");
+  // A uint64 above int64's range would read negative through get<int64_t>().
+  if (j.is_number_unsigned() &&
+      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return FieldError(field, "must be between " + std::to_string(lo) + " and " +
+                                 std::to_string(hi) + ", got " + j.dump());
+  }
   const int64_t v = j.get<int64_t>();
   if (v < lo || v > hi) {
     return FieldError(field, "must be between " + std::to_string(lo) + " and " +

@@ -44,8 +44,11 @@ Result<T> Field(const json& body, const std::string& name, std::optional<T> fall
     ok = it->is_boolean();
     expected = "true or false";
   } else if constexpr (std::is_same_v<T, int64_t>) {
-    ok = it->is_number_integer();
-    expected = "an integer";
+    // A uint64 above int64's range would read negative through get<int64_t>().
+    ok = it->is_number_integer() &&
+         !(it->is_number_unsigned() &&
+           it->template get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+    expected = "an integer no greater than 9223372036854775807";
   } else {
     static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported field type");
     ok = it->is_array() &&

@@ -45,15 +45,27 @@ void HttpApi::Impl::Register(httplib::Server& http) {
   // no body: they get problem+json too. An answer a route wrote is left as it is.
   http.set_error_handler(httplib::Server::HandlerWithResponse(
       [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        if (!res.body.empty() || res.has_header("Content-Type")) {
+          return httplib::Server::HandlerResponse::Unhandled;  // a route's own answer
+        }
         const std::string what = req.method + " " + req.path;
-        std::string title = "invalid_argument", detail = "cannot answer " + what;
+        std::string title = "invalid_argument", detail = "malformed request";
+        if (!req.method.empty() && (req.method == "POST" || req.method == "PUT") &&
+            !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
+          // httplib reads a body only by its length: `curl -X POST` without -d sends none.
+          detail = what + " needs a Content-Length header (send a body, or Content-Length: 0)";
+        } else if (!req.method.empty()) {
+          detail = "cannot read the request " + what + " (a malformed head or body)";
+        }
         if (res.status == 404) {
           title = "not_found";
           detail = "no such route: " + what;
         } else if (res.status == 413) {
-          title = "payload_too_large";
+          title = "resource_exhausted";
           detail = "the request body is over " + std::to_string(config_.max_body_bytes) + " bytes";
+        } else if (res.status >= 500) {
+          title = "internal";
+          detail = "internal error answering " + what;
         }
         res.set_content(Problem(res.status, title, detail).dump(), "application/problem+json");
         return httplib::Server::HandlerResponse::Handled;

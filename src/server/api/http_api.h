@@ -64,7 +64,8 @@ class HttpApi {
   void Register(httplib::Server& http);
   // Ends the live event streams now (server shutdown), not at their next event.
   void Shutdown();
-  // Who an API token belongs to (through the principal cache the API clears on changes);
+  // Who an API token belongs to (Controller::Accounts(), whose principal cache it clears on
+  // every change);
   // Unauthenticated when unknown or revoked. Thread-safe: the session gateway asks it too.
   Result<Principal> AuthenticateToken(const std::string& token);
 

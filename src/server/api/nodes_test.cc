@@ -67,6 +67,9 @@ TEST_F(NodesApiTest, UnknownNodesAndActionsAre404) {
   // Only the three actions are routes; no route is problem+json too.
   ExpectProblem(Post("/api/v1/nodes/gpu-1/reboot", json::object(), root_token_), 404,
                 "no such route: POST /api/v1/nodes/gpu-1/reboot");
+  // A body over the limit is refused by httplib before any route: problem+json as well.
+  ExpectProblem(PostText("/api/v1/nodes/gpu-1/drain", std::string(2 << 20, ' '), root_token_), 413,
+                "the request body is over");
   EXPECT_EQ(NodeRow("gpu-1")["state"], "ready");
 }
 

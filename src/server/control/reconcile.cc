@@ -47,7 +47,8 @@ std::string DescribeEnd(const store::TaskRecord& t, const std::string& note) {
     what += " was lost";
   } else if (t.signal) {
     what += " was killed by signal " + std::to_string(*t.signal);
-  } else if (t.exit_code && t.state == TaskState::kKilled) {
+  } else if (t.exit_code && (t.end_cause == model::TaskEndCause::kStopped ||
+                             t.end_cause == model::TaskEndCause::kTimeLimit)) {
     // Stopped by its agent (a time limit, a cancellation), it exited on its own terms.
     what += " was stopped and exited with code " + std::to_string(*t.exit_code);
   } else if (t.exit_code) {
@@ -117,8 +118,9 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
     d.reason = d.end.failure;
     if (facts.restarts - facts.preemptions < facts.max_restarts) {
       d.verdict = RunVerdict::kRequeue;
-      d.reason += "; requeued (restart " + std::to_string(facts.restarts + 1) + " of " +
-                  std::to_string(facts.max_restarts) + ")";
+      // Preemptions are restarts the job did not ask for: they use up none of max_restarts.
+      d.reason += "; requeued (restart " + std::to_string(facts.restarts - facts.preemptions + 1) +
+                  " of " + std::to_string(facts.max_restarts) + ")";
     }
   } else if (d.end.primary_done) {
     d.end_state = JobState::kSucceeded;
