@@ -1014,7 +1014,7 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     std::string environment, idle_timeout, project, name, output = "table";
     std::string wait_timeout = "10m";
-    int gpus = -1;
+    std::optional<int> gpus;  // given: checked by the spec's codec, whatever its sign
     bool wait = false, shell = false;
     int64_t id = -1;
     std::vector<std::string> env, command;
@@ -1071,7 +1071,7 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
       if (!f->environment.empty()) spec["environment"] = f->environment;
       if (!f->project.empty()) spec["project"] = f->project;
       if (!f->name.empty()) spec["name"] = f->name;
-      if (f->gpus >= 0) spec["resources"] = {{"gpus", f->gpus}};
+      if (f->gpus) spec["resources"] = {{"gpus", *f->gpus}};
       if (!f->command.empty()) {
         spec["command"] = f->shell ? ShellCommand(f->command) : json(f->command);
         if (f->shell) spec["shell"] = true;
