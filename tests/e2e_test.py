@@ -119,6 +119,11 @@ class Cluster:
         proc.wait()
 
     def stop(self):
+        # Tasks outlive a stopped agent by design (the next one adopts them): a test cluster's
+        # unfinished jobs are cancelled first, so that none runs on after the test.
+        if self.server and self.server.poll() is None and any(
+                a.poll() is None for a in self.agents.values()):
+            self.cancel_unfinished()
         for p in list(self.agents.values()) + [self.server]:
             if p and p.poll() is None:
                 p.terminate()
@@ -126,6 +131,21 @@ class Cluster:
                     p.wait(10)
                 except subprocess.TimeoutExpired:
                     self.kill9(p)
+
+    def cancel_unfinished(self, timeout=15):
+        def unfinished():
+            try:
+                status, jobs = self.api("GET", "/api/v1/jobs?all=1")
+            except OSError:
+                return []
+            return [j["id"] for j in jobs if j.get("state") in ("pending", "starting", "running")] \
+                if status == 200 and isinstance(jobs, list) else []
+        for job in unfinished():
+            try:
+                self.api("POST", f"/api/v1/jobs/{job}/cancel", {})
+            except OSError:
+                pass
+        wait_for(lambda: not unfinished(), timeout)
 
     def cli(self, *args, token=None):
         env = dict(os.environ, CORRAL_SERVER=self.url, CORRAL_TOKEN=token or self.token,

@@ -47,6 +47,21 @@ async function freePort() {
   });
 }
 
+// Cancels the cluster's unfinished jobs and waits (at most 30 s) until none runs: tasks outlive
+// a stopped agent by design (the next one adopts them), so a test cluster's must not.
+async function cancelJobs(dev) {
+  const headers = { Authorization: `Bearer ${dev.token}`, 'Content-Type': 'application/json' };
+  const open = async () => (await (await fetch(`${dev.url}/api/v1/jobs?all=1`, { headers })).json())
+    .filter((j) => ['pending', 'starting', 'running'].includes(j.state));
+  for (const j of await open()) {
+    await fetch(`${dev.url}/api/v1/jobs/${j.id}/cancel`, { method: 'POST', headers, body: '{}' });
+  }
+  const deadline = Date.now() + 30000;
+  while ((await open()).length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
 // Starts `corral dev`; resolves { url, token, proc, output() } once it printed its admin token.
 async function startDev(dataDir, port) {
   const proc = spawn(corral, ['dev', '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`,
@@ -336,6 +351,7 @@ async function main() {
     console.error(`--- corral dev output ---\n${dev.output().slice(-4000)}`);
   } finally {
     await browser.close();
+    await cancelJobs(dev).catch((e) => console.error(`cancelling the test's jobs: ${e}`));
     dev.proc.kill('SIGTERM');
     await new Promise((r) => (dev.proc.exitCode !== null ? r() : dev.proc.on('exit', r)));
     await rm(dataDir, { recursive: true, force: true }).catch(() => {});
