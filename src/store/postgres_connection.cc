@@ -249,6 +249,8 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
       return AbandonSession(ConnectionError("exit pipeline mode: "));
     }
     if (!first_error.ok()) return first_error;
+    // Outside a transaction the chunk ran as one implicit transaction, committed at the sync.
+    if (!in_transaction_ && sql.rfind("SELECT", 0) != 0) ++commits_;
   }
   return results;
 }
@@ -318,6 +320,7 @@ Status PostgresConnection::Commit() {
   if (std::string_view(pq_.PQcmdStatus(result.get())) != "COMMIT") {
     return IoError("commit: the server rolled the transaction back");
   }
+  ++commits_;
   return {};
 }
 

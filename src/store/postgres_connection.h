@@ -45,6 +45,7 @@ class PostgresConnection final : public SqlConnection {
   Status Begin() override;
   Status Commit() override;
   Status Rollback() override;
+  int64_t Commits() const override { return commits_; }
 
  private:
   PostgresConnection(const LibPq& pq, pg_conn* conn, std::string password)
@@ -79,6 +80,7 @@ class PostgresConnection final : public SqlConnection {
   bool in_transaction_ = false;    // between Begin() and Commit()/Rollback()
   bool transaction_lost_ = false;  // the session was reset inside the open transaction
   bool begin_pending_ = false;     // Begin() was called; BEGIN goes out with the next statement
+  int64_t commits_ = 0;            // Commits()
 };
 
 }  // namespace corral::store

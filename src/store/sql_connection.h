@@ -65,6 +65,10 @@ class SqlConnection {
   virtual Status Commit() = 0;
   // Rolls back the open transaction; a no-op when none is open.
   virtual Status Rollback() = 0;
+
+  // Write transactions this connection committed: each COMMIT, and each write statement run
+  // outside a transaction (which commits on its own). What /metrics counts as store commits.
+  virtual int64_t Commits() const = 0;
 };
 
 }  // namespace corral::store

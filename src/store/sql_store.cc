@@ -662,12 +662,26 @@ Status SqlStore::TransitionJob(JobId id, model::JobState from, model::JobState t
   return TransitionJobs({id}, from, to, reason, now);
 }
 
+namespace {
+
+std::string TransitionName(const std::vector<JobId>& ids, model::JobState from,
+                           model::JobState to) {
+  return "move " + (ids.size() == 1 ? JobName(ids[0]) : std::to_string(ids.size()) + " jobs") +
+         " from " + std::string(model::ToString(from)) + " to " + std::string(model::ToString(to));
+}
+
+}  // namespace
+
 Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, model::JobState from,
                                 model::JobState to, const std::string& reason, Seconds now) {
-  const std::string op =
-      "move " + (ids.size() == 1 ? JobName(ids[0]) : std::to_string(ids.size()) + " jobs") +
-      " from " + std::string(model::ToString(from)) + " to " + std::string(model::ToString(to));
-  if (from == to) return Annotate(op, InvalidArgument("fields 'from' and 'to': must differ"));
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(TransitionName(ids, from, to),
+                  InTransaction([&] { return TransitionRows(ids, from, to, reason, now); }));
+}
+
+Status SqlStore::TransitionRows(const std::vector<JobId>& ids, model::JobState from,
+                                model::JobState to, const std::string& reason, Seconds now) {
+  if (from == to) return InvalidArgument("fields 'from' and 'to': must differ");
   if (ids.empty()) return {};
   // Compare-and-set: the WHERE clause carries the expected state, so of two racing
   // transitions from the same state exactly one changes a row.
@@ -692,15 +706,12 @@ Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, model::JobState f
     updates.push_back(std::move(params));
     events.push_back({id.value(), now.value(), StateValue(from), StateValue(to), reason});
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(op, InTransaction([&]() -> Status {
-                    auto changed = conn_->QueryEach(sql, updates);
-                    if (!changed.ok()) return changed.status();
-                    for (size_t i = 0; i < ids.size(); ++i) {
-                      if ((*changed)[i].size() != 1) return ExplainWrongState(ids[i], from);
-                    }
-                    return conn_->QueryEach(kInsertEvent, events).status();
-                  }));
+  auto changed = conn_->QueryEach(sql, updates);
+  if (!changed.ok()) return changed.status();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if ((*changed)[i].size() != 1) return ExplainWrongState(ids[i], from);
+  }
+  return conn_->QueryEach(kInsertEvent, events).status();
 }
 
 Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now) {
@@ -852,21 +863,53 @@ Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
   return written;
 }
 
+namespace {
+
+std::string UpdateTaskName(const TaskRecord& task) {
+  return "update task allocation " + std::to_string(task.allocation_id) + " generation " +
+         std::to_string(task.generation);
+}
+
+}  // namespace
+
 Status SqlStore::UpdateTask(const TaskRecord& task) {
-  const std::string op = "update task allocation " + std::to_string(task.allocation_id) +
-                         " generation " + std::to_string(task.generation);
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(UpdateTaskName(task), UpdateTaskRow(task));
+}
+
+Status SqlStore::UpdateTaskRow(const TaskRecord& task) {
   SqlValue end_cause;
   if (task.end_cause) end_cause = StateValue(*task.end_cause);
-  std::lock_guard<std::mutex> lock(mu_);
   auto changed = conn_->Execute(
       "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ?, "
       "end_cause = ? WHERE allocation_id = ? AND generation = ?",
       {StateValue(task.state), OptValue(task.exit_code), OptValue(task.signal),
        OptValue(task.start_time), OptValue(task.end_time), std::move(end_cause), task.allocation_id,
        task.generation});
-  if (!changed.ok()) return Annotate(op, changed.status());
-  if (*changed != 1) return Annotate(op, NotFound("no such task"));
+  if (!changed.ok()) return changed.status();
+  if (*changed != 1) return NotFound("no such task");
   return {};
+}
+
+Status SqlStore::Apply(const WriteBatch& batch, Seconds now) {
+  if (batch.empty()) return {};
+  std::lock_guard<std::mutex> lock(mu_);
+  // Each write's error names it, as it would alone.
+  return InTransaction([&]() -> Status {
+    for (const TaskRecord& task : batch.tasks) {
+      CORRAL_RETURN_IF_ERROR(Annotate(UpdateTaskName(task), UpdateTaskRow(task)));
+    }
+    for (const JobTransition& t : batch.transitions) {
+      CORRAL_RETURN_IF_ERROR(Annotate(TransitionName({t.id}, t.from, t.to),
+                                      TransitionRows({t.id}, t.from, t.to, t.reason, now)));
+    }
+    return Status();
+  });
+}
+
+int64_t SqlStore::Commits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->Commits();
 }
 
 Result<std::vector<TaskRecord>> SqlStore::TasksOfJob(JobId id) {

@@ -26,6 +26,8 @@ class SqlStore final : public Store {
   static Result<std::unique_ptr<SqlStore>> Create(std::unique_ptr<SqlConnection> conn,
                                                   std::string name);
 
+  int64_t Commits() override;
+  Status Apply(const WriteBatch& batch, Seconds now) override;
   const std::string& ClusterId() const override { return cluster_id_; }
 
   Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) override;
@@ -109,6 +111,11 @@ class SqlStore final : public Store {
   // the first job's id becomes every job's array_id. `op` names the operation in errors.
   Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
                                            const std::vector<JobRecord>& jobs, bool array);
+  // The statements of TransitionJobs and UpdateTask, for use alone or inside a transaction;
+  // errors are not yet annotated with the operation.
+  Status TransitionRows(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
+                        const std::string& reason, Seconds now);
+  Status UpdateTaskRow(const TaskRecord& task);
   // A job's state; NotFound naming the job when there is none.
   Result<model::JobState> JobStateLocked(JobId id);
   // The projects `name` is shared with, by name.

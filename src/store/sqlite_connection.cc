@@ -48,6 +48,13 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
   sqlite3_extended_result_codes(db, 1);
   sqlite3_busy_timeout(db, kBusyTimeoutMs);
   std::unique_ptr<SqliteConnection> conn(new SqliteConnection(db));
+  sqlite3_commit_hook(
+      db,
+      [](void* commits) {
+        ++*static_cast<int64_t*>(commits);
+        return 0;  // 0: let the commit go on
+      },
+      &conn->commits_);
 
   // WAL: readers never block the writer, and a commit appends to one file. synchronous=FULL
   // fsyncs the WAL on every commit, so a committed transaction survives power loss, not only a

@@ -33,6 +33,7 @@ class SqliteConnection final : public SqlConnection {
   Status Begin() override;
   Status Commit() override;
   Status Rollback() override;
+  int64_t Commits() const override { return commits_; }
 
  private:
   explicit SqliteConnection(sqlite3* db) : db_(db) {}
@@ -45,6 +46,7 @@ class SqliteConnection final : public SqlConnection {
 
   sqlite3* db_;                                                // owned
   std::unordered_map<std::string, sqlite3_stmt*> statements_;  // owned; keyed by SQL text
+  int64_t commits_ = 0;  // counted by SQLite's commit hook (explicit and automatic commits)
 };
 
 }  // namespace corral::store

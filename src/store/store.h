@@ -118,6 +118,22 @@ struct TaskAssignment {
   model::Allocation allocation;
 };
 
+// A job's move between states, as TransitionJob takes it (compare-and-set on `from`).
+struct JobTransition {
+  JobId id;
+  model::JobState from = model::JobState::kPending;
+  model::JobState to = model::JobState::kPending;
+  std::string reason;
+};
+
+// Writes that stand or fall together: what one heartbeat's task reports changed, and the job
+// transitions they settled (Apply).
+struct WriteBatch {
+  std::vector<TaskRecord> tasks;           // as UpdateTask, in order
+  std::vector<JobTransition> transitions;  // as TransitionJob, in order, after the tasks
+  bool empty() const { return tasks.empty() && transitions.empty(); }
+};
+
 // One aggregated interval of one GPU: the GPU metrics history (docs/monitoring.md), kept at
 // two resolutions (10 s and 5 min) with a retention each.
 struct GpuMetricRow {
@@ -196,6 +212,14 @@ class Store {
   // registration and namespace what they create on their host with it (docs/control-plane.md).
   // Thread-safe: fixed for the store's lifetime.
   virtual const std::string& ClusterId() const = 0;
+
+  // Write transactions committed since the store was opened (each explicit transaction, and
+  // each write that commits on its own): /metrics exports it; tests count commits with it.
+  virtual int64_t Commits() = 0;
+  // Applies `batch` in one transaction (one commit, one fsync): every task update, then every
+  // transition (with its event, at `now`), as UpdateTask and TransitionJob would one by one,
+  // and with their errors; all or nothing. An empty batch commits nothing.
+  virtual Status Apply(const WriteBatch& batch, Seconds now) = 0;
 
   // Users and tokens. Names are unique (AlreadyExists).
   virtual Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) = 0;

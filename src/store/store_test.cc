@@ -862,6 +862,61 @@ TEST_P(StoreTest, UpdateTaskAndActiveTasks) {
   EXPECT_EQ(store_->UpdateTask(unknown).code(), StatusCode::kNotFound);
 }
 
+TEST_P(StoreTest, ApplyWritesABatchInOneCommitAllOrNone) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
+  auto a = store_->InsertJob(MakeJob("a"));
+  auto b = store_->InsertJob(MakeJob("b"));
+  ASSERT_TRUE(a.ok() && b.ok());
+  auto ta = store_->AssignGang(*a, {MakeTask(0, "n1"), MakeTask(1, "n1")}, Seconds(5));
+  auto tb = store_->AssignGang(*b, {MakeTask(0, "n1")}, Seconds(5));
+  ASSERT_TRUE(ta.ok() && tb.ok());
+
+  // Both of a's tasks run, and a starts running: one commit.
+  WriteBatch batch;
+  for (TaskRecord t : *ta) {
+    t.state = TaskState::kRunning;
+    t.start_time = Seconds(6);
+    batch.tasks.push_back(t);
+  }
+  batch.transitions.push_back({*a, JobState::kStarting, JobState::kRunning, "all tasks running"});
+  const int64_t before = store_->Commits();
+  ASSERT_TRUE(store_->Apply(batch, Seconds(6)).ok());
+  EXPECT_EQ(store_->Commits(), before + 1);
+  EXPECT_EQ(store_->GetJob(*a)->state, JobState::kRunning);
+  EXPECT_EQ(store_->GetJob(*a)->start_time, Seconds(6));
+  EXPECT_EQ(store_->JobEvents(*a)->back().reason, "all tasks running");
+  auto a_tasks = store_->TasksOfJob(*a);
+  ASSERT_TRUE(a_tasks.ok());
+  for (const TaskRecord& t : *a_tasks) EXPECT_EQ(t.state, TaskState::kRunning);
+
+  // A transition that no longer holds (b is starting, not running) fails the whole batch: b's
+  // task update before it is not kept either, and the error names the job.
+  TaskRecord b_task = (*tb)[0];
+  b_task.state = TaskState::kExited;
+  b_task.exit_code = 0;
+  b_task.end_time = Seconds(7);
+  WriteBatch wrong{{b_task}, {{*b, JobState::kRunning, JobState::kSucceeded, "done"}}};
+  Status refused = store_->Apply(wrong, Seconds(7));
+  EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(refused.message().find("job " + std::to_string(b->value())), std::string::npos)
+      << refused.message();
+  EXPECT_EQ((*store_->TasksOfJob(*b))[0].state, TaskState::kAssigned);
+  EXPECT_EQ(store_->GetJob(*b)->state, JobState::kStarting);
+
+  // An unknown task fails it too, named.
+  TaskRecord ghost = b_task;
+  ghost.allocation_id = 99;
+  Status unknown = store_->Apply({{ghost}, {}}, Seconds(7));
+  EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
+  EXPECT_NE(unknown.message().find("allocation 99"), std::string::npos) << unknown.message();
+
+  // Nothing to write: no commit.
+  const int64_t idle = store_->Commits();
+  EXPECT_TRUE(store_->Apply({}, Seconds(8)).ok());
+  EXPECT_EQ(store_->Commits(), idle);
+}
+
 TEST_P(StoreTest, CancelRequestOfAStartedJobIsKeptWithAnEvent) {
   Seed();
   ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());

@@ -45,14 +45,16 @@ void HttpApi::Impl::RegisterAgents(httplib::Server& http) {
                                                                    controller_.NodeTimeout())
                                    .message()));
     }
-    if (!controller_.AuthenticateNode(name, BearerToken(req))) {
+    const std::optional<uint64_t> registration =
+        controller_.AuthenticateNode(name, BearerToken(req));
+    if (!registration) {
       return SendProblem(res, Unauthenticated("invalid node token: register again"));
     }
     auto body = ParseBody(req);
     if (!body.ok()) return SendProblem(res, body.status());
     auto report = protocol::ParseReport(*body);
     if (!report.ok()) return SendProblem(res, report.status());
-    auto answer = controller_.Heartbeat(name, *report);
+    auto answer = controller_.Heartbeat(name, *registration, *report);
     if (!answer.ok()) return SendProblem(res, answer.status());
     SendJson(res, 200, protocol::ToJson(*answer));
   });

@@ -157,6 +157,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       environments_(store, clock),
       accounts_(store, clock, config_.principal_cache),
       gpu_monitor_(config_.gpu_monitor),
+      logs_(config_.logs_dir),
       scheduler_(std::move(scheduler)) {}
 
 Controller::~Controller() { Stop(); }

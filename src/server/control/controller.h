@@ -57,6 +57,8 @@
 #include "server/control/accounts.h"
 #include "server/control/environment_catalog.h"
 #include "server/control/job_submission.h"
+#include "server/control/log_sink.h"
+#include "server/control/node_credentials.h"
 #include "server/control/principal_cache.h"
 #include "server/control/reconcile.h"
 #include "server/control/rendezvous_ports.h"
@@ -184,6 +186,9 @@ class Controller {
   // Every job not ended before `since` (running, pending, and those that ended later): what
   // capacity planning reads (monitoring_views.h). Reads the store only, without the lock.
   Result<std::vector<store::JobRecord>> JobsLiveSince(Seconds since);
+  // Where task `task`'s output `stream` ("stdout" or "stderr") of job `id` is (LogSink), for
+  // run `generation` (none: the current run). NotFound for a job `who` may not see, or a run
+  // it has not had yet.
   Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
                               std::optional<int64_t> generation);
 
@@ -250,13 +255,20 @@ class Controller {
   // upgraded within it keeps its node's tasks.
   Seconds NodeTimeout() const { return config_.node_timeout; }
   // True when `token` is the node token of `name`.
-  bool AuthenticateNode(const std::string& name, const std::string& token);
+  // The registration of node `name` that `token` authenticates (NodeCredentials: without the
+  // controller's lock, so before a heartbeat's body is read); nullopt when it authenticates none.
+  std::optional<uint64_t> AuthenticateNode(const std::string& name, const std::string& token) const;
   // Applies a report of node `name` (authenticated by the caller: AuthenticateNode) and answers
   // with launches and kills; when there is nothing to say, waits up to report.wait_ms for
   // something to change. At most kMaxWaitingHeartbeats wait at once (each holds an HTTP
   // thread); others answer at once with retry_after_ms. Errors: NotFound (not registered),
   // store failures (nothing acknowledged).
-  Result<protocol::ReportAnswer> Heartbeat(const std::string& name, const protocol::Report& report);
+  // `registration`: AuthenticateNode's answer for the request; a node registered again since
+  // is NotFound too. Takes the lock once; the report's output is written before, and its task
+  // changes are committed in one transaction before anything is applied (docs/control-plane.md,
+  // "The heartbeat path").
+  Result<protocol::ReportAnswer> Heartbeat(const std::string& name, uint64_t registration,
+                                           const protocol::Report& report);
 
   // One scheduling round (the loop calls it; tests may call it directly).
   void Tick();
@@ -294,8 +306,8 @@ class Controller {
   struct LiveNode {
     protocol::NodeInventory inventory;
     std::string gpu_metrics_error;  // why its last refused GPU report was refused; "" if none
-    std::string token_hash;
-    std::string node_id_hash;  // empty for nodes registered before node ids existed
+    uint64_t registration = 0;      // NodeCredentials' number of its current registration
+    std::string node_id_hash;       // empty for nodes registered before node ids existed
     Seconds last_heartbeat{0};
     model::NodeState state = model::NodeState::kReady;
     uint64_t version = 0;  // bumped when the node has something new to hear
@@ -332,12 +344,41 @@ class Controller {
   // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
   // or ends lost.
   void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
-  Status ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& status,
-                               std::vector<protocol::StopOrder>& kills);
-  // Tasks of `node` the agent left out of a heartbeat (see the class contract).
-  Status ReconcileUnreportedLocked(const std::string& node, const std::set<int64_t>& reported);
-  // Writes `updated` (a task of `job`) to the store, then to memory.
-  Status UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated);
+  // A change to a job's run, decided before anything is written (controller_reports.cc): the
+  // run as it will be, and the writes that make it so.
+  struct RunPlan {
+    JobId job;
+    model::JobState state = model::JobState::kPending;  // the job's, after `writes`
+    std::vector<store::TaskRecord> tasks;               // the run's tasks, after `writes`
+    std::map<int64_t, std::string> end_notes;
+    reconcile::RunEnd end;
+    store::WriteBatch writes;  // changed task records, then the job's transitions
+    // Of writes.tasks, those an agent's report decided (not the stops the evaluation decided):
+    // what must be durable before the report is acknowledged.
+    std::vector<store::TaskRecord> reported;
+    bool notify_nodes = false;  // the run is stopping: its nodes hear the kills
+    bool started = false;       // one of the transitions is starting -> running
+    reconcile::RunVerdict verdict = reconcile::RunVerdict::kGoOn;  // the last transition's
+  };
+  static RunPlan PlanFor(const LiveJob& job);
+  // Puts task records into the plan (replacing the same allocations') and into its writes;
+  // TakeReported also counts them as reported.
+  static void ChangeTasks(RunPlan& plan, const std::vector<store::TaskRecord>& updates);
+  static void TakeReported(RunPlan& plan, const std::vector<store::TaskRecord>& updates);
+  // Settles the planned run (reconcile::EvaluateRun): stops, and a transition when it starts
+  // running, ends or is requeued.
+  void EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds now) const;
+  // The plan's writes are committed: memory and the scheduler follow (may erase `job`).
+  void ApplyPlanLocked(LiveJob& job, RunPlan plan, Seconds now);
+  // A report's task changes for node `name` (`reported`: the allocations it lists or accepted as
+  // starting), planned per job, committed together, then applied; stop orders for stale tasks
+  // go into `kills`. Should that commit fail, each job is written alone, and a job whose
+  // settling cannot be written keeps at least its reported tasks (settled at the next tick,
+  // `unsettled_`). Errors: a job's reported tasks could not be written (nothing of that job is
+  // applied; the agent sends its report again).
+  Status ApplyReportLocked(const std::string& name, const protocol::Report& report,
+                           const std::set<int64_t>& reported,
+                           std::vector<protocol::StopOrder>& kills);
   // A distributed job's rendezvous (part 0's address, a port block, every part's address),
   // added to each task's allocation before the gang is stored. Errors: no free ports.
   Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
@@ -375,18 +416,21 @@ class Controller {
                                    const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
                                    const LiveJob* live) const;
   // Settles the job from its tasks' states (reconcile::EvaluateRun decides: failing gang,
-  // running, ended, requeued) and applies the decision. A store error leaves the job in
-  // `unsettled_` for the next tick.
+  // running, ended, requeued): a RunPlan, committed, then applied. A store error changes
+  // nothing and leaves the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
   // The scheduler's view of a job: its spec's, placed only where its environment can run.
   static model::Job ModelJobOf(const LiveJob& job);
   // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
   // changes and the error is returned. EndJobLocked erases `job`.
   Status EndJobLocked(LiveJob& job, model::JobState state, const std::string& reason);
+  // The job's end in `state` at `now` is committed: the predictor learns its run time, and it
+  // is forgotten (erases `job`).
+  void EndedLocked(LiveJob& job, model::JobState state, Seconds now);
   // The job's end is committed: it leaves the scheduler and memory (erases `job`).
   void ForgetJobLocked(LiveJob& job);
-  // Commits the job's move back to pending (`reason`), then queues it again for a new run.
-  Status RequeueLocked(LiveJob& job, const std::string& reason);
+  // The job's move back to pending is committed: it is queued again for a new run.
+  void RequeuedLocked(LiveJob& job);
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
   protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
@@ -411,7 +455,6 @@ class Controller {
   // Stops a started job: the request is committed first (a restarted server goes on stopping
   // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
   Status RequestCancelLocked(LiveJob& job, const std::string& reason);
-  void WriteLogLocked(const std::string& node, const protocol::LogChunk& chunk);
   // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
   // output goes).
   void IndexAllocationsLocked(const LiveJob& job);
@@ -428,7 +471,9 @@ class Controller {
   store::SubmissionBatcher batcher_;
   EnvironmentCatalog environments_;
   server::Accounts accounts_;
-  GpuMonitor gpu_monitor_;  // its own lock; taken after mu_ when both are held
+  GpuMonitor gpu_monitor_;       // its own lock; taken after mu_ when both are held
+  NodeCredentials credentials_;  // its own lock; taken after mu_ when both are held
+  LogSink logs_;                 // its own lock; never held for I/O
   std::atomic<int64_t> rejected_gpu_reports_{0};
 
   std::mutex mu_;
@@ -436,14 +481,6 @@ class Controller {
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::map<JobId, LiveJob> jobs_;                         // non-terminal jobs
   std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
-  // Where the logs of recently ended task runs go: output can arrive after the end is known.
-  struct LogTarget {
-    JobId job;
-    int task_index = 0;
-    int64_t generation = 0;
-    std::string node;  // only this node may write the task's output
-  };
-  std::map<int64_t, LogTarget> ended_allocations_;  // allocation id -> target, newest 10,000
   // node -> jobs with a task of their current run there (heartbeats look only at these)
   std::map<std::string, std::set<JobId>> jobs_on_node_;
   std::map<std::string, LiveNode> nodes_;

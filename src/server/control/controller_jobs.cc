@@ -446,8 +446,7 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
     return NotFound("field 'generation': job " + std::to_string(id.value()) + " is at run " +
                     std::to_string(current) + "; there is no run " + std::to_string(*generation));
   }
-  return config_.logs_dir + "/" + std::to_string(id.value()) + "/" + std::to_string(task) + "-g" +
-         std::to_string(generation.value_or(current)) + "." + stream;
+  return LogSink::PathOf(config_.logs_dir, id, task, generation.value_or(current), stream);
 }
 
 Result<std::vector<store::GpuUsageRow>> Controller::GpuUsage(const Principal& who,

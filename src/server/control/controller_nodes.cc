@@ -1,14 +1,8 @@
-// Controller, nodes and agents (docs/control-plane.md): registration, the heartbeat path
-// (launch and stop orders, task reports, logs), node checks and node loss, cordon and drain,
-// and the node and cluster-summary views.
-
-#include <fcntl.h>
-#include <unistd.h>
+// Controller, nodes and agents (docs/control-plane.md): registration, launch and stop orders
+// (the heartbeat path itself is controller_reports.cc), node checks and node loss, cordon and
+// drain, and the node and cluster-summary views.
 
 #include <algorithm>
-#include <chrono>
-#include <filesystem>
-#include <system_error>
 
 #include "model/allocation.h"
 #include "model/node.h"
@@ -127,7 +121,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
     node.inventory = inventory;
   }
   node.node_id_hash = id_hash;
-  node.token_hash = HashToken(*token);
+  node.registration = credentials_.Set(name, HashToken(*token));
   node.reports = {};  // a new agent process numbers its reports from 1 again
   node.last_heartbeat = clock_.Now();
   ++node.version;
@@ -142,13 +136,6 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   answer.cluster_id = store_.ClusterId();
   answer.heartbeat_interval_s = config_.heartbeat_interval_s;
   return answer;
-}
-
-bool Controller::AuthenticateNode(const std::string& name, const std::string& token) {
-  std::lock_guard lock(mu_);
-  auto it = nodes_.find(name);
-  return it != nodes_.end() && !it->second.token_hash.empty() &&
-         SecureEquals(it->second.token_hash, HashToken(token));
 }
 
 void Controller::CheckNodesLocked() {
@@ -168,7 +155,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   const Seconds now = clock_.Now();
   node.state = NodeState::kLost;
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
-  node.token_hash.clear();        // it must register again; its stale tasks are then killed
+  credentials_.Withdraw(name);    // it must register again; its stale tasks are then killed
   (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), NodeState::kLost,
                            node.last_heartbeat, node.node_id_hash});
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
@@ -397,89 +384,6 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
   return answer;
 }
 
-Status Controller::ApplyTaskReportLocked(const std::string& node, const protocol::TaskStatus& s,
-                                         std::vector<protocol::StopOrder>& kills) {
-  const int64_t alloc = s.key.allocation.value();
-  auto owner = job_of_allocation_.find(alloc);
-  LiveJob* job = owner == job_of_allocation_.end() ? nullptr : &jobs_.at(owner->second);
-  reconcile::ReportDecision d =
-      reconcile::DecideReport(job ? &job->tasks : nullptr, node, s, clock_.Now());
-  switch (d.action) {
-    case reconcile::ReportAction::kIgnore:
-      return Status::Ok();
-    case reconcile::ReportAction::kKill:
-      kills.push_back({s.key, config_.kill_grace, d.kill_reason});
-      return Status::Ok();
-    case reconcile::ReportAction::kUpdate:
-      break;
-  }
-  if (d.end_note) job->end_notes[alloc] = std::move(*d.end_note);
-  CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(*job, d.updated));
-  EvaluateJobLocked(*job);
-  return Status::Ok();
-}
-
-Status Controller::ReconcileUnreportedLocked(const std::string& node,
-                                             const std::set<int64_t>& reported) {
-  auto on = jobs_on_node_.find(node);
-  if (on == jobs_on_node_.end()) return Status::Ok();
-  const std::vector<JobId> ids(on->second.begin(), on->second.end());  // evaluation may erase
-  for (JobId id : ids) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
-    LiveJob& job = it->second;
-    bool changed = false;
-    for (const store::TaskRecord& t : std::vector<store::TaskRecord>(job.tasks)) {
-      if (t.node != node || reported.count(t.allocation_id)) continue;
-      std::optional<store::TaskRecord> ended = reconcile::DecideUnreported(
-          t, job.launched.count(t.allocation_id) > 0, job.Stopping(), clock_.Now());
-      if (!ended) continue;
-      CORRAL_RETURN_IF_ERROR(UpdateTaskLocked(job, *ended));
-      changed = true;
-    }
-    if (changed) EvaluateJobLocked(job);
-  }
-  return Status::Ok();
-}
-
-void Controller::WriteLogLocked(const std::string& node, const protocol::LogChunk& chunk) {
-  const int64_t alloc = chunk.key.allocation.value();
-  const int64_t generation = chunk.key.generation;
-  const std::string stream = protocol::LogStreamName(chunk.stream);
-  if (config_.logs_dir.empty()) return;
-  // The target comes from the server's own records, never from the chunk (no path from input).
-  std::optional<LogTarget> target;
-  if (auto owner = job_of_allocation_.find(alloc); owner != job_of_allocation_.end()) {
-    const LiveJob& job = jobs_.at(owner->second);
-    for (const auto& t : job.tasks) {
-      if (t.allocation_id == alloc && t.node == node) {
-        target = LogTarget{job.record.id, t.task_index, t.generation, t.node};
-      }
-    }
-  } else if (auto ended = ended_allocations_.find(alloc);
-             ended != ended_allocations_.end() && ended->second.node == node) {
-    target = ended->second;
-  }
-  if (!target || target->generation != generation) return;
-  const std::string& data = chunk.data;
-  const int64_t offset = chunk.offset;  // >= 0 (the codec)
-  const std::string dir = config_.logs_dir + "/" + std::to_string(target->job.value());
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  const std::string path = dir + "/" + std::to_string(target->task_index) + "-g" +
-                           std::to_string(target->generation) + "." + stream;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
-  if (fd < 0) return;
-  // Chunks arrive in order from one agent: never leave a hole (no sparse files from bad input).
-  if (offset > ::lseek(fd, 0, SEEK_END)) {
-    ::close(fd);
-    return;
-  }
-  // Written at the agent's offset: a chunk sent twice lands on the same bytes.
-  (void)::pwrite(fd, data.data(), data.size(), offset);
-  ::close(fd);
-}
-
 int Controller::WaitingHeartbeats() {
   std::lock_guard lock(mu_);
   return waiting_heartbeats_;
@@ -518,89 +422,5 @@ std::vector<model::Node> Controller::LiveNodes() {
 }
 
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
-
-Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name,
-                                                     const protocol::Report& report) {
-  // GPU metrics are an aside: a malformed report of them (refused by the codec) is counted and
-  // dropped, and the task reports (which must be acknowledged) go on.
-  if (!report.gpu_metrics_error.empty()) ++rejected_gpu_reports_;
-  const int wait_ms = std::clamp(report.wait_ms, 0, protocol::kMaxWaitMs);
-  std::set<int64_t> starting;
-  for (const protocol::TaskKey& k : report.starting) starting.insert(k.allocation.value());
-  std::unique_lock lock(mu_);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end() || it->second.state == NodeState::kLost) {
-    return NotFound("node '" + name + "' is not registered");
-  }
-  it->second.last_heartbeat = clock_.Now();
-  if (!report.gpu_metrics_error.empty()) it->second.gpu_metrics_error = report.gpu_metrics_error;
-  if (report.gpu_metrics) {
-    const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
-    GpuMonitor::NodeGpus identity{it->second.inventory.gpu_model, {}};
-    for (const protocol::InventoryGpu& g : it->second.inventory.gpus) {
-      identity.gpus.push_back({g.uuid, g.memory.value()});
-    }
-    gpu_monitor_.Record(name, identity, gpus, GpuHoldersLocked(name, gpus),
-                        it->second.last_heartbeat.value() * 1000);
-  }
-  // Output first: a task's last lines arrive in the same report as its end.
-  for (const protocol::LogChunk& chunk : report.logs) WriteLogLocked(name, chunk);
-  std::vector<protocol::StopOrder> kills;
-  // Two reports of one agent may be in flight at once (a push overtaking a heartbeat): one older
-  // than a report already taken from this registration says nothing the server may act on, and
-  // taking it could undo what the newer one said (mark a task it started lost).
-  const int64_t seq = report.seq;
-  const bool stale = seq <= it->second.reports.last_seq;
-  if (!stale) {
-    it->second.reports.starting = std::move(starting);
-    std::set<int64_t> reported = it->second.reports.starting;  // accepted: not lost, not resent
-    std::set<int64_t> running, ended;
-    for (const protocol::TaskStatus& s : report.tasks) {
-      const int64_t alloc = s.key.allocation.value();
-      reported.insert(alloc);
-      (s.state == protocol::TaskState::kRunning ? running : ended).insert(alloc);
-      CORRAL_RETURN_IF_ERROR(ApplyTaskReportLocked(name, s, kills));
-    }
-    if (report.partial) {
-      // Only the tasks it lists: the others keep their states, and the waits on them.
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return ended.count(alloc) > 0; });
-    } else {
-      CORRAL_RETURN_IF_ERROR(ReconcileUnreportedLocked(name, reported));
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return running.count(alloc) == 0; });
-    }
-    nodes_[name].reports.last_seq = seq;
-    // An end may have freed GPUs: schedule now, not at the loop's next tick, so that the next
-    // job's launch goes out on the node's waiting heartbeat within milliseconds.
-    if (wake_) changed_.notify_all();
-  }
-  // What every answer says about the report: whether it was stale, and the newest report taken.
-  auto about_report = [&](protocol::ReportAnswer& answer) {
-    answer.stale_report = stale;
-    answer.taken_seq = nodes_[name].reports.last_seq;
-  };
-  protocol::ReportAnswer response = ResponseForLocked(name);
-  auto quiet = [&] { return response.run.empty() && response.kill.empty() && kills.empty(); };
-  if (quiet() && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
-    // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
-    // pause instead, so that API requests always find a thread.
-    response.retry_after_ms = wait_ms;
-    about_report(response);
-    return response;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-  ++waiting_heartbeats_;
-  while (quiet() && !stopping_) {
-    const uint64_t seen = nodes_[name].version;
-    if (!changed_.wait_until(lock, deadline,
-                             [&] { return stopping_ || nodes_[name].version != seen; })) {
-      break;
-    }
-    response = ResponseForLocked(name);
-  }
-  --waiting_heartbeats_;
-  for (auto& k : kills) response.kill.push_back(std::move(k));
-  about_report(response);
-  return response;
-}
 
 }  // namespace corral::server

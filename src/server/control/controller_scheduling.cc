@@ -205,13 +205,17 @@ Status Controller::EndJobLocked(LiveJob& job, JobState state, const std::string&
   const JobId id = job.record.id;
   const Seconds now = clock_.Now();
   CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, state, reason, now));
+  EndedLocked(job, state, now);
+  return Status::Ok();
+}
+
+void Controller::EndedLocked(LiveJob& job, JobState state, Seconds now) {
   if (state == JobState::kSucceeded && job.record.start_time) {
     predictor_.Observe(predict::RuntimePredictor::FeaturesOf(ToModelJob(job.spec, job.record)),
                        Seconds(now.value() - job.record.start_time->value()));
     scheduler_->NoteEstimatesChanged();
   }
   ForgetJobLocked(job);
-  return Status::Ok();
 }
 
 void Controller::ForgetJobLocked(LiveJob& job) {
@@ -233,11 +237,11 @@ void Controller::IndexAllocationsLocked(const LiveJob& job) {
   for (const auto& t : job.tasks) {
     job_of_allocation_[t.allocation_id] = job.record.id;
     jobs_on_node_[t.node].insert(job.record.id);
+    logs_.Open(t.allocation_id, {job.record.id, t.task_index, t.generation, t.node});
   }
 }
 
 void Controller::ForgetAllocationsLocked(const LiveJob& job) {
-  constexpr size_t kRecentAllocations = 10000;
   ports_.Release(job.record.id);
   for (const auto& t : job.tasks) {
     job_of_allocation_.erase(t.allocation_id);
@@ -245,69 +249,18 @@ void Controller::ForgetAllocationsLocked(const LiveJob& job) {
       on->second.erase(job.record.id);
       if (on->second.empty()) jobs_on_node_.erase(on);
     }
-    ended_allocations_[t.allocation_id] = {job.record.id, t.task_index, t.generation, t.node};
-  }
-  while (ended_allocations_.size() > kRecentAllocations) {
-    ended_allocations_.erase(ended_allocations_.begin());
+    logs_.Close(t.allocation_id);  // output can arrive after the end is known
   }
 }
 
-Status Controller::RequeueLocked(LiveJob& job, const std::string& reason) {
+void Controller::RequeuedLocked(LiveJob& job) {
   const JobId id = job.record.id;
-  CORRAL_RETURN_IF_ERROR(
-      store_.TransitionJob(id, job.record.state, JobState::kPending, reason, clock_.Now()));
   (void)scheduler_->Finish(id);
   ForgetRunLocked(job);
   job.end = {};
   unsettled_.erase(id);
   (void)scheduler_->Submit(ModelJobOf(job));
   wake_ = true;
-  return Status::Ok();
-}
-
-Status Controller::UpdateTaskLocked(LiveJob& job, const store::TaskRecord& updated) {
-  CORRAL_RETURN_IF_ERROR(store_.UpdateTask(updated));
-  for (auto& t : job.tasks) {
-    if (t.allocation_id == updated.allocation_id) t = updated;
-  }
-  return Status::Ok();
-}
-
-void Controller::EvaluateJobLocked(LiveJob& job) {
-  const JobId id = job.record.id;  // `job` may be erased below
-  const Seconds now = clock_.Now();
-  const reconcile::RunFacts facts{job.record.state, job.spec.launcher, job.spec.max_restarts,
-                                  job.record.restarts, job.preemptions};
-  reconcile::RunDecision d =
-      reconcile::EvaluateRun(facts, job.end, {job.tasks, job.launched, job.end_notes}, now);
-  job.end = std::move(d.end);
-  bool stopped = true;
-  for (const store::TaskRecord& t : d.stop) {
-    // On a store error the task stays assigned (and is never launched: its job is stopping);
-    // the verdict, which counted it ended, waits for the next evaluation.
-    stopped &= UpdateTaskLocked(job, t).ok();
-  }
-  if (d.notify_nodes) NotifyNodesLocked(job);  // the rest of the gang is stopped
-  if (!stopped) {
-    unsettled_.insert(id);
-    return;
-  }
-  Status settled = Status::Ok();
-  if (d.verdict == reconcile::RunVerdict::kStartRunning) {
-    settled = store_.TransitionJob(id, JobState::kStarting, JobState::kRunning, d.reason, now);
-    if (settled.ok()) {
-      job.record.state = JobState::kRunning;
-      job.record.start_time = now;
-      job.last_activity = now;        // a session's start counts as use
-      job.app_last_activity.reset();  // what the app of an earlier run said
-      job.idle_notice_at.reset();
-    }
-  } else if (d.verdict == reconcile::RunVerdict::kRequeue) {
-    settled = RequeueLocked(job, d.reason);
-  } else if (d.verdict == reconcile::RunVerdict::kEnd) {
-    settled = EndJobLocked(job, d.end_state, d.reason);
-  }
-  if (!settled.ok()) unsettled_.insert(id);
 }
 
 }  // namespace corral::server

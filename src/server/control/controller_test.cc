@@ -118,7 +118,14 @@ class ControllerTest : public ::testing::Test {
     if (report.is_object()) report["wait_ms"] = wait_ms;
     auto parsed = protocol::ParseReport(report);
     if (!parsed.ok()) return parsed.status();
-    auto answer = controller_->Heartbeat(node, *parsed);
+    // Authenticated as the agent route does (0: no registration, as for a lost node).
+    std::string token;
+    {
+      std::lock_guard lock(seq_mu_);
+      token = node_tokens_[node];
+    }
+    const uint64_t registration = controller_->AuthenticateNode(node, token).value_or(0);
+    auto answer = controller_->Heartbeat(node, registration, *parsed);
     if (!answer.ok()) return answer.status();
     return protocol::ToJson(*answer);
   }
@@ -135,7 +142,12 @@ class ControllerTest : public ::testing::Test {
                                                    {"node_id", node_id},
                                                    {"inventory", inventory}});
     if (!request.ok()) return request.status();
-    return controller_->RegisterNode(*request);
+    auto answer = controller_->RegisterNode(*request);
+    if (answer.ok()) {
+      std::lock_guard lock(seq_mu_);
+      node_tokens_[name] = answer->node_token;
+    }
+    return answer;
   }
   // Makes the store's writes to `table` fail (a trigger, from a second connection) or work.
   void BreakWrites(const std::string& table, bool broken) {
@@ -170,7 +182,8 @@ class ControllerTest : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   Principal alice_, bob_;
   std::mutex seq_mu_;
-  std::map<std::string, int64_t> next_seq_;  // guarded by seq_mu_
+  std::map<std::string, int64_t> next_seq_;         // guarded by seq_mu_
+  std::map<std::string, std::string> node_tokens_;  // guarded by seq_mu_; from RegisterNode
 };
 
 // A heartbeat's "gpu_metrics" (agent/gpu_metrics.h): GPU `index` at `util` %, held by `tasks`.
@@ -624,8 +637,8 @@ TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
   auto first = RegisterNode("a", kNodeA, Inventory(8));
   auto second = RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(first.ok() && second.ok());
-  EXPECT_FALSE(controller_->AuthenticateNode("a", first->node_token));
-  EXPECT_TRUE(controller_->AuthenticateNode("a", second->node_token));
+  EXPECT_FALSE(controller_->AuthenticateNode("a", first->node_token).has_value());
+  EXPECT_TRUE(controller_->AuthenticateNode("a", second->node_token).has_value());
   // Remembered across a server restart.
   Restart();
   EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
@@ -755,6 +768,52 @@ TEST_F(ControllerTest, FailedJobCommitIsRetriedOnTheNextTick) {
   EXPECT_EQ(StateOf(id), "running");  // the job's end was not
   controller_->Tick();
   EXPECT_EQ(StateOf(id), "succeeded");
+}
+
+TEST_F(ControllerTest, AHeartbeatCommitsOnceHoweverManyTasksAndJobsItSettles) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId gang = Submit(Spec(1, 4));  // four tasks on node a
+  const JobId single = Submit(Spec(1));
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 5u);
+  std::vector<json> running, ended;
+  for (const json& launch : run) {
+    running.push_back(TaskReport(launch, "running"));
+    ended.push_back(TaskReport(launch, "exited", 0));
+  }
+  // Five tasks start and two jobs start running: one commit (before: one per task and job).
+  int64_t before = store_->Commits();
+  Beat("a", Report(running));
+  EXPECT_EQ(store_->Commits(), before + 1);
+  EXPECT_EQ(StateOf(gang), "running");
+  EXPECT_EQ(StateOf(single), "running");
+  // Five tasks end and both jobs succeed: one commit.
+  before = store_->Commits();
+  Beat("a", Report(ended));
+  EXPECT_EQ(store_->Commits(), before + 1);
+  EXPECT_EQ(StateOf(gang), "succeeded");
+  EXPECT_EQ(StateOf(single), "succeeded");
+  // Nothing changes: no commit.
+  before = store_->Commits();
+  Beat("a", Report());
+  EXPECT_EQ(store_->Commits(), before);
+}
+
+TEST_F(ControllerTest, AReportAuthenticatedBeforeTheNodeRegisteredAgainIsRefused) {
+  auto first = RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(first.ok());
+  const std::optional<uint64_t> old = controller_->AuthenticateNode("a", first->node_token);
+  ASSERT_TRUE(old.has_value());
+  // The same agent registers again (a restart) between an old request's authentication and
+  // its report: the report speaks for a registration that is gone.
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json body = Report();
+  body["seq"] = 1;
+  auto report = protocol::ParseReport(body);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(controller_->Heartbeat("a", *old, *report).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(Heartbeat("a", Report(), 0).ok());  // the new registration's own
 }
 
 TEST_F(ControllerTest, AfterARestartAssignedTasksCountAsLaunched) {

@@ -1,0 +1,276 @@
+// Controller, reports: the heartbeat path (docs/control-plane.md, "The heartbeat path") and how
+// a job's run is settled after its tasks change.
+//
+// A change to a run is decided first (a RunPlan: the reconcile core's decisions, with the task
+// records and job transitions they imply), written second (one store transaction for all the
+// plans of one heartbeat), and applied to memory and the scheduler last, only once written. A
+// heartbeat takes the controller's lock once, and its output is on disk before that.
+
+#include <algorithm>
+#include <chrono>
+
+#include "server/control/controller.h"
+#include "server/control/controller_internal.h"
+
+namespace corral::server {
+
+using namespace controller_internal;  // NOLINT(google-build-using-namespace)
+
+// --- Run plans --------------------------------------------------------------------------------
+
+Controller::RunPlan Controller::PlanFor(const LiveJob& job) {
+  RunPlan plan;
+  plan.job = job.record.id;
+  plan.state = job.record.state;
+  plan.tasks = job.tasks;
+  plan.end_notes = job.end_notes;
+  plan.end = job.end;
+  return plan;
+}
+
+void Controller::ChangeTasks(RunPlan& plan, const std::vector<store::TaskRecord>& updates) {
+  for (const store::TaskRecord& updated : updates) {
+    for (auto& t : plan.tasks) {
+      if (t.allocation_id == updated.allocation_id) t = updated;
+    }
+    plan.writes.tasks.push_back(updated);
+  }
+}
+
+void Controller::TakeReported(RunPlan& plan, const std::vector<store::TaskRecord>& updates) {
+  ChangeTasks(plan, updates);
+  plan.reported.insert(plan.reported.end(), updates.begin(), updates.end());
+}
+
+void Controller::EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds now) const {
+  const reconcile::RunFacts facts{plan.state, job.spec.launcher, job.spec.max_restarts,
+                                  job.record.restarts, job.preemptions};
+  reconcile::RunDecision d =
+      reconcile::EvaluateRun(facts, plan.end, {plan.tasks, job.launched, plan.end_notes}, now);
+  plan.end = std::move(d.end);
+  ChangeTasks(plan, d.stop);
+  plan.notify_nodes |= d.notify_nodes;
+  JobState to = plan.state;
+  switch (d.verdict) {
+    case reconcile::RunVerdict::kGoOn:
+      return;
+    case reconcile::RunVerdict::kStartRunning:
+      to = JobState::kRunning;
+      plan.started = true;
+      break;
+    case reconcile::RunVerdict::kRequeue:
+      to = JobState::kPending;
+      break;
+    case reconcile::RunVerdict::kEnd:
+      to = d.end_state;
+      break;
+  }
+  plan.writes.transitions.push_back({plan.job, plan.state, to, d.reason});
+  plan.state = to;
+  plan.verdict = d.verdict;
+}
+
+void Controller::ApplyPlanLocked(LiveJob& job, RunPlan plan, Seconds now) {
+  job.tasks = std::move(plan.tasks);
+  job.end_notes = std::move(plan.end_notes);
+  job.end = std::move(plan.end);
+  if (plan.notify_nodes) NotifyNodesLocked(job);  // the rest of the gang is stopped
+  unsettled_.erase(job.record.id);
+  if (plan.started) {
+    job.record.state = JobState::kRunning;
+    job.record.start_time = now;
+    job.last_activity = now;        // a session's start counts as use
+    job.app_last_activity.reset();  // what the app of an earlier run said
+    job.idle_notice_at.reset();
+  }
+  if (plan.verdict == reconcile::RunVerdict::kRequeue) {
+    RequeuedLocked(job);
+  } else if (plan.verdict == reconcile::RunVerdict::kEnd) {
+    EndedLocked(job, plan.state, now);  // erases `job`
+  }
+}
+
+void Controller::EvaluateJobLocked(LiveJob& job) {
+  const Seconds now = clock_.Now();
+  RunPlan plan = PlanFor(job);
+  EvaluatePlanLocked(job, plan, now);
+  if (!store_.Apply(plan.writes, now).ok()) {
+    // Nothing changed: the next tick decides again from the same memory and writes again.
+    unsettled_.insert(job.record.id);
+    return;
+  }
+  ApplyPlanLocked(job, std::move(plan), now);
+}
+
+// --- The heartbeat path -------------------------------------------------------------------------
+
+std::optional<uint64_t> Controller::AuthenticateNode(const std::string& name,
+                                                     const std::string& token) const {
+  return credentials_.Authenticate(name, token);
+}
+
+Status Controller::ApplyReportLocked(const std::string& name, const protocol::Report& report,
+                                     const std::set<int64_t>& reported,
+                                     std::vector<protocol::StopOrder>& kills) {
+  const Seconds now = clock_.Now();
+  std::map<JobId, RunPlan> plans;  // by job: applied in this order
+  auto plan_of = [&](const LiveJob& job) -> RunPlan& {
+    auto it = plans.find(job.record.id);
+    if (it == plans.end()) it = plans.emplace(job.record.id, PlanFor(job)).first;
+    return it->second;
+  };
+  // The tasks it reports. Each report concerns its own allocation, so each is decided against
+  // memory as it was before this report.
+  for (const protocol::TaskStatus& s : report.tasks) {
+    auto owner = job_of_allocation_.find(s.key.allocation.value());
+    const LiveJob* job = owner == job_of_allocation_.end() ? nullptr : &jobs_.at(owner->second);
+    reconcile::ReportDecision d =
+        reconcile::DecideReport(job ? &job->tasks : nullptr, name, s, now);
+    if (d.action == reconcile::ReportAction::kKill) {
+      kills.push_back({s.key, config_.kill_grace, d.kill_reason});
+    }
+    if (d.action != reconcile::ReportAction::kUpdate) continue;
+    RunPlan& plan = plan_of(*job);
+    if (d.end_note) plan.end_notes[s.key.allocation.value()] = std::move(*d.end_note);
+    TakeReported(plan, {d.updated});
+  }
+  for (auto& [id, plan] : plans) EvaluatePlanLocked(jobs_.at(id), plan, now);
+  // The tasks a full report left out, once the reported ones are settled (a failure reported
+  // here stops the rest of its gang).
+  if (!report.partial) {
+    if (auto on = jobs_on_node_.find(name); on != jobs_on_node_.end()) {
+      for (JobId id : on->second) {
+        const LiveJob& job = jobs_.at(id);
+        RunPlan& plan = plan_of(job);
+        std::vector<store::TaskRecord> ended;
+        for (const store::TaskRecord& t : plan.tasks) {
+          if (t.node != name || reported.count(t.allocation_id)) continue;
+          if (auto e = reconcile::DecideUnreported(t, job.launched.count(t.allocation_id) > 0,
+                                                   plan.end.Stopping(), now)) {
+            ended.push_back(std::move(*e));
+          }
+        }
+        if (ended.empty()) continue;
+        TakeReported(plan, ended);
+        EvaluatePlanLocked(job, plan, now);
+      }
+    }
+  }
+  // One commit for the whole report.
+  store::WriteBatch all;
+  for (const auto& [id, plan] : plans) {
+    all.tasks.insert(all.tasks.end(), plan.writes.tasks.begin(), plan.writes.tasks.end());
+    all.transitions.insert(all.transitions.end(), plan.writes.transitions.begin(),
+                           plan.writes.transitions.end());
+  }
+  const bool together = store_.Apply(all, now).ok();
+  Status first_error;
+  for (auto& [id, plan] : plans) {
+    LiveJob& job = jobs_.at(id);  // applying a plan erases no other plan's job
+    if (together || store_.Apply(plan.writes, now).ok()) {
+      ApplyPlanLocked(job, std::move(plan), now);
+      continue;
+    }
+    // The job's settling was refused (one job's bad write holds back no other): what the
+    // agent reported is kept if it can be, and the job is settled again at the next tick.
+    if (Status s = store_.Apply({plan.reported, {}}, now); !s.ok()) {
+      if (first_error.ok()) first_error = s;
+      continue;
+    }
+    for (const store::TaskRecord& r : plan.reported) {
+      for (auto& t : job.tasks) {
+        if (t.allocation_id == r.allocation_id) t = r;
+      }
+    }
+    job.end_notes = std::move(plan.end_notes);
+    unsettled_.insert(id);
+  }
+  return first_error;
+}
+
+Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, uint64_t registration,
+                                                     const protocol::Report& report) {
+  // GPU metrics are an aside: a malformed report of them (refused by the codec) is counted and
+  // dropped, and the task reports (which must be acknowledged) go on.
+  if (!report.gpu_metrics_error.empty()) ++rejected_gpu_reports_;
+  const int wait_ms = std::clamp(report.wait_ms, 0, protocol::kMaxWaitMs);
+  std::set<int64_t> starting;
+  for (const protocol::TaskKey& k : report.starting) starting.insert(k.allocation.value());
+  // Output first, and outside the lock: a task's last lines are on disk before the report that
+  // ends it is applied, and a slow disk holds up no one else.
+  logs_.Write(name, report.logs);
+  std::unique_lock lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second.state == NodeState::kLost ||
+      it->second.registration != registration) {
+    // Lost, or registered again since this request was authenticated.
+    return NotFound("node '" + name + "' is not registered");
+  }
+  LiveNode& node = it->second;
+  node.last_heartbeat = clock_.Now();
+  if (!report.gpu_metrics_error.empty()) node.gpu_metrics_error = report.gpu_metrics_error;
+  if (report.gpu_metrics) {
+    const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
+    GpuMonitor::NodeGpus identity{node.inventory.gpu_model, {}};
+    for (const protocol::InventoryGpu& g : node.inventory.gpus) {
+      identity.gpus.push_back({g.uuid, g.memory.value()});
+    }
+    gpu_monitor_.Record(name, identity, gpus, GpuHoldersLocked(name, gpus),
+                        node.last_heartbeat.value() * 1000);
+  }
+  std::vector<protocol::StopOrder> kills;
+  // Two reports of one agent may be in flight at once (a push overtaking a heartbeat): one older
+  // than a report already taken from this registration says nothing the server may act on, and
+  // taking it could undo what the newer one said (mark a task it started lost).
+  const bool stale = report.seq <= node.reports.last_seq;
+  if (!stale) {
+    std::set<int64_t> reported = starting;  // accepted: not lost, not resent
+    std::set<int64_t> running, ended;
+    for (const protocol::TaskStatus& s : report.tasks) {
+      const int64_t alloc = s.key.allocation.value();
+      reported.insert(alloc);
+      (s.state == protocol::TaskState::kRunning ? running : ended).insert(alloc);
+    }
+    CORRAL_RETURN_IF_ERROR(ApplyReportLocked(name, report, reported, kills));
+    node.reports.starting = std::move(starting);
+    if (report.partial) {
+      // Only the tasks it lists: the others keep their states, and the waits on them.
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return ended.count(alloc) > 0; });
+    } else {
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return running.count(alloc) == 0; });
+    }
+    node.reports.last_seq = report.seq;
+    // An end may have freed GPUs: schedule now, not at the loop's next tick, so that the next
+    // job's launch goes out on the node's waiting heartbeat within milliseconds.
+    if (wake_) changed_.notify_all();
+  }
+  // What every answer says about the report: whether it was stale, and the newest report taken.
+  auto about_report = [&](protocol::ReportAnswer& answer) {
+    answer.stale_report = stale;
+    answer.taken_seq = node.reports.last_seq;
+  };
+  protocol::ReportAnswer response = ResponseForLocked(name);
+  auto quiet = [&] { return response.run.empty() && response.kill.empty() && kills.empty(); };
+  if (quiet() && wait_ms > 0 && waiting_heartbeats_ >= kMaxWaitingHeartbeats) {
+    // Every waiting heartbeat holds an HTTP thread: past the cap, answer now and let the agent
+    // pause instead, so that API requests always find a thread.
+    response.retry_after_ms = wait_ms;
+    about_report(response);
+    return response;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  ++waiting_heartbeats_;
+  while (quiet() && !stopping_) {
+    const uint64_t seen = node.version;
+    if (!changed_.wait_until(lock, deadline, [&] { return stopping_ || node.version != seen; })) {
+      break;
+    }
+    response = ResponseForLocked(name);
+  }
+  --waiting_heartbeats_;
+  for (auto& k : kills) response.kill.push_back(std::move(k));
+  about_report(response);
+  return response;
+}
+
+}  // namespace corral::server
