@@ -240,6 +240,8 @@ class Controller {
   // Heartbeats whose "gpu_metrics" were refused (malformed); the rest of such a heartbeat is
   // applied all the same, and Nodes() shows the node's last reason ("gpu_metrics_error").
   int64_t RejectedGpuReports();
+  // Write transactions committed to the store since the server started (store::Store::Commits).
+  int64_t StoreCommits();
 
   // --- Agent gateway -------------------------------------------------------------------------
   // What a registered agent is told: its node token (the secret of its heartbeats) and the

@@ -423,4 +423,6 @@ std::vector<model::Node> Controller::LiveNodes() {
 
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
 
+int64_t Controller::StoreCommits() { return store_.Commits(); }
+
 }  // namespace corral::server

@@ -251,6 +251,9 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   e.Sample("corral_gpu_reports_rejected_total", {}, static_cast<double>(s.rejected_gpu_reports));
   e.Family("corral_heartbeats_waiting", "gauge", "Agent heartbeats waiting (long poll).");
   e.Sample("corral_heartbeats_waiting", {}, s.waiting_heartbeats);
+  e.Family("corral_store_commits_total", "counter",
+           "Write transactions the server committed to its store (one fsync each on SQLite).");
+  e.Sample("corral_store_commits_total", {}, static_cast<double>(s.store_commits));
   return e.Text();
 }
 

@@ -24,6 +24,7 @@ struct MetricsSnapshot {
   int64_t now_ms = 0;
   int64_t rejected_gpu_reports = 0;
   int waiting_heartbeats = 0;
+  int64_t store_commits = 0;  // Controller::StoreCommits()
 };
 
 // The exposition text. Label values are escaped (backslash, double quote, line feed), so that

@@ -52,6 +52,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   s.idle_after_ms = 60'000;
   s.now_ms = 1'000'000;
   s.rejected_gpu_reports = 2;
+  s.store_commits = 41;
   const std::string text = RenderMetrics(s);
 
   EXPECT_THAT(text, HasSubstr("# TYPE corral_nodes gauge\n"));
@@ -86,6 +87,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   EXPECT_THAT(text, HasSubstr("corral_job_gpu_utilization{job_id=\"42\""));
   EXPECT_THAT(text, HasSubstr("} 49.5\n"));  // (97 + 2) / 2
   EXPECT_THAT(text, HasSubstr("corral_gpu_reports_rejected_total 2\n"));
+  EXPECT_THAT(text, HasSubstr("corral_store_commits_total 41\n"));
   // Every family is declared once.
   size_t count = 0;
   for (size_t p = text.find("# TYPE DCGM_FI_DEV_GPU_UTIL "); p != std::string::npos;

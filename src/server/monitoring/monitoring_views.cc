@@ -31,6 +31,7 @@ std::string MetricsText(Controller& controller, Seconds now) {
   s.now_ms = now.value() * 1000;
   s.rejected_gpu_reports = controller.RejectedGpuReports();
   s.waiting_heartbeats = controller.WaitingHeartbeats();
+  s.store_commits = controller.StoreCommits();
   return RenderMetrics(s);
 }
 
