@@ -141,18 +141,23 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     if (auto on = jobs_on_node_.find(name); on != jobs_on_node_.end()) {
       for (JobId id : on->second) {
         const LiveJob& job = jobs_.at(id);
-        RunPlan& plan = plan_of(job);
+        // The run as the reported tasks left it; a plan only for a job that changes (a quiet
+        // heartbeat of a busy node copies nothing).
+        const auto planned = plans.find(id);
+        const RunPlan* plan = planned == plans.end() ? nullptr : &planned->second;
+        const bool stopping = plan ? plan->end.Stopping() : job.Stopping();
         std::vector<store::TaskRecord> ended;
-        for (const store::TaskRecord& t : plan.tasks) {
+        for (const store::TaskRecord& t : plan ? plan->tasks : job.tasks) {
           if (t.node != name || reported.count(t.allocation_id)) continue;
           if (auto e = reconcile::DecideUnreported(t, job.launched.count(t.allocation_id) > 0,
-                                                   plan.end.Stopping(), now)) {
+                                                   stopping, now)) {
             ended.push_back(std::move(*e));
           }
         }
         if (ended.empty()) continue;
-        TakeReported(plan, ended);
-        EvaluatePlanLocked(job, plan, now);
+        RunPlan& changed = plan_of(job);
+        TakeReported(changed, ended);
+        EvaluatePlanLocked(job, changed, now);
       }
     }
   }
