@@ -158,7 +158,8 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       accounts_(store, clock, config_.principal_cache),
       gpu_monitor_(config_.gpu_monitor),
       logs_(config_.logs_dir),
-      scheduler_(std::move(scheduler)) {}
+      scheduler_(std::move(scheduler)),
+      ports_(RendezvousPorts::SearchStartFor(store.ClusterId())) {}
 
 Controller::~Controller() { Stop(); }
 

@@ -101,6 +101,8 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? job->id : JobId(0);
   }
+  // The first port block this cluster hands out (its search start: RendezvousPorts).
+  int FirstPort() { return RendezvousPorts::SearchStartFor(store_->ClusterId()); }
   std::string StateOf(JobId id) { return std::string(model::ToString(store_->GetJob(id)->state)); }
   // Sends `report` (its wire JSON, as an agent sends it) through the protocol's codec and
   // answers with the answer's wire JSON. A report without "seq" gets the node's next number (as
@@ -1278,7 +1280,7 @@ TEST_F(ControllerTest, DistributedPartsGetOneRendezvous) {
     EXPECT_EQ(d["procs_per_node"], 2);
     EXPECT_EQ(d["node_rank"], rank);
     EXPECT_EQ(d["nodes"], 2);
-    EXPECT_EQ(d["port"], model::kFirstRendezvousPort);
+    EXPECT_EQ(d["port"], FirstPort());
     EXPECT_EQ(d["master_addr"], master);  // the same for every part
     EXPECT_EQ(d["hosts"][0], master);
     EXPECT_EQ(d["hosts"].size(), 2u);
@@ -1306,9 +1308,9 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   EXPECT_FALSE(run[plain.value()][0].contains("distributed"));
   ASSERT_EQ(run[x.value()].size(), 2u);
   ASSERT_EQ(run[y.value()].size(), 2u);
-  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
-  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], model::kFirstRendezvousPort);
-  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
+  EXPECT_EQ(run[x.value()][0]["distributed"]["port"], FirstPort());
+  EXPECT_EQ(run[x.value()][1]["distributed"]["port"], FirstPort());
+  EXPECT_EQ(run[y.value()][0]["distributed"]["port"], FirstPort() + 1);
   EXPECT_EQ(run[y.value()][0]["distributed"]["launcher"], "none");
   EXPECT_EQ(run[y.value()][0]["distributed"]["master_addr"], "a");  // no --address: the name
   const std::vector<json> x_parts = run[x.value()];
@@ -1318,7 +1320,7 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   controller_->Tick();
   run = launches();
   ASSERT_EQ(run[z.value()].size(), 2u);
-  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], model::kFirstRendezvousPort + 2);
+  EXPECT_EQ(run[z.value()][0]["distributed"]["port"], FirstPort() + 2);
   // x's block is free again once x ended.
   Beat("a", Report({TaskReport(x_parts[0], "exited", 0), TaskReport(x_parts[1], "exited", 0)}));
   EXPECT_EQ(StateOf(x), "succeeded");
@@ -1326,7 +1328,7 @@ TEST_F(ControllerTest, RendezvousPortsDifferPerJobAndSurviveARestart) {
   controller_->Tick();
   run = launches();
   ASSERT_EQ(run[w.value()].size(), 2u);
-  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(run[w.value()][0]["distributed"]["port"], FirstPort());
 }
 
 TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
@@ -2198,7 +2200,7 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
   const json& allocation = (*view)["tasks"][1]["allocation"];
   EXPECT_EQ(allocation["node"], "a");
   EXPECT_EQ(allocation["gpus"].size(), 4u);
-  EXPECT_EQ(allocation["rendezvous"]["port"], model::kFirstRendezvousPort);
+  EXPECT_EQ(allocation["rendezvous"]["port"], FirstPort());
   EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
 
   // Its GPUs stay held; its port block stays taken.
@@ -2211,7 +2213,7 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
       Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
   ASSERT_EQ(answer["run"].size(), 2u) << answer.dump();
   EXPECT_EQ(answer["run"][0]["job_id"], pair->id.value());
-  EXPECT_EQ(answer["run"][0]["distributed"]["port"], model::kFirstRendezvousPort + 1);
+  EXPECT_EQ(answer["run"][0]["distributed"]["port"], FirstPort() + 1);
 
   Beat("a", Report({TaskReport(launches[0], "exited", 0), TaskReport(launches[1], "exited", 0)}));
   EXPECT_EQ((*(*old_store)->GetJob(gang)).state, model::JobState::kSucceeded);

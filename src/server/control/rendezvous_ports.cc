@@ -5,12 +5,35 @@
 
 namespace corral::server {
 
+int RendezvousPorts::SearchStartFor(const std::string& cluster_id) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a: the same on every build and machine
+  for (unsigned char c : cluster_id) hash = (hash ^ c) * 1099511628211ull;
+  return model::kFirstRendezvousPort +
+         static_cast<int>(hash % (model::kRendezvousPortCount / kSearchStep)) * kSearchStep;
+}
+
+RendezvousPorts::RendezvousPorts(int search_start) : search_start_(search_start) {}
+
 Result<int> RendezvousPorts::Reserve(JobId job, const std::vector<std::string>& nodes, int count) {
   if (by_job_.count(job)) {
     return AlreadyExists("job " + std::to_string(job.value()) + " already holds ports");
   }
   count = std::max(count, 1);
-  int base = model::kFirstRendezvousPort;
+  std::optional<int> base = FirstFreeFrom(search_start_, nodes, count);
+  if (!base) base = FirstFreeFrom(model::kFirstRendezvousPort, nodes, count);
+  if (!base) {
+    return Status(StatusCode::kResourceExhausted,
+                  "no block of " + std::to_string(count) + " free ports in " +
+                      std::to_string(model::kFirstRendezvousPort) + ".." +
+                      std::to_string(model::kLastRendezvousPort) + " on the job's nodes");
+  }
+  Take(job, {*base, count, nodes});
+  return *base;
+}
+
+std::optional<int> RendezvousPorts::FirstFreeFrom(int from, const std::vector<std::string>& nodes,
+                                                  int count) const {
+  int base = from;
   // Moves `base` past every block that overlaps [base, base + count) on any node, until none
   // does: each move passes one block, so this ends.
   for (bool moved = true; moved && base + count - 1 <= model::kLastRendezvousPort;) {
@@ -26,13 +49,7 @@ Result<int> RendezvousPorts::Reserve(JobId job, const std::vector<std::string>& 
       }
     }
   }
-  if (base + count - 1 > model::kLastRendezvousPort) {
-    return Status(StatusCode::kResourceExhausted,
-                  "no block of " + std::to_string(count) + " free ports in " +
-                      std::to_string(model::kFirstRendezvousPort) + ".." +
-                      std::to_string(model::kLastRendezvousPort) + " on the job's nodes");
-  }
-  Take(job, {base, count, nodes});
+  if (base + count - 1 > model::kLastRendezvousPort) return std::nullopt;
   return base;
 }
 

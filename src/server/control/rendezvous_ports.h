@@ -3,9 +3,15 @@
 // its processes bind (MASTER_PORT, TensorFlow workers, the JAX coordinator). corral does not bind
 // them itself; it keeps two live jobs on one node from being handed the same ports. Not thread-safe
 // (the controller's lock guards it).
+//
+// Other clusters' agents may share a host (tests, `corral dev` beside a lab's cluster): each
+// cluster starts its search at its own place in the range (SearchStartFor its cluster id), so
+// two clusters' first jobs on one host do not both get the first block. That makes a clash
+// unlikely, not impossible: nothing here sees another cluster's ports.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,7 +23,16 @@ namespace corral::server {
 
 class RendezvousPorts {
  public:
-  // Reserves for `job` the lowest block of `count` (≥ 1) ports free on all `nodes`.
+  // Where the search for a free block starts for cluster `cluster_id`: a port of the range,
+  // a multiple of kSearchStep above its first, the same for every server of the cluster.
+  static int SearchStartFor(const std::string& cluster_id);
+  static constexpr int kSearchStep = 10;
+
+  // Blocks are searched for from `search_start` up, then from the range's first port.
+  explicit RendezvousPorts(int search_start = model::kFirstRendezvousPort);
+
+  // Reserves for `job` the lowest block of `count` (≥ 1) ports free on all `nodes` at or
+  // above the search start, else the lowest below it.
   // Errors: ResourceExhausted when no block is free; AlreadyExists when the job holds one.
   Result<int> Reserve(JobId job, const std::vector<std::string>& nodes, int count);
   // Records a block handed out before (the server rebuilding its state after a restart).
@@ -34,7 +49,11 @@ class RendezvousPorts {
     std::vector<std::string> nodes;
   };
   void Take(JobId job, Block block);
+  // The lowest block of `count` ports at or above `from` free on all `nodes`; nullopt if none.
+  std::optional<int> FirstFreeFrom(int from, const std::vector<std::string>& nodes,
+                                   int count) const;
 
+  const int search_start_;
   std::map<JobId, Block> by_job_;
   std::map<std::string, std::map<int, int>> by_node_;  // node → block base → count
 };

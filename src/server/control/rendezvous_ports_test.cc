@@ -30,5 +30,21 @@ TEST(RendezvousPorts, ExhaustionAndRestore) {
             StatusCode::kAlreadyExists);  // inside job 1's block on a
 }
 
+TEST(RendezvousPorts, EachClusterSearchesFromItsOwnPlaceThenWrapsAround) {
+  const int a = RendezvousPorts::SearchStartFor("2f6c1a0e-cluster-a");
+  const int b = RendezvousPorts::SearchStartFor("93d0b7c4-cluster-b");
+  EXPECT_EQ(a, RendezvousPorts::SearchStartFor("2f6c1a0e-cluster-a"));  // stable
+  EXPECT_NE(a, b);  // two clusters on one host: their first jobs get other blocks
+  for (int start : {a, b}) {
+    EXPECT_GE(start, model::kFirstRendezvousPort);
+    EXPECT_LE(start, model::kLastRendezvousPort);
+    EXPECT_EQ((start - model::kFirstRendezvousPort) % RendezvousPorts::kSearchStep, 0);
+  }
+  // From near the end of the range, a block that does not fit there comes from the start.
+  RendezvousPorts ports(model::kLastRendezvousPort - 3);
+  EXPECT_EQ(*ports.Reserve(JobId(1), {"a"}, 4), model::kLastRendezvousPort - 3);
+  EXPECT_EQ(*ports.Reserve(JobId(2), {"a"}, 2), model::kFirstRendezvousPort);
+}
+
 }  // namespace
 }  // namespace corral::server
