@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_node.h"
 #include "protocol/job_spec.h"
 
 namespace corral::cli {
@@ -692,43 +693,62 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     c->add_option("-o,--output", f->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
   };
-  // A command that GETs `path` and prints a table of `columns` (or JSON).
+  // A command that GETs `path`, decodes it with `parse` (a protocol codec of a list) and prints
+  // a table of `header` with `row` of each item (or the JSON as the server sent it).
   auto list = [&](const char* name, const char* help, std::string path,
-                  std::vector<std::string> columns) {
+                  std::vector<std::string> header, auto parse, auto row) {
     CLI::App* c = app.add_subcommand(name, help);
     out_opt(c);
-    c->callback([f, exit_code, path, columns] {
+    c->callback([f, exit_code, path, header, parse, row] {
       *exit_code = WithClient([&](ApiClient& client) -> Status {
-        auto rows = client.Get(path);
-        if (!rows.ok()) return rows.status();
+        auto answer = client.Get(path);
+        if (!answer.ok()) return answer.status();
         if (f->output == "json") {
-          std::cout << rows->dump(2) << "\n";
+          std::cout << answer->dump(2) << "\n";
           return Status::Ok();
         }
+        auto items = parse(*answer);
+        if (!items.ok()) return items.status();
         std::vector<std::vector<std::string>> table;
-        std::vector<std::string> header;
-        for (const auto& col : columns) {
-          header.push_back(col);
-          std::transform(header.back().begin(), header.back().end(), header.back().begin(),
-                         ::toupper);
-        }
-        for (const auto& r : *rows) {
-          std::vector<std::string> row;
-          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
-          table.push_back(row);
-        }
+        for (const auto& item : *items) table.push_back(row(item));
         PrintTable(header, table);
         return Status::Ok();
       });
     });
   };
-  list("nodes", "Nodes and their free resources", "/api/v1/nodes",
-       {"name", "state", "gpu_model", "gpus", "gpu_free_milli", "cpu_free_milli",
-        "memory_free_mib"});
-  list("projects", "Projects you belong to (all, for admins), with quotas and use",
-       "/api/v1/projects",
-       {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
-        "description"});
+  // Not yet decoded with a protocol codec: a table of the raw fields `columns`.
+  auto raw_list = [&](const char* name, const char* help, std::string path,
+                      std::vector<std::string> columns) {
+    std::vector<std::string> header;
+    for (const auto& col : columns) {
+      header.push_back(col);
+      std::transform(header.back().begin(), header.back().end(), header.back().begin(), ::toupper);
+    }
+    list(
+        name, help, path, header, [](const json& rows) -> Result<json> { return rows; },
+        [columns](const json& r) {
+          std::vector<std::string> row;
+          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
+          return row;
+        });
+  };
+  list(
+      "nodes", "Nodes and their free resources", "/api/v1/nodes",
+      {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
+      protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
+        const auto& free = n.free;
+        return {n.name,
+                std::string(model::ToString(n.state)),
+                n.gpu_model,
+                std::to_string(n.gpus),
+                free ? json(free->gpu_milli).dump() : "",
+                free ? std::to_string(free->cpu.value()) : "",
+                free ? std::to_string(free->memory.value()) : ""};
+      });
+  raw_list("projects", "Projects you belong to (all, for admins), with quotas and use",
+           "/api/v1/projects",
+           {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
+            "description"});
   CLI::App* queue = app.add_subcommand("queue", "Pending jobs in the order they will be served");
   queue->add_option("--limit", f->id, "At most this many (default 100, at most 1000)");
   out_opt(queue);
@@ -751,8 +771,8 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
-  list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
-  list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
+  raw_list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
+  raw_list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
 
   CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
   node->require_subcommand(1);

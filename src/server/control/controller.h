@@ -52,6 +52,7 @@
 #include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
+#include "protocol/api_node.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
@@ -152,7 +153,7 @@ class Controller {
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
   // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
   // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
-  nlohmann::json Nodes();
+  std::vector<protocol::NodeView> Nodes();
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).

@@ -228,12 +228,12 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   ASSERT_TRUE(Heartbeat(node, bad, 0).ok());
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
-  for (const json& row : controller_->Nodes()) {
-    if (row["name"] == node) {
-      EXPECT_THAT(row.value("gpu_metrics_error", ""),
+  for (const protocol::NodeView& row : controller_->Nodes()) {
+    if (row.name == node) {
+      EXPECT_THAT(row.gpu_metrics_error,
                   HasSubstr("gpu_metrics: field 'gpus[0].utilization_percent': must be in 0..100"));
     } else {
-      EXPECT_FALSE(row.contains("gpu_metrics_error"));
+      EXPECT_EQ(row.gpu_metrics_error, "");
     }
   }
 }
@@ -690,8 +690,8 @@ TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
   auto nodes = controller_->Nodes();
   ASSERT_EQ(nodes.size(), 1u);
-  EXPECT_EQ(nodes[0]["gpus"], 7);
-  EXPECT_EQ(nodes[0]["state"], "ready");
+  EXPECT_EQ(nodes[0].gpus, 7);
+  EXPECT_EQ(nodes[0].state, model::NodeState::kReady);
   // The old run is stale on the node and gets a kill.
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
@@ -1285,7 +1285,7 @@ TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
   EXPECT_THAT(refused.status().message(), HasSubstr("address"));
   inventory["labels"] = {{"rack", "r0"}};
   ASSERT_TRUE(RegisterNode("a", kNodeA, inventory).ok());
-  EXPECT_EQ(controller_->Nodes()[0]["labels"], json({{"rack", "r0"}}));
+  EXPECT_EQ(controller_->Nodes()[0].labels, (std::map<std::string, std::string>{{"rack", "r0"}}));
 }
 
 TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
