@@ -19,6 +19,7 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/job_spec.h"
 
@@ -91,13 +92,22 @@ int64_t IntHeader(const Reply& reply, const std::string& name, int64_t fallback)
   return err == std::errc() && end == value.data() + value.size() ? v : fallback;
 }
 
-std::string Time(const json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return "";
-  std::time_t t = j[key].get<int64_t>();
+// Local time, "2024-01-31 12:00:00"; "" for none.
+std::string Time(std::optional<Seconds> time) {
+  if (!time) return "";
+  std::time_t t = time->value();
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return buf;
 }
+
+std::string Time(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "";
+  return Time(Seconds(j[key].get<int64_t>()));
+}
+
+// An optional number as a table cell: "" for none.
+std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
 
 // `--shell`: the command's words joined with spaces into the one line /bin/sh -c runs (not
 // quoted: `-- 'echo $HOME' '|' wc` is the pipeline it reads as).
@@ -234,19 +244,19 @@ Result<json> BuildSpec(const SubmitFlags& f) {
 
 // With an ARRAY column ("A_I": array A, index I, as Slurm writes it) when an array element is
 // among `jobs`.
-void PrintJobs(const json& jobs) {
-  const bool arrays =
-      std::any_of(jobs.begin(), jobs.end(), [](const json& j) { return j.contains("array_id"); });
+void PrintJobs(const std::vector<protocol::JobSummary>& jobs) {
+  const bool arrays = std::any_of(
+      jobs.begin(), jobs.end(), [](const protocol::JobSummary& j) { return j.array.has_value(); });
   std::vector<std::vector<std::string>> rows;
-  for (const auto& j : jobs) {
-    std::string why =
-        j.contains("pending_reason") ? Str(j["pending_reason"], "message") : Str(j, "reason");
-    std::vector<std::string> row = {Str(j, "id"), Str(j, "name")};
+  for (const protocol::JobSummary& j : jobs) {
+    std::string why = j.pending_reason ? j.pending_reason->message : j.reason;
+    std::vector<std::string> row = {std::to_string(j.id.value()), j.name};
     if (arrays) {
-      row.push_back(j.contains("array_id") ? Str(j, "array_id") + "_" + Str(j, "array_index") : "");
+      row.push_back(j.array ? std::to_string(j.array->array_id.value()) + "_" + Cell(j.array->index)
+                            : "");
     }
-    for (const std::string& cell : {Str(j, "user"), Str(j, "project"), Str(j, "state"),
-                                    Time(j, "submit_time"), Time(j, "estimated_start"), why}) {
+    for (const std::string& cell : {j.user, j.project, std::string(model::ToString(j.state)),
+                                    Time(j.submit_time), Time(j.estimated_start), why}) {
       row.push_back(cell);
     }
     rows.push_back(std::move(row));
@@ -257,40 +267,42 @@ void PrintJobs(const json& jobs) {
   PrintTable(header, rows);
 }
 
-void PrintJob(const json& j) {
-  std::cout << "Job " << Str(j, "id");
-  if (const std::string name = Str(j, "name"); !name.empty()) std::cout << " (" << name << ")";
-  if (j.contains("array_id")) {
-    std::cout << ", element " << Str(j, "array_index") << " of array " << Str(j, "array_id");
+void PrintJob(const protocol::JobView& view) {
+  const protocol::JobSummary& j = view.summary;
+  std::cout << "Job " << j.id.value();
+  if (!j.name.empty()) std::cout << " (" << j.name << ")";
+  if (j.array) {
+    std::cout << ", element " << Cell(j.array->index) << " of array " << j.array->array_id.value();
   }
-  std::cout << "  state: " << Str(j, "state") << "\n  user: " << Str(j, "user")
-            << "  project: " << Str(j, "project") << "  priority: " << Str(j, "priority")
-            << "  restarts: " << Str(j, "restarts")
-            << "\n  command: " << j["spec"].value("command", json::array()).dump() << "\n";
+  std::cout << "  state: " << model::ToString(j.state) << "\n  user: " << j.user
+            << "  project: " << j.project << "  priority: " << j.priority
+            << "  restarts: " << view.restarts << "\n  command: " << json(view.spec.command).dump()
+            << "\n";
   // The effective request: what was asked, with the server's defaults filled in.
-  const json& r = j["spec"].value("resources", json::object());
-  std::cout << "  resources per task: gpus " << Str(r, "gpus") << "  gpu_milli "
-            << Str(r, "gpu_milli") << "  cpu_milli " << Str(r, "cpu_milli") << "  memory_mib "
-            << Str(r, "memory_mib") << "\n";
-  if (j.contains("pending_reason")) {
-    std::cout << "  waiting: " << Str(j["pending_reason"], "message") << " ("
-              << Str(j["pending_reason"], "code") << ")\n";
+  const model::TaskResources& r = view.spec.resources;
+  std::cout << "  resources per task: gpus " << r.gpus.value() << "  gpu_milli "
+            << r.gpu_milli.value() << "  cpu_milli " << r.cpu.value() << "  memory_mib "
+            << r.memory.value() << "\n";
+  if (j.pending_reason) {
+    std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
+              << ")\n";
   }
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
-  for (const auto& t : j["tasks"]) {
+  for (const protocol::TaskView& t : view.tasks) {
     std::string gpus;
-    for (const auto& g : t["allocation"].value("gpus", json::array())) {
-      gpus += (gpus.empty() ? "" : ",") + g["index"].dump();
+    for (const model::GpuShare& g : t.allocation.gpus) {
+      gpus += (gpus.empty() ? "" : ",") + std::to_string(g.index);
     }
-    rows.push_back({Str(t, "index"), Str(t, "generation"), Str(t, "node"), gpus, Str(t, "state"),
-                    Str(t, "exit_code"), Str(t, "signal")});
+    rows.push_back({std::to_string(t.index), std::to_string(t.generation), t.node, gpus,
+                    std::string(model::ToString(t.state)), Cell(t.exit_code), Cell(t.signal)});
   }
   PrintTable({"TASK", "GEN", "NODE", "GPUS", "STATE", "EXIT", "SIGNAL"}, rows);
   std::cout << "Events:\n";
   rows.clear();
-  for (const auto& e : j["events"]) {
-    rows.push_back({Time(e, "time"), Str(e, "from"), Str(e, "to"), Str(e, "reason")});
+  for (const protocol::JobEvent& e : view.events) {
+    rows.push_back({Time(e.time), e.from ? std::string(model::ToString(*e.from)) : "",
+                    std::string(model::ToString(e.to)), e.reason});
   }
   PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
 }
@@ -347,21 +359,22 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       return;
     }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto job = client.Post("/api/v1/jobs", *spec);
+      auto reply = client.Post("/api/v1/jobs", *spec);
+      if (!reply.ok()) return reply.status();
+      auto job = protocol::ParseSubmitAnswer(*reply);
       if (!job.ok()) return job.status();
       // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
-      if (const std::string reason = Str(*job, "reason");
-          f->output == "table" && reason.rfind("submitted with ", 0) == 0) {
-        std::cerr << "corral submit: " << reason.substr(std::string("submitted ").size()) << "\n";
+      if (f->output == "table" && !job->defaults.empty()) {
+        std::cerr << "corral submit: with defaults: " << protocol::ToString(job->defaults) << "\n";
       }
-      if (job->contains("array_id")) {
-        const json& ids = (*job)["ids"];
-        PrintAnswer(*job, f->output,
-                    "submitted array " + Str(*job, "array_id") + ": jobs " + ids.front().dump() +
-                        ".." + ids.back().dump());
+      const std::string id = std::to_string(job->id.value());
+      if (!job->array_ids.empty()) {
+        PrintAnswer(*reply, f->output,
+                    "submitted array " + id + ": jobs " +
+                        std::to_string(job->array_ids.front().value()) + ".." +
+                        std::to_string(job->array_ids.back().value()));
       } else {
-        PrintAnswer(*job, f->output,
-                    "submitted job " + Str(*job, "id") + " to project " + Str(*job, "project"));
+        PrintAnswer(*reply, f->output, "submitted job " + id + " to project " + job->project);
       }
       return Status::Ok();
     });
@@ -428,7 +441,9 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         std::cout << list->dump(2) << "\n";
         return Status::Ok();
       }
-      PrintJobs(*list);
+      auto jobs = protocol::ParseJobSummaries(*list);
+      if (!jobs.ok()) return jobs.status();
+      PrintJobs(*jobs);
       const std::string next = reply->Header("X-Corral-Next-Before");
       if (!next.empty()) {
         std::cout << "More jobs: corral jobs" << same_flags << " --before " << next << "\n";
@@ -448,9 +463,11 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (!j.ok()) return j.status();
       if (f->output == "json") {
         std::cout << j->dump(2) << "\n";
-      } else {
-        PrintJob(*j);
+        return Status::Ok();
       }
+      auto view = protocol::ParseJobView(*j);
+      if (!view.ok()) return view.status();
+      PrintJob(*view);
       return Status::Ok();
     });
   });
