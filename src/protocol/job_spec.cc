@@ -354,13 +354,6 @@ nlohmann::json ToJson(const JobSpec& s) {
   return j;
 }
 
-nlohmann::json WithoutSecrets(nlohmann::json spec) {
-  if (spec.is_object() && spec.contains("session") && spec["session"].is_object()) {
-    spec["session"].erase("token");
-  }
-  return spec;
-}
-
 int PortsOf(const JobSpec& spec) {
   return spec.launcher == model::Launcher::kTf ? spec.tasks * spec.procs_per_node : 1;
 }

@@ -135,10 +135,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
 // InvalidArgument naming the field.
 Status CheckJobSpec(const JobSpec& spec);
 // The spec as stored with a job: every field but `array` (a job is never an array), with the
-// session's token.
+// session's token when it has one (job views clear it: api_job.h).
 nlohmann::json ToJson(const JobSpec& spec);
-// A stored spec as users see it in job views: without the session's token.
-nlohmann::json WithoutSecrets(nlohmann::json stored_spec);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec);

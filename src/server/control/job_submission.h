@@ -26,7 +26,6 @@ using protocol::JobSpec;
 using protocol::ParseJobSpec;
 using protocol::PortsOf;
 using protocol::SpecOrigin;
-using protocol::WithoutSecrets;
 
 // The CPUs per process of a job without GPUs that asks none, as Slurm gives each task one.
 inline constexpr int64_t kDefaultCpusPerProc = 1;
