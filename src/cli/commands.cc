@@ -19,6 +19,8 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_job.h"
+#include "protocol/api_node.h"
 #include "protocol/job_spec.h"
 
 namespace corral::cli {
@@ -90,13 +92,22 @@ int64_t IntHeader(const Reply& reply, const std::string& name, int64_t fallback)
   return err == std::errc() && end == value.data() + value.size() ? v : fallback;
 }
 
-std::string Time(const json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return "";
-  std::time_t t = j[key].get<int64_t>();
+// Local time, "2024-01-31 12:00:00"; "" for none.
+std::string Time(std::optional<Seconds> time) {
+  if (!time) return "";
+  std::time_t t = time->value();
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return buf;
 }
+
+std::string Time(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return "";
+  return Time(Seconds(j[key].get<int64_t>()));
+}
+
+// An optional number as a table cell: "" for none.
+std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
 
 // `--shell`: the command's words joined with spaces into the one line /bin/sh -c runs (not
 // quoted: `-- 'echo $HOME' '|' wc` is the pipeline it reads as).
@@ -233,19 +244,19 @@ Result<json> BuildSpec(const SubmitFlags& f) {
 
 // With an ARRAY column ("A_I": array A, index I, as Slurm writes it) when an array element is
 // among `jobs`.
-void PrintJobs(const json& jobs) {
-  const bool arrays =
-      std::any_of(jobs.begin(), jobs.end(), [](const json& j) { return j.contains("array_id"); });
+void PrintJobs(const std::vector<protocol::JobSummary>& jobs) {
+  const bool arrays = std::any_of(
+      jobs.begin(), jobs.end(), [](const protocol::JobSummary& j) { return j.array.has_value(); });
   std::vector<std::vector<std::string>> rows;
-  for (const auto& j : jobs) {
-    std::string why =
-        j.contains("pending_reason") ? Str(j["pending_reason"], "message") : Str(j, "reason");
-    std::vector<std::string> row = {Str(j, "id"), Str(j, "name")};
+  for (const protocol::JobSummary& j : jobs) {
+    std::string why = j.pending_reason ? j.pending_reason->message : j.reason;
+    std::vector<std::string> row = {std::to_string(j.id.value()), j.name};
     if (arrays) {
-      row.push_back(j.contains("array_id") ? Str(j, "array_id") + "_" + Str(j, "array_index") : "");
+      row.push_back(j.array ? std::to_string(j.array->array_id.value()) + "_" + Cell(j.array->index)
+                            : "");
     }
-    for (const std::string& cell : {Str(j, "user"), Str(j, "project"), Str(j, "state"),
-                                    Time(j, "submit_time"), Time(j, "estimated_start"), why}) {
+    for (const std::string& cell : {j.user, j.project, std::string(model::ToString(j.state)),
+                                    Time(j.submit_time), Time(j.estimated_start), why}) {
       row.push_back(cell);
     }
     rows.push_back(std::move(row));
@@ -256,40 +267,42 @@ void PrintJobs(const json& jobs) {
   PrintTable(header, rows);
 }
 
-void PrintJob(const json& j) {
-  std::cout << "Job " << Str(j, "id");
-  if (const std::string name = Str(j, "name"); !name.empty()) std::cout << " (" << name << ")";
-  if (j.contains("array_id")) {
-    std::cout << ", element " << Str(j, "array_index") << " of array " << Str(j, "array_id");
+void PrintJob(const protocol::JobView& view) {
+  const protocol::JobSummary& j = view.summary;
+  std::cout << "Job " << j.id.value();
+  if (!j.name.empty()) std::cout << " (" << j.name << ")";
+  if (j.array) {
+    std::cout << ", element " << Cell(j.array->index) << " of array " << j.array->array_id.value();
   }
-  std::cout << "  state: " << Str(j, "state") << "\n  user: " << Str(j, "user")
-            << "  project: " << Str(j, "project") << "  priority: " << Str(j, "priority")
-            << "  restarts: " << Str(j, "restarts")
-            << "\n  command: " << j["spec"].value("command", json::array()).dump() << "\n";
+  std::cout << "  state: " << model::ToString(j.state) << "\n  user: " << j.user
+            << "  project: " << j.project << "  priority: " << j.priority
+            << "  restarts: " << view.restarts << "\n  command: " << json(view.spec.command).dump()
+            << "\n";
   // The effective request: what was asked, with the server's defaults filled in.
-  const json& r = j["spec"].value("resources", json::object());
-  std::cout << "  resources per task: gpus " << Str(r, "gpus") << "  gpu_milli "
-            << Str(r, "gpu_milli") << "  cpu_milli " << Str(r, "cpu_milli") << "  memory_mib "
-            << Str(r, "memory_mib") << "\n";
-  if (j.contains("pending_reason")) {
-    std::cout << "  waiting: " << Str(j["pending_reason"], "message") << " ("
-              << Str(j["pending_reason"], "code") << ")\n";
+  const model::TaskResources& r = view.spec.resources;
+  std::cout << "  resources per task: gpus " << r.gpus.value() << "  gpu_milli "
+            << r.gpu_milli.value() << "  cpu_milli " << r.cpu.value() << "  memory_mib "
+            << r.memory.value() << "\n";
+  if (j.pending_reason) {
+    std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
+              << ")\n";
   }
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
-  for (const auto& t : j["tasks"]) {
+  for (const protocol::TaskView& t : view.tasks) {
     std::string gpus;
-    for (const auto& g : t["allocation"].value("gpus", json::array())) {
-      gpus += (gpus.empty() ? "" : ",") + g["index"].dump();
+    for (const model::GpuShare& g : t.allocation.gpus) {
+      gpus += (gpus.empty() ? "" : ",") + std::to_string(g.index);
     }
-    rows.push_back({Str(t, "index"), Str(t, "generation"), Str(t, "node"), gpus, Str(t, "state"),
-                    Str(t, "exit_code"), Str(t, "signal")});
+    rows.push_back({std::to_string(t.index), std::to_string(t.generation), t.node, gpus,
+                    std::string(model::ToString(t.state)), Cell(t.exit_code), Cell(t.signal)});
   }
   PrintTable({"TASK", "GEN", "NODE", "GPUS", "STATE", "EXIT", "SIGNAL"}, rows);
   std::cout << "Events:\n";
   rows.clear();
-  for (const auto& e : j["events"]) {
-    rows.push_back({Time(e, "time"), Str(e, "from"), Str(e, "to"), Str(e, "reason")});
+  for (const protocol::JobEvent& e : view.events) {
+    rows.push_back({Time(e.time), e.from ? std::string(model::ToString(*e.from)) : "",
+                    std::string(model::ToString(e.to)), e.reason});
   }
   PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
 }
@@ -346,21 +359,22 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       return;
     }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto job = client.Post("/api/v1/jobs", *spec);
+      auto reply = client.Post("/api/v1/jobs", *spec);
+      if (!reply.ok()) return reply.status();
+      auto job = protocol::ParseSubmitAnswer(*reply);
       if (!job.ok()) return job.status();
       // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
-      if (const std::string reason = Str(*job, "reason");
-          f->output == "table" && reason.rfind("submitted with ", 0) == 0) {
-        std::cerr << "corral submit: " << reason.substr(std::string("submitted ").size()) << "\n";
+      if (f->output == "table" && !job->defaults.empty()) {
+        std::cerr << "corral submit: with defaults: " << protocol::ToString(job->defaults) << "\n";
       }
-      if (job->contains("array_id")) {
-        const json& ids = (*job)["ids"];
-        PrintAnswer(*job, f->output,
-                    "submitted array " + Str(*job, "array_id") + ": jobs " + ids.front().dump() +
-                        ".." + ids.back().dump());
+      const std::string id = std::to_string(job->id.value());
+      if (!job->array_ids.empty()) {
+        PrintAnswer(*reply, f->output,
+                    "submitted array " + id + ": jobs " +
+                        std::to_string(job->array_ids.front().value()) + ".." +
+                        std::to_string(job->array_ids.back().value()));
       } else {
-        PrintAnswer(*job, f->output,
-                    "submitted job " + Str(*job, "id") + " to project " + Str(*job, "project"));
+        PrintAnswer(*reply, f->output, "submitted job " + id + " to project " + job->project);
       }
       return Status::Ok();
     });
@@ -427,7 +441,9 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         std::cout << list->dump(2) << "\n";
         return Status::Ok();
       }
-      PrintJobs(*list);
+      auto jobs = protocol::ParseJobSummaries(*list);
+      if (!jobs.ok()) return jobs.status();
+      PrintJobs(*jobs);
       const std::string next = reply->Header("X-Corral-Next-Before");
       if (!next.empty()) {
         std::cout << "More jobs: corral jobs" << same_flags << " --before " << next << "\n";
@@ -447,9 +463,11 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (!j.ok()) return j.status();
       if (f->output == "json") {
         std::cout << j->dump(2) << "\n";
-      } else {
-        PrintJob(*j);
+        return Status::Ok();
       }
+      auto view = protocol::ParseJobView(*j);
+      if (!view.ok()) return view.status();
+      PrintJob(*view);
       return Status::Ok();
     });
   });
@@ -692,43 +710,62 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     c->add_option("-o,--output", f->output, "table or json")
         ->check(CLI::IsMember({"table", "json"}));
   };
-  // A command that GETs `path` and prints a table of `columns` (or JSON).
+  // A command that GETs `path`, decodes it with `parse` (a protocol codec of a list) and prints
+  // a table of `header` with `row` of each item (or the JSON as the server sent it).
   auto list = [&](const char* name, const char* help, std::string path,
-                  std::vector<std::string> columns) {
+                  std::vector<std::string> header, auto parse, auto row) {
     CLI::App* c = app.add_subcommand(name, help);
     out_opt(c);
-    c->callback([f, exit_code, path, columns] {
+    c->callback([f, exit_code, path, header, parse, row] {
       *exit_code = WithClient([&](ApiClient& client) -> Status {
-        auto rows = client.Get(path);
-        if (!rows.ok()) return rows.status();
+        auto answer = client.Get(path);
+        if (!answer.ok()) return answer.status();
         if (f->output == "json") {
-          std::cout << rows->dump(2) << "\n";
+          std::cout << answer->dump(2) << "\n";
           return Status::Ok();
         }
+        auto items = parse(*answer);
+        if (!items.ok()) return items.status();
         std::vector<std::vector<std::string>> table;
-        std::vector<std::string> header;
-        for (const auto& col : columns) {
-          header.push_back(col);
-          std::transform(header.back().begin(), header.back().end(), header.back().begin(),
-                         ::toupper);
-        }
-        for (const auto& r : *rows) {
-          std::vector<std::string> row;
-          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
-          table.push_back(row);
-        }
+        for (const auto& item : *items) table.push_back(row(item));
         PrintTable(header, table);
         return Status::Ok();
       });
     });
   };
-  list("nodes", "Nodes and their free resources", "/api/v1/nodes",
-       {"name", "state", "gpu_model", "gpus", "gpu_free_milli", "cpu_free_milli",
-        "memory_free_mib"});
-  list("projects", "Projects you belong to (all, for admins), with quotas and use",
-       "/api/v1/projects",
-       {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
-        "description"});
+  // Not yet decoded with a protocol codec: a table of the raw fields `columns`.
+  auto raw_list = [&](const char* name, const char* help, std::string path,
+                      std::vector<std::string> columns) {
+    std::vector<std::string> header;
+    for (const auto& col : columns) {
+      header.push_back(col);
+      std::transform(header.back().begin(), header.back().end(), header.back().begin(), ::toupper);
+    }
+    list(
+        name, help, path, header, [](const json& rows) -> Result<json> { return rows; },
+        [columns](const json& r) {
+          std::vector<std::string> row;
+          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
+          return row;
+        });
+  };
+  list(
+      "nodes", "Nodes and their free resources", "/api/v1/nodes",
+      {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
+      protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
+        const auto& free = n.free;
+        return {n.name,
+                std::string(model::ToString(n.state)),
+                n.gpu_model,
+                std::to_string(n.gpus),
+                free ? json(free->gpu_milli).dump() : "",
+                free ? std::to_string(free->cpu.value()) : "",
+                free ? std::to_string(free->memory.value()) : ""};
+      });
+  raw_list("projects", "Projects you belong to (all, for admins), with quotas and use",
+           "/api/v1/projects",
+           {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
+            "description"});
   CLI::App* queue = app.add_subcommand("queue", "Pending jobs in the order they will be served");
   queue->add_option("--limit", f->id, "At most this many (default 100, at most 1000)");
   out_opt(queue);
@@ -751,8 +788,8 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
-  list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
-  list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
+  raw_list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
+  raw_list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
 
   CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
   node->require_subcommand(1);

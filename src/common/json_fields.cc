@@ -73,6 +73,18 @@ Status FieldReader::Bool(const char* field, bool& out) const {
   return Status::Ok();
 }
 
+Status FieldReader::Number(const char* field, bool required, double& out, double min) const {
+  const nlohmann::json* v = Find(field);
+  if (v == nullptr) return required ? Bad(field, "is required") : Status::Ok();
+  if (!v->is_number()) return Bad(field, "must be a number");
+  const double value = v->get<double>();
+  if (value < min) {
+    return Bad(field, "must be >= " + nlohmann::json(min).dump() + ", got " + v->dump());
+  }
+  out = value;
+  return Status::Ok();
+}
+
 Status FieldReader::String(const char* field, bool required, std::string& out) const {
   const nlohmann::json* v = Find(field);
   if (v == nullptr) return required ? Bad(field, "is required") : Status::Ok();

@@ -47,6 +47,9 @@ class FieldReader {
                        int64_t min = std::numeric_limits<int64_t>::min(),
                        int64_t max = std::numeric_limits<int64_t>::max()) const;
   Status Bool(const char* field, bool& out) const;
+  // A number (integer or not) >= min; left as is when absent and not required.
+  Status Number(const char* field, bool required, double& out,
+                double min = std::numeric_limits<double>::lowest()) const;
   Status String(const char* field, bool required, std::string& out) const;
   // An array of strings (absent and not required: `out` left as is).
   Status Strings(const char* field, bool required, std::vector<std::string>& out) const;

@@ -72,8 +72,9 @@ struct SessionSpec {
   std::string token;
 };
 
-// Where a spec comes from: a user (who may not set what the server sets) or the store.
-enum class SpecOrigin { kSubmitted, kStored };
+// Where a spec comes from: a user (who may not set what the server sets), the store, or a job
+// view (a stored spec without the session's token: api_job.h).
+enum class SpecOrigin { kSubmitted, kStored, kShown };
 
 struct JobSpec {
   std::string name;
@@ -122,7 +123,7 @@ inline constexpr int64_t kMaxCpusPerProc = 100000;
 // Parses and validates a spec (`command` may be empty only with an `environment`), then checks
 // it as a whole (CheckJobSpec). Limits: 4096 argv entries, 256 env entries (also for each array
 // element, its own and the spec's together), 64 KiB strings.
-// A submitted spec may not hold `session.token`; a stored one must when it has a session.
+// A submitted or shown spec may not hold `session.token`; a stored one must when it has a session.
 // Errors: InvalidArgument naming the field.
 Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
                              SpecOrigin origin = SpecOrigin::kSubmitted);
@@ -134,10 +135,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
 // InvalidArgument naming the field.
 Status CheckJobSpec(const JobSpec& spec);
 // The spec as stored with a job: every field but `array` (a job is never an array), with the
-// session's token.
+// session's token when it has one (job views clear it: api_job.h).
 nlohmann::json ToJson(const JobSpec& spec);
-// A stored spec as users see it in job views: without the session's token.
-nlohmann::json WithoutSecrets(nlohmann::json stored_spec);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec);

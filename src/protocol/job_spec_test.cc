@@ -248,11 +248,15 @@ TEST(SessionSpecTest, StoredSpecsCarryTheTokenAndRoundTrip) {
       ParseJobSpec(SessionSpecJson({{"token", "XYZ"}}), SpecOrigin::kStored).status().message(),
       HasSubstr("64 lowercase hex"));
   EXPECT_FALSE(ParseJobSpec(stored).ok());
-  // Job views show the spec without the secret.
-  const json shown = WithoutSecrets(stored);
+  // Job views show the spec without the secret, and read it back so.
+  JobSpec without = spec;
+  without.session->token.clear();
+  const json shown = ToJson(without);
   EXPECT_FALSE(shown["session"].contains("token"));
   EXPECT_EQ(shown["session"]["idle_timeout_s"], 0);
   EXPECT_EQ(shown["command"], stored["command"]);
+  EXPECT_TRUE(ParseJobSpec(shown, SpecOrigin::kShown).ok());
+  EXPECT_FALSE(ParseJobSpec(stored, SpecOrigin::kShown).ok());
 }
 
 }  // namespace

@@ -93,11 +93,11 @@ void HttpApi::Impl::Register(httplib::Server& http) {
 }
 
 void HttpApi::Impl::StatusPage(httplib::Response& res) {
-  json nodes = controller_.Nodes();
+  const std::vector<protocol::NodeView> nodes = controller_.Nodes();
   int gpus = 0, ready = 0;
-  for (const auto& n : nodes) {
-    gpus += n.value("gpus", 0);
-    ready += n.value("state", "") == model::ToString(model::NodeState::kReady);
+  for (const protocol::NodeView& n : nodes) {
+    gpus += n.gpus;
+    ready += n.state == model::NodeState::kReady;
   }
   std::string html =
       "<!doctype html><html><head><meta charset=\"utf-8\"><title>corral</title></head><body>"

@@ -72,12 +72,7 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
               if (body->contains("array")) return SubmitArray(who, *body, res);
               auto job = controller_.Submit(who, *body);
               if (!job.ok()) return SendProblem(res, job.status());
-              SendJson(res, 201,
-                       {{"id", job->id.value()},
-                        {"state", model::ToString(job->state)},
-                        {"project", job->project},
-                        {"user", job->user},
-                        {"reason", job->reason}});
+              SendJson(res, 201, protocol::ToJson(*job));
             }));
   http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
              ListJobs(who, req, res);
@@ -88,7 +83,7 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
              if (!id.ok()) return SendProblem(res, id.status());
              auto view = controller_.JobView(who, JobId(*id));
              if (!view.ok()) return SendProblem(res, view.status());
-             SendJson(res, 200, *view);
+             SendJson(res, 200, protocol::ToJson(*view));
            }));
   http.Post(R"(/api/v1/jobs/(\d+)/cancel)",
             Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -114,18 +109,9 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
 
 // 201 with the array's id and its elements' ids, in the order of the indices.
 void HttpApi::Impl::SubmitArray(const Principal& who, const json& body, httplib::Response& res) {
-  auto jobs = controller_.SubmitArray(who, body);
-  if (!jobs.ok()) return SendProblem(res, jobs.status());
-  json ids = json::array();
-  for (const auto& j : *jobs) ids.push_back(j.id.value());
-  const store::JobRecord& first = jobs->front();
-  SendJson(res, 201,
-           {{"array_id", first.id.value()},
-            {"ids", ids},
-            {"state", model::ToString(first.state)},
-            {"project", first.project},
-            {"user", first.user},
-            {"reason", first.reason}});
+  auto array = controller_.SubmitArray(who, body);
+  if (!array.ok()) return SendProblem(res, array.status());
+  SendJson(res, 201, protocol::ToJson(*array));
 }
 
 // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
@@ -152,7 +138,7 @@ void HttpApi::Impl::ListJobs(const Principal& who, const httplib::Request& req,
   if (page->next_before) {
     res.set_header("X-Corral-Next-Before", std::to_string(page->next_before->value()));
   }
-  SendJson(res, 200, page->jobs);
+  SendJson(res, 200, protocol::ToJson(page->jobs));
 }
 
 // A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past

@@ -9,7 +9,7 @@ using nlohmann::json;
 
 void HttpApi::Impl::RegisterNodes(httplib::Server& http) {
   http.Get("/api/v1/nodes", Authed([this](const Principal&, const auto&, auto& res) {
-             SendJson(res, 200, controller_.Nodes());
+             SendJson(res, 200, protocol::ToJson(controller_.Nodes()));
            }));
   http.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
             Authed(

@@ -52,6 +52,8 @@
 #include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
+#include "protocol/api_job.h"
+#include "protocol/api_node.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
@@ -122,13 +124,13 @@ class Controller {
   // --- API -----------------------------------------------------------------------------------
   // Validates, commits, queues one job. Errors: InvalidArgument (names the field; a spec with
   // "array" is for SubmitArray), PermissionDenied (not a member of the project).
-  Result<store::JobRecord> Submit(const Principal& who, const nlohmann::json& spec);
+  // The answer says which of the server's defaults the spec got.
+  Result<protocol::SubmitAnswer> Submit(const Principal& who, const nlohmann::json& spec);
   // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
-  // committed together (all or none, one transaction), then queued; the elements in the order of
-  // the indices, the first one's id being the array's id. Errors: as Submit; InvalidArgument
-  // without "array".
-  Result<std::vector<store::JobRecord>> SubmitArray(const Principal& who,
-                                                    const nlohmann::json& spec);
+  // committed together (all or none, one transaction), then queued; the answer's `array_ids`
+  // are the elements' in the order of the indices, the first one's id being the array's id.
+  // Errors: as Submit; InvalidArgument without "array".
+  Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, const nlohmann::json& spec);
   // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
   // (unknown, or in another project), PermissionDenied (neither the owner nor an admin),
   // FailedPrecondition (already ended).
@@ -139,11 +141,12 @@ class Controller {
   // while stopping the started elements leaves those already stopping so (call again).
   Result<std::vector<JobId>> CancelArray(const Principal& who, JobId array);
   // The job with its events, tasks and, while pending, the pending reason.
-  Result<nlohmann::json> JobView(const Principal& who, JobId id);
+  // Errors: NotFound (unknown, or in another project), Internal (its stored spec is unreadable).
+  Result<protocol::JobView> JobView(const Principal& who, JobId id);
   // One page of ListJobs.
   struct JobPage {
-    nlohmann::json jobs;               // job summaries, newest first
-    std::optional<JobId> next_before;  // set when older jobs match: the next page's `before`
+    std::vector<protocol::JobSummary> jobs;  // newest first
+    std::optional<JobId> next_before;        // set when older jobs match: the next page's `before`
   };
   // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
   // first: at most `limit` (>= 1), only ids below `before` when set, only the elements of
@@ -154,7 +157,7 @@ class Controller {
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
   // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
   // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
-  nlohmann::json Nodes();
+  std::vector<protocol::NodeView> Nodes();
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).
@@ -194,7 +197,7 @@ class Controller {
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------
   // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
-  Result<store::JobRecord> SubmitSession(const Principal& who, nlohmann::json spec);
+  Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, nlohmann::json spec);
   // A session: {"id", "name", "user", "project", "state", "reason", "environment", "node",
   // "address", "port", "path", "idle_timeout_s", "submit_time", "last_activity", "idle_notice"}
   // (docs/sessions.md lists the optional ones) and, for its owner only, "token". Only its owner
@@ -446,7 +449,7 @@ class Controller {
   struct Submission {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
-    std::string defaulted;  // ApplyResourceDefaults' account; "" when nothing was filled in
+    std::vector<protocol::ResourceDefault> defaults;  // what ApplyResourceDefaults filled in
   };
   Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.

@@ -16,12 +16,13 @@ namespace {
 constexpr int kEstimateHorizon = 1000;  // queued jobs that get an estimated start
 
 // A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
-// Its submission event says which of the server's defaults it got (`defaulted`, when any).
+// Its submission event says which of the server's defaults it got (`defaults`, when any).
 store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now,
-                              const std::string& defaulted) {
+                              const std::vector<protocol::ResourceDefault>& defaults) {
   store::JobRecord record;
   // As the store records it ("submitted" when empty), so views agree before and after a restart.
-  record.reason = defaulted.empty() ? "submitted" : "submitted with defaults: " + defaulted;
+  record.reason =
+      defaults.empty() ? "submitted" : "submitted with defaults: " + protocol::ToString(defaults);
   record.name = spec.name;
   record.user = who.name;
   record.project = spec.project;
@@ -39,20 +40,41 @@ Status MayCancel(const Principal& who, const store::JobRecord& record, const std
                           ": only its owner or an admin may cancel it");
 }
 
-// An array element's fields of the job JSON (absent for other jobs).
-void AddArrayFields(const store::JobRecord& record, nlohmann::json& out) {
-  if (!record.array_id) return;
-  out["array_id"] = record.array_id->value();
-  if (record.array_index) out["array_index"] = *record.array_index;
-  if (record.array_max_running) out["array_max_running"] = *record.array_max_running;
+// The job's summary as the store has it (no pending reason, no estimated start).
+protocol::JobSummary SummaryOf(const store::JobRecord& record) {
+  protocol::JobSummary out{.id = record.id,
+                           .name = record.name,
+                           .user = record.user,
+                           .project = record.project,
+                           .state = record.state,
+                           .priority = record.priority,
+                           .submit_time = record.submit_time,
+                           .reason = record.reason};
+  if (record.array_id) {
+    out.array = {*record.array_id, record.array_index, record.array_max_running};
+  }
+  return out;
 }
 
-// A task's allocation in the API's task view: its JSON form with the task's node, as clients
-// (the CLI, the dashboard) have always read it.
-nlohmann::json AllocationView(const store::TaskRecord& t) {
-  nlohmann::json out = model::ToJson(t.allocation);
-  out["node"] = t.node;
-  return out;
+// The scheduler's reason in the API's form.
+protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
+  return {reason.code, reason.message};
+}
+
+// The answer to a submission of `records` (one job, or an array's elements by index).
+protocol::SubmitAnswer AnswerOf(const std::vector<store::JobRecord>& records,
+                                std::vector<protocol::ResourceDefault> defaults, bool array) {
+  const store::JobRecord& first = records.front();
+  protocol::SubmitAnswer answer{.id = first.id,
+                                .state = first.state,
+                                .project = first.project,
+                                .user = first.user,
+                                .reason = first.reason,
+                                .defaults = std::move(defaults)};
+  if (array) {
+    for (const store::JobRecord& r : records) answer.array_ids.push_back(r.id);
+  }
+  return answer;
 }
 
 }  // namespace
@@ -87,7 +109,7 @@ Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
     submission.environment = std::move(env).value();
   }
   // After the environment, which fills in the command and variables (never resources).
-  submission.defaulted = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
+  submission.defaults = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
   return submission;
 }
 
@@ -111,14 +133,14 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   wake_ = true;
 }
 
-Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann::json& json) {
+Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who,
+                                                  const nlohmann::json& json) {
   auto submission = ParseSubmission(who, json);
   if (!submission.ok()) return submission.status();
   if (submission->spec.array) {
     return InvalidArgument("field 'array': an array is submitted with SubmitArray");
   }
-  store::JobRecord record =
-      NewJobRecord(who, submission->spec, clock_.Now(), submission->defaulted);
+  store::JobRecord record = NewJobRecord(who, submission->spec, clock_.Now(), submission->defaults);
   auto id = batcher_.Submit(record);  // commits (group commit) before returning
   if (!id.ok()) return id.status();
   record.id = *id;
@@ -127,11 +149,11 @@ Result<store::JobRecord> Controller::Submit(const Principal& who, const nlohmann
     QueueLocked(record, std::move(submission->spec), std::move(submission->environment));
   }
   changed_.notify_all();
-  return record;
+  return AnswerOf({record}, std::move(submission->defaults), /*array=*/false);
 }
 
-Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& who,
-                                                              const nlohmann::json& json) {
+Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who,
+                                                       const nlohmann::json& json) {
   auto submission = ParseSubmission(who, json);
   if (!submission.ok()) return submission.status();
   const JobSpec& spec = submission->spec;
@@ -141,7 +163,7 @@ Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& w
   std::vector<store::JobRecord> records;
   records.reserve(elements.size());
   for (const ArrayElement& e : elements) {
-    store::JobRecord record = NewJobRecord(who, e.spec, now, submission->defaulted);
+    store::JobRecord record = NewJobRecord(who, e.spec, now, submission->defaults);
     record.array_index = e.index;
     record.array_max_running = spec.array->max_running;
     records.push_back(std::move(record));
@@ -157,7 +179,7 @@ Result<std::vector<store::JobRecord>> Controller::SubmitArray(const Principal& w
     }
   }
   changed_.notify_all();
-  return records;
+  return AnswerOf(records, std::move(submission->defaults), /*array=*/true);
 }
 
 Status Controller::Cancel(const Principal& who, JobId id) {
@@ -228,7 +250,7 @@ Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) 
   return Status::Ok();
 }
 
-Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
+Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
   auto record = store_.GetJob(id);
   if (!record.ok()) return record.status();
   if (!who.CanAccessProject(record->project)) {
@@ -238,50 +260,43 @@ Result<nlohmann::json> Controller::JobView(const Principal& who, JobId id) {
   auto tasks = store_.TasksOfJob(id);
   if (!events.ok()) return events.status();
   if (!tasks.ok()) return tasks.status();
-  nlohmann::json out = {{"id", record->id.value()},
-                        {"name", record->name},
-                        {"user", record->user},
-                        {"project", record->project},
-                        {"state", Name(record->state)},
-                        {"priority", record->priority},
-                        {"restarts", record->restarts},
-                        {"submit_time", record->submit_time.value()},
-                        {"reason", record->reason},
-                        {"spec", nlohmann::json::parse(record->spec_json, nullptr, false)}};
-  auto spec = ParseJobSpec(out["spec"], SpecOrigin::kStored);
-  out["spec"] = WithoutSecrets(out["spec"]);  // a session's token only through the session API
-  AddArrayFields(*record, out);
-  if (record->start_time) out["start_time"] = record->start_time->value();
-  if (record->end_time) out["end_time"] = record->end_time->value();
-  out["events"] = nlohmann::json::array();
-  for (const auto& e : *events) {
-    out["events"].push_back({{"time", e.time.value()},
-                             {"from", e.from_state ? Name(*e.from_state) : ""},
-                             {"to", Name(e.to_state)},
-                             {"reason", e.reason}});
+  auto spec =
+      ParseJobSpec(nlohmann::json::parse(record->spec_json, nullptr, false), SpecOrigin::kStored);
+  if (!spec.ok()) {
+    return Status(StatusCode::kInternal,
+                  "job " + std::to_string(id.value()) +
+                      ": stored spec unreadable: " + spec.status().message());
   }
-  out["tasks"] = nlohmann::json::array();
+  protocol::JobView out{.summary = SummaryOf(*record),
+                        .restarts = record->restarts,
+                        .spec = *spec,
+                        .start_time = record->start_time,
+                        .end_time = record->end_time};
+  // A session's token only through the session API.
+  if (out.spec.session) out.spec.session->token.clear();
+  for (const auto& e : *events) out.events.push_back({e.time, e.from_state, e.to_state, e.reason});
   for (const auto& t : *tasks) {
-    nlohmann::json task = {{"index", t.task_index},      {"allocation_id", t.allocation_id},
-                           {"generation", t.generation}, {"node", t.node},
-                           {"state", Name(t.state)},     {"allocation", AllocationView(t)}};
-    if (t.exit_code) task["exit_code"] = *t.exit_code;
-    if (t.signal) task["signal"] = *t.signal;
-    if (t.end_cause) task["end_cause"] = Name(*t.end_cause);
-    out["tasks"].push_back(task);
+    out.tasks.push_back({.index = t.task_index,
+                         .allocation_id = t.allocation_id,
+                         .generation = t.generation,
+                         .node = t.node,
+                         .state = t.state,
+                         .allocation = t.allocation,
+                         .exit_code = t.exit_code,
+                         .signal = t.signal,
+                         .end_cause = t.end_cause});
   }
   std::lock_guard lock(mu_);
-  if (spec.ok() && !model::IsFinal(record->state)) {
+  if (!model::IsFinal(record->state)) {
     const predict::Prediction p =
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
-    out["predicted_run_s"] = {
-        {"estimate", p.estimate.value()}, {"confidence", p.confidence}, {"basis", p.basis}};
+    out.predicted_run_s = protocol::RuntimePrediction{p.estimate, p.confidence, p.basis};
   }
   if (auto reason = scheduler_->PendingReasonOf(id)) {
-    out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+    out.summary.pending_reason = ReasonOf(*reason);
     const auto& starts = EstimatedStartsLocked();
     if (auto eta = starts.find(id); eta != starts.end() && eta->second) {
-      out["estimated_start"] = eta->second->value();
+      out.summary.estimated_start = *eta->second;
     }
   }
   return out;
@@ -293,7 +308,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
                                                  std::optional<JobId> before,
                                                  std::optional<JobId> array) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
-  JobPage page{nlohmann::json::array(), std::nullopt};
+  JobPage page;
   store::JobFilter filter;
   filter.states = states;
   filter.before = before;
@@ -316,22 +331,12 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
   std::lock_guard lock(mu_);
   const auto& starts = EstimatedStartsLocked();
   for (const auto& j : *jobs) {
-    nlohmann::json row = {{"id", j.id.value()},
-                          {"name", j.name},
-                          {"user", j.user},
-                          {"project", j.project},
-                          {"state", Name(j.state)},
-                          {"priority", j.priority},
-                          {"submit_time", j.submit_time.value()},
-                          {"reason", j.reason}};
-    AddArrayFields(j, row);
-    if (auto reason = scheduler_->PendingReasonOf(j.id)) {
-      row["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
-    }
+    protocol::JobSummary row = SummaryOf(j);
+    if (auto reason = scheduler_->PendingReasonOf(j.id)) row.pending_reason = ReasonOf(*reason);
     if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {
-      row["estimated_start"] = eta->second->value();
+      row.estimated_start = *eta->second;
     }
-    page.jobs.push_back(row);
+    page.jobs.push_back(std::move(row));
   }
   return page;
 }

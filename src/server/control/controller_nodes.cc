@@ -198,60 +198,48 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
                             node.last_heartbeat, node.node_id_hash});
 }
 
-nlohmann::json Controller::Nodes() {
+std::vector<protocol::NodeView> Controller::Nodes() {
   std::lock_guard lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
   const auto& state = scheduler_->state();
   // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
-  std::map<std::string, std::map<int, nlohmann::json>> on_gpu;
+  std::map<std::string, std::map<int, std::vector<protocol::GpuTask>>> on_gpu;
   for (const auto& [id, job] : jobs_) {
     if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
       continue;
     }
     for (const auto& t : job.tasks) {
       for (const model::GpuShare& g : t.allocation.gpus) {
-        nlohmann::json& list = on_gpu[t.node][g.index];
-        list.push_back({{"job", id.value()},
-                        {"task", t.task_index},
-                        {"user", job.record.user},
-                        {"project", job.record.project},
-                        {"milli", g.milli.value()}});
+        on_gpu[t.node][g.index].push_back(
+            {id, t.task_index, job.record.user, job.record.project, g.milli});
       }
     }
   }
+  std::vector<protocol::NodeView> out;
   for (const auto& [name, node] : nodes_) {
-    nlohmann::json row = {{"name", name},
-                          {"state", Name(node.state)},
-                          {"last_heartbeat", node.last_heartbeat.value()},
-                          {"gpu_model", node.inventory.gpu_model},
-                          {"gpus", node.inventory.gpus.size()},
-                          {"cpu_milli", node.inventory.cpu.value()},
-                          {"memory_mib", node.inventory.memory.value()},
-                          {"labels", node.inventory.labels},
-                          {"runtimes", node.inventory.runtimes}};
-    if (!node.inventory.container_engine.empty()) {
-      row["container_engine"] = node.inventory.container_engine;
+    protocol::NodeView row{.name = name,
+                           .state = node.state,
+                           .last_heartbeat = node.last_heartbeat,
+                           .gpu_model = node.inventory.gpu_model,
+                           .gpus = static_cast<int>(node.inventory.gpus.size()),
+                           .cpu = node.inventory.cpu,
+                           .memory = node.inventory.memory,
+                           .labels = node.inventory.labels,
+                           .runtimes = node.inventory.runtimes,
+                           .container_engine = node.inventory.container_engine,
+                           .gpu_metrics_error = node.gpu_metrics_error};
+    if (const sched::NodeIndex n = state.FindNode(name); n >= 0) {
+      const auto& free = state.node(n);
+      row.free = protocol::NodeFree{{free.gpu_free.begin(), free.gpu_free.end()},
+                                    CpuMilli(free.cpu_free),
+                                    MemoryMib(free.memory_free)};
     }
-    if (!node.gpu_metrics_error.empty()) row["gpu_metrics_error"] = node.gpu_metrics_error;
-    const sched::NodeIndex n = state.FindNode(name);
-    if (n >= 0) {
-      row["gpu_free_milli"] = state.node(n).gpu_free;
-      row["cpu_free_milli"] = state.node(n).cpu_free;
-      row["memory_free_mib"] = state.node(n).memory_free;
-    }
-    nlohmann::json gpu_tasks = nlohmann::json::array();
-    const auto tasks = on_gpu.find(name);
-    for (size_t i = 0; i < row["gpus"].get<size_t>(); ++i) {
-      nlohmann::json list = nlohmann::json::array();
-      if (tasks != on_gpu.end()) {
-        if (auto it = tasks->second.find(static_cast<int>(i)); it != tasks->second.end()) {
-          list = it->second;
-        }
+    row.gpu_tasks.resize(row.gpus);
+    if (auto tasks = on_gpu.find(name); tasks != on_gpu.end()) {
+      for (auto& [index, list] : tasks->second) {
+        if (index >= 0 && index < row.gpus) row.gpu_tasks[index] = std::move(list);
       }
-      gpu_tasks.push_back(std::move(list));
     }
-    row["gpu_tasks"] = std::move(gpu_tasks);
-    out.push_back(row);
+    out.push_back(std::move(row));
   }
   return out;
 }

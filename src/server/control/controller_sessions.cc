@@ -68,7 +68,8 @@ constexpr size_t kAppQuestionsAtOnce = 16;
 
 }  // namespace
 
-Result<store::JobRecord> Controller::SubmitSession(const Principal& who, nlohmann::json spec) {
+Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who,
+                                                         nlohmann::json spec) {
   if (!spec.is_object()) return InvalidArgument("job spec: must be a JSON object");
   if (!spec.contains("session")) spec["session"] = nlohmann::json::object();
   return Submit(who, spec);

@@ -96,6 +96,12 @@ class ControllerTest : public ::testing::Test {
     controller_ = std::move(c).value();
   }
 
+  // The job's view in its API form (protocol::ToJson), as clients read it.
+  Result<json> JobJson(const Principal& who, JobId id) {
+    auto view = controller_->JobView(who, id);
+    if (!view.ok()) return view.status();
+    return protocol::ToJson(*view);
+  }
   JobId Submit(const json& spec) {
     auto job = controller_->Submit(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
@@ -243,12 +249,12 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   ASSERT_TRUE(Heartbeat(node, bad, 0).ok());
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
-  for (const json& row : controller_->Nodes()) {
-    if (row["name"] == node) {
-      EXPECT_THAT(row.value("gpu_metrics_error", ""),
+  for (const protocol::NodeView& row : controller_->Nodes()) {
+    if (row.name == node) {
+      EXPECT_THAT(row.gpu_metrics_error,
                   HasSubstr("gpu_metrics: field 'gpus[0].utilization_percent': must be in 0..100"));
     } else {
-      EXPECT_FALSE(row.contains("gpu_metrics_error"));
+      EXPECT_EQ(row.gpu_metrics_error, "");
     }
   }
 }
@@ -447,7 +453,7 @@ TEST_F(ControllerTest, AReportOlderThanOneTakenCannotMarkAJustStartedTaskLost) {
   EXPECT_EQ(StateOf(id), "running");  // not lost
   // A newer whole report that leaves the task out does lose it.
   Beat("a", Numbered(Report(), 4));
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["state"], "failed");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
@@ -594,7 +600,7 @@ TEST_F(ControllerTest, GangFailsEvenWhenAPartNeverLaunched) {
   json launch = Beat("a", Report())["run"][0];
   // Node b has not heartbeated since; task 0 fails on node a.
   Beat("a", Report({TaskReport(launch, "exited", 3)}));
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["state"], "failed");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("exited with code 3"));
@@ -610,7 +616,7 @@ TEST_F(ControllerTest, RunningTaskMissingFromAReportIsLostAndRequeued) {
   Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_EQ(StateOf(id), "running");
   Beat("a", Report());  // the agent no longer knows the task
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_EQ((*view)["restarts"], 1);
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("was lost"));
@@ -680,14 +686,14 @@ TEST_F(ControllerTest, ANodeBackWithOtherCpuAndMemoryKeepsItsJobsWhileTheyFit) {
   more["cpu_milli"] = 128000;
   more["memory_mib"] = 256 * 1024;
   ASSERT_TRUE(RegisterNode("a", kNodeA, more).ok());
-  EXPECT_EQ((*controller_->JobView(alice_, id))["state"], "running");
+  EXPECT_EQ((*JobJson(alice_, id))["state"], "running");
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
   // Back with less CPU than its task holds: the node is replaced, as for any other change.
   json less = Inventory(8);
   less["cpu_milli"] = 8000;
   ASSERT_TRUE(RegisterNode("a", kNodeA, less).ok());
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
 }
@@ -700,13 +706,13 @@ TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
   Beat("a", Report({TaskReport(launch, "running")}));
   // The agent comes back with one GPU fewer.
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(7)).ok());
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
   auto nodes = controller_->Nodes();
   ASSERT_EQ(nodes.size(), 1u);
-  EXPECT_EQ(nodes[0]["gpus"], 7);
-  EXPECT_EQ(nodes[0]["state"], "ready");
+  EXPECT_EQ(nodes[0].gpus, 7);
+  EXPECT_EQ(nodes[0].state, model::NodeState::kReady);
   // The old run is stale on the node and gets a kill.
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
@@ -849,7 +855,7 @@ TEST_F(ControllerTest, CancelOfAStartedJobSurvivesARestart) {
   json answer = Beat("a", Report({TaskReport(launch, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
   Beat("a", Report({TaskReport(launch, "killed", 143)}));
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   EXPECT_EQ((*view)["state"], "cancelled");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("cancelled by alice"));
 }
@@ -893,7 +899,7 @@ TEST_F(ControllerTest, AJobStoppedAtItsTimeLimitEndsTimeout) {
   Beat("a",
        Report({EndedBy(launch, "killed", SIGTERM, "time_limit", "time limit of 60 s reached")}));
   EXPECT_EQ(StateOf(id), "timeout");
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["state"], "timeout");
   EXPECT_EQ((*view)["reason"], "task 0 was killed by signal 15: time limit of 60 s reached");
@@ -904,7 +910,7 @@ TEST_F(ControllerTest, AJobStoppedAtItsTimeLimitEndsTimeout) {
                                       std::nullopt);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->jobs.size(), 1u);
-  EXPECT_EQ(listed->jobs[0]["state"], "timeout");
+  EXPECT_EQ(listed->jobs[0].state, model::JobState::kTimeout);
 }
 
 TEST_F(ControllerTest, AJobKilledByTheOomKillerEndsOom) {
@@ -917,7 +923,7 @@ TEST_F(ControllerTest, AJobKilledByTheOomKillerEndsOom) {
   Beat("a", Report({EndedBy(launch, "exited", SIGKILL, "out_of_memory",
                             "out of memory: killed at its memory limit of 64 MiB")}));
   EXPECT_EQ(StateOf(id), "oom");
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("killed at its memory limit"));
   EXPECT_EQ((*view)["tasks"][0]["end_cause"], "out_of_memory");
@@ -951,7 +957,7 @@ TEST_F(ControllerTest, ATaskStoppedAtItsTimeLimitThatExitsZeroEndsTimeout) {
   ended["message"] = "time limit of 60 s reached";
   Beat("a", Report({ended}));
   EXPECT_EQ(StateOf(id), "timeout");
-  EXPECT_EQ((*controller_->JobView(alice_, id))["reason"],
+  EXPECT_EQ((*JobJson(alice_, id))["reason"],
             "task 0 was stopped and exited with code 0: time limit of 60 s reached");
 }
 
@@ -1047,7 +1053,7 @@ TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
   for (int i = 0; i < 400; ++i) note += "\u00e9";  // 'é', two bytes each: 800 bytes
   ended["message"] = note;
   Beat("a", Report({ended}));
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["state"], "failed");
   EXPECT_NO_THROW((void)view->dump());  // strict UTF-8: throws on a split character
@@ -1074,7 +1080,7 @@ TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
   answer = Beat("a", Report({TaskReport(on_a, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
   Beat("a", Report({TaskReport(on_a, "killed", 143)}));
-  auto view = controller_->JobView(alice_, gang);
+  auto view = JobJson(alice_, gang);
   EXPECT_EQ((*view)["state"], "lost");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("node b lost"));
   controller_->Tick();
@@ -1114,7 +1120,7 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
   EXPECT_EQ(StateOf(owner), "starting");
   int preempted = 0;
   for (JobId id : borrowed) {
-    auto view = controller_->JobView(alice_, id);
+    auto view = JobJson(alice_, id);
     if ((*view)["state"] != "pending") continue;
     ++preempted;
     EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("preempted for job"));
@@ -1208,7 +1214,7 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   EXPECT_EQ((*queue)[0]["position"], 1);
   EXPECT_EQ((*queue)[0]["estimated_start"], 1000 + 100);  // when the running job's limit ends
   EXPECT_FALSE((*queue)[0]["pending_reason"]["code"].get<std::string>().empty());
-  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100);
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
   EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
   (void)running;
 }
@@ -1231,16 +1237,16 @@ TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
   Beat("a", Report({TaskReport(launch, "running")}));
-  auto view = controller_->JobView(alice_, running);
+  auto view = JobJson(alice_, running);
   EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 50);
   EXPECT_EQ((*view)["predicted_run_s"]["basis"], "user+similar-name");
   const JobId waiting = Submit(spec);
   controller_->Tick();
   // The running job started at t=1100 and is expected to take 50 s.
-  EXPECT_EQ((*controller_->JobView(alice_, waiting))["estimated_start"], 1100 + 50);
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100 + 50);
   // A restarted server learns again from the store.
   Restart();
-  EXPECT_EQ((*controller_->JobView(alice_, waiting))["predicted_run_s"]["estimate"], 50);
+  EXPECT_EQ((*JobJson(alice_, waiting))["predicted_run_s"]["estimate"], 50);
 }
 
 }  // namespace
@@ -1346,7 +1352,7 @@ TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
   EXPECT_THAT(refused.status().message(), HasSubstr("address"));
   inventory["labels"] = {{"rack", "r0"}};
   ASSERT_TRUE(RegisterNode("a", kNodeA, inventory).ok());
-  EXPECT_EQ(controller_->Nodes()[0]["labels"], json({{"rack", "r0"}}));
+  EXPECT_EQ(controller_->Nodes()[0].labels, (std::map<std::string, std::string>{{"rack", "r0"}}));
 }
 
 TEST_F(ControllerTest, MpiJobEndsWithPartZero) {
@@ -1395,31 +1401,25 @@ json ArrayJobSpec(int gpus, const std::vector<int>& indices, int max_running = 0
   return spec;
 }
 
-std::vector<JobId> IdsOf(const std::vector<store::JobRecord>& jobs) {
-  std::vector<JobId> ids;
-  for (const auto& j : jobs) ids.push_back(j.id);
-  return ids;
-}
-
 TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   json spec = ArrayJobSpec(1, {0, 5, 7}, 2);
   spec["env"] = {{"SEED", "1"}, {"LR", "1"}};
   spec["array"]["env"] = json::array({json{{"LR", "0.1"}}, json::object(), json{{"B", "64"}}});
   auto jobs = controller_->SubmitArray(alice_, spec);
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-  ASSERT_EQ(jobs->size(), 3u);
-  const JobId array = (*jobs)[0].id;
+  ASSERT_EQ(jobs->array_ids.size(), 3u);
+  const JobId array = jobs->array_ids[0];
   const std::vector<std::map<std::string, std::string>> envs = {
       {{"SEED", "1"}, {"LR", "0.1"}},
       {{"SEED", "1"}, {"LR", "1"}},
       {{"SEED", "1"}, {"LR", "1"}, {"B", "64"}}};
-  for (size_t i = 0; i < jobs->size(); ++i) {
-    auto stored = store_->GetJob((*jobs)[i].id);
+  for (size_t i = 0; i < jobs->array_ids.size(); ++i) {
+    auto stored = store_->GetJob(jobs->array_ids[i]);
     ASSERT_TRUE(stored.ok());
     EXPECT_EQ(stored->array_id, array);
     EXPECT_EQ(stored->array_index, (std::vector<int>{0, 5, 7})[i]);
     EXPECT_EQ(stored->array_max_running, 2);
-    json view = *controller_->JobView(alice_, (*jobs)[i].id);
+    json view = *JobJson(alice_, jobs->array_ids[i]);
     EXPECT_EQ(view["array_id"], array.value());
     EXPECT_EQ(view["array_index"], (std::vector<int>{0, 5, 7})[i]);
     EXPECT_FALSE(view["spec"].contains("array"));  // each element is an ordinary job
@@ -1428,8 +1428,8 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   auto listed = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, array);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->jobs.size(), 3u);
-  EXPECT_EQ(listed->jobs[0]["array_index"], 7);  // newest first
-  EXPECT_EQ(listed->jobs[2]["array_id"], array.value());
+  EXPECT_EQ(listed->jobs[0].array->index, 7);  // newest first
+  EXPECT_EQ(listed->jobs[2].array->array_id, array);
 
   // Every bad array is refused whole, naming the field; nothing is stored.
   const size_t stored = store_->ListJobs({.limit = 0})->size();
@@ -1470,45 +1470,45 @@ TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-  const JobId array = (*jobs)[0].id;
+  const JobId array = jobs->array_ids[0];
   const JobId plain = Submit(Spec(1));
   controller_->Tick();
   json answer = Beat("a", Report());
   ASSERT_EQ(answer["run"].size(), 3u);  // two elements and the plain job
   std::map<int64_t, json> launches;     // by job id
   for (const json& launch : answer["run"]) launches[launch["job_id"].get<int64_t>()] = launch;
-  EXPECT_EQ(launches[(*jobs)[0].id.value()]["array_index"], 3);
-  EXPECT_EQ(launches[(*jobs)[1].id.value()]["array_index"], 1);
+  EXPECT_EQ(launches[jobs->array_ids[0].value()]["array_index"], 3);
+  EXPECT_EQ(launches[jobs->array_ids[1].value()]["array_index"], 1);
   EXPECT_FALSE(launches[plain.value()].contains("array_index"));
-  json waiting = *controller_->JobView(alice_, (*jobs)[2].id);
+  json waiting = *JobJson(alice_, jobs->array_ids[2]);
   EXPECT_EQ(waiting["pending_reason"]["code"], "array_limit");
   EXPECT_EQ(waiting["pending_reason"]["message"],
             "array " + std::to_string(array.value()) + " has max_running 2 running");
   // A restarted server keeps the limit: the running elements are adopted and count.
   Restart();
   controller_->Tick();
-  EXPECT_TRUE(Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "running"),
-                                TaskReport(launches[(*jobs)[1].id.value()], "running"),
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launches[jobs->array_ids[0].value()], "running"),
+                                TaskReport(launches[jobs->array_ids[1].value()], "running"),
                                 TaskReport(launches[plain.value()], "running")}))["run"]
                   .empty());
-  EXPECT_EQ(StateOf((*jobs)[2].id), "pending");
+  EXPECT_EQ(StateOf(jobs->array_ids[2]), "pending");
   // One element ends: the next one (in index order given) starts, with its index.
-  Beat("a", Report({TaskReport(launches[(*jobs)[0].id.value()], "exited", 0),
-                    TaskReport(launches[(*jobs)[1].id.value()], "running")}));
-  EXPECT_EQ(StateOf((*jobs)[0].id), "succeeded");
+  Beat("a", Report({TaskReport(launches[jobs->array_ids[0].value()], "exited", 0),
+                    TaskReport(launches[jobs->array_ids[1].value()], "running")}));
+  EXPECT_EQ(StateOf(jobs->array_ids[0]), "succeeded");
   controller_->Tick();
-  json next = Beat("a", Report({TaskReport(launches[(*jobs)[1].id.value()], "running")}));
+  json next = Beat("a", Report({TaskReport(launches[jobs->array_ids[1].value()], "running")}));
   ASSERT_EQ(next["run"].size(), 1u);
-  EXPECT_EQ(next["run"][0]["job_id"], (*jobs)[2].id.value());
+  EXPECT_EQ(next["run"][0]["job_id"], jobs->array_ids[2].value());
   EXPECT_EQ(next["run"][0]["array_index"], 4);
-  EXPECT_EQ(StateOf((*jobs)[3].id), "pending");
+  EXPECT_EQ(StateOf(jobs->array_ids[3]), "pending");
 }
 
 TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-  const std::vector<JobId> ids = IdsOf(*jobs);
+  const std::vector<JobId> ids = jobs->array_ids;
   const JobId array = ids[0];
   controller_->Tick();
   json launch = Beat("a", Report())["run"][0];
@@ -1554,11 +1554,11 @@ TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   auto other = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1}));
   ASSERT_TRUE(other.ok());
   const Principal admin{bob_.user_id, "root", true, {}};
-  auto by_admin = controller_->CancelArray(admin, (*other)[0].id);
+  auto by_admin = controller_->CancelArray(admin, other->array_ids[0]);
   ASSERT_TRUE(by_admin.ok()) << by_admin.status().ToString();
-  EXPECT_EQ(*by_admin, IdsOf(*other));
-  EXPECT_EQ(StateOf((*other)[1].id), "cancelled");
-  EXPECT_EQ(store_->JobEvents((*other)[1].id)->back().reason, "cancelled by root");
+  EXPECT_EQ(*by_admin, other->array_ids);
+  EXPECT_EQ(StateOf(other->array_ids[1]), "cancelled");
+  EXPECT_EQ(store_->JobEvents(other->array_ids[1])->back().reason, "cancelled by root");
 }
 
 // --- Environments (docs/environments.md) ------------------------------------------------------
@@ -1649,7 +1649,7 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
   EXPECT_TRUE(Beat("a", Report())["run"].empty());
-  auto view = controller_->JobView(alice_, id);
+  auto view = JobJson(alice_, id);
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["pending_reason"]["code"], "no_runtime");
   EXPECT_THAT((*view)["pending_reason"]["message"].get<std::string>(),
@@ -1677,7 +1677,7 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
                   .ok());
   const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
   controller_->Tick();
-  auto big_view = controller_->JobView(alice_, big);
+  auto big_view = JobJson(alice_, big);
   ASSERT_TRUE(big_view.ok());
   EXPECT_EQ((*big_view)["pending_reason"]["code"], "never_fits");
 }
@@ -1849,14 +1849,14 @@ TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
 TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   StartSession();
   const std::string token = Token();
-  auto job = controller_->JobView(alice_, id_);
+  auto job = JobJson(alice_, id_);
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->dump().find(token), std::string::npos);
   EXPECT_TRUE((*job)["spec"]["session"].is_object());
   auto page = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, std::nullopt);
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
-  EXPECT_EQ(page->jobs.dump().find(token), std::string::npos);
+  EXPECT_EQ(protocol::ToJson(page->jobs).dump().find(token), std::string::npos);
   EXPECT_EQ(controller_->QueueView(alice_, 10)->dump().find(token), std::string::npos);
   // Another member of the project: as if there were no session.
   EXPECT_EQ(controller_->SessionView(bob_, id_).status().code(), StatusCode::kNotFound);
@@ -2194,7 +2194,7 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
       Beat("a", Report({TaskReport(launches[0], "running"), TaskReport(launches[1], "running")}));
   EXPECT_TRUE(answer["run"].empty()) << answer.dump();
   EXPECT_TRUE(answer["kill"].empty()) << answer.dump();
-  auto view = controller_->JobView(alice_, gang);
+  auto view = JobJson(alice_, gang);
   ASSERT_TRUE(view.ok()) << view.status().ToString();
   EXPECT_EQ((*view)["state"], "running");
   const json& allocation = (*view)["tasks"][1]["allocation"];

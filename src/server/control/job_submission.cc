@@ -8,36 +8,35 @@
 
 namespace corral::server {
 
-std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec) {
-  std::vector<std::string> filled;
+std::vector<protocol::ResourceDefault> ApplyResourceDefaults(const ResourceDefaults& defaults,
+                                                             JobSpec& spec) {
+  std::vector<protocol::ResourceDefault> filled;
   model::TaskResources& r = spec.resources;
   if (!spec.cpu_given) {
     if (r.gpus.value() == 0) {
       r.cpu = CpuMilli(kDefaultCpusPerProc * 1000 * spec.procs_per_node);
-      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
-                       std::to_string(kDefaultCpusPerProc) +
-                       " CPU per process, as the job asks no GPU)");
+      filled.push_back(
+          {"resources.cpu_milli", r.cpu.value(),
+           std::to_string(kDefaultCpusPerProc) + " CPU per process, as the job asks no GPU"});
     } else if (defaults.cpus_per_gpu > 0) {
       // TotalMilli is gpus × gpu_milli: a share of one GPU gets its share of the CPUs.
       r.cpu = CpuMilli(defaults.cpus_per_gpu * r.TotalMilli().value());
-      filled.push_back("resources.cpu_milli " + std::to_string(r.cpu.value()) + " (" +
-                       std::to_string(defaults.cpus_per_gpu) +
-                       " CPUs per GPU: the server's --default-cpus-per-gpu)");
+      filled.push_back({"resources.cpu_milli", r.cpu.value(),
+                        std::to_string(defaults.cpus_per_gpu) +
+                            " CPUs per GPU: the server's --default-cpus-per-gpu"});
     }
     spec.cpu_given = true;
   }
   if (!spec.memory_given) {
     if (defaults.memory_per_cpu.value() > 0 && r.cpu.value() > 0) {
       r.memory = MemoryMib((defaults.memory_per_cpu.value() * r.cpu.value() + 999) / 1000);
-      filled.push_back("resources.memory_mib " + std::to_string(r.memory.value()) + " (" +
-                       std::to_string(defaults.memory_per_cpu.value()) +
-                       " MiB per CPU: the server's --default-memory-per-cpu-mib)");
+      filled.push_back({"resources.memory_mib", r.memory.value(),
+                        std::to_string(defaults.memory_per_cpu.value()) +
+                            " MiB per CPU: the server's --default-memory-per-cpu-mib"});
     }
     spec.memory_given = true;
   }
-  std::string text;
-  for (const std::string& f : filled) text += (text.empty() ? "" : "; ") + f;
-  return text;
+  return filled;
 }
 
 Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec) {

@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/units.h"
 #include "model/job.h"
+#include "protocol/api_job.h"
 #include "protocol/job_spec.h"
 #include "server/control/environment.h"
 #include "store/store.h"
@@ -24,7 +26,6 @@ using protocol::JobSpec;
 using protocol::ParseJobSpec;
 using protocol::PortsOf;
 using protocol::SpecOrigin;
-using protocol::WithoutSecrets;
 
 // The CPUs per process of a job without GPUs that asks none, as Slurm gives each task one.
 inline constexpr int64_t kDefaultCpusPerProc = 1;
@@ -45,10 +46,11 @@ struct ResourceDefaults {
 //    milli-CPU per task (none when cpus_per_gpu is 0).
 //  - memory: memory_per_cpu per CPU of the task's CPU request (asked or defaulted), rounded up
 //    to a whole MiB; none when memory_per_cpu is 0.
-// Returns what it filled in, for the submitter (the job's submission event): "resources.
-// cpu_milli 1000 (1 CPU per process, no GPUs asked)" and the like, joined by "; "; "" when the
-// spec asked everything.
-std::string ApplyResourceDefaults(const ResourceDefaults& defaults, JobSpec& spec);
+// Returns what it filled in, for the submitter (the submission's answer, and as text
+// protocol::ToString its submission event): {"resources.cpu_milli", 1000, "1 CPU per process, as
+// the job asks no GPU"} and the like; none when the spec asked everything.
+std::vector<protocol::ResourceDefault> ApplyResourceDefaults(const ResourceDefaults& defaults,
+                                                             JobSpec& spec);
 
 // Makes `spec` use version `version` of environment `env`: "environment" becomes
 // "NAME@VERSION", an empty command the environment's command, and the environment's variables go

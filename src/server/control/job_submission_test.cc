@@ -22,7 +22,7 @@ using protocol::spec_testing::Spec;
 std::pair<model::TaskResources, std::string> Effective(const json& spec,
                                                        const ResourceDefaults& defaults = {}) {
   JobSpec parsed = Parse(spec);
-  std::string filled = ApplyResourceDefaults(defaults, parsed);
+  const std::string filled = protocol::ToString(ApplyResourceDefaults(defaults, parsed));
   return {parsed.resources, filled};
 }
 
@@ -41,7 +41,7 @@ ResourceDefaults MemoryPerCpu(int64_t mib) {
 TEST(ToModelJobTest, TheSchedulerSeesThePartsAndWhatEachAsks) {
   // A gang of 3 parts, 4 ranks each, 2 CPUs per rank: 8 CPUs per part.
   JobSpec spec = Parse(Spec({{"gpus", 4}, {"cpus", 2}}, 4, 3));
-  EXPECT_EQ(ApplyResourceDefaults(CpusPerGpu(16), spec), "");  // asked: no default
+  EXPECT_TRUE(ApplyResourceDefaults(CpusPerGpu(16), spec).empty());  // asked: no default
   EXPECT_EQ(ToModelJob(spec, store::JobRecord{}).resources.cpu, CpuMilli(8000));
   EXPECT_EQ(ToModelJob(spec, store::JobRecord{}).tasks, 3);
 }
@@ -99,7 +99,7 @@ TEST(ResourceDefaultsTest, EveryArrayElementGetsThem) {
   json spec = Spec(json::object());
   spec["array"] = {{"indices", {0, 1, 2}}};
   JobSpec parsed = Parse(spec);
-  ASSERT_NE(ApplyResourceDefaults(MemoryPerCpu(512), parsed), "");
+  ASSERT_FALSE(ApplyResourceDefaults(MemoryPerCpu(512), parsed).empty());
   for (const ArrayElement& e : ArrayElements(parsed)) {
     EXPECT_EQ(e.spec.resources.cpu, CpuMilli(1000)) << e.index;
     EXPECT_EQ(e.spec.resources.memory, MemoryMib(512)) << e.index;
@@ -108,20 +108,20 @@ TEST(ResourceDefaultsTest, EveryArrayElementGetsThem) {
 
 TEST(ResourceDefaultsTest, AStoredSpecHoldsTheEffectiveRequestAndIsNeverDefaultedAgain) {
   JobSpec spec = Parse(Spec({{"cpus", 2}}, 2));
-  ApplyResourceDefaults(MemoryPerCpu(100), spec);
+  (void)ApplyResourceDefaults(MemoryPerCpu(100), spec);
   const json stored = ToJson(spec);
   EXPECT_EQ(stored["resources"]["cpu_milli"], 4000);
   EXPECT_EQ(stored["resources"]["memory_mib"], 400);
   EXPECT_FALSE(stored["resources"].contains("cpus"));
   auto again = ParseJobSpec(stored, SpecOrigin::kStored);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
-  EXPECT_EQ(ApplyResourceDefaults(MemoryPerCpu(7), *again), "");
+  EXPECT_TRUE(ApplyResourceDefaults(MemoryPerCpu(7), *again).empty());
   EXPECT_EQ(again->resources, spec.resources);
   // A CPU-only job stored before the defaults existed keeps asking 0.
   json old = ToJson(Parse(Spec({{"cpu_milli", 0}, {"memory_mib", 0}})));
   auto kept = ParseJobSpec(old, SpecOrigin::kStored);
   ASSERT_TRUE(kept.ok());
-  EXPECT_EQ(ApplyResourceDefaults({}, *kept), "");
+  EXPECT_TRUE(ApplyResourceDefaults({}, *kept).empty());
   EXPECT_EQ(kept->resources.cpu, CpuMilli(0));
 }
 
@@ -160,25 +160,29 @@ TEST_F(SubmittedDefaultsTest, ACpuOnlyArrayRunsAsManyElementsAsTheNodeHasCpus) {
   ASSERT_TRUE(controller_->RegisterNode(node).ok());
   json spec = Spec(json::object());
   spec["array"] = {{"indices", {0, 1, 2, 3, 4}}};
-  auto jobs = controller_->SubmitArray(alice_, spec);
-  ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
-  for (const store::JobRecord& job : *jobs) {
-    EXPECT_EQ(job.reason,
-              "submitted with defaults: resources.cpu_milli 1000 (1 CPU per process, as the job "
-              "asks no GPU); resources.memory_mib 256 (256 MiB per CPU: the server's "
-              "--default-memory-per-cpu-mib)");
-  }
+  auto array = controller_->SubmitArray(alice_, spec);
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  const std::string reason =
+      "submitted with defaults: resources.cpu_milli 1000 (1 CPU per process, as the job "
+      "asks no GPU); resources.memory_mib 256 (256 MiB per CPU: the server's "
+      "--default-memory-per-cpu-mib)";
+  EXPECT_EQ(array->reason, reason);
+  EXPECT_EQ(array->defaults,
+            (std::vector<protocol::ResourceDefault>{
+                {"resources.cpu_milli", 1000, "1 CPU per process, as the job asks no GPU"},
+                {"resources.memory_mib", 256,
+                 "256 MiB per CPU: the server's --default-memory-per-cpu-mib"}}));
   controller_->Tick();
   int started = 0, waiting_for_cpu = 0;
-  for (const store::JobRecord& job : *jobs) {
-    auto view = controller_->JobView(alice_, job.id);
+  for (JobId id : array->array_ids) {
+    auto view = controller_->JobView(alice_, id);
     ASSERT_TRUE(view.ok()) << view.status().ToString();
-    EXPECT_EQ((*view)["spec"]["resources"]["cpu_milli"], 1000);
-    EXPECT_EQ((*view)["spec"]["resources"]["memory_mib"], 256);
-    EXPECT_EQ((*view)["events"][0]["reason"], job.reason);
-    if ((*view)["state"] != "pending") {
+    EXPECT_EQ(view->spec.resources.cpu, CpuMilli(1000));
+    EXPECT_EQ(view->spec.resources.memory, MemoryMib(256));
+    EXPECT_EQ(view->events[0].reason, reason);
+    if (view->summary.state != model::JobState::kPending) {
       ++started;
-    } else if ((*view)["pending_reason"]["code"] == "insufficient_cpu_memory") {
+    } else if (view->summary.pending_reason->code == "insufficient_cpu_memory") {
       ++waiting_for_cpu;
     }
   }
@@ -190,6 +194,7 @@ TEST_F(SubmittedDefaultsTest, AJobThatAsksEverythingIsSubmittedPlainly) {
   auto job = controller_->Submit(alice_, Spec({{"cpus", 1}, {"memory_mib", 64}}));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->reason, "submitted");
+  EXPECT_TRUE(job->defaults.empty());
   EXPECT_EQ(store_->GetJob(job->id)->reason, "submitted");
 }
 

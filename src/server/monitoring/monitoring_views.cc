@@ -23,7 +23,7 @@ Principal Everyone() {
 std::string MetricsText(Controller& controller, Seconds now) {
   MetricsSnapshot s;
   s.summary = controller.ClusterSummary();
-  s.nodes = controller.Nodes();
+  s.nodes = protocol::ToJson(controller.Nodes());
   auto projects = controller.ProjectsView(Everyone());
   s.projects = projects.ok() ? *projects : nlohmann::json::array();
   s.gpus = controller.Gpus().Gpus();

@@ -1,0 +1,307 @@
+#include "protocol/api_job.h"
+
+#include <nlohmann/json.hpp>
+
+#include "common/json_fields.h"
+#include "protocol/api_lists.h"
+
+namespace corral::protocol {
+namespace {
+
+using api_internal::ListJson;
+using api_internal::ReadList;
+using nlohmann::json;
+
+constexpr int64_t kMaxTasks = 1000000;
+constexpr size_t kMaxItems = 1000000;  // events, tasks, defaults, ids of one answer
+
+// An enum field read by its parser (model::ParseJobState and the like), which names the field.
+template <typename T>
+Status ReadEnum(const FieldReader& r, const char* field, bool required,
+                Result<T> (*parse)(std::string_view, std::string_view), std::optional<T>& out) {
+  std::string name;
+  CORRAL_RETURN_IF_ERROR(r.String(field, required, name));
+  if (r.Find(field) == nullptr) return Status::Ok();
+  auto value = parse(name, r.Path(field));
+  CORRAL_RETURN_IF_ERROR(r.Within(value.status()));
+  out = *value;
+  return Status::Ok();
+}
+
+Status ReadSeconds(const FieldReader& r, const char* field, std::optional<Seconds>& out) {
+  std::optional<int64_t> v;
+  CORRAL_RETURN_IF_ERROR(r.OptionalInt64(field, v, 0));
+  if (v) out = Seconds(*v);
+  return Status::Ok();
+}
+
+Status ReadId(const FieldReader& r, const char* field, JobId& out) {
+  int64_t v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int(field, true, v, 1));
+  out = JobId(v);
+  return Status::Ok();
+}
+
+json PendingReasonJson(const PendingReason& p) {
+  return {{"code", p.code}, {"message", p.message}};
+}
+
+Status ReadPendingReason(const FieldReader& r, std::optional<PendingReason>& out) {
+  return r.Object("pending_reason", false, [&](const FieldReader& p) {
+    PendingReason reason;
+    CORRAL_RETURN_IF_ERROR(p.String("code", true, reason.code));
+    CORRAL_RETURN_IF_ERROR(p.String("message", true, reason.message));
+    out = std::move(reason);
+    return Status::Ok();
+  });
+}
+
+Result<JobSummary> ReadSummary(const FieldReader& r) {
+  JobSummary j;
+  CORRAL_RETURN_IF_ERROR(ReadId(r, "id", j.id));
+  CORRAL_RETURN_IF_ERROR(r.String("name", true, j.name));
+  CORRAL_RETURN_IF_ERROR(r.String("user", true, j.user));
+  CORRAL_RETURN_IF_ERROR(r.String("project", true, j.project));
+  std::optional<model::JobState> state;
+  CORRAL_RETURN_IF_ERROR(ReadEnum(r, "state", true, model::ParseJobState, state));
+  j.state = *state;
+  CORRAL_RETURN_IF_ERROR(r.RequiredInt("priority", j.priority));
+  std::optional<Seconds> submit;
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "submit_time", submit));
+  if (!submit) return r.Bad("submit_time", "is required");
+  j.submit_time = *submit;
+  CORRAL_RETURN_IF_ERROR(r.String("reason", true, j.reason));
+  if (r.Find("array_id") != nullptr) {
+    ArrayMembership array;
+    CORRAL_RETURN_IF_ERROR(ReadId(r, "array_id", array.array_id));
+    CORRAL_RETURN_IF_ERROR(r.OptionalInt("array_index", array.index, 0));
+    CORRAL_RETURN_IF_ERROR(r.OptionalInt("array_max_running", array.max_running, 1));
+    j.array = array;
+  }
+  CORRAL_RETURN_IF_ERROR(ReadPendingReason(r, j.pending_reason));
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "estimated_start", j.estimated_start));
+  return j;
+}
+
+json EventJson(const JobEvent& e) {
+  return {{"time", e.time.value()},
+          {"from", e.from ? std::string(model::ToString(*e.from)) : ""},
+          {"to", model::ToString(e.to)},
+          {"reason", e.reason}};
+}
+
+Result<JobEvent> ReadEvent(const FieldReader& r) {
+  JobEvent e;
+  std::optional<Seconds> time;
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "time", time));
+  if (!time) return r.Bad("time", "is required");
+  e.time = *time;
+  std::string from;
+  CORRAL_RETURN_IF_ERROR(r.String("from", true, from));
+  if (!from.empty())
+    CORRAL_RETURN_IF_ERROR(ReadEnum(r, "from", true, model::ParseJobState, e.from));
+  std::optional<model::JobState> to;
+  CORRAL_RETURN_IF_ERROR(ReadEnum(r, "to", true, model::ParseJobState, to));
+  e.to = *to;
+  CORRAL_RETURN_IF_ERROR(r.String("reason", true, e.reason));
+  return e;
+}
+
+json TaskJson(const TaskView& t) {
+  json allocation = model::ToJson(t.allocation);
+  allocation["node"] = t.node;
+  json out = {{"index", t.index},
+              {"allocation_id", t.allocation_id},
+              {"generation", t.generation},
+              {"node", t.node},
+              {"state", model::ToString(t.state)},
+              {"allocation", std::move(allocation)}};
+  if (t.exit_code) out["exit_code"] = *t.exit_code;
+  if (t.signal) out["signal"] = *t.signal;
+  if (t.end_cause) out["end_cause"] = model::ToString(*t.end_cause);
+  return out;
+}
+
+Result<TaskView> ReadTask(const FieldReader& r) {
+  TaskView t;
+  int64_t v = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("index", true, v, 0, kMaxTasks));
+  t.index = static_cast<int>(v);
+  CORRAL_RETURN_IF_ERROR(r.Int("allocation_id", true, t.allocation_id, 0));
+  CORRAL_RETURN_IF_ERROR(r.Int("generation", true, t.generation, 0));
+  CORRAL_RETURN_IF_ERROR(r.String("node", true, t.node));
+  std::optional<model::TaskState> state;
+  CORRAL_RETURN_IF_ERROR(ReadEnum(r, "state", true, model::ParseTaskState, state));
+  t.state = *state;
+  const json* allocation = r.Find("allocation");
+  if (allocation == nullptr) return r.Bad("allocation", "is required");
+  auto parsed = model::AllocationFromJson(*allocation);
+  if (!parsed.ok()) return r.Bad("allocation", parsed.status().message());
+  t.allocation = std::move(parsed).value();
+  CORRAL_RETURN_IF_ERROR(r.OptionalInt("exit_code", t.exit_code));
+  CORRAL_RETURN_IF_ERROR(r.OptionalInt("signal", t.signal, 0));
+  CORRAL_RETURN_IF_ERROR(ReadEnum(r, "end_cause", false, model::ParseTaskEndCause, t.end_cause));
+  return t;
+}
+
+json DefaultJson(const ResourceDefault& d) {
+  return {{"field", d.field}, {"value", d.value}, {"why", d.why}};
+}
+
+Result<ResourceDefault> ReadDefault(const FieldReader& r) {
+  ResourceDefault d;
+  CORRAL_RETURN_IF_ERROR(r.String("field", true, d.field));
+  CORRAL_RETURN_IF_ERROR(r.Int("value", true, d.value, 0));
+  CORRAL_RETURN_IF_ERROR(r.String("why", true, d.why));
+  return d;
+}
+
+// The items of the array `field` (required), each read by `read`.
+template <typename T>
+Status ReadItems(const FieldReader& r, const char* field, Result<T> (*read)(const FieldReader&),
+                 std::vector<T>& out) {
+  return r.Objects(field, true, kMaxItems, [&](const FieldReader& item, size_t) {
+    auto value = read(item);
+    if (!value.ok()) return value.status();
+    out.push_back(std::move(value).value());
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+std::string ToString(const std::vector<ResourceDefault>& defaults) {
+  std::string text;
+  for (const ResourceDefault& d : defaults) {
+    text +=
+        (text.empty() ? "" : "; ") + d.field + " " + std::to_string(d.value) + " (" + d.why + ")";
+  }
+  return text;
+}
+
+json ToJson(const JobSummary& j) {
+  json out = {{"id", j.id.value()},
+              {"name", j.name},
+              {"user", j.user},
+              {"project", j.project},
+              {"state", model::ToString(j.state)},
+              {"priority", j.priority},
+              {"submit_time", j.submit_time.value()},
+              {"reason", j.reason}};
+  if (j.array) {
+    out["array_id"] = j.array->array_id.value();
+    if (j.array->index) out["array_index"] = *j.array->index;
+    if (j.array->max_running) out["array_max_running"] = *j.array->max_running;
+  }
+  if (j.pending_reason) out["pending_reason"] = PendingReasonJson(*j.pending_reason);
+  if (j.estimated_start) out["estimated_start"] = j.estimated_start->value();
+  return out;
+}
+
+json ToJson(const std::vector<JobSummary>& jobs) {
+  return ListJson(jobs, [](const JobSummary& j) { return ToJson(j); });
+}
+
+json ToJson(const JobView& j) {
+  json out = ToJson(j.summary);
+  out["restarts"] = j.restarts;
+  out["spec"] = ToJson(j.spec);
+  if (j.start_time) out["start_time"] = j.start_time->value();
+  if (j.end_time) out["end_time"] = j.end_time->value();
+  out["events"] = ListJson(j.events, EventJson);
+  out["tasks"] = ListJson(j.tasks, TaskJson);
+  if (j.predicted_run_s) {
+    out["predicted_run_s"] = {{"estimate", j.predicted_run_s->estimate.value()},
+                              {"confidence", j.predicted_run_s->confidence},
+                              {"basis", j.predicted_run_s->basis}};
+  }
+  return out;
+}
+
+json ToJson(const SubmitAnswer& a) {
+  json out = {{"state", model::ToString(a.state)},
+              {"project", a.project},
+              {"user", a.user},
+              {"reason", a.reason},
+              {"defaults", ListJson(a.defaults, DefaultJson)}};
+  if (a.array_ids.empty()) {
+    out["id"] = a.id.value();
+  } else {
+    out["array_id"] = a.id.value();
+    out["ids"] = ListJson(a.array_ids, [](JobId id) { return id.value(); });
+  }
+  return out;
+}
+
+Result<JobSummary> ParseJobSummary(const json& json) {
+  auto r = ReadObject(json, "job");
+  if (!r.ok()) return r.status();
+  return ReadSummary(*r);
+}
+
+Result<std::vector<JobSummary>> ParseJobSummaries(const json& json) {
+  return ReadList<JobSummary>(json, "jobs", ReadSummary);
+}
+
+Result<JobView> ParseJobView(const json& json) {
+  auto r = ReadObject(json, "job");
+  if (!r.ok()) return r.status();
+  JobView j;
+  auto summary = ReadSummary(*r);
+  if (!summary.ok()) return summary.status();
+  j.summary = std::move(summary).value();
+  CORRAL_RETURN_IF_ERROR(r->RequiredInt("restarts", j.restarts));
+  const nlohmann::json* spec = r->Find("spec");
+  if (spec == nullptr) return r->Bad("spec", "is required");
+  auto parsed = ParseJobSpec(*spec, SpecOrigin::kShown);
+  if (!parsed.ok()) return r->Bad("spec", parsed.status().message());
+  j.spec = std::move(parsed).value();
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(*r, "start_time", j.start_time));
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(*r, "end_time", j.end_time));
+  CORRAL_RETURN_IF_ERROR(ReadItems(*r, "events", ReadEvent, j.events));
+  CORRAL_RETURN_IF_ERROR(ReadItems(*r, "tasks", ReadTask, j.tasks));
+  CORRAL_RETURN_IF_ERROR(r->Object("predicted_run_s", false, [&](const FieldReader& p) {
+    RuntimePrediction prediction;
+    int64_t estimate = 0;
+    CORRAL_RETURN_IF_ERROR(p.Int("estimate", true, estimate, 0));
+    prediction.estimate = Seconds(estimate);
+    CORRAL_RETURN_IF_ERROR(p.Number("confidence", true, prediction.confidence, 0));
+    CORRAL_RETURN_IF_ERROR(p.String("basis", true, prediction.basis));
+    j.predicted_run_s = std::move(prediction);
+    return Status::Ok();
+  }));
+  return j;
+}
+
+Result<SubmitAnswer> ParseSubmitAnswer(const json& json) {
+  auto r = ReadObject(json, "submit answer");
+  if (!r.ok()) return r.status();
+  SubmitAnswer a;
+  if (r->Find("array_id") != nullptr) {
+    CORRAL_RETURN_IF_ERROR(ReadId(*r, "array_id", a.id));
+    const nlohmann::json* ids = r->Find("ids");
+    if (ids == nullptr) return r->Bad("ids", "is required with array_id");
+    if (!ids->is_array() || ids->empty()) return r->Bad("ids", "must be a non-empty array of ids");
+    for (const nlohmann::json& id : *ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 1) {
+        return r->Bad("ids", "must be a non-empty array of ids");
+      }
+      a.array_ids.push_back(JobId(id.get<int64_t>()));
+    }
+  } else {
+    CORRAL_RETURN_IF_ERROR(ReadId(*r, "id", a.id));
+  }
+  std::optional<model::JobState> state;
+  CORRAL_RETURN_IF_ERROR(ReadEnum(*r, "state", true, model::ParseJobState, state));
+  a.state = *state;
+  CORRAL_RETURN_IF_ERROR(r->String("project", true, a.project));
+  CORRAL_RETURN_IF_ERROR(r->String("user", true, a.user));
+  CORRAL_RETURN_IF_ERROR(r->String("reason", true, a.reason));
+  // Absent from the answers of servers before it: read as none.
+  if (r->Find("defaults") != nullptr) {
+    CORRAL_RETURN_IF_ERROR(ReadItems(*r, "defaults", ReadDefault, a.defaults));
+  }
+  return a;
+}
+
+}  // namespace corral::protocol

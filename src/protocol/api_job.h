@@ -1,0 +1,144 @@
+// The jobs of the API, with their JSON codecs: the summaries of GET /api/v1/jobs (JobSummary),
+// the view of GET /api/v1/jobs/ID (JobView, with its tasks and events), and the answer to a
+// submission (SubmitAnswer, POST /api/v1/jobs). The server builds them (Controller), the HTTP
+// API and the CLI encode and decode them with these codecs.
+//
+//   summary: {"id": 7, "name": "train", "user": "alice", "project": "vision",
+//             "state": "pending", "priority": 0, "submit_time": 1700000000,
+//             "reason": "submitted",
+//             "array_id": 5, "array_index": 2, "array_max_running": 2,   (array elements)
+//             "pending_reason": {"code": "...", "message": "..."},     (while pending)
+//             "estimated_start": 1700000600}                            (when estimated)
+//   view:    the summary's fields, and "restarts", "spec" (the stored spec without the
+//            session's token), "start_time" and "end_time" (once set), "events", "tasks", and
+//            "predicted_run_s" ({"estimate", "confidence", "basis"}, while not final)
+//   submit:  {"id", "state", "project", "user", "reason", "defaults": [{"field":
+//            "resources.cpu_milli", "value": 1000, "why": "1 CPU per process, as the job asks
+//            no GPU"}]}; an array's: "array_id" and "ids" (the elements', by index) for "id".
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/units.h"
+#include "model/allocation.h"
+#include "model/states.h"
+#include "protocol/job_spec.h"
+
+namespace corral::protocol {
+
+// Why a job still waits (sched/pending_reason.h): a stable code and a sentence.
+struct PendingReason {
+  std::string code;
+  std::string message;
+  bool operator==(const PendingReason&) const = default;
+};
+
+// An array element's place in its array (docs/control-plane.md, "Job arrays").
+struct ArrayMembership {
+  JobId array_id;                  // the array's id: its first element's
+  std::optional<int> index;        // this element's index
+  std::optional<int> max_running;  // elements of the array that may run at once
+  bool operator==(const ArrayMembership&) const = default;
+};
+
+// A row of the job list.
+struct JobSummary {
+  JobId id;
+  std::string name;
+  std::string user;
+  std::string project;
+  model::JobState state = model::JobState::kPending;
+  int priority = 0;
+  Seconds submit_time{0};                       // Unix seconds
+  std::string reason;                           // the last transition's
+  std::optional<ArrayMembership> array;         // array elements only
+  std::optional<PendingReason> pending_reason;  // while the scheduler has it waiting
+  std::optional<Seconds> estimated_start;       // when the scheduler estimates one
+  bool operator==(const JobSummary&) const = default;
+};
+
+// One transition of a job ("from" is none for its submission).
+struct JobEvent {
+  Seconds time{0};
+  std::optional<model::JobState> from;
+  model::JobState to = model::JobState::kPending;
+  std::string reason;
+  bool operator==(const JobEvent&) const = default;
+};
+
+// A task of a job's current or past run, as the job view shows it.
+struct TaskView {
+  int index = 0;
+  int64_t allocation_id = 0;
+  int64_t generation = 0;  // the run: 1 the first
+  std::string node;        // "" while not placed
+  model::TaskState state = model::TaskState::kAssigned;
+  // Shown with the task's node repeated inside it ("allocation": {..., "node": "n1"}), as
+  // clients have always read it.
+  model::Allocation allocation;
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::optional<model::TaskEndCause> end_cause;
+  bool operator==(const TaskView&) const = default;
+};
+
+// The run time the server predicts for a job (predict/runtime_predictor.h).
+struct RuntimePrediction {
+  Seconds estimate{0};
+  double confidence = 0;  // 0..1
+  std::string basis;      // what the estimate rests on
+  bool operator==(const RuntimePrediction&) const = default;
+};
+
+struct JobView {
+  JobSummary summary;  // but estimated_start, set only while pending_reason is
+  int restarts = 0;
+  JobSpec spec;  // as stored, without the session's token
+  std::optional<Seconds> start_time;
+  std::optional<Seconds> end_time;
+  std::vector<JobEvent> events;  // oldest first
+  std::vector<TaskView> tasks;
+  std::optional<RuntimePrediction> predicted_run_s;  // none once final
+};
+
+// What the server filled in of a submitted spec (server/control/job_submission.h).
+struct ResourceDefault {
+  std::string field;  // "resources.cpu_milli", "resources.memory_mib"
+  int64_t value = 0;  // in the field's unit
+  std::string why;    // "1 CPU per process, as the job asks no GPU"
+  bool operator==(const ResourceDefault&) const = default;
+};
+// The defaults as the job's history says them: "resources.cpu_milli 1000 (1 CPU per process,
+// as the job asks no GPU); resources.memory_mib ...", "" for none.
+std::string ToString(const std::vector<ResourceDefault>& defaults);
+
+struct SubmitAnswer {
+  // A job's id; for an array, the array's (its first element's).
+  JobId id;
+  std::vector<JobId> array_ids;  // an array's elements, by index; empty for a job
+  model::JobState state = model::JobState::kPending;
+  std::string project;
+  std::string user;
+  std::string reason;
+  std::vector<ResourceDefault> defaults;
+  bool operator==(const SubmitAnswer&) const = default;
+};
+
+nlohmann::json ToJson(const JobSummary& job);
+nlohmann::json ToJson(const std::vector<JobSummary>& jobs);
+nlohmann::json ToJson(const JobView& job);
+nlohmann::json ToJson(const SubmitAnswer& answer);
+// Errors name the field: "job: field 'tasks[0].state': unknown task state ...", "jobs: field
+// '[2].id': is required", "submit answer: field 'defaults[0].value': must be an integer".
+Result<JobSummary> ParseJobSummary(const nlohmann::json& json);
+Result<std::vector<JobSummary>> ParseJobSummaries(const nlohmann::json& json);
+Result<JobView> ParseJobView(const nlohmann::json& json);
+Result<SubmitAnswer> ParseSubmitAnswer(const nlohmann::json& json);
+
+}  // namespace corral::protocol
