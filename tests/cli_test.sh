@@ -234,8 +234,11 @@ expect_exit 2 "^corral: field 'time_limit_s': must be between 0 and [0-9]+, got 
   "${nowhere[@]}" "$corral" submit --time-limit -5 -- true
 expect_exit 2 "--time-limit = nonsense" -- "${nowhere[@]}" "$corral" submit --time-limit nonsense -- true
 printf 'comand: ["true"]\n' >"$work/typo_spec.yaml"
-expect_exit 2 "^corral: field 'comand': unknown field$" -- \
+expect_exit 2 "^corral: field 'comand': unknown field \(unknown to this corral [0-9.]+; .*pass --no-check" -- \
   "${nowhere[@]}" "$corral" submit -f "$work/typo_spec.yaml"
+# --no-check: sent as it is (the server decides), so it goes as far as the missing server.
+expect_exit 1 "cannot reach the server" -- \
+  "${nowhere[@]}" "$corral" submit --no-check -f "$work/typo_spec.yaml"
 printf '{"command": ["true"], "resources": {"gpus": 1, "gpu_milli": 1500}}' >"$work/share.json"
 expect_exit 2 "^corral: field 'resources.gpu_milli': must be between 0 and 1000, got 1500$" -- \
   "${nowhere[@]}" "$corral" submit -f "$work/share.json"
@@ -258,6 +261,8 @@ expect_json 'j["user"] == "admin" and j["admin"]' -- \
   "$corral" login --server "$CORRAL_SERVER" --token "$CORRAL_TOKEN" -o json
 expect_json 'j == {"name": "vision", "description": "cv"}' -- \
   "$corral" project create vision --description cv -o json
+# With --no-check the server checks the spec, and names the field the same way.
+expect_exit 2 "field 'comand': unknown field" -- "$corral" submit --no-check -f "$work/typo_spec.yaml"
 expect_json 'j["name"] == "carol" and j["token"].startswith("crl_")' -- \
   "$corral" user create carol -o json
 expect_json 'j == {"project": "vision", "user": "carol"}' -- \

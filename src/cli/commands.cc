@@ -15,6 +15,7 @@
 
 #include "cli/api_client.h"
 #include "cli/array_spec.h"
+#include "common/build_info.h"
 #include "common/config_file.h"
 #include "common/strings.h"
 #include "model/environment_ref.h"
@@ -147,15 +148,23 @@ struct SubmitFlags {
   std::optional<int64_t> cpus, cpu_milli, memory_mib, time_limit_s;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
+  bool no_check = false;                    // --no-check: the server alone checks the spec
   std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
   std::string output = "table";
 };
 
 // Refuses `spec` as the server would (protocol::ParseJobSpec), so that a bad spec is refused
-// before any request: InvalidArgument naming the field.
+// before any request: InvalidArgument naming the field. A field this CLI does not know may be
+// one a newer server knows: the error says how to go on.
 Status CheckSpec(const json& spec) {
   auto parsed = protocol::ParseJobSpec(spec);
-  return parsed.ok() ? Status::Ok() : parsed.status();
+  if (parsed.ok()) return Status::Ok();
+  if (parsed.status().message().find(": unknown field") == std::string::npos) {
+    return parsed.status();
+  }
+  return InvalidArgument(parsed.status().message() + " (unknown to this corral " + kVersion +
+                         "; if the server is newer, upgrade corral here, or pass --no-check to "
+                         "let the server decide)");
 }
 
 // The spec of the flags over the spec file, checked (CheckSpec). It is sent as built: what it
@@ -238,7 +247,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     if (!array.ok()) return array.status();
     spec["array"] = *array;
   }
-  CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
+  if (!f.no_check) CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
   return spec;
 }
 
@@ -351,6 +360,9 @@ void AddSubmit(CLI::App& app, int* exit_code) {
                 "[{NAME: VALUE}]}, optionally max_running; parameters become environment "
                 "variables");
   c->add_option("-o,--output", f->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+  c->add_flag("--no-check", f->no_check,
+              "Send the spec without checking it here first (the server checks it): for a field "
+              "a newer server knows and this corral does not");
   c->add_option("command", f->command, "The command after --");
   c->callback([f, exit_code] {
     auto spec = BuildSpec(*f);  // before any request, and before the config is read
