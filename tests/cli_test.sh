@@ -244,6 +244,12 @@ expect_exit 2 "^corral: field 'resources.gpu_milli': must be between 0 and 1000,
   "${nowhere[@]}" "$corral" submit -f "$work/share.json"
 expect_exit 2 "^corral: field 'env.CORRAL_SESSION_PORT': is set by corral in every task$" -- \
   "${nowhere[@]}" "$corral" session start --env CORRAL_SESSION_PORT=80 -- true
+# Checked before the client's configuration is read: no server configured at all.
+unconfigured=(env -u CORRAL_SERVER -u CORRAL_TOKEN HOME="$work/nobody" XDG_CONFIG_HOME="$work/nobody")
+expect_exit 2 "^corral: field 'env.CORRAL_SESSION_PORT': is set by corral in every task$" -- \
+  "${unconfigured[@]}" "$corral" session start --env CORRAL_SESSION_PORT=80 -- true
+expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
+  "${unconfigured[@]}" "$corral" submit --gpus -3 -- true
 
 port=$(free_port)
 session_port=$(free_port)  # the session gateway's (docs/sessions.md)

@@ -1100,36 +1100,46 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
                     "The app after -- (it must serve HTTP on $CORRAL_SESSION_PORT under "
                     "$CORRAL_SESSION_URL_PREFIX)");
   out_opt(start);
-  start->callback([f, exit_code] {
+  // The session's spec from the flags, checked (CheckSpec) as corral submit's is.
+  auto session_spec = [](const Flags& f) -> Result<json> {
+    json spec = {{"session", json::object()}};
+    auto env = EnvFlags(f.env);
+    if (!env.ok()) return env.status();
+    if (!env->empty()) spec["env"] = *env;
+    if (!f.idle_timeout.empty()) {
+      auto seconds = ParseDuration(f.idle_timeout, "--idle-timeout");
+      if (!seconds.ok()) return seconds.status();
+      if (*seconds != 0 && *seconds < 60) {
+        return InvalidArgument("--idle-timeout: at least 1m (60 s), or 0 for never; got '" +
+                               f.idle_timeout + "'");
+      }
+      spec["session"]["idle_timeout_s"] = *seconds;
+    }
+    if (!f.environment.empty()) spec["environment"] = f.environment;
+    if (!f.project.empty()) spec["project"] = f.project;
+    if (!f.name.empty()) spec["name"] = f.name;
+    if (f.gpus) spec["resources"] = {{"gpus", *f.gpus}};
+    if (!f.command.empty()) {
+      spec["command"] = f.shell ? ShellCommand(f.command) : json(f.command);
+      if (f.shell) spec["shell"] = true;
+    }
+    if (f.environment.empty() && f.command.empty()) {
+      return InvalidArgument("session start: give --environment NAME, or a command after --");
+    }
+    CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
+    return spec;
+  };
+  start->callback([f, exit_code, session_spec] {
+    // Before any request, and before the config is read: a bad spec or flag is refused even
+    // where no server is configured.
+    auto spec = session_spec(*f);
+    auto wait_timeout = ParseDuration(f->wait_timeout, "--wait-timeout");
+    if (!spec.ok() || !wait_timeout.ok()) {
+      *exit_code = Fail(spec.ok() ? wait_timeout.status() : spec.status());
+      return;
+    }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      json spec = {{"session", json::object()}};
-      auto wait_timeout = ParseDuration(f->wait_timeout, "--wait-timeout");
-      if (!wait_timeout.ok()) return wait_timeout.status();
-      auto env = EnvFlags(f->env);
-      if (!env.ok()) return env.status();
-      if (!env->empty()) spec["env"] = *env;
-      if (!f->idle_timeout.empty()) {
-        auto seconds = ParseDuration(f->idle_timeout, "--idle-timeout");
-        if (!seconds.ok()) return seconds.status();
-        if (*seconds != 0 && *seconds < 60) {
-          return InvalidArgument("--idle-timeout: at least 1m (60 s), or 0 for never; got '" +
-                                 f->idle_timeout + "'");
-        }
-        spec["session"]["idle_timeout_s"] = *seconds;
-      }
-      if (!f->environment.empty()) spec["environment"] = f->environment;
-      if (!f->project.empty()) spec["project"] = f->project;
-      if (!f->name.empty()) spec["name"] = f->name;
-      if (f->gpus) spec["resources"] = {{"gpus", *f->gpus}};
-      if (!f->command.empty()) {
-        spec["command"] = f->shell ? ShellCommand(f->command) : json(f->command);
-        if (f->shell) spec["shell"] = true;
-      }
-      if (f->environment.empty() && f->command.empty()) {
-        return InvalidArgument("session start: give --environment NAME, or a command after --");
-      }
-      CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
-      auto s = client.Post("/api/v1/sessions", spec);
+      auto s = client.Post("/api/v1/sessions", *spec);
       if (!s.ok()) return s.status();
       if (f->wait) {
         auto running = WaitForSession(client, (*s)["id"].get<int64_t>(), *wait_timeout);
