@@ -211,7 +211,9 @@ class RunScenario {
   }
 
   void TaskIs(int index, const std::string& state, std::map<std::string, std::string> f) {
-    const store::TaskRecord& t = tasks_.at(index);
+    const store::TaskRecord* task = TaskAt(index);
+    ASSERT_NE(task, nullptr);
+    const store::TaskRecord& t = *task;
     EXPECT_EQ(model::ToString(t.state), state);
     if (f.count("exit")) EXPECT_EQ(t.exit_code, IntField(f, "exit"));
     if (f.count("start")) EXPECT_EQ(t.start_time, Seconds(*IntField(f, "start")));
@@ -220,7 +222,9 @@ class RunScenario {
   }
 
   void Unreported(int index, const std::string& expected) {
-    const store::TaskRecord& t = tasks_.at(index);
+    const store::TaskRecord* task = TaskAt(index);
+    ASSERT_NE(task, nullptr);
+    const store::TaskRecord& t = *task;
     std::optional<store::TaskRecord> ended =
         DecideUnreported(t, launched_.count(t.allocation_id) > 0, end_.Stopping(), now_);
     if (expected == "none") {
@@ -285,7 +289,9 @@ class RunScenario {
     std::vector<int> waits;
     for (const auto& [node, alloc] : d.waits) {
       const int index = static_cast<int>(alloc - kFirstAllocation);
-      EXPECT_EQ(node, tasks_.at(index).node) << "task " << index << " waited for elsewhere";
+      const store::TaskRecord* task = TaskAt(index);
+      ASSERT_NE(task, nullptr);
+      EXPECT_EQ(node, task->node) << "task " << index << " waited for elsewhere";
       waits.push_back(index);
     }
     EXPECT_EQ(waits, Indices(f["wait"]));
@@ -355,6 +361,13 @@ class RunScenario {
   const std::string& reason() const { return reason_; }
 
  private:
+  // Task `index`, or a test failure (nullptr) when the scenario has no such task.
+  const store::TaskRecord* TaskAt(int index) const {
+    if (index >= 0 && static_cast<size_t>(index) < tasks_.size()) return &tasks_[index];
+    ADD_FAILURE() << "no task " << index;
+    return nullptr;
+  }
+
   void Replace(const store::TaskRecord& updated) {
     for (auto& t : tasks_) {
       if (t.allocation_id == updated.allocation_id) t = updated;
