@@ -234,9 +234,11 @@ NodeOrders HeartbeatOrders(const std::string& node, const std::vector<store::Tas
   for (const auto& t : tasks) {
     if (t.node != node) continue;
     if (stopping) {
+      // A launch that went out may be running without a report yet: it is stopped too.
       if (!model::IsEnded(t.state)) orders.stop.push_back(&t);
     } else if (waits_for.empty() && t.state == TaskState::kAssigned &&
                !starting.count(t.allocation_id)) {
+      // Sent again until the agent says it is starting it: an answer may have been lost.
       orders.launch.push_back(&t);
     }
   }
