@@ -204,10 +204,7 @@ Status Controller::Recover() {
     job.spec = *spec;
     job.environment = std::move(environment).value();
     job.last_activity = clock_.Now();  // a session's idle time starts again with the server
-    if (record.cancel_reason) {
-      job.end.cancel_requested = true;
-      job.end.failure = *record.cancel_reason;
-    }
+    if (record.cancel_reason) job.end = reconcile::CancelRequested(job.end, *record.cancel_reason);
     if (record.restarts > 0 || record.state == JobState::kRunning) {
       auto events = store_.JobEvents(record.id);
       if (!events.ok()) return events.status();

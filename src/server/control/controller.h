@@ -294,7 +294,7 @@ class Controller {
     std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
     // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
     // the scheduler gave their GPUs to this job already.
-    std::set<std::pair<std::string, int64_t>> waits_for;
+    std::set<reconcile::TaskOnNode> waits_for;
     int preemptions = 0;
     // The environment version the job is pinned to (its spec's "NAME@VERSION"); none: the host.
     std::optional<EnvironmentVersion> environment;
@@ -333,8 +333,9 @@ class Controller {
   // Re-reads the policy file when its modification time changed.
   void ReloadPolicyIfChangedLocked();
   sched::SchedulerConfig SchedulerConfigLocked() const;
-  // A victim of reclaim: requeued now (the scheduler already did); its tasks become stale and
-  // are killed at their nodes' next heartbeat; `for_job` launches only after they stopped.
+  // A victim of reclaim, as reconcile::Preempt decides: requeued now (the scheduler already
+  // did; a run stopping already goes on stopping); its tasks become stale and are killed at
+  // their nodes' next heartbeat; `for_job` launches only after they stopped.
   void PreemptLocked(const sched::Preemption& preemption);
   // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
   void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
@@ -345,6 +346,7 @@ class Controller {
 
   // The following require mu_.
   void ScheduleLocked();
+  // Loses the nodes whose heartbeats stopped (reconcile::TimedOutNodes).
   void CheckNodesLocked();
   // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
   // or ends lost.
@@ -439,7 +441,8 @@ class Controller {
   void RetryUnsettledLocked();
   void NotifyNodesLocked(const LiveJob& job);
   protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
-  // The answer for `node`: launches (marked launched) and kills.
+  // The answer for `node`: the launches (marked launched) and kills reconcile::HeartbeatOrders
+  // decides for each job with tasks there.
   protocol::ReportAnswer ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name,
                                   const protocol::NodeInventory& inventory);

@@ -196,7 +196,7 @@ Status Controller::Cancel(const Principal& who, JobId id) {
   if (!who.CanAccessProject(job.record.project)) return NotFound(what + " not found");
   CORRAL_RETURN_IF_ERROR(MayCancel(who, job.record, what));
   const std::string reason = "cancelled by " + who.name;
-  if (job.record.state == JobState::kPending) {
+  if (reconcile::DecideCancel(job.record.state) == reconcile::CancelVerdict::kEndNow) {
     // Committed first: a cancellation the store did not take is reported, not half done.
     return EndJobLocked(job, JobState::kCancelled, reason);
   }
@@ -220,7 +220,9 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;
-    (job.record.state == JobState::kPending ? pending : started).push_back(id);
+    const bool end_now =
+        reconcile::DecideCancel(job.record.state) == reconcile::CancelVerdict::kEndNow;
+    (end_now ? pending : started).push_back(id);
   }
   if (pending.empty() && started.empty()) {
     return FailedPrecondition(what + " already ended (every element ended)");
@@ -244,8 +246,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
 Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) {
   // Durable before acknowledged: a restarted server goes on stopping the job.
   CORRAL_RETURN_IF_ERROR(store_.RequestCancel(job.record.id, reason, clock_.Now()));
-  job.end.cancel_requested = true;
-  job.end.failure = reason;
+  job.end = reconcile::CancelRequested(job.end, reason);
   EvaluateJobLocked(job);
   return Status::Ok();
 }

@@ -139,14 +139,11 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
 }
 
 void Controller::CheckNodesLocked() {
-  const Seconds now = clock_.Now();
-  for (auto& [name, node] : nodes_) {
-    if (node.state == NodeState::kLost || now - node.last_heartbeat <= config_.node_timeout) {
-      continue;
-    }
-    LoseNodeLocked(name, node,
-                   "node " + name + " lost (no heartbeat for " +
-                       std::to_string(config_.node_timeout.value()) + " s)");
+  std::vector<reconcile::NodeLiveness> nodes;
+  for (const auto& [name, node] : nodes_) nodes.push_back({name, node.state, node.last_heartbeat});
+  for (const reconcile::LostNode& lost :
+       reconcile::TimedOutNodes(nodes, config_.node_timeout, clock_.Now())) {
+    LoseNodeLocked(lost.name, nodes_.at(lost.name), lost.reason);
   }
 }
 
@@ -351,22 +348,16 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
   auto on = jobs_on_node_.find(name);
   for (JobId id : on == jobs_on_node_.end() ? kNone : on->second) {
     LiveJob& job = jobs_.at(id);
-    const bool stopping = job.Stopping();
-    const bool held = !job.waits_for.empty();  // preempted tasks still hold its GPUs
-    for (const auto& t : job.tasks) {
-      if (t.node != name) continue;
-      // Not a launch the agent has accepted and is starting: it would only be sent back.
-      if (!stopping && !held && t.state == TaskState::kAssigned &&
-          !starting.count(t.allocation_id)) {
-        answer.run.push_back(LaunchFor(job, t));
-        job.launched.insert(t.allocation_id);
-      }
-      // A launch that went out may be running without a report yet: stop it too.
-      if (stopping && !model::IsEnded(t.state)) {
-        answer.kill.push_back({{protocol::AllocationId(t.allocation_id), t.generation},
-                               config_.kill_grace,
-                               job.end.failure});
-      }
+    const reconcile::NodeOrders orders =
+        reconcile::HeartbeatOrders(name, job.tasks, job.end, job.waits_for, starting);
+    for (const store::TaskRecord* t : orders.launch) {
+      answer.run.push_back(LaunchFor(job, *t));
+      job.launched.insert(t->allocation_id);
+    }
+    for (const store::TaskRecord* t : orders.stop) {
+      answer.kill.push_back({{protocol::AllocationId(t->allocation_id), t->generation},
+                             config_.kill_grace,
+                             orders.stop_reason});
     }
   }
   return answer;

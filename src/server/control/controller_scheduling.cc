@@ -111,38 +111,30 @@ Status Controller::AddRendezvousLocked(const LiveJob& job,
 
 void Controller::PreemptLocked(const sched::Preemption& p) {
   auto victim_it = jobs_.find(p.job);
-  auto for_it = jobs_.find(p.for_job);
   if (victim_it == jobs_.end()) return;
   LiveJob& victim = victim_it->second;
   const Seconds now = clock_.Now();
-  // Its tasks that may run hold the GPUs the reclaiming job got: it waits for them.
-  for (const auto& t : victim.tasks) {
-    if (model::IsEnded(t.state)) continue;
-    if (t.state == TaskState::kAssigned && !victim.launched.count(t.allocation_id)) continue;
-    if (for_it != jobs_.end()) {
-      for_it->second.waits_for.insert({t.node, t.allocation_id});
-      waiting_on_node_[t.node].insert(p.for_job);
+  reconcile::PreemptDecision d = reconcile::Preempt(
+      victim.end, victim.preemptions, {victim.tasks, victim.launched, victim.end_notes}, now);
+  if (auto for_it = jobs_.find(p.for_job); for_it != jobs_.end()) {
+    for (const reconcile::TaskOnNode& wait : d.waits) {
+      for_it->second.waits_for.insert(wait);
+      waiting_on_node_[wait.first].insert(p.for_job);
     }
   }
-  if (victim.Stopping()) {
-    // Already being cancelled or failed: that stop goes on (its tasks get kills, its end or
-    // requeue follows their reports); the scheduler must not queue it a second time.
-    (void)scheduler_->Cancel(victim.record.id);
+  if (d.verdict == reconcile::PreemptVerdict::kStopGoesOn) {
+    (void)scheduler_->Cancel(victim.record.id);  // its stop settles it, not the queue
     return;
   }
   // The scheduler queued it again already; the store follows. (On a store error the job is
   // pending here and running there: its next assignment is refused and retried.)
   (void)store_.TransitionJob(victim.record.id, victim.record.state, JobState::kPending, p.reason,
                              now);
-  for (auto& t : victim.tasks) {
-    if (model::IsEnded(t.state)) continue;
-    t.state = TaskState::kKilled;  // being killed: its node's next heartbeat gets the kill
-    t.end_time = now;
-    (void)store_.UpdateTask(t);
-  }
+  // The run is forgotten below: only the store keeps these.
+  for (const store::TaskRecord& killed : d.killed) (void)store_.UpdateTask(killed);
   NotifyNodesLocked(victim);  // their next heartbeats report the tasks, now stale: killed
   ForgetRunLocked(victim);
-  ++victim.preemptions;  // preemptions do not use up max_restarts
+  victim.preemptions = d.preemptions;
 }
 
 void Controller::ForgetRunLocked(LiveJob& job) {

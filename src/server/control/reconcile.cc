@@ -1,6 +1,7 @@
 #include "server/control/reconcile.h"
 
 #include <algorithm>
+#include <set>
 
 namespace corral::server::reconcile {
 
@@ -95,13 +96,12 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
       d.stop.push_back(std::move(stopped));
     }
   }
+  std::set<int64_t> stopped_now;
+  for (const auto& t : d.stop) stopped_now.insert(t.allocation_id);
   bool all_ended = !run.tasks.empty();
   bool all_running = !run.tasks.empty();
   for (const auto& t : run.tasks) {
-    const bool stopped_now = std::any_of(d.stop.begin(), d.stop.end(), [&](const auto& s) {
-      return s.allocation_id == t.allocation_id;
-    });
-    all_ended &= model::IsEnded(t.state) || stopped_now;
+    all_ended &= model::IsEnded(t.state) || stopped_now.count(t.allocation_id) > 0;
     all_running &= t.state == TaskState::kRunning;
   }
   if (all_running && facts.state == JobState::kStarting) {
@@ -213,6 +213,74 @@ NodeLoss LoseNode(const RunEnd& end, const std::vector<store::TaskRecord>& tasks
     loss.end.failed_state = JobState::kLost;
   }
   return loss;
+}
+
+std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes, Seconds timeout,
+                                    Seconds now) {
+  std::vector<LostNode> lost;
+  for (const NodeLiveness& n : nodes) {
+    if (n.state == model::NodeState::kLost || now - n.last_heartbeat <= timeout) continue;
+    lost.push_back({n.name, "node " + n.name + " lost (no heartbeat for " +
+                                std::to_string(timeout.value()) + " s)"});
+  }
+  return lost;
+}
+
+NodeOrders HeartbeatOrders(const std::string& node, const std::vector<store::TaskRecord>& tasks,
+                           const RunEnd& end, const std::set<TaskOnNode>& waits_for,
+                           const std::set<int64_t>& starting) {
+  NodeOrders orders;
+  const bool stopping = end.Stopping();
+  for (const auto& t : tasks) {
+    if (t.node != node) continue;
+    if (stopping) {
+      // A launch that went out may be running without a report yet: it is stopped too.
+      if (!model::IsEnded(t.state)) orders.stop.push_back(&t);
+    } else if (waits_for.empty() && t.state == TaskState::kAssigned &&
+               !starting.count(t.allocation_id)) {
+      // Sent again until the agent says it is starting it: an answer may have been lost.
+      orders.launch.push_back(&t);
+    }
+  }
+  if (!orders.stop.empty()) orders.stop_reason = end.failure;
+  return orders;
+}
+
+PreemptDecision Preempt(const RunEnd& end, int preemptions, const RunTasks& run, Seconds now) {
+  PreemptDecision d;
+  d.preemptions = preemptions;
+  for (const auto& t : run.tasks) {
+    if (model::IsEnded(t.state)) continue;
+    // A launch that never went out holds nothing on its node: nobody waits for it.
+    if (t.state == TaskState::kAssigned && !run.launched.count(t.allocation_id)) continue;
+    d.waits.emplace_back(t.node, t.allocation_id);
+  }
+  if (end.Stopping()) {
+    d.verdict = PreemptVerdict::kStopGoesOn;
+    return d;
+  }
+  d.verdict = PreemptVerdict::kRequeue;
+  for (const auto& t : run.tasks) {
+    if (model::IsEnded(t.state)) continue;
+    store::TaskRecord killed = t;
+    killed.state = TaskState::kKilled;
+    killed.end_time = now;
+    d.killed.push_back(std::move(killed));
+  }
+  ++d.preemptions;
+  return d;
+}
+
+CancelVerdict DecideCancel(model::JobState state) {
+  return state == JobState::kPending ? CancelVerdict::kEndNow : CancelVerdict::kStopRun;
+}
+
+RunEnd CancelRequested(RunEnd end, const std::string& reason) {
+  // A cancellation outranks a failure already being stopped: the job ends cancelled, and the
+  // kill orders say who cancelled it.
+  end.cancel_requested = true;
+  end.failure = reason;
+  return end;
 }
 
 }  // namespace corral::server::reconcile

@@ -1,6 +1,6 @@
-// The reconcile core: the decisions the controller makes about a started job's run, as pure
-// functions of typed values. No store, no lock, no clock (the time is passed in), no I/O: the
-// controller loads what a decision needs, calls one of these, and only applies (persists,
+// The reconcile core: the decisions the controller makes about a job's run and its nodes, as
+// pure functions of typed values. No store, no lock, no clock (the time is passed in), no I/O:
+// the controller loads what a decision needs, calls one of these, and only applies (persists,
 // notifies) what it returns. Tested as plain functions by text scenarios
 // (reconcile_scenario_test.cc, testdata/reconcile.scenario), the way src/sched/ is.
 //
@@ -9,23 +9,35 @@
 //    allocation no live job holds, another generation or node, a task already ended on the
 //    server), or a new task record to store;
 //  - a task a full heartbeat left out (DecideUnreported): lost, stopped, or left as it is;
-//  - a job's run when one of its nodes is lost (LoseNode);
+//  - what a heartbeat's answer orders for a job's tasks on the node (HeartbeatOrders): launches
+//    and stop orders;
+//  - which nodes are lost for want of heartbeats (TimedOutNodes), and a job's run when one of
+//    its nodes is lost (LoseNode);
+//  - a job's run when the scheduler preempts it (Preempt): requeued with its tasks killed, or
+//    left to the stop it was already in; which of its tasks the reclaiming job waits for;
+//  - a cancellation (DecideCancel, CancelRequested): a pending job ends at once, a started
+//    run is stopped;
 //  - a job's run after any change to its tasks (EvaluateRun): whether it is failing (and why,
 //    and as what final state), which unlaunched tasks to stop, and whether it starts running,
 //    goes on, ends (succeeded, failed, timeout, oom, lost, cancelled) or is requeued.
+//
+// Time limits are not decided here: agents enforce them and report the end cause
+// (model::TaskEndCause::kTimeLimit), which EvaluateRun reads.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/units.h"
 #include "model/launcher.h"
 #include "model/states.h"
 #include "protocol/task.h"
-#include "store/store.h"
+#include "store/task_record.h"
 
 namespace corral::server::reconcile {
 
@@ -55,8 +67,9 @@ struct RunFacts {
   int preemptions = 0;   // of those, preemptions (which do not use up max_restarts)
 };
 
-// The task view EvaluateRun reads: the current generation's records, the allocations whose
-// launch went out in a heartbeat answer, and the agents' notes on ends (allocation id -> note).
+// The task view EvaluateRun and Preempt read: the current generation's records, the
+// allocations whose launch went out in a heartbeat answer, and the agents' notes on ends
+// (allocation id -> note).
 struct RunTasks {
   const std::vector<store::TaskRecord>& tasks;
   const std::set<int64_t>& launched;
@@ -139,5 +152,85 @@ struct NodeLoss {
 // stopped (EvaluateRun then requeues it or ends it lost).
 NodeLoss LoseNode(const RunEnd& end, const std::vector<store::TaskRecord>& tasks,
                   const std::string& node, const std::string& reason, Seconds now);
+
+// A node as the node check sees it.
+struct NodeLiveness {
+  std::string name;
+  model::NodeState state = model::NodeState::kReady;
+  Seconds last_heartbeat{0};  // Unix seconds: its agent's last heartbeat (or registration)
+};
+
+struct LostNode {
+  std::string name;
+  std::string reason;  // "node NAME lost (no heartbeat for T s)": its jobs' failure
+};
+
+// The nodes lost at `now` (Unix seconds), in the order given: those not lost already whose last
+// heartbeat is more than `timeout` ago (one exactly `timeout` ago still counts). The controller
+// then loses each (LoseNode for its jobs) and marks it lost, so that it is not lost twice.
+std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes, Seconds timeout,
+                                    Seconds now);
+
+// A task that stands in the way of another job's launches: its node and its allocation id.
+using TaskOnNode = std::pair<std::string, int64_t>;
+
+// What a heartbeat's answer from node `node` orders for one job's tasks there. The pointers
+// are into the tasks given to HeartbeatOrders, valid while those are.
+struct NodeOrders {
+  // Its assigned tasks to launch (the controller builds each launch and marks it launched).
+  std::vector<const store::TaskRecord*> launch;
+  // Its tasks to stop, with `stop_reason` (the run's failure or cancellation).
+  std::vector<const store::TaskRecord*> stop;
+  std::string stop_reason;
+};
+
+// A run that is not stopping launches its assigned tasks on `node`, unless it waits for
+// preempted tasks to stop (`waits_for` not empty: they still hold its GPUs) or the agent
+// accepted the launch already and is starting it (`starting`, allocation ids: it would only be
+// sent back). A stopping run stops every task of it on `node` that has not ended, a launch that
+// went out without a report yet included (it may be running).
+NodeOrders HeartbeatOrders(const std::string& node, const std::vector<store::TaskRecord>& tasks,
+                           const RunEnd& end, const std::set<TaskOnNode>& waits_for,
+                           const std::set<int64_t>& starting);
+
+enum class PreemptVerdict {
+  // Its run is given up: its tasks not ended are killed, and the job is pending again (the
+  // scheduler queued it already and gave the reason) with one more preemption.
+  kRequeue,
+  // Its run was stopping already (cancelled or failing): that stop goes on (kill orders, then
+  // its end or requeue once its tasks reported); the scheduler must not queue it a second time.
+  kStopGoesOn,
+};
+
+struct PreemptDecision {
+  PreemptVerdict verdict = PreemptVerdict::kRequeue;
+  // Its tasks that may run (not ended, and not an assignment whose launch never went out):
+  // they hold the GPUs the reclaiming job got, which launches only once they stopped.
+  std::vector<TaskOnNode> waits;
+  // kRequeue: its tasks not ended, as they are to be stored: killed, ended `now` (their nodes'
+  // next heartbeats report them, now stale, and are answered with kills).
+  std::vector<store::TaskRecord> killed;
+  // The job's preemptions after this one (kRequeue counts one; they use up none of
+  // max_restarts).
+  int preemptions = 0;
+};
+
+// A job's run when the scheduler preempts it. `preemptions`: the job's so far; `now` (Unix
+// seconds): the end time of the tasks it kills.
+PreemptDecision Preempt(const RunEnd& end, int preemptions, const RunTasks& run, Seconds now);
+
+enum class CancelVerdict {
+  kEndNow,   // nothing of it was started (pending): it ends cancelled at once
+  kStopRun,  // started: the request is stored first (a restarted server goes on stopping it),
+             // then its run stops (CancelRequested, then EvaluateRun)
+};
+
+// What cancelling a job in `state` does.
+CancelVerdict DecideCancel(model::JobState state);
+
+// The ending of a run whose cancellation (`reason`) was requested (also read back from the
+// store after a restart): cancelled, even when it was failing already. `reason` becomes the
+// kill orders' reason and the job's final one.
+RunEnd CancelRequested(RunEnd end, const std::string& reason);
 
 }  // namespace corral::server::reconcile

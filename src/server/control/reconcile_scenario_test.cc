@@ -1,8 +1,11 @@
 // Runs the reconcile scenarios in testdata/reconcile.scenario (format described at its top):
-// one job's run at a time, fed reports, heartbeat omissions and node losses, with the exact
-// decision the reconcile core (reconcile.h) must make at each step.
+// one job's run at a time, and the nodes it runs on, fed reports, heartbeat omissions, node
+// checks, preemptions and cancellations, with the exact decision the reconcile core
+// (reconcile.h) must make at each step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -38,9 +41,46 @@ std::string Trim(const std::string& s) {
   return a == std::string::npos ? "" : s.substr(a, b - a + 1);
 }
 
+// `text` as a whole number. A bad one fails the test (the SCOPED_TRACE around each line names
+// it) and reads as 0: a typo in a scenario is reported, never thrown.
+template <typename Int = int>
+Int Number(const std::string& text) {
+  Int value = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, value);
+  if (text.empty() || error != std::errc() || stop != end) {
+    ADD_FAILURE() << "not a number: '" << text << "'";
+    return 0;
+  }
+  return value;
+}
+
+// The next word of `in` as a number (a missing one fails the test as a bad one does).
+template <typename Int = int>
+Int NextNumber(std::istream& in) {
+  std::string word;
+  in >> word;
+  return Number<Int>(word);
+}
+
 std::optional<int> IntField(const std::map<std::string, std::string>& f, const char* key) {
   auto it = f.find(key);
-  return it == f.end() ? std::nullopt : std::optional<int>(std::stoi(it->second));
+  return it == f.end() ? std::nullopt : std::optional<int>(Number(it->second));
+}
+
+// "0,2" -> {0, 2}; "" -> {}.
+std::vector<int> Indices(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream in(list);
+  std::string index;
+  while (std::getline(in, index, ',')) out.push_back(Number(index));
+  return out;
+}
+
+std::vector<int> IndicesOf(const std::vector<const store::TaskRecord*>& tasks) {
+  std::vector<int> out;
+  for (const store::TaskRecord* t : tasks) out.push_back(t->task_index);
+  return out;
 }
 
 protocol::TaskState ProtocolState(const std::string& name) {
@@ -77,7 +117,28 @@ std::string VerdictName(RunVerdict v) {
   return "?";
 }
 
-// One job's run, changed step by step as the controller would apply each decision.
+std::string PreemptVerdictName(PreemptVerdict v) {
+  switch (v) {
+    case PreemptVerdict::kRequeue:
+      return "requeue";
+    case PreemptVerdict::kStopGoesOn:
+      return "stop-goes-on";
+  }
+  return "?";
+}
+
+std::string CancelVerdictName(CancelVerdict v) {
+  switch (v) {
+    case CancelVerdict::kEndNow:
+      return "end-now";
+    case CancelVerdict::kStopRun:
+      return "stop-run";
+  }
+  return "?";
+}
+
+// One job's run and its nodes, changed step by step as the controller would apply each
+// decision.
 class RunScenario {
  public:
   void Job(std::map<std::string, std::string> f) {
@@ -92,10 +153,8 @@ class RunScenario {
     facts_.max_restarts = IntField(f, "max_restarts").value_or(0);
     facts_.restarts = IntField(f, "restarts").value_or(0);
     facts_.preemptions = IntField(f, "preemptions").value_or(0);
-    if (f.count("cancel")) {
-      end_.cancel_requested = true;
-      end_.failure = f["cancel"];
-    }
+    // As a restarted server reads a cancellation back from the store.
+    if (f.count("cancel")) end_ = CancelRequested(end_, f["cancel"]);
   }
 
   void Task(int index, const std::string& state, std::map<std::string, std::string> f) {
@@ -124,7 +183,7 @@ class RunScenario {
   void Report(const std::string& who, const std::string& state,
               std::map<std::string, std::string> f, const std::string& expected) {
     protocol::TaskStatus s;
-    const int64_t alloc = who == "unknown" ? kUnknownAllocation : kFirstAllocation + std::stoi(who);
+    const int64_t alloc = who == "unknown" ? kUnknownAllocation : kFirstAllocation + Number(who);
     s.key = {protocol::AllocationId(alloc), IntField(f, "gen").value_or(1)};
     s.state = ProtocolState(state);
     s.exit_code = IntField(f, "exit");
@@ -152,7 +211,9 @@ class RunScenario {
   }
 
   void TaskIs(int index, const std::string& state, std::map<std::string, std::string> f) {
-    const store::TaskRecord& t = tasks_.at(index);
+    const store::TaskRecord* task = TaskAt(index);
+    ASSERT_NE(task, nullptr);
+    const store::TaskRecord& t = *task;
     EXPECT_EQ(model::ToString(t.state), state);
     if (f.count("exit")) EXPECT_EQ(t.exit_code, IntField(f, "exit"));
     if (f.count("start")) EXPECT_EQ(t.start_time, Seconds(*IntField(f, "start")));
@@ -161,7 +222,9 @@ class RunScenario {
   }
 
   void Unreported(int index, const std::string& expected) {
-    const store::TaskRecord& t = tasks_.at(index);
+    const store::TaskRecord* task = TaskAt(index);
+    ASSERT_NE(task, nullptr);
+    const store::TaskRecord& t = *task;
     std::optional<store::TaskRecord> ended =
         DecideUnreported(t, launched_.count(t.allocation_id) > 0, end_.Stopping(), now_);
     if (expected == "none") {
@@ -190,9 +253,7 @@ class RunScenario {
     std::vector<int> stop_expected;
     while (want >> word) {
       if (word.rfind("stop=", 0) == 0) {
-        std::stringstream list(word.substr(5));
-        std::string i;
-        while (std::getline(list, i, ',')) stop_expected.push_back(std::stoi(i));
+        stop_expected = Indices(word.substr(5));
       } else {
         EXPECT_EQ(model::ToString(d.end_state), word);
       }
@@ -209,17 +270,119 @@ class RunScenario {
     reason_ = d.reason;
   }
 
+  void Cancel(const std::string& reason, const std::string& expected) {
+    const CancelVerdict verdict = DecideCancel(facts_.state);
+    EXPECT_EQ(CancelVerdictName(verdict), expected);
+    if (verdict == CancelVerdict::kStopRun) end_ = CancelRequested(end_, reason);
+  }
+
+  // Applied as the controller does: the killed tasks are stored, and a requeued job is pending
+  // again with one more restart (its run is over; its tasks stay here to be looked at).
+  void Preempt(const std::string& expected) {
+    PreemptDecision d =
+        reconcile::Preempt(end_, facts_.preemptions, {tasks_, launched_, notes_}, now_);
+    std::istringstream want(expected);
+    std::string verdict;
+    want >> verdict;
+    EXPECT_EQ(PreemptVerdictName(d.verdict), verdict);
+    std::map<std::string, std::string> f = Fields(want);
+    std::vector<int> waits;
+    for (const auto& [node, alloc] : d.waits) {
+      const int index = static_cast<int>(alloc - kFirstAllocation);
+      const store::TaskRecord* task = TaskAt(index);
+      ASSERT_NE(task, nullptr);
+      EXPECT_EQ(node, task->node) << "task " << index << " waited for elsewhere";
+      waits.push_back(index);
+    }
+    EXPECT_EQ(waits, Indices(f["wait"]));
+    std::vector<int> killed;
+    for (const auto& t : d.killed) {
+      killed.push_back(t.task_index);
+      EXPECT_EQ(t.state, model::TaskState::kKilled);
+      EXPECT_EQ(t.end_time, now_);
+      Replace(t);
+    }
+    EXPECT_EQ(killed, Indices(f["kill"]));
+    EXPECT_EQ(d.preemptions, IntField(f, "preemptions").value_or(facts_.preemptions));
+    if (d.verdict == PreemptVerdict::kRequeue) {
+      facts_.state = model::JobState::kPending;
+      ++facts_.restarts;
+    }
+    facts_.preemptions = d.preemptions;
+  }
+
+  void Node(const std::string& name, std::map<std::string, std::string> f) {
+    NodeLiveness node{name, model::NodeState::kReady,
+                      Seconds(IntField(f, "heartbeat").value_or(0))};
+    if (f.count("state")) {
+      auto state = model::ParseNodeState(f["state"]);
+      ASSERT_TRUE(state.ok()) << state.status().message();
+      node.state = *state;
+    }
+    nodes_.push_back(node);
+  }
+
+  // The lost nodes are marked lost, and the run loses those it has a live task on (the jobs
+  // the scheduler names when the controller removes a node).
+  void CheckNodes(std::map<std::string, std::string> f, const std::string& expected) {
+    const Seconds timeout(IntField(f, "timeout").value_or(30));
+    std::vector<std::string> names, reasons;
+    for (const LostNode& lost : TimedOutNodes(nodes_, timeout, now_)) {
+      names.push_back(lost.name);
+      reasons.push_back(lost.reason);
+      for (auto& n : nodes_) {
+        if (n.name == lost.name) n.state = model::NodeState::kLost;
+      }
+      const bool holds = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& t) {
+        return t.node == lost.name && !model::IsEnded(t.state);
+      });
+      if (holds) LoseNode(lost.name, lost.reason);
+    }
+    EXPECT_EQ(Join(names, " "), expected == "none" ? "" : expected);
+    reason_ = Join(reasons, "; ");
+  }
+
+  // The launches are marked launched, as the controller does when it sends them.
+  void Answer(const std::string& node, std::map<std::string, std::string> f,
+              const std::string& expected) {
+    std::set<int64_t> starting;
+    for (int index : Indices(f["starting"])) starting.insert(kFirstAllocation + index);
+    std::set<TaskOnNode> waits_for;
+    if (f.count("held")) waits_for.insert({"n9", kUnknownAllocation});
+    const NodeOrders orders = HeartbeatOrders(node, tasks_, end_, waits_for, starting);
+    std::istringstream want(expected);
+    std::map<std::string, std::string> w = Fields(want);
+    EXPECT_EQ(IndicesOf(orders.launch), Indices(w["launch"]));
+    EXPECT_EQ(IndicesOf(orders.stop), Indices(w["stop"]));
+    for (const store::TaskRecord* t : orders.launch) launched_.insert(t->allocation_id);
+    reason_ = orders.stop_reason;
+  }
+
   const std::string& reason() const { return reason_; }
 
  private:
+  // Task `index`, or a test failure (nullptr) when the scenario has no such task.
+  const store::TaskRecord* TaskAt(int index) const {
+    if (index >= 0 && static_cast<size_t>(index) < tasks_.size()) return &tasks_[index];
+    ADD_FAILURE() << "no task " << index;
+    return nullptr;
+  }
+
   void Replace(const store::TaskRecord& updated) {
     for (auto& t : tasks_) {
       if (t.allocation_id == updated.allocation_id) t = updated;
     }
   }
 
+  static std::string Join(const std::vector<std::string>& words, const std::string& separator) {
+    std::string out;
+    for (const auto& w : words) out += (out.empty() ? "" : separator) + w;
+    return out;
+  }
+
   RunFacts facts_;
   RunEnd end_;
+  std::vector<NodeLiveness> nodes_;
   std::vector<store::TaskRecord> tasks_;
   std::set<int64_t> launched_;
   std::map<int64_t, std::string> notes_;
@@ -254,22 +417,23 @@ TEST(ReconcileScenarios, AllScenariosHold) {
     if (verb == "job") {
       current->Job(Fields(args));
     } else if (verb == "task" || verb == "task-is") {
-      int index = 0;
+      const int index = NextNumber(args);
       std::string state;
-      args >> index >> state;
+      args >> state;
       if (verb == "task") {
         current->Task(index, state, Fields(args));
       } else {
         current->TaskIs(index, state, Fields(args));
       }
     } else if (verb == "note") {
-      int index = 0;
-      args >> index;
+      const int index = NextNumber(args);
       current->Note(index, Rest(args));
     } else if (verb == "now") {
-      int64_t now = 0;
-      args >> now;
-      current->Now(now);
+      current->Now(NextNumber<int64_t>(args));
+    } else if (verb == "node") {
+      std::string node;
+      args >> node;
+      current->Node(node, Fields(args));
     } else if (verb == "report") {
       ASSERT_NE(arrow, std::string::npos) << "report needs '->'";
       std::string who, state;
@@ -278,14 +442,30 @@ TEST(ReconcileScenarios, AllScenariosHold) {
       ++decisions;
     } else if (verb == "unreported") {
       ASSERT_NE(arrow, std::string::npos) << "unreported needs '->'";
-      int index = 0;
-      args >> index;
-      current->Unreported(index, expected);
+      current->Unreported(NextNumber(args), expected);
       ++decisions;
     } else if (verb == "lose-node") {
       std::string node;
       args >> node;
       current->LoseNode(node, Rest(args));
+    } else if (verb == "check-nodes") {
+      ASSERT_NE(arrow, std::string::npos) << "check-nodes needs '->'";
+      current->CheckNodes(Fields(args), expected);
+      ++decisions;
+    } else if (verb == "answer") {
+      ASSERT_NE(arrow, std::string::npos) << "answer needs '->'";
+      std::string node;
+      args >> node;
+      current->Answer(node, Fields(args), expected);
+      ++decisions;
+    } else if (verb == "preempt") {
+      ASSERT_NE(arrow, std::string::npos) << "preempt needs '->'";
+      current->Preempt(expected);
+      ++decisions;
+    } else if (verb == "cancel") {
+      ASSERT_NE(arrow, std::string::npos) << "cancel needs '->'";
+      current->Cancel(Trim(Rest(args)), expected);
+      ++decisions;
     } else if (verb == "evaluate") {
       ASSERT_NE(arrow, std::string::npos) << "evaluate needs '->'";
       current->Evaluate(expected);
@@ -296,8 +476,8 @@ TEST(ReconcileScenarios, AllScenariosHold) {
       FAIL() << "line " << number << ": unknown verb '" << verb << "'";
     }
   }
-  EXPECT_GE(scenarios, 12);
-  EXPECT_GE(decisions, 40);
+  EXPECT_GE(scenarios, 34);
+  EXPECT_GE(decisions, 100);
 }
 
 }  // namespace
