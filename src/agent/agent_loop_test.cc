@@ -270,7 +270,7 @@ class OneTask final : public Runtime {
     EXPECT_EQ(pipe2(notices_, O_NONBLOCK | O_CLOEXEC), 0);
     status_.job_id = JobId(7);
     status_.key = TaskKey{AllocationId(3), 1};
-    status_.state = TaskState::kRunning;
+    status_.state = ProcessState::kRunning;
   }
   ~OneTask() override {
     close(notices_[0]);
@@ -289,7 +289,8 @@ class OneTask final : public Runtime {
   Result<std::string> ReadLog(const TaskKey&, LogStream stream, int64_t offset, int64_t) override {
     // Its last line, written as it ended: it must come with the end.
     std::lock_guard lock(mu_);
-    if (stream != LogStream::kStdout || status_.state == TaskState::kRunning) return std::string();
+    if (stream != LogStream::kStdout || status_.state == ProcessState::kRunning)
+      return std::string();
     return offset == 0 ? std::string("bye\n") : std::string();
   }
   std::vector<RunningTask> Running() const override { return {}; }
@@ -297,7 +298,7 @@ class OneTask final : public Runtime {
   void End() {
     {
       std::lock_guard lock(mu_);
-      status_.state = TaskState::kExited;
+      status_.state = ProcessState::kExited;
       status_.exit_code = 0;
     }
     ASSERT_EQ(write(notices_[1], "x", 1), 1);

@@ -195,7 +195,7 @@ class ContainerRuntimeTest : public ::testing::Test {
     // Stop and remove whatever a failed test left running, then the files.
     if (auto runtime = MakeRuntime(); runtime != nullptr) {
       for (const TaskStatus& s : runtime->Poll()) {
-        if (s.state == TaskState::kRunning) (void)runtime->Kill(s.key, Seconds(0), "teardown");
+        if (s.state == ProcessState::kRunning) (void)runtime->Kill(s.key, Seconds(0), "teardown");
         (void)RemoveContainer(*suite->engine, ContainerName(kScope, s.key));
       }
     }
@@ -288,10 +288,10 @@ TEST_F(ContainerRuntimeTest, TaskSeesOnlyItsGpusAndItsVariablesAsTheTaskUserInIt
   l.gpu_milli = MilliGpu(1000);
   l.env = {{"FOO", "bar baz"}, {"API_KEY", "s3cret=1"}};
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   TaskStatus end = WaitForEnd(*runtime, l.key);
   const std::string err = Log(*runtime, l.key, LogStream::kStderr);
-  EXPECT_EQ(end.state, TaskState::kExited) << err;
+  EXPECT_EQ(end.state, ProcessState::kExited) << err;
   EXPECT_EQ(end.exit_code, 0) << err;
   const std::string out = Log(*runtime, l.key, LogStream::kStdout);
   std::istringstream lines(out);
@@ -319,7 +319,7 @@ TEST_F(ContainerRuntimeTest, TaskSeesOnlyItsGpusAndItsVariablesAsTheTaskUserInIt
 TEST_F(ContainerRuntimeTest, CpuOnlyTaskSeesNoGpus) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(2, "ls /dev | grep -c corral-gpu; env");
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   const std::string out = Log(*runtime, l.key, LogStream::kStdout);
   EXPECT_EQ(out.substr(0, 2), "0\n");
@@ -337,7 +337,7 @@ TEST_F(ContainerRuntimeTest, LimitsAreVisibleInTheContainersCgroup) {
                         "cut -d' ' -f1 /sys/fs/cgroup/cpu.max");
   l.memory = MemoryMib(64);
   l.cpu = CpuMilli(500);
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
   EXPECT_EQ(end.exit_code, 0) << Log(*runtime, l.key, LogStream::kStderr);
   EXPECT_EQ(Log(*runtime, l.key, LogStream::kStdout), "67108864\n50000\n");
@@ -346,9 +346,9 @@ TEST_F(ContainerRuntimeTest, LimitsAreVisibleInTheContainersCgroup) {
 TEST_F(ContainerRuntimeTest, ExitCodeAndBothStreamsAreTheContainers) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(4, "echo to-out; echo to-err >&2; exit 7");
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 7);
   EXPECT_EQ(end.message, "");
   EXPECT_EQ(Log(*runtime, l.key, LogStream::kStdout), "to-out\n");
@@ -361,9 +361,9 @@ TEST_F(ContainerRuntimeTest, AnImageTheEngineCannotGetEndsWithTheEnginesError) {
   TaskLaunch l = Launch(5, "true");
   // No registry answers on this machine: podman gives up after three tries (3 s).
   l.environment->image = "localhost/corral-test/no-such-image:1";
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 125);
   EXPECT_EQ(end.message,
             "exit code 125: the container engine failed, unless the task itself exited so (see "
@@ -377,9 +377,9 @@ TEST_F(ContainerRuntimeTest, ACommandMissingFromTheImageFails) {
   TaskLaunch l = Launch(13, "");
   l.shell = false;
   l.argv = {"no-such-program"};
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_NE(end.exit_code, 0);
   // The init process (--init) reports it: "failed to exec pid1: No such file or directory".
   EXPECT_THAT(Log(*runtime, l.key, LogStream::kStderr), HasSubstr("failed to exec"));
@@ -390,7 +390,7 @@ TEST_F(ContainerRuntimeTest, VariablesNeverAppearOnTheEnginesCommandLine) {
   TaskLaunch l = Launch(6, "echo ready; sleep 60");
   l.env = {{"API_KEY", "s3cret-value"}};
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   WaitForOutput(*runtime, l.key, "ready");
   const std::string cmdline = *ReadFile("/proc/" + std::to_string(started.pid) + "/cmdline");
   EXPECT_THAT(cmdline, HasSubstr(ContainerName(kScope, l.key)));  // the engine's command line
@@ -404,12 +404,12 @@ TEST_F(ContainerRuntimeTest, KillReachesTheContainerWithSigtermAndRemovesIt) {
   TaskLaunch l = Launch(7,
                         "trap 'echo got TERM; exit 3' TERM; echo ready; "
                         "while true; do sleep 0.1; done");
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*runtime, l.key, "ready");
   EXPECT_TRUE(ContainerExists(l.key));
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "preempted").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.exit_code, 3);  // the trap ran: SIGTERM reached the container's process
   EXPECT_EQ(end.message, "preempted");
   EXPECT_THAT(Log(*runtime, l.key, LogStream::kStdout), HasSubstr("got TERM"));
@@ -422,13 +422,13 @@ TEST_F(ContainerRuntimeTest, KillEndsAPlainSleepThroughTheInitProcess) {
   l.shell = false;
   l.argv = {"sleep", "600"};  // as PID 1 without --init, it would ignore SIGTERM
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   WaitFor(
       *runtime, l.key, [&](const TaskStatus&) { return ContainerExists(l.key); },
       "the container to exist");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "cancelled").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);  // the fake clock never reaches the grace
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.exit_code, 128 + SIGTERM);  // the engine's way of saying "ended by SIGTERM"
   EXPECT_EQ(end.message, "cancelled");
   EXPECT_FALSE(ContainerExists(l.key));
@@ -437,13 +437,13 @@ TEST_F(ContainerRuntimeTest, KillEndsAPlainSleepThroughTheInitProcess) {
 TEST_F(ContainerRuntimeTest, AContainerIgnoringSigtermIsKilledWhenTheGraceRunsOut) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(8, "trap '' TERM; echo ready; sleep 600");
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*runtime, l.key, "ready");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(10), "stopped").ok());
   runtime->Poll();
   clock_.Advance(Seconds(11));
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.message, "stopped");
   EXPECT_FALSE(ContainerExists(l.key));
 }
@@ -454,19 +454,19 @@ TEST_F(ContainerRuntimeTest, ARunningContainerTaskIsAdoptedByTheNextAgent) {
   {
     auto first = MakeRuntime();
     TaskStatus started = first->Start(l);
-    ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+    ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
     pid = started.pid;
     WaitForOutput(*first, l.key, "ready");
   }  // the agent stops; the task does not
   auto second = MakeRuntime();
   std::vector<TaskStatus> adopted = second->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
   EXPECT_EQ(adopted[0].pid, pid);
   EXPECT_TRUE(ContainerExists(l.key));
   std::ofstream(task_dir_ + "/go") << "";
   TaskStatus end = WaitForEnd(*second, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 4);
   EXPECT_FALSE(ContainerExists(l.key));
   EXPECT_TRUE(second->Forget(l.key).ok());
@@ -477,7 +477,7 @@ TEST_F(ContainerRuntimeTest, AContainerWhoseSupervisorDiedIsRemovedWhenFoundLost
   TaskLaunch l = Launch(10, "echo ready; sleep 600");
   {
     auto first = MakeRuntime();
-    ASSERT_EQ(first->Start(l).state, TaskState::kRunning);
+    ASSERT_EQ(first->Start(l).state, ProcessState::kRunning);
     WaitForOutput(*first, l.key, "ready");
   }  // the agent stops; then the supervisor dies without a word
   const pid_t shim = TaskRecord(l.key)["shim_pid"].get<pid_t>();
@@ -487,7 +487,7 @@ TEST_F(ContainerRuntimeTest, AContainerWhoseSupervisorDiedIsRemovedWhenFoundLost
   auto second = MakeRuntime();
   std::vector<TaskStatus> adopted = second->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kLost);
+  EXPECT_EQ(adopted[0].state, ProcessState::kLost);
   EXPECT_EQ(adopted[0].message, "lost: supervisor gone");
   EXPECT_FALSE(ContainerExists(l.key));
 }
@@ -510,7 +510,7 @@ TEST_F(ContainerRuntimeTest, SetuidBinariesOfTheImageGiveTheTaskNoPrivileges) {
       Launch(15, probe + "; grep -E '^(Uid|CapEff|CapBnd|NoNewPrivs):' /proc/self/status");
   l.environment->image = suite->setuid_image;
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   TaskStatus end = WaitForEnd(*runtime, l.key);
   const std::string out = Log(*runtime, l.key, LogStream::kStdout);
   const std::string err = Log(*runtime, l.key, LogStream::kStderr);
@@ -536,7 +536,7 @@ TEST_F(ContainerRuntimeTest, AProcessLaunchWhoseHostSetupIsMissingRunsItsImageAn
   {
     auto first = MakeRuntime();
     TaskStatus started = first->Start(l);
-    ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+    ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
     EXPECT_EQ(started.message, note);
     WaitForOutput(*first, l.key, "ready");
   }  // the agent stops; the task does not
@@ -544,12 +544,12 @@ TEST_F(ContainerRuntimeTest, AProcessLaunchWhoseHostSetupIsMissingRunsItsImageAn
   auto second = MakeRuntime();
   std::vector<TaskStatus> adopted = second->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
   EXPECT_EQ(adopted[0].message, note);
   EXPECT_TRUE(ContainerExists(l.key));
   std::ofstream(task_dir_ + "/go") << "";
   TaskStatus end = WaitForEnd(*second, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 5);
   EXPECT_EQ(end.message, note);
   const std::string out = Log(*second, l.key, LogStream::kStdout);
@@ -565,7 +565,7 @@ TEST_F(ContainerRuntimeTest, WithoutAnEngineAContainerLaunchFailsToStart) {
   auto runtime = ProcessRuntime::Create(o, &clock_);
   ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
   TaskStatus s = (*runtime)->Start(Launch(11, "true"));
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_EQ(s.message, "this node has no container engine (corral agent --container-engine)");
 }
 
@@ -574,7 +574,7 @@ TEST_F(ContainerRuntimeTest, ALaunchTheEngineCannotTakeFailsToStartNamingTheFiel
   TaskLaunch l = Launch(12, "true");
   l.environment->image = "--privileged";
   TaskStatus s = runtime->Start(l);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_THAT(s.message, HasSubstr("field 'environment.image': '--privileged' is not an image"));
 }
 

@@ -455,7 +455,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
                                   : Result<TaskLaunch>(InvalidArgument("no launch"));
   if (!launch.ok()) {
     // Without its record the task cannot be supervised; report it so that the server knows.
-    task.status.state = TaskState::kLost;
+    task.status.state = ProcessState::kLost;
     task.status.ended_at = clock_->Now();
     task.status.message = "lost: task record unreadable (" +
                           (text.ok() ? launch.status().message() : text.status().message()) + ")";
@@ -499,7 +499,7 @@ TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::stri
   task.status.job_id = launch.job_id;
   task.status.task_index = launch.task_index;
   task.status.key = launch.key;
-  task.status.state = TaskState::kFailedToStart;
+  task.status.state = ProcessState::kFailedToStart;
   task.status.started_at = clock_->Now();
   task.status.ended_at = task.status.started_at;
   task.status.message = message;
@@ -801,7 +801,7 @@ void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
   TaskStatus& s = task.status;
   s.ended_at = clock_->Now();
   if (!exit.is_object()) {
-    s.state = TaskState::kLost;
+    s.state = ProcessState::kLost;
     s.message = "lost: exit record unreadable";
   } else {
     s.ended_at = Seconds(IntField(exit, "ended_at", s.ended_at->value()));
@@ -814,14 +814,14 @@ void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
       }
     }
     if (exit.contains("lost")) {
-      s.state = TaskState::kLost;
+      s.state = ProcessState::kLost;
       s.message = kLostMessage;
     } else if (exit.contains("failed_step")) {
-      s.state = TaskState::kFailedToStart;
+      s.state = ProcessState::kFailedToStart;
       s.message = std::string(ShimStepName(static_cast<ShimStep>(IntField(exit, "failed_step")))) +
                   ": " + ErrnoText(static_cast<int>(IntField(exit, "error")));
     } else {
-      s.state = task.kill_reason ? TaskState::kKilled : TaskState::kExited;
+      s.state = task.kill_reason ? ProcessState::kKilled : ProcessState::kExited;
       if (exit.contains("exit_code")) s.exit_code = static_cast<int>(IntField(exit, "exit_code"));
       if (exit.contains("signal")) s.signal = static_cast<int>(IntField(exit, "signal"));
       s.message = JoinMessage({task.kill_reason.value_or(""), oom,
@@ -900,7 +900,7 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
 std::vector<RunningTask> ProcessRuntime::Running() const {
   std::vector<RunningTask> out;
   for (const auto& [key, task] : tasks_) {
-    if (task.status.state != TaskState::kRunning) continue;
+    if (task.status.state != ProcessState::kRunning) continue;
     out.push_back({task.launch, task.status.pid, task.in_container});
   }
   return out;

@@ -54,7 +54,8 @@ class ProcessRuntimeTest : public ::testing::Test {
             ProcessRuntime::Create(Options(CgroupManager::Disabled("teardown")), &clock_);
         runtime.ok()) {
       for (const TaskStatus& s : (*runtime)->Poll()) {
-        if (s.state == TaskState::kRunning) (void)(*runtime)->Kill(s.key, Seconds(0), "teardown");
+        if (s.state == ProcessState::kRunning)
+          (void)(*runtime)->Kill(s.key, Seconds(0), "teardown");
       }
     }
     std::error_code ec;
@@ -138,11 +139,11 @@ TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvir
   l.gpu_milli = MilliGpu(1000);
   l.env = {{"FOO", "bar baz"}};
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   EXPECT_GT(started.pid, 0);
   EXPECT_EQ(started.started_at, Seconds(1700000000));
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_FALSE(end.signal.has_value());
   EXPECT_TRUE(end.ended_at.has_value());
@@ -163,7 +164,7 @@ TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvir
 TEST_F(ProcessRuntimeTest, CpuOnlyTaskSeesNoGpus) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"env"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   std::string out = "\n" + Stdout(*runtime, l.key);
   EXPECT_THAT(out, HasSubstr("\nCUDA_VISIBLE_DEVICES=\n"));
@@ -173,9 +174,9 @@ TEST_F(ProcessRuntimeTest, CpuOnlyTaskSeesNoGpus) {
 TEST_F(ProcessRuntimeTest, ExitCodeIsReported) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "exit 3"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 3);
   EXPECT_FALSE(end.signal.has_value());
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kExited);
@@ -184,9 +185,9 @@ TEST_F(ProcessRuntimeTest, ExitCodeIsReported) {
 TEST_F(ProcessRuntimeTest, DeathBySignalIsReported) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "kill -USR1 $$"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);  // nobody in corral sent it
+  EXPECT_EQ(end.state, ProcessState::kExited);  // nobody in corral sent it
   EXPECT_EQ(end.signal, SIGUSR1);
   EXPECT_FALSE(end.exit_code.has_value());
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kSignalled);
@@ -195,7 +196,7 @@ TEST_F(ProcessRuntimeTest, DeathBySignalIsReported) {
 TEST_F(ProcessRuntimeTest, StdoutAndStderrGoToTheirLogsAndReadLogPages) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "echo out-line; echo err-line >&2"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   EXPECT_EQ(Stdout(*runtime, l.key), "out-line\n");
   auto err = runtime->ReadLog(l.key, LogStream::kStderr, 0, 100);
@@ -216,7 +217,7 @@ TEST_F(ProcessRuntimeTest, ArgvIsNeverInterpretedByAShell) {
   auto runtime = MakeRuntime();
   const std::string marker = root_ + "/injected";
   TaskLaunch l = Launch(1, {"echo", "$(touch " + marker + ")", "; touch " + marker, "`id`"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(Stdout(*runtime, l.key), "$(touch " + marker + ") ; touch " + marker + " `id`\n");
@@ -227,7 +228,7 @@ TEST_F(ProcessRuntimeTest, ShellTaskRunsUnderShWithArguments) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"echo $((1 + 2)) \"$0\" \"$1\"; pwd", "zero", "one"});
   l.shell = true;
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   EXPECT_EQ(Stdout(*runtime, l.key), "3 zero one\n" + task_dir_ + "\n");
 }
@@ -253,7 +254,7 @@ TEST_F(ProcessRuntimeTest, LaunchesThatCannotStartAreReportedWithTheReason) {
   cases.push_back({Launch(6, {}), "field 'argv': must not be empty"});
   for (const Case& c : cases) {
     TaskStatus s = runtime->Start(c.launch);
-    EXPECT_EQ(s.state, TaskState::kFailedToStart) << c.message;
+    EXPECT_EQ(s.state, ProcessState::kFailedToStart) << c.message;
     EXPECT_THAT(s.message, HasSubstr(c.message));
     EXPECT_EQ(s.pid, 0);
     EXPECT_FALSE(std::filesystem::exists(runtime->TaskDir(c.launch.key)));
@@ -261,7 +262,7 @@ TEST_F(ProcessRuntimeTest, LaunchesThatCannotStartAreReportedWithTheReason) {
   // Reported by Poll until forgotten.
   std::vector<TaskStatus> all = runtime->Poll();
   ASSERT_EQ(all.size(), cases.size());
-  for (const TaskStatus& s : all) EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  for (const TaskStatus& s : all) EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_TRUE(runtime->Forget(cases[0].launch.key).ok());
   EXPECT_EQ(runtime->Poll().size(), cases.size() - 1);
 }
@@ -279,7 +280,7 @@ TEST_F(ProcessRuntimeTest, VenvEnvironmentLeadsPathAndSetsVirtualEnv) {
   const std::string venv = MakePrefix(root_ + "/venv");
   TaskLaunch l = Launch(1, {"sh", "-c", "python3; env"});
   l.environment = LaunchEnvironment{"torch", 3, "process", "", venv, ""};
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   const std::string out = "\n" + Stdout(*runtime, l.key);
   EXPECT_THAT(out, HasSubstr("python in " + venv + "/bin/python3\n"));
@@ -294,7 +295,7 @@ TEST_F(ProcessRuntimeTest, CondaEnvironmentLeadsPathAndSetsCondaPrefix) {
   const std::string conda = MakePrefix(root_ + "/conda");
   TaskLaunch l = Launch(1, {"env"});
   l.environment = LaunchEnvironment{"rapids", 1, "process", "", "", conda};
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   const std::string out = "\n" + Stdout(*runtime, l.key);
   EXPECT_THAT(out, HasSubstr("\nPATH=" + conda + "/bin:"));
@@ -307,13 +308,13 @@ TEST_F(ProcessRuntimeTest, EnvironmentThatCannotRunHereFailsToStart) {
   TaskLaunch missing = Launch(1, {"true"});
   missing.environment = LaunchEnvironment{"torch", 2, "process", "", root_ + "/no-venv", ""};
   TaskStatus s = runtime->Start(missing);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_THAT(s.message, HasSubstr("field 'environment.venv': '" + root_ + "/no-venv'"));
   EXPECT_THAT(s.message, HasSubstr("torch@2"));
   TaskLaunch container = Launch(2, {"true"});
   container.environment = LaunchEnvironment{"cuda-base", 1, "container", "nvcr.io/x", "", ""};
   s = runtime->Start(container);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_EQ(s.message, "this node has no container engine (corral agent --container-engine)");
 }
 
@@ -327,7 +328,7 @@ TEST_F(ProcessRuntimeTest, ExecFailureIsFailedToStart) {
   chmod(script.c_str(), 0755);
   TaskLaunch l = Launch(1, {script});
   TaskStatus s = runtime->Start(l);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_THAT(s.message, HasSubstr("exec " + script + ": No such file or directory"));
 }
 
@@ -335,9 +336,9 @@ TEST_F(ProcessRuntimeTest, StartIsIdempotentPerKey) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sleep", "100"});
   TaskStatus first = runtime->Start(l);
-  ASSERT_EQ(first.state, TaskState::kRunning);
+  ASSERT_EQ(first.state, ProcessState::kRunning);
   TaskStatus second = runtime->Start(l);
-  EXPECT_EQ(second.state, TaskState::kRunning);
+  EXPECT_EQ(second.state, ProcessState::kRunning);
   EXPECT_EQ(second.pid, first.pid);
   EXPECT_EQ(runtime->Poll().size(), 1u);
   // Another generation of the same allocation is another task.
@@ -356,11 +357,11 @@ TEST_F(ProcessRuntimeTest, SigtermLetsATrapExitCleanlyWithinGrace) {
   TaskLaunch l = Launch(1, {"sh", "-c",
                             "trap 'echo got-TERM; exit 0' TERM; echo ready; "
                             "while :; do sleep 0.05; done"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*runtime, l.key, "ready");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(10), "cancelled").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);  // the clock never reaches the grace deadline
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(end.message, "cancelled");
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kStopped);
@@ -374,19 +375,19 @@ TEST_F(ProcessRuntimeTest, SigtermLetsATrapExitCleanlyWithinGrace) {
 TEST_F(ProcessRuntimeTest, TaskIgnoringSigtermIsKilledWhenGraceRunsOut) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*runtime, l.key, "ready");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(10), "preempted").ok());
   // Within the grace it keeps running (several polls over ~200 ms of wall time).
   for (int i = 0; i < 20; ++i) {
-    for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+    for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   clock_.Advance(Seconds(9));
-  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);
   clock_.Advance(Seconds(1));  // grace over: the next Poll sends SIGKILL
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.message, "preempted");
 }
@@ -395,12 +396,12 @@ TEST_F(ProcessRuntimeTest, TimeLimitIsEnforced) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sleep", "100"});
   l.time_limit = Seconds(60);
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   clock_.Advance(Seconds(59));
-  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  for (const TaskStatus& s : runtime->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);
   clock_.Advance(Seconds(1));
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.signal, SIGTERM);
   EXPECT_THAT(end.message, HasSubstr("time limit of 60 s"));
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kTimeLimit);  // typed: no one parses the message
@@ -412,15 +413,15 @@ TEST_F(ProcessRuntimeTest, TheTimeLimitCauseSurvivesAnAgentRestart) {
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
   l.time_limit = Seconds(5);
-  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(a->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*a, l.key, "ready");
   clock_.Advance(Seconds(5));
-  for (const TaskStatus& s : a->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);  // SIGTERM sent
+  for (const TaskStatus& s : a->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);  // SIGTERM sent
   a.reset();
   auto b = MakeRuntime();
   clock_.Advance(Seconds(30));  // the grace (Options: 30 s) runs out under the new agent
   TaskStatus end = WaitForEnd(*b, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kTimeLimit);
   EXPECT_THAT(end.message, HasSubstr("time limit of 5 s"));
@@ -431,20 +432,20 @@ TEST_F(ProcessRuntimeTest, AdoptsARunningTaskAndReportsItsExit) {
   TaskLaunch l =
       Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; echo done; exit 4"});
   TaskStatus started = a->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
   a.reset();  // the agent goes away without killing anything
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
   EXPECT_EQ(adopted[0].pid, started.pid);
   EXPECT_EQ(adopted[0].job_id, JobId(7));
   EXPECT_EQ(adopted[0].started_at, started.started_at);
 
   std::ofstream(task_dir_ + "/go") << "";
   TaskStatus end = WaitForEnd(*b, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 4);
   EXPECT_EQ(Stdout(*b, l.key), "done\n");
 }
@@ -466,12 +467,12 @@ TEST_F(ProcessRuntimeTest, AnEndIsNoticedWithoutPollingAndPollDrainsTheNotice) {
   ASSERT_GE(runtime->ExitNoticeFd(), 0);
   EXPECT_FALSE(ExitNoticePending(*runtime));  // nothing ended yet
   TaskLaunch l = Launch(1, {"sh", "-c", "exit 3"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   ASSERT_TRUE(ExitNoticeArrives(*runtime));
   // The notice follows the exit record: the first Poll after it sees the end.
   std::vector<TaskStatus> seen = runtime->Poll();
   ASSERT_EQ(seen.size(), 1u);
-  EXPECT_EQ(seen[0].state, TaskState::kExited);
+  EXPECT_EQ(seen[0].state, ProcessState::kExited);
   EXPECT_EQ(seen[0].exit_code, 3);
   EXPECT_FALSE(ExitNoticePending(*runtime));
 }
@@ -479,20 +480,20 @@ TEST_F(ProcessRuntimeTest, AnEndIsNoticedWithoutPollingAndPollDrainsTheNotice) {
 TEST_F(ProcessRuntimeTest, AnAdoptedTasksEndIsNoticedByTheNewRuntime) {
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 4"});
-  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(a->Start(l).state, ProcessState::kRunning);
   a.reset();  // an agent restart: the supervisor stays, and reaches the next agent's FIFO
   auto b = MakeRuntime();
-  ASSERT_EQ(b->Poll()[0].state, TaskState::kRunning);
+  ASSERT_EQ(b->Poll()[0].state, ProcessState::kRunning);
   EXPECT_FALSE(ExitNoticePending(*b));
   std::ofstream(task_dir_ + "/go") << "";
   ASSERT_TRUE(ExitNoticeArrives(*b));
-  EXPECT_EQ(b->Poll()[0].state, TaskState::kExited);
+  EXPECT_EQ(b->Poll()[0].state, ProcessState::kExited);
 }
 
 TEST_F(ProcessRuntimeTest, TaskThatEndedWhileNoAgentRanIsReportedOnAdoption) {
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 5"});
-  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(a->Start(l).state, ProcessState::kRunning);
   a.reset();
   std::ofstream(task_dir_ + "/go") << "";
   const std::string exit_file = home_ + "/tasks/1-1/exit.json";
@@ -503,7 +504,7 @@ TEST_F(ProcessRuntimeTest, TaskThatEndedWhileNoAgentRanIsReportedOnAdoption) {
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kExited);
+  EXPECT_EQ(adopted[0].state, ProcessState::kExited);
   EXPECT_EQ(adopted[0].exit_code, 5);
 }
 
@@ -511,7 +512,7 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sleep", "100"});
   TaskStatus started = a->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
   pid_t shim = TaskRecord(l.key)["shim_pid"].get<pid_t>();
   ASSERT_GT(shim, 0);
   a.reset();
@@ -521,7 +522,7 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kLost);
+  EXPECT_EQ(adopted[0].state, ProcessState::kLost);
   EXPECT_EQ(adopted[0].message, "lost: supervisor gone");
   // The orphaned task was killed, not left holding its GPUs.
   auto deadline = std::chrono::steady_clock::now() + kDeadline;
@@ -536,7 +537,7 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   auto c = MakeRuntime();
   std::vector<TaskStatus> again = c->Poll();
   ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].state, TaskState::kLost);
+  EXPECT_EQ(again[0].state, ProcessState::kLost);
   EXPECT_EQ(again[0].ended_at, ended);
 }
 
@@ -555,10 +556,10 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
   std::vector<TaskStatus> all = runtime->Poll();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].key, (TaskKey{AllocationId(5), 1}));
-  EXPECT_EQ(all[0].state, TaskState::kLost);
+  EXPECT_EQ(all[0].state, ProcessState::kLost);
   EXPECT_THAT(all[0].message, HasSubstr("lost: task record unreadable"));
   EXPECT_EQ(all[1].key, (TaskKey{AllocationId(6), 2}));
-  EXPECT_EQ(all[1].state, TaskState::kLost);
+  EXPECT_EQ(all[1].state, ProcessState::kLost);
   EXPECT_EQ(all[1].job_id, JobId(7));
   EXPECT_EQ(all[1].message, "lost: supervisor gone");
   EXPECT_TRUE(runtime->Forget(all[0].key).ok());
@@ -569,15 +570,15 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
 TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
-  ASSERT_EQ(a->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(a->Start(l).state, ProcessState::kRunning);
   WaitForOutput(*a, l.key, "ready");
   ASSERT_TRUE(a->Kill(l.key, Seconds(10), "preempted").ok());
   a.reset();
   auto b = MakeRuntime();
-  for (const TaskStatus& s : b->Poll()) EXPECT_EQ(s.state, TaskState::kRunning);
+  for (const TaskStatus& s : b->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);
   clock_.Advance(Seconds(10));
   TaskStatus end = WaitForEnd(*b, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.message, "preempted");
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kStopped);
@@ -656,21 +657,21 @@ TEST_F(ProcessRuntimeTest, TasksOfTheLayoutBeforeClusterIdsAreAdoptedAndReported
   std::vector<TaskStatus> adopted = runtime->Poll();
   ASSERT_EQ(adopted.size(), 2u);
   EXPECT_EQ(adopted[0].key, running.key);
-  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
   EXPECT_EQ(adopted[0].pid, old.pid);
-  EXPECT_EQ(adopted[1].state, TaskState::kExited);
+  EXPECT_EQ(adopted[1].state, ProcessState::kExited);
   EXPECT_EQ(adopted[1].exit_code, 2);
   EXPECT_EQ(runtime->TaskDir(running.key), work_dir_ + "/tasks/3-1");
   WaitForOutput(*runtime, running.key, "old");
   // A new task goes to the namespace, beside the old ones.
   TaskLaunch fresh = Launch(5, {"true"});
-  ASSERT_EQ(runtime->Start(fresh).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(fresh).state, ProcessState::kRunning);
   EXPECT_EQ(runtime->TaskDir(fresh.key), home_ + "/tasks/5-1");
   EXPECT_EQ(WaitForEnd(*runtime, fresh.key).exit_code, 0);
 
   std::ofstream(task_dir_ + "/go") << "";
   TaskStatus end = WaitForEnd(*runtime, running.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 6);
   if (old_group) {  // the old group was emptied and removed, by the path task.json names
     for (const std::string& dir : old_group->dirs) EXPECT_FALSE(std::filesystem::exists(dir));
@@ -695,7 +696,7 @@ TEST_F(ProcessRuntimeTest, TasksOfTheLayoutBeforeClusterIdsAreAdoptedAndReported
 TEST_F(ProcessRuntimeTest, TasksOfAnotherClusterInTheWorkDirAreRefusedNotAdopted) {
   auto mine = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "while [ ! -e go ]; do sleep 0.02; done"});
-  ASSERT_EQ(mine->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(mine->Start(l).state, ProcessState::kRunning);
   mine.reset();
 
   ProcessRuntimeOptions other = Options(CgroupManager::Disabled("test"));
@@ -735,7 +736,7 @@ TEST_F(ProcessRuntimeTest, ANamespaceMustBeSafeAsAPath) {
 TEST_F(ProcessRuntimeTest, ForgetDropsEndedTasksOnly) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"sleep", "100"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   EXPECT_EQ(runtime->Forget(l.key).code(), StatusCode::kFailedPrecondition);
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "cancelled").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);
@@ -753,7 +754,7 @@ TEST_F(ProcessRuntimeTest, TaskEndsAsAWholeWhenItsMainProcessExits) {
   auto runtime = MakeRuntime();
   // The background sleep stays in the task's process group after sh exits.
   TaskLaunch l = Launch(1, {"sh", "-c", "sleep 100 & echo $!"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   pid_t child = std::stoi(Stdout(*runtime, l.key));
   auto deadline = std::chrono::steady_clock::now() + kDeadline;
@@ -768,10 +769,10 @@ TEST_F(ProcessRuntimeTest, WithoutCgroupsTasksRunUnlimitedAndSaySo) {
   TaskLaunch l = Launch(1, {"true"});
   l.memory = MemoryMib(64);
   TaskStatus s = runtime->Start(l);
-  ASSERT_EQ(s.state, TaskState::kRunning);
+  ASSERT_EQ(s.state, ProcessState::kRunning);
   EXPECT_EQ(s.message, "running without limits: no cgroup hierarchy here");
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(end.message, "running without limits: no cgroup hierarchy here");
 }
@@ -787,7 +788,7 @@ TEST_F(ProcessRuntimeTest, RejectsARelativeWorkDir) {
 TEST_F(ProcessRuntimeTest, TaskFilesArePrivateToTheAgent) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"true"});
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEnd(*runtime, l.key);
   struct stat st;
   ASSERT_EQ(stat((home_ + "/tasks").c_str(), &st), 0);
@@ -811,7 +812,7 @@ TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsOwnPrivateScratchDir) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(5, {"pwd"});
   l.workdir = "";
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   const std::string scratch = home_ + "/scratch/5-1";
   EXPECT_EQ(Stdout(*runtime, l.key), scratch + "\n");
@@ -863,9 +864,9 @@ TEST_F(ProcessRuntimeTest, TaskRunsAsTheTaskUserInAScratchDirItOwns) {
   l.workdir = "";
   std::ofstream(work_dir_ + "/node.id") << "secret\n";
   ASSERT_EQ(chmod((work_dir_ + "/node.id").c_str(), 0600), 0);
-  ASSERT_EQ((*runtime)->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ((*runtime)->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(**runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_NE(end.exit_code, 0);  // the node id stays unreadable
   const std::string scratch = home_ + "/scratch/6-1";
   const std::string uid = std::to_string(nobody->uid);
@@ -891,7 +892,7 @@ TEST_F(ProcessRuntimeTest, TaskUserMustBeAbleToEnterItsWorkdir) {
   ASSERT_EQ(chmod(task_dir_.c_str(), 0700), 0);  // root's, private
   TaskLaunch l = Launch(7, {"true"});
   TaskStatus s = (*runtime)->Start(l);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_THAT(s.message, HasSubstr("chdir to workdir " + task_dir_));
 }
 
@@ -915,26 +916,26 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
     return (*runtime)->Start(l);
   };
   // Mapped: the task gets its submitter's identity.
-  ASSERT_EQ(launch_as(1, "alice").state, TaskState::kRunning);
+  ASSERT_EQ(launch_as(1, "alice").state, ProcessState::kRunning);
   const TaskKey alices{AllocationId(1), 1};
   EXPECT_EQ(WaitForEnd(**runtime, alices).exit_code, 0);
   EXPECT_EQ(Stdout(**runtime, alices), std::to_string(nobody->uid) + "\n" + nobody->home + "\n");
   // A Unix user the map gives alice is not anyone else's by name.
   TaskStatus named = launch_as(2, "nobody");
-  EXPECT_EQ(named.state, TaskState::kFailedToStart);
+  EXPECT_EQ(named.state, ProcessState::kFailedToStart);
   EXPECT_THAT(named.message, HasSubstr("Unix user 'nobody' belongs to corral user 'alice' in "
                                        "--task-user-map"));
   // Root and system accounts stay out (uid under --min-task-uid), and so do unknown users.
   TaskStatus root = launch_as(3, "root");
-  EXPECT_EQ(root.state, TaskState::kFailedToStart);
+  EXPECT_EQ(root.state, ProcessState::kFailedToStart);
   EXPECT_THAT(root.message, HasSubstr("cannot run as submitter 'root': uid 0 is under the "
                                       "agent's --min-task-uid 1000"));
   TaskStatus bob = launch_as(4, "bob");
-  EXPECT_EQ(bob.state, TaskState::kFailedToStart);
+  EXPECT_EQ(bob.state, ProcessState::kFailedToStart);
   EXPECT_THAT(bob.message, HasSubstr("submitter 'bob' (mapped to Unix user 'daemon'): uid " +
                                      std::to_string(daemon->uid) + " is under"));
   TaskStatus stranger = launch_as(5, "corral-no-such-user");
-  EXPECT_EQ(stranger.state, TaskState::kFailedToStart);
+  EXPECT_EQ(stranger.state, ProcessState::kFailedToStart);
   EXPECT_THAT(stranger.message, HasSubstr("cannot run as submitter 'corral-no-such-user': task "
                                           "user 'corral-no-such-user': no such user on this node"));
   // A lower bound that admits daemon lets bob's task run as daemon; a submitter named like a
@@ -949,7 +950,7 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
     TaskLaunch l = Launch(allocation, {"id -u"});
     l.shell = true;
     l.user = user;
-    ASSERT_EQ((*lower)->Start(l).state, TaskState::kRunning) << user;
+    ASSERT_EQ((*lower)->Start(l).state, ProcessState::kRunning) << user;
     EXPECT_EQ(WaitForEnd(**lower, l.key).exit_code, 0);
     EXPECT_EQ(Stdout(**lower, l.key), std::to_string(uid) + "\n");
   }
@@ -961,7 +962,7 @@ TEST_F(ProcessRuntimeTest, TasksRunAsTheirSubmittersWhenConfigured) {
   TaskLaunch l = Launch(8, {"true"});
   l.user = "nobody";
   TaskStatus over = (*bounded)->Start(l);
-  EXPECT_EQ(over.state, TaskState::kFailedToStart);
+  EXPECT_EQ(over.state, ProcessState::kFailedToStart);
   EXPECT_THAT(over.message, HasSubstr("uid " + std::to_string(nobody->uid) +
                                       " is over the agent's --max-task-uid 60000"));
 }
@@ -990,26 +991,26 @@ TEST_F(ProcessRuntimeTest, SubmittersAreLookedUpOnceAMinuteAndOutlastABriefDirec
     l.user = "nobody";
     return (*runtime)->Start(l);
   };
-  EXPECT_EQ(start().state, TaskState::kRunning);
-  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(start().state, ProcessState::kRunning);
+  EXPECT_EQ(start().state, ProcessState::kRunning);
   EXPECT_EQ(lookups, 1);  // within the minute: the answer is reused
   // The directory is unreadable a minute later: its last answer stands in, for up to an hour.
   clock_.Advance(ProcessRuntime::kUserLookupTtl);
   answer = IoError("task user 'nobody': cannot read the user database: Connection refused");
-  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(start().state, ProcessState::kRunning);
   EXPECT_EQ(lookups, 2);
   clock_.Advance(ProcessRuntime::kUserLookupGrace);
   TaskStatus late = start();
-  EXPECT_EQ(late.state, TaskState::kFailedToStart);
+  EXPECT_EQ(late.state, ProcessState::kFailedToStart);
   EXPECT_THAT(late.message, HasSubstr("cannot read the user database"));
   // A user the directory no longer has is not run as, however recently it was seen.
   answer = Status::Ok();
-  EXPECT_EQ(start().state, TaskState::kRunning);
+  EXPECT_EQ(start().state, ProcessState::kRunning);
   clock_.Advance(ProcessRuntime::kUserLookupTtl);
   answer = NotFound("task user 'nobody': no such user");
-  EXPECT_EQ(start().state, TaskState::kFailedToStart);
+  EXPECT_EQ(start().state, ProcessState::kFailedToStart);
   answer = IoError("task user 'nobody': cannot read the user database");
-  EXPECT_EQ(start().state, TaskState::kFailedToStart);  // nothing cached since
+  EXPECT_EQ(start().state, ProcessState::kFailedToStart);  // nothing cached since
 }
 
 TEST_F(ProcessRuntimeTest, RunningAsTheSubmitterExcludesATaskUserAndUidZero) {
@@ -1126,12 +1127,12 @@ TEST_F(StandInEngineTest, AContainerRemovedAfterTheSigkillIsNotRemovedAgain) {
   auto runtime = MakeEngineRuntime();
   TaskLaunch l = ContainerLaunch(1);
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   WaitForEngineCall("run ");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "stopped").ok());
   EXPECT_EQ(Removals(), 1);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.message, "stopped");
   runtime->Poll();
   EXPECT_TRUE(runtime->Forget(l.key).ok());
@@ -1158,7 +1159,7 @@ TEST_F(StandInEngineTest, TheEngineMountsTheWorkdirTheTaskUserOpenedNotAPathReso
   TaskLaunch hidden = ContainerLaunch(4);
   hidden.workdir = locked + "/open";
   TaskStatus refused = runtime.Start(hidden);
-  EXPECT_EQ(refused.state, TaskState::kFailedToStart);
+  EXPECT_EQ(refused.state, ProcessState::kFailedToStart);
   EXPECT_THAT(refused.message, HasSubstr("workdir " + locked + "/open: Permission denied as uid " +
                                          std::to_string(nobody->uid)));
   // A workdir the user can open is bound at the agent's staging path, which the engine mounts.
@@ -1167,7 +1168,7 @@ TEST_F(StandInEngineTest, TheEngineMountsTheWorkdirTheTaskUserOpenedNotAPathReso
   std::ofstream(workdir + "/data.txt") << "kept\n";
   TaskLaunch l = ContainerLaunch(5);
   l.workdir = workdir;
-  ASSERT_EQ(runtime.Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime.Start(l).state, ProcessState::kRunning);
   const std::string staged = home_ + "/mounts/" + ToString(l.key);
   WaitForEngineCall("-w " + workdir + " -v " + staged + ":" + workdir + " ");
   EXPECT_EQ(*ReadFile(staged + "/data.txt"), "kept\n");
@@ -1183,12 +1184,12 @@ TEST_F(StandInEngineTest, AFailedRemovalIsRetriedAtMostOnceEvery30Seconds) {
   std::ofstream(root_ + "/rm-fails") << "";
   auto runtime = MakeEngineRuntime();
   TaskLaunch l = ContainerLaunch(2);
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   WaitForEngineCall("run ");
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "stopped").ok());
   EXPECT_EQ(Removals(), 1);
   TaskStatus end = WaitForEnd(*runtime, l.key);  // polls many times
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_THAT(
       end.message,
       HasSubstr("stopped; `podman rm -f corral-0123456789abcdef-node-a-2-1` exited 125: Error: "
@@ -1223,7 +1224,7 @@ TEST_F(StandInEngineTest, AProcessLaunchWhoseHostSetupIsMissingHereRunsItsImage)
   TaskLaunch l = Launch(3, {"python3", "train.py"});
   l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/stays:1", venv, ""};
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   const std::string note =
       "host prefix " + venv + " missing here: running image localhost/stays:1 in a container";
   EXPECT_EQ(started.message, note);
@@ -1237,12 +1238,12 @@ TEST_F(StandInEngineTest, AProcessLaunchWhoseHostSetupIsMissingHereRunsItsImage)
   auto next = MakeEngineRuntime();
   std::vector<TaskStatus> adopted = next->Poll();
   ASSERT_EQ(adopted.size(), 1u);
-  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
   EXPECT_EQ(adopted[0].message, note);
   ASSERT_TRUE(next->Kill(l.key, Seconds(0), "stopped").ok());
   EXPECT_EQ(Removals(), 1);  // its container is removed
   TaskStatus end = WaitForEnd(*next, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.message, "stopped; " + note);
 }
 
@@ -1252,7 +1253,7 @@ TEST_F(StandInEngineTest, AHostSetupPresentHereRunsAsAProcessDespiteTheImage) {
   TaskLaunch l = Launch(4, {"python3"});
   l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/stays:1", venv, ""};
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   EXPECT_EQ(Stdout(*runtime, l.key), "python in " + venv + "/bin/python3\n");
   EXPECT_FALSE(std::filesystem::exists(EngineLog()));
@@ -1264,7 +1265,7 @@ TEST_F(ProcessRuntimeTest, AMissingHostSetupFailsTheStartNamingItWhenTheImageCan
   TaskLaunch l = Launch(5, {"python3"});
   l.environment = LaunchEnvironment{"torch", 2, "process", "localhost/x:1", venv, ""};
   TaskStatus s = runtime->Start(l);
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_EQ(s.message, "task 5-1: field 'environment.venv': '" + venv +
                            "' (environment 'torch@2') does not exist on this node; its image "
                            "localhost/x:1 cannot run here instead: this node has no container "
@@ -1322,9 +1323,9 @@ TEST_F(DistributedRuntimeTest, EachProcessOfAPartSeesItsRank) {
       1, {"sh", "-c", "echo $RANK $LOCAL_RANK $WORLD_SIZE $NODE_RANK > rank.$RANK"},
       model::Launcher::kNone, 3);
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 0);
   for (int local = 0; local < 3; ++local) {
     const int rank = 3 + local;
@@ -1343,11 +1344,11 @@ TEST_F(DistributedRuntimeTest, OneFailingProcessStopsItsSiblingsAndGivesItsStatu
       1, {"sh", "-c", "if [ \"$LOCAL_RANK\" = 1 ]; then exit 3; fi; exec sleep 30"},
       model::Launcher::kNone, 3);
   const auto begin = std::chrono::steady_clock::now();
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
   // Well before the siblings' `sleep 30`, and before the 10 s SIGKILL grace: SIGTERM did it.
   EXPECT_LT(std::chrono::steady_clock::now() - begin, std::chrono::seconds(8));
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 3);
   const std::string err = Stderr(*runtime, l.key);
   EXPECT_THAT(err, HasSubstr("process 1 exited with 3; stopping the others"));
@@ -1360,11 +1361,11 @@ TEST_F(DistributedRuntimeTest, KillReachesEveryProcessAndTheLauncherExits143) {
   auto runtime = MakeDistributedRuntime();
   TaskLaunch l = DistributedLaunch(1, {"sleep", "30"}, model::Launcher::kTf, 2);
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   WaitUntilBlocked(started.pid, SIGTERM);
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "cancelled").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.exit_code, 143);
 }
 
@@ -1372,7 +1373,7 @@ TEST_F(DistributedRuntimeTest, MpiPartsOtherThanZeroHoldTheirNodeUntilStopped) {
   auto runtime = MakeDistributedRuntime();
   TaskLaunch l = DistributedLaunch(1, {"mpirun", "./a.out"}, model::Launcher::kMpi, 2);
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   WaitUntilBlocked(started.pid, SIGTERM);
   auto cmdline = ReadFile("/proc/" + std::to_string(started.pid) + "/cmdline");
   ASSERT_TRUE(cmdline.ok());
@@ -1382,10 +1383,10 @@ TEST_F(DistributedRuntimeTest, MpiPartsOtherThanZeroHoldTheirNodeUntilStopped) {
   const std::string hostfile = home_ + "/hostfiles/1-1";
   EXPECT_THAT(*environ, HasSubstr(std::string("\0OMPI_MCA_orte_default_hostfile=", 32) + hostfile +
                                   std::string("\0", 1)));
-  EXPECT_EQ(runtime->Poll()[0].state, TaskState::kRunning);
+  EXPECT_EQ(runtime->Poll()[0].state, ProcessState::kRunning);
   ASSERT_TRUE(runtime->Kill(l.key, Seconds(30), "job ended").ok());
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kKilled);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
   EXPECT_EQ(end.exit_code, 0);
 }
 
@@ -1394,7 +1395,7 @@ TEST_F(DistributedRuntimeTest, HostfileIsReadableByTheTaskAndGoesWithIt) {
   TaskLaunch l = DistributedLaunch(1, {"sh", "-c", "echo $CORRAL_HOSTFILE; cat $CORRAL_HOSTFILE"},
                                    model::Launcher::kDeepspeed, 1);
   l.distributed->hosts = {"10.77.0.2", "10.77.0.2"};  // two parts on one node
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   const std::string hostfile = home_ + "/hostfiles/1-1";
   EXPECT_EQ(Stdout(*runtime, l.key), hostfile + "\n10.77.0.2 slots=2\n");
@@ -1420,7 +1421,7 @@ TEST_F(DistributedRuntimeTest, AnotherTaskUserCanReadTheHostfile) {
       DistributedLaunch(1, {"sh", "-c", "cat $CORRAL_HOSTFILE; echo x >> $CORRAL_HOSTFILE"},
                         model::Launcher::kDeepspeed, 1);
   l.workdir = "";
-  ASSERT_EQ((*runtime)->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ((*runtime)->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(**runtime, l.key);
   EXPECT_NE(end.exit_code, 0);  // readable, not writable
   EXPECT_EQ(Stdout(**runtime, l.key), "10.77.0.2 slots=1\n10.77.0.3 slots=1\n");
@@ -1437,7 +1438,7 @@ TEST_F(DistributedRuntimeTest, TorchrunIsFoundThroughPathAndGetsTheRendezvous) {
   setenv("PATH", path.c_str(), 1);
   TaskLaunch l = DistributedLaunch(1, {"train.py", "--lr", "1"}, model::Launcher::kTorchrun, 2);
   TaskStatus started = runtime->Start(l);
-  ASSERT_EQ(started.state, TaskState::kRunning) << started.message;
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   EXPECT_EQ(Stdout(*runtime, l.key),
             "--nnodes=2 --nproc_per_node=2 --node_rank=1 --master_addr=10.77.0.2 "
@@ -1450,7 +1451,7 @@ TEST_F(DistributedRuntimeTest, AMissingLauncherProgramFailsTheStart) {
   auto runtime = ProcessRuntime::Create(o, &clock_);
   ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
   TaskStatus s = (*runtime)->Start(DistributedLaunch(1, {"true"}, model::Launcher::kNone, 2));
-  EXPECT_EQ(s.state, TaskState::kFailedToStart);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
   EXPECT_EQ(s.message, "'/nonexistent/corral': /nonexistent/corral is not an executable file");
   EXPECT_FALSE(std::filesystem::exists(home_ + "/hostfiles/1-1"));
 }
@@ -1479,7 +1480,7 @@ TEST_F(DistributedRuntimeTest, LaunchCommandErrors) {
     std::vector<std::string> argv = {CORRAL_BINARY, "launch"};
     argv.insert(argv.end(), c.args.begin(), c.args.end());
     TaskLaunch l = Launch(allocation++, argv);
-    ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+    ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
     TaskStatus end = WaitForEnd(*runtime, l.key);
     EXPECT_EQ(end.exit_code, c.exit_code) << c.message;
     EXPECT_THAT(Stderr(*runtime, l.key), HasSubstr(c.message));
@@ -1530,17 +1531,17 @@ TEST_F(CgroupRuntimeTest, ATaskEndingInOneClusterKillsNothingOfAnother) {
   TaskLaunch in_a = l, in_b = l;
   in_a.env = {{"X", "a"}};
   in_b.env = {{"X", "b"}};
-  ASSERT_EQ(a->Start(in_a).state, TaskState::kRunning);
-  ASSERT_EQ(b->Start(in_b).state, TaskState::kRunning);
+  ASSERT_EQ(a->Start(in_a).state, ProcessState::kRunning);
+  ASSERT_EQ(b->Start(in_b).state, ProcessState::kRunning);
   std::ofstream(task_dir_ + "/go-a") << "";
   EXPECT_EQ(WaitForEnd(*a, l.key).exit_code, 0);
   ASSERT_TRUE(a->Forget(l.key).ok());  // its group emptied and removed
   for (int i = 0; i < 20; ++i) {
-    EXPECT_EQ(b->Poll()[0].state, TaskState::kRunning) << "the other cluster's task was killed";
+    EXPECT_EQ(b->Poll()[0].state, ProcessState::kRunning) << "the other cluster's task was killed";
   }
   std::ofstream(task_dir_ + "/go-b") << "";
   TaskStatus end = WaitForEnd(*b, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(Stdout(*b, l.key), "b\n");
   ASSERT_TRUE(b->Forget(l.key).ok());
@@ -1561,10 +1562,10 @@ TEST_F(CgroupRuntimeTest, AnOomKillIsTheEndCause) {
   TaskLaunch l = Launch(31, {"dd", "if=/dev/zero", "of=/dev/null", "bs=256M", "count=1"});
   l.memory = MemoryMib(32);
   TaskStatus s = runtime->Start(l);
-  ASSERT_EQ(s.state, TaskState::kRunning);
+  ASSERT_EQ(s.state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
   if (!s.message.empty()) GTEST_SKIP() << "memory limits not applied here: " << s.message;
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kOutOfMemory);
   EXPECT_THAT(end.message, HasSubstr("out of memory: killed at its memory limit of 32 MiB"));
@@ -1572,7 +1573,7 @@ TEST_F(CgroupRuntimeTest, AnOomKillIsTheEndCause) {
   TaskLaunch survivor = Launch(32, {"dd if=/dev/zero of=/dev/null bs=256M count=1; exit 0"});
   survivor.shell = true;
   survivor.memory = MemoryMib(32);
-  ASSERT_EQ(runtime->Start(survivor).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(survivor).state, ProcessState::kRunning);
   end = WaitForEnd(*runtime, survivor.key);
   EXPECT_EQ(end.exit_code, 0);
   EXPECT_EQ(end.end_cause, model::TaskEndCause::kExited);
@@ -1597,7 +1598,7 @@ TEST_F(CgroupRuntimeTest, LimitsAreVisibleFromInsideTheTask) {
   l.memory = MemoryMib(64);
   l.cpu = CpuMilli(500);
   TaskStatus s = runtime->Start(l);
-  ASSERT_EQ(s.state, TaskState::kRunning);
+  ASSERT_EQ(s.state, ProcessState::kRunning);
   EXPECT_EQ(s.message, "");  // every limit applied
   TaskStatus end = WaitForEnd(*runtime, l.key);
   EXPECT_EQ(end.exit_code, 0);
@@ -1627,9 +1628,9 @@ TEST_F(CgroupRuntimeTest, TaskOverItsMemoryLimitIsKilled) {
   TaskLaunch l = Launch(22, {"x=$(head -c 268435456 /dev/zero | tr '\\0' a); echo survived"});
   l.shell = true;
   l.memory = MemoryMib(32);
-  ASSERT_EQ(runtime->Start(l).state, TaskState::kRunning);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   TaskStatus end = WaitForEnd(*runtime, l.key);
-  EXPECT_EQ(end.state, TaskState::kExited);
+  EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.signal, SIGKILL);
   EXPECT_THAT(end.message, HasSubstr("out of memory"));
   EXPECT_THAT(Stdout(*runtime, l.key), Not(HasSubstr("survived")));
@@ -1649,7 +1650,7 @@ TEST_F(CgroupRuntimeTest, TaskUserJoinsItsCgroupBeforeDroppingRoot) {
   l.shell = true;
   l.memory = MemoryMib(64);
   TaskStatus s = (*runtime)->Start(l);
-  ASSERT_EQ(s.state, TaskState::kRunning);
+  ASSERT_EQ(s.state, ProcessState::kRunning);
   EXPECT_EQ(s.message, "");  // joined
   EXPECT_EQ(WaitForEnd(**runtime, l.key).exit_code, 0);
   const std::string out = Stdout(**runtime, l.key);

@@ -35,8 +35,8 @@ inline TaskStatus WaitForStatus(Runtime& runtime, const TaskKey& key,
     if (last.key == key && done(last)) return last;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  ADD_FAILURE() << "timed out waiting for " << what << "; last state " << TaskStateName(last.state)
-                << " message '" << last.message << "'";
+  ADD_FAILURE() << "timed out waiting for " << what << "; last state "
+                << ProcessStateName(last.state) << " message '" << last.message << "'";
   return last;
 }
 

@@ -49,7 +49,7 @@ class ScriptedRuntime final : public Runtime {
     TaskStatus s;
     s.job_id = launch.job_id;
     s.key = launch.key;
-    s.state = TaskState::kRunning;
+    s.state = ProcessState::kRunning;
     tasks_[launch.key] = s;
     return s;
   }
@@ -92,7 +92,7 @@ class ScriptedRuntime final : public Runtime {
   void End(const TaskKey& key, int code) {
     {
       std::lock_guard lock(mu_);
-      tasks_[key].state = TaskState::kExited;
+      tasks_[key].state = ProcessState::kExited;
       tasks_[key].exit_code = code;
     }
     ASSERT_EQ(write(notices_[1], "x", 1), 1);
@@ -212,7 +212,7 @@ TEST_F(RuntimeThreadTest, AnEndIsPublishedOnItsNoticeWithANewerVersion) {
   // The poll interval is an hour: only the notice can have brought the end.
   ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
     const SnapshotTask* t = Find(s, Key(2));
-    return t && t->status.state == TaskState::kExited;
+    return t && t->status.state == ProcessState::kExited;
   }));
   const RuntimeSnapshot after = thread_.Snapshot();
   EXPECT_GT(after.version, before.version);

@@ -440,7 +440,7 @@ TEST(TaskJsonTest, StatusRoundTrips) {
   s.job_id = JobId(7);
   s.task_index = 1;
   s.key = TaskKey{AllocationId(12), 1};
-  s.state = TaskState::kKilled;
+  s.state = ProcessState::kKilled;
   s.pid = 4242;
   s.signal = 15;
   s.started_at = Seconds(1700000000);
@@ -463,7 +463,7 @@ TEST(TaskJsonTest, EndCauseIsRequiredForAnEndAndChecked) {
   TaskStatus s;
   s.job_id = JobId(7);
   s.key = TaskKey{AllocationId(12), 1};
-  s.state = TaskState::kKilled;
+  s.state = ProcessState::kKilled;
   s.signal = 9;
   s.ended_at = Seconds(1700000100);
   s.message = "time limit of 60 s reached";
@@ -492,10 +492,10 @@ TEST(TaskJsonTest, EndCauseIsRequiredForAnEndAndChecked) {
 }
 
 TEST(TaskStateTest, Names) {
-  EXPECT_STREQ(TaskStateName(TaskState::kFailedToStart), "failed_to_start");
-  EXPECT_STREQ(TaskStateName(TaskState::kLost), "lost");
-  EXPECT_FALSE(IsTerminal(TaskState::kRunning));
-  EXPECT_TRUE(IsTerminal(TaskState::kExited));
+  EXPECT_STREQ(ProcessStateName(ProcessState::kFailedToStart), "failed_to_start");
+  EXPECT_STREQ(ProcessStateName(ProcessState::kLost), "lost");
+  EXPECT_FALSE(IsTerminal(ProcessState::kRunning));
+  EXPECT_TRUE(IsTerminal(ProcessState::kExited));
 }
 
 }  // namespace

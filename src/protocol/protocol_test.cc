@@ -32,7 +32,7 @@ TaskStatus SomeStatus() {
   s.job_id = JobId(7);
   s.task_index = 1;
   s.key = {AllocationId(12), 2};
-  s.state = TaskState::kExited;
+  s.state = ProcessState::kExited;
   s.pid = 4242;
   s.exit_code = 3;
   s.started_at = Seconds(100);
@@ -191,7 +191,7 @@ TEST(ReportTest, RoundTrips) {
   auto parsed = ParseReport(ToJson(report));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(ToJson(*parsed), ToJson(report));
-  EXPECT_EQ(parsed->tasks.at(0).state, TaskState::kExited);
+  EXPECT_EQ(parsed->tasks.at(0).state, ProcessState::kExited);
   EXPECT_EQ(parsed->logs.at(0).stream, LogStream::kStderr);
   ASSERT_TRUE(parsed->gpu_metrics.has_value());
   EXPECT_EQ(parsed->gpu_metrics->gpus.at(0).processes.at(1).task, std::nullopt);

@@ -88,17 +88,17 @@ std::optional<TaskKey> ParseTaskKey(std::string_view text) {
   return TaskKey{AllocationId(allocation), generation};
 }
 
-const char* TaskStateName(TaskState state) {
+const char* ProcessStateName(ProcessState state) {
   switch (state) {
-    case TaskState::kRunning:
+    case ProcessState::kRunning:
       return "running";
-    case TaskState::kExited:
+    case ProcessState::kExited:
       return "exited";
-    case TaskState::kKilled:
+    case ProcessState::kKilled:
       return "killed";
-    case TaskState::kFailedToStart:
+    case ProcessState::kFailedToStart:
       return "failed_to_start";
-    case TaskState::kLost:
+    case ProcessState::kLost:
       return "lost";
   }
   return "unknown";
@@ -115,7 +115,7 @@ std::optional<LogStream> ParseLogStream(std::string_view name) {
   return std::nullopt;
 }
 
-bool IsTerminal(TaskState state) { return state != TaskState::kRunning; }
+bool IsTerminal(ProcessState state) { return state != ProcessState::kRunning; }
 
 nlohmann::json ToJson(const TaskLaunch& l) {
   json out{
@@ -172,7 +172,7 @@ nlohmann::json ToJson(const TaskStatus& s) {
       {"task_index", s.task_index},
       {"allocation_id", s.key.allocation.value()},
       {"generation", s.key.generation},
-      {"state", TaskStateName(s.state)},
+      {"state", ProcessStateName(s.state)},
       {"pid", s.pid},
       {"started_at", s.started_at.value()},
       {"message", s.message},
@@ -291,9 +291,9 @@ Result<TaskStatus> ReadTaskStatus(const FieldReader& r) {
   std::string state;
   CORRAL_RETURN_IF_ERROR(r.String("state", true, state));
   bool known = false;
-  for (TaskState t : {TaskState::kRunning, TaskState::kExited, TaskState::kKilled,
-                      TaskState::kFailedToStart, TaskState::kLost}) {
-    if (state == TaskStateName(t)) {
+  for (ProcessState t : {ProcessState::kRunning, ProcessState::kExited, ProcessState::kKilled,
+                         ProcessState::kFailedToStart, ProcessState::kLost}) {
+    if (state == ProcessStateName(t)) {
       s.state = t;
       known = true;
     }
@@ -316,7 +316,7 @@ Result<TaskStatus> ReadTaskStatus(const FieldReader& r) {
   if (ended_at) s.ended_at = Seconds(*ended_at);
   CORRAL_RETURN_IF_ERROR(r.String("message", false, s.message));
   // Every agent of protocol version 1 says why an exited or killed process ended, and only then.
-  const bool ended = s.state == TaskState::kExited || s.state == TaskState::kKilled;
+  const bool ended = s.state == ProcessState::kExited || s.state == ProcessState::kKilled;
   if (r.Find("end_cause") == nullptr) {
     if (ended) return r.Bad("end_cause", "is required when 'state' is " + state);
   } else {

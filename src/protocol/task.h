@@ -105,7 +105,10 @@ struct TaskLaunch {
   std::optional<LaunchSession> session;          // nullopt: not an interactive session
 };
 
-enum class TaskState {
+// A task's process as its agent saw it, the "state" of a TaskStatus. Not the server's task state
+// (model::TaskState: assigned, running, exited, killed, lost), which the reconcile core derives
+// from it (reconcile::DecideReport): a process that failed to start is a killed task there.
+enum class ProcessState {
   kRunning,
   kExited,         // ended on its own: exit code, or a signal nobody in corral sent
   kKilled,         // stopped by the agent (Kill, time limit); exit code or signal as it ended
@@ -119,14 +122,14 @@ const char* LogStreamName(LogStream stream);                     // "stdout", "s
 std::optional<LogStream> ParseLogStream(std::string_view name);  // LogStreamName's; else none
 
 // "running", "exited", "killed", "failed_to_start", "lost".
-const char* TaskStateName(TaskState state);
-bool IsTerminal(TaskState state);
+const char* ProcessStateName(ProcessState state);
+bool IsTerminal(ProcessState state);
 
 struct TaskStatus {
   JobId job_id;
   int task_index = 0;
   TaskKey key;
-  TaskState state = TaskState::kRunning;
+  ProcessState state = ProcessState::kRunning;
   int pid = 0;                      // the task's process (and process group) id; 0 if none
   std::optional<int> exit_code;     // when it exited
   std::optional<int> signal;        // when a signal ended it
@@ -155,7 +158,7 @@ nlohmann::json ToJson(const TaskKey& key);  // {"allocation_id", "generation"}
 // Errors name the field: "task launch: field 'argv': must be an array of strings",
 // "task launch: field 'distributed.port': ...". A "distributed" that is absent or null: nullopt.
 // Ids and generations are >= 0, counts and indices 0..1,000,000, a status's state one of
-// TaskStateName()'s.
+// ProcessStateName()'s.
 Result<TaskLaunch> TaskLaunchFromJson(const nlohmann::json& json);
 Result<TaskStatus> TaskStatusFromJson(const nlohmann::json& json);
 // The same, for one nested in another message: errors carry the reader's path

@@ -234,7 +234,7 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
     for (const protocol::TaskStatus& s : report.tasks) {
       const int64_t alloc = s.key.allocation.value();
       reported.insert(alloc);
-      (s.state == protocol::TaskState::kRunning ? running : ended).insert(alloc);
+      (s.state == protocol::ProcessState::kRunning ? running : ended).insert(alloc);
     }
     CORRAL_RETURN_IF_ERROR(ApplyReportLocked(name, report, reported, kills));
     node.reports.starting = std::move(starting);

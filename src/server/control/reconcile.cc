@@ -135,7 +135,7 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
 ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
                             const std::string& node, const protocol::TaskStatus& s, Seconds now) {
   ReportDecision d;
-  const bool running = s.state == protocol::TaskState::kRunning;
+  const bool running = s.state == protocol::ProcessState::kRunning;
   // A report of an end the server cannot place is only acknowledged; a task that runs where it
   // should not is stopped.
   auto stale = [&](const char* why) {
@@ -161,14 +161,14 @@ ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
   } else {
     // exited | killed | failed_to_start | lost
     updated.state =
-        s.state == protocol::TaskState::kExited
+        s.state == protocol::ProcessState::kExited
             ? TaskState::kExited
-            : (s.state == protocol::TaskState::kLost ? TaskState::kLost : TaskState::kKilled);
+            : (s.state == protocol::ProcessState::kLost ? TaskState::kLost : TaskState::kKilled);
     // Why it ended, as its agent saw it (an older agent says none).
     updated.end_cause = s.end_cause;
     if (s.exit_code) updated.exit_code = s.exit_code;
     if (s.signal) updated.signal = s.signal;
-    if (s.state == protocol::TaskState::kFailedToStart && !updated.exit_code) {
+    if (s.state == protocol::ProcessState::kFailedToStart && !updated.exit_code) {
       updated.exit_code = 127;
     }
     updated.end_time = s.ended_at.value_or(now);

@@ -83,16 +83,16 @@ std::vector<int> IndicesOf(const std::vector<const store::TaskRecord*>& tasks) {
   return out;
 }
 
-protocol::TaskState ProtocolState(const std::string& name) {
-  static const std::map<std::string, protocol::TaskState> kStates = {
-      {"running", protocol::TaskState::kRunning},
-      {"exited", protocol::TaskState::kExited},
-      {"killed", protocol::TaskState::kKilled},
-      {"failed_to_start", protocol::TaskState::kFailedToStart},
-      {"lost", protocol::TaskState::kLost}};
+protocol::ProcessState ProtocolState(const std::string& name) {
+  static const std::map<std::string, protocol::ProcessState> kStates = {
+      {"running", protocol::ProcessState::kRunning},
+      {"exited", protocol::ProcessState::kExited},
+      {"killed", protocol::ProcessState::kKilled},
+      {"failed_to_start", protocol::ProcessState::kFailedToStart},
+      {"lost", protocol::ProcessState::kLost}};
   auto it = kStates.find(name);
   EXPECT_NE(it, kStates.end()) << "unknown report state " << name;
-  return it == kStates.end() ? protocol::TaskState::kRunning : it->second;
+  return it == kStates.end() ? protocol::ProcessState::kRunning : it->second;
 }
 
 std::optional<model::TaskEndCause> Cause(const std::map<std::string, std::string>& f) {
