@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -21,6 +22,8 @@
 #include "model/states.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_session.h"
 #include "protocol/job_spec.h"
 
 namespace corral::cli {
@@ -105,6 +108,10 @@ std::string Time(const json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_number()) return "";
   return Time(Seconds(j[key].get<int64_t>()));
 }
+
+// GPUs as the API writes them (milli-GPU / 1000, a JSON number: "4.0", "0.5"), and back.
+std::string Gpus(MilliGpu milli) { return json(static_cast<double>(milli.value()) / 1000).dump(); }
+MilliGpu MilliOf(double gpus) { return MilliGpu(std::llround(gpus * 1000)); }
 
 // An optional number as a table cell: "" for none.
 std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
@@ -762,10 +769,19 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
                 free ? std::to_string(free->cpu.value()) : "",
                 free ? std::to_string(free->memory.value()) : ""};
       });
-  raw_list("projects", "Projects you belong to (all, for admins), with quotas and use",
-           "/api/v1/projects",
-           {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
-            "description"});
+  list("projects", "Projects you belong to (all, for admins), with quotas and use",
+       "/api/v1/projects",
+       {"NAME", "QUOTA_GPUS", "WEIGHT", "LIMIT_GPUS", "RUNNING_GPUS", "BORROWED_GPUS",
+        "DESCRIPTION"},
+       protocol::ParseProjectViews, [](const protocol::ProjectView& p) -> std::vector<std::string> {
+         return {p.name,
+                 Gpus(p.sharing.quota),
+                 json(p.sharing.weight).dump(),
+                 p.sharing.limit ? Gpus(*p.sharing.limit) : "",
+                 Gpus(p.running),
+                 Gpus(p.borrowed),
+                 p.description};
+       });
   CLI::App* queue = app.add_subcommand("queue", "Pending jobs in the order they will be served");
   queue->add_option("--limit", f->id, "At most this many (default 100, at most 1000)");
   out_opt(queue);
@@ -893,17 +909,19 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   set_quota->callback([f, q, exit_code, set_quota] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       // Only the flags given change: start from the project's current sharing.
-      auto projects = client.Get("/api/v1/projects");
+      auto answer = client.Get("/api/v1/projects");
+      if (!answer.ok()) return answer.status();
+      auto projects = protocol::ParseProjectViews(*answer);
       if (!projects.ok()) return projects.status();
-      json body;
-      for (const auto& p : *projects) {
-        if (Str(p, "name") == f->name && p.contains("sharing")) body = p["sharing"];
-      }
-      if (body.is_null()) return NotFound("project '" + f->name + "' not found");
-      if (set_quota->count("--gpus")) body["gpus"] = q->gpus;
-      if (set_quota->count("--weight")) body["weight"] = q->weight;
-      if (set_quota->count("--limit")) body["limit_gpus"] = q->limit;
-      if (set_quota->count("--user-limit")) body["user_limit_gpus"] = q->user_limit;
+      auto project =
+          std::find_if(projects->begin(), projects->end(),
+                       [&](const protocol::ProjectView& p) { return p.name == f->name; });
+      if (project == projects->end()) return NotFound("project '" + f->name + "' not found");
+      protocol::ProjectSharing& sharing = project->sharing;
+      if (set_quota->count("--gpus")) sharing.quota = MilliOf(q->gpus);
+      if (set_quota->count("--weight")) sharing.weight = q->weight;
+      if (set_quota->count("--limit")) sharing.limit = MilliOf(q->limit);
+      if (set_quota->count("--user-limit")) sharing.user_limit = MilliOf(q->user_limit);
       for (const std::string& mg : q->model_gpus) {
         const size_t eq = mg.find('=');
         char* end = nullptr;
@@ -911,11 +929,15 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
         if (eq == std::string::npos || eq == 0 || n < 0 || end != mg.c_str() + mg.size()) {
           return InvalidArgument("--model-gpus: expected MODEL=N, got '" + mg + "'");
         }
-        body["model_gpus"][mg.substr(0, eq)] = n;
+        sharing.model_quota[mg.substr(0, eq)] = MilliOf(n);
       }
-      auto r = client.Put("/api/v1/projects/" + f->name + "/sharing", body);
+      auto r = client.Put("/api/v1/projects/" + f->name + "/sharing", protocol::ToJson(sharing));
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, "set the quota of " + f->name + ": " + (*r)["sharing"].dump());
+      const json* stored = r->contains("sharing") ? &(*r)["sharing"] : nullptr;
+      auto set = protocol::ParseProjectSharing(stored ? *stored : json());
+      if (!set.ok()) return set.status();
+      PrintAnswer(*r, f->output,
+                  "set the quota of " + f->name + ": " + protocol::ToJson(*set).dump());
       return Status::Ok();
     });
   });
@@ -974,67 +996,66 @@ Result<int64_t> ParseDuration(const std::string& text, const std::string& flag) 
   return value * scale->second;
 }
 
-std::string SessionNode(const json& s) {
-  return s["node"].is_string() ? s["node"].get<std::string>() : "";
+std::string IdleNotice(const protocol::SessionView& s) {
+  if (!s.idle_notice) return "";
+  return "stops at " + Time(s.idle_notice->stops_at) + " unless used";
 }
 
-std::string IdleNotice(const json& s) {
-  if (!s.contains("idle_notice") || !s["idle_notice"].is_object()) return "";
-  return "stops at " + Time(s["idle_notice"], "stops_at") + " unless used";
-}
-
-void PrintSession(const json& s) {
-  std::cout << "Session " << Str(s, "id") << " (" << Str(s, "name")
-            << ")  state: " << Str(s, "state") << (s.value("stopping", false) ? " (stopping)" : "")
-            << "\n  user: " << Str(s, "user") << "  project: " << Str(s, "project")
-            << "  environment: " << Str(s, "environment") << "\n  node: " << SessionNode(s)
-            << "  port: " << Str(s, "port") << "\n  url: " << Str(s, "url") << "\n";
-  if (s["direct_url"].is_string()) {
-    std::cout << "  direct url (on the node, with the app's token): " << Str(s, "direct_url")
-              << "\n";
+void PrintSession(const protocol::SessionView& s) {
+  std::cout << "Session " << s.id.value() << " (" << s.name
+            << ")  state: " << model::ToString(s.state) << (s.stopping ? " (stopping)" : "")
+            << "\n  user: " << s.user << "  project: " << s.project
+            << "  environment: " << s.environment << "\n  node: " << s.node.value_or("")
+            << "  port: " << Cell(s.port) << "\n  url: " << s.url << "\n";
+  if (s.direct_url) {
+    std::cout << "  direct url (on the node, with the app's token): " << *s.direct_url << "\n";
   }
-  std::cout << "  idle timeout: " << Str(s, "idle_timeout_s") << " s"
-            << "  last activity: " << Time(s, "last_activity") << "\n";
+  std::cout << "  idle timeout: " << s.idle_timeout.value() << " s"
+            << "  last activity: " << Time(s.last_activity) << "\n";
   if (!IdleNotice(s).empty()) std::cout << "  idle: " << IdleNotice(s) << "\n";
-  if (s.contains("pending_reason")) {
-    std::cout << "  waiting: " << Str(s["pending_reason"], "message") << "\n";
-  }
-  std::cout << "  reason: " << Str(s, "reason") << "\n";
+  if (s.pending_reason) std::cout << "  waiting: " << s.pending_reason->message << "\n";
+  std::cout << "  reason: " << s.reason << "\n";
 }
 
 // The lines `corral session start` prints once the session is known.
-void PrintSessionStarted(const json& s) {
-  std::cout << "session " << Str(s, "id") << " " << Str(s, "state") << ": " << Str(s, "url")
+void PrintSessionStarted(const protocol::SessionView& s) {
+  std::cout << "session " << s.id.value() << " " << model::ToString(s.state) << ": " << s.url
             << "\n";
-  if (s["direct_url"].is_string()) {
-    std::cout << "direct url (on the node, with the app's token): " << Str(s, "direct_url") << "\n";
+  if (s.direct_url) {
+    std::cout << "direct url (on the node, with the app's token): " << *s.direct_url << "\n";
   }
   std::cout << "Open the url in a browser (it asks for your API token once), or send "
                "'Authorization: Bearer <token>'.\n";
 }
 
+// A session answer of the server, decoded.
+Result<protocol::SessionView> GetSession(ApiClient& client, int64_t id) {
+  auto answer = client.Get("/api/v1/sessions/" + std::to_string(id));
+  if (!answer.ok()) return answer.status();
+  return protocol::ParseSessionView(*answer);
+}
+
 // Polls session `id` until it runs and its app answers through the session gateway (any answer
 // but the gateway's 502 and 503): FailedPrecondition when it ends first, Internal (exit 1) when
 // it is not ready after `timeout` seconds (0: no limit; the session is left as it is).
-Result<json> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
-  const std::string path = "/api/v1/sessions/" + std::to_string(id);
+Result<protocol::SessionView> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   while (true) {
-    auto s = client.Get(path);
+    auto s = GetSession(client, id);
     if (!s.ok()) return s.status();
-    const std::string state = Str(*s, "state");
-    if (Ended(state)) {
+    const std::string state(model::ToString(s->state));
+    if (model::IsFinal(s->state)) {
       return FailedPrecondition("session " + std::to_string(id) + " ended (" + state +
-                                "): " + Str(*s, "reason"));
+                                "): " + s->reason);
     }
     std::string waiting = state;
-    if (state == "running") {
-      auto status = client.GetStatusAt(Str(*s, "url"));  // through the session gateway
+    if (s->state == model::JobState::kRunning) {
+      auto status = client.GetStatusAt(s->url);  // through the session gateway
       if (!status.ok()) return status.status();
-      if (*status != 502 && *status != 503) return *s;
+      if (*status != 502 && *status != 503) return s;
       waiting = "running, its app not answering yet (HTTP " + std::to_string(*status) + ")";
-    } else if (s->contains("pending_reason")) {
-      waiting += ": " + Str((*s)["pending_reason"], "message");
+    } else if (s->pending_reason) {
+      waiting += ": " + s->pending_reason->message;
     }
     if (timeout > 0 && std::chrono::steady_clock::now() >= deadline) {
       return Status(StatusCode::kInternal,
@@ -1117,15 +1138,16 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
         return InvalidArgument("session start: give --environment NAME, or a command after --");
       }
       CORRAL_RETURN_IF_ERROR(CheckSpec(spec));
-      auto s = client.Post("/api/v1/sessions", spec);
+      auto answer = client.Post("/api/v1/sessions", spec);
+      if (!answer.ok()) return answer.status();
+      auto s = protocol::ParseSessionView(*answer);
       if (!s.ok()) return s.status();
       if (f->wait) {
-        auto running = WaitForSession(client, (*s)["id"].get<int64_t>(), *wait_timeout);
-        if (!running.ok()) return running.status();
-        s = running;
+        s = WaitForSession(client, s->id.value(), *wait_timeout);
+        if (!s.ok()) return s.status();
       }
       if (f->output == "json") {
-        std::cout << s->dump(2) << "\n";
+        std::cout << protocol::ToJson(*s).dump(2) << "\n";
       } else {
         PrintSessionStarted(*s);
       }
@@ -1143,10 +1165,13 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
         std::cout << rows->dump(2) << "\n";
         return Status::Ok();
       }
+      auto sessions = protocol::ParseSessionViews(*rows);
+      if (!sessions.ok()) return sessions.status();
       std::vector<std::vector<std::string>> table;
-      for (const auto& r : *rows) {
-        table.push_back({Str(r, "id"), Str(r, "name"), Str(r, "state"), Str(r, "environment"),
-                         SessionNode(r), Time(r, "last_activity"), IdleNotice(r), Str(r, "url")});
+      for (const auto& s : *sessions) {
+        table.push_back({std::to_string(s.id.value()), s.name,
+                         std::string(model::ToString(s.state)), s.environment, s.node.value_or(""),
+                         Time(s.last_activity), IdleNotice(s), s.url});
       }
       PrintTable({"ID", "NAME", "STATE", "ENVIRONMENT", "NODE", "LAST ACTIVITY", "IDLE", "URL"},
                  table);
@@ -1159,13 +1184,15 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
   out_opt(show);
   show->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto s = client.Get("/api/v1/sessions/" + std::to_string(f->id));
-      if (!s.ok()) return s.status();
       if (f->output == "json") {
+        auto s = client.Get("/api/v1/sessions/" + std::to_string(f->id));
+        if (!s.ok()) return s.status();
         std::cout << s->dump(2) << "\n";
-      } else {
-        PrintSession(*s);
+        return Status::Ok();
       }
+      auto s = GetSession(client, f->id);
+      if (!s.ok()) return s.status();
+      PrintSession(*s);
       return Status::Ok();
     });
   });

@@ -7,6 +7,8 @@
 
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_session.h"
 
 namespace corral::protocol {
 namespace {
@@ -207,6 +209,118 @@ TEST(ApiSubmitAnswerTest, RefusalsNameTheField) {
               HasSubstr("submit answer: field 'defaults[0].value': must be an integer"));
   j.erase("id");
   EXPECT_THAT(ErrorOf(ParseSubmitAnswer(j)), HasSubstr("submit answer: field 'id': is required"));
+}
+
+ProjectView SomeProject() {
+  ProjectView p{.name = "vision", .description = "eyes", .running = MilliGpu(3500)};
+  p.sharing = {.weight = 2,
+               .quota = MilliGpu(64000),
+               .model_quota = {{"A100", MilliGpu(8000)}},
+               .limit = MilliGpu(96000),
+               .user_limit = MilliGpu(500)};
+  p.borrowed = MilliGpu(1000);
+  p.fair_share_usage = 0.25;
+  return p;
+}
+
+TEST(ApiProjectTest, RoundTrips) {
+  const ProjectView project = SomeProject();
+  const json j = ToJson(project);
+  EXPECT_EQ(j, json::parse(R"({"name": "vision", "description": "eyes", "sharing": {"weight": 2.0,
+      "gpus": 64.0, "model_gpus": {"A100": 8.0}, "limit_gpus": 96.0, "user_limit_gpus": 0.5},
+      "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0, "running_gpus": 3.5,
+      "borrowed_gpus": 1.0, "fair_share_usage": 0.25})"));
+  auto list = ParseProjectViews(ToJson(std::vector<ProjectView>{project, {.name = "nlp"}}));
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(*list, (std::vector<ProjectView>{project, {.name = "nlp"}}));
+  // No limit: absent from the sharing, null beside it (as the dashboard reads it).
+  const json bare = ToJson(ProjectView{.name = "nlp"});
+  EXPECT_FALSE(bare["sharing"].contains("limit_gpus"));
+  EXPECT_TRUE(bare["limit_gpus"].is_null());
+  // Taken: every field optional, null limits are none, GPUs rounded to milli-GPU.
+  auto sharing = ParseProjectSharing(json::parse(R"({"gpus": 0.0004, "limit_gpus": null})"));
+  ASSERT_TRUE(sharing.ok()) << sharing.status().message();
+  EXPECT_EQ(*sharing, ProjectSharing{});
+}
+
+TEST(ApiProjectTest, RefusalsNameTheField) {
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"quota", 4}})),
+              HasSubstr("project sharing: field 'quota': unknown field"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"gpus", -1}})),
+              HasSubstr("project sharing: field 'gpus': must be >= 0"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"weight", 0}})),
+              HasSubstr("project sharing: field 'weight': must be a number > 0"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"model_gpus", {{"A100", "x"}}}})),
+              HasSubstr("project sharing: field 'model_gpus.A100': must be a number"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"gpus", 1e300}})),
+              HasSubstr("project sharing: field 'gpus': must be at most 1e12"));
+  json list = ToJson(std::vector<ProjectView>{SomeProject()});
+  list[0]["sharing"]["limits"] = 1;
+  EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
+              HasSubstr("projects: field '[0].sharing.limits': unknown field"));
+  list = ToJson(std::vector<ProjectView>{SomeProject()});
+  list[0].erase("running_gpus");
+  EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
+              HasSubstr("projects: field '[0].running_gpus': is required"));
+}
+
+SessionView SomeSession() {
+  SessionView s{.id = JobId(7),
+                .name = "notebook",
+                .user = "alice",
+                .project = "vision",
+                .state = model::JobState::kRunning,
+                .reason = "started",
+                .environment = "jupyter@2",
+                .path = "/sessions/7/",
+                .idle_timeout = Seconds(3600),
+                .submit_time = Seconds(1700000000),
+                .start_time = Seconds(1700000010),
+                .node = "gpu-01",
+                .address = "10.0.0.5",
+                .port = 41000,
+                .last_activity = Seconds(1700000500),
+                .idle_notice = IdleNotice{Seconds(1700004100), Seconds(1700004400)},
+                .token = "secret",
+                .url = "http://corral:8081/sessions/7/"};
+  s.direct_url = "http://10.0.0.5:41000/sessions/7/?token=secret";
+  return s;
+}
+
+TEST(ApiSessionTest, RoundTrips) {
+  const SessionView session = SomeSession();
+  auto parsed = ParseSessionView(ToJson(session));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, session);
+  // A pending session: where it runs is null, the optional fields absent, as always shown.
+  SessionView pending{.id = JobId(8), .path = "/sessions/8/", .submit_time = Seconds(1)};
+  pending.pending_reason = PendingReason{"insufficient_gpus", "no free GPU"};
+  const json j = ToJson(pending);
+  for (const char* null :
+       {"environment", "node", "address", "port", "last_activity", "idle_notice", "direct_url"}) {
+    EXPECT_TRUE(j.contains(null) && j[null].is_null()) << null;
+  }
+  for (const char* absent : {"start_time", "stopping", "token"}) {
+    EXPECT_FALSE(j.contains(absent)) << absent;
+  }
+  auto list = ParseSessionViews(ToJson(std::vector<SessionView>{session, pending}));
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(*list, (std::vector<SessionView>{session, pending}));
+}
+
+TEST(ApiSessionTest, RefusalsNameTheField) {
+  json j = ToJson(SomeSession());
+  j["idle_notice"].erase("stops_at");
+  EXPECT_THAT(ErrorOf(ParseSessionView(j)),
+              HasSubstr("session: field 'idle_notice.stops_at': is required"));
+  j = ToJson(SomeSession());
+  j["port"] = 0;
+  EXPECT_THAT(ErrorOf(ParseSessionView(j)),
+              HasSubstr("session: field 'port': must be in 1..65535"));
+  json list = ToJson(std::vector<SessionView>{SomeSession()});
+  list[0]["state"] = "sleeping";
+  EXPECT_THAT(ErrorOf(ParseSessionViews(list)),
+              HasSubstr("sessions: field '[0].state': unknown job state"));
 }
 
 }  // namespace

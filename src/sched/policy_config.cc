@@ -114,16 +114,20 @@ Result<ProjectPolicy> ParseProjectSharing(const json& j, const std::string& fiel
       p.model_quota_milli[model] = GpusToMilli(*quota);
     }
   }
-  // The scheduler's own bounds (weights, sizes), named with this field's path.
+  CORRAL_RETURN_IF_ERROR(CheckProjectPolicy(p, field));
+  return p;
+}
+
+Status CheckProjectPolicy(const ProjectPolicy& policy, const std::string& field) {
   SharingConfig trial;
-  trial.projects["p"] = p;
+  trial.projects["p"] = policy;
   if (Status valid = Validate(trial); !valid.ok()) {
     const std::string message = valid.message();
     const size_t at = message.find("field '");
     const std::string rest = at == std::string::npos ? message : message.substr(at + 7);
     return InvalidArgument("field '" + Path(field, rest));
   }
-  return p;
+  return Status::Ok();
 }
 
 json ProjectSharingJson(const ProjectPolicy& p) {

@@ -50,6 +50,10 @@ nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
 Result<ProjectPolicy> ParseProjectSharing(const nlohmann::json& json,
                                           const std::string& field = "");
 nlohmann::json ProjectSharingJson(const ProjectPolicy& policy);
+// The scheduler's own bounds on one project's sharing (weights, sizes: sched::Validate), named
+// with `field`'s path as ParseProjectSharing names them: for sharing read by another codec
+// (the API's, protocol/api_project.h).
+Status CheckProjectPolicy(const ProjectPolicy& policy, const std::string& field = "");
 
 std::string_view BlockingName(Blocking blocking);
 

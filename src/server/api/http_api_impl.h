@@ -72,7 +72,7 @@ class HttpApi::Impl {
   void RegisterAgents(httplib::Server& http);
   // sessions.cc
   void RegisterSessions(httplib::Server& http);
-  json WithUrls(json view, const httplib::Request& req) const;
+  protocol::SessionView WithUrls(protocol::SessionView view, const httplib::Request& req) const;
   std::string BaseUrl(const httplib::Request& req) const;
   std::string RequestUrl(const httplib::Request& req) const;
   std::string GatewayUrl(const httplib::Request& req) const;

@@ -12,19 +12,22 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
   http.Get("/api/v1/projects", Authed([this](const Principal& who, const auto&, auto& res) {
              auto projects = controller_.ProjectsView(who);
              if (!projects.ok()) return SendProblem(res, projects.status());
-             SendJson(res, 200, *projects);
+             SendJson(res, 200, protocol::ToJson(*projects));
            }));
-  http.Put(
-      R"(/api/v1/projects/([^/]+)/sharing)",
-      Authed(
-          [this](const Principal&, const auto& req, auto& res) {
-            auto body = ParseBody(req);
-            if (!body.ok()) return SendProblem(res, body.status());
-            auto sharing = controller_.SetProjectSharing(req.matches[1], *body);
-            if (!sharing.ok()) return SendProblem(res, sharing.status());
-            SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"sharing", *sharing}});
-          },
-          /*admin_only=*/true));
+  http.Put(R"(/api/v1/projects/([^/]+)/sharing)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto asked = protocol::ParseProjectSharing(*body);
+                 if (!asked.ok()) return SendProblem(res, asked.status());
+                 auto sharing = controller_.SetProjectSharing(req.matches[1], *asked);
+                 if (!sharing.ok()) return SendProblem(res, sharing.status());
+                 SendJson(res, 200,
+                          {{"project", std::string(req.matches[1])},
+                           {"sharing", protocol::ToJson(*sharing)}});
+               },
+               /*admin_only=*/true));
   http.Post("/api/v1/projects",
             Authed(
                 [this](const Principal&, const auto& req, auto& res) {

@@ -54,6 +54,8 @@
 #include "protocol/agent_messages.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_session.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
@@ -175,11 +177,13 @@ class Controller {
   // The pending jobs in queue order (the caller's projects only; positions are global) with
   // reasons and estimated starts; at most `limit`.
   Result<nlohmann::json> QueueView(const Principal& who, int limit);
-  // Projects the caller may see with their sharing and current use.
-  Result<nlohmann::json> ProjectsView(const Principal& who);
-  // Replaces a project's sharing (validated; stored; in force at once). Admin only (API).
-  Result<nlohmann::json> SetProjectSharing(const std::string& project,
-                                           const nlohmann::json& sharing);
+  // Projects the caller may see with their sharing and current use, by name.
+  Result<std::vector<protocol::ProjectView>> ProjectsView(const Principal& who);
+  // Replaces a project's sharing (checked against the scheduler's bounds; stored; in force at
+  // once) and answers it as stored (GPU counts rounded to milli-GPU). Admin only (API).
+  // Errors: InvalidArgument (names the field), NotFound (no such project).
+  Result<protocol::ProjectSharing> SetProjectSharing(const std::string& project,
+                                                     const protocol::ProjectSharing& sharing);
   // The rules in force, where they come from, and the last refused policy-file edit.
   nlohmann::json PolicyView();
   // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
@@ -198,13 +202,12 @@ class Controller {
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------
   // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
   Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, nlohmann::json spec);
-  // A session: {"id", "name", "user", "project", "state", "reason", "environment", "node",
-  // "address", "port", "path", "idle_timeout_s", "submit_time", "last_activity", "idle_notice"}
-  // (docs/sessions.md lists the optional ones) and, for its owner only, "token". Only its owner
-  // or an admin sees it: NotFound for anyone else and for a job that is not a session.
-  Result<nlohmann::json> SessionView(const Principal& who, JobId id);
+  // A session (protocol/api_session.h, without its URLs), with its token for its owner only.
+  // Only its owner or an admin sees it: NotFound for anyone else and for a job that is not a
+  // session.
+  Result<protocol::SessionView> SessionView(const Principal& who, JobId id);
   // The caller's own sessions not yet ended, oldest first (as SessionView).
-  nlohmann::json ListSessions(const Principal& who);
+  std::vector<protocol::SessionView> ListSessions(const Principal& who);
   // Stops (cancels) a session. Errors: as SessionView, FailedPrecondition when it ended.
   Status StopSession(const Principal& who, JobId id);
   // Where the proxy sends a request for session `id`.
@@ -416,10 +419,11 @@ class Controller {
   SessionActivity ActivityOf(const LiveJob& job, Seconds now) const;
   // The session's idle timeout: its spec's, else the server's default.
   Seconds IdleTimeoutOf(const JobSpec& spec) const;
-  // SessionView's JSON of a session; `live` is its in-memory state when not ended.
-  nlohmann::json SessionJsonLocked(const Principal& who, const store::JobRecord& record,
-                                   const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
-                                   const LiveJob* live) const;
+  // SessionView's answer for a session; `live` is its in-memory state when not ended.
+  protocol::SessionView SessionOfLocked(const Principal& who, const store::JobRecord& record,
+                                        const JobSpec& spec,
+                                        const std::vector<store::TaskRecord>& tasks,
+                                        const LiveJob* live) const;
   // Settles the job from its tasks' states (reconcile::EvaluateRun decides: failing gang,
   // running, ended, requeued): a RunPlan, committed, then applied. A store error changes
   // nothing and leaves the job in `unsettled_` for the next tick.

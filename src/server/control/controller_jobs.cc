@@ -77,6 +77,23 @@ protocol::SubmitAnswer AnswerOf(const std::vector<store::JobRecord>& records,
   return answer;
 }
 
+// A project's sharing as the API shows it, and as the scheduler keeps it: the same numbers.
+protocol::ProjectSharing SharingOf(const sched::ProjectPolicy& p) {
+  protocol::ProjectSharing s{.weight = p.weight, .quota = MilliGpu(p.quota_milli)};
+  for (const auto& [model, milli] : p.model_quota_milli) s.model_quota[model] = MilliGpu(milli);
+  if (p.limit_milli) s.limit = MilliGpu(*p.limit_milli);
+  if (p.user_limit_milli) s.user_limit = MilliGpu(*p.user_limit_milli);
+  return s;
+}
+
+sched::ProjectPolicy PolicyOf(const protocol::ProjectSharing& s) {
+  sched::ProjectPolicy p{.weight = s.weight, .quota_milli = s.quota.value()};
+  for (const auto& [model, quota] : s.model_quota) p.model_quota_milli[model] = quota.value();
+  if (s.limit) p.limit_milli = s.limit->value();
+  if (s.user_limit) p.user_limit_milli = s.user_limit->value();
+  return p;
+}
+
 }  // namespace
 
 // --- Submissions and jobs --------------------------------------------------------------------
@@ -380,49 +397,45 @@ Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
   return out;
 }
 
-Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
+Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Principal& who) {
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();
   std::lock_guard lock(mu_);
   const auto borrowed = scheduler_->BorrowedJobs();
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<protocol::ProjectView> out;
   for (const auto& p : *projects) {
     if (!who.CanAccessProject(p.name)) continue;
     auto sharing = sharing_.find(p.name);
-    double borrowed_gpus = 0;
+    int64_t borrowed_milli = 0;
     for (JobId id : borrowed) {
       auto it = jobs_.find(id);
       if (it != jobs_.end() && it->second.record.project == p.name) {
-        borrowed_gpus += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
+        borrowed_milli += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
       }
     }
-    const sched::ProjectPolicy policy =
-        sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second;
-    const nlohmann::json sharing_json = sched::ProjectSharingJson(policy);
-    out.push_back({{"name", p.name},
-                   {"description", p.description},
-                   {"sharing", sharing_json},
-                   {"quota_gpus", sharing_json["gpus"]},
-                   {"weight", policy.weight},
-                   {"limit_gpus", sharing_json.value("limit_gpus", nlohmann::json(nullptr))},
-                   {"running_gpus", static_cast<double>(scheduler_->ProjectUsage(p.name)) / 1000},
-                   {"borrowed_gpus", borrowed_gpus / 1000},
-                   {"fair_share_usage", scheduler_->fair_share().EffectiveUsage(p.name)}});
+    out.push_back(
+        {.name = p.name,
+         .description = p.description,
+         .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
+         .running = MilliGpu(scheduler_->ProjectUsage(p.name)),
+         .borrowed = MilliGpu(borrowed_milli),
+         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(p.name)});
   }
   return out;
 }
 
-Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
-                                                     const nlohmann::json& json) {
-  auto sharing = sched::ParseProjectSharing(json);
-  if (!sharing.ok()) return sharing.status();
-  const nlohmann::json normal = sched::ProjectSharingJson(*sharing);
+Result<protocol::ProjectSharing> Controller::SetProjectSharing(
+    const std::string& project, const protocol::ProjectSharing& sharing) {
+  const sched::ProjectPolicy policy = PolicyOf(sharing);
+  CORRAL_RETURN_IF_ERROR(sched::CheckProjectPolicy(policy));
   std::lock_guard lock(mu_);
-  CORRAL_RETURN_IF_ERROR(store_.SetProjectSharing(project, normal.dump()));
-  sharing_[project] = *sharing;
+  // The store keeps the policy file's form (sched/policy_config.h), as Recover reads it.
+  CORRAL_RETURN_IF_ERROR(
+      store_.SetProjectSharing(project, sched::ProjectSharingJson(policy).dump()));
+  sharing_[project] = policy;
   CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
   wake_ = true;
-  return normal;
+  return SharingOf(policy);
 }
 
 nlohmann::json Controller::PolicyView() {

@@ -102,6 +102,18 @@ class ControllerTest : public ::testing::Test {
     if (!view.ok()) return view.status();
     return protocol::ToJson(*view);
   }
+  // The session's view in its API form, as JobJson.
+  Result<json> SessionJson(const Principal& who, JobId id) {
+    auto view = controller_->SessionView(who, id);
+    if (!view.ok()) return view.status();
+    return protocol::ToJson(*view);
+  }
+  // A project's sharing as the API takes it: decoded by its codec, then set.
+  Result<protocol::ProjectSharing> SetSharing(const std::string& project, const json& sharing) {
+    auto parsed = protocol::ParseProjectSharing(sharing);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SetProjectSharing(project, *parsed);
+  }
   JobId Submit(const json& spec) {
     auto job = controller_->Submit(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
@@ -1090,14 +1102,12 @@ TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
 TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStopped) {
   ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
   alice_.projects.push_back("owner");
-  ASSERT_TRUE(controller_->SetProjectSharing("owner", {{"gpus", 4}}).ok());
-  EXPECT_EQ(controller_->SetProjectSharing("owner", {{"gpus", -1}}).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(controller_->SetProjectSharing("nope", {{"gpus", 1}}).status().code(),
-            StatusCode::kNotFound);
+  ASSERT_TRUE(SetSharing("owner", {{"gpus", 4}}).ok());
+  EXPECT_EQ(SetSharing("owner", {{"gpus", -1}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetSharing("nope", {{"gpus", 1}}).status().code(), StatusCode::kNotFound);
   for (const json& bad : {json{{"weight", 1e-9}}, json{{"gpus", 1e300}}, json{{"limit_gpus", -2}},
                           json{{"quota", 4}}, json{{"model_gpus", {{"A100", "x"}}}}}) {
-    auto refused = controller_->SetProjectSharing("owner", bad);
+    auto refused = SetSharing("owner", bad);
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad.dump();
     EXPECT_THAT(refused.status().message(), HasSubstr("field '")) << bad.dump();
   }
@@ -1141,10 +1151,8 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
   EXPECT_EQ(answer["run"][0]["job_id"], owner.value());
   auto projects = controller_->ProjectsView(alice_);
   ASSERT_TRUE(projects.ok());
-  for (const json& p : *projects) {
-    if (p["name"] == "owner") {
-      EXPECT_EQ(p["running_gpus"], 2.0);
-    }
+  for (const protocol::ProjectView& p : *projects) {
+    if (p.name == "owner") EXPECT_EQ(p.running, MilliGpu(2000));
   }
 }
 
@@ -1186,7 +1194,7 @@ TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
       1);
   Restart();
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
-  ASSERT_TRUE(controller_->SetProjectSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
+  ASSERT_TRUE(SetSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
   const sched::SchedulerConfig rules = controller_->SchedulerRules();
   EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
   EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
@@ -1797,7 +1805,7 @@ class SessionTest : public ControllerTest {
     for (const json& launch : running_) tasks.push_back(TaskReport(launch, "running"));
     return Report(tasks);
   }
-  std::string Token() { return (*controller_->SessionView(alice_, id_))["token"]; }
+  std::string Token() { return (*SessionJson(alice_, id_))["token"]; }
   std::vector<std::string> EventReasons(JobId id) {
     auto events = store_->JobEvents(id);
     EXPECT_TRUE(events.ok());
@@ -1838,7 +1846,7 @@ TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
   EXPECT_EQ(target->address, "10.0.0.1");
   EXPECT_EQ(target->port, port);
   EXPECT_EQ(target->token, token);
-  auto view = controller_->SessionView(alice_, id_);
+  auto view = SessionJson(alice_, id_);
   EXPECT_EQ((*view)["node"], "a");
   EXPECT_EQ((*view)["address"], "10.0.0.1");
   EXPECT_EQ((*view)["port"], port);
@@ -1865,12 +1873,12 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   EXPECT_TRUE(controller_->ListSessions(bob_).empty());
   // An admin sees it (and may stop it), but neither gets the token nor passes the proxy: an
   // app's pages run on the server's origin, so they must not reach an admin's browser.
-  auto seen = controller_->SessionView(admin_, id_);
+  auto seen = SessionJson(admin_, id_);
   ASSERT_TRUE(seen.ok());
   EXPECT_FALSE(seen->contains("token"));
   EXPECT_EQ(controller_->ProxyTarget(admin_, id_).status().code(), StatusCode::kNotFound);
   ASSERT_EQ(controller_->ListSessions(alice_).size(), 1u);
-  EXPECT_EQ(controller_->ListSessions(alice_)[0]["token"], token);
+  EXPECT_EQ(controller_->ListSessions(alice_)[0].token, token);
   // A plain job is no session.
   const JobId plain = Submit(Spec(1));
   EXPECT_EQ(controller_->SessionView(alice_, plain).status().code(), StatusCode::kNotFound);
@@ -1904,7 +1912,7 @@ TEST_F(SessionTest, AnIdleSessionGetsANoticeAndIsThenStopped) {
   clock_.Advance(Seconds(1));
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
-  auto view = controller_->SessionView(alice_, id_);
+  auto view = SessionJson(alice_, id_);
   EXPECT_EQ((*view)["idle_notice"], json({{"time", 1600}, {"stops_at", 1900}}));
   clock_.Advance(Seconds(299));
   controller_->Tick();
@@ -1939,7 +1947,7 @@ TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
     controller_->Tick();
   }
   EXPECT_EQ(EventReasons().back(), "all tasks running");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 2200);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 2200);
   // Its GPU falls under the idle threshold: idle from then on, noticed 600 s later, stopped.
   beat(2);
   const Seconds idle_from = clock_.Now();
@@ -1951,7 +1959,7 @@ TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
   beat(2);
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], idle_from.value());
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], idle_from.value());
   clock_.Advance(Seconds(300));
   beat(2);
   controller_->Tick();
@@ -1967,8 +1975,8 @@ TEST_F(SessionTest, UseAfterTheNoticeClearsIt) {
   ASSERT_TRUE(controller_->ProxyTarget(alice_, id_).ok());  // a request through the proxy
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session in use again");
-  EXPECT_TRUE((*controller_->SessionView(alice_, id_))["idle_notice"].is_null());
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1700);
+  EXPECT_TRUE((*SessionJson(alice_, id_))["idle_notice"].is_null());
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 1700);
   // Where the first notice would have stopped it, it runs on; idle again, a new notice.
   clock_.Advance(Seconds(200));
   controller_->Tick();
@@ -1991,7 +1999,7 @@ TEST_F(SessionTest, IdleTimeoutZeroNeverStopsAndTheServerDefaultApplies) {
   EXPECT_EQ(StateOf(never), "running");
   EXPECT_EQ(EventReasons(never).back(), "all tasks running");
   EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 1000000 s"));
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["idle_timeout_s"], 120);
+  EXPECT_EQ((*SessionJson(alice_, id_))["idle_timeout_s"], 120);
 }
 
 TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
@@ -2090,7 +2098,7 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   EXPECT_EQ(probe.asked[0].url_prefix, "/sessions/" + std::to_string(id_.value()) + "/");
   EXPECT_EQ(probe.asked[0].token, Token());
   EXPECT_EQ(EventReasons().back(), "all tasks running");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1500);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 1500);
   tick(499);  // 2099: idle 599 s since 1500: not asked
   EXPECT_EQ(probe.asked.size(), 1u);
   // An app that says nothing (no such endpoint, no answer) changes nothing: the notice.
@@ -2108,7 +2116,7 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   probe.answer = Seconds(1000000);
   tick(600);
   EXPECT_EQ(probe.asked.size(), 4u);
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 3000);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 3000);
   probe.answer = std::nullopt;
   tick(600);
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
