@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
@@ -561,27 +562,21 @@ Status AddSetting(const std::string& setting, json& patch) {
   return Status::Ok();
 }
 
-void PrintEnvironments(const json& envs) {
+void PrintEnvironments(const std::vector<protocol::EnvironmentView>& envs) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : envs) {
-    std::string runtimes, projects;
-    for (const auto& r : e["runtimes"])
-      runtimes += (runtimes.empty() ? "" : ",") + r.get<std::string>();
-    for (const auto& p : e["projects"])
-      projects += (projects.empty() ? "" : ",") + p.get<std::string>();
-    rows.push_back({Str(e, "name"), Str(e, "version"),
-                    e.value("builtin", false) ? "(built-in)" : Str(e, "owner"), runtimes, projects,
-                    Str(e["spec"], "description")});
+    rows.push_back({e.name, std::to_string(e.version), e.Builtin() ? "(built-in)" : e.owner,
+                    Join(e.spec.Runtimes(), ","), Join(e.projects, ","), e.spec.description});
   }
   PrintTable({"NAME", "VERSION", "OWNER", "RUNTIMES", "SHARED WITH", "DESCRIPTION"}, rows);
 }
 
-void PrintEnvironment(const json& e) {
-  std::cout << "Environment " << Str(e, "name") << "@" << Str(e, "version")
-            << "  owner: " << (e.value("builtin", false) ? "(built-in)" : Str(e, "owner"))
-            << "  runtimes: " << e["runtimes"].dump() << "  shared with: " << e["projects"].dump()
-            << "\n"
-            << e["spec"].dump(2) << "\n";
+void PrintEnvironment(const protocol::EnvironmentView& e) {
+  std::cout << "Environment " << e.name << "@" << e.version
+            << "  owner: " << (e.Builtin() ? "(built-in)" : e.owner)
+            << "  runtimes: " << json(e.spec.Runtimes()).dump()
+            << "  shared with: " << json(e.projects).dump() << "\n"
+            << protocol::ToJson(e.spec).dump(2) << "\n";
 }
 
 void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
@@ -595,8 +590,12 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
         ->check(CLI::IsMember({"table", "json"}));
   };
   // Prints an environment answer: JSON, or `verb` and NAME@VERSION.
-  auto print = [f](const json& e, const std::string& verb) {
-    PrintAnswer(e, f->output, verb + " environment " + Str(e, "name") + "@" + Str(e, "version"));
+  auto print = [f](const json& answer, const std::string& verb) -> Status {
+    auto e = protocol::ParseEnvironmentView(answer);
+    if (!e.ok()) return e.status();
+    PrintAnswer(answer, f->output,
+                verb + " environment " + e->name + "@" + std::to_string(e->version));
+    return Status::Ok();
   };
   CLI::App* env =
       app.add_subcommand("environment", "Environments jobs run in (docs/environments.md)");
@@ -625,9 +624,11 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!r.ok()) return r.status();
       if (f->output == "json") {
         std::cout << r->dump(2) << "\n";
-      } else {
-        PrintEnvironments((*r)["environments"]);
+        return Status::Ok();
       }
+      auto envs = protocol::ParseEnvironmentViews(*r);
+      if (!envs.ok()) return envs.status();
+      PrintEnvironments(*envs);
       return Status::Ok();
     });
   });
@@ -644,9 +645,11 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!r.ok()) return r.status();
       if (f->output == "json") {
         std::cout << r->dump(2) << "\n";
-      } else {
-        PrintEnvironment(*r);
+        return Status::Ok();
       }
+      auto e = protocol::ParseEnvironmentView(*r);
+      if (!e.ok()) return e.status();
+      PrintEnvironment(*e);
       return Status::Ok();
     });
   });
@@ -661,8 +664,7 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!spec.ok()) return spec.status();
       auto r = client.Post("/api/v1/environments", *spec);
       if (!r.ok()) return r.status();
-      print(*r, "created");
-      return Status::Ok();
+      return print(*r, "created");
     });
   });
 
@@ -686,8 +688,7 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       auto r = client.Post("/api/v1/environments/" + f->name + "/clone",
                            {{"name", f->target}, {"set", patch}});
       if (!r.ok()) return r.status();
-      print(*r, "created");
-      return Status::Ok();
+      return print(*r, "created");
     });
   });
 

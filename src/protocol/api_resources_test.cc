@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
@@ -321,6 +322,61 @@ TEST(ApiSessionTest, RefusalsNameTheField) {
   list[0]["state"] = "sleeping";
   EXPECT_THAT(ErrorOf(ParseSessionViews(list)),
               HasSubstr("sessions: field '[0].state': unknown job state"));
+}
+
+EnvironmentView SomeEnvironment() {
+  EnvironmentView e{.name = "torch",
+                    .version = 3,
+                    .owner = "alice",
+                    .projects = {"vision"},
+                    .created_at = Seconds(1700000000)};
+  e.spec.name = "torch";
+  e.spec.image = "nvcr.io/nvidia/pytorch:24.05-py3";
+  e.spec.env = {{"A", "1"}};
+  return e;
+}
+
+TEST(ApiEnvironmentTest, RoundTrips) {
+  const EnvironmentView env = SomeEnvironment();
+  const json j = ToJson(env);
+  EXPECT_EQ(j, json::parse(R"({"name": "torch", "version": 3, "owner": "alice", "builtin": false,
+      "projects": ["vision"], "created_at": 1700000000, "runtimes": ["container"],
+      "spec": {"name": "torch", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+               "env": {"A": "1"}}})"));
+  auto parsed = ParseEnvironmentView(j);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, env);
+  EnvironmentView builtin = env;
+  builtin.owner.clear();
+  const json list = ToJson(std::vector<EnvironmentView>{env, builtin});
+  EXPECT_EQ(list["environments"][1]["builtin"], true);
+  auto views = ParseEnvironmentViews(list);
+  ASSERT_TRUE(views.ok()) << views.status().message();
+  EXPECT_EQ(*views, (std::vector<EnvironmentView>{env, builtin}));
+  // A clone: the source's spec, patched, under the new name.
+  auto clone = CloneEnvironmentSpec(
+      env.spec, json::parse(R"({"name": "mine", "set": {"env": {"A": null, "B": "2"}}})"));
+  ASSERT_TRUE(clone.ok()) << clone.status().message();
+  EXPECT_EQ(clone->name, "mine");
+  EXPECT_EQ(clone->image, env.spec.image);
+  EXPECT_EQ(clone->env, (std::map<std::string, std::string>{{"B", "2"}}));
+}
+
+TEST(ApiEnvironmentTest, RefusalsNameTheField) {
+  json j = ToJson(SomeEnvironment());
+  j["spec"]["image"] = "no spaces allowed";
+  EXPECT_THAT(ErrorOf(ParseEnvironmentView(j)),
+              HasSubstr("environment: field 'spec': field 'image': must be a container image"));
+  j = ToJson(SomeEnvironment());
+  j["builtin"] = true;
+  EXPECT_THAT(ErrorOf(ParseEnvironmentView(j)), HasSubstr("environment: field 'builtin'"));
+  json list = ToJson(std::vector<EnvironmentView>{SomeEnvironment()});
+  list["environments"][0]["version"] = 0;
+  EXPECT_THAT(ErrorOf(ParseEnvironmentViews(list)),
+              HasSubstr("environments: field '[0].version': must be >= 1, got 0"));
+  EXPECT_THAT(ErrorOf(CloneEnvironmentSpec(SomeEnvironment().spec,
+                                           {{"name", "x"}, {"set", {{"name", "y"}}}})),
+              HasSubstr("field 'set.name'"));
 }
 
 }  // namespace

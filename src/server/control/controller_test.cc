@@ -108,6 +108,12 @@ class ControllerTest : public ::testing::Test {
     if (!view.ok()) return view.status();
     return protocol::ToJson(*view);
   }
+  // Creates an environment from its spec's JSON, as the API does.
+  Result<EnvironmentVersion> CreateEnv(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseEnvironmentSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->Environments().Create(who, *parsed);
+  }
   // A project's sharing as the API takes it: decoded by its codec, then set.
   Result<protocol::ProjectSharing> SetSharing(const std::string& project, const json& sharing) {
     auto parsed = protocol::ParseProjectSharing(sharing);
@@ -1582,7 +1588,7 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
   alice_.projects.push_back("vision");
   EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
   EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(envs.List(bob_)->empty());
   json spec = {{"name", "t"}, {"environment", "mine"}};
@@ -1590,7 +1596,7 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'environment'"));
   // Bob may neither take the name nor share alice's environment.
-  EXPECT_EQ(envs.Create(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
+  EXPECT_EQ(CreateEnv(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
             StatusCode::kAlreadyExists);
   EXPECT_EQ(envs.Share(bob_, "mine", "default").code(), StatusCode::kNotFound);
   EXPECT_EQ(envs.Share(alice_, "mine", "robotics").code(), StatusCode::kPermissionDenied);
@@ -1603,20 +1609,26 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   auto job = controller_->Submit(bob_, spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   // A clone is the cloner's own.
-  auto clone = envs.Clone(bob_, "mine", {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  auto source = envs.Get(bob_, "mine", std::nullopt);
+  ASSERT_TRUE(source.ok());
+  auto changed = protocol::CloneEnvironmentSpec(
+      source->spec, {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  auto clone = envs.Create(bob_, *changed);
   ASSERT_TRUE(clone.ok()) << clone.status().ToString();
   EXPECT_EQ(clone->record.owner, "bob");
   EXPECT_EQ(clone->spec.env, (std::map<std::string, std::string>{{"B", "env"}}));
   EXPECT_THAT(
-      envs.Clone(bob_, "mine", {{"name", "x"}, {"set", {{"colour", "red"}}}}).status().message(),
+      protocol::CloneEnvironmentSpec(source->spec, {{"name", "x"}, {"set", {{"colour", "red"}}}})
+          .status()
+          .message(),
       HasSubstr("field 'colour': unknown field"));
 }
 
 TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRestarts) {
-  EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
   const JobId id = Submit({{"name", "t"}, {"environment", "mine"}, {"env", {{"B", "job"}}}});
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
   const json stored = json::parse(store_->GetJob(id)->spec_json);
   EXPECT_EQ(stored["environment"], "mine@1");
   EXPECT_EQ(stored["command"], json({"echo", "v1"}));
@@ -1642,7 +1654,7 @@ TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRe
 }
 
 TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
-  ASSERT_TRUE(controller_->Environments().Create(alice_, {{"name", "bare"}}).ok());
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "bare"}}).ok());
   auto job = controller_->Submit(alice_, {{"environment", "bare"}});
   EXPECT_THAT(job.status().message(), HasSubstr("field 'command': is required"));
   EXPECT_THAT(controller_->Submit(alice_, {{"name", "t"}}).status().message(),
@@ -1651,8 +1663,7 @@ TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
 }
 
 TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime) {
-  EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
   const JobId id = Submit({{"environment", "boxed"}, {"command", {"true"}}});
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
@@ -1678,10 +1689,10 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   EXPECT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
   // A job of an environment that can run on the process runtime is not constrained: its
   // pending reason speaks of GPUs, not runtimes.
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "both"},
-                                   {"image", "corral-test/busybox:1"},
-                                   {"host", {{"venv", "/opt/both"}}},
-                                   {"command", {"true"}}})
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "both"},
+                                 {"image", "corral-test/busybox:1"},
+                                 {"host", {{"venv", "/opt/both"}}},
+                                 {"command", {"true"}}})
                   .ok());
   const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
   controller_->Tick();
@@ -1691,15 +1702,14 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
 }
 
 TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
-  EnvironmentCatalog& envs = controller_->Environments();
   EXPECT_THAT(
-      envs.Create(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
+      CreateEnv(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
       HasSubstr("field 'env.CORRAL_JOB_ID'"));
   // MASTER_PORT is only corral's in distributed jobs: the environment may set it, a torchrun
   // job may not use the environment.
   ASSERT_TRUE(
-      envs.Create(alice_,
-                  {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
+      CreateEnv(alice_,
+                {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
           .ok());
   EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "port"}}).ok());
   auto refused = controller_->Submit(
@@ -1708,9 +1718,8 @@ TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
 }
 
 TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) {
-  ASSERT_TRUE(controller_->Environments()
-                  .Create(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}})
-                  .ok());
+  ASSERT_TRUE(
+      CreateEnv(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}}).ok());
   auto refused = controller_->Submit(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.A': may not contain a line break"));
   // Without a container in sight, line breaks are fine.
@@ -1718,9 +1727,8 @@ TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) 
 }
 
 TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
-  ASSERT_TRUE(controller_->Environments()
-                  .Create(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}})
-                  .ok());
+  ASSERT_TRUE(
+      CreateEnv(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}}).ok());
   auto refused =
       controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
   EXPECT_THAT(refused.status().message(),
@@ -1755,7 +1763,7 @@ TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
 
 TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
   EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "newcomer"}}).ok());
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "newcomer"}}).ok());
   EnvironmentSpec builtin;
   builtin.name = "newcomer";
   builtin.description = "added to envs/ later";
@@ -1768,7 +1776,7 @@ TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
   EXPECT_THAT(loaded->skipped[0], HasSubstr("'newcomer' not loaded"));
   EXPECT_EQ(envs.Get(bob_, "newcomer", std::nullopt).status().code(), StatusCode::kNotFound);
   // Taking a name does not tell who holds it.
-  auto taken = envs.Create(bob_, {{"name", "newcomer"}});
+  auto taken = CreateEnv(bob_, {{"name", "newcomer"}});
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(taken.status().message(), Not(HasSubstr("alice")));
 }
