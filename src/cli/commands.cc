@@ -20,6 +20,7 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_account.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
@@ -741,22 +742,6 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       });
     });
   };
-  // Not yet decoded with a protocol codec: a table of the raw fields `columns`.
-  auto raw_list = [&](const char* name, const char* help, std::string path,
-                      std::vector<std::string> columns) {
-    std::vector<std::string> header;
-    for (const auto& col : columns) {
-      header.push_back(col);
-      std::transform(header.back().begin(), header.back().end(), header.back().begin(), ::toupper);
-    }
-    list(
-        name, help, path, header, [](const json& rows) -> Result<json> { return rows; },
-        [columns](const json& r) {
-          std::vector<std::string> row;
-          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
-          return row;
-        });
-  };
   list(
       "nodes", "Nodes and their free resources", "/api/v1/nodes",
       {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
@@ -805,8 +790,15 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
-  raw_list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
-  raw_list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
+  list("users", "Users (admin)", "/api/v1/users", {"NAME", "ADMIN"}, protocol::ParseUserViews,
+       [](const protocol::UserView& u) -> std::vector<std::string> {
+         return {u.name, json(u.admin).dump()};
+       });
+  list("tokens", "Your API tokens", "/api/v1/tokens", {"ID", "NAME", "CREATED_AT", "REVOKED"},
+       protocol::ParseTokenViews, [](const protocol::TokenView& t) -> std::vector<std::string> {
+         return {std::to_string(t.id), t.name, std::to_string(t.created_at.value()),
+                 json(t.revoked).dump()};
+       });
 
   CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
   node->require_subcommand(1);
@@ -870,7 +862,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       auto r = client.Post("/api/v1/users",
                            {{"name", f->name}, {"admin", f->admin}, {"projects", f->projects}});
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, "token for " + f->name + ": " + Str(*r, "token"));
+      auto user = protocol::ParseNewUser(*r);
+      if (!user.ok()) return user.status();
+      PrintAnswer(*r, f->output, "token for " + f->name + ": " + user->token);
       return Status::Ok();
     });
   });
@@ -964,7 +958,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Post("/api/v1/tokens", {{"name", f->name}});
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, Str(*r, "token"));
+      auto token = protocol::ParseNewToken(*r);
+      if (!token.ok()) return token.status();
+      PrintAnswer(*r, f->output, token->token);
       return Status::Ok();
     });
   });

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/api_account.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
@@ -377,6 +378,37 @@ TEST(ApiEnvironmentTest, RefusalsNameTheField) {
   EXPECT_THAT(ErrorOf(CloneEnvironmentSpec(SomeEnvironment().spec,
                                            {{"name", "x"}, {"set", {{"name", "y"}}}})),
               HasSubstr("field 'set.name'"));
+}
+
+TEST(ApiAccountTest, RoundTrips) {
+  const std::vector<UserView> users = {{"root", true}, {"alice", false}};
+  EXPECT_EQ(ToJson(users), json::parse(R"([{"name": "root", "admin": true},
+      {"name": "alice", "admin": false}])"));
+  EXPECT_EQ(*ParseUserViews(ToJson(users)), users);
+  const NewUser user{{"bob", false}, "secret"};
+  EXPECT_EQ(ToJson(user), json::parse(R"({"name": "bob", "admin": false, "token": "secret"})"));
+  EXPECT_EQ(*ParseNewUser(ToJson(user)), user);
+  const std::vector<TokenView> tokens = {{1, "initial", Seconds(1700000000), true},
+                                         {2, "laptop", Seconds(1700000100), false}};
+  EXPECT_EQ(ToJson(tokens)[0], json::parse(R"({"id": 1, "name": "initial",
+      "created_at": 1700000000, "revoked": true})"));
+  EXPECT_EQ(*ParseTokenViews(ToJson(tokens)), tokens);
+  const NewToken token{3, "ci", "secret"};
+  EXPECT_EQ(ToJson(token), json::parse(R"({"id": 3, "name": "ci", "token": "secret"})"));
+  EXPECT_EQ(*ParseNewToken(ToJson(token)), token);
+}
+
+TEST(ApiAccountTest, RefusalsNameTheField) {
+  EXPECT_THAT(ErrorOf(ParseUserViews(json::parse(R"([{"name": "a", "admin": "yes"}])"))),
+              HasSubstr("users: field '[0].admin': must be true or false"));
+  EXPECT_THAT(ErrorOf(ParseNewUser(json::parse(R"({"name": "a", "admin": false})"))),
+              HasSubstr("new user: field 'token': is required"));
+  json tokens = ToJson(std::vector<TokenView>{{1, "initial", Seconds(1), false}});
+  tokens[0].erase("revoked");
+  EXPECT_THAT(ErrorOf(ParseTokenViews(tokens)),
+              HasSubstr("tokens: field '[0].revoked': is required"));
+  EXPECT_THAT(ErrorOf(ParseNewToken(json::parse(R"({"id": 0, "name": "x", "token": "s"})"))),
+              HasSubstr("new token: field 'id': must be >= 1"));
 }
 
 }  // namespace

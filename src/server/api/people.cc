@@ -59,11 +59,7 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
                                 [this](const Principal&, const auto&, auto& res) {
                                   auto users = controller_.Accounts().ListUsers();
                                   if (!users.ok()) return SendProblem(res, users.status());
-                                  json out = json::array();
-                                  for (const auto& u : *users) {
-                                    out.push_back({{"name", u.name}, {"admin", u.admin}});
-                                  }
-                                  SendJson(res, 200, out);
+                                  SendJson(res, 200, protocol::ToJson(*users));
                                 },
                                 true));
   http.Post(
@@ -72,27 +68,17 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
   http.Get("/api/v1/tokens", Authed([this](const Principal& who, const auto&, auto& res) {
              auto tokens = controller_.Accounts().ListTokens(who.user_id);
              if (!tokens.ok()) return SendProblem(res, tokens.status());
-             json out = json::array();
-             for (const auto& t : *tokens) {
-               out.push_back({{"id", t.id},
-                              {"name", t.name},
-                              {"created_at", t.created_at.value()},
-                              {"revoked", t.revoked_at.has_value()}});
-             }
-             SendJson(res, 200, out);
+             SendJson(res, 200, protocol::ToJson(*tokens));
            }));
-  http.Post(
-      "/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
-        auto body = ParseBody(req);
-        if (!body.ok()) return SendProblem(res, body.status());
-        auto name = Field<std::string>(*body, "name", "token");
-        if (!name.ok()) return SendProblem(res, name.status());
-        auto token = controller_.Accounts().CreateToken(who.user_id, *name);
-        if (!token.ok()) return SendProblem(res, token.status());
-        SendJson(
-            res, 201,
-            {{"id", token->record.id}, {"name", token->record.name}, {"token", token->secret}});
-      }));
+  http.Post("/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto name = Field<std::string>(*body, "name", "token");
+              if (!name.ok()) return SendProblem(res, name.status());
+              auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+              if (!token.ok()) return SendProblem(res, token.status());
+              SendJson(res, 201, protocol::ToJson(*token));
+            }));
   http.Delete(R"(/api/v1/tokens/(\d+))",
               Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto id = PathId(req, "token");
@@ -116,8 +102,7 @@ void HttpApi::Impl::CreateUser(const httplib::Request& req, httplib::Response& r
   projects->push_back("default");
   auto user = controller_.Accounts().CreateUser(*name, *admin, *projects);
   if (!user.ok()) return SendProblem(res, user.status());
-  SendJson(res, 201,
-           {{"name", user->record.name}, {"admin", user->record.admin}, {"token", user->token}});
+  SendJson(res, 201, protocol::ToJson(*user));
 }
 
 }  // namespace corral::server
