@@ -25,6 +25,7 @@
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
 #include "protocol/job_spec.h"
 
@@ -104,11 +105,6 @@ std::string Time(std::optional<Seconds> time) {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
   return buf;
-}
-
-std::string Time(const json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return "";
-  return Time(Seconds(j[key].get<int64_t>()));
 }
 
 // GPUs as the API writes them (milli-GPU / 1000, a JSON number: "4.0", "0.5"), and back.
@@ -773,18 +769,20 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   out_opt(queue);
   queue->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto rows = client.Get("/api/v1/queue" +
-                             (f->id > 0 ? "?limit=" + std::to_string(f->id) : std::string()));
-      if (!rows.ok()) return rows.status();
+      auto answer = client.Get("/api/v1/queue" +
+                               (f->id > 0 ? "?limit=" + std::to_string(f->id) : std::string()));
+      if (!answer.ok()) return answer.status();
       if (f->output == "json") {
-        std::cout << rows->dump(2) << "\n";
+        std::cout << answer->dump(2) << "\n";
         return Status::Ok();
       }
+      auto rows = protocol::ParseQueue(*answer);
+      if (!rows.ok()) return rows.status();
       std::vector<std::vector<std::string>> table;
-      for (const auto& r : *rows) {
-        table.push_back({Str(r, "position"), Str(r, "id"), Str(r, "user"), Str(r, "project"),
-                         Str(r, "gpus"), Time(r, "estimated_start"),
-                         Str(r["pending_reason"], "message")});
+      for (const protocol::QueueRow& q : *rows) {
+        table.push_back({std::to_string(q.position), std::to_string(q.id.value()), q.user,
+                         q.project, Gpus(q.gpus), Time(q.estimated_start),
+                         q.pending_reason.message});
       }
       PrintTable({"#", "ID", "USER", "PROJECT", "GPUS", "EST. START", "WAITS BECAUSE"}, table);
       return Status::Ok();

@@ -6,10 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/api_account.h"
+#include "protocol/api_cluster.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
 
 namespace corral::protocol {
@@ -409,6 +411,94 @@ TEST(ApiAccountTest, RefusalsNameTheField) {
               HasSubstr("tokens: field '[0].revoked': is required"));
   EXPECT_THAT(ErrorOf(ParseNewToken(json::parse(R"({"id": 0, "name": "x", "token": "s"})"))),
               HasSubstr("new token: field 'id': must be >= 1"));
+}
+
+TEST(ApiClusterTest, RoundTrips) {
+  const ClusterSummary summary{.time = Seconds(1700000000),
+                               .nodes = 4,
+                               .nodes_ready = 3,
+                               .gpus = 32,
+                               .allocated = MilliGpu(12500),
+                               .gpus_used = 9.75,
+                               .jobs_pending = 7,
+                               .jobs_starting = 1,
+                               .jobs_running = 5};
+  EXPECT_EQ(ToJson(summary), json::parse(R"({"time": 1700000000, "nodes": 4, "nodes_ready": 3,
+      "gpus": 32, "gpus_allocated": 12.5, "gpus_used": 9.75, "jobs_pending": 7,
+      "jobs_starting": 1, "jobs_running": 5})"));
+  EXPECT_EQ(*ParseClusterSummary(ToJson(summary)), summary);
+  const SummaryHistory history{Seconds(60), {summary, summary}};
+  EXPECT_EQ(ToJson(history)["step_s"], 60);
+  auto parsed = ParseSummaryHistory(ToJson(history));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, history);
+}
+
+TEST(ApiClusterTest, RefusalsNameTheField) {
+  json j = ToJson(ClusterSummary{.nodes = 1});
+  j["gpus_used"] = -1;
+  EXPECT_THAT(ErrorOf(ParseClusterSummary(j)),
+              HasSubstr("summary: field 'gpus_used': must be >= 0"));
+  json history = ToJson(SummaryHistory{Seconds(60), {ClusterSummary{}, ClusterSummary{}}});
+  history["summaries"][1].erase("time");
+  EXPECT_THAT(ErrorOf(ParseSummaryHistory(history)),
+              HasSubstr("summary history: field 'summaries[1].time': is required"));
+}
+
+QueueRow SomeRow() {
+  return {.position = 2,
+          .id = JobId(7),
+          .name = "train",
+          .user = "alice",
+          .project = "vision",
+          .priority = 1,
+          .gpus = MilliGpu(1500),
+          .submit_time = Seconds(1700000000),
+          .pending_reason = {"insufficient_gpus", "no node has 2 free GPUs"},
+          .estimated_start = Seconds(1700000600)};
+}
+
+PolicyView SomePolicy() {
+  return {.rules = {.order = "fairshare",
+                    .blocking = "backfill",
+                    .reclaim = true,
+                    .las_thresholds_gpu_s = {3600},
+                    .half_life = Seconds(604800),
+                    .fair_share_weight = 1000,
+                    .age_weight = 100,
+                    .age_unit = Seconds(86400)},
+          .placement = "fgd",
+          .file = "/etc/corral/policy.yaml"};
+}
+
+TEST(ApiSchedulingTest, RoundTrips) {
+  QueueRow unestimated = SomeRow();
+  unestimated.estimated_start.reset();
+  const std::vector<QueueRow> queue = {SomeRow(), unestimated};
+  const json q = ToJson(queue);
+  EXPECT_EQ(q[0]["gpus"], 1.5);
+  EXPECT_TRUE(q[1]["estimated_start"].is_null());  // shown null, as always
+  EXPECT_EQ(*ParseQueue(q), queue);
+  PolicyView policy = SomePolicy();
+  json p = ToJson(policy);
+  EXPECT_EQ(p, json::parse(R"({"policy": {"order": "fairshare", "blocking": "backfill",
+      "reclaim": true, "las_thresholds_gpu_s": [3600], "fair_share": {"half_life_s": 604800,
+      "fair_share_weight": 1000.0, "age_weight": 100.0, "age_unit_s": 86400}},
+      "placement": "fgd", "file": "/etc/corral/policy.yaml", "file_error": null})"));
+  EXPECT_EQ(*ParsePolicyView(p), policy);
+  policy.file_error = "field 'order': unknown";
+  EXPECT_EQ(*ParsePolicyView(ToJson(policy)), policy);
+}
+
+TEST(ApiSchedulingTest, RefusalsNameTheField) {
+  json q = ToJson(std::vector<QueueRow>{SomeRow()});
+  q[0]["pending_reason"].erase("code");
+  EXPECT_THAT(ErrorOf(ParseQueue(q)),
+              HasSubstr("queue: field '[0].pending_reason.code': is required"));
+  json p = ToJson(SomePolicy());
+  p["policy"]["fair_share"]["age_weight"] = -1;
+  EXPECT_THAT(ErrorOf(ParsePolicyView(p)),
+              HasSubstr("policy: field 'policy.fair_share.age_weight': must be >= 0"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "model/environment_ref.h"
 #include "model/launcher.h"
+#include "model/node.h"
 #include "protocol/spec_fields.h"
 
 namespace corral::protocol {

@@ -200,17 +200,4 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j,
   return p;
 }
 
-json SchedulingPolicyJson(const SchedulingPolicy& p) {
-  const FairShareConfig& f = p.sharing.fair_share;
-  return {{"order", std::string(QueueOrderName(p.order))},
-          {"blocking", std::string(BlockingName(p.blocking))},
-          {"reclaim", p.sharing.reclaim},
-          {"las_thresholds_gpu_s", p.las_thresholds_gpu_s},
-          {"fair_share",
-           {{"half_life_s", f.half_life.value()},
-            {"fair_share_weight", f.fair_share_weight},
-            {"age_weight", f.age_weight},
-            {"age_unit_s", f.age_unit.value()}}}};
-}
-
 }  // namespace corral::sched

@@ -41,8 +41,7 @@ inline const std::set<std::string> kAllPolicyFields = {
 
 Result<SchedulingPolicy> ParseSchedulingPolicy(
     const nlohmann::json& json, const std::set<std::string>& accepted = kAllPolicyFields);
-// Everything but the projects.
-nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
+// (The API shows the rules in force in this format: protocol/api_scheduling.h.)
 
 // One project's sharing ({weight, gpus, model_gpus, limit_gpus, user_limit_gpus}); `field`
 // prefixes the names in

@@ -172,10 +172,10 @@ void HttpApi::Impl::RegisterQueue(httplib::Server& http) {
              auto queue =
                  controller_.QueueView(who, static_cast<int>(limit->value_or(kDefaultJobPage)));
              if (!queue.ok()) return SendProblem(res, queue.status());
-             SendJson(res, 200, *queue);
+             SendJson(res, 200, protocol::ToJson(*queue));
            }));
   http.Get("/api/v1/policy", Authed([this](const Principal&, const auto&, auto& res) {
-             SendJson(res, 200, controller_.PolicyView());
+             SendJson(res, 200, protocol::ToJson(controller_.PolicyView()));
            }));
 }
 

@@ -52,9 +52,11 @@
 #include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
+#include "protocol/api_cluster.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
@@ -163,10 +165,10 @@ class Controller {
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).
-  nlohmann::json ClusterSummary();
+  protocol::ClusterSummary ClusterSummary();
   // The summaries the loop recorded, one a minute for the last 7 days (in memory: a restart
   // starts afresh), from `since` on, oldest first: the overview's chart over time.
-  nlohmann::json SummaryHistory(Seconds since);
+  std::vector<protocol::ClusterSummary> SummaryHistory(Seconds since);
   static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
@@ -176,7 +178,8 @@ class Controller {
   // has not had).
   // The pending jobs in queue order (the caller's projects only; positions are global) with
   // reasons and estimated starts; at most `limit`.
-  Result<nlohmann::json> QueueView(const Principal& who, int limit);
+  // Errors: InvalidArgument (limit < 1).
+  Result<std::vector<protocol::QueueRow>> QueueView(const Principal& who, int limit);
   // Projects the caller may see with their sharing and current use, by name.
   Result<std::vector<protocol::ProjectView>> ProjectsView(const Principal& who);
   // Replaces a project's sharing (checked against the scheduler's bounds; stored; in force at
@@ -185,7 +188,7 @@ class Controller {
   Result<protocol::ProjectSharing> SetProjectSharing(const std::string& project,
                                                      const protocol::ProjectSharing& sharing);
   // The rules in force, where they come from, and the last refused policy-file edit.
-  nlohmann::json PolicyView();
+  protocol::PolicyView PolicyView();
   // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
   // docs/monitoring.md): the rows of the caller and of the projects they belong to (admins: all).
   Result<std::vector<store::GpuUsageRow>> GpuUsage(const Principal& who, const std::string& since,
@@ -407,7 +410,7 @@ class Controller {
   // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
   // (GpuMonitor), and one when they are busy again.
   void CheckIdleGpusLocked();
-  nlohmann::json ClusterSummaryLocked();
+  protocol::ClusterSummary ClusterSummaryLocked();
   // Once a minute: ClusterSummaryLocked into summary_history_.
   void RecordSummaryLocked();
   // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
@@ -506,7 +509,7 @@ class Controller {
   int64_t passes_ = 0;     // scheduling passes so far
   int64_t estimates_pass_ = -1;
   std::map<JobId, std::optional<Seconds>> estimates_;
-  std::deque<nlohmann::json> summary_history_;  // RecordSummaryLocked, oldest first
+  std::deque<protocol::ClusterSummary> summary_history_;  // RecordSummaryLocked, oldest first
   Seconds next_summary_at_{0};
   int waiting_heartbeats_ = 0;
   bool wake_ = false;

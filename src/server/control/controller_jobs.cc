@@ -370,29 +370,26 @@ const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked
   return estimates_;
 }
 
-Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
+Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
   std::lock_guard lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<protocol::QueueRow> out;
   int position = 0;
   for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
     ++position;
     auto it = jobs_.find(e.job);
     if (it == jobs_.end() || !who.CanAccessProject(it->second.record.project)) continue;
     const LiveJob& job = it->second;
-    nlohmann::json row = {
-        {"position", position},
-        {"id", e.job.value()},
-        {"name", job.record.name},
-        {"user", job.record.user},
-        {"project", job.record.project},
-        {"priority", job.record.priority},
-        {"gpus", job.spec.resources.TotalMilli().value() * job.spec.tasks / 1000.0},
-        {"submit_time", job.record.submit_time.value()},
-        {"pending_reason", {{"code", e.reason.code}, {"message", e.reason.message}}}};
-    row["estimated_start"] =
-        e.estimated_start ? nlohmann::json(e.estimated_start->value()) : nlohmann::json(nullptr);
-    out.push_back(row);
+    out.push_back({.position = position,
+                   .id = e.job,
+                   .name = job.record.name,
+                   .user = job.record.user,
+                   .project = job.record.project,
+                   .priority = job.record.priority,
+                   .gpus = MilliGpu(job.spec.resources.TotalMilli().value() * job.spec.tasks),
+                   .submit_time = job.record.submit_time,
+                   .pending_reason = ReasonOf(e.reason),
+                   .estimated_start = e.estimated_start});
   }
   return out;
 }
@@ -438,13 +435,20 @@ Result<protocol::ProjectSharing> Controller::SetProjectSharing(
   return SharingOf(policy);
 }
 
-nlohmann::json Controller::PolicyView() {
+protocol::PolicyView Controller::PolicyView() {
   std::lock_guard lock(mu_);
-  nlohmann::json out = {{"policy", sched::SchedulingPolicyJson(policy_)},
-                        {"placement", config_.policy},
-                        {"file", config_.policy_file}};
-  out["file_error"] =
-      policy_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy_error_);
+  const sched::FairShareConfig& f = policy_.sharing.fair_share;
+  protocol::PolicyView out{.rules = {.order = std::string(sched::QueueOrderName(policy_.order)),
+                                     .blocking = std::string(sched::BlockingName(policy_.blocking)),
+                                     .reclaim = policy_.sharing.reclaim,
+                                     .las_thresholds_gpu_s = policy_.las_thresholds_gpu_s,
+                                     .half_life = f.half_life,
+                                     .fair_share_weight = f.fair_share_weight,
+                                     .age_weight = f.age_weight,
+                                     .age_unit = f.age_unit},
+                           .placement = config_.policy,
+                           .file = config_.policy_file};
+  if (!policy_error_.empty()) out.file_error = policy_error_;
   return out;
 }
 

@@ -405,13 +405,13 @@ TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
   controller_->Tick();  // t = 1030: not yet a minute
   clock_.Advance(Seconds(30));
   controller_->Tick();  // t = 1060
-  const json all = controller_->SummaryHistory(Seconds(0));
+  const auto all = controller_->SummaryHistory(Seconds(0));
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0]["time"], 1000);
-  EXPECT_EQ(all[0]["gpus_allocated"], 0.0);
-  EXPECT_EQ(all[1]["time"], 1060);
-  EXPECT_EQ(all[1]["gpus_allocated"], 2.0);
-  EXPECT_EQ(all[1]["gpus"], 8);
+  EXPECT_EQ(all[0].time, Seconds(1000));
+  EXPECT_EQ(all[0].allocated, MilliGpu(0));
+  EXPECT_EQ(all[1].time, Seconds(1060));
+  EXPECT_EQ(all[1].allocated, MilliGpu(2000));
+  EXPECT_EQ(all[1].gpus, 8);
   EXPECT_EQ(controller_->SummaryHistory(Seconds(1001)).size(), 1u);
 }
 
@@ -1158,29 +1158,35 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
   auto projects = controller_->ProjectsView(alice_);
   ASSERT_TRUE(projects.ok());
   for (const protocol::ProjectView& p : *projects) {
-    if (p.name == "owner") EXPECT_EQ(p.running, MilliGpu(2000));
+    if (p.name == "owner") {
+      EXPECT_EQ(p.running, MilliGpu(2000));
+    }
   }
 }
 
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
   WritePolicy("order: fifo\nblocking: skip\n", 1);
   Restart();
-  EXPECT_EQ(controller_->PolicyView()["policy"]["order"], "fifo");
+  EXPECT_EQ(controller_->PolicyView().rules.order, "fifo");
   WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
   controller_->Tick();
-  json view = controller_->PolicyView();
-  EXPECT_EQ(view["policy"]["order"], "fifo");
-  EXPECT_THAT(view["file_error"].get<std::string>(), HasSubstr("field 'order'"));
+  protocol::PolicyView view = controller_->PolicyView();
+  EXPECT_EQ(view.rules.order, "fifo");
+  EXPECT_THAT(view.file_error.value_or(""), HasSubstr("field 'order'"));
   WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
   controller_->Tick();
-  EXPECT_THAT(controller_->PolicyView()["file_error"].get<std::string>(),
-              HasSubstr("las_thresholds_gpu_s"));
+  EXPECT_THAT(controller_->PolicyView().file_error.value_or(""), HasSubstr("las_thresholds_gpu_s"));
   WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
   controller_->Tick();
   view = controller_->PolicyView();
-  EXPECT_EQ(view["policy"]["order"], "sjf");
-  EXPECT_EQ(view["policy"]["fair_share"]["half_life_s"], 3600);
-  EXPECT_TRUE(view["file_error"].is_null());
+  EXPECT_EQ(view.rules.order, "sjf");
+  EXPECT_EQ(view.rules.half_life, Seconds(3600));
+  EXPECT_FALSE(view.file_error.has_value());
+  // The rules are shown in the policy file's own format: they read back as they are.
+  auto shown = sched::ParseSchedulingPolicy(protocol::ToJson(view)["policy"]);
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_EQ(shown->order, sched::QueueOrder::kSjf);
+  EXPECT_EQ(shown->sharing.fair_share.half_life, Seconds(3600));
   // A bad file at start is an error naming it.
   WritePolicy("reclaim: maybe\n", 5);
   controller_.reset();
@@ -1224,10 +1230,10 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   auto queue = controller_->QueueView(alice_, 10);
   ASSERT_TRUE(queue.ok());
   ASSERT_EQ(queue->size(), 1u);
-  EXPECT_EQ((*queue)[0]["id"], waiting.value());
-  EXPECT_EQ((*queue)[0]["position"], 1);
-  EXPECT_EQ((*queue)[0]["estimated_start"], 1000 + 100);  // when the running job's limit ends
-  EXPECT_FALSE((*queue)[0]["pending_reason"]["code"].get<std::string>().empty());
+  EXPECT_EQ((*queue)[0].id, waiting);
+  EXPECT_EQ((*queue)[0].position, 1);
+  EXPECT_EQ((*queue)[0].estimated_start, Seconds(1000 + 100));  // the running job's limit
+  EXPECT_FALSE((*queue)[0].pending_reason.code.empty());
   EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
   EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
   (void)running;
@@ -1873,7 +1879,8 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
   EXPECT_EQ(protocol::ToJson(page->jobs).dump().find(token), std::string::npos);
-  EXPECT_EQ(controller_->QueueView(alice_, 10)->dump().find(token), std::string::npos);
+  EXPECT_EQ(protocol::ToJson(*controller_->QueueView(alice_, 10)).dump().find(token),
+            std::string::npos);
   // Another member of the project: as if there were no session.
   EXPECT_EQ(controller_->SessionView(bob_, id_).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(controller_->ProxyTarget(bob_, id_).status().code(), StatusCode::kNotFound);

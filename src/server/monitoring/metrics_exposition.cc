@@ -70,10 +70,6 @@ Labels GpuLabels(const GpuStatus& g) {
   return labels;
 }
 
-double Number(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -95,7 +91,7 @@ std::string EscapeLabelValue(const std::string& value) {
 
 std::string RenderMetrics(const MetricsSnapshot& s) {
   Exposition e;
-  const nlohmann::json& summary = s.summary;
+  const protocol::ClusterSummary& summary = s.summary;
 
   e.Family("corral_nodes", "gauge", "Nodes known to the server, by state.");
   std::map<std::string, int> by_state;
@@ -104,14 +100,15 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   for (const auto& [state, count] : by_state) e.Sample("corral_nodes", {{"state", state}}, count);
 
   e.Family("corral_gpus", "gauge", "GPUs of all known nodes.");
-  e.Sample("corral_gpus", {}, Number(summary, "gpus"));
+  e.Sample("corral_gpus", {}, static_cast<double>(summary.gpus));
   e.Family("corral_gpus_allocated", "gauge", "GPUs allocated to jobs (shares count as fractions).");
-  e.Sample("corral_gpus_allocated", {}, Number(summary, "gpus_allocated"));
+  e.Sample("corral_gpus_allocated", {}, static_cast<double>(summary.allocated.value()) / 1000);
   e.Family("corral_jobs", "gauge", "Jobs not yet ended, by state.");
-  for (model::JobState state : model::kJobStates) {
-    if (model::IsFinal(state)) continue;
-    const std::string name(model::ToString(state));
-    e.Sample("corral_jobs", {{"state", name}}, Number(summary, ("jobs_" + name).c_str()));
+  for (const auto& [state, count] : {std::pair{model::JobState::kPending, summary.jobs_pending},
+                                     {model::JobState::kStarting, summary.jobs_starting},
+                                     {model::JobState::kRunning, summary.jobs_running}}) {
+    e.Sample("corral_jobs", {{"state", std::string(model::ToString(state))}},
+             static_cast<double>(count));
   }
 
   e.Family("corral_node_gpus_allocated", "gauge", "GPUs allocated on one node.");

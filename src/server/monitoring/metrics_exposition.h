@@ -6,10 +6,10 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "protocol/api_cluster.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
 #include "server/monitoring/gpu_monitor.h"
@@ -18,7 +18,7 @@ namespace corral::server {
 
 // What one exposition shows, gathered from the controller.
 struct MetricsSnapshot {
-  nlohmann::json summary;                       // Controller::ClusterSummary()
+  protocol::ClusterSummary summary;             // Controller::ClusterSummary()
   std::vector<protocol::NodeView> nodes;        // Controller::Nodes()
   std::vector<protocol::ProjectView> projects;  // Controller::ProjectsView(), every project
   std::vector<GpuStatus> gpus;                  // GpuMonitor::Gpus()

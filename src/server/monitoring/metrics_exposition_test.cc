@@ -30,11 +30,7 @@ GpuStatus HeldGpu(int index, int util, std::optional<int64_t> idle_since_ms) {
 
 TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   MetricsSnapshot s;
-  s.summary = {{"gpus", 16},
-               {"gpus_allocated", 2.5},
-               {"jobs_pending", 3},
-               {"jobs_running", 1},
-               {"jobs_starting", 0}};
+  s.summary = {.gpus = 16, .allocated = MilliGpu(2500), .jobs_pending = 3, .jobs_running = 1};
   protocol::NodeView ready{.name = "gpu-01", .gpus = 8};
   ready.free = protocol::NodeFree{.gpu_milli = {0, 0, 500, 1000, 1000, 1000, 1000, 1000}};
   protocol::NodeView lost{.name = "gpu-02", .state = model::NodeState::kLost, .gpus = 8};
