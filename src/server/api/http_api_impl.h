@@ -57,7 +57,6 @@ class HttpApi::Impl {
 
   // jobs.cc
   void RegisterJobs(httplib::Server& http);
-  void SubmitArray(const Principal& who, const json& body, httplib::Response& res);
   void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res);
   void Logs(const Principal& who, const httplib::Request& req, httplib::Response& res);
   void RegisterQueue(httplib::Server& http);

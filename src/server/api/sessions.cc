@@ -12,7 +12,12 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
   http.Post("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto job = controller_.SubmitSession(who, *body);
+              // A session's spec need not say it is one.
+              if (body->is_object() && !body->contains("session"))
+                (*body)["session"] = json::object();
+              auto spec = protocol::ParseJobSpec(*body);
+              if (!spec.ok()) return SendProblem(res, spec.status());
+              auto job = controller_.SubmitSession(who, std::move(spec).value());
               if (!job.ok()) return SendProblem(res, job.status());
               auto view = controller_.SessionView(who, job->id);
               if (!view.ok()) return SendProblem(res, view.status());

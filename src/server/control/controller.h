@@ -39,7 +39,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -126,15 +125,17 @@ class Controller {
   void Stop();
 
   // --- API -----------------------------------------------------------------------------------
-  // Validates, commits, queues one job. Errors: InvalidArgument (names the field; a spec with
-  // "array" is for SubmitArray), PermissionDenied (not a member of the project).
+  // Checks, commits, queues one job: `spec` as the codec read it (protocol::ParseJobSpec, which
+  // checked its fields), the default project filled in, its environment resolved. Errors:
+  // InvalidArgument (names the field; a spec with an array is for SubmitArray; an environment
+  // `who` may not see), PermissionDenied (not a member of the project).
   // The answer says which of the server's defaults the spec got.
-  Result<protocol::SubmitAnswer> Submit(const Principal& who, const nlohmann::json& spec);
+  Result<protocol::SubmitAnswer> Submit(const Principal& who, JobSpec spec);
   // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
   // committed together (all or none, one transaction), then queued; the answer's `array_ids`
   // are the elements' in the order of the indices, the first one's id being the array's id.
-  // Errors: as Submit; InvalidArgument without "array".
-  Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, const nlohmann::json& spec);
+  // Errors: as Submit; InvalidArgument without an array.
+  Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, JobSpec spec);
   // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
   // (unknown, or in another project), PermissionDenied (neither the owner nor an admin),
   // FailedPrecondition (already ended).
@@ -203,8 +204,10 @@ class Controller {
                               std::optional<int64_t> generation);
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------
-  // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
-  Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, nlohmann::json spec);
+  // Submits `spec` as a session: a spec with "session" (the API adds an empty one to a body
+  // without it, before the codec checks the spec as a session's). Errors: as Submit;
+  // InvalidArgument without "session".
+  Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, JobSpec spec);
   // A session (protocol/api_session.h, without its URLs), with its token for its owner only.
   // Only its owner or an admin sees it: NotFound for anyone else and for a job that is not a
   // session.
@@ -451,14 +454,14 @@ class Controller {
   Status AddNodeToSchedulerLocked(const std::string& name,
                                   const protocol::NodeInventory& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
-  // A submitted spec, validated, with its project (default filled in) open to `who` and its
-  // environment (one `who` may see) resolved and applied (ApplyEnvironment).
+  // A submitted spec with its project (default filled in) open to `who`, a session's token
+  // generated, and its environment (one `who` may see) resolved and applied (ApplyEnvironment).
   struct Submission {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
     std::vector<protocol::ResourceDefault> defaults;  // what ApplyResourceDefaults filled in
   };
-  Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
+  Result<Submission> Admit(const Principal& who, JobSpec spec);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.
   Result<std::optional<EnvironmentVersion>> PinnedEnvironment(const JobSpec& spec);
   // Takes a committed new job into memory and the scheduler's queue.

@@ -105,20 +105,17 @@ Result<Principal> Controller::CheckAccess(const Principal& who, const std::strin
   return who;
 }
 
-Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
-                                                           const nlohmann::json& json) {
-  auto spec = ParseJobSpec(json);
-  if (!spec.ok()) return spec.status();
-  if (spec->project.empty()) spec->project = config_.default_project;
-  auto access = CheckAccess(who, spec->project);
+Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec spec) {
+  if (spec.project.empty()) spec.project = config_.default_project;
+  auto access = CheckAccess(who, spec.project);
   if (!access.ok()) return access.status();
-  if (spec->session) {
+  if (spec.session) {
     // The app's secret: generated here, stored with the spec, shown only to the session's owner.
     auto token = RandomHexId(kSecretBytes);
     if (!token.ok()) return token.status();
-    spec->session->token = *token;
+    spec.session->token = *token;
   }
-  Submission submission{std::move(spec).value(), std::nullopt};
+  Submission submission{std::move(spec), std::nullopt};
   if (!submission.spec.environment.empty()) {
     auto env = environments_.Resolve(who, submission.spec.environment, "environment");
     if (!env.ok()) return env.status();
@@ -150,9 +147,8 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   wake_ = true;
 }
 
-Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who,
-                                                  const nlohmann::json& json) {
-  auto submission = ParseSubmission(who, json);
+Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec spec) {
+  auto submission = Admit(who, std::move(spec));
   if (!submission.ok()) return submission.status();
   if (submission->spec.array) {
     return InvalidArgument("field 'array': an array is submitted with SubmitArray");
@@ -169,9 +165,8 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who,
   return AnswerOf({record}, std::move(submission->defaults), /*array=*/false);
 }
 
-Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who,
-                                                       const nlohmann::json& json) {
-  auto submission = ParseSubmission(who, json);
+Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
+  auto submission = Admit(who, std::move(array));
   if (!submission.ok()) return submission.status();
   const JobSpec& spec = submission->spec;
   if (!spec.array) return InvalidArgument("field 'array': is required to submit an array");

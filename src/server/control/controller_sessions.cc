@@ -68,11 +68,9 @@ constexpr size_t kAppQuestionsAtOnce = 16;
 
 }  // namespace
 
-Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who,
-                                                         nlohmann::json spec) {
-  if (!spec.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  if (!spec.contains("session")) spec["session"] = nlohmann::json::object();
-  return Submit(who, spec);
+Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who, JobSpec spec) {
+  if (!spec.session) return InvalidArgument("field 'session': is required to start a session");
+  return Submit(who, std::move(spec));
 }
 
 Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {

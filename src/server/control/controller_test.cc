@@ -102,6 +102,24 @@ class ControllerTest : public ::testing::Test {
     if (!view.ok()) return view.status();
     return protocol::ToJson(*view);
   }
+  // Submissions of a JSON spec, read by the job spec's codec first, as the API does (a session's
+  // gets "session" when it has none).
+  Result<protocol::SubmitAnswer> SubmitJson(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->Submit(who, std::move(parsed).value());
+  }
+  Result<protocol::SubmitAnswer> SubmitArrayJson(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SubmitArray(who, std::move(parsed).value());
+  }
+  Result<protocol::SubmitAnswer> SubmitSessionJson(const Principal& who, json spec) {
+    if (!spec.contains("session")) spec["session"] = json::object();
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SubmitSession(who, std::move(parsed).value());
+  }
   // The session's view in its API form, as JobJson.
   Result<json> SessionJson(const Principal& who, JobId id) {
     auto view = controller_->SessionView(who, id);
@@ -121,7 +139,7 @@ class ControllerTest : public ::testing::Test {
     return controller_->SetProjectSharing(project, *parsed);
   }
   JobId Submit(const json& spec) {
-    auto job = controller_->Submit(alice_, spec);
+    auto job = SubmitJson(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? job->id : JobId(0);
   }
@@ -1425,7 +1443,7 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   json spec = ArrayJobSpec(1, {0, 5, 7}, 2);
   spec["env"] = {{"SEED", "1"}, {"LR", "1"}};
   spec["array"]["env"] = json::array({json{{"LR", "0.1"}}, json::object(), json{{"B", "64"}}});
-  auto jobs = controller_->SubmitArray(alice_, spec);
+  auto jobs = SubmitArrayJson(alice_, spec);
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   ASSERT_EQ(jobs->array_ids.size(), 3u);
   const JobId array = jobs->array_ids[0];
@@ -1454,7 +1472,7 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   // Every bad array is refused whole, naming the field; nothing is stored.
   const size_t stored = store_->ListJobs({.limit = 0})->size();
   auto refused = [&](json bad, const std::string& field) {
-    auto r = controller_->SubmitArray(alice_, bad);
+    auto r = SubmitArrayJson(alice_, bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
     EXPECT_THAT(r.status().message(), HasSubstr(field));
   };
@@ -1475,20 +1493,17 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   bad = ArrayJobSpec(1, {0});
   bad["array"]["size"] = 3;
   refused(bad, "field 'array.size': unknown field");
-  EXPECT_EQ(controller_->Submit(alice_, ArrayJobSpec(1, {0})).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(controller_->SubmitArray(alice_, Spec(1)).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SubmitJson(alice_, ArrayJobSpec(1, {0})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SubmitArrayJson(alice_, Spec(1)).status().code(), StatusCode::kInvalidArgument);
   json elsewhere = ArrayJobSpec(1, {0});
   elsewhere["project"] = "vision";
-  EXPECT_EQ(controller_->SubmitArray(alice_, elsewhere).status().code(),
-            StatusCode::kPermissionDenied);
+  EXPECT_EQ(SubmitArrayJson(alice_, elsewhere).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), stored);
 }
 
 TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
-  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
+  auto jobs = SubmitArrayJson(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const JobId array = jobs->array_ids[0];
   const JobId plain = Submit(Spec(1));
@@ -1526,7 +1541,7 @@ TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
 
 TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
-  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
+  auto jobs = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const std::vector<JobId> ids = jobs->array_ids;
   const JobId array = ids[0];
@@ -1571,7 +1586,7 @@ TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   EXPECT_THAT(s.message(), HasSubstr("already ended"));
 
   // An admin may cancel anyone's array.
-  auto other = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1}));
+  auto other = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1}));
   ASSERT_TRUE(other.ok());
   const Principal admin{bob_.user_id, "root", true, {}};
   auto by_admin = controller_->CancelArray(admin, other->array_ids[0]);
@@ -1598,7 +1613,7 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(envs.List(bob_)->empty());
   json spec = {{"name", "t"}, {"environment", "mine"}};
-  auto refused = controller_->Submit(bob_, spec);
+  auto refused = SubmitJson(bob_, spec);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'environment'"));
   // Bob may neither take the name nor share alice's environment.
@@ -1612,7 +1627,7 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   bob_.projects.push_back("vision");
   ASSERT_TRUE(envs.Get(bob_, "mine", std::nullopt).ok());
   EXPECT_EQ(envs.Share(bob_, "mine", "vision").code(), StatusCode::kPermissionDenied);
-  auto job = controller_->Submit(bob_, spec);
+  auto job = SubmitJson(bob_, spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   // A clone is the cloner's own.
   auto source = envs.Get(bob_, "mine", std::nullopt);
@@ -1655,17 +1670,16 @@ TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRe
   EXPECT_EQ(
       json::parse(store_->GetJob(Submit({{"environment", "mine"}}))->spec_json)["environment"],
       "mine@2");
-  auto missing = controller_->Submit(alice_, {{"environment", "mine@3"}});
+  auto missing = SubmitJson(alice_, {{"environment", "mine@3"}});
   EXPECT_THAT(missing.status().message(), HasSubstr("field 'environment'"));
 }
 
 TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
   ASSERT_TRUE(CreateEnv(alice_, {{"name", "bare"}}).ok());
-  auto job = controller_->Submit(alice_, {{"environment", "bare"}});
+  auto job = SubmitJson(alice_, {{"environment", "bare"}});
   EXPECT_THAT(job.status().message(), HasSubstr("field 'command': is required"));
-  EXPECT_THAT(controller_->Submit(alice_, {{"name", "t"}}).status().message(),
-              HasSubstr("field 'command'"));
-  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
+  EXPECT_THAT(SubmitJson(alice_, {{"name", "t"}}).status().message(), HasSubstr("field 'command'"));
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
 }
 
 TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime) {
@@ -1717,30 +1731,28 @@ TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
       CreateEnv(alice_,
                 {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
           .ok());
-  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "port"}}).ok());
-  auto refused = controller_->Submit(
-      alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "port"}}).ok());
+  auto refused =
+      SubmitJson(alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.MASTER_PORT'"));
 }
 
 TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) {
   ASSERT_TRUE(
       CreateEnv(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}}).ok());
-  auto refused = controller_->Submit(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
+  auto refused = SubmitJson(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.A': may not contain a line break"));
   // Without a container in sight, line breaks are fine.
-  EXPECT_TRUE(controller_->Submit(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
+  EXPECT_TRUE(SubmitJson(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
 }
 
 TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
   ASSERT_TRUE(
       CreateEnv(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}}).ok());
-  auto refused =
-      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
+  auto refused = SubmitJson(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
   EXPECT_THAT(refused.status().message(),
               HasSubstr("field 'resources.gpus': environment 'gpu@1' needs at least 2 GPUs"));
-  EXPECT_TRUE(
-      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
 }
 
 TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
@@ -1800,7 +1812,7 @@ class SessionTest : public ControllerTest {
  protected:
   // Submits a session of alice's and starts it on node a (address 10.0.0.1): its launch.
   json StartSession(const json& spec = SessionSpec()) {
-    auto job = controller_->SubmitSession(alice_, spec);
+    auto job = SubmitSessionJson(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     id_ = job.ok() ? job->id : JobId(0);
     controller_->Tick();
@@ -1901,8 +1913,8 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
 }
 
 TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
-  ASSERT_TRUE(controller_->SubmitSession(alice_, SessionSpec()).ok());
-  auto waiting = controller_->SubmitSession(alice_, [] {
+  ASSERT_TRUE(SubmitSessionJson(alice_, SessionSpec()).ok());
+  auto waiting = SubmitSessionJson(alice_, [] {
     json spec = SessionSpec();
     spec["resources"]["gpus"] = 64;  // never fits
     return spec;
@@ -2227,8 +2239,8 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
   EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
 
   // Its GPUs stay held; its port block stays taken.
-  auto one = controller_->Submit(alice_, Spec(1));
-  auto pair = controller_->Submit(alice_, Spec(0, 2));
+  auto one = SubmitJson(alice_, Spec(1));
+  auto pair = SubmitJson(alice_, Spec(0, 2));
   ASSERT_TRUE(one.ok() && pair.ok());
   controller_->Tick();
   EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kPending);
