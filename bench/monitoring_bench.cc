@@ -127,9 +127,8 @@ void BM_RenderMetrics(benchmark::State& state) {
     monitor.Record(c.names[n], c.identity, Report(n, 0), c.holders, 1'800'000'000'000);
   }
   MetricsSnapshot s;
-  s.summary = {{"gpus", nodes * kGpusPerNode}, {"gpus_allocated", nodes * kGpusPerNode}};
-  s.nodes = nlohmann::json::array();
-  s.projects = nlohmann::json::array();
+  s.summary.gpus = int64_t{nodes} * kGpusPerNode;
+  s.summary.allocated = MilliGpu(s.summary.gpus * 1000);
   s.gpus = monitor.Gpus();
   s.now_ms = 1'800'000'005'000;
   size_t bytes = 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -20,8 +21,13 @@
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
+#include "protocol/api_account.h"
+#include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
+#include "protocol/api_session.h"
 #include "protocol/job_spec.h"
 
 namespace corral::cli {
@@ -102,10 +108,9 @@ std::string Time(std::optional<Seconds> time) {
   return buf;
 }
 
-std::string Time(const json& j, const char* key) {
-  if (!j.contains(key) || !j[key].is_number()) return "";
-  return Time(Seconds(j[key].get<int64_t>()));
-}
+// GPUs as the API writes them (milli-GPU / 1000, a JSON number: "4.0", "0.5"), and back.
+std::string Gpus(MilliGpu milli) { return json(static_cast<double>(milli.value()) / 1000).dump(); }
+MilliGpu MilliOf(double gpus) { return MilliGpu(std::llround(gpus * 1000)); }
 
 // An optional number as a table cell: "" for none.
 std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
@@ -566,27 +571,21 @@ Status AddSetting(const std::string& setting, json& patch) {
   return Status::Ok();
 }
 
-void PrintEnvironments(const json& envs) {
+void PrintEnvironments(const std::vector<protocol::EnvironmentView>& envs) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : envs) {
-    std::string runtimes, projects;
-    for (const auto& r : e["runtimes"])
-      runtimes += (runtimes.empty() ? "" : ",") + r.get<std::string>();
-    for (const auto& p : e["projects"])
-      projects += (projects.empty() ? "" : ",") + p.get<std::string>();
-    rows.push_back({Str(e, "name"), Str(e, "version"),
-                    e.value("builtin", false) ? "(built-in)" : Str(e, "owner"), runtimes, projects,
-                    Str(e["spec"], "description")});
+    rows.push_back({e.name, std::to_string(e.version), e.Builtin() ? "(built-in)" : e.owner,
+                    Join(e.spec.Runtimes(), ","), Join(e.projects, ","), e.spec.description});
   }
   PrintTable({"NAME", "VERSION", "OWNER", "RUNTIMES", "SHARED WITH", "DESCRIPTION"}, rows);
 }
 
-void PrintEnvironment(const json& e) {
-  std::cout << "Environment " << Str(e, "name") << "@" << Str(e, "version")
-            << "  owner: " << (e.value("builtin", false) ? "(built-in)" : Str(e, "owner"))
-            << "  runtimes: " << e["runtimes"].dump() << "  shared with: " << e["projects"].dump()
-            << "\n"
-            << e["spec"].dump(2) << "\n";
+void PrintEnvironment(const protocol::EnvironmentView& e) {
+  std::cout << "Environment " << e.name << "@" << e.version
+            << "  owner: " << (e.Builtin() ? "(built-in)" : e.owner)
+            << "  runtimes: " << json(e.spec.Runtimes()).dump()
+            << "  shared with: " << json(e.projects).dump() << "\n"
+            << protocol::ToJson(e.spec).dump(2) << "\n";
 }
 
 void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
@@ -600,8 +599,12 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
         ->check(CLI::IsMember({"table", "json"}));
   };
   // Prints an environment answer: JSON, or `verb` and NAME@VERSION.
-  auto print = [f](const json& e, const std::string& verb) {
-    PrintAnswer(e, f->output, verb + " environment " + Str(e, "name") + "@" + Str(e, "version"));
+  auto print = [f](const json& answer, const std::string& verb) -> Status {
+    auto e = protocol::ParseEnvironmentView(answer);
+    if (!e.ok()) return e.status();
+    PrintAnswer(answer, f->output,
+                verb + " environment " + e->name + "@" + std::to_string(e->version));
+    return Status::Ok();
   };
   CLI::App* env =
       app.add_subcommand("environment", "Environments jobs run in (docs/environments.md)");
@@ -630,9 +633,11 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!r.ok()) return r.status();
       if (f->output == "json") {
         std::cout << r->dump(2) << "\n";
-      } else {
-        PrintEnvironments((*r)["environments"]);
+        return Status::Ok();
       }
+      auto envs = protocol::ParseEnvironmentViews(*r);
+      if (!envs.ok()) return envs.status();
+      PrintEnvironments(*envs);
       return Status::Ok();
     });
   });
@@ -649,9 +654,11 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!r.ok()) return r.status();
       if (f->output == "json") {
         std::cout << r->dump(2) << "\n";
-      } else {
-        PrintEnvironment(*r);
+        return Status::Ok();
       }
+      auto e = protocol::ParseEnvironmentView(*r);
+      if (!e.ok()) return e.status();
+      PrintEnvironment(*e);
       return Status::Ok();
     });
   });
@@ -666,8 +673,7 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       if (!spec.ok()) return spec.status();
       auto r = client.Post("/api/v1/environments", *spec);
       if (!r.ok()) return r.status();
-      print(*r, "created");
-      return Status::Ok();
+      return print(*r, "created");
     });
   });
 
@@ -691,8 +697,7 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       auto r = client.Post("/api/v1/environments/" + f->name + "/clone",
                            {{"name", f->target}, {"set", patch}});
       if (!r.ok()) return r.status();
-      print(*r, "created");
-      return Status::Ok();
+      return print(*r, "created");
     });
   });
 
@@ -745,22 +750,6 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       });
     });
   };
-  // Not yet decoded with a protocol codec: a table of the raw fields `columns`.
-  auto raw_list = [&](const char* name, const char* help, std::string path,
-                      std::vector<std::string> columns) {
-    std::vector<std::string> header;
-    for (const auto& col : columns) {
-      header.push_back(col);
-      std::transform(header.back().begin(), header.back().end(), header.back().begin(), ::toupper);
-    }
-    list(
-        name, help, path, header, [](const json& rows) -> Result<json> { return rows; },
-        [columns](const json& r) {
-          std::vector<std::string> row;
-          for (const auto& col : columns) row.push_back(Str(r, col.c_str()));
-          return row;
-        });
-  };
   list(
       "nodes", "Nodes and their free resources", "/api/v1/nodes",
       {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
@@ -774,34 +763,52 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
                 free ? std::to_string(free->cpu.value()) : "",
                 free ? std::to_string(free->memory.value()) : ""};
       });
-  raw_list("projects", "Projects you belong to (all, for admins), with quotas and use",
-           "/api/v1/projects",
-           {"name", "quota_gpus", "weight", "limit_gpus", "running_gpus", "borrowed_gpus",
-            "description"});
+  list("projects", "Projects you belong to (all, for admins), with quotas and use",
+       "/api/v1/projects",
+       {"NAME", "QUOTA_GPUS", "WEIGHT", "LIMIT_GPUS", "RUNNING_GPUS", "BORROWED_GPUS",
+        "DESCRIPTION"},
+       protocol::ParseProjectViews, [](const protocol::ProjectView& p) -> std::vector<std::string> {
+         return {p.name,
+                 Gpus(p.sharing.quota),
+                 json(p.sharing.weight).dump(),
+                 p.sharing.limit ? Gpus(*p.sharing.limit) : "",
+                 Gpus(p.running),
+                 Gpus(p.borrowed),
+                 p.description};
+       });
   CLI::App* queue = app.add_subcommand("queue", "Pending jobs in the order they will be served");
   queue->add_option("--limit", f->id, "At most this many (default 100, at most 1000)");
   out_opt(queue);
   queue->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto rows = client.Get("/api/v1/queue" +
-                             (f->id > 0 ? "?limit=" + std::to_string(f->id) : std::string()));
-      if (!rows.ok()) return rows.status();
+      auto answer = client.Get("/api/v1/queue" +
+                               (f->id > 0 ? "?limit=" + std::to_string(f->id) : std::string()));
+      if (!answer.ok()) return answer.status();
       if (f->output == "json") {
-        std::cout << rows->dump(2) << "\n";
+        std::cout << answer->dump(2) << "\n";
         return Status::Ok();
       }
+      auto rows = protocol::ParseQueue(*answer);
+      if (!rows.ok()) return rows.status();
       std::vector<std::vector<std::string>> table;
-      for (const auto& r : *rows) {
-        table.push_back({Str(r, "position"), Str(r, "id"), Str(r, "user"), Str(r, "project"),
-                         Str(r, "gpus"), Time(r, "estimated_start"),
-                         Str(r["pending_reason"], "message")});
+      for (const protocol::QueueRow& q : *rows) {
+        table.push_back({std::to_string(q.position), std::to_string(q.id.value()), q.user,
+                         q.project, Gpus(q.gpus), Time(q.estimated_start),
+                         q.pending_reason.message});
       }
       PrintTable({"#", "ID", "USER", "PROJECT", "GPUS", "EST. START", "WAITS BECAUSE"}, table);
       return Status::Ok();
     });
   });
-  raw_list("users", "Users (admin)", "/api/v1/users", {"name", "admin"});
-  raw_list("tokens", "Your API tokens", "/api/v1/tokens", {"id", "name", "created_at", "revoked"});
+  list("users", "Users (admin)", "/api/v1/users", {"NAME", "ADMIN"}, protocol::ParseUserViews,
+       [](const protocol::UserView& u) -> std::vector<std::string> {
+         return {u.name, json(u.admin).dump()};
+       });
+  list("tokens", "Your API tokens", "/api/v1/tokens", {"ID", "NAME", "CREATED_AT", "REVOKED"},
+       protocol::ParseTokenViews, [](const protocol::TokenView& t) -> std::vector<std::string> {
+         return {std::to_string(t.id), t.name, std::to_string(t.created_at.value()),
+                 json(t.revoked).dump()};
+       });
 
   CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
   node->require_subcommand(1);
@@ -865,7 +872,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       auto r = client.Post("/api/v1/users",
                            {{"name", f->name}, {"admin", f->admin}, {"projects", f->projects}});
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, "token for " + f->name + ": " + Str(*r, "token"));
+      auto user = protocol::ParseNewUser(*r);
+      if (!user.ok()) return user.status();
+      PrintAnswer(*r, f->output, "token for " + f->name + ": " + user->token);
       return Status::Ok();
     });
   });
@@ -905,17 +914,19 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   set_quota->callback([f, q, exit_code, set_quota] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       // Only the flags given change: start from the project's current sharing.
-      auto projects = client.Get("/api/v1/projects");
+      auto answer = client.Get("/api/v1/projects");
+      if (!answer.ok()) return answer.status();
+      auto projects = protocol::ParseProjectViews(*answer);
       if (!projects.ok()) return projects.status();
-      json body;
-      for (const auto& p : *projects) {
-        if (Str(p, "name") == f->name && p.contains("sharing")) body = p["sharing"];
-      }
-      if (body.is_null()) return NotFound("project '" + f->name + "' not found");
-      if (set_quota->count("--gpus")) body["gpus"] = q->gpus;
-      if (set_quota->count("--weight")) body["weight"] = q->weight;
-      if (set_quota->count("--limit")) body["limit_gpus"] = q->limit;
-      if (set_quota->count("--user-limit")) body["user_limit_gpus"] = q->user_limit;
+      auto project =
+          std::find_if(projects->begin(), projects->end(),
+                       [&](const protocol::ProjectView& p) { return p.name == f->name; });
+      if (project == projects->end()) return NotFound("project '" + f->name + "' not found");
+      protocol::ProjectSharing& sharing = project->sharing;
+      if (set_quota->count("--gpus")) sharing.quota = MilliOf(q->gpus);
+      if (set_quota->count("--weight")) sharing.weight = q->weight;
+      if (set_quota->count("--limit")) sharing.limit = MilliOf(q->limit);
+      if (set_quota->count("--user-limit")) sharing.user_limit = MilliOf(q->user_limit);
       for (const std::string& mg : q->model_gpus) {
         const size_t eq = mg.find('=');
         char* end = nullptr;
@@ -923,11 +934,15 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
         if (eq == std::string::npos || eq == 0 || n < 0 || end != mg.c_str() + mg.size()) {
           return InvalidArgument("--model-gpus: expected MODEL=N, got '" + mg + "'");
         }
-        body["model_gpus"][mg.substr(0, eq)] = n;
+        sharing.model_quota[mg.substr(0, eq)] = MilliOf(n);
       }
-      auto r = client.Put("/api/v1/projects/" + f->name + "/sharing", body);
+      auto r = client.Put("/api/v1/projects/" + f->name + "/sharing", protocol::ToJson(sharing));
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, "set the quota of " + f->name + ": " + (*r)["sharing"].dump());
+      const json* stored = r->contains("sharing") ? &(*r)["sharing"] : nullptr;
+      auto set = protocol::ParseProjectSharing(stored ? *stored : json());
+      if (!set.ok()) return set.status();
+      PrintAnswer(*r, f->output,
+                  "set the quota of " + f->name + ": " + protocol::ToJson(*set).dump());
       return Status::Ok();
     });
   });
@@ -953,7 +968,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto r = client.Post("/api/v1/tokens", {{"name", f->name}});
       if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, Str(*r, "token"));
+      auto token = protocol::ParseNewToken(*r);
+      if (!token.ok()) return token.status();
+      PrintAnswer(*r, f->output, token->token);
       return Status::Ok();
     });
   });
@@ -986,67 +1003,66 @@ Result<int64_t> ParseDuration(const std::string& text, const std::string& flag) 
   return value * scale->second;
 }
 
-std::string SessionNode(const json& s) {
-  return s["node"].is_string() ? s["node"].get<std::string>() : "";
+std::string IdleNotice(const protocol::SessionView& s) {
+  if (!s.idle_notice) return "";
+  return "stops at " + Time(s.idle_notice->stops_at) + " unless used";
 }
 
-std::string IdleNotice(const json& s) {
-  if (!s.contains("idle_notice") || !s["idle_notice"].is_object()) return "";
-  return "stops at " + Time(s["idle_notice"], "stops_at") + " unless used";
-}
-
-void PrintSession(const json& s) {
-  std::cout << "Session " << Str(s, "id") << " (" << Str(s, "name")
-            << ")  state: " << Str(s, "state") << (s.value("stopping", false) ? " (stopping)" : "")
-            << "\n  user: " << Str(s, "user") << "  project: " << Str(s, "project")
-            << "  environment: " << Str(s, "environment") << "\n  node: " << SessionNode(s)
-            << "  port: " << Str(s, "port") << "\n  url: " << Str(s, "url") << "\n";
-  if (s["direct_url"].is_string()) {
-    std::cout << "  direct url (on the node, with the app's token): " << Str(s, "direct_url")
-              << "\n";
+void PrintSession(const protocol::SessionView& s) {
+  std::cout << "Session " << s.id.value() << " (" << s.name
+            << ")  state: " << model::ToString(s.state) << (s.stopping ? " (stopping)" : "")
+            << "\n  user: " << s.user << "  project: " << s.project
+            << "  environment: " << s.environment << "\n  node: " << s.node.value_or("")
+            << "  port: " << Cell(s.port) << "\n  url: " << s.url << "\n";
+  if (s.direct_url) {
+    std::cout << "  direct url (on the node, with the app's token): " << *s.direct_url << "\n";
   }
-  std::cout << "  idle timeout: " << Str(s, "idle_timeout_s") << " s"
-            << "  last activity: " << Time(s, "last_activity") << "\n";
+  std::cout << "  idle timeout: " << s.idle_timeout.value() << " s"
+            << "  last activity: " << Time(s.last_activity) << "\n";
   if (!IdleNotice(s).empty()) std::cout << "  idle: " << IdleNotice(s) << "\n";
-  if (s.contains("pending_reason")) {
-    std::cout << "  waiting: " << Str(s["pending_reason"], "message") << "\n";
-  }
-  std::cout << "  reason: " << Str(s, "reason") << "\n";
+  if (s.pending_reason) std::cout << "  waiting: " << s.pending_reason->message << "\n";
+  std::cout << "  reason: " << s.reason << "\n";
 }
 
 // The lines `corral session start` prints once the session is known.
-void PrintSessionStarted(const json& s) {
-  std::cout << "session " << Str(s, "id") << " " << Str(s, "state") << ": " << Str(s, "url")
+void PrintSessionStarted(const protocol::SessionView& s) {
+  std::cout << "session " << s.id.value() << " " << model::ToString(s.state) << ": " << s.url
             << "\n";
-  if (s["direct_url"].is_string()) {
-    std::cout << "direct url (on the node, with the app's token): " << Str(s, "direct_url") << "\n";
+  if (s.direct_url) {
+    std::cout << "direct url (on the node, with the app's token): " << *s.direct_url << "\n";
   }
   std::cout << "Open the url in a browser (it asks for your API token once), or send "
                "'Authorization: Bearer <token>'.\n";
 }
 
+// A session answer of the server, decoded.
+Result<protocol::SessionView> GetSession(ApiClient& client, int64_t id) {
+  auto answer = client.Get("/api/v1/sessions/" + std::to_string(id));
+  if (!answer.ok()) return answer.status();
+  return protocol::ParseSessionView(*answer);
+}
+
 // Polls session `id` until it runs and its app answers through the session gateway (any answer
 // but the gateway's 502 and 503): FailedPrecondition when it ends first, Internal (exit 1) when
 // it is not ready after `timeout` seconds (0: no limit; the session is left as it is).
-Result<json> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
-  const std::string path = "/api/v1/sessions/" + std::to_string(id);
+Result<protocol::SessionView> WaitForSession(ApiClient& client, int64_t id, int64_t timeout) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout);
   while (true) {
-    auto s = client.Get(path);
+    auto s = GetSession(client, id);
     if (!s.ok()) return s.status();
-    const std::string state = Str(*s, "state");
-    if (Ended(state)) {
+    const std::string state(model::ToString(s->state));
+    if (model::IsFinal(s->state)) {
       return FailedPrecondition("session " + std::to_string(id) + " ended (" + state +
-                                "): " + Str(*s, "reason"));
+                                "): " + s->reason);
     }
     std::string waiting = state;
-    if (state == "running") {
-      auto status = client.GetStatusAt(Str(*s, "url"));  // through the session gateway
+    if (s->state == model::JobState::kRunning) {
+      auto status = client.GetStatusAt(s->url);  // through the session gateway
       if (!status.ok()) return status.status();
-      if (*status != 502 && *status != 503) return *s;
+      if (*status != 502 && *status != 503) return s;
       waiting = "running, its app not answering yet (HTTP " + std::to_string(*status) + ")";
-    } else if (s->contains("pending_reason")) {
-      waiting += ": " + Str((*s)["pending_reason"], "message");
+    } else if (s->pending_reason) {
+      waiting += ": " + s->pending_reason->message;
     }
     if (timeout > 0 && std::chrono::steady_clock::now() >= deadline) {
       return Status(StatusCode::kInternal,
@@ -1139,15 +1155,16 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
       return;
     }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto s = client.Post("/api/v1/sessions", *spec);
+      auto answer = client.Post("/api/v1/sessions", *spec);
+      if (!answer.ok()) return answer.status();
+      auto s = protocol::ParseSessionView(*answer);
       if (!s.ok()) return s.status();
       if (f->wait) {
-        auto running = WaitForSession(client, (*s)["id"].get<int64_t>(), *wait_timeout);
-        if (!running.ok()) return running.status();
-        s = running;
+        s = WaitForSession(client, s->id.value(), *wait_timeout);
+        if (!s.ok()) return s.status();
       }
       if (f->output == "json") {
-        std::cout << s->dump(2) << "\n";
+        std::cout << protocol::ToJson(*s).dump(2) << "\n";
       } else {
         PrintSessionStarted(*s);
       }
@@ -1165,10 +1182,13 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
         std::cout << rows->dump(2) << "\n";
         return Status::Ok();
       }
+      auto sessions = protocol::ParseSessionViews(*rows);
+      if (!sessions.ok()) return sessions.status();
       std::vector<std::vector<std::string>> table;
-      for (const auto& r : *rows) {
-        table.push_back({Str(r, "id"), Str(r, "name"), Str(r, "state"), Str(r, "environment"),
-                         SessionNode(r), Time(r, "last_activity"), IdleNotice(r), Str(r, "url")});
+      for (const auto& s : *sessions) {
+        table.push_back({std::to_string(s.id.value()), s.name,
+                         std::string(model::ToString(s.state)), s.environment, s.node.value_or(""),
+                         Time(s.last_activity), IdleNotice(s), s.url});
       }
       PrintTable({"ID", "NAME", "STATE", "ENVIRONMENT", "NODE", "LAST ACTIVITY", "IDLE", "URL"},
                  table);
@@ -1181,13 +1201,15 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
   out_opt(show);
   show->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto s = client.Get("/api/v1/sessions/" + std::to_string(f->id));
-      if (!s.ok()) return s.status();
       if (f->output == "json") {
+        auto s = client.Get("/api/v1/sessions/" + std::to_string(f->id));
+        if (!s.ok()) return s.status();
         std::cout << s->dump(2) << "\n";
-      } else {
-        PrintSession(*s);
+        return Status::Ok();
       }
+      auto s = GetSession(client, f->id);
+      if (!s.ok()) return s.status();
+      PrintSession(*s);
       return Status::Ok();
     });
   });

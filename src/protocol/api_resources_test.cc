@@ -5,8 +5,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "protocol/api_account.h"
+#include "protocol/api_cluster.h"
+#include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
+#include "protocol/api_session.h"
 
 namespace corral::protocol {
 namespace {
@@ -207,6 +213,292 @@ TEST(ApiSubmitAnswerTest, RefusalsNameTheField) {
               HasSubstr("submit answer: field 'defaults[0].value': must be an integer"));
   j.erase("id");
   EXPECT_THAT(ErrorOf(ParseSubmitAnswer(j)), HasSubstr("submit answer: field 'id': is required"));
+}
+
+ProjectView SomeProject() {
+  ProjectView p{.name = "vision", .description = "eyes", .running = MilliGpu(3500)};
+  p.sharing = {.weight = 2,
+               .quota = MilliGpu(64000),
+               .model_quota = {{"A100", MilliGpu(8000)}},
+               .limit = MilliGpu(96000),
+               .user_limit = MilliGpu(500)};
+  p.borrowed = MilliGpu(1000);
+  p.fair_share_usage = 0.25;
+  return p;
+}
+
+TEST(ApiProjectTest, RoundTrips) {
+  const ProjectView project = SomeProject();
+  const json j = ToJson(project);
+  EXPECT_EQ(j, json::parse(R"({"name": "vision", "description": "eyes", "sharing": {"weight": 2.0,
+      "gpus": 64.0, "model_gpus": {"A100": 8.0}, "limit_gpus": 96.0, "user_limit_gpus": 0.5},
+      "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0, "running_gpus": 3.5,
+      "borrowed_gpus": 1.0, "fair_share_usage": 0.25})"));
+  auto list = ParseProjectViews(ToJson(std::vector<ProjectView>{project, {.name = "nlp"}}));
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(*list, (std::vector<ProjectView>{project, {.name = "nlp"}}));
+  // No limit: absent from the sharing, null beside it (as the dashboard reads it).
+  const json bare = ToJson(ProjectView{.name = "nlp"});
+  EXPECT_FALSE(bare["sharing"].contains("limit_gpus"));
+  EXPECT_TRUE(bare["limit_gpus"].is_null());
+  // Taken: every field optional, null limits are none, GPUs rounded to milli-GPU.
+  auto sharing = ParseProjectSharing(json::parse(R"({"gpus": 0.0004, "limit_gpus": null})"));
+  ASSERT_TRUE(sharing.ok()) << sharing.status().message();
+  EXPECT_EQ(*sharing, ProjectSharing{});
+}
+
+TEST(ApiProjectTest, RefusalsNameTheField) {
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"quota", 4}})),
+              HasSubstr("project sharing: field 'quota': unknown field"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"gpus", -1}})),
+              HasSubstr("project sharing: field 'gpus': must be >= 0"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"weight", 0}})),
+              HasSubstr("project sharing: field 'weight': must be a number > 0"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"model_gpus", {{"A100", "x"}}}})),
+              HasSubstr("project sharing: field 'model_gpus.A100': must be a number"));
+  EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"gpus", 1e300}})),
+              HasSubstr("project sharing: field 'gpus': must be at most 1e12"));
+  json list = ToJson(std::vector<ProjectView>{SomeProject()});
+  list[0]["sharing"]["limits"] = 1;
+  EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
+              HasSubstr("projects: field '[0].sharing.limits': unknown field"));
+  list = ToJson(std::vector<ProjectView>{SomeProject()});
+  list[0].erase("running_gpus");
+  EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
+              HasSubstr("projects: field '[0].running_gpus': is required"));
+}
+
+SessionView SomeSession() {
+  SessionView s{.id = JobId(7),
+                .name = "notebook",
+                .user = "alice",
+                .project = "vision",
+                .state = model::JobState::kRunning,
+                .reason = "started",
+                .environment = "jupyter@2",
+                .path = "/sessions/7/",
+                .idle_timeout = Seconds(3600),
+                .submit_time = Seconds(1700000000),
+                .start_time = Seconds(1700000010),
+                .node = "gpu-01",
+                .address = "10.0.0.5",
+                .port = 41000,
+                .last_activity = Seconds(1700000500),
+                .idle_notice = IdleNotice{Seconds(1700004100), Seconds(1700004400)},
+                .token = "secret",
+                .url = "http://corral:8081/sessions/7/"};
+  s.direct_url = "http://10.0.0.5:41000/sessions/7/?token=secret";
+  return s;
+}
+
+TEST(ApiSessionTest, RoundTrips) {
+  const SessionView session = SomeSession();
+  auto parsed = ParseSessionView(ToJson(session));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, session);
+  // A pending session: where it runs is null, the optional fields absent, as always shown.
+  SessionView pending{.id = JobId(8), .path = "/sessions/8/", .submit_time = Seconds(1)};
+  pending.pending_reason = PendingReason{"insufficient_gpus", "no free GPU"};
+  const json j = ToJson(pending);
+  for (const char* null :
+       {"environment", "node", "address", "port", "last_activity", "idle_notice", "direct_url"}) {
+    EXPECT_TRUE(j.contains(null) && j[null].is_null()) << null;
+  }
+  for (const char* absent : {"start_time", "stopping", "token"}) {
+    EXPECT_FALSE(j.contains(absent)) << absent;
+  }
+  auto list = ParseSessionViews(ToJson(std::vector<SessionView>{session, pending}));
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(*list, (std::vector<SessionView>{session, pending}));
+}
+
+TEST(ApiSessionTest, RefusalsNameTheField) {
+  json j = ToJson(SomeSession());
+  j["idle_notice"].erase("stops_at");
+  EXPECT_THAT(ErrorOf(ParseSessionView(j)),
+              HasSubstr("session: field 'idle_notice.stops_at': is required"));
+  j = ToJson(SomeSession());
+  j["port"] = 0;
+  EXPECT_THAT(ErrorOf(ParseSessionView(j)),
+              HasSubstr("session: field 'port': must be in 1..65535"));
+  json list = ToJson(std::vector<SessionView>{SomeSession()});
+  list[0]["state"] = "sleeping";
+  EXPECT_THAT(ErrorOf(ParseSessionViews(list)),
+              HasSubstr("sessions: field '[0].state': unknown job state"));
+}
+
+EnvironmentView SomeEnvironment() {
+  EnvironmentView e{.name = "torch",
+                    .version = 3,
+                    .owner = "alice",
+                    .projects = {"vision"},
+                    .created_at = Seconds(1700000000)};
+  e.spec.name = "torch";
+  e.spec.image = "nvcr.io/nvidia/pytorch:24.05-py3";
+  e.spec.env = {{"A", "1"}};
+  return e;
+}
+
+TEST(ApiEnvironmentTest, RoundTrips) {
+  const EnvironmentView env = SomeEnvironment();
+  const json j = ToJson(env);
+  EXPECT_EQ(j, json::parse(R"({"name": "torch", "version": 3, "owner": "alice", "builtin": false,
+      "projects": ["vision"], "created_at": 1700000000, "runtimes": ["container"],
+      "spec": {"name": "torch", "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+               "env": {"A": "1"}}})"));
+  auto parsed = ParseEnvironmentView(j);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, env);
+  EnvironmentView builtin = env;
+  builtin.owner.clear();
+  const json list = ToJson(std::vector<EnvironmentView>{env, builtin});
+  EXPECT_EQ(list["environments"][1]["builtin"], true);
+  auto views = ParseEnvironmentViews(list);
+  ASSERT_TRUE(views.ok()) << views.status().message();
+  EXPECT_EQ(*views, (std::vector<EnvironmentView>{env, builtin}));
+  // A clone: the source's spec, patched, under the new name.
+  auto clone = CloneEnvironmentSpec(
+      env.spec, json::parse(R"({"name": "mine", "set": {"env": {"A": null, "B": "2"}}})"));
+  ASSERT_TRUE(clone.ok()) << clone.status().message();
+  EXPECT_EQ(clone->name, "mine");
+  EXPECT_EQ(clone->image, env.spec.image);
+  EXPECT_EQ(clone->env, (std::map<std::string, std::string>{{"B", "2"}}));
+}
+
+TEST(ApiEnvironmentTest, RefusalsNameTheField) {
+  json j = ToJson(SomeEnvironment());
+  j["spec"]["image"] = "no spaces allowed";
+  EXPECT_THAT(ErrorOf(ParseEnvironmentView(j)),
+              HasSubstr("environment: field 'spec': field 'image': must be a container image"));
+  j = ToJson(SomeEnvironment());
+  j["builtin"] = true;
+  EXPECT_THAT(ErrorOf(ParseEnvironmentView(j)), HasSubstr("environment: field 'builtin'"));
+  json list = ToJson(std::vector<EnvironmentView>{SomeEnvironment()});
+  list["environments"][0]["version"] = 0;
+  EXPECT_THAT(ErrorOf(ParseEnvironmentViews(list)),
+              HasSubstr("environments: field '[0].version': must be >= 1, got 0"));
+  EXPECT_THAT(ErrorOf(CloneEnvironmentSpec(SomeEnvironment().spec,
+                                           {{"name", "x"}, {"set", {{"name", "y"}}}})),
+              HasSubstr("field 'set.name'"));
+}
+
+TEST(ApiAccountTest, RoundTrips) {
+  const std::vector<UserView> users = {{"root", true}, {"alice", false}};
+  EXPECT_EQ(ToJson(users), json::parse(R"([{"name": "root", "admin": true},
+      {"name": "alice", "admin": false}])"));
+  EXPECT_EQ(*ParseUserViews(ToJson(users)), users);
+  const NewUser user{{"bob", false}, "secret"};
+  EXPECT_EQ(ToJson(user), json::parse(R"({"name": "bob", "admin": false, "token": "secret"})"));
+  EXPECT_EQ(*ParseNewUser(ToJson(user)), user);
+  const std::vector<TokenView> tokens = {{1, "initial", Seconds(1700000000), true},
+                                         {2, "laptop", Seconds(1700000100), false}};
+  EXPECT_EQ(ToJson(tokens)[0], json::parse(R"({"id": 1, "name": "initial",
+      "created_at": 1700000000, "revoked": true})"));
+  EXPECT_EQ(*ParseTokenViews(ToJson(tokens)), tokens);
+  const NewToken token{3, "ci", "secret"};
+  EXPECT_EQ(ToJson(token), json::parse(R"({"id": 3, "name": "ci", "token": "secret"})"));
+  EXPECT_EQ(*ParseNewToken(ToJson(token)), token);
+}
+
+TEST(ApiAccountTest, RefusalsNameTheField) {
+  EXPECT_THAT(ErrorOf(ParseUserViews(json::parse(R"([{"name": "a", "admin": "yes"}])"))),
+              HasSubstr("users: field '[0].admin': must be true or false"));
+  EXPECT_THAT(ErrorOf(ParseNewUser(json::parse(R"({"name": "a", "admin": false})"))),
+              HasSubstr("new user: field 'token': is required"));
+  json tokens = ToJson(std::vector<TokenView>{{1, "initial", Seconds(1), false}});
+  tokens[0].erase("revoked");
+  EXPECT_THAT(ErrorOf(ParseTokenViews(tokens)),
+              HasSubstr("tokens: field '[0].revoked': is required"));
+  EXPECT_THAT(ErrorOf(ParseNewToken(json::parse(R"({"id": 0, "name": "x", "token": "s"})"))),
+              HasSubstr("new token: field 'id': must be >= 1"));
+}
+
+TEST(ApiClusterTest, RoundTrips) {
+  const ClusterSummary summary{.time = Seconds(1700000000),
+                               .nodes = 4,
+                               .nodes_ready = 3,
+                               .gpus = 32,
+                               .allocated = MilliGpu(12500),
+                               .gpus_used = 9.75,
+                               .jobs_pending = 7,
+                               .jobs_starting = 1,
+                               .jobs_running = 5};
+  EXPECT_EQ(ToJson(summary), json::parse(R"({"time": 1700000000, "nodes": 4, "nodes_ready": 3,
+      "gpus": 32, "gpus_allocated": 12.5, "gpus_used": 9.75, "jobs_pending": 7,
+      "jobs_starting": 1, "jobs_running": 5})"));
+  EXPECT_EQ(*ParseClusterSummary(ToJson(summary)), summary);
+  const SummaryHistory history{Seconds(60), {summary, summary}};
+  EXPECT_EQ(ToJson(history)["step_s"], 60);
+  auto parsed = ParseSummaryHistory(ToJson(history));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, history);
+}
+
+TEST(ApiClusterTest, RefusalsNameTheField) {
+  json j = ToJson(ClusterSummary{.nodes = 1});
+  j["gpus_used"] = -1;
+  EXPECT_THAT(ErrorOf(ParseClusterSummary(j)),
+              HasSubstr("summary: field 'gpus_used': must be >= 0"));
+  json history = ToJson(SummaryHistory{Seconds(60), {ClusterSummary{}, ClusterSummary{}}});
+  history["summaries"][1].erase("time");
+  EXPECT_THAT(ErrorOf(ParseSummaryHistory(history)),
+              HasSubstr("summary history: field 'summaries[1].time': is required"));
+}
+
+QueueRow SomeRow() {
+  return {.position = 2,
+          .id = JobId(7),
+          .name = "train",
+          .user = "alice",
+          .project = "vision",
+          .priority = 1,
+          .gpus = MilliGpu(1500),
+          .submit_time = Seconds(1700000000),
+          .pending_reason = {"insufficient_gpus", "no node has 2 free GPUs"},
+          .estimated_start = Seconds(1700000600)};
+}
+
+PolicyView SomePolicy() {
+  return {.rules = {.order = "fairshare",
+                    .blocking = "backfill",
+                    .reclaim = true,
+                    .las_thresholds_gpu_s = {3600},
+                    .half_life = Seconds(604800),
+                    .fair_share_weight = 1000,
+                    .age_weight = 100,
+                    .age_unit = Seconds(86400)},
+          .placement = "fgd",
+          .file = "/etc/corral/policy.yaml"};
+}
+
+TEST(ApiSchedulingTest, RoundTrips) {
+  QueueRow unestimated = SomeRow();
+  unestimated.estimated_start.reset();
+  const std::vector<QueueRow> queue = {SomeRow(), unestimated};
+  const json q = ToJson(queue);
+  EXPECT_EQ(q[0]["gpus"], 1.5);
+  EXPECT_TRUE(q[1]["estimated_start"].is_null());  // shown null, as always
+  EXPECT_EQ(*ParseQueue(q), queue);
+  PolicyView policy = SomePolicy();
+  json p = ToJson(policy);
+  EXPECT_EQ(p, json::parse(R"({"policy": {"order": "fairshare", "blocking": "backfill",
+      "reclaim": true, "las_thresholds_gpu_s": [3600], "fair_share": {"half_life_s": 604800,
+      "fair_share_weight": 1000.0, "age_weight": 100.0, "age_unit_s": 86400}},
+      "placement": "fgd", "file": "/etc/corral/policy.yaml", "file_error": null})"));
+  EXPECT_EQ(*ParsePolicyView(p), policy);
+  policy.file_error = "field 'order': unknown";
+  EXPECT_EQ(*ParsePolicyView(ToJson(policy)), policy);
+}
+
+TEST(ApiSchedulingTest, RefusalsNameTheField) {
+  json q = ToJson(std::vector<QueueRow>{SomeRow()});
+  q[0]["pending_reason"].erase("code");
+  EXPECT_THAT(ErrorOf(ParseQueue(q)),
+              HasSubstr("queue: field '[0].pending_reason.code': is required"));
+  json p = ToJson(SomePolicy());
+  p["policy"]["fair_share"]["age_weight"] = -1;
+  EXPECT_THAT(ErrorOf(ParsePolicyView(p)),
+              HasSubstr("policy: field 'policy.fair_share.age_weight': must be >= 0"));
 }
 
 }  // namespace

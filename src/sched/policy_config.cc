@@ -114,16 +114,20 @@ Result<ProjectPolicy> ParseProjectSharing(const json& j, const std::string& fiel
       p.model_quota_milli[model] = GpusToMilli(*quota);
     }
   }
-  // The scheduler's own bounds (weights, sizes), named with this field's path.
+  CORRAL_RETURN_IF_ERROR(CheckProjectPolicy(p, field));
+  return p;
+}
+
+Status CheckProjectPolicy(const ProjectPolicy& policy, const std::string& field) {
   SharingConfig trial;
-  trial.projects["p"] = p;
+  trial.projects["p"] = policy;
   if (Status valid = Validate(trial); !valid.ok()) {
     const std::string message = valid.message();
     const size_t at = message.find("field '");
     const std::string rest = at == std::string::npos ? message : message.substr(at + 7);
     return InvalidArgument("field '" + Path(field, rest));
   }
-  return p;
+  return Status::Ok();
 }
 
 json ProjectSharingJson(const ProjectPolicy& p) {
@@ -194,19 +198,6 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j,
   }
   CORRAL_RETURN_IF_ERROR(Validate(p.sharing));
   return p;
-}
-
-json SchedulingPolicyJson(const SchedulingPolicy& p) {
-  const FairShareConfig& f = p.sharing.fair_share;
-  return {{"order", std::string(QueueOrderName(p.order))},
-          {"blocking", std::string(BlockingName(p.blocking))},
-          {"reclaim", p.sharing.reclaim},
-          {"las_thresholds_gpu_s", p.las_thresholds_gpu_s},
-          {"fair_share",
-           {{"half_life_s", f.half_life.value()},
-            {"fair_share_weight", f.fair_share_weight},
-            {"age_weight", f.age_weight},
-            {"age_unit_s", f.age_unit.value()}}}};
 }
 
 }  // namespace corral::sched

@@ -41,8 +41,7 @@ inline const std::set<std::string> kAllPolicyFields = {
 
 Result<SchedulingPolicy> ParseSchedulingPolicy(
     const nlohmann::json& json, const std::set<std::string>& accepted = kAllPolicyFields);
-// Everything but the projects.
-nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
+// (The API shows the rules in force in this format: protocol/api_scheduling.h.)
 
 // One project's sharing ({weight, gpus, model_gpus, limit_gpus, user_limit_gpus}); `field`
 // prefixes the names in
@@ -50,6 +49,10 @@ nlohmann::json SchedulingPolicyJson(const SchedulingPolicy& policy);
 Result<ProjectPolicy> ParseProjectSharing(const nlohmann::json& json,
                                           const std::string& field = "");
 nlohmann::json ProjectSharingJson(const ProjectPolicy& policy);
+// The scheduler's own bounds on one project's sharing (weights, sizes: sched::Validate), named
+// with `field`'s path as ParseProjectSharing names them: for sharing read by another codec
+// (the API's, protocol/api_project.h).
+Status CheckProjectPolicy(const ProjectPolicy& policy, const std::string& field = "");
 
 std::string_view BlockingName(Blocking blocking);
 

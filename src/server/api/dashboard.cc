@@ -17,7 +17,7 @@ void HttpApi::Impl::RegisterDashboard(httplib::Server& http) {
     SendAsset(*asset, res);
   });
   http.Get("/api/v1/summary", Authed([this](const Principal&, const auto&, auto& res) {
-             SendJson(res, 200, controller_.ClusterSummary());
+             SendJson(res, 200, protocol::ToJson(controller_.ClusterSummary()));
            }));
   http.Get("/api/v1/events/stream",
            Authed([this](const Principal&, const auto&, auto& res) { EventStream(res); }));
@@ -69,13 +69,14 @@ void HttpApi::Impl::EventStream(httplib::Response& res) {
   res.set_header("X-Accel-Buffering", "no");  // a proxy in front must not hold the events
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
   auto next_id = std::make_shared<int64_t>(0);
-  res.set_chunked_content_provider("text/event-stream", [this, ticket, next_id, deadline](
-                                                            size_t, httplib::DataSink& sink) {
-    if (*next_id > 0 && !event_streams_.Wait(config_.event_period)) return false;
-    if (std::chrono::steady_clock::now() > deadline || !sink.is_writable()) return false;
-    const std::string frame = EventStreamFrame("summary", ++*next_id, controller_.ClusterSummary());
-    return sink.write(frame.data(), frame.size());
-  });
+  res.set_chunked_content_provider(
+      "text/event-stream", [this, ticket, next_id, deadline](size_t, httplib::DataSink& sink) {
+        if (*next_id > 0 && !event_streams_.Wait(config_.event_period)) return false;
+        if (std::chrono::steady_clock::now() > deadline || !sink.is_writable()) return false;
+        const std::string frame =
+            EventStreamFrame("summary", ++*next_id, protocol::ToJson(controller_.ClusterSummary()));
+        return sink.write(frame.data(), frame.size());
+      });
 }
 
 }  // namespace corral::server

@@ -11,9 +11,9 @@ void HttpApi::Impl::RegisterEnvironments(httplib::Server& http) {
   http.Get("/api/v1/environments", Authed([this](const Principal& who, const auto&, auto& res) {
              auto envs = controller_.Environments().List(who);
              if (!envs.ok()) return SendProblem(res, envs.status());
-             json out = json::array();
-             for (const auto& e : *envs) out.push_back(ToJson(e));
-             SendJson(res, 200, {{"environments", out}});
+             std::vector<protocol::EnvironmentView> views;
+             for (const auto& e : *envs) views.push_back(ViewOf(e));
+             SendJson(res, 200, protocol::ToJson(views));
            }));
   http.Get(R"(/api/v1/environments/([^/]+))",
            Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -21,23 +21,30 @@ void HttpApi::Impl::RegisterEnvironments(httplib::Server& http) {
              if (!version.ok()) return SendProblem(res, version.status());
              auto env = controller_.Environments().Get(who, req.matches[1], *version);
              if (!env.ok()) return SendProblem(res, env.status());
-             SendJson(res, 200, ToJson(*env));
+             SendJson(res, 200, protocol::ToJson(ViewOf(*env)));
            }));
   http.Post("/api/v1/environments",
             Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto env = controller_.Environments().Create(who, *body);
+              auto spec = protocol::ParseEnvironmentSpec(*body);
+              if (!spec.ok()) return SendProblem(res, spec.status());
+              auto env = controller_.Environments().Create(who, *spec);
               if (!env.ok()) return SendProblem(res, env.status());
-              SendJson(res, 201, ToJson(*env));
+              SendJson(res, 201, protocol::ToJson(ViewOf(*env)));
             }));
   http.Post(R"(/api/v1/environments/([^/]+)/clone)",
             Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto env = controller_.Environments().Clone(who, req.matches[1], *body);
+              EnvironmentCatalog& envs = controller_.Environments();
+              auto source = envs.Get(who, req.matches[1], std::nullopt);
+              if (!source.ok()) return SendProblem(res, source.status());
+              auto spec = protocol::CloneEnvironmentSpec(source->spec, *body);
+              if (!spec.ok()) return SendProblem(res, spec.status());
+              auto env = envs.Create(who, *spec);
               if (!env.ok()) return SendProblem(res, env.status());
-              SendJson(res, 201, ToJson(*env));
+              SendJson(res, 201, protocol::ToJson(ViewOf(*env)));
             }));
   http.Post(R"(/api/v1/environments/([^/]+)/share)",
             Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -49,7 +56,7 @@ void HttpApi::Impl::RegisterEnvironments(httplib::Server& http) {
               if (!s.ok()) return SendProblem(res, s);
               auto env = controller_.Environments().Get(who, req.matches[1], std::nullopt);
               if (!env.ok()) return SendProblem(res, env.status());
-              SendJson(res, 200, ToJson(*env));
+              SendJson(res, 200, protocol::ToJson(ViewOf(*env)));
             }));
 }
 

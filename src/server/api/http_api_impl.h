@@ -57,7 +57,6 @@ class HttpApi::Impl {
 
   // jobs.cc
   void RegisterJobs(httplib::Server& http);
-  void SubmitArray(const Principal& who, const json& body, httplib::Response& res);
   void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res);
   void Logs(const Principal& who, const httplib::Request& req, httplib::Response& res);
   void RegisterQueue(httplib::Server& http);
@@ -72,7 +71,7 @@ class HttpApi::Impl {
   void RegisterAgents(httplib::Server& http);
   // sessions.cc
   void RegisterSessions(httplib::Server& http);
-  json WithUrls(json view, const httplib::Request& req) const;
+  protocol::SessionView WithUrls(protocol::SessionView view, const httplib::Request& req) const;
   std::string BaseUrl(const httplib::Request& req) const;
   std::string RequestUrl(const httplib::Request& req) const;
   std::string GatewayUrl(const httplib::Request& req) const;

@@ -69,8 +69,11 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
   http.Post("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              if (body->contains("array")) return SubmitArray(who, *body, res);
-              auto job = controller_.Submit(who, *body);
+              auto spec = protocol::ParseJobSpec(*body);
+              if (!spec.ok()) return SendProblem(res, spec.status());
+              // An array's answer has the array's id and its elements' ids, by index.
+              auto job = spec->array ? controller_.SubmitArray(who, std::move(spec).value())
+                                     : controller_.Submit(who, std::move(spec).value());
               if (!job.ok()) return SendProblem(res, job.status());
               SendJson(res, 201, protocol::ToJson(*job));
             }));
@@ -105,13 +108,6 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
               for (JobId j : *ids) cancelled.push_back(j.value());
               SendJson(res, 202, {{"status", "cancelling"}, {"array_id", *id}, {"ids", cancelled}});
             }));
-}
-
-// 201 with the array's id and its elements' ids, in the order of the indices.
-void HttpApi::Impl::SubmitArray(const Principal& who, const json& body, httplib::Response& res) {
-  auto array = controller_.SubmitArray(who, body);
-  if (!array.ok()) return SendProblem(res, array.status());
-  SendJson(res, 201, protocol::ToJson(*array));
 }
 
 // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
@@ -172,10 +168,10 @@ void HttpApi::Impl::RegisterQueue(httplib::Server& http) {
              auto queue =
                  controller_.QueueView(who, static_cast<int>(limit->value_or(kDefaultJobPage)));
              if (!queue.ok()) return SendProblem(res, queue.status());
-             SendJson(res, 200, *queue);
+             SendJson(res, 200, protocol::ToJson(*queue));
            }));
   http.Get("/api/v1/policy", Authed([this](const Principal&, const auto&, auto& res) {
-             SendJson(res, 200, controller_.PolicyView());
+             SendJson(res, 200, protocol::ToJson(controller_.PolicyView()));
            }));
 }
 

@@ -28,9 +28,9 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
   http.Get("/api/v1/summary/history", Authed([this](const Principal&, const auto& req, auto& res) {
              auto since = IntParam(req, "since", 0, int64_t{1} << 40);
              if (!since.ok()) return SendProblem(res, since.status());
-             SendJson(res, 200,
-                      {{"step_s", 60},
-                       {"summaries", controller_.SummaryHistory(Seconds(since->value_or(0)))}});
+             const protocol::SummaryHistory history{
+                 .summaries = controller_.SummaryHistory(Seconds(since->value_or(0)))};
+             SendJson(res, 200, protocol::ToJson(history));
            }));
   http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
              SendJson(res, 200,

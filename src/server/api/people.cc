@@ -12,19 +12,22 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
   http.Get("/api/v1/projects", Authed([this](const Principal& who, const auto&, auto& res) {
              auto projects = controller_.ProjectsView(who);
              if (!projects.ok()) return SendProblem(res, projects.status());
-             SendJson(res, 200, *projects);
+             SendJson(res, 200, protocol::ToJson(*projects));
            }));
-  http.Put(
-      R"(/api/v1/projects/([^/]+)/sharing)",
-      Authed(
-          [this](const Principal&, const auto& req, auto& res) {
-            auto body = ParseBody(req);
-            if (!body.ok()) return SendProblem(res, body.status());
-            auto sharing = controller_.SetProjectSharing(req.matches[1], *body);
-            if (!sharing.ok()) return SendProblem(res, sharing.status());
-            SendJson(res, 200, {{"project", std::string(req.matches[1])}, {"sharing", *sharing}});
-          },
-          /*admin_only=*/true));
+  http.Put(R"(/api/v1/projects/([^/]+)/sharing)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto asked = protocol::ParseProjectSharing(*body);
+                 if (!asked.ok()) return SendProblem(res, asked.status());
+                 auto sharing = controller_.SetProjectSharing(req.matches[1], *asked);
+                 if (!sharing.ok()) return SendProblem(res, sharing.status());
+                 SendJson(res, 200,
+                          {{"project", std::string(req.matches[1])},
+                           {"sharing", protocol::ToJson(*sharing)}});
+               },
+               /*admin_only=*/true));
   http.Post("/api/v1/projects",
             Authed(
                 [this](const Principal&, const auto& req, auto& res) {
@@ -56,11 +59,7 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
                                 [this](const Principal&, const auto&, auto& res) {
                                   auto users = controller_.Accounts().ListUsers();
                                   if (!users.ok()) return SendProblem(res, users.status());
-                                  json out = json::array();
-                                  for (const auto& u : *users) {
-                                    out.push_back({{"name", u.name}, {"admin", u.admin}});
-                                  }
-                                  SendJson(res, 200, out);
+                                  SendJson(res, 200, protocol::ToJson(*users));
                                 },
                                 true));
   http.Post(
@@ -69,27 +68,17 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
   http.Get("/api/v1/tokens", Authed([this](const Principal& who, const auto&, auto& res) {
              auto tokens = controller_.Accounts().ListTokens(who.user_id);
              if (!tokens.ok()) return SendProblem(res, tokens.status());
-             json out = json::array();
-             for (const auto& t : *tokens) {
-               out.push_back({{"id", t.id},
-                              {"name", t.name},
-                              {"created_at", t.created_at.value()},
-                              {"revoked", t.revoked_at.has_value()}});
-             }
-             SendJson(res, 200, out);
+             SendJson(res, 200, protocol::ToJson(*tokens));
            }));
-  http.Post(
-      "/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
-        auto body = ParseBody(req);
-        if (!body.ok()) return SendProblem(res, body.status());
-        auto name = Field<std::string>(*body, "name", "token");
-        if (!name.ok()) return SendProblem(res, name.status());
-        auto token = controller_.Accounts().CreateToken(who.user_id, *name);
-        if (!token.ok()) return SendProblem(res, token.status());
-        SendJson(
-            res, 201,
-            {{"id", token->record.id}, {"name", token->record.name}, {"token", token->secret}});
-      }));
+  http.Post("/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto name = Field<std::string>(*body, "name", "token");
+              if (!name.ok()) return SendProblem(res, name.status());
+              auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+              if (!token.ok()) return SendProblem(res, token.status());
+              SendJson(res, 201, protocol::ToJson(*token));
+            }));
   http.Delete(R"(/api/v1/tokens/(\d+))",
               Authed([this](const Principal& who, const auto& req, auto& res) {
                 auto id = PathId(req, "token");
@@ -113,8 +102,7 @@ void HttpApi::Impl::CreateUser(const httplib::Request& req, httplib::Response& r
   projects->push_back("default");
   auto user = controller_.Accounts().CreateUser(*name, *admin, *projects);
   if (!user.ok()) return SendProblem(res, user.status());
-  SendJson(res, 201,
-           {{"name", user->record.name}, {"admin", user->record.admin}, {"token", user->token}});
+  SendJson(res, 201, protocol::ToJson(*user));
 }
 
 }  // namespace corral::server

@@ -12,16 +12,21 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
   http.Post("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto job = controller_.SubmitSession(who, *body);
+              // A session's spec need not say it is one.
+              if (body->is_object() && !body->contains("session"))
+                (*body)["session"] = json::object();
+              auto spec = protocol::ParseJobSpec(*body);
+              if (!spec.ok()) return SendProblem(res, spec.status());
+              auto job = controller_.SubmitSession(who, std::move(spec).value());
               if (!job.ok()) return SendProblem(res, job.status());
               auto view = controller_.SessionView(who, job->id);
               if (!view.ok()) return SendProblem(res, view.status());
-              SendJson(res, 201, WithUrls(*view, req));
+              SendJson(res, 201, protocol::ToJson(WithUrls(*view, req)));
             }));
   http.Get("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
-             json out = json::array();
-             for (const json& s : controller_.ListSessions(who)) out.push_back(WithUrls(s, req));
-             SendJson(res, 200, out);
+             std::vector<protocol::SessionView> sessions = controller_.ListSessions(who);
+             for (auto& s : sessions) s = WithUrls(std::move(s), req);
+             SendJson(res, 200, protocol::ToJson(sessions));
            }));
   http.Get(R"(/api/v1/sessions/(\d+))",
            Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -29,7 +34,7 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
              if (!id.ok()) return SendProblem(res, id.status());
              auto view = controller_.SessionView(who, JobId(*id));
              if (!view.ok()) return SendProblem(res, view.status());
-             SendJson(res, 200, WithUrls(*view, req));
+             SendJson(res, 200, protocol::ToJson(WithUrls(*view, req)));
            }));
   http.Delete(R"(/api/v1/sessions/(\d+))",
               Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -71,14 +76,15 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
 
 // The session's URLs: "url" through the session gateway, and for its owner (who holds the
 // token) "direct_url" to the app on its node (the app's own token check).
-json HttpApi::Impl::WithUrls(json view, const httplib::Request& req) const {
-  view["url"] = GatewayUrl(req) + view.value("path", "");
-  view["direct_url"] = nullptr;
-  if (view.contains("token") && view["address"].is_string() && view["port"].is_number()) {
-    std::string host = view["address"].get<std::string>();
+protocol::SessionView HttpApi::Impl::WithUrls(protocol::SessionView view,
+                                              const httplib::Request& req) const {
+  view.url = GatewayUrl(req) + view.path;
+  view.direct_url.reset();
+  if (view.token && view.address && view.port) {
+    std::string host = *view.address;
     if (host.find(':') != std::string::npos) host = "[" + host + "]";  // an IPv6 address
-    view["direct_url"] = "http://" + host + ":" + std::to_string(view["port"].get<int>()) +
-                         view.value("path", "") + "?token=" + view["token"].get<std::string>();
+    view.direct_url =
+        "http://" + host + ":" + std::to_string(*view.port) + view.path + "?token=" + *view.token;
   }
   return view;
 }

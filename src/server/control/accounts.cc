@@ -40,9 +40,15 @@ Result<store::UserRecord> Accounts::AddMember(const std::string& project, const 
   return record;
 }
 
-Result<std::vector<store::UserRecord>> Accounts::ListUsers() { return store_.ListUsers(); }
+Result<std::vector<protocol::UserView>> Accounts::ListUsers() {
+  auto users = store_.ListUsers();
+  if (!users.ok()) return users.status();
+  std::vector<protocol::UserView> out;
+  for (const store::UserRecord& u : *users) out.push_back({u.name, u.admin});
+  return out;
+}
 
-Result<Accounts::NewUser> Accounts::CreateUser(const std::string& name, bool admin,
+Result<protocol::NewUser> Accounts::CreateUser(const std::string& name, bool admin,
                                                const std::vector<std::string>& projects) {
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
@@ -50,20 +56,26 @@ Result<Accounts::NewUser> Accounts::CreateUser(const std::string& name, bool adm
       store_.CreateUserWithToken(name, admin, projects, "initial", HashToken(*token), clock_.Now());
   if (!user.ok()) return user.status();
   principals_.Clear();
-  return NewUser{*std::move(user), *std::move(token)};
+  return protocol::NewUser{{user->name, user->admin}, *std::move(token)};
 }
 
-Result<std::vector<store::TokenRecord>> Accounts::ListTokens(int64_t user_id) {
-  return store_.ListTokens(user_id);
+Result<std::vector<protocol::TokenView>> Accounts::ListTokens(int64_t user_id) {
+  auto tokens = store_.ListTokens(user_id);
+  if (!tokens.ok()) return tokens.status();
+  std::vector<protocol::TokenView> out;
+  for (const store::TokenRecord& t : *tokens) {
+    out.push_back({t.id, t.name, t.created_at, t.revoked_at.has_value()});
+  }
+  return out;
 }
 
-Result<Accounts::NewToken> Accounts::CreateToken(int64_t user_id, const std::string& name) {
+Result<protocol::NewToken> Accounts::CreateToken(int64_t user_id, const std::string& name) {
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
   auto rec = store_.CreateToken(user_id, name, HashToken(*token), clock_.Now());
   if (!rec.ok()) return rec.status();
   principals_.Clear();
-  return NewToken{*std::move(rec), *std::move(token)};
+  return protocol::NewToken{rec->id, rec->name, *std::move(token)};
 }
 
 Status Accounts::RevokeToken(int64_t user_id, int64_t token_id) {

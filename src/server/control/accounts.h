@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "protocol/api_account.h"
 #include "server/control/principal_cache.h"
 #include "server/http/auth.h"
 #include "store/store.h"
@@ -21,17 +22,6 @@ namespace corral::server {
 
 class Accounts {
  public:
-  // A token just made: its record and its secret, which is shown once and never stored.
-  struct NewToken {
-    store::TokenRecord record;
-    std::string secret;
-  };
-  // A user just made, with the secret of their first token.
-  struct NewUser {
-    store::UserRecord record;
-    std::string token;
-  };
-
   // Borrows `store` and `clock`, which must outlive the accounts.
   Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options);
 
@@ -44,15 +34,16 @@ class Accounts {
                                              const std::string& description);
   // Adds user `user` to `project`; answers the user.
   Result<store::UserRecord> AddMember(const std::string& project, const std::string& user);
-  Result<std::vector<store::UserRecord>> ListUsers();
+  Result<std::vector<protocol::UserView>> ListUsers();
   // Creates the user, their memberships (`projects`, which the caller completes with
   // "default") and their first token ("initial") atomically.
-  Result<NewUser> CreateUser(const std::string& name, bool admin,
-                             const std::vector<std::string>& projects);
+  Result<protocol::NewUser> CreateUser(const std::string& name, bool admin,
+                                       const std::vector<std::string>& projects);
 
   // The tokens of user `user_id` (revoked ones too).
-  Result<std::vector<store::TokenRecord>> ListTokens(int64_t user_id);
-  Result<NewToken> CreateToken(int64_t user_id, const std::string& name);
+  Result<std::vector<protocol::TokenView>> ListTokens(int64_t user_id);
+  // A new token of user `user_id`, with its secret (shown once, never stored).
+  Result<protocol::NewToken> CreateToken(int64_t user_id, const std::string& name);
   // Revokes token `token_id` of user `user_id`: refused from the next request on.
   Status RevokeToken(int64_t user_id, int64_t token_id);
 

@@ -39,7 +39,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,8 +51,12 @@
 #include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
+#include "protocol/api_cluster.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
+#include "protocol/api_scheduling.h"
+#include "protocol/api_session.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
@@ -122,15 +125,17 @@ class Controller {
   void Stop();
 
   // --- API -----------------------------------------------------------------------------------
-  // Validates, commits, queues one job. Errors: InvalidArgument (names the field; a spec with
-  // "array" is for SubmitArray), PermissionDenied (not a member of the project).
+  // Checks, commits, queues one job: `spec` as the codec read it (protocol::ParseJobSpec, which
+  // checked its fields), the default project filled in, its environment resolved. Errors:
+  // InvalidArgument (names the field; a spec with an array is for SubmitArray; an environment
+  // `who` may not see), PermissionDenied (not a member of the project).
   // The answer says which of the server's defaults the spec got.
-  Result<protocol::SubmitAnswer> Submit(const Principal& who, const nlohmann::json& spec);
+  Result<protocol::SubmitAnswer> Submit(const Principal& who, JobSpec spec);
   // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
   // committed together (all or none, one transaction), then queued; the answer's `array_ids`
   // are the elements' in the order of the indices, the first one's id being the array's id.
-  // Errors: as Submit; InvalidArgument without "array".
-  Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, const nlohmann::json& spec);
+  // Errors: as Submit; InvalidArgument without an array.
+  Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, JobSpec spec);
   // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
   // (unknown, or in another project), PermissionDenied (neither the owner nor an admin),
   // FailedPrecondition (already ended).
@@ -161,10 +166,10 @@ class Controller {
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).
-  nlohmann::json ClusterSummary();
+  protocol::ClusterSummary ClusterSummary();
   // The summaries the loop recorded, one a minute for the last 7 days (in memory: a restart
   // starts afresh), from `since` on, oldest first: the overview's chart over time.
-  nlohmann::json SummaryHistory(Seconds since);
+  std::vector<protocol::ClusterSummary> SummaryHistory(Seconds since);
   static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
@@ -174,14 +179,17 @@ class Controller {
   // has not had).
   // The pending jobs in queue order (the caller's projects only; positions are global) with
   // reasons and estimated starts; at most `limit`.
-  Result<nlohmann::json> QueueView(const Principal& who, int limit);
-  // Projects the caller may see with their sharing and current use.
-  Result<nlohmann::json> ProjectsView(const Principal& who);
-  // Replaces a project's sharing (validated; stored; in force at once). Admin only (API).
-  Result<nlohmann::json> SetProjectSharing(const std::string& project,
-                                           const nlohmann::json& sharing);
+  // Errors: InvalidArgument (limit < 1).
+  Result<std::vector<protocol::QueueRow>> QueueView(const Principal& who, int limit);
+  // Projects the caller may see with their sharing and current use, by name.
+  Result<std::vector<protocol::ProjectView>> ProjectsView(const Principal& who);
+  // Replaces a project's sharing (checked against the scheduler's bounds; stored; in force at
+  // once) and answers it as stored (GPU counts rounded to milli-GPU). Admin only (API).
+  // Errors: InvalidArgument (names the field), NotFound (no such project).
+  Result<protocol::ProjectSharing> SetProjectSharing(const std::string& project,
+                                                     const protocol::ProjectSharing& sharing);
   // The rules in force, where they come from, and the last refused policy-file edit.
-  nlohmann::json PolicyView();
+  protocol::PolicyView PolicyView();
   // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
   // docs/monitoring.md): the rows of the caller and of the projects they belong to (admins: all).
   Result<std::vector<store::GpuUsageRow>> GpuUsage(const Principal& who, const std::string& since,
@@ -196,15 +204,16 @@ class Controller {
                               std::optional<int64_t> generation);
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------
-  // Submits `spec` (a job spec; "session" is added when absent) as a session. Errors: as Submit.
-  Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, nlohmann::json spec);
-  // A session: {"id", "name", "user", "project", "state", "reason", "environment", "node",
-  // "address", "port", "path", "idle_timeout_s", "submit_time", "last_activity", "idle_notice"}
-  // (docs/sessions.md lists the optional ones) and, for its owner only, "token". Only its owner
-  // or an admin sees it: NotFound for anyone else and for a job that is not a session.
-  Result<nlohmann::json> SessionView(const Principal& who, JobId id);
+  // Submits `spec` as a session: a spec with "session" (the API adds an empty one to a body
+  // without it, before the codec checks the spec as a session's). Errors: as Submit;
+  // InvalidArgument without "session".
+  Result<protocol::SubmitAnswer> SubmitSession(const Principal& who, JobSpec spec);
+  // A session (protocol/api_session.h, without its URLs), with its token for its owner only.
+  // Only its owner or an admin sees it: NotFound for anyone else and for a job that is not a
+  // session.
+  Result<protocol::SessionView> SessionView(const Principal& who, JobId id);
   // The caller's own sessions not yet ended, oldest first (as SessionView).
-  nlohmann::json ListSessions(const Principal& who);
+  std::vector<protocol::SessionView> ListSessions(const Principal& who);
   // Stops (cancels) a session. Errors: as SessionView, FailedPrecondition when it ended.
   Status StopSession(const Principal& who, JobId id);
   // Where the proxy sends a request for session `id`.
@@ -406,7 +415,7 @@ class Controller {
   // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
   // (GpuMonitor), and one when they are busy again.
   void CheckIdleGpusLocked();
-  nlohmann::json ClusterSummaryLocked();
+  protocol::ClusterSummary ClusterSummaryLocked();
   // Once a minute: ClusterSummaryLocked into summary_history_.
   void RecordSummaryLocked();
   // Asks the apps of the running sessions whose next step at `now` is the notice or the stop
@@ -418,10 +427,11 @@ class Controller {
   SessionActivity ActivityOf(const LiveJob& job, Seconds now) const;
   // The session's idle timeout: its spec's, else the server's default.
   Seconds IdleTimeoutOf(const JobSpec& spec) const;
-  // SessionView's JSON of a session; `live` is its in-memory state when not ended.
-  nlohmann::json SessionJsonLocked(const Principal& who, const store::JobRecord& record,
-                                   const JobSpec& spec, const std::vector<store::TaskRecord>& tasks,
-                                   const LiveJob* live) const;
+  // SessionView's answer for a session; `live` is its in-memory state when not ended.
+  protocol::SessionView SessionOfLocked(const Principal& who, const store::JobRecord& record,
+                                        const JobSpec& spec,
+                                        const std::vector<store::TaskRecord>& tasks,
+                                        const LiveJob* live) const;
   // Settles the job from its tasks' states (reconcile::EvaluateRun decides: failing gang,
   // running, ended, requeued): a RunPlan, committed, then applied. A store error changes
   // nothing and leaves the job in `unsettled_` for the next tick.
@@ -447,14 +457,14 @@ class Controller {
   Status AddNodeToSchedulerLocked(const std::string& name,
                                   const protocol::NodeInventory& inventory);
   Result<Principal> CheckAccess(const Principal& who, const std::string& project) const;
-  // A submitted spec, validated, with its project (default filled in) open to `who` and its
-  // environment (one `who` may see) resolved and applied (ApplyEnvironment).
+  // A submitted spec with its project (default filled in) open to `who`, a session's token
+  // generated, and its environment (one `who` may see) resolved and applied (ApplyEnvironment).
   struct Submission {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
     std::vector<protocol::ResourceDefault> defaults;  // what ApplyResourceDefaults filled in
   };
-  Result<Submission> ParseSubmission(const Principal& who, const nlohmann::json& json);
+  Result<Submission> Admit(const Principal& who, JobSpec spec);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.
   Result<std::optional<EnvironmentVersion>> PinnedEnvironment(const JobSpec& spec);
   // Takes a committed new job into memory and the scheduler's queue.
@@ -505,7 +515,7 @@ class Controller {
   int64_t passes_ = 0;     // scheduling passes so far
   int64_t estimates_pass_ = -1;
   std::map<JobId, std::optional<Seconds>> estimates_;
-  std::deque<nlohmann::json> summary_history_;  // RecordSummaryLocked, oldest first
+  std::deque<protocol::ClusterSummary> summary_history_;  // RecordSummaryLocked, oldest first
   Seconds next_summary_at_{0};
   int waiting_heartbeats_ = 0;
   bool wake_ = false;

@@ -77,6 +77,23 @@ protocol::SubmitAnswer AnswerOf(const std::vector<store::JobRecord>& records,
   return answer;
 }
 
+// A project's sharing as the API shows it, and as the scheduler keeps it: the same numbers.
+protocol::ProjectSharing SharingOf(const sched::ProjectPolicy& p) {
+  protocol::ProjectSharing s{.weight = p.weight, .quota = MilliGpu(p.quota_milli)};
+  for (const auto& [model, milli] : p.model_quota_milli) s.model_quota[model] = MilliGpu(milli);
+  if (p.limit_milli) s.limit = MilliGpu(*p.limit_milli);
+  if (p.user_limit_milli) s.user_limit = MilliGpu(*p.user_limit_milli);
+  return s;
+}
+
+sched::ProjectPolicy PolicyOf(const protocol::ProjectSharing& s) {
+  sched::ProjectPolicy p{.weight = s.weight, .quota_milli = s.quota.value()};
+  for (const auto& [model, quota] : s.model_quota) p.model_quota_milli[model] = quota.value();
+  if (s.limit) p.limit_milli = s.limit->value();
+  if (s.user_limit) p.user_limit_milli = s.user_limit->value();
+  return p;
+}
+
 }  // namespace
 
 // --- Submissions and jobs --------------------------------------------------------------------
@@ -88,20 +105,17 @@ Result<Principal> Controller::CheckAccess(const Principal& who, const std::strin
   return who;
 }
 
-Result<Controller::Submission> Controller::ParseSubmission(const Principal& who,
-                                                           const nlohmann::json& json) {
-  auto spec = ParseJobSpec(json);
-  if (!spec.ok()) return spec.status();
-  if (spec->project.empty()) spec->project = config_.default_project;
-  auto access = CheckAccess(who, spec->project);
+Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec spec) {
+  if (spec.project.empty()) spec.project = config_.default_project;
+  auto access = CheckAccess(who, spec.project);
   if (!access.ok()) return access.status();
-  if (spec->session) {
+  if (spec.session) {
     // The app's secret: generated here, stored with the spec, shown only to the session's owner.
     auto token = RandomHexId(kSecretBytes);
     if (!token.ok()) return token.status();
-    spec->session->token = *token;
+    spec.session->token = *token;
   }
-  Submission submission{std::move(spec).value(), std::nullopt};
+  Submission submission{std::move(spec), std::nullopt};
   if (!submission.spec.environment.empty()) {
     auto env = environments_.Resolve(who, submission.spec.environment, "environment");
     if (!env.ok()) return env.status();
@@ -133,9 +147,8 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   wake_ = true;
 }
 
-Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who,
-                                                  const nlohmann::json& json) {
-  auto submission = ParseSubmission(who, json);
+Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec spec) {
+  auto submission = Admit(who, std::move(spec));
   if (!submission.ok()) return submission.status();
   if (submission->spec.array) {
     return InvalidArgument("field 'array': an array is submitted with SubmitArray");
@@ -152,9 +165,8 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who,
   return AnswerOf({record}, std::move(submission->defaults), /*array=*/false);
 }
 
-Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who,
-                                                       const nlohmann::json& json) {
-  auto submission = ParseSubmission(who, json);
+Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
+  auto submission = Admit(who, std::move(array));
   if (!submission.ok()) return submission.status();
   const JobSpec& spec = submission->spec;
   if (!spec.array) return InvalidArgument("field 'array': is required to submit an array");
@@ -354,85 +366,85 @@ const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked
   return estimates_;
 }
 
-Result<nlohmann::json> Controller::QueueView(const Principal& who, int limit) {
+Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
   std::lock_guard lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<protocol::QueueRow> out;
   int position = 0;
   for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
     ++position;
     auto it = jobs_.find(e.job);
     if (it == jobs_.end() || !who.CanAccessProject(it->second.record.project)) continue;
     const LiveJob& job = it->second;
-    nlohmann::json row = {
-        {"position", position},
-        {"id", e.job.value()},
-        {"name", job.record.name},
-        {"user", job.record.user},
-        {"project", job.record.project},
-        {"priority", job.record.priority},
-        {"gpus", job.spec.resources.TotalMilli().value() * job.spec.tasks / 1000.0},
-        {"submit_time", job.record.submit_time.value()},
-        {"pending_reason", {{"code", e.reason.code}, {"message", e.reason.message}}}};
-    row["estimated_start"] =
-        e.estimated_start ? nlohmann::json(e.estimated_start->value()) : nlohmann::json(nullptr);
-    out.push_back(row);
+    out.push_back({.position = position,
+                   .id = e.job,
+                   .name = job.record.name,
+                   .user = job.record.user,
+                   .project = job.record.project,
+                   .priority = job.record.priority,
+                   .gpus = MilliGpu(job.spec.resources.TotalMilli().value() * job.spec.tasks),
+                   .submit_time = job.record.submit_time,
+                   .pending_reason = ReasonOf(e.reason),
+                   .estimated_start = e.estimated_start});
   }
   return out;
 }
 
-Result<nlohmann::json> Controller::ProjectsView(const Principal& who) {
+Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Principal& who) {
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();
   std::lock_guard lock(mu_);
   const auto borrowed = scheduler_->BorrowedJobs();
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<protocol::ProjectView> out;
   for (const auto& p : *projects) {
     if (!who.CanAccessProject(p.name)) continue;
     auto sharing = sharing_.find(p.name);
-    double borrowed_gpus = 0;
+    int64_t borrowed_milli = 0;
     for (JobId id : borrowed) {
       auto it = jobs_.find(id);
       if (it != jobs_.end() && it->second.record.project == p.name) {
-        borrowed_gpus += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
+        borrowed_milli += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
       }
     }
-    const sched::ProjectPolicy policy =
-        sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second;
-    const nlohmann::json sharing_json = sched::ProjectSharingJson(policy);
-    out.push_back({{"name", p.name},
-                   {"description", p.description},
-                   {"sharing", sharing_json},
-                   {"quota_gpus", sharing_json["gpus"]},
-                   {"weight", policy.weight},
-                   {"limit_gpus", sharing_json.value("limit_gpus", nlohmann::json(nullptr))},
-                   {"running_gpus", static_cast<double>(scheduler_->ProjectUsage(p.name)) / 1000},
-                   {"borrowed_gpus", borrowed_gpus / 1000},
-                   {"fair_share_usage", scheduler_->fair_share().EffectiveUsage(p.name)}});
+    out.push_back(
+        {.name = p.name,
+         .description = p.description,
+         .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
+         .running = MilliGpu(scheduler_->ProjectUsage(p.name)),
+         .borrowed = MilliGpu(borrowed_milli),
+         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(p.name)});
   }
   return out;
 }
 
-Result<nlohmann::json> Controller::SetProjectSharing(const std::string& project,
-                                                     const nlohmann::json& json) {
-  auto sharing = sched::ParseProjectSharing(json);
-  if (!sharing.ok()) return sharing.status();
-  const nlohmann::json normal = sched::ProjectSharingJson(*sharing);
+Result<protocol::ProjectSharing> Controller::SetProjectSharing(
+    const std::string& project, const protocol::ProjectSharing& sharing) {
+  const sched::ProjectPolicy policy = PolicyOf(sharing);
+  CORRAL_RETURN_IF_ERROR(sched::CheckProjectPolicy(policy));
   std::lock_guard lock(mu_);
-  CORRAL_RETURN_IF_ERROR(store_.SetProjectSharing(project, normal.dump()));
-  sharing_[project] = *sharing;
+  // The store keeps the policy file's form (sched/policy_config.h), as Recover reads it.
+  CORRAL_RETURN_IF_ERROR(
+      store_.SetProjectSharing(project, sched::ProjectSharingJson(policy).dump()));
+  sharing_[project] = policy;
   CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
   wake_ = true;
-  return normal;
+  return SharingOf(policy);
 }
 
-nlohmann::json Controller::PolicyView() {
+protocol::PolicyView Controller::PolicyView() {
   std::lock_guard lock(mu_);
-  nlohmann::json out = {{"policy", sched::SchedulingPolicyJson(policy_)},
-                        {"placement", config_.policy},
-                        {"file", config_.policy_file}};
-  out["file_error"] =
-      policy_error_.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy_error_);
+  const sched::FairShareConfig& f = policy_.sharing.fair_share;
+  protocol::PolicyView out{.rules = {.order = std::string(sched::QueueOrderName(policy_.order)),
+                                     .blocking = std::string(sched::BlockingName(policy_.blocking)),
+                                     .reclaim = policy_.sharing.reclaim,
+                                     .las_thresholds_gpu_s = policy_.las_thresholds_gpu_s,
+                                     .half_life = f.half_life,
+                                     .fair_share_weight = f.fair_share_weight,
+                                     .age_weight = f.age_weight,
+                                     .age_unit = f.age_unit},
+                           .placement = config_.policy,
+                           .file = config_.policy_file};
+  if (!policy_error_.empty()) out.file_error = policy_error_;
   return out;
 }
 

@@ -241,7 +241,7 @@ std::vector<protocol::NodeView> Controller::Nodes() {
   return out;
 }
 
-nlohmann::json Controller::ClusterSummary() {
+protocol::ClusterSummary Controller::ClusterSummary() {
   std::lock_guard lock(mu_);
   return ClusterSummaryLocked();
 }
@@ -256,16 +256,16 @@ void Controller::RecordSummaryLocked() {
   }
 }
 
-nlohmann::json Controller::SummaryHistory(Seconds since) {
+std::vector<protocol::ClusterSummary> Controller::SummaryHistory(Seconds since) {
   std::lock_guard lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
-  for (const nlohmann::json& s : summary_history_) {
-    if (s.value("time", int64_t{0}) >= since.value()) out.push_back(s);
+  std::vector<protocol::ClusterSummary> out;
+  for (const protocol::ClusterSummary& s : summary_history_) {
+    if (s.time >= since) out.push_back(s);
   }
   return out;
 }
 
-nlohmann::json Controller::ClusterSummaryLocked() {
+protocol::ClusterSummary Controller::ClusterSummaryLocked() {
   const auto& state = scheduler_->state();
   int64_t nodes = 0, ready = 0, gpus = 0, free_milli = 0;
   for (const auto& [name, node] : nodes_) {
@@ -289,15 +289,15 @@ nlohmann::json Controller::ClusterSummaryLocked() {
     starting += job.record.state == JobState::kStarting;
     running += job.record.state == JobState::kRunning;
   }
-  return {{"time", clock_.Now().value()},
-          {"nodes", nodes},
-          {"nodes_ready", ready},
-          {"gpus", gpus},
-          {"gpus_allocated", static_cast<double>(gpus * 1000 - free_milli) / 1000},
-          {"gpus_used", gpu_monitor_.UsedGpus()},
-          {"jobs_pending", pending},
-          {"jobs_starting", starting},
-          {"jobs_running", running}};
+  return {.time = clock_.Now(),
+          .nodes = nodes,
+          .nodes_ready = ready,
+          .gpus = gpus,
+          .allocated = MilliGpu(gpus * 1000 - free_milli),
+          .gpus_used = gpu_monitor_.UsedGpus(),
+          .jobs_pending = pending,
+          .jobs_starting = starting,
+          .jobs_running = running};
 }
 
 protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::TaskRecord& t) const {

@@ -68,11 +68,9 @@ constexpr size_t kAppQuestionsAtOnce = 16;
 
 }  // namespace
 
-Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who,
-                                                         nlohmann::json spec) {
-  if (!spec.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  if (!spec.contains("session")) spec["session"] = nlohmann::json::object();
-  return Submit(who, spec);
+Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who, JobSpec spec) {
+  if (!spec.session) return InvalidArgument("field 'session': is required to start a session");
+  return Submit(who, std::move(spec));
 }
 
 Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {
@@ -80,55 +78,48 @@ Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {
   return config_.session_idle_timeout;
 }
 
-nlohmann::json Controller::SessionJsonLocked(const Principal& who, const store::JobRecord& record,
-                                             const JobSpec& spec,
-                                             const std::vector<store::TaskRecord>& tasks,
-                                             const LiveJob* live) const {
+protocol::SessionView Controller::SessionOfLocked(const Principal& who,
+                                                  const store::JobRecord& record,
+                                                  const JobSpec& spec,
+                                                  const std::vector<store::TaskRecord>& tasks,
+                                                  const LiveJob* live) const {
   const store::JobRecord& current = live ? live->record : record;
-  const nlohmann::json null(nullptr);
-  nlohmann::json out = {
-      {"id", record.id.value()},
-      {"name", record.name},
-      {"user", record.user},
-      {"project", record.project},
-      {"state", Name(current.state)},
-      {"reason", record.reason},
-      {"environment", spec.environment.empty() ? null : nlohmann::json(spec.environment)},
-      {"path", model::SessionUrlPrefix(record.id.value())},
-      {"idle_timeout_s", IdleTimeoutOf(spec).value()},
-      {"submit_time", record.submit_time.value()},
-      {"node", null},
-      {"address", null},
-      {"port", null},
-      {"last_activity", null},
-      {"idle_notice", null}};
-  if (current.start_time) out["start_time"] = current.start_time->value();
-  if (live && live->end.cancel_requested) out["stopping"] = true;
+  protocol::SessionView out{.id = record.id,
+                            .name = record.name,
+                            .user = record.user,
+                            .project = record.project,
+                            .state = current.state,
+                            .reason = record.reason,
+                            .environment = spec.environment,
+                            .path = model::SessionUrlPrefix(record.id.value()),
+                            .idle_timeout = IdleTimeoutOf(spec),
+                            .submit_time = record.submit_time,
+                            .start_time = current.start_time,
+                            .stopping = live && live->end.cancel_requested};
   for (const auto& t : tasks) {
     if (model::IsEnded(t.state)) continue;
-    out["node"] = t.node;
+    out.node = t.node;
     if (const auto& session = t.allocation.session) {
-      out["address"] = session->address;
-      out["port"] = session->port;
+      out.address = session->address;
+      out.port = session->port;
     }
   }
   if (live && current.state == JobState::kRunning) {
-    out["last_activity"] = LastUse(ActivityOf(*live, clock_.Now())).value();
+    out.last_activity = LastUse(ActivityOf(*live, clock_.Now()));
     if (live->idle_notice_at) {
-      out["idle_notice"] = {
-          {"time", live->idle_notice_at->value()},
-          {"stops_at", (*live->idle_notice_at + config_.session_idle_warning).value()}};
+      out.idle_notice = protocol::IdleNotice{*live->idle_notice_at,
+                                             *live->idle_notice_at + config_.session_idle_warning};
     }
   }
   if (auto reason = scheduler_->PendingReasonOf(record.id)) {
-    out["pending_reason"] = {{"code", reason->code}, {"message", reason->message}};
+    out.pending_reason = protocol::PendingReason{reason->code, reason->message};
   }
   // The secret lets whoever holds it into the app directly: its owner only, not even admins.
-  if (who.name == record.user && spec.session) out["token"] = spec.session->token;
+  if (who.name == record.user && spec.session) out.token = spec.session->token;
   return out;
 }
 
-Result<nlohmann::json> Controller::SessionView(const Principal& who, JobId id) {
+Result<protocol::SessionView> Controller::SessionView(const Principal& who, JobId id) {
   auto stored = StoredSession(store_, who, id, MaySeeSession);
   if (!stored.ok()) return stored.status();
   const auto& [record, spec] = *stored;
@@ -141,16 +132,16 @@ Result<nlohmann::json> Controller::SessionView(const Principal& who, JobId id) {
   std::lock_guard lock(mu_);
   auto live = jobs_.find(id);
   if (live != jobs_.end())
-    return SessionJsonLocked(who, record, spec, live->second.tasks, &live->second);
-  return SessionJsonLocked(who, record, spec, run, nullptr);
+    return SessionOfLocked(who, record, spec, live->second.tasks, &live->second);
+  return SessionOfLocked(who, record, spec, run, nullptr);
 }
 
-nlohmann::json Controller::ListSessions(const Principal& who) {
+std::vector<protocol::SessionView> Controller::ListSessions(const Principal& who) {
   std::lock_guard lock(mu_);
-  nlohmann::json out = nlohmann::json::array();
+  std::vector<protocol::SessionView> out;
   for (const auto& [id, job] : jobs_) {
     if (!job.spec.session || job.record.user != who.name) continue;
-    out.push_back(SessionJsonLocked(who, job.record, job.spec, job.tasks, &job));
+    out.push_back(SessionOfLocked(who, job.record, job.spec, job.tasks, &job));
   }
   return out;
 }
@@ -161,7 +152,7 @@ Status Controller::StopSession(const Principal& who, JobId id) {
   Status s = Cancel(who, id);
   if (s.code() == StatusCode::kFailedPrecondition) {
     return FailedPrecondition(SessionName(id) + " already ended (" +
-                              (*view)["state"].get<std::string>() + ")");
+                              std::string(model::ToString(view->state)) + ")");
   }
   return s;
 }

@@ -102,8 +102,44 @@ class ControllerTest : public ::testing::Test {
     if (!view.ok()) return view.status();
     return protocol::ToJson(*view);
   }
+  // Submissions of a JSON spec, read by the job spec's codec first, as the API does (a session's
+  // gets "session" when it has none).
+  Result<protocol::SubmitAnswer> SubmitJson(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->Submit(who, std::move(parsed).value());
+  }
+  Result<protocol::SubmitAnswer> SubmitArrayJson(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SubmitArray(who, std::move(parsed).value());
+  }
+  Result<protocol::SubmitAnswer> SubmitSessionJson(const Principal& who, json spec) {
+    if (!spec.contains("session")) spec["session"] = json::object();
+    auto parsed = protocol::ParseJobSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SubmitSession(who, std::move(parsed).value());
+  }
+  // The session's view in its API form, as JobJson.
+  Result<json> SessionJson(const Principal& who, JobId id) {
+    auto view = controller_->SessionView(who, id);
+    if (!view.ok()) return view.status();
+    return protocol::ToJson(*view);
+  }
+  // Creates an environment from its spec's JSON, as the API does.
+  Result<EnvironmentVersion> CreateEnv(const Principal& who, const json& spec) {
+    auto parsed = protocol::ParseEnvironmentSpec(spec);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->Environments().Create(who, *parsed);
+  }
+  // A project's sharing as the API takes it: decoded by its codec, then set.
+  Result<protocol::ProjectSharing> SetSharing(const std::string& project, const json& sharing) {
+    auto parsed = protocol::ParseProjectSharing(sharing);
+    if (!parsed.ok()) return parsed.status();
+    return controller_->SetProjectSharing(project, *parsed);
+  }
   JobId Submit(const json& spec) {
-    auto job = controller_->Submit(alice_, spec);
+    auto job = SubmitJson(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? job->id : JobId(0);
   }
@@ -387,13 +423,13 @@ TEST_F(ControllerTest, TheSummaryIsRecordedOnceAMinuteForTheOverview) {
   controller_->Tick();  // t = 1030: not yet a minute
   clock_.Advance(Seconds(30));
   controller_->Tick();  // t = 1060
-  const json all = controller_->SummaryHistory(Seconds(0));
+  const auto all = controller_->SummaryHistory(Seconds(0));
   ASSERT_EQ(all.size(), 2u);
-  EXPECT_EQ(all[0]["time"], 1000);
-  EXPECT_EQ(all[0]["gpus_allocated"], 0.0);
-  EXPECT_EQ(all[1]["time"], 1060);
-  EXPECT_EQ(all[1]["gpus_allocated"], 2.0);
-  EXPECT_EQ(all[1]["gpus"], 8);
+  EXPECT_EQ(all[0].time, Seconds(1000));
+  EXPECT_EQ(all[0].allocated, MilliGpu(0));
+  EXPECT_EQ(all[1].time, Seconds(1060));
+  EXPECT_EQ(all[1].allocated, MilliGpu(2000));
+  EXPECT_EQ(all[1].gpus, 8);
   EXPECT_EQ(controller_->SummaryHistory(Seconds(1001)).size(), 1u);
 }
 
@@ -1090,14 +1126,12 @@ TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
 TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStopped) {
   ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
   alice_.projects.push_back("owner");
-  ASSERT_TRUE(controller_->SetProjectSharing("owner", {{"gpus", 4}}).ok());
-  EXPECT_EQ(controller_->SetProjectSharing("owner", {{"gpus", -1}}).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(controller_->SetProjectSharing("nope", {{"gpus", 1}}).status().code(),
-            StatusCode::kNotFound);
+  ASSERT_TRUE(SetSharing("owner", {{"gpus", 4}}).ok());
+  EXPECT_EQ(SetSharing("owner", {{"gpus", -1}}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SetSharing("nope", {{"gpus", 1}}).status().code(), StatusCode::kNotFound);
   for (const json& bad : {json{{"weight", 1e-9}}, json{{"gpus", 1e300}}, json{{"limit_gpus", -2}},
                           json{{"quota", 4}}, json{{"model_gpus", {{"A100", "x"}}}}}) {
-    auto refused = controller_->SetProjectSharing("owner", bad);
+    auto refused = SetSharing("owner", bad);
     EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << bad.dump();
     EXPECT_THAT(refused.status().message(), HasSubstr("field '")) << bad.dump();
   }
@@ -1141,9 +1175,9 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
   EXPECT_EQ(answer["run"][0]["job_id"], owner.value());
   auto projects = controller_->ProjectsView(alice_);
   ASSERT_TRUE(projects.ok());
-  for (const json& p : *projects) {
-    if (p["name"] == "owner") {
-      EXPECT_EQ(p["running_gpus"], 2.0);
+  for (const protocol::ProjectView& p : *projects) {
+    if (p.name == "owner") {
+      EXPECT_EQ(p.running, MilliGpu(2000));
     }
   }
 }
@@ -1151,22 +1185,26 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
   WritePolicy("order: fifo\nblocking: skip\n", 1);
   Restart();
-  EXPECT_EQ(controller_->PolicyView()["policy"]["order"], "fifo");
+  EXPECT_EQ(controller_->PolicyView().rules.order, "fifo");
   WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
   controller_->Tick();
-  json view = controller_->PolicyView();
-  EXPECT_EQ(view["policy"]["order"], "fifo");
-  EXPECT_THAT(view["file_error"].get<std::string>(), HasSubstr("field 'order'"));
+  protocol::PolicyView view = controller_->PolicyView();
+  EXPECT_EQ(view.rules.order, "fifo");
+  EXPECT_THAT(view.file_error.value_or(""), HasSubstr("field 'order'"));
   WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
   controller_->Tick();
-  EXPECT_THAT(controller_->PolicyView()["file_error"].get<std::string>(),
-              HasSubstr("las_thresholds_gpu_s"));
+  EXPECT_THAT(controller_->PolicyView().file_error.value_or(""), HasSubstr("las_thresholds_gpu_s"));
   WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
   controller_->Tick();
   view = controller_->PolicyView();
-  EXPECT_EQ(view["policy"]["order"], "sjf");
-  EXPECT_EQ(view["policy"]["fair_share"]["half_life_s"], 3600);
-  EXPECT_TRUE(view["file_error"].is_null());
+  EXPECT_EQ(view.rules.order, "sjf");
+  EXPECT_EQ(view.rules.half_life, Seconds(3600));
+  EXPECT_FALSE(view.file_error.has_value());
+  // The rules are shown in the policy file's own format: they read back as they are.
+  auto shown = sched::ParseSchedulingPolicy(protocol::ToJson(view)["policy"]);
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_EQ(shown->order, sched::QueueOrder::kSjf);
+  EXPECT_EQ(shown->sharing.fair_share.half_life, Seconds(3600));
   // A bad file at start is an error naming it.
   WritePolicy("reclaim: maybe\n", 5);
   controller_.reset();
@@ -1186,7 +1224,7 @@ TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
       1);
   Restart();
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
-  ASSERT_TRUE(controller_->SetProjectSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
+  ASSERT_TRUE(SetSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
   const sched::SchedulerConfig rules = controller_->SchedulerRules();
   EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
   EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
@@ -1210,10 +1248,10 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   auto queue = controller_->QueueView(alice_, 10);
   ASSERT_TRUE(queue.ok());
   ASSERT_EQ(queue->size(), 1u);
-  EXPECT_EQ((*queue)[0]["id"], waiting.value());
-  EXPECT_EQ((*queue)[0]["position"], 1);
-  EXPECT_EQ((*queue)[0]["estimated_start"], 1000 + 100);  // when the running job's limit ends
-  EXPECT_FALSE((*queue)[0]["pending_reason"]["code"].get<std::string>().empty());
+  EXPECT_EQ((*queue)[0].id, waiting);
+  EXPECT_EQ((*queue)[0].position, 1);
+  EXPECT_EQ((*queue)[0].estimated_start, Seconds(1000 + 100));  // the running job's limit
+  EXPECT_FALSE((*queue)[0].pending_reason.code.empty());
   EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
   EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
   (void)running;
@@ -1405,7 +1443,7 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   json spec = ArrayJobSpec(1, {0, 5, 7}, 2);
   spec["env"] = {{"SEED", "1"}, {"LR", "1"}};
   spec["array"]["env"] = json::array({json{{"LR", "0.1"}}, json::object(), json{{"B", "64"}}});
-  auto jobs = controller_->SubmitArray(alice_, spec);
+  auto jobs = SubmitArrayJson(alice_, spec);
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   ASSERT_EQ(jobs->array_ids.size(), 3u);
   const JobId array = jobs->array_ids[0];
@@ -1434,7 +1472,7 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   // Every bad array is refused whole, naming the field; nothing is stored.
   const size_t stored = store_->ListJobs({.limit = 0})->size();
   auto refused = [&](json bad, const std::string& field) {
-    auto r = controller_->SubmitArray(alice_, bad);
+    auto r = SubmitArrayJson(alice_, bad);
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << field;
     EXPECT_THAT(r.status().message(), HasSubstr(field));
   };
@@ -1455,20 +1493,17 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
   bad = ArrayJobSpec(1, {0});
   bad["array"]["size"] = 3;
   refused(bad, "field 'array.size': unknown field");
-  EXPECT_EQ(controller_->Submit(alice_, ArrayJobSpec(1, {0})).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(controller_->SubmitArray(alice_, Spec(1)).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(SubmitJson(alice_, ArrayJobSpec(1, {0})).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SubmitArrayJson(alice_, Spec(1)).status().code(), StatusCode::kInvalidArgument);
   json elsewhere = ArrayJobSpec(1, {0});
   elsewhere["project"] = "vision";
-  EXPECT_EQ(controller_->SubmitArray(alice_, elsewhere).status().code(),
-            StatusCode::kPermissionDenied);
+  EXPECT_EQ(SubmitArrayJson(alice_, elsewhere).status().code(), StatusCode::kPermissionDenied);
   EXPECT_EQ(store_->ListJobs({.limit = 0})->size(), stored);
 }
 
 TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
-  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
+  auto jobs = SubmitArrayJson(alice_, ArrayJobSpec(1, {3, 1, 4, 2}, 2));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const JobId array = jobs->array_ids[0];
   const JobId plain = Submit(Spec(1));
@@ -1506,7 +1541,7 @@ TEST_F(ControllerTest, ArrayRunsAtMostMaxRunningAndLaunchesCarryTheIndex) {
 
 TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
-  auto jobs = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
+  auto jobs = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1, 2, 3}, 1));
   ASSERT_TRUE(jobs.ok()) << jobs.status().ToString();
   const std::vector<JobId> ids = jobs->array_ids;
   const JobId array = ids[0];
@@ -1551,7 +1586,7 @@ TEST_F(ControllerTest, ArrayIsCancelledWholeOrOneElementAtATime) {
   EXPECT_THAT(s.message(), HasSubstr("already ended"));
 
   // An admin may cancel anyone's array.
-  auto other = controller_->SubmitArray(alice_, ArrayJobSpec(1, {0, 1}));
+  auto other = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1}));
   ASSERT_TRUE(other.ok());
   const Principal admin{bob_.user_id, "root", true, {}};
   auto by_admin = controller_->CancelArray(admin, other->array_ids[0]);
@@ -1574,15 +1609,15 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
   alice_.projects.push_back("vision");
   EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/mine", "hi")).ok());
   EXPECT_EQ(envs.Get(bob_, "mine", std::nullopt).status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(envs.List(bob_)->empty());
   json spec = {{"name", "t"}, {"environment", "mine"}};
-  auto refused = controller_->Submit(bob_, spec);
+  auto refused = SubmitJson(bob_, spec);
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'environment'"));
   // Bob may neither take the name nor share alice's environment.
-  EXPECT_EQ(envs.Create(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
+  EXPECT_EQ(CreateEnv(bob_, EnvSpec("mine", "/opt/b", "b")).status().code(),
             StatusCode::kAlreadyExists);
   EXPECT_EQ(envs.Share(bob_, "mine", "default").code(), StatusCode::kNotFound);
   EXPECT_EQ(envs.Share(alice_, "mine", "robotics").code(), StatusCode::kPermissionDenied);
@@ -1592,23 +1627,29 @@ TEST_F(ControllerTest, AnEnvironmentIsInvisibleToOthersUntilShared) {
   bob_.projects.push_back("vision");
   ASSERT_TRUE(envs.Get(bob_, "mine", std::nullopt).ok());
   EXPECT_EQ(envs.Share(bob_, "mine", "vision").code(), StatusCode::kPermissionDenied);
-  auto job = controller_->Submit(bob_, spec);
+  auto job = SubmitJson(bob_, spec);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   // A clone is the cloner's own.
-  auto clone = envs.Clone(bob_, "mine", {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  auto source = envs.Get(bob_, "mine", std::nullopt);
+  ASSERT_TRUE(source.ok());
+  auto changed = protocol::CloneEnvironmentSpec(
+      source->spec, {{"name", "bobs"}, {"set", {{"env", {{"A", nullptr}}}}}});
+  ASSERT_TRUE(changed.ok()) << changed.status().ToString();
+  auto clone = envs.Create(bob_, *changed);
   ASSERT_TRUE(clone.ok()) << clone.status().ToString();
   EXPECT_EQ(clone->record.owner, "bob");
   EXPECT_EQ(clone->spec.env, (std::map<std::string, std::string>{{"B", "env"}}));
   EXPECT_THAT(
-      envs.Clone(bob_, "mine", {{"name", "x"}, {"set", {{"colour", "red"}}}}).status().message(),
+      protocol::CloneEnvironmentSpec(source->spec, {{"name", "x"}, {"set", {{"colour", "red"}}}})
+          .status()
+          .message(),
       HasSubstr("field 'colour': unknown field"));
 }
 
 TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRestarts) {
-  EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/v1", "v1")).ok());
   const JobId id = Submit({{"name", "t"}, {"environment", "mine"}, {"env", {{"B", "job"}}}});
-  ASSERT_TRUE(envs.Create(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
+  ASSERT_TRUE(CreateEnv(alice_, EnvSpec("mine", "/opt/v2", "v2")).ok());
   const json stored = json::parse(store_->GetJob(id)->spec_json);
   EXPECT_EQ(stored["environment"], "mine@1");
   EXPECT_EQ(stored["command"], json({"echo", "v1"}));
@@ -1629,22 +1670,20 @@ TEST_F(ControllerTest, SubmissionPinsTheEnvironmentVersionAcrossNewVersionsAndRe
   EXPECT_EQ(
       json::parse(store_->GetJob(Submit({{"environment", "mine"}}))->spec_json)["environment"],
       "mine@2");
-  auto missing = controller_->Submit(alice_, {{"environment", "mine@3"}});
+  auto missing = SubmitJson(alice_, {{"environment", "mine@3"}});
   EXPECT_THAT(missing.status().message(), HasSubstr("field 'environment'"));
 }
 
 TEST_F(ControllerTest, AJobNeedsACommandFromItselfOrItsEnvironment) {
-  ASSERT_TRUE(controller_->Environments().Create(alice_, {{"name", "bare"}}).ok());
-  auto job = controller_->Submit(alice_, {{"environment", "bare"}});
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "bare"}}).ok());
+  auto job = SubmitJson(alice_, {{"environment", "bare"}});
   EXPECT_THAT(job.status().message(), HasSubstr("field 'command': is required"));
-  EXPECT_THAT(controller_->Submit(alice_, {{"name", "t"}}).status().message(),
-              HasSubstr("field 'command'"));
-  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
+  EXPECT_THAT(SubmitJson(alice_, {{"name", "t"}}).status().message(), HasSubstr("field 'command'"));
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "bare"}, {"command", {"true"}}}).ok());
 }
 
 TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime) {
-  EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "boxed"}, {"image", "corral-test/busybox:1"}}).ok());
   const JobId id = Submit({{"environment", "boxed"}, {"command", {"true"}}});
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   controller_->Tick();
@@ -1670,10 +1709,10 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   EXPECT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
   // A job of an environment that can run on the process runtime is not constrained: its
   // pending reason speaks of GPUs, not runtimes.
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "both"},
-                                   {"image", "corral-test/busybox:1"},
-                                   {"host", {{"venv", "/opt/both"}}},
-                                   {"command", {"true"}}})
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "both"},
+                                 {"image", "corral-test/busybox:1"},
+                                 {"host", {{"venv", "/opt/both"}}},
+                                 {"command", {"true"}}})
                   .ok());
   const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
   controller_->Tick();
@@ -1683,42 +1722,37 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
 }
 
 TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {
-  EnvironmentCatalog& envs = controller_->Environments();
   EXPECT_THAT(
-      envs.Create(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
+      CreateEnv(alice_, {{"name", "x"}, {"env", {{"CORRAL_JOB_ID", "1"}}}}).status().message(),
       HasSubstr("field 'env.CORRAL_JOB_ID'"));
   // MASTER_PORT is only corral's in distributed jobs: the environment may set it, a torchrun
   // job may not use the environment.
   ASSERT_TRUE(
-      envs.Create(alice_,
-                  {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
+      CreateEnv(alice_,
+                {{"name", "port"}, {"command", {"true"}}, {"env", {{"MASTER_PORT", "1234"}}}})
           .ok());
-  EXPECT_TRUE(controller_->Submit(alice_, {{"environment", "port"}}).ok());
-  auto refused = controller_->Submit(
-      alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "port"}}).ok());
+  auto refused =
+      SubmitJson(alice_, {{"environment", "port"}, {"launcher", "torchrun"}, {"tasks", 2}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.MASTER_PORT'"));
 }
 
 TEST_F(ControllerTest, AJobThatMayRunInAContainerHasNoLineBreaksInItsVariables) {
-  ASSERT_TRUE(controller_->Environments()
-                  .Create(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}})
-                  .ok());
-  auto refused = controller_->Submit(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
+  ASSERT_TRUE(
+      CreateEnv(alice_, {{"name", "boxed"}, {"image", "busybox"}, {"command", {"true"}}}).ok());
+  auto refused = SubmitJson(alice_, {{"environment", "boxed"}, {"env", {{"A", "1\n2"}}}});
   EXPECT_THAT(refused.status().message(), HasSubstr("field 'env.A': may not contain a line break"));
   // Without a container in sight, line breaks are fine.
-  EXPECT_TRUE(controller_->Submit(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
+  EXPECT_TRUE(SubmitJson(alice_, {{"command", {"true"}}, {"env", {{"A", "1\n2"}}}}).ok());
 }
 
 TEST_F(ControllerTest, AnEnvironmentsGpuMinimumIsEnforcedAtSubmission) {
-  ASSERT_TRUE(controller_->Environments()
-                  .Create(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}})
-                  .ok());
-  auto refused =
-      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
+  ASSERT_TRUE(
+      CreateEnv(alice_, {{"name", "gpu"}, {"command", {"true"}}, {"gpus", {{"min", 2}}}}).ok());
+  auto refused = SubmitJson(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 1}}}});
   EXPECT_THAT(refused.status().message(),
               HasSubstr("field 'resources.gpus': environment 'gpu@1' needs at least 2 GPUs"));
-  EXPECT_TRUE(
-      controller_->Submit(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
+  EXPECT_TRUE(SubmitJson(alice_, {{"environment", "gpu"}, {"resources", {{"gpus", 2}}}}).ok());
 }
 
 TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
@@ -1747,7 +1781,7 @@ TEST_F(ControllerTest, AJobWhoseEnvironmentCannotBeLoadedFailsAloneOnRecovery) {
 
 TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
   EnvironmentCatalog& envs = controller_->Environments();
-  ASSERT_TRUE(envs.Create(alice_, {{"name", "newcomer"}}).ok());
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "newcomer"}}).ok());
   EnvironmentSpec builtin;
   builtin.name = "newcomer";
   builtin.description = "added to envs/ later";
@@ -1760,7 +1794,7 @@ TEST_F(ControllerTest, ABuiltinNamedLikeAUsersEnvironmentIsSkipped) {
   EXPECT_THAT(loaded->skipped[0], HasSubstr("'newcomer' not loaded"));
   EXPECT_EQ(envs.Get(bob_, "newcomer", std::nullopt).status().code(), StatusCode::kNotFound);
   // Taking a name does not tell who holds it.
-  auto taken = envs.Create(bob_, {{"name", "newcomer"}});
+  auto taken = CreateEnv(bob_, {{"name", "newcomer"}});
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(taken.status().message(), Not(HasSubstr("alice")));
 }
@@ -1778,7 +1812,7 @@ class SessionTest : public ControllerTest {
  protected:
   // Submits a session of alice's and starts it on node a (address 10.0.0.1): its launch.
   json StartSession(const json& spec = SessionSpec()) {
-    auto job = controller_->SubmitSession(alice_, spec);
+    auto job = SubmitSessionJson(alice_, spec);
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     id_ = job.ok() ? job->id : JobId(0);
     controller_->Tick();
@@ -1797,7 +1831,7 @@ class SessionTest : public ControllerTest {
     for (const json& launch : running_) tasks.push_back(TaskReport(launch, "running"));
     return Report(tasks);
   }
-  std::string Token() { return (*controller_->SessionView(alice_, id_))["token"]; }
+  std::string Token() { return (*SessionJson(alice_, id_))["token"]; }
   std::vector<std::string> EventReasons(JobId id) {
     auto events = store_->JobEvents(id);
     EXPECT_TRUE(events.ok());
@@ -1838,7 +1872,7 @@ TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
   EXPECT_EQ(target->address, "10.0.0.1");
   EXPECT_EQ(target->port, port);
   EXPECT_EQ(target->token, token);
-  auto view = controller_->SessionView(alice_, id_);
+  auto view = SessionJson(alice_, id_);
   EXPECT_EQ((*view)["node"], "a");
   EXPECT_EQ((*view)["address"], "10.0.0.1");
   EXPECT_EQ((*view)["port"], port);
@@ -1857,7 +1891,8 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
   EXPECT_EQ(protocol::ToJson(page->jobs).dump().find(token), std::string::npos);
-  EXPECT_EQ(controller_->QueueView(alice_, 10)->dump().find(token), std::string::npos);
+  EXPECT_EQ(protocol::ToJson(*controller_->QueueView(alice_, 10)).dump().find(token),
+            std::string::npos);
   // Another member of the project: as if there were no session.
   EXPECT_EQ(controller_->SessionView(bob_, id_).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(controller_->ProxyTarget(bob_, id_).status().code(), StatusCode::kNotFound);
@@ -1865,12 +1900,12 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   EXPECT_TRUE(controller_->ListSessions(bob_).empty());
   // An admin sees it (and may stop it), but neither gets the token nor passes the proxy: an
   // app's pages run on the server's origin, so they must not reach an admin's browser.
-  auto seen = controller_->SessionView(admin_, id_);
+  auto seen = SessionJson(admin_, id_);
   ASSERT_TRUE(seen.ok());
   EXPECT_FALSE(seen->contains("token"));
   EXPECT_EQ(controller_->ProxyTarget(admin_, id_).status().code(), StatusCode::kNotFound);
   ASSERT_EQ(controller_->ListSessions(alice_).size(), 1u);
-  EXPECT_EQ(controller_->ListSessions(alice_)[0]["token"], token);
+  EXPECT_EQ(controller_->ListSessions(alice_)[0].token, token);
   // A plain job is no session.
   const JobId plain = Submit(Spec(1));
   EXPECT_EQ(controller_->SessionView(alice_, plain).status().code(), StatusCode::kNotFound);
@@ -1878,8 +1913,8 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
 }
 
 TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
-  ASSERT_TRUE(controller_->SubmitSession(alice_, SessionSpec()).ok());
-  auto waiting = controller_->SubmitSession(alice_, [] {
+  ASSERT_TRUE(SubmitSessionJson(alice_, SessionSpec()).ok());
+  auto waiting = SubmitSessionJson(alice_, [] {
     json spec = SessionSpec();
     spec["resources"]["gpus"] = 64;  // never fits
     return spec;
@@ -1904,7 +1939,7 @@ TEST_F(SessionTest, AnIdleSessionGetsANoticeAndIsThenStopped) {
   clock_.Advance(Seconds(1));
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
-  auto view = controller_->SessionView(alice_, id_);
+  auto view = SessionJson(alice_, id_);
   EXPECT_EQ((*view)["idle_notice"], json({{"time", 1600}, {"stops_at", 1900}}));
   clock_.Advance(Seconds(299));
   controller_->Tick();
@@ -1939,7 +1974,7 @@ TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
     controller_->Tick();
   }
   EXPECT_EQ(EventReasons().back(), "all tasks running");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 2200);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 2200);
   // Its GPU falls under the idle threshold: idle from then on, noticed 600 s later, stopped.
   beat(2);
   const Seconds idle_from = clock_.Now();
@@ -1951,7 +1986,7 @@ TEST_F(SessionTest, ASessionWhoseGpuWorksIsInUseAndOneWhoseGpuIdlesIsStopped) {
   beat(2);
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], idle_from.value());
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], idle_from.value());
   clock_.Advance(Seconds(300));
   beat(2);
   controller_->Tick();
@@ -1967,8 +2002,8 @@ TEST_F(SessionTest, UseAfterTheNoticeClearsIt) {
   ASSERT_TRUE(controller_->ProxyTarget(alice_, id_).ok());  // a request through the proxy
   controller_->Tick();
   EXPECT_EQ(EventReasons().back(), "session in use again");
-  EXPECT_TRUE((*controller_->SessionView(alice_, id_))["idle_notice"].is_null());
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1700);
+  EXPECT_TRUE((*SessionJson(alice_, id_))["idle_notice"].is_null());
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 1700);
   // Where the first notice would have stopped it, it runs on; idle again, a new notice.
   clock_.Advance(Seconds(200));
   controller_->Tick();
@@ -1991,7 +2026,7 @@ TEST_F(SessionTest, IdleTimeoutZeroNeverStopsAndTheServerDefaultApplies) {
   EXPECT_EQ(StateOf(never), "running");
   EXPECT_EQ(EventReasons(never).back(), "all tasks running");
   EXPECT_THAT(EventReasons().back(), HasSubstr("session idle for 1000000 s"));
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["idle_timeout_s"], 120);
+  EXPECT_EQ((*SessionJson(alice_, id_))["idle_timeout_s"], 120);
 }
 
 TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
@@ -2090,7 +2125,7 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   EXPECT_EQ(probe.asked[0].url_prefix, "/sessions/" + std::to_string(id_.value()) + "/");
   EXPECT_EQ(probe.asked[0].token, Token());
   EXPECT_EQ(EventReasons().back(), "all tasks running");
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 1500);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 1500);
   tick(499);  // 2099: idle 599 s since 1500: not asked
   EXPECT_EQ(probe.asked.size(), 1u);
   // An app that says nothing (no such endpoint, no answer) changes nothing: the notice.
@@ -2108,7 +2143,7 @@ TEST_F(SessionTest, TheAppIsAskedBeforeTheNoticeAndTheStop) {
   probe.answer = Seconds(1000000);
   tick(600);
   EXPECT_EQ(probe.asked.size(), 4u);
-  EXPECT_EQ((*controller_->SessionView(alice_, id_))["last_activity"], 3000);
+  EXPECT_EQ((*SessionJson(alice_, id_))["last_activity"], 3000);
   probe.answer = std::nullopt;
   tick(600);
   EXPECT_EQ(EventReasons().back(), "session idle for 600 s: stopping in 300 s unless used");
@@ -2204,8 +2239,8 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
   EXPECT_EQ(allocation["rendezvous"]["hosts"], json({"10.0.0.1", "10.0.0.1"}));
 
   // Its GPUs stay held; its port block stays taken.
-  auto one = controller_->Submit(alice_, Spec(1));
-  auto pair = controller_->Submit(alice_, Spec(0, 2));
+  auto one = SubmitJson(alice_, Spec(1));
+  auto pair = SubmitJson(alice_, Spec(0, 2));
   ASSERT_TRUE(one.ok() && pair.ok());
   controller_->Tick();
   EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kPending);

@@ -6,15 +6,15 @@
 
 namespace corral::server {
 
-using protocol::CheckKeys;
 using protocol::FieldError;
-using protocol::GetString;
 
-nlohmann::json ToJson(const EnvironmentVersion& env) {
-  return {{"name", env.record.name},         {"version", env.record.version},
-          {"owner", env.record.owner},       {"builtin", env.record.owner.empty()},
-          {"projects", env.record.projects}, {"created_at", env.record.created_at.value()},
-          {"runtimes", env.spec.Runtimes()}, {"spec", ToJson(env.spec)}};
+protocol::EnvironmentView ViewOf(const EnvironmentVersion& env) {
+  return {.name = env.record.name,
+          .version = env.record.version,
+          .owner = env.record.owner,
+          .projects = env.record.projects,
+          .created_at = env.record.created_at,
+          .spec = env.spec};
 }
 
 bool EnvironmentCatalog::MaySee(const Principal& who, const store::EnvironmentRecord& record) {
@@ -93,34 +93,11 @@ Result<EnvironmentVersion> EnvironmentCatalog::Pinned(const std::string& name, i
 }
 
 Result<EnvironmentVersion> EnvironmentCatalog::Create(const Principal& who,
-                                                      const nlohmann::json& json) {
-  auto spec = ParseEnvironmentSpec(json);
-  if (!spec.ok()) return spec.status();
+                                                      const EnvironmentSpec& spec) {
   auto record =
-      store_.AddEnvironmentVersion(spec->name, who.name, ToJson(*spec).dump(), clock_.Now());
+      store_.AddEnvironmentVersion(spec.name, who.name, ToJson(spec).dump(), clock_.Now());
   if (!record.ok()) return record.status();
-  return EnvironmentVersion{std::move(record).value(), std::move(spec).value()};
-}
-
-Result<EnvironmentVersion> EnvironmentCatalog::Clone(const Principal& who,
-                                                     const std::string& source,
-                                                     const nlohmann::json& body) {
-  CORRAL_RETURN_IF_ERROR(CheckKeys(body, {"name", "set"}, ""));
-  if (!body.contains("name")) return FieldError("name", "is required");
-  auto name = GetString(body["name"], "name");
-  if (!name.ok()) return name.status();
-  auto from = Get(who, source, std::nullopt);
-  if (!from.ok()) return from.status();
-  nlohmann::json spec = ToJson(from->spec);
-  if (body.contains("set")) {
-    if (!body["set"].is_object()) return FieldError("set", "must be an object of spec fields");
-    if (body["set"].contains("name")) {
-      return FieldError("set.name", "the new name is the request's 'name'");
-    }
-    spec.merge_patch(body["set"]);
-  }
-  spec["name"] = *name;
-  return Create(who, spec);
+  return EnvironmentVersion{std::move(record).value(), spec};
 }
 
 Status EnvironmentCatalog::Share(const Principal& who, const std::string& name,

@@ -9,13 +9,13 @@
 // Thread safety: as the Store (every method is one or a few store calls; no state of its own).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "protocol/api_environment.h"
 #include "server/control/environment.h"
 #include "server/http/auth.h"
 #include "store/store.h"
@@ -28,9 +28,8 @@ struct EnvironmentVersion {
   EnvironmentSpec spec;
 };
 
-// The API form: {"name", "version", "owner" ("" for a built-in), "builtin", "projects",
-// "created_at", "runtimes", "spec"}.
-nlohmann::json ToJson(const EnvironmentVersion& env);
+// The version as the API shows it.
+protocol::EnvironmentView ViewOf(const EnvironmentVersion& env);
 
 class EnvironmentCatalog {
  public:
@@ -59,14 +58,11 @@ class EnvironmentCatalog {
   // A pinned version, whoever may see it now (a submitted job keeps the version it resolved).
   Result<EnvironmentVersion> Pinned(const std::string& name, int64_t version);
 
-  // Stores `spec` (validated) as a new version owned by `who`: version 1 of a new name, the next
-  // version of the caller's own. AlreadyExists when the name is a built-in or another user's.
-  Result<EnvironmentVersion> Create(const Principal& who, const nlohmann::json& spec);
-  // Creates environment body["name"] from the latest version of `source` (one `who` may see)
-  // with body["set"] (optional) applied as a JSON merge patch (RFC 7396: objects merge, null
-  // removes a field), as Create does.
-  Result<EnvironmentVersion> Clone(const Principal& who, const std::string& source,
-                                   const nlohmann::json& body);
+  // Stores `spec` (a spec the codec accepted) as a new version owned by `who`: version 1 of a
+  // new name, the next version of the caller's own. AlreadyExists when the name is a built-in or
+  // another user's. A clone is the latest version of a source `who` may see (Get), changed
+  // (protocol::CloneEnvironmentSpec) and created as the cloner's own.
+  Result<EnvironmentVersion> Create(const Principal& who, const EnvironmentSpec& spec);
   // Lets the members of `project` see and use every version of `name`. Only its owner (who must
   // be a member of `project`) or an admin; built-ins are everyone's already
   // (FailedPrecondition).

@@ -3,11 +3,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <set>
 
 namespace corral::server {
 namespace {
 
+using protocol::ToJson;
 using ::testing::HasSubstr;
 
 nlohmann::json Spec() {

@@ -160,7 +160,7 @@ TEST_F(SubmittedDefaultsTest, ACpuOnlyArrayRunsAsManyElementsAsTheNodeHasCpus) {
   ASSERT_TRUE(controller_->RegisterNode(node).ok());
   json spec = Spec(json::object());
   spec["array"] = {{"indices", {0, 1, 2, 3, 4}}};
-  auto array = controller_->SubmitArray(alice_, spec);
+  auto array = controller_->SubmitArray(alice_, Parse(spec));
   ASSERT_TRUE(array.ok()) << array.status().ToString();
   const std::string reason =
       "submitted with defaults: resources.cpu_milli 1000 (1 CPU per process, as the job "
@@ -191,7 +191,7 @@ TEST_F(SubmittedDefaultsTest, ACpuOnlyArrayRunsAsManyElementsAsTheNodeHasCpus) {
 }
 
 TEST_F(SubmittedDefaultsTest, AJobThatAsksEverythingIsSubmittedPlainly) {
-  auto job = controller_->Submit(alice_, Spec({{"cpus", 1}, {"memory_mib", 64}}));
+  auto job = controller_->Submit(alice_, Parse(Spec({{"cpus", 1}, {"memory_mib", 64}})));
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   EXPECT_EQ(job->reason, "submitted");
   EXPECT_TRUE(job->defaults.empty());

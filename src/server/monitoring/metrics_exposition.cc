@@ -4,7 +4,6 @@
 #include <cmath>
 #include <functional>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 #include <utility>
@@ -70,10 +69,6 @@ Labels GpuLabels(const GpuStatus& g) {
   return labels;
 }
 
-double Number(const nlohmann::json& j, const char* key) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
 }  // namespace
 
 std::string EscapeLabelValue(const std::string& value) {
@@ -95,45 +90,44 @@ std::string EscapeLabelValue(const std::string& value) {
 
 std::string RenderMetrics(const MetricsSnapshot& s) {
   Exposition e;
-  const nlohmann::json& summary = s.summary;
+  const protocol::ClusterSummary& summary = s.summary;
 
   e.Family("corral_nodes", "gauge", "Nodes known to the server, by state.");
   std::map<std::string, int> by_state;
   for (model::NodeState state : model::kNodeStates) by_state[std::string(model::ToString(state))];
-  for (const auto& n : s.nodes) ++by_state[n.value("state", "unknown")];
+  for (const auto& n : s.nodes) ++by_state[std::string(model::ToString(n.state))];
   for (const auto& [state, count] : by_state) e.Sample("corral_nodes", {{"state", state}}, count);
 
   e.Family("corral_gpus", "gauge", "GPUs of all known nodes.");
-  e.Sample("corral_gpus", {}, Number(summary, "gpus"));
+  e.Sample("corral_gpus", {}, static_cast<double>(summary.gpus));
   e.Family("corral_gpus_allocated", "gauge", "GPUs allocated to jobs (shares count as fractions).");
-  e.Sample("corral_gpus_allocated", {}, Number(summary, "gpus_allocated"));
+  e.Sample("corral_gpus_allocated", {}, static_cast<double>(summary.allocated.value()) / 1000);
   e.Family("corral_jobs", "gauge", "Jobs not yet ended, by state.");
-  for (model::JobState state : model::kJobStates) {
-    if (model::IsFinal(state)) continue;
-    const std::string name(model::ToString(state));
-    e.Sample("corral_jobs", {{"state", name}}, Number(summary, ("jobs_" + name).c_str()));
+  for (const auto& [state, count] : {std::pair{model::JobState::kPending, summary.jobs_pending},
+                                     {model::JobState::kStarting, summary.jobs_starting},
+                                     {model::JobState::kRunning, summary.jobs_running}}) {
+    e.Sample("corral_jobs", {{"state", std::string(model::ToString(state))}},
+             static_cast<double>(count));
   }
 
   e.Family("corral_node_gpus_allocated", "gauge", "GPUs allocated on one node.");
   for (const auto& n : s.nodes) {
-    if (!n.contains("gpu_free_milli")) continue;
-    double free_milli = 0;
-    for (const auto& f : n["gpu_free_milli"]) free_milli += f.get<double>();
-    const double gpus = Number(n, "gpus");
-    e.Sample("corral_node_gpus_allocated", {{"node", n.value("name", "")}},
-             gpus - free_milli / 1000);
+    if (!n.free) continue;  // a node the scheduler does not model
+    int64_t free_milli = 0;
+    for (int64_t f : n.free->gpu_milli) free_milli += f;
+    e.Sample("corral_node_gpus_allocated", {{"node", n.name}},
+             n.gpus - static_cast<double>(free_milli) / 1000);
   }
 
   e.Family("corral_project_gpus_allocated", "gauge", "GPUs that a project's running jobs hold.");
   for (const auto& p : s.projects) {
-    e.Sample("corral_project_gpus_allocated", {{"project", p.value("name", "")}},
-             Number(p, "running_gpus"));
+    e.Sample("corral_project_gpus_allocated", {{"project", p.name}},
+             static_cast<double>(p.running.value()) / 1000);
   }
   e.Family("corral_project_gpu_quota", "gauge", "A project's guaranteed GPUs (its quota).");
   for (const auto& p : s.projects) {
-    if (!p.contains("quota_gpus") || !p["quota_gpus"].is_number()) continue;
-    e.Sample("corral_project_gpu_quota", {{"project", p.value("name", "")}},
-             p["quota_gpus"].get<double>());
+    e.Sample("corral_project_gpu_quota", {{"project", p.name}},
+             static_cast<double>(p.sharing.quota.value()) / 1000);
   }
 
   // GPU readings, DCGM-named. A field a GPU did not report is left out for that GPU.

@@ -6,21 +6,23 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "protocol/api_cluster.h"
+#include "protocol/api_node.h"
+#include "protocol/api_project.h"
 #include "server/monitoring/gpu_monitor.h"
 
 namespace corral::server {
 
 // What one exposition shows, gathered from the controller.
 struct MetricsSnapshot {
-  nlohmann::json summary;       // Controller::ClusterSummary()
-  nlohmann::json nodes;         // Controller::Nodes()
-  nlohmann::json projects;      // per project: {"name", "gpus_allocated", "quota_gpus" (optional)}
-  std::vector<GpuStatus> gpus;  // GpuMonitor::Gpus()
-  int64_t idle_after_ms = 0;    // GpuMonitor::Options::idle_after_ms
+  protocol::ClusterSummary summary;             // Controller::ClusterSummary()
+  std::vector<protocol::NodeView> nodes;        // Controller::Nodes()
+  std::vector<protocol::ProjectView> projects;  // Controller::ProjectsView(), every project
+  std::vector<GpuStatus> gpus;                  // GpuMonitor::Gpus()
+  int64_t idle_after_ms = 0;                    // GpuMonitor::Options::idle_after_ms
   int64_t now_ms = 0;
   int64_t rejected_gpu_reports = 0;
   int waiting_heartbeats = 0;

@@ -3,8 +3,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 namespace corral::server {
 namespace {
 
@@ -30,18 +28,14 @@ GpuStatus HeldGpu(int index, int util, std::optional<int64_t> idle_since_ms) {
 
 TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   MetricsSnapshot s;
-  s.summary = {{"gpus", 16},
-               {"gpus_allocated", 2.5},
-               {"jobs_pending", 3},
-               {"jobs_running", 1},
-               {"jobs_starting", 0}};
-  s.nodes = nlohmann::json::parse(R"([
-      {"name": "gpu-01", "state": "ready", "gpus": 8, "gpu_free_milli": [0, 0, 500, 1000, 1000,
-       1000, 1000, 1000]},
-      {"name": "gpu-02", "state": "lost", "gpus": 8}])");
-  s.projects = nlohmann::json::parse(
-      R"([{"name": "vision", "running_gpus": 2.5, "quota_gpus": 4}, {"name": "nlp",
-      "running_gpus": 0, "quota_gpus": null}])");
+  s.summary = {.gpus = 16, .allocated = MilliGpu(2500), .jobs_pending = 3, .jobs_running = 1};
+  protocol::NodeView ready{.name = "gpu-01", .gpus = 8};
+  ready.free = protocol::NodeFree{.gpu_milli = {0, 0, 500, 1000, 1000, 1000, 1000, 1000}};
+  protocol::NodeView lost{.name = "gpu-02", .state = model::NodeState::kLost, .gpus = 8};
+  s.nodes = {ready, lost};
+  protocol::ProjectView vision{.name = "vision", .running = MilliGpu(2500)};
+  vision.sharing.quota = MilliGpu(4000);
+  s.projects = {vision, {.name = "nlp"}};
   GpuStatus free_gpu;
   free_gpu.node = "gpu-01";
   free_gpu.index = 3;
@@ -64,7 +58,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   EXPECT_THAT(text, HasSubstr("corral_node_gpus_allocated{node=\"gpu-01\"} 2.5\n"));
   EXPECT_THAT(text, HasSubstr("corral_project_gpus_allocated{project=\"vision\"} 2.5\n"));
   EXPECT_THAT(text, HasSubstr("corral_project_gpu_quota{project=\"vision\"} 4\n"));
-  EXPECT_THAT(text, Not(HasSubstr("corral_project_gpu_quota{project=\"nlp\"}")));
+  EXPECT_THAT(text, HasSubstr("corral_project_gpu_quota{project=\"nlp\"} 0\n"));
   // The user's name is escaped: it cannot end the label or the line.
   const std::string labels =
       "{gpu=\"0\",UUID=\"GPU-0\",modelName=\"A100-80GB\",Hostname=\"gpu-01\",job_id=\"42\","

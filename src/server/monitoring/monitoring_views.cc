@@ -23,9 +23,9 @@ Principal Everyone() {
 std::string MetricsText(Controller& controller, Seconds now) {
   MetricsSnapshot s;
   s.summary = controller.ClusterSummary();
-  s.nodes = protocol::ToJson(controller.Nodes());
+  s.nodes = controller.Nodes();
   auto projects = controller.ProjectsView(Everyone());
-  s.projects = projects.ok() ? *projects : nlohmann::json::array();
+  if (projects.ok()) s.projects = std::move(projects).value();
   s.gpus = controller.Gpus().Gpus();
   s.idle_after_ms = controller.Gpus().options().idle_after_ms;
   s.now_ms = now.value() * 1000;

@@ -1,0 +1,62 @@
+// The users and API tokens of the API, with their JSON codecs: the rows of GET /api/v1/users
+// (admins) and GET /api/v1/tokens (the caller's), and the answers to POST /api/v1/users and
+// POST /api/v1/tokens, which carry a new token's secret once. The server builds them
+// (server::Accounts), the HTTP API and the CLI encode and decode them with these codecs.
+//
+//   user:      {"name": "alice", "admin": false}
+//   new user:  {"name": "alice", "admin": false, "token": "<secret>"}
+//   token:     {"id": 3, "name": "laptop", "created_at": 1700000000, "revoked": false}
+//   new token: {"id": 3, "name": "laptop", "token": "<secret>"}
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral::protocol {
+
+struct UserView {
+  std::string name;
+  bool admin = false;
+  bool operator==(const UserView&) const = default;
+};
+
+// A user just made, with the secret of their first token (shown once, never stored).
+struct NewUser {
+  UserView user;
+  std::string token;
+  bool operator==(const NewUser&) const = default;
+};
+
+struct TokenView {
+  int64_t id = 0;
+  std::string name;  // what it is for: "laptop", "initial", "admin-bootstrap"
+  Seconds created_at{0};
+  bool revoked = false;  // a revoked token authenticates nobody
+  bool operator==(const TokenView&) const = default;
+};
+
+// A token just made, with its secret (shown once, never stored).
+struct NewToken {
+  int64_t id = 0;
+  std::string name;
+  std::string token;
+  bool operator==(const NewToken&) const = default;
+};
+
+nlohmann::json ToJson(const std::vector<UserView>& users);
+nlohmann::json ToJson(const NewUser& user);
+nlohmann::json ToJson(const std::vector<TokenView>& tokens);
+nlohmann::json ToJson(const NewToken& token);
+// Errors name the field: "users: field '[0].admin': must be true or false", "new token: field
+// 'token': is required".
+Result<std::vector<UserView>> ParseUserViews(const nlohmann::json& json);
+Result<NewUser> ParseNewUser(const nlohmann::json& json);
+Result<std::vector<TokenView>> ParseTokenViews(const nlohmann::json& json);
+Result<NewToken> ParseNewToken(const nlohmann::json& json);
+
+}  // namespace corral::protocol
