@@ -268,9 +268,9 @@ class Controller {
   // How long a node may be silent before it is lost (ControllerConfig::node_timeout): an agent
   // upgraded within it keeps its node's tasks.
   Seconds NodeTimeout() const { return config_.node_timeout; }
-  // True when `token` is the node token of `name`.
   // The registration of node `name` that `token` authenticates (NodeCredentials: without the
-  // controller's lock, so before a heartbeat's body is read); nullopt when it authenticates none.
+  // controller's lock, so before a heartbeat's body is parsed); nullopt when it authenticates
+  // none.
   std::optional<uint64_t> AuthenticateNode(const std::string& name, const std::string& token) const;
   // Applies a report of node `name` (authenticated by the caller: AuthenticateNode) and answers
   // with launches and kills; when there is nothing to say, waits up to report.wait_ms for
@@ -278,9 +278,9 @@ class Controller {
   // thread); others answer at once with retry_after_ms. Errors: NotFound (not registered),
   // store failures (nothing acknowledged).
   // `registration`: AuthenticateNode's answer for the request; a node registered again since
-  // is NotFound too. Takes the lock once; the report's output is written before, and its task
-  // changes are committed in one transaction before anything is applied (docs/control-plane.md,
-  // "The heartbeat path").
+  // (before the report is applied, or while it waits) is NotFound too. Takes the lock once; the
+  // report's output is written before, and its task changes are committed in one transaction before
+  // anything is applied (docs/control-plane.md, "The heartbeat path").
   Result<protocol::ReportAnswer> Heartbeat(const std::string& name, uint64_t registration,
                                            const protocol::Report& report);
 

@@ -4,8 +4,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "model/states.h"
+#include "store/task_record.h"
 
 namespace corral::server::controller_internal {
 
@@ -15,5 +17,15 @@ using model::TaskState;
 
 // A state's name, for JSON and messages.
 std::string Name(auto state) { return std::string(model::ToString(state)); }
+
+// Replaces each task of `tasks` that has the allocation of one of `updates` by that update.
+inline void ReplaceTasks(std::vector<store::TaskRecord>& tasks,
+                         const std::vector<store::TaskRecord>& updates) {
+  for (const store::TaskRecord& updated : updates) {
+    for (store::TaskRecord& t : tasks) {
+      if (t.allocation_id == updated.allocation_id) t = updated;
+    }
+  }
+}
 
 }  // namespace corral::server::controller_internal

@@ -163,14 +163,10 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
     reconcile::NodeLoss loss = reconcile::LoseNode(job.end, job.tasks, name, reason, now);
-    for (const store::TaskRecord& lost : loss.lost) {
-      // Memory first: the node and its GPUs are gone whatever the store says. A task left
-      // running in the store is settled again after a restart (its node is lost then too).
-      for (auto& t : job.tasks) {
-        if (t.allocation_id == lost.allocation_id) t = lost;
-      }
-      (void)store_.UpdateTask(lost);
-    }
+    // Memory first: the node and its GPUs are gone whatever the store says. A task left running
+    // in the store is settled again after a restart (its node is lost then too).
+    ReplaceTasks(job.tasks, loss.lost);
+    for (const store::TaskRecord& lost : loss.lost) (void)store_.UpdateTask(lost);
     job.end = std::move(loss.end);
     EvaluateJobLocked(job);
   }

@@ -16,6 +16,17 @@ namespace corral::server {
 
 using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
+namespace {
+
+// A refusal of one job's writes (a transition whose job is no longer in the expected state, a
+// task row that is not there), as opposed to the store failing for everyone (I/O, a lost
+// connection): only the former is worth trying job by job.
+bool IsJobSpecific(const Status& s) {
+  return s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound;
+}
+
+}  // namespace
+
 // --- Run plans --------------------------------------------------------------------------------
 
 Controller::RunPlan Controller::PlanFor(const LiveJob& job) {
@@ -29,12 +40,8 @@ Controller::RunPlan Controller::PlanFor(const LiveJob& job) {
 }
 
 void Controller::ChangeTasks(RunPlan& plan, const std::vector<store::TaskRecord>& updates) {
-  for (const store::TaskRecord& updated : updates) {
-    for (auto& t : plan.tasks) {
-      if (t.allocation_id == updated.allocation_id) t = updated;
-    }
-    plan.writes.tasks.push_back(updated);
-  }
+  ReplaceTasks(plan.tasks, updates);
+  plan.writes.tasks.insert(plan.writes.tasks.end(), updates.begin(), updates.end());
 }
 
 void Controller::TakeReported(RunPlan& plan, const std::vector<store::TaskRecord>& updates) {
@@ -119,13 +126,15 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     if (it == plans.end()) it = plans.emplace(job.record.id, PlanFor(job)).first;
     return it->second;
   };
-  // The tasks it reports. Each report concerns its own allocation, so each is decided against
-  // memory as it was before this report.
+  // The tasks it reports, each decided against its run as the report's earlier entries left it
+  // (an allocation listed twice is decided the second time against the first's outcome).
   for (const protocol::TaskStatus& s : report.tasks) {
     auto owner = job_of_allocation_.find(s.key.allocation.value());
     const LiveJob* job = owner == job_of_allocation_.end() ? nullptr : &jobs_.at(owner->second);
-    reconcile::ReportDecision d =
-        reconcile::DecideReport(job ? &job->tasks : nullptr, name, s, now);
+    const auto planned = job ? plans.find(job->record.id) : plans.end();
+    const std::vector<store::TaskRecord>* tasks =
+        planned != plans.end() ? &planned->second.tasks : (job ? &job->tasks : nullptr);
+    reconcile::ReportDecision d = reconcile::DecideReport(tasks, name, s, now);
     if (d.action == reconcile::ReportAction::kKill) {
       kills.push_back({s.key, config_.kill_grace, d.kill_reason});
     }
@@ -168,27 +177,38 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     all.transitions.insert(all.transitions.end(), plan.writes.transitions.begin(),
                            plan.writes.transitions.end());
   }
-  const bool together = store_.Apply(all, now).ok();
+  const Status together = store_.Apply(all, now);
+  // A plan whose settling was not written: what the agent reported is kept (written already),
+  // and the job is settled again at the next tick.
+  auto keep_reported = [&](LiveJob& job, RunPlan& plan) {
+    ReplaceTasks(job.tasks, plan.reported);
+    job.end_notes = std::move(plan.end_notes);
+    unsettled_.insert(job.record.id);
+  };
+  if (!together.ok() && !IsJobSpecific(together)) {
+    // The store refused the whole (I/O, a lost connection, a broken table): one more try with
+    // only what the agent reported, for every job at once; failing that, nothing is applied
+    // and the agent sends its report again.
+    store::WriteBatch reported;
+    for (const auto& [id, plan] : plans) {
+      reported.tasks.insert(reported.tasks.end(), plan.reported.begin(), plan.reported.end());
+    }
+    CORRAL_RETURN_IF_ERROR(store_.Apply(reported, now));
+    for (auto& [id, plan] : plans) keep_reported(jobs_.at(id), plan);
+    return Status::Ok();
+  }
+  // Applying a plan erases no other plan's job. One job's refused write (a transition whose job
+  // is not in the state expected) holds back no other: each is written alone.
   Status first_error;
   for (auto& [id, plan] : plans) {
-    LiveJob& job = jobs_.at(id);  // applying a plan erases no other plan's job
-    if (together || store_.Apply(plan.writes, now).ok()) {
+    LiveJob& job = jobs_.at(id);
+    if (together.ok() || store_.Apply(plan.writes, now).ok()) {
       ApplyPlanLocked(job, std::move(plan), now);
-      continue;
+    } else if (Status s = store_.Apply({plan.reported, {}}, now); s.ok()) {
+      keep_reported(job, plan);
+    } else if (first_error.ok()) {
+      first_error = s;  // nothing of this job is applied
     }
-    // The job's settling was refused (one job's bad write holds back no other): what the
-    // agent reported is kept if it can be, and the job is settled again at the next tick.
-    if (Status s = store_.Apply({plan.reported, {}}, now); !s.ok()) {
-      if (first_error.ok()) first_error = s;
-      continue;
-    }
-    for (const store::TaskRecord& r : plan.reported) {
-      for (auto& t : job.tasks) {
-        if (t.allocation_id == r.allocation_id) t = r;
-      }
-    }
-    job.end_notes = std::move(plan.end_notes);
-    unsettled_.insert(id);
   }
   return first_error;
 }
@@ -269,6 +289,12 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
     const uint64_t seen = node.version;
     if (!changed_.wait_until(lock, deadline, [&] { return stopping_ || node.version != seen; })) {
       break;
+    }
+    if (node.registration != registration || node.state == NodeState::kLost) {
+      // Registered again (or lost) while this request waited: what there is to say now is for
+      // the new registration's requests, not this one.
+      --waiting_heartbeats_;
+      return NotFound("node '" + name + "' is not registered");
     }
     response = ResponseForLocked(name);
   }

@@ -844,6 +844,62 @@ TEST_F(ControllerTest, AHeartbeatCommitsOnceHoweverManyTasksAndJobsItSettles) {
   EXPECT_EQ(store_->Commits(), before);
 }
 
+TEST_F(ControllerTest, OneHeartbeatCommitHoldsTasksItLeftOutToo) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId ends = Submit(Spec(1));
+  const JobId vanishes = Submit(Spec(1));
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 2u);
+  Beat("a", Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}));
+  ASSERT_EQ(StateOf(ends), "running");
+  ASSERT_EQ(StateOf(vanishes), "running");
+  // One task ends; the other is left out of a whole report, so it is lost (and its job, with no
+  // restarts left, fails): both settled in one commit.
+  const json& ended = run[0]["job_id"] == ends.value() ? run[0] : run[1];
+  const int64_t before = store_->Commits();
+  Beat("a", Report({TaskReport(ended, "exited", 0)}));
+  EXPECT_EQ(store_->Commits(), before + 1);
+  EXPECT_EQ(StateOf(ends), "succeeded");
+  EXPECT_EQ(StateOf(vanishes), "failed");
+}
+
+TEST_F(ControllerTest, OneJobsRefusedTransitionHoldsBackNoOther) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId refused = Submit(Spec(1));
+  const JobId other = Submit(Spec(1));
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 2u);
+  Beat("a", Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}));
+  // The store no longer agrees with memory about one job (its compare-and-set will fail).
+  {
+    auto conn = store::SqliteConnection::Open(test_store_.db_path());
+    ASSERT_TRUE(conn.ok());
+    ASSERT_TRUE(
+        (*conn)->Execute("UPDATE jobs SET state = 'pending' WHERE id = ?", {refused.value()}).ok());
+  }
+  EXPECT_TRUE(
+      Heartbeat("a", Report({TaskReport(run[0], "exited", 0), TaskReport(run[1], "exited", 0)}), 0)
+          .ok());
+  EXPECT_EQ(StateOf(other), "succeeded");  // written and applied
+  EXPECT_EQ(StateOf(refused), "pending");  // its transition refused...
+  auto tasks = store_->TasksOfJob(refused);
+  ASSERT_TRUE(tasks.ok() && tasks->size() == 1u);
+  EXPECT_EQ((*tasks)[0].state, model::TaskState::kExited);  // ...but what its agent said is kept
+}
+
+TEST_F(ControllerTest, AWaitingHeartbeatOfAReplacedRegistrationIsRefused) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto waiting = std::async(std::launch::async, [&] { return Heartbeat("a", Report(), 20000); });
+  for (int i = 0; i < 10000 && controller_->WaitingHeartbeats() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(controller_->WaitingHeartbeats(), 1);
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());  // the agent restarted
+  EXPECT_EQ(waiting.get().status().code(), StatusCode::kNotFound);
+}
+
 TEST_F(ControllerTest, AReportAuthenticatedBeforeTheNodeRegisteredAgainIsRefused) {
   auto first = RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(first.ok());

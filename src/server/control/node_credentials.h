@@ -2,7 +2,7 @@
 // at registration and withdrawn when the node is lost (it must register again).
 //
 // Its own lock, apart from the controller's: a heartbeat is authenticated from its headers
-// before its body is read and before the controller's lock is taken, so the heartbeat path
+// before its body is parsed and before the controller's lock is taken, so the heartbeat path
 // takes that lock once, and an unauthenticated caller never contends for it. Thread-safe.
 #pragma once
 
