@@ -233,12 +233,6 @@ json ToJson(const SubmitAnswer& a) {
   return out;
 }
 
-Result<JobSummary> ParseJobSummary(const json& json) {
-  auto r = ReadObject(json, "job");
-  if (!r.ok()) return r.status();
-  return ReadSummary(*r);
-}
-
 Result<std::vector<JobSummary>> ParseJobSummaries(const json& json) {
   return ReadList<JobSummary>(json, "jobs", ReadSummary);
 }

@@ -136,7 +136,6 @@ nlohmann::json ToJson(const JobView& job);
 nlohmann::json ToJson(const SubmitAnswer& answer);
 // Errors name the field: "job: field 'tasks[0].state': unknown task state ...", "jobs: field
 // '[2].id': is required", "submit answer: field 'defaults[0].value': must be an integer".
-Result<JobSummary> ParseJobSummary(const nlohmann::json& json);
 Result<std::vector<JobSummary>> ParseJobSummaries(const nlohmann::json& json);
 Result<JobView> ParseJobView(const nlohmann::json& json);
 Result<SubmitAnswer> ParseSubmitAnswer(const nlohmann::json& json);

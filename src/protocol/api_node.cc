@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
+#include "protocol/agent_messages.h"
 #include "protocol/api_lists.h"
 
 namespace corral::protocol {
@@ -11,8 +12,6 @@ namespace {
 using api_internal::ListJson;
 using api_internal::ReadList;
 using nlohmann::json;
-
-constexpr int kMaxGpus = 1 << 10;
 
 json GpuTaskJson(const GpuTask& t) {
   return {{"job", t.job.value()},
@@ -72,7 +71,7 @@ Result<NodeView> ReadNode(const FieldReader& r, const std::string& what) {
   CORRAL_RETURN_IF_ERROR(r.Int("last_heartbeat", true, v, 0));
   n.last_heartbeat = Seconds(v);
   CORRAL_RETURN_IF_ERROR(r.String("gpu_model", true, n.gpu_model));
-  CORRAL_RETURN_IF_ERROR(r.Int("gpus", true, v, 0, kMaxGpus));
+  CORRAL_RETURN_IF_ERROR(r.Int("gpus", true, v, 0, static_cast<int64_t>(kMaxInventoryGpus)));
   n.gpus = static_cast<int>(v);
   CORRAL_RETURN_IF_ERROR(r.Int("cpu_milli", true, v, 0));
   n.cpu = CpuMilli(v);

@@ -12,11 +12,20 @@ namespace corral::protocol {
 
 namespace {
 
+// CheckKeys, except for a spec a server shows: a newer server may show fields this corral
+// does not know, and a CLI reading its answer must not fail on them (unknown fields are
+// refused where a spec is given: submitted, and stored by this server).
+Status CheckKnownKeys(SpecOrigin origin, const nlohmann::json& object,
+                      const std::set<std::string>& allowed, const std::string& prefix) {
+  return origin == SpecOrigin::kShown ? Status::Ok() : CheckKeys(object, allowed, prefix);
+}
+
 // `array` of a spec whose env is `spec_env`.
 Result<ArraySpec> ParseArray(const nlohmann::json& a,
-                             const std::map<std::string, std::string>& spec_env) {
+                             const std::map<std::string, std::string>& spec_env,
+                             SpecOrigin origin) {
   if (!a.is_object()) return FieldError("array", "must be an object");
-  CORRAL_RETURN_IF_ERROR(CheckKeys(a, {"indices", "max_running", "env"}, "array."));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(origin, a, {"indices", "max_running", "env"}, "array."));
   ArraySpec array;
   if (!a.contains("indices")) return FieldError("array.indices", "is required");
   const nlohmann::json& indices = a["indices"];
@@ -110,7 +119,7 @@ bool IsLowerHex(const std::string& text) {
 
 Result<SessionSpec> ParseSession(const nlohmann::json& s, SpecOrigin origin) {
   if (!s.is_object()) return FieldError("session", "must be an object");
-  CORRAL_RETURN_IF_ERROR(CheckKeys(s, {"idle_timeout_s", "token"}, "session."));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(origin, s, {"idle_timeout_s", "token"}, "session."));
   SessionSpec session;
   if (s.contains("idle_timeout_s")) {
     auto v = GetInt(s["idle_timeout_s"], "session.idle_timeout_s", 0, int64_t{1} << 40);
@@ -153,10 +162,12 @@ Status CheckSessionShape(const JobSpec& spec) {
 
 // `resources` of a spec whose parts start `procs_per_node` processes each: resources.cpus
 // (per process) becomes the part's cpu_milli.
-Status ParseResources(const nlohmann::json& r, int procs_per_node, JobSpec& spec) {
+Status ParseResources(const nlohmann::json& r, int procs_per_node, SpecOrigin origin,
+                      JobSpec& spec) {
   if (!r.is_object()) return FieldError("resources", "must be an object");
-  CORRAL_RETURN_IF_ERROR(CheckKeys(
-      r, {"gpus", "gpu_milli", "gpu_models", "cpus", "cpu_milli", "memory_mib"}, "resources."));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
+      origin, r, {"gpus", "gpu_milli", "gpu_models", "cpus", "cpu_milli", "memory_mib"},
+      "resources."));
   model::TaskResources& out = spec.resources;
   int64_t gpus = 0;
   if (r.contains("gpus")) {
@@ -210,11 +221,11 @@ Status ParseResources(const nlohmann::json& r, int procs_per_node, JobSpec& spec
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
   CORRAL_RETURN_IF_ERROR(
-      CheckKeys(j,
-                {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
-                 "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array",
-                 "environment", "session"},
-                ""));
+      CheckKnownKeys(origin, j,
+                     {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
+                      "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node",
+                      "array", "environment", "session"},
+                     ""));
   JobSpec spec;
   if (j.contains("name")) {
     auto v = GetString(j["name"], "name");
@@ -258,7 +269,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   }
   // After procs_per_node: resources.cpus counts per process.
   if (j.contains("resources")) {
-    CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.procs_per_node, spec));
+    CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.procs_per_node, origin, spec));
   }
   if (j.contains("tasks")) {
     auto v = GetInt(j["tasks"], "tasks", 1, 4096);
@@ -288,7 +299,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     spec.launcher = *launcher;
   }
   if (j.contains("array")) {
-    auto array = ParseArray(j["array"], spec.env);
+    auto array = ParseArray(j["array"], spec.env, origin);
     if (!array.ok()) return array.status();
     spec.array = std::move(array).value();
   }

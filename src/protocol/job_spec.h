@@ -73,7 +73,8 @@ struct SessionSpec {
 };
 
 // Where a spec comes from: a user (who may not set what the server sets), the store, or a job
-// view (a stored spec without the session's token: api_job.h).
+// view (a stored spec without the session's token: api_job.h). Unknown fields are refused in
+// the first two, ignored in a job view (a newer server's fields, read by an older CLI).
 enum class SpecOrigin { kSubmitted, kStored, kShown };
 
 struct JobSpec {

@@ -257,6 +257,15 @@ TEST(SessionSpecTest, StoredSpecsCarryTheTokenAndRoundTrip) {
   EXPECT_EQ(shown["command"], stored["command"]);
   EXPECT_TRUE(ParseJobSpec(shown, SpecOrigin::kShown).ok());
   EXPECT_FALSE(ParseJobSpec(stored, SpecOrigin::kShown).ok());
+  // A newer server may show fields this corral does not know: read, not refused (a CLI older
+  // than its server still shows the job); given by a user, they are refused.
+  json newer = shown;
+  newer["dependencies"] = json::array({"afterok:3"});
+  newer["resources"]["gpu_memory_mib"] = 40000;
+  newer["session"]["kind"] = "jupyter";
+  EXPECT_TRUE(ParseJobSpec(newer, SpecOrigin::kShown).ok());
+  EXPECT_THAT(ParseJobSpec(newer, SpecOrigin::kStored).status().message(),
+              HasSubstr("unknown field"));
 }
 
 }  // namespace
