@@ -874,20 +874,34 @@ std::string UpdateTaskName(const TaskRecord& task) {
 
 Status SqlStore::UpdateTask(const TaskRecord& task) {
   std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(UpdateTaskName(task), UpdateTaskRow(task));
+  return UpdateTaskRows({task});
 }
 
-Status SqlStore::UpdateTaskRow(const TaskRecord& task) {
-  SqlValue end_cause;
-  if (task.end_cause) end_cause = StateValue(*task.end_cause);
-  auto changed = conn_->Execute(
+Status SqlStore::UpdateTaskRows(const std::vector<TaskRecord>& tasks) {
+  if (tasks.empty()) return {};
+  std::vector<SqlParams> params;
+  params.reserve(tasks.size());
+  for (const TaskRecord& task : tasks) {
+    SqlValue end_cause;
+    if (task.end_cause) end_cause = StateValue(*task.end_cause);
+    params.push_back({StateValue(task.state), OptValue(task.exit_code), OptValue(task.signal),
+                      OptValue(task.start_time), OptValue(task.end_time), std::move(end_cause),
+                      task.allocation_id, task.generation});
+  }
+  // One statement run per task, pipelined (PostgreSQL: one round trip per chunk, not per task).
+  auto changed = conn_->QueryEach(
       "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ?, "
-      "end_cause = ? WHERE allocation_id = ? AND generation = ?",
-      {StateValue(task.state), OptValue(task.exit_code), OptValue(task.signal),
-       OptValue(task.start_time), OptValue(task.end_time), std::move(end_cause), task.allocation_id,
-       task.generation});
-  if (!changed.ok()) return changed.status();
-  if (*changed != 1) return NotFound("no such task");
+      "end_cause = ? WHERE allocation_id = ? AND generation = ? RETURNING allocation_id",
+      params);
+  if (!changed.ok()) {
+    return Annotate(tasks.size() == 1 ? UpdateTaskName(tasks[0])
+                                      : "update " + std::to_string(tasks.size()) + " tasks",
+                    changed.status());
+  }
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if ((*changed)[i].size() != 1)
+      return Annotate(UpdateTaskName(tasks[i]), NotFound("no such task"));
+  }
   return {};
 }
 
@@ -896,9 +910,7 @@ Status SqlStore::Apply(const WriteBatch& batch, Seconds now) {
   std::lock_guard<std::mutex> lock(mu_);
   // Each write's error names it, as it would alone.
   return InTransaction([&]() -> Status {
-    for (const TaskRecord& task : batch.tasks) {
-      CORRAL_RETURN_IF_ERROR(Annotate(UpdateTaskName(task), UpdateTaskRow(task)));
-    }
+    CORRAL_RETURN_IF_ERROR(UpdateTaskRows(batch.tasks));
     for (const JobTransition& t : batch.transitions) {
       CORRAL_RETURN_IF_ERROR(Annotate(TransitionName({t.id}, t.from, t.to),
                                       TransitionRows({t.id}, t.from, t.to, t.reason, now)));

@@ -115,7 +115,8 @@ class SqlStore final : public Store {
   // errors are not yet annotated with the operation.
   Status TransitionRows(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
                         const std::string& reason, Seconds now);
-  Status UpdateTaskRow(const TaskRecord& task);
+  // Errors name the task (its allocation and generation).
+  Status UpdateTaskRows(const std::vector<TaskRecord>& tasks);
   // A job's state; NotFound naming the job when there is none.
   Result<model::JobState> JobStateLocked(JobId id);
   // The projects `name` is shared with, by name.
