@@ -76,7 +76,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -108,7 +108,7 @@ web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-web test-distributed test-asan
+test: test-unit test-cli test-e2e test-security test-web test-distributed test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -135,7 +135,7 @@ test-distributed: $(TEST_BUILD)
 test-repeat: build
 	@for i in $$(seq 1 $(N)); do \
 	  printf '\n######## test-repeat: run %d of %d\n' $$i $(N); \
-	  if ! $(MAKE) --no-print-directory test-e2e test-distributed TEST_BUILD=; then \
+	  if ! $(MAKE) --no-print-directory test-e2e test-security test-distributed TEST_BUILD=; then \
 	    printf '\ntest-repeat: run %d of %d FAILED (runs 1 to %d passed)\n' $$i $(N) $$((i - 1)); exit 1; fi; \
 	done; printf '\ntest-repeat: all %d runs passed\n' $(N)
 
@@ -144,6 +144,11 @@ test-repeat: build
 test-web: build web
 	@$(call timed,dashboard unit tests,node --test web/test/metrics_pages.test.mjs web/test/states.test.mjs)
 	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
+
+# Hostile clients (docs/security.md): every attack tests/security/ knows, against real servers.
+test-security: $(TEST_BUILD)
+	@for t in tests/security/*_test.py; do \
+	  $(call timed,security: $$(basename $$t .py),python3 $$t build/corral) || exit 1; done
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \
