@@ -5,10 +5,12 @@
 #   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
-#                dashboard's browser tests, then ASan+UBSan unit tests
-#   make test-repeat  the end-to-end and distributed tests N times in a row (N=5 by default),
-#                stopping at the first failure
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end,
+#                hostile clients, the dashboard's browser tests, distributed training, then
+#                ASan+UBSan unit tests
+#   make test-security  the hostile-client tests (tests/security/, docs/security.md)
+#   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
+#                default), stopping at the first failure
 #   make build   Release build in build/ (binary: build/corral, the tests and the benchmarks)
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
