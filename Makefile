@@ -5,10 +5,12 @@
 #   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
-#                dashboard's browser tests, then ASan+UBSan unit tests
-#   make test-repeat  the end-to-end and distributed tests N times in a row (N=5 by default),
-#                stopping at the first failure
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end,
+#                hostile clients, the dashboard's browser tests, distributed training, then
+#                ASan+UBSan unit tests
+#   make test-security  the hostile-client tests (tests/security/, docs/security.md)
+#   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
+#                default), stopping at the first failure
 #   make build   Release build in build/ (binary: build/corral, the tests and the benchmarks)
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
@@ -76,7 +78,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -108,7 +110,7 @@ web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-web test-distributed test-asan
+test: test-unit test-cli test-e2e test-security test-web test-distributed test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -135,7 +137,7 @@ test-distributed: $(TEST_BUILD)
 test-repeat: build
 	@for i in $$(seq 1 $(N)); do \
 	  printf '\n######## test-repeat: run %d of %d\n' $$i $(N); \
-	  if ! $(MAKE) --no-print-directory test-e2e test-distributed TEST_BUILD=; then \
+	  if ! $(MAKE) --no-print-directory test-e2e test-security test-distributed TEST_BUILD=; then \
 	    printf '\ntest-repeat: run %d of %d FAILED (runs 1 to %d passed)\n' $$i $(N) $$((i - 1)); exit 1; fi; \
 	done; printf '\ntest-repeat: all %d runs passed\n' $(N)
 
@@ -144,6 +146,11 @@ test-repeat: build
 test-web: build web
 	@$(call timed,dashboard unit tests,node --test web/test/metrics_pages.test.mjs web/test/states.test.mjs)
 	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
+
+# Hostile clients (docs/security.md): every attack tests/security/ knows, against real servers.
+test-security: $(TEST_BUILD)
+	@for t in tests/security/*_test.py; do \
+	  $(call timed,security: $$(basename $$t .py),python3 $$t build/corral) || exit 1; done
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \

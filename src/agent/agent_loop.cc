@@ -12,6 +12,7 @@
 #include "agent/host_resources.h"
 #include "agent/task_setup.h"
 #include "common/build_info.h"
+#include "common/json_parse.h"
 #include "model/node.h"
 
 namespace corral::agent {
@@ -33,8 +34,11 @@ std::string LogKey(const TaskKey& key, LogStream stream) {
 Status HttpError(const httplib::Result& r, const std::string& what) {
   if (!r) return IoError(what + ": " + httplib::to_string(r.error()));
   std::string detail = r->body;
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
-  if (j.is_object() && j["detail"].is_string()) detail = j["detail"].get<std::string>();
+  // A problem+json's detail; any other body (a proxy's page) as it is.
+  const nlohmann::json j = ParseJsonOrNull(r->body);
+  if (j.is_object() && j.contains("detail") && j["detail"].is_string()) {
+    detail = j["detail"].get<std::string>();
+  }
   if (r->status == 401) return Unauthenticated(what + ": " + detail);
   if (r->status == 409) {
     if (j.is_object() && j["title"] == StatusCodeName(StatusCode::kFailedPrecondition)) {
@@ -69,7 +73,9 @@ Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions&
     }
     return s;
   }
-  auto json = nlohmann::json::parse(r->body, nullptr, false);
+  auto parsed = ParseJson(r->body, "register: answer", kServerAnswerLimits);
+  if (!parsed.ok()) return Status(StatusCode::kInternal, parsed.status().message());
+  const nlohmann::json& json = *parsed;
   if (json.is_object() && !json.contains("protocol_version")) {
     return FailedPrecondition("the server at " + options.server_url +
                               " speaks no protocol version: it runs an older corral than this "
@@ -285,8 +291,9 @@ Result<protocol::ReportAnswer> AgentLoop::Send(httplib::Client& http, const std:
     }
     return s;
   }
-  Result<protocol::ReportAnswer> answer =
-      protocol::ParseReportAnswer(nlohmann::json::parse(r->body, nullptr, false));
+  auto json = ParseJson(r->body, "heartbeat: answer", kServerAnswerLimits);
+  if (!json.ok()) return Status(StatusCode::kInternal, json.status().message());
+  Result<protocol::ReportAnswer> answer = protocol::ParseReportAnswer(*json);
   if (!answer.ok()) {
     return Status(StatusCode::kInternal,
                   "heartbeat: malformed answer: " + answer.status().message());

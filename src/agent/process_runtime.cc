@@ -19,6 +19,7 @@
 #include "agent/rendezvous.h"
 #include "agent/shim.h"
 #include "agent/workdir_mount.h"
+#include "common/json_parse.h"
 #include "model/node.h"
 
 namespace corral::agent {
@@ -449,7 +450,8 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   task.status.key = key;
   auto text = ReadFile(dir + kTaskFile);
   json record;
-  if (text.ok()) record = json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  // Written by this agent from a launch the server sent: as large as such answers may be.
+  if (text.ok()) record = ParseJsonOrNull(*text, kServerAnswerLimits);
   Result<TaskLaunch> launch = record.is_object() && record.contains("launch")
                                   ? TaskLaunchFromJson(record["launch"])
                                   : Result<TaskLaunch>(InvalidArgument("no launch"));
@@ -478,7 +480,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   task.status.pid = task.task_pid;
   task.status.message = task.notes;
   if (auto kill_text = ReadFile(dir + kKillFile); kill_text.ok()) {
-    json kill = json::parse(*kill_text, nullptr, false);
+    json kill = ParseJsonOrNull(*kill_text);
     if (kill.is_object()) {
       task.kill_reason = StringField(kill, "reason", "killed");
       if (auto cause = model::ParseTaskEndCause(StringField(kill, "cause")); cause.ok()) {
@@ -797,7 +799,7 @@ Status ProcessRuntime::CleanUpContainer(const TaskKey& key, Task& task) {
 void ProcessRuntime::Finish(const TaskKey& key, Task& task) {
   const std::string dir = TaskDir(key);
   auto text = ReadFile(dir + kExitFile);
-  json exit = text.ok() ? json::parse(*text, nullptr, false) : json();
+  json exit = text.ok() ? ParseJsonOrNull(*text) : json();
   TaskStatus& s = task.status;
   s.ended_at = clock_->Now();
   if (!exit.is_object()) {

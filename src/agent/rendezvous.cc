@@ -4,6 +4,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace corral::agent {
 namespace {
 
@@ -88,7 +90,7 @@ std::map<std::string, std::string> RankEnvironment(
   std::map<std::string, std::string> env = {{"RANK", std::to_string(rank)},
                                             {"LOCAL_RANK", std::to_string(local_rank)}};
   if (auto it = node_env.find(kTfConfig); it != node_env.end()) {
-    nlohmann::json config = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json config = ParseJsonOrNull(it->second);
     if (config.is_object() && config.contains("task") && config["task"].is_object()) {
       config["task"]["index"] = rank;
       env[kTfConfig] = config.dump();

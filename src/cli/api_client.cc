@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/json_parse.h"
 #include "common/secret_file.h"
 #include "common/strings.h"
 
@@ -18,7 +19,8 @@ namespace {
 Status ErrorOf(const httplib::Result& r) {
   if (!r) return IoError("cannot reach the server: " + httplib::to_string(r.error()));
   std::string detail = r->body;
-  auto j = nlohmann::json::parse(r->body, nullptr, false);
+  // A problem+json's detail; any other body (a proxy's page) as it is.
+  const nlohmann::json j = ParseJsonOrNull(r->body);
   if (j.is_object() && j.contains("detail") && j["detail"].is_string()) detail = j["detail"];
   switch (r->status) {
     case 400:
@@ -58,8 +60,8 @@ std::string Reply::Header(std::string name) const {
 }
 
 Result<nlohmann::json> Reply::Json() const {
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded()) return Status(StatusCode::kInternal, "the server sent invalid JSON");
+  auto j = ParseJson(body, "the server's answer", kServerAnswerLimits);
+  if (!j.ok()) return Status(StatusCode::kInternal, j.status().message());
   return j;
 }
 
@@ -75,7 +77,8 @@ Result<ClientConfig> LoadClientConfig() {
   ClientConfig c;
   std::ifstream in(ConfigPath());
   if (in) {
-    auto j = nlohmann::json::parse(in, nullptr, false);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    const nlohmann::json j = ParseJsonOrNull(text);
     if (j.is_object()) {
       c.server = j.value("server", "");
       c.token = j.value("token", "");

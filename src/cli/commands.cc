@@ -18,6 +18,7 @@
 #include "cli/array_spec.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
+#include "common/json_parse.h"
 #include "common/strings.h"
 #include "model/environment_ref.h"
 #include "model/states.h"
@@ -556,8 +557,9 @@ Status AddSetting(const std::string& setting, json& patch) {
     return InvalidArgument("--set: expected KEY=VALUE, got '" + setting + "'");
   }
   const std::string key = setting.substr(0, eq), text = setting.substr(eq + 1);
-  json value = json::parse(text, nullptr, false);
-  if (value.is_discarded()) value = text;
+  // A JSON value (a number, a list), else the text as a string.
+  json value = ParseJsonOrNull(text);
+  if (value.is_null() && text != "null") value = text;
   json* target = &patch;
   size_t start = 0;
   for (size_t dot = key.find('.'); dot != std::string::npos; dot = key.find('.', start)) {

@@ -2,6 +2,7 @@
 // easier to write), into one nlohmann::json value.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -9,12 +10,20 @@
 
 namespace corral {
 
+// Limits of a file people give (a spec, a sweep, a policy), beside ParseJson's depth limit: its
+// size, and what YAML aliases may expand to.
+inline constexpr size_t kMaxConfigFileBytes = size_t{16} << 20;
+inline constexpr size_t kMaxYamlValues = 1'000'000;
+
 // Parses `text` as JSON, else as YAML. YAML scalars become booleans (true/false), integers,
 // numbers (decimal, with a fraction or exponent) or strings; a quoted scalar is always a string.
-// InvalidArgument naming `what` (e.g. the file) when it is neither.
+// InvalidArgument naming `what` (e.g. the file) when it is neither, or nests deeper than
+// kMaxJsonDepth; ResourceExhausted naming the limit when it is over kMaxConfigFileBytes or its
+// YAML expands to more than kMaxYamlValues values or kMaxConfigFileBytes bytes of text.
 Result<nlohmann::json> ParseJsonOrYaml(const std::string& text, const std::string& what);
 
-// Reads `path` and parses it as above. IoError naming the path when it cannot be read.
+// Reads `path` (at most kMaxConfigFileBytes of it) and parses it as above. IoError naming the
+// path when it cannot be read.
 Result<nlohmann::json> ReadJsonOrYamlFile(const std::string& path);
 
 }  // namespace corral

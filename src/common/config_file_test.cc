@@ -28,5 +28,50 @@ TEST(ConfigFile, JsonIsReadAsJsonAndGarbageIsNamed) {
   EXPECT_EQ(ReadJsonOrYamlFile("/nonexistent/x.yaml").status().code(), StatusCode::kIoError);
 }
 
+std::string Repeated(const std::string& piece, int times) {
+  std::string out;
+  for (int i = 0; i < times; ++i) out += piece;
+  return out;
+}
+
+TEST(ConfigFile, DeepDocumentsAreRefusedNamingTheLimit) {
+  const std::string limit = "nests deeper than the limit of 64 levels";
+  // JSON, and YAML flow and block styles; 1,000 levels is past yaml-cpp's own limit too.
+  for (int levels : {65, 1000}) {
+    auto json = ParseJsonOrYaml(Repeated("[", levels) + Repeated("]", levels), "deep.json");
+    EXPECT_EQ(json.status().message(), "deep.json: " + limit) << levels;
+    auto flow = ParseJsonOrYaml(Repeated("{a: ", levels) + "1" + Repeated("}", levels), "f.yaml");
+    EXPECT_EQ(flow.status().message(), "f.yaml: " + limit) << levels;
+  }
+  std::string block;
+  for (int i = 0; i < 70; ++i) block += std::string(2 * i, ' ') + "a:\n";
+  block += std::string(140, ' ') + "b: 1\n";
+  EXPECT_EQ(ParseJsonOrYaml(block, "b.yaml").status().message(), "b.yaml: " + limit);
+  EXPECT_TRUE(ParseJsonOrYaml(Repeated("[", 64) + Repeated("]", 64), "ok.json").ok());
+}
+
+TEST(ConfigFile, YamlAliasesThatExpandTooFarAreRefused) {
+  // "Billion laughs": nine levels of ten aliases each, 10^9 strings from 1 KiB of text.
+  std::string bomb = "a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < 10; ++i) {
+    const std::string prev = "*a" + std::to_string(i - 1);
+    bomb += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [" + Repeated(prev + ", ", 9) +
+            prev + "]\n";
+  }
+  auto refused = ParseJsonOrYaml(bomb, "bomb.yaml");
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              ::testing::HasSubstr("bomb.yaml: expands to more than 1000000 values"));
+  // A few aliases are fine.
+  auto fine = ParseJsonOrYaml("base: &b {gpus: 1}\nrun: *b\n", "ok.yaml");
+  ASSERT_TRUE(fine.ok()) << fine.status().ToString();
+  EXPECT_EQ((*fine)["run"]["gpus"], 1);
+}
+
+TEST(ConfigFile, OversizedTextIsRefusedBeforeParsing) {
+  const std::string big(kMaxConfigFileBytes + 1, ' ');
+  EXPECT_EQ(ParseJsonOrYaml(big, "big.yaml").status().code(), StatusCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace corral

@@ -80,7 +80,19 @@ Result<LineReader> LineReader::Open(const std::string& path) {
 }
 
 bool LineReader::Next() {
-  if (!std::getline(*in_, text_)) return false;
+  // std::getline, but never holding more than kMaxLineBytes of a line.
+  std::streambuf& buf = *in_->rdbuf();
+  text_.clear();
+  int c = buf.sbumpc();
+  if (c == std::char_traits<char>::eof()) return false;
+  while (c != std::char_traits<char>::eof() && c != '\n') {
+    if (text_.size() == kMaxLineBytes) {
+      too_long_ = true;
+      return false;
+    }
+    text_.push_back(static_cast<char>(c));
+    c = buf.sbumpc();
+  }
   ++line_;
   if (!text_.empty() && text_.back() == '\r') text_.pop_back();
   if (line_ == 1 && text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);
@@ -88,6 +100,10 @@ bool LineReader::Next() {
 }
 
 Status LineReader::status() const {
+  if (too_long_) {
+    return InvalidArgument(Location(path_, line_ + 1) + ": a line over the limit of " +
+                           std::to_string(kMaxLineBytes) + " bytes");
+  }
   if (in_->bad()) return IoError(Location(path_, line_ + 1) + ": read error");
   return Status::Ok();
 }

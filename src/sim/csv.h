@@ -39,19 +39,25 @@ std::optional<int64_t> ParseInt64(std::string_view text);
 std::optional<double> ParseFiniteDouble(std::string_view text);
 
 // Reads a text file one line at a time. Strips a trailing '\r' and, on line 1, a UTF-8 BOM.
+// A line longer than kMaxLineBytes ends the reading with an error (a trace's records are a few
+// hundred bytes; a file that is one huge line would otherwise be read whole into memory).
 class LineReader {
  public:
+  static constexpr size_t kMaxLineBytes = size_t{1} << 20;
+
   // IoError naming the path when the file cannot be opened or is a directory.
   static Result<LineReader> Open(const std::string& path);
 
-  // Advances to the next line; false at end of file or on a read error (then status() says so).
+  // Advances to the next line; false at end of file, on a read error or a line over
+  // kMaxLineBytes (then status() says so).
   bool Next();
   // The current line, without its line terminator.
   const std::string& text() const { return text_; }
   // 1-based number of the current line (0 before the first Next()).
   int64_t line() const { return line_; }
   const std::string& path() const { return path_; }
-  // IoError if reading failed before the end of the file; OK otherwise.
+  // IoError if reading failed before the end of the file, InvalidArgument naming the line if
+  // it was over kMaxLineBytes; OK otherwise.
   Status status() const;
 
  private:
@@ -61,6 +67,7 @@ class LineReader {
   std::unique_ptr<std::ifstream> in_;  // owned; a pointer so that the reader stays movable
   std::string text_;
   int64_t line_ = 0;
+  bool too_long_ = false;  // line line_ + 1 is over kMaxLineBytes
 };
 
 // Splits one CSV line into fields (see the dialect above). InvalidArgument, without a location,

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/json_parse.h"
 #include "common/strings.h"
 #include "sim/csv.h"
 
@@ -273,31 +274,8 @@ class JsonObjectReader {
   Status status_;
 };
 
-// Deepest nesting of brackets and braces in a JSON text (outside strings). Lines nested deeper
-// than kMaxJsonDepth are refused before parsing: nothing in the formats nests beyond 3.
-constexpr int kMaxJsonDepth = 16;
-int NestingDepth(std::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
+// A line's JSON: nothing in the formats nests beyond 3 levels.
+constexpr JsonLimits kLineLimits{LineReader::kMaxLineBytes, 16};
 
 // Calls `visit(object, line)` for every JSON object line of a JSON Lines file (blank lines and
 // '#' comments skipped), stopping at the first error.
@@ -308,20 +286,13 @@ Status ForEachJsonObject(const std::string& path,
     std::string_view text = lines.text();
     size_t first = text.find_first_not_of(" \t");
     if (first == std::string_view::npos || text[first] == '#') continue;
-    if (NestingDepth(text) > kMaxJsonDepth) {
-      return InvalidArgument(Location(path, lines.line()) + ": JSON nested deeper than " +
-                             std::to_string(kMaxJsonDepth) + " levels");
+    auto object = ParseJson(text, Location(path, lines.line()), kLineLimits);
+    if (!object.ok()) return object.status();
+    if (!object->is_object()) {
+      return InvalidArgument(Location(path, lines.line()) + ": expected a JSON object, got " +
+                             Shown(*object));
     }
-    try {
-      json object = json::parse(text);
-      if (!object.is_object()) {
-        return InvalidArgument(Location(path, lines.line()) + ": expected a JSON object, got " +
-                               Shown(object));
-      }
-      CORRAL_RETURN_IF_ERROR(visit(object, lines.line()));
-    } catch (const json::exception& e) {
-      return InvalidArgument(Location(path, lines.line()) + ": invalid JSON: " + e.what());
-    }
+    CORRAL_RETURN_IF_ERROR(visit(*object, lines.line()));
   }
   return lines.status();
 }

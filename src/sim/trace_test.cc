@@ -366,7 +366,7 @@ TEST(JsonlTest, MalformedFilesNameFileLineAndField) {
   ExpectError(ReadJsonl(TestData("jobs_bad_type.jsonl")).status(),
               {"jobs_bad_type.jsonl:1: field 'submit_time': expected an integer, got \"soon\""});
   ExpectError(ReadJsonl(TestData("jobs_bad_json.jsonl")).status(),
-              {"jobs_bad_json.jsonl:2: invalid JSON"});
+              {"jobs_bad_json.jsonl:2: not valid JSON"});
   ExpectError(ReadJsonl(TestData("jobs_dup_id.jsonl")).status(),
               {"jobs_dup_id.jsonl:2: field 'id': duplicate value '3' (first on line 1)"});
   EXPECT_EQ(ReadJsonl(TestData("absent.jsonl")).status().code(), StatusCode::kIoError);
@@ -668,15 +668,28 @@ namespace {
 TEST(JsonlTest, DeepNestingIsAnErrorNotACrash) {
   const std::string path = TempPath("deep.jsonl");
   WriteAll(path, std::string(200000, '[') + "\n");
-  ExpectError(ReadJsonl(path).status(), {"deep.jsonl:1", "nested deeper"});
+  ExpectError(ReadJsonl(path).status(),
+              {"deep.jsonl:1", "nests deeper than the limit of 16 levels"});
   WriteAll(path, "{\"id\":1,\"submit_time\":0,\"duration\":1,\"resources\":{\"gpus\":1},\"name\":" +
                      std::string(50000, '[') + std::string(50000, ']') + "}\n");
-  ExpectError(ReadJsonl(path).status(), {"deep.jsonl:1", "nested deeper"});
+  ExpectError(ReadJsonl(path).status(),
+              {"deep.jsonl:1", "nests deeper than the limit of 16 levels"});
   WriteAll(path, "[1,2,3]\n");
   ExpectError(ReadJsonl(path).status(), {"expected a JSON object, got an array"});
   const std::string nodes = TempPath("deep_nodes.jsonl");
-  WriteAll(nodes, std::string(100000, '{') + "\n");
-  ExpectError(ReadNodesJsonl(nodes).status(), {"deep_nodes.jsonl:1", "nested deeper"});
+  WriteAll(nodes, std::string(100000, '{') + "\n");  // a syntax error at its second byte
+  ExpectError(ReadNodesJsonl(nodes).status(), {"deep_nodes.jsonl:1", "not valid JSON"});
+  WriteAll(nodes, "{\"name\":" + std::string(100000, '[') + "\n");
+  ExpectError(ReadNodesJsonl(nodes).status(),
+              {"deep_nodes.jsonl:1", "nests deeper than the limit of 16 levels"});
+}
+
+// A line over LineReader::kMaxLineBytes ends the reading with an error naming it, without
+// reading the line whole.
+TEST(JsonlTest, AnOverlongLineIsAnError) {
+  const std::string path = TempPath("long.jsonl");
+  WriteAll(path, "# a comment\n\"" + std::string(LineReader::kMaxLineBytes + 10, 'x') + "\"\n");
+  ExpectError(ReadJsonl(path).status(), {"long.jsonl:2", "a line over the limit of 1048576 bytes"});
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "server/api/api_common.h"
 
+#include "common/json_parse.h"
 #include "server/http/auth.h"
 
 namespace corral::server::api_internal {
@@ -8,11 +9,11 @@ std::string BearerToken(const httplib::Request& req) {
   return BearerTokenOf(req.get_header_value("Authorization"));
 }
 
-// The request body: a JSON object, else 400.
+// The request body: a JSON object within the JSON limits (ParseJson), else 400.
 Result<json> ParseBody(const httplib::Request& req) {
-  json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) return InvalidArgument("request body: not valid JSON");
-  if (!body.is_object()) return InvalidArgument("request body: must be a JSON object");
+  auto body = ParseJson(req.body, "request body");
+  if (!body.ok()) return body.status();
+  if (!body->is_object()) return InvalidArgument("request body: must be a JSON object");
   return body;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
+
 namespace corral::server {
 
 Seconds LastUse(const SessionActivity& activity) {
@@ -100,7 +102,8 @@ std::optional<Seconds> ParseIsoTime(std::string_view text) {
 }  // namespace
 
 std::optional<Seconds> ParseAppLastActivity(std::string_view status_body) {
-  const nlohmann::json status = nlohmann::json::parse(status_body, nullptr, false);
+  // The app is the user's: its answer is read within the limits of any outside JSON.
+  const nlohmann::json status = ParseJsonOrNull(status_body);
   if (!status.is_object()) return std::nullopt;  // also: not JSON at all
   const auto it = status.find("last_activity");
   if (it == status.end() || !it->is_string()) return std::nullopt;

@@ -714,6 +714,11 @@ void SessionGateway::Accept() {
   }
 }
 
+int SessionGateway::OpenConnections() {
+  std::lock_guard lock(mu_);
+  return connections_;
+}
+
 void SessionGateway::Refuse(int fd) {
   Connection refused(*this, fd, "", "", Connection::Pending::kNotCounted);
   const SteadyTime deadline = Now() + std::chrono::seconds(1);

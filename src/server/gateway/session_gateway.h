@@ -94,6 +94,9 @@ class SessionGateway {
   void Stop();
 
   int port() const { return port_; }
+  // Connections admitted and not yet finished (their threads still run): what max_connections
+  // caps. A closed client's connection counts until its thread has noticed.
+  int OpenConnections();
   // "http(s)://host:port" as bound (the public URL may differ).
   std::string url() const;
 

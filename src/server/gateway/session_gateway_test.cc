@@ -322,6 +322,15 @@ class SessionGatewayTest : public ::testing::Test {
   }
   void UseApp(FakeApp& app) { directory_.app_port = app.port(); }
   int port() const { return gateway_->port(); }
+  // Whether the gateway's open connections reach `count` within 10 s.
+  bool OpenConnectionsBecome(int count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (gateway_->OpenConnections() != count) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
 
   FakeDirectory directory_;
   std::unique_ptr<SessionGateway> gateway_;
@@ -543,15 +552,12 @@ TEST_F(SessionGatewayTest, CapsConnectionsPerSessionAndInAll) {
     EXPECT_THAT(head, HasSubstr("Retry-After: 1\r\n"));
     EXPECT_THAT(body, HasSubstr("session 7 has 1 connections open"));
   }
+  // `second` counts until its thread has seen it closed; `idle` from its accept on.
+  ASSERT_TRUE(OpenConnectionsBecome(1));
   Client idle(port());  // holds the second place in all, sending nothing
-  socket.Send("x");     // both are open for sure once the WebSocket echoes
-  EXPECT_EQ(socket.Bytes(1), "x");
-  std::string head;
-  for (int i = 0; i < 100 && head.find("503") == std::string::npos; ++i) {
-    // `idle` is counted from its accept on: until then a third may still get in.
-    Client third(port());
-    head = third.Exchange(Get("/sessions/9/", kAlice)).first;  // admitted: 404
-  }
+  ASSERT_TRUE(OpenConnectionsBecome(2));
+  Client third(port());
+  const std::string head = third.Exchange(Get("/sessions/9/", kAlice)).first;
   EXPECT_THAT(head, StartsWith("HTTP/1.1 503"));
   EXPECT_THAT(head, HasSubstr("Retry-After: 1\r\n"));
 }

@@ -1,0 +1,41 @@
+// JSON from outside the process (request bodies, answers from another corral, files people
+// give) parsed with limits: a document's size, and its nesting depth, enforced while parsing.
+// nlohmann::json parses iteratively, but copying, dumping and destroying a value recurse: a body
+// of 100,000 nested objects parsed whole would exhaust the stack of whatever touched it next.
+// Every reader of outside JSON goes through ParseJson (docs/security.md, "Limits").
+#pragma once
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace corral {
+
+// Deepest nesting of objects and arrays accepted: a job spec needs 4, an agent report 5.
+inline constexpr int kMaxJsonDepth = 64;
+
+struct JsonLimits {
+  size_t max_bytes = 1 << 20;  // 1 MiB, as the API's body limit
+  int max_depth = kMaxJsonDepth;
+};
+
+// For an answer of a corral server to its agents and clients: larger (a heartbeat answer with
+// 1,000 launches, a page of 1,000 jobs), as deep.
+inline constexpr JsonLimits kServerAnswerLimits{size_t{256} << 20, kMaxJsonDepth};
+
+// Parses `text` as one JSON value. Errors name `what` ("request body", a file's path) and the
+// limit or the syntax error: ResourceExhausted when `text` is over max_bytes (nothing is parsed);
+// InvalidArgument when it nests deeper than max_depth ("nests deeper than 64 levels, at byte
+// 812") or is not JSON ("not valid JSON: ... at byte 3"). A document over either limit costs
+// time linear in its size and no memory for what is past the limit.
+Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
+                                 const JsonLimits& limits = {});
+
+// ParseJson's value, or null when `text` is not JSON within the limits: for readers that take
+// anything else as absent (a problem's detail, an optional file, a value that may be text).
+nlohmann::json ParseJsonOrNull(std::string_view text, const JsonLimits& limits = {});
+
+}  // namespace corral

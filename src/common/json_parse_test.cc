@@ -1,0 +1,62 @@
+#include "common/json_parse.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace corral {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Nested(int levels, const std::string& open, const std::string& inner,
+                   const std::string& close) {
+  std::string text;
+  for (int i = 0; i < levels; ++i) text += open;
+  text += inner;
+  for (int i = 0; i < levels; ++i) text += close;
+  return text;
+}
+
+TEST(ParseJsonTest, ReadsWhatIsWithinTheLimits) {
+  auto value = ParseJson(R"({"a": [1, 2, {"b": "c"}], "d": null})", "body");
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ((*value)["a"][2]["b"], "c");
+  // 64 levels, the limit, are read; the top level counts as one.
+  auto deepest = ParseJson(Nested(64, R"({"a":)", "1", "}"), "body");
+  ASSERT_TRUE(deepest.ok()) << deepest.status().ToString();
+}
+
+TEST(ParseJsonTest, RefusesDeepNestingNamingTheLimitWithoutBuildingIt) {
+  for (const auto& [open, close] : {std::pair{"[", "]"}, {R"({"a":)", "}"}}) {
+    auto refused = ParseJson(Nested(65, open, "1", close), "request body");
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(), "request body: nests deeper than the limit of 64 levels");
+  }
+  // 100,000 levels (the reviewer's crash): refused, nothing built, no recursion.
+  auto attack = ParseJson(Nested(100000, R"({"a":)", "1", "}"), "body", {1 << 30, 64});
+  EXPECT_EQ(attack.status().code(), StatusCode::kInvalidArgument);
+  // A smaller limit where the format needs less (trace lines).
+  EXPECT_FALSE(ParseJson(Nested(17, "[", "", "]"), "line 3", {1 << 20, 16}).ok());
+  EXPECT_TRUE(ParseJson(Nested(16, "[", "", "]"), "line 3", {1 << 20, 16}).ok());
+}
+
+TEST(ParseJsonTest, RefusesOversizedDocumentsBeforeParsing) {
+  const std::string big = "[" + std::string(100, ' ') + "]";
+  auto refused = ParseJson(big, "answer", {64, kMaxJsonDepth});
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(refused.status().message(), "answer: 102 bytes, over the limit of 64");
+}
+
+TEST(ParseJsonTest, NamesTheSyntaxError) {
+  auto bad = ParseJson(R"({"a": )", "spec.json");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("spec.json: not valid JSON: parse error at line 1"));
+  EXPECT_FALSE(ParseJson("[1, 2] trailing", "body").ok());
+  EXPECT_FALSE(ParseJson("", "body").ok());
+}
+
+}  // namespace
+}  // namespace corral

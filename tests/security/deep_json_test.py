@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Hostile input, part 1 (docs/security.md, "Limits"): JSON nested 100,000 levels deep sent to
+every route that reads a body, as any member, an anonymous caller, the join token's holder and
+a registered agent can. On the main before this test (d91aa62), `corral server` died with
+SIGSEGV on the first of them. Each must be refused with a 400 problem+json naming the limit
+within a second, and the server must go on serving: a job submitted after the attacks runs.
+
+Polls with deadlines; never sleeps to wait for time to pass.
+
+Usage: tests/security/deep_json_test.py path/to/corral [--only TEST_NAME]
+"""
+import http.client
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import e2e_test  # noqa: E402  (its Cluster, check, wait_for; it reads the same argv)
+from e2e_test import Cluster, check, submit  # noqa: E402
+
+LEVELS = 100_000
+LIMIT = "nests deeper than the limit of 64 levels"
+
+
+def deep_object(levels):
+    """{"a":{"a":...1...}}: 7 bytes a level (about 700 KB for 100,000: under the 1 MiB limit)."""
+    return ('{"a":' * levels + "1" + "}" * levels).encode()
+
+
+def deep_inside(body, field, levels):
+    """`body` (a dict) with `field` holding `levels` nested arrays: a valid request otherwise."""
+    text = json.dumps(dict(body, **{field: "HOLE"}))
+    return text.replace('"HOLE"', "[" * levels + "]" * levels).encode()
+
+
+def post(cluster, method, path, data, headers):
+    conn = http.client.HTTPConnection(cluster.host, cluster.port, timeout=30)
+    try:
+        start = time.monotonic()
+        conn.request(method, path, body=data,
+                     headers=dict(headers, **{"Content-Type": "application/json"}))
+        r = conn.getresponse()
+        text = r.read()
+        return r.status, r.getheader("Content-Type", ""), text, time.monotonic() - start
+    finally:
+        conn.close()
+
+
+def test_deep_json_on_every_route_is_refused(root):
+    c = Cluster(os.path.join(root, "deep"))
+    try:
+        c.start_agent("n1", gpus="1xA100-80GB")
+        check("agent joins", c.wait_nodes(1))
+        member = {"Authorization": "Bearer " + c.token}
+        join = {"Authorization": "Bearer " + c.join_token}
+        # A registered node's own credentials, for the heartbeat route.
+        status, _, text, _ = post(
+            c, "POST", "/api/v1/agent/register",
+            json.dumps({"protocol_version": 1, "name": "ghost",
+                        "node_id": "0123456789abcdef0123456789abcdef",
+                        "inventory": {"hostname": "ghost", "cpu_milli": 1000, "memory_mib": 1024,
+                                      "gpu_model": "", "gpus": [], "labels": {},
+                                      "runtimes": ["process"]}}).encode(), join)
+        check("a node registers for the heartbeat case", status == 200, text[:200])
+        node = {"Authorization": "Bearer " + json.loads(text)["node_token"],
+                "X-Corral-Node": "ghost"} if status == 200 else {}
+        routes = [
+            ("POST", "/api/v1/jobs", member), ("POST", "/api/v1/sessions", member),
+            ("POST", "/api/v1/projects", member), ("PUT", "/api/v1/projects/default/sharing", member),
+            ("POST", "/api/v1/projects/default/members", member), ("POST", "/api/v1/users", member),
+            ("POST", "/api/v1/tokens", member), ("POST", "/api/v1/environments", member),
+            ("POST", "/api/v1/environments/pytorch/clone", member),
+            ("POST", "/api/v1/environments/pytorch/share", member),
+            ("POST", "/api/v1/capacity/what-if", member),
+            ("POST", "/api/v1/login", {}),  # anonymous
+            ("POST", "/api/v1/agent/register", join), ("POST", "/api/v1/agent/heartbeat", node),
+        ]
+        attacks = [("a deep body", deep_object(LEVELS)),
+                   ("a deep field", deep_inside({"command": ["true"]}, "env", LEVELS))]
+        for method, path, headers in routes:
+            for what, data in attacks:
+                status, kind, text, took = post(c, method, path, data, headers)
+                problem = json.loads(text) if kind.startswith("application/problem+json") else {}
+                check(f"{method} {path}, {what}: 400 problem+json naming the limit in "
+                      f"{took * 1000:.0f} ms",
+                      status == 400 and LIMIT in problem.get("detail", "") and took < 1.0,
+                      f"{status} {kind} {text[:200]!r}")
+                check(f"{method} {path}, {what}: the server is up", c.healthy())
+        # A registration with the join token whose inventory hides the depth (an unknown field).
+        status, _, text, _ = post(c, "POST", "/api/v1/agent/register",
+                                  deep_inside({"protocol_version": 1, "name": "x",
+                                               "node_id": "0123456789abcdef0123456789abcdef"},
+                                              "inventory", LEVELS), join)
+        check("a deep inventory is refused naming the limit", status == 400 and LIMIT in text.decode(),
+              text[:200])
+        # Served all along: a job submitted now runs to its end.
+        job = submit(c, {"command": ["true"], "resources": {"gpus": 1}})
+        check("a job after the attacks succeeds", c.wait_state(job, ("succeeded",), 60),
+              str(c.job(job)))
+        check("the server process never died", c.server.poll() is None)
+    finally:
+        c.stop()
+
+
+def main():
+    e2e_test.run_tests("security deep JSON", (test_deep_json_on_every_route_is_refused,))
+
+
+if __name__ == "__main__":
+    main()
