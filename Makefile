@@ -147,7 +147,8 @@ test-web: build web
 	@$(call timed,dashboard unit tests,node --test web/test/metrics_pages.test.mjs web/test/states.test.mjs)
 	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
 
-# Hostile clients (docs/security.md): every attack tests/security/ knows, against real servers.
+# Hostile clients (docs/security.md): every attack tests/security/ knows, against real servers
+# (also run by test-repeat).
 test-security: $(TEST_BUILD)
 	@for t in tests/security/*_test.py; do \
 	  $(call timed,security: $$(basename $$t .py),python3 $$t build/corral) || exit 1; done

@@ -37,11 +37,7 @@ class YamlConverter {
   explicit YamlConverter(std::string what) : what_(std::move(what)) {}
 
   Result<nlohmann::json> Convert(const YAML::Node& node, int depth = 0) {
-    if (++values_ > kMaxYamlValues) {
-      return Status(StatusCode::kResourceExhausted, what_ + ": expands to more than " +
-                                                        std::to_string(kMaxYamlValues) +
-                                                        " values (YAML aliases?)");
-    }
+    CORRAL_RETURN_IF_ERROR(Count(node.IsScalar() ? node.Scalar().size() : 0));
     switch (node.Type()) {
       case YAML::NodeType::Map:
       case YAML::NodeType::Sequence: {
@@ -49,10 +45,17 @@ class YamlConverter {
         const bool map = node.Type() == YAML::NodeType::Map;
         nlohmann::json out = map ? nlohmann::json::object() : nlohmann::json::array();
         for (const auto& item : node) {
+          if (map) {
+            // A key counts as a value and as text: an aliased map repeats its keys too.
+            if (!item.first.IsScalar()) {
+              return InvalidArgument(what_ + ": a mapping's keys must be strings");
+            }
+            CORRAL_RETURN_IF_ERROR(Count(item.first.Scalar().size()));
+          }
           auto value = Convert(map ? item.second : item, depth + 1);
           if (!value.ok()) return value.status();
           if (map) {
-            out[item.first.as<std::string>()] = std::move(value).value();
+            out[item.first.Scalar()] = std::move(value).value();
           } else {
             out.push_back(std::move(value).value());
           }
@@ -60,16 +63,23 @@ class YamlConverter {
         return out;
       }
       case YAML::NodeType::Scalar:
-        scalar_bytes_ += node.Scalar().size();
-        if (scalar_bytes_ > kMaxConfigFileBytes) {
-          return Status(StatusCode::kResourceExhausted, what_ + ": expands to more than " +
-                                                            std::to_string(kMaxConfigFileBytes) +
-                                                            " bytes of text (YAML aliases?)");
-        }
         return ScalarToJson(node);
       default:
         return nlohmann::json(nullptr);
     }
+  }
+
+  // One more key's or scalar's `bytes` of text, within the budget.
+  Status Count(size_t bytes) {
+    ++values_;
+    scalar_bytes_ += bytes;
+    if (values_ > kMaxYamlValues || scalar_bytes_ > kMaxConfigFileBytes) {
+      return Status(StatusCode::kResourceExhausted,
+                    what_ + ": expands to more than " + std::to_string(kMaxYamlValues) +
+                        " values or " + std::to_string(kMaxConfigFileBytes) +
+                        " bytes of text (YAML aliases?)");
+    }
+    return Status::Ok();
   }
 
   static Status TooDeep(const std::string& what) {
@@ -86,9 +96,22 @@ class YamlConverter {
 }  // namespace
 
 Result<nlohmann::json> ParseJsonOrYaml(const std::string& text, const std::string& what) {
+  if (text.size() > kMaxConfigFileBytes) {
+    return Status(StatusCode::kResourceExhausted, what + ": " + std::to_string(text.size()) +
+                                                      " bytes, over the limit of " +
+                                                      std::to_string(kMaxConfigFileBytes));
+  }
+  // Too deep as JSON is as deep in YAML's flow style: refused before either parser runs.
+  CORRAL_RETURN_IF_ERROR(CheckJsonDepth(text, what, kMaxJsonDepth));
   auto j = ParseJson(text, what, {kMaxConfigFileBytes, kMaxJsonDepth});
-  if (j.ok() || j.status().code() == StatusCode::kResourceExhausted) return j;
-  // Not JSON (or too deep for it): YAML, a superset, decides, within the same limits.
+  if (j.ok()) return j;
+  // Not JSON: YAML, a superset, decides. yaml-cpp builds its whole tree first, at a few hundred
+  // bytes of memory per byte of text: YAML files are held to a smaller size.
+  if (text.size() > kMaxYamlFileBytes) {
+    return Status(StatusCode::kResourceExhausted,
+                  what + ": not JSON, and as YAML over the limit of " +
+                      std::to_string(kMaxYamlFileBytes) + " bytes (give larger files as JSON)");
+  }
   try {
     return YamlConverter(what).Convert(YAML::Load(text));
   } catch (const YAML::DeepRecursion&) {  // yaml-cpp's own limit, deeper than ours
@@ -101,10 +124,12 @@ Result<nlohmann::json> ParseJsonOrYaml(const std::string& text, const std::strin
 Result<nlohmann::json> ReadJsonOrYamlFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return IoError("cannot read '" + path + "'");
-  // Read no more than the limit (and one byte to tell a file over it).
-  std::string text(kMaxConfigFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
+  // Read no more than the limit, and one byte to tell a file over it.
+  std::string text;
+  char chunk[64 * 1024];
+  while (text.size() <= kMaxConfigFileBytes && in.read(chunk, sizeof chunk).gcount() > 0) {
+    text.append(chunk, static_cast<size_t>(in.gcount()));
+  }
   if (text.size() > kMaxConfigFileBytes) {
     return Status(StatusCode::kResourceExhausted,
                   path + ": over the limit of " + std::to_string(kMaxConfigFileBytes) + " bytes");

@@ -1,6 +1,49 @@
 #include "common/json_parse.h"
 
+#include <optional>
+
 namespace corral {
+
+namespace {
+
+// The offset of the first byte that opens an object or array deeper than `max_depth` (the top
+// level is depth 1), outside strings; nullopt when none does. One pass, no allocation: a text
+// too deep is refused before the parser builds anything, and the parser then never recurses
+// past the limit when the value is copied or dumped. Exact for JSON; for a text that is not
+// JSON the parser refuses it anyway.
+std::optional<size_t> FirstTooDeep(std::string_view text, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Status CheckJsonDepth(std::string_view text, const std::string& what, int max_depth) {
+  if (auto at = FirstTooDeep(text, max_depth)) {
+    return InvalidArgument(what + ": nests deeper than the limit of " + std::to_string(max_depth) +
+                           " levels (at byte " + std::to_string(*at) + ")");
+  }
+  return Status::Ok();
+}
 
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                  const JsonLimits& limits) {
@@ -9,25 +52,10 @@ Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                                       " bytes, over the limit of " +
                                                       std::to_string(limits.max_bytes));
   }
-  // The callback sees each value start with its depth (the top level is 0); a value deeper than
-  // the limit is discarded before anything is built for it, and the document is refused.
-  bool too_deep = false;
-  auto check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json&) {
-    const bool opens = event == nlohmann::json::parse_event_t::object_start ||
-                       event == nlohmann::json::parse_event_t::array_start;
-    if (opens && depth >= limits.max_depth) too_deep = true;
-    return !too_deep;
-  };
-  const auto deep = [&] {
-    return InvalidArgument(what + ": nests deeper than the limit of " +
-                           std::to_string(limits.max_depth) + " levels");
-  };
+  CORRAL_RETURN_IF_ERROR(CheckJsonDepth(text, what, limits.max_depth));
   try {
-    nlohmann::json value = nlohmann::json::parse(text, check, /*allow_exceptions=*/true);
-    if (too_deep) return deep();
-    return value;
-  } catch (const nlohmann::json::parse_error& e) {
-    if (too_deep) return deep();  // what made it too deep is the first thing wrong with it
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // syntax, and numbers out of range (1e500)
     // Without the library's "[json.exception.parse_error.101] " prefix.
     std::string_view message = e.what();
     if (const size_t end = message.find("] "); message.starts_with("[") && end != message.npos) {

@@ -1,7 +1,8 @@
 // JSON from outside the process (request bodies, answers from another corral, files people
-// give) parsed with limits: a document's size, and its nesting depth, enforced while parsing.
-// nlohmann::json parses iteratively, but copying, dumping and destroying a value recurse: a body
-// of 100,000 nested objects parsed whole would exhaust the stack of whatever touched it next.
+// give) parsed with limits: a document's size, and its nesting depth, both checked before the
+// parser builds anything. nlohmann::json parses iteratively, but copying, dumping and comparing
+// a value recurse: a body of 100,000 nested objects parsed whole would exhaust the stack of
+// whatever touched it next.
 // Every reader of outside JSON goes through ParseJson (docs/security.md, "Limits").
 #pragma once
 
@@ -27,12 +28,17 @@ struct JsonLimits {
 inline constexpr JsonLimits kServerAnswerLimits{size_t{256} << 20, kMaxJsonDepth};
 
 // Parses `text` as one JSON value. Errors name `what` ("request body", a file's path) and the
-// limit or the syntax error: ResourceExhausted when `text` is over max_bytes (nothing is parsed);
-// InvalidArgument when it nests deeper than max_depth ("nests deeper than 64 levels, at byte
-// 812") or is not JSON ("not valid JSON: ... at byte 3"). A document over either limit costs
-// time linear in its size and no memory for what is past the limit.
+// limit or the syntax error: ResourceExhausted when `text` is over max_bytes; InvalidArgument
+// when it nests deeper than max_depth ("nests deeper than the limit of 64 levels (at byte
+// 812)") or is not JSON ("not valid JSON: parse error at line 1, column 3: ..."), a number out
+// of range included. A document over either limit is refused in one pass over its bytes,
+// without allocating.
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                  const JsonLimits& limits = {});
+
+// ParseJson's depth check alone: InvalidArgument naming `what`, the limit and the offset of the
+// first bracket or brace past it (outside strings). Also bounds the flow nesting of YAML.
+Status CheckJsonDepth(std::string_view text, const std::string& what, int max_depth);
 
 // ParseJson's value, or null when `text` is not JSON within the limits: for readers that take
 // anything else as absent (a problem's detail, an optional file, a value that may be text).

@@ -80,18 +80,25 @@ Result<LineReader> LineReader::Open(const std::string& path) {
 }
 
 bool LineReader::Next() {
-  // std::getline, but never holding more than kMaxLineBytes of a line.
+  if (too_long_ || read_error_) return false;  // the reading ended there
+  // std::getline, but never holding more than kMaxLineBytes of a line. The stream buffer
+  // reports a read error by throwing (libstdc++'s filebuf), not through the stream's state.
   std::streambuf& buf = *in_->rdbuf();
   text_.clear();
-  int c = buf.sbumpc();
-  if (c == std::char_traits<char>::eof()) return false;
-  while (c != std::char_traits<char>::eof() && c != '\n') {
-    if (text_.size() == kMaxLineBytes) {
-      too_long_ = true;
-      return false;
+  try {
+    int c = buf.sbumpc();
+    if (c == std::char_traits<char>::eof()) return false;
+    while (c != std::char_traits<char>::eof() && c != '\n') {
+      if (text_.size() == kMaxLineBytes) {
+        too_long_ = true;
+        return false;
+      }
+      text_.push_back(static_cast<char>(c));
+      c = buf.sbumpc();
     }
-    text_.push_back(static_cast<char>(c));
-    c = buf.sbumpc();
+  } catch (const std::ios_base::failure&) {
+    read_error_ = true;
+    return false;
   }
   ++line_;
   if (!text_.empty() && text_.back() == '\r') text_.pop_back();
@@ -104,7 +111,7 @@ Status LineReader::status() const {
     return InvalidArgument(Location(path_, line_ + 1) + ": a line over the limit of " +
                            std::to_string(kMaxLineBytes) + " bytes");
   }
-  if (in_->bad()) return IoError(Location(path_, line_ + 1) + ": read error");
+  if (read_error_ || in_->bad()) return IoError(Location(path_, line_ + 1) + ": read error");
   return Status::Ok();
 }
 

@@ -67,7 +67,8 @@ class LineReader {
   std::unique_ptr<std::ifstream> in_;  // owned; a pointer so that the reader stays movable
   std::string text_;
   int64_t line_ = 0;
-  bool too_long_ = false;  // line line_ + 1 is over kMaxLineBytes
+  bool too_long_ = false;    // line line_ + 1 is over kMaxLineBytes
+  bool read_error_ = false;  // reading line line_ + 1 failed
 };
 
 // Splits one CSV line into fields (see the dialect above). InvalidArgument, without a location,

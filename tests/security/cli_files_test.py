@@ -29,7 +29,7 @@ def run_alone(args, env):
     """Runs `args` as the only child of a fresh Python, so that its peak memory is its own:
     (exit code, output, seconds, peak RSS in MiB)."""
     probe = ("import resource, subprocess, sys, json; "
-             "r = subprocess.run(sys.argv[1:], capture_output=True, text=True); "
+             "r = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=30); "
              "print(json.dumps([r.returncode, r.stdout + r.stderr, "
              "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]))")
     start = time.monotonic()
@@ -53,6 +53,13 @@ def test_hostile_spec_files_are_refused_quickly_and_small(root):
          "nests deeper than the limit of 64 levels"),
         ("a 20 MiB file", "big.yaml", "command: [true]\n" + "#" * (20 << 20) + "\n", 1,
          "over the limit of 16777216 bytes"),
+        ("a 12 MiB YAML list", "list.yaml", "command:\n" + "- a\n" * (3 << 20), 1,
+         "as YAML over the limit of 262144 bytes"),
+        ("16 MiB of '[' as JSON", "brackets.json", "[" * (16 << 20), 2,
+         "nests deeper than the limit of 64 levels"),
+        ("an alias bomb of long keys", "keys.yaml",
+         "k: &k {? " + "x" * (100 * 1024) + " : 1}\ncommand: [" + "*k, " * 200 + "*k]\n", 1,
+         "bytes of text (YAML aliases?)"),
     ]
     for what, name, text, want, message in cases:
         path = os.path.join(root, name)

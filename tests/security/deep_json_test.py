@@ -2,8 +2,9 @@
 """Hostile input, part 1 (docs/security.md, "Limits"): JSON nested 100,000 levels deep sent to
 every route that reads a body, as any member, an anonymous caller, the join token's holder and
 a registered agent can. On the main before this test (d91aa62), `corral server` died with
-SIGSEGV on the first of them. Each must be refused with a 400 problem+json naming the limit
-within a second, and the server must go on serving: a job submitted after the attacks runs.
+SIGSEGV on the session route (the second here). Each must be refused with a 400 problem+json
+naming the limit within a second, and the server must go on serving: a job submitted after the
+attacks runs. Also 1 MiB of sibling objects, which a parser callback once took 20 s to read.
 
 Polls with deadlines; never sleeps to wait for time to pass.
 
@@ -87,6 +88,12 @@ def test_deep_json_on_every_route_is_refused(root):
                       status == 400 and LIMIT in problem.get("detail", "") and took < 1.0,
                       f"{status} {kind} {text[:200]!r}")
                 check(f"{method} {path}, {what}: the server is up", c.healthy())
+        # Wide, not deep: 1 MiB of empty objects side by side, anonymously (a parser that
+        # rescanned siblings took 20 s of a server thread for this).
+        wide = b'{"token": [' + b"{}," * 349000 + b"{}]}"
+        status, kind, text, took = post(c, "POST", "/api/v1/login", wide, {})
+        check(f"1 MiB of sibling objects to login: answered {status} in {took * 1000:.0f} ms",
+              400 <= status < 500 and took < 1.0, text[:200])
         # A registration with the join token whose inventory hides the depth (an unknown field).
         status, _, text, _ = post(c, "POST", "/api/v1/agent/register",
                                   deep_inside({"protocol_version": 1, "name": "x",

@@ -153,6 +153,8 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   node.state = NodeState::kLost;
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
   credentials_.Withdraw(name);    // it must register again; its stale tasks are then killed
+  ++node.version;                 // a heartbeat waiting for it hears it is not registered
+  changed_.notify_all();
   (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), NodeState::kLost,
                            node.last_heartbeat, node.node_id_hash});
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it

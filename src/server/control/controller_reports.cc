@@ -18,11 +18,11 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-// A refusal of one job's writes (a transition whose job is no longer in the expected state, a
-// task row that is not there), as opposed to the store failing for everyone (I/O, a lost
-// connection): only the former is worth trying job by job.
-bool IsJobSpecific(const Status& s) {
-  return s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kNotFound;
+// The store failing for everyone (I/O, a lost connection), as opposed to refusing one job's
+// writes (a transition whose job is not in the expected state, a row it will not take): only
+// the latter is worth trying job by job.
+bool IsStoreWide(const Status& s) {
+  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal;
 }
 
 }  // namespace
@@ -185,7 +185,7 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     job.end_notes = std::move(plan.end_notes);
     unsettled_.insert(job.record.id);
   };
-  if (!together.ok() && !IsJobSpecific(together)) {
+  if (!together.ok() && IsStoreWide(together)) {
     // The store refused the whole (I/O, a lost connection, a broken table): one more try with
     // only what the agent reported, for every job at once; failing that, nothing is applied
     // and the agent sends its report again.
@@ -207,7 +207,9 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     } else if (Status s = store_.Apply({plan.reported, {}}, now); s.ok()) {
       keep_reported(job, plan);
     } else if (first_error.ok()) {
-      first_error = s;  // nothing of this job is applied
+      // Nothing of this job is applied (other jobs' plans may be): the agent sends its report
+      // again, and what was applied is not changed by it twice.
+      first_error = Status(StatusCode::kInternal, s.message());
     }
   }
   return first_error;

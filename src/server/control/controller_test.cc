@@ -898,6 +898,20 @@ TEST_F(ControllerTest, AWaitingHeartbeatOfAReplacedRegistrationIsRefused) {
   ASSERT_EQ(controller_->WaitingHeartbeats(), 1);
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());  // the agent restarted
   EXPECT_EQ(waiting.get().status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->WaitingHeartbeats(), 0);
+}
+
+TEST_F(ControllerTest, AnAllocationListedTwiceIsDecidedAgainstItsFirstEntry) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(1));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  // Ended, then (a confused agent) running again: the end stands, and the second entry is
+  // answered as a stale report of an ended task (a kill), as two reports in a row would be.
+  json answer = Beat("a", Report({TaskReport(launch, "exited", 0), TaskReport(launch, "running")}));
+  EXPECT_EQ(StateOf(id), "succeeded");
+  EXPECT_EQ(answer["kill"].size(), 1u) << answer.dump();
 }
 
 TEST_F(ControllerTest, AReportAuthenticatedBeforeTheNodeRegisteredAgainIsRefused) {
