@@ -41,7 +41,8 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
   }
   if (r->status == 401) return Unauthenticated(what + ": " + detail);
   if (r->status == 409) {
-    if (j.is_object() && j["title"] == StatusCodeName(StatusCode::kFailedPrecondition)) {
+    if (j.is_object() &&
+        j.value("title", std::string()) == StatusCodeName(StatusCode::kFailedPrecondition)) {
       return FailedPrecondition(what + ": " + detail);
     }
     return AlreadyExists(what + ": " + detail);
