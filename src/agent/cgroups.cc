@@ -160,11 +160,8 @@ Result<TaskCgroup> CgroupManager::Create(const std::string& name,
         AddNote(group.note, "memory limit not applied: no memory controller");
       } else if (Status s = WriteExisting(dir + "/memory.max", memory_bytes); !s.ok()) {
         AddNote(group.note, "memory limit not applied: " + s.message());
-      } else {
-        if (Exists(dir + "/memory.swap.max")) (void)WriteExisting(dir + "/memory.swap.max", "0");
-        // Out of memory, the whole task is killed (as systemd's OOMPolicy=kill and Kubernetes
-        // do), not its largest process alone: a shell or launcher would go on, its child gone.
-        if (Exists(dir + "/memory.oom.group")) (void)WriteExisting(dir + "/memory.oom.group", "1");
+      } else if (Exists(dir + "/memory.swap.max")) {
+        (void)WriteExisting(dir + "/memory.swap.max", "0");
       }
     }
     if (want_cpu) {

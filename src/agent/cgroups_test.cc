@@ -45,8 +45,7 @@ TEST_F(FakeCgroupfsTest, V2GroupGetsMemoryMaxAndCpuMax) {
   Write("cgroup.controllers", "cpuset cpu io memory hugetlb pids rdma\n");
   Write("cgroup.subtree_control", "");
   Write("corral/cgroup.subtree_control", "");
-  for (const char* f :
-       {"memory.max", "memory.swap.max", "memory.oom.group", "cpu.max", "cgroup.procs"}) {
+  for (const char* f : {"memory.max", "memory.swap.max", "cpu.max", "cgroup.procs"}) {
     Write(std::string("corral/12-1/") + f, "");
   }
   CgroupManager m = CgroupManager::Detect(root_, "corral");
@@ -59,7 +58,6 @@ TEST_F(FakeCgroupfsTest, V2GroupGetsMemoryMaxAndCpuMax) {
   EXPECT_EQ(group->memory_dir, root_ + "/corral/12-1");
   EXPECT_EQ(Read("corral/12-1/memory.max"), "67108864");
   EXPECT_EQ(Read("corral/12-1/memory.swap.max"), "0");
-  EXPECT_EQ(Read("corral/12-1/memory.oom.group"), "1");  // the whole task goes
   EXPECT_EQ(Read("corral/12-1/cpu.max"), "250000 100000");
   EXPECT_EQ(CgroupManager::ProcsFiles(*group),
             std::vector<std::string>{root_ + "/corral/12-1/cgroup.procs"});
