@@ -17,7 +17,8 @@ run_packages=(
   nlohmann-json3-dev libcli11-dev
   libsqlite3-dev  # store/: SQLite, the embedded default
   libpq-dev  # store/: the PostgreSQL client's header (libpq itself is loaded only for postgres:// URLs)
-  libcpp-httplib-dev libssl-dev  # server/, agent/, cli/: HTTP(S)
+  libcpp-httplib-dev libssl-dev  # agent/, cli/: HTTP(S) clients; server/: the session proxy
+  libmicrohttpd-dev  # server/: the API's HTTP(S) server (server/http/http_server.h)
   libyaml-cpp-dev  # cli/: YAML job specs
 )
 

@@ -54,7 +54,11 @@ int RunDev(const DevFlags& f) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
     return 1;
   }
-  (*server)->Start();
+  if (Status started = (*server)->Start(); !started.ok()) {
+    std::cerr << "corral dev: " << started.message() << "\n";
+    (*server)->Stop();
+    return 1;
+  }
 
   // GPUs: NVML when the machine has a driver (unless fakes are asked for), else 8 fake A100s.
   agent::AgentProcessOptions agent_options;

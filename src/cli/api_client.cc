@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -107,6 +108,10 @@ Status SaveClientConfig(const ClientConfig& config) {
 
 ApiClient::ApiClient(ClientConfig config)
     : token_(std::move(config.token)), ca_cert_(config.ca_cert) {
+  // A server that refuses a body before reading it all (413) closes the connection while the
+  // body is being sent: the write fails (EPIPE) and the answer is read, instead of SIGPIPE
+  // ending the command. The CLI starts no processes that could inherit this.
+  std::signal(SIGPIPE, SIG_IGN);
   http_ = std::make_unique<httplib::Client>(config.server);
   http_->set_connection_timeout(5);
   http_->set_read_timeout(60);

@@ -53,6 +53,26 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 options->session_max_connections_per_session,
                 "Connections one session may have open at once (default 32; over: 503)")
       ->check(CLI::Range(1, 100000));
+  c->add_option("--max-anonymous-connections-per-address",
+                options->max_anonymous_connections_per_address,
+                "API connections one client address may hold open before one of their requests "
+                "authenticates (default 64; over: closed at once). Raise it behind a reverse "
+                "proxy")
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--max-anonymous-connections", options->max_anonymous_connections,
+                "API connections open at once before one of their requests authenticates, from "
+                "all addresses (default 1024; over: closed at once)")
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--max-connections", options->max_connections,
+                "API connections open at once in all (default 4096)")
+      ->check(CLI::Range(1, 100000));
+  c->add_option("--request-head-timeout", options->request_head_timeout_s,
+                "Seconds a request's head may take to arrive, from the connection's start or "
+                "its previous answer (default 10; also closes idle keep-alive connections)")
+      ->check(CLI::Range(1, 3600));
+  c->add_option("--request-body-timeout", options->request_body_timeout_s,
+                "Seconds a request's body may take to arrive after its head (default 30)")
+      ->check(CLI::Range(1, 3600));
   c->add_option("--session-max-pending-per-address", options->session_max_pending_per_address,
                 "Connections one client address may have open at once before sending a request "
                 "head (default 16; over: closed). Raise it behind a reverse proxy")
@@ -96,7 +116,12 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       *exit_code = server.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
       return;
     }
-    (*server)->Start();
+    if (Status started = (*server)->Start(); !started.ok()) {
+      std::cerr << "corral server: " << started.message() << "\n";
+      *exit_code = 1;
+      (*server)->Stop();
+      return;
+    }
     std::cout << "corral server listening on " << (*server)->url() << "\n"
               << "sessions served on " << (*server)->session_url() << "\n";
     if (!(*server)->new_admin_token().empty()) {

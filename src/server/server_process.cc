@@ -1,6 +1,5 @@
 #include "server/server_process.h"
 
-#include <httplib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -16,7 +15,6 @@ namespace corral::server {
 namespace {
 
 // HTTP threads beyond those waiting heartbeats may hold: API requests and short heartbeats.
-constexpr int kApiThreads = 16;
 
 // The session gateway's questions, answered by the API's token lookup and the controller.
 class ServerSessionDirectory final : public SessionDirectory {
@@ -188,34 +186,15 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     }
   }
 
-  if (!options.tls_cert.empty()) {
-    p->http_ =
-        std::make_unique<httplib::SSLServer>(options.tls_cert.c_str(), options.tls_key.c_str());
-    if (!p->http_->is_valid()) {
-      return InvalidArgument("--tls-cert/--tls-key: cannot load the certificate or key");
-    }
-  } else {
-    p->http_ = std::make_unique<httplib::Server>();
-  }
-  // Answers go out in two writes (headers, body): without this, Nagle holds the body until the
-  // client's delayed ACK, ~40 ms per request on keep-alive connections.
-  p->http_->set_tcp_nodelay(true);
-  // Waiting heartbeats hold a thread each (at most Controller::kMaxWaitingHeartbeats); the rest
-  // of the pool always serves the API.
-  p->http_->new_task_queue = [] {
-    return new httplib::ThreadPool(Controller::kMaxWaitingHeartbeats + kApiThreads);
-  };
   auto [host, port] = *listen;
-  int bound = -1;
+  Result<ListenSocket> socket = IoError("");
   const int tries = options.next_free_port ? 20 : 1;
-  for (int i = 0; i < tries && bound < 0; ++i) {
-    if (port == 0) {
-      bound = p->http_->bind_to_any_port(host);
-    } else if (p->http_->bind_to_port(host, port + i)) {
-      bound = port + i;
-    }
+  for (int i = 0; i < tries; ++i) {
+    socket = Listen(host, port == 0 ? 0 : port + i, "--listen");
+    if (socket.ok()) break;
   }
-  if (bound < 0) return IoError("--listen: cannot bind " + options.listen);
+  if (!socket.ok()) return socket.status();
+  const int bound = socket->port;
   const std::string scheme = options.tls_cert.empty() ? "http" : "https";
   p->url_ = scheme + "://" + host + ":" + std::to_string(bound);
 
@@ -267,23 +246,36 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     api_config.web_assets = std::move(web).value();
   }
   p->api_ = std::make_unique<HttpApi>(*p->controller_, p->clock_, api_config);
+  HttpServerOptions http;
+  http.tls_cert = options.tls_cert;
+  http.tls_key = options.tls_key;
+  http.limits.max_unauthenticated_per_address = options.max_anonymous_connections_per_address;
+  http.limits.max_unauthenticated = options.max_anonymous_connections;
+  http.limits.head_timeout = std::chrono::seconds(options.request_head_timeout_s);
+  http.limits.body_timeout = std::chrono::seconds(options.request_body_timeout_s);
+  http.max_connections = options.max_connections;
+  HttpApi* api = p->api_.get();
+  http.admit = [api](const HttpRequest& head) { return api->Admit(head); };
+  auto server = HttpServer::Create(*socket, std::move(http));
+  if (!server.ok()) return server.status();
+  p->http_ = std::move(server).value();
   p->api_->Register(*p->http_);
   p->session_directory_ = std::make_unique<ServerSessionDirectory>(*p->api_, *p->controller_);
   return p;
 }
 
-void ServerProcess::Start() {
+Status ServerProcess::Start() {
   controller_->Start();
   gpu_history_->Start();
-  serve_ = std::thread([this] { http_->listen_after_bind(); });
+  if (Status started = http_->Start(); !started.ok()) return started;
   gateway_->Start(*session_directory_);
+  return Status::Ok();
 }
 
 void ServerProcess::Stop() {
   if (gateway_) gateway_->Stop();  // its connections end now, WebSockets included
   if (api_) api_->Shutdown();      // live event streams end now, not at their next event
-  if (http_) http_->stop();
-  if (serve_.joinable()) serve_.join();
+  if (http_) http_->Stop();
   if (controller_) controller_->Stop();
   if (gpu_history_) gpu_history_->Stop();  // stores what the monitor still holds
 }

@@ -12,12 +12,9 @@
 #include "server/api/http_api.h"
 #include "server/control/controller.h"
 #include "server/gateway/session_gateway.h"
+#include "server/http/http_server.h"
 #include "server/monitoring/gpu_history.h"
 #include "store/store.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace corral::server {
 
@@ -35,6 +32,14 @@ struct ServerOptions {
   std::string data_dir;                   // logs, join.token, admin.token
   std::string join_token;                 // empty: read or create <data_dir>/join.token
   std::string tls_cert, tls_key;          // both or neither
+  // The API's connections (http_server.h, connection_guard.h; docs/security.md): connections
+  // without an authenticated request yet, per client address and in all; connections in all;
+  // the time a request's head may take (also the idle keep-alive limit) and its body.
+  int max_anonymous_connections_per_address = 64;
+  int max_anonymous_connections = 1024;
+  int max_connections = 4096;
+  int request_head_timeout_s = 10;
+  int request_body_timeout_s = 30;
   std::string policy = "fgd";
   int node_timeout_s = 30;
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
@@ -83,8 +88,8 @@ class ServerProcess {
   static Result<std::unique_ptr<ServerProcess>> Create(const ServerOptions& options);
   ~ServerProcess();
 
-  // Serves until Stop().
-  void Start();
+  // Serves until Stop(); an error when the HTTP server cannot start (a TLS key it cannot use).
+  Status Start();
   void Stop();
 
   std::string url() const { return url_; }
@@ -105,10 +110,9 @@ class ServerProcess {
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<GpuHistory> gpu_history_;  // borrows the controller's GpuMonitor
   std::unique_ptr<HttpApi> api_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<HttpServer> http_;
   std::unique_ptr<SessionDirectory> session_directory_;  // the gateway borrows it
   std::unique_ptr<SessionGateway> gateway_;
-  std::thread serve_;
   std::string url_;
   std::string new_admin_token_;
   std::string join_token_;

@@ -13,12 +13,33 @@ using nlohmann::json;
 // The agent gateway (docs/control-plane.md, "Agent protocol"): each route authenticates from
 // headers first, then checks the protocol version, and only then reads the body through its
 // codec (protocol/agent_messages.h).
-void HttpApi::Impl::RegisterAgents(httplib::Server& http) {
-  http.Post("/api/v1/agent/register", [this](const httplib::Request& req, httplib::Response& res) {
-    if (config_.join_token_hash.empty() ||
-        !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
-      return SendProblem(res, Unauthenticated("invalid join token"));
-    }
+Status HttpApi::Impl::CheckJoinToken(const HttpRequest& req) const {
+  if (config_.join_token_hash.empty() ||
+      !SecureEquals(HashToken(BearerToken(req)), config_.join_token_hash)) {
+    return Unauthenticated("invalid join token");
+  }
+  return Status::Ok();
+}
+
+Result<uint64_t> HttpApi::Impl::AuthenticateNode(const HttpRequest& req) {
+  const std::string name = req.Header(protocol::kNodeHeader);
+  if (name.empty()) {
+    // Agents before protocol versions named their node in the body. Unauthenticated: such
+    // an agent registers again, and its registration is refused naming the upgrade.
+    return Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
+                           protocol::CheckAgentProtocolVersion(std::nullopt, kVersion,
+                                                               controller_.NodeTimeout())
+                               .message());
+  }
+  const std::optional<uint64_t> registration =
+      controller_.AuthenticateNode(name, BearerToken(req));
+  if (!registration) return Unauthenticated("invalid node token: register again");
+  return *registration;
+}
+
+void HttpApi::Impl::RegisterAgents(HttpServer& http) {
+  http.Post(kRegisterPath, [this](const HttpRequest& req, HttpResponse& res) {
+    if (Status joined = CheckJoinToken(req); !joined.ok()) return SendProblem(res, joined);
     auto body = ParseBody(req);
     if (!body.ok()) return SendProblem(res, body.status());
     auto version = protocol::ReadProtocolVersion(*body);
@@ -34,22 +55,10 @@ void HttpApi::Impl::RegisterAgents(httplib::Server& http) {
     if (!registered.ok()) return SendProblem(res, registered.status());
     SendJson(res, 200, protocol::ToJson(*registered));
   });
-  http.Post("/api/v1/agent/heartbeat", [this](const httplib::Request& req, httplib::Response& res) {
-    const std::string name = req.get_header_value(protocol::kNodeHeader);
-    if (name.empty()) {
-      // Agents before protocol versions named their node in the body. Unauthenticated: such
-      // an agent registers again, and its registration is refused naming the upgrade.
-      return SendProblem(
-          res, Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
-                               protocol::CheckAgentProtocolVersion(std::nullopt, kVersion,
-                                                                   controller_.NodeTimeout())
-                                   .message()));
-    }
-    const std::optional<uint64_t> registration =
-        controller_.AuthenticateNode(name, BearerToken(req));
-    if (!registration) {
-      return SendProblem(res, Unauthenticated("invalid node token: register again"));
-    }
+  http.Post(kHeartbeatPath, [this](const HttpRequest& req, HttpResponse& res) {
+    auto registration = AuthenticateNode(req);
+    if (!registration.ok()) return SendProblem(res, registration.status());
+    const std::string name = req.Header(protocol::kNodeHeader);
     auto body = ParseBody(req);
     if (!body.ok()) return SendProblem(res, body.status());
     auto report = protocol::ParseReport(*body);

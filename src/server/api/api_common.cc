@@ -5,12 +5,12 @@
 
 namespace corral::server::api_internal {
 
-std::string BearerToken(const httplib::Request& req) {
-  return BearerTokenOf(req.get_header_value("Authorization"));
+std::string BearerToken(const HttpRequest& req) {
+  return BearerTokenOf(req.Header("Authorization"));
 }
 
 // The request body: a JSON object within the JSON limits (ParseJson), else 400.
-Result<json> ParseBody(const httplib::Request& req) {
+Result<json> ParseBody(const HttpRequest& req) {
   auto body = ParseJson(req.body, "request body");
   if (!body.ok()) return body.status();
   if (!body->is_object()) return InvalidArgument("request body: must be a JSON object");
@@ -26,10 +26,10 @@ std::optional<int64_t> ParseCount(const std::string& text) {
 
 // Query parameter `name` as an integer in [lo, hi]: nullopt when absent, InvalidArgument naming
 // it when it is anything else.
-Result<std::optional<int64_t>> IntParam(const httplib::Request& req, const std::string& name,
+Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name,
                                         int64_t lo, int64_t hi) {
-  if (!req.has_param(name)) return std::optional<int64_t>();
-  const std::optional<int64_t> v = ParseCount(req.get_param_value(name));
+  if (!req.HasParam(name)) return std::optional<int64_t>();
+  const std::optional<int64_t> v = ParseCount(req.Param(name));
   if (!v || *v < lo || *v > hi) {
     return InvalidArgument("field '" + name + "': must be an integer from " + std::to_string(lo) +
                            " to " + std::to_string(hi));
@@ -38,7 +38,7 @@ Result<std::optional<int64_t>> IntParam(const httplib::Request& req, const std::
 }
 
 // The id a route captured as (\d+) (so only an overflow fails).
-Result<int64_t> PathId(const httplib::Request& req, const std::string& what) {
+Result<int64_t> PathId(const HttpRequest& req, const std::string& what) {
   const std::optional<int64_t> id = ParseCount(req.matches[1]);
   if (!id) return NotFound(what + " " + std::string(req.matches[1]) + " not found");
   return *id;

@@ -3,8 +3,6 @@
 // outside src/server/api/.
 #pragma once
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -14,16 +12,17 @@
 #include <vector>
 
 #include "common/status.h"
+#include "server/http/http_exchange.h"
 
 namespace corral::server::api_internal {
 
 using nlohmann::json;
 
 // The token of the request's "Authorization: Bearer <token>" header; "" when none.
-std::string BearerToken(const httplib::Request& req);
+std::string BearerToken(const HttpRequest& req);
 
 // The request body: a JSON object, else 400.
-Result<json> ParseBody(const httplib::Request& req);
+Result<json> ParseBody(const HttpRequest& req);
 
 // Field `name` of a request body as T (std::string, bool, int64_t, std::vector<std::string>):
 // `fallback` when the field is absent, InvalidArgument naming the field when it is absent
@@ -65,10 +64,10 @@ std::optional<int64_t> ParseCount(const std::string& text);
 
 // Query parameter `name` as an integer in [lo, hi]: nullopt when absent, InvalidArgument naming
 // it when it is anything else.
-Result<std::optional<int64_t>> IntParam(const httplib::Request& req, const std::string& name,
+Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name,
                                         int64_t lo, int64_t hi);
 
 // The id a route captured as (\d+) (so only an overflow fails).
-Result<int64_t> PathId(const httplib::Request& req, const std::string& what);
+Result<int64_t> PathId(const HttpRequest& req, const std::string& what);
 
 }  // namespace corral::server::api_internal

@@ -1,5 +1,5 @@
 // For the API's tests (src/server/api/*_test.cc): the real HttpApi with a real Controller on a
-// real SQLite store (TestStore), served by cpp-httplib on a free loopback port, and a small
+// real SQLite store (TestStore), served by HttpServer on a free loopback port, and a small
 // client that speaks to it over real HTTP.
 //
 // Every test starts with the projects "default" and "vision" and three users, each with a token:
@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <csignal>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -98,11 +99,17 @@ class ApiTest : public ::testing::Test {
     api_config.gpu_history = gpu_history_.get();
     api_config.session_port = kSessionPort;
     api_ = std::make_unique<HttpApi>(*controller_, clock_, api_config);
-    api_->Register(http_);
-    port_ = http_.bind_to_any_port("127.0.0.1");
-    ASSERT_GT(port_, 0);
-    // Bound already: connections wait in the backlog until the accept loop runs.
-    serve_ = std::thread([this] { http_.listen_after_bind(); });
+    std::signal(SIGPIPE, SIG_IGN);  // a body refused before it is all sent (413): EPIPE, no signal
+    auto socket = Listen("127.0.0.1", 0, "--listen");
+    ASSERT_TRUE(socket.ok()) << socket.status().message();
+    port_ = socket->port;
+    HttpServerOptions http;
+    http.admit = [this](const HttpRequest& head) { return api_->Admit(head); };
+    auto server = HttpServer::Create(*socket, std::move(http));
+    ASSERT_TRUE(server.ok()) << server.status().message();
+    http_ = std::move(server).value();
+    api_->Register(*http_);
+    ASSERT_TRUE(http_->Start().ok());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
     client_->set_read_timeout(30, 0);
   }
@@ -110,8 +117,7 @@ class ApiTest : public ::testing::Test {
   void TearDown() override {
     client_.reset();
     if (api_) api_->Shutdown();
-    http_.stop();
-    if (serve_.joinable()) serve_.join();
+    if (http_) http_->Stop();
     api_.reset();
     gpu_history_.reset();
     controller_.reset();
@@ -236,8 +242,7 @@ class ApiTest : public ::testing::Test {
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<GpuHistory> gpu_history_;
   std::unique_ptr<HttpApi> api_;
-  httplib::Server http_;
-  std::thread serve_;
+  std::unique_ptr<HttpServer> http_;
   int port_ = 0;
   std::unique_ptr<httplib::Client> client_;
   int64_t seq_ = 0;

@@ -7,7 +7,7 @@ namespace corral::server {
 using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
-void HttpApi::Impl::RegisterEnvironments(httplib::Server& http) {
+void HttpApi::Impl::RegisterEnvironments(HttpServer& http) {
   http.Get("/api/v1/environments", Authed([this](const Principal& who, const auto&, auto& res) {
              auto envs = controller_.Environments().List(who);
              if (!envs.ok()) return SendProblem(res, envs.status());

@@ -10,10 +10,10 @@ using nlohmann::json;
 // The bearer token first; else, for the dashboard's requests (CookieMayAuthenticate), the
 // one corral_token cookie, refused for a request that may change something and comes from
 // another site (CrossSiteRefusal).
-Result<Principal> HttpApi::Impl::Authenticate(const httplib::Request& req) {
+Result<Principal> HttpApi::Impl::Authenticate(const HttpRequest& req) {
   const std::string token = BearerToken(req);
   if (!token.empty()) return AuthenticateToken(token);
-  const std::string cookies = req.get_header_value("Cookie");
+  const std::string cookies = req.Header("Cookie");
   if (CookieMayAuthenticate(req.method, req.path) && CookieCount(cookies, kTokenCookie) > 0) {
     if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
       return PermissionDenied(refused);
@@ -24,8 +24,8 @@ Result<Principal> HttpApi::Impl::Authenticate(const httplib::Request& req) {
 }
 
 // Who the request's one corral_token cookie belongs to (LoginCookieToken).
-Result<Principal> HttpApi::Impl::AuthenticateCookie(const httplib::Request& req) {
-  auto token = LoginCookieToken(req.get_header_value("Cookie"));
+Result<Principal> HttpApi::Impl::AuthenticateCookie(const HttpRequest& req) {
+  auto token = LoginCookieToken(req.Header("Cookie"));
   if (!token.ok()) return token.status();
   if (token->empty()) return Unauthenticated("not logged in");
   return AuthenticateToken(*token);
@@ -36,44 +36,26 @@ Result<Principal> HttpApi::Impl::AuthenticateToken(const std::string& token) {
   return controller_.Accounts().Authenticate(token);
 }
 
-void HttpApi::Impl::Register(httplib::Server& http) {
-  http.set_payload_max_length(config_.max_body_bytes);
-  http.set_exception_handler([](const auto&, auto& res, std::exception_ptr) {
-    SendProblem(res, Status(StatusCode::kInternal, "internal error"));
+Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
+  const Admission trusted{true, config_.max_body_bytes};
+  if (head.path == kRegisterPath) {
+    if (Status joined = CheckJoinToken(head); !joined.ok()) return joined;
+    return trusted;
+  }
+  if (head.path == kHeartbeatPath) {
+    auto node = AuthenticateNode(head);
+    if (!node.ok()) return node.status();
+    return trusted;
+  }
+  if (Authenticate(head).ok()) return trusted;
+  return Admission{false, config_.max_anonymous_body_bytes};
+}
+
+void HttpApi::Impl::Register(HttpServer& http) {
+  http.Get("/healthz", [](const HttpRequest&, HttpResponse& res) {
+    res.SetContent("ok\n", "text/plain");
   });
-  // Errors httplib answers itself (no route, a body over the limit, a malformed request) carry
-  // no body: they get problem+json too. An answer a route wrote is left as it is.
-  http.set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty() || res.has_header("Content-Type")) {
-          return httplib::Server::HandlerResponse::Unhandled;  // a route's own answer
-        }
-        const std::string what = req.method + " " + req.path;
-        std::string title = "invalid_argument", detail = "malformed request";
-        if (!req.method.empty() && (req.method == "POST" || req.method == "PUT") &&
-            !req.has_header("Content-Length") && !req.has_header("Transfer-Encoding")) {
-          // httplib reads a body only by its length: `curl -X POST` without -d sends none.
-          detail = what + " needs a Content-Length header (send a body, or Content-Length: 0)";
-        } else if (!req.method.empty()) {
-          detail = "cannot read the request " + what + " (a malformed head or body)";
-        }
-        if (res.status == 404) {
-          title = "not_found";
-          detail = "no such route: " + what;
-        } else if (res.status == 413) {
-          title = "resource_exhausted";
-          detail = "the request body is over " + std::to_string(config_.max_body_bytes) + " bytes";
-        } else if (res.status >= 500) {
-          title = "internal";
-          detail = "internal error answering " + what;
-        }
-        res.set_content(Problem(res.status, title, detail).dump(), "application/problem+json");
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content("ok\n", "text/plain");
-  });
-  http.Get("/", [this](const httplib::Request& req, httplib::Response& res) {
+  http.Get("/", [this](const HttpRequest& req, HttpResponse& res) {
     if (config_.web_assets) return DashboardPage(req, res);
     StatusPage(res);
   });
@@ -92,7 +74,7 @@ void HttpApi::Impl::Register(httplib::Server& http) {
   RegisterMonitoring(http);
 }
 
-void HttpApi::Impl::StatusPage(httplib::Response& res) {
+void HttpApi::Impl::StatusPage(HttpResponse& res) {
   const std::vector<protocol::NodeView> nodes = controller_.Nodes();
   int gpus = 0, ready = 0;
   for (const protocol::NodeView& n : nodes) {
@@ -106,7 +88,7 @@ void HttpApi::Impl::StatusPage(httplib::Response& res) {
       std::to_string(gpus) +
       " GPUs.</p><p>Use the CLI (<code>corral jobs</code>, <code>corral nodes</code>) or the "
       "API under <code>/api/v1</code> with a token. The dashboard is coming.</p></body></html>";
-  res.set_content(html, "text/html; charset=utf-8");
+  res.SetContent(html, "text/html; charset=utf-8");
 }
 
 HttpApi::HttpApi(Controller& controller, Clock& clock, HttpApiConfig config)
@@ -115,7 +97,8 @@ HttpApi::~HttpApi() = default;
 Result<Principal> HttpApi::AuthenticateToken(const std::string& token) {
   return impl_->AuthenticateToken(token);
 }
-void HttpApi::Register(httplib::Server& http) { impl_->Register(http); }
+void HttpApi::Register(HttpServer& http) { impl_->Register(http); }
+Result<Admission> HttpApi::Admit(const HttpRequest& head) { return impl_->Admit(head); }
 void HttpApi::Shutdown() { impl_->Shutdown(); }
 
 }  // namespace corral::server

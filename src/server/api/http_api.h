@@ -1,7 +1,9 @@
 // The HTTP/JSON API under /api/v1, the agent gateway, /healthz and the status page, served
-// with cpp-httplib (TLS when a certificate is given). Errors are application/problem+json
-// ({"type","title","status","detail"}) with the detail naming the field; bodies over 1 MiB get
-// 413; a body that is not a JSON object, or a field of the wrong type, gets 400. Every /api/v1
+// by HttpServer (server/http/http_server.h, TLS when a certificate is given). Errors are
+// application/problem+json ({"type","title","status","detail"}) with the detail naming the
+// field; a body that is not a JSON object, or a field of the wrong type, gets 400. Admit decides
+// from a request's head what it may send: an authenticated caller's body may be
+// `max_body_bytes`, an anonymous one's `max_anonymous_body_bytes` (413 beyond). Every /api/v1
 // route needs `Authorization: Bearer <token>` except the agent's (join and node tokens) and
 // POST /api/v1/login and /api/v1/logout (which set and clear the login cookie; they are refused
 // (403) when a browser says they come from another site: CrossSiteRefusal). Sessions
@@ -20,13 +22,10 @@
 #include <string_view>
 
 #include "server/control/controller.h"
+#include "server/http/http_server.h"
 #include "server/http/problem.h"  // HttpStatusOf, Problem
 #include "server/http/web_assets.h"
 #include "server/monitoring/gpu_history.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace corral::server {
 
@@ -38,6 +37,11 @@ struct HttpApiConfig {
   // API. Null: that route answers 404.
   GpuHistory* gpu_history = nullptr;
   size_t max_body_bytes = 1 << 20;
+  // A caller without credentials (login, the dashboard's pages): its body may be this large.
+  size_t max_anonymous_body_bytes = 16 << 10;
+  // Logins (POST /api/v1/login) from one client address: at most this many a minute (429 with
+  // Retry-After beyond).
+  int logins_per_minute = 60;
   // Sessions (docs/sessions.md): the URL users reach this server at ("https://corral.example");
   // empty: the scheme and the request's Host header.
   std::string public_url;
@@ -55,13 +59,17 @@ struct HttpApiConfig {
 };
 
 // The routes, each through the controller's services (never the store itself). Borrows
-// controller and clock; the HttpApi must outlive the httplib server it registered on (its
+// controller and clock; the HttpApi must outlive the HttpServer it registered on (its
 // handlers point into it).
 class HttpApi {
  public:
   HttpApi(Controller& controller, Clock& clock, HttpApiConfig config);
   ~HttpApi();
-  void Register(httplib::Server& http);
+  void Register(HttpServer& http);
+  // The admission rule of the server's requests (HttpServerOptions::admit): authenticated when
+  // the head carries a credential the route accepts (an API token or the dashboard's cookie,
+  // the join token for registration, a node token for heartbeats); the body limit by that.
+  Result<Admission> Admit(const HttpRequest& head);
   // Ends the live event streams now (server shutdown), not at their next event.
   void Shutdown();
   // Who an API token belongs to (Controller::Accounts(), whose principal cache it clears on

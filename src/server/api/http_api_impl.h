@@ -5,8 +5,6 @@
 // dashboard.cc. Not for use outside src/server/api/.
 #pragma once
 
-#include <httplib.h>
-
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -15,7 +13,9 @@
 #include "server/api/dashboard_api.h"
 #include "server/api/http_api.h"
 #include "server/gateway/session_proxy.h"
+#include "server/http/address_rate_limit.h"
 #include "server/http/auth.h"
+#include "server/http/http_server.h"
 #include "server/http/problem.h"
 #include "server/monitoring/monitoring_views.h"
 
@@ -27,14 +27,15 @@ class HttpApi::Impl {
       : controller_(controller),
         clock_(clock),
         config_(std::move(config)),
-        event_streams_(config_.max_event_streams) {}
+        event_streams_(config_.max_event_streams),
+        login_limit_(config_.logins_per_minute) {}
 
   void Shutdown() { event_streams_.Shutdown(); }
 
   // Wraps `handler(principal, req, res)` with authentication (and, if `admin_only`, a role check).
   template <typename Handler>
-  httplib::Server::Handler Authed(Handler handler, bool admin_only = false) {
-    return [this, handler, admin_only](const httplib::Request& req, httplib::Response& res) {
+  HttpHandler Authed(Handler handler, bool admin_only = false) {
+    return [this, handler, admin_only](const HttpRequest& req, HttpResponse& res) {
       auto who = Authenticate(req);
       if (!who.ok()) return SendProblem(res, who.status());
       if (admin_only && !who->admin) {
@@ -45,51 +46,60 @@ class HttpApi::Impl {
   }
 
   // http_api.cc
-  Result<Principal> Authenticate(const httplib::Request& req);
-  Result<Principal> AuthenticateCookie(const httplib::Request& req);
+  Result<Admission> Admit(const HttpRequest& head);
+  Result<Principal> Authenticate(const HttpRequest& req);
+  Result<Principal> AuthenticateCookie(const HttpRequest& req);
   Result<Principal> AuthenticateToken(const std::string& token);
-  void Register(httplib::Server& http);
+  void Register(HttpServer& http);
   // monitoring.cc
-  void RegisterMonitoring(httplib::Server& http);
+  void RegisterMonitoring(HttpServer& http);
 
  private:
   using json = nlohmann::json;
 
   // jobs.cc
-  void RegisterJobs(httplib::Server& http);
-  void ListJobs(const Principal& who, const httplib::Request& req, httplib::Response& res);
-  void Logs(const Principal& who, const httplib::Request& req, httplib::Response& res);
-  void RegisterQueue(httplib::Server& http);
+  void RegisterJobs(HttpServer& http);
+  void ListJobs(const Principal& who, const HttpRequest& req, HttpResponse& res);
+  void Logs(const Principal& who, const HttpRequest& req, HttpResponse& res);
+  void RegisterQueue(HttpServer& http);
   // environments.cc
-  void RegisterEnvironments(httplib::Server& http);
+  void RegisterEnvironments(HttpServer& http);
   // nodes.cc
-  void RegisterNodes(httplib::Server& http);
+  void RegisterNodes(HttpServer& http);
   // people.cc
-  void RegisterPeople(httplib::Server& http);
-  void CreateUser(const httplib::Request& req, httplib::Response& res);
+  void RegisterPeople(HttpServer& http);
+  void CreateUser(const HttpRequest& req, HttpResponse& res);
   // agents.cc
-  void RegisterAgents(httplib::Server& http);
+  void RegisterAgents(HttpServer& http);
+  static constexpr const char* kRegisterPath = "/api/v1/agent/register";
+  static constexpr const char* kHeartbeatPath = "/api/v1/agent/heartbeat";
+  // OK when the request carries the cluster's join token.
+  Status CheckJoinToken(const HttpRequest& req) const;
+  // The registration a heartbeat's node name and node token belong to; Unauthenticated naming
+  // what is wrong.
+  Result<uint64_t> AuthenticateNode(const HttpRequest& req);
   // sessions.cc
-  void RegisterSessions(httplib::Server& http);
-  protocol::SessionView WithUrls(protocol::SessionView view, const httplib::Request& req) const;
-  std::string BaseUrl(const httplib::Request& req) const;
-  std::string RequestUrl(const httplib::Request& req) const;
-  std::string GatewayUrl(const httplib::Request& req) const;
-  std::string CrossSiteRefusalOf(const httplib::Request& req) const;
-  void Login(const httplib::Request& req, httplib::Response& res);
-  static void LoginPage(httplib::Response& res);
+  void RegisterSessions(HttpServer& http);
+  protocol::SessionView WithUrls(protocol::SessionView view, const HttpRequest& req) const;
+  std::string BaseUrl(const HttpRequest& req) const;
+  std::string RequestUrl(const HttpRequest& req) const;
+  std::string GatewayUrl(const HttpRequest& req) const;
+  std::string CrossSiteRefusalOf(const HttpRequest& req) const;
+  void Login(const HttpRequest& req, HttpResponse& res);
+  static void LoginPage(HttpResponse& res);
   // dashboard.cc
-  void RegisterDashboard(httplib::Server& http);
-  void DashboardPage(const httplib::Request& req, httplib::Response& res);
-  static void SendAsset(const WebAssets::Asset& asset, httplib::Response& res);
-  void EventStream(httplib::Response& res);
+  void RegisterDashboard(HttpServer& http);
+  void DashboardPage(const HttpRequest& req, HttpResponse& res);
+  static void SendAsset(const WebAssets::Asset& asset, HttpResponse& res);
+  void EventStream(HttpResponse& res);
   // http_api.cc
-  void StatusPage(httplib::Response& res);
+  void StatusPage(HttpResponse& res);
 
   Controller& controller_;
   Clock& clock_;
   HttpApiConfig config_;
   EventStreams event_streams_;
+  AddressRateLimit login_limit_;
   ForecastCache forecasts_{Seconds(60)};
 };
 

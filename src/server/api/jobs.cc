@@ -65,7 +65,7 @@ Result<LogPage> ReadLogPage(const std::string& path, int64_t offset) {
 
 }  // namespace
 
-void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
+void HttpApi::Impl::RegisterJobs(HttpServer& http) {
   http.Post("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
@@ -113,9 +113,9 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
 // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
 // `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
 // older jobs match.
-void HttpApi::Impl::ListJobs(const Principal& who, const httplib::Request& req,
-                             httplib::Response& res) {
-  auto states = model::ParseJobStates(req.get_param_value("state"));
+void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req,
+                             HttpResponse& res) {
+  auto states = model::ParseJobStates(req.Param("state"));
   if (!states.ok()) return SendProblem(res, states.status());
   auto limit = IntParam(req, "limit", 1, kMaxJobPage);
   if (!limit.ok()) return SendProblem(res, limit.status());
@@ -128,19 +128,19 @@ void HttpApi::Impl::ListJobs(const Principal& who, const httplib::Request& req,
   std::optional<JobId> array_id;
   if (*array) array_id = JobId(**array);
   auto page =
-      controller_.ListJobs(who, *states, req.get_param_value("all") == "1",
+      controller_.ListJobs(who, *states, req.Param("all") == "1",
                            static_cast<int>(limit->value_or(kDefaultJobPage)), before_id, array_id);
   if (!page.ok()) return SendProblem(res, page.status());
   if (page->next_before) {
-    res.set_header("X-Corral-Next-Before", std::to_string(page->next_before->value()));
+    res.SetHeader("X-Corral-Next-Before", std::to_string(page->next_before->value()));
   }
   SendJson(res, 200, protocol::ToJson(page->jobs));
 }
 
 // A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
 // the end), X-Corral-Log-Size the file's size now.
-void HttpApi::Impl::Logs(const Principal& who, const httplib::Request& req,
-                         httplib::Response& res) {
+void HttpApi::Impl::Logs(const Principal& who, const HttpRequest& req,
+                         HttpResponse& res) {
   auto id = PathId(req, "job");
   if (!id.ok()) return SendProblem(res, id.status());
   auto task = IntParam(req, "task", 0, 999999);
@@ -149,19 +149,19 @@ void HttpApi::Impl::Logs(const Principal& who, const httplib::Request& req,
   if (!offset.ok()) return SendProblem(res, offset.status());
   auto generation = IntParam(req, "generation", 1, std::numeric_limits<int32_t>::max());
   if (!generation.ok()) return SendProblem(res, generation.status());
-  const std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
+  const std::string stream = req.HasParam("stream") ? req.Param("stream") : "stdout";
   auto path = controller_.LogPath(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
                                   *generation);
   if (!path.ok()) return SendProblem(res, path.status());
   const int64_t from = offset->value_or(0);
   auto page = ReadLogPage(*path, from);
   if (!page.ok()) return SendProblem(res, page.status());
-  res.set_header("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
-  res.set_header("X-Corral-Log-Size", std::to_string(page->size));
-  res.set_content(page->data, "text/plain; charset=utf-8");
+  res.SetHeader("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
+  res.SetHeader("X-Corral-Log-Size", std::to_string(page->size));
+  res.SetContent(page->data, "text/plain; charset=utf-8");
 }
 
-void HttpApi::Impl::RegisterQueue(httplib::Server& http) {
+void HttpApi::Impl::RegisterQueue(HttpServer& http) {
   http.Get("/api/v1/queue", Authed([this](const Principal& who, const auto& req, auto& res) {
              auto limit = IntParam(req, "limit", 1, kMaxJobPage);
              if (!limit.ok()) return SendProblem(res, limit.status());

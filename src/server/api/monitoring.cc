@@ -10,8 +10,8 @@ using nlohmann::json;
 
 // GET /metrics (Prometheus: an admin token, or the metrics token when one is configured),
 // the GPUs and idle GPUs (every user, as the nodes), and one job's GPUs (who may see the job).
-void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
-  http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
+  http.Get("/metrics", [this](const HttpRequest& req, HttpResponse& res) {
     const std::string token = BearerToken(req);
     const bool metrics_token = !config_.metrics_token_hash.empty() && !token.empty() &&
                                SecureEquals(HashToken(token), config_.metrics_token_hash);
@@ -22,7 +22,7 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
         return SendProblem(res, PermissionDenied("/metrics needs an admin or metrics token"));
       }
     }
-    res.set_content(MetricsText(controller_, clock_.Now()),
+    res.SetContent(MetricsText(controller_, clock_.Now()),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Get("/api/v1/summary/history", Authed([this](const Principal&, const auto& req, auto& res) {
@@ -34,20 +34,20 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
            }));
   http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
              SendJson(res, 200,
-                      GpusView(controller_, clock_.Now(), req.get_param_value("idle") == "1"));
+                      GpusView(controller_, clock_.Now(), req.Param("idle") == "1"));
            }));
   // Allocated and used GPU-hours (docs/monitoring.md): the caller's own and those of the
   // projects they belong to (admins: all); JSON, or CSV with format=csv.
   http.Get(
       "/api/v1/usage", Authed([this](const Principal& who, const auto& req, auto& res) {
-        auto by = ParseUsageGrouping(req.has_param("by") ? req.get_param_value("by")
+        auto by = ParseUsageGrouping(req.HasParam("by") ? req.Param("by")
                                                          : std::string("project"));
         if (!by.ok()) return SendProblem(res, by.status());
         auto range = ParseDayRange(
-            req.has_param("since") ? req.get_param_value("since") : std::string("30d"),
-            req.get_param_value("until"), clock_.Now());
+            req.HasParam("since") ? req.Param("since") : std::string("30d"),
+            req.Param("until"), clock_.Now());
         if (!range.ok()) return SendProblem(res, range.status());
-        const std::string format = req.has_param("format") ? req.get_param_value("format") : "json";
+        const std::string format = req.HasParam("format") ? req.Param("format") : "json";
         if (format != "json" && format != "csv") {
           return SendProblem(res, InvalidArgument("field 'format': json or csv"));
         }
@@ -55,8 +55,8 @@ void HttpApi::Impl::RegisterMonitoring(httplib::Server& http) {
         if (!visible.ok()) return SendProblem(res, visible.status());
         const json report = UsageReport(*visible, *by);
         if (format == "csv") {
-          res.set_header("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
-          return res.set_content(UsageCsv(report, *by), "text/csv; charset=utf-8");
+          res.SetHeader("Content-Disposition", "attachment; filename=\"corral-usage.csv\"");
+          return res.SetContent(UsageCsv(report, *by), "text/csv; charset=utf-8");
         }
         SendJson(res, 200, {{"since", range->first}, {"until", range->second}, {"rows", report}});
       }));

@@ -7,7 +7,7 @@ namespace corral::server {
 using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
-void HttpApi::Impl::RegisterNodes(httplib::Server& http) {
+void HttpApi::Impl::RegisterNodes(HttpServer& http) {
   http.Get("/api/v1/nodes", Authed([this](const Principal&, const auto&, auto& res) {
              SendJson(res, 200, protocol::ToJson(controller_.Nodes()));
            }));

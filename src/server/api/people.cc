@@ -8,7 +8,7 @@ namespace corral::server {
 using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
-void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
+void HttpApi::Impl::RegisterPeople(HttpServer& http) {
   http.Get("/api/v1/projects", Authed([this](const Principal& who, const auto&, auto& res) {
              auto projects = controller_.ProjectsView(who);
              if (!projects.ok()) return SendProblem(res, projects.status());
@@ -90,7 +90,7 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
 }
 
 // Creates the user, their memberships (always "default") and their first token atomically.
-void HttpApi::Impl::CreateUser(const httplib::Request& req, httplib::Response& res) {
+void HttpApi::Impl::CreateUser(const HttpRequest& req, HttpResponse& res) {
   auto body = ParseBody(req);
   if (!body.ok()) return SendProblem(res, body.status());
   auto name = Field<std::string>(*body, "name");

@@ -8,7 +8,7 @@ namespace corral::server {
 using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
-void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
+void HttpApi::Impl::RegisterSessions(HttpServer& http) {
   http.Post("/api/v1/sessions", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
@@ -45,26 +45,26 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
                 SendJson(res, 202, {{"status", "stopping"}, {"id", *id}});
               }));
   http.Post("/api/v1/login",
-            [this](const httplib::Request& req, httplib::Response& res) { Login(req, res); });
-  http.Post("/api/v1/logout", [this](const httplib::Request& req, httplib::Response& res) {
+            [this](const HttpRequest& req, HttpResponse& res) { Login(req, res); });
+  http.Post("/api/v1/logout", [this](const HttpRequest& req, HttpResponse& res) {
     // No credentials needed (clearing a cookie gives nothing away), but only from this
     // server's own pages: another site must not log its visitors out.
     if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
       return SendProblem(res, PermissionDenied(refused));
     }
-    res.set_header("Set-Cookie", TokenCookie("", config_.tls));
+    res.SetHeader("Set-Cookie", TokenCookie("", config_.tls));
     SendJson(res, 200, {{"status", "logged out"}});
   });
-  http.Get("/login", [](const httplib::Request&, httplib::Response& res) { LoginPage(res); });
+  http.Get("/login", [](const HttpRequest&, HttpResponse& res) { LoginPage(res); });
   // Sessions are served by the session gateway: old links, any method (HEAD is served by
   // the GET route), go there with their method and body (307).
   const std::string sessions = R"(/sessions/(\d+)(/.*)?)";
-  auto redirect = [this](const httplib::Request& req, httplib::Response& res) {
+  auto redirect = [this](const HttpRequest& req, HttpResponse& res) {
     const std::string gateway = GatewayUrl(req);
     if (gateway.empty()) {
       return SendProblem(res, NotFound("sessions are served by the session gateway"));
     }
-    res.set_redirect(gateway + req.target, 307);
+    res.Redirect(gateway + req.target, 307);
   };
   http.Get(sessions, redirect);
   http.Post(sessions, redirect);
@@ -77,7 +77,7 @@ void HttpApi::Impl::RegisterSessions(httplib::Server& http) {
 // The session's URLs: "url" through the session gateway, and for its owner (who holds the
 // token) "direct_url" to the app on its node (the app's own token check).
 protocol::SessionView HttpApi::Impl::WithUrls(protocol::SessionView view,
-                                              const httplib::Request& req) const {
+                                              const HttpRequest& req) const {
   view.url = GatewayUrl(req) + view.path;
   view.direct_url.reset();
   if (view.token && view.address && view.port) {
@@ -91,7 +91,7 @@ protocol::SessionView HttpApi::Impl::WithUrls(protocol::SessionView view,
 
 // "https://corral.example": the configured public URL, else RequestUrl, else nothing (URLs
 // are then paths).
-std::string HttpApi::Impl::BaseUrl(const httplib::Request& req) const {
+std::string HttpApi::Impl::BaseUrl(const HttpRequest& req) const {
   if (!config_.public_url.empty()) {
     std::string url = config_.public_url;
     while (!url.empty() && url.back() == '/') url.pop_back();
@@ -102,12 +102,12 @@ std::string HttpApi::Impl::BaseUrl(const httplib::Request& req) const {
 
 // The scheme and the request's Host ("http://corral:8080") when the Host is a plain
 // host[:port]; else "".
-std::string HttpApi::Impl::RequestUrl(const httplib::Request& req) const {
-  return UrlOfHost(req.get_header_value("Host"), config_.tls);
+std::string HttpApi::Impl::RequestUrl(const HttpRequest& req) const {
+  return UrlOfHost(req.Header("Host"), config_.tls);
 }
 
 // The session gateway's URL for users: configured, else BaseUrl with the gateway's port.
-std::string HttpApi::Impl::GatewayUrl(const httplib::Request& req) const {
+std::string HttpApi::Impl::GatewayUrl(const HttpRequest& req) const {
   std::string url = config_.session_url;
   if (url.empty()) url = WithPort(BaseUrl(req), config_.session_port);
   while (!url.empty() && url.back() == '/') url.pop_back();
@@ -116,23 +116,32 @@ std::string HttpApi::Impl::GatewayUrl(const httplib::Request& req) const {
 
 // Why `req` is refused as a cross-site request (CrossSiteRefusal), "" when it may pass. This
 // server's origins: --public-url's and the one the request itself was sent to.
-std::string HttpApi::Impl::CrossSiteRefusalOf(const httplib::Request& req) const {
+std::string HttpApi::Impl::CrossSiteRefusalOf(const HttpRequest& req) const {
   std::vector<std::string> own = {RequestUrl(req)};
   if (!config_.public_url.empty()) own.push_back(config_.public_url);
-  return CrossSiteRefusal(req.method, req.get_header_value("Origin"),
-                          req.get_header_value("Sec-Fetch-Site"), own);
+  return CrossSiteRefusal(req.method, req.Header("Origin"),
+                          req.Header("Sec-Fetch-Site"), own);
 }
 
 // POST /api/v1/login {"token", "next"?}: checks the token and sets the corral_token cookie
 // (HttpOnly, SameSite=Strict) for the session proxy; answers the user and where to go next
 // (SafeRedirectTarget). JSON only, and not from another site (CrossSiteRefusal), so that a
 // cross-site page cannot log anyone in.
-void HttpApi::Impl::Login(const httplib::Request& req, httplib::Response& res) {
+void HttpApi::Impl::Login(const HttpRequest& req, HttpResponse& res) {
+  // Guessing tokens from one address is slowed down (tokens are 256 bits: this keeps the log
+  // and the CPU quiet rather than the tokens safe).
+  if (const int64_t wait = login_limit_.Take(req.client_address, std::chrono::steady_clock::now());
+      wait > 0) {
+    res.SetHeader("Retry-After", std::to_string(wait));
+    return SendProblem(res, Status(StatusCode::kResourceExhausted,
+                                   "too many logins from " + req.client_address +
+                                       "; try again in " + std::to_string(wait) + " s"));
+  }
   // Another site must not log its visitors in (as someone else, e.g. its author).
   if (auto refused = CrossSiteRefusalOf(req); !refused.empty()) {
     return SendProblem(res, PermissionDenied(refused));
   }
-  if (req.get_header_value("Content-Type").rfind("application/json", 0) != 0) {
+  if (req.Header("Content-Type").rfind("application/json", 0) != 0) {
     return SendProblem(res, InvalidArgument("request body: must be application/json"));
   }
   auto body = ParseBody(req);
@@ -144,11 +153,11 @@ void HttpApi::Impl::Login(const httplib::Request& req, httplib::Response& res) {
   if (token->empty()) return SendProblem(res, Unauthenticated("field 'token': is empty"));
   auto who = AuthenticateToken(*token);
   if (!who.ok()) return SendProblem(res, who.status());
-  res.set_header("Set-Cookie", TokenCookie(*token, config_.tls));
+  res.SetHeader("Set-Cookie", TokenCookie(*token, config_.tls));
   SendJson(res, 200, {{"user", who->name}, {"next", SafeRedirectTarget(*next, {GatewayUrl(req)})}});
 }
 
-void HttpApi::Impl::LoginPage(httplib::Response& res) {
+void HttpApi::Impl::LoginPage(HttpResponse& res) {
   // Static: nothing from the request is written into the page. The server decides where to
   // go next (POST /api/v1/login answers "next"), never the page's query string alone.
   static const char kPage[] = R"html(<!doctype html>
@@ -178,10 +187,10 @@ document.getElementById("login").addEventListener("submit", async (event) => {
 </script>
 </body></html>
 )html";
-  res.set_header("Content-Security-Policy",
+  res.SetHeader("Content-Security-Policy",
                  "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'; "
                  "form-action 'self'; frame-ancestors 'none'");
-  res.set_content(kPage, "text/html; charset=utf-8");
+  res.SetContent(kPage, "text/html; charset=utf-8");
 }
 
 }  // namespace corral::server

@@ -21,6 +21,7 @@
 #include "server/api/http_api.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/http_head.h"
+#include "server/http/listener.h"
 #include "server/http/problem.h"
 
 namespace corral::server {
@@ -214,23 +215,6 @@ void ReturnPlace(std::map<Key, int>& open, const Key& key) {
 }
 
 }  // namespace
-
-std::string CountedAddress(const sockaddr_storage& address) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (address.ss_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof text);
-    return text;
-  }
-  if (address.ss_family != AF_INET6) return "";
-  in6_addr ip = reinterpret_cast<const sockaddr_in6&>(address).sin6_addr;
-  if (IN6_IS_ADDR_V4MAPPED(&ip)) {
-    inet_ntop(AF_INET, &ip.s6_addr[12], text, sizeof text);
-    return text;
-  }
-  std::fill(std::begin(ip.s6_addr) + 8, std::end(ip.s6_addr), 0);  // the interface id
-  inet_ntop(AF_INET6, &ip, text, sizeof text);
-  return std::string(text) + "/64";
-}
 
 // One client connection, on its own thread: read, admit, connect, carry, close.
 class SessionGateway::Connection {
@@ -575,38 +559,10 @@ Result<std::unique_ptr<SessionGateway>> SessionGateway::Create(
     if (!tls.ok()) return tls.status();
     g->tls_ = std::move(tls).value();
   }
-  const std::string where = options.host + ":" + std::to_string(options.port);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* found = nullptr;
-  const bool any = options.host.empty() || options.host == "*";
-  if (const int err = getaddrinfo(any ? nullptr : options.host.c_str(),
-                                  std::to_string(options.port).c_str(), &hints, &found);
-      err != 0) {
-    return IoError("--session-listen: cannot bind " + where + ": " + gai_strerror(err));
-  }
-  std::string why = "no address";
-  for (addrinfo* a = found; a != nullptr && g->listen_fd_ < 0; a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    const int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, a->ai_addr, a->ai_addrlen) == 0 && listen(fd, 128) == 0) {
-      g->listen_fd_ = fd;
-    } else {
-      why = std::strerror(errno);
-      close(fd);
-    }
-  }
-  freeaddrinfo(found);
-  if (g->listen_fd_ < 0) return IoError("--session-listen: cannot bind " + where + ": " + why);
-  sockaddr_storage bound{};
-  socklen_t len = sizeof bound;
-  getsockname(g->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len);
-  g->port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                               : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  auto listening = Listen(options.host, options.port, "--session-listen");
+  if (!listening.ok()) return listening.status();
+  g->listen_fd_ = listening->fd;
+  g->port_ = listening->port;
   int wake[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
     return IoError(std::string("session gateway: pipe: ") + std::strerror(errno));
@@ -679,7 +635,7 @@ void SessionGateway::Accept() {
                 sizeof address);
     }
     const std::string peer = address;
-    const std::string counted = CountedAddress(from);
+    const std::string counted = CountedAddress(reinterpret_cast<const sockaddr*>(&from));
     if (!EnterPending(counted)) {
       close(fd);  // cheaply: this address already holds its share of places without a request
       continue;

@@ -46,13 +46,6 @@ class SessionDirectory {
   virtual void NoteUse(JobId id) = 0;
 };
 
-// The client address that SessionGatewayOptions::max_pending_per_address counts against: an
-// IPv4 address as is ("192.0.2.7"), an IPv6 one by its /64 prefix ("2001:db8:1:2::/64": a
-// host is usually given a whole /64, so it could otherwise use a fresh address for every
-// connection), an IPv4-mapped IPv6 one (::ffff:a.b.c.d) as its IPv4 address; "" for another
-// family.
-std::string CountedAddress(const sockaddr_storage& address);
-
 struct SessionGatewayOptions {
   std::string host = "127.0.0.1";  // where to listen
   int port = 0;                    // 0: any free port

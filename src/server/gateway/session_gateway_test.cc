@@ -628,30 +628,6 @@ TEST_F(SessionGatewayTest, APendingPlaceIsFreedWhenItsClientLeavesOrTimesOut) {
   EXPECT_TRUE(AdmittedWithin(port(), std::chrono::seconds(5)));
 }
 
-// Addresses as accept() gives them.
-sockaddr_storage AddressOf(const char* text) {
-  sockaddr_storage address{};
-  if (inet_pton(AF_INET, text, &reinterpret_cast<sockaddr_in&>(address).sin_addr) == 1) {
-    address.ss_family = AF_INET;
-  } else {
-    EXPECT_EQ(inet_pton(AF_INET6, text, &reinterpret_cast<sockaddr_in6&>(address).sin6_addr), 1)
-        << text;
-    address.ss_family = AF_INET6;
-  }
-  return address;
-}
-
-TEST(CountedAddressTest, IPv6CountsByItsSlash64AndMappedIPv4AsIPv4) {
-  EXPECT_EQ(CountedAddress(AddressOf("192.0.2.7")), "192.0.2.7");
-  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:2:a:b:c:d")), "2001:db8:1:2::/64");
-  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:2::99")), "2001:db8:1:2::/64");
-  EXPECT_EQ(CountedAddress(AddressOf("2001:db8:1:3::99")), "2001:db8:1:3::/64");
-  EXPECT_EQ(CountedAddress(AddressOf("::ffff:192.0.2.7")), "192.0.2.7");
-  sockaddr_storage other{};
-  other.ss_family = AF_UNIX;
-  EXPECT_EQ(CountedAddress(other), "");
-}
-
 TEST_F(SessionGatewayTest, AnIdleConnectionIsClosed) {
   FakeApp silent(
       [](FakeApp& self, int, const std::string&, std::string) { self.WaitForRelease(); });

@@ -1,6 +1,5 @@
 #include "server/http/problem.h"
 
-#include <httplib.h>
 
 namespace corral::server {
 
@@ -30,16 +29,16 @@ json Problem(int status, std::string_view title, std::string_view detail) {
   return {{"type", "about:blank"}, {"title", title}, {"status", status}, {"detail", detail}};
 }
 
-void SendJson(httplib::Response& res, int status, const json& body) {
+void SendJson(HttpResponse& res, int status, const json& body) {
   res.status = status;
   // Invalid UTF-8 (from a task's output or an agent's note) becomes U+FFFD instead of throwing.
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+  res.SetContent(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
 
-void SendProblem(httplib::Response& res, const Status& s) {
+void SendProblem(HttpResponse& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
   res.status = status;
-  res.set_content(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
+  res.SetContent(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
                   "application/problem+json");
 }
 

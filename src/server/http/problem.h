@@ -6,10 +6,7 @@
 #include <string_view>
 
 #include "common/status.h"
-
-namespace httplib {
-struct Response;
-}
+#include "server/http/http_exchange.h"
 
 namespace corral::server {
 
@@ -20,8 +17,8 @@ int HttpStatusOf(StatusCode code);
 nlohmann::json Problem(int status, std::string_view title, std::string_view detail);
 
 // Answers `status` with `body` as application/json; invalid UTF-8 in it becomes U+FFFD.
-void SendJson(httplib::Response& res, int status, const nlohmann::json& body);
+void SendJson(HttpResponse& res, int status, const nlohmann::json& body);
 // Answers `s` as application/problem+json with its HTTP status (HttpStatusOf).
-void SendProblem(httplib::Response& res, const Status& s);
+void SendProblem(HttpResponse& res, const Status& s);
 
 }  // namespace corral::server

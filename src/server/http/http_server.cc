@@ -1,0 +1,422 @@
+#include "server/http/http_server.h"
+
+#include <microhttpd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <utility>
+
+#include "server/http/problem.h"
+
+namespace corral::server {
+
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// A refused body is read and dropped up to this many bytes (Exchange::refusal).
+constexpr size_t kDrainLimit = 8 << 20;
+
+// An answer the server writes itself.
+HttpResponse ProblemAnswer(int status, std::string_view title, std::string_view detail) {
+  HttpResponse response;
+  response.status = status;
+  response.SetContent(Problem(status, title, detail).dump(-1, ' ', false,
+                                                          nlohmann::json::error_handler_t::replace),
+                      "application/problem+json");
+  return response;
+}
+
+Result<std::string> ReadPem(const std::string& path, const char* flag) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in || text.str().empty()) return InvalidArgument(std::string(flag) + " " + path + ": cannot read it");
+  return text.str();
+}
+
+// A connection's own data (libmicrohttpd's socket context).
+struct ConnectionContext {
+  ConnectionGuard::Id id = 0;
+  std::string address;  // AddressText
+};
+
+}  // namespace
+
+// One request (libmicrohttpd's request context): from its request line to its answer.
+struct HttpServer::Exchange {
+  HttpRequest request;
+  ConnectionGuard::Id connection = 0;
+  bool begun = false;     // the head was read and admitted
+  bool answered = false;  // an answer is queued
+  size_t max_body_bytes = 0;
+  // A refusal decided before the body ended (from the head, or the body over its limit): the
+  // rest of the body is read and dropped, up to kDrainLimit bytes in all, so that a client
+  // still sending reads the answer instead of a reset connection; beyond, the connection is
+  // closed unanswered.
+  std::optional<HttpResponse> refusal;
+  bool authenticated = false;  // admitted as such: its refused bodies are drained
+  size_t dropped = 0;
+};
+
+// A streamed body being sent (libmicrohttpd's content reader context).
+namespace {
+struct StreamState {
+  std::function<bool(std::string&)> next_piece;
+  std::string piece;
+  size_t offset = 0;
+};
+
+ssize_t ReadStream(void* cls, uint64_t, char* buffer, size_t max) {
+  auto& s = *static_cast<StreamState*>(cls);
+  while (s.offset == s.piece.size()) {
+    s.piece.clear();
+    s.offset = 0;
+    try {
+      if (!s.next_piece(s.piece)) return MHD_CONTENT_READER_END_OF_STREAM;
+    } catch (...) {
+      return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+  }
+  const size_t n = std::min(max, s.piece.size() - s.offset);
+  std::memcpy(buffer, s.piece.data() + s.offset, n);
+  s.offset += n;
+  return static_cast<ssize_t>(n);
+}
+
+void FreeStream(void* cls) { delete static_cast<StreamState*>(cls); }
+
+MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<HttpHeaders*>(cls)->emplace(key, value == nullptr ? "" : value);
+  return MHD_YES;
+}
+
+MHD_Result CollectParam(void* cls, MHD_ValueKind, const char* key, const char* value) {
+  static_cast<std::multimap<std::string, std::string>*>(cls)->emplace(key,
+                                                                      value == nullptr ? "" : value);
+  return MHD_YES;
+}
+
+ConnectionContext* ContextOf(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  return info == nullptr ? nullptr : static_cast<ConnectionContext*>(info->socket_context);
+}
+}  // namespace
+
+struct HttpServer::Callbacks {
+  static MHD_Result OnAccept(void* self, const sockaddr* address, socklen_t) {
+    return static_cast<HttpServer*>(self)->guard_.MayAccept(CountedAddress(address)) ? MHD_YES
+                                                                                      : MHD_NO;
+  }
+
+  static void OnConnection(void* self, MHD_Connection* connection, void** context,
+                           MHD_ConnectionNotificationCode what) {
+    auto& server = *static_cast<HttpServer*>(self);
+    if (what == MHD_CONNECTION_NOTIFY_STARTED) {
+      const MHD_ConnectionInfo* fd =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+      const MHD_ConnectionInfo* from =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+      const sockaddr* address = from == nullptr ? nullptr : from->client_addr;
+      auto* c = new ConnectionContext;
+      c->address = AddressText(address);
+      c->id = server.guard_.Opened(CountedAddress(address), fd == nullptr ? -1 : fd->connect_fd,
+                                   SteadyClock::now());
+      *context = c;
+    } else if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
+      auto* c = static_cast<ConnectionContext*>(*context);
+      if (c != nullptr) server.guard_.Closed(c->id);
+      delete c;
+      *context = nullptr;
+    }
+  }
+
+  static void* OnRequestLine(void*, const char* uri, MHD_Connection*) {
+    auto* e = new Exchange;
+    e->request.target = uri == nullptr ? "" : uri;
+    return e;
+  }
+
+  static void OnCompleted(void* self, MHD_Connection* connection, void** exchange,
+                          MHD_RequestTerminationCode) {
+    delete static_cast<Exchange*>(*exchange);
+    *exchange = nullptr;
+    if (ConnectionContext* c = ContextOf(connection)) {
+      static_cast<HttpServer*>(self)->guard_.Entered(c->id, ConnectionPhase::kAwaitingHead,
+                                                     SteadyClock::now());
+    }
+  }
+
+  static MHD_Result OnRequest(void* self, MHD_Connection* connection, const char* url,
+                              const char* method, const char*, const char* upload,
+                              size_t* upload_size, void** exchange) {
+    auto& server = *static_cast<HttpServer*>(self);
+    if (*exchange == nullptr) *exchange = new Exchange;  // no request line callback (defensive)
+    Exchange& e = *static_cast<Exchange*>(*exchange);
+    if (!e.begun) return server.Begin(connection, e, url, method) ? MHD_YES : MHD_NO;
+    if (*upload_size > 0) {
+      const size_t size = std::exchange(*upload_size, 0);
+      if (e.answered) return MHD_YES;  // answered at once: what still arrives is dropped
+      if (!e.refusal && e.request.body.size() + size > e.max_body_bytes) {
+        e.dropped = e.request.body.size();
+        std::string().swap(e.request.body);
+        if (!server.Refuse(connection, e, 413,
+                           "the request body is over " + std::to_string(e.max_body_bytes) +
+                               " bytes")) {
+          return MHD_NO;  // an anonymous caller's body: not read further, the connection closed
+        }
+        if (e.answered) return MHD_YES;
+      }
+      if (!e.refusal) {
+        e.request.body.append(upload, size);
+        return MHD_YES;
+      }
+      e.dropped += size;
+      return e.dropped <= kDrainLimit ? MHD_YES : MHD_NO;  // MHD_NO: closed, unanswered
+    }
+    if (e.answered) return MHD_YES;
+    if (e.refusal) {
+      HttpResponse refusal = *std::move(e.refusal);
+      e.refusal.reset();
+      return server.Queue(connection, e, std::move(refusal)) ? MHD_YES : MHD_NO;
+    }
+    server.guard_.Entered(e.connection, ConnectionPhase::kAnswering, SteadyClock::now());
+    HttpResponse response;
+    server.Dispatch(e.request, response);
+    return server.Queue(connection, e, std::move(response)) ? MHD_YES : MHD_NO;
+  }
+};
+
+HttpServer::HttpServer(ListenSocket socket, HttpServerOptions options)
+    : options_(std::move(options)),
+      listen_fd_(socket.fd),
+      port_(socket.port),
+      guard_(options_.limits) {}
+
+Result<std::unique_ptr<HttpServer>> HttpServer::Create(ListenSocket socket,
+                                                       HttpServerOptions options) {
+  if (options.tls_cert.empty() != options.tls_key.empty()) {
+    close(socket.fd);
+    return InvalidArgument("--tls-cert and --tls-key: give both or neither");
+  }
+  if (!options.admit) {
+    close(socket.fd);
+    return InvalidArgument("HttpServer: no admission rule");
+  }
+  return std::unique_ptr<HttpServer>(new HttpServer(socket, std::move(options)));
+}
+
+HttpServer::~HttpServer() {
+  Stop();
+  if (daemon_ == nullptr && listen_fd_ >= 0) close(listen_fd_);
+}
+
+void HttpServer::Add(std::string method, const std::string& pattern, HttpHandler handler) {
+  routes_.push_back(Route{std::move(method), std::regex(pattern), std::move(handler)});
+}
+void HttpServer::Get(const std::string& p, HttpHandler h) { Add("GET", p, std::move(h)); }
+void HttpServer::Post(const std::string& p, HttpHandler h) { Add("POST", p, std::move(h)); }
+void HttpServer::Put(const std::string& p, HttpHandler h) { Add("PUT", p, std::move(h)); }
+void HttpServer::Patch(const std::string& p, HttpHandler h) { Add("PATCH", p, std::move(h)); }
+void HttpServer::Delete(const std::string& p, HttpHandler h) { Add("DELETE", p, std::move(h)); }
+void HttpServer::Options(const std::string& p, HttpHandler h) { Add("OPTIONS", p, std::move(h)); }
+
+Status HttpServer::Start() {
+  std::string cert, key;
+  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                       MHD_USE_POLL | MHD_USE_ITC;
+  if (!options_.tls_cert.empty()) {
+    auto c = ReadPem(options_.tls_cert, "--tls-cert");
+    if (!c.ok()) return c.status();
+    auto k = ReadPem(options_.tls_key, "--tls-key");
+    if (!k.ok()) return k.status();
+    cert = *std::move(c);
+    key = *std::move(k);
+    flags |= MHD_USE_TLS;
+  }
+  std::vector<MHD_OptionItem> items = {
+      {MHD_OPTION_LISTEN_SOCKET, listen_fd_, nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, options_.max_connections, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, static_cast<intptr_t>(options_.stall_timeout.count()),
+       nullptr},
+      // The head and the read buffer; a head over max_head_bytes is refused (431) before this.
+      {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+       static_cast<intptr_t>(options_.max_head_bytes + (64 << 10)), nullptr},
+      {MHD_OPTION_THREAD_STACK_SIZE, 2 << 20, nullptr},
+      {MHD_OPTION_NOTIFY_CONNECTION,
+       reinterpret_cast<intptr_t>(&Callbacks::OnConnection), this},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Callbacks::OnCompleted), this},
+      {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&Callbacks::OnRequestLine), this},
+  };
+  if (!cert.empty()) {
+    items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, key.data()});
+    items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, cert.data()});
+  }
+  items.push_back({MHD_OPTION_END, 0, nullptr});
+  daemon_ = MHD_start_daemon(flags, 0, &Callbacks::OnAccept, this, &Callbacks::OnRequest, this,
+                             MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  if (daemon_ == nullptr) {
+    return IoError(cert.empty() ? "cannot start the HTTP server"
+                                : "cannot start the HTTPS server: is --tls-cert/--tls-key a PEM "
+                                  "certificate and its key?");
+  }
+  sweeper_ = std::thread([this] { SweepOverdue(); });
+  return Status::Ok();
+}
+
+void HttpServer::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (daemon_ != nullptr) {
+    MHD_stop_daemon(daemon_);  // closes the listening socket and every connection
+    daemon_ = nullptr;
+    listen_fd_ = -1;
+  }
+}
+
+void HttpServer::SweepOverdue() {
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
+    guard_.ShutDownOverdue(SteadyClock::now(), [](int fd) {
+      // The connection's thread sees its peer gone and closes it.
+      if (fd >= 0) shutdown(fd, SHUT_RDWR);
+    });
+  }
+}
+
+bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
+                       const char* method) {
+  e.begun = true;
+  HttpRequest& r = e.request;
+  r.method = method;
+  r.path = url;
+  if (ConnectionContext* c = ContextOf(connection)) {
+    e.connection = c->id;
+    r.client_address = c->address;
+  }
+  guard_.Entered(e.connection, ConnectionPhase::kReadingBody, SteadyClock::now());
+  MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
+  MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectParam, &r.params);
+  // Who it is first: a caller the head does not admit gets its answer now, the body unread.
+  auto admitted = options_.admit(r);
+  if (!admitted.ok()) {
+    HttpResponse refusal;
+    SendProblem(refusal, admitted.status());
+    return Queue(connection, e, std::move(refusal));
+  }
+  e.authenticated = admitted->authenticated;
+  if (e.authenticated) guard_.Authenticated(e.connection);
+  e.max_body_bytes = admitted->max_body_bytes;
+  if (r.target.size() > options_.max_target_bytes) {
+    return Refuse(connection, e, 414,
+                  "the request target is over " + std::to_string(options_.max_target_bytes) +
+                      " bytes");
+  }
+  const MHD_ConnectionInfo* head =
+      MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+  if (head != nullptr && head->header_size > options_.max_head_bytes) {
+    return Refuse(connection, e, 431,
+                  "the request head is over " + std::to_string(options_.max_head_bytes) + " bytes");
+  }
+  if (const std::string coding = r.Header("Content-Encoding");
+      !coding.empty() && strcasecmp(coding.c_str(), "identity") != 0) {
+    return Refuse(connection, e, 415,
+                  "request bodies are not accepted compressed (Content-Encoding: " + coding + ")");
+  }
+  if (const std::string length = r.Header("Content-Length"); !length.empty()) {
+    char* end = nullptr;
+    const unsigned long long n = std::strtoull(length.c_str(), &end, 10);
+    if (*end == '\0' && n > e.max_body_bytes) {
+      return Refuse(connection, e, 413,
+                    "the request body is over " + std::to_string(e.max_body_bytes) + " bytes");
+    }
+  }
+  return true;
+}
+
+bool HttpServer::Refuse(MHD_Connection* connection, Exchange& e, int status,
+                        const std::string& detail) {
+  const char* title = status == 413   ? "payload_too_large"
+                      : status == 414 ? "uri_too_long"
+                      : status == 415 ? "unsupported_media_type"
+                      : status == 431 ? "request_header_fields_too_large"
+                                      : "invalid_argument";
+  HttpResponse refusal = ProblemAnswer(status, title, detail);
+  // An authenticated caller still sending its body reads the answer after it (drained); an
+  // anonymous one, or one that waits (Expect: 100-continue) or says its body is longer than
+  // kDrainLimit, gets it now, and its connection is closed after it.
+  const std::string length = e.request.Header("Content-Length");
+  const bool waits = strcasecmp(e.request.Header("Expect").c_str(), "100-continue") == 0;
+  const bool too_long =
+      !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > kDrainLimit;
+  if (e.authenticated && !waits && !too_long) {
+    e.refusal = std::move(refusal);
+    return true;
+  }
+  return Queue(connection, e, std::move(refusal));
+}
+
+bool HttpServer::Queue(MHD_Connection* connection, Exchange& e, HttpResponse response) {
+  e.answered = true;
+  MHD_Response* answer = nullptr;
+  if (response.next_piece) {
+    answer = MHD_create_response_from_callback(
+        MHD_SIZE_UNKNOWN, 16 << 10, &ReadStream,
+        new StreamState{std::move(response.next_piece), {}, 0}, &FreeStream);
+  } else {
+    answer = MHD_create_response_from_buffer(response.body.size(), response.body.data(),
+                                             MHD_RESPMEM_MUST_COPY);
+  }
+  if (answer == nullptr) return false;
+  for (const auto& [name, value] : response.headers) {
+    MHD_add_response_header(answer, name.c_str(), value.c_str());
+  }
+  const MHD_Result queued =
+      MHD_queue_response(connection, static_cast<unsigned int>(response.status), answer);
+  MHD_destroy_response(answer);
+  return queued == MHD_YES;
+}
+
+void HttpServer::Dispatch(HttpRequest& request, HttpResponse& response) const {
+  const std::string& method = request.method == "HEAD" ? std::string("GET") : request.method;
+  std::vector<std::string> allowed;
+  std::smatch match;
+  for (const Route& route : routes_) {
+    if (!std::regex_match(request.path, match, route.pattern)) continue;
+    if (route.method != method) {
+      allowed.push_back(route.method);
+      continue;
+    }
+    request.matches.assign(match.begin(), match.end());
+    try {
+      route.handler(request, response);
+    } catch (...) {
+      response = ProblemAnswer(500, "internal", "internal error answering " + request.method +
+                                                    " " + request.path);
+    }
+    return;
+  }
+  if (allowed.empty()) {
+    response = ProblemAnswer(404, "not_found", "no such route: " + request.method + " " +
+                                                   request.path);
+    return;
+  }
+  std::string allow;
+  for (const std::string& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
+  response = ProblemAnswer(405, "method_not_allowed",
+                           request.method + " " + request.path + ": allowed: " + allow);
+  response.SetHeader("Allow", allow);
+}
+
+}  // namespace corral::server

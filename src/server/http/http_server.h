@@ -1,0 +1,126 @@
+// The API server's HTTP/1.1 listener (docs/decisions.md, "The API's HTTP server"), on GNU
+// libmicrohttpd: one thread per connection (routes may block: a heartbeat's long poll, an event
+// stream), with the connection model of connection_guard.h (caps on unauthenticated connections
+// per address and in all, deadlines on heads and bodies) and these rules for every request:
+// - the target is at most `max_target_bytes` (else 414) and the head `max_head_bytes` (431);
+// - a body is never accepted compressed (a Content-Encoding other than identity: 415);
+// - `admit` decides from the head alone, before a byte of the body is read, whether the caller
+//   is authenticated and how large a body may be; the body is counted as it arrives, chunked
+//   or not (over the limit: 413, and the rest is not read);
+// - routes are regular expressions matched against the whole decoded path; HEAD uses GET's;
+//   a path no route has: 404, a path with routes for other methods only: 405 with Allow;
+// - every answer the server writes itself, and an exception a route throws (500), is
+//   application/problem+json.
+// libmicrohttpd's own answers to requests it cannot parse at all (a broken request line, a
+// head over its buffer of `max_head_bytes` + 64 KiB) are its short HTML pages.
+//
+// Thread safety: routes are added before Start; Start and Stop from one thread; routes run on
+// the connections' threads, concurrently.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "server/http/connection_guard.h"
+#include "server/http/http_exchange.h"
+#include "server/http/listener.h"
+
+struct MHD_Daemon;
+struct MHD_Connection;
+
+namespace corral::server {
+
+using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
+
+// What may be read of a request, decided from its head (method, path, target, headers, query,
+// client address; no body yet).
+struct Admission {
+  bool authenticated = false;  // its connection leaves the unauthenticated caps for good
+  size_t max_body_bytes = 0;   // over it: 413
+};
+// A refusal is answered at once as problem+json, and the body is not read.
+using Admitter = std::function<Result<Admission>(const HttpRequest& head)>;
+
+struct HttpServerOptions {
+  std::string tls_cert, tls_key;  // PEM files, both or neither
+  ConnectionLimits limits;
+  int max_connections = 4096;  // open at once, authenticated or not
+  size_t max_target_bytes = 8 << 10;
+  size_t max_head_bytes = 64 << 10;
+  // While answering, a connection that moves no byte this long is closed (a client that does
+  // not read its answer); longer than any route blocks between bytes.
+  std::chrono::seconds stall_timeout{300};
+  Admitter admit;  // required
+};
+
+class HttpServer {
+ public:
+  // Serves on `socket` (taken: closed with the server) once started.
+  static Result<std::unique_ptr<HttpServer>> Create(ListenSocket socket, HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  void Get(const std::string& pattern, HttpHandler handler);
+  void Post(const std::string& pattern, HttpHandler handler);
+  void Put(const std::string& pattern, HttpHandler handler);
+  void Patch(const std::string& pattern, HttpHandler handler);
+  void Delete(const std::string& pattern, HttpHandler handler);
+  void Options(const std::string& pattern, HttpHandler handler);
+
+  // Accepts connections on threads of its own until Stop.
+  Status Start();
+  // Stops accepting, closes the connections and waits for their routes to return.
+  void Stop();
+
+  int port() const { return port_; }
+  ConnectionGuard::Counts connections() { return guard_.counts(); }
+
+ private:
+  struct Route {
+    std::string method;
+    std::regex pattern;
+    HttpHandler handler;
+  };
+  struct Exchange;
+
+  HttpServer(ListenSocket socket, HttpServerOptions options);
+  void Add(std::string method, const std::string& pattern, HttpHandler handler);
+  // Runs the route for the request (404, 405 and 500 answered here).
+  void Dispatch(HttpRequest& request, HttpResponse& response) const;
+  // Shuts down connections past their deadlines until Stop.
+  void SweepOverdue();
+  // Reads the head into `e` and admits it; queues a refusal (and returns its result) when it is
+  // not admitted. False: the connection is closed.
+  bool Begin(MHD_Connection* connection, Exchange& e, const char* url, const char* method);
+  // Answers `e` with problem+json `status` naming `detail`: for an authenticated caller once
+  // the body that is arriving has been dropped (up to a limit), else at once. False: the
+  // connection is closed.
+  bool Refuse(MHD_Connection* connection, Exchange& e, int status, const std::string& detail);
+  bool Queue(MHD_Connection* connection, Exchange& e, HttpResponse response);
+
+  struct Callbacks;  // libmicrohttpd's, with its types (http_server.cc)
+  friend struct Callbacks;
+
+  const HttpServerOptions options_;
+  int listen_fd_;
+  int port_;
+  std::vector<Route> routes_;
+  ConnectionGuard guard_;
+  MHD_Daemon* daemon_ = nullptr;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stopping_ = false;  // guarded by mu_
+  std::thread sweeper_;
+};
+
+}  // namespace corral::server

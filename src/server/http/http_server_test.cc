@@ -1,0 +1,344 @@
+// HttpServer on loopback, spoken to over raw sockets (so that a test can send what no HTTP
+// client library would: a head a byte at a time, a chunked body without end, a target of 9 KiB).
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+namespace corral::server {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A client connection from `from` (any 127/8 address is this host).
+class Client {
+ public:
+  Client(int port, const char* from = "127.0.0.1") {
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in local{};
+    local.sin_family = AF_INET;
+    inet_pton(AF_INET, from, &local.sin_addr);
+    EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&local), sizeof local), 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&to), sizeof to), 0);
+  }
+  ~Client() { close(fd_); }
+
+  bool Send(const std::string& bytes) {
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+  }
+  // Everything until the peer closes or `limit` passes; `closed` says whether it closed.
+  std::string ReadAll(std::chrono::milliseconds limit, bool* closed = nullptr) {
+    std::string got;
+    const auto deadline = Clock::now() + limit;
+    bool ended = false;
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      const int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+      if (poll(&p, 1, std::max(ms, 1)) <= 0) continue;
+      char buffer[65536];
+      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) {
+        ended = true;
+        break;
+      }
+      got.append(buffer, n);
+    }
+    if (closed != nullptr) *closed = ended;
+    return got;
+  }
+  // One whole answer with a Content-Length (or the peer closing).
+  std::string ReadAnswer(std::chrono::milliseconds limit = 5000ms) {
+    std::string got;
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      const size_t head_end = got.find("\r\n\r\n");
+      if (head_end != std::string::npos) {
+        const size_t at = got.find("Content-Length: ");
+        if (at != std::string::npos && at < head_end) {
+          const size_t length = std::stoul(got.substr(at + 16));
+          if (got.size() >= head_end + 4 + length) return got;
+        } else if (got.find("0\r\n\r\n", head_end) != std::string::npos) {
+          return got;  // chunked, ended
+        }
+      }
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 50) <= 0) continue;
+      char buffer[65536];
+      const ssize_t n = recv(fd_, buffer, sizeof buffer, 0);
+      if (n <= 0) break;
+      got.append(buffer, n);
+    }
+    return got;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+int StatusOf(const std::string& answer) {
+  return answer.size() > 12 ? std::stoi(answer.substr(9, 3)) : 0;
+}
+nlohmann::json BodyOf(const std::string& answer) {
+  const size_t at = answer.find("\r\n\r\n");
+  return nlohmann::json::parse(answer.substr(at + 4), nullptr, false);
+}
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void Start(ConnectionLimits limits = {}) {
+    auto socket = Listen("127.0.0.1", 0, "--listen");
+    ASSERT_TRUE(socket.ok());
+    port_ = socket->port;
+    HttpServerOptions options;
+    options.limits = limits;
+    // "Authorization: yes" authenticates; "Authorization: no" is refused from the head.
+    options.admit = [](const HttpRequest& head) -> Result<Admission> {
+      if (head.Header("Authorization") == "no") return Unauthenticated("refused from the head");
+      if (head.Header("Authorization") == "yes") return Admission{true, 1000};
+      return Admission{false, 100};
+    };
+    auto server = HttpServer::Create(*socket, std::move(options));
+    ASSERT_TRUE(server.ok());
+    server_ = std::move(server).value();
+    server_->Get(R"(/things/(\d+))", [](const HttpRequest& req, HttpResponse& res) {
+      res.SetContent("thing " + req.matches[1] + " q=" + req.Param("q"), "text/plain");
+    });
+    server_->Post("/echo", [](const HttpRequest& req, HttpResponse& res) {
+      res.SetContent(req.body, "text/plain");
+    });
+    server_->Get("/throws", [](const HttpRequest&, HttpResponse&) {
+      throw std::runtime_error("boom");
+    });
+    server_->Get("/stream", [](const HttpRequest&, HttpResponse& res) {
+      auto n = std::make_shared<int>(0);
+      res.Stream("text/plain", [n](std::string& piece) {
+        if (++*n > 3) return false;
+        piece = "piece" + std::to_string(*n) + ";";
+        return true;
+      });
+    });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+
+  int port_ = 0;
+  std::unique_ptr<HttpServer> server_;
+};
+
+TEST_F(HttpServerTest, RoutesMatchTheWholePathWithCapturesAndTheDecodedQuery) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send("GET /things/42?q=a%20b HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 200);
+  EXPECT_NE(answer.find("thing 42 q=a b"), std::string::npos) << answer;
+  // The same connection serves the next request (keep-alive), and HEAD uses GET's route.
+  ASSERT_TRUE(c.Send("HEAD /things/7 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string head = c.ReadAll(500ms);
+  EXPECT_EQ(StatusOf(head), 200) << head;
+  EXPECT_EQ(head.find("thing 7"), std::string::npos) << "HEAD has no body: " << head;
+}
+
+TEST_F(HttpServerTest, NoRouteIs404AnotherMethodIs405AndAThrowIs500AllProblemJson) {
+  Start();
+  for (const auto& [request, status, words] : std::vector<std::tuple<std::string, int, std::string>>{
+           {"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no such route: GET /nope"},
+           {"DELETE /things/1 HTTP/1.1\r\nHost: x\r\n\r\n", 405, "allowed: GET"},
+           {"GET /throws HTTP/1.1\r\nHost: x\r\n\r\n", 500, "internal error answering GET /throws"},
+       }) {
+    Client c(port_);
+    ASSERT_TRUE(c.Send(request));
+    const std::string answer = c.ReadAnswer();
+    EXPECT_EQ(StatusOf(answer), status) << answer;
+    EXPECT_NE(answer.find("application/problem+json"), std::string::npos) << answer;
+    EXPECT_NE(BodyOf(answer).value("detail", "").find(words), std::string::npos) << answer;
+    if (status == 405) {
+      EXPECT_NE(answer.find("Allow: GET"), std::string::npos) << answer;
+    }
+  }
+}
+
+TEST_F(HttpServerTest, AStreamedBodyIsSentInChunks) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_NE(answer.find("Transfer-Encoding: chunked"), std::string::npos) << answer;
+  for (const char* piece : {"piece1;", "piece2;", "piece3;"}) {
+    EXPECT_NE(answer.find(piece), std::string::npos) << answer;
+  }
+}
+
+TEST_F(HttpServerTest, AChunkedBodyIsCountedAsItArrives) {
+  Start();
+  // Authenticated: 1000 bytes at most. 600 + 600 in two chunks is over, without a
+  // Content-Length: 413 once the rest is drained.
+  const std::string two_chunks = "258\r\n" + std::string(600, 'a') + "\r\n258\r\n" +
+                                 std::string(600, 'b') + "\r\n0\r\n\r\n";
+  Client c(port_);
+  ASSERT_TRUE(c.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n" +
+      two_chunks));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 413) << answer;
+  EXPECT_NE(BodyOf(answer).value("detail", "").find("over 1000 bytes"), std::string::npos);
+  // Anonymous: 100 bytes; the same body is not read past them (answered or closed at once).
+  Client d(port_);
+  ASSERT_TRUE(d.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
+                     two_chunks));
+  bool closed = false;
+  const std::string refused = d.ReadAll(2000ms, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_TRUE(refused.empty() || StatusOf(refused) == 413) << refused;
+  // Within the limit, a chunked body passes whole.
+  Client e(port_);
+  ASSERT_TRUE(e.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "3c\r\n" +
+      std::string(60, 'a') + "\r\n3c\r\n" + std::string(60, 'b') + "\r\n0\r\n\r\n"));
+  const std::string echoed = e.ReadAnswer();
+  EXPECT_EQ(StatusOf(echoed), 200) << echoed;
+  EXPECT_NE(echoed.find(std::string(60, 'a') + std::string(60, 'b')), std::string::npos);
+}
+
+TEST_F(HttpServerTest, AnEndlessChunkedBodyIsCutOffNotStored) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  // 3 * 100 bytes may be drained for a clean 413; far more closes the connection.
+  bool sent_all = true;
+  const std::string chunk = "1000\r\n" + std::string(4096, 'x') + "\r\n";
+  for (int i = 0; i < 256 && sent_all; ++i) sent_all = c.Send(chunk);
+  bool closed = false;
+  c.ReadAll(3000ms, &closed);
+  EXPECT_TRUE(closed || !sent_all) << "the server kept reading an endless body";
+}
+
+TEST_F(HttpServerTest, ABodyDeclaredTooLargeIsRefusedBeforeItIsSent) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n"));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 413) << answer;
+}
+
+TEST_F(HttpServerTest, ACompressedBodyIs415) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n\r\nabcd"));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 415) << answer;
+  EXPECT_NE(BodyOf(answer).value("detail", "").find("not accepted compressed"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ALongTargetIs414AndALargeHeadIs431) {
+  Start();
+  Client c(port_);
+  ASSERT_TRUE(c.Send("GET /things/1?q=" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const std::string long_target = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(long_target), 414) << long_target;
+  EXPECT_NE(long_target.find("application/problem+json"), std::string::npos);
+  Client d(port_);
+  ASSERT_TRUE(d.Send("GET /things/1 HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(70000, 'a') +
+                     "\r\n\r\n"));
+  const std::string large_head = d.ReadAnswer();
+  EXPECT_EQ(StatusOf(large_head), 431) << large_head.substr(0, 200);
+  EXPECT_NE(large_head.find("application/problem+json"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ARefusalFromTheHeadIsAnsweredWithoutReadingTheBody) {
+  Start();
+  Client c(port_);
+  // The body never comes: the answer does.
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: no\r\nContent-Length: "
+                     "50\r\n\r\n"));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 401) << answer;
+  EXPECT_NE(BodyOf(answer).value("detail", "").find("refused from the head"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, AHeadSentAByteAtATimeIsCutOffAtItsDeadline) {
+  ConnectionLimits limits;
+  limits.head_timeout = 600ms;
+  Start(limits);
+  Client c(port_);
+  const std::string head = "GET /things/1 HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(100, 'a');
+  const auto started = Clock::now();
+  bool closed = false;
+  for (size_t i = 0; i < head.size() && !closed; ++i) {
+    if (!c.Send(head.substr(i, 1))) break;
+    c.ReadAll(50ms, &closed);
+  }
+  EXPECT_TRUE(closed);
+  EXPECT_LT(Clock::now() - started, 3s);
+  EXPECT_GE(server_->connections().timed_out, 1);
+}
+
+TEST_F(HttpServerTest, AnIdleKeepAliveConnectionIsClosed) {
+  ConnectionLimits limits;
+  limits.head_timeout = 500ms;
+  Start(limits);
+  Client c(port_);
+  ASSERT_TRUE(c.Send("GET /things/1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(StatusOf(c.ReadAnswer()), 200);
+  bool closed = false;
+  c.ReadAll(3000ms, &closed);
+  EXPECT_TRUE(closed);
+}
+
+TEST_F(HttpServerTest, AnAddressOverItsCapOfAnonymousConnectionsIsClosedOthersAreServed) {
+  ConnectionLimits limits;
+  limits.max_unauthenticated_per_address = 3;
+  limits.head_timeout = 60s;
+  Start(limits);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(std::make_unique<Client>(port_, "127.0.0.2"));
+  // Accepted connections are counted by the server's accepting thread: wait until it has.
+  for (int i = 0; i < 100 && server_->connections().unauthenticated < 3; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(server_->connections().unauthenticated, 3);
+  Client over(port_, "127.0.0.2");
+  bool closed = false;
+  over.Send("GET /things/1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(over.ReadAll(2000ms, &closed), "");
+  EXPECT_TRUE(closed);
+  EXPECT_GE(server_->connections().refused, 1);
+  // Another address is served.
+  Client other(port_, "127.0.0.3");
+  ASSERT_TRUE(other.Send("GET /things/1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(StatusOf(other.ReadAnswer()), 200);
+}
+
+TEST_F(HttpServerTest, AuthenticatedConnectionsDoNotCountAgainstTheAddressCap) {
+  ConnectionLimits limits;
+  limits.max_unauthenticated_per_address = 2;
+  limits.head_timeout = 60s;
+  Start(limits);
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 5; ++i) {
+    clients.push_back(std::make_unique<Client>(port_, "127.0.0.4"));
+    ASSERT_TRUE(clients.back()->Send("GET /things/1 HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n\r\n"));
+    EXPECT_EQ(StatusOf(clients.back()->ReadAnswer()), 200) << "connection " << i;
+  }
+  EXPECT_EQ(server_->connections().unauthenticated, 0);
+  EXPECT_EQ(server_->connections().open, 5);
+}
+
+}  // namespace
+}  // namespace corral::server
