@@ -18,85 +18,14 @@ import json
 import os
 import socket
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import e2e_test  # noqa: E402  (its Cluster, check, wait_for; it reads the same argv)
-from e2e_test import Cluster, check, submit, wait_for  # noqa: E402
+from e2e_test import Cluster, check, submit  # noqa: E402
+from hostile_clients import Flood, peak_rss_mib  # noqa: E402
 
-ATTACKER = "127.0.0.2"
 MIB = 1 << 20
-
-
-def peak_rss_mib(pid):
-    """The process's peak resident memory so far (VmHWM), in MiB."""
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
-
-def attacker_socket(c):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((ATTACKER, 0))
-    s.setblocking(False)
-    try:
-        s.connect((c.host, c.port))
-    except BlockingIOError:
-        pass
-    return s
-
-
-class Flood:
-    """`slow` connections that send a request head a byte a second and `idle` ones that send
-    nothing, each opened again when the server closes it, until stop()."""
-
-    def __init__(self, c, slow, idle):
-        self.c, self.slow, self.idle = c, slow, idle
-        self.head = (b"GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 4000)
-        self.reopened = 0
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self):
-        conns = [[attacker_socket(self.c), 0] for _ in range(self.slow)]
-        idle = [attacker_socket(self.c) for _ in range(self.idle)]
-        while not self.stopping.is_set():
-            for conn in conns:
-                try:
-                    conn[0].send(self.head[conn[1] % len(self.head):][:1])
-                    conn[1] += 1
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError:  # closed by the server (a deadline or a cap): open another
-                    conn[0].close()
-                    conn[0], conn[1] = attacker_socket(self.c), 0
-                    self.reopened += 1
-            for i, s in enumerate(idle):
-                try:
-                    if s.recv(1, socket.MSG_PEEK) == b"":
-                        raise OSError("closed")
-                except (BlockingIOError, InterruptedError):
-                    pass
-                except OSError:
-                    s.close()
-                    idle[i] = attacker_socket(self.c)
-                    self.reopened += 1
-            self.stopping.wait(1.0)
-        for conn in conns:
-            conn[0].close()
-        for s in idle:
-            s.close()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stopping.set()
-        self.thread.join()
 
 
 def timed_get(c, path):
@@ -116,7 +45,7 @@ def test_slow_and_idle_floods_while_a_job_runs(root):
         job = submit(c, {"command": ["sleep", "25"], "resources": {"gpus": 1}})
         check("the job runs", c.wait_state(job, ("running",), 30), str(c.job(job)))
         worst, failures, lost = 0.0, [], []
-        with Flood(c, slow=300, idle=200) as flood:
+        with Flood(c.host, c.port, slow=300, idle=200) as flood:
             deadline = time.monotonic() + 20
             while time.monotonic() < deadline:
                 status, took = timed_get(c, "/api/v1/nodes")
