@@ -81,6 +81,11 @@ class HttpServer {
   // Stops accepting, closes the connections and waits for their routes to return.
   void Stop();
 
+  // Runs the route for a request already read and admitted (what a connection's thread does
+  // once the body has arrived): 404, 405 and 500 are answered here. Thread-safe once routes are
+  // added; fuzzers call it directly, without a socket.
+  void Dispatch(HttpRequest& request, HttpResponse& response) const;
+
   int port() const { return port_; }
   ConnectionGuard::Counts connections() { return guard_.counts(); }
 
@@ -94,8 +99,6 @@ class HttpServer {
 
   HttpServer(ListenSocket socket, HttpServerOptions options);
   void Add(std::string method, const std::string& pattern, HttpHandler handler);
-  // Runs the route for the request (404, 405 and 500 answered here).
-  void Dispatch(HttpRequest& request, HttpResponse& response) const;
   // Shuts down connections past their deadlines until Stop.
   void SweepOverdue();
   // Reads the head into `e` and admits it; queues a refusal (and returns its result) when it is
