@@ -3,8 +3,8 @@
 #include <httplib.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cctype>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

@@ -162,8 +162,8 @@ TEST(ApiJobTest, RefusalsNameTheField) {
   EXPECT_THAT(ErrorOf(ParseJobView(j)),
               HasSubstr("job: field 'predicted_run_s.confidence': must be >= 0"));
   j = ToJson(SomeJob());
-  j["spec"]["session"]["token"] = std::string(64, 'a');  // never shown
-  EXPECT_THAT(ErrorOf(ParseJobView(j)), HasSubstr("job: field 'spec': field 'session.token'"));
+  j["spec"]["session"]["salt"] = std::string(64, 'a');  // never shown
+  EXPECT_THAT(ErrorOf(ParseJobView(j)), HasSubstr("job: field 'spec': field 'session.salt'"));
   json list = ToJson(std::vector<JobSummary>{SomeSummary()});
   list[0].erase("submit_time");
   EXPECT_THAT(ErrorOf(ParseJobSummaries(list)),

@@ -67,9 +67,13 @@ struct SessionSpec {
   // Seconds without a proxied request before the session is stopped (after a notice): 0 never,
   // else >= model::kMinSessionIdleTimeoutS; none: the server's --session-idle-timeout.
   std::optional<int64_t> idle_timeout_s;
-  // The session's secret (CORRAL_SESSION_TOKEN): 64 lowercase hex characters, generated at
-  // submission; never in a submitted spec, always in a stored one.
-  std::string token;
+  // The session's secret (CORRAL_SESSION_TOKEN) is never stored: it is derived from `salt` with
+  // the server's session key (Controller::SessionToken). `salt`: 64 lowercase hex characters,
+  // generated at submission; never in a submitted or shown spec, always in a stored one.
+  std::string salt;
+  // A spec stored before secrets were derived holds the secret itself as `token`: read from such
+  // rows, never written to new ones.
+  std::string stored_token;
 };
 
 // Where a spec comes from: a user (who may not set what the server sets), the store, or a job
@@ -124,7 +128,8 @@ inline constexpr int64_t kMaxCpusPerProc = 100000;
 // Parses and validates a spec (`command` may be empty only with an `environment`), then checks
 // it as a whole (CheckJobSpec). Limits: 4096 argv entries, 256 env entries (also for each array
 // element, its own and the spec's together), 64 KiB strings.
-// A submitted or shown spec may not hold `session.token`; a stored one must when it has a session.
+// A submitted or shown spec may not hold `session.salt` (or `session.token`); a stored one must
+// hold one of them when it has a session.
 // Errors: InvalidArgument naming the field.
 Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
                              SpecOrigin origin = SpecOrigin::kSubmitted);

@@ -53,6 +53,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 options->session_max_connections_per_session,
                 "Connections one session may have open at once (default 32; over: 503)")
       ->check(CLI::Range(1, 100000));
+  c->add_option("--session-key-file", options->session_key_file,
+                "File whose first line is the key sessions' secrets are derived from; give every "
+                "server of a cluster the same (default: <data-dir>/session.key, created)");
   c->add_option("--max-anonymous-connections-per-address",
                 options->max_anonymous_connections_per_address,
                 "API connections one client address may hold open before one of their requests "

@@ -1,11 +1,11 @@
 #include "server/server_process.h"
 
-
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 
+#include "common/random_id.h"
 #include "common/secret_file.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/auth.h"
@@ -147,7 +147,23 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     CORRAL_RETURN_IF_ERROR(WriteSecretFile(join_path, p->join_token_ + "\n"));
   }
 
+  // The key sessions' secrets are derived from: every server of the cluster must have the same.
+  const std::string key_path = options.session_key_file.empty() ? options.data_dir + "/session.key"
+                                                                : options.session_key_file;
+  std::string session_key = ReadFirstLine(key_path);
+  if (session_key.empty() && options.session_key_file.empty()) {
+    auto key = RandomHexId(kSecretBytes);
+    if (!key.ok()) return key.status();
+    session_key = *key;
+    CORRAL_RETURN_IF_ERROR(WriteSecretFile(key_path, session_key + "\n"));
+  }
+  if (session_key.size() < 32) {
+    return InvalidArgument("--session-key-file " + key_path +
+                           ": the first line must hold a key of at least 32 characters");
+  }
+
   ControllerConfig config;
+  config.session_key = session_key;
   config.policy = options.policy;
   config.node_timeout = Seconds(options.node_timeout_s);
   config.logs_dir = options.data_dir + "/logs";

@@ -31,7 +31,10 @@ struct ServerOptions {
   std::string store_url;                  // sqlite:PATH | postgres://...
   std::string data_dir;                   // logs, join.token, admin.token
   std::string join_token;                 // empty: read or create <data_dir>/join.token
-  std::string tls_cert, tls_key;          // both or neither
+  // The key sessions' secrets are derived from (its first line, 32 characters or more); every
+  // server of one cluster needs the same. Empty: read or create <data_dir>/session.key.
+  std::string session_key_file;
+  std::string tls_cert, tls_key;  // both or neither
   // The API's connections (http_server.h, connection_guard.h; docs/security.md): connections
   // without an authenticated request yet, per client address and in all; connections in all;
   // the time a request's head may take (also the idle keep-alive limit) and its body.

@@ -26,13 +26,12 @@ Result<uint64_t> HttpApi::Impl::AuthenticateNode(const HttpRequest& req) {
   if (name.empty()) {
     // Agents before protocol versions named their node in the body. Unauthenticated: such
     // an agent registers again, and its registration is refused naming the upgrade.
-    return Unauthenticated(std::string("no ") + protocol::kNodeHeader + " header: " +
-                           protocol::CheckAgentProtocolVersion(std::nullopt, kVersion,
-                                                               controller_.NodeTimeout())
-                               .message());
+    return Unauthenticated(
+        std::string("no ") + protocol::kNodeHeader + " header: " +
+        protocol::CheckAgentProtocolVersion(std::nullopt, kVersion, controller_.NodeTimeout())
+            .message());
   }
-  const std::optional<uint64_t> registration =
-      controller_.AuthenticateNode(name, BearerToken(req));
+  const std::optional<uint64_t> registration = controller_.AuthenticateNode(name, BearerToken(req));
   if (!registration) return Unauthenticated("invalid node token: register again");
   return *registration;
 }

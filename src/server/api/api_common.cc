@@ -26,8 +26,8 @@ std::optional<int64_t> ParseCount(const std::string& text) {
 
 // Query parameter `name` as an integer in [lo, hi]: nullopt when absent, InvalidArgument naming
 // it when it is anything else.
-Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name,
-                                        int64_t lo, int64_t hi) {
+Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name, int64_t lo,
+                                        int64_t hi) {
   if (!req.HasParam(name)) return std::optional<int64_t>();
   const std::optional<int64_t> v = ParseCount(req.Param(name));
   if (!v || *v < lo || *v > hi) {

@@ -64,8 +64,8 @@ std::optional<int64_t> ParseCount(const std::string& text);
 
 // Query parameter `name` as an integer in [lo, hi]: nullopt when absent, InvalidArgument naming
 // it when it is anything else.
-Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name,
-                                        int64_t lo, int64_t hi);
+Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::string& name, int64_t lo,
+                                        int64_t hi);
 
 // The id a route captured as (\d+) (so only an overflow fails).
 Result<int64_t> PathId(const HttpRequest& req, const std::string& what);

@@ -41,9 +41,9 @@ void HttpApi::Impl::DashboardPage(const HttpRequest& req, HttpResponse& res) {
   // Scripts and styles from this origin only; uPlot sets element styles from script, which
   // CSP's style-src does not govern, and its stylesheet is bundled.
   res.SetHeader("Content-Security-Policy",
-                 "default-src 'self'; img-src 'self' data:; connect-src 'self'; "
-                 "object-src 'none'; base-uri 'none'; form-action 'self'; "
-                 "frame-ancestors 'none'");
+                "default-src 'self'; img-src 'self' data:; connect-src 'self'; "
+                "object-src 'none'; base-uri 'none'; form-action 'self'; "
+                "frame-ancestors 'none'");
   res.SetHeader("Referrer-Policy", "same-origin");
 }
 

@@ -52,9 +52,8 @@ Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
 }
 
 void HttpApi::Impl::Register(HttpServer& http) {
-  http.Get("/healthz", [](const HttpRequest&, HttpResponse& res) {
-    res.SetContent("ok\n", "text/plain");
-  });
+  http.Get("/healthz",
+           [](const HttpRequest&, HttpResponse& res) { res.SetContent("ok\n", "text/plain"); });
   http.Get("/", [this](const HttpRequest& req, HttpResponse& res) {
     if (config_.web_assets) return DashboardPage(req, res);
     StatusPage(res);

@@ -113,8 +113,7 @@ void HttpApi::Impl::RegisterJobs(HttpServer& http) {
 // Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
 // `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
 // older jobs match.
-void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req,
-                             HttpResponse& res) {
+void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req, HttpResponse& res) {
   auto states = model::ParseJobStates(req.Param("state"));
   if (!states.ok()) return SendProblem(res, states.status());
   auto limit = IntParam(req, "limit", 1, kMaxJobPage);
@@ -139,8 +138,7 @@ void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req,
 
 // A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
 // the end), X-Corral-Log-Size the file's size now.
-void HttpApi::Impl::Logs(const Principal& who, const HttpRequest& req,
-                         HttpResponse& res) {
+void HttpApi::Impl::Logs(const Principal& who, const HttpRequest& req, HttpResponse& res) {
   auto id = PathId(req, "job");
   if (!id.ok()) return SendProblem(res, id.status());
   auto task = IntParam(req, "task", 0, 999999);

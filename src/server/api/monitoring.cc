@@ -23,7 +23,7 @@ void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
       }
     }
     res.SetContent(MetricsText(controller_, clock_.Now()),
-                    "text/plain; version=0.0.4; charset=utf-8");
+                   "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Get("/api/v1/summary/history", Authed([this](const Principal&, const auto& req, auto& res) {
              auto since = IntParam(req, "since", 0, int64_t{1} << 40);
@@ -33,19 +33,16 @@ void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
              SendJson(res, 200, protocol::ToJson(history));
            }));
   http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
-             SendJson(res, 200,
-                      GpusView(controller_, clock_.Now(), req.Param("idle") == "1"));
+             SendJson(res, 200, GpusView(controller_, clock_.Now(), req.Param("idle") == "1"));
            }));
   // Allocated and used GPU-hours (docs/monitoring.md): the caller's own and those of the
   // projects they belong to (admins: all); JSON, or CSV with format=csv.
   http.Get(
       "/api/v1/usage", Authed([this](const Principal& who, const auto& req, auto& res) {
-        auto by = ParseUsageGrouping(req.HasParam("by") ? req.Param("by")
-                                                         : std::string("project"));
+        auto by = ParseUsageGrouping(req.HasParam("by") ? req.Param("by") : std::string("project"));
         if (!by.ok()) return SendProblem(res, by.status());
-        auto range = ParseDayRange(
-            req.HasParam("since") ? req.Param("since") : std::string("30d"),
-            req.Param("until"), clock_.Now());
+        auto range = ParseDayRange(req.HasParam("since") ? req.Param("since") : std::string("30d"),
+                                   req.Param("until"), clock_.Now());
         if (!range.ok()) return SendProblem(res, range.status());
         const std::string format = req.HasParam("format") ? req.Param("format") : "json";
         if (format != "json" && format != "csv") {

@@ -119,8 +119,7 @@ std::string HttpApi::Impl::GatewayUrl(const HttpRequest& req) const {
 std::string HttpApi::Impl::CrossSiteRefusalOf(const HttpRequest& req) const {
   std::vector<std::string> own = {RequestUrl(req)};
   if (!config_.public_url.empty()) own.push_back(config_.public_url);
-  return CrossSiteRefusal(req.method, req.Header("Origin"),
-                          req.Header("Sec-Fetch-Site"), own);
+  return CrossSiteRefusal(req.method, req.Header("Origin"), req.Header("Sec-Fetch-Site"), own);
 }
 
 // POST /api/v1/login {"token", "next"?}: checks the token and sets the corral_token cookie
@@ -188,8 +187,8 @@ document.getElementById("login").addEventListener("submit", async (event) => {
 </body></html>
 )html";
   res.SetHeader("Content-Security-Policy",
-                 "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'; "
-                 "form-action 'self'; frame-ancestors 'none'");
+                "default-src 'none'; script-src 'unsafe-inline'; connect-src 'self'; "
+                "form-action 'self'; frame-ancestors 'none'");
   res.SetContent(kPage, "text/html; charset=utf-8");
 }
 

@@ -84,7 +84,10 @@ struct ControllerConfig {
   std::string default_project = "default";
   Seconds node_timeout{30};  // a node silent this long is lost
   Seconds kill_grace{10};    // SIGTERM -> SIGKILL
-  std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
+  // same one (ServerOptions::session_key_file).
+  std::string session_key;
+  std::string logs_dir;  // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
   int heartbeat_interval_s = 5;
   // The scheduling loop runs a round whenever something may have changed (a submission, an
   // end, a node) and at least this often (node timeouts, time-based rules).
@@ -427,6 +430,9 @@ class Controller {
   SessionActivity ActivityOf(const LiveJob& job, Seconds now) const;
   // The session's idle timeout: its spec's, else the server's default.
   Seconds IdleTimeoutOf(const JobSpec& spec) const;
+  // The session's secret (CORRAL_SESSION_TOKEN): derived from its salt with the server's session
+  // key, so that the store never holds it (a spec stored before that holds it as is).
+  std::string SessionToken(const protocol::SessionSpec& session) const;
   // SessionView's answer for a session; `live` is its in-memory state when not ended.
   protocol::SessionView SessionOfLocked(const Principal& who, const store::JobRecord& record,
                                         const JobSpec& spec,

@@ -110,10 +110,11 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
   auto access = CheckAccess(who, spec.project);
   if (!access.ok()) return access.status();
   if (spec.session) {
-    // The app's secret: generated here, stored with the spec, shown only to the session's owner.
-    auto token = RandomHexId(kSecretBytes);
-    if (!token.ok()) return token.status();
-    spec.session->token = *token;
+    // The app's secret is derived from this salt (SessionToken): only the salt is stored, and the
+    // secret is shown only to the session's owner.
+    auto salt = RandomHexId(kSecretBytes);
+    if (!salt.ok()) return salt.status();
+    spec.session->salt = *salt;
   }
   Submission submission{std::move(spec), std::nullopt};
   if (!submission.spec.environment.empty()) {
@@ -285,8 +286,11 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
                         .spec = *spec,
                         .start_time = record->start_time,
                         .end_time = record->end_time};
-  // A session's token only through the session API.
-  if (out.spec.session) out.spec.session->token.clear();
+  // A session's secret (or what it is derived from) only through the session API.
+  if (out.spec.session) {
+    out.spec.session->salt.clear();
+    out.spec.session->stored_token.clear();
+  }
   for (const auto& e : *events) out.events.push_back({e.time, e.from_state, e.to_state, e.reason});
   for (const auto& t : *tasks) {
     out.tasks.push_back({.index = t.task_index,

@@ -322,8 +322,9 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
   if (job.spec.session && a.session) {
     // The agent sets the session variables from this (protocol::LaunchSession).
-    launch.session = protocol::LaunchSession{
-        a.session->port, model::SessionUrlPrefix(job.record.id.value()), job.spec.session->token};
+    launch.session =
+        protocol::LaunchSession{a.session->port, model::SessionUrlPrefix(job.record.id.value()),
+                                SessionToken(*job.spec.session)};
   }
   if (a.rendezvous) {
     launch.distributed = protocol::Distributed{

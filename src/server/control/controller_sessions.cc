@@ -73,6 +73,11 @@ Result<protocol::SubmitAnswer> Controller::SubmitSession(const Principal& who, J
   return Submit(who, std::move(spec));
 }
 
+std::string Controller::SessionToken(const protocol::SessionSpec& session) const {
+  if (!session.stored_token.empty()) return session.stored_token;
+  return HmacSha256Hex(config_.session_key, "corral session token v1:" + session.salt);
+}
+
 Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {
   if (spec.session && spec.session->idle_timeout_s) return Seconds(*spec.session->idle_timeout_s);
   return config_.session_idle_timeout;
@@ -115,7 +120,7 @@ protocol::SessionView Controller::SessionOfLocked(const Principal& who,
     out.pending_reason = protocol::PendingReason{reason->code, reason->message};
   }
   // The secret lets whoever holds it into the app directly: its owner only, not even admins.
-  if (who.name == record.user && spec.session) out.token = spec.session->token;
+  if (who.name == record.user && spec.session) out.token = SessionToken(*spec.session);
   return out;
 }
 
@@ -174,7 +179,7 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
       if (!app) return Status(StatusCode::kInternal, SessionName(id) + " has no port");
       endpoint.address = app->address;
       endpoint.port = app->port;
-      endpoint.token = job.spec.session->token;
+      endpoint.token = SessionToken(*job.spec.session);
       job.last_activity = clock_.Now();
       return endpoint;
     }
@@ -229,10 +234,10 @@ void Controller::AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Se
       continue;
     const std::optional<AppAddress> app = AppAddressOf(job.tasks[0]);
     if (!app) continue;
-    questions.push_back(
-        {id,
-         job.tasks[0].allocation_id,
-         {app->address, app->port, model::SessionUrlPrefix(id.value()), job.spec.session->token}});
+    questions.push_back({id,
+                         job.tasks[0].allocation_id,
+                         {app->address, app->port, model::SessionUrlPrefix(id.value()),
+                          SessionToken(*job.spec.session)}});
   }
   if (questions.empty()) return;
 

@@ -91,6 +91,7 @@ class ControllerTest : public ::testing::Test {
     config.session_idle_warning = Seconds(300);
     config.session_app_probe = session_app_probe_;
     config.loop_tick = loop_tick_;
+    config.session_key = session_key_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -218,6 +219,7 @@ class ControllerTest : public ::testing::Test {
   TestStore test_store_{"controller"};  // outlives the controller (declared before it)
   std::string policy_file_;
   Seconds node_timeout_{30};
+  std::string session_key_ = std::string(64, 'k');  // the server's (ControllerConfig)
   Seconds session_idle_timeout_{3600};
   SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
   std::chrono::milliseconds loop_tick_{1000};
@@ -1920,6 +1922,22 @@ class SessionTest : public ControllerTest {
   std::vector<json> running_;  // launches of the sessions started
   const Principal admin_{99, "root", true, {}};
 };
+
+TEST_F(SessionTest, TheSecretIsNeverStoredAndIsDerivedFromTheServersKey) {
+  StartSession();
+  const std::string token = Token();
+  auto record = store_->GetJob(id_);
+  ASSERT_TRUE(record.ok());
+  EXPECT_EQ(record->spec_json.find(token), std::string::npos) << record->spec_json;
+  EXPECT_NE(record->spec_json.find("\"salt\""), std::string::npos) << record->spec_json;
+  // Every server with the key derives the same secret (after a restart, or a failover).
+  Restart();
+  EXPECT_EQ(Token(), token);
+  // Without the key, what the store holds says nothing about it.
+  session_key_ = std::string(64, '7');
+  Restart();
+  EXPECT_NE(Token(), token);
+}
 
 TEST_F(SessionTest, TheLaunchCarriesThePortPrefixAndToken) {
   const json launch = StartSession();

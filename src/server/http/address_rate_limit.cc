@@ -16,9 +16,8 @@ int64_t AddressRateLimit::Take(const std::string& address, Clock::time_point now
   auto it = buckets_.find(address);
   if (it == buckets_.end()) {
     if (buckets_.size() >= max_addresses_) {
-      std::erase_if(buckets_, [&](const auto& entry) {
-        return Refilled(entry.second, now) >= per_minute_;
-      });
+      std::erase_if(buckets_,
+                    [&](const auto& entry) { return Refilled(entry.second, now) >= per_minute_; });
       if (buckets_.size() >= max_addresses_) buckets_.clear();
     }
     it = buckets_.emplace(address, Bucket{static_cast<double>(per_minute_), now}).first;

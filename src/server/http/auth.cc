@@ -1,6 +1,7 @@
 #include "server/http/auth.h"
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include <algorithm>
 
@@ -32,6 +33,14 @@ std::string HashToken(const std::string& token) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   EVP_Digest(token.data(), token.size(), digest, &size, EVP_sha256(), nullptr);
+  return Hex(digest, size);
+}
+
+std::string HmacSha256Hex(const std::string& key, std::string_view message) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &size);
   return Hex(digest, size);
 }
 

@@ -19,6 +19,8 @@ inline constexpr size_t kSecretBytes = 32;
 Result<std::string> GenerateToken();
 // Lowercase hex SHA-256 of a token: what the store keeps.
 std::string HashToken(const std::string& token);
+// Lowercase hex HMAC-SHA256 of `message` under `key`: secrets derived from a server's key.
+std::string HmacSha256Hex(const std::string& key, std::string_view message);
 // Constant-time comparison of two equal-length strings (hash checks).
 bool SecureEquals(const std::string& a, const std::string& b);
 

@@ -18,9 +18,9 @@ struct CaseInsensitiveLess {
 using HttpHeaders = std::multimap<std::string, std::string, CaseInsensitiveLess>;
 
 struct HttpRequest {
-  std::string method;   // "GET", "POST", ...
-  std::string path;     // percent-decoded, without the query: "/api/v1/jobs/7"
-  std::string target;   // as sent: path and query, not decoded ("/sessions/7/?a=b%20c")
+  std::string method;  // "GET", "POST", ...
+  std::string path;    // percent-decoded, without the query: "/api/v1/jobs/7"
+  std::string target;  // as sent: path and query, not decoded ("/sessions/7/?a=b%20c")
   HttpHeaders headers;
   std::multimap<std::string, std::string> params;  // the query's, decoded
   // What the route's pattern captured: [0] the whole path, [1..] its groups.

@@ -26,9 +26,9 @@ constexpr size_t kDrainLimit = 8 << 20;
 HttpResponse ProblemAnswer(int status, std::string_view title, std::string_view detail) {
   HttpResponse response;
   response.status = status;
-  response.SetContent(Problem(status, title, detail).dump(-1, ' ', false,
-                                                          nlohmann::json::error_handler_t::replace),
-                      "application/problem+json");
+  response.SetContent(
+      Problem(status, title, detail).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      "application/problem+json");
   return response;
 }
 
@@ -36,7 +36,8 @@ Result<std::string> ReadPem(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in || text.str().empty()) return InvalidArgument(std::string(flag) + " " + path + ": cannot read it");
+  if (!in || text.str().empty())
+    return InvalidArgument(std::string(flag) + " " + path + ": cannot read it");
   return text.str();
 }
 
@@ -97,8 +98,8 @@ MHD_Result CollectHeader(void* cls, MHD_ValueKind, const char* key, const char* 
 }
 
 MHD_Result CollectParam(void* cls, MHD_ValueKind, const char* key, const char* value) {
-  static_cast<std::multimap<std::string, std::string>*>(cls)->emplace(key,
-                                                                      value == nullptr ? "" : value);
+  static_cast<std::multimap<std::string, std::string>*>(cls)->emplace(
+      key, value == nullptr ? "" : value);
   return MHD_YES;
 }
 
@@ -112,7 +113,7 @@ ConnectionContext* ContextOf(MHD_Connection* connection) {
 struct HttpServer::Callbacks {
   static MHD_Result OnAccept(void* self, const sockaddr* address, socklen_t) {
     return static_cast<HttpServer*>(self)->guard_.MayAccept(CountedAddress(address)) ? MHD_YES
-                                                                                      : MHD_NO;
+                                                                                     : MHD_NO;
   }
 
   static void OnConnection(void* self, MHD_Connection* connection, void** context,
@@ -166,9 +167,9 @@ struct HttpServer::Callbacks {
       if (!e.refusal && e.request.body.size() + size > e.max_body_bytes) {
         e.dropped = e.request.body.size();
         std::string().swap(e.request.body);
-        if (!server.Refuse(connection, e, 413,
-                           "the request body is over " + std::to_string(e.max_body_bytes) +
-                               " bytes")) {
+        if (!server.Refuse(
+                connection, e, 413,
+                "the request body is over " + std::to_string(e.max_body_bytes) + " bytes")) {
           return MHD_NO;  // an anonymous caller's body: not read further, the connection closed
         }
         if (e.answered) return MHD_YES;
@@ -229,8 +230,8 @@ void HttpServer::Options(const std::string& p, HttpHandler h) { Add("OPTIONS", p
 
 Status HttpServer::Start() {
   std::string cert, key;
-  unsigned int flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                       MHD_USE_POLL | MHD_USE_ITC;
+  unsigned int flags =
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
   if (!options_.tls_cert.empty()) {
     auto c = ReadPem(options_.tls_cert, "--tls-cert");
     if (!c.ok()) return c.status();
@@ -249,8 +250,7 @@ Status HttpServer::Start() {
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
        static_cast<intptr_t>(options_.max_head_bytes + (64 << 10)), nullptr},
       {MHD_OPTION_THREAD_STACK_SIZE, 2 << 20, nullptr},
-      {MHD_OPTION_NOTIFY_CONNECTION,
-       reinterpret_cast<intptr_t>(&Callbacks::OnConnection), this},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Callbacks::OnConnection), this},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Callbacks::OnCompleted), this},
       {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&Callbacks::OnRequestLine), this},
   };
@@ -319,9 +319,9 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
   if (e.authenticated) guard_.Authenticated(e.connection);
   e.max_body_bytes = admitted->max_body_bytes;
   if (r.target.size() > options_.max_target_bytes) {
-    return Refuse(connection, e, 414,
-                  "the request target is over " + std::to_string(options_.max_target_bytes) +
-                      " bytes");
+    return Refuse(
+        connection, e, 414,
+        "the request target is over " + std::to_string(options_.max_target_bytes) + " bytes");
   }
   const MHD_ConnectionInfo* head =
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
@@ -358,8 +358,7 @@ bool HttpServer::Refuse(MHD_Connection* connection, Exchange& e, int status,
   // kDrainLimit, gets it now, and its connection is closed after it.
   const std::string length = e.request.Header("Content-Length");
   const bool waits = strcasecmp(e.request.Header("Expect").c_str(), "100-continue") == 0;
-  const bool too_long =
-      !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > kDrainLimit;
+  const bool too_long = !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > kDrainLimit;
   if (e.authenticated && !waits && !too_long) {
     e.refusal = std::move(refusal);
     return true;
@@ -402,14 +401,14 @@ void HttpServer::Dispatch(HttpRequest& request, HttpResponse& response) const {
     try {
       route.handler(request, response);
     } catch (...) {
-      response = ProblemAnswer(500, "internal", "internal error answering " + request.method +
-                                                    " " + request.path);
+      response = ProblemAnswer(500, "internal",
+                               "internal error answering " + request.method + " " + request.path);
     }
     return;
   }
   if (allowed.empty()) {
-    response = ProblemAnswer(404, "not_found", "no such route: " + request.method + " " +
-                                                   request.path);
+    response =
+        ProblemAnswer(404, "not_found", "no such route: " + request.method + " " + request.path);
     return;
   }
   std::string allow;

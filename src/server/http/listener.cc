@@ -19,8 +19,8 @@ Result<ListenSocket> Listen(const std::string& host, int port, const std::string
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   const bool any = host.empty() || host == "*";
-  if (const int err = getaddrinfo(any ? nullptr : host.c_str(), std::to_string(port).c_str(),
-                                  &hints, &found);
+  if (const int err =
+          getaddrinfo(any ? nullptr : host.c_str(), std::to_string(port).c_str(), &hints, &found);
       err != 0) {
     return IoError(flag + ": cannot bind " + where + ": " + gai_strerror(err));
   }
@@ -63,8 +63,7 @@ std::string AddressText(const sockaddr* address) {
   char text[INET6_ADDRSTRLEN] = "";
   if (address == nullptr) return "";
   if (address->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text,
-              sizeof text);
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(address)->sin_addr, text, sizeof text);
     return text;
   }
   if (address->sa_family != AF_INET6) return "";

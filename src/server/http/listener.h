@@ -11,7 +11,7 @@
 namespace corral::server {
 
 struct ListenSocket {
-  int fd = -1;  // listening, close-on-exec; the caller owns it
+  int fd = -1;   // listening, close-on-exec; the caller owns it
   int port = 0;  // as bound (the one picked when asked for 0)
 };
 

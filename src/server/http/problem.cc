@@ -1,6 +1,5 @@
 #include "server/http/problem.h"
 
-
 namespace corral::server {
 
 using nlohmann::json;
@@ -39,7 +38,7 @@ void SendProblem(HttpResponse& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
   res.status = status;
   res.SetContent(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
-                  "application/problem+json");
+                 "application/problem+json");
 }
 
 }  // namespace corral::server
