@@ -14,8 +14,6 @@ namespace corral::server {
 
 namespace {
 
-// HTTP threads beyond those waiting heartbeats may hold: API requests and short heartbeats.
-
 // The session gateway's questions, answered by the API's token lookup and the controller.
 class ServerSessionDirectory final : public SessionDirectory {
  public:
@@ -265,8 +263,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   HttpServerOptions http;
   http.tls_cert = options.tls_cert;
   http.tls_key = options.tls_key;
-  http.limits.max_unauthenticated_per_address = options.max_anonymous_connections_per_address;
-  http.limits.max_unauthenticated = options.max_anonymous_connections;
+  http.limits.max_anonymous_per_address = options.max_anonymous_connections_per_address;
+  http.limits.max_anonymous = options.max_anonymous_connections;
   http.limits.head_timeout = std::chrono::seconds(options.request_head_timeout_s);
   http.limits.body_timeout = std::chrono::seconds(options.request_body_timeout_s);
   http.max_connections = options.max_connections;

@@ -183,8 +183,10 @@ def test_logins_are_rate_limited_per_address(root):
             if r.status == 429:
                 refused = (i, r.getheader("Retry-After"))
                 break
-        check(f"the 61st login a minute from one address is 429 with Retry-After ({refused})",
-              refused is not None and refused[0] == 60 and int(refused[1]) >= 1)
+        # 60 a minute, refilled one a second: the first 60 pass whatever the pace; a 429 comes
+        # as soon as they outrun the refill.
+        check(f"past 60 logins a minute from one address: 429 with Retry-After ({refused})",
+              refused is not None and refused[0] >= 60 and int(refused[1]) >= 1)
         check("the API still serves tokens", c.api("GET", "/api/v1/whoami")[0] == 200)
     finally:
         c.stop()

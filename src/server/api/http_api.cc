@@ -37,7 +37,7 @@ Result<Principal> HttpApi::Impl::AuthenticateToken(const std::string& token) {
 }
 
 Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
-  const Admission trusted{true, config_.max_body_bytes};
+  const Admission trusted{Caller::kAuthenticated, config_.max_body_bytes};
   if (head.path == kRegisterPath) {
     if (Status joined = CheckJoinToken(head); !joined.ok()) return joined;
     return trusted;
@@ -48,7 +48,7 @@ Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
     return trusted;
   }
   if (Authenticate(head).ok()) return trusted;
-  return Admission{false, config_.max_anonymous_body_bytes};
+  return Admission{Caller::kAnonymous, config_.max_anonymous_body_bytes};
 }
 
 void HttpApi::Impl::Register(HttpServer& http) {

@@ -129,7 +129,7 @@ std::string HttpApi::Impl::CrossSiteRefusalOf(const HttpRequest& req) const {
 void HttpApi::Impl::Login(const HttpRequest& req, HttpResponse& res) {
   // Guessing tokens from one address is slowed down (tokens are 256 bits: this keeps the log
   // and the CPU quiet rather than the tokens safe).
-  if (const int64_t wait = login_limit_.Take(req.client_address, std::chrono::steady_clock::now());
+  if (const int64_t wait = login_limit_.Take(req.counted_address, std::chrono::steady_clock::now());
       wait > 0) {
     res.SetHeader("Retry-After", std::to_string(wait));
     return SendProblem(res, Status(StatusCode::kResourceExhausted,

@@ -2,15 +2,28 @@
 
 namespace corral::server {
 
-bool ConnectionGuard::MayAccept(const std::string& address) {
+bool ConnectionGuard::MayAccept(const std::string& address,
+                                const std::function<void(int fd)>& shut_down) {
   std::lock_guard lock(mu_);
-  const auto it = unauthenticated_by_address_.find(address);
-  const int from_address = it == unauthenticated_by_address_.end() ? 0 : it->second;
-  if (unauthenticated_ >= limits_.max_unauthenticated ||
-      from_address >= limits_.max_unauthenticated_per_address) {
+  const auto it = anonymous_by_address_.find(address);
+  if (it != anonymous_by_address_.end() && it->second >= limits_.max_anonymous_per_address) {
     ++refused_;
     return false;
   }
+  if (anonymous_ < limits_.max_anonymous) return true;
+  // Every place is taken: the anonymous connection that has waited longest for a head goes.
+  Connection* oldest = nullptr;
+  for (auto& [id, c] : connections_) {
+    if (c.authenticated || c.shut_down || c.phase != ConnectionPhase::kAwaitingHead) continue;
+    if (oldest == nullptr || c.since < oldest->since) oldest = &c;
+  }
+  if (oldest == nullptr) {
+    ++refused_;
+    return false;
+  }
+  oldest->shut_down = true;
+  shut_down(oldest->fd);
+  ++evicted_;
   return true;
 }
 
@@ -19,33 +32,31 @@ ConnectionGuard::Id ConnectionGuard::Opened(const std::string& address, int fd,
   std::lock_guard lock(mu_);
   const Id id = next_id_++;
   connections_[id] = Connection{address, fd, false, false, ConnectionPhase::kAwaitingHead, now};
-  ++unauthenticated_by_address_[address];
-  ++unauthenticated_;
+  ++anonymous_by_address_[address];
+  ++anonymous_;
   return id;
 }
 
-void ConnectionGuard::Forget(Connection& c) {
+void ConnectionGuard::LeaveAnonymous(Connection& c) {
   if (c.authenticated) return;
   c.authenticated = true;
-  --unauthenticated_;
-  const auto it = unauthenticated_by_address_.find(c.address);
-  if (it != unauthenticated_by_address_.end() && --it->second == 0) {
-    unauthenticated_by_address_.erase(it);
-  }
+  --anonymous_;
+  const auto it = anonymous_by_address_.find(c.address);
+  if (it != anonymous_by_address_.end() && --it->second == 0) anonymous_by_address_.erase(it);
 }
 
 void ConnectionGuard::Closed(Id id) {
   std::lock_guard lock(mu_);
   const auto it = connections_.find(id);
   if (it == connections_.end()) return;
-  Forget(it->second);
+  LeaveAnonymous(it->second);
   connections_.erase(it);
 }
 
 void ConnectionGuard::Entered(Id id, ConnectionPhase phase, Clock::time_point now) {
   std::lock_guard lock(mu_);
   const auto it = connections_.find(id);
-  if (it == connections_.end()) return;
+  if (it == connections_.end() || (it->second.shut_down && it->second.phase == phase)) return;
   it->second.phase = phase;
   it->second.since = now;
   it->second.shut_down = false;
@@ -54,7 +65,7 @@ void ConnectionGuard::Entered(Id id, ConnectionPhase phase, Clock::time_point no
 void ConnectionGuard::Authenticated(Id id) {
   std::lock_guard lock(mu_);
   const auto it = connections_.find(id);
-  if (it != connections_.end()) Forget(it->second);
+  if (it != connections_.end()) LeaveAnonymous(it->second);
 }
 
 int ConnectionGuard::ShutDownOverdue(Clock::time_point now,
@@ -62,9 +73,20 @@ int ConnectionGuard::ShutDownOverdue(Clock::time_point now,
   std::lock_guard lock(mu_);
   int count = 0;
   for (auto& [id, c] : connections_) {
-    if (c.shut_down || c.phase == ConnectionPhase::kAnswering) continue;
-    const auto limit =
-        c.phase == ConnectionPhase::kAwaitingHead ? limits_.head_timeout : limits_.body_timeout;
+    if (c.shut_down) continue;
+    std::chrono::milliseconds limit;
+    switch (c.phase) {
+      case ConnectionPhase::kAwaitingHead:
+        limit = limits_.head_timeout;
+        break;
+      case ConnectionPhase::kReadingBody:
+        limit = limits_.body_timeout;
+        break;
+      case ConnectionPhase::kAnswering:
+        if (c.authenticated) continue;
+        limit = limits_.anonymous_answer_timeout;
+        break;
+    }
     if (now - c.since < limit) continue;
     c.shut_down = true;
     shut_down(c.fd);
@@ -76,7 +98,7 @@ int ConnectionGuard::ShutDownOverdue(Clock::time_point now,
 
 ConnectionGuard::Counts ConnectionGuard::counts() {
   std::lock_guard lock(mu_);
-  return Counts{static_cast<int>(connections_.size()), unauthenticated_, refused_, timed_out_};
+  return Counts{static_cast<int>(connections_.size()), anonymous_, refused_, evicted_, timed_out_};
 }
 
 }  // namespace corral::server

@@ -25,8 +25,9 @@ struct HttpRequest {
   std::multimap<std::string, std::string> params;  // the query's, decoded
   // What the route's pattern captured: [0] the whole path, [1..] its groups.
   std::vector<std::string> matches;
-  std::string body;            // within the server's body limit, never compressed
-  std::string client_address;  // the peer's IP address ("127.0.0.1", "::1")
+  std::string body;             // within the server's body limit, never compressed
+  std::string client_address;   // the peer's IP address ("127.0.0.1", "::1")
+  std::string counted_address;  // what per-address limits count it as (CountedAddress)
 
   // The first value of header `name`; "" when it is absent.
   std::string Header(std::string_view name) const;

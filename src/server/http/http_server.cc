@@ -19,8 +19,30 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
-// A refused body is read and dropped up to this many bytes (Exchange::refusal).
+// A refused body is read and dropped up to this many bytes in all (Exchange::refusal): an
+// authenticated caller's, and an anonymous one's.
 constexpr size_t kDrainLimit = 8 << 20;
+constexpr size_t kAnonymousDrainLimit = 64 << 10;
+// Paths longer than this are refused (414) before any route's pattern sees them: std::regex
+// matches recursively, a stack frame per character.
+constexpr size_t kMaxPathBytes = 2048;
+// The stack of a connection's thread (virtual; only what is touched is resident).
+constexpr size_t kThreadStackBytes = 8 << 20;
+
+// Turns anything a callback throws into `failed`: no exception may cross into libmicrohttpd.
+template <typename F, typename R>
+R NoThrow(F&& f, R failed) {
+  try {
+    return f();
+  } catch (...) {
+    return failed;
+  }
+}
+
+void ShutDownSocket(int fd) {
+  // The connection's thread sees its peer gone and closes it.
+  if (fd >= 0) shutdown(fd, SHUT_RDWR);
+}
 
 // An answer the server writes itself.
 HttpResponse ProblemAnswer(int status, std::string_view title, std::string_view detail) {
@@ -36,15 +58,17 @@ Result<std::string> ReadPem(const std::string& path, const char* flag) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
-  if (!in || text.str().empty())
+  if (!in || text.str().empty()) {
     return InvalidArgument(std::string(flag) + " " + path + ": cannot read it");
+  }
   return text.str();
 }
 
 // A connection's own data (libmicrohttpd's socket context).
 struct ConnectionContext {
   ConnectionGuard::Id id = 0;
-  std::string address;  // AddressText
+  std::string address;          // AddressText
+  std::string counted_address;  // CountedAddress
 };
 
 }  // namespace
@@ -57,12 +81,16 @@ struct HttpServer::Exchange {
   bool answered = false;  // an answer is queued
   size_t max_body_bytes = 0;
   // A refusal decided before the body ended (from the head, or the body over its limit): the
-  // rest of the body is read and dropped, up to kDrainLimit bytes in all, so that a client
-  // still sending reads the answer instead of a reset connection; beyond, the connection is
-  // closed unanswered.
+  // rest of the body is read and dropped, up to DrainLimit bytes in all, so that a client still
+  // sending reads the answer instead of a reset connection; beyond, the connection is closed
+  // unanswered.
   std::optional<HttpResponse> refusal;
-  bool authenticated = false;  // admitted as such: its refused bodies are drained
+  Caller caller = Caller::kAnonymous;
+  bool body_arriving = false;  // a part of the body was handed over (no answer may be queued)
   size_t dropped = 0;
+  size_t DrainLimit() const {
+    return caller == Caller::kAuthenticated ? kDrainLimit : kAnonymousDrainLimit;
+  }
 };
 
 // A streamed body being sent (libmicrohttpd's content reader context).
@@ -112,8 +140,14 @@ ConnectionContext* ContextOf(MHD_Connection* connection) {
 
 struct HttpServer::Callbacks {
   static MHD_Result OnAccept(void* self, const sockaddr* address, socklen_t) {
-    return static_cast<HttpServer*>(self)->guard_.MayAccept(CountedAddress(address)) ? MHD_YES
-                                                                                     : MHD_NO;
+    return NoThrow(
+        [&] {
+          return static_cast<HttpServer*>(self)->guard_.MayAccept(CountedAddress(address),
+                                                                  &ShutDownSocket)
+                     ? MHD_YES
+                     : MHD_NO;
+        },
+        MHD_NO);
   }
 
   static void OnConnection(void* self, MHD_Connection* connection, void** context,
@@ -125,11 +159,16 @@ struct HttpServer::Callbacks {
       const MHD_ConnectionInfo* from =
           MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
       const sockaddr* address = from == nullptr ? nullptr : from->client_addr;
-      auto* c = new ConnectionContext;
-      c->address = AddressText(address);
-      c->id = server.guard_.Opened(CountedAddress(address), fd == nullptr ? -1 : fd->connect_fd,
-                                   SteadyClock::now());
-      *context = c;
+      *context = NoThrow(
+          [&] {
+            auto c = std::make_unique<ConnectionContext>();
+            c->address = AddressText(address);
+            c->counted_address = CountedAddress(address);
+            c->id = server.guard_.Opened(c->counted_address, fd == nullptr ? -1 : fd->connect_fd,
+                                         SteadyClock::now());
+            return c.release();
+          },
+          static_cast<ConnectionContext*>(nullptr));
     } else if (what == MHD_CONNECTION_NOTIFY_CLOSED) {
       auto* c = static_cast<ConnectionContext*>(*context);
       if (c != nullptr) server.guard_.Closed(c->id);
@@ -139,9 +178,13 @@ struct HttpServer::Callbacks {
   }
 
   static void* OnRequestLine(void*, const char* uri, MHD_Connection*) {
-    auto* e = new Exchange;
-    e->request.target = uri == nullptr ? "" : uri;
-    return e;
+    return NoThrow(
+        [&] {
+          auto e = std::make_unique<Exchange>();
+          e->request.target = uri == nullptr ? "" : uri;
+          return e.release();
+        },
+        static_cast<Exchange*>(nullptr));
   }
 
   static void OnCompleted(void* self, MHD_Connection* connection, void** exchange,
@@ -157,42 +200,50 @@ struct HttpServer::Callbacks {
   static MHD_Result OnRequest(void* self, MHD_Connection* connection, const char* url,
                               const char* method, const char*, const char* upload,
                               size_t* upload_size, void** exchange) {
-    auto& server = *static_cast<HttpServer*>(self);
-    if (*exchange == nullptr) *exchange = new Exchange;  // no request line callback (defensive)
-    Exchange& e = *static_cast<Exchange*>(*exchange);
-    if (!e.begun) return server.Begin(connection, e, url, method) ? MHD_YES : MHD_NO;
-    if (*upload_size > 0) {
-      const size_t size = std::exchange(*upload_size, 0);
-      if (e.answered) return MHD_YES;  // answered at once: what still arrives is dropped
-      if (!e.refusal && e.request.body.size() + size > e.max_body_bytes) {
-        e.dropped = e.request.body.size();
-        std::string().swap(e.request.body);
-        if (!server.Refuse(
-                connection, e, 413,
-                "the request body is over " + std::to_string(e.max_body_bytes) + " bytes")) {
-          return MHD_NO;  // an anonymous caller's body: not read further, the connection closed
-        }
-        if (e.answered) return MHD_YES;
-      }
-      if (!e.refusal) {
-        e.request.body.append(upload, size);
-        return MHD_YES;
-      }
-      e.dropped += size;
-      return e.dropped <= kDrainLimit ? MHD_YES : MHD_NO;  // MHD_NO: closed, unanswered
-    }
-    if (e.answered) return MHD_YES;
-    if (e.refusal) {
-      HttpResponse refusal = *std::move(e.refusal);
-      e.refusal.reset();
-      return server.Queue(connection, e, std::move(refusal)) ? MHD_YES : MHD_NO;
-    }
-    server.guard_.Entered(e.connection, ConnectionPhase::kAnswering, SteadyClock::now());
-    HttpResponse response;
-    server.Dispatch(e.request, response);
-    return server.Queue(connection, e, std::move(response)) ? MHD_YES : MHD_NO;
+    return NoThrow(
+        [&] {
+          return static_cast<HttpServer*>(self)->OnRequest(connection, url, method, upload,
+                                                           upload_size, exchange)
+                     ? MHD_YES
+                     : MHD_NO;
+        },
+        MHD_NO);
   }
 };
+
+bool HttpServer::OnRequest(MHD_Connection* connection, const char* url, const char* method,
+                           const char* upload, size_t* upload_size, void** exchange) {
+  if (*exchange == nullptr) *exchange = new Exchange;  // no request line callback (defensive)
+  Exchange& e = *static_cast<Exchange*>(*exchange);
+  if (!e.begun) return Begin(connection, e, url, method);
+  if (*upload_size > 0) {
+    const size_t size = std::exchange(*upload_size, 0);
+    if (e.answered) return true;  // answered from its head: what still arrives is dropped
+    e.body_arriving = true;
+    if (!e.refusal && e.request.body.size() + size > e.max_body_bytes) {
+      e.dropped = e.request.body.size();
+      std::string().swap(e.request.body);
+      Refuse(connection, e, 413,
+             "the request body is over " + std::to_string(e.max_body_bytes) + " bytes");
+    }
+    if (!e.refusal) {
+      e.request.body.append(upload, size);
+      return true;
+    }
+    e.dropped += size;
+    return e.dropped <= e.DrainLimit();  // false: closed, unanswered
+  }
+  if (e.answered) return true;
+  if (e.refusal) {
+    HttpResponse refusal = *std::move(e.refusal);
+    e.refusal.reset();
+    return Queue(connection, e, std::move(refusal));
+  }
+  guard_.Entered(e.connection, ConnectionPhase::kAnswering, SteadyClock::now());
+  HttpResponse response;
+  Dispatch(e.request, response);
+  return Queue(connection, e, std::move(response));
+}
 
 HttpServer::HttpServer(ListenSocket socket, HttpServerOptions options)
     : options_(std::move(options)),
@@ -215,7 +266,7 @@ Result<std::unique_ptr<HttpServer>> HttpServer::Create(ListenSocket socket,
 
 HttpServer::~HttpServer() {
   Stop();
-  if (daemon_ == nullptr && listen_fd_ >= 0) close(listen_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);  // never started
 }
 
 void HttpServer::Add(std::string method, const std::string& pattern, HttpHandler handler) {
@@ -249,18 +300,21 @@ Status HttpServer::Start() {
       // The head and the read buffer; a head over max_head_bytes is refused (431) before this.
       {MHD_OPTION_CONNECTION_MEMORY_LIMIT,
        static_cast<intptr_t>(options_.max_head_bytes + (64 << 10)), nullptr},
-      {MHD_OPTION_THREAD_STACK_SIZE, 2 << 20, nullptr},
+      {MHD_OPTION_THREAD_STACK_SIZE, static_cast<intptr_t>(kThreadStackBytes), nullptr},
       {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Callbacks::OnConnection), this},
       {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Callbacks::OnCompleted), this},
       {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&Callbacks::OnRequestLine), this},
   };
+  static char kTlsPriorities[] = "NORMAL:-VERS-SSL3.0:-VERS-TLS1.0:-VERS-TLS1.1";  // TLS >= 1.2
   if (!cert.empty()) {
     items.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, key.data()});
     items.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, cert.data()});
+    items.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, kTlsPriorities});
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
   daemon_ = MHD_start_daemon(flags, 0, &Callbacks::OnAccept, this, &Callbacks::OnRequest, this,
                              MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  listen_fd_ = -1;  // libmicrohttpd's now: it closes it when it stops, or when it cannot start
   if (daemon_ == nullptr) {
     return IoError(cert.empty() ? "cannot start the HTTP server"
                                 : "cannot start the HTTPS server: is --tls-cert/--tls-key a PEM "
@@ -281,17 +335,13 @@ void HttpServer::Stop() {
   if (daemon_ != nullptr) {
     MHD_stop_daemon(daemon_);  // closes the listening socket and every connection
     daemon_ = nullptr;
-    listen_fd_ = -1;
   }
 }
 
 void HttpServer::SweepOverdue() {
   std::unique_lock lock(mu_);
   while (!wake_.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping_; })) {
-    guard_.ShutDownOverdue(SteadyClock::now(), [](int fd) {
-      // The connection's thread sees its peer gone and closes it.
-      if (fd >= 0) shutdown(fd, SHUT_RDWR);
-    });
+    guard_.ShutDownOverdue(SteadyClock::now(), &ShutDownSocket);
   }
 }
 
@@ -304,6 +354,7 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
   if (ConnectionContext* c = ContextOf(connection)) {
     e.connection = c->id;
     r.client_address = c->address;
+    r.counted_address = c->counted_address;
   }
   guard_.Entered(e.connection, ConnectionPhase::kReadingBody, SteadyClock::now());
   MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
@@ -315,13 +366,17 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
     SendProblem(refusal, admitted.status());
     return Queue(connection, e, std::move(refusal));
   }
-  e.authenticated = admitted->authenticated;
-  if (e.authenticated) guard_.Authenticated(e.connection);
+  e.caller = admitted->caller;
+  if (e.caller == Caller::kAuthenticated) guard_.Authenticated(e.connection);
   e.max_body_bytes = admitted->max_body_bytes;
   if (r.target.size() > options_.max_target_bytes) {
     return Refuse(
         connection, e, 414,
         "the request target is over " + std::to_string(options_.max_target_bytes) + " bytes");
+  }
+  if (r.path.size() > kMaxPathBytes) {
+    return Refuse(connection, e, 414,
+                  "the request path is over " + std::to_string(kMaxPathBytes) + " bytes");
   }
   const MHD_ConnectionInfo* head =
       MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
@@ -347,23 +402,19 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
 
 bool HttpServer::Refuse(MHD_Connection* connection, Exchange& e, int status,
                         const std::string& detail) {
-  const char* title = status == 413   ? "payload_too_large"
-                      : status == 414 ? "uri_too_long"
-                      : status == 415 ? "unsupported_media_type"
-                      : status == 431 ? "request_header_fields_too_large"
-                                      : "invalid_argument";
+  // The titles of StatusCodeName, which clients match on.
+  const char* title = status == 413 ? "resource_exhausted" : "invalid_argument";
   HttpResponse refusal = ProblemAnswer(status, title, detail);
-  // An authenticated caller still sending its body reads the answer after it (drained); an
-  // anonymous one, or one that waits (Expect: 100-continue) or says its body is longer than
-  // kDrainLimit, gets it now, and its connection is closed after it.
+  // While the body arrives no answer may be queued: it is sent once the body has been dropped
+  // (up to DrainLimit). Before, a client that waits (Expect: 100-continue), or whose body is
+  // longer than it may send, gets the answer now, and its connection is closed after it.
   const std::string length = e.request.Header("Content-Length");
   const bool waits = strcasecmp(e.request.Header("Expect").c_str(), "100-continue") == 0;
-  const bool too_long = !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > kDrainLimit;
-  if (e.authenticated && !waits && !too_long) {
-    e.refusal = std::move(refusal);
-    return true;
-  }
-  return Queue(connection, e, std::move(refusal));
+  const bool too_long =
+      !length.empty() && std::strtoull(length.c_str(), nullptr, 10) > e.DrainLimit();
+  if (!e.body_arriving && (waits || too_long)) return Queue(connection, e, std::move(refusal));
+  e.refusal = std::move(refusal);
+  return true;
 }
 
 bool HttpServer::Queue(MHD_Connection* connection, Exchange& e, HttpResponse response) {
@@ -413,7 +464,7 @@ void HttpServer::Dispatch(HttpRequest& request, HttpResponse& response) const {
   }
   std::string allow;
   for (const std::string& m : allowed) allow += (allow.empty() ? "" : ", ") + m;
-  response = ProblemAnswer(405, "method_not_allowed",
+  response = ProblemAnswer(405, "invalid_argument",
                            request.method + " " + request.path + ": allowed: " + allow);
   response.SetHeader("Allow", allow);
 }

@@ -1,18 +1,21 @@
 // The API server's HTTP/1.1 listener (docs/decisions.md, "The API's HTTP server"), on GNU
 // libmicrohttpd: one thread per connection (routes may block: a heartbeat's long poll, an event
-// stream), with the connection model of connection_guard.h (caps on unauthenticated connections
+// stream), with the connection model of connection_guard.h (caps on anonymous connections
 // per address and in all, deadlines on heads and bodies) and these rules for every request:
-// - the target is at most `max_target_bytes` (else 414) and the head `max_head_bytes` (431);
+// - the target is at most `max_target_bytes` and the path 2 KiB (else 414), the head
+//   `max_head_bytes` (431);
 // - a body is never accepted compressed (a Content-Encoding other than identity: 415);
 // - `admit` decides from the head alone, before a byte of the body is read, whether the caller
-//   is authenticated and how large a body may be; the body is counted as it arrives, chunked
-//   or not (over the limit: 413, and the rest is not read);
+//   is authenticated and how large a body may be (a refusal is answered at once, the body
+//   unread); the body is counted as it arrives, chunked or not (over the limit: 413, once the
+//   rest is dropped: up to 8 MiB for an authenticated caller, 64 KiB for an anonymous one, the
+//   connection closed unanswered beyond);
 // - routes are regular expressions matched against the whole decoded path; HEAD uses GET's;
 //   a path no route has: 404, a path with routes for other methods only: 405 with Allow;
 // - every answer the server writes itself, and an exception a route throws (500), is
 //   application/problem+json.
-// libmicrohttpd's own answers to requests it cannot parse at all (a broken request line, a
-// head over its buffer of `max_head_bytes` + 64 KiB) are its short HTML pages.
+// libmicrohttpd's own answers to requests it cannot parse at all (a broken request line or chunk
+// framing, a head over its buffer of `max_head_bytes` + 64 KiB) are its short HTML pages.
 //
 // Thread safety: routes are added before Start; Start and Stop from one thread; routes run on
 // the connections' threads, concurrently.
@@ -40,11 +43,16 @@ namespace corral::server {
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&)>;
 
+// Who sent a request, as far as its head says.
+enum class Caller {
+  kAnonymous,      // no credential the route takes: the anonymous caps and limits apply
+  kAuthenticated,  // its connection leaves the anonymous caps for good
+};
 // What may be read of a request, decided from its head (method, path, target, headers, query,
 // client address; no body yet).
 struct Admission {
-  bool authenticated = false;  // its connection leaves the unauthenticated caps for good
-  size_t max_body_bytes = 0;   // over it: 413
+  Caller caller = Caller::kAnonymous;
+  size_t max_body_bytes = 0;  // over it: 413
 };
 // A refusal is answered at once as problem+json, and the body is not read.
 using Admitter = std::function<Result<Admission>(const HttpRequest& head)>;
@@ -110,6 +118,10 @@ class HttpServer {
   bool Refuse(MHD_Connection* connection, Exchange& e, int status, const std::string& detail);
   bool Queue(MHD_Connection* connection, Exchange& e, HttpResponse response);
 
+  // What a connection's thread does with each call of libmicrohttpd's access handler; false
+  // closes the connection.
+  bool OnRequest(MHD_Connection* connection, const char* url, const char* method,
+                 const char* upload, size_t* upload_size, void** exchange);
   struct Callbacks;  // libmicrohttpd's, with its types (http_server.cc)
   friend struct Callbacks;
 
