@@ -359,7 +359,7 @@ expect_exit 2 "--cpus: Value 0 not in range" -- "$corral" "${agent_flags[@]}" --
 
 # Environments: names are checked before they go into a URL; `env` is an alias.
 expect_exit 2 "must be 1 to 63 lowercase letters" -- "$corral" environment share '../jobs' --project p
-expect_exit 2 "valid environment name" -- "$corral" env show 'a/b@1'
+expect_exit 2 "where an environment name must be" -- "$corral" env show 'a/b@1'
 expect_exit 0 "^pytorch " -- "$corral" environment list
 expect_exit 3 "environment 'nothere' not found" -- "$corral" env show nothere
 

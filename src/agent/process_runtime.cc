@@ -21,6 +21,7 @@
 #include "agent/workdir_mount.h"
 #include "common/json_parse.h"
 #include "model/node.h"
+#include "protocol/names.h"
 
 namespace corral::agent {
 namespace {
@@ -308,7 +309,8 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   if (Status valid = model::ValidateClusterId(options.cluster_id); !valid.ok()) {
     return InvalidArgument("process runtime: " + valid.message());
   }
-  if (Status valid = model::ValidateNodeName(options.node_name); !valid.ok()) {
+  if (Status valid = protocol::CheckName(protocol::NameKind::kNode, options.node_name);
+      !valid.ok()) {
     return InvalidArgument("process runtime: " + valid.message());
   }
   const std::string clusters_dir = options.work_dir + kClustersDir;
