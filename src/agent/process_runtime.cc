@@ -229,6 +229,12 @@ Result<TaskUser> ProcessRuntime::SubmitterUser(const std::string& name) {
 Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) {
   if (!options_.run_as_submitter) return identity_;
   if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
+  // Only a valid user name reaches the map and the user database: a name the server should not
+  // have made (one stored before names were checked, or sent by a compromised server) runs
+  // nothing, rather than being cut at a NUL or matched loosely into someone else's account.
+  if (Status valid = protocol::CheckName(protocol::NameKind::kUser, launch.user); !valid.ok()) {
+    return PermissionDenied("cannot run as the submitter: " + valid.message());
+  }
   const auto mapped = options_.user_map.find(launch.user);
   const std::string name = mapped != options_.user_map.end() ? mapped->second : launch.user;
   const std::string who = "submitter '" + launch.user + "'" +
