@@ -1043,7 +1043,7 @@ TEST(UserMapTest, ParsesPairsAndNamesTheBadLine) {
 // A map names users exactly: a corral user name on the left, a Unix user name on the right
 // (protocol/names.h), so that nothing in it reaches getpwnam cut short or loosely matched.
 TEST(UserMapTest, BothNamesFollowTheirRules) {
-  using namespace std::string_literals;  // NOLINT(build/namespaces): "\0"s keeps the NUL
+  using namespace std::string_literals;  // "\0"s keeps the NUL
   EXPECT_EQ(ParseUserMap("mona nobody\nali\0ce daemon\n"s).status().message(),
             "line 2: a user name must be 1 to 32 lowercase letters, digits, '_', '.' or '-', "
             "starting with a letter or '_'; got 'ali\\x00ce'");
@@ -1062,7 +1062,7 @@ TEST(UserMapTest, BothNamesFollowTheirRules) {
 }
 
 TEST(LookUpUserTest, OnlyAnExactValidNameIsLookedUp) {
-  using namespace std::string_literals;  // NOLINT(build/namespaces)
+  using namespace std::string_literals;
   // getpwnam would read "root" from "root\0x" (a C string ends at the NUL).
   for (const std::string& name :
        {"root\0x"s, "root\0"s, ""s, "-root"s, "../root"s, "ro ot"s, std::string(100'000, 'r')}) {
@@ -1081,7 +1081,7 @@ TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root";
   auto nobody = LookUpUser("nobody");
   if (!nobody.ok()) GTEST_SKIP() << "needs the user 'nobody'";
-  using namespace std::string_literals;  // NOLINT(build/namespaces)
+  using namespace std::string_literals;
   ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
   ASSERT_EQ(chmod(task_dir_.c_str(), 0777), 0);
   ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));

@@ -20,7 +20,7 @@ constexpr NameKind kAllKinds[] = {NameKind::kUser,       NameKind::kUnixUser, Na
 // What no kind accepts: the attacks of issue 15 (NUL, tab, "../", control characters, 100,000
 // bytes) and the other ways a name could mislead a path, an argv or a terminal.
 std::vector<std::string> RefusedByEveryKind() {
-  using namespace std::string_literals;  // NOLINT(build/namespaces): "\0"s keeps the NUL
+  using namespace std::string_literals;  // "\0"s keeps the NUL
   return {"ali\0ce"s,
           "root\0"s,
           "a\tb",
@@ -148,7 +148,7 @@ TEST(NamesTest, EnvironmentNamesAreLowercaseLettersDigitsAndDashes) {
 }
 
 TEST(NamesTest, TheErrorStatesTheRuleAndShowsTheNameEscaped) {
-  using namespace std::string_literals;  // NOLINT(build/namespaces)
+  using namespace std::string_literals;
   EXPECT_EQ(CheckName(NameKind::kUser, "ali\0ce"s).message(),
             "a user name must be 1 to 32 lowercase letters, digits, '_', '.' or '-', starting "
             "with a letter or '_'; got 'ali\\x00ce'");

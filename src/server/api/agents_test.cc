@@ -69,7 +69,7 @@ TEST_F(AgentsApiTest, RegistrationIsValidatedAndVersioned) {
 }
 
 TEST_F(AgentsApiTest, ABadNodeNameIsA400NamingTheFieldAndTheRule) {
-  using namespace std::string_literals;  // NOLINT(build/namespaces): "\0"s keeps the NUL
+  using namespace std::string_literals;  // "\0"s keeps the NUL
   for (const std::string& name : {"gpu\0-1"s, "a\tb"s, "../x"s, ".."s, "-n"s,
                                   "x\xe2\x80\xae"s
                                   "y",

@@ -109,7 +109,7 @@ TEST_F(JobsApiTest, ABadSpecIsA400NamingTheField) {
 }
 
 TEST_F(JobsApiTest, ABadJobNameIsA400NamingTheFieldAndTheRule) {
-  using namespace std::string_literals;  // NOLINT(build/namespaces): "\0"s keeps the NUL
+  using namespace std::string_literals;  // "\0"s keeps the NUL
   for (const std::string path : {"/api/v1/jobs", "/api/v1/sessions"}) {
     for (const std::string& name : {"tr\0ain"s, "a\tb"s, "../x"s, "x\x1b[2Jy"s, "-rf"s,
                                     "x\xe2\x80\xae"s

@@ -152,7 +152,7 @@ TEST_F(PeopleApiTest, EveryoneManagesTheirOwnTokensOnly) {
 // to the agent's getpwnam), a tab, "../", control characters (C0, and Unicode's: U+202E turns
 // text around in a terminal) and 100,000 bytes.
 std::vector<std::string> BadNames() {
-  using namespace std::string_literals;  // NOLINT(build/namespaces): "\0"s keeps the NUL
+  using namespace std::string_literals;  // "\0"s keeps the NUL
   return {"ali\0ce"s,
           "a\tb",
           "../x",
