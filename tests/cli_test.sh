@@ -273,6 +273,10 @@ expect_json 'j["name"] == "carol" and j["token"].startswith("crl_")' -- \
   "$corral" user create carol -o json
 expect_json 'j == {"project": "vision", "user": "carol"}' -- \
   "$corral" project add-member vision carol -o json
+# Names follow their kind's rule (docs/security.md, "Names"): the server names the field and it.
+expect_exit 2 "field 'name': a user name must be 1 to 32 lowercase" -- "$corral" user create Carol
+expect_exit 2 "field 'name': a project name must be .*got '\.\./x'" -- "$corral" project create ../x
+expect_exit 2 "field 'name': a job name must be" -- "$corral" submit --name 'a b' -- true
 expect_exit 3 "project 'robotics' does not exist" -- "$corral" project add-member robotics carol
 expect_exit 3 "node 'gpu-1' not found" -- "$corral" node cordon gpu-1 -o json
 for i in 1 2 3; do "$corral" submit --gpus 64 -o json -- true >"$work/job$i.json"; done
@@ -359,7 +363,7 @@ expect_exit 2 "--cpus: Value 0 not in range" -- "$corral" "${agent_flags[@]}" --
 
 # Environments: names are checked before they go into a URL; `env` is an alias.
 expect_exit 2 "must be 1 to 63 lowercase letters" -- "$corral" environment share '../jobs' --project p
-expect_exit 2 "valid environment name" -- "$corral" env show 'a/b@1'
+expect_exit 2 "where an environment name must be" -- "$corral" env show 'a/b@1'
 expect_exit 0 "^pytorch " -- "$corral" environment list
 expect_exit 3 "environment 'nothere' not found" -- "$corral" env show nothere
 

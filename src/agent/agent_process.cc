@@ -9,6 +9,7 @@
 #include "agent/host_resources.h"
 #include "agent/nvml_probe.h"
 #include "model/node.h"
+#include "protocol/names.h"
 
 namespace corral::agent {
 namespace {
@@ -52,7 +53,8 @@ Result<std::unique_ptr<AgentProcess>> AgentProcess::Create(AgentProcessOptions o
     auto host = DetectHostResources();
     if (host.ok()) options.agent.name = host->hostname;
   }
-  if (Status valid = model::ValidateNodeName(options.agent.name); !valid.ok()) {
+  if (Status valid = protocol::CheckName(protocol::NameKind::kNode, options.agent.name);
+      !valid.ok()) {
     return InvalidArgument("--name: " + valid.message());
   }
   std::error_code ec;

@@ -33,7 +33,7 @@ struct TaskCgroup {
 };
 
 // "corral/<cluster_id>/<node_name>": the parent of one agent's task groups. Both must be safe
-// path components (model::ValidateClusterId, model::ValidateNodeName).
+// path components (model::ValidateClusterId, protocol/names.h's node names).
 std::string AgentCgroupParent(const std::string& cluster_id, const std::string& node_name);
 
 // Knows where the hierarchies are and makes task groups there. Copyable, no mutable state, and

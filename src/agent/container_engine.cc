@@ -19,7 +19,7 @@
 #include "agent/launch_defaults.h"
 #include "agent/rendezvous.h"
 #include "common/strings.h"
-#include "model/environment_ref.h"
+#include "protocol/environment_ref.h"
 
 extern char** environ;
 
@@ -335,7 +335,7 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
                                   : "";
     return bad("environment.image", "the container runtime needs an image" + which);
   }
-  if (!model::IsImageReference(image)) {
+  if (!protocol::IsImageReference(image)) {
     return bad("environment.image", "'" + image + "' is not an image reference");
   }
   if (!IsMountablePath(launch.workdir)) {

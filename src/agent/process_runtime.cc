@@ -21,6 +21,7 @@
 #include "agent/workdir_mount.h"
 #include "common/json_parse.h"
 #include "model/node.h"
+#include "protocol/names.h"
 
 namespace corral::agent {
 namespace {
@@ -228,6 +229,12 @@ Result<TaskUser> ProcessRuntime::SubmitterUser(const std::string& name) {
 Result<ProcessRuntime::TaskIdentity> ProcessRuntime::IdentityFor(const TaskLaunch& launch) {
   if (!options_.run_as_submitter) return identity_;
   if (launch.user.empty()) return InvalidArgument("the launch names no submitter to run as");
+  // Only a valid user name reaches the map and the user database: a name the server should not
+  // have made (one stored before names were checked, or sent by a compromised server) runs
+  // nothing, rather than being cut at a NUL or matched loosely into someone else's account.
+  if (Status valid = protocol::CheckName(protocol::NameKind::kUser, launch.user); !valid.ok()) {
+    return PermissionDenied("cannot run as the submitter: " + valid.message());
+  }
   const auto mapped = options_.user_map.find(launch.user);
   const std::string name = mapped != options_.user_map.end() ? mapped->second : launch.user;
   const std::string who = "submitter '" + launch.user + "'" +
@@ -308,7 +315,8 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   if (Status valid = model::ValidateClusterId(options.cluster_id); !valid.ok()) {
     return InvalidArgument("process runtime: " + valid.message());
   }
-  if (Status valid = model::ValidateNodeName(options.node_name); !valid.ok()) {
+  if (Status valid = protocol::CheckName(protocol::NameKind::kNode, options.node_name);
+      !valid.ok()) {
     return InvalidArgument("process runtime: " + valid.message());
   }
   const std::string clusters_dir = options.work_dir + kClustersDir;

@@ -119,8 +119,8 @@ namespace corral::agent {
 struct ProcessRuntimeOptions {
   std::string work_dir;  // absolute; holds clusters/<cluster_id>/<node_name>/ (created if missing)
   // The namespace of everything the runtime creates (above): the cluster's id as its server
-  // said at registration (model::ValidateClusterId), and the node's name (model::ValidateNodeName;
-  // also the tasks' CORRAL_NODE_NAME).
+  // said at registration (model::ValidateClusterId), and the node's name (a node name:
+  // protocol/names.h; also the tasks' CORRAL_NODE_NAME).
   std::string cluster_id;
   std::string node_name;
   // The Unix user every task runs as. Only root may name a user other than its own. Empty: the

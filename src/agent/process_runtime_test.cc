@@ -1040,6 +1040,82 @@ TEST(UserMapTest, ParsesPairsAndNamesTheBadLine) {
             "line 2: 'alice' is mapped twice");
 }
 
+// A map names users exactly: a corral user name on the left, a Unix user name on the right
+// (protocol/names.h), so that nothing in it reaches getpwnam cut short or loosely matched.
+TEST(UserMapTest, BothNamesFollowTheirRules) {
+  using namespace std::string_literals;  // "\0"s keeps the NUL
+  EXPECT_EQ(ParseUserMap("mona nobody\nali\0ce daemon\n"s).status().message(),
+            "line 2: a user name must be 1 to 32 lowercase letters, digits, '_', '.' or '-', "
+            "starting with a letter or '_'; got 'ali\\x00ce'");
+  EXPECT_THAT(ParseUserMap("alice dae\0mon\n"s).status().message(),
+              HasSubstr("line 1: a Unix user name must be"));
+  EXPECT_THAT(ParseUserMap("Alice alice\n").status().message(),
+              HasSubstr("line 1: a user name must be"));
+  EXPECT_THAT(ParseUserMap("alice ../root\n").status().message(),
+              HasSubstr("line 1: a Unix user name must be"));
+  EXPECT_THAT(ParseUserMap("alice -root\n").status().message(),
+              HasSubstr("line 1: a Unix user name must be"));
+  // Unix user names may have what directories give them: capitals, dots.
+  auto map = ParseUserMap("a.smith John.Smith\n");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  EXPECT_EQ(map->at("a.smith"), "John.Smith");
+}
+
+TEST(LookUpUserTest, OnlyAnExactValidNameIsLookedUp) {
+  using namespace std::string_literals;
+  // getpwnam would read "root" from "root\0x" (a C string ends at the NUL).
+  for (const std::string& name :
+       {"root\0x"s, "root\0"s, ""s, "-root"s, "../root"s, "ro ot"s, std::string(100'000, 'r')}) {
+    Result<TaskUser> user = LookUpUser(name);
+    ASSERT_FALSE(user.ok()) << name.substr(0, 16);
+    EXPECT_EQ(user.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(user.status().message(), HasSubstr("a Unix user name must be"));
+  }
+  Result<TaskUser> root = LookUpUser("root");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_EQ(root->name, "root");
+  EXPECT_EQ(root->uid, 0u);
+}
+
+TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "needs the user 'nobody'";
+  using namespace std::string_literals;
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);
+  ASSERT_EQ(chmod(task_dir_.c_str(), 0777), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.run_as_submitter = true;
+  o.user_map = {{"mona", "nobody"}};  // nobody is mona's, reached only through the map
+  o.max_task_uid = nobody->uid;
+  std::vector<std::string> looked_up;
+  o.look_up_user = [&](const std::string& name) -> Result<TaskUser> {
+    looked_up.push_back(name);
+    return LookUpUser(name);
+  };
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  // "nobody\0x" is not "nobody" to the map, but was to getpwnam: a user made with that name
+  // (before the API checked names) ran as mona's Unix user.
+  int64_t allocation = 0;
+  for (const std::string& user : {"nobody\0x"s, "mona\0"s, "root\0"s, "no\tbody"s, "Nobody"s,
+                                  "../nobody"s, std::string(100'000, 'n')}) {
+    TaskLaunch l = Launch(++allocation, {"true"});
+    l.user = user;
+    TaskStatus s = (*runtime)->Start(l);
+    EXPECT_EQ(s.state, ProcessState::kFailedToStart) << user.substr(0, 16);
+    EXPECT_THAT(s.message, HasSubstr("cannot run as the submitter: a user name must be"));
+    EXPECT_EQ(s.message.find('\0'), std::string::npos);
+  }
+  EXPECT_TRUE(looked_up.empty());  // none of them reached the user database
+  // mona herself runs as nobody.
+  TaskLaunch l = Launch(++allocation, {"true"});
+  l.user = "mona";
+  EXPECT_EQ((*runtime)->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(**runtime, l.key).exit_code, 0);
+  EXPECT_EQ(looked_up, std::vector<std::string>{"nobody"});
+}
+
 TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
   ShimPlan plan;
   plan.executable = "/bin/touch";

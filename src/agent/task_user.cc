@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "agent/file_io.h"
+#include "protocol/names.h"
 
 namespace corral::agent {
 namespace {
@@ -45,13 +46,20 @@ Result<TaskUser> ReadPasswd(const std::string& what, Lookup lookup) {
 }  // namespace
 
 Result<TaskUser> LookUpUser(const std::string& name) {
+  if (Status valid = protocol::CheckName(protocol::NameKind::kUnixUser, name); !valid.ok()) {
+    return InvalidArgument("task user: " + valid.message());
+  }
   const std::string what = "task user '" + name + "'";
-  if (name.empty()) return InvalidArgument("task user: empty name");
   Result<TaskUser> user =
       ReadPasswd(what, [&](passwd* entry, char* buffer, size_t size, passwd** found) {
         return getpwnam_r(name.c_str(), entry, buffer, size, found);
       });
   if (!user.ok()) return user;
+  if (user->name != name) {
+    return InvalidArgument(what + ": the user database answered with user '" + user->name +
+                           "' (uid " + std::to_string(user->uid) +
+                           "); corral runs tasks only as the user of exactly the name asked");
+  }
   std::vector<gid_t> groups(32);
   int count = static_cast<int>(groups.size());
   while (getgrouplist(user->name.c_str(), user->gid, groups.data(), &count) < 0) {
@@ -88,6 +96,12 @@ Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text)
     const std::string where = "line " + std::to_string(number) + ": ";
     if (unix_user.empty() || !extra.empty()) {
       return InvalidArgument(where + "expected 'CORRAL_USER UNIX_USER', got '" + line + "'");
+    }
+    for (const auto& [name, kind] : {std::pair{&corral_user, protocol::NameKind::kUser},
+                                     {&unix_user, protocol::NameKind::kUnixUser}}) {
+      if (Status valid = protocol::CheckName(kind, *name); !valid.ok()) {
+        return InvalidArgument(where + valid.message());
+      }
     }
     if (!map.emplace(corral_user, unix_user).second) {
       return InvalidArgument(where + "'" + corral_user + "' is mapped twice");

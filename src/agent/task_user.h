@@ -22,8 +22,11 @@ struct TaskUser {
   std::string home;           // HOME of its tasks; "/" when the database gives none
 };
 
-// Looks `name` up. Errors: NotFound "task user 'x': no such user"; IoError when the user
-// database cannot be read.
+// Looks `name` up by exactly that name. Errors: InvalidArgument when `name` is not a Unix user
+// name (protocol/names.h: so no NUL can cut it short on its way to getpwnam, and no odd byte
+// reaches a directory service), or when the database answers with another user (a directory
+// that matches names loosely, e.g. case-insensitively); NotFound "task user 'x': no such user";
+// IoError when the user database cannot be read.
 Result<TaskUser> LookUpUser(const std::string& name);
 
 // The name of the user this process runs as (effective uid). NotFound when the uid has no
@@ -31,8 +34,10 @@ Result<TaskUser> LookUpUser(const std::string& name);
 Result<std::string> CurrentUserName();
 
 // Parses a user map (the agent's --task-user-map): one "CORRAL_USER UNIX_USER" pair per line;
-// '#' starts a comment, blank lines are ignored. Errors name the line: "line 3: expected
-// 'CORRAL_USER UNIX_USER', got 'alice'"; a corral user mapped twice is an error.
+// '#' starts a comment, blank lines are ignored. CORRAL_USER must be a user name and UNIX_USER
+// a Unix user name (protocol/names.h). Errors name the line: "line 3: expected 'CORRAL_USER
+// UNIX_USER', got 'alice'", "line 2: a user name must be ..."; a corral user mapped twice is an
+// error.
 Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text);
 
 }  // namespace corral::agent

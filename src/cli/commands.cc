@@ -20,7 +20,6 @@
 #include "common/config_file.h"
 #include "common/json_parse.h"
 #include "common/strings.h"
-#include "model/environment_ref.h"
 #include "model/states.h"
 #include "protocol/api_account.h"
 #include "protocol/api_environment.h"
@@ -29,7 +28,9 @@
 #include "protocol/api_project.h"
 #include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
+#include "protocol/environment_ref.h"
 #include "protocol/job_spec.h"
+#include "protocol/names.h"
 
 namespace corral::cli {
 
@@ -612,18 +613,16 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
       app.add_subcommand("environment", "Environments jobs run in (docs/environments.md)");
   env->alias("env");
   env->require_subcommand(1);
-  // Names go into URL paths: only valid references (model::ParseEnvironmentRef) pass.
+  // Names go into URL paths: only valid references (protocol::ParseEnvironmentRef) pass.
   const auto ref_check = CLI::Validator(
       [](std::string& text) {
-        auto ref = model::ParseEnvironmentRef(text, "name");
+        auto ref = protocol::ParseEnvironmentRef(text, "name");
         return ref.ok() ? std::string() : ref.status().message();
       },
       "NAME[@VERSION]");
   const auto name_check = CLI::Validator(
       [](std::string& text) {
-        return model::IsEnvironmentName(text)
-                   ? std::string()
-                   : "must be 1 to 63 lowercase letters, digits or '-', got '" + text + "'";
+        return protocol::CheckName(protocol::NameKind::kEnvironment, text).message();
       },
       "NAME");
 

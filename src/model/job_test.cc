@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include "model/environment_ref.h"
 #include "model/node.h"
 
 namespace corral::model {
@@ -99,23 +98,6 @@ TEST(NodeValidation, LabelsAndAddresses) {
   EXPECT_FALSE(ValidateNodeAddress("a b").ok());
   EXPECT_FALSE(ValidateNodeAddress("$(reboot)").ok());
   EXPECT_FALSE(ValidateNodeAddress(std::string(254, 'a')).ok());
-}
-
-TEST(ImageReference, OneArgvWordThatNoEngineReadsAsAnOption) {
-  EXPECT_TRUE(IsImageReference("busybox"));
-  EXPECT_TRUE(IsImageReference("nvcr.io/nvidia/pytorch:24.05-py3"));
-  EXPECT_TRUE(IsImageReference("registry:5000/team/name_x:tag@sha256:0123abcd"));
-  EXPECT_TRUE(IsImageReference("9image"));
-  EXPECT_TRUE(IsImageReference(std::string(kMaxImageReferenceLength, 'a')));
-  EXPECT_FALSE(IsImageReference(std::string(kMaxImageReferenceLength + 1, 'a')));
-  EXPECT_FALSE(IsImageReference(""));
-  EXPECT_FALSE(IsImageReference("--privileged"));
-  EXPECT_FALSE(IsImageReference("-v"));
-  EXPECT_FALSE(IsImageReference(".hidden"));
-  EXPECT_FALSE(IsImageReference("busybox latest"));
-  EXPECT_FALSE(IsImageReference("busybox\n--privileged"));
-  EXPECT_FALSE(IsImageReference("busybox;reboot"));
-  EXPECT_FALSE(IsImageReference("busybox$(reboot)"));
 }
 
 }  // namespace

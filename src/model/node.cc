@@ -44,19 +44,6 @@ Status Validate(const Node& node) {
   return Status::Ok();
 }
 
-Status ValidateNodeName(const std::string& name) {
-  const bool allowed = std::all_of(name.begin(), name.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
-  });
-  if (name.empty() || name.size() > 253 || !allowed ||
-      !std::isalnum(static_cast<unsigned char>(name[0]))) {
-    return InvalidArgument("node name '" + name +
-                           "': must be 1-253 letters, digits, '.', '-' or '_', starting with a "
-                           "letter or digit");
-  }
-  return Status::Ok();
-}
-
 Status ValidateClusterId(const std::string& id) {
   if (!IsHexId(id, kClusterIdLength / 2)) {
     return InvalidArgument("cluster id '" + id.substr(0, 64) + "': must be " +

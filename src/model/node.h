@@ -50,11 +50,6 @@ Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli c
 // field 'cpu_milli': must be > 0").
 Status Validate(const Node& node);
 
-// A node's name as agents register it: 1..253 letters, digits, '.', '-' and '_', starting with a
-// letter or digit (every hostname is one). Agents use it as a path component on their host
-// (work dir, cgroups, container names: docs/control-plane.md), so no '/', no "." or "..".
-Status ValidateNodeName(const std::string& name);
-
 // A cluster's id: kClusterIdLength lowercase hex characters, random, fixed when the cluster's
 // store is created (store::Store::ClusterId) and shared by every server on that store. Agents
 // learn it at registration and namespace what they create on a host with it.

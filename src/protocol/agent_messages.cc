@@ -1,10 +1,12 @@
 #include "protocol/agent_messages.h"
 
+#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
 #include "model/node.h"
+#include "protocol/names.h"
 
 namespace corral::protocol {
 namespace {
@@ -26,32 +28,69 @@ Status ReadTaskKeyString(const FieldReader& r, const char* field, std::optional<
   return Status::Ok();
 }
 
+// Whether `text` is at most kMaxInventoryText bytes of printable ASCII.
+bool IsInventoryText(const std::string& text) {
+  return text.size() <= kMaxInventoryText &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+// An optional string of an inventory (IsInventoryText) in `field`.
+Status ReadInventoryText(const FieldReader& r, const char* field, std::string& out) {
+  CORRAL_RETURN_IF_ERROR(r.String(field, false, out));
+  if (!IsInventoryText(out)) {
+    return r.Bad(field, "must be at most " + std::to_string(kMaxInventoryText) +
+                            " bytes of printable ASCII (no control characters)");
+  }
+  return Status::Ok();
+}
+
 Result<NodeInventory> ReadInventory(const FieldReader& r) {
   NodeInventory inv;
   CORRAL_RETURN_IF_ERROR(r.String("hostname", false, inv.hostname));
+  if (!inv.hostname.empty()) {
+    if (Status valid = CheckName(NameKind::kNode, inv.hostname); !valid.ok()) {
+      return r.Bad("hostname", valid.message());
+    }
+  }
   int64_t v = 0;
-  CORRAL_RETURN_IF_ERROR(r.Int("cpu_milli", true, v, 0));
+  CORRAL_RETURN_IF_ERROR(r.Int("cpu_milli", true, v, 0, kMaxInventoryCpuMilli));
   inv.cpu = CpuMilli(v);
-  CORRAL_RETURN_IF_ERROR(r.Int("memory_mib", true, v, 0, kMaxMib));
+  CORRAL_RETURN_IF_ERROR(r.Int("memory_mib", true, v, 0, kMaxInventoryMemoryMib));
   inv.memory = MemoryMib(v);
-  CORRAL_RETURN_IF_ERROR(r.String("gpu_model", false, inv.gpu_model));
+  CORRAL_RETURN_IF_ERROR(ReadInventoryText(r, "gpu_model", inv.gpu_model));
   CORRAL_RETURN_IF_ERROR(
       r.Objects("gpus", false, kMaxInventoryGpus, [&](const FieldReader& g, size_t) {
         InventoryGpu gpu;
-        CORRAL_RETURN_IF_ERROR(g.String("uuid", false, gpu.uuid));
+        CORRAL_RETURN_IF_ERROR(ReadInventoryText(g, "uuid", gpu.uuid));
         int64_t mib = 0;
-        CORRAL_RETURN_IF_ERROR(g.Int("memory_mib", false, mib, 0, kMaxMib));
+        CORRAL_RETURN_IF_ERROR(g.Int("memory_mib", false, mib, 0, kMaxInventoryGpuMemoryMib));
         gpu.memory = MemoryMib(mib);
         int64_t domain = 0;
-        CORRAL_RETURN_IF_ERROR(g.Int("nvlink_domain", false, domain, 0, 1 << 20));
+        CORRAL_RETURN_IF_ERROR(
+            g.Int("nvlink_domain", false, domain, 0, static_cast<int64_t>(kMaxInventoryGpus) - 1));
         gpu.nvlink_domain = static_cast<int>(domain);
         inv.gpus.push_back(std::move(gpu));
         return Status::Ok();
       }));
+  if (const json* labels = r.Find("labels");
+      labels != nullptr && labels->is_object() && labels->size() > kMaxInventoryLabels) {
+    return r.Bad("labels", "at most " + std::to_string(kMaxInventoryLabels) + " labels");
+  }
   CORRAL_RETURN_IF_ERROR(r.StringMap("labels", inv.labels));
+  for (const auto& [key, value] : inv.labels) {
+    if (Status valid = model::ValidateLabel(key, value); !valid.ok()) {
+      return r.Bad("labels", valid.message());
+    }
+  }
   CORRAL_RETURN_IF_ERROR(r.Strings("runtimes", false, inv.runtimes));
   if (inv.runtimes.size() > kMaxNodeRuntimes) {
     return r.Bad("runtimes", "at most " + std::to_string(kMaxNodeRuntimes) + " runtime names");
+  }
+  for (size_t i = 0; i < inv.runtimes.size(); ++i) {
+    if (!IsInventoryText(inv.runtimes[i])) {
+      return r.Bad("runtimes", "runtime " + std::to_string(i) + " is not at most " +
+                                   std::to_string(kMaxInventoryText) + " bytes of printable ASCII");
+    }
   }
   CORRAL_RETURN_IF_ERROR(r.String("address", false, inv.address));
   if (r.Find("address") != nullptr) {
@@ -59,8 +98,7 @@ Result<NodeInventory> ReadInventory(const FieldReader& r) {
       return r.Bad("address", s.message());
     }
   }
-  CORRAL_RETURN_IF_ERROR(r.String("container_engine", false, inv.container_engine));
-  if (inv.container_engine.size() > 128) return r.Bad("container_engine", "at most 128 bytes");
+  CORRAL_RETURN_IF_ERROR(ReadInventoryText(r, "container_engine", inv.container_engine));
   return inv;
 }
 
@@ -260,6 +298,11 @@ Result<RegisterRequest> ParseRegisterRequest(const nlohmann::json& json) {
   RegisterRequest req;
   CORRAL_RETURN_IF_ERROR(r->RequiredInt("protocol_version", req.protocol_version));
   CORRAL_RETURN_IF_ERROR(r->String("name", true, req.name));
+  // Agents use the name as a path component on their host: refused here too, so that no agent
+  // of another version can register one that today's agents could not use.
+  if (Status valid = CheckName(NameKind::kNode, req.name); !valid.ok()) {
+    return r->Bad("name", valid.message());
+  }
   CORRAL_RETURN_IF_ERROR(r->String("node_id", true, req.node_id));
   if (req.node_id.size() < 16 || req.node_id.size() > 128) {
     return r->Bad("node_id", "16..128 characters");

@@ -52,33 +52,43 @@ Status CheckAgentProtocolVersion(std::optional<int> version, std::string_view se
 // --- Registration ---------------------------------------------------------------------------
 
 struct InventoryGpu {
-  std::string uuid;
-  MemoryMib memory{0};    // >= 0
-  int nvlink_domain = 0;  // GPUs of one domain share NVLink; >= 0
+  std::string uuid;       // kMaxInventoryText
+  MemoryMib memory{0};    // 0..kMaxInventoryGpuMemoryMib
+  int nvlink_domain = 0;  // GPUs of one domain share NVLink; 0..kMaxInventoryGpus-1
   bool operator==(const InventoryGpu&) const = default;
 };
 
 // What a node offers, as its agent found it (or was told: --cpus, --memory-mib). At most
 // kMaxInventoryGpus GPUs (their index is their place in the list) and kMaxNodeRuntimes
-// runtimes (names this server does not know are kept: they place nothing).
+// runtimes (names this server does not know are kept: they place nothing). ParseNodeInventory
+// checks every field by type and range (docs/security.md, "Agent inventories"): the bounds below
+// are far beyond any machine, and keep a hostile or broken agent's numbers from overflowing the
+// scheduler's sums or its strings from reaching tables and terminals.
 struct NodeInventory {
-  std::string hostname;
-  CpuMilli cpu{0};      // >= 0
-  MemoryMib memory{0};  // >= 0
-  std::string gpu_model;
+  std::string hostname;   // empty, or a node name (names.h)
+  CpuMilli cpu{0};        // 0..kMaxInventoryCpuMilli
+  MemoryMib memory{0};    // 0..kMaxInventoryMemoryMib
+  std::string gpu_model;  // kMaxInventoryText
   std::vector<InventoryGpu> gpus;
-  std::map<std::string, std::string> labels;
-  std::vector<std::string> runtimes = {"process"};
+  std::map<std::string, std::string> labels;  // at most kMaxInventoryLabels (model::ValidateLabel)
+  std::vector<std::string> runtimes = {"process"};  // each kMaxInventoryText
   std::string address;           // how other nodes reach it; empty: the node name
-  std::string container_engine;  // "podman 4.3.1"; empty: none (at most 128 bytes)
+  std::string container_engine;  // "podman 4.3.1"; empty: none (kMaxInventoryText)
   bool operator==(const NodeInventory&) const = default;
 };
 inline constexpr size_t kMaxInventoryGpus = 64;
 inline constexpr size_t kMaxNodeRuntimes = 8;
+inline constexpr size_t kMaxInventoryLabels = 64;
+inline constexpr int64_t kMaxInventoryCpuMilli = 100'000'000;           // 100,000 CPUs
+inline constexpr int64_t kMaxInventoryMemoryMib = int64_t{1} << 30;     // 1 PiB
+inline constexpr int64_t kMaxInventoryGpuMemoryMib = int64_t{1} << 24;  // 16 TiB
+// A string of an inventory (GPU model, GPU UUID, runtime, container engine): at most this many
+// bytes of printable ASCII.
+inline constexpr size_t kMaxInventoryText = 128;
 
 struct RegisterRequest {
   int protocol_version = kProtocolVersion;
-  std::string name;     // the node's name (model::ValidateNodeName: the server checks it)
+  std::string name;     // the node's name (a node name: names.h)
   std::string node_id;  // the node's secret id: 16..128 characters
   NodeInventory inventory;
 };

@@ -4,6 +4,7 @@
 
 #include "common/json_fields.h"
 #include "protocol/api_lists.h"
+#include "protocol/spec_fields.h"
 
 namespace corral::protocol {
 namespace {
@@ -35,6 +36,45 @@ Result<TokenView> ReadToken(const FieldReader& r) {
 }
 
 }  // namespace
+
+Result<UserRequest> ParseUserRequest(const json& j) {
+  if (!j.is_object()) return InvalidArgument("user request: must be a JSON object");
+  CORRAL_RETURN_IF_ERROR(CheckKeys(j, {"name", "admin", "projects"}, ""));
+  UserRequest u;
+  if (!j.contains("name")) return FieldError("name", "is required");
+  auto name = GetName(j["name"], "name", NameKind::kUser);
+  if (!name.ok()) return name.status();
+  u.name = *name;
+  if (j.contains("admin")) {
+    if (!j["admin"].is_boolean()) return FieldError("admin", "must be true or false");
+    u.admin = j["admin"].get<bool>();
+  }
+  if (j.contains("projects")) {
+    const json& projects = j["projects"];
+    if (!projects.is_array() || projects.size() > kMaxUserProjects) {
+      return FieldError("projects", "must be an array of at most " +
+                                        std::to_string(kMaxUserProjects) + " project names");
+    }
+    for (size_t i = 0; i < projects.size(); ++i) {
+      auto project = GetString(projects[i], "projects[" + std::to_string(i) + "]");
+      if (!project.ok()) return project.status();
+      u.projects.push_back(*project);
+    }
+  }
+  return u;
+}
+
+Result<TokenRequest> ParseTokenRequest(const json& j) {
+  if (!j.is_object()) return InvalidArgument("token request: must be a JSON object");
+  CORRAL_RETURN_IF_ERROR(CheckKeys(j, {"name"}, ""));
+  TokenRequest t;
+  if (j.contains("name")) {
+    auto name = GetName(j["name"], "name", NameKind::kToken);
+    if (!name.ok()) return name.status();
+    t.name = *name;
+  }
+  return t;
+}
 
 json ToJson(const std::vector<UserView>& users) { return ListJson(users, UserJson); }
 

@@ -1,14 +1,18 @@
-// The users and API tokens of the API, with their JSON codecs: the rows of GET /api/v1/users
-// (admins) and GET /api/v1/tokens (the caller's), and the answers to POST /api/v1/users and
-// POST /api/v1/tokens, which carry a new token's secret once. The server builds them
-// (server::Accounts), the HTTP API and the CLI encode and decode them with these codecs.
+// The users and API tokens of the API, with their JSON codecs: the requests of POST
+// /api/v1/users (admins) and POST /api/v1/tokens, the rows of GET /api/v1/users and GET
+// /api/v1/tokens (the caller's), and the answers to the two POSTs, which carry a new token's
+// secret once. The server builds the answers (server::Accounts), the HTTP API and the CLI encode
+// and decode them with these codecs.
 //
-//   user:      {"name": "alice", "admin": false}
-//   new user:  {"name": "alice", "admin": false, "token": "<secret>"}
-//   token:     {"id": 3, "name": "laptop", "created_at": 1700000000, "revoked": false}
-//   new token: {"id": 3, "name": "laptop", "token": "<secret>"}
+//   user request:  {"name": "alice", "admin": false, "projects": ["vision"]}
+//   token request: {"name": "laptop"}
+//   user:          {"name": "alice", "admin": false}
+//   new user:      {"name": "alice", "admin": false, "token": "<secret>"}
+//   token:         {"id": 3, "name": "laptop", "created_at": 1700000000, "revoked": false}
+//   new token:     {"id": 3, "name": "laptop", "token": "<secret>"}
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -18,6 +22,23 @@
 #include "common/units.h"
 
 namespace corral::protocol {
+
+// A request to make a user. Only "name" is required; unknown fields are refused.
+struct UserRequest {
+  std::string name;  // a user name (names.h)
+  bool admin = false;
+  // Projects the user joins (names of existing projects; the server adds its default one): at
+  // most kMaxUserProjects.
+  std::vector<std::string> projects;
+  bool operator==(const UserRequest&) const = default;
+};
+inline constexpr size_t kMaxUserProjects = 1024;
+
+// A request to make a token of the caller's. "name" is optional; unknown fields are refused.
+struct TokenRequest {
+  std::string name = "token";  // a token name (names.h): what the token is for
+  bool operator==(const TokenRequest&) const = default;
+};
 
 struct UserView {
   std::string name;
@@ -52,6 +73,11 @@ nlohmann::json ToJson(const std::vector<UserView>& users);
 nlohmann::json ToJson(const NewUser& user);
 nlohmann::json ToJson(const std::vector<TokenView>& tokens);
 nlohmann::json ToJson(const NewToken& token);
+// Errors name the field: "field 'name': a user name must be 1 to 32 ...", "field 'admin': must
+// be true or false". A name is checked against its rule here, where it is made; the views'
+// names are read as the server has them.
+Result<UserRequest> ParseUserRequest(const nlohmann::json& json);
+Result<TokenRequest> ParseTokenRequest(const nlohmann::json& json);
 // Errors name the field: "users: field '[0].admin': must be true or false", "new token: field
 // 'token': is required".
 Result<std::vector<UserView>> ParseUserViews(const nlohmann::json& json);

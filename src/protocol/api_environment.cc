@@ -68,7 +68,7 @@ Result<EnvironmentSpec> CloneEnvironmentSpec(const EnvironmentSpec& source, cons
   if (!request.is_object()) return InvalidArgument("clone request: must be a JSON object");
   CORRAL_RETURN_IF_ERROR(CheckKeys(request, {"name", "set"}, ""));
   if (!request.contains("name")) return FieldError("name", "is required");
-  auto name = GetString(request["name"], "name");
+  auto name = GetName(request["name"], "name", NameKind::kEnvironment);
   if (!name.ok()) return name.status();
   json spec = ToJson(source);
   if (request.contains("set")) {

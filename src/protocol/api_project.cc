@@ -99,6 +99,22 @@ json ToJson(const std::vector<ProjectView>& projects) {
   return ListJson(projects, [](const ProjectView& p) { return ToJson(p); });
 }
 
+Result<ProjectRequest> ParseProjectRequest(const json& j) {
+  if (!j.is_object()) return InvalidArgument("project request: must be a JSON object");
+  CORRAL_RETURN_IF_ERROR(CheckKeys(j, {"name", "description"}, ""));
+  ProjectRequest p;
+  if (!j.contains("name")) return FieldError("name", "is required");
+  auto name = GetName(j["name"], "name", NameKind::kProject);
+  if (!name.ok()) return name.status();
+  p.name = *name;
+  if (j.contains("description")) {
+    auto description = GetString(j["description"], "description");
+    if (!description.ok()) return description.status();
+    p.description = *description;
+  }
+  return p;
+}
+
 Result<ProjectSharing> ParseProjectSharing(const json& json) {
   auto r = ReadObject(json, "project sharing");
   if (!r.ok()) return r.status();

@@ -1,8 +1,11 @@
-// The projects of the API, with their JSON codecs: a project's sharing (what PUT
-// /api/v1/projects/NAME/sharing takes and answers) and the rows of GET /api/v1/projects. The
-// server builds them (Controller::ProjectsView, converting from and to the scheduler's
-// sched::ProjectPolicy), the HTTP API and the CLI encode and decode them with these codecs.
+// The projects of the API, with their JSON codecs: the request that makes one (POST
+// /api/v1/projects), a project's sharing (what PUT /api/v1/projects/NAME/sharing takes and
+// answers) and the rows of GET /api/v1/projects. The server builds them (Controller::ProjectsView,
+// converting from and to the scheduler's sched::ProjectPolicy), the HTTP API and the CLI encode
+// and decode them with these codecs.
 //
+//   request: {"name": "vision", "description": "..."}: "description" is optional; unknown fields
+//            are refused.
 //   sharing: {"weight": 2.0, "gpus": 64.0, "model_gpus": {"A100": 8.0},
 //             "limit_gpus": 96.0, "user_limit_gpus": 16.0}
 //            GPU counts may be fractional (0.5 = 500 milli-GPU); "limit_gpus" and
@@ -25,6 +28,13 @@
 #include "common/units.h"
 
 namespace corral::protocol {
+
+// A request to make a project.
+struct ProjectRequest {
+  std::string name;  // a project name (names.h)
+  std::string description;
+  bool operator==(const ProjectRequest&) const = default;
+};
 
 // How a project shares the cluster (docs/control-plane.md, "Sharing"). The codec checks types
 // and that numbers are sane (weight > 0, GPUs >= 0, at most 1e12); the scheduler's own bounds
@@ -51,8 +61,11 @@ struct ProjectView {
 nlohmann::json ToJson(const ProjectSharing& sharing);
 nlohmann::json ToJson(const ProjectView& project);
 nlohmann::json ToJson(const std::vector<ProjectView>& projects);
-// Errors name the field: "project sharing: field 'quota': unknown field", "projects: field
+// Errors name the field: "field 'name': a project name must be 1 to 63 ..." (the name is
+// checked against its rule where it is made, in the request; the views' names are read as the
+// server has them), "project sharing: field 'quota': unknown field", "projects: field
 // '[0].sharing.weight': must be a number > 0".
+Result<ProjectRequest> ParseProjectRequest(const nlohmann::json& json);
 Result<ProjectSharing> ParseProjectSharing(const nlohmann::json& json);
 Result<std::vector<ProjectView>> ParseProjectViews(const nlohmann::json& json);
 

@@ -6,9 +6,9 @@
 #include <limits>
 #include <set>
 
-#include "model/environment_ref.h"
 #include "model/launcher.h"
 #include "model/node.h"
+#include "protocol/environment_ref.h"
 #include "protocol/spec_fields.h"
 
 namespace corral::protocol {
@@ -110,14 +110,8 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
       j, {"name", "description", "image", "host", "command", "ports", "gpus", "env"}, ""));
   EnvironmentSpec spec;
   if (!j.contains("name")) return FieldError("name", "is required");
-  auto name = GetString(j["name"], "name");
+  auto name = GetName(j["name"], "name", NameKind::kEnvironment);
   if (!name.ok()) return name.status();
-  if (!model::IsEnvironmentName(*name)) {
-    return FieldError("name",
-                      "must be 1 to 63 lowercase letters, digits or '-', not starting "
-                      "with '-', got '" +
-                          *name + "'");
-  }
   spec.name = *name;
   if (j.contains("description")) {
     auto v = GetString(j["description"], "description");
@@ -127,12 +121,11 @@ Result<EnvironmentSpec> ParseEnvironmentSpec(const nlohmann::json& j) {
   if (j.contains("image")) {
     auto v = GetString(j["image"], "image");
     if (!v.ok()) return v.status();
-    if (!model::IsImageReference(*v)) {
+    if (!IsImageReference(*v)) {
       return FieldError("image",
                         "must be a container image reference (letters, digits and "
                         "'._-/:@', starting with a letter or digit, at most " +
-                            std::to_string(model::kMaxImageReferenceLength) + " bytes), got '" +
-                            *v + "'");
+                            std::to_string(kMaxImageReferenceLength) + " bytes), got '" + *v + "'");
     }
     spec.image = *v;
   }

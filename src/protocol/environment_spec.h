@@ -22,7 +22,7 @@
 namespace corral::protocol {
 
 struct EnvironmentSpec {
-  std::string name;  // 1..63 of [a-z0-9-], starting with a letter or digit
+  std::string name;  // an environment name (names.h)
   std::string description;
   std::string image;  // a container image reference; empty: none
   std::string venv;   // absolute path of a Python venv on the node; empty: none

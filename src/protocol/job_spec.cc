@@ -4,8 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "model/environment_ref.h"
 #include "model/session.h"
+#include "protocol/environment_ref.h"
 #include "protocol/spec_fields.h"
 
 namespace corral::protocol {
@@ -233,7 +233,10 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
                      ""));
   JobSpec spec;
   if (j.contains("name")) {
-    auto v = GetString(j["name"], "name");
+    // A job's name is checked when it is made; a stored or shown one is read as it is (a job
+    // made before the rule still recovers and lists).
+    auto v = origin == SpecOrigin::kSubmitted ? GetName(j["name"], "name", NameKind::kJob)
+                                              : GetString(j["name"], "name");
     if (!v.ok()) return v.status();
     spec.name = *v;
   }
@@ -249,7 +252,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (j.contains("environment")) {
     auto v = GetString(j["environment"], "environment");
     if (!v.ok()) return v.status();
-    auto ref = model::ParseEnvironmentRef(*v, "environment");
+    auto ref = ParseEnvironmentRef(*v, "environment");
     if (!ref.ok()) return ref.status();
     spec.environment = *v;
   }

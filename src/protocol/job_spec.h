@@ -82,7 +82,7 @@ struct SessionSpec {
 enum class SpecOrigin { kSubmitted, kStored, kShown };
 
 struct JobSpec {
-  std::string name;
+  std::string name;     // a job name (names.h) when submitted; empty: none
   std::string project;  // empty: the server's default project
   std::vector<std::string> command;
   bool shell = false;
@@ -126,8 +126,9 @@ int PortsOf(const JobSpec& spec);
 inline constexpr int64_t kMaxCpusPerProc = 100000;
 
 // Parses and validates a spec (`command` may be empty only with an `environment`), then checks
-// it as a whole (CheckJobSpec). Limits: 4096 argv entries, 256 env entries (also for each array
-// element, its own and the spec's together), 64 KiB strings.
+// it as a whole (CheckJobSpec). A submitted spec's `name` must be a job name (names.h); its
+// `project` is the name of an existing project, not checked here. Limits: 4096 argv entries, 256
+// env entries (also for each array element, its own and the spec's together), 64 KiB strings.
 // A submitted or shown spec may not hold `session.salt` (or `session.token`); a stored one must
 // hold one of them when it has a session.
 // Errors: InvalidArgument naming the field.

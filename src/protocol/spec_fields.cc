@@ -26,6 +26,14 @@ Result<std::string> GetString(const nlohmann::json& j, const std::string& field)
   return s;
 }
 
+Result<std::string> GetName(const nlohmann::json& j, const std::string& field, NameKind kind) {
+  if (!j.is_string()) return FieldError(field, "must be a string");
+  const std::string& name = j.get_ref<const std::string&>();
+  // The rule bounds the length and refuses NUL itself: its error is the one to give.
+  if (Status valid = CheckName(kind, name); !valid.ok()) return FieldError(field, valid.message());
+  return name;
+}
+
 Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_t lo, int64_t hi) {
   if (!j.is_number_integer()) return FieldError(field, "must be an integer");
   // A uint64 above int64's range would read negative through get<int64_t>().

@@ -1,9 +1,10 @@
-// Field readers shared by the specs people write (job specs here, environment specs in
-// server/environment.cc): each checks one JSON value and names the field in its error ("field
-// 'resources.gpus': must be an integer"). Unlike json_fields.h's FieldReader, which reads agent
-// messages (fields it does not know are ignored, for rolling upgrades; null reads as absent;
-// strings are unbounded, log chunks included), these serve documents people type: callers refuse
-// unknown fields (CheckKeys), and strings, argv and env are bounded.
+// Field readers shared by the documents people write (job and environment specs, the API's
+// requests that make a user, project or token): each checks one JSON value and names the field
+// in its error ("field 'resources.gpus': must be an integer"). Unlike json_fields.h's
+// FieldReader, which reads agent messages (fields it does not know are ignored, for rolling
+// upgrades; null reads as absent; strings are unbounded, log chunks included), these serve
+// documents people type: callers refuse unknown fields (CheckKeys), and strings, argv and env
+// are bounded.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "protocol/names.h"
 
 namespace corral::protocol {
 
@@ -29,6 +31,8 @@ Status CheckKeys(const nlohmann::json& object, const std::set<std::string>& allo
                  const std::string& prefix);
 // A string of at most kMaxSpecString bytes without NUL.
 Result<std::string> GetString(const nlohmann::json& j, const std::string& field);
+// A string that follows the rule of `kind` (names.h): "field 'name': a user name must be ...".
+Result<std::string> GetName(const nlohmann::json& j, const std::string& field, NameKind kind);
 // An integer in [lo, hi].
 Result<int64_t> GetInt(const nlohmann::json& j, const std::string& field, int64_t lo, int64_t hi);
 // A non-empty list of at most `max` strings (an argv).

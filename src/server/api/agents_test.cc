@@ -68,6 +68,68 @@ TEST_F(AgentsApiTest, RegistrationIsValidatedAndVersioned) {
                 409, "gpu-1");
 }
 
+TEST_F(AgentsApiTest, ABadNodeNameIsA400NamingTheFieldAndTheRule) {
+  using namespace std::string_literals;  // "\0"s keeps the NUL
+  for (const std::string& name : {"gpu\0-1"s, "a\tb"s, "../x"s, ".."s, "-n"s,
+                                  "x\xe2\x80\xae"s
+                                  "y",
+                                  std::string(100'000, 'n')}) {
+    SCOPED_TRACE(name.substr(0, 16));
+    ExpectProblem(Post("/api/v1/agent/register", Registration(name), kJoinToken), 400,
+                  "registration: field 'name': a node name must be 1 to 253 letters");
+  }
+  EXPECT_TRUE(Get("/api/v1/nodes", root_token_).body.empty());
+}
+
+// An inventory is checked by type and range as it is decoded: each bad field is a 400 naming
+// it, and no node joins with it.
+TEST_F(AgentsApiTest, ABadInventoryIsA400NamingTheField) {
+  json many_gpus = json::array();
+  for (int i = 0; i < 65; ++i) many_gpus.push_back({{"uuid", "GPU-" + std::to_string(i)}});
+  json many_labels = json::object();
+  for (int i = 0; i < 65; ++i) many_labels["l" + std::to_string(i)] = "v";
+  auto one_gpu = [](const json& gpu) { return json::array({gpu}); };
+  const std::vector<std::tuple<std::string, json, std::string>> cases = {
+      {"cpu_milli", -1, "inventory.cpu_milli"},
+      {"cpu_milli", int64_t{1} << 40, "inventory.cpu_milli"},
+      {"cpu_milli", 1e9, "inventory.cpu_milli"},  // a float: not an integer
+      {"cpu_milli", "64000", "inventory.cpu_milli"},
+      {"memory_mib", -5, "inventory.memory_mib"},
+      {"memory_mib", int64_t{1} << 40, "inventory.memory_mib"},
+      {"memory_mib", nullptr, "inventory.memory_mib"},  // required
+      {"gpus", "eight", "inventory.gpus"},
+      {"gpus", many_gpus, "inventory.gpus"},
+      {"gpus", one_gpu({{"memory_mib", int64_t{1} << 30}}), "inventory.gpus[0].memory_mib"},
+      {"gpus", one_gpu({{"memory_mib", -1}}), "inventory.gpus[0].memory_mib"},
+      {"gpus", one_gpu({{"nvlink_domain", 64}}), "inventory.gpus[0].nvlink_domain"},
+      {"gpus", one_gpu({{"uuid", std::string(1000, 'u')}}), "inventory.gpus[0].uuid"},
+      {"gpus", one_gpu({{"uuid", 7}}), "inventory.gpus[0].uuid"},
+      {"gpu_model", "A100\n", "inventory.gpu_model"},
+      {"gpu_model", std::string(100'000, 'm'), "inventory.gpu_model"},
+      {"hostname", "../etc", "inventory.hostname"},
+      {"labels", many_labels, "inventory.labels"},
+      {"labels", {{"rack", "r/../\t"}}, "inventory.labels"},
+      {"labels", {{"rack", 1}}, "inventory.labels.rack"},
+      {"runtimes", {"process", "a\x01"}, "inventory.runtimes"},
+      {"runtimes", "process", "inventory.runtimes"},
+      {"container_engine", std::string(200, 'e'), "inventory.container_engine"},
+      {"address", "10.0.0.1; reboot", "inventory.address"},
+  };
+  for (const auto& [field, value, named] : cases) {
+    SCOPED_TRACE(field + " = " + value.dump().substr(0, 40));
+    json registration = Registration("gpu-1");
+    registration["inventory"][field] = value;
+    ExpectProblem(Post("/api/v1/agent/register", registration, kJoinToken), 400,
+                  "registration: field '" + named + "'");
+  }
+  EXPECT_TRUE(Get("/api/v1/nodes", root_token_).body.empty());
+  // The bounds are far beyond real machines: a large one joins.
+  json large = Registration("gpu-1");
+  large["inventory"]["cpu_milli"] = 2048 * 1000;
+  large["inventory"]["memory_mib"] = int64_t{64} << 20;  // 64 TiB
+  EXPECT_EQ(Post("/api/v1/agent/register", large, kJoinToken).status, 200);
+}
+
 TEST_F(AgentsApiTest, HeartbeatsNeedTheNodesOwnToken) {
   const std::string one = RegisterNode("gpu-1", 4);
   const std::string two = RegisterNode("gpu-2", 4);

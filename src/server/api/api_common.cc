@@ -17,6 +17,17 @@ Result<json> ParseBody(const HttpRequest& req) {
   return body;
 }
 
+Result<std::string> StringField(const json& body, const std::string& name,
+                                std::optional<std::string> fallback) {
+  const auto it = body.find(name);
+  if (it == body.end()) {
+    if (fallback) return *std::move(fallback);
+    return InvalidArgument("field '" + name + "': is required");
+  }
+  if (!it->is_string()) return InvalidArgument("field '" + name + "': must be a string");
+  return it->get<std::string>();
+}
+
 std::optional<int64_t> ParseCount(const std::string& text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != text.npos) {
     return std::nullopt;

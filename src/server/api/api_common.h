@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
 #include "common/status.h"
@@ -24,39 +23,12 @@ std::string BearerToken(const HttpRequest& req);
 // The request body: a JSON object, else 400.
 Result<json> ParseBody(const HttpRequest& req);
 
-// Field `name` of a request body as T (std::string, bool, int64_t, std::vector<std::string>):
-// `fallback` when the field is absent, InvalidArgument naming the field when it is absent
-// without a fallback or has another JSON type.
-template <typename T>
-Result<T> Field(const json& body, const std::string& name, std::optional<T> fallback = {}) {
-  const auto it = body.find(name);
-  if (it == body.end()) {
-    if (fallback) return *std::move(fallback);
-    return InvalidArgument("field '" + name + "': is required");
-  }
-  bool ok = false;
-  const char* expected = "";
-  if constexpr (std::is_same_v<T, std::string>) {
-    ok = it->is_string();
-    expected = "a string";
-  } else if constexpr (std::is_same_v<T, bool>) {
-    ok = it->is_boolean();
-    expected = "true or false";
-  } else if constexpr (std::is_same_v<T, int64_t>) {
-    // A uint64 above int64's range would read negative through get<int64_t>().
-    ok = it->is_number_integer() &&
-         !(it->is_number_unsigned() &&
-           it->template get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
-    expected = "an integer no greater than 9223372036854775807";
-  } else {
-    static_assert(std::is_same_v<T, std::vector<std::string>>, "unsupported field type");
-    ok = it->is_array() &&
-         std::all_of(it->begin(), it->end(), [](const json& v) { return v.is_string(); });
-    expected = "an array of strings";
-  }
-  if (!ok) return InvalidArgument("field '" + name + "': must be " + expected);
-  return it->template get<T>();
-}
+// String field `name` of a request body (that names something that exists, or a login's
+// token): `fallback` when the field is absent, InvalidArgument naming the field when it is
+// absent without a fallback or is not a string. Requests that make something are typed in
+// protocol/ (api_*.h) and checked there.
+Result<std::string> StringField(const json& body, const std::string& name,
+                                std::optional<std::string> fallback = {});
 
 // Decimal digits (at most 18, so at most kMaxCount) as an integer; nullopt for anything else.
 constexpr int64_t kMaxCount = 999'999'999'999'999'999;

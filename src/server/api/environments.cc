@@ -50,7 +50,7 @@ void HttpApi::Impl::RegisterEnvironments(HttpServer& http) {
             Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto project = Field<std::string>(*body, "project");
+              auto project = StringField(*body, "project");
               if (!project.ok()) return SendProblem(res, project.status());
               Status s = controller_.Environments().Share(who, req.matches[1], *project);
               if (!s.ok()) return SendProblem(res, s);

@@ -128,6 +128,12 @@ TEST_F(EnvironmentsApiTest, CloneCopiesWithChanges) {
                      {{"name", "x"}, {"set", {{"ports", "80"}}}}, bob_token_),
                 400, "ports");
   ExpectProblem(Post("/api/v1/environments/none/clone", {{"name", "x"}}, bob_token_), 404);
+  // The new name follows the rule, whatever its length: no NUL, no 64 KiB message instead.
+  for (const std::string& name :
+       {std::string("../x"), std::string("m\0y", 3), std::string(100'000, 'm')}) {
+    ExpectProblem(Post("/api/v1/environments/cuda-base/clone", {{"name", name}}, bob_token_), 400,
+                  "field 'name': an environment name must be 1 to 63 lowercase letters");
+  }
 }
 
 }  // namespace corral::server::api_testing

@@ -108,6 +108,29 @@ TEST_F(JobsApiTest, ABadSpecIsA400NamingTheField) {
   EXPECT_TRUE(Get("/api/v1/jobs?all=1", root_token_).body.empty());
 }
 
+TEST_F(JobsApiTest, ABadJobNameIsA400NamingTheFieldAndTheRule) {
+  using namespace std::string_literals;  // "\0"s keeps the NUL
+  for (const std::string path : {"/api/v1/jobs", "/api/v1/sessions"}) {
+    for (const std::string& name : {"tr\0ain"s, "a\tb"s, "../x"s, "x\x1b[2Jy"s, "-rf"s,
+                                    "x\xe2\x80\xae"s
+                                    "y",
+                                    std::string(100'000, 'j')}) {
+      SCOPED_TRACE(path + " " + name.substr(0, 16));
+      json spec = TestJobSpec();
+      spec["name"] = name;
+      ExpectProblem(Post(path, spec, alice_token_), 400,
+                    "field 'name': a job name must be at most 128 letters");
+    }
+  }
+  EXPECT_TRUE(Get("/api/v1/jobs?all=1", root_token_).body.empty());
+  // What sweeps name their runs with passes, and so does no name.
+  json sweep = TestJobSpec();
+  sweep["name"] = "lr=0.1,bs=64";
+  EXPECT_EQ(Post("/api/v1/jobs", sweep, alice_token_).status, 201);
+  sweep.erase("name");
+  EXPECT_EQ(Post("/api/v1/jobs", sweep, alice_token_).status, 201);
+}
+
 TEST_F(JobsApiTest, ListsNewestFirstAPageAtATime) {
   const int64_t a = SubmitJob(alice_token_);
   const int64_t b = SubmitJob(alice_token_);

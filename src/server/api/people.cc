@@ -33,11 +33,9 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
                 [this](const Principal&, const auto& req, auto& res) {
                   auto body = ParseBody(req);
                   if (!body.ok()) return SendProblem(res, body.status());
-                  auto name = Field<std::string>(*body, "name");
-                  if (!name.ok()) return SendProblem(res, name.status());
-                  auto description = Field<std::string>(*body, "description", "");
-                  if (!description.ok()) return SendProblem(res, description.status());
-                  auto p = controller_.Accounts().CreateProject(*name, *description);
+                  auto asked = protocol::ParseProjectRequest(*body);
+                  if (!asked.ok()) return SendProblem(res, asked.status());
+                  auto p = controller_.Accounts().CreateProject(asked->name, asked->description);
                   if (!p.ok()) return SendProblem(res, p.status());
                   SendJson(res, 201, {{"name", p->name}, {"description", p->description}});
                 },
@@ -48,7 +46,7 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
           [this](const Principal&, const auto& req, auto& res) {
             auto body = ParseBody(req);
             if (!body.ok()) return SendProblem(res, body.status());
-            auto name = Field<std::string>(*body, "user");
+            auto name = StringField(*body, "user");
             if (!name.ok()) return SendProblem(res, name.status());
             auto user = controller_.Accounts().AddMember(req.matches[1], *name);
             if (!user.ok()) return SendProblem(res, user.status());
@@ -73,9 +71,9 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
   http.Post("/api/v1/tokens", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto name = Field<std::string>(*body, "name", "token");
-              if (!name.ok()) return SendProblem(res, name.status());
-              auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+              auto asked = protocol::ParseTokenRequest(*body);
+              if (!asked.ok()) return SendProblem(res, asked.status());
+              auto token = controller_.Accounts().CreateToken(who.user_id, asked->name);
               if (!token.ok()) return SendProblem(res, token.status());
               SendJson(res, 201, protocol::ToJson(*token));
             }));
@@ -93,14 +91,10 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
 void HttpApi::Impl::CreateUser(const HttpRequest& req, HttpResponse& res) {
   auto body = ParseBody(req);
   if (!body.ok()) return SendProblem(res, body.status());
-  auto name = Field<std::string>(*body, "name");
-  if (!name.ok()) return SendProblem(res, name.status());
-  auto admin = Field<bool>(*body, "admin", false);
-  if (!admin.ok()) return SendProblem(res, admin.status());
-  auto projects = Field(*body, "projects", std::optional(std::vector<std::string>()));
-  if (!projects.ok()) return SendProblem(res, projects.status());
-  projects->push_back("default");
-  auto user = controller_.Accounts().CreateUser(*name, *admin, *projects);
+  auto asked = protocol::ParseUserRequest(*body);
+  if (!asked.ok()) return SendProblem(res, asked.status());
+  asked->projects.push_back("default");
+  auto user = controller_.Accounts().CreateUser(asked->name, asked->admin, asked->projects);
   if (!user.ok()) return SendProblem(res, user.status());
   SendJson(res, 201, protocol::ToJson(*user));
 }

@@ -148,4 +148,77 @@ TEST_F(PeopleApiTest, EveryoneManagesTheirOwnTokensOnly) {
   ExpectProblem(Post("/api/v1/tokens", {{"name", "x"}}, ""), 401);
 }
 
+// The names issue 15's reviewer got past the API: a NUL (which cut a user name short on its way
+// to the agent's getpwnam), a tab, "../", control characters (C0, and Unicode's: U+202E turns
+// text around in a terminal) and 100,000 bytes.
+std::vector<std::string> BadNames() {
+  using namespace std::string_literals;  // "\0"s keeps the NUL
+  return {"ali\0ce"s,
+          "a\tb",
+          "../x",
+          "../x\x01y",
+          "x\xe2\x80\xae"
+          "y",
+          std::string(100'000, 'a')};
+}
+
+TEST_F(PeopleApiTest, NewUsersProjectsAndTokensAreRefusedABadNameNamingTheFieldAndTheRule) {
+  for (const std::string& name : BadNames()) {
+    SCOPED_TRACE(name.substr(0, 16));
+    ExpectProblem(Post("/api/v1/users", {{"name", name}}, root_token_), 400,
+                  "field 'name': a user name must be 1 to 32 lowercase letters");
+    ExpectProblem(Post("/api/v1/projects", {{"name", name}}, root_token_), 400,
+                  "field 'name': a project name must be 1 to 63 letters");
+    ExpectProblem(Post("/api/v1/tokens", {{"name", name}}, alice_token_), 400,
+                  "field 'name': a token name must be 1 to 63 letters");
+  }
+  // A user name is a Unix account's (agents may run tasks as it): lowercase, no '@'.
+  ExpectProblem(Post("/api/v1/users", {{"name", "Carol"}}, root_token_), 400, "field 'name'");
+  ExpectProblem(Post("/api/v1/users", {{"name", "carol@lab"}}, root_token_), 400, "field 'name'");
+  // Nothing was made.
+  EXPECT_EQ(Names(Get("/api/v1/users", root_token_).body),
+            (std::vector<std::string>{"alice", "bob", "root"}));
+  EXPECT_EQ(Names(Get("/api/v1/projects", root_token_).body),
+            (std::vector<std::string>{"default", "vision"}));
+  EXPECT_EQ(Names(Get("/api/v1/tokens", alice_token_).body), std::vector<std::string>{"initial"});
+  // Realistic names pass; a field the request does not have is refused, not ignored.
+  EXPECT_EQ(Post("/api/v1/users", {{"name", "a.smith"}}, root_token_).status, 201);
+  EXPECT_EQ(Post("/api/v1/projects", {{"name", "ML-Team_2"}}, root_token_).status, 201);
+  EXPECT_EQ(Post("/api/v1/tokens", {{"name", "ci.nightly-1"}}, alice_token_).status, 201);
+  ExpectProblem(Post("/api/v1/users", {{"name", "dan"}, {"projets", {"vision"}}}, root_token_), 400,
+                "field 'projets': unknown field");
+  ExpectProblem(Post("/api/v1/projects", {{"name", "p"}, {"colour", "red"}}, root_token_), 400,
+                "field 'colour': unknown field");
+}
+
+// Names a store holds from before the rules (or from a rule made stricter) do not lock anyone
+// out: they list, authenticate, join projects and submit, as they did.
+TEST_F(PeopleApiTest, NamesStoredBeforeTheRulesStillListAndWork) {
+  const std::string project = "../x\x01y", user = "Bad User\t";
+  ASSERT_TRUE(store().CreateProject(project, "old", clock_.Now()).ok());
+  const std::string token = "token-of-a-user-made-before-the-rules";
+  ASSERT_TRUE(store()
+                  .CreateUserWithToken(user, false, {"default", project}, "old token\x7f",
+                                       HashToken(token), clock_.Now())
+                  .ok());
+  const Answer users = Get("/api/v1/users", root_token_);
+  ASSERT_EQ(users.status, 200) << users;
+  EXPECT_EQ(Names(users.body), (std::vector<std::string>{user, "alice", "bob", "root"}));
+  const Answer projects = Get("/api/v1/projects", root_token_);
+  ASSERT_EQ(projects.status, 200) << projects;
+  EXPECT_EQ(Names(projects.body), (std::vector<std::string>{project, "default", "vision"}));
+  const Answer me = Get("/api/v1/whoami", token);
+  ASSERT_EQ(me.status, 200) << me;
+  EXPECT_EQ(me.body["user"], user);
+  EXPECT_EQ(Names(Get("/api/v1/tokens", token).body), std::vector<std::string>{"old token\x7f"});
+  // Names that refer to what exists are looked up, not checked: the old user joins a project,
+  // and submits to the old project.
+  EXPECT_EQ(Post("/api/v1/projects/vision/members", {{"user", user}}, root_token_).status, 200);
+  const int64_t job = SubmitJob(token, TestJobSpec(1, project));
+  ASSERT_GT(job, 0);
+  const Answer listed = Get("/api/v1/jobs", token);
+  ASSERT_EQ(listed.status, 200) << listed;
+  EXPECT_NE(listed.text.find("../x\\u0001y"), std::string::npos) << listed;
+}
+
 }  // namespace corral::server::api_testing

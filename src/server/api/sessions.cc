@@ -145,9 +145,9 @@ void HttpApi::Impl::Login(const HttpRequest& req, HttpResponse& res) {
   }
   auto body = ParseBody(req);
   if (!body.ok()) return SendProblem(res, body.status());
-  auto token = Field<std::string>(*body, "token");
+  auto token = StringField(*body, "token");
   if (!token.ok()) return SendProblem(res, token.status());
-  auto next = Field<std::string>(*body, "next", "/");
+  auto next = StringField(*body, "next", "/");
   if (!next.ok()) return SendProblem(res, next.status());
   if (token->empty()) return SendProblem(res, Unauthenticated("field 'token': is empty"));
   auto who = AuthenticateToken(*token);

@@ -262,10 +262,10 @@ class Controller {
   // What a registered agent is told: its node token (the secret of its heartbeats) and the
   // cluster's id (the store's, store::Store::ClusterId), which the agent namespaces everything
   // it creates on its host with (docs/control-plane.md).
-  // Registers (or re-registers) a node, from a request the codec accepted and whose protocol
-  // version the caller checked (protocol::CheckAgentProtocolVersion). Errors: InvalidArgument
-  // (name: model::ValidateNodeName; the inventory as a node), AlreadyExists (a live node of that
-  // name has another node id).
+  // Registers (or re-registers) a node, from a request the codec accepted (which checked its
+  // name: protocol::ParseRegisterRequest) and whose protocol version the caller checked
+  // (protocol::CheckAgentProtocolVersion). Errors: InvalidArgument (the inventory as a node),
+  // AlreadyExists (a live node of that name has another node id).
   // Answers with the node's new token, the store's cluster id and the heartbeat interval.
   Result<protocol::RegisterAnswer> RegisterNode(const protocol::RegisterRequest& request);
   // How long a node may be silent before it is lost (ControllerConfig::node_timeout): an agent

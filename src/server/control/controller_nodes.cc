@@ -78,11 +78,6 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
     const protocol::RegisterRequest& request) {
   const std::string& name = request.name;
   const protocol::NodeInventory& inventory = request.inventory;
-  // Agents use the name as a path component on their host: refused here too, so that no agent
-  // of another version can register one that today's agents could not use.
-  if (Status valid = model::ValidateNodeName(name); !valid.ok()) {
-    return InvalidArgument("field 'name': " + valid.message());
-  }
   CORRAL_RETURN_IF_ERROR(NodeFromInventory(name, inventory).status());
   auto token = GenerateToken();
   if (!token.ok()) return token.status();

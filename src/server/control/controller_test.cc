@@ -695,6 +695,34 @@ TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
   EXPECT_EQ(RegisterNode("a", "short", Inventory(8)).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A job's name is checked when it is submitted (protocol/names.h), never when it is read back: a
+// job whose stored name breaks the rule (made before the rule, or by a rule made stricter) and
+// its user's and project's names recover with the server and show as they are.
+TEST_F(ControllerTest, NamesStoredBeforeTheRulesRecoverAndShow) {
+  const std::string old_user = "Old User\t", old_project = "../x\x01y", old_name = "-old\tjob";
+  auto user = store_->CreateUser(old_user, false, Seconds(1));
+  ASSERT_TRUE(user.ok()) << user.status().ToString();
+  ASSERT_TRUE(store_->CreateProject(old_project, "", Seconds(1)).ok());
+  const Principal old{user->id, old_user, false, {"default", old_project}};
+  auto spec = protocol::ParseJobSpec(Spec(1));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  spec->name = old_name;  // as an older server took it
+  spec->project = old_project;
+  auto submitted = controller_->Submit(old, *spec);
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  Restart();
+  auto view = JobJson(old, submitted->id);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  EXPECT_EQ((*view)["name"], old_name);
+  EXPECT_EQ((*view)["user"], old_user);
+  EXPECT_EQ((*view)["project"], old_project);
+  EXPECT_EQ((*view)["state"], "pending");
+  // A new job may not take such a name.
+  json renamed = Spec(1);
+  renamed["name"] = old_name;
+  EXPECT_THAT(SubmitJson(old, renamed).status().message(), HasSubstr("field 'name': a job name"));
+}
+
 TEST_F(ControllerTest, RegistrationTellsTheStoresClusterIdAndRefusesUnsafeNames) {
   auto registered = RegisterNode("a", kNodeA, Inventory(8));
   ASSERT_TRUE(registered.ok()) << registered.status().ToString();

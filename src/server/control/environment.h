@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "model/environment_ref.h"
+#include "protocol/environment_ref.h"
 #include "protocol/environment_spec.h"
 
 namespace corral::server {
@@ -15,11 +15,10 @@ using protocol::CheckContainerEnv;
 using protocol::EnvironmentSpec;
 using protocol::ParseEnvironmentSpec;
 
-// A job's "environment" field names one as model::ParseEnvironmentRef reads it.
-using model::EnvironmentRef;
-using model::IsEnvironmentName;
-using model::ParseEnvironmentRef;
-using model::ToString;
+// A job's "environment" field names one as protocol::ParseEnvironmentRef reads it.
+using protocol::EnvironmentRef;
+using protocol::ParseEnvironmentRef;
+using protocol::ToString;
 
 // The built-in environments: every *.yaml, *.yml and *.json file of `dir`, sorted by file name,
 // each a spec. An error names the file (and the field); two files with one name are an error.

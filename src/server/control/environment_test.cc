@@ -79,22 +79,6 @@ TEST(EnvironmentSpecTest, EveryErrorNamesTheField) {
   }
 }
 
-TEST(EnvironmentRefTest, NameOrNameAtVersion) {
-  auto latest = ParseEnvironmentRef("pytorch", "environment");
-  ASSERT_TRUE(latest.ok());
-  EXPECT_EQ(latest->name, "pytorch");
-  EXPECT_FALSE(latest->version);
-  auto pinned = ParseEnvironmentRef("pytorch@3", "environment");
-  ASSERT_TRUE(pinned.ok());
-  EXPECT_EQ(pinned->version, 3);
-  for (const char* bad : {"", "@1", "pytorch@", "pytorch@0", "pytorch@x", "Py"}) {
-    auto ref = ParseEnvironmentRef(bad, "environment");
-    EXPECT_FALSE(ref.ok()) << bad;
-    EXPECT_THAT(ref.status().message(), HasSubstr("field 'environment'")) << bad;
-  }
-  EXPECT_EQ(ToString("pytorch", 3), "pytorch@3");
-}
-
 // The shipped built-ins (envs/ at the repository root) all parse, with unique names.
 TEST(EnvironmentDirTest, BuiltinsParse) {
   auto specs = LoadEnvironmentDir(CORRAL_SOURCE_DIR "/envs");

@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "model/environment_ref.h"
+#include "protocol/environment_ref.h"
 #include "protocol/spec_fields.h"
 
 namespace corral::server {

@@ -9,18 +9,16 @@
 
 #include "common/status.h"
 
-namespace corral::model {
-
-// 1..63 of [a-z0-9-], not starting with '-': safe in URL paths, file names and argv.
-bool IsEnvironmentName(const std::string& name);
+namespace corral::protocol {
 
 struct EnvironmentRef {
   std::string name;
   std::optional<int64_t> version;  // none: the latest
 };
 
-// Parses "NAME" or "NAME@VERSION" (VERSION >= 1); `field` names the field in errors
-// ("field 'environment': must be NAME or NAME@VERSION ...").
+// Parses "NAME" or "NAME@VERSION" (NAME: an environment name, names.h; VERSION >= 1); `field`
+// names the field in errors ("field 'environment': must be NAME or NAME@VERSION, where an
+// environment name must be ...").
 Result<EnvironmentRef> ParseEnvironmentRef(const std::string& text, const std::string& field);
 
 // "NAME@VERSION".
@@ -37,4 +35,4 @@ inline constexpr size_t kMaxImageReferenceLength = 512;
 // characters. The server checks environment specs with it, the agent every container launch.
 bool IsImageReference(const std::string& image);
 
-}  // namespace corral::model
+}  // namespace corral::protocol

@@ -1,36 +1,25 @@
-#include "model/environment_ref.h"
+#include "protocol/environment_ref.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace corral::model {
+#include "protocol/names.h"
 
-namespace {
-constexpr size_t kMaxNameLength = 63;
-}  // namespace
-
-bool IsEnvironmentName(const std::string& name) {
-  if (name.empty() || name.size() > kMaxNameLength || name[0] == '-') return false;
-  return std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-  });
-}
+namespace corral::protocol {
 
 Result<EnvironmentRef> ParseEnvironmentRef(const std::string& text, const std::string& field) {
   EnvironmentRef ref;
   const size_t at = text.find('@');
   ref.name = text.substr(0, at);
-  if (!IsEnvironmentName(ref.name)) {
-    return InvalidArgument("field '" + field +
-                           "': must be NAME or NAME@VERSION with a valid environment name, got '" +
-                           text + "'");
+  if (Status valid = CheckName(NameKind::kEnvironment, ref.name); !valid.ok()) {
+    return InvalidArgument("field '" + field + "': must be NAME or NAME@VERSION, where " +
+                           valid.message());
   }
   if (at != std::string::npos) {
     const std::string version = text.substr(at + 1);
     if (version.empty() || version.size() > 9 ||
         version.find_first_not_of("0123456789") != std::string::npos || std::stoll(version) < 1) {
-      return InvalidArgument("field '" + field +
-                             "': the version after '@' must be a number >= 1, got '" + text + "'");
+      return InvalidArgument("field '" + field + "': the version after '@' must be a number >= 1");
     }
     ref.version = std::stoll(version);
   }
@@ -52,4 +41,4 @@ bool IsImageReference(const std::string& image) {
   });
 }
 
-}  // namespace corral::model
+}  // namespace corral::protocol
