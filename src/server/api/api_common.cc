@@ -17,6 +17,12 @@ Result<json> ParseBody(const httplib::Request& req) {
   return body;
 }
 
+void SetRetryAfter(httplib::Response& res, const Status& status) {
+  if (auto after = status.retry_after()) {
+    res.set_header("Retry-After", std::to_string(std::max<int64_t>(after->value(), 1)));
+  }
+}
+
 std::optional<int64_t> ParseCount(const std::string& text) {
   if (text.empty() || text.size() > 18 || text.find_first_not_of("0123456789") != text.npos) {
     return std::nullopt;

@@ -71,4 +71,8 @@ Result<std::optional<int64_t>> IntParam(const httplib::Request& req, const std::
 // The id a route captured as (\d+) (so only an overflow fails).
 Result<int64_t> PathId(const httplib::Request& req, const std::string& what);
 
+// A refusal that says when to ask again (Status::retry_after: a submit limit reached) gets the
+// header Retry-After, in whole seconds; any other answer is left as it is.
+void SetRetryAfter(httplib::Response& res, const Status& status);
+
 }  // namespace corral::server::api_internal

@@ -1,13 +1,6 @@
 // API routes of jobs: submit (single jobs and arrays), list, view, cancel, logs; the queue and
 // the policy.
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 #include "server/api/http_api_impl.h"
@@ -23,46 +16,6 @@ constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without
 constexpr int kMaxJobPage = 1000;           // the largest ?limit
 constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
 
-struct LogPage {
-  std::string data;  // at most kLogPageBytes from the asked offset
-  int64_t size = 0;  // of the whole file
-};
-
-// Up to kLogPageBytes of the file at `path` from `offset`, read with pread (never more). A file
-// that does not exist yet reads as empty; an offset at or past its end gives no data.
-Result<LogPage> ReadLogPage(const std::string& path, int64_t offset) {
-  LogPage page;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return page;
-    return IoError("open log file: " + std::string(std::strerror(errno)));
-  }
-  struct stat st {};
-  Status s;
-  if (fstat(fd, &st) != 0) {
-    s = IoError("stat log file: " + std::string(std::strerror(errno)));
-  } else {
-    page.size = st.st_size;
-    page.data.resize(std::clamp<int64_t>(page.size - offset, 0, kLogPageBytes));
-    size_t done = 0;
-    while (done < page.data.size()) {
-      const ssize_t n = pread(fd, page.data.data() + done, page.data.size() - done,
-                              offset + static_cast<int64_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        s = IoError("read log file: " + std::string(std::strerror(errno)));
-        break;
-      }
-      if (n == 0) break;  // the file shrank meanwhile
-      done += n;
-    }
-    page.data.resize(done);
-  }
-  close(fd);
-  if (!s.ok()) return s;
-  return page;
-}
-
 }  // namespace
 
 void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
@@ -74,7 +27,10 @@ void HttpApi::Impl::RegisterJobs(httplib::Server& http) {
               // An array's answer has the array's id and its elements' ids, by index.
               auto job = spec->array ? controller_.SubmitArray(who, std::move(spec).value())
                                      : controller_.Submit(who, std::move(spec).value());
-              if (!job.ok()) return SendProblem(res, job.status());
+              if (!job.ok()) {
+                SetRetryAfter(res, job.status());  // a submit limit reached
+                return SendProblem(res, job.status());
+              }
               SendJson(res, 201, protocol::ToJson(*job));
             }));
   http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -137,8 +93,9 @@ void HttpApi::Impl::ListJobs(const Principal& who, const httplib::Request& req,
   SendJson(res, 200, protocol::ToJson(page->jobs));
 }
 
-// A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
-// the end), X-Corral-Log-Size the file's size now.
+// A page of a task's log (LogSink::Read; a note stands for output dropped over the log's cap):
+// X-Corral-Log-Offset is the offset to ask for next (unchanged past the end),
+// X-Corral-Log-Size the stream's length now.
 void HttpApi::Impl::Logs(const Principal& who, const httplib::Request& req,
                          httplib::Response& res) {
   auto id = PathId(req, "job");
@@ -150,13 +107,10 @@ void HttpApi::Impl::Logs(const Principal& who, const httplib::Request& req,
   auto generation = IntParam(req, "generation", 1, std::numeric_limits<int32_t>::max());
   if (!generation.ok()) return SendProblem(res, generation.status());
   const std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
-  auto path = controller_.LogPath(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
-                                  *generation);
-  if (!path.ok()) return SendProblem(res, path.status());
-  const int64_t from = offset->value_or(0);
-  auto page = ReadLogPage(*path, from);
+  auto page = controller_.ReadLog(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
+                                  *generation, offset->value_or(0), kLogPageBytes);
   if (!page.ok()) return SendProblem(res, page.status());
-  res.set_header("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
+  res.set_header("X-Corral-Log-Offset", std::to_string(page->next_offset));
   res.set_header("X-Corral-Log-Size", std::to_string(page->size));
   res.set_content(page->data, "text/plain; charset=utf-8");
 }

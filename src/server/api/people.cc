@@ -1,6 +1,7 @@
-// API routes of projects, users and tokens (admins manage projects and users; everyone their
-// own tokens).
+// API routes of projects, users and tokens (admins manage projects and users, and their submit
+// limits; everyone their own tokens).
 
+#include "common/duration.h"
 #include "server/api/http_api_impl.h"
 
 namespace corral::server {
@@ -26,6 +27,34 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
                  SendJson(res, 200,
                           {{"project", std::string(req.matches[1])},
                            {"sharing", protocol::ToJson(*sharing)}});
+               },
+               /*admin_only=*/true));
+  http.Put(R"(/api/v1/projects/([^/]+)/limits)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto limits = protocol::ParseSubmitLimits(*body);
+                 if (!limits.ok()) return SendProblem(res, limits.status());
+                 Status s = controller_.SetProjectSubmitLimits(req.matches[1], *limits);
+                 if (!s.ok()) return SendProblem(res, s);
+                 SendJson(res, 200,
+                          {{"project", std::string(req.matches[1])},
+                           {"submit_limits", protocol::ToJson(*limits)}});
+               },
+               /*admin_only=*/true));
+  http.Put(R"(/api/v1/users/([^/]+)/limits)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto limits = protocol::ParseSubmitLimits(*body);
+                 if (!limits.ok()) return SendProblem(res, limits.status());
+                 Status s = controller_.SetUserSubmitLimits(req.matches[1], *limits);
+                 if (!s.ok()) return SendProblem(res, s);
+                 SendJson(res, 200,
+                          {{"user", std::string(req.matches[1])},
+                           {"submit_limits", protocol::ToJson(*limits)}});
                },
                /*admin_only=*/true));
   http.Post("/api/v1/projects",
@@ -75,7 +104,18 @@ void HttpApi::Impl::RegisterPeople(httplib::Server& http) {
               if (!body.ok()) return SendProblem(res, body.status());
               auto name = Field<std::string>(*body, "name", "token");
               if (!name.ok()) return SendProblem(res, name.status());
-              auto token = controller_.Accounts().CreateToken(who.user_id, *name);
+              // Seconds from now; absent: the server's default expiry (--default-token-expiry).
+              std::optional<Seconds> lifetime;
+              if (body->contains("expires_in_s")) {
+                auto seconds = Field<int64_t>(*body, "expires_in_s");
+                if (!seconds.ok()) return SendProblem(res, seconds.status());
+                if (*seconds < 1 || *seconds > kMaxDuration.value()) {
+                  return SendProblem(res, InvalidArgument("field 'expires_in_s': must be in 1.." +
+                                                          std::to_string(kMaxDuration.value())));
+                }
+                lifetime = Seconds(*seconds);
+              }
+              auto token = controller_.Accounts().CreateToken(who.user_id, *name, lifetime);
               if (!token.ok()) return SendProblem(res, token.status());
               SendJson(res, 201, protocol::ToJson(*token));
             }));
