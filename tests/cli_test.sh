@@ -299,6 +299,30 @@ expect_exit 0 "^admin\$" -- env CORRAL_TOKEN="$token" "$corral" whoami
 expect_json "j == {'revoked': $token_id}" -- "$corral" token revoke "$token_id" -o json
 expect_exit 4 "unknown or revoked token" -- env CORRAL_TOKEN="$token" "$corral" whoami
 expect_exit 0 "^revoked token $token_id\$" -- "$corral" token revoke "$token_id"
+# Tokens may expire (--expires, a duration); token list shows when.
+expect_json 'isinstance(j["expires_at"], int) and j["token"].startswith("crl_")' -- \
+  "$corral" token create short --expires 30d -o json
+expect_exit 2 "--expires: expected a duration like 90s, 30m, 2h or 1d, got '30x'" -- \
+  "$corral" token create bad --expires 30x
+expect_exit 2 "--expires: must be at least 1s" -- "$corral" token create bad --expires 0
+expect_exit 0 "^[0-9]+ +short +[0-9-]+ [0-9:]+ +[0-9-]+ [0-9:]+ +false" -- "$corral" token list
+expect_exit 0 "EXPIRES_AT" -- "$corral" tokens
+# Submit limits (admin): only the flags given change; "none" clears one; 429 is exit 6.
+expect_json 'j == {"user": "carol", "submit_limits": {"max_pending_jobs": 0, "max_submits_per_minute": 5}}' -- \
+  "$corral" user set-limits carol --max-pending-jobs 0 --max-submits-per-minute 5 -o json
+expect_exit 0 "^set the submit limits of user carol: .*\"max_pending_jobs\":null,\"max_submits_per_minute\":5" -- \
+  "$corral" user set-limits carol --max-pending-jobs none
+expect_exit 0 "^carol +false +5" -- "$corral" users
+expect_exit 2 "--max-pending-jobs: expected a number in 0..1000000000 or 'none', got '-1'" -- \
+  "$corral" user set-limits carol --max-pending-jobs -1
+expect_exit 3 "user 'nobody' not found" -- "$corral" user set-limits nobody --max-pending-jobs 1
+expect_json 'j["submit_limits"]["max_submits_per_minute"] == 1' -- \
+  "$corral" project set-limits vision --max-submits-per-minute 1 -o json
+expect_exit 0 "^vision +0.0 +1.0 +1 " -- "$corral" projects
+"$corral" project add-member vision admin >/dev/null
+"$corral" submit --project vision --gpus 64 -- true >/dev/null
+expect_exit 6 "project 'vision' may submit at most 1 job a minute .*\(try again in [0-9]+ s\)" -- \
+  "$corral" submit --project vision --gpus 64 -- true
 
 # Job arrays: Slurm's --array, listed and cancelled together; a sweep file; errors name the part.
 out=$("$corral" submit --array 0-3%2 --gpus 64 -- true 2>&1)

@@ -35,6 +35,13 @@ Status ErrorOf(const httplib::Result& r) {
       return NotFound(detail);
     case 409:
       return FailedPrecondition(detail);
+    case 429: {  // a limit reached (a submit limit): the server says when to try again
+      const std::string after = r->get_header_value("Retry-After");
+      const int64_t seconds = std::atoll(after.c_str());
+      if (seconds <= 0) return Status(StatusCode::kResourceExhausted, detail);
+      return ResourceExhausted(detail + " (try again in " + std::to_string(seconds) + " s)",
+                               Seconds(seconds));
+    }
     default:
       return Status(StatusCode::kInternal, "HTTP " + std::to_string(r->status) + ": " + detail);
   }

@@ -18,9 +18,11 @@
 #include "cli/array_spec.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
+#include "common/duration.h"
 #include "common/json_parse.h"
 #include "common/strings.h"
 #include "model/states.h"
+#include "model/submit_limits.h"
 #include "protocol/api_account.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
@@ -52,6 +54,10 @@ int ExitCodeOf(const Status& s) {
     case StatusCode::kAlreadyExists:
     case StatusCode::kFailedPrecondition:
       return 5;
+    case StatusCode::kResourceExhausted:
+      // A server's limit that frees up with time (429 with Retry-After): try again later. A
+      // file over a size limit is not that.
+      return s.retry_after() ? 6 : 1;
     default:
       return 1;
   }
@@ -116,6 +122,21 @@ MilliGpu MilliOf(double gpus) { return MilliGpu(std::llround(gpus * 1000)); }
 
 // An optional number as a table cell: "" for none.
 std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
+std::string Cell(std::optional<int64_t> value) { return value ? std::to_string(*value) : ""; }
+
+// A submit limit flag (corral user/project set-limits): a count in 0..1e9, or "none".
+Result<std::optional<int64_t>> LimitFlag(const std::string& text, const std::string& flag) {
+  if (text == "none") return std::optional<int64_t>();
+  int64_t value = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (err != std::errc() || end != text.data() + text.size() || text.empty() || value < 0 ||
+      value > model::kMaxSubmitLimit) {
+    return InvalidArgument(flag + ": expected a number in 0.." +
+                           std::to_string(model::kMaxSubmitLimit) + " or 'none', got '" + text +
+                           "'");
+  }
+  return std::optional<int64_t>(value);
+}
 
 // `--shell`: the command's words joined with spaces into the one line /bin/sh -c runs (not
 // quoted: `-- 'echo $HOME' '|' wc` is the pipeline it reads as).
@@ -532,6 +553,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
                          "&stream=" + (f->stderr_stream ? "stderr" : "stdout");
       if (logs->count("--generation")) path += "&generation=" + std::to_string(f->generation);
       int64_t offset = 0;
+      bool ended = false;  // -f: the job had ended when the log was last read to its end
       while (true) {
         auto page = client.GetReply(path + "&offset=" + std::to_string(offset));
         if (!page.ok()) return page.status();
@@ -539,11 +561,12 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         offset = IntHeader(*page, "X-Corral-Log-Offset",
                            offset + static_cast<int64_t>(page->body.size()));
         if (offset < IntHeader(*page, "X-Corral-Log-Size", offset)) continue;  // another page
-        if (!f->follow) return Status::Ok();
+        if (!f->follow || ended) return Status::Ok();
         auto j = client.Get(job);
         if (!j.ok()) return j.status();
-        if (Ended(Str(*j, "state"))) return Status::Ok();
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling interval
+        // Ended: its last lines may have come with its end, after the read above; read once more.
+        ended = Ended(Str(*j, "state"));
+        if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling
       }
     });
   });
@@ -718,7 +741,8 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
 
 void AddClusterCommands(CLI::App& app, int* exit_code) {
   struct Flags {
-    std::string name, output = "table", server, token, user, description;
+    std::string name, output = "table", server, token, user, description, expires;
+    std::string max_pending_jobs, max_submits_per_minute;  // set-limits: N or "none"
     std::vector<std::string> projects;
     bool admin = false;
     int64_t id = -1;
@@ -730,9 +754,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   };
   // A command that GETs `path`, decodes it with `parse` (a protocol codec of a list) and prints
   // a table of `header` with `row` of each item (or the JSON as the server sent it).
-  auto list = [&](const char* name, const char* help, std::string path,
+  auto list = [&](CLI::App* parent, const char* name, const char* help, std::string path,
                   std::vector<std::string> header, auto parse, auto row) {
-    CLI::App* c = app.add_subcommand(name, help);
+    CLI::App* c = parent->add_subcommand(name, help);
     out_opt(c);
     c->callback([f, exit_code, path, header, parse, row] {
       *exit_code = WithClient([&](ApiClient& client) -> Status {
@@ -752,7 +776,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     });
   };
   list(
-      "nodes", "Nodes and their free resources", "/api/v1/nodes",
+      &app, "nodes", "Nodes and their free resources", "/api/v1/nodes",
       {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
       protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
         const auto& free = n.free;
@@ -764,15 +788,17 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
                 free ? std::to_string(free->cpu.value()) : "",
                 free ? std::to_string(free->memory.value()) : ""};
       });
-  list("projects", "Projects you belong to (all, for admins), with quotas and use",
+  list(&app, "projects", "Projects you belong to (all, for admins), with quotas, limits and use",
        "/api/v1/projects",
-       {"NAME", "QUOTA_GPUS", "WEIGHT", "LIMIT_GPUS", "RUNNING_GPUS", "BORROWED_GPUS",
-        "DESCRIPTION"},
+       {"NAME", "QUOTA_GPUS", "WEIGHT", "LIMIT_GPUS", "MAX_PENDING_JOBS", "MAX_SUBMITS_PER_MINUTE",
+        "RUNNING_GPUS", "BORROWED_GPUS", "DESCRIPTION"},
        protocol::ParseProjectViews, [](const protocol::ProjectView& p) -> std::vector<std::string> {
          return {p.name,
                  Gpus(p.sharing.quota),
                  json(p.sharing.weight).dump(),
                  p.sharing.limit ? Gpus(*p.sharing.limit) : "",
+                 Cell(p.submit_limits.max_pending_jobs),
+                 Cell(p.submit_limits.max_submits_per_minute),
                  Gpus(p.running),
                  Gpus(p.borrowed),
                  p.description};
@@ -801,15 +827,20 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
-  list("users", "Users (admin)", "/api/v1/users", {"NAME", "ADMIN"}, protocol::ParseUserViews,
+  list(&app, "users", "Users and their submit limits (admin)", "/api/v1/users",
+       {"NAME", "ADMIN", "MAX_PENDING_JOBS", "MAX_SUBMITS_PER_MINUTE"}, protocol::ParseUserViews,
        [](const protocol::UserView& u) -> std::vector<std::string> {
-         return {u.name, json(u.admin).dump()};
+         return {u.name, json(u.admin).dump(), Cell(u.submit_limits.max_pending_jobs),
+                 Cell(u.submit_limits.max_submits_per_minute)};
        });
-  list("tokens", "Your API tokens", "/api/v1/tokens", {"ID", "NAME", "CREATED_AT", "REVOKED"},
-       protocol::ParseTokenViews, [](const protocol::TokenView& t) -> std::vector<std::string> {
-         return {std::to_string(t.id), t.name, std::to_string(t.created_at.value()),
-                 json(t.revoked).dump()};
-       });
+  const auto token_row = [](const protocol::TokenView& t) -> std::vector<std::string> {
+    return {std::to_string(t.id), t.name, Time(t.created_at),
+            t.expires_at ? Time(t.expires_at) : "never", json(t.revoked).dump()};
+  };
+  const std::vector<std::string> token_header = {"ID", "NAME", "CREATED_AT", "EXPIRES_AT",
+                                                 "REVOKED"};
+  list(&app, "tokens", "Your API tokens (as corral token list)", "/api/v1/tokens", token_header,
+       protocol::ParseTokenViews, token_row);
 
   CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
   node->require_subcommand(1);
@@ -861,7 +892,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     });
   });
 
-  CLI::App* user = app.add_subcommand("user", "Create users (admin)");
+  CLI::App* user = app.add_subcommand("user", "Create users and set their limits (admin)");
   user->require_subcommand(1);
   CLI::App* user_create = user->add_subcommand("create", "Create a user; prints their token once");
   user_create->add_option("name", f->name, "User name")->required();
@@ -880,7 +911,62 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     });
   });
 
-  CLI::App* project = app.add_subcommand("project", "Create projects and add members (admin)");
+  // `corral user set-limits` and `corral project set-limits` (admin): only the flags given
+  // change, from the limits `current` reads; PUT to `path_of(name)`.
+  auto set_limits = [&](CLI::App* parent, const std::string& what, auto current, auto path_of) {
+    CLI::App* c = parent->add_subcommand(
+        "set-limits", "Change a " + what +
+                          "'s submit limits: pending jobs, jobs submitted a minute (flags given)");
+    c->add_option("name", f->name, what == "user" ? "User" : "Project")->required();
+    c->add_option("--max-pending-jobs", f->max_pending_jobs,
+                  "Jobs pending at once (an array's elements count one by one), or none");
+    c->add_option("--max-submits-per-minute", f->max_submits_per_minute,
+                  "Jobs submitted in any 60 s (array elements count one by one), or none");
+    out_opt(c);
+    c->callback([f, exit_code, c, what, current, path_of] {
+      // The flags first: a bad one is refused before any request.
+      std::optional<std::optional<int64_t>> pending, per_minute;  // outer: the flag was given
+      for (auto [flag, text, out] :
+           {std::tuple{"--max-pending-jobs", &f->max_pending_jobs, &pending},
+            {"--max-submits-per-minute", &f->max_submits_per_minute, &per_minute}}) {
+        if (!c->count(flag)) continue;
+        auto value = LimitFlag(*text, flag);
+        if (!value.ok()) {
+          *exit_code = Fail(value.status());
+          return;
+        }
+        *out = *value;
+      }
+      *exit_code = WithClient([&](ApiClient& client) -> Status {
+        Result<model::SubmitLimits> limits = current(client, f->name);
+        if (!limits.ok()) return limits.status();
+        if (pending) limits->max_pending_jobs = *pending;
+        if (per_minute) limits->max_submits_per_minute = *per_minute;
+        auto r = client.Put(path_of(f->name), protocol::ToJson(*limits));
+        if (!r.ok()) return r.status();
+        PrintAnswer(*r, f->output,
+                    "set the submit limits of " + what + " " + f->name + ": " +
+                        protocol::ToJson(*limits).dump());
+        return Status::Ok();
+      });
+    });
+  };
+  set_limits(
+      user, "user",
+      [](ApiClient& client, const std::string& name) -> Result<model::SubmitLimits> {
+        auto answer = client.Get("/api/v1/users");
+        if (!answer.ok()) return answer.status();
+        auto users = protocol::ParseUserViews(*answer);
+        if (!users.ok()) return users.status();
+        for (const protocol::UserView& u : *users) {
+          if (u.name == name) return u.submit_limits;
+        }
+        return NotFound("user '" + name + "' not found");
+      },
+      [](const std::string& name) { return "/api/v1/users/" + name + "/limits"; });
+
+  CLI::App* project =
+      app.add_subcommand("project", "Create projects, add members, set quotas and limits (admin)");
   project->require_subcommand(1);
   CLI::App* project_create = project->add_subcommand("create", "Create a project");
   project_create->add_option("name", f->name, "Project name")->required();
@@ -947,6 +1033,19 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
+  set_limits(
+      project, "project",
+      [](ApiClient& client, const std::string& name) -> Result<model::SubmitLimits> {
+        auto answer = client.Get("/api/v1/projects");
+        if (!answer.ok()) return answer.status();
+        auto projects = protocol::ParseProjectViews(*answer);
+        if (!projects.ok()) return projects.status();
+        for (const protocol::ProjectView& p : *projects) {
+          if (p.name == name) return p.submit_limits;
+        }
+        return NotFound("project '" + name + "' not found");
+      },
+      [](const std::string& name) { return "/api/v1/projects/" + name + "/limits"; });
   CLI::App* add_member = project->add_subcommand("add-member", "Add a user to a project");
   add_member->add_option("name", f->name, "Project")->required();
   add_member->add_option("user", f->user, "User")->required();
@@ -960,21 +1059,41 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     });
   });
 
-  CLI::App* token = app.add_subcommand("token", "Create or revoke your API tokens");
+  CLI::App* token = app.add_subcommand("token", "Create, list or revoke your API tokens");
   token->require_subcommand(1);
   CLI::App* token_create = token->add_subcommand("create", "Create a token; printed once");
   token_create->add_option("name", f->name, "What it is for")->required();
+  token_create->add_option("--expires", f->expires,
+                           "It stops working after this long: 90s, 30m, 12h, 30d (default: the "
+                           "server's --default-token-expiry; none there: until revoked)");
   out_opt(token_create);
-  token_create->callback([f, exit_code] {
+  token_create->callback([f, exit_code, token_create] {
+    json body = {{"name", f->name}};
+    if (token_create->count("--expires")) {
+      auto lifetime = ParseDuration(f->expires, "--expires");
+      if (lifetime.ok() && lifetime->value() < 1) {
+        lifetime = InvalidArgument("--expires: must be at least 1s, got '" + f->expires + "'");
+      }
+      if (!lifetime.ok()) {
+        *exit_code = Fail(lifetime.status());
+        return;
+      }
+      body["expires_in_s"] = lifetime->value();
+    }
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto r = client.Post("/api/v1/tokens", {{"name", f->name}});
+      auto r = client.Post("/api/v1/tokens", body);
       if (!r.ok()) return r.status();
       auto token = protocol::ParseNewToken(*r);
       if (!token.ok()) return token.status();
       PrintAnswer(*r, f->output, token->token);
+      if (f->output != "json" && token->expires_at) {
+        std::cerr << "expires at " << Time(token->expires_at) << "\n";
+      }
       return Status::Ok();
     });
   });
+  list(token, "list", "Your API tokens, with when they expire", "/api/v1/tokens", token_header,
+       protocol::ParseTokenViews, token_row);
   CLI::App* token_revoke = token->add_subcommand("revoke", "Revoke a token by id");
   token_revoke->add_option("id", f->id, "Token id")->required();
   out_opt(token_revoke);
@@ -986,22 +1105,6 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
-}
-
-// Seconds from "90", "90s", "30m", "2h" or "1d"; InvalidArgument naming `flag`.
-Result<int64_t> ParseDuration(const std::string& text, const std::string& flag) {
-  int64_t value = 0;
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
-  const std::string unit(end, text.data() + text.size());
-  static const std::map<std::string, int64_t> kUnits = {
-      {"", 1}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400}};
-  auto scale = kUnits.find(unit);
-  if (err != std::errc() || end == text.data() || value < 0 || scale == kUnits.end() ||
-      value > (int64_t{1} << 40) / scale->second) {
-    return InvalidArgument(
-        flag + ": expected a duration like 90s, 30m, 2h or 1d (0: never), got '" + text + "'");
-  }
-  return value * scale->second;
 }
 
 std::string IdleNotice(const protocol::SessionView& s) {
@@ -1126,11 +1229,11 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
     if (!f.idle_timeout.empty()) {
       auto seconds = ParseDuration(f.idle_timeout, "--idle-timeout");
       if (!seconds.ok()) return seconds.status();
-      if (*seconds != 0 && *seconds < 60) {
+      if (seconds->value() != 0 && seconds->value() < 60) {
         return InvalidArgument("--idle-timeout: at least 1m (60 s), or 0 for never; got '" +
                                f.idle_timeout + "'");
       }
-      spec["session"]["idle_timeout_s"] = *seconds;
+      spec["session"]["idle_timeout_s"] = seconds->value();
     }
     if (!f.environment.empty()) spec["environment"] = f.environment;
     if (!f.project.empty()) spec["project"] = f.project;
@@ -1161,7 +1264,7 @@ void AddSessionCommands(CLI::App& app, int* exit_code) {
       auto s = protocol::ParseSessionView(*answer);
       if (!s.ok()) return s.status();
       if (f->wait) {
-        s = WaitForSession(client, s->id.value(), *wait_timeout);
+        s = WaitForSession(client, s->id.value(), wait_timeout->value());
         if (!s.ok()) return s.status();
       }
       if (f->output == "json") {

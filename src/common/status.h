@@ -8,6 +8,8 @@
 #include <utility>
 #include <variant>
 
+#include "common/units.h"
+
 namespace corral {
 
 enum class StatusCode {
@@ -39,9 +41,18 @@ class Status {
   // "invalid_argument: jobs.jsonl:12: field 'gpus': must be >= 0".
   std::string ToString() const;
 
+  // A refusal that may succeed later (a cap reached: ResourceExhausted) says after how long to
+  // ask again; HTTP answers carry it as Retry-After. None: no such promise.
+  std::optional<Seconds> retry_after() const { return retry_after_; }
+  Status WithRetryAfter(Seconds after) && {
+    retry_after_ = after;
+    return std::move(*this);
+  }
+
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::optional<Seconds> retry_after_;
 };
 
 inline Status InvalidArgument(std::string message) {
@@ -60,6 +71,10 @@ inline Status Unauthenticated(std::string message) {
 }
 inline Status PermissionDenied(std::string message) {
   return {StatusCode::kPermissionDenied, std::move(message)};
+}
+// A cap reached that frees up with time: ask again after `retry_after`.
+inline Status ResourceExhausted(std::string message, Seconds retry_after) {
+  return Status(StatusCode::kResourceExhausted, std::move(message)).WithRetryAfter(retry_after);
 }
 
 // Either a value or a non-OK Status. Accessing value() of an error is a programming bug.

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/duration.h"
 #include "common/json_fields.h"
 #include "protocol/api_lists.h"
 #include "protocol/spec_fields.h"
@@ -13,14 +14,31 @@ using api_internal::ListJson;
 using api_internal::ReadList;
 using nlohmann::json;
 
-json UserJson(const UserView& u) { return {{"name", u.name}, {"admin", u.admin}}; }
+json OptionalJson(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+json OptionalJson(const std::optional<Seconds>& t) { return t ? json(t->value()) : json(nullptr); }
+
+json UserJson(const UserView& u) {
+  return {{"name", u.name}, {"admin", u.admin}, {"submit_limits", ToJson(u.submit_limits)}};
+}
 
 Result<UserView> ReadUser(const FieldReader& r) {
   UserView u;
   CORRAL_RETURN_IF_ERROR(r.String("name", true, u.name));
   if (r.Find("admin") == nullptr) return r.Bad("admin", "is required");
   CORRAL_RETURN_IF_ERROR(r.Bool("admin", u.admin));
+  // Absent from an older server's answer: no limits.
+  CORRAL_RETURN_IF_ERROR(r.Object("submit_limits", false, [&](const FieldReader& limits) {
+    return api_internal::ReadSubmitLimits(limits, *r.Find("submit_limits"),
+                                          r.Path("submit_limits."), u.submit_limits);
+  }));
   return u;
+}
+
+Status ReadExpiry(const FieldReader& r, std::optional<Seconds>& out) {
+  std::optional<int64_t> expires;
+  CORRAL_RETURN_IF_ERROR(r.OptionalInt64("expires_at", expires, 0));
+  if (expires) out = Seconds(*expires);
+  return Status::Ok();
 }
 
 Result<TokenView> ReadToken(const FieldReader& r) {
@@ -30,6 +48,7 @@ Result<TokenView> ReadToken(const FieldReader& r) {
   int64_t created = 0;
   CORRAL_RETURN_IF_ERROR(r.Int("created_at", true, created, 0));
   t.created_at = Seconds(created);
+  CORRAL_RETURN_IF_ERROR(ReadExpiry(r, t.expires_at));
   if (r.Find("revoked") == nullptr) return r.Bad("revoked", "is required");
   CORRAL_RETURN_IF_ERROR(r.Bool("revoked", t.revoked));
   return t;
@@ -66,12 +85,17 @@ Result<UserRequest> ParseUserRequest(const json& j) {
 
 Result<TokenRequest> ParseTokenRequest(const json& j) {
   if (!j.is_object()) return InvalidArgument("token request: must be a JSON object");
-  CORRAL_RETURN_IF_ERROR(CheckKeys(j, {"name"}, ""));
+  CORRAL_RETURN_IF_ERROR(CheckKeys(j, {"name", "expires_in_s"}, ""));
   TokenRequest t;
   if (j.contains("name")) {
     auto name = GetName(j["name"], "name", NameKind::kToken);
     if (!name.ok()) return name.status();
     t.name = *name;
+  }
+  if (j.contains("expires_in_s")) {
+    auto seconds = GetInt(j["expires_in_s"], "expires_in_s", 1, kMaxDuration.value());
+    if (!seconds.ok()) return seconds.status();
+    t.expires_in_s = *seconds;
   }
   return t;
 }
@@ -89,11 +113,22 @@ json ToJson(const std::vector<TokenView>& tokens) {
     return json{{"id", t.id},
                 {"name", t.name},
                 {"created_at", t.created_at.value()},
+                {"expires_at", OptionalJson(t.expires_at)},
                 {"revoked", t.revoked}};
   });
 }
 
-json ToJson(const NewToken& t) { return {{"id", t.id}, {"name", t.name}, {"token", t.token}}; }
+json ToJson(const NewToken& t) {
+  return {{"id", t.id},
+          {"name", t.name},
+          {"expires_at", OptionalJson(t.expires_at)},
+          {"token", t.token}};
+}
+
+json ToJson(const model::SubmitLimits& limits) {
+  return {{"max_pending_jobs", OptionalJson(limits.max_pending_jobs)},
+          {"max_submits_per_minute", OptionalJson(limits.max_submits_per_minute)}};
+}
 
 Result<std::vector<UserView>> ParseUserViews(const json& json) {
   return ReadList<UserView>(json, "users", ReadUser);
@@ -119,8 +154,31 @@ Result<NewToken> ParseNewToken(const json& json) {
   NewToken t;
   CORRAL_RETURN_IF_ERROR(r->Int("id", true, t.id, 1));
   CORRAL_RETURN_IF_ERROR(r->String("name", true, t.name));
+  CORRAL_RETURN_IF_ERROR(ReadExpiry(*r, t.expires_at));
   CORRAL_RETURN_IF_ERROR(r->String("token", true, t.token));
   return t;
 }
+
+Result<model::SubmitLimits> ParseSubmitLimits(const json& json) {
+  auto r = ReadObject(json, "submit limits");
+  if (!r.ok()) return r.status();
+  model::SubmitLimits limits;
+  CORRAL_RETURN_IF_ERROR(api_internal::ReadSubmitLimits(*r, json, "", limits));
+  return limits;
+}
+
+namespace api_internal {
+
+Status ReadSubmitLimits(const FieldReader& r, const json& object, const std::string& prefix,
+                        model::SubmitLimits& out) {
+  CORRAL_RETURN_IF_ERROR(
+      r.Within(CheckKeys(object, {"max_pending_jobs", "max_submits_per_minute"}, prefix)));
+  CORRAL_RETURN_IF_ERROR(
+      r.OptionalInt64("max_pending_jobs", out.max_pending_jobs, 0, model::kMaxSubmitLimit));
+  return r.OptionalInt64("max_submits_per_minute", out.max_submits_per_minute, 0,
+                         model::kMaxSubmitLimit);
+}
+
+}  // namespace api_internal
 
 }  // namespace corral::protocol

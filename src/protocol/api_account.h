@@ -1,25 +1,32 @@
 // The users and API tokens of the API, with their JSON codecs: the requests of POST
 // /api/v1/users (admins) and POST /api/v1/tokens, the rows of GET /api/v1/users and GET
 // /api/v1/tokens (the caller's), and the answers to the two POSTs, which carry a new token's
-// secret once. The server builds the answers (server::Accounts), the HTTP API and the CLI encode
-// and decode them with these codecs.
+// secret once; and the submit limits admins set on users and projects (PUT
+// /api/v1/users/NAME/limits, PUT /api/v1/projects/NAME/limits). The server builds the answers
+// (server::Accounts), the HTTP API and the CLI encode and decode them with these codecs.
 //
 //   user request:  {"name": "alice", "admin": false, "projects": ["vision"]}
-//   token request: {"name": "laptop"}
-//   user:          {"name": "alice", "admin": false}
-//   new user:      {"name": "alice", "admin": false, "token": "<secret>"}
-//   token:         {"id": 3, "name": "laptop", "created_at": 1700000000, "revoked": false}
-//   new token:     {"id": 3, "name": "laptop", "token": "<secret>"}
+//   token request: {"name": "laptop", "expires_in_s": 2592000 (absent: the server's default)}
+//   user:          {"name": "alice", "admin": false, "submit_limits": {...}}
+//   new user:      {"name": "alice", "admin": false, "submit_limits": {...}, "token": "<secret>"}
+//   token:         {"id": 3, "name": "laptop", "created_at": 1700000000,
+//                   "expires_at": 1702592000 (null: never), "revoked": false}
+//   new token:     {"id": 3, "name": "laptop", "expires_at": null, "token": "<secret>"}
+//   submit limits: {"max_pending_jobs": 100, "max_submits_per_minute": null}
+//                  each 0..1e9, null for no limit; taken, an absent field is no limit and an
+//                  unknown one is refused.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "common/units.h"
+#include "model/submit_limits.h"
 
 namespace corral::protocol {
 
@@ -37,12 +44,15 @@ inline constexpr size_t kMaxUserProjects = 1024;
 // A request to make a token of the caller's. "name" is optional; unknown fields are refused.
 struct TokenRequest {
   std::string name = "token";  // a token name (names.h): what the token is for
+  // Seconds from now until it expires, 1..kMaxDuration; none: the server's default.
+  std::optional<int64_t> expires_in_s;
   bool operator==(const TokenRequest&) const = default;
 };
 
 struct UserView {
   std::string name;
   bool admin = false;
+  model::SubmitLimits submit_limits;
   bool operator==(const UserView&) const = default;
 };
 
@@ -57,7 +67,8 @@ struct TokenView {
   int64_t id = 0;
   std::string name;  // what it is for: "laptop", "initial", "admin-bootstrap"
   Seconds created_at{0};
-  bool revoked = false;  // a revoked token authenticates nobody
+  bool revoked = false;               // a revoked token authenticates nobody
+  std::optional<Seconds> expires_at;  // from then on it authenticates nobody; none: never
   bool operator==(const TokenView&) const = default;
 };
 
@@ -66,6 +77,7 @@ struct NewToken {
   int64_t id = 0;
   std::string name;
   std::string token;
+  std::optional<Seconds> expires_at;
   bool operator==(const NewToken&) const = default;
 };
 
@@ -78,11 +90,14 @@ nlohmann::json ToJson(const NewToken& token);
 // names are read as the server has them.
 Result<UserRequest> ParseUserRequest(const nlohmann::json& json);
 Result<TokenRequest> ParseTokenRequest(const nlohmann::json& json);
+nlohmann::json ToJson(const model::SubmitLimits& limits);
 // Errors name the field: "users: field '[0].admin': must be true or false", "new token: field
 // 'token': is required".
 Result<std::vector<UserView>> ParseUserViews(const nlohmann::json& json);
 Result<NewUser> ParseNewUser(const nlohmann::json& json);
 Result<std::vector<TokenView>> ParseTokenViews(const nlohmann::json& json);
 Result<NewToken> ParseNewToken(const nlohmann::json& json);
+// "submit limits: field 'max_pending_jobs': must be an integer in [0, 1000000000]".
+Result<model::SubmitLimits> ParseSubmitLimits(const nlohmann::json& json);
 
 }  // namespace corral::protocol

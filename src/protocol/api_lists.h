@@ -10,6 +10,7 @@
 
 #include "common/json_fields.h"
 #include "common/status.h"
+#include "model/submit_limits.h"
 
 namespace corral::protocol::api_internal {
 
@@ -38,5 +39,10 @@ nlohmann::json ListJson(const std::vector<T>& items, Encode encode) {
   for (const T& item : items) out.push_back(encode(item));
   return out;
 }
+
+// Submit limits (api_account.h) from the object `object` that `r` reads, whose path is
+// `prefix`: users' and projects' "submit_limits", and PUT .../limits bodies.
+Status ReadSubmitLimits(const FieldReader& r, const nlohmann::json& object,
+                        const std::string& prefix, model::SubmitLimits& out);
 
 }  // namespace corral::protocol::api_internal

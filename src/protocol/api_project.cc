@@ -61,6 +61,11 @@ Result<ProjectView> ReadProject(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.Object("sharing", true, [&](const FieldReader& s) {
     return ReadSharing(s, *r.Find("sharing"), r.Path("sharing."), p.sharing);
   }));
+  // Absent from an older server's answer: no limits.
+  CORRAL_RETURN_IF_ERROR(r.Object("submit_limits", false, [&](const FieldReader& limits) {
+    return api_internal::ReadSubmitLimits(limits, *r.Find("submit_limits"),
+                                          r.Path("submit_limits."), p.submit_limits);
+  }));
   for (auto [field, out] :
        {std::pair{"running_gpus", &p.running}, {"borrowed_gpus", &p.borrowed}}) {
     std::optional<MilliGpu> gpus;
@@ -87,6 +92,7 @@ json ToJson(const ProjectView& p) {
   return {{"name", p.name},
           {"description", p.description},
           {"sharing", ToJson(p.sharing)},
+          {"submit_limits", ToJson(p.submit_limits)},
           {"quota_gpus", Gpus(p.sharing.quota)},
           {"weight", p.sharing.weight},
           {"limit_gpus", p.sharing.limit ? json(Gpus(*p.sharing.limit)) : json(nullptr)},

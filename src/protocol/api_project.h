@@ -12,6 +12,7 @@
 //            "user_limit_gpus" are absent (null or absent when taken) for no limit. Taken, every
 //            field is optional (weight 1, no quota, no limit) and an unknown one is refused.
 //   project: {"name": "vision", "description": "...", "sharing": {...},
+//             "submit_limits": {...} (protocol/api_account.h),
 //             "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0 (null for none),
 //             "running_gpus": 3.5, "borrowed_gpus": 1.0, "fair_share_usage": 0.25}
 //            "quota_gpus", "weight" and "limit_gpus" repeat the sharing's, for the dashboard's
@@ -26,6 +27,7 @@
 
 #include "common/status.h"
 #include "common/units.h"
+#include "model/submit_limits.h"
 
 namespace corral::protocol {
 
@@ -52,6 +54,7 @@ struct ProjectView {
   std::string name;
   std::string description;
   ProjectSharing sharing;
+  model::SubmitLimits submit_limits;
   MilliGpu running{0};          // GPUs its running jobs hold
   MilliGpu borrowed{0};         // of those, GPUs beyond its quota (reclaimable)
   double fair_share_usage = 0;  // its decayed usage as the fair-share order counts it

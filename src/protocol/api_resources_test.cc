@@ -222,6 +222,7 @@ ProjectView SomeProject() {
                .model_quota = {{"A100", MilliGpu(8000)}},
                .limit = MilliGpu(96000),
                .user_limit = MilliGpu(500)};
+  p.submit_limits = {.max_pending_jobs = 100};
   p.borrowed = MilliGpu(1000);
   p.fair_share_usage = 0.25;
   return p;
@@ -232,6 +233,7 @@ TEST(ApiProjectTest, RoundTrips) {
   const json j = ToJson(project);
   EXPECT_EQ(j, json::parse(R"({"name": "vision", "description": "eyes", "sharing": {"weight": 2.0,
       "gpus": 64.0, "model_gpus": {"A100": 8.0}, "limit_gpus": 96.0, "user_limit_gpus": 0.5},
+      "submit_limits": {"max_pending_jobs": 100, "max_submits_per_minute": null},
       "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0, "running_gpus": 3.5,
       "borrowed_gpus": 1.0, "fair_share_usage": 0.25})"));
   auto list = ParseProjectViews(ToJson(std::vector<ProjectView>{project, {.name = "nlp"}}));
@@ -262,6 +264,11 @@ TEST(ApiProjectTest, RefusalsNameTheField) {
   list[0]["sharing"]["limits"] = 1;
   EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
               HasSubstr("projects: field '[0].sharing.limits': unknown field"));
+  list = ToJson(std::vector<ProjectView>{SomeProject()});
+  list[0]["submit_limits"]["max_pending_jobs"] = -1;
+  EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
+              HasSubstr("projects: field '[0].submit_limits.max_pending_jobs': must be in "
+                        "0..1000000000, got -1"));
   list = ToJson(std::vector<ProjectView>{SomeProject()});
   list[0].erase("running_gpus");
   EXPECT_THAT(ErrorOf(ParseProjectViews(list)),
@@ -383,21 +390,35 @@ TEST(ApiEnvironmentTest, RefusalsNameTheField) {
 }
 
 TEST(ApiAccountTest, RoundTrips) {
-  const std::vector<UserView> users = {{"root", true}, {"alice", false}};
-  EXPECT_EQ(ToJson(users), json::parse(R"([{"name": "root", "admin": true},
-      {"name": "alice", "admin": false}])"));
+  const std::vector<UserView> users = {{"root", true}, {"alice", false, {.max_pending_jobs = 5}}};
+  EXPECT_EQ(ToJson(users), json::parse(R"([{"name": "root", "admin": true, "submit_limits":
+      {"max_pending_jobs": null, "max_submits_per_minute": null}},
+      {"name": "alice", "admin": false, "submit_limits":
+      {"max_pending_jobs": 5, "max_submits_per_minute": null}}])"));
   EXPECT_EQ(*ParseUserViews(ToJson(users)), users);
+  // An older server's users have no limits.
+  EXPECT_EQ(*ParseUserViews(json::parse(R"([{"name": "root", "admin": true}])")),
+            (std::vector<UserView>{{"root", true}}));
   const NewUser user{{"bob", false}, "secret"};
-  EXPECT_EQ(ToJson(user), json::parse(R"({"name": "bob", "admin": false, "token": "secret"})"));
+  EXPECT_EQ(ToJson(user)["token"], "secret");
   EXPECT_EQ(*ParseNewUser(ToJson(user)), user);
-  const std::vector<TokenView> tokens = {{1, "initial", Seconds(1700000000), true},
-                                         {2, "laptop", Seconds(1700000100), false}};
+  const std::vector<TokenView> tokens = {
+      {1, "initial", Seconds(1700000000), true},
+      {2, "laptop", Seconds(1700000100), false, Seconds(1702592100)}};
   EXPECT_EQ(ToJson(tokens)[0], json::parse(R"({"id": 1, "name": "initial",
-      "created_at": 1700000000, "revoked": true})"));
+      "created_at": 1700000000, "expires_at": null, "revoked": true})"));
+  EXPECT_EQ(ToJson(tokens)[1]["expires_at"], 1702592100);
   EXPECT_EQ(*ParseTokenViews(ToJson(tokens)), tokens);
-  const NewToken token{3, "ci", "secret"};
-  EXPECT_EQ(ToJson(token), json::parse(R"({"id": 3, "name": "ci", "token": "secret"})"));
+  const NewToken token{3, "ci", "secret", Seconds(1702592100)};
+  EXPECT_EQ(ToJson(token), json::parse(R"({"id": 3, "name": "ci", "token": "secret",
+      "expires_at": 1702592100})"));
   EXPECT_EQ(*ParseNewToken(ToJson(token)), token);
+  // Submit limits: null and absent are no limit.
+  const model::SubmitLimits limits{.max_submits_per_minute = 0};
+  EXPECT_EQ(ToJson(limits),
+            json::parse(R"({"max_pending_jobs": null, "max_submits_per_minute": 0})"));
+  EXPECT_EQ(*ParseSubmitLimits(ToJson(limits)), limits);
+  EXPECT_EQ(*ParseSubmitLimits(json::object()), model::SubmitLimits{});
 }
 
 TEST(ApiAccountTest, RefusalsNameTheField) {
@@ -411,6 +432,17 @@ TEST(ApiAccountTest, RefusalsNameTheField) {
               HasSubstr("tokens: field '[0].revoked': is required"));
   EXPECT_THAT(ErrorOf(ParseNewToken(json::parse(R"({"id": 0, "name": "x", "token": "s"})"))),
               HasSubstr("new token: field 'id': must be >= 1"));
+  EXPECT_THAT(ErrorOf(ParseSubmitLimits(json{{"max_pending", 1}})),
+              HasSubstr("submit limits: field 'max_pending': unknown field"));
+  EXPECT_THAT(ErrorOf(ParseSubmitLimits(json{{"max_pending_jobs", -1}})),
+              HasSubstr("submit limits: field 'max_pending_jobs': must be in 0..1000000000"));
+  EXPECT_THAT(ErrorOf(ParseSubmitLimits(json{{"max_submits_per_minute", 1000000001}})),
+              HasSubstr("submit limits: field 'max_submits_per_minute': must be in 0..1000000000, "
+                        "got 1000000001"));
+  EXPECT_THAT(ErrorOf(ParseSubmitLimits(json{{"max_pending_jobs", "5"}})),
+              HasSubstr("submit limits: field 'max_pending_jobs': must be an integer"));
+  EXPECT_THAT(ErrorOf(ParseSubmitLimits(json::array())),
+              HasSubstr("submit limits: must be a JSON object"));
 }
 
 TEST(ApiClusterTest, RoundTrips) {

@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "common/duration.h"
 #include "common/shutdown_signal.h"
 #include "server/server_process.h"
 
@@ -9,6 +10,7 @@ namespace corral::server {
 
 void AddServerCommand(CLI::App& app, int* exit_code) {
   auto options = std::make_shared<ServerOptions>();
+  auto token_expiry = std::make_shared<std::string>("0");
   CLI::App* c = app.add_subcommand("server", "Run the controller: API, scheduler, agent gateway");
   c->add_option("--listen", options->listen, "HOST:PORT to serve on");
   c->add_option("--store", options->store_url, "sqlite:PATH or postgres://...")->required();
@@ -106,12 +108,31 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 "MiB per CPU of a job that asks no memory, as Slurm's DefMemPerCPU (default 0: "
                 "off)")
       ->check(CLI::Range(0, 1 << 20));
+  c->add_option("--max-pending-jobs", options->max_pending_jobs,
+                "Jobs pending at once in the whole cluster; submissions past it get 429 "
+                "(default 1000000; users' and projects' own limits: corral user/project "
+                "set-limits)")
+      ->check(CLI::Range(int64_t{1}, model::kMaxSubmitLimit));
+  c->add_option("--max-log-bytes", options->max_log_bytes,
+                "Bytes each stream (stdout, stderr) of a task run keeps on the server's disk; "
+                "older output is dropped with a note (default 1073741824: 1 GiB; at least 65536)")
+      ->check(CLI::Range(LogSink::kMinMaxBytes, int64_t{1} << 50));
+  c->add_option("--default-token-expiry", *token_expiry,
+                "How long new API tokens last when their creator gives no --expires, as 90d, "
+                "12h (default 0: until revoked)");
   c->add_option("--web-dir", options->web_dir,
                 "The built dashboard (web/dist) to serve at / (default: none, / is a status page)");
   c->add_option("--public-url", options->public_url,
                 "The URL users reach this server at, for session URLs (default: the request's "
                 "Host)");
-  c->callback([options, exit_code] {
+  c->callback([options, token_expiry, exit_code] {
+    auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
+    if (!expiry.ok()) {
+      std::cerr << "corral server: " << expiry.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    options->default_token_expiry_s = expiry->value();
     BlockShutdownSignals();
     auto server = ServerProcess::Create(*options);
     if (!server.ok()) {

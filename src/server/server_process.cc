@@ -52,8 +52,9 @@ Result<std::string> Bootstrap(store::Store& store, Clock& clock) {
   }
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
+  // Never expires, whatever --default-token-expiry says: it is the way back in.
   auto admin = store.CreateUserWithToken("admin", true, {"default"}, "admin-bootstrap",
-                                         HashToken(*token), clock.Now());
+                                         HashToken(*token), clock.Now(), std::nullopt);
   if (!admin.ok()) return admin.status();
   return *token;
 }
@@ -165,6 +166,11 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.policy = options.policy;
   config.node_timeout = Seconds(options.node_timeout_s);
   config.logs_dir = options.data_dir + "/logs";
+  config.max_log_bytes = options.max_log_bytes;
+  config.max_pending_jobs = options.max_pending_jobs;
+  if (options.default_token_expiry_s > 0) {
+    config.default_token_expiry = Seconds(options.default_token_expiry_s);
+  }
   config.policy_file = options.policy_file;
   config.kill_grace = Seconds(options.kill_grace_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);

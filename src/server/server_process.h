@@ -82,6 +82,12 @@ struct ServerOptions {
   // GPU job, and MiB per CPU; 0: none.
   int64_t default_cpus_per_gpu = 0;
   int64_t default_memory_per_cpu_mib = 0;
+  // Limits on what one user may cost the server (docs/security.md): what each stream of a task
+  // run keeps on disk (LogSink), the cluster's cap on pending jobs (SubmitLimiter), and how long
+  // new tokens last when their creator asks nothing (0: forever).
+  int64_t max_log_bytes = LogSink::kDefaultMaxBytes;
+  int64_t max_pending_jobs = SubmitLimiter::kDefaultMaxPendingJobs;
+  int64_t default_token_expiry_s = 0;
 };
 
 class ServerProcess {

@@ -235,6 +235,17 @@ constexpr char kTypedAllocations[] =
     "ALTER TABLE tasks RENAME COLUMN allocation_json TO allocation";
 // ---- end of typed allocations ----
 
+// Version 11 (docs/control-plane.md, "Submit limits"; "Users, projects, tokens"): the submit
+// limits admins set on users and projects (NULL: none), and when a token expires (NULL: never).
+constexpr char kSubmitLimitsAndTokenExpiry[] = R"sql(
+ALTER TABLE users ADD COLUMN max_pending_jobs BIGINT CHECK (max_pending_jobs >= 0);
+ALTER TABLE users ADD COLUMN max_submits_per_minute BIGINT CHECK (max_submits_per_minute >= 0);
+ALTER TABLE projects ADD COLUMN max_pending_jobs BIGINT CHECK (max_pending_jobs >= 0);
+ALTER TABLE projects ADD COLUMN max_submits_per_minute BIGINT
+  CHECK (max_submits_per_minute >= 0);
+ALTER TABLE tokens ADD COLUMN expires_at BIGINT
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -255,6 +266,7 @@ const std::vector<Migration>& StoreMigrations() {
       {9, "job states timeout and oom; a task's end cause", kStatesPostgres, kStatesSqlite},
       {10, "a task's allocation is typed: its codec's JSON in column 'allocation'",
        kTypedAllocations},
+      {11, "submit limits of users and projects; tokens may expire", kSubmitLimitsAndTokenExpiry},
   };
   return kMigrations;
 }

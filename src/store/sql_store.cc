@@ -13,8 +13,9 @@ namespace corral::store {
 namespace {
 
 // Column lists, in the order the *From(row) readers below expect.
-constexpr char kUserColumns[] = "id, name, admin, created_at";
-constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at";
+constexpr char kUserColumns[] =
+    "id, name, admin, created_at, max_pending_jobs, max_submits_per_minute";
+constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at, expires_at";
 constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
     "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running";
@@ -47,6 +48,10 @@ SqlValue OptValue(const std::optional<int>& v) {
   if (!v) return std::monostate{};
   return int64_t{*v};
 }
+SqlValue OptValue(const std::optional<int64_t>& v) {
+  if (!v) return std::monostate{};
+  return *v;
+}
 std::optional<Seconds> OptSeconds(const SqlRow& row, size_t i) {
   auto v = row.OptInt(i);
   if (!v) return std::nullopt;
@@ -70,12 +75,16 @@ Result<E> StateColumn(const SqlRow& row, size_t i, const std::string& what,
 }
 SqlValue StateValue(auto state) { return std::string(model::ToString(state)); }
 
+// Submit limits in columns max_pending_jobs and max_submits_per_minute at `first` and after.
+model::SubmitLimits SubmitLimitsFrom(const SqlRow& row, size_t first) {
+  return {row.OptInt(first), row.OptInt(first + 1)};
+}
 UserRecord UserFrom(const SqlRow& row) {
-  return {row.Int(0), row.Text(1), row.Int(2) != 0, Seconds(row.Int(3))};
+  return {row.Int(0), row.Text(1), row.Int(2) != 0, Seconds(row.Int(3)), SubmitLimitsFrom(row, 4)};
 }
 TokenRecord TokenFrom(const SqlRow& row) {
-  return {row.Int(0),  row.Int(1),          row.Text(2),
-          row.Text(3), Seconds(row.Int(4)), OptSeconds(row, 5)};
+  return {row.Int(0),          row.Int(1),         row.Text(2),       row.Text(3),
+          Seconds(row.Int(4)), OptSeconds(row, 5), OptSeconds(row, 6)};
 }
 Result<JobRecord> JobFrom(const SqlRow& row) {
   JobRecord j;
@@ -317,13 +326,14 @@ Result<UserRecord> SqlStore::CreateUser(const std::string& name, bool admin, Sec
   std::lock_guard<std::mutex> lock(mu_);
   auto id = InsertUser(name, admin, now);
   if (!id.ok()) return Annotate("create user '" + name + "'", id.status());
-  return UserRecord{*id, name, admin, now};
+  return UserRecord{*id, name, admin, now, {}};
 }
 
 Result<UserRecord> SqlStore::CreateUserWithToken(const std::string& name, bool admin,
                                                  const std::vector<std::string>& projects,
                                                  const std::string& token_name,
-                                                 const std::string& token_hash, Seconds now) {
+                                                 const std::string& token_hash, Seconds now,
+                                                 std::optional<Seconds> token_expires_at) {
   std::lock_guard<std::mutex> lock(mu_);
   int64_t id = 0;
   Status s = InTransaction([&]() -> Status {
@@ -333,10 +343,10 @@ Result<UserRecord> SqlStore::CreateUserWithToken(const std::string& name, bool a
     for (const std::string& project : projects) {
       CORRAL_RETURN_IF_ERROR(InsertMember(project, id));
     }
-    return InsertToken(id, token_name, token_hash, now).status();
+    return InsertToken(id, token_name, token_hash, now, token_expires_at).status();
   });
   if (!s.ok()) return Annotate("create user '" + name + "' with a token", s);
-  return UserRecord{id, name, admin, now};
+  return UserRecord{id, name, admin, now, {}};
 }
 
 Result<UserRecord> SqlStore::FindUser(const std::string& name) {
@@ -357,7 +367,8 @@ Result<std::vector<UserRecord>> SqlStore::ListUsers() {
 }
 
 Result<int64_t> SqlStore::InsertToken(int64_t user_id, const std::string& name,
-                                      const std::string& hash, Seconds now) {
+                                      const std::string& hash, Seconds now,
+                                      std::optional<Seconds> expires_at) {
   if (!IsHexSha256(hash)) {
     // Deliberately not echoing `hash`: a caller passing the secret by mistake must not log it.
     return InvalidArgument(
@@ -365,8 +376,9 @@ Result<int64_t> SqlStore::InsertToken(int64_t user_id, const std::string& name,
         "never stored");
   }
   auto rows = conn_->Query(
-      "INSERT INTO tokens (user_id, name, hash, created_at) VALUES (?, ?, ?, ?) RETURNING id",
-      {user_id, name, hash, now.value()});
+      "INSERT INTO tokens (user_id, name, hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?) "
+      "RETURNING id",
+      {user_id, name, hash, now.value(), OptValue(expires_at)});
   if (!rows.ok()) {
     switch (rows.status().code()) {
       case StatusCode::kNotFound:
@@ -381,24 +393,26 @@ Result<int64_t> SqlStore::InsertToken(int64_t user_id, const std::string& name,
 }
 
 Result<TokenRecord> SqlStore::CreateToken(int64_t user_id, const std::string& name,
-                                          const std::string& hash, Seconds now) {
+                                          const std::string& hash, Seconds now,
+                                          std::optional<Seconds> expires_at) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto id = InsertToken(user_id, name, hash, now);
+  auto id = InsertToken(user_id, name, hash, now, expires_at);
   if (!id.ok()) {
     return Annotate("create token '" + name + "' for user " + std::to_string(user_id), id.status());
   }
-  return TokenRecord{*id, user_id, name, hash, now, std::nullopt};
+  return TokenRecord{*id, user_id, name, hash, now, std::nullopt, expires_at};
 }
 
-Result<UserRecord> SqlStore::UserForTokenHash(const std::string& hash) {
+Result<TokenOwner> SqlStore::FindTokenOwner(const std::string& hash) {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(
-      "SELECT u.id, u.name, u.admin, u.created_at FROM tokens t JOIN users u ON u.id = t.user_id "
+      "SELECT u.id, u.name, u.admin, u.created_at, u.max_pending_jobs, "
+      "u.max_submits_per_minute, t.expires_at FROM tokens t JOIN users u ON u.id = t.user_id "
       "WHERE t.hash = ? AND t.revoked_at IS NULL",
       {hash});
   if (!rows.ok()) return Annotate("look up token", rows.status());
   if (rows->empty()) return NotFound("unknown or revoked token");
-  return UserFrom((*rows)[0]);
+  return TokenOwner{UserFrom((*rows)[0]), OptSeconds((*rows)[0], 6)};
 }
 
 Result<std::vector<TokenRecord>> SqlStore::ListTokens(int64_t user_id) {
@@ -429,6 +443,31 @@ Status SqlStore::RevokeToken(int64_t user_id, int64_t token_id, Seconds now) {
   return {};  // already revoked
 }
 
+Status SqlStore::SetSubmitLimits(const char* table, const char* what, const std::string& name,
+                                 const model::SubmitLimits& limits) {
+  const std::string op = std::string("set the submit limits of ") + what + " '" + name + "'";
+  for (const auto& [field, value] : {std::pair{"max_pending_jobs", limits.max_pending_jobs},
+                                     {"max_submits_per_minute", limits.max_submits_per_minute}}) {
+    if (value && (*value < 0 || *value > model::kMaxSubmitLimit)) {
+      return Annotate(op, InvalidArgument(std::string("field '") + field + "': must be in 0.." +
+                                          std::to_string(model::kMaxSubmitLimit)));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto changed = conn_->Execute(
+      std::string("UPDATE ") + table +
+          " SET max_pending_jobs = ?, max_submits_per_minute = ? WHERE name = ?",
+      {OptValue(limits.max_pending_jobs), OptValue(limits.max_submits_per_minute), name});
+  if (!changed.ok()) return Annotate(op, changed.status());
+  if (*changed != 1)
+    return Annotate(op, NotFound(std::string(what) + " '" + name + "' does not exist"));
+  return Status::Ok();
+}
+
+Status SqlStore::SetUserSubmitLimits(const std::string& name, const model::SubmitLimits& limits) {
+  return SetSubmitLimits("users", "user", name, limits);
+}
+
 // ---- Projects ----
 
 Result<ProjectRecord> SqlStore::CreateProject(const std::string& name,
@@ -445,19 +484,27 @@ Result<ProjectRecord> SqlStore::CreateProject(const std::string& name,
     }
     return Annotate(op, changed.status());
   }
-  return ProjectRecord{name, description, now, "{}"};
+  return ProjectRecord{name, description, now, "{}", {}};
 }
 
 Result<std::vector<ProjectRecord>> SqlStore::ListProjects() {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(
-      "SELECT name, description, created_at, sharing_json FROM projects ORDER BY name", {});
+      "SELECT name, description, created_at, sharing_json, max_pending_jobs, "
+      "max_submits_per_minute FROM projects ORDER BY name",
+      {});
   if (!rows.ok()) return Annotate("list projects", rows.status());
   std::vector<ProjectRecord> projects;
   for (const SqlRow& row : *rows) {
-    projects.push_back({row.Text(0), row.Text(1), Seconds(row.Int(2)), row.Text(3)});
+    projects.push_back(
+        {row.Text(0), row.Text(1), Seconds(row.Int(2)), row.Text(3), SubmitLimitsFrom(row, 4)});
   }
   return projects;
+}
+
+Status SqlStore::SetProjectSubmitLimits(const std::string& name,
+                                        const model::SubmitLimits& limits) {
+  return SetSubmitLimits("projects", "project", name, limits);
 }
 
 Status SqlStore::SetProjectSharing(const std::string& name, const std::string& sharing_json) {
@@ -510,8 +557,9 @@ Result<std::vector<UserRecord>> SqlStore::MembersOf(const std::string& project) 
   if (!p.ok()) return Annotate(op, p.status());
   if (p->empty()) return Annotate(op, NotFound("project '" + project + "' does not exist"));
   auto rows = conn_->Query(
-      "SELECT u.id, u.name, u.admin, u.created_at FROM project_members m "
-      "JOIN users u ON u.id = m.user_id WHERE m.project = ? ORDER BY u.name",
+      "SELECT u.id, u.name, u.admin, u.created_at, u.max_pending_jobs, u.max_submits_per_minute "
+      "FROM project_members m JOIN users u ON u.id = m.user_id WHERE m.project = ? "
+      "ORDER BY u.name",
       {project});
   if (!rows.ok()) return Annotate(op, rows.status());
   std::vector<UserRecord> users;

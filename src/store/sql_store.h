@@ -34,19 +34,23 @@ class SqlStore final : public Store {
   Result<UserRecord> FindUser(const std::string& name) override;
   Result<std::vector<UserRecord>> ListUsers() override;
   Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name, const std::string& hash,
-                                  Seconds now) override;
+                                  Seconds now, std::optional<Seconds> expires_at) override;
   Result<UserRecord> CreateUserWithToken(const std::string& name, bool admin,
                                          const std::vector<std::string>& projects,
                                          const std::string& token_name,
-                                         const std::string& token_hash, Seconds now) override;
-  Result<UserRecord> UserForTokenHash(const std::string& hash) override;
+                                         const std::string& token_hash, Seconds now,
+                                         std::optional<Seconds> token_expires_at) override;
+  Result<TokenOwner> FindTokenOwner(const std::string& hash) override;
   Result<std::vector<TokenRecord>> ListTokens(int64_t user_id) override;
   Status RevokeToken(int64_t user_id, int64_t token_id, Seconds now) override;
+  Status SetUserSubmitLimits(const std::string& name, const model::SubmitLimits& limits) override;
 
   Result<ProjectRecord> CreateProject(const std::string& name, const std::string& description,
                                       Seconds now) override;
   Result<std::vector<ProjectRecord>> ListProjects() override;
   Status SetProjectSharing(const std::string& name, const std::string& sharing_json) override;
+  Status SetProjectSubmitLimits(const std::string& name,
+                                const model::SubmitLimits& limits) override;
   Status AddMember(const std::string& project, int64_t user_id) override;
   Result<std::vector<std::string>> ProjectsOf(int64_t user_id) override;
   Result<std::vector<UserRecord>> MembersOf(const std::string& project) override;
@@ -105,7 +109,7 @@ class SqlStore final : public Store {
   // transaction; errors are not yet annotated with the operation.
   Result<int64_t> InsertUser(const std::string& name, bool admin, Seconds now);  // the id
   Result<int64_t> InsertToken(int64_t user_id, const std::string& name, const std::string& hash,
-                              Seconds now);  // the id
+                              Seconds now, std::optional<Seconds> expires_at);  // the id
   Status InsertMember(const std::string& project, int64_t user_id);
   // Inserts validated new jobs with their submission events in one transaction; with `array`,
   // the first job's id becomes every job's array_id. `op` names the operation in errors.
@@ -125,6 +129,10 @@ class SqlStore final : public Store {
   Status ExplainWrongState(JobId id, model::JobState expected);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).
   Status ExplainMissingJobOwner(const std::vector<JobRecord>& jobs);
+  // SetUserSubmitLimits and SetProjectSubmitLimits: `table` is "users" or "projects", `what`
+  // "user" or "project".
+  Status SetSubmitLimits(const char* table, const char* what, const std::string& name,
+                         const model::SubmitLimits& limits);
 
   std::mutex mu_;
   std::unique_ptr<SqlConnection> conn_;  // guarded by mu_

@@ -31,6 +31,7 @@
 #include "common/units.h"
 #include "model/allocation.h"
 #include "model/states.h"
+#include "model/submit_limits.h"
 #include "store/task_record.h"
 
 namespace corral::store {
@@ -43,6 +44,7 @@ struct UserRecord {
   std::string name;  // unique
   bool admin = false;
   Seconds created_at{0};
+  model::SubmitLimits submit_limits;  // none until an admin sets them (SetUserSubmitLimits)
 };
 
 struct TokenRecord {
@@ -52,6 +54,14 @@ struct TokenRecord {
   std::string hash;  // lowercase hex SHA-256 of the secret; the secret itself is never stored
   Seconds created_at{0};
   std::optional<Seconds> revoked_at;  // set once revoked; a revoked token authenticates nobody
+  // From this time on the token authenticates nobody (the server refuses it); none: never.
+  std::optional<Seconds> expires_at;
+};
+
+// Who a token belongs to, and until when (FindTokenOwner).
+struct TokenOwner {
+  UserRecord user;
+  std::optional<Seconds> expires_at;  // the token's (TokenRecord::expires_at)
 };
 
 struct ProjectRecord {
@@ -61,6 +71,7 @@ struct ProjectRecord {
   // How the project shares the cluster (quota, weight, limit), as JSON validated by the server;
   // "{}" for the defaults.
   std::string sharing_json = "{}";
+  model::SubmitLimits submit_limits;  // none until an admin sets them (SetProjectSubmitLimits)
 };
 
 struct JobRecord {
@@ -211,23 +222,31 @@ class Store {
   virtual Result<UserRecord> FindUser(const std::string& name) = 0;
   virtual Result<std::vector<UserRecord>> ListUsers() = 0;  // by id
   // `hash` must be a lowercase hex SHA-256 (64 characters): anything else is refused with
-  // InvalidArgument, so that a secret cannot be stored by mistake.
+  // InvalidArgument, so that a secret cannot be stored by mistake. `expires_at`: when it stops
+  // authenticating (none: never); kept, not checked against `now` (the server decides).
   virtual Result<TokenRecord> CreateToken(int64_t user_id, const std::string& name,
-                                          const std::string& hash, Seconds now) = 0;
+                                          const std::string& hash, Seconds now,
+                                          std::optional<Seconds> expires_at) = 0;
   // A user with their memberships and first token, in one transaction: all or nothing. Each of
   // `projects` must exist (NotFound naming it; repeats are fine); a taken name is AlreadyExists;
-  // `token_hash` is checked as in CreateToken.
+  // `token_hash` and `token_expires_at` are as in CreateToken.
   virtual Result<UserRecord> CreateUserWithToken(const std::string& name, bool admin,
                                                  const std::vector<std::string>& projects,
                                                  const std::string& token_name,
-                                                 const std::string& token_hash, Seconds now) = 0;
-  // The user owning a token hash; NotFound when unknown or revoked.
-  virtual Result<UserRecord> UserForTokenHash(const std::string& hash) = 0;
+                                                 const std::string& token_hash, Seconds now,
+                                                 std::optional<Seconds> token_expires_at) = 0;
+  // The user owning a token hash, with the token's expiry (an expired token is found: telling
+  // it from an unknown one is the server's); NotFound when unknown or revoked.
+  virtual Result<TokenOwner> FindTokenOwner(const std::string& hash) = 0;
   // Every token of the user, revoked ones included (with revoked_at), by id.
   virtual Result<std::vector<TokenRecord>> ListTokens(int64_t user_id) = 0;
   // NotFound when the user has no such token; revoking a revoked token is OK and keeps the
   // first revocation time.
   virtual Status RevokeToken(int64_t user_id, int64_t token_id, Seconds now) = 0;
+  // Replaces the submit limits of user `name` (each none, or 0..model::kMaxSubmitLimit:
+  // InvalidArgument naming the field). NotFound when the user does not exist.
+  virtual Status SetUserSubmitLimits(const std::string& name,
+                                     const model::SubmitLimits& limits) = 0;
 
   // Projects.
   virtual Result<ProjectRecord> CreateProject(const std::string& name,
@@ -235,6 +254,10 @@ class Store {
   virtual Result<std::vector<ProjectRecord>> ListProjects() = 0;  // by name
   // Replaces a project's sharing JSON. NotFound when the project does not exist.
   virtual Status SetProjectSharing(const std::string& name, const std::string& sharing_json) = 0;
+  // Replaces a project's submit limits, as SetUserSubmitLimits. NotFound when the project does
+  // not exist.
+  virtual Status SetProjectSubmitLimits(const std::string& name,
+                                        const model::SubmitLimits& limits) = 0;
   // Idempotent; NotFound when the project or the user does not exist.
   virtual Status AddMember(const std::string& project, int64_t user_id) = 0;
   virtual Result<std::vector<std::string>> ProjectsOf(int64_t user_id) = 0;  // by name

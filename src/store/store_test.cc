@@ -70,34 +70,39 @@ TEST_P(StoreTest, TokensAreStoredAsHashesAndCanBeRevoked) {
   ASSERT_TRUE(alice.ok() && bob.ok());
 
   // Anything but a hex SHA-256 is refused, and the refusal does not echo what was passed.
-  auto secret = store_->CreateToken(alice->id, "laptop", "corral_secret_abc", Seconds(20));
+  auto secret =
+      store_->CreateToken(alice->id, "laptop", "corral_secret_abc", Seconds(20), std::nullopt);
   EXPECT_EQ(secret.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(secret.status().message(), Not(HasSubstr("corral_secret_abc")));
-  EXPECT_EQ(store_->CreateToken(alice->id, "x", std::string(64, 'A'), Seconds(20)).status().code(),
+  EXPECT_EQ(store_->CreateToken(alice->id, "x", std::string(64, 'A'), Seconds(20), std::nullopt)
+                .status()
+                .code(),
             StatusCode::kInvalidArgument);
 
-  auto laptop = store_->CreateToken(alice->id, "laptop", FakeHash('1'), Seconds(20));
+  auto laptop = store_->CreateToken(alice->id, "laptop", FakeHash('1'), Seconds(20), std::nullopt);
   ASSERT_TRUE(laptop.ok()) << laptop.status().ToString();
-  auto ci = store_->CreateToken(alice->id, "ci", FakeHash('2'), Seconds(21));
+  auto ci = store_->CreateToken(alice->id, "ci", FakeHash('2'), Seconds(21), std::nullopt);
   ASSERT_TRUE(ci.ok());
-  auto bobs = store_->CreateToken(bob->id, "bob", FakeHash('3'), Seconds(22));
+  auto bobs = store_->CreateToken(bob->id, "bob", FakeHash('3'), Seconds(22), std::nullopt);
   ASSERT_TRUE(bobs.ok());
-  EXPECT_EQ(store_->CreateToken(bob->id, "dup", FakeHash('1'), Seconds(23)).status().code(),
-            StatusCode::kAlreadyExists);
-  EXPECT_EQ(store_->CreateToken(9999, "ghost", FakeHash('4'), Seconds(23)).status().code(),
-            StatusCode::kNotFound);
+  EXPECT_EQ(
+      store_->CreateToken(bob->id, "dup", FakeHash('1'), Seconds(23), std::nullopt).status().code(),
+      StatusCode::kAlreadyExists);
+  EXPECT_EQ(
+      store_->CreateToken(9999, "ghost", FakeHash('4'), Seconds(23), std::nullopt).status().code(),
+      StatusCode::kNotFound);
 
-  auto owner = store_->UserForTokenHash(FakeHash('2'));
+  auto owner = store_->FindTokenOwner(FakeHash('2'));
   ASSERT_TRUE(owner.ok()) << owner.status().ToString();
-  EXPECT_EQ(owner->name, "alice");
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('9')).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(owner->user.name, "alice");
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('9')).status().code(), StatusCode::kNotFound);
 
   // Revocation: only the owner's token, idempotent, keeps the first time.
   EXPECT_EQ(store_->RevokeToken(bob->id, laptop->id, Seconds(30)).code(), StatusCode::kNotFound);
   ASSERT_TRUE(store_->RevokeToken(alice->id, laptop->id, Seconds(30)).ok());
   ASSERT_TRUE(store_->RevokeToken(alice->id, laptop->id, Seconds(31)).ok());
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('1')).status().code(), StatusCode::kNotFound);
-  EXPECT_TRUE(store_->UserForTokenHash(FakeHash('2')).ok());
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('1')).status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(store_->FindTokenOwner(FakeHash('2')).ok());
 
   auto tokens = store_->ListTokens(alice->id);
   ASSERT_TRUE(tokens.ok());
@@ -108,6 +113,79 @@ TEST_P(StoreTest, TokensAreStoredAsHashesAndCanBeRevoked) {
   EXPECT_EQ((*tokens)[0].revoked_at, Seconds(30));
   EXPECT_EQ((*tokens)[1].name, "ci");
   EXPECT_EQ((*tokens)[1].revoked_at, std::nullopt);
+}
+
+TEST_P(StoreTest, ATokensExpiryIsKeptWithItAndReadBackWithItsOwner) {
+  auto alice = store_->CreateUser("alice", false, Seconds(10));
+  ASSERT_TRUE(alice.ok());
+  auto ci = store_->CreateToken(alice->id, "ci", FakeHash('1'), Seconds(20), Seconds(1000));
+  ASSERT_TRUE(ci.ok()) << ci.status().ToString();
+  EXPECT_EQ(ci->expires_at, Seconds(1000));
+  ASSERT_TRUE(
+      store_->CreateToken(alice->id, "laptop", FakeHash('2'), Seconds(20), std::nullopt).ok());
+  auto carol = store_->CreateUserWithToken("carol", false, {}, "initial", FakeHash('3'),
+                                           Seconds(30), Seconds(2000));
+  ASSERT_TRUE(carol.ok()) << carol.status().ToString();
+
+  Reopen();
+  // The store keeps an expired token's owner: telling "expired" from "unknown" is the server's.
+  auto owner = store_->FindTokenOwner(FakeHash('1'));
+  ASSERT_TRUE(owner.ok()) << owner.status().ToString();
+  EXPECT_EQ(owner->user.name, "alice");
+  EXPECT_EQ(owner->expires_at, Seconds(1000));
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('2'))->expires_at, std::nullopt);
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('3'))->expires_at, Seconds(2000));
+  auto tokens = store_->ListTokens(alice->id);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_EQ(tokens->size(), 2u);
+  EXPECT_EQ((*tokens)[0].expires_at, Seconds(1000));
+  EXPECT_EQ((*tokens)[1].expires_at, std::nullopt);
+  EXPECT_EQ((*store_->ListTokens(carol->id))[0].expires_at, Seconds(2000));
+}
+
+TEST_P(StoreTest, SubmitLimitsOfUsersAndProjectsAreKeptUntilReplaced) {
+  int64_t alice = Seed();  // alice, bob, vision, nlp
+  ASSERT_TRUE(store_->CreateToken(alice, "ci", FakeHash('1'), Seconds(20), std::nullopt).ok());
+  ASSERT_TRUE(store_->AddMember("vision", alice).ok());
+  EXPECT_EQ(store_->FindUser("alice")->submit_limits, model::SubmitLimits{});
+  EXPECT_EQ((*store_->ListProjects())[0].submit_limits, model::SubmitLimits{});
+
+  ASSERT_TRUE(store_->SetUserSubmitLimits("alice", {.max_pending_jobs = 5}).ok());
+  ASSERT_TRUE(
+      store_
+          ->SetProjectSubmitLimits("vision", {.max_pending_jobs = 0, .max_submits_per_minute = 60})
+          .ok());
+  Reopen();
+  const model::SubmitLimits five{.max_pending_jobs = 5};
+  EXPECT_EQ(store_->FindUser("alice")->submit_limits, five);
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('1'))->user.submit_limits, five);
+  EXPECT_EQ((*store_->ListUsers())[0].submit_limits, five);
+  EXPECT_EQ((*store_->MembersOf("vision"))[0].submit_limits, five);
+  EXPECT_EQ(store_->FindUser("bob")->submit_limits, model::SubmitLimits{});
+  auto projects = store_->ListProjects();
+  ASSERT_TRUE(projects.ok());
+  EXPECT_EQ((*projects)[0].name, "nlp");
+  EXPECT_EQ((*projects)[0].submit_limits, model::SubmitLimits{});
+  EXPECT_EQ((*projects)[1].submit_limits,
+            (model::SubmitLimits{.max_pending_jobs = 0, .max_submits_per_minute = 60}));
+
+  // Replaced whole: none clears a limit.
+  ASSERT_TRUE(store_->SetUserSubmitLimits("alice", {.max_submits_per_minute = 7}).ok());
+  EXPECT_EQ(store_->FindUser("alice")->submit_limits,
+            (model::SubmitLimits{.max_submits_per_minute = 7}));
+
+  auto ghost = store_->SetUserSubmitLimits("ghost", {});
+  EXPECT_EQ(ghost.code(), StatusCode::kNotFound);
+  EXPECT_THAT(ghost.message(), HasSubstr("user 'ghost' does not exist"));
+  EXPECT_EQ(store_->SetProjectSubmitLimits("robotics", {}).code(), StatusCode::kNotFound);
+  auto negative = store_->SetProjectSubmitLimits("nlp", {.max_pending_jobs = -1});
+  EXPECT_EQ(negative.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.message(), HasSubstr("field 'max_pending_jobs': must be in 0..1000000000"));
+  EXPECT_EQ(
+      store_->SetUserSubmitLimits("bob", {.max_submits_per_minute = model::kMaxSubmitLimit + 1})
+          .code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ((*store_->ListProjects())[0].submit_limits, model::SubmitLimits{});
 }
 
 TEST_P(StoreTest, ProjectsAndMembers) {
@@ -282,12 +360,12 @@ TEST_P(StoreTest, ListJobsNewestFirstPagesWithACursor) {
 TEST_P(StoreTest, CreateUserWithTokenIsAllOrNothing) {
   Seed();  // alice, bob, vision, nlp
   auto carol = store_->CreateUserWithToken("carol", true, {"vision", "nlp", "vision"}, "initial",
-                                           FakeHash('c'), Seconds(50));
+                                           FakeHash('c'), Seconds(50), std::nullopt);
   ASSERT_TRUE(carol.ok()) << carol.status().ToString();
   EXPECT_EQ(carol->name, "carol");
   EXPECT_TRUE(carol->admin);
   EXPECT_EQ(carol->created_at, Seconds(50));
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('c'))->id, carol->id);
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('c'))->user.id, carol->id);
   EXPECT_EQ(*store_->ProjectsOf(carol->id), (std::vector<std::string>{"nlp", "vision"}));
   auto tokens = store_->ListTokens(carol->id);
   ASSERT_TRUE(tokens.ok());
@@ -295,37 +373,40 @@ TEST_P(StoreTest, CreateUserWithTokenIsAllOrNothing) {
   EXPECT_EQ((*tokens)[0].name, "initial");
 
   // Every failure leaves nothing behind: no user, no membership, no token.
-  auto unknown_project = store_->CreateUserWithToken("dave", false, {"vision", "robotics"},
-                                                     "initial", FakeHash('d'), Seconds(51));
+  auto unknown_project = store_->CreateUserWithToken(
+      "dave", false, {"vision", "robotics"}, "initial", FakeHash('d'), Seconds(51), std::nullopt);
   EXPECT_EQ(unknown_project.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(unknown_project.status().message(), HasSubstr("project 'robotics' does not exist"));
-  auto taken =
-      store_->CreateUserWithToken("alice", false, {}, "initial", FakeHash('e'), Seconds(51));
+  auto taken = store_->CreateUserWithToken("alice", false, {}, "initial", FakeHash('e'),
+                                           Seconds(51), std::nullopt);
   EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(taken.status().message(), HasSubstr("user 'alice' already exists"));
-  auto taken_hash =
-      store_->CreateUserWithToken("erin", false, {"nlp"}, "initial", FakeHash('c'), Seconds(51));
+  auto taken_hash = store_->CreateUserWithToken("erin", false, {"nlp"}, "initial", FakeHash('c'),
+                                                Seconds(51), std::nullopt);
   EXPECT_EQ(taken_hash.status().code(), StatusCode::kAlreadyExists);
-  auto secret =
-      store_->CreateUserWithToken("frank", false, {"nlp"}, "initial", "crl_secret", Seconds(51));
+  auto secret = store_->CreateUserWithToken("frank", false, {"nlp"}, "initial", "crl_secret",
+                                            Seconds(51), std::nullopt);
   EXPECT_EQ(secret.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(secret.status().message(), Not(HasSubstr("crl_secret")));
-  EXPECT_EQ(store_->CreateUserWithToken("", false, {}, "initial", FakeHash('g'), Seconds(51))
-                .status()
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      store_
+          ->CreateUserWithToken("", false, {}, "initial", FakeHash('g'), Seconds(51), std::nullopt)
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
 
   for (const char* name : {"dave", "erin", "frank"}) {
     EXPECT_EQ(store_->FindUser(name).status().code(), StatusCode::kNotFound) << name;
   }
   EXPECT_EQ(store_->ListUsers()->size(), 3u);  // alice, bob, carol
   EXPECT_EQ(store_->MembersOf("nlp")->size(), 1u);
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('d')).status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('e')).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('d')).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('e')).status().code(), StatusCode::kNotFound);
   // A failed attempt does not poison the name: it can be created afterwards.
-  EXPECT_TRUE(
-      store_->CreateUserWithToken("dave", false, {"vision"}, "initial", FakeHash('d'), Seconds(52))
-          .ok());
+  EXPECT_TRUE(store_
+                  ->CreateUserWithToken("dave", false, {"vision"}, "initial", FakeHash('d'),
+                                        Seconds(52), std::nullopt)
+                  .ok());
 }
 
 TEST_P(StoreTest, InsertJobRejectsUnknownOwnersAndNonPendingStates) {
@@ -1076,14 +1157,14 @@ TEST_P(StoreTest, GpuUsageAddsUpPerDayUserAndProject) {
 TEST_P(StoreTest, EverythingSurvivesAReopen) {
   int64_t alice = Seed();
   ASSERT_TRUE(store_->AddMember("vision", alice).ok());
-  ASSERT_TRUE(store_->CreateToken(alice, "laptop", FakeHash('7'), Seconds(3)).ok());
+  ASSERT_TRUE(store_->CreateToken(alice, "laptop", FakeHash('7'), Seconds(3), std::nullopt).ok());
   ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(4)}).ok());
   auto id = store_->InsertJob(MakeJob("durable"));
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(6)).ok());
 
   Reopen();
-  EXPECT_EQ(store_->UserForTokenHash(FakeHash('7'))->name, "alice");
+  EXPECT_EQ(store_->FindTokenOwner(FakeHash('7'))->user.name, "alice");
   EXPECT_EQ(*store_->ProjectsOf(alice), (std::vector<std::string>{"vision"}));
   EXPECT_EQ(store_->ListNodes()->size(), 1u);
   EXPECT_EQ(store_->GetJob(*id)->state, JobState::kStarting);

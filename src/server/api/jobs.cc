@@ -1,13 +1,6 @@
 // API routes of jobs: submit (single jobs and arrays), list, view, cancel, logs; the queue and
 // the policy.
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
 
 #include "server/api/http_api_impl.h"
@@ -22,46 +15,6 @@ namespace {
 constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without ?limit
 constexpr int kMaxJobPage = 1000;           // the largest ?limit
 constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
-
-struct LogPage {
-  std::string data;  // at most kLogPageBytes from the asked offset
-  int64_t size = 0;  // of the whole file
-};
-
-// Up to kLogPageBytes of the file at `path` from `offset`, read with pread (never more). A file
-// that does not exist yet reads as empty; an offset at or past its end gives no data.
-Result<LogPage> ReadLogPage(const std::string& path, int64_t offset) {
-  LogPage page;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return page;
-    return IoError("open log file: " + std::string(std::strerror(errno)));
-  }
-  struct stat st {};
-  Status s;
-  if (fstat(fd, &st) != 0) {
-    s = IoError("stat log file: " + std::string(std::strerror(errno)));
-  } else {
-    page.size = st.st_size;
-    page.data.resize(std::clamp<int64_t>(page.size - offset, 0, kLogPageBytes));
-    size_t done = 0;
-    while (done < page.data.size()) {
-      const ssize_t n = pread(fd, page.data.data() + done, page.data.size() - done,
-                              offset + static_cast<int64_t>(done));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        s = IoError("read log file: " + std::string(std::strerror(errno)));
-        break;
-      }
-      if (n == 0) break;  // the file shrank meanwhile
-      done += n;
-    }
-    page.data.resize(done);
-  }
-  close(fd);
-  if (!s.ok()) return s;
-  return page;
-}
 
 }  // namespace
 
@@ -136,8 +89,9 @@ void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req, HttpR
   SendJson(res, 200, protocol::ToJson(page->jobs));
 }
 
-// A page of a task's log: X-Corral-Log-Offset is the offset to ask for next (unchanged past
-// the end), X-Corral-Log-Size the file's size now.
+// A page of a task's log (LogSink::Read; a note stands for output dropped over the log's cap):
+// X-Corral-Log-Offset is the offset to ask for next (unchanged past the end),
+// X-Corral-Log-Size the stream's length now.
 void HttpApi::Impl::Logs(const Principal& who, const HttpRequest& req, HttpResponse& res) {
   auto id = PathId(req, "job");
   if (!id.ok()) return SendProblem(res, id.status());
@@ -148,13 +102,10 @@ void HttpApi::Impl::Logs(const Principal& who, const HttpRequest& req, HttpRespo
   auto generation = IntParam(req, "generation", 1, std::numeric_limits<int32_t>::max());
   if (!generation.ok()) return SendProblem(res, generation.status());
   const std::string stream = req.HasParam("stream") ? req.Param("stream") : "stdout";
-  auto path = controller_.LogPath(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
-                                  *generation);
-  if (!path.ok()) return SendProblem(res, path.status());
-  const int64_t from = offset->value_or(0);
-  auto page = ReadLogPage(*path, from);
+  auto page = controller_.ReadLog(who, JobId(*id), static_cast<int>(task->value_or(0)), stream,
+                                  *generation, offset->value_or(0), kLogPageBytes);
   if (!page.ok()) return SendProblem(res, page.status());
-  res.SetHeader("X-Corral-Log-Offset", std::to_string(from + page->data.size()));
+  res.SetHeader("X-Corral-Log-Offset", std::to_string(page->next_offset));
   res.SetHeader("X-Corral-Log-Size", std::to_string(page->size));
   res.SetContent(page->data, "text/plain; charset=utf-8");
 }

@@ -235,6 +235,42 @@ TEST_F(JobsApiTest, LogsArePagedFromTheTasksFile) {
   ExpectProblem(Get(path + "?generation=2", alice_token_), 404, "generation");
 }
 
+TEST_F(JobsApiTest, ASubmissionOverASubmitLimitIs429WithRetryAfter) {
+  ASSERT_EQ(Put("/api/v1/users/alice/limits", {{"max_pending_jobs", 2}}, root_token_).status, 200);
+  SubmitJob(alice_token_);
+  json array = TestJobSpec();
+  array["array"] = {{"indices", {0, 1}}};
+  const Answer over = Post("/api/v1/jobs", array, alice_token_);  // 1 pending + 2 > 2: whole
+  ExpectProblem(over, 429,
+                "user 'alice' may have at most 2 jobs pending (max_pending_jobs) and has 1; this "
+                "submission adds 2");
+  ASSERT_EQ(over.headers.count("Retry-After"), 1u) << over;
+  EXPECT_EQ(over.headers.find("Retry-After")->second, "10");
+  EXPECT_EQ(Get("/api/v1/jobs", alice_token_).body.size(), 1u);  // no element was stored
+  SubmitJob(bob_token_);                                         // others are served
+  SubmitJob(alice_token_);
+  array["array"] = {{"indices", {0, 1, 2}}};
+  const Answer never = Post("/api/v1/jobs", array, alice_token_);  // can never fit: 400
+  ExpectProblem(never, 400, "may ever have pending (max_pending_jobs is 2)");
+  EXPECT_EQ(never.headers.count("Retry-After"), 0u) << never;
+  // A project's rate: the wait is until its oldest submission leaves the minute.
+  ASSERT_EQ(Put("/api/v1/users/alice/limits", json::object(), root_token_).status, 200);
+  ASSERT_EQ(
+      Put("/api/v1/projects/vision/limits", {{"max_submits_per_minute", 1}}, root_token_).status,
+      200);
+  SubmitJob(alice_token_, TestJobSpec(1, "vision"));
+  clock_.Advance(Seconds(15));
+  const Answer rate = Post("/api/v1/jobs", TestJobSpec(1, "vision"), alice_token_);
+  ExpectProblem(rate, 429, "project 'vision' may submit at most 1 job a minute");
+  EXPECT_EQ(rate.headers.find("Retry-After")->second, "45");
+  // Sessions are jobs: the same limits, the same answer.
+  const Answer session = Post("/api/v1/sessions", TestJobSpec(1, "vision"), alice_token_);
+  ExpectProblem(session, 429, "max_submits_per_minute");
+  EXPECT_EQ(session.headers.find("Retry-After")->second, "45");
+  clock_.Advance(Seconds(45));
+  SubmitJob(alice_token_, TestJobSpec(1, "vision"));
+}
+
 TEST_F(JobsApiTest, ThePolicyIsReadable) {
   const Answer policy = Get("/api/v1/policy", bob_token_);
   ASSERT_EQ(policy.status, 200) << policy;

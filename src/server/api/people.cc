@@ -1,6 +1,7 @@
-// API routes of projects, users and tokens (admins manage projects and users; everyone their
-// own tokens).
+// API routes of projects, users and tokens (admins manage projects and users, and their submit
+// limits; everyone their own tokens).
 
+#include "common/duration.h"
 #include "server/api/http_api_impl.h"
 
 namespace corral::server {
@@ -26,6 +27,34 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
                  SendJson(res, 200,
                           {{"project", std::string(req.matches[1])},
                            {"sharing", protocol::ToJson(*sharing)}});
+               },
+               /*admin_only=*/true));
+  http.Put(R"(/api/v1/projects/([^/]+)/limits)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto limits = protocol::ParseSubmitLimits(*body);
+                 if (!limits.ok()) return SendProblem(res, limits.status());
+                 Status s = controller_.SetProjectSubmitLimits(req.matches[1], *limits);
+                 if (!s.ok()) return SendProblem(res, s);
+                 SendJson(res, 200,
+                          {{"project", std::string(req.matches[1])},
+                           {"submit_limits", protocol::ToJson(*limits)}});
+               },
+               /*admin_only=*/true));
+  http.Put(R"(/api/v1/users/([^/]+)/limits)",
+           Authed(
+               [this](const Principal&, const auto& req, auto& res) {
+                 auto body = ParseBody(req);
+                 if (!body.ok()) return SendProblem(res, body.status());
+                 auto limits = protocol::ParseSubmitLimits(*body);
+                 if (!limits.ok()) return SendProblem(res, limits.status());
+                 Status s = controller_.SetUserSubmitLimits(req.matches[1], *limits);
+                 if (!s.ok()) return SendProblem(res, s);
+                 SendJson(res, 200,
+                          {{"user", std::string(req.matches[1])},
+                           {"submit_limits", protocol::ToJson(*limits)}});
                },
                /*admin_only=*/true));
   http.Post("/api/v1/projects",
@@ -73,7 +102,10 @@ void HttpApi::Impl::RegisterPeople(HttpServer& http) {
               if (!body.ok()) return SendProblem(res, body.status());
               auto asked = protocol::ParseTokenRequest(*body);
               if (!asked.ok()) return SendProblem(res, asked.status());
-              auto token = controller_.Accounts().CreateToken(who.user_id, asked->name);
+              // Absent: the server's default expiry (--default-token-expiry).
+              std::optional<Seconds> lifetime;
+              if (asked->expires_in_s) lifetime = Seconds(*asked->expires_in_s);
+              auto token = controller_.Accounts().CreateToken(who.user_id, asked->name, lifetime);
               if (!token.ok()) return SendProblem(res, token.status());
               SendJson(res, 201, protocol::ToJson(*token));
             }));

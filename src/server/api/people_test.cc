@@ -57,6 +57,54 @@ TEST_F(PeopleApiTest, ProjectsAndUsersAreManagedByAdminsOnly) {
             (std::vector<std::string>{"alice", "bob", "root"}));
 }
 
+TEST_F(PeopleApiTest, AdminsSetTheSubmitLimitsOfUsersAndProjects) {
+  ExpectAdminOnly("PUT", "/api/v1/users/alice/limits", {{"max_pending_jobs", 1}});
+  ExpectAdminOnly("PUT", "/api/v1/projects/vision/limits", {{"max_pending_jobs", 1}});
+  const json limits = {{"max_pending_jobs", 100}, {"max_submits_per_minute", nullptr}};
+  const Answer user = Put("/api/v1/users/alice/limits", {{"max_pending_jobs", 100}}, root_token_);
+  ASSERT_EQ(user.status, 200) << user;
+  EXPECT_EQ(user.body, json({{"user", "alice"}, {"submit_limits", limits}}));
+  const Answer project =
+      Put("/api/v1/projects/vision/limits", {{"max_submits_per_minute", 0}}, root_token_);
+  ASSERT_EQ(project.status, 200) << project;
+  EXPECT_EQ(project.body["submit_limits"]["max_submits_per_minute"], 0);
+  for (const json& u : Get("/api/v1/users", root_token_).body) {
+    if (u["name"] == "alice") EXPECT_EQ(u["submit_limits"], limits);
+    if (u["name"] == "bob") EXPECT_TRUE(u["submit_limits"]["max_pending_jobs"].is_null());
+  }
+  for (const json& p : Get("/api/v1/projects", alice_token_).body) {
+    if (p["name"] == "vision") EXPECT_EQ(p["submit_limits"]["max_submits_per_minute"], 0);
+  }
+  ExpectProblem(Put("/api/v1/users/alice/limits", {{"max_pending", 1}}, root_token_), 400,
+                "field 'max_pending': unknown field");
+  ExpectProblem(Put("/api/v1/users/alice/limits", {{"max_pending_jobs", -1}}, root_token_), 400,
+                "field 'max_pending_jobs': must be in 0..1000000000");
+  ExpectProblem(Put("/api/v1/users/carol/limits", json::object(), root_token_), 404, "carol");
+  ExpectProblem(Put("/api/v1/projects/nope/limits", json::object(), root_token_), 404, "nope");
+}
+
+TEST_F(PeopleApiTest, ATokenMayExpireAndIsRefusedAfter) {
+  const Answer created =
+      Post("/api/v1/tokens", {{"name", "ci"}, {"expires_in_s", 3600}}, alice_token_);
+  ASSERT_EQ(created.status, 201) << created;
+  EXPECT_EQ(created.body["expires_at"], clock_.Now().value() + 3600);
+  const std::string secret = created.body["token"];
+  const Answer forever = Post("/api/v1/tokens", {{"name", "laptop"}}, alice_token_);
+  EXPECT_TRUE(forever.body["expires_at"].is_null()) << forever;
+  for (const json& t : Get("/api/v1/tokens", alice_token_).body) {
+    if (t["name"] == "ci") EXPECT_EQ(t["expires_at"], clock_.Now().value() + 3600);
+    if (t["name"] == "laptop") EXPECT_TRUE(t["expires_at"].is_null());
+  }
+  EXPECT_EQ(Get("/api/v1/whoami", secret).status, 200);
+  clock_.Advance(Seconds(3600));
+  ExpectProblem(Get("/api/v1/whoami", secret), 401, "token expired at");
+  EXPECT_EQ(Get("/api/v1/whoami", forever.body["token"].get<std::string>()).status, 200);
+  ExpectProblem(Post("/api/v1/tokens", {{"name", "x"}, {"expires_in_s", 0}}, alice_token_), 400,
+                "field 'expires_in_s': must be in 1..1099511627776");
+  ExpectProblem(Post("/api/v1/tokens", {{"name", "x"}, {"expires_in_s", "1d"}}, alice_token_), 400,
+                "field 'expires_in_s': must be an integer");
+}
+
 TEST_F(PeopleApiTest, ProjectRequestsAreValidated) {
   ExpectProblem(Post("/api/v1/projects", json::object(), root_token_), 400, "field 'name'");
   ExpectProblem(Post("/api/v1/projects", {{"name", 7}}, root_token_), 400, "field 'name'");

@@ -18,7 +18,9 @@ void HttpApi::Impl::RegisterSessions(HttpServer& http) {
               auto spec = protocol::ParseJobSpec(*body);
               if (!spec.ok()) return SendProblem(res, spec.status());
               auto job = controller_.SubmitSession(who, std::move(spec).value());
-              if (!job.ok()) return SendProblem(res, job.status());
+              if (!job.ok()) {
+                return SendProblem(res, job.status());
+              }
               auto view = controller_.SessionView(who, job->id);
               if (!view.ok()) return SendProblem(res, view.status());
               SendJson(res, 201, protocol::ToJson(WithUrls(*view, req)));

@@ -2,12 +2,15 @@
 // service behind the API's /api/v1/{projects,users,tokens} routes and its authentication. It
 // owns the principal cache (principal_cache.h) and clears it on every change it makes to
 // tokens, users or memberships, so that a revoked token is refused from the next request on.
+// Tokens may expire: an expired one is refused from its expiry on (checked at every request,
+// cached or not).
 //
 // Thread safety: every method may be called from any thread (the store's calls are, and the
 // principal cache has its own lock). Owned by the Controller (Controller::Accounts()).
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,11 +25,13 @@ namespace corral::server {
 
 class Accounts {
  public:
-  // Borrows `store` and `clock`, which must outlive the accounts.
-  Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options);
+  // Borrows `store` and `clock`, which must outlive the accounts. `default_token_expiry`: how
+  // long new tokens last when their creator asks nothing (none: forever).
+  Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options,
+           std::optional<Seconds> default_token_expiry);
 
   // Who an API token belongs to (through the principal cache); Unauthenticated when unknown or
-  // revoked.
+  // revoked, or "token expired ..." from its expiry on.
   Result<Principal> Authenticate(const std::string& token);
 
   // A new project (AlreadyExists when the name is taken).
@@ -36,20 +41,26 @@ class Accounts {
   Result<store::UserRecord> AddMember(const std::string& project, const std::string& user);
   Result<std::vector<protocol::UserView>> ListUsers();
   // Creates the user, their memberships (`projects`, which the caller completes with
-  // "default") and their first token ("initial") atomically.
+  // "default") and their first token ("initial", lasting the default expiry) atomically.
   Result<protocol::NewUser> CreateUser(const std::string& name, bool admin,
                                        const std::vector<std::string>& projects);
 
   // The tokens of user `user_id` (revoked ones too).
   Result<std::vector<protocol::TokenView>> ListTokens(int64_t user_id);
-  // A new token of user `user_id`, with its secret (shown once, never stored).
-  Result<protocol::NewToken> CreateToken(int64_t user_id, const std::string& name);
+  // A new token of user `user_id`, with its secret (shown once, never stored), that lasts
+  // `lifetime` (none: the default expiry).
+  Result<protocol::NewToken> CreateToken(int64_t user_id, const std::string& name,
+                                         std::optional<Seconds> lifetime);
   // Revokes token `token_id` of user `user_id`: refused from the next request on.
   Status RevokeToken(int64_t user_id, int64_t token_id);
 
  private:
+  // When a token made now with `lifetime` (none: the default) expires.
+  std::optional<Seconds> ExpiryOf(std::optional<Seconds> lifetime);
+
   store::Store& store_;
   Clock& clock_;
+  const std::optional<Seconds> default_token_expiry_;
   PrincipalCache principals_;
 };
 

@@ -123,6 +123,18 @@ Status Controller::LoadRulesLocked() {
   return scheduler_->Reconfigure(SchedulerConfigLocked());
 }
 
+Status Controller::LoadSubmitLimitsLocked() {
+  auto users = store_.ListUsers();
+  if (!users.ok()) return users.status();
+  for (const store::UserRecord& u : *users) submit_limits_.SetUserLimits(u.name, u.submit_limits);
+  auto projects = store_.ListProjects();
+  if (!projects.ok()) return projects.status();
+  for (const store::ProjectRecord& p : *projects) {
+    submit_limits_.SetProjectLimits(p.name, p.submit_limits);
+  }
+  return Status::Ok();
+}
+
 void Controller::ReloadPolicyIfChangedLocked() {
   if (config_.policy_file.empty()) return;
   std::error_code ec;
@@ -155,9 +167,10 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       clock_(clock),
       batcher_(&store),
       environments_(store, clock),
-      accounts_(store, clock, config_.principal_cache),
+      accounts_(store, clock, config_.principal_cache, config_.default_token_expiry),
       gpu_monitor_(config_.gpu_monitor),
-      logs_(config_.logs_dir),
+      logs_(config_.logs_dir, config_.max_log_bytes),
+      submit_limits_(config_.max_pending_jobs),
       scheduler_(std::move(scheduler)),
       ports_(RendezvousPorts::SearchStartFor(store.ClusterId())) {}
 
@@ -165,6 +178,7 @@ Controller::~Controller() { Stop(); }
 
 Status Controller::Recover() {
   std::lock_guard lock(mu_);
+  CORRAL_RETURN_IF_ERROR(LoadSubmitLimitsLocked());
   auto nodes = store_.ListNodes();
   if (!nodes.ok()) return nodes.status();
   for (const auto& n : *nodes) {
@@ -219,9 +233,11 @@ Status Controller::Recover() {
         if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
       }
     }
+    submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
     const model::Job model_job = ModelJobOf(job);
     if (record.state == JobState::kPending) {
       (void)scheduler_->Submit(model_job);
+      submit_limits_.AddPending(record.user, record.project, 1);
       continue;
     }
     auto tasks = store_.TasksOfJob(record.id);

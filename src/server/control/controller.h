@@ -67,6 +67,7 @@
 #include "server/control/principal_cache.h"
 #include "server/control/reconcile.h"
 #include "server/control/rendezvous_ports.h"
+#include "server/control/submit_limiter.h"
 #include "server/gateway/session.h"
 #include "server/http/auth.h"
 #include "server/monitoring/gpu_monitor.h"
@@ -87,7 +88,13 @@ struct ControllerConfig {
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
   std::string session_key;
-  std::string logs_dir;  // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  // The most a task run's stream keeps on the server's disk (LogSink: older output is dropped).
+  int64_t max_log_bytes = LogSink::kDefaultMaxBytes;
+  // The cluster's cap on pending jobs (SubmitLimiter); users' and projects' are in the store.
+  int64_t max_pending_jobs = SubmitLimiter::kDefaultMaxPendingJobs;
+  // How long new tokens last when their creator asks nothing (Accounts); none: forever.
+  std::optional<Seconds> default_token_expiry;
   int heartbeat_interval_s = 5;
   // The scheduling loop runs a round whenever something may have changed (a submission, an
   // end, a node) and at least this often (node timeouts, time-based rules).
@@ -131,12 +138,15 @@ class Controller {
   // Checks, commits, queues one job: `spec` as the codec read it (protocol::ParseJobSpec, which
   // checked its fields), the default project filled in, its environment resolved. Errors:
   // InvalidArgument (names the field; a spec with an array is for SubmitArray; an environment
-  // `who` may not see), PermissionDenied (not a member of the project).
+  // `who` may not see; more jobs than a submit limit allows at all), PermissionDenied (not a
+  // member of the project), ResourceExhausted with retry_after (a submit limit reached:
+  // SubmitLimiter, checked after the spec, before the commit).
   // The answer says which of the server's defaults the spec got.
   Result<protocol::SubmitAnswer> Submit(const Principal& who, JobSpec spec);
   // An array (docs/control-plane.md, "Job arrays"): one job per index of the spec's "array",
   // committed together (all or none, one transaction), then queued; the answer's `array_ids`
   // are the elements' in the order of the indices, the first one's id being the array's id.
+  // Each element counts against the submit limits; an array that does not fit is refused whole.
   // Errors: as Submit; InvalidArgument without an array.
   Result<protocol::SubmitAnswer> SubmitArray(const Principal& who, JobSpec spec);
   // Cancels a job: a pending one at once, a started one once its tasks stopped. Errors: NotFound
@@ -176,10 +186,6 @@ class Controller {
   static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
   // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
-  // Path of a task's log file in run `generation` (>= 1; 1 is the first run; default the
-  // current run, restarts + 1), if the caller may read it. stream: "stdout" | "stderr". The
-  // file may not exist yet. Errors: InvalidArgument (stream), NotFound (the job, or a run it
-  // has not had).
   // The pending jobs in queue order (the caller's projects only; positions are global) with
   // reasons and estimated starts; at most `limit`.
   // Errors: InvalidArgument (limit < 1).
@@ -191,6 +197,10 @@ class Controller {
   // Errors: InvalidArgument (names the field), NotFound (no such project).
   Result<protocol::ProjectSharing> SetProjectSharing(const std::string& project,
                                                      const protocol::ProjectSharing& sharing);
+  // Replace the submit limits of a user or a project (stored; in force at once). Admin only
+  // (API). Errors: InvalidArgument (names the field), NotFound (no such user or project).
+  Status SetUserSubmitLimits(const std::string& user, const model::SubmitLimits& limits);
+  Status SetProjectSubmitLimits(const std::string& project, const model::SubmitLimits& limits);
   // The rules in force, where they come from, and the last refused policy-file edit.
   protocol::PolicyView PolicyView();
   // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
@@ -200,11 +210,14 @@ class Controller {
   // Every job not ended before `since` (running, pending, and those that ended later): what
   // capacity planning reads (monitoring_views.h). Reads the store only, without the lock.
   Result<std::vector<store::JobRecord>> JobsLiveSince(Seconds since);
-  // Where task `task`'s output `stream` ("stdout" or "stderr") of job `id` is (LogSink), for
-  // run `generation` (none: the current run). NotFound for a job `who` may not see, or a run
-  // it has not had yet.
-  Result<std::string> LogPath(const Principal& who, JobId id, int task, const std::string& stream,
-                              std::optional<int64_t> generation);
+  // A page of task `task`'s output `stream` ("stdout" or "stderr") of job `id` from `offset`, at
+  // most `max_bytes` (LogSink::Read), for run `generation` (>= 1; 1 is the first run; none: the
+  // current run, restarts + 1). A run without output yet reads as empty. Errors:
+  // InvalidArgument (stream), NotFound (a job `who` may not see, or a run it has not had yet),
+  // IoError.
+  Result<LogSink::Page> ReadLog(const Principal& who, JobId id, int task, const std::string& stream,
+                                std::optional<int64_t> generation, int64_t offset,
+                                int64_t max_bytes);
 
   // --- Sessions (docs/sessions.md) ------------------------------------------------------------
   // Submits `spec` as a session: a spec with "session" (the API adds an empty one to a body
@@ -342,6 +355,8 @@ class Controller {
   Status Recover();
   // Reads the policy file (when configured) and the projects' sharing from the store.
   Status LoadRulesLocked();
+  // Gives the submit limiter the users' and projects' limits the store holds.
+  Status LoadSubmitLimitsLocked();
   // Re-reads the policy file when its modification time changed.
   void ReloadPolicyIfChangedLocked();
   sched::SchedulerConfig SchedulerConfigLocked() const;
@@ -473,6 +488,11 @@ class Controller {
   Result<Submission> Admit(const Principal& who, JobSpec spec);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.
   Result<std::optional<EnvironmentVersion>> PinnedEnvironment(const JobSpec& spec);
+  // Commits `records` (a single job through the group commit, an array's elements in one
+  // transaction) once the submit limits take them (SubmitLimiter::Take: given back when the
+  // commit fails); returns their ids in order.
+  Result<std::vector<JobId>> CommitSubmission(const Principal& who,
+                                              std::vector<store::JobRecord>& records, bool array);
   // Takes a committed new job into memory and the scheduler's queue.
   void QueueLocked(const store::JobRecord& record, JobSpec spec,
                    std::optional<EnvironmentVersion> environment);
@@ -498,6 +518,7 @@ class Controller {
   GpuMonitor gpu_monitor_;       // its own lock; taken after mu_ when both are held
   NodeCredentials credentials_;  // its own lock; taken after mu_ when both are held
   LogSink logs_;                 // its own lock; never held for I/O
+  SubmitLimiter submit_limits_;  // its own lock; taken after mu_ when both are held
   std::atomic<int64_t> rejected_gpu_reports_{0};
 
   std::mutex mu_;

@@ -148,22 +148,43 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   wake_ = true;
 }
 
+Result<std::vector<JobId>> Controller::CommitSubmission(const Principal& who,
+                                                        std::vector<store::JobRecord>& records,
+                                                        bool array) {
+  // Taken before the commit: submissions the batcher commits together cannot each count on the
+  // same free place.
+  auto taken = submit_limits_.Take(who.name, records.front().project,
+                                   static_cast<int64_t>(records.size()), clock_.Now());
+  if (!taken.ok()) return taken.status();
+  Result<std::vector<JobId>> ids = std::vector<JobId>();
+  if (array) {
+    ids = store_.InsertArray(records);  // one transaction: all elements or none
+  } else {
+    auto id = batcher_.Submit(records.front());  // commits (group commit) before returning
+    ids = id.ok() ? Result<std::vector<JobId>>(std::vector<JobId>{*id}) : id.status();
+  }
+  if (!ids.ok()) submit_limits_.GiveBack(*taken);
+  return ids;
+}
+
 Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec spec) {
   auto submission = Admit(who, std::move(spec));
   if (!submission.ok()) return submission.status();
   if (submission->spec.array) {
     return InvalidArgument("field 'array': an array is submitted with SubmitArray");
   }
-  store::JobRecord record = NewJobRecord(who, submission->spec, clock_.Now(), submission->defaults);
-  auto id = batcher_.Submit(record);  // commits (group commit) before returning
-  if (!id.ok()) return id.status();
-  record.id = *id;
+  std::vector<store::JobRecord> records = {
+      NewJobRecord(who, submission->spec, clock_.Now(), submission->defaults)};
+  auto ids = CommitSubmission(who, records, /*array=*/false);
+  if (!ids.ok()) return ids.status();
+  store::JobRecord& record = records.front();
+  record.id = ids->front();
   {
     std::lock_guard lock(mu_);
     QueueLocked(record, std::move(submission->spec), std::move(submission->environment));
   }
   changed_.notify_all();
-  return AnswerOf({record}, std::move(submission->defaults), /*array=*/false);
+  return AnswerOf(records, std::move(submission->defaults), /*array=*/false);
 }
 
 Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
@@ -181,7 +202,7 @@ Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, Job
     record.array_max_running = spec.array->max_running;
     records.push_back(std::move(record));
   }
-  auto ids = store_.InsertArray(records);  // one transaction: all elements or none
+  auto ids = CommitSubmission(who, records, /*array=*/true);
   if (!ids.ok()) return ids.status();
   {
     std::lock_guard lock(mu_);
@@ -414,6 +435,7 @@ Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Princi
         {.name = p.name,
          .description = p.description,
          .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
+         .submit_limits = p.submit_limits,
          .running = MilliGpu(scheduler_->ProjectUsage(p.name)),
          .borrowed = MilliGpu(borrowed_milli),
          .fair_share_usage = scheduler_->fair_share().EffectiveUsage(p.name)});
@@ -435,6 +457,21 @@ Result<protocol::ProjectSharing> Controller::SetProjectSharing(
   return SharingOf(policy);
 }
 
+Status Controller::SetUserSubmitLimits(const std::string& user, const model::SubmitLimits& limits) {
+  std::lock_guard lock(mu_);  // the store and the limiter change in the same order
+  CORRAL_RETURN_IF_ERROR(store_.SetUserSubmitLimits(user, limits));
+  submit_limits_.SetUserLimits(user, limits);
+  return Status::Ok();
+}
+
+Status Controller::SetProjectSubmitLimits(const std::string& project,
+                                          const model::SubmitLimits& limits) {
+  std::lock_guard lock(mu_);
+  CORRAL_RETURN_IF_ERROR(store_.SetProjectSubmitLimits(project, limits));
+  submit_limits_.SetProjectLimits(project, limits);
+  return Status::Ok();
+}
+
 protocol::PolicyView Controller::PolicyView() {
   std::lock_guard lock(mu_);
   const sched::FairShareConfig& f = policy_.sharing.fair_share;
@@ -452,9 +489,10 @@ protocol::PolicyView Controller::PolicyView() {
   return out;
 }
 
-Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task,
-                                        const std::string& stream,
-                                        std::optional<int64_t> generation) {
+Result<LogSink::Page> Controller::ReadLog(const Principal& who, JobId id, int task,
+                                          const std::string& stream,
+                                          std::optional<int64_t> generation, int64_t offset,
+                                          int64_t max_bytes) {
   if (stream != "stdout" && stream != "stderr") {
     return InvalidArgument("field 'stream': must be stdout or stderr");
   }
@@ -468,7 +506,7 @@ Result<std::string> Controller::LogPath(const Principal& who, JobId id, int task
     return NotFound("field 'generation': job " + std::to_string(id.value()) + " is at run " +
                     std::to_string(current) + "; there is no run " + std::to_string(*generation));
   }
-  return LogSink::PathOf(config_.logs_dir, id, task, generation.value_or(current), stream);
+  return logs_.Read(id, task, generation.value_or(current), stream, offset, max_bytes);
 }
 
 Result<std::vector<store::GpuUsageRow>> Controller::GpuUsage(const Principal& who,

@@ -55,6 +55,7 @@ void Controller::ScheduleLocked() {
       continue;
     }
     job.record.state = JobState::kStarting;
+    submit_limits_.AddPending(job.record.user, job.record.project, -1);
     job.tasks = std::move(tasks).value();
     IndexAllocationsLocked(job);
     NotifyNodesLocked(job);
@@ -143,6 +144,7 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   job.launched.clear();
   job.end_notes.clear();
   job.record.state = JobState::kPending;
+  submit_limits_.AddPending(job.record.user, job.record.project, 1);
   ++job.record.restarts;        // the next run is a new generation
   job.gpus_idle_noted = false;  // its GPUs are another run's
 }
@@ -214,6 +216,7 @@ void Controller::ForgetJobLocked(LiveJob& job) {
   const JobId id = job.record.id;
   if (job.record.state == JobState::kPending) {
     (void)scheduler_->Cancel(id);
+    submit_limits_.AddPending(job.record.user, job.record.project, -1);
   } else {
     (void)scheduler_->Finish(id);  // releases the allocations of the started job
   }

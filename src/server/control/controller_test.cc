@@ -92,6 +92,8 @@ class ControllerTest : public ::testing::Test {
     config.session_app_probe = session_app_probe_;
     config.loop_tick = loop_tick_;
     config.session_key = session_key_;
+    config.max_pending_jobs = max_pending_jobs_;
+    config.default_token_expiry = default_token_expiry_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -223,6 +225,8 @@ class ControllerTest : public ::testing::Test {
   Seconds session_idle_timeout_{3600};
   SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
   std::chrono::milliseconds loop_tick_{1000};
+  int64_t max_pending_jobs_ = SubmitLimiter::kDefaultMaxPendingJobs;
+  std::optional<Seconds> default_token_expiry_;
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -2371,6 +2375,162 @@ TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopte
   controller_->Tick();
   EXPECT_EQ((*(*old_store)->GetJob(one->id)).state, model::JobState::kStarting);
   controller_.reset();  // before the store it borrows
+}
+
+// --- Submit limits and token expiry (docs/control-plane.md, "Submit limits") -----------------
+
+// Jobs in the store (any state).
+size_t StoredJobs(store::Store& store) { return store.ListJobs({.limit = 0})->size(); }
+
+TEST_F(ControllerTest, APendingCapCountsArrayElementsAndFollowsJobsInAndOutOfTheQueue) {
+  ASSERT_TRUE(controller_->SetUserSubmitLimits("alice", {.max_pending_jobs = 3}).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId running = Submit(Spec(8, 1, /*max_restarts=*/1));
+  Submit(Spec(8));
+  // Two pending and an array of two: refused whole, nothing stored.
+  auto array = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1}));
+  EXPECT_EQ(array.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(array.status().message(),
+            "user 'alice' may have at most 3 jobs pending (max_pending_jobs) and has 2; this "
+            "submission adds 2");
+  EXPECT_EQ(array.status().retry_after(), SubmitLimiter::kPendingRetryAfter);
+  EXPECT_EQ(StoredJobs(*store_), 2u);
+  EXPECT_TRUE(SubmitJson(bob_, Spec(1)).ok());  // others are not held back
+  // One starts: the array fits now, the queue is full again.
+  controller_->Tick();
+  EXPECT_EQ(StateOf(running), "starting");
+  ASSERT_TRUE(SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1})).ok());
+  EXPECT_EQ(SubmitJson(alice_, Spec(1)).status().code(), StatusCode::kResourceExhausted);
+  // Its node is lost: requeued, it counts as pending again (4 over a cap of 3, not refused).
+  clock_.Advance(Seconds(40));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(running), "pending");
+  EXPECT_THAT(SubmitJson(alice_, Spec(1)).status().message(), HasSubstr("and has 4"));
+  // Cancelled pending jobs free their places; a restart counts the queue again from the store.
+  auto pending = store_->ListJobs({.states = {model::JobState::kPending}, .users = {"alice"}});
+  ASSERT_EQ(pending->size(), 4u);
+  ASSERT_TRUE(controller_->Cancel(alice_, (*pending)[0].id).ok());
+  ASSERT_TRUE(controller_->Cancel(alice_, (*pending)[1].id).ok());
+  Restart();
+  EXPECT_TRUE(SubmitJson(alice_, Spec(1)).ok());
+  EXPECT_THAT(SubmitJson(alice_, Spec(1)).status().message(),
+              HasSubstr("at most 3 jobs pending (max_pending_jobs) and has 3"));
+  // An array larger than the cap can never fit: 400, not 429.
+  auto never = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1, 2, 3}));
+  EXPECT_EQ(never.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(never.status().retry_after(), std::nullopt);
+}
+
+TEST_F(ControllerTest, ARateCapSaysWhenASlotFreesAndTheClusterCapHoldsEveryone) {
+  max_pending_jobs_ = 5;
+  Restart();
+  ASSERT_TRUE(controller_->SetProjectSubmitLimits("default", {.max_submits_per_minute = 3}).ok());
+  ASSERT_TRUE(SubmitJson(alice_, Spec(1)).ok());
+  clock_.Advance(Seconds(20));
+  ASSERT_TRUE(SubmitArrayJson(bob_, ArrayJobSpec(1, {0, 1})).ok());
+  auto refused = SubmitJson(alice_, Spec(1));
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("project 'default' may submit at most 3 jobs a minute "
+                        "(max_submits_per_minute) and submitted 3 in the last 60 s"));
+  EXPECT_EQ(refused.status().retry_after(), Seconds(40));  // alice's first leaves the window
+  clock_.Advance(Seconds(40));
+  ASSERT_TRUE(SubmitJson(alice_, Spec(1)).ok());
+  // Limits are stored: a restart keeps them. Cleared, only the cluster's cap (5) is left.
+  Restart();
+  EXPECT_EQ(SubmitJson(bob_, Spec(1)).status().code(), StatusCode::kResourceExhausted);
+  ASSERT_TRUE(controller_->SetProjectSubmitLimits("default", {}).ok());
+  ASSERT_TRUE(SubmitJson(bob_, Spec(1)).ok());
+  auto full = SubmitJson(alice_, Spec(1));
+  EXPECT_EQ(full.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_THAT(full.status().message(),
+              HasSubstr("the cluster may hold at most 5 jobs pending (corral server "
+                        "--max-pending-jobs) and holds 5"));
+  EXPECT_EQ(StoredJobs(*store_), 5u);
+}
+
+TEST_F(ControllerTest, ConcurrentSubmissionsCommittedTogetherNeverPassACap) {
+  ASSERT_TRUE(controller_->SetUserSubmitLimits("alice", {.max_pending_jobs = 40}).ok());
+  std::atomic<int> admitted{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 8; ++i) {
+        // Single jobs go through the group commit together; every fourth is an array of 2.
+        auto r = (t + i) % 4 == 0 ? SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1}))
+                                  : SubmitJson(alice_, Spec(1));
+        if (r.ok()) {
+          admitted += r->array_ids.empty() ? 1 : 2;
+        } else {
+          EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted) << r.status().ToString();
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_LE(admitted.load(), 40);
+  EXPECT_GE(admitted.load(), 39);
+  EXPECT_EQ(StoredJobs(*store_), static_cast<size_t>(admitted.load()));
+  EXPECT_GT(refused.load(), 0);
+}
+
+TEST_F(ControllerTest, LimitsAreShownWithTheirUsersAndProjects) {
+  ASSERT_TRUE(controller_->SetUserSubmitLimits("bob", {.max_submits_per_minute = 9}).ok());
+  ASSERT_TRUE(controller_->SetProjectSubmitLimits("default", {.max_pending_jobs = 7}).ok());
+  EXPECT_EQ(controller_->SetUserSubmitLimits("carol", {}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(controller_->SetProjectSubmitLimits("nlp", {}).code(), StatusCode::kNotFound);
+  auto users = controller_->Accounts().ListUsers();
+  ASSERT_TRUE(users.ok());
+  EXPECT_EQ((*users)[1].submit_limits, (model::SubmitLimits{.max_submits_per_minute = 9}));
+  auto projects = controller_->ProjectsView(alice_);
+  ASSERT_TRUE(projects.ok());
+  EXPECT_EQ((*projects)[0].submit_limits, (model::SubmitLimits{.max_pending_jobs = 7}));
+}
+
+TEST_F(ControllerTest, ATokenIsRefusedFromItsExpiryOnEvenWhileRemembered) {
+  default_token_expiry_ = Seconds(3600);
+  Restart();
+  auto short_lived = controller_->Accounts().CreateToken(alice_.user_id, "ci", Seconds(60));
+  auto by_default = controller_->Accounts().CreateToken(alice_.user_id, "laptop", std::nullopt);
+  ASSERT_TRUE(short_lived.ok() && by_default.ok());
+  EXPECT_EQ(short_lived->expires_at, Seconds(1060));
+  EXPECT_EQ(by_default->expires_at, Seconds(4600));
+  ASSERT_TRUE(controller_->Accounts().Authenticate(short_lived->token).ok());  // now remembered
+  clock_.Advance(Seconds(59));
+  EXPECT_TRUE(controller_->Accounts().Authenticate(short_lived->token).ok());
+  clock_.Advance(Seconds(1));
+  auto expired = controller_->Accounts().Authenticate(short_lived->token);
+  EXPECT_EQ(expired.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_THAT(expired.status().message(), HasSubstr("token expired at 1970-01-01 00:17:40 UTC"));
+  EXPECT_TRUE(controller_->Accounts().Authenticate(by_default->token).ok());
+  auto tokens = controller_->Accounts().ListTokens(alice_.user_id);
+  ASSERT_TRUE(tokens.ok());
+  ASSERT_EQ(tokens->size(), 2u);
+  EXPECT_EQ((*tokens)[0].expires_at, Seconds(1060));
+  // A new user's first token lasts the default too; without a default tokens never expire.
+  auto carol = controller_->Accounts().CreateUser("carol", false, {"default"});
+  ASSERT_TRUE(carol.ok());
+  clock_.Advance(Seconds(3600));
+  EXPECT_THAT(controller_->Accounts().Authenticate(carol->token).status().message(),
+              HasSubstr("token expired"));
+  default_token_expiry_.reset();
+  Restart();
+  auto forever = controller_->Accounts().CreateToken(alice_.user_id, "forever", std::nullopt);
+  ASSERT_TRUE(forever.ok());
+  EXPECT_EQ(forever->expires_at, std::nullopt);
+  clock_.Advance(Seconds(int64_t{100} * 365 * 86400));
+  EXPECT_TRUE(controller_->Accounts().Authenticate(forever->token).ok());
+}
+
+TEST_F(ControllerTest, AUsersEnvironmentOver64KiBIsRefusedNamingTheLimit) {
+  json spec = {{"name", "big"}, {"env", json::object()}};
+  for (int i = 0; i < 5; ++i) spec["env"]["V" + std::to_string(i)] = std::string(16000, 'x');
+  auto env = CreateEnv(alice_, spec);
+  EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(env.status().message(), HasSubstr("bytes as stored, over the limit of 65536 bytes"));
+  spec["env"].erase("V4");
+  EXPECT_TRUE(CreateEnv(alice_, spec).ok());
 }
 
 }  // namespace

@@ -94,8 +94,14 @@ Result<EnvironmentVersion> EnvironmentCatalog::Pinned(const std::string& name, i
 
 Result<EnvironmentVersion> EnvironmentCatalog::Create(const Principal& who,
                                                       const EnvironmentSpec& spec) {
-  auto record =
-      store_.AddEnvironmentVersion(spec.name, who.name, ToJson(spec).dump(), clock_.Now());
+  const std::string json = ToJson(spec).dump();
+  if (json.size() > kMaxEnvironmentSpecBytes) {
+    return InvalidArgument("environment spec: " + std::to_string(json.size()) +
+                           " bytes as stored, over the limit of " +
+                           std::to_string(kMaxEnvironmentSpecBytes) +
+                           " bytes (every job that runs in it carries its command and variables)");
+  }
+  auto record = store_.AddEnvironmentVersion(spec.name, who.name, json, clock_.Now());
   if (!record.ok()) return record.status();
   return EnvironmentVersion{std::move(record).value(), spec};
 }

@@ -9,6 +9,7 @@
 // Thread safety: as the Store (every method is one or a few store calls; no state of its own).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,12 @@
 #include "store/store.h"
 
 namespace corral::server {
+
+// The most a user's environment spec may hold as stored (its normalised JSON). The codec bounds
+// each part (variables, argv entries, ports, string lengths); this bounds the whole, which
+// every job that runs in it carries in its own spec. Built-ins (the server's own files) are not
+// held to it.
+inline constexpr size_t kMaxEnvironmentSpecBytes = size_t{64} * 1024;
 
 // One stored version with its parsed spec.
 struct EnvironmentVersion {
@@ -60,8 +67,9 @@ class EnvironmentCatalog {
 
   // Stores `spec` (a spec the codec accepted) as a new version owned by `who`: version 1 of a
   // new name, the next version of the caller's own. AlreadyExists when the name is a built-in or
-  // another user's. A clone is the latest version of a source `who` may see (Get), changed
-  // (protocol::CloneEnvironmentSpec) and created as the cloner's own.
+  // another user's; InvalidArgument naming the limit when its stored form (normalised JSON) is
+  // over kMaxEnvironmentSpecBytes. A clone is the latest version of a source `who` may see (Get),
+  // changed (protocol::CloneEnvironmentSpec) and created as the cloner's own.
   Result<EnvironmentVersion> Create(const Principal& who, const EnvironmentSpec& spec);
   // Lets the members of `project` see and use every version of `name`. Only its owner (who must
   // be a member of `project`) or an admin; built-ins are everyone's already

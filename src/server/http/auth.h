@@ -4,11 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 
 namespace corral::server {
 
@@ -33,6 +35,8 @@ struct Principal {
   std::string name;
   bool admin = false;
   std::vector<std::string> projects;  // projects the user is a member of
+  // When the token it was authenticated with stops authenticating; none: never.
+  std::optional<Seconds> expires_at;
 
   // Admins act on everything; members on their projects' jobs.
   bool CanAccessProject(const std::string& project) const;

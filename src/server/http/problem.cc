@@ -1,5 +1,7 @@
 #include "server/http/problem.h"
 
+#include <algorithm>
+
 namespace corral::server {
 
 using nlohmann::json;
@@ -36,6 +38,9 @@ void SendJson(HttpResponse& res, int status, const json& body) {
 
 void SendProblem(HttpResponse& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
+  if (const std::optional<Seconds> after = s.retry_after()) {
+    res.SetHeader("Retry-After", std::to_string(std::max<int64_t>(after->value(), 1)));
+  }
   res.status = status;
   res.SetContent(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
                  "application/problem+json");

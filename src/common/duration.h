@@ -1,0 +1,21 @@
+// Durations as people type them on command lines: "90", "90s", "30m", "2h", "1d".
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+#include "common/units.h"
+
+namespace corral {
+
+// The longest duration ParseDuration takes: 2^40 s (some 34,000 years), so that adding it to a
+// Unix time cannot overflow.
+inline constexpr Seconds kMaxDuration{int64_t{1} << 40};
+
+// Seconds from a whole number followed by at most one unit: none or "s" (seconds), "m"
+// (minutes), "h" (hours), "d" (days). 0 and at most kMaxDuration. InvalidArgument naming `what`
+// (a flag: "--expires: expected a duration like 90s, 30m, 2h or 1d, got '5x'").
+Result<Seconds> ParseDuration(std::string_view text, const std::string& what);
+
+}  // namespace corral
