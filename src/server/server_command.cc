@@ -106,6 +106,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 "MiB per CPU of a job that asks no memory, as Slurm's DefMemPerCPU (default 0: "
                 "off)")
       ->check(CLI::Range(0, 1 << 20));
+  c->add_flag("--show-all-work", options->show_all_work,
+              "Show every user the jobs, users and projects on every node and GPU (default: "
+              "other projects' work is only \"in use\"; admins always see everything)");
   c->add_option("--web-dir", options->web_dir,
                 "The built dashboard (web/dist) to serve at / (default: none, / is a status page)");
   c->add_option("--public-url", options->public_url,

@@ -82,6 +82,9 @@ struct ServerOptions {
   // GPU job, and MiB per CPU; 0: none.
   int64_t default_cpus_per_gpu = 0;
   int64_t default_memory_per_cpu_mib = 0;
+  // Every user sees every job on nodes and GPUs (WorkVisibility::kAll); by default members see
+  // other projects' jobs only as "in use" (docs/security.md, "What others can see").
+  bool show_all_work = false;
 };
 
 class ServerProcess {
