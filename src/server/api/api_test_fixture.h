@@ -99,6 +99,7 @@ class ApiTest : public ::testing::Test {
     api_config.join_token_hash = HashToken(kJoinToken);
     api_config.gpu_history = gpu_history_.get();
     api_config.session_port = kSessionPort;
+    ConfigureApi(api_config);
     api_ = std::make_unique<HttpApi>(*controller_, clock_, api_config);
     std::signal(SIGPIPE, SIG_IGN);  // a body refused before it is all sent (413): EPIPE, no signal
     auto socket = Listen("127.0.0.1", 0, "--listen");
@@ -115,8 +116,9 @@ class ApiTest : public ::testing::Test {
     client_->set_read_timeout(30, 0);
   }
 
-  // A fixture's own controller settings, applied before the controller is created.
+  // A fixture's own controller and API settings, applied before each is created.
   virtual void Configure(ControllerConfig& /*config*/) {}
+  virtual void ConfigureApi(HttpApiConfig& /*config*/) {}
 
   void TearDown() override {
     client_.reset();
@@ -264,6 +266,8 @@ class ApiTest : public ::testing::Test {
   store::Store& store() { return *test_store_.store(); }
   // The controller's task logs (ControllerConfig::logs_dir).
   std::filesystem::path logs_dir() const { return test_store_.dir() / "logs"; }
+  // A folder of the test's own for other files, removed with it.
+  const std::filesystem::path& test_dir() const { return test_store_.dir(); }
 
   int port() const { return port_; }
 
