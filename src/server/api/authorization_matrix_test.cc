@@ -197,30 +197,41 @@ std::vector<Route> Matrix() {
   return m;
 }
 
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 // Every route the API's sources register, as "METHOD PATTERN": calls `http.Get(`, `.Post(`,
 // `.Put(`, `.Patch(`, `.Delete(`, `.Options(` (the server every Register* function is given is
 // `http`) whose first argument is a string literal (plain or raw) or a name a literal is bound
-// to in the same file. A registration written otherwise is not found, and the count check of
-// EveryRegisteredRouteIsInTheMatrix says so.
+// to (`NAME = "..."`) in the same file or in a header of src/server/api/. A registration
+// written otherwise is not found, and EveryRegisteredRouteIsInTheMatrix says so.
 std::set<std::string> RegisteredRoutes() {
-  std::set<std::string> routes;
+  const std::filesystem::path dir = std::filesystem::path(CORRAL_SOURCE_DIR) / "src/server/api";
+  std::vector<std::pair<std::string, std::string>> sources;  // (file name, text)
+  std::string headers;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string file = entry.path().filename().string();
+    if (entry.path().extension() == ".h") headers += ReadFile(entry.path());
+    if (entry.path().extension() == ".cc" && file.find("_test") == std::string::npos) {
+      sources.emplace_back(file, ReadFile(entry.path()));
+    }
+  }
   const std::regex call(
       R"re(\bhttp\.(Get|Post|Put|Patch|Delete|Options)\(\s*(?:R"\(([^\n]*?)\)"|"([^"\n]*)"|([A-Za-z_]\w*)\s*,))re");
-  for (const auto& entry : std::filesystem::directory_iterator(
-           std::filesystem::path(CORRAL_SOURCE_DIR) / "src/server/api")) {
-    const std::string file = entry.path().filename().string();
-    if (entry.path().extension() != ".cc" || file.find("_test") != std::string::npos) continue;
-    std::ifstream in(entry.path());
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::set<std::string> routes;
+  for (const auto& [file, text] : sources) {
     for (std::sregex_iterator it(text.begin(), text.end(), call), end; it != end; ++it) {
       std::string method = (*it)[1].str();
       for (char& ch : method) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
       std::string pattern = (*it)[2].matched ? (*it)[2].str() : (*it)[3].str();
       if ((*it)[4].matched) {
-        const std::regex binding("std::string\\s+" + (*it)[4].str() +
+        const std::regex binding("\\b" + (*it)[4].str() +
                                  R"re(\s*=\s*(?:R"\(([^\n]*?)\)"|"([^"\n]*)"))re");
         std::smatch bound;
-        if (!std::regex_search(text, bound, binding)) {
+        if (!std::regex_search(text, bound, binding) &&
+            !std::regex_search(headers, bound, binding)) {
           ADD_FAILURE() << file << ": route bound to '" << (*it)[4] << "', which is not a literal";
           continue;
         }
