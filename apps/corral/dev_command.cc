@@ -29,6 +29,7 @@ struct DevFlags {
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
   int64_t cpus = 0, memory_mib = 0;  // what the node offers; 0: detected (fake GPUs: >= 8 each)
+  bool show_all_work = false;        // server::ServerOptions::show_all_work
 };
 
 int RunDev(const DevFlags& f) {
@@ -49,6 +50,7 @@ int RunDev(const DevFlags& f) {
   options.web_dir = f.web_dir;
   options.gpu_idle_threshold_percent = f.gpu_idle_threshold_percent;
   options.gpu_idle_after_s = f.gpu_idle_after_s;
+  options.show_all_work = f.show_all_work;
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -161,6 +163,9 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
                 "Seconds an allocated GPU must stay idle before it is flagged")
       ->check(CLI::Range(0, 365 * 24 * 3600))
       ->capture_default_str();
+  c->add_flag("--show-all-work", f->show_all_work,
+              "Show every user the jobs, users and projects on every GPU (default: other "
+              "projects' work is only \"in use\")");
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

@@ -1353,8 +1353,10 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
       for (const auto& g : (*answer)["gpus"]) {
         std::string job, user;
         for (const auto& h : g["holders"]) {
-          job += (job.empty() ? "" : ",") + Str(h, "job");
-          user += (user.empty() ? "" : ",") + Str(h, "user");
+          // Another project's job, which the server shows only as "in use".
+          const bool hidden = !h.contains("job");
+          job += (job.empty() ? "" : ",") + (hidden ? std::string("in use") : Str(h, "job"));
+          user += (user.empty() ? "" : ",") + (hidden ? std::string("-") : Str(h, "user"));
         }
         const std::string util = Str(g, "utilization_percent");
         rows.push_back({Str(g, "node"), Str(g, "index"), Str(g, "model"),

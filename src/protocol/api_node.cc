@@ -14,22 +14,32 @@ using api_internal::ReadList;
 using nlohmann::json;
 
 json GpuTaskJson(const GpuTask& t) {
-  return {{"job", t.job.value()},
-          {"task", t.task},
-          {"user", t.user},
-          {"project", t.project},
+  if (!t.owner) return {{"milli", t.milli.value()}};
+  return {{"job", t.owner->job.value()},
+          {"task", t.owner->task},
+          {"user", t.owner->user},
+          {"project", t.owner->project},
           {"milli", t.milli.value()}};
 }
 
+// A task with "job" has its owner's four fields; one without has none of them ("in use").
 Result<GpuTask> ReadGpuTask(const FieldReader& r) {
   GpuTask t;
   int64_t v = 0;
-  CORRAL_RETURN_IF_ERROR(r.Int("job", true, v, 1));
-  t.job = JobId(v);
-  CORRAL_RETURN_IF_ERROR(r.Int("task", true, v, 0, 1000000));
-  t.task = static_cast<int>(v);
-  CORRAL_RETURN_IF_ERROR(r.String("user", true, t.user));
-  CORRAL_RETURN_IF_ERROR(r.String("project", true, t.project));
+  if (r.Find("job") != nullptr) {
+    TaskOwner owner;
+    CORRAL_RETURN_IF_ERROR(r.Int("job", true, v, 1));
+    owner.job = JobId(v);
+    CORRAL_RETURN_IF_ERROR(r.Int("task", true, v, 0, 1000000));
+    owner.task = static_cast<int>(v);
+    CORRAL_RETURN_IF_ERROR(r.String("user", true, owner.user));
+    CORRAL_RETURN_IF_ERROR(r.String("project", true, owner.project));
+    t.owner = std::move(owner);
+  } else {
+    for (const char* field : {"task", "user", "project"}) {
+      if (r.Find(field) != nullptr) return r.Bad(field, "is given without 'job'");
+    }
+  }
   CORRAL_RETURN_IF_ERROR(r.Int("milli", true, v, 1, kWholeGpu.value()));
   t.milli = MilliGpu(v);
   return t;

@@ -1,13 +1,15 @@
 // The nodes of the API (GET /api/v1/nodes): one row per node the server knows, with its
 // inventory, state, free capacity and, per GPU, the tasks holding it. The server builds the rows
-// (Controller::Nodes), the HTTP API and the CLI encode and decode them with this codec.
+// for one caller (Controller::Nodes), the HTTP API and the CLI encode and decode them with this
+// codec. A task of a project the caller may not see (docs/security.md, "What others can see")
+// is only its share, "in use": {"milli": 500}.
 //
 //   {"name": "gpu-01", "state": "ready", "last_heartbeat": 1700000000, "gpu_model": "A100",
 //    "gpus": 2, "cpu_milli": 64000, "memory_mib": 524288, "labels": {"rack": "r1"},
 //    "runtimes": ["process"], "container_engine": "podman 4.3.1", "gpu_metrics_error": "...",
 //    "gpu_free_milli": [1000, 500], "cpu_free_milli": 60000, "memory_free_mib": 500000,
 //    "gpu_tasks": [[], [{"job": 7, "task": 0, "user": "alice", "project": "vision",
-//                        "milli": 500}]]}
+//                        "milli": 500}, {"milli": 250}]]}
 //
 // "container_engine" and "gpu_metrics_error" are absent when empty; the three "..._free_..."
 // fields are absent for a node the scheduler does not model (never registered since a restart).
@@ -26,12 +28,19 @@
 
 namespace corral::protocol {
 
-// A task of a starting or running job on one GPU, and the share of it the task holds.
-struct GpuTask {
+// Whose a task is.
+struct TaskOwner {
   JobId job;
   int task = 0;  // the task's index in its job
   std::string user;
   std::string project;
+  bool operator==(const TaskOwner&) const = default;
+};
+
+// A task of a starting or running job on one GPU, and the share of it the task holds.
+struct GpuTask {
+  // None: a task of a project the caller may not see, shown only as "in use".
+  std::optional<TaskOwner> owner;
   MilliGpu milli{0};  // 1..1000
   bool operator==(const GpuTask&) const = default;
 };

@@ -39,7 +39,9 @@ NodeView SomeNode() {
   n.runtimes = {"process", "container"};
   n.container_engine = "podman 4.3.1";
   n.free = NodeFree{{1000, 500}, CpuMilli(60000), MemoryMib(500000)};
-  n.gpu_tasks = {{}, {{JobId(7), 0, "alice", "vision", MilliGpu(500)}}};
+  n.gpu_tasks = {
+      {},
+      {{TaskOwner{JobId(7), 0, "alice", "vision"}, MilliGpu(500)}, {std::nullopt, MilliGpu(250)}}};
   return n;
 }
 
@@ -56,8 +58,9 @@ TEST(ApiNodeTest, RoundTrips) {
   EXPECT_FALSE(j.contains("container_engine"));
   EXPECT_FALSE(j.contains("gpu_metrics_error"));
   EXPECT_FALSE(j.contains("gpu_free_milli"));
+  // Another project's task is its share only.
   EXPECT_EQ(j["gpu_tasks"], json::parse(R"([[], [{"job": 7, "task": 0, "user": "alice",
-      "project": "vision", "milli": 500}]])"));
+      "project": "vision", "milli": 500}, {"milli": 250}]])"));
   auto list = ParseNodeViews(ToJson(std::vector<NodeView>{node, bare}));
   ASSERT_TRUE(list.ok()) << list.status().message();
   EXPECT_EQ(*list, (std::vector<NodeView>{node, bare}));
@@ -71,6 +74,14 @@ TEST(ApiNodeTest, RefusalsNameTheField) {
   j["gpu_tasks"][1][0]["milli"] = 0;
   EXPECT_THAT(ErrorOf(ParseNodeView(j)),
               HasSubstr("node: field 'gpu_tasks[1][0].milli': must be in 1..1000, got 0"));
+  j = ToJson(SomeNode());
+  j["gpu_tasks"][1][1]["user"] = "bob";
+  EXPECT_THAT(ErrorOf(ParseNodeView(j)),
+              HasSubstr("node: field 'gpu_tasks[1][1].user': is given without 'job'"));
+  j = ToJson(SomeNode());
+  j["gpu_tasks"][1][0].erase("user");
+  EXPECT_THAT(ErrorOf(ParseNodeView(j)),
+              HasSubstr("node: field 'gpu_tasks[1][0].user': is required"));
   j = ToJson(SomeNode());
   j.erase("name");
   EXPECT_THAT(ErrorOf(ParseNodeViews(json::array({j}))),

@@ -138,11 +138,7 @@ std::vector<std::pair<const Candidate*, int>> ChooseNodes(const std::vector<cons
 }  // namespace
 
 std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskRequest& task, int count,
-                                                 GangPlacement placement, int* fitted) {
-  auto fail = [&](int n) {
-    if (fitted) *fitted = n;
-    return std::nullopt;
-  };
+                                                 GangPlacement placement) {
   ClusterState& state = placer.state();
   // A policy that picks uniformly has no preference to honour: each task is a random draw.
   if (count == 1 || placement == GangPlacement::kEachTask || placer.policy().PicksUniformly()) {
@@ -151,13 +147,13 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
       std::optional<Allocation> a = placer.Place(task);
       if (!a) {
         for (const Allocation& p : placed) (void)state.Release(p);
-        return fail(i);
+        return std::nullopt;
       }
       placed.push_back(std::move(*a));
     }
     return placed;
   }
-  if (!placer.GpusCouldFit(task)) return fail(0);
+  if (!placer.GpusCouldFit(task)) return std::nullopt;
   auto place_on = [&](const std::vector<std::pair<NodeIndex, int>>& nodes)
       -> std::optional<std::vector<Allocation>> {
     std::vector<Allocation> placed;
@@ -166,7 +162,7 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
         std::optional<Allocation> a = placer.PlaceOn(node, task);
         if (!a) {  // TasksThatFit promised room: a bug, but fail safe
           for (const Allocation& p : placed) (void)state.Release(p);
-          return fail(static_cast<int>(placed.size()));
+          return std::nullopt;
         }
         placed.push_back(std::move(*a));
       }
@@ -205,7 +201,7 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
     }
   }
   if (one != nullptr) return place_on({{one->c->members.begin()->second, count}});
-  if (room < count) return fail(static_cast<int>(room));
+  if (room < count) return std::nullopt;
   std::vector<Candidate> candidates;
   for (const FittingClass& f : fitting) {
     const int score = placer.Score(f.id, task);

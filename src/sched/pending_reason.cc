@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <functional>
 
+#include "sched/gang_placement.h"
+
 namespace corral::sched {
 
 namespace {
@@ -19,6 +21,30 @@ std::string ModelPhrase(const TaskRequest& t) {
 
 std::string Plural(int64_t n, const std::string& word) {
   return std::to_string(n) + " " + word + (n == 1 ? "" : "s");
+}
+
+// "a, b and c".
+std::string Enumerate(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += (i == 0 ? "" : (i + 1 == items.size() ? " and " : ", ")) + items[i];
+  }
+  return out;
+}
+
+// What one task asks, only what it asks: "8 A100 GPUs, 4000 CPU milli and 16384 MiB", "a
+// 500-milli share of one GPU".
+std::string TaskPhrase(const TaskRequest& t) {
+  std::vector<std::string> parts;
+  if (t.IsShare()) {
+    parts.push_back("a " + std::to_string(t.gpu_milli) + "-milli share of one " + ModelPhrase(t) +
+                    "GPU");
+  } else if (t.gpus > 0) {
+    parts.push_back(Plural(t.gpus, ModelPhrase(t) + "GPU"));
+  }
+  if (t.cpu > 0) parts.push_back(std::to_string(t.cpu) + " CPU milli");
+  if (t.memory > 0) parts.push_back(std::to_string(t.memory) + " MiB");
+  return parts.empty() ? "nothing" : Enumerate(parts);
 }
 
 // The first node (in tie order) of the class that maximises `key` among accepted models.
@@ -41,6 +67,51 @@ std::string BestNode(const ClusterState& state, const std::vector<int>& models,
   }
   if (best_value) *best_value = best;
   return node < 0 ? "" : state.node(node).name;
+}
+
+// Copies of a task the schedulable nodes hold: now (free capacity, as gang placement counts it)
+// or when idle; and how many nodes hold at least one.
+struct Room {
+  int64_t tasks = 0;
+  int64_t nodes = 0;
+};
+
+Room FreeRoom(const ClusterState& state, const TaskRequest& t, const std::vector<int>& models,
+              int tasks) {
+  Room room;
+  for (int m : models) {
+    for (int id : state.ActiveClasses(m)) {
+      const NodeClass& c = state.node_class(id);
+      if (!Fits(c, t)) continue;
+      const int64_t members = static_cast<int64_t>(c.members.size());
+      room.tasks += std::min(tasks, TasksThatFit(c, t)) * members;
+      room.nodes += members;
+    }
+  }
+  return room;
+}
+
+Room IdleRoom(const ClusterState& state, const TaskRequest& t, const std::vector<int>& models,
+              int tasks) {
+  Room room;
+  for (int m : models) {
+    for (int id : state.ActiveClasses(m)) {
+      const NodeClass& c = state.node_class(id);
+      int64_t fit = tasks;
+      if (t.cpu > 0) fit = std::min(fit, c.cpu_total / t.cpu);
+      if (t.memory > 0) fit = std::min(fit, c.memory_total / t.memory);
+      if (t.IsShare()) {
+        fit = std::min<int64_t>(fit, int64_t{c.gpu_count} * (1000 / t.gpu_milli));
+      } else if (t.gpus > 0) {
+        fit = std::min<int64_t>(fit, c.gpu_count / t.gpus);
+      }
+      if (fit <= 0) continue;
+      const int64_t members = static_cast<int64_t>(c.members.size());
+      room.tasks += fit * members;
+      room.nodes += members;
+    }
+  }
+  return room;
 }
 
 PendingReason ExplainWholeGpus(const ClusterState& state, const TaskRequest& t,
@@ -71,56 +142,49 @@ PendingReason ExplainWholeGpus(const ClusterState& state, const TaskRequest& t,
                                   (node.empty() ? "" : " (node " + node + ")")};
 }
 
-}  // namespace
+// The task's GPUs are free on some node but its CPU or memory is not: names which of the two
+// (only what the task asks for) and the most the nodes with its GPUs free have.
+PendingReason ExplainCpuMemory(const ClusterState& state, const TaskRequest& t,
+                               const std::vector<int>& models) {
+  TaskRequest gpus_only = t;
+  gpus_only.cpu = gpus_only.memory = 0;
+  auto most = [&](const std::function<int64_t(const NodeClass&)>& free, int64_t* value) {
+    return BestNode(
+        state, models, [&](const NodeClass& c) { return Fits(c, gpus_only) ? free(c) : -1; },
+        value);
+  };
+  int64_t cpu = 0, memory = 0;
+  const std::string cpu_node = most([](const NodeClass& c) { return c.cpu_free; }, &cpu);
+  const std::string memory_node = most([](const NodeClass& c) { return c.memory_free; }, &memory);
+  const bool cpu_short = t.cpu > cpu, memory_short = t.memory > memory;
+  const std::string where = t.gpus > 0 ? "on a node with its GPUs free" : "on one node";
+  const std::string those = t.gpus > 0 ? "those" : "nodes";
+  const std::string cpu_need = std::to_string(t.cpu) + " CPU milli";
+  const std::string memory_need = std::to_string(t.memory) + " MiB";
+  if (cpu_short && !memory_short) {
+    return {kReasonInsufficientCpuMemory, "needs " + cpu_need + " free " + where + "; " + those +
+                                              " have at most " + std::to_string(cpu) + " (node " +
+                                              cpu_node + ")"};
+  }
+  if (memory_short && !cpu_short) {
+    return {kReasonInsufficientCpuMemory, "needs " + memory_need + " free " + where + "; " + those +
+                                              " have at most " + std::to_string(memory) +
+                                              " (node " + memory_node + ")"};
+  }
+  if (cpu_short && memory_short) {
+    return {kReasonInsufficientCpuMemory,
+            "needs " + cpu_need + " and " + memory_need + " free " + where + "; " + those +
+                " have at most " + std::to_string(cpu) + " CPU milli (node " + cpu_node + ") and " +
+                std::to_string(memory) + " MiB (node " + memory_node + ")"};
+  }
+  return {kReasonInsufficientCpuMemory, "needs " + cpu_need + " and " + memory_need + " free " +
+                                            where + "; none has both (most CPU: node " + cpu_node +
+                                            ", most memory: node " + memory_node + ")"};
+}
 
-PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, int tasks,
-                              int placed) {
-  if (state.LiveNodes() == 0) return {kReasonNoNodes, "the cluster has no nodes"};
-  if (!t.any_model && t.models.empty()) {
-    return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
-  }
-  if (!t.any_runtime) {
-    // The cluster-wide statistics below count nodes without the runtime too: explain in terms
-    // of the nodes that offer it.
-    std::string names;
-    for (const std::string& r : t.runtime_names) names += (names.empty() ? "" : " or ") + r;
-    const int offering = state.NodesOffering(t.runtimes);
-    if (offering == 0) {
-      return {kReasonNoRuntime, "needs a node with runtime " + names +
-                                    " (its environment's; docs/environments.md), but no node "
-                                    "offers it"};
-    }
-    return {kReasonRuntimeNodesFull,
-            "needs a node with runtime " + names + "; the " + Plural(offering, "node") +
-                (offering == 1 ? " offering it has" : " offering it have") + " no room for it now"};
-  }
-  const std::vector<int> models = AcceptedModels(state, t);
-
-  // Could it ever fit on an empty node of an accepted model?
-  int64_t max_gpus = 0, max_cpu = 0, max_memory = 0;
-  for (int m : models) {
-    max_gpus = std::max<int64_t>(max_gpus, state.model_stats(m).nodes_by_full_free.size() - 1);
-    for (int id : state.ActiveClasses(m)) {
-      max_cpu = std::max(max_cpu, state.node_class(id).cpu_total);
-      max_memory = std::max(max_memory, state.node_class(id).memory_total);
-    }
-  }
-  if (t.gpus > max_gpus) {
-    return {kReasonNeverFits, "needs " + Plural(t.gpus, ModelPhrase(t) + "GPU") +
-                                  " on one node; the largest node has " + std::to_string(max_gpus)};
-  }
-  if (t.cpu > max_cpu || t.memory > max_memory) {
-    return {kReasonNeverFits, "needs " + std::to_string(t.cpu) + " CPU milli and " +
-                                  std::to_string(t.memory) +
-                                  " MiB per task; the largest node has " + std::to_string(max_cpu) +
-                                  " CPU milli and " + std::to_string(max_memory) + " MiB"};
-  }
-
-  if (tasks > 1 && placed > 0) {
-    return {kReasonGangPartial, "needs " + std::to_string(tasks) +
-                                    " tasks started together; only " + std::to_string(placed) +
-                                    " fit now"};
-  }
+// Why one task does not fit the free capacity now (no node holds it).
+PendingReason ExplainTask(const ClusterState& state, const TaskRequest& t,
+                          const std::vector<int>& models) {
   if (t.gpus > 0 && !t.IsShare()) {
     bool block_exists = false;
     for (int m : models) block_exists |= state.model_stats(m).LargestFreeBlock() >= t.gpus;
@@ -137,22 +201,91 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
                                      (node.empty() ? "" : " (node " + node + ")")};
     }
   }
-  // GPUs fit somewhere; CPU or memory does not, on those nodes.
-  int64_t best_cpu = 0;
-  std::string node = BestNode(
-      state, models,
-      [&](const NodeClass& c) {
-        TaskRequest gpus_only = t;
-        gpus_only.cpu = gpus_only.memory = 0;
-        return Fits(c, gpus_only) ? std::min(c.cpu_free * 1000 / std::max<int64_t>(t.cpu, 1),
-                                             c.memory_free * 1000 / std::max<int64_t>(t.memory, 1))
-                                  : -1;
-      },
-      &best_cpu);
-  return {kReasonInsufficientCpuMemory,
-          "needs " + std::to_string(t.cpu) + " CPU milli and " + std::to_string(t.memory) +
-              " MiB free next to its GPUs; no node with the GPUs has both" +
-              (node.empty() ? "" : " (closest: node " + node + ")")};
+  return ExplainCpuMemory(state, t, models);
+}
+
+// "each of its 4 tasks needs ..." for a gang, "needs ..." for one task.
+PendingReason PerTask(PendingReason reason, int tasks) {
+  if (tasks > 1)
+    reason.message = "each of its " + std::to_string(tasks) + " tasks " + reason.message;
+  return reason;
+}
+
+}  // namespace
+
+PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, int tasks) {
+  if (state.LiveNodes() == 0) return {kReasonNoNodes, "the cluster has no nodes"};
+  if (!t.any_model && t.models.empty()) {
+    return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
+  }
+  const std::vector<int> models = AcceptedModels(state, t);
+  const Room free = FreeRoom(state, t, models, tasks);
+  if (free.tasks >= tasks) {
+    return {kReasonFitsNow,
+            "fits now: capacity was freed after the scheduler last tried it, and its next pass "
+            "tries it again"};
+  }
+  if (!t.any_runtime) {
+    // The cluster-wide statistics below count nodes without the runtime too: explain in terms
+    // of the nodes that offer it.
+    std::string names;
+    for (const std::string& r : t.runtime_names) names += (names.empty() ? "" : " or ") + r;
+    const int offering = state.NodesOffering(t.runtimes);
+    if (offering == 0) {
+      return {kReasonNoRuntime, "needs a node with runtime " + names +
+                                    " (its environment's; docs/environments.md), but no node "
+                                    "offers it"};
+    }
+    return {kReasonRuntimeNodesFull,
+            "needs a node with runtime " + names + "; the " + Plural(offering, "node") +
+                (offering == 1 ? " offering it has" : " offering it have") + " no room for it now"};
+  }
+
+  // Could one task ever fit on an empty node of an accepted model?
+  int64_t max_gpus = 0, max_cpu = 0, max_memory = 0;
+  for (int m : models) {
+    max_gpus = std::max<int64_t>(max_gpus, state.model_stats(m).nodes_by_full_free.size() - 1);
+    for (int id : state.ActiveClasses(m)) {
+      max_cpu = std::max(max_cpu, state.node_class(id).cpu_total);
+      max_memory = std::max(max_memory, state.node_class(id).memory_total);
+    }
+  }
+  if (t.gpus > max_gpus) {
+    return PerTask(
+        {kReasonNeverFits, "needs " + Plural(t.gpus, ModelPhrase(t) + "GPU") +
+                               " on one node; the largest node has " + std::to_string(max_gpus)},
+        tasks);
+  }
+  if (t.cpu > max_cpu || t.memory > max_memory) {
+    std::vector<std::string> need, have;
+    if (t.cpu > max_cpu) {
+      need.push_back(std::to_string(t.cpu) + " CPU milli");
+      have.push_back(std::to_string(max_cpu) + " CPU milli");
+    }
+    if (t.memory > max_memory) {
+      need.push_back(std::to_string(t.memory) + " MiB");
+      have.push_back(std::to_string(max_memory) + " MiB");
+    }
+    return PerTask({kReasonNeverFits, "needs " + Enumerate(need) +
+                                          " on one node; the largest node has " + Enumerate(have)},
+                   tasks);
+  }
+  if (tasks > 1) {
+    // A gang: every task fits some idle node, but do enough nodes exist for all of them?
+    const std::string gang =
+        "needs " + std::to_string(tasks) + " tasks of " + TaskPhrase(t) + " each, started together";
+    const Room idle = IdleRoom(state, t, models, tasks);
+    if (idle.tasks < tasks) {
+      return {kReasonNeverFits, gang + "; the whole cluster holds " + std::to_string(idle.tasks) +
+                                    " of them (" + Plural(idle.nodes, "node") + " big enough)"};
+    }
+    if (free.tasks > 0) {
+      return {kReasonGangPartial, gang + "; the free capacity holds only " +
+                                      std::to_string(free.tasks) + " now, on " +
+                                      Plural(free.nodes, "node")};
+    }
+  }
+  return PerTask(ExplainTask(state, t, models), tasks);
 }
 
 }  // namespace corral::sched

@@ -1,7 +1,9 @@
 // Why a job is not running: a stable machine-readable code and a sentence for people, e.g.
 // {"no_free_block", "needs 8 free V100M32 GPUs on one node; the largest free block is 4 (node
 // n17)"}. Computed from the ClusterState's per-model statistics, looking at node classes only to
-// name the best candidate node.
+// name the best candidate node. The sentence names the constraint that binds, and only it: a
+// resource the job does not ask for is never named, and a job that fits the state now says so
+// (kReasonFitsNow) instead of blaming a resource.
 #pragma once
 
 #include <string>
@@ -35,10 +37,11 @@ inline constexpr char kReasonProjectLimit[] = "project_limit";
 inline constexpr char kReasonUserLimit[] = "user_limit";
 inline constexpr char kReasonArrayLimit[] = "array_limit";
 inline constexpr char kReasonReservation[] = "would_delay_reservation";
+inline constexpr char kReasonFitsNow[] = "fits_now";
 
-// Explains why `task` (one of `tasks` identical tasks of a gang, of which `placed` could be
-// placed before one failed) does not fit in `state` now.
-PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& task, int tasks,
-                              int placed);
+// Explains why a job of `tasks` (>= 1) identical copies of `task` (a gang when more than one,
+// started all together) does not fit in `state` now; kReasonFitsNow when it does (capacity was
+// freed after the attempt that failed).
+PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& task, int tasks);
 
 }  // namespace corral::sched

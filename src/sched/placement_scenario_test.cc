@@ -102,11 +102,11 @@ class Scenario {
       std::string code;
       want >> code;
       ASSERT_FALSE(a.has_value()) << "placed on " << state_->node(a->node).name;
-      EXPECT_EQ(ExplainUnplaced(*state_, t, 1, 0).code, code)
-          << ExplainUnplaced(*state_, t, 1, 0).message;
+      EXPECT_EQ(ExplainUnplaced(*state_, t, 1).code, code)
+          << ExplainUnplaced(*state_, t, 1).message;
       return;
     }
-    ASSERT_TRUE(a.has_value()) << ExplainUnplaced(*state_, t, 1, 0).message;
+    ASSERT_TRUE(a.has_value()) << ExplainUnplaced(*state_, t, 1).message;
     if (node == "any") return;
     EXPECT_EQ(state_->node(a->node).name, node);
     std::string gpus_word;

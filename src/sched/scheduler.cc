@@ -292,7 +292,7 @@ void Scheduler::Enqueue(const model::Job& job) {
   const int group = GroupOf(job);
   const OrderKey key = KeyOf(job);
   groups_[group].queue.insert(key);
-  pending_.emplace(job.id, PendingJob{group, key, job});
+  pending_.emplace(job.id, PendingJob{group, key, job, passes_});
   ++pending_count_;
 }
 
@@ -493,12 +493,8 @@ bool Scheduler::QuotaHasRoom(const model::Job& job) const {
 
 // --- Placement -------------------------------------------------------------------------------
 
-std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape, bool record) {
-  int fitted = 0;
-  std::optional<std::vector<Allocation>> placed =
-      sched::PlaceGang(placer_, RequestOf(shape), shape.tasks, config_.gang_placement, &fitted);
-  if (!placed && record) shape.placed_at_failure = fitted;
-  return placed;
+std::optional<std::vector<Allocation>> Scheduler::PlaceGang(Shape& shape) {
+  return sched::PlaceGang(placer_, RequestOf(shape), shape.tasks, config_.gang_placement);
 }
 
 std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const model::Job& job,
@@ -571,7 +567,7 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
     for (const Allocation& a : running_.at(id).tasks) (void)state_.Release(a);
     released.push_back(id);
     if (!placer_.GpusCouldFit(request)) continue;
-    placed = PlaceGang(shape, /*record=*/false);
+    placed = PlaceGang(shape);
     if (placed) break;
   }
   if (!placed) {
@@ -674,7 +670,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
     const size_t released0 = released.size();
     std::vector<End> popped;
     while (!never.count(shape_id)) {
-      if (auto gang = PlaceGang(shape, /*record=*/false)) {
+      if (auto gang = PlaceGang(shape)) {
         start = Seconds(t);
         if (i == 0 && first_nodes) {
           for (const Allocation& a : *gang) first_nodes->insert(a.node);
@@ -729,6 +725,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
 
 Decisions Scheduler::Schedule(Seconds now) {
   Decisions out;
+  ++passes_;
   blocked_head_.reset();
   reservation_.reset();
   fair_share_.AdvanceTo(now);
@@ -869,8 +866,9 @@ Decisions Scheduler::Schedule(Seconds now) {
         for (const Allocation& a : *placed) (void)state_.Release(a);
         group.waits = PendingReason{
             kReasonReservation,
-            "would delay job " + Id(reservation_->job) +
-                ", reserved to start at t=" + std::to_string(reservation_->start.value()) + " s"};
+            "would delay job " + Id(reservation_->job) + ", which is reserved to start in " +
+                std::to_string(reservation_->start.value() - now.value()) +
+                " s (backfill: a job may pass it only if it ends by then or uses other nodes)"};
         continue;
       }
       chosen = *shorter;
@@ -913,22 +911,22 @@ Decisions Scheduler::Schedule(Seconds now) {
 std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
   auto it = pending_.find(job);
   if (it == pending_.end()) return std::nullopt;
-  if (blocked_head_ && *blocked_head_ != job) {
-    auto head = pending_.find(*blocked_head_);
-    if (head != pending_.end() && head->second.key < it->second.key) {
-      return PendingReason{kReasonBlockedByHead,
-                           "waits behind job " + Id(*blocked_head_) +
-                               " (strict queue order: nothing passes the head)"};
-    }
-  }
   const Group& group = groups_[it->second.group];
   if (group.waits) return group.waits;
+  // A strict pass stopped at its head: the jobs it had not reached are behind it, in the pass's
+  // order (under fair share a project's standing moves, so keys alone cannot say who is).
+  if (blocked_head_ && *blocked_head_ != job && pending_.count(*blocked_head_) &&
+      it->second.queued_before_pass < passes_) {
+    return PendingReason{kReasonBlockedByHead,
+                         "waits behind job " + Id(*blocked_head_) +
+                             " (strict queue order: nothing passes the head)"};
+  }
   const Shape& shape = shapes_[group.shape];
   if (shape.failed_generation < 0) {
-    return PendingReason{kReasonNotYetConsidered, "submitted after the last scheduling pass"};
+    return PendingReason{kReasonNotYetConsidered, "not tried yet: the next scheduling pass will"};
   }
   if (shape.reason_version != state_version_) {
-    shape.reason = ExplainUnplaced(state_, shape.request, shape.tasks, shape.placed_at_failure);
+    shape.reason = ExplainUnplaced(state_, shape.request, shape.tasks);
     shape.reason_version = state_version_;
   }
   return shape.reason;

@@ -173,8 +173,10 @@ class Scheduler {
   // longer runs make it later). Changes nothing.
   std::vector<QueueEntry> Queue(Seconds now, size_t limit);
 
-  // Why a pending job waits, explained against the current state (the count of gang tasks that
-  // fitted is from the last attempt); nullopt if not pending.
+  // Why a pending job waits: its own limit or a reservation it would delay (as the last pass
+  // found), the head a strict pass stopped at, else its shape explained against the current
+  // state (ExplainUnplaced: kReasonFitsNow when capacity was freed since); nullopt if not
+  // pending.
   std::optional<PendingReason> PendingReasonOf(JobId job) const;
   const std::vector<Allocation>* AllocationsOf(JobId job) const;
   // GPUs (milli) a project runs now, borrowed or not.
@@ -203,7 +205,6 @@ class Scheduler {
     // ReclaimVersion() when a reclaim for this shape last could not make room.
     std::pair<int64_t, int64_t> reclaim_failed_at{-1, -1};
     int64_t never_fits_generation = -1;  // ... when it did not fit even an idle cluster
-    int placed_at_failure = 0;           // gang tasks that fitted before one did not
     // The reason explained at `reason_version` of the cluster state (recomputed lazily).
     mutable PendingReason reason;
     mutable int64_t reason_version = -1;
@@ -220,6 +221,7 @@ class Scheduler {
     int group = -1;
     OrderKey key;
     model::Job job;
+    int64_t queued_before_pass = 0;  // passes_ when it was queued: the next pass sees it first
   };
   struct Running {
     model::Job job;
@@ -245,8 +247,7 @@ class Scheduler {
   const ProjectPolicy& PolicyOf(const std::string& project) const;
   Seconds EstimateOf(const model::Job& job) const;
   // Places every task of one job of `shape` or none; returns the allocations on success.
-  // `record` keeps how many tasks fitted (for pending reasons).
-  std::optional<std::vector<Allocation>> PlaceGang(Shape& shape, bool record = true);
+  std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
   void StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now);
@@ -320,6 +321,9 @@ class Scheduler {
   int64_t generation_ = 0;
   // Bumped on every change of the cluster state (placements too): cached reasons are stale.
   int64_t state_version_ = 0;
+  int64_t passes_ = 0;  // Schedule() calls so far
+  // The job a strict pass stopped at (kStrict): every job queued before that pass waits behind
+  // it, whatever the order's keys say now.
   std::optional<JobId> blocked_head_;
   std::optional<Reservation> reservation_;  // of the last pass (kBackfill)
   int64_t pass_first_seq_ = 0;              // start_seq_ when the current pass began

@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 
 namespace corral::sched {
+
+void PrintTo(const PendingReason& reason, std::ostream* os) {
+  *os << reason.code << ": " << reason.message;
+}
+
 namespace {
 
 model::Job MakeJob(int64_t id, int gpus, int tasks = 1, int priority = 0, int64_t submit = 0) {
@@ -90,7 +95,8 @@ TEST(Scheduler, GangStartsAllTasksOrNone) {
   EXPECT_EQ(s->state().FreeGpuMilli(), free_before);  // the partial gang was rolled back
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonGangPartial);
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->message,
-            "needs 2 tasks started together; only 1 fit now");
+            "needs 2 tasks of 4 GPUs, 1000 CPU milli and 1024 MiB each, started together; the "
+            "free capacity holds only 1 now, on 1 node");
   ASSERT_TRUE(s->Finish(JobId(1)).ok());
   auto starts = s->Schedule(Seconds(0)).starts;
   ASSERT_EQ(starts.size(), 1u);
@@ -114,6 +120,129 @@ TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
   ASSERT_TRUE(s->Submit(MakeJob(4, 16)).ok());
   s->Schedule(Seconds(0)).starts;
   EXPECT_EQ(s->PendingReasonOf(JobId(4))->code, kReasonNeverFits);
+}
+
+// A job asking `gpus` GPUs per task and nothing else (a GPU job under the server's default
+// resources: no CPU, no memory), or the memory given.
+model::Job GpuOnlyJob(int64_t id, int gpus, int tasks = 1, int64_t memory_mib = 0) {
+  model::Job j = MakeJob(id, gpus, tasks);
+  j.resources = model::MakeResources(gpus, 1000, 0, memory_mib);
+  return j;
+}
+
+// The review of issue 15 found a job waiting while GPUs were free, explained as "needs 0 CPU
+// milli and 0 MiB free": the reason is explained against the state when asked, and capacity
+// freed since the pass fell through every check to a CPU and memory sentence the job never
+// asked for. Now it says that the job fits, and the next pass starts it.
+TEST(SchedulerPendingReason, AJobThatFitsSinceCapacityWasFreedSaysSo) {
+  auto s = MakeScheduler({{"n1", 4}});
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 4)).ok());
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(2, 4)).ok());
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->message,
+            "needs 4 free GPUs on one node; only 0 free in the cluster");
+  ASSERT_TRUE(s->Finish(JobId(1)).ok());
+  const PendingReason reason = *s->PendingReasonOf(JobId(2));
+  EXPECT_EQ(reason.code, kReasonFitsNow) << reason.message;
+  EXPECT_EQ(reason.message.find("CPU"), std::string::npos) << reason.message;
+  EXPECT_EQ(Started(s->Schedule(Seconds(1)).starts), (std::vector<int64_t>{2}));
+}
+
+// CPU and memory: the sentence names what is short, and only what the job asks for.
+TEST(SchedulerPendingReason, CpuOrMemoryNamesOnlyWhatBinds) {
+  auto s = MakeScheduler({{"n1", 4}});  // 64000 CPU milli, 262144 MiB
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 1, 1, 200000)).ok());
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(2, 1, 1, 100000)).ok());
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(3, 1, 1, 300000)).ok());
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  EXPECT_EQ(*s->PendingReasonOf(JobId(2)),
+            (PendingReason{kReasonInsufficientCpuMemory,
+                           "needs 100000 MiB free on a node with its GPUs free; those have at "
+                           "most 62144 (node n1)"}));
+  EXPECT_EQ(*s->PendingReasonOf(JobId(3)),
+            (PendingReason{kReasonNeverFits,
+                           "needs 300000 MiB on one node; the largest node has 262144 MiB"}));
+  model::Job cpu = MakeJob(4, 1);
+  cpu.resources = model::MakeResources(1, 1000, 70000, 0);
+  ASSERT_TRUE(s->Submit(cpu).ok());
+  s->Schedule(Seconds(1));
+  EXPECT_EQ(s->PendingReasonOf(JobId(4))->message,
+            "needs 70000 CPU milli on one node; the largest node has 64000 CPU milli");
+}
+
+// A gang names its shape, and whether the cluster has the nodes for it at all.
+TEST(SchedulerPendingReason, AGangNamesItsShapeAndTheNodesItNeeds) {
+  auto s = MakeScheduler({{"n1", 8}, {"n2", 4}, {"n3", 4}});
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 8, /*tasks=*/2)).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
+  EXPECT_EQ(*s->PendingReasonOf(JobId(1)),
+            (PendingReason{kReasonNeverFits,
+                           "needs 2 tasks of 8 GPUs each, started together; the whole cluster "
+                           "holds 1 of them (1 node big enough)"}));
+
+  auto t = MakeScheduler({{"n1", 8}, {"n2", 8}});
+  ASSERT_TRUE(t->Submit(GpuOnlyJob(1, 4)).ok());
+  ASSERT_TRUE(t->Submit(GpuOnlyJob(2, 8, /*tasks=*/2)).ok());
+  ASSERT_TRUE(t->Submit(GpuOnlyJob(3, 8, /*tasks=*/3)).ok());
+  EXPECT_EQ(Started(t->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  EXPECT_EQ(*t->PendingReasonOf(JobId(2)),
+            (PendingReason{kReasonGangPartial,
+                           "needs 2 tasks of 8 GPUs each, started together; the free capacity "
+                           "holds only 1 now, on 1 node"}));
+  EXPECT_EQ(t->PendingReasonOf(JobId(3))->code, kReasonNeverFits);
+  // No task of it fits now: the per-task sentence, said of each task.
+  ASSERT_TRUE(t->Submit(GpuOnlyJob(4, 5)).ok());
+  EXPECT_EQ(Started(t->Schedule(Seconds(1)).starts), (std::vector<int64_t>{4}));
+  EXPECT_EQ(t->PendingReasonOf(JobId(2))->message,
+            "each of its 2 tasks needs 8 free GPUs on one node; only 7 free in the cluster");
+}
+
+// Strict order under fair share: the pass order is by the projects' standing, not by the
+// jobs' keys. A job of a busy project submitted before the head waits behind it; it used to be
+// told it was "submitted after the last scheduling pass".
+TEST(SchedulerPendingReason, StrictOrderBlocksWhatThePassDidNotReach) {
+  SchedulerConfig config{"bestfit"};
+  config.blocking = Blocking::kStrict;
+  config.order = QueueOrder::kFairShare;
+  auto s = MakeScheduler({{"n1", 4}}, config);
+  model::Job busy = GpuOnlyJob(1, 3);
+  busy.project = "a";
+  ASSERT_TRUE(s->Submit(busy).ok());
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  model::Job early = GpuOnlyJob(2, 2);
+  early.project = "a";
+  early.submit_time = Seconds(10);
+  model::Job head = GpuOnlyJob(3, 4);
+  head.project = "b";  // used nothing: first in the pass
+  head.submit_time = Seconds(20);
+  ASSERT_TRUE(s->Submit(early).ok());
+  ASSERT_TRUE(s->Submit(head).ok());
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNotYetConsidered);
+  EXPECT_TRUE(s->Schedule(Seconds(100)).starts.empty());
+  EXPECT_EQ(*s->PendingReasonOf(JobId(2)),
+            (PendingReason{kReasonBlockedByHead,
+                           "waits behind job 3 (strict queue order: nothing passes the head)"}));
+  EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonInsufficientGpus);
+}
+
+// Backfill: a job that would delay the reservation says whose, and in how long it starts.
+TEST(SchedulerPendingReason, BackfillNamesTheReservationAndWhenItStarts) {
+  SchedulerConfig config{"bestfit"};
+  config.blocking = Blocking::kBackfill;
+  auto s = MakeScheduler({{"n1", 8}}, config);
+  model::Job running = GpuOnlyJob(1, 6);
+  running.time_limit = Seconds(100);
+  ASSERT_TRUE(s->Submit(running).ok());
+  ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(GpuOnlyJob(2, 4)).ok());
+  model::Job long_one = GpuOnlyJob(3, 1);
+  long_one.time_limit = Seconds(1000);
+  ASSERT_TRUE(s->Submit(long_one).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(10)).starts.empty());
+  EXPECT_EQ(*s->PendingReasonOf(JobId(3)),
+            (PendingReason{kReasonReservation,
+                           "would delay job 2, which is reserved to start in 90 s (backfill: a "
+                           "job may pass it only if it ends by then or uses other nodes)"}));
 }
 
 TEST(Scheduler, CancelFinishAndErrors) {

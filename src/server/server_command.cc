@@ -120,6 +120,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--default-token-expiry", *token_expiry,
                 "How long new API tokens last when their creator gives no --expires, as 90d, "
                 "12h (default 0: until revoked)");
+  c->add_flag("--show-all-work", options->show_all_work,
+              "Show every user the jobs, users and projects on every node and GPU (default: "
+              "other projects' work is only \"in use\"; admins always see everything)");
   c->add_option("--web-dir", options->web_dir,
                 "The built dashboard (web/dist) to serve at / (default: none, / is a status page)");
   c->add_option("--public-url", options->public_url,

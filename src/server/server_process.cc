@@ -182,6 +182,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.notify_idle_gpus = options.gpu_idle_events;
   config.resource_defaults.cpus_per_gpu = options.default_cpus_per_gpu;
   config.resource_defaults.memory_per_cpu = MemoryMib(options.default_memory_per_cpu_mib);
+  config.work_visibility =
+      options.show_all_work ? WorkVisibility::kAll : WorkVisibility::kOwnProjects;
   auto controller = Controller::Create(config, *p->store_, p->clock_);
   if (!controller.ok()) return controller.status();
   p->controller_ = std::move(controller).value();

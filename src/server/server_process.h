@@ -88,6 +88,9 @@ struct ServerOptions {
   int64_t max_log_bytes = LogSink::kDefaultMaxBytes;
   int64_t max_pending_jobs = SubmitLimiter::kDefaultMaxPendingJobs;
   int64_t default_token_expiry_s = 0;
+  // Every user sees every job on nodes and GPUs (WorkVisibility::kAll); by default members see
+  // other projects' jobs only as "in use" (docs/security.md, "What others can see").
+  bool show_all_work = false;
 };
 
 class ServerProcess {

@@ -7,7 +7,8 @@
 // an idle job (1 %) on the idle page and striped on the heatmap, waits for the usage report to
 // show the GPU time (the server stores it every 10 s) and its CSV, renders the capacity page
 // (and its what-if, when the server has the capacity API), checks the queue's pending reason
-// and the API's cookie rules, and saves a screenshot of every page.
+// and the API's cookie rules, checks that a member of another project sees the admin's job in
+// another project only as "in use" on the heatmap, and saves a screenshot of every page.
 //
 // Usage: node tests/web/dashboard_e2e.mjs [CORRAL_BINARY] [ARTIFACT_DIR]
 //   defaults: build/corral, build/web-artifacts. CHROMIUM overrides /usr/bin/chromium.
@@ -338,6 +339,49 @@ async function main() {
       `capacity: what-if: ${summary} ${JSON.stringify(whatIfRows)}`);
     }
     await shot('12-capacity');
+
+    // --- What another project's member sees (docs/security.md, "What others can see"): the
+    // admin runs a job in project "secret"; eve, a member of "default" only, logs in in another
+    // browser and finds its GPU "in use" on the heatmap, coloured by its utilisation, with no
+    // job, user or project anywhere on the page or in the tooltip. The admin sees it by id.
+    const api = async (method, route, body) => {
+      const r = await fetch(`${dev.url}${route}`, { method, headers: { ...bearer, 'Content-Type': 'application/json' },
+        body: body === undefined ? undefined : JSON.stringify(body) });
+      return { status: r.status, body: await r.json() };
+    };
+    check((await api('POST', '/api/v1/projects', { name: 'secret' })).status === 201, 'project "secret" created');
+    const eve = await api('POST', '/api/v1/users', { name: 'eve' });
+    check(eve.status === 201 && eve.body.token, 'user eve (a member of "default" only) created');
+    const secret = await api('POST', '/api/v1/jobs', { name: 'secret-job', project: 'secret', command: ['sleep 120'],
+      shell: true, resources: { gpus: 1 }, env: { FAKE_GPU_UTILIZATION: '55' } });
+    check(secret.status === 201, `job ${secret.body.id} submitted in project "secret"`);
+    const eveContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const evePage = await eveContext.newPage();
+    await evePage.goto(`${dev.url}/`);
+    await evePage.waitForURL(/\/login\?next=/);
+    await evePage.fill('#token', eve.body.token);
+    await evePage.click('button[type=submit]');
+    await evePage.waitForFunction(() => document.getElementById('who')?.textContent === 'eve');
+    await evePage.click('nav >> text=Nodes');
+    const hidden = evePage.locator('#heatmap .cell[data-in-use="1"]');
+    await hidden.first().waitFor({ timeout: 20000 });
+    await evePage.waitForFunction(() => document.querySelector('#heatmap .cell[data-in-use="1"]')?.dataset.util === '55', null, { timeout: 10000 });
+    await hidden.first().hover();
+    const seen = await hidden.first().evaluate((el) => ({ text: el.innerText.trim(), jobs: el.dataset.jobs, links: el.querySelectorAll('a').length,
+      cls: el.className, title: el.title }));
+    check(seen.text === 'in use' && seen.jobs === '' && seen.links === 0 && /\butil u11\b/.test(seen.cls),
+      `eve's heatmap: the secret job's GPU is "in use", coloured at 55 %: ${JSON.stringify(seen)}`);
+    check(/in use by another project/.test(seen.title) && /util 55 %/.test(seen.title),
+      `eve's heatmap: the tooltip says "in use" and gives the reading: ${JSON.stringify(seen.title)}`);
+    const evePageText = await evePage.locator('#heatmap').innerText();
+    check(!evePageText.includes(`#${secret.body.id}`) && !(await evePage.content()).includes('secret'),
+      'eve\'s heatmap names neither the secret job nor its project');
+    await evePage.screenshot({ path: path.join(artifacts, '13-nodes-another-project.png'), fullPage: true });
+    await eveContext.close();
+    await page.click('nav >> text=Nodes');
+    await page.locator(`#heatmap .cell[data-jobs="${secret.body.id}"]`).waitFor({ timeout: 10000 });
+    check((await page.locator(`#heatmap .cell[data-jobs="${secret.body.id}"]`).innerText()).trim() === `#${secret.body.id} admin`,
+      'the admin\'s heatmap shows the secret job by id');
 
     // --- Log out: the dashboard is gone until the next login.
     await page.click('#logout');

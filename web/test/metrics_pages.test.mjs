@@ -9,7 +9,7 @@ import { forecastColumns } from '../src/pages/capacity.js';
 import { withHistory } from '../src/pages/overview.js';
 import { chartGroups, usageQuery } from '../src/pages/usage.js';
 import { envOf, specOf } from '../src/pages/submit.js';
-import { cellClass } from '../src/pages/heatmap.js';
+import { cellClass, cellLabel, cellTitle } from '../src/pages/heatmap.js';
 import { gpusUsed, utilColour, utilStep } from '../src/gpus.js';
 
 test('job GPU readings merge without duplicates and align on one time axis', () => {
@@ -78,6 +78,19 @@ test('submit: the environment field', () => {
   assert.throws(() => envOf('1X=2'), /not KEY=VALUE/);
   assert.deepEqual(specOf({ command: 'true', project: 'p', gpus: '1', env: 'X=1' }).env, { X: '1' });
   assert.equal(specOf({ command: 'true', project: 'p', gpus: '1', env: '' }).env, undefined);
+});
+
+test('heatmap cells: another project\'s task is "in use", with no job, user or project', () => {
+  const mine = { job: 7, task: 0, user: 'ann', project: 'vision', milli: 500 };
+  const theirs = { milli: 500 };
+  assert.equal(cellLabel([]), '');
+  assert.equal(cellLabel([mine]), '#7 ann');
+  assert.equal(cellLabel([theirs]), 'in use');
+  assert.equal(cellLabel([mine, theirs]), '2 jobs');
+  const node = { name: 'n1', gpu_model: 'A100', gpu_free_milli: [0], gpu_tasks: [[mine, theirs]] };
+  assert.equal(cellTitle(node, 0, undefined),
+    'n1 GPU 0 A100: job 7 task 0 (ann, vision, 500 milli); in use by another project (500 milli)');
+  assert.equal(cellClass(node, 0, { utilization_percent: 37 }), 'util u7');
 });
 
 test('heatmap cells: free, allocated by utilisation, flagged idle, no reading', () => {

@@ -12,19 +12,6 @@ class AgentsApiTest : public ApiTest {
             {"node_id", node_id},
             {"inventory", TestInventory(4)}};
   }
-  // A task status as an agent reports it, for the task of `launch` (an answer's "run" entry).
-  static json TaskStatus(const json& launch, const std::string& state) {
-    json s = {{"job_id", launch["job_id"]},
-              {"task_index", launch["task_index"]},
-              {"allocation_id", launch["allocation_id"]},
-              {"generation", launch["generation"]},
-              {"state", state}};
-    if (state == "exited") {
-      s["exit_code"] = 0;
-      s["end_cause"] = "exited";
-    }
-    return s;
-  }
 };
 
 TEST_F(AgentsApiTest, RegistrationNeedsTheJoinToken) {

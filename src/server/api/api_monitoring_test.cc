@@ -42,6 +42,65 @@ TEST_F(MonitoringApiTest, GpusAreListedForEveryone) {
   EXPECT_TRUE(gpus.body.contains("idle_threshold_percent")) << gpus;
 }
 
+// Issue 15: GET /api/v1/gpus named every holder's job, user and project to any member. Now a
+// holder of another project is its share only; the GPU's reading stays (the heatmap colours it).
+TEST_F(MonitoringApiTest, GpusShowOtherProjectsHoldersOnlyAsInUse) {
+  const std::string node_token = RegisterNode("gpu-1", 2);
+  const int64_t secret = SubmitJob(alice_token_, TestJobSpec(1, "vision"));
+  const json launches = RunPendingJobs("gpu-1", node_token, 2, /*utilization=*/3);
+  ASSERT_EQ(launches.size(), 1u);
+  clock_.Advance(Seconds(3600));  // flagged idle (3 % for an hour): also on ?idle=1
+  ReportRunning("gpu-1", node_token, launches, 2, 3);
+
+  for (const std::string route : {"/api/v1/gpus", "/api/v1/gpus?idle=1"}) {
+    SCOPED_TRACE(route);
+    const Answer bob = Get(route, bob_token_);
+    ASSERT_EQ(bob.status, 200) << bob;
+    std::vector<json> holders;
+    for (const json& g : bob.body["gpus"]) {
+      for (const json& h : g["holders"]) holders.push_back(h);
+      if (!g["holders"].empty()) EXPECT_EQ(g["utilization_percent"], 3);
+    }
+    EXPECT_EQ(holders, std::vector<json>{json({{"share", 1.0}})}) << bob;
+    EXPECT_EQ(bob.text.find("alice"), std::string::npos) << bob.text;
+    EXPECT_EQ(bob.text.find("vision"), std::string::npos) << bob.text;
+
+    for (const std::string& token : {alice_token_, root_token_}) {
+      const Answer full = Get(route, token);
+      int named = 0;
+      for (const json& g : full.body["gpus"]) {
+        for (const json& h : g["holders"]) {
+          EXPECT_EQ(h["job"], secret);
+          EXPECT_EQ(h["user"], "alice");
+          ++named;
+        }
+      }
+      EXPECT_EQ(named, 1) << full;
+    }
+  }
+}
+
+// A GPU shared by two projects' jobs: who may see one job sees the other only as "in use".
+TEST_F(MonitoringApiTest, AJobsSharedGpuShowsTheOtherProjectsHolderOnlyAsInUse) {
+  const std::string node_token = RegisterNode("gpu-1", 1);
+  json half = TestJobSpec(1, "vision");
+  half["resources"]["gpu_milli"] = 500;
+  const int64_t secret = SubmitJob(alice_token_, half);
+  half["project"] = "default";
+  const int64_t mine = SubmitJob(bob_token_, half);
+  ASSERT_EQ(RunPendingJobs("gpu-1", node_token, 1).size(), 2u);
+  const Answer gpus = Get("/api/v1/jobs/" + std::to_string(mine) + "/gpus", bob_token_);
+  ASSERT_EQ(gpus.status, 200) << gpus;
+  ASSERT_EQ(gpus.body["gpus"].size(), 1u) << gpus;
+  json holders = gpus.body["gpus"][0]["holders"];
+  ASSERT_EQ(holders.size(), 2u) << gpus;
+  const json theirs = holders[0].contains("job") ? holders[1] : holders[0];
+  const json own = holders[0].contains("job") ? holders[0] : holders[1];
+  EXPECT_EQ(own["job"], mine);
+  EXPECT_EQ(theirs, json({{"share", 0.5}}));
+  EXPECT_EQ(gpus.text.find("\"job\":" + std::to_string(secret)), std::string::npos);
+}
+
 TEST_F(MonitoringApiTest, AJobsGpusAreForWhoMaySeeTheJob) {
   const int64_t id = SubmitJob(alice_token_, TestJobSpec(1, "vision"));
   const std::string job = "/api/v1/jobs/" + std::to_string(id);

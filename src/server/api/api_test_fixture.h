@@ -82,6 +82,7 @@ class ApiTest : public ::testing::Test {
     ControllerConfig config;
     config.node_timeout = Seconds(int64_t{1} << 30);  // nodes stay, whatever the clock does
     config.logs_dir = (test_store_.dir() / "logs").string();
+    Configure(config);
     auto controller = Controller::Create(config, *test_store_.store(), clock_);
     ASSERT_TRUE(controller.ok()) << controller.status().ToString();
     controller_ = std::move(controller).value();
@@ -98,6 +99,7 @@ class ApiTest : public ::testing::Test {
     api_config.join_token_hash = HashToken(kJoinToken);
     api_config.gpu_history = gpu_history_.get();
     api_config.session_port = kSessionPort;
+    ConfigureApi(api_config);
     api_ = std::make_unique<HttpApi>(*controller_, clock_, api_config);
     std::signal(SIGPIPE, SIG_IGN);  // a body refused before it is all sent (413): EPIPE, no signal
     auto socket = Listen("127.0.0.1", 0, "--listen");
@@ -113,6 +115,10 @@ class ApiTest : public ::testing::Test {
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
     client_->set_read_timeout(30, 0);
   }
+
+  // A fixture's own controller and API settings, applied before each is created.
+  virtual void Configure(ControllerConfig& /*config*/) {}
+  virtual void ConfigureApi(HttpApiConfig& /*config*/) {}
 
   void TearDown() override {
     client_.reset();
@@ -200,18 +206,68 @@ class ApiTest : public ::testing::Test {
     EXPECT_EQ(a.status, 200) << a;
     return a.body.is_object() ? a.body.value("node_token", "") : "";
   }
-  // A heartbeat of node `name` (no long poll) reporting `tasks`.
+  // A heartbeat of node `name` (no long poll) reporting `tasks`, and `gpu_metrics` when given.
   Answer Heartbeat(const std::string& name, const std::string& node_token,
-                   const json& tasks = json::array()) {
-    return Post("/api/v1/agent/heartbeat",
-                {{"seq", ++seq_}, {"wait_ms", 0}, {"tasks", tasks}, {"logs", json::array()}},
-                node_token, {{protocol::kNodeHeader, name}});
+                   const json& tasks = json::array(), const json& gpu_metrics = nullptr) {
+    json report = {{"seq", ++seq_}, {"wait_ms", 0}, {"tasks", tasks}, {"logs", json::array()}};
+    if (!gpu_metrics.is_null()) report["gpu_metrics"] = gpu_metrics;
+    return Post("/api/v1/agent/heartbeat", report, node_token, {{protocol::kNodeHeader, name}});
+  }
+  // A task status as an agent reports it, for the task of `launch` (an answer's "run" entry).
+  static json TaskStatus(const json& launch, const std::string& state) {
+    json s = {{"job_id", launch["job_id"]},
+              {"task_index", launch["task_index"]},
+              {"allocation_id", launch["allocation_id"]},
+              {"generation", launch["generation"]},
+              {"state", state}};
+    if (state == "exited") {
+      s["exit_code"] = 0;
+      s["end_cause"] = "exited";
+    }
+    return s;
+  }
+  // Starts what is pending on node `name` (`gpus` GPUs): a scheduling round, the heartbeat that
+  // hears the launches, and ReportRunning. Returns the launches.
+  json RunPendingJobs(const std::string& name, const std::string& node_token, int gpus,
+                      int utilization = 50) {
+    controller().Tick();
+    const Answer heard = Heartbeat(name, node_token);
+    EXPECT_EQ(heard.status, 200) << heard;
+    const json launches = heard.body.is_object() ? heard.body["run"] : json::array();
+    ReportRunning(name, node_token, launches, gpus, utilization);
+    return launches;
+  }
+  // A heartbeat of node `name` (`gpus` GPUs) reporting the tasks of `launches` running, with
+  // GPU metrics: every GPU at `utilization` %, with the tasks holding it.
+  void ReportRunning(const std::string& name, const std::string& node_token, const json& launches,
+                     int gpus, int utilization) {
+    json running = json::array();
+    std::vector<json> holders(gpus, json::array());
+    for (const json& launch : launches) {
+      running.push_back(TaskStatus(launch, "running"));
+      for (const json& gpu : launch["gpus"]) {
+        holders.at(gpu.get<int>())
+            .push_back(std::to_string(launch["allocation_id"].get<int64_t>()) + "-" +
+                       std::to_string(launch["generation"].get<int64_t>()));
+      }
+    }
+    json metrics = {{"sampled_at_ms", 0}, {"gpus", json::array()}};
+    for (int i = 0; i < gpus; ++i) {
+      metrics["gpus"].push_back({{"index", i},
+                                 {"utilization_percent", utilization},
+                                 {"tasks", holders[i]},
+                                 {"processes", json::array()}});
+    }
+    const Answer reported = Heartbeat(name, node_token, running, metrics);
+    EXPECT_EQ(reported.status, 200) << reported;
   }
 
   Controller& controller() { return *controller_; }
   store::Store& store() { return *test_store_.store(); }
   // The controller's task logs (ControllerConfig::logs_dir).
   std::filesystem::path logs_dir() const { return test_store_.dir() / "logs"; }
+  // A folder of the test's own for other files, removed with it.
+  const std::filesystem::path& test_dir() const { return test_store_.dir(); }
 
   int port() const { return port_; }
 

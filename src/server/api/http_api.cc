@@ -74,7 +74,7 @@ void HttpApi::Impl::Register(HttpServer& http) {
 }
 
 void HttpApi::Impl::StatusPage(HttpResponse& res) {
-  const std::vector<protocol::NodeView> nodes = controller_.Nodes();
+  const std::vector<protocol::NodeView> nodes = controller_.Nodes(Principal{});  // counts only
   int gpus = 0, ready = 0;
   for (const protocol::NodeView& n : nodes) {
     gpus += n.gpus;

@@ -8,8 +8,9 @@ namespace corral::server {
 using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
-// GET /metrics (Prometheus: an admin token, or the metrics token when one is configured),
-// the GPUs and idle GPUs (every user, as the nodes), and one job's GPUs (who may see the job).
+// GET /metrics (Prometheus: an admin token, or the metrics token when one is configured; every
+// job by name), the GPUs and idle GPUs (every user, as the nodes: other projects' jobs only as
+// "in use"), and one job's GPUs (who may see the job).
 void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
   http.Get("/metrics", [this](const HttpRequest& req, HttpResponse& res) {
     const std::string token = BearerToken(req);
@@ -32,8 +33,8 @@ void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
                  .summaries = controller_.SummaryHistory(Seconds(since->value_or(0)))};
              SendJson(res, 200, protocol::ToJson(history));
            }));
-  http.Get("/api/v1/gpus", Authed([this](const Principal&, const auto& req, auto& res) {
-             SendJson(res, 200, GpusView(controller_, clock_.Now(), req.Param("idle") == "1"));
+  http.Get("/api/v1/gpus", Authed([this](const Principal& who, const auto& req, auto& res) {
+             SendJson(res, 200, GpusView(controller_, who, clock_.Now(), req.Param("idle") == "1"));
            }));
   // Allocated and used GPU-hours (docs/monitoring.md): the caller's own and those of the
   // projects they belong to (admins: all); JSON, or CSV with format=csv.
@@ -116,9 +117,9 @@ void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
              // Only who may see the job may see its GPUs.
              auto job = controller_.JobView(who, JobId(*id));
              if (!job.ok()) return SendProblem(res, job.status());
-             SendJson(
-                 res, 200,
-                 JobGpusView(controller_, JobId(*id), clock_.Now(), Seconds(since->value_or(0))));
+             SendJson(res, 200,
+                      JobGpusView(controller_, who, JobId(*id), clock_.Now(),
+                                  Seconds(since->value_or(0))));
            }));
 }
 

@@ -8,8 +8,8 @@ using namespace api_internal;  // NOLINT(google-build-using-namespace)
 using nlohmann::json;
 
 void HttpApi::Impl::RegisterNodes(HttpServer& http) {
-  http.Get("/api/v1/nodes", Authed([this](const Principal&, const auto&, auto& res) {
-             SendJson(res, 200, protocol::ToJson(controller_.Nodes()));
+  http.Get("/api/v1/nodes", Authed([this](const Principal& who, const auto&, auto& res) {
+             SendJson(res, 200, protocol::ToJson(controller_.Nodes(who)));
            }));
   http.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
             Authed(

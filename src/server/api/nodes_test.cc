@@ -31,6 +31,72 @@ TEST_F(NodesApiTest, EveryUserSeesTheNodesAndTheirCapacity) {
   EXPECT_EQ(n["gpu_tasks"].size(), 8u);
 }
 
+// Per GPU of node `row`, the "gpu_tasks" entries that name a job.
+std::vector<json> NamedTasks(const json& row) {
+  std::vector<json> out;
+  for (const json& gpu : row["gpu_tasks"]) {
+    for (const json& t : gpu) {
+      if (t.contains("job")) out.push_back(t);
+    }
+  }
+  return out;
+}
+
+// Issue 15: any member saw the job ids and user names of every project's running jobs. Now a
+// member sees another project's task as its share "in use" only; their own projects' and, for
+// an admin, every task in full.
+TEST_F(NodesApiTest, AMemberSeesOtherProjectsWorkOnlyAsInUse) {
+  const std::string node_token = RegisterNode("gpu-1", 4);
+  const int64_t secret = SubmitJob(alice_token_, TestJobSpec(2, "vision"));
+  const int64_t shared = SubmitJob(alice_token_, TestJobSpec(1, "default"));
+  ASSERT_EQ(RunPendingJobs("gpu-1", node_token, 4).size(), 2u);
+
+  const Answer seen_by_bob = Get("/api/v1/nodes", bob_token_);  // in "default" only
+  ASSERT_EQ(seen_by_bob.status, 200) << seen_by_bob;
+  const json& row = seen_by_bob.body[0];
+  int in_use = 0;
+  for (const json& gpu : row["gpu_tasks"]) {
+    for (const json& t : gpu) {
+      if (t.contains("job")) {
+        EXPECT_EQ(t["job"], shared) << t;
+        EXPECT_EQ(t["project"], "default");
+      } else {
+        EXPECT_EQ(t, json({{"milli", 1000}})) << "an entry of another project: its share only";
+        ++in_use;
+      }
+    }
+  }
+  EXPECT_EQ(in_use, 2);
+  EXPECT_EQ(seen_by_bob.text.find("vision"), std::string::npos) << seen_by_bob.text;
+  EXPECT_EQ(seen_by_bob.text.find("\"job\":" + std::to_string(secret)), std::string::npos);
+  EXPECT_EQ(row["gpu_free_milli"], json({0, 0, 0, 1000}));  // the capacity stays visible
+
+  for (const std::string& token : {alice_token_, root_token_}) {
+    const Answer full = Get("/api/v1/nodes", token);
+    ASSERT_EQ(full.status, 200) << full;
+    EXPECT_EQ(NamedTasks(full.body[0]).size(), 3u) << full;
+  }
+}
+
+class ShowAllWorkNodesApiTest : public NodesApiTest {
+ protected:
+  void Configure(ControllerConfig& config) override {
+    config.work_visibility = WorkVisibility::kAll;
+  }
+};
+
+// `corral server --show-all-work`: every member sees every task, as before issue 15.
+TEST_F(ShowAllWorkNodesApiTest, EveryMemberSeesEveryTask) {
+  const std::string node_token = RegisterNode("gpu-1", 4);
+  const int64_t secret = SubmitJob(alice_token_, TestJobSpec(2, "vision"));
+  ASSERT_EQ(RunPendingJobs("gpu-1", node_token, 4).size(), 1u);
+  const std::vector<json> tasks = NamedTasks(Get("/api/v1/nodes", bob_token_).body[0]);
+  ASSERT_EQ(tasks.size(), 2u);
+  EXPECT_EQ(tasks[0]["job"], secret);
+  EXPECT_EQ(tasks[0]["user"], "alice");
+  EXPECT_EQ(tasks[0]["project"], "vision");
+}
+
 TEST_F(NodesApiTest, OnlyAnAdminCordonsOrDrains) {
   ASSERT_FALSE(RegisterNode("gpu-1", 8).empty());
   for (const char* action : {"cordon", "uncordon", "drain"}) {

@@ -247,7 +247,7 @@ TEST_F(PeopleApiTest, NamesStoredBeforeTheRulesStillListAndWork) {
   const std::string token = "token-of-a-user-made-before-the-rules";
   ASSERT_TRUE(store()
                   .CreateUserWithToken(user, false, {"default", project}, "old token\x7f",
-                                       HashToken(token), clock_.Now())
+                                       HashToken(token), clock_.Now(), std::nullopt)
                   .ok());
   const Answer users = Get("/api/v1/users", root_token_);
   ASSERT_EQ(users.status, 200) << users;

@@ -80,6 +80,16 @@ namespace corral::server {
 inline constexpr char kGpusIdleEvent[] = "GPUs idle";
 inline constexpr char kGpusBusyAgainEvent[] = "GPUs busy again";
 
+// What a caller sees of other projects' work on nodes and GPUs (docs/security.md, "What others
+// can see"). Admins see everything, members their own projects' jobs, whichever it is.
+enum class WorkVisibility {
+  // Another project's task is a share "in use": no job, task, user or project (as Slurm sites
+  // set PrivateData=jobs). The default.
+  kOwnProjects,
+  // Every job on every GPU, with its user and project (`corral server --show-all-work`).
+  kAll,
+};
+
 struct ControllerConfig {
   std::string policy = "fgd";
   std::string default_project = "default";
@@ -120,6 +130,7 @@ struct ControllerConfig {
   // Who a token belongs to is remembered this long; Accounts clears it on every change it
   // makes to tokens, users or memberships (principal_cache.h).
   PrincipalCache::Options principal_cache;
+  WorkVisibility work_visibility = WorkVisibility::kOwnProjects;
 };
 
 class Controller {
@@ -173,9 +184,13 @@ class Controller {
                            bool all_projects, int limit, std::optional<JobId> before,
                            std::optional<JobId> array);
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
-  // the tasks of starting or running jobs on it ({job, task, user, project, milli}), so that
-  // the dashboard's heatmap shows who uses each GPU (visible to every user, like the queue).
-  std::vector<protocol::NodeView> Nodes();
+  // the tasks of starting or running jobs on it, so that the dashboard's heatmap shows which
+  // GPUs are in use and by whom: each task's owner (job, task, user, project) when `who` may
+  // see its project's work (SeesWorkOf), else only its share.
+  std::vector<protocol::NodeView> Nodes(const Principal& who);
+  // True when `who` may see which jobs and users of `project` run on nodes and GPUs: an admin,
+  // a member of `project`, or anyone under WorkVisibility::kAll.
+  bool SeesWorkOf(const Principal& who, const std::string& project) const;
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
   // utilisation, in GPUs), jobs by live state (pending, starting, running).

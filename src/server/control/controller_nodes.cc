@@ -188,7 +188,11 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
                             node.last_heartbeat, node.node_id_hash});
 }
 
-std::vector<protocol::NodeView> Controller::Nodes() {
+bool Controller::SeesWorkOf(const Principal& who, const std::string& project) const {
+  return config_.work_visibility == WorkVisibility::kAll || who.CanAccessProject(project);
+}
+
+std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
   std::lock_guard lock(mu_);
   const auto& state = scheduler_->state();
   // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
@@ -197,10 +201,12 @@ std::vector<protocol::NodeView> Controller::Nodes() {
     if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
       continue;
     }
+    const bool seen = SeesWorkOf(who, job.record.project);
     for (const auto& t : job.tasks) {
+      std::optional<protocol::TaskOwner> owner;
+      if (seen) owner = protocol::TaskOwner{id, t.task_index, job.record.user, job.record.project};
       for (const model::GpuShare& g : t.allocation.gpus) {
-        on_gpu[t.node][g.index].push_back(
-            {id, t.task_index, job.record.user, job.record.project, g.milli});
+        on_gpu[t.node][g.index].push_back({owner, g.milli});
       }
     }
   }

@@ -291,7 +291,7 @@ TEST_F(ControllerTest, GpuMetricsNameTheJobsHoldingEachGpuOnTheReportingNodeOnly
   ASSERT_TRUE(Heartbeat(node, bad, 0).ok());
   EXPECT_EQ(StateOf(id), "succeeded");
   EXPECT_EQ(controller_->RejectedGpuReports(), 1);
-  for (const protocol::NodeView& row : controller_->Nodes()) {
+  for (const protocol::NodeView& row : controller_->Nodes(alice_)) {
     if (row.name == node) {
       EXPECT_THAT(row.gpu_metrics_error,
                   HasSubstr("gpu_metrics: field 'gpus[0].utilization_percent': must be in 0..100"));
@@ -779,7 +779,7 @@ TEST_F(ControllerTest, ChangedInventoryReplacesTheNodeAndRequeuesItsJobs) {
   auto view = JobJson(alice_, id);
   EXPECT_EQ((*view)["state"], "pending");
   EXPECT_THAT((*view)["reason"].get<std::string>(), HasSubstr("another inventory"));
-  auto nodes = controller_->Nodes();
+  auto nodes = controller_->Nodes(alice_);
   ASSERT_EQ(nodes.size(), 1u);
   EXPECT_EQ(nodes[0].gpus, 7);
   EXPECT_EQ(nodes[0].state, model::NodeState::kReady);
@@ -1494,7 +1494,8 @@ TEST_F(ControllerTest, InventoryLabelsAndAddressAreChecked) {
   EXPECT_THAT(refused.status().message(), HasSubstr("address"));
   inventory["labels"] = {{"rack", "r0"}};
   ASSERT_TRUE(RegisterNode("a", kNodeA, inventory).ok());
-  EXPECT_EQ(controller_->Nodes()[0].labels, (std::map<std::string, std::string>{{"rack", "r0"}}));
+  EXPECT_EQ(controller_->Nodes(alice_)[0].labels,
+            (std::map<std::string, std::string>{{"rack", "r0"}}));
 }
 
 TEST_F(ControllerTest, MpiJobEndsWithPartZero) {

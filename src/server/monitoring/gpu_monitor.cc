@@ -28,9 +28,24 @@ void AddReadingFields(const GpuReading& r, nlohmann::json& j) {
 
 }  // namespace
 
-nlohmann::json GpuStatusJson(const GpuStatus& gpu, int64_t now_ms, int64_t idle_after_ms) {
-  nlohmann::json holders = nlohmann::json::array();
+std::vector<SeenHolder> HoldersSeen(const GpuStatus& gpu,
+                                    const std::function<bool(const std::string&)>& sees) {
+  std::vector<SeenHolder> out;
   for (const GpuHolder& h : gpu.holders) {
+    out.push_back({sees(h.project) ? std::optional<GpuHolder>(h) : std::nullopt, h.share});
+  }
+  return out;
+}
+
+nlohmann::json GpuStatusJson(const GpuStatus& gpu, const std::vector<SeenHolder>& seen,
+                             int64_t now_ms, int64_t idle_after_ms) {
+  nlohmann::json holders = nlohmann::json::array();
+  for (const SeenHolder& s : seen) {
+    if (!s.holder) {
+      holders.push_back({{"share", s.share}});
+      continue;
+    }
+    const GpuHolder& h = *s.holder;
     holders.push_back({{"job", h.job.value()},
                        {"user", h.user},
                        {"project", h.project},

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json_fwd.hpp>
@@ -184,13 +185,25 @@ class GpuMonitor {
 // "YYYY-MM-DD" (UTC) of a Unix time in seconds.
 std::string UtcDay(int64_t unix_s);
 
+// A GPU's holder as one caller sees it (docs/security.md, "What others can see"): the job, or,
+// when the caller may not see its project's work, only the share it holds: "in use".
+struct SeenHolder {
+  std::optional<GpuHolder> holder;  // none: hidden from this caller
+  double share = 1.0;
+};
+// `gpu`'s holders as a caller sees them: in full those whose project `sees` accepts, the others
+// by their share only.
+std::vector<SeenHolder> HoldersSeen(const GpuStatus& gpu,
+                                    const std::function<bool(const std::string&)>& sees);
+
 // A GPU for the API: {"node", "index", "model", "uuid", "memory_total_mib", "sampled_at" (Unix
-// s), the reading's
-// fields that were reported ("utilization_percent", "memory_utilization_percent",
-// "memory_used_mib", "power_w", "temperature_c"), "holders": [{"job", "user", "project",
-// "share", "session"}], "processes", "foreign_processes", "idle_for_s" (while under the
-// threshold and held), "idle" (flagged: idle for at least `idle_after_ms`)}.
-nlohmann::json GpuStatusJson(const GpuStatus& gpu, int64_t now_ms, int64_t idle_after_ms);
+// s), the reading's fields that were reported ("utilization_percent",
+// "memory_utilization_percent", "memory_used_mib", "power_w", "temperature_c"), "holders":
+// `holders` (HoldersSeen of `gpu`), each {"job", "user", "project", "share", "session"} or, hidden,
+// {"share"}, "processes", "foreign_processes", "idle_for_s" (while under the threshold and
+// held), "idle" (flagged: idle for at least `idle_after_ms`)}.
+nlohmann::json GpuStatusJson(const GpuStatus& gpu, const std::vector<SeenHolder>& holders,
+                             int64_t now_ms, int64_t idle_after_ms);
 // A reading for a series: {"t" (Unix ms), and the reported fields as in GpuStatusJson}.
 nlohmann::json GpuReadingJson(const GpuReading& reading);
 

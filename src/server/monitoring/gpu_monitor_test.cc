@@ -266,7 +266,9 @@ TEST(GpuMonitorTest, StatusJsonSaysWhoHoldsTheGpuAndWhetherItIsFlaggedIdle) {
   g.foreign_processes = 1;
   monitor.Record("n1", kEight, {g}, holders, 100'000);
   const GpuStatus status = monitor.Gpus()[0];
-  nlohmann::json j = GpuStatusJson(status, 130'000, options.idle_after_ms);
+  const auto everyone = [](const std::string&) { return true; };
+  nlohmann::json j =
+      GpuStatusJson(status, HoldersSeen(status, everyone), 130'000, options.idle_after_ms);
   EXPECT_EQ(j["node"], "n1");
   EXPECT_EQ(j["uuid"], "u2");
   EXPECT_EQ(j["memory_total_mib"], 81920);
@@ -278,8 +280,25 @@ TEST(GpuMonitorTest, StatusJsonSaysWhoHoldsTheGpuAndWhetherItIsFlaggedIdle) {
   EXPECT_EQ(j["foreign_processes"], 1);
   EXPECT_EQ(j["idle_for_s"], 30);
   EXPECT_EQ(j["idle"], false);
-  EXPECT_EQ(GpuStatusJson(status, 160'000, options.idle_after_ms)["idle"], true);
+  EXPECT_EQ(
+      GpuStatusJson(status, HoldersSeen(status, everyone), 160'000, options.idle_after_ms)["idle"],
+      true);
   EXPECT_EQ(GpuReadingJson(status.latest)["t"], 100'000);
+}
+
+// Seen by someone outside the holder's project: the share only, "in use"; the GPU's reading
+// stays.
+TEST(GpuMonitorTest, AHolderTheCallerMayNotSeeIsOnlyItsShare) {
+  GpuMonitor monitor(GpuMonitor::Options{});
+  monitor.Record("n1", kEight, {Gpu(2, 40, {7, 8})},
+                 {{7, Holder(1, "ann", 0.5)}, {8, Holder(2, "bo", 0.25)}}, 100'000);
+  const GpuStatus status = monitor.Gpus()[0];
+  const nlohmann::json j = GpuStatusJson(
+      status, HoldersSeen(status, [](const std::string& project) { return project == "proj-ann"; }),
+      100'000, 60'000);
+  EXPECT_EQ(j["holders"], nlohmann::json::parse(R"([{"job": 1, "user": "ann",
+      "project": "proj-ann", "share": 0.5, "session": false}, {"share": 0.25}])"));
+  EXPECT_EQ(j["utilization_percent"], 40);
 }
 
 TEST(UtcDayTest, FormatsUtcDates) {

@@ -23,7 +23,7 @@ Principal Everyone() {
 std::string MetricsText(Controller& controller, Seconds now) {
   MetricsSnapshot s;
   s.summary = controller.ClusterSummary();
-  s.nodes = controller.Nodes();
+  s.nodes = controller.Nodes(Everyone());
   auto projects = controller.ProjectsView(Everyone());
   if (projects.ok()) s.projects = std::move(projects).value();
   s.gpus = controller.Gpus().Gpus();
@@ -35,25 +35,38 @@ std::string MetricsText(Controller& controller, Seconds now) {
   return RenderMetrics(s);
 }
 
-nlohmann::json GpusView(Controller& controller, Seconds now, bool idle_only) {
+namespace {
+
+// `gpu`'s holders as `who` may see them.
+std::vector<SeenHolder> SeenBy(const Controller& controller, const Principal& who,
+                               const GpuStatus& gpu) {
+  return HoldersSeen(
+      gpu, [&](const std::string& project) { return controller.SeesWorkOf(who, project); });
+}
+
+}  // namespace
+
+nlohmann::json GpusView(Controller& controller, const Principal& who, Seconds now, bool idle_only) {
   const GpuMonitor& monitor = controller.Gpus();
   const int64_t now_ms = now.value() * 1000;
   const int64_t idle_after_ms = monitor.options().idle_after_ms;
   nlohmann::json gpus = nlohmann::json::array();
   for (const GpuStatus& g : idle_only ? monitor.IdleGpus(now_ms) : monitor.Gpus()) {
-    gpus.push_back(GpuStatusJson(g, now_ms, idle_after_ms));
+    gpus.push_back(GpuStatusJson(g, SeenBy(controller, who, g), now_ms, idle_after_ms));
   }
   return {{"idle_threshold_percent", monitor.options().idle_threshold_percent},
           {"idle_after_s", idle_after_ms / 1000},
           {"gpus", gpus}};
 }
 
-nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Seconds since) {
+nlohmann::json JobGpusView(Controller& controller, const Principal& who, JobId job, Seconds now,
+                           Seconds since) {
   const GpuMonitor& monitor = controller.Gpus();
   const int64_t now_ms = now.value() * 1000;
   nlohmann::json gpus = nlohmann::json::array();
   for (const auto& [status, readings] : monitor.JobGpus(job, since.value() * 1000)) {
-    nlohmann::json g = GpuStatusJson(status, now_ms, monitor.options().idle_after_ms);
+    nlohmann::json g = GpuStatusJson(status, SeenBy(controller, who, status), now_ms,
+                                     monitor.options().idle_after_ms);
     nlohmann::json series = nlohmann::json::array();
     for (const GpuReading& r : readings) series.push_back(GpuReadingJson(r));
     g["series"] = std::move(series);

@@ -1,6 +1,7 @@
 // The monitoring answers of the HTTP API (docs/monitoring.md), built from the controller's
 // GpuMonitor and state: GET /metrics, /api/v1/gpus, /api/v1/gpus/idle and
-// /api/v1/jobs/<id>/gpus. Who may ask is decided by the API before these are called.
+// /api/v1/jobs/<id>/gpus. Who may ask is decided by the API before these are called; what the
+// caller sees of other projects' jobs on the GPUs is decided here (Controller::SeesWorkOf).
 #pragma once
 
 #include <cstdint>
@@ -22,12 +23,14 @@ namespace corral::server {
 std::string MetricsText(Controller& controller, Seconds now);
 
 // {"idle_threshold_percent", "idle_after_s", "gpus": [GpuStatusJson...]}: every GPU that has
-// reported, or (idle_only) only those flagged idle.
-nlohmann::json GpusView(Controller& controller, Seconds now, bool idle_only);
+// reported, or (idle_only) only those flagged idle, their holders as `who` may see them.
+nlohmann::json GpusView(Controller& controller, const Principal& who, Seconds now, bool idle_only);
 
 // {"job", "gpus": [GpuStatusJson + "series": [GpuReadingJson...] since `since`]}: the GPUs the
-// job holds now, with their recent readings (the in-memory window).
-nlohmann::json JobGpusView(Controller& controller, JobId job, Seconds now, Seconds since);
+// job holds now, with their recent readings (the in-memory window); the other holders of a
+// shared GPU as `who` may see them.
+nlohmann::json JobGpusView(Controller& controller, const Principal& who, JobId job, Seconds now,
+                           Seconds since);
 
 // {"job", "intervals": [{"node", "gpu", "t" (Unix s), "resolution_s", "utilization_percent",
 // "memory_used_mib", "power_w", "temperature_c"}]}: the job's GPU history in the store over

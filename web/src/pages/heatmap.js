@@ -4,7 +4,9 @@
 // but unused, to green: busy; gpus.js utilColour), slate when it has no reading yet; a GPU the
 // server flagged idle (under the threshold for the idle time) is striped. The tooltip names
 // every task on the GPU and its reading (util, memory, power, temperature, idle time); it is
-// written when the pointer first reaches a cell, not for 8,000 cells at each render.
+// written when the pointer first reaches a cell, not for 8,000 cells at each render. A task of
+// a project the viewer is not in comes without job, user or project (docs/security.md, "What
+// others can see"): its cell says "in use", coloured like any other.
 // renderHeatmap is exported for bench/web_render.mjs, which times it with 1,000 nodes.
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -28,11 +30,24 @@ export function cellClass(node, i, gpu) {
   return free <= 0 ? 'full' : 'partial';
 }
 
+/** One task of a GPU in words: whose it is, or "in use" for another project's. */
+export function taskText(t) {
+  return t.job === undefined ? `in use by another project (${t.milli} milli)`
+    : `job ${t.job} task ${t.task} (${t.user}, ${t.project}, ${t.milli} milli)`;
+}
+
+/** The text of a GPU's cell: its one job and user, "in use" (another project's), or "N jobs". */
+export function cellLabel(tasks) {
+  if (tasks.length === 0) return '';
+  if (tasks.length > 1) return `${tasks.length} jobs`;
+  return tasks[0].job === undefined ? 'in use' : `#${tasks[0].job} ${tasks[0].user}`;
+}
+
 /** The tooltip of GPU `i` of `node`: every task on it, its free share, its reading. */
 export function cellTitle(node, i, gpu) {
   const tasks = node.gpu_tasks?.[i] || [];
   const free = node.gpu_free_milli?.[i];
-  const who = tasks.map((t) => `job ${t.job} task ${t.task} (${t.user}, ${t.project}, ${t.milli} milli)`);
+  const who = tasks.map(taskText);
   return `${node.name} GPU ${i}${node.gpu_model ? ` ${node.gpu_model}` : ''}: ` +
     (who.length ? who.join('; ') : 'free') +
     (free !== undefined && free > 0 && free < 1000 ? `; ${free} milli free` : '') +
@@ -41,15 +56,17 @@ export function cellTitle(node, i, gpu) {
 
 function cell(node, i, gpu) {
   const tasks = node.gpu_tasks?.[i] || [];
-  const label = tasks.length === 0 ? '' : tasks.length === 1 ? `#${tasks[0].job} ${tasks[0].user}` : `${tasks.length} jobs`;
+  const label = cellLabel(tasks);
   const util = gpu?.utilization_percent;
+  const seen = tasks.filter((t) => t.job !== undefined);
   return h('div', {
     class: `cell ${cellClass(node, i, gpu)}`,
     dataset: {
-      node: node.name, gpu: String(i), jobs: tasks.map((t) => t.job).join(' '),
+      node: node.name, gpu: String(i), jobs: seen.map((t) => t.job).join(' '),
+      inUse: seen.length < tasks.length ? '1' : undefined,
       util: typeof util === 'number' ? String(util) : undefined, idle: gpu?.idle ? '1' : undefined,
     },
-  }, tasks.length === 1 ? h('a', { href: `#/jobs/${tasks[0].job}` }, label) : label);
+  }, tasks.length === 1 && seen.length === 1 ? h('a', { href: `#/jobs/${tasks[0].job}` }, label) : label);
 }
 
 /**

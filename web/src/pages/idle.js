@@ -11,12 +11,15 @@ function flaggedTable(gpus) {
   return table(['node', 'GPU', 'model', 'job', 'user', 'project', 'utilisation', 'memory', 'idle for'],
     gpus.map((g) => {
       const holders = g.holders || [];
+      // Another project's job comes without job, user or project: "in use".
+      const seen = holders.filter((x) => x.job !== undefined);
       return [
         g.node, String(g.index), g.model || '',
-        holders.length ? holders.map((x, i) => [i ? ', ' : '', h('a', { href: `#/jobs/${x.job}` }, `#${x.job}`),
+        holders.length ? holders.map((x, i) => [i ? ', ' : '',
+          x.job === undefined ? 'in use' : h('a', { href: `#/jobs/${x.job}` }, `#${x.job}`),
           x.session ? ' (session)' : '', x.share < 1 ? ` (${x.share} GPU)` : '']) : '—',
-        [...new Set(holders.map((x) => x.user))].join(', '),
-        [...new Set(holders.map((x) => x.project))].join(', '),
+        [...new Set(seen.map((x) => x.user))].join(', '),
+        [...new Set(seen.map((x) => x.project))].join(', '),
         percent(g.utilization_percent), mib(g.memory_used_mib), duration(g.idle_for_s),
       ];
     }), { id: 'idle-flagged-table' });
