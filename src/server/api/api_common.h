@@ -42,5 +42,4 @@ Result<std::optional<int64_t>> IntParam(const HttpRequest& req, const std::strin
 // The id a route captured as (\d+) (so only an overflow fails).
 Result<int64_t> PathId(const HttpRequest& req, const std::string& what);
 
-
 }  // namespace corral::server::api_internal

@@ -98,7 +98,7 @@ struct ControllerConfig {
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
   std::string session_key;
-  std::string logs_dir;      // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  std::string logs_dir;  // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
   // The most a task run's stream keeps on the server's disk (LogSink: older output is dropped).
   int64_t max_log_bytes = LogSink::kDefaultMaxBytes;
   // The cluster's cap on pending jobs (SubmitLimiter); users' and projects' are in the store.

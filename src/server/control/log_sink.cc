@@ -161,15 +161,25 @@ Result<LogSink::Page> LogSink::Read(JobId job, int task_index, int64_t generatio
       done += n;
     }
     text.resize(done);
-    page.next_offset = from + static_cast<int64_t>(done);
-    if (dropped && page.next_offset > from) {
+    // A write may have dropped more meanwhile (a hole reads as zeros): keep only what is still
+    // data after the read.
+    const int64_t data_after = offset < page.size ? ::lseek(fd, 0, SEEK_DATA) : 0;
+    int64_t start = from;
+    if (data_after > from) {
+      const int64_t lost = std::min<int64_t>(data_after - from, static_cast<int64_t>(text.size()));
+      text.erase(0, static_cast<size_t>(lost));
+      start = from + lost;
+    }
+    const bool dropped_now = dropped || start > from;
+    page.next_offset = start + static_cast<int64_t>(text.size());
+    if (dropped_now && page.next_offset > start) {
       // Whole blocks were dropped: the first line kept is cut; drop its start too (when the
       // line ends soon), so that the note is followed by whole lines.
       const size_t line_end = text.find('\n');
       const size_t cut = line_end != std::string::npos && line_end < static_cast<size_t>(kNoteRoom)
                              ? line_end + 1
                              : 0;
-      page.data = DroppedNote(from + static_cast<int64_t>(cut), max_bytes_) + text.substr(cut);
+      page.data = DroppedNote(start + static_cast<int64_t>(cut), max_bytes_) + text.substr(cut);
     } else {
       page.data = std::move(text);
     }
