@@ -14,6 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "common/json_parse.h"
+#include "server/http/problem.h"
+
 namespace corral::server {
 namespace {
 
@@ -38,7 +41,8 @@ class Client {
   ~Client() { close(fd_); }
 
   bool Send(const std::string& bytes) {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   // Everything until the peer closes or `limit` passes; `closed` says whether it closed.
   std::string ReadAll(std::chrono::milliseconds limit, bool* closed = nullptr) {
@@ -121,8 +125,12 @@ class HttpServerTest : public ::testing::Test {
     server_->Post("/echo", [](const HttpRequest& req, HttpResponse& res) {
       res.SetContent(req.body, "text/plain");
     });
-    server_->Get("/throws", [](const HttpRequest&, HttpResponse&) {
-      throw std::runtime_error("boom");
+    server_->Get("/throws",
+                 [](const HttpRequest&, HttpResponse&) { throw std::runtime_error("boom"); });
+    server_->Post("/parse", [](const HttpRequest& req, HttpResponse& res) {
+      auto body = ParseJson(req.body, "request body");
+      if (!body.ok()) return SendProblem(res, body.status());
+      res.SetContent("parsed", "text/plain");
     });
     server_->Get("/stream", [](const HttpRequest&, HttpResponse& res) {
       auto n = std::make_shared<int>(0);
@@ -155,7 +163,8 @@ TEST_F(HttpServerTest, RoutesMatchTheWholePathWithCapturesAndTheDecodedQuery) {
 
 TEST_F(HttpServerTest, NoRouteIs404AnotherMethodIs405AndAThrowIs500AllProblemJson) {
   Start();
-  for (const auto& [request, status, words] : std::vector<std::tuple<std::string, int, std::string>>{
+  for (const auto& [request, status, words] :
+       std::vector<std::tuple<std::string, int, std::string>>{
            {"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404, "no such route: GET /nope"},
            {"DELETE /things/1 HTTP/1.1\r\nHost: x\r\n\r\n", 405, "allowed: GET"},
            {"GET /throws HTTP/1.1\r\nHost: x\r\n\r\n", 500, "internal error answering GET /throws"},
@@ -170,6 +179,22 @@ TEST_F(HttpServerTest, NoRouteIs404AnotherMethodIs405AndAThrowIs500AllProblemJso
       EXPECT_NE(answer.find("Allow: GET"), std::string::npos) << answer;
     }
   }
+}
+
+// Found by fuzz/http_api_fuzzer.cc: the JSON parser's error quotes the bytes it stopped at, and
+// dumping a problem whose detail was not UTF-8 threw, so that any caller's broken body was a 500.
+TEST_F(HttpServerTest, AProblemQuotingBytesThatAreNotUtf8Is400NotA500) {
+  Start();
+  Client c(port_);
+  const std::string body = "{\"name\":\xff\xfe}";
+  ASSERT_TRUE(c.Send("POST /parse HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 400) << answer;
+  EXPECT_NE(answer.find("application/problem+json"), std::string::npos) << answer;
+  const std::string detail = BodyOf(answer).value("detail", "");
+  EXPECT_NE(detail.find("request body: not valid JSON"), std::string::npos) << answer;
+  EXPECT_NE(detail.find("\xef\xbf\xbd"), std::string::npos) << "no U+FFFD: " << answer;
 }
 
 TEST_F(HttpServerTest, AStreamedBodyIsSentInChunks) {
@@ -187,8 +212,8 @@ TEST_F(HttpServerTest, AChunkedBodyIsCountedAsItArrives) {
   Start();
   // Authenticated: 1000 bytes at most. 600 + 600 in two chunks is over, without a
   // Content-Length: 413 once the rest is drained.
-  const std::string two_chunks = "258\r\n" + std::string(600, 'a') + "\r\n258\r\n" +
-                                 std::string(600, 'b') + "\r\n0\r\n\r\n";
+  const std::string two_chunks =
+      "258\r\n" + std::string(600, 'a') + "\r\n258\r\n" + std::string(600, 'b') + "\r\n0\r\n\r\n";
   Client c(port_);
   ASSERT_TRUE(c.Send(
       "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\nTransfer-Encoding: chunked\r\n\r\n" +
@@ -198,8 +223,8 @@ TEST_F(HttpServerTest, AChunkedBodyIsCountedAsItArrives) {
   EXPECT_NE(BodyOf(answer).value("detail", "").find("over 1000 bytes"), std::string::npos);
   // Anonymous: 100 bytes; the same body is not read past them (answered or closed at once).
   Client d(port_);
-  ASSERT_TRUE(d.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" +
-                     two_chunks));
+  ASSERT_TRUE(
+      d.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + two_chunks));
   bool closed = false;
   const std::string refused = d.ReadAll(2000ms, &closed);
   EXPECT_TRUE(closed);
@@ -265,8 +290,9 @@ TEST_F(HttpServerTest, ARefusalFromTheHeadIsAnsweredWithoutReadingTheBody) {
   Start();
   Client c(port_);
   // The body never comes: the answer does.
-  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: no\r\nContent-Length: "
-                     "50\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: no\r\nContent-Length: "
+             "50\r\n\r\n"));
   const std::string answer = c.ReadAnswer();
   EXPECT_EQ(StatusOf(answer), 401) << answer;
   EXPECT_NE(BodyOf(answer).value("detail", "").find("refused from the head"), std::string::npos);
@@ -333,7 +359,8 @@ TEST_F(HttpServerTest, AuthenticatedConnectionsDoNotCountAgainstTheAddressCap) {
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < 5; ++i) {
     clients.push_back(std::make_unique<Client>(port_, "127.0.0.4"));
-    ASSERT_TRUE(clients.back()->Send("GET /things/1 HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n\r\n"));
+    ASSERT_TRUE(
+        clients.back()->Send("GET /things/1 HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n\r\n"));
     EXPECT_EQ(StatusOf(clients.back()->ReadAnswer()), 200) << "connection " << i;
   }
   EXPECT_EQ(server_->connections().unauthenticated, 0);

@@ -1,6 +1,5 @@
 #include "server/http/problem.h"
 
-
 namespace corral::server {
 
 using nlohmann::json;
@@ -38,8 +37,11 @@ void SendJson(HttpResponse& res, int status, const json& body) {
 void SendProblem(HttpResponse& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
   res.status = status;
-  res.SetContent(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
-                  "application/problem+json");
+  // A detail may quote what the client sent (a JSON parser's error quotes the bytes it stopped
+  // at): invalid UTF-8 becomes U+FFFD instead of throwing, which would turn a 400 into a 500.
+  res.SetContent(Problem(status, StatusCodeName(s.code()), s.message())
+                     .dump(-1, ' ', false, json::error_handler_t::replace),
+                 "application/problem+json");
 }
 
 }  // namespace corral::server
