@@ -9,8 +9,10 @@
 // is accepted and stored the same (the server reads back what it wrote).
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "common/json_parse.h"
@@ -20,8 +22,11 @@ namespace {
 
 using corral::protocol::SpecOrigin;
 
-void Check(bool holds) {
-  if (!holds) std::abort();
+// Prints why the round trip failed and aborts (libFuzzer keeps the input).
+[[noreturn]] void Fail(const nlohmann::json& stored, const std::string& why) {
+  fprintf(stderr, "job_spec_json_fuzzer: the stored spec %s %s\n", stored.dump().c_str(),
+          why.c_str());
+  std::abort();
 }
 
 }  // namespace
@@ -38,8 +43,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)stored.dump();
     if (origin != SpecOrigin::kStored) continue;
     auto again = corral::protocol::ParseJobSpec(stored, SpecOrigin::kStored);
-    Check(again.ok());
-    Check(corral::protocol::ToJson(*again) == stored);
+    if (!again.ok()) Fail(stored, "is refused: " + again.status().ToString());
+    if (corral::protocol::ToJson(*again) != stored) {
+      Fail(stored, "reads back as " + corral::protocol::ToJson(*again).dump());
+    }
   }
   return 0;
 }
