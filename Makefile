@@ -60,7 +60,7 @@ FUZZ_FLAGS := -DCMAKE_CXX_COMPILER=clang++-14 -DCORRAL_FUZZ=ON
 # no "Entering directory" noise).
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
-CXX_DIRS := src apps tests bench
+CXX_DIRS := src apps tests bench fuzz
 FORMAT_FILES = $(shell find $(CXX_DIRS) -type f \( -name '*.h' -o -name '*.cc' \) 2>/dev/null | sort)
 TIDY_FILES = $(shell find src -type f -name '*.cc' ! -name '*_test.cc' | sort)
 

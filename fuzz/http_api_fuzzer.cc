@@ -168,9 +168,6 @@ class Cluster {
     }
     return std::move(result).value();
   }
-  static void Must(const Status& status) {
-    if (!status.ok()) Must(Result<int>(status));
-  }
 
   HttpResponse Serve(std::string method, std::string path, const std::string& token,
                      std::string body) const {
@@ -186,11 +183,14 @@ class Cluster {
   }
 
   // A heartbeat waits up to its wait_ms (30 s) for something to answer, by design: an input
-  // must run in bounded time, so the harness asks for no wait.
+  // must run in bounded time, so a positive wait_ms becomes 0 (anything else is left to the
+  // codec to refuse).
   static void NoLongPoll(HttpRequest& request) {
     auto body = ParseJson(request.body, "request body");
     if (!body.ok() || !body->is_object() || !body->contains("wait_ms")) return;
-    (*body)["wait_ms"] = 0;
+    nlohmann::json& wait = (*body)["wait_ms"];
+    if (!wait.is_number_integer() || wait <= 0) return;
+    wait = 0;
     request.body = body->dump();
   }
 
