@@ -17,6 +17,10 @@
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
 #   make bench-web the heatmap's render time with 1,000 fake nodes (docs/benchmarks.md)
 #   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
+#   make fuzz    build the libFuzzer targets (fuzz/, clang) in build-fuzz/ and run each for
+#                FUZZ_SECONDS on its seed corpus, merging what reaches new code into
+#                fuzz/corpus/ (docs/security.md, "Fuzzing"); fails on any crash
+#   make fuzz-ci the same, 10 s per target, the corpus read only (CI)
 #   make lint    clang-format check (fails on any difference) + clang-tidy (advisory)
 #   make format  apply clang-format to every C++ file in place
 #   make clean   remove the build folders and the demo output
@@ -24,7 +28,7 @@
 # Variables: JOBS (parallel jobs, default: all cores), TRACES (public traces folder, default
 # ../shared/traces), BENCH_ARGS (extra flags for the benchmark binaries), CORRAL_TIMINGS (a file
 # to which every timed step appends a line; .ci/run prints them as its summary), N (runs of
-# test-repeat, default 5).
+# test-repeat, default 5), FUZZ_SECONDS (per target in `make fuzz`, default 120).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -36,6 +40,7 @@ JOBS ?= $(shell nproc)
 TRACES ?= ../shared/traces
 BENCH_ARGS ?=
 N ?= 5
+FUZZ_SECONDS ?= 120
 # What the end-to-end targets build first; test-repeat builds once and then empties it.
 TEST_BUILD := build
 DEMO_OUT := .corral/sim-demo
@@ -48,12 +53,14 @@ ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on
 RELEASE_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_TESTS=ON -DCORRAL_BENCH=ON
 RUN_FLAGS := -DCMAKE_BUILD_TYPE=Release -DCORRAL_SANITIZE=OFF -DCORRAL_TESTS=OFF -DCORRAL_BENCH=OFF
 ASAN_FLAGS := -DCMAKE_BUILD_TYPE=Debug -DCORRAL_SANITIZE=ON -DCORRAL_TESTS=ON -DCORRAL_BENCH=OFF
+# The fuzz targets and only the libraries they fuzz, by clang (CMakeLists.txt, CORRAL_FUZZ).
+FUZZ_FLAGS := -DCMAKE_CXX_COMPILER=clang++-14 -DCORRAL_FUZZ=ON
 
 # cmake --build runs its own make: keep ours out of its environment (no jobserver to share,
 # no "Entering directory" noise).
 CMAKE_BUILD := env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL cmake --build
 
-CXX_DIRS := src apps tests bench
+CXX_DIRS := src apps tests bench fuzz
 FORMAT_FILES = $(shell find $(CXX_DIRS) -type f \( -name '*.h' -o -name '*.cc' \) 2>/dev/null | sort)
 TIDY_FILES = $(shell find src -type f -name '*.cc' ! -name '*_test.cc' | sort)
 
@@ -78,7 +85,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-asan test-repeat run sim-demo bench bench-web lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-asan test-repeat run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -205,6 +212,19 @@ bench: build
 	@if [ -f bench/macro.sh ]; then \
 	  $(call timed,bench/macro.sh,CORRAL_SHARED_TRACES=$(TRACES) bash bench/macro.sh build/corral); fi
 
+# libFuzzer targets (fuzz/, docs/security.md "Fuzzing"): a third build folder, by clang, that
+# compiles only the libraries being fuzzed; then scripts/fuzz.sh runs the targets one after
+# another.
+fuzz-build: setup
+	@$(call configure,build-fuzz,$(FUZZ_FLAGS))
+	@$(call timed,build (libFuzzer targets),$(CMAKE_BUILD) build-fuzz -j$(JOBS))
+
+fuzz: fuzz-build
+	@$(call timed,fuzzing ($(FUZZ_SECONDS) s per target),bash scripts/fuzz.sh $(FUZZ_SECONDS) --merge)
+
+fuzz-ci: fuzz-build
+	@$(call timed,fuzzing (10 s per target),bash scripts/fuzz.sh 10)
+
 lint: format-check tidy
 
 format-check: setup
@@ -234,4 +254,4 @@ format: setup
 	clang-format -i $(FORMAT_FILES)
 
 clean:
-	rm -rf build build-asan web/dist $(DEMO_OUT) .corral/synthetic.jsonl
+	rm -rf build build-asan build-fuzz web/dist $(DEMO_OUT) .corral/synthetic.jsonl

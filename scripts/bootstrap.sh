@@ -6,7 +6,8 @@
 #                       binary builds against, and node/npm for the dashboard
 #   bootstrap.sh test   all of `run`, plus what `make test`, `make bench` and `make lint` need:
 #                       GoogleTest and Google Benchmark, PostgreSQL, Prometheus, PyTorch, podman,
-#                       Chromium, iproute2, clang-format/clang-tidy (the default)
+#                       Chromium, iproute2, clang-format/clang-tidy, clang and libFuzzer (the
+#                       default)
 set -euo pipefail
 
 target=${1:-test}
@@ -26,6 +27,9 @@ run_packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format clang-tidy
+  # `make fuzz` (fuzz/, docs/security.md "Fuzzing"): libFuzzer's targets are built by clang
+  # (g++ has no libFuzzer), and libFuzzer's library and headers come in their own package.
+  clang-14 libfuzzer-14-dev
   time  # GNU time (/usr/bin/time): bench/macro.sh measures wall time and peak memory
   postgresql  # PostgreSQL 15 server for the store tests (scripts/with_postgres.sh)
   python3  # tests/e2e_test.py

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
 
 #include "common/json_parse.h"
 
@@ -27,6 +28,41 @@ nlohmann::json ScalarToJson(const YAML::Node& node) {
   const bool numeric = s.find_first_not_of("+-.0123456789eE") == std::string::npos;
   if (numeric && errno == 0 && end == s.c_str() + s.size()) return d;
   return s;
+}
+
+// Whether `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing past
+// U+10FFFF), which nlohmann::json can dump.
+bool IsUtf8(std::string_view text) {
+  for (size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    }
+    // The sequence's length after its lead byte, and the range of its second byte.
+    size_t more = 0;
+    unsigned char low = 0x80, high = 0xBF;
+    if (lead >= 0xC2 && lead <= 0xDF) {
+      more = 1;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      more = 2;
+      if (lead == 0xE0) low = 0xA0;   // overlong
+      if (lead == 0xED) high = 0x9F;  // surrogates
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      more = 3;
+      if (lead == 0xF0) low = 0x90;   // overlong
+      if (lead == 0xF4) high = 0x8F;  // past U+10FFFF
+    } else {
+      return false;
+    }
+    if (i + more >= text.size()) return false;
+    for (size_t k = 1; k <= more; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if (b < (k == 1 ? low : 0x80) || b > (k == 1 ? high : 0xBF)) return false;
+    }
+    i += more + 1;
+  }
+  return true;
 }
 
 // Converts a YAML document within the limits of outside JSON, counting what it expands to:
@@ -51,6 +87,7 @@ class YamlConverter {
               return InvalidArgument(what_ + ": a mapping's keys must be strings");
             }
             CORRAL_RETURN_IF_ERROR(Count(item.first.Scalar().size()));
+            CORRAL_RETURN_IF_ERROR(CheckText(item.first));
           }
           auto value = Convert(map ? item.second : item, depth + 1);
           if (!value.ok()) return value.status();
@@ -63,6 +100,7 @@ class YamlConverter {
         return out;
       }
       case YAML::NodeType::Scalar:
+        CORRAL_RETURN_IF_ERROR(CheckText(node));
         return ScalarToJson(node);
       default:
         return nlohmann::json(nullptr);
@@ -80,6 +118,17 @@ class YamlConverter {
                         " bytes of text (YAML aliases?)");
     }
     return Status::Ok();
+  }
+
+  // A scalar's or key's text is UTF-8, as JSON's must be: yaml-cpp passes bytes that are not
+  // through, and reads a file that starts with NULs as UTF-32, whose code points past U+10FFFF
+  // it writes as no UTF-8 is; nlohmann would throw on either when the document is dumped.
+  Status CheckText(const YAML::Node& scalar) const {
+    if (IsUtf8(scalar.Scalar())) return Status::Ok();
+    const YAML::Mark at = scalar.Mark();
+    return InvalidArgument(what_ + ": not valid JSON or YAML: text that is not UTF-8 at line " +
+                           std::to_string(at.line + 1) + ", column " +
+                           std::to_string(at.column + 1));
   }
 
   static Status TooDeep(const std::string& what) {

@@ -28,6 +28,32 @@ TEST(ConfigFile, JsonIsReadAsJsonAndGarbageIsNamed) {
   EXPECT_EQ(ReadJsonOrYamlFile("/nonexistent/x.yaml").status().code(), StatusCode::kIoError);
 }
 
+// Found by fuzz/job_spec_yaml_fuzzer.cc: yaml-cpp passes bytes that are not UTF-8 through (and
+// reads a file whose first bytes look like UTF-32 as UTF-32), and a document holding such a
+// string could not be dumped (nlohmann threw), so `corral submit -f` failed with nlohmann's
+// exception instead of naming the file and the place.
+TEST(ConfigFile, TextThatIsNotUtf8IsRefusedNamingWhere) {
+  const std::string refused = "job.yaml: not valid JSON or YAML: text that is not UTF-8 at ";
+  for (const auto& [text, where] : std::vector<std::pair<std::string, std::string>>{
+           {"name: caf\xe9\n", "line 1, column 7"},                 // Latin-1
+           {"a: 1\nb: \xc0\xaf\n", "line 2, column 4"},             // an overlong '/'
+           {"x: \xed\xa0\x80\n", "line 1, column 4"},               // a surrogate
+           {"x: [\"ok\", \xf4\x90\x80\x80]", "line 1, column 11"},  // past U+10FFFF
+           {"x: \xe2\x82", "line 1, column 4"},                     // cut short
+           {"caf\xe9: 1\n", "line 1, column 1"}}) {                 // a key
+    auto parsed = ParseJsonOrYaml(text, "job.yaml");
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << text;
+    EXPECT_EQ(parsed.status().message(), refused + where);
+  }
+  // The fuzzer's input: NULs first, which yaml-cpp takes for UTF-32.
+  const std::string utf32("\x01\0\0\0\0\0\0uenvironment: jup!!str esources", 38);
+  EXPECT_THAT(ParseJsonOrYaml(utf32, "job.yaml").status().message(),
+              ::testing::StartsWith(refused));
+  auto utf8 = ParseJsonOrYaml("name: caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x84\n", "job.yaml");
+  ASSERT_TRUE(utf8.ok()) << utf8.status().ToString();
+  EXPECT_EQ(utf8->dump(), "{\"name\":\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x90\x84\"}");
+}
+
 std::string Repeated(const std::string& piece, int times) {
   std::string out;
   for (int i = 0; i < times; ++i) out += piece;

@@ -352,7 +352,6 @@ nlohmann::json ToJson(const JobSpec& s) {
   if (!s.resources.gpu_models.empty()) resources["gpu_models"] = s.resources.gpu_models;
   nlohmann::json j = {{"name", s.name},
                       {"project", s.project},
-                      {"command", s.command},
                       {"shell", s.shell},
                       {"workdir", s.workdir},
                       {"env", s.env},
@@ -363,6 +362,8 @@ nlohmann::json ToJson(const JobSpec& s) {
                       {"max_restarts", s.max_restarts},
                       {"launcher", std::string(model::LauncherName(s.launcher))},
                       {"procs_per_node", s.procs_per_node}};
+  // Empty only when the environment gives it, as ParseJobSpec reads an absent command.
+  if (!s.command.empty()) j["command"] = s.command;
   if (!s.environment.empty()) j["environment"] = s.environment;
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();

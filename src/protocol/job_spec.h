@@ -141,8 +141,9 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
 // env and in every array element's); an array copied once per element within 64 MiB.
 // InvalidArgument naming the field.
 Status CheckJobSpec(const JobSpec& spec);
-// The spec as stored with a job: every field but `array` (a job is never an array), with the
-// session's token when it has one (job views clear it: api_job.h).
+// The spec as stored with a job: every field but `array` (a job is never an array; `command`
+// when it is empty, which ParseJobSpec allows with an environment), with the session's token
+// when it has one (job views clear it: api_job.h). ParseJobSpec reads it back as it was.
 nlohmann::json ToJson(const JobSpec& spec);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.

@@ -99,6 +99,13 @@ TEST(JobSpecTest, AnEnvironmentMayStandForTheCommand) {
   JobSpec spec = Parse({{"environment", "pytorch@3"}});
   EXPECT_TRUE(spec.command.empty());
   EXPECT_EQ(spec.environment, "pytorch@3");
+  // Found by fuzz/job_spec_json_fuzzer.cc: ToJson wrote "command": [], which ParseJobSpec
+  // refuses ("must not be empty"), so such a spec could not be read back, stored or shown.
+  for (SpecOrigin origin : {SpecOrigin::kStored, SpecOrigin::kShown}) {
+    auto again = ParseJobSpec(ToJson(spec), origin);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(ToJson(*again), ToJson(spec));
+  }
 }
 
 TEST(JobSpecTest, CheckJobSpecRefusesWhatAChangeAfterParsingBroke) {

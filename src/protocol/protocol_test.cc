@@ -330,6 +330,29 @@ TEST(ReportAnswerTest, RoundTripsAndSetsAsideABadLaunchOnly) {
   }
 }
 
+// Found reading DistributedProblem for fuzz/agent_protocol_fuzzer.cc, which then reproduced it
+// under UBSan: the port block's size, procs_per_node x nodes, overflowed an int for a launch of
+// 2^31 - 1 nodes.
+TEST(ReportAnswerTest, ALaunchOfMoreNodesThanALaunchHasTasksIsSetAside) {
+  TaskLaunch launch;
+  launch.job_id = JobId(7);
+  launch.key = {AllocationId(12), 0};
+  launch.argv = {"python3", "train.py"};
+  launch.workdir = "/tmp";
+  launch.tasks = 2;
+  launch.distributed =
+      Distributed{model::Launcher::kTorchrun, 2, 0, 2, "10.0.0.1", 29500, {"10.0.0.1", "10.0.0.2"}};
+  ReportAnswer answer;
+  answer.run = {launch};
+  ASSERT_EQ(ParseReportAnswer(ToJson(answer))->run.size(), 1u);
+  auto parsed = ParseReportAnswer(With(ToJson(answer), "/run/0/distributed/nodes", INT32_MAX));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE(parsed->run.empty());
+  ASSERT_EQ(parsed->refused_run.size(), 1u);
+  EXPECT_THAT(parsed->refused_run[0].message(),
+              HasSubstr("field 'run[0].distributed.nodes': must be in 1..1000000, got 2147483647"));
+}
+
 TEST(FieldReaderTest, IntegersOutsideInt64AreRefused) {
   auto parsed = ParseReport(With(ToJson(SomeReport()), "/seq", uint64_t{1} << 63));
   ASSERT_FALSE(parsed.ok());

@@ -42,7 +42,11 @@ std::optional<FieldProblem> DistributedProblem(const Distributed& d) {
                         "must be in 1.." + std::to_string(model::kMaxProcsPerNode) + ", got " +
                             std::to_string(d.procs_per_node)};
   }
-  if (d.nodes < 1) return FieldProblem{"distributed.nodes", "must be >= 1"};
+  // Bounded as a launch's tasks are, so that the port block below (P x N) cannot overflow.
+  if (d.nodes < 1 || d.nodes > kMaxTaskCount) {
+    return FieldProblem{"distributed.nodes", "must be in 1.." + std::to_string(kMaxTaskCount) +
+                                                 ", got " + std::to_string(d.nodes)};
+  }
   if (d.node_rank < 0 || d.node_rank >= d.nodes) {
     return FieldProblem{"distributed.node_rank", "must be in 0.." + std::to_string(d.nodes - 1) +
                                                      ", got " + std::to_string(d.node_rank)};

@@ -48,7 +48,7 @@ struct Distributed {
   model::Launcher launcher = model::Launcher::kNone;
   int procs_per_node = 1;   // P: 1..model::kMaxProcsPerNode
   int node_rank = 0;        // this part's index: == TaskLaunch::task_index
-  int nodes = 1;            // N: == TaskLaunch::tasks
+  int nodes = 1;            // N: == TaskLaunch::tasks (1..1,000,000)
   std::string master_addr;  // address of part 0's node (model::ValidateNodeAddress)
   // Base of the block of ports reserved for the job on every node of the job (one port, or one
   // per rank for tf; see docs/distributed.md):

@@ -14,6 +14,9 @@
 #include <string>
 #include <thread>
 
+#include "common/json_parse.h"
+#include "server/http/problem.h"
+
 namespace corral::server {
 namespace {
 
@@ -124,6 +127,11 @@ class HttpServerTest : public ::testing::Test {
     });
     server_->Get("/throws",
                  [](const HttpRequest&, HttpResponse&) { throw std::runtime_error("boom"); });
+    server_->Post("/parse", [](const HttpRequest& req, HttpResponse& res) {
+      auto body = ParseJson(req.body, "request body");
+      if (!body.ok()) return SendProblem(res, body.status());
+      res.SetContent("parsed", "text/plain");
+    });
     server_->Get("/stream", [](const HttpRequest&, HttpResponse& res) {
       auto n = std::make_shared<int>(0);
       res.Stream("text/plain", [n](std::string& piece) {
@@ -171,6 +179,22 @@ TEST_F(HttpServerTest, NoRouteIs404AnotherMethodIs405AndAThrowIs500AllProblemJso
       EXPECT_NE(answer.find("Allow: GET"), std::string::npos) << answer;
     }
   }
+}
+
+// Found by fuzz/http_api_fuzzer.cc: the JSON parser's error quotes the bytes it stopped at, and
+// dumping a problem whose detail was not UTF-8 threw, so that any caller's broken body was a 500.
+TEST_F(HttpServerTest, AProblemQuotingBytesThatAreNotUtf8Is400NotA500) {
+  Start();
+  Client c(port_);
+  const std::string body = "{\"name\":\xff\xfe}";
+  ASSERT_TRUE(c.Send("POST /parse HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n" + body));
+  const std::string answer = c.ReadAnswer();
+  EXPECT_EQ(StatusOf(answer), 400) << answer;
+  EXPECT_NE(answer.find("application/problem+json"), std::string::npos) << answer;
+  const std::string detail = BodyOf(answer).value("detail", "");
+  EXPECT_NE(detail.find("request body: not valid JSON"), std::string::npos) << answer;
+  EXPECT_NE(detail.find("\xef\xbf\xbd"), std::string::npos) << "no U+FFFD: " << answer;
 }
 
 TEST_F(HttpServerTest, AStreamedBodyIsSentInChunks) {

@@ -42,7 +42,10 @@ void SendProblem(HttpResponse& res, const Status& s) {
     res.SetHeader("Retry-After", std::to_string(std::max<int64_t>(after->value(), 1)));
   }
   res.status = status;
-  res.SetContent(Problem(status, StatusCodeName(s.code()), s.message()).dump(),
+  // A detail may quote what the client sent (a JSON parser's error quotes the bytes it stopped
+  // at): invalid UTF-8 becomes U+FFFD instead of throwing, which would turn a 400 into a 500.
+  res.SetContent(Problem(status, StatusCodeName(s.code()), s.message())
+                     .dump(-1, ' ', false, json::error_handler_t::replace),
                  "application/problem+json");
 }
 

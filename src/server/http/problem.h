@@ -19,7 +19,8 @@ nlohmann::json Problem(int status, std::string_view title, std::string_view deta
 // Answers `status` with `body` as application/json; invalid UTF-8 in it becomes U+FFFD.
 void SendJson(HttpResponse& res, int status, const nlohmann::json& body);
 // Answers `s` as application/problem+json with its HTTP status (HttpStatusOf), and with
-// Retry-After when it says when to ask again.
+// Retry-After when it says when to ask again; invalid UTF-8 in its message (which may quote a
+// request) becomes U+FFFD.
 void SendProblem(HttpResponse& res, const Status& s);
 
 }  // namespace corral::server
