@@ -20,9 +20,9 @@ inline constexpr size_t kMaxYamlValues = 1'000'000;
 // Parses `text` as JSON, else as YAML. YAML scalars become booleans (true/false), integers,
 // numbers (decimal, with a fraction or exponent) or strings; a quoted scalar is always a string.
 // InvalidArgument naming `what` (e.g. the file) when it is neither (text that is not UTF-8 is
-// neither), or nests deeper than kMaxJsonDepth; ResourceExhausted naming the limit when it is over kMaxConfigFileBytes, YAML
-// over kMaxYamlFileBytes, or YAML that expands to more than kMaxYamlValues values (keys
-// included) or kMaxConfigFileBytes bytes of text (keys included).
+// neither), or nests deeper than kMaxJsonDepth; ResourceExhausted naming the limit when it is over
+// kMaxConfigFileBytes, YAML over kMaxYamlFileBytes, or YAML that expands to more than
+// kMaxYamlValues values (keys included) or kMaxConfigFileBytes bytes of text (keys included).
 Result<nlohmann::json> ParseJsonOrYaml(const std::string& text, const std::string& what);
 
 // Reads `path` (at most kMaxConfigFileBytes of it) and parses it as above. IoError naming the
