@@ -354,7 +354,7 @@ TEST(TaskJsonTest, DistributedErrorsNameTheField) {
       {"node_rank", 2, "field 'distributed.node_rank': must be in 0..1, got 2"},
       {"node_rank", -1, "field 'distributed.node_rank': must be in 0..1, got -1"},
       {"nodes", nullptr, "field 'distributed.nodes': is required"},
-      {"nodes", 0, "field 'distributed.nodes': must be >= 1"},
+      {"nodes", 0, "field 'distributed.nodes': must be in 1..1000000"},
       {"master_addr", nullptr, "field 'distributed.master_addr': is required"},
       {"master_addr", "a b", "field 'distributed.master_addr': address 'a b'"},
       {"port", nullptr, "field 'distributed.port': is required"},
