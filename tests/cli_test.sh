@@ -75,6 +75,15 @@ r=json.load(sys.stdin)["results"][0]
 assert r["completed"]==3 and r["makespan_s"]==110, r
 assert abs(r["queue_s"]["mean"]-40/3)<1e-3 and r["jct_s"]["mean"]==80, r' <<<"$out"; then ok; else fail "replay JSON: $out"; fi
 
+# A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
+# not an internal error.
+printf 'job_id,user,vc,gpu_num,cpu_num,node_num,submit_time,duration\nj1,alice,lab\377,1,4,1,0,60\n' \
+  >"$work/latin1.csv"
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/latin1.csv" --format helios -o json)
+python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert r["completed"]==1, r
+assert [p["project"] for p in r["projects"]]==["lab\ufffd"], r["projects"]' <<<"$out" &&
+  ok || fail "replay of a trace that is not UTF-8: $out"
+
 # Replay with sharing: project b (quota 4 GPUs) takes node a back from project a's borrowed job,
 # which restarts from scratch at 60 (or resumes with --resume).
 cat >"$work/two.jsonl" <<'JSON'

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ namespace {
 
 constexpr int kExitRunFailed = 1;
 constexpr int kExitBadInput = 2;
+
+// Prints a report as JSON. Traces are read as bytes, so names from them (a Helios vc, an openb
+// pod name) need not be UTF-8: such bytes are written as U+FFFD rather than ending the run.
+void PrintJson(const nlohmann::json& report) {
+  std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
 
 // Splits "a,b,c"; "all" expands to every registered policy.
 Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
@@ -121,7 +128,7 @@ int RunFillCommand(const FillFlags& f) {
   auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
-    std::cout << FillJson(*results).dump(2) << "\n";
+    PrintJson(FillJson(*results));
   } else {
     std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from " << f.pods
               << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
@@ -222,7 +229,7 @@ int RunReplayCommand(const ReplayFlags& f) {
     results.push_back(std::move(r).value());
   }
   if (f.output == "json") {
-    std::cout << ReplayJson(*config, results).dump(2) << "\n";
+    PrintJson(ReplayJson(*config, results));
   } else {
     std::cout << "replay: " << scaled->size() << " nodes, " << trace->jobs.size() << " jobs from "
               << f.trace << ", order " << sched::QueueOrderName(config->order) << ", blocking "
@@ -265,7 +272,7 @@ int RunPredictCommand(const PredictFlags& f) {
   const predict::PredictorConfig config = predict::RuntimePredictor(requested).config();
   const PredictionEvaluation eval = EvaluatePredictor(*trace, config);
   if (f.output == "json") {
-    std::cout << PredictJson(eval, config).dump(2) << "\n";
+    PrintJson(PredictJson(eval, config));
   } else {
     std::cout << "predict: " << trace->jobs.size() << " jobs from " << f.trace
               << ", online in submit order (window " << config.window << ", min samples "
@@ -308,7 +315,7 @@ int RunForecastCommand(const ForecastFlags& f) {
                 kExitBadInput);
   }
   if (f.output == "json") {
-    std::cout << nlohmann::json({{"trace", f.trace},
+    PrintJson(nlohmann::json({{"trace", f.trace},
                                  {"hours", hours},
                                  {"train_days", f.train_days},
                                  {"horizon_days", f.horizon_days},
@@ -316,9 +323,7 @@ int RunForecastCommand(const ForecastFlags& f) {
                                  {"mean_demand_gpus", a.mean_demand},
                                  {"mae_gpus", a.mae},
                                  {"mae_flat_mean_gpus", a.mae_flat_mean},
-                                 {"mae_seasonal_naive_gpus", a.mae_seasonal_naive}})
-                     .dump(2)
-              << "\n";
+                                 {"mae_seasonal_naive_gpus", a.mae_seasonal_naive}}));
     return 0;
   }
   std::printf(
