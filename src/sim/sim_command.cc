@@ -316,14 +316,14 @@ int RunForecastCommand(const ForecastFlags& f) {
   }
   if (f.output == "json") {
     PrintJson(nlohmann::json({{"trace", f.trace},
-                                 {"hours", hours},
-                                 {"train_days", f.train_days},
-                                 {"horizon_days", f.horizon_days},
-                                 {"windows", a.windows},
-                                 {"mean_demand_gpus", a.mean_demand},
-                                 {"mae_gpus", a.mae},
-                                 {"mae_flat_mean_gpus", a.mae_flat_mean},
-                                 {"mae_seasonal_naive_gpus", a.mae_seasonal_naive}}));
+                              {"hours", hours},
+                              {"train_days", f.train_days},
+                              {"horizon_days", f.horizon_days},
+                              {"windows", a.windows},
+                              {"mean_demand_gpus", a.mean_demand},
+                              {"mae_gpus", a.mae},
+                              {"mae_flat_mean_gpus", a.mae_flat_mean},
+                              {"mae_seasonal_naive_gpus", a.mae_seasonal_naive}}));
     return 0;
   }
   std::printf(
