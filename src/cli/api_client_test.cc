@@ -191,5 +191,25 @@ TEST(ApiClientTest, NoLeaderWithinTheTimeoutNamesEachUrlAndItsAnswer) {
   EXPECT_GE(follower.requests, 2);
 }
 
+// A server of the list that answers 503 with half a megabyte of detail: the error quotes 200 bytes.
+TEST(ApiClientTest, AHostileFollowerCannotFillTheErrorMessage) {
+  httplib::Server server;
+  server.Get(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 503;
+    res.set_content(nlohmann::json{{"detail", std::string(512 << 10, 'x')}}.dump(),
+                    "application/problem+json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  std::thread thread([&] { server.listen_after_bind(); });
+  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ApiClient client(Config({"http://127.0.0.1:" + std::to_string(port)}, std::chrono::seconds(0)));
+  auto jobs = client.Get("/api/v1/jobs");
+  server.stop();
+  thread.join();
+  EXPECT_EQ(jobs.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(jobs.status().message(), HasSubstr("(503: " + std::string(200, 'x') + ")"));
+  EXPECT_LT(jobs.status().message().size(), 400u);
+}
+
 }  // namespace
 }  // namespace corral::cli
