@@ -202,7 +202,15 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
         // Built on a thread of its own: the renewals go on meanwhile.
         self->leader_thread_ = std::thread([self, epoch] {
           std::cout << "corral server: leading (epoch " << epoch << ")" << std::endl;
-          Status led = self->BuildLeader();
+          // A connection to the store that broke while it was idle (PostgreSQL restarted) fails
+          // its next statement once and is re-established by the one after: an I/O error is
+          // tried again. Nothing is kept of a build that failed on the store (its errors come
+          // before any part is kept), so building again is safe.
+          Status led;
+          for (int attempt = 0; attempt < 3; ++attempt) {
+            led = self->BuildLeader();
+            if (led.code() != StatusCode::kIoError) break;
+          }
           if (led.ok()) led = self->StartLeader();
           if (!led.ok()) {
             std::cerr << "corral server: cannot start leading: " << led.message() << std::endl;

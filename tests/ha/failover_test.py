@@ -8,6 +8,8 @@ PostgreSQL"): two real servers, one agent with fake GPUs, real PostgreSQL.
 2. SIGSTOP of the leader past its lease, then SIGCONT: the other server leads meanwhile; the old
    leader answers nothing but 503 once it wakes (a submission it held while frozen is refused,
    not stored) and exits with status 3, saying why.
+3. PostgreSQL restarts: a quick one (pg_ctl restart) leaves the leader leading; one longer than
+   the lease makes it exit with status 3, and once PostgreSQL is back the other server leads.
 Also: a follower's answers (503 + Corral-Leader + Retry-After, /healthz) and a second server's
 refusals at start (another join token).
 
@@ -177,6 +179,46 @@ def test_sigstop_of_the_leader(c):
           job is not None and wait_for(lambda: job_state(c, a.url, job) == "succeeded", 60))
 
 
+def pg_ctl(*args):
+    cmd = [os.path.join(os.environ.get("PG_BIN", "/usr/lib/postgresql/15/bin"), "pg_ctl"), "-D",
+           os.environ["CORRAL_TEST_POSTGRES_DATA"], *args]
+    if os.getuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    # Not through pipes: the server pg_ctl starts would hold them open.
+    out = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, timeout=60)
+    assert out.returncode == 0, args
+
+
+def test_postgres_restarts(c):
+    a, b = c.servers
+    b.start()  # the SIGSTOPped server, back as a follower
+    check("the exited server comes back as a follower",
+          wait_for(lambda: b.role() == "follower", 30), c.logs())
+    spec = {"name": "around-a-restart", "command": ["true"],
+            "resources": {"gpus": 0, "cpu_milli": 0}}
+    # Its log goes where scripts/with_postgres.sh keeps it (a folder PostgreSQL's user owns).
+    log = os.path.join(os.path.dirname(os.environ["CORRAL_TEST_POSTGRES_DATA"]), "server.log")
+    pg_ctl("-m", "fast", "-w", "-l", log, "restart")
+    # The first statement on a connection the restart broke fails (500); the next reconnects.
+    accepted = wait_for(lambda: request(a.url, "POST", "/api/v1/jobs", spec, c.token)[0] == 201,
+                        10, 0.1)
+    check("after a PostgreSQL restart shorter than the lease, the leader still leads and "
+          "accepts submissions", accepted and a.alive() and a.role() == "leader", c.logs())
+    pg_ctl("-m", "fast", "-w", "stop")
+    try:
+        code = a.proc.wait(15)
+    except subprocess.TimeoutExpired:
+        code = None
+    check("with PostgreSQL down past the lease, the leader exits with status 3", code == 3,
+          (code, c.logs()))
+    pg_ctl("-w", "-l", log, "-o",
+           os.environ["CORRAL_TEST_POSTGRES_OPTIONS"], "start")
+    job, took = c.submit_anywhere(spec)
+    check(f"once PostgreSQL is back, the other server leads: a submission is accepted "
+          f"{took:.2f} s after the start", job is not None and b.role() == "leader", c.logs())
+
+
 def main():
     if not os.environ.get("CORRAL_TEST_POSTGRES_URL"):
         print("failover_test: CORRAL_TEST_POSTGRES_URL is unset; run it under "
@@ -189,6 +231,7 @@ def main():
         test_a_server_with_another_join_token_refuses_to_start(c)
         test_sigkill_of_the_leader(c)
         test_sigstop_of_the_leader(c)
+        test_postgres_restarts(c)
     finally:
         c.stop()
     if FAILURES:
