@@ -70,7 +70,7 @@ def test_follower_answers(c):
     check("a follower answers agent routes with 503 too", status == 503, status)
 
 
-def test_a_server_with_another_join_token_refuses_to_start(c):
+def test_servers_that_refuse_to_start(c):
     data = os.path.join(c.root, "stray")
     out = subprocess.run(
         [c.corral, "server", "--listen", "127.0.0.1:0", "--store", c.store, "--data-dir", data,
@@ -89,6 +89,18 @@ def test_a_server_with_another_join_token_refuses_to_start(c):
     check("a server whose session key differs refuses to start, never showing it",
           out.returncode != 0 and "session key" in out.stderr and "kkkk" not in out.stderr,
           (out.returncode, out.stderr))
+    out = subprocess.run(
+        [c.corral, "server", "--listen", "0.0.0.0:0", "--store", c.store, "--data-dir", data,
+         "--session-key-file", c.session_key], capture_output=True, text=True, timeout=30)
+    check("a server listening on every address needs --advertise-url",
+          out.returncode == 2 and "--advertise-url: required" in out.stderr, out.stderr)
+    out = subprocess.run(
+        [c.corral, "server", "--listen", "127.0.0.1:0", "--store", c.store, "--data-dir", data,
+         "--session-key-file", c.session_key, "--lease-duration", "2s",
+         "--lease-renew-interval", "1s"], capture_output=True, text=True, timeout=30)
+    check("a lease renewed less often than twice a lease is refused",
+          out.returncode == 2 and "--lease-renew-interval: must be under half" in out.stderr,
+          out.stderr)
 
 
 def test_sigkill_of_the_leader(c):
@@ -228,7 +240,7 @@ def main():
     c = HaCluster(CORRAL, root)
     try:
         test_follower_answers(c)
-        test_a_server_with_another_join_token_refuses_to_start(c)
+        test_servers_that_refuse_to_start(c)
         test_sigkill_of_the_leader(c)
         test_sigstop_of_the_leader(c)
         test_postgres_restarts(c)
