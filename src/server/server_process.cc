@@ -173,7 +173,6 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   const std::string scheme = options.tls_cert.empty() ? "http" : "https";
   p->url_ = scheme + "://" + host + ":" + std::to_string(socket->port);
   p->api_config_.join_token_hash = p->join_token_hash_;
-  p->api_config_.gpu_history = nullptr;  // the leader's (Lead)
   p->api_config_.public_url = options.public_url;
   p->api_config_.tls = !options.tls_cert.empty();
 
