@@ -224,7 +224,12 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
         std::_Exit(kExitLostLease);
       });
   HttpServerOptions http = p->HttpOptions();
-  http.admit = [](const HttpRequest&) { return Admission{}; };  // the gate answers everything
+  // It answers everything from the head, also once the lease is held and until the leader's own
+  // server replaces it (StartLeader): it has no routes.
+  http.gate = [self](const HttpRequest& head) {
+    return std::optional<HttpResponse>(FollowerAnswer(head, self->lease_->Leader()));
+  };
+  http.admit = [](const HttpRequest&) { return Admission{}; };  // never asked: the gate answers
   auto follower = HttpServer::Create(p->DuplicateListenSocket(), std::move(http));
   if (!follower.ok()) return follower.status();
   p->follower_http_ = std::move(follower).value();

@@ -153,9 +153,11 @@ class ServerProcess {
   Status StartLeader();
   // A duplicate of the listening socket, for an HTTP server to take (and close).
   ListenSocket DuplicateListenSocket() const;
-  // The options both HTTP servers share: TLS, limits, and the gate when there is a lease.
+  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the leader's
+  // gate (Gate).
   HttpServerOptions HttpOptions() const;
-  // The gate of the API's HTTP servers: the follower's answer while this server does not lead.
+  // The gate of the leader's HTTP server: the follower's answer once this server no longer
+  // leads by its own deadline (LeaderLease::Leading), before it exits.
   std::optional<HttpResponse> Gate(const HttpRequest& head) const;
 
   ServerOptions options_;
