@@ -85,7 +85,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-asan test-repeat run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-asan test-repeat run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -117,7 +117,7 @@ web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-security test-web test-distributed test-asan
+test: test-unit test-cli test-e2e test-security test-ha test-web test-distributed test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -160,6 +160,13 @@ test-web: build web
 test-security: $(TEST_BUILD)
 	@for t in tests/security/*_test.py; do \
 	  $(call timed,security: $$(basename $$t .py),python3 $$t build/corral) || exit 1; done
+
+# Several servers on one PostgreSQL (docs/control-plane.md): SIGKILL and SIGSTOP of the leader,
+# two real servers and an agent under a throwaway PostgreSQL; skipped when none can start here.
+test-ha: $(TEST_BUILD)
+	@if bash scripts/with_postgres.sh true >/dev/null 2>&1; then \
+	  $(call timed,HA failover tests (PostgreSQL),bash scripts/with_postgres.sh python3 tests/ha/failover_test.py build/corral); \
+	else echo; echo "==> HA failover tests: PostgreSQL cannot start here (scripts/with_postgres.sh true fails); skipped"; fi
 
 test-cli: build
 	@if [ -f tests/cli_test.sh ]; then \

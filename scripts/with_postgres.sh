@@ -86,6 +86,10 @@ fi
 "$PG_BIN/createdb" -h 127.0.0.1 -p "$port" -U postgres corral_test
 
 export CORRAL_TEST_POSTGRES_URL="postgres://postgres@127.0.0.1:$port/corral_test"
+# For tests that stop and start the server: pg_ctl -D "$CORRAL_TEST_POSTGRES_DATA" start -o
+# "$CORRAL_TEST_POSTGRES_OPTIONS" (as the user that runs it: `postgres` when the caller is root).
+export CORRAL_TEST_POSTGRES_DATA="$data"
+export CORRAL_TEST_POSTGRES_OPTIONS="-p $port -c listen_addresses=127.0.0.1 -k $dir"
 echo "with_postgres: PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port" >&2
 
 set +e

@@ -532,6 +532,16 @@ def test_server_sigkill_with_running_tasks(root):
                                     "resources": {"gpus": 1}}), marker))
         check("three jobs run", all(c.wait_state(j, ("running",), 20) for j, _ in jobs),
               [c.job(j)["state"] for j, _ in jobs])
+        if c.store.startswith("sqlite:"):
+            second = subprocess.run(
+                [CORRAL, "server", "--listen", "127.0.0.1:0", "--store", c.store, "--data-dir",
+                 os.path.join(c.root, "second")], capture_output=True, text=True, timeout=30)
+            db = c.store[len("sqlite:"):]
+            check("a second server on the same SQLite file refuses to start, naming the file, "
+                  "the first one's pid and PostgreSQL",
+                  second.returncode == 1 and db in second.stderr and
+                  f"(pid {c.server.pid})" in second.stderr and
+                  "use PostgreSQL for more than one server" in second.stderr, second.stderr)
         c.kill9(c.server)
         open(gate, "w").close()  # the tasks finish while no server is there
         c.start_server()

@@ -24,4 +24,24 @@ Result<Seconds> ParseDuration(std::string_view text, const std::string& what) {
   return Seconds(value * scale);
 }
 
+Result<int64_t> ParseDurationMs(std::string_view text, const std::string& what) {
+  if (text.size() > 2 && text.substr(text.size() - 2) == "ms") {
+    int64_t value = 0;
+    const std::string_view number = text.substr(0, text.size() - 2);
+    auto [end, err] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (err != std::errc() || end != number.data() + number.size() || value < 0 ||
+        value > kMaxDuration.value()) {
+      return InvalidArgument(what + ": expected a duration like 500ms, 3s or 1m, got '" +
+                             std::string(text) + "'");
+    }
+    return value;
+  }
+  auto seconds = ParseDuration(text, what);
+  if (!seconds.ok()) {
+    return InvalidArgument(what + ": expected a duration like 500ms, 3s or 1m, got '" +
+                           std::string(text) + "'");
+  }
+  return seconds->value() * 1000;
+}
+
 }  // namespace corral

@@ -18,4 +18,8 @@ inline constexpr Seconds kMaxDuration{int64_t{1} << 40};
 // (a flag: "--expires: expected a duration like 90s, 30m, 2h or 1d, got '5x'").
 Result<Seconds> ParseDuration(std::string_view text, const std::string& what);
 
+// Milliseconds, from what ParseDuration takes or a whole number followed by "ms" ("500ms",
+// "3s"). InvalidArgument naming `what`.
+Result<int64_t> ParseDurationMs(std::string_view text, const std::string& what);
+
 }  // namespace corral

@@ -27,5 +27,19 @@ TEST(ParseDurationTest, AnythingElseIsRefusedNamingTheFlag) {
   EXPECT_FALSE(ParseDuration(std::to_string(kMaxDuration.value() / 86400 + 1) + "d", "--x").ok());
 }
 
+TEST(ParseDurationMsTest, TakesMillisecondsAndEveryLongerUnit) {
+  EXPECT_EQ(*ParseDurationMs("500ms", "--x"), 500);
+  EXPECT_EQ(*ParseDurationMs("3s", "--x"), 3000);
+  EXPECT_EQ(*ParseDurationMs("3", "--x"), 3000);
+  EXPECT_EQ(*ParseDurationMs("1m", "--x"), 60000);
+  for (const char* bad : {"", "ms", "1.5ms", "-1ms", "5 ms", "5x"}) {
+    auto d = ParseDurationMs(bad, "--lease-duration");
+    ASSERT_FALSE(d.ok()) << bad;
+    EXPECT_EQ(d.status().message(),
+              std::string("--lease-duration: expected a duration like 500ms, 3s or 1m, got '") +
+                  bad + "'");
+  }
+}
+
 }  // namespace
 }  // namespace corral

@@ -1,6 +1,8 @@
 #include "server/server_command.h"
 
+#include <chrono>
 #include <iostream>
+#include <tuple>
 
 #include "common/duration.h"
 #include "common/shutdown_signal.h"
@@ -128,7 +130,20 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--public-url", options->public_url,
                 "The URL users reach this server at, for session URLs (default: the request's "
                 "Host)");
-  c->callback([options, token_expiry, exit_code] {
+  auto lease_duration = std::make_shared<std::string>("3s");
+  auto lease_renew = std::make_shared<std::string>("500ms");
+  c->add_option("--advertise-url", options->advertise_url,
+                "With several servers on one PostgreSQL: the base URL other servers send clients "
+                "to while this one leads (default: --public-url, else the --listen URL; "
+                "required when --listen binds every address)");
+  c->add_option("--lease-duration", *lease_duration,
+                "With several servers on one PostgreSQL: how long the leader's lease holds "
+                "without renewal, by the database's clock, as 3s, 1500ms (default 3s): a "
+                "failover takes about this long");
+  c->add_option("--lease-renew-interval", *lease_renew,
+                "How often the leader renews its lease, and a follower tries to take it, as "
+                "500ms (default 500ms; under half of --lease-duration)");
+  c->callback([options, token_expiry, lease_duration, lease_renew, exit_code] {
     auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
     if (!expiry.ok()) {
       std::cerr << "corral server: " << expiry.status().message() << "\n";
@@ -136,6 +151,19 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     options->default_token_expiry_s = expiry->value();
+    for (auto [text, flag, out] :
+         {std::tuple{lease_duration.get(), "--lease-duration", &options->lease.duration},
+          std::tuple{lease_renew.get(), "--lease-renew-interval",
+                     &options->lease.renew_interval}}) {
+      auto ms = ParseDurationMs(*text, flag);
+      if (!ms.ok()) {
+        std::cerr << "corral server: " << ms.status().message() << "\n";
+        *exit_code = 2;
+        return;
+      }
+      *out = std::chrono::milliseconds(*ms);
+    }
+    options->announce = true;
     BlockShutdownSignals();
     auto server = ServerProcess::Create(*options);
     if (!server.ok()) {
@@ -143,19 +171,13 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       *exit_code = server.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
       return;
     }
+    std::cout << "corral server listening on " << (*server)->url() << std::endl;
     if (Status started = (*server)->Start(); !started.ok()) {
       std::cerr << "corral server: " << started.message() << "\n";
       *exit_code = 1;
       (*server)->Stop();
       return;
     }
-    std::cout << "corral server listening on " << (*server)->url() << "\n"
-              << "sessions served on " << (*server)->session_url() << "\n";
-    if (!(*server)->new_admin_token().empty()) {
-      std::cout << "admin token (shown once; also in " << options->data_dir
-                << "/admin.token): " << (*server)->new_admin_token() << "\n";
-    }
-    std::cout << std::flush;
     WaitForShutdownSignal();
     (*server)->Stop();
   });

@@ -1,5 +1,9 @@
 #include "server/server_process.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -87,6 +91,7 @@ std::string DefaultWebDir() {
 
 Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions& options) {
   std::unique_ptr<ServerProcess> p(new ServerProcess());
+  p->options_ = options;
   if (options.data_dir.empty()) return InvalidArgument("--data-dir: required");
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir + "/logs", ec);
@@ -96,11 +101,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   }
   auto listen = ParseListen(options.listen, "--listen");
   if (!listen.ok()) return listen.status();
-  std::optional<std::pair<std::string, int>> session_listen;
   if (!options.session_listen.empty()) {
-    auto parsed = ParseListen(options.session_listen, "--session-listen");
-    if (!parsed.ok()) return parsed.status();
-    session_listen = *parsed;
+    CORRAL_RETURN_IF_ERROR(ParseListen(options.session_listen, "--session-listen").status());
   }
   if (options.session_max_connections < 1 || options.session_max_connections_per_session < 1 ||
       options.session_max_pending_per_address < 1) {
@@ -124,45 +126,215 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   if (!options.session_public_url.empty() && OriginOf(options.session_public_url).empty()) {
     return InvalidArgument("--session-public-url: must be an http:// or https:// URL");
   }
+  if (!options.advertise_url.empty() && OriginOf(options.advertise_url).empty()) {
+    return InvalidArgument("--advertise-url: must be an http:// or https:// URL");
+  }
+  CORRAL_RETURN_IF_ERROR(ValidateLeaseTiming(options.lease));
+  if (!options.metrics_token_file.empty()) {
+    const std::string token = ReadFirstLine(options.metrics_token_file);
+    if (token.size() < 16) {
+      return InvalidArgument("--metrics-token-file " + options.metrics_token_file +
+                             ": the first line must hold a token of at least 16 characters");
+    }
+    p->api_config_.metrics_token_hash = HashToken(token);
+  }
+  if (!options.envs_dir.empty()) {
+    auto builtins = LoadEnvironmentDir(options.envs_dir);
+    if (!builtins.ok()) {
+      return Status(builtins.status().code(), "--envs-dir: " + builtins.status().message());
+    }
+    p->builtins_ = std::move(builtins).value();
+  }
+  if (!options.web_dir.empty()) {
+    auto web = WebAssets::Create(options.web_dir);
+    if (!web.ok()) return web.status();
+    p->api_config_.web_assets = std::move(web).value();
+  }
 
+  // SQLite serves one server: a second one on the same file stops here.
+  auto lock = store::SingleServerLock::Acquire(options.store_url);
+  if (!lock.ok()) return lock.status();
+  p->single_server_lock_ = std::move(lock).value();
   auto store = store::OpenStore(options.store_url);
   if (!store.ok()) return store.status();
   p->store_ = std::move(store).value();
-  auto admin_token = Bootstrap(*p->store_, p->clock_);
-  if (!admin_token.ok()) return admin_token.status();
-  p->new_admin_token_ = *admin_token;
-  if (!p->new_admin_token_.empty()) {
-    CORRAL_RETURN_IF_ERROR(
-        WriteSecretFile(options.data_dir + "/admin.token", p->new_admin_token_ + "\n"));
-  }
+  CORRAL_RETURN_IF_ERROR(p->ShareSecrets());
 
-  p->join_token_ = options.join_token;
-  const std::string join_path = options.data_dir + "/join.token";
-  if (p->join_token_.empty()) p->join_token_ = ReadFirstLine(join_path);
-  if (p->join_token_.empty()) {
-    auto token = GenerateToken();
-    if (!token.ok()) return token.status();
-    p->join_token_ = *token;
-    CORRAL_RETURN_IF_ERROR(WriteSecretFile(join_path, p->join_token_ + "\n"));
+  auto [host, port] = *listen;
+  Result<ListenSocket> socket = IoError("");
+  const int tries = options.next_free_port ? 20 : 1;
+  for (int i = 0; i < tries; ++i) {
+    socket = Listen(host, port == 0 ? 0 : port + i, "--listen");
+    if (socket.ok()) break;
   }
+  if (!socket.ok()) return socket.status();
+  p->listen_fd_ = socket->fd;
+  p->bound_port_ = socket->port;
+  const std::string scheme = options.tls_cert.empty() ? "http" : "https";
+  p->url_ = scheme + "://" + host + ":" + std::to_string(socket->port);
+  p->api_config_.join_token_hash = p->join_token_hash_;
+  p->api_config_.public_url = options.public_url;
+  p->api_config_.tls = !options.tls_cert.empty();
 
-  // The key sessions' secrets are derived from: every server of the cluster must have the same.
-  const std::string key_path = options.session_key_file.empty() ? options.data_dir + "/session.key"
-                                                                : options.session_key_file;
-  std::string session_key = ReadFirstLine(key_path);
-  if (session_key.empty() && options.session_key_file.empty()) {
+  if (p->single_server_lock_) {
+    CORRAL_RETURN_IF_ERROR(p->BuildLeader());
+    return p;
+  }
+  // PostgreSQL: follow until the lease is ours. Clients and other servers are sent to the
+  // advertised URL, which must be one they can reach.
+  std::string advertise = !options.advertise_url.empty() ? options.advertise_url
+                          : !options.public_url.empty()  ? options.public_url
+                                                         : p->url_;
+  if (options.advertise_url.empty() && options.public_url.empty() &&
+      (host.empty() || host == "*" || host == "0.0.0.0" || host == "::" || host == "[::]")) {
+    return InvalidArgument("--advertise-url: required when --listen binds every address (" +
+                           options.listen +
+                           "): the URL other servers send clients to while this one leads");
+  }
+  while (!advertise.empty() && advertise.back() == '/') advertise.pop_back();
+  auto holder = RandomHexId(8);
+  if (!holder.ok()) return holder.status();
+  ServerProcess* self = p.get();
+  p->lease_ = std::make_unique<LeaderLease>(
+      *p->store_, *holder, advertise, options.lease,
+      [self](int64_t epoch) {
+        // Built on a thread of its own: the renewals go on meanwhile.
+        self->leader_thread_ = std::thread([self, epoch] {
+          std::cout << "corral server: leading (epoch " << epoch << ")" << std::endl;
+          // A connection to the store that broke while it was idle (PostgreSQL restarted) fails
+          // its next statement once and is re-established by the one after: an I/O error is
+          // tried again. Nothing is kept of a build that failed on the store (its errors come
+          // before any part is kept), so building again is safe.
+          Status led;
+          for (int attempt = 0; attempt < 3; ++attempt) {
+            led = self->BuildLeader();
+            if (led.code() != StatusCode::kIoError) break;
+          }
+          if (led.ok()) led = self->StartLeader();
+          if (!led.ok()) {
+            std::cerr << "corral server: cannot start leading: " << led.message() << std::endl;
+            std::_Exit(1);
+          }
+        });
+      },
+      [](const Status& why) {
+        std::cerr << "corral server: no longer the leader (" << why.message()
+                  << "); exiting with status " << kExitLostLease
+                  << " so that a supervisor starts it again as a follower" << std::endl;
+        std::_Exit(kExitLostLease);
+      });
+  HttpServerOptions http = p->HttpOptions();
+  // It answers everything from the head, also once the lease is held and until the leader's own
+  // server replaces it (StartLeader): it has no routes.
+  http.gate = [self](const HttpRequest& head) {
+    return std::optional<HttpResponse>(FollowerAnswer(head, self->lease_->Leader()));
+  };
+  http.admit = [](const HttpRequest&) { return Admission{}; };  // never asked: the gate answers
+  auto follower = HttpServer::Create(p->DuplicateListenSocket(), std::move(http));
+  if (!follower.ok()) return follower.status();
+  p->follower_http_ = std::move(follower).value();
+  return p;
+}
+
+Status ServerProcess::ShareSecrets() {
+  // The join token: this server's own (flag or file), which must be the cluster's; else the
+  // cluster's (its hash: agents use the first server's token); else a new one, the cluster's
+  // from now on.
+  join_token_ = options_.join_token;
+  const std::string join_path = options_.data_dir + "/join.token";
+  if (join_token_.empty()) join_token_ = ReadFirstLine(join_path);
+  std::string offer;
+  bool created = false;
+  if (!join_token_.empty()) {
+    offer = HashToken(join_token_);
+  } else {
+    auto stored = store_->ShareClusterSecret(store::ClusterSecret::kJoinTokenHash, "");
+    if (!stored.ok()) return stored.status();
+    if (stored->empty()) {
+      auto token = GenerateToken();
+      if (!token.ok()) return token.status();
+      join_token_ = *token;
+      offer = HashToken(join_token_);
+      created = true;
+    }
+  }
+  auto shared = store_->ShareClusterSecret(store::ClusterSecret::kJoinTokenHash, offer);
+  if (!shared.ok()) return shared.status();
+  if (created && *shared == offer) {
+    CORRAL_RETURN_IF_ERROR(WriteSecretFile(join_path, join_token_ + "\n"));
+  } else if (created) {
+    join_token_.clear();  // another server stored its own first: that one is the cluster's
+  } else if (!offer.empty() && *shared != offer) {
+    return FailedPrecondition(
+        "join token: this server's (" +
+        (options_.join_token.empty() ? join_path : std::string("--join-token")) +
+        ") differs from the one the cluster's first server stored; give every server of the "
+        "cluster the same join token, or none (it then uses the cluster's)");
+  }
+  join_token_hash_ = *shared;
+
+  // The key sessions' secrets are derived from: every server of the cluster must have the same,
+  // which the store checks by an HMAC of a fixed text under the key (never the key).
+  const std::string key_path = options_.session_key_file.empty()
+                                   ? options_.data_dir + "/session.key"
+                                   : options_.session_key_file;
+  session_key_ = ReadFirstLine(key_path);
+  if (session_key_.empty() && options_.session_key_file.empty()) {
     auto key = RandomHexId(kSecretBytes);
     if (!key.ok()) return key.status();
-    session_key = *key;
-    CORRAL_RETURN_IF_ERROR(WriteSecretFile(key_path, session_key + "\n"));
+    session_key_ = *key;
+    CORRAL_RETURN_IF_ERROR(WriteSecretFile(key_path, session_key_ + "\n"));
   }
-  if (session_key.size() < 32) {
+  if (session_key_.size() < 32) {
     return InvalidArgument("--session-key-file " + key_path +
                            ": the first line must hold a key of at least 32 characters");
   }
+  const std::string check = HmacSha256Hex(session_key_, "corral session key check v1");
+  auto stored_check = store_->ShareClusterSecret(store::ClusterSecret::kSessionKeyCheck, check);
+  if (!stored_check.ok()) return stored_check.status();
+  if (*stored_check != check) {
+    return FailedPrecondition(
+        "session key: this server's (" + key_path +
+        ") differs from the one the cluster's other servers use, so sessions' secrets would "
+        "differ; give every server of the cluster the same --session-key-file");
+  }
+  return Status::Ok();
+}
 
+ListenSocket ServerProcess::DuplicateListenSocket() const {
+  return ListenSocket{fcntl(listen_fd_, F_DUPFD_CLOEXEC, 0), bound_port_};
+}
+
+HttpServerOptions ServerProcess::HttpOptions() const {
+  HttpServerOptions http;
+  http.tls_cert = options_.tls_cert;
+  http.tls_key = options_.tls_key;
+  http.limits.max_anonymous_per_address = options_.max_anonymous_connections_per_address;
+  http.limits.max_anonymous = options_.max_anonymous_connections;
+  http.limits.head_timeout = std::chrono::seconds(options_.request_head_timeout_s);
+  http.limits.body_timeout = std::chrono::seconds(options_.request_body_timeout_s);
+  http.max_connections = options_.max_connections;
+  if (lease_) http.gate = [this](const HttpRequest& head) { return Gate(head); };
+  return http;
+}
+
+std::optional<HttpResponse> ServerProcess::Gate(const HttpRequest& head) const {
+  if (lease_->Leading()) return std::nullopt;
+  return FollowerAnswer(head, lease_->Leader());
+}
+
+Status ServerProcess::BuildLeader() {
+  auto admin_token = Bootstrap(*store_, clock_);
+  if (!admin_token.ok()) return admin_token.status();
+  new_admin_token_ = *admin_token;
+  if (!new_admin_token_.empty()) {
+    CORRAL_RETURN_IF_ERROR(
+        WriteSecretFile(options_.data_dir + "/admin.token", new_admin_token_ + "\n"));
+  }
+
+  const ServerOptions& options = options_;
   ControllerConfig config;
-  config.session_key = session_key;
+  config.session_key = session_key_;
   config.policy = options.policy;
   config.node_timeout = Seconds(options.node_timeout_s);
   config.logs_dir = options.data_dir + "/logs";
@@ -175,8 +347,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.kill_grace = Seconds(options.kill_grace_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
   config.session_idle_warning = Seconds(options.session_idle_warning_s);
-  p->session_app_probe_ = std::make_unique<HttpSessionAppProbe>();
-  config.session_app_probe = p->session_app_probe_.get();
+  session_app_probe_ = std::make_unique<HttpSessionAppProbe>();
+  config.session_app_probe = session_app_probe_.get();
   config.gpu_monitor.idle_threshold_percent = options.gpu_idle_threshold_percent;
   config.gpu_monitor.idle_after_ms = int64_t{options.gpu_idle_after_s} * 1000;
   config.notify_idle_gpus = options.gpu_idle_events;
@@ -184,20 +356,15 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   config.resource_defaults.memory_per_cpu = MemoryMib(options.default_memory_per_cpu_mib);
   config.work_visibility =
       options.show_all_work ? WorkVisibility::kAll : WorkVisibility::kOwnProjects;
-  auto controller = Controller::Create(config, *p->store_, p->clock_);
+  auto controller = Controller::Create(config, *store_, clock_);
   if (!controller.ok()) return controller.status();
-  p->controller_ = std::move(controller).value();
+  controller_ = std::move(controller).value();
   GpuHistory::Options history;
   history.fine_retention = Seconds(options.metrics_fine_retention_s);
   history.coarse_retention = Seconds(options.metrics_coarse_retention_s);
-  p->gpu_history_ =
-      std::make_unique<GpuHistory>(p->controller_->Gpus(), *p->store_, p->clock_, history);
+  gpu_history_ = std::make_unique<GpuHistory>(controller_->Gpus(), *store_, clock_, history);
   if (!options.envs_dir.empty()) {
-    auto builtins = LoadEnvironmentDir(options.envs_dir);
-    if (!builtins.ok()) {
-      return Status(builtins.status().code(), "--envs-dir: " + builtins.status().message());
-    }
-    auto loaded = p->controller_->Environments().LoadBuiltins(*builtins);
+    auto loaded = controller_->Environments().LoadBuiltins(builtins_);
     if (!loaded.ok()) {
       return Status(loaded.status().code(),
                     "--envs-dir " + options.envs_dir + ": " + loaded.status().message());
@@ -208,19 +375,14 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
     }
   }
 
-  auto [host, port] = *listen;
-  Result<ListenSocket> socket = IoError("");
-  const int tries = options.next_free_port ? 20 : 1;
-  for (int i = 0; i < tries; ++i) {
-    socket = Listen(host, port == 0 ? 0 : port + i, "--listen");
-    if (socket.ok()) break;
-  }
-  if (!socket.ok()) return socket.status();
-  const int bound = socket->port;
-  const std::string scheme = options.tls_cert.empty() ? "http" : "https";
-  p->url_ = scheme + "://" + host + ":" + std::to_string(bound);
-
   // The session gateway: by default next to the API (its port + 1; a free one in tests).
+  auto [host, port] = *ParseListen(options.listen, "--listen");
+  std::optional<std::pair<std::string, int>> session_listen;
+  if (!options.session_listen.empty()) {
+    session_listen = *ParseListen(options.session_listen, "--session-listen");
+  }
+  const int tries = options.next_free_port ? 20 : 1;
+  const int bound = bound_port_;
   SessionGatewayOptions gateway;
   gateway.host = session_listen ? session_listen->first : host;
   gateway.tls_cert = options.tls_cert;
@@ -232,7 +394,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   gateway.max_pending_per_address = options.session_max_pending_per_address;
   gateway.idle_timeout = std::chrono::seconds(options.session_proxy_timeout_s);
   const int gateway_port = session_listen ? session_listen->second : port == 0 ? 0 : bound + 1;
-  for (int i = 0; i < (session_listen ? 1 : tries) && !p->gateway_; ++i) {
+  for (int i = 0; i < (session_listen ? 1 : tries) && !gateway_; ++i) {
     gateway.port = gateway_port == 0 ? 0 : gateway_port + i;
     // Without --session-public-url: --public-url's with the gateway's port (unknown yet for
     // port 0, in tests: then the gateway and the API derive it from each request).
@@ -241,60 +403,59 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
                                              : "";
     auto created = SessionGateway::Create(gateway);
     if (created.ok()) {
-      p->gateway_ = std::move(created).value();
+      gateway_ = std::move(created).value();
     } else if (i + 1 == (session_listen ? 1 : tries)) {
       return created.status();
     }
   }
 
-  HttpApiConfig api_config;
-  api_config.join_token_hash = HashToken(p->join_token_);
-  api_config.gpu_history = p->gpu_history_.get();
-  if (!options.metrics_token_file.empty()) {
-    const std::string token = ReadFirstLine(options.metrics_token_file);
-    if (token.size() < 16) {
-      return InvalidArgument("--metrics-token-file " + options.metrics_token_file +
-                             ": the first line must hold a token of at least 16 characters");
-    }
-    api_config.metrics_token_hash = HashToken(token);
-  }
-  api_config.public_url = options.public_url;
-  api_config.tls = !options.tls_cert.empty();
+  HttpApiConfig api_config = api_config_;
+  api_config.gpu_history = gpu_history_.get();
   api_config.session_url = gateway.public_url;
-  api_config.session_port = p->gateway_->port();
-  if (!options.web_dir.empty()) {
-    auto web = WebAssets::Create(options.web_dir);
-    if (!web.ok()) return web.status();
-    api_config.web_assets = std::move(web).value();
-  }
-  p->api_ = std::make_unique<HttpApi>(*p->controller_, p->clock_, api_config);
-  HttpServerOptions http;
-  http.tls_cert = options.tls_cert;
-  http.tls_key = options.tls_key;
-  http.limits.max_anonymous_per_address = options.max_anonymous_connections_per_address;
-  http.limits.max_anonymous = options.max_anonymous_connections;
-  http.limits.head_timeout = std::chrono::seconds(options.request_head_timeout_s);
-  http.limits.body_timeout = std::chrono::seconds(options.request_body_timeout_s);
-  http.max_connections = options.max_connections;
-  HttpApi* api = p->api_.get();
+  api_config.session_port = gateway_->port();
+  api_ = std::make_unique<HttpApi>(*controller_, clock_, std::move(api_config));
+  HttpServerOptions http = HttpOptions();
+  HttpApi* api = api_.get();
   http.admit = [api](const HttpRequest& head) { return api->Admit(head); };
-  auto server = HttpServer::Create(*socket, std::move(http));
+  auto server = HttpServer::Create(DuplicateListenSocket(), std::move(http));
   if (!server.ok()) return server.status();
-  p->http_ = std::move(server).value();
-  p->api_->Register(*p->http_);
-  p->session_directory_ = std::make_unique<ServerSessionDirectory>(*p->api_, *p->controller_);
-  return p;
+  http_ = std::move(server).value();
+  api_->Register(*http_);
+  session_directory_ = std::make_unique<ServerSessionDirectory>(*api_, *controller_);
+  return Status::Ok();
 }
 
-Status ServerProcess::Start() {
+Status ServerProcess::StartLeader() {
   controller_->Start();
   gpu_history_->Start();
   if (Status started = http_->Start(); !started.ok()) return started;
   gateway_->Start(*session_directory_);
+  // The follower's server stops taking connections; the leader's takes them all from now on.
+  if (follower_http_) follower_http_->Stop();
+  if (options_.announce) {
+    std::cout << "sessions served on " << session_url() << "\n";
+    if (!new_admin_token_.empty()) {
+      std::cout << "admin token (shown once; also in " << options_.data_dir
+                << "/admin.token): " << new_admin_token_ << "\n";
+    }
+    std::cout << std::flush;
+  }
+  return Status::Ok();
+}
+
+Status ServerProcess::Start() {
+  if (!lease_) return StartLeader();
+  if (Status started = follower_http_->Start(); !started.ok()) return started;
+  lease_->Start();
   return Status::Ok();
 }
 
 void ServerProcess::Stop() {
+  if (lease_) lease_->Stop();  // no new leadership from here on
+  if (leader_thread_.joinable()) leader_thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);  // the HTTP servers close their duplicates
+  listen_fd_ = -1;
+  if (follower_http_) follower_http_->Stop();
   if (gateway_) gateway_->Stop();  // its connections end now, WebSockets included
   if (api_) api_->Shutdown();      // live event streams end now, not at their next event
   if (http_) http_->Stop();

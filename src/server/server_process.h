@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -13,7 +14,9 @@
 #include "server/control/controller.h"
 #include "server/gateway/session_gateway.h"
 #include "server/http/http_server.h"
+#include "server/leader_lease.h"
 #include "server/monitoring/gpu_history.h"
+#include "store/single_server_lock.h"
 #include "store/store.h"
 
 namespace corral::server {
@@ -91,33 +94,85 @@ struct ServerOptions {
   // Every user sees every job on nodes and GPUs (WorkVisibility::kAll); by default members see
   // other projects' jobs only as "in use" (docs/security.md, "What others can see").
   bool show_all_work = false;
+  // Several servers on one PostgreSQL store (docs/control-plane.md, "Several servers on one
+  // PostgreSQL"): the base URL this server is reached at by clients sent to it while it leads
+  // (empty: --public-url, else the --listen URL; required when --listen binds every address),
+  // and the leader's lease (leader_lease.h). A SQLite store serves one server, which leads
+  // from its start.
+  std::string advertise_url;
+  LeaseTiming lease;
+  // Print, when this server starts leading, where sessions are served and the admin token if
+  // it created one (`corral server`; tests and `corral dev` say what they need themselves).
+  bool announce = false;
 };
 
+// The exit status of a server that lost the leader's lease (docs/decisions.md): a supervisor
+// starts it again, as a follower.
+constexpr int kExitLostLease = 3;
+
+// On a SQLite store the server leads from its start, holding the store's one-server lock. On
+// PostgreSQL it starts as a follower: its API port answers at once (FollowerAnswer) while it polls
+// for the leader's lease; once it holds the lease it builds its controller from the store (as
+// after a restart: every node gets a full --node-timeout from then) and serves. A leader that
+// loses the lease prints why and exits with kExitLostLease at once, whatever it was doing: its
+// writes are fenced from the takeover on anyway.
 class ServerProcess {
  public:
-  // Opens the store (migrating it), creates the admin user, token and default project on first
-  // start, recovers the controller's state and binds the port. Errors name what failed.
+  // Opens the store (migrating it), checks that this server shares the cluster's join token and
+  // session key, and binds the API port. On SQLite it also leads at once (below). Errors name
+  // what failed.
   static Result<std::unique_ptr<ServerProcess>> Create(const ServerOptions& options);
   ~ServerProcess();
 
   // Serves until Stop(); an error when the HTTP server cannot start (a TLS key it cannot use).
+  // When leading, it creates the admin user, token and default project on the store's first
+  // start, recovers the controller's state and binds the session gateway.
   Status Start();
   void Stop();
 
   std::string url() const { return url_; }
   // The session gateway as bound ("http://127.0.0.1:8081"); sessions' URLs may use its public
-  // URL instead.
+  // URL instead. Leading servers only.
   std::string session_url() const { return gateway_->url(); }
   int session_port() const { return gateway_->port(); }
-  // The admin token if this start created it (printed once), else empty.
+  // The admin token if this start created it (printed once), else empty. Leading servers only.
   const std::string& new_admin_token() const { return new_admin_token_; }
+  // The join token this server was given or created; empty when it adopted the cluster's
+  // (stored only as a hash: agents use the first server's token).
   const std::string& join_token() const { return join_token_; }
 
  private:
   ServerProcess() = default;
+  // Checks this server's join token and session key against the cluster's (the store's; the
+  // first server's become the cluster's), adopting the cluster's join token when it has none.
+  Status ShareSecrets();
+  // Builds what a leader runs: the admin's first start, the controller (recovered from the
+  // store), the API's HTTP server on the listening socket, the session gateway.
+  Status BuildLeader();
+  // Starts it, and stops the follower's HTTP server.
+  Status StartLeader();
+  // A duplicate of the listening socket, for an HTTP server to take (and close).
+  ListenSocket DuplicateListenSocket() const;
+  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the leader's
+  // gate (Gate).
+  HttpServerOptions HttpOptions() const;
+  // The gate of the leader's HTTP server: the follower's answer once this server no longer
+  // leads by its own deadline (LeaderLease::Leading), before it exits.
+  std::optional<HttpResponse> Gate(const HttpRequest& head) const;
 
+  ServerOptions options_;
   SystemClock clock_;
+  std::unique_ptr<store::SingleServerLock> single_server_lock_;  // SQLite only
   std::unique_ptr<store::Store> store_;
+  std::string join_token_hash_;
+  std::string session_key_;
+  int listen_fd_ = -1;  // the API's listening socket (each HTTP server takes a duplicate)
+  int bound_port_ = 0;
+  HttpApiConfig api_config_;                            // the API's settings known before leading
+  std::vector<EnvironmentSpec> builtins_;               // --envs-dir's, loaded when leading
+  std::unique_ptr<HttpServer> follower_http_;           // answers while following (PostgreSQL)
+  std::unique_ptr<LeaderLease> lease_;                  // PostgreSQL only
+  std::thread leader_thread_;                           // runs Lead() once the lease is held
   std::unique_ptr<SessionAppProbe> session_app_probe_;  // the controller borrows it
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<GpuHistory> gpu_history_;  // borrows the controller's GpuMonitor

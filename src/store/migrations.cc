@@ -246,6 +246,34 @@ ALTER TABLE projects ADD COLUMN max_submits_per_minute BIGINT
 ALTER TABLE tokens ADD COLUMN expires_at BIGINT
 )sql";
 
+// Version 12 (docs/control-plane.md, "Several servers on one PostgreSQL"): the leader's lease
+// (who leads, at which URL, until when by the database's clock, in milliseconds since the Unix
+// epoch) and the epoch, which grows by one at every takeover. The epoch has a row of its own that
+// only a takeover updates: every write transaction of a leader locks it (FOR SHARE), so a
+// takeover waits for the old leader's transaction in flight and every later one sees the new
+// epoch, while renewals (which update only the lease row) never wait for writes. Nodes keep the
+// hash of their current node token, so a new leader accepts the agents registered with the old
+// one; the cluster keeps the hash of its join token and a check value of its session key, so
+// that servers that would disagree refuse to start.
+constexpr char kLeaderLease[] = R"sql(
+CREATE TABLE leader_lease (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  holder TEXT NOT NULL,
+  url TEXT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  epoch BIGINT NOT NULL
+);
+INSERT INTO leader_lease (singleton, holder, url, expires_at_ms, epoch) VALUES (1, '', '', 0, 0);
+CREATE TABLE leader_epoch (
+  singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+  epoch BIGINT NOT NULL
+);
+INSERT INTO leader_epoch (singleton, epoch) VALUES (1, 0);
+ALTER TABLE nodes ADD COLUMN node_token_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE cluster ADD COLUMN join_token_hash TEXT NOT NULL DEFAULT '';
+ALTER TABLE cluster ADD COLUMN session_key_check TEXT NOT NULL DEFAULT ''
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -267,6 +295,8 @@ const std::vector<Migration>& StoreMigrations() {
       {10, "a task's allocation is typed: its codec's JSON in column 'allocation'",
        kTypedAllocations},
       {11, "submit limits of users and projects; tokens may expire", kSubmitLimitsAndTokenExpiry},
+      {12, "the leader's lease and epoch; node tokens and the cluster's secrets, hashed",
+       kLeaderLease},
   };
   return kMigrations;
 }

@@ -15,30 +15,32 @@ constexpr char kExpected[] = "expected sqlite:PATH or postgres://USER@HOST:PORT/
 Result<std::unique_ptr<Store>> OpenStore(const std::string& url) {
   const std::string shown = RedactUrl(url);
   std::string_view scheme = UrlScheme(url);
-  std::unique_ptr<SqlConnection> conn;
+  // Two connections: the store's, and the lease's (SqlStore::Create).
+  std::unique_ptr<SqlConnection> conn, lease_conn;
   if (scheme == "sqlite") {
-    std::string path = url.substr(scheme.size() + 1);
-    // "sqlite:///abs/file.db" and "sqlite://rel.db" are read like "sqlite:/abs/..." and
-    // "sqlite:rel.db", for those used to URL-style SQLite paths.
-    if (path.rfind("//", 0) == 0) path = path.substr(2);
+    const std::string path = SqlitePath(url);
     if (path.empty()) {
       return InvalidArgument("store URL '" + shown + "': missing the database file (" + kExpected +
                              ")");
     }
-    auto sqlite = SqliteConnection::Open(path);
-    if (!sqlite.ok()) return sqlite.status();
-    conn = std::move(sqlite).value();
+    for (auto* c : {&conn, &lease_conn}) {
+      auto sqlite = SqliteConnection::Open(path);
+      if (!sqlite.ok()) return sqlite.status();
+      *c = std::move(sqlite).value();
+    }
   } else if (scheme == "postgres" || scheme == "postgresql") {
-    auto pg = PostgresConnection::Open(url);
-    if (!pg.ok()) return pg.status();
-    conn = std::move(pg).value();
+    for (auto* c : {&conn, &lease_conn}) {
+      auto pg = PostgresConnection::Open(url);
+      if (!pg.ok()) return pg.status();
+      *c = std::move(pg).value();
+    }
   } else if (scheme.empty()) {
     return InvalidArgument("store URL '" + shown + "' has no scheme; " + kExpected);
   } else {
     return InvalidArgument("store URL '" + shown + "': unknown scheme '" + std::string(scheme) +
                            "'; " + kExpected);
   }
-  auto store = SqlStore::Create(std::move(conn), shown);
+  auto store = SqlStore::Create(std::move(conn), std::move(lease_conn), shown);
   if (!store.ok()) return store.status();
   return std::unique_ptr<Store>(std::move(store).value());
 }

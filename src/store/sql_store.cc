@@ -22,7 +22,8 @@ constexpr char kJobColumns[] =
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation, state, exit_code, "
     "signal, start_time, end_time, end_cause";
-constexpr char kNodeColumns[] = "name, inventory_json, state, last_heartbeat, node_id_hash";
+constexpr char kNodeColumns[] =
+    "name, inventory_json, state, last_heartbeat, node_id_hash, node_token_hash";
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, restarts, "
@@ -146,7 +147,8 @@ Result<TaskRecord> TaskFrom(const SqlRow& row) {
 Result<NodeRecord> NodeFrom(const SqlRow& row) {
   auto state = StateColumn(row, 2, "node '" + row.Text(0) + "'", &model::ParseNodeState);
   if (!state.ok()) return state.status();
-  return NodeRecord{row.Text(0), row.Text(1), *state, Seconds(row.Int(3)), row.Text(4)};
+  return NodeRecord{row.Text(0),         row.Text(1), *state,
+                    Seconds(row.Int(3)), row.Text(4), row.Text(5)};
 }
 // Each row read by `from` (JobFrom, TaskFrom, NodeFrom), in order; the first unreadable row's
 // error.
@@ -240,9 +242,29 @@ Result<std::string> LoadOrCreateClusterId(SqlConnection& conn) {
   }
 }
 
+// The database's clock in milliseconds since the Unix epoch, as an SQL expression: the lease's
+// only clock (PostgreSQL's clock_timestamp() moves within a transaction, unlike now()).
+std::string DatabaseNowMs(Dialect dialect) {
+  return dialect == Dialect::kPostgres
+             ? "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+             : "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+}
+
+// The cluster table's column that keeps `which`.
+const char* SecretColumn(ClusterSecret which) {
+  switch (which) {
+    case ClusterSecret::kJoinTokenHash:
+      return "join_token_hash";
+    case ClusterSecret::kSessionKeyCheck:
+      return "session_key_check";
+  }
+  return "";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SqlStore>> SqlStore::Create(std::unique_ptr<SqlConnection> conn,
+                                                   std::unique_ptr<SqlConnection> lease_conn,
                                                    std::string name) {
   Status s = ApplyMigrations(*conn, StoreMigrations());
   if (!s.ok()) {
@@ -253,16 +275,148 @@ Result<std::unique_ptr<SqlStore>> SqlStore::Create(std::unique_ptr<SqlConnection
     return Status(cluster_id.status().code(),
                   "open store " + name + ": cluster id: " + cluster_id.status().message());
   }
-  return std::unique_ptr<SqlStore>(
-      new SqlStore(std::move(conn), std::move(name), std::move(cluster_id).value()));
+  return std::unique_ptr<SqlStore>(new SqlStore(std::move(conn), std::move(lease_conn),
+                                                std::move(name), std::move(cluster_id).value()));
 }
 
 Status SqlStore::InTransaction(const std::function<Status()>& body) {
   CORRAL_RETURN_IF_ERROR(conn_->Begin());
-  Status s = body();
+  Status s = CheckEpoch();
+  if (s.ok()) s = body();
   if (s.ok()) s = conn_->Commit();
   if (!s.ok()) conn_->Rollback();  // the first error is the one worth reporting
   return s;
+}
+
+Status SqlStore::CheckEpoch() {
+  const int64_t held = epoch_.load();
+  if (held == 0) return {};
+  // PostgreSQL: the shared row lock conflicts with a takeover's update of the row, so a takeover
+  // waits for this transaction, and this one, if it comes later, reads the new epoch. SQLite:
+  // the transaction holds the database's write lock already (BEGIN IMMEDIATE).
+  auto rows = conn_->Query(std::string("SELECT epoch FROM leader_epoch WHERE singleton = 1") +
+                               (conn_->dialect() == Dialect::kPostgres ? " FOR SHARE" : ""),
+                           {});
+  if (!rows.ok()) return rows.status();
+  const int64_t now = rows->empty() ? 0 : (*rows)[0].Int(0);
+  if (now == held) return {};
+  return FailedPrecondition("fenced: this server's epoch " + std::to_string(held) +
+                            " is no longer the leader's (now " + std::to_string(now) + ")");
+}
+
+// ---- Leadership ----
+
+Result<LeaseRecord> SqlStore::ReadLeaseLocked() {
+  const std::string now = DatabaseNowMs(lease_conn_->dialect());
+  auto rows = lease_conn_->Query("SELECT holder, url, epoch, expires_at_ms, expires_at_ms - " +
+                                     now + " FROM leader_lease WHERE singleton = 1",
+                                 {});
+  if (!rows.ok()) return rows.status();
+  if (rows->empty()) return Status(StatusCode::kInternal, "the leader_lease row is missing");
+  const SqlRow& row = (*rows)[0];
+  return LeaseRecord{row.Text(0), row.Text(1), row.Int(2), row.Int(3), row.Int(4)};
+}
+
+Result<LeaseRecord> SqlStore::AcquireLease(const std::string& holder, const std::string& url,
+                                           int64_t duration_ms) {
+  const std::string op = "acquire the leader's lease";
+  if (holder.empty()) return Annotate(op, InvalidArgument("field 'holder': must not be empty"));
+  if (duration_ms < 1) return Annotate(op, InvalidArgument("field 'duration_ms': must be >= 1"));
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  const std::string now = DatabaseNowMs(lease_conn_->dialect());
+  LeaseRecord lease;
+  CORRAL_RETURN_IF_ERROR(Annotate(op, lease_conn_->Begin()));
+  Status s = [&]() -> Status {
+    // Ours and live: extended, same epoch. Lapsed (or never held): taken over, next epoch.
+    auto taken = lease_conn_->Query(
+        "UPDATE leader_lease SET holder = ?, url = ?, expires_at_ms = " + now +
+            " + ?, epoch = CASE WHEN holder = ? AND expires_at_ms > " + now +
+            " THEN epoch ELSE epoch + 1 END WHERE singleton = 1 AND ((holder = ? AND "
+            "expires_at_ms > " +
+            now + ") OR expires_at_ms <= " + now + ") RETURNING epoch, expires_at_ms",
+        {holder, url, duration_ms, holder, holder});
+    if (!taken.ok()) return taken.status();
+    if (taken->empty()) {
+      auto current = ReadLeaseLocked();
+      if (!current.ok()) return current.status();
+      return FailedPrecondition("the lease is held by server " + current->holder + " (" +
+                                current->url + ") for another " +
+                                std::to_string(current->remaining_ms) + " ms");
+    }
+    lease = {holder, url, (*taken)[0].Int(0), (*taken)[0].Int(1), duration_ms};
+    // Only a takeover moves the epoch row: its update waits for the old leader's write in
+    // flight (which holds the row FOR SHARE), and every later write of the old leader reads
+    // the new epoch and is fenced.
+    return lease_conn_
+        ->Execute("UPDATE leader_epoch SET epoch = ? WHERE singleton = 1 AND epoch <> ?",
+                  {lease.epoch, lease.epoch})
+        .status();
+  }();
+  if (s.ok()) s = lease_conn_->Commit();
+  if (!s.ok()) {
+    lease_conn_->Rollback();
+    return Annotate(op, s);
+  }
+  lease_holder_ = holder;
+  epoch_.store(lease.epoch);
+  return lease;
+}
+
+Status SqlStore::RenewLease(const std::string& holder, int64_t duration_ms) {
+  const std::string op = "renew the leader's lease";
+  if (duration_ms < 1) return Annotate(op, InvalidArgument("field 'duration_ms': must be >= 1"));
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  const int64_t epoch = epoch_.load();
+  if (epoch == 0 || holder != lease_holder_) {
+    return Annotate(op, FailedPrecondition("this store never acquired the lease for " + holder));
+  }
+  const std::string now = DatabaseNowMs(lease_conn_->dialect());
+  auto renewed = lease_conn_->Execute(
+      "UPDATE leader_lease SET expires_at_ms = " + now +
+          " + ? WHERE singleton = 1 AND holder = ? AND epoch = ? AND expires_at_ms > " + now,
+      {duration_ms, holder, epoch});
+  if (!renewed.ok()) return Annotate(op, renewed.status());
+  if (*renewed == 1) return {};
+  auto current = ReadLeaseLocked();
+  if (!current.ok()) return Annotate(op, current.status());
+  if (current->epoch == epoch) {
+    return Annotate(op,
+                    FailedPrecondition("the lease of epoch " + std::to_string(epoch) + " lapsed " +
+                                       std::to_string(-current->remaining_ms) + " ms ago"));
+  }
+  return Annotate(
+      op, FailedPrecondition("the lease of epoch " + std::to_string(epoch) +
+                             " was taken over by server " + current->holder + " (" + current->url +
+                             "), epoch " + std::to_string(current->epoch)));
+}
+
+Result<LeaseRecord> SqlStore::CurrentLease() {
+  std::lock_guard<std::mutex> lock(lease_mu_);
+  auto lease = ReadLeaseLocked();
+  if (!lease.ok()) return Annotate("read the leader's lease", lease.status());
+  return lease;
+}
+
+Result<std::string> SqlStore::ShareClusterSecret(ClusterSecret which, const std::string& offer) {
+  const std::string column = SecretColumn(which);
+  const std::string op = "share the cluster's " + column;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string stored;
+  Status s = InTransaction([&]() -> Status {
+    if (!offer.empty()) {
+      auto offered = conn_->Execute(
+          "UPDATE cluster SET " + column + " = ? WHERE singleton = 1 AND " + column + " = ''",
+          {offer});
+      if (!offered.ok()) return offered.status();
+    }
+    auto rows = conn_->Query("SELECT " + column + " FROM cluster WHERE singleton = 1", {});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return Status(StatusCode::kInternal, "the cluster row is missing");
+    stored = (*rows)[0].Text(0);
+    return Status::Ok();
+  });
+  if (!s.ok()) return Annotate(op, s);
+  return stored;
 }
 
 Status SqlStore::Annotate(const std::string& operation, const Status& status) const {
@@ -324,9 +478,15 @@ Result<int64_t> SqlStore::InsertUser(const std::string& name, bool admin, Second
 
 Result<UserRecord> SqlStore::CreateUser(const std::string& name, bool admin, Seconds now) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto id = InsertUser(name, admin, now);
-  if (!id.ok()) return Annotate("create user '" + name + "'", id.status());
-  return UserRecord{*id, name, admin, now, {}};
+  int64_t id = 0;
+  Status s = InTransaction([&]() -> Status {
+    auto user = InsertUser(name, admin, now);
+    if (!user.ok()) return user.status();
+    id = *user;
+    return Status::Ok();
+  });
+  if (!s.ok()) return Annotate("create user '" + name + "'", s);
+  return UserRecord{id, name, admin, now, {}};
 }
 
 Result<UserRecord> SqlStore::CreateUserWithToken(const std::string& name, bool admin,
@@ -396,11 +556,16 @@ Result<TokenRecord> SqlStore::CreateToken(int64_t user_id, const std::string& na
                                           const std::string& hash, Seconds now,
                                           std::optional<Seconds> expires_at) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto id = InsertToken(user_id, name, hash, now, expires_at);
-  if (!id.ok()) {
-    return Annotate("create token '" + name + "' for user " + std::to_string(user_id), id.status());
-  }
-  return TokenRecord{*id, user_id, name, hash, now, std::nullopt, expires_at};
+  int64_t id = 0;
+  Status s = InTransaction([&]() -> Status {
+    auto token = InsertToken(user_id, name, hash, now, expires_at);
+    if (!token.ok()) return token.status();
+    id = *token;
+    return Status::Ok();
+  });
+  if (!s.ok())
+    return Annotate("create token '" + name + "' for user " + std::to_string(user_id), s);
+  return TokenRecord{id, user_id, name, hash, now, std::nullopt, expires_at};
 }
 
 Result<TokenOwner> SqlStore::FindTokenOwner(const std::string& hash) {
@@ -431,16 +596,19 @@ Status SqlStore::RevokeToken(int64_t user_id, int64_t token_id, Seconds now) {
   const std::string op =
       "revoke token " + std::to_string(token_id) + " of user " + std::to_string(user_id);
   std::lock_guard<std::mutex> lock(mu_);
-  auto changed = conn_->Execute(
-      "UPDATE tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
-      {now.value(), token_id, user_id});
-  if (!changed.ok()) return Annotate(op, changed.status());
-  if (*changed == 1) return {};
-  auto rows =
-      conn_->Query("SELECT 1 FROM tokens WHERE id = ? AND user_id = ?", {token_id, user_id});
-  if (!rows.ok()) return Annotate(op, rows.status());
-  if (rows->empty()) return Annotate(op, NotFound("the user has no such token"));
-  return {};  // already revoked
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto changed = conn_->Execute(
+                        "UPDATE tokens SET revoked_at = ? WHERE id = ? AND user_id = ? AND "
+                        "revoked_at IS NULL",
+                        {now.value(), token_id, user_id});
+                    if (!changed.ok()) return changed.status();
+                    if (*changed == 1) return {};
+                    auto rows = conn_->Query("SELECT 1 FROM tokens WHERE id = ? AND user_id = ?",
+                                             {token_id, user_id});
+                    if (!rows.ok()) return rows.status();
+                    if (rows->empty()) return NotFound("the user has no such token");
+                    return {};  // already revoked
+                  }));
 }
 
 Status SqlStore::SetSubmitLimits(const char* table, const char* what, const std::string& name,
@@ -454,14 +622,18 @@ Status SqlStore::SetSubmitLimits(const char* table, const char* what, const std:
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  auto changed = conn_->Execute(
-      std::string("UPDATE ") + table +
-          " SET max_pending_jobs = ?, max_submits_per_minute = ? WHERE name = ?",
-      {OptValue(limits.max_pending_jobs), OptValue(limits.max_submits_per_minute), name});
-  if (!changed.ok()) return Annotate(op, changed.status());
-  if (*changed != 1)
-    return Annotate(op, NotFound(std::string(what) + " '" + name + "' does not exist"));
-  return Status::Ok();
+  return Annotate(
+      op, InTransaction([&]() -> Status {
+        auto changed = conn_->Execute(
+            std::string("UPDATE ") + table +
+                " SET max_pending_jobs = ?, max_submits_per_minute = ? WHERE name = ?",
+            {OptValue(limits.max_pending_jobs), OptValue(limits.max_submits_per_minute), name});
+        if (!changed.ok()) return changed.status();
+        if (*changed != 1) {
+          return NotFound(std::string(what) + " '" + name + "' does not exist");
+        }
+        return Status::Ok();
+      }));
 }
 
 Status SqlStore::SetUserSubmitLimits(const std::string& name, const model::SubmitLimits& limits) {
@@ -475,15 +647,17 @@ Result<ProjectRecord> SqlStore::CreateProject(const std::string& name,
   const std::string op = "create project '" + name + "'";
   if (name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
   std::lock_guard<std::mutex> lock(mu_);
-  auto changed =
-      conn_->Execute("INSERT INTO projects (name, description, created_at) VALUES (?, ?, ?)",
-                     {name, description, now.value()});
-  if (!changed.ok()) {
+  Status s = InTransaction([&]() -> Status {
+    auto changed =
+        conn_->Execute("INSERT INTO projects (name, description, created_at) VALUES (?, ?, ?)",
+                       {name, description, now.value()});
+    if (changed.ok()) return Status::Ok();
     if (changed.status().code() == StatusCode::kAlreadyExists) {
-      return Annotate(op, AlreadyExists("project '" + name + "' already exists"));
+      return AlreadyExists("project '" + name + "' already exists");
     }
-    return Annotate(op, changed.status());
-  }
+    return changed.status();
+  });
+  if (!s.ok()) return Annotate(op, s);
   return ProjectRecord{name, description, now, "{}", {}};
 }
 
@@ -510,11 +684,14 @@ Status SqlStore::SetProjectSubmitLimits(const std::string& name,
 Status SqlStore::SetProjectSharing(const std::string& name, const std::string& sharing_json) {
   const std::string op = "set the sharing of project '" + name + "'";
   std::lock_guard<std::mutex> lock(mu_);
-  auto changed =
-      conn_->Execute("UPDATE projects SET sharing_json = ? WHERE name = ?", {sharing_json, name});
-  if (!changed.ok()) return Annotate(op, changed.status());
-  if (*changed != 1) return Annotate(op, NotFound("project '" + name + "' does not exist"));
-  return Status::Ok();
+  return Annotate(op, InTransaction([&]() -> Status {
+                    auto changed =
+                        conn_->Execute("UPDATE projects SET sharing_json = ? WHERE name = ?",
+                                       {sharing_json, name});
+                    if (!changed.ok()) return changed.status();
+                    if (*changed != 1) return NotFound("project '" + name + "' does not exist");
+                    return Status::Ok();
+                  }));
 }
 
 Status SqlStore::InsertMember(const std::string& project, int64_t user_id) {
@@ -922,7 +1099,7 @@ std::string UpdateTaskName(const TaskRecord& task) {
 
 Status SqlStore::UpdateTask(const TaskRecord& task) {
   std::lock_guard<std::mutex> lock(mu_);
-  return UpdateTaskRows({task});
+  return InTransaction([&] { return UpdateTaskRows({task}); });
 }
 
 Status SqlStore::UpdateTaskRows(const std::vector<TaskRecord>& tasks) {
@@ -1106,17 +1283,25 @@ Status SqlStore::ShareEnvironment(const std::string& name, const std::string& pr
 Status SqlStore::UpsertNode(const NodeRecord& node) {
   const std::string op = "upsert node '" + node.name + "'";
   if (node.name.empty()) return Annotate(op, InvalidArgument("field 'name': must not be empty"));
+  if (!node.node_token_hash.empty() && !IsHexSha256(node.node_token_hash)) {
+    // Not echoing it: a caller passing the token by mistake must not log it.
+    return Annotate(op, InvalidArgument("field 'node_token_hash': must be a lowercase hex "
+                                        "SHA-256; the token itself is never stored"));
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(
-      op, conn_
-              ->Execute("INSERT INTO nodes (name, inventory_json, state, last_heartbeat, "
-                        "node_id_hash) VALUES (?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-                        "inventory_json = excluded.inventory_json, state = excluded.state, "
-                        "last_heartbeat = excluded.last_heartbeat, "
-                        "node_id_hash = excluded.node_id_hash",
-                        {node.name, node.inventory_json, StateValue(node.state),
-                         node.last_heartbeat.value(), node.node_id_hash})
-              .status());
+  return Annotate(op, InTransaction([&] {
+                    return conn_
+                        ->Execute(
+                            "INSERT INTO nodes (name, inventory_json, state, last_heartbeat, "
+                            "node_id_hash, node_token_hash) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT "
+                            "(name) DO UPDATE SET inventory_json = excluded.inventory_json, "
+                            "state = excluded.state, last_heartbeat = excluded.last_heartbeat, "
+                            "node_id_hash = excluded.node_id_hash, "
+                            "node_token_hash = excluded.node_token_hash",
+                            {node.name, node.inventory_json, StateValue(node.state),
+                             node.last_heartbeat.value(), node.node_id_hash, node.node_token_hash})
+                        .status();
+                  }));
 }
 
 Result<std::vector<NodeRecord>> SqlStore::ListNodes() {
@@ -1165,23 +1350,30 @@ Result<PruneResult> SqlStore::PruneGpuMetrics(int resolution_s, int64_t before_s
     // the (batch_rows + 1)-th oldest row; both statements walk gpu_metrics_by_time, so a batch
     // costs its own rows, not the table's.
     std::lock_guard<std::mutex> lock(mu_);
-    auto next = conn_->Query(
-        "SELECT start_s FROM gpu_metrics WHERE resolution_s = ? AND start_s < ? ORDER BY start_s "
-        "LIMIT 1 OFFSET ?",
-        {resolution, before_s, batch_rows});
-    if (!next.ok()) return Annotate("prune GPU metrics", next.status());
-    const bool last = next->empty();
-    const int64_t cutoff = last ? before_s : (*next)[0].Int(0);
-    auto deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s < ?",
-                                  {resolution, cutoff});
-    if (deleted.ok() && *deleted == 0 && !last) {
-      // More than batch_rows rows share the oldest start time: that time's rows are the batch.
-      deleted = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s = ?",
-                               {resolution, cutoff});
-    }
-    if (!deleted.ok()) return Annotate("prune GPU metrics", deleted.status());
-    if (*deleted > 0) {
-      result.rows += *deleted;
+    bool last = false;
+    int64_t deleted = 0;
+    Status s = InTransaction([&]() -> Status {
+      auto next = conn_->Query(
+          "SELECT start_s FROM gpu_metrics WHERE resolution_s = ? AND start_s < ? ORDER BY "
+          "start_s LIMIT 1 OFFSET ?",
+          {resolution, before_s, batch_rows});
+      if (!next.ok()) return next.status();
+      last = next->empty();
+      const int64_t cutoff = last ? before_s : (*next)[0].Int(0);
+      auto removed = conn_->Execute(
+          "DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s < ?", {resolution, cutoff});
+      if (removed.ok() && *removed == 0 && !last) {
+        // More than batch_rows rows share the oldest start time: that time's rows are the batch.
+        removed = conn_->Execute("DELETE FROM gpu_metrics WHERE resolution_s = ? AND start_s = ?",
+                                 {resolution, cutoff});
+      }
+      if (!removed.ok()) return removed.status();
+      deleted = *removed;
+      return Status::Ok();
+    });
+    if (!s.ok()) return Annotate("prune GPU metrics", s);
+    if (deleted > 0) {
+      result.rows += deleted;
       ++result.batches;
     }
     if (last) return result;

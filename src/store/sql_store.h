@@ -4,9 +4,13 @@
 // Thread safety: every method locks one mutex and runs on the one connection, so calls from
 // several threads are serialised; a write holds the mutex until its commit is durable. Writers
 // that need throughput batch their work (InsertJobs, SubmissionBatcher) instead of adding
-// connections.
+// connections. The lease methods are the exception: they run on a second connection behind a
+// mutex of their own, so that a renewal never waits behind a batch.
+//
+// Every write runs in a transaction (InTransaction), which is where fencing is checked.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,13 +26,19 @@ class SqlStore final : public Store {
   // Brings the database behind `conn` to the newest schema (migrations.h), gives it a cluster
   // id when it has none (several servers opening one store at once agree on one), and returns a
   // store that owns the connection. `name` names the store in I/O error messages (a redacted
-  // URL).
+  // URL). `lease_conn` is a second connection to the same database, for the lease methods.
   static Result<std::unique_ptr<SqlStore>> Create(std::unique_ptr<SqlConnection> conn,
+                                                  std::unique_ptr<SqlConnection> lease_conn,
                                                   std::string name);
 
   int64_t Commits() override;
   Status Apply(const WriteBatch& batch, Seconds now) override;
   const std::string& ClusterId() const override { return cluster_id_; }
+  Result<LeaseRecord> AcquireLease(const std::string& holder, const std::string& url,
+                                   int64_t duration_ms) override;
+  Status RenewLease(const std::string& holder, int64_t duration_ms) override;
+  Result<LeaseRecord> CurrentLease() override;
+  Result<std::string> ShareClusterSecret(ClusterSecret which, const std::string& offer) override;
 
   Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) override;
   Result<UserRecord> FindUser(const std::string& name) override;
@@ -96,13 +106,22 @@ class SqlStore final : public Store {
                                             const std::string& to_day) override;
 
  private:
-  SqlStore(std::unique_ptr<SqlConnection> conn, std::string name, std::string cluster_id)
-      : conn_(std::move(conn)), name_(std::move(name)), cluster_id_(std::move(cluster_id)) {}
+  SqlStore(std::unique_ptr<SqlConnection> conn, std::unique_ptr<SqlConnection> lease_conn,
+           std::string name, std::string cluster_id)
+      : conn_(std::move(conn)),
+        lease_conn_(std::move(lease_conn)),
+        name_(std::move(name)),
+        cluster_id_(std::move(cluster_id)) {}
 
   // The following run with mu_ held.
 
-  // Runs `body` in a transaction: commits when it returns OK, rolls back otherwise.
+  // Runs `body` in a transaction: commits when it returns OK, rolls back otherwise. Once the
+  // store holds an epoch (AcquireLease), the transaction first checks it under a lock that a
+  // takeover waits for (CheckEpoch), and a fenced one runs nothing.
   Status InTransaction(const std::function<Status()>& body);
+  // OK when the store holds no epoch or the database's is still the one it holds; else the
+  // FailedPrecondition "fenced: ...". Inside a transaction.
+  Status CheckEpoch();
   // `status` with the operation in front; I/O errors also name the store.
   Status Annotate(const std::string& operation, const Status& status) const;
   // The single statements of CreateUser, CreateToken and AddMember, for use alone or inside a
@@ -134,8 +153,16 @@ class SqlStore final : public Store {
   Status SetSubmitLimits(const char* table, const char* what, const std::string& name,
                          const model::SubmitLimits& limits);
 
+  // The lease as the database holds it, read on lease_conn_ (with lease_mu_ held).
+  Result<LeaseRecord> ReadLeaseLocked();
+
   std::mutex mu_;
   std::unique_ptr<SqlConnection> conn_;  // guarded by mu_
+  std::mutex lease_mu_;
+  std::unique_ptr<SqlConnection> lease_conn_;  // guarded by lease_mu_
+  // The lease acquired through this store: its holder and epoch (0: none, writes unfenced).
+  std::string lease_holder_;       // guarded by lease_mu_
+  std::atomic<int64_t> epoch_{0};  // set under lease_mu_; read by writes under mu_
   const std::string name_;
   const std::string cluster_id_;
 };

@@ -170,6 +170,30 @@ struct NodeRecord {
   model::NodeState state = model::NodeState::kReady;
   Seconds last_heartbeat{0};
   std::string node_id_hash;  // SHA-256 of the agent's secret node id; empty if unknown
+  // SHA-256 of the node token its agent was given at its current registration; empty when it
+  // has none (never registered, or lost): what every server of the store authenticates its
+  // heartbeats with.
+  std::string node_token_hash;
+};
+
+// The leader's lease (docs/control-plane.md, "Several servers on one PostgreSQL"): one server at
+// a time leads, until the lease's expiry by the database's clock (never a server's, so skewed
+// server clocks cannot make two leaders).
+struct LeaseRecord {
+  std::string holder;  // the holding server's id (unique per process); "" before the first
+  std::string url;     // the holder's advertised base URL ("http://10.0.0.2:8080")
+  // Grows by one at every takeover (0 before the first): the writes of a store that holds an
+  // older epoch are refused (fencing).
+  int64_t epoch = 0;
+  int64_t expires_at_ms = 0;  // by the database's clock, milliseconds since the Unix epoch
+  int64_t remaining_ms = 0;   // until then, by the database's clock when read; <= 0: lapsed
+};
+
+// Values every server of one store must agree on, kept as what proves agreement without
+// revealing the secret (ShareClusterSecret).
+enum class ClusterSecret {
+  kJoinTokenHash,    // the join token's hash (HashToken)
+  kSessionKeyCheck,  // an HMAC of a fixed text under the session key; never the key
 };
 
 // One version of an environment asset (docs/environments.md). Versions are immutable: a change
@@ -212,6 +236,33 @@ class Store {
   // Write transactions committed since the store was opened (each explicit transaction, and
   // each write that commits on its own): /metrics exports it; tests count commits with it.
   virtual int64_t Commits() = 0;
+
+  // Leadership (docs/control-plane.md, "Several servers on one PostgreSQL"). The lease has its
+  // own connection, so a renewal never waits behind a long batch of the other methods. Lease
+  // writes are not counted by Commits().
+  //
+  // Takes the lease for `holder` (a server's id, unique per process) advertising `url`, for
+  // `duration_ms` from now by the database's clock, when no server holds it, it lapsed, or
+  // `holder` holds it already (then it is extended, same epoch). A takeover increments the epoch
+  // and waits for the old leader's write transaction in flight, if any, to end. From the first
+  // success on, this store fences every write on the epoch returned: each write transaction
+  // checks, before it commits and under a lock a takeover waits for, that the epoch is still the
+  // store's, and else fails with FailedPrecondition "fenced: this server's epoch E is no longer
+  // the leader's (now F)" and changes nothing. Returns the lease as held; FailedPrecondition
+  // naming the holder, its URL and the time it still holds when another server holds it.
+  virtual Result<LeaseRecord> AcquireLease(const std::string& holder, const std::string& url,
+                                           int64_t duration_ms) = 0;
+  // Extends the lease that `holder` acquired through this store to `duration_ms` from now (the
+  // database's clock). FailedPrecondition when it is no longer ours: it lapsed (even if no other
+  // server took it since: a lapsed leader must stop) or another server took it over.
+  virtual Status RenewLease(const std::string& holder, int64_t duration_ms) = 0;
+  // The lease as the database holds it now (who leads, at which URL, until when).
+  virtual Result<LeaseRecord> CurrentLease() = 0;
+
+  // Stores `offer` as `which` when the store has none yet (the first server of a cluster), and
+  // returns the stored value, the first offer (also to servers offering at once): "" when none
+  // was ever offered. An empty offer only reads. The caller compares.
+  virtual Result<std::string> ShareClusterSecret(ClusterSecret which, const std::string& offer) = 0;
   // Applies `batch` in one transaction (one commit, one fsync): every task update, then every
   // transition (with its event, at `now`), as UpdateTask and TransitionJob would one by one,
   // and with their errors; all or nothing. An empty batch commits nothing.

@@ -86,4 +86,10 @@ std::string Scrub(std::string message, std::string_view secret) {
   return message;
 }
 
+std::string SqlitePath(std::string_view url) {
+  std::string_view path = url.substr(url.find(':') + 1);
+  if (path.rfind("//", 0) == 0) path.remove_prefix(2);
+  return std::string(path);
+}
+
 }  // namespace corral::store

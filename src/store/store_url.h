@@ -9,6 +9,11 @@ namespace corral::store {
 // The part before the first ':' ("sqlite", "postgres"); "" when there is no ':'.
 std::string_view UrlScheme(std::string_view url);
 
+// The database file of a "sqlite:PATH" URL ("sqlite:///abs/file.db" and "sqlite://rel.db" read
+// like "sqlite:/abs/..." and "sqlite:rel.db", for those used to URL-style SQLite paths); "" when
+// the URL names none.
+std::string SqlitePath(std::string_view url);
+
 // The URL with the password of "scheme://user:PASSWORD@host" and of a "password=PASSWORD"
 // parameter replaced by "***". (Declared for users in store.h.)
 std::string RedactUrl(std::string_view url);

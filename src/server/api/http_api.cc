@@ -52,8 +52,11 @@ Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
 }
 
 void HttpApi::Impl::Register(HttpServer& http) {
-  http.Get("/healthz",
-           [](const HttpRequest&, HttpResponse& res) { res.SetContent("ok\n", "text/plain"); });
+  // A server that does not lead answers {"status":"ok","role":"follower",...} instead
+  // (leader_lease.h); this route runs on the leader only.
+  http.Get("/healthz", [](const HttpRequest&, HttpResponse& res) {
+    SendJson(res, 200, {{"status", "ok"}, {"role", "leader"}});
+  });
   http.Get("/", [this](const HttpRequest& req, HttpResponse& res) {
     if (config_.web_assets) return DashboardPage(req, res);
     StatusPage(res);

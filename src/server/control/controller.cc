@@ -192,6 +192,12 @@ Status Controller::Recover() {
     live.inventory = std::move(inventory).value();
     live.node_id_hash = n.node_id_hash;
     live.state = n.state;
+    if (!n.node_token_hash.empty()) {
+      // Registered with a predecessor (a server that stopped, or the leader before a failover):
+      // its agent goes on with the token it has, instead of every agent registering again.
+      live.token_hash = n.node_token_hash;
+      live.registration = credentials_.Set(n.name, n.node_token_hash);
+    }
     // Agents get a full timeout to come back before their node is declared lost.
     live.last_heartbeat = clock_.Now();
     if (n.state != NodeState::kReady) (void)scheduler_->SetSchedulable(n.name, false);

@@ -353,6 +353,9 @@ class Controller {
     std::string gpu_metrics_error;  // why its last refused GPU report was refused; "" if none
     uint64_t registration = 0;      // NodeCredentials' number of its current registration
     std::string node_id_hash;       // empty for nodes registered before node ids existed
+    // HashToken of its current node token, kept in the store too (so that the next leader
+    // accepts its agent); empty once lost.
+    std::string token_hash;
     Seconds last_heartbeat{0};
     model::NodeState state = model::NodeState::kReady;
     uint64_t version = 0;  // bumped when the node has something new to hear
@@ -368,6 +371,8 @@ class Controller {
   Controller(ControllerConfig config, store::Store& store, Clock& clock,
              std::unique_ptr<sched::Scheduler> scheduler);
   Status Recover();
+  // The store's record of node `name`.
+  static store::NodeRecord NodeRecordOf(const std::string& name, const LiveNode& node);
   // Reads the policy file (when configured) and the projects' sharing from the store.
   Status LoadRulesLocked();
   // Gives the submit limiter the users' and projects' limits the store holds.

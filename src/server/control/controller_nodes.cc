@@ -74,6 +74,15 @@ Status Controller::AddNodeToSchedulerLocked(const std::string& name,
   return added.ok() ? Status::Ok() : added.status();
 }
 
+store::NodeRecord Controller::NodeRecordOf(const std::string& name, const LiveNode& node) {
+  return {name,
+          protocol::ToJson(node.inventory).dump(),
+          node.state,
+          node.last_heartbeat,
+          node.node_id_hash,
+          node.token_hash};
+}
+
 Result<protocol::RegisterAnswer> Controller::RegisterNode(
     const protocol::RegisterRequest& request) {
   const std::string& name = request.name;
@@ -116,13 +125,12 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
     node.inventory = inventory;
   }
   node.node_id_hash = id_hash;
-  node.registration = credentials_.Set(name, HashToken(*token));
+  node.token_hash = HashToken(*token);
+  node.registration = credentials_.Set(name, node.token_hash);
   node.reports = {};  // a new agent process numbers its reports from 1 again
   node.last_heartbeat = clock_.Now();
   ++node.version;
-  store::NodeRecord record{name, protocol::ToJson(node.inventory).dump(), node.state,
-                           node.last_heartbeat, node.node_id_hash};
-  CORRAL_RETURN_IF_ERROR(store_.UpsertNode(record));
+  CORRAL_RETURN_IF_ERROR(store_.UpsertNode(NodeRecordOf(name, node)));
   wake_ = true;
   lock.unlock();
   changed_.notify_all();
@@ -148,10 +156,10 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   node.state = NodeState::kLost;
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
   credentials_.Withdraw(name);    // it must register again; its stale tasks are then killed
+  node.token_hash.clear();        // also for the next leader
   ++node.version;                 // a heartbeat waiting for it hears it is not registered
   changed_.notify_all();
-  (void)store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), NodeState::kLost,
-                           node.last_heartbeat, node.node_id_hash});
+  (void)store_.UpsertNode(NodeRecordOf(name, node));
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
   auto affected = scheduler_->RemoveNode(name);
   if (!affected.ok()) return;
@@ -184,8 +192,7 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
                    ? NodeState::kReady
                    : (action == "drain" ? NodeState::kDrained : NodeState::kCordoned);
   wake_ = true;
-  return store_.UpsertNode({name, protocol::ToJson(node.inventory).dump(), node.state,
-                            node.last_heartbeat, node.node_id_hash});
+  return store_.UpsertNode(NodeRecordOf(name, node));
 }
 
 bool Controller::SeesWorkOf(const Principal& who, const std::string& project) const {

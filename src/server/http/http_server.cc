@@ -359,6 +359,11 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
   guard_.Entered(e.connection, ConnectionPhase::kReadingBody, SteadyClock::now());
   MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
   MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectParam, &r.params);
+  if (options_.gate) {
+    if (std::optional<HttpResponse> answer = options_.gate(r)) {
+      return Queue(connection, e, std::move(*answer));
+    }
+  }
   // Who it is first: a caller the head does not admit gets its answer now, the body unread.
   auto admitted = options_.admit(r);
   if (!admitted.ok()) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -67,6 +68,10 @@ struct HttpServerOptions {
   // not read its answer); longer than any route blocks between bytes.
   std::chrono::seconds stall_timeout{300};
   Admitter admit;  // required
+  // When set, asked first, from the head alone: an answer it gives is sent at once instead of
+  // the route's (and before `admit`), the body unread. A server that does not lead answers so
+  // (leader_lease.h).
+  std::function<std::optional<HttpResponse>(const HttpRequest& head)> gate;
 };
 
 class HttpServer {
