@@ -394,8 +394,8 @@ TEST_F(AgentLoopTest, AnEndIsPushedWhileTheLongPollWaitsWithItsOutputAndANewerNu
   EXPECT_TRUE(done.get().ok());
 }
 
-// A second server on loopback that plays the leader or a follower (ha_contract.md: 503 with
-// Corral-Leader) as told, counting registrations and heartbeats.
+// A second server on loopback that plays the leader or a follower (a follower answers 503 with
+// Corral-Leader: docs/control-plane.md) as told, counting registrations and heartbeats.
 class SwitchingServer {
  public:
   SwitchingServer() {

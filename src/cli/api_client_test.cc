@@ -1,5 +1,5 @@
 // ApiClient over real HTTP on loopback: a list of servers of which one is dead, one a follower
-// that answers 503 naming the leader (ha_contract.md), one the leader.
+// that answers 503 naming the leader (docs/control-plane.md), one the leader.
 #include "cli/api_client.h"
 
 #include <gmock/gmock.h>

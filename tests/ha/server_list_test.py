@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Clients given several server URLs (docs/control-plane.md, "Several servers"): the CLI and the
 agent take a comma-separated list, skip a URL where nothing listens and a follower that answers
-503 naming the leader (ha_contract.md point 1: a tiny Python stand-in here), and reach the real
+503 naming the leader (docs/control-plane.md: a tiny Python stand-in here), and reach the real
 `corral server`. The CLI submits once (the follower saw the POST and refused it; the server has
 one job); the agent registers, runs a job, keeps it running while no server answers and follows
 the server when it is back. Errors name each URL tried and what it answered.
@@ -24,7 +24,7 @@ from e2e_test import CORRAL, Cluster, check, free_port, wait_for  # noqa: E402
 
 
 class Follower:
-    """A server that is not the leader, as ha_contract.md point 1 says one answers: 503
+    """A server that is not the leader, as docs/control-plane.md says one answers: 503
     problem+json with Retry-After and Corral-Leader (when `leader` is set) to everything but
     GET /healthz. Counts the requests it refused, by method and path."""
 
