@@ -95,6 +95,7 @@ Status AgentProcess::Run(const std::atomic<bool>& stop) {
   AgentOptions loop_options = options_.agent;
   loop_options.cluster_id = joined->cluster_id;
   loop_options.node_token = joined->node_token;
+  loop_options.fence = joined->fence;
   AgentLoop loop(std::move(loop_options), *probe_, **runtime);
   // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
   if (fake_probe_ != nullptr) fake_probe_->SetTaskSource([&loop] { return loop.RunningTasks(); });
