@@ -192,6 +192,8 @@ void RuntimeThread::ApplyOrders() {
       // says the task ended); nothing to do.
       (void)runtime_.Kill(kill.key, kill.grace, kill.reason);
     }
+    // A long batch (a 600-task gang starting) does not hold a fence back.
+    FenceIfCutOff();
     // Ends that arrive while a long batch is applied are reported during it, not after it.
     const auto now = Clock::now();
     if (now >= next_poll_ || (now >= last_poll_ + PollGap() && ExitNoticePending())) {
@@ -235,6 +237,12 @@ void RuntimeThread::FenceIfCutOff() {
     if (!fence_ || fenced_ || Clock::now() - reached_ < fence_->after) return;
     fenced_ = true;
     fence = *fence_;
+    // Requeue-able launches not started yet never start (heard again in time, the server sends
+    // them again: they are no longer listed as starting).
+    std::erase_if(orders_, [](const Order& o) {
+      const auto* launch = std::get_if<TaskLaunch>(&o);
+      return launch != nullptr && launch->requeueable;
+    });
   }
   const auto after_s = std::chrono::duration_cast<std::chrono::seconds>(fence.after).count();
   const std::string reason = "fenced: no server reached for " + std::to_string(after_s) +

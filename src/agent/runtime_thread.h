@@ -100,8 +100,10 @@ class RuntimeThread {
 
   // Fencing (docs/control-plane.md, "Fencing"), as the server's registration answer says: once
   // no server was reached for `after`, the thread stops every running task whose launch is
-  // requeue-able (SIGTERM, `grace`, SIGKILL; end cause kFenced), once, before the server
-  // declares the node unreachable and requeues their jobs elsewhere. Other tasks keep running.
+  // requeue-able (SIGTERM, `grace`, SIGKILL; end cause kFenced) and drops the requeue-able
+  // launches not started yet, once, before the server declares the node unreachable and
+  // requeues their jobs elsewhere (also in the middle of a long batch of orders). Other tasks
+  // keep running.
   struct Fence {
     std::chrono::milliseconds after{10'000};
     Seconds grace{10};

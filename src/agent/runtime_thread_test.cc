@@ -296,6 +296,30 @@ TEST_F(RuntimeThreadTest, CutOffForFenceAfterItStopsOnlyTheRequeueableTasksOnce)
   EXPECT_EQ(runtime_.Kills(Key(3)), 0);
 }
 
+TEST_F(RuntimeThreadTest, AFenceDropsRequeueableLaunchesNotStartedYetEvenInALongBatch) {
+  thread_.SetFence(RuntimeThread::Fence{std::chrono::milliseconds(200), Seconds(1)});
+  thread_.Start();
+  runtime_.SetGate(false);
+  thread_.Launch(Launch(1));  // a slow start holds the batch up
+  ASSERT_TRUE(runtime_.WaitInStart());
+  thread_.Launch(Requeueable(2));
+  thread_.Launch(Launch(3));
+  // The fence falls due while the batch is held up (the time passing is the subject here).
+  const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < due) {
+    std::unique_lock lock(mu_);
+    changed_.wait_until(lock, due);
+  }
+  runtime_.SetGate(true);
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
+    return Find(s, Key(1)) && Find(s, Key(3)) && s.starting.empty();
+  }));
+  thread_.Stop();
+  EXPECT_EQ(runtime_.Starts(Key(2)), 0);  // dropped: its job is requeued elsewhere
+  EXPECT_EQ(runtime_.Starts(Key(3)), 1);  // not requeue-able: started
+  EXPECT_EQ(runtime_.Kills(Key(1)), 0);
+}
+
 TEST_F(RuntimeThreadTest, ReachingAServerKeepsTheFenceAwayAndArmsItAgain) {
   thread_.SetFence(RuntimeThread::Fence{std::chrono::milliseconds(300), Seconds(1)});
   thread_.Start();
