@@ -781,7 +781,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
         const auto& free = n.free;
         return {n.name,
-                std::string(model::ToString(n.state)),
+                std::string(model::ToString(n.state)) + (n.unreachable ? ", unreachable" : ""),
                 n.gpu_model,
                 std::to_string(n.gpus),
                 free ? json(free->gpu_milli).dump() : "",

@@ -249,9 +249,10 @@ def test_agent_cut_off_past_the_node_timeout(root):
             check("agent cut off: the other job is running, 'node n1 unreachable since T' in "
                   "corral job show", job["state"] == "running" and
                   "node n1 unreachable since " in show.stdout, show.stdout + show.stderr)
-            check("agent cut off: its GPU stays allocated (and the node takes no new work)",
-                  allocated_milli(c) == 1000 and c.job(requeueable)["state"] == "pending",
-                  c.api("GET", "/api/v1/nodes")[1])
+            check("agent cut off: its GPU stays allocated, the node unreachable, taking no new work",
+                  allocated_milli(c) == 1000 and c.job(requeueable)["state"] == "pending" and
+                  "ready, unreachable" in c.cli("nodes").stdout,
+                  (c.api("GET", "/api/v1/nodes")[1], c.cli("nodes").stdout))
             check("agent cut off: the other task runs on",
                   alive(runs_of(stamps, kept)[0]["pid"]) and "stop" not in runs_of(stamps, kept)[0])
             time.sleep(max(0.0, cut_at + FAULT - time.time()))  # the fault's length

@@ -307,6 +307,7 @@ std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
     protocol::NodeView row{.name = name,
                            .state = node.state,
                            .last_heartbeat = node.last_heartbeat,
+                           .unreachable = node.unreachable,
                            .gpu_model = node.inventory.gpu_model,
                            .gpus = static_cast<int>(node.inventory.gpus.size()),
                            .cpu = node.inventory.cpu,

@@ -2602,6 +2602,7 @@ TEST_F(ControllerTest, AnUnreachableNodeFencesRequeueableJobsAndKeepsTheOthersRu
   EXPECT_THAT(EventReasons(*store_, kept).back(),
               AllOf(HasSubstr("node a unreachable since "), HasSubstr("keep running")));
   EXPECT_EQ(JobJson(alice_, kept)->at("reason"), EventReasons(*store_, kept).back());
+  EXPECT_TRUE(controller_->Nodes(alice_).at(0).unreachable);
   // Its GPUs stay allocated; the node takes no new work, the requeued job included.
   const JobId other = Submit(Spec(1));
   controller_->Tick();
@@ -2615,6 +2616,7 @@ TEST_F(ControllerTest, AnUnreachableNodeFencesRequeueableJobsAndKeepsTheOthersRu
   EXPECT_EQ(StateOf(kept), "running");
   EXPECT_EQ(EventReasons(*store_, kept).back(), "node a reachable again");
   EXPECT_EQ(JobJson(alice_, kept)->at("reason"), "all tasks running");  // its record's again
+  EXPECT_FALSE(controller_->Nodes(alice_).at(0).unreachable);
   controller_->Tick();
   EXPECT_EQ(StateOf(requeueable), "starting");  // its next run, on the node heard again
   EXPECT_EQ(StateOf(other), "pending");         // 4 + 4 of 8 GPUs
