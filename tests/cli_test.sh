@@ -243,7 +243,7 @@ free_port() {
 # The CLI checks a job spec as the server would (protocol::ParseJobSpec) before it sends it: a
 # bad one is refused naming the field (exit 2) without a request, so a server where nothing
 # listens is never reached; a good one is sent and finds nothing there (exit 1).
-nowhere=(env CORRAL_SERVER="http://127.0.0.1:$(free_port)" CORRAL_TOKEN=none)
+nowhere=(env CORRAL_SERVER="http://127.0.0.1:$(free_port)" CORRAL_TOKEN=none CORRAL_RETRY_TIMEOUT=0.5)
 expect_exit 1 "cannot reach the server" -- "${nowhere[@]}" "$corral" submit -- true
 expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
   "${nowhere[@]}" "$corral" submit --gpus -3 -- true

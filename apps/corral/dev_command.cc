@@ -64,7 +64,13 @@ int RunDev(const DevFlags& f) {
 
   // GPUs: NVML when the machine has a driver (unless fakes are asked for), else 8 fake A100s.
   agent::AgentProcessOptions agent_options;
-  agent_options.agent.server_url = (*server)->url();
+  Result<ServerList> servers = ServerList::Parse((*server)->url());
+  if (!servers.ok()) {  // the server's own URL: a bug
+    std::cerr << "corral dev: " << servers.status().message() << "\n";
+    (*server)->Stop();
+    return 1;
+  }
+  agent_options.agent.servers = *std::move(servers);
   agent_options.agent.join_token = (*server)->join_token();
   agent_options.agent.name = "dev";
   Result<int> interval = agent::MetricsIntervalMs(f.metrics_interval_s);

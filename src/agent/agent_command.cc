@@ -41,6 +41,7 @@ struct AgentFlags {
   ContainerSettings container;
   std::string container_gpus;                 // "" (the engine's default), cdi, gpus-flag
   std::vector<std::string> container_mounts;  // SRC:DST[:ro]
+  std::string servers;                        // --server: one URL or several, comma-separated
   CLI::Option* join_token_flag = nullptr;     // counted: given or not
   CLI::Option* join_token_file_flag = nullptr;
 };
@@ -158,6 +159,12 @@ Result<std::optional<ContainerEngine>> ContainerEngineOf(AgentFlags& f) {
 }
 
 int RunAgentCommand(AgentFlags& f) {
+  Result<ServerList> servers = ServerList::Parse(f.servers);
+  if (!servers.ok()) {
+    std::cerr << "corral agent: --server: " << servers.status().message() << "\n";
+    return 2;
+  }
+  f.options.servers = *std::move(servers);
   auto labels = ParseLabels(f.labels);
   if (!labels.ok()) {
     std::cerr << "corral agent: " << labels.status().message() << "\n";
@@ -225,7 +232,8 @@ int RunAgentCommand(AgentFlags& f) {
   }
   std::atomic<bool> stop{false};
   StopOnShutdownSignal(stop);
-  std::cout << "corral agent " << (*agent)->name() << " joining " << f.options.server_url << "\n"
+  std::cout << "corral agent " << (*agent)->name() << " joining " << f.options.servers.ToString()
+            << "\n"
             << std::flush;
   Status s = (*agent)->Run(stop);
   if (!s.ok()) {
@@ -240,7 +248,11 @@ int RunAgentCommand(AgentFlags& f) {
 void AddAgentCommand(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<AgentFlags>();
   CLI::App* c = app.add_subcommand("agent", "Run the node agent: join a server, run its tasks");
-  c->add_option("--server", f->options.server_url, "http(s)://host:port of the server")->required();
+  c->add_option("--server", f->servers,
+                "http(s)://host:port of the server, or of several servers comma-separated (at "
+                "most 16): the agent talks to the one that serves (the leader), and looks for it "
+                "among them when it fails, its tasks running meanwhile")
+      ->required();
   f->join_token_file_flag =
       c->add_option("--join-token-file", f->join_token_file,
                     "File whose first line is the cluster's join token (or set CORRAL_JOIN_TOKEN)");

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "agent/host_resources.h"
 #include "agent/task_setup.h"
 #include "common/build_info.h"
+#include "common/http_attempt.h"
 #include "common/json_parse.h"
 #include "model/node.h"
 
@@ -32,7 +34,7 @@ std::string LogKey(const TaskKey& key, LogStream stream) {
 // server's StatusCodeName) says what a 409 is: a name held (already_exists) or a refusal of
 // this agent (failed_precondition: another protocol version).
 Status HttpError(const httplib::Result& r, const std::string& what) {
-  if (!r) return IoError(what + ": " + httplib::to_string(r.error()));
+  if (!r) return IoError(what + ": " + AttemptOf(r).detail);
   std::string detail = r->body;
   // A problem+json's detail; any other body (a proxy's page) as it is.
   const nlohmann::json j = ParseJsonOrNull(r->body);
@@ -51,8 +53,8 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
                 what + ": HTTP " + std::to_string(r->status) + ": " + detail);
 }
 
-std::unique_ptr<httplib::Client> MakeClient(const AgentOptions& options) {
-  auto http = std::make_unique<httplib::Client>(options.server_url);
+std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const AgentOptions& options) {
+  auto http = std::make_unique<httplib::Client>(url);
   // The server's fencing rule counts on the time a request may take once sent.
   const auto timeout = static_cast<time_t>(protocol::kAgentRequestTimeout.value());
   http->set_connection_timeout(2);
@@ -63,15 +65,11 @@ std::unique_ptr<httplib::Client> MakeClient(const AgentOptions& options) {
   return http;
 }
 
-Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions& options,
-                                      protocol::NodeInventory inventory) {
-  httplib::Headers headers = {{"Authorization", "Bearer " + options.join_token}};
-  const protocol::RegisterRequest request{protocol::kProtocolVersion, options.name, options.node_id,
-                                          std::move(inventory)};
-  auto r = http.Post("/api/v1/agent/register", headers, protocol::ToJson(request).dump(),
-                     "application/json");
+// The registration a server's answer `r` (from `url`) holds, or the error it answered.
+Result<Registration> RegistrationOf(const httplib::Result& r, const std::string& url,
+                                    const AgentOptions& options) {
   if (!r || r->status != 200) {
-    Status s = HttpError(r, "register with " + options.server_url);
+    Status s = HttpError(r, "register with " + url);
     if (s.code() == StatusCode::kAlreadyExists) {  // a live node holds the name (409)
       return AlreadyExists(s.message() + "; to run this node meanwhile, give it another --name");
     }
@@ -81,7 +79,7 @@ Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions&
   if (!parsed.ok()) return Status(StatusCode::kInternal, parsed.status().message());
   const nlohmann::json& json = *parsed;
   if (json.is_object() && !json.contains("protocol_version")) {
-    return FailedPrecondition("the server at " + options.server_url +
+    return FailedPrecondition("the server at " + url +
                               " speaks no protocol version: it runs an older corral than this "
                               "agent (" +
                               kVersion + "); upgrade the servers before their agents");
@@ -94,11 +92,22 @@ Result<Registration> PostRegistration(httplib::Client& http, const AgentOptions&
   Registration registration{answer->node_token, answer->cluster_id, answer->fence};
   if (!options.cluster_id.empty() && registration.cluster_id != options.cluster_id) {
     return FailedPrecondition(
-        "the server at " + options.server_url + " is of cluster " + registration.cluster_id +
+        "the server at " + url + " is of cluster " + registration.cluster_id +
         ", but this agent runs tasks of cluster " + options.cluster_id +
         ": refusing to join another cluster (its tasks keep running; docs/control-plane.md)");
   }
   return registration;
+}
+
+RegistrationAttempt PostRegistration(httplib::Client& http, const std::string& url,
+                                     const AgentOptions& options,
+                                     protocol::NodeInventory inventory) {
+  httplib::Headers headers = {{"Authorization", "Bearer " + options.join_token}};
+  const protocol::RegisterRequest request{protocol::kProtocolVersion, options.name, options.node_id,
+                                          std::move(inventory)};
+  auto r = http.Post("/api/v1/agent/register", headers, protocol::ToJson(request).dump(),
+                     "application/json");
+  return {AttemptOf(r), RegistrationOf(r, url, options)};
 }
 
 }  // namespace
@@ -127,11 +136,13 @@ Result<protocol::NodeInventory> NodeInventory(const AgentOptions& options, GpuPr
   return inventory;
 }
 
-Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe) {
+RegistrationAttempt RegisterAgent(const AgentOptions& options, const std::string& url,
+                                  GpuProbe& probe) {
   Result<protocol::NodeInventory> inventory = NodeInventory(options, probe);
-  if (!inventory.ok()) return inventory.status();
-  std::unique_ptr<httplib::Client> http = MakeClient(options);
-  return PostRegistration(*http, options, std::move(inventory).value());
+  // Not the server's doing: nothing to look for elsewhere.
+  if (!inventory.ok()) return {Attempt{Outcome::kAnswered, "", ""}, inventory.status()};
+  std::unique_ptr<httplib::Client> http = MakeClient(url, options);
+  return PostRegistration(*http, url, options, std::move(inventory).value());
 }
 
 std::optional<RuntimeThread::Fence> FenceOf(const std::optional<protocol::FenceTimings>& timings) {
@@ -162,9 +173,14 @@ AgentLoop::AgentLoop(AgentOptions options, GpuProbe& probe, Runtime& runtime)
       probe_(probe),
       runtime_(runtime),
       runtime_thread_(runtime, options_.runtime_thread, [this] { WakePusher(); }),
-      http_(MakeClient(options_)),
-      push_http_(MakeClient(options_)),
-      node_token_(options_.node_token) {}
+      answered_url_(options_.registered_at),
+      server_url_(options_.registered_at.empty() ? options_.servers.urls().at(0)
+                                                 : options_.registered_at),
+      node_token_(options_.node_token) {
+  http_ = MakeClient(server_url_, options_);
+  push_url_ = server_url_;
+  push_http_ = MakeClient(push_url_, options_);
+}
 
 AgentLoop::~AgentLoop() {
   StopPusher();
@@ -206,14 +222,19 @@ Result<protocol::NodeInventory> AgentLoop::Inventory() { return NodeInventory(op
 
 Status AgentLoop::Register() {
   auto inventory = Inventory();
-  if (!inventory.ok()) return inventory.status();
+  if (!inventory.ok()) {
+    last_attempt_ = Attempt{Outcome::kAnswered, "", ""};  // not the server's doing
+    return inventory.status();
+  }
   if (options_.name.empty()) options_.name = inventory->hostname;
-  Result<Registration> registration =
-      PostRegistration(*http_, options_, std::move(inventory).value());
-  if (!registration.ok()) return registration.status();
-  runtime_thread_.SetFence(FenceOf(registration->fence));
+  // server_url_ is this thread's to write: read without the lock.
+  RegistrationAttempt sent =
+      PostRegistration(*http_, server_url_, options_, std::move(inventory).value());
+  last_attempt_ = sent.attempt;
+  if (!sent.registration.ok()) return sent.registration.status();
+  runtime_thread_.SetFence(FenceOf(sent.registration->fence));
   std::lock_guard lock(report_mu_);
-  node_token_ = registration->node_token;
+  node_token_ = sent.registration->node_token;
   return Status::Ok();
 }
 
@@ -284,8 +305,8 @@ std::optional<AgentLoop::Report> AgentLoop::BuildReport(ReportKind kind) {
   return report;
 }
 
-Result<protocol::ReportAnswer> AgentLoop::Send(httplib::Client& http, const std::string& token,
-                                               const Report& report) {
+AgentLoop::Sent AgentLoop::Send(httplib::Client& http, const std::string& token,
+                                const Report& report) {
   // The node's name (set at the first registration) travels with its token, in headers: the
   // server authenticates the report before it reads its body.
   httplib::Headers headers = {{"Authorization", "Bearer " + token},
@@ -294,23 +315,24 @@ Result<protocol::ReportAnswer> AgentLoop::Send(httplib::Client& http, const std:
       "/api/v1/agent/heartbeat", headers,
       protocol::ToJson(report.body).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
       "application/json");
+  const Attempt attempt = AttemptOf(r);
   if (!r || r->status != 200) {
     Status s = HttpError(r, "heartbeat");
     if (s.code() == StatusCode::kUnauthenticated) {
       std::lock_guard lock(report_mu_);
       if (node_token_ == token) node_token_.clear();  // register again (once, for both threads)
     }
-    return s;
+    return {attempt, s};
   }
   auto json = ParseJson(r->body, "heartbeat: answer", kServerAnswerLimits);
-  if (!json.ok()) return Status(StatusCode::kInternal, json.status().message());
+  if (!json.ok()) return {attempt, Status(StatusCode::kInternal, json.status().message())};
   Result<protocol::ReportAnswer> answer = protocol::ParseReportAnswer(*json);
   if (!answer.ok()) {
-    return Status(StatusCode::kInternal,
-                  "heartbeat: malformed answer: " + answer.status().message());
+    return {attempt, Status(StatusCode::kInternal,
+                            "heartbeat: malformed answer: " + answer.status().message())};
   }
   runtime_thread_.Reached();  // the server has heard the node: it is not timing it out
-  return answer;
+  return {attempt, std::move(answer)};
 }
 
 void AgentLoop::Acknowledge(const Report& report, const protocol::ReportAnswer& answer) {
@@ -352,12 +374,27 @@ Status AgentLoop::Beat() {
     token = node_token_;
   }
   std::optional<Report> report = BuildReport(ReportKind::kFull);
-  auto answer = Send(*http_, token, *report);
-  if (!answer.ok()) return answer.status();
-  Acknowledge(*report, *answer);
+  Sent sent = Send(*http_, token, *report);
+  last_attempt_ = sent.attempt;
+  if (!sent.answer.ok()) return sent.answer.status();
+  if (answered_url_ != server_url_) {
+    std::cerr << "corral agent: talking to " << server_url_
+              << (answered_url_.empty() ? "" : " (was " + answered_url_ + ")") << "\n";
+    answered_url_ = server_url_;
+  }
+  Acknowledge(*report, *sent.answer);
   // The server had no thread to spare for a long poll: pause instead of asking again at once.
-  pause_ms_ = answer->retry_after_ms.value_or(0);
+  pause_ms_ = sent.answer->retry_after_ms.value_or(0);
   return Status::Ok();
+}
+
+void AgentLoop::TalkTo(const std::string& url) {
+  if (url == server_url_) return;
+  {
+    std::lock_guard lock(report_mu_);
+    server_url_ = url;
+  }
+  http_ = MakeClient(url, options_);
 }
 
 void AgentLoop::WakePusher() {
@@ -384,18 +421,23 @@ void AgentLoop::PushLoop() {
     if (push_stopping_) return;
     push_wanted_ = false;  // changes published from now on ask for another push
     lock.unlock();
-    std::string token;
+    std::string token, url;
     {
       std::lock_guard report_lock(report_mu_);
       token = node_token_;
+      url = server_url_;
+    }
+    if (url != push_url_) {  // the heartbeat thread found another server
+      push_url_ = url;
+      push_http_ = MakeClient(url, options_);
     }
     // Not registered: the next heartbeat reports everything. A failed push is not retried
     // either: the next heartbeat carries the same states. (Every server that accepts this
     // agent's protocol version takes partial reports.)
     if (!token.empty()) {
       if (std::optional<Report> report = BuildReport(ReportKind::kPartial)) {
-        if (auto answer = Send(*push_http_, token, *report); answer.ok()) {
-          Acknowledge(*report, *answer);
+        if (Sent sent = Send(*push_http_, token, *report); sent.answer.ok()) {
+          Acknowledge(*report, *sent.answer);
         }
       }
     }
@@ -422,25 +464,47 @@ Status AgentLoop::Run(const std::atomic<bool>& stop) {
 
 Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
   int backoff_ms = 100;
+  // While the server requests go to fails to answer: the search for one that does.
+  std::optional<LeaderSearch> search;
+  std::chrono::steady_clock::time_point search_start;
   while (!stop) {
     Status s = Beat();
+    int wait_ms = 0;
     if (s.ok()) {
       backoff_ms = 100;
-      for (int waited = 0; waited < pause_ms_ && !stop; waited += 50) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      search.reset();
+      wait_ms = pause_ms_;
+    } else {
+      bool registered;
+      {
+        std::lock_guard lock(report_mu_);
+        registered = !node_token_.empty();
       }
-      continue;
+      if (!registered && IsFatalRegistrationError(s)) {
+        return s;  // a wrong join token, a name held, another cluster: retrying cannot help
+      }
+      if (last_attempt_.outcome == Outcome::kAnswered) {
+        // The server answered an error (5xx, a broken answer): ask it again, less and less often.
+        search.reset();
+        wait_ms = backoff_ms;
+        backoff_ms = std::min(backoff_ms * 2, 5000);
+      } else {
+        if (!search) {
+          std::cerr << "corral agent: " << server_url_ << ": " << last_attempt_.detail
+                    << "; looking for the leader among " << options_.servers.ToString() << "\n";
+          search.emplace(options_.servers, server_url_, Idempotency::kIdempotent, std::nullopt);
+          search_start = std::chrono::steady_clock::now();
+        }
+        const LeaderSearch::Decision next =
+            search->Next(last_attempt_, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                            std::chrono::steady_clock::now() - search_start));
+        TalkTo(search->url());
+        wait_ms = static_cast<int>(next.wait.count());
+      }
     }
-    bool registered;
-    {
-      std::lock_guard lock(report_mu_);
-      registered = !node_token_.empty();
+    for (int waited = 0; waited < wait_ms && !stop; waited += 50) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, wait_ms - waited)));
     }
-    if (!registered && IsFatalRegistrationError(s)) {
-      return s;  // a wrong join token, a name held, another cluster: retrying cannot help
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
-    backoff_ms = std::min(backoff_ms * 2, 5000);
   }
   return Status::Ok();
 }

@@ -20,6 +20,12 @@
 //    server within milliseconds, not at the next heartbeat;
 //  - the sampler thread probes the GPUs every metrics interval.
 //
+// Servers: the agent takes a list of URLs (server_list.h). Both connections talk to the server
+// that answered last; when a request to it finds no connection, is lost, or is answered 503 (a
+// server that is not the leader), the heartbeat thread looks for the leader (LeaderSearch: the
+// URL the 503 names, else the next one, first at once, then 100 ms doubling to 1 s, for ever)
+// while the runtime goes on running the tasks, and logs the server it talks to when it changes.
+//
 // Reports carry a sequence number that grows with the snapshot they were made of; the server
 // takes the task states of a report only when it is newer than every report it took from this
 // registration (docs/control-plane.md, "Agent protocol"), so a heartbeat overtaken by a push
@@ -42,6 +48,7 @@
 #include "agent/host_resources.h"
 #include "agent/runtime.h"
 #include "agent/runtime_thread.h"
+#include "common/server_list.h"
 #include "common/status.h"
 #include "protocol/agent_messages.h"
 
@@ -52,7 +59,9 @@ class Client;
 namespace corral::agent {
 
 struct AgentOptions {
-  std::string server_url;  // http(s)://host:port
+  ServerList servers;  // http(s)://host:port of each server, one or more
+  // The server that answered the registration already made (node_token); empty: the first.
+  std::string registered_at;
   std::string join_token;
   std::string name;     // node name; default: the hostname
   std::string node_id;  // secret, stable per node (LoadOrCreateNodeId); proves a re-registration
@@ -104,13 +113,22 @@ struct Registration {
 // The runtime thread's fence from the server's timings (nullopt: none).
 std::optional<RuntimeThread::Fence> FenceOf(const std::optional<protocol::FenceTimings>& timings);
 
-// Registers the node once (POST /api/v1/agent/register: protocol::RegisterRequest with this
-// agent's protocol version and NodeInventory()). Errors: those of AgentLoop::Run that
-// IsFatalRegistrationError() calls fatal, plus FailedPrecondition when the server refuses this
-// agent's protocol version (its message says what to upgrade), sends no protocol version (a
-// corral older than this agent: upgrade servers first), or another cluster id than
-// options.cluster_id; other errors (the server unreachable, HTTP 5xx) may pass.
-Result<Registration> RegisterAgent(const AgentOptions& options, GpuProbe& probe);
+// A registration sent to one server: how the request went (for the leader search) and what
+// came of it: the registration, or the error (the server's answer, or why there was none).
+struct RegistrationAttempt {
+  Attempt attempt;
+  Result<Registration> registration;
+};
+
+// Registers the node once at the server `url` (POST /api/v1/agent/register:
+// protocol::RegisterRequest with this agent's protocol version and NodeInventory()). Errors:
+// those of AgentLoop::Run that IsFatalRegistrationError() calls fatal, plus FailedPrecondition
+// when the server refuses this agent's protocol version (its message says what to upgrade),
+// sends no protocol version (a corral older than this agent: upgrade servers first), or another
+// cluster id than options.cluster_id; other errors (the server unreachable, not the leader,
+// HTTP 5xx) may pass.
+RegistrationAttempt RegisterAgent(const AgentOptions& options, const std::string& url,
+                                  GpuProbe& probe);
 // True for registration errors that retrying cannot mend: an invalid join token, the node name
 // held by a live node with another node id, another cluster or protocol version
 // (FailedPrecondition).
@@ -154,6 +172,7 @@ class AgentLoop {
   };
   enum class ReportKind { kFull, kPartial };
 
+  // Registers at server_url_ (heartbeat thread).
   Status Register();
   // The next report from the runtime thread's snapshot: every task (kFull), or the tasks
   // changed since the last report the server took plus every ended one (kPartial; nullopt when
@@ -163,17 +182,23 @@ class AgentLoop {
   // stale, counts it as taken and forgets its finished tasks; hands the orders to the runtime
   // thread.
   void Acknowledge(const Report& report, const protocol::ReportAnswer& answer);
+  // A report sent: how the request went and the server's parsed answer (on 200) or error.
+  struct Sent {
+    Attempt attempt;
+    Result<protocol::ReportAnswer> answer;
+  };
   // POSTs `report` with the node token `token` (and the node's name in protocol::kNodeHeader)
-  // over `http`; the parsed answer on 200 (a server reached: RuntimeThread::Reached). A 401
-  // forgets the node token, so that the heartbeat registers again.
-  Result<protocol::ReportAnswer> Send(httplib::Client& http, const std::string& token,
-                                      const Report& report);
+  // over `http`. On 200 a server was reached (RuntimeThread::Reached). A 401 forgets the node
+  // token, so that the heartbeat registers again.
+  Sent Send(httplib::Client& http, const std::string& token, const Report& report);
   // The GPU metrics of the sampler's newest sample not yet sent, else nullopt.
   std::optional<protocol::GpuMetrics> DueGpuMetrics(const std::vector<RunningTask>& running);
-  // One heartbeat (registering first if needed).
+  // One heartbeat (registering first if needed); sets last_attempt_.
   Status Beat();
   // Heartbeats until `stop`.
   Status BeatUntil(const std::atomic<bool>& stop);
+  // Points the heartbeat thread's requests (and, from its next push, the push thread's) at `url`.
+  void TalkTo(const std::string& url);
   // The push thread: a partial report whenever the runtime thread published a change.
   void PushLoop();
   void WakePusher();
@@ -188,14 +213,22 @@ class AgentLoop {
   GpuProbe& probe_;
   Runtime& runtime_;
   RuntimeThread runtime_thread_;
-  std::unique_ptr<httplib::Client> http_;       // the heartbeat thread's
-  std::unique_ptr<httplib::Client> push_http_;  // the push thread's
+  // The heartbeat thread's: its connection, the server it last had an answer from (logged when
+  // it changes), how its last request went.
+  std::unique_ptr<httplib::Client> http_;
+  std::string answered_url_;
+  Attempt last_attempt_;
+  // The push thread's connection, to push_url_.
+  std::unique_ptr<httplib::Client> push_http_;
+  std::string push_url_;
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
 
-  // Shared by the heartbeat and push threads, guarded by report_mu_: the node token (empty:
-  // not registered), the last sequence number, the output the server has of each stream, and
-  // the newest snapshot version whose report the server took.
+  // Shared by the heartbeat and push threads, guarded by report_mu_: the server requests go to
+  // (set by the heartbeat thread), the node token (empty: not registered), the last sequence
+  // number, the output the server has of each stream, and the newest snapshot version whose
+  // report the server took.
   std::mutex report_mu_;
+  std::string server_url_;
   std::string node_token_;
   int64_t seq_ = 0;
   std::map<std::string, int64_t> log_offsets_;  // "<alloc>-<gen>.<stream>" -> bytes taken

@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -64,9 +66,11 @@ class AgentLoopTest : public ::testing::Test {
                  });
   }
 
+  std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
   AgentOptions Options() {
     AgentOptions o;
-    o.server_url = "http://127.0.0.1:" + std::to_string(port_);
+    o.servers = *ServerList::Parse("http://127.0.0.1:" + std::to_string(port_));
     o.join_token = "join-secret";
     o.name = "node-a";
     o.node_id = "0123456789abcdef0123456789abcdef";
@@ -130,7 +134,7 @@ TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
     std::lock_guard<std::mutex> lock(mu_);
     res.set_content(answer, "application/json");
   });
-  Result<Registration> joined = RegisterAgent(Options(), probe_);
+  Result<Registration> joined = RegisterAgent(Options(), Url(), probe_).registration;
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_EQ(joined->node_token, "t");
   EXPECT_EQ(joined->cluster_id, "0123456789abcdef");
@@ -140,7 +144,7 @@ TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
     std::lock_guard<std::mutex> lock(mu_);
     answer = R"({"protocol_version": 1, "node_token": "t", "cluster_id": "../../etc"})";
   }
-  Result<Registration> broken = RegisterAgent(Options(), probe_);
+  Result<Registration> broken = RegisterAgent(Options(), Url(), probe_).registration;
   EXPECT_EQ(broken.status().code(), StatusCode::kInternal);
   EXPECT_FALSE(IsFatalRegistrationError(broken.status()));
 }
@@ -532,6 +536,107 @@ TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo
   }
   stop = true;
   EXPECT_TRUE(done.get().ok());
+}
+
+// A second server on loopback that plays the leader or a follower (ha_contract.md: 503 with
+// Corral-Leader) as told, counting registrations and heartbeats.
+class SwitchingServer {
+ public:
+  SwitchingServer() {
+    server_.Post(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      std::lock_guard lock(mu_);
+      if (!leader_.empty()) {
+        ++refused;
+        res.status = 503;
+        res.set_header("Corral-Leader", leader_);
+        res.set_content(R"({"status": 503, "detail": "this server is not the leader"})",
+                        "application/problem+json");
+      } else if (req.path == "/api/v1/agent/register") {
+        ++registrations;
+        res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
+                        R"("cluster_id": "0123456789abcdef"})",
+                        "application/json");
+      } else {
+        beats += req.get_header_value("Authorization") == "Bearer node-secret";
+        const auto body = nlohmann::json::parse(req.body, nullptr, false);
+        res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
+      }
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~SwitchingServer() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  // "" : lead; else follow `leader`.
+  void Follow(const std::string& leader) {
+    std::lock_guard lock(mu_);
+    leader_ = leader;
+  }
+  template <typename Condition>
+  bool WaitUntil(Condition condition) {
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard lock(mu_);
+        if (condition()) return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return false;
+  }
+
+  std::mutex mu_;
+  int registrations = 0, beats = 0, refused = 0;
+
+ private:
+  httplib::Server server_;
+  std::string leader_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+// The agent given "dead,follower,leader" registers with the leader; when that one steps down
+// naming a leader outside the list, the heartbeats follow it with the same node token.
+TEST_F(AgentLoopTest, RegistrationAndHeartbeatsFindAndFollowTheLeader) {
+  server_.Post("/api/v1/agent/register",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+  SwitchingServer first, second;
+  first.Follow("");
+  server_.Post("/api/v1/agent/heartbeat",
+               [](const httplib::Request&, httplib::Response& res) { res.status = 503; });
+  // The fixture's server follows, naming `first`.
+  server_.set_post_routing_handler([&](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Corral-Leader", first.url());
+  });
+  // A port where nothing listens: bound, never listened on, closed.
+  std::string dead;
+  {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    close(fd);
+    dead = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  AgentOptions options = Options();
+  options.servers = *ServerList::Parse(dead + "," + Url() + "," + first.url());
+  options.metrics_interval_ms = 0;
+  AgentLoop loop(options, probe_, runtime_);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+  EXPECT_TRUE(first.WaitUntil([&] { return first.registrations == 1 && first.beats >= 2; }));
+  first.Follow(second.url());
+  EXPECT_TRUE(second.WaitUntil([&] { return second.beats >= 2; }));
+  stop = true;
+  EXPECT_TRUE(done.get().ok());
+  std::lock_guard lock(second.mu_);
+  EXPECT_EQ(second.registrations, 0);  // its node token still holds
 }
 
 TEST(MetricsIntervalTest, OffOrATenthToFifteenSeconds) {

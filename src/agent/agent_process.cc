@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -70,32 +71,49 @@ Result<std::unique_ptr<AgentProcess>> AgentProcess::Create(AgentProcessOptions o
                                                         std::move(probe->fake_gpus)));
 }
 
-Result<Registration> AgentProcess::Join(const std::atomic<bool>& stop) {
+Result<AgentProcess::Joined> AgentProcess::Join(const std::atomic<bool>& stop) {
   int backoff_ms = 100;
+  const auto start = std::chrono::steady_clock::now();
+  LeaderSearch search(options_.agent.servers, "", Idempotency::kIdempotent, std::nullopt);
   while (true) {
-    Result<Registration> joined = RegisterAgent(options_.agent, *probe_);
-    if (joined.ok() || IsFatalRegistrationError(joined.status())) return joined;
-    // The server is not up yet, or unreachable for now: as the loop's heartbeats do.
-    for (int waited = 0; waited < backoff_ms; waited += 50) {
-      if (stop) return joined;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    RegistrationAttempt sent = RegisterAgent(options_.agent, search.url(), *probe_);
+    if (sent.registration.ok()) {
+      std::cerr << "corral agent: registered with " << search.url() << "\n";
+      return Joined{*std::move(sent.registration), search.url()};
     }
-    backoff_ms = std::min(backoff_ms * 2, 5000);
+    if (IsFatalRegistrationError(sent.registration.status())) return sent.registration.status();
+    int wait_ms;
+    if (sent.attempt.outcome == Outcome::kAnswered) {
+      // The server answered an error: as the loop's heartbeats do.
+      wait_ms = backoff_ms;
+      backoff_ms = std::min(backoff_ms * 2, 5000);
+    } else {  // not up yet, unreachable for now, or not the leader: the next server
+      wait_ms = static_cast<int>(
+          search
+              .Next(sent.attempt, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - start))
+              .wait.count());
+    }
+    for (int waited = 0; waited < wait_ms && !stop; waited += 50) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, wait_ms - waited)));
+    }
+    if (stop) return sent.registration.status();
   }
 }
 
 Status AgentProcess::Run(const std::atomic<bool>& stop) {
-  Result<Registration> joined = Join(stop);
+  Result<Joined> joined = Join(stop);
   if (!joined.ok()) return stop ? Status::Ok() : joined.status();
   ProcessRuntimeOptions runtime_options = options_.runtime;
-  runtime_options.cluster_id = joined->cluster_id;
+  runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
   auto runtime = ProcessRuntime::Create(std::move(runtime_options), &clock_);
   if (!runtime.ok()) return runtime.status();
   AgentOptions loop_options = options_.agent;
-  loop_options.cluster_id = joined->cluster_id;
-  loop_options.node_token = joined->node_token;
-  loop_options.fence = joined->fence;
+  loop_options.cluster_id = joined->registration.cluster_id;
+  loop_options.node_token = joined->registration.node_token;
+  loop_options.registered_at = joined->url;
+  loop_options.fence = joined->registration.fence;
   AgentLoop loop(std::move(loop_options), *probe_, **runtime);
   // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
   if (fake_probe_ != nullptr) fake_probe_->SetTaskSource([&loop] { return loop.RunningTasks(); });

@@ -74,8 +74,15 @@ class AgentProcess {
         fake_probe_(fake_probe),
         fake_gpus_(std::move(fake_gpus)) {}
 
-  // Registers until it succeeds (OK), `stop` is set (OK, nothing), or the error is fatal.
-  Result<Registration> Join(const std::atomic<bool>& stop);
+  // A registration and the server that answered it.
+  struct Joined {
+    Registration registration;
+    std::string url;
+  };
+  // Registers until it succeeds (OK), `stop` is set (OK, nothing), or the error is fatal: at
+  // the servers in turn while they cannot be reached or are not the leader (LeaderSearch), at
+  // the one that answered while it answers other errors (a back-off up to 5 s).
+  Result<Joined> Join(const std::atomic<bool>& stop);
 
   AgentProcessOptions options_;
   WorkDirLock lock_;  // held for the process's life

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "common/http_attempt.h"
 #include "common/json_parse.h"
 #include "common/secret_file.h"
 #include "common/strings.h"
@@ -17,8 +20,8 @@ namespace corral::cli {
 
 namespace {
 
+// An answer's error (Send() returns only answers).
 Status ErrorOf(const httplib::Result& r) {
-  if (!r) return IoError("cannot reach the server: " + httplib::to_string(r.error()));
   std::string detail = r->body;
   // A problem+json's detail; any other body (a proxy's page) as it is.
   const nlohmann::json j = ParseJsonOrNull(r->body);
@@ -47,14 +50,16 @@ Status ErrorOf(const httplib::Result& r) {
   }
 }
 
-Result<Reply> ReplyOf(const httplib::Result& r) {
-  if (!r || r->status >= 300) return ErrorOf(r);
+Result<Reply> ReplyOf(const Result<httplib::Result>& sent) {
+  if (!sent.ok()) return sent.status();
+  const httplib::Result& r = *sent;
+  if (r->status >= 300) return ErrorOf(r);
   Reply reply{r->body, {}};
   for (const auto& [name, value] : r->headers) reply.headers[Lower(name)] = value;
   return reply;
 }
 
-Result<nlohmann::json> JsonOf(const httplib::Result& r) {
+Result<nlohmann::json> JsonOf(const Result<httplib::Result>& r) {
   auto reply = ReplyOf(r);
   if (!reply.ok()) return reply.status();
   return reply->Json();
@@ -81,26 +86,49 @@ std::string ConfigPath() {
   return std::string(home ? home : ".") + "/.config/corral/config";
 }
 
+Result<std::chrono::milliseconds> RetryTimeout() {
+  const char* v = std::getenv("CORRAL_RETRY_TIMEOUT");
+  if (v == nullptr || *v == '\0') return kDefaultRetryTimeout;
+  const std::string_view text(v);
+  double seconds = -1;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (err != std::errc() || end != text.data() + text.size() || !(seconds >= 0) || seconds > 3600) {
+    return InvalidArgument("CORRAL_RETRY_TIMEOUT: expected seconds in 0..3600, got '" +
+                           std::string(text) + "'");
+  }
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
 Result<ClientConfig> LoadClientConfig() {
   ClientConfig c;
+  std::string servers, servers_from = ConfigPath();
   std::ifstream in(ConfigPath());
   if (in) {
     const std::string text((std::istreambuf_iterator<char>(in)), {});
     const nlohmann::json j = ParseJsonOrNull(text);
     if (j.is_object()) {
-      c.server = j.value("server", "");
+      servers = j.value("server", "");
       c.token = j.value("token", "");
       c.ca_cert = j.value("ca_cert", "");
     }
   }
-  if (const char* v = std::getenv("CORRAL_SERVER"); v && *v) c.server = v;
+  if (const char* v = std::getenv("CORRAL_SERVER"); v && *v) {
+    servers = v;
+    servers_from = "CORRAL_SERVER";
+  }
   if (const char* v = std::getenv("CORRAL_TOKEN"); v && *v) c.token = v;
   if (const char* v = std::getenv("CORRAL_CA_CERT"); v && *v) c.ca_cert = v;
-  if (c.server.empty()) {
+  Result<std::chrono::milliseconds> retry_timeout = RetryTimeout();
+  if (!retry_timeout.ok()) return retry_timeout.status();
+  c.retry_timeout = *retry_timeout;
+  if (servers.empty()) {
     return InvalidArgument(
-        "no server configured: run 'corral login --server URL --token T' or "
+        "no server configured: run 'corral login --server URL[,URL...] --token T' or "
         "set CORRAL_SERVER and CORRAL_TOKEN");
   }
+  Result<ServerList> list = ServerList::Parse(servers);
+  if (!list.ok()) return InvalidArgument(servers_from + ": " + list.status().message());
+  c.servers = *std::move(list);
   return c;
 }
 
@@ -108,46 +136,85 @@ Status SaveClientConfig(const ClientConfig& config) {
   const std::string path = ConfigPath();
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  nlohmann::json j = {{"server", config.server}, {"token", config.token}};
+  nlohmann::json j = {{"server", config.servers.ToString()}, {"token", config.token}};
   if (!config.ca_cert.empty()) j["ca_cert"] = config.ca_cert;
   return WriteSecretFile(path, j.dump(2) + "\n");
 }
 
-ApiClient::ApiClient(ClientConfig config)
-    : token_(std::move(config.token)), ca_cert_(config.ca_cert) {
+ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
   // A server that refuses a body before reading it all (413) closes the connection while the
   // body is being sent: the write fails (EPIPE) and the answer is read, instead of SIGPIPE
   // ending the command. The CLI starts no processes that could inherit this.
   std::signal(SIGPIPE, SIG_IGN);
-  http_ = std::make_unique<httplib::Client>(config.server);
-  http_->set_connection_timeout(5);
-  http_->set_read_timeout(60);
-  if (!config.ca_cert.empty()) http_->set_ca_cert_path(config.ca_cert.c_str());
-  http_->enable_server_certificate_verification(true);
 }
 
 ApiClient::~ApiClient() = default;
 
+httplib::Client& ApiClient::ClientOf(const std::string& url) {
+  std::unique_ptr<httplib::Client>& http = clients_[url];
+  if (!http) {
+    http = std::make_unique<httplib::Client>(url);
+    http->set_connection_timeout(5);
+    http->set_read_timeout(60);
+    if (!config_.ca_cert.empty()) http->set_ca_cert_path(config_.ca_cert.c_str());
+    http->enable_server_certificate_verification(true);
+  }
+  return *http;
+}
+
+Result<httplib::Result> ApiClient::Send(
+    Idempotency idempotency, const std::function<httplib::Result(httplib::Client&)>& send) {
+  const auto start = std::chrono::steady_clock::now();
+  LeaderSearch search(config_.servers, answered_, idempotency, config_.retry_timeout);
+  while (true) {
+    httplib::Result r = send(ClientOf(search.url()));
+    const LeaderSearch::Decision next =
+        search.Next(AttemptOf(r), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                      std::chrono::steady_clock::now() - start));
+    switch (next.step) {
+      case LeaderSearch::Step::kDone:
+        answered_ = search.url();
+        return r;
+      case LeaderSearch::Step::kFailed:
+        return next.error;
+      case LeaderSearch::Step::kRetry:
+        std::this_thread::sleep_for(next.wait);
+        break;
+    }
+  }
+}
+
 Result<nlohmann::json> ApiClient::Get(const std::string& path) {
-  return JsonOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
+  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
+    return http.Get(path, {{"Authorization", "Bearer " + config_.token}});
+  }));
 }
 
 Result<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body) {
-  return JsonOf(
-      http_->Post(path, {{"Authorization", "Bearer " + token_}}, body.dump(), "application/json"));
+  const std::string text = body.dump();
+  return JsonOf(Send(Idempotency::kNotIdempotent, [&](httplib::Client& http) {
+    return http.Post(path, {{"Authorization", "Bearer " + config_.token}}, text,
+                     "application/json");
+  }));
 }
 
 Result<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body) {
-  return JsonOf(
-      http_->Put(path, {{"Authorization", "Bearer " + token_}}, body.dump(), "application/json"));
+  const std::string text = body.dump();
+  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
+    return http.Put(path, {{"Authorization", "Bearer " + config_.token}}, text, "application/json");
+  }));
 }
 
 Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
-  return JsonOf(http_->Delete(path, {{"Authorization", "Bearer " + token_}}));
+  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
+    return http.Delete(path, {{"Authorization", "Bearer " + config_.token}});
+  }));
 }
 
 Result<Reply> ApiClient::GetReply(const std::string& path) {
-  return ReplyOf(http_->Get(path, {{"Authorization", "Bearer " + token_}}));
+  return ReplyOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
+    return http.Get(path, {{"Authorization", "Bearer " + config_.token}});
+  }));
 }
 
 Result<int> ApiClient::GetStatusAt(const std::string& url) {
@@ -157,19 +224,13 @@ Result<int> ApiClient::GetStatusAt(const std::string& url) {
   httplib::Client http(url.substr(0, path));
   http.set_connection_timeout(5);
   http.set_read_timeout(60);
-  if (!ca_cert_.empty()) http.set_ca_cert_path(ca_cert_.c_str());
+  if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
   http.enable_server_certificate_verification(true);
-  auto r =
-      http.Get(path < url.size() ? url.substr(path) : "/", {{"Authorization", "Bearer " + token_}});
+  auto r = http.Get(path < url.size() ? url.substr(path) : "/",
+                    {{"Authorization", "Bearer " + config_.token}});
   if (!r) {
     return IoError("cannot reach " + url.substr(0, path) + ": " + httplib::to_string(r.error()));
   }
-  return r->status;
-}
-
-Result<int> ApiClient::GetStatus(const std::string& path) {
-  auto r = http_->Get(path, {{"Authorization", "Bearer " + token_}});
-  if (!r) return IoError("cannot reach the server: " + httplib::to_string(r.error()));
   return r->status;
 }
 

@@ -1,32 +1,52 @@
-// The CLI's client of corral's HTTP API: where the server is and which token to send come from
-// CORRAL_SERVER / CORRAL_TOKEN, else ~/.config/corral/config ({"server": URL, "token": T}).
-// Errors carry the server's problem+json detail and map HTTP statuses to StatusCodes.
+// The CLI's client of corral's HTTP API: where the servers are and which token to send come
+// from CORRAL_SERVER / CORRAL_TOKEN, else ~/.config/corral/config ({"server": URLS, "token": T}),
+// URLS one base URL or a comma-separated list of them (server_list.h). Every request goes to the
+// server that answered last, else the first; on a connection failure or a 503 (a server that is
+// not the leader) it goes to the next one or the leader the 503 names, with a backoff, until
+// CORRAL_RETRY_TIMEOUT passes. A POST (not idempotent) is sent again only when it certainly was
+// not carried out (no connection, or a 503). Errors carry the server's problem+json detail and
+// map HTTP statuses to StatusCodes; a request that found no server names each URL tried and what
+// it answered.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/server_list.h"
 #include "common/status.h"
 
 namespace httplib {
 class Client;
-}
+class Result;
+}  // namespace httplib
 
 namespace corral::cli {
 
+// How long a request looks for a server that answers, unless CORRAL_RETRY_TIMEOUT says.
+inline constexpr std::chrono::milliseconds kDefaultRetryTimeout{10'000};
+
 struct ClientConfig {
-  std::string server;   // http(s)://host:port
+  ServerList servers;   // http(s)://host:port, one or more
   std::string token;    // API token; never printed
   std::string ca_cert;  // PEM bundle to verify an https server with (CORRAL_CA_CERT)
+  // How long, from its first attempt, a request may go on trying the servers.
+  std::chrono::milliseconds retry_timeout = kDefaultRetryTimeout;
 };
 
 // Path of the config file: $XDG_CONFIG_HOME/corral/config or ~/.config/corral/config.
 std::string ConfigPath();
-// Reads the config file, then applies the environment. Errors: no server configured.
+// CORRAL_RETRY_TIMEOUT (seconds, 0 to 3600), else kDefaultRetryTimeout; InvalidArgument naming
+// the variable for anything else.
+Result<std::chrono::milliseconds> RetryTimeout();
+// Reads the config file, then applies the environment (and RetryTimeout()). Errors: no server
+// configured; a server list ServerList::Parse refuses, or a retry timeout out of range
+// (InvalidArgument naming where it was read).
 Result<ClientConfig> LoadClientConfig();
-// Writes the config file with mode 0600 (it holds a token).
+// Writes the config file with mode 0600 (it holds a token): the servers, the token, the CA.
 Status SaveClientConfig(const ClientConfig& config);
 
 // A successful answer as sent: the body and the response headers.
@@ -51,17 +71,22 @@ class ApiClient {
   Result<nlohmann::json> Delete(const std::string& path);
   // A GET whose headers matter too (paged lists, logs); the body may be text.
   Result<Reply> GetReply(const std::string& path);
-  // The HTTP status of a GET of `path` (with the token), whatever it is; IoError when the server
-  // cannot be reached.
-  Result<int> GetStatus(const std::string& path);
-  // The same for an absolute http(s) `url` on another origin of the server (the session
-  // gateway), with the token and the same certificate check; redirects are not followed.
+  // The HTTP status of a GET of the absolute http(s) `url` on another origin of the server (the
+  // session gateway), whatever it is, with the token and the same certificate check; redirects
+  // are not followed; IoError when it cannot be reached. Sent there alone (no other server).
   Result<int> GetStatusAt(const std::string& url);
 
  private:
-  std::unique_ptr<httplib::Client> http_;
-  std::string token_;
-  std::string ca_cert_;
+  // Sends a request through the servers (the file comment): `send` makes it once with the
+  // client of one server. The first answer other than 503; else the search's error.
+  Result<httplib::Result> Send(Idempotency idempotency,
+                               const std::function<httplib::Result(httplib::Client&)>& send);
+  // The client of `url` (made on first use).
+  httplib::Client& ClientOf(const std::string& url);
+
+  ClientConfig config_;
+  std::string answered_;  // the server that answered last ("" before any)
+  std::map<std::string, std::unique_ptr<httplib::Client>> clients_;  // by URL
 };
 
 }  // namespace corral::cli

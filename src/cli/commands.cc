@@ -863,11 +863,25 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   }
 
   CLI::App* login = app.add_subcommand("login", "Save the server and token for later commands");
-  login->add_option("--server", f->server, "http(s)://host:port")->required();
+  login
+      ->add_option("--server", f->server,
+                   "http(s)://host:port of the server, or of several servers comma-separated: "
+                   "each request goes to the one that serves (the leader)")
+      ->required();
   login->add_option("--token", f->token, "API token (or CORRAL_TOKEN)");
   out_opt(login);
   login->callback([f, exit_code] {
-    ClientConfig config{f->server, f->token, ""};
+    Result<ServerList> servers = ServerList::Parse(f->server);
+    if (!servers.ok()) {
+      *exit_code = Fail(InvalidArgument("--server: " + servers.status().message()));
+      return;
+    }
+    Result<std::chrono::milliseconds> retry_timeout = RetryTimeout();
+    if (!retry_timeout.ok()) {
+      *exit_code = Fail(retry_timeout.status());
+      return;
+    }
+    ClientConfig config{*servers, f->token, "", *retry_timeout};
     if (config.token.empty()) {
       if (const char* t = std::getenv("CORRAL_TOKEN")) config.token = t;
     }
@@ -1546,6 +1560,11 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
 }
 
 void AddClientCommands(CLI::App& app, int* exit_code) {
+  app.footer(
+      "The client commands talk to the servers in CORRAL_SERVER, else those 'corral login' "
+      "saved: one http(s)://host:port, or several comma-separated (at most 16), of which each "
+      "request finds the one that serves (the leader), for CORRAL_RETRY_TIMEOUT seconds at "
+      "most (default 10). The token is CORRAL_TOKEN's, else the saved one.");
   AddSubmit(app, exit_code);
   AddJobCommands(app, exit_code);
   AddEnvironmentCommands(app, exit_code);
