@@ -271,7 +271,8 @@ class Server:
         argv = [corral, "server", "--listen", f"{HOST}:{self.port}", "--store", store_url,
                 "--data-dir", data_dir]
         if node_timeout:
-            argv += ["--node-timeout", str(node_timeout)]
+            # The fence timings must fit in it (corral server refuses others).
+            argv += ["--node-timeout", str(node_timeout), "--fence-after", "3", "--kill-grace", "1"]
         self.log = os.path.join(data_dir, "server.log")
         self.proc = spawn(argv, self.log)
         self.pid = self.proc.pid

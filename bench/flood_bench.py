@@ -85,7 +85,8 @@ def measure(label, corral, args):
         server = subprocess.Popen(
             [corral, "server", "--listen", f"127.0.0.1:{port}", "--store",
              "sqlite:" + os.path.join(tmp, "corral.db"), "--data-dir", data,
-             "--session-listen", f"127.0.0.1:{free_port()}", "--node-timeout", "10"],
+             "--session-listen", f"127.0.0.1:{free_port()}", "--node-timeout", "10",
+             "--fence-after", "3", "--kill-grace", "1"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs.append(server)
         assert wait_until(lambda: os.path.exists(os.path.join(data, "admin.token")), 30)

@@ -66,6 +66,14 @@ expect_exit 2 "scale-nodes" -- \
 expect_exit 2 "" -- "$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/jobs.jsonl" -o xml
 expect_exit 2 "node spec part .1xfour." -- \
   "$corral" sim replay --nodes "gen:1xfour" --trace "$work/jobs.jsonl"
+# The server refuses fence timings an agent cut off could not keep (docs/control-plane.md,
+# "Fencing"), naming the flags, before it opens anything.
+expect_exit 2 "--fence-after 10 s \+ --kill-grace 10 s \+ the agents' request timeout 5 s = 25 s must be less than --node-timeout 20 s" -- \
+  "$corral" server --store "sqlite:$work/fence.db" --data-dir "$work/fence" --node-timeout 20
+expect_exit 2 "--fence-after must be at least 3 s" -- \
+  "$corral" server --store "sqlite:$work/fence.db" --data-dir "$work/fence" --fence-after 2
+expect_exit 2 "--node-give-up 20 s must be at least --node-timeout 30 s" -- \
+  "$corral" server --store "sqlite:$work/fence.db" --data-dir "$work/fence" --node-give-up 20
 
 # Replay: hand-computed result on two 4-GPU nodes: jobs 0 and 1 start at once; job 2 waits for
 # job 1 (ends at 60) and ends at 110.

@@ -55,8 +55,11 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
 
 std::unique_ptr<httplib::Client> MakeClient(const std::string& url, const AgentOptions& options) {
   auto http = std::make_unique<httplib::Client>(url);
-  http->set_connection_timeout(5);
-  http->set_read_timeout(30);
+  // The server's fencing rule counts on the time a request may take once sent.
+  const auto timeout = static_cast<time_t>(protocol::kAgentRequestTimeout.value());
+  http->set_connection_timeout(2);
+  http->set_read_timeout(timeout);
+  http->set_write_timeout(timeout);
   if (!options.ca_cert.empty()) http->set_ca_cert_path(options.ca_cert.c_str());
   http->enable_server_certificate_verification(true);
   return http;
@@ -86,7 +89,7 @@ Result<Registration> RegistrationOf(const httplib::Result& r, const std::string&
     return Status(StatusCode::kInternal,
                   "register: malformed answer: " + answer.status().message());
   }
-  Registration registration{answer->node_token, answer->cluster_id};
+  Registration registration{answer->node_token, answer->cluster_id, answer->fence};
   if (!options.cluster_id.empty() && registration.cluster_id != options.cluster_id) {
     return FailedPrecondition(
         "the server at " + url + " is of cluster " + registration.cluster_id +
@@ -140,6 +143,12 @@ RegistrationAttempt RegisterAgent(const AgentOptions& options, const std::string
   if (!inventory.ok()) return {Attempt{Outcome::kAnswered, "", ""}, inventory.status()};
   std::unique_ptr<httplib::Client> http = MakeClient(url, options);
   return PostRegistration(*http, url, options, std::move(inventory).value());
+}
+
+std::optional<RuntimeThread::Fence> FenceOf(const std::optional<protocol::FenceTimings>& timings) {
+  if (!timings) return std::nullopt;
+  return RuntimeThread::Fence{std::chrono::seconds(timings->fence_after.value()),
+                              timings->kill_grace};
 }
 
 bool IsFatalRegistrationError(const Status& status) {
@@ -223,6 +232,7 @@ Status AgentLoop::Register() {
       PostRegistration(*http_, server_url_, options_, std::move(inventory).value());
   last_attempt_ = sent.attempt;
   if (!sent.registration.ok()) return sent.registration.status();
+  runtime_thread_.SetFence(FenceOf(sent.registration->fence));
   std::lock_guard lock(report_mu_);
   node_token_ = sent.registration->node_token;
   return Status::Ok();
@@ -289,7 +299,7 @@ std::optional<AgentLoop::Report> AgentLoop::BuildReport(ReportKind kind) {
     report.body.partial = true;
     report.body.wait_ms = 0;
   } else {
-    report.body.wait_ms = std::clamp(options_.wait_ms, 0, protocol::kMaxWaitMs);
+    report.body.wait_ms = std::clamp(options_.wait_ms, 0, protocol::kMaxAgentWaitMs);
     report.body.gpu_metrics = DueGpuMetrics(*snapshot.running);
   }
   return report;
@@ -321,6 +331,7 @@ AgentLoop::Sent AgentLoop::Send(httplib::Client& http, const std::string& token,
     return {attempt, Status(StatusCode::kInternal,
                             "heartbeat: malformed answer: " + answer.status().message())};
   }
+  runtime_thread_.Reached();  // the server has heard the node: it is not timing it out
   return {attempt, std::move(answer)};
 }
 
@@ -439,6 +450,8 @@ Status AgentLoop::Run(const std::atomic<bool>& stop) {
     stopping_ = false;
     sampler_ = std::thread([this] { SampleLoop(); });
   }
+  // A registration made before the loop (RegisterAgent) said when to fence.
+  if (options_.fence) runtime_thread_.SetFence(FenceOf(options_.fence));
   // Polls the runtime once before it returns: the first heartbeat reports the adopted tasks.
   runtime_thread_.Start();
   pusher_ = std::thread([this] { PushLoop(); });

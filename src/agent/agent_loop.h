@@ -3,7 +3,9 @@
 // output) and converges to the server's answers: starting the launches it does not run yet,
 // killing what it is told to. A lost message is repaired by the next report; a server that forgot
 // the node (restart) is answered by registering again. Every few seconds a heartbeat also carries
-// the GPUs' metrics, mapped to the tasks that hold them (gpu_metrics.h).
+// the GPUs' metrics, mapped to the tasks that hold them (gpu_metrics.h). Cut off from the servers
+// for the fence_after the server gave at registration, it stops its requeue-able tasks
+// (RuntimeThread::SetFence): every report the server answers restarts that clock.
 //
 // Threads (Run()), none of which waits for another's work:
 //  - the runtime thread (runtime_thread.h) owns the Runtime: it applies the launches and kills
@@ -64,7 +66,9 @@ struct AgentOptions {
   std::string name;     // node name; default: the hostname
   std::string node_id;  // secret, stable per node (LoadOrCreateNodeId); proves a re-registration
   std::string ca_cert;  // PEM bundle to verify an https server with (default: system CAs)
-  // Heartbeat long poll: how long the server may hold a heartbeat that has nothing to answer.
+  // Heartbeat long poll: how long the server may hold a heartbeat that has nothing to answer
+  // (at most protocol::kMaxAgentWaitMs: the agent's requests time out after
+  // protocol::kAgentRequestTimeout, which the server's fencing rule counts on).
   // Ends no longer wait for it (they are pushed); log output of running tasks and GPU metrics
   // arrive at least this often.
   int wait_ms = 1000;
@@ -90,6 +94,9 @@ struct AgentOptions {
   // The node token of a registration already made (RegisterAgent); empty: the loop registers
   // before its first heartbeat.
   std::string node_token;
+  // The fence timings of the registration already made (RegisterAgent) when node_token is
+  // set; nullopt: none (a server older than fencing), or learned at the loop's registration.
+  std::optional<protocol::FenceTimings> fence;
   // How the runtime thread polls and batches ends (runtime_thread.h).
   RuntimeThread::Options runtime_thread;
 };
@@ -98,7 +105,13 @@ struct AgentOptions {
 struct Registration {
   std::string node_token;  // the secret of the node's heartbeats
   std::string cluster_id;  // the cluster's id (model::ValidateClusterId)
+  // When the agent fences (docs/control-plane.md, "Fencing"); nullopt: a server older than
+  // fencing, whose agents never fence.
+  std::optional<protocol::FenceTimings> fence;
 };
+
+// The runtime thread's fence from the server's timings (nullopt: none).
+std::optional<RuntimeThread::Fence> FenceOf(const std::optional<protocol::FenceTimings>& timings);
 
 // A registration sent to one server: how the request went (for the leader search) and what
 // came of it: the registration, or the error (the server's answer, or why there was none).
@@ -175,7 +188,8 @@ class AgentLoop {
     Result<protocol::ReportAnswer> answer;
   };
   // POSTs `report` with the node token `token` (and the node's name in protocol::kNodeHeader)
-  // over `http`. A 401 forgets the node token, so that the heartbeat registers again.
+  // over `http`. On 200 a server was reached (RuntimeThread::Reached). A 401 forgets the node
+  // token, so that the heartbeat registers again.
   Sent Send(httplib::Client& http, const std::string& token, const Report& report);
   // The GPU metrics of the sampler's newest sample not yet sent, else nullopt.
   std::optional<protocol::GpuMetrics> DueGpuMetrics(const std::vector<RunningTask>& running);

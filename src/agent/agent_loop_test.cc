@@ -29,7 +29,10 @@ class NoTasks final : public Runtime {
  public:
   TaskStatus Start(const TaskLaunch&) override { return TaskStatus{}; }
   std::vector<TaskStatus> Poll() override { return {}; }
-  Status Kill(const TaskKey&, Seconds, const std::string&) override { return Status::Ok(); }
+  using Runtime::Kill;
+  Status Kill(const TaskKey&, Seconds, const std::string&, model::TaskEndCause) override {
+    return Status::Ok();
+  }
   Status Forget(const TaskKey&) override { return Status::Ok(); }
   Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
     return std::string();
@@ -135,6 +138,7 @@ TEST_F(AgentLoopTest, RegistrationTellsTheClusterId) {
   ASSERT_TRUE(joined.ok()) << joined.status().ToString();
   EXPECT_EQ(joined->node_token, "t");
   EXPECT_EQ(joined->cluster_id, "0123456789abcdef");
+  EXPECT_FALSE(joined->fence.has_value());  // a server older than fencing: never fence
   // Not a path component of this host's: refused (and not fatal: a broken answer).
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -288,7 +292,10 @@ class OneTask final : public Runtime {
     std::lock_guard lock(mu_);
     return {status_};
   }
-  Status Kill(const TaskKey&, Seconds, const std::string&) override { return Status::Ok(); }
+  using Runtime::Kill;
+  Status Kill(const TaskKey&, Seconds, const std::string&, model::TaskEndCause) override {
+    return Status::Ok();
+  }
   Status Forget(const TaskKey&) override { return Status::Ok(); }
   Result<std::string> ReadLog(const TaskKey&, LogStream stream, int64_t offset, int64_t) override {
     // Its last line, written as it ended: it must come with the end.
@@ -390,6 +397,143 @@ TEST_F(AgentLoopTest, AnEndIsPushedWhileTheLongPollWaitsWithItsOutputAndANewerNu
     EXPECT_TRUE(HoldingServer::HasEnd({push}));
   }
   server.Release();
+  stop = true;
+  EXPECT_TRUE(done.get().ok());
+}
+
+// Two running tasks, one requeue-able; a kill ends its task at once with the kill's cause, as
+// ProcessRuntime reports it. Called from the loop's runtime thread and the test's.
+class TwoTasks final : public Runtime {
+ public:
+  TwoTasks() {
+    for (int64_t alloc : {1, 2}) {
+      TaskLaunch launch;
+      launch.job_id = JobId(alloc);
+      launch.key = TaskKey{AllocationId(alloc), 1};
+      launch.argv = {"true"};
+      launch.requeueable = alloc == 1;
+      TaskStatus status;
+      status.job_id = launch.job_id;
+      status.key = launch.key;
+      status.state = ProcessState::kRunning;
+      tasks_.push_back({launch, status});
+    }
+  }
+  TaskStatus Start(const TaskLaunch&) override { return TaskStatus{}; }
+  std::vector<TaskStatus> Poll() override {
+    std::lock_guard lock(mu_);
+    std::vector<TaskStatus> out;
+    for (const auto& [launch, status] : tasks_) out.push_back(status);
+    return out;
+  }
+  using Runtime::Kill;
+  Status Kill(const TaskKey& key, Seconds grace, const std::string& reason,
+              model::TaskEndCause cause) override {
+    std::lock_guard lock(mu_);
+    for (auto& [launch, status] : tasks_) {
+      if (launch.key != key) continue;
+      status.state = ProcessState::kKilled;
+      status.signal = 15;
+      status.end_cause = cause;
+      status.message = reason;
+      graces_.push_back(grace);
+    }
+    return Status::Ok();
+  }
+  Status Forget(const TaskKey&) override { return Status::Ok(); }
+  Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
+    return std::string();
+  }
+  std::vector<RunningTask> Running() const override {
+    std::lock_guard lock(mu_);
+    std::vector<RunningTask> out;
+    for (const auto& [launch, status] : tasks_) {
+      if (status.state == ProcessState::kRunning) out.push_back({launch, 1, false});
+    }
+    return out;
+  }
+  std::vector<TaskStatus> Statuses() { return Poll(); }
+  std::vector<Seconds> Graces() {
+    std::lock_guard lock(mu_);
+    return graces_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::pair<TaskLaunch, TaskStatus>> tasks_;
+  std::vector<Seconds> graces_;
+};
+
+TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo) {
+  server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
+                    R"("cluster_id": "0123456789abcdef", "heartbeat_interval_s": 5, )"
+                    R"("node_timeout_s": 10, "fence_after_s": 1, "kill_grace_s": 2})",
+                    "application/json");
+  });
+  bool answering = true;
+  std::vector<nlohmann::json> taken;  // the reports answered
+  server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!answering) {  // as a follower answers, or a proxy in front of no server
+      res.status = 503;
+      return;
+    }
+    taken.push_back(body);
+    res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
+  });
+  TwoTasks runtime;
+  AgentOptions options = Options();
+  options.wait_ms = 0;
+  options.metrics_interval_ms = 0;
+  AgentLoop loop(options, probe_, runtime);
+  std::atomic<bool> stop{false};
+  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
+  auto wait_until = [&](const std::function<bool()>& ok) {
+    for (int i = 0; i < 2000 && !ok(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return ok();
+  };
+  auto reports = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return taken.size();
+  };
+  // Heard for twice the fence_after: nothing is stopped.
+  ASSERT_TRUE(wait_until([&] { return reports() >= 3; }));
+  const auto heard_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < heard_until) {
+    ASSERT_TRUE(runtime.Graces().empty());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    answering = false;
+  }
+  const auto cut = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return !runtime.Graces().empty(); }));
+  EXPECT_GE(std::chrono::steady_clock::now() - cut, std::chrono::milliseconds(900));
+  EXPECT_EQ(runtime.Graces(), std::vector<Seconds>{Seconds(2)});  // the server's kill grace
+  const std::vector<TaskStatus> statuses = runtime.Statuses();
+  EXPECT_EQ(statuses[0].end_cause, model::TaskEndCause::kFenced);
+  EXPECT_EQ(statuses[1].state, ProcessState::kRunning);  // no restarts left: it runs on
+  // Heard again: its next report says which task it fenced, and why.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    answering = true;
+    taken.clear();
+  }
+  ASSERT_TRUE(wait_until([&] { return reports() >= 1; }));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const nlohmann::json& tasks = taken.front()["tasks"];
+    ASSERT_EQ(tasks.size(), 2u);
+    EXPECT_EQ(tasks[0]["state"], "killed");
+    EXPECT_EQ(tasks[0]["end_cause"], "fenced");
+    EXPECT_THAT(tasks[0]["message"].get<std::string>(), HasSubstr("fenced: no server reached"));
+    EXPECT_EQ(tasks[1]["state"], "running");
+  }
   stop = true;
   EXPECT_TRUE(done.get().ok());
 }

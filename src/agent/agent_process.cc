@@ -113,6 +113,7 @@ Status AgentProcess::Run(const std::atomic<bool>& stop) {
   loop_options.cluster_id = joined->registration.cluster_id;
   loop_options.node_token = joined->registration.node_token;
   loop_options.registered_at = joined->url;
+  loop_options.fence = joined->registration.fence;
   AgentLoop loop(std::move(loop_options), *probe_, **runtime);
   // Fake GPUs follow the running tasks (their declared load) as the loop last saw them.
   if (fake_probe_ != nullptr) fake_probe_->SetTaskSource([&loop] { return loop.RunningTasks(); });

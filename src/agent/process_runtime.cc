@@ -928,7 +928,8 @@ std::vector<TaskStatus> ProcessRuntime::Poll() {
   return out;
 }
 
-Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string& reason) {
+Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string& reason,
+                            model::TaskEndCause cause) {
   auto it = tasks_.find(key);
   if (it == tasks_.end()) return NotFound("no task " + ToString(key) + " on this node");
   Task& task = it->second;
@@ -937,7 +938,7 @@ Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string
   const Seconds now = clock_->Now();
   if (!task.kill_reason) {
     task.kill_reason = reason.empty() ? "killed" : reason;
-    task.kill_cause = model::TaskEndCause::kStopped;
+    task.kill_cause = cause;
     task.kill_deadline = now + grace;
     if (grace.value() > 0) SignalTask(task, SIGTERM);
   } else {

@@ -178,7 +178,9 @@ class ProcessRuntime final : public Runtime {
 
   TaskStatus Start(const TaskLaunch& launch) override;
   std::vector<TaskStatus> Poll() override;
-  Status Kill(const TaskKey& key, Seconds grace, const std::string& reason) override;
+  using Runtime::Kill;
+  Status Kill(const TaskKey& key, Seconds grace, const std::string& reason,
+              model::TaskEndCause cause) override;
   Status Forget(const TaskKey& key) override;
   Result<std::string> ReadLog(const TaskKey& key, LogStream stream, int64_t offset,
                               int64_t max_bytes) override;

@@ -18,6 +18,7 @@
 #include "agent/task_setup.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "model/states.h"
 
 namespace corral::agent {
 
@@ -51,9 +52,15 @@ class Runtime {
 
   // Stops a running task: SIGTERM to its processes now, SIGKILL once `grace` has passed (at the
   // first Poll() after it); grace 0 kills at once. The task ends as kKilled with `reason` as its
-  // message. Killing an ended task does nothing; a second Kill may shorten the grace, never
-  // lengthen it. NotFound for an unknown key.
-  virtual Status Kill(const TaskKey& key, Seconds grace, const std::string& reason) = 0;
+  // message and `cause` as its end cause (kStopped on the server's order, kFenced when the agent
+  // fences). Killing an ended task does nothing; a second Kill may shorten the grace, never
+  // lengthen it, and keeps the first one's reason and cause. NotFound for an unknown key.
+  virtual Status Kill(const TaskKey& key, Seconds grace, const std::string& reason,
+                      model::TaskEndCause cause) = 0;
+  // Kill on the server's order (kStopped).
+  Status Kill(const TaskKey& key, Seconds grace, const std::string& reason) {
+    return Kill(key, grace, reason, model::TaskEndCause::kStopped);
+  }
 
   // Drops an ended task and its files (logs included). FailedPrecondition while it runs,
   // NotFound for an unknown key.

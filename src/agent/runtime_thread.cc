@@ -151,13 +151,14 @@ bool RuntimeThread::Wait(Clock::time_point next_poll) {
 
 void RuntimeThread::Main() {
   while (true) {
-    const bool notice = Wait(next_poll_);
+    const bool notice = Wait(std::min(next_poll_, FenceDue()));
     {
       std::lock_guard lock(mu_);
       if (stopping_) return;
     }
     ApplyForgets();
     ApplyOrders();
+    FenceIfCutOff();
     if (notice) {
       // Let the other ends of a burst arrive; never poll more than a fifth of the time.
       const auto due = last_poll_ + PollGap();
@@ -191,6 +192,8 @@ void RuntimeThread::ApplyOrders() {
       // says the task ended); nothing to do.
       (void)runtime_.Kill(kill.key, kill.grace, kill.reason);
     }
+    // A long batch (a 600-task gang starting) does not hold a fence back.
+    FenceIfCutOff();
     // Ends that arrive while a long batch is applied are reported during it, not after it.
     const auto now = Clock::now();
     if (now >= next_poll_ || (now >= last_poll_ + PollGap() && ExitNoticePending())) {
@@ -198,6 +201,58 @@ void RuntimeThread::ApplyOrders() {
     }
     if (unpublished_ && Clock::now() >= published_at_ + options_.publish_interval) Publish();
   }
+}
+
+void RuntimeThread::SetFence(std::optional<Fence> fence) {
+  {
+    std::lock_guard lock(mu_);
+    fence_ = fence;
+    reached_ = Clock::now();
+    fenced_ = false;
+  }
+  Signal();
+}
+
+void RuntimeThread::Reached() {
+  bool rearmed;
+  {
+    std::lock_guard lock(mu_);
+    reached_ = Clock::now();
+    rearmed = fenced_;
+    fenced_ = false;
+  }
+  if (rearmed) Signal();  // the thread waits with no fence deadline: it takes the new one
+}
+
+Clock::time_point RuntimeThread::FenceDue() const {
+  std::lock_guard lock(mu_);
+  if (!fence_ || fenced_) return Clock::time_point::max();
+  return reached_ + fence_->after;
+}
+
+void RuntimeThread::FenceIfCutOff() {
+  Fence fence;
+  {
+    std::lock_guard lock(mu_);
+    if (!fence_ || fenced_ || Clock::now() - reached_ < fence_->after) return;
+    fenced_ = true;
+    fence = *fence_;
+    // Requeue-able launches not started yet never start (heard again in time, the server sends
+    // them again: they are no longer listed as starting).
+    std::erase_if(orders_, [](const Order& o) {
+      const auto* launch = std::get_if<TaskLaunch>(&o);
+      return launch != nullptr && launch->requeueable;
+    });
+  }
+  const auto after_s = std::chrono::duration_cast<std::chrono::seconds>(fence.after).count();
+  const std::string reason = "fenced: no server reached for " + std::to_string(after_s) +
+                             " s; its job is requeued elsewhere";
+  for (const RunningTask& t : runtime_.Running()) {
+    if (!t.launch.requeueable) continue;
+    (void)runtime_.Kill(t.launch.key, fence.grace, reason, model::TaskEndCause::kFenced);
+  }
+  // Their SIGKILL is due `grace` from now: the next polls send it.
+  PollRuntime();
 }
 
 void RuntimeThread::TrimHeap() {

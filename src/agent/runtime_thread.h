@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -97,6 +98,23 @@ class RuntimeThread {
 
   RuntimeSnapshot Snapshot() const;
 
+  // Fencing (docs/control-plane.md, "Fencing"), as the server's registration answer says: once
+  // no server was reached for `after`, the thread stops every running task whose launch is
+  // requeue-able (SIGTERM, `grace`, SIGKILL; end cause kFenced) and drops the requeue-able
+  // launches not started yet, once, before the server declares the node unreachable and
+  // requeues their jobs elsewhere (also in the middle of a long batch of orders). Other tasks
+  // keep running.
+  struct Fence {
+    std::chrono::milliseconds after{10'000};
+    Seconds grace{10};
+  };
+  // Sets the fence (nullopt: never fence, as with a server older than fencing). The fence clock
+  // starts again, as if a server was reached now.
+  void SetFence(std::optional<Fence> fence);
+  // A server answered a request: the fence clock starts again, and a fenced node may be fenced
+  // again after another `after` without servers (what it fenced stays stopped).
+  void Reached();
+
  private:
   using Order = std::variant<TaskLaunch, KillOrder>;
   static const TaskKey& KeyOf(const Order& order);
@@ -121,6 +139,11 @@ class RuntimeThread {
   // of big API answers that made a 600-task gang start several times slower.
   void TrimHeap();
   void PollRuntime();
+  // Stops the requeue-able running tasks when no server was reached for the fence's `after`
+  // (once per time cut off).
+  void FenceIfCutOff();
+  // When FenceIfCutOff is due (time_point::max(): never).
+  std::chrono::steady_clock::time_point FenceDue() const;
   // Records `status` for its task when it is new or changed.
   void Record(const TaskStatus& status);
   // Makes the recorded tasks the published snapshot, then calls on_change when a task
@@ -154,6 +177,9 @@ class RuntimeThread {
   std::shared_ptr<const std::vector<SnapshotTask>> published_tasks_;
   std::shared_ptr<const std::vector<RunningTask>> published_running_;
   bool stopping_ = false;
+  std::optional<Fence> fence_;
+  std::chrono::steady_clock::time_point reached_;  // a server last answered
+  bool fenced_ = false;                            // fenced since reached_
   std::thread thread_;
 };
 

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace corral::agent {
@@ -51,6 +52,7 @@ class ScriptedRuntime final : public Runtime {
     s.key = launch.key;
     s.state = ProcessState::kRunning;
     tasks_[launch.key] = s;
+    launches_[launch.key] = launch;
     return s;
   }
   std::vector<TaskStatus> Poll() override {
@@ -62,9 +64,13 @@ class ScriptedRuntime final : public Runtime {
     for (const auto& [key, s] : tasks_) out.push_back(s);
     return out;
   }
-  Status Kill(const TaskKey& key, Seconds, const std::string&) override {
+  using Runtime::Kill;
+  Status Kill(const TaskKey& key, Seconds grace, const std::string&,
+              model::TaskEndCause cause) override {
     std::lock_guard lock(mu_);
     ++kills_[key];
+    causes_[key] = cause;
+    graces_[key] = grace;
     return tasks_.count(key) ? Status::Ok() : NotFound("unknown");
   }
   Status Forget(const TaskKey& key) override {
@@ -75,7 +81,14 @@ class ScriptedRuntime final : public Runtime {
   Result<std::string> ReadLog(const TaskKey&, LogStream, int64_t, int64_t) override {
     return std::string();
   }
-  std::vector<RunningTask> Running() const override { return {}; }
+  std::vector<RunningTask> Running() const override {
+    std::lock_guard lock(mu_);
+    std::vector<RunningTask> out;
+    for (const auto& [key, s] : tasks_) {
+      if (s.state == ProcessState::kRunning) out.push_back({launches_.at(key), 1, false});
+    }
+    return out;
+  }
   int ExitNoticeFd() const override { return notices_[0]; }
 
   void SetGate(bool open) {
@@ -105,15 +118,27 @@ class ScriptedRuntime final : public Runtime {
     std::lock_guard lock(mu_);
     return kills_[key];
   }
+  std::optional<model::TaskEndCause> CauseOf(const TaskKey& key) {
+    std::lock_guard lock(mu_);
+    auto it = causes_.find(key);
+    return it == causes_.end() ? std::nullopt : std::optional(it->second);
+  }
+  Seconds GraceOf(const TaskKey& key) {
+    std::lock_guard lock(mu_);
+    return graces_[key];
+  }
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable changed_;
   bool gate_open_ = true;
   bool in_start_ = false;
   std::map<TaskKey, TaskStatus> tasks_;
   std::map<TaskKey, int> starts_;
   std::map<TaskKey, int> kills_;
+  std::map<TaskKey, model::TaskEndCause> causes_;
+  std::map<TaskKey, Seconds> graces_;
+  std::map<TaskKey, TaskLaunch> launches_;
   int notices_[2] = {-1, -1};
 };
 
@@ -239,6 +264,92 @@ TEST_F(RuntimeThreadTest, EveryStartAndEndIsAChangeForThePusherAndForgottenTasks
   EXPECT_GT(changes(), started);
   thread_.Forget({Key(1)});
   ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return s.tasks->empty(); }));
+}
+
+// --- Fencing (docs/control-plane.md, "Fencing") ----------------------------------------------
+
+TaskLaunch Requeueable(int64_t allocation) {
+  TaskLaunch l = Launch(allocation);
+  l.requeueable = true;
+  return l;
+}
+
+TEST_F(RuntimeThreadTest, CutOffForFenceAfterItStopsOnlyTheRequeueableTasksOnce) {
+  // The poll interval is an hour: the fence is kept on time by its own deadline.
+  thread_.SetFence(RuntimeThread::Fence{std::chrono::milliseconds(200), Seconds(7)});
+  thread_.Start();
+  thread_.Launch(Requeueable(1));
+  thread_.Launch(Launch(2));
+  ASSERT_TRUE(
+      WaitForSnapshot([](const RuntimeSnapshot& s) { return Find(s, Key(1)) && Find(s, Key(2)); }));
+  const auto cut = std::chrono::steady_clock::now();  // no Reached() from here on
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.Kills(Key(1)) == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - cut, std::chrono::milliseconds(150));
+  EXPECT_EQ(runtime_.CauseOf(Key(1)), model::TaskEndCause::kFenced);
+  EXPECT_EQ(runtime_.GraceOf(Key(1)), Seconds(7));  // the server's kill grace
+  EXPECT_EQ(runtime_.Kills(Key(2)), 0);             // its job would not be requeued: it runs on
+  // Fenced once per time cut off, however long it lasts.
+  thread_.Launch(Requeueable(3));
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return Find(s, Key(3)); }));
+  thread_.Stop();
+  EXPECT_EQ(runtime_.Kills(Key(1)), 1);
+  EXPECT_EQ(runtime_.Kills(Key(3)), 0);
+}
+
+TEST_F(RuntimeThreadTest, AFenceDropsRequeueableLaunchesNotStartedYetEvenInALongBatch) {
+  thread_.SetFence(RuntimeThread::Fence{std::chrono::milliseconds(200), Seconds(1)});
+  thread_.Start();
+  runtime_.SetGate(false);
+  thread_.Launch(Launch(1));  // a slow start holds the batch up
+  ASSERT_TRUE(runtime_.WaitInStart());
+  thread_.Launch(Requeueable(2));
+  thread_.Launch(Launch(3));
+  // The fence falls due while the batch is held up (the time passing is the subject here).
+  const auto due = std::chrono::steady_clock::now() + std::chrono::milliseconds(300);
+  while (std::chrono::steady_clock::now() < due) {
+    std::unique_lock lock(mu_);
+    changed_.wait_until(lock, due);
+  }
+  runtime_.SetGate(true);
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) {
+    return Find(s, Key(1)) && Find(s, Key(3)) && s.starting.empty();
+  }));
+  thread_.Stop();
+  EXPECT_EQ(runtime_.Starts(Key(2)), 0);  // dropped: its job is requeued elsewhere
+  EXPECT_EQ(runtime_.Starts(Key(3)), 1);  // not requeue-able: started
+  EXPECT_EQ(runtime_.Kills(Key(1)), 0);
+}
+
+TEST_F(RuntimeThreadTest, ReachingAServerKeepsTheFenceAwayAndArmsItAgain) {
+  thread_.SetFence(RuntimeThread::Fence{std::chrono::milliseconds(300), Seconds(1)});
+  thread_.Start();
+  thread_.Launch(Requeueable(1));
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return Find(s, Key(1)); }));
+  // Reached every 50 ms for 1 s: never fenced.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (std::chrono::steady_clock::now() < until) {
+    thread_.Reached();
+    std::unique_lock lock(mu_);
+    changed_.wait_for(lock, std::chrono::milliseconds(50));  // pacing the agent's requests
+  }
+  EXPECT_EQ(runtime_.Kills(Key(1)), 0);
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.Kills(Key(1)) == 1; }));  // then cut off
+  // Reached again, then cut off again: the tasks started since are fenced too.
+  thread_.Reached();
+  thread_.Launch(Requeueable(2));
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.Kills(Key(2)) == 1; }));
+  EXPECT_EQ(runtime_.CauseOf(Key(2)), model::TaskEndCause::kFenced);
+}
+
+TEST_F(RuntimeThreadTest, WithoutAFenceNothingIsEverStoppedForWantOfServers) {
+  thread_.SetFence(std::nullopt);  // a server older than fencing
+  thread_.Start();
+  thread_.Launch(Requeueable(1));
+  ASSERT_TRUE(WaitForSnapshot([](const RuntimeSnapshot& s) { return Find(s, Key(1)); }));
+  // Orders still go through at once, and none of them is a fence.
+  thread_.Kill({Key(1), Seconds(0), "cancelled"});
+  ASSERT_TRUE(WaitUntil([&] { return runtime_.Kills(Key(1)) == 1; }));
+  EXPECT_EQ(runtime_.CauseOf(Key(1)), model::TaskEndCause::kStopped);
 }
 
 }  // namespace

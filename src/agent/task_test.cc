@@ -486,7 +486,7 @@ TEST(TaskJsonTest, EndCauseIsRequiredForAnEndAndChecked) {
   j["end_cause"] = "melted";
   EXPECT_EQ(TaskStatusFromJson(j).status().message(),
             "task status: field 'end_cause': unknown end cause 'melted' (one of exited, "
-            "signalled, stopped, time_limit, out_of_memory)");
+            "signalled, stopped, time_limit, out_of_memory, fenced)");
   j["end_cause"] = 3;
   EXPECT_THAT(TaskStatusFromJson(j).status().message(), HasSubstr("field 'end_cause'"));
 }

@@ -781,7 +781,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
         const auto& free = n.free;
         return {n.name,
-                std::string(model::ToString(n.state)),
+                std::string(model::ToString(n.state)) + (n.unreachable ? ", unreachable" : ""),
                 n.gpu_model,
                 std::to_string(n.gpus),
                 free ? json(free->gpu_milli).dump() : "",
@@ -842,10 +842,13 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   list(&app, "tokens", "Your API tokens (as corral token list)", "/api/v1/tokens", token_header,
        protocol::ParseTokenViews, token_row);
 
-  CLI::App* node = app.add_subcommand("node", "Cordon, uncordon or drain a node (admin)");
+  CLI::App* node = app.add_subcommand("node", "Cordon, uncordon, drain or remove a node (admin)");
   node->require_subcommand(1);
-  for (const char* action : {"cordon", "uncordon", "drain"}) {
-    CLI::App* c = node->add_subcommand(action, std::string(action) + " a node");
+  for (const char* action : {"cordon", "uncordon", "drain", "remove"}) {
+    const std::string what = std::string(action) == "remove"
+                                 ? "remove a node: lost now, its jobs requeued or ended lost"
+                                 : std::string(action) + " a node";
+    CLI::App* c = node->add_subcommand(action, what);
     c->add_option("name", f->name, "Node name")->required();
     out_opt(c);
     std::string a = action;

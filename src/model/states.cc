@@ -87,6 +87,8 @@ std::string_view ToString(TaskEndCause cause) {
       return "time_limit";
     case TaskEndCause::kOutOfMemory:
       return "out_of_memory";
+    case TaskEndCause::kFenced:
+      return "fenced";
   }
   return "unknown";
 }

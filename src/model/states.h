@@ -71,13 +71,17 @@ enum class TaskEndCause {
   kStopped,      // the agent stopped it on the server's order (cancel, gang failure, stale)
   kTimeLimit,    // the agent stopped it at its time limit
   kOutOfMemory,  // the kernel's OOM killer killed it at its memory limit
+  // The agent stopped it on its own, having reached no server for the server's fence_after: its
+  // job would be requeued elsewhere once the node is declared lost (docs/control-plane.md,
+  // "Fencing"). Only agents say it: the server records such a task as lost, without a cause.
+  kFenced,
 };
-inline constexpr std::array<TaskEndCause, 5> kTaskEndCauses = {
-    TaskEndCause::kExited, TaskEndCause::kSignalled, TaskEndCause::kStopped,
-    TaskEndCause::kTimeLimit, TaskEndCause::kOutOfMemory};
+inline constexpr std::array<TaskEndCause, 6> kTaskEndCauses = {
+    TaskEndCause::kExited,    TaskEndCause::kSignalled,   TaskEndCause::kStopped,
+    TaskEndCause::kTimeLimit, TaskEndCause::kOutOfMemory, TaskEndCause::kFenced};
 
 // Names: "pending", ..., "timeout", "oom"; "assigned", ...; "ready", ...; "exited",
-// "signalled", "stopped", "time_limit", "out_of_memory".
+// "signalled", "stopped", "time_limit", "out_of_memory", "fenced".
 std::string_view ToString(JobState state);
 std::string_view ToString(TaskState state);
 std::string_view ToString(NodeState state);

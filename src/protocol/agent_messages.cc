@@ -208,10 +208,16 @@ nlohmann::json ToJson(const RegisterRequest& r) {
 }
 
 nlohmann::json ToJson(const RegisterAnswer& a) {
-  return json{{"protocol_version", a.protocol_version},
-              {"node_token", a.node_token},
-              {"cluster_id", a.cluster_id},
-              {"heartbeat_interval_s", a.heartbeat_interval_s}};
+  json out{{"protocol_version", a.protocol_version},
+           {"node_token", a.node_token},
+           {"cluster_id", a.cluster_id},
+           {"heartbeat_interval_s", a.heartbeat_interval_s}};
+  if (a.fence) {
+    out["node_timeout_s"] = a.fence->node_timeout.value();
+    out["fence_after_s"] = a.fence->fence_after.value();
+    out["kill_grace_s"] = a.fence->kill_grace.value();
+  }
+  return out;
 }
 
 nlohmann::json ToJson(const GpuMetrics& m) {
@@ -329,6 +335,13 @@ Result<RegisterAnswer> ParseRegisterAnswer(const nlohmann::json& json) {
   int64_t interval = a.heartbeat_interval_s;
   CORRAL_RETURN_IF_ERROR(r->Int("heartbeat_interval_s", false, interval, 1, 3600));
   a.heartbeat_interval_s = static_cast<int>(interval);
+  if (r->Find("fence_after_s")) {
+    int64_t node_timeout = 0, fence_after = 0, kill_grace = 0;
+    CORRAL_RETURN_IF_ERROR(r->Int("node_timeout_s", true, node_timeout, 1, 86400));
+    CORRAL_RETURN_IF_ERROR(r->Int("fence_after_s", true, fence_after, 1, 86400));
+    CORRAL_RETURN_IF_ERROR(r->Int("kill_grace_s", true, kill_grace, 0, 3600));
+    a.fence = FenceTimings{Seconds(node_timeout), Seconds(fence_after), Seconds(kill_grace)};
+  }
   return a;
 }
 

@@ -93,11 +93,36 @@ struct RegisterRequest {
   NodeInventory inventory;
 };
 
+// How an agent cut off from the servers fences (docs/control-plane.md, "Fencing"): once it has
+// reached no server for `fence_after`, it stops its requeue-able tasks (TaskLaunch::requeueable:
+// SIGTERM, `kill_grace`, SIGKILL), so that they have stopped before the server declares the node
+// lost (`node_timeout`) and runs their jobs elsewhere. The server keeps
+// fence_after + kill_grace + kAgentRequestTimeout < node_timeout (reconcile::CheckNodeTimings).
+struct FenceTimings {
+  Seconds node_timeout{30};
+  Seconds fence_after{10};
+  Seconds kill_grace{10};
+  bool operator==(const FenceTimings&) const = default;
+};
+
+// The longest an agent's request to a server may take once sent (its HTTP read timeout): the
+// server saw the agent's last answered request at most this long before the agent did.
+inline constexpr Seconds kAgentRequestTimeout{5};
+// The longest long poll an agent asks for (Report::wait_ms): its answer comes well within
+// kAgentRequestTimeout.
+inline constexpr int kMaxAgentWaitMs = 2000;
+// The shortest fence_after a server takes: a heard agent hears a server at least once per long
+// poll (kMaxAgentWaitMs) and the answer's way back, so that it never fences for a long poll.
+inline constexpr Seconds kMinFenceAfter{3};
+
 struct RegisterAnswer {
   int protocol_version = kProtocolVersion;  // the server's
   std::string node_token;                   // the secret of the node's heartbeats
   std::string cluster_id;                   // model::ValidateClusterId
   int heartbeat_interval_s = 5;
+  // "node_timeout_s", "fence_after_s", "kill_grace_s" (all or none); nullopt: a server older
+  // than fencing, whose agents never fence.
+  std::optional<FenceTimings> fence;
 };
 
 // --- Heartbeats and pushed reports ----------------------------------------------------------

@@ -91,6 +91,7 @@ Result<NodeView> ReadNode(const FieldReader& r, const std::string& what) {
   CORRAL_RETURN_IF_ERROR(r.Strings("runtimes", true, n.runtimes));
   CORRAL_RETURN_IF_ERROR(r.String("container_engine", false, n.container_engine));
   CORRAL_RETURN_IF_ERROR(r.String("gpu_metrics_error", false, n.gpu_metrics_error));
+  CORRAL_RETURN_IF_ERROR(r.Bool("unreachable", n.unreachable));
   if (const json* gpu_free = r.Find("gpu_free_milli")) {
     NodeFree free;
     if (!gpu_free->is_array()) return r.Bad("gpu_free_milli", "must be an array of integers");
@@ -125,6 +126,7 @@ json ToJson(const NodeView& n) {
               {"runtimes", n.runtimes}};
   if (!n.container_engine.empty()) out["container_engine"] = n.container_engine;
   if (!n.gpu_metrics_error.empty()) out["gpu_metrics_error"] = n.gpu_metrics_error;
+  if (n.unreachable) out["unreachable"] = true;
   if (n.free) {
     out["gpu_free_milli"] = n.free->gpu_milli;
     out["cpu_free_milli"] = n.free->cpu.value();

@@ -57,6 +57,10 @@ struct NodeView {
   std::string name;
   model::NodeState state = model::NodeState::kReady;
   Seconds last_heartbeat{0};  // Unix seconds
+  // Timed out and not heard since (not lost yet): it takes no new work, its requeue-able jobs
+  // were requeued, the others keep running (docs/control-plane.md, "Fencing"). "unreachable",
+  // only when true.
+  bool unreachable = false;
   std::string gpu_model;
   int gpus = 0;  // GPUs in the inventory
   CpuMilli cpu{0};

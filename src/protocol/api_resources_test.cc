@@ -31,6 +31,7 @@ NodeView SomeNode() {
   n.name = "gpu-01";
   n.state = model::NodeState::kCordoned;
   n.last_heartbeat = Seconds(1700000000);
+  n.unreachable = true;
   n.gpu_model = "A100";
   n.gpus = 2;
   n.cpu = CpuMilli(64000);
@@ -54,7 +55,9 @@ TEST(ApiNodeTest, RoundTrips) {
   NodeView bare = node;
   bare.container_engine.clear();
   bare.free.reset();
+  bare.unreachable = false;
   const json j = ToJson(bare);
+  EXPECT_FALSE(j.contains("unreachable"));
   EXPECT_FALSE(j.contains("container_engine"));
   EXPECT_FALSE(j.contains("gpu_metrics_error"));
   EXPECT_FALSE(j.contains("gpu_free_milli"));

@@ -117,6 +117,27 @@ TEST(RegisterTest, RequestAndAnswerRoundTrip) {
   EXPECT_EQ(back->node_token, "crl_node");
   EXPECT_EQ(back->cluster_id, "0123456789abcdef");
   EXPECT_EQ(back->heartbeat_interval_s, 5);
+  EXPECT_FALSE(back->fence.has_value());  // as an older server answers: its agents never fence
+}
+
+TEST(RegisterTest, TheFenceTimingsRoundTripAllOrNone) {
+  RegisterAnswer answer{kProtocolVersion, "crl_node", "0123456789abcdef", 5};
+  answer.fence = FenceTimings{Seconds(30), Seconds(10), Seconds(10)};
+  const json wire = ToJson(answer);
+  EXPECT_EQ(wire["node_timeout_s"], 30);
+  EXPECT_EQ(wire["fence_after_s"], 10);
+  EXPECT_EQ(wire["kill_grace_s"], 10);
+  auto back = ParseRegisterAnswer(wire);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->fence, answer.fence);
+  for (const auto& [body, message] : std::vector<std::pair<json, std::string>>{
+           {Without(wire, "/node_timeout_s"), "field 'node_timeout_s': is required"},
+           {Without(wire, "/kill_grace_s"), "field 'kill_grace_s': is required"},
+           {With(wire, "/fence_after_s", 0), "field 'fence_after_s': must be in"}}) {
+    auto refused = ParseRegisterAnswer(body);
+    ASSERT_FALSE(refused.ok()) << body.dump();
+    EXPECT_THAT(refused.status().message(), HasSubstr(message));
+  }
 }
 
 TEST(RegisterTest, AnInventoryWithoutOptionalFieldsGetsTheDefaults) {
@@ -301,7 +322,10 @@ TEST(ReportAnswerTest, RoundTripsAndSetsAsideABadLaunchOnly) {
   launch.key = {AllocationId(12), 0};
   launch.argv = {"true"};
   launch.workdir = "/tmp";
-  answer.run = {launch};
+  TaskLaunch requeueable = launch;
+  requeueable.key = {AllocationId(13), 0};
+  requeueable.requeueable = true;  // sent only when true
+  answer.run = {launch, requeueable};
   answer.kill = {{{AllocationId(3), 1}, Seconds(5), "cancelled"}};
   answer.taken_seq = 9;
   answer.stale_report = true;
@@ -309,15 +333,22 @@ TEST(ReportAnswerTest, RoundTripsAndSetsAsideABadLaunchOnly) {
   auto parsed = ParseReportAnswer(ToJson(answer));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(ToJson(*parsed), ToJson(answer));
+  EXPECT_FALSE(ToJson(answer)["run"][0].contains("requeueable"));
+  EXPECT_FALSE(parsed->run[0].requeueable);
+  EXPECT_TRUE(parsed->run[1].requeueable);
 
   json j = ToJson(answer);
   j["run"].push_back(Without(j["run"][0], "/argv"));
   auto partly = ParseReportAnswer(j);
   ASSERT_TRUE(partly.ok());
-  EXPECT_EQ(partly->run.size(), 1u);
+  EXPECT_EQ(partly->run.size(), 2u);
   ASSERT_EQ(partly->refused_run.size(), 1u);
-  EXPECT_EQ(partly->refused_run[0].message(), "heartbeat answer: field 'run[1].argv': is required");
+  EXPECT_EQ(partly->refused_run[0].message(), "heartbeat answer: field 'run[2].argv': is required");
   EXPECT_EQ(partly->kill.size(), 1u);
+  EXPECT_THAT(ParseReportAnswer(With(ToJson(answer), "/run/1/requeueable", "yes"))
+                  ->refused_run[0]
+                  .message(),
+              HasSubstr("field 'run[1].requeueable'"));
 
   for (const auto& [body, message] : std::vector<std::pair<json, std::string>>{
            {Without(ToJson(answer), "/taken_seq"), "field 'taken_seq': is required"},

@@ -141,6 +141,7 @@ nlohmann::json ToJson(const TaskLaunch& l) {
       {"project", l.project},
   };
   if (l.array_index) out["array_index"] = *l.array_index;
+  if (l.requeueable) out["requeueable"] = true;
   if (l.session) {
     out["session"] = json{{"port", l.session->port},
                           {"url_prefix", l.session->url_prefix},
@@ -243,6 +244,7 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.String("project", false, l.project));
   CORRAL_RETURN_IF_ERROR(
       r.OptionalInt64("array_index", l.array_index, 0, std::numeric_limits<int32_t>::max()));
+  CORRAL_RETURN_IF_ERROR(r.Bool("requeueable", l.requeueable));
   CORRAL_RETURN_IF_ERROR(r.Object("environment", false, [&](const FieldReader& e) {
     LaunchEnvironment env;
     CORRAL_RETURN_IF_ERROR(e.String("name", true, env.name));

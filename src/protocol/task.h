@@ -103,6 +103,10 @@ struct TaskLaunch {
   std::optional<int64_t> array_index;            // an array element's index (CORRAL_ARRAY_INDEX)
   std::optional<LaunchEnvironment> environment;  // nullopt: the agent's own environment
   std::optional<LaunchSession> session;          // nullopt: not an interactive session
+  // Its job would be requeued elsewhere if its node were declared lost (restarts left under
+  // max_restarts): an agent that reaches no server stops it ("requeueable", docs/control-plane.md,
+  // "Fencing"). Absent (an older server): false.
+  bool requeueable = false;
 };
 
 // A task's process as its agent saw it, the "state" of a TaskStatus. Not the server's task state

@@ -23,7 +23,15 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--tls-key", options->tls_key, "PEM private key for --tls-cert");
   c->add_option("--policy", options->policy, "Placement policy (default fgd)");
   c->add_option("--node-timeout", options->node_timeout_s,
-                "Seconds without heartbeat before a node is lost");
+                "Seconds without heartbeat before a node is unreachable: its requeue-able jobs "
+                "are requeued, the others keep running (default 30)");
+  c->add_option("--fence-after", options->fence_after_s,
+                "Seconds an agent reaches no server before it stops its requeue-able tasks "
+                "(default 10; --fence-after + --kill-grace + 5 must be less than "
+                "--node-timeout)");
+  c->add_option("--node-give-up", options->node_give_up_s,
+                "Seconds without heartbeat before a node is lost with every job on it "
+                "(default 3600)");
   c->add_option("--policy-file", options->policy_file,
                 "Scheduling rules (YAML/JSON: order, blocking, reclaim, fair_share); re-read when "
                 "it changes");

@@ -11,6 +11,7 @@
 
 #include "common/random_id.h"
 #include "common/secret_file.h"
+#include "server/control/reconcile.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/auth.h"
 
@@ -110,6 +111,10 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
         "--session-max-connections, --session-max-connections-per-session, "
         "--session-max-pending-per-address: must be at least 1");
   }
+  const reconcile::NodeTimings timings{
+      Seconds(options.node_timeout_s), Seconds(options.fence_after_s),
+      Seconds(options.kill_grace_s), Seconds(options.node_give_up_s)};
+  CORRAL_RETURN_IF_ERROR(reconcile::CheckNodeTimings(timings));
   if (options.session_idle_timeout_s < 0) {
     return InvalidArgument("--session-idle-timeout: must be 0 (never) or a number of seconds");
   }
@@ -345,6 +350,8 @@ Status ServerProcess::BuildLeader() {
   }
   config.policy_file = options.policy_file;
   config.kill_grace = Seconds(options.kill_grace_s);
+  config.fence_after = Seconds(options.fence_after_s);
+  config.node_give_up = Seconds(options.node_give_up_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
   config.session_idle_warning = Seconds(options.session_idle_warning_s);
   session_app_probe_ = std::make_unique<HttpSessionAppProbe>();

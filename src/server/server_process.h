@@ -50,6 +50,11 @@ struct ServerOptions {
   int node_timeout_s = 30;
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
   int kill_grace_s = 10;    // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
+  // Fencing (docs/control-plane.md): an agent that reached no server this long stops its
+  // requeue-able tasks; a node silent node_give_up_s is lost with every job on it.
+  // reconcile::CheckNodeTimings must hold (Create refuses other values, naming the flags).
+  int fence_after_s = 10;
+  int node_give_up_s = 3600;
   // The built-in environments (docs/environments.md), loaded at start; empty: none.
   std::string envs_dir = DefaultEnvsDir();
   // Sessions (docs/sessions.md): the idle timeout of sessions whose spec gives none (0: never),

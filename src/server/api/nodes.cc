@@ -1,4 +1,4 @@
-// API routes of nodes: list, cordon, uncordon, drain.
+// API routes of nodes: list, cordon, uncordon, drain, remove.
 
 #include "server/api/http_api_impl.h"
 
@@ -11,7 +11,7 @@ void HttpApi::Impl::RegisterNodes(HttpServer& http) {
   http.Get("/api/v1/nodes", Authed([this](const Principal& who, const auto&, auto& res) {
              SendJson(res, 200, protocol::ToJson(controller_.Nodes(who)));
            }));
-  http.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain))",
+  http.Post(R"(/api/v1/nodes/([^/]+)/(cordon|uncordon|drain|remove))",
             Authed(
                 [this](const Principal&, const auto& req, auto& res) {
                   Status s = controller_.SetNodeState(req.matches[1], req.matches[2]);

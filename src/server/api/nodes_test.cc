@@ -99,10 +99,20 @@ TEST_F(ShowAllWorkNodesApiTest, EveryMemberSeesEveryTask) {
 
 TEST_F(NodesApiTest, OnlyAnAdminCordonsOrDrains) {
   ASSERT_FALSE(RegisterNode("gpu-1", 8).empty());
-  for (const char* action : {"cordon", "uncordon", "drain"}) {
+  for (const char* action : {"cordon", "uncordon", "drain", "remove"}) {
     ExpectAdminOnly("POST", std::string("/api/v1/nodes/gpu-1/") + action);
   }
   EXPECT_EQ(NodeRow("gpu-1")["state"], "ready");
+}
+
+TEST_F(NodesApiTest, AnAdminRemovesANodeAtOnce) {
+  ASSERT_FALSE(RegisterNode("gpu-1", 8).empty());
+  const Answer removed = Post("/api/v1/nodes/gpu-1/remove", json::object(), root_token_);
+  ASSERT_EQ(removed.status, 200) << removed;
+  EXPECT_EQ(removed.body, json({{"node", "gpu-1"}, {"action", "remove"}}));
+  EXPECT_EQ(NodeRow("gpu-1")["state"], "lost");
+  // Lost already: nothing more to remove.
+  ExpectProblem(Post("/api/v1/nodes/gpu-1/remove", json::object(), root_token_), 409);
 }
 
 TEST_F(NodesApiTest, CordonedNodesTakeNoJobsUntilUncordoned) {

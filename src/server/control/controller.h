@@ -93,8 +93,13 @@ enum class WorkVisibility {
 struct ControllerConfig {
   std::string policy = "fgd";
   std::string default_project = "default";
-  Seconds node_timeout{30};  // a node silent this long is lost
-  Seconds kill_grace{10};    // SIGTERM -> SIGKILL
+  // A node silent this long is unreachable: its requeue-able runs are fenced and requeued, the
+  // others keep running (docs/control-plane.md, "Fencing").
+  Seconds node_timeout{30};
+  Seconds kill_grace{10};      // SIGTERM -> SIGKILL
+  Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
+  Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
+  // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
   std::string session_key;
@@ -199,7 +204,8 @@ class Controller {
   // starts afresh), from `since` on, oldest first: the overview's chart over time.
   std::vector<protocol::ClusterSummary> SummaryHistory(Seconds since);
   static constexpr int kSummaryHistoryMinutes = 7 * 24 * 60;
-  // "cordon", "uncordon" or "drain" (cordon; running tasks finish). Admin only (checked by API).
+  // "cordon", "uncordon", "drain" (cordon; running tasks finish) or "remove" (lost now: its jobs
+  // are requeued or end lost, its agent must register again). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
   // The pending jobs in queue order (the caller's projects only; positions are global) with
   // reasons and estimated starts; at most `limit`.
@@ -358,6 +364,10 @@ class Controller {
     std::string token_hash;
     Seconds last_heartbeat{0};
     model::NodeState state = model::NodeState::kReady;
+    // Timed out, not heard since (not lost yet): unschedulable, since last_heartbeat; with the
+    // node check's reason ("node a unreachable since ...").
+    bool unreachable = false;
+    std::string unreachable_reason;
     uint64_t version = 0;  // bumped when the node has something new to hear
     // What the reports of the agent's current registration said: the sequence number of the
     // newest one taken (0: none, or an agent that numbers none), and the allocations it
@@ -393,11 +403,23 @@ class Controller {
 
   // The following require mu_.
   void ScheduleLocked();
-  // Loses the nodes whose heartbeats stopped (reconcile::TimedOutNodes).
+  // Makes the nodes whose heartbeats stopped unreachable, or loses them past the give-up time
+  // (reconcile::TimedOutNodes).
   void CheckNodesLocked();
+  // A node timed out: no new work goes there; its requeue-able runs are fenced (lost there,
+  // requeued: reconcile::NodeUnreachable), the others keep running with an event saying so.
+  void UnreachableNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
+  // The agent of an unreachable node was heard again: the node takes work again and the jobs
+  // kept on it hear so (its reports re-adopt their tasks).
+  void ReachableAgainLocked(const std::string& name, LiveNode& node);
+  // What a live job's views say while one of its tasks runs on an unreachable node (its record's
+  // reason is its last transition's); nullopt otherwise.
+  std::optional<std::string> UnreachableReasonLocked(JobId id) const;
   // Marks a node lost: its jobs' tasks are lost there and stale elsewhere; each job is requeued
   // or ends lost.
   void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
+  // The facts the reconcile core decides a job's run on, the job being in `state`.
+  static reconcile::RunFacts FactsOf(const LiveJob& job, model::JobState state);
   // A change to a job's run, decided before anything is written (controller_reports.cc): the
   // run as it will be, and the writes that make it so.
   struct RunPlan {

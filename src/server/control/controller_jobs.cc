@@ -330,6 +330,7 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
     out.predicted_run_s = protocol::RuntimePrediction{p.estimate, p.confidence, p.basis};
   }
+  if (auto unreachable = UnreachableReasonLocked(id)) out.summary.reason = *unreachable;
   if (auto reason = scheduler_->PendingReasonOf(id)) {
     out.summary.pending_reason = ReasonOf(*reason);
     const auto& starts = EstimatedStartsLocked();
@@ -370,6 +371,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
   const auto& starts = EstimatedStartsLocked();
   for (const auto& j : *jobs) {
     protocol::JobSummary row = SummaryOf(j);
+    if (auto unreachable = UnreachableReasonLocked(j.id)) row.reason = *unreachable;
     if (auto reason = scheduler_->PendingReasonOf(j.id)) row.pending_reason = ReasonOf(*reason);
     if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {
       row.estimated_start = *eta->second;

@@ -96,9 +96,10 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   bool live = it != nodes_.end() && it->second.state != NodeState::kLost;
   if (live && !it->second.node_id_hash.empty() && !SecureEquals(it->second.node_id_hash, id_hash)) {
     return AlreadyExists("node name '" + name +
-                         "' is held by another agent (a different node id); stop that agent, or "
-                         "wait until its node is lost (" +
-                         std::to_string(config_.node_timeout.value()) + " s without heartbeat)");
+                         "' is held by another agent (a different node id); stop that agent and "
+                         "remove the node (corral node remove " +
+                         name + "), or wait until its node is lost (" +
+                         std::to_string(config_.node_give_up.value()) + " s without heartbeat)");
   }
   if (live && it->second.inventory != inventory &&
       OnlyResourcesDiffer(it->second.inventory, inventory)) {
@@ -129,6 +130,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   node.registration = credentials_.Set(name, node.token_hash);
   node.reports = {};  // a new agent process numbers its reports from 1 again
   node.last_heartbeat = clock_.Now();
+  if (node.unreachable) ReachableAgainLocked(name, node);
   ++node.version;
   CORRAL_RETURN_IF_ERROR(store_.UpsertNode(NodeRecordOf(name, node)));
   wake_ = true;
@@ -138,15 +140,96 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   answer.node_token = *token;
   answer.cluster_id = store_.ClusterId();
   answer.heartbeat_interval_s = config_.heartbeat_interval_s;
+  answer.fence =
+      protocol::FenceTimings{config_.node_timeout, config_.fence_after, config_.kill_grace};
   return answer;
 }
 
 void Controller::CheckNodesLocked() {
   std::vector<reconcile::NodeLiveness> nodes;
-  for (const auto& [name, node] : nodes_) nodes.push_back({name, node.state, node.last_heartbeat});
-  for (const reconcile::LostNode& lost :
-       reconcile::TimedOutNodes(nodes, config_.node_timeout, clock_.Now())) {
-    LoseNodeLocked(lost.name, nodes_.at(lost.name), lost.reason);
+  for (const auto& [name, node] : nodes_) {
+    nodes.push_back({name, node.state, node.last_heartbeat, node.unreachable});
+  }
+  const reconcile::NodeTimings timings{config_.node_timeout, config_.fence_after,
+                                       config_.kill_grace, config_.node_give_up};
+  for (const reconcile::LostNode& timed_out :
+       reconcile::TimedOutNodes(nodes, timings, clock_.Now())) {
+    LiveNode& node = nodes_.at(timed_out.name);
+    if (timed_out.verdict == reconcile::NodeVerdict::kGiveUp) {
+      LoseNodeLocked(timed_out.name, node, timed_out.reason);
+    } else {
+      UnreachableNodeLocked(timed_out.name, node, timed_out.reason);
+    }
+  }
+}
+
+namespace {
+
+bool RunsOn(const std::vector<store::TaskRecord>& tasks, const std::string& node) {
+  return std::any_of(tasks.begin(), tasks.end(),
+                     [&](const auto& t) { return t.node == node && !model::IsEnded(t.state); });
+}
+
+// What a job kept on an unreachable node hears (after the node check's reason).
+constexpr char kKeepRunning[] = ": its tasks there keep running";
+
+}  // namespace
+
+std::optional<std::string> Controller::UnreachableReasonLocked(JobId id) const {
+  auto job = jobs_.find(id);
+  if (job == jobs_.end()) return std::nullopt;
+  for (const store::TaskRecord& t : job->second.tasks) {
+    if (model::IsEnded(t.state)) continue;
+    auto node = nodes_.find(t.node);
+    if (node != nodes_.end() && node->second.unreachable) {
+      return node->second.unreachable_reason + kKeepRunning;
+    }
+  }
+  return std::nullopt;
+}
+
+void Controller::UnreachableNodeLocked(const std::string& name, LiveNode& node,
+                                       const std::string& reason) {
+  const Seconds now = clock_.Now();
+  node.unreachable = true;
+  node.unreachable_reason = reason;
+  (void)scheduler_->SetSchedulable(name, false);  // no agent hears launches there
+  gpu_monitor_.ForgetNode(name);                  // its GPUs' last readings are stale
+  auto on = jobs_on_node_.find(name);
+  if (on == jobs_on_node_.end()) return;
+  const std::set<JobId> ids = on->second;  // a fenced job's end changes the set
+  for (JobId id : ids) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !RunsOn(it->second.tasks, name)) continue;
+    LiveJob& job = it->second;
+    std::optional<reconcile::NodeLoss> fenced = reconcile::NodeUnreachable(
+        FactsOf(job, job.record.state), job.end, job.tasks, name, reason, now);
+    if (!fenced) {
+      // It keeps running, its GPUs allocated: its agent's reports re-adopt it.
+      (void)store_.AddJobEvent(id, reason + kKeepRunning, now);
+      continue;
+    }
+    // As for a lost node: memory first; a task left running in the store is fenced again
+    // after a restart (the node times out again).
+    ReplaceTasks(job.tasks, fenced->lost);
+    for (const store::TaskRecord& lost : fenced->lost) (void)store_.UpdateTask(lost);
+    job.end = std::move(fenced->end);
+    EvaluateJobLocked(job);
+  }
+}
+
+void Controller::ReachableAgainLocked(const std::string& name, LiveNode& node) {
+  const Seconds now = clock_.Now();
+  node.unreachable = false;
+  node.unreachable_reason.clear();
+  if (node.state == NodeState::kReady) (void)scheduler_->SetSchedulable(name, true);
+  wake_ = true;
+  auto on = jobs_on_node_.find(name);
+  if (on == jobs_on_node_.end()) return;
+  for (JobId id : on->second) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || !RunsOn(it->second.tasks, name)) continue;
+    (void)store_.AddJobEvent(id, "node " + name + " reachable again", now);
   }
 }
 
@@ -154,6 +237,8 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
                                 const std::string& reason) {
   const Seconds now = clock_.Now();
   node.state = NodeState::kLost;
+  node.unreachable = false;
+  node.unreachable_reason.clear();
   gpu_monitor_.ForgetNode(name);  // its GPUs' last readings would show jobs that are gone
   credentials_.Withdraw(name);    // it must register again; its stale tasks are then killed
   node.token_hash.clear();        // also for the next leader
@@ -181,12 +266,19 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
   std::lock_guard lock(mu_);
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node '" + name + "' not found");
-  if (action != "cordon" && action != "uncordon" && action != "drain") {
-    return InvalidArgument("action must be cordon, uncordon or drain");
+  if (action != "cordon" && action != "uncordon" && action != "drain" && action != "remove") {
+    return InvalidArgument("action must be cordon, uncordon, drain or remove");
   }
   LiveNode& node = it->second;
   if (node.state == NodeState::kLost) return FailedPrecondition("node '" + name + "' is lost");
-  const bool schedulable = action == "uncordon";
+  if (action == "remove") {
+    // What the give-up time would do, now: an admin knows the node is gone.
+    LoseNodeLocked(name, node, "node " + name + " removed by an admin");
+    wake_ = true;
+    return Status::Ok();
+  }
+  // An unreachable node takes work again only once its agent is heard.
+  const bool schedulable = action == "uncordon" && !node.unreachable;
   CORRAL_RETURN_IF_ERROR(scheduler_->SetSchedulable(name, schedulable));
   node.state = action == "uncordon"
                    ? NodeState::kReady
@@ -222,6 +314,7 @@ std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
     protocol::NodeView row{.name = name,
                            .state = node.state,
                            .last_heartbeat = node.last_heartbeat,
+                           .unreachable = node.unreachable,
                            .gpu_model = node.inventory.gpu_model,
                            .gpus = static_cast<int>(node.inventory.gpus.size()),
                            .cpu = node.inventory.cpu,
@@ -327,6 +420,8 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.user = job.record.user;
   launch.project = job.record.project;
   launch.array_index = job.record.array_index;
+  // What its agent fences when it reaches no server: what the node's timeout requeues.
+  launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
   if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
   if (job.spec.session && a.session) {
     // The agent sets the session variables from this (protocol::LaunchSession).

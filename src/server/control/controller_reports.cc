@@ -29,6 +29,10 @@ bool IsStoreWide(const Status& s) {
 
 // --- Run plans --------------------------------------------------------------------------------
 
+reconcile::RunFacts Controller::FactsOf(const LiveJob& job, JobState state) {
+  return {state, job.spec.launcher, job.spec.max_restarts, job.record.restarts, job.preemptions};
+}
+
 Controller::RunPlan Controller::PlanFor(const LiveJob& job) {
   RunPlan plan;
   plan.job = job.record.id;
@@ -50,10 +54,8 @@ void Controller::TakeReported(RunPlan& plan, const std::vector<store::TaskRecord
 }
 
 void Controller::EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds now) const {
-  const reconcile::RunFacts facts{plan.state, job.spec.launcher, job.spec.max_restarts,
-                                  job.record.restarts, job.preemptions};
-  reconcile::RunDecision d =
-      reconcile::EvaluateRun(facts, plan.end, {plan.tasks, job.launched, plan.end_notes}, now);
+  reconcile::RunDecision d = reconcile::EvaluateRun(
+      FactsOf(job, plan.state), plan.end, {plan.tasks, job.launched, plan.end_notes}, now);
   plan.end = std::move(d.end);
   ChangeTasks(plan, d.stop);
   plan.notify_nodes |= d.notify_nodes;
@@ -235,6 +237,7 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   }
   LiveNode& node = it->second;
   node.last_heartbeat = clock_.Now();
+  if (node.unreachable) ReachableAgainLocked(name, node);
   if (!report.gpu_metrics_error.empty()) node.gpu_metrics_error = report.gpu_metrics_error;
   if (report.gpu_metrics) {
     const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);

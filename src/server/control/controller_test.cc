@@ -26,6 +26,7 @@ namespace corral::server {
 namespace {
 
 using nlohmann::json;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 constexpr char kNodeA[] = "node-a-0123456789abcdef";  // node ids: 16+ characters
@@ -86,6 +87,7 @@ class ControllerTest : public ::testing::Test {
     controller_.reset();
     ControllerConfig config;
     config.node_timeout = node_timeout_;
+    config.node_give_up = std::max(node_give_up_, node_timeout_);  // never before the timeout
     config.policy_file = policy_file_;
     config.session_idle_timeout = session_idle_timeout_;
     config.session_idle_warning = Seconds(300);
@@ -221,6 +223,7 @@ class ControllerTest : public ::testing::Test {
   TestStore test_store_{"controller"};  // outlives the controller (declared before it)
   std::string policy_file_;
   Seconds node_timeout_{30};
+  Seconds node_give_up_{3600};
   std::string session_key_ = std::string(64, 'k');  // the server's (ControllerConfig)
   Seconds session_idle_timeout_{3600};
   SessionAppProbe* session_app_probe_ = nullptr;  // sessions' tests set one
@@ -692,8 +695,12 @@ TEST_F(ControllerTest, ALiveNodeNameCannotBeTakenWithAnotherNodeId) {
   // Remembered across a server restart.
   Restart();
   EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
-  // Once the node is lost, another agent may take the name.
+  // Unreachable, the node is not lost yet: its tasks may be running.
   clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
+  // Once the node is lost (the give-up time), another agent may take the name.
+  clock_.Advance(Seconds(3600));
   controller_->Tick();
   EXPECT_TRUE(RegisterNode("a", kNodeB, Inventory(8)).ok());
   EXPECT_EQ(RegisterNode("a", "short", Inventory(8)).status().code(), StatusCode::kInvalidArgument);
@@ -801,11 +808,14 @@ TEST_F(ControllerTest, SilentNodeIsLostAndItsJobRequeued) {
   Beat(other, Report());
   clock_.Advance(Seconds(20));
   Beat(other, Report());
-  controller_->Tick();  // `node` silent for 40 s > 30 s; requeued and placed on `other`
+  // `node` silent for 40 s > 30 s: unreachable, its requeue-able job fenced, requeued and
+  // placed on `other`.
+  controller_->Tick();
   EXPECT_EQ(StateOf(id), "starting");
   EXPECT_EQ(store_->GetJob(id)->restarts, 1);
-  EXPECT_EQ(Heartbeat(node, Report(), 0).status().code(), StatusCode::kNotFound);
   EXPECT_EQ(Beat(other, Report())["run"].size(), 1u);
+  // Heard again (not lost), its old run is stale there: killed.
+  EXPECT_EQ(Beat(node, Report({TaskReport(launch, "running")}))["kill"].size(), 1u);
 }
 
 TEST_F(ControllerTest, WaitingHeartbeatsAreCapped) {
@@ -1200,6 +1210,8 @@ TEST_F(ControllerTest, LongMultibyteEndNoteIsCutOnACharacterBoundary) {
 }
 
 TEST_F(ControllerTest, LostNodeKeepsTheGangsOtherGpusUntilTheirTasksEnd) {
+  node_give_up_ = node_timeout_;  // lost as soon as it times out
+  Restart();
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
   const JobId gang = Submit(Spec(8, 2));
@@ -2403,6 +2415,8 @@ TEST_F(ControllerTest, APendingCapCountsArrayElementsAndFollowsJobsInAndOutOfThe
   ASSERT_TRUE(SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1})).ok());
   EXPECT_EQ(SubmitJson(alice_, Spec(1)).status().code(), StatusCode::kResourceExhausted);
   // Its node is lost: requeued, it counts as pending again (4 over a cap of 3, not refused).
+  node_give_up_ = node_timeout_;
+  Restart();
   clock_.Advance(Seconds(40));
   controller_->Tick();
   EXPECT_EQ(StateOf(running), "pending");
@@ -2532,6 +2546,123 @@ TEST_F(ControllerTest, AUsersEnvironmentOver64KiBIsRefusedNamingTheLimit) {
   EXPECT_THAT(env.status().message(), HasSubstr("bytes as stored, over the limit of 65536 bytes"));
   spec["env"].erase("V4");
   EXPECT_TRUE(CreateEnv(alice_, spec).ok());
+}
+
+// --- Fencing (docs/control-plane.md, "Fencing") ------------------------------------------------
+
+// The events of job `id`, their reasons in order.
+std::vector<std::string> EventReasons(store::Store& store, JobId id) {
+  std::vector<std::string> out;
+  auto events = store.JobEvents(id);
+  if (events.ok()) {
+    for (const auto& e : *events) out.push_back(e.reason);
+  }
+  return out;
+}
+
+TEST_F(ControllerTest, RegistrationTellsTheAgentWhenToFence) {
+  auto answer = RegisterNode("a", kNodeA, Inventory(8));
+  ASSERT_TRUE(answer.ok());
+  ASSERT_TRUE(answer->fence.has_value());
+  EXPECT_EQ(answer->fence->node_timeout, Seconds(30));
+  EXPECT_EQ(answer->fence->fence_after, Seconds(10));
+  EXPECT_EQ(answer->fence->kill_grace, Seconds(10));
+  const json wire = protocol::ToJson(*answer);
+  EXPECT_EQ(wire["node_timeout_s"], 30);
+  EXPECT_EQ(wire["fence_after_s"], 10);
+  EXPECT_EQ(wire["kill_grace_s"], 10);
+}
+
+TEST_F(ControllerTest, AnUnreachableNodeFencesRequeueableJobsAndKeepsTheOthersRunning) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId requeueable = Submit(Spec(4, 1, 1));
+  const JobId kept = Submit(Spec(4, 1, 0));
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 2u);
+  const json r = run[0]["job_id"] == requeueable.value() ? run[0] : run[1];
+  const json k = run[0]["job_id"] == requeueable.value() ? run[1] : run[0];
+  // The launches say what the agent fences when it reaches no server.
+  EXPECT_EQ(r.value("requeueable", false), true);
+  EXPECT_FALSE(k.contains("requeueable"));
+  Beat("a", Report({TaskReport(r, "running"), TaskReport(k, "running")}));
+  ASSERT_EQ(StateOf(requeueable), "running");
+  ASSERT_EQ(StateOf(kept), "running");
+  // Silent for the node timeout: unreachable.
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(requeueable), "pending");  // fenced: its agent stopped it by now
+  EXPECT_EQ(store_->GetJob(requeueable)->restarts, 1);
+  auto fenced = JobJson(alice_, requeueable);
+  ASSERT_TRUE(fenced.ok());
+  EXPECT_EQ((*fenced)["tasks"][0]["state"], "lost");
+  EXPECT_THAT((*fenced)["reason"].get<std::string>(),
+              HasSubstr("fenced: node a unreachable since "));
+  EXPECT_EQ(StateOf(kept), "running");  // no restarts left: it keeps running
+  EXPECT_THAT(EventReasons(*store_, kept).back(),
+              AllOf(HasSubstr("node a unreachable since "), HasSubstr("keep running")));
+  EXPECT_EQ(JobJson(alice_, kept)->at("reason"), EventReasons(*store_, kept).back());
+  EXPECT_TRUE(controller_->Nodes(alice_).at(0).unreachable);
+  // Its GPUs stay allocated; the node takes no new work, the requeued job included.
+  const JobId other = Submit(Spec(1));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(other), "pending");
+  EXPECT_EQ(StateOf(requeueable), "pending");
+  // The agent comes back: the kept task is re-adopted from its report, the fenced one (reported
+  // ended by its agent) is taken as it is, and the node takes work again.
+  json back = Beat("a", Report({TaskReport(k, "running"), EndedBy(r, "killed", SIGTERM, "fenced",
+                                                                  "fenced: no server reached")}));
+  EXPECT_TRUE(back["kill"].empty()) << back.dump();
+  EXPECT_EQ(StateOf(kept), "running");
+  EXPECT_EQ(EventReasons(*store_, kept).back(), "node a reachable again");
+  EXPECT_EQ(JobJson(alice_, kept)->at("reason"), "all tasks running");  // its record's again
+  EXPECT_FALSE(controller_->Nodes(alice_).at(0).unreachable);
+  controller_->Tick();
+  EXPECT_EQ(StateOf(requeueable), "starting");  // its next run, on the node heard again
+  EXPECT_EQ(StateOf(other), "pending");         // 4 + 4 of 8 GPUs
+  // Nothing more happens while the node is heard.
+  clock_.Advance(Seconds(20));
+  Beat("a", Report({TaskReport(k, "running")}));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(kept), "running");
+}
+
+TEST_F(ControllerTest, AnUnreachableNodeIsLostAfterTheGiveUpTime) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId kept = Submit(Spec(4, 1, 0));
+  controller_->Tick();
+  const json k = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(k, "running")}));
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  ASSERT_EQ(StateOf(kept), "running");
+  clock_.Advance(Seconds(3600 - 31));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(kept), "running");  // exactly the give-up time still counts
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(kept), "lost");
+  auto view = JobJson(alice_, kept);
+  EXPECT_THAT((*view)["reason"].get<std::string>(),
+              HasSubstr("node a lost (no heartbeat for 3600 s)"));
+}
+
+TEST_F(ControllerTest, RemovingAnUnreachableNodeEndsItsJobsLostAndFreesItsName) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId kept = Submit(Spec(4, 1, 0));
+  controller_->Tick();
+  const json k = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(k, "running")}));
+  clock_.Advance(Seconds(31));
+  controller_->Tick();
+  ASSERT_EQ(StateOf(kept), "running");
+  EXPECT_EQ(RegisterNode("a", kNodeB, Inventory(8)).status().code(), StatusCode::kAlreadyExists);
+  ASSERT_TRUE(controller_->SetNodeState("a", "remove").ok());
+  EXPECT_EQ(StateOf(kept), "lost");
+  EXPECT_THAT(JobJson(alice_, kept)->at("reason").get<std::string>(),
+              HasSubstr("node a removed by an admin"));
+  EXPECT_EQ(controller_->SetNodeState("a", "remove").code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(RegisterNode("a", kNodeB, Inventory(8)).ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "server/control/reconcile.h"
 
 #include <algorithm>
+#include <ctime>
 #include <set>
 
 namespace corral::server::reconcile {
@@ -32,7 +33,22 @@ const store::TaskRecord* ExplainingFailure(const std::vector<store::TaskRecord>&
   return failed;
 }
 
+// "2026-12-04 23:40:05 UTC".
+std::string UtcTime(Seconds t) {
+  const std::time_t seconds = static_cast<std::time_t>(t.value());
+  std::tm tm{};
+  gmtime_r(&seconds, &tm);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return text;
+}
+
 }  // namespace
+
+bool Requeueable(const RunFacts& facts) {
+  // Preemptions are restarts the job did not ask for: they use up none of max_restarts.
+  return facts.restarts - facts.preemptions < facts.max_restarts;
+}
 
 // A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
 // handles SIGTERM and exits 0 did not finish its work.
@@ -116,9 +132,8 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
   } else if (d.end.failing) {
     d.end_state = d.end.failed_state;
     d.reason = d.end.failure;
-    if (facts.restarts - facts.preemptions < facts.max_restarts) {
+    if (Requeueable(facts)) {
       d.verdict = RunVerdict::kRequeue;
-      // Preemptions are restarts the job did not ask for: they use up none of max_restarts.
       d.reason += "; requeued (restart " + std::to_string(facts.restarts - facts.preemptions + 1) +
                   " of " + std::to_string(facts.max_restarts) + ")";
     }
@@ -164,8 +179,13 @@ ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
         s.state == protocol::ProcessState::kExited
             ? TaskState::kExited
             : (s.state == protocol::ProcessState::kLost ? TaskState::kLost : TaskState::kKilled);
-    // Why it ended, as its agent saw it (an older agent says none).
+    // Why it ended, as its agent saw it (an older agent says none). A task its agent fenced
+    // (it reached no server) is lost, as the node's timeout would have made it.
     updated.end_cause = s.end_cause;
+    if (s.end_cause == model::TaskEndCause::kFenced) {
+      updated.state = TaskState::kLost;
+      updated.end_cause.reset();
+    }
     if (s.exit_code) updated.exit_code = s.exit_code;
     if (s.signal) updated.signal = s.signal;
     if (s.state == protocol::ProcessState::kFailedToStart && !updated.exit_code) {
@@ -215,15 +235,59 @@ NodeLoss LoseNode(const RunEnd& end, const std::vector<store::TaskRecord>& tasks
   return loss;
 }
 
-std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes, Seconds timeout,
-                                    Seconds now) {
-  std::vector<LostNode> lost;
-  for (const NodeLiveness& n : nodes) {
-    if (n.state == model::NodeState::kLost || now - n.last_heartbeat <= timeout) continue;
-    lost.push_back({n.name, "node " + n.name + " lost (no heartbeat for " +
-                                std::to_string(timeout.value()) + " s)"});
+Status CheckNodeTimings(const NodeTimings& t) {
+  if (t.fence_after < protocol::kMinFenceAfter) {
+    // Shorter, a heard agent would fence between two answers of its long poll.
+    return InvalidArgument(
+        "--fence-after must be at least " + std::to_string(protocol::kMinFenceAfter.value()) +
+        " s (an agent's long poll and its answer), got " + std::to_string(t.fence_after.value()));
   }
-  return lost;
+  const Seconds fenced_by = t.fence_after + t.kill_grace + protocol::kAgentRequestTimeout;
+  if (!(fenced_by < t.node_timeout)) {
+    return InvalidArgument(
+        "--fence-after " + std::to_string(t.fence_after.value()) + " s + --kill-grace " +
+        std::to_string(t.kill_grace.value()) + " s + the agents' request timeout " +
+        std::to_string(protocol::kAgentRequestTimeout.value()) +
+        " s = " + std::to_string(fenced_by.value()) + " s must be less than --node-timeout " +
+        std::to_string(t.node_timeout.value()) +
+        " s: an agent cut off from the servers must have stopped its requeue-able tasks before "
+        "their jobs are requeued elsewhere");
+  }
+  if (t.give_up < t.node_timeout) {
+    return InvalidArgument("--node-give-up " + std::to_string(t.give_up.value()) +
+                           " s must be at least --node-timeout " +
+                           std::to_string(t.node_timeout.value()) + " s");
+  }
+  return Status::Ok();
+}
+
+std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes,
+                                    const NodeTimings& timings, Seconds now) {
+  std::vector<LostNode> out;
+  for (const NodeLiveness& n : nodes) {
+    if (n.state == model::NodeState::kLost) continue;
+    const Seconds silent = now - n.last_heartbeat;
+    if (silent > timings.give_up) {
+      out.push_back({n.name, NodeVerdict::kGiveUp,
+                     "node " + n.name + " lost (no heartbeat for " +
+                         std::to_string(timings.give_up.value()) + " s)"});
+    } else if (silent > timings.node_timeout && !n.unreachable) {
+      out.push_back({n.name, NodeVerdict::kUnreachable,
+                     "node " + n.name + " unreachable since " + UtcTime(n.last_heartbeat) +
+                         " (no heartbeat for " + std::to_string(timings.node_timeout.value()) +
+                         " s)"});
+    }
+  }
+  return out;
+}
+
+std::optional<NodeLoss> NodeUnreachable(const RunFacts& facts, const RunEnd& end,
+                                        const std::vector<store::TaskRecord>& tasks,
+                                        const std::string& node, const std::string& reason,
+                                        Seconds now) {
+  // Its agent stops only what its launches called requeue-able: everything else may still run.
+  if (!Requeueable(facts)) return std::nullopt;
+  return LoseNode(end, tasks, node, "fenced: " + reason, now);
 }
 
 NodeOrders HeartbeatOrders(const std::string& node, const std::vector<store::TaskRecord>& tasks,

@@ -11,8 +11,10 @@
 //  - a task a full heartbeat left out (DecideUnreported): lost, stopped, or left as it is;
 //  - what a heartbeat's answer orders for a job's tasks on the node (HeartbeatOrders): launches
 //    and stop orders;
-//  - which nodes are lost for want of heartbeats (TimedOutNodes), and a job's run when one of
-//    its nodes is lost (LoseNode);
+//  - which nodes are unreachable or given up for want of heartbeats (TimedOutNodes), a job's
+//    run when one of its nodes becomes unreachable (NodeUnreachable: fenced when requeue-able,
+//    kept otherwise) or is lost (LoseNode), and whether the timings make fencing safe
+//    (CheckNodeTimings);
 //  - a job's run when the scheduler preempts it (Preempt): requeued with its tasks killed, or
 //    left to the stop it was already in; which of its tasks the reclaiming job waits for;
 //  - a cancellation (DecideCancel, CancelRequested): a pending job ends at once, a started
@@ -33,9 +35,11 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "common/units.h"
 #include "model/launcher.h"
 #include "model/states.h"
+#include "protocol/agent_messages.h"
 #include "protocol/task.h"
 #include "store/task_record.h"
 
@@ -75,6 +79,11 @@ struct RunTasks {
   const std::set<int64_t>& launched;
   const std::map<int64_t, std::string>& end_notes;
 };
+
+// True when a failed or lost run of the job is requeued rather than ended: its restarts, less
+// its preemptions, are under max_restarts. A launch carries it (TaskLaunch::requeueable): what
+// the agent fences when it reaches no server is what the server requeues when the node times out.
+bool Requeueable(const RunFacts& facts);
 
 enum class RunVerdict {
   kGoOn,          // nothing to settle: some task has not ended (or the job has no tasks)
@@ -158,18 +167,56 @@ struct NodeLiveness {
   std::string name;
   model::NodeState state = model::NodeState::kReady;
   Seconds last_heartbeat{0};  // Unix seconds: its agent's last heartbeat (or registration)
+  bool unreachable = false;   // timed out already (NodeUnreachable was applied)
+};
+
+// How long a silent node is waited for (docs/control-plane.md, "Fencing").
+struct NodeTimings {
+  // Silent this long: unreachable. Its requeue-able runs are fenced (their agent stopped them
+  // by then) and requeued; the others keep running, their GPUs allocated.
+  Seconds node_timeout{30};
+  Seconds fence_after{10};  // an agent that reached no server this long fences
+  Seconds kill_grace{10};   // SIGTERM -> SIGKILL
+  // Silent this long: lost, and every job on it with it (requeued or ended lost).
+  Seconds give_up{3600};
+};
+
+// OK when an agent cut off from the servers has stopped its requeue-able tasks before the
+// server declares its node unreachable: fence_after + kill_grace + protocol::kAgentRequestTimeout
+// < node_timeout, fence_after >= protocol::kMinFenceAfter, give_up >= node_timeout. Otherwise
+// InvalidArgument naming the server's flags (--fence-after, --kill-grace, --node-timeout,
+// --node-give-up) and values.
+Status CheckNodeTimings(const NodeTimings& timings);
+
+enum class NodeVerdict {
+  kUnreachable,  // silent past node_timeout: NodeUnreachable for each of its jobs
+  kGiveUp,       // silent past give_up: lost (LoseNode for each of its jobs)
 };
 
 struct LostNode {
   std::string name;
-  std::string reason;  // "node NAME lost (no heartbeat for T s)": its jobs' failure
+  NodeVerdict verdict = NodeVerdict::kGiveUp;
+  // kUnreachable: "node NAME unreachable since 2026-12-04 23:40:05 UTC (no heartbeat for 30 s)";
+  // kGiveUp: "node NAME lost (no heartbeat for 3600 s)": its jobs' failure.
+  std::string reason;
 };
 
-// The nodes lost at `now` (Unix seconds), in the order given: those not lost already whose last
-// heartbeat is more than `timeout` ago (one exactly `timeout` ago still counts). The controller
-// then loses each (LoseNode for its jobs) and marks it lost, so that it is not lost twice.
-std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes, Seconds timeout,
-                                    Seconds now);
+// The nodes that time out at `now` (Unix seconds), in the order given: not lost already, and
+// silent more than give_up (kGiveUp), or more than node_timeout and not unreachable already
+// (kUnreachable). One silent exactly a timeout still counts. The controller then applies each
+// (NodeUnreachable or LoseNode for its jobs) and marks the node, so that nothing is done twice.
+std::vector<LostNode> TimedOutNodes(const std::vector<NodeLiveness>& nodes,
+                                    const NodeTimings& timings, Seconds now);
+
+// A job's run when node `node` becomes unreachable (`reason`: TimedOutNodes'). A requeue-able
+// run (Requeueable: its agent fenced its tasks there) is fenced: its tasks there are lost and
+// the run fails as lost with the reason "fenced: " + `reason` (then EvaluateRun requeues it).
+// Any other run keeps running (nullopt): its tasks and GPUs stay, and its agent's reports
+// re-adopt them when it comes back.
+std::optional<NodeLoss> NodeUnreachable(const RunFacts& facts, const RunEnd& end,
+                                        const std::vector<store::TaskRecord>& tasks,
+                                        const std::string& node, const std::string& reason,
+                                        Seconds now);
 
 // A task that stands in the way of another job's launches: its node and its allocation id.
 using TaskOnNode = std::pair<std::string, int64_t>;

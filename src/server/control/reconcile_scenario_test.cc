@@ -322,24 +322,54 @@ class RunScenario {
     nodes_.push_back(node);
   }
 
-  // The lost nodes are marked lost, and the run loses those it has a live task on (the jobs
-  // the scheduler names when the controller removes a node).
+  // The nodes that timed out are marked (unreachable or lost); the run is fenced or kept on an
+  // unreachable node, and loses its tasks on a lost one, when it has a live task there (the
+  // jobs the controller finds on the node). Expected: "unreachable=n1,n2 lost=n3" or "none".
   void CheckNodes(std::map<std::string, std::string> f, const std::string& expected) {
-    const Seconds timeout(IntField(f, "timeout").value_or(30));
-    std::vector<std::string> names, reasons;
-    for (const LostNode& lost : TimedOutNodes(nodes_, timeout, now_)) {
-      names.push_back(lost.name);
-      reasons.push_back(lost.reason);
+    NodeTimings timings;
+    timings.node_timeout = Seconds(IntField(f, "timeout").value_or(30));
+    timings.give_up = Seconds(IntField(f, "give-up").value_or(3600));
+    std::vector<std::string> unreachable, lost, reasons;
+    for (const LostNode& timed_out : TimedOutNodes(nodes_, timings, now_)) {
+      const bool give_up = timed_out.verdict == NodeVerdict::kGiveUp;
+      (give_up ? lost : unreachable).push_back(timed_out.name);
+      reasons.push_back(timed_out.reason);
       for (auto& n : nodes_) {
-        if (n.name == lost.name) n.state = model::NodeState::kLost;
+        if (n.name != timed_out.name) continue;
+        if (give_up) n.state = model::NodeState::kLost;
+        n.unreachable = true;
       }
       const bool holds = std::any_of(tasks_.begin(), tasks_.end(), [&](const auto& t) {
-        return t.node == lost.name && !model::IsEnded(t.state);
+        return t.node == timed_out.name && !model::IsEnded(t.state);
       });
-      if (holds) LoseNode(lost.name, lost.reason);
+      if (!holds) continue;
+      if (give_up) {
+        LoseNode(timed_out.name, timed_out.reason);
+      } else if (auto fenced = NodeUnreachable(facts_, end_, tasks_, timed_out.name,
+                                               timed_out.reason, now_)) {
+        for (const auto& t : fenced->lost) Replace(t);
+        end_ = fenced->end;
+        reasons.back() += " [fenced]";
+      } else {
+        reasons.back() += " [kept]";
+      }
     }
-    EXPECT_EQ(Join(names, " "), expected == "none" ? "" : expected);
+    std::string got;
+    if (!unreachable.empty()) got += "unreachable=" + Join(unreachable, ",");
+    if (!lost.empty()) got += std::string(got.empty() ? "" : " ") + "lost=" + Join(lost, ",");
+    EXPECT_EQ(got, expected == "none" ? "" : expected);
     reason_ = Join(reasons, "; ");
+  }
+
+  // CheckNodeTimings: "ok", or its error message.
+  void Timings(std::map<std::string, std::string> f, const std::string& expected) {
+    NodeTimings timings;
+    timings.node_timeout = Seconds(IntField(f, "timeout").value_or(30));
+    timings.fence_after = Seconds(IntField(f, "fence-after").value_or(10));
+    timings.kill_grace = Seconds(IntField(f, "kill-grace").value_or(10));
+    timings.give_up = Seconds(IntField(f, "give-up").value_or(3600));
+    const Status s = CheckNodeTimings(timings);
+    EXPECT_EQ(s.ok() ? "ok" : s.message(), expected);
   }
 
   // The launches are marked launched, as the controller does when it sends them.
@@ -451,6 +481,10 @@ TEST(ReconcileScenarios, AllScenariosHold) {
     } else if (verb == "check-nodes") {
       ASSERT_NE(arrow, std::string::npos) << "check-nodes needs '->'";
       current->CheckNodes(Fields(args), expected);
+      ++decisions;
+    } else if (verb == "timings") {
+      ASSERT_NE(arrow, std::string::npos) << "timings needs '->'";
+      current->Timings(Fields(args), expected);
       ++decisions;
     } else if (verb == "answer") {
       ASSERT_NE(arrow, std::string::npos) << "answer needs '->'";
