@@ -23,7 +23,7 @@
 // Servers: the agent takes a list of URLs (server_list.h). Both connections talk to the server
 // that answered last; when a request to it finds no connection, is lost, or is answered 503 (a
 // server that is not the leader), the heartbeat thread looks for the leader (LeaderSearch: the
-// URL the 503 names, else the next one, first at once, then 100 ms doubling to 1 s, for ever)
+// URL the 503 names, else the next one; a new round after 100 ms doubling to 1 s, for ever)
 // while the runtime goes on running the tasks, and logs the server it talks to when it changes.
 //
 // Reports carry a sequence number that grows with the snapshot they were made of; the server

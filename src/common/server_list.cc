@@ -132,10 +132,9 @@ std::optional<size_t> ServerList::Find(std::string_view url) const {
   return std::nullopt;
 }
 
-std::chrono::milliseconds RetryWait(int retry) {
-  if (retry <= 1) return std::chrono::milliseconds(0);
+std::chrono::milliseconds RetryWait(int round) {
   int64_t wait = 100;
-  for (int i = 2; i < retry && wait < 1000; ++i) wait *= 2;
+  for (int i = 1; i < round && wait < 1000; ++i) wait *= 2;
   return std::chrono::milliseconds(std::min<int64_t>(wait, 1000));
 }
 
@@ -159,6 +158,7 @@ LeaderSearch::LeaderSearch(const ServerList& servers, const std::string& start,
     url_listed_ = true;
     url_ = servers.urls()[0];
   }
+  in_round_.push_back(url_);
 }
 
 std::optional<std::string> LeaderSearch::LeaderToFollow(const Attempt& attempt) const {
@@ -190,7 +190,17 @@ LeaderSearch::Decision LeaderSearch::Next(const Attempt& attempt,
                     "trying again" +
                     (tried_.size() > 1 ? " (tried " + Tried() + ")" : ""))};
   }
-  const std::chrono::milliseconds wait = RetryWait(++retries_);
+  // Where next: the leader a listed server names, else the list's next entry.
+  std::optional<std::string> leader = LeaderToFollow(attempt);
+  const std::optional<size_t> leader_listed = leader ? servers_.Find(*leader) : std::nullopt;
+  const size_t next_cursor =
+      leader ? leader_listed.value_or(cursor_) : (cursor_ + 1) % servers_.urls().size();
+  const std::string next_url = leader ? *leader : servers_.urls()[next_cursor];
+  std::chrono::milliseconds wait{0};
+  if (std::find(in_round_.begin(), in_round_.end(), next_url) != in_round_.end()) {
+    wait = RetryWait(++rounds_);
+    in_round_.clear();
+  }
   if (deadline_ && elapsed + wait > *deadline_) {
     const bool one = servers_.urls().size() == 1 && tried_.size() == 1;
     return {Step::kFailed,
@@ -198,16 +208,10 @@ LeaderSearch::Decision LeaderSearch::Next(const Attempt& attempt,
             IoError(std::string(one ? "cannot reach the server" : "cannot reach a leader") +
                     " within " + DurationText(*deadline_) + ": tried " + Tried())};
   }
-  if (std::optional<std::string> leader = LeaderToFollow(attempt)) {
-    const std::optional<size_t> listed = servers_.Find(*leader);
-    url_listed_ = listed.has_value();
-    if (listed) cursor_ = *listed;
-    url_ = *leader;
-  } else {
-    cursor_ = (cursor_ + 1) % servers_.urls().size();
-    url_listed_ = true;
-    url_ = servers_.urls()[cursor_];
-  }
+  cursor_ = next_cursor;
+  url_listed_ = !leader || leader_listed.has_value();
+  url_ = next_url;
+  in_round_.push_back(url_);
   return {Step::kRetry, wait, {}};
 }
 

@@ -76,9 +76,10 @@ struct Attempt {
 // kNotLeader), so that nothing is done twice.
 enum class Idempotency { kIdempotent, kNotIdempotent };
 
-// The wait before the n-th retry of one request (n from 1): none for the first, then 100 ms
-// doubling up to 1 s.
-std::chrono::milliseconds RetryWait(int retry);
+// The wait before the n-th new round over the servers (n from 1): 100 ms doubling up to 1 s.
+// Within a round, moving on to a server not yet tried in it is immediate, so a client finds a
+// new leader within one wait of its taking over, whatever the list's length.
+std::chrono::milliseconds RetryWait(int round);
 
 // One request's walk over the servers. Starts at the URL that answered the client last (in the
 // list, or a leader named outside it), else at the first; after each attempt, Next() says
@@ -86,7 +87,8 @@ std::chrono::milliseconds RetryWait(int retry);
 // The next server is the leader a listed server's 503 names (a URL in the list or out of it;
 // ignored when malformed, when it is the server itself, or when it would send an https
 // client's credentials over plain http), else the list's entry after the last listed server
-// tried, round and round. Not thread-safe.
+// tried, round and round. Going on to a server not tried in this round is at once; coming back
+// to one begins a new round, after RetryWait. Not thread-safe.
 class LeaderSearch {
  public:
   // `deadline`: how long, from the first attempt, retries may go on; nullopt: for ever (an
@@ -127,7 +129,8 @@ class LeaderSearch {
   std::string url_;
   size_t cursor_;    // the list entry tried last (the list's last before any: the first is next)
   bool url_listed_;  // url_ is servers_[cursor_]
-  int retries_ = 0;
+  int rounds_ = 0;   // rounds begun after the first (each after a wait)
+  std::vector<std::string> in_round_;  // the URLs tried in this round, url_ included
   std::vector<Tries> tried_;
 };
 

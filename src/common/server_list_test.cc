@@ -66,10 +66,10 @@ TEST(ServerListTest, AtMostSixteen) {
   EXPECT_THAT(ParseError(text + ",http://h16"), HasSubstr("17 URLs, more than the limit of 16"));
 }
 
-TEST(RetryWaitTest, FirstAtOnceThenDoublingFromATenthToOneSecond) {
+TEST(RetryWaitTest, DoublingFromATenthToOneSecondARound) {
   std::vector<int64_t> waits;
-  for (int retry = 1; retry <= 7; ++retry) waits.push_back(RetryWait(retry).count());
-  EXPECT_EQ(waits, (std::vector<int64_t>{0, 100, 200, 400, 800, 1000, 1000}));
+  for (int round = 1; round <= 6; ++round) waits.push_back(RetryWait(round).count());
+  EXPECT_EQ(waits, (std::vector<int64_t>{100, 200, 400, 800, 1000, 1000}));
 }
 
 Attempt Refused() { return {Outcome::kNotConnected, "could not connect", ""}; }
@@ -79,22 +79,23 @@ Attempt Follower(const std::string& leader) {
   return {Outcome::kNotLeader, "503: this server is not the leader", leader};
 }
 
-TEST(LeaderSearchTest, CyclesThroughTheListWithTheBackoff) {
+TEST(LeaderSearchTest, CyclesThroughTheListWaitingOnlyBetweenRounds) {
   ServerList list = List("http://a,http://b,http://c");
   LeaderSearch search(list, "", Idempotency::kIdempotent, milliseconds(10'000));
   std::vector<std::string> urls;
   std::vector<int64_t> waits;
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 7; ++i) {
     urls.push_back(search.url());
     LeaderSearch::Decision d = search.Next(i % 2 ? Follower("") : Refused(), milliseconds(0));
     ASSERT_EQ(d.step, LeaderSearch::Step::kRetry);
     waits.push_back(d.wait.count());
   }
-  EXPECT_EQ(urls,
-            (std::vector<std::string>{"http://a", "http://b", "http://c", "http://a", "http://b"}));
-  EXPECT_EQ(waits, (std::vector<int64_t>{0, 100, 200, 400, 800}));
+  EXPECT_EQ(urls, (std::vector<std::string>{"http://a", "http://b", "http://c", "http://a",
+                                            "http://b", "http://c", "http://a"}));
+  // Each wait before a round begins again: once a new leader serves, the next round finds it.
+  EXPECT_EQ(waits, (std::vector<int64_t>{0, 0, 100, 0, 0, 200, 0}));
   EXPECT_EQ(search.Next(Answered(), milliseconds(0)).step, LeaderSearch::Step::kDone);
-  EXPECT_EQ(search.url(), "http://c");
+  EXPECT_EQ(search.url(), "http://b");
 }
 
 TEST(LeaderSearchTest, StartsWhereTheClientWasAnsweredLast) {
@@ -115,10 +116,11 @@ TEST(LeaderSearchTest, FollowsTheLeaderAFollowerNames) {
   EXPECT_EQ(search.url(), "http://follower");
   LeaderSearch::Decision d = search.Next(Follower("http://LEADER/"), milliseconds(2));
   EXPECT_EQ(d.step, LeaderSearch::Step::kRetry);
-  EXPECT_EQ(d.wait, milliseconds(100));
+  EXPECT_EQ(d.wait, milliseconds(0));        // not tried in this round: at once
   EXPECT_EQ(search.url(), "http://leader");  // not c: the named leader
-  // Cycling on from the leader's place in the list.
-  search.Next(Refused(), milliseconds(3));
+  // Cycling on from the leader's place in the list: back to one tried, after a wait.
+  d = search.Next(Refused(), milliseconds(3));
+  EXPECT_EQ(d.wait, milliseconds(100));
   EXPECT_EQ(search.url(), "http://dead");
 }
 
@@ -168,8 +170,8 @@ TEST(LeaderSearchTest, GivesUpAtTheDeadlineNamingEachUrlAndItsAnswer) {
   LeaderSearch search(list, "", Idempotency::kIdempotent, milliseconds(1000));
   EXPECT_EQ(search.Next(Refused(), milliseconds(10)).step, LeaderSearch::Step::kRetry);
   EXPECT_EQ(search.Next(Follower(""), milliseconds(20)).step, LeaderSearch::Step::kRetry);
-  EXPECT_EQ(search.Next(Refused(), milliseconds(800)).step, LeaderSearch::Step::kRetry);  // +200
-  LeaderSearch::Decision d = search.Next(Follower(""), milliseconds(801));  // +400: past 1 s
+  EXPECT_EQ(search.Next(Refused(), milliseconds(800)).step, LeaderSearch::Step::kRetry);  // +0
+  LeaderSearch::Decision d = search.Next(Follower(""), milliseconds(801));  // +200: past 1 s
   EXPECT_EQ(d.step, LeaderSearch::Step::kFailed);
   EXPECT_EQ(d.error.message(),
             "cannot reach a leader within 1 s: tried http://a (could not connect, 2 times), "

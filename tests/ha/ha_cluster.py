@@ -205,11 +205,18 @@ class HaCluster:
     def leader(self):
         return next((s for s in self.servers if s.alive() and s.role() == "leader"), None)
 
-    def start_agent(self, name="node-a", gpus="4xA100-80GB"):
+    def server_list(self):
+        """Every server's URL, comma-separated, as CORRAL_SERVER and `corral agent --server`
+        take them."""
+        return ",".join(s.url for s in self.servers)
+
+    def start_agent(self, name="node-a", gpus="4xA100-80GB", via_proxy=True):
+        """An agent talking to the front proxy, or (via_proxy=False) given every server's URL."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
+        server = self.proxy.url if via_proxy else self.server_list()
         self.agent = subprocess.Popen(
-            [self.corral, "agent", "--server", self.proxy.url, "--join-token-file",
+            [self.corral, "agent", "--server", server, "--join-token-file",
              self.join_token_file, "--name", name, "--fake-gpus", gpus, "--work-dir", work,
              "--task-user", pwd.getpwuid(os.getuid()).pw_name],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "agent.log"), "a"))
@@ -219,7 +226,7 @@ class HaCluster:
         return status, parsed
 
     def submit_anywhere(self, spec, deadline_s=30):
-        """Tries every server in turn (first retry at once, then 100 ms doubling to 1 s, as
+        """Tries every server in turn (each round after a wait, 100 ms doubling to 1 s, as
         clients do), retrying only where the submission certainly reached no leader (refused,
         or 503): (job id, seconds taken)."""
         start = time.monotonic()
