@@ -8,6 +8,8 @@ that stopped leading, as a load balancer with a health check would.
 
 Needs CORRAL_TEST_POSTGRES_URL (scripts/with_postgres.sh sets it).
 """
+import hashlib
+import hmac
 import json
 import os
 import pwd
@@ -39,10 +41,10 @@ def wait_for(predicate, timeout=30.0, interval=0.02):
         time.sleep(interval)
 
 
-def request(url, method="GET", path="/", body=None, token=None, timeout=5):
+def request(url, method="GET", path="/", body=None, token=None, timeout=5, headers=None):
     """(status, headers, parsed JSON body or text); status 0 when the connection failed."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
+    req = urllib.request.Request(url + path, data=data, method=method, headers=headers or {})
     if token:
         req.add_header("Authorization", "Bearer " + token)
     if data is not None:
@@ -205,11 +207,12 @@ class HaCluster:
     def leader(self):
         return next((s for s in self.servers if s.alive() and s.role() == "leader"), None)
 
-    def start_agent(self, name="node-a", gpus="4xA100-80GB"):
+    def start_agent(self, name="node-a", gpus="4xA100-80GB", server=None):
+        """An agent joining through `server` (default: the front proxy)."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
         self.agent = subprocess.Popen(
-            [self.corral, "agent", "--server", self.proxy.url, "--join-token-file",
+            [self.corral, "agent", "--server", server or self.proxy.url, "--join-token-file",
              self.join_token_file, "--name", name, "--fake-gpus", gpus, "--work-dir", work,
              "--task-user", pwd.getpwuid(os.getuid()).pw_name],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "agent.log"), "a"))
@@ -233,6 +236,16 @@ class HaCluster:
             time.sleep(backoff)
             backoff = min(1.0, max(0.1, backoff * 2))
         return None, time.monotonic() - start
+
+    def peer_header(self, address, method, target, at=None):
+        """Corral-Forwarded-For as a server of the cluster signs it (peer_signature.h): the test
+        holds the cluster's session key, so it can act as a peer."""
+        session_key = open(self.session_key).readline().rstrip("\n")
+        key = hmac.new(session_key.encode(), b"corral peer v1", hashlib.sha256).hexdigest()
+        t = int(at if at is not None else time.time())
+        mac = hmac.new(key.encode(), f"{address}\n{address}\n{t}\n{method}\n{target}".encode(),
+                       hashlib.sha256).hexdigest()
+        return f"{address} {address} {t} {mac}"
 
     def psql(self, sql):
         out = subprocess.run([PSQL, self.store, "-Atc", sql], capture_output=True, text=True,
