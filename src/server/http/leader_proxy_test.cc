@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "server/http/http_server.h"
 #include "server/http/listener.h"
@@ -56,6 +57,7 @@ class LeaderProxyTest : public ::testing::Test {
     ASSERT_TRUE(socket.ok());
     leader_url_ = "http://127.0.0.1:" + std::to_string(socket->port);
     HttpServerOptions leader;
+    leader.limits.max_anonymous_per_address = 2;  // the follower's connections are all 127.0.0.1's
     leader.admit = [](const HttpRequest&) { return Admission{Caller::kAnonymous, 1 << 20}; };
     leader.vouch = [this](const HttpRequest& head) {
       return peer_.Verify(head, std::chrono::system_clock::now());
@@ -204,6 +206,37 @@ TEST_F(LeaderProxyTest, CancelAllEndsStreamsInFlight) {
   while (!got) std::this_thread::sleep_for(5ms);
   proxy_.CancelAll();
   ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
+}
+
+TEST_F(LeaderProxyTest, APeersConnectionsLeaveTheAnonymousCapsOfItsAddress) {
+  // Three streams at once from the follower's one address, over the leader's cap of 2
+  // anonymous connections per address: each leaves the cap once its signed head is read.
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  std::vector<std::future<httplib::Result>> readers;
+  std::atomic<int> streaming{0};
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<httplib::Client>("127.0.0.1", follower_port_));
+    httplib::Client* client = clients.back().get();
+    readers.push_back(std::async(std::launch::async, [client, &streaming] {
+      bool counted = false;
+      return client->Get("/forever", [&](const char* data, size_t) {
+        if (!counted && data[0] == ':') ++streaming;  // the leader's stream, not a 502
+        counted = true;
+        return true;
+      });
+    }));
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (streaming < i + 1 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  EXPECT_EQ(streaming.load(), 3);
+  const auto counts = leader_->connections();
+  EXPECT_EQ(counts.open, 3);
+  EXPECT_EQ(counts.anonymous, 0);
+  EXPECT_EQ(counts.refused, 0);
+  proxy_.CancelAll();
+  for (auto& r : readers) r.wait();
 }
 
 }  // namespace
