@@ -156,8 +156,9 @@ class ServerProcess {
   Status StartLeader();
   // A duplicate of the listening socket, for an HTTP server to take (and close).
   ListenSocket DuplicateListenSocket() const;
-  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the leader's
-  // gate (Gate).
+  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the check of
+  // a peer's Corral-Forwarded-For (peer_signature.h), forwarding (Divert) and the leader's gate
+  // (Gate).
   HttpServerOptions HttpOptions() const;
   // The gate of the leader's HTTP server: the follower's answer once this server no longer
   // leads by its own deadline (LeaderLease::Leading), before it exits.
