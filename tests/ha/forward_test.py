@@ -5,7 +5,8 @@ an agent and a CLI given ONLY the follower's URL.
 
 1. Through the follower: the agent joins and runs jobs; the CLI submits, lists and follows a
    job's log as it is written (streamed: a line arrives while the job still runs); the dashboard's
-   page and an asset load with their content type and cache headers.
+   page (its login redirect, the login's cookie) and an asset load with their headers; its event
+   stream comes frame by frame.
 2. The client's address reaches the leader signed with the cluster's peer key: a login through a
    signed header counts the address it names (the login rate limit names it); a forged, a stale
    or a badly signed header from a client that is not a peer is ignored (the limit counts the
@@ -133,6 +134,24 @@ def test_through_the_follower(c, web):
     check("... and its assets, with their cache headers",
           status == 200 and "javascript" in headers.get("Content-Type", "") and
           "immutable" in headers.get("Cache-Control", ""), (status, headers))
+    # The dashboard's live events: a stream that lasts 10 minutes, one frame at a time.
+    req = urllib.request.Request(b.url + "/api/v1/events/stream",
+                                 headers={"Authorization": "Bearer " + c.token})
+    frames = []
+    try:
+        with urllib.request.urlopen(req, timeout=15) as r:
+            content_type = r.headers.get("Content-Type", "")
+            while len(frames) < 2:
+                line = r.readline()
+                if not line:
+                    break
+                if line.startswith(b"event:"):
+                    frames.append(line.strip())
+    except OSError as e:
+        content_type = str(e)
+    check("the dashboard's event stream comes through the follower frame by frame",
+          content_type.startswith("text/event-stream") and len(frames) == 2,
+          (content_type, frames))
     status, headers, _ = request(b.url, "GET", "/api/v1/jobs", token="crl_wrong")
     check("a refusal comes back as the leader gave it (401)", status == 401, status)
     status, _, body = request(b.url, "GET", "/healthz")

@@ -168,8 +168,11 @@ std::optional<HttpResponse> LeaderProxy::Forward(const std::string& leader_url,
   relay->changed.wait(lock, [&] { return relay->head_came || relay->ended || relay->cancelled; });
   if (relay->cancelled) return BadGateway(leader_url, httplib::Error::Canceled);
   if (!relay->head_came) {
+    // Nothing was sent before a connection (TLS included) was made.
     if (relay->error == httplib::Error::Connection ||
-        relay->error == httplib::Error::ConnectionTimeout) {
+        relay->error == httplib::Error::ConnectionTimeout ||
+        relay->error == httplib::Error::SSLConnection ||
+        relay->error == httplib::Error::SSLServerVerification) {
       return std::nullopt;
     }
     return BadGateway(leader_url, relay->error);

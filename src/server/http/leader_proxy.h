@@ -40,10 +40,11 @@ class LeaderProxy {
   // Borrows `peer`, which must outlive the proxy.
   LeaderProxy(const PeerSignature& peer, LeaderProxyTiming timing);
 
-  // The leader's answer to `request`, sent to `leader_url` ("http://10.0.0.2:8080"): its head
-  // once it has come, its body streamed. None when the request certainly did not reach the
-  // leader (no connection: the caller answers 503 and clients may send it elsewhere). When the
-  // leader was reached but no answer came (reset, timeout), 502 problem+json: the request may
+  // The leader's answer to `request`, sent to `leader_url` ("http://10.0.0.2:8080"; an https
+  // leader's certificate is verified with the system's CAs for the URL's host): its head once it
+  // has come, its body streamed. None when the request certainly did not reach the leader (no
+  // connection, or no TLS session: the caller answers 503 and clients may send it elsewhere). When
+  // the leader was reached but no answer came (reset, timeout), 502 problem+json: the request may
   // have been carried out, so it must not look like a 503.
   std::optional<HttpResponse> Forward(const std::string& leader_url, const HttpRequest& request);
   // Ends every forward in flight at once (their answers end, cut short), so that an HTTP server
