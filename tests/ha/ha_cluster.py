@@ -224,7 +224,8 @@ class HaCluster:
     def submit_anywhere(self, spec, deadline_s=30):
         """Tries every server in turn (first retry at once, then 100 ms doubling to 1 s, as
         clients do), retrying only where the submission certainly reached no leader (refused,
-        or 503): (job id, seconds taken)."""
+        or 503): (job id, seconds taken). A 502 (a follower's forward that the leader's death
+        cut short: it may have been carried out) ends it unacknowledged: (None, seconds)."""
         start = time.monotonic()
         backoff = 0.0
         while time.monotonic() - start < deadline_s:
@@ -232,6 +233,8 @@ class HaCluster:
                 status, _, body = request(s.url, "POST", "/api/v1/jobs", spec, self.token, 10)
                 if status == 201:
                     return body["id"], time.monotonic() - start
+                if status == 502:
+                    return None, time.monotonic() - start
                 assert status in (0, 503), (s.name, status, body)
             time.sleep(backoff)
             backoff = min(1.0, max(0.1, backoff * 2))
