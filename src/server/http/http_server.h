@@ -78,8 +78,8 @@ struct HttpServerOptions {
   // request instead of the routes, once `admit` has admitted it and its body has arrived within
   // the same limits. A follower forwards so (leader_proxy.h).
   std::function<HttpHandler(const HttpRequest& head)> divert;
-  // When set, asked first, from the head alone: an answer it gives is sent at once instead of
-  // the route's (and before `admit`), the body unread. A server that does not lead answers so
+  // When set, asked from the head alone unless `divert` gave a handler: an answer it gives is
+  // sent at once instead of the route's (and before `admit`), the body unread. A server that does not lead answers so
   // (leader_lease.h).
   std::function<std::optional<HttpResponse>(const HttpRequest& head)> gate;
 };
