@@ -79,8 +79,8 @@ struct HttpServerOptions {
   // the same limits. A follower forwards so (leader_proxy.h).
   std::function<HttpHandler(const HttpRequest& head)> divert;
   // When set, asked from the head alone unless `divert` gave a handler: an answer it gives is
-  // sent at once instead of the route's (and before `admit`), the body unread. A server that does not lead answers so
-  // (leader_lease.h).
+  // sent at once instead of the route's (and before `admit`), the body unread. A server that does
+  // not lead answers so (leader_lease.h).
   std::function<std::optional<HttpResponse>(const HttpRequest& head)> gate;
 };
 
