@@ -163,10 +163,11 @@ test-security: $(TEST_BUILD)
 	  $(call timed,security: $$(basename $$t .py),python3 $$t build/corral) || exit 1; done
 
 # Several servers on one PostgreSQL (docs/control-plane.md): SIGKILL and SIGSTOP of the leader,
-# two real servers and an agent under a throwaway PostgreSQL; skipped when none can start here.
+# a follower forwarding to the leader, two real servers and an agent under a throwaway PostgreSQL; skipped when none can start here.
 test-ha: $(TEST_BUILD)
 	@if bash scripts/with_postgres.sh true >/dev/null 2>&1; then \
 	  $(call timed,HA failover tests (PostgreSQL),bash scripts/with_postgres.sh python3 tests/ha/failover_test.py build/corral); \
+	  $(call timed,HA forwarding tests (PostgreSQL),bash scripts/with_postgres.sh python3 tests/ha/forward_test.py build/corral); \
 	else echo; echo "==> HA failover tests: PostgreSQL cannot start here (scripts/with_postgres.sh true fails); skipped"; fi
 
 test-cli: build

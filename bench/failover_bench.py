@@ -44,7 +44,7 @@ def main():
             stop.wait(0.05)
 
     try:
-        c.start_agent(via_proxy=False)
+        c.start_agent(server=c.server_list())
         cli_env = dict(os.environ, CORRAL_SERVER=c.server_list(), CORRAL_TOKEN=c.token,
                        HOME=root)
         loader = threading.Thread(target=load, daemon=True)

@@ -11,6 +11,7 @@
 
 #include "common/random_id.h"
 #include "common/secret_file.h"
+#include "protocol/agent_messages.h"
 #include "server/control/reconcile.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/auth.h"
@@ -197,6 +198,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
                            "): the URL other servers send clients to while this one leads");
   }
   while (!advertise.empty() && advertise.back() == '/') advertise.pop_back();
+  p->advertise_url_ = advertise;
   auto holder = RandomHexId(8);
   if (!holder.ok()) return holder.status();
   ServerProcess* self = p.get();
@@ -228,13 +230,17 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
                   << " so that a supervisor starts it again as a follower" << std::endl;
         std::_Exit(kExitLostLease);
       });
+  p->peer_ = std::make_unique<PeerSignature>(p->session_key_);
+  p->proxy_ = std::make_unique<LeaderProxy>(*p->peer_, LeaderProxyTiming{});
+  p->follower_accounts_ =
+      std::make_unique<Accounts>(*p->store_, p->clock_, PrincipalCache::Options{}, std::nullopt);
   HttpServerOptions http = p->HttpOptions();
-  // It answers everything from the head, also once the lease is held and until the leader's own
-  // server replaces it (StartLeader): it has no routes.
+  // What it cannot forward (Divert) it answers from the head, also once the lease is held and
+  // until the leader's own server replaces it (StartLeader): it has no routes.
   http.gate = [self](const HttpRequest& head) {
     return std::optional<HttpResponse>(FollowerAnswer(head, self->lease_->Leader()));
   };
-  http.admit = [](const HttpRequest&) { return Admission{}; };  // never asked: the gate answers
+  http.admit = [self](const HttpRequest& head) { return self->FollowerAdmit(head); };
   auto follower = HttpServer::Create(p->DuplicateListenSocket(), std::move(http));
   if (!follower.ok()) return follower.status();
   p->follower_http_ = std::move(follower).value();
@@ -319,8 +325,45 @@ HttpServerOptions ServerProcess::HttpOptions() const {
   http.limits.head_timeout = std::chrono::seconds(options_.request_head_timeout_s);
   http.limits.body_timeout = std::chrono::seconds(options_.request_body_timeout_s);
   http.max_connections = options_.max_connections;
-  if (lease_) http.gate = [this](const HttpRequest& head) { return Gate(head); };
+  if (lease_) {
+    http.vouch = [this](const HttpRequest& head) {
+      return peer_->Verify(head, std::chrono::system_clock::now());
+    };
+    http.divert = [this](const HttpRequest& head) { return Divert(head); };
+    http.gate = [this](const HttpRequest& head) { return Gate(head); };
+  }
   return http;
+}
+
+HttpHandler ServerProcess::Divert(const HttpRequest& head) const {
+  const std::optional<std::string> leader = lease_->Leader();
+  // While it leads, or just after (its lease ran out before it heard so), it names itself.
+  if (lease_->Leading() || !leader || *leader == advertise_url_) return nullptr;
+  if ((head.method == "GET" || head.method == "HEAD") && head.path == "/healthz") return nullptr;
+  if (peer_->Verify(head, std::chrono::system_clock::now())) return nullptr;  // forwarded once
+  return [this](const HttpRequest& request, HttpResponse& response) {
+    const std::optional<std::string> leader = lease_->Leader();
+    std::optional<HttpResponse> answer;
+    if (leader) answer = proxy_->Forward(*leader, request);
+    response = answer ? *std::move(answer) : FollowerAnswer(request, leader);
+  };
+}
+
+Result<Admission> ServerProcess::FollowerAdmit(const HttpRequest& head) const {
+  std::string token = BearerTokenOf(head.Header("Authorization"));
+  if (token.empty()) {
+    auto cookie = LoginCookieToken(head.Header("Cookie"));
+    if (cookie.ok()) token = *cookie;
+  }
+  if (token.empty()) return Admission{Caller::kAnonymous, api_config_.max_anonymous_body_bytes};
+  if ((!join_token_hash_.empty() && SecureEquals(HashToken(token), join_token_hash_)) ||
+      follower_accounts_->Authenticate(token).ok()) {
+    return Admission{Caller::kAuthenticated, api_config_.max_body_bytes};
+  }
+  if (head.HasHeader(protocol::kNodeHeader)) {
+    return Admission{Caller::kAnonymous, api_config_.max_body_bytes};
+  }
+  return Admission{Caller::kAnonymous, api_config_.max_anonymous_body_bytes};
 }
 
 std::optional<HttpResponse> ServerProcess::Gate(const HttpRequest& head) const {
@@ -438,7 +481,10 @@ Status ServerProcess::StartLeader() {
   if (Status started = http_->Start(); !started.ok()) return started;
   gateway_->Start(*session_directory_);
   // The follower's server stops taking connections; the leader's takes them all from now on.
-  if (follower_http_) follower_http_->Stop();
+  if (follower_http_) {
+    proxy_->CancelAll();  // forwards in flight end: the leader they went to is gone
+    follower_http_->Stop();
+  }
   if (options_.announce) {
     std::cout << "sessions served on " << session_url() << "\n";
     if (!new_admin_token_.empty()) {
@@ -462,6 +508,7 @@ void ServerProcess::Stop() {
   if (leader_thread_.joinable()) leader_thread_.join();
   if (listen_fd_ >= 0) close(listen_fd_);  // the HTTP servers close their duplicates
   listen_fd_ = -1;
+  if (proxy_) proxy_->CancelAll();
   if (follower_http_) follower_http_->Stop();
   if (gateway_) gateway_->Stop();  // its connections end now, WebSockets included
   if (api_) api_->Shutdown();      // live event streams end now, not at their next event

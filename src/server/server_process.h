@@ -11,9 +11,12 @@
 #include "common/clock.h"
 #include "common/status.h"
 #include "server/api/http_api.h"
+#include "server/control/accounts.h"
 #include "server/control/controller.h"
 #include "server/gateway/session_gateway.h"
 #include "server/http/http_server.h"
+#include "server/http/leader_proxy.h"
+#include "server/http/peer_signature.h"
 #include "server/leader_lease.h"
 #include "server/monitoring/gpu_history.h"
 #include "store/single_server_lock.h"
@@ -158,12 +161,22 @@ class ServerProcess {
   Status StartLeader();
   // A duplicate of the listening socket, for an HTTP server to take (and close).
   ListenSocket DuplicateListenSocket() const;
-  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the leader's
-  // gate (Gate).
+  // The options both HTTP servers share: TLS, limits, and, when there is a lease, the check of
+  // a peer's Corral-Forwarded-For (peer_signature.h), forwarding (Divert) and the leader's gate
+  // (Gate).
   HttpServerOptions HttpOptions() const;
   // The gate of the leader's HTTP server: the follower's answer once this server no longer
   // leads by its own deadline (LeaderLease::Leading), before it exits.
   std::optional<HttpResponse> Gate(const HttpRequest& head) const;
+  // While this server does not lead and knows the leader: the handler that forwards `head`'s
+  // request to it (leader_proxy.h), answering the follower's 503 when it cannot be reached.
+  // None for GET /healthz and for a request a peer already forwarded (no loops).
+  HttpHandler Divert(const HttpRequest& head) const;
+  // The follower's admission (the leader's rules, from the store): a user's token or login
+  // cookie that the store knows, or the join token, gets the authenticated limits; a request
+  // that names a node and carries a token gets the authenticated body limit but stays under the
+  // anonymous caps (node tokens are checked by the leader); anything else the anonymous ones.
+  Result<Admission> FollowerAdmit(const HttpRequest& head) const;
 
   ServerOptions options_;
   SystemClock clock_;
@@ -177,6 +190,10 @@ class ServerProcess {
   std::vector<EnvironmentSpec> builtins_;               // --envs-dir's, loaded when leading
   std::unique_ptr<HttpServer> follower_http_;           // answers while following (PostgreSQL)
   std::unique_ptr<LeaderLease> lease_;                  // PostgreSQL only
+  std::string advertise_url_;                           // with the lease: this server's
+  std::unique_ptr<PeerSignature> peer_;                 // with the lease: forwarded requests
+  std::unique_ptr<LeaderProxy> proxy_;                  // with the lease
+  std::unique_ptr<Accounts> follower_accounts_;         // with the lease: FollowerAdmit
   std::thread leader_thread_;                           // runs Lead() once the lease is held
   std::unique_ptr<SessionAppProbe> session_app_probe_;  // the controller borrows it
   std::unique_ptr<Controller> controller_;

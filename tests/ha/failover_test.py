@@ -10,8 +10,8 @@ PostgreSQL"): two real servers, one agent with fake GPUs, real PostgreSQL.
    not stored) and exits with status 3, saying why.
 3. PostgreSQL restarts: a quick one (pg_ctl restart) leaves the leader leading; one longer than
    the lease makes it exit with status 3, and once PostgreSQL is back the other server leads.
-Also: a follower's answers (503 + Corral-Leader + Retry-After, /healthz) and a second server's
-refusals at start (another join token).
+Also: a follower's answers when it cannot forward (503 + Corral-Leader + Retry-After, /healthz)
+and a second server's refusals at start (another join token).
 
 Run under scripts/with_postgres.sh (CORRAL_TEST_POSTGRES_URL). Polls with deadlines; never
 sleeps to wait for time to pass (the SIGSTOP lasts until the other server leads).
@@ -53,8 +53,15 @@ def job_state(c, url, job_id):
 
 def test_follower_answers(c):
     a, b = c.servers
-    status, headers, body = request(b.url, "GET", "/api/v1/jobs", token=c.token)
-    check("a follower answers the API with 503 problem+json", status == 503 and
+    status, _, body = request(b.url, "GET", "/api/v1/jobs", token=c.token)
+    check("a follower forwards the API to the leader (tests/ha/forward_test.py)",
+          status == 200 and isinstance(body, list), (status, body))
+    # What it answers when it cannot forward: a request a peer already forwarded (the test
+    # signs as a peer would).
+    forwarded = {"Corral-Forwarded-For": c.peer_header("192.0.2.1", "GET", "/api/v1/jobs")}
+    status, headers, body = request(b.url, "GET", "/api/v1/jobs", token=c.token,
+                                    headers=forwarded)
+    check("a follower that cannot forward answers 503 problem+json", status == 503 and
           headers.get("Content-Type") == "application/problem+json", (status, headers))
     check("... naming the leader in Corral-Leader and the detail, with Retry-After: 1",
           headers.get("Corral-Leader") == a.url and headers.get("Retry-After") == "1" and
@@ -66,8 +73,11 @@ def test_follower_answers(c):
     status, _, body = request(a.url, "GET", "/healthz")
     check("the leader's /healthz says role leader",
           status == 200 and body.get("role") == "leader", body)
-    status, _, _ = request(b.url, "POST", "/api/v1/agents/register", {"name": "x"})
-    check("a follower answers agent routes with 503 too", status == 503, status)
+    forwarded = {"Corral-Forwarded-For": c.peer_header("192.0.2.1", "POST",
+                                                        "/api/v1/agent/register")}
+    status, _, _ = request(b.url, "POST", "/api/v1/agent/register", {"name": "x"},
+                           headers=forwarded)
+    check("... and agent routes alike", status == 503, status)
 
 
 def test_servers_that_refuse_to_start(c):

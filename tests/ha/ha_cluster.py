@@ -8,6 +8,8 @@ that stopped leading, as a load balancer with a health check would.
 
 Needs CORRAL_TEST_POSTGRES_URL (scripts/with_postgres.sh sets it).
 """
+import hashlib
+import hmac
 import json
 import os
 import pwd
@@ -39,10 +41,10 @@ def wait_for(predicate, timeout=30.0, interval=0.02):
         time.sleep(interval)
 
 
-def request(url, method="GET", path="/", body=None, token=None, timeout=5):
+def request(url, method="GET", path="/", body=None, token=None, timeout=5, headers=None):
     """(status, headers, parsed JSON body or text); status 0 when the connection failed."""
     data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url + path, data=data, method=method)
+    req = urllib.request.Request(url + path, data=data, method=method, headers=headers or {})
     if token:
         req.add_header("Authorization", "Bearer " + token)
     if data is not None:
@@ -210,13 +212,12 @@ class HaCluster:
         take them."""
         return ",".join(s.url for s in self.servers)
 
-    def start_agent(self, name="node-a", gpus="4xA100-80GB", via_proxy=True):
-        """An agent talking to the front proxy, or (via_proxy=False) given every server's URL."""
+    def start_agent(self, name="node-a", gpus="4xA100-80GB", server=None):
+        """An agent joining through `server` (default: the front proxy)."""
         work = os.path.join(self.root, "agent-" + name)
         os.makedirs(work, exist_ok=True)
-        server = self.proxy.url if via_proxy else self.server_list()
         self.agent = subprocess.Popen(
-            [self.corral, "agent", "--server", server, "--join-token-file",
+            [self.corral, "agent", "--server", server or self.proxy.url, "--join-token-file",
              self.join_token_file, "--name", name, "--fake-gpus", gpus, "--work-dir", work,
              "--task-user", pwd.getpwuid(os.getuid()).pw_name],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.root, "agent.log"), "a"))
@@ -228,7 +229,8 @@ class HaCluster:
     def submit_anywhere(self, spec, deadline_s=30):
         """Tries every server in turn (each round after a wait, 100 ms doubling to 1 s, as
         clients do), retrying only where the submission certainly reached no leader (refused,
-        or 503): (job id, seconds taken)."""
+        or 503): (job id, seconds taken). A 502 (a follower's forward that the leader's death
+        cut short: it may have been carried out) ends it unacknowledged: (None, seconds)."""
         start = time.monotonic()
         backoff = 0.0
         while time.monotonic() - start < deadline_s:
@@ -236,10 +238,22 @@ class HaCluster:
                 status, _, body = request(s.url, "POST", "/api/v1/jobs", spec, self.token, 10)
                 if status == 201:
                     return body["id"], time.monotonic() - start
+                if status == 502:
+                    return None, time.monotonic() - start
                 assert status in (0, 503), (s.name, status, body)
             time.sleep(backoff)
             backoff = min(1.0, max(0.1, backoff * 2))
         return None, time.monotonic() - start
+
+    def peer_header(self, address, method, target, at=None):
+        """Corral-Forwarded-For as a server of the cluster signs it (peer_signature.h): the test
+        holds the cluster's session key, so it can act as a peer."""
+        session_key = open(self.session_key).readline().rstrip("\n")
+        key = hmac.new(session_key.encode(), b"corral peer v1", hashlib.sha256).hexdigest()
+        t = int(at if at is not None else time.time())
+        mac = hmac.new(key.encode(), f"{address}\n{address}\n{t}\n{method}\n{target}".encode(),
+                       hashlib.sha256).hexdigest()
+        return f"{address} {address} {t} {mac}"
 
     def psql(self, sql):
         out = subprocess.run([PSQL, self.store, "-Atc", sql], capture_output=True, text=True,

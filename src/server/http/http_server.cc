@@ -88,6 +88,7 @@ struct HttpServer::Exchange {
   Caller caller = Caller::kAnonymous;
   bool body_arriving = false;  // a part of the body was handed over (no answer may be queued)
   size_t dropped = 0;
+  HttpHandler handler;  // HttpServerOptions::divert's, answering instead of the routes
   size_t DrainLimit() const {
     return caller == Caller::kAuthenticated ? kDrainLimit : kAnonymousDrainLimit;
   }
@@ -241,7 +242,16 @@ bool HttpServer::OnRequest(MHD_Connection* connection, const char* url, const ch
   }
   guard_.Entered(e.connection, ConnectionPhase::kAnswering, SteadyClock::now());
   HttpResponse response;
-  Dispatch(e.request, response);
+  if (e.handler) {
+    try {
+      e.handler(e.request, response);
+    } catch (...) {
+      response = ProblemAnswer(
+          500, "internal", "internal error answering " + e.request.method + " " + e.request.path);
+    }
+  } else {
+    Dispatch(e.request, response);
+  }
   return Queue(connection, e, std::move(response));
 }
 
@@ -359,7 +369,15 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
   guard_.Entered(e.connection, ConnectionPhase::kReadingBody, SteadyClock::now());
   MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
   MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectParam, &r.params);
-  if (options_.gate) {
+  if (options_.vouch) {
+    if (std::optional<VouchedAddress> vouched = options_.vouch(r)) {
+      r.client_address = std::move(vouched->address);
+      r.counted_address = std::move(vouched->counted);
+      guard_.Authenticated(e.connection);
+    }
+  }
+  if (options_.divert) e.handler = options_.divert(r);
+  if (options_.gate && !e.handler) {
     if (std::optional<HttpResponse> answer = options_.gate(r)) {
       return Queue(connection, e, std::move(*answer));
     }

@@ -36,6 +36,7 @@
 #include "server/http/connection_guard.h"
 #include "server/http/http_exchange.h"
 #include "server/http/listener.h"
+#include "server/http/peer_signature.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -68,9 +69,18 @@ struct HttpServerOptions {
   // not read its answer); longer than any route blocks between bytes.
   std::chrono::seconds stall_timeout{300};
   Admitter admit;  // required
-  // When set, asked first, from the head alone: an answer it gives is sent at once instead of
-  // the route's (and before `admit`), the body unread. A server that does not lead answers so
-  // (leader_lease.h).
+  // When set, asked first for every request's head: the client's addresses that a peer server
+  // of the cluster vouches for (peer_signature.h). They replace the connection's in the request
+  // (client_address, counted_address), and the connection leaves the anonymous caps: it is a
+  // peer's, carrying its clients' requests (each capped by the peer's own guard).
+  std::function<std::optional<VouchedAddress>(const HttpRequest& head)> vouch;
+  // When set, asked next, from the head alone (before `gate`): a handler it gives answers the
+  // request instead of the routes, once `admit` has admitted it and its body has arrived within
+  // the same limits. A follower forwards so (leader_proxy.h).
+  std::function<HttpHandler(const HttpRequest& head)> divert;
+  // When set, asked from the head alone unless `divert` gave a handler: an answer it gives is
+  // sent at once instead of the route's (and before `admit`), the body unread. A server that does
+  // not lead answers so (leader_lease.h).
   std::function<std::optional<HttpResponse>(const HttpRequest& head)> gate;
 };
 
