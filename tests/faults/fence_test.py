@@ -166,6 +166,14 @@ def test_server_frozen_past_the_node_timeout(root):
         finally:
             c.server.send_signal(signal.SIGCONT)
         check_after(c, stamps, requeueable, kept, "server frozen")
+        # A thawed server knows it was paused: it gives its nodes a full node timeout again
+        # instead of calling them unreachable for its own silence.
+        events = [e["reason"] for e in c.job(kept)["events"]]
+        log = open(os.path.join(c.root, "server.log")).read()
+        check("server frozen: the thawed server says it was paused and declared no node "
+              "unreachable", "(the server was paused or starved): every node gets a full node "
+              "timeout" in log and not any("unreachable" in r for r in events) and
+              "unreachable" not in c.cli("nodes").stdout, (events, log[-2000:]))
         show = c.cli("job", "show", str(kept))
         check("server frozen: corral job show answers for the kept job",
               show.returncode == 0 and "running" in show.stdout, show.stdout + show.stderr)

@@ -7,7 +7,9 @@
 #include "server/control/controller.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <iostream>
 #include <system_error>
 
 #include "common/config_file.h"
@@ -294,12 +296,32 @@ void Controller::Wake() {
 
 void Controller::LoopMain() {
   std::unique_lock lock(mu_);
+  // Measured on the steady clock, not clock_ (which tests move by hand between rounds).
+  auto last_round = std::chrono::steady_clock::now();
   while (!stopping_) {
     changed_.wait_for(lock, config_.loop_tick, [&] { return wake_ || stopping_; });
     if (stopping_) break;
     wake_ = false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_round > std::chrono::seconds(config_.node_timeout.value()) / 2) {
+      ForgiveAPauseLocked(now - last_round);
+    }
+    last_round = now;
     RoundLocked(lock);
   }
+}
+
+void Controller::ForgiveAPauseLocked(std::chrono::steady_clock::duration gap) {
+  const Seconds now = clock_.Now();
+  for (auto& [name, node] : nodes_) {
+    if (!node.unreachable && node.state != NodeState::kLost) {
+      node.last_heartbeat = std::max(node.last_heartbeat, now);
+    }
+  }
+  std::cerr << "corral server: no scheduling round for "
+            << std::chrono::duration_cast<std::chrono::seconds>(gap).count()
+            << " s (the server was paused or starved): every node gets a full node timeout ("
+            << config_.node_timeout.value() << " s) from now\n";
 }
 
 void Controller::Tick() {

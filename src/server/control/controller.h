@@ -406,6 +406,11 @@ class Controller {
   // Makes the nodes whose heartbeats stopped unreachable, or loses them past the give-up time
   // (reconcile::TimedOutNodes).
   void CheckNodesLocked();
+  // The loop found `gap` between two of its rounds, over half the node timeout: the server was
+  // paused (SIGSTOP, a VM freeze) or starved, and heard nothing meanwhile. Every reachable node
+  // gets a full node timeout from now, as after a restart or a takeover, so that the server's own
+  // silence declares no node unreachable.
+  void ForgiveAPauseLocked(std::chrono::steady_clock::duration gap);
   // A node timed out: no new work goes there; its requeue-able runs are fenced (lost there,
   // requeued: reconcile::NodeUnreachable), the others keep running with an event saying so.
   void UnreachableNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
