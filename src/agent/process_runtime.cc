@@ -457,6 +457,18 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   task.home = home;
   task.status.key = key;
   auto text = ReadFile(dir + kTaskFile);
+  if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
+    // The agent died between creating the folder and writing the record, which precedes the
+    // fork: nothing was started. Its empty cgroup, if one was made, goes with it.
+    if (cgroups_.version() != CgroupVersion::kNone) {
+      if (Result<TaskCgroup> group = cgroups_.Create(ToString(key), {}); group.ok()) {
+        (void)CgroupManager::Remove(*group);
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    return;
+  }
   json record;
   // Written by this agent from a launch the server sent: as large as such answers may be.
   if (text.ok()) record = ParseJsonOrNull(*text, kServerAnswerLimits);

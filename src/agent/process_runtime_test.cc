@@ -567,6 +567,16 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
   EXPECT_TRUE(std::filesystem::exists(home_ + "/tasks/not-ours"));
 }
 
+// An agent killed between creating a task's folder and writing its record (which precedes the
+// fork) started nothing: the next agent removes the folder and reports nothing, since a report
+// without the task's job would be refused with the whole heartbeat.
+TEST_F(ProcessRuntimeTest, AFolderWithoutARecordStartedNothingAndIsRemoved) {
+  std::filesystem::create_directories(home_ + "/tasks/5-1");
+  auto runtime = MakeRuntime();
+  EXPECT_TRUE(runtime->Poll().empty());
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/tasks/5-1"));
+}
+
 TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {
   auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
