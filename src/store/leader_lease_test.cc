@@ -297,6 +297,36 @@ TEST_P(LeaseTest, ATakeoverWaitsForTheOldLeadersWriteInFlight) {
               HasSubstr("fenced"));
 }
 
+// A leader frozen (SIGSTOP) in the middle of a write holds the epoch row FOR SHARE: the takeover
+// gives up after half its lease instead of waiting for ever, and succeeds once PostgreSQL ends
+// the frozen session's idle transaction; the frozen write is gone.
+TEST_P(LeaseTest, AFrozenLeadersTransactionHoldsOffATakeoverOnlyForSeconds) {
+  if (GetParam() != Backend::kPostgres) {
+    GTEST_SKIP() << "SQLite serves one server: its write transactions exclude each other";
+  }
+  ASSERT_TRUE(store_->AcquireLease("server-a", "http://a", 1).ok());
+  auto frozen = Connect();
+  ASSERT_TRUE(frozen->Begin().ok());
+  ASSERT_TRUE(
+      frozen->Query("SELECT epoch FROM leader_epoch WHERE singleton = 1 FOR SHARE", {}).ok());
+  ASSERT_TRUE(
+      frozen
+          ->Execute("INSERT INTO projects (name, description, created_at) VALUES (?, '', 1)",
+                    {std::string("frozen")})
+          .ok());
+  WaitUntilLapsed();
+  auto new_leader = Open();
+  const auto start = std::chrono::steady_clock::now();
+  auto refused = new_leader->AcquireLease("server-b", "http://b", 1000);
+  EXPECT_FALSE(refused.ok());  // the lock timeout: half the lease
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  ASSERT_TRUE(WaitFor([&] { return new_leader->AcquireLease("server-b", "http://b", 1000).ok(); }));
+  EXPECT_FALSE(frozen->Commit().ok());  // its session was ended
+  auto projects = new_leader->ListProjects();
+  ASSERT_TRUE(projects.ok());
+  EXPECT_TRUE(projects->empty());
+}
+
 TEST_P(LeaseTest, ClusterSecretsAreTheFirstOffer) {
   auto first = store_->ShareClusterSecret(ClusterSecret::kJoinTokenHash, "");
   ASSERT_TRUE(first.ok()) << first.status().ToString();

@@ -131,7 +131,18 @@ Result<std::unique_ptr<PostgresConnection>> PostgresConnection::Open(const std::
     auto set = pg->Execute("SET synchronous_commit TO on", {});
     if (!set.ok()) return IoError(where + set.status().message());
   }
+  if (Status s = pg->SetUpSession(); !s.ok()) return IoError(where + s.message());
   return pg;
+}
+
+Status PostgresConnection::SetUpSession() {
+  const std::string sql =
+      "SET idle_in_transaction_session_timeout = " + std::to_string(kIdleInTransactionTimeoutMs);
+  std::shared_ptr<PGresult> result(pq_.PQexec(conn_, sql.c_str()), pq_.PQclear);
+  if (result == nullptr || pq_.PQresultStatus(result.get()) != PGRES_COMMAND_OK) {
+    return ConnectionError("set idle_in_transaction_session_timeout: ");
+  }
+  return {};
 }
 
 PostgresConnection::~PostgresConnection() { pq_.PQfinish(conn_); }
@@ -165,12 +176,13 @@ Status PostgresConnection::EnsureConnected() {
   statements_.clear();  // prepared statements die with the session
   if (pq_.PQstatus(conn_) != CONNECTION_OK) return ConnectionError("reconnect: ");
   pq_.PQsetNoticeProcessor(conn_, IgnoreNotice, nullptr);
-  return {};
+  return SetUpSession();  // session settings die with the session too
 }
 
 Status PostgresConnection::AbandonSession(Status why) {
   pq_.PQreset(conn_);
   statements_.clear();
+  if (pq_.PQstatus(conn_) == CONNECTION_OK) (void)SetUpSession();  // else at the reconnect
   if (in_transaction_) transaction_lost_ = true;
   return why;
 }

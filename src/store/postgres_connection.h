@@ -27,10 +27,17 @@ struct LibPq;  // store/libpq.h
 // operators, which this does not recognise.)
 std::string ToPostgresPlaceholders(std::string_view sql);
 
+// How long PostgreSQL lets one of corral's transactions sit idle (no statement running) before
+// it ends the session: longer than any pause of a live server between two statements of one
+// transaction, short enough that a takeover waiting on a frozen leader's lock waits seconds.
+inline constexpr int kIdleInTransactionTimeoutMs = 5000;
+
 class PostgresConnection final : public SqlConnection {
  public:
   // Connects with a libpq URI ("postgres://user@host:port/db?..."). Messages show the URL with
-  // its password redacted.
+  // its password redacted. Every session (the first, and each after a reconnect) ends a
+  // transaction left idle for kIdleInTransactionTimeoutMs: a frozen server (SIGSTOP, a paused
+  // VM) cannot hold its locks, the leader's epoch row among them, for ever.
   static Result<std::unique_ptr<PostgresConnection>> Open(const std::string& url);
   ~PostgresConnection() override;
   PostgresConnection(const PostgresConnection&) = delete;
@@ -53,6 +60,8 @@ class PostgresConnection final : public SqlConnection {
 
   // Re-establishes a broken connection when no transaction is open.
   Status EnsureConnected();
+  // Applies corral's session settings (the idle-in-transaction timeout) to a new session.
+  Status SetUpSession();
   // Starts a new session after a pipeline broke off midway; an open transaction is lost (and
   // Commit will say so). Returns `why`.
   Status AbandonSession(Status why);

@@ -327,6 +327,15 @@ Result<LeaseRecord> SqlStore::AcquireLease(const std::string& holder, const std:
   LeaseRecord lease;
   CORRAL_RETURN_IF_ERROR(Annotate(op, lease_conn_->Begin()));
   Status s = [&]() -> Status {
+    if (lease_conn_->dialect() == Dialect::kPostgres) {
+      // A takeover waits for the old leader's write in flight (below), but not past half a
+      // lease: then it gives up and the follower tries again at its next poll. A frozen old
+      // leader's transaction ends when PostgreSQL's idle-in-transaction timeout ends its session
+      // (postgres_connection.h).
+      auto set = lease_conn_->Execute(
+          "SET LOCAL lock_timeout = " + std::to_string(std::max<int64_t>(duration_ms / 2, 1)), {});
+      if (!set.ok()) return set.status();
+    }
     // Ours and live: extended, same epoch. Lapsed (or never held): taken over, next epoch.
     auto taken = lease_conn_->Query(
         "UPDATE leader_lease SET holder = ?, url = ?, expires_at_ms = " + now +
