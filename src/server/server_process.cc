@@ -197,6 +197,20 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
                            options.listen +
                            "): the URL other servers send clients to while this one leads");
   }
+  if (!options.tls_cert.empty() && advertise.rfind("https://", 0) != 0) {
+    return InvalidArgument("--advertise-url: " + advertise +
+                           " is not https:// although this server serves TLS: followers would "
+                           "forward clients' credentials to it in clear");
+  }
+  // A failover (the lease's lapse, then a follower's poll) must end before agents fence, or
+  // every failover would stop every requeue-able task.
+  if (options.lease.duration + options.lease.renew_interval >=
+      std::chrono::seconds(options.fence_after_s)) {
+    return InvalidArgument(
+        "--lease-duration plus --lease-renew-interval must be shorter than --fence-after (" +
+        std::to_string(options.fence_after_s) +
+        " s): agents would fence every requeue-able task at each failover");
+  }
   while (!advertise.empty() && advertise.back() == '/') advertise.pop_back();
   p->advertise_url_ = advertise;
   auto holder = RandomHexId(8);
@@ -344,7 +358,9 @@ HttpHandler ServerProcess::Divert(const HttpRequest& head) const {
   return [this](const HttpRequest& request, HttpResponse& response) {
     const std::optional<std::string> leader = lease_->Leader();
     std::optional<HttpResponse> answer;
-    if (leader) answer = proxy_->Forward(*leader, request);
+    // Credentials that came over TLS never go on in clear (a leader advertising http://).
+    const bool downgrade = api_config_.tls && leader && leader->rfind("https://", 0) != 0;
+    if (leader && !downgrade) answer = proxy_->Forward(*leader, request);
     response = answer ? *std::move(answer) : FollowerAnswer(request, leader);
   };
 }

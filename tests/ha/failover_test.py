@@ -111,6 +111,25 @@ def test_servers_that_refuse_to_start(c):
     check("a lease renewed less often than twice a lease is refused",
           out.returncode == 2 and "--lease-renew-interval: must be under half" in out.stderr,
           out.stderr)
+    out = subprocess.run(
+        [c.corral, "server", "--listen", "127.0.0.1:0", "--store", c.store, "--data-dir", data,
+         "--session-key-file", c.session_key, "--node-timeout", "10", "--fence-after", "3",
+         "--kill-grace", "1"], capture_output=True, text=True, timeout=30)
+    check("a lease that outlasts --fence-after is refused (agents would fence at each failover)",
+          out.returncode == 2 and "must be shorter than --fence-after (3 s)" in out.stderr,
+          out.stderr)
+    cert_dir = os.path.join(c.root, "tls")
+    os.makedirs(cert_dir, exist_ok=True)
+    cert, key_pem = os.path.join(cert_dir, "cert.pem"), os.path.join(cert_dir, "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", key_pem, "-out", cert],
+                   capture_output=True, check=True, timeout=60)
+    out = subprocess.run(
+        [c.corral, "server", "--listen", "127.0.0.1:0", "--store", c.store, "--data-dir", data,
+         "--session-key-file", c.session_key, "--tls-cert", cert, "--tls-key", key_pem,
+         "--advertise-url", "http://127.0.0.1:1"], capture_output=True, text=True, timeout=30)
+    check("a TLS server advertising http:// is refused (credentials would be forwarded in clear)",
+          out.returncode == 2 and "is not https://" in out.stderr, out.stderr)
 
 
 def test_sigkill_of_the_leader(c):

@@ -99,13 +99,14 @@ LeaderProxy::LeaderProxy(const PeerSignature& peer, LeaderProxyTiming timing)
 std::optional<HttpResponse> LeaderProxy::Forward(const std::string& leader_url,
                                                  const HttpRequest& request) {
   auto relay = std::make_shared<Relay>();
+  // Made before the relay is listed: CancelAll (another thread) may cancel it from then on.
+  relay->client = std::make_unique<httplib::Client>(leader_url);
+  if (!relay->client->is_valid()) return std::nullopt;
   {
     std::lock_guard lock(mu_);
     std::erase_if(relays_, [](const std::weak_ptr<Relay>& r) { return r.expired(); });
     relays_.push_back(relay);
   }
-  relay->client = std::make_unique<httplib::Client>(leader_url);
-  if (!relay->client->is_valid()) return std::nullopt;
   httplib::Client& client = *relay->client;
   client.set_url_encode(false);  // the target goes as the client sent it
   client.set_decompress(false);
