@@ -171,7 +171,8 @@ class Network:
         sh("ip", "addr", "add", self.host + "/24", "dev", self.bridge)
         sh("ip", "link", "set", self.bridge, "up")
         for i in range(count):
-            ns, veth, address = f"crlf{i}-{self.tag}", f"crlf{i}x{self.tag}", f"{self.subnet}.{i + 2}"
+            ns, veth = f"crlf{i}-{self.tag}", f"crlf{i}x{self.tag}"
+            address = f"{self.subnet}.{i + 2}"
             self.namespaces.append((ns, veth, address))
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
@@ -296,8 +297,8 @@ class Cluster:
         connection move on to the next URL): (status, decoded body)."""
         last = None
         for url in self.urls():
-            req = urllib.request.Request(url + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None)
+            data = json.dumps(body).encode() if body is not None else None
+            req = urllib.request.Request(url + path, method=method, data=data)
             req.add_header("Authorization", "Bearer " + self.token)
             req.add_header("Content-Type", "application/json")
             try:
@@ -321,15 +322,25 @@ class Cluster:
     def ready_nodes(self):
         return sorted(n["name"] for n in self.nodes() if n.get("state") == "ready")
 
-    def wait_nodes_ready(self, timeout, heard_since=0.0):
+    def wait_nodes_ready(self, timeout, heard_since=None):
         """Waits until every agent's node is ready and, given `heard_since` (wall-clock
-        seconds), has heartbeated after it (the API shows whole seconds: one later)."""
+        seconds), has been heard from three times since: its last heartbeat time (whole
+        seconds, one a second at most) took three values after it. Fewer prove less: a server
+        that starts shows every stored node as just heard from; a registration sets it before
+        the agent has its answer; a heartbeat, before it is answered. The third value is a
+        heartbeat sent after an answered one: the agent is whole again (its retry backoff, which
+        grows to 5 s, is reset only by an answered heartbeat)."""
         want = sorted(a.name for a in self.agents)
+        heard = {name: set() for name in want}
 
         def ready():
-            nodes = [n for n in self.nodes() if n.get("state") == "ready"
-                     and n.get("last_heartbeat", 0) >= int(heard_since) + (1 if heard_since else 0)]
-            return sorted(n["name"] for n in nodes) == want
+            nodes = {n["name"]: n for n in self.nodes()}
+            for name in want:
+                beat = nodes.get(name, {}).get("last_heartbeat", 0)
+                if heard_since is not None and beat > int(heard_since):
+                    heard[name].add(beat)
+            return all(nodes.get(name, {}).get("state") == "ready" and
+                       (heard_since is None or len(heard[name]) >= 3) for name in want)
         return wait_for(ready, timeout, 0.1)
 
     def leader(self):

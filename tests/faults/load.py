@@ -46,7 +46,8 @@ class SubmissionLoad:
         with self.lock:
             seconds = (self.rng.uniform(6, 12) if n % self.long_every == 0
                        else self.rng.uniform(0.5, 2))
-        return {"name": f"load-{n}", "command": ["bash", "-c", task_script(self.stamp_log, seconds)],
+        return {"name": f"load-{n}",
+                "command": ["bash", "-c", task_script(self.stamp_log, seconds)],
                 "resources": {"gpus": 1}, "max_restarts": self.max_restarts}
 
     def submit(self, spec):

@@ -18,7 +18,8 @@ def task_script(log, seconds):
 
 class Run:
     def __init__(self, job, task, generation, start, node):
-        self.job, self.task, self.generation, self.start, self.node = job, task, generation, start, node
+        self.job, self.task, self.generation = job, task, generation
+        self.start, self.node = start, node
         self.stop = None  # none: no stop stamp (still running, or SIGKILLed)
         self.how = None
 
