@@ -159,8 +159,10 @@ class Network:
     """A bridge (the servers' side, SUBNET.1) and one namespace per agent (SUBNET.2, .3, ...),
     joined by veth pairs; iptables rules inside a namespace cut it off from the servers."""
 
-    def __init__(self, subnet="10.215.0"):
+    def __init__(self, subnet=None):
         tag = str(os.getpid() % 100000)
+        # 10.215.N.0/24, N from the pid: two harnesses on one machine do not share a subnet.
+        subnet = subnet or f"10.215.{os.getpid() % 250}"
         self.subnet, self.tag = subnet, tag
         self.bridge = "crlfb" + tag
         self.host = subnet + ".1"

@@ -1,5 +1,5 @@
 """The steady submission load: a thread that submits small jobs through the API, trying the
-servers' URLs in turn (as ha_contract.md's clients do), and records every job id a server
+servers' URLs in turn (issue 16's rule for clients), and records every job id a server
 acknowledged. Every job's task stamps its runs in the stamp log (stamps.py)."""
 import json
 import random
