@@ -48,6 +48,9 @@ NODE_TIMEOUT_S = 10
 KILL_GRACE_S = 2  # the server's --kill-grace: SIGTERM to SIGKILL
 DRAIN_S = 120  # after the faults: how long the cluster has to finish the acknowledged jobs
 RECOVER_S = 60  # after a fault: how long the cluster has to be whole again (a long cut: ~30 s)
+# How long the load's long tasks run: in the full run, longer than the node timeout, so that
+# some still run when a cut-off node is declared lost (and an overlap can show).
+LONG_TASK_S = {"short": (6, 12), "full": (1.5 * NODE_TIMEOUT_S, 3 * NODE_TIMEOUT_S)}
 CAUSE_SLACK_S = 10  # an overlap whose later run starts this soon after a fault may be its
 TERMINAL = {"succeeded", "failed", "cancelled", "lost", "timeout", "oom"}
 
@@ -129,7 +132,8 @@ class Phase:
             where = "namespaces" if self.cluster.network else "loopback"
             log(f"[{self.name}] {self.store}, {len(self.cluster.servers)} server(s), "
                 f"{len(self.cluster.agents)} agents ({where}), {len(self.plan)} faults")
-            self.load = SubmissionLoad(self.cluster, self.stamp_log, seed=self.rng.random())
+            self.load = SubmissionLoad(self.cluster, self.stamp_log, LONG_TASK_S[self.args.plan],
+                                       seed=self.rng.random())
             self.load.start()
             self.watching = threading.Event()
             watcher = threading.Thread(target=self.watch_nodes, daemon=True)

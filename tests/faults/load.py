@@ -14,13 +14,14 @@ from stamps import task_script
 class SubmissionLoad:
     """`submitters` threads each submit one job every `interval` seconds until stop(), so that
     a fault often lands on a submission in flight. Most jobs sleep 0.5-2 s; one in `long_every`
-    sleeps 6-12 s, long enough to be running when its node is cut off."""
+    sleeps `long_s` (a range), long enough to be running when a fault comes; to be running when
+    a cut-off node is declared lost, longer than the node timeout."""
 
-    def __init__(self, cluster, stamp_log, interval=0.6, submitters=2, seed=1, long_every=5,
-                 max_restarts=5):
+    def __init__(self, cluster, stamp_log, long_s, interval=0.6, submitters=2, seed=1,
+                 long_every=5, max_restarts=5):
         self.cluster, self.stamp_log, self.interval = cluster, stamp_log, interval
         self.rng = random.Random(seed)
-        self.long_every, self.max_restarts = long_every, max_restarts
+        self.long_s, self.long_every, self.max_restarts = long_s, long_every, max_restarts
         self.acknowledged = []  # job ids, in the order acknowledged
         self.refused = {}  # (what was going on, why a submission was not acknowledged) -> count
         self.during = "no fault"  # what was going on: the harness names the fault it injects
@@ -44,7 +45,7 @@ class SubmissionLoad:
 
     def spec(self, n):
         with self.lock:
-            seconds = (self.rng.uniform(6, 12) if n % self.long_every == 0
+            seconds = (self.rng.uniform(*self.long_s) if n % self.long_every == 0
                        else self.rng.uniform(0.5, 2))
         return {"name": f"load-{n}",
                 "command": ["bash", "-c", task_script(self.stamp_log, seconds)],
