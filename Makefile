@@ -6,8 +6,8 @@
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
 #   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end,
-#                hostile clients, the dashboard's browser tests, distributed training, then
-#                ASan+UBSan unit tests
+#                hostile clients, the dashboard's browser tests, distributed training, the fault
+#                harness's short run, then ASan+UBSan unit tests
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
 #   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
 #                default), stopping at the first failure
@@ -17,6 +17,10 @@
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
 #   make bench-web the heatmap's render time with 1,000 fake nodes (docs/benchmarks.md)
 #   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
+#   make faults  the fault harness's full run (tests/faults/, docs/reliability.md; <= 30 min):
+#                servers, agents and PostgreSQL killed, agents cut off, the disk filled, under
+#                load; fails on a lost job or two runs of one task at once
+#   make test-faults  its short run (about 2 minutes; part of `make test`)
 #   make fuzz    build the libFuzzer targets (fuzz/, clang) in build-fuzz/ and run each for
 #                FUZZ_SECONDS on its seed corpus, merging what reaches new code into
 #                fuzz/corpus/ (docs/security.md, "Fuzzing"); fails on any crash
@@ -28,7 +32,9 @@
 # Variables: JOBS (parallel jobs, default: all cores), TRACES (public traces folder, default
 # ../shared/traces), BENCH_ARGS (extra flags for the benchmark binaries), CORRAL_TIMINGS (a file
 # to which every timed step appends a line; .ci/run prints them as its summary), N (runs of
-# test-repeat, default 5), FUZZ_SECONDS (per target in `make fuzz`, default 120).
+# test-repeat, default 5), FUZZ_SECONDS (per target in `make fuzz`, default 120), FAULTS
+# (multiplies every fault count of `make faults`, default 1), FAULT_KINDS (comma-separated:
+# only these fault kinds in `make faults` and `make test-faults`; default all of the run's).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -41,6 +47,8 @@ TRACES ?= ../shared/traces
 BENCH_ARGS ?=
 N ?= 5
 FUZZ_SECONDS ?= 120
+FAULTS ?= 1
+FAULT_KINDS ?=
 # What the end-to-end targets build first; test-repeat builds once and then empties it.
 TEST_BUILD := build
 DEMO_OUT := .corral/sim-demo
@@ -85,7 +93,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-asan test-repeat run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-repeat faults run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -117,7 +125,7 @@ web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-security test-ha test-web test-distributed test-asan
+test: test-unit test-cli test-e2e test-security test-ha test-web test-distributed test-faults test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -140,6 +148,16 @@ test-e2e: $(TEST_BUILD)
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
 test-distributed: $(TEST_BUILD)
 	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
+
+# The fault harness (tests/faults/, docs/reliability.md): real servers and agents (in network
+# namespaces as root) under a steady load while faults are injected; then no acknowledged job may
+# be lost and no two runs of one task may overlap. The short run has only the faults whose
+# invariants main keeps today; the full run has every kind (long partitions too).
+test-faults: $(TEST_BUILD)
+	@$(call timed,fault harness (short run),python3 tests/faults/fault_run.py build/corral --plan short --kinds "$(FAULT_KINDS)")
+
+faults: build
+	@$(call timed,fault harness (full run),python3 tests/faults/fault_run.py build/corral --plan full --scale $(FAULTS) --kinds "$(FAULT_KINDS)")
 
 # Flakiness check: test-e2e and test-distributed N times in a row (N=5: `make test-repeat N=10`),
 # on one build, stopping at the first failing run and naming it.

@@ -132,6 +132,7 @@ TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvir
   setenv("CORRAL_TEST_AGENT_SECRET", "s3cret", 1);
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(12, {"env"});
+  l.key.generation = 4;
   l.job_id = JobId(42);
   l.tasks = 2;
   l.task_index = 1;
@@ -154,6 +155,7 @@ TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvir
   EXPECT_THAT(out, HasSubstr("\nCORRAL_TASK_INDEX=1\n"));
   EXPECT_THAT(out, HasSubstr("\nCORRAL_NUM_TASKS=2\n"));
   EXPECT_THAT(out, HasSubstr("\nCORRAL_ALLOCATION_ID=12\n"));
+  EXPECT_THAT(out, HasSubstr("\nCORRAL_GENERATION=4\n"));
   EXPECT_THAT(out, HasSubstr("\nCORRAL_NODE_NAME=node-a\n"));
   EXPECT_THAT(out, HasSubstr("\nCORRAL_GPU_MILLI=1000\n"));
   EXPECT_THAT(out, HasSubstr("\nFOO=bar baz\n"));

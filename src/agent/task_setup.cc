@@ -151,6 +151,7 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   env["CORRAL_TASK_INDEX"] = std::to_string(launch.task_index);
   env["CORRAL_NUM_TASKS"] = std::to_string(launch.tasks);
   env["CORRAL_ALLOCATION_ID"] = std::to_string(launch.key.allocation.value());
+  env["CORRAL_GENERATION"] = std::to_string(launch.key.generation);
   env["CORRAL_NODE_NAME"] = node_name;
   env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
   if (launch.array_index) env["CORRAL_ARRAY_INDEX"] = std::to_string(*launch.array_index);

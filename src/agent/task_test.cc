@@ -158,11 +158,11 @@ TEST(TaskEnvironmentTest, CorralVariablesWinAndBaseIsOverriddenByTheJob) {
   TaskLaunch l = ValidLaunch();
   l.env = {{"PATH", "/opt/bin"}, {"K", "V"}};
   std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {{"PATH", "/bin"}, {"HOME", "/"}});
-  EXPECT_EQ(env, (std::vector<std::string>{"CORRAL_ALLOCATION_ID=12", "CORRAL_GPU_MILLI=1000",
-                                           "CORRAL_JOB_ID=7", "CORRAL_NODE_NAME=gpu-07",
-                                           "CORRAL_NUM_TASKS=2", "CORRAL_TASK_INDEX=1",
-                                           "CUDA_VISIBLE_DEVICES=0,1", "HOME=/", "K=V",
-                                           "NVIDIA_VISIBLE_DEVICES=0,1", "PATH=/opt/bin"}));
+  EXPECT_EQ(env, (std::vector<std::string>{
+                     "CORRAL_ALLOCATION_ID=12", "CORRAL_GENERATION=3", "CORRAL_GPU_MILLI=1000",
+                     "CORRAL_JOB_ID=7", "CORRAL_NODE_NAME=gpu-07", "CORRAL_NUM_TASKS=2",
+                     "CORRAL_TASK_INDEX=1", "CUDA_VISIBLE_DEVICES=0,1", "HOME=/", "K=V",
+                     "NVIDIA_VISIBLE_DEVICES=0,1", "PATH=/opt/bin"}));
 }
 
 TEST(TaskEnvironmentTest, ReservedNamesInTheJobEnvAreIgnored) {
@@ -231,6 +231,7 @@ TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {
   std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {}, "/w/hostfiles/12-3");
   EXPECT_EQ(env, (std::vector<std::string>{
                      "CORRAL_ALLOCATION_ID=12",
+                     "CORRAL_GENERATION=3",
                      "CORRAL_GPU_MILLI=1000",
                      "CORRAL_HOSTFILE=/w/hostfiles/12-3",
                      "CORRAL_JOB_ID=7",

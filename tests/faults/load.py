@@ -1,0 +1,89 @@
+"""The steady submission load: a thread that submits small jobs through the API, trying the
+servers' URLs in turn (issue 16's rule for clients), and records every job id a server
+acknowledged. Every job's task stamps its runs in the stamp log (stamps.py)."""
+import json
+import random
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from stamps import task_script
+
+
+class SubmissionLoad:
+    """`submitters` threads each submit one job every `interval` seconds until stop(), so that
+    a fault often lands on a submission in flight. Most jobs sleep 0.5-2 s; one in `long_every`
+    sleeps `long_s` (a range), long enough to be running when a fault comes; to be running when
+    a cut-off node is declared lost, longer than the node timeout."""
+
+    def __init__(self, cluster, stamp_log, long_s, interval=0.6, submitters=2, seed=1,
+                 long_every=5, max_restarts=5):
+        self.cluster, self.stamp_log, self.interval = cluster, stamp_log, interval
+        self.rng = random.Random(seed)
+        self.long_s, self.long_every, self.max_restarts = long_s, long_every, max_restarts
+        self.acknowledged = []  # job ids, in the order acknowledged
+        self.refused = {}  # (what was going on, why a submission was not acknowledged) -> count
+        self.during = "no fault"  # what was going on: the harness names the fault it injects
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        self.threads = [threading.Thread(target=self.run, args=(i, submitters), daemon=True)
+                        for i in range(submitters)]
+
+    def start(self):
+        for t in self.threads:
+            t.start()
+
+    def stop(self):
+        self.stopping.set()
+        for t in self.threads:
+            t.join()
+
+    def count(self):
+        with self.lock:
+            return len(self.acknowledged)
+
+    def spec(self, n):
+        with self.lock:
+            seconds = (self.rng.uniform(*self.long_s) if n % self.long_every == 0
+                       else self.rng.uniform(0.5, 2))
+        return {"name": f"load-{n}",
+                "command": ["bash", "-c", task_script(self.stamp_log, seconds)],
+                "resources": {"gpus": 1}, "max_restarts": self.max_restarts}
+
+    def submit(self, spec):
+        """One submission: tries each URL once; a refused connection or a 503 moves on to the
+        next. A timeout after the request was sent is not retried (it might have been taken)."""
+        why = "no server"
+        for url in self.cluster.urls():
+            req = urllib.request.Request(url + "/api/v1/jobs", method="POST",
+                                         data=json.dumps(spec).encode())
+            req.add_header("Authorization", "Bearer " + self.cluster.token)
+            req.add_header("Content-Type", "application/json")
+            try:
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    return json.loads(r.read())["id"], None
+            except urllib.error.HTTPError as e:
+                why = f"HTTP {e.code}"
+                if e.code != 503:
+                    return None, why
+            except OSError as e:  # urllib wraps the socket's error in URLError.reason
+                reason = getattr(e, "reason", e)
+                if not isinstance(reason, ConnectionRefusedError):
+                    return None, type(reason).__name__
+                why = "connection refused"
+        return None, why
+
+    def run(self, first, step):
+        n = first
+        self.stopping.wait(self.interval * first / step)  # the threads take turns
+        while not self.stopping.is_set():
+            n += step
+            job, why = self.submit(self.spec(n))
+            with self.lock:
+                if job is not None:
+                    self.acknowledged.append(job)
+                else:
+                    key = f"{self.during}: {why}"
+                    self.refused[key] = self.refused.get(key, 0) + 1
+            self.stopping.wait(self.interval)
