@@ -115,8 +115,10 @@ class Postgres:
 class Server:
     """One `corral server`; restartable with the same flags."""
 
-    def __init__(self, corral, name, host, data, store, node_timeout, kill_grace, log):
+    def __init__(self, corral, name, host, data, store, node_timeout, kill_grace, log,
+                 fence_after):
         self.corral, self.name, self.host, self.data, self.store = corral, name, host, data, store
+        self.fence_after = fence_after
         self.port = free_port(host)
         self.session_port = free_port(host)
         self.url = f"http://{host}:{self.port}"
@@ -127,7 +129,8 @@ class Server:
         self.proc = subprocess.Popen(
             [self.corral, "server", "--listen", f"{self.host}:{self.port}", "--store", self.store,
              "--session-listen", f"{self.host}:{self.session_port}", "--data-dir", self.data,
-             "--node-timeout", str(self.node_timeout), "--kill-grace", str(self.kill_grace)],
+             "--node-timeout", str(self.node_timeout), "--kill-grace", str(self.kill_grace),
+             "--fence-after", str(self.fence_after)],
             stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         return wait_for(lambda: self.healthy() or self.proc.poll() is not None, timeout) \
             and self.healthy()
@@ -250,7 +253,7 @@ class Cluster:
     `data_root`, which the caller may have put on a small filesystem (the disk-full fault)."""
 
     def __init__(self, corral, root, data_root, store, servers=1, agents=3, gpus="8xT4",
-                 node_timeout=5, kill_grace=2, netns=False):
+                 node_timeout=12, kill_grace=2, fence_after=4, netns=False):
         if store == "sqlite" and servers != 1:
             raise ValueError("SQLite is single-server")
         self.corral, self.root, self.data_root = corral, root, data_root
@@ -259,7 +262,7 @@ class Cluster:
         self.node_timeout = node_timeout
         self.servers, self.agents = [], []
         self.server_count, self.agent_count, self.gpus = servers, agents, gpus
-        self.kill_grace = kill_grace
+        self.kill_grace, self.fence_after = kill_grace, fence_after
         self.store_kind = store
 
     def start(self):
@@ -274,7 +277,8 @@ class Cluster:
         for i in range(self.server_count):
             data = os.path.join(self.data_root, f"server{i}")
             server = Server(self.corral, f"s{i}", host, data, store, self.node_timeout,
-                            self.kill_grace, os.path.join(self.root, f"server{i}.log"))
+                            self.kill_grace, os.path.join(self.root, f"server{i}.log"),
+                            self.fence_after)
             self.servers.append(server)
             if not server.start():
                 raise RuntimeError(f"server {server.name} did not come up: see {server.log}")

@@ -40,11 +40,13 @@ from faults import FAULTS  # noqa: E402
 from load import SubmissionLoad  # noqa: E402
 from stamps import overlaps, read_runs  # noqa: E402
 
-# The server's --node-timeout: nodes silent this long are lost. Over 6 s: an agent retries a
-# failed heartbeat after a backoff that doubles up to 5 s (agent_loop.cc), and then waits up to
-# 1 s for its answer, so under a burst of server restarts a node timeout of 5 s loses nodes
-# (docs/reliability.md, "Findings").
-NODE_TIMEOUT_S = 10
+# The server's timings (docs/control-plane.md, "Fencing"): nodes silent NODE_TIMEOUT_S are
+# unreachable; an agent that hears no server for FENCE_AFTER_S stops its requeue-able tasks
+# (SIGTERM, KILL_GRACE_S, SIGKILL), which must end before the node timeout with the agents' 5 s
+# request timeout to spare: 4 + 2 + 5 < 12. On PostgreSQL a failover (the 3 s lease and a
+# 0.5 s poll) must also end before FENCE_AFTER_S.
+NODE_TIMEOUT_S = 12
+FENCE_AFTER_S = 4
 KILL_GRACE_S = 2  # the server's --kill-grace: SIGTERM to SIGKILL
 DRAIN_S = 120  # after the faults: how long the cluster has to finish the acknowledged jobs
 RECOVER_S = 60  # after a fault: how long the cluster has to be whole again (a long cut: ~30 s)
@@ -57,13 +59,13 @@ TERMINAL = {"succeeded", "failed", "cancelled", "lost", "timeout", "oom"}
 # Phases: (name, store, shuffle: whether its faults come in a random order, [(kind, count)])
 PLANS = {
     "short": [
-        # No agent SIGKILL: an agent killed while it writes a task's record reports that task
-        # with job id -1 ever after, and the server refuses all its heartbeats (docs/
-        # reliability.md, "Findings"); nor long partitions: agents do not fence yet.
-        ("sqlite", "sqlite", False, [("disk_full", 1), ("server_sigkill", 8)]),
+        ("sqlite", "sqlite", False, [("disk_full", 1), ("server_sigkill", 8),
+                                     ("agent_sigkill", 2)]),
         ("postgres", "postgres", True, [("server_sigkill", 3), ("postgres_restart", 3),
                                         ("partition_both_short", 3),
-                                        ("partition_oneway_short", 3), ("disk_full", 2)]),
+                                        ("partition_oneway_short", 3), ("disk_full", 2),
+                                        ("agent_sigkill", 1), ("partition_both_long", 1),
+                                        ("partition_oneway_long", 1)]),
     ],
     "full": [
         ("sqlite-kills", "sqlite", False, [("server_sigkill", 100)]),
@@ -124,6 +126,7 @@ class Phase:
         data_root = self.setup_data_root()
         self.cluster = Cluster(self.args.corral, self.root, data_root, self.store,
                                node_timeout=NODE_TIMEOUT_S, kill_grace=KILL_GRACE_S,
+                               fence_after=FENCE_AFTER_S,
                                netns="netns" in self.capabilities)
         self.stamp_log = os.path.join(self.root, "stamps.log")
         self.load = None
