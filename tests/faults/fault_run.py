@@ -48,7 +48,10 @@ from stamps import overlaps, read_runs  # noqa: E402
 NODE_TIMEOUT_S = 12
 FENCE_AFTER_S = 4
 KILL_GRACE_S = 2  # the server's --kill-grace: SIGTERM to SIGKILL
-DRAIN_S = 120  # after the faults: how long the cluster has to finish the acknowledged jobs
+# After the faults: how long the cluster has to finish the acknowledged jobs. The full run's
+# queue runs near its 24 GPUs and its long tasks last up to 36 s: a job started late in the
+# backlog needs minutes (120 s was too short: 3 long tasks were still running, stamped, at it).
+DRAIN_S = 300
 RECOVER_S = 60  # after a fault: how long the cluster has to be whole again (a long cut: ~30 s)
 # How long the load's long tasks run: in the full run, longer than the node timeout, so that
 # some still run when a cut-off node is declared lost (and an overlap can show).
