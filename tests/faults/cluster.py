@@ -113,12 +113,13 @@ class Postgres:
 
 
 class Server:
-    """One `corral server`; restartable with the same flags."""
+    """One `corral server`; restartable with the same flags. `session_key`: the file every
+    server of several shares (None: the server makes its own)."""
 
     def __init__(self, corral, name, host, data, store, node_timeout, kill_grace, log,
-                 fence_after):
+                 fence_after, session_key=None):
         self.corral, self.name, self.host, self.data, self.store = corral, name, host, data, store
-        self.fence_after = fence_after
+        self.fence_after, self.session_key = fence_after, session_key
         self.port = free_port(host)
         self.session_port = free_port(host)
         self.url = f"http://{host}:{self.port}"
@@ -130,16 +131,22 @@ class Server:
             [self.corral, "server", "--listen", f"{self.host}:{self.port}", "--store", self.store,
              "--session-listen", f"{self.host}:{self.session_port}", "--data-dir", self.data,
              "--node-timeout", str(self.node_timeout), "--kill-grace", str(self.kill_grace),
-             "--fence-after", str(self.fence_after)],
+             "--fence-after", str(self.fence_after),
+             *(["--session-key-file", self.session_key] if self.session_key else [])],
             stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
         return wait_for(lambda: self.healthy() or self.proc.poll() is not None, timeout) \
             and self.healthy()
 
-    def healthy(self):
+    def role(self):
+        """"leader", "follower" (GET /healthz), or None when it does not answer."""
         try:
-            return urllib.request.urlopen(self.url + "/healthz", timeout=1).status == 200
+            with urllib.request.urlopen(self.url + "/healthz", timeout=1) as r:
+                return json.loads(r.read()).get("role") if r.status == 200 else None
         except Exception:
-            return False
+            return None
+
+    def healthy(self):
+        return self.role() is not None
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -151,6 +158,7 @@ class Server:
 
     def stop(self):
         if self.alive():
+            self.proc.send_signal(signal.SIGCONT)
             self.proc.terminate()
             try:
                 self.proc.wait(10)
@@ -274,14 +282,24 @@ class Cluster:
         else:
             store = "sqlite:" + os.path.join(self.data_root, "corral.db")
         host = self.network.host if self.network else "127.0.0.1"
+        session_key = None
+        if self.server_count > 1:  # servers of one cluster share the session key
+            session_key = os.path.join(self.root, "session.key")
+            with open(session_key, "w") as f:
+                f.write(os.urandom(32).hex() + "\n")
+            os.chmod(session_key, 0o600)
         for i in range(self.server_count):
             data = os.path.join(self.data_root, f"server{i}")
             server = Server(self.corral, f"s{i}", host, data, store, self.node_timeout,
                             self.kill_grace, os.path.join(self.root, f"server{i}.log"),
-                            self.fence_after)
+                            self.fence_after, session_key)
             self.servers.append(server)
             if not server.start():
                 raise RuntimeError(f"server {server.name} did not come up: see {server.log}")
+            # The first server bootstraps the store (admin and join tokens): it leads first.
+            want = "leader" if i == 0 else "follower"
+            if not wait_for(lambda: server.role() == want, 30):
+                raise RuntimeError(f"server {server.name} is not the {want}: see {server.log}")
         self.token = open(os.path.join(self.servers[0].data, "admin.token")).read().strip()
         for i in range(self.agent_count):
             agent = Agent(self, i, self.gpus)
@@ -291,8 +309,6 @@ class Cluster:
             raise RuntimeError("agents did not all join: " + json.dumps(self.nodes()))
 
     def agent_server_arg(self):
-        # Agents take a comma-separated list of servers once the ha-urls branch is merged; one
-        # URL is all today's agent accepts.
         return ",".join(s.url for s in self.servers)
 
     def urls(self):
@@ -350,9 +366,9 @@ class Cluster:
         return wait_for(ready, timeout, 0.1)
 
     def leader(self):
-        """The server that serves the API now (the leader once there are several)."""
+        """The server that leads now (None while none does)."""
         for s in self.servers:
-            if s.alive() and s.healthy():
+            if s.alive() and s.role() == "leader":
                 return s
         return None
 

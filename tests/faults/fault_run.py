@@ -12,7 +12,7 @@ API and the stamp log:
 and counts the requeues (runs with a generation over 1).
 
 Plans (--plan):
-  short  about 2 minutes, in `make test`: only the faults whose invariants main keeps today;
+  short  about 3 minutes, in `make test`: a few of each kind;
   full   `make faults` (<= 30 min): every kind, SQLite's 100 server SIGKILLs in a row;
 --scale N multiplies every count (FAULTS=N in make); --kinds a,b keeps only those kinds.
 
@@ -59,26 +59,29 @@ LONG_TASK_S = {"short": (6, 12), "full": (1.5 * NODE_TIMEOUT_S, 3 * NODE_TIMEOUT
 CAUSE_SLACK_S = 10  # an overlap whose later run starts this soon after a fault may be its
 TERMINAL = {"succeeded", "failed", "cancelled", "lost", "timeout", "oom"}
 
-# Phases: (name, store, shuffle: whether its faults come in a random order, [(kind, count)])
+# Phases: (name, store, servers, shuffle: whether its faults come in a random order,
+# [(kind, count)]). PostgreSQL phases run two servers: the leader's faults need a follower.
 PLANS = {
     "short": [
-        ("sqlite", "sqlite", False, [("disk_full", 1), ("server_sigkill", 8),
-                                     ("agent_sigkill", 2)]),
-        ("postgres", "postgres", True, [("server_sigkill", 3), ("postgres_restart", 3),
-                                        ("partition_both_short", 3),
-                                        ("partition_oneway_short", 3), ("disk_full", 2),
-                                        ("agent_sigkill", 1), ("partition_both_long", 1),
-                                        ("partition_oneway_long", 1)]),
+        ("sqlite", "sqlite", 1, False, [("disk_full", 1), ("server_sigkill", 8),
+                                        ("agent_sigkill", 2)]),
+        ("postgres", "postgres", 2, True, [("server_sigkill", 2), ("leader_sigkill", 2),
+                                           ("leader_sigstop", 2), ("postgres_restart", 3),
+                                           ("partition_both_short", 3),
+                                           ("partition_oneway_short", 3), ("disk_full", 2),
+                                           ("agent_sigkill", 1), ("partition_both_long", 1),
+                                           ("partition_oneway_long", 1)]),
     ],
     "full": [
-        ("sqlite-kills", "sqlite", False, [("server_sigkill", 100)]),
-        ("sqlite", "sqlite", True, [("agent_sigkill", 10), ("partition_both_short", 5),
-                                    ("partition_oneway_short", 5), ("disk_full", 5)]),
-        ("postgres", "postgres", True, [("server_sigkill", 10), ("agent_sigkill", 10),
-                                        ("postgres_restart", 10), ("partition_both_short", 5),
-                                        ("partition_oneway_short", 5), ("disk_full", 5),
-                                        ("partition_both_long", 5),
-                                        ("partition_oneway_long", 5)]),
+        ("sqlite-kills", "sqlite", 1, False, [("server_sigkill", 100)]),
+        ("sqlite", "sqlite", 1, True, [("agent_sigkill", 10), ("partition_both_short", 5),
+                                       ("partition_oneway_short", 5), ("disk_full", 5)]),
+        ("postgres", "postgres", 2, True, [("server_sigkill", 10), ("leader_sigkill", 10),
+                                           ("leader_sigstop", 10), ("agent_sigkill", 10),
+                                           ("postgres_restart", 10), ("partition_both_short", 5),
+                                           ("partition_oneway_short", 5), ("disk_full", 5),
+                                           ("partition_both_long", 5),
+                                           ("partition_oneway_long", 5)]),
     ],
 }
 
@@ -90,12 +93,14 @@ def log(text):
 class Phase:
     """One cluster under load and its faults; `result` holds what the checker found."""
 
-    def __init__(self, args, name, store, shuffle, faults, root, capabilities):
-        self.args, self.name, self.store = args, name, store
+    def __init__(self, args, name, store, servers, shuffle, faults, root, capabilities):
+        self.args, self.name, self.store, self.server_count = args, name, store, servers
         self.root = os.path.join(root, name)
         os.makedirs(self.root)
         self.rng = random.Random(f"{args.seed}-{name}")
-        self.capabilities = capabilities
+        self.capabilities = capabilities | ({"servers2"} if servers >= 2 else set())
+        self.failovers = []  # (kind, seconds): each leader fault's failover time
+        self.lease_losses = 0  # servers that exited with status 3 and were started again
         self.windows = []  # (kind, target, start, end) of every fault, in wall-clock time
         self.node_events = []  # (time, node, state): every change the monitor saw
         self.injected = {}  # kind -> count
@@ -104,9 +109,10 @@ class Phase:
         self.plan = []
         for kind, count in faults:
             fault = kinds[kind](self)
-            missing = [n for n in fault.needs if n not in capabilities]
+            missing = [n for n in fault.needs if n not in self.capabilities]
             if missing:
-                log(f"[{name}] {kind}: skipped ({'; '.join(capabilities_why(n) for n in missing)})")
+                why = "; ".join(capabilities_why(n) for n in missing)
+                log(f"[{name}] {kind}: skipped ({why})")
                 continue
             self.plan += [fault] * count
         if shuffle:
@@ -128,7 +134,7 @@ class Phase:
     def run(self):
         data_root = self.setup_data_root()
         self.cluster = Cluster(self.args.corral, self.root, data_root, self.store,
-                               node_timeout=NODE_TIMEOUT_S, kill_grace=KILL_GRACE_S,
+                               servers=self.server_count, node_timeout=NODE_TIMEOUT_S, kill_grace=KILL_GRACE_S,
                                fence_after=FENCE_AFTER_S,
                                netns="netns" in self.capabilities)
         self.stamp_log = os.path.join(self.root, "stamps.log")
@@ -182,19 +188,33 @@ class Phase:
 
     def recover(self, kind, end):
         """Restarts what a fault left dead (a failure: no fault here may kill a process it
-        does not target, nor leave dead the one it does), then waits until every server is
-        healthy and every node ready and heard from since the fault ended at `end`."""
+        does not target, nor leave dead the one it does; but a server may exit with status 3,
+        its lease lost, as documented, and is started again as a supervisor would), then waits
+        until every server is healthy, one leads, and every node is ready and heard from since
+        the fault ended at `end`."""
         c = self.cluster
         for s in c.servers:
-            if not s.alive():
-                self.fail(f"server {s.name} exited during {kind} (see {s.log})")
+            if not s.alive() and s.proc.returncode != 3:
+                self.fail(f"server {s.name} exited with {s.proc.returncode} during {kind} "
+                          f"(see {s.log})")
                 s.start()
         for a in c.agents:
             if not a.alive():
                 self.fail(f"agent {a.name} exited during {kind} (see {a.log})")
                 a.start()
-        if not wait_for(lambda: all(s.healthy() for s in c.servers), RECOVER_S):
-            self.fail(f"after {kind}: a server is not healthy after {RECOVER_S} s")
+
+        def whole():
+            for s in c.servers:  # also one that loses its lease while the others recover
+                if not s.alive() and s.proc.returncode == 3:
+                    self.lease_losses += 1
+                    log(f"[{self.name}] server {s.name} lost its lease during {kind} (exit "
+                        "status 3): started again")
+                    s.start()
+            return all(s.healthy() for s in c.servers) and c.leader()
+
+        if not wait_for(whole, RECOVER_S):
+            self.fail(f"after {kind}: a server is not healthy, or none leads, after "
+                      f"{RECOVER_S} s")
         if not c.wait_nodes_ready(RECOVER_S, heard_since=end):
             self.fail(f"after {kind}: nodes not all ready after {RECOVER_S} s: {c.ready_nodes()}")
 
@@ -241,6 +261,8 @@ class Phase:
             "max_overlap": max([s for _, _, s in found], default=0.0),
             "states": states, "refused": dict(self.load.refused), "requeue_reasons": reasons,
             "waiting": len(waiting), "stuck": len(stuck) - len(waiting),
+            "max_failover": max([s for _, s in self.failovers], default=None),
+            "failovers": len(self.failovers), "lease_losses": self.lease_losses,
         }
         if lost:
             self.fail(f"{len(lost)} acknowledged jobs lost: {lost[:20]}")
@@ -323,7 +345,8 @@ def kill_leftover_tasks(stamp_log):
 def capabilities_why(name):
     return {"netns": "agents are on loopback: " + str(netns_missing()),
             "postgres": str(Postgres.missing()),
-            "small_disk": "not root: no small filesystem for the data folder"}[name]
+            "small_disk": "not root: no small filesystem for the data folder",
+            "servers2": "the phase runs one server"}[name]
 
 
 def capabilities():
@@ -361,14 +384,14 @@ def main():
         f"node timeout {NODE_TIMEOUT_S} s, kill grace {KILL_GRACE_S} s")
     phases = []
     started = time.monotonic()
-    for name, store, shuffle, faults in PLANS[args.plan]:
+    for name, store, servers, shuffle, faults in PLANS[args.plan]:
         faults = [(k, max(1, round(n * args.scale))) for k, n in faults if not kinds or k in kinds]
         if not faults:
             continue
         if store == "postgres" and "postgres" not in have:
             log(f"[{name}] skipped: {capabilities_why('postgres')}")
             continue
-        phase = Phase(args, name, store, shuffle, faults, root, have)
+        phase = Phase(args, name, store, servers, shuffle, faults, root, have)
         phases.append(phase)
         phase.run()
     failed = report(phases, time.monotonic() - started)
@@ -396,8 +419,14 @@ def report(phases, seconds):
                   f"start); nodes lost {r['nodes_lost']}; waiting {r['waiting']}, "
                   f"stuck {r['stuck']}; states {r['states']}; not acknowledged {r['refused']}; "
                   f"requeued because {r['requeue_reasons']}")
+            if r["failovers"]:
+                print(f"[{ph.name}] failovers {r['failovers']}, max {r['max_failover']:.2f} s "
+                      "(leader fault to the next submission acknowledged); servers that exited "
+                      f"with their lease lost {r['lease_losses']}")
             for k in ("acknowledged", "lost", "overlapping", "requeues"):
                 total[k] = total.get(k, 0) + r[k]
+            if r["max_failover"] is not None:
+                total["max_failover"] = max(total.get("max_failover", 0), r["max_failover"])
             total["max_partition_overlap"] = max(total.get("max_partition_overlap", 0),
                                                  r["max_partition_overlap"])
         for k, n in ph.injected.items():
@@ -412,8 +441,8 @@ def report(phases, seconds):
           + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) + "); "
           f"jobs acknowledged {total.get('acknowledged', 0)}, lost {total.get('lost', 0)}, "
           f"overlapping runs {total.get('overlapping', 0)}, requeues {total.get('requeues', 0)}, "
-          f"max partition overlap {total.get('max_partition_overlap', 0):.2f} s; "
-          f"{seconds:.0f} s; {'FAILED' if failed else 'passed'}")
+          f"max partition overlap {total.get('max_partition_overlap', 0):.2f} s, "
+          f"max failover {total.get('max_failover', 0):.2f} s; {seconds:.0f} s; {'FAILED' if failed else 'passed'}")
     return failed or not phases
 
 

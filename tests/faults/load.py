@@ -23,8 +23,10 @@ class SubmissionLoad:
         self.rng = random.Random(seed)
         self.long_s, self.long_every, self.max_restarts = long_s, long_every, max_restarts
         self.acknowledged = []  # job ids, in the order acknowledged
+        self.acknowledged_at = []  # time.monotonic() of each acknowledgement, in that order
         self.refused = {}  # (what was going on, why a submission was not acknowledged) -> count
         self.during = "no fault"  # what was going on: the harness names the fault it injects
+        self.start_at = 0  # the index of the URL the next submission tries first
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.threads = [threading.Thread(target=self.run, args=(i, submitters), daemon=True)
@@ -43,6 +45,11 @@ class SubmissionLoad:
         with self.lock:
             return len(self.acknowledged)
 
+    def acknowledged_after(self, since):
+        """The monotonic time of the first acknowledgement at or after `since`, or None."""
+        with self.lock:
+            return next((t for t in self.acknowledged_at if t >= since), None)
+
     def spec(self, n):
         with self.lock:
             seconds = (self.rng.uniform(*self.long_s) if n % self.long_every == 0
@@ -52,17 +59,26 @@ class SubmissionLoad:
                 "resources": {"gpus": 1}, "max_restarts": self.max_restarts}
 
     def submit(self, spec):
-        """One submission: tries each URL once; a refused connection or a 503 moves on to the
-        next. A timeout after the request was sent is not retried (it might have been taken)."""
+        """One submission: tries each URL once, from the one that answered last; a refused
+        connection or a 503 moves on to the next. A timeout or a reset after the request was
+        sent is not retried (it might have been taken), but the next submission starts at the
+        next URL: a frozen server accepts connections and answers none."""
+        urls = self.cluster.urls()
+        with self.lock:
+            start = self.start_at % len(urls)
         why = "no server"
-        for url in self.cluster.urls():
+        for i in range(start, start + len(urls)):
+            url = urls[i % len(urls)]
             req = urllib.request.Request(url + "/api/v1/jobs", method="POST",
                                          data=json.dumps(spec).encode())
             req.add_header("Authorization", "Bearer " + self.cluster.token)
             req.add_header("Content-Type", "application/json")
             try:
                 with urllib.request.urlopen(req, timeout=5) as r:
-                    return json.loads(r.read())["id"], None
+                    job = json.loads(r.read())["id"]
+                with self.lock:
+                    self.start_at = i
+                return job, None
             except urllib.error.HTTPError as e:
                 why = f"HTTP {e.code}"
                 if e.code != 503:
@@ -70,6 +86,8 @@ class SubmissionLoad:
             except OSError as e:  # urllib wraps the socket's error in URLError.reason
                 reason = getattr(e, "reason", e)
                 if not isinstance(reason, ConnectionRefusedError):
+                    with self.lock:
+                        self.start_at = i + 1
                     return None, type(reason).__name__
                 why = "connection refused"
         return None, why
@@ -83,6 +101,7 @@ class SubmissionLoad:
             with self.lock:
                 if job is not None:
                     self.acknowledged.append(job)
+                    self.acknowledged_at.append(time.monotonic())
                 else:
                     key = f"{self.during}: {why}"
                     self.refused[key] = self.refused.get(key, 0) + 1
