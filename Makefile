@@ -20,7 +20,7 @@
 #   make faults  the fault harness's full run (tests/faults/, docs/reliability.md; <= 30 min):
 #                servers, agents and PostgreSQL killed, agents cut off, the disk filled, under
 #                load; fails on a lost job or two runs of one task at once
-#   make test-faults  its short run (about 2 minutes; part of `make test`)
+#   make test-faults  its short run (about 3.5 minutes; part of `make test`)
 #   make fuzz    build the libFuzzer targets (fuzz/, clang) in build-fuzz/ and run each for
 #                FUZZ_SECONDS on its seed corpus, merging what reaches new code into
 #                fuzz/corpus/ (docs/security.md, "Fuzzing"); fails on any crash
