@@ -58,6 +58,8 @@ int ExitCodeOf(const Status& s) {
       // A server's limit that frees up with time (429 with Retry-After): try again later. A
       // file over a size limit is not that.
       return s.retry_after() ? 6 : 1;
+    case StatusCode::kUnavailable:  // no server could serve it now: try again later
+      return 6;
     default:
       return 1;
   }

@@ -20,6 +20,8 @@ const char* StatusCodeName(StatusCode code) {
       return "permission_denied";
     case StatusCode::kResourceExhausted:
       return "resource_exhausted";
+    case StatusCode::kUnavailable:
+      return "unavailable";
     case StatusCode::kIoError:
       return "io_error";
     case StatusCode::kInternal:

@@ -21,6 +21,9 @@ enum class StatusCode {
   kUnauthenticated,     // no or an unknown credential
   kPermissionDenied,    // a known caller who may not do this
   kResourceExhausted,
+  // Not done, and nothing was done: this server cannot serve it now (it is no longer the
+  // leader: its write was fenced). Safe to send again, to another server or later.
+  kUnavailable,
   kIoError,
   kInternal,
 };
@@ -48,6 +51,13 @@ class Status {
     retry_after_ = after;
     return std::move(*this);
   }
+  // The same status (code, retry_after) with `prefix` before its message: context added on the
+  // way up ("create user: " + ...) that keeps what a client is told to do.
+  Status WithPrefix(const std::string& prefix) const {
+    Status s = *this;
+    s.message_ = prefix + message_;
+    return s;
+  }
 
  private:
   StatusCode code_ = StatusCode::kOk;
@@ -71,6 +81,11 @@ inline Status Unauthenticated(std::string message) {
 }
 inline Status PermissionDenied(std::string message) {
   return {StatusCode::kPermissionDenied, std::move(message)};
+}
+// Not carried out at all, and safe to send again (see kUnavailable): ask again after
+// `retry_after`, to this server or another.
+inline Status Unavailable(std::string message, Seconds retry_after) {
+  return Status(StatusCode::kUnavailable, std::move(message)).WithRetryAfter(retry_after);
 }
 // A cap reached that frees up with time: ask again after `retry_after`.
 inline Status ResourceExhausted(std::string message, Seconds retry_after) {

@@ -239,7 +239,9 @@ TEST_P(LeaseTest, AFencedStoreChangesNothingThroughAnyWritePath) {
   const int64_t commits = old_leader->Commits();
   for (const auto& [name, write] : writes) {
     Status s = write();
-    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << name << ": " << s.ToString();
+    // Unavailable with a Retry-After: nothing was done, so clients send it again (HTTP 503).
+    EXPECT_EQ(s.code(), StatusCode::kUnavailable) << name << ": " << s.ToString();
+    EXPECT_EQ(s.retry_after(), Seconds(1)) << name;
     EXPECT_THAT(s.message(),
                 HasSubstr("fenced: this server's epoch 1 is no longer the leader's (now 2)"))
         << name;

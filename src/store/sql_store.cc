@@ -199,7 +199,7 @@ Status ValidateNewJob(const JobRecord& job) {
 // An error of jobs[i] (of a batch of n), named "jobs[i]: ..." when there are several.
 Status InBatch(const Status& s, size_t i, size_t n) {
   if (s.ok() || n == 1) return s;
-  return {s.code(), "jobs[" + std::to_string(i) + "]: " + s.message()};
+  return s.WithPrefix("jobs[" + std::to_string(i) + "]: ");
 }
 
 // The insert's parameters for `job`, an element of array `array_id` (NULL: not yet known, or
@@ -300,8 +300,10 @@ Status SqlStore::CheckEpoch() {
   if (!rows.ok()) return rows.status();
   const int64_t now = rows->empty() ? 0 : (*rows)[0].Int(0);
   if (now == held) return {};
-  return FailedPrecondition("fenced: this server's epoch " + std::to_string(held) +
-                            " is no longer the leader's (now " + std::to_string(now) + ")");
+  // Rolled back, so nothing was done: the client may send it again, to the new leader.
+  return Unavailable("fenced: this server's epoch " + std::to_string(held) +
+                         " is no longer the leader's (now " + std::to_string(now) + ")",
+                     Seconds(1));
 }
 
 // ---- Leadership ----
@@ -431,9 +433,9 @@ Result<std::string> SqlStore::ShareClusterSecret(ClusterSecret which, const std:
 Status SqlStore::Annotate(const std::string& operation, const Status& status) const {
   if (status.ok()) return status;
   if (status.code() == StatusCode::kIoError || status.code() == StatusCode::kInternal) {
-    return {status.code(), operation + ": store " + name_ + ": " + status.message()};
+    return status.WithPrefix(operation + ": store " + name_ + ": ");
   }
-  return {status.code(), operation + ": " + status.message()};
+  return status.WithPrefix(operation + ": ");
 }
 
 Result<model::JobState> SqlStore::JobStateLocked(JobId id) {

@@ -89,9 +89,10 @@ void SubmissionBatcher::Commit(const std::vector<Request*>& batch) {
   // A batch fails as a whole. When the cause is a job's content, commit the others one by one
   // so that one bad submission does not fail its neighbours. When the database failed (I/O,
   // internal) every job gets the error: retrying could duplicate jobs whose commit outcome is
-  // unknown.
+  // unknown. A fenced server (unavailable) would be fenced again for each.
   StatusCode code = ids.status().code();
-  bool per_job = batch.size() > 1 && code != StatusCode::kIoError && code != StatusCode::kInternal;
+  bool per_job = batch.size() > 1 && code != StatusCode::kIoError &&
+                 code != StatusCode::kInternal && code != StatusCode::kUnavailable;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!per_job) {
       batch[i]->result.set_value(ids.status());

@@ -18,11 +18,12 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-// The store failing for everyone (I/O, a lost connection), as opposed to refusing one job's
-// writes (a transition whose job is not in the expected state, a row it will not take): only
-// the latter is worth trying job by job.
+// The store failing for everyone (I/O, a lost connection, this server fenced), as opposed to
+// refusing one job's writes (a transition whose job is not in the expected state, a row it will
+// not take): only the latter is worth trying job by job.
 bool IsStoreWide(const Status& s) {
-  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal;
+  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal ||
+         s.code() == StatusCode::kUnavailable;
 }
 
 }  // namespace

@@ -197,6 +197,22 @@ TEST_F(HttpServerTest, AProblemQuotingBytesThatAreNotUtf8Is400NotA500) {
   EXPECT_NE(detail.find("\xef\xbf\xbd"), std::string::npos) << "no U+FFFD: " << answer;
 }
 
+TEST(ProblemTest, UnavailableIs503WithRetryAfterSoThatClientsSendItAgain) {
+  // A fenced write (the store's Unavailable): rolled back, so safe to send again.
+  HttpResponse res;
+  SendProblem(res, Unavailable("fenced: this server's epoch 4 is no longer the leader's (now 5)",
+                               Seconds(1)));
+  EXPECT_EQ(res.status, 503);
+  ASSERT_TRUE(res.HasHeader("Retry-After"));
+  EXPECT_EQ(res.headers.find("Retry-After")->second, "1");
+  const nlohmann::json body = ParseJsonOrNull(res.body);
+  EXPECT_EQ(body.value("title", ""), "unavailable");
+  EXPECT_EQ(body.value("status", 0), 503);
+  // A cap reached stays 429; a failure whose outcome is unknown stays 500 (not sent again).
+  EXPECT_EQ(HttpStatusOf(StatusCode::kResourceExhausted), 429);
+  EXPECT_EQ(HttpStatusOf(StatusCode::kIoError), 500);
+}
+
 TEST_F(HttpServerTest, AStreamedBodyIsSentInChunks) {
   Start();
   Client c(port_);

@@ -21,6 +21,8 @@ int HttpStatusOf(StatusCode code) {
       return 409;
     case StatusCode::kResourceExhausted:
       return 429;
+    case StatusCode::kUnavailable:
+      return 503;
     default:
       return 500;
   }
@@ -40,6 +42,8 @@ void SendProblem(HttpResponse& res, const Status& s) {
   const int status = HttpStatusOf(s.code());
   if (const std::optional<Seconds> after = s.retry_after()) {
     res.SetHeader("Retry-After", std::to_string(std::max<int64_t>(after->value(), 1)));
+  } else if (status == 503) {  // every 503 says when to come back
+    res.SetHeader("Retry-After", "1");
   }
   res.status = status;
   // A detail may quote what the client sent (a JSON parser's error quotes the bytes it stopped
