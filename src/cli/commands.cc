@@ -1,6 +1,7 @@
 #include "cli/commands.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -37,6 +38,21 @@
 namespace corral::cli {
 
 namespace {
+
+// `value` percent-encoded for a URL's query (RFC 3986: all but the unreserved characters), so
+// that a job name's '+', '=' or ',' reach the server as themselves.
+std::string QueryValue(std::string_view value) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : value) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    }
+  }
+  return out;
+}
 
 using nlohmann::json;
 
@@ -433,7 +449,7 @@ bool Ended(const std::string& state) {
 void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     bool all = false, follow = false, stderr_stream = false;
-    std::string state, output = "table";
+    std::string state, output = "table", user, name, sort, cursor;
     int64_t id = -1, before = 0, generation = 0, array = 0;
     int task = 0, limit = 0;
   };
@@ -451,7 +467,14 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   }
   jobs->add_option("--state", f->state, "Only these states, comma-separated: " + state_names);
   jobs->add_option("--limit", f->limit, "Jobs per page, newest first (default 100, at most 1000)");
-  jobs->add_option("--before", f->before, "Only jobs with smaller ids (the next page's start)");
+  jobs->add_option("--before", f->before,
+                   "Only jobs with smaller ids (deprecated: --cursor pages every sort)");
+  jobs->add_option("--user", f->user, "Only these users' jobs, comma-separated (implies --all)");
+  jobs->add_option("--name", f->name, "Only jobs whose name starts with this");
+  jobs->add_option("--sort", f->sort,
+                   "id, submit_time, start_time, end_time or gpus, newest or most first; "
+                   "append :asc for the other way (gpus:asc)");
+  jobs->add_option("--cursor", f->cursor, "The next page's start, as the last page printed it");
   jobs->add_option("--array", f->array, "Only the elements of this array (its id)")
       ->check(CLI::PositiveNumber);
   out_opt(jobs);
@@ -474,7 +497,23 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         query += "&array=" + std::to_string(f->array);
         same_flags += " --array " + std::to_string(f->array);
       }
+      if (!f->user.empty()) {
+        if (!f->all) query = "all=1";
+        query += "&user=" + QueryValue(f->user);
+        same_flags += " --user " + f->user;
+      }
+      if (!f->name.empty()) {
+        query += "&name=" + QueryValue(f->name);
+        same_flags += " --name " + f->name;
+      }
+      if (!f->sort.empty()) {
+        const size_t colon = f->sort.find(':');
+        query += "&sort=" + QueryValue(f->sort.substr(0, colon));
+        if (colon != std::string::npos) query += "&order=" + QueryValue(f->sort.substr(colon + 1));
+        same_flags += " --sort " + f->sort;
+      }
       if (jobs->count("--before")) query += "&before=" + std::to_string(f->before);
+      if (!f->cursor.empty()) query += "&cursor=" + QueryValue(f->cursor);
       auto reply = client.GetReply("/api/v1/jobs?" + query);
       if (!reply.ok()) return reply.status();
       auto list = reply->Json();
@@ -486,9 +525,9 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       auto jobs = protocol::ParseJobSummaries(*list);
       if (!jobs.ok()) return jobs.status();
       PrintJobs(*jobs);
-      const std::string next = reply->Header("X-Corral-Next-Before");
+      const std::string next = reply->Header("X-Corral-Next-Cursor");
       if (!next.empty()) {
-        std::cout << "More jobs: corral jobs" << same_flags << " --before " << next << "\n";
+        std::cout << "More jobs: corral jobs" << same_flags << " --cursor " << next << "\n";
       }
       return Status::Ok();
     });

@@ -70,6 +70,12 @@ Result<JobSummary> ReadSummary(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "submit_time", submit));
   if (!submit) return r.Bad("submit_time", "is required");
   j.submit_time = *submit;
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "start_time", j.start_time));
+  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "end_time", j.end_time));
+  // Absent from older servers' answers: 0 then.
+  int64_t total_gpu_milli = 0;
+  CORRAL_RETURN_IF_ERROR(r.Int("total_gpu_milli", false, total_gpu_milli, 0));
+  j.total_gpu_milli = MilliGpu(total_gpu_milli);
   CORRAL_RETURN_IF_ERROR(r.String("reason", true, j.reason));
   if (r.Find("array_id") != nullptr) {
     ArrayMembership array;
@@ -187,7 +193,10 @@ json ToJson(const JobSummary& j) {
               {"state", model::ToString(j.state)},
               {"priority", j.priority},
               {"submit_time", j.submit_time.value()},
+              {"total_gpu_milli", j.total_gpu_milli.value()},
               {"reason", j.reason}};
+  if (j.start_time) out["start_time"] = j.start_time->value();
+  if (j.end_time) out["end_time"] = j.end_time->value();
   if (j.array) {
     out["array_id"] = j.array->array_id.value();
     if (j.array->index) out["array_index"] = *j.array->index;
@@ -206,8 +215,6 @@ json ToJson(const JobView& j) {
   json out = ToJson(j.summary);
   out["restarts"] = j.restarts;
   out["spec"] = ToJson(j.spec);
-  if (j.start_time) out["start_time"] = j.start_time->value();
-  if (j.end_time) out["end_time"] = j.end_time->value();
   out["events"] = ListJson(j.events, EventJson);
   out["tasks"] = ListJson(j.tasks, TaskJson);
   if (j.predicted_run_s) {
@@ -250,8 +257,6 @@ Result<JobView> ParseJobView(const json& json) {
   auto parsed = ParseJobSpec(*spec, SpecOrigin::kShown);
   if (!parsed.ok()) return r->Bad("spec", parsed.status().message());
   j.spec = std::move(parsed).value();
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(*r, "start_time", j.start_time));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(*r, "end_time", j.end_time));
   CORRAL_RETURN_IF_ERROR(ReadItems(*r, "events", ReadEvent, j.events));
   CORRAL_RETURN_IF_ERROR(ReadItems(*r, "tasks", ReadTask, j.tasks));
   CORRAL_RETURN_IF_ERROR(r->Object("predicted_run_s", false, [&](const FieldReader& p) {

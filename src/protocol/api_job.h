@@ -5,12 +5,13 @@
 //
 //   summary: {"id": 7, "name": "train", "user": "alice", "project": "vision",
 //             "state": "pending", "priority": 0, "submit_time": 1700000000,
-//             "reason": "submitted",
+//             "start_time": 1700000010, "end_time": 1700000300,   (once set)
+//             "total_gpu_milli": 2000, "reason": "submitted",
 //             "array_id": 5, "array_index": 2, "array_max_running": 2,   (array elements)
 //             "pending_reason": {"code": "...", "message": "..."},     (while pending)
 //             "estimated_start": 1700000600}                            (when estimated)
 //   view:    the summary's fields, and "restarts", "spec" (the stored spec without the
-//            session's token), "start_time" and "end_time" (once set), "events", "tasks", and
+//            session's token), "events", "tasks", and
 //            "predicted_run_s" ({"estimate", "confidence", "basis"}, while not final)
 //   submit:  {"id", "state", "project", "user", "reason", "defaults": [{"field":
 //            "resources.cpu_milli", "value": 1000, "why": "1 CPU per process, as the job asks
@@ -55,7 +56,11 @@ struct JobSummary {
   std::string project;
   model::JobState state = model::JobState::kPending;
   int priority = 0;
-  Seconds submit_time{0};                       // Unix seconds
+  Seconds submit_time{0};             // Unix seconds
+  std::optional<Seconds> start_time;  // when the job last entered running
+  std::optional<Seconds> end_time;    // when it ended
+  // GPUs over all its tasks, in milli-GPU (tasks × gpus × gpu_milli); what sort=gpus orders by.
+  MilliGpu total_gpu_milli{0};
   std::string reason;                           // the last transition's
   std::optional<ArrayMembership> array;         // array elements only
   std::optional<PendingReason> pending_reason;  // while the scheduler has it waiting
@@ -99,9 +104,7 @@ struct RuntimePrediction {
 struct JobView {
   JobSummary summary;  // but estimated_start, set only while pending_reason is
   int restarts = 0;
-  JobSpec spec;  // as stored, without the session's token
-  std::optional<Seconds> start_time;
-  std::optional<Seconds> end_time;
+  JobSpec spec;                  // as stored, without the session's token
   std::vector<JobEvent> events;  // oldest first
   std::vector<TaskView> tasks;
   std::optional<RuntimePrediction> predicted_run_s;  // none once final

@@ -103,6 +103,7 @@ JobSummary SomeSummary() {
   j.state = model::JobState::kPending;
   j.priority = 3;
   j.submit_time = Seconds(1700000000);
+  j.total_gpu_milli = MilliGpu(2500);
   j.reason = "submitted";
   j.array = ArrayMembership{JobId(10), 2, 4};
   j.pending_reason = PendingReason{"insufficient_gpus", "no node has 8 free GPUs"};
@@ -123,7 +124,7 @@ JobView SomeJob() {
   j.spec.resources.cpu = CpuMilli(4000);
   j.spec.cpu_given = j.spec.memory_given = true;
   j.spec.session = SessionSpec{120, ""};
-  j.start_time = Seconds(1700000100);
+  j.summary.start_time = Seconds(1700000100);
   j.events = {{Seconds(1700000000), std::nullopt, model::JobState::kPending, "submitted"},
               {Seconds(1700000100), model::JobState::kPending, model::JobState::kRunning, "ok"}};
   TaskView t;

@@ -274,6 +274,41 @@ ALTER TABLE cluster ADD COLUMN join_token_hash TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster ADD COLUMN session_key_check TEXT NOT NULL DEFAULT ''
 )sql";
 
+// Version 13 (docs/control-plane.md, "Listing jobs"): what the job listing sorts and filters
+// on, each served by an index that ends in id (keyset pagination on (key, id)). A job's GPUs over
+// all its tasks in milli-GPU (tasks × resources.gpus × resources.gpu_milli), filled in from the
+// stored specs of the jobs already there. Names are compared byte-wise (a prefix is a range of
+// them), so PostgreSQL's index uses the "C" collation, which SQLite's BINARY default already is.
+// SQLite's indexes end in the rowid (= id) already, so jobs_by_user serves (user_name, id) there.
+constexpr char kJobListingPostgres[] = R"sql(
+ALTER TABLE jobs ADD COLUMN total_gpu_milli BIGINT NOT NULL DEFAULT 0
+  CHECK (total_gpu_milli >= 0);
+UPDATE jobs SET total_gpu_milli =
+  COALESCE((spec_json::jsonb -> 'resources' ->> 'gpus')::bigint, 0) *
+  COALESCE((spec_json::jsonb -> 'resources' ->> 'gpu_milli')::bigint, 1000) *
+  COALESCE((spec_json::jsonb ->> 'tasks')::bigint, 1);
+CREATE INDEX jobs_by_submit_time ON jobs (submit_time, id);
+CREATE INDEX jobs_by_start_time ON jobs (start_time, id);
+CREATE INDEX jobs_by_end_time ON jobs (end_time, id);
+CREATE INDEX jobs_by_gpus ON jobs (total_gpu_milli, id);
+CREATE INDEX jobs_by_name ON jobs (name COLLATE "C", id);
+CREATE INDEX jobs_by_user_and_id ON jobs (user_name, id);
+)sql";
+constexpr char kJobListingSqlite[] = R"sql(
+ALTER TABLE jobs ADD COLUMN total_gpu_milli BIGINT NOT NULL DEFAULT 0
+  CHECK (total_gpu_milli >= 0);
+UPDATE jobs SET total_gpu_milli =
+  COALESCE(json_extract(spec_json, '$.resources.gpus'), 0) *
+  COALESCE(json_extract(spec_json, '$.resources.gpu_milli'), 1000) *
+  COALESCE(json_extract(spec_json, '$.tasks'), 1)
+  WHERE json_valid(spec_json);
+CREATE INDEX jobs_by_submit_time ON jobs (submit_time, id);
+CREATE INDEX jobs_by_start_time ON jobs (start_time, id);
+CREATE INDEX jobs_by_end_time ON jobs (end_time, id);
+CREATE INDEX jobs_by_gpus ON jobs (total_gpu_milli, id);
+CREATE INDEX jobs_by_name ON jobs (name, id);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -297,6 +332,8 @@ const std::vector<Migration>& StoreMigrations() {
       {11, "submit limits of users and projects; tokens may expire", kSubmitLimitsAndTokenExpiry},
       {12, "the leader's lease and epoch; node tokens and the cluster's secrets, hashed",
        kLeaderLease},
+      {13, "the job listing: a job's total GPUs; indexes for its sorts and filters",
+       kJobListingPostgres, kJobListingSqlite},
   };
   return kMigrations;
 }

@@ -18,7 +18,12 @@ constexpr char kUserColumns[] =
 constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_at, expires_at";
 constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
-    "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running";
+    "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running, "
+    "total_gpu_milli";
+// What a listing shows (JobSummary), in the order JobSummaryFrom expects: no spec.
+constexpr char kJobSummaryColumns[] =
+    "id, name, user_name, project, state, priority, total_gpu_milli, submit_time, start_time, "
+    "end_time, reason, array_id, array_index, array_max_running";
 constexpr char kTaskColumns[] =
     "job_id, task_index, allocation_id, generation, node, allocation, state, exit_code, "
     "signal, start_time, end_time, end_cause";
@@ -27,8 +32,8 @@ constexpr char kNodeColumns[] =
 
 constexpr char kInsertJob[] =
     "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, restarts, "
-    "submit_time, reason, array_id, array_index, array_max_running) "
-    "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?) RETURNING id";
+    "submit_time, reason, array_id, array_index, array_max_running, total_gpu_milli) "
+    "VALUES (?, ?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?) RETURNING id";
 constexpr char kInsertEvent[] =
     "INSERT INTO job_events (job_id, time, from_state, to_state, reason) VALUES (?, ?, ?, ?, ?)";
 constexpr char kInsertTask[] =
@@ -107,6 +112,27 @@ Result<JobRecord> JobFrom(const SqlRow& row) {
   if (!row.IsNull(13)) j.array_id = JobId(row.Int(13));
   j.array_index = OptInt32(row, 14);
   j.array_max_running = OptInt32(row, 15);
+  j.total_gpu_milli = MilliGpu(row.Int(16));
+  return j;
+}
+Result<JobSummary> JobSummaryFrom(const SqlRow& row) {
+  JobSummary j;
+  j.id = JobId(row.Int(0));
+  j.name = row.Text(1);
+  j.user = row.Text(2);
+  j.project = row.Text(3);
+  auto state = StateColumn(row, 4, JobName(j.id), &model::ParseJobState);
+  if (!state.ok()) return state.status();
+  j.state = *state;
+  j.priority = static_cast<int>(row.Int(5));
+  j.total_gpu_milli = MilliGpu(row.Int(6));
+  j.submit_time = Seconds(row.Int(7));
+  j.start_time = OptSeconds(row, 8);
+  j.end_time = OptSeconds(row, 9);
+  j.reason = row.Text(10);
+  if (!row.IsNull(11)) j.array_id = JobId(row.Int(11));
+  j.array_index = OptInt32(row, 12);
+  j.array_max_running = OptInt32(row, 13);
   return j;
 }
 // The tasks table keeps a task's allocation as model::ToJson's text (docs/decisions.md).
@@ -193,6 +219,9 @@ Status ValidateNewJob(const JobRecord& job) {
                            std::string(model::ToString(job.state)) + "'");
   }
   if (job.array_id) return InvalidArgument("field 'array_id': assigned by the store");
+  if (job.total_gpu_milli.value() < 0) {
+    return InvalidArgument("field 'total_gpu_milli': must not be negative");
+  }
   return {};
 }
 
@@ -215,7 +244,8 @@ SqlParams NewJobParams(const JobRecord& job, SqlValue array_id) {
           SubmitReason(job),
           std::move(array_id),
           OptValue(job.array_index),
-          OptValue(job.array_max_running)};
+          OptValue(job.array_max_running),
+          job.total_gpu_milli.value()};
 }
 
 // The store's cluster id, written first when it has none. Servers opening one store together
@@ -850,47 +880,217 @@ Result<JobRecord> SqlStore::GetJob(JobId id) {
   return JobFrom((*rows)[0]);
 }
 
-Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
-  SqlParams params;
+namespace {
+
+// The column a listing sorts on (each has an index ending in id: migration 13).
+const char* SortColumn(JobSortKey sort) {
+  switch (sort) {
+    case JobSortKey::kId:
+      return "id";
+    case JobSortKey::kSubmitTime:
+      return "submit_time";
+    case JobSortKey::kStartTime:
+      return "start_time";
+    case JobSortKey::kEndTime:
+      return "end_time";
+    case JobSortKey::kGpus:
+      return "total_gpu_milli";
+  }
+  return "id";
+}
+
+// Whether jobs may lack the key (not started, not ended): they sort after the others.
+bool MayBeUnset(JobSortKey sort) {
+  return sort == JobSortKey::kStartTime || sort == JobSortKey::kEndTime;
+}
+
+// The smallest string greater than every string that starts with `prefix` (byte-wise), or none
+// when there is none (the prefix is only 0xff bytes): the range [prefix, bound) is the prefix's.
+std::optional<std::string> PrefixBound(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (prefix.empty()) return std::nullopt;
+  prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+
+// The WHERE conditions of a listing's filters (all but its position), with their parameters.
+struct JobConditions {
   std::vector<std::string> conditions;
+  SqlParams params;
+};
+
+JobConditions FilterConditions(const JobFilter& filter, Dialect dialect) {
+  JobConditions out;
+  auto& params = out.params;
   if (!filter.projects.empty()) {
-    conditions.push_back("project IN (" + InList(filter.projects, params) + ")");
+    out.conditions.push_back("project IN (" + InList(filter.projects, params) + ")");
   }
   if (!filter.states.empty()) {
     std::vector<std::string> names;
     for (model::JobState state : filter.states) names.emplace_back(model::ToString(state));
-    conditions.push_back("state IN (" + InList(names, params) + ")");
+    out.conditions.push_back("state IN (" + InList(names, params) + ")");
   }
   if (!filter.users.empty()) {
-    conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
+    out.conditions.push_back("user_name IN (" + InList(filter.users, params) + ")");
   }
   if (filter.array) {
-    conditions.push_back("array_id = ?");
+    out.conditions.push_back("array_id = ?");
     params.emplace_back(filter.array->value());
   }
-  if (filter.before) {
-    conditions.push_back("id < ?");
-    params.emplace_back(filter.before->value());
+  if (!filter.name_prefix.empty()) {
+    // A range of names, which the index jobs_by_name serves (LIKE would not, on SQLite, and
+    // needs its wildcards escaped); byte-wise on PostgreSQL too, as that index is.
+    const std::string name = dialect == Dialect::kPostgres ? "name COLLATE \"C\"" : "name";
+    out.conditions.push_back(name + " >= ?");
+    params.emplace_back(filter.name_prefix);
+    if (auto bound = PrefixBound(filter.name_prefix)) {
+      out.conditions.push_back(name + " < ?");
+      params.emplace_back(*std::move(bound));
+    }
+  }
+  if (filter.submitted_since) {
+    out.conditions.push_back("submit_time >= ?");
+    params.emplace_back(filter.submitted_since->value());
   }
   if (filter.live_since) {
-    conditions.push_back("(end_time IS NULL OR end_time >= ?)");
+    out.conditions.push_back("(end_time IS NULL OR end_time >= ?)");
     params.emplace_back(filter.live_since->value());
   }
-  std::string sql = Select(kJobColumns, "jobs");
+  return out;
+}
+
+Status CheckPosition(const JobFilter& filter) {
+  if (!filter.after) return {};
+  const bool keyed = filter.after->key.has_value();
+  if (filter.sort == JobSortKey::kId && keyed) {
+    return InvalidArgument("field 'after': a listing by id has no key");
+  }
+  if (filter.sort != JobSortKey::kId && !MayBeUnset(filter.sort) && !keyed) {
+    return InvalidArgument(std::string("field 'after': a listing by ") + SortColumn(filter.sort) +
+                           " needs its key");
+  }
+  return {};
+}
+
+// One ordered run of a listing, as SQL: the rows with the sort key set (or, `unset_run`, those
+// without it, ordered by id alone), after the filter's position.
+std::string RunSql(const char* columns, const JobFilter& filter, const JobConditions& base,
+                   bool unset_run, int64_t limit, SqlParams& params) {
+  params = base.params;
+  std::vector<std::string> conditions = base.conditions;
+  const bool asc = filter.direction == SortDirection::kAscending;
+  const std::string dir = asc ? " ASC" : " DESC";
+  const std::string cmp = asc ? " > ?" : " < ?";
+  const std::string column = SortColumn(filter.sort);
+  const bool by_id_alone = filter.sort == JobSortKey::kId || unset_run;
+  if (MayBeUnset(filter.sort)) {
+    conditions.push_back(column + (unset_run ? " IS NULL" : " IS NOT NULL"));
+  }
+  // Every job without the key comes after every job with one: a position among the latter
+  // bounds nothing of the run of the former.
+  const bool position_in_run = filter.after && (!unset_run || !filter.after->key.has_value());
+  if (const auto& after = filter.after; position_in_run) {
+    if (by_id_alone) {
+      conditions.push_back("id" + cmp);
+      params.emplace_back(after->id.value());
+    } else {
+      // (key, id) after (k, i): key beyond k, or equal and id beyond i. The first condition
+      // alone bounds the index range; the second only sorts out the ties.
+      conditions.push_back(column + (asc ? " >= ?" : " <= ?"));
+      params.emplace_back(*after->key);
+      conditions.push_back("(" + column + cmp + " OR id" + cmp + ")");
+      params.emplace_back(*after->key);
+      params.emplace_back(after->id.value());
+    }
+  }
+  std::string sql = Select(columns, "jobs");
   for (size_t i = 0; i < conditions.size(); ++i) {
     sql += (i == 0 ? " WHERE " : " AND ") + conditions[i];
   }
-  sql += filter.order == JobOrder::kNewestFirst ? " ORDER BY id DESC" : " ORDER BY id";
-  if (filter.limit > 0) {
+  sql += " ORDER BY " + (by_id_alone ? std::string() : column + dir + ", ") + "id" + dir;
+  if (limit > 0) {
     sql += " LIMIT ?";
-    params.emplace_back(int64_t{filter.limit});
+    params.emplace_back(limit);
   }
+  return sql;
+}
+
+}  // namespace
+
+JobListPosition PositionOf(const JobSummary& job, JobSortKey sort) {
+  switch (sort) {
+    case JobSortKey::kId:
+      return {std::nullopt, job.id};
+    case JobSortKey::kSubmitTime:
+      return {job.submit_time.value(), job.id};
+    case JobSortKey::kStartTime:
+      return {job.start_time ? std::optional(job.start_time->value()) : std::nullopt, job.id};
+    case JobSortKey::kEndTime:
+      return {job.end_time ? std::optional(job.end_time->value()) : std::nullopt, job.id};
+    case JobSortKey::kGpus:
+      return {job.total_gpu_milli.value(), job.id};
+  }
+  return {std::nullopt, job.id};
+}
+
+JobSummary SummaryOf(const JobRecord& job) {
+  return {.id = job.id,
+          .name = job.name,
+          .user = job.user,
+          .project = job.project,
+          .state = job.state,
+          .priority = job.priority,
+          .total_gpu_milli = job.total_gpu_milli,
+          .submit_time = job.submit_time,
+          .start_time = job.start_time,
+          .end_time = job.end_time,
+          .reason = job.reason,
+          .array_id = job.array_id,
+          .array_index = job.array_index,
+          .array_max_running = job.array_max_running};
+}
+
+// A listing in at most two ordered runs: the jobs with the sort key set, then (for a key that
+// may be unset) those without it, each read through an index in order; the second run only when
+// the first did not fill the page. `columns` are those `from` reads.
+template <typename R>
+Result<std::vector<R>> SqlStore::ListJobRows(const JobFilter& filter, const char* columns,
+                                             Result<R> (*from)(const SqlRow&)) {
+  CORRAL_RETURN_IF_ERROR(CheckPosition(filter));
+  const JobConditions base = FilterConditions(filter, conn_->dialect());
+  const int64_t limit = filter.limit > 0 ? filter.limit : 0;
+  // After a job without the key, only such jobs follow.
+  const bool in_unset_run =
+      MayBeUnset(filter.sort) && filter.after && !filter.after->key.has_value();
   std::lock_guard<std::mutex> lock(mu_);
-  auto rows = conn_->Query(sql, params);
-  if (!rows.ok()) return Annotate("list jobs", rows.status());
-  auto jobs = RowsFrom(*rows, &JobFrom);
-  if (!jobs.ok()) return Annotate("list jobs", jobs.status());
-  return jobs;
+  SqlRows rows;
+  if (!in_unset_run) {
+    SqlParams params;
+    const std::string sql = RunSql(columns, filter, base, false, limit, params);
+    auto run = conn_->Query(sql, params);
+    if (!run.ok()) return Annotate("list jobs", run.status());
+    rows = std::move(run).value();
+  }
+  const bool page_full = limit > 0 && static_cast<int64_t>(rows.size()) >= limit;
+  if (MayBeUnset(filter.sort) && !page_full) {
+    SqlParams params;
+    const int64_t rest = limit > 0 ? limit - static_cast<int64_t>(rows.size()) : 0;
+    const std::string sql = RunSql(columns, filter, base, true, rest, params);
+    auto run = conn_->Query(sql, params);
+    if (!run.ok()) return Annotate("list jobs", run.status());
+    for (SqlRow& row : *run) rows.push_back(std::move(row));
+  }
+  auto out = RowsFrom(rows, from);
+  if (!out.ok()) return Annotate("list jobs", out.status());
+  return out;
+}
+
+Result<std::vector<JobRecord>> SqlStore::ListJobs(const JobFilter& filter) {
+  return ListJobRows(filter, kJobColumns, &JobFrom);
+}
+
+Result<std::vector<JobSummary>> SqlStore::ListJobSummaries(const JobFilter& filter) {
+  return ListJobRows(filter, kJobSummaryColumns, &JobSummaryFrom);
 }
 
 Status SqlStore::TransitionJob(JobId id, model::JobState from, model::JobState to,

@@ -70,6 +70,7 @@ class SqlStore final : public Store {
   Result<std::vector<JobId>> InsertArray(const std::vector<JobRecord>& elements) override;
   Result<JobRecord> GetJob(JobId id) override;
   Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) override;
+  Result<std::vector<JobSummary>> ListJobSummaries(const JobFilter& filter) override;
   Status RequestCancel(JobId id, const std::string& reason, Seconds now) override;
   Status AddJobEvent(JobId id, const std::string& reason, Seconds now) override;
   Status TransitionJob(JobId id, model::JobState from, model::JobState to,
@@ -112,6 +113,12 @@ class SqlStore final : public Store {
         lease_conn_(std::move(lease_conn)),
         name_(std::move(name)),
         cluster_id_(std::move(cluster_id)) {}
+
+  // ListJobs and ListJobSummaries: the rows of `filter` read as `columns`, each by `from`.
+  // Takes mu_.
+  template <typename R>
+  Result<std::vector<R>> ListJobRows(const JobFilter& filter, const char* columns,
+                                     Result<R> (*from)(const SqlRow&));
 
   // The following run with mu_ held.
 

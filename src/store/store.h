@@ -95,7 +95,33 @@ struct JobRecord {
   std::optional<JobId> array_id;
   std::optional<int> array_index;
   std::optional<int> array_max_running;
+  // GPU capacity the job asks over all its tasks: tasks × resources.gpus × resources.gpu_milli
+  // (2 tasks of 4 whole GPUs: 8000). The server sets it from the spec at submission; the
+  // listing sorts on it (JobSortKey::kGpus).
+  MilliGpu total_gpu_milli{0};
 };
+
+// A row of the job listing (ListJobSummaries): what a listing shows, read without the spec.
+struct JobSummary {
+  JobId id;
+  std::string name;
+  std::string user;
+  std::string project;
+  model::JobState state = model::JobState::kPending;
+  int priority = 0;
+  MilliGpu total_gpu_milli{0};
+  Seconds submit_time{0};
+  std::optional<Seconds> start_time;
+  std::optional<Seconds> end_time;
+  std::string reason;
+  std::optional<JobId> array_id;
+  std::optional<int> array_index;
+  std::optional<int> array_max_running;
+  bool operator==(const JobSummary&) const = default;
+};
+
+// The listing's fields of a whole record.
+JobSummary SummaryOf(const JobRecord& job);
 
 struct JobEvent {
   JobId job;
@@ -209,17 +235,39 @@ struct EnvironmentRecord {
   std::vector<std::string> projects;
 };
 
-enum class JobOrder { kOldestFirst, kNewestFirst };  // by id
+// What a job listing is ordered by; ties on the key are broken by id, in the same direction.
+// start_time and end_time may be unset (not started, not ended): such jobs come after every job
+// with the time set, in both directions (like NULLS LAST), ordered by id among themselves.
+enum class JobSortKey { kId, kSubmitTime, kStartTime, kEndTime, kGpus };
+enum class SortDirection { kAscending, kDescending };
 
+// Where a page of a listing ended: the last row's sort key (none for JobSortKey::kId, and for
+// a row without the start or end time it is sorted by) and id. The next page starts after it.
+struct JobListPosition {
+  std::optional<int64_t> key;
+  JobId id;
+  bool operator==(const JobListPosition&) const = default;
+};
+
+// The position of `job` in a listing sorted by `sort`.
+JobListPosition PositionOf(const JobSummary& job, JobSortKey sort);
+
+// A job listing: every filter field that is set (non-empty, present) must match.
 struct JobFilter {
   std::vector<std::string> projects;    // empty = all
   std::vector<model::JobState> states;  // empty = all
   std::vector<std::string> users;       // empty = all
   std::optional<JobId> array;           // only the elements of this array
-  std::optional<JobId> before;          // only jobs with a smaller id (a page's cursor)
-  std::optional<Seconds> live_since;    // only jobs not ended before this (end_time none or >=)
-  JobOrder order = JobOrder::kOldestFirst;
-  int limit = 1000;  // <= 0: no limit; the first `limit` jobs in `order`
+  std::string name_prefix;              // only jobs whose name starts with it (bytes, exact case)
+  std::optional<Seconds> submitted_since;  // only jobs submitted at or after this time
+  std::optional<Seconds> live_since;       // only jobs not ended before this (end_time none or >=)
+  JobSortKey sort = JobSortKey::kId;
+  SortDirection direction = SortDirection::kAscending;
+  // Only the jobs after this position in the order above (keyset pagination: the position of
+  // the previous page's last row, PositionOf). Its key must be set or unset as the sort says
+  // (InvalidArgument naming "after" otherwise).
+  std::optional<JobListPosition> after;
+  int limit = 1000;  // <= 0: no limit; the first `limit` jobs in this order
 };
 
 class Store {
@@ -329,8 +377,13 @@ class Store {
   // and all the same array_max_running. Returns the ids in the order given (ascending).
   virtual Result<std::vector<JobId>> InsertArray(const std::vector<JobRecord>& elements) = 0;
   virtual Result<JobRecord> GetJob(JobId id) = 0;
-  // Jobs matching every filter field that is set (non-empty, present), in `filter.order`.
+  // Jobs matching every filter field that is set (non-empty, present), in the filter's order;
+  // whole records (with the spec), for the server's own use.
   virtual Result<std::vector<JobRecord>> ListJobs(const JobFilter& filter) = 0;
+  // The same jobs as ListJobs, as listing rows (JobSummary: no spec): what the job-listing API
+  // pages through. Each page is read through an index on its sort key (docs/control-plane.md,
+  // "Listing jobs").
+  virtual Result<std::vector<JobSummary>> ListJobSummaries(const JobFilter& filter) = 0;
   // Moves a job to `to` (recording an event) only if it is in `from`; FailedPrecondition
   // otherwise, so that concurrent transitions cannot both win; NotFound for an unknown job.
   // Entering running sets start_time; entering a final state (model::IsFinal) sets end_time;

@@ -338,23 +338,26 @@ TEST_P(StoreTest, ListJobsNewestFirstPagesWithACursor) {
   auto ids = store_->InsertJobs(jobs);
   ASSERT_TRUE(ids.ok()) << ids.status().ToString();
 
-  const JobFilter newest{.order = JobOrder::kNewestFirst, .limit = 3};
+  const JobFilter newest{.direction = SortDirection::kDescending, .limit = 3};
   EXPECT_EQ(Names(*store_->ListJobs(newest)), (std::vector<std::string>{"j6", "j5", "j4"}));
-  // Each page starts below the previous page's last id; the cursor itself is excluded.
+  // Each page starts after the previous page's last id; that job itself is excluded.
   JobFilter page = newest;
-  page.before = (*ids)[4];
+  page.after = JobListPosition{std::nullopt, (*ids)[4]};
   EXPECT_EQ(Names(*store_->ListJobs(page)), (std::vector<std::string>{"j3", "j2", "j1"}));
-  page.before = (*ids)[1];
+  page.after = JobListPosition{std::nullopt, (*ids)[1]};
   EXPECT_EQ(Names(*store_->ListJobs(page)), (std::vector<std::string>{"j0"}));
-  page.before = (*ids)[0];
+  page.after = JobListPosition{std::nullopt, (*ids)[0]};
   EXPECT_TRUE(store_->ListJobs(page)->empty());
-  // The cursor combines with the other filters, and the default order stays oldest first.
-  EXPECT_EQ(Names(*store_->ListJobs(
-                {.projects = {"vision"}, .before = (*ids)[5], .order = JobOrder::kNewestFirst})),
+  // The position combines with the other filters, and the default order stays oldest first.
+  EXPECT_EQ(Names(*store_->ListJobs({.projects = {"vision"},
+                                     .direction = SortDirection::kDescending,
+                                     .after = JobListPosition{std::nullopt, (*ids)[5]}})),
             (std::vector<std::string>{"j4", "j3", "j1", "j0"}));
-  EXPECT_EQ(Names(*store_->ListJobs({.before = (*ids)[3], .limit = 2})),
-            (std::vector<std::string>{"j0", "j1"}));
-  EXPECT_EQ(Names(*store_->ListJobs({.order = JobOrder::kNewestFirst, .limit = 0})).size(), 7u);
+  EXPECT_EQ(
+      Names(*store_->ListJobs({.after = JobListPosition{std::nullopt, (*ids)[3]}, .limit = 2})),
+      (std::vector<std::string>{"j4", "j5"}));
+  EXPECT_EQ(Names(*store_->ListJobs({.direction = SortDirection::kDescending, .limit = 0})).size(),
+            7u);
 }
 
 TEST_P(StoreTest, CreateUserWithTokenIsAllOrNothing) {
@@ -548,8 +551,8 @@ TEST_P(StoreTest, ListJobsFiltersByArray) {
   // With the other filters and the newest-first paging of the API.
   EXPECT_EQ(ids_of(store_->ListJobs({.states = {JobState::kPending},
                                      .array = first->front(),
-                                     .before = (*first)[4],
-                                     .order = JobOrder::kNewestFirst,
+                                     .direction = SortDirection::kDescending,
+                                     .after = JobListPosition{std::nullopt, (*first)[4]},
                                      .limit = 2})),
             (std::vector<JobId>{(*first)[3], (*first)[2]}));
   EXPECT_TRUE(store_->ListJobs({.users = {"bob"}, .array = first->front()})->empty());

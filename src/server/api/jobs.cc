@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "server/api/http_api_impl.h"
+#include "server/api/job_listing.h"
 
 namespace corral::server {
 
@@ -12,8 +13,6 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kDefaultJobPage = 100;        // jobs per GET /api/v1/jobs without ?limit
-constexpr int kMaxJobPage = 1000;           // the largest ?limit
 constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
 
 }  // namespace
@@ -63,28 +62,22 @@ void HttpApi::Impl::RegisterJobs(HttpServer& http) {
             }));
 }
 
-// Newest first, a page at a time: `limit` jobs with ids below `before` (only the elements of
-// `array` when given); the header X-Corral-Next-Before carries the next page's `before` when
-// older jobs match.
+// A page of the listing the parameters ask (job_listing.h): the header X-Corral-Next-Cursor
+// carries the next page's cursor when more jobs match, and, newest first by id, the deprecated
+// X-Corral-Next-Before the next page's `before`.
 void HttpApi::Impl::ListJobs(const Principal& who, const HttpRequest& req, HttpResponse& res) {
-  auto states = model::ParseJobStates(req.Param("state"));
-  if (!states.ok()) return SendProblem(res, states.status());
-  auto limit = IntParam(req, "limit", 1, kMaxJobPage);
-  if (!limit.ok()) return SendProblem(res, limit.status());
-  auto before = IntParam(req, "before", 1, kMaxCount);
-  if (!before.ok()) return SendProblem(res, before.status());
-  std::optional<JobId> before_id;
-  if (*before) before_id = JobId(**before);
-  auto array = IntParam(req, "array", 1, kMaxCount);
-  if (!array.ok()) return SendProblem(res, array.status());
-  std::optional<JobId> array_id;
-  if (*array) array_id = JobId(**array);
-  auto page =
-      controller_.ListJobs(who, *states, req.Param("all") == "1",
-                           static_cast<int>(limit->value_or(kDefaultJobPage)), before_id, array_id);
+  auto request = ParseJobListing(req);
+  if (!request.ok()) return SendProblem(res, request.status());
+  const store::JobFilter& listing = request->listing;
+  auto page = controller_.ListJobs(who, listing, request->all_projects);
   if (!page.ok()) return SendProblem(res, page.status());
-  if (page->next_before) {
-    res.SetHeader("X-Corral-Next-Before", std::to_string(page->next_before->value()));
+  if (page->next) {
+    res.SetHeader("X-Corral-Next-Cursor",
+                  EncodeJobCursor(listing.sort, listing.direction, *page->next));
+    if (listing.sort == store::JobSortKey::kId &&
+        listing.direction == store::SortDirection::kDescending) {
+      res.SetHeader("X-Corral-Next-Before", std::to_string(page->next->id.value()));
+    }
   }
   SendJson(res, 200, protocol::ToJson(page->jobs));
 }

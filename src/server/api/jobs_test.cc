@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "server/api/api_test_fixture.h"
+#include "server/api/job_listing.h"
 
 namespace corral::server::api_testing {
 
@@ -167,6 +168,176 @@ TEST_F(JobsApiTest, ABadQueryIsA400NamingTheParameter) {
   ExpectProblem(Get("/api/v1/jobs?array=x", alice_token_), 400, "array");
   ExpectProblem(Get("/api/v1/jobs?state=sleeping", alice_token_), 400, "state");
   ExpectProblem(Get("/api/v1/queue?limit=0", alice_token_), 400, "limit");
+}
+
+// The listing's query (job_listing.h): filters, sorts, the cursor.
+class JobListingApiTest : public JobsApiTest {
+ protected:
+  static std::string Header(const Answer& a, const std::string& name) {
+    auto it = a.headers.find(name);
+    return it == a.headers.end() ? "" : it->second;
+  }
+  static std::vector<int64_t> Ids(const Answer& a) {
+    std::vector<int64_t> ids;
+    if (a.body.is_array()) {
+      for (const json& j : a.body) ids.push_back(j["id"]);
+    }
+    return ids;
+  }
+  // Every page of `query` (limit `page`) as `token` sees it, following X-Corral-Next-Cursor.
+  std::vector<int64_t> AllPages(const std::string& query, int page, const std::string& token) {
+    std::vector<int64_t> out;
+    std::string cursor;
+    for (int pages = 0; pages < 100; ++pages) {
+      const Answer a = Get("/api/v1/jobs?" + query + "&limit=" + std::to_string(page) +
+                               (cursor.empty() ? "" : "&cursor=" + cursor),
+                           token);
+      EXPECT_EQ(a.status, 200) << a;
+      for (int64_t id : Ids(a)) out.push_back(id);
+      cursor = Header(a, "X-Corral-Next-Cursor");
+      if (cursor.empty()) return out;
+    }
+    ADD_FAILURE() << "pages do not end";
+    return out;
+  }
+};
+
+TEST_F(JobListingApiTest, FiltersAndSortsPageThroughWithTheCursor) {
+  std::vector<int64_t> ids;
+  for (int gpus : {2, 0, 4, 2, 1, 4}) {
+    json spec = TestJobSpec(gpus);
+    spec["name"] = "sweep-" + std::to_string(ids.size());
+    ids.push_back(SubmitJob(alice_token_, spec));
+  }
+  const int64_t other = SubmitJob(alice_token_, TestJobSpec(8));  // named "t"
+  // Newest first by default, in pages that chain; the deprecated header only for that order.
+  EXPECT_EQ(AllPages("", 2, alice_token_),
+            (std::vector<int64_t>{other, ids[5], ids[4], ids[3], ids[2], ids[1], ids[0]}));
+  // By GPUs, most first, ties by id (the same direction); the listing shows them.
+  const Answer by_gpus = Get("/api/v1/jobs?sort=gpus&limit=3", alice_token_);
+  ASSERT_EQ(by_gpus.status, 200) << by_gpus;
+  EXPECT_EQ(Ids(by_gpus), (std::vector<int64_t>{other, ids[5], ids[2]}));
+  EXPECT_EQ(by_gpus.body[0]["total_gpu_milli"], 8000);
+  EXPECT_FALSE(Header(by_gpus, "X-Corral-Next-Cursor").empty());
+  EXPECT_EQ(Header(by_gpus, "X-Corral-Next-Before"), "");
+  EXPECT_EQ(AllPages("sort=gpus&order=asc", 2, alice_token_),
+            (std::vector<int64_t>{ids[1], ids[4], ids[0], ids[3], ids[2], ids[5], other}));
+  // Filters: a name prefix, states, since (both forms), user.
+  EXPECT_EQ(AllPages("name=sweep-&sort=submit_time&order=asc", 4, alice_token_),
+            (std::vector<int64_t>{ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]}));
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?name=sweep-5", alice_token_)), std::vector<int64_t>{ids[5]});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?state=running", alice_token_)), std::vector<int64_t>{});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?since=2100-01-01T00:00:00Z", alice_token_)),
+            std::vector<int64_t>{});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?since=0&limit=1", alice_token_)), std::vector<int64_t>{other});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?since=1970-01-01T01:00:00%2B01:00&limit=1", alice_token_)),
+            std::vector<int64_t>{other});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?user=alice&limit=1", alice_token_)), std::vector<int64_t>{other});
+  // Jobs without a start time come after those with one, in both orders.
+  EXPECT_EQ(AllPages("sort=start_time", 3, alice_token_).size(), 7u);
+  EXPECT_EQ(AllPages("sort=end_time&order=asc", 3, alice_token_).size(), 7u);
+}
+
+TEST_F(JobListingApiTest, FiltersNeverWidenWhatACallerSees) {
+  const int64_t alices = SubmitJob(alice_token_, TestJobSpec(1, "vision"));
+  const int64_t bobs = SubmitJob(bob_token_, TestJobSpec(1, "default"));
+  // Without all=1 a member sees their own jobs: asking for another user's is an empty page.
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?user=bob", alice_token_)), std::vector<int64_t>{});
+  // With all=1, the jobs of their projects: bob is not in vision.
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&user=alice", bob_token_)), std::vector<int64_t>{});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&project=vision", bob_token_)), std::vector<int64_t>{});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&user=bob", alice_token_)), std::vector<int64_t>{bobs});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&project=vision,default", bob_token_)),
+            std::vector<int64_t>{bobs});
+  // An admin sees every job with all=1.
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&project=vision", root_token_)),
+            std::vector<int64_t>{alices});
+  EXPECT_EQ(Ids(Get("/api/v1/jobs?all=1&user=alice,bob", root_token_)),
+            (std::vector<int64_t>{bobs, alices}));
+}
+
+TEST_F(JobListingApiTest, BadParametersAndCursorsAre400sNamingThem) {
+  SubmitJob(alice_token_);
+  SubmitJob(alice_token_);
+  ExpectProblem(Get("/api/v1/jobs?sort=priority", alice_token_), 400,
+                "sort': must be one of id, submit_time, start_time, end_time, gpus");
+  ExpectProblem(Get("/api/v1/jobs?order=up", alice_token_), 400, "order");
+  ExpectProblem(Get("/api/v1/jobs?since=yesterday", alice_token_), 400, "since");
+  ExpectProblem(Get("/api/v1/jobs?since=2024-02-30T00:00:00Z", alice_token_), 400, "since");
+  ExpectProblem(Get("/api/v1/jobs?name=" + std::string(129, 'a'), alice_token_), 400, "name");
+  ExpectProblem(Get("/api/v1/jobs?name=a%20b", alice_token_), 400, "name");
+  ExpectProblem(Get("/api/v1/jobs?user=a,,b", alice_token_), 400, "user");
+  std::string many = "p0";
+  for (int i = 1; i <= 100; ++i) many += ",p" + std::to_string(i);
+  ExpectProblem(Get("/api/v1/jobs?project=" + many, alice_token_), 400, "project");
+  ExpectProblem(Get("/api/v1/jobs?cursor=not-a-cursor", alice_token_), 400, "cursor");
+  ExpectProblem(Get("/api/v1/jobs?cursor=" + std::string(300, 'A'), alice_token_), 400, "cursor");
+  // A cursor of another sort or order.
+  const Answer page = Get("/api/v1/jobs?limit=1&sort=gpus", alice_token_);
+  const std::string cursor = Header(page, "X-Corral-Next-Cursor");
+  ASSERT_FALSE(cursor.empty()) << page;
+  EXPECT_EQ(Get("/api/v1/jobs?limit=1&sort=gpus&cursor=" + cursor, alice_token_).status, 200);
+  ExpectProblem(Get("/api/v1/jobs?sort=gpus&order=asc&cursor=" + cursor, alice_token_), 400,
+                "cursor");
+  ExpectProblem(Get("/api/v1/jobs?sort=submit_time&cursor=" + cursor, alice_token_), 400, "cursor");
+  // The deprecated `before` only where it meant something, and not with a cursor.
+  ExpectProblem(Get("/api/v1/jobs?sort=gpus&before=5", alice_token_), 400, "before");
+  ExpectProblem(Get("/api/v1/jobs?order=asc&before=5", alice_token_), 400, "before");
+  const std::string id_cursor =
+      Header(Get("/api/v1/jobs?limit=1", alice_token_), "X-Corral-Next-Cursor");
+  ASSERT_FALSE(id_cursor.empty());
+  ExpectProblem(Get("/api/v1/jobs?before=5&cursor=" + id_cursor, alice_token_), 400, "before");
+}
+
+TEST(JobCursorTest, RoundTripsAndRefusesTamperedOnes) {
+  using api_internal::DecodeJobCursor;
+  using api_internal::EncodeJobCursor;
+  for (auto [sort, key] : {std::pair{store::JobSortKey::kId, std::optional<int64_t>()},
+                           std::pair{store::JobSortKey::kStartTime, std::optional<int64_t>()},
+                           std::pair{store::JobSortKey::kStartTime, std::optional<int64_t>(17)},
+                           std::pair{store::JobSortKey::kGpus, std::optional<int64_t>(0)}}) {
+    const store::JobListPosition position{key, JobId(42)};
+    const std::string cursor = EncodeJobCursor(sort, store::SortDirection::kAscending, position);
+    EXPECT_EQ(cursor.find_first_of("+/="), std::string::npos) << cursor;  // base64url
+    auto back = DecodeJobCursor(cursor, sort, store::SortDirection::kAscending);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, position);
+    EXPECT_FALSE(DecodeJobCursor(cursor, sort, store::SortDirection::kDescending).ok());
+  }
+  // A key where the sort has none, none where it needs one, a bad version or id.
+  for (const char* text : {"1:id:asc:5:42", "1:gpus:asc::42", "2:id:asc::42", "1:id:asc::0",
+                           "1:id:asc::x", "1:id:asc::42:9"}) {
+    // Encode the raw text the way the codec does (base64url), to reach the checks behind it.
+    static constexpr char kAlphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string raw = text, out;
+    int val = 0, bits = -6;
+    for (unsigned char c : raw) {
+      val = (val << 8) + c;
+      bits += 8;
+      while (bits >= 0) {
+        out.push_back(kAlphabet[(val >> bits) & 0x3F]);
+        bits -= 6;
+      }
+    }
+    if (bits > -6) out.push_back(kAlphabet[((val << 8) >> (bits + 8)) & 0x3F]);
+    const auto sort = std::string(text).find("gpus") != std::string::npos ? store::JobSortKey::kGpus
+                                                                          : store::JobSortKey::kId;
+    EXPECT_FALSE(DecodeJobCursor(out, sort, store::SortDirection::kAscending).ok()) << text;
+  }
+}
+
+TEST(JobTimeParamTest, ReadsRfc3339AndUnixSeconds) {
+  using api_internal::ParseTimeParam;
+  EXPECT_EQ(*ParseTimeParam("1714564800", "since"), Seconds(1714564800));
+  EXPECT_EQ(*ParseTimeParam("2024-05-01T12:00:00Z", "since"), Seconds(1714564800));
+  EXPECT_EQ(*ParseTimeParam("2024-05-01t12:00:00.999z", "since"), Seconds(1714564800));
+  EXPECT_EQ(*ParseTimeParam("2024-05-01T14:30:00+02:30", "since"), Seconds(1714564800));
+  EXPECT_EQ(*ParseTimeParam("2024-05-01T09:00:00-03:00", "since"), Seconds(1714564800));
+  for (const char* bad : {"", "-1", "2024-05-01", "2024-05-01T12:00:00", "2024-13-01T00:00:00Z",
+                          "2023-02-29T00:00:00Z", "2024-05-01T12:00:00+2:00", "now"}) {
+    EXPECT_FALSE(ParseTimeParam(bad, "since").ok()) << bad;
+  }
 }
 
 TEST_F(JobsApiTest, UnknownJobsAre404) {

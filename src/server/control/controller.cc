@@ -45,7 +45,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
                                                        Clock& clock) {
   // FGD scores against the workload's typical tasks: learn them from recent history.
   store::JobFilter recent;
-  recent.order = store::JobOrder::kNewestFirst;
+  recent.direction = store::SortDirection::kDescending;
   recent.limit = kHistoryForProfile;
   auto history = store.ListJobs(recent);
   if (!history.ok()) return history.status();

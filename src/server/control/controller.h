@@ -179,15 +179,17 @@ class Controller {
   Result<protocol::JobView> JobView(const Principal& who, JobId id);
   // One page of ListJobs.
   struct JobPage {
-    std::vector<protocol::JobSummary> jobs;  // newest first
-    std::optional<JobId> next_before;        // set when older jobs match: the next page's `before`
+    std::vector<protocol::JobSummary> jobs;  // in the listing's order
+    // Set when more jobs match: the position of this page's last job, where the next starts
+    // (the listing's `after`).
+    std::optional<store::JobListPosition> next;
   };
-  // The caller's jobs (all_projects: every job they may see) in `states` (empty: all), newest
-  // first: at most `limit` (>= 1), only ids below `before` when set, only the elements of
-  // `array` when set.
-  Result<JobPage> ListJobs(const Principal& who, const std::vector<model::JobState>& states,
-                           bool all_projects, int limit, std::optional<JobId> before,
-                           std::optional<JobId> array);
+  // A page of the jobs `who` may see that match `listing` (filters, sort, position; its limit
+  // >= 1), with their pending reasons. What `who` may see: all_projects false, their own jobs in
+  // their projects (admins: their own jobs); true, every job of their projects (admins: every
+  // job). The listing's users and projects only narrow that: one outside it matches nothing
+  // (an empty page, never an error that would tell which exist).
+  Result<JobPage> ListJobs(const Principal& who, store::JobFilter listing, bool all_projects);
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
   // the tasks of starting or running jobs on it, so that the dashboard's heatmap shows which
   // GPUs are in use and by whom: each task's owner (job, task, user, project) when `who` may

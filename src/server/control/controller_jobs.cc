@@ -27,6 +27,7 @@ store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds
   record.user = who.name;
   record.project = spec.project;
   record.spec_json = ToJson(spec).dump();
+  record.total_gpu_milli = spec.resources.TotalMilli() * spec.tasks;
   record.state = JobState::kPending;
   record.priority = spec.priority;
   record.submit_time = now;
@@ -40,18 +41,31 @@ Status MayCancel(const Principal& who, const store::JobRecord& record, const std
                           ": only its owner or an admin may cancel it");
 }
 
-// The job's summary as the store has it (no pending reason, no estimated start).
-protocol::JobSummary SummaryOf(const store::JobRecord& record) {
-  protocol::JobSummary out{.id = record.id,
-                           .name = record.name,
-                           .user = record.user,
-                           .project = record.project,
-                           .state = record.state,
-                           .priority = record.priority,
-                           .submit_time = record.submit_time,
-                           .reason = record.reason};
-  if (record.array_id) {
-    out.array = {*record.array_id, record.array_index, record.array_max_running};
+// A listing's row as the store has it (no pending reason, no estimated start).
+protocol::JobSummary ListingRowOf(const store::JobSummary& job) {
+  protocol::JobSummary out{.id = job.id,
+                           .name = job.name,
+                           .user = job.user,
+                           .project = job.project,
+                           .state = job.state,
+                           .priority = job.priority,
+                           .submit_time = job.submit_time,
+                           .start_time = job.start_time,
+                           .end_time = job.end_time,
+                           .total_gpu_milli = job.total_gpu_milli,
+                           .reason = job.reason};
+  if (job.array_id) out.array = {*job.array_id, job.array_index, job.array_max_running};
+  return out;
+}
+
+// `wanted` narrowed to `allowed`: `allowed` when nothing is wanted, else the wanted ones that
+// are allowed (empty when none is: the listing then matches nothing).
+std::vector<std::string> Narrowed(const std::vector<std::string>& wanted,
+                                  const std::vector<std::string>& allowed) {
+  if (wanted.empty()) return allowed;
+  std::vector<std::string> out;
+  for (const std::string& w : wanted) {
+    if (std::find(allowed.begin(), allowed.end(), w) != allowed.end()) out.push_back(w);
   }
   return out;
 }
@@ -302,11 +316,9 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
                   "job " + std::to_string(id.value()) +
                       ": stored spec unreadable: " + spec.status().message());
   }
-  protocol::JobView out{.summary = SummaryOf(*record),
+  protocol::JobView out{.summary = ListingRowOf(store::SummaryOf(*record)),
                         .restarts = record->restarts,
-                        .spec = *spec,
-                        .start_time = record->start_time,
-                        .end_time = record->end_time};
+                        .spec = *spec};
   // A session's secret (or what it is derived from) only through the session API.
   if (out.spec.session) {
     out.spec.session->salt.clear();
@@ -341,36 +353,30 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
   return out;
 }
 
-Result<Controller::JobPage> Controller::ListJobs(const Principal& who,
-                                                 const std::vector<JobState>& states,
-                                                 bool all_projects, int limit,
-                                                 std::optional<JobId> before,
-                                                 std::optional<JobId> array) {
-  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+Result<Controller::JobPage> Controller::ListJobs(const Principal& who, store::JobFilter listing,
+                                                 bool all_projects) {
+  if (listing.limit < 1) return InvalidArgument("field 'limit': must be at least 1");
   JobPage page;
-  store::JobFilter filter;
-  filter.states = states;
-  filter.before = before;
-  filter.array = array;
-  filter.order = store::JobOrder::kNewestFirst;
-  filter.limit = limit + 1;  // one more than asked tells whether another page follows
-  if (!who.admin || !all_projects) {
-    if (!who.admin) {
-      filter.projects = who.projects;
-      if (filter.projects.empty()) return page;
-    }
-    if (!all_projects) filter.users = {who.name};
+  if (!who.admin) {
+    listing.projects = Narrowed(listing.projects, who.projects);
+    if (listing.projects.empty()) return page;
   }
-  auto jobs = store_.ListJobs(filter);
+  if (!all_projects) {
+    listing.users = Narrowed(listing.users, {who.name});
+    if (listing.users.empty()) return page;
+  }
+  const int limit = listing.limit;
+  listing.limit = limit + 1;  // one more than asked tells whether another page follows
+  auto jobs = store_.ListJobSummaries(listing);
   if (!jobs.ok()) return jobs.status();
   if (jobs->size() > static_cast<size_t>(limit)) {
     jobs->resize(limit);
-    page.next_before = jobs->back().id;
+    page.next = store::PositionOf(jobs->back(), listing.sort);
   }
   std::lock_guard lock(mu_);
   const auto& starts = EstimatedStartsLocked();
   for (const auto& j : *jobs) {
-    protocol::JobSummary row = SummaryOf(j);
+    protocol::JobSummary row = ListingRowOf(j);
     if (auto unreachable = UnreachableReasonLocked(j.id)) row.reason = *unreachable;
     if (auto reason = scheduler_->PendingReasonOf(j.id)) row.pending_reason = ReasonOf(*reason);
     if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {

@@ -1056,8 +1056,8 @@ TEST_F(ControllerTest, AJobStoppedAtItsTimeLimitEndsTimeout) {
   EXPECT_EQ((*view)["events"].back()["to"], "timeout");
   EXPECT_EQ((*view)["tasks"][0]["end_cause"], "time_limit");
   EXPECT_TRUE((*view)["end_time"].is_number());
-  auto listed = controller_->ListJobs(alice_, {model::JobState::kTimeout}, false, 10, std::nullopt,
-                                      std::nullopt);
+  auto listed =
+      controller_->ListJobs(alice_, {.states = {model::JobState::kTimeout}, .limit = 10}, false);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->jobs.size(), 1u);
   EXPECT_EQ(listed->jobs[0].state, model::JobState::kTimeout);
@@ -1580,7 +1580,8 @@ TEST_F(ControllerTest, ArrayIsOneJobPerIndexCommittedTogether) {
     EXPECT_FALSE(view["spec"].contains("array"));  // each element is an ordinary job
     EXPECT_EQ(view["spec"]["env"], json(envs[i]));
   }
-  auto listed = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, array);
+  auto listed = controller_->ListJobs(
+      alice_, {.array = array, .direction = store::SortDirection::kDescending, .limit = 10}, false);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->jobs.size(), 3u);
   EXPECT_EQ(listed->jobs[0].array->index, 7);  // newest first
@@ -2020,7 +2021,7 @@ TEST_F(SessionTest, TheTokenIsShownOnlyToTheOwnerThroughTheSessionApi) {
   ASSERT_TRUE(job.ok());
   EXPECT_EQ(job->dump().find(token), std::string::npos);
   EXPECT_TRUE((*job)["spec"]["session"].is_object());
-  auto page = controller_->ListJobs(alice_, {}, false, 10, std::nullopt, std::nullopt);
+  auto page = controller_->ListJobs(alice_, {.limit = 10}, false);
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 1u);
   EXPECT_EQ(protocol::ToJson(page->jobs).dump().find(token), std::string::npos);
