@@ -301,10 +301,17 @@ ids=$(python3 -c 'import json,sys
 print(" ".join(str(json.load(open(f))["id"]) for f in sys.argv[1:]))' "$work"/job{1,2,3}.json)
 read -r id1 id2 id3 <<<"$ids"
 expect_exit 0 "^$id3 " -- "$corral" jobs --limit 2
-expect_exit 0 "More jobs: corral jobs --limit 2 --before $id2" -- "$corral" jobs --limit 2
-out=$("$corral" jobs --limit 2 --before "$id2")
+expect_exit 0 "More jobs: corral jobs --limit 2 --cursor [A-Za-z0-9_-]+\$" -- "$corral" jobs --limit 2
+cursor=$("$corral" jobs --limit 2 | sed -n 's/^More jobs: .* --cursor //p')
+out=$("$corral" jobs --limit 2 --cursor "$cursor")
+if grep -q "^$id1 " <<<"$out" && ! grep -q "^$id2 " <<<"$out" && ! grep -q "More jobs" <<<"$out"
+then ok; else fail "the last page of 'corral jobs' (by its cursor): $out"; fi
+out=$("$corral" jobs --limit 2 --before "$id2")  # deprecated, still pages
 if grep -q "^$id1 " <<<"$out" && ! grep -q "More jobs" <<<"$out"; then ok; else
-  fail "the last page of 'corral jobs': $out"; fi
+  fail "the last page of 'corral jobs --before': $out"; fi
+# --user implies --all and keeps the other filters.
+expect_json "[x['id'] for x in j] == [$id3]" -- \
+  "$corral" jobs --user admin --state pending --limit 1 -o json
 expect_json "[x['id'] for x in j] == [$id3, $id2, $id1]" -- "$corral" jobs -o json
 expect_exit 2 "field 'limit'" -- "$corral" jobs --limit 0
 expect_json 'j == {"status": "cancelling"}' -- "$corral" cancel "$id1" -o json

@@ -74,8 +74,6 @@ int ExitCodeOf(const Status& s) {
       // A server's limit that frees up with time (429 with Retry-After): try again later. A
       // file over a size limit is not that.
       return s.retry_after() ? 6 : 1;
-    case StatusCode::kUnavailable:  // no server could serve it now: try again later
-      return 6;
     default:
       return 1;
   }
@@ -481,7 +479,9 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       // The flags that select the jobs, repeated in the hint to the next page.
-      std::string query = "all=" + std::string(f->all ? "1" : "0"), same_flags;
+      // --user implies --all (another user's jobs are listed only as the caller may see them).
+      const bool all = f->all || !f->user.empty();
+      std::string query = "all=" + std::string(all ? "1" : "0"), same_flags;
       if (f->all) same_flags += " --all";
       if (!f->state.empty()) {
         // Checked here, so that a typo is named with the valid states before any request.
@@ -498,7 +498,6 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         same_flags += " --array " + std::to_string(f->array);
       }
       if (!f->user.empty()) {
-        if (!f->all) query = "all=1";
         query += "&user=" + QueryValue(f->user);
         same_flags += " --user " + f->user;
       }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <tuple>
 
 #include "common/random_id.h"
 #include "common/secret_file.h"
@@ -258,7 +259,46 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   auto follower = HttpServer::Create(p->DuplicateListenSocket(), std::move(http));
   if (!follower.ok()) return follower.status();
   p->follower_http_ = std::move(follower).value();
+  CORRAL_RETURN_IF_ERROR(p->FollowSessions(host, port));
   return p;
+}
+
+Status ServerProcess::FollowSessions(const std::string& api_host, int api_port) {
+  // The port the gateway will have once this server leads (BuildLeader): --session-listen's,
+  // else the API's + 1. With an API on port 0 (tests) it is not known ahead: nothing listens.
+  std::string host = api_host;
+  int port = bound_port_ + 1;
+  if (!options_.session_listen.empty()) {
+    std::tie(host, port) = *ParseListen(options_.session_listen, "--session-listen");
+  } else if (api_port == 0) {
+    return Status::Ok();
+  }
+  auto socket = Listen(host, port, "--session-listen");
+  if (!socket.ok()) return socket.status();
+  // Every request is sent to the leader's API with a 307 (method and body kept), which sends
+  // session URLs on to its gateway: a bookmarked session URL of any server keeps working in a
+  // browser. WebSocket handshakes are not redirected by browsers; pages that open them load
+  // from the leader's gateway first. No leader known: 503, as the API port answers.
+  HttpServerOptions http = HttpOptions();
+  http.divert = nullptr;
+  http.gate = [this](const HttpRequest& head) {
+    const std::optional<std::string> leader = lease_->Leader();
+    if (!leader || lease_->Leading() || head.path == "/healthz") {
+      return std::optional<HttpResponse>(FollowerAnswer(head, leader));
+    }
+    HttpResponse res;
+    if (head.target.empty() || head.target[0] != '/') {  // an absolute form: not ours to carry
+      SendProblem(res, InvalidArgument("the request target must be a path: " + head.target));
+    } else {
+      res.Redirect(*leader + head.target, 307);
+    }
+    return std::optional<HttpResponse>(std::move(res));
+  };
+  http.admit = [this](const HttpRequest& head) { return FollowerAdmit(head); };
+  auto server = HttpServer::Create(*socket, std::move(http));
+  if (!server.ok()) return server.status();
+  follower_sessions_ = std::move(server).value();
+  return Status::Ok();
 }
 
 Status ServerProcess::ShareSecrets() {
@@ -441,7 +481,9 @@ Status ServerProcess::BuildLeader() {
     }
   }
 
-  // The session gateway: by default next to the API (its port + 1; a free one in tests).
+  // The session gateway: by default next to the API (its port + 1; a free one in tests). The
+  // follower's redirects on that port stop first: the gateway binds it.
+  if (follower_sessions_) follower_sessions_->Stop();
   auto [host, port] = *ParseListen(options.listen, "--listen");
   std::optional<std::pair<std::string, int>> session_listen;
   if (!options.session_listen.empty()) {
@@ -515,6 +557,9 @@ Status ServerProcess::StartLeader() {
 Status ServerProcess::Start() {
   if (!lease_) return StartLeader();
   if (Status started = follower_http_->Start(); !started.ok()) return started;
+  if (follower_sessions_) {
+    if (Status started = follower_sessions_->Start(); !started.ok()) return started;
+  }
   lease_->Start();
   return Status::Ok();
 }
@@ -526,6 +571,7 @@ void ServerProcess::Stop() {
   listen_fd_ = -1;
   if (proxy_) proxy_->CancelAll();
   if (follower_http_) follower_http_->Stop();
+  if (follower_sessions_) follower_sessions_->Stop();
   if (gateway_) gateway_->Stop();  // its connections end now, WebSockets included
   if (api_) api_->Shutdown();      // live event streams end now, not at their next event
   if (http_) http_->Stop();

@@ -154,6 +154,11 @@ class ServerProcess {
   // Checks this server's join token and session key against the cluster's (the store's; the
   // first server's become the cluster's), adopting the cluster's join token when it has none.
   Status ShareSecrets();
+  // While following (PostgreSQL): listens on the session gateway's port and redirects every
+  // request to the leader's API (which sends session URLs on to its gateway), so that session
+  // URLs of any server work; stopped when this server leads and its gateway takes the port.
+  // `api_host`/`api_port`: --listen's (port 0: the gateway's port is not known, nothing listens).
+  Status FollowSessions(const std::string& api_host, int api_port);
   // Builds what a leader runs: the admin's first start, the controller (recovered from the
   // store), the API's HTTP server on the listening socket, the session gateway.
   Status BuildLeader();
@@ -186,9 +191,11 @@ class ServerProcess {
   std::string session_key_;
   int listen_fd_ = -1;  // the API's listening socket (each HTTP server takes a duplicate)
   int bound_port_ = 0;
-  HttpApiConfig api_config_;                            // the API's settings known before leading
-  std::vector<EnvironmentSpec> builtins_;               // --envs-dir's, loaded when leading
-  std::unique_ptr<HttpServer> follower_http_;           // answers while following (PostgreSQL)
+  HttpApiConfig api_config_;                   // the API's settings known before leading
+  std::vector<EnvironmentSpec> builtins_;      // --envs-dir's, loaded when leading
+  std::unique_ptr<HttpServer> follower_http_;  // answers while following (PostgreSQL)
+  // While following: the session port's answers (redirects to the leader; FollowerSessions).
+  std::unique_ptr<HttpServer> follower_sessions_;
   std::unique_ptr<LeaderLease> lease_;                  // PostgreSQL only
   std::string advertise_url_;                           // with the lease: this server's
   std::unique_ptr<PeerSignature> peer_;                 // with the lease: forwarded requests

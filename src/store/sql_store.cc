@@ -994,11 +994,10 @@ std::string RunSql(const char* columns, const JobFilter& filter, const JobCondit
       conditions.push_back("id" + cmp);
       params.emplace_back(after->id.value());
     } else {
-      // (key, id) after (k, i): key beyond k, or equal and id beyond i. The first condition
-      // alone bounds the index range; the second only sorts out the ties.
-      conditions.push_back(column + (asc ? " >= ?" : " <= ?"));
-      params.emplace_back(*after->key);
-      conditions.push_back("(" + column + cmp + " OR id" + cmp + ")");
+      // (key, id) after (k, i), as a row value: both databases read it as a range of the
+      // (key, id) index, so a page deep in a long run of equal keys (most jobs ask 1 GPU)
+      // starts where the last one ended instead of reading the ties before it again.
+      conditions.push_back("(" + column + ", id)" + cmp.substr(0, 2) + " (?, ?)");
       params.emplace_back(*after->key);
       params.emplace_back(after->id.value());
     }

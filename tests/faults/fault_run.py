@@ -52,6 +52,9 @@ KILL_GRACE_S = 2  # the server's --kill-grace: SIGTERM to SIGKILL
 # queue runs near its 24 GPUs and its long tasks last up to 36 s: a job started late in the
 # backlog needs minutes (120 s was too short: 3 long tasks were still running, stamped, at it).
 DRAIN_S = 300
+# The fault kinds during which a server may lose its lease and exit with status 3 (a frozen
+# leader; PostgreSQL down longer than a lease); after any other it is a failure.
+LEASE_LOSS_KINDS = {"leader_sigstop", "postgres_restart"}
 RECOVER_S = 60  # after a fault: how long the cluster has to be whole again (a long cut: ~30 s)
 # How long the load's long tasks run: in the full run, longer than the node timeout, so that
 # some still run when a cut-off node is declared lost (and an overlap can show).
@@ -209,6 +212,9 @@ class Phase:
                     self.lease_losses += 1
                     log(f"[{self.name}] server {s.name} lost its lease during {kind} (exit "
                         "status 3): started again")
+                    if kind not in LEASE_LOSS_KINDS:
+                        self.fail(f"server {s.name} lost its lease during {kind}, which should "
+                                  f"not cost it (see {s.log})")
                     s.start()
             return all(s.healthy() for s in c.servers) and c.leader()
 
@@ -421,8 +427,9 @@ def report(phases, seconds):
                   f"requeued because {r['requeue_reasons']}")
             if r["failovers"]:
                 print(f"[{ph.name}] failovers {r['failovers']}, max {r['max_failover']:.2f} s "
-                      "(leader fault to the next submission acknowledged); servers that exited "
-                      f"with their lease lost {r['lease_losses']}")
+                      "(leader fault to the next submission sent after it acknowledged)")
+            print(f"[{ph.name}] servers that exited with their lease lost (status 3) "
+                  f"{r['lease_losses']}")
             for k in ("acknowledged", "lost", "overlapping", "requeues"):
                 total[k] = total.get(k, 0) + r[k]
             if r["max_failover"] is not None:

@@ -23,7 +23,8 @@ class SubmissionLoad:
         self.rng = random.Random(seed)
         self.long_s, self.long_every, self.max_restarts = long_s, long_every, max_restarts
         self.acknowledged = []  # job ids, in the order acknowledged
-        self.acknowledged_at = []  # time.monotonic() of each acknowledgement, in that order
+        # time.monotonic() when each acknowledged submission was sent, in acknowledgement order
+        self.acknowledged_sent_at = []
         self.refused = {}  # (what was going on, why a submission was not acknowledged) -> count
         self.during = "no fault"  # what was going on: the harness names the fault it injects
         self.start_at = 0  # the index of the URL the next submission tries first
@@ -46,9 +47,11 @@ class SubmissionLoad:
             return len(self.acknowledged)
 
     def acknowledged_after(self, since):
-        """The monotonic time of the first acknowledgement at or after `since`, or None."""
+        """The monotonic time at which the first submission sent at or after `since` was
+        acknowledged (a reply to one sent before could predate `since`), or None."""
         with self.lock:
-            return next((t for t in self.acknowledged_at if t >= since), None)
+            return next((acked for sent, acked in self.acknowledged_sent_at if sent >= since),
+                        None)
 
     def spec(self, n):
         with self.lock:
@@ -97,11 +100,12 @@ class SubmissionLoad:
         self.stopping.wait(self.interval * first / step)  # the threads take turns
         while not self.stopping.is_set():
             n += step
+            sent = time.monotonic()
             job, why = self.submit(self.spec(n))
             with self.lock:
                 if job is not None:
                     self.acknowledged.append(job)
-                    self.acknowledged_at.append(time.monotonic())
+                    self.acknowledged_sent_at.append((sent, time.monotonic()))
                 else:
                     key = f"{self.during}: {why}"
                     self.refused[key] = self.refused.get(key, 0) + 1

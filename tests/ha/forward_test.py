@@ -12,7 +12,9 @@ an agent and a CLI given ONLY the follower's URL.
    or a badly signed header from a client that is not a peer is ignored (the limit counts the
    real address); a request a peer already forwarded that reaches a follower gets the follower's
    503 (no loops).
-3. SIGKILL of the leader: the follower leads and the same URL keeps working for the CLI.
+3. Session URLs: the follower's session port redirects (307) every request to the leader's API,
+   which sends it on to its own gateway; once the follower leads, its gateway serves that port.
+4. SIGKILL of the leader: the follower leads and the same URL keeps working for the CLI.
 
 Run under scripts/with_postgres.sh (CORRAL_TEST_POSTGRES_URL). Polls with deadlines.
 
@@ -188,6 +190,35 @@ def test_client_addresses(c):
           status == 503 and headers.get("Corral-Leader") == a.url, (status, headers))
 
 
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
+
+
+def get_unfollowed(url):
+    """(status, headers) of a GET whose redirect is not followed."""
+    opener = urllib.request.build_opener(NoRedirect)
+    try:
+        with opener.open(url, timeout=5) as r:
+            return r.status, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers)
+    except OSError as e:
+        return 0, {"error": str(e)}
+
+
+def test_session_urls(c):
+    a, b = c.servers
+    target = "/sessions/42/lab/tree?path=a%20b"
+    status, headers = get_unfollowed(b.session_url + target)
+    check("the follower's session port redirects a session URL to the leader's API (307)",
+          status == 307 and headers.get("Location") == a.url + target, (status, headers))
+    status, headers = get_unfollowed(a.url + target)
+    location = headers.get("Location", "")
+    check("... whose API sends it on to the leader's gateway",
+          status == 307 and location.endswith(f":{a.session_port}{target}"), (status, headers))
+
+
 def test_failover_keeps_the_url(c):
     a, b = c.servers
     a.kill9()
@@ -210,6 +241,10 @@ def test_failover_keeps_the_url(c):
     out = cli(c, b.url, "jobs", "--all")
     check("... and lists every job", out.returncode == 0 and "streamed" in out.stdout and
           "after-kill" in out.stdout, (out.stdout, out.stderr))
+    status, headers = get_unfollowed(b.session_url + "/sessions/42/lab")
+    check("... and its own gateway serves its session port (no redirect to the dead leader)",
+          status not in (0, 307, 503) and not headers.get("Location", "").startswith(a.url),
+          (status, headers))
 
 
 def main():
@@ -228,6 +263,7 @@ def main():
     try:
         test_through_the_follower(c, web)
         test_client_addresses(c)
+        test_session_urls(c)
         test_failover_keeps_the_url(c)
     finally:
         c.stop()

@@ -68,6 +68,8 @@ class Server:
         self.name = name
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.session_port = free_port()
+        self.session_url = f"http://127.0.0.1:{self.session_port}"
         self.data = os.path.join(cluster.root, name)
         self.log = os.path.join(cluster.root, name + ".log")
         self.proc = None
@@ -76,7 +78,7 @@ class Server:
         os.makedirs(self.data, exist_ok=True)
         self.proc = subprocess.Popen(
             [self.cluster.corral, "server", "--listen", f"127.0.0.1:{self.port}",
-             "--session-listen", f"127.0.0.1:{free_port()}", "--store", self.cluster.store,
+             "--session-listen", f"127.0.0.1:{self.session_port}", "--store", self.cluster.store,
              "--data-dir", self.data, "--session-key-file", self.cluster.session_key,
              "--node-timeout", "30", *self.cluster.server_args],
             stdout=open(self.log, "a"), stderr=subprocess.STDOUT)

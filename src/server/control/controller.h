@@ -184,11 +184,12 @@ class Controller {
     // (the listing's `after`).
     std::optional<store::JobListPosition> next;
   };
+  static constexpr int kMaxJobListLimit = 100000;  // the largest page ListJobs gives
   // A page of the jobs `who` may see that match `listing` (filters, sort, position; its limit
-  // >= 1), with their pending reasons. What `who` may see: all_projects false, their own jobs in
-  // their projects (admins: their own jobs); true, every job of their projects (admins: every
-  // job). The listing's users and projects only narrow that: one outside it matches nothing
-  // (an empty page, never an error that would tell which exist).
+  // 1..kMaxJobListLimit, else InvalidArgument), with their pending reasons. What `who` may see:
+  // all_projects false, their own jobs in their projects (admins: their own jobs); true, every job
+  // of their projects (admins: every job). The listing's users and projects only narrow that: one
+  // outside it matches nothing (an empty page, never an error that would tell which exist).
   Result<JobPage> ListJobs(const Principal& who, store::JobFilter listing, bool all_projects);
   // Every node with its inventory, state and free capacity; "gpu_tasks" lists, per GPU index,
   // the tasks of starting or running jobs on it, so that the dashboard's heatmap shows which

@@ -365,6 +365,9 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who, store::Jo
     listing.users = Narrowed(listing.users, {who.name});
     if (listing.users.empty()) return page;
   }
+  if (listing.limit < 1 || listing.limit > kMaxJobListLimit) {
+    return InvalidArgument("field 'limit': must be from 1 to " + std::to_string(kMaxJobListLimit));
+  }
   const int limit = listing.limit;
   listing.limit = limit + 1;  // one more than asked tells whether another page follows
   auto jobs = store_.ListJobSummaries(listing);
