@@ -275,18 +275,46 @@ ALTER TABLE cluster ADD COLUMN session_key_check TEXT NOT NULL DEFAULT ''
 )sql";
 
 // Version 13 (docs/control-plane.md, "Listing jobs"): what the job listing sorts and filters
-// on, each served by an index that ends in id (keyset pagination on (key, id)). A job's GPUs over
-// all its tasks in milli-GPU (tasks × resources.gpus × resources.gpu_milli), filled in from the
-// stored specs of the jobs already there. Names are compared byte-wise (a prefix is a range of
-// them), so PostgreSQL's index uses the "C" collation, which SQLite's BINARY default already is.
-// SQLite's indexes end in the rowid (= id) already, so jobs_by_user serves (user_name, id) there.
+// on, each served by an index that ends in id (keyset pagination on (key, id)). Names are compared
+// byte-wise (a prefix is a range of them), so PostgreSQL's index uses the "C" collation, which
+// SQLite's BINARY default already is. SQLite's indexes end in the rowid (= id) already, so
+// jobs_by_user serves (user_name, id) there.
+//
+// total_gpu_milli is a job's GPUs over all its tasks in milli-GPU (tasks × resources.gpus ×
+// resources.gpu_milli), filled in from the stored specs of the jobs already there. A count that
+// is absent or null takes its default (gpus 0, gpu_milli 1000, tasks 1). A job keeps 0 when its
+// spec is not JSON or when one of the three counts is anything but a JSON integer from 0 to
+// 999999 (a string, a fraction, an exponent, a negative or a larger number; so the product fits
+// a BIGINT): no stored spec can fail the migration, and both databases give the same numbers.
+// PostgreSQL 15 cannot test text for JSON without the cast, which throws, so two functions made
+// and dropped within the migration compute it and catch that; PostgreSQL's JSON operators also
+// refuse a spec holding \u0000 (which corral never writes): that job keeps 0 there. A server of
+// the previous release still running during a rolling upgrade inserts jobs with 0: they sort as
+// 0 GPUs.
 constexpr char kJobListingPostgres[] = R"sql(
 ALTER TABLE jobs ADD COLUMN total_gpu_milli BIGINT NOT NULL DEFAULT 0
   CHECK (total_gpu_milli >= 0);
-UPDATE jobs SET total_gpu_milli =
-  COALESCE((spec_json::jsonb -> 'resources' ->> 'gpus')::bigint, 0) *
-  COALESCE((spec_json::jsonb -> 'resources' ->> 'gpu_milli')::bigint, 1000) *
-  COALESCE((spec_json::jsonb ->> 'tasks')::bigint, 1);
+CREATE FUNCTION corral_migration_13_count(value json, absent BIGINT) RETURNS BIGINT
+  LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN value IS NULL OR json_typeof(value) = 'null' THEN absent
+    WHEN json_typeof(value) = 'number' AND value::text ~ '^[0-9]{1,6}$' THEN value::text::bigint
+  END $$;
+CREATE FUNCTION corral_migration_13_total(spec TEXT) RETURNS BIGINT
+  LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  doc json;
+BEGIN
+  doc := spec::json;
+  RETURN COALESCE(corral_migration_13_count(doc -> 'resources' -> 'gpus', 0) *
+                  corral_migration_13_count(doc -> 'resources' -> 'gpu_milli', 1000) *
+                  corral_migration_13_count(doc -> 'tasks', 1), 0);
+EXCEPTION WHEN data_exception THEN
+  RETURN 0;
+END $$;
+UPDATE jobs SET total_gpu_milli = corral_migration_13_total(spec_json);
+DROP FUNCTION corral_migration_13_total(TEXT);
+DROP FUNCTION corral_migration_13_count(json, BIGINT);
 CREATE INDEX jobs_by_submit_time ON jobs (submit_time, id);
 CREATE INDEX jobs_by_start_time ON jobs (start_time, id);
 CREATE INDEX jobs_by_end_time ON jobs (end_time, id);
@@ -297,10 +325,25 @@ CREATE INDEX jobs_by_user_and_id ON jobs (user_name, id);
 constexpr char kJobListingSqlite[] = R"sql(
 ALTER TABLE jobs ADD COLUMN total_gpu_milli BIGINT NOT NULL DEFAULT 0
   CHECK (total_gpu_milli >= 0);
-UPDATE jobs SET total_gpu_milli =
-  COALESCE(json_extract(spec_json, '$.resources.gpus'), 0) *
-  COALESCE(json_extract(spec_json, '$.resources.gpu_milli'), 1000) *
-  COALESCE(json_extract(spec_json, '$.tasks'), 1)
+UPDATE jobs SET total_gpu_milli = COALESCE(
+  CASE COALESCE(json_type(spec_json, '$.resources.gpus'), 'null')
+    WHEN 'null' THEN 0
+    WHEN 'integer' THEN
+      CASE WHEN json_extract(spec_json, '$.resources.gpus') BETWEEN 0 AND 999999
+        THEN json_extract(spec_json, '$.resources.gpus') END
+  END *
+  CASE COALESCE(json_type(spec_json, '$.resources.gpu_milli'), 'null')
+    WHEN 'null' THEN 1000
+    WHEN 'integer' THEN
+      CASE WHEN json_extract(spec_json, '$.resources.gpu_milli') BETWEEN 0 AND 999999
+        THEN json_extract(spec_json, '$.resources.gpu_milli') END
+  END *
+  CASE COALESCE(json_type(spec_json, '$.tasks'), 'null')
+    WHEN 'null' THEN 1
+    WHEN 'integer' THEN
+      CASE WHEN json_extract(spec_json, '$.tasks') BETWEEN 0 AND 999999
+        THEN json_extract(spec_json, '$.tasks') END
+  END, 0)
   WHERE json_valid(spec_json);
 CREATE INDEX jobs_by_submit_time ON jobs (submit_time, id);
 CREATE INDEX jobs_by_start_time ON jobs (start_time, id);

@@ -1433,6 +1433,72 @@ TEST_P(StoreTest, AStoreWrittenBeforeTimeoutAndOomKeepsItsJobs) {
             StatusCode::kInvalidArgument);
 }
 
+// ---- The job listing's total GPUs (issue 17, point 4): migration 13 ----
+
+// A store as the last corral before the job listing (schema version 12) wrote it, with jobs whose
+// specs hold every shape migration 13 meets: opened by this corral, each job has its total GPUs
+// in milli-GPU (tasks × gpus × gpu_milli), and a spec that is not JSON, or holds a count that is
+// not a small JSON integer, gives 0 instead of failing the migration, alike on both databases.
+TEST_P(StoreTest, AStoreWrittenBeforeTheJobListingGetsEachJobsTotalGpus) {
+  store_.reset();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  const bool sqlite = GetParam() == Backend::kSqlite;
+  WriteOldSchema(*conn, sqlite, 12);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  struct OldJob {
+    std::string spec;
+    int64_t total_gpu_milli;
+  };
+  const std::vector<OldJob> jobs = {
+      {R"({"resources":{"gpus":2,"gpu_milli":500,"cpu_milli":0},"tasks":3})", 3000},
+      {R"({"resources":{"gpus":1}})", 1000},  // gpu_milli 1000, tasks 1
+      {R"({"resources":{"gpus":1,"gpu_milli":null},"tasks":null})", 1000},
+      {R"({"name":"cpu-only","command":["true"]})", 0},        // no resources
+      {R"({"resources":{"gpus":2,)", 0},                       // not JSON
+      {"", 0},                                                 // not JSON
+      {R"({"resources":{"gpus":1.5}})", 0},                    // not an integer
+      {R"({"resources":{"gpus":"2"}})", 0},                    // a string
+      {R"({"resources":{"gpus":1e3}})", 0},                    // an exponent
+      {R"({"resources":{"gpus":-1}})", 0},                     // negative
+      {R"({"resources":{"gpus":1},"tasks":99999999999})", 0},  // too large
+      {R"({"resources":"all"})", 0},
+      {R"([1,2])", 0},
+      {R"({"resources":{"gpus":8,"gpu_milli":1000},"tasks":4096})", 32768000},
+  };
+  std::string rows =
+      "INSERT INTO cluster (singleton, id) VALUES (1, '0123456789abcdef');"
+      "INSERT INTO users (name, admin, created_at) VALUES ('alice', 0, 1);"
+      "INSERT INTO projects (name, description, created_at) VALUES ('vision', '', 1);";
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    rows +=
+        "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, submit_time) "
+        "VALUES ('j" +
+        std::to_string(i) + "', 'alice', 'vision', '" + jobs[i].spec + "', 'pending', 0, 3);";
+  }
+  ASSERT_TRUE(conn->ExecuteScript(rows).ok());
+  conn.reset();
+
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  auto check = Connect();
+  EXPECT_EQ(*SchemaVersion(*check), static_cast<int>(StoreMigrations().size()));
+  auto totals = check->Query("SELECT spec_json, total_gpu_milli FROM jobs ORDER BY id", {});
+  ASSERT_TRUE(totals.ok()) << totals.status().ToString();
+  ASSERT_EQ(totals->size(), jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ((*totals)[i].Text(0), jobs[i].spec);
+    EXPECT_EQ((*totals)[i].Int(1), jobs[i].total_gpu_milli) << jobs[i].spec;
+  }
+  // The migration left nothing behind but the column and indexes.
+  if (!sqlite) {
+    auto functions =
+        check->Query("SELECT proname FROM pg_proc WHERE proname LIKE 'corral_migration%'", {});
+    ASSERT_TRUE(functions.ok()) << functions.status().ToString();
+    EXPECT_TRUE(functions->empty());
+  }
+}
+
 // ---- Typed allocations (issue 14, point 4): migration 10 ----
 
 // A store as the last corral before typed allocations (schema version 8) wrote it, with a
