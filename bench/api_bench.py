@@ -57,27 +57,13 @@ import sys
 import tempfile
 import time
 
-from bench_cluster import (Client, Server, fmt, log, machine, percentile, proc_cpu_seconds,
-                           start_agent, stop, stop_all, table)
+from bench_cluster import (Client, Server, fmt, log, machine, machine_busy_pct, machine_cpu,
+                           percentile, proc_cpu_seconds, start_agent, stop, stop_all, table)
 
 MP = mp.get_context("fork")
 OWNER_PID = os.getpid()
 
 # --- small helpers ----------------------------------------------------------------------------
-
-
-def machine_cpu():
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
-    total = sum(v[:8])
-    return total - idle, total
-
-
-def machine_busy_pct(before, after):
-    busy, total = after[0] - before[0], after[1] - before[1]
-    return 100.0 * busy / total if total else None
 
 
 def cpu_of(pids):

@@ -61,6 +61,20 @@ def proc_status_kib(pid, key):
     return None
 
 
+def machine_cpu():
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+    total = sum(v[:8])
+    return total - idle, total
+
+
+def machine_busy_pct(before, after):
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return 100.0 * busy / total if total else None
+
+
 def wait_for(what, predicate, timeout, interval=0.05):
     """predicate()'s first true value, polled every `interval` s; RuntimeError after timeout."""
     deadline = time.monotonic() + timeout
@@ -250,10 +264,20 @@ class Server:
 
         wait_for("GET /healthz", healthy, 60)
         admin = os.path.join(data_dir, "admin.token")
-        if not os.path.exists(admin):
+
+        def admin_token():
+            # Written once the server leads, which on PostgreSQL may come after /healthz answers.
+            try:
+                with open(admin) as f:
+                    return f.read().strip()
+            except FileNotFoundError:
+                return None
+
+        try:
+            self.admin_token = wait_for("admin.token", admin_token, 15)
+        except RuntimeError:
             raise RuntimeError("no admin.token was written: the store was not empty (use a "
                                "fresh database; the admin token is only created on first start)")
-        self.admin_token = open(admin).read().strip()
         self.join_token_file = os.path.join(data_dir, "join.token")
         self.join_token = open(self.join_token_file).read().strip()
 
