@@ -202,20 +202,39 @@ class Cluster:
     def client(self, quickack=True):
         return Client(self.server.port, self.server.admin_token, quickack=quickack)
 
-    def summary(self):
+    def call(self, method, path, body=None, expect=200):
+        """One request on a connection of its own: the answer's body; RuntimeError unless the
+        status is `expect`."""
         c = self.client()
         try:
-            status, body = c.request("GET", "/api/v1/summary")
+            status, answer = c.request(method, path, body)
         finally:
             c.close()
-        if status != 200:
-            raise RuntimeError(f"GET /api/v1/summary: {status} {body!r}")
-        return body
+        if status != expect:
+            raise RuntimeError(f"{method} {path}: {status} {answer!r}"[:500])
+        return answer
+
+    def summary(self):
+        return self.call("GET", "/api/v1/summary")
+
+    def wait_drained(self, what, timeout, interval):
+        """Waits until nothing is pending, starting or running."""
+        def drained():
+            s = self.summary()
+            return s["jobs_pending"] + s["jobs_starting"] + s["jobs_running"] == 0
+
+        wait_for(what, drained, timeout, interval)
 
     def close(self):
         if self.agent is not None:
             stop(self.agent)
         self.server.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *_):
+        self.close()
 
 
 # --- load ------------------------------------------------------------------------------------
@@ -360,11 +379,7 @@ def cancel_pending(cluster):
         return status, body
 
     while True:
-        c = cluster.client()
-        status, page = c.request("GET", "/api/v1/jobs?all=1&state=pending&limit=1000")
-        c.close()
-        if status != 200:
-            raise RuntimeError(f"listing pending jobs: {status} {page!r}")
+        page = cluster.call("GET", "/api/v1/jobs?all=1&state=pending&limit=1000")
         if not page:
             break
         results = for_each(cluster, [j["id"] for j in page], cancel)
@@ -390,27 +405,18 @@ def cancel_pending(cluster):
 
 
 def part_idle(ctx):
-    cluster = Cluster(ctx, "idle")
-    try:
+    with Cluster(ctx, "idle") as cluster:
         load = run_wrk(ctx, cluster, IDLE_SPEC, "idle")
         load["cancel"] = cancel_pending(cluster)
         return load
-    finally:
-        cluster.close()
 
 
 def part_churn(ctx):
     a = ctx.args
-    cluster = Cluster(ctx, "churn")
-    try:
-        c = cluster.client()
+    with Cluster(ctx, "churn") as cluster:
         spec = {"command": ["sleep", "0.2"], "resources": {"gpus": 1, "cpu_milli": 100},
                 "array": {"indices": list(range(a.churn_jobs))}}
-        status, body = c.request("POST", "/api/v1/jobs", spec)
-        c.close()
-        if status != 201:
-            raise RuntimeError(f"submitting the churn array: {status} {body!r}")
-        array = body["array_id"]
+        array = cluster.call("POST", "/api/v1/jobs", spec, expect=201)["array_id"]
         wait_for("an array job to run", lambda: cluster.summary()["jobs_running"] > 0, 60, 0.02)
         ended_query = f"array={array}&state={ENDED_STATES}"
         ended0 = len(list_ids(cluster, ended_query))
@@ -425,21 +431,14 @@ def part_churn(ctx):
             "array_failed": failed,
             "array_left": a.churn_jobs - ended1,
         })
-        c = cluster.client()
-        status, body = c.request("POST", f"/api/v1/arrays/{array}/cancel")
-        c.close()
-        if status != 202:
-            raise RuntimeError(f"cancelling the array: {status} {body!r}")
+        cluster.call("POST", f"/api/v1/arrays/{array}/cancel", expect=202)
         load["cancel"] = cancel_pending(cluster)
         return load
-    finally:
-        cluster.close()
 
 
 def part_cli(ctx):
     a = ctx.args
-    cluster = Cluster(ctx, "cli")
-    try:
+    with Cluster(ctx, "cli") as cluster:
         env = {k: v for k, v in os.environ.items()
                if k not in ("CORRAL_SERVER", "CORRAL_TOKEN", "CORRAL_CA_CERT")}
         env["XDG_CONFIG_HOME"] = os.path.join(cluster.dir, "config")
@@ -459,12 +458,7 @@ def part_cli(ctx):
                 raise RuntimeError(f"submission {i + 1}: corral submit exited {r.returncode}: "
                                    f"{r.stderr.decode(errors='replace').strip()}")
         submit_s = time.monotonic() - t0
-
-        def drained():
-            s = cluster.summary()
-            return s["jobs_pending"] + s["jobs_starting"] + s["jobs_running"] == 0
-
-        wait_for("every CLI job to end", drained, 600, 0.02)
+        cluster.wait_drained("every CLI job to end", 600, 0.02)
         total_s = time.monotonic() - t0
         succeeded = len(list_ids(cluster, "state=succeeded"))
         if succeeded != a.cli_jobs:
@@ -474,8 +468,6 @@ def part_cli(ctx):
                 "submits_per_s": a.cli_jobs / submit_s,
                 "submit_p50_ms": percentile(each, 50) * 1e3,
                 "submit_p99_ms": percentile(each, 99) * 1e3, "succeeded": succeeded}
-    finally:
-        cluster.close()
 
 
 def time_runs(argv, runs, env=None, expect_lines=None):
@@ -574,8 +566,7 @@ def slurm_listing(ctx, jobs, runs):
 
 def part_listing(ctx):
     a = ctx.args
-    cluster = Cluster(ctx, "listing")
-    try:
+    with Cluster(ctx, "listing") as cluster:
         t0 = time.monotonic()
         refused = submit_jobs(cluster, a.listing_jobs, IDLE_SPEC)
         if refused:
@@ -586,46 +577,30 @@ def part_listing(ctx):
         corral = time_runs([ctx.corral, "jobs", "--limit", "1000"], a.listing_runs, env=env,
                            expect_lines=min(1000, a.listing_jobs))
         corral.update({"jobs_in_store": a.listing_jobs, "fill_s": fill_s})
-    finally:
-        cluster.close()
     return {"corral": corral, "squeue": slurm_listing(ctx, 1000, a.listing_runs)}
 
 
 def finish_jobs(cluster, count, mode):
     """Submits `count` jobs in arrays of at most 10,000 and waits until they all ended: pending
     jobs cancelled whole (mode cancel), or `true` jobs run on the agent (mode run)."""
-    c = cluster.client()
-    try:
-        left = count
-        while left:
-            n = min(left, MAX_ARRAY)
-            spec = dict(IDLE_SPEC) if mode == "cancel" else {
-                "command": ["true"], "resources": {"gpus": 1, "cpu_milli": 100}}
-            spec["array"] = {"indices": list(range(n))}
-            status, body = c.request("POST", "/api/v1/jobs", spec)
-            if status != 201:
-                raise RuntimeError(f"submitting an array of {n}: {status} {body!r}")
-            if mode == "cancel":
-                status, body = c.request("POST", f"/api/v1/arrays/{body['array_id']}/cancel")
-                if status != 202:
-                    raise RuntimeError(f"cancelling array: {status} {body!r}")
-            left -= n
-
-        def drained():
-            s = cluster.summary()
-            return s["jobs_pending"] + s["jobs_starting"] + s["jobs_running"] == 0
-
-        wait_for(f"{count} jobs to end", drained, 3600, 0.2)
-    finally:
-        c.close()
+    left = count
+    while left:
+        n = min(left, MAX_ARRAY)
+        spec = dict(IDLE_SPEC) if mode == "cancel" else {
+            "command": ["true"], "resources": {"gpus": 1, "cpu_milli": 100}}
+        spec["array"] = {"indices": list(range(n))}
+        array = cluster.call("POST", "/api/v1/jobs", spec, expect=201)["array_id"]
+        if mode == "cancel":
+            cluster.call("POST", f"/api/v1/arrays/{array}/cancel", expect=202)
+        left -= n
+    cluster.wait_drained(f"{count} jobs to end", 3600, 0.2)
 
 
 def part_rss(ctx):
     a = ctx.args
     if a.rss_large < a.rss_small:
         raise RuntimeError("--rss-large must be at least --rss-small")
-    cluster = Cluster(ctx, "rss", fake_gpus=f"{a.rss_gpus}xA100-80GB")
-    try:
+    with Cluster(ctx, "rss", fake_gpus=f"{a.rss_gpus}xA100-80GB") as cluster:
         server = cluster.server
         out = {"mode": a.rss_mode, "rss_start_mib": server.rss_mib()}
         t0 = time.monotonic()
@@ -641,8 +616,6 @@ def part_rss(ctx):
                     "server_cpu_s": server.cpu_seconds()})
         out["ratio"] = out["rss_large_mib"] / out["rss_small_mib"]
         return out
-    finally:
-        cluster.close()
 
 
 # --- output -----------------------------------------------------------------------------------
