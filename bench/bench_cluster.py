@@ -239,8 +239,9 @@ class Server:
         self.dir = data_dir
         self.port = free_port()
         self.url = f"http://{HOST}:{self.port}"
-        argv = [corral, "server", "--listen", f"{HOST}:{self.port}", "--store", store_url,
-                "--data-dir", data_dir]
+        # The session gateway's port too: its default, the API's port + 1, may be taken.
+        argv = [corral, "server", "--listen", f"{HOST}:{self.port}", "--session-listen",
+                f"{HOST}:{free_port()}", "--store", store_url, "--data-dir", data_dir]
         if node_timeout:
             # The fence timings must fit in it (corral server refuses others).
             argv += ["--node-timeout", str(node_timeout), "--fence-after", "3", "--kill-grace", "1"]

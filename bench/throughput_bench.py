@@ -233,7 +233,11 @@ class Cluster:
     def __enter__(self):
         return self
 
-    def __exit__(self, *_):
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and not self.server.alive():
+            # The part failed because the server stopped: say how, before its folder goes.
+            log(f"  corral server exited with {self.server.proc.returncode}; its log ends:\n"
+                + self.server.log_tail())
         self.close()
 
 
@@ -329,12 +333,16 @@ def run_wrk(ctx, cluster, body, label):
 def for_each(cluster, items, fn, workers=8):
     """fn(client, item) for every item, from `workers` threads with a keep-alive Client each;
     returns the results (in no particular order)."""
-    results, lock = [], threading.Lock()
+    results, errors, lock = [], [], threading.Lock()
 
     def work(chunk):
         client = cluster.client()
         try:
             mine = [fn(client, item) for item in chunk]
+        except Exception as e:  # raised again below, in the caller's thread
+            with lock:
+                errors.append(e)
+            return
         finally:
             client.close()
         with lock:
@@ -346,6 +354,8 @@ def for_each(cluster, items, fn, workers=8):
         t.start()
     for t in threads:
         t.join()
+    if errors:
+        raise errors[0]
     return results
 
 
