@@ -47,73 +47,23 @@ writes them as JSON.
 
 import argparse
 import heapq
-import http.client
 import json
 import multiprocessing as mp
 import os
-import pwd
 import random
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 
-HOST = "127.0.0.1"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from bench_cluster import (Client, Server, fmt, log, machine, machine_busy_pct, machine_cpu,
+                           percentile, proc_cpu_seconds, start_agent, stop, stop_all, table)
+
 MP = mp.get_context("fork")
 OWNER_PID = os.getpid()
 
 # --- small helpers ----------------------------------------------------------------------------
-
-
-def percentile(values, p):
-    """The p-th percentile (0..100) of values, linearly interpolated; None when empty."""
-    if not values:
-        return None
-    v = sorted(values)
-    if len(v) == 1:
-        return v[0]
-    k = (len(v) - 1) * p / 100.0
-    lo = int(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
-
-
-def fmt(x, digits=1, unit=""):
-    if x is None:
-        return "n/a"
-    return f"{x:,.{digits}f}{unit}"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def proc_cpu_seconds(pid):
-    """utime + stime of a process, in seconds (from /proc/PID/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    # After the comm field: state is fields[0], utime is field 14 overall -> index 11 here.
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
-def machine_cpu():
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
-    total = sum(v[:8])
-    return total - idle, total
-
-
-def machine_busy_pct(before, after):
-    busy, total = after[0] - before[0], after[1] - before[1]
-    return 100.0 * busy / total if total else None
 
 
 def cpu_of(pids):
@@ -126,98 +76,18 @@ def cpu_of(pids):
     return s
 
 
-def proc_status_kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return None
-
-
-class NoDelayConnection(http.client.HTTPConnection):
-    """http.client sends a request's headers and body in two send() calls; with Nagle's
-    algorithm on, the body then waits for the server's delayed ACK of the headers (~40 ms on
-    Linux) on every request of a keep-alive connection after the first. Real clients (curl,
-    the corral CLI) do not pay that, so the benchmark's clients must not either."""
-
-    def connect(self):
-        super().connect()
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-
 # --quickack: see Client.
 QUICKACK = False
 
 
-class Client:
-    """One persistent keep-alive HTTP/1.1 connection with JSON helpers.
-
-    With quickack, TCP_QUICKACK is set before each response is read, so that the client ACKs
-    the response's first segment at once. corral's HTTP server (cpp-httplib without
-    TCP_NODELAY) writes a response's headers and body in two send() calls; Nagle's algorithm
-    holds the body until the headers are ACKed, and a client with delayed ACKs (the Linux
-    default) ACKs ~40 ms later. Every request after the first on a keep-alive connection then
-    takes >= 40 ms. Quick ACKs remove that stall on the client side, which shows what the
-    server itself can do (as it would with TCP_NODELAY); plain clients see the stall."""
-
-    def __init__(self, port, token=None, timeout=60, quickack=None):
-        self.port = port
-        self.token = token
-        self.conn = NoDelayConnection(HOST, port, timeout=timeout)
-        self.reconnects = 0
-        self.quickack = QUICKACK if quickack is None else quickack
-
-    def request(self, method, path, body=None, token=None, headers=None):
-        """Returns (status, parsed JSON or raw bytes). Retries once when the server had
-        closed an idle keep-alive connection before reading the request (nothing was done)."""
-        headers = dict(headers or {}, Authorization="Bearer " + (token or self.token or ""))
-        data = None
-        if body is not None:
-            data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        for attempt in (0, 1):
-            try:
-                self.conn.request(method, path, body=data, headers=headers)
-                if self.quickack:
-                    self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-                resp = self.conn.getresponse()
-                raw = resp.read()
-                break
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                self.conn.close()
-                self.reconnects += 1
-                if attempt:
-                    raise
-        try:
-            return resp.status, json.loads(raw) if raw else None
-        except ValueError:
-            return resp.status, raw
-
-    def close(self):
-        self.conn.close()
+def new_client(port, token=None, quickack=None):
+    """A Client with quick ACKs as --quickack says, unless quickack says otherwise."""
+    return Client(port, token, quickack=QUICKACK if quickack is None else quickack)
 
 
 # --- processes we start -----------------------------------------------------------------------
 
-_children = []  # subprocess.Popen objects, each the leader of its own session
 _workers = []  # multiprocessing processes
-
-
-def _stop_popen(p, grace=5.0):
-    if p.poll() is not None:
-        return
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        p.wait(grace)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
 
 
 def cleanup():
@@ -232,18 +102,7 @@ def cleanup():
             w.kill()
             w.join()
     _workers.clear()
-    for p in reversed(_children):
-        _stop_popen(p)
-    _children.clear()
-
-
-def spawn(argv, log_path):
-    log = open(log_path, "ab")
-    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                         start_new_session=True)
-    log.close()
-    _children.append(p)
-    return p
+    stop_all()
 
 
 def start_worker(target, args):
@@ -253,78 +112,13 @@ def start_worker(target, args):
     return w
 
 
-def wait_for(what, predicate, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = predicate()
-        if result:
-            return result
-        time.sleep(interval)
-    raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-
-
-class Server:
-    def __init__(self, corral, data_dir, store_url, node_timeout=None):
-        self.dir = data_dir
-        self.port = free_port()
-        self.url = f"http://{HOST}:{self.port}"
-        argv = [corral, "server", "--listen", f"{HOST}:{self.port}", "--store", store_url,
-                "--data-dir", data_dir]
-        if node_timeout:
-            # The fence timings must fit in it (corral server refuses others).
-            argv += ["--node-timeout", str(node_timeout), "--fence-after", "3", "--kill-grace", "1"]
-        self.log = os.path.join(data_dir, "server.log")
-        self.proc = spawn(argv, self.log)
-        self.pid = self.proc.pid
-
-        def healthy():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"corral server exited with {self.proc.returncode}: "
-                                   + self.log_tail())
-            try:
-                c = http.client.HTTPConnection(HOST, self.port, timeout=2)
-                c.request("GET", "/healthz")
-                ok = c.getresponse().status == 200
-                c.close()
-                return ok
-            except OSError:
-                return False
-
-        wait_for("GET /healthz", healthy, 60)
-        admin = os.path.join(data_dir, "admin.token")
-        if not os.path.exists(admin):
-            raise RuntimeError("no admin.token was written: the store was not empty (use a "
-                               "fresh database; the admin token is only created on first start)")
-        self.admin_token = open(admin).read().strip()
-        self.join_token = open(os.path.join(data_dir, "join.token")).read().strip()
-
-    def alive(self):
-        return self.proc.poll() is None
-
-    def log_tail(self, n=20):
-        try:
-            with open(self.log, errors="replace") as f:
-                return "".join(f.readlines()[-n:])
-        except OSError:
-            return ""
-
-    def cpu_seconds(self):
-        return proc_cpu_seconds(self.pid)
-
-    def rss_mib(self):
-        return proc_status_kib(self.pid, "VmRSS") / 1024.0
-
-    def hwm_mib(self):
-        return proc_status_kib(self.pid, "VmHWM") / 1024.0
-
-
 # --- part 1: concurrent durable submission ----------------------------------------------------
 
 PENDING_JOB = json.dumps({"command": ["true"], "resources": {"gpus": 64}}).encode()
 
 
 def _submit_worker(port, token, n, ready, go, out, quickack):
-    client = Client(port, token, quickack=quickack)
+    client = new_client(port, token, quickack=quickack)
     client.conn.connect()
     latencies, errors, first_error = [], 0, None
     ready.wait()
@@ -397,22 +191,8 @@ def submit_concurrently(server, clients, per_client, quickack=None):
 
 
 def start_latency(server, corral, tmp, count, poll_s):
-    work = os.path.join(tmp, "agent")
-    os.makedirs(work, exist_ok=True)
-    agent = spawn([corral, "agent", "--server", server.url,
-                   "--join-token-file", os.path.join(server.dir, "join.token"),
-                   "--task-user", pwd.getpwuid(os.getuid()).pw_name,
-                   "--name", "n1", "--fake-gpus", "8xA100-80GB", "--work-dir", work],
-                  os.path.join(tmp, "agent.log"))
-    admin = Client(server.port, server.admin_token)
-
-    def node_ready():
-        if agent.poll() is not None:
-            raise RuntimeError(f"corral agent exited with {agent.returncode}")
-        status, nodes = admin.request("GET", "/api/v1/nodes")
-        return status == 200 and any(n["name"] == "n1" and n["state"] == "ready" for n in nodes)
-
-    wait_for("node n1 to be ready", node_ready, 60)
+    agent = start_agent(server, corral, os.path.join(tmp, "agent"), os.path.join(tmp, "agent.log"))
+    admin = new_client(server.port, server.admin_token)
     outdir = os.path.join(tmp, "started")
     os.makedirs(outdir, exist_ok=True)
     latencies, submit_rtts, done_times = [], [], []
@@ -454,8 +234,7 @@ def start_latency(server, corral, tmp, count, poll_s):
             time.sleep(poll_s)
         done_times.append(time.monotonic() - m0)
     admin.close()
-    _stop_popen(agent)
-    _children.remove(agent)
+    stop(agent)
     ms = [x * 1e3 for x in latencies]
     return {
         "jobs": count,
@@ -500,7 +279,7 @@ def _heartbeat_worker(w, workers, nodes, port, join_token, interval, flags, coun
     # does the whole work of one.
     beat = b'{"seq": %d, "tasks": [], "logs": [], "wait_ms": 0}'
     seqs = {i: 0 for i in mine}
-    client = Client(port)
+    client = new_client(port)
     tokens = {}
     heap = []  # (due time, node)
     unregistered = list(reversed(mine))
@@ -564,7 +343,7 @@ def _heartbeat_worker(w, workers, nodes, port, join_token, interval, flags, coun
 def schedule_probe(server, count, poll_s, deadline=None):
     """Submits `count` one-GPU jobs one by one; each is timed from just before its POST until
     GET /api/v1/jobs/ID shows a state other than pending. Returns latencies in seconds."""
-    client = Client(server.port, server.admin_token)
+    client = new_client(server.port, server.admin_token)
     spec = json.dumps({"command": ["true"], "resources": {"gpus": 1}}).encode()
     latencies = []
     for _ in range(count):
@@ -695,20 +474,6 @@ def heartbeat_load(server, args):
 # --- output -----------------------------------------------------------------------------------
 
 
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-def table(title, rows):
-    print(f"\n{title}")
-    w = max(len(r[0]) for r in rows)
-    w2 = max(len(r[1]) for r in rows)
-    print(f"  {'metric'.ljust(w)}  {'value'.rjust(w2)}  target")
-    print(f"  {'-' * w}  {'-' * w2}  ------")
-    for name, value, target in rows:
-        print(f"  {name.ljust(w)}  {value.rjust(w2)}  {target}")
-
-
 def verdict(ok):
     return "met" if ok else "NOT met"
 
@@ -787,21 +552,6 @@ def print_results(res, args):
               ])
     for part, err in res.get("errors", {}).items():
         print(f"\nFAILED {part}: {err}")
-
-
-def machine():
-    model, cores = "?", os.cpu_count()
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    with open("/proc/meminfo") as f:
-        total = int(f.readline().split()[1]) / 1024 / 1024
-    return f"{cores} cores ({model}), {total:.0f} GiB RAM"
 
 
 def main():
