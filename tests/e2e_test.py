@@ -451,6 +451,85 @@ def test_server_sigkill_keeps_acknowledged_jobs(root):
         c.stop()
 
 
+def test_server_sigkill_in_the_middle_of_batches(root):
+    """16 clients submit at once, so that the group commit batches them; the server is SIGKILLed
+    while they go on. Every acknowledged job survives, whole (with its submission event), and a
+    job never acknowledged is either whole or absent: a batch commits all or nothing."""
+    c = Cluster(os.path.join(root, "batch-crash"))
+    try:
+        acknowledged, lock, stop = [], threading.Lock(), threading.Event()
+        in_flight = [0]
+
+        def submitter():
+            conn = http.client.HTTPConnection(c.host, c.port, timeout=10)
+            body = json.dumps({"name": "batch-kill", "command": ["true"],
+                               "resources": {"gpus": 1, "gpu_models": ["NO-SUCH-GPU"]}})
+            while not stop.is_set():
+                try:
+                    with lock:
+                        in_flight[0] += 1
+                    conn.request("POST", "/api/v1/jobs", body, {
+                        "Authorization": "Bearer " + c.token,
+                        "Content-Type": "application/json"})
+                    answer = conn.getresponse()
+                    data = answer.read()
+                    if answer.status == 201:
+                        with lock:
+                            acknowledged.append(json.loads(data)["id"])
+                except (OSError, http.client.HTTPException):
+                    return  # the server is gone
+                finally:
+                    with lock:
+                        in_flight[0] -= 1
+
+        def store_commits():
+            found = re.search(r"^corral_store_commits_total (\d+)$",
+                              c.get_raw("/metrics")[2].decode(), re.M)
+            return int(found.group(1))
+
+        commits_before = store_commits()
+        threads = [threading.Thread(target=submitter) for _ in range(16)]
+        for t in threads:
+            t.start()
+        batching = wait_for(lambda: len(acknowledged) >= 400, 60, 0.05)
+        commits = store_commits() - commits_before
+        with lock:
+            acked_then = len(acknowledged)
+        check("16 concurrent clients are batched (fewer commits than acknowledged jobs)",
+              batching and commits < acked_then, (commits, acked_then))
+        with lock:
+            unanswered = in_flight[0]
+        c.kill9(c.server)
+        stop.set()
+        for t in threads:
+            t.join(30)
+        check("the kill found submissions in flight", unanswered > 0, unanswered)
+        c.start_server()
+        stored = []
+        cursor = ""
+        while True:
+            status, headers, body = c.get_raw(
+                "/api/v1/jobs?name=batch-kill&sort=id&order=asc&limit=1000" +
+                (f"&cursor={cursor}" if cursor else ""))
+            if status != 200:
+                break
+            stored += [j["id"] for j in json.loads(body)]
+            cursor = headers.get("X-Corral-Next-Cursor", "")
+            if not cursor:
+                break
+        missing = sorted(set(acknowledged) - set(stored))
+        check(f"server SIGKILL mid-batch: all {len(acknowledged)} acknowledged jobs survive",
+              acknowledged and not missing and status == 200, (status, missing[:10]))
+        extra = sorted(set(stored) - set(acknowledged))
+        check("at most the submissions in flight were committed unacknowledged",
+              len(extra) <= 16 and len(stored) == len(set(stored)), (len(extra), len(stored)))
+        torn = [i for i in stored
+                if not c.job(i).get("events") or c.job(i)["events"][0].get("to") != "pending"]
+        check("every stored job is whole: its submission event is there", not torn, torn[:10])
+    finally:
+        c.stop()
+
+
 SUBMIT_LOOP = r"""
 import json, sys, urllib.request
 url, token = sys.argv[1], sys.argv[2]
@@ -1543,6 +1622,7 @@ def main():
     run_tests("e2e", (test_auth_and_validation, test_logs_pages_and_generations,
                      test_fifty_jobs_on_sixteen_gpus,
                      test_server_sigkill_keeps_acknowledged_jobs,
+                     test_server_sigkill_in_the_middle_of_batches,
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,

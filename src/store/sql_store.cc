@@ -1212,81 +1212,126 @@ Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
 
 // ---- Tasks ----
 
+namespace {
+
+// A gang checked, with what its rows need (AssignGangs).
+struct CheckedGang {
+  std::string op;                        // "assign job 7"
+  std::vector<std::string> nodes;        // distinct, in task order
+  std::vector<std::string> allocations;  // each task's, as stored
+  std::string reason;                    // "assigned to a, b"
+};
+
+// InvalidArgument (annotated with the job) names the gang's first bad field.
+Result<CheckedGang> CheckGang(const GangAssignment& gang) {
+  CheckedGang out;
+  out.op = "assign " + JobName(gang.job);
+  auto bad = [&](const std::string& field, const std::string& what) {
+    return InvalidArgument(out.op + ": field '" + field + "': " + what);
+  };
+  if (gang.tasks.empty()) return bad("tasks", "must not be empty");
+  std::set<int> indices;
+  for (size_t i = 0; i < gang.tasks.size(); ++i) {
+    const TaskAssignment& t = gang.tasks[i];
+    const std::string field = "tasks[" + std::to_string(i) + "]";
+    // "field 'tasks[1].node': must not be empty"
+    if (t.task_index < 0 || !indices.insert(t.task_index).second) {
+      return bad(field + ".task_index", "negative or repeated");
+    }
+    if (t.node.empty()) return bad(field + ".node", "must not be empty");
+    if (Status valid = model::Validate(t.allocation, field + ".allocation."); !valid.ok()) {
+      return Status(valid.code(), out.op + ": " + valid.message());  // "...gpus[0].milli': ..."
+    }
+    if (std::find(out.nodes.begin(), out.nodes.end(), t.node) == out.nodes.end()) {
+      out.nodes.push_back(t.node);
+    }
+    out.allocations.push_back(AllocationText(t.allocation));
+  }
+  out.reason = "assigned to ";
+  for (size_t i = 0; i < out.nodes.size(); ++i) out.reason += (i ? ", " : "") + out.nodes[i];
+  return out;
+}
+
+}  // namespace
+
 Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
                                                      const std::vector<TaskAssignment>& tasks,
                                                      Seconds now) {
-  const std::string op = "assign " + JobName(id);
-  if (tasks.empty()) return Annotate(op, InvalidArgument("field 'tasks': must not be empty"));
-  std::set<int> indices;
-  std::vector<std::string> nodes;  // distinct, in task order
-  std::vector<std::string> allocations;
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    const TaskAssignment& t = tasks[i];
-    const std::string field = "tasks[" + std::to_string(i) + "]";
-    // "field 'tasks[1].node': must not be empty"
-    auto bad = [&](const std::string& name, const std::string& what) {
-      return Annotate(op, InvalidArgument("field '" + field + "." + name + "': " + what));
-    };
-    if (t.task_index < 0 || !indices.insert(t.task_index).second) {
-      return bad("task_index", "negative or repeated");
-    }
-    if (t.node.empty()) return bad("node", "must not be empty");
-    if (Status valid = model::Validate(t.allocation, field + ".allocation."); !valid.ok()) {
-      return Annotate(op, valid);  // "field 'tasks[1].allocation.gpus[0].milli': ..."
-    }
-    if (std::find(nodes.begin(), nodes.end(), t.node) == nodes.end()) nodes.push_back(t.node);
-    allocations.push_back(AllocationText(t.allocation));
-  }
-  std::string reason = "assigned to ";
-  for (size_t i = 0; i < nodes.size(); ++i) reason += (i ? ", " : "") + nodes[i];
+  auto gangs = AssignGangs({GangAssignment{id, tasks}}, now);
+  if (!gangs.ok()) return gangs.status();
+  return std::move(gangs->front());
+}
 
+Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
+    const std::vector<GangAssignment>& gangs, Seconds now) {
+  std::vector<CheckedGang> checked;
+  checked.reserve(gangs.size());
+  for (const GangAssignment& gang : gangs) {
+    auto c = CheckGang(gang);
+    if (!c.ok()) return c.status();
+    checked.push_back(std::move(c).value());
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  bool job_was_pending = false;
-  std::vector<TaskRecord> written;
+  std::vector<std::vector<TaskRecord>> written;
+  size_t failing = 0;            // the gang being written when the transaction failed
+  bool job_was_pending = false;  // ... and whether its job's move to starting was done
   Status s = InTransaction([&]() -> Status {
     written.clear();
-    auto job = conn_->Query(
-        "UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ? RETURNING restarts",
-        {StateValue(model::JobState::kStarting), reason, id.value(),
-         StateValue(model::JobState::kPending)});
-    if (!job.ok()) return job.status();
-    if (job->size() != 1) return ExplainWrongState(id, model::JobState::kPending);
-    job_was_pending = true;
-    const int64_t generation = (*job)[0].Int(0) + 1;
-    // The gang's ids in one step: the counter's row stays locked until the commit, so servers
-    // sharing the store never hand out one id twice, and a rollback returns them unused.
-    const auto n = static_cast<int64_t>(tasks.size());
-    auto last = conn_->Query("UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
-                             {n, std::string("allocation_id")});
-    if (!last.ok()) return last.status();
-    if (last->size() != 1) {
-      return Status(StatusCode::kInternal, "the allocation_id counter is missing");
+    for (failing = 0; failing < gangs.size(); ++failing) {
+      const GangAssignment& gang = gangs[failing];
+      const CheckedGang& c = checked[failing];
+      job_was_pending = false;
+      auto job = conn_->Query(
+          "UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ? RETURNING restarts",
+          {StateValue(model::JobState::kStarting), c.reason, gang.job.value(),
+           StateValue(model::JobState::kPending)});
+      if (!job.ok()) return job.status();
+      if (job->size() != 1) return ExplainWrongState(gang.job, model::JobState::kPending);
+      job_was_pending = true;
+      const int64_t generation = (*job)[0].Int(0) + 1;
+      // The gang's ids in one step: the counter's row stays locked until the commit, so servers
+      // sharing the store never hand out one id twice, and a rollback returns them unused.
+      const auto n = static_cast<int64_t>(gang.tasks.size());
+      auto last =
+          conn_->Query("UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
+                       {n, std::string("allocation_id")});
+      if (!last.ok()) return last.status();
+      if (last->size() != 1) {
+        return Status(StatusCode::kInternal, "the allocation_id counter is missing");
+      }
+      const int64_t first = (*last)[0].Int(0) - n + 1;
+      std::vector<SqlParams> rows;
+      std::vector<TaskRecord> tasks;
+      for (size_t i = 0; i < gang.tasks.size(); ++i) {
+        TaskRecord t;
+        t.job = gang.job;
+        t.task_index = gang.tasks[i].task_index;
+        t.allocation_id = first + static_cast<int64_t>(i);
+        t.generation = generation;
+        t.node = gang.tasks[i].node;
+        t.allocation = gang.tasks[i].allocation;
+        t.state = model::TaskState::kAssigned;
+        rows.push_back({gang.job.value(), int64_t{t.task_index}, t.allocation_id, t.generation,
+                        t.node, c.allocations[i], StateValue(t.state)});
+        tasks.push_back(std::move(t));
+      }
+      auto inserted = conn_->QueryEach(kInsertTask, rows);
+      if (!inserted.ok()) return inserted.status();
+      CORRAL_RETURN_IF_ERROR(
+          conn_
+              ->Execute(kInsertEvent,
+                        {gang.job.value(), now.value(), StateValue(model::JobState::kPending),
+                         StateValue(model::JobState::kStarting), c.reason})
+              .status());
+      written.push_back(std::move(tasks));
     }
-    const int64_t first = (*last)[0].Int(0) - n + 1;
-    std::vector<SqlParams> rows;
-    for (size_t i = 0; i < tasks.size(); ++i) {
-      TaskRecord t;
-      t.job = id;
-      t.task_index = tasks[i].task_index;
-      t.allocation_id = first + static_cast<int64_t>(i);
-      t.generation = generation;
-      t.node = tasks[i].node;
-      t.allocation = tasks[i].allocation;
-      t.state = model::TaskState::kAssigned;
-      rows.push_back({id.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
-                      allocations[i], StateValue(t.state)});
-      written.push_back(std::move(t));
-    }
-    auto inserted = conn_->QueryEach(kInsertTask, rows);
-    if (!inserted.ok()) return inserted.status();
-    return conn_
-        ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(model::JobState::kPending),
-                                 StateValue(model::JobState::kStarting), reason})
-        .status();
+    return Status::Ok();
   });
-  if (s.code() == StatusCode::kNotFound && job_was_pending) {
+  if (s.ok()) return written;
+  const std::string op = failing < checked.size() ? checked[failing].op : "assign gangs";
+  if (s.code() == StatusCode::kNotFound && job_was_pending && failing < checked.size()) {
     // A foreign-key failure on a task row: the job exists, so a node is unknown.
-    for (const std::string& node : nodes) {
+    for (const std::string& node : checked[failing].nodes) {
       auto rows = conn_->Query("SELECT 1 FROM nodes WHERE name = ?", {node});
       if (rows.ok() && rows->empty()) {
         s = NotFound("node '" + node + "' is not registered");
@@ -1294,8 +1339,7 @@ Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
       }
     }
   }
-  if (!s.ok()) return Annotate(op, s);
-  return written;
+  return Annotate(op, s);
 }
 
 namespace {

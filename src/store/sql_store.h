@@ -81,6 +81,8 @@ class SqlStore final : public Store {
 
   Result<std::vector<TaskRecord>> AssignGang(JobId id, const std::vector<TaskAssignment>& tasks,
                                              Seconds now) override;
+  Result<std::vector<std::vector<TaskRecord>>> AssignGangs(const std::vector<GangAssignment>& gangs,
+                                                           Seconds now) override;
   Status UpdateTask(const TaskRecord& task) override;
   Result<std::vector<TaskRecord>> TasksOfJob(JobId id) override;
   Result<std::vector<TaskRecord>> ActiveTasks() override;

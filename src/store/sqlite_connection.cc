@@ -68,7 +68,11 @@ Result<std::unique_ptr<SqliteConnection>> SqliteConnection::Open(const std::stri
     return IoError("open SQLite database '" + path + "': cannot use WAL mode (journal_mode is '" +
                    got + "'); is the file on a filesystem without shared memory support?");
   }
-  for (const char* pragma : {"PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON"}) {
+  // temp_store=MEMORY: the scratch files of a statement (its journal, RETURNING's and sorts'
+  // temporary tables) stay in memory. In files they cost a write() per page, more than the
+  // committed data itself: about 6 per submitted job, measured with strace (docs/benchmarks.md).
+  for (const char* pragma :
+       {"PRAGMA synchronous=FULL", "PRAGMA foreign_keys=ON", "PRAGMA temp_store=MEMORY"}) {
     Status s = conn->ExecuteScript(pragma);
     if (!s.ok()) return IoError("open SQLite database '" + path + "': " + s.message());
   }

@@ -140,6 +140,12 @@ struct TaskAssignment {
   model::Allocation allocation;
 };
 
+// One job's gang as a scheduling pass placed it (AssignGangs).
+struct GangAssignment {
+  JobId job;
+  std::vector<TaskAssignment> tasks;
+};
+
 // A job's move between states, as TransitionJob takes it (compare-and-set on `from`).
 struct JobTransition {
   JobId id;
@@ -417,6 +423,13 @@ class Store {
   virtual Result<std::vector<TaskRecord>> AssignGang(JobId id,
                                                      const std::vector<TaskAssignment>& tasks,
                                                      Seconds now) = 0;
+  // The gangs of one scheduling pass in one transaction (one commit), each written as AssignGang
+  // writes it, ids handed out in the order of `gangs`. All or nothing: the error of the first
+  // gang that fails (its message names the job, as AssignGang's does), and nothing written; the
+  // caller may then assign the gangs one by one to start those that can. Returns each gang's
+  // tasks, in the order given.
+  virtual Result<std::vector<std::vector<TaskRecord>>> AssignGangs(
+      const std::vector<GangAssignment>& gangs, Seconds now) = 0;
   // Updates state, exit code, signal, times and end cause of the task keyed by (allocation_id,
   // generation); its job, index, node and allocation never change. NotFound when unknown.
   virtual Status UpdateTask(const TaskRecord& task) = 0;

@@ -841,6 +841,54 @@ TEST_P(StoreTest, AssignGangWritesAllTasksOrNone) {
             StatusCode::kNotFound);
 }
 
+// A scheduling pass's starts in one commit: every gang or none.
+TEST_P(StoreTest, AssignGangsCommitsAPassInOneTransaction) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
+  ASSERT_TRUE(store_->UpsertNode({"n2", "{}", NodeState::kReady, Seconds(1)}).ok());
+  auto a = store_->InsertJob(MakeJob("a"));
+  auto b = store_->InsertJob(MakeJob("b"));
+  auto c = store_->InsertJob(MakeJob("c"));
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+
+  // The second gang names an unknown node: the first gang's writes roll back with it, and the
+  // error names the job that failed.
+  auto ghost = store_->AssignGangs(
+      {{*a, {MakeTask(0, "n1")}}, {*b, {MakeTask(0, "n9")}}, {*c, {MakeTask(0, "n2")}}},
+      Seconds(50));
+  ASSERT_FALSE(ghost.ok());
+  EXPECT_EQ(ghost.status().code(), StatusCode::kNotFound) << ghost.status().ToString();
+  EXPECT_THAT(ghost.status().message(), HasSubstr("assign job " + std::to_string(b->value())));
+  EXPECT_THAT(ghost.status().message(), HasSubstr("node 'n9' is not registered"));
+  for (JobId id : {*a, *b, *c}) {
+    EXPECT_EQ(store_->GetJob(id)->state, JobState::kPending);
+    EXPECT_TRUE(store_->TasksOfJob(id)->empty());
+  }
+  // A bad field is refused before the database is touched, naming the job and the field.
+  TaskAssignment zero = MakeTask(0, "n2");
+  zero.allocation.gpus[0].milli = MilliGpu(0);
+  auto bad = store_->AssignGangs({{*a, {MakeTask(0, "n1")}}, {*c, {zero}}}, Seconds(50));
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("assign job " + std::to_string(c->value()) +
+                                                ": field 'tasks[0].allocation.gpus[0].milli'"));
+
+  const int64_t commits = store_->Commits();
+  auto pass = store_->AssignGangs(
+      {{*c, {MakeTask(0, "n2")}}, {*a, {MakeTask(0, "n1"), MakeTask(1, "n2")}}}, Seconds(60));
+  ASSERT_TRUE(pass.ok()) << pass.status().ToString();
+  EXPECT_EQ(store_->Commits(), commits + 1);  // one transaction for the whole pass
+  ASSERT_EQ(pass->size(), 2u);
+  // Ids in the order of the gangs (the failed attempts took none).
+  EXPECT_EQ(AllocationIds((*pass)[0]), (std::vector<int64_t>{1}));
+  EXPECT_EQ(AllocationIds((*pass)[1]), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(store_->GetJob(*a)->state, JobState::kStarting);
+  EXPECT_EQ(store_->GetJob(*a)->reason, "assigned to n1, n2");
+  EXPECT_EQ(store_->GetJob(*b)->state, JobState::kPending);
+  EXPECT_EQ(store_->GetJob(*c)->state, JobState::kStarting);
+  EXPECT_EQ(store_->TasksOfJob(*a)->size(), 2u);
+  EXPECT_EQ(store_->JobEvents(*c)->back().to_state, JobState::kStarting);
+}
+
 // Allocation ids are the fencing token agents key tasks by: never reused, also across restarts,
 // requeues and concurrent assignments; each gang's are consecutive in task order.
 TEST_P(StoreTest, AllocationIdsAreUniqueAndGrowAcrossRestarts) {

@@ -93,7 +93,7 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
 }
 
 sched::SchedulerConfig Controller::SchedulerRules() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   sched::SchedulerConfig rules = SchedulerConfigLocked();
   rules.estimate = nullptr;
   return rules;
@@ -159,7 +159,7 @@ void Controller::ReloadPolicyIfChangedLocked() {
     return;
   }
   policy_error_.clear();
-  wake_ = true;
+  WakeLoop();
 }
 
 Controller::Controller(ControllerConfig config, store::Store& store, Clock& clock,
@@ -222,6 +222,7 @@ Status Controller::Recover() {
       continue;
     }
     LiveJob& job = jobs_[record.id];
+    if (spec->session) sessions_.insert(record.id);
     job.record = record;
     job.spec = *spec;
     job.environment = std::move(environment).value();
@@ -270,9 +271,13 @@ Status Controller::Recover() {
 }
 
 void Controller::Start() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   if (loop_.joinable()) return;
   stopping_ = false;
+  {
+    std::lock_guard wait(loop_mu_);
+    loop_stop_ = false;
+  }
   loop_ = std::thread([this] { LoopMain(); });
 }
 
@@ -281,27 +286,61 @@ void Controller::Stop() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
+  {
+    std::lock_guard wait(loop_mu_);
+    loop_stop_ = true;
+  }
   changed_.notify_all();
+  loop_wake_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
   batcher_.Close();
 }
 
-void Controller::Wake() {
+void Controller::WakeLoop() {
   {
-    std::lock_guard lock(mu_);
-    wake_ = true;
+    std::lock_guard wait(loop_mu_);
+    loop_wake_ = true;
   }
-  changed_.notify_all();
+  loop_wake_cv_.notify_one();
+}
+
+std::unique_lock<std::mutex> Controller::LockState() {
+  std::unique_lock lock(mu_);
+  DrainInboxLocked();
+  return lock;
+}
+
+void Controller::DrainInboxLocked() {
+  std::vector<CommittedJob> committed;
+  {
+    std::lock_guard inbox(inbox_mu_);
+    committed.swap(inbox_);
+  }
+  for (CommittedJob& c : committed) {
+    QueueLocked(c.record, std::move(c.spec), std::move(c.environment));
+  }
+}
+
+void Controller::AddToInbox(std::vector<CommittedJob> committed) {
+  {
+    std::lock_guard inbox(inbox_mu_);
+    for (CommittedJob& c : committed) inbox_.push_back(std::move(c));
+  }
+  WakeLoop();
 }
 
 void Controller::LoopMain() {
-  std::unique_lock lock(mu_);
   // Measured on the steady clock, not clock_ (which tests move by hand between rounds).
   auto last_round = std::chrono::steady_clock::now();
-  while (!stopping_) {
-    changed_.wait_for(lock, config_.loop_tick, [&] { return wake_ || stopping_; });
+  while (true) {
+    {
+      std::unique_lock wait(loop_mu_);
+      loop_wake_cv_.wait_for(wait, config_.loop_tick, [&] { return loop_wake_ || loop_stop_; });
+      if (loop_stop_) break;
+      loop_wake_ = false;
+    }
+    auto lock = LockState();
     if (stopping_) break;
-    wake_ = false;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_round > std::chrono::seconds(config_.node_timeout.value()) / 2) {
       ForgiveAPauseLocked(now - last_round);
@@ -325,7 +364,7 @@ void Controller::ForgiveAPauseLocked(std::chrono::steady_clock::duration gap) {
 }
 
 void Controller::Tick() {
-  std::unique_lock lock(mu_);
+  auto lock = LockState();
   RoundLocked(lock);
 }
 
@@ -345,11 +384,11 @@ void Controller::CheckIdleGpusLocked() {
   const int64_t idle_after_ms = gpu_monitor_.options().idle_after_ms;
   const std::map<JobId, GpuMonitor::JobBusy> last_busy =
       gpu_monitor_.LastBusyByJob(now.value() * 1000);
-  for (auto& [id, job] : jobs_) {
-    if (job.record.state != JobState::kRunning) continue;
-    const auto found = last_busy.find(id);
-    if (found == last_busy.end()) continue;  // no fresh readings: no news either way
-    const GpuMonitor::JobBusy& busy = found->second;
+  // Only jobs with fresh readings: without, no news either way.
+  for (const auto& [id, busy] : last_busy) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.record.state != JobState::kRunning) continue;
+    LiveJob& job = it->second;
     const bool idle = now.value() * 1000 - busy.last_busy_ms >= idle_after_ms;
     // Only a busy reading ends an idle span: not stale readings, nor none yet after a restart.
     if (job.gpus_idle_noted ? !busy.busy_now : !idle) continue;

@@ -26,8 +26,11 @@
 //    assigned and running tasks are re-adopted and re-sent (agents ignore launches they already
 //    run, so no task runs twice).
 //
-// Thread safety: all methods may be called from any thread; one mutex guards the state. Store
-// writes for submissions happen outside it (group commit), all others under it.
+// Thread safety: all methods may be called from any thread; one mutex (mu_) guards the state.
+// A submission never takes it: it is committed by the group commit, put in the inbox, and the
+// loop woken; whoever takes mu_ next (LockState) queues the inbox first, so every holder of mu_
+// sees every job committed before it took it. Store writes other than submissions happen under
+// mu_.
 #pragma once
 
 #include <atomic>
@@ -402,10 +405,30 @@ class Controller {
   // Estimated starts of the first queued jobs (kEstimateHorizon), by job; cached per pass.
   const std::map<JobId, std::optional<Seconds>>& EstimatedStartsLocked();
   void LoopMain();
-  void Wake();
+  // Asks the loop for a round now, not at its next tick (a submission, an end that freed GPUs, a
+  // node back). Takes only loop_mu_: callable with or without mu_.
+  void WakeLoop();
+  // A committed submission not yet in jobs_ and the scheduler's queue.
+  struct CommittedJob {
+    store::JobRecord record;
+    JobSpec spec;
+    std::optional<EnvironmentVersion> environment;
+  };
+  // Puts committed jobs into the inbox (in order) and wakes the loop; never waits for mu_.
+  void AddToInbox(std::vector<CommittedJob> committed);
+  // Takes mu_, then queues the inbox's jobs (DrainInboxLocked). Every method that reads or
+  // changes the state takes mu_ so.
+  std::unique_lock<std::mutex> LockState();
+  void DrainInboxLocked();
 
   // The following require mu_.
+  // A scheduling pass: preemptions, then the pass's starts committed in one transaction
+  // (store::Store::AssignGangs; should it fail, each start alone).
   void ScheduleLocked();
+  // A start the store took: the job is starting, its tasks indexed, its nodes told.
+  void StartedLocked(LiveJob& job, std::vector<store::TaskRecord> tasks);
+  // A start that could not be committed (or got no ports): back in the queue, nothing held.
+  void UnstartLocked(LiveJob& job);
   // Makes the nodes whose heartbeats stopped unreachable, or loses them past the give-up time
   // (reconcile::TimedOutNodes).
   void CheckNodesLocked();
@@ -572,9 +595,10 @@ class Controller {
   std::atomic<int64_t> rejected_gpu_reports_{0};
 
   std::mutex mu_;
-  std::condition_variable changed_;  // heartbeats wait on it for node versions to move
+  std::condition_variable changed_;  // heartbeats wait on it (with mu_) for node versions to move
   std::unique_ptr<sched::Scheduler> scheduler_;
-  std::map<JobId, LiveJob> jobs_;                         // non-terminal jobs
+  std::map<JobId, LiveJob> jobs_;  // non-terminal jobs
+  std::set<JobId> sessions_;  // the jobs of jobs_ that are sessions: the rounds look only at these
   std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
   // node -> jobs with a task of their current run there (heartbeats look only at these)
   std::map<std::string, std::set<JobId>> jobs_on_node_;
@@ -595,8 +619,16 @@ class Controller {
   std::deque<protocol::ClusterSummary> summary_history_;  // RecordSummaryLocked, oldest first
   Seconds next_summary_at_{0};
   int waiting_heartbeats_ = 0;
-  bool wake_ = false;
   bool stopping_ = false;
+  // Committed submissions on their way to jobs_ (AddToInbox, DrainInboxLocked), in commit
+  // order. inbox_mu_ is taken after mu_ when both are held, and held only to move the vector.
+  std::mutex inbox_mu_;
+  std::vector<CommittedJob> inbox_;
+  // The loop's wake-up: its own mutex, so that waking it never waits for mu_ (a leaf lock).
+  std::mutex loop_mu_;
+  std::condition_variable loop_wake_cv_;
+  bool loop_wake_ = false;  // guarded by loop_mu_
+  bool loop_stop_ = false;  // guarded by loop_mu_
   std::thread loop_;
 };
 

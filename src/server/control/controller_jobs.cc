@@ -155,11 +155,11 @@ Result<std::optional<EnvironmentVersion>> Controller::PinnedEnvironment(const Jo
 void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
                              std::optional<EnvironmentVersion> environment) {
   LiveJob& job = jobs_[record.id];
+  if (spec.session) sessions_.insert(record.id);
   job.record = record;
   job.spec = std::move(spec);
   job.environment = std::move(environment);
   (void)scheduler_->Submit(ModelJobOf(job));
-  wake_ = true;
 }
 
 Result<std::vector<JobId>> Controller::CommitSubmission(const Principal& who,
@@ -193,11 +193,9 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec 
   if (!ids.ok()) return ids.status();
   store::JobRecord& record = records.front();
   record.id = ids->front();
-  {
-    std::lock_guard lock(mu_);
-    QueueLocked(record, std::move(submission->spec), std::move(submission->environment));
-  }
-  changed_.notify_all();
+  std::vector<CommittedJob> committed;
+  committed.push_back({record, std::move(submission->spec), std::move(submission->environment)});
+  AddToInbox(std::move(committed));
   return AnswerOf(records, std::move(submission->defaults), /*array=*/false);
 }
 
@@ -218,21 +216,20 @@ Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, Job
   }
   auto ids = CommitSubmission(who, records, /*array=*/true);
   if (!ids.ok()) return ids.status();
-  {
-    std::lock_guard lock(mu_);
-    for (size_t i = 0; i < records.size(); ++i) {
-      records[i].id = (*ids)[i];
-      records[i].array_id = ids->front();
-      QueueLocked(records[i], std::move(elements[i].spec), submission->environment);
-    }
+  std::vector<CommittedJob> committed;
+  committed.reserve(records.size());
+  for (size_t i = 0; i < records.size(); ++i) {
+    records[i].id = (*ids)[i];
+    records[i].array_id = ids->front();
+    committed.push_back({records[i], std::move(elements[i].spec), submission->environment});
   }
-  changed_.notify_all();
+  AddToInbox(std::move(committed));
   return AnswerOf(records, std::move(submission->defaults), /*array=*/true);
 }
 
 Status Controller::Cancel(const Principal& who, JobId id) {
   const std::string what = "job " + std::to_string(id.value());
-  std::unique_lock lock(mu_);
+  auto lock = LockState();
   auto it = jobs_.find(id);
   if (it == jobs_.end()) {
     auto record = store_.GetJob(id);
@@ -264,7 +261,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   }
   CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
   const std::string reason = "cancelled by " + who.name;
-  std::unique_lock lock(mu_);
+  auto lock = LockState();
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;
@@ -336,7 +333,7 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
                          .signal = t.signal,
                          .end_cause = t.end_cause});
   }
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   if (!model::IsFinal(record->state)) {
     const predict::Prediction p =
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
@@ -376,7 +373,7 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who, store::Jo
     jobs->resize(limit);
     page.next = store::PositionOf(jobs->back(), listing.sort);
   }
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   const auto& starts = EstimatedStartsLocked();
   for (const auto& j : *jobs) {
     protocol::JobSummary row = ListingRowOf(j);
@@ -404,7 +401,7 @@ const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked
 
 Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   std::vector<protocol::QueueRow> out;
   int position = 0;
   for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
@@ -429,7 +426,7 @@ Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& w
 Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Principal& who) {
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   const auto borrowed = scheduler_->BorrowedJobs();
   std::vector<protocol::ProjectView> out;
   for (const auto& p : *projects) {
@@ -458,18 +455,18 @@ Result<protocol::ProjectSharing> Controller::SetProjectSharing(
     const std::string& project, const protocol::ProjectSharing& sharing) {
   const sched::ProjectPolicy policy = PolicyOf(sharing);
   CORRAL_RETURN_IF_ERROR(sched::CheckProjectPolicy(policy));
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   // The store keeps the policy file's form (sched/policy_config.h), as Recover reads it.
   CORRAL_RETURN_IF_ERROR(
       store_.SetProjectSharing(project, sched::ProjectSharingJson(policy).dump()));
   sharing_[project] = policy;
   CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
-  wake_ = true;
+  WakeLoop();
   return SharingOf(policy);
 }
 
 Status Controller::SetUserSubmitLimits(const std::string& user, const model::SubmitLimits& limits) {
-  std::lock_guard lock(mu_);  // the store and the limiter change in the same order
+  auto lock = LockState();  // the store and the limiter change in the same order
   CORRAL_RETURN_IF_ERROR(store_.SetUserSubmitLimits(user, limits));
   submit_limits_.SetUserLimits(user, limits);
   return Status::Ok();
@@ -477,14 +474,14 @@ Status Controller::SetUserSubmitLimits(const std::string& user, const model::Sub
 
 Status Controller::SetProjectSubmitLimits(const std::string& project,
                                           const model::SubmitLimits& limits) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   CORRAL_RETURN_IF_ERROR(store_.SetProjectSubmitLimits(project, limits));
   submit_limits_.SetProjectLimits(project, limits);
   return Status::Ok();
 }
 
 protocol::PolicyView Controller::PolicyView() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   const sched::FairShareConfig& f = policy_.sharing.fair_share;
   protocol::PolicyView out{.rules = {.order = std::string(sched::QueueOrderName(policy_.order)),
                                      .blocking = std::string(sched::BlockingName(policy_.blocking)),

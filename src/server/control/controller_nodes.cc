@@ -91,7 +91,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   auto token = GenerateToken();
   if (!token.ok()) return token.status();
   const std::string id_hash = HashToken(request.node_id);
-  std::unique_lock lock(mu_);
+  auto lock = LockState();
   auto it = nodes_.find(name);
   bool live = it != nodes_.end() && it->second.state != NodeState::kLost;
   if (live && !it->second.node_id_hash.empty() && !SecureEquals(it->second.node_id_hash, id_hash)) {
@@ -133,7 +133,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   if (node.unreachable) ReachableAgainLocked(name, node);
   ++node.version;
   CORRAL_RETURN_IF_ERROR(store_.UpsertNode(NodeRecordOf(name, node)));
-  wake_ = true;
+  WakeLoop();
   lock.unlock();
   changed_.notify_all();
   protocol::RegisterAnswer answer;
@@ -223,7 +223,7 @@ void Controller::ReachableAgainLocked(const std::string& name, LiveNode& node) {
   node.unreachable = false;
   node.unreachable_reason.clear();
   if (node.state == NodeState::kReady) (void)scheduler_->SetSchedulable(name, true);
-  wake_ = true;
+  WakeLoop();
   auto on = jobs_on_node_.find(name);
   if (on == jobs_on_node_.end()) return;
   for (JobId id : on->second) {
@@ -263,7 +263,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
 }
 
 Status Controller::SetNodeState(const std::string& name, const std::string& action) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node '" + name + "' not found");
   if (action != "cordon" && action != "uncordon" && action != "drain" && action != "remove") {
@@ -274,7 +274,7 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
   if (action == "remove") {
     // What the give-up time would do, now: an admin knows the node is gone.
     LoseNodeLocked(name, node, "node " + name + " removed by an admin");
-    wake_ = true;
+    WakeLoop();
     return Status::Ok();
   }
   // An unreachable node takes work again only once its agent is heard.
@@ -283,7 +283,7 @@ Status Controller::SetNodeState(const std::string& name, const std::string& acti
   node.state = action == "uncordon"
                    ? NodeState::kReady
                    : (action == "drain" ? NodeState::kDrained : NodeState::kCordoned);
-  wake_ = true;
+  WakeLoop();
   return store_.UpsertNode(NodeRecordOf(name, node));
 }
 
@@ -292,7 +292,7 @@ bool Controller::SeesWorkOf(const Principal& who, const std::string& project) co
 }
 
 std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   const auto& state = scheduler_->state();
   // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
   std::map<std::string, std::map<int, std::vector<protocol::GpuTask>>> on_gpu;
@@ -341,7 +341,7 @@ std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
 }
 
 protocol::ClusterSummary Controller::ClusterSummary() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   return ClusterSummaryLocked();
 }
 
@@ -356,7 +356,7 @@ void Controller::RecordSummaryLocked() {
 }
 
 std::vector<protocol::ClusterSummary> Controller::SummaryHistory(Seconds since) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   std::vector<protocol::ClusterSummary> out;
   for (const protocol::ClusterSummary& s : summary_history_) {
     if (s.time >= since) out.push_back(s);
@@ -466,7 +466,7 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
 }
 
 int Controller::WaitingHeartbeats() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   return waiting_heartbeats_;
 }
 
@@ -493,7 +493,7 @@ std::map<int64_t, GpuHolder> Controller::GpuHoldersLocked(const std::string& nod
 }
 
 std::vector<model::Node> Controller::LiveNodes() {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   std::vector<model::Node> out;
   for (const auto& [name, node] : nodes_) {
     if (node.state == NodeState::kLost) continue;

@@ -229,7 +229,7 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   // Output first, and outside the lock: a task's last lines are on disk before the report that
   // ends it is applied, and a slow disk holds up no one else.
   logs_.Write(name, report.logs);
-  std::unique_lock lock(mu_);
+  auto lock = LockState();
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second.state == NodeState::kLost ||
       it->second.registration != registration) {
@@ -271,9 +271,6 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
       ReleaseWaitsLocked(name, [&](int64_t alloc) { return running.count(alloc) == 0; });
     }
     node.reports.last_seq = report.seq;
-    // An end may have freed GPUs: schedule now, not at the loop's next tick, so that the next
-    // job's launch goes out on the node's waiting heartbeat within milliseconds.
-    if (wake_) changed_.notify_all();
   }
   // What every answer says about the report: whether it was stale, and the newest report taken.
   auto about_report = [&](protocol::ReportAnswer& answer) {

@@ -32,34 +32,59 @@ void Controller::ScheduleLocked() {
   ++passes_;
   sched::Decisions decisions = scheduler_->Schedule(now);
   for (const sched::Preemption& p : decisions.preemptions) PreemptLocked(p);
+  // The pass's starts that got their ports, committed together (one transaction) before any
+  // agent hears of them.
+  std::vector<store::GangAssignment> gangs;
   for (const sched::JobStart& start : decisions.starts) {
     auto it = jobs_.find(start.job);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
-    std::vector<store::TaskAssignment> gang;
+    store::GangAssignment gang{start.job, {}};
     for (size_t i = 0; i < start.tasks.size(); ++i) {
-      gang.push_back({static_cast<int>(i), scheduler_->state().node(start.tasks[i].node).name,
-                      AllocationOf(start.tasks[i])});
+      gang.tasks.push_back({static_cast<int>(i), scheduler_->state().node(start.tasks[i].node).name,
+                            AllocationOf(start.tasks[i])});
     }
     Status ports = Status::Ok();
-    if (IsDistributed(job.spec)) ports = AddRendezvousLocked(job, gang);
-    if (ports.ok() && job.spec.session) ports = AddSessionPortLocked(job, gang);
-    // Ids, rows and the job's move to starting in one commit, before any agent hears of it; on
-    // failure nothing was written and the job goes back to the queue.
-    Result<std::vector<store::TaskRecord>> tasks =
-        ports.ok() ? store_.AssignGang(job.record.id, gang, now) : ports;
-    if (!tasks.ok()) {
-      ports_.Release(job.record.id);
-      (void)scheduler_->Finish(job.record.id);
-      (void)scheduler_->Submit(ModelJobOf(job));
+    if (IsDistributed(job.spec)) ports = AddRendezvousLocked(job, gang.tasks);
+    if (ports.ok() && job.spec.session) ports = AddSessionPortLocked(job, gang.tasks);
+    if (!ports.ok()) {
+      UnstartLocked(job);
       continue;
     }
-    job.record.state = JobState::kStarting;
-    submit_limits_.AddPending(job.record.user, job.record.project, -1);
-    job.tasks = std::move(tasks).value();
-    IndexAllocationsLocked(job);
-    NotifyNodesLocked(job);
+    gangs.push_back(std::move(gang));
   }
+  if (gangs.empty()) return;
+  auto assigned = store_.AssignGangs(gangs, now);
+  if (assigned.ok()) {
+    for (size_t i = 0; i < gangs.size(); ++i) {
+      StartedLocked(jobs_.at(gangs[i].job), std::move((*assigned)[i]));
+    }
+    return;
+  }
+  // One gang's failure fails the transaction: each alone, so that the others start.
+  for (const store::GangAssignment& gang : gangs) {
+    LiveJob& job = jobs_.at(gang.job);
+    auto tasks = store_.AssignGang(gang.job, gang.tasks, now);
+    if (tasks.ok()) {
+      StartedLocked(job, std::move(tasks).value());
+    } else {
+      UnstartLocked(job);
+    }
+  }
+}
+
+void Controller::UnstartLocked(LiveJob& job) {
+  ports_.Release(job.record.id);
+  (void)scheduler_->Finish(job.record.id);
+  (void)scheduler_->Submit(ModelJobOf(job));
+}
+
+void Controller::StartedLocked(LiveJob& job, std::vector<store::TaskRecord> tasks) {
+  job.record.state = JobState::kStarting;
+  submit_limits_.AddPending(job.record.user, job.record.project, -1);
+  job.tasks = std::move(tasks);
+  IndexAllocationsLocked(job);
+  NotifyNodesLocked(job);
 }
 
 void Controller::RestoreRendezvousLocked(const LiveJob& job) {
@@ -223,9 +248,10 @@ void Controller::ForgetJobLocked(LiveJob& job) {
   ForgetAllocationsLocked(job);
   unsettled_.erase(id);
   jobs_.erase(id);
+  sessions_.erase(id);
   // Its GPUs, or its place in the queue, are free: the next scheduling round should not wait
   // for the loop's tick (the caller notifies changed_).
-  wake_ = true;
+  WakeLoop();
 }
 
 void Controller::IndexAllocationsLocked(const LiveJob& job) {
@@ -255,7 +281,7 @@ void Controller::RequeuedLocked(LiveJob& job) {
   job.end = {};
   unsettled_.erase(id);
   (void)scheduler_->Submit(ModelJobOf(job));
-  wake_ = true;
+  WakeLoop();
 }
 
 }  // namespace corral::server

@@ -134,7 +134,7 @@ Result<protocol::SessionView> Controller::SessionView(const Principal& who, JobI
   for (const auto& t : *tasks) {
     if (t.generation == record.restarts + 1) run.push_back(t);
   }
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   auto live = jobs_.find(id);
   if (live != jobs_.end())
     return SessionOfLocked(who, record, spec, live->second.tasks, &live->second);
@@ -142,10 +142,11 @@ Result<protocol::SessionView> Controller::SessionView(const Principal& who, JobI
 }
 
 std::vector<protocol::SessionView> Controller::ListSessions(const Principal& who) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   std::vector<protocol::SessionView> out;
-  for (const auto& [id, job] : jobs_) {
-    if (!job.spec.session || job.record.user != who.name) continue;
+  for (JobId id : sessions_) {
+    const LiveJob& job = jobs_.at(id);
+    if (job.record.user != who.name) continue;
     out.push_back(SessionOfLocked(who, job.record, job.spec, job.tasks, &job));
   }
   return out;
@@ -164,7 +165,7 @@ Status Controller::StopSession(const Principal& who, JobId id) {
 
 Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who, JobId id) {
   {
-    std::lock_guard lock(mu_);
+    auto lock = LockState();
     auto it = jobs_.find(id);
     if (it != jobs_.end()) {
       LiveJob& job = it->second;
@@ -193,7 +194,7 @@ Result<Controller::SessionEndpoint> Controller::ProxyTarget(const Principal& who
 }
 
 void Controller::NoteSessionUse(JobId id) {
-  std::lock_guard lock(mu_);
+  auto lock = LockState();
   auto it = jobs_.find(id);
   if (it == jobs_.end() || !it->second.spec.session || it->second.Stopping() ||
       it->second.record.state != JobState::kRunning) {
@@ -227,7 +228,8 @@ void Controller::AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Se
     SessionApp app;
   };
   std::vector<Question> questions;
-  for (const auto& [id, job] : jobs_) {
+  for (JobId id : sessions_) {
+    const LiveJob& job = jobs_.at(id);
     if (!IsRunningSession(job.record, job.spec, job.Stopping()) || job.tasks.empty()) continue;
     const IdlePolicy policy{IdleTimeoutOf(job.spec), config_.session_idle_warning};
     if (!AsksTheApp(NextSessionStep(ActivityOf(job, now), job.idle_notice_at, policy, now)))
@@ -279,7 +281,8 @@ void Controller::CheckSessionsLocked(std::unique_lock<std::mutex>& lock) {
   const Seconds now = clock_.Now();
   AskIdleSessionAppsLocked(lock, now);
   std::vector<JobId> running;
-  for (const auto& [id, job] : jobs_) {
+  for (JobId id : sessions_) {
+    const LiveJob& job = jobs_.at(id);
     if (IsRunningSession(job.record, job.spec, job.Stopping())) running.push_back(id);
   }
   for (JobId id : running) {

@@ -888,6 +888,19 @@ TEST_F(ControllerTest, AHeartbeatCommitsOnceHoweverManyTasksAndJobsItSettles) {
   EXPECT_EQ(store_->Commits(), before);
 }
 
+TEST_F(ControllerTest, ASchedulingPassCommitsItsStartsOnce) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId gang = Submit(Spec(1, 4));
+  const JobId first = Submit(Spec(1));
+  const JobId second = Submit(Spec(2));
+  const int64_t before = store_->Commits();
+  controller_->Tick();
+  // Three starts (six tasks) in one transaction (before: one per job).
+  EXPECT_EQ(store_->Commits(), before + 1);
+  for (JobId id : {gang, first, second}) EXPECT_EQ(StateOf(id), "starting");
+  EXPECT_EQ(Beat("a", Report())["run"].size(), 6u);
+}
+
 TEST_F(ControllerTest, OneHeartbeatCommitHoldsTasksItLeftOutToo) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId ends = Submit(Spec(1));
