@@ -123,12 +123,22 @@ int64_t IntHeader(const Reply& reply, const std::string& name, int64_t fallback)
   return err == std::errc() && end == value.data() + value.size() ? v : fallback;
 }
 
-// Local time, "2024-01-31 12:00:00"; "" for none.
+// Local time, "2024-01-31 12:00:00"; "" for none. The time zone is read once (tzset):
+// localtime() and strftime() look at /etc/localtime again on every call, a stat() per row of a
+// 1,000-job listing.
 std::string Time(std::optional<Seconds> time) {
   if (!time) return "";
+  static const bool zone_read = [] {
+    tzset();
+    return true;
+  }();
+  (void)zone_read;
   std::time_t t = time->value();
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+  std::tm local{};
+  if (localtime_r(&t, &local) == nullptr) return std::to_string(t);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d", local.tm_year + 1900,
+                local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec);
   return buf;
 }
 
