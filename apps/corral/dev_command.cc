@@ -28,8 +28,9 @@ struct DevFlags {
   int fake_gpu_utilization = 80;
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
-  int64_t cpus = 0, memory_mib = 0;  // what the node offers; 0: detected (fake GPUs: >= 8 each)
-  bool show_all_work = false;        // server::ServerOptions::show_all_work
+  int64_t cpus = 0, memory_mib = 0;   // what the node offers; 0: detected (fake GPUs: >= 8 each)
+  bool show_all_work = false;         // server::ServerOptions::show_all_work
+  std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
 };
 
 int RunDev(const DevFlags& f) {
@@ -51,6 +52,12 @@ int RunDev(const DevFlags& f) {
   options.gpu_idle_threshold_percent = f.gpu_idle_threshold_percent;
   options.gpu_idle_after_s = f.gpu_idle_after_s;
   options.show_all_work = f.show_all_work;
+  auto keep = server::ParseKeepFinished(f.keep_finished, "--keep-finished");
+  if (!keep.ok()) {
+    std::cerr << "corral dev: " << keep.status().message() << "\n";
+    return 2;
+  }
+  options.keep_finished = *keep;
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -172,6 +179,10 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
   c->add_flag("--show-all-work", f->show_all_work,
               "Show every user the jobs, users and projects on every GPU (default: other "
               "projects' work is only \"in use\")");
+  c->add_option("--keep-finished", f->keep_finished,
+                "How long finished jobs stay in the store after they ended, with their logs, as "
+                "90d, 12h (0 or forever: keep every job)")
+      ->capture_default_str();
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

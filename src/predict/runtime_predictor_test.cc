@@ -204,6 +204,21 @@ TEST(RuntimePredictorTest, MemoryIsBoundedByEvictingTheLeastRecentlyObservedKey)
   EXPECT_EQ(q.KeyCount(), 1000u);
 }
 
+// The server's predictor (default config) stays within kDefaultMaxKeys however many one-off job
+// names it sees, and still answers a recurring experiment by its name.
+TEST(RuntimePredictorTest, TheDefaultBoundHoldsForOneOffNames) {
+  RuntimePredictor p;
+  ASSERT_EQ(p.config().max_keys, kDefaultMaxKeys);
+  for (int i = 0; i < kDefaultMaxKeys + 5000; ++i) {
+    p.Observe(Job("ann", "p", Numbered("rss-", i), i % 2), Seconds(60));
+    if (i % 1000 == 0) p.Observe(Job("ann", "p", "nightly-eval", 1), Seconds(600));
+  }
+  EXPECT_EQ(p.KeyCount(), static_cast<size_t>(kDefaultMaxKeys));
+  const Prediction nightly = p.Predict(Job("ann", "p", "nightly-eval", 1));
+  EXPECT_EQ(nightly.basis, "user+name");
+  EXPECT_EQ(nightly.estimate, Seconds(600));
+}
+
 TEST(RuntimePredictorTest, SameCallsSameAnswers) {
   auto run = [] {
     RuntimePredictor p;

@@ -107,6 +107,11 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--metrics-retention-coarse", options->metrics_coarse_retention_s,
                 "Seconds the 5 min GPU metrics history is kept (default 7776000: 90 days)")
       ->check(CLI::Range(int64_t{3600}, int64_t{3660} * 86400));
+  auto keep_finished = std::make_shared<std::string>("90d");
+  c->add_option("--keep-finished", *keep_finished,
+                "How long finished jobs stay in the store after they ended, with their tasks, "
+                "events and logs, as 90d, 12h (default 90d; 0 or forever: keep every job). "
+                "Usage reports and capacity planning keep counting purged jobs");
   c->add_option("--metrics-token-file", options->metrics_token_file,
                 "File whose first line is a token that opens GET /metrics and nothing else "
                 "(Prometheus); default: admin tokens only");
@@ -151,7 +156,7 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--lease-renew-interval", *lease_renew,
                 "How often the leader renews its lease, and a follower tries to take it, as "
                 "500ms (default 500ms; under half of --lease-duration)");
-  c->callback([options, token_expiry, lease_duration, lease_renew, exit_code] {
+  c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, exit_code] {
     auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
     if (!expiry.ok()) {
       std::cerr << "corral server: " << expiry.status().message() << "\n";
@@ -159,6 +164,13 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     options->default_token_expiry_s = expiry->value();
+    auto keep = ParseKeepFinished(*keep_finished, "--keep-finished");
+    if (!keep.ok()) {
+      std::cerr << "corral server: " << keep.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    options->keep_finished = *keep;
     for (auto [text, flag, out] :
          {std::tuple{lease_duration.get(), "--lease-duration", &options->lease.duration},
           std::tuple{lease_renew.get(), "--lease-renew-interval",

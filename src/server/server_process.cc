@@ -469,6 +469,9 @@ Status ServerProcess::BuildLeader() {
   history.fine_retention = Seconds(options.metrics_fine_retention_s);
   history.coarse_retention = Seconds(options.metrics_coarse_retention_s);
   gpu_history_ = std::make_unique<GpuHistory>(controller_->Gpus(), *store_, clock_, history);
+  JobRetention::Options retention;
+  retention.keep_finished = options.keep_finished;
+  retention_ = std::make_unique<JobRetention>(*store_, controller_->Logs(), clock_, retention);
   if (!options.envs_dir.empty()) {
     auto loaded = controller_->Environments().LoadBuiltins(builtins_);
     if (!loaded.ok()) {
@@ -536,6 +539,7 @@ Status ServerProcess::BuildLeader() {
 Status ServerProcess::StartLeader() {
   controller_->Start();
   gpu_history_->Start();
+  retention_->Start();
   if (Status started = http_->Start(); !started.ok()) return started;
   gateway_->Start(*session_directory_);
   // The follower's server stops taking connections; the leader's takes them all from now on.
@@ -576,6 +580,7 @@ void ServerProcess::Stop() {
   if (api_) api_->Shutdown();      // live event streams end now, not at their next event
   if (http_) http_->Stop();
   if (controller_) controller_->Stop();
+  if (retention_) retention_->Stop();      // before the controller it borrows from goes
   if (gpu_history_) gpu_history_->Stop();  // stores what the monitor still holds
 }
 

@@ -13,6 +13,7 @@
 #include "server/api/http_api.h"
 #include "server/control/accounts.h"
 #include "server/control/controller.h"
+#include "server/control/job_retention.h"
 #include "server/gateway/session_gateway.h"
 #include "server/http/http_server.h"
 #include "server/http/leader_proxy.h"
@@ -88,6 +89,9 @@ struct ServerOptions {
   bool gpu_idle_events = true;  // a job whose GPUs are flagged idle gets an event saying so
   int64_t metrics_fine_retention_s = 24 * 3600;
   int64_t metrics_coarse_retention_s = 90 * 24 * 3600;
+  // Finished jobs are purged from the store (with their tasks, events and logs) this long after
+  // they ended (job_retention.h; docs/monitoring.md); none: kept forever.
+  std::optional<Seconds> keep_finished = JobRetention::kDefaultKeepFinished;
   std::string metrics_token_file;
   // What a submitted spec leaves out (job_submission.h, ResourceDefaults): whole CPUs per GPU of a
   // GPU job, and MiB per CPU; 0: none.
@@ -205,6 +209,7 @@ class ServerProcess {
   std::unique_ptr<SessionAppProbe> session_app_probe_;  // the controller borrows it
   std::unique_ptr<Controller> controller_;
   std::unique_ptr<GpuHistory> gpu_history_;  // borrows the controller's GpuMonitor
+  std::unique_ptr<JobRetention> retention_;  // borrows the controller's LogSink
   std::unique_ptr<HttpApi> api_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<SessionDirectory> session_directory_;  // the gateway borrows it

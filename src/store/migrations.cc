@@ -352,6 +352,19 @@ CREATE INDEX jobs_by_gpus ON jobs (total_gpu_milli, id);
 CREATE INDEX jobs_by_name ON jobs (name, id);
 )sql";
 
+// Version 14 (docs/monitoring.md, "Retention of finished jobs"): the GPU demand of the jobs the
+// leader purged past the retention (`corral server --keep-finished`), per UTC hour, in milli-GPU
+// seconds: capacity planning's forecast adds it to the demand of the jobs still kept. The
+// purge writes it in the transaction that deletes the jobs. The index answers "has this array an
+// element not ended, or ended after the cutoff" with two probes (an array goes only as a whole).
+constexpr char kJobRetention[] = R"sql(
+CREATE TABLE job_demand_hours (
+  hour_s BIGINT PRIMARY KEY CHECK (hour_s % 3600 = 0),
+  milli_gpu_s BIGINT NOT NULL CHECK (milli_gpu_s >= 0)
+);
+CREATE INDEX jobs_by_array_and_end_time ON jobs (array_id, end_time);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -377,6 +390,7 @@ const std::vector<Migration>& StoreMigrations() {
        kLeaderLease},
       {13, "the job listing: a job's total GPUs; indexes for its sorts and filters",
        kJobListingPostgres, kJobListingSqlite},
+      {14, "retention of finished jobs: the GPU demand of purged jobs per hour", kJobRetention},
   };
   return kMigrations;
 }

@@ -107,6 +107,9 @@ class SqlStore final : public Store {
   Status AddGpuUsage(const std::vector<GpuUsageRow>& rows) override;
   Result<std::vector<GpuUsageRow>> GpuUsage(const std::string& from_day,
                                             const std::string& to_day) override;
+  Result<std::vector<JobId>> PurgeableJobs(Seconds before, int64_t limit) override;
+  Result<std::vector<JobId>> PurgeJobs(const std::vector<JobId>& ids, Seconds before) override;
+  Result<std::vector<DemandHour>> PurgedDemand(Seconds from, Seconds to) override;
 
  private:
   SqlStore(std::unique_ptr<SqlConnection> conn, std::unique_ptr<SqlConnection> lease_conn,

@@ -196,6 +196,15 @@ struct GpuUsageRow {
   int64_t used_gpu_ms = 0;
 };
 
+// Retention of finished jobs (docs/monitoring.md, "Retention of finished jobs"): the GPU demand
+// of the purged jobs in one UTC hour, which capacity planning's forecast adds to the demand of
+// the jobs still kept. A job's demand is its total_gpu_milli from its submission to its end.
+struct DemandHour {
+  int64_t hour_s = 0;       // Unix seconds of the hour's start (a multiple of 3600)
+  int64_t milli_gpu_s = 0;  // the demand integrated over the hour: milli-GPU × seconds
+  bool operator==(const DemandHour&) const = default;
+};
+
 struct NodeRecord {
   std::string name;
   std::string inventory_json;  // GPUs (model, memory, uuid, nvlink), CPU, memory, labels
@@ -480,6 +489,26 @@ class Store {
   // project.
   virtual Result<std::vector<GpuUsageRow>> GpuUsage(const std::string& from_day,
                                                     const std::string& to_day) = 0;
+
+  // Retention of finished jobs (the leader's JobRetention purges them in batches).
+  //
+  // A job may be purged once it ended before `before` (end_time < before) and, for an array
+  // element, once every element of its array did; an array's first element (whose id is the
+  // array's id, which the others reference) only once it is the last one left. Returns such
+  // jobs, the earliest end first (then by id), at most `limit` (>= 1, else InvalidArgument).
+  // Reads only.
+  virtual Result<std::vector<JobId>> PurgeableJobs(Seconds before, int64_t limit) = 0;
+  // Deletes those of `ids` that may still be purged at `before` (the others, unknown ones
+  // included, are skipped) with their task rows and events, in one transaction, after adding
+  // each one's GPU demand to the demand hours (DemandHour), so that what capacity planning reads
+  // is the same before and after. Returns the ids deleted, ascending. Job ids are never reused:
+  // the next InsertJob gets an id above every id ever given, also above the purged ones and
+  // after a restart. At most kMaxPurgeBatch ids (InvalidArgument beyond).
+  virtual Result<std::vector<JobId>> PurgeJobs(const std::vector<JobId>& ids, Seconds before) = 0;
+  static constexpr size_t kMaxPurgeBatch = 10'000;
+  // The demand hours of purged jobs starting in [from, to), by hour; hours without any are
+  // absent.
+  virtual Result<std::vector<DemandHour>> PurgedDemand(Seconds from, Seconds to) = 0;
 };
 
 // "sqlite:PATH" (the file is created, mode 0600, when missing) or "postgres://user@host:port/db" /

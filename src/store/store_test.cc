@@ -1547,6 +1547,57 @@ TEST_P(StoreTest, AStoreWrittenBeforeTheJobListingGetsEachJobsTotalGpus) {
   }
 }
 
+// ---- Retention of finished jobs (issue 17, point 5): migration 14 ----
+
+// A store as the last corral before retention (schema version 13) wrote it, with an array of two
+// ended elements and a running job: opened by this corral, the ended jobs can be purged (their
+// demand kept per hour), the running one stays, and the next id is above every old one.
+TEST_P(StoreTest, AStoreWrittenBeforeRetentionCanBePurged) {
+  store_.reset();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  WriteOldSchema(*conn, GetParam() == Backend::kSqlite, 13);
+  ASSERT_FALSE(::testing::Test::HasFailure());
+  ASSERT_TRUE(
+      conn->ExecuteScript(
+              "INSERT INTO cluster (singleton, id) VALUES (1, '0123456789abcdef');"
+              "INSERT INTO users (name, admin, created_at) VALUES ('alice', 0, 1);"
+              "INSERT INTO projects (name, description, created_at) VALUES ('vision', '', 1);"
+              "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
+              "submit_time, start_time, end_time, array_index, array_max_running, "
+              "total_gpu_milli) VALUES ('a', 'alice', 'vision', '{}', 'succeeded', 0, 3600, "
+              "3600, 7200, 0, 1, 1000);"
+              "UPDATE jobs SET array_id = id;"
+              "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
+              "submit_time, start_time, end_time, array_id, array_index, array_max_running, "
+              "total_gpu_milli) SELECT 'a', 'alice', 'vision', '{}', 'failed', 0, 3600, 3600, "
+              "5400, id, 1, 1, 2000 FROM jobs;"
+              "INSERT INTO jobs (name, user_name, project, spec_json, state, priority, "
+              "submit_time, start_time, total_gpu_milli) VALUES ('r', 'alice', 'vision', '{}', "
+              "'running', 0, 3600, 3600, 1000);"
+              "INSERT INTO job_events (job_id, time, from_state, to_state, reason) "
+              "SELECT id, 3600, '', 'pending', 'submitted' FROM jobs")
+          .ok());
+  conn.reset();
+
+  store_ = Open();
+  ASSERT_NE(store_, nullptr);
+  EXPECT_EQ(*SchemaVersion(*Connect()), static_cast<int>(StoreMigrations().size()));
+  auto purgeable = store_->PurgeableJobs(Seconds(100000), 10);
+  ASSERT_TRUE(purgeable.ok()) << purgeable.status().ToString();
+  EXPECT_EQ(*purgeable, std::vector<JobId>{JobId(2)});  // the array's first element goes last
+  EXPECT_EQ(*store_->PurgeJobs(*purgeable, Seconds(100000)), std::vector<JobId>{JobId(2)});
+  EXPECT_EQ(*store_->PurgeJobs({JobId(1), JobId(3)}, Seconds(100000)),
+            std::vector<JobId>{JobId(1)});
+  EXPECT_EQ(store_->GetJob(JobId(3))->state, JobState::kRunning);
+  EXPECT_EQ(store_->JobEvents(JobId(3))->size(), 1u);
+  EXPECT_EQ(*store_->PurgedDemand(Seconds(0), Seconds(100000)),
+            (std::vector<DemandHour>{{3600, 1000 * 3600 + 2000 * 1800}}));
+  auto next = store_->InsertJob(MakeJob("new"));
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  EXPECT_EQ(next->value(), 4);
+}
+
 // ---- Typed allocations (issue 14, point 4): migration 10 ----
 
 // A store as the last corral before typed allocations (schema version 8) wrote it, with a

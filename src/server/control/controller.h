@@ -237,6 +237,9 @@ class Controller {
   // Every job not ended before `since` (running, pending, and those that ended later): what
   // capacity planning reads (monitoring_views.h). Reads the store only, without the lock.
   Result<std::vector<store::JobRecord>> JobsLiveSince(Seconds since);
+  // The GPU demand per hour of the jobs purged past the retention (job_retention.h), of the
+  // hours in [from, to): what capacity planning adds to JobsLiveSince's. Reads the store only.
+  Result<std::vector<store::DemandHour>> PurgedDemand(Seconds from, Seconds to);
   // A page of task `task`'s output `stream` ("stdout" or "stderr") of job `id` from `offset`, at
   // most `max_bytes` (LogSink::Read), for run `generation` (>= 1; 1 is the first run; none: the
   // current run, restarts + 1). A run without output yet reads as empty. Errors:
@@ -282,6 +285,8 @@ class Controller {
   EnvironmentCatalog& Environments() { return environments_; }
   // Users, tokens, project memberships, and who a token belongs to (accounts.h).
   server::Accounts& Accounts() { return accounts_; }
+  // Where task output goes (log_sink.h): the retention of finished jobs removes theirs.
+  LogSink& Logs() { return logs_; }
 
   // --- GPU metrics (docs/monitoring.md) --------------------------------------------------------
   // What the agents' heartbeats said about their GPUs, with the jobs holding them.

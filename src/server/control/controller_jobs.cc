@@ -538,4 +538,8 @@ Result<std::vector<store::JobRecord>> Controller::JobsLiveSince(Seconds since) {
   return store_.ListJobs(filter);
 }
 
+Result<std::vector<store::DemandHour>> Controller::PurgedDemand(Seconds from, Seconds to) {
+  return store_.PurgedDemand(from, to);
+}
+
 }  // namespace corral::server

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <vector>
 
 namespace corral::server {
@@ -52,6 +53,23 @@ void LogSink::Close(int64_t allocation) {
   closed_[allocation] = std::move(it->second);
   open_.erase(it);
   while (closed_.size() > kRecentlyClosed) closed_.erase(closed_.begin());
+}
+
+Status LogSink::RemoveJobs(const std::vector<JobId>& jobs) {
+  {
+    const std::set<JobId> gone(jobs.begin(), jobs.end());
+    std::lock_guard lock(mu_);
+    std::erase_if(closed_, [&](const auto& entry) { return gone.count(entry.second.job) > 0; });
+  }
+  if (dir_.empty()) return Status::Ok();
+  Status first;
+  for (JobId job : jobs) {
+    std::error_code ec;
+    const std::string folder = dir_ + "/" + std::to_string(job.value());
+    std::filesystem::remove_all(folder, ec);
+    if (ec && first.ok()) first = IoError("remove " + folder + ": " + ec.message());
+  }
+  return first;
 }
 
 std::optional<LogSink::Target> LogSink::TargetFor(const std::string& node,

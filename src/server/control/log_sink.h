@@ -28,6 +28,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "common/ids.h"
 #include "common/status.h"
@@ -62,6 +63,10 @@ class LogSink {
   void Open(int64_t allocation, Target target);
   // `allocation`'s run ended: it stays writable among the newest kRecentlyClosed.
   void Close(int64_t allocation);
+  // Deletes the output of every run of `jobs` (their folders) and forgets their closed runs:
+  // jobs purged from the store (job_retention.h), whose runs all ended. Errors: IoError naming
+  // the first folder that could not be removed (the others are still removed).
+  Status RemoveJobs(const std::vector<JobId>& jobs);
   // Writes `chunks` sent by `node`; a chunk for a run this node may not write (another node's,
   // another generation, unknown or long closed) is dropped.
   void Write(const std::string& node, const std::vector<protocol::LogChunk>& chunks);

@@ -78,12 +78,17 @@ std::vector<predict::DemandInterval> DemandOf(const std::vector<store::JobRecord
 }
 
 nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capacity_gpus,
-                            Seconds now, int history_days, int horizon_days) {
+                            Seconds now, int history_days, int horizon_days,
+                            const std::vector<store::DemandHour>& purged) {
   const int64_t this_hour = now.value() / kHour * kHour;
   const int history_hours = history_days * 24;
   const int64_t start = this_hour - history_hours * kHour;
-  const std::vector<double> history =
-      predict::HourlyDemand(DemandOf(jobs, now), start, history_hours);
+  std::vector<predict::DemandInterval> demand = DemandOf(jobs, now);
+  for (const store::DemandHour& h : purged) {
+    // The hour's mean demand in GPUs: milli-GPU seconds / 1000 / 3600.
+    demand.push_back({h.hour_s, h.hour_s + kHour, static_cast<double>(h.milli_gpu_s) / 3.6e6});
+  }
+  const std::vector<double> history = predict::HourlyDemand(demand, start, history_hours);
   const predict::DemandForecast f = predict::ForecastDemand(history, start, horizon_days * 24);
   nlohmann::json past = nlohmann::json::array(), ahead = nlohmann::json::array();
   for (size_t i = 0; i < history.size(); ++i) {

@@ -27,9 +27,12 @@ std::vector<predict::DemandInterval> DemandOf(const std::vector<store::JobRecord
 // GET /api/v1/capacity/forecast: {"capacity_gpus", "step_s": 3600, "history": [{"t",
 // "demand_gpus"}] (the `history_days` whole hours before now), "forecast": [{"t", "demand_gpus",
 // "low", "high"}] (`horizon_days` from the current hour), "residual_stddev"}. t: Unix seconds of
-// the hour's start.
+// the hour's start. The history is the demand of `jobs` (DemandOf) plus `purged`, the demand per
+// hour of the jobs purged past the retention (store::DemandHour), so that a purge changes
+// nothing here.
 nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capacity_gpus,
-                            Seconds now, int history_days, int horizon_days);
+                            Seconds now, int history_days, int horizon_days,
+                            const std::vector<store::DemandHour>& purged = {});
 
 // The recorded jobs submitted in [since, now) as a replay trace: each runs for its last run's
 // length (to now for a running job); jobs that never started are replayed with their time limit,

@@ -114,9 +114,14 @@ Result<nlohmann::json> JobGpuHistoryView(GpuHistory& history, JobId job, Seconds
 
 Result<nlohmann::json> CapacityForecastView(Controller& controller, Seconds now, int history_days,
                                             int horizon_days) {
-  auto jobs = controller.JobsLiveSince(Seconds(now.value() - int64_t{history_days} * 86400));
+  const Seconds since(now.value() - int64_t{history_days} * 86400);
+  auto jobs = controller.JobsLiveSince(since);
   if (!jobs.ok()) return jobs.status();
-  return ForecastView(*jobs, CapacityGpus(controller.LiveNodes()), now, history_days, horizon_days);
+  // The purged jobs' hours from the first hour of the history on (ForecastView cuts the rest).
+  auto purged = controller.PurgedDemand(Seconds(since.value() / 3600 * 3600 - 3600), now);
+  if (!purged.ok()) return purged.status();
+  return ForecastView(*jobs, CapacityGpus(controller.LiveNodes()), now, history_days, horizon_days,
+                      *purged);
 }
 
 Result<nlohmann::json> ForecastCache::Get(int history_days, int horizon_days, Seconds now,

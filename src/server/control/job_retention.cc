@@ -1,0 +1,85 @@
+#include "server/control/job_retention.h"
+
+#include <algorithm>
+#include <iostream>
+
+#include "common/duration.h"
+
+namespace corral::server {
+
+JobRetention::JobRetention(store::Store& store, LogSink& logs, Clock& clock, Options options)
+    : store_(store), logs_(logs), clock_(clock), options_(options) {}
+
+JobRetention::~JobRetention() { Stop(); }
+
+void JobRetention::Start() {
+  if (!options_.keep_finished || thread_.joinable()) return;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void JobRetention::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void JobRetention::Loop() {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    lock.unlock();
+    auto purged = PurgeOnce();
+    if (!purged.ok()) {
+      std::cerr << "corral server: purging finished jobs: " << purged.status().message()
+                << std::endl;
+    } else if (purged->jobs > 0) {
+      std::cout << "corral server: purged " << purged->jobs << " jobs that ended more than "
+                << options_.keep_finished->value() << " s ago" << std::endl;
+    }
+    lock.lock();
+    wake_.wait_for(lock, std::chrono::seconds(options_.period.value()), [&] { return stopping_; });
+  }
+}
+
+Result<JobRetention::Purge> JobRetention::PurgeOnce() {
+  Purge purge;
+  if (!options_.keep_finished) return purge;
+  std::lock_guard purging(purge_mu_);
+  const Seconds before(clock_.Now().value() - options_.keep_finished->value());
+  const int64_t batch = std::clamp<int64_t>(options_.batch_jobs, 1, store::Store::kMaxPurgeBatch);
+  while (true) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return purge;  // Stop() was called: the batch in flight was the last
+    }
+    auto ids = store_.PurgeableJobs(before, batch);
+    if (!ids.ok()) return ids.status();
+    if (ids->empty()) return purge;
+    if (Status removed = logs_.RemoveJobs(*ids); !removed.ok()) {
+      std::cerr << "corral server: purging finished jobs: " << removed.message() << std::endl;
+    }
+    auto purged = store_.PurgeJobs(*ids, before);
+    if (!purged.ok()) return purged.status();
+    if (purged->empty()) return purge;  // nothing listed could go: do not loop on it
+    purge.jobs += static_cast<int64_t>(purged->size());
+    ++purge.batches;
+  }
+}
+
+Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const std::string& flag) {
+  if (text == "forever") return std::optional<Seconds>();
+  auto duration = ParseDuration(text, flag);
+  if (!duration.ok()) {
+    return InvalidArgument(duration.status().message() + " (or 0 or forever: keep every job)");
+  }
+  if (duration->value() == 0) return std::optional<Seconds>();
+  return std::optional<Seconds>(*duration);
+}
+
+}  // namespace corral::server

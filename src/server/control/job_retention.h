@@ -1,0 +1,86 @@
+// Retention of finished jobs (docs/monitoring.md, "Retention of finished jobs"): the leader
+// deletes the jobs that ended longer ago than the retention (`corral server --keep-finished`,
+// 90 days by default, as Slurm's accounting purge), with their task rows, events and output on
+// disk, so that the store and the logs folder stop growing with every job ever run. What usage
+// reports read is kept apart from the jobs (the GPU time per day, user and project:
+// store::GpuUsageRow); what capacity planning's forecast needs of the purged jobs, their GPU
+// demand per hour, is written in the transaction that deletes them (store::DemandHour). The job
+// ids of purged jobs are never given again.
+//
+// A purge runs once when the leader starts and then every `period`, in batches of `batch_jobs`
+// jobs: each batch is one short transaction (other writers get the store between batches), and
+// its jobs' output is removed just before it (a job past its retention may lose its output an
+// instant before its record; never the other way round, so no output is left behind by a crash).
+//
+// Thread-safe: Start/Stop from the owner; PurgeOnce from any thread (one purge at a time).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "server/control/log_sink.h"
+#include "store/store.h"
+
+namespace corral::server {
+
+class JobRetention {
+ public:
+  static constexpr Seconds kDefaultKeepFinished{90 * 86400};
+  static constexpr int64_t kDefaultBatchJobs = 1000;
+
+  struct Options {
+    // Jobs that ended longer ago than this are purged; none: kept forever.
+    std::optional<Seconds> keep_finished = kDefaultKeepFinished;
+    Seconds period{3600};
+    int64_t batch_jobs = kDefaultBatchJobs;  // 1..store::Store::kMaxPurgeBatch
+  };
+
+  // What one purge did.
+  struct Purge {
+    int64_t jobs = 0;     // jobs deleted
+    int64_t batches = 0;  // transactions that deleted some
+  };
+
+  // Borrows the store, the log sink and the clock (they must outlive it).
+  JobRetention(store::Store& store, LogSink& logs, Clock& clock, Options options);
+  ~JobRetention();
+  JobRetention(const JobRetention&) = delete;
+  JobRetention& operator=(const JobRetention&) = delete;
+
+  // Starts the thread (a purge at once, then every period) / stops it, waiting for a batch in
+  // flight. Without a retention (keep_finished none) no thread runs.
+  void Start();
+  void Stop();
+
+  // Purges now every job that ended before the clock's now − keep_finished (nothing without a
+  // retention). A store error stops the purge there (what was committed stays purged; the next
+  // period goes on); output that could not be removed is reported on stderr and does not stop
+  // it.
+  Result<Purge> PurgeOnce();
+
+ private:
+  void Loop();
+
+  store::Store& store_;
+  LogSink& logs_;
+  Clock& clock_;
+  const Options options_;
+  std::mutex purge_mu_;  // one purge at a time
+  std::mutex mu_;        // guards stopping_
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// --keep-finished: a duration as common/duration.h parses it ("90d", "12h"), or "0" / "forever"
+// for none. InvalidArgument naming `flag`.
+Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const std::string& flag);
+
+}  // namespace corral::server
