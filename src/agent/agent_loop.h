@@ -25,6 +25,10 @@
 // server that is not the leader), the heartbeat thread looks for the leader (LeaderSearch: the
 // URL the 503 names, else the next one; a new round after 100 ms doubling to 1 s, for ever)
 // while the runtime goes on running the tasks, and logs the server it talks to when it changes.
+// A busy server's answer (a 503 with Corral-Busy, a 429: busy_retry.h) is not a search: the
+// thread that got it waits at least its Retry-After (BusyWait), and the other waits as long,
+// before either sends again. It is no answer to the fence clock either (docs/control-plane.md,
+// "Back-pressure"): the server did not take the report.
 //
 // Reports carry a sequence number that grows with the snapshot they were made of; the server
 // takes the task states of a report only when it is newer than every report it took from this
