@@ -37,8 +37,9 @@ Result<Principal> HttpApi::Impl::AuthenticateToken(const std::string& token) {
 }
 
 // The saturation guard's pools (saturation_guard.h): an agent's requests, once its join or node
-// token checks out, in the agents' own; the event stream in none (it lasts for ever, mostly
-// asleep); the rest in the regular one.
+// token checks out, in the agents' own; the event stream (it lasts for ever, mostly asleep) and
+// the health check (a front proxy must not take a busy leader for a dead one) in none; the rest
+// in the regular one.
 Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
   const Admission agent{Caller::kAuthenticated, config_.max_body_bytes, Load::kAgent};
   if (head.path == kRegisterPath) {
@@ -50,7 +51,8 @@ Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
     if (!node.ok()) return node.status();
     return agent;
   }
-  const Load load = head.path == kEventStreamPath ? Load::kLongLived : Load::kRegular;
+  const Load load =
+      head.path == kEventStreamPath || head.path == "/healthz" ? Load::kUncounted : Load::kRegular;
   if (Authenticate(head).ok()) {
     return Admission{Caller::kAuthenticated, config_.max_body_bytes, load};
   }

@@ -70,7 +70,7 @@ class HttpApi {
   // the head carries a credential the route accepts (an API token or the dashboard's cookie,
   // the join token for registration, a node token for heartbeats); the body limit by that; the
   // saturation guard's pool (saturation_guard.h): the agents' for a registration or heartbeat
-  // whose token checks out, none for the event stream, else the API's.
+  // whose token checks out, none for the event stream and /healthz, else the API's.
   Result<Admission> Admit(const HttpRequest& head);
   // Ends the live event streams now (server shutdown), not at their next event.
   void Shutdown();

@@ -121,7 +121,7 @@ class HttpServerTest : public ::testing::Test {
       if (head.Header("Authorization") == "agent") {
         return Admission{Caller::kAuthenticated, 1000, Load::kAgent};
       }
-      const Load load = head.path == "/forever" ? Load::kLongLived : Load::kRegular;
+      const Load load = head.path == "/forever" ? Load::kUncounted : Load::kRegular;
       if (head.Header("Authorization") == "yes") {
         return Admission{Caller::kAuthenticated, 1000, load};
       }

@@ -40,7 +40,7 @@ SaturationGuard::Pool& SaturationGuard::PoolOf(Load load) {
 }
 
 Result<SaturationGuard::Slot> SaturationGuard::Enter(Load load) {
-  if (load == Load::kLongLived) return Slot();
+  if (load == Load::kUncounted) return Slot();
   std::unique_lock lock(mu_);
   Pool& pool = PoolOf(load);
   // Room, and no one in line before this request: at once.

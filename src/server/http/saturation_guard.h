@@ -8,7 +8,9 @@
 //    `max_agent_requests_in_flight`, which API load can never take: a node declared lost
 //    because its heartbeats were shed would cost more than a slow submission, so heartbeats are
 //    refused only when agents alone fill their pool;
-//  - kLongLived (the dashboard's event stream): never counted, never refused.
+//  - kUncounted (the dashboard's event stream, which lasts for ever and mostly sleeps; the
+//    health check, which a front proxy must see answered even when the server is busy): never
+//    counted, never refused.
 // A request that finds its pool full waits in line (first come, first served) up to `max_wait`
 // for a slot; past it, it is refused: Unavailable with a retry_after (SaturationRetryAfter), which
 // the server answers as 503 with Retry-After (http_server.h). A slot is held while the route
@@ -32,7 +34,7 @@ namespace corral::server {
 enum class Load {
   kRegular,    // an API request or a page: the regular pool
   kAgent,      // an agent's request: the agents' pool
-  kLongLived,  // an event stream: neither
+  kUncounted,  // an event stream, /healthz: neither
 };
 
 struct SaturationLimits {
@@ -60,7 +62,7 @@ class SaturationGuard {
   SaturationGuard(const SaturationGuard&) = delete;
   SaturationGuard& operator=(const SaturationGuard&) = delete;
 
-  // A slot of one pool (or none: kLongLived, an uncapped pool still counts), given back when
+  // A slot of one pool (or none: kUncounted, an uncapped pool still counts), given back when
   // destroyed. Must not outlive the guard.
   class Slot {
    public:
@@ -74,11 +76,11 @@ class SaturationGuard {
     Slot(SaturationGuard* guard, Load load, Clock::time_point since)
         : guard_(guard), load_(load), since_(since) {}
     SaturationGuard* guard_ = nullptr;  // null: holds nothing
-    Load load_ = Load::kLongLived;
+    Load load_ = Load::kUncounted;
     Clock::time_point since_;
   };
 
-  // A slot for a request of `load`: at once when its pool has room (kLongLived always), else
+  // A slot for a request of `load`: at once when its pool has room (kUncounted always), else
   // after waiting in line up to max_wait. Unavailable when none came in time, or the guard is
   // stopped, its retry_after SaturationRetryAfter's and its message naming the condition: "server
   // saturated: 64 requests in flight (--max-requests-in-flight 64)".

@@ -95,7 +95,7 @@ TEST(SaturationGuardTest, AgentsHaveTheirOwnPoolAndLongLivedRequestsNone) {
   EXPECT_TRUE(agent1.ok() && agent2.ok());
   std::vector<SaturationGuard::Slot> streams;
   for (int i = 0; i < 100; ++i) {
-    auto s = guard.Enter(Load::kLongLived);
+    auto s = guard.Enter(Load::kUncounted);
     ASSERT_TRUE(s.ok());
     streams.push_back(std::move(s).value());
   }
