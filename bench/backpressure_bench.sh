@@ -5,7 +5,7 @@
 # server, `wrk -t2 -cCONNS -dDURATION` on PATH with the admin token, requests/s, latency
 # p50/p99/max, non-2xx answers (the guard's 503s) and socket errors/timeouts.
 # Usage: bench/backpressure_bench.sh CORRAL [CAP ...]   (CAP 0: no guard; default: 0 64)
-# Environment: CONNS (64), DURATION (10s), PATHS ("/api/v1/jobs /healthz"), ROUNDS (1: each
+# Environment: CONNS (64), DURATION (10s), PATHS ("/api/v1/jobs /api/v1/whoami"), ROUNDS (1: each
 # setting once per round, the settings interleaved, so that a noisy machine hits both alike).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 CORRAL [CAP ...]" >&2; exit 2; }
@@ -16,7 +16,7 @@ caps=("$@")
 [ ${#caps[@]} -gt 0 ] || caps=(0 64)
 conns=${CONNS:-64}
 duration=${DURATION:-10s}
-paths=${PATHS:-/api/v1/jobs /healthz}
+paths=${PATHS:-/api/v1/jobs /api/v1/whoami}
 rounds=${ROUNDS:-1}
 work=$(mktemp -d)
 server_pid=
