@@ -142,6 +142,7 @@ test-e2e: $(TEST_BUILD)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 	@$(call timed,isolation end-to-end tests,python3 tests/isolation_test.py build/corral)
 	@$(call timed,agent protocol end-to-end tests,python3 tests/protocol_test.py build/corral)
+	@$(call timed,back-pressure end-to-end tests,python3 tests/backpressure_test.py build/corral)
 	@$(call timed,fencing fault tests (server frozen; agent cut off: root),python3 tests/faults/fence_test.py build/corral)
 	@$(call timed,several-server clients end-to-end tests,python3 tests/ha/server_list_test.py build/corral)
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <thread>
 
 #include "agent/gpu_metrics.h"
@@ -40,6 +41,12 @@ Status HttpError(const httplib::Result& r, const std::string& what) {
   const nlohmann::json j = ParseJsonOrNull(r->body);
   if (j.is_object() && j.contains("detail") && j["detail"].is_string()) {
     detail = j["detail"].get<std::string>();
+  }
+  // A busy server's (or a limit's) "not now": nothing was done; the caller waits (BusyWait).
+  if (const std::optional<BusyAnswer> busy = BusyAnswerOf(r)) {
+    return Status(busy->status == 429 ? StatusCode::kResourceExhausted : StatusCode::kUnavailable,
+                  what + ": HTTP " + std::to_string(r->status) + ": " + busy->detail)
+        .WithRetryAfter(busy->retry_after);
   }
   if (r->status == 401) return Unauthenticated(what + ": " + detail);
   if (r->status == 409) {
@@ -149,6 +156,19 @@ std::optional<RuntimeThread::Fence> FenceOf(const std::optional<protocol::FenceT
   if (!timings) return std::nullopt;
   return RuntimeThread::Fence{std::chrono::seconds(timings->fence_after.value()),
                               timings->kill_grace};
+}
+
+std::chrono::milliseconds BusyWait(Seconds retry_after, double jitter) {
+  return Jittered(std::clamp(retry_after, Seconds(1), kMaxHonouredRetryAfter), kBusyJitterSpread,
+                  jitter);
+}
+
+std::chrono::milliseconds AnsweredErrorBackoff::Next(const Status& error) {
+  // The server said when: that, not a guess (nor a longer backoff for the next error).
+  if (error.retry_after()) return BusyWait(*error.retry_after(), rng_.UniformDouble());
+  const std::chrono::milliseconds wait(backoff_ms_);
+  backoff_ms_ = std::min(backoff_ms_ * 2, kMaxBackoffMs);
+  return wait;
 }
 
 bool IsFatalRegistrationError(const Status& status) {
@@ -419,6 +439,8 @@ void AgentLoop::PushLoop() {
   while (true) {
     push_cv_.wait(lock, [&] { return push_wanted_ || push_stopping_; });
     if (push_stopping_) return;
+    // A busy server asked for a pause (HoldOff): the push waits it out, as the heartbeats do.
+    if (push_cv_.wait_until(lock, BusyUntil(), [&] { return push_stopping_; })) return;
     push_wanted_ = false;  // changes published from now on ask for another push
     lock.unlock();
     std::string token, url;
@@ -436,8 +458,11 @@ void AgentLoop::PushLoop() {
     // agent's protocol version takes partial reports.)
     if (!token.empty()) {
       if (std::optional<Report> report = BuildReport(ReportKind::kPartial)) {
-        if (Sent sent = Send(*push_http_, token, *report); sent.answer.ok()) {
+        Sent sent = Send(*push_http_, token, *report);
+        if (sent.answer.ok()) {
           Acknowledge(*report, *sent.answer);
+        } else if (const std::optional<Seconds> after = sent.answer.status().retry_after()) {
+          HoldOff(BusyWait(*after, push_rng_.UniformDouble()));
         }
       }
     }
@@ -462,8 +487,20 @@ Status AgentLoop::Run(const std::atomic<bool>& stop) {
   return s;
 }
 
+void AgentLoop::HoldOff(std::chrono::milliseconds wait) {
+  const int64_t until =
+      (std::chrono::steady_clock::now() + wait).time_since_epoch() / std::chrono::nanoseconds(1);
+  int64_t held = busy_until_ns_.load();
+  while (held < until && !busy_until_ns_.compare_exchange_weak(held, until)) {
+  }
+}
+
+std::chrono::steady_clock::time_point AgentLoop::BusyUntil() const {
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(busy_until_ns_.load()));
+}
+
 Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
-  int backoff_ms = 100;
+  AnsweredErrorBackoff backoff(std::random_device{}());
   // While the server requests go to fails to answer: the search for one that does.
   std::optional<LeaderSearch> search;
   std::chrono::steady_clock::time_point search_start;
@@ -471,7 +508,7 @@ Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
     Status s = Beat();
     int wait_ms = 0;
     if (s.ok()) {
-      backoff_ms = 100;
+      backoff.Reset();
       search.reset();
       wait_ms = pause_ms_;
     } else {
@@ -484,10 +521,12 @@ Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
         return s;  // a wrong join token, a name held, another cluster: retrying cannot help
       }
       if (last_attempt_.outcome == Outcome::kAnswered) {
-        // The server answered an error (5xx, a broken answer): ask it again, less and less often.
+        // The server answered an error (5xx, a broken answer): ask it again, less and less often;
+        // a busy one (503 saturated, 429): when it said, and the pushes wait as long.
         search.reset();
-        wait_ms = backoff_ms;
-        backoff_ms = std::min(backoff_ms * 2, 5000);
+        const std::chrono::milliseconds wait = backoff.Next(s);
+        if (s.retry_after()) HoldOff(wait);
+        wait_ms = static_cast<int>(wait.count());
       } else {
         if (!search) {
           std::cerr << "corral agent: " << server_url_ << ": " << last_attempt_.detail
@@ -502,6 +541,10 @@ Status AgentLoop::BeatUntil(const std::atomic<bool>& stop) {
         wait_ms = static_cast<int>(next.wait.count());
       }
     }
+    // A pause a busy server asked the push thread for holds the heartbeats too.
+    const auto busy_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        BusyUntil() - std::chrono::steady_clock::now());
+    wait_ms = std::max(wait_ms, static_cast<int>(busy_ms.count()));
     for (int waited = 0; waited < wait_ms && !stop; waited += 50) {
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(50, wait_ms - waited)));
     }

@@ -25,6 +25,10 @@
 // server that is not the leader), the heartbeat thread looks for the leader (LeaderSearch: the
 // URL the 503 names, else the next one; a new round after 100 ms doubling to 1 s, for ever)
 // while the runtime goes on running the tasks, and logs the server it talks to when it changes.
+// A busy server's answer (a 503 with Corral-Busy, a 429: busy_retry.h) is not a search: the
+// thread that got it waits at least its Retry-After (BusyWait), and the other waits as long,
+// before either sends again. It is no answer to the fence clock either (docs/control-plane.md,
+// "Back-pressure"): the server did not take the report.
 //
 // Reports carry a sequence number that grows with the snapshot they were made of; the server
 // takes the task states of a report only when it is newer than every report it took from this
@@ -40,6 +44,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +53,7 @@
 #include "agent/host_resources.h"
 #include "agent/runtime.h"
 #include "agent/runtime_thread.h"
+#include "common/rng.h"
 #include "common/server_list.h"
 #include "common/status.h"
 #include "protocol/agent_messages.h"
@@ -129,6 +135,34 @@ struct RegistrationAttempt {
 // HTTP 5xx) may pass.
 RegistrationAttempt RegisterAgent(const AgentOptions& options, const std::string& url,
                                   GpuProbe& probe);
+// The most of a busy server's Retry-After the agent honours (docs/control-plane.md,
+// "Back-pressure"): a server that sheds heartbeats for longer than --fence-after makes the agent
+// fence (a refusal is not an answer), so the agent tries again at least this often.
+inline constexpr Seconds kMaxHonouredRetryAfter{5};
+// How much later than asked an agent comes back, at most (a fraction of the Retry-After), so
+// that nodes refused together do not come back together.
+inline constexpr double kBusyJitterSpread = 0.25;
+// The wait before the next try of a call a busy server refused with `retry_after` (1 s to
+// kMaxHonouredRetryAfter, spread by `jitter` in [0, 1): Jittered()).
+std::chrono::milliseconds BusyWait(Seconds retry_after, double jitter);
+
+// The wait before the agent tries a call again after its server answered an error (a 5xx, a
+// broken answer; not a search for the leader): a busy answer's (the error's retry_after:
+// BusyWait), else 100 ms doubling to 5 s. Not thread-safe: one per calling thread.
+class AnsweredErrorBackoff {
+ public:
+  explicit AnsweredErrorBackoff(uint64_t seed) : rng_(seed) {}
+  std::chrono::milliseconds Next(const Status& error);
+  // An answer came: the next error starts from 100 ms again.
+  void Reset() { backoff_ms_ = kMinBackoffMs; }
+
+ private:
+  static constexpr int kMinBackoffMs = 100;
+  static constexpr int kMaxBackoffMs = 5000;
+  int backoff_ms_ = kMinBackoffMs;
+  SeededRng rng_;
+};
+
 // True for registration errors that retrying cannot mend: an invalid join token, the node name
 // held by a live node with another node id, another cluster or protocol version
 // (FailedPrecondition).
@@ -197,6 +231,11 @@ class AgentLoop {
   Status Beat();
   // Heartbeats until `stop`.
   Status BeatUntil(const std::atomic<bool>& stop);
+  // A busy server asked for a pause of `wait` from now: neither thread sends before it ends
+  // (the later of the pauses asked). Thread-safe.
+  void HoldOff(std::chrono::milliseconds wait);
+  // When the pause ends (the steady clock's epoch: none). Thread-safe.
+  std::chrono::steady_clock::time_point BusyUntil() const;
   // Points the heartbeat thread's requests (and, from its next push, the push thread's) at `url`.
   void TalkTo(const std::string& url);
   // The push thread: a partial report whenever the runtime thread published a change.
@@ -222,6 +261,9 @@ class AgentLoop {
   std::unique_ptr<httplib::Client> push_http_;
   std::string push_url_;
   int pause_ms_ = 0;  // the server's retry_after_ms from the last heartbeat answer
+  // The end of the pause a busy server asked for (HoldOff), in steady-clock nanoseconds.
+  std::atomic<int64_t> busy_until_ns_{0};
+  SeededRng push_rng_{std::random_device{}()};  // the push thread's jitter
 
   // Shared by the heartbeat and push threads, guarded by report_mu_: the server requests go to
   // (set by the heartbeat thread), the node token (empty: not registered), the last sequence

@@ -66,6 +66,16 @@ class AgentLoopTest : public ::testing::Test {
                  });
   }
 
+  // Registers every agent, telling it to fence after 1 s without an answer (kill grace 2 s).
+  void AnswerRegisterFencingAfterOneSecond() {
+    server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
+                      R"("cluster_id": "0123456789abcdef", "heartbeat_interval_s": 5, )"
+                      R"("node_timeout_s": 10, "fence_after_s": 1, "kill_grace_s": 2})",
+                      "application/json");
+    });
+  }
+
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
   AgentOptions Options() {
@@ -74,6 +84,14 @@ class AgentLoopTest : public ::testing::Test {
     o.join_token = "join-secret";
     o.name = "node-a";
     o.node_id = "0123456789abcdef0123456789abcdef";
+    return o;
+  }
+
+  // Options() with no long poll and no GPU metrics: heartbeats as fast as answered.
+  AgentOptions OptionsWithoutWaits() {
+    AgentOptions o = Options();
+    o.wait_ms = 0;
+    o.metrics_interval_ms = 0;
     return o;
   }
 
@@ -464,13 +482,36 @@ class TwoTasks final : public Runtime {
   std::vector<Seconds> graces_;
 };
 
+// Run() on a thread of its own until Stop() or the test's end (a failed ASSERT returns early:
+// the loop must stop before the test waits for it).
+class RunningLoop {
+ public:
+  explicit RunningLoop(AgentLoop& loop)
+      : done_(std::async(std::launch::async, [this, &loop] { return loop.Run(stop_); })) {}
+  ~RunningLoop() {
+    stop_ = true;
+    if (done_.valid()) done_.wait();
+  }
+  Status Stop() {
+    stop_ = true;
+    return done_.get();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::future<Status> done_;
+};
+
+// Waits (up to 10 s) until `ok` holds.
+bool WaitUntil(const std::function<bool()>& ok) {
+  for (int i = 0; i < 2000 && !ok(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return ok();
+}
+
 TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo) {
-  server_.Post("/api/v1/agent/register", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"protocol_version": 1, "node_token": "node-secret", )"
-                    R"("cluster_id": "0123456789abcdef", "heartbeat_interval_s": 5, )"
-                    R"("node_timeout_s": 10, "fence_after_s": 1, "kill_grace_s": 2})",
-                    "application/json");
-  });
+  AnswerRegisterFencingAfterOneSecond();
   bool answering = true;
   std::vector<nlohmann::json> taken;  // the reports answered
   server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
@@ -484,29 +525,14 @@ TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo
     res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
   });
   TwoTasks runtime;
-  AgentOptions options = Options();
-  options.wait_ms = 0;
-  options.metrics_interval_ms = 0;
-  AgentLoop loop(options, probe_, runtime);
-  std::atomic<bool> stop{false};
-  auto done = std::async(std::launch::async, [&] { return loop.Run(stop); });
-  // A failed ASSERT returns early: the loop must stop before `done` waits for it.
-  struct StopOnExit {
-    std::atomic<bool>& stop;
-    ~StopOnExit() { stop = true; }
-  } stop_on_exit{stop};
-  auto wait_until = [&](const std::function<bool()>& ok) {
-    for (int i = 0; i < 2000 && !ok(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    return ok();
-  };
+  AgentLoop loop(OptionsWithoutWaits(), probe_, runtime);
+  RunningLoop running(loop);
   auto reports = [&] {
     std::lock_guard<std::mutex> lock(mu_);
     return taken.size();
   };
   // Heard for twice the fence_after: nothing is stopped.
-  ASSERT_TRUE(wait_until([&] { return reports() >= 3; }));
+  ASSERT_TRUE(WaitUntil([&] { return reports() >= 3; }));
   const auto heard_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   while (std::chrono::steady_clock::now() < heard_until) {
     ASSERT_TRUE(runtime.Graces().empty());
@@ -517,7 +543,7 @@ TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo
     answering = false;
   }
   const auto cut = std::chrono::steady_clock::now();
-  ASSERT_TRUE(wait_until([&] { return !runtime.Graces().empty(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !runtime.Graces().empty(); }));
   EXPECT_GE(std::chrono::steady_clock::now() - cut, std::chrono::milliseconds(900));
   EXPECT_EQ(runtime.Graces(), std::vector<Seconds>{Seconds(2)});  // the server's kill grace
   const std::vector<TaskStatus> statuses = runtime.Statuses();
@@ -540,14 +566,87 @@ TEST_F(AgentLoopTest, CutOffFromItsServerItStopsOnlyWhatWouldBeRequeuedAndSaysSo
     }
     return std::nullopt;
   };
-  ASSERT_TRUE(wait_until([&] { return reported(1).has_value(); }));
+  ASSERT_TRUE(WaitUntil([&] { return reported(1).has_value(); }));
   const nlohmann::json fenced = *reported(1);
   EXPECT_EQ(fenced["state"], "killed");
   EXPECT_EQ(fenced["end_cause"], "fenced");
   EXPECT_THAT(fenced["message"].get<std::string>(), HasSubstr("fenced: no server reached"));
   if (std::optional<nlohmann::json> kept = reported(2)) EXPECT_EQ((*kept)["state"], "running");
-  stop = true;
-  EXPECT_TRUE(done.get().ok());
+  EXPECT_TRUE(running.Stop().ok());
+}
+
+// Back-pressure (docs/control-plane.md): a saturated server's 503 (Retry-After, Corral-Busy)
+// holds the next heartbeat back at least that long, and it is no answer: the server heard nothing,
+// so the fence clock runs on and the agent fences what would be requeued.
+TEST_F(AgentLoopTest, AShedHeartbeatWaitsItsRetryAfterAndIsNoAnswerToTheFence) {
+  AnswerRegisterFencingAfterOneSecond();
+  int answered = 0;
+  std::vector<std::chrono::steady_clock::time_point> shed;  // whole reports refused, when
+  server_.Post("/api/v1/agent/heartbeat", [&](const httplib::Request& req, httplib::Response& res) {
+    const auto body = nlohmann::json::parse(req.body, nullptr, false);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (answered < 2) {
+      ++answered;
+      res.set_content(nlohmann::json{{"taken_seq", body["seq"]}}.dump(), "application/json");
+      return;
+    }
+    if (!body.value("partial", false)) shed.push_back(std::chrono::steady_clock::now());
+    res.status = 503;
+    res.set_header("Retry-After", "1");
+    res.set_header("Corral-Busy", "1");
+    res.set_content(R"({"title":"unavailable","status":503,)"
+                    R"("detail":"server saturated: 96 agent requests in flight"})",
+                    "application/problem+json");
+  });
+  TwoTasks runtime;
+  AgentLoop loop(OptionsWithoutWaits(), probe_, runtime);
+  RunningLoop running(loop);
+  ASSERT_TRUE(WaitUntil([&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return shed.size() >= 3;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 1; i < shed.size(); ++i) {
+      EXPECT_GE(shed[i] - shed[i - 1], std::chrono::milliseconds(1000)) << "heartbeat " << i;
+      // Its own cadence would be at once (wait_ms 0), a backoff 100 ms doubling: the server's
+      // word, jittered by at most a quarter.
+      EXPECT_LT(shed[i] - shed[i - 1], std::chrono::milliseconds(1250 + 250)) << "heartbeat " << i;
+    }
+  }
+  // Refused for over fence_after (1 s): the requeue-able task is fenced, the other runs on.
+  ASSERT_TRUE(WaitUntil([&] { return !runtime.Graces().empty(); }));
+  EXPECT_EQ(runtime.Statuses()[0].end_cause, model::TaskEndCause::kFenced);
+  EXPECT_EQ(runtime.Statuses()[1].state, ProcessState::kRunning);
+  EXPECT_TRUE(running.Stop().ok());
+}
+
+TEST(BusyWaitTest, AtLeastTheRetryAfterJitteredWithinBounds) {
+  using std::chrono::milliseconds;
+  EXPECT_EQ(BusyWait(Seconds(1), 0), milliseconds(1000));
+  EXPECT_EQ(BusyWait(Seconds(2), 0.5), milliseconds(2250));
+  EXPECT_LE(BusyWait(Seconds(1), 0.999), milliseconds(1250));
+  // A 0 is taken as 1 s (no busy loop); past kMaxHonouredRetryAfter, that.
+  EXPECT_EQ(BusyWait(Seconds(0), 0), milliseconds(1000));
+  EXPECT_EQ(BusyWait(Seconds(3600), 0), milliseconds(5000));
+}
+
+TEST(BusyWaitTest, ABusyAnswerIsWaitedAsSaidOtherErrorsBackOff) {
+  using std::chrono::milliseconds;
+  AnsweredErrorBackoff backoff(42);
+  const Status internal(StatusCode::kInternal, "heartbeat: HTTP 500: boom");
+  EXPECT_EQ(backoff.Next(internal), milliseconds(100));
+  EXPECT_EQ(backoff.Next(internal), milliseconds(200));
+  const milliseconds busy =
+      backoff.Next(Unavailable("heartbeat: HTTP 503: server saturated", Seconds(2)));
+  EXPECT_GE(busy, milliseconds(2000));
+  EXPECT_LE(busy, milliseconds(2500));
+  // A busy answer does not grow the backoff of other errors.
+  EXPECT_EQ(backoff.Next(internal), milliseconds(400));
+  for (int i = 0; i < 10; ++i) backoff.Next(internal);
+  EXPECT_EQ(backoff.Next(internal), milliseconds(5000));
+  backoff.Reset();
+  EXPECT_EQ(backoff.Next(internal), milliseconds(100));
 }
 
 // A second server on loopback that plays the leader or a follower (a follower answers 503 with

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "agent/host_resources.h"
@@ -72,7 +73,7 @@ Result<std::unique_ptr<AgentProcess>> AgentProcess::Create(AgentProcessOptions o
 }
 
 Result<AgentProcess::Joined> AgentProcess::Join(const std::atomic<bool>& stop) {
-  int backoff_ms = 100;
+  AnsweredErrorBackoff backoff(std::random_device{}());
   const auto start = std::chrono::steady_clock::now();
   LeaderSearch search(options_.agent.servers, "", Idempotency::kIdempotent, std::nullopt);
   while (true) {
@@ -84,9 +85,8 @@ Result<AgentProcess::Joined> AgentProcess::Join(const std::atomic<bool>& stop) {
     if (IsFatalRegistrationError(sent.registration.status())) return sent.registration.status();
     int wait_ms;
     if (sent.attempt.outcome == Outcome::kAnswered) {
-      // The server answered an error: as the loop's heartbeats do.
-      wait_ms = backoff_ms;
-      backoff_ms = std::min(backoff_ms * 2, 5000);
+      // The server answered an error (or is busy): as the loop's heartbeats do.
+      wait_ms = static_cast<int>(backoff.Next(sent.registration.status()).count());
     } else {  // not up yet, unreachable for now, or not the leader: the next server
       wait_ms = static_cast<int>(
           search

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <thread>
 
 #include "common/http_attempt.h"
@@ -39,12 +40,13 @@ Status ErrorOf(const httplib::Result& r) {
     case 409:
       return FailedPrecondition(detail);
     case 429: {  // a limit reached (a submit limit): the server says when to try again
-      const std::string after = r->get_header_value("Retry-After");
-      const int64_t seconds = std::atoll(after.c_str());
-      if (seconds <= 0) return Status(StatusCode::kResourceExhausted, detail);
-      return ResourceExhausted(detail + " (try again in " + std::to_string(seconds) + " s)",
-                               Seconds(seconds));
+      const std::optional<Seconds> after = ParseRetryAfter(r->get_header_value("Retry-After"));
+      if (!after || after->value() <= 0) return Status(StatusCode::kResourceExhausted, detail);
+      return ResourceExhausted(detail + " (try again in " + std::to_string(after->value()) + " s)",
+                               *after);
     }
+    case 503:  // a saturated server the command waited on for its budget (Send), or a 503 past it
+      return Status(StatusCode::kUnavailable, "HTTP 503: " + detail);
     default:
       return Status(StatusCode::kInternal, "HTTP " + std::to_string(r->status) + ": " + detail);
   }
@@ -141,7 +143,11 @@ Status SaveClientConfig(const ClientConfig& config) {
   return WriteSecretFile(path, j.dump(2) + "\n");
 }
 
-ApiClient::ApiClient(ClientConfig config) : config_(std::move(config)) {
+ApiClient::ApiClient(ClientConfig config, std::ostream& notices)
+    : config_(std::move(config)),
+      notices_(notices),
+      busy_(config_.busy_budget, kMaxRetriedLimitWait),
+      jitter_(std::random_device()()) {
   // A server that refuses a body before reading it all (413) closes the connection while the
   // body is being sent: the write fails (EPIPE) and the answer is read, instead of SIGPIPE
   // ending the command. The CLI starts no processes that could inherit this.
@@ -163,6 +169,30 @@ httplib::Client& ApiClient::ClientOf(const std::string& url) {
 }
 
 Result<httplib::Result> ApiClient::Send(
+    Idempotency idempotency, const std::function<httplib::Result(httplib::Client&)>& send) {
+  while (true) {
+    Result<httplib::Result> r = Search(idempotency, send);
+    if (!r.ok()) return r;
+    // A busy answer carried nothing out: the same request, to the same server, once it is due.
+    const std::optional<BusyAnswer> busy = BusyAnswerOf(*r);
+    if (!busy) return r;
+    const std::optional<std::chrono::milliseconds> wait =
+        busy_.Next(*busy, jitter_.UniformDouble());
+    if (!wait && busy->status == 503) {
+      return Status(StatusCode::kUnavailable,
+                    busy->detail + " (still busy after this command waited " +
+                        std::to_string(busy_.waited().count() / 1000) + " s)");
+    }
+    if (!wait) return r;  // a limit that clears later: shown (ErrorOf)
+    const int64_t seconds = std::max<int64_t>((wait->count() + 500) / 1000, 1);
+    notices_ << "corral: " << (busy->status == 503 ? "server busy" : busy->detail)
+             << ", retrying in " << seconds << " s\n"
+             << std::flush;
+    std::this_thread::sleep_for(*wait);
+  }
+}
+
+Result<httplib::Result> ApiClient::Search(
     Idempotency idempotency, const std::function<httplib::Result(httplib::Client&)>& send) {
   const auto start = std::chrono::steady_clock::now();
   LeaderSearch search(config_.servers, answered_, idempotency, config_.retry_timeout);

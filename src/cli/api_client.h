@@ -4,18 +4,24 @@
 // server that answered last, else the first; on a connection failure or a 503 (a server that is
 // not the leader) it goes to the next one or the leader the 503 names, with a backoff, until
 // CORRAL_RETRY_TIMEOUT passes. A POST (not idempotent) is sent again only when it certainly was
-// not carried out (no connection, or a 503). Errors carry the server's problem+json detail and
-// map HTTP statuses to StatusCodes; a request that found no server names each URL tried and what
-// it answered.
+// not carried out (no connection, or a 503). A server's "not now" (busy_retry.h: a saturated
+// server's 503, a 429 whose limit clears within kMaxRetriedLimitWait) is waited out and the
+// request, whatever its method, sent again to the same server, saying so on stderr ("corral:
+// server busy, retrying in 1 s"), for at most kBusyBudget per command in all. Errors carry the
+// server's problem+json detail and map HTTP statuses to StatusCodes; a request that found no
+// server names each URL tried and what it answered.
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/busy_retry.h"
+#include "common/rng.h"
 #include "common/server_list.h"
 #include "common/status.h"
 
@@ -28,6 +34,10 @@ namespace corral::cli {
 
 // How long a request looks for a server that answers, unless CORRAL_RETRY_TIMEOUT says.
 inline constexpr std::chrono::milliseconds kDefaultRetryTimeout{10'000};
+// How long one command (one ApiClient) waits on busy answers in all before it shows them.
+inline constexpr std::chrono::milliseconds kBusyBudget{30'000};
+// A 429 whose Retry-After is longer is shown at once, not waited out.
+inline constexpr Seconds kMaxRetriedLimitWait{5};
 
 struct ClientConfig {
   ServerList servers;   // http(s)://host:port, one or more
@@ -35,6 +45,8 @@ struct ClientConfig {
   std::string ca_cert;  // PEM bundle to verify an https server with (CORRAL_CA_CERT)
   // How long, from its first attempt, a request may go on trying the servers.
   std::chrono::milliseconds retry_timeout = kDefaultRetryTimeout;
+  // How long one command waits on busy answers in all (kBusyBudget; tests shorten it).
+  std::chrono::milliseconds busy_budget = kBusyBudget;
 };
 
 // Path of the config file: $XDG_CONFIG_HOME/corral/config or ~/.config/corral/config.
@@ -62,7 +74,8 @@ struct Reply {
 
 class ApiClient {
  public:
-  explicit ApiClient(ClientConfig config);
+  // `notices`: where it says that it waits on a busy server (stderr; borrowed).
+  explicit ApiClient(ClientConfig config, std::ostream& notices = std::cerr);
   ~ApiClient();
 
   Result<nlohmann::json> Get(const std::string& path);
@@ -78,13 +91,20 @@ class ApiClient {
 
  private:
   // Sends a request through the servers (the file comment): `send` makes it once with the
-  // client of one server. The first answer other than 503; else the search's error.
+  // client of one server. The first answer that is neither a not-leader 503 nor a busy answer
+  // to wait out (busy_); else the search's error.
   Result<httplib::Result> Send(Idempotency idempotency,
                                const std::function<httplib::Result(httplib::Client&)>& send);
+  // One search over the servers (LeaderSearch): the first answer other than a not-leader 503.
+  Result<httplib::Result> Search(Idempotency idempotency,
+                                 const std::function<httplib::Result(httplib::Client&)>& send);
   // The client of `url` (made on first use).
   httplib::Client& ClientOf(const std::string& url);
 
   ClientConfig config_;
+  std::ostream& notices_;
+  BusyBudget busy_;  // this command's
+  SeededRng jitter_;
   std::string answered_;  // the server that answered last ("" before any)
   std::map<std::string, std::unique_ptr<httplib::Client>> clients_;  // by URL
 };

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <sstream>
 #include <thread>
 
 #include "common/http_attempt.h"
@@ -55,6 +56,32 @@ class TestServer {
                       R"("detail":"this server is not the leader; the leader is )" +
                           (leader.empty() ? std::string("unknown") : leader) + "\"}",
                       "application/problem+json");
+    };
+    server_.Get(".*", answer);
+    server_.Post(".*", answer);
+  }
+
+  // Answers the first `times` requests `status` with `retry_after` ("": none), as a saturated
+  // server (503 with Corral-Busy) or a limit (429) does, and the rest as the leader.
+  void BusyThenLead(int times, int status, const std::string& retry_after) {
+    auto answer = [this, times, status, retry_after](const httplib::Request& req,
+                                                     httplib::Response& res) {
+      ++requests;
+      if (req.method == "POST") ++posts;
+      if (requests <= times) {
+        res.status = status;
+        if (!retry_after.empty()) res.set_header("Retry-After", retry_after);
+        if (status == 503) res.set_header(kBusyHeader, "1");
+        res.set_content(R"({"type":"about:blank","title":"unavailable","status":)" +
+                            std::to_string(status) + R"(,"detail":")" +
+                            (status == 503 ? "server saturated: 64 requests in flight"
+                                           : "user 'alice': at most 10 submissions a minute") +
+                            "\"}",
+                        "application/problem+json");
+        return;
+      }
+      res.status = req.method == "POST" ? 201 : 200;
+      res.set_content(R"({"id": 7, "user": "admin"})", "application/json");
     };
     server_.Get(".*", answer);
     server_.Post(".*", answer);
@@ -209,6 +236,66 @@ TEST(ApiClientTest, AHostileFollowerCannotFillTheErrorMessage) {
   EXPECT_EQ(jobs.status().code(), StatusCode::kIoError);
   EXPECT_THAT(jobs.status().message(), HasSubstr("(503: " + std::string(200, 'x') + ")"));
   EXPECT_LT(jobs.status().message().size(), 400u);
+}
+
+// Back-pressure (docs/control-plane.md): a saturated server's 503 carried nothing out, so a
+// submission is sent again, to the same server (not the next URL, as for a follower), once its
+// Retry-After has passed, and the user is told.
+TEST(ApiClientTest, ASaturatedServerIsWaitedOutAndTheSubmissionSentAgainThere) {
+  TestServer busy, other;
+  busy.BusyThenLead(1, 503, "1");
+  other.Lead();
+  std::ostringstream notices;
+  ApiClient client(Config({busy.url(), other.url()}), notices);
+  const auto start = std::chrono::steady_clock::now();
+  auto job = client.Post("/api/v1/jobs", {{"command", {"true"}}});
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  EXPECT_EQ((*job)["id"], 7);
+  EXPECT_GE(took, std::chrono::seconds(1));  // never before the server asked
+  EXPECT_EQ(notices.str(), "corral: server busy, retrying in 1 s\n");
+  EXPECT_EQ(busy.posts, 2);  // refused, then accepted
+  EXPECT_EQ(other.requests, 0);
+}
+
+TEST(ApiClientTest, ALimitThatClearsSoonIsWaitedOutOneThatClearsLaterIsShown) {
+  {
+    TestServer limited;
+    limited.BusyThenLead(1, 429, "1");
+    std::ostringstream notices;
+    ApiClient client(Config({limited.url()}), notices);
+    auto job = client.Post("/api/v1/jobs", {{"command", {"true"}}});
+    ASSERT_TRUE(job.ok()) << job.status().ToString();
+    EXPECT_EQ(limited.posts, 2);
+    EXPECT_EQ(notices.str(),
+              "corral: user 'alice': at most 10 submissions a minute, retrying in 1 s\n");
+  }
+  TestServer limited;
+  limited.BusyThenLead(1, 429, "10");
+  std::ostringstream notices;
+  ApiClient client(Config({limited.url()}), notices);
+  auto job = client.Post("/api/v1/jobs", {{"command", {"true"}}});
+  EXPECT_EQ(job.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(job.status().message(),
+            "user 'alice': at most 10 submissions a minute (try again in 10 s)");
+  EXPECT_EQ(job.status().retry_after(), Seconds(10));
+  EXPECT_EQ(limited.posts, 1);
+  EXPECT_EQ(notices.str(), "");
+}
+
+TEST(ApiClientTest, AServerBusyPastTheCommandsBudgetIsShown) {
+  TestServer busy;
+  busy.BusyThenLead(1000, 503, "1");
+  std::ostringstream notices;
+  ClientConfig config = Config({busy.url()});
+  config.busy_budget = std::chrono::milliseconds(1500);
+  ApiClient client(config, notices);
+  auto jobs = client.Get("/api/v1/jobs");
+  EXPECT_EQ(jobs.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(jobs.status().message(),
+            "server saturated: 64 requests in flight (still busy after this command waited 1 s)");
+  EXPECT_EQ(busy.requests, 2);  // one wait of 1 to 1.2 s fits in 1.5 s, a second does not
+  EXPECT_EQ(notices.str(), "corral: server busy, retrying in 1 s\n");
 }
 
 }  // namespace

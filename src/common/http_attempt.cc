@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <algorithm>
+
 #include "common/json_parse.h"
 
 namespace corral {
@@ -33,19 +35,38 @@ Attempt Failure(httplib::Error error) {
   }
 }
 
+// The detail of a problem+json body (at most kMaxDetailBytes); `otherwise` for any other body.
+std::string ProblemDetail(const std::string& body, const std::string& otherwise) {
+  const nlohmann::json problem = ParseJsonOrNull(body);
+  if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string()) {
+    return problem["detail"].get<std::string>().substr(0, kMaxDetailBytes);
+  }
+  return otherwise;
+}
+
 }  // namespace
 
 Attempt AttemptOf(const httplib::Result& result) {
   if (!result) return Failure(result.error());
-  if (result->status != 503) {
+  if (result->status != 503 || result->has_header(kBusyHeader)) {
     return {Outcome::kAnswered, "HTTP " + std::to_string(result->status), ""};
   }
-  const nlohmann::json problem = ParseJsonOrNull(result->body);
-  std::string detail = "Service Unavailable";
-  if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string()) {
-    detail = problem["detail"].get<std::string>().substr(0, kMaxDetailBytes);
+  return {Outcome::kNotLeader, "503: " + ProblemDetail(result->body, "Service Unavailable"),
+          result->get_header_value(kLeaderHeader)};
+}
+
+std::optional<BusyAnswer> BusyAnswerOf(const httplib::Result& result) {
+  if (!result) return std::nullopt;
+  const int status = result->status;
+  const std::optional<Seconds> after = ParseRetryAfter(result->get_header_value("Retry-After"));
+  if (status == 503 && result->has_header(kBusyHeader)) {
+    return BusyAnswer{status, std::max(after.value_or(Seconds(1)), Seconds(1)),
+                      ProblemDetail(result->body, "server busy")};
   }
-  return {Outcome::kNotLeader, "503: " + detail, result->get_header_value(kLeaderHeader)};
+  if (status == 429 && after) {
+    return BusyAnswer{status, *after, ProblemDetail(result->body, "too many requests")};
+  }
+  return std::nullopt;
 }
 
 }  // namespace corral

@@ -81,6 +81,17 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--max-connections", options->max_connections,
                 "API connections open at once in all (default 4096)")
       ->check(CLI::Range(1, 100000));
+  auto admission_wait = std::make_shared<std::string>("500ms");
+  c->add_option("--max-requests-in-flight", options->max_requests_in_flight,
+                "API requests the server handles at once (default " +
+                    std::to_string(kDefaultMaxRequestsInFlight) +
+                    "; 0: no cap); past it a request waits up to --admission-wait for a place, "
+                    "then gets 503 with Retry-After. Agents' requests have a pool of their own "
+                    "(docs/control-plane.md, \"Back-pressure\")")
+      ->check(CLI::Range(0, 100000));
+  c->add_option("--admission-wait", *admission_wait,
+                "How long a request may wait for a place when --max-requests-in-flight are "
+                "being handled, as 500ms, 2s (default 500ms; 0: refused at once; at most 10s)");
   c->add_option("--request-head-timeout", options->request_head_timeout_s,
                 "Seconds a request's head may take to arrive, from the connection's start or "
                 "its previous answer (default 10; also closes idle keep-alive connections)")
@@ -156,7 +167,8 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--lease-renew-interval", *lease_renew,
                 "How often the leader renews its lease, and a follower tries to take it, as "
                 "500ms (default 500ms; under half of --lease-duration)");
-  c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, exit_code] {
+  c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, admission_wait,
+               exit_code] {
     auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
     if (!expiry.ok()) {
       std::cerr << "corral server: " << expiry.status().message() << "\n";
@@ -173,8 +185,8 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
     options->keep_finished = *keep;
     for (auto [text, flag, out] :
          {std::tuple{lease_duration.get(), "--lease-duration", &options->lease.duration},
-          std::tuple{lease_renew.get(), "--lease-renew-interval",
-                     &options->lease.renew_interval}}) {
+          std::tuple{lease_renew.get(), "--lease-renew-interval", &options->lease.renew_interval},
+          std::tuple{admission_wait.get(), "--admission-wait", &options->admission_wait}}) {
       auto ms = ParseDurationMs(*text, flag);
       if (!ms.ok()) {
         std::cerr << "corral server: " << ms.status().message() << "\n";

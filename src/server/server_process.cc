@@ -113,6 +113,13 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
         "--session-max-connections, --session-max-connections-per-session, "
         "--session-max-pending-per-address: must be at least 1");
   }
+  if (options.max_requests_in_flight < 0) {
+    return InvalidArgument("--max-requests-in-flight: must be 0 (no cap) or a number of requests");
+  }
+  if (options.admission_wait < std::chrono::milliseconds(0) ||
+      options.admission_wait > kMaxAdmissionWait) {
+    return InvalidArgument("--admission-wait: must be 0 to 10s (clients time out beyond)");
+  }
   const reconcile::NodeTimings timings{
       Seconds(options.node_timeout_s), Seconds(options.fence_after_s),
       Seconds(options.kill_grace_s), Seconds(options.node_give_up_s)};
@@ -379,6 +386,11 @@ HttpServerOptions ServerProcess::HttpOptions() const {
   http.limits.head_timeout = std::chrono::seconds(options_.request_head_timeout_s);
   http.limits.body_timeout = std::chrono::seconds(options_.request_body_timeout_s);
   http.max_connections = options_.max_connections;
+  const int cap = options_.max_requests_in_flight;
+  // The agents' pool: as many as the API's, plus the heartbeats the controller lets wait (their
+  // long polls hold their slot while they wait).
+  http.saturation = SaturationLimits{cap, cap == 0 ? 0 : cap + Controller::kMaxWaitingHeartbeats,
+                                     options_.admission_wait};
   if (lease_) {
     http.vouch = [this](const HttpRequest& head) {
       return peer_->Verify(head, std::chrono::system_clock::now());

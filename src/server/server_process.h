@@ -32,6 +32,11 @@ std::string DefaultEnvsDir();
 // index.html: `make web`), when it exists; else "". `corral dev` serves it by default.
 std::string DefaultWebDir();
 
+// The back-pressure defaults (docs/decisions.md, "Back-pressure defaults").
+inline constexpr int kDefaultMaxRequestsInFlight = 64;
+inline constexpr std::chrono::milliseconds kDefaultAdmissionWait{500};
+inline constexpr std::chrono::milliseconds kMaxAdmissionWait{10'000};
+
 struct ServerOptions {
   std::string listen = "127.0.0.1:8080";  // HOST:PORT; port 0 picks a free one
   bool next_free_port = false;            // if PORT is taken, try the next 20
@@ -50,6 +55,12 @@ struct ServerOptions {
   int max_connections = 4096;
   int request_head_timeout_s = 10;
   int request_body_timeout_s = 30;
+  // Back-pressure (saturation_guard.h; docs/control-plane.md, "Back-pressure"): API requests
+  // handled at once (0: no cap; agents' requests have a pool of their own, this plus the
+  // heartbeats the controller lets wait), and how long a request may wait for a place before it
+  // is answered 503 with Retry-After.
+  int max_requests_in_flight = kDefaultMaxRequestsInFlight;
+  std::chrono::milliseconds admission_wait = kDefaultAdmissionWait;
   std::string policy = "fgd";
   int node_timeout_s = 30;
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change

@@ -137,6 +137,34 @@ TEST_F(AgentsApiTest, HeartbeatsNeedTheNodesOwnToken) {
                 400, "tasks");
 }
 
+// Back-pressure (saturation_guard.h): an agent's requests whose token checks out take the
+// agents' own pool; the event stream and /healthz none; everything else, the API's.
+TEST_F(AgentsApiTest, AgentsRequestsHaveAPoolOfTheirOwn) {
+  const std::string token = RegisterNode("gpu-1", 4);
+  ASSERT_FALSE(token.empty());
+  auto load_of = [&](const std::string& path, const std::string& bearer,
+                     const std::string& node = "") -> std::optional<Load> {
+    HttpRequest head;
+    head.method = path == "/api/v1/jobs" || path.rfind("/api/v1/agent/", 0) == 0 ? "POST" : "GET";
+    head.path = path;
+    if (!bearer.empty()) head.headers.emplace("Authorization", "Bearer " + bearer);
+    if (!node.empty()) head.headers.emplace(protocol::kNodeHeader, node);
+    Result<Admission> admitted = Admit(head);
+    if (!admitted.ok()) return std::nullopt;
+    return admitted->load;
+  };
+  EXPECT_EQ(load_of("/api/v1/agent/heartbeat", token, "gpu-1"), Load::kAgent);
+  EXPECT_EQ(load_of("/api/v1/agent/register", kJoinToken), Load::kAgent);
+  // A heartbeat or registration whose token does not check out is refused from its head: it
+  // never reaches the agents' pool.
+  EXPECT_EQ(load_of("/api/v1/agent/heartbeat", root_token_, "gpu-1"), std::nullopt);
+  EXPECT_EQ(load_of("/api/v1/agent/register", root_token_), std::nullopt);
+  EXPECT_EQ(load_of("/api/v1/jobs", root_token_), Load::kRegular);
+  EXPECT_EQ(load_of("/api/v1/nodes", ""), Load::kRegular);
+  EXPECT_EQ(load_of("/api/v1/events/stream", root_token_), Load::kUncounted);
+  EXPECT_EQ(load_of("/healthz", ""), Load::kUncounted);
+}
+
 TEST_F(AgentsApiTest, AJobIsLaunchedAndEndsThroughHeartbeats) {
   const std::string node_token = RegisterNode("gpu-1", 4);
   ASSERT_FALSE(node_token.empty());

@@ -274,6 +274,9 @@ class ApiTest : public ::testing::Test {
   FakeClock clock_{Seconds(1'700'000'000)};
   std::string root_token_, alice_token_, bob_token_;
 
+  // The API's admission rule for a request's head (HttpApi::Admit).
+  Result<Admission> Admit(const HttpRequest& head) { return api_->Admit(head); }
+
  private:
   static httplib::Headers Headers(const std::string& token) {
     if (token.empty()) return {};

@@ -19,7 +19,7 @@ void HttpApi::Impl::RegisterDashboard(HttpServer& http) {
   http.Get("/api/v1/summary", Authed([this](const Principal&, const auto&, auto& res) {
              SendJson(res, 200, protocol::ToJson(controller_.ClusterSummary()));
            }));
-  http.Get("/api/v1/events/stream",
+  http.Get(kEventStreamPath,
            Authed([this](const Principal&, const auto&, auto& res) { EventStream(res); }));
 }
 

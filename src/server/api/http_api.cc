@@ -36,19 +36,27 @@ Result<Principal> HttpApi::Impl::AuthenticateToken(const std::string& token) {
   return controller_.Accounts().Authenticate(token);
 }
 
+// The saturation guard's pools (saturation_guard.h): an agent's requests, once its join or node
+// token checks out, in the agents' own; the event stream (it lasts for ever, mostly asleep) and
+// the health check (a front proxy must not take a busy leader for a dead one) in none; the rest
+// in the regular one.
 Result<Admission> HttpApi::Impl::Admit(const HttpRequest& head) {
-  const Admission trusted{Caller::kAuthenticated, config_.max_body_bytes};
+  const Admission agent{Caller::kAuthenticated, config_.max_body_bytes, Load::kAgent};
   if (head.path == kRegisterPath) {
     if (Status joined = CheckJoinToken(head); !joined.ok()) return joined;
-    return trusted;
+    return agent;
   }
   if (head.path == kHeartbeatPath) {
     auto node = AuthenticateNode(head);
     if (!node.ok()) return node.status();
-    return trusted;
+    return agent;
   }
-  if (Authenticate(head).ok()) return trusted;
-  return Admission{Caller::kAnonymous, config_.max_anonymous_body_bytes};
+  const Load load =
+      head.path == kEventStreamPath || head.path == "/healthz" ? Load::kUncounted : Load::kRegular;
+  if (Authenticate(head).ok()) {
+    return Admission{Caller::kAuthenticated, config_.max_body_bytes, load};
+  }
+  return Admission{Caller::kAnonymous, config_.max_anonymous_body_bytes, load};
 }
 
 void HttpApi::Impl::Register(HttpServer& http) {

@@ -68,7 +68,9 @@ class HttpApi {
   void Register(HttpServer& http);
   // The admission rule of the server's requests (HttpServerOptions::admit): authenticated when
   // the head carries a credential the route accepts (an API token or the dashboard's cookie,
-  // the join token for registration, a node token for heartbeats); the body limit by that.
+  // the join token for registration, a node token for heartbeats); the body limit by that; the
+  // saturation guard's pool (saturation_guard.h): the agents' for a registration or heartbeat
+  // whose token checks out, none for the event stream and /healthz, else the API's.
   Result<Admission> Admit(const HttpRequest& head);
   // Ends the live event streams now (server shutdown), not at their next event.
   void Shutdown();

@@ -91,6 +91,7 @@ class HttpApi::Impl {
   void RegisterDashboard(HttpServer& http);
   void DashboardPage(const HttpRequest& req, HttpResponse& res);
   static void SendAsset(const WebAssets::Asset& asset, HttpResponse& res);
+  static constexpr const char* kEventStreamPath = "/api/v1/events/stream";
   void EventStream(HttpResponse& res);
   // http_api.cc
   void StatusPage(HttpResponse& res);

@@ -12,7 +12,8 @@ using nlohmann::json;
 // job by name), the GPUs and idle GPUs (every user, as the nodes: other projects' jobs only as
 // "in use"), and one job's GPUs (who may see the job).
 void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
-  http.Get("/metrics", [this](const HttpRequest& req, HttpResponse& res) {
+  // The server outlives its routes: they run on its threads.
+  http.Get("/metrics", [this, &http](const HttpRequest& req, HttpResponse& res) {
     const std::string token = BearerToken(req);
     const bool metrics_token = !config_.metrics_token_hash.empty() && !token.empty() &&
                                SecureEquals(HashToken(token), config_.metrics_token_hash);
@@ -23,7 +24,7 @@ void HttpApi::Impl::RegisterMonitoring(HttpServer& http) {
         return SendProblem(res, PermissionDenied("/metrics needs an admin or metrics token"));
       }
     }
-    res.SetContent(MetricsText(controller_, clock_.Now()),
+    res.SetContent(MetricsText(controller_, clock_.Now(), http.saturation()),
                    "text/plain; version=0.0.4; charset=utf-8");
   });
   http.Get("/api/v1/summary/history", Authed([this](const Principal&, const auto& req, auto& res) {

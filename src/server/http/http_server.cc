@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "common/http_attempt.h"
 #include "server/http/problem.h"
 
 namespace corral::server {
@@ -88,7 +89,8 @@ struct HttpServer::Exchange {
   Caller caller = Caller::kAnonymous;
   bool body_arriving = false;  // a part of the body was handed over (no answer may be queued)
   size_t dropped = 0;
-  HttpHandler handler;  // HttpServerOptions::divert's, answering instead of the routes
+  HttpHandler handler;         // HttpServerOptions::divert's, answering instead of the routes
+  Load load = Load::kRegular;  // Admission::load
   size_t DrainLimit() const {
     return caller == Caller::kAuthenticated ? kDrainLimit : kAnonymousDrainLimit;
   }
@@ -241,6 +243,10 @@ bool HttpServer::OnRequest(MHD_Connection* connection, const char* url, const ch
     return Queue(connection, e, std::move(refusal));
   }
   guard_.Entered(e.connection, ConnectionPhase::kAnswering, SteadyClock::now());
+  return Queue(connection, e, Answer(e));
+}
+
+HttpResponse HttpServer::Answer(Exchange& e) {
   HttpResponse response;
   if (e.handler) {
     try {
@@ -249,17 +255,25 @@ bool HttpServer::OnRequest(MHD_Connection* connection, const char* url, const ch
       response = ProblemAnswer(
           500, "internal", "internal error answering " + e.request.method + " " + e.request.path);
     }
-  } else {
-    Dispatch(e.request, response);
+    return response;
   }
-  return Queue(connection, e, std::move(response));
+  // Held while the route runs; a streamed answer is sent without it.
+  Result<SaturationGuard::Slot> slot = saturation_.Enter(e.load);
+  if (!slot.ok()) {
+    SendProblem(response, slot.status());  // 503 with Retry-After
+    response.SetHeader(kBusyHeader, "1");
+    return response;
+  }
+  Dispatch(e.request, response);
+  return response;
 }
 
 HttpServer::HttpServer(ListenSocket socket, HttpServerOptions options)
     : options_(std::move(options)),
       listen_fd_(socket.fd),
       port_(socket.port),
-      guard_(options_.limits) {}
+      guard_(options_.limits),
+      saturation_(options_.saturation) {}
 
 Result<std::unique_ptr<HttpServer>> HttpServer::Create(ListenSocket socket,
                                                        HttpServerOptions options) {
@@ -341,6 +355,7 @@ void HttpServer::Stop() {
     stopping_ = true;
   }
   wake_.notify_all();
+  saturation_.Stop();  // requests waiting for a slot are answered now
   if (sweeper_.joinable()) sweeper_.join();
   if (daemon_ != nullptr) {
     MHD_stop_daemon(daemon_);  // closes the listening socket and every connection
@@ -390,6 +405,7 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
     return Queue(connection, e, std::move(refusal));
   }
   e.caller = admitted->caller;
+  e.load = admitted->load;
   if (e.caller == Caller::kAuthenticated) guard_.Authenticated(e.connection);
   e.max_body_bytes = admitted->max_body_bytes;
   if (r.target.size() > options_.max_target_bytes) {

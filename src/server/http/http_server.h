@@ -10,6 +10,10 @@
 //   unread); the body is counted as it arrives, chunked or not (over the limit: 413, once the
 //   rest is dropped: up to 8 MiB for an authenticated caller, 64 KiB for an anonymous one, the
 //   connection closed unanswered beyond);
+// - once its body has arrived, a request waits for a slot of the saturation guard
+//   (saturation_guard.h) by the load `admit` gave it; none within the guard's wait: 503
+//   problem+json with Retry-After and kBusyHeader, the route not run (requests `divert` or
+//   `gate` answer are not counted: the leader they go to has its own guard);
 // - routes are regular expressions matched against the whole decoded path; HEAD uses GET's;
 //   a path no route has: 404, a path with routes for other methods only: 405 with Allow;
 // - every answer the server writes itself, and an exception a route throws (500), is
@@ -37,6 +41,7 @@
 #include "server/http/http_exchange.h"
 #include "server/http/listener.h"
 #include "server/http/peer_signature.h"
+#include "server/http/saturation_guard.h"
 
 struct MHD_Daemon;
 struct MHD_Connection;
@@ -54,7 +59,8 @@ enum class Caller {
 // client address; no body yet).
 struct Admission {
   Caller caller = Caller::kAnonymous;
-  size_t max_body_bytes = 0;  // over it: 413
+  size_t max_body_bytes = 0;   // over it: 413
+  Load load = Load::kRegular;  // the saturation guard's pool
 };
 // A refusal is answered at once as problem+json, and the body is not read.
 using Admitter = std::function<Result<Admission>(const HttpRequest& head)>;
@@ -63,6 +69,8 @@ struct HttpServerOptions {
   std::string tls_cert, tls_key;  // PEM files, both or neither
   ConnectionLimits limits;
   int max_connections = 4096;  // open at once, authenticated or not
+  // Requests handled at once, by load (saturation_guard.h); the defaults cap nothing.
+  SaturationLimits saturation;
   size_t max_target_bytes = 8 << 10;
   size_t max_head_bytes = 64 << 10;
   // While answering, a connection that moves no byte this long is closed (a client that does
@@ -111,6 +119,8 @@ class HttpServer {
 
   int port() const { return port_; }
   ConnectionGuard::Counts connections() { return guard_.counts(); }
+  // The saturation guard's pools now: caps, slots held, requests in line, refusals.
+  SaturationGuard::Counts saturation() { return saturation_.counts(); }
 
  private:
   struct Route {
@@ -132,6 +142,9 @@ class HttpServer {
   // connection is closed.
   bool Refuse(MHD_Connection* connection, Exchange& e, int status, const std::string& detail);
   bool Queue(MHD_Connection* connection, Exchange& e, HttpResponse response);
+  // Runs the route for `e` (its body arrived) once the saturation guard gives it a slot; else
+  // answers 503 (the route not run).
+  HttpResponse Answer(Exchange& e);
 
   // What a connection's thread does with each call of libmicrohttpd's access handler; false
   // closes the connection.
@@ -145,6 +158,7 @@ class HttpServer {
   int port_;
   std::vector<Route> routes_;
   ConnectionGuard guard_;
+  SaturationGuard saturation_;
   MHD_Daemon* daemon_ = nullptr;
 
   std::mutex mu_;

@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
+#include "common/http_attempt.h"
 #include "common/json_parse.h"
 #include "server/http/problem.h"
 
@@ -104,17 +107,25 @@ nlohmann::json BodyOf(const std::string& answer) {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void Start(ConnectionLimits limits = {}) {
+  void Start(ConnectionLimits limits = {}, SaturationLimits saturation = {}) {
     auto socket = Listen("127.0.0.1", 0, "--listen");
     ASSERT_TRUE(socket.ok());
     port_ = socket->port;
     HttpServerOptions options;
     options.limits = limits;
-    // "Authorization: yes" authenticates; "Authorization: no" is refused from the head.
+    options.saturation = saturation;
+    // "Authorization: yes" authenticates; "Authorization: no" is refused from the head;
+    // "Authorization: agent" is an agent's; /forever is long-lived.
     options.admit = [](const HttpRequest& head) -> Result<Admission> {
       if (head.Header("Authorization") == "no") return Unauthenticated("refused from the head");
-      if (head.Header("Authorization") == "yes") return Admission{Caller::kAuthenticated, 1000};
-      return Admission{Caller::kAnonymous, 100};
+      if (head.Header("Authorization") == "agent") {
+        return Admission{Caller::kAuthenticated, 1000, Load::kAgent};
+      }
+      const Load load = head.path == "/forever" ? Load::kUncounted : Load::kRegular;
+      if (head.Header("Authorization") == "yes") {
+        return Admission{Caller::kAuthenticated, 1000, load};
+      }
+      return Admission{Caller::kAnonymous, 100, load};
     };
     auto server = HttpServer::Create(*socket, std::move(options));
     ASSERT_TRUE(server.ok());
@@ -140,11 +151,41 @@ class HttpServerTest : public ::testing::Test {
         return true;
       });
     });
+    // Both block until Release(): a route that is slow, and a long poll.
+    for (const char* path : {"/block", "/forever"}) {
+      server_->Get(path, [this](const HttpRequest&, HttpResponse& res) {
+        std::unique_lock lock(mu_);
+        ++blocked_;
+        changed_.notify_all();
+        changed_.wait(lock, [&] { return released_; });
+        --blocked_;
+        res.SetContent("released", "text/plain");
+      });
+    }
     ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    Release();
+    server_.reset();
+  }
+
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    changed_.notify_all();
+  }
+  // Waits (up to 10 s) until `n` requests are blocked in /block or /forever.
+  bool WaitForBlocked(int n) {
+    std::unique_lock lock(mu_);
+    return changed_.wait_for(lock, 10s, [&] { return blocked_ == n; });
   }
 
   int port_ = 0;
   std::unique_ptr<HttpServer> server_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  int blocked_ = 0;
+  bool released_ = false;
 };
 
 TEST_F(HttpServerTest, RoutesMatchTheWholePathWithCapturesAndTheDecodedQuery) {
@@ -418,6 +459,83 @@ TEST_F(HttpServerTest, AuthenticatedConnectionsDoNotCountAgainstTheAddressCap) {
   }
   EXPECT_EQ(server_->connections().anonymous, 0);
   EXPECT_EQ(server_->connections().open, 5);
+}
+
+// Back-pressure (saturation_guard.h): with --max-requests-in-flight 2 handled, a third
+// request waits its admission time and is answered 503 problem+json with Retry-After and
+// Corral-Busy, the route not run; long-lived requests and agents' requests are not in that pool.
+TEST_F(HttpServerTest, ASaturatedServerAnswers503WithRetryAfterNotATimeout) {
+  Start({}, SaturationLimits{2, 1, 100ms});
+  std::vector<std::unique_ptr<Client>> slow;
+  for (int i = 0; i < 2; ++i) {
+    slow.push_back(std::make_unique<Client>(port_));
+    ASSERT_TRUE(slow.back()->Send("GET /block HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n\r\n"));
+  }
+  ASSERT_TRUE(WaitForBlocked(2));
+  // Long polls come and stay: never counted, never refused.
+  std::vector<std::unique_ptr<Client>> polls;
+  for (int i = 0; i < 5; ++i) {
+    polls.push_back(std::make_unique<Client>(port_));
+    ASSERT_TRUE(
+        polls.back()->Send("GET /forever HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n\r\n"));
+  }
+  ASSERT_TRUE(WaitForBlocked(7));
+  EXPECT_EQ(server_->saturation().regular.in_flight, 2);
+
+  Client over(port_);
+  const auto sent = Clock::now();
+  ASSERT_TRUE(
+      over.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n"
+                "Content-Length: 5\r\n\r\nhello"));
+  const std::string refused = over.ReadAnswer();
+  EXPECT_GE(Clock::now() - sent, 100ms);
+  EXPECT_EQ(StatusOf(refused), 503) << refused;
+  EXPECT_NE(refused.find("application/problem+json"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1\r\n"), std::string::npos) << refused;
+  EXPECT_NE(refused.find(std::string(kBusyHeader) + ": 1\r\n"), std::string::npos) << refused;
+  EXPECT_EQ(refused.find("hello"), std::string::npos) << "the route ran: " << refused;
+  const nlohmann::json problem = BodyOf(refused);
+  EXPECT_EQ(problem.value("title", ""), "unavailable");
+  EXPECT_EQ(problem.value("status", 0), 503);
+  EXPECT_NE(problem.value("detail", "").find("server saturated: 2 requests in flight"),
+            std::string::npos)
+      << refused;
+
+  // An agent's request has its own pool: served while the API's is full.
+  Client agent(port_);
+  ASSERT_TRUE(agent.Send("GET /things/3 HTTP/1.1\r\nHost: x\r\nAuthorization: agent\r\n\r\n"));
+  EXPECT_EQ(StatusOf(agent.ReadAnswer()), 200);
+  const SaturationGuard::Counts counts = server_->saturation();
+  EXPECT_EQ(counts.regular.refused, 1);
+  EXPECT_EQ(counts.agent.refused, 0);
+  EXPECT_EQ(counts.agent.admitted, 1);
+
+  // Room again: the same connection is served.
+  Release();
+  for (auto& c : slow) EXPECT_EQ(StatusOf(c->ReadAnswer()), 200);
+  ASSERT_TRUE(
+      over.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: yes\r\n"
+                "Content-Length: 5\r\n\r\nhello"));
+  const std::string served = over.ReadAnswer();
+  EXPECT_EQ(StatusOf(served), 200) << served;
+  EXPECT_NE(served.find("hello"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ARequestThatFindsASlotWithinItsWaitIsServed) {
+  Start({}, SaturationLimits{1, 0, 10s});
+  Client slow(port_);
+  ASSERT_TRUE(slow.Send("GET /block HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(WaitForBlocked(1));
+  Client next(port_);
+  ASSERT_TRUE(next.Send("GET /things/1 HTTP/1.1\r\nHost: x\r\n\r\n"));
+  for (int i = 0; i < 500 && server_->saturation().regular.waiting < 1; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_EQ(server_->saturation().regular.waiting, 1);
+  Release();
+  EXPECT_EQ(StatusOf(next.ReadAnswer()), 200);
+  EXPECT_EQ(server_->saturation().regular.waited, 1);
+  EXPECT_EQ(server_->saturation().regular.refused, 0);
 }
 
 }  // namespace

@@ -53,6 +53,34 @@ class Exposition {
   std::ostringstream out_;
 };
 
+// The saturation guard's pools (saturation_guard.h), labelled pool="api" or "agent".
+void RenderSaturation(Exposition& e, const SaturationGuard::Counts& counts) {
+  const std::pair<const char*, const SaturationGuard::PoolCounts*> pools[] = {
+      {"api", &counts.regular}, {"agent", &counts.agent}};
+  auto family = [&](const std::string& name, const char* type, const std::string& help,
+                    auto value) {
+    e.Family(name, type, help);
+    for (const auto& [pool, c] : pools) {
+      e.Sample(name, {{"pool", pool}}, static_cast<double>(value(*c)));
+    }
+  };
+  using Pool = SaturationGuard::PoolCounts;
+  family("corral_http_max_requests_in_flight", "gauge",
+         "Requests the server handles at once before new ones wait (0: no cap).",
+         [](const Pool& p) { return p.cap; });
+  family("corral_http_requests_in_flight", "gauge", "Requests being handled now.",
+         [](const Pool& p) { return p.in_flight; });
+  family("corral_http_requests_waiting", "gauge", "Requests waiting for a place now.",
+         [](const Pool& p) { return p.waiting; });
+  family("corral_http_requests_admitted_total", "counter", "Requests handled.",
+         [](const Pool& p) { return p.admitted; });
+  family("corral_http_requests_waited_total", "counter",
+         "Requests handled after waiting for a place.", [](const Pool& p) { return p.waited; });
+  family("corral_http_requests_refused_total", "counter",
+         "Requests answered 503 (server saturated) after waiting --admission-wait.",
+         [](const Pool& p) { return p.refused; });
+}
+
 // DCGM exporter's labels for one GPU, then corral's for the job holding it (the first holder;
 // a shared GPU shows its other holders in corral_gpu_holders). The job's label is "job_id":
 // Prometheus keeps "job" for the scrape job (it would rename ours "exported_job").
@@ -248,6 +276,7 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   e.Family("corral_store_commits_total", "counter",
            "Write transactions the server committed to its store (one fsync each on SQLite).");
   e.Sample("corral_store_commits_total", {}, static_cast<double>(s.store_commits));
+  if (s.saturation) RenderSaturation(e, *s.saturation);
   return e.Text();
 }
 

@@ -6,12 +6,14 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "protocol/api_cluster.h"
 #include "protocol/api_node.h"
 #include "protocol/api_project.h"
+#include "server/http/saturation_guard.h"
 #include "server/monitoring/gpu_monitor.h"
 
 namespace corral::server {
@@ -27,6 +29,8 @@ struct MetricsSnapshot {
   int64_t rejected_gpu_reports = 0;
   int waiting_heartbeats = 0;
   int64_t store_commits = 0;  // Controller::StoreCommits()
+  // The API server's back-pressure (HttpServer::saturation()); nullopt: not shown.
+  std::optional<SaturationGuard::Counts> saturation;
 };
 
 // The exposition text. Label values are escaped (backslash, double quote, line feed), so that

@@ -96,5 +96,28 @@ TEST(MetricsExpositionTest, EscapesLabelValues) {
   EXPECT_EQ(EscapeLabelValue("plain"), "plain");
 }
 
+TEST(MetricsExpositionTest, RendersTheSaturationGuardsPoolsWhenGiven) {
+  MetricsSnapshot s;
+  EXPECT_EQ(RenderMetrics(s).find("corral_http_"), std::string::npos);
+  SaturationGuard::Counts counts;
+  counts.regular = {64, 12, 3, 1000, 40, 7};
+  counts.agent = {96, 33, 0, 500, 0, 0};
+  s.saturation = counts;
+  const std::string text = RenderMetrics(s);
+  for (const char* line : {
+           "# TYPE corral_http_requests_refused_total counter\n",
+           "corral_http_max_requests_in_flight{pool=\"api\"} 64\n",
+           "corral_http_max_requests_in_flight{pool=\"agent\"} 96\n",
+           "corral_http_requests_in_flight{pool=\"api\"} 12\n",
+           "corral_http_requests_waiting{pool=\"api\"} 3\n",
+           "corral_http_requests_admitted_total{pool=\"agent\"} 500\n",
+           "corral_http_requests_waited_total{pool=\"api\"} 40\n",
+           "corral_http_requests_refused_total{pool=\"api\"} 7\n",
+           "corral_http_requests_refused_total{pool=\"agent\"} 0\n",
+       }) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << text;
+  }
+}
+
 }  // namespace
 }  // namespace corral::server

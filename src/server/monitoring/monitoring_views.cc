@@ -20,7 +20,8 @@ Principal Everyone() {
 
 }  // namespace
 
-std::string MetricsText(Controller& controller, Seconds now) {
+std::string MetricsText(Controller& controller, Seconds now,
+                        std::optional<SaturationGuard::Counts> saturation) {
   MetricsSnapshot s;
   s.summary = controller.ClusterSummary();
   s.nodes = controller.Nodes(Everyone());
@@ -32,6 +33,7 @@ std::string MetricsText(Controller& controller, Seconds now) {
   s.rejected_gpu_reports = controller.RejectedGpuReports();
   s.waiting_heartbeats = controller.WaitingHeartbeats();
   s.store_commits = controller.StoreCommits();
+  s.saturation = saturation;
   return RenderMetrics(s);
 }
 

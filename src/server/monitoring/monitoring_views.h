@@ -9,18 +9,22 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "common/units.h"
 #include "server/control/controller.h"
+#include "server/http/saturation_guard.h"
 #include "server/monitoring/gpu_history.h"
 #include "store/store.h"
 
 namespace corral::server {
 
-// The Prometheus exposition of the whole cluster (metrics_exposition.h).
-std::string MetricsText(Controller& controller, Seconds now);
+// The Prometheus exposition of the whole cluster (metrics_exposition.h), with the API server's
+// back-pressure counts when given.
+std::string MetricsText(Controller& controller, Seconds now,
+                        std::optional<SaturationGuard::Counts> saturation = std::nullopt);
 
 // {"idle_threshold_percent", "idle_after_s", "gpus": [GpuStatusJson...]}: every GPU that has
 // reported, or (idle_only) only those flagged idle, their holders as `who` may see them.
