@@ -135,7 +135,7 @@ std::string Time(std::optional<Seconds> time) {
   (void)zone_read;
   std::time_t t = time->value();
   std::tm local{};
-  if (localtime_r(&t, &local) == nullptr) return std::to_string(t);
+  if (localtime_r(&t, &local) == nullptr) return "";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%04d-%02d-%02d %02d:%02d:%02d", local.tm_year + 1900,
                 local.tm_mon + 1, local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec);

@@ -1240,7 +1240,7 @@ Result<CheckedGang> CheckGang(const GangAssignment& gang) {
     }
     if (t.node.empty()) return bad(field + ".node", "must not be empty");
     if (Status valid = model::Validate(t.allocation, field + ".allocation."); !valid.ok()) {
-      return Status(valid.code(), out.op + ": " + valid.message());  // "...gpus[0].milli': ..."
+      return valid.WithPrefix(out.op + ": ");  // "...gpus[0].milli': ..."
     }
     if (std::find(out.nodes.begin(), out.nodes.end(), t.node) == out.nodes.end()) {
       out.nodes.push_back(t.node);

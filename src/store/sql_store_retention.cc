@@ -33,7 +33,8 @@ int64_t HourOf(int64_t t) { return (t >= 0 ? t : t - (kHourS - 1)) / kHourS * kH
 // Adds a job's demand, `milli` GPU from `from` to `to` (Unix seconds), to `hours`.
 void AddDemand(int64_t from, int64_t to, int64_t milli, std::map<int64_t, int64_t>& hours) {
   milli = std::clamp<int64_t>(milli, 0, kMaxDemandMilli);
-  if (milli == 0) return;
+  // An end before its start (a clock stepped back, servers whose clocks differ) is no demand.
+  if (milli == 0 || to <= from) return;
   for (int64_t h = HourOf(from); h < to; h += kHourS) {
     const int64_t seconds = std::min(to, h + kHourS) - std::max(from, h);
     int64_t& sum = hours[h];

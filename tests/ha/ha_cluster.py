@@ -83,9 +83,15 @@ class Server:
              "--node-timeout", "30", *self.cluster.server_args],
             stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
 
-    def role(self):
+    def health(self):
+        """(role, leader URL) from /healthz; (None, None) when it does not answer."""
         status, _, body = request(self.url, path="/healthz", timeout=1)
-        return body.get("role") if status == 200 and isinstance(body, dict) else None
+        if status != 200 or not isinstance(body, dict):
+            return None, None
+        return body.get("role"), body.get("leader")
+
+    def role(self):
+        return self.health()[0]
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -193,7 +199,10 @@ class HaCluster:
         assert wait_for(lambda: self.servers[0].role() == "leader", 30), self.logs()
         for s in self.servers[1:]:
             s.start()
-            assert wait_for(lambda: s.role() == "follower", 30), self.logs()
+            # A follower answers /healthz before it has read the lease: ready once it names the
+            # leader (until then it answers the API "no leader yet" instead of forwarding).
+            assert wait_for(lambda: s.health() == ("follower", self.servers[0].url), 30), \
+                self.logs()
         first = self.servers[0].data
         self.token = open(os.path.join(first, "admin.token")).read().strip()
         self.join_token_file = os.path.join(first, "join.token")

@@ -28,9 +28,12 @@
 //
 // Thread safety: all methods may be called from any thread; one mutex (mu_) guards the state.
 // A submission never takes it: it is committed by the group commit, put in the inbox, and the
-// loop woken; whoever takes mu_ next (LockState) queues the inbox first, so every holder of mu_
-// sees every job committed before it took it. Store writes other than submissions happen under
-// mu_.
+// loop woken; whoever takes mu_ next (LockState, and after every wait that released it) queues
+// the inbox first, so every holder of mu_ sees every job committed before it took it (Create's
+// recovery and Stop excepted: no submission is in flight then, or none matters). The inbox's
+// order is the order submitters reached it, not the commit order: the scheduler orders its queue
+// by its own key. Store writes other than submissions happen under mu_; the store has one
+// connection, so a submission's commit may still wait for a pass's or a heartbeat's.
 #pragma once
 
 #include <atomic>
@@ -422,7 +425,7 @@ class Controller {
   // Puts committed jobs into the inbox (in order) and wakes the loop; never waits for mu_.
   void AddToInbox(std::vector<CommittedJob> committed);
   // Takes mu_, then queues the inbox's jobs (DrainInboxLocked). Every method that reads or
-  // changes the state takes mu_ so.
+  // changes the state takes mu_ so, and calls DrainInboxLocked after a wait that released it.
   std::unique_lock<std::mutex> LockState();
   void DrainInboxLocked();
 
@@ -603,7 +606,9 @@ class Controller {
   std::condition_variable changed_;  // heartbeats wait on it (with mu_) for node versions to move
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::map<JobId, LiveJob> jobs_;  // non-terminal jobs
-  std::set<JobId> sessions_;  // the jobs of jobs_ that are sessions: the rounds look only at these
+  // The jobs of jobs_ that are sessions (QueueLocked, Recover; ForgetJobLocked erases): the
+  // session rounds look only at these.
+  std::set<JobId> sessions_;
   std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
   // node -> jobs with a task of their current run there (heartbeats look only at these)
   std::map<std::string, std::set<JobId>> jobs_on_node_;

@@ -290,9 +290,10 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   ++waiting_heartbeats_;
   while (quiet() && !stopping_) {
     const uint64_t seen = node.version;
-    if (!changed_.wait_until(lock, deadline, [&] { return stopping_ || node.version != seen; })) {
-      break;
-    }
+    const bool moved =
+        changed_.wait_until(lock, deadline, [&] { return stopping_ || node.version != seen; });
+    DrainInboxLocked();  // the wait took mu_ again: queue what was submitted meanwhile
+    if (!moved) break;
     if (node.registration != registration || node.state == NodeState::kLost) {
       // Registered again (or lost) while this request waited: what there is to say now is for
       // the new registration's requests, not this one.

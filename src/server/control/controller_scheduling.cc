@@ -61,7 +61,16 @@ void Controller::ScheduleLocked() {
     }
     return;
   }
-  // One gang's failure fails the transaction: each alone, so that the others start.
+  // A failure of the store itself (I/O, a lost connection, a fenced leader) fails every gang
+  // alike: all go back to the queue for the next pass.
+  const StatusCode code = assigned.status().code();
+  if (code != StatusCode::kFailedPrecondition && code != StatusCode::kNotFound &&
+      code != StatusCode::kInvalidArgument) {
+    for (const store::GangAssignment& gang : gangs) UnstartLocked(jobs_.at(gang.job));
+    return;
+  }
+  // One gang's failure (its job not pending in the store, a node the store lost) fails the
+  // transaction: each alone, so that the others start.
   for (const store::GangAssignment& gang : gangs) {
     LiveJob& job = jobs_.at(gang.job);
     auto tasks = store_.AssignGang(gang.job, gang.tasks, now);

@@ -259,6 +259,7 @@ void Controller::AskIdleSessionAppsLocked(std::unique_lock<std::mutex>& lock, Se
     for (size_t i = first; i < end; ++i) said[i] = answers[i - first].get();
   }
   lock.lock();
+  DrainInboxLocked();  // what was submitted while the apps were asked
 
   for (size_t i = 0; i < questions.size(); ++i) {
     if (!said[i]) continue;  // no answer: nothing changes

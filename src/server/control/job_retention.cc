@@ -79,6 +79,11 @@ Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const 
     return InvalidArgument(duration.status().message() + " (or 0 or forever: keep every job)");
   }
   if (duration->value() == 0) return std::optional<Seconds>();
+  // A slip ("90" meant as days is 90 seconds) would purge the whole history within the hour.
+  if (duration->value() < kMinKeepFinished.value()) {
+    return InvalidArgument(flag + ": " + text +
+                           " is under the minimum of 1h (or 0 or forever: " + "keep every job)");
+  }
   return std::optional<Seconds>(*duration);
 }
 

@@ -79,8 +79,11 @@ class JobRetention {
   std::thread thread_;
 };
 
-// --keep-finished: a duration as common/duration.h parses it ("90d", "12h"), or "0" / "forever"
-// for none. InvalidArgument naming `flag`.
+// The shortest --keep-finished taken: a shorter one is far more likely a slip ("90" for 90 days
+// is 90 seconds) than a wish to lose every finished job within the hour.
+inline constexpr Seconds kMinKeepFinished{3600};
+// --keep-finished: a duration as common/duration.h parses it ("90d", "12h"; at least
+// kMinKeepFinished), or "0" / "forever" for none. InvalidArgument naming `flag`.
 Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const std::string& flag);
 
 }  // namespace corral::server

@@ -175,6 +175,14 @@ TEST_F(JobRetentionTest, KeepFinishedTakesDurationsZeroAndForever) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(bad.status().message(), HasSubstr("--keep-finished"));
   EXPECT_THAT(bad.status().message(), HasSubstr("forever"));
+  // A bare number is seconds: "90" meant as days would purge nearly everything. Under an hour
+  // is refused, naming the minimum.
+  for (const char* slip : {"90", "59m"}) {
+    auto short_one = ParseKeepFinished(slip, "--keep-finished");
+    ASSERT_FALSE(short_one.ok()) << slip;
+    EXPECT_THAT(short_one.status().message(), HasSubstr("under the minimum of 1h"));
+  }
+  EXPECT_EQ(*ParseKeepFinished("1h", "--keep-finished"), Seconds(3600));
 }
 
 // A purged job's closed runs are forgotten by the log sink: late output for them is dropped,
