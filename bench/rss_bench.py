@@ -24,7 +24,6 @@ import os
 import pwd
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -32,28 +31,12 @@ import threading
 import time
 import urllib.request
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(predicate, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
+import bench_cluster
+from bench_cluster import free_port
 
 
 def rss_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024.0
-    return 0.0
+    return (bench_cluster.proc_status_kib(pid, "VmRSS") or 0) / 1024.0
 
 
 class Api:
@@ -168,7 +151,7 @@ def run_one(corral, args, root):
             except Exception:
                 return False
 
-        assert wait_for(healthy, 30), open(os.path.join(root, "server.err")).read()
+        bench_cluster.wait_for("the server to answer", healthy, 30)
         token = open(os.path.join(data, "admin.token")).read().strip()
         if not args.real_agent:
             agent = threading.Thread(target=fake_agent, args=(
@@ -182,8 +165,8 @@ def run_one(corral, args, root):
                  os.path.join(root, "agent"), "--task-user", pwd.getpwuid(os.getuid()).pw_name],
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "agent.err"), "w")))
         api = Api(port, token)
-        assert wait_for(lambda: any(n["state"] == "ready" for n in api.request(
-            "GET", "/api/v1/nodes")[1]), 30), "the agent did not join"
+        bench_cluster.wait_for("the node to join", lambda: any(
+            n["state"] == "ready" for n in api.request("GET", "/api/v1/nodes")[1]), 30)
 
         lock = threading.Lock()
         # next: the next job's index; posted: jobs the server took (201).
@@ -237,7 +220,7 @@ def run_one(corral, args, root):
                         posted = state["posted"]
                     return posted - unfinished() >= checkpoint
 
-                wait_for(finished, 24 * 3600, 0.2)
+                bench_cluster.wait_for(f"{checkpoint} jobs to finish", finished, 24 * 3600, 0.2)
                 rss = rss_mib(server.pid)
                 elapsed = time.monotonic() - start
                 results.append({"finished": checkpoint, "rss_mib": round(rss, 1),
@@ -251,7 +234,7 @@ def run_one(corral, args, root):
             for t in threads:
                 t.join()
         # Quiet: nothing runs; the RSS once the server has had a few seconds of nothing to do.
-        wait_for(lambda: unfinished() == 0, 120, 0.2)
+        bench_cluster.wait_for("every job to end", lambda: unfinished() == 0, 120, 0.2)
         time.sleep(5)
         results.append({"finished": args.checkpoints[-1], "rss_mib": round(
             rss_mib(server.pid), 1), "quiet": True})
