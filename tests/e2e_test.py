@@ -1431,6 +1431,13 @@ def test_sessions_proxy_auth_and_idle_stop(root):
         c.stop()
 
 
+# This run's image and CDI kind: two runs on one host (a CI run beside a developer's) must not
+# share them. CDI refuses a kind two spec files define ("unresolvable CDI devices"), and one
+# run's clean-up would remove the other's image.
+CONTAINER_IMAGE = f"corral-e2e/busybox:{os.getpid()}"
+CDI_KIND = f"e2e{os.getpid()}.corral/gpu"
+
+
 def container_setup(root):
     """What a container job needs on this machine, or None with the reason to skip: root, podman
     with runc, busybox; a busybox image imported from a rootfs (no registry is reachable), a
@@ -1453,12 +1460,12 @@ def container_setup(root):
     for applet in ("sh", "ls", "cat", "id", "echo", "sleep", "touch"):
         os.symlink("busybox", os.path.join(rootfs, "bin", applet))
     tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."], stdout=subprocess.PIPE)
-    imported = subprocess.run(["podman", "import", "-", "corral-e2e/busybox:1"], stdin=tar.stdout,
+    imported = subprocess.run(["podman", "import", "-", CONTAINER_IMAGE], stdin=tar.stdout,
                               env=env, capture_output=True, text=True)
     tar.wait()
     if imported.returncode != 0:
         return None, "podman import failed: " + imported.stderr
-    kind = "corral.e2e/gpu"
+    kind = CDI_KIND
     cdi = f"/var/run/cdi/corral-e2e-{os.getpid()}.yaml"
     os.makedirs("/var/run/cdi", exist_ok=True)
     with open(cdi, "w") as f:
@@ -1472,7 +1479,7 @@ def container_setup(root):
 
     def cleanup():
         os.remove(cdi)
-        subprocess.run(["podman", "rmi", "-f", "corral-e2e/busybox:1"], env=env,
+        subprocess.run(["podman", "rmi", "-f", CONTAINER_IMAGE], env=env,
                        capture_output=True)
     return (env, kind, cleanup), ""
 
@@ -1549,7 +1556,7 @@ def test_container_environment(root):
         check("a process-only agent joins", c.wait_nodes(1))
         nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
         status, _ = c.api("POST", "/api/v1/environments",
-                          {"name": "boxed", "image": "corral-e2e/busybox:1",
+                          {"name": "boxed", "image": CONTAINER_IMAGE,
                            "env": {"FROM_ENV": "boxed-env"}})
         check("an image-only environment is created", status == 201, status)
         workdir = os.path.join(c.root, "shared")
