@@ -379,9 +379,15 @@ async function main() {
     await evePage.screenshot({ path: path.join(artifacts, '13-nodes-another-project.png'), fullPage: true });
     await eveContext.close();
     await page.click('nav >> text=Nodes');
-    await page.locator(`#heatmap .cell[data-jobs="${secret.body.id}"]`).waitFor({ timeout: 10000 });
-    check((await page.locator(`#heatmap .cell[data-jobs="${secret.body.id}"]`).innerText()).trim() === `#${secret.body.id} admin`,
-      'the admin\'s heatmap shows the secret job by id');
+    // The heatmap is redrawn on every live event: wait for the cell's text rather than reading it
+    // once, and say what was there if it never came.
+    const adminCell = `#heatmap .cell[data-jobs="${secret.body.id}"]`;
+    const adminSees = await page.waitForFunction(([sel, want]) => {
+      const el = document.querySelector(sel);
+      return el && el.innerText.trim() === want;
+    }, [adminCell, `#${secret.body.id} admin`], { timeout: 10000 }).then(() => true, () => false);
+    check(adminSees, `the admin's heatmap shows the secret job by id: ${JSON.stringify(
+      await page.locator(adminCell).evaluateAll((els) => els.map((el) => el.innerText)))}`);
 
     // --- Log out: the dashboard is gone until the next login.
     await page.click('#logout');
