@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -31,6 +32,7 @@ using nlohmann::json;
 constexpr char kTaskFile[] = "/task.json";
 constexpr char kKillFile[] = "/kill.json";
 constexpr char kExitFile[] = "/exit.json";
+constexpr char kTaskPidFile[] = "/task.pid";  // written by the shim (ShimPlan::task_pid_path)
 constexpr char kStdoutFile[] = "/stdout.log";
 constexpr char kStderrFile[] = "/stderr.log";
 constexpr char kContainerEnvFile[] = "/container.env";
@@ -459,7 +461,8 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   auto text = ReadFile(dir + kTaskFile);
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
     // The agent died between creating the folder and writing the record, which precedes the
-    // fork: nothing was started. Its empty cgroup, if one was made, goes with it.
+    // start of the task (a supervisor already forked exits without its go): nothing was
+    // started. Its empty cgroup, if one was made, goes with it.
     if (cgroups_.version() != CgroupVersion::kNone) {
       if (Result<TaskCgroup> group = cgroups_.Create(ToString(key), {}); group.ok()) {
         (void)CgroupManager::Remove(*group);
@@ -738,9 +741,6 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     if (!staged.empty()) (void)UnbindDirectory(staged);
     return FailToStart(launch, message);
   };
-  // Written before the fork, so that a crash between fork and the second write leaves a record
-  // (adopted as lost; the task's cgroup lets the next agent kill what was started).
-  if (Status s = WriteTaskRecord(key, task); !s.ok()) return abandon(s.message());
   if (launch.distributed) {
     if (Status s = WriteHostfile(key, *launch.distributed); !s.ok()) return abandon(s.message());
   }
@@ -756,8 +756,18 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   plan.exit_path = dir + kExitFile;
   if (exit_notice_fd_ >= 0) plan.exit_notice_path = home_ + kExitNoticeFifo;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
+  plan.task_pid_path = dir + kTaskPidFile;
 
-  Result<ShimStart> start = StartShim(plan);
+  // The record names the supervisor before the task starts: an agent killed at any moment
+  // leaves either no record (nothing started: the next agent removes the folder) or one that
+  // names a supervisor, alive with the task or dead with what it left in the task's cgroup.
+  auto record_supervisor = [&](pid_t shim_pid) {
+    task.shim_pid = shim_pid;
+    task.shim_is_child = true;
+    if (auto stat = ReadProcStat(shim_pid); stat.ok()) task.shim_start_ticks = stat->start_ticks;
+    return WriteTaskRecord(key, task);
+  };
+  Result<ShimStart> start = StartShim(plan, record_supervisor);
   if (!start.ok()) return abandon(start.status().message());
   if (start->failed_step != ShimStep::kNone) {
     while (waitpid(start->shim_pid, nullptr, 0) < 0 && errno == EINTR) {
@@ -768,11 +778,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     if (start->failed_step == ShimStep::kSetUser) what += " '" + identity->user->name + "'";
     return abandon(what + ": " + ErrnoText(start->error));
   }
-  task.shim_pid = start->shim_pid;
-  task.shim_is_child = true;
   task.task_pid = start->task_pid;
-  // The shim is our unreaped child, so its /proc entry exists; the task may already be gone.
-  if (auto stat = ReadProcStat(task.shim_pid); stat.ok()) task.shim_start_ticks = stat->start_ticks;
+  // The task may already be gone.
   if (auto stat = ReadProcStat(task.task_pid); stat.ok()) task.task_start_ticks = stat->start_ticks;
   if (start->cgroup_error != 0) {
     task.notes = "running without limits: cannot join cgroup: " + ErrnoText(start->cgroup_error);
@@ -901,6 +908,7 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
     Finish(key, task);
     return;
   }
+  if (task.task_pid <= 0) FindTaskPid(key, task);
   const Seconds now = clock_->Now();
   if (task.launch.time_limit.value() > 0 && !task.kill_reason &&
       now >= task.status.started_at + task.launch.time_limit) {
@@ -917,6 +925,18 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
     task.sigkill_sent = true;
     (void)WriteKillRecord(key, task);
   }
+}
+
+void ProcessRuntime::FindTaskPid(const TaskKey& key, Task& task) const {
+  auto text = ReadFile(TaskDir(key) + kTaskPidFile);
+  if (!text.ok()) return;  // not yet: the shim writes it once the task has exec'd
+  long pid = std::strtol(text->c_str(), nullptr, 10);
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return;
+  // The shim lives and reaps the task only after exit.json: the pid is still the task's.
+  task.task_pid = static_cast<pid_t>(pid);
+  if (auto stat = ReadProcStat(task.task_pid); stat.ok()) task.task_start_ticks = stat->start_ticks;
+  task.status.pid = task.task_pid;
+  (void)WriteTaskRecord(key, task);  // found again from task.pid on failure
 }
 
 std::vector<RunningTask> ProcessRuntime::Running() const {

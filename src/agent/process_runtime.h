@@ -75,7 +75,9 @@
 // its scratch directory and hostfile.
 //
 // State on disk, per task, in <home>/tasks/<alloc>-<gen>/: task.json (the launch, start
-// time, supervisor and task pids with their /proc start times, cgroup dirs), kill.json (a kill
+// time, supervisor and task pids with their /proc start times, cgroup dirs; written once the
+// supervisor is forked and before it starts the task, again with the task's pid), task.pid
+// (written by the supervisor), kill.json (a kill
 // in progress), exit.json (written by the supervisor), container.env (a container task's
 // variables). A new ProcessRuntime over the same
 // work_dir and namespace adopts every task found there: ended (exit.json) -> reported ended;
@@ -269,6 +271,9 @@ class ProcessRuntime final : public Runtime {
   Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
   Status WriteKillRecord(const TaskKey& key, const Task& task) const;
   void Observe(const TaskKey& key, Task& task);
+  // A running task adopted without its pid (the agent before died between starting it and
+  // recording it) gets it from the shim's task.pid, once there.
+  void FindTaskPid(const TaskKey& key, Task& task) const;
   void Finish(const TaskKey& key, Task& task);
   void SignalTask(Task& task, int signal);
   void CleanUpCgroup(Task& task);

@@ -543,6 +543,46 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   EXPECT_EQ(again[0].ended_at, ended);
 }
 
+// The record names the supervisor before the task runs: an agent killed the moment after the
+// start leaves a task the next agent supervises, never one it reports lost while it runs (the
+// fault harness saw one run twice that way).
+TEST_F(ProcessRuntimeTest, TheRecordNamesTheSupervisorBeforeTheTaskRuns) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"cat", home_ + "/tasks/1-1/task.json"});
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  nlohmann::json seen = nlohmann::json::parse(Stdout(*runtime, l.key), nullptr, false);
+  ASSERT_TRUE(seen.is_object()) << Stdout(*runtime, l.key);
+  EXPECT_GT(seen.value("shim_pid", 0), 0);
+  EXPECT_GT(seen.value("shim_start_ticks", 0), 0);
+}
+
+// The agent died after the task started and before it recorded the task's pid: the next agent
+// finds the pid in the supervisor's task.pid and can stop the task.
+TEST_F(ProcessRuntimeTest, ATaskAdoptedWithoutItsPidIsFoundAndCanBeStopped) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
+  TaskStatus started = a->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
+  WaitForOutput(*a, l.key, "ready");
+  a.reset();
+  nlohmann::json record = TaskRecord(l.key);
+  record["task_pid"] = 0;
+  record["task_start_ticks"] = 0;
+  ASSERT_TRUE(WriteFileAtomic(home_ + "/tasks/1-1/task.json", record.dump() + "\n").ok());
+
+  auto b = MakeRuntime();
+  std::vector<TaskStatus> adopted = b->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, ProcessState::kRunning);
+  EXPECT_EQ(adopted[0].pid, started.pid);
+  EXPECT_EQ(TaskRecord(l.key)["task_pid"].get<pid_t>(), started.pid);  // recorded again
+  ASSERT_TRUE(b->Kill(l.key, Seconds(0), "cancelled").ok());
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.state, ProcessState::kKilled);
+  EXPECT_TRUE(ProcessGone(started.pid));
+}
+
 TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
   std::filesystem::create_directories(home_ + "/tasks/5-1");
   std::ofstream(home_ + "/tasks/5-1/task.json") << "{not json";
@@ -625,7 +665,7 @@ TaskStatus StartAsBeforeClusterIds(const std::string& work_dir, const TaskLaunch
   plan.stderr_path = dir + "/stderr.log";
   plan.exit_path = dir + "/exit.json";
   if (cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*cgroup);
-  Result<ShimStart> start = StartShim(plan);
+  Result<ShimStart> start = StartShim(plan, [](pid_t) { return Status::Ok(); });
   EXPECT_TRUE(start.ok() && start->failed_step == ShimStep::kNone);
   if (!start.ok()) return {};
   record["shim_pid"] = start->shim_pid;
@@ -1137,7 +1177,7 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
   plan.stderr_path = root_ + "/stderr.log";
   plan.exit_path = root_ + "/exit.json";
   plan.identity = ShimIdentity{static_cast<uid_t>(-1), static_cast<gid_t>(-1), {}};  // invalid
-  auto start = StartShim(plan);
+  auto start = StartShim(plan, [](pid_t) { return Status::Ok(); });
   ASSERT_TRUE(start.ok()) << start.status().ToString();
   while (waitpid(start->shim_pid, nullptr, 0) < 0 && errno == EINTR) {
   }
@@ -1145,6 +1185,29 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
   EXPECT_NE(start->error, 0);
   EXPECT_STREQ(ShimStepName(ShimStep::kSetUser), "switch to the task user");
   EXPECT_FALSE(std::filesystem::exists(root_ + "/ran"));
+}
+
+// The agent refuses to go on (it could not record the supervisor): the task never runs, and
+// the shim is gone.
+TEST_F(ProcessRuntimeTest, ASupervisorThatIsNotToldToGoOnStartsNothing) {
+  ShimPlan plan;
+  plan.executable = "/bin/touch";
+  plan.argv = {"touch", root_ + "/ran"};
+  plan.workdir = task_dir_;
+  plan.stdout_path = root_ + "/stdout.log";
+  plan.stderr_path = root_ + "/stderr.log";
+  plan.exit_path = root_ + "/exit.json";
+  pid_t shim = 0;
+  auto start = StartShim(plan, [&](pid_t pid) {
+    shim = pid;
+    return IoError("disk full");
+  });
+  ASSERT_FALSE(start.ok());
+  EXPECT_EQ(start.status().message(), "disk full");
+  EXPECT_GT(shim, 0);
+  EXPECT_TRUE(ProcessGone(shim));  // reaped by StartShim
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/ran"));
+  EXPECT_FALSE(std::filesystem::exists(root_ + "/exit.json"));
 }
 
 // ---- container tasks through a stand-in engine (a script): what the runtime asks of the engine

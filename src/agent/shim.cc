@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ struct Prepared {
   const char* exit_path;
   const char* exit_tmp_path;
   const char* exit_notice_path;  // "" for none
+  const char* task_pid_path;     // "" for none
   const char* const* cgroup_procs;
   size_t cgroup_count;
   bool set_identity;
@@ -166,7 +168,30 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   }
 }
 
-[[noreturn]] void RunShim(const Prepared& p, int report_fd) {
+// Writes the task's pid to p.task_pid_path (not synced: it only has to outlive the agent).
+void WriteTaskPid(const Prepared& p, pid_t task) {
+  if (p.task_pid_path[0] == '\0') return;
+  char text[24];
+  char* end = AppendInt(text, task);
+  int fd = open(p.task_pid_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  WriteFully(fd, text, static_cast<size_t>(end - text));
+  close(fd);
+}
+
+// Waits for the agent's go (one byte on `go_fd`). Anything else (the agent refused to go on,
+// or died first) ends the shim before a task exists.
+void AwaitGo(int go_fd) {
+  char go = 0;
+  ssize_t n;
+  do {
+    n = read(go_fd, &go, 1);
+  } while (n < 0 && errno == EINTR);
+  close(go_fd);
+  if (n != 1) _exit(0);
+}
+
+[[noreturn]] void RunShim(const Prepared& p, int report_fd, int go_fd) {
   setsid();
   // Default dispositions (the agent's handlers mean nothing here), a few ignored, none blocked.
   struct sigaction sa = {};
@@ -178,10 +203,12 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
-  // Keep only the report pipe (moved above stdio) and /dev/null as stdio: the agent's sockets,
-  // files and terminal stay with the agent.
+  // Keep only the report pipe and the go socket (moved above stdio) and /dev/null as stdio: the
+  // agent's sockets, files and terminal stay with the agent.
   int fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) _exit(1);
+  int go = fcntl(go_fd, F_DUPFD_CLOEXEC, fd + 1);
+  if (go < 0) _exit(1);
   int null = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     dup2(null, STDIN_FILENO);
@@ -189,7 +216,9 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
     dup2(null, STDERR_FILENO);
   }
   CloseAllFrom(3, static_cast<unsigned int>(fd) - 1);
-  CloseAllFrom(static_cast<unsigned int>(fd) + 1, ~0U);
+  CloseAllFrom(static_cast<unsigned int>(fd) + 1, static_cast<unsigned int>(go) - 1);
+  CloseAllFrom(static_cast<unsigned int>(go) + 1, ~0U);
+  AwaitGo(go);
 
   Report report = {0, 0, 0, 0};
   char buffer[256];
@@ -218,6 +247,7 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   }
   setpgid(task, task);  // as the task does: whichever runs first, the group exists at once
   close(pipe_fds[1]);
+  WriteTaskPid(p, task);
   report.task_pid = task;
   StepRecord record;
   while (true) {
@@ -298,7 +328,8 @@ const char* ShimStepName(ShimStep step) {
   return "unknown step";
 }
 
-Result<ShimStart> StartShim(const ShimPlan& plan) {
+Result<ShimStart> StartShim(const ShimPlan& plan,
+                            const std::function<Status(pid_t shim_pid)>& before_task) {
   const std::string exit_tmp = plan.exit_path + ".tmp";
   std::vector<char*> argv = PointerArray(plan.argv);
   std::vector<char*> envp = PointerArray(plan.env);
@@ -314,6 +345,7 @@ Result<ShimStart> StartShim(const ShimPlan& plan) {
                              plan.exit_path.c_str(),
                              exit_tmp.c_str(),
                              plan.exit_notice_path.c_str(),
+                             plan.task_pid_path.c_str(),
                              cgroups.data(),
                              cgroups.size(),
                              plan.identity.has_value(),
@@ -324,18 +356,39 @@ Result<ShimStart> StartShim(const ShimPlan& plan) {
 
   int report_pipe[2];
   if (pipe2(report_pipe, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
-  pid_t shim = fork();
-  if (shim < 0) {
+  // A socket, not a pipe, so that the go sent to a shim that died is EPIPE, not SIGPIPE.
+  int go[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
     int e = errno;
     close(report_pipe[0]);
     close(report_pipe[1]);
+    return IoError("socketpair: " + ErrnoText(e));
+  }
+  pid_t shim = fork();
+  if (shim < 0) {
+    int e = errno;
+    for (int f : {report_pipe[0], report_pipe[1], go[0], go[1]}) close(f);
     return IoError("fork: " + ErrnoText(e));
   }
   if (shim == 0) {
     close(report_pipe[0]);
-    RunShim(prepared, report_pipe[1]);
+    close(go[0]);
+    RunShim(prepared, report_pipe[1], go[1]);
   }
   close(report_pipe[1]);
+  close(go[1]);
+  Status ready = before_task(shim);
+  const char byte = 'g';
+  if (ready.ok() && send(go[0], &byte, 1, MSG_NOSIGNAL) != 1) {
+    ready = IoError("task supervisor died before starting the task: " + ErrnoText(errno));
+  }
+  close(go[0]);
+  if (!ready.ok()) {
+    close(report_pipe[0]);
+    while (waitpid(shim, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return ready;
+  }
   Report report = {};
   size_t got = 0;
   while (got < sizeof(report)) {

@@ -6,7 +6,9 @@
 //                     --fork--> task (own process group; joins its cgroups; stdout/stderr
 //                               appended to log files; switches to the task user; cwd;
 //                               exact env; execve)
-//   The shim tells the agent the task's pid and whether exec succeeded (a pipe), waits for the
+//   The shim starts the task only once the agent says so (StartShim's `before_task`: the agent
+//   records the shim's pid first), writes the task's pid to ShimPlan::task_pid_path, tells the
+//   agent the task's pid and whether exec succeeded (a pipe), waits for the
 //   task, SIGKILLs what is left of the task's process group, writes the exit record atomically
 //   (exit.json: temp file + rename), writes one byte to the agent's exit notice FIFO (when the
 //   plan names one and an agent has it open), reaps the task and exits.
@@ -19,6 +21,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +46,10 @@ struct ShimPlan {
   std::string stdout_path;  // opened O_APPEND|O_CREAT
   std::string stderr_path;  // opened O_APPEND|O_CREAT
   std::string exit_path;    // exit.json, written by the shim at the end
+  // The task's pid in decimal, written by the shim once the task has exec'd (or failed to),
+  // before its report: an agent that adopts a task whose record lacks the task's pid (its
+  // predecessor died before writing it) finds it there. Empty: not written.
+  std::string task_pid_path;
   // A FIFO the shim writes one byte to once exit.json is in place, so that the agent learns of
   // the end at once instead of at its next poll. Opened only then (O_NONBLOCK): a FIFO nobody
   // reads (agent down) or one that is full is skipped; the agent polls anyway. Empty: none.
@@ -76,9 +83,16 @@ struct ShimStart {
   int cgroup_error = 0;                    // errno of joining a cgroup (the task runs regardless)
 };
 
-// Forks the shim and waits (briefly: until the task has exec'd or failed to) for its report.
-// The shim is a child of the caller, who must reap it (waitpid) once it exits. Errors: the
-// shim could not be forked, or died before reporting.
-Result<ShimStart> StartShim(const ShimPlan& plan);
+// Forks the shim, calls `before_task` with its pid, and only if that returns OK lets the shim
+// start the task; then waits (briefly: until the task has exec'd or failed to) for its report.
+// ProcessRuntime records the shim's pid in `before_task`, so that an agent killed at any moment
+// leaves a record naming the supervisor of whatever was started (never a running task that
+// the next agent thinks gone). When `before_task` fails, the shim exits without starting the
+// task, is reaped, and that error is returned; the shim does the same when the caller dies
+// before saying go. The shim is a child of the caller, who must reap it (waitpid) once it
+// exits. Errors: the shim could not be forked, `before_task` failed, or the shim died before
+// reporting.
+Result<ShimStart> StartShim(const ShimPlan& plan,
+                            const std::function<Status(pid_t shim_pid)>& before_task);
 
 }  // namespace corral::agent
