@@ -2,9 +2,11 @@
 // only parses the top-level command line and hands over to the subcommands.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <string_view>
 
 #include "agent/agent_command.h"
 #include "agent/launch_command.h"
+#include "agent/shim.h"
 #include "cli/commands.h"
 #include "common/build_info.h"
 #include "dev_command.h"
@@ -12,6 +14,10 @@
 #include "sim/sim_command.h"
 
 int main(int argc, char** argv) {
+  // A task's supervisor (agent/shim.h), started by the agent: nothing else is set up for it.
+  if (argc == 2 && std::string_view(argv[1]) == corral::agent::kSuperviseCommand) {
+    return corral::agent::SuperviseMain();
+  }
   CLI::App app{"corral — pools GPU servers into one shared cluster"};
   app.require_subcommand(1);
   app.set_version_flag(

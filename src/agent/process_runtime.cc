@@ -757,6 +757,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   if (exit_notice_fd_ >= 0) plan.exit_notice_path = home_ + kExitNoticeFifo;
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
   plan.task_pid_path = dir + kTaskPidFile;
+  plan.supervisor = options_.supervisor_exe;
 
   // The record names the supervisor before the task starts: an agent killed at any moment
   // leaves either no record (nothing started: the next agent removes the folder) or one that

@@ -153,6 +153,9 @@ struct ProcessRuntimeOptions {
   // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
   // the built corral binary.
   std::string self_exe;
+  // The binary started as each task's supervisor (ShimPlan::supervisor): it must be a corral
+  // binary of this version. Default: this process's own binary; tests name the built corral.
+  std::string supervisor_exe = "/proc/self/exe";
   // The engine that runs container launches; nullopt: they fail to start.
   std::optional<ContainerEngine> container_engine;
 };

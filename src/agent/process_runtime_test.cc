@@ -69,6 +69,7 @@ class ProcessRuntimeTest : public ::testing::Test {
     o.node_name = kTestNodeName;
     o.time_limit_grace = Seconds(30);
     o.cgroups = std::move(cgroups);
+    o.supervisor_exe = CORRAL_BINARY;
     return o;
   }
 
@@ -657,6 +658,7 @@ TaskStatus StartAsBeforeClusterIds(const std::string& work_dir, const TaskLaunch
       {"notes", ""}};
   EXPECT_TRUE(WriteFileAtomic(dir + "/task.json", record.dump() + "\n").ok());
   ShimPlan plan;
+  plan.supervisor = CORRAL_BINARY;
   plan.executable = launch.argv[0];
   plan.argv = launch.argv;
   plan.env = {"PATH=/usr/bin:/bin"};
@@ -1170,6 +1172,7 @@ TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
 
 TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
   ShimPlan plan;
+  plan.supervisor = CORRAL_BINARY;
   plan.executable = "/bin/touch";
   plan.argv = {"touch", root_ + "/ran"};
   plan.workdir = task_dir_;
@@ -1191,6 +1194,7 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
 // the shim is gone.
 TEST_F(ProcessRuntimeTest, ASupervisorThatIsNotToldToGoOnStartsNothing) {
   ShimPlan plan;
+  plan.supervisor = CORRAL_BINARY;
   plan.executable = "/bin/touch";
   plan.argv = {"touch", root_ + "/ran"};
   plan.workdir = task_dir_;

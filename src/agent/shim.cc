@@ -4,10 +4,13 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "agent/file_io.h"
 
@@ -179,8 +182,8 @@ void WriteTaskPid(const Prepared& p, pid_t task) {
   close(fd);
 }
 
-// Waits for the agent's go (one byte on `go_fd`). Anything else (the agent refused to go on,
-// or died first) ends the shim before a task exists.
+// Waits for the agent's go (one byte on the control socket `go_fd`). Anything else (the agent
+// refused to go on, or died first) ends the shim before a task exists.
 void AwaitGo(int go_fd) {
   char go = 0;
   ssize_t n;
@@ -203,8 +206,8 @@ void AwaitGo(int go_fd) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
-  // Keep only the report pipe and the go socket (moved above stdio) and /dev/null as stdio: the
-  // agent's sockets, files and terminal stay with the agent.
+  // Keep only the report pipe and the control socket and /dev/null as stdio: the agent's
+  // terminal stays with the agent.
   int fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
   if (fd < 0) _exit(1);
   int go = fcntl(go_fd, F_DUPFD_CLOEXEC, fd + 1);
@@ -224,8 +227,8 @@ void AwaitGo(int go_fd) {
   char buffer[256];
   int pipe_fds[2];
   pid_t task = -1;
-  // vfork: the task only makes system calls until it execs (RunTask), and the shim, a copy of
-  // the agent, need not have its page tables copied a second time for each task.
+  // vfork: the task only makes system calls until it execs (RunTask), and the shim's page
+  // tables need not be copied.
   if (pipe2(pipe_fds, O_CLOEXEC) == 0) task = vfork();
   if (task < 0) {
     report.failed_step = static_cast<int32_t>(ShimStep::kFork);
@@ -328,8 +331,170 @@ const char* ShimStepName(ShimStep step) {
   return "unknown step";
 }
 
+namespace {
+
+// The shim's descriptors, as StartShim() sets them up for SuperviseMain().
+constexpr int kReportFd = 3;   // the report pipe's write end
+constexpr int kControlFd = 4;  // a socket: the plan (length-prefixed JSON), then the go byte
+constexpr uint32_t kMaxPlanBytes = 64u << 20;
+
+nlohmann::json PlanToJson(const ShimPlan& plan) {
+  nlohmann::json j{{"executable", plan.executable},
+                   {"argv", plan.argv},
+                   {"env", plan.env},
+                   {"workdir", plan.workdir},
+                   {"stdout_path", plan.stdout_path},
+                   {"stderr_path", plan.stderr_path},
+                   {"exit_path", plan.exit_path},
+                   {"task_pid_path", plan.task_pid_path},
+                   {"exit_notice_path", plan.exit_notice_path},
+                   {"cgroup_procs", plan.cgroup_procs}};
+  if (plan.identity) {
+    j["identity"] = {{"uid", plan.identity->uid},
+                     {"gid", plan.identity->gid},
+                     {"groups", plan.identity->groups}};
+  }
+  return j;
+}
+
+// Throws (nlohmann) on a plan StartShim() did not write.
+ShimPlan PlanFromJson(const nlohmann::json& j) {
+  ShimPlan plan;
+  j.at("executable").get_to(plan.executable);
+  j.at("argv").get_to(plan.argv);
+  j.at("env").get_to(plan.env);
+  j.at("workdir").get_to(plan.workdir);
+  j.at("stdout_path").get_to(plan.stdout_path);
+  j.at("stderr_path").get_to(plan.stderr_path);
+  j.at("exit_path").get_to(plan.exit_path);
+  j.at("task_pid_path").get_to(plan.task_pid_path);
+  j.at("exit_notice_path").get_to(plan.exit_notice_path);
+  j.at("cgroup_procs").get_to(plan.cgroup_procs);
+  if (auto it = j.find("identity"); it != j.end()) {
+    ShimIdentity identity;
+    it->at("uid").get_to(identity.uid);
+    it->at("gid").get_to(identity.gid);
+    it->at("groups").get_to(identity.groups);
+    plan.identity = std::move(identity);
+  }
+  return plan;
+}
+
+bool SendAll(int fd, const void* data, size_t size) {
+  const char* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool ReadAll(int fd, void* data, size_t size) {
+  char* p = static_cast<char*>(data);
+  while (size > 0) {
+    ssize_t n = read(fd, p, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// Starts `supervisor __supervise` with the report pipe's write end as kReportFd and the
+// control socket's shim end as kControlFd; nothing else is inherited (all are CLOEXEC).
+Result<pid_t> SpawnSupervisor(const std::string& supervisor, int report_fd, int control_fd) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, report_fd, kReportFd);
+  posix_spawn_file_actions_adddup2(&actions, control_fd, kControlFd);
+  char* const argv[] = {const_cast<char*>("corral"), const_cast<char*>(kSuperviseCommand), nullptr};
+  char* const envp[] = {nullptr};
+  pid_t pid = 0;
+  int e = posix_spawn(&pid, supervisor.c_str(), &actions, nullptr, argv, envp);
+  posix_spawn_file_actions_destroy(&actions);
+  if (e != 0)
+    return IoError("cannot start the task supervisor " + supervisor + ": " + ErrnoText(e));
+  return pid;
+}
+
+}  // namespace
+
 Result<ShimStart> StartShim(const ShimPlan& plan,
                             const std::function<Status(pid_t shim_pid)>& before_task) {
+  const std::string body = PlanToJson(plan).dump();
+  if (body.size() > kMaxPlanBytes) {
+    return InvalidArgument("task too large to start: " + std::to_string(body.size()) +
+                           " bytes of command line and environment");
+  }
+  int report_pipe[2];
+  if (pipe2(report_pipe, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
+  // A socket, not a pipe, so that writing to a shim that died is EPIPE, not SIGPIPE.
+  int control[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    int e = errno;
+    close(report_pipe[0]);
+    close(report_pipe[1]);
+    return IoError("socketpair: " + ErrnoText(e));
+  }
+  Result<pid_t> spawned = SpawnSupervisor(plan.supervisor, report_pipe[1], control[1]);
+  close(report_pipe[1]);
+  close(control[1]);
+  if (!spawned.ok()) {
+    close(report_pipe[0]);
+    close(control[0]);
+    return spawned.status();
+  }
+  const pid_t shim = *spawned;
+  const uint32_t size = static_cast<uint32_t>(body.size());
+  Status ready =
+      SendAll(control[0], &size, sizeof(size)) && SendAll(control[0], body.data(), body.size())
+          ? before_task(shim)
+          : IoError("task supervisor died before reading its plan: " + ErrnoText(errno));
+  const char go = 'g';
+  if (ready.ok() && !SendAll(control[0], &go, 1)) {
+    ready = IoError("task supervisor died before starting the task: " + ErrnoText(errno));
+  }
+  close(control[0]);
+  if (!ready.ok()) {
+    close(report_pipe[0]);
+    while (waitpid(shim, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return ready;
+  }
+  Report report = {};
+  const bool reported = ReadAll(report_pipe[0], &report, sizeof(report));
+  close(report_pipe[0]);
+  if (!reported) {
+    int status = 0;
+    while (waitpid(shim, &status, 0) < 0 && errno == EINTR) {
+    }
+    return IoError("task supervisor died while starting the task (wait status " +
+                   std::to_string(status) + ")");
+  }
+  ShimStart start;
+  start.shim_pid = shim;
+  start.task_pid = report.task_pid;
+  start.failed_step = static_cast<ShimStep>(report.failed_step);
+  start.error = report.error;
+  start.cgroup_error = report.cgroup_error;
+  return start;
+}
+
+int SuperviseMain() {
+  uint32_t size = 0;
+  if (!ReadAll(kControlFd, &size, sizeof(size)) || size > kMaxPlanBytes) return 2;
+  std::string body(size, '\0');
+  if (!ReadAll(kControlFd, body.data(), body.size())) return 2;
+  ShimPlan plan;
+  try {
+    plan = PlanFromJson(nlohmann::json::parse(body));
+  } catch (const nlohmann::json::exception&) {
+    return 2;
+  }
   const std::string exit_tmp = plan.exit_path + ".tmp";
   std::vector<char*> argv = PointerArray(plan.argv);
   std::vector<char*> envp = PointerArray(plan.env);
@@ -353,65 +518,7 @@ Result<ShimStart> StartShim(const ShimPlan& plan,
                              identity.gid,
                              identity.groups.data(),
                              identity.groups.size()};
-
-  int report_pipe[2];
-  if (pipe2(report_pipe, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
-  // A socket, not a pipe, so that the go sent to a shim that died is EPIPE, not SIGPIPE.
-  int go[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, go) != 0) {
-    int e = errno;
-    close(report_pipe[0]);
-    close(report_pipe[1]);
-    return IoError("socketpair: " + ErrnoText(e));
-  }
-  pid_t shim = fork();
-  if (shim < 0) {
-    int e = errno;
-    for (int f : {report_pipe[0], report_pipe[1], go[0], go[1]}) close(f);
-    return IoError("fork: " + ErrnoText(e));
-  }
-  if (shim == 0) {
-    close(report_pipe[0]);
-    close(go[0]);
-    RunShim(prepared, report_pipe[1], go[1]);
-  }
-  close(report_pipe[1]);
-  close(go[1]);
-  Status ready = before_task(shim);
-  const char byte = 'g';
-  if (ready.ok() && send(go[0], &byte, 1, MSG_NOSIGNAL) != 1) {
-    ready = IoError("task supervisor died before starting the task: " + ErrnoText(errno));
-  }
-  close(go[0]);
-  if (!ready.ok()) {
-    close(report_pipe[0]);
-    while (waitpid(shim, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    return ready;
-  }
-  Report report = {};
-  size_t got = 0;
-  while (got < sizeof(report)) {
-    ssize_t n = read(report_pipe[0], reinterpret_cast<char*>(&report) + got, sizeof(report) - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += static_cast<size_t>(n);
-  }
-  close(report_pipe[0]);
-  if (got < sizeof(report)) {
-    int status = 0;
-    while (waitpid(shim, &status, 0) < 0 && errno == EINTR) {
-    }
-    return IoError("task supervisor died while starting the task (wait status " +
-                   std::to_string(status) + ")");
-  }
-  ShimStart start;
-  start.shim_pid = shim;
-  start.task_pid = report.task_pid;
-  start.failed_step = static_cast<ShimStep>(report.failed_step);
-  start.error = report.error;
-  start.cgroup_error = report.cgroup_error;
-  return start;
+  RunShim(prepared, kReportFd, kControlFd);
 }
 
 }  // namespace corral::agent

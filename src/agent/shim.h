@@ -2,7 +2,10 @@
 // agent and a task that outlives the agent, so that an agent restart neither kills tasks nor
 // loses their exit status. Internal to ProcessRuntime.
 //
-//   agent --fork--> shim (setsid: own session, stdio on /dev/null, no inherited fds)
+//   agent --posix_spawn--> shim (`corral __supervise`, ShimPlan::supervisor: a fresh process,
+//                     so that starting a task never copies the agent's page tables; the plan
+//                     comes over a socket; setsid: own session, stdio on /dev/null, no
+//                     inherited fds)
 //                     --fork--> task (own process group; joins its cgroups; stdout/stderr
 //                               appended to log files; switches to the task user; cwd;
 //                               exact env; execve)
@@ -13,9 +16,10 @@
 //   (exit.json: temp file + rename), writes one byte to the agent's exit notice FIFO (when the
 //   plan names one and an agent has it open), reaps the task and exits.
 //
-// Everything the forked processes need is prepared before fork(): between fork and exec they
-// only make system calls (no allocation, no locks), which is what POSIX allows after fork in a
-// process that may have other threads.
+// The shim is re-executed rather than forked because fork() in a large multi-threaded agent
+// (corral dev runs the server in it) write-protects every page of it: a 600-task gang took
+// 240 s to start, most of it copy-on-write faults in the server's threads. Between the shim's
+// vfork and the task's exec only system calls are made.
 #pragma once
 
 #include <sys/types.h>
@@ -38,7 +42,13 @@ struct ShimIdentity {
   std::vector<gid_t> groups;  // supplementary groups
 };
 
+// The hidden subcommand that runs a shim: `corral __supervise` (apps/corral/main.cc).
+inline constexpr char kSuperviseCommand[] = "__supervise";
+
 struct ShimPlan {
+  // The binary started as the shim with kSuperviseCommand; it must call SuperviseMain().
+  // "/proc/self/exe" (the default) is the agent's own binary, even after it was replaced on disk.
+  std::string supervisor = "/proc/self/exe";
   std::string executable;         // path for execve: absolute, or relative to workdir
   std::vector<std::string> argv;  // argv[0] as the task sees it
   std::vector<std::string> env;   // "NAME=value"
@@ -94,5 +104,10 @@ struct ShimStart {
 // reporting.
 Result<ShimStart> StartShim(const ShimPlan& plan,
                             const std::function<Status(pid_t shim_pid)>& before_task);
+
+// The shim's main, in a process started by StartShim() with kSuperviseCommand: reads the plan,
+// waits for the go, supervises the task, and never returns but with exit code 2 when it was not
+// started by StartShim (no plan to read).
+int SuperviseMain();
 
 }  // namespace corral::agent
