@@ -347,7 +347,9 @@ def test_auth_and_validation(root):
         out = c.cli("whoami", token=laptop["token"])
         check("the CLI with a revoked token exits 4", out.returncode == 4, out.stderr)
 
-        # The job list: newest first, in pages chained by X-Corral-Next-Before.
+        # The job list: newest first, in pages chained by the deprecated X-Corral-Next-Before,
+        # which keeps working for one release beside the cursor (the cursor's own tests are in
+        # tests/cli_test.sh and the listing unit tests).
         ids = [job] + [submit(c, {"project": "vision", "command": ["true"],
                                   "resources": {"gpus": 16}}, token=alice) for _ in range(4)]
         pages, before = [], None

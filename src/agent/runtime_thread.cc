@@ -1,6 +1,5 @@
 #include "agent/runtime_thread.h"
 
-#include <malloc.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -184,7 +183,6 @@ void RuntimeThread::ApplyOrders() {
       if (std::holds_alternative<TaskLaunch>(order)) unpublished_starts_.push_back(KeyOf(order));
     }
     if (const auto* launch = std::get_if<TaskLaunch>(&order)) {
-      TrimHeap();
       Record(runtime_.Start(*launch));
     } else {
       const KillOrder& kill = std::get<KillOrder>(order);
@@ -253,13 +251,6 @@ void RuntimeThread::FenceIfCutOff() {
   }
   // Their SIGKILL is due `grace` from now: the next polls send it.
   PollRuntime();
-}
-
-void RuntimeThread::TrimHeap() {
-  const auto now = Clock::now();
-  if (now < trimmed_at_ + std::chrono::seconds(1)) return;
-  trimmed_at_ = now;
-  malloc_trim(0);
 }
 
 void RuntimeThread::ApplyForgets() {

@@ -133,11 +133,6 @@ class RuntimeThread {
   // notice or the poll interval asks for it, and publishing every publish_interval.
   void ApplyOrders();
   void ApplyForgets();
-  // Before a launch, at most once a second: hands the memory the allocator keeps free back to
-  // the kernel. A launch forks a supervisor, and fork copies the page tables of all of this
-  // process's touched memory, freed or not (in `corral dev` the server's too): after a burst
-  // of big API answers that made a 600-task gang start several times slower.
-  void TrimHeap();
   void PollRuntime();
   // Stops the requeue-able running tasks when no server was reached for the fence's `after`
   // (once per time cut off).
@@ -165,7 +160,6 @@ class RuntimeThread {
   std::chrono::steady_clock::time_point last_poll_;
   std::chrono::steady_clock::duration last_poll_cost_{0};
   std::chrono::steady_clock::time_point next_poll_;
-  std::chrono::steady_clock::time_point trimmed_at_;
 
   mutable std::mutex mu_;  // guards what follows
   std::deque<Order> orders_;

@@ -375,9 +375,9 @@ class Cluster:
     def all_jobs(self):
         """Every job (all users), following the pages: {id: summary}, or None when the API did
         not answer."""
-        jobs, before = {}, None
+        jobs, cursor = {}, None
         while True:
-            path = "/api/v1/jobs?all=1&limit=1000" + (f"&before={before}" if before else "")
+            path = "/api/v1/jobs?all=1&limit=1000" + (f"&cursor={cursor}" if cursor else "")
             try:
                 status, page, headers = self.api("GET", path, timeout=30)
             except Exception:
@@ -386,8 +386,8 @@ class Cluster:
                 return None
             for j in page:
                 jobs[j["id"]] = j
-            before = headers.get("X-Corral-Next-Before")
-            if not before:
+            cursor = headers.get("X-Corral-Next-Cursor")
+            if not cursor:
                 return jobs
 
     def stop(self):

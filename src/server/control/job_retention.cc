@@ -81,8 +81,10 @@ Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const 
   if (duration->value() == 0) return std::optional<Seconds>();
   // A slip ("90" meant as days is 90 seconds) would purge the whole history within the hour.
   if (duration->value() < kMinKeepFinished.value()) {
-    return InvalidArgument(flag + ": " + text +
-                           " is under the minimum of 1h (or 0 or forever: " + "keep every job)");
+    const bool bare = text.find_first_not_of("0123456789") == std::string::npos;
+    return InvalidArgument(flag + ": " + text + (bare ? " seconds" : "") +
+                           " is under the minimum of 1h (write a unit: 90d; or 0 or forever: "
+                           "keep every job)");
   }
   return std::optional<Seconds>(*duration);
 }

@@ -182,6 +182,9 @@ TEST_F(JobRetentionTest, KeepFinishedTakesDurationsZeroAndForever) {
     ASSERT_FALSE(short_one.ok()) << slip;
     EXPECT_THAT(short_one.status().message(), HasSubstr("under the minimum of 1h"));
   }
+  EXPECT_THAT(
+      ParseKeepFinished("90", "--keep-finished").status().message(),
+      HasSubstr("--keep-finished: 90 seconds is under the minimum of 1h (write a unit: 90d"));
   EXPECT_EQ(*ParseKeepFinished("1h", "--keep-finished"), Seconds(3600));
 }
 
