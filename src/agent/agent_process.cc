@@ -107,6 +107,8 @@ Status AgentProcess::Run(const std::atomic<bool>& stop) {
   ProcessRuntimeOptions runtime_options = options_.runtime;
   runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
+  // This binary, as it was started: the supervisor always speaks the agent's plan format.
+  if (runtime_options.supervisor_exe.empty()) runtime_options.supervisor_exe = "/proc/self/exe";
   auto runtime = ProcessRuntime::Create(std::move(runtime_options), &clock_);
   if (!runtime.ok()) return runtime.status();
   AgentOptions loop_options = options_.agent;

@@ -314,6 +314,9 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
                                                                Clock* clock) {
   Result<std::optional<TaskUser>> task_user = TaskUserOf(options);
   if (!task_user.ok()) return task_user.status();
+  if (options.supervisor_exe.empty()) {
+    return InvalidArgument("process runtime: no task supervisor binary (supervisor_exe)");
+  }
   if (Status valid = model::ValidateClusterId(options.cluster_id); !valid.ok()) {
     return InvalidArgument("process runtime: " + valid.message());
   }
@@ -461,7 +464,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   auto text = ReadFile(dir + kTaskFile);
   if (!text.ok() && text.status().code() == StatusCode::kNotFound) {
     // The agent died between creating the folder and writing the record, which precedes the
-    // start of the task (a supervisor already forked exits without its go): nothing was
+    // start of the task (a supervisor already started exits without its go): nothing was
     // started. Its empty cgroup, if one was made, goes with it.
     if (cgroups_.version() != CgroupVersion::kNone) {
       if (Result<TaskCgroup> group = cgroups_.Create(ToString(key), {}); group.ok()) {
@@ -470,6 +473,8 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
     }
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove(home + "/hostfiles/" + ToString(key), ec);
+    std::filesystem::remove_all(home + "/scratch/" + ToString(key), ec);
     return;
   }
   json record;
@@ -762,10 +767,13 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   // The record names the supervisor before the task starts: an agent killed at any moment
   // leaves either no record (nothing started: the next agent removes the folder) or one that
   // names a supervisor, alive with the task or dead with what it left in the task's cgroup.
-  auto record_supervisor = [&](pid_t shim_pid) {
+  auto record_supervisor = [&](pid_t shim_pid) -> Status {
     task.shim_pid = shim_pid;
     task.shim_is_child = true;
-    if (auto stat = ReadProcStat(shim_pid); stat.ok()) task.shim_start_ticks = stat->start_ticks;
+    // Without its start time the next agent would take a live supervisor for a dead one.
+    Result<ProcStat> stat = ReadProcStat(shim_pid);
+    if (!stat.ok()) return stat.status();
+    task.shim_start_ticks = stat->start_ticks;
     return WriteTaskRecord(key, task);
   };
   Result<ShimStart> start = StartShim(plan, record_supervisor);
@@ -787,7 +795,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   }
   task.status.pid = task.task_pid;
   task.status.message = task.notes;
-  (void)WriteTaskRecord(key, task);  // on failure the next agent adopts it as lost
+  (void)WriteTaskRecord(key, task);  // on failure the next agent finds the pid in task.pid
   auto [it, added] = tasks_.emplace(key, std::move(task));
   return it->second.status;
 }
@@ -901,6 +909,7 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
     }
     // The supervisor died without a word (SIGKILL, OOM, reboot). Kill what is left of the task,
     // record the verdict where the shim would have, and report it.
+    if (task.task_pid <= 0) FindTaskPid(key, task);
     if (task.task_pid > 0 && IsSameLiveProcess(task.task_pid, task.task_start_ticks)) {
       kill(-task.task_pid, SIGKILL);
     }
@@ -930,12 +939,19 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
 
 void ProcessRuntime::FindTaskPid(const TaskKey& key, Task& task) const {
   auto text = ReadFile(TaskDir(key) + kTaskPidFile);
-  if (!text.ok()) return;  // not yet: the shim writes it once the task has exec'd
-  long pid = std::strtol(text->c_str(), nullptr, 10);
-  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max()) return;
-  // The shim lives and reaps the task only after exit.json: the pid is still the task's.
+  // Absent or without its final newline: not written yet (the shim writes it once the task has
+  // exec'd).
+  if (!text.ok() || text->empty() || text->back() != '\n') return;
+  char* end = nullptr;
+  const long pid = std::strtol(text->c_str(), &end, 10);
+  const unsigned long long ticks = std::strtoull(end, nullptr, 10);
+  if (pid <= 0 || pid > std::numeric_limits<pid_t>::max() || ticks == 0) return;
+  // The process with that pid and start time is the task (a zombie too: its end is read from
+  // exit.json); another start time is another process that got the pid after the task's end.
+  Result<ProcStat> stat = ReadProcStat(static_cast<pid_t>(pid));
+  if (!stat.ok() || stat->start_ticks != ticks) return;
   task.task_pid = static_cast<pid_t>(pid);
-  if (auto stat = ReadProcStat(task.task_pid); stat.ok()) task.task_start_ticks = stat->start_ticks;
+  task.task_start_ticks = ticks;
   task.status.pid = task.task_pid;
   (void)WriteTaskRecord(key, task);  // found again from task.pid on failure
 }

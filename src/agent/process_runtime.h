@@ -76,7 +76,7 @@
 //
 // State on disk, per task, in <home>/tasks/<alloc>-<gen>/: task.json (the launch, start
 // time, supervisor and task pids with their /proc start times, cgroup dirs; written once the
-// supervisor is forked and before it starts the task, again with the task's pid), task.pid
+// supervisor is started and before it starts the task, again with the task's pid), task.pid
 // (written by the supervisor), kill.json (a kill
 // in progress), exit.json (written by the supervisor), container.env (a container task's
 // variables). A new ProcessRuntime over the same
@@ -153,9 +153,10 @@ struct ProcessRuntimeOptions {
   // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
   // the built corral binary.
   std::string self_exe;
-  // The binary started as each task's supervisor (ShimPlan::supervisor): it must be a corral
-  // binary of this version. Default: this process's own binary; tests name the built corral.
-  std::string supervisor_exe = "/proc/self/exe";
+  // The binary started as each task's supervisor (ShimPlan::supervisor): a corral binary of
+  // this version. The agent names its own ("/proc/self/exe"); tests name the built corral.
+  // Required: a test binary started as `__supervise` would run its tests instead.
+  std::string supervisor_exe;
   // The engine that runs container launches; nullopt: they fail to start.
   std::optional<ContainerEngine> container_engine;
 };
@@ -211,7 +212,7 @@ class ProcessRuntime final : public Runtime {
     TaskStatus status;
     pid_t shim_pid = 0;
     uint64_t shim_start_ticks = 0;
-    bool shim_is_child = false;  // forked by this runtime: reap it with waitpid
+    bool shim_is_child = false;  // started by this runtime: reap it with waitpid
     bool shim_reaped = false;
     pid_t task_pid = 0;
     uint64_t task_start_ticks = 0;
@@ -274,8 +275,8 @@ class ProcessRuntime final : public Runtime {
   Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
   Status WriteKillRecord(const TaskKey& key, const Task& task) const;
   void Observe(const TaskKey& key, Task& task);
-  // A running task adopted without its pid (the agent before died between starting it and
-  // recording it) gets it from the shim's task.pid, once there.
+  // A task adopted without its pid (the agent before died between starting it and recording
+  // it) gets it from the shim's task.pid, once there and naming the live task.
   void FindTaskPid(const TaskKey& key, Task& task) const;
   void Finish(const TaskKey& key, Task& task);
   void SignalTask(Task& task, int signal);

@@ -584,6 +584,44 @@ TEST_F(ProcessRuntimeTest, ATaskAdoptedWithoutItsPidIsFoundAndCanBeStopped) {
   EXPECT_TRUE(ProcessGone(started.pid));
 }
 
+// The agent died before recording the task's pid, and then the supervisor died too: the next
+// agent finds the task through task.pid and stops it before reporting it lost, so it cannot run
+// beside its requeued run.
+TEST_F(ProcessRuntimeTest, ATaskWhoseRecordLacksItsPidIsStoppedWhenItsSupervisorDies) {
+  auto a = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
+  TaskStatus started = a->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
+  WaitForOutput(*a, l.key, "ready");
+  a.reset();
+  nlohmann::json record = TaskRecord(l.key);
+  record["task_pid"] = 0;
+  record["task_start_ticks"] = 0;
+  ASSERT_TRUE(WriteFileAtomic(home_ + "/tasks/1-1/task.json", record.dump() + "\n").ok());
+  const pid_t shim = record["shim_pid"].get<pid_t>();
+  ASSERT_EQ(kill(shim, SIGKILL), 0);
+  ASSERT_EQ(waitpid(shim, nullptr, 0), shim);  // this test process is the shim's parent
+
+  auto b = MakeRuntime();
+  std::vector<TaskStatus> adopted = b->Poll();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].state, ProcessState::kLost);
+  auto deadline = std::chrono::steady_clock::now() + kDeadline;
+  while (!ProcessGone(started.pid) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(ProcessGone(started.pid));
+}
+
+// The plan reaches the supervisor byte for byte: a command line need not be UTF-8.
+TEST_F(ProcessRuntimeTest, ArgumentsThatAreNotUtf8ReachTheTaskUnchanged) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"printf", "%s", "\xff\xfe ok"});
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_EQ(Stdout(*runtime, l.key), "\xff\xfe ok");
+}
+
 TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
   std::filesystem::create_directories(home_ + "/tasks/5-1");
   std::ofstream(home_ + "/tasks/5-1/task.json") << "{not json";
@@ -611,8 +649,8 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
 }
 
 // An agent killed between creating a task's folder and writing its record (which precedes the
-// fork) started nothing: the next agent removes the folder and reports nothing, since a report
-// without the task's job would be refused with the whole heartbeat.
+// start of the task) started nothing: the next agent removes the folder and reports nothing, since
+// a report without the task's job would be refused with the whole heartbeat.
 TEST_F(ProcessRuntimeTest, AFolderWithoutARecordStartedNothingAndIsRemoved) {
   std::filesystem::create_directories(home_ + "/tasks/5-1");
   auto runtime = MakeRuntime();

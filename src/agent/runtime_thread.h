@@ -4,12 +4,12 @@
 // otherwise polls every poll interval (kill graces and time limits run on those polls), and
 // publishes what the runtime runs as a snapshot for the threads that report to the server.
 //
-// Why a thread of its own: starting a task forks a supervisor and waits for its exec (about a
-// millisecond, far more for a container or a slow user lookup), so a 600-task gang takes seconds
-// to start. Started on the heartbeat's thread, that stalled heartbeats until the server declared
-// the node lost. Here the reporters never wait for a launch: they read the last snapshot, which
-// also lists the launches accepted and not yet started, so that the server neither sends them
-// again nor takes them for lost.
+// Why a thread of its own: starting a task spawns a supervisor and waits for the task's exec
+// (about 20 ms on a VM, far more for a container or a slow user lookup), so a 600-task gang
+// takes tens of seconds to start. Started on the heartbeat's thread, that stalled heartbeats until
+// the server declared the node lost. Here the reporters never wait for a launch: they read the last
+// snapshot, which also lists the launches accepted and not yet started, so that the server neither
+// sends them again nor takes them for lost.
 //
 // Threads: every public method is thread-safe. The runtime is called from the runtime thread
 // only (once Start() ran), except Runtime::ReadLog, which reporters call themselves.

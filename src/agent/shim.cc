@@ -10,16 +10,18 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
+#include <cstring>
 
 #include "agent/file_io.h"
+#include "agent/proc_stat.h"
 
 namespace corral::agent {
 namespace {
 
-// ---- Code that runs after fork(): system calls only, no allocation. ----
+// ---- The shim's code (`corral __supervise`). Between its vfork and the task's exec (RunTask)
+// only system calls are made: no allocation, no locks. ----
 
-// The plan as C pointers, built before fork.
+// The plan as C pointers, built before the vfork.
 struct Prepared {
   const char* executable;
   char* const* argv;
@@ -96,15 +98,6 @@ void SetDispositions(const int* signals, size_t count, void (*handler)(int)) {
   for (size_t i = 0; i < count; ++i) sigaction(signals[i], &sa, nullptr);
 }
 
-void CloseAllFrom(unsigned int first, unsigned int last) {
-  if (first > last) return;
-  if (close_range(first, last, 0) == 0) return;
-  long max = sysconf(_SC_OPEN_MAX);
-  if (max < 0 || max > 65536) max = 65536;
-  for (long fd = first; fd < max && fd <= static_cast<long>(last); ++fd)
-    close(static_cast<int>(fd));
-}
-
 // The task: runs in the shim's child, ends in execve or _exit(127).
 [[noreturn]] void RunTask(const Prepared& p, int status_fd) {
   setpgid(0, 0);
@@ -171,11 +164,19 @@ void WriteExitRecord(const Prepared& p, const char* body_end_json, char* buffer,
   }
 }
 
-// Writes the task's pid to p.task_pid_path (not synced: it only has to outlive the agent).
+// Writes "PID START_TICKS\n" to p.task_pid_path (not synced: it only has to outlive the agent;
+// a reader takes a file without the final newline as not written yet).
 void WriteTaskPid(const Prepared& p, pid_t task) {
   if (p.task_pid_path[0] == '\0') return;
-  char text[24];
+  // The task has exec'd or failed to, and is not reaped yet: its /proc entry exists. (This is
+  // the shim, a process of its own: it may allocate.)
+  Result<ProcStat> stat = ReadProcStat(task);
+  if (!stat.ok()) return;
+  char text[48];
   char* end = AppendInt(text, task);
+  *end++ = ' ';
+  end = AppendInt(end, static_cast<int64_t>(stat->start_ticks));
+  *end++ = '\n';
   int fd = open(p.task_pid_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return;
   WriteFully(fd, text, static_cast<size_t>(end - text));
@@ -194,34 +195,12 @@ void AwaitGo(int go_fd) {
   if (n != 1) _exit(0);
 }
 
+// Runs in `corral __supervise` as StartShim() spawned it: its own session, no signal blocked
+// or handled, stdio on /dev/null, only `report_fd` and `go_fd` open besides.
 [[noreturn]] void RunShim(const Prepared& p, int report_fd, int go_fd) {
-  setsid();
-  // Default dispositions (the agent's handlers mean nothing here), a few ignored, none blocked.
-  struct sigaction sa = {};
-  sa.sa_handler = SIG_DFL;
-  sigemptyset(&sa.sa_mask);
-  for (int s = 1; s < NSIG; ++s) sigaction(s, &sa, nullptr);
   SetDispositions(kShimIgnored, sizeof(kShimIgnored) / sizeof(kShimIgnored[0]), SIG_IGN);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-
-  // Keep only the report pipe and the control socket and /dev/null as stdio: the agent's
-  // terminal stays with the agent.
-  int fd = fcntl(report_fd, F_DUPFD_CLOEXEC, 3);
-  if (fd < 0) _exit(1);
-  int go = fcntl(go_fd, F_DUPFD_CLOEXEC, fd + 1);
-  if (go < 0) _exit(1);
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null >= 0) {
-    dup2(null, STDIN_FILENO);
-    dup2(null, STDOUT_FILENO);
-    dup2(null, STDERR_FILENO);
-  }
-  CloseAllFrom(3, static_cast<unsigned int>(fd) - 1);
-  CloseAllFrom(static_cast<unsigned int>(fd) + 1, static_cast<unsigned int>(go) - 1);
-  CloseAllFrom(static_cast<unsigned int>(go) + 1, ~0U);
-  AwaitGo(go);
+  const int fd = report_fd;
+  AwaitGo(go_fd);
 
   Report report = {0, 0, 0, 0};
   char buffer[256];
@@ -335,97 +314,184 @@ namespace {
 
 // The shim's descriptors, as StartShim() sets them up for SuperviseMain().
 constexpr int kReportFd = 3;   // the report pipe's write end
-constexpr int kControlFd = 4;  // a socket: the plan (length-prefixed JSON), then the go byte
+constexpr int kControlFd = 4;  // a socket: the plan (PlanWriter), then the go byte
+constexpr int kFirstFreeFd = 5;
 constexpr uint32_t kMaxPlanBytes = 64u << 20;
 
-nlohmann::json PlanToJson(const ShimPlan& plan) {
-  nlohmann::json j{{"executable", plan.executable},
-                   {"argv", plan.argv},
-                   {"env", plan.env},
-                   {"workdir", plan.workdir},
-                   {"stdout_path", plan.stdout_path},
-                   {"stderr_path", plan.stderr_path},
-                   {"exit_path", plan.exit_path},
-                   {"task_pid_path", plan.task_pid_path},
-                   {"exit_notice_path", plan.exit_notice_path},
-                   {"cgroup_procs", plan.cgroup_procs}};
-  if (plan.identity) {
-    j["identity"] = {{"uid", plan.identity->uid},
-                     {"gid", plan.identity->gid},
-                     {"groups", plan.identity->groups}};
-  }
-  return j;
+// The plan's fields in their order on the wire, for PlanWriter and PlanReader alike, so that
+// the two cannot disagree.
+template <typename Io>
+void VisitPlan(Io& io, ShimPlan& plan) {
+  io(plan.executable);
+  io(plan.argv);
+  io(plan.env);
+  io(plan.workdir);
+  io(plan.stdout_path);
+  io(plan.stderr_path);
+  io(plan.exit_path);
+  io(plan.task_pid_path);
+  io(plan.exit_notice_path);
+  io(plan.cgroup_procs);
+  uint32_t has_identity = plan.identity.has_value() ? 1 : 0;
+  io(has_identity);
+  if (has_identity == 0) return;
+  if (!plan.identity) plan.identity.emplace();
+  io(plan.identity->uid);
+  io(plan.identity->gid);
+  io(plan.identity->groups);
 }
 
-// Throws (nlohmann) on a plan StartShim() did not write.
-ShimPlan PlanFromJson(const nlohmann::json& j) {
-  ShimPlan plan;
-  j.at("executable").get_to(plan.executable);
-  j.at("argv").get_to(plan.argv);
-  j.at("env").get_to(plan.env);
-  j.at("workdir").get_to(plan.workdir);
-  j.at("stdout_path").get_to(plan.stdout_path);
-  j.at("stderr_path").get_to(plan.stderr_path);
-  j.at("exit_path").get_to(plan.exit_path);
-  j.at("task_pid_path").get_to(plan.task_pid_path);
-  j.at("exit_notice_path").get_to(plan.exit_notice_path);
-  j.at("cgroup_procs").get_to(plan.cgroup_procs);
-  if (auto it = j.find("identity"); it != j.end()) {
-    ShimIdentity identity;
-    it->at("uid").get_to(identity.uid);
-    it->at("gid").get_to(identity.gid);
-    it->at("groups").get_to(identity.groups);
-    plan.identity = std::move(identity);
+// Byte-exact: numbers in host order, strings and lists length-prefixed (argv and env need not be
+// UTF-8, so not JSON).
+class PlanWriter {
+ public:
+  void operator()(uint32_t& v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+  void operator()(std::string& v) {
+    uint32_t size = static_cast<uint32_t>(v.size());
+    (*this)(size);
+    out_ += v;
   }
-  return plan;
+  template <typename T>
+  void operator()(std::vector<T>& list) {
+    uint32_t size = static_cast<uint32_t>(list.size());
+    (*this)(size);
+    for (T& item : list) (*this)(item);
+  }
+  std::string& out() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+// Reads what PlanWriter wrote; ok() is false once anything was short or too long.
+class PlanReader {
+ public:
+  explicit PlanReader(const std::string& in) : in_(in) {}
+  void operator()(uint32_t& v) {
+    if (!Take(sizeof(v))) return;
+    std::memcpy(&v, in_.data() + pos_ - sizeof(v), sizeof(v));
+  }
+  void operator()(std::string& v) {
+    uint32_t size = 0;
+    (*this)(size);
+    if (!Take(size)) return;
+    v.assign(in_, pos_ - size, size);
+  }
+  template <typename T>
+  void operator()(std::vector<T>& list) {
+    uint32_t size = 0;
+    (*this)(size);
+    if (!ok_ || size > in_.size() - pos_) {  // every item takes at least a byte
+      ok_ = false;
+      return;
+    }
+    list.resize(size);
+    for (T& item : list) (*this)(item);
+  }
+  bool ok() const { return ok_ && pos_ == in_.size(); }
+
+ private:
+  bool Take(size_t n) {
+    if (!ok_ || n > in_.size() - pos_) ok_ = false;
+    if (ok_) pos_ += n;
+    return ok_;
+  }
+  const std::string& in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+// `write` or `send` (MSG_NOSIGNAL: EPIPE, not SIGPIPE) until done; false on an error or EOF.
+bool Transfer(int fd, char* data, size_t size, bool sending) {
+  while (size > 0) {
+    ssize_t n = sending ? send(fd, data, size, MSG_NOSIGNAL) : read(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
 }
 
 bool SendAll(int fd, const void* data, size_t size) {
-  const char* p = static_cast<const char*>(data);
-  while (size > 0) {
-    ssize_t n = send(fd, p, size, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+  return Transfer(fd, const_cast<char*>(static_cast<const char*>(data)), size, true);
 }
 
 bool ReadAll(int fd, void* data, size_t size) {
-  char* p = static_cast<char*>(data);
-  while (size > 0) {
-    ssize_t n = read(fd, p, size);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    p += n;
-    size -= static_cast<size_t>(n);
-  }
-  return true;
+  return Transfer(fd, static_cast<char*>(data), size, false);
 }
 
-// Starts `supervisor __supervise` with the report pipe's write end as kReportFd and the
-// control socket's shim end as kControlFd; nothing else is inherited (all are CLOEXEC).
+// The agent's sanitizer settings, so that a sanitizer build's supervisor reports like the agent.
+std::vector<std::string> SupervisorEnvironment() {
+  std::vector<std::string> env;
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"}) {
+    if (const char* value = getenv(name)) env.push_back(std::string(name) + "=" + value);
+  }
+  return env;
+}
+
+// Starts `supervisor __supervise` in a session of its own, with no signal blocked or handled,
+// stdio on /dev/null, the report pipe's write end as kReportFd, the control socket's shim end as
+// kControlFd and no other descriptor.
 Result<pid_t> SpawnSupervisor(const std::string& supervisor, int report_fd, int control_fd) {
+  // Above the targets first, so that one dup2 cannot overwrite the other's source (an agent
+  // started with stdio closed has its pipes at 0-3).
+  const int report = fcntl(report_fd, F_DUPFD_CLOEXEC, kFirstFreeFd);
+  const int control = fcntl(control_fd, F_DUPFD_CLOEXEC, kFirstFreeFd);
+  if (report < 0 || control < 0) {
+    const int e = errno;
+    if (report >= 0) close(report);
+    if (control >= 0) close(control);
+    return IoError("cannot start the task supervisor: " + ErrnoText(e));
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, report_fd, kReportFd);
-  posix_spawn_file_actions_adddup2(&actions, control_fd, kControlFd);
+  for (int stdio : {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO}) {
+    posix_spawn_file_actions_addopen(&actions, stdio, "/dev/null", O_RDWR, 0);
+  }
+  posix_spawn_file_actions_adddup2(&actions, report, kReportFd);
+  posix_spawn_file_actions_adddup2(&actions, control, kControlFd);
+  posix_spawn_file_actions_addclosefrom_np(&actions, kFirstFreeFd);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigset_t all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr,
+                           POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  std::vector<std::string> env = SupervisorEnvironment();
+  std::vector<char*> envp = PointerArray(env);
   char* const argv[] = {const_cast<char*>("corral"), const_cast<char*>(kSuperviseCommand), nullptr};
-  char* const envp[] = {nullptr};
   pid_t pid = 0;
-  int e = posix_spawn(&pid, supervisor.c_str(), &actions, nullptr, argv, envp);
+  const int e = posix_spawn(&pid, supervisor.c_str(), &actions, &attr, argv, envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
+  close(report);
+  close(control);
   if (e != 0)
     return IoError("cannot start the task supervisor " + supervisor + ": " + ErrnoText(e));
   return pid;
+}
+
+// Reaps `shim`, which died or was told not to go on; its wait status in words.
+std::string Reap(pid_t shim) {
+  int status = 0;
+  while (waitpid(shim, &status, 0) < 0 && errno == EINTR) {
+  }
+  return "wait status " + std::to_string(status);
 }
 
 }  // namespace
 
 Result<ShimStart> StartShim(const ShimPlan& plan,
                             const std::function<Status(pid_t shim_pid)>& before_task) {
-  const std::string body = PlanToJson(plan).dump();
+  PlanWriter writer;
+  ShimPlan copy = plan;
+  VisitPlan(writer, copy);
+  const std::string& body = writer.out();
   if (body.size() > kMaxPlanBytes) {
     return InvalidArgument("task too large to start: " + std::to_string(body.size()) +
                            " bytes of command line and environment");
@@ -450,30 +516,24 @@ Result<ShimStart> StartShim(const ShimPlan& plan,
   }
   const pid_t shim = *spawned;
   const uint32_t size = static_cast<uint32_t>(body.size());
-  Status ready =
-      SendAll(control[0], &size, sizeof(size)) && SendAll(control[0], body.data(), body.size())
-          ? before_task(shim)
-          : IoError("task supervisor died before reading its plan: " + ErrnoText(errno));
+  const bool sent =
+      SendAll(control[0], &size, sizeof(size)) && SendAll(control[0], body.data(), body.size());
+  Status ready = sent ? before_task(shim) : Status::Ok();
   const char go = 'g';
-  if (ready.ok() && !SendAll(control[0], &go, 1)) {
-    ready = IoError("task supervisor died before starting the task: " + ErrnoText(errno));
-  }
+  const bool went = sent && ready.ok() && SendAll(control[0], &go, 1);
   close(control[0]);
-  if (!ready.ok()) {
+  if (!went) {
     close(report_pipe[0]);
-    while (waitpid(shim, nullptr, 0) < 0 && errno == EINTR) {
-    }
-    return ready;
+    const std::string how = Reap(shim);
+    if (!ready.ok()) return ready;
+    return IoError("task supervisor " + plan.supervisor + " died before starting the task (" + how +
+                   ")");
   }
   Report report = {};
   const bool reported = ReadAll(report_pipe[0], &report, sizeof(report));
   close(report_pipe[0]);
   if (!reported) {
-    int status = 0;
-    while (waitpid(shim, &status, 0) < 0 && errno == EINTR) {
-    }
-    return IoError("task supervisor died while starting the task (wait status " +
-                   std::to_string(status) + ")");
+    return IoError("task supervisor died while starting the task (" + Reap(shim) + ")");
   }
   ShimStart start;
   start.shim_pid = shim;
@@ -490,11 +550,9 @@ int SuperviseMain() {
   std::string body(size, '\0');
   if (!ReadAll(kControlFd, body.data(), body.size())) return 2;
   ShimPlan plan;
-  try {
-    plan = PlanFromJson(nlohmann::json::parse(body));
-  } catch (const nlohmann::json::exception&) {
-    return 2;
-  }
+  PlanReader reader(body);
+  VisitPlan(reader, plan);
+  if (!reader.ok()) return 2;
   const std::string exit_tmp = plan.exit_path + ".tmp";
   std::vector<char*> argv = PointerArray(plan.argv);
   std::vector<char*> envp = PointerArray(plan.env);

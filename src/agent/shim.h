@@ -6,7 +6,7 @@
 //                     so that starting a task never copies the agent's page tables; the plan
 //                     comes over a socket; setsid: own session, stdio on /dev/null, no
 //                     inherited fds)
-//                     --fork--> task (own process group; joins its cgroups; stdout/stderr
+//                     --vfork--> task (own process group; joins its cgroups; stdout/stderr
 //                               appended to log files; switches to the task user; cwd;
 //                               exact env; execve)
 //   The shim starts the task only once the agent says so (StartShim's `before_task`: the agent
@@ -47,8 +47,8 @@ inline constexpr char kSuperviseCommand[] = "__supervise";
 
 struct ShimPlan {
   // The binary started as the shim with kSuperviseCommand; it must call SuperviseMain().
-  // "/proc/self/exe" (the default) is the agent's own binary, even after it was replaced on disk.
-  std::string supervisor = "/proc/self/exe";
+  // "/proc/self/exe" is the agent's own binary, even after it was replaced on disk.
+  std::string supervisor;
   std::string executable;         // path for execve: absolute, or relative to workdir
   std::vector<std::string> argv;  // argv[0] as the task sees it
   std::vector<std::string> env;   // "NAME=value"
@@ -93,14 +93,15 @@ struct ShimStart {
   int cgroup_error = 0;                    // errno of joining a cgroup (the task runs regardless)
 };
 
-// Forks the shim, calls `before_task` with its pid, and only if that returns OK lets the shim
+// Starts the shim, calls `before_task` with its pid, and only if that returns OK lets the shim
 // start the task; then waits (briefly: until the task has exec'd or failed to) for its report.
 // ProcessRuntime records the shim's pid in `before_task`, so that an agent killed at any moment
 // leaves a record naming the supervisor of whatever was started (never a running task that
 // the next agent thinks gone). When `before_task` fails, the shim exits without starting the
 // task, is reaped, and that error is returned; the shim does the same when the caller dies
 // before saying go. The shim is a child of the caller, who must reap it (waitpid) once it
-// exits. Errors: the shim could not be forked, `before_task` failed, or the shim died before
+// exits. Errors: the task's command line and environment over 64 MiB (InvalidArgument); the
+// shim could not be started; `before_task` failed (its error); or the shim died before
 // reporting.
 Result<ShimStart> StartShim(const ShimPlan& plan,
                             const std::function<Status(pid_t shim_pid)>& before_task);
