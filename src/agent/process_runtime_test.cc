@@ -117,6 +117,42 @@ class ProcessRuntimeTest : public ::testing::Test {
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json();
   }
 
+  // Starts `l` in a runtime that then goes away, and takes the task's pid out of its record, as
+  // an agent killed between starting the task and recording it would leave it (the task's
+  // task.pid stays).
+  TaskStatus StartAndLoseItsPid(const TaskLaunch& l) {
+    auto a = MakeRuntime();
+    TaskStatus started = a->Start(l);
+    if (started.state != ProcessState::kRunning) return started;
+    WaitForOutput(*a, l.key, "ready");
+    a.reset();
+    nlohmann::json record = TaskRecord(l.key);
+    record["task_pid"] = 0;
+    record["task_start_ticks"] = 0;
+    EXPECT_TRUE(
+        WriteFileAtomic(home_ + "/tasks/" + ToString(l.key) + "/task.json", record.dump() + "\n")
+            .ok());
+    return started;
+  }
+
+  ShimPlan TouchPlan() const;
+
+  // SIGKILLs the supervisor of `key` and reaps it (this test process is its parent).
+  void KillSupervisor(const TaskKey& key) {
+    const pid_t shim = TaskRecord(key)["shim_pid"].get<pid_t>();
+    ASSERT_GT(shim, 0);
+    ASSERT_EQ(kill(shim, SIGKILL), 0);
+    ASSERT_EQ(waitpid(shim, nullptr, 0), shim);
+  }
+
+  static bool WaitUntilGone(pid_t pid) {
+    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    while (!ProcessGone(pid) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return ProcessGone(pid);
+  }
+
   static bool ProcessGone(pid_t pid) {
     auto stat = ReadProcStat(pid);
     return !stat.ok() || stat->state == 'Z' || stat->state == 'X';
@@ -516,11 +552,8 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   TaskLaunch l = Launch(1, {"sleep", "100"});
   TaskStatus started = a->Start(l);
   ASSERT_EQ(started.state, ProcessState::kRunning);
-  pid_t shim = TaskRecord(l.key)["shim_pid"].get<pid_t>();
-  ASSERT_GT(shim, 0);
   a.reset();
-  ASSERT_EQ(kill(shim, SIGKILL), 0);
-  ASSERT_EQ(waitpid(shim, nullptr, 0), shim);  // this test process is the shim's parent
+  KillSupervisor(l.key);
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
@@ -528,11 +561,7 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   EXPECT_EQ(adopted[0].state, ProcessState::kLost);
   EXPECT_EQ(adopted[0].message, "lost: supervisor gone");
   // The orphaned task was killed, not left holding its GPUs.
-  auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!ProcessGone(started.pid) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(ProcessGone(started.pid));
+  EXPECT_TRUE(WaitUntilGone(started.pid));
   // The verdict is stable across another restart.
   Seconds ended = *adopted[0].ended_at;
   b.reset();
@@ -561,16 +590,9 @@ TEST_F(ProcessRuntimeTest, TheRecordNamesTheSupervisorBeforeTheTaskRuns) {
 // The agent died after the task started and before it recorded the task's pid: the next agent
 // finds the pid in the supervisor's task.pid and can stop the task.
 TEST_F(ProcessRuntimeTest, ATaskAdoptedWithoutItsPidIsFoundAndCanBeStopped) {
-  auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
-  TaskStatus started = a->Start(l);
+  TaskStatus started = StartAndLoseItsPid(l);
   ASSERT_EQ(started.state, ProcessState::kRunning);
-  WaitForOutput(*a, l.key, "ready");
-  a.reset();
-  nlohmann::json record = TaskRecord(l.key);
-  record["task_pid"] = 0;
-  record["task_start_ticks"] = 0;
-  ASSERT_TRUE(WriteFileAtomic(home_ + "/tasks/1-1/task.json", record.dump() + "\n").ok());
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
@@ -588,29 +610,16 @@ TEST_F(ProcessRuntimeTest, ATaskAdoptedWithoutItsPidIsFoundAndCanBeStopped) {
 // agent finds the task through task.pid and stops it before reporting it lost, so it cannot run
 // beside its requeued run.
 TEST_F(ProcessRuntimeTest, ATaskWhoseRecordLacksItsPidIsStoppedWhenItsSupervisorDies) {
-  auto a = MakeRuntime();
   TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
-  TaskStatus started = a->Start(l);
+  TaskStatus started = StartAndLoseItsPid(l);
   ASSERT_EQ(started.state, ProcessState::kRunning);
-  WaitForOutput(*a, l.key, "ready");
-  a.reset();
-  nlohmann::json record = TaskRecord(l.key);
-  record["task_pid"] = 0;
-  record["task_start_ticks"] = 0;
-  ASSERT_TRUE(WriteFileAtomic(home_ + "/tasks/1-1/task.json", record.dump() + "\n").ok());
-  const pid_t shim = record["shim_pid"].get<pid_t>();
-  ASSERT_EQ(kill(shim, SIGKILL), 0);
-  ASSERT_EQ(waitpid(shim, nullptr, 0), shim);  // this test process is the shim's parent
+  KillSupervisor(l.key);
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
   ASSERT_EQ(adopted.size(), 1u);
   EXPECT_EQ(adopted[0].state, ProcessState::kLost);
-  auto deadline = std::chrono::steady_clock::now() + kDeadline;
-  while (!ProcessGone(started.pid) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(ProcessGone(started.pid));
+  EXPECT_TRUE(WaitUntilGone(started.pid));
 }
 
 // The plan reaches the supervisor byte for byte: a command line need not be UTF-8.
@@ -1208,7 +1217,8 @@ TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
   EXPECT_EQ(looked_up, std::vector<std::string>{"nobody"});
 }
 
-TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
+// A supervisor's plan for a task that creates root_/ran.
+ShimPlan ProcessRuntimeTest::TouchPlan() const {
   ShimPlan plan;
   plan.supervisor = CORRAL_BINARY;
   plan.executable = "/bin/touch";
@@ -1217,6 +1227,11 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
   plan.stdout_path = root_ + "/stdout.log";
   plan.stderr_path = root_ + "/stderr.log";
   plan.exit_path = root_ + "/exit.json";
+  return plan;
+}
+
+TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns) {
+  ShimPlan plan = TouchPlan();
   plan.identity = ShimIdentity{static_cast<uid_t>(-1), static_cast<gid_t>(-1), {}};  // invalid
   auto start = StartShim(plan, [](pid_t) { return Status::Ok(); });
   ASSERT_TRUE(start.ok()) << start.status().ToString();
@@ -1231,14 +1246,7 @@ TEST_F(ProcessRuntimeTest, FailingToSwitchToTheTaskUserIsReportedAndNothingRuns)
 // The agent refuses to go on (it could not record the supervisor): the task never runs, and
 // the shim is gone.
 TEST_F(ProcessRuntimeTest, ASupervisorThatIsNotToldToGoOnStartsNothing) {
-  ShimPlan plan;
-  plan.supervisor = CORRAL_BINARY;
-  plan.executable = "/bin/touch";
-  plan.argv = {"touch", root_ + "/ran"};
-  plan.workdir = task_dir_;
-  plan.stdout_path = root_ + "/stdout.log";
-  plan.stderr_path = root_ + "/stderr.log";
-  plan.exit_path = root_ + "/exit.json";
+  ShimPlan plan = TouchPlan();
   pid_t shim = 0;
   auto start = StartShim(plan, [&](pid_t pid) {
     shim = pid;
