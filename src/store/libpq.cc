@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/shared_library.h"
+
 namespace corral::store {
 namespace {
 
@@ -12,13 +14,9 @@ namespace {
 constexpr const char* kLibPqSoname = "libpq.so.5";
 
 Result<const LibPq*> Load() {
-  // RTLD_LOCAL: libpq's own dependencies stay out of the global symbol namespace.
-  void* library = dlopen(kLibPqSoname, RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = dlerror();
-    return FailedPrecondition(std::string("a PostgreSQL store needs libpq (") + kLibPqSoname +
-                              ", Debian package libpq5): " + (why ? why : "dlopen failed"));
-  }
+  Result<void*> opened = OpenSharedLibrary(kLibPqSoname, "a PostgreSQL store", "libpq", "libpq5");
+  if (!opened.ok()) return opened.status();
+  void* library = *opened;
   auto* pq = new LibPq;  // lives as long as the process, like the library
 #define CORRAL_LIBPQ_RESOLVE(name)                                                                \
   pq->name = reinterpret_cast<decltype(pq->name)>(dlsym(library, #name));                         \

@@ -136,7 +136,7 @@ MHD_Result CollectParam(void* cls, MHD_ValueKind, const char* key, const char* v
 
 ConnectionContext* ContextOf(MHD_Connection* connection) {
   const MHD_ConnectionInfo* info =
-      Mhd().get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+      Mhd().MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
   return info == nullptr ? nullptr : static_cast<ConnectionContext*>(info->socket_context);
 }
 }  // namespace
@@ -158,9 +158,9 @@ struct HttpServer::Callbacks {
     auto& server = *static_cast<HttpServer*>(self);
     if (what == MHD_CONNECTION_NOTIFY_STARTED) {
       const MHD_ConnectionInfo* fd =
-          Mhd().get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+          Mhd().MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
       const MHD_ConnectionInfo* from =
-          Mhd().get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+          Mhd().MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
       const sockaddr* address = from == nullptr ? nullptr : from->client_addr;
       *context = NoThrow(
           [&] {
@@ -337,8 +337,8 @@ Status HttpServer::Start() {
     items.push_back({MHD_OPTION_HTTPS_PRIORITIES, 0, kTlsPriorities});
   }
   items.push_back({MHD_OPTION_END, 0, nullptr});
-  daemon_ = Mhd().start_daemon(flags, 0, &Callbacks::OnAccept, this, &Callbacks::OnRequest, this,
-                               MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
+  daemon_ = Mhd().MHD_start_daemon(flags, 0, &Callbacks::OnAccept, this, &Callbacks::OnRequest,
+                                   this, MHD_OPTION_ARRAY, items.data(), MHD_OPTION_END);
   listen_fd_ = -1;  // libmicrohttpd's now: it closes it when it stops, or when it cannot start
   if (daemon_ == nullptr) {
     return IoError(cert.empty() ? "cannot start the HTTP server"
@@ -359,7 +359,7 @@ void HttpServer::Stop() {
   saturation_.Stop();  // requests waiting for a slot are answered now
   if (sweeper_.joinable()) sweeper_.join();
   if (daemon_ != nullptr) {
-    Mhd().stop_daemon(daemon_);  // closes the listening socket and every connection
+    Mhd().MHD_stop_daemon(daemon_);  // closes the listening socket and every connection
     daemon_ = nullptr;
   }
 }
@@ -383,8 +383,8 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
     r.counted_address = c->counted_address;
   }
   guard_.Entered(e.connection, ConnectionPhase::kReadingBody, SteadyClock::now());
-  Mhd().get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
-  Mhd().get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectParam, &r.params);
+  Mhd().MHD_get_connection_values(connection, MHD_HEADER_KIND, &CollectHeader, &r.headers);
+  Mhd().MHD_get_connection_values(connection, MHD_GET_ARGUMENT_KIND, &CollectParam, &r.params);
   if (options_.vouch) {
     if (std::optional<VouchedAddress> vouched = options_.vouch(r)) {
       r.client_address = std::move(vouched->address);
@@ -419,7 +419,7 @@ bool HttpServer::Begin(MHD_Connection* connection, Exchange& e, const char* url,
                   "the request path is over " + std::to_string(kMaxPathBytes) + " bytes");
   }
   const MHD_ConnectionInfo* head =
-      Mhd().get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+      Mhd().MHD_get_connection_info(connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
   if (head != nullptr && head->header_size > options_.max_head_bytes) {
     return Refuse(connection, e, 431,
                   "the request head is over " + std::to_string(options_.max_head_bytes) + " bytes");
@@ -461,20 +461,20 @@ bool HttpServer::Queue(MHD_Connection* connection, Exchange& e, HttpResponse res
   e.answered = true;
   MHD_Response* answer = nullptr;
   if (response.next_piece) {
-    answer = Mhd().create_response_from_callback(
+    answer = Mhd().MHD_create_response_from_callback(
         MHD_SIZE_UNKNOWN, 16 << 10, &ReadStream,
         new StreamState{std::move(response.next_piece), {}, 0}, &FreeStream);
   } else {
-    answer = Mhd().create_response_from_buffer(response.body.size(), response.body.data(),
-                                               MHD_RESPMEM_MUST_COPY);
+    answer = Mhd().MHD_create_response_from_buffer(response.body.size(), response.body.data(),
+                                                   MHD_RESPMEM_MUST_COPY);
   }
   if (answer == nullptr) return false;
   for (const auto& [name, value] : response.headers) {
-    Mhd().add_response_header(answer, name.c_str(), value.c_str());
+    Mhd().MHD_add_response_header(answer, name.c_str(), value.c_str());
   }
   const MHD_Result queued =
-      Mhd().queue_response(connection, static_cast<unsigned int>(response.status), answer);
-  Mhd().destroy_response(answer);
+      Mhd().MHD_queue_response(connection, static_cast<unsigned int>(response.status), answer);
+  Mhd().MHD_destroy_response(answer);
   return queued == MHD_YES;
 }
 

@@ -1,10 +1,12 @@
-// GNU libmicrohttpd, opened at run time (dlopen) by the first HTTP server that starts, rather
-// than linked: every corral command, the CLI's and each task supervisor's included, loaded it
-// and the GnuTLS it needs (ten libraries, about 15,000 relocations) before main, which made each
-// start 40% slower (docs/benchmarks.md, "CLI start-up").
+// GNU libmicrohttpd, loaded at run time by the first HTTP server that starts: linked, it was
+// loaded with GnuTLS and the nine libraries GnuTLS needs (about 15,000 relocations) into every
+// `corral` call, the CLI's and each task supervisor's included, which made each start about 30%
+// slower (docs/benchmarks.md, "Build time and CLI start-up"). The table's types come from
+// microhttpd.h, so a signature that changes breaks the build rather than a call (as libpq's,
+// store/libpq.h).
 //
-// Thread safety: LoadMhd() may be called from any thread; Mhd() after a LoadMhd() that
-// succeeded, from any thread.
+// Thread safety: LoadMhd() and Mhd() may be called from any thread; the table is immutable and
+// lives until the process exits (the library is never unloaded).
 #pragma once
 
 #include <microhttpd.h>
@@ -13,28 +15,30 @@
 
 namespace corral::server {
 
-// The soname of the ABI microhttpd.h describes (Debian 12: package libmicrohttpd12).
-inline constexpr char kMhdSoname[] = "libmicrohttpd.so.12";
+// Every libmicrohttpd function the HTTP server calls; one X(name) per function.
+#define CORRAL_MHD_FUNCTIONS(X)        \
+  X(MHD_add_response_header)           \
+  X(MHD_create_response_from_buffer)   \
+  X(MHD_create_response_from_callback) \
+  X(MHD_destroy_response)              \
+  X(MHD_get_connection_info)           \
+  X(MHD_get_connection_values)         \
+  X(MHD_queue_response)                \
+  X(MHD_start_daemon)                  \
+  X(MHD_stop_daemon)
 
-// The functions of libmicrohttpd corral calls, with the header's signatures.
 struct MhdLibrary {
-  decltype(&MHD_start_daemon) start_daemon = nullptr;
-  decltype(&MHD_stop_daemon) stop_daemon = nullptr;
-  decltype(&MHD_get_connection_info) get_connection_info = nullptr;
-  decltype(&MHD_get_connection_values) get_connection_values = nullptr;
-  decltype(&MHD_create_response_from_callback) create_response_from_callback = nullptr;
-  decltype(&MHD_create_response_from_buffer) create_response_from_buffer = nullptr;
-  decltype(&MHD_add_response_header) add_response_header = nullptr;
-  decltype(&MHD_queue_response) queue_response = nullptr;
-  decltype(&MHD_destroy_response) destroy_response = nullptr;
+#define CORRAL_MHD_FIELD(name) decltype(&::name) name = nullptr;
+  CORRAL_MHD_FUNCTIONS(CORRAL_MHD_FIELD)
+#undef CORRAL_MHD_FIELD
 };
 
-// Opens kMhdSoname once and resolves every function; the library stays loaded. Errors:
-// FailedPrecondition naming the library (and the package to install) or the missing function;
-// the same error again on every later call.
+// Loads libmicrohttpd.so.12 (Debian package libmicrohttpd12) once and resolves every function.
+// Errors: FailedPrecondition naming the library and package, or the missing function; the same
+// error on every later call.
 Result<const MhdLibrary*> LoadMhd();
 
-// The library LoadMhd() opened. Only after a LoadMhd() that succeeded.
+// The table LoadMhd() loaded. Only after a LoadMhd() that succeeded.
 const MhdLibrary& Mhd();
 
 }  // namespace corral::server
