@@ -3,9 +3,11 @@
 // periods run on a FakeClock, so a 10 s grace costs no wall time.
 #include "agent/process_runtime.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -17,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <tuple>
@@ -553,7 +556,7 @@ TEST_F(ProcessRuntimeTest, TaskWhoseSupervisorWasKilledIsReportedLostAndStopped)
   TaskStatus started = a->Start(l);
   ASSERT_EQ(started.state, ProcessState::kRunning);
   a.reset();
-  KillSupervisor(l.key);
+  ASSERT_NO_FATAL_FAILURE(KillSupervisor(l.key));
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
@@ -613,7 +616,7 @@ TEST_F(ProcessRuntimeTest, ATaskWhoseRecordLacksItsPidIsStoppedWhenItsSupervisor
   TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
   TaskStatus started = StartAndLoseItsPid(l);
   ASSERT_EQ(started.state, ProcessState::kRunning);
-  KillSupervisor(l.key);
+  ASSERT_NO_FATAL_FAILURE(KillSupervisor(l.key));
 
   auto b = MakeRuntime();
   std::vector<TaskStatus> adopted = b->Poll();
@@ -662,9 +665,76 @@ TEST_F(ProcessRuntimeTest, DamagedRecordsAreReportedLostNotDropped) {
 // a report without the task's job would be refused with the whole heartbeat.
 TEST_F(ProcessRuntimeTest, AFolderWithoutARecordStartedNothingAndIsRemoved) {
   std::filesystem::create_directories(home_ + "/tasks/5-1");
+  std::filesystem::create_directories(home_ + "/scratch/5-1");
+  std::ofstream(home_ + "/scratch/5-1/x") << "";
+  std::ofstream(home_ + "/hostfiles/5-1") << "";
   auto runtime = MakeRuntime();
   EXPECT_TRUE(runtime->Poll().empty());
   EXPECT_FALSE(std::filesystem::exists(home_ + "/tasks/5-1"));
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/scratch/5-1"));
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/hostfiles/5-1"));
+}
+
+// A task.pid that names another process (its start time differs: the pid was reused) or that
+// is not whole is not believed: the supervisor's death kills nobody else.
+TEST_F(ProcessRuntimeTest, ATaskPidThatNamesAnotherProcessIsNotBelieved) {
+  for (const std::string& content : {std::to_string(getpid()) + " 1\n", std::to_string(getpid())}) {
+    SCOPED_TRACE(content);
+    TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
+    TaskStatus started = StartAndLoseItsPid(l);
+    ASSERT_EQ(started.state, ProcessState::kRunning);
+    std::ofstream(home_ + "/tasks/1-1/task.pid", std::ios::trunc) << content;
+    ASSERT_NO_FATAL_FAILURE(KillSupervisor(l.key));
+    auto b = MakeRuntime();
+    std::vector<TaskStatus> adopted = b->Poll();  // this process was not signalled: still here
+    ASSERT_EQ(adopted.size(), 1u);
+    EXPECT_EQ(adopted[0].state, ProcessState::kLost);
+    EXPECT_EQ(adopted[0].pid, 0);
+    kill(started.pid, SIGKILL);  // orphaned: without cgroups nothing else stops it
+    ASSERT_TRUE(b->Forget(l.key).ok());
+  }
+}
+
+TEST_F(ProcessRuntimeTest, ARuntimeWithoutASupervisorBinaryIsRefused) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.supervisor_exe.clear();
+  auto refused = ProcessRuntime::Create(o, &clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("supervisor"));
+}
+
+// The supervisor starts clean: a session of its own, no signal blocked, and none of the
+// agent's descriptors (only stdio, on /dev/null, once the task has started).
+TEST_F(ProcessRuntimeTest, TheSupervisorStartsInItsOwnSessionWithNothingInherited) {
+  const int leaked = open("/dev/null", O_RDONLY);  // not O_CLOEXEC
+  ASSERT_GE(leaked, 0);
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  ASSERT_EQ(pthread_sigmask(SIG_BLOCK, &term, &old), 0);
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "echo ready; exec sleep 100"});
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  close(leaked);
+  WaitForOutput(*runtime, l.key, "ready");
+  const pid_t shim = TaskRecord(l.key)["shim_pid"].get<pid_t>();
+  EXPECT_EQ(getsid(shim), shim);
+  std::set<std::string> fds;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(shim) + "/fd")) {
+    fds.insert(e.path().filename().string());
+  }
+  EXPECT_EQ(fds, (std::set<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(shim) + "/fd/0"), "/dev/null");
+  std::ifstream status("/proc/" + std::to_string(shim) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) EXPECT_EQ(line, "SigBlk:\t0000000000000000");
+  }
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "done").ok());
+  WaitForEnd(*runtime, l.key);
 }
 
 TEST_F(ProcessRuntimeTest, KillInProgressSurvivesAnAgentRestart) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
@@ -320,8 +321,9 @@ constexpr uint32_t kMaxPlanBytes = 64u << 20;
 
 // The plan's fields in their order on the wire, for PlanWriter and PlanReader alike, so that
 // the two cannot disagree.
-template <typename Io>
-void VisitPlan(Io& io, ShimPlan& plan) {
+// `Plan` is const ShimPlan for the writer, ShimPlan for the reader.
+template <typename Io, typename Plan>
+void VisitPlan(Io& io, Plan& plan) {
   io(plan.executable);
   io(plan.argv);
   io(plan.env);
@@ -335,7 +337,9 @@ void VisitPlan(Io& io, ShimPlan& plan) {
   uint32_t has_identity = plan.identity.has_value() ? 1 : 0;
   io(has_identity);
   if (has_identity == 0) return;
-  if (!plan.identity) plan.identity.emplace();
+  if constexpr (!std::is_const_v<Plan>) {
+    if (!plan.identity) plan.identity.emplace();
+  }
   io(plan.identity->uid);
   io(plan.identity->gid);
   io(plan.identity->groups);
@@ -345,17 +349,15 @@ void VisitPlan(Io& io, ShimPlan& plan) {
 // UTF-8, so not JSON).
 class PlanWriter {
  public:
-  void operator()(uint32_t& v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
-  void operator()(std::string& v) {
-    uint32_t size = static_cast<uint32_t>(v.size());
-    (*this)(size);
+  void operator()(uint32_t v) { out_.append(reinterpret_cast<const char*>(&v), sizeof(v)); }
+  void operator()(const std::string& v) {
+    (*this)(static_cast<uint32_t>(v.size()));
     out_ += v;
   }
   template <typename T>
-  void operator()(std::vector<T>& list) {
-    uint32_t size = static_cast<uint32_t>(list.size());
-    (*this)(size);
-    for (T& item : list) (*this)(item);
+  void operator()(const std::vector<T>& list) {
+    (*this)(static_cast<uint32_t>(list.size()));
+    for (const T& item : list) (*this)(item);
   }
   std::string& out() { return out_; }
 
@@ -401,7 +403,7 @@ class PlanReader {
   bool ok_ = true;
 };
 
-// `write` or `send` (MSG_NOSIGNAL: EPIPE, not SIGPIPE) until done; false on an error or EOF.
+// `read` or `send` (MSG_NOSIGNAL: EPIPE, not SIGPIPE) until done; false on an error or EOF.
 bool Transfer(int fd, char* data, size_t size, bool sending) {
   while (size > 0) {
     ssize_t n = sending ? send(fd, data, size, MSG_NOSIGNAL) : read(fd, data, size);
@@ -489,8 +491,7 @@ std::string Reap(pid_t shim) {
 Result<ShimStart> StartShim(const ShimPlan& plan,
                             const std::function<Status(pid_t shim_pid)>& before_task) {
   PlanWriter writer;
-  ShimPlan copy = plan;
-  VisitPlan(writer, copy);
+  VisitPlan(writer, plan);
   const std::string& body = writer.out();
   if (body.size() > kMaxPlanBytes) {
     return InvalidArgument("task too large to start: " + std::to_string(body.size()) +

@@ -83,8 +83,8 @@ Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const 
   if (duration->value() < kMinKeepFinished.value()) {
     const bool bare = text.find_first_not_of("0123456789") == std::string::npos;
     return InvalidArgument(flag + ": " + text + (bare ? " seconds" : "") +
-                           " is under the minimum of 1h (write a unit: 90d; or 0 or forever: "
-                           "keep every job)");
+                           " is under the minimum of 1h (" + (bare ? "write a unit: 90d; " : "") +
+                           "or 0 or forever: keep every job)");
   }
   return std::optional<Seconds>(*duration);
 }
