@@ -168,6 +168,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       store_(store),
       clock_(clock),
       batcher_(&store),
+      writes_(&store),
       environments_(store, clock),
       accounts_(store, clock, config_.principal_cache, config_.default_token_expiry),
       gpu_monitor_(config_.gpu_monitor),
@@ -294,6 +295,7 @@ void Controller::Stop() {
   loop_wake_cv_.notify_all();
   if (loop_.joinable()) loop_.join();
   batcher_.Close();
+  writes_.Close();
 }
 
 void Controller::WakeLoop() {
@@ -307,6 +309,7 @@ void Controller::WakeLoop() {
 std::unique_lock<std::mutex> Controller::LockState() {
   std::unique_lock lock(mu_);
   DrainInboxLocked();
+  ApplyAnsweredWritesLocked();
   return lock;
 }
 
@@ -369,6 +372,7 @@ void Controller::Tick() {
 }
 
 void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
+  SettleWritesLocked();  // the round writes directly
   ReloadPolicyIfChangedLocked();
   RetryUnsettledLocked();
   CheckNodesLocked();

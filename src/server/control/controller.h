@@ -32,8 +32,10 @@
 // the inbox first, so every holder of mu_ sees every job committed before it took it (Create's
 // recovery and Stop excepted: no submission is in flight then, or none matters). The inbox's
 // order is the order submitters reached it, not the commit order: the scheduler orders its queue
-// by its own key. Store writes other than submissions happen under mu_; the store has one
-// connection, so a submission's commit may still wait for a pass's or a heartbeat's.
+// by its own key. Heartbeats and cancels are decided under mu_ and committed by the write group
+// without it (PendingWrite): their effect on memory follows once durable, in decision order.
+// Other store writes (a pass's starts, node loss, rounds) still happen under mu_; the store has
+// one connection, so a commit may wait for another's.
 #pragma once
 
 #include <atomic>
@@ -41,6 +43,7 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <functional>
 #include <map>
 #include <memory>
@@ -79,6 +82,7 @@
 #include "server/monitoring/gpu_monitor.h"
 #include "store/store.h"
 #include "store/submission_batcher.h"
+#include "store/write_batcher.h"
 
 namespace corral::server {
 
@@ -485,15 +489,67 @@ class Controller {
   void EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds now) const;
   // The plan's writes are committed: memory and the scheduler follow (may erase `job`).
   void ApplyPlanLocked(LiveJob& job, RunPlan plan, Seconds now);
-  // A report's task changes for node `name` (`reported`: the allocations it lists or accepted as
-  // starting), planned per job, committed together, then applied; stop orders for stale tasks
-  // go into `kills`. Should that commit fail, each job is written alone, and a job whose
-  // settling cannot be written keeps at least its reported tasks (settled at the next tick,
-  // `unsettled_`). Errors: a job's reported tasks could not be written (nothing of that job is
-  // applied; the agent sends its report again).
-  Status ApplyReportLocked(const std::string& name, const protocol::Report& report,
-                           const std::set<int64_t>& reported,
-                           std::vector<protocol::StopOrder>& kills);
+  // What a node's report changes (controller_reports.cc): the allocations it lists or accepted
+  // as starting (`reported`), those it lists running, and those it lists ended.
+  struct ReportedAllocations {
+    std::set<int64_t> reported, starting, running, ended;
+  };
+  // Takes a report of node `name` (registration `registration`): its task changes planned per
+  // job (stop orders for stale tasks go into `kills`), committed in one write of the write group
+  // with `lock` released meanwhile, then applied with the node's record of the report (its
+  // sequence number, the tasks starting, the waits its ended tasks release). Should that write
+  // fail, each job is written alone, and a job whose settling cannot be written keeps at least
+  // its reported tasks (settled at the next tick, `unsettled_`). Errors: a job's reported tasks
+  // could not be written (nothing of that job is applied; the agent sends its report again).
+  Status TakeReportLocked(std::unique_lock<std::mutex>& lock, const std::string& name,
+                          uint64_t registration, const protocol::Report& report,
+                          ReportedAllocations allocations,
+                          std::vector<protocol::StopOrder>& kills);
+  // The plans of a report (TakeReportLocked), decided against memory at `now`.
+  std::map<JobId, RunPlan> PlanReportLocked(const std::string& name,
+                                            const protocol::Report& report,
+                                            const std::set<int64_t>& reported,
+                                            std::vector<protocol::StopOrder>& kills, Seconds now);
+  // Applies `plans` whose write together ended in `committed` (TakeReportLocked's fallbacks).
+  Status SettleReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed, Seconds now);
+  // Whether the report of node `name` changes a job (or the node) that a pending write changes.
+  bool ReportMeetsPendingWriteLocked(const std::string& name,
+                                     const protocol::Report& report) const;
+
+  // --- The write group (controller_writes.cc; docs/control-plane.md, "Group commit") ---
+  // A change decided under mu_ whose store write is committed by writes_ (one transaction and
+  // one fsync for every write waiting) while mu_ is free, and whose effect on memory is applied
+  // under mu_ once durable, in the order the changes were decided: nothing is acknowledged or
+  // visible before it is on disk, and the lock is never held for an fsync on this path.
+  //
+  // Rule: memory and the store change in the same order. A change that reads or writes a job
+  // or node a pending write changes settles the pending writes first (SettleWritesLocked), and
+  // so does every path that still writes the store directly (rounds, passes, node loss, array
+  // cancels, registrations, admin actions), before it holds a reference into jobs_ or nodes_.
+  struct PendingWrite {
+    std::shared_future<Status> durable;
+    std::vector<JobId> jobs;  // the jobs its apply changes
+    std::string node;         // the node whose report it is; empty for other writes
+    // Under mu_, once the commit answered (Ok or the batch's error), after every earlier
+    // write's apply.
+    std::function<void(const Status&)> apply;
+  };
+  // Queues `batch` (stamped `now`) for commit and `write` (jobs, node, apply) to be applied
+  // once it is answered; returns the commit's future. An empty batch is applied at once when
+  // no write is pending (a quiet heartbeat writes nothing and waits for nothing).
+  std::shared_future<Status> WriteLocked(store::WriteBatch batch, Seconds now, PendingWrite write);
+  // Applies, in order, the pending writes whose commits are answered; waits for none.
+  void ApplyAnsweredWritesLocked();
+  // Waits (holding mu_) until every pending write is answered and applies them all.
+  void SettleWritesLocked();
+  // Releases `lock` until `durable` is ready, then takes it again and applies the answered
+  // writes (the one `durable` belongs to included).
+  void AwaitWriteLocked(std::unique_lock<std::mutex>& lock,
+                        const std::shared_future<Status>& durable);
+  bool JobHasPendingWriteLocked(JobId id) const { return pending_jobs_.count(id) > 0; }
+  bool NodeHasPendingWriteLocked(const std::string& node) const {
+    return pending_nodes_.count(node) > 0;
+  }
   // A distributed job's rendezvous (part 0's address, a port block, every part's address),
   // added to each task's allocation before the gang is stored. Errors: no free ports.
   Status AddRendezvousLocked(const LiveJob& job, std::vector<store::TaskAssignment>& tasks);
@@ -540,9 +596,6 @@ class Controller {
   void EvaluateJobLocked(LiveJob& job);
   // The scheduler's view of a job: its spec's, placed only where its environment can run.
   static model::Job ModelJobOf(const LiveJob& job);
-  // Commit the job's end (or requeue) first, then forget its run; on a store error nothing
-  // changes and the error is returned. EndJobLocked erases `job`.
-  Status EndJobLocked(LiveJob& job, model::JobState state, const std::string& reason);
   // The job's end in `state` at `now` is committed: the predictor learns its run time, and it
   // is forgotten (erases `job`).
   void EndedLocked(LiveJob& job, model::JobState state, Seconds now);
@@ -577,8 +630,11 @@ class Controller {
   // Takes a committed new job into memory and the scheduler's queue.
   void QueueLocked(const store::JobRecord& record, JobSpec spec,
                    std::optional<EnvironmentVersion> environment);
-  // Stops a started job: the request is committed first (a restarted server goes on stopping
-  // it), then its tasks get kills. May erase `job` (when nothing of it runs any more).
+  // A started job's cancellation, decided: the request (a restarted server goes on stopping the
+  // job) and the stops of its tasks, in one plan.
+  RunPlan CancelPlanLocked(const LiveJob& job, const std::string& reason, Seconds now) const;
+  // Stops a started job: CancelPlanLocked committed at once (not through the write group),
+  // then applied. May erase `job` (when nothing of it runs any more).
   Status RequestCancelLocked(LiveJob& job, const std::string& reason);
   // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
   // output goes).
@@ -594,6 +650,7 @@ class Controller {
   store::Store& store_;
   Clock& clock_;
   store::SubmissionBatcher batcher_;
+  store::WriteBatcher writes_;  // the write group
   EnvironmentCatalog environments_;
   server::Accounts accounts_;
   GpuMonitor gpu_monitor_;       // its own lock; taken after mu_ when both are held
@@ -614,6 +671,9 @@ class Controller {
   std::map<std::string, std::set<JobId>> jobs_on_node_;
   std::map<std::string, LiveNode> nodes_;
   std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
+  std::deque<PendingWrite> pending_writes_;  // decided, not applied yet; in the order decided
+  std::multiset<JobId> pending_jobs_;        // the jobs of pending_writes_, once per write
+  std::multiset<std::string> pending_nodes_;  // the nodes of pending_writes_, once per write
   std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
   sched::SchedulingPolicy policy_;
   std::string policy_error_;  // why the last policy-file edit was refused; empty if none

@@ -230,6 +230,7 @@ Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, Job
 Status Controller::Cancel(const Principal& who, JobId id) {
   const std::string what = "job " + std::to_string(id.value());
   auto lock = LockState();
+  if (JobHasPendingWriteLocked(id)) SettleWritesLocked();  // decided against its last change
   auto it = jobs_.find(id);
   if (it == jobs_.end()) {
     auto record = store_.GetJob(id);
@@ -241,11 +242,33 @@ Status Controller::Cancel(const Principal& who, JobId id) {
   if (!who.CanAccessProject(job.record.project)) return NotFound(what + " not found");
   CORRAL_RETURN_IF_ERROR(MayCancel(who, job.record, what));
   const std::string reason = "cancelled by " + who.name;
+  const Seconds now = clock_.Now();
+  // Committed first (through the write group, without the lock): a cancellation the store did
+  // not take is reported, not half done.
+  PendingWrite write;
+  write.jobs = {id};
+  store::WriteBatch batch;
   if (reconcile::DecideCancel(job.record.state) == reconcile::CancelVerdict::kEndNow) {
-    // Committed first: a cancellation the store did not take is reported, not half done.
-    return EndJobLocked(job, JobState::kCancelled, reason);
+    batch.transitions.push_back({id, job.record.state, JobState::kCancelled, reason});
+    write.apply = [this, id, now](const Status& committed) {
+      if (!committed.ok()) return;
+      if (auto live = jobs_.find(id); live != jobs_.end()) {
+        EndedLocked(live->second, JobState::kCancelled, now);
+      }
+    };
+  } else {
+    auto plan = std::make_shared<RunPlan>(CancelPlanLocked(job, reason, now));
+    batch = plan->writes;
+    write.apply = [this, id, plan, now](const Status& committed) {
+      if (!committed.ok()) return;
+      if (auto live = jobs_.find(id); live != jobs_.end()) {
+        ApplyPlanLocked(live->second, std::move(*plan), now);
+      }
+    };
   }
-  CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
+  const std::shared_future<Status> durable = WriteLocked(std::move(batch), now, std::move(write));
+  AwaitWriteLocked(lock, durable);
+  CORRAL_RETURN_IF_ERROR(durable.get());
   lock.unlock();
   changed_.notify_all();
   return Status::Ok();
@@ -262,6 +285,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
   const std::string reason = "cancelled by " + who.name;
   auto lock = LockState();
+  SettleWritesLocked();  // its elements' changes are written directly
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;
@@ -288,11 +312,21 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   return ids;
 }
 
+Controller::RunPlan Controller::CancelPlanLocked(const LiveJob& job, const std::string& reason,
+                                                 Seconds now) const {
+  RunPlan plan = PlanFor(job);
+  plan.end = reconcile::CancelRequested(plan.end, reason);
+  EvaluatePlanLocked(job, plan, now);
+  // Durable with the stops: a restarted server goes on stopping the job.
+  plan.writes.cancel_requests.push_back({job.record.id, reason});
+  return plan;
+}
+
 Status Controller::RequestCancelLocked(LiveJob& job, const std::string& reason) {
-  // Durable before acknowledged: a restarted server goes on stopping the job.
-  CORRAL_RETURN_IF_ERROR(store_.RequestCancel(job.record.id, reason, clock_.Now()));
-  job.end = reconcile::CancelRequested(job.end, reason);
-  EvaluateJobLocked(job);
+  const Seconds now = clock_.Now();
+  RunPlan plan = CancelPlanLocked(job, reason, now);
+  CORRAL_RETURN_IF_ERROR(store_.Apply(plan.writes, now));
+  ApplyPlanLocked(job, std::move(plan), now);
   return Status::Ok();
 }
 

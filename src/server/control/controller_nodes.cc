@@ -92,6 +92,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   if (!token.ok()) return token.status();
   const std::string id_hash = HashToken(request.node_id);
   auto lock = LockState();
+  SettleWritesLocked();  // a replaced node's jobs are changed directly
   auto it = nodes_.find(name);
   bool live = it != nodes_.end() && it->second.state != NodeState::kLost;
   if (live && !it->second.node_id_hash.empty() && !SecureEquals(it->second.node_id_hash, id_hash)) {
@@ -264,6 +265,7 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
 
 Status Controller::SetNodeState(const std::string& name, const std::string& action) {
   auto lock = LockState();
+  SettleWritesLocked();  // a removed node's jobs are changed directly
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node '" + name + "' not found");
   if (action != "cordon" && action != "uncordon" && action != "drain" && action != "remove") {

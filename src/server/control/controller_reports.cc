@@ -119,10 +119,9 @@ std::optional<uint64_t> Controller::AuthenticateNode(const std::string& name,
   return credentials_.Authenticate(name, token);
 }
 
-Status Controller::ApplyReportLocked(const std::string& name, const protocol::Report& report,
-                                     const std::set<int64_t>& reported,
-                                     std::vector<protocol::StopOrder>& kills) {
-  const Seconds now = clock_.Now();
+std::map<JobId, Controller::RunPlan> Controller::PlanReportLocked(
+    const std::string& name, const protocol::Report& report, const std::set<int64_t>& reported,
+    std::vector<protocol::StopOrder>& kills, Seconds now) {
   std::map<JobId, RunPlan> plans;  // by job: applied in this order
   auto plan_of = [&](const LiveJob& job) -> RunPlan& {
     auto it = plans.find(job.record.id);
@@ -173,14 +172,11 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
       }
     }
   }
-  // One commit for the whole report.
-  store::WriteBatch all;
-  for (const auto& [id, plan] : plans) {
-    all.tasks.insert(all.tasks.end(), plan.writes.tasks.begin(), plan.writes.tasks.end());
-    all.transitions.insert(all.transitions.end(), plan.writes.transitions.begin(),
-                           plan.writes.transitions.end());
-  }
-  const Status together = store_.Apply(all, now);
+  return plans;
+}
+
+Status Controller::SettleReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed,
+                                      Seconds now) {
   // A plan whose settling was not written: what the agent reported is kept (written already),
   // and the job is settled again at the next tick.
   auto keep_reported = [&](LiveJob& job, RunPlan& plan) {
@@ -188,7 +184,7 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     job.end_notes = std::move(plan.end_notes);
     unsettled_.insert(job.record.id);
   };
-  if (!together.ok() && IsStoreWide(together)) {
+  if (!committed.ok() && IsStoreWide(committed)) {
     // The store refused the whole (I/O, a lost connection, a broken table): one more try with
     // only what the agent reported, for every job at once; failing that, nothing is applied
     // and the agent sends its report again.
@@ -205,9 +201,9 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
   Status first_error;
   for (auto& [id, plan] : plans) {
     LiveJob& job = jobs_.at(id);
-    if (together.ok() || store_.Apply(plan.writes, now).ok()) {
+    if (committed.ok() || store_.Apply(plan.writes, now).ok()) {
       ApplyPlanLocked(job, std::move(plan), now);
-    } else if (Status s = store_.Apply({plan.reported, {}}, now); s.ok()) {
+    } else if (Status s = store_.Apply({{}, plan.reported, {}}, now); s.ok()) {
       keep_reported(job, plan);
     } else if (first_error.ok()) {
       // Nothing of this job is applied (other jobs' plans may be): the agent sends its report
@@ -216,6 +212,68 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     }
   }
   return first_error;
+}
+
+bool Controller::ReportMeetsPendingWriteLocked(const std::string& name,
+                                               const protocol::Report& report) const {
+  if (pending_writes_.empty()) return false;
+  if (NodeHasPendingWriteLocked(name)) return true;
+  for (const protocol::TaskStatus& s : report.tasks) {
+    auto owner = job_of_allocation_.find(s.key.allocation.value());
+    if (owner != job_of_allocation_.end() && JobHasPendingWriteLocked(owner->second)) return true;
+  }
+  if (auto on = jobs_on_node_.find(name); on != jobs_on_node_.end() && !report.partial) {
+    for (JobId id : on->second) {
+      if (JobHasPendingWriteLocked(id)) return true;
+    }
+  }
+  return false;
+}
+
+Status Controller::TakeReportLocked(std::unique_lock<std::mutex>& lock, const std::string& name,
+                                    uint64_t registration, const protocol::Report& report,
+                                    ReportedAllocations allocations,
+                                    std::vector<protocol::StopOrder>& kills) {
+  const Seconds now = clock_.Now();
+  // What the apply needs, kept until it runs (after the commit, maybe on another thread).
+  struct Taken {
+    std::map<JobId, RunPlan> plans;
+    ReportedAllocations allocations;
+    Status outcome;
+  };
+  auto taken = std::make_shared<Taken>();
+  taken->plans = PlanReportLocked(name, report, allocations.reported, kills, now);
+  taken->allocations = std::move(allocations);
+  PendingWrite write;
+  store::WriteBatch all;  // one write for the whole report
+  for (const auto& [id, plan] : taken->plans) {
+    write.jobs.push_back(id);
+    all.tasks.insert(all.tasks.end(), plan.writes.tasks.begin(), plan.writes.tasks.end());
+    all.transitions.insert(all.transitions.end(), plan.writes.transitions.begin(),
+                           plan.writes.transitions.end());
+  }
+  write.node = name;
+  write.apply = [this, taken, name, registration, seq = report.seq, partial = report.partial,
+                 now](const Status& committed) {
+    taken->outcome = SettleReportLocked(taken->plans, committed, now);
+    auto it = nodes_.find(name);
+    if (!taken->outcome.ok() || it == nodes_.end() || it->second.registration != registration ||
+        it->second.state == NodeState::kLost) {
+      return;  // not taken, or for a registration that is gone
+    }
+    LiveNode& node = it->second;
+    ReportedAllocations& a = taken->allocations;
+    node.reports.starting = std::move(a.starting);
+    if (partial) {
+      // Only the tasks it lists: the others keep their states, and the waits on them.
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return a.ended.count(alloc) > 0; });
+    } else {
+      ReleaseWaitsLocked(name, [&](int64_t alloc) { return a.running.count(alloc) == 0; });
+    }
+    node.reports.last_seq = seq;
+  };
+  AwaitWriteLocked(lock, WriteLocked(std::move(all), now, std::move(write)));
+  return taken->outcome;
 }
 
 Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, uint64_t registration,
@@ -230,48 +288,52 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   // ends it is applied, and a slow disk holds up no one else.
   logs_.Write(name, report.logs);
   auto lock = LockState();
-  auto it = nodes_.find(name);
-  if (it == nodes_.end() || it->second.state == NodeState::kLost ||
-      it->second.registration != registration) {
-    // Lost, or registered again since this request was authenticated.
-    return NotFound("node '" + name + "' is not registered");
-  }
-  LiveNode& node = it->second;
-  node.last_heartbeat = clock_.Now();
-  if (node.unreachable) ReachableAgainLocked(name, node);
-  if (!report.gpu_metrics_error.empty()) node.gpu_metrics_error = report.gpu_metrics_error;
+  // Lost, or registered again since this request was authenticated (or while it waited).
+  auto registered = [&]() -> LiveNode* {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end() || it->second.state == NodeState::kLost ||
+        it->second.registration != registration) {
+      return nullptr;
+    }
+    return &it->second;
+  };
+  // A report of this node, or one that changes the same jobs, whose write is pending: applied
+  // first, so that this one is decided against it (and its sequence number is known).
+  if (ReportMeetsPendingWriteLocked(name, report)) SettleWritesLocked();
+  LiveNode* registered_node = registered();
+  if (!registered_node) return NotFound("node '" + name + "' is not registered");
+  registered_node->last_heartbeat = clock_.Now();
+  if (registered_node->unreachable) ReachableAgainLocked(name, *registered_node);
+  if (!report.gpu_metrics_error.empty()) registered_node->gpu_metrics_error = report.gpu_metrics_error;
   if (report.gpu_metrics) {
     const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
-    GpuMonitor::NodeGpus identity{node.inventory.gpu_model, {}};
-    for (const protocol::InventoryGpu& g : node.inventory.gpus) {
+    GpuMonitor::NodeGpus identity{registered_node->inventory.gpu_model, {}};
+    for (const protocol::InventoryGpu& g : registered_node->inventory.gpus) {
       identity.gpus.push_back({g.uuid, g.memory.value()});
     }
     gpu_monitor_.Record(name, identity, gpus, GpuHoldersLocked(name, gpus),
-                        node.last_heartbeat.value() * 1000);
+                        registered_node->last_heartbeat.value() * 1000);
   }
   std::vector<protocol::StopOrder> kills;
   // Two reports of one agent may be in flight at once (a push overtaking a heartbeat): one older
   // than a report already taken from this registration says nothing the server may act on, and
   // taking it could undo what the newer one said (mark a task it started lost).
-  const bool stale = report.seq <= node.reports.last_seq;
+  const bool stale = report.seq <= registered_node->reports.last_seq;
   if (!stale) {
-    std::set<int64_t> reported = starting;  // accepted: not lost, not resent
-    std::set<int64_t> running, ended;
+    ReportedAllocations a;
+    a.reported = starting;  // accepted: not lost, not resent
     for (const protocol::TaskStatus& s : report.tasks) {
       const int64_t alloc = s.key.allocation.value();
-      reported.insert(alloc);
-      (s.state == protocol::ProcessState::kRunning ? running : ended).insert(alloc);
+      a.reported.insert(alloc);
+      (s.state == protocol::ProcessState::kRunning ? a.running : a.ended).insert(alloc);
     }
-    CORRAL_RETURN_IF_ERROR(ApplyReportLocked(name, report, reported, kills));
-    node.reports.starting = std::move(starting);
-    if (report.partial) {
-      // Only the tasks it lists: the others keep their states, and the waits on them.
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return ended.count(alloc) > 0; });
-    } else {
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return running.count(alloc) == 0; });
-    }
-    node.reports.last_seq = report.seq;
+    a.starting = std::move(starting);
+    CORRAL_RETURN_IF_ERROR(TakeReportLocked(lock, name, registration, report, std::move(a), kills));
+    // The lock was released while the report's write committed.
+    registered_node = registered();
+    if (!registered_node) return NotFound("node '" + name + "' is not registered");
   }
+  LiveNode& node = *registered_node;
   // What every answer says about the report: whether it was stale, and the newest report taken.
   auto about_report = [&](protocol::ReportAnswer& answer) {
     answer.stale_report = stale;

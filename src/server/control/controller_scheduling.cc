@@ -28,6 +28,7 @@ model::Allocation AllocationOf(const sched::Allocation& a) {
 // --- Scheduling ------------------------------------------------------------------------------
 
 void Controller::ScheduleLocked() {
+  SettleWritesLocked();  // the pass decides against every change decided before it
   const Seconds now = clock_.Now();
   ++passes_;
   sched::Decisions decisions = scheduler_->Schedule(now);
@@ -227,14 +228,6 @@ model::Job Controller::ModelJobOf(const LiveJob& job) {
     }
   }
   return out;
-}
-
-Status Controller::EndJobLocked(LiveJob& job, JobState state, const std::string& reason) {
-  const JobId id = job.record.id;
-  const Seconds now = clock_.Now();
-  CORRAL_RETURN_IF_ERROR(store_.TransitionJob(id, job.record.state, state, reason, now));
-  EndedLocked(job, state, now);
-  return Status::Ok();
 }
 
 void Controller::EndedLocked(LiveJob& job, JobState state, Seconds now) {

@@ -281,6 +281,7 @@ void Controller::CheckSessionsLocked(std::unique_lock<std::mutex>& lock) {
   // app was asked.
   const Seconds now = clock_.Now();
   AskIdleSessionAppsLocked(lock, now);
+  SettleWritesLocked();  // changes decided while the apps were asked; the steps write directly
   std::vector<JobId> running;
   for (JobId id : sessions_) {
     const LiveJob& job = jobs_.at(id);

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <future>
 #include <map>
 #include <thread>
@@ -624,6 +626,75 @@ TEST_F(ControllerTest, CancelledLaunchTheAgentNeverGotEndsWithItsNextReport) {
   // The answer was lost: the agent's next report does not list the task. It never ran.
   Beat("a", Report());
   EXPECT_EQ(StateOf(id), "cancelled");
+}
+
+// The write group (controller_writes.cc): cancels from many threads are decided under the lock
+// and committed together without it; each answer comes once its cancel is durable.
+TEST_F(ControllerTest, ConcurrentCancelsAreCommittedTogetherAndEachOnce) {
+  std::vector<JobId> ids;
+  for (int i = 0; i < 400; ++i) ids.push_back(Submit(Spec(1, 1)));
+  const int64_t commits_before = controller_->StoreCommits();
+  std::vector<std::thread> threads;
+  std::atomic<int> failed{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < ids.size(); i += 8) {
+        if (!controller_->Cancel(alice_, ids[i]).ok()) ++failed;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const int64_t commits = controller_->StoreCommits() - commits_before;
+  EXPECT_EQ(failed.load(), 0);
+  for (JobId id : ids) EXPECT_EQ(StateOf(id), "cancelled") << id.value();
+  // At most one commit each; how many share one depends on the disk (said, not checked).
+  EXPECT_LE(commits, static_cast<int64_t>(ids.size()));
+  std::cout << "400 cancels from 8 threads in " << commits << " commits\n";
+  // Cancelled once: a second cancel says it already ended.
+  EXPECT_EQ(controller_->Cancel(alice_, ids[0]).code(), StatusCode::kFailedPrecondition);
+}
+
+// Reports of several nodes and cancels of their jobs, all at once: every job ends exactly once,
+// with the state the first durable change gave it, and nothing is left half applied (the GPUs of
+// every ended job are free again).
+TEST_F(ControllerTest, ConcurrentReportsAndCancelsSettleEveryJobOnce) {
+  const std::vector<std::string> nodes = {"a", "b", "c", "d"};
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    ASSERT_TRUE(RegisterNode(nodes[n], n % 2 ? kNodeB : kNodeA, Inventory(8)).ok());
+  }
+  std::vector<JobId> ids;
+  for (int i = 0; i < 32; ++i) ids.push_back(Submit(Spec(1)));
+  controller_->Tick();
+  std::map<std::string, std::vector<json>> launches;
+  for (const std::string& n : nodes) {
+    for (const json& l : Beat(n, Report())["run"]) launches[n].push_back(l);
+  }
+  std::vector<std::thread> threads;
+  for (const std::string& n : nodes) {
+    threads.emplace_back([&, n] {
+      std::vector<json> running, exited;
+      for (const json& l : launches[n]) {
+        running.push_back(TaskReport(l, "running"));
+        exited.push_back(TaskReport(l, "exited", 0));
+      }
+      EXPECT_TRUE(Heartbeat(n, Report(running), 0).ok());
+      EXPECT_TRUE(Heartbeat(n, Report(exited), 0).ok());
+    });
+  }
+  threads.emplace_back([&] {
+    for (size_t i = 0; i < ids.size(); i += 2) (void)controller_->Cancel(alice_, ids[i]);
+  });
+  for (auto& t : threads) t.join();
+  for (const std::string& n : nodes) Beat(n, Report());  // kills answered, if any are left
+  for (JobId id : ids) {
+    const std::string state = StateOf(id);
+    EXPECT_TRUE(state == "succeeded" || state == "cancelled") << id.value() << " " << state;
+  }
+  // Every GPU is free again: four jobs of 8 GPUs start.
+  std::vector<JobId> whole;
+  for (size_t n = 0; n < nodes.size(); ++n) whole.push_back(Submit(Spec(8)));
+  controller_->Tick();
+  for (JobId id : whole) EXPECT_EQ(StateOf(id), "starting") << id.value();
 }
 
 TEST_F(ControllerTest, OnlyTheOwnerOrAnAdminMayCancel) {
