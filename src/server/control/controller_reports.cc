@@ -207,7 +207,7 @@ Status Controller::ApplyReportLocked(const std::string& name, const protocol::Re
     LiveJob& job = jobs_.at(id);
     if (together.ok() || store_.Apply(plan.writes, now).ok()) {
       ApplyPlanLocked(job, std::move(plan), now);
-    } else if (Status s = store_.Apply({plan.reported, {}}, now); s.ok()) {
+    } else if (Status s = store_.Apply({.tasks = plan.reported}, now); s.ok()) {
       keep_reported(job, plan);
     } else if (first_error.ok()) {
       // Nothing of this job is applied (other jobs' plans may be): the agent sends its report
