@@ -13,6 +13,7 @@
 #include "store/store.h"
 #include "store/store_test_fixture.h"
 #include "store/submission_batcher.h"
+#include "store/write_batcher.h"
 
 namespace corral::store {
 namespace {
@@ -208,6 +209,15 @@ TEST_P(LeaseTest, AFencedStoreChangesNothingThroughAnyWritePath) {
       {"AssignGang", [&] { return old_leader->AssignGang(*pending, {t}, Seconds(3)).status(); }},
       {"UpdateTask", [&] { return old_leader->UpdateTask(task); }},
       {"Apply", [&] { return old_leader->Apply(batch, Seconds(3)); }},
+      {"ApplyGroup",
+       [&] {
+         return old_leader->ApplyGroup({{batch, Seconds(3)}});
+       }},
+      {"WriteBatcher",
+       [&] {
+         WriteBatcher batcher(old_leader.get());
+         return batcher.Enqueue(batch, Seconds(3)).get();
+       }},
       {"AddEnvironmentVersion",
        [&] {
          return old_leader->AddEnvironmentVersion("torch", "alice", "{}", Seconds(3)).status();

@@ -1105,6 +1105,46 @@ std::string TransitionName(const std::vector<JobId>& ids, model::JobState from,
          " from " + std::string(model::ToString(from)) + " to " + std::string(model::ToString(to));
 }
 
+std::string CancelName(JobId id) { return "request cancellation of " + JobName(id); }
+
+Status CheckTransition(model::JobState from, model::JobState to) {
+  if (from == to) return InvalidArgument("fields 'from' and 'to': must differ");
+  return {};
+}
+
+// A transition's UPDATE, a compare-and-set: the WHERE clause carries the expected state, so of
+// two racing transitions from the same state exactly one changes a row. What else it sets
+// depends on `to` only, so transitions to states alike share the statement (and a pipeline).
+std::string TransitionSql(model::JobState to) {
+  std::string sql = "UPDATE jobs SET state = ?, reason = ?";
+  if (to == model::JobState::kRunning) {
+    sql += ", start_time = ?";
+  } else if (model::IsFinal(to)) {
+    sql += ", end_time = ?";
+  } else if (to == model::JobState::kPending) {
+    sql += ", restarts = restarts + 1, start_time = NULL, end_time = NULL";
+  }
+  return sql + " WHERE id = ? AND state = ? RETURNING id";
+}
+
+SqlParams TransitionParams(JobId id, model::JobState from, model::JobState to,
+                           const std::string& reason, Seconds now) {
+  SqlParams params = {StateValue(to), reason};
+  if (to == model::JobState::kRunning || model::IsFinal(to)) params.emplace_back(now.value());
+  params.emplace_back(id.value());
+  params.emplace_back(StateValue(from));
+  return params;
+}
+
+// A cancel request's UPDATE: a compare-and-set on the job being started; returns its state.
+constexpr char kRequestCancel[] =
+    "UPDATE jobs SET cancel_reason = ? WHERE id = ? AND state IN (?, ?) RETURNING state";
+
+SqlParams CancelParams(const CancelRequest& cancel) {
+  return {cancel.reason, cancel.id.value(), StateValue(model::JobState::kStarting),
+          StateValue(model::JobState::kRunning)};
+}
+
 }  // namespace
 
 Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, model::JobState from,
@@ -1116,32 +1156,16 @@ Status SqlStore::TransitionJobs(const std::vector<JobId>& ids, model::JobState f
 
 Status SqlStore::TransitionRows(const std::vector<JobId>& ids, model::JobState from,
                                 model::JobState to, const std::string& reason, Seconds now) {
-  if (from == to) return InvalidArgument("fields 'from' and 'to': must differ");
+  CORRAL_RETURN_IF_ERROR(CheckTransition(from, to));
   if (ids.empty()) return {};
-  // Compare-and-set: the WHERE clause carries the expected state, so of two racing
-  // transitions from the same state exactly one changes a row.
-  std::string sql = "UPDATE jobs SET state = ?, reason = ?";
-  if (to == model::JobState::kRunning) {
-    sql += ", start_time = ?";
-  } else if (model::IsFinal(to)) {
-    sql += ", end_time = ?";
-  } else if (to == model::JobState::kPending) {
-    sql += ", restarts = restarts + 1, start_time = NULL, end_time = NULL";
-  }
-  sql += " WHERE id = ? AND state = ? RETURNING id";
-  const bool sets_time = to == model::JobState::kRunning || model::IsFinal(to);
   std::vector<SqlParams> updates, events;
   updates.reserve(ids.size());
   events.reserve(ids.size());
   for (JobId id : ids) {
-    SqlParams params = {StateValue(to), reason};
-    if (sets_time) params.emplace_back(now.value());
-    params.emplace_back(id.value());
-    params.emplace_back(StateValue(from));
-    updates.push_back(std::move(params));
+    updates.push_back(TransitionParams(id, from, to, reason, now));
     events.push_back({id.value(), now.value(), StateValue(from), StateValue(to), reason});
   }
-  auto changed = conn_->QueryEach(sql, updates);
+  auto changed = conn_->QueryEach(TransitionSql(to), updates);
   if (!changed.ok()) return changed.status();
   for (size_t i = 0; i < ids.size(); ++i) {
     if ((*changed)[i].size() != 1) return ExplainWrongState(ids[i], from);
@@ -1150,25 +1174,9 @@ Status SqlStore::TransitionRows(const std::vector<JobId>& ids, model::JobState f
 }
 
 Status SqlStore::RequestCancel(JobId id, const std::string& reason, Seconds now) {
-  const std::string op = "request cancellation of " + JobName(id);
-  std::lock_guard<std::mutex> lock(mu_);
-  return Annotate(
-      op, InTransaction([&]() -> Status {
-        auto current = JobStateLocked(id);
-        if (!current.ok()) return current.status();
-        const model::JobState state = *current;
-        if (state != model::JobState::kStarting && state != model::JobState::kRunning) {
-          return FailedPrecondition(JobName(id) + " is " + std::string(model::ToString(state)) +
-                                    ", not started");
-        }
-        auto changed =
-            conn_->Execute("UPDATE jobs SET cancel_reason = ? WHERE id = ?", {reason, id.value()});
-        if (!changed.ok()) return changed.status();
-        return conn_
-            ->Execute(kInsertEvent, {id.value(), now.value(), StateValue(state), StateValue(state),
-                                     "cancelling: " + reason})
-            .status();
-      }));
+  WriteBatch batch;
+  batch.cancel_requests.push_back({id, reason});
+  return ApplyBatches({{&batch, now}}, CancelName(id));
 }
 
 Status SqlStore::AddJobEvent(JobId id, const std::string& reason, Seconds now) {
@@ -1353,19 +1361,19 @@ std::string UpdateTaskName(const TaskRecord& task) {
 
 Status SqlStore::UpdateTask(const TaskRecord& task) {
   std::lock_guard<std::mutex> lock(mu_);
-  return InTransaction([&] { return UpdateTaskRows({task}); });
+  return InTransaction([&] { return UpdateTaskRows({&task}); });
 }
 
-Status SqlStore::UpdateTaskRows(const std::vector<TaskRecord>& tasks) {
+Status SqlStore::UpdateTaskRows(const std::vector<const TaskRecord*>& tasks) {
   if (tasks.empty()) return {};
   std::vector<SqlParams> params;
   params.reserve(tasks.size());
-  for (const TaskRecord& task : tasks) {
+  for (const TaskRecord* task : tasks) {
     SqlValue end_cause;
-    if (task.end_cause) end_cause = StateValue(*task.end_cause);
-    params.push_back({StateValue(task.state), OptValue(task.exit_code), OptValue(task.signal),
-                      OptValue(task.start_time), OptValue(task.end_time), std::move(end_cause),
-                      task.allocation_id, task.generation});
+    if (task->end_cause) end_cause = StateValue(*task->end_cause);
+    params.push_back({StateValue(task->state), OptValue(task->exit_code), OptValue(task->signal),
+                      OptValue(task->start_time), OptValue(task->end_time), std::move(end_cause),
+                      task->allocation_id, task->generation});
   }
   // One statement run per task, pipelined (PostgreSQL: one round trip per chunk, not per task).
   auto changed = conn_->QueryEach(
@@ -1373,29 +1381,111 @@ Status SqlStore::UpdateTaskRows(const std::vector<TaskRecord>& tasks) {
       "end_cause = ? WHERE allocation_id = ? AND generation = ? RETURNING allocation_id",
       params);
   if (!changed.ok()) {
-    return Annotate(tasks.size() == 1 ? UpdateTaskName(tasks[0])
+    return Annotate(tasks.size() == 1 ? UpdateTaskName(*tasks[0])
                                       : "update " + std::to_string(tasks.size()) + " tasks",
                     changed.status());
   }
   for (size_t i = 0; i < tasks.size(); ++i) {
     if ((*changed)[i].size() != 1)
-      return Annotate(UpdateTaskName(tasks[i]), NotFound("no such task"));
+      return Annotate(UpdateTaskName(*tasks[i]), NotFound("no such task"));
   }
   return {};
 }
 
 Status SqlStore::Apply(const WriteBatch& batch, Seconds now) {
-  if (batch.empty()) return {};
+  return ApplyBatches({{&batch, now}}, "apply a write batch");
+}
+
+Status SqlStore::ApplyGroup(const std::vector<TimedBatch>& group) {
+  std::vector<BatchRef> refs;
+  refs.reserve(group.size());
+  for (const TimedBatch& b : group) refs.push_back({&b.batch, b.now});
+  return ApplyBatches(refs, "apply a group of " + std::to_string(group.size()) + " write batches");
+}
+
+Status SqlStore::ApplyBatches(const std::vector<BatchRef>& group, const std::string& op) {
+  if (std::all_of(group.begin(), group.end(), [](const BatchRef& b) { return b.batch->empty(); }))
+    return {};
   std::lock_guard<std::mutex> lock(mu_);
-  // Each write's error names it, as it would alone.
-  return InTransaction([&]() -> Status {
-    CORRAL_RETURN_IF_ERROR(UpdateTaskRows(batch.tasks));
-    for (const JobTransition& t : batch.transitions) {
-      CORRAL_RETURN_IF_ERROR(Annotate(TransitionName({t.id}, t.from, t.to),
-                                      TransitionRows({t.id}, t.from, t.to, t.reason, now)));
+  Status refused;  // a write's error, named by the write
+  Status s = InTransaction([&] { return refused = WriteGroupRows(group); });
+  // Otherwise the transaction itself failed (begin, fencing, commit): name the operation.
+  return refused.ok() ? Annotate(op, s) : s;
+}
+
+Status SqlStore::WriteGroupRows(const std::vector<BatchRef>& group) {
+  // Task updates depend on no job's state and job writes on no task's, so every task of the
+  // group goes first in one pipeline; the job writes follow in the group's order.
+  std::vector<const TaskRecord*> tasks;
+  std::vector<JobWrite> job_writes;
+  for (const BatchRef& b : group) {
+    for (const CancelRequest& c : b.batch->cancel_requests) job_writes.push_back({&c, {}, b.now});
+    for (const TaskRecord& t : b.batch->tasks) tasks.push_back(&t);
+    for (const JobTransition& t : b.batch->transitions) {
+      CORRAL_RETURN_IF_ERROR(
+          Annotate(TransitionName({t.id}, t.from, t.to), CheckTransition(t.from, t.to)));
+      job_writes.push_back({{}, &t, b.now});
     }
-    return Status();
-  });
+  }
+  CORRAL_RETURN_IF_ERROR(UpdateTaskRows(tasks));
+  return JobWriteRows(job_writes);
+}
+
+std::string SqlStore::JobWrite::name() const {
+  return cancel ? CancelName(cancel->id)
+                : TransitionName({transition->id}, transition->from, transition->to);
+}
+
+Status SqlStore::JobWriteRows(const std::vector<JobWrite>& writes) {
+  auto sql_of = [](const JobWrite& w) {
+    return w.cancel ? std::string(kRequestCancel) : TransitionSql(w.transition->to);
+  };
+  std::vector<SqlParams> events;
+  events.reserve(writes.size());
+  // Consecutive writes that share a statement run as one pipeline (PostgreSQL: one round trip
+  // per chunk); each sees the writes before it.
+  for (size_t begin = 0, end = 0; begin < writes.size(); begin = end) {
+    const std::string sql = sql_of(writes[begin]);
+    std::vector<SqlParams> params;
+    for (end = begin; end < writes.size() && sql_of(writes[end]) == sql; ++end) {
+      const JobWrite& w = writes[end];
+      params.push_back(w.cancel ? CancelParams(*w.cancel)
+                                : TransitionParams(w.transition->id, w.transition->from,
+                                                   w.transition->to, w.transition->reason, w.now));
+    }
+    auto changed = conn_->QueryEach(sql, params);
+    if (!changed.ok()) {
+      return Annotate(end - begin == 1 ? writes[begin].name()
+                                       : "write " + std::to_string(end - begin) + " job changes",
+                      changed.status());
+    }
+    for (size_t i = begin; i < end; ++i) {
+      const JobWrite& w = writes[i];
+      const SqlRows& rows = (*changed)[i - begin];
+      if (rows.size() != 1) return Annotate(w.name(), ExplainRefused(w));
+      if (w.cancel) {  // an event that changes no state, in the job's state
+        SqlValue state = rows[0].Text(0);
+        events.push_back(
+            {w.cancel->id.value(), w.now.value(), state, state, "cancelling: " + w.cancel->reason});
+      } else {
+        events.push_back({w.transition->id.value(), w.now.value(), StateValue(w.transition->from),
+                          StateValue(w.transition->to), w.transition->reason});
+      }
+    }
+  }
+  if (events.empty()) return {};
+  return Annotate(writes.size() == 1
+                      ? writes[0].name()
+                      : "record the events of " + std::to_string(writes.size()) + " job changes",
+                  conn_->QueryEach(kInsertEvent, events).status());
+}
+
+Status SqlStore::ExplainRefused(const JobWrite& write) {
+  if (write.transition) return ExplainWrongState(write.transition->id, write.transition->from);
+  auto state = JobStateLocked(write.cancel->id);
+  if (!state.ok()) return state.status();
+  return FailedPrecondition(JobName(write.cancel->id) + " is " +
+                            std::string(model::ToString(*state)) + ", not started");
 }
 
 int64_t SqlStore::Commits() {

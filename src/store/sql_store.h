@@ -3,9 +3,9 @@
 //
 // Thread safety: every method locks one mutex and runs on the one connection, so calls from
 // several threads are serialised; a write holds the mutex until its commit is durable. Writers
-// that need throughput batch their work (InsertJobs, SubmissionBatcher) instead of adding
-// connections. The lease methods are the exception: they run on a second connection behind a
-// mutex of their own, so that a renewal never waits behind a batch.
+// that need throughput batch their work (InsertJobs and SubmissionBatcher, ApplyGroup and
+// WriteBatcher) instead of adding connections. The lease methods are the exception: they run on
+// a second connection behind a mutex of their own, so that a renewal never waits behind a batch.
 //
 // Every write runs in a transaction (InTransaction), which is where fencing is checked.
 #pragma once
@@ -33,6 +33,7 @@ class SqlStore final : public Store {
 
   int64_t Commits() override;
   Status Apply(const WriteBatch& batch, Seconds now) override;
+  Status ApplyGroup(const std::vector<TimedBatch>& group) override;
   const std::string& ClusterId() const override { return cluster_id_; }
   Result<LeaseRecord> AcquireLease(const std::string& holder, const std::string& url,
                                    int64_t duration_ms) override;
@@ -151,7 +152,29 @@ class SqlStore final : public Store {
   Status TransitionRows(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
                         const std::string& reason, Seconds now);
   // Errors name the task (its allocation and generation).
-  Status UpdateTaskRows(const std::vector<TaskRecord>& tasks);
+  Status UpdateTaskRows(const std::vector<const TaskRecord*>& tasks);
+
+  // Apply, ApplyGroup and RequestCancel: a batch of a group, referred to (not copied).
+  struct BatchRef {
+    const WriteBatch* batch;
+    Seconds now;
+  };
+  // A write of a batch to the jobs table: a cancel request or a transition (the other null).
+  struct JobWrite {
+    const CancelRequest* cancel = nullptr;
+    const JobTransition* transition = nullptr;
+    Seconds now;
+    std::string name() const;  // what its errors are prefixed with
+  };
+  // Applies `group` in one transaction (nothing when every batch is empty). A refused write's
+  // error names the write; the transaction's own (begin, fencing, commit) name `op`. Takes mu_.
+  Status ApplyBatches(const std::vector<BatchRef>& group, const std::string& op);
+  // The writes of ApplyBatches, in its transaction: every task update, then the job writes.
+  Status WriteGroupRows(const std::vector<BatchRef>& group);
+  // The job writes with their events, in order; errors named.
+  Status JobWriteRows(const std::vector<JobWrite>& writes);
+  // Why `write` changed no row: NotFound, or FailedPrecondition naming the job's state.
+  Status ExplainRefused(const JobWrite& write);
   // A job's state; NotFound naming the job when there is none.
   Result<model::JobState> JobStateLocked(JobId id);
   // The projects `name` is shared with, by name.

@@ -11,7 +11,8 @@
 //    IoError saying "outcome unknown": the connection to PostgreSQL broke during the commit.
 //  - Methods are safe to call from several threads: the implementation serialises them on one
 //    connection behind a mutex. For many concurrent submissions use SubmissionBatcher
-//    (submission_batcher.h), which commits them in groups.
+//    (submission_batcher.h), and for many concurrent write batches WriteBatcher
+//    (write_batcher.h): both commit in groups.
 //  - Times are Unix seconds (Seconds) from the server's Clock; ids are assigned by the store and
 //    grow monotonically (never reused, also across restarts).
 //  - Errors: InvalidArgument for bad input (names the field), NotFound, AlreadyExists,
@@ -154,12 +155,25 @@ struct JobTransition {
   std::string reason;
 };
 
-// Writes that stand or fall together: what one heartbeat's task reports changed, and the job
-// transitions they settled (Apply).
+// A started job's cancellation, as RequestCancel takes it.
+struct CancelRequest {
+  JobId id;
+  std::string reason;
+};
+
+// Writes that stand or fall together: what one heartbeat's task reports changed and the job
+// transitions they settled, or a cancel (Apply).
 struct WriteBatch {
-  std::vector<TaskRecord> tasks;           // as UpdateTask, in order
-  std::vector<JobTransition> transitions;  // as TransitionJob, in order, after the tasks
-  bool empty() const { return tasks.empty() && transitions.empty(); }
+  std::vector<CancelRequest> cancel_requests;  // as RequestCancel, first
+  std::vector<TaskRecord> tasks;               // as UpdateTask, in order
+  std::vector<JobTransition> transitions;      // as TransitionJob, in order, after the tasks
+  bool empty() const { return cancel_requests.empty() && tasks.empty() && transitions.empty(); }
+};
+
+// A WriteBatch with the time its events carry (ApplyGroup).
+struct TimedBatch {
+  WriteBatch batch;
+  Seconds now;
 };
 
 // One aggregated interval of one GPU: the GPU metrics history (docs/monitoring.md), kept at
@@ -326,10 +340,19 @@ class Store {
   // returns the stored value, the first offer (also to servers offering at once): "" when none
   // was ever offered. An empty offer only reads. The caller compares.
   virtual Result<std::string> ShareClusterSecret(ClusterSecret which, const std::string& offer) = 0;
-  // Applies `batch` in one transaction (one commit, one fsync): every task update, then every
-  // transition (with its event, at `now`), as UpdateTask and TransitionJob would one by one,
-  // and with their errors; all or nothing. An empty batch commits nothing.
+  // Applies `batch` in one transaction (one commit, one fsync): every cancel request, then
+  // every task update, then every transition (with their events, at `now`), as RequestCancel,
+  // UpdateTask and TransitionJob would one by one, and with their errors (each names its
+  // write); all or nothing. An empty batch commits nothing.
   virtual Status Apply(const WriteBatch& batch, Seconds now) = 0;
+  // Group commit of write batches: every batch of `group`, in order, each as Apply(batch, now)
+  // would (a batch sees the writes of the batches before it), all in ONE transaction (one
+  // commit, one fsync). All or nothing: one refused write fails the whole group, with that
+  // write's error as Apply gives it (when several would fail: the first task update that
+  // fails, task updates depending on no job's state, else the first cancel or transition in
+  // group order). An empty group, or one of empty batches, commits nothing. The caller may
+  // then apply the batches one by one (WriteBatcher does) to find those that can.
+  virtual Status ApplyGroup(const std::vector<TimedBatch>& group) = 0;
 
   // Users and tokens. Names are unique (AlreadyExists).
   virtual Result<UserRecord> CreateUser(const std::string& name, bool admin, Seconds now) = 0;

@@ -1028,7 +1028,8 @@ TEST_P(StoreTest, ApplyWritesABatchInOneCommitAllOrNone) {
   b_task.state = TaskState::kExited;
   b_task.exit_code = 0;
   b_task.end_time = Seconds(7);
-  WriteBatch wrong{{b_task}, {{*b, JobState::kRunning, JobState::kSucceeded, "done"}}};
+  WriteBatch wrong{.tasks = {b_task},
+                   .transitions = {{*b, JobState::kRunning, JobState::kSucceeded, "done"}}};
   Status refused = store_->Apply(wrong, Seconds(7));
   EXPECT_EQ(refused.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(refused.message().find("job " + std::to_string(b->value())), std::string::npos)
@@ -1039,7 +1040,7 @@ TEST_P(StoreTest, ApplyWritesABatchInOneCommitAllOrNone) {
   // An unknown task fails it too, named.
   TaskRecord ghost = b_task;
   ghost.allocation_id = 99;
-  Status unknown = store_->Apply({{ghost}, {}}, Seconds(7));
+  Status unknown = store_->Apply({.tasks = {ghost}}, Seconds(7));
   EXPECT_EQ(unknown.code(), StatusCode::kNotFound);
   EXPECT_NE(unknown.message().find("allocation 99"), std::string::npos) << unknown.message();
 

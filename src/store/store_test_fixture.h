@@ -4,14 +4,19 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "store/postgres_connection.h"
 #include "store/sqlite_connection.h"
@@ -28,6 +33,57 @@ inline std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
 // How GoogleTest prints a Backend (in test names listed by CTest).
 inline void PrintTo(Backend backend, std::ostream* os) {
   *os << (backend == Backend::kSqlite ? "sqlite" : "postgres");
+}
+
+// Crash tests: forks a child that runs `child(fd)`, which writes one int64 to `fd` for each
+// write it saw acknowledged (8 bytes < PIPE_BUF: each write is atomic, so values from several
+// threads never interleave) and never stops on its own; SIGKILLs it once it acknowledged
+// `at_least`, and returns every value it wrote before the kill (fewer: the test fails). The
+// child must open its own store: no database handle crosses the fork.
+inline std::vector<int64_t> AcknowledgedBeforeSigkill(size_t at_least,
+                                                      const std::function<void(int fd)>& child) {
+  // One int64 from fd within 30 s; false on EOF, error or timeout.
+  auto read_value = [](int fd, int64_t* value) {
+    char* out = reinterpret_cast<char*>(value);
+    size_t got = 0;
+    while (got < sizeof(*value)) {
+      pollfd p{fd, POLLIN, 0};
+      if (poll(&p, 1, 30000) <= 0) return false;
+      ssize_t n = read(fd, out + got, sizeof(*value) - got);
+      if (n <= 0) return false;
+      got += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  std::vector<int64_t> acknowledged;
+  int fds[2];
+  if (pipe(fds) != 0) {
+    ADD_FAILURE() << "pipe failed";
+    return acknowledged;
+  }
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    child(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  int64_t value = 0;
+  while (pid > 0 && acknowledged.size() < at_least && read_value(fds[0], &value)) {
+    acknowledged.push_back(value);
+  }
+  if (pid > 0) kill(pid, SIGKILL);
+  while (read_value(fds[0], &value)) acknowledged.push_back(value);  // written before the kill
+  close(fds[0]);
+  int wstatus = 0;
+  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid) {
+    ADD_FAILURE() << "fork or waitpid failed";
+  } else if (!WIFSIGNALED(wstatus) || WTERMSIG(wstatus) != SIGKILL) {
+    ADD_FAILURE() << "the child ended on its own (exit status " << WEXITSTATUS(wstatus)
+                  << ") after acknowledging " << acknowledged.size();
+  }
+  EXPECT_GE(acknowledged.size(), at_least);
+  return acknowledged;
 }
 
 class StoreTest : public ::testing::TestWithParam<Backend> {

@@ -4,9 +4,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -140,32 +137,13 @@ TEST_P(StoreTest, BatcherThroughputWithEightClients) {
   RecordProperty("commits", static_cast<int>(stats.batches));
 }
 
-// Reads one int64 from fd within timeout_ms; false on EOF, error or timeout.
-bool ReadId(int fd, int64_t* id, int timeout_ms) {
-  char* out = reinterpret_cast<char*>(id);
-  size_t got = 0;
-  while (got < sizeof(*id)) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, timeout_ms) <= 0) return false;
-    ssize_t n = read(fd, out + got, sizeof(*id) - got);
-    if (n <= 0) return false;
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
-
 // A child process submits through the batcher from 4 threads and writes each acknowledged id to
 // a pipe; it is SIGKILLed in the middle of the burst. Every id it acknowledged must be in the
 // store when it is reopened: acknowledged means committed.
 TEST_P(StoreTest, AcknowledgedSubmissionsSurviveSigkill) {
   Seed();
   store_.reset();  // the child opens its own; no database handle crosses the fork
-  int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
-  pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    close(fds[0]);
+  std::vector<int64_t> acknowledged = AcknowledgedBeforeSigkill(500, [&](int fd) {
     auto store = OpenStore(url_);
     if (!store.ok()) _exit(2);
     SubmissionBatcher batcher(store->get());
@@ -176,26 +154,12 @@ TEST_P(StoreTest, AcknowledgedSubmissionsSurviveSigkill) {
           auto id = batcher.Submit(MakeJob("crash"));
           if (!id.ok()) _exit(3);
           int64_t v = id->value();
-          // 8 bytes < PIPE_BUF: each write is atomic, so ids never interleave.
-          if (write(fds[1], &v, sizeof(v)) != sizeof(v)) _exit(4);
+          if (write(fd, &v, sizeof(v)) != sizeof(v)) _exit(4);
         }
       });
     }
     for (auto& t : threads) t.join();
-    _exit(0);
-  }
-  close(fds[1]);
-  std::vector<int64_t> acknowledged;
-  int64_t id = 0;
-  while (acknowledged.size() < 500 && ReadId(fds[0], &id, 30000)) acknowledged.push_back(id);
-  kill(pid, SIGKILL);
-  while (ReadId(fds[0], &id, 30000)) acknowledged.push_back(id);  // written before the kill
-  close(fds[0]);
-  int wstatus = 0;
-  ASSERT_EQ(waitpid(pid, &wstatus, 0), pid);
-  ASSERT_TRUE(WIFSIGNALED(wstatus) && WTERMSIG(wstatus) == SIGKILL)
-      << "the child ended on its own (exit status " << WEXITSTATUS(wstatus)
-      << ") after acknowledging " << acknowledged.size() << " jobs";
+  });
   ASSERT_GE(acknowledged.size(), 500u);
 
   Reopen();

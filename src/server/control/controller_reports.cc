@@ -203,7 +203,7 @@ Status Controller::SettleReportLocked(std::map<JobId, RunPlan>& plans, const Sta
     LiveJob& job = jobs_.at(id);
     if (committed.ok() || store_.Apply(plan.writes, now).ok()) {
       ApplyPlanLocked(job, std::move(plan), now);
-    } else if (Status s = store_.Apply({{}, plan.reported, {}}, now); s.ok()) {
+    } else if (Status s = store_.Apply({.tasks = plan.reported}, now); s.ok()) {
       keep_reported(job, plan);
     } else if (first_error.ok()) {
       // Nothing of this job is applied (other jobs' plans may be): the agent sends its report
