@@ -659,16 +659,20 @@ TEST_F(ControllerTest, ConcurrentCancelsAreCommittedTogetherAndEachOnce) {
 // every ended job are free again).
 TEST_F(ControllerTest, ConcurrentReportsAndCancelsSettleEveryJobOnce) {
   const std::vector<std::string> nodes = {"a", "b", "c", "d"};
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    ASSERT_TRUE(RegisterNode(nodes[n], n % 2 ? kNodeB : kNodeA, Inventory(8)).ok());
+  for (const std::string& n : nodes) {
+    ASSERT_TRUE(RegisterNode(n, "node-" + n + "-0123456789abcdef", Inventory(8)).ok());
   }
   std::vector<JobId> ids;
   for (int i = 0; i < 32; ++i) ids.push_back(Submit(Spec(1)));
   controller_->Tick();
   std::map<std::string, std::vector<json>> launches;
+  size_t launched = 0;
   for (const std::string& n : nodes) {
-    for (const json& l : Beat(n, Report())["run"]) launches[n].push_back(l);
+    const json answer = Beat(n, Report());
+    for (const json& l : answer["run"]) launches[n].push_back(l);
+    launched += launches[n].size();
   }
+  ASSERT_EQ(launched, ids.size());
   std::vector<std::thread> threads;
   for (const std::string& n : nodes) {
     threads.emplace_back([&, n] {
