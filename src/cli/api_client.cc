@@ -21,6 +21,10 @@ namespace corral::cli {
 
 namespace {
 
+// The most GetReply reserves ahead for an answer's body, whatever its Content-Length says (the
+// body may still grow past it as it arrives).
+constexpr size_t kMaxReservedBody = size_t{16} << 20;
+
 // An answer's error (Send() returns only answers).
 Status ErrorOf(const httplib::Result& r) {
   std::string detail = r->body;
@@ -52,17 +56,17 @@ Status ErrorOf(const httplib::Result& r) {
   }
 }
 
-Result<Reply> ReplyOf(const Result<httplib::Result>& sent) {
+Result<Reply> ReplyOf(Result<httplib::Result> sent) {
   if (!sent.ok()) return sent.status();
-  const httplib::Result& r = *sent;
+  httplib::Result& r = *sent;
   if (r->status >= 300) return ErrorOf(r);
-  Reply reply{r->body, {}};
+  Reply reply{std::move(r->body), {}};
   for (const auto& [name, value] : r->headers) reply.headers[Lower(name)] = value;
   return reply;
 }
 
-Result<nlohmann::json> JsonOf(const Result<httplib::Result>& r) {
-  auto reply = ReplyOf(r);
+Result<nlohmann::json> JsonOf(Result<httplib::Result> r) {
+  auto reply = ReplyOf(std::move(r));
   if (!reply.ok()) return reply.status();
   return reply->Json();
 }
@@ -243,7 +247,24 @@ Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
 
 Result<Reply> ApiClient::GetReply(const std::string& path) {
   return ReplyOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
-    return http.Get(path, {{"Authorization", "Bearer " + config_.token}});
+    // The body read into a string sized from Content-Length: a large answer (a page of 1,000
+    // jobs) is written once, not copied at every doubling of a growing string.
+    std::string body;
+    httplib::Result r = http.Get(
+        path, {{"Authorization", "Bearer " + config_.token}},
+        [&](const httplib::Response& head) {
+          body.clear();
+          const std::string length = head.get_header_value("Content-Length");
+          body.reserve(
+              std::min<size_t>(std::strtoull(length.c_str(), nullptr, 10), kMaxReservedBody));
+          return true;
+        },
+        [&](const char* data, size_t size) {
+          body.append(data, size);
+          return true;
+        });
+    if (r) r->body = std::move(body);
+    return r;
   }));
 }
 

@@ -525,14 +525,15 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (!f->cursor.empty()) query += "&cursor=" + QueryValue(f->cursor);
       auto reply = client.GetReply("/api/v1/jobs?" + query);
       if (!reply.ok()) return reply.status();
-      auto list = reply->Json();
-      if (!list.ok()) return list.status();
       if (f->output == "json") {
+        auto list = reply->Json();
+        if (!list.ok()) return list.status();
         std::cout << list->dump(2) << "\n";
         return Status::Ok();
       }
-      auto jobs = protocol::ParseJobSummaries(*list);
-      if (!jobs.ok()) return jobs.status();
+      // Read a job at a time: a 1,000-job page never exists as one JSON tree.
+      auto jobs = protocol::ParseJobSummaries(reply->body, kServerAnswerLimits);
+      if (!jobs.ok()) return Status(StatusCode::kInternal, jobs.status().message());
       PrintJobs(*jobs);
       const std::string next = reply->Header("X-Corral-Next-Cursor");
       if (!next.empty()) {

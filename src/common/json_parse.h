@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -35,6 +36,15 @@ inline constexpr JsonLimits kServerAnswerLimits{size_t{256} << 20, kMaxJsonDepth
 // without allocating.
 Result<nlohmann::json> ParseJson(std::string_view text, const std::string& what,
                                  const JsonLimits& limits = {});
+
+// ParseJson for a document that is one array, read an element at a time: `each` gets each element
+// (index, value; it may move from the value) as soon as the element is parsed, and the array is
+// never built whole, so a long list costs the memory of its largest element rather than the
+// whole tree (a 1,000-job page: one job's object instead of 1,000). Errors as ParseJson, and
+// InvalidArgument "WHAT: must be a JSON array" for another document; the first error `each`
+// returns is returned (the rest of the text is still checked as JSON, and not passed on).
+Status ParseJsonArray(std::string_view text, const std::string& what, const JsonLimits& limits,
+                      const std::function<Status(size_t, nlohmann::json&)>& each);
 
 // ParseJson's depth check alone: InvalidArgument naming `what`, the limit and the offset of the
 // first bracket or brace past it (outside strings). Also bounds the flow nesting of YAML.

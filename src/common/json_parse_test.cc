@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 namespace corral {
 namespace {
@@ -72,6 +73,51 @@ TEST(ParseJsonTest, RefusesOversizedDocumentsBeforeParsing) {
   auto refused = ParseJson(big, "answer", {64, kMaxJsonDepth});
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_EQ(refused.status().message(), "answer: 102 bytes, over the limit of 64");
+}
+
+// An array read an element at a time: every element, in order, each whole (nested arrays and
+// scalars too); the errors of ParseJson; `each`'s first error.
+TEST(ParseJsonArrayTest, HandsOverEachElementInOrder) {
+  std::vector<nlohmann::json> seen;
+  auto keep = [&](size_t i, nlohmann::json& item) {
+    EXPECT_EQ(i, seen.size());
+    seen.push_back(std::move(item));
+    return Status::Ok();
+  };
+  ASSERT_TRUE(
+      ParseJsonArray(R"([{"a": [1, {"b": 2}]}, [3, [4]], 5, "six", null, {}])", "list", {}, keep)
+          .ok());
+  ASSERT_EQ(seen.size(), 6u);
+  EXPECT_EQ(seen[0], nlohmann::json::parse(R"({"a": [1, {"b": 2}]})"));
+  EXPECT_EQ(seen[1], nlohmann::json::parse("[3, [4]]"));
+  EXPECT_EQ(seen[2], 5);
+  EXPECT_EQ(seen[3], "six");
+  EXPECT_TRUE(seen[4].is_null());
+  EXPECT_EQ(seen[5], nlohmann::json::object());
+  seen.clear();
+  ASSERT_TRUE(ParseJsonArray("[]", "list", {}, keep).ok());
+  EXPECT_TRUE(seen.empty());
+}
+
+TEST(ParseJsonArrayTest, RefusesWhatParseJsonRefusesAndOtherDocuments) {
+  auto ignore = [](size_t, nlohmann::json&) { return Status::Ok(); };
+  EXPECT_THAT(ParseJsonArray(R"({"a": 1})", "list", {}, ignore).message(),
+              HasSubstr("list: must be a JSON array"));
+  EXPECT_THAT(ParseJsonArray("7", "list", {}, ignore).message(),
+              HasSubstr("list: must be a JSON array"));
+  EXPECT_THAT(ParseJsonArray("[1, 2", "list", {}, ignore).message(),
+              HasSubstr("list: not valid JSON"));
+  EXPECT_THAT(ParseJsonArray(Nested(65, "[", "1", "]"), "list", {}, ignore).message(),
+              HasSubstr("nests deeper than the limit of 64"));
+  EXPECT_EQ(ParseJsonArray("[1, 2, 3]", "list", JsonLimits{4, 64}, ignore).code(),
+            StatusCode::kResourceExhausted);
+  int calls = 0;
+  Status s = ParseJsonArray("[1, 2, 3]", "list", {}, [&](size_t i, nlohmann::json&) {
+    ++calls;
+    return i == 1 ? InvalidArgument("second") : Status::Ok();
+  });
+  EXPECT_EQ(s.message(), "second");
+  EXPECT_EQ(calls, 2);  // none after the first error
 }
 
 TEST(ParseJsonTest, NamesTheSyntaxError) {

@@ -10,6 +10,7 @@ namespace {
 
 using api_internal::ListJson;
 using api_internal::ReadList;
+using api_internal::ReadListText;
 using nlohmann::json;
 
 constexpr int64_t kMaxTasks = 1000000;
@@ -242,6 +243,10 @@ json ToJson(const SubmitAnswer& a) {
 
 Result<std::vector<JobSummary>> ParseJobSummaries(const json& json) {
   return ReadList<JobSummary>(json, "jobs", ReadSummary);
+}
+
+Result<std::vector<JobSummary>> ParseJobSummaries(std::string_view text, const JsonLimits& limits) {
+  return ReadListText<JobSummary>(text, "jobs", limits, ReadSummary);
 }
 
 Result<JobView> ParseJobView(const json& json) {

@@ -22,6 +22,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/ids.h"
@@ -30,6 +31,10 @@
 #include "model/allocation.h"
 #include "model/states.h"
 #include "protocol/job_spec.h"
+
+namespace corral {
+struct JsonLimits;  // common/json_parse.h
+}  // namespace corral
 
 namespace corral::protocol {
 
@@ -140,6 +145,9 @@ nlohmann::json ToJson(const SubmitAnswer& answer);
 // Errors name the field: "job: field 'tasks[0].state': unknown task state ...", "jobs: field
 // '[2].id': is required", "submit answer: field 'defaults[0].value': must be an integer".
 Result<std::vector<JobSummary>> ParseJobSummaries(const nlohmann::json& json);
+// The same from the list's text (a server's answer within `limits`), without building its tree:
+// a page of 1,000 jobs costs one job's tree at a time.
+Result<std::vector<JobSummary>> ParseJobSummaries(std::string_view text, const JsonLimits& limits);
 Result<JobView> ParseJobView(const nlohmann::json& json);
 Result<SubmitAnswer> ParseSubmitAnswer(const nlohmann::json& json);
 

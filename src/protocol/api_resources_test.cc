@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_parse.h"
 #include "protocol/api_account.h"
 #include "protocol/api_cluster.h"
 #include "protocol/api_environment.h"
@@ -161,6 +162,33 @@ TEST(ApiJobTest, RoundTrips) {
   EXPECT_EQ(view->events, job.events);
   EXPECT_EQ(view->predicted_run_s, job.predicted_run_s);
   EXPECT_EQ(ToJson(*view), j);
+}
+
+// The listing read from its text, a job at a time (the CLI's `jobs`): the same jobs and the same
+// errors as from the tree.
+TEST(ApiJobTest, SummariesFromTextMatchThoseFromTheTree) {
+  std::vector<JobSummary> jobs(3, SomeSummary());
+  jobs[1].id = JobId(8);
+  jobs[2].name = "other";
+  const json list = ToJson(jobs);
+  auto parsed = ParseJobSummaries(list.dump(), JsonLimits{});
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(*parsed, jobs);
+  json bad = list;
+  bad[2].erase("submit_time");
+  EXPECT_EQ(ErrorOf(ParseJobSummaries(bad.dump(), JsonLimits{})), ErrorOf(ParseJobSummaries(bad)));
+  EXPECT_THAT(ErrorOf(ParseJobSummaries(bad.dump(), JsonLimits{})),
+              HasSubstr("jobs: field '[2].submit_time': is required"));
+  EXPECT_THAT(ErrorOf(ParseJobSummaries("[1]", JsonLimits{})),
+              HasSubstr("jobs: field '[0]': must be an object"));
+  EXPECT_THAT(ErrorOf(ParseJobSummaries("{}", JsonLimits{})), HasSubstr("must be a JSON array"));
+  EXPECT_THAT(ErrorOf(ParseJobSummaries(list.dump().substr(0, 40), JsonLimits{})),
+              HasSubstr("jobs: not valid JSON"));
+  EXPECT_THAT(ErrorOf(ParseJobSummaries(list.dump(), JsonLimits{16, 64})),
+              HasSubstr("over the limit of 16"));
+  auto empty = ParseJobSummaries("[]", JsonLimits{});
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
 }
 
 TEST(ApiJobTest, RefusalsNameTheField) {
