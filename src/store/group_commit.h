@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "store/store.h"
 
 namespace corral::store {
 
@@ -58,21 +59,21 @@ class GroupCommitter {
   // The store calls, made on the writer thread only.
   struct Calls {
     // Commits `items` (never empty) in one transaction, all or nothing: one answer per item, in
-    // order, or the error that failed them all (nothing committed). May move from `items`.
-    std::function<Result<std::vector<Answer>>(std::vector<Item>& items)> group;
+    // order, or the error that failed them all (nothing committed). The items stay as they were:
+    // a failed group's are committed again one by one.
+    std::function<Result<std::vector<Answer>>(const std::vector<Item>& items)> group;
     // Commits one item in a transaction of its own: its answer.
-    std::function<Answer(Item& item)> one;
+    std::function<Answer(const Item& item)> one;
     // The answer of an item that writes nothing, given without a commit (still in its place in
     // the order); nullopt for an item that needs one. Unset: every item needs one.
     std::function<std::optional<Answer>(const Item& item)> without_commit;
   };
 
-  // Starts the writer thread. `closed` is the message of the FailedPrecondition that items
-  // queued after Close() get.
-  GroupCommitter(Calls calls, Options options, std::string closed)
+  // Starts the writer thread. `closed` is the error that items queued after Close() get.
+  GroupCommitter(Calls calls, Options options, Status closed)
       : calls_(std::move(calls)),
         options_{std::max<size_t>(options.max_batch, 1), options.max_linger},
-        closed_message_(std::move(closed)) {
+        closed_error_(std::move(closed)) {
     writer_ = std::thread([this] { WriterLoop(); });
   }
   // Close(), then waits until every item already queued is answered.
@@ -84,7 +85,7 @@ class GroupCommitter {
   GroupCommitter& operator=(const GroupCommitter&) = delete;
 
   // Queues `item` and returns at once; the future holds its answer once its group committed or
-  // failed. After Close(): a ready future holding FailedPrecondition.
+  // failed. After Close(): a ready future holding the `closed` error.
   std::future<Answer> Enqueue(Item item) {
     Pending pending{std::move(item), {}};
     std::future<Answer> answer = pending.answer.get_future();
@@ -96,7 +97,7 @@ class GroupCommitter {
         return answer;
       }
     }
-    pending.answer.set_value(Answer(FailedPrecondition(closed_message_)));
+    pending.answer.set_value(Answer(closed_error_));
     return answer;
   }
 
@@ -119,11 +120,6 @@ class GroupCommitter {
     Item item;
     std::promise<Answer> answer;
   };
-
-  static bool StoreWide(StatusCode code) {
-    return code == StatusCode::kIoError || code == StatusCode::kInternal ||
-           code == StatusCode::kUnavailable;
-  }
 
   void WriterLoop() {
     std::vector<Pending> group;
@@ -163,8 +159,7 @@ class GroupCommitter {
     Result<std::vector<Answer>> committed = std::vector<Answer>();
     if (!items.empty()) committed = calls_.group(items);
     if (committed.ok() && !items.empty()) Count(items.size());
-    const bool one_by_one =
-        !committed.ok() && items.size() > 1 && !StoreWide(committed.status().code());
+    const bool one_by_one = !committed.ok() && items.size() > 1 && !IsStoreWide(committed.status());
     size_t next = 0;  // the next of `items`
     for (size_t i = 0; i < group.size(); ++i) {
       if (at_once[i]) {
@@ -191,7 +186,7 @@ class GroupCommitter {
 
   const Calls calls_;
   const Options options_;
-  const std::string closed_message_;
+  const Status closed_error_;
 
   mutable std::mutex mu_;
   std::condition_variable work_;  // signalled when an item arrives or on Close

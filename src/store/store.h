@@ -164,11 +164,19 @@ struct CancelRequest {
 // Writes that stand or fall together: what one heartbeat's task reports changed and the job
 // transitions they settled, or a cancel (Apply).
 struct WriteBatch {
-  std::vector<CancelRequest> cancel_requests;  // as RequestCancel, first
-  std::vector<TaskRecord> tasks;               // as UpdateTask, in order
-  std::vector<JobTransition> transitions;      // as TransitionJob, in order, after the tasks
+  std::vector<CancelRequest> cancel_requests;  // as RequestCancel, after the tasks
+  std::vector<TaskRecord> tasks;               // as UpdateTask, in order, first
+  std::vector<JobTransition> transitions;      // as TransitionJob, in order, last
   bool empty() const { return cancel_requests.empty() && tasks.empty() && transitions.empty(); }
 };
+
+// A store failing for everyone (I/O, a lost connection, a fenced server: IoError, Internal,
+// Unavailable), as opposed to refusing one write (a transition whose job is not in the state
+// expected, a row it will not take): only the latter is worth trying write by write.
+inline bool IsStoreWide(const Status& s) {
+  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal ||
+         s.code() == StatusCode::kUnavailable;
+}
 
 // A WriteBatch with the time its events carry (ApplyGroup).
 struct TimedBatch {
@@ -340,10 +348,10 @@ class Store {
   // returns the stored value, the first offer (also to servers offering at once): "" when none
   // was ever offered. An empty offer only reads. The caller compares.
   virtual Result<std::string> ShareClusterSecret(ClusterSecret which, const std::string& offer) = 0;
-  // Applies `batch` in one transaction (one commit, one fsync): every cancel request, then
-  // every task update, then every transition (with their events, at `now`), as RequestCancel,
-  // UpdateTask and TransitionJob would one by one, and with their errors (each names its
-  // write); all or nothing. An empty batch commits nothing.
+  // Applies `batch` in one transaction (one commit, one fsync): every task update (they depend
+  // on no job's state), then every cancel request, then every transition (with their events, at
+  // `now`), as UpdateTask, RequestCancel and TransitionJob would one by one, and with their errors
+  // (each names its write); all or nothing. An empty batch commits nothing.
   virtual Status Apply(const WriteBatch& batch, Seconds now) = 0;
   // Group commit of write batches: every batch of `group`, in order, each as Apply(batch, now)
   // would (a batch sees the writes of the batches before it), all in ONE transaction (one

@@ -8,12 +8,12 @@ using SubmissionCommitter = GroupCommitter<JobRecord, Result<JobId>>;
 
 SubmissionCommitter::Calls InsertCalls(Store* store) {
   return {
-      .group = [store](std::vector<JobRecord>& jobs) -> Result<std::vector<Result<JobId>>> {
+      .group = [store](const std::vector<JobRecord>& jobs) -> Result<std::vector<Result<JobId>>> {
         auto ids = store->InsertJobs(jobs);
         if (!ids.ok()) return ids.status();
         return std::vector<Result<JobId>>(ids->begin(), ids->end());
       },
-      .one = [store](JobRecord& job) { return store->InsertJob(job); },
+      .one = [store](const JobRecord& job) { return store->InsertJob(job); },
       .without_commit = nullptr,
   };
 }
@@ -22,7 +22,7 @@ SubmissionCommitter::Calls InsertCalls(Store* store) {
 
 SubmissionBatcher::SubmissionBatcher(Store* store, Options options)
     : committer_(InsertCalls(store), {options.max_batch, options.max_linger},
-                 "submit: the submission queue is closed") {}
+                 FailedPrecondition("submit: the submission queue is closed")) {}
 
 SubmissionBatcher::Stats SubmissionBatcher::stats() const {
   SubmissionCommitter::Stats s = committer_.stats();

@@ -12,12 +12,12 @@ using WriteCommitter = GroupCommitter<TimedBatch, Status>;
 
 WriteCommitter::Calls ApplyCalls(Store* store) {
   return {
-      .group = [store](std::vector<TimedBatch>& group) -> Result<std::vector<Status>> {
+      .group = [store](const std::vector<TimedBatch>& group) -> Result<std::vector<Status>> {
         Status s = store->ApplyGroup(group);
         if (!s.ok()) return s;
         return std::vector<Status>(group.size());
       },
-      .one = [store](TimedBatch& b) { return store->Apply(b.batch, b.now); },
+      .one = [store](const TimedBatch& b) { return store->Apply(b.batch, b.now); },
       .without_commit = [](const TimedBatch& b) -> std::optional<Status> {
         if (b.batch.empty()) return Status();
         return std::nullopt;
@@ -31,7 +31,7 @@ WriteBatcher::WriteBatcher(Store* store) : WriteBatcher(store, Options()) {}
 
 WriteBatcher::WriteBatcher(Store* store, Options options)
     : committer_(ApplyCalls(store), {options.max_batch, options.max_linger},
-                 "apply: the write queue is closed") {}
+                 Status(StatusCode::kUnavailable, "apply: the write queue is closed")) {}
 
 WriteBatcher::~WriteBatcher() = default;  // the committer closes, then drains
 

@@ -47,7 +47,8 @@ class WriteBatcher {
   // batch's group committed (Ok) or failed (the error this batch met, as Store::Apply gives it).
   // Futures become ready in the order their batches were enqueued (a later batch's future is
   // never ready before an earlier one's). An empty batch is answered Ok without a commit, in
-  // its place in that order. After Close(): a ready future holding FailedPrecondition.
+  // its place in that order. After Close(): a ready future holding Unavailable
+  // (store-wide: the controller tries nothing job by job after it stopped).
   std::shared_future<Status> Enqueue(WriteBatch batch, Seconds now);
 
   // Stops taking batches; those already queued are still committed. Idempotent.

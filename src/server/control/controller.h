@@ -43,8 +43,8 @@
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
-#include <future>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -333,14 +333,18 @@ class Controller {
   // thread); others answer at once with retry_after_ms. Errors: NotFound (not registered),
   // store failures (nothing acknowledged).
   // `registration`: AuthenticateNode's answer for the request; a node registered again since
-  // (before the report is applied, or while it waits) is NotFound too. Takes the lock once; the
-  // report's output is written before, and its task changes are committed in one transaction before
-  // anything is applied (docs/control-plane.md, "The heartbeat path").
+  // (before the report is applied, or while it waits) is NotFound too. The report's output is
+  // written before the lock is taken; its task changes are decided under the lock, committed by
+  // the write group with the lock released (with other requests' writes), and applied once
+  // durable (docs/control-plane.md, "The heartbeat path").
   Result<protocol::ReportAnswer> Heartbeat(const std::string& name, uint64_t registration,
                                            const protocol::Report& report);
 
   // One scheduling round (the loop calls it; tests may call it directly).
   void Tick();
+
+  // Writes decided and not yet applied (the write group: controller_writes.cc).
+  int PendingWrites();
 
   static constexpr int kMaxWaitingHeartbeats = 32;
   // Heartbeats waiting now (for metrics and tests).
@@ -428,8 +432,9 @@ class Controller {
   };
   // Puts committed jobs into the inbox (in order) and wakes the loop; never waits for mu_.
   void AddToInbox(std::vector<CommittedJob> committed);
-  // Takes mu_, then queues the inbox's jobs (DrainInboxLocked). Every method that reads or
-  // changes the state takes mu_ so, and calls DrainInboxLocked after a wait that released it.
+  // Takes mu_, then queues the inbox's jobs (DrainInboxLocked) and applies the pending writes
+  // already durable (ApplyAnsweredWritesLocked). Every method that reads or changes the state
+  // takes mu_ so, and calls DrainInboxLocked after a wait that released it.
   std::unique_lock<std::mutex> LockState();
   void DrainInboxLocked();
 
@@ -503,20 +508,17 @@ class Controller {
   // could not be written (nothing of that job is applied; the agent sends its report again).
   Status TakeReportLocked(std::unique_lock<std::mutex>& lock, const std::string& name,
                           uint64_t registration, const protocol::Report& report,
-                          ReportedAllocations allocations,
-                          std::vector<protocol::StopOrder>& kills);
+                          ReportedAllocations allocations, std::vector<protocol::StopOrder>& kills);
   // The plans of a report (TakeReportLocked), decided against memory at `now`.
-  std::map<JobId, RunPlan> PlanReportLocked(const std::string& name,
-                                            const protocol::Report& report,
+  std::map<JobId, RunPlan> PlanReportLocked(const std::string& name, const protocol::Report& report,
                                             const std::set<int64_t>& reported,
                                             std::vector<protocol::StopOrder>& kills, Seconds now);
   // Applies `plans` whose write together ended in `committed` (TakeReportLocked's fallbacks).
-  Status SettleReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed, Seconds now);
+  Status FinishReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed, Seconds now);
   // Whether the report of node `name` changes a job (or the node) that a pending write changes.
-  bool ReportMeetsPendingWriteLocked(const std::string& name,
-                                     const protocol::Report& report) const;
+  bool ReportMeetsPendingWriteLocked(const std::string& name, const protocol::Report& report) const;
 
-  // --- The write group (controller_writes.cc; docs/control-plane.md, "Group commit") ---
+  // --- The write group (controller_writes.cc; docs/control-plane.md, "The heartbeat path") ---
   // A change decided under mu_ whose store write is committed by writes_ (one transaction and
   // one fsync for every write waiting) while mu_ is free, and whose effect on memory is applied
   // under mu_ once durable, in the order the changes were decided: nothing is acknowledged or
@@ -535,8 +537,8 @@ class Controller {
     std::function<void(const Status&)> apply;
   };
   // Queues `batch` (stamped `now`) for commit and `write` (jobs, node, apply) to be applied
-  // once it is answered; returns the commit's future. An empty batch is applied at once when
-  // no write is pending (a quiet heartbeat writes nothing and waits for nothing).
+  // once it is answered; returns the commit's future. An empty batch is applied at once (a quiet
+  // heartbeat writes nothing and waits for nothing): the caller settled whatever it meets.
   std::shared_future<Status> WriteLocked(store::WriteBatch batch, Seconds now, PendingWrite write);
   // Applies, in order, the pending writes whose commits are answered; waits for none.
   void ApplyAnsweredWritesLocked();
@@ -671,8 +673,8 @@ class Controller {
   std::map<std::string, std::set<JobId>> jobs_on_node_;
   std::map<std::string, LiveNode> nodes_;
   std::set<JobId> unsettled_;  // jobs whose last transition failed to commit; retried each tick
-  std::deque<PendingWrite> pending_writes_;  // decided, not applied yet; in the order decided
-  std::multiset<JobId> pending_jobs_;        // the jobs of pending_writes_, once per write
+  std::deque<PendingWrite> pending_writes_;   // decided, not applied yet; in the order decided
+  std::multiset<JobId> pending_jobs_;         // the jobs of pending_writes_, once per write
   std::multiset<std::string> pending_nodes_;  // the nodes of pending_writes_, once per write
   std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
   sched::SchedulingPolicy policy_;

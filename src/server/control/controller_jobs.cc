@@ -285,7 +285,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
   const std::string reason = "cancelled by " + who.name;
   auto lock = LockState();
-  SettleWritesLocked();  // its elements' changes are written directly
+  SettleWritesLocked();                 // its elements' changes are written directly
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;

@@ -454,9 +454,14 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
     LiveJob& job = jobs_.at(id);
     const reconcile::NodeOrders orders =
         reconcile::HeartbeatOrders(name, job.tasks, job.end, job.waits_for, starting);
-    for (const store::TaskRecord* t : orders.launch) {
-      answer.run.push_back(LaunchFor(job, *t));
-      job.launched.insert(t->allocation_id);
+    // A job whose change is decided but not yet applied (a cancel, a gang's failure) may be
+    // about to stop its unlaunched tasks and free their GPUs: it launches nothing until then
+    // (the apply wakes its nodes). Stop orders are safe either way.
+    if (!JobHasPendingWriteLocked(id)) {
+      for (const store::TaskRecord* t : orders.launch) {
+        answer.run.push_back(LaunchFor(job, *t));
+        job.launched.insert(t->allocation_id);
+      }
     }
     for (const store::TaskRecord* t : orders.stop) {
       answer.kill.push_back({{protocol::AllocationId(t->allocation_id), t->generation},

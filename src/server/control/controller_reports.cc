@@ -2,9 +2,10 @@
 // a job's run is settled after its tasks change.
 //
 // A change to a run is decided first (a RunPlan: the reconcile core's decisions, with the task
-// records and job transitions they imply), written second (one store transaction for all the
-// plans of one heartbeat), and applied to memory and the scheduler last, only once written. A
-// heartbeat takes the controller's lock once, and its output is on disk before that.
+// records and job transitions they imply), written second (one write of the write group for all
+// the plans of one heartbeat, committed with whatever other writes wait, without the lock), and
+// applied to memory and the scheduler last, only once durable. A heartbeat's output is on disk
+// before its report is decided.
 
 #include <algorithm>
 #include <chrono>
@@ -15,18 +16,6 @@
 namespace corral::server {
 
 using namespace controller_internal;  // NOLINT(google-build-using-namespace)
-
-namespace {
-
-// The store failing for everyone (I/O, a lost connection, this server fenced), as opposed to
-// refusing one job's writes (a transition whose job is not in the expected state, a row it will
-// not take): only the latter is worth trying job by job.
-bool IsStoreWide(const Status& s) {
-  return s.code() == StatusCode::kIoError || s.code() == StatusCode::kInternal ||
-         s.code() == StatusCode::kUnavailable;
-}
-
-}  // namespace
 
 // --- Run plans --------------------------------------------------------------------------------
 
@@ -175,7 +164,7 @@ std::map<JobId, Controller::RunPlan> Controller::PlanReportLocked(
   return plans;
 }
 
-Status Controller::SettleReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed,
+Status Controller::FinishReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed,
                                       Seconds now) {
   // A plan whose settling was not written: what the agent reported is kept (written already),
   // and the job is settled again at the next tick.
@@ -184,7 +173,7 @@ Status Controller::SettleReportLocked(std::map<JobId, RunPlan>& plans, const Sta
     job.end_notes = std::move(plan.end_notes);
     unsettled_.insert(job.record.id);
   };
-  if (!committed.ok() && IsStoreWide(committed)) {
+  if (!committed.ok() && store::IsStoreWide(committed)) {
     // The store refused the whole (I/O, a lost connection, a broken table): one more try with
     // only what the agent reported, for every job at once; failing that, nothing is applied
     // and the agent sends its report again.
@@ -255,7 +244,7 @@ Status Controller::TakeReportLocked(std::unique_lock<std::mutex>& lock, const st
   write.node = name;
   write.apply = [this, taken, name, registration, seq = report.seq, partial = report.partial,
                  now](const Status& committed) {
-    taken->outcome = SettleReportLocked(taken->plans, committed, now);
+    taken->outcome = FinishReportLocked(taken->plans, committed, now);
     auto it = nodes_.find(name);
     if (!taken->outcome.ok() || it == nodes_.end() || it->second.registration != registration ||
         it->second.state == NodeState::kLost) {
@@ -303,8 +292,12 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   LiveNode* registered_node = registered();
   if (!registered_node) return NotFound("node '" + name + "' is not registered");
   registered_node->last_heartbeat = clock_.Now();
-  if (registered_node->unreachable) ReachableAgainLocked(name, *registered_node);
-  if (!report.gpu_metrics_error.empty()) registered_node->gpu_metrics_error = report.gpu_metrics_error;
+  if (registered_node->unreachable) {
+    SettleWritesLocked();  // its jobs get events, written directly (nothing unlocks meanwhile)
+    ReachableAgainLocked(name, *registered_node);
+  }
+  if (!report.gpu_metrics_error.empty())
+    registered_node->gpu_metrics_error = report.gpu_metrics_error;
   if (report.gpu_metrics) {
     const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
     GpuMonitor::NodeGpus identity{registered_node->inventory.gpu_model, {}};

@@ -12,8 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <future>
+#include <iostream>
 #include <map>
 #include <thread>
 #include <tuple>
@@ -652,6 +652,38 @@ TEST_F(ControllerTest, ConcurrentCancelsAreCommittedTogetherAndEachOnce) {
   std::cout << "400 cancels from 8 threads in " << commits << " commits\n";
   // Cancelled once: a second cancel says it already ended.
   EXPECT_EQ(controller_->Cancel(alice_, ids[0]).code(), StatusCode::kFailedPrecondition);
+}
+
+// The order rule (controller_writes.cc): while the cancel of a job whose launch has not gone out
+// is decided but not yet durable, its node hears of no launch of it (the cancel will end its
+// tasks and free their GPUs); once the cancel is applied the job is cancelled and its GPUs free.
+TEST_F(ControllerTest, APendingCancelHoldsBackTheJobsLaunch) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8));
+  controller_->Tick();
+  ASSERT_EQ(StateOf(id), "starting");
+  // Another connection holds the database's write lock: the cancel's commit waits for it.
+  auto blocker = store::SqliteConnection::Open(test_store_.db_path());
+  ASSERT_TRUE(blocker.ok());
+  ASSERT_TRUE((*blocker)->Begin().ok());
+  std::thread cancel([&] { EXPECT_TRUE(controller_->Cancel(alice_, id).ok()); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (controller_->PendingWrites() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  ASSERT_EQ(controller_->PendingWrites(), 1);
+  // A push (partial report) meets no pending write: answered now, without the job's launch.
+  json push = Report();
+  push["partial"] = true;
+  const json answer = Beat("a", push);
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  ASSERT_TRUE((*blocker)->Rollback().ok());
+  cancel.join();
+  EXPECT_EQ(StateOf(id), "cancelled");
+  EXPECT_TRUE(Beat("a", Report())["run"].empty());
+  const JobId next = Submit(Spec(8));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(next), "starting");
 }
 
 // Reports of several nodes and cancels of their jobs, all at once: every job ends exactly once,

@@ -1,6 +1,6 @@
 // Controller, the write group: changes decided under the lock, committed together without it,
-// applied to memory once durable (controller.h, "The write group"; docs/control-plane.md,
-// "Group commit").
+// applied to memory once durable (controller.h, "The write group"; docs/control-plane.md, "The
+// heartbeat path").
 
 #include <future>
 
@@ -10,7 +10,8 @@ namespace corral::server {
 
 std::shared_future<Status> Controller::WriteLocked(store::WriteBatch batch, Seconds now,
                                                    PendingWrite write) {
-  if (batch.empty() && pending_writes_.empty()) {
+  if (batch.empty()) {
+    // Nothing to wait for: its caller settled whatever write it meets (a quiet heartbeat).
     write.apply(Status::Ok());
     std::promise<Status> done;
     done.set_value(Status::Ok());
@@ -33,7 +34,16 @@ void Controller::ApplyAnsweredWritesLocked() {
     for (JobId id : write.jobs) pending_jobs_.erase(pending_jobs_.find(id));
     if (!write.node.empty()) pending_nodes_.erase(pending_nodes_.find(write.node));
     write.apply(write.durable.get());
+    // Launches held back while the write was pending (ResponseForLocked) may go out now.
+    for (JobId id : write.jobs) {
+      if (auto live = jobs_.find(id); live != jobs_.end()) NotifyNodesLocked(live->second);
+    }
   }
+}
+
+int Controller::PendingWrites() {
+  std::lock_guard lock(mu_);
+  return static_cast<int>(pending_writes_.size());
 }
 
 void Controller::SettleWritesLocked() {
