@@ -382,7 +382,7 @@ TEST_P(WriteBatcherTest, WriteBatcherCommitsWhatItTookAndRefusesAfterClose) {
     batcher.Close();  // idempotent
     auto after = batcher.Enqueue({}, Seconds(7));
     ASSERT_TRUE(Ready(after));
-    EXPECT_EQ(after.get().code(), StatusCode::kFailedPrecondition);
+    EXPECT_EQ(after.get().code(), StatusCode::kUnavailable);
     EXPECT_THAT(after.get().message(), HasSubstr("closed"));
   }  // the destructor waits for the batches taken
   for (size_t i = 0; i < answers.size(); ++i) {
