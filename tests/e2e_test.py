@@ -453,6 +453,53 @@ def test_server_sigkill_keeps_acknowledged_jobs(root):
         c.stop()
 
 
+def store_commits(cluster):
+    """corral_store_commits_total, from /metrics."""
+    found = re.search(r"^corral_store_commits_total (\d+)$",
+                      cluster.get_raw("/metrics")[2].decode(), re.M)
+    return int(found.group(1))
+
+
+def jobs_named(cluster, name):
+    """Every job named `name`, in id order, read page by page (the listing's cursor)."""
+    jobs, cursor = [], ""
+    while True:
+        status, headers, body = cluster.get_raw(
+            f"/api/v1/jobs?name={name}&sort=id&order=asc&limit=1000" +
+            (f"&cursor={cursor}" if cursor else ""))
+        if status != 200:
+            return None
+        jobs += json.loads(body)
+        cursor = headers.get("X-Corral-Next-Cursor", "")
+        if not cursor:
+            return jobs
+
+
+def kill_server_among(cluster, threads, acknowledged, lock, in_flight, stop, enough, what):
+    """Starts `threads` (clients adding to `acknowledged` and counting `in_flight` under `lock`,
+    stopping on `stop` or a lost server), SIGKILLs the server once `enough` requests were
+    acknowledged, with some in flight, and starts it again."""
+    commits_before = store_commits(cluster)
+    for t in threads:
+        t.start()
+    through = wait_for(lambda: len(acknowledged) >= enough, 60, 0.05)
+    commits = store_commits(cluster) - commits_before
+    with lock:
+        acked_then = len(acknowledged)
+    check(f"{len(threads)} concurrent clients get {enough} {what} through", through, acked_then)
+    # How many requests a commit held depends on the disk (on a fast one, groups stay small):
+    # said, not checked.
+    print(f"     ({acked_then} {what} acknowledged in {commits} commits)")
+    with lock:
+        unanswered = in_flight[0]
+    cluster.kill9(cluster.server)
+    stop.set()
+    for t in threads:
+        t.join(30)
+    check(f"the kill found {what} in flight", unanswered > 0, unanswered)
+    cluster.start_server()
+
+
 def test_server_sigkill_in_the_middle_of_batches(root):
     """16 clients submit at once, so that the group commit batches them; the server is SIGKILLed
     while they go on. Every acknowledged job survives, whole (with its submission event), and a
@@ -484,43 +531,11 @@ def test_server_sigkill_in_the_middle_of_batches(root):
                     with lock:
                         in_flight[0] -= 1
 
-        def store_commits():
-            found = re.search(r"^corral_store_commits_total (\d+)$",
-                              c.get_raw("/metrics")[2].decode(), re.M)
-            return int(found.group(1))
-
-        commits_before = store_commits()
         threads = [threading.Thread(target=submitter) for _ in range(16)]
-        for t in threads:
-            t.start()
-        batching = wait_for(lambda: len(acknowledged) >= 400, 60, 0.05)
-        commits = store_commits() - commits_before
-        with lock:
-            acked_then = len(acknowledged)
-        # How many jobs a commit held depends on the disk (on a fast one, batches stay small):
-        # said, not checked.
-        check("16 concurrent clients get 400 submissions through", batching, acked_then)
-        print(f"     ({acked_then} jobs acknowledged in {commits} commits)")
-        with lock:
-            unanswered = in_flight[0]
-        c.kill9(c.server)
-        stop.set()
-        for t in threads:
-            t.join(30)
-        check("the kill found submissions in flight", unanswered > 0, unanswered)
-        c.start_server()
-        stored = []
-        cursor = ""
-        while True:
-            status, headers, body = c.get_raw(
-                "/api/v1/jobs?name=batch-kill&sort=id&order=asc&limit=1000" +
-                (f"&cursor={cursor}" if cursor else ""))
-            if status != 200:
-                break
-            stored += [j["id"] for j in json.loads(body)]
-            cursor = headers.get("X-Corral-Next-Cursor", "")
-            if not cursor:
-                break
+        kill_server_among(c, threads, acknowledged, lock, in_flight, stop, 400, "submissions")
+        listed = jobs_named(c, "batch-kill")
+        stored = [j["id"] for j in listed or []]
+        status = 200 if listed is not None else 500
         missing = sorted(set(acknowledged) - set(stored))
         check(f"server SIGKILL mid-batch: all {len(acknowledged)} acknowledged jobs survive",
               acknowledged and not missing and status == 200, (status, missing[:10]))
@@ -572,41 +587,11 @@ def test_server_sigkill_in_the_middle_of_cancel_batches(root):
                     with lock:
                         in_flight[0] -= 1
 
-        def store_commits():
-            found = re.search(r"^corral_store_commits_total (\d+)$",
-                              c.get_raw("/metrics")[2].decode(), re.M)
-            return int(found.group(1))
-
-        commits_before = store_commits()
         threads = [threading.Thread(target=canceller, args=(ids[i::16],)) for i in range(16)]
-        for t in threads:
-            t.start()
-        batching = wait_for(lambda: len(acknowledged) >= 600, 60, 0.05)
-        commits = store_commits() - commits_before
-        with lock:
-            acked_then = len(acknowledged)
-        check("16 concurrent clients get 600 cancels through", batching, acked_then)
-        # How many cancels a commit held depends on the disk: said, not checked.
-        print(f"     ({acked_then} cancels acknowledged in {commits} commits)")
-        with lock:
-            unanswered = in_flight[0]
-        c.kill9(c.server)
-        stop.set()
-        for t in threads:
-            t.join(30)
-        check("the kill found cancels in flight", unanswered > 0, unanswered)
-        c.start_server()
-        states, cursor = {}, ""
-        while True:
-            status, headers, page = c.get_raw(
-                "/api/v1/jobs?name=cancel-kill&sort=id&order=asc&limit=1000" +
-                (f"&cursor={cursor}" if cursor else ""))
-            if status != 200:
-                break
-            states.update({j["id"]: j["state"] for j in json.loads(page)})
-            cursor = headers.get("X-Corral-Next-Cursor", "")
-            if not cursor:
-                break
+        kill_server_among(c, threads, acknowledged, lock, in_flight, stop, 600, "cancels")
+        listed = jobs_named(c, "cancel-kill")
+        states = {j["id"]: j["state"] for j in listed or []}
+        status = 200 if listed is not None else 500
         lost = [j for j in acknowledged if states.get(j) != "cancelled"]
         check(f"server SIGKILL mid-group: all {len(acknowledged)} acknowledged cancels survive",
               acknowledged and not lost and len(states) == len(ids), (status, lost[:10]))
