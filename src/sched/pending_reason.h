@@ -39,6 +39,11 @@ inline constexpr char kReasonArrayLimit[] = "array_limit";
 inline constexpr char kReasonReservation[] = "would_delay_reservation";
 inline constexpr char kReasonFitsNow[] = "fits_now";
 
+// The reason of a queued job no pass has tried yet.
+inline PendingReason NotYetConsidered() {
+  return {kReasonNotYetConsidered, "not tried yet: the next scheduling pass will"};
+}
+
 // Explains why a job of `tasks` (>= 1) identical copies of `task` (a gang when more than one,
 // started all together) does not fit in `state` now; kReasonFitsNow when it does (capacity was
 // freed after the attempt that failed).

@@ -923,7 +923,7 @@ std::optional<PendingReason> Scheduler::PendingReasonOf(JobId job) const {
   }
   const Shape& shape = shapes_[group.shape];
   if (shape.failed_generation < 0) {
-    return PendingReason{kReasonNotYetConsidered, "not tried yet: the next scheduling pass will"};
+    return NotYetConsidered();
   }
   if (shape.reason_version != state_version_) {
     shape.reason = ExplainUnplaced(state_, shape.request, shape.tasks);

@@ -67,6 +67,7 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
       new Controller(std::move(config), store, clock, std::move(scheduler).value()));
   {
     std::lock_guard lock(c->mu_);
+    std::lock_guard predictor(c->predictor_mu_);
     // Oldest first, as they happened.
     for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
       c->predictor_.Observe(predict::RuntimePredictor::FeaturesOf(it->first), it->second);
@@ -75,6 +76,10 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
     if (!c->policy_error_.empty()) return InvalidArgument(c->policy_error_);
   }
   CORRAL_RETURN_IF_ERROR(c->Recover());
+  {
+    auto lock = c->LockState();
+    c->PublishLocked(PendingRebuild::kNow);
+  }
   return c;
 }
 
@@ -87,6 +92,7 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   config.sharing.projects = sharing_;
   config.las_thresholds_gpu_s = policy_.las_thresholds_gpu_s;
   config.estimate = [this](const model::Job& job) {
+    std::lock_guard predictor(predictor_mu_);
     return predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate;
   };
   return config;
@@ -350,6 +356,7 @@ void Controller::LoopMain() {
     }
     last_round = now;
     RoundLocked(lock);
+    PublishLocked(PendingRebuild::kIfDue);
   }
 }
 
@@ -369,6 +376,7 @@ void Controller::ForgiveAPauseLocked(std::chrono::steady_clock::duration gap) {
 void Controller::Tick() {
   auto lock = LockState();
   RoundLocked(lock);
+  PublishLocked(PendingRebuild::kNow);
 }
 
 void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {

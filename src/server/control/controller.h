@@ -36,6 +36,11 @@
 // without it (PendingWrite): their effect on memory follows once durable, in decision order.
 // Other store writes (a pass's starts, node loss, rounds) still happen under mu_; the store has
 // one connection, so a commit may wait for another's.
+// Reads (ListJobs, JobView, QueueView, Nodes, ClusterSummary, SummaryHistory, LiveNodes,
+// PolicyView, WaitingHeartbeats) never take mu_: they read the store and the last published
+// ReadView (read_view.h), which the loop publishes after every round and the writers after
+// every change a read must see at once (PublishLocked). What they may see late is in
+// docs/control-plane.md, "What takes the controller's lock, and what does not".
 #pragma once
 
 #include <atomic>
@@ -74,6 +79,7 @@
 #include "server/control/log_sink.h"
 #include "server/control/node_credentials.h"
 #include "server/control/principal_cache.h"
+#include "server/control/read_view.h"
 #include "server/control/reconcile.h"
 #include "server/control/rendezvous_ports.h"
 #include "server/control/submit_limiter.h"
@@ -124,6 +130,11 @@ struct ControllerConfig {
   // The scheduling loop runs a round whenever something may have changed (a submission, an
   // end, a node) and at least this often (node timeouts, time-based rules).
   std::chrono::milliseconds loop_tick{1000};
+  // The loop builds the pending jobs' part of the read view (read_view.h: every pending job's
+  // reason, the queue's first rows and estimates; O(pending jobs)) at most this often, and
+  // only after a pass; Tick builds it every time. What a reader may see of a pending job is at
+  // most this plus one round old.
+  std::chrono::milliseconds pending_view_interval{250};
   // The admin policy file (sched/policy_config.h, without "projects": project sharing is in the
   // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
   // sched::SchedulingPolicy's defaults.
@@ -340,8 +351,12 @@ class Controller {
   Result<protocol::ReportAnswer> Heartbeat(const std::string& name, uint64_t registration,
                                            const protocol::Report& report);
 
-  // One scheduling round (the loop calls it; tests may call it directly).
+  // One scheduling round (the loop calls it; tests may call it directly), then a read view
+  // published with its pending part built afresh (so that a read right after sees this pass).
   void Tick();
+  // Builds and publishes a read view now, pending part included (what Tick does after its
+  // round), without a round: for benchmarks of what a publication costs.
+  void Publish();
 
   // Writes decided and not yet applied (the write group: controller_writes.cc).
   int PendingWrites();
@@ -418,8 +433,21 @@ class Controller {
   void PreemptLocked(const sched::Preemption& preemption);
   // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
   void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
-  // Estimated starts of the first queued jobs (kEstimateHorizon), by job; cached per pass.
-  const std::map<JobId, std::optional<Seconds>>& EstimatedStartsLocked();
+  // --- The read view (read_view.h) ---
+  // Whether PublishLocked builds the pending jobs' part again: kKeep (the last one stays),
+  // kIfDue (when a pass ran since and config_.pending_view_interval passed since the last
+  // build: the loop), kNow (Tick, Create).
+  enum class PendingRebuild { kKeep, kIfDue, kNow };
+  // Builds a view from memory and publishes it: readers see it from now on.
+  void PublishLocked(PendingRebuild pending);
+  // Every pending job's reason, the queue's first rows and their estimates, from the last pass.
+  std::shared_ptr<const PendingPart> BuildPendingPartLocked();
+  // Every node's row, its inventory and the tasks on each of its GPUs.
+  std::vector<NodeEntryView> NodeEntriesLocked() const;
+  protocol::PolicyView PolicyViewLocked() const;
+  // The pending part of a view: the job's reason and estimate when the view has it, else
+  // NotYetConsidered (the job was submitted or requeued after that pass).
+  static void AddPendingReason(const PendingPart& pending, protocol::JobSummary& row);
   void LoopMain();
   // Asks the loop for a round now, not at its next tick (a submission, an end that freed GPUs, a
   // node back). Takes only loop_mu_: callable with or without mu_.
@@ -446,6 +474,8 @@ class Controller {
   void StartedLocked(LiveJob& job, std::vector<store::TaskRecord> tasks);
   // A start that could not be committed (or got no ports): back in the queue, nothing held.
   void UnstartLocked(LiveJob& job);
+  // SetNodeState's change, made.
+  Status SetNodeStateLocked(const std::string& name, const std::string& action);
   // Makes the nodes whose heartbeats stopped unreachable, or loses them past the give-up time
   // (reconcile::TimedOutNodes).
   void CheckNodesLocked();
@@ -686,11 +716,18 @@ class Controller {
   predict::RuntimePredictor predictor_;
   RendezvousPorts ports_;  // port blocks of running distributed jobs
   int64_t passes_ = 0;     // scheduling passes so far
-  int64_t estimates_pass_ = -1;
-  std::map<JobId, std::optional<Seconds>> estimates_;
-  std::deque<protocol::ClusterSummary> summary_history_;  // RecordSummaryLocked, oldest first
+  // The run-time predictor's own lock (JobView reads it without mu_): taken after mu_ when
+  // both are held, and by the scheduler's estimator (which runs under mu_).
+  mutable std::mutex predictor_mu_;
+  // RecordSummaryLocked, oldest first; replaced (not changed) so that views share it.
+  std::shared_ptr<const std::deque<protocol::ClusterSummary>> summary_history_ =
+      std::make_shared<const std::deque<protocol::ClusterSummary>>();
   Seconds next_summary_at_{0};
-  int waiting_heartbeats_ = 0;
+  std::atomic<int> waiting_heartbeats_{0};  // changed under mu_, read without
+  ReadViewSlot view_;                       // the published read view (its own leaf lock)
+  // When the pending part was last built, and after which pass.
+  std::chrono::steady_clock::time_point pending_built_at_{};
+  int64_t pending_built_pass_ = -1;
   bool stopping_ = false;
   // Committed submissions on their way to jobs_ (AddToInbox, DrainInboxLocked), in commit
   // order. inbox_mu_ is taken after mu_ when both are held, and held only to move the vector.

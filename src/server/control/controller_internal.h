@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "model/states.h"
+#include "protocol/api_job.h"
+#include "sched/pending_reason.h"
 #include "store/task_record.h"
 
 namespace corral::server::controller_internal {
@@ -17,6 +19,11 @@ using model::TaskState;
 
 // A state's name, for JSON and messages.
 std::string Name(auto state) { return std::string(model::ToString(state)); }
+
+// The scheduler's reason in the API's form.
+inline protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
+  return {reason.code, reason.message};
+}
 
 // Replaces each task of `tasks` that has the allocation of one of `updates` by that update.
 inline void ReplaceTasks(std::vector<store::TaskRecord>& tasks,

@@ -13,8 +13,6 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-constexpr int kEstimateHorizon = 1000;  // queued jobs that get an estimated start
-
 // A new pending job of `who` running `spec`, submitted at `now` (its id comes from the store).
 // Its submission event says which of the server's defaults it got (`defaults`, when any).
 store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds now,
@@ -68,11 +66,6 @@ std::vector<std::string> Narrowed(const std::vector<std::string>& wanted,
     if (std::find(allowed.begin(), allowed.end(), w) != allowed.end()) out.push_back(w);
   }
   return out;
-}
-
-// The scheduler's reason in the API's form.
-protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
-  return {reason.code, reason.message};
 }
 
 // The answer to a submission of `records` (one job, or an array's elements by index).
@@ -269,6 +262,7 @@ Status Controller::Cancel(const Principal& who, JobId id) {
   const std::shared_future<Status> durable = WriteLocked(std::move(batch), now, std::move(write));
   AwaitWriteLocked(lock, durable);
   CORRAL_RETURN_IF_ERROR(durable.get());
+  PublishLocked(PendingRebuild::kKeep);  // its GPUs (a pending job's place: at the next pass)
   lock.unlock();
   changed_.notify_all();
   return Status::Ok();
@@ -304,6 +298,7 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
     LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
     if (!job.end.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
   }
+  PublishLocked(PendingRebuild::kKeep);
   lock.unlock();
   changed_.notify_all();
   std::vector<JobId> ids = pending;
@@ -367,20 +362,17 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
                          .signal = t.signal,
                          .end_cause = t.end_cause});
   }
-  auto lock = LockState();
   if (!model::IsFinal(record->state)) {
+    std::lock_guard predictor(predictor_mu_);
     const predict::Prediction p =
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
     out.predicted_run_s = protocol::RuntimePrediction{p.estimate, p.confidence, p.basis};
   }
-  if (auto unreachable = UnreachableReasonLocked(id)) out.summary.reason = *unreachable;
-  if (auto reason = scheduler_->PendingReasonOf(id)) {
-    out.summary.pending_reason = ReasonOf(*reason);
-    const auto& starts = EstimatedStartsLocked();
-    if (auto eta = starts.find(id); eta != starts.end() && eta->second) {
-      out.summary.estimated_start = *eta->second;
-    }
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  if (const std::string* unreachable = view->UnreachableReason(id)) {
+    out.summary.reason = *unreachable;
   }
+  AddPendingReason(*view->pending, out.summary);
   return out;
 }
 
@@ -407,54 +399,15 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who, store::Jo
     jobs->resize(limit);
     page.next = store::PositionOf(jobs->back(), listing.sort);
   }
-  auto lock = LockState();
-  const auto& starts = EstimatedStartsLocked();
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  page.jobs.reserve(jobs->size());
   for (const auto& j : *jobs) {
     protocol::JobSummary row = ListingRowOf(j);
-    if (auto unreachable = UnreachableReasonLocked(j.id)) row.reason = *unreachable;
-    if (auto reason = scheduler_->PendingReasonOf(j.id)) row.pending_reason = ReasonOf(*reason);
-    if (auto eta = starts.find(j.id); eta != starts.end() && eta->second) {
-      row.estimated_start = *eta->second;
-    }
+    if (const std::string* unreachable = view->UnreachableReason(j.id)) row.reason = *unreachable;
+    AddPendingReason(*view->pending, row);
     page.jobs.push_back(std::move(row));
   }
   return page;
-}
-
-const std::map<JobId, std::optional<Seconds>>& Controller::EstimatedStartsLocked() {
-  // Computed at most once per scheduling pass: a shadow run is not free, and readers poll.
-  if (estimates_pass_ != passes_) {
-    estimates_.clear();
-    for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), kEstimateHorizon)) {
-      estimates_[e.job] = e.estimated_start;
-    }
-    estimates_pass_ = passes_;
-  }
-  return estimates_;
-}
-
-Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
-  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
-  auto lock = LockState();
-  std::vector<protocol::QueueRow> out;
-  int position = 0;
-  for (const sched::QueueEntry& e : scheduler_->Queue(clock_.Now(), limit)) {
-    ++position;
-    auto it = jobs_.find(e.job);
-    if (it == jobs_.end() || !who.CanAccessProject(it->second.record.project)) continue;
-    const LiveJob& job = it->second;
-    out.push_back({.position = position,
-                   .id = e.job,
-                   .name = job.record.name,
-                   .user = job.record.user,
-                   .project = job.record.project,
-                   .priority = job.record.priority,
-                   .gpus = MilliGpu(job.spec.resources.TotalMilli().value() * job.spec.tasks),
-                   .submit_time = job.record.submit_time,
-                   .pending_reason = ReasonOf(e.reason),
-                   .estimated_start = e.estimated_start});
-  }
-  return out;
 }
 
 Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Principal& who) {
@@ -514,8 +467,7 @@ Status Controller::SetProjectSubmitLimits(const std::string& project,
   return Status::Ok();
 }
 
-protocol::PolicyView Controller::PolicyView() {
-  auto lock = LockState();
+protocol::PolicyView Controller::PolicyViewLocked() const {
   const sched::FairShareConfig& f = policy_.sharing.fair_share;
   protocol::PolicyView out{.rules = {.order = std::string(sched::QueueOrderName(policy_.order)),
                                      .blocking = std::string(sched::BlockingName(policy_.blocking)),

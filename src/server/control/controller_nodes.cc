@@ -135,6 +135,7 @@ Result<protocol::RegisterAnswer> Controller::RegisterNode(
   ++node.version;
   CORRAL_RETURN_IF_ERROR(store_.UpsertNode(NodeRecordOf(name, node)));
   WakeLoop();
+  PublishLocked(PendingRebuild::kKeep);  // the node is seen at once
   lock.unlock();
   changed_.notify_all();
   protocol::RegisterAnswer answer;
@@ -266,6 +267,12 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
 Status Controller::SetNodeState(const std::string& name, const std::string& action) {
   auto lock = LockState();
   SettleWritesLocked();  // a removed node's jobs are changed directly
+  const Status done = SetNodeStateLocked(name, action);
+  PublishLocked(PendingRebuild::kKeep);  // an admin sees the node's new state at once
+  return done;
+}
+
+Status Controller::SetNodeStateLocked(const std::string& name, const std::string& action) {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return NotFound("node '" + name + "' not found");
   if (action != "cordon" && action != "uncordon" && action != "drain" && action != "remove") {
@@ -293,77 +300,15 @@ bool Controller::SeesWorkOf(const Principal& who, const std::string& project) co
   return config_.work_visibility == WorkVisibility::kAll || who.CanAccessProject(project);
 }
 
-std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
-  auto lock = LockState();
-  const auto& state = scheduler_->state();
-  // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
-  std::map<std::string, std::map<int, std::vector<protocol::GpuTask>>> on_gpu;
-  for (const auto& [id, job] : jobs_) {
-    if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
-      continue;
-    }
-    const bool seen = SeesWorkOf(who, job.record.project);
-    for (const auto& t : job.tasks) {
-      std::optional<protocol::TaskOwner> owner;
-      if (seen) owner = protocol::TaskOwner{id, t.task_index, job.record.user, job.record.project};
-      for (const model::GpuShare& g : t.allocation.gpus) {
-        on_gpu[t.node][g.index].push_back({owner, g.milli});
-      }
-    }
-  }
-  std::vector<protocol::NodeView> out;
-  for (const auto& [name, node] : nodes_) {
-    protocol::NodeView row{.name = name,
-                           .state = node.state,
-                           .last_heartbeat = node.last_heartbeat,
-                           .unreachable = node.unreachable,
-                           .gpu_model = node.inventory.gpu_model,
-                           .gpus = static_cast<int>(node.inventory.gpus.size()),
-                           .cpu = node.inventory.cpu,
-                           .memory = node.inventory.memory,
-                           .labels = node.inventory.labels,
-                           .runtimes = node.inventory.runtimes,
-                           .container_engine = node.inventory.container_engine,
-                           .gpu_metrics_error = node.gpu_metrics_error};
-    if (const sched::NodeIndex n = state.FindNode(name); n >= 0) {
-      const auto& free = state.node(n);
-      row.free = protocol::NodeFree{{free.gpu_free.begin(), free.gpu_free.end()},
-                                    CpuMilli(free.cpu_free),
-                                    MemoryMib(free.memory_free)};
-    }
-    row.gpu_tasks.resize(row.gpus);
-    if (auto tasks = on_gpu.find(name); tasks != on_gpu.end()) {
-      for (auto& [index, list] : tasks->second) {
-        if (index >= 0 && index < row.gpus) row.gpu_tasks[index] = std::move(list);
-      }
-    }
-    out.push_back(std::move(row));
-  }
-  return out;
-}
-
-protocol::ClusterSummary Controller::ClusterSummary() {
-  auto lock = LockState();
-  return ClusterSummaryLocked();
-}
-
 void Controller::RecordSummaryLocked() {
   const Seconds now = clock_.Now();
   if (now < next_summary_at_) return;
   next_summary_at_ = now + Seconds(60);
-  summary_history_.push_back(ClusterSummaryLocked());
-  while (summary_history_.size() > static_cast<size_t>(kSummaryHistoryMinutes)) {
-    summary_history_.pop_front();
-  }
-}
-
-std::vector<protocol::ClusterSummary> Controller::SummaryHistory(Seconds since) {
-  auto lock = LockState();
-  std::vector<protocol::ClusterSummary> out;
-  for (const protocol::ClusterSummary& s : summary_history_) {
-    if (s.time >= since) out.push_back(s);
-  }
-  return out;
+  // A new deque (views published before hold the old one): once a minute.
+  auto history = std::make_shared<std::deque<protocol::ClusterSummary>>(*summary_history_);
+  history->push_back(ClusterSummaryLocked());
+  while (history->size() > static_cast<size_t>(kSummaryHistoryMinutes)) history->pop_front();
+  summary_history_ = std::move(history);
 }
 
 protocol::ClusterSummary Controller::ClusterSummaryLocked() {
@@ -472,11 +417,6 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
   return answer;
 }
 
-int Controller::WaitingHeartbeats() {
-  auto lock = LockState();
-  return waiting_heartbeats_;
-}
-
 std::map<int64_t, GpuHolder> Controller::GpuHoldersLocked(const std::string& node,
                                                           const std::vector<ReportedGpu>& gpus) {
   std::map<int64_t, GpuHolder> holders;
@@ -500,11 +440,13 @@ std::map<int64_t, GpuHolder> Controller::GpuHoldersLocked(const std::string& nod
 }
 
 std::vector<model::Node> Controller::LiveNodes() {
-  auto lock = LockState();
+  const std::shared_ptr<const ReadView> view = view_.Get();
   std::vector<model::Node> out;
-  for (const auto& [name, node] : nodes_) {
-    if (node.state == NodeState::kLost) continue;
-    if (auto n = NodeFromInventory(name, node.inventory); n.ok()) out.push_back(std::move(*n));
+  for (const NodeEntryView& entry : view->nodes) {
+    if (entry.row.state == NodeState::kLost) continue;
+    if (auto n = NodeFromInventory(entry.row.name, entry.inventory); n.ok()) {
+      out.push_back(std::move(*n));
+    }
   }
   return out;
 }

@@ -292,12 +292,19 @@ Result<protocol::ReportAnswer> Controller::Heartbeat(const std::string& name, ui
   LiveNode* registered_node = registered();
   if (!registered_node) return NotFound("node '" + name + "' is not registered");
   registered_node->last_heartbeat = clock_.Now();
+  // What the nodes' view must show at once (the rest, its time and tasks, at the next round).
+  bool seen_at_once = false;
   if (registered_node->unreachable) {
     SettleWritesLocked();  // its jobs get events, written directly (nothing unlocks meanwhile)
     ReachableAgainLocked(name, *registered_node);
+    seen_at_once = true;
   }
-  if (!report.gpu_metrics_error.empty())
+  if (!report.gpu_metrics_error.empty() &&
+      registered_node->gpu_metrics_error != report.gpu_metrics_error) {
     registered_node->gpu_metrics_error = report.gpu_metrics_error;
+    seen_at_once = true;
+  }
+  if (seen_at_once) PublishLocked(PendingRebuild::kKeep);
   if (report.gpu_metrics) {
     const std::vector<ReportedGpu> gpus = ReportedGpus(*report.gpu_metrics);
     GpuMonitor::NodeGpus identity{registered_node->inventory.gpu_model, {}};

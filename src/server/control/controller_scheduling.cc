@@ -232,6 +232,7 @@ model::Job Controller::ModelJobOf(const LiveJob& job) {
 
 void Controller::EndedLocked(LiveJob& job, JobState state, Seconds now) {
   if (state == JobState::kSucceeded && job.record.start_time) {
+    std::lock_guard predictor(predictor_mu_);
     predictor_.Observe(predict::RuntimePredictor::FeaturesOf(ToModelJob(job.spec, job.record)),
                        Seconds(now.value() - job.record.start_time->value()));
     scheduler_->NoteEstimatesChanged();

@@ -2,8 +2,10 @@
 // FakeClock: launches, reports, cancellation, gang failure, node loss and identity.
 #include "server/control/controller.h"
 
+#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1491,6 +1493,107 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
   EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
   (void)running;
+}
+
+// The reads answer from the published view (read_view.h): while a round holds the controller's
+// lock (here: reading a policy file that is a FIFO no one writes yet), the job list, a job, the
+// queue, the nodes, the summary and the policy all answer, with what the last round published.
+TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
+  WritePolicy("order: fifo\n", 1);
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json first = Spec(4);
+  first["time_limit_s"] = 100;
+  const JobId running = Submit(first);
+  controller_->Tick();
+  const JobId waiting = Submit(Spec(4));
+  controller_->Tick();
+  // The policy file becomes a FIFO with a newer time: the next round opens it and waits, holding
+  // the lock, until someone writes it.
+  std::filesystem::remove(policy_file_);
+  ASSERT_EQ(mkfifo(policy_file_.c_str(), 0600), 0);
+  std::filesystem::last_write_time(
+      policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(2));
+  std::thread round([&] { controller_->Tick(); });
+  int writer = -1;  // opens (without blocking) only once the round is reading the FIFO
+  while ((writer = open(policy_file_.c_str(), O_WRONLY | O_NONBLOCK)) < 0) {
+    ASSERT_EQ(errno, ENXIO);
+    std::this_thread::yield();
+  }
+  store::JobFilter all;
+  all.limit = 10;
+  auto page = controller_->ListJobs(alice_, all, /*all_projects=*/false);
+  auto queue = controller_->QueueView(alice_, 10);
+  auto job = controller_->JobView(alice_, waiting);
+  const std::vector<protocol::NodeView> nodes = controller_->Nodes(alice_);
+  const protocol::ClusterSummary summary = controller_->ClusterSummary();
+  const protocol::PolicyView policy = controller_->PolicyView();
+  const std::string text = "order: fifo\n";
+  ASSERT_EQ(write(writer, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(writer);
+  round.join();
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 2u);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 1u);
+  EXPECT_EQ((*queue)[0].id, waiting);
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(job->summary.pending_reason);
+  EXPECT_EQ(job->summary.estimated_start, Seconds(1000 + 100));
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_EQ(nodes[0].gpu_tasks.size(), 4u);
+  ASSERT_EQ(nodes[0].gpu_tasks[0].size(), 1u);
+  EXPECT_EQ(nodes[0].gpu_tasks[0][0].owner->job, running);
+  EXPECT_EQ(summary.jobs_pending, 1);
+  EXPECT_EQ(summary.jobs_starting, 1);
+  EXPECT_EQ(policy.rules.order, "fifo");
+}
+
+// A pending job's reason and estimated start come from the same pass, wherever they are read
+// (the listing, the job, the queue); a job submitted after it reads "not yet considered".
+TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstimate) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json first = Spec(4);
+  first["time_limit_s"] = 100;
+  const JobId running = Submit(first);
+  controller_->Tick();
+  const JobId waiting = Submit(Spec(4));
+  const JobId too_big = Submit(Spec(8));
+  controller_->Tick();
+  const JobId late = Submit(Spec(1));  // after the last pass
+  store::JobFilter all;
+  all.limit = 10;
+  auto page = controller_->ListJobs(alice_, all, /*all_projects=*/false);
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(page.ok());
+  ASSERT_TRUE(queue.ok());
+  std::map<JobId, protocol::QueueRow> queued;
+  for (const protocol::QueueRow& row : *queue) queued[row.id] = row;
+  ASSERT_EQ(queued.size(), 2u);
+  for (const protocol::JobSummary& row : page->jobs) {
+    auto job = controller_->JobView(alice_, row.id);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->summary.pending_reason, row.pending_reason) << row.id.value();
+    EXPECT_EQ(job->summary.estimated_start, row.estimated_start) << row.id.value();
+    if (row.id == running) {
+      EXPECT_FALSE(row.pending_reason);
+    } else if (row.id == late) {
+      ASSERT_TRUE(row.pending_reason);
+      EXPECT_EQ(row.pending_reason->code, sched::kReasonNotYetConsidered);
+      EXPECT_FALSE(row.estimated_start);
+    } else {
+      ASSERT_TRUE(queued.count(row.id));
+      EXPECT_EQ(row.pending_reason, queued[row.id].pending_reason);
+      EXPECT_EQ(row.estimated_start, queued[row.id].estimated_start);
+    }
+  }
+  EXPECT_EQ(queued[waiting].estimated_start, Seconds(1000 + 100));
+  EXPECT_EQ(queued[too_big].pending_reason.code, sched::kReasonNeverFits);
+  controller_->Tick();  // the late job's pass
+  auto late_view = controller_->JobView(alice_, late);
+  ASSERT_TRUE(late_view.ok());
+  ASSERT_TRUE(late_view->summary.pending_reason);
+  EXPECT_NE(late_view->summary.pending_reason->code, sched::kReasonNotYetConsidered);
 }
 
 TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {

@@ -1,0 +1,191 @@
+// Controller, the read view (read_view.h): what the reads answer from without the lock, built
+// under it and published whole (docs/control-plane.md, "What takes the controller's lock, and
+// what does not").
+
+#include "server/control/controller.h"
+#include "server/control/controller_internal.h"
+
+namespace corral::server {
+
+using namespace controller_internal;  // NOLINT(google-build-using-namespace)
+
+void Controller::PublishLocked(PendingRebuild pending) {
+  std::shared_ptr<const ReadView> last = view_.Get();
+  auto view = std::make_shared<ReadView>();
+  const auto now = std::chrono::steady_clock::now();
+  const bool due =
+      pending_built_pass_ != passes_ && now - pending_built_at_ >= config_.pending_view_interval;
+  if (!last || pending == PendingRebuild::kNow || (pending == PendingRebuild::kIfDue && due)) {
+    view->pending = BuildPendingPartLocked();
+    pending_built_at_ = now;
+    pending_built_pass_ = passes_;
+  } else {
+    view->pending = last->pending;
+  }
+  view->nodes = NodeEntriesLocked();
+  for (const auto& [name, node] : nodes_) {
+    if (!node.unreachable) continue;
+    auto on = jobs_on_node_.find(name);
+    if (on == jobs_on_node_.end()) continue;
+    for (JobId id : on->second) {
+      if (auto reason = UnreachableReasonLocked(id)) view->unreachable.emplace_back(id, *reason);
+    }
+  }
+  std::sort(view->unreachable.begin(), view->unreachable.end());
+  view->unreachable.erase(std::unique(view->unreachable.begin(), view->unreachable.end()),
+                          view->unreachable.end());
+  view->summary = ClusterSummaryLocked();
+  view->history = summary_history_;
+  view->policy = PolicyViewLocked();
+  view_.Set(std::move(view));
+}
+
+std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
+  auto part = std::make_shared<PendingPart>();
+  part->pass = passes_;
+  part->built_at = clock_.Now();
+  part->jobs.reserve(scheduler_->pending_count());
+  for (const auto& [id, job] : jobs_) {  // by id
+    if (job.record.state != JobState::kPending) continue;
+    if (auto reason = scheduler_->PendingReasonOf(id)) {
+      part->jobs.push_back({id, ReasonOf(*reason), std::nullopt});
+    }
+  }
+  int position = 0;
+  for (const sched::QueueEntry& e : scheduler_->Queue(part->built_at, PendingPart::kQueueRows)) {
+    ++position;
+    auto it = jobs_.find(e.job);
+    if (it == jobs_.end()) continue;
+    const LiveJob& job = it->second;
+    part->queue.push_back(
+        {.position = position,
+         .id = e.job,
+         .name = job.record.name,
+         .user = job.record.user,
+         .project = job.record.project,
+         .priority = job.record.priority,
+         .gpus = MilliGpu(job.spec.resources.TotalMilli().value() * job.spec.tasks),
+         .submit_time = job.record.submit_time,
+         .pending_reason = ReasonOf(e.reason),
+         .estimated_start = e.estimated_start});
+    // The estimate in the same entry as its reason: both from this pass.
+    auto entry = std::lower_bound(part->jobs.begin(), part->jobs.end(), e.job,
+                                  [](const PendingJobView& j, JobId i) { return j.id < i; });
+    if (entry != part->jobs.end() && entry->id == e.job) entry->estimated_start = e.estimated_start;
+  }
+  return part;
+}
+
+std::vector<NodeEntryView> Controller::NodeEntriesLocked() const {
+  const auto& state = scheduler_->state();
+  // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
+  std::map<std::string, std::map<int, std::vector<GpuTaskView>>> on_gpu;
+  for (const auto& [id, job] : jobs_) {
+    if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
+      continue;
+    }
+    for (const auto& t : job.tasks) {
+      const protocol::TaskOwner owner{id, t.task_index, job.record.user, job.record.project};
+      for (const model::GpuShare& g : t.allocation.gpus) {
+        on_gpu[t.node][g.index].push_back({owner, g.milli});
+      }
+    }
+  }
+  std::vector<NodeEntryView> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) {
+    NodeEntryView entry;
+    entry.inventory = node.inventory;
+    protocol::NodeView& row = entry.row;
+    row = {.name = name,
+           .state = node.state,
+           .last_heartbeat = node.last_heartbeat,
+           .unreachable = node.unreachable,
+           .gpu_model = node.inventory.gpu_model,
+           .gpus = static_cast<int>(node.inventory.gpus.size()),
+           .cpu = node.inventory.cpu,
+           .memory = node.inventory.memory,
+           .labels = node.inventory.labels,
+           .runtimes = node.inventory.runtimes,
+           .container_engine = node.inventory.container_engine,
+           .gpu_metrics_error = node.gpu_metrics_error};
+    if (const sched::NodeIndex n = state.FindNode(name); n >= 0) {
+      const auto& free = state.node(n);
+      row.free = protocol::NodeFree{{free.gpu_free.begin(), free.gpu_free.end()},
+                                    CpuMilli(free.cpu_free),
+                                    MemoryMib(free.memory_free)};
+    }
+    entry.gpu_tasks.resize(row.gpus);
+    if (auto tasks = on_gpu.find(name); tasks != on_gpu.end()) {
+      for (auto& [index, list] : tasks->second) {
+        if (index >= 0 && index < row.gpus) entry.gpu_tasks[index] = std::move(list);
+      }
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+void Controller::AddPendingReason(const PendingPart& pending, protocol::JobSummary& row) {
+  if (row.state != JobState::kPending) return;  // the store's state: newer than any view
+  if (const PendingJobView* entry = pending.Find(row.id)) {
+    row.pending_reason = entry->reason;
+    row.estimated_start = entry->estimated_start;
+    return;
+  }
+  row.pending_reason = ReasonOf(sched::NotYetConsidered());
+}
+
+void Controller::Publish() {
+  auto lock = LockState();
+  PublishLocked(PendingRebuild::kNow);
+}
+
+// --- The reads -------------------------------------------------------------------------------
+
+std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  std::vector<protocol::NodeView> out;
+  out.reserve(view->nodes.size());
+  for (const NodeEntryView& entry : view->nodes) {
+    protocol::NodeView row = entry.row;
+    row.gpu_tasks.resize(entry.gpu_tasks.size());
+    for (size_t i = 0; i < entry.gpu_tasks.size(); ++i) {
+      for (const GpuTaskView& t : entry.gpu_tasks[i]) {
+        std::optional<protocol::TaskOwner> owner;
+        if (SeesWorkOf(who, t.owner.project)) owner = t.owner;
+        row.gpu_tasks[i].push_back({std::move(owner), t.milli});
+      }
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+protocol::ClusterSummary Controller::ClusterSummary() { return view_.Get()->summary; }
+
+std::vector<protocol::ClusterSummary> Controller::SummaryHistory(Seconds since) {
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  std::vector<protocol::ClusterSummary> out;
+  for (const protocol::ClusterSummary& s : *view->history) {
+    if (s.time >= since) out.push_back(s);
+  }
+  return out;
+}
+
+protocol::PolicyView Controller::PolicyView() { return view_.Get()->policy; }
+
+int Controller::WaitingHeartbeats() { return waiting_heartbeats_.load(); }
+
+Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
+  if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+  const std::shared_ptr<const PendingPart> pending = view_.Get()->pending;
+  std::vector<protocol::QueueRow> out;
+  for (const protocol::QueueRow& row : pending->queue) {
+    if (row.position > limit) break;
+    if (who.CanAccessProject(row.project)) out.push_back(row);
+  }
+  return out;
+}
+
+}  // namespace corral::server

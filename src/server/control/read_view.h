@@ -1,0 +1,109 @@
+// What the controller's reads answer from without its lock (docs/control-plane.md, "What takes
+// the controller's lock, and what does not"): a ReadView, built under the lock from memory and
+// published whole; immutable once published. A reader copies the pointer (ReadViewSlot::Get,
+// a leaf mutex held for the copy only) and reads at leisure: it never waits for a scheduling
+// pass, a heartbeat or a commit, and nothing it reads changes under it.
+//
+// Two parts, of two costs and two paces (Controller::PublishLocked):
+//  - PendingPart, O(pending jobs): every pending job's reason and the first kQueueRows jobs'
+//    queue rows with their estimated starts, all from the same scheduling pass. Built after a
+//    pass, at most once per ControllerConfig::pending_view_interval from the loop (Tick builds
+//    it every time).
+//  - the rest, O(nodes + tasks of started jobs): nodes, the jobs held on unreachable nodes, the
+//    cluster summary, the rules. Built after every round and after every change a read must
+//    see at once (registrations, admin node actions, cancels, sharing and policy changes).
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/ids.h"
+#include "model/states.h"
+#include "protocol/api_cluster.h"
+#include "protocol/api_job.h"
+#include "protocol/api_node.h"
+#include "protocol/api_scheduling.h"
+
+namespace corral::server {
+
+// Why a pending job waits, and when it is expected to start, as one pass found.
+struct PendingJobView {
+  JobId id;
+  protocol::PendingReason reason;
+  std::optional<Seconds> estimated_start;  // none past the queue's first kQueueRows jobs
+};
+
+struct PendingPart {
+  static constexpr int kQueueRows = 1000;  // queue rows (and estimated starts) it keeps
+  int64_t pass = 0;                        // the scheduling pass it is from (0: none yet)
+  Seconds built_at{0};
+  std::vector<PendingJobView> jobs;       // every job pending then, by id
+  std::vector<protocol::QueueRow> queue;  // the first kQueueRows in queue order, every project's
+
+  // The job's entry; null when it was not pending at the pass (or submitted since).
+  const PendingJobView* Find(JobId id) const {
+    auto it = std::lower_bound(jobs.begin(), jobs.end(), id,
+                               [](const PendingJobView& j, JobId i) { return j.id < i; });
+    return it != jobs.end() && it->id == id ? &*it : nullptr;
+  }
+};
+
+// A task of a starting or running job on one GPU, with its owner always (a read hides the
+// owner from callers who may not see its project: Controller::Nodes).
+struct GpuTaskView {
+  protocol::TaskOwner owner;
+  MilliGpu milli{0};
+};
+
+struct NodeEntryView {
+  protocol::NodeView row;                           // gpu_tasks left empty: see gpu_tasks
+  std::vector<std::vector<GpuTaskView>> gpu_tasks;  // per GPU index
+  protocol::NodeInventory inventory;
+};
+
+struct ReadView {
+  std::shared_ptr<const PendingPart> pending;  // never null once published
+  std::vector<NodeEntryView> nodes;            // by name
+  // Jobs with a task on an unreachable node: what their views say instead of their record's
+  // reason (Controller::UnreachableReasonLocked), by id.
+  std::vector<std::pair<JobId, std::string>> unreachable;
+  protocol::ClusterSummary summary;
+  // The summaries recorded once a minute, oldest first (shared between views: it changes
+  // once a minute).
+  std::shared_ptr<const std::deque<protocol::ClusterSummary>> history;
+  protocol::PolicyView policy;
+
+  const std::string* UnreachableReason(JobId id) const {
+    auto it = std::lower_bound(unreachable.begin(), unreachable.end(), id,
+                               [](const auto& u, JobId i) { return u.first < i; });
+    return it != unreachable.end() && it->first == id ? &it->second : nullptr;
+  }
+};
+
+// The published view: one pointer behind a leaf mutex (never held while anything else is
+// taken, nor for more than a pointer copy).
+class ReadViewSlot {
+ public:
+  std::shared_ptr<const ReadView> Get() const {
+    std::lock_guard lock(mu_);
+    return view_;
+  }
+  void Set(std::shared_ptr<const ReadView> view) {
+    std::lock_guard lock(mu_);
+    view_.swap(view);
+    // (the old view, if last, is freed outside the lock: `view` goes out of scope after it)
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const ReadView> view_;
+};
+
+}  // namespace corral::server
