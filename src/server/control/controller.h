@@ -131,9 +131,9 @@ struct ControllerConfig {
   // end, a node) and at least this often (node timeouts, time-based rules).
   std::chrono::milliseconds loop_tick{1000};
   // The loop builds the pending jobs' part of the read view (read_view.h: every pending job's
-  // reason, the queue's first rows and estimates; O(pending jobs)) at most this often, and
-  // only after a pass; Tick builds it every time. What a reader may see of a pending job is at
-  // most this plus one round old.
+  // reason, the queue's first rows and estimates; O(pending jobs)) at most this often (and
+  // at most every four times its last build's duration), only after a pass; Tick builds it every
+  // time. What a reader may see of a pending job is at most that plus one round old.
   std::chrono::milliseconds pending_view_interval{250};
   // The admin policy file (sched/policy_config.h, without "projects": project sharing is in the
   // store); re-read when it changes, a bad edit is refused and the rules in force stay. Empty:
@@ -727,6 +727,8 @@ class Controller {
   ReadViewSlot view_;                       // the published read view (its own leaf lock)
   // When the pending part was last built, and after which pass.
   std::chrono::steady_clock::time_point pending_built_at_{};
+  // How long its last build took: the loop waits at least four times that between builds.
+  std::chrono::steady_clock::duration pending_build_cost_{};
   int64_t pending_built_pass_ = -1;
   bool stopping_ = false;
   // Committed submissions on their way to jobs_ (AddToInbox, DrainInboxLocked), in commit

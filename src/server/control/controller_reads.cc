@@ -13,11 +13,14 @@ void Controller::PublishLocked(PendingRebuild pending) {
   std::shared_ptr<const ReadView> last = view_.Get();
   auto view = std::make_shared<ReadView>();
   const auto now = std::chrono::steady_clock::now();
-  const bool due =
-      pending_built_pass_ != passes_ && now - pending_built_at_ >= config_.pending_view_interval;
+  // Never more than a fifth of the loop's time on it, however long the queue.
+  const auto interval = std::max<std::chrono::steady_clock::duration>(config_.pending_view_interval,
+                                                                      4 * pending_build_cost_);
+  const bool due = pending_built_pass_ != passes_ && now - pending_built_at_ >= interval;
   if (!last || pending == PendingRebuild::kNow || (pending == PendingRebuild::kIfDue && due)) {
     view->pending = BuildPendingPartLocked();
     pending_built_at_ = now;
+    pending_build_cost_ = std::chrono::steady_clock::now() - now;
     pending_built_pass_ = passes_;
   } else {
     view->pending = last->pending;
