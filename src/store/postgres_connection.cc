@@ -213,14 +213,29 @@ bool PostgresConnection::Send(const std::string& name, const std::string& sql,
 
 Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
     const std::string& sql, const std::vector<SqlParams>& param_sets) {
+  return Pipeline(
+      param_sets.size(), [&](size_t) -> const std::string& { return sql; },
+      [&](size_t i) -> const SqlParams& { return param_sets[i]; });
+}
+
+Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
+    size_t count, const std::function<const std::string&(size_t)>& sql_of,
+    const std::function<const SqlParams&(size_t)>& params_of) {
   std::vector<RunResult> results;
-  if (param_sets.empty()) return results;  // a pending BEGIN waits for the next statement
+  if (count == 0) return results;  // a pending BEGIN waits for the next statement
   CORRAL_RETURN_IF_ERROR(EnsureConnected());
-  auto name = Prepare(sql);
-  if (!name.ok()) return name.status();
-  results.reserve(param_sets.size());
-  for (size_t begin = 0; begin < param_sets.size(); begin += kPipelineChunk) {
-    size_t end = std::min(param_sets.size(), begin + kPipelineChunk);
+  std::vector<std::string> names(count);  // each run's prepared statement
+  bool writes = false;                    // a run that is not a SELECT
+  for (size_t i = 0; i < count; ++i) {
+    const std::string& sql = sql_of(i);
+    auto name = i > 0 && sql_of(i - 1) == sql ? Result<std::string>(names[i - 1]) : Prepare(sql);
+    if (!name.ok()) return name.status();
+    names[i] = std::move(name).value();
+    writes |= sql.rfind("SELECT", 0) != 0;
+  }
+  results.reserve(count);
+  for (size_t begin = 0; begin < count; begin += kPipelineChunk) {
+    size_t end = std::min(count, begin + kPipelineChunk);
     if (pq_.PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
     // A pipeline that cannot be completed leaves libpq mid-protocol: start a new session
     // rather than guess what the server saw.
@@ -232,7 +247,9 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
       }
     }
     for (size_t i = begin; i < end; ++i) {
-      if (!Send(*name, sql, param_sets[i])) return AbandonSession(ConnectionError("send: "));
+      if (!Send(names[i], sql_of(i), params_of(i))) {
+        return AbandonSession(ConnectionError("send: "));
+      }
     }
     if (pq_.PQpipelineSync(conn_) != 1) return AbandonSession(ConnectionError("pipeline sync: "));
     // Every run answers with its results and then a null; after an error the server skips the
@@ -262,7 +279,7 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
     }
     if (!first_error.ok()) return first_error;
     // Outside a transaction the chunk ran as one implicit transaction, committed at the sync.
-    if (!in_transaction_ && sql.rfind("SELECT", 0) != 0) ++commits_;
+    if (!in_transaction_ && writes) ++commits_;
   }
   return results;
 }
@@ -279,14 +296,26 @@ Result<SqlRows> PostgresConnection::Query(const std::string& sql, const SqlParam
   return std::move(results->front().rows);
 }
 
+std::vector<SqlRows> PostgresConnection::RowsOfRuns(std::vector<RunResult> results) {
+  std::vector<SqlRows> rows;
+  rows.reserve(results.size());
+  for (RunResult& r : results) rows.push_back(std::move(r.rows));
+  return rows;
+}
+
 Result<std::vector<SqlRows>> PostgresConnection::QueryEach(
     const std::string& sql, const std::vector<SqlParams>& param_sets) {
   auto results = Pipeline(sql, param_sets);
   if (!results.ok()) return results.status();
-  std::vector<SqlRows> rows;
-  rows.reserve(results->size());
-  for (RunResult& r : *results) rows.push_back(std::move(r.rows));
-  return rows;
+  return RowsOfRuns(std::move(results).value());
+}
+
+Result<std::vector<SqlRows>> PostgresConnection::QueryMany(const std::vector<SqlRun>& runs) {
+  auto results = Pipeline(
+      runs.size(), [&](size_t i) -> const std::string& { return runs[i].sql; },
+      [&](size_t i) -> const SqlParams& { return runs[i].params; });
+  if (!results.ok()) return results.status();
+  return RowsOfRuns(std::move(results).value());
 }
 
 Status PostgresConnection::ExecuteScript(const std::string& sql) {

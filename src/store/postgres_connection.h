@@ -8,6 +8,7 @@
 // Thread safety: none; one thread at a time.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,6 +47,7 @@ class PostgresConnection final : public SqlConnection {
   Dialect dialect() const override { return Dialect::kPostgres; }
   Result<int64_t> Execute(const std::string& sql, const SqlParams& params) override;
   Result<SqlRows> Query(const std::string& sql, const SqlParams& params) override;
+  Result<std::vector<SqlRows>> QueryMany(const std::vector<SqlRun>& runs) override;
   Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
                                          const std::vector<SqlParams>& param_sets) override;
   Status ExecuteScript(const std::string& sql) override;
@@ -74,8 +76,15 @@ class PostgresConnection final : public SqlConnection {
     SqlRows rows;
     int64_t changed = 0;  // rows the statement changed
   };
-  // Runs `sql` once per parameter set in pipeline mode (one round trip per chunk of runs), the
-  // deferred BEGIN first when one is pending. Stops at the first error.
+  // Runs `count` statements in pipeline mode (one round trip per chunk of runs), run i being
+  // sql_of(i) with params_of(i), the deferred BEGIN first when one is pending. Stops at the
+  // first error.
+  Result<std::vector<RunResult>> Pipeline(size_t count,
+                                          const std::function<const std::string&(size_t)>& sql_of,
+                                          const std::function<const SqlParams&(size_t)>& params_of);
+  // The rows of each run.
+  static std::vector<SqlRows> RowsOfRuns(std::vector<RunResult> results);
+  // Pipeline of one statement run once per parameter set.
   Result<std::vector<RunResult>> Pipeline(const std::string& sql,
                                           const std::vector<SqlParams>& param_sets);
   Status ResultError(const pg_result* result) const;

@@ -42,6 +42,12 @@ using SqlRows = std::vector<SqlRow>;
 // AlreadyExists, a foreign-key violation NotFound, a CHECK or NOT NULL violation
 // InvalidArgument, anything else IoError. Messages are the database's own text (without the
 // statement); callers prefix the operation.
+// One run of a statement with its parameters (QueryMany).
+struct SqlRun {
+  std::string sql;
+  SqlParams params;
+};
+
 class SqlConnection {
  public:
   virtual ~SqlConnection() = default;
@@ -57,6 +63,9 @@ class SqlConnection {
   // reuses one prepared statement. Meant for batches inside a transaction.
   virtual Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
                                                  const std::vector<SqlParams>& param_sets) = 0;
+  // QueryEach for runs of different statements, in order: PostgreSQL pipelines them all (one
+  // round trip per chunk, whatever the mix); SQLite prepares each statement once.
+  virtual Result<std::vector<SqlRows>> QueryMany(const std::vector<SqlRun>& runs) = 0;
   // Runs several ';'-separated statements without parameters (migration DDL).
   virtual Status ExecuteScript(const std::string& sql) = 0;
 

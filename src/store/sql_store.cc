@@ -1440,37 +1440,35 @@ Status SqlStore::JobWriteRows(const std::vector<JobWrite>& writes) {
   auto sql_of = [](const JobWrite& w) {
     return w.cancel ? std::string(kRequestCancel) : TransitionSql(w.transition->to);
   };
+  // Every job write in one pipeline (PostgreSQL: one round trip per chunk, whatever the mix of
+  // statements); each sees the writes before it.
+  std::vector<SqlRun> runs;
+  runs.reserve(writes.size());
+  for (const JobWrite& w : writes) {
+    runs.push_back(
+        {sql_of(w), w.cancel ? CancelParams(*w.cancel)
+                             : TransitionParams(w.transition->id, w.transition->from,
+                                                w.transition->to, w.transition->reason, w.now)});
+  }
+  auto changed = conn_->QueryMany(runs);
+  if (!changed.ok()) {
+    return Annotate(writes.size() == 1 ? writes[0].name()
+                                       : "write " + std::to_string(writes.size()) + " job changes",
+                    changed.status());
+  }
   std::vector<SqlParams> events;
   events.reserve(writes.size());
-  // Consecutive writes that share a statement run as one pipeline (PostgreSQL: one round trip
-  // per chunk); each sees the writes before it.
-  for (size_t begin = 0, end = 0; begin < writes.size(); begin = end) {
-    const std::string sql = sql_of(writes[begin]);
-    std::vector<SqlParams> params;
-    for (end = begin; end < writes.size() && sql_of(writes[end]) == sql; ++end) {
-      const JobWrite& w = writes[end];
-      params.push_back(w.cancel ? CancelParams(*w.cancel)
-                                : TransitionParams(w.transition->id, w.transition->from,
-                                                   w.transition->to, w.transition->reason, w.now));
-    }
-    auto changed = conn_->QueryEach(sql, params);
-    if (!changed.ok()) {
-      return Annotate(end - begin == 1 ? writes[begin].name()
-                                       : "write " + std::to_string(end - begin) + " job changes",
-                      changed.status());
-    }
-    for (size_t i = begin; i < end; ++i) {
-      const JobWrite& w = writes[i];
-      const SqlRows& rows = (*changed)[i - begin];
-      if (rows.size() != 1) return Annotate(w.name(), ExplainRefused(w));
-      if (w.cancel) {  // an event that changes no state, in the job's state
-        SqlValue state = rows[0].Text(0);
-        events.push_back(
-            {w.cancel->id.value(), w.now.value(), state, state, "cancelling: " + w.cancel->reason});
-      } else {
-        events.push_back({w.transition->id.value(), w.now.value(), StateValue(w.transition->from),
-                          StateValue(w.transition->to), w.transition->reason});
-      }
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const JobWrite& w = writes[i];
+    const SqlRows& rows = (*changed)[i];
+    if (rows.size() != 1) return Annotate(w.name(), ExplainRefused(w));
+    if (w.cancel) {  // an event that changes no state, in the job's state
+      SqlValue state = rows[0].Text(0);
+      events.push_back(
+          {w.cancel->id.value(), w.now.value(), state, state, "cancelling: " + w.cancel->reason});
+    } else {
+      events.push_back({w.transition->id.value(), w.now.value(), StateValue(w.transition->from),
+                        StateValue(w.transition->to), w.transition->reason});
     }
   }
   if (events.empty()) return {};

@@ -185,6 +185,17 @@ Result<std::vector<SqlRows>> SqliteConnection::QueryEach(const std::string& sql,
   return results;
 }
 
+Result<std::vector<SqlRows>> SqliteConnection::QueryMany(const std::vector<SqlRun>& runs) {
+  std::vector<SqlRows> results(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto stmt = Prepare(runs[i].sql);  // cached: each statement is prepared once
+    if (!stmt.ok()) return stmt.status();
+    Status s = Run(*stmt, runs[i].params, &results[i]);
+    if (!s.ok()) return s;
+  }
+  return results;
+}
+
 Status SqliteConnection::ExecuteScript(const std::string& sql) {
   char* error = nullptr;
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);

@@ -27,6 +27,7 @@ class SqliteConnection final : public SqlConnection {
   Dialect dialect() const override { return Dialect::kSqlite; }
   Result<int64_t> Execute(const std::string& sql, const SqlParams& params) override;
   Result<SqlRows> Query(const std::string& sql, const SqlParams& params) override;
+  Result<std::vector<SqlRows>> QueryMany(const std::vector<SqlRun>& runs) override;
   Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
                                          const std::vector<SqlParams>& param_sets) override;
   Status ExecuteScript(const std::string& sql) override;
