@@ -324,6 +324,7 @@ void Controller::DrainInboxLocked() {
   {
     std::lock_guard inbox(inbox_mu_);
     committed.swap(inbox_);
+    drained_ = submitted_;
   }
   for (CommittedJob& c : committed) {
     QueueLocked(c.record, std::move(c.spec), std::move(c.environment));
@@ -333,7 +334,10 @@ void Controller::DrainInboxLocked() {
 void Controller::AddToInbox(std::vector<CommittedJob> committed) {
   {
     std::lock_guard inbox(inbox_mu_);
-    for (CommittedJob& c : committed) inbox_.push_back(std::move(c));
+    for (CommittedJob& c : committed) {
+      unviewed_.push_back({++submitted_, QueueRowOf(c.record, c.spec)});
+      inbox_.push_back(std::move(c));
+    }
   }
   WakeLoop();
 }

@@ -39,8 +39,10 @@
 // Reads (ListJobs, JobView, QueueView, Nodes, ClusterSummary, SummaryHistory, LiveNodes,
 // PolicyView, WaitingHeartbeats) never take mu_: they read the store and the last published
 // ReadView (read_view.h), which the loop publishes after every round and the writers after
-// every change a read must see at once (PublishLocked). What they may see late is in
-// docs/control-plane.md, "What takes the controller's lock, and what does not".
+// every change a read must see at once (PublishLocked); QueueView and ClusterSummary add the
+// submissions committed since (unviewed_), so a job is seen as soon as Submit returned. What
+// they may see late is in docs/control-plane.md, "What takes the controller's lock, and what
+// does not".
 #pragma once
 
 #include <atomic>
@@ -222,7 +224,8 @@ class Controller {
   bool SeesWorkOf(const Principal& who, const std::string& project) const;
   // Counts for the dashboard's live summary: nodes not lost (and ready ones), their GPUs,
   // allocated GPUs (whole GPUs, fractional when shared), used GPUs (the sum of the GPUs' last
-  // utilisation, in GPUs), jobs by live state (pending, starting, running).
+  // utilisation, in GPUs), jobs by live state (pending, starting, running). A job is counted
+  // pending from the moment its submission returned.
   protocol::ClusterSummary ClusterSummary();
   // The summaries the loop recorded, one a minute for the last 7 days (in memory: a restart
   // starts afresh), from `since` on, oldest first: the overview's chart over time.
@@ -232,7 +235,9 @@ class Controller {
   // are requeued or end lost, its agent must register again). Admin only (checked by API).
   Status SetNodeState(const std::string& name, const std::string& action);
   // The pending jobs in queue order (the caller's projects only; positions are global) with
-  // reasons and estimated starts; at most `limit`.
+  // reasons and estimated starts; at most `limit`. The jobs submitted since the last pass's
+  // order was published follow, in submit order, as not yet considered: a job is in the queue
+  // from the moment its submission returned.
   // Errors: InvalidArgument (limit < 1).
   Result<std::vector<protocol::QueueRow>> QueueView(const Principal& who, int limit);
   // Projects the caller may see with their sharing and current use, by name.
@@ -458,8 +463,17 @@ class Controller {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
   };
-  // Puts committed jobs into the inbox (in order) and wakes the loop; never waits for mu_.
+  // Puts committed jobs into the inbox (in order) and the unviewed submissions, numbering them,
+  // and wakes the loop; never waits for mu_.
   void AddToInbox(std::vector<CommittedJob> committed);
+  // A pending job's queue row as far as its record and spec say (no position, reason or
+  // estimate: a pass's).
+  static protocol::QueueRow QueueRowOf(const store::JobRecord& record, const JobSpec& spec);
+  // A committed submission as QueueView shows it until a published pending part counts it.
+  struct UnviewedJob {
+    int64_t number = 0;  // the submission's (AddToInbox numbers them from 1)
+    protocol::QueueRow row;
+  };
   // Takes mu_, then queues the inbox's jobs (DrainInboxLocked) and applies the pending writes
   // already durable (ApplyAnsweredWritesLocked). Every method that reads or changes the state
   // takes mu_ so, and calls DrainInboxLocked after a wait that released it.
@@ -732,9 +746,15 @@ class Controller {
   int64_t pending_built_pass_ = -1;
   bool stopping_ = false;
   // Committed submissions on their way to jobs_ (AddToInbox, DrainInboxLocked), in commit
-  // order. inbox_mu_ is taken after mu_ when both are held, and held only to move the vector.
+  // order. inbox_mu_ is taken after mu_ when both are held, and held only to move the vector
+  // and the unviewed submissions' rows; the reads that add those take view_'s lock inside it.
   std::mutex inbox_mu_;
   std::vector<CommittedJob> inbox_;
+  int64_t submitted_ = 0;  // guarded by inbox_mu_: the submissions numbered so far
+  // Guarded by inbox_mu_: every submission the last published pending part does not count (its
+  // `drained` on), in number order; PublishLocked drops those a new part counts.
+  std::deque<UnviewedJob> unviewed_;
+  int64_t drained_ = 0;  // the submissions taken into jobs_ (changed under mu_ and inbox_mu_)
   // The loop's wake-up: its own mutex, so that waking it never waits for mu_ (a leaf lock).
   std::mutex loop_mu_;
   std::condition_variable loop_wake_cv_;

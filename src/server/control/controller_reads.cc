@@ -38,15 +38,33 @@ void Controller::PublishLocked(PendingRebuild pending) {
   view->unreachable.erase(std::unique(view->unreachable.begin(), view->unreachable.end()),
                           view->unreachable.end());
   view->summary = ClusterSummaryLocked();
+  view->drained = drained_;
   view->history = summary_history_;
   view->policy = PolicyViewLocked();
+  const int64_t counted = view->pending->drained;
   view_.Set(std::move(view));
+  // Readers take inbox_mu_ before the view: one holding it reads the list as it was for the
+  // view it got (this one, or an older one that counts less).
+  std::lock_guard inbox(inbox_mu_);
+  while (!unviewed_.empty() && unviewed_.front().number <= counted) unviewed_.pop_front();
+}
+
+protocol::QueueRow Controller::QueueRowOf(const store::JobRecord& record, const JobSpec& spec) {
+  return {.id = record.id,
+          .name = record.name,
+          .user = record.user,
+          .project = record.project,
+          .priority = record.priority,
+          .gpus = MilliGpu(spec.resources.TotalMilli().value() * spec.tasks),
+          .submit_time = record.submit_time};
 }
 
 std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
   auto part = std::make_shared<PendingPart>();
   part->pass = passes_;
   part->built_at = clock_.Now();
+  part->drained = drained_;
+  part->queue_length = static_cast<int64_t>(scheduler_->pending_count());
   part->jobs.reserve(scheduler_->pending_count());
   for (const auto& [id, job] : jobs_) {  // by id
     if (job.record.state != JobState::kPending) continue;
@@ -59,18 +77,11 @@ std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
     ++position;
     auto it = jobs_.find(e.job);
     if (it == jobs_.end()) continue;
-    const LiveJob& job = it->second;
-    part->queue.push_back(
-        {.position = position,
-         .id = e.job,
-         .name = job.record.name,
-         .user = job.record.user,
-         .project = job.record.project,
-         .priority = job.record.priority,
-         .gpus = MilliGpu(job.spec.resources.TotalMilli().value() * job.spec.tasks),
-         .submit_time = job.record.submit_time,
-         .pending_reason = ReasonOf(e.reason),
-         .estimated_start = e.estimated_start});
+    protocol::QueueRow& row =
+        part->queue.emplace_back(QueueRowOf(it->second.record, it->second.spec));
+    row.position = position;
+    row.pending_reason = ReasonOf(e.reason);
+    row.estimated_start = e.estimated_start;
     // The estimate in the same entry as its reason: both from this pass.
     auto entry = std::lower_bound(part->jobs.begin(), part->jobs.end(), e.job,
                                   [](const PendingJobView& j, JobId i) { return j.id < i; });
@@ -165,7 +176,18 @@ std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
   return out;
 }
 
-protocol::ClusterSummary Controller::ClusterSummary() { return view_.Get()->summary; }
+protocol::ClusterSummary Controller::ClusterSummary() {
+  std::shared_ptr<const ReadView> view;
+  int64_t submitted = 0;
+  {
+    std::lock_guard inbox(inbox_mu_);
+    view = view_.Get();
+    submitted = submitted_;
+  }
+  protocol::ClusterSummary summary = view->summary;
+  summary.jobs_pending += submitted - view->drained;  // committed since it was built
+  return summary;
+}
 
 std::vector<protocol::ClusterSummary> Controller::SummaryHistory(Seconds since) {
   const std::shared_ptr<const ReadView> view = view_.Get();
@@ -182,12 +204,28 @@ int Controller::WaitingHeartbeats() { return waiting_heartbeats_.load(); }
 
 Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
-  const std::shared_ptr<const PendingPart> pending = view_.Get()->pending;
+  std::shared_ptr<const PendingPart> pending;
+  std::vector<protocol::QueueRow> unviewed;  // after the part's queue, in submit order
+  {
+    std::lock_guard inbox(inbox_mu_);
+    pending = view_.Get()->pending;
+    for (const UnviewedJob& job : unviewed_) {
+      if (job.number <= pending->drained) continue;  // in the part (or no longer pending)
+      const int64_t position = pending->queue_length + (job.number - pending->drained);
+      if (position > limit) break;
+      if (!who.CanAccessProject(job.row.project)) continue;
+      protocol::QueueRow& row = unviewed.emplace_back(job.row);
+      row.position = static_cast<int>(position);
+      row.pending_reason = ReasonOf(sched::NotYetConsidered());
+    }
+  }
   std::vector<protocol::QueueRow> out;
   for (const protocol::QueueRow& row : pending->queue) {
     if (row.position > limit) break;
     if (who.CanAccessProject(row.project)) out.push_back(row);
   }
+  out.insert(out.end(), std::make_move_iterator(unviewed.begin()),
+             std::make_move_iterator(unviewed.end()));
   return out;
 }
 

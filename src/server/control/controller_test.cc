@@ -1569,7 +1569,7 @@ TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstima
   ASSERT_TRUE(queue.ok());
   std::map<JobId, protocol::QueueRow> queued;
   for (const protocol::QueueRow& row : *queue) queued[row.id] = row;
-  ASSERT_EQ(queued.size(), 2u);
+  ASSERT_EQ(queued.size(), 3u);
   for (const protocol::JobSummary& row : page->jobs) {
     auto job = controller_->JobView(alice_, row.id);
     ASSERT_TRUE(job.ok());
@@ -1581,6 +1581,8 @@ TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstima
       ASSERT_TRUE(row.pending_reason);
       EXPECT_EQ(row.pending_reason->code, sched::kReasonNotYetConsidered);
       EXPECT_FALSE(row.estimated_start);
+      EXPECT_EQ(queued[late].pending_reason, *row.pending_reason);  // last in the queue
+      EXPECT_EQ(queued[late].position, 3);
     } else {
       ASSERT_TRUE(queued.count(row.id));
       EXPECT_EQ(row.pending_reason, queued[row.id].pending_reason);
@@ -1594,6 +1596,46 @@ TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstima
   ASSERT_TRUE(late_view.ok());
   ASSERT_TRUE(late_view->summary.pending_reason);
   EXPECT_NE(late_view->summary.pending_reason->code, sched::kReasonNotYetConsidered);
+}
+
+// As squeue after sbatch: a job is in the queue (after the pass's rows, in submit order, not yet
+// considered) and counted pending from the moment its submission returned, before any pass or
+// published view; once its pass is published it is there once, with the pass's reason.
+TEST_F(ControllerTest, ASubmittedJobIsQueuedAndCountedPendingAtOnce) {
+  const JobId first = Submit(Spec(1));
+  controller_->Tick();
+  const JobId second = Submit(Spec(1));
+  const JobId third = Submit(Spec(1));
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 3u);
+  const std::vector<JobId> order = {first, second, third};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ((*queue)[i].id, order[i]);
+    EXPECT_EQ((*queue)[i].position, static_cast<int>(i) + 1);
+    EXPECT_EQ((*queue)[i].gpus, MilliGpu(1000));
+    EXPECT_EQ((*queue)[i].pending_reason.code == sched::kReasonNotYetConsidered, i > 0) << i;
+  }
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
+  auto two = controller_->QueueView(alice_, 2);  // positions past the limit are left out
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1].id, second);
+  const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
+  auto none = controller_->QueueView(outsider, 10);  // not their project's
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  controller_->Tick();
+  queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 3u);
+  for (const protocol::QueueRow& row : *queue) {
+    EXPECT_NE(row.pending_reason.code, sched::kReasonNotYetConsidered) << row.id.value();
+  }
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
 }
 
 TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {

@@ -12,6 +12,10 @@
 //  - the rest, O(nodes + tasks of started jobs): nodes, the jobs held on unreachable nodes, the
 //    cluster summary, the rules. Built after every round and after every change a read must
 //    see at once (registrations, admin node actions, cancels, sharing and policy changes).
+// Submissions do not wait for either: a job committed after a part was built is in the
+// controller's list of unviewed submissions (Controller::unviewed_) until a pending part counts
+// it, and the reads add it from there (QueueView, ClusterSummary). `drained` says where a part
+// stops: the submissions numbered up to it were in memory when it was built.
 #pragma once
 
 #include <algorithm>
@@ -44,6 +48,8 @@ struct PendingPart {
   static constexpr int kQueueRows = 1000;  // queue rows (and estimated starts) it keeps
   int64_t pass = 0;                        // the scheduling pass it is from (0: none yet)
   Seconds built_at{0};
+  int64_t drained = 0;       // the submissions (numbered from 1) in memory when it was built
+  int64_t queue_length = 0;  // the jobs in the scheduler's queue then (past the rows kept too)
   std::vector<PendingJobView> jobs;       // every job pending then, by id
   std::vector<protocol::QueueRow> queue;  // the first kQueueRows in queue order, every project's
 
@@ -74,7 +80,8 @@ struct ReadView {
   // Jobs with a task on an unreachable node: what their views say instead of their record's
   // reason (Controller::UnreachableReasonLocked), by id.
   std::vector<std::pair<JobId, std::string>> unreachable;
-  protocol::ClusterSummary summary;
+  protocol::ClusterSummary summary;  // its jobs_pending: the submissions up to `drained`
+  int64_t drained = 0;               // the submissions in memory when it was built
   // The summaries recorded once a minute, oldest first (shared between views: it changes
   // once a minute).
   std::shared_ptr<const std::deque<protocol::ClusterSummary>> history;
