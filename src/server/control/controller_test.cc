@@ -152,6 +152,21 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(job.ok()) << job.status().ToString();
     return job.ok() ? job->id : JobId(0);
   }
+  // Node "a" (4 GPUs) running a job of all of them for at most 100 s, and `waiting` (4 GPUs)
+  // queued behind it, each after a pass: `waiting` is expected to start at 1000 + 100.
+  struct RunningAndWaiting {
+    JobId running, waiting;
+  };
+  RunningAndWaiting RunOneAndQueueOne() {
+    EXPECT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+    json first = Spec(4);
+    first["time_limit_s"] = 100;
+    const JobId running = Submit(first);
+    controller_->Tick();
+    const JobId waiting = Submit(Spec(4));
+    controller_->Tick();
+    return {running, waiting};
+  }
   // The first port block this cluster hands out (its search start: RendezvousPorts).
   int FirstPort() { return RendezvousPorts::SearchStartFor(store_->ClusterId()); }
   std::string StateOf(JobId id) { return std::string(model::ToString(store_->GetJob(id)->state)); }
@@ -1476,13 +1491,7 @@ TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
 }
 
 TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
-  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-  json first = Spec(4);
-  first["time_limit_s"] = 100;
-  const JobId running = Submit(first);
-  controller_->Tick();
-  const JobId waiting = Submit(Spec(4));
-  controller_->Tick();
+  const JobId waiting = RunOneAndQueueOne().waiting;
   auto queue = controller_->QueueView(alice_, 10);
   ASSERT_TRUE(queue.ok());
   ASSERT_EQ(queue->size(), 1u);
@@ -1492,7 +1501,6 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
   EXPECT_FALSE((*queue)[0].pending_reason.code.empty());
   EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
   EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
-  (void)running;
 }
 
 // The reads answer from the published view (read_view.h): while a round holds the controller's
@@ -1501,13 +1509,7 @@ TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
 TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
   WritePolicy("order: fifo\n", 1);
   Restart();
-  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-  json first = Spec(4);
-  first["time_limit_s"] = 100;
-  const JobId running = Submit(first);
-  controller_->Tick();
-  const JobId waiting = Submit(Spec(4));
-  controller_->Tick();
+  const auto [running, waiting] = RunOneAndQueueOne();
   // The policy file becomes a FIFO with a newer time: the next round opens it and waits, holding
   // the lock, until someone writes it.
   std::filesystem::remove(policy_file_);
@@ -1552,12 +1554,7 @@ TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
 // A pending job's reason and estimated start come from the same pass, wherever they are read
 // (the listing, the job, the queue); a job submitted after it reads "not yet considered".
 TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstimate) {
-  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-  json first = Spec(4);
-  first["time_limit_s"] = 100;
-  const JobId running = Submit(first);
-  controller_->Tick();
-  const JobId waiting = Submit(Spec(4));
+  const auto [running, waiting] = RunOneAndQueueOne();
   const JobId too_big = Submit(Spec(8));
   controller_->Tick();
   const JobId late = Submit(Spec(1));  // after the last pass
