@@ -1635,6 +1635,26 @@ TEST_F(ControllerTest, ASubmittedJobIsQueuedAndCountedPendingAtOnce) {
   EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
 }
 
+// With the loop running (publishing views and draining the inbox between submissions), every
+// job is in the queue exactly once, and counted, as soon as its submission returned.
+TEST_F(ControllerTest, WhileTheLoopPublishesEverySubmittedJobIsQueuedOnceAtOnce) {
+  controller_->Start();
+  for (int i = 1; i <= 100; ++i) {
+    const JobId id = Submit(Spec(1));  // no node: every job stays pending
+    auto queue = controller_->QueueView(alice_, PendingPart::kQueueRows);
+    ASSERT_TRUE(queue.ok());
+    ASSERT_EQ(queue->size(), static_cast<size_t>(i));
+    EXPECT_EQ(std::count_if(queue->begin(), queue->end(),
+                            [&](const protocol::QueueRow& row) { return row.id == id; }),
+              1);
+    for (size_t k = 0; k < queue->size(); ++k) {
+      EXPECT_EQ((*queue)[k].position, static_cast<int>(k) + 1) << i;
+    }
+    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, i);
+  }
+  controller_->Stop();
+}
+
 TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
   json spec = Spec(4);
