@@ -83,6 +83,12 @@ void FairShareLedger::AdvanceTo(Seconds now) {
   Recount();
 }
 
+std::set<std::string> FairShareLedger::Projects() const {
+  std::set<std::string> out;
+  for (const auto& [name, account] : accounts_) out.insert(name);
+  return out;
+}
+
 double FairShareLedger::EffectiveUsage(const std::string& project) const {
   auto it = accounts_.find(project);
   if (it == accounts_.end()) return 0;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +83,8 @@ class FairShareLedger {
   // U: decayed usage plus the current allocation's share, in share-seconds.
   double EffectiveUsage(const std::string& project) const;
   double DominantShare(const std::string& project) const;
+  // The projects it has an account for (charged at least once), by name.
+  std::set<std::string> Projects() const;
 
  private:
   struct Account {

@@ -67,10 +67,12 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
       new Controller(std::move(config), store, clock, std::move(scheduler).value()));
   {
     std::lock_guard lock(c->mu_);
-    std::lock_guard predictor(c->predictor_mu_);
-    // Oldest first, as they happened.
-    for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
-      c->predictor_.Observe(predict::RuntimePredictor::FeaturesOf(it->first), it->second);
+    {
+      std::lock_guard predictor(c->predictor_mu_);  // not held further: the estimator takes it
+      // Oldest first, as they happened.
+      for (auto it = runs.rbegin(); it != runs.rend(); ++it) {
+        c->predictor_.Observe(predict::RuntimePredictor::FeaturesOf(it->first), it->second);
+      }
     }
     CORRAL_RETURN_IF_ERROR(c->LoadRulesLocked());
     if (!c->policy_error_.empty()) return InvalidArgument(c->policy_error_);

@@ -359,9 +359,10 @@ class Controller {
   // One scheduling round (the loop calls it; tests may call it directly), then a read view
   // published with its pending part built afresh (so that a read right after sees this pass).
   void Tick();
-  // Builds and publishes a read view now, pending part included (what Tick does after its
-  // round), without a round: for benchmarks of what a publication costs.
-  void Publish();
+  // Builds and publishes a read view now, without a round: for benchmarks of what a
+  // publication costs. `with_pending`: the pending part too (what Tick does after its round);
+  // else the last one is kept (what a cancel or an admin's node action does).
+  void Publish(bool with_pending);
 
   // Writes decided and not yet applied (the write group: controller_writes.cc).
   int PendingWrites();
@@ -449,6 +450,13 @@ class Controller {
   std::shared_ptr<const PendingPart> BuildPendingPartLocked();
   // Every node's row, its inventory and the tasks on each of its GPUs.
   std::vector<NodeEntryView> NodeEntriesLocked() const;
+  // The jobs with a task on an unreachable node and what their views say, by id.
+  std::vector<std::pair<JobId, std::string>> UnreachableJobsLocked() const;
+  // Every project with a policy or fair-share usage: its sharing and its use now, by name.
+  std::vector<ProjectUseView> ProjectUsesLocked() const;
+  // The jobs `part`'s queue rows or the unviewed submissions after it show that are no longer
+  // pending in memory (ReadView::left_queue), by id. Needs inbox_mu_ too.
+  std::vector<JobId> LeftQueueLocked(const PendingPart& part) const;
   protocol::PolicyView PolicyViewLocked() const;
   // The pending part of a view: the job's reason and estimate when the view has it, else
   // NotYetConsidered (the job was submitted or requeued after that pass).
@@ -682,6 +690,9 @@ class Controller {
   // Stops a started job: CancelPlanLocked committed at once (not through the write group),
   // then applied. May erase `job` (when nothing of it runs any more).
   Status RequestCancelLocked(LiveJob& job, const std::string& reason);
+  // CancelArray's work under the lock: every element of `array` (`what` names it in errors).
+  Result<std::vector<JobId>> CancelArrayLocked(JobId array, const std::string& what,
+                                               const std::string& reason);
   // Indexes a run's tasks by allocation id and node / removes them (keeping where their late
   // output goes).
   void IndexAllocationsLocked(const LiveJob& job);

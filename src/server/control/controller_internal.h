@@ -8,7 +8,9 @@
 
 #include "model/states.h"
 #include "protocol/api_job.h"
+#include "protocol/api_project.h"
 #include "sched/pending_reason.h"
+#include "sched/sharing.h"
 #include "store/task_record.h"
 
 namespace corral::server::controller_internal {
@@ -23,6 +25,15 @@ std::string Name(auto state) { return std::string(model::ToString(state)); }
 // The scheduler's reason in the API's form.
 inline protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
   return {reason.code, reason.message};
+}
+
+// A project's sharing as the API shows it, and as the scheduler keeps it: the same numbers.
+inline protocol::ProjectSharing SharingOf(const sched::ProjectPolicy& p) {
+  protocol::ProjectSharing s{.weight = p.weight, .quota = MilliGpu(p.quota_milli)};
+  for (const auto& [model, milli] : p.model_quota_milli) s.model_quota[model] = MilliGpu(milli);
+  if (p.limit_milli) s.limit = MilliGpu(*p.limit_milli);
+  if (p.user_limit_milli) s.user_limit = MilliGpu(*p.user_limit_milli);
+  return s;
 }
 
 // Replaces each task of `tasks` that has the allocation of one of `updates` by that update.

@@ -84,15 +84,6 @@ protocol::SubmitAnswer AnswerOf(const std::vector<store::JobRecord>& records,
   return answer;
 }
 
-// A project's sharing as the API shows it, and as the scheduler keeps it: the same numbers.
-protocol::ProjectSharing SharingOf(const sched::ProjectPolicy& p) {
-  protocol::ProjectSharing s{.weight = p.weight, .quota = MilliGpu(p.quota_milli)};
-  for (const auto& [model, milli] : p.model_quota_milli) s.model_quota[model] = MilliGpu(milli);
-  if (p.limit_milli) s.limit = MilliGpu(*p.limit_milli);
-  if (p.user_limit_milli) s.user_limit = MilliGpu(*p.user_limit_milli);
-  return s;
-}
-
 sched::ProjectPolicy PolicyOf(const protocol::ProjectSharing& s) {
   sched::ProjectPolicy p{.weight = s.weight, .quota_milli = s.quota.value()};
   for (const auto& [model, quota] : s.model_quota) p.model_quota_milli[model] = quota.value();
@@ -279,7 +270,16 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
   CORRAL_RETURN_IF_ERROR(MayCancel(who, *first, what));  // every element has the same owner
   const std::string reason = "cancelled by " + who.name;
   auto lock = LockState();
-  SettleWritesLocked();                 // its elements' changes are written directly
+  SettleWritesLocked();  // its elements' changes are written directly
+  auto ids = CancelArrayLocked(array, what, reason);
+  PublishLocked(PendingRebuild::kKeep);  // also after a failure: some elements may have ended
+  lock.unlock();
+  changed_.notify_all();
+  return ids;
+}
+
+Result<std::vector<JobId>> Controller::CancelArrayLocked(JobId array, const std::string& what,
+                                                         const std::string& reason) {
   std::vector<JobId> pending, started;  // in id order (jobs_ is ordered)
   for (const auto& [id, job] : jobs_) {
     if (job.record.array_id != array) continue;
@@ -298,9 +298,6 @@ Result<std::vector<JobId>> Controller::CancelArray(const Principal& who, JobId a
     LiveJob& job = jobs_.at(id);  // evaluating one element never ends another
     if (!job.end.cancel_requested) CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
   }
-  PublishLocked(PendingRebuild::kKeep);
-  lock.unlock();
-  changed_.notify_all();
   std::vector<JobId> ids = pending;
   ids.insert(ids.end(), started.begin(), started.end());
   std::sort(ids.begin(), ids.end());
@@ -413,27 +410,22 @@ Result<Controller::JobPage> Controller::ListJobs(const Principal& who, store::Jo
 Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Principal& who) {
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();
-  auto lock = LockState();
-  const auto borrowed = scheduler_->BorrowedJobs();
+  const std::shared_ptr<const ReadView> view = view_.Get();
   std::vector<protocol::ProjectView> out;
   for (const auto& p : *projects) {
     if (!who.CanAccessProject(p.name)) continue;
-    auto sharing = sharing_.find(p.name);
-    int64_t borrowed_milli = 0;
-    for (JobId id : borrowed) {
-      auto it = jobs_.find(id);
-      if (it != jobs_.end() && it->second.record.project == p.name) {
-        borrowed_milli += it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
-      }
-    }
-    out.push_back(
-        {.name = p.name,
-         .description = p.description,
-         .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
-         .submit_limits = p.submit_limits,
-         .running = MilliGpu(scheduler_->ProjectUsage(p.name)),
-         .borrowed = MilliGpu(borrowed_milli),
-         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(p.name)});
+    auto use =
+        std::lower_bound(view->projects.begin(), view->projects.end(), p.name,
+                         [](const ProjectUseView& u, const std::string& n) { return u.name < n; });
+    const ProjectUseView none{.name = p.name, .sharing = SharingOf(sched::ProjectPolicy{})};
+    const ProjectUseView& now = use != view->projects.end() && use->name == p.name ? *use : none;
+    out.push_back({.name = p.name,
+                   .description = p.description,
+                   .sharing = now.sharing,
+                   .submit_limits = p.submit_limits,
+                   .running = now.running,
+                   .borrowed = now.borrowed,
+                   .fair_share_usage = now.fair_share_usage});
   }
   return out;
 }
@@ -448,6 +440,7 @@ Result<protocol::ProjectSharing> Controller::SetProjectSharing(
       store_.SetProjectSharing(project, sched::ProjectSharingJson(policy).dump()));
   sharing_[project] = policy;
   CORRAL_RETURN_IF_ERROR(scheduler_->Reconfigure(SchedulerConfigLocked()));
+  PublishLocked(PendingRebuild::kKeep);  // the projects' view shows it at once
   WakeLoop();
   return SharingOf(policy);
 }

@@ -13,40 +13,92 @@ void Controller::PublishLocked(PendingRebuild pending) {
   std::shared_ptr<const ReadView> last = view_.Get();
   auto view = std::make_shared<ReadView>();
   const auto now = std::chrono::steady_clock::now();
-  // Never more than a fifth of the loop's time on it, however long the queue.
+  // Never more than a fifth of the loop's time on it, however long the queue: the next build
+  // starts at least four times this build's cost after this one ended.
   const auto interval = std::max<std::chrono::steady_clock::duration>(config_.pending_view_interval,
                                                                       4 * pending_build_cost_);
   const bool due = pending_built_pass_ != passes_ && now - pending_built_at_ >= interval;
   if (!last || pending == PendingRebuild::kNow || (pending == PendingRebuild::kIfDue && due)) {
     view->pending = BuildPendingPartLocked();
-    pending_built_at_ = now;
-    pending_build_cost_ = std::chrono::steady_clock::now() - now;
+    pending_built_at_ = std::chrono::steady_clock::now();
+    pending_build_cost_ = pending_built_at_ - now;
     pending_built_pass_ = passes_;
   } else {
     view->pending = last->pending;
   }
+  last.reset();  // a replaced view is freed here, not by the slot under the controller's lock
   view->nodes = NodeEntriesLocked();
+  view->unreachable = UnreachableJobsLocked();
+  view->summary = ClusterSummaryLocked();
+  view->drained = drained_;
+  view->history = summary_history_;
+  view->policy = PolicyViewLocked();
+  view->projects = ProjectUsesLocked();
+  const int64_t counted = view->pending->drained;
+  std::lock_guard inbox(inbox_mu_);
+  // Readers take inbox_mu_ before the view: one holding it reads the list as it was for the
+  // view it got (this one, or an older one that counts less).
+  view->left_queue = LeftQueueLocked(*view->pending);
+  view_.Set(std::move(view));
+  while (!unviewed_.empty() && unviewed_.front().number <= counted) unviewed_.pop_front();
+}
+
+std::vector<JobId> Controller::LeftQueueLocked(const PendingPart& part) const {
+  std::vector<JobId> left;
+  auto gone = [&](JobId id) {
+    auto it = jobs_.find(id);
+    return it == jobs_.end() || it->second.record.state != JobState::kPending;
+  };
+  for (const protocol::QueueRow& row : part.queue) {
+    if (gone(row.id)) left.push_back(row.id);
+  }
+  for (const UnviewedJob& job : unviewed_) {  // those in memory: the rest are still pending
+    if (job.number > part.drained && job.number <= drained_ && gone(job.row.id)) {
+      left.push_back(job.row.id);
+    }
+  }
+  std::sort(left.begin(), left.end());
+  return left;
+}
+
+std::vector<std::pair<JobId, std::string>> Controller::UnreachableJobsLocked() const {
+  std::vector<std::pair<JobId, std::string>> out;
   for (const auto& [name, node] : nodes_) {
     if (!node.unreachable) continue;
     auto on = jobs_on_node_.find(name);
     if (on == jobs_on_node_.end()) continue;
     for (JobId id : on->second) {
-      if (auto reason = UnreachableReasonLocked(id)) view->unreachable.emplace_back(id, *reason);
+      if (auto reason = UnreachableReasonLocked(id)) out.emplace_back(id, *reason);
     }
   }
-  std::sort(view->unreachable.begin(), view->unreachable.end());
-  view->unreachable.erase(std::unique(view->unreachable.begin(), view->unreachable.end()),
-                          view->unreachable.end());
-  view->summary = ClusterSummaryLocked();
-  view->drained = drained_;
-  view->history = summary_history_;
-  view->policy = PolicyViewLocked();
-  const int64_t counted = view->pending->drained;
-  view_.Set(std::move(view));
-  // Readers take inbox_mu_ before the view: one holding it reads the list as it was for the
-  // view it got (this one, or an older one that counts less).
-  std::lock_guard inbox(inbox_mu_);
-  while (!unviewed_.empty() && unviewed_.front().number <= counted) unviewed_.pop_front();
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<ProjectUseView> Controller::ProjectUsesLocked() const {
+  std::set<std::string> names = scheduler_->fair_share().Projects();
+  for (const auto& [name, policy] : sharing_) names.insert(name);
+  std::map<std::string, int64_t> borrowed;
+  for (JobId id : scheduler_->BorrowedJobs()) {
+    if (auto it = jobs_.find(id); it != jobs_.end()) {
+      borrowed[it->second.record.project] +=
+          it->second.spec.resources.TotalMilli().value() * it->second.spec.tasks;
+    }
+  }
+  std::vector<ProjectUseView> out;
+  out.reserve(names.size());
+  for (const std::string& name : names) {  // by name
+    auto sharing = sharing_.find(name);
+    auto lent = borrowed.find(name);
+    out.push_back(
+        {.name = name,
+         .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
+         .running = MilliGpu(scheduler_->ProjectUsage(name)),
+         .borrowed = MilliGpu(lent == borrowed.end() ? 0 : lent->second),
+         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(name)});
+  }
+  return out;
 }
 
 protocol::QueueRow Controller::QueueRowOf(const store::JobRecord& record, const JobSpec& spec) {
@@ -61,7 +113,6 @@ protocol::QueueRow Controller::QueueRowOf(const store::JobRecord& record, const 
 
 std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
   auto part = std::make_shared<PendingPart>();
-  part->pass = passes_;
   part->built_at = clock_.Now();
   part->drained = drained_;
   part->queue_length = static_cast<int64_t>(scheduler_->pending_count());
@@ -83,18 +134,21 @@ std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
     row.pending_reason = ReasonOf(e.reason);
     row.estimated_start = e.estimated_start;
     // The estimate in the same entry as its reason: both from this pass.
-    auto entry = std::lower_bound(part->jobs.begin(), part->jobs.end(), e.job,
-                                  [](const PendingJobView& j, JobId i) { return j.id < i; });
-    if (entry != part->jobs.end() && entry->id == e.job) entry->estimated_start = e.estimated_start;
+    if (PendingJobView* entry = part->Find(e.job)) entry->estimated_start = e.estimated_start;
   }
   return part;
 }
 
 std::vector<NodeEntryView> Controller::NodeEntriesLocked() const {
   const auto& state = scheduler_->state();
-  // node -> GPU index -> the tasks on it, built once (not per node) from the live jobs.
+  // node -> GPU index -> the tasks on it, from the started jobs only (jobs_on_node_).
   std::map<std::string, std::map<int, std::vector<GpuTaskView>>> on_gpu;
-  for (const auto& [id, job] : jobs_) {
+  std::set<JobId> started;
+  for (const auto& [name, ids] : jobs_on_node_) started.insert(ids.begin(), ids.end());
+  for (JobId id : started) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    const LiveJob& job = it->second;
     if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
       continue;
     }
@@ -150,9 +204,9 @@ void Controller::AddPendingReason(const PendingPart& pending, protocol::JobSumma
   row.pending_reason = ReasonOf(sched::NotYetConsidered());
 }
 
-void Controller::Publish() {
+void Controller::Publish(bool with_pending) {
   auto lock = LockState();
-  PublishLocked(PendingRebuild::kNow);
+  PublishLocked(with_pending ? PendingRebuild::kNow : PendingRebuild::kKeep);
 }
 
 // --- The reads -------------------------------------------------------------------------------
@@ -204,14 +258,16 @@ int Controller::WaitingHeartbeats() { return waiting_heartbeats_.load(); }
 
 Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
-  std::shared_ptr<const PendingPart> pending;
+  std::shared_ptr<const ReadView> view;
   std::vector<protocol::QueueRow> unviewed;  // after the part's queue, in submit order
   {
     std::lock_guard inbox(inbox_mu_);
-    pending = view_.Get()->pending;
+    view = view_.Get();
+    const PendingPart& pending = *view->pending;
     for (const UnviewedJob& job : unviewed_) {
-      if (job.number <= pending->drained) continue;  // in the part (or no longer pending)
-      const int64_t position = pending->queue_length + (job.number - pending->drained);
+      if (job.number <= pending.drained) continue;  // in the part (or no longer pending)
+      if (view->LeftQueue(job.row.id)) continue;
+      const int64_t position = pending.queue_length + (job.number - pending.drained);
       if (position > limit) break;
       if (!who.CanAccessProject(job.row.project)) continue;
       protocol::QueueRow& row = unviewed.emplace_back(job.row);
@@ -220,9 +276,9 @@ Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& w
     }
   }
   std::vector<protocol::QueueRow> out;
-  for (const protocol::QueueRow& row : pending->queue) {
+  for (const protocol::QueueRow& row : view->pending->queue) {
     if (row.position > limit) break;
-    if (who.CanAccessProject(row.project)) out.push_back(row);
+    if (who.CanAccessProject(row.project) && !view->LeftQueue(row.id)) out.push_back(row);
   }
   out.insert(out.end(), std::make_move_iterator(unviewed.begin()),
              std::make_move_iterator(unviewed.end()));

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -1518,22 +1519,38 @@ TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
       policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(2));
   std::thread round([&] { controller_->Tick(); });
   int writer = -1;  // opens (without blocking) only once the round is reading the FIFO
-  while ((writer = open(policy_file_.c_str(), O_WRONLY | O_NONBLOCK)) < 0) {
-    ASSERT_EQ(errno, ENXIO);
+  while ((writer = open(policy_file_.c_str(), O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO) {
     std::this_thread::yield();
   }
-  store::JobFilter all;
-  all.limit = 10;
-  auto page = controller_->ListJobs(alice_, all, /*all_projects=*/false);
-  auto queue = controller_->QueueView(alice_, 10);
-  auto job = controller_->JobView(alice_, waiting);
-  const std::vector<protocol::NodeView> nodes = controller_->Nodes(alice_);
-  const protocol::ClusterSummary summary = controller_->ClusterSummary();
-  const protocol::PolicyView policy = controller_->PolicyView();
-  const std::string text = "order: fifo\n";
-  ASSERT_EQ(write(writer, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-  close(writer);
+  const int open_error = writer < 0 ? errno : 0;
+  // A write waits for the round (it takes the lock); the reads do not. Each read gets a minute:
+  // one that took the lock would wait for the FIFO, written only after.
+  auto cancel =
+      std::async(std::launch::async, [&] { return controller_->Cancel(alice_, waiting); });
+  auto reads = std::async(std::launch::async, [&] {
+    store::JobFilter all;
+    all.limit = 10;
+    return std::make_tuple(controller_->ListJobs(alice_, all, /*all_projects=*/false),
+                           controller_->QueueView(alice_, 10),
+                           controller_->JobView(alice_, waiting), controller_->Nodes(alice_),
+                           controller_->ClusterSummary(), controller_->PolicyView(),
+                           controller_->ProjectsView(alice_));
+  });
+  const bool read_in_time = reads.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
+  const bool cancel_waited =
+      cancel.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout;
+  if (writer >= 0) {
+    const std::string text = "order: fifo\n";
+    EXPECT_EQ(write(writer, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(writer);
+  }
   round.join();
+  ASSERT_EQ(open_error, 0) << "the FIFO could not be opened: " << std::strerror(open_error);
+  ASSERT_TRUE(read_in_time) << "a read waited for the round holding the lock";
+  EXPECT_TRUE(cancel_waited) << "the round did not hold the lock: nothing was tested";
+  EXPECT_TRUE(cancel.get().ok());
+  auto [page, queue, job, nodes, summary, policy, projects] = reads.get();
+  ASSERT_TRUE(projects.ok());
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->jobs.size(), 2u);
   ASSERT_TRUE(queue.ok());
@@ -1633,6 +1650,33 @@ TEST_F(ControllerTest, ASubmittedJobIsQueuedAndCountedPendingAtOnce) {
   EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
   ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
   EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
+}
+
+// A job that leaves the queue (cancelled, here) leaves the queue's view at once, whether its
+// row came from the last pass or from the submissions since; no one sees another project's rows.
+TEST_F(ControllerTest, ACancelledJobLeavesTheQueueAtOnce) {
+  const JobId passed = Submit(Spec(1));
+  const JobId kept = Submit(Spec(1));
+  controller_->Tick();
+  const JobId late = Submit(Spec(1));
+  const JobId late_kept = Submit(Spec(1));
+  const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
+  auto unseen = controller_->QueueView(outsider, 10);
+  ASSERT_TRUE(unseen.ok());
+  EXPECT_TRUE(unseen->empty());
+  ASSERT_TRUE(controller_->Cancel(alice_, passed).ok());
+  ASSERT_TRUE(controller_->Cancel(alice_, late).ok());
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  std::vector<JobId> ids;
+  for (const protocol::QueueRow& row : *queue) ids.push_back(row.id);
+  EXPECT_EQ(ids, (std::vector<JobId>{kept, late_kept}));
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
+  controller_->Tick();
+  queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 2u);
+  EXPECT_EQ((*queue)[1].position, 2);  // a new pass numbers them again
 }
 
 // With the loop running (publishing views and draining the inbox between submissions), every

@@ -9,9 +9,11 @@
 //    queue rows with their estimated starts, all from the same scheduling pass. Built after a
 //    pass, at most once per ControllerConfig::pending_view_interval from the loop (Tick builds
 //    it every time).
-//  - the rest, O(nodes + tasks of started jobs): nodes, the jobs held on unreachable nodes, the
-//    cluster summary, the rules. Built after every round and after every change a read must
-//    see at once (registrations, admin node actions, cancels, sharing and policy changes).
+//  - the rest, O(nodes + live jobs): nodes, the jobs held on unreachable nodes, the cluster
+//    summary (a count over the live jobs' states), the projects' use, the rules, and the queued
+//    jobs that left the queue since the pending part was built. Built after every round and
+//    after every change a read must see at once (registrations, admin node actions, cancels,
+//    a project's sharing).
 // Submissions do not wait for either: a job committed after a part was built is in the
 // controller's list of unviewed submissions (Controller::unviewed_) until a pending part counts
 // it, and the reads add it from there (QueueView, ClusterSummary). `drained` says where a part
@@ -33,9 +35,19 @@
 #include "protocol/api_cluster.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_project.h"
 #include "protocol/api_scheduling.h"
 
 namespace corral::server {
+
+// The element of `sorted` (a vector ordered by `key`, ascending) whose key is `id`; null when
+// none is. Const or not as `sorted` is.
+template <typename Sorted, typename Key>
+auto FindSorted(Sorted& sorted, JobId id, Key key) -> decltype(&*sorted.begin()) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), id,
+                             [&](const auto& e, JobId i) { return key(e) < i; });
+  return it != sorted.end() && key(*it) == id ? &*it : nullptr;
+}
 
 // Why a pending job waits, and when it is expected to start, as one pass found.
 struct PendingJobView {
@@ -46,7 +58,6 @@ struct PendingJobView {
 
 struct PendingPart {
   static constexpr int kQueueRows = 1000;  // queue rows (and estimated starts) it keeps
-  int64_t pass = 0;                        // the scheduling pass it is from (0: none yet)
   Seconds built_at{0};
   int64_t drained = 0;       // the submissions (numbered from 1) in memory when it was built
   int64_t queue_length = 0;  // the jobs in the scheduler's queue then (past the rows kept too)
@@ -54,11 +65,8 @@ struct PendingPart {
   std::vector<protocol::QueueRow> queue;  // the first kQueueRows in queue order, every project's
 
   // The job's entry; null when it was not pending at the pass (or submitted since).
-  const PendingJobView* Find(JobId id) const {
-    auto it = std::lower_bound(jobs.begin(), jobs.end(), id,
-                               [](const PendingJobView& j, JobId i) { return j.id < i; });
-    return it != jobs.end() && it->id == id ? &*it : nullptr;
-  }
+  const PendingJobView* Find(JobId id) const;
+  PendingJobView* Find(JobId id);
 };
 
 // A task of a starting or running job on one GPU, with its owner always (a read hides the
@@ -74,9 +82,28 @@ struct NodeEntryView {
   protocol::NodeInventory inventory;
 };
 
+inline const PendingJobView* PendingPart::Find(JobId id) const {
+  return FindSorted(jobs, id, [](const PendingJobView& j) { return j.id; });
+}
+inline PendingJobView* PendingPart::Find(JobId id) {
+  return FindSorted(jobs, id, [](const PendingJobView& j) { return j.id; });
+}
+
+// A project's share of the cluster now (Controller::ProjectsView adds what the store keeps).
+struct ProjectUseView {
+  std::string name;
+  protocol::ProjectSharing sharing;
+  MilliGpu running{0};
+  MilliGpu borrowed{0};
+  double fair_share_usage = 0;
+};
+
 struct ReadView {
   std::shared_ptr<const PendingPart> pending;  // never null once published
-  std::vector<NodeEntryView> nodes;            // by name
+  // Jobs in the pending part's queue rows, or submitted since, that are no longer pending
+  // (cancelled, started): the queue leaves them out until the next pending part. By id.
+  std::vector<JobId> left_queue;
+  std::vector<NodeEntryView> nodes;  // by name
   // Jobs with a task on an unreachable node: what their views say instead of their record's
   // reason (Controller::UnreachableReasonLocked), by id.
   std::vector<std::pair<JobId, std::string>> unreachable;
@@ -86,11 +113,14 @@ struct ReadView {
   // once a minute).
   std::shared_ptr<const std::deque<protocol::ClusterSummary>> history;
   protocol::PolicyView policy;
+  std::vector<ProjectUseView> projects;  // every project with a policy or running work, by name
 
   const std::string* UnreachableReason(JobId id) const {
-    auto it = std::lower_bound(unreachable.begin(), unreachable.end(), id,
-                               [](const auto& u, JobId i) { return u.first < i; });
-    return it != unreachable.end() && it->first == id ? &it->second : nullptr;
+    const auto* entry = FindSorted(unreachable, id, [](const auto& u) { return u.first; });
+    return entry ? &entry->second : nullptr;
+  }
+  bool LeftQueue(JobId id) const {
+    return std::binary_search(left_queue.begin(), left_queue.end(), id);
   }
 };
 
@@ -105,7 +135,8 @@ class ReadViewSlot {
   void Set(std::shared_ptr<const ReadView> view) {
     std::lock_guard lock(mu_);
     view_.swap(view);
-    // (the old view, if last, is freed outside the lock: `view` goes out of scope after it)
+    // (the old view, if this held its last reference, is freed outside this slot's lock, but
+    // under whatever lock the caller holds: PublishLocked drops its own reference first)
   }
 
  private:
