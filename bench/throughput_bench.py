@@ -47,6 +47,13 @@ DB_PART created by `createdb` on that PostgreSQL server and dropped afterwards) 
            `sbatch --hold --wrap true` (timed: serial submissions, like cli), then plain `squeue`
            the same 10 times; the jobs are cancelled (scancel) afterwards. When Slurm cannot run,
            the row says why.
+  reads    reads while the control plane is busy (issue 17, point 2): --reads-pending (20,000)
+           NO-SUCH-MODEL jobs queued (an array, so every scheduling pass has a long queue), an
+           array of --churn-jobs `sleep 0.2` jobs churning on the 8 fake GPUs, and the idle
+           part's wrk submitting; meanwhile a second wrk (1 thread, 8 connections, the same
+           seconds) GETs /api/v1/queue?limit=100, /api/v1/nodes, /api/v1/summary and
+           /api/v1/jobs?limit=100 in turn. Reports the reads' rate, p50/p99/max and failures,
+           and the submissions' rate beside them.
   rss      the server's VmRSS (/proc/PID/status) at start, after --rss-small (10,000) finished
            jobs and after --rss-large (100,000), and the ratio large/small. --rss-mode cancel
            (default): arrays of up to 10,000 pending NO-SUCH-MODEL jobs, each cancelled whole by
@@ -81,7 +88,7 @@ from bench_cluster import (Client, Server, fmt, log, machine, machine_busy_pct, 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SLURM_LOCAL = os.path.join(os.path.dirname(HERE), "scripts", "slurm_local.sh")
-ALL_PARTS = ["fsync", "idle", "churn", "cli", "listing", "rss"]
+ALL_PARTS = ["fsync", "idle", "churn", "reads", "cli", "listing", "rss"]
 ENDED_STATES = "succeeded,failed,cancelled,lost,timeout,oom"
 # Jobs no node can run: a GPU model no fake agent has.
 IDLE_SPEC = {"command": ["true"], "resources": {"gpus": 1, "gpu_models": ["NO-SUCH-MODEL"]}}
@@ -279,6 +286,62 @@ end
 """
 
 
+WRK_READS_LUA = r"""
+-- Written by bench/throughput_bench.py: GET the read endpoints in turn, count 2xx and other
+-- answers, and print the totals as one JSON line from the `done` hook.
+local threads = {}
+local paths = {"/api/v1/queue?limit=100", "/api/v1/nodes", "/api/v1/summary",
+               "/api/v1/jobs?limit=100"}
+function setup(thread) table.insert(threads, thread) end
+function init(args)
+  ok, non2xx, n = 0, 0, 0
+  wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN")
+end
+function request()
+  n = n + 1
+  return wrk.format("GET", paths[(n % #paths) + 1])
+end
+function response(status, headers, body)
+  if status >= 200 and status < 300 then ok = ok + 1 else non2xx = non2xx + 1 end
+end
+function done(summary, latency, requests)
+  local o, b = 0, 0
+  for _, t in ipairs(threads) do o = o + t:get("ok"); b = b + t:get("non2xx") end
+  local e = summary.errors
+  io.write(string.format('BENCH {"duration_us":%d,"requests":%d,"ok":%d,"non2xx":%d,' ..
+    '"errors":%d,"p50_us":%d,"p99_us":%d,"max_us":%d}\n', summary.duration,
+    summary.requests, o, b, e.connect + e.read + e.write + e.timeout,
+    latency:percentile(50), latency:percentile(99), latency.max))
+end
+"""
+
+
+def start_read_load(ctx, cluster):
+    """Starts the reads' wrk (1 thread, 8 connections, --wrk-seconds); read_load_result waits
+    for it and parses its line."""
+    script = os.path.join(ctx.tmp, "reads.lua")
+    with open(script, "w") as f:
+        f.write(WRK_READS_LUA)
+    argv = [ctx.wrk, "-t1", "-c8", f"-d{ctx.args.wrk_seconds}s", "-s", script,
+            cluster.server.url]
+    env = dict(os.environ, BENCH_TOKEN=cluster.server.admin_token)
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def read_load_result(proc, timeout):
+    out, err = proc.communicate(timeout=timeout)
+    line = next((ln for ln in out.splitlines() if ln.startswith("BENCH ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"reads' wrk failed ({proc.returncode}): {out[-500:]} {err[-500:]}")
+    w = json.loads(line[len("BENCH "):])
+    seconds = w["duration_us"] / 1e6
+    return {"command": "wrk -t1 -c8 -s reads.lua (queue, nodes, summary, jobs in turn)",
+            "requests_per_s": w["requests"] / seconds, "failures": w["non2xx"] + w["errors"],
+            "latency_p50_ms": w["p50_us"] / 1e3, "latency_p99_ms": w["p99_us"] / 1e3,
+            "latency_max_ms": w["max_us"] / 1e3}
+
+
 def run_wrk(ctx, cluster, body, label):
     """wrk -tT -cC -dDs POSTing body to /api/v1/jobs: its counts, rates and latencies, with the
     server's and wrk's CPU (% of one core) and the machine's busy share over the run."""
@@ -444,6 +507,24 @@ def part_churn(ctx):
         cluster.call("POST", f"/api/v1/arrays/{array}/cancel", expect=202)
         load["cancel"] = cancel_pending(cluster)
         return load
+
+
+def part_reads(ctx):
+    a = ctx.args
+    with Cluster(ctx, "reads") as cluster:
+        queued = dict(IDLE_SPEC)
+        queued["array"] = {"indices": list(range(a.reads_pending))}
+        cluster.call("POST", "/api/v1/jobs", queued, expect=201)
+        spec = {"command": ["sleep", "0.2"], "resources": {"gpus": 1, "cpu_milli": 100},
+                "array": {"indices": list(range(a.churn_jobs))}}
+        array = cluster.call("POST", "/api/v1/jobs", spec, expect=201)["array_id"]
+        wait_for("an array job to run", lambda: cluster.summary()["jobs_running"] > 0, 60, 0.02)
+        reads = start_read_load(ctx, cluster)
+        submits = run_wrk(ctx, cluster, IDLE_SPEC, "reads")
+        result = {"reads": read_load_result(reads, a.wrk_seconds + 60), "submits": submits,
+                  "queued": a.reads_pending}
+        cluster.call("POST", f"/api/v1/arrays/{array}/cancel", expect=202)
+        return result
 
 
 def part_cli(ctx):
@@ -692,6 +773,18 @@ def print_results(res):
         rows[3] = rows[3][:2] + (rows[3][2] + f"; no failure: {verdict(r['failures'] == 0)}",)
         table("churn: durable submissions while 1-GPU 0.2 s jobs churn on 8 GPUs   " + note("churn"),
               rows)
+    if "reads" in res:
+        r, q = res["reads"]["reads"], res["reads"]["submits"]
+        table(f"reads: {res['reads']['queued']:,} queued, jobs churning, wrk submitting   "
+              + note("reads"), [
+            ("reads (queue, nodes, summary, jobs in turn)", f"{fmt(r['requests_per_s'], 0)}/s",
+             f"failures {r['failures']}"),
+            ("reads p50 / p99 / max",
+             f"{fmt(r['latency_p50_ms'], 1)} / {fmt(r['latency_p99_ms'], 1)} / "
+             f"{fmt(r['latency_max_ms'], 1)} ms", ""),
+            ("submissions beside them", f"{fmt(q['ok_per_s'], 0)}/s",
+             f"p99 {fmt(q['latency_p99_ms'], 1)} ms; failures {q['failures']}"),
+        ])
     if "cli" in res:
         r = res["cli"]
         table(f"cli: {r['jobs']:,} serial `{r['command']}`, each a new process   " + note("cli"), [
@@ -763,6 +856,8 @@ def main():
     ap.add_argument("--wrk-seconds", type=int, default=10, help="wrk -d (default 10)")
     ap.add_argument("--churn-jobs", type=int, default=2000,
                     help="elements of the churning array (default 2000)")
+    ap.add_argument("--reads-pending", type=int, default=20000,
+                    help="jobs queued for the reads part (default 20000)")
     ap.add_argument("--cli-jobs", type=int, default=1000, help="default 1000")
     ap.add_argument("--listing-jobs", type=int, default=10000,
                     help="jobs in the store for `corral jobs` (default 10000)")
@@ -784,7 +879,7 @@ def main():
     if not os.access(corral, os.X_OK):
         ap.error(f"{args.corral}: not an executable")
     wrk = shutil.which(args.wrk)
-    if wrk is None and any(p in parts for p in ("idle", "churn")):
+    if wrk is None and any(p in parts for p in ("idle", "churn", "reads")):
         ap.error(f"{args.wrk}: not found (Debian: apt-get install wrk)")
     stores = Stores(args.store_url)
 
@@ -798,7 +893,7 @@ def main():
     try:
         res["fsync"] = measure_fsync(tmp, stores.kind)
         log("  " + fsync_words(res["fsync"]))
-        runners = {"idle": part_idle, "churn": part_churn, "cli": part_cli,
+        runners = {"idle": part_idle, "churn": part_churn, "reads": part_reads, "cli": part_cli,
                    "listing": part_listing, "rss": part_rss}
         for part in parts:
             if part == "fsync":
