@@ -512,9 +512,10 @@ def part_churn(ctx):
 def part_reads(ctx):
     a = ctx.args
     with Cluster(ctx, "reads") as cluster:
-        queued = dict(IDLE_SPEC)
-        queued["array"] = {"indices": list(range(a.reads_pending))}
-        cluster.call("POST", "/api/v1/jobs", queued, expect=201)
+        for first in range(0, a.reads_pending, MAX_ARRAY):  # arrays of at most MAX_ARRAY
+            queued = dict(IDLE_SPEC)
+            queued["array"] = {"indices": list(range(min(MAX_ARRAY, a.reads_pending - first)))}
+            cluster.call("POST", "/api/v1/jobs", queued, expect=201)
         spec = {"command": ["sleep", "0.2"], "resources": {"gpus": 1, "cpu_milli": 100},
                 "array": {"indices": list(range(a.churn_jobs))}}
         array = cluster.call("POST", "/api/v1/jobs", spec, expect=201)["array_id"]

@@ -172,6 +172,14 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   auto store = store::OpenStore(options.store_url);
   if (!store.ok()) return store.status();
   p->store_ = std::move(store).value();
+  if (!p->single_server_lock_) {
+    // PostgreSQL: the lease gets a connection of its own, so that a renewal never queues behind
+    // the leader's work on the shared one (a recovery reading every job, a group's commit)
+    // while its deadline runs.
+    auto lease_store = store::OpenStore(options.store_url);
+    if (!lease_store.ok()) return lease_store.status();
+    p->lease_store_ = std::move(lease_store).value();
+  }
   CORRAL_RETURN_IF_ERROR(p->ShareSecrets());
 
   auto [host, port] = *listen;
@@ -225,7 +233,7 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
   if (!holder.ok()) return holder.status();
   ServerProcess* self = p.get();
   p->lease_ = std::make_unique<LeaderLease>(
-      *p->store_, *holder, advertise, options.lease,
+      p->lease_store_ ? *p->lease_store_ : *p->store_, *holder, advertise, options.lease,
       [self](int64_t epoch) {
         // Built on a thread of its own: the renewals go on meanwhile.
         self->leader_thread_ = std::thread([self, epoch] {

@@ -202,6 +202,7 @@ class ServerProcess {
   SystemClock clock_;
   std::unique_ptr<store::SingleServerLock> single_server_lock_;  // SQLite only
   std::unique_ptr<store::Store> store_;
+  std::unique_ptr<store::Store> lease_store_;  // PostgreSQL only: the lease's own connection
   std::string join_token_hash_;
   std::string session_key_;
   int listen_fd_ = -1;  // the API's listening socket (each HTTP server takes a duplicate)
