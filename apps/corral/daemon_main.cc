@@ -1,5 +1,7 @@
-// corral: one binary for the controller, the node agent, the CLI and the simulator. This file
-// only parses the top-level command line and hands over to the subcommands.
+// corral-daemon: the controller, the node agent, `corral dev`, `corral launch`, the simulator and
+// the agent's task supervisor (daemon_commands.h). People run it as `corral NAME ...`: the client
+// (client_main.cc) execv()s it with the same argv. This file only parses the top-level command
+// line and hands over to the subcommands.
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <string_view>
@@ -7,7 +9,6 @@
 #include "agent/agent_command.h"
 #include "agent/launch_command.h"
 #include "agent/shim.h"
-#include "cli/commands.h"
 #include "common/build_info.h"
 #include "dev_command.h"
 #include "server/server_command.h"
@@ -27,7 +28,6 @@ int main(int argc, char** argv) {
   corral::server::AddServerCommand(app, &exit_code);
   corral::agent::AddAgentCommand(app, &exit_code);
   corral::agent::AddLaunchCommand(app, &exit_code);
-  corral::cli::AddClientCommands(app, &exit_code);
   corral::sim::AddSimCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
