@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   for (const corral::DaemonCommand& c : corral::kDaemonCommands) {
     if (!c.summary.empty()) app.add_subcommand(std::string(c.name), std::string(c.summary));
   }
-  corral::cli::AddClientCommands(app, &exit_code);
+  corral::cli::AddClientCommands(app, &exit_code, argc >= 2 ? argv[1] : "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
