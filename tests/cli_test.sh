@@ -487,7 +487,7 @@ expect_exit 0 "^admin\$" -- "${tls[@]}" "$corral" whoami
 expect_exit 0 "" -- "${tls[@]}" "$corral" jobs --limit 1000
 expect_exit 1 "certificate is not trusted \(self-signed certificate\)" -- \
   "${tls[@]}" CORRAL_CA_CERT= "$corral" whoami
-expect_exit 1 "certificate is not trusted \(hostname mismatch\)" -- \
+expect_exit 1 "certificate is not trusted \(IP address mismatch\)" -- \
   "${tls[@]}" CORRAL_SERVER="https://127.0.0.1:$tls_port" "$corral" whoami
 expect_exit 1 "cannot load the CA certificates of $work/missing.pem" -- \
   "${tls[@]}" CORRAL_CA_CERT="$work/missing.pem" "$corral" whoami
