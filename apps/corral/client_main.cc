@@ -11,8 +11,8 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "common/build_info.h"
 #include "daemon_commands.h"
+#include "top_level.h"
 
 namespace {
 
@@ -40,24 +40,13 @@ int ExecDaemon(char** argv) {
 
 int main(int argc, char** argv) {
   if (argc >= 2 && corral::IsDaemonCommand(argv[1])) return ExecDaemon(argv);
-  CLI::App app{"corral — pools GPU servers into one shared cluster"};
-  app.require_subcommand(1);
-  app.set_version_flag(
-      "--version", std::string("corral ") + corral::kVersion + " (commit " + corral::kCommit + ")");
+  CLI::App app;
+  corral::SetUpTopLevel(app);
   int exit_code = 0;
   // Placeholders, so that --help lists them: argv[1] naming one never gets here.
   for (const corral::DaemonCommand& c : corral::kDaemonCommands) {
     if (!c.summary.empty()) app.add_subcommand(std::string(c.name), std::string(c.summary));
   }
   corral::cli::AddClientCommands(app, &exit_code, argc >= 2 ? argv[1] : "");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  } catch (const std::exception& e) {
-    // Nothing should throw past a module boundary; if something does, fail cleanly.
-    std::cerr << "corral: internal error: " << e.what() << "\n";
-    return 1;
-  }
-  return exit_code;
+  return corral::ParseAndRun(app, argc, argv, exit_code);
 }

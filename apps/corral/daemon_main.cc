@@ -9,34 +9,23 @@
 #include "agent/agent_command.h"
 #include "agent/launch_command.h"
 #include "agent/shim.h"
-#include "common/build_info.h"
 #include "dev_command.h"
 #include "server/server_command.h"
 #include "sim/sim_command.h"
+#include "top_level.h"
 
 int main(int argc, char** argv) {
   // A task's supervisor (agent/shim.h), started by the agent: nothing else is set up for it.
   if (argc == 2 && std::string_view(argv[1]) == corral::agent::kSuperviseCommand) {
     return corral::agent::SuperviseMain();
   }
-  CLI::App app{"corral — pools GPU servers into one shared cluster"};
-  app.require_subcommand(1);
-  app.set_version_flag(
-      "--version", std::string("corral ") + corral::kVersion + " (commit " + corral::kCommit + ")");
+  CLI::App app;
+  corral::SetUpTopLevel(app);
   int exit_code = 0;
   corral::AddDevCommand(app, &exit_code);
   corral::server::AddServerCommand(app, &exit_code);
   corral::agent::AddAgentCommand(app, &exit_code);
   corral::agent::AddLaunchCommand(app, &exit_code);
   corral::sim::AddSimCommand(app, &exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;
-  } catch (const std::exception& e) {
-    // Nothing should throw past a module boundary; if something does, fail cleanly.
-    std::cerr << "corral: internal error: " << e.what() << "\n";
-    return 1;
-  }
-  return exit_code;
+  return corral::ParseAndRun(app, argc, argv, exit_code);
 }
