@@ -139,11 +139,13 @@ class Connection {
   Connection(int fd, const TlsLibrary* ssl, SSL* tls) : fd_(fd), ssl_(ssl), tls_(tls) {}
   ~Connection() {
     if (tls_ != nullptr) {
-      ssl_->SSL_shutdown(tls_);
+      if (handshaken_) ssl_->SSL_shutdown(tls_);  // close_notify, only on an open session
       ssl_->SSL_free(tls_);
     }
     close(fd_);
   }
+  // The TLS handshake succeeded: the session is closed with a close_notify.
+  void Handshaken() { handshaken_ = true; }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -199,6 +201,7 @@ class Connection {
   int fd_;
   const TlsLibrary* ssl_;
   SSL* tls_;
+  bool handshaken_ = false;
 };
 
 // Reads an answer from a Connection, with the limits and deadlines of the file comment.
@@ -566,6 +569,7 @@ class HttpClient::Tls {
       }
       return nullptr;
     }
+    connection->Handshaken();
     return connection;
   }
 

@@ -9,6 +9,9 @@
 // each read waits at most the read timeout. Anything past a limit, malformed, or late ends the
 // request with a failure naming what happened (HttpResult), never a hang.
 //
+// The caller ignores SIGPIPE (ApiClient does): OpenSSL writes to the socket with write(), which
+// raises it on a connection the server closed. Plain connections send with MSG_NOSIGNAL.
+//
 // Thread safety: one HttpClient per thread.
 #pragma once
 

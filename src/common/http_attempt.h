@@ -48,7 +48,9 @@ struct HttpOutcome {
 // kAnswered ("HTTP 404"). Another 503: kNotLeader, its detail "503: " and the problem's detail
 // (at most 200 bytes of it), its leader the kLeaderHeader header. No answer: kNotConnected when
 // no connection was made (refused, connect timeout, TLS handshake or certificate refused), else
-// kLostAfterSend (reset, read timeout, a failed write).
+// kLostAfterSend (reset, read timeout, a failed write, an answer the client refused). The
+// outcome's failure_detail, when given, is added to the TLS, certificate, CA and read failures'
+// details ("its certificate is not trusted (self-signed certificate)").
 Attempt AttemptOf(const HttpOutcome& outcome);
 
 // A "not now" (busy_retry.h): a 503 with kBusyHeader (Retry-After 1 s when it gives none), or a
