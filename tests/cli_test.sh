@@ -456,5 +456,42 @@ expect_exit 5 "session $session already ended \\(cancelled\\)" -- "$corral" sess
 expect_json "j['state'] == 'cancelled' and 'token' in j and j['port'] is None" -- \
   "$corral" session show "$session" -o json
 
+# Two executables (docs/decisions.md, "Two executables"): the client loads no TLS, HTTP library or
+# SQLite; it lists the daemon commands and hands them to corral-daemon next to it, and says where
+# it looked when that is missing.
+if ldd "$corral" | grep -qE 'libssl|libcrypto|httplib|sqlite'; then
+  fail "$corral links $(ldd "$corral" | grep -oE 'lib(ssl|crypto|cpp-httplib|sqlite3)[^ ]*' | tr '\n' ' ')"
+else ok; fi
+expect_exit 0 "server +Run the controller" -- "$corral" --help
+expect_exit 0 "^Run the controller" -- "$corral" server --help
+mkdir -p "$work/lonely" && cp "$corral" "$work/lonely/corral"
+expect_exit 1 "'server' runs in corral-daemon, which cannot be started from $work/lonely/corral-daemon" -- \
+  "$work/lonely/corral" server --help
+
+# https: the server's certificate and name are verified against CORRAL_CA_CERT (libssl loaded
+# only now), else the system's store, which does not know this one.
+tls_port=$(free_port)
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+  -addext subjectAltName=DNS:localhost -keyout "$work/tls.key" -out "$work/tls.pem" 2>/dev/null
+"$corral" server --listen "127.0.0.1:$tls_port" --store "sqlite:$work/tls.db" --data-dir "$work/tls" \
+  --tls-cert "$work/tls.pem" --tls-key "$work/tls.key" >/dev/null 2>"$work/tls.log" &
+tls_pid=$!
+tls=(env CORRAL_SERVER="https://localhost:$tls_port" CORRAL_CA_CERT="$work/tls.pem")
+for _ in $(seq 100); do
+  [ -s "$work/tls/admin.token" ] &&
+    "${tls[@]}" CORRAL_TOKEN="$(cat "$work/tls/admin.token")" "$corral" whoami >/dev/null 2>&1 && break
+  sleep 0.1
+done
+tls+=(CORRAL_TOKEN="$(cat "$work/tls/admin.token" 2>/dev/null)" CORRAL_RETRY_TIMEOUT=0.5)
+expect_exit 0 "^admin\$" -- "${tls[@]}" "$corral" whoami
+expect_exit 0 "" -- "${tls[@]}" "$corral" jobs --limit 1000
+expect_exit 1 "certificate is not trusted \(self-signed certificate\)" -- \
+  "${tls[@]}" CORRAL_CA_CERT= "$corral" whoami
+expect_exit 1 "certificate is not trusted \(IP address mismatch\)" -- \
+  "${tls[@]}" CORRAL_SERVER="https://127.0.0.1:$tls_port" "$corral" whoami
+expect_exit 1 "cannot load the CA certificates of $work/missing.pem" -- \
+  "${tls[@]}" CORRAL_CA_CERT="$work/missing.pem" "$corral" whoami
+kill "$tls_pid" 2>/dev/null; wait "$tls_pid" 2>/dev/null
+
 echo "cli_test: $passed passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -31,6 +31,54 @@ std::string LogKey(const TaskKey& key, LogStream stream) {
   return ToString(key) + (stream == LogStream::kStdout ? ".stdout" : ".stderr");
 }
 
+// How an httplib request ended, as common/http_attempt.h reads it (the body borrowed from `r`).
+HttpOutcome OutcomeOf(const httplib::Result& r) {
+  HttpOutcome outcome;
+  if (!r) {
+    switch (r.error()) {
+      case httplib::Error::Connection:
+      case httplib::Error::BindIPAddress:
+        outcome.failure = HttpFailure::kConnect;
+        break;
+      case httplib::Error::ConnectionTimeout:
+        outcome.failure = HttpFailure::kConnectTimeout;
+        break;
+      case httplib::Error::SSLConnection:
+        outcome.failure = HttpFailure::kTlsHandshake;
+        break;
+      case httplib::Error::SSLServerVerification:
+        outcome.failure = HttpFailure::kCertificate;
+        break;
+      case httplib::Error::SSLLoadingCerts:
+        outcome.failure = HttpFailure::kCaCertificates;
+        break;
+      case httplib::Error::Read:
+        outcome.failure = HttpFailure::kRead;
+        break;
+      case httplib::Error::Write:
+        outcome.failure = HttpFailure::kWrite;
+        break;
+      default:
+        outcome.failure = HttpFailure::kOther;
+        outcome.failure_detail = httplib::to_string(r.error());
+        break;
+    }
+    return outcome;
+  }
+  outcome.status = r->status;
+  outcome.body = r->body;
+  outcome.busy = r->has_header(kBusyHeader);
+  outcome.leader = r->get_header_value(kLeaderHeader);
+  outcome.retry_after = r->get_header_value("Retry-After");
+  return outcome;
+}
+
+Attempt AttemptOf(const httplib::Result& r) { return corral::AttemptOf(OutcomeOf(r)); }
+
+std::optional<BusyAnswer> BusyAnswerOf(const httplib::Result& r) {
+  return corral::BusyAnswerOf(OutcomeOf(r));
+}
+
 // The error of a failed request, with the server's problem detail; a problem's "title" (the
 // server's StatusCodeName) says what a 409 is: a name held (already_exists) or a refusal of
 // this agent (failed_precondition: another protocol version).

@@ -1,7 +1,5 @@
 #include "cli/api_client.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -21,20 +19,26 @@ namespace corral::cli {
 
 namespace {
 
-// The most GetReply reserves ahead for an answer's body, whatever its Content-Length says (the
-// body may still grow past it as it arrives).
-constexpr size_t kMaxReservedBody = size_t{16} << 20;
+// The timeouts of every request (as the CLI had with cpp-httplib).
+HttpClientOptions ClientOptions(const std::string& ca_cert) {
+  HttpClientOptions options;
+  options.connect_timeout = std::chrono::seconds(5);
+  options.read_timeout = std::chrono::seconds(60);
+  options.write_timeout = std::chrono::seconds(5);
+  options.ca_cert = ca_cert;
+  return options;
+}
 
 // An answer's error (Send() returns only answers).
-Status ErrorOf(const httplib::Result& r) {
-  std::string detail = r->body;
+Status ErrorOf(const HttpResponse& r) {
+  std::string detail = r.body;
   // A problem+json's detail; any other body (a proxy's page) as it is.
-  const nlohmann::json j = ParseJsonOrNull(r->body);
+  const nlohmann::json j = ParseJsonOrNull(r.body);
   if (j.is_object() && j.contains("detail") && j["detail"].is_string()) detail = j["detail"];
-  switch (r->status) {
+  switch (r.status) {
     case 400:
     case 413:
-      return InvalidArgument(r->status == 413 ? "request too large" : detail);
+      return InvalidArgument(r.status == 413 ? "request too large" : detail);
     case 401:
       return Unauthenticated(detail);
     case 403:
@@ -44,7 +48,7 @@ Status ErrorOf(const httplib::Result& r) {
     case 409:
       return FailedPrecondition(detail);
     case 429: {  // a limit reached (a submit limit): the server says when to try again
-      const std::optional<Seconds> after = ParseRetryAfter(r->get_header_value("Retry-After"));
+      const std::optional<Seconds> after = ParseRetryAfter(r.Header("retry-after"));
       if (!after || after->value() <= 0) return Status(StatusCode::kResourceExhausted, detail);
       return ResourceExhausted(detail + " (try again in " + std::to_string(after->value()) + " s)",
                                *after);
@@ -52,20 +56,20 @@ Status ErrorOf(const httplib::Result& r) {
     case 503:  // a saturated server the command waited on for its budget (Send), or a 503 past it
       return Status(StatusCode::kUnavailable, "HTTP 503: " + detail);
     default:
-      return Status(StatusCode::kInternal, "HTTP " + std::to_string(r->status) + ": " + detail);
+      return Status(StatusCode::kInternal, "HTTP " + std::to_string(r.status) + ": " + detail);
   }
 }
 
-Result<Reply> ReplyOf(Result<httplib::Result> sent) {
+Result<Reply> ReplyOf(Result<HttpResponse> sent) {
   if (!sent.ok()) return sent.status();
-  httplib::Result& r = *sent;
-  if (r->status >= 300) return ErrorOf(r);
-  Reply reply{std::move(r->body), {}};
-  for (const auto& [name, value] : r->headers) reply.headers[Lower(name)] = value;
+  HttpResponse& r = *sent;
+  if (r.status >= 300) return ErrorOf(r);
+  Reply reply{std::move(r.body), {}};
+  for (auto& [name, value] : r.headers) reply.headers.emplace(name, std::move(value));
   return reply;
 }
 
-Result<nlohmann::json> JsonOf(Result<httplib::Result> r) {
+Result<nlohmann::json> JsonOf(Result<HttpResponse> r) {
   auto reply = ReplyOf(std::move(r));
   if (!reply.ok()) return reply.status();
   return reply->Json();
@@ -160,26 +164,24 @@ ApiClient::ApiClient(ClientConfig config, std::ostream& notices)
 
 ApiClient::~ApiClient() = default;
 
-httplib::Client& ApiClient::ClientOf(const std::string& url) {
-  std::unique_ptr<httplib::Client>& http = clients_[url];
+Result<HttpClient*> ApiClient::ClientOf(const std::string& url) {
+  std::unique_ptr<HttpClient>& http = clients_[url];
   if (!http) {
-    http = std::make_unique<httplib::Client>(url);
-    http->set_connection_timeout(5);
-    http->set_read_timeout(60);
-    if (!config_.ca_cert.empty()) http->set_ca_cert_path(config_.ca_cert.c_str());
-    http->enable_server_certificate_verification(true);
+    Result<HttpOrigin> origin = HttpOrigin::Parse(url);
+    if (!origin.ok()) return origin.status();
+    http = std::make_unique<HttpClient>(*std::move(origin), ClientOptions(config_.ca_cert));
   }
-  return *http;
+  return http.get();
 }
 
-Result<httplib::Result> ApiClient::Send(
-    Idempotency idempotency, const std::function<httplib::Result(httplib::Client&)>& send) {
+Result<HttpResponse> ApiClient::Send(Idempotency idempotency, HttpRequest request) {
+  request.headers.emplace_back("Authorization", "Bearer " + config_.token);
   while (true) {
-    Result<httplib::Result> r = Search(idempotency, send);
-    if (!r.ok()) return r;
+    Result<HttpResult> r = Search(idempotency, request);
+    if (!r.ok()) return r.status();
     // A busy answer carried nothing out: the same request, to the same server, once it is due.
-    const std::optional<BusyAnswer> busy = BusyAnswerOf(*r);
-    if (!busy) return r;
+    const std::optional<BusyAnswer> busy = BusyAnswerOf(r->Outcome());
+    if (!busy) return std::move(r->response);
     const std::optional<std::chrono::milliseconds> wait =
         busy_.Next(*busy, jitter_.UniformDouble());
     if (!wait && busy->status == 503) {
@@ -187,7 +189,7 @@ Result<httplib::Result> ApiClient::Send(
                     busy->detail + " (still busy after this command waited " +
                         std::to_string(busy_.waited().count() / 1000) + " s)");
     }
-    if (!wait) return r;  // a limit that clears later: shown (ErrorOf)
+    if (!wait) return std::move(r->response);  // a limit that clears later: shown (ErrorOf)
     const int64_t seconds = std::max<int64_t>((wait->count() + 500) / 1000, 1);
     notices_ << "corral: " << (busy->status == 503 ? "server busy" : busy->detail)
              << ", retrying in " << seconds << " s\n"
@@ -196,15 +198,16 @@ Result<httplib::Result> ApiClient::Send(
   }
 }
 
-Result<httplib::Result> ApiClient::Search(
-    Idempotency idempotency, const std::function<httplib::Result(httplib::Client&)>& send) {
+Result<HttpResult> ApiClient::Search(Idempotency idempotency, const HttpRequest& request) {
   const auto start = std::chrono::steady_clock::now();
   LeaderSearch search(config_.servers, answered_, idempotency, config_.retry_timeout);
   while (true) {
-    httplib::Result r = send(ClientOf(search.url()));
+    Result<HttpClient*> http = ClientOf(search.url());
+    if (!http.ok()) return http.status();
+    HttpResult r = (*http)->Send(request);
     const LeaderSearch::Decision next =
-        search.Next(AttemptOf(r), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                      std::chrono::steady_clock::now() - start));
+        search.Next(AttemptOf(r.Outcome()), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                std::chrono::steady_clock::now() - start));
     switch (next.step) {
       case LeaderSearch::Step::kDone:
         answered_ = search.url();
@@ -218,71 +221,50 @@ Result<httplib::Result> ApiClient::Search(
   }
 }
 
+namespace {
+
+HttpRequest JsonRequest(std::string method, const std::string& path, const nlohmann::json& body) {
+  return {std::move(method), path, {}, body.dump(), "application/json"};
+}
+
+}  // namespace
+
 Result<nlohmann::json> ApiClient::Get(const std::string& path) {
-  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
-    return http.Get(path, {{"Authorization", "Bearer " + config_.token}});
-  }));
+  return JsonOf(Send(Idempotency::kIdempotent, {"GET", path, {}, "", ""}));
 }
 
 Result<nlohmann::json> ApiClient::Post(const std::string& path, const nlohmann::json& body) {
-  const std::string text = body.dump();
-  return JsonOf(Send(Idempotency::kNotIdempotent, [&](httplib::Client& http) {
-    return http.Post(path, {{"Authorization", "Bearer " + config_.token}}, text,
-                     "application/json");
-  }));
+  return JsonOf(Send(Idempotency::kNotIdempotent, JsonRequest("POST", path, body)));
 }
 
 Result<nlohmann::json> ApiClient::Put(const std::string& path, const nlohmann::json& body) {
-  const std::string text = body.dump();
-  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
-    return http.Put(path, {{"Authorization", "Bearer " + config_.token}}, text, "application/json");
-  }));
+  return JsonOf(Send(Idempotency::kIdempotent, JsonRequest("PUT", path, body)));
 }
 
 Result<nlohmann::json> ApiClient::Delete(const std::string& path) {
-  return JsonOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
-    return http.Delete(path, {{"Authorization", "Bearer " + config_.token}});
-  }));
+  return JsonOf(Send(Idempotency::kIdempotent, {"DELETE", path, {}, "", ""}));
 }
 
 Result<Reply> ApiClient::GetReply(const std::string& path) {
-  return ReplyOf(Send(Idempotency::kIdempotent, [&](httplib::Client& http) {
-    // The body read into a string sized from Content-Length: a large answer (a page of 1,000
-    // jobs) is written once, not copied at every doubling of a growing string.
-    std::string body;
-    httplib::Result r = http.Get(
-        path, {{"Authorization", "Bearer " + config_.token}},
-        [&](const httplib::Response& head) {
-          body.clear();
-          const std::string length = head.get_header_value("Content-Length");
-          body.reserve(
-              std::min<size_t>(std::strtoull(length.c_str(), nullptr, 10), kMaxReservedBody));
-          return true;
-        },
-        [&](const char* data, size_t size) {
-          body.append(data, size);
-          return true;
-        });
-    if (r) r->body = std::move(body);
-    return r;
-  }));
+  return ReplyOf(Send(Idempotency::kIdempotent, {"GET", path, {}, "", ""}));
 }
 
 Result<int> ApiClient::GetStatusAt(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return InvalidArgument("not an absolute URL: " + url);
   const size_t path = std::min(url.find('/', scheme + 3), url.size());
-  httplib::Client http(url.substr(0, path));
-  http.set_connection_timeout(5);
-  http.set_read_timeout(60);
-  if (!config_.ca_cert.empty()) http.set_ca_cert_path(config_.ca_cert.c_str());
-  http.enable_server_certificate_verification(true);
-  auto r = http.Get(path < url.size() ? url.substr(path) : "/",
-                    {{"Authorization", "Bearer " + config_.token}});
-  if (!r) {
-    return IoError("cannot reach " + url.substr(0, path) + ": " + httplib::to_string(r.error()));
+  Result<HttpOrigin> origin = HttpOrigin::Parse(url.substr(0, path));
+  if (!origin.ok()) return origin.status();
+  HttpClient http(*std::move(origin), ClientOptions(config_.ca_cert));
+  const HttpResult r = http.Send({"GET",
+                                  path < url.size() ? url.substr(path) : "/",
+                                  {{"Authorization", "Bearer " + config_.token}},
+                                  "",
+                                  ""});
+  if (!r.ok()) {
+    return IoError("cannot reach " + url.substr(0, path) + ": " + AttemptOf(r.Outcome()).detail);
   }
-  return r->status;
+  return r.response.status;
 }
 
 }  // namespace corral::cli

@@ -13,22 +13,17 @@
 #pragma once
 
 #include <chrono>
-#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/http_client.h"
 #include "common/busy_retry.h"
 #include "common/rng.h"
 #include "common/server_list.h"
 #include "common/status.h"
-
-namespace httplib {
-class Client;
-class Result;
-}  // namespace httplib
 
 namespace corral::cli {
 
@@ -90,23 +85,21 @@ class ApiClient {
   Result<int> GetStatusAt(const std::string& url);
 
  private:
-  // Sends a request through the servers (the file comment): `send` makes it once with the
-  // client of one server. The first answer that is neither a not-leader 503 nor a busy answer
-  // to wait out (busy_); else the search's error.
-  Result<httplib::Result> Send(Idempotency idempotency,
-                               const std::function<httplib::Result(httplib::Client&)>& send);
+  // Sends `request` (its Authorization added) through the servers (the file comment). The
+  // first answer that is neither a not-leader 503 nor a busy answer to wait out (busy_); else
+  // the search's error.
+  Result<HttpResponse> Send(Idempotency idempotency, HttpRequest request);
   // One search over the servers (LeaderSearch): the first answer other than a not-leader 503.
-  Result<httplib::Result> Search(Idempotency idempotency,
-                                 const std::function<httplib::Result(httplib::Client&)>& send);
-  // The client of `url` (made on first use).
-  httplib::Client& ClientOf(const std::string& url);
+  Result<HttpResult> Search(Idempotency idempotency, const HttpRequest& request);
+  // The client of `url` (made on first use); InvalidArgument for a URL it cannot use.
+  Result<HttpClient*> ClientOf(const std::string& url);
 
   ClientConfig config_;
   std::ostream& notices_;
   BusyBudget busy_;  // this command's
   SeededRng jitter_;
   std::string answered_;  // the server that answered last ("" before any)
-  std::map<std::string, std::unique_ptr<httplib::Client>> clients_;  // by URL
+  std::map<std::string, std::unique_ptr<HttpClient>> clients_;  // by URL
 };
 
 }  // namespace corral::cli

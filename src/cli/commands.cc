@@ -1610,18 +1610,50 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
   });
 }
 
-void AddClientCommands(CLI::App& app, int* exit_code) {
+namespace {
+
+// The client commands by group (a group's commands share helpers and flags), with the
+// top-level names (and aliases) each group adds, space-separated: what AddClientCommands matches
+// argv[1] against. commands_test.cc checks that they match what the groups add.
+struct CommandGroup {
+  void (*add)(CLI::App& app, int* exit_code);
+  std::string_view names;
+};
+
+constexpr CommandGroup kCommandGroups[] = {
+    {AddSubmit, "submit"},
+    {AddJobCommands, "jobs job cancel logs"},
+    {AddEnvironmentCommands, "environment env"},
+    {AddSessionCommands, "session"},
+    {AddClusterCommands, "nodes projects queue users tokens node login whoami user project token"},
+    {AddMonitoringCommands, "gpus idle capacity usage"},
+};
+
+bool Names(const CommandGroup& group, std::string_view command) {
+  std::string_view names = group.names;
+  while (!names.empty()) {
+    const size_t space = std::min(names.find(' '), names.size());
+    if (names.substr(0, space) == command) return true;
+    names.remove_prefix(std::min(space + 1, names.size()));
+  }
+  return false;
+}
+
+}  // namespace
+
+void AddClientCommands(CLI::App& app, int* exit_code, std::string_view command) {
   app.footer(
       "The client commands talk to the servers in CORRAL_SERVER, else those 'corral login' "
       "saved: one http(s)://host:port, or several comma-separated (at most 16), of which each "
       "request finds the one that serves (the leader), for CORRAL_RETRY_TIMEOUT seconds at "
       "most (default 10). The token is CORRAL_TOKEN's, else the saved one.");
-  AddSubmit(app, exit_code);
-  AddJobCommands(app, exit_code);
-  AddEnvironmentCommands(app, exit_code);
-  AddSessionCommands(app, exit_code);
-  AddClusterCommands(app, exit_code);
-  AddMonitoringCommands(app, exit_code);
+  for (const CommandGroup& group : kCommandGroups) {
+    if (!command.empty() && Names(group, command)) {
+      group.add(app, exit_code);
+      return;
+    }
+  }
+  for (const CommandGroup& group : kCommandGroups) group.add(app, exit_code);
 }
 
 }  // namespace corral::cli

@@ -6,9 +6,14 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string_view>
 
 namespace corral::cli {
 
-void AddClientCommands(CLI::App& app, int* exit_code);
+// Adds the client commands to `app`. `command` is argv[1] (or empty): when it names a client
+// command, only the group of commands it belongs to is added, as the others cannot be reached
+// and building their flags is most of the CLI's start-up work; otherwise (help, an option, a
+// misspelt command and its did-you-mean) all of them.
+void AddClientCommands(CLI::App& app, int* exit_code, std::string_view command = {});
 
 }  // namespace corral::cli

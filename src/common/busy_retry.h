@@ -3,7 +3,7 @@
 // up with time 429 with Retry-After. Neither carried the request out, so sending it again to the
 // same server after Retry-After cannot do it twice, a submission included.
 //
-// Pure: no sockets and no clock (http_attempt.h reads an httplib answer into a BusyAnswer; the
+// Pure: no sockets and no clock (http_attempt.h reads an HTTP answer into a BusyAnswer; the
 // caller sleeps as told).
 #pragma once
 

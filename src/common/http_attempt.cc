@@ -1,7 +1,5 @@
 #include "common/http_attempt.h"
 
-#include <httplib.h>
-
 #include <algorithm>
 
 #include "common/json_parse.h"
@@ -12,32 +10,42 @@ namespace {
 
 constexpr size_t kMaxDetailBytes = 200;
 
+// `text`, and the client's detail in brackets when it gave one.
+std::string WithDetail(std::string text, const std::string& detail) {
+  return detail.empty() ? text : text + " (" + detail + ")";
+}
+
 // Why a request got no answer, and whether the request was sent at all.
-Attempt Failure(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-    case httplib::Error::BindIPAddress:
+Attempt Failure(const HttpOutcome& outcome) {
+  const std::string& detail = outcome.failure_detail;
+  switch (outcome.failure) {
+    case HttpFailure::kNone:
+      break;
+    case HttpFailure::kConnect:
       return {Outcome::kNotConnected, "could not connect", ""};
-    case httplib::Error::ConnectionTimeout:
+    case HttpFailure::kConnectTimeout:
       return {Outcome::kNotConnected, "connect timed out", ""};
-    case httplib::Error::SSLConnection:
-      return {Outcome::kNotConnected, "TLS handshake failed", ""};
-    case httplib::Error::SSLServerVerification:
-      return {Outcome::kNotConnected, "its certificate is not trusted", ""};
-    case httplib::Error::SSLLoadingCerts:
-      return {Outcome::kNotConnected, "cannot load the CA certificates", ""};
-    case httplib::Error::Read:
-      return {Outcome::kLostAfterSend, "no answer: connection reset or read timed out", ""};
-    case httplib::Error::Write:
+    case HttpFailure::kTlsHandshake:
+      return {Outcome::kNotConnected, WithDetail("TLS handshake failed", detail), ""};
+    case HttpFailure::kCertificate:
+      return {Outcome::kNotConnected, WithDetail("its certificate is not trusted", detail), ""};
+    case HttpFailure::kCaCertificates:
+      return {Outcome::kNotConnected, detail.empty() ? "cannot load the CA certificates" : detail,
+              ""};
+    case HttpFailure::kRead:
+      return {Outcome::kLostAfterSend,
+              "no answer: " + (detail.empty() ? "connection reset or read timed out" : detail), ""};
+    case HttpFailure::kWrite:
       return {Outcome::kLostAfterSend, "connection lost while sending", ""};
-    default:
-      return {Outcome::kLostAfterSend, "request failed: " + httplib::to_string(error), ""};
+    case HttpFailure::kOther:
+      break;
   }
+  return {Outcome::kLostAfterSend, "request failed: " + detail, ""};
 }
 
 // The detail of a problem+json body (at most kMaxDetailBytes); `otherwise` for any other body.
-std::string ProblemDetail(const std::string& body, const std::string& otherwise) {
-  const nlohmann::json problem = ParseJsonOrNull(body);
+std::string ProblemDetail(std::string_view body, const std::string& otherwise) {
+  const nlohmann::json problem = ParseJsonOrNull(std::string(body));
   if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string()) {
     return problem["detail"].get<std::string>().substr(0, kMaxDetailBytes);
   }
@@ -46,25 +54,25 @@ std::string ProblemDetail(const std::string& body, const std::string& otherwise)
 
 }  // namespace
 
-Attempt AttemptOf(const httplib::Result& result) {
-  if (!result) return Failure(result.error());
-  if (result->status != 503 || result->has_header(kBusyHeader)) {
-    return {Outcome::kAnswered, "HTTP " + std::to_string(result->status), ""};
+Attempt AttemptOf(const HttpOutcome& outcome) {
+  if (outcome.failure != HttpFailure::kNone) return Failure(outcome);
+  if (outcome.status != 503 || outcome.busy) {
+    return {Outcome::kAnswered, "HTTP " + std::to_string(outcome.status), ""};
   }
-  return {Outcome::kNotLeader, "503: " + ProblemDetail(result->body, "Service Unavailable"),
-          result->get_header_value(kLeaderHeader)};
+  return {Outcome::kNotLeader, "503: " + ProblemDetail(outcome.body, "Service Unavailable"),
+          outcome.leader};
 }
 
-std::optional<BusyAnswer> BusyAnswerOf(const httplib::Result& result) {
-  if (!result) return std::nullopt;
-  const int status = result->status;
-  const std::optional<Seconds> after = ParseRetryAfter(result->get_header_value("Retry-After"));
-  if (status == 503 && result->has_header(kBusyHeader)) {
+std::optional<BusyAnswer> BusyAnswerOf(const HttpOutcome& outcome) {
+  if (outcome.failure != HttpFailure::kNone) return std::nullopt;
+  const int status = outcome.status;
+  const std::optional<Seconds> after = ParseRetryAfter(outcome.retry_after);
+  if (status == 503 && outcome.busy) {
     return BusyAnswer{status, std::max(after.value_or(Seconds(1)), Seconds(1)),
-                      ProblemDetail(result->body, "server busy")};
+                      ProblemDetail(outcome.body, "server busy")};
   }
   if (status == 429 && after) {
-    return BusyAnswer{status, *after, ProblemDetail(result->body, "too many requests")};
+    return BusyAnswer{status, *after, ProblemDetail(outcome.body, "too many requests")};
   }
   return std::nullopt;
 }

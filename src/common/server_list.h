@@ -5,7 +5,7 @@
 // "Several servers").
 //
 // Pure logic: no sockets and no clock. The caller sends, describes what came of it (Attempt),
-// measures the time and sleeps as told; http_attempt.h describes an httplib answer.
+// measures the time and sleeps as told; http_attempt.h describes an HTTP answer.
 #pragma once
 
 #include <chrono>
