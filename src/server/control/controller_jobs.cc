@@ -191,12 +191,14 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec 
       NewJobRecord(who, submission->spec, clock_.Now(), submission->defaults)};
   auto ids = CommitSubmission(who, records, /*array=*/false);
   if (!ids.ok()) return ids.status();
-  store::JobRecord& record = records.front();
-  record.id = ids->front();
+  records.front().id = ids->front();
+  protocol::SubmitAnswer answer =
+      AnswerOf(records, std::move(submission->defaults), /*array=*/false);
   std::vector<CommittedJob> committed;
-  committed.push_back({record, std::move(submission->spec), std::move(submission->environment)});
+  committed.push_back({std::move(records.front()), std::move(submission->spec),
+                       std::move(submission->environment)});
   AddToInbox(std::move(committed));
-  return AnswerOf(records, std::move(submission->defaults), /*array=*/false);
+  return answer;
 }
 
 Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
