@@ -93,8 +93,7 @@ class GroupCommitter {
       std::lock_guard<std::mutex> lock(mu_);
       if (!closed_) {
         queue_.push_back(std::move(pending));
-        // Only the item the writer waits for wakes it: one wake-up per group, not per item.
-        if (queue_.size() >= wake_at_) work_.notify_one();
+        work_.notify_one();
         return answer;
       }
     }
@@ -128,17 +127,14 @@ class GroupCommitter {
       group.clear();
       {
         std::unique_lock<std::mutex> lock(mu_);
-        wake_at_ = 1;
         work_.wait(lock, [this] { return !queue_.empty() || closed_; });
         if (queue_.empty()) return;  // closed and drained
         const size_t expected = std::min(last_group_, options_.max_batch);
         if (queue_.size() < expected && !closed_) {
           auto linger =
               std::min<std::chrono::steady_clock::duration>(options_.max_linger, last_commit_ / 4);
-          wake_at_ = expected;
           work_.wait_for(lock, linger, [&] { return queue_.size() >= expected || closed_; });
         }
-        wake_at_ = kNoWakeUp;  // committing: the next round looks at the queue first
         while (!queue_.empty() && group.size() < options_.max_batch) {
           group.push_back(std::move(queue_.front()));
           queue_.pop_front();
@@ -195,12 +191,8 @@ class GroupCommitter {
   mutable std::mutex mu_;
   std::condition_variable work_;  // signalled when an item arrives or on Close
   std::deque<Pending> queue_;     // guarded by mu_
-  // Guarded by mu_: the queue length at which Enqueue wakes the writer (what its wait waits
-  // for: 1 while idle, the expected group while it lingers, none while it commits).
-  static constexpr size_t kNoWakeUp = SIZE_MAX;
-  size_t wake_at_ = 1;
-  bool closed_ = false;  // guarded by mu_
-  Stats stats_;          // guarded by mu_
+  bool closed_ = false;           // guarded by mu_
+  Stats stats_;                   // guarded by mu_
   // Writer thread only: the previous group's size and commit duration (for the linger).
   size_t last_group_ = 0;
   std::chrono::steady_clock::duration last_commit_{};

@@ -301,8 +301,6 @@ void Controller::Stop() {
 void Controller::WakeLoop() {
   {
     std::lock_guard wait(loop_mu_);
-    // Already asked for (the loop has not taken the request yet): it will run that round.
-    if (loop_wake_) return;
     loop_wake_ = true;
   }
   loop_wake_cv_.notify_one();

@@ -191,14 +191,12 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec 
       NewJobRecord(who, submission->spec, clock_.Now(), submission->defaults)};
   auto ids = CommitSubmission(who, records, /*array=*/false);
   if (!ids.ok()) return ids.status();
-  records.front().id = ids->front();
-  protocol::SubmitAnswer answer =
-      AnswerOf(records, std::move(submission->defaults), /*array=*/false);
+  store::JobRecord& record = records.front();
+  record.id = ids->front();
   std::vector<CommittedJob> committed;
-  committed.push_back({std::move(records.front()), std::move(submission->spec),
-                       std::move(submission->environment)});
+  committed.push_back({record, std::move(submission->spec), std::move(submission->environment)});
   AddToInbox(std::move(committed));
-  return answer;
+  return AnswerOf(records, std::move(submission->defaults), /*array=*/false);
 }
 
 Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
