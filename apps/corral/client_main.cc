@@ -18,16 +18,23 @@ namespace {
 
 // corral-daemon's path: in the folder of this executable (/proc/self/exe, so a symlink to
 // `corral` elsewhere still finds it).
+// Empty when /proc/self/exe cannot be read (never a bare name: execv would look in the working
+// folder).
 std::string DaemonPath() {
   std::error_code ec;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return corral::kDaemonExecutable;  // execv fails and says so
+  if (ec) return "";
   return (self.parent_path() / corral::kDaemonExecutable).string();
 }
 
 // Replaces this process with corral-daemon, same argv; returns only when it cannot.
 int ExecDaemon(char** argv) {
   const std::string path = DaemonPath();
+  if (path.empty()) {
+    std::cerr << "corral: '" << argv[1] << "' runs in " << corral::kDaemonExecutable
+              << ", but this executable's folder is unknown (/proc/self/exe cannot be read)\n";
+    return 1;
+  }
   execv(path.c_str(), argv);
   const int error = errno;
   std::cerr << "corral: '" << argv[1] << "' runs in " << corral::kDaemonExecutable

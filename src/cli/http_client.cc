@@ -28,6 +28,13 @@ using Clock = std::chrono::steady_clock;
 // The most reserved ahead for a body, whatever its Content-Length says (it may still grow).
 constexpr size_t kMaxReservedBody = size_t{16} << 20;
 constexpr size_t kReadChunk = size_t{64} << 10;
+constexpr int kMaxInterimAnswers = 8;  // 1xx answers skipped before an answer (then an error)
+
+// A socket timeout of `d`, at least 1 ms (a zero timeval means none).
+timeval TimevalOf(std::chrono::milliseconds d) {
+  const int64_t ms = std::max<int64_t>(d.count(), 1);
+  return {static_cast<time_t>(ms / 1000), static_cast<suseconds_t>((ms % 1000) * 1000)};
+}
 // A chunk-size line ("1a2b;ext\r\n") longer than this is refused.
 constexpr size_t kMaxChunkLine = 1024;
 
@@ -210,13 +217,15 @@ class AnswerReader {
   AnswerReader(Connection& connection, const HttpClientOptions& options)
       : connection_(connection), options_(options) {}
 
-  // The answer, skipping 1xx ones.
+  // The answer, skipping at most kMaxInterimAnswers 1xx ones.
   HttpResult Read() {
-    while (true) {
+    for (int interim = 0; interim <= kMaxInterimAnswers; ++interim) {
       HttpResult r = ReadHead();
       if (!r.ok()) return r;
       if (r.response.status >= 200) return ReadBody(std::move(r));
     }
+    return Failed(HttpFailure::kOther,
+                  "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
   }
 
  private:
@@ -410,8 +419,36 @@ class AnswerReader {
   size_t pos_ = 0;  // the first unread byte of buffer_
 };
 
+// The request target with the bytes a request line cannot carry percent-encoded: controls,
+// space, DEL and non-ASCII, and (as cpp-httplib did) '+', ',', ';' and '\''. '%' is kept: a
+// value QueryValue() encoded stays as it is.
+std::string EncodedTarget(std::string_view target) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(target.size());
+  for (unsigned char c : target) {
+    if (c <= 0x20 || c >= 0x7f || c == '+' || c == ',' || c == ';' || c == '\'') {
+      out += {'%', kHex[c >> 4], kHex[c & 15]};
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  return out;
+}
+
+// True when no header name or value could end its line early (CR, LF, NUL).
+bool HeadersAreOneLineEach(const HttpRequest& request) {
+  auto clean = [](std::string_view v) {
+    return v.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+  };
+  for (const auto& [name, value] : request.headers) {
+    if (!clean(name) || !clean(value)) return false;
+  }
+  return clean(request.content_type);
+}
+
 std::string RequestHead(const HttpOrigin& origin, const HttpRequest& request) {
-  std::string head = request.method + " " + request.target +
+  std::string head = request.method + " " + EncodedTarget(request.target) +
                      " HTTP/1.1\r\nHost: " + origin.HostHeader() +
                      "\r\nAccept: */*\r\nConnection: close\r\n";
   for (const auto& [name, value] : request.headers) head += name + ": " + value + "\r\n";
@@ -552,10 +589,12 @@ class HttpClient::Tls {
       ssl_.SSL_ctrl(tls, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
                     const_cast<char*>(origin.host.c_str()));
     }
-    ssl_.SSL_set1_host(tls, origin.host.c_str());  // an IP address is checked as one
+    if (ssl_.SSL_set1_host(tls, origin.host.c_str()) != 1) {  // an IP address is checked as one
+      *failed = Failed(HttpFailure::kCertificate, "cannot set the name to verify: " + origin.host);
+      return nullptr;
+    }
     // The handshake on the blocking socket, bounded by SO_RCVTIMEO/SO_SNDTIMEO.
-    const int left = std::max(MillisecondsUntil(deadline), 1);
-    const timeval tv{left / 1000, (left % 1000) * 1000};
+    const timeval tv = TimevalOf(std::chrono::milliseconds(MillisecondsUntil(deadline)));
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     if (ssl_.SSL_connect(tls) != 1) {
@@ -585,6 +624,9 @@ HttpClient::HttpClient(HttpOrigin origin, HttpClientOptions options)
 HttpClient::~HttpClient() = default;
 
 HttpResult HttpClient::Send(const HttpRequest& request) {
+  if (!HeadersAreOneLineEach(request)) {  // a value with a line break would add headers
+    return Failed(HttpFailure::kOther, "a request header holds a line break or NUL");
+  }
   HttpFailure connect_failure = HttpFailure::kConnect;
   Result<int> fd = Connect(origin_, options_.connect_timeout, &connect_failure);
   if (!fd.ok()) return Failed(connect_failure, fd.status().message());
@@ -599,9 +641,10 @@ HttpResult HttpClient::Send(const HttpRequest& request) {
     connection = tls_->Handshake(*fd, origin_, Clock::now() + options_.connect_timeout, &failed);
     if (!connection) return failed;
     // Past the handshake every wait is poll()'s; these only bound a partial TLS record.
-    const timeval tv{options_.read_timeout.count() / 1000, 0};
-    setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    const timeval read_tv = TimevalOf(options_.read_timeout);
+    const timeval write_tv = TimevalOf(options_.write_timeout);
+    setsockopt(*fd, SOL_SOCKET, SO_RCVTIMEO, &read_tv, sizeof(read_tv));
+    setsockopt(*fd, SOL_SOCKET, SO_SNDTIMEO, &write_tv, sizeof(write_tv));
   } else {
     connection = std::make_unique<Connection>(*fd, nullptr, nullptr);
   }

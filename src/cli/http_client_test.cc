@@ -181,6 +181,33 @@ TEST(HttpClientTest, ReadsChunkedAndToTheEndAnswersAndSkips100Continue) {
   EXPECT_EQ(r.response.body, "all of it");
 }
 
+// A name with a space, a line break or UTF-8 travels percent-encoded in the request line, as
+// cpp-httplib sent it: it can neither split the request nor add a header.
+TEST(HttpClientTest, TheTargetIsEncodedAndHeadersCannotBeInjected) {
+  RawServer server(
+      [](int fd, const std::atomic<bool>&) { SendAll(fd, "HTTP/1.1 204 No Content\r\n\r\n"); });
+  HttpClient http(server.origin(), Short());
+  HttpResult r =
+      http.Send({"GET", "/api/v1/projects/a b\r\nX-Evil: 1/sharing?q=%2B+\xc3\xa9", {}, "", ""});
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_THAT(server.request(), StartsWith("GET /api/v1/projects/a%20b%0D%0AX-Evil:%201/"
+                                           "sharing?q=%2B%2B%C3%A9 HTTP/1.1\r\n"));
+  EXPECT_THAT(server.request(), testing::Not(HasSubstr("\r\nX-Evil")));
+  r = http.Send({"GET", "/", {{"Authorization", "Bearer t\r\nX-Evil: 1"}}, "", ""});
+  EXPECT_EQ(r.failure, HttpFailure::kOther);
+  EXPECT_THAT(r.detail, HasSubstr("line break"));
+}
+
+TEST(HttpClientTest, EndlessInterimAnswersAreRefused) {
+  RawServer server([](int fd, const std::atomic<bool>& stopping) {
+    for (int i = 0; i < 100 && !stopping; ++i) SendAll(fd, "HTTP/1.1 100 Continue\r\n\r\n");
+  });
+  HttpClient http(server.origin(), Short());
+  const HttpResult r = http.Send({"GET", "/", {}, "", ""});
+  EXPECT_EQ(r.failure, HttpFailure::kOther);
+  EXPECT_THAT(r.detail, HasSubstr("interim (1xx) answers"));
+}
+
 TEST(HttpClientTest, NothingAtAllIsAReadTimeout) {
   RawServer server(HoldUntilClosed);
   HttpClient http(server.origin(), Short());
