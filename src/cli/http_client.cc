@@ -284,6 +284,7 @@ class AnswerReader {
     // "HTTP/1.1 200 OK"
     int status = 0;
     if (line.size() < 12 || line.compare(0, 7, "HTTP/1.") != 0 || line[8] != ' ' ||
+        (line.size() > 12 && line[12] != ' ') ||
         std::from_chars(line.data() + 9, line.data() + 12, status).ptr != line.data() + 12 ||
         status < 100 || status > 999) {
       return Failed(HttpFailure::kOther, "not an HTTP/1 answer: '" + line.substr(0, 40) + "'");
@@ -301,7 +302,9 @@ class AnswerReader {
             "the answer has more than " + std::to_string(options_.limits.max_headers) + " headers");
       }
       const size_t colon = line.find(':');
-      if (colon == std::string::npos || colon == 0) {
+      // No name, a name with blanks ("Content-Length : 5") or a folded line: refused, as
+      // RFC 9112 section 5 asks of a recipient.
+      if (colon == std::string::npos || colon == 0 || line.find_first_of(" \t") < colon) {
         return Failed(HttpFailure::kOther,
                       "a malformed header in the answer: '" + line.substr(0, 40) + "'");
       }
@@ -521,6 +524,13 @@ Result<HttpOrigin> HttpOrigin::Parse(std::string_view url) {
     if (colon != std::string_view::npos) port = rest.substr(colon + 1);
   }
   if (origin.host.empty()) return InvalidArgument("no host in URL: " + std::string(url));
+  // Only what a host name or an address holds: nothing that would change the Host header's
+  // meaning (user info, a query, a fragment, blanks, line breaks).
+  for (unsigned char c : origin.host) {
+    if (!std::isalnum(c) && c != '-' && c != '.' && c != ':' && c != '_' && c != '%') {
+      return InvalidArgument("bad host in URL: " + std::string(url));
+    }
+  }
   origin.port = origin.tls ? 443 : 80;
   if (!port.empty()) {
     unsigned value = 0;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
 #include <functional>
 #include <string>
 #include <thread>
@@ -30,6 +31,7 @@ class RawServer {
   using Script = std::function<void(int fd, const std::atomic<bool>& stopping)>;
 
   explicit RawServer(Script script) : script_(std::move(script)) {
+    signal(SIGPIPE, SIG_IGN);  // as ApiClient does: a write to a closed peer is an error
     listener_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in address{};
     address.sin_family = AF_INET;
@@ -139,6 +141,10 @@ TEST(HttpOriginTest, ParsesSchemesHostsAndPorts) {
   EXPECT_FALSE(HttpOrigin::Parse("http://x:99999").ok());
   EXPECT_FALSE(HttpOrigin::Parse("http://x/api").ok());
   EXPECT_FALSE(HttpOrigin::Parse("http://").ok());
+  EXPECT_FALSE(HttpOrigin::Parse("http://user@evil.example").ok());
+  EXPECT_FALSE(HttpOrigin::Parse("http://a b:80").ok());
+  EXPECT_FALSE(HttpOrigin::Parse("http://x?y").ok());
+  EXPECT_TRUE(HttpOrigin::Parse("http://[fe80::1%25eth0]:8080").ok());
 }
 
 TEST(HttpClientTest, SendsTheRequestAndReadsAContentLengthAnswer) {
@@ -196,6 +202,17 @@ TEST(HttpClientTest, TheTargetIsEncodedAndHeadersCannotBeInjected) {
   r = http.Send({"GET", "/", {{"Authorization", "Bearer t\r\nX-Evil: 1"}}, "", ""});
   EXPECT_EQ(r.failure, HttpFailure::kOther);
   EXPECT_THAT(r.detail, HasSubstr("line break"));
+}
+
+TEST(HttpClientTest, AMalformedStatusOrHeaderNameIsRefused) {
+  for (const char* answer :
+       {"HTTP/1.1 2000 OK\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length : 5\r\n\r\nhello",
+        "HTTP/1.1 200 OK\r\nA: b\r\n folded\r\n\r\n"}) {
+    RawServer server([answer](int fd, const std::atomic<bool>&) { SendAll(fd, answer); });
+    HttpClient http(server.origin(), Short());
+    const HttpResult r = http.Send({"GET", "/", {}, "", ""});
+    EXPECT_EQ(r.failure, HttpFailure::kOther) << answer;
+  }
 }
 
 TEST(HttpClientTest, EndlessInterimAnswersAreRefused) {

@@ -28,7 +28,7 @@ enum class HttpFailure {
   kTlsHandshake,    // the TLS handshake failed
   kCertificate,     // the server's certificate (or its name) is not trusted
   kCaCertificates,  // the CA certificates could not be loaded
-  kRead,            // reset, read timeout or a malformed answer, once the request was sent
+  kRead,            // reset or read timeout once the request was sent (httplib: also malformed)
   kWrite,           // the connection failed while the request was being sent
   kOther,           // anything else once connected: HttpOutcome::failure_detail says what
 };
