@@ -342,7 +342,7 @@ class AnswerReader {
       if (auto failed = ReadLine(&line, kMaxChunkLine, deadline, "chunk size line", kMaxChunkLine))
         return failed;
       const std::string_view digits = std::string_view(line).substr(0, line.find(';'));
-      const std::string_view hex = Trim(digits);
+      const std::string hex = Trim(digits);  // a string: Trim returns one (no view of it)
       uint64_t size = 0;
       auto [end, err] = std::from_chars(hex.data(), hex.data() + hex.size(), size, 16);
       if (hex.empty() || err != std::errc() || end != hex.data() + hex.size()) {
