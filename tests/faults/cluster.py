@@ -134,8 +134,11 @@ class Server:
              "--fence-after", str(self.fence_after),
              *(["--session-key-file", self.session_key] if self.session_key else [])],
             stdout=open(self.log, "a"), stderr=subprocess.STDOUT)
+        # Up once it answered and is still running. Not a second /healthz: a server that takes
+        # the lease swaps its follower's HTTP server for the leader's, and a request at that
+        # moment can go unanswered (a CI run failed so, the server leading and well).
         return wait_for(lambda: self.healthy() or self.proc.poll() is not None, timeout) \
-            and self.healthy()
+            and self.alive()
 
     def role(self):
         """"leader", "follower" (GET /healthz), or None when it does not answer."""
