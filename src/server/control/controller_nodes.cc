@@ -154,8 +154,9 @@ void Controller::CheckNodesLocked() {
   }
   const reconcile::NodeTimings timings{config_.node_timeout, config_.fence_after,
                                        config_.kill_grace, config_.node_give_up};
-  for (const reconcile::LostNode& timed_out :
-       reconcile::TimedOutNodes(nodes, timings, clock_.Now())) {
+  const std::vector<reconcile::LostNode> timed_out_nodes =
+      reconcile::TimedOutNodes(nodes, timings, clock_.Now());
+  for (const reconcile::LostNode& timed_out : timed_out_nodes) {
     LiveNode& node = nodes_.at(timed_out.name);
     if (timed_out.verdict == reconcile::NodeVerdict::kGiveUp) {
       LoseNodeLocked(timed_out.name, node, timed_out.reason);
@@ -163,6 +164,9 @@ void Controller::CheckNodesLocked() {
       UnreachableNodeLocked(timed_out.name, node, timed_out.reason);
     }
   }
+  // Seen at once, not after the rest of the round: a job requeued off the node is already
+  // pending in the store.
+  if (!timed_out_nodes.empty()) PublishLocked(PendingRebuild::kKeep);
 }
 
 namespace {
@@ -454,5 +458,7 @@ std::vector<model::Node> Controller::LiveNodes() {
 int64_t Controller::RejectedGpuReports() { return rejected_gpu_reports_.load(); }
 
 int64_t Controller::StoreCommits() { return store_.Commits(); }
+
+int64_t Controller::StoreRoundTrips() { return store_.RoundTrips(); }
 
 }  // namespace corral::server
