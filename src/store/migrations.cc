@@ -365,6 +365,34 @@ CREATE TABLE job_demand_hours (
 CREATE INDEX jobs_by_array_and_end_time ON jobs (array_id, end_time);
 )sql";
 
+// Version 15 (PostgreSQL only; docs/control-plane.md, "Group commit"): checks that let a write
+// transaction travel in one round trip (BEGIN, its statements and COMMIT in one pipeline,
+// SqlConnection::QueryManyAndCommit), raising an error that aborts the transaction where a
+// client would otherwise read an answer and decide:
+// - corral_fence(held): the leader's epoch is still `held` (SqlStore::CheckEpoch's question,
+//   with the row locked FOR SHARE as there);
+// - corral_expect_one(changed): a compare-and-set changed exactly one row.
+constexpr char kOneTripChecks[] = R"sql(
+CREATE OR REPLACE FUNCTION corral_fence(held BIGINT) RETURNS INTEGER LANGUAGE plpgsql AS $$
+DECLARE
+  current BIGINT;
+BEGIN
+  SELECT epoch INTO current FROM leader_epoch WHERE singleton = 1 FOR SHARE;
+  IF current IS DISTINCT FROM held THEN
+    RAISE EXCEPTION 'fenced: the epoch is % (held %)', COALESCE(current, 0), held
+      USING ERRCODE = 'CRL01';
+  END IF;
+  RETURN 1;
+END $$;
+CREATE OR REPLACE FUNCTION corral_expect_one(changed BIGINT) RETURNS INTEGER LANGUAGE plpgsql AS $$
+BEGIN
+  IF changed <> 1 THEN
+    RAISE EXCEPTION 'expected to change one row, changed %', changed USING ERRCODE = 'CRL02';
+  END IF;
+  RETURN 1;
+END $$;
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -391,6 +419,8 @@ const std::vector<Migration>& StoreMigrations() {
       {13, "the job listing: a job's total GPUs; indexes for its sorts and filters",
        kJobListingPostgres, kJobListingSqlite},
       {14, "retention of finished jobs: the GPU demand of purged jobs per hour", kJobRetention},
+      {15, "write transactions in one round trip: fencing and compare-and-set checks",
+       kOneTripChecks, "", MigrationOn::kPostgresOnly},
   };
   return kMigrations;
 }
@@ -447,8 +477,10 @@ Status ApplyMigrations(SqlConnection& conn, const std::vector<Migration>& migrat
       if (m.version <= *current) continue;
       std::string what = "version " + std::to_string(m.version) + " (" + m.description + ")";
       const std::string& ddl = sqlite && !m.sqlite_ddl.empty() ? m.sqlite_ddl : m.ddl;
-      Status applied = conn.ExecuteScript(ForDialect(ddl, conn.dialect()));
-      if (!applied.ok()) return Annotated(applied, what);
+      if (!(sqlite && m.on == MigrationOn::kPostgresOnly)) {
+        Status applied = conn.ExecuteScript(ForDialect(ddl, conn.dialect()));
+        if (!applied.ok()) return Annotated(applied, what);
+      }
       auto recorded =
           conn.Execute("INSERT INTO schema_version (version, description) VALUES (?, ?)",
                        {int64_t{m.version}, m.description});

@@ -13,6 +13,12 @@
 
 namespace corral::store {
 
+// Which databases run a migration's DDL. Both record its version.
+enum class MigrationOn {
+  kBoth,
+  kPostgresOnly,  // what only PostgreSQL needs (functions); SQLite runs nothing
+};
+
 struct Migration {
   int version = 0;  // 1, 2, 3, ... without gaps
   std::string description;
@@ -22,6 +28,7 @@ struct Migration {
   // When not empty, what runs on SQLite instead of `ddl`: for the changes SQLite's ALTER TABLE
   // cannot make (a CHECK constraint), which it makes by rebuilding the table.
   std::string sqlite_ddl;
+  MigrationOn on = MigrationOn::kBoth;
 };
 
 // corral's migrations, oldest first.

@@ -9,9 +9,12 @@ namespace {
 // Prepared statements kept per connection. The store's SQL is a fixed set of texts plus a few
 // variants (IN lists of several lengths), far below this; the cap only bounds the worst case.
 constexpr size_t kMaxPreparedStatements = 256;
-// Runs per pipeline sync in QueryEach: bounds what is in flight so that neither side's socket
-// buffer can fill up while the other waits (libpq's blocking-mode caveat).
-constexpr size_t kPipelineChunk = 64;
+// Runs per pipeline sync: bounds what is sent before the first answer is read. libpq reads the
+// server's answers while it waits to send (so the two sides cannot both block on full socket
+// buffers); what it bounds is the answers held in memory, and the store pipelines only writes
+// whose answers are a short row at most (an id, a state). Large enough for a batcher's whole
+// group (group_commit.h's max_batch, 256 items of a few statements each) to be one round trip.
+constexpr size_t kPipelineChunk = 2048;
 
 void IgnoreNotice(void*, const char*) {}
 
@@ -26,6 +29,9 @@ StatusCode CodeOf(std::string_view sqlstate) {
   if (sqlstate == "23514" || sqlstate == "23502") {            // check / not_null_violation
     return StatusCode::kInvalidArgument;
   }
+  // Raised by migration 15's checks: corral_fence, corral_expect_one.
+  if (sqlstate == "CRL01") return StatusCode::kUnavailable;
+  if (sqlstate == "CRL02") return StatusCode::kFailedPrecondition;
   return StatusCode::kIoError;
 }
 
@@ -195,6 +201,7 @@ Result<std::string> PostgresConnection::Prepare(const std::string& sql) {
   std::string text = ToPostgresPlaceholders(sql);
   std::shared_ptr<PGresult> result(pq_.PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr),
                                    pq_.PQclear);
+  ++round_trips_;
   if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   statements_.emplace(sql, name);
   return name;
@@ -215,14 +222,16 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
     const std::string& sql, const std::vector<SqlParams>& param_sets) {
   return Pipeline(
       param_sets.size(), [&](size_t) -> const std::string& { return sql; },
-      [&](size_t i) -> const SqlParams& { return param_sets[i]; });
+      [&](size_t i) -> const SqlParams& { return param_sets[i]; }, PipelineEnd::kNone);
 }
 
 Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
     size_t count, const std::function<const std::string&(size_t)>& sql_of,
-    const std::function<const SqlParams&(size_t)>& params_of) {
+    const std::function<const SqlParams&(size_t)>& params_of, PipelineEnd end_with,
+    size_t* failed_run) {
   std::vector<RunResult> results;
-  if (count == 0) return results;  // a pending BEGIN waits for the next statement
+  const bool commit = end_with == PipelineEnd::kCommit;
+  if (count == 0 && !commit) return results;  // a pending BEGIN waits for the next statement
   CORRAL_RETURN_IF_ERROR(EnsureConnected());
   std::vector<std::string> names(count);  // each run's prepared statement
   bool writes = false;                    // a run that is not a SELECT
@@ -234,53 +243,82 @@ Result<std::vector<PostgresConnection::RunResult>> PostgresConnection::Pipeline(
     writes |= sql.rfind("SELECT", 0) != 0;
   }
   results.reserve(count);
-  for (size_t begin = 0; begin < count; begin += kPipelineChunk) {
-    size_t end = std::min(count, begin + kPipelineChunk);
-    if (pq_.PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
+  size_t begin = 0;
+  do {
+    const size_t end = std::min(count, begin + kPipelineChunk);
+    const bool with_commit = commit && end == count;  // COMMIT goes with the last chunk
     // A pipeline that cannot be completed leaves libpq mid-protocol: start a new session
-    // rather than guess what the server saw.
+    // rather than guess what the server saw. A COMMIT in flight then has an unknown outcome.
+    const std::string lost = with_commit ? "commit (outcome unknown): " : "";
+    auto abandon = [&](std::string_view what) {
+      if (failed_run != nullptr) *failed_run = count;
+      return AbandonSession(ConnectionError(lost + std::string(what)));
+    };
+    if (pq_.PQenterPipelineMode(conn_) != 1) return ConnectionError("enter pipeline mode: ");
     const bool with_begin = begin_pending_;
     if (with_begin) {
       begin_pending_ = false;  // from here on the server has (or had) the transaction
       if (pq_.PQsendQueryParams(conn_, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) {
-        return AbandonSession(ConnectionError("send: "));
+        return abandon("send: ");
       }
     }
     for (size_t i = begin; i < end; ++i) {
-      if (!Send(names[i], sql_of(i), params_of(i))) {
-        return AbandonSession(ConnectionError("send: "));
-      }
+      if (!Send(names[i], sql_of(i), params_of(i))) return abandon("send: ");
     }
-    if (pq_.PQpipelineSync(conn_) != 1) return AbandonSession(ConnectionError("pipeline sync: "));
-    // Every run answers with its results and then a null; after an error the server skips the
-    // rest up to the sync (PGRES_PIPELINE_ABORTED). Read all of it to leave the pipeline clean.
+    if (with_commit &&
+        pq_.PQsendQueryParams(conn_, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0) != 1) {
+      return abandon("send: ");
+    }
+    if (pq_.PQpipelineSync(conn_) != 1) return abandon("pipeline sync: ");
+    ++round_trips_;
+    // Every statement answers with its results and then a null; after an error the server skips
+    // the rest up to the sync (PGRES_PIPELINE_ABORTED). Read all of it to leave the pipeline
+    // clean. Statement k: BEGIN (when sent), the runs begin..end, COMMIT (when sent).
     Status first_error;
-    const size_t runs = end - begin + (with_begin ? 1 : 0);
-    for (size_t k = 0; k < runs; ++k) {
+    const size_t runs_from = with_begin ? 1 : 0;
+    const size_t statements = runs_from + (end - begin) + (with_commit ? 1 : 0);
+    bool committed = false;
+    for (size_t k = 0; k < statements; ++k) {
+      const bool is_commit = with_commit && k + 1 == statements;
       while (PGresult* raw = pq_.PQgetResult(conn_)) {
         std::shared_ptr<PGresult> result(raw, pq_.PQclear);
         if (pq_.PQresultStatus(raw) == PGRES_PIPELINE_ABORTED) continue;
         if (!Succeeded(pq_, raw)) {
-          if (first_error.ok()) first_error = ResultError(raw);
+          if (first_error.ok()) {
+            first_error = ResultError(raw);
+            if (failed_run != nullptr) *failed_run = k < runs_from ? count : begin + k - runs_from;
+          }
           continue;
         }
-        if (with_begin && k == 0) continue;  // BEGIN's own result
+        if (k < runs_from) continue;  // BEGIN's own result
+        if (is_commit) {
+          // A transaction the server had aborted answers COMMIT with ROLLBACK.
+          committed = std::string_view(pq_.PQcmdStatus(raw)) == "COMMIT";
+          continue;
+        }
         std::string_view tuples = pq_.PQcmdTuples(raw);
         results.push_back({RowsOf(pq_, raw), tuples.empty() ? 0 : std::stoll(std::string(tuples))});
       }
-      if (pq_.PQstatus(conn_) != CONNECTION_OK) return AbandonSession(ConnectionError(""));
+      if (pq_.PQstatus(conn_) != CONNECTION_OK) return abandon("");
     }
     std::shared_ptr<PGresult> sync(pq_.PQgetResult(conn_), pq_.PQclear);
     if (!sync || pq_.PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC) {
-      return AbandonSession(ConnectionError("pipeline: expected the sync point: "));
+      return abandon("pipeline: expected the sync point: ");
     }
-    if (pq_.PQexitPipelineMode(conn_) != 1) {
-      return AbandonSession(ConnectionError("exit pipeline mode: "));
-    }
+    if (pq_.PQexitPipelineMode(conn_) != 1) return abandon("exit pipeline mode: ");
     if (!first_error.ok()) return first_error;
-    // Outside a transaction the chunk ran as one implicit transaction, committed at the sync.
-    if (!in_transaction_ && writes) ++commits_;
-  }
+    if (with_commit) {
+      in_transaction_ = false;
+      if (!committed) {
+        if (failed_run != nullptr) *failed_run = count;
+        return IoError("commit: the server rolled the transaction back");
+      }
+      ++commits_;
+    } else if (!in_transaction_ && writes) {
+      ++commits_;  // outside a transaction the chunk ran as one, committed at the sync
+    }
+    begin = end;
+  } while (begin < count);
   return results;
 }
 
@@ -313,9 +351,30 @@ Result<std::vector<SqlRows>> PostgresConnection::QueryEach(
 Result<std::vector<SqlRows>> PostgresConnection::QueryMany(const std::vector<SqlRun>& runs) {
   auto results = Pipeline(
       runs.size(), [&](size_t i) -> const std::string& { return runs[i].sql; },
-      [&](size_t i) -> const SqlParams& { return runs[i].params; });
+      [&](size_t i) -> const SqlParams& { return runs[i].params; }, PipelineEnd::kNone);
   if (!results.ok()) return results.status();
   return RowsOfRuns(std::move(results).value());
+}
+
+CommitOutcome PostgresConnection::QueryManyAndCommit(const std::vector<SqlRun>& runs) {
+  if (!in_transaction_) {
+    return {Status(StatusCode::kInternal, "commit: no transaction is open"), runs.size()};
+  }
+  if (transaction_lost_) {
+    return {IoError("commit: the connection was lost; the transaction was rolled back"),
+            runs.size()};
+  }
+  if (begin_pending_ && runs.empty()) {  // nothing ran: nothing to commit
+    Rollback();
+    return {std::vector<SqlRows>{}, 0};
+  }
+  size_t failed_run = runs.size();  // unless the pipeline names a run
+  auto results = Pipeline(
+      runs.size(), [&](size_t i) -> const std::string& { return runs[i].sql; },
+      [&](size_t i) -> const SqlParams& { return runs[i].params; }, PipelineEnd::kCommit,
+      &failed_run);
+  if (!results.ok()) return {results.status(), failed_run};
+  return {RowsOfRuns(std::move(results).value()), runs.size()};
 }
 
 Status PostgresConnection::ExecuteScript(const std::string& sql) {
@@ -324,6 +383,7 @@ Status PostgresConnection::ExecuteScript(const std::string& sql) {
   std::string text = begin_pending_ ? "BEGIN; " + sql : sql;
   begin_pending_ = false;
   std::shared_ptr<PGresult> result(pq_.PQexec(conn_, text.c_str()), pq_.PQclear);
+  ++round_trips_;
   if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   return {};
 }
@@ -351,6 +411,7 @@ Status PostgresConnection::Commit() {
     return IoError("commit: the transaction was aborted by an earlier error");
   }
   std::shared_ptr<PGresult> result(pq_.PQexec(conn_, "COMMIT"), pq_.PQclear);
+  ++round_trips_;
   in_transaction_ = false;
   if (!result || !Succeeded(pq_, result.get())) {
     Status error = ResultError(result.get());
@@ -372,6 +433,7 @@ Status PostgresConnection::Rollback() {
   if (pq_.PQstatus(conn_) != CONNECTION_OK) return {};  // the server rolls back a lost session
   if (pq_.PQtransactionStatus(conn_) == PQTRANS_IDLE) return {};
   std::shared_ptr<PGresult> result(pq_.PQexec(conn_, "ROLLBACK"), pq_.PQclear);
+  ++round_trips_;
   if (!result || !Succeeded(pq_, result.get())) return ResultError(result.get());
   return {};
 }

@@ -48,6 +48,7 @@ class PostgresConnection final : public SqlConnection {
   Result<int64_t> Execute(const std::string& sql, const SqlParams& params) override;
   Result<SqlRows> Query(const std::string& sql, const SqlParams& params) override;
   Result<std::vector<SqlRows>> QueryMany(const std::vector<SqlRun>& runs) override;
+  CommitOutcome QueryManyAndCommit(const std::vector<SqlRun>& runs) override;
   Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
                                          const std::vector<SqlParams>& param_sets) override;
   Status ExecuteScript(const std::string& sql) override;
@@ -55,6 +56,7 @@ class PostgresConnection final : public SqlConnection {
   Status Commit() override;
   Status Rollback() override;
   int64_t Commits() const override { return commits_; }
+  int64_t RoundTrips() const override { return round_trips_; }
 
  private:
   PostgresConnection(const LibPq& pq, pg_conn* conn, std::string password)
@@ -76,12 +78,18 @@ class PostgresConnection final : public SqlConnection {
     SqlRows rows;
     int64_t changed = 0;  // rows the statement changed
   };
+  // What follows a pipeline's runs.
+  enum class PipelineEnd {
+    kNone,
+    kCommit,  // COMMIT of the open transaction, with the last chunk
+  };
   // Runs `count` statements in pipeline mode (one round trip per chunk of runs), run i being
   // sql_of(i) with params_of(i), the deferred BEGIN first when one is pending. Stops at the
-  // first error.
+  // first error, setting `failed_run` (when not null) as QueryManyAndCommit says.
   Result<std::vector<RunResult>> Pipeline(size_t count,
                                           const std::function<const std::string&(size_t)>& sql_of,
-                                          const std::function<const SqlParams&(size_t)>& params_of);
+                                          const std::function<const SqlParams&(size_t)>& params_of,
+                                          PipelineEnd end_with, size_t* failed_run = nullptr);
   // The rows of each run.
   static std::vector<SqlRows> RowsOfRuns(std::vector<RunResult> results);
   // Pipeline of one statement run once per parameter set.
@@ -99,6 +107,7 @@ class PostgresConnection final : public SqlConnection {
   bool transaction_lost_ = false;  // the session was reset inside the open transaction
   bool begin_pending_ = false;     // Begin() was called; BEGIN goes out with the next statement
   int64_t commits_ = 0;            // Commits()
+  int64_t round_trips_ = 0;        // RoundTrips()
 };
 
 }  // namespace corral::store

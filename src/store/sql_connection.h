@@ -40,12 +40,22 @@ using SqlRows = std::vector<SqlRow>;
 
 // Status codes the drivers return, whatever the database: a unique or primary-key violation is
 // AlreadyExists, a foreign-key violation NotFound, a CHECK or NOT NULL violation
-// InvalidArgument, anything else IoError. Messages are the database's own text (without the
-// statement); callers prefix the operation.
+// InvalidArgument, anything else IoError; on PostgreSQL also the checks of migration 15:
+// corral_fence's Unavailable and corral_expect_one's FailedPrecondition. Messages are the
+// database's own text (without the statement); callers prefix the operation.
+
 // One run of a statement with its parameters (QueryMany).
 struct SqlRun {
   std::string sql;
   SqlParams params;
+};
+
+// What QueryManyAndCommit did.
+struct CommitOutcome {
+  Result<std::vector<SqlRows>> rows;  // each run's rows, or the error (nothing committed)
+  // On an error: the index of the run that failed, or the number of runs for the transaction's
+  // own error (the commit, the connection, or a failure that names no run).
+  size_t failed_run = 0;
 };
 
 class SqlConnection {
@@ -69,6 +79,13 @@ class SqlConnection {
   // Runs several ';'-separated statements without parameters (migration DDL).
   virtual Status ExecuteScript(const std::string& sql) = 0;
 
+  // QueryMany as the end of the open write transaction (Begin), which it commits: PostgreSQL
+  // sends the deferred BEGIN, the runs and COMMIT in one pipeline (one round trip, statements
+  // prepared before), so a caller that needs no answer before deciding the next write pays one
+  // round trip for the whole transaction. On an error nothing is committed and the caller rolls
+  // back; the outcome says which run failed.
+  virtual CommitOutcome QueryManyAndCommit(const std::vector<SqlRun>& runs) = 0;
+
   // A write transaction (SQLite: BEGIN IMMEDIATE, which takes the write lock up front).
   virtual Status Begin() = 0;
   virtual Status Commit() = 0;
@@ -78,6 +95,10 @@ class SqlConnection {
   // Write transactions this connection committed: each COMMIT, and each write statement run
   // outside a transaction (which commits on its own). What /metrics counts as store commits.
   virtual int64_t Commits() const = 0;
+  // Exchanges with the database server that waited for its answer (PostgreSQL: each pipeline
+  // sync, single query, and statement prepared); 0 for SQLite, which runs in-process. What /metrics
+  // counts as store round trips.
+  virtual int64_t RoundTrips() const = 0;
 };
 
 }  // namespace corral::store

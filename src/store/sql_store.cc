@@ -330,10 +330,35 @@ Status SqlStore::CheckEpoch() {
   if (!rows.ok()) return rows.status();
   const int64_t now = rows->empty() ? 0 : (*rows)[0].Int(0);
   if (now == held) return {};
+  return Fenced(held, now);
+}
+
+Status SqlStore::Fenced(int64_t held, int64_t now) {
   // Rolled back, so nothing was done: the client may send it again, to the new leader.
   return Unavailable("fenced: this server's epoch " + std::to_string(held) +
                          " is no longer the leader's (now " + std::to_string(now) + ")",
                      Seconds(1));
+}
+
+CommitOutcome SqlStore::WriteInOneTrip(std::vector<SqlRun> runs) {
+  const size_t count = runs.size();
+  const int64_t held = epoch_.load();
+  if (held != 0) runs.insert(runs.begin(), SqlRun{"SELECT corral_fence(?)", {held}});
+  const size_t first = held != 0 ? 1 : 0;  // where runs[0] is in what is sent
+  if (Status s = conn_->Begin(); !s.ok()) return {s, count};
+  CommitOutcome out = conn_->QueryManyAndCommit(runs);
+  if (out.rows.ok()) {
+    out.rows->erase(out.rows->begin(), out.rows->begin() + static_cast<std::ptrdiff_t>(first));
+    return {std::move(out.rows), count};
+  }
+  conn_->Rollback();
+  if (first == 1 && out.failed_run == 0 &&
+      out.rows.status().code() == StatusCode::kUnavailable) {  // corral_fence raised
+    auto epoch = conn_->Query("SELECT epoch FROM leader_epoch WHERE singleton = 1", {});
+    return {Fenced(held, epoch.ok() && !epoch->empty() ? (*epoch)[0].Int(0) : 0), count};
+  }
+  const bool names_a_run = out.failed_run >= first && out.failed_run < runs.size();
+  return {out.rows.status(), names_a_run ? out.failed_run - first : count};
 }
 
 // ---- Leadership ----
@@ -827,8 +852,57 @@ Result<std::vector<JobId>> SqlStore::InsertArray(const std::vector<JobRecord>& e
   return InsertNewJobs(op, elements, /*array=*/true);
 }
 
+namespace {
+
+// A new job and its submission event in one statement (PostgreSQL's data-modifying WITH):
+// NewJobParams, then SubmitEventParams. Answers the job's id.
+const std::string& InsertJobWithEvent() {
+  static const std::string sql =
+      std::string("WITH job AS (") + kInsertJob +
+      ") INSERT INTO job_events (job_id, time, from_state, to_state, reason) "
+      "SELECT id, CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT) FROM job "
+      "RETURNING job_id";
+  return sql;
+}
+
+// The submission event's time, from-state, to-state and reason, as InsertJobWithEvent takes them.
+SqlParams SubmitEventParams(const JobRecord& job) {
+  return {job.submit_time.value(), std::string(), StateValue(model::JobState::kPending),
+          SubmitReason(job)};
+}
+
+}  // namespace
+
+Result<std::vector<JobId>> SqlStore::InsertJobsInOneTrip(const std::string& op,
+                                                         const std::vector<JobRecord>& jobs) {
+  std::vector<SqlRun> runs;
+  runs.reserve(jobs.size());
+  for (const JobRecord& job : jobs) {
+    SqlParams params = NewJobParams(job, std::monostate{});
+    SqlParams event = SubmitEventParams(job);
+    params.insert(params.end(), event.begin(), event.end());
+    runs.push_back({InsertJobWithEvent(), std::move(params)});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  CommitOutcome inserted = WriteInOneTrip(std::move(runs));
+  if (!inserted.rows.ok()) {
+    Status s = inserted.rows.status();
+    if (s.code() == StatusCode::kNotFound) s = ExplainMissingJobOwner(jobs);
+    return Annotate(op, s);
+  }
+  std::vector<JobId> ids;
+  ids.reserve(jobs.size());
+  for (const SqlRows& rows : *inserted.rows) {
+    if (rows.size() != 1)
+      return Annotate(op, {StatusCode::kInternal, "INSERT ... RETURNING gave no id"});
+    ids.emplace_back(rows[0].Int(0));
+  }
+  return ids;
+}
+
 Result<std::vector<JobId>> SqlStore::InsertNewJobs(const std::string& op,
                                                    const std::vector<JobRecord>& jobs, bool array) {
+  if (!array && conn_->dialect() == Dialect::kPostgres) return InsertJobsInOneTrip(op, jobs);
   std::vector<JobId> ids;
   ids.reserve(jobs.size());
   // Inserts jobs[from, to) as elements of `array_id` (or none), appending their ids.
@@ -1223,13 +1297,6 @@ Result<std::vector<JobEvent>> SqlStore::JobEvents(JobId id) {
 namespace {
 
 // A gang checked, with what its rows need (AssignGangs).
-struct CheckedGang {
-  std::string op;                        // "assign job 7"
-  std::vector<std::string> nodes;        // distinct, in task order
-  std::vector<std::string> allocations;  // each task's, as stored
-  std::string reason;                    // "assigned to a, b"
-};
-
 // InvalidArgument (annotated with the job) names the gang's first bad field.
 Result<CheckedGang> CheckGang(const GangAssignment& gang) {
   CheckedGang out;
@@ -1270,6 +1337,101 @@ Result<std::vector<TaskRecord>> SqlStore::AssignGang(JobId id,
   return std::move(gangs->front());
 }
 
+namespace {
+
+// The task records of `gang` as assigned: allocation ids from `first` in task order.
+std::vector<TaskRecord> GangTasks(const GangAssignment& gang, int64_t first, int64_t generation) {
+  std::vector<TaskRecord> tasks;
+  tasks.reserve(gang.tasks.size());
+  for (size_t i = 0; i < gang.tasks.size(); ++i) {
+    TaskRecord t;
+    t.job = gang.job;
+    t.task_index = gang.tasks[i].task_index;
+    t.allocation_id = first + static_cast<int64_t>(i);
+    t.generation = generation;
+    t.node = gang.tasks[i].node;
+    t.allocation = gang.tasks[i].allocation;
+    t.state = model::TaskState::kAssigned;
+    tasks.push_back(std::move(t));
+  }
+  return tasks;
+}
+
+// A PostgreSQL array literal of `items` as text: {"a","b \" c"}.
+std::string TextArray(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (size_t i = 0; i < items.size(); ++i) {
+    out += i ? ",\"" : "\"";
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
+// A gang's assignment in one statement (PostgreSQL's data-modifying WITH; migration 15): the
+// job moved from pending to starting, the gang's allocation ids taken from the counter, its
+// task rows (generation: the job's restarts + 1), and the event. Raises (corral_expect_one)
+// unless the job was pending and the counter there, so that nothing of the gang is written
+// then. Parameters: GangParams.
+// Answers the generation and the last allocation id taken.
+constexpr char kAssignGang[] =
+    "WITH job AS (UPDATE jobs SET state = ?, reason = ? WHERE id = ? AND state = ? "
+    "RETURNING restarts), "
+    "ids AS (UPDATE counters SET value = value + CAST(? AS BIGINT) WHERE name = 'allocation_id' "
+    "AND EXISTS (SELECT 1 FROM job) RETURNING value), "
+    "task AS (INSERT INTO tasks (job_id, task_index, allocation_id, generation, node, "
+    "allocation, state) SELECT CAST(? AS BIGINT), t.task_index, ids.value - CAST(? AS BIGINT) + "
+    "t.ord, job.restarts + 1, t.node, t.allocation, CAST(? AS TEXT) FROM job, ids, "
+    "unnest(CAST(? AS INTEGER[]), CAST(? AS TEXT[]), CAST(? AS TEXT[])) WITH ORDINALITY "
+    "AS t(task_index, node, allocation, ord)), "
+    "event AS (INSERT INTO job_events (job_id, time, from_state, to_state, reason) "
+    "SELECT CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), "
+    "CAST(? AS TEXT) FROM job) "
+    "SELECT corral_expect_one((SELECT count(*) FROM job) * (SELECT count(*) FROM ids)), "
+    "(SELECT restarts + 1 FROM job), (SELECT value FROM ids)";
+
+SqlParams GangParams(const GangAssignment& gang, const CheckedGang& c, Seconds now) {
+  const auto n = static_cast<int64_t>(gang.tasks.size());
+  std::string indices = "{";
+  std::vector<std::string> nodes;
+  for (size_t i = 0; i < gang.tasks.size(); ++i) {
+    indices += (i ? "," : "") + std::to_string(gang.tasks[i].task_index);
+    nodes.push_back(gang.tasks[i].node);
+  }
+  const SqlValue pending = StateValue(model::JobState::kPending);
+  const SqlValue starting = StateValue(model::JobState::kStarting);
+  return {starting,
+          c.reason,
+          gang.job.value(),
+          pending,
+          n,
+          gang.job.value(),
+          n,
+          StateValue(model::TaskState::kAssigned),
+          indices + "}",
+          TextArray(nodes),
+          TextArray(c.allocations),
+          gang.job.value(),
+          now.value(),
+          pending,
+          starting,
+          c.reason};
+}
+
+}  // namespace
+
+Status SqlStore::ExplainUnknownNode(Status s, const CheckedGang& gang) {
+  // A foreign-key failure on a task row of a pending job: one of its nodes is unknown.
+  for (const std::string& node : gang.nodes) {
+    auto rows = conn_->Query("SELECT 1 FROM nodes WHERE name = ?", {node});
+    if (rows.ok() && rows->empty()) return NotFound("node '" + node + "' is not registered");
+  }
+  return s;
+}
+
 Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
     const std::vector<GangAssignment>& gangs, Seconds now) {
   std::vector<CheckedGang> checked;
@@ -1279,6 +1441,7 @@ Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
     if (!c.ok()) return c.status();
     checked.push_back(std::move(c).value());
   }
+  if (conn_->dialect() == Dialect::kPostgres) return AssignGangsInOneTrip(gangs, checked, now);
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::vector<TaskRecord>> written;
   size_t failing = 0;            // the gang being written when the transaction failed
@@ -1307,21 +1470,12 @@ Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
       if (last->size() != 1) {
         return Status(StatusCode::kInternal, "the allocation_id counter is missing");
       }
-      const int64_t first = (*last)[0].Int(0) - n + 1;
+      std::vector<TaskRecord> tasks = GangTasks(gang, (*last)[0].Int(0) - n + 1, generation);
       std::vector<SqlParams> rows;
-      std::vector<TaskRecord> tasks;
-      for (size_t i = 0; i < gang.tasks.size(); ++i) {
-        TaskRecord t;
-        t.job = gang.job;
-        t.task_index = gang.tasks[i].task_index;
-        t.allocation_id = first + static_cast<int64_t>(i);
-        t.generation = generation;
-        t.node = gang.tasks[i].node;
-        t.allocation = gang.tasks[i].allocation;
-        t.state = model::TaskState::kAssigned;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        const TaskRecord& t = tasks[i];
         rows.push_back({gang.job.value(), int64_t{t.task_index}, t.allocation_id, t.generation,
                         t.node, c.allocations[i], StateValue(t.state)});
-        tasks.push_back(std::move(t));
       }
       auto inserted = conn_->QueryEach(kInsertTask, rows);
       if (!inserted.ok()) return inserted.status();
@@ -1338,16 +1492,48 @@ Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
   if (s.ok()) return written;
   const std::string op = failing < checked.size() ? checked[failing].op : "assign gangs";
   if (s.code() == StatusCode::kNotFound && job_was_pending && failing < checked.size()) {
-    // A foreign-key failure on a task row: the job exists, so a node is unknown.
-    for (const std::string& node : checked[failing].nodes) {
-      auto rows = conn_->Query("SELECT 1 FROM nodes WHERE name = ?", {node});
-      if (rows.ok() && rows->empty()) {
-        s = NotFound("node '" + node + "' is not registered");
-        break;
-      }
-    }
+    s = ExplainUnknownNode(s, checked[failing]);
   }
   return Annotate(op, s);
+}
+
+Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangsInOneTrip(
+    const std::vector<GangAssignment>& gangs, const std::vector<CheckedGang>& checked,
+    Seconds now) {
+  std::vector<SqlRun> runs;
+  runs.reserve(gangs.size());
+  for (size_t i = 0; i < gangs.size(); ++i) {
+    runs.push_back({kAssignGang, GangParams(gangs[i], checked[i], now)});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const CommitOutcome done = WriteInOneTrip(std::move(runs));
+  if (!done.rows.ok()) {
+    const size_t failing = done.failed_run;
+    if (failing >= gangs.size()) return Annotate("assign gangs", done.rows.status());
+    Status s = done.rows.status();
+    if (s.code() == StatusCode::kFailedPrecondition) {  // corral_expect_one
+      // The job was not pending, or (a store damaged by hand) the counter row is missing.
+      auto state = JobStateLocked(gangs[failing].job);
+      s = state.ok() && *state == model::JobState::kPending
+              ? Status(StatusCode::kInternal, "the allocation_id counter is missing")
+              : ExplainWrongState(gangs[failing].job, model::JobState::kPending);
+    } else if (s.code() == StatusCode::kNotFound) {  // a task row's foreign key
+      s = ExplainUnknownNode(s, checked[failing]);
+    }
+    return Annotate(checked[failing].op, s);
+  }
+  std::vector<std::vector<TaskRecord>> written;
+  written.reserve(gangs.size());
+  for (size_t i = 0; i < gangs.size(); ++i) {
+    const SqlRows& rows = (*done.rows)[i];
+    if (rows.size() != 1) {
+      return Annotate(checked[i].op,
+                      Status(StatusCode::kInternal, "the gang's insert gave no row"));
+    }
+    const auto n = static_cast<int64_t>(gangs[i].tasks.size());
+    written.push_back(GangTasks(gangs[i], rows[0].Int(2) - n + 1, rows[0].Int(1)));
+  }
+  return written;
 }
 
 namespace {
@@ -1364,22 +1550,30 @@ Status SqlStore::UpdateTask(const TaskRecord& task) {
   return InTransaction([&] { return UpdateTaskRows({&task}); });
 }
 
+namespace {
+
+// A task's update (UpdateTaskRows), with TaskUpdateParams.
+constexpr char kUpdateTask[] =
+    "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ?, "
+    "end_cause = ? WHERE allocation_id = ? AND generation = ? RETURNING allocation_id";
+
+SqlParams TaskUpdateParams(const TaskRecord& task) {
+  SqlValue end_cause;
+  if (task.end_cause) end_cause = StateValue(*task.end_cause);
+  return {StateValue(task.state),    OptValue(task.exit_code), OptValue(task.signal),
+          OptValue(task.start_time), OptValue(task.end_time),  std::move(end_cause),
+          task.allocation_id,        task.generation};
+}
+
+}  // namespace
+
 Status SqlStore::UpdateTaskRows(const std::vector<const TaskRecord*>& tasks) {
   if (tasks.empty()) return {};
   std::vector<SqlParams> params;
   params.reserve(tasks.size());
-  for (const TaskRecord* task : tasks) {
-    SqlValue end_cause;
-    if (task->end_cause) end_cause = StateValue(*task->end_cause);
-    params.push_back({StateValue(task->state), OptValue(task->exit_code), OptValue(task->signal),
-                      OptValue(task->start_time), OptValue(task->end_time), std::move(end_cause),
-                      task->allocation_id, task->generation});
-  }
+  for (const TaskRecord* task : tasks) params.push_back(TaskUpdateParams(*task));
   // One statement run per task, pipelined (PostgreSQL: one round trip per chunk, not per task).
-  auto changed = conn_->QueryEach(
-      "UPDATE tasks SET state = ?, exit_code = ?, signal = ?, start_time = ?, end_time = ?, "
-      "end_cause = ? WHERE allocation_id = ? AND generation = ? RETURNING allocation_id",
-      params);
+  auto changed = conn_->QueryEach(kUpdateTask, params);
   if (!changed.ok()) {
     return Annotate(tasks.size() == 1 ? UpdateTaskName(*tasks[0])
                                       : "update " + std::to_string(tasks.size()) + " tasks",
@@ -1406,29 +1600,105 @@ Status SqlStore::ApplyGroup(const std::vector<TimedBatch>& group) {
 Status SqlStore::ApplyBatches(const std::vector<BatchRef>& group, const std::string& op) {
   if (std::all_of(group.begin(), group.end(), [](const BatchRef& b) { return b.batch->empty(); }))
     return {};
+  auto collected = CollectGroupWrites(group);
+  if (!collected.ok()) return collected.status();
+  const GroupWrites& writes = *collected;
+  if (conn_->dialect() == Dialect::kPostgres) return ApplyGroupInOneTrip(writes, op);
   std::lock_guard<std::mutex> lock(mu_);
   Status refused;  // a write's error, named by the write
-  Status s = InTransaction([&] { return refused = WriteGroupRows(group); });
+  Status s = InTransaction([&] {
+    refused = UpdateTaskRows(writes.tasks);
+    if (refused.ok()) refused = JobWriteRows(writes.jobs);
+    return refused;
+  });
   // Otherwise the transaction itself failed (begin, fencing, commit): name the operation.
   return refused.ok() ? Annotate(op, s) : s;
 }
 
-Status SqlStore::WriteGroupRows(const std::vector<BatchRef>& group) {
-  // Task updates depend on no job's state and job writes on no task's, so every task of the
-  // group goes first in one pipeline; the job writes follow in the group's order.
-  std::vector<const TaskRecord*> tasks;
-  std::vector<JobWrite> job_writes;
+Result<SqlStore::GroupWrites> SqlStore::CollectGroupWrites(const std::vector<BatchRef>& group) {
+  GroupWrites writes;
   for (const BatchRef& b : group) {
-    for (const CancelRequest& c : b.batch->cancel_requests) job_writes.push_back({&c, {}, b.now});
-    for (const TaskRecord& t : b.batch->tasks) tasks.push_back(&t);
+    for (const CancelRequest& c : b.batch->cancel_requests) writes.jobs.push_back({&c, {}, b.now});
+    for (const TaskRecord& t : b.batch->tasks) writes.tasks.push_back(&t);
     for (const JobTransition& t : b.batch->transitions) {
       CORRAL_RETURN_IF_ERROR(
           Annotate(TransitionName({t.id}, t.from, t.to), CheckTransition(t.from, t.to)));
-      job_writes.push_back({{}, &t, b.now});
+      writes.jobs.push_back({{}, &t, b.now});
     }
   }
-  CORRAL_RETURN_IF_ERROR(UpdateTaskRows(tasks));
-  return JobWriteRows(job_writes);
+  return writes;
+}
+
+namespace {
+
+// PostgreSQL's one-round-trip form of a compare-and-set (migration 15): `update` (an UPDATE
+// ... RETURNING) raises through corral_expect_one unless it changed exactly one row, and with
+// `event_values` (a SELECT list over the changed row) records the job's event in the same
+// statement.
+std::string CheckedUpdate(const std::string& update, const std::string& event_values) {
+  std::string sql = "WITH changed AS (" + update + ")";
+  if (!event_values.empty()) {
+    sql +=
+        ", event AS (INSERT INTO job_events (job_id, time, from_state, to_state, reason) SELECT " +
+        event_values + " FROM changed)";
+  }
+  return sql + " SELECT corral_expect_one(count(*)) FROM changed";
+}
+
+// A transition's event: its job, time, from-state, to-state and reason as parameters.
+constexpr char kTransitionEventValues[] =
+    "CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT), CAST(? AS TEXT), CAST(? AS TEXT)";
+// A cancel request's event, in the job's state (the changed row's): its job, time and reason.
+constexpr char kCancelEventValues[] =
+    "CAST(? AS BIGINT), CAST(? AS BIGINT), state, state, CAST(? AS TEXT)";
+
+std::string CancelEventReason(const CancelRequest& cancel) {
+  return "cancelling: " + cancel.reason;
+}
+
+}  // namespace
+
+Status SqlStore::ApplyGroupInOneTrip(const GroupWrites& writes, const std::string& op) {
+  // In GroupWrites' order: the tasks, then the job writes, each seeing those before it.
+  std::vector<SqlRun> runs;
+  runs.reserve(writes.tasks.size() + writes.jobs.size());
+  static const std::string task_sql = CheckedUpdate(kUpdateTask, "");
+  for (const TaskRecord* task : writes.tasks) runs.push_back({task_sql, TaskUpdateParams(*task)});
+  static const std::string cancel_sql = CheckedUpdate(kRequestCancel, kCancelEventValues);
+  for (const JobWrite& w : writes.jobs) {
+    if (w.cancel) {
+      SqlParams params = CancelParams(*w.cancel);
+      params.insert(params.end(),
+                    {w.cancel->id.value(), w.now.value(), CancelEventReason(*w.cancel)});
+      runs.push_back({cancel_sql, std::move(params)});
+      continue;
+    }
+    const JobTransition& t = *w.transition;
+    SqlParams params = TransitionParams(t.id, t.from, t.to, t.reason, w.now);
+    params.insert(params.end(),
+                  {t.id.value(), w.now.value(), StateValue(t.from), StateValue(t.to), t.reason});
+    runs.push_back({CheckedUpdate(TransitionSql(t.to), kTransitionEventValues), std::move(params)});
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  const CommitOutcome done = WriteInOneTrip(std::move(runs));
+  if (done.rows.ok()) return {};
+  // A compare-and-set that changed no row (corral_expect_one) is explained as the SQLite path
+  // does, from the state the group found (the transaction is rolled back: a write refused after
+  // an earlier write of the same group to the same job is explained by the state before the
+  // group; the group committer then applies each batch alone, which explains it exactly); any
+  // other error of a write is the database's, named by the write.
+  const Status& s = done.rows.status();
+  const size_t failed = done.failed_run;
+  const bool unchanged = s.code() == StatusCode::kFailedPrecondition;
+  if (failed < writes.tasks.size()) {
+    return Annotate(UpdateTaskName(*writes.tasks[failed]),
+                    unchanged ? NotFound("no such task") : s);
+  }
+  if (failed < writes.tasks.size() + writes.jobs.size()) {
+    const JobWrite& w = writes.jobs[failed - writes.tasks.size()];
+    return Annotate(w.name(), unchanged ? ExplainRefused(w) : s);
+  }
+  return Annotate(op, s);  // the transaction's own: begin, fencing, commit
 }
 
 std::string SqlStore::JobWrite::name() const {
@@ -1465,7 +1735,7 @@ Status SqlStore::JobWriteRows(const std::vector<JobWrite>& writes) {
     if (w.cancel) {  // an event that changes no state, in the job's state
       SqlValue state = rows[0].Text(0);
       events.push_back(
-          {w.cancel->id.value(), w.now.value(), state, state, "cancelling: " + w.cancel->reason});
+          {w.cancel->id.value(), w.now.value(), state, state, CancelEventReason(*w.cancel)});
     } else {
       events.push_back({w.transition->id.value(), w.now.value(), StateValue(w.transition->from),
                         StateValue(w.transition->to), w.transition->reason});
@@ -1489,6 +1759,11 @@ Status SqlStore::ExplainRefused(const JobWrite& write) {
 int64_t SqlStore::Commits() {
   std::lock_guard<std::mutex> lock(mu_);
   return conn_->Commits();
+}
+
+int64_t SqlStore::RoundTrips() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_->RoundTrips();
 }
 
 Result<std::vector<TaskRecord>> SqlStore::TasksOfJob(JobId id) {

@@ -7,7 +7,8 @@
 // WriteBatcher) instead of adding connections. The lease methods are the exception: they run on
 // a second connection behind a mutex of their own, so that a renewal never waits behind a batch.
 //
-// Every write runs in a transaction (InTransaction), which is where fencing is checked.
+// Every write runs in a transaction (InTransaction, or WriteInOneTrip on PostgreSQL's hot paths),
+// which is where fencing is checked.
 #pragma once
 
 #include <atomic>
@@ -15,11 +16,20 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "store/sql_connection.h"
 #include "store/store.h"
 
 namespace corral::store {
+
+// A gang of AssignGangs, checked (SqlStore's own; sql_store.cc's CheckGang).
+struct CheckedGang {
+  std::string op;                        // "assign job 7"
+  std::vector<std::string> nodes;        // distinct, in task order
+  std::vector<std::string> allocations;  // each task's, as stored
+  std::string reason;                    // "assigned to a, b"
+};
 
 class SqlStore final : public Store {
  public:
@@ -32,6 +42,7 @@ class SqlStore final : public Store {
                                                   std::string name);
 
   int64_t Commits() override;
+  int64_t RoundTrips() override;
   Status Apply(const WriteBatch& batch, Seconds now) override;
   Status ApplyGroup(const std::vector<TimedBatch>& group) override;
   const std::string& ClusterId() const override { return cluster_id_; }
@@ -133,8 +144,19 @@ class SqlStore final : public Store {
   // takeover waits for (CheckEpoch), and a fenced one runs nothing.
   Status InTransaction(const std::function<Status()>& body);
   // OK when the store holds no epoch or the database's is still the one it holds; else the
-  // FailedPrecondition "fenced: ...". Inside a transaction.
+  // Unavailable "fenced: ..." (Fenced). Inside a transaction.
   Status CheckEpoch();
+  // The error of a write refused because the store's epoch `held` is no longer the database's
+  // (`now`).
+  static Status Fenced(int64_t held, int64_t now);
+  // A write transaction whose statements need no answer before the next one is decided: BEGIN,
+  // the fencing check (the function corral_fence, when the store holds an epoch: PostgreSQL's
+  // migration 15), `runs` and COMMIT, in one round trip on PostgreSQL
+  // (SqlConnection::QueryManyAndCommit). Returns each run's rows. On an error nothing was
+  // written and the transaction is rolled back; the outcome's failed_run is then the run that
+  // failed, or runs.size() for the transaction's own error (begin, fencing, commit,
+  // connection). A fenced transaction answers Fenced's error.
+  CommitOutcome WriteInOneTrip(std::vector<SqlRun> runs);
   // `status` with the operation in front; I/O errors also name the store.
   Status Annotate(const std::string& operation, const Status& status) const;
   // The single statements of CreateUser, CreateToken and AddMember, for use alone or inside a
@@ -147,6 +169,10 @@ class SqlStore final : public Store {
   // the first job's id becomes every job's array_id. `op` names the operation in errors.
   Result<std::vector<JobId>> InsertNewJobs(const std::string& op,
                                            const std::vector<JobRecord>& jobs, bool array);
+  // InsertNewJobs without an array on PostgreSQL: each job and its event in one statement, the
+  // whole transaction in one round trip (WriteInOneTrip). Takes mu_.
+  Result<std::vector<JobId>> InsertJobsInOneTrip(const std::string& op,
+                                                 const std::vector<JobRecord>& jobs);
   // The statements of TransitionJobs and UpdateTask, for use alone or inside a transaction;
   // errors are not yet annotated with the operation.
   Status TransitionRows(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
@@ -169,8 +195,18 @@ class SqlStore final : public Store {
   // Applies `group` in one transaction (nothing when every batch is empty). A refused write's
   // error names the write; the transaction's own (begin, fencing, commit) name `op`. Takes mu_.
   Status ApplyBatches(const std::vector<BatchRef>& group, const std::string& op);
-  // The writes of ApplyBatches, in its transaction: every task update, then the job writes.
-  Status WriteGroupRows(const std::vector<BatchRef>& group);
+  // The writes of a group, in the order they are made: task updates depend on no job's state
+  // and job writes on no task's, so every task goes first; the job writes follow in the group's
+  // order.
+  struct GroupWrites {
+    std::vector<const TaskRecord*> tasks;
+    std::vector<JobWrite> jobs;
+  };
+  // The writes of `group`; refuses a transition the state machine does not allow.
+  Result<GroupWrites> CollectGroupWrites(const std::vector<BatchRef>& group);
+  // ApplyBatches on PostgreSQL: the group's transaction in one round trip (WriteInOneTrip),
+  // each compare-and-set checked by the database. Takes mu_.
+  Status ApplyGroupInOneTrip(const GroupWrites& writes, const std::string& op);
   // The job writes with their events, in order; errors named.
   Status JobWriteRows(const std::vector<JobWrite>& writes);
   // Why `write` changed no row: NotFound, or FailedPrecondition naming the job's state.
@@ -181,6 +217,14 @@ class SqlStore final : public Store {
   Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
   Status ExplainWrongState(JobId id, model::JobState expected);
+  // AssignGangs on PostgreSQL: each gang one statement (its job, allocation ids, task rows and
+  // event), the pass's transaction in one round trip (WriteInOneTrip). Takes mu_.
+  Result<std::vector<std::vector<TaskRecord>>> AssignGangsInOneTrip(
+      const std::vector<GangAssignment>& gangs, const std::vector<CheckedGang>& checked,
+      Seconds now);
+  // Which node of `gang` is not registered, after a foreign-key failure `s` on its task rows of
+  // a job that was pending; `s` when every node is there.
+  Status ExplainUnknownNode(Status s, const CheckedGang& gang);
   // Which user or project named by `jobs` does not exist (after a foreign-key failure).
   Status ExplainMissingJobOwner(const std::vector<JobRecord>& jobs);
   // SetUserSubmitLimits and SetProjectSubmitLimits: `table` is "users" or "projects", `what`

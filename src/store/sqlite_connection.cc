@@ -196,6 +196,17 @@ Result<std::vector<SqlRows>> SqliteConnection::QueryMany(const std::vector<SqlRu
   return results;
 }
 
+CommitOutcome SqliteConnection::QueryManyAndCommit(const std::vector<SqlRun>& runs) {
+  std::vector<SqlRows> results(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto stmt = Prepare(runs[i].sql);  // cached: each statement is prepared once
+    Status s = stmt.ok() ? Run(*stmt, runs[i].params, &results[i]) : stmt.status();
+    if (!s.ok()) return {s, i};
+  }
+  if (Status s = Commit(); !s.ok()) return {s, runs.size()};
+  return {std::move(results), runs.size()};
+}
+
 Status SqliteConnection::ExecuteScript(const std::string& sql) {
   char* error = nullptr;
   int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &error);

@@ -28,6 +28,7 @@ class SqliteConnection final : public SqlConnection {
   Result<int64_t> Execute(const std::string& sql, const SqlParams& params) override;
   Result<SqlRows> Query(const std::string& sql, const SqlParams& params) override;
   Result<std::vector<SqlRows>> QueryMany(const std::vector<SqlRun>& runs) override;
+  CommitOutcome QueryManyAndCommit(const std::vector<SqlRun>& runs) override;
   Result<std::vector<SqlRows>> QueryEach(const std::string& sql,
                                          const std::vector<SqlParams>& param_sets) override;
   Status ExecuteScript(const std::string& sql) override;
@@ -35,6 +36,7 @@ class SqliteConnection final : public SqlConnection {
   Status Commit() override;
   Status Rollback() override;
   int64_t Commits() const override { return commits_; }
+  int64_t RoundTrips() const override { return 0; }  // in-process
 
  private:
   explicit SqliteConnection(sqlite3* db) : db_(db) {}

@@ -321,6 +321,9 @@ class Store {
   // Write transactions committed since the store was opened (each explicit transaction, and
   // each write that commits on its own): /metrics exports it; tests count commits with it.
   virtual int64_t Commits() = 0;
+  // Exchanges with a database server that waited for its answer (SqlConnection::RoundTrips):
+  // 0 on SQLite. /metrics exports it; tests count a batch's round trips with it.
+  virtual int64_t RoundTrips() = 0;
 
   // Leadership (docs/control-plane.md, "Several servers on one PostgreSQL"). The lease has its
   // own connection, so a renewal never waits behind a long batch of the other methods. Lease

@@ -873,10 +873,13 @@ TEST_P(StoreTest, AssignGangsCommitsAPassInOneTransaction) {
                                                 ": field 'tasks[0].allocation.gpus[0].milli'"));
 
   const int64_t commits = store_->Commits();
+  const int64_t trips = store_->RoundTrips();
   auto pass = store_->AssignGangs(
       {{*c, {MakeTask(0, "n2")}}, {*a, {MakeTask(0, "n1"), MakeTask(1, "n2")}}}, Seconds(60));
   ASSERT_TRUE(pass.ok()) << pass.status().ToString();
   EXPECT_EQ(store_->Commits(), commits + 1);  // one transaction for the whole pass
+  // PostgreSQL: one round trip for the pass (its statement was prepared by the first attempt).
+  EXPECT_EQ(store_->RoundTrips() - trips, GetParam() == Backend::kPostgres ? 1 : 0);
   ASSERT_EQ(pass->size(), 2u);
   // Ids in the order of the gangs (the failed attempts took none).
   EXPECT_EQ(AllocationIds((*pass)[0]), (std::vector<int64_t>{1}));
@@ -1241,6 +1244,55 @@ TEST_P(StoreTest, MigrationsRunOnceAcrossReopens) {
   // The seeded allocation counter row was inserted once.
   auto counters = conn->Query("SELECT COUNT(*) FROM counters", {});
   EXPECT_EQ((*counters)[0].Int(0), 1);
+}
+
+// SqlConnection::QueryManyAndCommit, on both drivers: the runs and the commit at once; a run's
+// error names the run, and nothing of the transaction is left; a compare-and-set checked by the
+// database (migration 15's corral_expect_one, PostgreSQL) is refused as FailedPrecondition.
+TEST_P(StoreTest, QueryManyAndCommitCommitsAllOrNamesTheRunThatFailed) {
+  Seed();
+  auto conn = Connect();
+  ASSERT_NE(conn, nullptr);
+  const std::string insert =
+      "INSERT INTO projects (name, description, created_at) VALUES (?, '', 1)";
+  auto count = [&] {
+    auto rows = conn->Query("SELECT COUNT(*) FROM projects WHERE name LIKE 'qm%'", {});
+    return rows.ok() ? (*rows)[0].Int(0) : -1;
+  };
+  ASSERT_TRUE(conn->Begin().ok());
+  // The second run repeats the first's primary key.
+  CommitOutcome refused = conn->QueryManyAndCommit({{insert, {std::string("qm1")}},
+                                                    {insert, {std::string("qm1")}},
+                                                    {insert, {std::string("qm2")}}});
+  EXPECT_EQ(refused.rows.status().code(), StatusCode::kAlreadyExists)
+      << refused.rows.status().ToString();
+  EXPECT_EQ(refused.failed_run, 1u);
+  ASSERT_TRUE(conn->Rollback().ok());
+  EXPECT_EQ(count(), 0);
+
+  ASSERT_TRUE(conn->Begin().ok());
+  CommitOutcome done = conn->QueryManyAndCommit(
+      {{insert, {std::string("qm1")}},
+       {insert, {std::string("qm2")}},
+       {"SELECT name FROM projects WHERE name = ?", {std::string("qm2")}}});
+  ASSERT_TRUE(done.rows.ok()) << done.rows.status().ToString();
+  ASSERT_EQ(done.rows->size(), 3u);
+  EXPECT_EQ((*done.rows)[2].at(0).Text(0), "qm2");  // each run sees the ones before it
+  EXPECT_EQ(count(), 2);
+
+  if (GetParam() == Backend::kPostgres) {
+    ASSERT_TRUE(conn->Begin().ok());
+    CommitOutcome unchanged = conn->QueryManyAndCommit(
+        {{insert, {std::string("qm3")}},
+         {"WITH changed AS (UPDATE projects SET description = 'x' WHERE name = ? RETURNING 1) "
+          "SELECT corral_expect_one(count(*)) FROM changed",
+          {std::string("no-such-project")}}});
+    EXPECT_EQ(unchanged.rows.status().code(), StatusCode::kFailedPrecondition)
+        << unchanged.rows.status().ToString();
+    EXPECT_EQ(unchanged.failed_run, 1u);
+    ASSERT_TRUE(conn->Rollback().ok());
+    EXPECT_EQ(count(), 2);
+  }
 }
 
 TEST_P(StoreTest, OlderSchemaIsMigratedAndNewerIsRefused) {

@@ -179,6 +179,51 @@ TEST_P(WriteBatcherTest, ApplyGroupCommitsSeveralBatchesOnceEachWithItsTime) {
   EXPECT_EQ(store_->Commits(), idle);
 }
 
+// Issue 17, point 1: on PostgreSQL a group's transaction (BEGIN, the fencing check of a store
+// that holds the leader's epoch, every write with its compare-and-set and event, COMMIT) and a
+// batch of submissions (each job with its event) are one round trip each, whatever their size
+// up to a batcher's group. SQLite runs in-process: no round trip to count.
+TEST_P(WriteBatcherTest, AGroupAndASubmissionBatchAreOneRoundTripEachOnPostgres) {
+  Seed();
+  ASSERT_TRUE(store_->AcquireLease("server-a", "http://10.0.0.1:8080", 60000).ok());
+  const bool postgres = GetParam() == Backend::kPostgres;
+  // A batcher's largest group (256), each statement prepared already (preparing one is a round
+  // trip of its own, once per connection).
+  ASSERT_TRUE(store_->InsertJobs({MakeJob("warm-up")}).ok());
+  const int64_t first = store_->RoundTrips();
+  auto submitted = store_->InsertJobs(std::vector<JobRecord>(256, MakeJob("s")));
+  ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();
+  EXPECT_EQ(store_->RoundTrips() - first, postgres ? 1 : 0);
+  EXPECT_THAT(Events(submitted->back()), ElementsAre(">pending@1000:submitted"));
+
+  // 256 batches of a task update and a transition each, and a cancel request.
+  auto started = StartedJobs(257);
+  ASSERT_EQ(started.size(), 257u);
+  const auto [warm, warm_task] = started.back();  // the warm-up's job
+  started.pop_back();
+  ASSERT_TRUE(store_
+                  ->ApplyGroup({{Runs(warm, warm_task, Seconds(6), "runs"), Seconds(6)},
+                                {{.cancel_requests = {{warm, "warm-up"}}}, Seconds(6)}})
+                  .ok());
+  std::vector<TimedBatch> group;
+  for (const auto& [job, task] : started) {
+    group.push_back({Runs(job, task, Seconds(6), "runs"), Seconds(6)});
+  }
+  group.push_back({{.cancel_requests = {{started[0].first, "user asked"}}}, Seconds(7)});
+  const int64_t before = store_->RoundTrips();
+  Status s = store_->ApplyGroup(group);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(store_->RoundTrips() - before, postgres ? 1 : 0);
+  for (const auto& [job, task] : started) {
+    EXPECT_EQ(store_->GetJob(job)->state, JobState::kRunning);
+    EXPECT_EQ((*store_->TasksOfJob(job))[0].state, TaskState::kRunning);
+  }
+  EXPECT_THAT(Events(started[0].first),
+              ElementsAre(">pending@1000:submitted", "pending>starting@5:assigned to n1",
+                          "starting>running@6:runs", "running>running@7:cancelling: user asked"));
+  if (!postgres) EXPECT_EQ(store_->RoundTrips(), 0);
+}
+
 TEST_P(WriteBatcherTest, ARefusedWriteLeavesNothingOfTheGroup) {
   Seed();
   auto started = StartedJobs(2);
@@ -211,6 +256,29 @@ TEST_P(WriteBatcherTest, ARefusedWriteLeavesNothingOfTheGroup) {
   // Each of the others alone goes through.
   EXPECT_TRUE(store_->ApplyGroup({group[0], group[1]}).ok());
   EXPECT_EQ(store_->GetJob(a)->cancel_reason, "stop");
+}
+
+// A task update that matches no task (checked by the database on PostgreSQL) refuses the group
+// whole, named by the task, on both stores.
+TEST_P(WriteBatcherTest, AnUpdateOfAnUnknownTaskIsNamedAndLeavesNothing) {
+  Seed();
+  auto started = StartedJobs(1);
+  ASSERT_EQ(started.size(), 1u);
+  auto [a, a_task] = started[0];
+  TaskRecord ghost = a_task;
+  ghost.allocation_id = 987654;
+  ghost.state = TaskState::kRunning;
+  std::vector<TimedBatch> group = {
+      {Runs(a, a_task, Seconds(6), "a runs"), Seconds(6)},
+      {{.tasks = {ghost}}, Seconds(7)},
+  };
+  const auto a_events = Events(a);
+  Status s = store_->ApplyGroup(group);
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.ToString();
+  EXPECT_THAT(s.message(), HasSubstr("update task allocation 987654 generation 1: no such task"));
+  EXPECT_EQ(Events(a), a_events);
+  EXPECT_EQ(store_->GetJob(a)->state, JobState::kStarting);
+  EXPECT_EQ((*store_->TasksOfJob(a))[0].state, TaskState::kAssigned);
 }
 
 TEST_P(WriteBatcherTest, CancelRequestsInABatchAreRequestCancel) {

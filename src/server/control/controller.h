@@ -325,6 +325,7 @@ class Controller {
   int64_t RejectedGpuReports();
   // Write transactions committed to the store since the server started (store::Store::Commits).
   int64_t StoreCommits();
+  int64_t StoreRoundTrips();  // the store's (Store::RoundTrips)
 
   // --- Agent gateway -------------------------------------------------------------------------
   // What a registered agent is told: its node token (the secret of its heartbeats) and the

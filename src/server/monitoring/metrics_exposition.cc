@@ -276,6 +276,10 @@ std::string RenderMetrics(const MetricsSnapshot& s) {
   e.Family("corral_store_commits_total", "counter",
            "Write transactions the server committed to its store (one fsync each on SQLite).");
   e.Sample("corral_store_commits_total", {}, static_cast<double>(s.store_commits));
+  e.Family("corral_store_round_trips_total", "counter",
+           "Exchanges with the store's database server that waited for its answer (PostgreSQL; "
+           "0 on SQLite). A group commit is one.");
+  e.Sample("corral_store_round_trips_total", {}, static_cast<double>(s.store_round_trips));
   if (s.saturation) RenderSaturation(e, *s.saturation);
   return e.Text();
 }

@@ -28,7 +28,8 @@ struct MetricsSnapshot {
   int64_t now_ms = 0;
   int64_t rejected_gpu_reports = 0;
   int waiting_heartbeats = 0;
-  int64_t store_commits = 0;  // Controller::StoreCommits()
+  int64_t store_commits = 0;      // Controller::StoreCommits()
+  int64_t store_round_trips = 0;  // Controller::StoreRoundTrips()
   // The API server's back-pressure (HttpServer::saturation()); nullopt: not shown.
   std::optional<SaturationGuard::Counts> saturation;
 };

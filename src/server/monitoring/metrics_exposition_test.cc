@@ -47,6 +47,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   s.now_ms = 1'000'000;
   s.rejected_gpu_reports = 2;
   s.store_commits = 41;
+  s.store_round_trips = 43;
   const std::string text = RenderMetrics(s);
 
   EXPECT_THAT(text, HasSubstr("# TYPE corral_nodes gauge\n"));
@@ -82,6 +83,7 @@ TEST(MetricsExpositionTest, RendersClusterProjectAndDcgmNamedGpuMetrics) {
   EXPECT_THAT(text, HasSubstr("} 49.5\n"));  // (97 + 2) / 2
   EXPECT_THAT(text, HasSubstr("corral_gpu_reports_rejected_total 2\n"));
   EXPECT_THAT(text, HasSubstr("corral_store_commits_total 41\n"));
+  EXPECT_THAT(text, HasSubstr("corral_store_round_trips_total 43\n"));
   // Every family is declared once.
   size_t count = 0;
   for (size_t p = text.find("# TYPE DCGM_FI_DEV_GPU_UTIL "); p != std::string::npos;

@@ -33,6 +33,7 @@ std::string MetricsText(Controller& controller, Seconds now,
   s.rejected_gpu_reports = controller.RejectedGpuReports();
   s.waiting_heartbeats = controller.WaitingHeartbeats();
   s.store_commits = controller.StoreCommits();
+  s.store_round_trips = controller.StoreRoundTrips();
   s.saturation = saturation;
   return RenderMetrics(s);
 }
