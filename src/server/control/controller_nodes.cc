@@ -333,12 +333,18 @@ protocol::ClusterSummary Controller::ClusterSummaryLocked() {
     }
     for (int32_t f : state.node(n).gpu_free) free_milli += f;
   }
-  int64_t pending = 0, starting = 0, running = 0;
-  for (const auto& [id, job] : jobs_) {
-    pending += job.record.state == JobState::kPending;
-    starting += job.record.state == JobState::kStarting;
-    running += job.record.state == JobState::kRunning;
+  // Not a walk of every live job (a publication after each cancel would cost O(queue)): the
+  // queue's length is the scheduler's, and the started jobs are those with tasks on nodes.
+  std::set<JobId> started;  // a gang's job is on several nodes
+  for (const auto& [name, ids] : jobs_on_node_) started.insert(ids.begin(), ids.end());
+  int64_t starting = 0, running = 0;
+  for (JobId id : started) {
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    starting += it->second.record.state == JobState::kStarting;
+    running += it->second.record.state == JobState::kRunning;
   }
+  const auto pending = static_cast<int64_t>(scheduler_->pending_count());
   return {.time = clock_.Now(),
           .nodes = nodes,
           .nodes_ready = ready,

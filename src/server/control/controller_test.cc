@@ -2643,6 +2643,34 @@ void CopyRows(store::SqlConnection& to, const std::string& from,
 // allocation in that corral's form), with a running distributed gang: a new server opens it,
 // adopts the gang without launching it again, keeps its GPUs and rendezvous ports taken, shows
 // its allocation, and ends it when its parts exit.
+// The summary counts each live job once by its state, without walking the queue (a gang on two
+// nodes is one running job), and the same after a restart re-adopts the gang.
+TEST_F(ControllerTest, TheSummaryCountsEachJobOnceByItsState) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(4, "10.0.0.1")).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, AddressedInventory(4, "10.0.0.2")).ok());
+  const JobId gang = Submit(Spec(4, 2));  // one part on each node
+  Submit(Spec(4));                        // waits for the gang's GPUs
+  Submit(Spec(4));
+  controller_->Tick();
+  auto counts = [&] {
+    const protocol::ClusterSummary s = controller_->ClusterSummary();
+    return std::vector<int64_t>{s.jobs_pending, s.jobs_starting, s.jobs_running};
+  };
+  EXPECT_EQ(counts(), (std::vector<int64_t>{2, 1, 0}));
+  const json on_a = Beat("a", Report())["run"];
+  const json on_b = Beat("b", Report())["run"];
+  ASSERT_EQ(on_a.size() + on_b.size(), 2u);
+  Beat("a", Report({TaskReport(on_a[0], "running")}));
+  Beat("b", Report({TaskReport(on_b[0], "running")}));
+  ASSERT_EQ(StateOf(gang), "running");
+  controller_->Tick();  // the reports' writes are applied, and a view published
+  EXPECT_EQ(counts(), (std::vector<int64_t>{2, 0, 1}));
+
+  Restart();
+  EXPECT_EQ(StateOf(gang), "running");
+  EXPECT_EQ(counts(), (std::vector<int64_t>{2, 0, 1}));
+}
+
 TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopted) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
   const JobId gang = Submit(Spec(4, 2));  // two parts of 4 GPUs: all of node a
