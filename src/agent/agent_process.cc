@@ -1,7 +1,5 @@
 #include "agent/agent_process.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -103,23 +101,14 @@ Result<AgentProcess::Joined> AgentProcess::Join(const std::atomic<bool>& stop) {
   }
 }
 
-std::string TaskSupervisor() {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::filesystem::path beside = self.parent_path() / "corral-supervise";
-    if (access(beside.c_str(), X_OK) == 0) return beside.string();
-  }
-  return "/proc/self/exe";
-}
-
 Status AgentProcess::Run(const std::atomic<bool>& stop) {
   Result<Joined> joined = Join(stop);
   if (!joined.ok()) return stop ? Status::Ok() : joined.status();
   ProcessRuntimeOptions runtime_options = options_.runtime;
   runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
-  if (runtime_options.supervisor_exe.empty()) runtime_options.supervisor_exe = TaskSupervisor();
+  // This binary, as it was started: the supervisor always speaks the agent's plan format.
+  if (runtime_options.supervisor_exe.empty()) runtime_options.supervisor_exe = "/proc/self/exe";
   auto runtime = ProcessRuntime::Create(std::move(runtime_options), &clock_);
   if (!runtime.ok()) return runtime.status();
   AgentOptions loop_options = options_.agent;

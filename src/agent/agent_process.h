@@ -46,12 +46,6 @@ struct AgentProcessOptions {
   ProcessRuntimeOptions runtime;
 };
 
-// The task supervisor the agent starts for each task (ProcessRuntimeOptions::supervisor_exe,
-// unless set): corral-supervise beside this binary, which loads nothing of the agent's; else
-// this binary itself (`corral-daemon __supervise`). After an upgrade that replaced the binaries,
-// restart the agent: a running agent starts the corral-supervise now on disk.
-std::string TaskSupervisor();
-
 class AgentProcess {
  public:
   // Everything that needs no server: checks the options (InvalidArgument naming the flag, or

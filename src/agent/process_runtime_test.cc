@@ -72,7 +72,7 @@ class ProcessRuntimeTest : public ::testing::Test {
     o.node_name = kTestNodeName;
     o.time_limit_grace = Seconds(30);
     o.cgroups = std::move(cgroups);
-    o.supervisor_exe = CORRAL_SUPERVISOR;
+    o.supervisor_exe = CORRAL_BINARY;
     return o;
   }
 
@@ -775,7 +775,7 @@ TaskStatus StartAsBeforeClusterIds(const std::string& work_dir, const TaskLaunch
       {"notes", ""}};
   EXPECT_TRUE(WriteFileAtomic(dir + "/task.json", record.dump() + "\n").ok());
   ShimPlan plan;
-  plan.supervisor = CORRAL_SUPERVISOR;
+  plan.supervisor = CORRAL_BINARY;
   plan.executable = launch.argv[0];
   plan.argv = launch.argv;
   plan.env = {"PATH=/usr/bin:/bin"};
@@ -1290,7 +1290,7 @@ TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
 // A supervisor's plan for a task that creates root_/ran.
 ShimPlan ProcessRuntimeTest::TouchPlan() const {
   ShimPlan plan;
-  plan.supervisor = CORRAL_SUPERVISOR;
+  plan.supervisor = CORRAL_BINARY;
   plan.executable = "/bin/touch";
   plan.argv = {"touch", root_ + "/ran"};
   plan.workdir = task_dir_;

@@ -46,9 +46,8 @@ struct ShimIdentity {
 inline constexpr char kSuperviseCommand[] = "__supervise";
 
 struct ShimPlan {
-  // The binary started as the shim with kSuperviseCommand; it must call SuperviseMain():
-  // corral-supervise (apps/corral/supervise_main.cc), or "/proc/self/exe", the agent's own
-  // binary even after it was replaced on disk (agent_process.h, TaskSupervisor).
+  // The binary started as the shim with kSuperviseCommand; it must call SuperviseMain().
+  // "/proc/self/exe" is the agent's own binary, even after it was replaced on disk.
   std::string supervisor;
   std::string executable;         // path for execve: absolute, or relative to workdir
   std::vector<std::string> argv;  // argv[0] as the task sees it

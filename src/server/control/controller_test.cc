@@ -2639,10 +2639,6 @@ void CopyRows(store::SqlConnection& to, const std::string& from,
   }
 }
 
-// A store as the corral before typed allocations wrote it (schema version 8, each task's
-// allocation in that corral's form), with a running distributed gang: a new server opens it,
-// adopts the gang without launching it again, keeps its GPUs and rendezvous ports taken, shows
-// its allocation, and ends it when its parts exit.
 // The summary counts each live job once by its state, without walking the queue (a gang on two
 // nodes is one running job), and the same after a restart re-adopts the gang.
 TEST_F(ControllerTest, TheSummaryCountsEachJobOnceByItsState) {
@@ -2671,6 +2667,10 @@ TEST_F(ControllerTest, TheSummaryCountsEachJobOnceByItsState) {
   EXPECT_EQ(counts(), (std::vector<int64_t>{2, 0, 1}));
 }
 
+// A store as the corral before typed allocations wrote it (schema version 8, each task's
+// allocation in that corral's form), with a running distributed gang: a new server opens it,
+// adopts the gang without launching it again, keeps its GPUs and rendezvous ports taken, shows
+// its allocation, and ends it when its parts exit.
 TEST_F(ControllerTest, ARunningGangOfAStoreWrittenBeforeTypedAllocationsIsAdopted) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, AddressedInventory(8, "10.0.0.1")).ok());
   const JobId gang = Submit(Spec(4, 2));  // two parts of 4 GPUs: all of node a

@@ -9,8 +9,9 @@
 //    queue rows with their estimated starts, all from the same scheduling pass. Built after a
 //    pass, at most once per ControllerConfig::pending_view_interval from the loop (Tick builds
 //    it every time).
-//  - the rest, O(nodes + live jobs): nodes, the jobs held on unreachable nodes, the cluster
-//    summary (a count over the live jobs' states), the projects' use, the rules, and the queued
+//  - the rest, O(nodes + started jobs): nodes, the jobs held on unreachable nodes, the cluster
+//    summary (the queue's length from the scheduler, the started jobs counted by state), the
+//    projects' use, the rules, and the queued
 //    jobs that left the queue since the pending part was built. Built after every round and
 //    after every change a read must see at once (registrations, admin node actions, cancels,
 //    a project's sharing).
