@@ -41,7 +41,7 @@ inline constexpr char kReasonFitsNow[] = "fits_now";
 
 // The reason of a queued job no pass has tried yet.
 inline PendingReason NotYetConsidered() {
-  return {kReasonNotYetConsidered, "not tried yet: the next scheduling pass will"};
+  return {kReasonNotYetConsidered, "not tried yet: the next scheduling pass tries it"};
 }
 
 // Explains why a job of `tasks` (>= 1) identical copies of `task` (a gang when more than one,

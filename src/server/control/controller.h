@@ -456,8 +456,13 @@ class Controller {
   // Every project with a policy or fair-share usage: its sharing and its use now, by name.
   std::vector<ProjectUseView> ProjectUsesLocked() const;
   // The jobs `part`'s queue rows or the unviewed submissions after it show that are no longer
-  // pending in memory (ReadView::left_queue), by id. Needs inbox_mu_ too.
-  std::vector<JobId> LeftQueueLocked(const PendingPart& part) const;
+  // pending in memory (ReadView::left_queue, by id), and how many of them are `part`'s rows.
+  // Needs inbox_mu_ too.
+  struct LeftQueue {
+    std::vector<JobId> ids;
+    int64_t part_rows = 0;
+  };
+  LeftQueue LeftQueueLocked(const PendingPart& part) const;
   protocol::PolicyView PolicyViewLocked() const;
   // The pending part of a view: the job's reason and estimate when the view has it, else
   // NotYetConsidered (the job was submitted or requeued after that pass).

@@ -38,26 +38,29 @@ void Controller::PublishLocked(PendingRebuild pending) {
   std::lock_guard inbox(inbox_mu_);
   // Readers take inbox_mu_ before the view: one holding it reads the list as it was for the
   // view it got (this one, or an older one that counts less).
-  view->left_queue = LeftQueueLocked(*view->pending);
+  LeftQueue left = LeftQueueLocked(*view->pending);
+  view->left_queue = std::move(left.ids);
+  view->left_part_rows = left.part_rows;
   view_.Set(std::move(view));
   while (!unviewed_.empty() && unviewed_.front().number <= counted) unviewed_.pop_front();
 }
 
-std::vector<JobId> Controller::LeftQueueLocked(const PendingPart& part) const {
-  std::vector<JobId> left;
+Controller::LeftQueue Controller::LeftQueueLocked(const PendingPart& part) const {
+  LeftQueue left;
   auto gone = [&](JobId id) {
     auto it = jobs_.find(id);
     return it == jobs_.end() || it->second.record.state != JobState::kPending;
   };
   for (const protocol::QueueRow& row : part.queue) {
-    if (gone(row.id)) left.push_back(row.id);
+    if (gone(row.id)) left.ids.push_back(row.id);
   }
+  left.part_rows = static_cast<int64_t>(left.ids.size());
   for (const UnviewedJob& job : unviewed_) {  // those in memory: the rest are still pending
     if (job.number > part.drained && job.number <= drained_ && gone(job.row.id)) {
-      left.push_back(job.row.id);
+      left.ids.push_back(job.row.id);
     }
   }
-  std::sort(left.begin(), left.end());
+  std::sort(left.ids.begin(), left.ids.end());
   return left;
 }
 
@@ -258,16 +261,22 @@ int Controller::WaitingHeartbeats() { return waiting_heartbeats_.load(); }
 
 Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& who, int limit) {
   if (limit < 1) return InvalidArgument("field 'limit': must be at least 1");
+  // Positions count the rows still queued: a job that left moves the rows behind it up at once,
+  // not at the next pass.
   std::shared_ptr<const ReadView> view;
   std::vector<protocol::QueueRow> unviewed;  // after the part's queue, in submit order
   {
     std::lock_guard inbox(inbox_mu_);
     view = view_.Get();
     const PendingPart& pending = *view->pending;
+    int64_t left_ahead = view->left_part_rows;
     for (const UnviewedJob& job : unviewed_) {
       if (job.number <= pending.drained) continue;  // in the part (or no longer pending)
-      if (view->LeftQueue(job.row.id)) continue;
-      const int64_t position = pending.queue_length + (job.number - pending.drained);
+      if (view->LeftQueue(job.row.id)) {
+        ++left_ahead;
+        continue;
+      }
+      const int64_t position = pending.queue_length + (job.number - pending.drained) - left_ahead;
       if (position > limit) break;
       if (!who.CanAccessProject(job.row.project)) continue;
       protocol::QueueRow& row = unviewed.emplace_back(job.row);
@@ -276,9 +285,17 @@ Result<std::vector<protocol::QueueRow>> Controller::QueueView(const Principal& w
     }
   }
   std::vector<protocol::QueueRow> out;
+  int64_t left_ahead = 0;
   for (const protocol::QueueRow& row : view->pending->queue) {
-    if (row.position > limit) break;
-    if (who.CanAccessProject(row.project) && !view->LeftQueue(row.id)) out.push_back(row);
+    if (view->LeftQueue(row.id)) {
+      ++left_ahead;
+      continue;
+    }
+    const int64_t position = row.position - left_ahead;
+    if (position > limit) break;
+    if (!who.CanAccessProject(row.project)) continue;
+    out.push_back(row);
+    out.back().position = static_cast<int>(position);
   }
   out.insert(out.end(), std::make_move_iterator(unviewed.begin()),
              std::make_move_iterator(unviewed.end()));

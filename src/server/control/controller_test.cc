@@ -1669,14 +1669,23 @@ TEST_F(ControllerTest, ACancelledJobLeavesTheQueueAtOnce) {
   auto queue = controller_->QueueView(alice_, 10);
   ASSERT_TRUE(queue.ok());
   std::vector<JobId> ids;
-  for (const protocol::QueueRow& row : *queue) ids.push_back(row.id);
+  std::vector<int> positions;  // counted over the rows still queued, at once
+  for (const protocol::QueueRow& row : *queue) {
+    ids.push_back(row.id);
+    positions.push_back(row.position);
+  }
   EXPECT_EQ(ids, (std::vector<JobId>{kept, late_kept}));
+  EXPECT_EQ(positions, (std::vector<int>{1, 2}));
   EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
+  auto first = controller_->QueueView(alice_, 1);  // the limit counts positions as shown
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].id, kept);
   controller_->Tick();
   queue = controller_->QueueView(alice_, 10);
   ASSERT_TRUE(queue.ok());
   ASSERT_EQ(queue->size(), 2u);
-  EXPECT_EQ((*queue)[1].position, 2);  // a new pass numbers them again
+  EXPECT_EQ((*queue)[1].position, 2);
 }
 
 // With the loop running (publishing views and draining the inbox between submissions), every

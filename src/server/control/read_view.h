@@ -102,8 +102,10 @@ struct ProjectUseView {
 struct ReadView {
   std::shared_ptr<const PendingPart> pending;  // never null once published
   // Jobs in the pending part's queue rows, or submitted since, that are no longer pending
-  // (cancelled, started): the queue leaves them out until the next pending part. By id.
+  // (cancelled, started): the queue leaves them out until the next pending part, and counts
+  // the positions of the rows behind them without them. By id.
   std::vector<JobId> left_queue;
+  int64_t left_part_rows = 0;        // of left_queue, the pending part's queue rows
   std::vector<NodeEntryView> nodes;  // by name
   // Jobs with a task on an unreachable node: what their views say instead of their record's
   // reason (Controller::UnreachableReasonLocked), by id.
