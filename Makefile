@@ -11,8 +11,8 @@
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
 #   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
 #                default), stopping at the first failure
-#   make build   Release build in build/ (binaries: build/corral and build/corral-daemon, the
-#                tests and the benchmarks)
+#   make build   Release build in build/ (binaries: build/corral, build/corral-daemon and
+#                build/corral-supervise, the tests and the benchmarks)
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
@@ -110,12 +110,12 @@ configure: setup
 build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
 
-# The binaries alone (what `make run` needs): build/corral, the client, and build/corral-daemon,
-# which `corral server|agent|dev|launch|sim` runs; no test or benchmark targets are configured or
-# built.
+# The binaries alone (what `make run` needs): build/corral, the client, build/corral-daemon,
+# which `corral server|agent|dev|launch|sim` runs, and build/corral-supervise, the agent's task
+# supervisor; no test or benchmark targets are configured or built.
 build-corral: setup-run
 	@$(call configure,build,$(RUN_FLAGS))
-	@$(call timed,build (Release; corral only),$(CMAKE_BUILD) build -j$(JOBS) --target corral corral-daemon)
+	@$(call timed,build (Release; corral only),$(CMAKE_BUILD) build -j$(JOBS) --target corral corral-daemon corral-supervise)
 
 # The dashboard (web/, docs/dashboard.md). npm ci only when web/node_modules is missing or older
 # than package-lock.json (npm ci writes node_modules/.package-lock.json); the build itself takes
@@ -141,6 +141,7 @@ test-unit: build
 # them all too).
 test-e2e: $(TEST_BUILD)
 	@$(call timed,end-to-end tests,python3 tests/e2e_test.py build/corral)
+	@$(call timed,end-to-end test without corral-supervise (the agent's own binary supervises),bash tests/without_supervisor_test.sh build/corral)
 	@$(call timed,launch and exit end-to-end tests,python3 tests/e2e_launch_test.py build/corral)
 	@$(call timed,monitoring end-to-end tests,python3 tests/e2e_monitoring_test.py build/corral)
 	@$(call timed,isolation end-to-end tests,python3 tests/isolation_test.py build/corral)

@@ -12,7 +12,7 @@ set -euo pipefail
 
 target=${1:-test}
 
-# `make run`: build/corral, build/corral-daemon and the dashboard.
+# `make run`: build/corral, build/corral-daemon, build/corral-supervise and the dashboard.
 run_packages=(
   build-essential cmake ccache pkg-config git
   nlohmann-json3-dev libcli11-dev

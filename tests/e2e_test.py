@@ -649,6 +649,18 @@ def test_agent_sigkill_and_node_loss(root):
         lost = submit(c, {"command": ["sh", "-c", f"echo $$ >> {marker}; exec sleep 30"],
                           "resources": {"gpus": 4}, "max_restarts": 1})
         check("job to be lost starts", c.wait_state(lost, ("running",), 20))
+        # The task's parent is its supervisor: corral-supervise from beside the binary under test
+        # when it is there (agent_process.h, TaskSupervisor), else corral-daemon itself.
+        check("the task wrote its pid",
+              wait_for(lambda: os.path.exists(marker) and open(marker).read().strip(), 10))
+        task_pid = int(open(marker).read().split()[0])
+        parent = open(f"/proc/{task_pid}/stat").read().rsplit(")", 1)[1].split()[1]
+        beside = os.path.join(os.path.dirname(CORRAL), "corral-supervise")
+        expected = beside if os.path.exists(beside) else os.path.join(os.path.dirname(CORRAL),
+                                                                      "corral-daemon")
+        supervisor = os.readlink(f"/proc/{parent}/exe")
+        check("the task runs under " + os.path.basename(expected),
+              supervisor == os.path.realpath(expected), (supervisor, expected))
         first = c.job(lost)["tasks"][0]["node"]
         victim = c.agents[first]
         os.kill(victim.pid, signal.SIGSTOP)  # silent, like a partitioned node

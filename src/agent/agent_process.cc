@@ -1,5 +1,7 @@
 #include "agent/agent_process.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -101,14 +103,35 @@ Result<AgentProcess::Joined> AgentProcess::Join(const std::atomic<bool>& stop) {
   }
 }
 
+std::string TaskSupervisor(const std::filesystem::path& self) {
+  const std::filesystem::path beside = self.parent_path() / "corral-supervise";
+  std::error_code ec;
+  if (!self.empty() && std::filesystem::is_regular_file(beside, ec) &&
+      access(beside.c_str(), X_OK) == 0) {
+    return beside.string();
+  }
+  return kAgentBinary;
+}
+
 Status AgentProcess::Run(const std::atomic<bool>& stop) {
   Result<Joined> joined = Join(stop);
   if (!joined.ok()) return stop ? Status::Ok() : joined.status();
   ProcessRuntimeOptions runtime_options = options_.runtime;
   runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
-  // This binary, as it was started: the supervisor always speaks the agent's plan format.
-  if (runtime_options.supervisor_exe.empty()) runtime_options.supervisor_exe = "/proc/self/exe";
+  if (runtime_options.supervisor_exe.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink(kAgentBinary, ec);
+    runtime_options.supervisor_exe = TaskSupervisor(ec ? std::filesystem::path() : self);
+    if (runtime_options.supervisor_exe != kAgentBinary) {
+      runtime_options.fallback_supervisor_exe = kAgentBinary;
+    }
+    std::cerr << "corral agent: tasks start under "
+              << (runtime_options.supervisor_exe == kAgentBinary
+                      ? self.string() + " __supervise (no corral-supervise beside it)"
+                      : runtime_options.supervisor_exe)
+              << "\n";
+  }
   auto runtime = ProcessRuntime::Create(std::move(runtime_options), &clock_);
   if (!runtime.ok()) return runtime.status();
   AgentOptions loop_options = options_.agent;

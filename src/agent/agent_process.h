@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,18 @@ struct AgentProcessOptions {
   // work_dir, cluster_id and node_name are AgentProcess's to set.
   ProcessRuntimeOptions runtime;
 };
+
+// This process's own binary, even after it was replaced on disk.
+inline constexpr char kAgentBinary[] = "/proc/self/exe";
+
+// The task supervisor the agent starts for each task (ProcessRuntimeOptions::supervisor_exe,
+// unless set), given `self`, the agent's binary as a path (empty: unknown): corral-supervise
+// beside it when that is an executable file, which loads nothing of the agent's; else
+// kAgentBinary (`corral-daemon __supervise`). The agent falls back to kAgentBinary when
+// corral-supervise cannot be started or is of another build (ShimPlan::build): replace the
+// binaries by renaming new files over them (a running supervisor makes `cp` over it fail with
+// "Text file busy"), then restart the agent.
+std::string TaskSupervisor(const std::filesystem::path& self);
 
 class AgentProcess {
  public:

@@ -212,7 +212,7 @@ class ContainerRuntimeTest : public ::testing::Test {
     o.time_limit_grace = Seconds(30);
     o.cgroups = CgroupManager::Disabled("not used by container tasks");
     o.container_engine = suite->engine;
-    o.supervisor_exe = CORRAL_BINARY;
+    o.supervisor_exe = CORRAL_SUPERVISOR;
     return o;
   }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -763,6 +764,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   if (task.cgroup) plan.cgroup_procs = CgroupManager::ProcsFiles(*task.cgroup);
   plan.task_pid_path = dir + kTaskPidFile;
   plan.supervisor = options_.supervisor_exe;
+  plan.fallback_supervisor = options_.fallback_supervisor_exe;
 
   // The record names the supervisor before the task starts: an agent killed at any moment
   // leaves either no record (nothing started: the next agent removes the folder) or one that
@@ -778,6 +780,13 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   };
   Result<ShimStart> start = StartShim(plan, record_supervisor);
   if (!start.ok()) return abandon(start.status().message());
+  if (start->supervisor != options_.supervisor_exe) {
+    std::cerr << "corral agent: task supervisor " << options_.supervisor_exe
+              << " cannot be started or is of another build; tasks start under "
+              << start->supervisor << " from now on\n";
+    options_.supervisor_exe = start->supervisor;
+    options_.fallback_supervisor_exe.clear();
+  }
   if (start->failed_step != ShimStep::kNone) {
     while (waitpid(start->shim_pid, nullptr, 0) < 0 && errno == EINTR) {
     }

@@ -153,10 +153,15 @@ struct ProcessRuntimeOptions {
   // must be able to execute it. Empty: this process's own binary (/proc/self/exe); tests name
   // the built corral binary.
   std::string self_exe;
-  // The binary started as each task's supervisor (ShimPlan::supervisor): a corral binary of
-  // this version. The agent names its own ("/proc/self/exe"); tests name the built corral.
-  // Required: a test binary started as `__supervise` would run its tests instead.
+  // The binary started as each task's supervisor (ShimPlan::supervisor): corral-supervise or
+  // corral-daemon of this build. The agent names corral-supervise beside its own binary when it
+  // is there (agent_process.h, TaskSupervisor); tests name the built one. Required: a test
+  // binary started as `__supervise` would run its tests instead.
   std::string supervisor_exe;
+  // Started instead when supervisor_exe cannot be or refuses the plan (ShimPlan's
+  // fallback_supervisor); from then on every task starts under it, and the switch is logged
+  // once. The agent names its own binary ("/proc/self/exe"). Empty: none.
+  std::string fallback_supervisor_exe;
   // The engine that runs container launches; nullopt: they fail to start.
   std::optional<ContainerEngine> container_engine;
 };

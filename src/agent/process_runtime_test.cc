@@ -72,7 +72,7 @@ class ProcessRuntimeTest : public ::testing::Test {
     o.node_name = kTestNodeName;
     o.time_limit_grace = Seconds(30);
     o.cgroups = std::move(cgroups);
-    o.supervisor_exe = CORRAL_BINARY;
+    o.supervisor_exe = CORRAL_SUPERVISOR;
     return o;
   }
 
@@ -704,6 +704,38 @@ TEST_F(ProcessRuntimeTest, ARuntimeWithoutASupervisorBinaryIsRefused) {
   EXPECT_THAT(refused.status().message(), HasSubstr("supervisor"));
 }
 
+// A supervisor that cannot be started is replaced by the fallback, for that task and every one
+// after (the first is not tried again).
+TEST_F(ProcessRuntimeTest, TasksStartUnderTheFallbackSupervisorWhenTheFirstCannotBeStarted) {
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
+  o.supervisor_exe = root_ + "/corral-supervise";  // missing
+  o.fallback_supervisor_exe = CORRAL_SUPERVISOR;
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  const std::string tried = root_ + "/tried";
+  for (int id : {1, 2}) {
+    if (id == 2) {
+      // Now a supervisor is there that would refuse the plan: the runtime does not try it again.
+      std::ofstream(o.supervisor_exe) << "#!/bin/sh\ntouch " << tried << "\nexit 3\n";
+      ASSERT_EQ(chmod(o.supervisor_exe.c_str(), 0755), 0);
+    }
+    TaskLaunch l = Launch(id, {"sh", "-c", "exec sleep 100"});
+    TaskStatus started = (*runtime)->Start(l);
+    ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
+    // The task's parent (field 4 of /proc/PID/stat, after the command's ")") is its supervisor.
+    std::ifstream stat("/proc/" + std::to_string(started.pid) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    std::istringstream after(text.substr(text.rfind(')') + 1));
+    std::string state;
+    pid_t parent = 0;
+    after >> state >> parent;
+    EXPECT_EQ(std::filesystem::read_symlink("/proc/" + std::to_string(parent) + "/exe"),
+              std::filesystem::canonical(CORRAL_SUPERVISOR));
+    ASSERT_TRUE((*runtime)->Kill(l.key, Seconds(0), "test").ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(tried));
+}
+
 // The supervisor starts clean: a session of its own, no signal blocked, and none of the
 // agent's descriptors (only stdio, on /dev/null, once the task has started).
 TEST_F(ProcessRuntimeTest, TheSupervisorStartsInItsOwnSessionWithNothingInherited) {
@@ -775,7 +807,7 @@ TaskStatus StartAsBeforeClusterIds(const std::string& work_dir, const TaskLaunch
       {"notes", ""}};
   EXPECT_TRUE(WriteFileAtomic(dir + "/task.json", record.dump() + "\n").ok());
   ShimPlan plan;
-  plan.supervisor = CORRAL_BINARY;
+  plan.supervisor = CORRAL_SUPERVISOR;
   plan.executable = launch.argv[0];
   plan.argv = launch.argv;
   plan.env = {"PATH=/usr/bin:/bin"};
@@ -1290,7 +1322,7 @@ TEST_F(ProcessRuntimeTest, ASubmitterWhoseNameBreaksTheRuleRunsNothing) {
 // A supervisor's plan for a task that creates root_/ran.
 ShimPlan ProcessRuntimeTest::TouchPlan() const {
   ShimPlan plan;
-  plan.supervisor = CORRAL_BINARY;
+  plan.supervisor = CORRAL_SUPERVISOR;
   plan.executable = "/bin/touch";
   plan.argv = {"touch", root_ + "/ran"};
   plan.workdir = task_dir_;

@@ -15,12 +15,13 @@
 
 #include "agent/file_io.h"
 #include "agent/proc_stat.h"
+#include "common/build_info.h"
 
 namespace corral::agent {
 namespace {
 
-// ---- The shim's code (`corral __supervise`). Between its vfork and the task's exec (RunTask)
-// only system calls are made: no allocation, no locks. ----
+// ---- The shim's code (`corral-supervise __supervise`). Between its vfork and the task's exec
+// (RunTask) only system calls are made: no allocation, no locks. ----
 
 // The plan as C pointers, built before the vfork.
 struct Prepared {
@@ -196,8 +197,8 @@ void AwaitGo(int go_fd) {
   if (n != 1) _exit(0);
 }
 
-// Runs in `corral __supervise` as StartShim() spawned it: its own session, no signal blocked
-// or handled, stdio on /dev/null, only `report_fd` and `go_fd` open besides.
+// Runs in `corral-supervise __supervise` as StartShim() spawned it: its own session, no signal
+// blocked or handled, stdio on /dev/null, only `report_fd` and `go_fd` open besides.
 [[noreturn]] void RunShim(const Prepared& p, int report_fd, int go_fd) {
   SetDispositions(kShimIgnored, sizeof(kShimIgnored) / sizeof(kShimIgnored[0]), SIG_IGN);
   const int fd = report_fd;
@@ -314,14 +315,22 @@ const char* ShimStepName(ShimStep step) {
 namespace {
 
 // The shim's descriptors, as StartShim() sets them up for SuperviseMain().
-constexpr int kReportFd = 3;   // the report pipe's write end
-constexpr int kControlFd = 4;  // a socket: the plan (PlanWriter), then the go byte
+constexpr int kReportFd = 3;  // the report pipe's write end
+// A socket: the plan (PlanWriter) to the shim, kAccepted back, then the go byte to the shim.
+constexpr int kControlFd = 4;
+constexpr char kAccepted = 'a';
 constexpr int kFirstFreeFd = 5;
 constexpr uint32_t kMaxPlanBytes = 64u << 20;
 
 // The plan's fields in their order on the wire, for PlanWriter and PlanReader alike, so that
 // the two cannot disagree.
 // `Plan` is const ShimPlan for the writer, ShimPlan for the reader.
+//
+// On the wire the body is preceded by its size (u32) and starts with the build that wrote it
+// (ShimPlan::build), outside VisitPlan: a supervisor reads the build alone, exits with
+// kShimRefusedPlan unless it is its own, and acknowledges with kAccepted once it has read the
+// rest. Supervisors of every build rely on this prefix, the refusal and the acknowledgement:
+// they must never change (the agent waits for the acknowledgement without a deadline).
 template <typename Io, typename Plan>
 void VisitPlan(Io& io, Plan& plan) {
   io(plan.executable);
@@ -435,7 +444,13 @@ std::vector<std::string> SupervisorEnvironment() {
 // Starts `supervisor __supervise` in a session of its own, with no signal blocked or handled,
 // stdio on /dev/null, the report pipe's write end as kReportFd, the control socket's shim end as
 // kControlFd and no other descriptor.
-Result<pid_t> SpawnSupervisor(const std::string& supervisor, int report_fd, int control_fd) {
+// A supervisor started, or posix_spawn's errno.
+struct Spawned {
+  pid_t pid = -1;
+  int error = 0;  // 0: started
+};
+
+Spawned SpawnSupervisor(const std::string& supervisor, int report_fd, int control_fd) {
   // Above the targets first, so that one dup2 cannot overwrite the other's source (an agent
   // started with stdio closed has its pipes at 0-3).
   const int report = fcntl(report_fd, F_DUPFD_CLOEXEC, kFirstFreeFd);
@@ -444,7 +459,7 @@ Result<pid_t> SpawnSupervisor(const std::string& supervisor, int report_fd, int 
     const int e = errno;
     if (report >= 0) close(report);
     if (control >= 0) close(control);
-    return IoError("cannot start the task supervisor: " + ErrnoText(e));
+    return {-1, e};
   }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -473,9 +488,7 @@ Result<pid_t> SpawnSupervisor(const std::string& supervisor, int report_fd, int 
   posix_spawn_file_actions_destroy(&actions);
   close(report);
   close(control);
-  if (e != 0)
-    return IoError("cannot start the task supervisor " + supervisor + ": " + ErrnoText(e));
-  return pid;
+  return {e == 0 ? pid : -1, e};
 }
 
 // Reaps `shim`, which died or was told not to go on; its wait status in words.
@@ -486,63 +499,123 @@ std::string Reap(pid_t shim) {
   return "wait status " + std::to_string(status);
 }
 
-}  // namespace
+// Whether StartShim may try the plan's fallback supervisor after an attempt.
+enum class Fallback {
+  kTry,  // the supervisor could not be started or refused the plan: nothing of the task ran
+  kNo,   // the outcome stands
+};
 
-Result<ShimStart> StartShim(const ShimPlan& plan,
-                            const std::function<Status(pid_t shim_pid)>& before_task) {
-  PlanWriter writer;
-  VisitPlan(writer, plan);
-  const std::string& body = writer.out();
-  if (body.size() > kMaxPlanBytes) {
-    return InvalidArgument("task too large to start: " + std::to_string(body.size()) +
-                           " bytes of command line and environment");
-  }
+// One supervisor's attempt at StartShim().
+struct Attempt {
+  Fallback fallback = Fallback::kNo;
+  Result<ShimStart> start = IoError("not attempted");
+};
+
+// Spawn errors that say the file cannot run as a supervisor, now or at all: missing, not
+// executable, not a program, or being written (an upgrade copying over it).
+bool CannotRun(int spawn_error) {
+  return spawn_error == ENOENT || spawn_error == EACCES || spawn_error == ENOEXEC ||
+         spawn_error == ETXTBSY;
+}
+
+Attempt TryShim(const std::string& supervisor, const std::string& body,
+                const std::function<Status(pid_t shim_pid)>& before_task) {
   int report_pipe[2];
-  if (pipe2(report_pipe, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
+  if (pipe2(report_pipe, O_CLOEXEC) != 0)
+    return {Fallback::kNo, IoError("pipe: " + ErrnoText(errno))};
   // A socket, not a pipe, so that writing to a shim that died is EPIPE, not SIGPIPE.
   int control[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
     int e = errno;
     close(report_pipe[0]);
     close(report_pipe[1]);
-    return IoError("socketpair: " + ErrnoText(e));
+    return {Fallback::kNo, IoError("socketpair: " + ErrnoText(e))};
   }
-  Result<pid_t> spawned = SpawnSupervisor(plan.supervisor, report_pipe[1], control[1]);
+  const Spawned spawned = SpawnSupervisor(supervisor, report_pipe[1], control[1]);
   close(report_pipe[1]);
   close(control[1]);
-  if (!spawned.ok()) {
+  if (spawned.error != 0) {
     close(report_pipe[0]);
     close(control[0]);
-    return spawned.status();
+    return {CannotRun(spawned.error) ? Fallback::kTry : Fallback::kNo,
+            IoError("cannot start the task supervisor " + supervisor + ": " +
+                    ErrnoText(spawned.error))};
   }
-  const pid_t shim = *spawned;
+  const pid_t shim = spawned.pid;
   const uint32_t size = static_cast<uint32_t>(body.size());
   const bool sent =
       SendAll(control[0], &size, sizeof(size)) && SendAll(control[0], body.data(), body.size());
+  // The agent's record is written while the shim loads and reads the plan.
   Status ready = sent ? before_task(shim) : Status::Ok();
+  char accepted = 0;
+  const bool agreed =
+      sent && ready.ok() && ReadAll(control[0], &accepted, 1) && accepted == kAccepted;
   const char go = 'g';
-  const bool went = sent && ready.ok() && SendAll(control[0], &go, 1);
+  const bool went = agreed && SendAll(control[0], &go, 1);
   close(control[0]);
   if (!went) {
     close(report_pipe[0]);
     const std::string how = Reap(shim);
-    if (!ready.ok()) return ready;
-    return IoError("task supervisor " + plan.supervisor + " died before starting the task (" + how +
-                   ")");
+    if (!ready.ok()) return {Fallback::kNo, ready};
+    // Died before accepting the plan: not started (ENOEXEC found later), or another build.
+    if (!agreed) {
+      return {Fallback::kTry, FailedPrecondition("task supervisor " + supervisor +
+                                                 " did not accept the plan (" + how + ")")};
+    }
+    return {Fallback::kNo, IoError("task supervisor " + supervisor +
+                                   " died before starting the task (" + how + ")")};
   }
   Report report = {};
   const bool reported = ReadAll(report_pipe[0], &report, sizeof(report));
   close(report_pipe[0]);
   if (!reported) {
-    return IoError("task supervisor died while starting the task (" + Reap(shim) + ")");
+    return {Fallback::kNo,
+            IoError("task supervisor died while starting the task (" + Reap(shim) + ")")};
   }
   ShimStart start;
+  start.supervisor = supervisor;
   start.shim_pid = shim;
   start.task_pid = report.task_pid;
   start.failed_step = static_cast<ShimStep>(report.failed_step);
   start.error = report.error;
   start.cgroup_error = report.cgroup_error;
-  return start;
+  return {Fallback::kNo, std::move(start)};
+}
+
+}  // namespace
+
+// The plan's format (VisitPlan): bump it with every change, so that two builds of one commit
+// with uncommitted changes ("-dirty") that write different plans still differ.
+constexpr int kPlanFormat = 2;
+
+const std::string& ShimBuild() {
+  static const std::string build =
+      std::string(kVersion) + " " + kCommit + " plan " + std::to_string(kPlanFormat);
+  return build;
+}
+
+Result<ShimStart> StartShim(const ShimPlan& plan,
+                            const std::function<Status(pid_t shim_pid)>& before_task) {
+  PlanWriter writer;
+  writer(plan.build);
+  VisitPlan(writer, plan);
+  const std::string& body = writer.out();
+  if (body.size() > kMaxPlanBytes) {
+    return InvalidArgument("task too large to start: " + std::to_string(body.size()) +
+                           " bytes of command line and environment");
+  }
+  Attempt attempt = TryShim(plan.supervisor, body, before_task);
+  if (attempt.fallback == Fallback::kTry && !plan.fallback_supervisor.empty() &&
+      plan.fallback_supervisor != plan.supervisor) {
+    Attempt second = TryShim(plan.fallback_supervisor, body, before_task);
+    if (!second.start.ok()) {
+      const Status& first = attempt.start.status();
+      const Status& then = second.start.status();
+      return Status(then.code(), first.message() + "; then " + then.message());
+    }
+    return std::move(second.start);
+  }
+  return std::move(attempt.start);
 }
 
 int SuperviseMain() {
@@ -550,10 +623,16 @@ int SuperviseMain() {
   if (!ReadAll(kControlFd, &size, sizeof(size)) || size > kMaxPlanBytes) return 2;
   std::string body(size, '\0');
   if (!ReadAll(kControlFd, body.data(), body.size())) return 2;
-  ShimPlan plan;
   PlanReader reader(body);
+  // Another build's plan may not even parse: its build, first on the wire, decides alone.
+  std::string build;
+  reader(build);
+  if (build != ShimBuild()) return kShimRefusedPlan;
+  ShimPlan plan;
+  plan.build = std::move(build);
   VisitPlan(reader, plan);
   if (!reader.ok()) return 2;
+  if (!SendAll(kControlFd, &kAccepted, 1)) return 2;
   const std::string exit_tmp = plan.exit_path + ".tmp";
   std::vector<char*> argv = PointerArray(plan.argv);
   std::vector<char*> envp = PointerArray(plan.env);

@@ -252,9 +252,8 @@ Status Controller::Recover() {
       }
     }
     submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
-    const model::Job model_job = ModelJobOf(job);
     if (record.state == JobState::kPending) {
-      (void)scheduler_->Submit(model_job);
+      QueueInSchedulerLocked(job);
       submit_limits_.AddPending(record.user, record.project, 1);
       continue;
     }
@@ -274,7 +273,17 @@ Status Controller::Recover() {
     IndexAllocationsLocked(job);
     RestoreRendezvousLocked(job);
     const Seconds started = record.start_time.value_or(record.submit_time);
-    if (scheduler_->Adopt(model_job, allocations, started).ok()) EvaluateJobLocked(job);
+    const Status adopted = scheduler_->Adopt(ModelJobOf(job), allocations, started);
+    if (adopted.ok()) {
+      EvaluateJobLocked(job);
+      continue;
+    }
+    // Its GPUs are not held in the scheduler: the job is stopped at once rather than left running
+    // on GPUs the scheduler may give to another job.
+    const std::string reason = "cannot recover: its allocations do not fit the nodes as stored (" +
+                               adopted.message() + ")";
+    std::cerr << "corral server: job " << record.id.value() << ": " << reason << std::endl;
+    CORRAL_RETURN_IF_ERROR(RequestCancelLocked(job, reason));
   }
   return Status::Ok();
 }

@@ -449,8 +449,12 @@ class Controller {
   void PublishLocked(PendingRebuild pending);
   // Every pending job's reason, the queue's first rows and their estimates, from the last pass.
   std::shared_ptr<const PendingPart> BuildPendingPartLocked();
-  // Every node's row, its inventory and the tasks on each of its GPUs.
-  std::vector<NodeEntryView> NodeEntriesLocked() const;
+  // The starting and running jobs, by id: those with tasks on nodes (jobs_on_node_), not a walk
+  // of every live job (a publication after each cancel would cost O(queue)).
+  std::vector<const LiveJob*> StartedJobsLocked() const;
+  // Every node's row, its inventory and the tasks on each of its GPUs (`started`:
+  // StartedJobsLocked()).
+  std::vector<NodeEntryView> NodeEntriesLocked(const std::vector<const LiveJob*>& started) const;
   // The jobs with a task on an unreachable node and what their views say, by id.
   std::vector<std::pair<JobId, std::string>> UnreachableJobsLocked() const;
   // Every project with a policy or fair-share usage: its sharing and its use now, by name.
@@ -575,6 +579,10 @@ class Controller {
   Status FinishReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed, Seconds now);
   // Whether the report of node `name` changes a job (or the node) that a pending write changes.
   bool ReportMeetsPendingWriteLocked(const std::string& name, const protocol::Report& report) const;
+  // Queues `job` in the scheduler. A refusal (an invalid model job or an id it knows: a bug,
+  // since specs are checked before they are stored) is said in the server's log, naming the
+  // job, which would otherwise wait unseen.
+  void QueueInSchedulerLocked(const LiveJob& job);
 
   // --- The write group (controller_writes.cc; docs/control-plane.md, "The heartbeat path") ---
   // A change decided under mu_ whose store write is committed by writes_ (one transaction and
@@ -630,7 +638,8 @@ class Controller {
   // With notify_idle_gpus: a job event when a running job's GPUs are all flagged idle
   // (GpuMonitor), and one when they are busy again.
   void CheckIdleGpusLocked();
-  protocol::ClusterSummary ClusterSummaryLocked();
+  // The cluster's counts now (`started`: StartedJobsLocked()).
+  protocol::ClusterSummary ClusterSummaryLocked(const std::vector<const LiveJob*>& started);
   // Once a minute: ClusterSummaryLocked into summary_history_.
   void RecordSummaryLocked();
   // Asks the apps of the running sessions whose next step at `now` is the notice or the stop

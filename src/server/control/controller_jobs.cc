@@ -2,6 +2,7 @@
 // the queue, projects and the policy; where a task's log lives.
 
 #include <algorithm>
+#include <iostream>
 
 #include "common/random_id.h"
 #include "server/control/controller.h"
@@ -143,7 +144,15 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   job.record = record;
   job.spec = std::move(spec);
   job.environment = std::move(environment);
-  (void)scheduler_->Submit(ModelJobOf(job));
+  QueueInSchedulerLocked(job);
+}
+
+void Controller::QueueInSchedulerLocked(const LiveJob& job) {
+  if (Status queued = scheduler_->Submit(ModelJobOf(job)); !queued.ok()) {
+    std::cerr << "corral server: job " << job.record.id.value()
+              << " is pending but the scheduler refused it (" << queued.message()
+              << "); it will not start: cancel it, and please report this" << std::endl;
+  }
 }
 
 Result<std::vector<JobId>> Controller::CommitSubmission(const Principal& who,

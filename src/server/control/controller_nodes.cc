@@ -310,12 +310,13 @@ void Controller::RecordSummaryLocked() {
   next_summary_at_ = now + Seconds(60);
   // A new deque (views published before hold the old one): once a minute.
   auto history = std::make_shared<std::deque<protocol::ClusterSummary>>(*summary_history_);
-  history->push_back(ClusterSummaryLocked());
+  history->push_back(ClusterSummaryLocked(StartedJobsLocked()));
   while (history->size() > static_cast<size_t>(kSummaryHistoryMinutes)) history->pop_front();
   summary_history_ = std::move(history);
 }
 
-protocol::ClusterSummary Controller::ClusterSummaryLocked() {
+protocol::ClusterSummary Controller::ClusterSummaryLocked(
+    const std::vector<const LiveJob*>& started) {
   const auto& state = scheduler_->state();
   int64_t nodes = 0, ready = 0, gpus = 0, free_milli = 0;
   for (const auto& [name, node] : nodes_) {
@@ -333,16 +334,11 @@ protocol::ClusterSummary Controller::ClusterSummaryLocked() {
     }
     for (int32_t f : state.node(n).gpu_free) free_milli += f;
   }
-  // Not a walk of every live job (a publication after each cancel would cost O(queue)): the
-  // queue's length is the scheduler's, and the started jobs are those with tasks on nodes.
-  std::set<JobId> started;  // a gang's job is on several nodes
-  for (const auto& [name, ids] : jobs_on_node_) started.insert(ids.begin(), ids.end());
+  // Not a walk of every live job: the queue's length is the scheduler's.
   int64_t starting = 0, running = 0;
-  for (JobId id : started) {
-    auto it = jobs_.find(id);
-    if (it == jobs_.end()) continue;
-    starting += it->second.record.state == JobState::kStarting;
-    running += it->second.record.state == JobState::kRunning;
+  for (const LiveJob* job : started) {
+    starting += job->record.state == JobState::kStarting;
+    running += job->record.state == JobState::kRunning;
   }
   const auto pending = static_cast<int64_t>(scheduler_->pending_count());
   return {.time = clock_.Now(),

@@ -27,9 +27,10 @@ void Controller::PublishLocked(PendingRebuild pending) {
     view->pending = last->pending;
   }
   last.reset();  // a replaced view is freed here, not by the slot under the controller's lock
-  view->nodes = NodeEntriesLocked();
+  const std::vector<const LiveJob*> started = StartedJobsLocked();
+  view->nodes = NodeEntriesLocked(started);
   view->unreachable = UnreachableJobsLocked();
-  view->summary = ClusterSummaryLocked();
+  view->summary = ClusterSummaryLocked(started);
   view->drained = drained_;
   view->history = summary_history_;
   view->policy = PolicyViewLocked();
@@ -142,19 +143,28 @@ std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
   return part;
 }
 
-std::vector<NodeEntryView> Controller::NodeEntriesLocked() const {
-  const auto& state = scheduler_->state();
-  // node -> GPU index -> the tasks on it, from the started jobs only (jobs_on_node_).
-  std::map<std::string, std::map<int, std::vector<GpuTaskView>>> on_gpu;
-  std::set<JobId> started;
-  for (const auto& [name, ids] : jobs_on_node_) started.insert(ids.begin(), ids.end());
-  for (JobId id : started) {
+std::vector<const Controller::LiveJob*> Controller::StartedJobsLocked() const {
+  std::set<JobId> ids;  // a gang's job is on several nodes
+  for (const auto& [name, on_node] : jobs_on_node_) ids.insert(on_node.begin(), on_node.end());
+  std::vector<const LiveJob*> started;
+  started.reserve(ids.size());
+  for (JobId id : ids) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
-    const LiveJob& job = it->second;
-    if (job.record.state != JobState::kStarting && job.record.state != JobState::kRunning) {
-      continue;
-    }
+    const JobState state = it->second.record.state;
+    if (state == JobState::kStarting || state == JobState::kRunning) started.push_back(&it->second);
+  }
+  return started;
+}
+
+std::vector<NodeEntryView> Controller::NodeEntriesLocked(
+    const std::vector<const LiveJob*>& started) const {
+  const auto& state = scheduler_->state();
+  // node -> GPU index -> the tasks on it.
+  std::map<std::string, std::map<int, std::vector<GpuTaskView>>> on_gpu;
+  for (const LiveJob* started_job : started) {
+    const LiveJob& job = *started_job;
+    const JobId id = job.record.id;
     for (const auto& t : job.tasks) {
       const protocol::TaskOwner owner{id, t.task_index, job.record.user, job.record.project};
       for (const model::GpuShare& g : t.allocation.gpus) {

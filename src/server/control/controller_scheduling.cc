@@ -86,7 +86,7 @@ void Controller::ScheduleLocked() {
 void Controller::UnstartLocked(LiveJob& job) {
   ports_.Release(job.record.id);
   (void)scheduler_->Finish(job.record.id);
-  (void)scheduler_->Submit(ModelJobOf(job));
+  QueueInSchedulerLocked(job);
 }
 
 void Controller::StartedLocked(LiveJob& job, std::vector<store::TaskRecord> tasks) {
@@ -283,7 +283,7 @@ void Controller::RequeuedLocked(LiveJob& job) {
   ForgetRunLocked(job);
   job.end = {};
   unsettled_.erase(id);
-  (void)scheduler_->Submit(ModelJobOf(job));
+  QueueInSchedulerLocked(job);
   WakeLoop();
 }
 

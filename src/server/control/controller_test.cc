@@ -1297,6 +1297,34 @@ TEST_F(ControllerTest, AGangEndsByItsFirstFailedTasksCauseAcrossARestart) {
               HasSubstr("task " + on_b["task_index"].dump() + " was killed by signal 9"));
 }
 
+// A running job whose allocations no longer fit its node as stored (here the node's GPUs went
+// from 8 to 4 behind the server's back) is stopped at recovery, with a reason that says so,
+// instead of running on GPUs the scheduler does not hold.
+TEST_F(ControllerTest, ARunningJobWhoseAllocationsNoLongerFitIsStoppedAtRecovery) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit(Spec(8));
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(StateOf(id), "running");
+  auto nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok());
+  ASSERT_EQ(nodes->size(), 1u);
+  store::NodeRecord shrunk = nodes->front();
+  json inventory = json::parse(shrunk.inventory_json);
+  inventory["gpus"] = Inventory(4)["gpus"];
+  shrunk.inventory_json = inventory.dump();
+  ASSERT_TRUE(store_->UpsertNode(shrunk).ok());
+  Restart();
+  EXPECT_THAT(store_->GetJob(id)->cancel_reason.value_or(""),
+              HasSubstr("cannot recover: its allocations do not fit"));
+  json answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat("a", Report({EndedBy(launch, "killed", SIGTERM, "stopped", "cancelled")}));
+  EXPECT_EQ(StateOf(id), "cancelled");
+  EXPECT_THAT(store_->GetJob(id)->reason, HasSubstr("cannot recover"));
+}
+
 // A timed-out or OOM-killed run is a failed run for max_restarts (as before these states): it is
 // requeued while restarts are left, and the last run's cause is the job's end.
 TEST_F(ControllerTest, TimeoutAndOomRunsAreRequeuedLikeFailuresThenEndByTheirCause) {
