@@ -247,9 +247,12 @@ nowhere=(env CORRAL_SERVER="http://127.0.0.1:$(free_port)" CORRAL_TOKEN=none COR
 expect_exit 1 "cannot reach the server" -- "${nowhere[@]}" "$corral" submit -- true
 expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
   "${nowhere[@]}" "$corral" submit --gpus -3 -- true
-expect_exit 2 "^corral: field 'time_limit_s': must be between 0 and [0-9]+, got -5$" -- \
-  "${nowhere[@]}" "$corral" submit --time-limit -5 -- true
-expect_exit 2 "--time-limit = nonsense" -- "${nowhere[@]}" "$corral" submit --time-limit nonsense -- true
+# Time limits as people type them (seconds, units, Slurm's clock forms); anything else names
+# the flag and the forms, before any request.
+for bad in -5 nonsense 2h30 1:60 1h1h; do
+  expect_exit 2 "^corral: --time-limit: expected seconds or a duration like 90m, 2h30m, 1d, 1:30:00 or 2-00:00:00, got '$bad'$" -- \
+    "${nowhere[@]}" "$corral" submit --time-limit "$bad" -- true
+done
 printf 'comand: ["true"]\n' >"$work/typo_spec.yaml"
 expect_exit 2 "^corral: field 'comand': unknown field \(unknown to this corral [0-9.]+; .*pass --no-check" -- \
   "${nowhere[@]}" "$corral" submit -f "$work/typo_spec.yaml"
@@ -314,8 +317,25 @@ expect_json "[x['id'] for x in j] == [$id3]" -- \
   "$corral" jobs --user admin --state pending --limit 1 -o json
 expect_json "[x['id'] for x in j] == [$id3, $id2, $id1]" -- "$corral" jobs -o json
 expect_exit 2 "field 'limit'" -- "$corral" jobs --limit 0
+# The time limit's forms reach the job as seconds.
+for form in 90:90 0:00:02:2 2h30m:9000 1-00:00:01:86401; do
+  limit=${form%:*}
+  "$corral" submit --gpus 64 --time-limit "$limit" -o json -- true >"$work/limit.json"
+  limit_id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/limit.json")
+  expect_json "j['spec']['time_limit_s'] == ${form##*:}" -- "$corral" job show "$limit_id" -o json
+  "$corral" cancel "$limit_id" >/dev/null
+done
 expect_json 'j == {"status": "cancelling"}' -- "$corral" cancel "$id1" -o json
 expect_exit 0 "^cancelling job $id2\$" -- "$corral" cancel "$id2"
+# Several ids: each is asked; the refused ones are named and the exit code is the first refusal's.
+for i in 4 5; do "$corral" submit --gpus 64 -o json -- true >"$work/job$i.json"; done
+read -r id4 id5 <<<"$(python3 -c 'import json,sys
+print(" ".join(str(json.load(open(f))["id"]) for f in sys.argv[1:]))' "$work"/job{4,5}.json)"
+expect_exit 5 "^corral: cancel: 2 of 3 not cancelled: job $id2 already ended \(cancelled\); job 999999 not found\$" -- \
+  "$corral" cancel "$id4" "$id2" 999999
+expect_json "j['state'] == 'cancelled'" -- "$corral" job show "$id4" -o json
+expect_exit 0 "^cancelling job $id5\$" -- "$corral" cancel "$id5" "$id3"
+for id in "$id5" "$id3"; do expect_json "j['state'] == 'cancelled'" -- "$corral" job show "$id" -o json; done
 token_json=$("$corral" token create ci -o json)
 token_id=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$token_json")
 token=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["token"])' "$token_json")
@@ -378,7 +398,7 @@ expect_exit 2 "bad_sweep.yaml: parameter 'learning-rate': not a valid environmen
 expect_exit 0 "^cancelling array $array: 4 jobs\$" -- "$corral" cancel --array "$array"
 expect_exit 5 "array $array already ended" -- "$corral" cancel --array "$array"
 expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
-expect_exit 2 "give a job id or --array" -- "$corral" cancel
+expect_exit 2 "give job ids or --array" -- "$corral" cancel
 
 # CPU slots: --cpus is whole CPUs per process (a part asks N x --procs-per-node), --cpu-milli per
 # part, one of them; a job without GPUs asks 1 CPU per process unless it says otherwise, and the

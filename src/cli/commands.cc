@@ -199,7 +199,8 @@ struct SubmitFlags {
   std::optional<int> gpus, gpu_milli, tasks, priority, max_restarts;
   std::optional<int> nodes, gpus_per_node, procs_per_node;
   std::string launcher, environment;
-  std::optional<int64_t> cpus, cpu_milli, memory_mib, time_limit_s;
+  std::optional<int64_t> cpus, cpu_milli, memory_mib;
+  std::optional<std::string> time_limit;  // as typed: ParseTimeLimit's forms
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
   bool no_check = false;                    // --no-check: the server alone checks the spec
@@ -284,7 +285,11 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.launcher.empty()) spec["launcher"] = f.launcher;
   if (f.priority) spec["priority"] = *f.priority;
   if (f.max_restarts) spec["max_restarts"] = *f.max_restarts;
-  if (f.time_limit_s) spec["time_limit_s"] = *f.time_limit_s;
+  if (f.time_limit) {
+    auto limit = ParseTimeLimit(*f.time_limit, "--time-limit");
+    if (!limit.ok()) return limit.status();
+    spec["time_limit_s"] = limit->value();
+  }
   auto env = EnvFlags(f.env);
   if (!env.ok()) return env.status();
   for (const auto& [name, value] : env->items()) spec["env"][name] = value;
@@ -398,7 +403,8 @@ void AddSubmit(CLI::App& app, int* exit_code) {
                 "none, torchrun, mpi, deepspeed, tf or jax: how parts start their processes and "
                 "which rendezvous variables they get (docs/distributed.md)");
   c->add_option("--priority", f->priority, "Priority (higher runs first)");
-  c->add_option("--time-limit", f->time_limit_s, "Time limit, seconds");
+  c->add_option("--time-limit", f->time_limit,
+                "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
   c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
@@ -459,6 +465,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
     bool all = false, follow = false, stderr_stream = false;
     std::string state, output = "table", user, name, sort, cursor;
     int64_t id = -1, before = 0, generation = 0, array = 0;
+    std::vector<int64_t> ids;  // cancel's
     int task = 0, limit = 0;
   };
   auto f = std::make_shared<Flags>();
@@ -565,14 +572,15 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
 
   CLI::App* cancel = app.add_subcommand(
       "cancel", "Cancel a job, or with --array every element of an array not yet ended");
-  cancel->add_option("id", f->id, "Job id (one element of an array cancels that element)");
+  cancel->add_option("id", f->ids, "Job ids (one element of an array cancels that element)")
+      ->check(CLI::PositiveNumber);
   cancel->add_option("--array", f->array, "Array id")->check(CLI::PositiveNumber);
   out_opt(cancel);
   cancel->callback([f, exit_code, cancel] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       const bool array = cancel->count("--array") > 0;
       if (array == (cancel->count("id") > 0)) {
-        return InvalidArgument("cancel: give a job id or --array ARRAY_ID (one of them)");
+        return InvalidArgument("cancel: give job ids or --array ARRAY_ID (one of them)");
       }
       if (array) {
         auto r =
@@ -583,10 +591,34 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
                         std::to_string(r->value("ids", json::array()).size()) + " jobs");
         return Status::Ok();
       }
-      auto r = client.Post("/api/v1/jobs/" + std::to_string(f->id) + "/cancel", json::object());
-      if (!r.ok()) return r.status();
-      PrintAnswer(*r, f->output, "cancelling job " + std::to_string(f->id));
-      return Status::Ok();
+      // Every job is asked, whatever the others answer; the first refusal is the error, with
+      // every refused id in its message.
+      std::optional<Status> refused;
+      std::string refusals;
+      json answers = json::array();
+      size_t cancelled = 0;
+      for (int64_t id : f->ids) {
+        auto r = client.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
+        if (!r.ok()) {
+          if (!refused) refused = r.status();
+          refusals += (refusals.empty() ? "" : "; ") + r.status().message();
+          continue;
+        }
+        ++cancelled;
+        if (f->output == "json") {
+          answers.push_back(*r);
+        } else {
+          std::cout << "cancelling job " << id << "\n";
+        }
+      }
+      if (f->output == "json" && !answers.empty()) {
+        std::cout << (f->ids.size() == 1 ? answers[0] : answers).dump(2) << "\n";
+      }
+      if (!refused) return Status::Ok();
+      if (f->ids.size() == 1) return *refused;
+      return Status(refused->code(), "cancel: " + std::to_string(f->ids.size() - cancelled) +
+                                         " of " + std::to_string(f->ids.size()) +
+                                         " not cancelled: " + refusals);
     });
   });
 

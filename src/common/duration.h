@@ -18,6 +18,12 @@ inline constexpr Seconds kMaxDuration{int64_t{1} << 40};
 // (a flag: "--expires: expected a duration like 90s, 30m, 2h or 1d, got '5x'").
 Result<Seconds> ParseDuration(std::string_view text, const std::string& what);
 
+// A time limit as people type one: what ParseDuration takes ("90" is seconds), units in
+// decreasing order without repeats ("2h30m", "1d12h", "1h0m30s"), or Slurm's clock forms:
+// "M:SS", "H:MM:SS", "D-H", "D-H:MM", "D-H:MM:SS" (a field after the first is below 60). At most
+// kMaxDuration. InvalidArgument naming `what` and the forms it takes.
+Result<Seconds> ParseTimeLimit(std::string_view text, const std::string& what);
+
 // Milliseconds, from what ParseDuration takes or a whole number followed by "ms" ("500ms",
 // "3s"). InvalidArgument naming `what`.
 Result<int64_t> ParseDurationMs(std::string_view text, const std::string& what);

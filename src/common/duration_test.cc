@@ -1,9 +1,14 @@
 #include "common/duration.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <utility>
 
 namespace corral {
 namespace {
+
+using ::testing::HasSubstr;
 
 TEST(ParseDurationTest, AWholeNumberWithOneUnit) {
   EXPECT_EQ(ParseDuration("90", "--x")->value(), 90);
@@ -39,6 +44,65 @@ TEST(ParseDurationMsTest, TakesMillisecondsAndEveryLongerUnit) {
               std::string("--lease-duration: expected a duration like 500ms, 3s or 1m, got '") +
                   bad + "'");
   }
+}
+
+TEST(ParseTimeLimitTest, SecondsUnitsAndSlurmsClockForms) {
+  const std::pair<const char*, int64_t> cases[] = {
+      {"90", 90},
+      {"90s", 90},
+      {"90m", 5400},
+      {"2h", 7200},
+      {"1d", 86400},
+      {"2h30m", 9000},
+      {"1d12h", 129600},
+      {"1h0m30s", 3630},
+      {"0:02", 2},
+      {"0:00:02", 2},
+      {"1:30:00", 5400},
+      {"10:00", 600},
+      {"2-0", 172800},
+      {"1-2:30", 95400},
+      {"2-00:00:00", 172800},
+      {"1-00:00:01", 86401},
+      {"100:00:00", 360000},
+      {"0", 0},
+  };
+  for (const auto& [text, seconds] : cases) {
+    auto parsed = ParseTimeLimit(text, "--time-limit");
+    ASSERT_TRUE(parsed.ok()) << text << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->value(), seconds) << text;
+  }
+}
+
+TEST(ParseTimeLimitTest, AnythingElseIsRefusedNamingTheFlagAndTheForms) {
+  for (const char* text : {"",
+                           "h",
+                           "2x",
+                           "-1",
+                           "1h2h",
+                           "30m1h",
+                           "1.5h",
+                           "2h30",
+                           "1:60",
+                           "1:00:60",
+                           "1:2:3:4",
+                           "5:",
+                           ":5",
+                           "-1:00",
+                           "1-",
+                           "1--2",
+                           "a-1:00",
+                           "1-1:00:00:00",
+                           "99999999999999999999",
+                           "1099511627777",
+                           "1099511627776d"}) {
+    auto refused = ParseTimeLimit(text, "--time-limit");
+    ASSERT_FALSE(refused.ok()) << text;
+    EXPECT_THAT(refused.status().message(), HasSubstr("--time-limit"));
+    EXPECT_THAT(refused.status().message(), HasSubstr("2h30m"));
+  }
+  // The longest one taken, to the second.
+  EXPECT_EQ(ParseTimeLimit("1099511627776", "t")->value(), kMaxDuration.value());
 }
 
 }  // namespace
