@@ -50,6 +50,19 @@ printf '{"id":0,"submit_time":0,"duration":1,"resources":{"gpus":2,"gpu_milli":5
 
 # Usage errors exit 2 and name the culprit.
 expect_exit 2 "" -- "$corral"
+# A mistyped command or flag is named, with the nearest known one; the job's words after "--"
+# are never taken for flags.
+expect_exit 2 "^corral: unknown command 'sbumit' \(did you mean 'submit'\?\)$" -- "$corral" sbumit
+expect_exit 2 "^corral: unknown command 'frobnicate'$" -- "$corral" frobnicate
+expect_exit 2 "^corral: unknown command 'crate' for 'corral project' \(did you mean 'create'\?\)$" -- \
+  "$corral" project crate x
+expect_exit 2 "^corral: unknown flag --limt for 'corral jobs' \(did you mean --limit\?\)$" -- \
+  "$corral" jobs --limt 3
+expect_exit 2 "^corral: unknown flag --gpu for 'corral submit' \(did you mean --gpus\?\)$" -- \
+  "$corral" submit --gpu 2 -- true
+expect_exit 2 "^corral: unknown flag --lisen for 'corral server' \(did you mean --listen\?\)$" -- \
+  "$corral" server --lisen 127.0.0.1:1
+expect_exit 2 "--limit: 1 required INT missing" -- "$corral" jobs --limit
 expect_exit 2 "subcommand is required" -- "$corral" sim
 expect_exit 2 "unknown placement policy 'nope'" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy nope
@@ -244,7 +257,13 @@ free_port() {
 # bad one is refused naming the field (exit 2) without a request, so a server where nothing
 # listens is never reached; a good one is sent and finds nothing there (exit 1).
 nowhere=(env CORRAL_SERVER="http://127.0.0.1:$(free_port)" CORRAL_TOKEN=none CORRAL_RETRY_TIMEOUT=0.5)
-expect_exit 1 "cannot reach the server" -- "${nowhere[@]}" "$corral" submit -- true
+expect_exit 1 "cannot reach the server .*tried http://127.0.0.1:[0-9]+ .*Is the server running there\? The address is CORRAL_SERVER's$" -- \
+  "${nowhere[@]}" "$corral" submit -- true
+mkdir -p "$work/xdg/corral"
+printf '{"server": "%s", "token": "none"}' "$(sed 's/.*CORRAL_SERVER=\([^ ]*\).*/\1/' <<<"${nowhere[*]}")" \
+  >"$work/xdg/corral/config"
+expect_exit 1 "Is the server running there\? The address is from $work/xdg/corral/config \('corral login' writes it\)$" -- \
+  env -u CORRAL_SERVER -u CORRAL_TOKEN XDG_CONFIG_HOME="$work/xdg" CORRAL_RETRY_TIMEOUT=0.5 "$corral" jobs
 expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
   "${nowhere[@]}" "$corral" submit --gpus -3 -- true
 # Time limits as people type them (seconds, units, Slurm's clock forms); anything else names
@@ -325,6 +344,13 @@ for form in 90:90 0:00:02:2 2h30m:9000 1-00:00:01:86401; do
   expect_json "j['spec']['time_limit_s'] == ${form##*:}" -- "$corral" job show "$limit_id" -o json
   "$corral" cancel "$limit_id" >/dev/null
 done
+# job show says the limit, the predicted run (never beyond the limit) and the estimated start.
+limit_id=$("$corral" submit --gpus 64 --time-limit 0:30:00 -o json -- true |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+expect_exit 0 "^  time limit: 30m$" -- "$corral" job show "$limit_id"
+expect_exit 0 "^  predicted run: 30m \([0-9]+ % confident; time limit \(predicted .*\)\)$" -- \
+  "$corral" job show "$limit_id"
+"$corral" cancel "$limit_id" >/dev/null
 expect_json 'j == {"status": "cancelling"}' -- "$corral" cancel "$id1" -o json
 expect_exit 0 "^cancelling job $id2\$" -- "$corral" cancel "$id2"
 # Several ids: each is asked; the refused ones are named and the exit code is the first refusal's.

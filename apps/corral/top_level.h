@@ -6,8 +6,10 @@
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "common/build_info.h"
+#include "common/strings.h"
 
 namespace corral {
 
@@ -19,12 +21,64 @@ inline void SetUpTopLevel(CLI::App& app) {
                        std::string("corral ") + kVersion + " (commit " + kCommit + ")");
 }
 
+// For a usage error in argv: the first word that names no subcommand where one is expected,
+// or the first long flag the (sub)command lacks, said with the nearest known name ("did you
+// mean"); "" when every word is known (the error is something else: a missing value, a bad
+// number). Words after "--" are the job's, never looked at.
+inline std::string UnknownWord(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  std::string path = "corral";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) == 0) {
+      const std::string flag = arg.substr(0, arg.find('='));
+      if (at->get_option_no_throw(flag) != nullptr) continue;
+      std::vector<std::string> known;
+      for (const CLI::Option* option : at->get_options()) {
+        for (const std::string& name : option->get_lnames()) known.push_back(name);
+      }
+      const std::string near = NearestName(flag.substr(2), known);
+      return "unknown flag " + flag + " for '" + path + "'" +
+             (near.empty() ? "" : " (did you mean --" + near + "?)");
+    }
+    if (arg.rfind('-', 0) == 0) continue;  // a short flag: CLI11's own message says enough
+    const auto named = at->get_subcommands(
+        [&](const CLI::App* sub) { return !sub->get_name().empty() && sub->check_name(arg); });
+    if (!named.empty()) {
+      at = named.front();
+      path += " " + arg;
+      continue;
+    }
+    // A word where a subcommand is expected (the command takes no positional argument). Option
+    // groups are subcommands without a name.
+    const auto subcommands =
+        at->get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
+    const bool positional =
+        !at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
+    if (subcommands.empty() || positional) continue;
+    std::vector<std::string> names;
+    for (const CLI::App* sub : subcommands) names.push_back(sub->get_name());
+    const std::string near = NearestName(arg, names);
+    return "unknown command '" + arg + "'" + (path == "corral" ? "" : " for '" + path + "'") +
+           (near.empty() ? "" : " (did you mean '" + near + "'?)");
+  }
+  return "";
+}
+
 // Parses argv into `app` and runs what it names: `exit_code` as the command set it, 0 for help
-// and --version, 2 for a usage error, 1 for anything thrown.
+// and --version, 2 for a usage error (naming an unknown command or flag with the nearest known
+// one, UnknownWord), 1 for anything thrown.
 inline int ParseAndRun(CLI::App& app, int argc, char** argv, const int& exit_code) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() != 0) {
+      if (const std::string unknown = UnknownWord(app, argc, argv); !unknown.empty()) {
+        std::cerr << "corral: " << unknown << "\nRun with --help for more information.\n";
+        return 2;
+      }
+    }
     return app.exit(e) == 0 ? 0 : 2;
   } catch (const std::exception& e) {
     // Nothing should throw past a module boundary; if something does, fail cleanly.

@@ -139,6 +139,7 @@ Result<ClientConfig> LoadClientConfig() {
   Result<ServerList> list = ServerList::Parse(servers);
   if (!list.ok()) return InvalidArgument(servers_from + ": " + list.status().message());
   c.servers = *std::move(list);
+  c.servers_from = servers_from;
   return c;
 }
 
@@ -213,6 +214,14 @@ Result<HttpResult> ApiClient::Search(Idempotency idempotency, const HttpRequest&
         answered_ = search.url();
         return r;
       case LeaderSearch::Step::kFailed:
+        // No server answered at all: say where the address came from and what to check.
+        if (next.unreachable && !config_.servers_from.empty()) {
+          return Status(next.error.code(),
+                        next.error.message() + ". Is the server running there? The address is " +
+                            (config_.servers_from == "CORRAL_SERVER"
+                                 ? std::string("CORRAL_SERVER's")
+                                 : "from " + config_.servers_from + " ('corral login' writes it)"));
+        }
         return next.error;
       case LeaderSearch::Step::kRetry:
         std::this_thread::sleep_for(next.wait);

@@ -42,6 +42,8 @@ struct ClientConfig {
   std::chrono::milliseconds retry_timeout = kDefaultRetryTimeout;
   // How long one command waits on busy answers in all (kBusyBudget; tests shorten it).
   std::chrono::milliseconds busy_budget = kBusyBudget;
+  // Where `servers` came from, for errors: "CORRAL_SERVER" or the config file's path.
+  std::string servers_from;
 };
 
 // Path of the config file: $XDG_CONFIG_HOME/corral/config or ~/.config/corral/config.

@@ -351,10 +351,20 @@ void PrintJob(const protocol::JobView& view) {
   std::cout << "  resources per task: gpus " << r.gpus.value() << "  gpu_milli "
             << r.gpu_milli.value() << "  cpu_milli " << r.cpu.value() << "  memory_mib "
             << r.memory.value() << "\n";
+  std::cout << "  time limit: "
+            << (view.spec.time_limit_s > 0 ? FormatDuration(Seconds(view.spec.time_limit_s))
+                                           : std::string("none"))
+            << "\n";
+  if (view.predicted_run_s) {
+    const protocol::RuntimePrediction& p = *view.predicted_run_s;
+    std::cout << "  predicted run: " << FormatDuration(p.estimate) << " ("
+              << static_cast<int>(p.confidence * 100 + 0.5) << " % confident; " << p.basis << ")\n";
+  }
   if (j.pending_reason) {
     std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
               << ")\n";
   }
+  if (j.estimated_start) std::cout << "  estimated start: " << Time(j.estimated_start) << "\n";
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
   for (const protocol::TaskView& t : view.tasks) {

@@ -137,6 +137,20 @@ Result<Seconds> ParseTimeLimit(std::string_view text, const std::string& what) {
   return Seconds(*seconds);
 }
 
+std::string FormatDuration(Seconds seconds) {
+  int64_t left = seconds.value();
+  if (left == 0) return "0s";
+  std::string text = left < 0 ? "-" : "";
+  // Negated unit by unit, so that the most negative value needs no negation of its own.
+  for (const auto& [unit, size] :
+       {std::pair{'d', int64_t{86400}}, {'h', 3600}, {'m', 60}, {'s', 1}}) {
+    const int64_t count = left / size;
+    left -= count * size;
+    if (count != 0) text += std::to_string(count < 0 ? -count : count) + unit;
+  }
+  return text;
+}
+
 Result<int64_t> ParseDurationMs(std::string_view text, const std::string& what) {
   if (text.size() > 2 && text.substr(text.size() - 2) == "ms") {
     int64_t value = 0;

@@ -24,6 +24,10 @@ Result<Seconds> ParseDuration(std::string_view text, const std::string& what);
 // kMaxDuration. InvalidArgument naming `what` and the forms it takes.
 Result<Seconds> ParseTimeLimit(std::string_view text, const std::string& what);
 
+// `seconds` in the units form ParseTimeLimit reads back: "2h30m", "1d4h", "45s", "0s" (every
+// non-zero unit from days down; negative durations as "-" and the rest).
+std::string FormatDuration(Seconds seconds);
+
 // Milliseconds, from what ParseDuration takes or a whole number followed by "ms" ("500ms",
 // "3s"). InvalidArgument naming `what`.
 Result<int64_t> ParseDurationMs(std::string_view text, const std::string& what);

@@ -105,5 +105,16 @@ TEST(ParseTimeLimitTest, AnythingElseIsRefusedNamingTheFlagAndTheForms) {
   EXPECT_EQ(ParseTimeLimit("1099511627776", "t")->value(), kMaxDuration.value());
 }
 
+TEST(FormatDurationTest, UnitsFromDaysDownThatParseTimeLimitReadsBack) {
+  EXPECT_EQ(FormatDuration(Seconds(0)), "0s");
+  EXPECT_EQ(FormatDuration(Seconds(45)), "45s");
+  EXPECT_EQ(FormatDuration(Seconds(9000)), "2h30m");
+  EXPECT_EQ(FormatDuration(Seconds(86401)), "1d1s");
+  EXPECT_EQ(FormatDuration(Seconds(-90)), "-1m30s");
+  for (int64_t s : {int64_t{1}, int64_t{59}, int64_t{3600}, int64_t{95400}, kMaxDuration.value()}) {
+    EXPECT_EQ(ParseTimeLimit(FormatDuration(Seconds(s)), "t")->value(), s) << s;
+  }
+}
+
 }  // namespace
 }  // namespace corral

@@ -104,6 +104,9 @@ class LeaderSearch {
     Step step = Step::kDone;
     std::chrono::milliseconds wait{0};  // kRetry: before sending to url()
     Status error;                       // kFailed: names each URL tried and what it answered
+    // kFailed: no server could be connected to, at any attempt, until the deadline (false:
+    // one answered, if only that it is not the leader, or a request was lost after sending).
+    bool unreachable = false;
   };
   // Records `attempt` at url(), `elapsed` after the search began, and decides: kDone for an
   // answer; kFailed when a non-idempotent request was lost after sending (not sent again) or
@@ -132,6 +135,7 @@ class LeaderSearch {
   int rounds_ = 0;   // rounds begun after the first (each after a wait)
   std::vector<std::string> in_round_;  // the URLs tried in this round, url_ included
   std::vector<Tries> tried_;
+  bool connected_ = false;  // an attempt made a connection (its outcome not kNotConnected)
 };
 
 }  // namespace corral

@@ -155,6 +155,7 @@ TEST(LeaderSearchTest, ANonIdempotentRequestLostAfterSendingIsNotSentAgain) {
   ASSERT_EQ(submit.Next(Refused(), milliseconds(0)).step, LeaderSearch::Step::kRetry);
   LeaderSearch::Decision d = submit.Next(Reset(), milliseconds(0));
   EXPECT_EQ(d.step, LeaderSearch::Step::kFailed);
+  EXPECT_FALSE(d.unreachable);
   EXPECT_EQ(d.error.code(), StatusCode::kIoError);
   EXPECT_THAT(d.error.message(), HasSubstr("no answer from http://b once the request was sent "
                                            "(no answer (connection reset)): not sent again"));
@@ -176,11 +177,14 @@ TEST(LeaderSearchTest, GivesUpAtTheDeadlineNamingEachUrlAndItsAnswer) {
   EXPECT_EQ(d.error.message(),
             "cannot reach a leader within 1 s: tried http://a (could not connect, 2 times), "
             "http://b (503: this server is not the leader, 2 times)");
+  EXPECT_FALSE(d.unreachable);  // b answered: running, not the leader
   // One server: the words of a single-server client.
   ServerList one = List("http://a");
   LeaderSearch single(one, "", Idempotency::kIdempotent, milliseconds(0));
-  EXPECT_EQ(single.Next(Refused(), milliseconds(1)).error.message(),
+  const LeaderSearch::Decision none = single.Next(Refused(), milliseconds(1));
+  EXPECT_EQ(none.error.message(),
             "cannot reach the server within 0 s: tried http://a (could not connect)");
+  EXPECT_TRUE(none.unreachable);  // nothing there: the client says what to check
 }
 
 TEST(LeaderSearchTest, WithoutADeadlineItNeverGivesUp) {

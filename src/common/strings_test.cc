@@ -29,5 +29,20 @@ TEST(StringsTest, SplitKeepsEmptyParts) {
   EXPECT_EQ(Split("user,", ','), (std::vector<std::string>{"user", ""}));
 }
 
+TEST(StringsTest, NearestNameSuggestsOnlyWhatIsFewEditsAway) {
+  const std::vector<std::string> commands = {"submit", "jobs", "job", "cancel", "logs", "nodes"};
+  EXPECT_EQ(NearestName("sbumit", commands), "submit");  // two neighbours swapped: one edit
+  EXPECT_EQ(NearestName("submt", commands), "submit");
+  EXPECT_EQ(NearestName("cancle", commands), "cancel");
+  EXPECT_EQ(NearestName("node", commands), "nodes");
+  EXPECT_EQ(NearestName("jobz", commands), "jobs");  // the first of the equally close
+  EXPECT_EQ(NearestName("frobnicate", commands), "");
+  EXPECT_EQ(NearestName("xy", commands), "");
+  EXPECT_EQ(NearestName("", commands), "");
+  EXPECT_EQ(NearestName("gpux", {"gpus", "gpu-milli", "gpu-model"}), "gpus");
+  EXPECT_EQ(NearestName("limt", {"limit", "all", "state"}), "limit");
+  EXPECT_EQ(NearestName(std::string(65, 'a'), {std::string(65, 'a')}), "");
+}
+
 }  // namespace
 }  // namespace corral

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <iostream>
 
+#include "common/duration.h"
 #include "common/random_id.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
@@ -373,6 +374,12 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
     const predict::Prediction p =
         predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
     out.predicted_run_s = protocol::RuntimePrediction{p.estimate, p.confidence, p.basis};
+    // As the scheduler plans it (Scheduler::EstimateOf): never beyond the job's time limit.
+    if (spec->time_limit_s > 0 && p.estimate.value() > spec->time_limit_s) {
+      out.predicted_run_s->estimate = Seconds(spec->time_limit_s);
+      out.predicted_run_s->basis =
+          "time limit (predicted " + FormatDuration(p.estimate) + " by " + p.basis + ")";
+    }
   }
   const std::shared_ptr<const ReadView> view = view_.Get();
   if (const std::string* unreachable = view->UnreachableReason(id)) {

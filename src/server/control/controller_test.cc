@@ -1764,6 +1764,12 @@ TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
   // A restarted server learns again from the store.
   Restart();
   EXPECT_EQ((*JobJson(alice_, waiting))["predicted_run_s"]["estimate"], 50);
+  // Never beyond the job's time limit, as the scheduler plans it.
+  spec["time_limit_s"] = 20;
+  const JobId limited = Submit(spec);
+  EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["estimate"], 20);
+  EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["basis"],
+            "time limit (predicted 50s by user+similar-name)");
 }
 
 }  // namespace
