@@ -28,12 +28,22 @@ inline void SetUpTopLevel(CLI::App& app) {
 inline std::string UnknownWord(const CLI::App& app, int argc, char** argv) {
   const CLI::App* at = &app;
   std::string path = "corral";
+  bool positional_seen = false;  // at `at`: a word taken as a positional argument
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--") break;
     if (arg.rfind("--", 0) == 0) {
       const std::string flag = arg.substr(0, arg.find('='));
-      if (at->get_option_no_throw(flag) != nullptr) continue;
+      if (const CLI::Option* known = at->get_option_no_throw(flag)) {
+        // Its value is the next word ("--gpus 2"), unless given as "--gpus=2".
+        if (known->get_type_size_max() > 0 && arg.find('=') == std::string::npos) ++i;
+        continue;
+      }
+      // After the command's first word, an unknown flag is most likely the job's own.
+      if (positional_seen) {
+        return "unknown flag " + flag + " for '" + path + "': the job's own flags go after -- (" +
+               path + " [FLAGS] -- COMMAND ARGS)";
+      }
       std::vector<std::string> known;
       for (const CLI::Option* option : at->get_options()) {
         for (const std::string& name : option->get_lnames()) known.push_back(name);
@@ -48,6 +58,7 @@ inline std::string UnknownWord(const CLI::App& app, int argc, char** argv) {
     if (!named.empty()) {
       at = named.front();
       path += " " + arg;
+      positional_seen = false;
       continue;
     }
     // A word where a subcommand is expected (the command takes no positional argument). Option
@@ -56,9 +67,15 @@ inline std::string UnknownWord(const CLI::App& app, int argc, char** argv) {
         at->get_subcommands([](const CLI::App* sub) { return !sub->get_name().empty(); });
     const bool positional =
         !at->get_options([](const CLI::Option* o) { return o->get_positional(); }).empty();
-    if (subcommands.empty() || positional) continue;
+    if (subcommands.empty() || positional) {
+      positional_seen = positional_seen || positional;
+      continue;
+    }
     std::vector<std::string> names;
-    for (const CLI::App* sub : subcommands) names.push_back(sub->get_name());
+    for (const CLI::App* sub : subcommands) {
+      names.push_back(sub->get_name());
+      for (const std::string& alias : sub->get_aliases()) names.push_back(alias);
+    }
     const std::string near = NearestName(arg, names);
     return "unknown command '" + arg + "'" + (path == "corral" ? "" : " for '" + path + "'") +
            (near.empty() ? "" : " (did you mean '" + near + "'?)");

@@ -214,13 +214,12 @@ Result<HttpResult> ApiClient::Search(Idempotency idempotency, const HttpRequest&
         answered_ = search.url();
         return r;
       case LeaderSearch::Step::kFailed:
-        // No server answered at all: say where the address came from and what to check.
+        // Nothing listened at any address: say where the address came from and what to check.
         if (next.unreachable && !config_.servers_from.empty()) {
           return Status(next.error.code(),
-                        next.error.message() + ". Is the server running there? The address is " +
-                            (config_.servers_from == "CORRAL_SERVER"
-                                 ? std::string("CORRAL_SERVER's")
-                                 : "from " + config_.servers_from + " ('corral login' writes it)"));
+                        next.error.message() + ". Is the server running there? (address from " +
+                            config_.servers_from +
+                            "; change it, or run 'corral login --server URL --token T')");
         }
         return next.error;
       case LeaderSearch::Step::kRetry:

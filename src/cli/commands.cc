@@ -357,8 +357,13 @@ void PrintJob(const protocol::JobView& view) {
             << "\n";
   if (view.predicted_run_s) {
     const protocol::RuntimePrediction& p = *view.predicted_run_s;
-    std::cout << "  predicted run: " << FormatDuration(p.estimate) << " ("
-              << static_cast<int>(p.confidence * 100 + 0.5) << " % confident; " << p.basis << ")\n";
+    std::cout << "  predicted run: " << FormatDuration(p.estimate);
+    if (p.basis == protocol::kTimeLimitBasis) {
+      std::cout << " (its time limit: the prediction was longer)\n";
+    } else {
+      std::cout << " (from " << p.basis << ", " << static_cast<int>(p.confidence * 100 + 0.5)
+                << " % confident)\n";
+    }
   }
   if (j.pending_reason) {
     std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
@@ -414,7 +419,7 @@ void AddSubmit(CLI::App& app, int* exit_code) {
                 "which rendezvous variables they get (docs/distributed.md)");
   c->add_option("--priority", f->priority, "Priority (higher runs first)");
   c->add_option("--time-limit", f->time_limit,
-                "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS");
+                "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS (0: none)");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
   c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
@@ -581,7 +586,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   });
 
   CLI::App* cancel = app.add_subcommand(
-      "cancel", "Cancel a job, or with --array every element of an array not yet ended");
+      "cancel", "Cancel jobs, or with --array every element of an array not yet ended");
   cancel->add_option("id", f->ids, "Job ids (one element of an array cancels that element)")
       ->check(CLI::PositiveNumber);
   cancel->add_option("--array", f->array, "Array id")->check(CLI::PositiveNumber);
@@ -601,22 +606,28 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
                         std::to_string(r->value("ids", json::array()).size()) + " jobs");
         return Status::Ok();
       }
-      // Every job is asked, whatever the others answer; the first refusal is the error, with
-      // every refused id in its message.
-      std::optional<Status> refused;
-      std::string refusals;
+      // Every job is asked, whatever the others answer, but no more once the server cannot
+      // be reached; the first failure is the error, with every id not cancelled in its
+      // message. -o json: the answer for one id, else [{"id": N, ...answer}] of those cancelled.
+      std::optional<Status> failed;
+      std::string failures;
       json answers = json::array();
-      size_t cancelled = 0;
+      size_t cancelled = 0, asked = 0;
       for (int64_t id : f->ids) {
+        ++asked;
         auto r = client.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
         if (!r.ok()) {
-          if (!refused) refused = r.status();
-          refusals += (refusals.empty() ? "" : "; ") + r.status().message();
+          if (!failed) failed = r.status();
+          failures += (failures.empty() ? "" : "; ") + r.status().message();
+          const StatusCode code = r.status().code();
+          if (code == StatusCode::kIoError || code == StatusCode::kUnavailable) break;
           continue;
         }
         ++cancelled;
         if (f->output == "json") {
-          answers.push_back(*r);
+          json answer = *r;
+          if (f->ids.size() > 1) answer["id"] = id;
+          answers.push_back(std::move(answer));
         } else {
           std::cout << "cancelling job " << id << "\n";
         }
@@ -624,11 +635,14 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (f->output == "json" && !answers.empty()) {
         std::cout << (f->ids.size() == 1 ? answers[0] : answers).dump(2) << "\n";
       }
-      if (!refused) return Status::Ok();
-      if (f->ids.size() == 1) return *refused;
-      return Status(refused->code(), "cancel: " + std::to_string(f->ids.size() - cancelled) +
-                                         " of " + std::to_string(f->ids.size()) +
-                                         " not cancelled: " + refusals);
+      if (!failed) return Status::Ok();
+      if (f->ids.size() == 1) return *failed;
+      if (asked < f->ids.size()) {
+        failures += "; not asked: " + std::to_string(f->ids.size() - asked) + " more";
+      }
+      return Status(failed->code(), "cancel: " + std::to_string(f->ids.size() - cancelled) +
+                                        " of " + std::to_string(f->ids.size()) +
+                                        " not cancelled: " + failures);
     });
   });
 

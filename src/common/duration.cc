@@ -9,34 +9,17 @@
 
 namespace corral {
 
-Result<Seconds> ParseDuration(std::string_view text, const std::string& what) {
-  int64_t value = 0;
-  const char* begin = text.data();
-  const char* end = begin + text.size();
-  auto [number_end, err] = std::from_chars(begin, end, value);
-  const std::string_view unit(number_end, static_cast<size_t>(end - number_end));
-  int64_t scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  if (unit == "m") scale = 60;
-  if (unit == "h") scale = 3600;
-  if (unit == "d") scale = 86400;
-  if (err != std::errc() || number_end == begin || value < 0 || scale == 0 ||
-      value > kMaxDuration.value() / scale) {
-    return InvalidArgument(what + ": expected a duration like 90s, 30m, 2h or 1d, got '" +
-                           std::string(text) + "'");
-  }
-  return Seconds(value * scale);
-}
-
 namespace {
 
 // A whole number that is all of `text` (no sign), or nullopt.
 std::optional<int64_t> WholeNumber(std::string_view text) {
-  int64_t value = 0;
-  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || err != std::errc() || end != text.data() + text.size() || value < 0) {
+  // Digits only: from_chars alone would take a sign ("-0").
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
     return std::nullopt;
   }
+  int64_t value = 0;
+  auto [end, err] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (err != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
 }
 
@@ -119,14 +102,23 @@ std::optional<int64_t> ClockForm(std::string_view text) {
 
 }  // namespace
 
+Result<Seconds> ParseDuration(std::string_view text, const std::string& what) {
+  std::optional<int64_t> seconds = WholeNumber(text);
+  if (seconds && *seconds > kMaxDuration.value()) seconds.reset();
+  if (!seconds) seconds = UnitsForm(text);
+  if (!seconds) {
+    return InvalidArgument(what + ": expected a duration like 90s, 30m, 2h or 1d, got '" +
+                           std::string(text) + "'");
+  }
+  return Seconds(*seconds);
+}
+
 Result<Seconds> ParseTimeLimit(std::string_view text, const std::string& what) {
   std::optional<int64_t> seconds;
   if (text.find_first_of(":-") != std::string_view::npos) {
     seconds = ClockForm(text);
-  } else if (auto plain = WholeNumber(text)) {
-    if (*plain <= kMaxDuration.value()) seconds = plain;
-  } else {
-    seconds = UnitsForm(text);
+  } else if (Result<Seconds> plain = ParseDuration(text, what); plain.ok()) {
+    seconds = plain->value();
   }
   if (!seconds) {
     return InvalidArgument(what +

@@ -13,19 +13,20 @@ namespace corral {
 // Unix time cannot overflow.
 inline constexpr Seconds kMaxDuration{int64_t{1} << 40};
 
-// Seconds from a whole number followed by at most one unit: none or "s" (seconds), "m"
-// (minutes), "h" (hours), "d" (days). 0 and at most kMaxDuration. InvalidArgument naming `what`
-// (a flag: "--expires: expected a duration like 90s, 30m, 2h or 1d, got '5x'").
+// Seconds from a whole number (seconds), or numbers each followed by a unit, units in
+// decreasing order without repeats: "90s", "30m", "2h30m", "1d12h" ("s", "m", "h", "d"). 0 and
+// at most kMaxDuration. InvalidArgument naming `what` (a flag: "--expires: expected a duration
+// like 90s, 30m, 2h or 1d, got '5x'").
 Result<Seconds> ParseDuration(std::string_view text, const std::string& what);
 
-// A time limit as people type one: what ParseDuration takes ("90" is seconds), units in
-// decreasing order without repeats ("2h30m", "1d12h", "1h0m30s"), or Slurm's clock forms:
-// "M:SS", "H:MM:SS", "D-H", "D-H:MM", "D-H:MM:SS" (a field after the first is below 60). At most
-// kMaxDuration. InvalidArgument naming `what` and the forms it takes.
+// A time limit as people type one: what ParseDuration takes ("90" is seconds, "2h30m"), or
+// Slurm's clock forms "M:SS", "H:MM:SS", "D-H", "D-H:MM", "D-H:MM:SS" (a field after the first
+// is below 60). At most kMaxDuration. InvalidArgument naming `what` and the forms it takes.
 Result<Seconds> ParseTimeLimit(std::string_view text, const std::string& what);
 
-// `seconds` in the units form ParseTimeLimit reads back: "2h30m", "1d4h", "45s", "0s" (every
-// non-zero unit from days down; negative durations as "-" and the rest).
+// `seconds` in the units form ParseDuration reads back: "2h30m", "1d4h", "45s", "0s" (every
+// non-zero unit from days down). A negative duration is written "-1m30s", which no parser
+// here takes.
 std::string FormatDuration(Seconds seconds);
 
 // Milliseconds, from what ParseDuration takes or a whole number followed by "ms" ("500ms",

@@ -19,6 +19,13 @@ TEST(ParseDurationTest, AWholeNumberWithOneUnit) {
   EXPECT_EQ(ParseDuration("0", "--x")->value(), 0);
 }
 
+TEST(ParseDurationTest, UnitsInDecreasingOrderAddUp) {
+  EXPECT_EQ(ParseDuration("1d12h", "--expires")->value(), 129600);
+  EXPECT_EQ(ParseDuration("1h30m", "--idle-timeout")->value(), 5400);
+  EXPECT_FALSE(ParseDuration("30m1h", "--x").ok());
+  EXPECT_FALSE(ParseDuration("1:30:00", "--x").ok());  // clock forms are time limits' only
+}
+
 TEST(ParseDurationTest, AnythingElseIsRefusedNamingTheFlag) {
   for (const char* bad : {"", "d", "5x", "1.5h", "-1s", "1dd", "2 h", "99999999999999999999d"}) {
     auto d = ParseDuration(bad, "--expires");
@@ -95,7 +102,10 @@ TEST(ParseTimeLimitTest, AnythingElseIsRefusedNamingTheFlagAndTheForms) {
                            "1-1:00:00:00",
                            "99999999999999999999",
                            "1099511627777",
-                           "1099511627776d"}) {
+                           "1099511627776d",
+                           "1--0",
+                           "1-1:-0",
+                           "+5"}) {
     auto refused = ParseTimeLimit(text, "--time-limit");
     ASSERT_FALSE(refused.ok()) << text;
     EXPECT_THAT(refused.status().message(), HasSubstr("--time-limit"));

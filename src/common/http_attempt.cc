@@ -22,9 +22,9 @@ Attempt Failure(const HttpOutcome& outcome) {
     case HttpFailure::kNone:
       break;
     case HttpFailure::kConnect:
-      return {Outcome::kNotConnected, "could not connect", ""};
+      return {Outcome::kNotConnected, "could not connect", "", true};
     case HttpFailure::kConnectTimeout:
-      return {Outcome::kNotConnected, "connect timed out", ""};
+      return {Outcome::kNotConnected, "connect timed out", "", true};
     case HttpFailure::kTlsHandshake:
       return {Outcome::kNotConnected, WithDetail("TLS handshake failed", detail), ""};
     case HttpFailure::kCertificate:

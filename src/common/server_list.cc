@@ -180,7 +180,7 @@ LeaderSearch::Decision LeaderSearch::Next(const Attempt& attempt,
   if (it == tried_.end()) it = tried_.insert(tried_.end(), Tries{url_, "", 0});
   it->detail = attempt.detail;
   ++it->count;
-  connected_ = connected_ || attempt.outcome != Outcome::kNotConnected;
+  listened_ = listened_ || !attempt.nothing_listening;
 
   if (attempt.outcome == Outcome::kAnswered) return {Step::kDone, {}, {}};
   if (attempt.outcome == Outcome::kLostAfterSend && idempotency_ == Idempotency::kNotIdempotent) {
@@ -208,7 +208,7 @@ LeaderSearch::Decision LeaderSearch::Next(const Attempt& attempt,
             {},
             IoError(std::string(one ? "cannot reach the server" : "cannot reach a leader") +
                     " within " + DurationText(*deadline_) + ": tried " + Tried()),
-            !connected_};
+            !listened_};
   }
   cursor_ = next_cursor;
   url_listed_ = !leader || leader_listed.has_value();

@@ -69,6 +69,9 @@ struct Attempt {
   std::string detail;
   // A 503's Corral-Leader header: the leader's base URL; "" when absent.
   std::string leader;
+  // kNotConnected because nothing accepted the connection (refused, or the connect timed out),
+  // as opposed to a TLS failure with a server that did.
+  bool nothing_listening = false;
 };
 
 // Whether a request may be sent again after it may have reached a server. Not idempotent
@@ -104,8 +107,9 @@ class LeaderSearch {
     Step step = Step::kDone;
     std::chrono::milliseconds wait{0};  // kRetry: before sending to url()
     Status error;                       // kFailed: names each URL tried and what it answered
-    // kFailed: no server could be connected to, at any attempt, until the deadline (false:
-    // one answered, if only that it is not the leader, or a request was lost after sending).
+    // kFailed: at every attempt until the deadline nothing accepted the connection
+    // (Attempt::nothing_listening; false: a server answered, if only that it is not the
+    // leader, a TLS handshake failed, or a request was lost after sending).
     bool unreachable = false;
   };
   // Records `attempt` at url(), `elapsed` after the search began, and decides: kDone for an
@@ -135,7 +139,7 @@ class LeaderSearch {
   int rounds_ = 0;   // rounds begun after the first (each after a wait)
   std::vector<std::string> in_round_;  // the URLs tried in this round, url_ included
   std::vector<Tries> tried_;
-  bool connected_ = false;  // an attempt made a connection (its outcome not kNotConnected)
+  bool listened_ = false;  // an attempt found something listening (!nothing_listening)
 };
 
 }  // namespace corral

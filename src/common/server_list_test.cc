@@ -72,7 +72,10 @@ TEST(RetryWaitTest, DoublingFromATenthToOneSecondARound) {
   EXPECT_EQ(waits, (std::vector<int64_t>{100, 200, 400, 800, 1000, 1000}));
 }
 
-Attempt Refused() { return {Outcome::kNotConnected, "could not connect", ""}; }
+Attempt Refused() { return {Outcome::kNotConnected, "could not connect", "", true}; }
+Attempt Untrusted() {
+  return {Outcome::kNotConnected, "its certificate is not trusted", "", false};
+}
 Attempt Reset() { return {Outcome::kLostAfterSend, "no answer (connection reset)", ""}; }
 Attempt Answered() { return {Outcome::kAnswered, "HTTP 201", ""}; }
 Attempt Follower(const std::string& leader) {
@@ -185,6 +188,9 @@ TEST(LeaderSearchTest, GivesUpAtTheDeadlineNamingEachUrlAndItsAnswer) {
   EXPECT_EQ(none.error.message(),
             "cannot reach the server within 0 s: tried http://a (could not connect)");
   EXPECT_TRUE(none.unreachable);  // nothing there: the client says what to check
+  // A server that listens but fails TLS is no unreachable one.
+  LeaderSearch tls(one, "", Idempotency::kIdempotent, milliseconds(0));
+  EXPECT_FALSE(tls.Next(Untrusted(), milliseconds(1)).unreachable);
 }
 
 TEST(LeaderSearchTest, WithoutADeadlineItNeverGivesUp) {

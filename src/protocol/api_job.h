@@ -99,10 +99,14 @@ struct TaskView {
 };
 
 // The run time the server predicts for a job (predict/runtime_predictor.h).
+// RuntimePrediction::basis when the job's time limit is shorter than what the predictor said:
+// the estimate is the limit (sched::PlannedRun).
+inline constexpr char kTimeLimitBasis[] = "time_limit";
+
 struct RuntimePrediction {
   Seconds estimate{0};
-  double confidence = 0;  // 0..1
-  std::string basis;      // what the estimate rests on
+  double confidence = 0;  // 0..1: the predictor's, for its own answer
+  std::string basis;      // the predictor's key (docs/prediction.md), or kTimeLimitBasis
   bool operator==(const RuntimePrediction&) const = default;
 };
 

@@ -195,11 +195,15 @@ const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {
   return it == config_.sharing.projects.end() ? kDefault : it->second;
 }
 
+Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit) {
+  Seconds planned = predicted.value() <= 0 ? Seconds(1) : predicted;
+  if (time_limit && time_limit->value() > 0) planned = std::min(planned, *time_limit);
+  return planned;
+}
+
 Seconds Scheduler::EstimateOf(const model::Job& job) const {
-  Seconds estimate = config_.estimate ? config_.estimate(job) : DefaultEstimate(job);
-  if (estimate.value() <= 0) estimate = Seconds(1);
-  if (job.time_limit && job.time_limit->value() > 0) estimate = std::min(estimate, *job.time_limit);
-  return estimate;
+  return PlannedRun(config_.estimate ? config_.estimate(job) : DefaultEstimate(job),
+                    job.time_limit);
 }
 
 Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {

@@ -122,6 +122,11 @@ struct QueueEntry {
   std::optional<Seconds> estimated_start;  // none when it cannot start even on an idle cluster
 };
 
+// The run time a job is planned for from its `predicted` one: at least 1 s, and never beyond its
+// `time_limit` when it has one (> 0). The scheduler's plans and the job view's prediction both
+// use it.
+Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit);
+
 class Scheduler {
  public:
   // Errors: unknown policy name, invalid sharing config.
@@ -245,7 +250,7 @@ class Scheduler {
   int GroupOf(const model::Job& job);
   const TaskRequest& RequestOf(Shape& shape);
   const ProjectPolicy& PolicyOf(const std::string& project) const;
-  Seconds EstimateOf(const model::Job& job) const;
+  Seconds EstimateOf(const model::Job& job) const;  // PlannedRun of the configured estimate
   // Places every task of one job of `shape` or none; returns the allocations on success.
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <iostream>
 
-#include "common/duration.h"
 #include "common/random_id.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
@@ -371,15 +370,13 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
   }
   if (!model::IsFinal(record->state)) {
     std::lock_guard predictor(predictor_mu_);
-    const predict::Prediction p =
-        predictor_.Predict(predict::RuntimePredictor::FeaturesOf(ToModelJob(*spec, *record)));
-    out.predicted_run_s = protocol::RuntimePrediction{p.estimate, p.confidence, p.basis};
-    // As the scheduler plans it (Scheduler::EstimateOf): never beyond the job's time limit.
-    if (spec->time_limit_s > 0 && p.estimate.value() > spec->time_limit_s) {
-      out.predicted_run_s->estimate = Seconds(spec->time_limit_s);
-      out.predicted_run_s->basis =
-          "time limit (predicted " + FormatDuration(p.estimate) + " by " + p.basis + ")";
-    }
+    const model::Job job = ToModelJob(*spec, *record);
+    const predict::Prediction p = predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job));
+    // As the scheduler plans it: never beyond the job's time limit (basis "time_limit").
+    const Seconds planned = sched::PlannedRun(p.estimate, job.time_limit);
+    out.predicted_run_s = protocol::RuntimePrediction{
+        planned, p.confidence,
+        planned < p.estimate ? std::string(protocol::kTimeLimitBasis) : p.basis};
   }
   const std::shared_ptr<const ReadView> view = view_.Get();
   if (const std::string* unreachable = view->UnreachableReason(id)) {
