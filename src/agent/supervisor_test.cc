@@ -73,6 +73,19 @@ class SupervisorTest : public ::testing::Test {
     return lines;
   }
 
+  // A file `contents` (mode `mode`) as the plan's supervisor, which cannot run: the task runs
+  // once, under the fallback.
+  void ExpectTheFallbackRunsTheTaskInsteadOf(const std::string& contents, mode_t mode) {
+    const std::string supervisor = root_ + "/corral-supervise";
+    WriteFile(supervisor, contents, mode);
+    ShimPlan plan = MarkerPlan(supervisor);
+    plan.fallback_supervisor = CORRAL_SUPERVISOR;
+    Result<ShimStart> start = Start(plan);
+    ASSERT_TRUE(start.ok()) << start.status().ToString();
+    EXPECT_EQ(start->supervisor, CORRAL_SUPERVISOR);
+    EXPECT_EQ(Runs(), 1);
+  }
+
   std::string root_;
   std::vector<pid_t> shims_;
 };
@@ -99,14 +112,7 @@ TEST_F(SupervisorTest, AMissingSupervisorIsReplacedByTheFallback) {
 }
 
 TEST_F(SupervisorTest, ANonExecutableSupervisorIsReplacedByTheFallback) {
-  const std::string supervisor = root_ + "/corral-supervise";
-  WriteFile(supervisor, "not a program\n", 0644);  // EACCES
-  ShimPlan plan = MarkerPlan(supervisor);
-  plan.fallback_supervisor = CORRAL_SUPERVISOR;
-  Result<ShimStart> start = Start(plan);
-  ASSERT_TRUE(start.ok()) << start.status().ToString();
-  EXPECT_EQ(start->supervisor, CORRAL_SUPERVISOR);
-  EXPECT_EQ(Runs(), 1);
+  ExpectTheFallbackRunsTheTaskInsteadOf("not a program\n", 0644);  // EACCES
 }
 
 // A supervisor of another build (here one that exits as soon as it reads anything, as an older
@@ -133,18 +139,10 @@ TEST_F(SupervisorTest, ASupervisorThatRefusesThePlanIsReplacedByTheFallbackAndTh
 }
 
 TEST_F(SupervisorTest, AFileThatIsNotAProgramIsReplacedByTheFallback) {
-  const std::string supervisor = root_ + "/corral-supervise";
-  WriteFile(supervisor,
-            std::string("\x7f"
-                        "ELF truncated",
-                        12),
-            0755);  // ENOEXEC
-  ShimPlan plan = MarkerPlan(supervisor);
-  plan.fallback_supervisor = CORRAL_SUPERVISOR;
-  Result<ShimStart> start = Start(plan);
-  ASSERT_TRUE(start.ok()) << start.status().ToString();
-  EXPECT_EQ(start->supervisor, CORRAL_SUPERVISOR);
-  EXPECT_EQ(Runs(), 1);
+  ExpectTheFallbackRunsTheTaskInsteadOf(std::string("\x7f"
+                                                    "ELF truncated",
+                                                    12),
+                                        0755);  // ENOEXEC
 }
 
 // The real supervisor refuses a plan written by another build, before starting anything.
