@@ -152,10 +152,13 @@ class Cluster:
                 pass
         wait_for(lambda: not unfinished(), timeout)
 
-    def cli(self, *args, token=None):
+    def cli(self, *args, token=None, cwd=None):
+        """Runs `corral ARGS` in `cwd` (default: the cluster's folder, which becomes the submit
+        folder of the jobs it submits)."""
         env = dict(os.environ, CORRAL_SERVER=self.url, CORRAL_TOKEN=token or self.token,
                    HOME=self.root)
-        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=60)
+        return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True, timeout=60,
+                              cwd=cwd or self.root)
 
     def api(self, method, path, body=None, token=None, raw=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
@@ -817,6 +820,98 @@ def test_time_limit_and_oom(root):
         check("oom: corral jobs --state oom lists it",
               listed_states(c, "--state", "oom") == {oom: "oom"},
               c.cli("jobs", "--all", "--state", "oom", "-o", "json").stdout)
+    finally:
+        c.stop()
+
+
+def test_the_researchers_day_at_the_command_line(root):
+    """`submit --wait` and `--follow` exit with the job's code (timeout 124); a job runs in the
+    folder it was submitted from, or says why not; `--signal USR1@S` warns before the limit;
+    `cancel A B` and `cancel --name`; a request no node could run is refused naming the largest;
+    `logs` points at stderr when stdout is empty; `nodes` speaks in GPUs, cores and GiB."""
+    c = Cluster(os.path.join(root, "day"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+        out = c.cli("submit", "--wait", "--", "sh", "-c", "exit 3")
+        check("submit --wait exits with the job's code, and names it on stderr",
+              out.returncode == 3 and "failed" in out.stderr and "(exit 3)" in out.stderr,
+              (out.returncode, out.stdout, out.stderr))
+        out = c.cli("submit", "--follow", "--", "sh", "-c", "echo one; echo two")
+        check("submit --follow prints the job's output and exits 0",
+              out.returncode == 0 and out.stdout.endswith("one\ntwo\n"), (out.returncode, out.stdout))
+        out = c.cli("submit", "--wait", "--time-limit", "0:00:02", "-o", "json", "--", "sleep", "60")
+        job = json.loads(out.stdout)["id"] if out.stdout else None
+        check("a job over a 0:00:02 limit ends timeout and --wait exits 124",
+              out.returncode == 124 and c.job(job)["state"] == "timeout", (out.returncode, out.stderr))
+
+        # The working folder: the submit folder, a relative --workdir, and a folder the node
+        # lacks.
+        project = os.path.join(c.root, "project")
+        os.makedirs(os.path.join(project, "runs"))
+        out = c.cli("submit", "--follow", "--", "sh", "-c", "pwd; echo $CORRAL_SUBMIT_DIR",
+                    cwd=project)
+        check("a job runs in the folder it was submitted from",
+              out.stdout.endswith(project + "\n" + project + "\n"), (out.stdout, out.stderr))
+        out = c.cli("submit", "--follow", "--workdir", "runs", "--", "pwd", cwd=project)
+        check("a relative --workdir is taken from the submit folder",
+              out.stdout.endswith(os.path.join(project, "runs") + "\n"), (out.stdout, out.stderr))
+        job = submit(c, {"command": ["pwd"], "submit_dir": "/no/such/folder"})
+        c.wait_state(job, ("succeeded", "failed"), 30)
+        reasons = [e["reason"] for e in c.job(job)["events"]]
+        check("a submit folder the node lacks: a scratch folder, said in the job's events",
+              any("running in a scratch folder: the submit folder /no/such/folder is not on this "
+                  "node" in r for r in reasons), reasons)
+
+        out = c.cli("submit", "--wait", "--time-limit", "4", "--signal", "USR1@2", "-o", "json",
+                    "--", "sh", "-c", "trap 'echo warned; exit 0' USR1; while :; do sleep 0.1; done")
+        job = json.loads(out.stdout)["id"] if out.stdout else None
+        check("--signal USR1@2: the job hears USR1 before its limit and can end on its own",
+              out.returncode == 0 and c.cli("logs", str(job)).stdout == "warned\n",
+              (out.returncode, out.stderr, c.cli("logs", str(job)).stdout))
+        show = c.cli("job", "show", str(job)).stdout
+        check("job show names the warning beside the limit",
+              "time limit: 4s (SIGUSR1 2s before it)" in show, show)
+        out = c.cli("submit", "--signal", "USR1", "--", "true")
+        check("--signal without --time-limit is refused", out.returncode == 2 and
+              "--signal: needs --time-limit" in out.stderr, out.stderr)
+
+        out = c.cli("submit", "--gpus", "99", "--", "true")
+        check("--gpus 99 on 2-GPU nodes is refused, naming the largest node",
+              out.returncode == 2 and "needs 99 GPUs on one node; the largest node has 2 (n1)"
+              in out.stderr, (out.returncode, out.stderr))
+
+        ids = [json.loads(c.cli("submit", "--name", f"sweep-{i}", "-o", "json", "--",
+                                "sleep", "600").stdout)["id"] for i in range(3)]
+        out = c.cli("cancel", str(ids[0]), str(ids[1]))
+        check("cancel A B cancels both", out.returncode == 0 and
+              c.wait_state(ids[0], ("cancelled",), 30) and c.wait_state(ids[1], ("cancelled",), 30),
+              (out.stdout, out.stderr))
+        out = c.cli("cancel", "--name", "sweep-", "-o", "json")
+        check("cancel --name cancels what is left of the sweep",
+              out.returncode == 0 and [a["id"] for a in json.loads(out.stdout)] == [ids[2]] and
+              c.wait_state(ids[2], ("cancelled",), 30), (out.stdout, out.stderr))
+        out = c.cli("cancel", "--name", "sweep-")
+        check("nothing left to cancel is not an error",
+              out.returncode == 0 and "no live job matches --name sweep-" in out.stderr, out.stderr)
+
+        job = json.loads(c.cli("submit", "-o", "json", "--", "sh", "-c",
+                               "echo oops >&2; exit 1").stdout)["id"]
+        c.wait_state(job, ("failed",), 30)
+        out = c.cli("logs", str(job))
+        check("logs of a job that wrote only to stderr says how to read it",
+              out.stdout == "" and f"corral logs {job} --stderr (or --all for both)" in out.stderr,
+              (out.stdout, out.stderr))
+        out = c.cli("logs", str(job), "--all")
+        check("logs --all prints both, labelled",
+              out.stdout == "==> stdout <==\n==> stderr <==\noops\n", out.stdout)
+
+        table = c.cli("nodes").stdout
+        check("nodes speaks in GPUs, cores and sizes",
+              table.splitlines()[0].split() == ["NAME", "STATE", "GPUS", "FREE", "GPUS", "FREE",
+                                                "CPUS", "FREE", "MEMORY"] and
+              re.search(r"^n1 +ready +2 T4 +2 of 2 +[0-9.]+ of [0-9.]+ +[0-9.]+ [MGT]iB of ", table,
+                        re.M), table)
     finally:
         c.stop()
 
@@ -1725,6 +1820,7 @@ def main():
                      test_server_sigkill_in_the_middle_of_batches,
                      test_server_sigkill_in_the_middle_of_cancel_batches,
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
+                     test_the_researchers_day_at_the_command_line,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,

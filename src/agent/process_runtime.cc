@@ -32,6 +32,7 @@ using nlohmann::json;
 
 constexpr char kTaskFile[] = "/task.json";
 constexpr char kKillFile[] = "/kill.json";
+constexpr char kWarnedFile[] = "/warned.json";  // the warning signal went out (TaskLaunch)
 constexpr char kExitFile[] = "/exit.json";
 constexpr char kTaskPidFile[] = "/task.pid";  // written by the shim (ShimPlan::task_pid_path)
 constexpr char kStdoutFile[] = "/stdout.log";
@@ -508,6 +509,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
   task.notes = StringField(record, "notes");
   task.status.pid = task.task_pid;
   task.status.message = task.notes;
+  task.warned = access((dir + kWarnedFile).c_str(), F_OK) == 0;
   if (auto kill_text = ReadFile(dir + kKillFile); kill_text.ok()) {
     json kill = ParseJsonOrNull(*kill_text);
     if (kill.is_object()) {
@@ -631,6 +633,19 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   TaskLaunch launch = requested;
   Result<TaskIdentity> identity = IdentityFor(launch);
   if (!identity.ok()) return FailToStart(launch, identity.status().message());
+  // No workdir: the folder it was submitted from where this node has it, as Slurm does; else a
+  // scratch directory, and the task's note says why.
+  std::string workdir_note;
+  if (launch.workdir.empty() && !launch.submit_dir.empty()) {
+    const std::string why =
+        WhyNotEnterable(launch.submit_dir, identity->user ? &*identity->user : nullptr);
+    if (why.empty()) {
+      launch.workdir = launch.submit_dir;
+    } else {
+      workdir_note = "running in a scratch folder: the submit folder " + launch.submit_dir + " " +
+                     why + " (give --workdir to choose)";
+    }
+  }
   if (launch.workdir.empty()) {
     Result<std::string> scratch = MakeScratchDir(launch.key, *identity);
     if (!scratch.ok()) return FailToStart(launch, scratch.status().message());
@@ -717,7 +732,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   task.home = home_;
   task.launch = launch;
   task.in_container = in_container;
-  task.notes = fallback;
+  task.notes = JoinMessage({workdir_note, fallback});
   task.status.job_id = launch.job_id;
   task.status.task_index = launch.task_index;
   task.status.key = key;
@@ -730,12 +745,13 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     Result<TaskCgroup> group = cgroups_.Create(ToString(key), {launch.cpu, launch.memory});
     if (group.ok()) {
       task.cgroup = *group;
-      if (!group->note.empty()) task.notes = group->note;
+      task.notes = JoinMessage({task.notes, group->note});
     } else if (wants_limits) {
-      task.notes = "running without limits: " + group.status().message();
+      task.notes = JoinMessage({task.notes, "running without limits: " + group.status().message()});
     }
   } else if (wants_limits) {
-    task.notes = "running without limits: " + cgroups_.unavailable_reason();
+    task.notes =
+        JoinMessage({task.notes, "running without limits: " + cgroups_.unavailable_reason()});
   }
   auto abandon = [&](const std::string& message) {
     if (task.cgroup) {
@@ -800,7 +816,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   // The task may already be gone.
   if (auto stat = ReadProcStat(task.task_pid); stat.ok()) task.task_start_ticks = stat->start_ticks;
   if (start->cgroup_error != 0) {
-    task.notes = "running without limits: cannot join cgroup: " + ErrnoText(start->cgroup_error);
+    task.notes = JoinMessage({task.notes, "running without limits: cannot join cgroup: " +
+                                              ErrnoText(start->cgroup_error)});
   }
   task.status.pid = task.task_pid;
   task.status.message = task.notes;
@@ -929,6 +946,16 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
   }
   if (task.task_pid <= 0) FindTaskPid(key, task);
   const Seconds now = clock_->Now();
+  if (const auto& warning = task.launch.warning_signal;
+      warning && !task.warned && !task.kill_reason && task.launch.time_limit.value() > 0 &&
+      now >= task.status.started_at + task.launch.time_limit - warning->before) {
+    // Recorded before it is sent: an agent restarted between the two leaves the job without
+    // its warning rather than warning it twice.
+    task.warned = true;
+    (void)WriteFileAtomic(TaskDir(key) + kWarnedFile,
+                          Dump(json{{"signal", warning->signal}, {"at", now.value()}}));
+    SignalTask(task, warning->signal);
+  }
   if (task.launch.time_limit.value() > 0 && !task.kill_reason &&
       now >= task.status.started_at + task.launch.time_limit) {
     task.kill_reason =

@@ -235,6 +235,9 @@ class ProcessRuntime final : public Runtime {
     std::optional<model::TaskEndCause> kill_cause;
     Seconds kill_deadline{0};
     bool sigkill_sent = false;
+    // Its launch's warning signal was sent (recorded in warned.json: an agent that restarts
+    // does not send it again).
+    bool warned = false;
   };
 
   ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,

@@ -1032,6 +1032,92 @@ TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsOwnPrivateScratchDir) {
   EXPECT_EQ(stat(outside.c_str(), &st), 0);
 }
 
+TEST_F(ProcessRuntimeTest, TaskWithoutWorkdirRunsInItsSubmitFolderWhereTheNodeHasIt) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(5, {"sh", "-c", "pwd; echo $CORRAL_SUBMIT_DIR"});
+  l.workdir = "";
+  l.submit_dir = task_dir_;
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
+  EXPECT_THAT(started.message, Not(HasSubstr("scratch")));
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_EQ(Stdout(*runtime, l.key), task_dir_ + "\n" + task_dir_ + "\n");
+}
+
+TEST_F(ProcessRuntimeTest, ASubmitFolderTheNodeLacksFallsBackToScratchAndSaysWhy) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(6, {"pwd"});
+  l.workdir = "";
+  l.submit_dir = root_ + "/not-on-this-node";
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning);
+  EXPECT_THAT(started.message,
+              HasSubstr("running in a scratch folder: the submit folder " + l.submit_dir +
+                        " is not on this node (give --workdir to choose)"));
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_THAT(end.message, HasSubstr("running in a scratch folder"));  // kept to the end
+  EXPECT_EQ(Stdout(*runtime, l.key), home_ + "/scratch/6-1\n");
+}
+
+TEST(WhyNotEnterableTest, TheKernelsOwnerGroupOtherRuleDecides) {
+  char pattern[] = "/tmp/corral-enter-XXXXXX";
+  ASSERT_NE(mkdtemp(pattern), nullptr);
+  const std::string dir = pattern;
+  // Owned by a user other than root (root may enter anything): this test's own, or one made up.
+  const uid_t uid = geteuid() == 0 ? 54321 : geteuid();
+  const gid_t gid = geteuid() == 0 ? 54321 : getegid();
+  if (geteuid() == 0) ASSERT_EQ(chown(dir.c_str(), uid, gid), 0);
+  TaskUser owner{"owner", uid, gid, {gid}, "/"};
+  TaskUser other{"other", uid + 1000, gid + 1000, {gid + 1000}, "/"};
+  TaskUser member = other;
+  member.name = "member";
+  member.groups.push_back(gid);
+  TaskUser root{"root", 0, 0, {0}, "/"};
+  ASSERT_EQ(chmod(dir.c_str(), 0710), 0);
+  EXPECT_EQ(WhyNotEnterable(dir, &owner), "");
+  EXPECT_EQ(WhyNotEnterable(dir, &member), "");
+  EXPECT_EQ(WhyNotEnterable(dir, &other), "cannot be entered by user 'other'");
+  EXPECT_EQ(WhyNotEnterable(dir, &root), "");
+  // The owner's bits alone count for the owner, even where the group's would let it in.
+  ASSERT_EQ(chmod(dir.c_str(), 0070), 0);
+  EXPECT_EQ(WhyNotEnterable(dir, &owner), "cannot be entered by user 'owner'");
+  EXPECT_EQ(WhyNotEnterable(dir, &member), "");
+  ASSERT_EQ(chmod(dir.c_str(), 0701), 0);
+  EXPECT_EQ(WhyNotEnterable(dir, &other), "");
+  EXPECT_EQ(WhyNotEnterable(dir, nullptr), "");
+  EXPECT_EQ(WhyNotEnterable(dir + "/missing", nullptr), "is not on this node");
+  const std::string file = dir + "/file";
+  ASSERT_TRUE(WriteFileAtomic(file, "x").ok());
+  EXPECT_EQ(WhyNotEnterable(file, &owner), "is not a directory here");
+  std::filesystem::remove_all(dir);
+}
+
+// --signal USR1@10: the task hears USR1 10 s before its limit, once, even across an agent
+// restart, and is still stopped at the limit.
+TEST_F(ProcessRuntimeTest, TheWarningSignalComesOnceBeforeTheTimeLimit) {
+  auto a = MakeRuntime();
+  TaskLaunch l =
+      Launch(7, {"sh", "-c", "trap 'echo warned' USR1; echo ready; while :; do sleep 0.05; done"});
+  l.time_limit = Seconds(60);
+  l.warning_signal = model::WarningSignal{SIGUSR1, Seconds(10)};
+  ASSERT_EQ(a->Start(l).state, ProcessState::kRunning);
+  WaitForOutput(*a, l.key, "ready");
+  clock_.Advance(Seconds(49));
+  (void)a->Poll();
+  clock_.Advance(Seconds(1));
+  (void)a->Poll();  // 50 s: the warning
+  WaitForOutput(*a, l.key, "warned");
+  a.reset();
+  auto b = MakeRuntime();
+  clock_.Advance(Seconds(5));
+  for (const TaskStatus& s : b->Poll()) EXPECT_EQ(s.state, ProcessState::kRunning);
+  clock_.Advance(Seconds(5));  // 60 s: the limit
+  TaskStatus end = WaitForEnd(*b, l.key);
+  EXPECT_EQ(end.end_cause, model::TaskEndCause::kTimeLimit);
+  EXPECT_EQ(Stdout(*b, l.key), "ready\nwarned\n");  // once, not again after the restart
+}
+
 TEST_F(ProcessRuntimeTest, UnknownTaskUserIsAnError) {
   ProcessRuntimeOptions o = Options(CgroupManager::Disabled("test"));
   o.task_user = "corral-no-such-user";

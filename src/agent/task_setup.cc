@@ -57,6 +57,9 @@ Status Validate(const TaskLaunch& l) {
     return bad("workdir", "'" + l.workdir + "' does not exist on this node");
   }
   if (!S_ISDIR(st.st_mode)) return bad("workdir", "'" + l.workdir + "' is not a directory");
+  if (!l.submit_dir.empty() && (l.submit_dir[0] != '/' || HasNul(l.submit_dir))) {
+    return bad("submit_dir", "must be an absolute path without NUL bytes");
+  }
   for (const auto& [name, value] : l.env) {
     if (!model::IsEnvName(name)) {
       return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
@@ -155,6 +158,7 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   env["CORRAL_NODE_NAME"] = node_name;
   env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
   if (launch.array_index) env["CORRAL_ARRAY_INDEX"] = std::to_string(*launch.array_index);
+  if (!launch.submit_dir.empty()) env["CORRAL_SUBMIT_DIR"] = launch.submit_dir;
   if (const auto& s = launch.session) {
     env[model::kSessionPortEnv] = std::to_string(s->port);
     env[model::kSessionUrlPrefixEnv] = s->url_prefix;

@@ -48,7 +48,7 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
 // CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
 // CORRAL_ALLOCATION_ID, CORRAL_GENERATION (the run: 1 the first), CORRAL_NODE_NAME,
-// CORRAL_GPU_MILLI; for a distributed launch also
+// CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one); for a distributed launch also
 // DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
 // part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
 // HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote

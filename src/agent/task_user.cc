@@ -3,8 +3,10 @@
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <sstream>
 
 #include "agent/file_io.h"
@@ -108,6 +110,27 @@ Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text)
     }
   }
   return map;
+}
+
+std::string WhyNotEnterable(const std::string& dir, const TaskUser* user) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) return "is not on this node";
+  if (!S_ISDIR(st.st_mode)) return "is not a directory here";
+  if (user == nullptr) {
+    return access(dir.c_str(), X_OK) == 0 ? "" : "cannot be entered by the agent's user";
+  }
+  bool may = false;
+  if (user->uid == 0) {
+    may = true;
+  } else if (st.st_uid == user->uid) {
+    may = (st.st_mode & S_IXUSR) != 0;  // the owner's bits alone, even when the group's allow
+  } else if (st.st_gid == user->gid ||
+             std::find(user->groups.begin(), user->groups.end(), st.st_gid) != user->groups.end()) {
+    may = (st.st_mode & S_IXGRP) != 0;
+  } else {
+    may = (st.st_mode & S_IXOTH) != 0;
+  }
+  return may ? "" : "cannot be entered by user '" + user->name + "'";
 }
 
 }  // namespace corral::agent

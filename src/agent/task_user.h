@@ -40,4 +40,11 @@ Result<std::string> CurrentUserName();
 // error.
 Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text);
 
+// Why `user` (nullptr: this process's own user) could not make `dir` its working folder, as a
+// sentence's end ("is not on this node", "is not a directory here", "cannot be entered by user
+// 'alice'"); "" when it can: `dir` exists, is a directory, and its mode lets the user search it
+// (the owner's, group's or others' x bit, as the kernel picks them; root always may). Only
+// `dir` itself is looked at, not the folders above it.
+std::string WhyNotEnterable(const std::string& dir, const TaskUser* user);
+
 }  // namespace corral::agent

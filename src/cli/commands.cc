@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -17,6 +18,7 @@
 
 #include "cli/api_client.h"
 #include "cli/array_spec.h"
+#include "cli/job_wait.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
 #include "common/duration.h"
@@ -24,6 +26,7 @@
 #include "common/strings.h"
 #include "model/states.h"
 #include "model/submit_limits.h"
+#include "model/warning_signal.h"
 #include "protocol/api_account.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
@@ -115,14 +118,6 @@ void PrintAnswer(const json& answer, const std::string& output, const std::strin
   std::cout << (output == "json" ? answer.dump(2) : text) << "\n";
 }
 
-// A header holding an integer; `fallback` when it is absent or not a number.
-int64_t IntHeader(const Reply& reply, const std::string& name, int64_t fallback) {
-  const std::string value = reply.Header(name);
-  int64_t v = 0;
-  auto [end, err] = std::from_chars(value.data(), value.data() + value.size(), v);
-  return err == std::errc() && end == value.data() + value.size() ? v : fallback;
-}
-
 // Local time, "2024-01-31 12:00:00"; "" for none. The time zone is read once (tzset):
 // localtime() and strftime() look at /etc/localtime again on every call, a stat() per row of a
 // 1,000-job listing.
@@ -142,9 +137,56 @@ std::string Time(std::optional<Seconds> time) {
   return buf;
 }
 
-// GPUs as the API writes them (milli-GPU / 1000, a JSON number: "4.0", "0.5"), and back.
-std::string Gpus(MilliGpu milli) { return json(static_cast<double>(milli.value()) / 1000).dump(); }
 MilliGpu MilliOf(double gpus) { return MilliGpu(std::llround(gpus * 1000)); }
+
+// `value` with at most `decimals` decimals, trailing zeros dropped: "16", "12.5".
+std::string Decimal(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  std::string out = buf;
+  if (out.find('.') != std::string::npos) {
+    out.erase(out.find_last_not_of('0') + 1);
+    if (out.back() == '.') out.pop_back();
+  }
+  return out;
+}
+
+// GPUs of milli-GPU: "4", "0.5".
+std::string Gpus(MilliGpu milli) { return Decimal(static_cast<double>(milli.value()) / 1000, 3); }
+
+// Cores of milli-CPU: "16", "0.5".
+std::string Cores(CpuMilli cpu) { return Decimal(static_cast<double>(cpu.value()) / 1000, 1); }
+
+// A size in MiB as people read it: "512 MiB", "62.5 GiB", "2 TiB".
+std::string Mebibytes(MemoryMib memory) {
+  const double mib = static_cast<double>(memory.value());
+  if (mib >= 1024.0 * 1024) return Decimal(mib / (1024.0 * 1024), 1) + " TiB";
+  if (mib >= 1024) return Decimal(mib / 1024, 1) + " GiB";
+  return Decimal(mib, 0) + " MiB";
+}
+
+// A project's sharing in words: "quota 4 GPUs (A100 2), weight 1, limit 8 GPUs, no user limit".
+std::string SharingText(const protocol::ProjectSharing& s) {
+  std::string out = "quota " + Gpus(s.quota) + " GPUs";
+  std::string models;
+  for (const auto& [model, quota] : s.model_quota) {
+    models += (models.empty() ? "" : ", ") + model + " " + Gpus(quota);
+  }
+  if (!models.empty()) out += " (" + models + ")";
+  out += ", weight " + Decimal(s.weight, 3);
+  out += s.limit ? ", limit " + Gpus(*s.limit) + " GPUs" : ", no limit";
+  out += s.user_limit ? ", user limit " + Gpus(*s.user_limit) + " GPUs" : ", no user limit";
+  return out;
+}
+
+// Submit limits in words: "at most 10 pending jobs, no limit on submissions per minute".
+std::string LimitsText(const model::SubmitLimits& l) {
+  auto limit = [](const std::optional<int64_t>& n, const std::string& what) {
+    return n ? "at most " + std::to_string(*n) + " " + what : "no limit on " + what;
+  };
+  return limit(l.max_pending_jobs, "pending jobs") + ", " +
+         limit(l.max_submits_per_minute, "submissions per minute");
+}
 
 // An optional number as a table cell: "" for none.
 std::string Cell(std::optional<int> value) { return value ? std::to_string(*value) : ""; }
@@ -201,12 +243,26 @@ struct SubmitFlags {
   std::string launcher, environment;
   std::optional<int64_t> cpus, cpu_milli, memory_mib;
   std::optional<std::string> time_limit;  // as typed: ParseTimeLimit's forms
+  std::optional<std::string> signal;      // SIG[@SECONDS] (model::ParseWarningSignal)
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
   bool no_check = false;                    // --no-check: the server alone checks the spec
+  bool wait = false, follow = false;        // --wait, --follow (which implies --wait)
   std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
   std::string output = "table";
 };
+
+// After a job's stdout (`printed`'s log) turned out empty: says on stderr how to read its
+// stderr when it has one, as a job that wrote only there (a Python traceback) looks silent.
+void HintAtStderr(ApiClient& client, LogRequest printed) {
+  printed.stream = LogStream::kStderr;
+  auto size = LogSize(client, printed);
+  if (!size.ok() || *size == 0) return;
+  std::string command = "corral logs " + std::to_string(printed.job.value());
+  if (printed.task != 0) command += " --task " + std::to_string(printed.task);
+  std::cerr << "corral: job " << printed.job.value() << " wrote nothing to stdout and " << *size
+            << " bytes to stderr: " << command << " --stderr (or --all for both)\n";
+}
 
 // Refuses `spec` as the server would (protocol::ParseJobSpec), so that a bad spec is refused
 // before any request: InvalidArgument naming the field. A field this CLI does not know may be
@@ -250,6 +306,23 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.name.empty()) spec["name"] = f.name;
   if (!f.project.empty()) spec["project"] = f.project;
   if (!f.workdir.empty()) spec["workdir"] = f.workdir;
+  // The folder it is submitted from: the job's working folder when it names none and its node
+  // has it (docs/control-plane.md, "Working folder"); a relative workdir is taken from there.
+  std::error_code cwd_error;
+  const std::filesystem::path here = std::filesystem::current_path(cwd_error);
+  if (!cwd_error) {
+    if (!spec.contains("submit_dir")) spec["submit_dir"] = here.string();
+    if (spec.contains("workdir") && spec["workdir"].is_string()) {
+      const std::string workdir = spec["workdir"].get<std::string>();
+      if (!workdir.empty() && workdir[0] != '/') {
+        std::filesystem::path resolved = (here / workdir).lexically_normal();
+        if (!resolved.has_filename() && resolved.has_parent_path()) {
+          resolved = resolved.parent_path();  // "dir/" and "." name the folder itself
+        }
+        spec["workdir"] = resolved.string();
+      }
+    }
+  }
   if (!f.environment.empty()) spec["environment"] = f.environment;
   if (!f.command.empty()) spec["command"] = f.command;
   if (f.shell) {
@@ -289,6 +362,16 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     auto limit = ParseTimeLimit(*f.time_limit, "--time-limit");
     if (!limit.ok()) return limit.status();
     spec["time_limit_s"] = limit->value();
+  }
+  if (f.signal) {
+    auto warning = model::ParseWarningSignal(*f.signal, "--signal");
+    if (!warning.ok()) return warning.status();
+    if (spec.value("time_limit_s", json(0)) == json(0)) {
+      return InvalidArgument(
+          "--signal: needs --time-limit (it is sent that long before the limit)");
+    }
+    spec["signal"] = {{"name", model::SignalName(warning->signal)},
+                      {"before_s", warning->before.value()}};
   }
   auto env = EnvFlags(f.env);
   if (!env.ok()) return env.status();
@@ -353,8 +436,12 @@ void PrintJob(const protocol::JobView& view) {
             << r.memory.value() << "\n";
   std::cout << "  time limit: "
             << (view.spec.time_limit_s > 0 ? FormatDuration(Seconds(view.spec.time_limit_s))
-                                           : std::string("none"))
-            << "\n";
+                                           : std::string("none"));
+  if (const auto& warning = view.spec.warning_signal) {
+    std::cout << " (SIG" << model::SignalName(warning->signal) << " "
+              << FormatDuration(warning->before) << " before it)";
+  }
+  std::cout << "\n";
   if (view.predicted_run_s) {
     const protocol::RuntimePrediction& p = *view.predicted_run_s;
     std::cout << "  predicted run: " << FormatDuration(p.estimate);
@@ -420,8 +507,13 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_option("--priority", f->priority, "Priority (higher runs first)");
   c->add_option("--time-limit", f->time_limit,
                 "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS (0: none)");
+  c->add_option("--signal", f->signal,
+                "SIG[@SECONDS]: send SIG (USR1, TERM, ...) SECONDS (default 60) before the time "
+                "limit, to save work");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
-  c->add_option("--workdir", f->workdir, "Working directory on the node (absolute)");
+  c->add_option("--workdir", f->workdir,
+                "Working folder on the node, absolute or relative to this one (default: this "
+                "folder where the node has it, else a scratch folder)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
   c->add_option("--environment", f->environment,
                 "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
@@ -438,13 +530,24 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   c->add_flag("--no-check", f->no_check,
               "Send the spec without checking it here first (the server checks it): for a field "
               "a newer server knows and this corral does not");
+  c->add_flag("--wait", f->wait,
+              "Wait until the job ends and exit with its exit code (128+N: signal N; 124 "
+              "timeout, 137 oom, 130 cancelled, 75 lost)");
+  c->add_flag("--follow", f->follow, "Print the job's output as it runs (implies --wait)");
   c->add_option("command", f->command, "The command after --");
   c->callback([f, exit_code] {
+    if (f->follow && f->array) {
+      *exit_code = Fail(InvalidArgument(
+          "--follow: follows one job's output, and an array has many; use --wait, then corral "
+          "logs ID for each element"));
+      return;
+    }
     auto spec = BuildSpec(*f);  // before any request, and before the config is read
     if (!spec.ok()) {
       *exit_code = Fail(spec.status());
       return;
     }
+    int job_code = 0;  // --wait: the job's
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto reply = client.Post("/api/v1/jobs", *spec);
       if (!reply.ok()) return reply.status();
@@ -463,22 +566,138 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       } else {
         PrintAnswer(*reply, f->output, "submitted job " + id + " to project " + job->project);
       }
+      if (!f->wait && !f->follow) return Status::Ok();
+      std::cout << std::flush;
+      if (f->follow) {
+        const LogRequest request{.job = job->id, .follow = true};
+        auto printed = PrintLog(client, request, std::cout);
+        if (!printed.ok()) return printed.status();
+        if (*printed == 0) HintAtStderr(client, request);
+      }
+      // An array's code is its elements' highest, as sbatch --wait's.
+      std::vector<JobId> ids =
+          job->array_ids.empty() ? std::vector<JobId>{job->id} : job->array_ids;
+      int code = 0;
+      for (JobId element : ids) {
+        auto ended = WaitForJob(client, element);
+        if (!ended.ok()) return ended.status();
+        const int element_code = JobExitCode(*ended);
+        if (element_code != 0) {
+          std::cerr << "corral: job " << element.value() << " "
+                    << model::ToString(ended->summary.state)
+                    << (ended->summary.reason.empty() ? "" : ": " + ended->summary.reason)
+                    << " (exit " << element_code << ")\n";
+        }
+        code = std::max(code, element_code);
+      }
+      job_code = code;
       return Status::Ok();
     });
+    if (*exit_code == 0) *exit_code = job_code;
   });
 }
 
-// True for a final job state (model::IsFinal), and for a state this CLI does not know (a newer
-// server's): waiting for it to change would never end.
-bool Ended(const std::string& state) {
-  auto parsed = model::ParseJobState(state);
-  return !parsed.ok() || model::IsFinal(*parsed);
+// The flags of `corral jobs` and `corral cancel` that select jobs, as the listing API's query
+// (GET /api/v1/jobs) and as the flags to repeat. --user and --project imply --all: another
+// user's jobs are listed only as the caller may see them.
+struct JobSelection {
+  bool all = false;
+  std::string state, user, project, name;  // "" when not given; lists comma-separated
+
+  bool Filters() const {
+    return !state.empty() || !user.empty() || !project.empty() || !name.empty();
+  }
+
+  // "all=...&state=..."; InvalidArgument naming --state for an unknown state, before any request.
+  Result<std::string> Query() const {
+    const bool everyone = all || !user.empty() || !project.empty();
+    std::string query = "all=" + std::string(everyone ? "1" : "0");
+    if (!state.empty()) {
+      CORRAL_RETURN_IF_ERROR(model::ParseJobStates(state, "--state").status());
+      query += "&state=" + state;
+    }
+    for (const auto& [key, value] :
+         {std::pair{"user", &user}, {"project", &project}, {"name", &name}}) {
+      if (!value->empty()) query += "&" + std::string(key) + "=" + QueryValue(*value);
+    }
+    return query;
+  }
+
+  // " --all --state S ...": the flags as given.
+  std::string Flags() const {
+    std::string flags = all ? " --all" : "";
+    for (const auto& [flag, value] : {std::pair{"--state", &state},
+                                      {"--user", &user},
+                                      {"--project", &project},
+                                      {"--name", &name}}) {
+      if (!value->empty()) flags += " " + std::string(flag) + " " + *value;
+    }
+    return flags;
+  }
+};
+
+// The ids of every job `selection` lists, all pages, oldest first. Errors: the server's.
+Result<std::vector<int64_t>> SelectedJobs(ApiClient& client, const std::string& query) {
+  std::vector<int64_t> ids;
+  std::string cursor;
+  do {
+    auto reply = client.GetReply("/api/v1/jobs?" + query + "&sort=id&order=asc&limit=1000" +
+                                 (cursor.empty() ? "" : "&cursor=" + QueryValue(cursor)));
+    if (!reply.ok()) return reply.status();
+    auto jobs = protocol::ParseJobSummaries(reply->body, kServerAnswerLimits);
+    if (!jobs.ok()) return Status(StatusCode::kInternal, jobs.status().message());
+    for (const protocol::JobSummary& j : *jobs) ids.push_back(j.id.value());
+    cursor = reply->Header("X-Corral-Next-Cursor");
+  } while (!cursor.empty());
+  return ids;
+}
+
+// Cancels each of `ids` in turn whatever the others answer, but no more once the server cannot
+// be reached; the first failure is the error, with every id not cancelled in its message.
+// -o json: the server's answer for one id (unless `as_list`), else [{"id": N, ...answer}] of
+// those cancelled.
+Status CancelJobs(ApiClient& client, const std::vector<int64_t>& ids, const std::string& output,
+                  bool as_list = false) {
+  const bool list = as_list || ids.size() > 1;
+  std::optional<Status> failed;
+  std::string failures;
+  json answers = json::array();
+  size_t cancelled = 0, asked = 0;
+  for (int64_t id : ids) {
+    ++asked;
+    auto r = client.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
+    if (!r.ok()) {
+      if (!failed) failed = r.status();
+      failures += (failures.empty() ? "" : "; ") + r.status().message();
+      const StatusCode code = r.status().code();
+      if (code == StatusCode::kIoError || code == StatusCode::kUnavailable) break;
+      continue;
+    }
+    ++cancelled;
+    if (output == "json") {
+      json answer = *r;
+      if (list) answer["id"] = id;
+      answers.push_back(std::move(answer));
+    } else {
+      std::cout << "cancelling job " << id << "\n";
+    }
+  }
+  if (output == "json" && (list || !answers.empty())) {
+    std::cout << (list ? answers : answers[0]).dump(2) << "\n";
+  }
+  if (!failed) return Status::Ok();
+  if (ids.size() == 1) return *failed;
+  if (asked < ids.size()) {
+    failures += "; not asked: " + std::to_string(ids.size() - asked) + " more";
+  }
+  return Status(failed->code(), "cancel: " + std::to_string(ids.size() - cancelled) + " of " +
+                                    std::to_string(ids.size()) + " not cancelled: " + failures);
 }
 
 void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
     bool all = false, follow = false, stderr_stream = false;
-    std::string state, output = "table", user, name, sort, cursor;
+    std::string state, output = "table", user, project, name, sort, cursor;
     int64_t id = -1, before = 0, generation = 0, array = 0;
     std::vector<int64_t> ids;  // cancel's
     int task = 0, limit = 0;
@@ -500,6 +719,8 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->add_option("--before", f->before,
                    "Only jobs with smaller ids (deprecated: --cursor pages every sort)");
   jobs->add_option("--user", f->user, "Only these users' jobs, comma-separated (implies --all)");
+  jobs->add_option("--project", f->project,
+                   "Only these projects' jobs, comma-separated (implies --all)");
   jobs->add_option("--name", f->name, "Only jobs whose name starts with this");
   jobs->add_option("--sort", f->sort,
                    "id, submit_time, start_time, end_time or gpus, newest or most first; "
@@ -511,16 +732,10 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       // The flags that select the jobs, repeated in the hint to the next page.
-      // --user implies --all (another user's jobs are listed only as the caller may see them).
-      const bool all = f->all || !f->user.empty();
-      std::string query = "all=" + std::string(all ? "1" : "0"), same_flags;
-      if (f->all) same_flags += " --all";
-      if (!f->state.empty()) {
-        // Checked here, so that a typo is named with the valid states before any request.
-        CORRAL_RETURN_IF_ERROR(model::ParseJobStates(f->state, "--state").status());
-        query += "&state=" + f->state;
-        same_flags += " --state " + f->state;
-      }
+      const JobSelection selection{f->all, f->state, f->user, f->project, f->name};
+      auto selected = selection.Query();
+      if (!selected.ok()) return selected.status();
+      std::string query = *selected, same_flags = selection.Flags();
       if (jobs->count("--limit")) {
         query += "&limit=" + std::to_string(f->limit);
         same_flags += " --limit " + std::to_string(f->limit);
@@ -528,14 +743,6 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (jobs->count("--array")) {
         query += "&array=" + std::to_string(f->array);
         same_flags += " --array " + std::to_string(f->array);
-      }
-      if (!f->user.empty()) {
-        query += "&user=" + QueryValue(f->user);
-        same_flags += " --user " + f->user;
-      }
-      if (!f->name.empty()) {
-        query += "&name=" + QueryValue(f->name);
-        same_flags += " --name " + f->name;
       }
       if (!f->sort.empty()) {
         const size_t colon = f->sort.find(':');
@@ -586,16 +793,26 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   });
 
   CLI::App* cancel = app.add_subcommand(
-      "cancel", "Cancel jobs, or with --array every element of an array not yet ended");
+      "cancel",
+      "Cancel jobs: by id, every element of an array not yet ended (--array), or every live job "
+      "the filters select, as corral jobs lists them");
   cancel->add_option("id", f->ids, "Job ids (one element of an array cancels that element)")
       ->check(CLI::PositiveNumber);
   cancel->add_option("--array", f->array, "Array id")->check(CLI::PositiveNumber);
+  cancel->add_option("--state", f->state,
+                     "Only jobs in these states (default: pending,starting,running)");
+  cancel->add_option("--user", f->user, "Only these users' jobs, comma-separated");
+  cancel->add_option("--project", f->project, "Only these projects' jobs, comma-separated");
+  cancel->add_option("--name", f->name, "Only jobs whose name starts with this");
   out_opt(cancel);
   cancel->callback([f, exit_code, cancel] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      const bool array = cancel->count("--array") > 0;
-      if (array == (cancel->count("id") > 0)) {
-        return InvalidArgument("cancel: give job ids or --array ARRAY_ID (one of them)");
+      const bool array = cancel->count("--array") > 0, ids = cancel->count("id") > 0;
+      JobSelection selection{false, f->state, f->user, f->project, f->name};
+      if (int(array) + int(ids) + int(selection.Filters()) != 1) {
+        return InvalidArgument(
+            "cancel: give job ids, --array ARRAY_ID, or filters (--user, --project, --state, "
+            "--name): one of them");
       }
       if (array) {
         auto r =
@@ -606,43 +823,19 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
                         std::to_string(r->value("ids", json::array()).size()) + " jobs");
         return Status::Ok();
       }
-      // Every job is asked, whatever the others answer, but no more once the server cannot
-      // be reached; the first failure is the error, with every id not cancelled in its
-      // message. -o json: the answer for one id, else [{"id": N, ...answer}] of those cancelled.
-      std::optional<Status> failed;
-      std::string failures;
-      json answers = json::array();
-      size_t cancelled = 0, asked = 0;
-      for (int64_t id : f->ids) {
-        ++asked;
-        auto r = client.Post("/api/v1/jobs/" + std::to_string(id) + "/cancel", json::object());
-        if (!r.ok()) {
-          if (!failed) failed = r.status();
-          failures += (failures.empty() ? "" : "; ") + r.status().message();
-          const StatusCode code = r.status().code();
-          if (code == StatusCode::kIoError || code == StatusCode::kUnavailable) break;
-          continue;
-        }
-        ++cancelled;
-        if (f->output == "json") {
-          json answer = *r;
-          if (f->ids.size() > 1) answer["id"] = id;
-          answers.push_back(std::move(answer));
-        } else {
-          std::cout << "cancelling job " << id << "\n";
-        }
+      if (ids) return CancelJobs(client, f->ids, f->output);
+      const std::string given = selection.Flags();  // without the default states
+      if (selection.state.empty()) selection.state = "pending,starting,running";
+      auto query = selection.Query();
+      if (!query.ok()) return query.status();
+      auto selected = SelectedJobs(client, *query);
+      if (!selected.ok()) return selected.status();
+      if (selected->empty()) {
+        if (f->output == "json") std::cout << "[]\n";
+        std::cerr << "corral: no live job matches" << given << "\n";
+        return Status::Ok();
       }
-      if (f->output == "json" && !answers.empty()) {
-        std::cout << (f->ids.size() == 1 ? answers[0] : answers).dump(2) << "\n";
-      }
-      if (!failed) return Status::Ok();
-      if (f->ids.size() == 1) return *failed;
-      if (asked < f->ids.size()) {
-        failures += "; not asked: " + std::to_string(f->ids.size() - asked) + " more";
-      }
-      return Status(failed->code(), "cancel: " + std::to_string(f->ids.size() - cancelled) +
-                                        " of " + std::to_string(f->ids.size()) +
-                                        " not cancelled: " + failures);
+      return CancelJobs(client, *selected, f->output, /*as_list=*/true);
     });
   });
 
@@ -652,29 +845,33 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   logs->add_option("--generation", f->generation,
                    "Run of the job: 1 is the first, each requeue adds one (default: the latest)");
   logs->add_flag("--stderr", f->stderr_stream, "Standard error instead of standard output");
+  logs->add_flag("--all", f->all, "Standard output, then standard error, each under a heading");
   logs->add_flag("-f,--follow", f->follow, "Keep printing until the job ends");
   logs->callback([f, exit_code, logs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      const std::string job = "/api/v1/jobs/" + std::to_string(f->id);
-      std::string path = job + "/logs?task=" + std::to_string(f->task) +
-                         "&stream=" + (f->stderr_stream ? "stderr" : "stdout");
-      if (logs->count("--generation")) path += "&generation=" + std::to_string(f->generation);
-      int64_t offset = 0;
-      bool ended = false;  // -f: the job had ended when the log was last read to its end
-      while (true) {
-        auto page = client.GetReply(path + "&offset=" + std::to_string(offset));
-        if (!page.ok()) return page.status();
-        std::cout << page->body << std::flush;
-        offset = IntHeader(*page, "X-Corral-Log-Offset",
-                           offset + static_cast<int64_t>(page->body.size()));
-        if (offset < IntHeader(*page, "X-Corral-Log-Size", offset)) continue;  // another page
-        if (!f->follow || ended) return Status::Ok();
-        auto j = client.Get(job);
-        if (!j.ok()) return j.status();
-        // Ended: its last lines may have come with its end, after the read above; read once more.
-        ended = Ended(Str(*j, "state"));
-        if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // polling
+      if (f->all && (f->stderr_stream || f->follow)) {
+        return InvalidArgument(
+            std::string("--all prints both outputs once; ") +
+            (f->follow ? "-f follows one: stdout, or --stderr" : "--stderr is one of them"));
       }
+      LogRequest request{.job = JobId(f->id), .task = f->task, .follow = f->follow};
+      if (logs->count("--generation")) request.generation = f->generation;
+      if (f->all) {
+        for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+          request.stream = stream;
+          std::cout << (stream == LogStream::kStdout ? "==> stdout <==\n" : "==> stderr <==\n")
+                    << std::flush;
+          auto printed = PrintLog(client, request, std::cout);
+          if (!printed.ok()) return printed.status();
+        }
+        return Status::Ok();
+      }
+      if (f->stderr_stream) request.stream = LogStream::kStderr;
+      auto printed = PrintLog(client, request, std::cout);
+      if (!printed.ok()) return printed.status();
+      if (*printed > 0 || f->stderr_stream) return Status::Ok();
+      HintAtStderr(client, request);
+      return Status::Ok();
     });
   });
 }
@@ -882,19 +1079,25 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       });
     });
   };
-  list(
-      &app, "nodes", "Nodes and their free resources", "/api/v1/nodes",
-      {"NAME", "STATE", "GPU_MODEL", "GPUS", "GPU_FREE_MILLI", "CPU_FREE_MILLI", "MEMORY_FREE_MIB"},
-      protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
-        const auto& free = n.free;
-        return {n.name,
-                std::string(model::ToString(n.state)) + (n.unreachable ? ", unreachable" : ""),
-                n.gpu_model,
-                std::to_string(n.gpus),
-                free ? json(free->gpu_milli).dump() : "",
-                free ? std::to_string(free->cpu.value()) : "",
-                free ? std::to_string(free->memory.value()) : ""};
-      });
+  list(&app, "nodes", "Nodes and their free resources (-o json: per GPU, in milli)",
+       "/api/v1/nodes", {"NAME", "STATE", "GPUS", "FREE GPUS", "FREE CPUS", "FREE MEMORY"},
+       protocol::ParseNodeViews, [](const protocol::NodeView& n) -> std::vector<std::string> {
+         std::string gpus = std::to_string(n.gpus);
+         if (n.gpus > 0 && !n.gpu_model.empty()) gpus += " " + n.gpu_model;
+         std::vector<std::string> row = {
+             n.name, std::string(model::ToString(n.state)) + (n.unreachable ? ", unreachable" : ""),
+             gpus};
+         if (!n.free) {
+           row.insert(row.end(), {"", "", ""});  // the scheduler does not model it
+           return row;
+         }
+         int64_t free_milli = 0;
+         for (int64_t milli : n.free->gpu_milli) free_milli += milli;
+         row.push_back(Gpus(MilliGpu(free_milli)) + " of " + std::to_string(n.gpus));
+         row.push_back(Cores(n.free->cpu) + " of " + Cores(n.cpu));
+         row.push_back(Mebibytes(n.free->memory) + " of " + Mebibytes(n.memory));
+         return row;
+       });
   list(&app, "projects", "Projects you belong to (all, for admins), with quotas, limits and use",
        "/api/v1/projects",
        {"NAME", "QUOTA_GPUS", "WEIGHT", "LIMIT_GPUS", "MAX_PENDING_JOBS", "MAX_SUBMITS_PER_MINUTE",
@@ -902,7 +1105,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
        protocol::ParseProjectViews, [](const protocol::ProjectView& p) -> std::vector<std::string> {
          return {p.name,
                  Gpus(p.sharing.quota),
-                 json(p.sharing.weight).dump(),
+                 Decimal(p.sharing.weight, 3),
                  p.sharing.limit ? Gpus(*p.sharing.limit) : "",
                  Cell(p.submit_limits.max_pending_jobs),
                  Cell(p.submit_limits.max_submits_per_minute),
@@ -1068,9 +1271,9 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
         if (per_minute) limits->max_submits_per_minute = *per_minute;
         auto r = client.Put(path_of(f->name), protocol::ToJson(*limits));
         if (!r.ok()) return r.status();
-        PrintAnswer(*r, f->output,
-                    "set the submit limits of " + what + " " + f->name + ": " +
-                        protocol::ToJson(*limits).dump());
+        PrintAnswer(
+            *r, f->output,
+            "set the submit limits of " + what + " " + f->name + ": " + LimitsText(*limits));
         return Status::Ok();
       });
     });
@@ -1152,8 +1355,7 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       const json* stored = r->contains("sharing") ? &(*r)["sharing"] : nullptr;
       auto set = protocol::ParseProjectSharing(stored ? *stored : json());
       if (!set.ok()) return set.status();
-      PrintAnswer(*r, f->output,
-                  "set the quota of " + f->name + ": " + protocol::ToJson(*set).dump());
+      PrintAnswer(*r, f->output, "set the quota of " + f->name + ": " + SharingText(*set));
       return Status::Ok();
     });
   });
@@ -1572,7 +1774,8 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
       std::printf(
           "Capacity %s GPUs. Forecast for the next %d days: mean %.1f GPUs, peak (80%% "
           "band) %.1f.\n",
-          Str(*forecast, "capacity_gpus").c_str(), cap->horizon_days, mean, peak);
+          Decimal((*forecast).value("capacity_gpus", 0.0), 1).c_str(), cap->horizon_days, mean,
+          peak);
       if (not_admin) {
         std::cout << "The what-if replay is for admins.\n";
         return Status::Ok();
@@ -1585,18 +1788,22 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
       }
       std::cout << ":\n";
       std::vector<std::vector<std::string>> rows;
+      // Waits as durations, rounded to the second ("never": the p90 job never started).
+      auto wait = [](const json& r, const char* key) -> std::string {
+        if (!r.contains(key) || !r[key].is_number()) return "never";
+        return FormatDuration(Seconds(std::llround(r[key].get<double>())));
+      };
       for (const auto& r : (*what_if)["results"]) {
-        const std::string p90 = Str(r, "p90_wait_s");
-        rows.push_back({Str(r, "extra_gpus"), Str(r, "gpus"), p90.empty() ? "never" : p90,
-                        Str(r, "mean_wait_s"), Str(r, "unfinished")});
+        rows.push_back({Str(r, "extra_gpus"), Str(r, "gpus"), wait(r, "p90_wait_s"),
+                        wait(r, "mean_wait_s"), Str(r, "unfinished")});
       }
-      PrintTable({"EXTRA GPUS", "GPUS", "P90 WAIT S", "MEAN WAIT S", "NEVER STARTED"}, rows);
+      PrintTable({"EXTRA GPUS", "GPUS", "P90 WAIT", "MEAN WAIT", "NEVER STARTED"}, rows);
       const json& smallest = (*what_if)["smallest_meeting_target"];
-      std::cout << (smallest.is_null() ? "None of these meets the p90 wait target of " +
-                                             std::to_string(cap->target_p90_wait_s) + " s."
-                                       : "The smallest that meets the p90 wait target of " +
-                                             std::to_string(cap->target_p90_wait_s) +
-                                             " s: " + smallest.dump() + " extra GPUs.")
+      const std::string target = FormatDuration(Seconds(cap->target_p90_wait_s));
+      std::cout << (smallest.is_null()
+                        ? "None of these meets the p90 wait target of " + target + "."
+                        : "The smallest that meets the p90 wait target of " + target + ": " +
+                              smallest.dump() + " extra GPUs.")
                 << "\n";
       return Status::Ok();
     });

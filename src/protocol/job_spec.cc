@@ -5,6 +5,7 @@
 #include <set>
 
 #include "model/session.h"
+#include "model/warning_signal.h"
 #include "protocol/environment_ref.h"
 #include "protocol/spec_fields.h"
 
@@ -117,6 +118,29 @@ bool IsLowerHex(const std::string& text) {
   return text.find_first_not_of("0123456789abcdef") == std::string::npos;
 }
 
+// {"name": "USR1", "before_s": 90}: the name as model::ParseSignal takes it (or a number),
+// before_s 0..kMaxWarningLead (default kDefaultWarningLead).
+Result<model::WarningSignal> ParseWarning(const nlohmann::json& s, SpecOrigin origin) {
+  if (!s.is_object()) return FieldError("signal", "must be an object");
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(origin, s, {"name", "before_s"}, "signal."));
+  model::WarningSignal warning;
+  if (!s.contains("name")) return FieldError("signal.name", "is required");
+  const nlohmann::json& name = s["name"];
+  if (!name.is_string() && !name.is_number_integer()) {
+    return FieldError("signal.name", "must be a signal's name (USR1) or number");
+  }
+  auto signal = model::ParseSignal(name.is_string() ? name.get<std::string>() : name.dump(),
+                                   "field 'signal.name'");
+  if (!signal.ok()) return signal.status();
+  warning.signal = *signal;
+  if (s.contains("before_s")) {
+    auto v = GetInt(s["before_s"], "signal.before_s", 0, model::kMaxWarningLead.value());
+    if (!v.ok()) return v.status();
+    warning.before = Seconds(*v);
+  }
+  return warning;
+}
+
 Result<SessionSpec> ParseSession(const nlohmann::json& s, SpecOrigin origin) {
   if (!s.is_object()) return FieldError("session", "must be an object");
   CORRAL_RETURN_IF_ERROR(
@@ -227,9 +251,9 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
   CORRAL_RETURN_IF_ERROR(
       CheckKnownKeys(origin, j,
-                     {"name", "project", "command", "shell", "workdir", "env", "resources", "tasks",
-                      "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node",
-                      "array", "environment", "session"},
+                     {"name", "project", "command", "shell", "workdir", "submit_dir", "env",
+                      "resources", "tasks", "priority", "time_limit_s", "max_restarts", "launcher",
+                      "procs_per_node", "array", "environment", "session", "signal"},
                      ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -268,6 +292,14 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!v.ok()) return v.status();
     if (!v->empty() && (*v)[0] != '/') return FieldError("workdir", "must be an absolute path");
     spec.workdir = *v;
+  }
+  if (j.contains("submit_dir")) {
+    auto v = GetString(j["submit_dir"], "submit_dir");
+    if (!v.ok()) return v.status();
+    if (!v->empty() && (*v)[0] != '/') {
+      return FieldError("submit_dir", "must be an absolute path");
+    }
+    spec.submit_dir = *v;
   }
   if (j.contains("env")) CORRAL_RETURN_IF_ERROR(ParseEnv(j["env"], "env", spec.env));
   if (j.contains("procs_per_node")) {
@@ -316,6 +348,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!session.ok()) return session.status();
     spec.session = std::move(session).value();
   }
+  if (j.contains("signal")) {
+    auto warning = ParseWarning(j["signal"], origin);
+    if (!warning.ok()) return warning.status();
+    spec.warning_signal = *warning;
+  }
   CORRAL_RETURN_IF_ERROR(CheckJobSpec(spec));
   if (origin != SpecOrigin::kSubmitted) {
     // Stored before defaults existed, or with them applied: what it holds is the request.
@@ -325,6 +362,10 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
 }
 
 Status CheckJobSpec(const JobSpec& spec) {
+  if (spec.warning_signal && spec.time_limit_s <= 0) {
+    return FieldError("signal",
+                      "needs a time limit (time_limit_s): it is sent that long before it");
+  }
   if (spec.shell && !spec.command.empty() && spec.command.size() != 1) {
     return FieldError("command", "must be one string when shell is true");
   }
@@ -365,6 +406,11 @@ nlohmann::json ToJson(const JobSpec& s) {
   // Empty only when the environment gives it, as ParseJobSpec reads an absent command.
   if (!s.command.empty()) j["command"] = s.command;
   if (!s.environment.empty()) j["environment"] = s.environment;
+  if (!s.submit_dir.empty()) j["submit_dir"] = s.submit_dir;
+  if (s.warning_signal) {
+    j["signal"] = {{"name", model::SignalName(s.warning_signal->signal)},
+                   {"before_s", s.warning_signal->before.value()}};
+  }
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();
     if (s.session->idle_timeout_s) session["idle_timeout_s"] = *s.session->idle_timeout_s;

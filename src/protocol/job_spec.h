@@ -2,13 +2,13 @@
 // ParseJobSpec before it sends it), with its JSON codec:
 //
 //   {"name": "train", "project": "vision", "command": ["python3", "train.py"],
-//    "shell": false, "workdir": "/data/train", "env": {"SEED": "1"},
+//    "shell": false, "workdir": "/data/train", "submit_dir": "/home/a/proj", "env": {"SEED": "1"},
 //    "resources": {"gpus": 2, "gpu_milli": 1000, "gpu_models": ["A100-80GB"],
 //                  "cpu_milli": 16000, "memory_mib": 65536},
 //    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0,
 //    "launcher": "torchrun", "procs_per_node": 2,
 //    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
-//    "environment": "pytorch@3"}
+//    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90}}
 //
 // Everything here is pure: what needs the server's state (the environment a spec names, the
 // cluster's resource defaults, the store's job records) is server/control/job_submission.h.
@@ -50,6 +50,7 @@
 #include "common/status.h"
 #include "model/job.h"
 #include "model/launcher.h"
+#include "model/warning_signal.h"
 
 namespace corral::protocol {
 
@@ -86,7 +87,11 @@ struct JobSpec {
   std::string project;  // empty: the server's default project
   std::vector<std::string> command;
   bool shell = false;
-  std::string workdir;  // absolute; empty: the agent's per-task directory
+  std::string workdir;  // absolute; empty: submit_dir where the node has it, else scratch
+  // Absolute: the folder it was submitted from (the CLI sends its own); empty: none given. A job
+  // without a workdir runs there when its node has that folder, else in a per-task scratch
+  // directory (docs/control-plane.md, "Working folder").
+  std::string submit_dir;
   std::map<std::string, std::string> env;
   // Per task (part). cpu and memory: as asked (resources.cpu_milli, resources.cpus ×
   // procs_per_node, resources.memory_mib), or 0 until the server fills in its defaults.
@@ -106,6 +111,8 @@ struct JobSpec {
   // "NAME" or "NAME@VERSION" as submitted; "NAME@VERSION" in a stored spec; empty: none.
   std::string environment;
   std::optional<SessionSpec> session;  // set: an interactive session
+  // "signal": sent to every task `before` seconds before its time limit (needs one).
+  std::optional<model::WarningSignal> warning_signal;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's

@@ -5,6 +5,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <nlohmann/json.hpp>
 
@@ -285,6 +286,65 @@ TEST(SessionSpecTest, StoredSpecsCarryTheSaltNotTheSecretAndRoundTrip) {
   EXPECT_TRUE(ParseJobSpec(newer, SpecOrigin::kShown).ok());
   EXPECT_THAT(ParseJobSpec(newer, SpecOrigin::kStored).status().message(),
               HasSubstr("unknown field"));
+}
+
+}  // namespace
+}  // namespace corral::protocol
+
+namespace corral::protocol {
+namespace {
+
+TEST(SubmitDirTest, ItIsAnAbsolutePathKeptInTheStoredForm) {
+  const json spec = {{"command", {"true"}}, {"submit_dir", "/home/a/proj"}};
+  JobSpec parsed = spec_testing::Parse(spec);
+  EXPECT_EQ(parsed.submit_dir, "/home/a/proj");
+  auto stored = ParseJobSpec(ToJson(parsed), SpecOrigin::kStored);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->submit_dir, "/home/a/proj");
+  EXPECT_FALSE(ToJson(spec_testing::Parse({{"command", {"true"}}})).contains("submit_dir"));
+  EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"submit_dir", "proj"}}).status().message(),
+              ::testing::HasSubstr("field 'submit_dir': must be an absolute path"));
+  EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"submit_dir", 3}}).status().message(),
+              ::testing::HasSubstr("field 'submit_dir'"));
+}
+
+TEST(WarningSignalSpecTest, ItNeedsATimeLimitAndRoundTrips) {
+  const json spec = {{"command", {"true"}},
+                     {"time_limit_s", 600},
+                     {"signal", {{"name", "SIGUSR1"}, {"before_s", 90}}}};
+  JobSpec parsed = spec_testing::Parse(spec);
+  ASSERT_TRUE(parsed.warning_signal);
+  EXPECT_EQ(*parsed.warning_signal, (model::WarningSignal{SIGUSR1, Seconds(90)}));
+  EXPECT_EQ(ToJson(parsed)["signal"], json({{"name", "USR1"}, {"before_s", 90}}));
+  auto stored = ParseJobSpec(ToJson(parsed), SpecOrigin::kStored);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->warning_signal, parsed.warning_signal);
+  // A number, and Slurm's default lead.
+  JobSpec numbered = spec_testing::Parse(
+      {{"command", {"true"}}, {"time_limit_s", 600}, {"signal", {{"name", SIGUSR2}}}});
+  EXPECT_EQ(*numbered.warning_signal, (model::WarningSignal{SIGUSR2, Seconds(60)}));
+  struct Case {
+    json signal;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"USR1", "field 'signal': must be an object"},
+           {json::object(), "field 'signal.name': is required"},
+           {{{"name", "USR9"}}, "field 'signal.name': unknown signal 'USR9'"},
+           {{{"name", "KILL"}}, "field 'signal.name': KILL cannot be caught"},
+           {{{"name", true}}, "field 'signal.name': must be a signal's name (USR1) or number"},
+           {{{"name", "USR1"}, {"before_s", 70000}}, "field 'signal.before_s'"},
+           {{{"name", "USR1"}, {"when", 1}}, "field 'signal.when': unknown field"},
+       }) {
+    EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"time_limit_s", 600}, {"signal", c.signal}})
+                    .status()
+                    .message(),
+                ::testing::HasSubstr(c.error))
+        << c.signal.dump();
+  }
+  EXPECT_THAT(
+      ParseJobSpec({{"command", {"true"}}, {"signal", {{"name", "USR1"}}}}).status().message(),
+      ::testing::HasSubstr("field 'signal': needs a time limit"));
 }
 
 }  // namespace

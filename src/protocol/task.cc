@@ -141,6 +141,11 @@ nlohmann::json ToJson(const TaskLaunch& l) {
       {"project", l.project},
   };
   if (l.array_index) out["array_index"] = *l.array_index;
+  if (!l.submit_dir.empty()) out["submit_dir"] = l.submit_dir;
+  if (l.warning_signal) {
+    out["warning_signal"] =
+        json{{"signal", l.warning_signal->signal}, {"before_s", l.warning_signal->before.value()}};
+  }
   if (l.requeueable) out["requeueable"] = true;
   if (l.session) {
     out["session"] = json{{"port", l.session->port},
@@ -218,6 +223,7 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.Strings("argv", true, l.argv));
   CORRAL_RETURN_IF_ERROR(r.Bool("shell", l.shell));
   CORRAL_RETURN_IF_ERROR(r.String("workdir", true, l.workdir));
+  CORRAL_RETURN_IF_ERROR(r.String("submit_dir", false, l.submit_dir));
   CORRAL_RETURN_IF_ERROR(r.StringMap("env", l.env));
   if (const json* gpus = r.Find("gpus")) {
     if (!gpus->is_array()) return r.Bad("gpus", "must be an array of GPU indices");
@@ -245,6 +251,16 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(
       r.OptionalInt64("array_index", l.array_index, 0, std::numeric_limits<int32_t>::max()));
   CORRAL_RETURN_IF_ERROR(r.Bool("requeueable", l.requeueable));
+  CORRAL_RETURN_IF_ERROR(r.Object("warning_signal", false, [&](const FieldReader& w) {
+    model::WarningSignal warning;
+    CORRAL_RETURN_IF_ERROR(w.RequiredInt("signal", warning.signal));
+    if (warning.signal < 1 || warning.signal > 64) return w.Bad("signal", "must be 1..64");
+    int64_t before = 0;
+    CORRAL_RETURN_IF_ERROR(w.Int("before_s", true, before, 0, model::kMaxWarningLead.value()));
+    warning.before = Seconds(before);
+    l.warning_signal = warning;
+    return Status::Ok();
+  }));
   CORRAL_RETURN_IF_ERROR(r.Object("environment", false, [&](const FieldReader& e) {
     LaunchEnvironment env;
     CORRAL_RETURN_IF_ERROR(e.String("name", true, env.name));

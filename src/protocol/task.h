@@ -17,6 +17,7 @@
 #include "common/units.h"
 #include "model/launcher.h"
 #include "model/states.h"
+#include "model/warning_signal.h"
 
 namespace corral {
 class FieldReader;  // common/json_fields.h
@@ -90,13 +91,19 @@ struct TaskLaunch {
   // '/'); no shell unless `shell`: then /bin/sh -c argv[0], with argv[1..] as "$0", "$1", ...
   std::vector<std::string> argv;
   bool shell = false;
-  std::string workdir;                     // absolute, must exist on the node
+  // Absolute, must exist on the node; empty: `submit_dir` when the node has it and the task's
+  // user may enter it, else a scratch directory the agent makes (and says so in its note).
+  std::string workdir;
+  std::string submit_dir;                  // the job's (JobSpec::submit_dir); may be empty
   std::map<std::string, std::string> env;  // may not set CORRAL_* or the GPU variables
   std::vector<int> gpus;                   // node GPU indices; empty for CPU-only tasks
   MilliGpu gpu_milli{0};                   // per GPU; 1000 for whole GPUs
   CpuMilli cpu{0};                         // 0 = no CPU limit
   MemoryMib memory{0};                     // 0 = no memory limit
   Seconds time_limit{0};                   // 0 = none
+  // Sent to the task once, `before` seconds ahead of its time limit (only with one). On the
+  // wire as {"signal": 10, "before_s": 90}.
+  std::optional<model::WarningSignal> warning_signal;
   std::string user;
   std::string project;
   std::optional<Distributed> distributed;        // nullopt: not part of a distributed job

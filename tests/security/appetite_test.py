@@ -30,7 +30,9 @@ import e2e_test  # noqa: E402  (its Cluster, check, wait_for; it reads the same 
 from e2e_test import CORRAL, Cluster, check, http_request, submit, wait_for  # noqa: E402
 
 NOTE = re.compile(rb"\[corral: (\d+) bytes of older output dropped: log over its cap of 64 KiB\]\n")
-WAITS = {"resources": {"gpus": 64}, "command": ["true"]}  # fits no node: stays pending
+# A model no node has: it waits for one (unknown_gpu_model). A size beyond every node would be
+# refused at submit (docs/control-plane.md, "Requests no node could run").
+WAITS = {"resources": {"gpus": 1, "gpu_models": ["NO-SUCH-MODEL"]}, "command": ["true"]}
 
 
 def call(c, method, path, token, body=None):

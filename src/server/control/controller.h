@@ -381,7 +381,7 @@ class Controller {
     // core's (reconcile.h), reset by a requeue.
     reconcile::RunEnd end;
     std::set<int64_t> launched;  // allocation ids whose launch went out in a heartbeat answer
-    std::map<int64_t, std::string> end_notes;  // allocation id -> the agent's note on its end
+    std::map<int64_t, std::string> notes;  // allocation id -> the agent's note (RunTasks)
     // Preempted tasks (node, allocation id) that must stop before this job's launches go out:
     // the scheduler gave their GPUs to this job already.
     std::set<reconcile::TaskOnNode> waits_for;
@@ -536,7 +536,7 @@ class Controller {
     JobId job;
     model::JobState state = model::JobState::kPending;  // the job's, after `writes`
     std::vector<store::TaskRecord> tasks;               // the run's tasks, after `writes`
-    std::map<int64_t, std::string> end_notes;
+    std::map<int64_t, std::string> notes;
     reconcile::RunEnd end;
     store::WriteBatch writes;  // changed task records, then the job's transitions
     // Of writes.tasks, those an agent's report decided (not the stops the evaluation decided):

@@ -7,6 +7,7 @@
 #include "common/random_id.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
+#include "server/control/submit_fit.h"
 
 namespace corral::server {
 
@@ -124,6 +125,14 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
   }
   // After the environment, which fills in the command and variables (never resources).
   submission.defaults = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
+  // Against the nodes of the published view: a node that registered a moment ago may not be
+  // there yet, and then the job is refused as the cluster was a moment ago.
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  std::vector<const protocol::NodeView*> nodes;
+  nodes.reserve(view->nodes.size());
+  for (const NodeEntryView& n : view->nodes) nodes.push_back(&n.row);
+  CORRAL_RETURN_IF_ERROR(
+      CheckFitsRegisteredNodes(submission.spec.resources, submission.spec.tasks, nodes));
   return submission;
 }
 

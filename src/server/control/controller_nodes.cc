@@ -366,6 +366,8 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.argv = job.spec.command;
   launch.shell = job.spec.shell;
   launch.workdir = job.spec.workdir;
+  launch.submit_dir = job.spec.submit_dir;
+  launch.warning_signal = job.spec.warning_signal;
   launch.env = job.spec.env;
   launch.cpu = a.cpu;
   launch.memory = a.memory;

@@ -28,7 +28,7 @@ Controller::RunPlan Controller::PlanFor(const LiveJob& job) {
   plan.job = job.record.id;
   plan.state = job.record.state;
   plan.tasks = job.tasks;
-  plan.end_notes = job.end_notes;
+  plan.notes = job.notes;
   plan.end = job.end;
   return plan;
 }
@@ -44,8 +44,8 @@ void Controller::TakeReported(RunPlan& plan, const std::vector<store::TaskRecord
 }
 
 void Controller::EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds now) const {
-  reconcile::RunDecision d = reconcile::EvaluateRun(
-      FactsOf(job, plan.state), plan.end, {plan.tasks, job.launched, plan.end_notes}, now);
+  reconcile::RunDecision d = reconcile::EvaluateRun(FactsOf(job, plan.state), plan.end,
+                                                    {plan.tasks, job.launched, plan.notes}, now);
   plan.end = std::move(d.end);
   ChangeTasks(plan, d.stop);
   plan.notify_nodes |= d.notify_nodes;
@@ -71,7 +71,7 @@ void Controller::EvaluatePlanLocked(const LiveJob& job, RunPlan& plan, Seconds n
 
 void Controller::ApplyPlanLocked(LiveJob& job, RunPlan plan, Seconds now) {
   job.tasks = std::move(plan.tasks);
-  job.end_notes = std::move(plan.end_notes);
+  job.notes = std::move(plan.notes);
   job.end = std::move(plan.end);
   if (plan.notify_nodes) NotifyNodesLocked(job);  // the rest of the gang is stopped
   unsettled_.erase(job.record.id);
@@ -131,7 +131,7 @@ std::map<JobId, Controller::RunPlan> Controller::PlanReportLocked(
     }
     if (d.action != reconcile::ReportAction::kUpdate) continue;
     RunPlan& plan = plan_of(*job);
-    if (d.end_note) plan.end_notes[s.key.allocation.value()] = std::move(*d.end_note);
+    if (d.note) plan.notes[s.key.allocation.value()] = std::move(*d.note);
     TakeReported(plan, {d.updated});
   }
   for (auto& [id, plan] : plans) EvaluatePlanLocked(jobs_.at(id), plan, now);
@@ -170,7 +170,7 @@ Status Controller::FinishReportLocked(std::map<JobId, RunPlan>& plans, const Sta
   // and the job is settled again at the next tick.
   auto keep_reported = [&](LiveJob& job, RunPlan& plan) {
     ReplaceTasks(job.tasks, plan.reported);
-    job.end_notes = std::move(plan.end_notes);
+    job.notes = std::move(plan.notes);
     unsettled_.insert(job.record.id);
   };
   if (!committed.ok() && store::IsStoreWide(committed)) {

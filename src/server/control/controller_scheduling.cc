@@ -151,7 +151,7 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   LiveJob& victim = victim_it->second;
   const Seconds now = clock_.Now();
   reconcile::PreemptDecision d = reconcile::Preempt(
-      victim.end, victim.preemptions, {victim.tasks, victim.launched, victim.end_notes}, now);
+      victim.end, victim.preemptions, {victim.tasks, victim.launched, victim.notes}, now);
   if (auto for_it = jobs_.find(p.for_job); for_it != jobs_.end()) {
     for (const reconcile::TaskOnNode& wait : d.waits) {
       for_it->second.waits_for.insert(wait);
@@ -177,7 +177,7 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   ForgetAllocationsLocked(job);
   job.tasks.clear();
   job.launched.clear();
-  job.end_notes.clear();
+  job.notes.clear();
   job.record.state = JobState::kPending;
   submit_limits_.AddPending(job.record.user, job.record.project, 1);
   ++job.record.restarts;        // the next run is a new generation

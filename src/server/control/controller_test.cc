@@ -1600,7 +1600,11 @@ TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
 // (the listing, the job, the queue); a job submitted after it reads "not yet considered".
 TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstimate) {
   const auto [running, waiting] = RunOneAndQueueOne();
-  const JobId too_big = Submit(Spec(8));
+  // A model no node has: it waits for one, without an estimate (a size beyond every node
+  // would be refused at submit).
+  json unknown_model = Spec(1);
+  unknown_model["resources"]["gpu_models"] = {"H100"};
+  const JobId too_big = Submit(unknown_model);
   controller_->Tick();
   const JobId late = Submit(Spec(1));  // after the last pass
   store::JobFilter all;
@@ -1632,7 +1636,7 @@ TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstima
     }
   }
   EXPECT_EQ(queued[waiting].estimated_start, Seconds(1000 + 100));
-  EXPECT_EQ(queued[too_big].pending_reason.code, sched::kReasonNeverFits);
+  EXPECT_EQ(queued[too_big].pending_reason.code, sched::kReasonUnknownModel);
   controller_->Tick();  // the late job's pass
   auto late_view = controller_->JobView(alice_, late);
   ASSERT_TRUE(late_view.ok());
@@ -2193,18 +2197,88 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   json newer = Inventory(8);
   newer["runtimes"] = {"process", "vm"};
   EXPECT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", newer).ok());
-  // A job of an environment that can run on the process runtime is not constrained: its
-  // pending reason speaks of GPUs, not runtimes.
+  // A job of an environment that can run on the process runtime is not constrained: a gang of
+  // it spans every node, the process-only one too, and a size no node has is refused naming
+  // GPUs, not runtimes.
   ASSERT_TRUE(CreateEnv(alice_, {{"name", "both"},
                                  {"image", "corral-test/busybox:1"},
                                  {"host", {{"venv", "/opt/both"}}},
                                  {"command", {"true"}}})
                   .ok());
-  const JobId big = Submit({{"environment", "both"}, {"resources", {{"gpus", 64}}}});
+  auto big = SubmitJson(alice_, {{"environment", "both"}, {"resources", {{"gpus", 64}}}});
+  EXPECT_THAT(big.status().message(),
+              HasSubstr("field 'resources.gpus': needs 64 GPUs on one node; the largest node "
+                        "has 8"));
+  const JobId wide = Submit({{"environment", "both"}, {"resources", {{"gpus", 8}}}, {"tasks", 3}});
   controller_->Tick();
-  auto big_view = JobJson(alice_, big);
-  ASSERT_TRUE(big_view.ok());
-  EXPECT_EQ((*big_view)["pending_reason"]["code"], "never_fits");
+  auto wide_view = JobJson(alice_, wide);
+  ASSERT_TRUE(wide_view.ok());
+  std::set<std::string> nodes;
+  for (const json& t : (*wide_view)["tasks"]) nodes.insert(t["node"].get<std::string>());
+  EXPECT_EQ(nodes, (std::set<std::string>{"a", "b", "c"})) << wide_view->dump();
+}
+
+// What an agent says of a task's start (a scratch folder instead of the submit folder, limits
+// it could not apply) follows "all tasks running" in the job's event, task by task, even when
+// it came in an earlier heartbeat than the start of the gang's last task.
+TEST_F(ControllerTest, TheStartEventSaysWhatTheAgentsSaidOfTheStarts) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId id = Submit({{"command", {"true"}}, {"tasks", 2}, {"resources", {{"gpus", 1}}}});
+  controller_->Tick();
+  json run = Beat("a", Report())["run"];
+  ASSERT_EQ(run.size(), 2u);
+  if (run[0]["task_index"] != 1) std::swap(run[0], run[1]);  // run[0]: task 1
+  const std::string note =
+      "running in a scratch folder: the submit folder /home/a is not on this node (give "
+      "--workdir to choose)";
+  json noted = TaskReport(run[0], "running");
+  noted["message"] = note;
+  Beat("a", Report({noted}));
+  Beat("a", Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}));
+  auto events = store_->JobEvents(id);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().to_state, model::JobState::kRunning);
+  EXPECT_EQ(events->back().reason, "all tasks running; task 1: " + note);
+
+  // A job that succeeded before its start was recorded says it in its end.
+  const JobId quick = Submit({{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"];
+  ASSERT_EQ(launch.size(), 1u);
+  json exited = TaskReport(launch[0], "exited", 0);
+  exited["message"] = note;
+  Beat("a", Report({TaskReport(run[0], "running"), TaskReport(run[1], "running"), exited}));
+  events = store_->JobEvents(quick);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->back().to_state, model::JobState::kSucceeded);
+  EXPECT_EQ(events->back().reason, "all tasks exited with code 0; task 0: " + note);
+}
+
+TEST_F(ControllerTest, AJobNoRegisteredNodeCouldRunIsRefusedAtSubmit) {
+  // No node yet: nothing is refused, the nodes may not have joined.
+  EXPECT_TRUE(SubmitJson(alice_, {{"command", {"true"}}, {"resources", {{"gpus", 64}}}}).ok());
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto refused = SubmitJson(alice_, {{"command", {"true"}}, {"resources", {{"gpus", 9}}}});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("field 'resources.gpus': needs 9 GPUs on one node; the largest node has 8 "
+                        "(a); no registered node could ever run it"));
+  EXPECT_THAT(SubmitArrayJson(alice_, {{"command", {"true"}},
+                                       {"resources", {{"gpus", 9}}},
+                                       {"array", {{"indices", {0, 1}}}}})
+                  .status()
+                  .message(),
+              HasSubstr("field 'resources.gpus': needs 9 GPUs"));
+  EXPECT_THAT(
+      SubmitJson(alice_, {{"command", {"true"}}, {"resources", {{"gpus", 8}}}, {"tasks", 2}})
+          .status()
+          .message(),
+      HasSubstr("field 'tasks': needs 2 tasks started together; the registered nodes hold "
+                "1 of them at most (on 1 node)"));
+  EXPECT_TRUE(SubmitJson(alice_, {{"command", {"true"}}, {"resources", {{"gpus", 8}}}}).ok());
+  // A drained node still counts: it may come back.
+  ASSERT_TRUE(controller_->SetNodeState("a", "drain").ok());
+  EXPECT_TRUE(SubmitJson(alice_, {{"command", {"true"}}, {"resources", {{"gpus", 8}}}}).ok());
 }
 
 TEST_F(ControllerTest, EnvironmentVariablesMayNotHoldNamesCorralSets) {

@@ -19,6 +19,22 @@ std::string TruncateNote(const std::string& text, size_t max) {
   return text.substr(0, end);
 }
 
+// What the agents said of the run's tasks (a scratch folder instead of the submit folder, limits
+// not applied), by task: "; task 0: ...; task 2: ...", or "".
+std::string NotesOf(const RunTasks& run) {
+  std::vector<const store::TaskRecord*> noted;
+  for (const auto& t : run.tasks) {
+    if (run.notes.count(t.allocation_id)) noted.push_back(&t);
+  }
+  std::sort(noted.begin(), noted.end(),
+            [](const auto* a, const auto* b) { return a->task_index < b->task_index; });
+  std::string out;
+  for (const store::TaskRecord* t : noted) {
+    out += "; task " + std::to_string(t->task_index) + ": " + run.notes.at(t->allocation_id);
+  }
+  return out;
+}
+
 // The failed task that explains the gang's end: after a restart the parts the server had
 // stopped because of it look failed too (killed), so one it did not stop comes first.
 const store::TaskRecord* ExplainingFailure(const std::vector<store::TaskRecord>& tasks) {
@@ -93,8 +109,8 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
   if (!d.end.Stopping()) {
     if (const store::TaskRecord* failed = ExplainingFailure(run.tasks)) {
       d.end.failing = true;
-      auto note = run.end_notes.find(failed->allocation_id);
-      d.end.failure = DescribeEnd(*failed, note == run.end_notes.end() ? "" : note->second);
+      auto note = run.notes.find(failed->allocation_id);
+      d.end.failure = DescribeEnd(*failed, note == run.notes.end() ? "" : note->second);
       // Its agent's typed cause, never the note: timeout, oom or failed.
       d.end.failed_state = model::FailedStateFor(failed->end_cause);
     }
@@ -122,7 +138,7 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
   }
   if (all_running && facts.state == JobState::kStarting) {
     d.verdict = RunVerdict::kStartRunning;
-    d.reason = "all tasks running";
+    d.reason = "all tasks running" + NotesOf(run);
   }
   if (!all_ended) return d;
   d.verdict = RunVerdict::kEnd;
@@ -143,6 +159,8 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
   } else {
     d.end_state = JobState::kSucceeded;
     d.reason = "all tasks exited with code 0";
+    // Ended before its start was recorded: the notes the start event would have carried.
+    if (facts.state == JobState::kStarting) d.reason += NotesOf(run);
   }
   return d;
 }
@@ -173,6 +191,7 @@ ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
     if (task->state != TaskState::kAssigned) return d;  // known to run already
     updated.state = TaskState::kRunning;
     updated.start_time = s.started_at.value() > 0 ? s.started_at : now;
+    if (!s.message.empty()) d.note = TruncateNote(s.message, kMaxTaskNote);
   } else {
     // exited | killed | failed_to_start | lost
     updated.state =
@@ -192,7 +211,7 @@ ReportDecision DecideReport(const std::vector<store::TaskRecord>* job_tasks,
       updated.exit_code = 127;
     }
     updated.end_time = s.ended_at.value_or(now);
-    if (!s.message.empty()) d.end_note = TruncateNote(s.message, kMaxEndNote);
+    if (!s.message.empty()) d.note = TruncateNote(s.message, kMaxTaskNote);
   }
   d.action = ReportAction::kUpdate;
   d.updated = std::move(updated);

@@ -72,12 +72,13 @@ struct RunFacts {
 };
 
 // The task view EvaluateRun and Preempt read: the current generation's records, the
-// allocations whose launch went out in a heartbeat answer, and the agents' notes on ends
-// (allocation id -> note).
+// allocations whose launch went out in a heartbeat answer, and the agents' latest notes on them
+// (allocation id -> note: what a task's agent said when it started, replaced by what it said
+// when it ended; an end's note repeats the start's).
 struct RunTasks {
   const std::vector<store::TaskRecord>& tasks;
   const std::set<int64_t>& launched;
-  const std::map<int64_t, std::string>& end_notes;
+  const std::map<int64_t, std::string>& notes;
 };
 
 // True when a failed or lost run of the job is requeued rather than ended: its restarts, less
@@ -86,10 +87,12 @@ struct RunTasks {
 bool Requeueable(const RunFacts& facts);
 
 enum class RunVerdict {
-  kGoOn,          // nothing to settle: some task has not ended (or the job has no tasks)
-  kStartRunning,  // starting -> running: every task runs (reason "all tasks running")
-  kEnd,           // every task ended: the job ends in `end_state`
-  kRequeue,       // every task ended, its run failed, restarts are left: back to pending
+  kGoOn,  // nothing to settle: some task has not ended (or the job has no tasks)
+  // starting -> running: every task runs (reason "all tasks running", then each task's note:
+  // "; task 0: running in a scratch folder: ...")
+  kStartRunning,
+  kEnd,      // every task ended: the job ends in `end_state`
+  kRequeue,  // every task ended, its run failed, restarts are left: back to pending
 };
 
 struct RunDecision {
@@ -125,18 +128,19 @@ std::string DescribeEnd(const store::TaskRecord& task, const std::string& note);
 enum class ReportAction {
   kIgnore,  // nothing to do (a report of an end already taken, a running task already running)
   kKill,    // stale: answer with a kill order (`kill_reason`); only for a running report
-  kUpdate,  // store `updated` (and keep `end_note`), then evaluate the job's run
+  kUpdate,  // store `updated` (and keep `note`), then evaluate the job's run
 };
 
 struct ReportDecision {
   ReportAction action = ReportAction::kIgnore;
-  std::string kill_reason;              // kKill
-  store::TaskRecord updated;            // kUpdate: the task's new record
-  std::optional<std::string> end_note;  // kUpdate of an end: the agent's note (truncated)
+  std::string kill_reason;    // kKill
+  store::TaskRecord updated;  // kUpdate: the task's new record
+  // kUpdate of a start or an end: the agent's note on it (truncated), when it gave one.
+  std::optional<std::string> note;
 };
 
-// Longest end note kept (bytes, cut at a UTF-8 character boundary).
-inline constexpr size_t kMaxEndNote = 500;
+// Longest task note kept (bytes, cut at a UTF-8 character boundary).
+inline constexpr size_t kMaxTaskNote = 500;
 
 // What to do with one task report from node `node`. `job_tasks`: the tasks of the live job
 // holding the report's allocation id (nullptr: no live job does). `now` (Unix seconds) stands

@@ -205,7 +205,7 @@ class RunScenario {
     } else {
       ASSERT_EQ(action, "update");
       ASSERT_EQ(d.action, ReportAction::kUpdate) << "kill reason: " << d.kill_reason;
-      if (d.end_note) notes_[alloc] = *d.end_note;
+      if (d.note) notes_[alloc] = *d.note;
       Replace(d.updated);
     }
   }
