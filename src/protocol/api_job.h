@@ -102,11 +102,20 @@ struct TaskView {
 // RuntimePrediction::basis when the job's time limit is shorter than what the predictor said:
 // the estimate is the limit (sched::PlannedRun).
 inline constexpr char kTimeLimitBasis[] = "time_limit";
+// RuntimePrediction::basis of a running job that outlived its planned run (sched::ExpectedEndOf):
+// the estimate is a bound, not a prediction (confidence 0), and it does not move with the clock.
+// Its time limit:
+inline constexpr char kOutlivedTimeLimitBasis[] = "outlived:time_limit";
+// ... or, with no limit (or in the grace after it), its planned run or limit doubled as often as
+// needed to lie beyond the time it has run:
+inline constexpr char kOutlivedDoublingBasis[] = "outlived:doubling";
 
 struct RuntimePrediction {
   Seconds estimate{0};
   double confidence = 0;  // 0..1: the predictor's, for its own answer
-  std::string basis;      // the predictor's key (docs/prediction.md), or kTimeLimitBasis
+  // The predictor's key (docs/prediction.md), kTimeLimitBasis, or for a running job that
+  // outlived its plan kOutlivedTimeLimitBasis or kOutlivedDoublingBasis.
+  std::string basis;
   bool operator==(const RuntimePrediction&) const = default;
 };
 
@@ -116,7 +125,9 @@ struct JobView {
   JobSpec spec;                  // as stored, without the session's token
   std::vector<JobEvent> events;  // oldest first
   std::vector<TaskView> tasks;
-  std::optional<RuntimePrediction> predicted_run_s;  // none once final
+  // None once final. For a running job: never below the time it has run, never beyond its
+  // time limit (but in the grace after it).
+  std::optional<RuntimePrediction> predicted_run_s;
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).

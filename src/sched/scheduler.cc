@@ -201,6 +201,25 @@ Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit) {
   return planned;
 }
 
+ExpectedEnd ExpectedEndOf(Seconds start, Seconds planned, std::optional<Seconds> time_limit,
+                          Seconds now) {
+  const int64_t s = start.value(), t = now.value();
+  if (s + planned.value() > t) return {Seconds(s + planned.value()), EndBasis::kPlanned};
+  // It outlived its plan. "As much again as it has run from now" would be after now too, but it
+  // moves with the clock: every estimate resting on it would slide. Its time limit is a bound
+  // the server enforces; without one (or in the grace after it), the run so far doubled from
+  // the last bound crossed, which moves only when crossed and then to twice that run, as the
+  // old rule did at that instant.
+  int64_t bound = std::max<int64_t>(1, planned.value());
+  if (time_limit && time_limit->value() > bound) {
+    if (s + time_limit->value() > t)
+      return {Seconds(s + time_limit->value()), EndBasis::kTimeLimit};
+    bound = time_limit->value();
+  }
+  while (s + bound <= t) bound *= 2;
+  return {Seconds(s + bound), EndBasis::kDoubling};
+}
+
 Seconds Scheduler::EstimateOf(const model::Job& job) const {
   return PlannedRun(config_.estimate ? config_.estimate(job) : DefaultEstimate(job),
                     job.time_limit);
@@ -241,7 +260,7 @@ double Scheduler::TotalWeight() const {
   for (const Group& g : groups_) {
     if (!g.queue.empty() && seen.insert(g.project).second) total += PolicyOf(g.project).weight;
   }
-  for (const auto& [project, used] : project_usage_) {
+  for (const auto& [project, used] : use_.project) {
     if (used > 0 && seen.insert(project).second) total += PolicyOf(project).weight;
   }
   return total;
@@ -339,10 +358,8 @@ void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seco
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
   run.start_seq = start_seq_++;
   run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
-  project_usage_[job.project] += MilliOf(job);
-  user_usage_[{job.project, job.user}] += MilliOf(job);
+  use_.Add(job);
   bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
-  if (job.array_id) ++array_running_[*job.array_id];
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
   const JobId id = job.id;
@@ -361,10 +378,8 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
     ++state_version_;
   }
   const model::Job& j = run.job;
-  project_usage_[j.project] -= MilliOf(j);
-  user_usage_[{j.project, j.user}] -= MilliOf(j);
+  use_.Remove(j);
   bucket_usage_[{j.project, run.bucket}] -= MilliOf(j);
-  if (j.array_id && --array_running_[*j.array_id] == 0) array_running_.erase(*j.array_id);
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
@@ -415,21 +430,37 @@ int64_t Scheduler::BucketUsage(const std::string& project, const std::string& bu
 }
 
 int64_t Scheduler::ProjectUsage(const std::string& project) const {
-  auto it = project_usage_.find(project);
-  return it == project_usage_.end() ? 0 : it->second;
+  auto it = use_.project.find(project);
+  return it == use_.project.end() ? 0 : it->second;
 }
 
-std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job) const {
+void Scheduler::LimitUse::Add(const model::Job& job) {
+  project[job.project] += MilliOf(job);
+  user[{job.project, job.user}] += MilliOf(job);
+  if (job.array_id) ++array[*job.array_id];
+}
+
+void Scheduler::LimitUse::Remove(const model::Job& job) {
+  project[job.project] -= MilliOf(job);
+  user[{job.project, job.user}] -= MilliOf(job);
+  if (job.array_id && --array[*job.array_id] == 0) array.erase(*job.array_id);
+}
+
+std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job,
+                                                    const LimitUse& use) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
-  if (policy.limit_milli && ProjectUsage(job.project) + MilliOf(job) > *policy.limit_milli) {
-    return PendingReason{kReasonProjectLimit, "project '" + job.project + "' runs " +
-                                                  std::to_string(ProjectUsage(job.project) / 1000) +
-                                                  " GPUs; its limit is " +
-                                                  std::to_string(*policy.limit_milli / 1000)};
+  if (policy.limit_milli) {
+    auto it = use.project.find(job.project);
+    const int64_t used = it == use.project.end() ? 0 : it->second;
+    if (used + MilliOf(job) > *policy.limit_milli) {
+      return PendingReason{kReasonProjectLimit,
+                           "project '" + job.project + "' runs " + std::to_string(used / 1000) +
+                               " GPUs; its limit is " + std::to_string(*policy.limit_milli / 1000)};
+    }
   }
   if (policy.user_limit_milli) {
-    auto it = user_usage_.find({job.project, job.user});
-    const int64_t used = it == user_usage_.end() ? 0 : it->second;
+    auto it = use.user.find({job.project, job.user});
+    const int64_t used = it == use.user.end() ? 0 : it->second;
     if (used + MilliOf(job) > *policy.user_limit_milli) {
       return PendingReason{kReasonUserLimit,
                            "user '" + job.user + "' runs " + std::to_string(used / 1000) +
@@ -438,8 +469,8 @@ std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job) const
     }
   }
   if (job.array_max_running) {
-    auto it = array_running_.find(*job.array_id);
-    const int running = it == array_running_.end() ? 0 : it->second;
+    auto it = use.array.find(*job.array_id);
+    const int running = it == use.array.end() ? 0 : it->second;
     if (running >= *job.array_max_running) {
       return PendingReason{kReasonArrayLimit, "array " + Id(*job.array_id) + " has max_running " +
                                                   std::to_string(*job.array_max_running) +
@@ -601,11 +632,10 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
   return placed;
 }
 
-Seconds Scheduler::ExpectedEnd(const Running& run, Seconds now) const {
-  if (run.estimated_end > now) return run.estimated_end;
-  // It outlived its estimate: expect it to run as long again as it has so far (a job that ran
-  // long tends to run longer), rather than to end this instant.
-  return Seconds(now.value() + std::max<int64_t>(1, now.value() - run.start.value()));
+Seconds Scheduler::ExpectedEndAt(const Running& run, Seconds now) const {
+  return ExpectedEndOf(run.start, Seconds(run.estimated_end.value() - run.start.value()),
+                       run.job.time_limit, now)
+      .end;
 }
 
 int64_t Scheduler::AttainedIn(const Running& run, Seconds now) const {
@@ -642,14 +672,18 @@ std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) 
 std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<JobId>& jobs,
                                                             Seconds now,
                                                             std::set<NodeIndex>* first_nodes) {
-  // Events: running jobs ending at their estimates; shadow starts join them.
+  // Events: running jobs ending at their expected ends; shadow starts join them.
   struct End {
     int64_t time;
     int64_t order;  // ties: running jobs by id, then shadow jobs in start order
     int shadow;     // index into `shadow`, or -1 for a running job
     std::vector<Allocation> tasks;
+    const model::Job* job;  // counted in `use` while it runs in shadow time
     bool operator>(const End& o) const { return std::tie(time, order) > std::tie(o.time, o.order); }
   };
+  // Hard limits and arrays' running limits hold in shadow time too (an element of a `%1` array
+  // starts after the one before it ends): shadow starts and ends move a copy of the use.
+  LimitUse use = use_;
   std::priority_queue<End, std::vector<End>, std::greater<>> ends;
   std::vector<JobId> ids;
   for (const auto& [id, run] : running_) ids.push_back(id);
@@ -657,7 +691,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
   int64_t order = 0;
   for (JobId id : ids) {
     const Running& run = running_.at(id);
-    ends.push({ExpectedEnd(run, now).value(), order++, -1, run.tasks});
+    ends.push({ExpectedEndAt(run, now).value(), order++, -1, run.tasks, &run.job});
   }
   std::vector<Allocation> released;             // real allocations to give back at the end
   std::vector<std::vector<Allocation>> shadow;  // shadow starts
@@ -674,25 +708,32 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
     const size_t released0 = released.size();
     std::vector<End> popped;
     while (!never.count(shape_id)) {
-      if (auto gang = PlaceGang(shape)) {
+      const bool limited = LimitReason(p.job, use).has_value();
+      std::optional<std::vector<Allocation>> gang;
+      if (!limited) gang = PlaceGang(shape);
+      if (gang) {
         start = Seconds(t);
         if (i == 0 && first_nodes) {
           for (const Allocation& a : *gang) first_nodes->insert(a.node);
         }
-        ends.push({t + EstimateOf(p.job).value(), order++, static_cast<int>(shadow.size()), *gang});
+        use.Add(p.job);
+        ends.push({t + EstimateOf(p.job).value(), order++, static_cast<int>(shadow.size()), *gang,
+                   &p.job});
         shadow.push_back(std::move(*gang));
         shadow_live.push_back(true);
         break;
       }
       if (ends.empty()) {
-        // It fits not even with everything ended: undo its wait, so the jobs after it are
-        // estimated as if it were not there.
-        never.insert(shape_id);
+        // It fits not even with everything ended (or its limits hold it even then): undo its
+        // wait, so the jobs after it are estimated as if it were not there. Only capacity
+        // condemns the shape: a limit is its project's or array's.
+        if (!limited) never.insert(shape_id);
         for (auto e = popped.rbegin(); e != popped.rend(); ++e) {
           for (const Allocation& a : e->tasks) {
             if (state_.node(a.node).present) (void)state_.Allocate(a);
           }
           if (e->shadow >= 0) shadow_live[e->shadow] = true;
+          use.Add(*e->job);
           ends.push(*e);
         }
         released.resize(released0);
@@ -710,6 +751,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
       } else {
         shadow_live[e.shadow] = false;
       }
+      use.Remove(*e.job);
       popped.push_back(std::move(e));
     }
     starts.push_back(start);
@@ -805,7 +847,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       continue;
     }
     group.waits.reset();
-    if (auto limited = LimitReason(first)) {
+    if (auto limited = LimitReason(first, use_)) {
       // A user at their limit must not hold back the group's other users: the first job (of at
       // most kLimitScan) that its limits allow goes instead.
       constexpr int kLimitScan = 64;
@@ -813,7 +855,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       int scanned = 0;
       for (const OrderKey& key : group.queue) {
         if (++scanned > kLimitScan) break;
-        if (!LimitReason(pending_.at(JobId(std::get<2>(key))).job)) {
+        if (!LimitReason(pending_.at(JobId(std::get<2>(key))).job, use_)) {
           other = key;
           break;
         }

@@ -16,9 +16,9 @@
 // Passing (Blocking): with kSkip a job that does not fit is skipped and later jobs may start;
 // with kStrict the first job that does not fit stops the pass; with kBackfill (EASY backfill) the
 // first job that does not fit gets a reservation at the earliest time it could start if running
-// jobs ended at their estimates (one that outlived its estimate: after as much again as it has
-// run), and later jobs start now only if they do not delay it: they end (by their estimate)
-// before the reservation, or use none of its nodes.
+// jobs ended at their expected ends (ExpectedEndOf: one that outlived its estimate at its time
+// limit, or at the next doubling of its run), and later jobs start now only if they do not delay
+// it: they end (by their estimate) before the reservation, or use none of its nodes.
 //
 // Sharing passes: jobs within their project's quota go first; jobs that would borrow (run beyond
 // their quota) are considered only after, so capacity freed in a pass goes to quota owners
@@ -127,6 +127,27 @@ struct QueueEntry {
 // use it.
 Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit);
 
+// What a running job's expected end rests on (ExpectedEndOf).
+enum class EndBasis {
+  kPlanned,    // start + its planned run: it has not outlived it
+  kTimeLimit,  // it outlived its planned run: start + its time limit
+  kDoubling,   // it outlived its planned run and its limit (or has none): start + the longer of
+               // the two, doubled as often as needed to lie after now
+};
+
+struct ExpectedEnd {
+  Seconds end{0};  // always after the `now` it was computed at
+  EndBasis basis = EndBasis::kPlanned;
+};
+
+// When a job running since `start`, planned to run `planned` (PlannedRun), is expected to end,
+// seen at `now` (>= start). Always after `now`, so no reservation rests on a job ending this
+// instant; and it never slides with the clock: it changes only when `now` crosses it, and then
+// to a later bound that holds until crossed in turn (docs/prediction.md, "Estimated starts").
+// The scheduler's plans and the job view's run-time estimate both use it.
+ExpectedEnd ExpectedEndOf(Seconds start, Seconds planned, std::optional<Seconds> time_limit,
+                          Seconds now);
+
 class Scheduler {
  public:
   // Errors: unknown policy name, invalid sharing config.
@@ -173,9 +194,13 @@ class Scheduler {
   Decisions Schedule(Seconds now);
 
   // The pending jobs in queue order at `now` (at most `limit`), with reasons and estimated
-  // starts: the time each would start if the jobs ahead of it started first and running jobs
-  // ended at their estimates (backfill can only make it earlier; new arrivals ahead of it or
-  // longer runs make it later). Changes nothing.
+  // starts: the time each would start if the jobs ahead of it started first, hard limits and
+  // arrays' running limits held, and running jobs ended at their expected ends (ExpectedEndOf);
+  // backfill can only make it earlier; new arrivals ahead of it or longer runs make it later.
+  // One shadow run of the queue gives them all. An estimate is `now` only for a job that fits
+  // now; the others change only when something happens (a submission, a start, an end, a
+  // cancel, a node change, a new estimate) or when `now` crosses a running job's expected end.
+  // Changes nothing.
   std::vector<QueueEntry> Queue(Seconds now, size_t limit);
 
   // Why a pending job waits: its own limit or a reservation it would delay (as the last pass
@@ -241,6 +266,15 @@ class Scheduler {
     Seconds start{0};
     std::set<NodeIndex> nodes;
   };
+  // The running use that projects' hard limits and arrays' running limits count: the
+  // scheduler's own, and a copy that ShadowStarts moves through shadow time.
+  struct LimitUse {
+    std::unordered_map<std::string, int64_t> project;             // running milli-GPU per project
+    std::map<std::pair<std::string, std::string>, int64_t> user;  // (project, user) milli-GPU
+    std::unordered_map<JobId, int> array;  // running elements per array (while > 0)
+    void Add(const model::Job& job);       // `job` started
+    void Remove(const model::Job& job);    // `job` ended
+  };
 
   Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy);
   OrderKey KeyOf(const model::Job& job) const;
@@ -259,9 +293,9 @@ class Scheduler {
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
-  // Why the job may not start now under its project's hard limits (project or per user) or its
-  // array's running limit.
-  std::optional<PendingReason> LimitReason(const model::Job& job) const;
+  // Why the job may not start under its project's hard limits (project or per user) or its
+  // array's running limit, with `use` running (now: use_).
+  std::optional<PendingReason> LimitReason(const model::Job& job, const LimitUse& use) const;
   // True when starting the job now would take its project beyond its quota.
   bool WouldBorrow(const model::Job& job) const;
   bool AnyQuota() const;  // some project has a quota
@@ -278,16 +312,15 @@ class Scheduler {
                                                     const std::vector<JobId>& candidates,
                                                     const std::string& why, Seconds now,
                                                     std::vector<Preemption>& preemptions);
-  // When `run` is expected to end, seen at `now`: its estimated end, or, once past it, as much
-  // again as it has run (never "now", which would promise reservations that cannot hold).
-  Seconds ExpectedEnd(const Running& run, Seconds now) const;
+  // When `run` is expected to end, seen at `now` (ExpectedEndOf).
+  Seconds ExpectedEndAt(const Running& run, Seconds now) const;
   // GPU-seconds `run` attained in its current run until `now`.
   int64_t AttainedIn(const Running& run, Seconds now) const;
   int LasQueueOf(int64_t attained_gpu_s) const;
   std::vector<JobId> LasCandidates(const model::Job& job, Seconds now) const;
   // Shadow time: the earliest times `jobs` (in order) could start, each after the ones before
-  // it, if running jobs ended at their estimates; the first job's nodes in `first_nodes`.
-  // Leaves the state as it found it.
+  // it and within its limits (LimitReason), if running jobs ended at their expected ends; the
+  // first job's nodes in `first_nodes`. Leaves the state as it found it.
   std::vector<std::optional<Seconds>> ShadowStarts(const std::vector<JobId>& jobs, Seconds now,
                                                    std::set<NodeIndex>* first_nodes);
   // True when a job placed at `placed` now, running `estimate`, would hold capacity the
@@ -313,11 +346,9 @@ class Scheduler {
   std::map<std::tuple<std::string, int, int64_t>, int> group_ids_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
-  std::unordered_map<std::string, int64_t> project_usage_;  // running milli-GPU per project
+  LimitUse use_;
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
   std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
-  std::map<std::pair<std::string, std::string>, int64_t> user_usage_;    // (project, user)
-  std::unordered_map<JobId, int> array_running_;  // running elements per array (while > 0)
   size_t pending_count_ = 0;
   size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;

@@ -283,6 +283,42 @@ Seconds DeclaredEstimate(const model::Job& job) {
   return sched::DefaultEstimate(declared);
 }
 
+// Records the estimated start of each of `arrived` (indices into the trace) that still waits
+// after the pass at `now`, if among the queue's first `rows`; returns how many still wait.
+int64_t MeasureEtas(sched::Scheduler& s, int64_t now, int64_t rows,
+                    const std::vector<size_t>& arrived,
+                    const std::unordered_map<JobId, size_t>& index_of,
+                    std::vector<ReplayJob>& outcomes) {
+  int64_t waiting = 0;
+  for (size_t i : arrived) waiting += outcomes[i].first_start_s < 0 ? 1 : 0;
+  if (waiting == 0) return 0;
+  for (const sched::QueueEntry& e : s.Queue(Seconds(now), static_cast<size_t>(rows))) {
+    ReplayJob& o = outcomes[index_of.at(e.job)];
+    if (o.submit_s == now && e.estimated_start) o.estimated_start_s = e.estimated_start->value();
+  }
+  return waiting;
+}
+
+EtaResult ScoreEtas(const std::vector<ReplayJob>& outcomes, int64_t waited) {
+  EtaResult out;
+  out.waited = waited;
+  std::vector<double> errors;
+  int64_t early = 0;
+  for (const ReplayJob& o : outcomes) {
+    if (!o.estimated_start_s) continue;
+    ++out.estimated;
+    if (o.first_start_s < 0) continue;
+    errors.push_back(static_cast<double>(std::abs(*o.estimated_start_s - o.first_start_s)));
+    early += o.first_start_s < *o.estimated_start_s ? 1 : 0;
+  }
+  out.scored = static_cast<int64_t>(errors.size());
+  if (out.scored > 0) {
+    out.started_early_pct = 100.0 * static_cast<double>(early) / static_cast<double>(out.scored);
+  }
+  out.abs_error_s = Summarize(std::move(errors));
+  return out;
+}
+
 }  // namespace
 
 Result<EstimateSource> ParseEstimateSource(std::string_view name) {
@@ -444,6 +480,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   };
 
   size_t next_arrival = 0;
+  int64_t eta_waited = 0;  // arrivals still pending after their pass (eta_queue_rows)
   std::optional<int64_t> last_pass;
   while (next_arrival < arrivals.size() || !completions.empty()) {
     int64_t t = INT64_MAX;
@@ -475,6 +512,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       last_end = std::max(last_end, t);
       ++result.completed;
     }
+    const size_t arrived_from = next_arrival;
     while (next_arrival < arrivals.size() && outcomes[arrivals[next_arrival]].submit_s == t) {
       const size_t i = arrivals[next_arrival];
       CORRAL_RETURN_IF_ERROR(s.Submit(trace.jobs[i].job));
@@ -513,6 +551,12 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       outcome.start_s = t;
       shares.Change(outcome.project, milli(i), 0);
       completions.emplace(t + duration(i) - r.progress, start.job.value(), r.attempt);
+    }
+    if (config.eta_queue_rows > 0 && next_arrival > arrived_from) {
+      eta_waited += MeasureEtas(s, t, config.eta_queue_rows,
+                                {arrivals.begin() + static_cast<std::ptrdiff_t>(arrived_from),
+                                 arrivals.begin() + static_cast<std::ptrdiff_t>(next_arrival)},
+                                index_of, outcomes);
     }
     if (auto reserved = s.ReservedStart()) {
       std::optional<int64_t>& promised = outcomes[index_of.at(reserved->first)].reserved_start_s;
@@ -559,6 +603,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     result.gpu_s += p.gpu_s;
   }
   result.fairness = shares.Fairness();
+  if (config.eta_queue_rows > 0) result.eta = ScoreEtas(outcomes, eta_waited);
   result.unfinished = static_cast<int64_t>(s.pending_count());
   result.jct_s = Summarize(std::move(all_jct));
   result.queue_s = Summarize(std::move(all_queue));

@@ -74,6 +74,11 @@ struct ReplayConfig {
   int timeline_points = 500;
   // Track fragmentation over time (costs a FragmentationMeter evaluation per changed node).
   bool track_fragmentation = true;
+  // Measure estimated starts (ReplayResult::eta): after each pass with arrivals, the estimated
+  // start (sched::Scheduler::Queue) of every arrival still pending among the queue's first
+  // `eta_queue_rows` jobs, as the server shows them; 0: not measured. Each measuring pass costs
+  // one shadow run over that many jobs.
+  int64_t eta_queue_rows = 0;
 };
 
 // Mean and nearest-rank percentiles of a sample, in seconds.
@@ -107,6 +112,19 @@ struct ReplayJob {
   // The earliest start a backfill reservation promised it (sched::Scheduler::ReservedStart()
   // after any pass); none if it never held the reservation.
   std::optional<int64_t> reserved_start_s;
+  // Its estimated start just after it arrived, when it had to wait and got one
+  // (ReplayConfig::eta_queue_rows).
+  std::optional<int64_t> estimated_start_s;
+};
+
+// How far estimated starts were from the actual ones (ReplayConfig::eta_queue_rows): each job
+// that waited after its arrival's pass, its estimate then against its first start.
+struct EtaResult {
+  int64_t waited = 0;            // jobs still pending after the pass at their arrival
+  int64_t estimated = 0;         // ... that got an estimate (within the rows, fits the cluster)
+  int64_t scored = 0;            // ... and started
+  Distribution abs_error_s;      // |estimated − first start|, over the scored jobs: mean = MAE
+  double started_early_pct = 0;  // scored jobs that started before their estimate, %
 };
 
 // What one project got. gpu_s and lost_gpu_s are GPU-seconds (milli-GPU × s / 1000).
@@ -164,6 +182,7 @@ struct ReplayResult {
   // In order of first appearance in the trace; their sums are the totals above.
   std::vector<ProjectResult> projects;
   FairnessResult fairness;
+  std::optional<EtaResult> eta;         // when ReplayConfig::eta_queue_rows > 0
   std::vector<ReplayJob> job_outcomes;  // in trace order
   std::vector<ReplaySample> timeline;
   double wall_ms = 0;

@@ -75,6 +75,32 @@ TEST(Replay, HandComputedQueueingAndAllocation) {
   EXPECT_DOUBLE_EQ(r->gpu_alloc_pct_arrivals, 100);
 }
 
+TEST(Replay, EstimatedStartsAreMeasuredAgainstActualStarts) {
+  Trace trace;
+  // Jobs 0 and 1 run at once; job 2 (4 GPUs) waits for both: estimated 100, starts 100. Job 3
+  // waits behind job 2 in the shadow queue (estimated 150), but skip lets it start at 50 when
+  // job 1 ends: 100 s early. Job 4 never fits: it waits, without an estimate.
+  trace.jobs = {MakeTraceJob(0, 2, 0, 100), MakeTraceJob(1, 2, 0, 50), MakeTraceJob(2, 4, 10, 50),
+                MakeTraceJob(3, 2, 20, 10), MakeTraceJob(4, 8, 30, 10)};
+  ReplayConfig config{"bestfit"};
+  auto without = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(without.ok());
+  EXPECT_FALSE(without->eta);
+  config.eta_queue_rows = 10;
+  auto r = RunReplay(OneNode(4), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  ASSERT_TRUE(r->eta);
+  EXPECT_EQ(r->eta->waited, 3);
+  EXPECT_EQ(r->eta->estimated, 2);
+  EXPECT_EQ(r->eta->scored, 2);
+  EXPECT_EQ(Outcome(*r, 2).estimated_start_s, 100);
+  EXPECT_EQ(Outcome(*r, 2).first_start_s, 100);
+  EXPECT_EQ(Outcome(*r, 3).estimated_start_s, 150);
+  EXPECT_EQ(Outcome(*r, 3).first_start_s, 50);
+  EXPECT_DOUBLE_EQ(r->eta->abs_error_s.mean, (0 + 100) / 2.0);
+  EXPECT_DOUBLE_EQ(r->eta->started_early_pct, 50);
+}
+
 TEST(Replay, SkippingLetsSmallJobsPassStrictDoesNot) {
   Trace trace;
   trace.jobs = {MakeTraceJob(0, 2, 0, 100), MakeTraceJob(1, 4, 1, 10), MakeTraceJob(2, 1, 2, 10)};

@@ -210,6 +210,7 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                 {"estimate", std::string(EstimateSourceName(config.estimate))},
                 {"resume", config.resume},
                 {"pass_interval_s", config.pass_interval_s},
+                {"eta_queue_rows", config.eta_queue_rows},
                 {"las_thresholds_gpu_s", config.las_thresholds_gpu_s},
                 {"gang_placement", std::string(sched::GangPlacementName(config.gang_placement))},
                 {"reclaim", config.sharing.reclaim}}},
@@ -252,6 +253,13 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                                 {"gpu_alloc_pct_mean", Round4(r.fairness.gpu_alloc_pct_mean)}}},
                               {"projects", projects},
                               {"wall_ms", Round4(r.wall_ms)}});
+    if (r.eta) {
+      out["results"].back()["eta"] = {{"waited", r.eta->waited},
+                                      {"estimated", r.eta->estimated},
+                                      {"scored", r.eta->scored},
+                                      {"abs_error_s", DistributionJson(r.eta->abs_error_s)},
+                                      {"started_early_pct", Round4(r.eta->started_early_pct)}};
+    }
   }
   return out;
 }
@@ -277,6 +285,15 @@ std::string ReplayTable(const std::vector<ReplayResult>& results) {
            " s (>= 2 projects want more than the cluster has): Jain's index of alloc/ent " +
            Fixed(r.fairness.jain_mean, 3) + ", GPU alloc " +
            Fixed(r.fairness.gpu_alloc_pct_mean, 2) + "%\n";
+  }
+  for (const auto& r : results) {
+    if (!r.eta) continue;
+    out += "\n" + r.policy + " estimated starts: " + std::to_string(r.eta->waited) +
+           " jobs waited after arriving, " + std::to_string(r.eta->estimated) + " estimated, " +
+           std::to_string(r.eta->scored) + " started; |estimate - start| mean " +
+           Fixed(r.eta->abs_error_s.mean, 0) + " s, p50 " + Fixed(r.eta->abs_error_s.p50, 0) +
+           ", p90 " + Fixed(r.eta->abs_error_s.p90, 0) + "; " + Fixed(r.eta->started_early_pct, 1) +
+           "% started before their estimate\n";
   }
   out +=
       "(times in seconds of virtual time; 90% ent.: seconds from a project's first submit until "

@@ -148,6 +148,7 @@ struct ReplayFlags {
   double scale_nodes = 1.0;
   uint64_t seed = 0;
   int64_t pass_interval_s = 0;
+  int64_t eta_rows = 0;
   bool strict = false, resume = false, no_frag = false;
 };
 
@@ -204,6 +205,7 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
   config.gang_placement = *gang_placement;
   config.resume = f.resume;
   config.pass_interval_s = f.pass_interval_s;
+  config.eta_queue_rows = f.eta_rows;
   config.seed = f.seed;
   config.track_fragmentation = !f.no_frag;
   return config;
@@ -424,6 +426,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Also run a scheduling pass every this many seconds while jobs wait (0: only at "
                 "arrivals and ends)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000'000}));
+  r->add_option("--eta", replay->eta_rows,
+                "Measure estimated starts: each waiting arrival's, among the queue's first N "
+                "jobs, against its actual start (docs/prediction.md; 0: off)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
   r->add_option("--scale-nodes", replay->scale_nodes, "Scale the cluster by this factor");
   r->add_option("--seed", replay->seed, "Seed for tie order and node scaling");
   r->add_flag("--no-frag", replay->no_frag, "Do not track fragmentation over time (faster)");

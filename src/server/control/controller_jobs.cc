@@ -58,6 +58,19 @@ protocol::JobSummary ListingRowOf(const store::JobSummary& job) {
   return out;
 }
 
+// A running job since `start` that outlived `prediction` (its planned run) gets the bound the
+// scheduler expects it to end by instead (sched::ExpectedEndOf): its time limit, else a
+// doubling; never the time it has run, which would slide with the clock.
+void OutlivedBound(Seconds start, std::optional<Seconds> time_limit, Seconds now,
+                   protocol::RuntimePrediction& prediction) {
+  const sched::ExpectedEnd end = sched::ExpectedEndOf(start, prediction.estimate, time_limit, now);
+  if (end.basis == sched::EndBasis::kPlanned) return;
+  prediction.estimate = Seconds(end.end.value() - start.value());
+  prediction.confidence = 0;
+  prediction.basis = end.basis == sched::EndBasis::kTimeLimit ? protocol::kOutlivedTimeLimitBasis
+                                                              : protocol::kOutlivedDoublingBasis;
+}
+
 // `wanted` narrowed to `allowed`: `allowed` when nothing is wanted, else the wanted ones that
 // are allowed (empty when none is: the listing then matches nothing).
 std::vector<std::string> Narrowed(const std::vector<std::string>& wanted,
@@ -386,6 +399,9 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
     out.predicted_run_s = protocol::RuntimePrediction{
         planned, p.confidence,
         planned < p.estimate ? std::string(protocol::kTimeLimitBasis) : p.basis};
+    if (record->state == JobState::kRunning && record->start_time) {
+      OutlivedBound(*record->start_time, job.time_limit, clock_.Now(), *out.predicted_run_s);
+    }
   }
   const std::shared_ptr<const ReadView> view = view_.Get();
   if (const std::string* unreachable = view->UnreachableReason(id)) {

@@ -1775,6 +1775,46 @@ TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
   EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["basis"], "time_limit");
 }
 
+// Issue 18: a job predicted at 50 s that runs on is estimated at its time limit, not at what it
+// has run, and the job behind it keeps its estimated start as the clock moves.
+TEST_F(ControllerTest, AJobThatOutlivesItsPredictionIsEstimatedAtItsLimitWithoutSliding) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train";
+  for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
+    const JobId id = Submit(spec);
+    controller_->Tick();
+    json launch = Beat("a", Report())["run"][0];
+    Beat("a", Report({TaskReport(launch, "running")}));
+    clock_.Advance(Seconds(50));
+    Beat("a", Report({TaskReport(launch, "exited", 0)}));
+    ASSERT_EQ(StateOf(id), "succeeded");
+  }
+  spec["time_limit_s"] = 900;
+  const JobId running = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  const int64_t started = *(*JobJson(alice_, running))["start_time"].get_ptr<const int64_t*>();
+  const JobId waiting = Submit(spec);
+  controller_->Tick();
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 50);
+  for (int64_t elapsed : {60, 300, 899}) {
+    clock_.Advance(Seconds(elapsed - (clock_.Now().value() - started)));
+    Beat("a", Report({TaskReport(launch, "running")}));
+    controller_->Tick();
+    auto view = JobJson(alice_, running);
+    EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 900) << elapsed;
+    EXPECT_EQ((*view)["predicted_run_s"]["basis"], "outlived:time_limit");
+    EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 900) << elapsed;
+  }
+  // Cancelled, it has no estimated start, whatever view the reads were built from.
+  ASSERT_TRUE(controller_->Cancel(alice_, waiting).ok());
+  auto cancelled = JobJson(alice_, waiting);
+  EXPECT_FALSE(cancelled->contains("estimated_start"));
+  EXPECT_FALSE(cancelled->contains("predicted_run_s"));
+}
+
 }  // namespace
 }  // namespace corral::server
 
