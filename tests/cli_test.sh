@@ -432,7 +432,9 @@ expect_exit 2 "bad_sweep.yaml: parameter 'learning-rate': not a valid environmen
 expect_exit 0 "^cancelling array $array: 4 jobs\$" -- "$corral" cancel --array "$array"
 expect_exit 5 "array $array already ended" -- "$corral" cancel --array "$array"
 expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
-expect_exit 2 "give job ids or --array" -- "$corral" cancel
+expect_exit 2 "give job ids, --array ARRAY_ID, or filters \(--user, --project, --state, --name\): one of them" -- "$corral" cancel
+expect_exit 2 "give job ids, --array ARRAY_ID, or filters" -- "$corral" cancel 1 --user alice
+expect_exit 2 "unknown job state .pendng." -- "$corral" cancel --state pendng
 
 # CPU slots: --cpus is whole CPUs per process (a part asks N x --procs-per-node), --cpu-milli per
 # part, one of them; a job without GPUs asks 1 CPU per process unless it says otherwise, and the

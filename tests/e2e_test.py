@@ -863,15 +863,16 @@ def test_the_researchers_day_at_the_command_line(root):
               any("running in a scratch folder: the submit folder /no/such/folder is not on this "
                   "node" in r for r in reasons), reasons)
 
-        out = c.cli("submit", "--wait", "--time-limit", "4", "--signal", "USR1@2", "-o", "json",
+        # USR1 at 5 s of a 60 s limit: the job ends itself when warned, long before its limit.
+        out = c.cli("submit", "--wait", "--time-limit", "60", "--signal", "USR1@55", "-o", "json",
                     "--", "sh", "-c", "trap 'echo warned; exit 0' USR1; while :; do sleep 0.1; done")
         job = json.loads(out.stdout)["id"] if out.stdout else None
-        check("--signal USR1@2: the job hears USR1 before its limit and can end on its own",
+        check("--signal USR1@55: the job hears USR1 before its limit and can end on its own",
               out.returncode == 0 and c.cli("logs", str(job)).stdout == "warned\n",
               (out.returncode, out.stderr, c.cli("logs", str(job)).stdout))
         show = c.cli("job", "show", str(job)).stdout
         check("job show names the warning beside the limit",
-              "time limit: 4s (SIGUSR1 2s before it)" in show, show)
+              "time limit: 1m (SIGUSR1 55s before it)" in show, show)
         out = c.cli("submit", "--signal", "USR1", "--", "true")
         check("--signal without --time-limit is refused", out.returncode == 2 and
               "--signal: needs --time-limit" in out.stderr, out.stderr)
@@ -880,6 +881,9 @@ def test_the_researchers_day_at_the_command_line(root):
         check("--gpus 99 on 2-GPU nodes is refused, naming the largest node",
               out.returncode == 2 and "needs 99 GPUs on one node; the largest node has 2 (n1)"
               in out.stderr, (out.returncode, out.stderr))
+        out = c.cli("submit", "--wait", "--gpus", "99", "--", "true")
+        check("waiting, corral's own failure exits 125, apart from the job's codes",
+              out.returncode == 125 and "needs 99 GPUs" in out.stderr, (out.returncode, out.stderr))
 
         ids = [json.loads(c.cli("submit", "--name", f"sweep-{i}", "-o", "json", "--",
                                 "sleep", "600").stdout)["id"] for i in range(3)]
@@ -891,6 +895,9 @@ def test_the_researchers_day_at_the_command_line(root):
         check("cancel --name cancels what is left of the sweep",
               out.returncode == 0 and [a["id"] for a in json.loads(out.stdout)] == [ids[2]] and
               c.wait_state(ids[2], ("cancelled",), 30), (out.stdout, out.stderr))
+        out = c.cli("cancel", "--state", "failed")
+        check("cancel --state takes live states only",
+              out.returncode == 2 and "failed jobs have ended" in out.stderr, out.stderr)
         out = c.cli("cancel", "--name", "sweep-")
         check("nothing left to cancel is not an error",
               out.returncode == 0 and "no live job matches --name sweep-" in out.stderr, out.stderr)

@@ -636,6 +636,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   // No workdir: the folder it was submitted from where this node has it, as Slurm does; else a
   // scratch directory, and the task's note says why.
   std::string workdir_note;
+  if (Status s = ValidateSubmitDir(launch); !s.ok()) return FailToStart(launch, s.message());
   if (launch.workdir.empty() && !launch.submit_dir.empty()) {
     const std::string why =
         WhyNotEnterable(launch.submit_dir, identity->user ? &*identity->user : nullptr);
@@ -947,13 +948,18 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
   if (task.task_pid <= 0) FindTaskPid(key, task);
   const Seconds now = clock_->Now();
   if (const auto& warning = task.launch.warning_signal;
-      warning && !task.warned && !task.kill_reason && task.launch.time_limit.value() > 0 &&
+      warning && !task.warned && !task.kill_reason && task.task_pid > 0 &&
+      task.launch.time_limit.value() > 0 &&
       now >= task.status.started_at + task.launch.time_limit - warning->before) {
     // Recorded before it is sent: an agent restarted between the two leaves the job without
     // its warning rather than warning it twice.
     task.warned = true;
-    (void)WriteFileAtomic(TaskDir(key) + kWarnedFile,
-                          Dump(json{{"signal", warning->signal}, {"at", now.value()}}));
+    if (Status s = WriteFileAtomic(TaskDir(key) + kWarnedFile,
+                                   Dump(json{{"signal", warning->signal}, {"at", now.value()}}));
+        !s.ok()) {
+      std::cerr << "corral agent: task " << ToString(key) << ": cannot record its warning signal ("
+                << s.message() << "); an agent restarted now would send it again" << std::endl;
+    }
     SignalTask(task, warning->signal);
   }
   if (task.launch.time_limit.value() > 0 && !task.kill_reason &&

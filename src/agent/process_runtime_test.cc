@@ -1090,6 +1090,14 @@ TEST(WhyNotEnterableTest, TheKernelsOwnerGroupOtherRuleDecides) {
   const std::string file = dir + "/file";
   ASSERT_TRUE(WriteFileAtomic(file, "x").ok());
   EXPECT_EQ(WhyNotEnterable(file, &owner), "is not a directory here");
+  // Every folder on the way counts, and nothing behind one the user may not enter is told.
+  const std::string inner = dir + "/inner";
+  ASSERT_EQ(mkdir(inner.c_str(), 0755), 0);
+  ASSERT_EQ(chmod(dir.c_str(), 0700), 0);
+  EXPECT_EQ(WhyNotEnterable(inner, &owner), "");
+  EXPECT_EQ(WhyNotEnterable(inner, &other), "cannot be entered by user 'other'");
+  EXPECT_EQ(WhyNotEnterable(dir + "/missing", &other), "cannot be entered by user 'other'");
+  EXPECT_EQ(WhyNotEnterable(dir + "/missing", &owner), "is not on this node");
   std::filesystem::remove_all(dir);
 }
 

@@ -30,6 +30,14 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch) {
          (launch.distributed && IsRendezvousEnvName(*launch.distributed, name));
 }
 
+Status ValidateSubmitDir(const TaskLaunch& l) {
+  if (l.submit_dir.empty() || (l.submit_dir[0] == '/' && !HasNul(l.submit_dir))) {
+    return Status::Ok();
+  }
+  return InvalidArgument("task " + ToString(l.key) +
+                         ": field 'submit_dir': must be an absolute path without NUL bytes");
+}
+
 Status Validate(const TaskLaunch& l) {
   const std::string task = "task " + ToString(l.key);
   auto bad = [&](const std::string& field, const std::string& why) {
@@ -57,9 +65,7 @@ Status Validate(const TaskLaunch& l) {
     return bad("workdir", "'" + l.workdir + "' does not exist on this node");
   }
   if (!S_ISDIR(st.st_mode)) return bad("workdir", "'" + l.workdir + "' is not a directory");
-  if (!l.submit_dir.empty() && (l.submit_dir[0] != '/' || HasNul(l.submit_dir))) {
-    return bad("submit_dir", "must be an absolute path without NUL bytes");
-  }
+  CORRAL_RETURN_IF_ERROR(ValidateSubmitDir(l));
   for (const auto& [name, value] : l.env) {
     if (!model::IsEnvName(name)) {
       return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");

@@ -37,6 +37,9 @@ using protocol::ToString;
 // that a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex
 // characters.
 Status Validate(const TaskLaunch& launch);
+// The part of Validate that checks `submit_dir` (empty, or absolute without NUL bytes): the
+// runtime checks it before it looks the folder up.
+Status ValidateSubmitDir(const TaskLaunch& launch);
 
 // True for the variables a job may not set: CORRAL_*, CUDA_VISIBLE_DEVICES,
 // NVIDIA_VISIBLE_DEVICES and, for a distributed launch, the rendezvous variables corral sets

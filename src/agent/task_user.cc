@@ -112,25 +112,50 @@ Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text)
   return map;
 }
 
+namespace {
+
+// Whether `user` may search a folder of status `st`: the owner's, group's or others' x bit, as
+// the kernel picks them (the owner's alone for the owner, even where the group's would allow);
+// root always may.
+bool MaySearch(const struct stat& st, const TaskUser& user) {
+  if (user.uid == 0) return true;
+  if (st.st_uid == user.uid) return (st.st_mode & S_IXUSR) != 0;
+  if (st.st_gid == user.gid ||
+      std::find(user.groups.begin(), user.groups.end(), st.st_gid) != user.groups.end()) {
+    return (st.st_mode & S_IXGRP) != 0;
+  }
+  return (st.st_mode & S_IXOTH) != 0;
+}
+
+}  // namespace
+
 std::string WhyNotEnterable(const std::string& dir, const TaskUser* user) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) != 0) return "is not on this node";
-  if (!S_ISDIR(st.st_mode)) return "is not a directory here";
   if (user == nullptr) {
+    struct stat st;
+    if (stat(dir.c_str(), &st) != 0) {
+      return errno == EACCES ? "cannot be entered by the agent's user" : "is not on this node";
+    }
+    if (!S_ISDIR(st.st_mode)) return "is not a directory here";
     return access(dir.c_str(), X_OK) == 0 ? "" : "cannot be entered by the agent's user";
   }
-  bool may = false;
-  if (user->uid == 0) {
-    may = true;
-  } else if (st.st_uid == user->uid) {
-    may = (st.st_mode & S_IXUSR) != 0;  // the owner's bits alone, even when the group's allow
-  } else if (st.st_gid == user->gid ||
-             std::find(user->groups.begin(), user->groups.end(), st.st_gid) != user->groups.end()) {
-    may = (st.st_mode & S_IXGRP) != 0;
-  } else {
-    may = (st.st_mode & S_IXOTH) != 0;
+  // Folder by folder from the root, as the kernel resolves the path for the user, and no
+  // further than the user could look: what lies behind a folder they cannot enter is not told.
+  const std::string refused = "cannot be entered by user '" + user->name + "'";
+  std::string path;
+  size_t start = 1;
+  while (start <= dir.size()) {
+    size_t end = dir.find('/', start);
+    if (end == std::string::npos) end = dir.size();
+    if (end > start) {
+      path += "/" + dir.substr(start, end - start);
+      struct stat st;
+      if (stat(path.c_str(), &st) != 0) return errno == EACCES ? refused : "is not on this node";
+      if (!S_ISDIR(st.st_mode)) return "is not a directory here";
+      if (!MaySearch(st, *user)) return refused;
+    }
+    start = end + 1;
   }
-  return may ? "" : "cannot be entered by user '" + user->name + "'";
+  return "";
 }
 
 }  // namespace corral::agent

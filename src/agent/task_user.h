@@ -40,11 +40,13 @@ Result<std::string> CurrentUserName();
 // error.
 Result<std::map<std::string, std::string>> ParseUserMap(const std::string& text);
 
-// Why `user` (nullptr: this process's own user) could not make `dir` its working folder, as a
-// sentence's end ("is not on this node", "is not a directory here", "cannot be entered by user
-// 'alice'"); "" when it can: `dir` exists, is a directory, and its mode lets the user search it
-// (the owner's, group's or others' x bit, as the kernel picks them; root always may). Only
-// `dir` itself is looked at, not the folders above it.
+// Why `user` (nullptr: this process's own user) could not make `dir` (an absolute path) its
+// working folder, as a sentence's end ("is not on this node", "is not a directory here",
+// "cannot be entered by user 'alice'"); "" when it can: every folder of the path, from the
+// root, exists and the user may search it (the owner's, group's or others' x bit, as the kernel
+// picks them; root always may). The walk stops at the first folder the user may not enter, so
+// the answer tells nothing of what lies behind it. A symbolic link in the path is followed
+// without checking the folders above its target (the task then fails to enter it, naming it).
 std::string WhyNotEnterable(const std::string& dir, const TaskUser* user);
 
 }  // namespace corral::agent

@@ -260,6 +260,7 @@ void HintAtStderr(ApiClient& client, LogRequest printed) {
   if (!size.ok() || *size == 0) return;
   std::string command = "corral logs " + std::to_string(printed.job.value());
   if (printed.task != 0) command += " --task " + std::to_string(printed.task);
+  if (printed.generation) command += " --generation " + std::to_string(*printed.generation);
   std::cerr << "corral: job " << printed.job.value() << " wrote nothing to stdout and " << *size
             << " bytes to stderr: " << command << " --stderr (or --all for both)\n";
 }
@@ -393,6 +394,13 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   return spec;
 }
 
+// A job's EST. START cell: its estimate while it waits ("unknown" when there is none), "" once
+// it left the queue.
+std::string EstimatedStart(const protocol::JobSummary& j) {
+  if (j.state != model::JobState::kPending) return "";
+  return j.estimated_start ? Time(j.estimated_start) : "unknown";
+}
+
 // With an ARRAY column ("A_I": array A, index I, as Slurm writes it) when an array element is
 // among `jobs`.
 void PrintJobs(const std::vector<protocol::JobSummary>& jobs) {
@@ -407,7 +415,7 @@ void PrintJobs(const std::vector<protocol::JobSummary>& jobs) {
                             : "");
     }
     for (const std::string& cell : {j.user, j.project, std::string(model::ToString(j.state)),
-                                    Time(j.submit_time), Time(j.estimated_start), why}) {
+                                    Time(j.submit_time), EstimatedStart(j), why}) {
       row.push_back(cell);
     }
     rows.push_back(std::move(row));
@@ -447,6 +455,11 @@ void PrintJob(const protocol::JobView& view) {
     std::cout << "  predicted run: " << FormatDuration(p.estimate);
     if (p.basis == protocol::kTimeLimitBasis) {
       std::cout << " (its time limit: the prediction was longer)\n";
+    } else if (p.basis == protocol::kOutlivedTimeLimitBasis) {
+      std::cout << " (its time limit: it has run longer than predicted)\n";
+    } else if (p.basis == protocol::kOutlivedDoublingBasis) {
+      std::cout << " (it has run longer than predicted and has no time limit: twice its "
+                   "prediction, doubled again each time it is passed)\n";
     } else {
       std::cout << " (from " << p.basis << ", " << static_cast<int>(p.confidence * 100 + 0.5)
                 << " % confident)\n";
@@ -456,7 +469,12 @@ void PrintJob(const protocol::JobView& view) {
     std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
               << ")\n";
   }
-  if (j.estimated_start) std::cout << "  estimated start: " << Time(j.estimated_start) << "\n";
+  if (j.state == model::JobState::kPending) {
+    std::cout << "  estimated start: "
+              << (j.estimated_start ? Time(j.estimated_start)
+                                    : "unknown (nothing ahead of it says when: see why it waits)")
+              << "\n";
+  }
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
   for (const protocol::TaskView& t : view.tasks) {
@@ -532,19 +550,26 @@ void AddSubmit(CLI::App& app, int* exit_code) {
               "a newer server knows and this corral does not");
   c->add_flag("--wait", f->wait,
               "Wait until the job ends and exit with its exit code (128+N: signal N; 124 "
-              "timeout, 137 oom, 130 cancelled, 75 lost)");
+              "timeout, 137 oom, 143 cancelled, 75 lost; 125: corral itself failed)");
   c->add_flag("--follow", f->follow, "Print the job's output as it runs (implies --wait)");
   c->add_option("command", f->command, "The command after --");
   c->callback([f, exit_code] {
-    if (f->follow && f->array) {
+    const bool waits = f->wait || f->follow;
+    if (f->follow && (f->array || f->sweep)) {
       *exit_code = Fail(InvalidArgument(
           "--follow: follows one job's output, and an array has many; use --wait, then corral "
           "logs ID for each element"));
       return;
     }
+    if (f->follow && f->output == "json") {
+      *exit_code = Fail(InvalidArgument(
+          "--follow prints the job's output, which -o json would mix into its JSON; use --wait"));
+      return;
+    }
     auto spec = BuildSpec(*f);  // before any request, and before the config is read
     if (!spec.ok()) {
       *exit_code = Fail(spec.status());
+      if (waits) *exit_code = kExitCorral;
       return;
     }
     int job_code = 0;  // --wait: the job's
@@ -593,15 +618,19 @@ void AddSubmit(CLI::App& app, int* exit_code) {
       job_code = code;
       return Status::Ok();
     });
-    if (*exit_code == 0) *exit_code = job_code;
+    // Waiting, the job's code is the answer: corral's own failures are kExitCorral, apart.
+    if (waits) *exit_code = *exit_code == 0 ? job_code : kExitCorral;
   });
 }
 
 // The flags of `corral jobs` and `corral cancel` that select jobs, as the listing API's query
-// (GET /api/v1/jobs) and as the flags to repeat. --user and --project imply --all: another
-// user's jobs are listed only as the caller may see them.
+// (GET /api/v1/jobs) and as the flags to repeat.
 struct JobSelection {
-  bool all = false;
+  // Whose jobs: the caller's alone, or every one the caller may see (all=1). `corral jobs`
+  // takes --all, --user and --project for the latter; `corral cancel`, only --user.
+  enum class Owners { kMine, kVisible };
+  Owners owners = Owners::kMine;
+  bool all_flag = false;                   // --all was given (repeated in Flags)
   std::string state, user, project, name;  // "" when not given; lists comma-separated
 
   bool Filters() const {
@@ -610,8 +639,7 @@ struct JobSelection {
 
   // "all=...&state=..."; InvalidArgument naming --state for an unknown state, before any request.
   Result<std::string> Query() const {
-    const bool everyone = all || !user.empty() || !project.empty();
-    std::string query = "all=" + std::string(everyone ? "1" : "0");
+    std::string query = "all=" + std::string(owners == Owners::kVisible ? "1" : "0");
     if (!state.empty()) {
       CORRAL_RETURN_IF_ERROR(model::ParseJobStates(state, "--state").status());
       query += "&state=" + state;
@@ -625,7 +653,7 @@ struct JobSelection {
 
   // " --all --state S ...": the flags as given.
   std::string Flags() const {
-    std::string flags = all ? " --all" : "";
+    std::string flags = all_flag ? " --all" : "";
     for (const auto& [flag, value] : {std::pair{"--state", &state},
                                       {"--user", &user},
                                       {"--project", &project},
@@ -636,7 +664,8 @@ struct JobSelection {
   }
 };
 
-// The ids of every job `selection` lists, all pages, oldest first. Errors: the server's.
+// The ids of every job the listing `query` (JobSelection::Query) selects, all pages, oldest
+// first. Errors: the server's.
 Result<std::vector<int64_t>> SelectedJobs(ApiClient& client, const std::string& query) {
   std::vector<int64_t> ids;
   std::string cursor;
@@ -654,11 +683,16 @@ Result<std::vector<int64_t>> SelectedJobs(ApiClient& client, const std::string& 
 
 // Cancels each of `ids` in turn whatever the others answer, but no more once the server cannot
 // be reached; the first failure is the error, with every id not cancelled in its message.
-// -o json: the server's answer for one id (unless `as_list`), else [{"id": N, ...answer}] of
-// those cancelled.
+// -o json: as `shape` says, the server's answer or [{"id": N, ...answer}] of those cancelled.
+// How `corral cancel -o json` prints what it cancelled.
+enum class CancelAnswers {
+  kAsAsked,  // one id asked: the server's answer; several: the list
+  kList,     // the list, even of one (filters select any number)
+};
+
 Status CancelJobs(ApiClient& client, const std::vector<int64_t>& ids, const std::string& output,
-                  bool as_list = false) {
-  const bool list = as_list || ids.size() > 1;
+                  CancelAnswers shape = CancelAnswers::kAsAsked) {
+  const bool list = shape == CancelAnswers::kList || ids.size() > 1;
   std::optional<Status> failed;
   std::string failures;
   json answers = json::array();
@@ -732,7 +766,14 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   jobs->callback([f, exit_code, jobs] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       // The flags that select the jobs, repeated in the hint to the next page.
-      const JobSelection selection{f->all, f->state, f->user, f->project, f->name};
+      const bool visible = f->all || !f->user.empty() || !f->project.empty();
+      const JobSelection selection{
+          visible ? JobSelection::Owners::kVisible : JobSelection::Owners::kMine,
+          f->all,
+          f->state,
+          f->user,
+          f->project,
+          f->name};
       auto selected = selection.Query();
       if (!selected.ok()) return selected.status();
       std::string query = *selected, same_flags = selection.Flags();
@@ -808,7 +849,15 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   cancel->callback([f, exit_code, cancel] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       const bool array = cancel->count("--array") > 0, ids = cancel->count("id") > 0;
-      JobSelection selection{false, f->state, f->user, f->project, f->name};
+      // Another user's jobs only by name (--user): a member's --project is their own jobs there,
+      // as only a job's owner or an admin may cancel it.
+      JobSelection selection{
+          f->user.empty() ? JobSelection::Owners::kMine : JobSelection::Owners::kVisible,
+          false,
+          f->state,
+          f->user,
+          f->project,
+          f->name};
       if (int(array) + int(ids) + int(selection.Filters()) != 1) {
         return InvalidArgument(
             "cancel: give job ids, --array ARRAY_ID, or filters (--user, --project, --state, "
@@ -826,6 +875,14 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       if (ids) return CancelJobs(client, f->ids, f->output);
       const std::string given = selection.Flags();  // without the default states
       if (selection.state.empty()) selection.state = "pending,starting,running";
+      auto states = model::ParseJobStates(selection.state, "--state");
+      if (!states.ok()) return states.status();
+      for (model::JobState state : *states) {
+        if (model::IsFinal(state)) {
+          return InvalidArgument("--state: " + std::string(model::ToString(state)) +
+                                 " jobs have ended; cancel takes pending, starting or running");
+        }
+      }
       auto query = selection.Query();
       if (!query.ok()) return query.status();
       auto selected = SelectedJobs(client, *query);
@@ -835,7 +892,7 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
         std::cerr << "corral: no live job matches" << given << "\n";
         return Status::Ok();
       }
-      return CancelJobs(client, *selected, f->output, /*as_list=*/true);
+      return CancelJobs(client, *selected, f->output, CancelAnswers::kList);
     });
   });
 
@@ -1130,7 +1187,8 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       std::vector<std::vector<std::string>> table;
       for (const protocol::QueueRow& q : *rows) {
         table.push_back({std::to_string(q.position), std::to_string(q.id.value()), q.user,
-                         q.project, Gpus(q.gpus), Time(q.estimated_start),
+                         q.project, Gpus(q.gpus),
+                         q.estimated_start ? Time(q.estimated_start) : "unknown",
                          q.pending_reason.message});
       }
       PrintTable({"#", "ID", "USER", "PROJECT", "GPUS", "EST. START", "WAITS BECAUSE"}, table);

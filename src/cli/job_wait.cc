@@ -73,11 +73,17 @@ int JobExitCode(const protocol::JobView& job) {
   }
   std::sort(tasks.begin(), tasks.end(),
             [](const auto* a, const auto* b) { return a->index < b->index; });
-  for (const protocol::TaskView* t : tasks) {
-    if (t->signal && *t->signal > 0) return std::min(255, 128 + *t->signal);
-    // A code outside 1..255 (no process exits so) cannot be passed on as itself: 1.
-    if (t->exit_code && *t->exit_code != 0)
-      return *t->exit_code <= 255 && *t->exit_code > 0 ? *t->exit_code : 1;
+  // A task that failed on its own explains the run before one corral stopped because of it
+  // (the rest of a gang), as the job's reason does (reconcile::EvaluateRun).
+  for (const bool stopped : {false, true}) {
+    for (const protocol::TaskView* t : tasks) {
+      if ((t->end_cause == model::TaskEndCause::kStopped) != stopped) continue;
+      if (t->signal && *t->signal > 0) return std::min(255, 128 + *t->signal);
+      // A code outside 1..255 (no process exits so) cannot be passed on as itself: 1.
+      if (t->exit_code && *t->exit_code != 0) {
+        return *t->exit_code <= 255 && *t->exit_code > 0 ? *t->exit_code : 1;
+      }
+    }
   }
   return 1;
 }
@@ -87,7 +93,14 @@ Result<protocol::JobView> WaitForJob(ApiClient& client, JobId id) {
   while (true) {
     auto job = client.Get(JobPath(id));
     if (!job.ok()) return job.status();
-    if (Ended(*job)) return protocol::ParseJobView(*job);
+    if (Ended(*job)) {
+      const std::string state = job->value("state", "");
+      if (!model::ParseJobState(state).ok()) {
+        return FailedPrecondition("job " + std::to_string(id.value()) + " is in state '" + state +
+                                  "', which this corral does not know: upgrade corral here");
+      }
+      return protocol::ParseJobView(*job);
+    }
     std::this_thread::sleep_for(wait);  // polling: the API has no way to be told of an end
     wait = Backoff(wait);
   }

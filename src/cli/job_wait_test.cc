@@ -59,6 +59,11 @@ TEST(JobExitCodeTest, AFailedJobExitsWithItsFirstFailedTaskOfItsLastRun) {
   // No task ended with a code or a signal (it could not start): 1.
   EXPECT_EQ(JobExitCode(Ended(JobState::kFailed, {Task(0, 1, std::nullopt)})), 1);
   EXPECT_EQ(JobExitCode(Ended(JobState::kFailed)), 1);
+  // The task that failed on its own, not the one corral stopped because of it.
+  protocol::TaskView stopped = Task(0, 1, std::nullopt, 15);
+  stopped.end_cause = model::TaskEndCause::kStopped;
+  EXPECT_EQ(JobExitCode(Ended(JobState::kFailed, {stopped, Task(1, 1, 3)})), 3);
+  EXPECT_EQ(JobExitCode(Ended(JobState::kFailed, {stopped})), 143);
   // A code no process exits with is not passed on as itself.
   EXPECT_EQ(JobExitCode(Ended(JobState::kFailed, {Task(0, 1, 300)})), 1);
 }
@@ -117,7 +122,7 @@ class FakeJobServer {
     errors_ = std::move(text);
   }
 
-  int views = 0;  // under mu_
+  std::atomic<int> views = 0;
 
  private:
   const int polls_;

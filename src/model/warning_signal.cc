@@ -52,7 +52,7 @@ Result<int> ParseSignal(std::string_view text, std::string_view field) {
     signal = *number;
   } else if (name.rfind("RTMIN+", 0) == 0) {
     auto offset = Number(std::string_view(name).substr(6));
-    if (offset.ok()) signal = SIGRTMIN + *offset;
+    if (offset.ok() && *offset >= 0 && *offset <= SIGRTMAX - SIGRTMIN) signal = SIGRTMIN + *offset;
   } else {
     for (const auto& [known, number] : kSignals) {
       if (name == known) signal = number;

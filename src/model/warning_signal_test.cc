@@ -27,6 +27,10 @@ TEST(WarningSignalTest, UnknownAndUncatchableSignalsAreRefusedNamingTheField) {
   EXPECT_THAT(ParseSignal("0", "--signal").status().message(), HasSubstr("unknown signal"));
   EXPECT_THAT(ParseSignal("65", "--signal").status().message(), HasSubstr("unknown signal"));
   EXPECT_THAT(ParseSignal("", "--signal").status().message(), HasSubstr("unknown signal"));
+  for (const char* bad : {"RTMIN+-3", "RTMIN+2147483647", "RTMIN+", "RTMIN+99"}) {
+    EXPECT_THAT(ParseSignal(bad, "--signal").status().message(), HasSubstr("unknown signal"))
+        << bad;
+  }
   EXPECT_THAT(ParseSignal("KILL", "--signal").status().message(),
               HasSubstr("KILL cannot be caught"));
   EXPECT_THAT(ParseSignal("19", "--signal").status().message(), HasSubstr("STOP cannot be caught"));

@@ -366,6 +366,12 @@ Status CheckJobSpec(const JobSpec& spec) {
     return FieldError("signal",
                       "needs a time limit (time_limit_s): it is sent that long before it");
   }
+  if (spec.warning_signal && spec.warning_signal->before.value() >= spec.time_limit_s) {
+    return FieldError("signal.before_s", "must be less than time_limit_s (" +
+                                             std::to_string(spec.time_limit_s) + "), got " +
+                                             std::to_string(spec.warning_signal->before.value()) +
+                                             ": it would be sent at the start");
+  }
   if (spec.shell && !spec.command.empty() && spec.command.size() != 1) {
     return FieldError("command", "must be one string when shell is true");
   }

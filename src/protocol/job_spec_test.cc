@@ -336,6 +336,12 @@ TEST(WarningSignalSpecTest, ItNeedsATimeLimitAndRoundTrips) {
            {{{"name", "USR1"}, {"before_s", 70000}}, "field 'signal.before_s'"},
            {{{"name", "USR1"}, {"when", 1}}, "field 'signal.when': unknown field"},
        }) {
+    EXPECT_THAT(
+        ParseJobSpec({{"command", {"true"}}, {"time_limit_s", 30}, {"signal", {{"name", "USR1"}}}})
+            .status()
+            .message(),
+        ::testing::HasSubstr("field 'signal.before_s': must be less than time_limit_s (30), "
+                             "got 60: it would be sent at the start"));
     EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"time_limit_s", 600}, {"signal", c.signal}})
                     .status()
                     .message(),

@@ -204,6 +204,30 @@ PendingReason ExplainTask(const ClusterState& state, const TaskRequest& t,
   return ExplainCpuMemory(state, t, models);
 }
 
+// Up to three names of the present nodes that take no new work (cordoned, drained, unreachable)
+// and could hold one task of `t` idle ("n1, n2, n3 and 3 more"); "" when none could.
+std::string OutOfServiceHolders(const ClusterState& state, const TaskRequest& t,
+                                const std::vector<int>& models) {
+  std::vector<std::string> names;
+  int more = 0;
+  for (NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+    const NodeState& node = state.node(n);
+    if (!node.present || node.schedulable) continue;
+    if (std::find(models.begin(), models.end(), node.model) == models.end()) continue;
+    if (static_cast<int64_t>(node.gpu_free.size()) < t.gpus || node.cpu_total < t.cpu ||
+        node.memory_total < t.memory || (!t.any_runtime && (node.runtimes & t.runtimes) == 0)) {
+      continue;
+    }
+    if (names.size() < 3) {
+      names.push_back(node.name);
+    } else {
+      ++more;
+    }
+  }
+  if (more > 0) names.push_back(std::to_string(more) + " more");
+  return Enumerate(names);
+}
+
 // "each of its 4 tasks needs ..." for a gang, "needs ..." for one task.
 PendingReason PerTask(PendingReason reason, int tasks) {
   if (tasks > 1)
@@ -241,6 +265,17 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
                 (offering == 1 ? " offering it has" : " offering it have") + " no room for it now"};
   }
 
+  // No schedulable node could hold a task even idle, but one taking no new work could: the job
+  // waits for that node to be back in service, not for a bigger one.
+  if (IdleRoom(state, t, models, 1).tasks == 0) {
+    if (const std::string held = OutOfServiceHolders(state, t, models); !held.empty()) {
+      return PerTask({kReasonOutOfService,
+                      "only nodes taking no new work (cordoned, drained or unreachable) could run "
+                      "it (" +
+                          held + "): it waits until one is back in service"},
+                     tasks);
+    }
+  }
   // Could one task ever fit on an empty node of an accepted model?
   int64_t max_gpus = 0, max_cpu = 0, max_memory = 0;
   for (int m : models) {

@@ -25,6 +25,8 @@ inline constexpr char kReasonUnknownModel[] = "unknown_gpu_model";
 inline constexpr char kReasonNoRuntime[] = "no_runtime";
 inline constexpr char kReasonRuntimeNodesFull[] = "runtime_nodes_full";
 inline constexpr char kReasonNeverFits[] = "never_fits";
+// Only nodes taking no new work (cordoned, drained, unreachable) could hold it.
+inline constexpr char kReasonOutOfService[] = "out_of_service";
 inline constexpr char kReasonNoFreeBlock[] = "no_free_block";
 inline constexpr char kReasonFragmented[] = "fragmented";
 inline constexpr char kReasonInsufficientGpus[] = "insufficient_gpus";

@@ -122,6 +122,22 @@ TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
   EXPECT_EQ(s->PendingReasonOf(JobId(4))->code, kReasonNeverFits);
 }
 
+// A drained node is not a small one: a job only it could run says that it waits for it.
+TEST(SchedulerPendingReason, AJobOnlyANodeOutOfServiceCouldRunWaitsForIt) {
+  auto s = MakeScheduler({{"n1", 8}, {"n2", 2}});
+  ASSERT_TRUE(s->SetSchedulable("n1", false).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(1, 4)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(2, 16)).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
+  EXPECT_EQ(*s->PendingReasonOf(JobId(1)),
+            (PendingReason{kReasonOutOfService,
+                           "only nodes taking no new work (cordoned, drained or unreachable) "
+                           "could run it (n1): it waits until one is back in service"}));
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNeverFits);  // n1 could not either
+  ASSERT_TRUE(s->SetSchedulable("n1", true).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(1)).starts), (std::vector<int64_t>{1}));
+}
+
 // A job asking `gpus` GPUs per task and nothing else (a GPU job under the server's default
 // resources: no CPU, no memory), or the memory given.
 model::Job GpuOnlyJob(int64_t id, int gpus, int tasks = 1, int64_t memory_mib = 0) {

@@ -2259,8 +2259,8 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
 }
 
 // What an agent says of a task's start (a scratch folder instead of the submit folder, limits
-// it could not apply) follows "all tasks running" in the job's event, task by task, even when
-// it came in an earlier heartbeat than the start of the gang's last task.
+// it could not apply) follows "all tasks running" in the job's event, each note once with its
+// tasks, even when it came in an earlier heartbeat than the start of the gang's last task.
 TEST_F(ControllerTest, TheStartEventSaysWhatTheAgentsSaidOfTheStarts) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId id = Submit({{"command", {"true"}}, {"tasks", 2}, {"resources", {{"gpus", 1}}}});
@@ -2274,11 +2274,13 @@ TEST_F(ControllerTest, TheStartEventSaysWhatTheAgentsSaidOfTheStarts) {
   json noted = TaskReport(run[0], "running");
   noted["message"] = note;
   Beat("a", Report({noted}));
-  Beat("a", Report({TaskReport(run[0], "running"), TaskReport(run[1], "running")}));
+  json also_noted = TaskReport(run[1], "running");  // task 0, the same note: said once
+  also_noted["message"] = note;
+  Beat("a", Report({TaskReport(run[0], "running"), also_noted}));
   auto events = store_->JobEvents(id);
   ASSERT_TRUE(events.ok());
   EXPECT_EQ(events->back().to_state, model::JobState::kRunning);
-  EXPECT_EQ(events->back().reason, "all tasks running; task 1: " + note);
+  EXPECT_EQ(events->back().reason, "all tasks running; tasks 0 and 1: " + note);
 
   // A job that succeeded before its start was recorded says it in its end.
   const JobId quick = Submit({{"command", {"true"}}, {"resources", {{"gpus", 1}}}});
@@ -2532,7 +2534,8 @@ TEST_F(SessionTest, APendingOrEndedSessionHasNoEndpoint) {
   ASSERT_TRUE(SubmitSessionJson(alice_, SessionSpec()).ok());
   auto waiting = SubmitSessionJson(alice_, [] {
     json spec = SessionSpec();
-    spec["resources"]["gpus"] = 64;  // never fits
+    spec["resources"]["gpus"] = 1;
+    spec["resources"]["gpu_models"] = {"H100"};  // no node has one: it waits
     return spec;
   }());
   ASSERT_TRUE(waiting.ok());

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <map>
 #include <set>
 
 namespace corral::server::reconcile {
@@ -20,17 +21,31 @@ std::string TruncateNote(const std::string& text, size_t max) {
 }
 
 // What the agents said of the run's tasks (a scratch folder instead of the submit folder, limits
-// not applied), by task: "; task 0: ...; task 2: ...", or "".
+// not applied), each note once with the tasks that gave it, by first task: "; task 0: ...",
+// "; tasks 0, 1 and 2: ...", "; tasks 0, 1, 2 and 509 more: ..."; "" when none. At most
+// kMaxTaskNote bytes per note, so a large gang's start event stays small.
 std::string NotesOf(const RunTasks& run) {
-  std::vector<const store::TaskRecord*> noted;
+  std::map<std::string, std::vector<int>> tasks_of;  // note -> task indices
   for (const auto& t : run.tasks) {
-    if (run.notes.count(t.allocation_id)) noted.push_back(&t);
+    auto note = run.notes.find(t.allocation_id);
+    if (note != run.notes.end()) tasks_of[note->second].push_back(t.task_index);
   }
-  std::sort(noted.begin(), noted.end(),
-            [](const auto* a, const auto* b) { return a->task_index < b->task_index; });
+  std::vector<std::pair<std::vector<int>, const std::string*>> noted;
+  for (auto& [note, tasks] : tasks_of) {
+    std::sort(tasks.begin(), tasks.end());
+    noted.push_back({tasks, &note});
+  }
+  std::sort(noted.begin(), noted.end());
+  constexpr size_t kNamed = 3;  // task indices named before "and N more"
   std::string out;
-  for (const store::TaskRecord* t : noted) {
-    out += "; task " + std::to_string(t->task_index) + ": " + run.notes.at(t->allocation_id);
+  for (const auto& [tasks, note] : noted) {
+    std::string who = tasks.size() == 1 ? "task " : "tasks ";
+    for (size_t i = 0; i < tasks.size() && i < kNamed; ++i) {
+      const bool last = i + 1 == tasks.size();
+      who += (i == 0 ? "" : (last ? " and " : ", ")) + std::to_string(tasks[i]);
+    }
+    if (tasks.size() > kNamed) who += " and " + std::to_string(tasks.size() - kNamed) + " more";
+    out += "; " + who + ": " + *note;
   }
   return out;
 }
