@@ -27,8 +27,9 @@ from e2e_test import check, submit, wait_for  # noqa: E402
 
 PYTHON = "/usr/bin/python3"  # Debian's interpreter, the one python3-torch installs into
 # torchrun options may precede the script. Debian 12's torch 1.13 on Python 3.11 crashes in
-# torchrun with the default --redirects/--tee of 0 (an IntFlag change); 2 (stderr) avoids it.
-TORCHRUN_FIX = ["--redirects=2", "--tee=2"]
+# torchrun with the default --redirects/--tee of 0 (an IntFlag change): corral's torchrun
+# launcher passes 2 (stderr) unless the job gives its own, as the CLI run below does.
+TORCHRUN_OWN = ["--redirects=2", "--tee=2"]
 SUBNET = "10.213.0"
 TAG = str(os.getpid() % 100000)
 BRIDGE = "crlbr" + TAG
@@ -169,7 +170,7 @@ def run(root):
         out = os.path.join(root, "torchrun-out")
         os.makedirs(out)
         check_ddp_run(c, "torchrun", {
-            "name": "ddp-torchrun", "command": [*TORCHRUN_FIX, script, out], "tasks": 2,
+            "name": "ddp-torchrun", "command": [script, out], "tasks": 2,
             "launcher": "torchrun",
             "procs_per_node": 2, "env": env, "resources": {"gpus": 2}}, out, 4)
 
@@ -184,7 +185,7 @@ def run(root):
         os.makedirs(out)
         r = c.cli("submit", "--nodes", "2", "--gpus-per-node", "1", "--procs-per-node", "1",
                   "--launcher", "torchrun", "--env", "GLOO_SOCKET_IFNAME=eth0", "-o", "json",
-                  "--", *TORCHRUN_FIX, script, out)
+                  "--", *TORCHRUN_OWN, script, out)
         job = json.loads(r.stdout)["id"] if r.returncode == 0 else None
         check("corral submit --nodes 2 --launcher torchrun", job is not None, r.stderr)
         if job:

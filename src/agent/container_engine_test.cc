@@ -308,10 +308,10 @@ TEST_F(ContainerEngineTest, DistributedPartMountsItsHostfileAndRunsTorchrunInThe
   Result<ContainerRun> run = PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", hostfile, "/e");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_THAT(Options(*run), testing::Contains(hostfile + ":" + hostfile + ":ro"));
-  EXPECT_THAT(std::vector<std::string>(run->argv.end() - 11, run->argv.end() - 4),
+  EXPECT_THAT(std::vector<std::string>(run->argv.end() - 13, run->argv.end() - 4),
               ElementsAre("nvcr.io/nvidia/pytorch:24.05-py3", "torchrun", "--nnodes=2",
                           "--nproc_per_node=4", "--node_rank=1", "--master_addr=10.0.0.1",
-                          "--master_port=29500"));
+                          "--master_port=29500", "--redirects=2", "--tee=2"));
   EXPECT_THAT(run->env_file, HasSubstr("CORRAL_HOSTFILE=" + hostfile + "\n"));
   EXPECT_THAT(run->env_file, HasSubstr("MASTER_ADDR=10.0.0.1\n"));
 }

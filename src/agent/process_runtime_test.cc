@@ -1839,7 +1839,7 @@ TEST_F(DistributedRuntimeTest, TorchrunIsFoundThroughPathAndGetsTheRendezvous) {
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
   EXPECT_EQ(Stdout(*runtime, l.key),
             "--nnodes=2 --nproc_per_node=2 --node_rank=1 --master_addr=10.77.0.2 "
-            "--master_port=29500 train.py --lr 1\n");
+            "--master_port=29500 --redirects=2 --tee=2 train.py --lr 1\n");
 }
 
 TEST_F(DistributedRuntimeTest, AMissingLauncherProgramFailsTheStart) {

@@ -162,6 +162,24 @@ bool IsRendezvousEnvName(const Distributed& d, const std::string& name) {
   return SetsRankVariables(d.launcher) && RankEnvironment(node, 0).count(name) != 0;
 }
 
+namespace {
+
+// Whether the torchrun options leading `argv` (the words before its script) set `option`
+// ("--redirects"), as "--redirects=3" or "--redirects 3". The short forms are -r and -t.
+bool GivesTorchrunOption(const std::vector<std::string>& argv, const std::string& option) {
+  const std::string short_form = option == "--redirects" ? "-r" : "-t";
+  for (const std::string& word : argv) {
+    if (word.empty() || word[0] != '-') return false;  // the script: its own options follow
+    if (word == option || word.rfind(option + "=", 0) == 0 || word == short_form ||
+        word.rfind(short_form + "=", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
                                     const std::string& self_exe) {
   if (!launch.distributed) return argv;
@@ -174,6 +192,12 @@ std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<
            "--node_rank=" + std::to_string(d.node_rank),
            "--master_addr=" + d.master_addr,
            "--master_port=" + std::to_string(d.port)};
+    // Debian 12's torch 1.13 under Python 3.11 crashes in torchrun with its default
+    // --redirects=0 --tee=0; 2 (stderr to a file, still teed to the log) works everywhere.
+    // Options the job gives itself (before its script) win.
+    for (const char* option : {"--redirects", "--tee"}) {
+      if (!GivesTorchrunOption(argv, option)) out.push_back(option + std::string("=2"));
+    }
   } else if (d.launcher == Launcher::kMpi) {
     if (d.node_rank != 0) return {self_exe, "launch", "--hold"};
   } else if (d.procs_per_node > 1) {

@@ -64,7 +64,8 @@ bool IsRendezvousEnvName(const Distributed& distributed, const std::string& name
 // the corral binary (`self_exe`, for `corral launch`):
 //   torchrun: torchrun --nnodes=N --nproc_per_node=P --node_rank=k --master_addr=A (the
 //             underscore spellings: every torch version accepts them)
-//             --master_port=PORT ARGV...
+//             --master_port=PORT --redirects=2 --tee=2 ARGV... (each of the last two unless
+//             the torchrun options leading ARGV set it: Debian 12's torchrun needs them)
 //   none, deepspeed, tf, jax with P > 1: SELF_EXE launch --procs P -- ARGV...
 //   mpi: part 0: ARGV; the other parts: SELF_EXE launch --hold
 //   otherwise (P == 1, or not distributed): ARGV.

@@ -198,7 +198,30 @@ TEST(RendezvousEnvNameTest, ExactlyTheNamesCorralSetsForTheLauncher) {
 TEST(LaunchArgvTest, TorchrunGetsTheRendezvousAsFlags) {
   EXPECT_EQ(LaunchArgv(DistributedLaunch(Launcher::kTorchrun), {"train.py", "--lr=1"}, "/c"),
             (Argv{"torchrun", "--nnodes=2", "--nproc_per_node=3", "--node_rank=1",
-                  "--master_addr=10.77.0.2", "--master_port=29500", "train.py", "--lr=1"}));
+                  "--master_addr=10.77.0.2", "--master_port=29500", "--redirects=2", "--tee=2",
+                  "train.py", "--lr=1"}));
+}
+
+// Debian 12's torchrun needs --redirects and --tee other than 0: corral gives 2 unless the job's
+// own torchrun options (before its script) say otherwise; the script's options are its own.
+TEST(LaunchArgvTest, TorchrunsRedirectsAndTeeAreTheJobsWhenItGivesThem) {
+  const TaskLaunch l = DistributedLaunch(Launcher::kTorchrun);
+  const Argv rendezvous = {"torchrun",
+                           "--nnodes=2",
+                           "--nproc_per_node=3",
+                           "--node_rank=1",
+                           "--master_addr=10.77.0.2",
+                           "--master_port=29500"};
+  auto with = [&](Argv tail) {
+    Argv out = rendezvous;
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+  };
+  EXPECT_EQ(LaunchArgv(l, {"--redirects=3", "--tee", "1", "t.py"}, "/c"),
+            with({"--redirects=3", "--tee", "1", "t.py"}));
+  EXPECT_EQ(LaunchArgv(l, {"-r", "1", "t.py"}, "/c"), with({"--tee=2", "-r", "1", "t.py"}));
+  EXPECT_EQ(LaunchArgv(l, {"--max_restarts=0", "t.py", "--tee=0"}, "/c"),
+            with({"--redirects=2", "--tee=2", "--max_restarts=0", "t.py", "--tee=0"}));
 }
 
 TEST(LaunchArgvTest, SeveralProcessesPerPartRunUnderCorralLaunch) {
