@@ -236,15 +236,16 @@ async function main() {
         env: { FAKE_GPU_UTILIZATION: '1' } }) })).json());
     check(idleJob.id > jobId, `job ${idleJob.id} (1 GPU at 1 %) submitted with the cookie`);
 
-    // --- A live update: on the overview, a job that cannot fit is submitted behind the page's
-    // back; the pending count changes without a reload (SSE summary).
+    // --- A live update: on the overview, a job that cannot start (a GPU model no node has: a
+    // size beyond every node would be refused at submit) is submitted behind the page's back;
+    // the pending count changes without a reload (SSE summary).
     await page.click('nav >> text=Overview');
     await page.waitForSelector('#card-pending');
     check((await text('#card-pending .value')) === '0', 'overview: 0 pending');
     const big = await page.evaluate(async () => (await fetch('/api/v1/jobs', {
       method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ name: 'too-big', command: ['true'], resources: { gpus: 16 } }) })).json());
-    check(big.state === 'pending', `job ${big.id} (16 GPUs) submitted with the cookie: pending`);
+      body: JSON.stringify({ name: 'needs-h100', command: ['true'], resources: { gpus: 1, gpu_models: ['H100'] } }) })).json());
+    check(big.state === 'pending', `job ${big.id} (an H100, which no node has) submitted with the cookie: pending`);
     await page.waitForFunction(() => document.querySelector('#card-pending .value')?.textContent === '1', null, { timeout: 10000 });
     check(true, 'overview: the pending count went to 1 through the live stream, without a reload');
     await page.waitForFunction(() => document.querySelectorAll('#overview-chart canvas').length > 0);
@@ -257,7 +258,7 @@ async function main() {
     // --- Queue: the big job with its pending reason.
     await page.click('nav >> text=Queue');
     await page.waitForSelector('#queue-table');
-    const row = page.locator('#queue-table tbody tr', { hasText: 'too-big' });
+    const row = page.locator('#queue-table tbody tr', { hasText: 'needs-h100' });
     const cellsText = await row.locator('td').allInnerTexts();
     check(cellsText[1] === String(big.id) && cellsText[7].length > 5, `queue: job ${big.id} with a pending reason: "${cellsText[7]}"`);
     await shot('07-queue');
@@ -331,11 +332,11 @@ async function main() {
       await page.click('#whatif-run');
       await page.waitForSelector('#whatif-table', { timeout: 30000 });
       const whatIfRows = await page.locator('#whatif-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.innerText)));
-      // Two jobs replayed; the 16-GPU job fits no 4-GPU node, with or without 4 more GPUs: set
-      // aside and said so.
+      // Three jobs replayed; the H100 job's model is on no node, with or without 4 more GPUs of
+      // the cluster's: it never starts, and the summary says why.
       const summary = await text('#whatif-summary');
       check(whatIfRows.length === 2 && whatIfRows[0][0] === '0' && whatIfRows[1][0] === '4' && whatIfRows[1][1] === '8' &&
-        whatIfRows.every((r) => r[5] === '0') && /^2 jobs since/.test(summary) && /1 more ask for more GPUs/.test(summary),
+        whatIfRows.every((r) => r[5] === '1') && /^3 jobs since/.test(summary) && /GPU model is missing/.test(summary),
       `capacity: what-if: ${summary} ${JSON.stringify(whatIfRows)}`);
     }
     await shot('12-capacity');
