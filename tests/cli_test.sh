@@ -279,6 +279,40 @@ for bad in -5 nonsense 2h30 1:60 1h1h; do
   expect_exit 2 "^corral: --time-limit: expected seconds or a duration like 90m, 2h30m, 1d, 1:30:00 or 2-00:00:00, got '$bad'$" -- \
     "${nowhere[@]}" "$corral" submit --time-limit "$bad" -- true
 done
+# A server older than submit folders refuses the field the CLI adds on its own: the CLI submits
+# again without it and says where the job will run. (A fake server: 400 for a body with
+# submit_dir, as an older corral answers; 201 otherwise.)
+older_port=$(free_port)
+python3 - "$older_port" "$work/older.log" <<'PY' &
+import http.server, json, sys
+port, log = int(sys.argv[1]), sys.argv[2]
+class Older(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        open(log, "a").write(json.dumps(body) + "\n")
+        if "submit_dir" in body:
+            out, status, kind = {"type": "about:blank", "title": "Bad Request", "status": 400,
+                                 "detail": "field 'submit_dir': unknown field"}, 400, "application/problem+json"
+        else:
+            out, status, kind = {"id": 5, "state": "pending", "project": "default", "user": "admin",
+                                 "reason": "submitted"}, 201, "application/json"
+        data = json.dumps(out).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), Older).serve_forever()
+PY
+older_pid=$!
+for _ in $(seq 50); do python3 -c "import socket,sys; socket.create_connection(('127.0.0.1', $older_port), 0.1)" 2>/dev/null && break; sleep 0.1; done
+expect_exit 0 "older than submit folders: the job runs in a scratch folder unless --workdir names one" -- \
+  env CORRAL_SERVER="http://127.0.0.1:$older_port" CORRAL_TOKEN=t "$corral" submit -- true
+kill "$older_pid"; wait "$older_pid" 2>/dev/null
+expect_json 'len(j) == 2 and "submit_dir" in j[0] and "submit_dir" not in j[1]' -- \
+  python3 -c 'import json,sys; print(json.dumps([json.loads(l) for l in open(sys.argv[1])]))' "$work/older.log"
 printf 'comand: ["true"]\n' >"$work/typo_spec.yaml"
 expect_exit 2 "^corral: field 'comand': unknown field \(unknown to this corral [0-9.]+; .*pass --no-check" -- \
   "${nowhere[@]}" "$corral" submit -f "$work/typo_spec.yaml"

@@ -265,6 +265,12 @@ void HintAtStderr(ApiClient& client, LogRequest printed) {
             << " bytes to stderr: " << command << " --stderr (or --all for both)\n";
 }
 
+// True when `refusal` is a server's "field 'FIELD': unknown field": a server older than the field.
+bool IsUnknownToServer(const Status& refusal, const std::string& field) {
+  return refusal.code() == StatusCode::kInvalidArgument &&
+         refusal.message().find("field '" + field + "': unknown field") != std::string::npos;
+}
+
 // Refuses `spec` as the server would (protocol::ParseJobSpec), so that a bad spec is refused
 // before any request: InvalidArgument naming the field. A field this CLI does not know may be
 // one a newer server knows: the error says how to go on.
@@ -575,6 +581,16 @@ void AddSubmit(CLI::App& app, int* exit_code) {
     int job_code = 0;  // --wait: the job's
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto reply = client.Post("/api/v1/jobs", *spec);
+      if (!reply.ok() && spec->contains("submit_dir") &&
+          IsUnknownToServer(reply.status(), "submit_dir")) {
+        // A server older than the submit folder (issue 18) refused the field the CLI added on
+        // its own: the job goes without it (a 400 created nothing) and runs where such a server
+        // runs jobs, which it says.
+        std::cerr << "corral submit: the server is older than submit folders: the job runs in a "
+                     "scratch folder unless --workdir names one\n";
+        spec->erase("submit_dir");
+        reply = client.Post("/api/v1/jobs", *spec);
+      }
       if (!reply.ok()) return reply.status();
       auto job = protocol::ParseSubmitAnswer(*reply);
       if (!job.ok()) return job.status();
