@@ -112,6 +112,7 @@ class ControllerTest : public ::testing::Test {
     if (!view.ok()) return view.status();
     return protocol::ToJson(*view);
   }
+  void TeachRunTime(const json& spec);
   // Submissions of a JSON spec, read by the job spec's codec first, as the API does (a session's
   // gets "session" when it has none).
   Result<protocol::SubmitAnswer> SubmitJson(const Principal& who, const json& spec) {
@@ -1740,11 +1741,9 @@ TEST_F(ControllerTest, WhileTheLoopPublishesEverySubmittedJobIsQueuedOnceAtOnce)
   controller_->Stop();
 }
 
-TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
-  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-  json spec = Spec(4);
-  spec["name"] = "train-lr0.1";
-  for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
+// Runs `spec` twice for 50 s each on node "a", which teaches the predictor its run time.
+void ControllerTest::TeachRunTime(const json& spec) {
+  for (int run = 0; run < 2; ++run) {
     const JobId id = Submit(spec);
     controller_->Tick();
     json launch = Beat("a", Report())["run"][0];
@@ -1753,6 +1752,13 @@ TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
     Beat("a", Report({TaskReport(launch, "exited", 0)}));
     ASSERT_EQ(StateOf(id), "succeeded");
   }
+}
+
+TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train-lr0.1";
+  ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
   spec["name"] = "train-lr0.2";  // a similar name
   const JobId running = Submit(spec);
   controller_->Tick();
@@ -1781,15 +1787,7 @@ TEST_F(ControllerTest, AJobThatOutlivesItsPredictionIsEstimatedAtItsLimitWithout
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
   json spec = Spec(4);
   spec["name"] = "train";
-  for (int run = 0; run < 2; ++run) {  // two runs of 50 s teach the predictor
-    const JobId id = Submit(spec);
-    controller_->Tick();
-    json launch = Beat("a", Report())["run"][0];
-    Beat("a", Report({TaskReport(launch, "running")}));
-    clock_.Advance(Seconds(50));
-    Beat("a", Report({TaskReport(launch, "exited", 0)}));
-    ASSERT_EQ(StateOf(id), "succeeded");
-  }
+  ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
   spec["time_limit_s"] = 900;
   const JobId running = Submit(spec);
   controller_->Tick();
