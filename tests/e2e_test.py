@@ -923,6 +923,87 @@ def test_the_researchers_day_at_the_command_line(root):
         c.stop()
 
 
+def test_a_slurm_batch_script_runs_unchanged(root):
+    """`corral batch job.sh` runs a Slurm script as sbatch would: its #SBATCH lines with Slurm's
+    meaning, its output file in the submit folder, SLURM_* variables per rank, warnings for what
+    corral does not do, the script kept with the job."""
+    c = Cluster(os.path.join(root, "batch"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+        project = os.path.join(c.root, "project")
+        os.makedirs(project)
+        script = ("#!/bin/bash\n"
+                  "#SBATCH -J x\n"
+                  "#SBATCH --gres=gpu:2\n"
+                  "#SBATCH -t 0:10:00\n"
+                  "#SBATCH -o out_%j.txt\n"
+                  "#SBATCH --mail-type=END -p gpu\n"
+                  "echo \"gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID name=$SLURM_JOB_NAME "
+                  "arg=$1 pwd=$PWD submit=$SLURM_SUBMIT_DIR\"\n"
+                  "echo warned >&2\n")
+        with open(os.path.join(project, "job.sh"), "w") as f:
+            f.write(script)
+        out = c.cli("batch", "--wait", "-o", "json", "job.sh", "A1", cwd=project)
+        job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("corral batch --wait runs the script and exits 0", job is not None,
+              (out.returncode, out.stdout, out.stderr))
+        check("what corral does not do is a warning naming the line",
+              "warning: line 6: #SBATCH --mail-type: ignored" in out.stderr and
+              "partition 'gpu' ignored: this cluster defines no partitions" in out.stderr,
+              out.stderr)
+        spec = c.job(job)["spec"]
+        check("the #SBATCH lines mean what they mean to Slurm: name, 2 GPUs, a 600 s limit",
+              spec["name"] == "x" and spec["resources"]["gpus"] == 2 and
+              spec["time_limit_s"] == 600, spec)
+        path = os.path.join(project, f"out_{job}.txt")
+        text = open(path).read() if os.path.exists(path) else ""
+        check("its output is in out_<id>.txt in the submit folder, stderr too",
+              text == f"gpus=0,1 job={job} name=x arg=A1 pwd={project} submit={project}\nwarned\n",
+              text)
+        logs = c.cli("logs", str(job)).stdout
+        check("corral logs keeps working", logs.startswith(f"gpus=0,1 job={job}"), logs)
+        out = c.cli("job", "show", str(job), "--script")
+        check("job show --script prints the script", out.stdout == script, out.stdout)
+
+        # Ranks: two per part, each with its SLURM_PROCID; an array's files by %A_%a; #CORRAL
+        # lines over #SBATCH lines, the command line over both.
+        with open(os.path.join(project, "ranks.sh"), "w") as f:
+            f.write("#!/bin/sh\n#SBATCH -n 2 --array 0-1 -o r_%A_%a.txt -e e_%A_%a.txt -t 5\n"
+                    "#CORRAL --time-limit 1h --name ranks\n"
+                    "echo \"rank $SLURM_PROCID of $SLURM_NTASKS element $SLURM_ARRAY_TASK_ID\"\n"
+                    "echo \"err $SLURM_LOCALID\" >&2\n")
+        out = c.cli("batch", "--wait", "--name", "flag", "-o", "json", "ranks.sh", cwd=project)
+        answer = json.loads(out.stdout) if out.returncode == 0 else {}
+        check("an array of two-rank batch jobs succeeds", answer.get("ids"),
+              (out.returncode, out.stdout, out.stderr))
+        array = answer.get("array_id")
+        for index, element in enumerate(answer.get("ids", [])):
+            rows = sorted(open(os.path.join(project, f"r_{array}_{index}.txt")).read().splitlines())
+            errors = sorted(open(os.path.join(project, f"e_{array}_{index}.txt")).read().split())
+            check(f"element {index}: each rank wrote its line, stderr in its own file",
+                  rows == [f"rank 0 of 2 element {index}", f"rank 1 of 2 element {index}"] and
+                  errors == ["0", "1", "err", "err"], (rows, errors))
+            spec = c.job(element)["spec"]
+            check(f"element {index}: the command line over #CORRAL over #SBATCH",
+                  spec["name"] == "flag" and spec["time_limit_s"] == 3600 and
+                  spec["procs_per_node"] == 2, spec)
+
+        with open(os.path.join(project, "plain.sh"), "w") as f:
+            f.write("echo no interpreter line\n")
+        out = c.cli("batch", "plain.sh", cwd=project)
+        check("a script without #! is refused, as sbatch refuses it",
+              out.returncode == 2 and "must start with #!" in out.stderr, out.stderr)
+        out = c.cli("batch", "--qos", "high", "job.sh", cwd=project)
+        check("a QoS on a cluster without a table is a warning",
+              out.returncode == 0 and "qos 'high' ignored" in out.stderr, out.stderr)
+        out = c.cli("partitions")
+        check("corral partitions says there are none and how to define them",
+              out.returncode == 0 and "--partitions-file" in out.stdout, out.stdout)
+    finally:
+        c.stop()
+
+
 def test_reclaim_preempts_borrowed_tasks(root):
     """A project under its quota takes back borrowed GPUs: the borrowers' tasks get SIGTERM and
     are requeued; the owner's job runs once they stopped."""
@@ -1828,6 +1909,7 @@ def main():
                      test_server_sigkill_in_the_middle_of_cancel_batches,
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
                      test_the_researchers_day_at_the_command_line,
+                     test_a_slurm_batch_script_runs_unchanged,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,

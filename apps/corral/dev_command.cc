@@ -31,6 +31,7 @@ struct DevFlags {
   int64_t cpus = 0, memory_mib = 0;   // what the node offers; 0: detected (fake GPUs: >= 8 each)
   bool show_all_work = false;         // server::ServerOptions::show_all_work
   std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
+  std::string partitions_file;        // server::ServerOptions::partitions_file
 };
 
 int RunDev(const DevFlags& f) {
@@ -52,6 +53,7 @@ int RunDev(const DevFlags& f) {
   options.gpu_idle_threshold_percent = f.gpu_idle_threshold_percent;
   options.gpu_idle_after_s = f.gpu_idle_after_s;
   options.show_all_work = f.show_all_work;
+  options.partitions_file = f.partitions_file;
   auto keep = server::ParseKeepFinished(f.keep_finished, "--keep-finished");
   if (!keep.ok()) {
     std::cerr << "corral dev: " << keep.status().message() << "\n";
@@ -183,6 +185,8 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
                 "How long finished jobs stay in the store after they ended, with their logs, as "
                 "90d, 12h (0 or forever: keep every job)")
       ->capture_default_str();
+  c->add_option("--partitions-file", f->partitions_file,
+                "Partitions and QoS (YAML/JSON), as corral server's (docs/batch.md)");
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

@@ -338,6 +338,16 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
   if (!protocol::IsImageReference(image)) {
     return bad("environment.image", "'" + image + "' is not an image reference");
   }
+  if (!launch.script.empty()) {
+    return bad("script",
+               "a batch script runs in the process runtime only, not in a container yet (run "
+               "the image's command with corral submit, or use a host environment)");
+  }
+  if (!launch.output_file.empty()) {
+    return bad("output_file",
+               "output files are written by `corral launch`, which the container runtime does "
+               "not run yet (read the output with corral logs)");
+  }
   if (!IsMountablePath(launch.workdir)) {
     return bad("workdir", "'" + launch.workdir +
                               "' contains ':' or ',', which a container bind mount cannot carry");

@@ -124,7 +124,7 @@ Status RefuseOtherNamespacesTasks(const std::string& work_dir, const std::string
 // The old layout's directories (agents before cluster ids), once no task of it is left: removed
 // when empty, kept otherwise.
 void RemoveEmptyLegacyDirs(const std::string& work_dir) {
-  for (const char* dir : {"/tasks", "/scratch", "/hostfiles", "/mounts"}) {
+  for (const char* dir : {"/tasks", "/scratch", "/hostfiles", "/scripts", "/mounts"}) {
     (void)rmdir((work_dir + dir).c_str());
   }
 }
@@ -333,12 +333,14 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
   const std::string tasks_dir = home + "/tasks";
   const std::string mounts_dir = home + "/mounts";
   // The namespace's levels: enterable by task users (to reach their scratch directories and
-  // hostfiles), not listable. Inside, private: task records and every task's logs, and the
-  // container workdirs' staging mounts; scratch and hostfiles: enterable, not listable.
+  // hostfiles and scripts), not listable. Inside, private: task records and every task's logs,
+  // and the container workdirs' staging mounts; scratch, hostfiles and scripts: enterable, not
+  // listable.
   for (const auto& [dir, mode] :
        {std::pair{clusters_dir, 0711}, std::pair{cluster_dir, 0711}, std::pair{home, 0711},
         std::pair{tasks_dir, 0700}, std::pair{home + "/scratch", 0711},
-        std::pair{home + "/hostfiles", 0711}, std::pair{mounts_dir, 0700}}) {
+        std::pair{home + "/hostfiles", 0711}, std::pair{home + "/scripts", 0711},
+        std::pair{mounts_dir, 0700}}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
@@ -476,6 +478,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     std::filesystem::remove(home + "/hostfiles/" + ToString(key), ec);
+    std::filesystem::remove(home + "/scripts/" + ToString(key), ec);
     std::filesystem::remove_all(home + "/scratch/" + ToString(key), ec);
     return;
   }
@@ -574,7 +577,12 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
         "task's launcher runs `corral launch`");
   }
   // The launcher's program (torchrun, corral) is named as such: the job's argv[0] is not it.
-  const std::string what = name == launch.argv[0] ? "argv[0] '" + name + "'" : "'" + name + "'";
+  std::string what = "'" + name + "'";
+  if (!launch.script.empty() && name == ScriptPath(launch.key)) {
+    what = "the batch script " + what;
+  } else if (!launch.argv.empty() && name == launch.argv[0]) {
+    what = "argv[0] " + what;
+  }
   if (name.find('/') != std::string::npos) {
     std::string path = name[0] == '/' ? name : launch.workdir + "/" + name;
     if (!IsExecutableFile(path)) return NotFound(what + ": " + path + " is not an executable file");
@@ -600,6 +608,23 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
 
 std::string ProcessRuntime::HostfilePath(const TaskKey& key) const {
   return HomeOf(key) + "/hostfiles/" + ToString(key);
+}
+
+std::string ProcessRuntime::ScriptPath(const TaskKey& key) const {
+  return HomeOf(key) + "/scripts/" + ToString(key);
+}
+
+Status ProcessRuntime::WriteScript(const TaskKey& key, const std::string& script,
+                                   const TaskIdentity& identity) const {
+  // Only the runtime can create entries in scripts/ (0711): the path is ours. Readable by the
+  // task's user alone: a script may hold what others should not read.
+  const std::string path = ScriptPath(key);
+  CORRAL_RETURN_IF_ERROR(WriteFileAtomic(path, script));
+  if (identity.shim && chown(path.c_str(), identity.shim->uid, identity.shim->gid) != 0) {
+    return IoError("chown " + path + ": " + ErrnoText(errno));
+  }
+  if (chmod(path.c_str(), 0500) != 0) return IoError("chmod " + path + ": " + ErrnoText(errno));
+  return Status::Ok();
 }
 
 Status ProcessRuntime::WriteHostfile(const TaskKey& key, const Distributed& distributed) const {
@@ -680,6 +705,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   const std::string hostfile = launch.distributed ? HostfilePath(key) : "";
 
   ShimPlan plan;
+  std::error_code ec;
+  std::string script;         // a batch task's script file (WriteScript), once written
   std::string container_env;  // the content of container.env
   std::string staged;         // the container workdir's staging mount (workdir_mount.h), if any
   if (in_container) {
@@ -705,7 +732,16 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     container_env = std::move(run->env_file);
   } else {
     std::vector<std::string> argv;
-    if (launch.shell) {
+    if (!launch.script.empty()) {
+      // Written before the executable is resolved (it is the executable); removed with the
+      // task's other files, or below when the start fails.
+      if (Status s = WriteScript(key, launch.script, *identity); !s.ok()) {
+        return FailToStart(launch, s.message());
+      }
+      script = ScriptPath(key);
+      argv = {script};
+      argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
+    } else if (launch.shell) {
       argv = {kShell, "-c"};
       argv.insert(argv.end(), launch.argv.begin(), launch.argv.end());
     } else {
@@ -716,16 +752,19 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     base_env["HOME"] = identity->home;
     plan.env = TaskEnvironment(launch, options_.node_name, base_env, hostfile);
     Result<std::string> executable = ResolveExecutable(launch, argv, plan.env);
-    if (!executable.ok()) return FailToStart(launch, executable.status().message());
+    if (!executable.ok()) {
+      if (!script.empty()) std::filesystem::remove(script, ec);
+      return FailToStart(launch, executable.status().message());
+    }
     plan.executable = *executable;
     plan.argv = std::move(argv);
     plan.workdir = launch.workdir;
     plan.identity = identity->shim;
   }
 
-  std::error_code ec;
   std::filesystem::remove_all(dir, ec);  // a leftover of an earlier failed start
   if (mkdir(dir.c_str(), 0700) != 0) {
+    if (!script.empty()) std::filesystem::remove(script, ec);
     return FailToStart(launch, "cannot create " + dir + ": " + ErrnoText(errno));
   }
 
@@ -761,6 +800,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     }
     std::filesystem::remove_all(dir, ec);
     if (!hostfile.empty()) std::filesystem::remove(hostfile, ec);
+    if (!script.empty()) std::filesystem::remove(script, ec);
     if (!staged.empty()) (void)UnbindDirectory(staged);
     return FailToStart(launch, message);
   };
@@ -1064,8 +1104,10 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
   std::error_code ec;
   std::filesystem::remove_all(TaskDir(key), ec);
   if (ec) return IoError("cannot remove " + TaskDir(key) + ": " + ec.message());
-  std::filesystem::remove(HostfilePath(key), ec);
-  if (ec) return IoError("cannot remove " + HostfilePath(key) + ": " + ec.message());
+  for (const std::string& file : {HostfilePath(key), ScriptPath(key)}) {
+    std::filesystem::remove(file, ec);
+    if (ec) return IoError("cannot remove " + file + ": " + ec.message());
+  }
   // The scratch directory (when the job named no workdir) goes with the task: it is scratch.
   // remove_all does not follow the symbolic links a task may have left there.
   std::filesystem::remove_all(ScratchPath(key), ec);

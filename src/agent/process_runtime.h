@@ -279,6 +279,11 @@ class ProcessRuntime final : public Runtime {
                                         const std::vector<std::string>& argv,
                                         const std::vector<std::string>& env) const;
   std::string HostfilePath(const TaskKey& key) const;
+  // A batch task's script (TaskLaunch::script): <home>/scripts/<alloc>-<gen>, owned by the
+  // task's user, mode 0500.
+  std::string ScriptPath(const TaskKey& key) const;
+  Status WriteScript(const TaskKey& key, const std::string& script,
+                     const TaskIdentity& identity) const;
   Status WriteHostfile(const TaskKey& key, const Distributed& distributed) const;
   Status WriteTaskRecord(const TaskKey& key, const Task& task) const;
   Status WriteKillRecord(const TaskKey& key, const Task& task) const;

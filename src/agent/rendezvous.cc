@@ -97,6 +97,10 @@ std::map<std::string, std::string> RankEnvironment(
     }
   }
   if (node_env.count(kJaxCoordinator) != 0) env["JAX_PROCESS_ID"] = std::to_string(rank);
+  if (node_env.count("SLURM_PROCID") != 0) {  // a batch task (SlurmEnvironment)
+    env["SLURM_PROCID"] = std::to_string(rank);
+    env["SLURM_LOCALID"] = std::to_string(local_rank);
+  }
   // TensorFlow and JAX take memory on every GPU they see: with several processes per part,
   // each gets its own equal slice of the part's GPUs (torch-style code picks by LOCAL_RANK).
   auto launcher = node_env.find("CORRAL_LAUNCHER");
@@ -180,8 +184,11 @@ bool GivesTorchrunOption(const std::vector<std::string>& argv, const std::string
 
 }  // namespace
 
-std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
-                                    const std::string& self_exe) {
+namespace {
+
+// LaunchArgv without the output files.
+std::vector<std::string> PartArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
+                                  const std::string& self_exe) {
   if (!launch.distributed) return argv;
   const Distributed& d = *launch.distributed;
   std::vector<std::string> out;
@@ -205,6 +212,33 @@ std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<
   }
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
+                                    const std::string& self_exe) {
+  std::vector<std::string> out = PartArgv(launch, argv, self_exe);
+  if (launch.output_file.empty()) return out;
+  const std::vector<std::string> launch_procs = {self_exe, "launch", "--procs"};
+  if (out.size() >= 2 && out[0] == self_exe && out[1] == "launch" &&
+      std::find(out.begin(), out.end(), "--hold") != out.end()) {
+    return out;  // an mpi part that only holds its node: it writes nothing
+  }
+  std::vector<std::string> tee = {"--output", launch.output_file};
+  if (!launch.error_file.empty()) tee.insert(tee.end(), {"--error", launch.error_file});
+  // One part alone owns its files, which start empty as Slurm's do; parts that may share them
+  // append.
+  if (launch.tasks == 1) tee.emplace_back("--truncate");
+  if (out.size() >= 3 && std::equal(launch_procs.begin(), launch_procs.end(), out.begin())) {
+    out.insert(out.begin() + 2, tee.begin(), tee.end());
+    return out;
+  }
+  std::vector<std::string> wrapped = {self_exe, "launch", "--procs", "1"};
+  wrapped.insert(wrapped.end(), tee.begin(), tee.end());
+  wrapped.emplace_back("--");
+  wrapped.insert(wrapped.end(), out.begin(), out.end());
+  return wrapped;
 }
 
 }  // namespace corral::agent

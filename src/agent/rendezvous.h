@@ -36,8 +36,9 @@ std::map<std::string, std::string> DistributedEnvironment(const TaskLaunch& laun
 // has them, TF_CONFIG with task.index = RANK (TF_CONFIG present) and JAX_PROCESS_ID = RANK
 // (JAX_COORDINATOR_ADDRESS present); for tf and jax (CORRAL_LAUNCHER) with LOCAL_WORLD_SIZE
 // P > 1, CUDA_VISIBLE_DEVICES = the local_rank-th of P equal slices of the part's GPUs (all of
-// them when they do not divide by P). A NODE_RANK that is missing or not a number reads as 0, such
-// a LOCAL_WORLD_SIZE as 1; a TF_CONFIG that is not a JSON object with a "task" object is left
+// them when they do not divide by P); for a batch task (node_env has SLURM_PROCID) SLURM_PROCID
+// = RANK and SLURM_LOCALID = local_rank. A NODE_RANK that is missing or not a number reads as 0,
+// such a LOCAL_WORLD_SIZE as 1; a TF_CONFIG that is not a JSON object with a "task" object is left
 // alone.
 std::map<std::string, std::string> RankEnvironment(
     const std::map<std::string, std::string>& node_env, int local_rank);
@@ -69,6 +70,10 @@ bool IsRendezvousEnvName(const Distributed& distributed, const std::string& name
 //   none, deepspeed, tf, jax with P > 1: SELF_EXE launch --procs P -- ARGV...
 //   mpi: part 0: ARGV; the other parts: SELF_EXE launch --hold
 //   otherwise (P == 1, or not distributed): ARGV.
+// With an output file (TaskLaunch::output_file) the result runs under `corral launch`, which
+// copies what it writes into the files: --output F [--error E] [--truncate: a one-part job]
+// added to a `launch --procs` command, else SELF_EXE launch --procs 1 --output F ... -- ARGV...
+// (an mpi part that only holds its node writes nothing: unchanged).
 std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
                                     const std::string& self_exe);
 

@@ -51,8 +51,14 @@ Status Validate(const TaskLaunch& l) {
     return bad("task_index", "must be in 0.." + std::to_string(l.tasks - 1) + ", got " +
                                  std::to_string(l.task_index));
   }
-  if (l.argv.empty()) return bad("argv", "must not be empty");
-  if (l.argv[0].empty()) return bad("argv[0]", "must not be empty");
+  if (l.script.empty()) {  // a batch task's argv are its script's arguments
+    if (l.argv.empty()) return bad("argv", "must not be empty");
+    if (l.argv[0].empty()) return bad("argv[0]", "must not be empty");
+  } else if (l.script.rfind("#!", 0) != 0) {
+    return bad("script", "must start with #! and its interpreter");
+  } else if (l.shell) {
+    return bad("shell", "must be false for a batch script");
+  }
   for (size_t i = 0; i < l.argv.size(); ++i) {
     if (HasNul(l.argv[i])) return bad("argv[" + std::to_string(i) + "]", "contains a NUL byte");
   }
@@ -137,6 +143,31 @@ Status Validate(const TaskLaunch& l) {
   return Status::Ok();
 }
 
+std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch) {
+  const int procs = launch.distributed ? launch.distributed->procs_per_node : 1;
+  const std::string job = std::to_string(launch.job_id.value());
+  std::map<std::string, std::string> env = {
+      {"SLURM_JOB_ID", job},
+      {"SLURM_JOBID", job},
+      {"SLURM_JOB_NAME", launch.job_name},
+      {"SLURM_NTASKS", std::to_string(launch.tasks * procs)},
+      {"SLURM_NPROCS", std::to_string(launch.tasks * procs)},
+      {"SLURM_NTASKS_PER_NODE", std::to_string(procs)},
+      {"SLURM_JOB_NUM_NODES", std::to_string(launch.tasks)},
+      {"SLURM_NNODES", std::to_string(launch.tasks)},
+      {"SLURM_NODEID", std::to_string(launch.task_index)},
+      // The part's first rank; `corral launch` sets each process's (RankEnvironment).
+      {"SLURM_PROCID", std::to_string(static_cast<int64_t>(launch.task_index) * procs)},
+      {"SLURM_LOCALID", "0"},
+      {"SLURM_SUBMIT_DIR", launch.submit_dir},
+  };
+  if (launch.array_index) {
+    env["SLURM_ARRAY_TASK_ID"] = std::to_string(*launch.array_index);
+    env["SLURM_ARRAY_JOB_ID"] = std::to_string(launch.array_id.value_or(launch.job_id.value()));
+  }
+  return env;
+}
+
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
                                          const std::map<std::string, std::string>& base,
                                          const std::string& hostfile) {
@@ -169,6 +200,9 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
     env[model::kSessionPortEnv] = std::to_string(s->port);
     env[model::kSessionUrlPrefixEnv] = s->url_prefix;
     env[model::kSessionTokenEnv] = s->token;
+  }
+  if (!launch.script.empty()) {
+    for (const auto& [name, value] : SlurmEnvironment(launch)) env[name] = value;
   }
   if (launch.distributed) {
     const Distributed& d = *launch.distributed;

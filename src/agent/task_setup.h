@@ -34,6 +34,7 @@ using protocol::ToString;
 // shell with torchrun, which takes a script), that an environment's venv or conda prefix is an
 // absolute path and, for runtime "process", an existing directory ("field 'environment.venv':
 // '/opt/x' (environment 'torch@2') does not exist on this node"; a container ignores them), and
+// that a batch task's script starts with "#!" (its argv, the script's arguments, may be empty),
 // that a session's URL prefix is its job's (model::SessionUrlPrefix) and its token 64 hex
 // characters.
 Status Validate(const TaskLaunch& launch);
@@ -46,12 +47,22 @@ Status ValidateSubmitDir(const TaskLaunch& launch);
 // for its launcher (IsRendezvousEnvName in rendezvous.h).
 bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 
+// The Slurm variables of a batch task (TaskLaunch::script; docs/batch.md): SLURM_JOB_ID (and
+// SLURM_JOBID), SLURM_JOB_NAME, SLURM_NTASKS (SLURM_NPROCS) = parts x processes per part,
+// SLURM_NTASKS_PER_NODE, SLURM_JOB_NUM_NODES (SLURM_NNODES) = parts, SLURM_NODEID = the part,
+// SLURM_PROCID = the part's first rank and SLURM_LOCALID 0 (`corral launch` sets each
+// process's), SLURM_SUBMIT_DIR; for an array element SLURM_ARRAY_TASK_ID and
+// SLURM_ARRAY_JOB_ID. Only batch tasks get them: mpirun and PyTorch Lightning take a job with
+// SLURM_* variables for a Slurm allocation.
+std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch);
+
 // The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
 // passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
 // CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
 // CORRAL_ALLOCATION_ID, CORRAL_GENERATION (the run: 1 the first), CORRAL_NODE_NAME,
-// CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one); for a distributed launch also
+// CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one); for a batch task
+// SlurmEnvironment(); for a distributed launch also
 // DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
 // part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
 // HostfileEnvironment(hostfile) when `hostfile` is not empty (the path where the runtime wrote

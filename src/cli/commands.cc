@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +19,6 @@
 #include <utility>
 
 #include "cli/api_client.h"
-#include "cli/array_spec.h"
 #include "cli/job_wait.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
@@ -31,9 +32,12 @@
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_partitions.h"
 #include "protocol/api_project.h"
 #include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
+#include "protocol/array_spec.h"
+#include "protocol/batch_script.h"
 #include "protocol/environment_ref.h"
 #include "protocol/job_spec.h"
 #include "protocol/names.h"
@@ -249,6 +253,10 @@ struct SubmitFlags {
   bool no_check = false;                    // --no-check: the server alone checks the spec
   bool wait = false, follow = false;        // --wait, --follow (which implies --wait)
   std::optional<std::string> array, sweep;  // Slurm's --array; a sweep file
+  std::string output_file, error_file, partition, qos;
+  std::string verb = "submit";           // the command, for its messages: submit or batch
+  std::string script;                    // corral batch: the script's file
+  std::vector<std::string> script_args;  // and its arguments
   std::string output = "table";
 };
 
@@ -271,11 +279,28 @@ bool IsUnknownToServer(const Status& refusal, const std::string& field) {
          refusal.message().find("field '" + field + "': unknown field") != std::string::npos;
 }
 
-// Refuses `spec` as the server would (protocol::ParseJobSpec), so that a bad spec is refused
-// before any request: InvalidArgument naming the field. A field this CLI does not know may be
-// one a newer server knows: the error says how to go on.
+// A batch script's text: at most protocol::kMaxScriptBytes. NotFound / InvalidArgument naming
+// the file.
+Result<std::string> ReadScript(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound(path + ": cannot read the script: " + std::strerror(errno));
+  std::string text(protocol::kMaxScriptBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > protocol::kMaxScriptBytes) {
+    return InvalidArgument(path + ": a batch script may have at most " +
+                           std::to_string(protocol::kMaxScriptBytes) + " bytes");
+  }
+  return text;
+}
+
+// Refuses `spec` as the server would (protocol::ExpandBatchScript, then ParseJobSpec), so that
+// a bad spec is refused before any request: InvalidArgument naming the field. A field this CLI does
+// not know may be one a newer server knows: the error says how to go on.
 Status CheckSpec(const json& spec) {
-  auto parsed = protocol::ParseJobSpec(spec);
+  auto expanded = protocol::ExpandBatchScript(spec);
+  if (!expanded.ok()) return expanded.status();
+  auto parsed = protocol::ParseJobSpec(expanded->spec);
   if (parsed.ok()) return Status::Ok();
   if (parsed.status().message().find(": unknown field") == std::string::npos) {
     return parsed.status();
@@ -332,6 +357,17 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   }
   if (!f.environment.empty()) spec["environment"] = f.environment;
   if (!f.command.empty()) spec["command"] = f.command;
+  if (!f.script.empty()) {
+    auto text = ReadScript(f.script);
+    if (!text.ok()) return text.status();
+    spec["script"] = {{"text", *text}, {"args", f.script_args}};
+  }
+  for (const auto& [field, value] : {std::pair{"output_file", &f.output_file},
+                                     {"error_file", &f.error_file},
+                                     {"partition", &f.partition},
+                                     {"qos", &f.qos}}) {
+    if (!value->empty()) spec[field] = *value;
+  }
   if (f.shell) {
     spec["shell"] = true;
     if (!f.command.empty()) spec["command"] = ShellCommand(f.command);
@@ -385,14 +421,14 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   for (const auto& [name, value] : env->items()) spec["env"][name] = value;
   if (f.array && f.sweep) return InvalidArgument("--array and --sweep: give one of them");
   if (f.array) {
-    auto array = ParseArrayFlag(*f.array);
+    auto array = protocol::ParseArrayFlag(*f.array);
     if (!array.ok()) return array.status();
     spec["array"] = *array;
   }
   if (f.sweep) {
     auto file = ReadJsonOrYamlFile(*f.sweep);
     if (!file.ok()) return file.status();
-    auto array = ArrayFromSweep(*file, *f.sweep);
+    auto array = protocol::ArrayFromSweep(*file, *f.sweep);
     if (!array.ok()) return array.status();
     spec["array"] = *array;
   }
@@ -441,8 +477,24 @@ void PrintJob(const protocol::JobView& view) {
   }
   std::cout << "  state: " << model::ToString(j.state) << "\n  user: " << j.user
             << "  project: " << j.project << "  priority: " << j.priority
-            << "  restarts: " << view.restarts << "\n  command: " << json(view.spec.command).dump()
-            << "\n";
+            << "  restarts: " << view.restarts << "\n";
+  if (view.spec.script) {
+    std::cout << "  script: " << view.spec.script->text.size() << " bytes (corral job show "
+              << j.id.value() << " --script), arguments " << json(view.spec.script->args).dump()
+              << "\n";
+  } else {
+    std::cout << "  command: " << json(view.spec.command).dump() << "\n";
+  }
+  if (!view.spec.partition.empty() || !view.spec.qos.empty()) {
+    std::cout << "  partition: " << (view.spec.partition.empty() ? "none" : view.spec.partition)
+              << "  qos: " << (view.spec.qos.empty() ? "none" : view.spec.qos) << "\n";
+  }
+  if (!view.spec.output_file.empty()) {
+    std::cout << "  output file: " << view.spec.output_file
+              << (view.spec.error_file.empty() ? " (stdout and stderr)"
+                                               : "  error file: " + view.spec.error_file)
+              << "\n";
+  }
   // The effective request: what was asked, with the server's defaults filled in.
   const model::TaskResources& r = view.spec.resources;
   std::cout << "  resources per task: gpus " << r.gpus.value() << "  gpu_milli "
@@ -501,9 +553,8 @@ void PrintJob(const protocol::JobView& view) {
   PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
 }
 
-void AddSubmit(CLI::App& app, int* exit_code) {
-  auto f = std::make_shared<SubmitFlags>();
-  CLI::App* c = app.add_subcommand("submit", "Submit a job: corral submit [flags] -- CMD ARGS...");
+// The flags of a job's request, which `corral submit` and `corral batch` share.
+void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("-f,--file", f->file, "Job spec (YAML or JSON); flags override it");
   c->add_option("--name", f->name, "Job name");
   c->add_option("--project", f->project, "Project (default: the 'default' project)");
@@ -558,84 +609,182 @@ void AddSubmit(CLI::App& app, int* exit_code) {
               "Wait until the job ends and exit with its exit code (128+N: signal N; 124 "
               "timeout, 137 oom, 143 cancelled, 75 lost; 125: corral itself failed)");
   c->add_flag("--follow", f->follow, "Print the job's output as it runs (implies --wait)");
+  c->add_option("--output-file", f->output_file,
+                "A file (Slurm's --output pattern: %j job id, %A array id, %a index, %x name) "
+                "in the working folder that also gets the job's stdout, and its stderr without "
+                "--error-file");
+  c->add_option("--error-file", f->error_file, "The same for the job's stderr");
+  c->add_option("--partition", f->partition, "A partition of the cluster (corral partitions)");
+  c->add_option("--qos", f->qos, "A QoS of the cluster (corral partitions)");
+}
+
+// Submits what `f` asks and, with --wait or --follow, waits; sets `exit_code` (its rules:
+// AddSubmit's --wait).
+void SubmitAndWait(const SubmitFlags& flags, int* exit_code) {
+  const SubmitFlags* f = &flags;
+  const bool waits = f->wait || f->follow;
+  if (f->follow && (f->array || f->sweep)) {
+    *exit_code = Fail(InvalidArgument(
+        "--follow: follows one job's output, and an array has many; use --wait, then corral "
+        "logs ID for each element"));
+    return;
+  }
+  if (f->follow && f->output == "json") {
+    *exit_code = Fail(InvalidArgument(
+        "--follow prints the job's output, which -o json would mix into its JSON; use --wait"));
+    return;
+  }
+  auto spec = BuildSpec(*f);  // before any request, and before the config is read
+  if (!spec.ok()) {
+    *exit_code = Fail(spec.status());
+    if (waits) *exit_code = kExitCorral;
+    return;
+  }
+  int job_code = 0;  // --wait: the job's
+  *exit_code = WithClient([&](ApiClient& client) -> Status {
+    auto reply = client.Post("/api/v1/jobs", *spec);
+    if (!reply.ok() && spec->contains("submit_dir") &&
+        IsUnknownToServer(reply.status(), "submit_dir")) {
+      // A server older than the submit folder (issue 18) refused the field the CLI added on
+      // its own: the job goes without it (a 400 created nothing) and runs where such a server
+      // runs jobs, which it says.
+      std::cerr << "corral " << f->verb
+                << ": the server is older than submit folders: the job runs in a "
+                   "scratch folder unless --workdir names one\n";
+      spec->erase("submit_dir");
+      reply = client.Post("/api/v1/jobs", *spec);
+    }
+    if (!reply.ok()) return reply.status();
+    auto job = protocol::ParseSubmitAnswer(*reply);
+    if (!job.ok()) return job.status();
+    // What the script asked that corral does not do, on stderr, whatever the output.
+    for (const std::string& warning : job->warnings) {
+      std::cerr << "corral: warning: " << warning << "\n";
+    }
+    // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
+    if (f->output == "table" && !job->defaults.empty()) {
+      std::cerr << "corral " << f->verb << ": with defaults: " << protocol::ToString(job->defaults)
+                << "\n";
+    }
+    const std::string id = std::to_string(job->id.value());
+    if (!job->array_ids.empty()) {
+      PrintAnswer(*reply, f->output,
+                  "submitted array " + id + ": jobs " +
+                      std::to_string(job->array_ids.front().value()) + ".." +
+                      std::to_string(job->array_ids.back().value()));
+    } else {
+      PrintAnswer(*reply, f->output, "submitted job " + id + " to project " + job->project);
+    }
+    if (!f->wait && !f->follow) return Status::Ok();
+    std::cout << std::flush;
+    if (f->follow) {
+      const LogRequest request{.job = job->id, .follow = true};
+      auto printed = PrintLog(client, request, std::cout);
+      if (!printed.ok()) return printed.status();
+      if (*printed == 0) HintAtStderr(client, request);
+    }
+    // An array's code is its elements' highest, as sbatch --wait's.
+    std::vector<JobId> ids = job->array_ids.empty() ? std::vector<JobId>{job->id} : job->array_ids;
+    int code = 0;
+    for (JobId element : ids) {
+      auto ended = WaitForJob(client, element);
+      if (!ended.ok()) return ended.status();
+      const int element_code = JobExitCode(*ended);
+      if (element_code != 0) {
+        std::cerr << "corral: job " << element.value() << " "
+                  << model::ToString(ended->summary.state)
+                  << (ended->summary.reason.empty() ? "" : ": " + ended->summary.reason)
+                  << " (exit " << element_code << ")\n";
+      }
+      code = std::max(code, element_code);
+    }
+    job_code = code;
+    return Status::Ok();
+  });
+  // Waiting, the job's code is the answer: corral's own failures are kExitCorral, apart.
+  if (waits) *exit_code = *exit_code == 0 ? job_code : kExitCorral;
+}
+
+void AddSubmit(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* c = app.add_subcommand("submit", "Submit a job: corral submit [flags] -- CMD ARGS...");
+  AddSubmitFlags(c, f.get());
   c->add_option("command", f->command, "The command after --");
-  c->callback([f, exit_code] {
-    const bool waits = f->wait || f->follow;
-    if (f->follow && (f->array || f->sweep)) {
-      *exit_code = Fail(InvalidArgument(
-          "--follow: follows one job's output, and an array has many; use --wait, then corral "
-          "logs ID for each element"));
-      return;
-    }
-    if (f->follow && f->output == "json") {
-      *exit_code = Fail(InvalidArgument(
-          "--follow prints the job's output, which -o json would mix into its JSON; use --wait"));
-      return;
-    }
-    auto spec = BuildSpec(*f);  // before any request, and before the config is read
-    if (!spec.ok()) {
-      *exit_code = Fail(spec.status());
-      if (waits) *exit_code = kExitCorral;
-      return;
-    }
-    int job_code = 0;  // --wait: the job's
+  c->callback([f, exit_code] { SubmitAndWait(*f, exit_code); });
+}
+
+void AddBatch(CLI::App& app, int* exit_code);
+
+// `corral partitions`: what --partition and --qos name here.
+void AddPartitions(CLI::App& app, int* exit_code) {
+  auto output = std::make_shared<std::string>("table");
+  CLI::App* c = app.add_subcommand(
+      "partitions", "The cluster's partitions and QoS: what --partition and --qos (-p, -q) mean");
+  c->add_option("-o,--output", *output, "table or json")->check(CLI::IsMember({"table", "json"}));
+  c->callback([output, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto reply = client.Post("/api/v1/jobs", *spec);
-      if (!reply.ok() && spec->contains("submit_dir") &&
-          IsUnknownToServer(reply.status(), "submit_dir")) {
-        // A server older than the submit folder (issue 18) refused the field the CLI added on
-        // its own: the job goes without it (a 400 created nothing) and runs where such a server
-        // runs jobs, which it says.
-        std::cerr << "corral submit: the server is older than submit folders: the job runs in a "
-                     "scratch folder unless --workdir names one\n";
-        spec->erase("submit_dir");
-        reply = client.Post("/api/v1/jobs", *spec);
+      auto answer = client.Get("/api/v1/partitions");
+      if (!answer.ok()) return answer.status();
+      if (*output == "json") {
+        std::cout << answer->dump(2) << "\n";
+        return Status::Ok();
       }
-      if (!reply.ok()) return reply.status();
-      auto job = protocol::ParseSubmitAnswer(*reply);
-      if (!job.ok()) return job.status();
-      // What the server filled in (its defaults), on stderr: stdout stays one parsable line.
-      if (f->output == "table" && !job->defaults.empty()) {
-        std::cerr << "corral submit: with defaults: " << protocol::ToString(job->defaults) << "\n";
+      auto table = protocol::ParsePartitionTable(*answer);
+      if (!table.ok()) return table.status();
+      if (table->partitions.empty() && table->qos.empty()) {
+        std::cout << "This cluster defines no partitions or QoS: a job's --partition and --qos "
+                     "(#SBATCH -p, -q) are ignored, with a warning. An administrator defines "
+                     "them with corral server --partitions-file (docs/batch.md).\n";
+        return Status::Ok();
       }
-      const std::string id = std::to_string(job->id.value());
-      if (!job->array_ids.empty()) {
-        PrintAnswer(*reply, f->output,
-                    "submitted array " + id + ": jobs " +
-                        std::to_string(job->array_ids.front().value()) + ".." +
-                        std::to_string(job->array_ids.back().value()));
-      } else {
-        PrintAnswer(*reply, f->output, "submitted job " + id + " to project " + job->project);
+      std::vector<std::vector<std::string>> rows;
+      for (const protocol::Partition& p : table->partitions) {
+        rows.push_back({p.name, p.gpu_models.empty() ? "any" : Join(p.gpu_models, ","),
+                        p.max_time_s > 0 ? FormatDuration(Seconds(p.max_time_s)) : "none",
+                        p.is_default ? "yes" : "", p.description});
       }
-      if (!f->wait && !f->follow) return Status::Ok();
-      std::cout << std::flush;
-      if (f->follow) {
-        const LogRequest request{.job = job->id, .follow = true};
-        auto printed = PrintLog(client, request, std::cout);
-        if (!printed.ok()) return printed.status();
-        if (*printed == 0) HintAtStderr(client, request);
+      if (!rows.empty()) {
+        PrintTable({"PARTITION", "GPU MODELS", "MAX TIME", "DEFAULT", "DESCRIPTION"}, rows);
       }
-      // An array's code is its elements' highest, as sbatch --wait's.
-      std::vector<JobId> ids =
-          job->array_ids.empty() ? std::vector<JobId>{job->id} : job->array_ids;
-      int code = 0;
-      for (JobId element : ids) {
-        auto ended = WaitForJob(client, element);
-        if (!ended.ok()) return ended.status();
-        const int element_code = JobExitCode(*ended);
-        if (element_code != 0) {
-          std::cerr << "corral: job " << element.value() << " "
-                    << model::ToString(ended->summary.state)
-                    << (ended->summary.reason.empty() ? "" : ": " + ended->summary.reason)
-                    << " (exit " << element_code << ")\n";
-        }
-        code = std::max(code, element_code);
+      rows.clear();
+      for (const protocol::Qos& q : table->qos) {
+        rows.push_back({q.name, std::to_string(q.priority), q.description});
       }
-      job_code = code;
+      if (!rows.empty()) {
+        if (!table->partitions.empty()) std::cout << "\n";
+        PrintTable({"QOS", "PRIORITY", "DESCRIPTION"}, rows);
+      }
       return Status::Ok();
     });
-    // Waiting, the job's code is the answer: corral's own failures are kExitCorral, apart.
-    if (waits) *exit_code = *exit_code == 0 ? job_code : kExitCorral;
+  });
+}
+
+void AddSubmitCommands(CLI::App& app, int* exit_code) {
+  AddSubmit(app, exit_code);
+  AddBatch(app, exit_code);
+  AddPartitions(app, exit_code);
+}
+
+void AddBatch(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SubmitFlags>();
+  f->verb = "batch";
+  CLI::App* c = app.add_subcommand(
+      "batch",
+      "Submit a batch script (sbatch's counterpart): corral batch [flags] SCRIPT [ARGS...]; its "
+      "#CORRAL lines hold submit flags, its #SBATCH lines Slurm's options (docs/batch.md)");
+  AddSubmitFlags(c, f.get());
+  // Everything from the script's name on is the script and its arguments, as for sbatch.
+  c->prefix_command();
+  c->callback([c, f, exit_code] {
+    std::vector<std::string> words = c->remaining();
+    if (!words.empty() && words.front() == "--") words.erase(words.begin());
+    if (words.empty()) {
+      *exit_code = Fail(InvalidArgument("corral batch: needs a script: corral batch job.sh"));
+      return;
+    }
+    f->script = words.front();
+    f->script_args.assign(words.begin() + 1, words.end());
+    SubmitAndWait(*f, exit_code);
   });
 }
 
@@ -746,7 +895,7 @@ Status CancelJobs(ApiClient& client, const std::vector<int64_t>& ids, const std:
 
 void AddJobCommands(CLI::App& app, int* exit_code) {
   struct Flags {
-    bool all = false, follow = false, stderr_stream = false;
+    bool all = false, follow = false, stderr_stream = false, script = false;
     std::string state, output = "table", user, project, name, sort, cursor;
     int64_t id = -1, before = 0, generation = 0, array = 0;
     std::vector<int64_t> ids;  // cancel's
@@ -834,16 +983,26 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
   CLI::App* show = job->add_subcommand("show", "A job's state, tasks and history");
   show->add_option("id", f->id, "Job id")->required();
   out_opt(show);
+  show->add_flag("--script", f->script, "Print the batch script the job runs (corral batch)");
   show->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
       auto j = client.Get("/api/v1/jobs/" + std::to_string(f->id));
       if (!j.ok()) return j.status();
-      if (f->output == "json") {
+      if (f->output == "json" && !f->script) {
         std::cout << j->dump(2) << "\n";
         return Status::Ok();
       }
       auto view = protocol::ParseJobView(*j);
       if (!view.ok()) return view.status();
+      if (f->script) {
+        if (!view->spec.script) {
+          return FailedPrecondition("job " + std::to_string(f->id) +
+                                    " runs a command, not a batch script: corral job show " +
+                                    std::to_string(f->id) + " prints it");
+        }
+        std::cout << view->spec.script->text;
+        return Status::Ok();
+      }
       PrintJob(*view);
       return Status::Ok();
     });
@@ -1958,7 +2117,7 @@ struct CommandGroup {
 };
 
 constexpr CommandGroup kCommandGroups[] = {
-    {AddSubmit, "submit"},
+    {AddSubmitCommands, "submit batch partitions"},
     {AddJobCommands, "jobs job cancel logs"},
     {AddEnvironmentCommands, "environment env"},
     {AddSessionCommands, "session"},

@@ -232,6 +232,7 @@ json ToJson(const SubmitAnswer& a) {
               {"user", a.user},
               {"reason", a.reason},
               {"defaults", ListJson(a.defaults, DefaultJson)}};
+  if (!a.warnings.empty()) out["warnings"] = a.warnings;
   if (a.array_ids.empty()) {
     out["id"] = a.id.value();
   } else {
@@ -305,6 +306,7 @@ Result<SubmitAnswer> ParseSubmitAnswer(const json& json) {
   if (r->Find("defaults") != nullptr) {
     CORRAL_RETURN_IF_ERROR(ReadItems(*r, "defaults", ReadDefault, a.defaults));
   }
+  CORRAL_RETURN_IF_ERROR(r->Strings("warnings", false, a.warnings));
   return a;
 }
 

@@ -150,6 +150,9 @@ struct SubmitAnswer {
   std::string user;
   std::string reason;
   std::vector<ResourceDefault> defaults;
+  // What the submission did not take as asked: a batch script's directives corral ignores
+  // (batch_script.h), "line 5: #SBATCH --mail-type: ignored (...)".
+  std::vector<std::string> warnings;
   bool operator==(const SubmitAnswer&) const = default;
 };
 

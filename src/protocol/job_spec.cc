@@ -6,12 +6,16 @@
 
 #include "model/session.h"
 #include "model/warning_signal.h"
+#include "protocol/batch_script.h"
 #include "protocol/environment_ref.h"
 #include "protocol/spec_fields.h"
 
 namespace corral::protocol {
 
 namespace {
+
+// The longest output_file / error_file pattern.
+constexpr size_t kMaxOutputPath = 4096;
 
 // CheckKeys, except for a spec a server shows: a newer server may show fields this corral
 // does not know, and a CLI reading its answer must not fail on them (unknown fields are
@@ -141,6 +145,32 @@ Result<model::WarningSignal> ParseWarning(const nlohmann::json& s, SpecOrigin or
   return warning;
 }
 
+// The `script` of a spec: {"text": "#!...", "args": [...]}.
+Result<BatchScript> ParseScript(const nlohmann::json& s) {
+  if (!s.is_object()) return FieldError("script", "must be an object {\"text\", \"args\"}");
+  for (const auto& [key, value] : s.items()) {
+    if (key != "text" && key != "args") return FieldError("script." + key, "unknown field");
+  }
+  BatchScript script;
+  if (!s.contains("text")) return FieldError("script.text", "is required");
+  auto text = GetString(s["text"], "script.text");
+  if (!text.ok()) return text.status();
+  if (text->size() > kMaxScriptBytes) {
+    return FieldError("script.text",
+                      "must be at most " + std::to_string(kMaxScriptBytes) + " bytes");
+  }
+  if (text->rfind("#!", 0) != 0) {
+    return FieldError("script.text", "must start with #! and its interpreter (#!/bin/bash)");
+  }
+  script.text = *text;
+  if (s.contains("args") && !(s["args"].is_array() && s["args"].empty())) {
+    auto args = GetArgv(s["args"], "script.args", kMaxSpecArgv);
+    if (!args.ok()) return args.status();
+    script.args = std::move(args).value();
+  }
+  return script;
+}
+
 Result<SessionSpec> ParseSession(const nlohmann::json& s, SpecOrigin origin) {
   if (!s.is_object()) return FieldError("session", "must be an object");
   CORRAL_RETURN_IF_ERROR(
@@ -249,12 +279,13 @@ Status ParseResources(const nlohmann::json& r, int procs_per_node, SpecOrigin or
 
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  CORRAL_RETURN_IF_ERROR(
-      CheckKnownKeys(origin, j,
-                     {"name", "project", "command", "shell", "workdir", "submit_dir", "env",
-                      "resources", "tasks", "priority", "time_limit_s", "max_restarts", "launcher",
-                      "procs_per_node", "array", "environment", "session", "signal"},
-                     ""));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
+      origin, j,
+      {"name",     "project",        "command",    "shell",       "workdir",      "submit_dir",
+       "env",      "resources",      "tasks",      "priority",    "time_limit_s", "max_restarts",
+       "launcher", "procs_per_node", "array",      "environment", "session",      "signal",
+       "script",   "output_file",    "error_file", "partition",   "qos"},
+      ""));
   JobSpec spec;
   if (j.contains("name")) {
     // A job's name is checked when it is made; a stored or shown one is read as it is (a job
@@ -280,11 +311,20 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!ref.ok()) return ref.status();
     spec.environment = *v;
   }
+  if (j.contains("script")) {
+    auto script = ParseScript(j["script"]);
+    if (!script.ok()) return script.status();
+    spec.script = std::move(script).value();
+    if (j.contains("command")) {
+      return FieldError("command",
+                        "a batch job runs its script: give its arguments as script.args");
+    }
+  }
   if (j.contains("command")) {
     auto argv = GetArgv(j["command"], "command", kMaxSpecArgv);
     if (!argv.ok()) return argv.status();
     spec.command = std::move(argv).value();
-  } else if (spec.environment.empty()) {
+  } else if (spec.environment.empty() && !spec.script) {
     return FieldError("command", "is required (or an environment with a default command)");
   }
   if (j.contains("workdir")) {
@@ -348,6 +388,23 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!session.ok()) return session.status();
     spec.session = std::move(session).value();
   }
+  for (auto [field, target] :
+       {std::pair{"output_file", &spec.output_file}, {"error_file", &spec.error_file}}) {
+    if (!j.contains(field)) continue;
+    auto v = GetString(j[field], field);
+    if (!v.ok()) return v.status();
+    if (v->empty() || v->size() > kMaxOutputPath) {
+      return FieldError(field, "must be a file name pattern of 1.." +
+                                   std::to_string(kMaxOutputPath) + " characters");
+    }
+    *target = *v;
+  }
+  for (auto [field, target] : {std::pair{"partition", &spec.partition}, {"qos", &spec.qos}}) {
+    if (!j.contains(field)) continue;
+    auto v = GetString(j[field], field);
+    if (!v.ok()) return v.status();
+    *target = *v;
+  }
   if (j.contains("signal")) {
     auto warning = ParseWarning(j["signal"], origin);
     if (!warning.ok()) return warning.status();
@@ -387,6 +444,14 @@ Status CheckJobSpec(const JobSpec& spec) {
                           std::to_string(model::kRendezvousPortCount) + " ports corral hands out");
   }
   if (spec.session) CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));
+  if (spec.script && spec.session) {
+    return FieldError("script", "a session runs its environment's command, not a script");
+  }
+  if (spec.script && spec.launcher == model::Launcher::kTorchrun) {
+    return FieldError("launcher",
+                      "torchrun runs a Python script, not a batch script: run torchrun from the "
+                      "script, or submit the Python script with --launcher torchrun");
+  }
   CORRAL_RETURN_IF_ERROR(CheckAllReservedNames(spec));
   return CheckArrayBytes(spec);
 }
@@ -416,6 +481,13 @@ nlohmann::json ToJson(const JobSpec& s) {
   if (s.warning_signal) {
     j["signal"] = {{"name", model::SignalName(s.warning_signal->signal)},
                    {"before_s", s.warning_signal->before.value()}};
+  }
+  if (s.script) j["script"] = {{"text", s.script->text}, {"args", s.script->args}};
+  for (const auto& [field, value] : {std::pair{"output_file", &s.output_file},
+                                     {"error_file", &s.error_file},
+                                     {"partition", &s.partition},
+                                     {"qos", &s.qos}}) {
+    if (!value->empty()) j[field] = *value;
   }
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();

@@ -8,7 +8,9 @@
 //    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0,
 //    "launcher": "torchrun", "procs_per_node": 2,
 //    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
-//    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90}}
+//    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90},
+//    "script": {"text": "#!/bin/sh\n...", "args": ["a"]}, "output_file": "out_%j.txt",
+//    "error_file": "err_%j.txt", "partition": "gpu", "qos": "high"}
 //
 // Everything here is pure: what needs the server's state (the environment a spec names, the
 // cluster's resource defaults, the store's job records) is server/control/job_submission.h.
@@ -33,6 +35,13 @@
 //
 // Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
 // index, each the spec without `array`, with the index's `env` entries merged over the spec's.
+//
+// Batch scripts (docs/batch.md, batch_script.h): a spec with `script` runs its text (which
+// starts with "#!") with `script.args`, instead of a `command`; the server expands the script's
+// directives into the spec first (ExpandBatchScript), so a stored spec holds what they asked.
+// `output_file` / `error_file`: Slurm's --output / --error patterns (%j %A %a %x %u), files in
+// the working folder (relative) or anywhere the task's user may write, which also get what the
+// task writes to stdout / stderr; without `error_file`, stderr goes to `output_file` too.
 //
 // Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
 // absent: the server's default) is an interactive session: exactly one task, no array, launcher
@@ -77,6 +86,12 @@ struct SessionSpec {
   std::string stored_token;
 };
 
+// The `script` of a spec.
+struct BatchScript {
+  std::string text;               // starts with "#!"; at most kMaxScriptBytes (batch_script.h)
+  std::vector<std::string> args;  // its arguments ("$1", ...)
+};
+
 // Where a spec comes from: a user (who may not set what the server sets), the store, or a job
 // view (a stored spec without the session's token: api_job.h). Unknown fields are refused in
 // the first two, ignored in a job view (a newer server's fields, read by an older CLI).
@@ -113,6 +128,11 @@ struct JobSpec {
   std::optional<SessionSpec> session;  // set: an interactive session
   // "signal": sent to every task `before` seconds before its time limit (needs one).
   std::optional<model::WarningSignal> warning_signal;
+  std::optional<BatchScript> script;  // set: a batch job, which has no `command`
+  std::string output_file;            // Slurm's --output pattern; empty: none
+  std::string error_file;             // Slurm's --error pattern; empty: with output_file
+  std::string partition;              // a partition of the server's table; empty: none
+  std::string qos;                    // a QoS of the server's table; empty: none
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's

@@ -142,6 +142,13 @@ nlohmann::json ToJson(const TaskLaunch& l) {
   };
   if (l.array_index) out["array_index"] = *l.array_index;
   if (!l.submit_dir.empty()) out["submit_dir"] = l.submit_dir;
+  if (l.array_id) out["array_id"] = *l.array_id;
+  for (const auto& [field, value] : {std::pair{"script", &l.script},
+                                     {"job_name", &l.job_name},
+                                     {"output_file", &l.output_file},
+                                     {"error_file", &l.error_file}}) {
+    if (!value->empty()) out[field] = *value;
+  }
   if (l.warning_signal) {
     out["warning_signal"] =
         json{{"signal", l.warning_signal->signal}, {"before_s", l.warning_signal->before.value()}};
@@ -250,6 +257,14 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.String("project", false, l.project));
   CORRAL_RETURN_IF_ERROR(
       r.OptionalInt64("array_index", l.array_index, 0, std::numeric_limits<int32_t>::max()));
+  CORRAL_RETURN_IF_ERROR(
+      r.OptionalInt64("array_id", l.array_id, 1, std::numeric_limits<int64_t>::max()));
+  for (const auto& [field, value] : {std::pair{"script", &l.script},
+                                     {"job_name", &l.job_name},
+                                     {"output_file", &l.output_file},
+                                     {"error_file", &l.error_file}}) {
+    CORRAL_RETURN_IF_ERROR(r.String(field, false, *value));
+  }
   CORRAL_RETURN_IF_ERROR(r.Bool("requeueable", l.requeueable));
   CORRAL_RETURN_IF_ERROR(r.Object("warning_signal", false, [&](const FieldReader& w) {
     model::WarningSignal warning;

@@ -106,8 +106,19 @@ struct TaskLaunch {
   std::optional<model::WarningSignal> warning_signal;
   std::string user;
   std::string project;
-  std::optional<Distributed> distributed;        // nullopt: not part of a distributed job
-  std::optional<int64_t> array_index;            // an array element's index (CORRAL_ARRAY_INDEX)
+  std::optional<Distributed> distributed;  // nullopt: not part of a distributed job
+  std::optional<int64_t> array_index;      // an array element's index (CORRAL_ARRAY_INDEX)
+  std::optional<int64_t> array_id;         // an array element's array (SLURM_ARRAY_JOB_ID)
+  // A batch job (JobSpec::script): the agent writes `script` to a file of its own and runs it
+  // with `argv` as its arguments; the task also gets the SLURM_* variables (task_setup.h).
+  // Empty: not a batch job.
+  std::string script;
+  std::string job_name;  // SLURM_JOB_NAME of a batch job
+  // Files that also get what the task writes to stdout / stderr (JobSpec::output_file, its
+  // pattern expanded), relative to the working folder; written as the task's user. Empty
+  // error_file: stderr goes to output_file too. Empty output_file: none.
+  std::string output_file;
+  std::string error_file;
   std::optional<LaunchEnvironment> environment;  // nullopt: the agent's own environment
   std::optional<LaunchSession> session;          // nullopt: not an interactive session
   // Its job would be requeued elsewhere if its node were declared lost (restarts left under

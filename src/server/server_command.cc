@@ -35,6 +35,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--policy-file", options->policy_file,
                 "Scheduling rules (YAML/JSON: order, blocking, reclaim, fair_share); re-read when "
                 "it changes");
+  c->add_option("--partitions-file", options->partitions_file,
+                "Partitions and QoS (YAML/JSON: partitions: [{name, gpu_models, max_time_s, "
+                "default}], qos: [{name, priority}]): what a job's -p / -q mean (docs/batch.md)");
   c->add_option("--envs-dir", options->envs_dir,
                 "Built-in environments (YAML/JSON files) loaded at start (default: the source "
                 "tree's envs/ when present; \"\" for none)");

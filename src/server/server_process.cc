@@ -10,9 +10,11 @@
 #include <optional>
 #include <tuple>
 
+#include "common/config_file.h"
 #include "common/random_id.h"
 #include "common/secret_file.h"
 #include "protocol/agent_messages.h"
+#include "protocol/api_partitions.h"
 #include "server/control/reconcile.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/auth.h"
@@ -468,6 +470,15 @@ Status ServerProcess::BuildLeader() {
     config.default_token_expiry = Seconds(options.default_token_expiry_s);
   }
   config.policy_file = options.policy_file;
+  if (!options.partitions_file.empty()) {
+    auto file = ReadJsonOrYamlFile(options.partitions_file);
+    if (!file.ok()) return file.status();
+    auto table = protocol::ParsePartitionTable(*file);
+    if (!table.ok()) {
+      return InvalidArgument(options.partitions_file + ": " + table.status().message());
+    }
+    config.partitions = std::move(table).value();
+  }
   config.kill_grace = Seconds(options.kill_grace_s);
   config.fence_after = Seconds(options.fence_after_s);
   config.node_give_up = Seconds(options.node_give_up_s);

@@ -124,6 +124,7 @@ std::vector<Route> Matrix() {
        Rule::kAlicesOrAdmin},
       {"GET", "/api/v1/queue", "/api/v1/queue", nullptr, Rule::kAnyUser},
       {"GET", "/api/v1/policy", "/api/v1/policy", nullptr, Rule::kAnyUser},
+      {"GET", "/api/v1/partitions", "/api/v1/partitions", nullptr, Rule::kAnyUser},
       {"GET", "/api/v1/environments", "/api/v1/environments", nullptr, Rule::kAnyUser},
       {"POST", "/api/v1/environments", "/api/v1/environments", env, Rule::kAnyUser},
       {"GET", R"(/api/v1/environments/([^/]+))", "/api/v1/environments/torch", nullptr,

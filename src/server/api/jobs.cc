@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "protocol/batch_script.h"
 #include "server/api/http_api_impl.h"
 #include "server/api/job_listing.h"
 
@@ -21,12 +22,17 @@ void HttpApi::Impl::RegisterJobs(HttpServer& http) {
   http.Post("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
               auto body = ParseBody(req);
               if (!body.ok()) return SendProblem(res, body.status());
-              auto spec = protocol::ParseJobSpec(*body);
+              // A batch script's directives fill in what the request does not say.
+              auto expanded = protocol::ExpandBatchScript(*body);
+              if (!expanded.ok()) return SendProblem(res, expanded.status());
+              auto spec = protocol::ParseJobSpec(expanded->spec);
               if (!spec.ok()) return SendProblem(res, spec.status());
               // An array's answer has the array's id and its elements' ids, by index.
               auto job = spec->array ? controller_.SubmitArray(who, std::move(spec).value())
                                      : controller_.Submit(who, std::move(spec).value());
               if (!job.ok()) return SendProblem(res, job.status());
+              job->warnings.insert(job->warnings.begin(), expanded->warnings.begin(),
+                                   expanded->warnings.end());
               SendJson(res, 201, protocol::ToJson(*job));
             }));
   http.Get("/api/v1/jobs", Authed([this](const Principal& who, const auto& req, auto& res) {
@@ -114,6 +120,9 @@ void HttpApi::Impl::RegisterQueue(HttpServer& http) {
            }));
   http.Get("/api/v1/policy", Authed([this](const Principal&, const auto&, auto& res) {
              SendJson(res, 200, protocol::ToJson(controller_.PolicyView()));
+           }));
+  http.Get("/api/v1/partitions", Authed([this](const Principal&, const auto&, auto& res) {
+             SendJson(res, 200, protocol::ToJson(controller_.Partitions()));
            }));
 }
 

@@ -70,6 +70,7 @@
 #include "protocol/api_cluster.h"
 #include "protocol/api_job.h"
 #include "protocol/api_node.h"
+#include "protocol/api_partitions.h"
 #include "protocol/api_project.h"
 #include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
@@ -155,6 +156,8 @@ struct ControllerConfig {
   bool notify_idle_gpus = true;
   // The CPU and memory of submitted specs that leave them out (job_submission.h).
   ResourceDefaults resource_defaults;
+  // What a job's partition and qos mean here (--partitions-file; partitions.h).
+  protocol::PartitionTable partitions;
   // Who a token belongs to is remembered this long; Accounts clears it on every change it
   // makes to tokens, users or memberships (principal_cache.h).
   PrincipalCache::Options principal_cache;
@@ -253,6 +256,8 @@ class Controller {
   Status SetProjectSubmitLimits(const std::string& project, const model::SubmitLimits& limits);
   // The rules in force, where they come from, and the last refused policy-file edit.
   protocol::PolicyView PolicyView();
+  // The cluster's partitions and QoS (ControllerConfig::partitions; fixed while it runs).
+  const protocol::PartitionTable& Partitions() const { return config_.partitions; }
   // Allocated and used GPU-hours per day from `since` to `until` ("YYYY-MM-DD", inclusive;
   // docs/monitoring.md): the rows of the caller and of the projects they belong to (admins: all).
   Result<std::vector<store::GpuUsageRow>> GpuUsage(const Principal& who, const std::string& since,
@@ -687,6 +692,7 @@ class Controller {
     JobSpec spec;
     std::optional<EnvironmentVersion> environment;
     std::vector<protocol::ResourceDefault> defaults;  // what ApplyResourceDefaults filled in
+    std::vector<std::string> warnings;                // what ApplyPartitions ignored
   };
   Result<Submission> Admit(const Principal& who, JobSpec spec);
   // The version a stored spec's "NAME@VERSION" pins; none when the spec names no environment.

@@ -7,6 +7,7 @@
 #include "common/random_id.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
+#include "server/control/partitions.h"
 #include "server/control/submit_fit.h"
 
 namespace corral::server {
@@ -85,14 +86,16 @@ std::vector<std::string> Narrowed(const std::vector<std::string>& wanted,
 
 // The answer to a submission of `records` (one job, or an array's elements by index).
 protocol::SubmitAnswer AnswerOf(const std::vector<store::JobRecord>& records,
-                                std::vector<protocol::ResourceDefault> defaults, bool array) {
+                                std::vector<protocol::ResourceDefault> defaults,
+                                std::vector<std::string> warnings, bool array) {
   const store::JobRecord& first = records.front();
   protocol::SubmitAnswer answer{.id = first.id,
                                 .state = first.state,
                                 .project = first.project,
                                 .user = first.user,
                                 .reason = first.reason,
-                                .defaults = std::move(defaults)};
+                                .defaults = std::move(defaults),
+                                .warnings = std::move(warnings)};
   if (array) {
     for (const store::JobRecord& r : records) answer.array_ids.push_back(r.id);
   }
@@ -136,6 +139,10 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
     CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
     submission.environment = std::move(env).value();
   }
+  // What the cluster's partition and QoS say (GPU models, a time limit, a priority).
+  auto warnings = ApplyPartitions(config_.partitions, submission.spec);
+  if (!warnings.ok()) return warnings.status();
+  submission.warnings = std::move(warnings).value();
   // After the environment, which fills in the command and variables (never resources).
   submission.defaults = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
   // Against the nodes of the published view: a node that registered a moment ago may not be
@@ -211,7 +218,8 @@ Result<protocol::SubmitAnswer> Controller::Submit(const Principal& who, JobSpec 
   std::vector<CommittedJob> committed;
   committed.push_back({record, std::move(submission->spec), std::move(submission->environment)});
   AddToInbox(std::move(committed));
-  return AnswerOf(records, std::move(submission->defaults), /*array=*/false);
+  return AnswerOf(records, std::move(submission->defaults), std::move(submission->warnings),
+                  /*array=*/false);
 }
 
 Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, JobSpec array) {
@@ -239,7 +247,8 @@ Result<protocol::SubmitAnswer> Controller::SubmitArray(const Principal& who, Job
     committed.push_back({records[i], std::move(elements[i].spec), submission->environment});
   }
   AddToInbox(std::move(committed));
-  return AnswerOf(records, std::move(submission->defaults), /*array=*/true);
+  return AnswerOf(records, std::move(submission->defaults), std::move(submission->warnings),
+                  /*array=*/true);
 }
 
 Status Controller::Cancel(const Principal& who, JobId id) {

@@ -7,6 +7,7 @@
 #include "model/allocation.h"
 #include "model/node.h"
 #include "model/session.h"
+#include "protocol/batch_script.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
 
@@ -375,6 +376,24 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.user = job.record.user;
   launch.project = job.record.project;
   launch.array_index = job.record.array_index;
+  if (job.record.array_id) launch.array_id = job.record.array_id->value();
+  if (job.spec.script) {
+    launch.script = job.spec.script->text;
+    launch.argv = job.spec.script->args;
+    launch.job_name = job.spec.name;
+  }
+  const protocol::OutputNames names{
+      .job_id = job.record.id.value(),
+      .array_id = job.record.array_id ? job.record.array_id->value() : job.record.id.value(),
+      .array_index = job.record.array_index,
+      .job_name = job.spec.name,
+      .user = job.record.user};
+  if (!job.spec.output_file.empty()) {
+    launch.output_file = protocol::ExpandOutputPattern(job.spec.output_file, names);
+  }
+  if (!job.spec.error_file.empty()) {
+    launch.error_file = protocol::ExpandOutputPattern(job.spec.error_file, names);
+  }
   // What its agent fences when it reaches no server: what the node's timeout requeues.
   launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
   if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);

@@ -1,4 +1,4 @@
-#include "cli/array_spec.h"
+#include "protocol/array_spec.h"
 
 #include <cstdint>
 #include <limits>
@@ -8,7 +8,7 @@
 
 #include "model/job.h"
 
-namespace corral::cli {
+namespace corral::protocol {
 
 namespace {
 
@@ -210,4 +210,4 @@ Result<json> ArrayFromSweep(const json& sweep, const std::string& what) {
   return array;
 }
 
-}  // namespace corral::cli
+}  // namespace corral::protocol

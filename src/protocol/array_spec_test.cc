@@ -1,11 +1,11 @@
-#include "cli/array_spec.h"
+#include "protocol/array_spec.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "model/job.h"
 
-namespace corral::cli {
+namespace corral::protocol {
 namespace {
 
 using nlohmann::json;
@@ -110,4 +110,4 @@ TEST(Sweep, ErrorsNameTheFileAndTheField) {
 }
 
 }  // namespace
-}  // namespace corral::cli
+}  // namespace corral::protocol

@@ -1,6 +1,6 @@
-// The two ways `corral submit` describes a job array (docs/control-plane.md, "Job arrays"), each
-// turned into the job spec's "array" object ({"indices", "max_running", "env"}) that POST
-// /api/v1/jobs takes:
+// The two ways `corral submit` (and a batch script's --array) describes a job array
+// (docs/control-plane.md, "Job arrays"), each turned into the job spec's "array" object
+// ({"indices", "max_running", "env"}) that POST /api/v1/jobs takes:
 //  - Slurm's --array: comma-separated parts, each an index "N", a range "A-B" or a range with a
 //    step "A-B:S" (A, A+S, ... up to B), then optionally "%M", at most M elements running at once:
 //    "0-99%8", "1,3,5-7", "0-20:5". Indices keep the order given.
@@ -17,7 +17,7 @@
 
 #include "common/status.h"
 
-namespace corral::cli {
+namespace corral::protocol {
 
 // The "array" object of an --array value.
 Result<nlohmann::json> ParseArrayFlag(std::string_view text);
@@ -27,4 +27,4 @@ Result<nlohmann::json> ParseArrayFlag(std::string_view text);
 // 32, 1e-05).
 Result<nlohmann::json> ArrayFromSweep(const nlohmann::json& sweep, const std::string& what);
 
-}  // namespace corral::cli
+}  // namespace corral::protocol
