@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +31,7 @@
 #include "agent/runtime_test_support.h"
 #include "agent/shim.h"
 #include "agent/task_user.h"
+#include "common/strings.h"
 
 namespace corral::agent {
 namespace {
@@ -1733,6 +1735,77 @@ TEST_F(DistributedRuntimeTest, EachProcessOfAPartSeesItsRank) {
   EXPECT_FALSE(std::filesystem::exists(task_dir_ + "/rank.6"));
   EXPECT_EQ(Stdout(*runtime, l.key), "");  // `corral launch` prints nothing on success
   EXPECT_EQ(Stderr(*runtime, l.key), "");
+}
+
+TEST_F(DistributedRuntimeTest, ABatchScriptRunsPerRankWithSlurmVariablesAndOutputFiles) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(
+      9, {"first arg"}, model::Launcher::kNone, 2);
+  l.script =
+      "#!/bin/sh\n#SBATCH -n 4\necho \"$SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS $SLURM_NODEID "
+      "$SLURM_JOB_NUM_NODES $1\"\necho \"err $SLURM_PROCID\" >&2\n";
+  l.job_name = "ranks";
+  l.output_file = "out.txt";
+  l.error_file = "err.txt";
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.exit_code, 0) << end.message;
+  auto out = ReadFile(task_dir_ + "/out.txt");
+  auto err = ReadFile(task_dir_ + "/err.txt");
+  ASSERT_TRUE(out.ok() && err.ok());
+  // Ranks 2 and 3 (part 1 of 2), in either order; stdout and stderr apart; the log has both.
+  std::vector<std::string> lines = Split(*out, '\n');
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"", "2 0 4 1 2 first arg", "3 1 4 1 2 first arg"}));
+  EXPECT_EQ(err->size(), std::string("err 2\nerr 3\n").size());
+  EXPECT_EQ(Stdout(*runtime, l.key).size(), out->size());
+  EXPECT_EQ(Stderr(*runtime, l.key).size(), err->size());
+  // The script file went with the task.
+  ASSERT_TRUE(runtime->Forget(l.key).ok());
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/scripts/9-1"));
+}
+
+TEST_F(DistributedRuntimeTest, OutputFilesStartEmptyForAOnePartJobAndGetStderrWithoutAnErrorFile) {
+  auto runtime = MakeDistributedRuntime();
+  ASSERT_TRUE(WriteFileAtomic(task_dir_ + "/log.txt", "left from before\n").ok());
+  TaskLaunch l = Launch(10, {"sh", "-c", "echo out; echo err >&2"});
+  l.output_file = "log.txt";
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  auto text = ReadFile(task_dir_ + "/log.txt");
+  ASSERT_TRUE(text.ok());
+  EXPECT_TRUE(*text == "out\nerr\n" || *text == "err\nout\n") << *text;
+  EXPECT_EQ(Stdout(*runtime, l.key), "out\n");
+  EXPECT_EQ(Stderr(*runtime, l.key), "err\n");
+}
+
+TEST_F(DistributedRuntimeTest, AnOutputFileThatCannotBeOpenedFailsTheTaskSayingWhy) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = Launch(11, {"true"});
+  l.output_file = "no/such/folder/out.txt";
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 1);
+  EXPECT_THAT(Stderr(*runtime, l.key),
+              HasSubstr("cannot open output file no/such/folder/out.txt: No such file"));
+}
+
+TEST_F(DistributedRuntimeTest, AWarningSignalReachesTheProcessesNotCorralLaunch) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = DistributedLaunch(
+      12, {"sh", "-c", "trap 'echo warned $LOCAL_RANK; exit 0' USR1; while :; do sleep 0.05; done"},
+      model::Launcher::kNone, 2);
+  l.time_limit = Seconds(100);
+  l.warning_signal = model::WarningSignal{SIGUSR1, Seconds(100)};  // due at once
+  TaskStatus started = runtime->Start(l);
+  ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
+  TaskStatus end = WaitForEnd(*runtime, l.key);
+  EXPECT_EQ(end.state, ProcessState::kExited);
+  EXPECT_EQ(end.exit_code, 0) << Stderr(*runtime, l.key);
+  std::vector<std::string> lines = Split(Stdout(*runtime, l.key), '\n');
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{"", "warned 0", "warned 1"}));
 }
 
 TEST_F(DistributedRuntimeTest, OneFailingProcessStopsItsSiblingsAndGivesItsStatus) {

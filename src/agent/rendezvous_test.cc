@@ -233,6 +233,28 @@ TEST(LaunchArgvTest, SeveralProcessesPerPartRunUnderCorralLaunch) {
   }
 }
 
+TEST(LaunchArgvTest, OutputFilesRunUnderCorralLaunchWhichWritesThem) {
+  TaskLaunch l = DistributedLaunch(Launcher::kNone);
+  l.output_file = "out_7.txt";
+  EXPECT_EQ(LaunchArgv(l, {"x"}, "/c"),
+            (Argv{"/c", "launch", "--output", "out_7.txt", "--procs", "3", "--", "x"}));
+  l.error_file = "err_7.txt";
+  l.distributed.reset();
+  l.tasks = 1;
+  EXPECT_EQ(LaunchArgv(l, {"x"}, "/c"),
+            (Argv{"/c", "launch", "--procs", "1", "--output", "out_7.txt", "--error", "err_7.txt",
+                  "--truncate", "--", "x"}));
+  l = DistributedLaunch(Launcher::kTorchrun, 1);
+  l.output_file = "o";
+  const Argv torchrun = LaunchArgv(l, {"t.py"}, "/c");
+  EXPECT_EQ(Argv(torchrun.begin(), torchrun.begin() + 7),
+            (Argv{"/c", "launch", "--procs", "1", "--output", "o", "--"}));
+  EXPECT_EQ(torchrun[7], "torchrun");
+  l = DistributedLaunch(Launcher::kMpi);
+  l.output_file = "o";
+  EXPECT_EQ(LaunchArgv(l, {"mpirun", "a.out"}, "/c"), (Argv{"/c", "launch", "--hold"}));
+}
+
 TEST(LaunchArgvTest, MpiRunsTheCommandOnPartZeroAndHoldsTheOthers) {
   TaskLaunch l = DistributedLaunch(Launcher::kMpi);
   EXPECT_EQ(LaunchArgv(l, {"mpirun", "a.out"}, "/c"), (Argv{"/c", "launch", "--hold"}));

@@ -193,6 +193,40 @@ TEST(TaskEnvironmentTest, ArrayElementsSeeTheirIndex) {
   EXPECT_THAT(TaskLaunchFromJson(bad).status().message(), ::testing::HasSubstr("array_index"));
 }
 
+TEST(TaskEnvironmentTest, ABatchTaskGetsSlurmsVariablesAndACommandDoesNot) {
+  TaskLaunch l = ValidLaunch();  // part 1 of 2, job 7
+  EXPECT_THAT(TaskEnvironment(l, "n", {}),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("SLURM_"))));
+  l.script = "#!/bin/sh\necho\n";
+  l.job_name = "train";
+  l.submit_dir = "/home/a";
+  l.array_index = 3;
+  l.array_id = 5;
+  l.env = {{"SLURM_JOB_ID", "99"}};  // corral's own win
+  const std::vector<std::string> env = TaskEnvironment(l, "n", {});
+  for (const char* expected :
+       {"SLURM_JOB_ID=7", "SLURM_JOBID=7", "SLURM_JOB_NAME=train", "SLURM_NTASKS=2",
+        "SLURM_NTASKS_PER_NODE=1", "SLURM_JOB_NUM_NODES=2", "SLURM_NNODES=2", "SLURM_NODEID=1",
+        "SLURM_PROCID=1", "SLURM_LOCALID=0", "SLURM_SUBMIT_DIR=/home/a",
+        "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_JOB_ID=5"}) {
+    EXPECT_THAT(env, ::testing::Contains(std::string(expected)));
+  }
+  auto back = TaskLaunchFromJson(ToJson(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->script, l.script);
+  EXPECT_EQ(back->job_name, "train");
+  EXPECT_EQ(back->array_id, 5);
+}
+
+TEST(TaskEnvironmentTest, ABatchTasksArgvAreItsScriptsArguments) {
+  TaskLaunch l = ValidLaunch();
+  l.script = "#!/bin/sh\n";
+  l.argv.clear();
+  EXPECT_TRUE(Validate(l).ok()) << Validate(l).message();
+  l.script = "echo no interpreter\n";
+  EXPECT_THAT(Validate(l).message(), HasSubstr("field 'script': must start with #!"));
+}
+
 TEST(TaskEnvironmentTest, ASessionGetsItsPortPrefixAndToken) {
   TaskLaunch l = ValidLaunch();
   const std::string token(64, 'a');
