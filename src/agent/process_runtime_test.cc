@@ -1794,18 +1794,23 @@ TEST_F(DistributedRuntimeTest, AnOutputFileThatCannotBeOpenedFailsTheTaskSayingW
 TEST_F(DistributedRuntimeTest, AWarningSignalReachesTheProcessesNotCorralLaunch) {
   auto runtime = MakeDistributedRuntime();
   TaskLaunch l = DistributedLaunch(
-      12, {"sh", "-c", "trap 'echo warned $LOCAL_RANK; exit 0' USR1; while :; do sleep 0.05; done"},
+      12,
+      {"sh", "-c",
+       "trap 'echo warned $LOCAL_RANK; exit 0' USR1; echo ready; while :; do sleep 0.05; done"},
       model::Launcher::kNone, 2);
-  l.time_limit = Seconds(100);
-  l.warning_signal = model::WarningSignal{SIGUSR1, Seconds(100)};  // due at once
+  l.time_limit = Seconds(60);
+  l.warning_signal = model::WarningSignal{SIGUSR1, Seconds(10)};
   TaskStatus started = runtime->Start(l);
   ASSERT_EQ(started.state, ProcessState::kRunning) << started.message;
+  // Both processes have their trap before the warning is due.
+  WaitForOutput(*runtime, l.key, "ready\nready\n");
+  clock_.Advance(Seconds(50));
   TaskStatus end = WaitForEnd(*runtime, l.key);
   EXPECT_EQ(end.state, ProcessState::kExited);
   EXPECT_EQ(end.exit_code, 0) << Stderr(*runtime, l.key);
   std::vector<std::string> lines = Split(Stdout(*runtime, l.key), '\n');
   std::sort(lines.begin(), lines.end());
-  EXPECT_EQ(lines, (std::vector<std::string>{"", "warned 0", "warned 1"}));
+  EXPECT_EQ(lines, (std::vector<std::string>{"", "ready", "ready", "warned 0", "warned 1"}));
 }
 
 TEST_F(DistributedRuntimeTest, OneFailingProcessStopsItsSiblingsAndGivesItsStatus) {
