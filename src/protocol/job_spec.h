@@ -8,7 +8,8 @@
 //    "tasks": 1, "priority": 0, "time_limit_s": 3600, "max_restarts": 0,
 //    "launcher": "torchrun", "procs_per_node": 2,
 //    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
-//    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90}}
+//    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90},
+//    "dependency": "afterok:12:13,afterany:14", "kill_on_invalid_dep": false}
 //
 // Everything here is pure: what needs the server's state (the environment a spec names, the
 // cluster's resource defaults, the store's job records) is server/control/job_submission.h.
@@ -34,6 +35,12 @@
 // Arrays (docs/control-plane.md, "Job arrays"): a spec with `array` is submitted as one job per
 // index, each the spec without `array`, with the index's `env` entries merged over the spec's.
 //
+// Dependencies (docs/control-plane.md, "Dependencies"): `dependency` is Slurm's text
+// (model/dependency.h), the same the CLI's --dependency and a batch script's #SBATCH line take;
+// a stored spec holds its canonical text. The ids must name jobs the submitter sees (checked by
+// the server at submission). `kill_on_invalid_dep`: a job whose dependency can never be met is
+// cancelled instead of staying pending.
+//
 // Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
 // absent: the server's default) is an interactive session: exactly one task, no array, launcher
 // none. The server generates its secret at submission and stores it in the spec as
@@ -48,6 +55,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/dependency.h"
 #include "model/job.h"
 #include "model/launcher.h"
 #include "model/warning_signal.h"
@@ -113,6 +121,8 @@ struct JobSpec {
   std::optional<SessionSpec> session;  // set: an interactive session
   // "signal": sent to every task `before` seconds before its time limit (needs one).
   std::optional<model::WarningSignal> warning_signal;
+  std::vector<model::Dependency> dependencies;  // "dependency": all to be met; empty: none
+  bool kill_on_invalid_dep = false;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's
