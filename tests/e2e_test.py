@@ -923,6 +923,73 @@ def test_the_researchers_day_at_the_command_line(root):
         c.stop()
 
 
+def test_dependencies(root):
+    """Slurm's dependencies: B afterok A waits, naming A, and starts once A succeeded; C afterok
+    a failed job stays pending, never satisfied; D, the same with --kill-on-invalid-dep, ends
+    cancelled; E afternotok the failed job runs; an unknown id is refused naming the field."""
+    c = Cluster(os.path.join(root, "deps"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+
+        def submitted(*args):
+            out = c.cli("submit", "-o", "json", *args)
+            return json.loads(out.stdout)["id"] if out.returncode == 0 else out.stderr
+
+        def reason(job):
+            return c.job(job).get("pending_reason") or {}
+
+        gate = os.path.join(c.root, "a-may-end")
+        a = submitted("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+        b = submitted("--dependency", f"afterok:{a}", "--", "true")
+        check("deps: B is submitted with --dependency afterok:A", isinstance(b, int), b)
+        waits = f"waits for job {a} to end successfully (afterok)"
+        check("deps: B waits with reason dependency, naming A",
+              wait_for(lambda: reason(b) == {"code": "dependency", "message": waits}, 30), reason(b))
+        check("deps: A runs while B waits",
+              c.wait_state(a, ("running",), 30) and c.job(b)["state"] == "pending", c.job(b))
+        show = c.cli("job", "show", str(b)).stdout
+        check("deps: job show says what B depends on and where it stands",
+              f"depends on: afterok:{a} (waiting)" in show and "estimated start: unknown" in show,
+              show)
+        row = [line for line in c.cli("jobs").stdout.splitlines() if line.split()[:1] == [str(b)]]
+        check("deps: the jobs table's REASON names A", len(row) == 1 and waits in row[0], row)
+        open(gate, "w").close()
+        check("deps: B runs to the end once A succeeded",
+              c.wait_state(b, ("succeeded", "failed", "cancelled"), 30)
+              and c.job(b)["state"] == "succeeded", c.job(b))
+        check("deps: B started after A ended",
+              c.job(b)["start_time"] >= c.job(a)["end_time"], (c.job(a), c.job(b)))
+        check("deps: job show says it was met",
+              f"depends on: afterok:{a} (met)" in c.cli("job", "show", str(b)).stdout)
+
+        f = submitted("--", "sh", "-c", "exit 1")
+        check("deps: the failing job fails", c.wait_state(f, ("failed",), 30), c.job(f))
+        cj = submitted("--afterok", str(f), "--", "true")
+        never = f"job {f} failed: afterok can never be met"
+        check("deps: C afterok a failed job stays pending, never satisfied",
+              wait_for(lambda: reason(cj) == {"code": "dependency_never_satisfied",
+                                              "message": never}, 30)
+              and c.job(cj)["state"] == "pending", c.job(cj))
+        d = submitted("--afterok", str(f), "--kill-on-invalid-dep", "--", "true")
+        check("deps: D with --kill-on-invalid-dep ends cancelled, saying why",
+              c.wait_state(d, ("cancelled",), 30) and c.job(d)["reason"] == never, c.job(d))
+        e = submitted("--afternotok", str(f), "--", "true")
+        check("deps: E afternotok the failed job runs",
+              c.wait_state(e, ("succeeded",), 30), c.job(e))
+        out = c.cli("submit", "--afterany", "999999", "--", "true")
+        check("deps: an unknown job id is refused naming the field",
+              out.returncode == 2 and "field 'dependency': job 999999 not found" in out.stderr,
+              (out.returncode, out.stderr))
+        out = c.cli("submit", "--dependency", "singleton", "--", "true")
+        check("deps: Slurm's singleton is refused, naming what is supported",
+              out.returncode == 2 and "after, afterok, afternotok, afterany" in out.stderr,
+              out.stderr)
+        check("deps: C still waits", c.job(cj)["state"] == "pending", c.job(cj))
+    finally:
+        c.stop()
+
+
 def test_reclaim_preempts_borrowed_tasks(root):
     """A project under its quota takes back borrowed GPUs: the borrowers' tasks get SIGTERM and
     are requeued; the owner's job runs once they stopped."""
@@ -1827,7 +1894,7 @@ def main():
                      test_server_sigkill_in_the_middle_of_batches,
                      test_server_sigkill_in_the_middle_of_cancel_batches,
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
-                     test_the_researchers_day_at_the_command_line,
+                     test_the_researchers_day_at_the_command_line, test_dependencies,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,

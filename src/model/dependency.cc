@@ -57,11 +57,12 @@ Result<DependencyType> ParseType(std::string_view name, std::string_view field) 
   }
   for (std::string_view unsupported : kUnsupportedTypes) {
     if (name == unsupported) {
-      return DependencyError(field, "Slurm's '" + std::string(name) + "' is not supported (" + kSupported +
-                            ")");
+      return DependencyError(
+          field, "Slurm's '" + std::string(name) + "' is not supported (" + kSupported + ")");
     }
   }
-  return DependencyError(field, "unknown dependency type '" + std::string(name) + "' (" + kSupported + ")");
+  return DependencyError(
+      field, "unknown dependency type '" + std::string(name) + "' (" + kSupported + ")");
 }
 
 // "failed", "was cancelled": what a job that ended in `state` did.
@@ -139,8 +140,9 @@ Result<std::vector<Dependency>> ParseDependencies(std::string_view text, std::st
     return DependencyError(field, "longer than " + std::to_string(kMaxDependencyText) + " bytes");
   }
   if (text.find('?') != std::string_view::npos) {
-    return DependencyError(field, "'?' (any of them) is not supported: every dependency must be met (" +
-                          std::string(kSupported) + ")");
+    return DependencyError(field,
+                           "'?' (any of them) is not supported: every dependency must be met (" +
+                               std::string(kSupported) + ")");
   }
   for (std::string_view part : SplitAt(text, ',')) {
     const std::vector<std::string_view> words = SplitAt(part, ':');
@@ -202,13 +204,13 @@ std::optional<DependencyWait> WaitOf(const std::vector<DependencyCheck>& checks)
     if (c.status != DependencyStatus::kNeverMet) continue;
     const std::string job = "job " + std::to_string(c.dependency.job.value());
     const std::string what = c.settled_by ? job + " " + Did(*c.settled_by) : job + " is unknown";
-    return DependencyWait{true, what + ": " + std::string(ToString(c.dependency.type)) +
-                                    " can never be met"};
+    return DependencyWait{
+        true, what + ": " + std::string(ToString(c.dependency.type)) + " can never be met"};
   }
   for (const DependencyCheck& c : checks) {
     if (c.status != DependencyStatus::kWaiting) continue;
-    return DependencyWait{false, "waits for job " + std::to_string(c.dependency.job.value()) +
-                                     " " + std::string(Awaited(c.dependency.type)) + " (" +
+    return DependencyWait{false, "waits for job " + std::to_string(c.dependency.job.value()) + " " +
+                                     std::string(Awaited(c.dependency.type)) + " (" +
                                      std::string(ToString(c.dependency.type)) + ")"};
   }
   return std::nullopt;

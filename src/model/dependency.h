@@ -36,8 +36,8 @@ struct Dependency {
 };
 
 // Bounds of a dependency text.
-inline constexpr size_t kMaxDependencies = 128;      // job ids, all types together
-inline constexpr size_t kMaxDependencyText = 4096;   // bytes
+inline constexpr size_t kMaxDependencies = 128;     // job ids, all types together
+inline constexpr size_t kMaxDependencyText = 4096;  // bytes
 
 // "after", "afterok", "afternotok", "afterany".
 std::string_view ToString(DependencyType type);

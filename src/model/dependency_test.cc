@@ -72,8 +72,8 @@ TEST(DependencyTest, StatusFollowsSlurmsMeaningOfEachType) {
   EXPECT_EQ(StatusOf(DependencyType::kAfterOk, {failed}), kNeverMet);
   EXPECT_EQ(StatusOf(DependencyType::kAfterNotOk, {running}), kWaiting);
   EXPECT_EQ(StatusOf(DependencyType::kAfterNotOk, {ok}), kNeverMet);
-  for (JobState bad : {JobState::kFailed, JobState::kTimeout, JobState::kOom,
-                       JobState::kCancelled, JobState::kLost}) {
+  for (JobState bad : {JobState::kFailed, JobState::kTimeout, JobState::kOom, JobState::kCancelled,
+                       JobState::kLost}) {
     EXPECT_EQ(StatusOf(DependencyType::kAfterNotOk, {{bad, true}}), kMet) << ToString(bad);
     EXPECT_EQ(StatusOf(DependencyType::kAfterAny, {{bad, true}}), kMet) << ToString(bad);
   }

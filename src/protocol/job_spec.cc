@@ -249,13 +249,13 @@ Status ParseResources(const nlohmann::json& r, int procs_per_node, SpecOrigin or
 
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  CORRAL_RETURN_IF_ERROR(
-      CheckKnownKeys(origin, j,
-                     {"name", "project", "command", "shell", "workdir", "submit_dir", "env",
-                      "resources", "tasks", "priority", "time_limit_s", "max_restarts", "launcher",
-                      "procs_per_node", "array", "environment", "session", "signal", "dependency",
-                      "kill_on_invalid_dep"},
-                     ""));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
+      origin, j,
+      {"name",         "project",      "command",   "shell",          "workdir",
+       "submit_dir",   "env",          "resources", "tasks",          "priority",
+       "time_limit_s", "max_restarts", "launcher",  "procs_per_node", "array",
+       "environment",  "session",      "signal",    "dependency",     "kill_on_invalid_dep"},
+      ""));
   JobSpec spec;
   if (j.contains("name")) {
     // A job's name is checked when it is made; a stored or shown one is read as it is (a job

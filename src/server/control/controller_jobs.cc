@@ -136,6 +136,7 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
     CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
     submission.environment = std::move(env).value();
   }
+  CORRAL_RETURN_IF_ERROR(CheckDependencyTargets(who, submission.spec));
   // After the environment, which fills in the command and variables (never resources).
   submission.defaults = ApplyResourceDefaults(config_.resource_defaults, submission.spec);
   // Against the nodes of the published view: a node that registered a moment ago may not be
@@ -166,7 +167,7 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   job.record = record;
   job.spec = std::move(spec);
   job.environment = std::move(environment);
-  QueueInSchedulerLocked(job);
+  QueueOrHoldLocked(job);
 }
 
 void Controller::QueueInSchedulerLocked(const LiveJob& job) {
@@ -401,6 +402,11 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
         planned < p.estimate ? std::string(protocol::kTimeLimitBasis) : p.basis};
     if (record->state == JobState::kRunning && record->start_time) {
       OutlivedBound(*record->start_time, job.time_limit, clock_.Now(), *out.predicted_run_s);
+    }
+  }
+  if (auto checks = CheckDependencies(spec->dependencies); checks.ok()) {
+    for (const model::DependencyCheck& c : *checks) {
+      out.dependencies.push_back({c.dependency, c.status});
     }
   }
   const std::shared_ptr<const ReadView> view = view_.Get();
