@@ -3286,7 +3286,7 @@ TEST_F(ControllerTest, ADependencyOnAJobNotSeenIsRefusedNamingTheField) {
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
   const JobId alices = Submit(Spec(1));
-  const Principal carol{alice_.id + 2, "carol", false, {"vision"}};
+  const Principal carol{alice_.user_id + 2, "carol", false, {"vision"}};
   json other_project = DependentSpec("afterok:" + Id(alices));
   other_project["project"] = "vision";
   auto unseen = SubmitJson(carol, other_project);
