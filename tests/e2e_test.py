@@ -976,9 +976,11 @@ def test_dependencies(root):
         d = submitted("--afterok", str(f), "--kill-on-invalid-dep", "--", "true")
         check("deps: D with --kill-on-invalid-dep ends cancelled, saying why",
               c.wait_state(d, ("cancelled",), 30) and c.job(d)["reason"] == never, c.job(d))
-        e = submitted("--afternotok", str(f), "--", "true")
-        check("deps: E afternotok the failed job runs",
-              c.wait_state(e, ("succeeded",), 30), c.job(e))
+        # Shorthands take one id each and join with AND; the command may follow without "--".
+        e = submitted("--afternotok", str(f), "--after", str(f), "true")
+        check("deps: E afternotok and after the failed job runs",
+              c.wait_state(e, ("succeeded",), 30)
+              and c.job(e)["spec"]["dependency"] == f"after:{f},afternotok:{f}", c.job(e))
         out = c.cli("submit", "--afterany", "999999", "--", "true")
         check("deps: an unknown job id is refused naming the field",
               out.returncode == 2 and "field 'dependency': job 999999 not found" in out.stderr,

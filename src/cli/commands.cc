@@ -570,10 +570,15 @@ void AddSubmit(CLI::App& app, int* exit_code) {
                 "Slurm's dependency text, all to be met: after:ID (started), afterok:ID "
                 "(succeeded), afternotok:ID (ended otherwise), afterany:ID (ended); "
                 "afterok:12:13,afterany:14; an array's id means every element");
-  c->add_option("--after", f->after, "Start after job ID started (repeatable; with the others)");
-  c->add_option("--afterok", f->afterok, "Start after job ID succeeded (repeatable)");
-  c->add_option("--afternotok", f->afternotok, "Start after job ID ended unsuccessfully");
-  c->add_option("--afterany", f->afterany, "Start after job ID ended, however (repeatable)");
+  // One id each (repeat the flag): the command may follow without "--".
+  c->add_option("--after", f->after, "Start after job ID started (repeatable; with the others)")
+      ->allow_extra_args(false);
+  c->add_option("--afterok", f->afterok, "Start after job ID succeeded (repeatable)")
+      ->allow_extra_args(false);
+  c->add_option("--afternotok", f->afternotok, "Start after job ID ended unsuccessfully")
+      ->allow_extra_args(false);
+  c->add_option("--afterany", f->afterany, "Start after job ID ended, however (repeatable)")
+      ->allow_extra_args(false);
   c->add_flag("--kill-on-invalid-dep", f->kill_on_invalid_dep,
               "Cancel the job when a dependency can never be met (default: it stays pending "
               "with reason dependency_never_satisfied)");

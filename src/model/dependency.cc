@@ -22,7 +22,7 @@ constexpr std::array<std::string_view, 5> kUnsupportedTypes = {
 constexpr char kSupported[] = "supported: after, afterok, afternotok, afterany, joined by ','";
 
 Status DependencyError(std::string_view field, const std::string& why) {
-  return InvalidArgument("field '" + std::string(field) + "': " + why);
+  return InvalidArgument(std::string(field) + ": " + why);
 }
 
 std::vector<std::string_view> SplitAt(std::string_view text, char sep) {

@@ -44,9 +44,9 @@ std::string_view ToString(DependencyType type);
 
 // Parses Slurm's syntax: TYPE:ID[:ID...][,TYPE:ID...], every dependency to be met (','). The
 // same job may appear under several types. Errors: InvalidArgument starting with `field`
-// ("field 'dependency': ..."), naming what is supported for `?` (any-of), the Slurm types corral
-// does not have (singleton, aftercorr, afterburstbuffer, expand, ...), ids that are not
-// positive integers, and texts past the bounds above. An empty text is no dependency.
+// ("--dependency: ..." for field "--dependency"), naming what is supported for `?` (any-of), the
+// Slurm types corral does not have (singleton, aftercorr, afterburstbuffer, expand, ...), ids that
+// are not positive integers, and texts past the bounds above. An empty text is no dependency.
 Result<std::vector<Dependency>> ParseDependencies(std::string_view text, std::string_view field);
 
 // The canonical text: consecutive dependencies of one type joined ("afterok:12:13,afterany:14");

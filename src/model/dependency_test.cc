@@ -9,7 +9,7 @@ namespace {
 using ::testing::HasSubstr;
 
 std::string ErrorOf(std::string_view text) {
-  auto parsed = ParseDependencies(text, "dependency");
+  auto parsed = ParseDependencies(text, "--dependency");
   return parsed.ok() ? "" : parsed.status().message();
 }
 
@@ -30,7 +30,7 @@ TEST(DependencyTest, SlurmSyntaxParsesAndPrintsBackCanonically) {
 
 TEST(DependencyTest, WhatCorralDoesNotSupportIsRefusedNamingTheFieldAndWhatIsSupported) {
   EXPECT_THAT(ErrorOf("afterok:1?afterany:2"),
-              HasSubstr("field 'dependency': '?' (any of them) is not supported"));
+              HasSubstr("--dependency: '?' (any of them) is not supported"));
   for (const char* slurm : {"singleton", "aftercorr:4", "afterburstbuffer:4", "expand:4"}) {
     const std::string error = ErrorOf(slurm);
     EXPECT_THAT(error, HasSubstr("is not supported")) << slurm;

@@ -198,7 +198,7 @@ Result<DependencyView> ReadDependency(const FieldReader& r) {
   DependencyView d;
   CORRAL_RETURN_IF_ERROR(ReadId(r, "job", d.dependency.job));
   auto parsed = model::ParseDependencies(type + ":" + std::to_string(d.dependency.job.value()),
-                                         "dependencies.type");
+                                         "field 'dependencies.type'");
   if (!parsed.ok()) return parsed.status();
   d.dependency = parsed->front();
   bool known = false;

@@ -357,7 +357,7 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (j.contains("dependency")) {
     auto v = GetString(j["dependency"], "dependency");
     if (!v.ok()) return v.status();
-    auto dependencies = model::ParseDependencies(*v, "dependency");
+    auto dependencies = model::ParseDependencies(*v, "field 'dependency'");
     if (!dependencies.ok()) return dependencies.status();
     spec.dependencies = std::move(dependencies).value();
   }
