@@ -603,6 +603,8 @@ class Controller {
   // `job` started or ended: the held jobs that name it (or its array) are checked again at the
   // start of the next pass, which this wakes.
   void NoteDependencyEventLocked(const LiveJob& job);
+  // Sets or clears LiveJob::held, keeping held_jobs_ in step.
+  void SetHeldLocked(LiveJob& job, std::optional<model::DependencyWait> wait);
   // Checks the held jobs noted: queues those now met, cancels those never met that asked for
   // it (kill_on_invalid_dep; the cancel's reason says why), and updates the others' reasons.
   void SettleDependenciesLocked(Seconds now);
@@ -766,6 +768,7 @@ class Controller {
   // pass.
   std::map<JobId, std::set<JobId>> dependents_;
   std::set<JobId> dependency_checks_;
+  int64_t held_jobs_ = 0;  // live jobs with `held` set: pending, beside the scheduler's queue
   std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
   // node -> jobs with a task of their current run there (heartbeats look only at these)
   std::map<std::string, std::set<JobId>> jobs_on_node_;

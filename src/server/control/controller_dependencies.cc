@@ -79,13 +79,13 @@ void Controller::QueueOrHoldLocked(LiveJob& job) {
   auto checks = CheckDependencies(job.spec.dependencies);
   if (!checks.ok()) {
     // Held until a pass can read the store.
-    job.held =
-        model::DependencyWait{false, "dependencies not checked yet: " + checks.status().message()};
+    SetHeldLocked(job, model::DependencyWait{
+                           false, "dependencies not checked yet: " + checks.status().message()});
     dependency_checks_.insert(id);
     WakeLoop();
     return;
   }
-  job.held = model::WaitOf(*checks);
+  SetHeldLocked(job, model::WaitOf(*checks));
   if (!job.held) {
     QueueInSchedulerLocked(job);
     return;
@@ -118,6 +118,11 @@ void Controller::NoteDependencyEventLocked(const LiveJob& job) {
   if (noted) WakeLoop();
 }
 
+void Controller::SetHeldLocked(LiveJob& job, std::optional<model::DependencyWait> wait) {
+  held_jobs_ += static_cast<int64_t>(wait.has_value()) - static_cast<int64_t>(job.held.has_value());
+  job.held = std::move(wait);
+}
+
 void Controller::SettleDependenciesLocked(Seconds now) {
   // A cancel below ends a job, whose own dependents are noted in turn: until none is left.
   while (!dependency_checks_.empty()) {
@@ -131,7 +136,7 @@ void Controller::SettleDependenciesLocked(Seconds now) {
       dependency_checks_.insert(id);
       return;
     }
-    job.held = model::WaitOf(*checks);
+    SetHeldLocked(job, model::WaitOf(*checks));
     if (!job.held) {
       QueueInSchedulerLocked(job);
       continue;

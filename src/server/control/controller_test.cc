@@ -3205,6 +3205,7 @@ TEST_F(ControllerTest, ADependentJobWaitsUnseenByTheSchedulerUntilItsDependencyI
   EXPECT_EQ(view["dependencies"], json::parse(R"([{"type": "afterok", "job": )" + Id(first) +
                                               R"(, "status": "waiting"}])"));
   EXPECT_EQ(view["spec"]["dependency"], "afterok:" + Id(first));
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 1);  // held, but pending all the same
   // A restarted server holds it again.
   Restart();
   controller_->Tick();
@@ -3218,6 +3219,7 @@ TEST_F(ControllerTest, ADependentJobWaitsUnseenByTheSchedulerUntilItsDependencyI
   ASSERT_EQ(answer["run"].size(), 1u);
   EXPECT_EQ(answer["run"][0]["job_id"], then.value());
   EXPECT_EQ(JobJson(alice_, then)->at("dependencies")[0]["status"], "met");
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 0);
 }
 
 TEST_F(ControllerTest, ADependencyThatCanNeverBeMetWaitsOrCancelsWithKillOnInvalidDep) {
