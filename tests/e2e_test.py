@@ -945,7 +945,8 @@ def test_dependencies(root):
         check("deps: B is submitted with --dependency afterok:A", isinstance(b, int), b)
         waits = f"waits for job {a} to end successfully (afterok)"
         check("deps: B waits with reason dependency, naming A",
-              wait_for(lambda: reason(b) == {"code": "dependency", "message": waits}, 30), reason(b))
+              wait_for(lambda: reason(b) == {"code": "dependency", "message": waits}, 30),
+              reason(b))
         check("deps: A runs while B waits",
               c.wait_state(a, ("running",), 30) and c.job(b)["state"] == "pending", c.job(b))
         show = c.cli("job", "show", str(b)).stdout
