@@ -54,6 +54,7 @@ Result<std::vector<model::DependencyCheck>> Controller::CheckDependencies(
       named.push_back(std::move(record).value());
     }
     std::vector<model::DependencyTarget> targets;
+    targets.reserve(named.size());
     for (const store::JobRecord& r : named) targets.push_back(TargetOf(r));
     model::DependencyCheck check{d, model::StatusOf(d.type, targets), std::nullopt};
     if (check.status == model::DependencyStatus::kNeverMet) {
