@@ -933,23 +933,38 @@ def test_a_slurm_batch_script_runs_unchanged(root):
         check("agent joins", c.wait_nodes(1))
         project = os.path.join(c.root, "project")
         os.makedirs(project)
+        # The job it depends on waits for a file, so the batch job is seen waiting for it.
+        first = json.loads(c.cli("submit", "-o", "json", "--", "sh", "-c",
+                                 "while [ ! -f go ]; do sleep 0.05; done").stdout)["id"]
         script = ("#!/bin/bash\n"
                   "#SBATCH -J x\n"
                   "#SBATCH --gres=gpu:2\n"
                   "#SBATCH -t 0:10:00\n"
                   "#SBATCH -o out_%j.txt\n"
+                  f"#SBATCH --dependency=afterok:{first}\n"
                   "#SBATCH --mail-type=END -p gpu\n"
                   "echo \"gpus=$CUDA_VISIBLE_DEVICES job=$SLURM_JOB_ID name=$SLURM_JOB_NAME "
                   "arg=$1 pwd=$PWD submit=$SLURM_SUBMIT_DIR\"\n"
                   "echo warned >&2\n")
         with open(os.path.join(project, "job.sh"), "w") as f:
             f.write(script)
-        out = c.cli("batch", "--wait", "-o", "json", "job.sh", "A1", cwd=project)
+        out = c.cli("batch", "-o", "json", "job.sh", "A1", cwd=project)
         job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
-        check("corral batch --wait runs the script and exits 0", job is not None,
+        check("corral batch takes the script", job is not None,
               (out.returncode, out.stdout, out.stderr))
+        reason = c.job(job)["pending_reason"] or {}
+        check("it waits for the job it depends on, naming it",
+              c.job(job)["state"] == "pending" and f"job {first}" in reason.get("message", ""),
+              reason)
+        open(os.path.join(c.root, "go"), "w").close()
+        check("it runs once that job succeeded", c.wait_state(job, ("succeeded",), 60),
+              c.job(job))
+        first_end = max(e["time"] for e in c.job(first)["events"] if e["to"] == "succeeded")
+        starts = [e["time"] for e in c.job(job)["events"] if e["to"] in ("starting", "running")]
+        check("it started after the job it depends on ended",
+              starts and min(starts) >= first_end, (first_end, starts))
         check("what corral does not do is a warning naming the line",
-              "warning: line 6: #SBATCH --mail-type: ignored" in out.stderr and
+              "warning: line 7: #SBATCH --mail-type: ignored" in out.stderr and
               "partition 'gpu' ignored: this cluster defines no partitions" in out.stderr,
               out.stderr)
         spec = c.job(job)["spec"]
@@ -1000,6 +1015,78 @@ def test_a_slurm_batch_script_runs_unchanged(root):
         out = c.cli("partitions")
         check("corral partitions says there are none and how to define them",
               out.returncode == 0 and "--partitions-file" in out.stdout, out.stdout)
+    finally:
+        c.stop()
+
+
+def test_dependencies(root):
+    """Slurm's dependencies: B afterok A waits, naming A, and starts once A succeeded; C afterok
+    a failed job stays pending, never satisfied; D, the same with --kill-on-invalid-dep, ends
+    cancelled; E afternotok the failed job runs; an unknown id is refused naming the field."""
+    c = Cluster(os.path.join(root, "deps"))
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+
+        def submitted(*args):
+            out = c.cli("submit", "-o", "json", *args)
+            return json.loads(out.stdout)["id"] if out.returncode == 0 else out.stderr
+
+        def reason(job):
+            return c.job(job).get("pending_reason") or {}
+
+        gate = os.path.join(c.root, "a-may-end")
+        a = submitted("--", "sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done")
+        b = submitted("--dependency", f"afterok:{a}", "--", "true")
+        check("deps: B is submitted with --dependency afterok:A", isinstance(b, int), b)
+        waits = f"waits for job {a} to end successfully (afterok)"
+        check("deps: B waits with reason dependency, naming A",
+              wait_for(lambda: reason(b) == {"code": "dependency", "message": waits}, 30),
+              reason(b))
+        check("deps: A runs while B waits",
+              c.wait_state(a, ("running",), 30) and c.job(b)["state"] == "pending", c.job(b))
+        show = c.cli("job", "show", str(b)).stdout
+        check("deps: job show says what B depends on and where it stands",
+              f"depends on: afterok:{a} (waiting)" in show and "estimated start: unknown" in show,
+              show)
+        row = [line for line in c.cli("jobs").stdout.splitlines() if line.split()[:1] == [str(b)]]
+        check("deps: the jobs table's REASON names A", len(row) == 1 and waits in row[0], row)
+        open(gate, "w").close()
+        check("deps: B runs to the end once A succeeded",
+              c.wait_state(b, ("succeeded", "failed", "cancelled"), 30)
+              and c.job(b)["state"] == "succeeded", c.job(b))
+        # A job as short as `true` may end before it is seen running: its placement is its start.
+        placed = [e["time"] for e in c.job(b)["events"] if e["to"] in ("starting", "running")]
+        check("deps: B started after A ended",
+              placed and min(placed) >= c.job(a)["end_time"], (c.job(a), c.job(b)))
+        check("deps: job show says it was met",
+              f"depends on: afterok:{a} (met)" in c.cli("job", "show", str(b)).stdout)
+
+        f = submitted("--", "sh", "-c", "exit 1")
+        check("deps: the failing job fails", c.wait_state(f, ("failed",), 30), c.job(f))
+        cj = submitted("--afterok", str(f), "--", "true")
+        never = f"job {f} failed: afterok can never be met"
+        check("deps: C afterok a failed job stays pending, never satisfied",
+              wait_for(lambda: reason(cj) == {"code": "dependency_never_satisfied",
+                                              "message": never}, 30)
+              and c.job(cj)["state"] == "pending", c.job(cj))
+        d = submitted("--afterok", str(f), "--kill-on-invalid-dep", "--", "true")
+        check("deps: D with --kill-on-invalid-dep ends cancelled, saying why",
+              c.wait_state(d, ("cancelled",), 30) and c.job(d)["reason"] == never, c.job(d))
+        # Shorthands take one id each and join with AND; the command may follow without "--".
+        e = submitted("--afternotok", str(f), "--after", str(f), "true")
+        check("deps: E afternotok and after the failed job runs",
+              c.wait_state(e, ("succeeded",), 30)
+              and c.job(e)["spec"]["dependency"] == f"after:{f},afternotok:{f}", c.job(e))
+        out = c.cli("submit", "--afterany", "999999", "--", "true")
+        check("deps: an unknown job id is refused naming the field",
+              out.returncode == 2 and "field 'dependency': job 999999 not found" in out.stderr,
+              (out.returncode, out.stderr))
+        out = c.cli("submit", "--dependency", "singleton", "--", "true")
+        check("deps: Slurm's singleton is refused, naming what is supported",
+              out.returncode == 2 and "after, afterok, afternotok, afterany" in out.stderr,
+              out.stderr)
+        check("deps: C still waits", c.job(cj)["state"] == "pending", c.job(cj))
     finally:
         c.stop()
 
@@ -1908,7 +1995,7 @@ def main():
                      test_server_sigkill_in_the_middle_of_batches,
                      test_server_sigkill_in_the_middle_of_cancel_batches,
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
-                     test_the_researchers_day_at_the_command_line,
+                     test_the_researchers_day_at_the_command_line, test_dependencies,
                      test_a_slurm_batch_script_runs_unchanged,
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,

@@ -25,6 +25,7 @@
 #include "common/duration.h"
 #include "common/json_parse.h"
 #include "common/strings.h"
+#include "model/dependency.h"
 #include "model/states.h"
 #include "model/submit_limits.h"
 #include "model/warning_signal.h"
@@ -248,6 +249,10 @@ struct SubmitFlags {
   std::optional<int64_t> cpus, cpu_milli, memory_mib;
   std::optional<std::string> time_limit;  // as typed: ParseTimeLimit's forms
   std::optional<std::string> signal;      // SIG[@SECONDS] (model::ParseWarningSignal)
+  // --dependency (Slurm's text) and the shorthands' ids, all to be met (model/dependency.h).
+  std::optional<std::string> dependency;
+  std::vector<std::string> after, afterok, afternotok, afterany;
+  bool kill_on_invalid_dep = false;
   std::vector<std::string> gpu_models, env, command;
   bool shell = false;
   bool no_check = false;                    // --no-check: the server alone checks the spec
@@ -259,6 +264,20 @@ struct SubmitFlags {
   std::vector<std::string> script_args;  // and its arguments
   std::string output = "table";
 };
+
+// The dependency text of --dependency and the --after* shorthands together (all to be met), in
+// its canonical form; empty when none was given. Errors name --dependency.
+Result<std::string> DependencyFlags(const SubmitFlags& f) {
+  std::string text = f.dependency.value_or("");
+  for (const auto& [type, ids] :
+       {std::pair{"after", &f.after}, std::pair{"afterok", &f.afterok},
+        std::pair{"afternotok", &f.afternotok}, std::pair{"afterany", &f.afterany}}) {
+    for (const std::string& id : *ids) text += (text.empty() ? "" : ",") + (type + (":" + id));
+  }
+  auto dependencies = model::ParseDependencies(text, "--dependency");
+  if (!dependencies.ok()) return dependencies.status();
+  return model::ToString(*dependencies);
+}
 
 // After a job's stdout (`printed`'s log) turned out empty: says on stderr how to read its
 // stderr when it has one, as a job that wrote only there (a Python traceback) looks silent.
@@ -416,6 +435,10 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     spec["signal"] = {{"name", model::SignalName(warning->signal)},
                       {"before_s", warning->before.value()}};
   }
+  auto dependency = DependencyFlags(f);
+  if (!dependency.ok()) return dependency.status();
+  if (!dependency->empty()) spec["dependency"] = *dependency;
+  if (f.kill_on_invalid_dep) spec["kill_on_invalid_dep"] = true;
   auto env = EnvFlags(f.env);
   if (!env.ok()) return env.status();
   for (const auto& [name, value] : env->items()) spec["env"][name] = value;
@@ -523,6 +546,14 @@ void PrintJob(const protocol::JobView& view) {
                 << " % confident)\n";
     }
   }
+  if (!view.dependencies.empty()) {
+    std::cout << "  depends on:";
+    for (const protocol::DependencyView& d : view.dependencies) {
+      std::cout << " " << model::ToString(d.dependency.type) << ":" << d.dependency.job.value()
+                << " (" << model::ToString(d.status) << ")";
+    }
+    std::cout << (view.spec.kill_on_invalid_dep ? "  (cancelled if never met)\n" : "\n");
+  }
   if (j.pending_reason) {
     std::cout << "  waiting: " << j.pending_reason->message << " (" << j.pending_reason->code
               << ")\n";
@@ -586,6 +617,22 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
                 "SIG[@SECONDS]: send SIG (USR1, TERM, ...) SECONDS (default 60) before the time "
                 "limit, to save work");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
+  c->add_option("--dependency", f->dependency,
+                "Slurm's dependency text, all to be met: after:ID (started), afterok:ID "
+                "(succeeded), afternotok:ID (ended otherwise), afterany:ID (ended); "
+                "afterok:12:13,afterany:14; an array's id means every element");
+  // One id each (repeat the flag): the command may follow without "--".
+  c->add_option("--after", f->after, "Start after job ID started (repeatable; with the others)")
+      ->allow_extra_args(false);
+  c->add_option("--afterok", f->afterok, "Start after job ID succeeded (repeatable)")
+      ->allow_extra_args(false);
+  c->add_option("--afternotok", f->afternotok, "Start after job ID ended unsuccessfully")
+      ->allow_extra_args(false);
+  c->add_option("--afterany", f->afterany, "Start after job ID ended, however (repeatable)")
+      ->allow_extra_args(false);
+  c->add_flag("--kill-on-invalid-dep", f->kill_on_invalid_dep,
+              "Cancel the job when a dependency can never be met (default: it stays pending "
+              "with reason dependency_never_satisfied)");
   c->add_option("--workdir", f->workdir,
                 "Working folder on the node, absolute or relative to this one (default: this "
                 "folder where the node has it, else a scratch folder)");

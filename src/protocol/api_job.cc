@@ -1,5 +1,6 @@
 #include "protocol/api_job.h"
 
+#include <array>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
@@ -175,6 +176,39 @@ Status ReadItems(const FieldReader& r, const char* field, Result<T> (*read)(cons
   });
 }
 
+constexpr std::array<std::pair<std::string_view, model::DependencyStatus>, 3> kDependencyStatuses =
+    {{{"met", model::DependencyStatus::kMet},
+      {"waiting", model::DependencyStatus::kWaiting},
+      {"never_met", model::DependencyStatus::kNeverMet}}};
+
+json DependencyJson(const DependencyView& d) {
+  std::string_view status;
+  for (const auto& [name, value] : kDependencyStatuses) {
+    if (value == d.status) status = name;
+  }
+  return {{"type", model::ToString(d.dependency.type)},
+          {"job", d.dependency.job.value()},
+          {"status", status}};
+}
+
+Result<DependencyView> ReadDependency(const FieldReader& r) {
+  std::string type, status;
+  CORRAL_RETURN_IF_ERROR(r.String("type", true, type));
+  CORRAL_RETURN_IF_ERROR(r.String("status", true, status));
+  DependencyView d;
+  CORRAL_RETURN_IF_ERROR(ReadId(r, "job", d.dependency.job));
+  auto parsed = model::ParseDependencies(type + ":" + std::to_string(d.dependency.job.value()),
+                                         "field 'dependencies.type'");
+  if (!parsed.ok()) return parsed.status();
+  d.dependency = parsed->front();
+  bool known = false;
+  for (const auto& [name, value] : kDependencyStatuses) {
+    if (name == status) d.status = value, known = true;
+  }
+  if (!known) return r.Bad("status", "must be met, waiting or never_met");
+  return d;
+}
+
 }  // namespace
 
 std::string ToString(const std::vector<ResourceDefault>& defaults) {
@@ -223,6 +257,7 @@ json ToJson(const JobView& j) {
                               {"confidence", j.predicted_run_s->confidence},
                               {"basis", j.predicted_run_s->basis}};
   }
+  if (!j.dependencies.empty()) out["dependencies"] = ListJson(j.dependencies, DependencyJson);
   return out;
 }
 
@@ -275,6 +310,13 @@ Result<JobView> ParseJobView(const json& json) {
     j.predicted_run_s = std::move(prediction);
     return Status::Ok();
   }));
+  CORRAL_RETURN_IF_ERROR(r->Objects("dependencies", false, model::kMaxDependencies,
+                                    [&](const FieldReader& item, size_t) {
+                                      auto d = ReadDependency(item);
+                                      if (!d.ok()) return d.status();
+                                      j.dependencies.push_back(*d);
+                                      return Status::Ok();
+                                    }));
   return j;
 }
 

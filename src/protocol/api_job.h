@@ -119,6 +119,14 @@ struct RuntimePrediction {
   bool operator==(const RuntimePrediction&) const = default;
 };
 
+// One dependency of a job and where it stands (model/dependency.h), as the server checked it
+// when the view was read: {"type": "afterok", "job": 12, "status": "met" | "waiting" |
+// "never_met"}.
+struct DependencyView {
+  model::Dependency dependency;
+  model::DependencyStatus status = model::DependencyStatus::kWaiting;
+};
+
 struct JobView {
   JobSummary summary;  // but estimated_start, set only while pending_reason is
   int restarts = 0;
@@ -128,6 +136,7 @@ struct JobView {
   // None once final. For a running job: never below the time it has run, never beyond its
   // time limit (but in the grace after it).
   std::optional<RuntimePrediction> predicted_run_s;
+  std::vector<DependencyView> dependencies;  // the spec's, in its order; absent from older servers
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).

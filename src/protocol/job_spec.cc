@@ -281,10 +281,10 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
   CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
       origin, j,
-      {"name",     "project",        "command",    "shell",       "workdir",      "submit_dir",
-       "env",      "resources",      "tasks",      "priority",    "time_limit_s", "max_restarts",
-       "launcher", "procs_per_node", "array",      "environment", "session",      "signal",
-       "script",   "output_file",    "error_file", "partition",   "qos"},
+      {"name", "project", "command", "shell", "workdir", "submit_dir", "env", "resources", "tasks",
+       "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array",
+       "environment", "session", "signal", "dependency", "kill_on_invalid_dep", "script",
+       "output_file", "error_file", "partition", "qos"},
       ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -410,6 +410,19 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!warning.ok()) return warning.status();
     spec.warning_signal = *warning;
   }
+  if (j.contains("dependency")) {
+    auto v = GetString(j["dependency"], "dependency");
+    if (!v.ok()) return v.status();
+    auto dependencies = model::ParseDependencies(*v, "field 'dependency'");
+    if (!dependencies.ok()) return dependencies.status();
+    spec.dependencies = std::move(dependencies).value();
+  }
+  if (j.contains("kill_on_invalid_dep")) {
+    if (!j["kill_on_invalid_dep"].is_boolean()) {
+      return FieldError("kill_on_invalid_dep", "must be true or false");
+    }
+    spec.kill_on_invalid_dep = j["kill_on_invalid_dep"].get<bool>();
+  }
   CORRAL_RETURN_IF_ERROR(CheckJobSpec(spec));
   if (origin != SpecOrigin::kSubmitted) {
     // Stored before defaults existed, or with them applied: what it holds is the request.
@@ -489,6 +502,8 @@ nlohmann::json ToJson(const JobSpec& s) {
                                      {"qos", &s.qos}}) {
     if (!value->empty()) j[field] = *value;
   }
+  if (!s.dependencies.empty()) j["dependency"] = model::ToString(s.dependencies);
+  if (s.kill_on_invalid_dep) j["kill_on_invalid_dep"] = true;
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();
     if (s.session->idle_timeout_s) session["idle_timeout_s"] = *s.session->idle_timeout_s;

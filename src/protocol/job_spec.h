@@ -9,6 +9,7 @@
 //    "launcher": "torchrun", "procs_per_node": 2,
 //    "array": {"indices": [0, 1, 2], "max_running": 2, "env": [{"LR": "0.1"}, {}, {}]},
 //    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90},
+//    "dependency": "afterok:12:13,afterany:14", "kill_on_invalid_dep": false,
 //    "script": {"text": "#!/bin/sh\n...", "args": ["a"]}, "output_file": "out_%j.txt",
 //    "error_file": "err_%j.txt", "partition": "gpu", "qos": "high"}
 //
@@ -43,6 +44,12 @@
 // the working folder (relative) or anywhere the task's user may write, which also get what the
 // task writes to stdout / stderr; without `error_file`, stderr goes to `output_file` too.
 //
+// Dependencies (docs/control-plane.md, "Dependencies"): `dependency` is Slurm's text
+// (model/dependency.h), the same the CLI's --dependency and a batch script's #SBATCH line take;
+// a stored spec holds its canonical text. The ids must name jobs the submitter sees (checked by
+// the server at submission). `kill_on_invalid_dep`: a job whose dependency can never be met is
+// cancelled instead of staying pending.
+//
 // Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
 // absent: the server's default) is an interactive session: exactly one task, no array, launcher
 // none. The server generates its secret at submission and stores it in the spec as
@@ -57,6 +64,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/dependency.h"
 #include "model/job.h"
 #include "model/launcher.h"
 #include "model/warning_signal.h"
@@ -133,6 +141,8 @@ struct JobSpec {
   std::string error_file;             // Slurm's --error pattern; empty: with output_file
   std::string partition;              // a partition of the server's table; empty: none
   std::string qos;                    // a QoS of the server's table; empty: none
+  std::vector<model::Dependency> dependencies;  // "dependency": all to be met; empty: none
+  bool kill_on_invalid_dep = false;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's

@@ -355,3 +355,35 @@ TEST(WarningSignalSpecTest, ItNeedsATimeLimitAndRoundTrips) {
 
 }  // namespace
 }  // namespace corral::protocol
+
+namespace corral::protocol {
+namespace {
+
+TEST(DependencySpecTest, SlurmsTextIsReadTypedAndStoredCanonically) {
+  JobSpec parsed = spec_testing::Parse({{"command", {"true"}},
+                                        {"dependency", "afterok:12:13,afterany:14"},
+                                        {"kill_on_invalid_dep", true}});
+  ASSERT_EQ(parsed.dependencies.size(), 3u);
+  EXPECT_EQ(parsed.dependencies[2],
+            (model::Dependency{model::DependencyType::kAfterAny, JobId(14)}));
+  EXPECT_TRUE(parsed.kill_on_invalid_dep);
+  const json stored_json = ToJson(parsed);
+  EXPECT_EQ(stored_json["dependency"], "afterok:12:13,afterany:14");
+  auto stored = ParseJobSpec(stored_json, SpecOrigin::kStored);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->dependencies, parsed.dependencies);
+  EXPECT_TRUE(stored->kill_on_invalid_dep);
+  const json plain = ToJson(spec_testing::Parse({{"command", {"true"}}}));
+  EXPECT_FALSE(plain.contains("dependency"));
+  EXPECT_FALSE(plain.contains("kill_on_invalid_dep"));
+  EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"dependency", "singleton"}}).status().message(),
+              ::testing::HasSubstr("field 'dependency': Slurm's 'singleton' is not supported"));
+  EXPECT_THAT(ParseJobSpec({{"command", {"true"}}, {"dependency", 12}}).status().message(),
+              ::testing::HasSubstr("field 'dependency'"));
+  EXPECT_THAT(
+      ParseJobSpec({{"command", {"true"}}, {"kill_on_invalid_dep", "yes"}}).status().message(),
+      ::testing::HasSubstr("field 'kill_on_invalid_dep': must be true or false"));
+}
+
+}  // namespace
+}  // namespace corral::protocol

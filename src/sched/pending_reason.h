@@ -40,6 +40,11 @@ inline constexpr char kReasonUserLimit[] = "user_limit";
 inline constexpr char kReasonArrayLimit[] = "array_limit";
 inline constexpr char kReasonReservation[] = "would_delay_reservation";
 inline constexpr char kReasonFitsNow[] = "fits_now";
+// Held by the server, unseen by the scheduler, until its dependencies are met
+// (model/dependency.h): one waits ("waits for job 12 to end successfully (afterok)"), or one can
+// never be met ("job 12 failed: afterok can never be met").
+inline constexpr char kReasonDependency[] = "dependency";
+inline constexpr char kReasonDependencyNeverSatisfied[] = "dependency_never_satisfied";
 
 // The reason of a queued job no pass has tried yet.
 inline PendingReason NotYetConsidered() {

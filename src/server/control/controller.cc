@@ -253,7 +253,7 @@ Status Controller::Recover() {
     }
     submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
     if (record.state == JobState::kPending) {
-      QueueInSchedulerLocked(job);
+      QueueOrHoldLocked(job);
       submit_limits_.AddPending(record.user, record.project, 1);
       continue;
     }

@@ -64,6 +64,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "model/dependency.h"
 #include "model/states.h"
 #include "predict/runtime_predictor.h"
 #include "protocol/agent_messages.h"
@@ -401,6 +402,9 @@ class Controller {
     std::optional<Seconds> idle_notice_at;
     // This run's "GPUs idle" event was recorded, not yet "busy again"; false again at a requeue.
     bool gpus_idle_noted = false;
+    // Set while pending with a dependency not met (controller_dependencies.cc): the job is not
+    // in the scheduler's queue, and this says why it waits.
+    std::optional<model::DependencyWait> held;
     bool Stopping() const { return end.Stopping(); }
   };
   struct LiveNode {
@@ -589,6 +593,27 @@ class Controller {
   // job, which would otherwise wait unseen.
   void QueueInSchedulerLocked(const LiveJob& job);
 
+  // --- Dependencies (controller_dependencies.cc; docs/control-plane.md, "Dependencies") ---
+  // InvalidArgument naming field 'dependency' when a dependency names a job that does not exist
+  // or that `who` may not see (the same answer for both).
+  Status CheckDependencyTargets(const Principal& who, const JobSpec& spec) const;
+  // Where each of `dependencies` stands, from the store's records (its thread safety: no lock
+  // needed). An id that is an array's names every element. Errors: the store's.
+  Result<std::vector<model::DependencyCheck>> CheckDependencies(
+      const std::vector<model::Dependency>& dependencies) const;
+  // A pending job of a first run: queued in the scheduler when its dependencies are met, else
+  // held (LiveJob::held) and indexed under the jobs it names. A job that can never be met with
+  // kill_on_invalid_dep is cancelled at the next pass (SettleDependenciesLocked).
+  void QueueOrHoldLocked(LiveJob& job);
+  // `job` started or ended: the held jobs that name it (or its array) are checked again at the
+  // start of the next pass, which this wakes.
+  void NoteDependencyEventLocked(const LiveJob& job);
+  // Sets or clears LiveJob::held, keeping held_jobs_ in step.
+  void SetHeldLocked(LiveJob& job, std::optional<model::DependencyWait> wait);
+  // Checks the held jobs noted: queues those now met, cancels those never met that asked for
+  // it (kill_on_invalid_dep; the cancel's reason says why), and updates the others' reasons.
+  void SettleDependenciesLocked(Seconds now);
+
   // --- The write group (controller_writes.cc; docs/control-plane.md, "The heartbeat path") ---
   // A change decided under mu_ whose store write is committed by writes_ (one transaction and
   // one fsync for every write waiting) while mu_ is free, and whose effect on memory is applied
@@ -744,6 +769,12 @@ class Controller {
   // The jobs of jobs_ that are sessions (QueueLocked, Recover; ForgetJobLocked erases): the
   // session rounds look only at these.
   std::set<JobId> sessions_;
+  // Dependencies: job id named -> held jobs that name it (an array's id: any element's event),
+  // pruned of jobs no longer held when an event comes; and the held jobs to check at the next
+  // pass.
+  std::map<JobId, std::set<JobId>> dependents_;
+  std::set<JobId> dependency_checks_;
+  int64_t held_jobs_ = 0;  // live jobs with `held` set: pending, beside the scheduler's queue
   std::unordered_map<int64_t, JobId> job_of_allocation_;  // allocation id -> job
   // node -> jobs with a task of their current run there (heartbeats look only at these)
   std::map<std::string, std::set<JobId>> jobs_on_node_;

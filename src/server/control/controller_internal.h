@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/dependency.h"
 #include "model/states.h"
 #include "protocol/api_job.h"
 #include "protocol/api_project.h"
@@ -25,6 +26,12 @@ std::string Name(auto state) { return std::string(model::ToString(state)); }
 // The scheduler's reason in the API's form.
 inline protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
   return {reason.code, reason.message};
+}
+
+// The reason of a job held for its dependencies (Controller::QueueOrHoldLocked).
+inline protocol::PendingReason ReasonOf(const model::DependencyWait& wait) {
+  return {wait.never_met ? sched::kReasonDependencyNeverSatisfied : sched::kReasonDependency,
+          wait.message};
 }
 
 // A project's sharing as the API shows it, and as the scheduler keeps it: the same numbers.

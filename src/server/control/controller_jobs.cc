@@ -139,6 +139,7 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
     CORRAL_RETURN_IF_ERROR(ApplyEnvironment(env->spec, env->record.version, submission.spec));
     submission.environment = std::move(env).value();
   }
+  CORRAL_RETURN_IF_ERROR(CheckDependencyTargets(who, submission.spec));
   // What the cluster's partition and QoS say (GPU models, a time limit, a priority).
   auto warnings = ApplyPartitions(config_.partitions, submission.spec);
   if (!warnings.ok()) return warnings.status();
@@ -173,7 +174,7 @@ void Controller::QueueLocked(const store::JobRecord& record, JobSpec spec,
   job.record = record;
   job.spec = std::move(spec);
   job.environment = std::move(environment);
-  QueueInSchedulerLocked(job);
+  QueueOrHoldLocked(job);
 }
 
 void Controller::QueueInSchedulerLocked(const LiveJob& job) {
@@ -410,6 +411,11 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
         planned < p.estimate ? std::string(protocol::kTimeLimitBasis) : p.basis};
     if (record->state == JobState::kRunning && record->start_time) {
       OutlivedBound(*record->start_time, job.time_limit, clock_.Now(), *out.predicted_run_s);
+    }
+  }
+  if (auto checks = CheckDependencies(spec->dependencies); checks.ok()) {
+    for (const model::DependencyCheck& c : *checks) {
+      out.dependencies.push_back({c.dependency, c.status});
     }
   }
   const std::shared_ptr<const ReadView> view = view_.Get();

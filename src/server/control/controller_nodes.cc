@@ -341,7 +341,8 @@ protocol::ClusterSummary Controller::ClusterSummaryLocked(
     starting += job->record.state == JobState::kStarting;
     running += job->record.state == JobState::kRunning;
   }
-  const auto pending = static_cast<int64_t>(scheduler_->pending_count());
+  // Jobs held for their dependencies are pending too, beside the queue.
+  const auto pending = static_cast<int64_t>(scheduler_->pending_count()) + held_jobs_;
   return {.time = clock_.Now(),
           .nodes = nodes,
           .nodes_ready = ready,

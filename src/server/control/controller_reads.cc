@@ -123,7 +123,9 @@ std::shared_ptr<const PendingPart> Controller::BuildPendingPartLocked() {
   part->jobs.reserve(scheduler_->pending_count());
   for (const auto& [id, job] : jobs_) {  // by id
     if (job.record.state != JobState::kPending) continue;
-    if (auto reason = scheduler_->PendingReasonOf(id)) {
+    if (job.held) {
+      part->jobs.push_back({id, ReasonOf(*job.held), std::nullopt});
+    } else if (auto reason = scheduler_->PendingReasonOf(id)) {
       part->jobs.push_back({id, ReasonOf(*reason), std::nullopt});
     }
   }

@@ -30,6 +30,7 @@ model::Allocation AllocationOf(const sched::Allocation& a) {
 void Controller::ScheduleLocked() {
   SettleWritesLocked();  // the pass decides against every change decided before it
   const Seconds now = clock_.Now();
+  SettleDependenciesLocked(now);  // jobs whose dependencies were met since join the queue
   ++passes_;
   sched::Decisions decisions = scheduler_->Schedule(now);
   for (const sched::Preemption& p : decisions.preemptions) PreemptLocked(p);
@@ -95,6 +96,7 @@ void Controller::StartedLocked(LiveJob& job, std::vector<store::TaskRecord> task
   job.tasks = std::move(tasks);
   IndexAllocationsLocked(job);
   NotifyNodesLocked(job);
+  NoteDependencyEventLocked(job);  // `after` is met
 }
 
 void Controller::RestoreRendezvousLocked(const LiveJob& job) {
@@ -249,6 +251,10 @@ void Controller::ForgetJobLocked(LiveJob& job) {
     (void)scheduler_->Finish(id);  // releases the allocations of the started job
   }
   ForgetAllocationsLocked(job);
+  NoteDependencyEventLocked(job);
+  SetHeldLocked(job, std::nullopt);
+  // No event of an ended job follows; an array's id stays for its other elements' events.
+  if (job.record.array_id != id) dependents_.erase(id);
   unsettled_.erase(id);
   jobs_.erase(id);
   sessions_.erase(id);

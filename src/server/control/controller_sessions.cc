@@ -116,7 +116,9 @@ protocol::SessionView Controller::SessionOfLocked(const Principal& who,
                                              *live->idle_notice_at + config_.session_idle_warning};
     }
   }
-  if (auto reason = scheduler_->PendingReasonOf(record.id)) {
+  if (live && live->held) {
+    out.pending_reason = ReasonOf(*live->held);
+  } else if (auto reason = scheduler_->PendingReasonOf(record.id)) {
     out.pending_reason = protocol::PendingReason{reason->code, reason->message};
   }
   // The secret lets whoever holds it into the app directly: its owner only, not even admins.

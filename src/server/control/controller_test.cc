@@ -3177,5 +3177,132 @@ TEST_F(ControllerTest, RemovingAnUnreachableNodeEndsItsJobsLostAndFreesItsName) 
   EXPECT_TRUE(RegisterNode("a", kNodeB, Inventory(8)).ok());
 }
 
+// --- Dependencies ------------------------------------------------------------------------------
+
+json DependentSpec(const std::string& dependency, bool kill_on_invalid_dep = false) {
+  json spec = Spec(1);
+  spec["dependency"] = dependency;
+  if (kill_on_invalid_dep) spec["kill_on_invalid_dep"] = true;
+  return spec;
+}
+
+std::string Id(JobId id) { return std::to_string(id.value()); }
+
+TEST_F(ControllerTest, ADependentJobWaitsUnseenByTheSchedulerUntilItsDependencyIsMet) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId first = Submit(Spec(1));
+  const JobId then = Submit(DependentSpec("afterok:" + Id(first)));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);  // GPUs are free: only the dependency holds `then`
+  const json launch = answer["run"][0];
+  EXPECT_EQ(launch["job_id"], first.value());
+  json view = *JobJson(alice_, then);
+  EXPECT_EQ(view["pending_reason"]["code"], "dependency");
+  EXPECT_EQ(view["pending_reason"]["message"],
+            "waits for job " + Id(first) + " to end successfully (afterok)");
+  EXPECT_FALSE(view.contains("estimated_start"));  // unknown, never a wrong time
+  EXPECT_EQ(view["dependencies"], json::parse(R"([{"type": "afterok", "job": )" + Id(first) +
+                                              R"(, "status": "waiting"}])"));
+  EXPECT_EQ(view["spec"]["dependency"], "afterok:" + Id(first));
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 1);  // held, but pending all the same
+  // A restarted server holds it again.
+  Restart();
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report({TaskReport(launch, "running")}))["run"].empty());
+  EXPECT_EQ(JobJson(alice_, then)->at("pending_reason")["code"], "dependency");
+  // Its dependency succeeds: the next pass starts it.
+  Beat("a", Report({TaskReport(launch, "exited", 0)}));
+  ASSERT_EQ(StateOf(first), "succeeded");
+  controller_->Tick();
+  answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], then.value());
+  EXPECT_EQ(JobJson(alice_, then)->at("dependencies")[0]["status"], "met");
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 0);
+}
+
+TEST_F(ControllerTest, ADependencyThatCanNeverBeMetWaitsOrCancelsWithKillOnInvalidDep) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId failing = Submit(Spec(1));
+  const JobId after = Submit(DependentSpec("after:" + Id(failing)));
+  const JobId ok = Submit(DependentSpec("afterok:" + Id(failing)));
+  const JobId killed = Submit(DependentSpec("afterok:" + Id(failing), true));
+  const JobId notok = Submit(DependentSpec("afternotok:" + Id(failing)));
+  // Waits for `killed`, which will be cancelled: never met in turn.
+  const JobId chained = Submit(DependentSpec("afterok:" + Id(killed)));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  const json launch = answer["run"][0];
+  controller_->Tick();  // `after` is met once `failing` started
+  answer = Beat("a", Report({TaskReport(launch, "running")}));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], after.value());
+  Beat("a", Report({TaskReport(launch, "exited", 1), TaskReport(answer["run"][0], "running")}));
+  ASSERT_EQ(StateOf(failing), "failed");
+  controller_->Tick();
+  const std::string never = "job " + Id(failing) + " failed: afterok can never be met";
+  json view = *JobJson(alice_, ok);
+  EXPECT_EQ(view["state"], "pending");
+  EXPECT_EQ(view["pending_reason"]["code"], "dependency_never_satisfied");
+  EXPECT_EQ(view["pending_reason"]["message"], never);
+  EXPECT_EQ(view["dependencies"][0]["status"], "never_met");
+  EXPECT_EQ(StateOf(killed), "cancelled");
+  EXPECT_EQ(store_->GetJob(killed)->reason, never);
+  json chain = *JobJson(alice_, chained);
+  EXPECT_EQ(chain["pending_reason"]["code"], "dependency_never_satisfied");
+  EXPECT_EQ(chain["pending_reason"]["message"],
+            "job " + Id(killed) + " was cancelled: afterok can never be met");
+  answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], notok.value());
+  // Still held a pass later; a cancel ends it as any pending job.
+  controller_->Tick();
+  EXPECT_EQ(StateOf(ok), "pending");
+  ASSERT_TRUE(controller_->Cancel(alice_, ok).ok());
+  EXPECT_EQ(StateOf(ok), "cancelled");
+}
+
+TEST_F(ControllerTest, ADependencyOnAnArrayWaitsForEveryElement) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto array = SubmitArrayJson(alice_, ArrayJobSpec(1, {0, 1}));
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  const JobId after_all = Submit(DependentSpec("afterany:" + Id(array->id)));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 2u);
+  Beat("a", Report({TaskReport(answer["run"][0], "exited", 0),
+                    TaskReport(answer["run"][1], "running")}));
+  controller_->Tick();
+  EXPECT_EQ(JobJson(alice_, after_all)->at("pending_reason")["code"], "dependency");
+  EXPECT_TRUE(Beat("a", Report({TaskReport(answer["run"][1], "running")}))["run"].empty());
+  Beat("a", Report({TaskReport(answer["run"][1], "exited", 3)}));
+  controller_->Tick();
+  answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], after_all.value());
+}
+
+TEST_F(ControllerTest, ADependencyOnAJobNotSeenIsRefusedNamingTheField) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  const JobId alices = Submit(Spec(1));
+  const Principal carol{alice_.user_id + 2, "carol", false, {"vision"}};
+  json other_project = DependentSpec("afterok:" + Id(alices));
+  other_project["project"] = "vision";
+  auto unseen = SubmitJson(carol, other_project);
+  auto unknown = SubmitJson(alice_, DependentSpec("afterok:9999"));
+  for (const auto* refused : {&unseen, &unknown}) {
+    ASSERT_FALSE(refused->ok());
+    EXPECT_EQ(refused->status().code(), StatusCode::kInvalidArgument);
+  }
+  // The same answer for a job of another project as for none: ids leak nothing.
+  EXPECT_THAT(unseen.status().message(),
+              HasSubstr("field 'dependency': job " + Id(alices) + " not found"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("field 'dependency': job 9999 not found"));
+  EXPECT_TRUE(SubmitJson(bob_, DependentSpec("afterok:" + Id(alices))).ok());  // same project
+}
+
 }  // namespace
 }  // namespace corral::server
