@@ -1303,7 +1303,7 @@ def test_environments_say_what_runs_here(root):
               "no: needs a container engine (podman or docker) for its image: no node has it"
               in rows.get("cuda-base", ""), table)
 
-        out = cli("submit", "--environment", "cuda-base", "--", "true")
+        out = cli("submit", "--environment", "cuda-base", "--gpus", "1", "--", "true")
         check("a job whose environment no node can run is refused, naming the field and why",
               out.returncode != 0 and "field 'environment': needs a container engine" in out.stderr
               and "no registered node could ever run it" in out.stderr, out.stdout + out.stderr)
