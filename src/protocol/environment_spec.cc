@@ -91,8 +91,9 @@ Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
     CORRAL_RETURN_IF_ERROR(ParseHostTools(h["tools"], spec));
   }
   if (h.contains("install")) {
-    if (spec.tools.empty())
+    if (spec.tools.empty()) {
       return FieldError("host.install", "says how to get 'host.tools': give them");
+    }
     auto v = GetString(h["install"], "host.install");
     if (!v.ok()) return v.status();
     if (v->size() > kMaxInstallHint || std::any_of(v->begin(), v->end(), [](char c) {
