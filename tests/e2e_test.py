@@ -1323,8 +1323,11 @@ def test_environments_say_what_runs_here(root):
 
         jupyter = here.get("jupyter", {})
         if shutil.which("jupyter-lab") or shutil.which("jupyter-notebook"):
+            # A Jupyter unpacked outside Python's own path (dpkg -x) needs its PYTHONPATH.
+            extra = (("--env", "PYTHONPATH=" + os.environ["PYTHONPATH"])
+                     if os.environ.get("PYTHONPATH") else ())
             out = cli("session", "start", "--environment", "jupyter", "--idle-timeout", "0",
-                      "--wait", "-o", "json")
+                      "--wait", "-o", "json", *extra)
             started = json.loads(out.stdout) if out.returncode == 0 else {}
             check("jupyter starts where it is installed",
                   started.get("state") == "running", out.stdout + out.stderr)
@@ -1336,16 +1339,17 @@ def test_environments_say_what_runs_here(root):
                     return urllib.request.urlopen(request, timeout=5).status == 200
                 except Exception:
                     return False
-            check("and the gateway answers for it", wait_for(answers, 60, 0.5), started)
+            check("and the gateway answers for it", started and wait_for(answers, 60, 0.5),
+                  started)
         else:
             print("jupyter: neither jupyter-lab nor jupyter-notebook here: testing the refusal")
             check("jupyter does not run here, saying what to install",
-                  jupyter.get("nodes") == 0 and "install python3-notebook (Debian) or jupyterlab"
+                  jupyter.get("nodes") == 0 and "install jupyter-notebook (Debian) or jupyterlab"
                   in jupyter.get("why_not", ""), jupyter)
             out = cli("session", "start", "--environment", "jupyter")
             check("a jupyter session is refused with what is missing",
                   out.returncode != 0 and "jupyter-lab or jupyter-notebook on the PATH" in out.stderr
-                  and "install python3-notebook (Debian) or jupyterlab" in out.stderr, out.stderr)
+                  and "install jupyter-notebook (Debian) or jupyterlab" in out.stderr, out.stderr)
     finally:
         dev.terminate()
         try:

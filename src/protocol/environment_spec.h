@@ -30,7 +30,7 @@ struct EnvironmentSpec {
   std::string conda;  // absolute path of a conda prefix on the node; empty: none (not with venv)
   // host.tools: on the plain host (no venv or conda), the known tools (model::kHostTools) of
   // which a node needs at least one on its agent's PATH; host.install says how to get them
-  // ("install python3-notebook (Debian) or jupyterlab"), at most 256 bytes.
+  // ("install jupyter-notebook (Debian) or jupyterlab"), at most 256 bytes.
   std::vector<std::string> tools;
   std::string install;
   std::vector<std::string> command;  // the default argv of jobs that give none; may be empty

@@ -117,7 +117,7 @@ TEST(EnvironmentDirTest, BuiltinsParse) {
          {"--port=\"$CORRAL_SESSION_PORT\"", "--ServerApp.base_url=\"$CORRAL_SESSION_URL_PREFIX\"",
           "export JUPYTER_TOKEN=\"$CORRAL_SESSION_TOKEN\";", "exec jupyter lab",
           "exec jupyter notebook", "--NotebookApp.base_url=\"$CORRAL_SESSION_URL_PREFIX\"",
-          "install python3-notebook (Debian) or jupyterlab"}) {
+          "install jupyter-notebook (Debian) or jupyterlab"}) {
       EXPECT_THAT(s.command[2], HasSubstr(part));
     }
     EXPECT_EQ(s.command[2].find("token=\"$CORRAL"), std::string::npos) << s.command[2];

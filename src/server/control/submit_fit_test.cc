@@ -98,11 +98,11 @@ TEST_F(SubmitFitTest, SharesPackSeveralTasksOnAGpu) {
 TEST_F(SubmitFitTest, AnEnvironmentNoNodeRunsIsRefused) {
   protocol::EnvironmentSpec jupyter;
   jupyter.tools = {"jupyter-lab", "jupyter-notebook"};
-  jupyter.install = "install python3-notebook (Debian) or jupyterlab";
+  jupyter.install = "install jupyter-notebook (Debian) or jupyterlab";
   const model::TaskResources small = model::MakeResources(0, 0, 1000, 1024);
   EXPECT_THAT(CheckFitsRegisteredNodes(small, 1, &jupyter, Nodes()).message(),
               HasSubstr("field 'environment': needs jupyter-lab or jupyter-notebook on the PATH: "
-                        "no node has it (install python3-notebook (Debian) or jupyterlab); no "
+                        "no node has it (install jupyter-notebook (Debian) or jupyterlab); no "
                         "registered node could ever run it"));
   b_.tools = {"jupyter-notebook"};
   EXPECT_TRUE(CheckFitsRegisteredNodes(small, 1, &jupyter, Nodes()).ok());
