@@ -1341,6 +1341,15 @@ def test_environments_say_what_runs_here(root):
                     return False
             check("and the gateway answers for it", started and wait_for(answers, 60, 0.5),
                   started)
+            # Tasks outlive their agent by design: stop the session before corral dev ends.
+            stopped = cli("session", "stop", str(started.get("id", 0)))
+
+            def ended():
+                shown = cli("session", "show", str(started.get("id", 0)), "-o", "json")
+                return shown.returncode == 0 and json.loads(shown.stdout)["state"] in (
+                    "cancelled", "succeeded", "failed")
+            check("corral session stop ends it", stopped.returncode == 0 and wait_for(ended, 30),
+                  stopped.stdout + stopped.stderr)
         else:
             print("jupyter: neither jupyter-lab nor jupyter-notebook here: testing the refusal")
             check("jupyter does not run here, saying what to install",
