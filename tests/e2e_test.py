@@ -1417,6 +1417,125 @@ def test_environments_venv_clone_and_share(root):
         c.stop()
 
 
+def test_environments_say_what_runs_here(root):
+    """On a fresh `corral dev` (no container engine, no /opt/corral/envs): `env list` says which
+    environments run here (host, python) and why the others do not; a job or session asking for
+    one no node can run is refused with that reason; `--environment python` runs; the jupyter
+    session runs where Jupyter is installed, else is refused saying what to install."""
+    data = os.path.join(root, "envs-dev")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    dev = subprocess.Popen(
+        [CORRAL, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
+         "--fake-gpus", "1xT4", "--metrics-interval", "0"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "envs-dev.log"), "a"))
+    try:
+        def healthy():
+            try:
+                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
+            except Exception:
+                return False
+        check("corral dev comes up", wait_for(healthy, 30))
+        token = open(os.path.join(data, "admin.token")).read().strip()
+        env = dict(os.environ, CORRAL_SERVER=url, CORRAL_TOKEN=token, HOME=root)
+
+        def cli(*args):
+            return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+
+        def envs():
+            out = cli("env", "list", "-o", "json")
+            return {e["name"]: e for e in json.loads(out.stdout)["environments"]} \
+                if out.returncode == 0 else {}
+        check("the dev node registers",
+              wait_for(lambda: envs().get("host", {}).get("runs_here", {}).get("of") == 1, 30),
+              envs().get("host"))
+        listed = envs()
+        here = {name: e.get("runs_here") for name, e in listed.items()}
+        check("host and python run on the dev node",
+              here.get("host") == {"nodes": 1, "of": 1} and
+              here.get("python") == {"nodes": 1, "of": 1}, here)
+        check("an image-only environment says it needs a container engine",
+              here.get("cuda-base", {}).get("nodes") == 0 and
+              here["cuda-base"].get("why_not") ==
+              "needs a container engine (podman or docker) for its image: no node has it",
+              here.get("cuda-base"))
+        check("pytorch names its folder too",
+              "the folder /opt/corral/envs/pytorch" in here.get("pytorch", {}).get("why_not", ""),
+              here.get("pytorch"))
+        table = cli("env", "list").stdout
+        rows = {line.split()[0]: line for line in table.splitlines()[1:] if line.strip()}
+        check("env list has a RUNS HERE column with counts and reasons",
+              "RUNS HERE" in table.splitlines()[0] and
+              rows.get("python", "").rstrip().endswith("1 of 1 node") and
+              "no: needs a container engine (podman or docker) for its image: no node has it"
+              in rows.get("cuda-base", ""), table)
+
+        out = cli("submit", "--environment", "cuda-base", "--gpus", "1", "--", "true")
+        check("a job whose environment no node can run is refused, naming the field and why",
+              out.returncode != 0 and "field 'environment': needs a container engine" in out.stderr
+              and "no registered node could ever run it" in out.stderr, out.stdout + out.stderr)
+
+        out = cli("submit", "--environment", "python", "-o", "json", "--",
+                  "python3", "-c", "print(1)")
+        job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("--environment python is accepted", job is not None, out.stdout + out.stderr)
+
+        def state():
+            shown = cli("job", "show", str(job), "-o", "json")
+            return json.loads(shown.stdout)["state"] if shown.returncode == 0 else None
+        check("and succeeds, printing 1",
+              job is not None and wait_for(lambda: state() in ("succeeded", "failed"), 30) and
+              state() == "succeeded" and cli("logs", str(job)).stdout == "1\n",
+              (state(), job and cli("logs", str(job)).stdout))
+
+        jupyter = here.get("jupyter", {})
+        if shutil.which("jupyter-lab") or shutil.which("jupyter-notebook"):
+            # A Jupyter unpacked outside Python's own path (dpkg -x) needs its PYTHONPATH.
+            extra = (("--env", "PYTHONPATH=" + os.environ["PYTHONPATH"])
+                     if os.environ.get("PYTHONPATH") else ())
+            out = cli("session", "start", "--environment", "jupyter", "--idle-timeout", "0",
+                      "--wait", "-o", "json", *extra)
+            started = json.loads(out.stdout) if out.returncode == 0 else {}
+            check("jupyter starts where it is installed",
+                  started.get("state") == "running", out.stdout + out.stderr)
+
+            def answers():
+                request = urllib.request.Request(started["url"] + "api/status",
+                                                 headers={"Authorization": "Bearer " + token})
+                try:
+                    return urllib.request.urlopen(request, timeout=5).status == 200
+                except Exception:
+                    return False
+            check("and the gateway answers for it", started and wait_for(answers, 60, 0.5),
+                  started)
+            # Tasks outlive their agent by design: stop the session before corral dev ends.
+            stopped = cli("session", "stop", str(started.get("id", 0)))
+
+            def ended():
+                shown = cli("session", "show", str(started.get("id", 0)), "-o", "json")
+                return shown.returncode == 0 and json.loads(shown.stdout)["state"] in (
+                    "cancelled", "succeeded", "failed")
+            check("corral session stop ends it", stopped.returncode == 0 and wait_for(ended, 30),
+                  stopped.stdout + stopped.stderr)
+        else:
+            print("jupyter: neither jupyter-lab nor jupyter-notebook here: testing the refusal")
+            check("jupyter does not run here, saying what to install",
+                  jupyter.get("nodes") == 0 and "install jupyter-notebook (Debian) or jupyterlab"
+                  in jupyter.get("why_not", ""), jupyter)
+            out = cli("session", "start", "--environment", "jupyter")
+            check("a jupyter session is refused with what is missing",
+                  out.returncode != 0 and "jupyter-lab or jupyter-notebook on the PATH" in out.stderr
+                  and "install jupyter-notebook (Debian) or jupyterlab" in out.stderr, out.stderr)
+    finally:
+        dev.terminate()
+        try:
+            dev.wait(15)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            dev.wait()
+
+
 # A tiny HTTP app for sessions: serves on $CORRAL_SESSION_PORT under $CORRAL_SESSION_URL_PREFIX,
 # trusts requests carrying the session token (the proxy's "Authorization: token T", or ?token=T
 # on the direct URL) and echoes what it got. PREFIX/hold waits until PREFIX/release (PREFIX/held
@@ -1902,7 +2021,7 @@ def test_tasks_run_as_their_submitters(root):
 
 
 def test_container_environment(root):
-    """An image-only environment waits (no_runtime) while only process nodes exist, then runs in
+    """An image-only environment is refused while only process nodes exist, then runs in
     a real podman container on the node with an engine: it sees its GPU only, its workdir, its
     variables, and runs as its submitter's Unix user."""
     c = Cluster(os.path.join(root, "container"))
@@ -1923,15 +2042,14 @@ def test_container_environment(root):
         workdir = os.path.join(c.root, "shared")
         os.makedirs(workdir, exist_ok=True)
         os.chmod(workdir, 0o777)
-        job = submit(c, {"environment": "boxed", "workdir": workdir, "resources": {"gpus": 1},
-                         "command": ["sh", "-c",
-                                     "ls /dev | grep corral-gpu; echo CUDA=$CUDA_VISIBLE_DEVICES;"
-                                     " echo $FROM_ENV; id -u; touch in-container"]})
-        time.sleep(2)
-        view = c.job(job)
-        check("with no container node the job waits with no_runtime",
-              view["state"] == "pending" and view["pending_reason"]["code"] == "no_runtime",
-              view)
+        spec = {"environment": "boxed", "workdir": workdir, "resources": {"gpus": 1},
+                "command": ["sh", "-c",
+                            "ls /dev | grep corral-gpu; echo CUDA=$CUDA_VISIBLE_DEVICES;"
+                            " echo $FROM_ENV; id -u; touch in-container"]}
+        status, body = c.api("POST", "/api/v1/jobs", spec)
+        check("with no container node the job is refused, saying it needs a container engine",
+              status == 400 and "field 'environment': needs a container engine" in
+              body.get("detail", ""), (status, body))
         # Its tasks run as their submitters: the admin's as 'nobody', who must be able to open
         # the workdir itself (the engine mounts what the task's user opened).
         let_task_users_through(root, c.root)
@@ -1943,6 +2061,7 @@ def test_container_environment(root):
         nodes = {n["name"]: n for n in c.api("GET", "/api/v1/nodes")[1]}
         check("it reports the container runtime",
               "container" in nodes["engine"].get("runtimes", []), nodes["engine"])
+        job = submit(c, spec)
         ok = c.wait_state(job, ("succeeded", "failed"), 60)
         view = c.job(job)
         log = c.cli("logs", str(job)).stdout
@@ -2000,7 +2119,7 @@ def main():
                      test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,
-                     test_environments_venv_clone_and_share,
+                     test_environments_venv_clone_and_share, test_environments_say_what_runs_here,
                      test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
                      test_container_environment))
 

@@ -7,6 +7,7 @@
 
 #include "agent/agent_loop.h"
 #include "agent/agent_process.h"
+#include "agent/host_setup.h"
 #include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "server/server_process.h"
@@ -91,6 +92,10 @@ int RunDev(const DevFlags& f) {
   // How the server reaches the node's sessions (docs/sessions.md): the name "dev" resolves
   // nowhere, and both run here.
   agent_options.agent.address = "127.0.0.1";
+  // What the host offers environments (the built-in host and python ones need nothing else).
+  agent::HostSetup host = agent::FindHostSetup();
+  agent_options.agent.tools = std::move(host.tools);
+  agent_options.agent.env_prefixes = std::move(host.env_prefixes);
   agent_options.work_dir = data_dir + "/agent";
   agent_options.fake_gpus = f.fake_gpus;
   agent_options.fake_gpus_without_nvml = "8xA100-80GB";

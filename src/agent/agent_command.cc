@@ -14,6 +14,7 @@
 #include "agent/agent_process.h"
 #include "agent/container_engine.h"
 #include "agent/file_io.h"
+#include "agent/host_setup.h"
 #include "agent/task_user.h"
 #include "common/shutdown_signal.h"
 #include "model/node.h"
@@ -201,6 +202,9 @@ int RunAgentCommand(AgentFlags& f) {
     f.options.runtimes = {"process", "container"};
     f.options.container_engine = Describe((*engine)->cli);
   }
+  HostSetup host = FindHostSetup();
+  f.options.tools = std::move(host.tools);
+  f.options.env_prefixes = std::move(host.env_prefixes);
   Result<int> interval = MetricsIntervalMs(f.metrics_interval_s);
   if (!interval.ok()) {
     std::cerr << "corral agent: " << interval.status().message() << "\n";

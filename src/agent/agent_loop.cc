@@ -188,6 +188,8 @@ Result<protocol::NodeInventory> NodeInventory(const AgentOptions& options, GpuPr
   // keeps the inventory its node registered with).
   inventory.address = options.address;
   inventory.container_engine = options.container_engine;
+  inventory.tools = options.tools;
+  inventory.env_prefixes = options.env_prefixes;
   return inventory;
 }
 

@@ -87,6 +87,10 @@ struct AgentOptions {
   // "container_engine" when not empty.
   std::vector<std::string> runtimes = {"process"};
   std::string container_engine;
+  // What its process runtime finds for environments (host_setup.h): inventory "tools" and
+  // "env_prefixes".
+  std::vector<std::string> tools;
+  std::vector<std::string> env_prefixes;
   // How often the GPUs are sampled (gpu_metrics.h); the latest sample goes with the next
   // heartbeat. 0: never.
   int metrics_interval_ms = 5000;

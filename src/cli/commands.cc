@@ -1180,13 +1180,24 @@ Status AddSetting(const std::string& setting, json& patch) {
   return Status::Ok();
 }
 
+// "3 of 3 nodes", or "no: <why>" (docs/environments.md, "Runs here"); "-" from a server that
+// does not say.
+std::string RunsHereText(const std::optional<protocol::EnvironmentRunsHere>& here) {
+  if (!here) return "-";
+  if (here->nodes == 0) return "no: " + here->why_not;
+  return std::to_string(here->nodes) + " of " + std::to_string(here->of) +
+         (here->of == 1 ? " node" : " nodes");
+}
+
 void PrintEnvironments(const std::vector<protocol::EnvironmentView>& envs) {
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : envs) {
     rows.push_back({e.name, std::to_string(e.version), e.Builtin() ? "(built-in)" : e.owner,
-                    Join(e.spec.Runtimes(), ","), Join(e.projects, ","), e.spec.description});
+                    Join(e.spec.Runtimes(), ","), Join(e.projects, ","), e.spec.description,
+                    RunsHereText(e.runs_here)});
   }
-  PrintTable({"NAME", "VERSION", "OWNER", "RUNTIMES", "SHARED WITH", "DESCRIPTION"}, rows);
+  PrintTable({"NAME", "VERSION", "OWNER", "RUNTIMES", "SHARED WITH", "DESCRIPTION", "RUNS HERE"},
+             rows);
 }
 
 void PrintEnvironment(const protocol::EnvironmentView& e) {
@@ -1194,6 +1205,7 @@ void PrintEnvironment(const protocol::EnvironmentView& e) {
             << "  owner: " << (e.Builtin() ? "(built-in)" : e.owner)
             << "  runtimes: " << json(e.spec.Runtimes()).dump()
             << "  shared with: " << json(e.projects).dump() << "\n"
+            << "Runs here: " << RunsHereText(e.runs_here) << "\n"
             << protocol::ToJson(e.spec).dump(2) << "\n";
 }
 

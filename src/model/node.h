@@ -32,8 +32,10 @@ struct Node {
   CpuMilli cpu{0};
   MemoryMib memory{0};
   std::map<std::string, std::string> labels;
-  // How its agent can start tasks (docs/environments.md): "process" and/or "container". Empty:
-  // "process" only, as every agent has (simulated nodes).
+  // How its agent can start tasks (docs/environments.md): "process" and/or "container", and what
+  // its process runtime finds there ("tool:python3", "prefix:/opt/corral/envs/x"; below), all
+  // names that placement tests alike: a task asks for any one of them. Empty: "process" only,
+  // as every agent has (simulated nodes).
   std::vector<std::string> runtimes;
 };
 
@@ -41,6 +43,14 @@ struct Node {
 // container engine.
 inline constexpr char kProcessRuntime[] = "process";
 inline constexpr char kContainerRuntime[] = "container";
+// What a node's process runtime offers besides the plain host (docs/environments.md, "Runs
+// here"), named as runtimes are: "tool:" a known tool on the agent's PATH, "prefix:" a folder
+// under kEnvsRoot.
+inline constexpr char kToolPrefix[] = "tool:";
+inline constexpr char kEnvPrefixPrefix[] = "prefix:";
+// The tools agents look for, and the folder whose entries they report.
+inline constexpr const char* kHostTools[] = {"python3", "jupyter-lab", "jupyter-notebook"};
+inline constexpr char kEnvsRoot[] = "/opt/corral/envs";
 
 // Builds a node with `gpu_count` GPUs of one model, indexed 0..n-1 in one NVLink domain.
 Node MakeNode(std::string name, std::string gpu_model, int gpu_count, CpuMilli cpu,

@@ -44,6 +44,20 @@ Status ReadInventoryText(const FieldReader& r, const char* field, std::string& o
   return Status::Ok();
 }
 
+// A list of at most `max` inventory texts (runtimes, tools, folders).
+Status ReadInventoryTexts(const FieldReader& r, const char* field, size_t max,
+                          std::vector<std::string>& out) {
+  CORRAL_RETURN_IF_ERROR(r.Strings(field, false, out));
+  if (out.size() > max) return r.Bad(field, "at most " + std::to_string(max) + " entries");
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (!IsInventoryText(out[i])) {
+      return r.Bad(field, "entry " + std::to_string(i) + " is not at most " +
+                              std::to_string(kMaxInventoryText) + " bytes of printable ASCII");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<NodeInventory> ReadInventory(const FieldReader& r) {
   NodeInventory inv;
   CORRAL_RETURN_IF_ERROR(r.String("hostname", false, inv.hostname));
@@ -82,16 +96,7 @@ Result<NodeInventory> ReadInventory(const FieldReader& r) {
       return r.Bad("labels", valid.message());
     }
   }
-  CORRAL_RETURN_IF_ERROR(r.Strings("runtimes", false, inv.runtimes));
-  if (inv.runtimes.size() > kMaxNodeRuntimes) {
-    return r.Bad("runtimes", "at most " + std::to_string(kMaxNodeRuntimes) + " runtime names");
-  }
-  for (size_t i = 0; i < inv.runtimes.size(); ++i) {
-    if (!IsInventoryText(inv.runtimes[i])) {
-      return r.Bad("runtimes", "runtime " + std::to_string(i) + " is not at most " +
-                                   std::to_string(kMaxInventoryText) + " bytes of printable ASCII");
-    }
-  }
+  CORRAL_RETURN_IF_ERROR(ReadInventoryTexts(r, "runtimes", kMaxNodeRuntimes, inv.runtimes));
   CORRAL_RETURN_IF_ERROR(r.String("address", false, inv.address));
   if (r.Find("address") != nullptr) {
     if (Status s = model::ValidateNodeAddress(inv.address); !s.ok()) {
@@ -99,6 +104,9 @@ Result<NodeInventory> ReadInventory(const FieldReader& r) {
     }
   }
   CORRAL_RETURN_IF_ERROR(ReadInventoryText(r, "container_engine", inv.container_engine));
+  CORRAL_RETURN_IF_ERROR(ReadInventoryTexts(r, "tools", kMaxInventoryTools, inv.tools));
+  CORRAL_RETURN_IF_ERROR(
+      ReadInventoryTexts(r, "env_prefixes", kMaxInventoryEnvPrefixes, inv.env_prefixes));
   return inv;
 }
 
@@ -197,6 +205,8 @@ nlohmann::json ToJson(const NodeInventory& inv) {
            {"runtimes", inv.runtimes}};
   if (!inv.address.empty()) out["address"] = inv.address;
   if (!inv.container_engine.empty()) out["container_engine"] = inv.container_engine;
+  if (!inv.tools.empty()) out["tools"] = inv.tools;
+  if (!inv.env_prefixes.empty()) out["env_prefixes"] = inv.env_prefixes;
   return out;
 }
 

@@ -74,11 +74,19 @@ struct NodeInventory {
   std::vector<std::string> runtimes = {"process"};  // each kMaxInventoryText
   std::string address;           // how other nodes reach it; empty: the node name
   std::string container_engine;  // "podman 4.3.1"; empty: none (kMaxInventoryText)
+  // What the process runtime finds on the node (docs/environments.md, "Runs here"): the known
+  // tools (model::kHostTools) on the agent's PATH, and the folders under model::kEnvsRoot, as
+  // absolute paths. At most kMaxInventoryTools and kMaxInventoryEnvPrefixes, each
+  // kMaxInventoryText.
+  std::vector<std::string> tools;
+  std::vector<std::string> env_prefixes;
   bool operator==(const NodeInventory&) const = default;
 };
 inline constexpr size_t kMaxInventoryGpus = 64;
 inline constexpr size_t kMaxNodeRuntimes = 8;
 inline constexpr size_t kMaxInventoryLabels = 64;
+inline constexpr size_t kMaxInventoryTools = 16;
+inline constexpr size_t kMaxInventoryEnvPrefixes = 16;
 inline constexpr int64_t kMaxInventoryCpuMilli = 100'000'000;           // 100,000 CPUs
 inline constexpr int64_t kMaxInventoryMemoryMib = int64_t{1} << 30;     // 1 PiB
 inline constexpr int64_t kMaxInventoryGpuMemoryMib = int64_t{1} << 24;  // 16 TiB

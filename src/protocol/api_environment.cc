@@ -25,6 +25,17 @@ Result<EnvironmentView> ReadEnvironment(const FieldReader& r) {
   int64_t created = 0;
   CORRAL_RETURN_IF_ERROR(r.Int("created_at", true, created, 0));
   e.created_at = Seconds(created);
+  CORRAL_RETURN_IF_ERROR(r.Object("runs_here", false, [&](const FieldReader& h) {
+    EnvironmentRunsHere here;
+    int64_t v = 0;
+    CORRAL_RETURN_IF_ERROR(h.Int("nodes", true, v, 0));
+    here.nodes = static_cast<int>(v);
+    CORRAL_RETURN_IF_ERROR(h.Int("of", true, v, 0));
+    here.of = static_cast<int>(v);
+    CORRAL_RETURN_IF_ERROR(h.String("why_not", false, here.why_not));
+    e.runs_here = here;
+    return Status::Ok();
+  }));
   const json* spec = r.Find("spec");
   if (spec == nullptr) return r.Bad("spec", "is required");
   auto parsed = ParseEnvironmentSpec(*spec);
@@ -37,14 +48,19 @@ Result<EnvironmentView> ReadEnvironment(const FieldReader& r) {
 }  // namespace
 
 json ToJson(const EnvironmentView& e) {
-  return {{"name", e.name},
-          {"version", e.version},
-          {"owner", e.owner},
-          {"builtin", e.Builtin()},
-          {"projects", e.projects},
-          {"created_at", e.created_at.value()},
-          {"runtimes", e.spec.Runtimes()},
-          {"spec", ToJson(e.spec)}};
+  json out = {{"name", e.name},
+              {"version", e.version},
+              {"owner", e.owner},
+              {"builtin", e.Builtin()},
+              {"projects", e.projects},
+              {"created_at", e.created_at.value()},
+              {"runtimes", e.spec.Runtimes()},
+              {"spec", ToJson(e.spec)}};
+  if (e.runs_here) {
+    out["runs_here"] = {{"nodes", e.runs_here->nodes}, {"of", e.runs_here->of}};
+    if (!e.runs_here->why_not.empty()) out["runs_here"]["why_not"] = e.runs_here->why_not;
+  }
+  return out;
 }
 
 json ToJson(const std::vector<EnvironmentView>& envs) {

@@ -5,7 +5,8 @@
 //
 //   view:  {"name": "pytorch", "version": 3, "owner": "alice" ("" for a built-in),
 //           "builtin": false, "projects": ["vision"], "created_at": 1700000000,
-//           "runtimes": ["container"], "spec": {...}}   (protocol/environment_spec.h)
+//           "runtimes": ["container"], "spec": {...},   (protocol/environment_spec.h)
+//           "runs_here": {"nodes": 0, "of": 3, "why_not": "needs ..."}}
 //   list:  {"environments": [view, ...]}
 //   clone: {"name": "mine", "set": {"image": "ubuntu:24.04", "host": null}}: "set" (optional)
 //          is a JSON merge patch (RFC 7396: objects merge, null removes a field) of the
@@ -14,6 +15,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,15 @@
 
 namespace corral::protocol {
 
+// On how many registered nodes an environment runs (server/control/environment_runnable.h), and
+// why on none: "runs_here": {"nodes": 3, "of": 3} or {"nodes": 0, "of": 3, "why_not": "..."}.
+struct EnvironmentRunsHere {
+  int nodes = 0;        // nodes that can run it
+  int of = 0;           // registered nodes
+  std::string why_not;  // when nodes == 0: why
+  bool operator==(const EnvironmentRunsHere&) const = default;
+};
+
 struct EnvironmentView {
   std::string name;
   int64_t version = 1;                // 1 the first
@@ -30,6 +41,7 @@ struct EnvironmentView {
   std::vector<std::string> projects;  // whose members may use it besides its owner
   Seconds created_at{0};
   EnvironmentSpec spec;  // its runtimes ("runtimes") are the spec's: shown, not read back
+  std::optional<EnvironmentRunsHere> runs_here;  // set by the server's list and show
   bool Builtin() const { return owner.empty(); }
   bool operator==(const EnvironmentView&) const = default;
 };

@@ -90,6 +90,8 @@ Result<NodeView> ReadNode(const FieldReader& r, const std::string& what) {
   CORRAL_RETURN_IF_ERROR(r.StringMap("labels", n.labels));
   CORRAL_RETURN_IF_ERROR(r.Strings("runtimes", true, n.runtimes));
   CORRAL_RETURN_IF_ERROR(r.String("container_engine", false, n.container_engine));
+  CORRAL_RETURN_IF_ERROR(r.Strings("tools", false, n.tools));
+  CORRAL_RETURN_IF_ERROR(r.Strings("env_prefixes", false, n.env_prefixes));
   CORRAL_RETURN_IF_ERROR(r.String("gpu_metrics_error", false, n.gpu_metrics_error));
   CORRAL_RETURN_IF_ERROR(r.Bool("unreachable", n.unreachable));
   if (const json* gpu_free = r.Find("gpu_free_milli")) {
@@ -125,6 +127,8 @@ json ToJson(const NodeView& n) {
               {"labels", n.labels},
               {"runtimes", n.runtimes}};
   if (!n.container_engine.empty()) out["container_engine"] = n.container_engine;
+  if (!n.tools.empty()) out["tools"] = n.tools;
+  if (!n.env_prefixes.empty()) out["env_prefixes"] = n.env_prefixes;
   if (!n.gpu_metrics_error.empty()) out["gpu_metrics_error"] = n.gpu_metrics_error;
   if (n.unreachable) out["unreachable"] = true;
   if (n.free) {

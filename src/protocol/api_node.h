@@ -67,9 +67,11 @@ struct NodeView {
   MemoryMib memory{0};
   std::map<std::string, std::string> labels;
   std::vector<std::string> runtimes;
-  std::string container_engine;   // "" when the node has none
-  std::string gpu_metrics_error;  // why its last GPU report was refused; "" when none was
-  std::optional<NodeFree> free;   // none: the scheduler does not model the node
+  std::string container_engine;           // "" when the node has none
+  std::vector<std::string> tools;         // known tools on its PATH (inventory "tools")
+  std::vector<std::string> env_prefixes;  // folders under /opt/corral/envs (inventory)
+  std::string gpu_metrics_error;          // why its last GPU report was refused; "" when none was
+  std::optional<NodeFree> free;           // none: the scheduler does not model the node
   // Per GPU index (`gpus` entries), the tasks holding that GPU.
   std::vector<std::vector<GpuTask>> gpu_tasks;
   bool operator==(const NodeView&) const = default;

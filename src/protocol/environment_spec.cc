@@ -18,6 +18,7 @@ namespace {
 constexpr size_t kMaxPorts = 64;
 
 constexpr size_t kMaxPathLength = 4096;
+constexpr size_t kMaxInstallHint = 256;
 
 // A host prefix goes first on PATH and into VIRTUAL_ENV/CONDA_PREFIX: an absolute, normalised
 // path (no '.' or '..' components) without ':' (PATH's separator) or control characters.
@@ -41,9 +42,33 @@ Result<std::string> GetHostPrefix(const nlohmann::json& j, const std::string& fi
   return v;
 }
 
+// "host.tools": known tools (model::kHostTools), unique.
+Status ParseHostTools(const nlohmann::json& t, EnvironmentSpec& spec) {
+  if (!t.is_array() || t.empty() || t.size() > std::size(model::kHostTools)) {
+    return FieldError("host.tools", "must be a list of 1.." +
+                                        std::to_string(std::size(model::kHostTools)) + " tools");
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string field = "host.tools[" + std::to_string(i) + "]";
+    auto v = GetString(t[i], field);
+    if (!v.ok()) return v.status();
+    if (std::find(std::begin(model::kHostTools), std::end(model::kHostTools), *v) ==
+        std::end(model::kHostTools)) {
+      std::string known;
+      for (const char* k : model::kHostTools) known += (known.empty() ? "" : ", ") + std::string(k);
+      return FieldError(field, "'" + *v + "' is not a tool agents look for (" + known + ")");
+    }
+    if (std::find(spec.tools.begin(), spec.tools.end(), *v) != spec.tools.end()) {
+      return FieldError(field, "'" + *v + "' is listed twice");
+    }
+    spec.tools.push_back(*v);
+  }
+  return Status::Ok();
+}
+
 Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
   if (!h.is_object()) return FieldError("host", "must be an object");
-  CORRAL_RETURN_IF_ERROR(CheckKeys(h, {"venv", "conda"}, "host."));
+  CORRAL_RETURN_IF_ERROR(CheckKeys(h, {"venv", "conda", "tools", "install"}, "host."));
   if (h.contains("venv") && h.contains("conda")) {
     return FieldError("host", "must have one of 'venv' and 'conda', not both");
   }
@@ -55,8 +80,29 @@ Status ParseHost(const nlohmann::json& h, EnvironmentSpec& spec) {
     auto v = GetHostPrefix(h["conda"], "host.conda");
     if (!v.ok()) return v.status();
     spec.conda = *v;
-  } else {
-    return FieldError("host", "must have 'venv' or 'conda'");
+  } else if (!h.contains("tools")) {
+    return FieldError("host", "must have 'venv', 'conda' or 'tools'");
+  }
+  if (h.contains("tools")) {
+    if (!spec.venv.empty() || !spec.conda.empty()) {
+      return FieldError("host.tools",
+                        "is for the plain host: a venv or conda prefix is checked as a folder");
+    }
+    CORRAL_RETURN_IF_ERROR(ParseHostTools(h["tools"], spec));
+  }
+  if (h.contains("install")) {
+    if (spec.tools.empty()) {
+      return FieldError("host.install", "says how to get 'host.tools': give them");
+    }
+    auto v = GetString(h["install"], "host.install");
+    if (!v.ok()) return v.status();
+    if (v->size() > kMaxInstallHint || std::any_of(v->begin(), v->end(), [](char c) {
+          return static_cast<unsigned char>(c) < 0x20;
+        })) {
+      return FieldError("host.install", "must be at most " + std::to_string(kMaxInstallHint) +
+                                            " bytes without control characters");
+    }
+    spec.install = *v;
   }
   return Status::Ok();
 }
@@ -172,6 +218,8 @@ nlohmann::json ToJson(const EnvironmentSpec& s) {
   if (!s.image.empty()) j["image"] = s.image;
   if (!s.venv.empty()) j["host"] = {{"venv", s.venv}};
   if (!s.conda.empty()) j["host"] = {{"conda", s.conda}};
+  if (!s.tools.empty()) j["host"] = {{"tools", s.tools}};
+  if (!s.install.empty()) j["host"]["install"] = s.install;
   if (!s.command.empty()) j["command"] = s.command;
   if (!s.ports.empty()) j["ports"] = s.ports;
   if (s.min_gpus > 0 || !s.cuda.empty()) {

@@ -3,7 +3,8 @@
 //
 //   {"name": "pytorch", "description": "PyTorch 2.3 with CUDA 12.4",
 //    "image": "nvcr.io/nvidia/pytorch:24.05-py3",
-//    "host": {"venv": "/opt/corral/envs/pytorch"},      // or {"conda": "/abs/prefix"}
+//    "host": {"venv": "/opt/corral/envs/pytorch"},      // or {"conda": "/abs/prefix"}, or
+//                                                       // {"tools": ["python3"], "install": ".."}
 //    "command": ["python3"], "ports": [6006], "gpus": {"min": 1, "cuda": "12.4"},
 //    "env": {"NCCL_DEBUG": "WARN"}}
 //
@@ -27,13 +28,18 @@ struct EnvironmentSpec {
   std::string image;  // a container image reference; empty: none
   std::string venv;   // absolute path of a Python venv on the node; empty: none
   std::string conda;  // absolute path of a conda prefix on the node; empty: none (not with venv)
+  // host.tools: on the plain host (no venv or conda), the known tools (model::kHostTools) of
+  // which a node needs at least one on its agent's PATH; host.install says how to get them
+  // ("install jupyter-notebook (Debian) or jupyterlab"), at most 256 bytes.
+  std::vector<std::string> tools;
+  std::string install;
   std::vector<std::string> command;  // the default argv of jobs that give none; may be empty
   std::vector<int> ports;            // ports its programs serve on, 1..65535, unique
   int min_gpus = 0;                  // gpus.min
   std::string cuda;                  // gpus.cuda: the CUDA version it needs ("12.4"); may be empty
   std::map<std::string, std::string> env;  // variables; a job's own override them
 
-  bool HasHost() const { return !venv.empty() || !conda.empty(); }
+  bool HasHost() const { return !venv.empty() || !conda.empty() || !tools.empty(); }
   // The runtimes that can run it: "container" with an image, "process" with a host setup or
   // with neither.
   std::vector<std::string> Runtimes() const;

@@ -256,12 +256,12 @@ PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, i
     for (const std::string& r : t.runtime_names) names += (names.empty() ? "" : " or ") + r;
     const int offering = state.NodesOffering(t.runtimes);
     if (offering == 0) {
-      return {kReasonNoRuntime, "needs a node with runtime " + names +
+      return {kReasonNoRuntime, "needs a node offering " + names +
                                     " (its environment's; docs/environments.md), but no node "
                                     "offers it"};
     }
     return {kReasonRuntimeNodesFull,
-            "needs a node with runtime " + names + "; the " + Plural(offering, "node") +
+            "needs a node offering " + names + "; the " + Plural(offering, "node") +
                 (offering == 1 ? " offering it has" : " offering it have") + " no room for it now"};
   }
 

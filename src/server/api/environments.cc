@@ -12,7 +12,10 @@ void HttpApi::Impl::RegisterEnvironments(HttpServer& http) {
              auto envs = controller_.Environments().List(who);
              if (!envs.ok()) return SendProblem(res, envs.status());
              std::vector<protocol::EnvironmentView> views;
-             for (const auto& e : *envs) views.push_back(ViewOf(e));
+             for (const auto& e : *envs) {
+               views.push_back(ViewOf(e));
+               views.back().runs_here = controller_.RunsHere(e.spec);
+             }
              SendJson(res, 200, protocol::ToJson(views));
            }));
   http.Get(R"(/api/v1/environments/([^/]+))",
@@ -21,7 +24,9 @@ void HttpApi::Impl::RegisterEnvironments(HttpServer& http) {
              if (!version.ok()) return SendProblem(res, version.status());
              auto env = controller_.Environments().Get(who, req.matches[1], *version);
              if (!env.ok()) return SendProblem(res, env.status());
-             SendJson(res, 200, protocol::ToJson(ViewOf(*env)));
+             protocol::EnvironmentView view = ViewOf(*env);
+             view.runs_here = controller_.RunsHere(env->spec);
+             SendJson(res, 200, protocol::ToJson(view));
            }));
   http.Post("/api/v1/environments",
             Authed([this](const Principal& who, const auto& req, auto& res) {

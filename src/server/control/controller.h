@@ -312,6 +312,9 @@ class Controller {
 
   // The environments (docs/environments.md); jobs name them in their spec's "environment".
   EnvironmentCatalog& Environments() { return environments_; }
+  // On how many registered nodes `spec` runs, and why on none (environment_runnable.h), from the
+  // published read view.
+  protocol::EnvironmentRunsHere RunsHere(const protocol::EnvironmentSpec& spec) const;
   // Users, tokens, project memberships, and who a token belongs to (accounts.h).
   server::Accounts& Accounts() { return accounts_; }
   // Where task output goes (log_sink.h): the retention of finished jobs removes theirs.

@@ -152,8 +152,9 @@ Result<Controller::Submission> Controller::Admit(const Principal& who, JobSpec s
   std::vector<const protocol::NodeView*> nodes;
   nodes.reserve(view->nodes.size());
   for (const NodeEntryView& n : view->nodes) nodes.push_back(&n.row);
-  CORRAL_RETURN_IF_ERROR(
-      CheckFitsRegisteredNodes(submission.spec.resources, submission.spec.tasks, nodes));
+  CORRAL_RETURN_IF_ERROR(CheckFitsRegisteredNodes(
+      submission.spec.resources, submission.spec.tasks,
+      submission.environment ? &submission.environment->spec : nullptr, nodes));
   return submission;
 }
 

@@ -10,6 +10,7 @@
 #include "protocol/batch_script.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
+#include "server/control/environment_runnable.h"
 
 namespace corral::server {
 
@@ -17,9 +18,16 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-// The launch's "environment" (docs/environments.md): what the agent's runtime sets up.
-protocol::LaunchEnvironment LaunchEnvironmentOf(const EnvironmentVersion& env) {
-  return {env.record.name, env.record.version, env.spec.PreferredRuntime(),
+// The launch's "environment" (docs/environments.md): what the agent's runtime sets up, on a
+// node whose agent reported `inventory` (none: as the spec prefers).
+protocol::LaunchEnvironment LaunchEnvironmentOf(const EnvironmentVersion& env,
+                                                const protocol::NodeInventory* inventory) {
+  const std::string runtime =
+      inventory == nullptr
+          ? env.spec.PreferredRuntime()
+          : LaunchRuntime(env.spec, NodeOffers(inventory->runtimes, inventory->tools,
+                                               inventory->env_prefixes));
+  return {env.record.name, env.record.version, runtime,
           env.spec.image,  env.spec.venv,      env.spec.conda};
 }
 
@@ -40,12 +48,15 @@ Result<model::Node> NodeFromInventory(const std::string& name, const protocol::N
     node.gpus.push_back(gpu);
   }
   node.labels = inv.labels;
+  std::vector<std::string> runtimes;
   for (const std::string& runtime : inv.runtimes) {
     // A newer agent may offer runtimes this server does not know: they place nothing.
     if (runtime == model::kProcessRuntime || runtime == model::kContainerRuntime) {
-      node.runtimes.push_back(runtime);
+      runtimes.push_back(runtime);
     }
   }
+  // Its tools and folders too, which environments may need (environment_runnable.h).
+  node.runtimes = NodeOffers(runtimes, inv.tools, inv.env_prefixes);
   if (Status valid = model::Validate(node); !valid.ok()) {
     return InvalidArgument("inventory of node '" + name + "': " + valid.message());
   }
@@ -397,7 +408,11 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   }
   // What its agent fences when it reaches no server: what the node's timeout requeues.
   launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
-  if (job.environment) launch.environment = LaunchEnvironmentOf(*job.environment);
+  if (job.environment) {
+    const auto node = nodes_.find(t.node);
+    launch.environment = LaunchEnvironmentOf(
+        *job.environment, node == nodes_.end() ? nullptr : &node->second.inventory);
+  }
   if (job.spec.session && a.session) {
     // The agent sets the session variables from this (protocol::LaunchSession).
     launch.session =

@@ -4,6 +4,7 @@
 
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
+#include "server/control/environment_runnable.h"
 
 namespace corral::server {
 
@@ -191,6 +192,8 @@ std::vector<NodeEntryView> Controller::NodeEntriesLocked(
            .labels = node.inventory.labels,
            .runtimes = node.inventory.runtimes,
            .container_engine = node.inventory.container_engine,
+           .tools = node.inventory.tools,
+           .env_prefixes = node.inventory.env_prefixes,
            .gpu_metrics_error = node.gpu_metrics_error};
     if (const sched::NodeIndex n = state.FindNode(name); n >= 0) {
       const auto& free = state.node(n);
@@ -225,6 +228,14 @@ void Controller::Publish(bool with_pending) {
 }
 
 // --- The reads -------------------------------------------------------------------------------
+
+protocol::EnvironmentRunsHere Controller::RunsHere(const protocol::EnvironmentSpec& spec) const {
+  const std::shared_ptr<const ReadView> view = view_.Get();
+  std::vector<const protocol::NodeView*> nodes;
+  nodes.reserve(view->nodes.size());
+  for (const NodeEntryView& n : view->nodes) nodes.push_back(&n.row);
+  return RunsOn(spec, nodes);
+}
 
 std::vector<protocol::NodeView> Controller::Nodes(const Principal& who) {
   const std::shared_ptr<const ReadView> view = view_.Get();

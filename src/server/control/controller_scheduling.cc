@@ -7,6 +7,7 @@
 #include "model/session.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
+#include "server/control/environment_runnable.h"
 
 namespace corral::server {
 
@@ -222,13 +223,8 @@ void Controller::NotifyNodesLocked(const LiveJob& job) {
 
 model::Job Controller::ModelJobOf(const LiveJob& job) {
   model::Job out = ToModelJob(job.spec, job.record);
-  // Every agent offers the process runtime: only environments that cannot use it constrain.
-  if (job.environment) {
-    std::vector<std::string> runtimes = job.environment->spec.Runtimes();
-    if (std::find(runtimes.begin(), runtimes.end(), model::kProcessRuntime) == runtimes.end()) {
-      out.resources.runtimes = std::move(runtimes);
-    }
-  }
+  // The nodes that can run its environment (environment_runnable.h); none asked: any node.
+  if (job.environment) out.resources.runtimes = EnvironmentNeeds(job.environment->spec);
   return out;
 }
 

@@ -2220,7 +2220,11 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   ASSERT_TRUE(view.ok());
   EXPECT_EQ((*view)["pending_reason"]["code"], "no_runtime");
   EXPECT_THAT((*view)["pending_reason"]["message"].get<std::string>(),
-              HasSubstr("runtime container"));
+              HasSubstr("needs a node offering container"));
+  // With node a registered, the same environment is refused at submit, saying what it needs.
+  EXPECT_THAT(
+      SubmitJson(alice_, {{"environment", "boxed"}, {"command", {"true"}}}).status().message(),
+      HasSubstr("field 'environment': needs a container engine (podman or docker)"));
 
   json with_engine = Inventory(8);
   with_engine["runtimes"] = {"process", "container"};
@@ -2254,6 +2258,34 @@ TEST_F(ControllerTest, AContainerEnvironmentRunsOnlyOnNodesWithAContainerRuntime
   std::set<std::string> nodes;
   for (const json& t : (*wide_view)["tasks"]) nodes.insert(t["node"].get<std::string>());
   EXPECT_EQ(nodes, (std::set<std::string>{"a", "b", "c"})) << wide_view->dump();
+}
+
+// A plain-host environment that needs a tool (host.tools) is placed only on nodes whose agent
+// found it, and launched on the process runtime there even when it also has an image.
+TEST_F(ControllerTest, AnEnvironmentNeedingAToolRunsOnlyWhereTheToolIs) {
+  ASSERT_TRUE(CreateEnv(alice_, {{"name", "nb"},
+                                 {"image", "corral-test/notebook:1"},
+                                 {"host", {{"tools", {"jupyter-lab", "jupyter-notebook"}}}},
+                                 {"command", {"jupyter-notebook"}}})
+                  .ok());
+  const JobId id = Submit({{"environment", "nb"}});
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  controller_->Tick();
+  EXPECT_TRUE(Beat("a", Report())["run"].empty());
+  auto view = JobJson(alice_, id);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["pending_reason"]["code"], "no_runtime");
+  EXPECT_THAT((*view)["pending_reason"]["message"].get<std::string>(),
+              HasSubstr("container or tool:jupyter-lab or tool:jupyter-notebook"));
+
+  json with_notebook = Inventory(8);
+  with_notebook["runtimes"] = {"process", "container"};
+  with_notebook["tools"] = {"python3", "jupyter-notebook"};
+  ASSERT_TRUE(RegisterNode("b", kNodeB, with_notebook).ok());
+  controller_->Tick();
+  json run = Beat("b", Report())["run"];
+  ASSERT_EQ(run.size(), 1u);
+  EXPECT_EQ(run[0]["environment"]["runtime"], "process");
 }
 
 // What an agent says of a task's start (a scratch folder instead of the submit folder, limits

@@ -43,6 +43,18 @@ TEST(EnvironmentSpecTest, RuntimesFollowImageAndHost) {
   EXPECT_EQ(plain->Runtimes(), (std::vector<std::string>{"process"}));
 }
 
+TEST(EnvironmentSpecTest, HostToolsRoundTripAndRunOnTheProcessRuntime) {
+  const nlohmann::json json = {
+      {"name", "nb"},
+      {"image", "quay.io/jupyter/base-notebook"},
+      {"host", {{"tools", {"jupyter-lab", "jupyter-notebook"}}, {"install", "apt install x"}}}};
+  auto spec = ParseEnvironmentSpec(json);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_EQ(spec->install, "apt install x");
+  EXPECT_EQ(spec->Runtimes(), (std::vector<std::string>{"container", "process"}));
+  EXPECT_EQ(ToJson(*spec), json);
+}
+
 TEST(EnvironmentSpecTest, EveryErrorNamesTheField) {
   const std::vector<std::pair<nlohmann::json, std::string>> cases = {
       {{{"description", "x"}}, "field 'name': is required"},
@@ -53,6 +65,13 @@ TEST(EnvironmentSpecTest, EveryErrorNamesTheField) {
       {{{"name", "t"}, {"host", {{"conda", 3}}}}, "field 'host.conda'"},
       {{{"name", "t"}, {"host", {{"venv", "/a"}, {"conda", "/b"}}}}, "field 'host'"},
       {{{"name", "t"}, {"host", {{"pip", "/a"}}}}, "field 'host.pip'"},
+      {{{"name", "t"}, {"host", {{"tools", {"ruby"}}}}}, "field 'host.tools[0]': 'ruby' is not"},
+      {{{"name", "t"}, {"host", {{"tools", {"python3", "python3"}}}}},
+       "field 'host.tools[1]': 'python3' is listed twice"},
+      {{{"name", "t"}, {"host", {{"venv", "/a"}, {"tools", {"python3"}}}}},
+       "field 'host.tools': is for the plain host"},
+      {{{"name", "t"}, {"host", {{"install", "apt install x"}}}},
+       "field 'host': must have 'venv', 'conda' or 'tools'"},
       {{{"name", "t"}, {"command", nlohmann::json::array()}}, "field 'command'"},
       {{{"name", "t"}, {"ports", {80, 70000}}}, "field 'ports[1]'"},
       {{{"name", "t"}, {"ports", {80, 80}}}, "field 'ports[1]': 80 is repeated"},
@@ -85,9 +104,9 @@ TEST(EnvironmentDirTest, BuiltinsParse) {
   ASSERT_TRUE(specs.ok()) << specs.status().ToString();
   std::set<std::string> names;
   for (const auto& s : *specs) names.insert(s.name);
-  EXPECT_EQ(names,
-            (std::set<std::string>{"cuda-base", "pytorch", "pytorch-deepspeed", "tensorflow", "jax",
-                                   "hf-transformers", "vllm", "rapids", "jupyter", "mpi-horovod"}));
+  EXPECT_EQ(names, (std::set<std::string>{"cuda-base", "pytorch", "pytorch-deepspeed", "tensorflow",
+                                          "jax", "hf-transformers", "vllm", "rapids", "jupyter",
+                                          "mpi-horovod", "host", "python"}));
   // jupyter runs as a session: it serves where corral says, its token from the environment
   // (JUPYTER_TOKEN), never on its command line.
   for (const auto& s : *specs) {
@@ -96,11 +115,13 @@ TEST(EnvironmentDirTest, BuiltinsParse) {
     EXPECT_EQ(s.command[0], "sh");
     for (const char* part :
          {"--port=\"$CORRAL_SESSION_PORT\"", "--ServerApp.base_url=\"$CORRAL_SESSION_URL_PREFIX\"",
-          "export JUPYTER_TOKEN=\"$CORRAL_SESSION_TOKEN\";", "exec jupyter lab"}) {
+          "export JUPYTER_TOKEN=\"$CORRAL_SESSION_TOKEN\";", "exec jupyter lab",
+          "exec jupyter notebook", "--NotebookApp.base_url=\"$CORRAL_SESSION_URL_PREFIX\"",
+          "install jupyter-notebook (Debian) or jupyterlab"}) {
       EXPECT_THAT(s.command[2], HasSubstr(part));
     }
     EXPECT_EQ(s.command[2].find("token=\"$CORRAL"), std::string::npos) << s.command[2];
-    EXPECT_EQ(s.venv, "/opt/corral/envs/jupyter");
+    EXPECT_EQ(s.tools, (std::vector<std::string>{"jupyter-lab", "jupyter-notebook"}));
   }
 }
 

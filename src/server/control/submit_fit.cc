@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/strings.h"
+#include "server/control/environment_runnable.h"
 
 namespace corral::server {
 
@@ -45,8 +46,14 @@ int64_t TasksThatFitIdle(const model::TaskResources& task, const protocol::NodeV
 }
 
 Status CheckFitsRegisteredNodes(const model::TaskResources& task, int tasks,
-                                const std::vector<const protocol::NodeView*>& nodes) {
-  if (nodes.empty()) return Status::Ok();
+                                const protocol::EnvironmentSpec* environment,
+                                const std::vector<const protocol::NodeView*>& all) {
+  if (all.empty()) return Status::Ok();
+  std::vector<const protocol::NodeView*> nodes;  // those that can run its environment
+  for (const protocol::NodeView* n : all) {
+    if (environment == nullptr || RunsOn(*environment, {n}).nodes > 0) nodes.push_back(n);
+  }
+  if (nodes.empty()) return InvalidArgument(Refused("environment", WhyNotRunnable(*environment)));
   int64_t room = 0, holding = 0;  // copies the idle cluster holds, on how many nodes
   for (const protocol::NodeView* n : nodes) {
     const int64_t fit = TasksThatFitIdle(task, *n);

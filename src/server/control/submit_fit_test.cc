@@ -25,7 +25,7 @@ class SubmitFitTest : public ::testing::Test {
  protected:
   std::vector<const protocol::NodeView*> Nodes() const { return {&a_, &b_}; }
   Status Check(model::TaskResources task, int tasks = 1) const {
-    return CheckFitsRegisteredNodes(task, tasks, Nodes());
+    return CheckFitsRegisteredNodes(task, tasks, nullptr, Nodes());
   }
 
   protocol::NodeView a_ = Node("a", "A100", 8, 64'000, 512'000);
@@ -67,7 +67,8 @@ TEST_F(SubmitFitTest, CpuAndMemoryBeyondEveryNodeAreRefused) {
               HasSubstr("field 'resources.memory_mib'"));
   protocol::NodeView gpus = Node("g", "X", 8, 1000, 1024), memory = Node("m", "X", 1, 1000, 9999);
   EXPECT_THAT(
-      CheckFitsRegisteredNodes(model::MakeResources(8, 1000, 1000, 9999), 1, {&gpus, &memory})
+      CheckFitsRegisteredNodes(model::MakeResources(8, 1000, 1000, 9999), 1, nullptr,
+                               {&gpus, &memory})
           .message(),
       HasSubstr("field 'resources': needs 8 GPUs, 1000 CPU milli and 9999 MiB on one node; no "
                 "node has all of them together"));
@@ -82,13 +83,36 @@ TEST_F(SubmitFitTest, AGangCountsWhatEveryNodeHoldsWhenIdle) {
 }
 
 TEST_F(SubmitFitTest, AClusterWithNoNodesYetRefusesNothing) {
-  EXPECT_TRUE(CheckFitsRegisteredNodes(model::MakeResources(99, 1000, 1000, 1024), 5, {}).ok());
+  EXPECT_TRUE(
+      CheckFitsRegisteredNodes(model::MakeResources(99, 1000, 1000, 1024), 5, nullptr, {}).ok());
 }
 
 TEST_F(SubmitFitTest, SharesPackSeveralTasksOnAGpu) {
   EXPECT_EQ(TasksThatFitIdle(model::MakeResources(1, 250, 1000, 1024), b_), 16);
   EXPECT_EQ(TasksThatFitIdle(model::MakeResources(1, 250, 2000, 1024), b_), 8);  // CPU binds
   EXPECT_EQ(TasksThatFitIdle(model::MakeResources(1, 1000, 1000, 1024, {"A100"}), b_), 0);
+}
+
+// An environment no registered node can run is refused naming the field and what it needs; the
+// other checks count only the nodes that can run it.
+TEST_F(SubmitFitTest, AnEnvironmentNoNodeRunsIsRefused) {
+  protocol::EnvironmentSpec jupyter;
+  jupyter.tools = {"jupyter-lab", "jupyter-notebook"};
+  jupyter.install = "install jupyter-notebook (Debian) or jupyterlab";
+  const model::TaskResources small = model::MakeResources(0, 0, 1000, 1024);
+  EXPECT_THAT(CheckFitsRegisteredNodes(small, 1, &jupyter, Nodes()).message(),
+              HasSubstr("field 'environment': needs jupyter-lab or jupyter-notebook on the PATH: "
+                        "no node has it (install jupyter-notebook (Debian) or jupyterlab); no "
+                        "registered node could ever run it"));
+  b_.tools = {"jupyter-notebook"};
+  EXPECT_TRUE(CheckFitsRegisteredNodes(small, 1, &jupyter, Nodes()).ok());
+  // Only b runs it, and b has 4 GPUs.
+  EXPECT_THAT(
+      CheckFitsRegisteredNodes(model::MakeResources(8, 1000, 1000, 1024), 1, &jupyter, Nodes())
+          .message(),
+      HasSubstr("field 'resources.gpus': needs 8 GPUs on one node; the largest node has 4 (b)"));
+  // No node registered yet: nothing is refused.
+  EXPECT_TRUE(CheckFitsRegisteredNodes(small, 1, &jupyter, {}).ok());
 }
 
 }  // namespace

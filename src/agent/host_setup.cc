@@ -1,0 +1,58 @@
+#include "agent/host_setup.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <system_error>
+
+#include "model/node.h"
+#include "protocol/agent_messages.h"
+
+namespace corral::agent {
+
+namespace {
+
+bool IsExecutableFile(const std::filesystem::path& file) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(file, ec) && access(file.c_str(), X_OK) == 0;
+}
+
+bool OnPath(std::string_view path, const std::string& tool) {
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t end = std::min(path.find(':', start), path.size());
+    const std::string_view dir = path.substr(start, end - start);
+    if (!dir.empty() && IsExecutableFile(std::filesystem::path(dir) / tool)) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+HostSetup FindHostSetup(std::string_view path, const std::string& envs_root, size_t max_prefixes,
+                        size_t max_text) {
+  HostSetup out;
+  for (const char* tool : model::kHostTools) {
+    if (OnPath(path, tool)) out.tools.emplace_back(tool);
+  }
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(envs_root, ec)) {
+    std::error_code is_dir;
+    const std::string prefix = entry.path().string();
+    if (entry.is_directory(is_dir) && prefix.size() <= max_text) out.env_prefixes.push_back(prefix);
+  }
+  std::sort(out.env_prefixes.begin(), out.env_prefixes.end());
+  if (out.env_prefixes.size() > max_prefixes) out.env_prefixes.resize(max_prefixes);
+  return out;
+}
+
+HostSetup FindHostSetup() {
+  const char* path = std::getenv("PATH");
+  return FindHostSetup(path == nullptr ? "" : path, model::kEnvsRoot,
+                       protocol::kMaxInventoryEnvPrefixes, protocol::kMaxInventoryText);
+}
+
+}  // namespace corral::agent
