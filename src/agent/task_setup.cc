@@ -51,8 +51,10 @@ Status Validate(const TaskLaunch& l) {
     return bad("task_index", "must be in 0.." + std::to_string(l.tasks - 1) + ", got " +
                                  std::to_string(l.task_index));
   }
-  if (l.argv.empty()) return bad("argv", "must not be empty");
-  if (l.argv[0].empty()) return bad("argv[0]", "must not be empty");
+  // An interactive shell without a command runs the login shell (LaunchSession::shell).
+  const bool login_shell = l.session && l.session->shell;
+  if (l.argv.empty() && !login_shell) return bad("argv", "must not be empty");
+  if (!l.argv.empty() && l.argv[0].empty()) return bad("argv[0]", "must not be empty");
   for (size_t i = 0; i < l.argv.size(); ++i) {
     if (HasNul(l.argv[i])) return bad("argv[" + std::to_string(i) + "]", "contains a NUL byte");
   }
