@@ -1662,6 +1662,7 @@ def test_interactive_shell(root):
               "and corral exits with the shell's code",
               out.returncode == 3 and re.search(r"GPUS=\[[01]\] IN=" + re.escape(c.root), text),
               (out.returncode, text, out.stderr))
+        c.wait_state(job, ("failed",), 30)
         view = c.job(job) if job else {}
         check("the shell is a job of its user, ended failed with the shell's code",
               view.get("state") == "failed" and view.get("user") == "alice" and
@@ -1709,7 +1710,9 @@ def test_interactive_shell(root):
         if shutil.which("script"):
             env = dict(os.environ, CORRAL_SERVER=c.url, CORRAL_TOKEN=alice, HOME=c.root,
                        SHELL="/bin/sh")
-            p = subprocess.Popen(["script", "-qec", f"{CORRAL} shell -- /bin/sh -i", "/dev/null"],
+            p = subprocess.Popen(["script", "-qec",
+                                  f"{CORRAL} shell -- env 'PS1=shell-prompt> ' /bin/sh -i",
+                                  "/dev/null"],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, env=env, cwd=c.root)
             seen = b""
@@ -1731,9 +1734,28 @@ def test_interactive_shell(root):
             p.stdin.write(b"stty size; echo STARTED; sleep 100\n")
             p.stdin.flush()
             started = wait_for(lambda: saw(rb"[\r\n]STARTED"), 30)
+            prompts = lambda: len(re.findall(rb"shell-prompt> ", seen))  # noqa: E731
+            before = prompts()
             p.stdin.write(b"\x03")
             p.stdin.flush()
-            p.stdin.write(b"echo back $?; exit 5\n")
+            # The interrupted shell prompts again; then it reads the next line.
+            wait_for(lambda: prompts() > before, 30)
+            # A resize of corral's terminal (the kernel sends it SIGWINCH) reaches the remote pty.
+            before = prompts()
+            p.stdin.write(b"echo back $?\n")
+            p.stdin.flush()
+            wait_for(lambda: prompts() > before, 30)
+            cli = [pid for pid in os.listdir("/proc") if pid.isdigit() and
+                   open(f"/proc/{pid}/cmdline", "rb").read().startswith(
+                       CORRAL.encode() + b"\0shell\0--\0env\0PS1=shell-prompt")]
+            if cli:
+                subprocess.run(["stty", "-F", f"/proc/{cli[0]}/fd/0", "cols", "132", "rows", "43"])
+            # stty's ioctl raises corral's SIGWINCH before it returns, and corral sends what
+            # signals ask before the bytes it reads in the same turn: one `stty size` suffices.
+            p.stdin.write(b"stty size\n")
+            p.stdin.flush()
+            wait_for(lambda: saw(rb"[\r\n ]43 132\r?\n"), 10)
+            p.stdin.write(b"exit 5\n")
             p.stdin.flush()
             try:
                 code = p.wait(30)
@@ -1745,8 +1767,9 @@ def test_interactive_shell(root):
             check("with a tty: Ctrl-C stops the sleep inside (130), the shell goes on and its "
                   "exit code comes back", started and code == 5 and
                   re.search(r"back 130", text) is not None, (code, text))
-            check("with a tty: the remote pty has the terminal's size",
-                  re.search(r"[\r\n]\d+ \d+\r?\n", text) is not None, text)
+            check("with a tty: the remote pty has the terminal's size, and follows its resize",
+                  re.search(r"[\r\n ]24 80\r?\n", text) is not None and
+                  re.search(r"[\r\n ]43 132\r?\n", text) is not None, text)
     finally:
         c.stop()
 

@@ -575,7 +575,8 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
         "task's launcher runs `corral launch`");
   }
   // The launcher's program (torchrun, corral) is named as such: the job's argv[0] is not it.
-  const std::string what = name == launch.argv[0] ? "argv[0] '" + name + "'" : "'" + name + "'";
+  const bool own = !launch.argv.empty() && name == launch.argv[0];
+  const std::string what = own ? "argv[0] '" + name + "'" : "'" + name + "'";
   if (name.find('/') != std::string::npos) {
     std::string path = name[0] == '/' ? name : launch.workdir + "/" + name;
     if (!IsExecutableFile(path)) return NotFound(what + ": " + path + " is not an executable file");
@@ -679,7 +680,8 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   if (in_container && shell_session) {
     return FailToStart(launch,
                        "an interactive shell runs in the process runtime only, not in a container "
-                       "(environment '" + launch.environment->name + "')");
+                       "(environment '" +
+                           launch.environment->name + "')");
   }
   if (in_container && !options_.container_engine) return FailToStart(launch, kNoEngine);
   const TaskKey& key = launch.key;

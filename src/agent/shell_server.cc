@@ -202,8 +202,9 @@ enum class Waited { kClient, kTimedOut, kSignalled };
 
 // Accepts connections until one is a good handshake (its socket in `*client`, the bytes past the
 // head in `*rest`), the deadline passes, or a signal comes.
-Waited WaitForClient(int listener, int signals, Clock::time_point deadline, const std::string& prefix,
-                     const std::string& secret, int* client, std::string* rest) {
+Waited WaitForClient(int listener, int signals, Clock::time_point deadline,
+                     const std::string& prefix, const std::string& secret, int* client,
+                     std::string* rest) {
   while (true) {
     pollfd p[2] = {{listener, POLLIN, 0}, {signals, POLLIN, 0}};
     const int ready = poll(p, 2, MillisecondsUntil(deadline));
@@ -310,8 +311,7 @@ class Relay {
     while (true) {
       auto frame = decoder_.Next();
       if (!frame.ok()) {
-        const uint16_t code =
-            frame.status().code() == StatusCode::kResourceExhausted ? 1009 : 1002;
+        const uint16_t code = frame.status().code() == StatusCode::kResourceExhausted ? 1009 : 1002;
         Close(code, frame.status().message());
         return false;
       }

@@ -693,8 +693,7 @@ ssize_t HttpStream::Read(char* buffer, size_t size) {
   bool timed_out = false;
   // Called when poll() said the socket is readable (or TLS holds bytes): a short deadline
   // only bounds a partial TLS record.
-  return impl_->connection->Read(buffer, size, Clock::now() + std::chrono::seconds(5),
-                                 &timed_out);
+  return impl_->connection->Read(buffer, size, Clock::now() + std::chrono::seconds(5), &timed_out);
 }
 
 HttpUpgrade HttpClient::Upgrade(const HttpRequest& request) {
@@ -744,9 +743,8 @@ HttpResult HttpClient::Exchange(const HttpRequest& request, bool upgrade,
     connection = std::make_unique<Connection>(*fd, nullptr, nullptr);
   }
   const Clock::time_point write_deadline = Clock::now() + options_.write_timeout;
-  const bool written =
-      connection->Write(RequestHead(origin_, request, upgrade), write_deadline) &&
-      connection->Write(request.body, write_deadline);
+  const bool written = connection->Write(RequestHead(origin_, request, upgrade), write_deadline) &&
+                       connection->Write(request.body, write_deadline);
   // A server that refuses a body before reading it all (413) may close while it is sent: its
   // answer is read all the same, and only when there is none is the write the failure.
   AnswerReader reader(*connection, options_);

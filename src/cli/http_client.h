@@ -15,13 +15,14 @@
 // Thread safety: one HttpClient per thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <utility>
 #include <vector>
 
@@ -114,7 +115,7 @@ class HttpStream {
 
 // The answer to an upgrade request, and the stream when it was a 101.
 struct HttpUpgrade {
-  HttpResult answer;  // a 101's head, or another answer whole
+  HttpResult answer;                   // a 101's head, or another answer whole
   std::unique_ptr<HttpStream> stream;  // set with a 101 only
 };
 

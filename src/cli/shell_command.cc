@@ -28,6 +28,7 @@ using nlohmann::json;
 
 constexpr auto kPollInterval = std::chrono::milliseconds(500);
 constexpr unsigned char kEndOfTransmission = 0x04;  // Ctrl-D
+constexpr auto kEndOfInputRepeat = std::chrono::milliseconds(500);
 
 // The pipe that the signal handlers write the signal's number to (the self-pipe trick).
 int g_signal_pipe[2] = {-1, -1};
@@ -79,10 +80,11 @@ class RawTerminal {
     if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_) != 0) return;
     termios raw = saved_;
     cfmakeraw(&raw);
-    raw_ = tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw) == 0;
+    // TCSADRAIN, not TCSAFLUSH: what was typed while waiting goes to the shell.
+    raw_ = tcsetattr(STDIN_FILENO, TCSADRAIN, &raw) == 0;
   }
   ~RawTerminal() {
-    if (raw_) tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_);
+    if (raw_) tcsetattr(STDIN_FILENO, TCSADRAIN, &saved_);
   }
   RawTerminal(const RawTerminal&) = delete;
   RawTerminal& operator=(const RawTerminal&) = delete;
@@ -136,8 +138,7 @@ Status Refusal(const HttpResponse& answer) {
   if (problem.is_object() && problem.contains("detail") && problem["detail"].is_string()) {
     detail += ": " + problem["detail"].get<std::string>();
   }
-  const std::string message = "the session gateway refused the shell's connection (" + detail +
-                              ")";
+  const std::string message = "the session gateway refused the shell's connection (" + detail + ")";
   switch (answer.status) {
     case 401:
       return Status(StatusCode::kUnauthenticated, message);
@@ -160,11 +161,21 @@ class ShellRelay {
     RawTerminal terminal;
     if (!Send(WebSocketOpcode::kText, protocol::ResizeMessage(terminal.Size()))) return Lost();
     bool stdin_open = true;
+    // After a pipe's end, Ctrl-D is sent again every kEndOfInputRepeat: the pty's line
+    // discipline may have taken the first before the shell's line editor started (a pipe at its
+    // end reads as the end again and again, too).
+    std::optional<std::chrono::steady_clock::time_point> end_sent;
     while (true) {
       pollfd p[3] = {{stdin_open ? STDIN_FILENO : -1, POLLIN, 0},
                      {stream_.fd(), POLLIN, 0},
                      {CaughtSignals::fd(), POLLIN, 0}};
-      const int ready = poll(p, 3, stream_.Buffered() ? 0 : -1);
+      int timeout = end_sent ? static_cast<int>(kEndOfInputRepeat.count()) : -1;
+      if (stream_.Buffered()) timeout = 0;
+      const int ready = poll(p, 3, timeout);
+      if (end_sent && std::chrono::steady_clock::now() - *end_sent >= kEndOfInputRepeat) {
+        if (!Send(WebSocketOpcode::kBinary, std::string(1, kEndOfTransmission))) return Lost();
+        end_sent = std::chrono::steady_clock::now();
+      }
       if (ready < 0 && errno != EINTR) return IoError("poll: " + std::string(strerror(errno)));
       while (std::optional<int> signal = CaughtSignals::Take()) {
         // Another signal ends the relay (the terminal is restored on the way out) and the
@@ -185,9 +196,11 @@ class ShellRelay {
         } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
           stdin_open = false;
           // A pipe's end: Ctrl-D to the pty, which ends a shell waiting at its prompt.
-          if (!terminal.is_tty() &&
-              !Send(WebSocketOpcode::kBinary, std::string(1, kEndOfTransmission))) {
-            return Lost();
+          if (!terminal.is_tty()) {
+            if (!Send(WebSocketOpcode::kBinary, std::string(1, kEndOfTransmission))) {
+              return Lost();
+            }
+            end_sent = std::chrono::steady_clock::now();
           }
         }
       }
@@ -284,7 +297,7 @@ Result<std::unique_ptr<HttpStream>> Attach(ApiClient& client, int64_t id) {
       if (status != 502 && status != 503) return Refusal(upgrade->answer.response);
       waiting = "starting the shell";
     } else {
-      waiting = "job " + std::string(model::ToString(s->state));
+      waiting = std::string(model::ToString(s->state));
     }
     if (waiting != said) {
       std::cerr << "corral shell: job " << id << ": " << waiting << "\n";

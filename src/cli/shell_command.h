@@ -8,7 +8,8 @@
 // The terminal: with a tty on stdin it is put in raw mode (restored on every way out, SIGTERM
 // and SIGHUP included), so Ctrl-C and Ctrl-Z travel as bytes; the window size is sent at the
 // start and on every SIGWINCH. Without one (a pipe) the bytes are sent as they are, with 80x24,
-// and the end of stdin is sent as Ctrl-D, which ends a shell waiting at its prompt. SIGINT or
+// and the end of stdin is sent as Ctrl-D (again every half second until the shell ends), which
+// ends a shell waiting at its prompt. SIGINT or
 // SIGTERM while waiting for the allocation cancels the job.
 #pragma once
 

@@ -81,9 +81,9 @@ Result<std::optional<WebSocketFrame>> WebSocketDecoder::Next() {
     return InvalidArgument("websocket: a control frame over 125 bytes");
   }
   if (length > max_) {
-    return Status(StatusCode::kResourceExhausted,
-                  "websocket: a frame of " + std::to_string(length) + " bytes (at most " +
-                      std::to_string(max_) + ")");
+    return Status(StatusCode::kResourceExhausted, "websocket: a frame of " +
+                                                      std::to_string(length) + " bytes (at most " +
+                                                      std::to_string(max_) + ")");
   }
   const size_t key_at = header;
   if (masked) header += 4;

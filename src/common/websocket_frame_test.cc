@@ -20,12 +20,12 @@ Result<std::vector<WebSocketFrame>> DecodeAll(WebSocketPeer peer, const std::str
 }
 
 TEST(WebSocketFrameTest, RoundTripsEveryLengthEncodingBothWays) {
-  for (size_t size : {size_t{0}, size_t{1}, size_t{125}, size_t{126}, size_t{65535},
-                      size_t{65536}, size_t{70000}}) {
+  for (size_t size : {size_t{0}, size_t{1}, size_t{125}, size_t{126}, size_t{65535}, size_t{65536},
+                      size_t{70000}}) {
     std::string payload(size, '\0');
     for (size_t i = 0; i < size; ++i) payload[i] = static_cast<char>(i * 7);
-    auto server = DecodeAll(WebSocketPeer::kServer,
-                            EncodeWebSocketFrame(WebSocketOpcode::kBinary, payload));
+    auto server =
+        DecodeAll(WebSocketPeer::kServer, EncodeWebSocketFrame(WebSocketOpcode::kBinary, payload));
     ASSERT_TRUE(server.ok()) << size << ": " << server.status().message();
     ASSERT_EQ(server->size(), 1u);
     EXPECT_EQ((*server)[0].payload, payload) << size;
@@ -49,9 +49,9 @@ TEST(WebSocketFrameTest, KnownBytesFromTheRfc) {
 }
 
 TEST(WebSocketFrameTest, WaitsForWholeFramesFedByteByByte) {
-  const std::string bytes = EncodeWebSocketFrame(WebSocketOpcode::kBinary, std::string(300, 'x'),
-                                                 uint32_t{7}) +
-                            EncodeWebSocketFrame(WebSocketOpcode::kPing, "p", uint32_t{9});
+  const std::string bytes =
+      EncodeWebSocketFrame(WebSocketOpcode::kBinary, std::string(300, 'x'), uint32_t{7}) +
+      EncodeWebSocketFrame(WebSocketOpcode::kPing, "p", uint32_t{9});
   WebSocketDecoder decoder(WebSocketPeer::kClient, 1024);
   std::vector<WebSocketFrame> frames;
   for (char c : bytes) {
@@ -69,8 +69,7 @@ TEST(WebSocketFrameTest, RefusesWhatTheCodecDoesNotSpeak) {
   const std::string masked = EncodeWebSocketFrame(WebSocketOpcode::kBinary, "ab", uint32_t{1});
   const std::string plain = EncodeWebSocketFrame(WebSocketOpcode::kBinary, "ab");
   // Masking must match the sender's side.
-  EXPECT_EQ(DecodeAll(WebSocketPeer::kClient, plain).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(DecodeAll(WebSocketPeer::kClient, plain).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(DecodeAll(WebSocketPeer::kServer, masked).status().code(),
             StatusCode::kInvalidArgument);
   // A fragment (FIN clear), a continuation, extension bits, an unknown opcode.
@@ -83,17 +82,16 @@ TEST(WebSocketFrameTest, RefusesWhatTheCodecDoesNotSpeak) {
   std::string unknown = plain;
   unknown[0] = static_cast<char>(0x83);
   for (const std::string& bad : {fragment, continuation, extension, unknown}) {
-    EXPECT_EQ(DecodeAll(WebSocketPeer::kServer, bad).status().code(),
-              StatusCode::kInvalidArgument);
+    EXPECT_EQ(DecodeAll(WebSocketPeer::kServer, bad).status().code(), StatusCode::kInvalidArgument);
   }
   // Over the bound: refused from the header alone, before the payload arrives.
-  EXPECT_EQ(DecodeAll(WebSocketPeer::kServer,
-                      EncodeWebSocketFrame(WebSocketOpcode::kBinary, std::string(101, 'x'))
-                          .substr(0, 2),
-                      100)
-                .status()
-                .code(),
-            StatusCode::kResourceExhausted);
+  EXPECT_EQ(
+      DecodeAll(WebSocketPeer::kServer,
+                EncodeWebSocketFrame(WebSocketOpcode::kBinary, std::string(101, 'x')).substr(0, 2),
+                100)
+          .status()
+          .code(),
+      StatusCode::kResourceExhausted);
   // A control frame over 125 bytes, whatever the bound.
   EXPECT_EQ(DecodeAll(WebSocketPeer::kServer,
                       EncodeWebSocketFrame(WebSocketOpcode::kPing, std::string(126, 'x')))

@@ -11,10 +11,10 @@ TEST(ShellMessagesTest, ResizeRoundTripsAndIsBounded) {
   ASSERT_TRUE(size.ok()) << size.status().message();
   EXPECT_EQ(size->cols, 120);
   EXPECT_EQ(size->rows, 40);
-  for (const char* bad : {R"({"resize": [0, 40]})", R"({"resize": [120, 10001]})",
-                          R"({"resize": [120]})", R"({"resize": ["120", 40]})",
-                          R"({"resize": [1.5, 40]})", R"({"resize": [80, 24], "x": 1})",
-                          R"({"exit": 0})", "[80, 24]", "not json", ""}) {
+  for (const char* bad :
+       {R"({"resize": [0, 40]})", R"({"resize": [120, 10001]})", R"({"resize": [120]})",
+        R"({"resize": ["120", 40]})", R"({"resize": [1.5, 40]})", R"({"resize": [80, 24], "x": 1})",
+        R"({"exit": 0})", "[80, 24]", "not json", ""}) {
     auto parsed = ParseResizeMessage(bad);
     EXPECT_FALSE(parsed.ok()) << bad;
     EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
