@@ -1705,6 +1705,22 @@ def test_interactive_shell(root):
         check("corral cancel ends a shell", out.returncode == 0 and
               c.wait_state(sid, ("cancelled",), 30), (out.stdout, out.stderr, c.job(sid)))
 
+        # The client going away hangs the shell up, and the job ends with it.
+        log = os.path.join(c.root, "shell-killed.stderr")
+        with open(log, "wb") as err:
+            p = subprocess.Popen([CORRAL, "shell", "--", "sleep", "1000"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=err, cwd=c.root,
+                                 env=dict(os.environ, CORRAL_SERVER=c.url, CORRAL_TOKEN=alice,
+                                          HOME=c.root))
+        attached = wait_for(lambda: b"attached" in open(log, "rb").read(), 30)
+        p.kill()
+        p.wait()
+        job = shell_job_id(open(log, "rb").read().decode(errors="replace"))
+        ended = job and c.wait_state(job, ("failed",), 30)
+        check("a client killed while attached: the shell is hung up (SIGHUP) and the job ends",
+              attached and ended and c.job(job)["tasks"][0].get("exit_code") == 129,
+              (attached, job and c.job(job)))
+
         # A real terminal: script(1) gives corral a pty; Ctrl-C reaches the remote shell as a
         # byte and stops the sleep in it; the shell goes on.
         if shutil.which("script"):
