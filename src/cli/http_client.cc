@@ -177,6 +177,7 @@ class Connection {
     return true;
   }
 
+  int fd() const { return fd_; }
   // TLS holds decrypted bytes not read yet.
   bool Pending() const { return tls_ != nullptr && ssl_->SSL_pending(tls_) > 0; }
 
@@ -704,8 +705,8 @@ HttpUpgrade HttpClient::Upgrade(const HttpRequest& request) {
   auto impl = std::make_unique<HttpStream::Impl>();
   impl->buffered = std::move(out.answer.response.body);
   out.answer.response.body.clear();
+  impl->fd = connection->fd();
   impl->connection = std::move(connection);
-  impl->fd = connection_fd_;
   impl->write_timeout = options_.write_timeout;
   out.stream = std::unique_ptr<HttpStream>(new HttpStream(std::move(impl)));
   return out;
@@ -754,7 +755,6 @@ HttpResult HttpClient::Exchange(const HttpRequest& request, bool upgrade,
   }
   if (upgrade && answer.ok() && answer.response.status == 101) {
     answer.response.body = reader.TakeBuffered();  // Upgrade() moves it to the stream
-    connection_fd_ = *fd;
     *kept = std::move(connection);
   }
   return answer;

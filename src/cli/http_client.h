@@ -140,7 +140,6 @@ class HttpClient {
   HttpResult Exchange(const HttpRequest& request, bool upgrade, std::unique_ptr<Connection>* kept);
 
   std::unique_ptr<Tls> tls_;
-  int connection_fd_ = -1;  // the socket of the connection Exchange() kept last
 };
 
 }  // namespace corral::cli
