@@ -17,8 +17,9 @@
 //
 // The client going away (close frame, end of connection, a bad frame) hangs the shell up
 // (SIGHUP to its session, SIGKILL 10 s later), and so do SIGTERM, SIGINT and SIGHUP to the
-// server (the agent cancelling the job). No handshake within the attach timeout (default 300
-// s): exit 1 with a message on stderr. Frames are bounded (protocol::kMaxShellFrame).
+// server (the agent cancelling the job), which then sends an attached client the exit frame. No
+// handshake within the attach timeout (default 300 s): exit 1 with a message on stderr. Frames are
+// bounded (protocol::kMaxShellFrame).
 #pragma once
 
 #include <string>

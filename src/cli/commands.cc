@@ -530,9 +530,6 @@ void AddAllocationFlags(CLI::App* c, SubmitFlags* f) {
                 "Working folder on the node, absolute or relative to this one (default: this "
                 "folder where the node has it, else a scratch folder)");
   c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
-  c->add_option("--environment", f->environment,
-                "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
-                "the default when none is given");
 }
 
 // `corral shell` (shell_command.h): the exit code is the remote shell's; corral's own failures
@@ -544,6 +541,9 @@ void AddShell(CLI::App& app, int* exit_code) {
       "Run an interactive shell (a pty) on an allocation, as salloc / srun --pty: corral shell "
       "[flags] [-- CMD ARGS...]");
   AddAllocationFlags(c, f.get());
+  c->add_option("--environment", f->environment,
+                "Environment NAME or NAME@VERSION to run in (corral env list; process runtime "
+                "only)");
   c->add_option("command", f->command,
                 "The program after -- (default: your login shell on the node)");
   c->callback([f, exit_code] {
@@ -574,6 +574,9 @@ void AddSubmit(CLI::App& app, int* exit_code) {
   CLI::App* c = app.add_subcommand("submit", "Submit a job: corral submit [flags] -- CMD ARGS...");
   c->add_option("-f,--file", f->file, "Job spec (YAML or JSON); flags override it");
   AddAllocationFlags(c, f.get());
+  c->add_option("--environment", f->environment,
+                "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
+                "the default when none is given");
   c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
   c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
