@@ -1918,6 +1918,165 @@ CONTAINER_IMAGE = f"corral-e2e/busybox:{os.getpid()}"
 CDI_KIND = f"e2e{os.getpid()}.corral/gpu"
 
 
+def shell_job_id(stderr):
+    """The job id `corral shell` names on stderr ("corral shell: job N submitted")."""
+    found = re.search(r"corral shell: job (\d+) submitted", stderr)
+    return int(found.group(1)) if found else None
+
+
+def test_interactive_shell(root):
+    """`corral shell` is a job whose task runs a shell on a pty, reached through the session
+    gateway: fed by a pipe it runs the lines with the job's GPUs and exits with the shell's code,
+    and the job ends with it; another user cannot attach; `corral cancel` ends a shell; with a
+    real tty (script), Ctrl-C stops what runs in the shell and the shell goes on."""
+    c = Cluster(os.path.join(root, "shell"))
+
+    def shell(*args, token, stdin, timeout=60):
+        env = dict(os.environ, CORRAL_SERVER=c.url, CORRAL_TOKEN=token, HOME=c.root)
+        return subprocess.run([CORRAL, "shell", *args], env=env, capture_output=True,
+                              input=stdin, timeout=timeout, cwd=c.root)
+    try:
+        c.start_agent("n1", "2xT4", extra=("--address", "127.0.0.1"))
+        check("agent joins", c.wait_nodes(1))
+        alice = c.api("POST", "/api/v1/users", {"name": "alice"})[1]["token"]
+        bob = c.api("POST", "/api/v1/users", {"name": "bob"})[1]["token"]
+
+        out = shell("--gpus", "1", token=alice,
+                    stdin=b'echo "GPUS=[$CUDA_VISIBLE_DEVICES] IN=$(pwd)"; exit 3\n')
+        text = out.stdout.decode(errors="replace")
+        job = shell_job_id(out.stderr.decode(errors="replace"))
+        check("corral shell --gpus 1 fed by a pipe: the shell sees one GPU and the submit folder, "
+              "and corral exits with the shell's code",
+              out.returncode == 3 and re.search(r"GPUS=\[[01]\] IN=" + re.escape(c.root), text),
+              (out.returncode, text, out.stderr))
+        c.wait_state(job, ("failed",), 30)
+        view = c.job(job) if job else {}
+        check("the shell is a job of its user, ended failed with the shell's code",
+              view.get("state") == "failed" and view.get("user") == "alice" and
+              view["tasks"][0].get("exit_code") == 3, view)
+        shown = c.cli("job", "show", str(job), "-o", "json", token=alice)
+        check("job show -o json says so too",
+              shown.returncode == 0 and json.loads(shown.stdout).get("state") == "failed",
+              shown.stdout + shown.stderr)
+
+        out = shell("--", "sh", "-c", "read line; echo \"got $line\"", token=alice,
+                    stdin=b"hello\n")
+        job = shell_job_id(out.stderr.decode(errors="replace"))
+        check("a command after -- runs on the pty instead of the login shell; exit 0 succeeds",
+              out.returncode == 0 and "got hello" in out.stdout.decode(errors="replace") and
+              c.wait_state(job, ("succeeded",), 10), (out.returncode, out.stdout, out.stderr))
+        out = shell(token=alice, stdin=b"echo bye\n")
+        check("the end of stdin ends the login shell (Ctrl-D)",
+              out.returncode == 0 and "bye" in out.stdout.decode(errors="replace"),
+              (out.returncode, out.stdout, out.stderr))
+
+        # A shell nobody attached to yet: another user cannot attach; cancel ends it.
+        status, body = c.api("POST", "/api/v1/sessions",
+                             {"session": {"shell": True, "idle_timeout_s": 0}}, token=alice)
+        sid = body.get("id") if status == 201 else None
+        check("a shell job through the API", status == 201 and c.wait_state(sid, ("running",), 30),
+              (status, body))
+        handshake = {"Connection": "Upgrade", "Upgrade": "websocket",
+                     "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+        status, _, text = http_request(c, "GET", f"/sessions/{sid}/",
+                                       {**handshake, "Authorization": "Bearer " + bob},
+                                       port=c.session_port)
+        check("another user's token cannot attach (the gateway answers 404, as for any session)",
+              status == 404, (status, text))
+        status, _, text = wait_for(lambda: (lambda r: r if r[0] != 502 else None)(
+            http_request(c, "GET", f"/sessions/{sid}/", {"Authorization": "Bearer " + alice},
+                         port=c.session_port)), 10) or (None, None, None)
+        check("the owner's request without a WebSocket handshake is refused by the pty server",
+              status == 400 and "WebSocket" in text, (status, text))
+        out = c.cli("cancel", str(sid), token=alice)
+        check("corral cancel ends a shell", out.returncode == 0 and
+              c.wait_state(sid, ("cancelled",), 30), (out.stdout, out.stderr, c.job(sid)))
+
+        # The client going away hangs the shell up, and the job ends with it.
+        log = os.path.join(c.root, "shell-killed.stderr")
+        with open(log, "wb") as err:
+            p = subprocess.Popen([CORRAL, "shell", "--", "sleep", "1000"], stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=err, cwd=c.root,
+                                 env=dict(os.environ, CORRAL_SERVER=c.url, CORRAL_TOKEN=alice,
+                                          HOME=c.root))
+        attached = wait_for(lambda: b"attached" in open(log, "rb").read(), 30)
+        p.kill()
+        p.wait()
+        job = shell_job_id(open(log, "rb").read().decode(errors="replace"))
+        ended = job and c.wait_state(job, ("failed",), 30)
+        check("a client killed while attached: the shell is hung up (SIGHUP) and the job ends",
+              attached and ended and c.job(job)["tasks"][0].get("exit_code") == 129,
+              (attached, job and c.job(job)))
+
+        # A real terminal: script(1) gives corral a pty; Ctrl-C reaches the remote shell as a
+        # byte and stops the sleep in it; the shell goes on.
+        if shutil.which("script"):
+            env = dict(os.environ, CORRAL_SERVER=c.url, CORRAL_TOKEN=alice, HOME=c.root,
+                       SHELL="/bin/sh")
+            p = subprocess.Popen(["script", "-qec",
+                                  f"{CORRAL} shell -- env 'PS1=shell-prompt> ' /bin/sh -i",
+                                  "/dev/null"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, env=env, cwd=c.root)
+            seen = b""
+            lock = threading.Lock()
+
+            def reader():
+                nonlocal seen
+                while True:
+                    chunk = p.stdout.read1(4096)
+                    if not chunk:
+                        return
+                    with lock:
+                        seen += chunk
+            threading.Thread(target=reader, daemon=True).start()
+
+            def saw(pattern):
+                with lock:
+                    return re.search(pattern, seen) is not None
+            p.stdin.write(b"stty size; echo STARTED; sleep 100\n")
+            p.stdin.flush()
+            started = wait_for(lambda: saw(rb"[\r\n]STARTED"), 30)
+            prompts = lambda: len(re.findall(rb"shell-prompt> ", seen))  # noqa: E731
+            before = prompts()
+            p.stdin.write(b"\x03")
+            p.stdin.flush()
+            # The interrupted shell prompts again; then it reads the next line.
+            wait_for(lambda: prompts() > before, 30)
+            # A resize of corral's terminal (the kernel sends it SIGWINCH) reaches the remote pty.
+            before = prompts()
+            p.stdin.write(b"echo back $?\n")
+            p.stdin.flush()
+            wait_for(lambda: prompts() > before, 30)
+            cli = [pid for pid in os.listdir("/proc") if pid.isdigit() and
+                   open(f"/proc/{pid}/cmdline", "rb").read().startswith(
+                       CORRAL.encode() + b"\0shell\0--\0env\0PS1=shell-prompt")]
+            if cli:
+                subprocess.run(["stty", "-F", f"/proc/{cli[0]}/fd/0", "cols", "132", "rows", "43"])
+            # stty's ioctl raises corral's SIGWINCH before it returns, and corral sends what
+            # signals ask before the bytes it reads in the same turn: one `stty size` suffices.
+            p.stdin.write(b"stty size\n")
+            p.stdin.flush()
+            wait_for(lambda: saw(rb"[\r\n ]43 132\r?\n"), 10)
+            p.stdin.write(b"exit 5\n")
+            p.stdin.flush()
+            try:
+                code = p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                code = None
+            with lock:
+                text = seen.decode(errors="replace")
+            check("with a tty: Ctrl-C stops the sleep inside (130), the shell goes on and its "
+                  "exit code comes back", started and code == 5 and
+                  re.search(r"back 130", text) is not None, (code, text))
+            check("with a tty: the remote pty has the terminal's size, and follows its resize",
+                  re.search(r"[\r\n ]24 80\r?\n", text) is not None and
+                  re.search(r"[\r\n ]43 132\r?\n", text) is not None, text)
+    finally:
+        c.stop()
+
+
 def container_setup(root):
     """What a container job needs on this machine, or None with the reason to skip: root, podman
     with runc, busybox; a busybox image imported from a rootfs (no registry is reachable), a
@@ -2120,7 +2279,8 @@ def main():
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,
                      test_environments_venv_clone_and_share, test_environments_say_what_runs_here,
-                     test_sessions_proxy_auth_and_idle_stop, test_tasks_run_as_their_submitters,
+                     test_sessions_proxy_auth_and_idle_stop, test_interactive_shell,
+                     test_tasks_run_as_their_submitters,
                      test_container_environment))
 
 

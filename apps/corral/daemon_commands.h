@@ -19,14 +19,16 @@ struct DaemonCommand {
 };
 
 // Every command of corral-daemon, in the order `corral --help` lists them; "__supervise" (the
-// agent's task supervisor, agent/shim.h) is hidden. The summaries repeat the daemon's own.
-inline constexpr std::array<DaemonCommand, 6> kDaemonCommands{{
+// agent's task supervisor, agent/shim.h) and "__shell" (the pty server of an interactive shell's
+// task, agent/shell_server.h) are hidden. The summaries repeat the daemon's own.
+inline constexpr std::array<DaemonCommand, 7> kDaemonCommands{{
     {"dev", "Run a one-machine cluster: server and agent together"},
     {"server", "Run the controller: API, scheduler, agent gateway"},
     {"agent", "Run the node agent: join a server, run its tasks"},
     {"launch", "Start the processes of one part of a distributed job (run by the agent)"},
     {"sim", "Run the scheduler over traces on a virtual clock"},
     {"__supervise", ""},
+    {"__shell", ""},
 }};
 
 // Whether `argv1` names a command of corral-daemon.

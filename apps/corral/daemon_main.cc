@@ -8,6 +8,7 @@
 
 #include "agent/agent_command.h"
 #include "agent/launch_command.h"
+#include "agent/shell_server.h"
 #include "agent/shim.h"
 #include "dev_command.h"
 #include "server/server_command.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   corral::server::AddServerCommand(app, &exit_code);
   corral::agent::AddAgentCommand(app, &exit_code);
   corral::agent::AddLaunchCommand(app, &exit_code);
+  corral::agent::AddShellServerCommand(app, &exit_code);
   corral::sim::AddSimCommand(app, &exit_code);
   return corral::ParseAndRun(app, argc, argv, exit_code);
 }

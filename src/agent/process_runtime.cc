@@ -19,6 +19,7 @@
 #include "agent/launch_defaults.h"
 #include "agent/proc_stat.h"
 #include "agent/rendezvous.h"
+#include "agent/shell_server.h"
 #include "agent/shim.h"
 #include "agent/workdir_mount.h"
 #include "common/json_parse.h"
@@ -699,6 +700,13 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     return FailToStart(launch, JoinMessage({fallback, s.message(), no_fallback}));
   }
   const bool in_container = IsContainerLaunch(launch);
+  const bool shell_session = launch.session && launch.session->shell;
+  if (in_container && shell_session) {
+    return FailToStart(launch,
+                       "an interactive shell runs in the process runtime only, not in a container "
+                       "(environment '" +
+                           launch.environment->name + "')");
+  }
   if (in_container && !options_.container_engine) return FailToStart(launch, kNoEngine);
   const TaskKey& key = launch.key;
   const std::string dir = TaskDir(key);
@@ -748,6 +756,13 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
       argv = launch.argv;
     }
     argv = LaunchArgv(launch, argv, options_.self_exe);
+    if (shell_session) {
+      // The pty server runs the command (or the login shell) on a pty and serves it on the
+      // session's port; it execs nothing itself until a client attaches.
+      std::vector<std::string> server = {options_.self_exe, kShellServerCommand, "--"};
+      server.insert(server.end(), argv.begin(), argv.end());
+      argv = std::move(server);
+    }
     std::map<std::string, std::string> base_env = base_env_;
     base_env["HOME"] = identity->home;
     plan.env = TaskEnvironment(launch, options_.node_name, base_env, hostfile);

@@ -51,9 +51,12 @@ Status Validate(const TaskLaunch& l) {
     return bad("task_index", "must be in 0.." + std::to_string(l.tasks - 1) + ", got " +
                                  std::to_string(l.task_index));
   }
-  if (l.script.empty()) {  // a batch task's argv are its script's arguments
-    if (l.argv.empty()) return bad("argv", "must not be empty");
-    if (l.argv[0].empty()) return bad("argv[0]", "must not be empty");
+  // A batch task's argv are its script's arguments; an interactive shell without a command runs
+  // the login shell (LaunchSession::shell).
+  const bool login_shell = l.session && l.session->shell;
+  if (l.script.empty()) {
+    if (l.argv.empty() && !login_shell) return bad("argv", "must not be empty");
+    if (!l.argv.empty() && l.argv[0].empty()) return bad("argv[0]", "must not be empty");
   } else if (l.script.rfind("#!", 0) != 0) {
     return bad("script", "must start with #! and its interpreter");
   } else if (l.shell) {

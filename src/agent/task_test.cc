@@ -255,6 +255,22 @@ TEST(TaskEnvironmentTest, ASessionGetsItsPortPrefixAndToken) {
   low_port["session"]["port"] = 22;
   EXPECT_THAT(TaskLaunchFromJson(low_port).status().message(),
               ::testing::HasSubstr("session.port"));
+  EXPECT_FALSE(back->session->shell);
+  EXPECT_FALSE(ToJson(l)["session"].contains("shell"));
+}
+
+TEST(TaskEnvironmentTest, AShellSessionMayHaveNoArgvAndSaysSoOnTheWire) {
+  TaskLaunch l = ValidLaunch();
+  l.session = LaunchSession{29501, "/sessions/7/", std::string(64, 'a'), /*shell=*/true};
+  l.argv.clear();  // the login shell
+  EXPECT_TRUE(Validate(l).ok()) << Validate(l).message();
+  auto back = TaskLaunchFromJson(ToJson(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_TRUE(back->session->shell);
+  EXPECT_TRUE(back->argv.empty());
+  TaskLaunch app = l;
+  app.session->shell = false;  // an app's session must name its program
+  EXPECT_THAT(Validate(app).message(), ::testing::HasSubstr("field 'argv'"));
 }
 
 TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {

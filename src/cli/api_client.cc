@@ -257,22 +257,50 @@ Result<Reply> ApiClient::GetReply(const std::string& path) {
   return ReplyOf(Send(Idempotency::kIdempotent, {"GET", path, {}, "", ""}));
 }
 
-Result<int> ApiClient::GetStatusAt(const std::string& url) {
+namespace {
+
+// An absolute http(s) URL split into its origin and its target ("/" when it has no path).
+Result<std::pair<HttpOrigin, std::string>> SplitUrl(const std::string& url) {
   const size_t scheme = url.find("://");
   if (scheme == std::string::npos) return InvalidArgument("not an absolute URL: " + url);
   const size_t path = std::min(url.find('/', scheme + 3), url.size());
   Result<HttpOrigin> origin = HttpOrigin::Parse(url.substr(0, path));
   if (!origin.ok()) return origin.status();
-  HttpClient http(*std::move(origin), ClientOptions(config_.ca_cert));
-  const HttpResult r = http.Send({"GET",
-                                  path < url.size() ? url.substr(path) : "/",
-                                  {{"Authorization", "Bearer " + config_.token}},
-                                  "",
-                                  ""});
+  return std::pair{*std::move(origin), path < url.size() ? url.substr(path) : "/"};
+}
+
+}  // namespace
+
+Result<int> ApiClient::GetStatusAt(const std::string& url) {
+  auto split = SplitUrl(url);
+  if (!split.ok()) return split.status();
+  HttpClient http(split->first, ClientOptions(config_.ca_cert));
+  const HttpResult r =
+      http.Send({"GET", split->second, {{"Authorization", "Bearer " + config_.token}}, "", ""});
   if (!r.ok()) {
-    return IoError("cannot reach " + url.substr(0, path) + ": " + AttemptOf(r.Outcome()).detail);
+    return IoError("cannot reach " + url.substr(0, url.find('/', url.find("://") + 3)) + ": " +
+                   AttemptOf(r.Outcome()).detail);
   }
   return r.response.status;
+}
+
+Result<HttpUpgrade> ApiClient::OpenWebSocketAt(const std::string& url, const std::string& key) {
+  auto split = SplitUrl(url);
+  if (!split.ok()) return split.status();
+  HttpClient http(split->first, ClientOptions(config_.ca_cert));
+  HttpUpgrade upgrade = http.Upgrade({"GET",
+                                      split->second,
+                                      {{"Authorization", "Bearer " + config_.token},
+                                       {"Upgrade", "websocket"},
+                                       {"Sec-WebSocket-Version", "13"},
+                                       {"Sec-WebSocket-Key", key}},
+                                      "",
+                                      ""});
+  if (!upgrade.answer.ok()) {
+    return IoError("cannot reach " + url.substr(0, url.find('/', url.find("://") + 3)) + ": " +
+                   AttemptOf(upgrade.answer.Outcome()).detail);
+  }
+  return upgrade;
 }
 
 }  // namespace corral::cli

@@ -85,6 +85,11 @@ class ApiClient {
   // session gateway), whatever it is, with the token and the same certificate check; redirects
   // are not followed; IoError when it cannot be reached. Sent there alone (no other server).
   Result<int> GetStatusAt(const std::string& url);
+  // A WebSocket handshake (RFC 6455, with the nonce `key`) to the absolute http(s) `url` on
+  // another origin of the server, as GetStatusAt() sends its GET: the answer, with the stream
+  // when it is a 101 (Sec-WebSocket-Accept is not checked: the CLI has no SHA-1 without
+  // loading libcrypto); IoError when it cannot be reached.
+  Result<HttpUpgrade> OpenWebSocketAt(const std::string& url, const std::string& key);
 
  private:
   // Sends `request` (its Authorization added) through the servers (the file comment). The

@@ -20,6 +20,7 @@
 
 #include "cli/api_client.h"
 #include "cli/job_wait.h"
+#include "cli/shell_command.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
 #include "common/duration.h"
@@ -584,9 +585,9 @@ void PrintJob(const protocol::JobView& view) {
   PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
 }
 
-// The flags of a job's request, which `corral submit` and `corral batch` share.
-void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
-  c->add_option("-f,--file", f->file, "Job spec (YAML or JSON); flags override it");
+// The flags of one task's allocation and its job, which `corral shell` shares with `corral
+// submit` and `corral batch`.
+void AddAllocationFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--name", f->name, "Job name");
   c->add_option("--project", f->project, "Project (default: the 'default' project)");
   c->add_option("--gpus", f->gpus, "Whole GPUs per task (or 1 with --gpu-milli for a share)");
@@ -602,6 +603,25 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--memory-mib", f->memory_mib,
                 "Memory per task, MiB (default: the server's --default-memory-per-cpu-mib per "
                 "CPU, or none)");
+  c->add_option("--priority", f->priority, "Priority (higher runs first)");
+  c->add_option("--time-limit", f->time_limit,
+                "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS (0: none)");
+  c->add_option("--signal", f->signal,
+                "SIG[@SECONDS]: send SIG (USR1, TERM, ...) SECONDS (default 60) before the time "
+                "limit, to save work");
+  c->add_option("--workdir", f->workdir,
+                "Working folder on the node, absolute or relative to this one (default: this "
+                "folder where the node has it, else a scratch folder)");
+  c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
+}
+
+// The flags of a job's request, which `corral submit` and `corral batch` share.
+void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
+  c->add_option("-f,--file", f->file, "Job spec (YAML or JSON); flags override it");
+  AddAllocationFlags(c, f);
+  c->add_option("--environment", f->environment,
+                "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
+                "the default when none is given");
   c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
   c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
@@ -610,12 +630,6 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--launcher", f->launcher,
                 "none, torchrun, mpi, deepspeed, tf or jax: how parts start their processes and "
                 "which rendezvous variables they get (docs/distributed.md)");
-  c->add_option("--priority", f->priority, "Priority (higher runs first)");
-  c->add_option("--time-limit", f->time_limit,
-                "Time limit: seconds, or 90m, 2h30m, 1d, H:MM:SS, D-HH:MM:SS (0: none)");
-  c->add_option("--signal", f->signal,
-                "SIG[@SECONDS]: send SIG (USR1, TERM, ...) SECONDS (default 60) before the time "
-                "limit, to save work");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
   c->add_option("--dependency", f->dependency,
                 "Slurm's dependency text, all to be met: after:ID (started), afterok:ID "
@@ -633,13 +647,6 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_flag("--kill-on-invalid-dep", f->kill_on_invalid_dep,
               "Cancel the job when a dependency can never be met (default: it stays pending "
               "with reason dependency_never_satisfied)");
-  c->add_option("--workdir", f->workdir,
-                "Working folder on the node, absolute or relative to this one (default: this "
-                "folder where the node has it, else a scratch folder)");
-  c->add_option("--env", f->env, "NAME=VALUE (repeatable)");
-  c->add_option("--environment", f->environment,
-                "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
-                "the default when none is given");
   c->add_flag("--shell", f->shell, "Run the command with /bin/sh -c");
   c->add_option("--array", f->array,
                 "An array, one job per index (Slurm's syntax): 0-99, 1,3,5-7, 0-20:5 (a step); "
@@ -663,6 +670,43 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--error-file", f->error_file, "The same for the job's stderr");
   c->add_option("--partition", f->partition, "A partition of the cluster (corral partitions)");
   c->add_option("--qos", f->qos, "A QoS of the cluster (corral partitions)");
+}
+
+// `corral shell` (shell_command.h): the exit code is the remote shell's; corral's own failures
+// exit kExitCorral, as `submit --wait` does.
+void AddShell(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<SubmitFlags>();
+  CLI::App* c = app.add_subcommand(
+      "shell",
+      "Run an interactive shell (a pty) on an allocation, as salloc / srun --pty: corral shell "
+      "[flags] [-- CMD ARGS...]");
+  AddAllocationFlags(c, f.get());
+  c->add_option("--environment", f->environment,
+                "Environment NAME or NAME@VERSION to run in (corral env list; process runtime "
+                "only)");
+  c->add_option("command", f->command,
+                "The program after -- (default: your login shell on the node)");
+  c->callback([f, exit_code] {
+    f->no_check = true;  // checked below, once the spec is a shell's
+    auto spec = BuildSpec(*f);
+    if (spec.ok()) {
+      (*spec)["session"] = ShellSession();
+      if (Status checked = CheckSpec(*spec); !checked.ok()) spec = checked;
+    }
+    if (!spec.ok()) {
+      Fail(spec.status());
+      *exit_code = kExitCorral;
+      return;
+    }
+    int shell_code = 0;
+    const int code = WithClient([&](ApiClient& client) -> Status {
+      auto ran = RunShell(client, *spec);
+      if (!ran.ok()) return ran.status();
+      shell_code = *ran;
+      return Status::Ok();
+    });
+    *exit_code = code == 0 ? shell_code : kExitCorral;
+  });
 }
 
 // Submits what `f` asks and, with --wait or --follow, waits; sets `exit_code` (its rules:
@@ -2177,6 +2221,7 @@ struct CommandGroup {
 
 constexpr CommandGroup kCommandGroups[] = {
     {AddSubmitCommands, "submit batch partitions"},
+    {AddShell, "shell"},
     {AddJobCommands, "jobs job cancel logs"},
     {AddEnvironmentCommands, "environment env"},
     {AddSessionCommands, "session"},

@@ -140,7 +140,10 @@ std::string TlsErrorText(const TlsLibrary& ssl) {
   return text;
 }
 
-// One connection (plain or TLS): reads and writes with deadlines.
+}  // namespace
+
+// One connection (plain or TLS): reads and writes with deadlines. (Outside the unnamed
+// namespace: an HttpStream owns one.)
 class Connection {
  public:
   Connection(int fd, const TlsLibrary* ssl, SSL* tls) : fd_(fd), ssl_(ssl), tls_(tls) {}
@@ -173,6 +176,10 @@ class Connection {
     }
     return true;
   }
+
+  int fd() const { return fd_; }
+  // TLS holds decrypted bytes not read yet.
+  bool Pending() const { return tls_ != nullptr && ssl_->SSL_pending(tls_) > 0; }
 
   // Reads at most `size` bytes by `deadline`: the count, 0 at the end of the connection, -1 on a
   // failure (`timed_out` says whether the time ran out).
@@ -211,6 +218,8 @@ class Connection {
   bool handshaken_ = false;
 };
 
+namespace {
+
 // Reads an answer from a Connection, with the limits and deadlines of the file comment.
 class AnswerReader {
  public:
@@ -226,6 +235,26 @@ class AnswerReader {
     }
     return Failed(HttpFailure::kOther,
                   "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
+  }
+
+  // The answer to an upgrade: a 101's head alone (what follows is the new protocol's), or any
+  // other final answer whole; other 1xx answers skipped as Read() does.
+  HttpResult ReadUpgrade() {
+    for (int interim = 0; interim <= kMaxInterimAnswers; ++interim) {
+      HttpResult r = ReadHead();
+      if (!r.ok() || r.response.status == 101) return r;
+      if (r.response.status >= 200) return ReadBody(std::move(r));
+    }
+    return Failed(HttpFailure::kOther,
+                  "more than " + std::to_string(kMaxInterimAnswers) + " interim (1xx) answers");
+  }
+
+  // The bytes read past what was parsed (after a 101: the new protocol's first bytes).
+  std::string TakeBuffered() {
+    std::string rest = buffer_.substr(pos_);
+    buffer_.clear();
+    pos_ = 0;
+    return rest;
   }
 
  private:
@@ -450,10 +479,11 @@ bool HeadersAreOneLineEach(const HttpRequest& request) {
   return clean(request.content_type);
 }
 
-std::string RequestHead(const HttpOrigin& origin, const HttpRequest& request) {
+// `upgrade`: the request asks for another protocol (its Upgrade header is among its headers).
+std::string RequestHead(const HttpOrigin& origin, const HttpRequest& request, bool upgrade) {
   std::string head = request.method + " " + EncodedTarget(request.target) +
-                     " HTTP/1.1\r\nHost: " + origin.HostHeader() +
-                     "\r\nAccept: */*\r\nConnection: close\r\n";
+                     " HTTP/1.1\r\nHost: " + origin.HostHeader() + "\r\nAccept: */*\r\n" +
+                     (upgrade ? "Connection: Upgrade\r\n" : "Connection: close\r\n");
   for (const auto& [name, value] : request.headers) head += name + ": " + value + "\r\n";
   if (!request.content_type.empty()) head += "Content-Type: " + request.content_type + "\r\n";
   if (!request.body.empty() || request.method == "POST" || request.method == "PUT") {
@@ -633,7 +663,62 @@ HttpClient::HttpClient(HttpOrigin origin, HttpClientOptions options)
 
 HttpClient::~HttpClient() = default;
 
+// An upgraded connection: the Connection, and the bytes read past the 101's head.
+struct HttpStream::Impl {
+  std::unique_ptr<Connection> connection;
+  std::string buffered;
+  int fd = -1;
+  std::chrono::milliseconds write_timeout;
+};
+
+HttpStream::HttpStream(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HttpStream::~HttpStream() = default;
+
+int HttpStream::fd() const { return impl_->fd; }
+
+bool HttpStream::Buffered() const {
+  return !impl_->buffered.empty() || impl_->connection->Pending();
+}
+
+bool HttpStream::Write(std::string_view data) {
+  return impl_->connection->Write(data, Clock::now() + impl_->write_timeout);
+}
+
+ssize_t HttpStream::Read(char* buffer, size_t size) {
+  if (!impl_->buffered.empty()) {
+    const size_t n = std::min(size, impl_->buffered.size());
+    std::memcpy(buffer, impl_->buffered.data(), n);
+    impl_->buffered.erase(0, n);
+    return static_cast<ssize_t>(n);
+  }
+  bool timed_out = false;
+  // Called when poll() said the socket is readable (or TLS holds bytes): a short deadline
+  // only bounds a partial TLS record.
+  return impl_->connection->Read(buffer, size, Clock::now() + std::chrono::seconds(5), &timed_out);
+}
+
+HttpUpgrade HttpClient::Upgrade(const HttpRequest& request) {
+  HttpUpgrade out;
+  std::unique_ptr<Connection> connection;
+  out.answer = Exchange(request, /*upgrade=*/true, &connection);
+  if (!out.answer.ok() || out.answer.response.status != 101) return out;
+  auto impl = std::make_unique<HttpStream::Impl>();
+  impl->buffered = std::move(out.answer.response.body);
+  out.answer.response.body.clear();
+  impl->fd = connection->fd();
+  impl->connection = std::move(connection);
+  impl->write_timeout = options_.write_timeout;
+  out.stream = std::unique_ptr<HttpStream>(new HttpStream(std::move(impl)));
+  return out;
+}
+
 HttpResult HttpClient::Send(const HttpRequest& request) {
+  std::unique_ptr<Connection> connection;
+  return Exchange(request, /*upgrade=*/false, &connection);
+}
+
+HttpResult HttpClient::Exchange(const HttpRequest& request, bool upgrade,
+                                std::unique_ptr<Connection>* kept) {
   if (!HeadersAreOneLineEach(request)) {  // a value with a line break would add headers
     return Failed(HttpFailure::kOther, "a request header holds a line break or NUL");
   }
@@ -659,13 +744,18 @@ HttpResult HttpClient::Send(const HttpRequest& request) {
     connection = std::make_unique<Connection>(*fd, nullptr, nullptr);
   }
   const Clock::time_point write_deadline = Clock::now() + options_.write_timeout;
-  const bool written = connection->Write(RequestHead(origin_, request), write_deadline) &&
+  const bool written = connection->Write(RequestHead(origin_, request, upgrade), write_deadline) &&
                        connection->Write(request.body, write_deadline);
   // A server that refuses a body before reading it all (413) may close while it is sent: its
   // answer is read all the same, and only when there is none is the write the failure.
-  HttpResult answer = AnswerReader(*connection, options_).Read();
+  AnswerReader reader(*connection, options_);
+  HttpResult answer = upgrade ? reader.ReadUpgrade() : reader.Read();
   if (!written && !answer.ok()) {
     return Failed(HttpFailure::kWrite, "connection lost while sending");
+  }
+  if (upgrade && answer.ok() && answer.response.status == 101) {
+    answer.response.body = reader.TakeBuffered();  // Upgrade() moves it to the stream
+    *kept = std::move(connection);
   }
   return answer;
 }

@@ -15,6 +15,8 @@
 // Thread safety: one HttpClient per thread.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -84,6 +86,39 @@ struct HttpOrigin {
   std::string HostHeader() const;
 };
 
+class Connection;
+
+// A connection upgraded to another protocol (HttpClient::Upgrade: a WebSocket), plain or TLS:
+// the caller frames the bytes. Owns the connection; closes it when destroyed.
+class HttpStream {
+ public:
+  struct Impl;
+  explicit HttpStream(std::unique_ptr<Impl> impl);
+  ~HttpStream();
+  HttpStream(const HttpStream&) = delete;
+  HttpStream& operator=(const HttpStream&) = delete;
+
+  // The socket, to poll for POLLIN before Read() (but see Buffered()).
+  int fd() const;
+  // Bytes that Read() returns without the socket being readable (read past the answer's head,
+  // or decrypted by TLS and not yet taken): read them before polling.
+  bool Buffered() const;
+  // Writes all of `data` within the client's write timeout; false when the connection failed.
+  bool Write(std::string_view data);
+  // Reads at most `size` bytes: the count, 0 at the end of the connection, -1 on a failure.
+  // Waits for bytes (at most 5 s): call it when fd() polled readable or Buffered().
+  ssize_t Read(char* buffer, size_t size);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// The answer to an upgrade request, and the stream when it was a 101.
+struct HttpUpgrade {
+  HttpResult answer;                   // a 101's head, or another answer whole
+  std::unique_ptr<HttpStream> stream;  // set with a 101 only
+};
+
 class HttpClient {
  public:
   HttpClient(HttpOrigin origin, HttpClientOptions options);
@@ -93,11 +128,17 @@ class HttpClient {
 
   // Sends `request` on a new connection and reads the whole answer (1xx answers skipped).
   HttpResult Send(const HttpRequest& request);
+  // Sends `request`, which carries its own `Upgrade` header (and Sec-WebSocket-* ones), with
+  // `Connection: Upgrade`, and reads the answer: on a 101 the connection goes on as the stream.
+  HttpUpgrade Upgrade(const HttpRequest& request);
 
  private:
   class Tls;  // the TLS context (CA store loaded once), made on the first https request
   HttpOrigin origin_;
   HttpClientOptions options_;
+  // One request on a new connection; with `upgrade` and a 101, the connection in `kept`.
+  HttpResult Exchange(const HttpRequest& request, bool upgrade, std::unique_ptr<Connection>* kept);
+
   std::unique_ptr<Tls> tls_;
 };
 

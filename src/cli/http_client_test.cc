@@ -21,6 +21,7 @@ namespace corral::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::StartsWith;
 using Clock = std::chrono::steady_clock;
 
@@ -166,6 +167,49 @@ TEST(HttpClientTest, SendsTheRequestAndReadsAContentLengthAnswer) {
   EXPECT_THAT(request, HasSubstr("\r\nAuthorization: Bearer t\r\n"));
   EXPECT_THAT(request, HasSubstr("\r\nContent-Length: 2\r\n"));
   EXPECT_THAT(request, testing::EndsWith("\r\n\r\n{}"));
+}
+
+TEST(HttpClientTest, AnUpgradeKeepsTheConnectionWithTheBytesPastThe101) {
+  RawServer server([](int fd, const std::atomic<bool>& stopping) {
+    // The new protocol's first bytes in the same packet as the head: the stream has them.
+    SendAll(fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\nearly");
+    char buffer[64];
+    pollfd p{fd, POLLIN, 0};
+    while (!stopping && poll(&p, 1, 20) == 0) {
+    }
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 0) SendAll(fd, "echo:" + std::string(buffer, static_cast<size_t>(n)));
+    HoldUntilClosed(fd, stopping);
+  });
+  HttpClient http(server.origin(), Short());
+  HttpUpgrade upgrade = http.Upgrade({"GET", "/sessions/7/", {{"Upgrade", "websocket"}}, "", ""});
+  ASSERT_TRUE(upgrade.answer.ok()) << upgrade.answer.detail;
+  EXPECT_EQ(upgrade.answer.response.status, 101);
+  ASSERT_TRUE(upgrade.stream);
+  EXPECT_THAT(server.request(), HasSubstr("\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"));
+  EXPECT_THAT(server.request(), Not(HasSubstr("Connection: close")));
+  EXPECT_TRUE(upgrade.stream->Buffered());
+  char buffer[64];
+  ssize_t n = upgrade.stream->Read(buffer, sizeof(buffer));
+  EXPECT_EQ(std::string(buffer, static_cast<size_t>(std::max<ssize_t>(n, 0))), "early");
+  EXPECT_FALSE(upgrade.stream->Buffered());
+  ASSERT_TRUE(upgrade.stream->Write("ping"));
+  std::string echoed;
+  while (echoed.size() < 9 && (n = upgrade.stream->Read(buffer, sizeof(buffer))) > 0) {
+    echoed.append(buffer, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(echoed, "echo:ping");
+
+  // Any other answer is read whole, and there is no stream.
+  RawServer refusing([](int fd, const std::atomic<bool>&) {
+    SendAll(fd, "HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope");
+  });
+  HttpClient other(refusing.origin(), Short());
+  HttpUpgrade refused = other.Upgrade({"GET", "/sessions/8/", {{"Upgrade", "websocket"}}, "", ""});
+  ASSERT_TRUE(refused.answer.ok()) << refused.answer.detail;
+  EXPECT_EQ(refused.answer.response.status, 404);
+  EXPECT_EQ(refused.answer.response.body, "nope");
+  EXPECT_FALSE(refused.stream);
 }
 
 TEST(HttpClientTest, ReadsChunkedAndToTheEndAnswersAndSkips100Continue) {

@@ -174,8 +174,12 @@ Result<BatchScript> ParseScript(const nlohmann::json& s) {
 Result<SessionSpec> ParseSession(const nlohmann::json& s, SpecOrigin origin) {
   if (!s.is_object()) return FieldError("session", "must be an object");
   CORRAL_RETURN_IF_ERROR(
-      CheckKnownKeys(origin, s, {"idle_timeout_s", "salt", "token"}, "session."));
+      CheckKnownKeys(origin, s, {"idle_timeout_s", "shell", "salt", "token"}, "session."));
   SessionSpec session;
+  if (s.contains("shell")) {
+    if (!s["shell"].is_boolean()) return FieldError("session.shell", "must be true or false");
+    session.shell = s["shell"].get<bool>();
+  }
   if (s.contains("idle_timeout_s")) {
     auto v = GetInt(s["idle_timeout_s"], "session.idle_timeout_s", 0, int64_t{1} << 40);
     if (!v.ok()) return v.status();
@@ -324,8 +328,6 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     auto argv = GetArgv(j["command"], "command", kMaxSpecArgv);
     if (!argv.ok()) return argv.status();
     spec.command = std::move(argv).value();
-  } else if (spec.environment.empty() && !spec.script) {
-    return FieldError("command", "is required (or an environment with a default command)");
   }
   if (j.contains("workdir")) {
     auto v = GetString(j["workdir"], "workdir");
@@ -404,6 +406,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     auto v = GetString(j[field], field);
     if (!v.ok()) return v.status();
     *target = *v;
+  }
+  // A shell without a command runs the task user's login shell; a batch job runs its script.
+  if (spec.command.empty() && spec.environment.empty() && !spec.script &&
+      !(spec.session && spec.session->shell)) {
+    return FieldError("command", "is required (or an environment with a default command)");
   }
   if (j.contains("signal")) {
     auto warning = ParseWarning(j["signal"], origin);
@@ -507,6 +514,7 @@ nlohmann::json ToJson(const JobSpec& s) {
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();
     if (s.session->idle_timeout_s) session["idle_timeout_s"] = *s.session->idle_timeout_s;
+    if (s.session->shell) session["shell"] = true;
     if (!s.session->salt.empty()) session["salt"] = s.session->salt;
     if (!s.session->stored_token.empty()) session["token"] = s.session->stored_token;
     j["session"] = session;

@@ -85,6 +85,10 @@ struct SessionSpec {
   // Seconds without a proxied request before the session is stopped (after a notice): 0 never,
   // else >= model::kMinSessionIdleTimeoutS; none: the server's --session-idle-timeout.
   std::optional<int64_t> idle_timeout_s;
+  // An interactive shell (`corral shell`, docs/sessions.md): the task runs the job's command, or
+  // without one the task user's login shell, on a pty served over a WebSocket by the agent's
+  // pty server (agent/shell_server.h) instead of the command serving HTTP itself.
+  bool shell = false;
   // The session's secret (CORRAL_SESSION_TOKEN) is never stored: it is derived from `salt` with
   // the server's session key (Controller::SessionToken). `salt`: 64 lowercase hex characters,
   // generated at submission; never in a submitted or shown spec, always in a stored one.

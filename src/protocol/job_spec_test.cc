@@ -238,6 +238,24 @@ TEST(SessionSpecTest, ErrorsNameTheField) {
   }
 }
 
+TEST(SessionSpecTest, AShellMayLeaveOutItsCommand) {
+  // `corral shell` without a command: the task user's login shell.
+  auto shell = ParseJobSpec({{"session", {{"shell", true}, {"idle_timeout_s", 0}}}});
+  ASSERT_TRUE(shell.ok()) << shell.status().ToString();
+  EXPECT_TRUE(shell->session->shell);
+  EXPECT_TRUE(shell->command.empty());
+  EXPECT_EQ(ToJson(*shell)["session"], json({{"idle_timeout_s", 0}, {"shell", true}}));
+  EXPECT_FALSE(ParseJobSpec(SessionSpecJson(json::object()))->session->shell);
+  EXPECT_FALSE(ToJson(*ParseJobSpec(SessionSpecJson(json::object())))["session"].contains("shell"));
+  // Any other session, or no session, still needs one.
+  EXPECT_THAT(ParseJobSpec({{"session", json::object()}}).status().message(),
+              HasSubstr("field 'command': is required"));
+  EXPECT_THAT(ParseJobSpec({{"session", {{"shell", false}}}}).status().message(),
+              HasSubstr("field 'command': is required"));
+  EXPECT_THAT(ParseJobSpec(SessionSpecJson({{"shell", "yes"}})).status().message(),
+              HasSubstr("field 'session.shell': must be true or false"));
+}
+
 TEST(SessionSpecTest, StoredSpecsCarryTheSaltNotTheSecretAndRoundTrip) {
   auto submitted = ParseJobSpec(SessionSpecJson({{"idle_timeout_s", 0}}));
   ASSERT_TRUE(submitted.ok()) << submitted.status().ToString();

@@ -158,6 +158,7 @@ nlohmann::json ToJson(const TaskLaunch& l) {
     out["session"] = json{{"port", l.session->port},
                           {"url_prefix", l.session->url_prefix},
                           {"token", l.session->token}};
+    if (l.session->shell) out["session"]["shell"] = true;
   }
   if (l.environment) {
     const LaunchEnvironment& e = *l.environment;
@@ -293,6 +294,7 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
     if (session.port < 1024 || session.port > 65535) return s.Bad("port", "must be 1024..65535");
     CORRAL_RETURN_IF_ERROR(s.String("url_prefix", true, session.url_prefix));
     CORRAL_RETURN_IF_ERROR(s.String("token", true, session.token));
+    CORRAL_RETURN_IF_ERROR(s.Bool("shell", session.shell));
     l.session = std::move(session);
     return Status::Ok();
   }));

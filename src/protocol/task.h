@@ -80,6 +80,9 @@ struct LaunchSession {
   int port = 0;            // 1024..65535, reserved for the session on this node
   std::string url_prefix;  // "/sessions/<job id>/"
   std::string token;       // 64 hex characters
+  // An interactive shell (JobSpec's session.shell): the agent runs its pty server
+  // (agent/shell_server.h) on the port, with argv (empty: the task user's login shell) on the pty.
+  bool shell = false;
 };
 
 struct TaskLaunch {
@@ -89,6 +92,7 @@ struct TaskLaunch {
   TaskKey key;
   // The program and its arguments, exec'd directly (PATH is searched for argv[0] when it has no
   // '/'); no shell unless `shell`: then /bin/sh -c argv[0], with argv[1..] as "$0", "$1", ...
+  // Empty only for an interactive shell (LaunchSession::shell) that runs the login shell.
   std::vector<std::string> argv;
   bool shell = false;
   // Absolute, must exist on the node; empty: `submit_dir` when the node has it and the task's

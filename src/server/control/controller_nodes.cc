@@ -417,7 +417,7 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
     // The agent sets the session variables from this (protocol::LaunchSession).
     launch.session =
         protocol::LaunchSession{a.session->port, model::SessionUrlPrefix(job.record.id.value()),
-                                SessionToken(*job.spec.session)};
+                                SessionToken(*job.spec.session), job.spec.session->shell};
   }
   if (a.rendezvous) {
     launch.distributed = protocol::Distributed{

@@ -41,7 +41,9 @@ std::vector<protocol::ResourceDefault> ApplyResourceDefaults(const ResourceDefau
 
 Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec) {
   spec.environment = ToString(env.name, version);
-  if (spec.command.empty()) {
+  // An interactive shell without a command runs the login shell, not the environment's app.
+  const bool login_shell = spec.session && spec.session->shell;
+  if (spec.command.empty() && !login_shell) {
     if (env.command.empty()) {
       return protocol::FieldError(
           "command", "is required: environment '" + spec.environment + "' has no default command");
