@@ -952,10 +952,10 @@ def test_a_slurm_batch_script_runs_unchanged(root):
         job = json.loads(out.stdout)["id"] if out.returncode == 0 else None
         check("corral batch takes the script", job is not None,
               (out.returncode, out.stdout, out.stderr))
-        reason = c.job(job)["pending_reason"] or {}
         check("it waits for the job it depends on, naming it",
-              c.job(job)["state"] == "pending" and f"job {first}" in reason.get("message", ""),
-              reason)
+              wait_for(lambda: f"job {first}" in
+                       (c.job(job)["pending_reason"] or {}).get("message", ""), 30) and
+              c.job(job)["state"] == "pending", c.job(job)["pending_reason"])
         open(os.path.join(c.root, "go"), "w").close()
         check("it runs once that job succeeded", c.wait_state(job, ("succeeded",), 60),
               c.job(job))
