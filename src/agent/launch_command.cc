@@ -28,6 +28,8 @@ using Clock = std::chrono::steady_clock;
 // Between SIGTERM and SIGKILL for the siblings of a process that failed.
 constexpr auto kStopGrace = std::chrono::seconds(10);
 constexpr Clock::time_point kNoDeadline = Clock::time_point::max();
+// How long the output left in the pipes is copied once the processes have ended.
+constexpr auto kDrainTime = std::chrono::seconds(2);
 
 struct LaunchFlags {
   int procs = 0;
@@ -217,22 +219,22 @@ int RunProcs(const std::vector<std::string>& command, int procs, const LaunchFla
   // With output files, the processes write into pipes this command copies to the log and the
   // files (stderr to the output file too when no error file is given).
   std::vector<Tee> tees;
-  int write_ends[2] = {-1, -1};  // the processes' stdout and stderr
-  if (!f.output.empty()) {
-    const int out_file = OpenOutput(f.output, f.truncate);
-    const int err_file = f.error.empty() ? out_file : OpenOutput(f.error, f.truncate);
-    if (out_file < 0 || err_file < 0) return 1;
-    for (int stream : {0, 1}) {
-      int ends[2];
-      if (pipe2(ends, O_CLOEXEC) != 0) {
-        std::cerr << "corral launch: pipe: " << strerror(errno) << "\n";
-        return 1;
-      }
-      write_ends[stream] = ends[1];
-      tees.push_back({ends[0], stream == 0 ? STDOUT_FILENO : STDERR_FILENO,
-                      stream == 0 ? out_file : err_file,
-                      stream == 0 || f.error.empty() ? f.output : f.error});
+  int write_ends[2] = {-1, -1};  // the processes' stdout and stderr; -1: inherited
+  // stderr goes to --error, else to --output; stdout to --output, else only to the log.
+  const int out_file = f.output.empty() ? -1 : OpenOutput(f.output, f.truncate);
+  const int err_file = f.error.empty() ? out_file : OpenOutput(f.error, f.truncate);
+  if ((!f.output.empty() && out_file < 0) || (!f.error.empty() && err_file < 0)) return 1;
+  for (int stream : {0, 1}) {
+    const int file = stream == 0 ? out_file : err_file;
+    if (file < 0) continue;
+    int ends[2];
+    if (pipe2(ends, O_CLOEXEC) != 0) {
+      std::cerr << "corral launch: pipe: " << strerror(errno) << "\n";
+      return 1;
     }
+    write_ends[stream] = ends[1];
+    tees.push_back({ends[0], stream == 0 ? STDOUT_FILENO : STDERR_FILENO, file,
+                    stream == 0 || f.error.empty() ? f.output : f.error});
   }
   std::map<pid_t, int> running;  // pid -> local rank
   std::optional<int> result;     // the exit status, decided by the first failure or signal
@@ -291,10 +293,12 @@ int RunProcs(const std::vector<std::string>& command, int procs, const LaunchFla
   }
   // What the processes wrote before they ended; a process they left behind (killed with the
   // task's process group when this command exits) may still hold a pipe open: not waited for.
+  // Bounded: a process left behind that keeps writing does not keep the command alive.
+  const Clock::time_point drain_until = Clock::now() + kDrainTime;
   for (Tee& tee : tees) {
     if (tee.pipe < 0) continue;
     (void)fcntl(tee.pipe, F_SETFL, O_NONBLOCK);
-    while (CopyOnce(tee)) {
+    while (Clock::now() < drain_until && CopyOnce(tee)) {
     }
   }
   return result.value_or(0);

@@ -10,15 +10,15 @@
 //     passed on to every process (no SIGKILL: the sender owns the grace); the command then
 //     waits for them and exits with 128 + that signal (143 for SIGTERM). A CMD that cannot be
 //     exec'd exits 127 with a message on stderr.
-//   corral launch --procs P --output FILE [--error FILE] [--truncate] -- CMD [ARGS...]
+//   corral launch --procs P [--output FILE] [--error FILE] [--truncate] -- CMD [ARGS...]
 //     The same, and what the processes write to stdout (and stderr, without --error) is also
-//     written to FILE, opened relative to the working folder as the task's user (O_APPEND;
-//     emptied first with --truncate), as Slurm's --output: the command copies it through pipes
-//     to its own stdout / stderr (the task's log) and the files. A file it cannot open: exit 1
-//     with a message on stderr before anything starts. With P == 1 the process gets no rank
-//     variables of its own (its part's are in the environment already).
-//     Signals other than SIGTERM, SIGINT and SIGCHLD (a warning signal before the time limit,
-//     sent to the task's process group) are left to the processes, which got them too.
+//     written to the --output FILE (stderr alone to the --error FILE), opened relative to the
+//     working folder as the task's user (O_APPEND; emptied first with --truncate), as Slurm's
+//     --output: the command copies it through pipes to its own stdout / stderr (the task's log) and
+//     the files. A file it cannot open: exit 1 with a message on stderr before anything starts.
+//     With P == 1 the process gets no rank variables of its own (its part's are in the environment
+//     already). Signals other than SIGTERM, SIGINT and SIGCHLD (a warning signal before the time
+//     limit, sent to the task's process group) are left to the processes, which got them too.
 //   corral launch --hold
 //     Waits for SIGTERM or SIGINT, then exits 0 (mpi: the parts other than part 0 hold their
 //     node while mpirun, started by part 0, uses it).

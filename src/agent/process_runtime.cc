@@ -618,14 +618,29 @@ std::string ProcessRuntime::ScriptPath(const TaskKey& key) const {
 Status ProcessRuntime::WriteScript(const TaskKey& key, const std::string& script,
                                    const TaskIdentity& identity) const {
   // Only the runtime can create entries in scripts/ (0711): the path is ours. Readable by the
-  // task's user alone: a script may hold what others should not read.
+  // task's user alone, from its first byte: a script may hold what others should not read.
   const std::string path = ScriptPath(key);
-  CORRAL_RETURN_IF_ERROR(WriteFileAtomic(path, script));
-  if (identity.shim && chown(path.c_str(), identity.shim->uid, identity.shim->gid) != 0) {
-    return IoError("chown " + path + ": " + ErrnoText(errno));
+  const std::string temp = path + ".tmp";
+  (void)unlink(temp.c_str());  // left by a start that failed midway
+  const int fd = open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return IoError("cannot create " + temp + ": " + ErrnoText(errno));
+  Status s;
+  if (identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
+    s = IoError("chown " + temp + ": " + ErrnoText(errno));
   }
-  if (chmod(path.c_str(), 0500) != 0) return IoError("chmod " + path + ": " + ErrnoText(errno));
-  return Status::Ok();
+  for (size_t done = 0; s.ok() && done < script.size();) {
+    const ssize_t n = write(fd, script.data() + done, script.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) s = IoError("cannot write " + temp + ": " + ErrnoText(errno));
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  if (s.ok() && fchmod(fd, 0500) != 0) s = IoError("chmod " + temp + ": " + ErrnoText(errno));
+  close(fd);
+  if (s.ok() && rename(temp.c_str(), path.c_str()) != 0) {
+    s = IoError("cannot rename " + temp + ": " + ErrnoText(errno));
+  }
+  if (!s.ok()) (void)unlink(temp.c_str());
+  return s;
 }
 
 Status ProcessRuntime::WriteHostfile(const TaskKey& key, const Distributed& distributed) const {

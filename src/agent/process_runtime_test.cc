@@ -1739,8 +1739,7 @@ TEST_F(DistributedRuntimeTest, EachProcessOfAPartSeesItsRank) {
 
 TEST_F(DistributedRuntimeTest, ABatchScriptRunsPerRankWithSlurmVariablesAndOutputFiles) {
   auto runtime = MakeDistributedRuntime();
-  TaskLaunch l = DistributedLaunch(
-      9, {"first arg"}, model::Launcher::kNone, 2);
+  TaskLaunch l = DistributedLaunch(9, {"first arg"}, model::Launcher::kNone, 2);
   l.script =
       "#!/bin/sh\n#SBATCH -n 4\necho \"$SLURM_PROCID $SLURM_LOCALID $SLURM_NTASKS $SLURM_NODEID "
       "$SLURM_JOB_NUM_NODES $1\"\necho \"err $SLURM_PROCID\" >&2\n";
@@ -1777,6 +1776,17 @@ TEST_F(DistributedRuntimeTest, OutputFilesStartEmptyForAOnePartJobAndGetStderrWi
   auto text = ReadFile(task_dir_ + "/log.txt");
   ASSERT_TRUE(text.ok());
   EXPECT_TRUE(*text == "out\nerr\n" || *text == "err\nout\n") << *text;
+  EXPECT_EQ(Stdout(*runtime, l.key), "out\n");
+  EXPECT_EQ(Stderr(*runtime, l.key), "err\n");
+}
+
+TEST_F(DistributedRuntimeTest, AnErrorFileAloneGetsStderrAndStdoutStaysInTheLog) {
+  auto runtime = MakeDistributedRuntime();
+  TaskLaunch l = Launch(13, {"sh", "-c", "echo out; echo err >&2"});
+  l.error_file = "err.txt";
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_EQ(ReadFile(task_dir_ + "/err.txt").value_or(""), "err\n");
   EXPECT_EQ(Stdout(*runtime, l.key), "out\n");
   EXPECT_EQ(Stderr(*runtime, l.key), "err\n");
 }

@@ -219,13 +219,13 @@ std::vector<std::string> PartArgv(const TaskLaunch& launch, const std::vector<st
 std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,
                                     const std::string& self_exe) {
   std::vector<std::string> out = PartArgv(launch, argv, self_exe);
-  if (launch.output_file.empty()) return out;
+  if (launch.output_file.empty() && launch.error_file.empty()) return out;
   const std::vector<std::string> launch_procs = {self_exe, "launch", "--procs"};
-  if (out.size() >= 2 && out[0] == self_exe && out[1] == "launch" &&
-      std::find(out.begin(), out.end(), "--hold") != out.end()) {
+  if (out == std::vector<std::string>{self_exe, "launch", "--hold"}) {
     return out;  // an mpi part that only holds its node: it writes nothing
   }
-  std::vector<std::string> tee = {"--output", launch.output_file};
+  std::vector<std::string> tee;
+  if (!launch.output_file.empty()) tee.insert(tee.end(), {"--output", launch.output_file});
   if (!launch.error_file.empty()) tee.insert(tee.end(), {"--error", launch.error_file});
   // One part alone owns its files, which start empty as Slurm's do; parts that may share them
   // append.

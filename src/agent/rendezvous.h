@@ -70,8 +70,9 @@ bool IsRendezvousEnvName(const Distributed& distributed, const std::string& name
 //   none, deepspeed, tf, jax with P > 1: SELF_EXE launch --procs P -- ARGV...
 //   mpi: part 0: ARGV; the other parts: SELF_EXE launch --hold
 //   otherwise (P == 1, or not distributed): ARGV.
-// With an output file (TaskLaunch::output_file) the result runs under `corral launch`, which
-// copies what it writes into the files: --output F [--error E] [--truncate: a one-part job]
+// With an output or error file (TaskLaunch::output_file, error_file) the result runs under
+// `corral launch`, which copies what it writes into the files: [--output F] [--error E]
+// [--truncate: a one-part job]
 // added to a `launch --procs` command, else SELF_EXE launch --procs 1 --output F ... -- ARGV...
 // (an mpi part that only holds its node writes nothing: unchanged).
 std::vector<std::string> LaunchArgv(const TaskLaunch& launch, const std::vector<std::string>& argv,

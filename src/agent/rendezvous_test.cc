@@ -253,6 +253,11 @@ TEST(LaunchArgvTest, OutputFilesRunUnderCorralLaunchWhichWritesThem) {
   l = DistributedLaunch(Launcher::kMpi);
   l.output_file = "o";
   EXPECT_EQ(LaunchArgv(l, {"mpirun", "a.out"}, "/c"), (Argv{"/c", "launch", "--hold"}));
+  // An error file alone; a job argument that reads like --hold changes nothing.
+  l = DistributedLaunch(Launcher::kNone);
+  l.error_file = "e";
+  EXPECT_EQ(LaunchArgv(l, {"x", "--hold"}, "/c"),
+            (Argv{"/c", "launch", "--error", "e", "--procs", "3", "--", "x", "--hold"}));
 }
 
 TEST(LaunchArgvTest, MpiRunsTheCommandOnPartZeroAndHoldsTheOthers) {

@@ -147,6 +147,7 @@ Status Validate(const TaskLaunch& l) {
 }
 
 std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch) {
+  if (launch.distributed && launch.distributed->launcher == model::Launcher::kMpi) return {};
   const int procs = launch.distributed ? launch.distributed->procs_per_node : 1;
   const std::string job = std::to_string(launch.job_id.value());
   std::map<std::string, std::string> env = {

@@ -52,8 +52,9 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 // SLURM_NTASKS_PER_NODE, SLURM_JOB_NUM_NODES (SLURM_NNODES) = parts, SLURM_NODEID = the part,
 // SLURM_PROCID = the part's first rank and SLURM_LOCALID 0 (`corral launch` sets each
 // process's), SLURM_SUBMIT_DIR; for an array element SLURM_ARRAY_TASK_ID and
-// SLURM_ARRAY_JOB_ID. Only batch tasks get them: mpirun and PyTorch Lightning take a job with
-// SLURM_* variables for a Slurm allocation.
+// SLURM_ARRAY_JOB_ID. Only batch tasks get them, and not those of launcher mpi: mpirun (Open
+// MPI's Slurm components) and PyTorch Lightning take a job with SLURM_* variables for a Slurm
+// allocation and look for srun.
 std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch);
 
 // The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent

@@ -207,8 +207,8 @@ TEST(TaskEnvironmentTest, ABatchTaskGetsSlurmsVariablesAndACommandDoesNot) {
   for (const char* expected :
        {"SLURM_JOB_ID=7", "SLURM_JOBID=7", "SLURM_JOB_NAME=train", "SLURM_NTASKS=2",
         "SLURM_NTASKS_PER_NODE=1", "SLURM_JOB_NUM_NODES=2", "SLURM_NNODES=2", "SLURM_NODEID=1",
-        "SLURM_PROCID=1", "SLURM_LOCALID=0", "SLURM_SUBMIT_DIR=/home/a",
-        "SLURM_ARRAY_TASK_ID=3", "SLURM_ARRAY_JOB_ID=5"}) {
+        "SLURM_PROCID=1", "SLURM_LOCALID=0", "SLURM_SUBMIT_DIR=/home/a", "SLURM_ARRAY_TASK_ID=3",
+        "SLURM_ARRAY_JOB_ID=5"}) {
     EXPECT_THAT(env, ::testing::Contains(std::string(expected)));
   }
   auto back = TaskLaunchFromJson(ToJson(l));
@@ -216,6 +216,14 @@ TEST(TaskEnvironmentTest, ABatchTaskGetsSlurmsVariablesAndACommandDoesNot) {
   EXPECT_EQ(back->script, l.script);
   EXPECT_EQ(back->job_name, "train");
   EXPECT_EQ(back->array_id, 5);
+}
+
+TEST(TaskEnvironmentTest, ABatchTaskOfLauncherMpiGetsNoSlurmVariables) {
+  TaskLaunch l = ValidLaunch();
+  l.script = "#!/bin/sh\nmpirun a.out\n";
+  l.distributed = Distributed{model::Launcher::kMpi, 1, 1, 2, "10.0.0.1", 29500, {"a", "b"}};
+  EXPECT_THAT(TaskEnvironment(l, "n", {}),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("SLURM_"))));
 }
 
 TEST(TaskEnvironmentTest, ABatchTasksArgvAreItsScriptsArguments) {

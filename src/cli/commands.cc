@@ -380,7 +380,9 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.script.empty()) {
     auto text = ReadScript(f.script);
     if (!text.ok()) return text.status();
-    spec["script"] = {{"text", *text}, {"args", f.script_args}};
+    spec["script"] = {{"text", *text},
+                      {"args", f.script_args},
+                      {"name", std::filesystem::path(f.script).filename().string()}};
   }
   for (const auto& [field, value] : {std::pair{"output_file", &f.output_file},
                                      {"error_file", &f.error_file},

@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "model/warning_signal.h"
 #include "protocol/array_spec.h"
+#include "protocol/names.h"
 
 namespace corral::protocol {
 namespace {
@@ -52,6 +53,9 @@ struct CorralOption {
 Status DirectiveError(const std::string& where, const std::string& what) {
   return InvalidArgument("script: " + where + ": " + what);
 }
+
+// The error of a parser that already names the directive (it was given `where` as its what).
+Status InScript(const Status& named) { return InvalidArgument("script: " + named.message()); }
 
 Result<int64_t> WholeNumber(const std::string& value, const std::string& where, int64_t low = 0) {
   int64_t n = 0;
@@ -148,7 +152,7 @@ Status SlurmSignal(const std::string& value, const std::string& where, SlurmAsk&
   std::string text = value;
   if (text.size() > 2 && (text[0] == 'B' || text[0] == 'R') && text[1] == ':') text.erase(0, 2);
   auto warning = model::ParseWarningSignal(text, where);
-  if (!warning.ok()) return DirectiveError(where, warning.status().message());
+  if (!warning.ok()) return InScript(warning.status());
   ask.fields["signal"] = {{"name", model::SignalName(warning->signal)},
                           {"before_s", warning->before.value()}};
   return Status::Ok();
@@ -220,7 +224,7 @@ const std::vector<SbatchOption>& SbatchTable() {
        Arity::kValue,
        [](const std::string& value, const std::string& where, SlurmAsk& ask) {
          auto seconds = ParseSlurmTime(value, where);
-         if (!seconds.ok()) return DirectiveError(where, seconds.status().message());
+         if (!seconds.ok()) return InScript(seconds.status());
          ask.fields["time_limit_s"] = *seconds;
          return Status::Ok();
        },
@@ -268,7 +272,8 @@ const std::vector<SbatchOption>& SbatchTable() {
       IgnoredOption({"--wait", "-W"}, Arity::kFlag, "use corral batch --wait"),
       IgnoredOption({"--parsable", "--quiet", "-Q", "--verbose", "-v"}, Arity::kFlag,
                     "corral batch -o json prints the answer as JSON"),
-      IgnoredOption({"--hold", "-H"}, Arity::kFlag, "corral has no held jobs"),
+      IgnoredOption({"--hold", "-H"}, Arity::kFlag,
+                    "corral holds jobs only for their dependencies (--dependency)"),
   };
   return kTable;
 }
@@ -340,14 +345,14 @@ const std::vector<CorralOption>& CorralTable() {
       {"--time-limit", Arity::kValue,
        [](const std::string& value, const std::string& where, json& spec) {
          auto limit = ParseTimeLimit(value, where);
-         if (!limit.ok()) return DirectiveError(where, limit.status().message());
+         if (!limit.ok()) return InScript(limit.status());
          spec["time_limit_s"] = limit->value();
          return Status::Ok();
        }},
       {"--signal", Arity::kValue,
        [](const std::string& value, const std::string& where, json& spec) {
          auto warning = model::ParseWarningSignal(value, where);
-         if (!warning.ok()) return DirectiveError(where, warning.status().message());
+         if (!warning.ok()) return InScript(warning.status());
          spec["signal"] = {{"name", model::SignalName(warning->signal)},
                            {"before_s", warning->before.value()}};
          return Status::Ok();
@@ -549,6 +554,8 @@ Status FinishSlurm(const SlurmAsk& ask, json& spec, std::vector<std::string>& wa
     spec["resources"]["memory_mib"] = *ask.mem_per_cpu_mib * ask.cpus_per_task.value_or(1) * procs;
   } else if (ask.mem_per_gpu_mib && gpus) {
     spec["resources"]["memory_mib"] = *ask.mem_per_gpu_mib * gpus->count;
+  } else if (ask.mem_per_gpu_mib) {
+    warnings.push_back("#SBATCH --mem-per-gpu: ignored: the job asks no GPU");
   }
   for (const auto& [field, value] : ask.fields.items()) spec[field] = value;
   return Status::Ok();
@@ -667,6 +674,11 @@ Result<BatchExpansion> ExpandBatchScript(const json& request) {
   OverlaySpec(spec, corral);
   ResolveDirectiveWorkdir(spec, request);
   OverlaySpec(spec, request);
+  // Without -J the job is named after its script's file, as sbatch names it.
+  if (!spec.contains("name") && script.contains("name") && script["name"].is_string() &&
+      IsValidName(NameKind::kJob, script["name"].get<std::string>())) {
+    spec["name"] = script["name"];
+  }
   expansion.spec = std::move(spec);
   return expansion;
 }

@@ -55,7 +55,9 @@ struct BatchExpansion {
 };
 
 // The spec a batch request asks for: `request` (a spec object with "script") under which the
-// script's directives fill in what it does not say (the header's precedence). A relative
+// script's directives fill in what it does not say (the header's precedence). Without a name
+// from either, the job is named after "script.name" (the script's file name, as sbatch names
+// it) when that is a valid job name. A relative
 // --chdir / --workdir of a directive is taken from the request's "submit_dir". The result keeps
 // "script"; ParseJobSpec checks it as any spec. A request without "script" comes back as it is.
 // InvalidArgument naming the line and option ("script: line 4: #SBATCH --time: expected minutes

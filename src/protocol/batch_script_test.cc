@@ -94,8 +94,7 @@ TEST(BatchScriptTest, RanksBecomePartsAndProcessesPerPart) {
 TEST(BatchScriptTest, MemoryInSlurmUnits) {
   EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH --mem=16G\n")["resources"]["memory_mib"], 16384);
   EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH --mem=4000\n")["resources"]["memory_mib"], 4000);
-  EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH --mem-per-cpu=1G -c 4\n")["resources"]["memory_mib"],
-            4096);
+  EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH --mem-per-cpu=1G -c 4\n")["resources"]["memory_mib"], 4096);
   EXPECT_FALSE(ExpandBatchScript(Request("#!/bin/sh\n#SBATCH --mem=4X\n")).ok());
 }
 
@@ -132,8 +131,8 @@ TEST(BatchScriptTest, CorralLinesTakeSubmitsLongFlags) {
 }
 
 TEST(BatchScriptTest, UnknownAndUnsupportedSbatchOptionsAreWarningsNamingTheLine) {
-  auto expanded = ExpandBatchScript(Request(
-      "#!/bin/sh\n#SBATCH --mail-type=END --frobnicate 3\n#SBATCH --exclusive -J ok\n"));
+  auto expanded = ExpandBatchScript(
+      Request("#!/bin/sh\n#SBATCH --mail-type=END --frobnicate 3\n#SBATCH --exclusive -J ok\n"));
   ASSERT_TRUE(expanded.ok()) << expanded.status().message();
   EXPECT_EQ(expanded->spec["name"], "ok");
   ASSERT_EQ(expanded->warnings.size(), 3u);
@@ -145,8 +144,7 @@ TEST(BatchScriptTest, UnknownAndUnsupportedSbatchOptionsAreWarningsNamingTheLine
 TEST(BatchScriptTest, RelativeChdirIsTakenFromTheSubmitFolder) {
   EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH -D runs/a\n", {{"submit_dir", "/home/u/p"}})["workdir"],
             "/home/u/p/runs/a");
-  EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH -D /abs\n", {{"submit_dir", "/home/u"}})["workdir"],
-            "/abs");
+  EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH -D /abs\n", {{"submit_dir", "/home/u"}})["workdir"], "/abs");
 }
 
 TEST(BatchScriptTest, RefusesWhatSbatchRefusesAndBoundsInput) {
@@ -171,10 +169,9 @@ TEST(BatchScriptTest, RefusesWhatSbatchRefusesAndBoundsInput) {
 TEST(BatchScriptTest, ParsesQuotedValuesAndShortOptionsGluedToTheirValue) {
   auto directives = ParseDirectives("#!/bin/sh\n#SBATCH -Jname \"--comment=a b\" -o 'x y'\n");
   ASSERT_TRUE(directives.ok()) << directives.status().message();
-  EXPECT_THAT(*directives,
-              ElementsAre(Directive{2, DirectiveKind::kSbatch, "-J", "name"},
-                          Directive{2, DirectiveKind::kSbatch, "--comment", "a b"},
-                          Directive{2, DirectiveKind::kSbatch, "-o", "x y"}));
+  EXPECT_THAT(*directives, ElementsAre(Directive{2, DirectiveKind::kSbatch, "-J", "name"},
+                                       Directive{2, DirectiveKind::kSbatch, "--comment", "a b"},
+                                       Directive{2, DirectiveKind::kSbatch, "-o", "x y"}));
 }
 
 TEST(BatchScriptTest, ARequestWithoutScriptIsUnchanged) {
@@ -191,19 +188,48 @@ TEST(BatchScriptTest, TheSpecKeepsTheScriptAndRefusesACommandBesideIt) {
   ASSERT_TRUE(parsed.ok()) << parsed.status().message();
   ASSERT_TRUE(parsed->script);
   EXPECT_THAT(parsed->script->args, ElementsAre("a", "b"));
-  EXPECT_EQ(ParseJobSpec(ToJson(*parsed), SpecOrigin::kStored)->script->text, "#!/bin/sh\necho $1\n");
+  EXPECT_EQ(ParseJobSpec(ToJson(*parsed), SpecOrigin::kStored)->script->text,
+            "#!/bin/sh\necho $1\n");
   request["command"] = {"x"};
   auto both = ParseJobSpec(request);
   ASSERT_FALSE(both.ok());
   EXPECT_THAT(both.status().message(), HasSubstr("script.args"));
 }
 
+TEST(BatchScriptTest, WithoutANameTheJobIsNamedAfterItsScript) {
+  json request = Request("#!/bin/sh\n");
+  request["script"]["name"] = "train.sh";
+  EXPECT_EQ(ExpandBatchScript(request)->spec["name"], "train.sh");
+  request["script"]["text"] = "#!/bin/sh\n#SBATCH -J given\n";
+  EXPECT_EQ(ExpandBatchScript(request)->spec["name"], "given");
+  request["script"]["text"] = "#!/bin/sh\n";
+  request["script"]["name"] = "not a name!";
+  EXPECT_FALSE(ExpandBatchScript(request)->spec.contains("name"));
+}
+
+TEST(BatchScriptTest, ErrorsNameTheLineAndOptionOnce) {
+  auto bad = ExpandBatchScript(Request("#!/bin/sh\n#SBATCH --time=1h\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "script: line 2: #SBATCH --time: expected minutes, M:S, H:M:S, D-H, D-H:M or "
+            "D-H:M:S (Slurm's forms), got '1h'");
+  auto warned = ExpandBatchScript(Request("#!/bin/sh\n#SBATCH --mem-per-gpu=4G\n"));
+  ASSERT_TRUE(warned.ok());
+  EXPECT_THAT(warned->warnings,
+              ElementsAre(HasSubstr("--mem-per-gpu: ignored: the job asks no GPU")));
+}
+
+TEST(BatchScriptTest, ABatchScriptIsNotRunByAShellFlag) {
+  json request = Request("#!/bin/sh\n");
+  request["shell"] = true;
+  auto refused = ParseJobSpec(request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'shell': must be false for a batch"));
+}
+
 TEST(BatchScriptTest, OutputPatternsTakeTheJobsValues) {
-  const OutputNames names{.job_id = 17,
-                          .array_id = 15,
-                          .array_index = 2,
-                          .job_name = "train",
-                          .user = "ana"};
+  const OutputNames names{
+      .job_id = 17, .array_id = 15, .array_index = 2, .job_name = "train", .user = "ana"};
   EXPECT_EQ(ExpandOutputPattern("out_%j.txt", names), "out_17.txt");
   EXPECT_EQ(ExpandOutputPattern("%x-%A_%a.%u.log", names), "train-15_2.ana.log");
   EXPECT_EQ(ExpandOutputPattern("100%%-%N-%", names), "100%-%N-%");

@@ -149,7 +149,9 @@ Result<model::WarningSignal> ParseWarning(const nlohmann::json& s, SpecOrigin or
 Result<BatchScript> ParseScript(const nlohmann::json& s) {
   if (!s.is_object()) return FieldError("script", "must be an object {\"text\", \"args\"}");
   for (const auto& [key, value] : s.items()) {
-    if (key != "text" && key != "args") return FieldError("script." + key, "unknown field");
+    if (key != "text" && key != "args" && key != "name") {
+      return FieldError("script." + key, "unknown field");
+    }
   }
   BatchScript script;
   if (!s.contains("text")) return FieldError("script.text", "is required");
@@ -163,6 +165,11 @@ Result<BatchScript> ParseScript(const nlohmann::json& s) {
     return FieldError("script.text", "must start with #! and its interpreter (#!/bin/bash)");
   }
   script.text = *text;
+  if (s.contains("name")) {
+    auto name = GetString(s["name"], "script.name");
+    if (!name.ok()) return name.status();
+    script.name = *name;
+  }
   if (s.contains("args") && !(s["args"].is_array() && s["args"].empty())) {
     auto args = GetArgv(s["args"], "script.args", kMaxSpecArgv);
     if (!args.ok()) return args.status();
@@ -285,10 +292,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
   CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
       origin, j,
-      {"name", "project", "command", "shell", "workdir", "submit_dir", "env", "resources", "tasks",
-       "priority", "time_limit_s", "max_restarts", "launcher", "procs_per_node", "array",
-       "environment", "session", "signal", "dependency", "kill_on_invalid_dep", "script",
-       "output_file", "error_file", "partition", "qos"},
+      {"name",         "project",      "command",    "shell",          "workdir",
+       "submit_dir",   "env",          "resources",  "tasks",          "priority",
+       "time_limit_s", "max_restarts", "launcher",   "procs_per_node", "array",
+       "environment",  "session",      "signal",     "dependency",     "kill_on_invalid_dep",
+       "script",       "output_file",  "error_file", "partition",      "qos"},
       ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -467,6 +475,9 @@ Status CheckJobSpec(const JobSpec& spec) {
   if (spec.script && spec.session) {
     return FieldError("script", "a session runs its environment's command, not a script");
   }
+  if (spec.script && spec.shell) {
+    return FieldError("shell", "must be false for a batch script (its #! line names its shell)");
+  }
   if (spec.script && spec.launcher == model::Launcher::kTorchrun) {
     return FieldError("launcher",
                       "torchrun runs a Python script, not a batch script: run torchrun from the "
@@ -502,7 +513,10 @@ nlohmann::json ToJson(const JobSpec& s) {
     j["signal"] = {{"name", model::SignalName(s.warning_signal->signal)},
                    {"before_s", s.warning_signal->before.value()}};
   }
-  if (s.script) j["script"] = {{"text", s.script->text}, {"args", s.script->args}};
+  if (s.script) {
+    j["script"] = {{"text", s.script->text}, {"args", s.script->args}};
+    if (!s.script->name.empty()) j["script"]["name"] = s.script->name;
+  }
   for (const auto& [field, value] : {std::pair{"output_file", &s.output_file},
                                      {"error_file", &s.error_file},
                                      {"partition", &s.partition},

@@ -102,6 +102,7 @@ struct SessionSpec {
 struct BatchScript {
   std::string text;               // starts with "#!"; at most kMaxScriptBytes (batch_script.h)
   std::vector<std::string> args;  // its arguments ("$1", ...)
+  std::string name;               // its file's name, as submitted; may be empty
 };
 
 // Where a spec comes from: a user (who may not set what the server sets), the store, or a job
@@ -140,11 +141,11 @@ struct JobSpec {
   std::optional<SessionSpec> session;  // set: an interactive session
   // "signal": sent to every task `before` seconds before its time limit (needs one).
   std::optional<model::WarningSignal> warning_signal;
-  std::optional<BatchScript> script;  // set: a batch job, which has no `command`
-  std::string output_file;            // Slurm's --output pattern; empty: none
-  std::string error_file;             // Slurm's --error pattern; empty: with output_file
-  std::string partition;              // a partition of the server's table; empty: none
-  std::string qos;                    // a QoS of the server's table; empty: none
+  std::optional<BatchScript> script;            // set: a batch job, which has no `command`
+  std::string output_file;                      // Slurm's --output pattern; empty: none
+  std::string error_file;                       // Slurm's --error pattern; empty: with output_file
+  std::string partition;                        // a partition of the server's table; empty: none
+  std::string qos;                              // a QoS of the server's table; empty: none
   std::vector<model::Dependency> dependencies;  // "dependency": all to be met; empty: none
   bool kill_on_invalid_dep = false;
 };

@@ -41,9 +41,18 @@ std::vector<protocol::ResourceDefault> ApplyResourceDefaults(const ResourceDefau
 
 Status ApplyEnvironment(const EnvironmentSpec& env, int64_t version, JobSpec& spec) {
   spec.environment = ToString(env.name, version);
-  // An interactive shell without a command runs the login shell, not the environment's app.
+  // An interactive shell without a command runs the login shell, not the environment's app; a
+  // batch job runs its script.
   const bool login_shell = spec.session && spec.session->shell;
-  if (spec.command.empty() && !login_shell) {
+  if ((spec.script || !spec.output_file.empty() || !spec.error_file.empty()) && !env.HasHost() &&
+      !env.image.empty()) {
+    return protocol::FieldError(
+        spec.script ? "script" : "output_file",
+        "environment '" + spec.environment +
+            "' runs only in a container, and batch scripts and output files run in the process "
+            "runtime (docs/batch.md): use an environment with a host side, or corral submit");
+  }
+  if (spec.command.empty() && !login_shell && !spec.script) {
     if (env.command.empty()) {
       return protocol::FieldError(
           "command", "is required: environment '" + spec.environment + "' has no default command");

@@ -38,6 +38,24 @@ ResourceDefaults MemoryPerCpu(int64_t mib) {
   return d;
 }
 
+TEST(ApplyEnvironmentTest, ABatchScriptKeepsItsScriptAndNeedsAHostSide) {
+  JobSpec spec = Parse({{"script", {{"text", "#!/bin/sh\n"}}}, {"environment", "py"}});
+  EnvironmentSpec host;
+  host.name = "py";
+  host.venv = "/opt/corral/envs/py";
+  host.image = "python:3";
+  host.command = {"python3"};
+  ASSERT_TRUE(ApplyEnvironment(host, 2, spec).ok());
+  EXPECT_TRUE(spec.command.empty());  // the script runs, not the environment's command
+  EXPECT_TRUE(protocol::ParseJobSpec(protocol::ToJson(spec), SpecOrigin::kStored).ok());
+  EnvironmentSpec image_only = host;
+  image_only.venv.clear();
+  spec = Parse({{"script", {{"text", "#!/bin/sh\n"}}}, {"environment", "py"}});
+  const Status refused = ApplyEnvironment(image_only, 2, spec);
+  EXPECT_THAT(refused.message(), ::testing::HasSubstr("field 'script': environment 'py@2' runs "
+                                                      "only in a container"));
+}
+
 TEST(ToModelJobTest, TheSchedulerSeesThePartsAndWhatEachAsks) {
   // A gang of 3 parts, 4 ranks each, 2 CPUs per rank: 8 CPUs per part.
   JobSpec spec = Parse(Spec({{"gpus", 4}, {"cpus", 2}}, 4, 3));
