@@ -49,11 +49,15 @@ constexpr auto kHangUpGrace = std::chrono::seconds(5);
 // and how long at most it is relayed while its background jobs go on writing.
 constexpr auto kDrainQuiet = std::chrono::milliseconds(50);
 constexpr auto kDrainMax = std::chrono::seconds(1);
+// Pings the client may leave unanswered: one more and it is taken for gone (a dead connection
+// that no packet reports, e.g. a laptop that went to sleep).
+constexpr int kMaxMissedPongs = 2;
 // Bytes for the shell not yet written to the pty past which the client is not read.
 constexpr size_t kMaxPendingInput = 256 * 1024;
 
 struct ShellServerFlags {
   int attach_timeout_s = 300;
+  int ping_interval_s = 30;
   std::vector<std::string> command;
 };
 
@@ -320,8 +324,13 @@ Waited WaitForClient(int listener, int signals, Clock::time_point deadline,
 // The relay between the client (a WebSocket) and the shell's pty (file comment).
 class Relay {
  public:
-  Relay(int client, int master, pid_t shell, int signals)
-      : client_(client), master_(master), shell_(shell), signals_(signals) {}
+  Relay(int client, int master, pid_t shell, int signals, std::chrono::seconds ping_interval)
+      : client_(client),
+        master_(master),
+        shell_(shell),
+        signals_(signals),
+        ping_interval_(ping_interval),
+        next_ping_(Clock::now() + ping_interval) {}
 
   // Relays until the shell ends or the client goes; returns the shell's exit code.
   int Run(const std::string& already_read) {
@@ -331,8 +340,12 @@ class Relay {
       pollfd p[3] = {{master_, POLLIN, 0}, {client_, 0, 0}, {signals_, POLLIN, 0}};
       if (!pending_.empty()) p[0].events |= POLLOUT;
       if (pending_.size() < kMaxPendingInput) p[1].events |= POLLIN;
-      const int ready = poll(p, 3, -1);
+      const int ready = poll(p, 3, MillisecondsUntil(next_ping_));
       if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        if (!Ping()) return HangUp();
+        continue;
+      }
       if (ready < 0) return HangUp();
       if (p[2].revents != 0) {
         for (int s : ReadSignals(signals_)) {
@@ -413,6 +426,7 @@ class Relay {
           (void)SendAll(client_, EncodeWebSocketFrame(WebSocketOpcode::kPong, f.payload));
           break;
         case WebSocketOpcode::kPong:
+          unanswered_pings_ = 0;
           break;
         case WebSocketOpcode::kClose:
           Close(1000, "");
@@ -426,6 +440,19 @@ class Relay {
     (void)SendAll(client_, EncodeWebSocketFrame(WebSocketOpcode::kClose,
                                                 WebSocketClosePayload(code, reason)));
     client_gone_ = true;
+  }
+
+  // Pings the client every ping_interval_; false when it left kMaxMissedPongs unanswered.
+  bool Ping() {
+    if (unanswered_pings_ >= kMaxMissedPongs) {
+      client_gone_ = true;
+      return false;
+    }
+    ++unanswered_pings_;
+    next_ping_ = Clock::now() + ping_interval_;
+    if (SendAll(client_, EncodeWebSocketFrame(WebSocketOpcode::kPing, ""))) return true;
+    client_gone_ = true;
+    return false;
   }
 
   // A signal for the shell: to the pty's foreground process group (the command running in the
@@ -515,6 +542,9 @@ class Relay {
   int master_;
   pid_t shell_;
   int signals_;
+  std::chrono::seconds ping_interval_;
+  Clock::time_point next_ping_;
+  int unanswered_pings_ = 0;
   bool reaped_ = false;
   int status_ = 0;  // the shell's wait status, once reaped_
   bool client_gone_ = false;
@@ -575,7 +605,8 @@ int RunShellServer(const ShellServerFlags& f) {
     ExecShell(f.command);
   }
   fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-  const int code = Relay(client, master, shell, pipe_fds[0]).Run(rest);
+  const int code =
+      Relay(client, master, shell, pipe_fds[0], std::chrono::seconds(f.ping_interval_s)).Run(rest);
   shutdown(client, SHUT_WR);
   close(client);
   return code;
@@ -599,6 +630,9 @@ void AddShellServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--attach-timeout", f->attach_timeout_s,
                 "Seconds to wait for a client before ending")
       ->check(CLI::Range(1, 86400));
+  c->add_option("--ping-interval", f->ping_interval_s,
+                "Seconds between pings to the client; two unanswered hang the shell up")
+      ->check(CLI::Range(1, 3600));
   c->add_option("command", f->command, "The program and its arguments, after --");
   c->callback([f, exit_code] { *exit_code = RunShellServer(*f); });
 }

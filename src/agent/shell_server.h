@@ -3,7 +3,7 @@
 // under the task's supervisor, as the task user, in the job's working folder, with the task's
 // environment:
 //
-//   corral-daemon __shell [--attach-timeout SECONDS] -- [CMD ARGS...]
+//   corral-daemon __shell [--attach-timeout SECONDS] [--ping-interval SECONDS] -- [CMD ARGS...]
 //
 // It listens on CORRAL_SESSION_PORT and waits for one WebSocket handshake (RFC 6455) to
 // CORRAL_SESSION_URL_PREFIX carrying `Authorization: token $CORRAL_SESSION_TOKEN` — the session
@@ -21,10 +21,11 @@
 // (SIGHUP to every process of its session, SIGKILL 5 s later: well inside the agent's kill
 // grace, since the session is outside the task's process group), and so do SIGTERM, SIGINT and
 // SIGHUP to the server (the agent cancelling the job), which then sends an attached client the
-// exit frame. Other signals whose default would end the server (SIGUSR1, a time limit's warning)
-// go to the pty's foreground process group instead. No
-// handshake within the attach timeout (default 300 s): exit 1 with a message on stderr. Frames are
-// bounded (protocol::kMaxShellFrame).
+// exit frame. So does a client that leaves two pings unanswered (one every 30 s by default:
+// a dead connection no packet reports). Other signals whose default would end the server (SIGUSR1,
+// a time limit's warning) go to the pty's foreground process group instead. No handshake within the
+// attach timeout (default 300 s): exit 1 with a message on stderr. Frames are bounded
+// (protocol::kMaxShellFrame).
 #pragma once
 
 #include <string>

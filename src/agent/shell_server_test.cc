@@ -278,6 +278,30 @@ TEST(ShellServerTest, TerminatingItKillsTheShellsWholeSessionAfterTheGrace) {
   EXPECT_FALSE(IsLive(job));
 }
 
+TEST(ShellServerTest, AClientLeavingTwoPingsUnansweredHangsTheShellUp) {
+  const int port = FreePort();
+  const pid_t server = StartServer(port, {"--ping-interval", "1", "--", "sleep", "600"});
+  const int fd = Attach(port);
+  ASSERT_GE(fd, 0);
+  const auto start = Clock::now();
+  const std::string answer = ReadAll(fd);  // and never a pong
+  close(fd);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
+  const size_t head = answer.find("\r\n\r\n");
+  ASSERT_NE(head, std::string::npos) << answer;
+  WebSocketDecoder decoder(WebSocketPeer::kServer, protocol::kMaxShellFrame);
+  decoder.Append(answer.substr(head + 4));
+  int pings = 0;
+  while (true) {
+    auto frame = decoder.Next();
+    ASSERT_TRUE(frame.ok()) << frame.status().message();
+    if (!*frame) break;
+    if ((*frame)->opcode == WebSocketOpcode::kPing) ++pings;
+  }
+  EXPECT_EQ(pings, 2);
+  EXPECT_EQ(ExitCodeOf(server), 128 + SIGHUP);
+}
+
 TEST(ShellServerTest, NobodyAttachingEndsItAfterTheAttachTimeout) {
   const pid_t server = StartServer(FreePort(), {"--attach-timeout", "1", "--", "true"});
   EXPECT_EQ(ExitCodeOf(server), 1);
