@@ -1965,6 +1965,11 @@ def test_interactive_shell(root):
         check("a command after -- runs on the pty instead of the login shell; exit 0 succeeds",
               out.returncode == 0 and "got hello" in out.stdout.decode(errors="replace") and
               c.wait_state(job, ("succeeded",), 10), (out.returncode, out.stdout, out.stderr))
+        started = time.monotonic()
+        out = shell("--", "sh", "-c", "sleep 600 & exit 4", token=alice, stdin=b"", timeout=30)
+        took = time.monotonic() - started
+        check("the shell exiting ends corral shell at once though a background job holds the pty",
+              out.returncode == 4 and took < 15, (out.returncode, took, out.stdout, out.stderr))
         out = shell(token=alice, stdin=b"echo bye\n")
         check("the end of stdin ends the login shell (Ctrl-D)",
               out.returncode == 0 and "bye" in out.stdout.decode(errors="replace"),

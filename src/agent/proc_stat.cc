@@ -19,10 +19,11 @@ Result<ProcStat> ReadProcStat(pid_t pid) {
   ProcStat stat;
   const char* p = text->c_str() + close + 2;
   stat.state = *p;
-  // Field 3 is the state; field 22 is 19 fields further.
+  // Field 3 is the state; field 6 the session; field 22 is 19 fields further.
   for (int field = 3; field < 22 && *p != '\0'; ++field) {
     while (*p != '\0' && *p != ' ') ++p;
     while (*p == ' ') ++p;
+    if (field + 1 == 6) stat.session = static_cast<pid_t>(std::strtol(p, nullptr, 10));
   }
   if (*p == '\0') return IoError("/proc/" + std::to_string(pid) + "/stat: too few fields");
   stat.start_ticks = std::strtoull(p, nullptr, 10);

@@ -12,6 +12,7 @@ namespace corral::agent {
 
 struct ProcStat {
   char state = '?';          // 'R', 'S', 'D', 'Z' (zombie: exited, not yet reaped), ...
+  pid_t session = 0;         // field 6: the session's id
   uint64_t start_ticks = 0;  // field 22: start time in clock ticks after boot
 };
 

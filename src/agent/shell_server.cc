@@ -1,5 +1,6 @@
 #include "agent/shell_server.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <openssl/evp.h>
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/proc_stat.h"
 #include "common/strings.h"
 #include "common/websocket_frame.h"
 #include "model/session.h"
@@ -38,24 +40,85 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMaxRequestHead = 16 * 1024;
 constexpr auto kHeadTimeout = std::chrono::seconds(10);
-constexpr auto kHangUpGrace = std::chrono::seconds(10);
+// SIGHUP -> SIGKILL for the shell's session. Clearly shorter than the agent's kill grace (SIGTERM
+// -> SIGKILL for the task, 10 s by default: the server's --kill-grace), so that a cancelled job's
+// server outlives its shell's session: on a node without cgroups that session (forkpty's setsid
+// puts it outside the task's process group) is not reached by the agent's kill.
+constexpr auto kHangUpGrace = std::chrono::seconds(5);
+// How long the shell's last output may take to reach the pty's master once the shell has ended,
+// and how long at most it is relayed while its background jobs go on writing.
+constexpr auto kDrainQuiet = std::chrono::milliseconds(50);
+constexpr auto kDrainMax = std::chrono::seconds(1);
+// Pings the client may leave unanswered: one more and it is taken for gone (a dead connection
+// that no packet reports, e.g. a laptop that went to sleep).
+constexpr int kMaxMissedPongs = 2;
 // Bytes for the shell not yet written to the pty past which the client is not read.
 constexpr size_t kMaxPendingInput = 256 * 1024;
 
 struct ShellServerFlags {
   int attach_timeout_s = 300;
+  int ping_interval_s = 30;
   std::vector<std::string> command;
 };
 
-// The write end of the pipe that signal handlers make readable (the self-pipe trick): the relay
-// and the accept loop wait on its read end.
+// The write end of the pipe that signal handlers write the signal's number to (the self-pipe
+// trick): the relay and the accept loop wait on its read end.
 int g_signal_pipe = -1;
 
-void OnSignal(int) {
+void OnSignal(int signal_number) {
   const int saved = errno;
-  const char byte = 1;
+  const char byte = static_cast<char>(signal_number);
   (void)!write(g_signal_pipe, &byte, 1);
   errno = saved;
+}
+
+// Signals that end the server (the agent cancelling the job): the shell is hung up.
+bool EndsTheServer(int signal_number) {
+  return signal_number == SIGTERM || signal_number == SIGINT || signal_number == SIGHUP;
+}
+
+// The catchable signals whose default would end the server, other than those above: they are
+// passed on to the shell (`corral shell --signal`, a time limit's warning), since the agent sends
+// them to the task's process group, which the server leads. Real-time signals too.
+std::vector<int> ForwardedSignals() {
+  std::vector<int> out = {SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGPWR};
+  for (int s = SIGRTMIN; s <= SIGRTMAX; ++s) out.push_back(s);
+  return out;
+}
+
+// The signals written to the self-pipe since it was last read, oldest first.
+std::vector<int> ReadSignals(int fd) {
+  std::vector<int> out;
+  char buffer[64];
+  ssize_t n = 0;
+  while ((n = read(fd, buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR)) {
+    for (ssize_t i = 0; i < n; ++i) out.push_back(static_cast<unsigned char>(buffer[i]));
+  }
+  return out;
+}
+
+// The live (not zombie) processes of session `sid`, from /proc.
+std::vector<pid_t> SessionMembers(pid_t sid) {
+  std::vector<pid_t> out;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return out;
+  while (const dirent* entry = readdir(proc)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(entry->d_name));
+    if (pid <= 0) continue;
+    auto stat = ReadProcStat(pid);
+    if (stat.ok() && stat->session == sid && stat->state != 'Z' && stat->state != 'X') {
+      out.push_back(pid);
+    }
+  }
+  closedir(proc);
+  return out;
+}
+
+// `signal_number` to every process of session `sid` (its process groups are not all `sid`: a
+// shell with job control puts each job in its own).
+void SignalSession(pid_t sid, int signal_number) {
+  kill(-sid, signal_number);
+  for (pid_t pid : SessionMembers(sid)) kill(pid, signal_number);
 }
 
 int MillisecondsUntil(Clock::time_point deadline) {
@@ -210,7 +273,12 @@ Waited WaitForClient(int listener, int signals, Clock::time_point deadline,
     const int ready = poll(p, 2, MillisecondsUntil(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) return Waited::kTimedOut;
-    if (p[1].revents != 0) return Waited::kSignalled;
+    if (p[1].revents != 0) {
+      // A forwarded signal before there is a shell goes nowhere.
+      const std::vector<int> arrived = ReadSignals(signals);
+      if (std::any_of(arrived.begin(), arrived.end(), EndsTheServer)) return Waited::kSignalled;
+      continue;
+    }
     const int fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
     // One connection at a time: the gateway opens one per attempt, and a second client must not
@@ -256,8 +324,13 @@ Waited WaitForClient(int listener, int signals, Clock::time_point deadline,
 // The relay between the client (a WebSocket) and the shell's pty (file comment).
 class Relay {
  public:
-  Relay(int client, int master, pid_t shell, int signals)
-      : client_(client), master_(master), shell_(shell), signals_(signals) {}
+  Relay(int client, int master, pid_t shell, int signals, std::chrono::seconds ping_interval)
+      : client_(client),
+        master_(master),
+        shell_(shell),
+        signals_(signals),
+        ping_interval_(ping_interval),
+        next_ping_(Clock::now() + ping_interval) {}
 
   // Relays until the shell ends or the client goes; returns the shell's exit code.
   int Run(const std::string& already_read) {
@@ -267,9 +340,24 @@ class Relay {
       pollfd p[3] = {{master_, POLLIN, 0}, {client_, 0, 0}, {signals_, POLLIN, 0}};
       if (!pending_.empty()) p[0].events |= POLLOUT;
       if (pending_.size() < kMaxPendingInput) p[1].events |= POLLIN;
-      const int ready = poll(p, 3, -1);
+      const int ready = poll(p, 3, MillisecondsUntil(next_ping_));
       if (ready < 0 && errno == EINTR) continue;
-      if (ready < 0 || p[2].revents != 0) return HangUp();
+      if (ready == 0) {
+        if (!Ping()) return HangUp();
+        continue;
+      }
+      if (ready < 0) return HangUp();
+      if (p[2].revents != 0) {
+        for (int s : ReadSignals(signals_)) {
+          if (EndsTheServer(s)) return HangUp();
+          if (s != SIGCHLD) {
+            Forward(s);
+          } else if (waitpid(shell_, &status_, WNOHANG) == shell_) {
+            reaped_ = true;
+            return ShellExited();
+          }
+        }
+      }
       if ((p[0].revents & POLLOUT) != 0) WritePending();
       if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) != 0 && !ReadShell()) {
         return client_gone_ ? HangUp() : Ended();
@@ -338,6 +426,7 @@ class Relay {
           (void)SendAll(client_, EncodeWebSocketFrame(WebSocketOpcode::kPong, f.payload));
           break;
         case WebSocketOpcode::kPong:
+          unanswered_pings_ = 0;
           break;
         case WebSocketOpcode::kClose:
           Close(1000, "");
@@ -353,37 +442,85 @@ class Relay {
     client_gone_ = true;
   }
 
-  // The client went away or a signal came: the shell's session is hung up.
-  int HangUp() {
-    close(master_);  // the kernel hangs up the pty: SIGHUP to the shell's session
-    master_ = -1;
-    kill(-shell_, SIGHUP);
-    kill(-shell_, SIGCONT);
-    const Clock::time_point deadline = Clock::now() + kHangUpGrace;
-    int status = 0;
-    while (true) {
-      const pid_t r = waitpid(shell_, &status, WNOHANG);
-      if (r == shell_) break;
-      if (r < 0 && errno != EINTR) return 129;
-      if (Clock::now() >= deadline) {
-        kill(-shell_, SIGKILL);
-        while (waitpid(shell_, &status, 0) < 0 && errno == EINTR) {
-        }
-        break;
-      }
-      pollfd none{-1, 0, 0};
-      poll(&none, 0, 50);  // a waitpid with a timeout
+  // Pings the client every ping_interval_; false when it left kMaxMissedPongs unanswered.
+  bool Ping() {
+    if (unanswered_pings_ >= kMaxMissedPongs) {
+      client_gone_ = true;
+      return false;
     }
-    // A client still there (the server was signalled) learns how the shell ended.
-    return Report(ExitCode(status));
+    ++unanswered_pings_;
+    next_ping_ = Clock::now() + ping_interval_;
+    if (SendAll(client_, EncodeWebSocketFrame(WebSocketOpcode::kPing, ""))) return true;
+    client_gone_ = true;
+    return false;
   }
 
-  // The shell ended: the rest of its output was read; its code goes to the client.
-  int Ended() {
-    int status = 0;
-    while (waitpid(shell_, &status, 0) < 0 && errno == EINTR) {
+  // A signal for the shell: to the pty's foreground process group (the command running in the
+  // shell, or the shell at its prompt), else to the shell's own.
+  void Forward(int signal_number) {
+    const pid_t group = tcgetpgrp(master_);
+    kill(group > 0 ? -group : -shell_, signal_number);
+  }
+
+  // The client went away or a signal came: the shell's session is hung up.
+  int HangUp() {
+    EndSession();
+    // A client still there (the server was signalled) learns how the shell ended.
+    return Report(ExitCode(status_));
+  }
+
+  // The shell ended (reaped) while its background jobs may still hold the pty: what it wrote is
+  // relayed, the client learns its code, and the rest of its session is hung up.
+  int ShellExited() {
+    const Clock::time_point deadline = Clock::now() + kDrainMax;
+    while (!client_gone_) {
+      pollfd p{master_, POLLIN, 0};
+      const int wait_ms = static_cast<int>(std::min<int64_t>(
+          MillisecondsUntil(deadline),
+          std::chrono::duration_cast<std::chrono::milliseconds>(kDrainQuiet).count()));
+      const int ready = poll(&p, 1, wait_ms);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0 || !ReadShell()) break;
     }
-    return Report(ExitCode(status));
+    const int code = Report(ExitCode(status_));
+    EndSession();
+    return code;
+  }
+
+  // The shell's side of the pty is closed: the rest of its output was read; its code goes to the
+  // client.
+  int Ended() {
+    while (waitpid(shell_, &status_, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
+    const int code = Report(ExitCode(status_));
+    EndSession();
+    return code;
+  }
+
+  // Hangs up the shell's session: the pty closes, SIGHUP (and SIGCONT, for stopped jobs) to each
+  // of its processes, SIGKILL to those left after kHangUpGrace; the shell is reaped (status_).
+  void EndSession() {
+    if (master_ >= 0) close(master_);  // the kernel hangs up the pty
+    master_ = -1;
+    SignalSession(shell_, SIGHUP);
+    SignalSession(shell_, SIGCONT);
+    const Clock::time_point deadline = Clock::now() + kHangUpGrace;
+    while (true) {
+      if (!reaped_) {
+        const pid_t r = waitpid(shell_, &status_, WNOHANG);
+        if (r == shell_ || (r < 0 && errno != EINTR)) reaped_ = true;
+        if (r < 0 && errno != EINTR) status_ = SIGHUP;  // reads as ended by SIGHUP
+      }
+      if (reaped_ && SessionMembers(shell_).empty()) return;
+      if (Clock::now() >= deadline) break;
+      pollfd none{-1, 0, 0};
+      poll(&none, 0, 20);  // a wait with a timeout
+    }
+    SignalSession(shell_, SIGKILL);
+    while (!reaped_ && waitpid(shell_, &status_, 0) < 0 && errno == EINTR) {
+    }
+    reaped_ = true;
   }
 
   // Tells the client (if still there) how the shell ended, closes, and returns its code.
@@ -405,6 +542,11 @@ class Relay {
   int master_;
   pid_t shell_;
   int signals_;
+  std::chrono::seconds ping_interval_;
+  Clock::time_point next_ping_;
+  int unanswered_pings_ = 0;
+  bool reaped_ = false;
+  int status_ = 0;  // the shell's wait status, once reaped_
   bool client_gone_ = false;
   std::string pending_;  // bytes for the shell not yet written to the pty
   WebSocketDecoder decoder_{WebSocketPeer::kClient, protocol::kMaxShellFrame};
@@ -427,7 +569,9 @@ int RunShellServer(const ShellServerFlags& f) {
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigemptyset(&action.sa_mask);
-  for (int s : {SIGTERM, SIGINT, SIGHUP}) sigaction(s, &action, nullptr);
+  // SIGCHLD: the shell ended, though its background jobs may keep the pty open.
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD}) sigaction(s, &action, nullptr);
+  for (int s : ForwardedSignals()) sigaction(s, &action, nullptr);
   signal(SIGPIPE, SIG_IGN);
 
   const int listener = Listen(port);
@@ -457,11 +601,12 @@ int RunShellServer(const ShellServerFlags& f) {
     return 1;
   }
   if (shell == 0) {
-    for (int s : {SIGTERM, SIGINT, SIGHUP, SIGPIPE}) signal(s, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);  // exec resets handled signals, not ignored ones
     ExecShell(f.command);
   }
   fcntl(master, F_SETFL, fcntl(master, F_GETFL) | O_NONBLOCK);
-  const int code = Relay(client, master, shell, pipe_fds[0]).Run(rest);
+  const int code =
+      Relay(client, master, shell, pipe_fds[0], std::chrono::seconds(f.ping_interval_s)).Run(rest);
   shutdown(client, SHUT_WR);
   close(client);
   return code;
@@ -485,6 +630,9 @@ void AddShellServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--attach-timeout", f->attach_timeout_s,
                 "Seconds to wait for a client before ending")
       ->check(CLI::Range(1, 86400));
+  c->add_option("--ping-interval", f->ping_interval_s,
+                "Seconds between pings to the client; two unanswered hang the shell up")
+      ->check(CLI::Range(1, 3600));
   c->add_option("command", f->command, "The program and its arguments, after --");
   c->callback([f, exit_code] { *exit_code = RunShellServer(*f); });
 }

@@ -10,10 +10,13 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "agent/proc_stat.h"
 #include "common/websocket_frame.h"
 #include "protocol/shell_messages.h"
 
@@ -154,6 +157,149 @@ TEST(ShellServerTest, RefusesStrangersThenRunsTheCommandForTheSessionsClient) {
   EXPECT_EQ(exit->code, 7);
   EXPECT_TRUE(closed);
   EXPECT_EQ(ExitCodeOf(server), 7);
+}
+
+// What the server sent after its handshake's answer: the terminal's bytes, the exit message.
+struct Transcript {
+  std::string terminal;
+  std::optional<protocol::ShellExit> exit;
+};
+
+Transcript Decode(const std::string& answer) {
+  Transcript out;
+  const size_t head = answer.find("\r\n\r\n");
+  EXPECT_EQ(answer.substr(0, 12), "HTTP/1.1 101") << answer;
+  if (head == std::string::npos) return out;
+  WebSocketDecoder decoder(WebSocketPeer::kServer, protocol::kMaxShellFrame);
+  decoder.Append(answer.substr(head + 4));
+  while (true) {
+    auto frame = decoder.Next();
+    EXPECT_TRUE(frame.ok()) << frame.status().message();
+    if (!frame.ok() || !*frame) return out;
+    if ((*frame)->opcode == WebSocketOpcode::kBinary) out.terminal += (*frame)->payload;
+    if ((*frame)->opcode == WebSocketOpcode::kText) {
+      auto parsed = protocol::ParseExitMessage((*frame)->payload);
+      EXPECT_TRUE(parsed.ok());
+      if (parsed.ok()) out.exit = *parsed;
+    }
+  }
+}
+
+// A client attached to a server running `command` on `port` (-1 if it never listens).
+int Attach(int port) {
+  const int fd = Connect(port);
+  if (fd < 0) return -1;
+  const std::string hello = Handshake("/sessions/7/", kSecret);
+  if (send(fd, hello.data(), hello.size(), 0) != static_cast<ssize_t>(hello.size())) return -1;
+  return fd;
+}
+
+// What the server sends until `needle` shows (at most 10 s).
+std::string ReadUntil(int fd, const std::string& needle) {
+  std::string out;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (Clock::now() < deadline && out.find(needle) == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 100) <= 0) continue;
+    char buffer[4096];
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    out.append(buffer, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// The pid the terminal shows after "job " (a background job's $!).
+pid_t JobPid(const std::string& terminal) {
+  const size_t at = terminal.find("job ");
+  return at == std::string::npos ? 0 : static_cast<pid_t>(std::atoi(terminal.c_str() + at + 4));
+}
+
+bool IsLive(pid_t pid) {
+  auto stat = ReadProcStat(pid);
+  return stat.ok() && stat->state != 'Z' && stat->state != 'X';
+}
+
+TEST(ShellServerTest, TheShellsExitEndsItThoughABackgroundJobHoldsThePty) {
+  const int port = FreePort();
+  const pid_t server = StartServer(port, {"--", "sh", "-c", "sleep 600 & echo \"job $!\"; exit 4"});
+  const int fd = Attach(port);
+  ASSERT_GE(fd, 0);
+  const auto start = Clock::now();
+  const Transcript t = Decode(ReadAll(fd));
+  close(fd);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(4));  // not the hang-up grace, not 600 s
+  ASSERT_TRUE(t.exit.has_value()) << t.terminal;
+  EXPECT_EQ(t.exit->code, 4);
+  EXPECT_EQ(ExitCodeOf(server), 4);
+  const pid_t job = JobPid(t.terminal);
+  ASSERT_GT(job, 0) << t.terminal;
+  EXPECT_FALSE(IsLive(job));  // hung up with the shell's session
+}
+
+TEST(ShellServerTest, OtherSignalsReachTheShellAndTheServerSurvives) {
+  const int port = FreePort();
+  const pid_t server = StartServer(
+      port,
+      {"--", "sh", "-c", "trap 'echo warned; exit 5' USR1; echo ready; while :; do sleep 1; done"});
+  const int fd = Attach(port);
+  ASSERT_GE(fd, 0);
+  std::string answer = ReadUntil(fd, "ready");
+  ASSERT_NE(answer.find("ready"), std::string::npos) << answer;
+  kill(server, SIGUSR1);  // as the agent's `corral shell --signal USR1@90` does
+  answer += ReadAll(fd);
+  close(fd);
+  const Transcript t = Decode(answer);
+  EXPECT_NE(t.terminal.find("warned"), std::string::npos) << t.terminal;
+  ASSERT_TRUE(t.exit.has_value()) << t.terminal;
+  EXPECT_EQ(t.exit->code, 5);
+  EXPECT_EQ(ExitCodeOf(server), 5);
+}
+
+TEST(ShellServerTest, TerminatingItKillsTheShellsWholeSessionAfterTheGrace) {
+  const int port = FreePort();
+  const pid_t server =
+      StartServer(port, {"--", "sh", "-c", "trap '' HUP; sleep 600 & echo \"job $! ready\"; wait"});
+  const int fd = Attach(port);
+  ASSERT_GE(fd, 0);
+  std::string answer = ReadUntil(fd, "ready");
+  ASSERT_NE(answer.find("ready"), std::string::npos) << answer;
+  const auto start = Clock::now();
+  kill(server, SIGTERM);  // the agent cancelling the job; the shell and its job ignore SIGHUP
+  answer += ReadAll(fd);
+  close(fd);
+  const Transcript t = Decode(answer);
+  ASSERT_TRUE(t.exit.has_value()) << t.terminal;
+  EXPECT_EQ(t.exit->code, 128 + SIGKILL);
+  EXPECT_EQ(ExitCodeOf(server), 128 + SIGKILL);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(9));  // within the agent's kill grace
+  const pid_t job = JobPid(t.terminal);
+  ASSERT_GT(job, 0) << t.terminal;
+  EXPECT_FALSE(IsLive(job));
+}
+
+TEST(ShellServerTest, AClientLeavingTwoPingsUnansweredHangsTheShellUp) {
+  const int port = FreePort();
+  const pid_t server = StartServer(port, {"--ping-interval", "1", "--", "sleep", "600"});
+  const int fd = Attach(port);
+  ASSERT_GE(fd, 0);
+  const auto start = Clock::now();
+  const std::string answer = ReadAll(fd);  // and never a pong
+  close(fd);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(8));
+  const size_t head = answer.find("\r\n\r\n");
+  ASSERT_NE(head, std::string::npos) << answer;
+  WebSocketDecoder decoder(WebSocketPeer::kServer, protocol::kMaxShellFrame);
+  decoder.Append(answer.substr(head + 4));
+  int pings = 0;
+  while (true) {
+    auto frame = decoder.Next();
+    ASSERT_TRUE(frame.ok()) << frame.status().message();
+    if (!*frame) break;
+    if ((*frame)->opcode == WebSocketOpcode::kPing) ++pings;
+  }
+  EXPECT_EQ(pings, 2);
+  EXPECT_EQ(ExitCodeOf(server), 128 + SIGHUP);
 }
 
 TEST(ShellServerTest, NobodyAttachingEndsItAfterTheAttachTimeout) {

@@ -79,6 +79,10 @@ std::string Controller::SessionToken(const protocol::SessionSpec& session) const
 }
 
 Seconds Controller::IdleTimeoutOf(const JobSpec& spec) const {
+  // A shell in use may send nothing for hours (a long command running in it), so an idle timeout
+  // could stop it while in use: shells are never stopped when idle, whatever the spec says (the
+  // CLI asks for 0; an API client may leave it out).
+  if (spec.session && spec.session->shell) return Seconds(0);
   if (spec.session && spec.session->idle_timeout_s) return Seconds(*spec.session->idle_timeout_s);
   return config_.session_idle_timeout;
 }

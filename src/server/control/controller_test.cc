@@ -2678,6 +2678,16 @@ TEST_F(SessionTest, IdleTimeoutZeroNeverStopsAndTheServerDefaultApplies) {
   EXPECT_EQ((*SessionJson(alice_, id_))["idle_timeout_s"], 120);
 }
 
+TEST_F(SessionTest, AShellIsNeverStoppedWhenIdleEvenWithoutAnIdleTimeout) {
+  session_idle_timeout_ = Seconds(120);
+  Restart();
+  StartSession(SessionSpec({{"shell", true}}));  // no idle_timeout_s: not the server's 120 s
+  clock_.Advance(Seconds(1000000));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(id_), "running");
+  EXPECT_EQ((*SessionJson(alice_, id_))["idle_timeout_s"], 0);
+}
+
 TEST_F(SessionTest, ARestartKeepsTheSessionsPort) {
   const json launch = StartSession(SessionSpec({{"idle_timeout_s", 600}}));
   const int port = launch["session"]["port"];
