@@ -1786,7 +1786,9 @@ TEST_F(DistributedRuntimeTest, AnErrorFileAloneGetsStderrAndStdoutStaysInTheLog)
   l.error_file = "err.txt";
   ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
   EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
-  EXPECT_EQ(ReadFile(task_dir_ + "/err.txt").value_or(""), "err\n");
+  auto err = ReadFile(task_dir_ + "/err.txt");
+  ASSERT_TRUE(err.ok()) << err.status().ToString();
+  EXPECT_EQ(*err, "err\n");
   EXPECT_EQ(Stdout(*runtime, l.key), "out\n");
   EXPECT_EQ(Stderr(*runtime, l.key), "err\n");
 }

@@ -365,14 +365,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!cwd_error) {
     if (!spec.contains("submit_dir")) spec["submit_dir"] = here.string();
     if (spec.contains("workdir") && spec["workdir"].is_string()) {
-      const std::string workdir = spec["workdir"].get<std::string>();
-      if (!workdir.empty() && workdir[0] != '/') {
-        std::filesystem::path resolved = (here / workdir).lexically_normal();
-        if (!resolved.has_filename() && resolved.has_parent_path()) {
-          resolved = resolved.parent_path();  // "dir/" and "." name the folder itself
-        }
-        spec["workdir"] = resolved.string();
-      }
+      spec["workdir"] = protocol::WorkdirFrom(here.string(), spec["workdir"].get<std::string>());
     }
   }
   if (!f.environment.empty()) spec["environment"] = f.environment;
@@ -435,8 +428,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
       return InvalidArgument(
           "--signal: needs --time-limit (it is sent that long before the limit)");
     }
-    spec["signal"] = {{"name", model::SignalName(warning->signal)},
-                      {"before_s", warning->before.value()}};
+    spec["signal"] = protocol::SignalJson(*warning);
   }
   auto dependency = DependencyFlags(f);
   if (!dependency.ok()) return dependency.status();

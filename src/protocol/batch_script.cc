@@ -9,6 +9,7 @@
 #include "common/strings.h"
 #include "model/warning_signal.h"
 #include "protocol/array_spec.h"
+#include "protocol/job_spec.h"
 #include "protocol/names.h"
 
 namespace corral::protocol {
@@ -153,8 +154,7 @@ Status SlurmSignal(const std::string& value, const std::string& where, SlurmAsk&
   if (text.size() > 2 && (text[0] == 'B' || text[0] == 'R') && text[1] == ':') text.erase(0, 2);
   auto warning = model::ParseWarningSignal(text, where);
   if (!warning.ok()) return InScript(warning.status());
-  ask.fields["signal"] = {{"name", model::SignalName(warning->signal)},
-                          {"before_s", warning->before.value()}};
+  ask.fields["signal"] = SignalJson(*warning);
   return Status::Ok();
 }
 
@@ -353,8 +353,7 @@ const std::vector<CorralOption>& CorralTable() {
        [](const std::string& value, const std::string& where, json& spec) {
          auto warning = model::ParseWarningSignal(value, where);
          if (!warning.ok()) return InScript(warning.status());
-         spec["signal"] = {{"name", model::SignalName(warning->signal)},
-                           {"before_s", warning->before.value()}};
+         spec["signal"] = SignalJson(*warning);
          return Status::Ok();
        }},
       {"--workdir", Arity::kValue, SetField("workdir")},
@@ -583,13 +582,9 @@ void OverlaySpec(json& under, const json& over) {
 // --workdir); left relative (the spec's check refuses it) without one.
 void ResolveDirectiveWorkdir(json& spec, const json& request) {
   if (!spec.contains("workdir") || !spec["workdir"].is_string()) return;
-  const std::string workdir = spec["workdir"].get<std::string>();
-  if (workdir.empty() || workdir[0] == '/') return;
   if (!request.contains("submit_dir") || !request["submit_dir"].is_string()) return;
-  std::string base = request["submit_dir"].get<std::string>();
-  if (base.empty() || base[0] != '/') return;
-  if (base.back() != '/') base += '/';
-  spec["workdir"] = workdir == "." ? base.substr(0, base.size() - 1) : base + workdir;
+  spec["workdir"] =
+      WorkdirFrom(request["submit_dir"].get<std::string>(), spec["workdir"].get<std::string>());
 }
 
 }  // namespace

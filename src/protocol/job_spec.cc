@@ -1,5 +1,6 @@
 #include "protocol/job_spec.h"
 
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -487,6 +488,19 @@ Status CheckJobSpec(const JobSpec& spec) {
   return CheckArrayBytes(spec);
 }
 
+std::string WorkdirFrom(const std::string& submit_dir, const std::string& workdir) {
+  if (workdir.empty() || workdir[0] == '/' || submit_dir.empty() || submit_dir[0] != '/') {
+    return workdir;
+  }
+  std::filesystem::path resolved = (std::filesystem::path(submit_dir) / workdir).lexically_normal();
+  if (!resolved.has_filename() && resolved.has_parent_path()) resolved = resolved.parent_path();
+  return resolved.string();
+}
+
+nlohmann::json SignalJson(const model::WarningSignal& warning) {
+  return {{"name", model::SignalName(warning.signal)}, {"before_s", warning.before.value()}};
+}
+
 nlohmann::json ToJson(const JobSpec& s) {
   nlohmann::json resources = {{"gpus", s.resources.gpus.value()},
                               {"gpu_milli", s.resources.gpu_milli.value()},
@@ -510,8 +524,7 @@ nlohmann::json ToJson(const JobSpec& s) {
   if (!s.environment.empty()) j["environment"] = s.environment;
   if (!s.submit_dir.empty()) j["submit_dir"] = s.submit_dir;
   if (s.warning_signal) {
-    j["signal"] = {{"name", model::SignalName(s.warning_signal->signal)},
-                   {"before_s", s.warning_signal->before.value()}};
+    j["signal"] = SignalJson(*s.warning_signal);
   }
   if (s.script) {
     j["script"] = {{"text", s.script->text}, {"args", s.script->args}};

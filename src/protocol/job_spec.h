@@ -187,6 +187,12 @@ Status CheckJobSpec(const JobSpec& spec);
 // when it is empty, which ParseJobSpec allows with an environment), with the session's token
 // when it has one (job views clear it: api_job.h). ParseJobSpec reads it back as it was.
 nlohmann::json ToJson(const JobSpec& spec);
+// A relative `workdir` taken from the absolute `submit_dir` ("runs/a" in /home/u: /home/u/runs/a;
+// "." and "dir/" name the folder itself); an absolute one, or one without an absolute
+// submit_dir, as it is. The CLI's --workdir and a batch script's -D share it.
+std::string WorkdirFrom(const std::string& submit_dir, const std::string& workdir);
+// A spec's "signal": {"name": "USR1", "before_s": 90}.
+nlohmann::json SignalJson(const model::WarningSignal& warning);
 
 // The jobs of an array spec, in the order of its indices; empty when `spec` has no `array`.
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec);
