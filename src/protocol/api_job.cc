@@ -1,6 +1,5 @@
 #include "protocol/api_job.h"
 
-#include <array>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"

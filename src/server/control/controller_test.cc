@@ -3280,9 +3280,10 @@ TEST_F(ControllerTest, ADependencyThatCanNeverBeMetWaitsOrCancelsWithKillOnInval
   EXPECT_EQ(view["pending_reason"]["code"], "dependency_never_satisfied");
   EXPECT_EQ(view["pending_reason"]["message"], never);
   EXPECT_EQ(view["dependencies"][0]["status"], "never_met");
+  // The kill is written as a user's cancel is: a cancel decided after it finds the job ended.
+  EXPECT_EQ(controller_->Cancel(alice_, killed).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(StateOf(killed), "cancelled");
   EXPECT_EQ(store_->GetJob(killed)->reason, never);
-  EXPECT_EQ(controller_->Cancel(alice_, killed).code(), StatusCode::kFailedPrecondition);
   controller_->Tick();  // the kill, once durable, noted `chained`: this pass checks it
   json chain = *JobJson(alice_, chained);
   EXPECT_EQ(chain["pending_reason"]["code"], "dependency_never_satisfied");
