@@ -110,5 +110,14 @@ TEST(DependencyTest, TheWaitNamesTheJobAndWhatItDid) {
             "job 12 is unknown: afterok can never be met");
 }
 
+TEST(DependencyStatusTest, HasOneNameReadBack) {
+  for (DependencyStatus status :
+       {DependencyStatus::kMet, DependencyStatus::kWaiting, DependencyStatus::kNeverMet}) {
+    EXPECT_EQ(ParseDependencyStatus(ToString(status)), status);
+  }
+  EXPECT_EQ(ToString(DependencyStatus::kNeverMet), "never_met");  // the API's name
+  EXPECT_EQ(ParseDependencyStatus("never met"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace corral::model
