@@ -183,9 +183,17 @@ std::string_view ToString(DependencyStatus status) {
     case DependencyStatus::kWaiting:
       return "waiting";
     case DependencyStatus::kNeverMet:
-      return "never met";
+      return "never_met";
   }
   return "";
+}
+
+std::optional<DependencyStatus> ParseDependencyStatus(std::string_view text) {
+  for (DependencyStatus status :
+       {DependencyStatus::kMet, DependencyStatus::kWaiting, DependencyStatus::kNeverMet}) {
+    if (ToString(status) == text) return status;
+  }
+  return std::nullopt;
 }
 
 DependencyStatus StatusOf(DependencyType type, const std::vector<DependencyTarget>& targets) {
@@ -205,13 +213,15 @@ std::optional<DependencyWait> WaitOf(const std::vector<DependencyCheck>& checks)
     const std::string job = "job " + std::to_string(c.dependency.job.value());
     const std::string what = c.settled_by ? job + " " + Did(*c.settled_by) : job + " is unknown";
     return DependencyWait{
-        true, what + ": " + std::string(ToString(c.dependency.type)) + " can never be met"};
+        DependencyStatus::kNeverMet,
+        what + ": " + std::string(ToString(c.dependency.type)) + " can never be met"};
   }
   for (const DependencyCheck& c : checks) {
     if (c.status != DependencyStatus::kWaiting) continue;
-    return DependencyWait{false, "waits for job " + std::to_string(c.dependency.job.value()) + " " +
-                                     std::string(Awaited(c.dependency.type)) + " (" +
-                                     std::string(ToString(c.dependency.type)) + ")"};
+    return DependencyWait{DependencyStatus::kWaiting,
+                          "waits for job " + std::to_string(c.dependency.job.value()) + " " +
+                              std::string(Awaited(c.dependency.type)) + " (" +
+                              std::string(ToString(c.dependency.type)) + ")"};
   }
   return std::nullopt;
 }

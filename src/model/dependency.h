@@ -55,8 +55,10 @@ std::string ToString(const std::vector<Dependency>& dependencies);
 
 // Where a dependency stands.
 enum class DependencyStatus { kMet, kWaiting, kNeverMet };
-// "met", "waiting", "never met".
+// "met", "waiting", "never_met": the API's names, which the CLI prints too.
 std::string_view ToString(DependencyStatus status);
+// The status ToString names; none for any other text.
+std::optional<DependencyStatus> ParseDependencyStatus(std::string_view text);
 
 // What a job a dependency names did: its state and whether it ever started (a job requeued to
 // pending started once).
@@ -81,7 +83,7 @@ struct DependencyCheck {
 // ("job 12 failed: afterok can never be met"), else the first that waits ("waits for job 12 to
 // end successfully (afterok)"); none when every one is met.
 struct DependencyWait {
-  bool never_met = false;
+  DependencyStatus status = DependencyStatus::kWaiting;  // kWaiting or kNeverMet
   std::string message;
 };
 std::optional<DependencyWait> WaitOf(const std::vector<DependencyCheck>& checks);

@@ -97,17 +97,26 @@ TEST(DependencyTest, TheWaitNamesTheJobAndWhatItDid) {
   auto waits = WaitOf({{on12, DependencyStatus::kWaiting, std::nullopt},
                        {on13, DependencyStatus::kWaiting, std::nullopt}});
   ASSERT_TRUE(waits);
-  EXPECT_FALSE(waits->never_met);
+  EXPECT_EQ(waits->status, DependencyStatus::kWaiting);
   EXPECT_EQ(waits->message, "waits for job 12 to end successfully (afterok)");
   auto never = WaitOf({{on12, DependencyStatus::kWaiting, std::nullopt},
                        {on13, DependencyStatus::kNeverMet, JobState::kSucceeded}});
   ASSERT_TRUE(never);
-  EXPECT_TRUE(never->never_met);
+  EXPECT_EQ(never->status, DependencyStatus::kNeverMet);
   EXPECT_EQ(never->message, "job 13 succeeded: afternotok can never be met");
   EXPECT_EQ(WaitOf({{on12, DependencyStatus::kNeverMet, JobState::kFailed}})->message,
             "job 12 failed: afterok can never be met");
   EXPECT_EQ(WaitOf({{on12, DependencyStatus::kNeverMet, std::nullopt}})->message,
             "job 12 is unknown: afterok can never be met");
+}
+
+TEST(DependencyStatusTest, HasOneNameReadBack) {
+  for (DependencyStatus status :
+       {DependencyStatus::kMet, DependencyStatus::kWaiting, DependencyStatus::kNeverMet}) {
+    EXPECT_EQ(ParseDependencyStatus(ToString(status)), status);
+  }
+  EXPECT_EQ(ToString(DependencyStatus::kNeverMet), "never_met");  // the API's name
+  EXPECT_EQ(ParseDependencyStatus("never met"), std::nullopt);
 }
 
 }  // namespace

@@ -1,6 +1,5 @@
 #include "protocol/api_job.h"
 
-#include <array>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
@@ -176,19 +175,10 @@ Status ReadItems(const FieldReader& r, const char* field, Result<T> (*read)(cons
   });
 }
 
-constexpr std::array<std::pair<std::string_view, model::DependencyStatus>, 3> kDependencyStatuses =
-    {{{"met", model::DependencyStatus::kMet},
-      {"waiting", model::DependencyStatus::kWaiting},
-      {"never_met", model::DependencyStatus::kNeverMet}}};
-
 json DependencyJson(const DependencyView& d) {
-  std::string_view status;
-  for (const auto& [name, value] : kDependencyStatuses) {
-    if (value == d.status) status = name;
-  }
   return {{"type", model::ToString(d.dependency.type)},
           {"job", d.dependency.job.value()},
-          {"status", status}};
+          {"status", model::ToString(d.status)}};
 }
 
 Result<DependencyView> ReadDependency(const FieldReader& r) {
@@ -201,11 +191,9 @@ Result<DependencyView> ReadDependency(const FieldReader& r) {
                                          "field 'dependencies.type'");
   if (!parsed.ok()) return parsed.status();
   d.dependency = parsed->front();
-  bool known = false;
-  for (const auto& [name, value] : kDependencyStatuses) {
-    if (name == status) d.status = value, known = true;
-  }
-  if (!known) return r.Bad("status", "must be met, waiting or never_met");
+  auto parsed_status = model::ParseDependencyStatus(status);
+  if (!parsed_status) return r.Bad("status", "must be met, waiting or never_met");
+  d.status = *parsed_status;
   return d;
 }
 

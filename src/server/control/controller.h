@@ -376,6 +376,9 @@ class Controller {
 
   // Writes decided and not yet applied (the write group: controller_writes.cc).
   int PendingWrites();
+  // Entries of the dependency index (held jobs under each job they name), for tests: none left
+  // once no job is held.
+  size_t IndexedDependents();
 
   static constexpr int kMaxWaitingHeartbeats = 32;
   // Heartbeats waiting now (for metrics and tests).
@@ -600,10 +603,16 @@ class Controller {
   // InvalidArgument naming field 'dependency' when a dependency names a job that does not exist
   // or that `who` may not see (the same answer for both).
   Status CheckDependencyTargets(const Principal& who, const JobSpec& spec) const;
-  // Where each of `dependencies` stands, from the store's records (its thread safety: no lock
-  // needed). An id that is an array's names every element. Errors: the store's.
+  // What the jobs an id names did, from the store's records (its thread safety: no lock
+  // needed): the job, or every element when it is an array's id; none when there is no such
+  // job. Read from `cache` when there, and kept in it (when given). Errors: the store's.
+  using DependencyTargetCache = std::map<JobId, std::vector<model::DependencyTarget>>;
+  Result<std::vector<model::DependencyTarget>> DependencyTargets(
+      JobId named, DependencyTargetCache* cache) const;
+  // Where each of `dependencies` stands (DependencyTargets, through `cache` when given).
   Result<std::vector<model::DependencyCheck>> CheckDependencies(
-      const std::vector<model::Dependency>& dependencies) const;
+      const std::vector<model::Dependency>& dependencies,
+      DependencyTargetCache* cache = nullptr) const;
   // A pending job of a first run: queued in the scheduler when its dependencies are met, else
   // held (LiveJob::held) and indexed under the jobs it names. A job that can never be met with
   // kill_on_invalid_dep is cancelled at the next pass (SettleDependenciesLocked).
@@ -611,10 +620,13 @@ class Controller {
   // `job` started or ended: the held jobs that name it (or its array) are checked again at the
   // start of the next pass, which this wakes.
   void NoteDependencyEventLocked(const LiveJob& job);
+  // Takes `job` out of dependents_ (ForgetJobLocked: it will never be checked again).
+  void ForgetDependentLocked(const LiveJob& job);
   // Sets or clears LiveJob::held, keeping held_jobs_ in step.
   void SetHeldLocked(LiveJob& job, std::optional<model::DependencyWait> wait);
   // Checks the held jobs noted: queues those now met, cancels those never met that asked for
-  // it (kill_on_invalid_dep; the cancel's reason says why), and updates the others' reasons.
+  // it (kill_on_invalid_dep, through the write group: ended once durable; the cancel's reason
+  // says why), and updates the others' reasons. A job with a write pending waits a pass.
   void SettleDependenciesLocked(Seconds now);
 
   // --- The write group (controller_writes.cc; docs/control-plane.md, "The heartbeat path") ---

@@ -30,7 +30,8 @@ inline protocol::PendingReason ReasonOf(const sched::PendingReason& reason) {
 
 // The reason of a job held for its dependencies (Controller::QueueOrHoldLocked).
 inline protocol::PendingReason ReasonOf(const model::DependencyWait& wait) {
-  return {wait.never_met ? sched::kReasonDependencyNeverSatisfied : sched::kReasonDependency,
+  return {wait.status == model::DependencyStatus::kNeverMet ? sched::kReasonDependencyNeverSatisfied
+                                                            : sched::kReasonDependency,
           wait.message};
 }
 

@@ -248,6 +248,7 @@ void Controller::ForgetJobLocked(LiveJob& job) {
   }
   ForgetAllocationsLocked(job);
   NoteDependencyEventLocked(job);
+  ForgetDependentLocked(job);
   SetHeldLocked(job, std::nullopt);
   // No event of an ended job follows; an array's id stays for its other elements' events.
   if (job.record.array_id != id) dependents_.erase(id);

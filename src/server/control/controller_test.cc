@@ -3290,8 +3290,11 @@ TEST_F(ControllerTest, ADependencyThatCanNeverBeMetWaitsOrCancelsWithKillOnInval
   EXPECT_EQ(view["pending_reason"]["code"], "dependency_never_satisfied");
   EXPECT_EQ(view["pending_reason"]["message"], never);
   EXPECT_EQ(view["dependencies"][0]["status"], "never_met");
+  // The kill is written as a user's cancel is: a cancel decided after it finds the job ended.
+  EXPECT_EQ(controller_->Cancel(alice_, killed).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(StateOf(killed), "cancelled");
   EXPECT_EQ(store_->GetJob(killed)->reason, never);
+  controller_->Tick();  // the kill, once durable, noted `chained`: this pass checks it
   json chain = *JobJson(alice_, chained);
   EXPECT_EQ(chain["pending_reason"]["code"], "dependency_never_satisfied");
   EXPECT_EQ(chain["pending_reason"]["message"],
@@ -3344,6 +3347,35 @@ TEST_F(ControllerTest, ADependencyOnAJobNotSeenIsRefusedNamingTheField) {
               HasSubstr("field 'dependency': job " + Id(alices) + " not found"));
   EXPECT_THAT(unknown.status().message(), HasSubstr("field 'dependency': job 9999 not found"));
   EXPECT_TRUE(SubmitJson(bob_, DependentSpec("afterok:" + Id(alices))).ok());  // same project
+}
+
+TEST_F(ControllerTest, AnAfterDependencyOnARequeuedJobIsMetForItStartedOnce) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId requeued = Submit(Spec(1, 1, /*max_restarts=*/1));
+  controller_->Tick();
+  const json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  Beat("a", Report({TaskReport(launch, "exited", 1)}));
+  ASSERT_EQ(StateOf(requeued), "pending");  // the store cleared its start time
+  const JobId after = Submit(DependentSpec("after:" + Id(requeued)));
+  controller_->Tick();
+  const json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 2u);  // the rerun, and the job after it: not held
+  EXPECT_TRUE(answer["run"][0]["job_id"] == after.value() ||
+              answer["run"][1]["job_id"] == after.value());
+  EXPECT_EQ(JobJson(alice_, after)->at("dependencies")[0]["status"], "met");
+}
+
+TEST_F(ControllerTest, ACancelledHeldJobLeavesTheDependencyIndex) {
+  const JobId first = Submit(Spec(1));  // no node: it never starts
+  const JobId held = Submit(DependentSpec("afterok:" + Id(first)));
+  const JobId other = Submit(DependentSpec("afterany:" + Id(first) + ",afterok:" + Id(held)));
+  controller_->Tick();
+  EXPECT_EQ(controller_->IndexedDependents(), 3u);
+  ASSERT_TRUE(controller_->Cancel(alice_, other).ok());
+  EXPECT_EQ(controller_->IndexedDependents(), 1u);
+  ASSERT_TRUE(controller_->Cancel(alice_, held).ok());
+  EXPECT_EQ(controller_->IndexedDependents(), 0u);
 }
 
 }  // namespace
