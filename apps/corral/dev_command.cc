@@ -94,6 +94,9 @@ int RunDev(const DevFlags& f) {
   agent_options.agent.address = "127.0.0.1";
   // What the host offers environments (the built-in host and python ones need nothing else).
   agent::HostSetup host = agent::FindHostSetup();
+  if (const std::string warning = agent::DroppedPrefixesWarning(host); !warning.empty()) {
+    std::cerr << "corral dev: " << warning << "\n";
+  }
   agent_options.agent.tools = std::move(host.tools);
   agent_options.agent.env_prefixes = std::move(host.env_prefixes);
   agent_options.work_dir = data_dir + "/agent";

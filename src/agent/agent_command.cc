@@ -203,6 +203,9 @@ int RunAgentCommand(AgentFlags& f) {
     f.options.container_engine = Describe((*engine)->cli);
   }
   HostSetup host = FindHostSetup();
+  if (const std::string warning = DroppedPrefixesWarning(host); !warning.empty()) {
+    std::cerr << "corral agent: " << warning << "\n";
+  }
   f.options.tools = std::move(host.tools);
   f.options.env_prefixes = std::move(host.env_prefixes);
   Result<int> interval = MetricsIntervalMs(f.metrics_interval_s);

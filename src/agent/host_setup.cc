@@ -45,8 +45,19 @@ HostSetup FindHostSetup(std::string_view path, const std::string& envs_root, siz
     if (entry.is_directory(is_dir) && prefix.size() <= max_text) out.env_prefixes.push_back(prefix);
   }
   std::sort(out.env_prefixes.begin(), out.env_prefixes.end());
-  if (out.env_prefixes.size() > max_prefixes) out.env_prefixes.resize(max_prefixes);
+  if (out.env_prefixes.size() > max_prefixes) {
+    out.dropped_prefixes = out.env_prefixes.size() - max_prefixes;
+    out.env_prefixes.resize(max_prefixes);
+  }
   return out;
+}
+
+std::string DroppedPrefixesWarning(const HostSetup& host) {
+  if (host.dropped_prefixes == 0) return "";
+  return std::to_string(host.dropped_prefixes) + " environment folders under " + model::kEnvsRoot +
+         " are not reported (at most " + std::to_string(host.env_prefixes.size()) +
+         " are, by name: the first is " + host.env_prefixes.front() +
+         "): environments in the others are refused as if this node lacked them";
 }
 
 HostSetup FindHostSetup() {

@@ -13,7 +13,12 @@ namespace corral::agent {
 struct HostSetup {
   std::vector<std::string> tools;         // in model::kHostTools order
   std::vector<std::string> env_prefixes;  // absolute, sorted; at most `max_prefixes`
+  size_t dropped_prefixes = 0;            // folders left out beyond `max_prefixes`
 };
+
+// The agent's warning about left-out folders ("" when none were): environments whose folder
+// was left out are refused at submission as if the node lacked it.
+std::string DroppedPrefixesWarning(const HostSetup& host);
 
 // Looks in each folder of `path` (PATH's value, ':'-separated) for the known tools, and lists
 // the folders under `envs_root` (absent: none), keeping the first `max_prefixes` by name and

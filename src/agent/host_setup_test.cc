@@ -51,5 +51,16 @@ TEST_F(HostSetupTest, FindsExecutableToolsOnThePathAndTheFolders) {
   EXPECT_THAT(FindHostSetup("", (root_ / "missing").string(), 32, 128).env_prefixes, IsEmpty());
 }
 
+TEST_F(HostSetupTest, FoldersLeftOutAreCountedAndSaid) {
+  HostSetup all = FindHostSetup("", (root_ / "envs").string(), 32, 128);
+  EXPECT_EQ(all.dropped_prefixes, 0u);
+  EXPECT_EQ(DroppedPrefixesWarning(all), "");
+  HostSetup cut = FindHostSetup("", (root_ / "envs").string(), 1, 128);
+  EXPECT_EQ(cut.dropped_prefixes, 1u);
+  EXPECT_THAT(DroppedPrefixesWarning(cut),
+              ::testing::HasSubstr("1 environment folders under /opt/corral/envs are not reported "
+                                   "(at most 1 are, by name"));
+}
+
 }  // namespace
 }  // namespace corral::agent
