@@ -78,19 +78,23 @@ std::string WhyNotRunnable(const protocol::EnvironmentSpec& spec) {
   return why;
 }
 
+bool OffersOneOf(const std::vector<std::string>& needs, const protocol::NodeView& node) {
+  if (needs.empty()) return true;
+  const std::string_view tool = model::kToolPrefix;
+  const std::string_view prefix = model::kEnvPrefixPrefix;
+  return std::any_of(needs.begin(), needs.end(), [&](const std::string& name) {
+    if (name.rfind(tool, 0) == 0) return Offers(node.tools, name.substr(tool.size()));
+    if (name.rfind(prefix, 0) == 0) return Offers(node.env_prefixes, name.substr(prefix.size()));
+    return Offers(node.runtimes, name);
+  });
+}
+
 protocol::EnvironmentRunsHere RunsOn(const protocol::EnvironmentSpec& spec,
                                      const std::vector<const protocol::NodeView*>& nodes) {
   protocol::EnvironmentRunsHere out;
   out.of = static_cast<int>(nodes.size());
   const std::vector<std::string> needs = EnvironmentNeeds(spec);
-  for (const protocol::NodeView* n : nodes) {
-    const std::vector<std::string> offers = NodeOffers(n->runtimes, n->tools, n->env_prefixes);
-    if (needs.empty() || std::any_of(needs.begin(), needs.end(), [&](const std::string& name) {
-          return Offers(offers, name);
-        })) {
-      ++out.nodes;
-    }
-  }
+  for (const protocol::NodeView* n : nodes) out.nodes += OffersOneOf(needs, *n) ? 1 : 0;
   if (out.nodes == 0)
     out.why_not = nodes.empty() ? "no node has registered yet" : WhyNotRunnable(spec);
   return out;

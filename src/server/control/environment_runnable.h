@@ -39,6 +39,10 @@ std::string LaunchRuntime(const protocol::EnvironmentSpec& spec,
 // them". Only meaningful when EnvironmentNeeds(spec) is not empty.
 std::string WhyNotRunnable(const protocol::EnvironmentSpec& spec);
 
+// Whether `node` offers one of `needs` (EnvironmentNeeds; empty: yes), without building its
+// NodeOffers: what the per-node loops of RunsOn and the submit check use.
+bool OffersOneOf(const std::vector<std::string>& needs, const protocol::NodeView& node);
+
 // On how many of `nodes` `spec` runs, and when on none, why.
 protocol::EnvironmentRunsHere RunsOn(const protocol::EnvironmentSpec& spec,
                                      const std::vector<const protocol::NodeView*>& nodes);

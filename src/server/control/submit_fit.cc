@@ -50,8 +50,10 @@ Status CheckFitsRegisteredNodes(const model::TaskResources& task, int tasks,
                                 const std::vector<const protocol::NodeView*>& all) {
   if (all.empty()) return Status::Ok();
   std::vector<const protocol::NodeView*> nodes;  // those that can run its environment
+  const std::vector<std::string> needs =
+      environment == nullptr ? std::vector<std::string>() : EnvironmentNeeds(*environment);
   for (const protocol::NodeView* n : all) {
-    if (environment == nullptr || RunsOn(*environment, {n}).nodes > 0) nodes.push_back(n);
+    if (OffersOneOf(needs, *n)) nodes.push_back(n);
   }
   if (nodes.empty()) return InvalidArgument(Refused("environment", WhyNotRunnable(*environment)));
   int64_t room = 0, holding = 0;  // copies the idle cluster holds, on how many nodes
