@@ -365,7 +365,8 @@ TEST(Scheduler, JobsNeedingARuntimeRunOnlyWhereANodeOffersIt) {
   auto reason = s->PendingReasonOf(JobId(1));
   ASSERT_TRUE(reason);
   EXPECT_EQ(reason->code, kReasonNoRuntime);
-  EXPECT_NE(reason->message.find("needs a node offering container"), std::string::npos) << reason->message;
+  EXPECT_NE(reason->message.find("needs a node offering container"), std::string::npos)
+      << reason->message;
 
   // A node with a container engine joins; the job goes there, not to the free plain node.
   model::Node engine = model::MakeNode("engine", "V100M32", 1, CpuMilli(64000), MemoryMib(262144));

@@ -66,7 +66,7 @@ struct ServerOptions {
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
   // Partitions and QoS (protocol/api_partitions.h), read at start; empty: none.
   std::string partitions_file;
-  int kill_grace_s = 10;    // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
+  int kill_grace_s = 10;  // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
   // Fencing (docs/control-plane.md): an agent that reached no server this long stops its
   // requeue-able tasks; a node silent node_give_up_s is lost with every job on it.
   // reconcile::CheckNodeTimings must hold (Create refuses other values, naming the flags).

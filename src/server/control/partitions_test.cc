@@ -75,9 +75,8 @@ TEST(PartitionsTest, WithoutATableNamesAreDroppedWithAWarning) {
   spec.qos = "high";
   auto warnings = ApplyPartitions({}, spec);
   ASSERT_TRUE(warnings.ok());
-  EXPECT_THAT(*warnings,
-              ElementsAre("partition 'gpu' ignored: this cluster defines no partitions",
-                          "qos 'high' ignored: this cluster defines no QoS"));
+  EXPECT_THAT(*warnings, ElementsAre("partition 'gpu' ignored: this cluster defines no partitions",
+                                     "qos 'high' ignored: this cluster defines no QoS"));
   EXPECT_TRUE(spec.partition.empty());
   EXPECT_TRUE(spec.qos.empty());
   EXPECT_EQ(spec.priority, 0);
