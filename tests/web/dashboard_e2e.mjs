@@ -36,6 +36,115 @@ function check(condition, what) {
   console.log(`ok - ${what}`);
 }
 
+// --- The jobs page (web/src/pages/jobs.js): one line per job, its columns, filters by state and
+// by user kept in the URL, a sort on a header, paging forwards and back with a page size, and
+// what a member of another project sees (docs/security.md, "What others can see"). Adds an
+// array of 30 pending jobs (a GPU model no node has) with a long name, and a job of user joe.
+async function jobsPageChecks({ browser, page, dev, api, shot, secretJob }) {
+  const longName = 'page-array-with-a-rather-long-name-that-would-wrap-onto-a-second-line-in-a-narrow-cell';
+  const array = await api('POST', '/api/v1/jobs', { name: longName, command: ['true'],
+    resources: { gpus: 2, gpu_models: ['H100'] }, array: { indices: [...Array(30).keys()] } });
+  check(array.status === 201 && array.body.ids.length === 30, `jobs: an array of 30 pending jobs (${array.body.array_id})`);
+  const joe = await api('POST', '/api/v1/users', { name: 'joe' });
+  check(joe.status === 201, 'user joe (a member of "default") created');
+  const joeJob = await (await fetch(`${dev.url}/api/v1/jobs`, { method: 'POST',
+    headers: { Authorization: `Bearer ${joe.body.token}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ name: 'joe-job', command: ['true'], resources: { gpus: 1, gpu_models: ['H100'] } }) })).json();
+  check(joeJob.id > 0, `joe's job ${joeJob.id} submitted`);
+
+  const rows = () => page.locator('#jobs-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.innerText)));
+  const firstId = () => page.locator('#jobs-table tbody tr').first().getAttribute('data-id');
+  await page.goto(`${dev.url}/#/jobs`);
+  await page.waitForSelector('#jobs-table tbody tr');
+  const headers = await page.locator('#jobs-table thead th').allInnerTexts();
+  check(JSON.stringify(headers.map((t) => t.replace(/[▲▼]/g, '').trim())) ===
+    JSON.stringify(['id', 'name', 'user', 'project', 'state', 'GPUs', 'submitted', 'elapsed', 'ended', 'ETA']),
+  `jobs: the columns ${JSON.stringify(headers)}`);
+  // One line per job: every row as tall as a one-line row, the long name cut with its whole in a title.
+  const heights = await page.locator('#jobs-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getBoundingClientRect().height));
+  const lineHeight = await page.evaluate(() => parseFloat(getComputedStyle(document.querySelector('#jobs-table td')).lineHeight));
+  // (Two lines would be 2 line heights plus the padding and border, 8 px.)
+  check(heights.length === 35 && Math.max(...heights) < 1.5 * lineHeight + 8 && Math.max(...heights) - Math.min(...heights) < 1,
+    `jobs: 35 rows of one line each (heights ${Math.min(...heights)}-${Math.max(...heights)} px, line ${lineHeight} px)`);
+  const nameCell = page.locator(`#jobs-table tbody tr[data-id="${array.body.ids[0]}"] td.name`);
+  const cut = await nameCell.evaluate((td) => td.scrollWidth > td.clientWidth);
+  check(cut && (await nameCell.getAttribute('title')) === longName, 'jobs: a long name is cut, the whole in its title');
+  await shot('14-jobs-page-1');
+
+  // Paging: 25 per page, to page 2 and back.
+  await page.selectOption('#jobs-limit', '25');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-table tbody tr').length === 25);
+  const page1 = await firstId();
+  check(/limit=25/.test(page.url()) && (await page.locator('#jobs-prev').isDisabled()), `jobs: 25 per page, page 1 (${page.url()})`);
+  await page.click('#jobs-next');
+  await page.waitForFunction(() => document.getElementById('jobs-page')?.textContent === 'page 2');
+  await page.waitForFunction((id) => document.querySelector('#jobs-table tbody tr')?.dataset.id !== id, page1);
+  const page2 = await rows();
+  // 35 jobs in all: the 4 of the main test, 30 array elements, joe's; newest (highest id) first.
+  check(page2.length === 10 && Number(page2[0][0]) < Number(page1) && (await page.locator('#jobs-next').isDisabled()),
+    `jobs: page 2 has the 10 oldest jobs (first ${page2[0][0]}), no next page`);
+  await page.click('#jobs-prev');
+  await page.waitForFunction(() => document.getElementById('jobs-page')?.textContent === 'page 1');
+  await page.waitForFunction((id) => document.querySelector('#jobs-table tbody tr')?.dataset.id === id, page1);
+  check(true, `jobs: back to page 1 (first job ${page1})`);
+
+  // A sort on a header: GPUs, largest first, then smallest first.
+  await page.click('#jobs-table th[data-sort="gpus"] button');
+  await page.waitForFunction(() => document.querySelector('#jobs-table th.sorted')?.dataset.sort === 'gpus');
+  let gpuColumn = (await rows()).map((r) => Number(r[5]));
+  check(/sort=gpus/.test(page.url()) && gpuColumn[0] === 2 && gpuColumn.every((g, i) => i === 0 || g <= gpuColumn[i - 1]),
+    `jobs: sorted by GPUs, largest first: ${gpuColumn.join(',')}`);
+  await page.click('#jobs-table th[data-sort="gpus"] button');
+  await page.waitForFunction(() => /order=asc/.test(location.hash) && document.querySelector('#jobs-table th.sorted.asc'));
+  await page.waitForFunction(() => document.querySelector('#jobs-table tbody tr td:nth-child(6)')?.innerText === '1');
+  gpuColumn = (await rows()).map((r) => Number(r[5]));
+  check(gpuColumn.every((g, i) => i === 0 || g >= gpuColumn[i - 1]), `jobs: then smallest first: ${gpuColumn.join(',')}`);
+
+  // Filters: by state (kept in the URL across a reload), then by user.
+  await page.goto(`${dev.url}/#/jobs`);
+  await page.waitForSelector('#jobs-table tbody tr');
+  await page.selectOption('#jobs-state', 'running');
+  await page.waitForFunction(() => /state=running/.test(location.hash) &&
+    [...document.querySelectorAll('#jobs-table tbody tr')].every((tr) => tr.cells[4].innerText === 'running'));
+  let running = await rows();
+  check(running.length === 2 && running.every((r) => /^\d+(s|m \d\ds)$/.test(r[7]) && r[9] === ''),
+    `jobs: state=running narrows to the 2 running jobs, elapsed since their start: ${JSON.stringify(running.map((r) => [r[0], r[7]]))}`);
+  await page.reload();
+  await page.waitForSelector('#jobs-table tbody tr');
+  running = await rows();
+  check((await page.locator('#jobs-state').inputValue()) === 'running' && running.length === 2,
+    'jobs: the state filter is kept across a reload (in the URL)');
+  await page.selectOption('#jobs-state', '');
+  await page.fill('#jobs-user', 'joe');
+  await page.click('#jobs-filters button[type=submit]');
+  await page.waitForFunction(() => document.querySelectorAll('#jobs-table tbody tr').length === 1);
+  const joeRows = await rows();
+  check(joeRows[0][0] === String(joeJob.id) && joeRows[0][2] === 'joe' && joeRows[0][9] === '?' && /user=joe/.test(page.url()),
+    `jobs: user=joe narrows to joe's job, pending with no estimate yet: ${JSON.stringify(joeRows[0])}`);
+  await shot('15-jobs-filtered');
+
+  // What joe, a member of "default" only, sees: every job of "default" (everyone's), none of
+  // project "secret", even when he asks for it.
+  const joeContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  try {
+    const joePage = await joeContext.newPage();
+    await joePage.goto(`${dev.url}/login?next=/`);
+    await joePage.fill('#token', joe.body.token);
+    await joePage.click('button[type=submit]');
+    await joePage.waitForFunction(() => document.getElementById('who')?.textContent === 'joe');
+    await joePage.goto(`${dev.url}/#/jobs?limit=200`);
+    await joePage.waitForSelector('#jobs-table tbody tr');
+    const seen = await joePage.locator('#jobs-table tbody tr').evaluateAll((trs) => trs.map((tr) => [...tr.cells].map((c) => c.innerText)));
+    check(seen.length === 34 && seen.every((r) => r[3] === 'default') && seen.some((r) => r[2] === 'admin') &&
+      !seen.some((r) => r[0] === String(secretJob)), `joe's jobs page: the 34 jobs of "default" (the admin's too), not job ${secretJob} of "secret"`);
+    await joePage.goto(`${dev.url}/#/jobs?project=secret`);
+    await joePage.waitForSelector('#jobs-empty');
+    check(!(await joePage.locator('#page').innerText()).includes('secret-job'), 'joe\'s jobs page: project=secret shows no job');
+  } finally {
+    await joeContext.close();
+  }
+}
+
 async function main() {
   await rm(artifacts, { recursive: true, force: true });
   await mkdir(artifacts, { recursive: true });
@@ -79,7 +188,9 @@ async function main() {
     check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/gpus: no such job, 404 (got ${res.status})`);
     res = await fetch(`${dev.url}/metrics`, { headers: cookie });
     check(res.status === 401, `the cookie does not authenticate GET /metrics (got ${res.status})`);
-    res = await fetch(`${dev.url}/api/v1/capacity/forecast?horizon_days=7`, { headers: cookie });
+    // 28 days, not the page's 7: the server keeps a forecast for 60 s, and the capacity page's
+    // "demand now" is checked against the jobs submitted after this.
+    res = await fetch(`${dev.url}/api/v1/capacity/forecast?horizon_days=28`, { headers: cookie });
     check(res.status === 200, `the cookie authenticates GET /api/v1/capacity/forecast (got ${res.status})`);
     res = await fetch(`${dev.url}/api/v1/capacity/what-if`, {
       method: 'POST', headers: { ...cookie, Origin: 'http://evil.example', 'Content-Type': 'application/json' },
@@ -101,6 +212,23 @@ async function main() {
     await page.goto(`${dev.url}/`);
     await page.waitForURL(/\/login\?next=/);
     await shot('01-login');
+    // The login page (web/src/login.html): the dashboard's look, a labelled field, and a wrong
+    // token said in words under it.
+    const loginLook = await page.evaluate(() => ({
+      label: document.querySelector('label[for="token"]')?.textContent,
+      card: getComputedStyle(document.querySelector('.login-card')).backgroundColor,
+      button: getComputedStyle(document.querySelector('#login-button')).backgroundColor,
+      header: getComputedStyle(document.querySelector('header')).backgroundColor,
+    }));
+    check(loginLook.label === 'API token' && loginLook.card === 'rgb(255, 255, 255)' &&
+      loginLook.button === 'rgb(36, 99, 235)' && loginLook.header === 'rgb(29, 36, 48)',
+    `login: styled like the dashboard, the field labelled: ${JSON.stringify(loginLook)}`);
+    await page.fill('#token', 'not-a-token');
+    await page.click('button[type=submit]');
+    await page.waitForFunction(() => document.getElementById('error')?.textContent.length > 0);
+    check(/token is not valid/.test(await text('#error')) && /\/login/.test(page.url()),
+      `login: a wrong token is refused in words: ${JSON.stringify(await text('#error'))}`);
+    await shot('01b-login-wrong-token');
     await page.fill('#token', dev.token);
     await page.click('button[type=submit]');
     await page.waitForURL(`${dev.url}/`);
@@ -178,7 +306,9 @@ async function main() {
     await page.waitForFunction(() => document.getElementById('job-logs')?.textContent.includes('bye-from-the-dashboard'), null, { timeout: 15000 });
     const logs = await text('#job-logs');
     check(logs.includes('hello-from-the-dashboard') && logs.includes('bye-from-the-dashboard'), 'job logs: both lines');
-    check(/succeeded/.test(await text('#job-events')), 'job events: the transition to succeeded');
+    // The page writes the state before the events (job.js reads the GPUs in between): wait.
+    check(await page.waitForFunction(() => /succeeded/.test(document.getElementById('job-events')?.innerText || ''), null,
+      { timeout: 10000 }).then(() => true, () => false), 'job events: the transition to succeeded');
     check(Number(await page.locator('#job-gpu-chart').getAttribute('data-points')) >= 6, 'job: the GPU chart keeps its points after the job ended');
     await shot('05-job-succeeded');
 
@@ -280,6 +410,24 @@ async function main() {
     {
       await page.waitForSelector('#capacity-chart canvas');
       check(/Capacity 4 GPUs/.test(await text('#capacity-info')), `capacity: ${await text('#capacity-info')}`);
+      // Submitted and not ended now: the idle job (running, 1 GPU) and the H100 job (pending,
+      // 1 GPU). The page used to read the last whole hour, which holds none of this hour's jobs.
+      check(/demand now 2;/.test(await text('#capacity-info')), `capacity: demand now counts the running and the pending job: ${await text('#capacity-info')}`);
+      // The chart fills its card and follows the window's width (charts.js, fittedChart).
+      const fit = () => page.evaluate(() => {
+        const box = document.querySelector('#capacity-chart');
+        return { canvas: box.querySelector('canvas').getBoundingClientRect().width, box: box.clientWidth - 16 };
+      });
+      const wide = await fit();
+      check(Math.abs(wide.canvas - wide.box) <= 2, `capacity: the chart fills its card (${JSON.stringify(wide)})`);
+      await page.setViewportSize({ width: 900, height: 900 });
+      await page.waitForFunction((w) => {
+        const box = document.querySelector('#capacity-chart');
+        const c = box.querySelector('canvas').getBoundingClientRect().width;
+        return c < w && Math.abs(c - (box.clientWidth - 16)) <= 2;
+      }, wide.canvas, { timeout: 5000 });
+      check(true, `capacity: the chart narrowed with the window (${JSON.stringify(await fit())})`);
+      await page.setViewportSize({ width: 1280, height: 900 });
       check(Number(await page.locator('#capacity-chart').getAttribute('data-points')) > 0, 'capacity: the chart has points');
       await page.fill('#whatif-extra', '0, 4');
       await page.click('#whatif-run');
@@ -342,6 +490,8 @@ async function main() {
     }, [adminCell, `#${secret.body.id} admin`], { timeout: 10000 }).then(() => true, () => false);
     check(adminSees, `the admin's heatmap shows the secret job by id: ${JSON.stringify(
       await page.locator(adminCell).evaluateAll((els) => els.map((el) => el.innerText)))}`);
+
+    await jobsPageChecks({ browser, page, dev, api, shot, secretJob: secret.body.id });
 
     // --- Log out: the dashboard is gone until the next login.
     await page.click('#logout');

@@ -41,6 +41,16 @@ export async function getJson(path) {
   return res.json();
 }
 
+/**
+ * GET a page of a listing: { rows, next } where `next` is the response's X-Corral-Next-Cursor
+ * (the `cursor` of the next page; null on the last page).
+ */
+export async function getPage(path) {
+  const res = await request('GET', path);
+  if (!res.ok) throw await problem(res);
+  return { rows: await res.json(), next: res.headers.get('X-Corral-Next-Cursor') };
+}
+
 /** POST a JSON body; answers the JSON reply. */
 export async function postJson(path, body) {
   const res = await request('POST', path, body);

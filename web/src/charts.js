@@ -1,11 +1,35 @@
-// uPlot helpers shared by the pages: the chart width for a container, and a category bar chart
-// (two or more series side by side per category). Contract: the returned plot is the caller's
-// to destroy.
+// uPlot helpers shared by the pages: a chart that fills its box and follows its width, and a
+// category bar chart (two or more series side by side per category). Contract: the returned
+// plot is the caller's to destroy; destroying it also stops following the box.
 import uPlot from 'uplot';
 
-/** A chart width that fits `el` (its parent's width, at most 1100 px). */
+/** The width a chart has inside `el`: its content box (padding excluded), at least 320 px. */
 export function chartWidth(el) {
-  return Math.max(320, Math.min(1100, (el?.clientWidth || el?.parentElement?.clientWidth || 920) - 20));
+  const style = getComputedStyle(el);
+  const inner = el.clientWidth - parseFloat(style.paddingLeft || 0) - parseFloat(style.paddingRight || 0);
+  return Math.max(320, Math.floor(inner || 900));
+}
+
+/**
+ * A uPlot chart in `box`, as wide as the box's content (`opts.width` is ignored) and resized
+ * with it (a ResizeObserver on the box: the window, or the layout around the box, changing).
+ */
+export function fittedChart(box, opts, data) {
+  const plot = new uPlot({ ...opts, width: chartWidth(box) }, data, box);
+  let width = plot.width;
+  const observer = new ResizeObserver(() => {
+    const now = chartWidth(box);
+    if (now === width) return;
+    width = now;
+    plot.setSize({ width, height: plot.height });
+  });
+  observer.observe(box);
+  const destroy = plot.destroy.bind(plot);
+  plot.destroy = () => {
+    observer.disconnect();
+    destroy();
+  };
+  return plot;
 }
 
 /**
@@ -17,8 +41,7 @@ export function barChart(box, { labels, series, yLabel, height = 260, unit = '' 
   const each = 0.8 / series.length;
   const x = labels.map((_, i) => i);
   const short = (s) => (s.length > 16 ? `${s.slice(0, 15)}…` : s);
-  return new uPlot({
-    width: chartWidth(box),
+  return fittedChart(box, {
     height,
     series: [
       { label: 'group', value: (u, v) => (v === null || v === undefined ? '—' : labels[v] ?? '') },
@@ -40,5 +63,5 @@ export function barChart(box, { labels, series, yLabel, height = 260, unit = '' 
       { label: yLabel },
     ],
     legend: { live: true },
-  }, [x, ...series.map((s) => s.values)], box);
+  }, [x, ...series.map((s) => s.values)]);
 }

@@ -46,3 +46,31 @@ export function mib(m) {
   if (!Number.isFinite(m)) return '—';
   return m >= 1024 ? `${(m / 1024).toFixed(1)} GiB` : `${Math.round(m)} MiB`;
 }
+
+// --- Compact forms for dense tables (one line per row): the full form goes in a title.
+
+/**
+ * A date short enough for a table cell, against `now` (Unix seconds): "45s ago", "3m ago",
+ * "5h ago" within a day, "12-06 11:02" (month-day hours:minutes, local time) before that, and
+ * "in 3m" for a time ahead; "—" for missing.
+ */
+export function shortDate(unixSeconds, nowSeconds = Date.now() / 1000) {
+  if (unixSeconds === null || unixSeconds === undefined) return '—';
+  const ago = nowSeconds - unixSeconds;
+  if (ago < 0) return `in ${shortDuration(-ago)}`;
+  if (ago < 86400) return `${shortDuration(ago)} ago`;
+  const d = new Date(unixSeconds * 1000);
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+/** "12s", "3m 05s", "2h 05m", "3d 04h" for a number of seconds; "—" for missing. */
+export function shortDuration(seconds) {
+  if (seconds === null || seconds === undefined || !Number.isFinite(seconds)) return '—';
+  const s = Math.max(0, Math.round(seconds));
+  const pad = (n) => String(n).padStart(2, '0');
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${pad(s % 60)}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h ${pad(Math.floor((s % 3600) / 60))}m`;
+  return `${Math.floor(s / 86400)}d ${pad(Math.floor((s % 86400) / 3600))}h`;
+}

@@ -3,7 +3,7 @@
 // as they come (each read asks only for what is newer than what it has) and drawn as one uPlot
 // series per GPU, labelled with the task that holds it. Contract: merge() and chartColumns()
 // are pure; JobGpuChart owns its uPlot and its element.
-import uPlot from 'uplot';
+import { fittedChart } from './charts.js';
 import { getJson } from './api.js';
 import { h, replace } from './dom.js';
 
@@ -140,8 +140,7 @@ export class JobGpuChart {
     this.plot?.destroy();
     this.plotKeys = keys;
     const labels = [...this.series.values()].map((s) => gpuLabel(job, s.node, s.index));
-    this.plot = new uPlot({
-      width: Math.min(1100, (this.box.parentElement?.clientWidth || 920) - 20),
+    this.plot = fittedChart(this.box, {
       height: 240,
       series: [{}, ...labels.map((label, i) => ({
         label, stroke: kPalette[i % kPalette.length], width: 2, spanGaps: true,
@@ -149,7 +148,7 @@ export class JobGpuChart {
       }))],
       axes: [{}, { label: 'utilisation %' }],
       scales: { x: { time: true }, y: { range: [0, 100] } },
-    }, columns, this.box);
+    }, columns);
   }
 
   dispose() {

@@ -37,8 +37,14 @@ const paths = ['/', '/nodes', '/queue', '/jobs', null, '/submit', '/projects', '
 let current = null; // { dispose, refresh } of the page shown
 let refreshing = false;
 
+// The route's path: the hash without its query ("#/jobs?state=running" is "/jobs"); a page
+// reads the query from location.hash itself.
+function routePath() {
+  return location.hash.slice(1).split('?')[0] || '/';
+}
+
 function navigation() {
-  const here = location.hash.slice(1) || '/';
+  const here = routePath();
   replace(document.getElementById('nav'), routes.map(([, , name], i) => name && h('a', {
     href: `#${paths[i]}`,
     class: (paths[i] === '/' ? here === '/' : here.startsWith(paths[i])) ? 'active' : null,
@@ -48,7 +54,7 @@ function navigation() {
 async function show() {
   current?.dispose?.();
   current = null;
-  const path = location.hash.slice(1) || '/';
+  const path = routePath();
   const root = document.getElementById('page');
   navigation();
   for (const [pattern, page] of routes) {

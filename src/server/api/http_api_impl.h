@@ -86,7 +86,7 @@ class HttpApi::Impl {
   std::string GatewayUrl(const HttpRequest& req) const;
   std::string CrossSiteRefusalOf(const HttpRequest& req) const;
   void Login(const HttpRequest& req, HttpResponse& res);
-  static void LoginPage(HttpResponse& res);
+  void LoginPage(HttpResponse& res) const;
   // dashboard.cc
   void RegisterDashboard(HttpServer& http);
   void DashboardPage(const HttpRequest& req, HttpResponse& res);

@@ -57,7 +57,7 @@ void HttpApi::Impl::RegisterSessions(HttpServer& http) {
     res.SetHeader("Set-Cookie", TokenCookie("", config_.tls));
     SendJson(res, 200, {{"status", "logged out"}});
   });
-  http.Get("/login", [](const HttpRequest&, HttpResponse& res) { LoginPage(res); });
+  http.Get("/login", [this](const HttpRequest&, HttpResponse& res) { LoginPage(res); });
   // Sessions are served by the session gateway: old links, any method (HEAD is served by
   // the GET route), go there with their method and body (307).
   const std::string sessions = R"(/sessions/(\d+)(/.*)?)";
@@ -158,9 +158,22 @@ void HttpApi::Impl::Login(const HttpRequest& req, HttpResponse& res) {
   SendJson(res, 200, {{"user", who->name}, {"next", SafeRedirectTarget(*next, {GatewayUrl(req)})}});
 }
 
-void HttpApi::Impl::LoginPage(HttpResponse& res) {
-  // Static: nothing from the request is written into the page. The server decides where to
-  // go next (POST /api/v1/login answers "next"), never the page's query string alone.
+// GET /login: the dashboard's login page (web/dist/login.html, styled like the dashboard, its
+// script a file under /assets/) when a dashboard with one is served, else the plain page below
+// (for servers without a dashboard, whose users log in for sessions). Either is static: nothing
+// from the request is written into the page. The server decides where to go next (POST
+// /api/v1/login answers "next"), never the page's query string alone.
+void HttpApi::Impl::LoginPage(HttpResponse& res) const {
+  if (config_.web_assets) {
+    if (auto page = config_.web_assets->Lookup("/login.html"); page.ok()) {
+      SendAsset(*page, res);
+      res.SetHeader("Content-Security-Policy",
+                    "default-src 'self'; connect-src 'self'; object-src 'none'; "
+                    "base-uri 'none'; form-action 'self'; frame-ancestors 'none'");
+      res.SetHeader("Referrer-Policy", "same-origin");
+      return;
+    }
+  }
   static const char kPage[] = R"html(<!doctype html>
 <html><head><meta charset="utf-8"><title>corral: log in</title></head>
 <body>

@@ -1,5 +1,7 @@
 // The sessions routes (sessions.cc) through real HTTP: create, list, view and stop sessions;
 // log in and out by cookie; the login page and the redirect of old session links.
+#include <fstream>
+
 #include "server/api/api_test_fixture.h"
 
 namespace corral::server::api_testing {
@@ -116,6 +118,37 @@ TEST_F(SessionsApiTest, LoginSetsACookieForTheDashboardsRequestsOnly) {
   const Answer page = Get("/login", "");
   EXPECT_EQ(page.status, 200);
   EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u) << page.content_type;
+}
+
+// With a dashboard that has a login page, /login is that page (its script from /assets/, so
+// the page's policy allows no inline script); without one, the plain built-in page.
+class DashboardLoginTest : public SessionsApiTest {
+ protected:
+  void ConfigureApi(HttpApiConfig& config) override {
+    const std::filesystem::path web = test_dir() / "web";
+    std::filesystem::create_directories(web / "assets");
+    std::ofstream(web / "index.html") << "<!doctype html><title>corral</title>";
+    std::ofstream(web / "login.html") << "<!doctype html><title>corral: log in</title>styled";
+    auto assets = WebAssets::Create(web.string());
+    ASSERT_TRUE(assets.ok()) << assets.status().ToString();
+    config.web_assets = std::move(assets).value();
+  }
+};
+
+TEST_F(DashboardLoginTest, TheDashboardsLoginPageIsServed) {
+  const Answer page = Get("/login", "");
+  ASSERT_EQ(page.status, 200) << page;
+  EXPECT_NE(page.text.find("styled"), std::string::npos) << page.text;
+  EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u) << page.content_type;
+  const std::string csp = page.headers.find("Content-Security-Policy")->second;
+  EXPECT_EQ(csp.find("unsafe-inline"), std::string::npos) << csp;
+  EXPECT_EQ(page.headers.find("Cache-Control")->second, "no-cache");
+}
+
+TEST_F(SessionsApiTest, WithoutADashboardTheLoginPageIsTheBuiltInOne) {
+  const Answer page = Get("/login", "");
+  ASSERT_EQ(page.status, 200) << page;
+  EXPECT_NE(page.text.find("id=\"token\""), std::string::npos) << page.text;
 }
 
 TEST_F(SessionsApiTest, OldSessionLinksGoToTheGateway) {

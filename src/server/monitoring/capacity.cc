@@ -88,6 +88,13 @@ nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capac
     // The hour's mean demand in GPUs: milli-GPU seconds / 1000 / 3600.
     demand.push_back({h.hour_s, h.hour_s + kHour, static_cast<double>(h.milli_gpu_s) / 3.6e6});
   }
+  // Demand now: the jobs submitted and not ended at `now` (the history's last entry is the
+  // hour before this one, which holds none of this hour's jobs).
+  double demand_now = 0;
+  for (const store::JobRecord& r : jobs) {
+    if (r.submit_time > now || (r.end_time && *r.end_time <= now)) continue;
+    if (auto spec = SpecOf(r)) demand_now += GpusOf(*spec);
+  }
   const std::vector<double> history = predict::HourlyDemand(demand, start, history_hours);
   const predict::DemandForecast f = predict::ForecastDemand(history, start, horizon_days * 24);
   nlohmann::json past = nlohmann::json::array(), ahead = nlohmann::json::array();
@@ -102,6 +109,7 @@ nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capac
   }
   return {{"capacity_gpus", capacity_gpus},
           {"step_s", kHour},
+          {"demand_now_gpus", demand_now},
           {"history", past},
           {"forecast", ahead},
           {"residual_stddev", f.residual_stddev}};

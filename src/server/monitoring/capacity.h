@@ -24,12 +24,13 @@ namespace corral::server {
 std::vector<predict::DemandInterval> DemandOf(const std::vector<store::JobRecord>& jobs,
                                               Seconds now);
 
-// GET /api/v1/capacity/forecast: {"capacity_gpus", "step_s": 3600, "history": [{"t",
-// "demand_gpus"}] (the `history_days` whole hours before now), "forecast": [{"t", "demand_gpus",
-// "low", "high"}] (`horizon_days` from the current hour), "residual_stddev"}. t: Unix seconds of
-// the hour's start. The history is the demand of `jobs` (DemandOf) plus `purged`, the demand per
-// hour of the jobs purged past the retention (store::DemandHour), so that a purge changes
-// nothing here.
+// GET /api/v1/capacity/forecast: {"capacity_gpus", "step_s": 3600, "demand_now_gpus" (the GPUs
+// of the jobs submitted and not ended at `now`), "history": [{"t", "demand_gpus"}] (the
+// `history_days` whole hours before now: the current hour is not in it), "forecast": [{"t",
+// "demand_gpus", "low", "high"}] (`horizon_days` from the current hour), "residual_stddev"}.
+// t: Unix seconds of the hour's start. The history is the demand of `jobs` (DemandOf) plus
+// `purged`, the demand per hour of the jobs purged past the retention (store::DemandHour), so that
+// a purge changes nothing here.
 nlohmann::json ForecastView(const std::vector<store::JobRecord>& jobs, int capacity_gpus,
                             Seconds now, int history_days, int horizon_days,
                             const std::vector<store::DemandHour>& purged = {});

@@ -83,6 +83,21 @@ TEST(CapacityTest, DemandCountsEveryJobFromSubmissionToItsEnd) {
   EXPECT_LE(view["forecast"][0]["low"].get<double>(), view["forecast"][0]["high"].get<double>());
 }
 
+// The dashboard said "demand now 0" while GPUs were allocated: it read the last whole hour of
+// the history, which holds none of the jobs submitted this hour. Demand now is the jobs
+// submitted and not ended at this second.
+TEST(CapacityTest, DemandNowCountsTheJobsSubmittedThisHour) {
+  const std::vector<store::JobRecord> jobs = {
+      Record(1, 2, 2, kNow + 60, kNow + 61, std::nullopt),       // running: 4 GPUs
+      Record(2, 1, 1, kNow + 120, std::nullopt, std::nullopt),   // pending: 1 GPU
+      Record(3, 4, 1, kNow + 30, kNow + 40, kNow + 100),         // ended: nothing now
+      Record(4, 8, 1, kNow + 900, std::nullopt, std::nullopt)};  // submitted after `now`
+  const json view = ForecastView(jobs, 16, Seconds(kNow + 600), 1, 1);
+  EXPECT_DOUBLE_EQ(view["history"][23]["demand_gpus"].get<double>(), 0);  // the hour before
+  ASSERT_TRUE(view.contains("demand_now_gpus")) << view.dump();
+  EXPECT_DOUBLE_EQ(view["demand_now_gpus"].get<double>(), 5);
+}
+
 TEST(CapacityTest, TraceReplaysRecordedRunLengths) {
   const std::vector<store::JobRecord> jobs = {
       Record(1, 8, 1, kNow - 5000, kNow - 4000, kNow - 1000),         // ran 3000 s

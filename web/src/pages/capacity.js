@@ -2,11 +2,10 @@
 // a forecast with its low/high band (/api/v1/capacity/forecast), and, for admins, a what-if:
 // the queue of the chosen period replayed with more GPUs (POST /api/v1/capacity/what-if),
 // the p90 and mean wait for each, and the smallest addition that meets a p90 wait target.
-import uPlot from 'uplot';
 import { getJson, postJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
 import { duration, gpus } from '../format.js';
-import { chartWidth } from '../charts.js';
+import { fittedChart } from '../charts.js';
 
 /**
  * uPlot's columns for a forecast answer: [t, history demand, forecast demand, low, high,
@@ -113,11 +112,13 @@ export default {
       const last = (f.history || []).at(-1);
       const peak = Math.max(0, ...(f.forecast || []).map((p) => p.high ?? p.demand_gpus));
       info.className = '';
-      info.textContent = `Capacity ${gpus(f.capacity_gpus)} GPUs; demand now ${last ? gpus(last.demand_gpus) : '—'}; ` +
+      // demand_now_gpus: the jobs submitted and not ended now; the history's last point is the
+      // hour before this one (a server without the field: that hour).
+      const now = f.demand_now_gpus ?? last?.demand_gpus;
+      info.textContent = `Capacity ${gpus(f.capacity_gpus)} GPUs; demand now ${now === undefined ? '—' : gpus(now)}; ` +
         `forecast high over ${horizon.value} days ${gpus(peak)}${peak > f.capacity_gpus ? ' (above capacity)' : ''}.`;
       if (columns[0].length === 0) return;
-      plot = new uPlot({
-        width: chartWidth(root),
+      plot = fittedChart(chartBox, {
         height: 300,
         series: [
           {},
@@ -130,7 +131,7 @@ export default {
         bands: [{ series: [4, 3], fill: 'rgba(124,58,237,0.12)' }],
         axes: [{}, { label: 'GPUs' }],
         scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max) * 1.05] } },
-      }, columns, chartBox);
+      }, columns);
     };
     horizon.addEventListener('change', load);
     await load();

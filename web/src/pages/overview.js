@@ -4,7 +4,7 @@
 // by this browser: capacity, allocated and queue from every live summary since the dashboard
 // was opened (live.js keeps them across pages); "used" from each /api/v1/gpus read, after each
 // summary while this page or the heatmap is shown (gaps while neither is).
-import uPlot from 'uplot';
+import { fittedChart } from '../charts.js';
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
 import { gpus } from '../format.js';
@@ -58,8 +58,7 @@ export default {
     const series = () => withHistory(past, live.summaries());
     used = gpusUsed(first);
     replace(cardBox, cards(summary, used));
-    const plot = new uPlot({
-      width: Math.min(1100, root.clientWidth - 20 || 900),
+    const plot = fittedChart(chartBox, {
       height: 280,
       series: [
         {},
@@ -70,7 +69,7 @@ export default {
       ],
       axes: [{}, { label: 'GPUs' }, { side: 1, scale: 'jobs', label: 'jobs', grid: { show: false } }],
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
-    }, chartData(series()), chartBox);
+    }, chartData(series()));
     const unsubscribe = live.subscribe((s) => {
       replace(cardBox, cards(s, used));
       plot.setData(chartData(series()));
