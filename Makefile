@@ -16,7 +16,8 @@
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
-#   make bench-web the heatmap's render time with 1,000 fake nodes (docs/benchmarks.md)
+#   make bench-web the heatmap's render time with 1,000 fake nodes, the jobs page's first paint at
+#                10,000 jobs (docs/benchmarks.md)
 #   make bench   build, run the benchmark binaries in build/bench/, then bench/macro.sh
 #   make faults  the fault harness's full run (tests/faults/, docs/reliability.md; <= 30 min):
 #                servers, agents and PostgreSQL killed, agents cut off, the disk filled, under
@@ -230,8 +231,9 @@ sim-demo: build
 	  echo "Plot of unallocated GPUs against load:    $(DEMO_OUT)/fill_unallocated.svg"
 
 # The dashboard's heatmap render time: 1,000 fake nodes x 8 GPUs, 7 runs.
-bench-web: web
+bench-web: build-corral web
 	@$(call timed,bench/web_render.mjs,node bench/web_render.mjs 1000 8 7)
+	@$(call timed,bench/web_jobs.mjs,node bench/web_jobs.mjs build/corral 10000 7)
 
 # Micro benchmarks (Google Benchmark binaries in build/bench/), then the end-to-end simulator
 # benchmarks of bench/macro.sh when it exists.

@@ -119,7 +119,7 @@ async function jobsPageChecks({ browser, page, dev, api, shot, secretJob }) {
   await page.click('#jobs-filters button[type=submit]');
   await page.waitForFunction(() => document.querySelectorAll('#jobs-table tbody tr').length === 1);
   const joeRows = await rows();
-  check(joeRows[0][0] === String(joeJob.id) && joeRows[0][2] === 'joe' && joeRows[0][9] === '?' && /user=joe/.test(page.url()),
+  check(joeRows[0][0] === String(joeJob.id) && joeRows[0][2] === 'joe' && joeRows[0][9] === 'unknown' && /user=joe/.test(page.url()),
     `jobs: user=joe narrows to joe's job, pending with no estimate yet: ${JSON.stringify(joeRows[0])}`);
   await shot('15-jobs-filtered');
 

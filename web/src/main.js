@@ -93,11 +93,13 @@ async function main() {
     el.textContent = mode === 'live' ? '● live' : mode === 'polling' ? '● polling' : 'connecting…';
     el.dataset.mode = mode;
   });
-  const who = await getJson('/api/v1/whoami');
-  document.getElementById('who').textContent = `${who.user}${who.admin ? ' (admin)' : ''}`;
+  // Who is logged in is asked beside the page's own data, not before it (first paint).
+  const whoami = getJson('/api/v1/whoami').then((who) => {
+    document.getElementById('who').textContent = `${who.user}${who.admin ? ' (admin)' : ''}`;
+  });
   window.addEventListener('hashchange', show);
   live.start();
-  await show();
+  await Promise.all([show(), whoami]);
 }
 
 main().catch((e) => console.error(e));

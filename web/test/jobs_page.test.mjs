@@ -53,6 +53,6 @@ test('elapsed: since the start while running, the run time once ended; ETA for p
   assert.equal(timeCells({ state: 'succeeded', start_time: 100, end_time: 160 }, now).elapsed.text, '1m 00s');
   assert.equal(timeCells({ state: 'cancelled', end_time: 160 }, now).elapsed.text, '—');
   assert.equal(timeCells({ state: 'pending', estimated_start: now + 600 }, now).eta.text, 'in 10m 00s');
-  assert.equal(timeCells({ state: 'pending' }, now).eta.text, '?');
+  assert.equal(timeCells({ state: 'pending' }, now).eta.text, 'unknown');
   assert.equal(timeCells({ state: 'running', start_time: now }, now).eta.text, '');
 });

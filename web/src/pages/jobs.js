@@ -31,6 +31,7 @@ const kColumns = [
   ['ETA', null, 'pending: the scheduler\'s estimated start, when it has one'],
 ];
 const kSortKeys = new Set(kColumns.map((c) => c[1]).filter(Boolean));
+const kNumeric = new Set(['id', 'GPUs', 'elapsed']); // right-aligned, as their cells
 const kFilterBounds = { user: 253, project: 253, name: 128 };
 
 /**
@@ -86,7 +87,7 @@ export function timeCells(job, now) {
     const wait = job.estimated_start - now;
     etaCell = job.estimated_start
       ? { text: wait <= 1 ? 'now' : `in ${shortDuration(wait)}`, title: `estimated start ${dateTime(job.estimated_start)}` }
-      : { text: '?', title: 'no estimated start (the scheduler cannot tell yet)' };
+      : { text: 'unknown', title: 'no estimated start (the scheduler cannot tell yet)' };
   }
   return { elapsed, eta: etaCell };
 }
@@ -133,8 +134,8 @@ export default {
     const filters = h('form', { class: 'controls', id: 'jobs-filters' },
       h('label', {}, 'state ', state), h('label', {}, 'user ', user), h('label', {}, 'project ', project),
       h('label', {}, 'name ', name), h('button', { type: 'submit' }, 'Filter'), size);
-    replace(root, h('h1', {}, 'Jobs'), filters, error, body,
-      h('p', { class: 'pager' }, prev, ' ', where, ' ', more, ' ', h('a', { href: '#/submit' }, 'Submit a job')));
+    replace(root, h('h1', {}, 'Jobs'), filters,
+      h('p', { class: 'pager' }, prev, ' ', where, ' ', more, ' ', h('a', { href: '#/submit' }, 'Submit a job')), error, body);
 
     const load = async () => {
       let page;
@@ -149,9 +150,10 @@ export default {
       next = page.next;
       const now = Date.now() / 1000;
       const head = h('tr', {}, kColumns.map(([label, key, title]) => {
-        if (!key) return h('th', { title }, label);
+        const num = kNumeric.has(label) ? 'num ' : '';
+        if (!key) return h('th', { title, class: num || null }, label);
         const active = view.sort === key;
-        return h('th', { class: active ? `sortable sorted ${view.order}` : 'sortable', title, dataset: { sort: key } },
+        return h('th', { class: `${num}sortable${active ? ` sorted ${view.order}` : ''}`, title, dataset: { sort: key } },
           h('button', { type: 'button', class: 'sort' }, label, active ? (view.order === 'asc' ? ' ▲' : ' ▼') : ''));
       }));
       replace(body, page.rows.length === 0 && stack.length === 1
