@@ -116,6 +116,7 @@ export default {
     let stack = [null];
     let next = null;
     let disposed = false;
+    let latest = 0; // the last load asked: an older answer (a refresh overtaken by a click) is dropped
 
     const input = (id, key, placeholder) => h('input', { id, value: view[key], placeholder,
       maxlength: String(kFilterBounds[key]), size: key === 'name' ? 16 : 12, spellcheck: 'false' });
@@ -138,14 +139,15 @@ export default {
       h('p', { class: 'pager' }, prev, ' ', where, ' ', more, ' ', h('a', { href: '#/submit' }, 'Submit a job')), error, body);
 
     const load = async () => {
+      const mine = ++latest;
       let page;
       try {
         page = await getPage(`/api/v1/jobs?${listingQuery(view, stack.at(-1))}`);
       } catch (e) {
-        error.textContent = e.message;
+        if (mine === latest) error.textContent = e.message;
         return;
       }
-      if (disposed) return;
+      if (disposed || mine !== latest) return;
       error.textContent = '';
       next = page.next;
       const now = Date.now() / 1000;
