@@ -15,9 +15,9 @@ export function stateBadge(state) {
 
 // The listing's filters and sort as the hash holds them; values the server checks (and names
 // in a 400) are passed as typed, within its bounds.
-export const kPageSizes = [25, 50, 100, 200];
+const kPageSizes = [25, 50, 100, 200];
 const kDefaultPageSize = 50;
-export const kStates = ['pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost', 'timeout', 'oom'];
+const kStates = ['pending', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'lost', 'timeout', 'oom'];
 // State filter choices: one state, or the live / ended groups (comma-separated states).
 const kStateChoices = [['', 'any state'], ['pending,starting,running', 'not ended'],
   ['succeeded,failed,cancelled,lost,timeout,oom', 'ended'], ...kStates.map((s) => [s, s])];
