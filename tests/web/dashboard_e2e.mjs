@@ -8,7 +8,10 @@
 // show the GPU time (the server stores it every 10 s) and its CSV, renders the capacity page
 // (and its what-if, when the server has the capacity API), checks the queue's pending reason
 // and the API's cookie rules, checks that a member of another project sees the admin's job in
-// another project only as "in use" on the heatmap, and saves a screenshot of every page.
+// another project only as "in use" on the heatmap, checks the login page's look and its words
+// for a wrong token, the capacity page's "demand now" and its chart's width, the jobs page
+// (jobsPageChecks: columns, one line per row, paging, a sort, filters by state and by user, and
+// what a member of another project sees), and saves a screenshot of every page.
 //
 // Usage: node tests/web/dashboard_e2e.mjs [CORRAL_BINARY] [ARTIFACT_DIR]
 //   defaults: build/corral, build/web-artifacts. CHROMIUM overrides /usr/bin/chromium.
