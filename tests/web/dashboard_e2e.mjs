@@ -14,13 +14,12 @@
 //   defaults: build/corral, build/web-artifacts. CHROMIUM overrides /usr/bin/chromium.
 // Exits 0 when every check passed, 1 otherwise (the failing check, a failure.png and the
 // server's output are printed / saved).
-import { spawn } from 'node:child_process';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { startDev } from './dev_cluster.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(repo, 'web/package.json'));
@@ -37,58 +36,12 @@ function check(condition, what) {
   console.log(`ok - ${what}`);
 }
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
-// Cancels the cluster's unfinished jobs and waits (at most 30 s) until none runs: tasks outlive
-// a stopped agent by design (the next one adopts them), so a test cluster's must not.
-async function cancelJobs(dev) {
-  const headers = { Authorization: `Bearer ${dev.token}`, 'Content-Type': 'application/json' };
-  const open = async () => (await (await fetch(`${dev.url}/api/v1/jobs?all=1`, { headers })).json())
-    .filter((j) => ['pending', 'starting', 'running'].includes(j.state));
-  for (const j of await open()) {
-    await fetch(`${dev.url}/api/v1/jobs/${j.id}/cancel`, { method: 'POST', headers, body: '{}' });
-  }
-  const deadline = Date.now() + 30000;
-  while ((await open()).length > 0 && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-// Starts `corral dev`; resolves { url, token, proc, output() } once it printed its admin token.
-async function startDev(dataDir, port) {
-  const proc = spawn(corral, ['dev', '--data-dir', dataDir, '--listen', `127.0.0.1:${port}`,
-    '--fake-gpus', '4xA100-80GB', '--web-dir', webDist, '--metrics-interval', '0.5',
-    '--gpu-idle-after', '3'], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout.on('data', (d) => { out += d; });
-  proc.stderr.on('data', (d) => { out += d; });
-  const deadline = Date.now() + 30000;
-  while (Date.now() < deadline) {
-    const url = /dashboard:\s+(http:\/\/\S+?)\/?\s/.exec(out)?.[1];
-    const token = /admin token:\s+(\S+)/.exec(out)?.[1];
-    if (url && token) return { url, token, proc, output: () => out };
-    if (proc.exitCode !== null) break;
-    if (/status page:/.test(out)) break; // started without the dashboard
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  proc.kill('SIGTERM');
-  throw new Error(`corral dev did not start with the dashboard:\n${out}`);
-}
-
 async function main() {
   await rm(artifacts, { recursive: true, force: true });
   await mkdir(artifacts, { recursive: true });
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'corral-web-e2e-'));
-  const dev = await startDev(dataDir, await freePort());
+  const dev = await startDev({ corral, dataDir, webDir: webDist,
+    args: ['--fake-gpus', '4xA100-80GB', '--metrics-interval', '0.5', '--gpu-idle-after', '3'] });
   console.log(`corral dev at ${dev.url} (data ${dataDir}); screenshots in ${artifacts}`);
   const browser = await chromium.launch({
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium', headless: true, args: kChromiumFlags,
@@ -402,9 +355,7 @@ async function main() {
     console.error(`--- corral dev output ---\n${dev.output().slice(-4000)}`);
   } finally {
     await browser.close();
-    await cancelJobs(dev).catch((e) => console.error(`cancelling the test's jobs: ${e}`));
-    dev.proc.kill('SIGTERM');
-    await new Promise((r) => (dev.proc.exitCode !== null ? r() : dev.proc.on('exit', r)));
+    await dev.stop();
     await rm(dataDir, { recursive: true, force: true }).catch(() => {});
   }
   console.log(failed ? 'dashboard e2e: FAILED' : `dashboard e2e: all checks passed; screenshots in ${artifacts}`);
