@@ -176,7 +176,7 @@ test-repeat: build
 # Headless Chromium (playwright-core) against a real corral dev; screenshots of every page in
 # build/web-artifacts/.
 test-web: build web
-	@$(call timed,dashboard unit tests,node --test web/test/metrics_pages.test.mjs web/test/states.test.mjs)
+	@$(call timed,dashboard unit tests,node --test web/test/metrics_pages.test.mjs web/test/states.test.mjs web/test/pages.test.mjs)
 	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
 
 # Hostile clients (docs/security.md): every attack tests/security/ knows, against real servers
