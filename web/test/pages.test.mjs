@@ -35,8 +35,9 @@ test('timeLimitOf reads Slurm\'s --time forms: bare minutes, M:S, H:M:S, D-H...'
 test('specOf: a command job, or a batch script whose directives fill the fields left empty', () => {
   const cmd = specOf({ command: 'echo hi', project: 'p', nodes: '2', gpus: '4', launcher: 'torchrun', array: '0-3%2',
     time_limit: '0:10:00', environment: 'pytorch@2' });
-  assert.deepEqual(cmd, { project: 'p', command: ['echo hi'], shell: true, environment: 'pytorch@2', tasks: 2,
+  assert.deepEqual(cmd, { project: 'p', command: ['echo', 'hi'], environment: 'pytorch@2', tasks: 2,
     resources: { gpus: 4 }, launcher: 'torchrun', array: { max_running: 2, indices: [0, 1, 2, 3] }, time_limit_s: 600 });
+  assert.deepEqual(specOf({ command: 'echo hi', project: 'p' }), { project: 'p', command: ['echo hi'], shell: true });
   const batch = specOf({ project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh' }, args: ' a  b ', launcher: 'none' });
   assert.deepEqual(batch, { project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh', args: ['a', 'b'] } });
 });

@@ -34,7 +34,8 @@ function details(j) {
   if (j.pending_reason) rows.push(['pending reason', j.pending_reason.message]);
   if (j.estimated_start) rows.push(['estimated start', eta(j.estimated_start, now)]);
   if (j.predicted_run_s) rows.push(['predicted run time', `${duration(j.predicted_run_s.estimate)} (${j.predicted_run_s.basis})`]);
-  return h('table', { class: 'details' }, rows.map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, v))));
+  // A grid of facts, three to a line at 1280 px, so that the charts show without scrolling.
+  return h('dl', { class: 'facts' }, rows.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v))));
 }
 
 // "37 %" or "37 %, 80 %": the utilisation now of each GPU of task `t` (utilOf(node, index)).

@@ -73,7 +73,8 @@ function halfLife(s) {
 }
 
 function bar(used, quota) {
-  const pct = quota > 0 ? Math.min(100, (100 * used) / quota) : used > 0 ? 100 : 0;
+  if (quota <= 0) return h('span', { class: 'muted' }, 'no quota');
+  const pct = Math.min(100, (100 * used) / quota);
   return h('div', { class: 'bar', title: `${gpus(used)} of ${gpus(quota)} GPUs` },
     h('span', { class: used > quota ? 'over' : null, style: `width:${pct}%` }));
 }

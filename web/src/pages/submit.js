@@ -98,6 +98,9 @@ export function specOf(v) {
     spec.script = { text: v.script.text, name: v.script.name || 'script' };
     const args = (v.args || '').split(/\s+/).filter(Boolean);
     if (args.length) spec.script.args = args;
+  } else if (v.launcher && v.launcher !== 'none') {
+    // A launcher runs the command itself (a script and its arguments), not through a shell.
+    spec.command = v.command.split(/\s+/).filter(Boolean);
   } else {
     spec.command = [v.command];
     spec.shell = true;
@@ -179,7 +182,7 @@ export default {
     const form = h('form', { class: 'submit', id: 'submit-form' },
       field('Name', inputs.name), field('Project', inputs.project),
       field('Environment asset', inputs.environment, 'what the job runs in (docs/environments.md)'),
-      field('Command (shell)', inputs.command, 'or a batch script below'),
+      field('Command', inputs.command, 'run by the shell; with a launcher, the script it starts and its arguments; or a batch script below'),
       h('label', { for: scriptText.id }, 'Batch script'),
       h('div', { class: 'with-hint' }, scriptFile, scriptText,
         h('span', { class: 'note' }, '#SBATCH and #CORRAL lines fill the fields left empty, as with corral batch (docs/batch.md)')),
