@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { joinAgents, startDev } from './dev_cluster.mjs';
+import { hasJobReport, joinAgents, logIn, startDev } from './dev_cluster.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(repo, 'web/package.json'));
@@ -118,7 +118,7 @@ async function main() {
     console.log(`${submitted} jobs ended`);
 
     // Running jobs, each at a utilisation of its own (a few near 0: idle); some report metrics.
-    const channel = /^\s+report\s/m.test(spawnSync(corral, ['job', '--help'], { encoding: 'utf8' }).stdout);
+    const channel = hasJobReport(corral);
     const reporter = () => `C=${corral}; i=0; while [ $i -lt 400 ]; do i=$((i+1)); ` +
       `$C job report step=$((i*50)) loss=$(awk "BEGIN{print 2.5*exp(-$i/40)+0.1+0.02*sin($i)}") lr=0.0003 phase=train >/dev/null; ` +
       `[ $((i % 10)) -eq 0 ] && $C job checkpoint "$CORRAL_CHECKPOINT_DIR/step-$((i*50)).pt" --step $((i*50)) >/dev/null; sleep 1; done; sleep 3600`;
@@ -180,36 +180,24 @@ async function main() {
       await page.waitForSelector(selector, { timeout: 30000 });
       await sleep(1500); // charts and tables settle after their first reads
     };
-    await go('nodes', '#heatmap .cell');
-    await shot('nodes');
-    await go('queue', '#queue-table tbody tr');
-    await shot('queue');
-    await go('jobs', '#jobs-table tbody tr');
-    await shot('jobs');
     const jobId = reporters[0] ?? anyRunning[0].id;
-    await go(`jobs/${jobId}`, '#job-gpu-chart canvas');
-    if (channel) await page.waitForSelector('#job-metrics-chart canvas', { timeout: 30000 });
-    await shot('job');
-    await page.evaluate(() => document.getElementById('job-metrics')?.scrollIntoView());
-    await shot('job-metrics');
-    await go('submit', '#submit-form');
-    await shot('submit');
-    await go('projects', '#projects-table');
-    await shot('projects');
-    await go('idle', '#idle-flagged-table tbody tr');
-    await shot('idle');
-    await go('usage', '#usage-table tbody tr');
-    await shot('usage');
-    await go('capacity', '#capacity-chart canvas');
-    await shot('capacity');
+    // [screenshot, route, what to wait for]
+    const pages = [['nodes', 'nodes', '#heatmap .cell'], ['queue', 'queue', '#queue-table tbody tr'],
+      ['jobs', 'jobs', '#jobs-table tbody tr'],
+      ['job', `jobs/${jobId}`, channel ? '#job-metrics-chart canvas' : '#job-gpu-chart canvas'],
+      ['submit', 'submit', '#submit-form'], ['projects', 'projects', '#projects-table'],
+      ['idle', 'idle', '#idle-flagged-table tbody tr'], ['usage', 'usage', '#usage-table tbody tr'],
+      ['capacity', 'capacity', '#capacity-chart canvas']];
+    for (const [name, route, selector] of pages) {
+      await go(route, selector);
+      await shot(name);
+      if (name === 'job') { // further down: the metrics and the checkpoint
+        await page.evaluate(() => document.getElementById('job-metrics')?.parentElement?.previousElementSibling?.scrollIntoView());
+        await shot('job-metrics');
+      }
+    }
     // What a member of one project sees of the others' work (docs/security.md).
-    const member = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const memberPage = await member.newPage();
-    await memberPage.goto(`${dev.url}/`);
-    await memberPage.waitForURL(/\/login\?next=/);
-    await memberPage.fill('#token', tokens.dave);
-    await memberPage.click('button[type=submit]');
-    await memberPage.waitForSelector('#card-gpus');
+    const { context: member, page: memberPage } = await logIn(browser, dev, tokens.dave);
     await memberPage.goto(`${dev.url}/#/nodes`);
     await memberPage.waitForSelector('#heatmap .cell[data-in-use="1"]');
     await sleep(1500);

@@ -3,7 +3,7 @@
 // when asked, and the cluster's unfinished jobs cancelled before it stops (tasks outlive a
 // stopped agent by design, so a test cluster's must not). Used by dashboard_e2e.mjs and
 // dashboard_screenshots.mjs.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -104,4 +104,25 @@ export async function joinAgents(dev, agents, { args = [], timeoutMs = 60000 } =
     if (Date.now() > deadline) throw new Error(`${ready} of ${names.size} agents joined in ${timeoutMs / 1000} s`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * A new browser context (1280x900) logged in to `dev` with `token` through the login page, on
+ * the dashboard once it shows who is logged in. Answers { context, page }; the caller closes the
+ * context.
+ */
+export async function logIn(browser, dev, token) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const page = await context.newPage();
+  await page.goto(`${dev.url}/`);
+  await page.waitForURL(/\/login\?next=/);
+  await page.fill('#token', token);
+  await page.click('button[type=submit]');
+  await page.waitForFunction(() => document.getElementById('who')?.textContent);
+  return { context, page };
+}
+
+/** Whether `corral` (the binary) has the in-job channel's `corral job report`. */
+export function hasJobReport(corral) {
+  return /^\s+report\s/m.test(spawnSync(corral, ['job', '--help'], { encoding: 'utf8' }).stdout || '');
 }
