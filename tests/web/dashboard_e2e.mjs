@@ -77,6 +77,11 @@ async function main() {
     }
     res = await fetch(`${dev.url}/api/v1/jobs/999/gpus`, { headers: cookie });
     check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/gpus: no such job, 404 (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/jobs/999/metrics`, { headers: cookie });
+    check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/metrics: no such job, 404 (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/jobs/999/report`, { method: 'POST', headers: { ...cookie, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ metrics: { loss: 1 } }) });
+    check(res.status === 401, `the cookie does not authenticate POST /api/v1/jobs/999/report (got ${res.status})`);
     res = await fetch(`${dev.url}/metrics`, { headers: cookie });
     check(res.status === 401, `the cookie does not authenticate GET /metrics (got ${res.status})`);
     res = await fetch(`${dev.url}/api/v1/capacity/forecast?horizon_days=7`, { headers: cookie });
