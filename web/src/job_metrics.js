@@ -97,7 +97,8 @@ export class JobMetrics {
         label: k, scale: k, stroke: kPalette[i % kPalette.length], width: 2, spanGaps: true,
         value: (u, v) => (v === null || v === undefined ? '—' : metricText(v)),
       }))],
-      axes: [timeAxis(), ...keys.slice(0, 2).map((k, i) => ({ scale: k, label: k, side: i ? 1 : 3, grid: { show: i === 0 } }))],
+      axes: [timeAxis(), ...keys.slice(0, 2).map((k, i) => ({ scale: k, label: k, side: i ? 1 : 3, grid: { show: i === 0 },
+        size: 70, values: (u, splits) => splits.map(metricText) }))],
       scales: { x: { time: true } },
     }, columns, this.box);
   }

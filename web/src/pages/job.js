@@ -25,7 +25,6 @@ function details(j) {
     ['started', dateTime(j.start_time)],
     ['ended', dateTime(j.end_time)],
     ['run time', j.start_time ? duration((j.end_time ?? now) - j.start_time) : '—'],
-    ['command', (j.spec?.command || []).join(' ')],
     ['GPUs per task', j.spec?.resources ? `${j.spec.resources.gpus ?? 0}${j.spec.resources.gpu_milli ? ` × ${j.spec.resources.gpu_milli} milli` : ''}` : '—'],
     ['tasks', String(j.spec?.tasks ?? 1)],
     ['restarts', String(j.restarts ?? 0)],
@@ -34,8 +33,9 @@ function details(j) {
   if (j.pending_reason) rows.push(['pending reason', j.pending_reason.message]);
   if (j.estimated_start) rows.push(['estimated start', eta(j.estimated_start, now)]);
   if (j.predicted_run_s) rows.push(['predicted run time', `${duration(j.predicted_run_s.estimate)} (${j.predicted_run_s.basis})`]);
+  rows.push(['command', h('code', { class: 'command' }, (j.spec?.command || []).join(' ')), 'wide']);
   // A grid of facts, three to a line at 1280 px, so that the charts show without scrolling.
-  return h('dl', { class: 'facts' }, rows.map(([k, v]) => h('div', {}, h('dt', {}, k), h('dd', {}, v))));
+  return h('dl', { class: 'facts' }, rows.map(([k, v, wide]) => h('div', { class: wide }, h('dt', {}, k), h('dd', {}, v))));
 }
 
 // "37 %" or "37 %, 80 %": the utilisation now of each GPU of task `t` (utilOf(node, index)).
