@@ -95,7 +95,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-repeat faults run sim-demo bench bench-web fuzz fuzz-build fuzz-ci lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-repeat faults run sim-demo bench bench-web screenshots fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -234,6 +234,10 @@ sim-demo: build
 bench-web: build-corral web
 	@$(call timed,bench/web_render.mjs,node bench/web_render.mjs 1000 8 7)
 	@$(call timed,bench/web_jobs.mjs,node bench/web_jobs.mjs build/corral 10000 7)
+
+# Screenshots of every dashboard page at 1,000 jobs and 50 nodes, into docs/screenshots/.
+screenshots: build web
+	@$(call timed,dashboard screenshots,node tests/web/dashboard_screenshots.mjs build/corral docs/screenshots)
 
 # Micro benchmarks (Google Benchmark binaries in build/bench/), then the end-to-end simulator
 # benchmarks of bench/macro.sh when it exists.

@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startDev } from './dev_cluster.mjs';
+import { hasJobReport, logIn, startDev } from './dev_cluster.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(repo, 'web/package.json'));
@@ -189,6 +189,11 @@ async function main() {
     }
     res = await fetch(`${dev.url}/api/v1/jobs/999/gpus`, { headers: cookie });
     check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/gpus: no such job, 404 (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/jobs/999/metrics`, { headers: cookie });
+    check(res.status === 404, `the cookie authenticates GET /api/v1/jobs/999/metrics: no such job, 404 (got ${res.status})`);
+    res = await fetch(`${dev.url}/api/v1/jobs/999/report`, { method: 'POST', headers: { ...cookie, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ metrics: { loss: 1 } }) });
+    check(res.status === 401, `the cookie does not authenticate POST /api/v1/jobs/999/report (got ${res.status})`);
     res = await fetch(`${dev.url}/metrics`, { headers: cookie });
     check(res.status === 401, `the cookie does not authenticate GET /metrics (got ${res.status})`);
     // 28 days, not the page's 7: the server keeps a forecast for 60 s, and the capacity page's
@@ -269,6 +274,9 @@ async function main() {
     check(chart.gpus === '2', `job ${jobId}: GPU chart with ${chart.points} points on ${chart.gpus} GPUs`);
     const legend = await page.locator('#job-gpu-chart .u-legend').innerText();
     check(/task 0 · dev GPU \d/.test(legend), `job ${jobId}: chart series named by task and GPU: ${JSON.stringify(legend.slice(0, 80))}`);
+    // Its time ticks are clock times (uPlot takes seconds), never milliseconds.
+    const ticks = (await page.locator('#job-gpu-chart .uplot').getAttribute('data-x-ticks')).split('|');
+    check(ticks.length >= 2 && ticks.every((t) => /^\d\d:\d\d(:\d\d)?$/.test(t)), `job ${jobId}: GPU chart ticks are clock times: ${ticks.join(' ')}`);
     await page.waitForFunction(() => /37 %, 37 %/.test(document.querySelector('#job-tasks')?.innerText || ''), null, { timeout: 10000 });
     check(true, `job ${jobId}: the task table shows its GPUs at 37 %`);
     await shot('03-job-running');
@@ -460,13 +468,8 @@ async function main() {
     const secret = await api('POST', '/api/v1/jobs', { name: 'secret-job', project: 'secret', command: ['sleep 120'],
       shell: true, resources: { gpus: 1 }, env: { FAKE_GPU_UTILIZATION: '55' } });
     check(secret.status === 201, `job ${secret.body.id} submitted in project "secret"`);
-    const eveContext = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const evePage = await eveContext.newPage();
-    await evePage.goto(`${dev.url}/`);
-    await evePage.waitForURL(/\/login\?next=/);
-    await evePage.fill('#token', eve.body.token);
-    await evePage.click('button[type=submit]');
-    await evePage.waitForFunction(() => document.getElementById('who')?.textContent === 'eve');
+    const { context: eveContext, page: evePage } = await logIn(browser, dev, eve.body.token);
+    check((await evePage.locator('#who').innerText()) === 'eve', 'eve logged in through /login');
     await evePage.click('nav >> text=Nodes');
     const hidden = evePage.locator('#heatmap .cell[data-in-use="1"]');
     await hidden.first().waitFor({ timeout: 20000 });
@@ -495,6 +498,125 @@ async function main() {
       await page.locator(adminCell).evaluateAll((els) => els.map((el) => el.innerText)))}`);
 
     await jobsPageChecks({ browser, page, dev, api, shot, secretJob: secret.body.id });
+    // --- The submit form, the projects' fair-share words, a job's reported metrics and the
+    // pages as another project's member (issue 19: submit, projects, job).
+    await page.click('nav >> text=Submit');
+    await page.waitForSelector('#submit-form');
+    const hostEnv = await page.locator('#submit-environment option', { hasText: /^host@\d+ — runs on 1 of 1 node$/ }).getAttribute('value');
+    check(/^host@\d+$/.test(hostEnv), `submit: the environment picker offers ${hostEnv}, "runs on 1 of 1 node"`);
+    check(await page.locator('#submit-environment option', { hasText: 'cuda-base@' }).isDisabled(),
+      'submit: an asset that runs on no node here is offered disabled');
+    // Errors name the field: the form's own (array) and the server's (a share of several GPUs).
+    await page.fill('#submit-command', 'true');
+    await page.fill('#submit-array', '5-1');
+    await page.click('#submit-button');
+    await page.waitForFunction(() => /^array: "5-1" is an empty range/.test(document.getElementById('submit-error').textContent));
+    check(true, `submit: ${await text('#submit-error')}`);
+    await page.fill('#submit-array', '');
+    await page.fill('#submit-gpus', '2');
+    await page.fill('#submit-gpu-milli', '500');
+    await page.click('#submit-button');
+    await page.waitForFunction(() => /field 'resources.gpu_milli'/.test(document.getElementById('submit-error').textContent));
+    check(true, `submit: the server's error names the field: ${await text('#submit-error')}`);
+    // A batch script uploaded as a file, an environment, 1 node, an array of 2 (one at a time),
+    // a time limit: its #SBATCH lines give the GPU; --mail-type is ignored, with a warning.
+    await page.fill('#submit-command', '');
+    await page.fill('#submit-gpus', '');
+    await page.fill('#submit-gpu-milli', '');
+    await page.selectOption('#submit-environment', hostEnv);
+    await page.fill('#submit-nodes', '1');
+    await page.fill('#submit-array', '0-1%1');
+    await page.fill('#submit-time-limit', '0:05:00');
+    await page.setInputFiles('#submit-script-file', { name: 'train.sbatch', mimeType: 'text/plain',
+      buffer: Buffer.from('#!/bin/bash\n#SBATCH --gres=gpu:1\n#SBATCH --mail-type=END\necho "element $SLURM_ARRAY_TASK_ID of $1"\n') });
+    await page.waitForFunction(() => document.getElementById('submit-script').value.includes('#SBATCH --gres=gpu:1'));
+    await page.fill('#submit-script-args', 'e2e');
+    await page.click('#submit-button');
+    await page.waitForSelector('#submit-warnings li');
+    const warned = await text('#submit-warnings');
+    check(/#SBATCH --mail-type: ignored/.test(warned), `submit: the batch script's ignored option is a warning: ${JSON.stringify(warned)}`);
+    const created = await text('#submit-created');
+    const arrayIds = /jobs (\d+)–(\d+) \(2 jobs\)/.exec(created)?.slice(1).map(Number);
+    check(arrayIds?.length === 2, `submit: ${created}`);
+    const element = (await api('GET', `/api/v1/jobs/${arrayIds[0]}`)).body;
+    check(element.name === 'train.sbatch' && element.spec.environment === hostEnv && element.spec.tasks === 1 &&
+      element.spec.resources.gpus === 1 && element.spec.time_limit_s === 300 && element.array_max_running === 1 &&
+      element.spec.script?.args?.[0] === 'e2e',
+    `submit: job ${arrayIds[0]} is the script's, with the form's environment, nodes, array and time limit`);
+    await shot('14-submit-batch');
+
+    // Projects: "vision" has used nothing: under its share, next in line; "default" (every job
+    // above, one running) is over its share. The raw usage is only in the tooltip.
+    check((await api('POST', '/api/v1/projects', { name: 'vision' })).status === 201, 'project "vision" created');
+    await page.click('nav >> text=Projects');
+    const standing = async (name) => page.locator('#projects-table tbody tr', { hasText: name }).locator('.standing').first();
+    await page.waitForFunction(() => /vision/.test(document.getElementById('projects-table')?.innerText));
+    const visionWords = await (await standing('vision')).innerText();
+    const defaultWords = await (await standing('default')).innerText();
+    const amount = '([\\d.]+ GPU-(hours|minutes?)|less than a GPU-minute)';
+    check(new RegExp(`^under its share by ${amount}: next in line$`).test(visionWords), `projects: vision is "${visionWords}"`);
+    check(new RegExp(`^over its share by ${amount}$`).test(defaultWords), `projects: default is "${defaultWords}"`);
+    check(/^fair-share usage [\d.]+ share-seconds/.test(await (await standing('default')).getAttribute('title')),
+      'projects: the raw fair-share usage is in the tooltip');
+    check((await page.locator('#projects-table .standing', { hasText: 'next in line' }).count()) === 1, 'projects: one project is next in line');
+    await shot('15-projects-standing');
+
+    // A job that reported nothing says so.
+    await page.goto(`${dev.url}/#/jobs/${jobId}`);
+    await page.waitForSelector('#job-metrics p');
+    check(/^No metrics reported \(see docs\/in-job\.md\)\.$/.test(await text('#job-metrics')), `job ${jobId}: "No metrics reported (see docs/in-job.md)."`);
+    // A job that reports metrics and a checkpoint from inside (the in-job channel: `corral job
+    // report` with the job's token), then waits. A corral without the channel: skipped, said.
+    const channel = hasJobReport(corral);
+    let reporter = null;
+    if (!channel) console.log('skip - reported metrics: this corral has no `corral job report`');
+    else {
+      reporter = await api('POST', '/api/v1/jobs', { name: 'reporter', command: [
+        `C=${corral}; $C job report loss=0.9 step=1 phase=warmup && sleep 1 && $C job report loss=0.5 step=2 && ` +
+        `$C job checkpoint /tmp/corral-e2e-ckpt/step-2 --step 2 && echo reported && sleep 120`], shell: true });
+      check(reporter.status === 201, `job ${reporter.body.id} (reports metrics) submitted`);
+      await page.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
+      await page.waitForFunction(() => /step-2/.test(document.getElementById('job-checkpoint')?.innerText || ''), null, { timeout: 30000 });
+      await page.waitForFunction(() => Number(document.querySelector('#job-metrics-chart')?.dataset.points) >= 2, null, { timeout: 10000 });
+      const latest = Object.fromEntries(await page.locator('#job-metrics-table tbody tr').evaluateAll(
+        (trs) => trs.map((tr) => [tr.cells[0].innerText, tr.cells[1].innerText])));
+      check(latest.loss === '0.5' && latest.step === '2' && latest.phase === 'warmup',
+        `job ${reporter.body.id}: the latest metrics: ${JSON.stringify(latest)}`);
+      const metricChart = await page.locator('#job-metrics-chart').evaluate((el) => ({ ...el.dataset, legend: el.innerText }));
+      check(metricChart.series === '2' && /loss/.test(metricChart.legend) && /step/.test(metricChart.legend),
+        `job ${reporter.body.id}: a chart of its numeric metrics: ${JSON.stringify(metricChart.series)} series, ${metricChart.points} points`);
+      const ckpt = await page.locator('#job-checkpoint tbody td').allInnerTexts();
+      check(ckpt[0] === '/tmp/corral-e2e-ckpt/step-2' && ckpt[1] === '2' && /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(ckpt[2]),
+        `job ${reporter.body.id}: the last checkpoint: ${JSON.stringify(ckpt)}`);
+      await shot('16-job-metrics');
+    }
+
+    // What eve (a member of "default" only) sees on these pages: the secret job's page says only
+    // that there is no such job she may see; her projects and submit form list "default" alone;
+    // the admin's job in "default" she sees with its metrics.
+    const { context: eve2, page: evePage2 } = await logIn(browser, dev, eve.body.token);
+    await evePage2.goto(`${dev.url}/#/jobs/${secret.body.id}`);
+    await evePage2.waitForSelector('#job-missing');
+    const eveJobText = await evePage2.locator('#page').innerText();
+    check(!/secret|sleep 120|admin/.test(eveJobText) && (await evePage2.locator('#job-details').count()) === 0,
+      `eve: the secret job's page says only ${JSON.stringify(eveJobText)}`);
+    await evePage2.goto(`${dev.url}/#/projects`);
+    await evePage2.waitForSelector('#projects-table');
+    const eveProjects = await evePage2.locator('#projects-table tbody tr td:first-child').allInnerTexts();
+    check(eveProjects.join(',') === 'default', `eve: the projects page lists ${JSON.stringify(eveProjects)}`);
+    await evePage2.goto(`${dev.url}/#/submit`);
+    await evePage2.waitForSelector('#submit-form');
+    const eveSubmitProjects = await evePage2.locator('#submit-project option').allInnerTexts();
+    check(eveSubmitProjects.join(',') === 'default', `eve: the submit form offers the projects ${JSON.stringify(eveSubmitProjects)}`);
+    if (reporter) {
+      await evePage2.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
+      await evePage2.waitForSelector('#job-metrics-table');
+      check(/loss/.test(await evePage2.locator('#job-metrics-table').innerText()),
+        `eve: job ${reporter.body.id} in her project "default" shows its metrics`);
+    }
+    check(!(await evePage2.content()).includes('secret'), 'eve: no page she opened names the secret project');
+    await evePage2.screenshot({ path: path.join(artifacts, '17-job-another-project.png') });
+    await eve2.close();
 
     // --- Log out: the dashboard is gone until the next login.
     await page.click('#logout');

@@ -6,6 +6,7 @@
 import { fittedChart } from './charts.js';
 import { getJson } from './api.js';
 import { h, replace } from './dom.js';
+import { timeAxis } from './time_axis.js';
 
 const kMaxPoints = 4000; // per GPU kept in the page (over 5 h at one reading every 5 s)
 const kPalette = ['#2463eb', '#2f9e5b', '#e08a00', '#c43d3d', '#7c3aed', '#0e9aa7', '#b45309', '#db2777'];
@@ -146,7 +147,7 @@ export class JobGpuChart {
         label, stroke: kPalette[i % kPalette.length], width: 2, spanGaps: true,
         value: (u, v) => (v === null || v === undefined ? '—' : `${v} %`),
       }))],
-      axes: [{}, { label: 'utilisation %' }],
+      axes: [timeAxis(), { label: 'utilisation %' }],
       scales: { x: { time: true }, y: { range: [0, 100] } },
     }, columns);
   }

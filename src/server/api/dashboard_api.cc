@@ -35,10 +35,11 @@ bool CookieMayAuthenticate(std::string_view method, std::string_view path) {
       if (path == r) return true;
     }
     return IsJobPath(path, "") || IsJobPath(path, "/logs") || IsJobPath(path, "/gpus") ||
-           IsJobPath(path, "/gpu-history");
+           IsJobPath(path, "/gpu-history") || IsJobPath(path, "/metrics");
   }
   if (method == "POST") {
-    // what-if only computes (admins only, checked by its route): nothing changes.
+    // what-if only computes (admins only, checked by its route): nothing changes. A job's
+    // report and checkpoint are the job's own (its token) or a script's: not the browser's.
     return path == "/api/v1/jobs" || IsJobPath(path, "/cancel") ||
            path == "/api/v1/capacity/what-if";
   }

@@ -13,7 +13,8 @@ TEST(WebCookieRoutes, OnlyTheDashboardsRequests) {
        {"/api/v1/whoami", "/api/v1/jobs", "/api/v1/jobs/12", "/api/v1/jobs/12/logs",
         "/api/v1/queue", "/api/v1/nodes", "/api/v1/projects", "/api/v1/events/stream",
         "/api/v1/summary", "/api/v1/gpus", "/api/v1/jobs/12/gpus", "/api/v1/jobs/12/gpu-history",
-        "/api/v1/usage", "/api/v1/capacity/forecast", "/api/v1/summary/history"}) {
+        "/api/v1/jobs/12/metrics", "/api/v1/usage", "/api/v1/capacity/forecast",
+        "/api/v1/summary/history"}) {
     EXPECT_TRUE(CookieMayAuthenticate("GET", path)) << path;
     EXPECT_TRUE(CookieMayAuthenticate("HEAD", path)) << path;
   }
@@ -37,6 +38,8 @@ TEST(WebCookieRoutes, OnlyTheDashboardsRequests) {
                                                         {"PUT", "/api/v1/jobs"},
                                                         {"POST", "/api/v1/jobs/7"},
                                                         {"GET", "/api/v1/jobs/7x/logs"},
+                                                        {"POST", "/api/v1/jobs/7/report"},
+                                                        {"POST", "/api/v1/jobs/7/checkpoint"},
                                                         {"GET", "/api/v1/jobs//logs"},
                                                         {"GET", "/api/v1/jobs/7/logs/more"},
                                                         {"POST", "/api/v1/jobs/7/cancel/x"},

@@ -1,12 +1,15 @@
 // One job: its details, events, tasks (node, GPUs, state, their GPUs' utilisation now), a
 // uPlot chart of its GPUs' utilisation over time (job_gpus.js, from /api/v1/jobs/<id>/gpus,
-// read again after each live summary while the job runs) and its live log, read by polling
-// /api/v1/jobs/<id>/logs from the last offset every second while the job may still write (and
-// once more after it ended).
+// read again after each live summary while the job runs), what it reported through the in-job
+// channel (job_metrics.js: latest values, a chart of the numeric ones, the last checkpoint) and
+// its live log, read by polling /api/v1/jobs/<id>/logs from the last offset every second while
+// the job may still write (and once more after it ended). A job the user may not see (another
+// project's: docs/security.md, "What others can see") is a 404, and the page says only that.
 import { getJson, getLog, postJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
 import { dateTime, duration, eta } from '../format.js';
 import { JobGpuChart } from '../job_gpus.js';
+import { JobMetrics } from '../job_metrics.js';
 import { jobEnded, taskEnded } from '../states.js';
 import { stateBadge } from './jobs.js';
 
@@ -22,7 +25,6 @@ function details(j) {
     ['started', dateTime(j.start_time)],
     ['ended', dateTime(j.end_time)],
     ['run time', j.start_time ? duration((j.end_time ?? now) - j.start_time) : '—'],
-    ['command', (j.spec?.command || []).join(' ')],
     ['GPUs per task', j.spec?.resources ? `${j.spec.resources.gpus ?? 0}${j.spec.resources.gpu_milli ? ` × ${j.spec.resources.gpu_milli} milli` : ''}` : '—'],
     ['tasks', String(j.spec?.tasks ?? 1)],
     ['restarts', String(j.restarts ?? 0)],
@@ -31,7 +33,9 @@ function details(j) {
   if (j.pending_reason) rows.push(['pending reason', j.pending_reason.message]);
   if (j.estimated_start) rows.push(['estimated start', eta(j.estimated_start, now)]);
   if (j.predicted_run_s) rows.push(['predicted run time', `${duration(j.predicted_run_s.estimate)} (${j.predicted_run_s.basis})`]);
-  return h('table', { class: 'details' }, rows.map(([k, v]) => h('tr', {}, h('th', {}, k), h('td', {}, v))));
+  rows.push(['command', h('code', { class: 'command' }, (j.spec?.command || []).join(' ')), 'wide']);
+  // A grid of facts, three to a line at 1280 px, so that the charts show without scrolling.
+  return h('dl', { class: 'facts' }, rows.map(([k, v, wide]) => h('div', { class: wide }, h('dt', {}, k), h('dd', {}, v))));
 }
 
 // "37 %" or "37 %, 80 %": the utilisation now of each GPU of task `t` (utilOf(node, index)).
@@ -68,8 +72,10 @@ export default {
     const streamPick = h('select', { id: 'log-stream' }, h('option', { value: 'stdout' }, 'stdout'), h('option', { value: 'stderr' }, 'stderr'));
     const logs = h('pre', { class: 'logs', id: 'job-logs' });
     const gpuChart = new JobGpuChart(id);
+    const metrics = new JobMetrics(id);
     replace(root, head, h('p', {}, cancel, ' ', h('span', { id: 'job-message' })), detailBox,
       h('h2', {}, 'Tasks'), taskBox, h('h2', {}, 'GPU utilisation'), gpuChart.element,
+      h('h2', {}, 'Reported metrics'), metrics.element,
       h('h2', {}, 'Events'), eventBox,
       h('h2', {}, 'Logs ', taskPick, ' ', streamPick), logs);
 
@@ -82,6 +88,7 @@ export default {
 
     const load = async () => {
       job = await getJson(`/api/v1/jobs/${id}`);
+      await metrics.update(job).catch((e) => { metrics.box.dataset.error = e.message; });
       head.textContent = `Job ${id}${job.name ? `: ${job.name}` : ''}`;
       replace(detailBox, details(job));
       if (!gpusDone) {
@@ -143,7 +150,14 @@ export default {
       }
     });
 
-    await load();
+    try {
+      await load();
+    } catch (e) {
+      if (e.status !== 404) throw e;
+      replace(root, h('h1', {}, `Job ${id}`), h('p', { id: 'job-missing' },
+        'No such job, or one in a project you are not a member of.'));
+      return null;
+    }
     tick();
     return {
       async refresh() {
@@ -152,7 +166,7 @@ export default {
         // A job that just ended: read the log again even if polling had stopped.
         if (before !== job.state && ended) restartLog();
       },
-      dispose() { stopped = true; clearTimeout(timer); gpuChart.dispose(); },
+      dispose() { stopped = true; clearTimeout(timer); gpuChart.dispose(); metrics.dispose(); },
     };
   },
 };

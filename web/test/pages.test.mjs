@@ -1,0 +1,91 @@
+// Unit tests of the pure functions of the submit, projects and job pages: Slurm's array and
+// time-limit forms, the spec the submit form sends (a command or a batch script), the
+// environment picker's words, the projects' fair-share standing in words, a job's reported
+// metrics as chart columns, and time ticks in human units.
+// Usage: node --test web/test/pages.test.mjs   (make test-web runs it)
+import assert from 'node:assert/strict';
+import test from 'node:test';
+import { arrayOf, environmentLabel, specOf, timeLimitOf } from '../src/pages/submit.js';
+import { gpuTime, standings } from '../src/pages/projects.js';
+import { metricColumns, metricText } from '../src/job_metrics.js';
+import { timeTick } from '../src/time_axis.js';
+
+test('arrayOf reads Slurm\'s --array as corral submit does', () => {
+  assert.deepEqual(arrayOf('0-9%2'), { max_running: 2, indices: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] });
+  assert.deepEqual(arrayOf('1,3,5-7'), { indices: [1, 3, 5, 6, 7] });
+  assert.deepEqual(arrayOf('0-20:5'), { indices: [0, 5, 10, 15, 20] });
+  assert.throws(() => arrayOf('3-1'), /array: "3-1" is an empty range/);
+  assert.throws(() => arrayOf('1,1'), /index 1 is given twice/);
+  assert.throws(() => arrayOf('0-9%0'), /running limit/);
+  assert.throws(() => arrayOf('a'), /array: "a" is not N, A-B or A-B:S/);
+  assert.throws(() => arrayOf('0-20000'), /more than 10000 elements/);
+});
+
+test('timeLimitOf reads Slurm\'s --time forms: bare minutes, M:S, H:M:S, D-H...', () => {
+  assert.equal(timeLimitOf('90'), 5400);
+  assert.equal(timeLimitOf('1:30'), 90);
+  assert.equal(timeLimitOf('1:00:00'), 3600);
+  assert.equal(timeLimitOf('2-3'), 2 * 86400 + 3 * 3600);
+  assert.equal(timeLimitOf('1-0:30'), 86400 + 1800);
+  assert.equal(timeLimitOf('1-2:03:04'), 86400 + 7200 + 184);
+  assert.equal(timeLimitOf('UNLIMITED'), 0);
+  assert.throws(() => timeLimitOf('2h'), /time limit: expected minutes/);
+});
+
+test('specOf: a command job, or a batch script whose directives fill the fields left empty', () => {
+  const cmd = specOf({ command: 'echo hi', project: 'p', nodes: '2', gpus: '4', launcher: 'torchrun', array: '0-3%2',
+    time_limit: '0:10:00', environment: 'pytorch@2' });
+  assert.deepEqual(cmd, { project: 'p', command: ['echo', 'hi'], environment: 'pytorch@2', tasks: 2,
+    resources: { gpus: 4 }, launcher: 'torchrun', array: { max_running: 2, indices: [0, 1, 2, 3] }, time_limit_s: 600 });
+  assert.deepEqual(specOf({ command: 'echo hi', project: 'p' }), { project: 'p', command: ['echo hi'], shell: true });
+  const batch = specOf({ project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh' }, args: ' a  b ', launcher: 'none' });
+  assert.deepEqual(batch, { project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh', args: ['a', 'b'] } });
+});
+
+test('environmentLabel says where an asset runs', () => {
+  assert.equal(environmentLabel({ name: 'host', version: 1, runs_here: { nodes: 1, of: 1 } }), 'host@1 — runs on 1 of 1 node');
+  assert.equal(environmentLabel({ name: 'jax', version: 3, runs_here: { nodes: 0, of: 50, why_not: 'no image' } }),
+    'jax@3 — runs on no node: no image');
+});
+
+test('standings: past fair-share use in words, GPU-hours over or under the weight\'s share', () => {
+  // 8 GPUs, half-life H: U is past use plus the share run now × H / ln 2 (share-seconds). Past
+  // use: a 3/4 of all, b 1/4, c nothing; b runs 4 GPUs now; weights 1, 1, 2.
+  const H = 3600;
+  const now = (gpus) => (gpus / 8) * (H / Math.LN2);
+  const rows = [
+    { name: 'a', weight: 1, running_gpus: 0, fair_share_usage: 3 * 900 },
+    { name: 'b', weight: 1, running_gpus: 4, fair_share_usage: 900 + now(4) },
+    { name: 'c', weight: 2, running_gpus: 0, fair_share_usage: 0 },
+  ];
+  const s = standings(rows, 8, H);
+  // Past total 3600 share-s = 8 GPU-hours: a is due 2 and used 6; b due 2, used 2; c due 4, used 0.
+  assert.equal(s.get('a').words, 'over its share by 4.0 GPU-hours');
+  assert.equal(s.get('b').words, 'at its share');
+  assert.equal(s.get('c').words, 'under its share by 4.0 GPU-hours: next in line');
+  assert.ok(s.get('c').next && !s.get('a').next);
+  // Nothing used before: no standing; the order serves the one not running first.
+  const fresh = standings([{ name: 'x', weight: 1, running_gpus: 2, fair_share_usage: now(2) },
+    { name: 'y', weight: 1, running_gpus: 0, fair_share_usage: 0 }], 8, H);
+  assert.equal(fresh.get('x').words, 'nothing used yet');
+  assert.equal(fresh.get('y').words, 'nothing used yet: next in line');
+  assert.equal(standings([{ name: 'x', weight: 1, fair_share_usage: 5 }], 8, H).get('x').words, 'the only project you can compare');
+  assert.deepEqual([12.4, 1.25, 0.5, 1 / 60, 0.001].map(gpuTime),
+    ['12 GPU-hours', '1.3 GPU-hours', '30 GPU-minutes', '1 GPU-minute', 'less than a GPU-minute']);
+});
+
+test('metricColumns aligns numeric series on one time axis; metricText rounds', () => {
+  const { keys, columns } = metricColumns({ step: [[10, 1], [20, 2]], loss: [[15, 0.5], [20, 0.25]], empty: [] });
+  assert.deepEqual(keys, ['loss', 'step']);
+  assert.deepEqual(columns, [[10, 15, 20], [null, 0.5, 0.25], [1, null, 2]]);
+  assert.equal(metricText(0.123456789), '0.123457');
+  assert.equal(metricText(1200), '1200');
+  assert.equal(metricText('warmup'), 'warmup');
+});
+
+test('time ticks are clock times, never milliseconds', () => {
+  const t = new Date(2026, 11, 6, 14, 5, 30).getTime() / 1000;
+  assert.equal(timeTick(t, 5), '14:05:30');
+  assert.equal(timeTick(t, 300), '14:05');
+  assert.equal(timeTick(new Date(2026, 11, 6).getTime() / 1000, 86400), '12-06');
+});
