@@ -1,0 +1,401 @@
+#!/usr/bin/env python3
+"""End-to-end tests of the Python client (clients/python/, docs/python.md) against a real
+`corral dev` with fake GPUs.
+
+The driver starts one `corral dev`, then runs the client's scenarios three times, each in a
+child interpreter: from a fresh offline venv install (/usr/bin/python3 -m venv
+--system-site-packages; pip install --no-index --no-build-isolation ./clients/python), from
+PYTHONPATH=clients/python with the python3 on PATH, and once more from PYTHONPATH with
+cloudpickle hidden (a lambda must then be refused, naming cloudpickle). Polls with deadlines;
+never sleeps to wait for time to pass.
+
+Usage: tests/python_client_test.py path/to/corral [--only SCENARIO]
+"""
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAILURES = []
+PASSED = []
+
+
+def check(name, condition, detail=""):
+    (PASSED if condition else FAILURES).append(name)
+    print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + str(detail)),
+          flush=True)
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05):
+    """Polls `predicate` until it returns a true value or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+# ---------------------------------------------------------------------------------------------
+# The client's side: run in a child interpreter that imports the installed (or PYTHONPATH) corral.
+# Functions here live in __main__, so they travel by value (cloudpickle), as a notebook's do.
+
+def square_plus(x, plus=0):
+    return x * x + plus
+
+
+def boom(message):
+    def inner():
+        raise ValueError(message)
+    inner()
+
+
+def sleep_long():
+    time.sleep(600)
+
+
+def train_until_stopped(marker):
+    """A training loop: steps until asked to stop, then checkpoints and reports."""
+    import corral.job
+    ctx = corral.job.current()
+    open(marker, "w").write(str(ctx.job_id))  # running: the test may cancel now
+    step = 0
+    while not corral.job.should_stop():
+        step += 1
+        time.sleep(0.02)
+    request = corral.job.stop_request()
+    folder = corral.job.checkpoint_dir()
+    path = None
+    if folder is not None:  # a server with the in-job channel
+        path = os.path.join(folder, f"step-{step}.ckpt")
+        with open(path, "w") as f:
+            f.write(str(step))
+        corral.job.checkpoint(path, step=step)
+        corral.job.report(step=step, phase="stopped")
+    return {"step": step, "path": path, "reason": request.reason if request else None}
+
+
+def rank_and_world():
+    import corral.job
+    ctx = corral.job.current()
+    return (ctx.rank, ctx.world_size)
+
+
+def scenario_pow(corral, client, ex, prefix):
+    h = ex.submit(pow, 2, 10)
+    check("Executor(gpus=1).submit(pow, 2, 10).result() == 1024", h.result(timeout=60) == 1024)
+    check("the handle says done once it ended", h.done() and isinstance(h.id, int))
+
+
+def scenario_lambda(corral, client, ex, prefix):
+    from corral import calls
+    if calls.HAVE_CLOUDPICKLE:
+        h = ex.submit(lambda a, b=1: (a + b, "lambda"), 41)
+        check("a lambda returns its result", h.result(timeout=60) == (42, "lambda"))
+        h = ex.submit(square_plus, 5, plus=1)
+        check("a function defined in __main__ returns its result",
+              h.result(timeout=60) == 26)
+    else:
+        try:
+            ex.submit(lambda: 1)
+            check("without cloudpickle, a lambda is refused naming cloudpickle", False,
+                  "submitted")
+        except TypeError as e:
+            check("without cloudpickle, a lambda is refused naming cloudpickle",
+                  "cloudpickle" in str(e) and "lambda" in str(e), str(e))
+        h = ex.submit(pow, 3, 3)
+        check("without cloudpickle, a module's function still runs", h.result(timeout=60) == 27)
+
+
+def scenario_exception(corral, client, ex, prefix):
+    h = ex.submit(boom, "remote boom 7")
+    try:
+        h.result(timeout=60)
+        check("a remote exception re-raises locally", False, "no exception")
+    except ValueError as e:
+        cause = e.__cause__
+        check("a remote exception re-raises locally as itself", str(e) == "remote boom 7", e)
+        check("with the remote traceback as its cause",
+              isinstance(cause, corral.RemoteTraceback) and "in inner" in cause.text and
+              "in boom" in cause.text and "ValueError: remote boom 7" in cause.text,
+              repr(cause))
+    check("the job failed", client.get(h.id).state == corral.JobState.FAILED)
+
+
+def scenario_array(corral, client, ex, prefix):
+    handles = ex.map_array(square_plus, range(10), [1] * 10)
+    ids = [h.id for h in handles]
+    check("map_array of 10 submits one array of 10 jobs",
+          len(set(ids)) == 10 and len({h.array_id for h in handles}) == 1 and
+          all(client.get(i).array_id == handles[0].array_id for i in ids[:2]), ids)
+    check("each element returns its own result",
+          [h.result(timeout=90) for h in handles] == [i * i + 1 for i in range(10)])
+
+
+def scenario_ranks(corral, client, ex, prefix):
+    multi = corral.Executor(ex.folder, gpus=1, procs_per_node=2, client=client)
+    h = multi.submit(rank_and_world)
+    check("with 2 ranks the function runs on each: results() one per rank",
+          h.results(timeout=60) == [(0, 2), (1, 2)])
+    check("result() is rank 0's", h.result() == (0, 2))
+
+
+def scenario_cancel(corral, client, ex, prefix):
+    h = ex.submit(sleep_long)
+    running = wait_for(lambda: client.get(h.id).state == corral.JobState.RUNNING, 30)
+    check("a long job runs", running, client.get(h.id))
+    h.cancel()
+    job = h.wait(timeout=60)
+    check("cancel ends it as cancelled", job.state == corral.JobState.CANCELLED, job)
+    try:
+        h.result()
+        check("result() of a cancelled job raises JobFailed", False, "no exception")
+    except corral.JobFailed as e:
+        check("result() of a cancelled job raises JobFailed naming the job and its state",
+              f"job {h.id} cancelled" in str(e), str(e))
+
+
+def scenario_should_stop(corral, client, ex, prefix):
+    marker = os.path.join(ex.folder, f"{prefix}-training")
+    h = ex.submit(train_until_stopped, marker)
+    check("the training job starts", wait_for(lambda: os.path.exists(marker), 60),
+          client.get(h.id))
+    h.cancel()
+    out = h.result(timeout=60)  # the function returned: its result is there though cancelled
+    check("should_stop() became true after cancel and the function returned",
+          out["step"] > 0, out)
+    job = client.get(h.id)
+    check("the job ended cancelled", job.state == corral.JobState.CANCELLED, job)
+    if "checkpoint_dir" not in job.raw:
+        print("note: this server has no in-job channel yet: checkpoint not checked", flush=True)
+        return
+    check("the stop request says why", out["reason"] == "cancel", out)
+    check("the checkpoint was written into checkpoint_dir()",
+          out["path"] and out["path"].startswith(job.checkpoint_dir) and
+          os.path.exists(out["path"]), (out, job.checkpoint_dir))
+    check("the job's checkpoint is recorded",
+          job.checkpoint is not None and job.checkpoint.path == out["path"] and
+          job.checkpoint.step == out["step"], job.checkpoint)
+    check("the report arrived", job.metrics.get("phase") == "stopped", job.metrics)
+
+
+def scenario_list(corral, client, ex, prefix):
+    name = f"{prefix}-list-"
+    ids = [client.submit(["true"], name=f"{name}{i}", cpus=1).id for i in range(5)]
+    for i in ids:
+        client.wait(i, timeout=60)
+    page = client.list(name=name, limit=2, all=True)
+    check("list(limit=2) gives 2 jobs, newest first, and a cursor",
+          [j.id for j in page.jobs] == ids[::-1][:2] and page.next_cursor, page)
+    got = [j.id for p in client.pages(name=name, limit=2, all=True) for j in p.jobs]
+    check("pages() follows the cursor through every job once", got == ids[::-1], got)
+    asc = client.list(name=name, sort="id", order="asc", limit=10, all=True)
+    check("sort and order", [j.id for j in asc.jobs] == ids and asc.next_cursor is None, asc)
+    check("state filter", [j.id for j in client.list(name=name, state=["succeeded"],
+                                                     all=True).jobs] == ids[::-1] and
+          client.list(name=name, state="failed,cancelled", all=True).jobs == [])
+    check("user and project filters",
+          len(client.list(name=name, user="admin", project=["default"], all=True).jobs) == 5
+          and client.list(name=name, user="nobody-here", all=True).jobs == [])
+    check("typed results", isinstance(page.jobs[0], corral.Job) and
+          page.jobs[0].state is corral.JobState.SUCCEEDED and page.jobs[0].ended)
+
+
+def scenario_errors(corral, client, ex, prefix):
+    try:
+        client.submit(["true"], gpus=1, gpu_milli=2000)
+        check("a bad spec raises ApiError", False, "accepted")
+    except corral.ApiError as e:
+        check("a bad spec raises ApiError carrying the problem+json, naming the field",
+              e.status == 400 and e.problem.get("status") == 400 and e.title and
+              "gpu_milli" in e.detail and e.detail == e.problem["detail"], e.problem)
+    try:
+        client.get(987654321)
+        check("an unknown job raises ApiError 404", False, "found")
+    except corral.ApiError as e:
+        check("an unknown job raises ApiError 404", e.status == 404 and e.detail, e.problem)
+    try:
+        client.list(state="sleeping")
+        check("a bad filter raises ApiError 400", False, "accepted")
+    except corral.ApiError as e:
+        check("a bad filter raises ApiError 400 naming state", e.status == 400 and
+              "state" in e.detail, e.problem)
+    try:
+        client.submit(["true"], colour="red")
+        check("an unknown keyword is refused", False, "accepted")
+    except TypeError as e:
+        check("an unknown keyword is refused naming it", "colour" in str(e), e)
+
+
+def scenario_server_list(corral, client, ex, prefix):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    url = client.config.servers[0]
+    both = corral.Client(f"http://127.0.0.1:{dead},{url}", client.config.token)
+    started = time.monotonic()
+    check("a server list whose first URL is dead still works",
+          both.whoami().get("user") == "admin" and
+          both.submit(["true"], name=f"{prefix}-listed", cpus=1).id > 0)
+    check("and finds the live one at once (no backoff on a new server)",
+          time.monotonic() - started < 5)
+    os.environ["CORRAL_RETRY_TIMEOUT"] = "0.5"
+    try:
+        corral.Client(f"http://127.0.0.1:{dead}", "t").whoami()
+        check("a dead server alone raises ServerUnreachable", False, "answered")
+    except corral.ServerUnreachable as e:
+        check("a dead server alone raises ServerUnreachable naming it",
+              str(dead) in str(e) and "CORRAL_SERVER" not in str(e), e)
+    finally:
+        del os.environ["CORRAL_RETRY_TIMEOUT"]
+    os.environ["CORRAL_SERVER"] = url
+    os.environ["CORRAL_TOKEN"] = client.config.token
+    try:
+        check("Client() reads CORRAL_SERVER and CORRAL_TOKEN",
+              corral.Client().whoami().get("user") == "admin")
+    finally:
+        del os.environ["CORRAL_SERVER"], os.environ["CORRAL_TOKEN"]
+    home = tempfile.mkdtemp()
+    os.makedirs(os.path.join(home, "corral"))
+    with open(os.path.join(home, "corral", "config"), "w") as f:
+        json.dump({"server": f"http://127.0.0.1:{dead},{url}", "token": client.config.token}, f)
+    os.environ["XDG_CONFIG_HOME"] = home
+    try:
+        check("Client() reads the file `corral login` saves, with its server list",
+              corral.Client().whoami().get("user") == "admin")
+    finally:
+        del os.environ["XDG_CONFIG_HOME"]
+        shutil.rmtree(home)
+
+
+def scenario_folder_unseen(corral, client, ex, prefix):
+    gate = os.path.join(ex.folder, f"{prefix}-gate")
+    blocker = client.submit(f"while [ ! -e {gate} ]; do sleep 0.05; done", cpus=1)
+    after = corral.Executor(ex.folder, gpus=1, client=client,
+                            dependency=f"afterany:{blocker.id}")
+    h = after.submit(pow, 2, 2)
+    shutil.rmtree(h.call_dir)  # what a node that does not share the folder sees
+    open(gate, "w").close()
+    try:
+        h.result(timeout=60)
+        check("a node that cannot see the folder: result() says so", False, "a result")
+    except corral.JobFailed as e:
+        node = client.get(h.id).tasks[0].node
+        check("a node that cannot see the folder: result() names the folder and the node",
+              "cannot see the folder" in str(e) and h.call_dir in str(e) and node in str(e),
+              str(e))
+
+
+SCENARIOS = [scenario_pow, scenario_lambda, scenario_exception, scenario_array,
+             scenario_ranks, scenario_cancel, scenario_should_stop, scenario_list,
+             scenario_errors, scenario_server_list, scenario_folder_unseen]
+
+
+def client_side(url, token, folder, label, only):
+    if os.environ.get("CORRAL_TEST_HIDE_CLOUDPICKLE"):
+        sys.modules["cloudpickle"] = None  # import cloudpickle now raises ImportError
+    import corral
+    print(f"-- {label}: corral from {os.path.dirname(corral.__file__)} "
+          f"({sys.executable})", flush=True)
+    client = corral.Client(url, token)
+    ex = corral.Executor(folder, gpus=1, client=client)
+    prefix = f"py{os.getpid()}"
+    for scenario in SCENARIOS:
+        if only and scenario.__name__ != only:
+            continue
+        print(f"== {label}: {scenario.__name__}", flush=True)
+        try:
+            scenario(corral, client, ex, prefix)
+        except Exception as e:  # a crash of the scenario is a failure, with its reason
+            check(scenario.__name__, False, repr(e))
+    print(f"{label}: {len(PASSED)} passed, {len(FAILURES)} failed", flush=True)
+    return 1 if FAILURES else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver: one corral dev, three client runs.
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_client(label, python, env, url, token, folder, only, cwd):
+    r = subprocess.run([python, os.path.abspath(__file__), "--client-side", url, token, folder,
+                        label, only or ""], env=env, cwd=cwd, timeout=900)
+    check(f"{label}: every scenario passed", r.returncode == 0, f"exit {r.returncode}")
+
+
+def main():
+    corral_bin = os.path.abspath(sys.argv[1])
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    root = tempfile.mkdtemp(prefix="corral-python-")
+    data, port = os.path.join(root, "dev"), free_port()
+    url = f"http://127.0.0.1:{port}"
+    dev = subprocess.Popen(
+        [corral_bin, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
+         "--fake-gpus", "4xT4", "--metrics-interval", "0"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "dev.log"), "a"))
+    try:
+        def healthy():
+            try:
+                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
+            except Exception:
+                return False
+        check("corral dev comes up", wait_for(healthy, 30))
+        token = open(os.path.join(data, "admin.token")).read().strip()
+        folder = os.path.join(root, "corral_jobs")
+        # The children must find corral only where each run puts it, and no config of this user.
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("PYTHONPATH", "CORRAL_SERVER", "CORRAL_TOKEN")}
+        base.update(HOME=root, XDG_CONFIG_HOME=os.path.join(root, "config"))
+
+        venv = os.path.join(root, "venv")
+        # setuptools builds in the source folder (build/, *.egg-info): from a copy, so that the
+        # tree stays clean.
+        source = shutil.copytree(os.path.join(REPO, "clients", "python"),
+                                 os.path.join(root, "client-source"),
+                                 ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                               "__pycache__"))
+        steps = [["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+                 [os.path.join(venv, "bin", "pip"), "install", "--no-index",
+                  "--no-build-isolation", "--quiet", source]]
+        installed = all(subprocess.run(s, env=base, cwd=root, capture_output=True,
+                                       text=True, timeout=300).returncode == 0 for s in steps)
+        check("the client installs offline into a fresh venv", installed)
+        if installed:
+            run_client("venv install", os.path.join(venv, "bin", "python"), base, url, token,
+                       folder, only, root)
+        with_path = dict(base, PYTHONPATH=os.path.join(REPO, "clients", "python"))
+        run_client("PYTHONPATH", shutil.which("python3") or sys.executable, with_path, url,
+                   token, folder, only, root)
+        if not only or only == "scenario_lambda":
+            run_client("PYTHONPATH without cloudpickle", shutil.which("python3") or
+                       sys.executable, dict(with_path, CORRAL_TEST_HIDE_CLOUDPICKLE="1"), url,
+                       token, folder, "scenario_lambda", root)
+    finally:
+        dev.terminate()
+        try:
+            dev.wait(20)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+            dev.wait()
+        if not FAILURES:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print("logs kept in", root)
+    print(f"python client: {len(PASSED)} passed, {len(FAILURES)} failed")
+    sys.exit(1 if FAILURES else 0)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--client-side":
+        sys.exit(client_side(*sys.argv[2:6], sys.argv[6] if len(sys.argv) > 6 else ""))
+    main()
