@@ -5,7 +5,8 @@
 #   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end,
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
+#                Python client,
 #                hostile clients, the dashboard's browser tests, distributed training, the fault
 #                harness's short run, then ASan+UBSan unit tests
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
