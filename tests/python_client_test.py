@@ -2,7 +2,8 @@
 """End-to-end tests of the Python client (clients/python/, docs/python.md) against a real
 `corral dev` with fake GPUs.
 
-The driver starts one `corral dev`, then runs the client's scenarios three times, each in a
+The driver runs the client's unit tests (clients/python/tests/: the server list, answers of
+fake servers), starts one `corral dev`, then runs the client's scenarios three times, each in a
 child interpreter: from a fresh offline venv install (/usr/bin/python3 -m venv
 --system-site-packages; pip install --no-index --no-build-isolation ./clients/python), from
 PYTHONPATH=clients/python with the python3 on PATH, and once more from PYTHONPATH with
@@ -336,6 +337,12 @@ def run_client(label, python, env, url, token, folder, only, cwd):
 def main():
     corral_bin = os.path.abspath(sys.argv[1])
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    source = os.path.join(REPO, "clients", "python")
+    if not only:
+        unit = subprocess.run([sys.executable, "-m", "unittest", "discover", "-s",
+                               os.path.join(source, "tests")], cwd=source,
+                              env=dict(os.environ, PYTHONPATH=source), timeout=300)
+        check("the client's unit tests (clients/python/tests/) pass", unit.returncode == 0)
     root = tempfile.mkdtemp(prefix="corral-python-")
     data, port = os.path.join(root, "dev"), free_port()
     url = f"http://127.0.0.1:{port}"
@@ -360,13 +367,12 @@ def main():
         venv = os.path.join(root, "venv")
         # setuptools builds in the source folder (build/, *.egg-info): from a copy, so that the
         # tree stays clean.
-        source = shutil.copytree(os.path.join(REPO, "clients", "python"),
-                                 os.path.join(root, "client-source"),
+        copy = shutil.copytree(source, os.path.join(root, "client-source"),
                                  ignore=shutil.ignore_patterns("build", "*.egg-info",
                                                                "__pycache__"))
         steps = [["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
                  [os.path.join(venv, "bin", "pip"), "install", "--no-index",
-                  "--no-build-isolation", "--quiet", source]]
+                  "--no-build-isolation", "--quiet", copy]]
         installed = all(subprocess.run(s, env=base, cwd=root, capture_output=True,
                                        text=True, timeout=300).returncode == 0 for s in steps)
         check("the client installs offline into a fresh venv", installed)

@@ -113,12 +113,14 @@ class Transport:
         start = time.monotonic()
         search = LeaderSearch(self.config.servers, self._answered, idempotent,
                               self.config.retry_timeout_s)
+        listened = False  # something accepted a connection: not only a wrong address
         while True:
             sent = self._send_once(search.url, method, path, payload)
+            listened = listened or sent.attempt.outcome != Outcome.NOT_CONNECTED
             try:
                 wait = search.next(sent.attempt, time.monotonic() - start)
             except ServerUnreachable as e:
-                if sent.attempt.outcome == Outcome.NOT_CONNECTED:
+                if not listened:
                     raise ServerUnreachable(
                         f"{e}. Is the server running there? (address from "
                         f"{self.config.servers_from})") from None
