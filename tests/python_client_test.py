@@ -79,7 +79,9 @@ def train_until_stopped(marker):
             f.write(str(step))
         corral.job.checkpoint(path, step=step)
         corral.job.report(step=step, phase="stopped")
-    return {"step": step, "path": path, "reason": request.reason if request else None}
+    return {"step": step, "path": path, "reason": request.reason if request else None,
+            "grace_s": request.grace_s if request else None,
+            "deadline": request.deadline if request else None}
 
 
 def rank_and_world():
@@ -176,7 +178,9 @@ def scenario_should_stop(corral, client, ex, prefix):
     if "checkpoint_dir" not in job.raw:
         print("note: this server has no in-job channel yet: checkpoint not checked", flush=True)
         return
-    check("the stop request says why", out["reason"] == "cancel", out)
+    check("the stop request says why and by when (the stop file)",
+          out["reason"] not in (None, "", "SIGTERM") and out["grace_s"] > 0 and
+          out["deadline"] > time.time() - 60, out)
     check("the checkpoint was written into checkpoint_dir()",
           out["path"] and out["path"].startswith(job.checkpoint_dir) and
           os.path.exists(out["path"]), (out, job.checkpoint_dir))

@@ -3,8 +3,9 @@
 The config file `corral login` writes ($XDG_CONFIG_HOME/corral/config, else
 ~/.config/corral/config: JSON {"server": "URL[,URL...]", "token": ..., "ca_cert": ...}), then
 CORRAL_SERVER, CORRAL_TOKEN and CORRAL_CA_CERT over it, then the arguments given to Client over
-those. CORRAL_RETRY_TIMEOUT (seconds, 0 to 3600; default 10) bounds how long one request looks
-for a server that answers."""
+those. Inside a job without a token of its user's, the job token (CORRAL_JOB_TOKEN).
+CORRAL_RETRY_TIMEOUT (seconds, 0 to 3600; default 10) bounds how long one request looks for a
+server that answers."""
 
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def load_config(url: Optional[str] = None, token: Optional[str] = None) -> Clien
     ca_cert = str(saved.get("ca_cert") or "")
     if os.environ.get("CORRAL_SERVER"):
         servers, servers_from = os.environ["CORRAL_SERVER"], "CORRAL_SERVER"
-    the_token = os.environ.get("CORRAL_TOKEN") or the_token
+    # Inside a job with no token of its user's: the job's own (it may read and report on
+    # its job only).
+    the_token = os.environ.get("CORRAL_TOKEN") or the_token or os.environ.get(
+        "CORRAL_JOB_TOKEN", "")
     ca_cert = os.environ.get("CORRAL_CA_CERT") or ca_cert
     if url:
         servers, servers_from = url, "Client(url=...)"

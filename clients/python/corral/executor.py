@@ -96,7 +96,8 @@ class JobHandle:
                         job) from cause
 
     def _no_result(self, rank: int, job: Job) -> JobFailed:
-        task = job.tasks[min(rank, len(job.tasks) - 1)] if job.tasks else None
+        # Ranks are laid out part by part (docs/distributed.md): the part that ran `rank`.
+        task = job.tasks[rank * len(job.tasks) // self.world_size] if job.tasks else None
         node = task.node if task and task.node else "its node"
         try:
             stderr = self.client.logs(self.id, task=task.index if task else 0, stream="stderr")

@@ -110,7 +110,11 @@ def should_stop() -> bool:
     return bool(path) and os.path.exists(path)
 
 
+_client: Any = None  # the job token's Client, made on first use
+
+
 def _job_client():
+    global _client
     from .client import Client  # lazily: the runner imports this module first
 
     token = os.environ.get("CORRAL_JOB_TOKEN")
@@ -118,7 +122,9 @@ def _job_client():
     if not token or job_id is None or not os.environ.get("CORRAL_SERVER"):
         raise CorralError("corral.job: not in a corral job, or its agent gives no job token "
                           "(CORRAL_JOB_ID, CORRAL_SERVER and CORRAL_JOB_TOKEN are needed)")
-    return Client(os.environ["CORRAL_SERVER"], token), job_id
+    if _client is None:
+        _client = Client(os.environ["CORRAL_SERVER"], token)
+    return _client, job_id
 
 
 def report(**metrics: Union[int, float, str]) -> None:
