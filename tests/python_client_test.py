@@ -15,32 +15,16 @@ Usage: tests/python_client_test.py path/to/corral [--only SCENARIO]
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import e2e_test  # noqa: E402  (check, wait_for and their tallies; it reads the same argv)
+from e2e_test import FAILURES, PASSED, check, free_port, wait_for  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FAILURES = []
-PASSED = []
-
-
-def check(name, condition, detail=""):
-    (PASSED if condition else FAILURES).append(name)
-    print(("ok   " if condition else "FAIL ") + name + ("" if condition else ": " + str(detail)),
-          flush=True)
-
-
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    """Polls `predicate` until it returns a true value or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -239,9 +223,7 @@ def scenario_errors(corral, client, ex, prefix):
 
 
 def scenario_server_list(corral, client, ex, prefix):
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        dead = s.getsockname()[1]
+    dead = free_port()  # nothing listens there
     url = client.config.servers[0]
     both = corral.Client(f"http://127.0.0.1:{dead},{url}", client.config.token)
     started = time.monotonic()
@@ -326,12 +308,6 @@ def client_side(url, token, folder, label, only):
 # ---------------------------------------------------------------------------------------------
 # The driver: one corral dev, three client runs.
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_client(label, python, env, url, token, folder, only, cwd):
     r = subprocess.run([python, os.path.abspath(__file__), "--client-side", url, token, folder,
                         label, only or ""], env=env, cwd=cwd, timeout=900)
@@ -339,8 +315,9 @@ def run_client(label, python, env, url, token, folder, only, cwd):
 
 
 def main():
-    corral_bin = os.path.abspath(sys.argv[1])
-    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    from isolation_test import Dev  # a corral dev on its own port, up once its node is ready
+
+    only = e2e_test.ONLY
     source = os.path.join(REPO, "clients", "python")
     if not only:
         unit = subprocess.run([sys.executable, "-m", "unittest", "discover", "-s",
@@ -348,20 +325,9 @@ def main():
                               env=dict(os.environ, PYTHONPATH=source), timeout=300)
         check("the client's unit tests (clients/python/tests/) pass", unit.returncode == 0)
     root = tempfile.mkdtemp(prefix="corral-python-")
-    data, port = os.path.join(root, "dev"), free_port()
-    url = f"http://127.0.0.1:{port}"
-    dev = subprocess.Popen(
-        [corral_bin, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
-         "--fake-gpus", "4xT4", "--metrics-interval", "0"],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "dev.log"), "a"))
+    dev = Dev(root)
     try:
-        def healthy():
-            try:
-                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
-            except Exception:
-                return False
-        check("corral dev comes up", wait_for(healthy, 30))
-        token = open(os.path.join(data, "admin.token")).read().strip()
+        url, token = dev.url, dev.token
         folder = os.path.join(root, "corral_jobs")
         # The children must find corral only where each run puts it, and no config of this user.
         base = {k: v for k, v in os.environ.items()
@@ -372,8 +338,8 @@ def main():
         # setuptools builds in the source folder (build/, *.egg-info): from a copy, so that the
         # tree stays clean.
         copy = shutil.copytree(source, os.path.join(root, "client-source"),
-                                 ignore=shutil.ignore_patterns("build", "*.egg-info",
-                                                               "__pycache__"))
+                               ignore=shutil.ignore_patterns("build", "*.egg-info",
+                                                             "__pycache__"))
         steps = [["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
                  [os.path.join(venv, "bin", "pip"), "install", "--no-index",
                   "--no-build-isolation", "--quiet", copy]]
@@ -391,12 +357,7 @@ def main():
                        sys.executable, dict(with_path, CORRAL_TEST_HIDE_CLOUDPICKLE="1"), url,
                        token, folder, "scenario_lambda", root)
     finally:
-        dev.terminate()
-        try:
-            dev.wait(20)
-        except subprocess.TimeoutExpired:
-            dev.kill()
-            dev.wait()
+        dev.stop()
         if not FAILURES:
             shutil.rmtree(root, ignore_errors=True)
         else:
