@@ -3,14 +3,14 @@
 `corral dev` with fake GPUs.
 
 The driver runs the client's unit tests (clients/python/tests/: the server list, answers of
-fake servers), starts one `corral dev`, then runs the client's scenarios three times, each in a
-child interpreter: from a fresh offline venv install (/usr/bin/python3 -m venv
+fake servers), then the client's scenarios three times, each in a child interpreter against a
+fresh `corral dev`: from a fresh offline venv install (/usr/bin/python3 -m venv
 --system-site-packages; pip install --no-index --no-build-isolation ./clients/python), from
 PYTHONPATH=clients/python with the python3 on PATH, and once more from PYTHONPATH with
 cloudpickle hidden (a lambda must then be refused, naming cloudpickle). Polls with deadlines;
 never sleeps to wait for time to pass.
 
-Usage: tests/python_client_test.py path/to/corral [--only SCENARIO]
+Usage: tests/python_client_test.py path/to/corral [--only TEST_NAME] [--scenario SCENARIO]
 """
 import json
 import os
@@ -308,65 +308,73 @@ def client_side(url, token, folder, label, only):
 # ---------------------------------------------------------------------------------------------
 # The driver: one corral dev, three client runs.
 
-def run_client(label, python, env, url, token, folder, only, cwd):
-    r = subprocess.run([python, os.path.abspath(__file__), "--client-side", url, token, folder,
-                        label, only or ""], env=env, cwd=cwd, timeout=900)
-    check(f"{label}: every scenario passed", r.returncode == 0, f"exit {r.returncode}")
+SCENARIO = sys.argv[sys.argv.index("--scenario") + 1] if "--scenario" in sys.argv else ""
+SOURCE = os.path.join(REPO, "clients", "python")
 
 
-def main():
+def run_client(label, python, env, root, scenario=SCENARIO):
+    """Runs the scenarios in `python` with `env` against a fresh corral dev."""
     from isolation_test import Dev  # a corral dev on its own port, up once its node is ready
 
-    only = e2e_test.ONLY
-    source = os.path.join(REPO, "clients", "python")
-    if not only:
-        unit = subprocess.run([sys.executable, "-m", "unittest", "discover", "-s",
-                               os.path.join(source, "tests")], cwd=source,
-                              env=dict(os.environ, PYTHONPATH=source), timeout=300)
-        check("the client's unit tests (clients/python/tests/) pass", unit.returncode == 0)
-    root = tempfile.mkdtemp(prefix="corral-python-")
-    dev = Dev(root)
+    dev = Dev(os.path.join(root, "dev"))
+    # The child finds corral only where `env` puts it, and no configuration of this user.
+    env = {k: v for k, v in env.items() if k not in ("CORRAL_SERVER", "CORRAL_TOKEN")}
+    env.update(HOME=root, XDG_CONFIG_HOME=os.path.join(root, "config"))
     try:
-        url, token = dev.url, dev.token
-        folder = os.path.join(root, "corral_jobs")
-        # The children must find corral only where each run puts it, and no config of this user.
-        base = {k: v for k, v in os.environ.items()
-                if k not in ("PYTHONPATH", "CORRAL_SERVER", "CORRAL_TOKEN")}
-        base.update(HOME=root, XDG_CONFIG_HOME=os.path.join(root, "config"))
-
-        venv = os.path.join(root, "venv")
-        # setuptools builds in the source folder (build/, *.egg-info): from a copy, so that the
-        # tree stays clean.
-        copy = shutil.copytree(source, os.path.join(root, "client-source"),
-                               ignore=shutil.ignore_patterns("build", "*.egg-info",
-                                                             "__pycache__"))
-        steps = [["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
-                 [os.path.join(venv, "bin", "pip"), "install", "--no-index",
-                  "--no-build-isolation", "--quiet", copy]]
-        installed = all(subprocess.run(s, env=base, cwd=root, capture_output=True,
-                                       text=True, timeout=300).returncode == 0 for s in steps)
-        check("the client installs offline into a fresh venv", installed)
-        if installed:
-            run_client("venv install", os.path.join(venv, "bin", "python"), base, url, token,
-                       folder, only, root)
-        with_path = dict(base, PYTHONPATH=os.path.join(REPO, "clients", "python"))
-        run_client("PYTHONPATH", shutil.which("python3") or sys.executable, with_path, url,
-                   token, folder, only, root)
-        if not only or only == "scenario_lambda":
-            run_client("PYTHONPATH without cloudpickle", shutil.which("python3") or
-                       sys.executable, dict(with_path, CORRAL_TEST_HIDE_CLOUDPICKLE="1"), url,
-                       token, folder, "scenario_lambda", root)
+        r = subprocess.run([python, os.path.abspath(__file__), "--client-side", dev.url,
+                            dev.token, os.path.join(root, "corral_jobs"), label, scenario],
+                           env=env, cwd=root, timeout=900)
+        check(f"{label}: every scenario passed", r.returncode == 0, f"exit {r.returncode}")
     finally:
         dev.stop()
-        if not FAILURES:
-            shutil.rmtree(root, ignore_errors=True)
-        else:
-            print("logs kept in", root)
-    print(f"python client: {len(PASSED)} passed, {len(FAILURES)} failed")
-    sys.exit(1 if FAILURES else 0)
+
+
+def without_pythonpath():
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_unit(root):
+    """The client's unit tests: the server list and leader search, and the answers of small
+    fake servers (clients/python/tests/)."""
+    unit = subprocess.run([sys.executable, "-m", "unittest", "discover", "-s",
+                           os.path.join(SOURCE, "tests")], cwd=SOURCE,
+                          env=dict(without_pythonpath(), PYTHONPATH=SOURCE), timeout=300)
+    check("the client's unit tests pass", unit.returncode == 0)
+
+
+def test_installed_in_a_fresh_venv(root):
+    """The offline install path works, and the installed client passes every scenario."""
+    venv = os.path.join(root, "venv")
+    # setuptools builds in the source folder (build/, *.egg-info): from a copy, so that the tree
+    # stays clean.
+    copy = shutil.copytree(SOURCE, os.path.join(root, "client-source"),
+                           ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    steps = [["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv],
+             [os.path.join(venv, "bin", "pip"), "install", "--no-index", "--no-build-isolation",
+              "--quiet", copy]]
+    runs = [subprocess.run(s, env=without_pythonpath(), cwd=root, capture_output=True,
+                           text=True, timeout=300) for s in steps]
+    check("the client installs offline into a fresh venv",
+          all(r.returncode == 0 for r in runs), [r.stderr for r in runs])
+    if all(r.returncode == 0 for r in runs):
+        run_client("venv install", os.path.join(venv, "bin", "python"), without_pythonpath(),
+                   root)
+
+
+def test_from_pythonpath(root):
+    """PYTHONPATH=clients/python with the python3 on PATH: every scenario; then with cloudpickle
+    hidden, a lambda is refused naming cloudpickle."""
+    env = dict(without_pythonpath(), PYTHONPATH=SOURCE)
+    python = shutil.which("python3") or sys.executable
+    run_client("PYTHONPATH", python, env, os.path.join(root, "with-cloudpickle"))
+    if SCENARIO in ("", "scenario_lambda"):
+        run_client("PYTHONPATH without cloudpickle", python,
+                   dict(env, CORRAL_TEST_HIDE_CLOUDPICKLE="1"),
+                   os.path.join(root, "without-cloudpickle"), "scenario_lambda")
 
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--client-side":
         sys.exit(client_side(*sys.argv[2:6], sys.argv[6] if len(sys.argv) > 6 else ""))
-    main()
+    e2e_test.run_tests("python client", (test_unit, test_installed_in_a_fresh_venv,
+                                         test_from_pythonpath))
