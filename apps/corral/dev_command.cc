@@ -49,6 +49,14 @@ int RunDev(const DevFlags& f) {
   options.next_free_port = true;
   options.store_url = "sqlite:" + data_dir + "/corral.db";
   options.data_dir = data_dir;
+  // Checkpoints in the data folder: the one node is the agent beside the server (docs/in-job.md).
+  options.checkpoint_root = data_dir + "/checkpoints";
+  std::filesystem::create_directories(options.checkpoint_root, ec);
+  if (ec) {
+    std::cerr << "corral dev: cannot create " << options.checkpoint_root << ": " << ec.message()
+              << "\n";
+    return 1;
+  }
   options.policy = f.policy;
   options.web_dir = f.web_dir;
   options.gpu_idle_threshold_percent = f.gpu_idle_threshold_percent;

@@ -119,6 +119,7 @@ Status AgentProcess::Run(const std::atomic<bool>& stop) {
   ProcessRuntimeOptions runtime_options = options_.runtime;
   runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
+  runtime_options.task_server = options_.agent.servers.ToString();
   if (runtime_options.supervisor_exe.empty()) {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink(kAgentBinary, ec);

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -292,13 +293,14 @@ std::string ContainerName(const std::string& scope, const TaskKey& key) {
 
 std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
                                               const std::string& node_name,
-                                              const std::string& hostfile) {
+                                              const std::string& hostfile,
+                                              const TaskChannel& channel) {
   TaskLaunch in_image = launch;
   if (in_image.environment) {
     in_image.environment->venv.clear();
     in_image.environment->conda.clear();
   }
-  std::vector<std::string> env = TaskEnvironment(in_image, node_name, {}, hostfile);
+  std::vector<std::string> env = TaskEnvironment(in_image, node_name, {}, hostfile, channel);
   std::vector<int> ordinals(launch.gpus.size());
   for (size_t i = 0; i < ordinals.size(); ++i) ordinals[i] = static_cast<int>(i);
   const std::string indices = JoinIndices(launch.gpus);
@@ -322,7 +324,8 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
                                       const std::string& name, const ContainerUser& user,
                                       const std::string& node_name, const std::string& hostfile,
                                       const std::string& env_file_path,
-                                      const std::string& workdir_source) {
+                                      const std::string& workdir_source,
+                                      const TaskChannel& channel) {
   const std::string task = "task " + ToString(launch.key);
   auto bad = [&](const std::string& field, const std::string& why) {
     return InvalidArgument(task + ": field '" + field + "': " + why);
@@ -356,6 +359,17 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
     return InvalidArgument(task + ": the hostfile path '" + hostfile +
                            "' (under the agent's --work-dir) contains ':' or ','");
   }
+  const std::string stop_dir =
+      channel.stop_file.empty() ? "" : std::filesystem::path(channel.stop_file).parent_path();
+  if (!stop_dir.empty() && !IsMountablePath(stop_dir)) {
+    return InvalidArgument(task + ": the stop file's folder '" + stop_dir +
+                           "' (under the agent's --work-dir) contains ':' or ','");
+  }
+  if (!launch.checkpoint_dir.empty() && !IsMountablePath(launch.checkpoint_dir)) {
+    return bad("checkpoint_dir", "'" + launch.checkpoint_dir +
+                                     "' contains ':' or ',', which a container bind mount "
+                                     "cannot carry");
+  }
   for (const DataMount& m : engine.mounts) {
     if (m.target == launch.workdir || m.target == hostfile) {
       return bad(m.target == hostfile ? "distributed" : "workdir",
@@ -382,7 +396,7 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
   }
 
   ContainerRun run;
-  for (const std::string& e : ContainerEnvironment(launch, node_name, hostfile)) {
+  for (const std::string& e : ContainerEnvironment(launch, node_name, hostfile, channel)) {
     const std::string name = e.substr(0, e.find('='));
     if (e.find_first_of("\n\r") != std::string::npos) {
       return bad("env." + name,
@@ -422,6 +436,10 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
   const std::string& source = workdir_source.empty() ? launch.workdir : workdir_source;
   a.insert(a.end(), {"-w", launch.workdir, "-v", source + ":" + launch.workdir});
   if (!hostfile.empty()) a.insert(a.end(), {"-v", hostfile + ":" + hostfile + ":ro"});
+  if (!stop_dir.empty()) a.insert(a.end(), {"-v", stop_dir + ":" + stop_dir + ":ro"});
+  if (!launch.checkpoint_dir.empty()) {
+    a.insert(a.end(), {"-v", launch.checkpoint_dir + ":" + launch.checkpoint_dir});
+  }
   for (const DataMount& m : engine.mounts) {
     a.insert(a.end(), {"-v", m.source + ":" + m.target + (m.read_only ? ":ro" : "")});
   }

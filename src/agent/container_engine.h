@@ -145,7 +145,8 @@ struct ContainerRun {
 //   ENGINE run --rm --init --name NAME --log-driver=none --network=host
 //     --security-opt=no-new-privileges --cap-drop=all
 //     --user UID:GID [--group-add GID]... -w WORKDIR -v WORKDIR_SOURCE:WORKDIR
-//     [-v HOSTFILE:HOSTFILE:ro] [-v SRC:DST[:ro]]... [--memory=Nm --memory-swap=Nm]
+//     [-v HOSTFILE:HOSTFILE:ro] [-v STOP_DIR:STOP_DIR:ro] [-v CHECKPOINT_DIR:CHECKPOINT_DIR]
+//     [-v SRC:DST[:ro]]... [--memory=Nm --memory-swap=Nm]
 //     [--cpus=X] [--device KIND=INDEX... | --gpus "device=I,J"] --env-file ENV_FILE_PATH
 //     -- IMAGE ARGV...
 // where ARGV is the launch's argv (under /bin/sh -c with `shell`, and as LaunchArgv() makes it
@@ -159,12 +160,14 @@ struct ContainerRun {
 // deepspeed, tf and jax with procs_per_node > 1, mpi parts other than 0): not in containers yet.
 // `name` is the container's (ContainerName()); `workdir_source` is the host directory mounted
 // at the workdir: the workdir itself when empty, else the agent's staging mount of it
-// (workdir_mount.h).
+// (workdir_mount.h). `channel` is the task's in-job channel (TaskChannel): the folder of its stop
+// file is mounted read-only, and the launch's checkpoint folder read-write, each at its host path.
 Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskLaunch& launch,
                                       const std::string& name, const ContainerUser& user,
                                       const std::string& node_name, const std::string& hostfile,
                                       const std::string& env_file_path,
-                                      const std::string& workdir_source = "");
+                                      const std::string& workdir_source = "",
+                                      const TaskChannel& channel = {});
 
 // The variables of a container task, "NAME=value" sorted: TaskEnvironment() without anything of
 // the agent's (no PATH, HOME or LANG: the image's own apply) and without the environment's venv
@@ -175,7 +178,8 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
 // CORRAL_GPU_INDICES the node indices ("" for CPU-only tasks).
 std::vector<std::string> ContainerEnvironment(const TaskLaunch& launch,
                                               const std::string& node_name,
-                                              const std::string& hostfile);
+                                              const std::string& hostfile,
+                                              const TaskChannel& channel = {});
 
 // Removes the container `name` whatever its state (`ENGINE rm -f [--time 0] NAME`; podman's
 // --time 0 kills at once). OK when it is gone, also when there was none; IoError with the

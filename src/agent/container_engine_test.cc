@@ -316,6 +316,27 @@ TEST_F(ContainerEngineTest, DistributedPartMountsItsHostfileAndRunsTorchrunInThe
   EXPECT_THAT(run->env_file, HasSubstr("MASTER_ADDR=10.0.0.1\n"));
 }
 
+TEST_F(ContainerEngineTest, TheStopFileAndTheCheckpointFolderAreAtTheirHostPathsInside) {
+  TaskLaunch l = Launch();
+  l.checkpoint_dir = "/shared/checkpoints/12";
+  l.job_token = "crj_12_x";
+  const TaskChannel channel{"http://a:1", root_ + "/stops/12-1/stop.json"};
+  Result<ContainerRun> run =
+      PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e", "", channel);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_THAT(Options(*run), testing::Contains(root_ + "/stops/12-1:" + root_ + "/stops/12-1:ro"));
+  EXPECT_THAT(Options(*run), testing::Contains("/shared/checkpoints/12:/shared/checkpoints/12"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_STOP_FILE=" + channel.stop_file + "\n"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_CHECKPOINT_DIR=/shared/checkpoints/12\n"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_JOB_TOKEN=crj_12_x\n"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_SERVER=http://a:1\n"));
+  l.checkpoint_dir = "/shared/a:b";
+  EXPECT_THAT(PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e", "", channel)
+                  .status()
+                  .message(),
+              HasSubstr("field 'checkpoint_dir'"));
+}
+
 TEST_F(ContainerEngineTest, LaunchesAContainerCannotRunAreRefusedNamingTheField) {
   auto error = [&](const TaskLaunch& l, const ContainerEngine& engine = Podman()) {
     Result<ContainerRun> run = PlanContainerRun(engine, l, "corral-12-1", {}, "n", "", "/e");

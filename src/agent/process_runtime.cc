@@ -21,6 +21,7 @@
 #include "agent/rendezvous.h"
 #include "agent/shell_server.h"
 #include "agent/shim.h"
+#include "agent/stop_file.h"
 #include "agent/workdir_mount.h"
 #include "common/json_parse.h"
 #include "model/node.h"
@@ -341,7 +342,7 @@ Result<std::unique_ptr<ProcessRuntime>> ProcessRuntime::Create(ProcessRuntimeOpt
        {std::pair{clusters_dir, 0711}, std::pair{cluster_dir, 0711}, std::pair{home, 0711},
         std::pair{tasks_dir, 0700}, std::pair{home + "/scratch", 0711},
         std::pair{home + "/hostfiles", 0711}, std::pair{home + "/scripts", 0711},
-        std::pair{mounts_dir, 0700}}) {
+        std::pair{home + "/stops", 0711}, std::pair{mounts_dir, 0700}}) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) return IoError("process runtime: cannot create " + dir + ": " + ec.message());
@@ -479,6 +480,7 @@ void ProcessRuntime::Adopt(const std::string& home, const TaskKey& key) {
     std::error_code ec;
     std::filesystem::remove_all(dir, ec);
     std::filesystem::remove(home + "/hostfiles/" + ToString(key), ec);
+    std::filesystem::remove_all(home + "/stops/" + ToString(key), ec);
     std::filesystem::remove(home + "/scripts/" + ToString(key), ec);
     std::filesystem::remove_all(home + "/scratch/" + ToString(key), ec);
     return;
@@ -611,6 +613,51 @@ std::string ProcessRuntime::HostfilePath(const TaskKey& key) const {
   return HomeOf(key) + "/hostfiles/" + ToString(key);
 }
 
+std::string ProcessRuntime::StopDir(const TaskKey& key) const {
+  return HomeOf(key) + "/stops/" + ToString(key);
+}
+
+std::string ProcessRuntime::StopFilePath(const TaskKey& key) const {
+  return StopDir(key) + "/stop.json";
+}
+
+Status ProcessRuntime::MakeCheckpointDir(const TaskLaunch& launch,
+                                         const TaskIdentity& identity) const {
+  const std::string& dir = launch.checkpoint_dir;
+  const std::string root = std::filesystem::path(dir).parent_path().string();
+  struct stat st;
+  if (stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return FailedPrecondition("the checkpoint root " + root +
+                              " is not a folder on this node (it must be a shared file system "
+                              "every node mounts at the same path: corral server "
+                              "--checkpoint-root)");
+  }
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return IoError("cannot create the checkpoint folder " + dir + ": " + ErrnoText(errno));
+  }
+  // Anyone who can write to the root could have put a link there: O_NOFOLLOW refuses it.
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return IoError("checkpoint folder " + dir + ": " + ErrnoText(errno));
+  Status s;
+  if (identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
+    s = IoError("chown checkpoint folder " + dir + " to task user '" + identity.user->name +
+                "': " + ErrnoText(errno));
+  }
+  if (s.ok() && fchmod(fd, 0700) != 0) {
+    s = IoError("chmod checkpoint folder " + dir + ": " + ErrnoText(errno));
+  }
+  close(fd);
+  return s;
+}
+
+void ProcessRuntime::RequestStop(const TaskKey& key, const Task& task, Seconds grace) const {
+  const StopRequest request{task.kill_reason.value_or("killed"), grace, task.kill_deadline};
+  if (Status s = WriteStopFile(StopFilePath(key), request); !s.ok()) {
+    std::cerr << "corral agent: task " << ToString(key)
+              << ": cannot write its stop file: " << s.message() << std::endl;
+  }
+}
+
 std::string ProcessRuntime::ScriptPath(const TaskKey& key) const {
   return HomeOf(key) + "/scripts/" + ToString(key);
 }
@@ -726,6 +773,12 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   const TaskKey& key = launch.key;
   const std::string dir = TaskDir(key);
   const std::string hostfile = launch.distributed ? HostfilePath(key) : "";
+  const TaskChannel channel{options_.task_server, StopFilePath(key)};
+  if (!launch.checkpoint_dir.empty()) {
+    if (Status s = MakeCheckpointDir(launch, *identity); !s.ok()) {
+      return FailToStart(launch, s.message());
+    }
+  }
 
   ShimPlan plan;
   std::error_code ec;
@@ -743,7 +796,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     }
     Result<ContainerRun> run = PlanContainerRun(
         *options_.container_engine, launch, ContainerNameOf(key), identity->container,
-        options_.node_name, hostfile, dir + kContainerEnvFile, staged);
+        options_.node_name, hostfile, dir + kContainerEnvFile, staged, channel);
     if (!run.ok()) {
       if (!staged.empty()) (void)UnbindDirectory(staged);
       return FailToStart(launch, JoinMessage({fallback, run.status().message()}));
@@ -780,7 +833,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
     }
     std::map<std::string, std::string> base_env = base_env_;
     base_env["HOME"] = identity->home;
-    plan.env = TaskEnvironment(launch, options_.node_name, base_env, hostfile);
+    plan.env = TaskEnvironment(launch, options_.node_name, base_env, hostfile, channel);
     Result<std::string> executable = ResolveExecutable(launch, argv, plan.env);
     if (!executable.ok()) {
       if (!script.empty()) std::filesystem::remove(script, ec);
@@ -829,6 +882,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
       (void)CgroupManager::Remove(*task.cgroup);
     }
     std::filesystem::remove_all(dir, ec);
+    std::filesystem::remove_all(StopDir(key), ec);
     if (!hostfile.empty()) std::filesystem::remove(hostfile, ec);
     if (!script.empty()) std::filesystem::remove(script, ec);
     if (!staged.empty()) (void)UnbindDirectory(staged);
@@ -836,6 +890,11 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   };
   if (launch.distributed) {
     if (Status s = WriteHostfile(key, *launch.distributed); !s.ok()) return abandon(s.message());
+  }
+  // Empty while the task may run: one left by an earlier failed start goes.
+  std::filesystem::remove_all(StopDir(key), ec);
+  if (mkdir(StopDir(key).c_str(), 0755) != 0) {
+    return abandon("cannot create " + StopDir(key) + ": " + ErrnoText(errno));
   }
   if (in_container) {
     // In the agent's private task directory, like the launch in task.json.
@@ -1038,6 +1097,7 @@ void ProcessRuntime::Observe(const TaskKey& key, Task& task) {
         "time limit of " + std::to_string(task.launch.time_limit.value()) + " s reached";
     task.kill_cause = model::TaskEndCause::kTimeLimit;
     task.kill_deadline = now + options_.time_limit_grace;
+    RequestStop(key, task, options_.time_limit_grace);
     SignalTask(task, options_.time_limit_grace.value() > 0 ? SIGTERM : SIGKILL);
     task.sigkill_sent = options_.time_limit_grace.value() <= 0;
     (void)WriteKillRecord(key, task);
@@ -1101,6 +1161,7 @@ Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string
     task.kill_reason = reason.empty() ? "killed" : reason;
     task.kill_cause = cause;
     task.kill_deadline = now + grace;
+    RequestStop(key, task, grace);
     if (grace.value() > 0) SignalTask(task, SIGTERM);
   } else {
     task.kill_deadline = std::min(task.kill_deadline, now + grace);
@@ -1138,6 +1199,8 @@ Status ProcessRuntime::Forget(const TaskKey& key) {
     std::filesystem::remove(file, ec);
     if (ec) return IoError("cannot remove " + file + ": " + ec.message());
   }
+  std::filesystem::remove_all(StopDir(key), ec);
+  if (ec) return IoError("cannot remove " + StopDir(key) + ": " + ec.message());
   // The scratch directory (when the job named no workdir) goes with the task: it is scratch.
   // remove_all does not follow the symbolic links a task may have left there.
   std::filesystem::remove_all(ScratchPath(key), ec);

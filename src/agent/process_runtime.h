@@ -12,7 +12,13 @@
 //  - its workdir, or when the launch gives none a scratch directory
 //    <home>/scratch/<alloc>-<gen> (mode 0700, owned by the task user; removed by Forget());
 //  - stdout and stderr appended to <home>/tasks/<alloc>-<gen>/stdout.log and stderr.log;
-//  - exit code or signal, as recorded by the supervisor in exit.json.
+//  - exit code or signal, as recorded by the supervisor in exit.json;
+//  - the in-job channel (docs/in-job.md): CORRAL_SERVER (options.task_server), the launch's job
+//    token, CORRAL_STOP_FILE = <home>/stops/<alloc>-<gen>/stop.json (its folder the agent's,
+//    0755, made at the start and removed by Forget()), written (stop_file.h) before the SIGTERM
+//    of a Kill() or of the time limit; and the launch's checkpoint folder, created for the
+//    task's user (0700) before the task starts: a folder whose parent (the checkpoint root) is
+//    not on this node fails the start, naming it.
 //
 // A container task (options.container_engine; container_engine.h, docs/container-runtime.md) is
 // the same supervised process, running `ENGINE run ... IMAGE ARGV` (PlanContainerRun()) instead
@@ -20,7 +26,8 @@
 //  - the engine process runs as the agent's user with the engine's environment only
 //    (ContainerEngine::env), in the agent's cgroup; the container's processes run as the task
 //    user (--user), with the limits applied by the engine (--memory, --cpus), the task's GPUs
-//    only, its workdir (or scratch directory) and hostfile mounted at their host paths, and the
+//    only, its workdir (or scratch directory), hostfile, stop file folder (read-only) and
+//    checkpoint folder mounted at their host paths, and the
 //    variables of ContainerEnvironment() read from <task dir>/container.env (private to the
 //    agent: never on a command line);
 //  - stdout, stderr and the exit code are the engine's, which passes on the container's;
@@ -164,6 +171,9 @@ struct ProcessRuntimeOptions {
   std::string fallback_supervisor_exe;
   // The engine that runs container launches; nullopt: they fail to start.
   std::optional<ContainerEngine> container_engine;
+  // The servers the agent reaches, comma-separated: every task's CORRAL_SERVER (TaskChannel).
+  // Empty: unset.
+  std::string task_server;
 };
 
 class ProcessRuntime final : public Runtime {
@@ -279,6 +289,17 @@ class ProcessRuntime final : public Runtime {
                                         const std::vector<std::string>& argv,
                                         const std::vector<std::string>& env) const;
   std::string HostfilePath(const TaskKey& key) const;
+  // A task's stop file (CORRAL_STOP_FILE): <home>/stops/<alloc>-<gen>/stop.json; StopDir() its
+  // folder.
+  std::string StopDir(const TaskKey& key) const;
+  std::string StopFilePath(const TaskKey& key) const;
+  // Makes the launch's checkpoint folder (TaskLaunch::checkpoint_dir) for the task's user,
+  // 0700, or reuses it (another task or generation of the job made it). Errors name the folder:
+  // its parent missing on this node, a link, not a folder.
+  Status MakeCheckpointDir(const TaskLaunch& launch, const TaskIdentity& identity) const;
+  // Writes the stop file of a task being stopped (StopRequest); a failure is logged, the stop
+  // goes on.
+  void RequestStop(const TaskKey& key, const Task& task, Seconds grace) const;
   // A batch task's script (TaskLaunch::script): <home>/scripts/<alloc>-<gen>, owned by the
   // task's user, mode 0500.
   std::string ScriptPath(const TaskKey& key) const;

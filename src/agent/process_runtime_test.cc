@@ -2162,5 +2162,90 @@ TEST_F(CgroupRuntimeTest, TaskUserJoinsItsCgroupBeforeDroppingRoot) {
   EXPECT_THAT(out, HasSubstr("\n/" + parent_ + "/22-1\n"));
 }
 
+// The in-job channel (docs/in-job.md): the variables, the stop file written before the SIGTERM,
+// the checkpoint folder made before the start.
+TEST_F(ProcessRuntimeTest, AStoppedTaskReadsWhyAndItsGraceFromTheStopFileOnSigterm) {
+  ProcessRuntimeOptions options = Options(CgroupManager::Disabled("cgroups disabled"));
+  options.task_server = "http://127.0.0.1:1,http://127.0.0.1:2";
+  auto made = ProcessRuntime::Create(std::move(options), &clock_);
+  ASSERT_TRUE(made.ok()) << made.status().ToString();
+  ProcessRuntime& runtime = **made;
+  TaskLaunch l = Launch(1, {"sh", "-c",
+                            "trap 'cat \"$CORRAL_STOP_FILE\"; exit 0' TERM; "
+                            "test -e \"$CORRAL_STOP_FILE\" && echo early-stop-file; "
+                            "echo \"server=$CORRAL_SERVER token=$CORRAL_JOB_TOKEN\"; echo ready; "
+                            "while :; do sleep 0.05; done"});
+  l.job_token = "crj_7_abc";
+  ASSERT_EQ(runtime.Start(l).state, ProcessState::kRunning);
+  WaitForOutput(runtime, l.key, "ready");
+  const std::string stop_file = home_ + "/stops/" + ToString(l.key) + "/stop.json";
+  EXPECT_FALSE(std::filesystem::exists(stop_file));
+  ASSERT_TRUE(runtime.Kill(l.key, Seconds(25), "preempted by job 9").ok());
+  TaskStatus end = WaitForEnd(runtime, l.key);
+  EXPECT_EQ(end.exit_code, 0);
+  const std::string out = Stdout(runtime, l.key);
+  EXPECT_THAT(out, Not(HasSubstr("early-stop-file")));
+  EXPECT_THAT(out, HasSubstr("server=http://127.0.0.1:1,http://127.0.0.1:2 token=crj_7_abc"));
+  const std::string json_text = out.substr(out.find('{'));
+  nlohmann::json stop = nlohmann::json::parse(json_text.substr(0, json_text.find('\n')));
+  EXPECT_EQ(stop["reason"], "preempted by job 9");
+  EXPECT_EQ(stop["grace_s"], 25);
+  EXPECT_EQ(stop["deadline"], clock_.Now().value() + 25);
+  struct stat st;
+  ASSERT_EQ(stat(stop_file.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  ASSERT_TRUE(runtime.Forget(l.key).ok());
+  EXPECT_FALSE(std::filesystem::exists(home_ + "/stops/" + ToString(l.key)));
+}
+
+TEST_F(ProcessRuntimeTest, TheTimeLimitWritesTheStopFileWithItsGrace) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c",
+                            "trap 'cat \"$CORRAL_STOP_FILE\"; exit 0' TERM; "
+                            "echo ready; while :; do sleep 0.05; done"});
+  l.time_limit = Seconds(60);
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  WaitForOutput(*runtime, l.key, "ready");
+  clock_.Advance(Seconds(60));
+  WaitForEnd(*runtime, l.key);
+  const std::string out = Stdout(*runtime, l.key);
+  nlohmann::json stop = nlohmann::json::parse(out.substr(out.find('{')));
+  EXPECT_THAT(stop["reason"].get<std::string>(), HasSubstr("time limit of 60 s"));
+  EXPECT_EQ(stop["grace_s"], 30);  // Options(): time_limit_grace
+}
+
+TEST_F(ProcessRuntimeTest, TheCheckpointFolderIsMadeBeforeTheStartAndItsRootMustExist) {
+  auto runtime = MakeRuntime();
+  const std::string checkpoints = root_ + "/checkpoints";
+  ASSERT_EQ(mkdir(checkpoints.c_str(), 0755), 0);
+  TaskLaunch l = Launch(1, {"sh", "-c", "touch \"$CORRAL_CHECKPOINT_DIR/c1\" && echo done"});
+  l.checkpoint_dir = checkpoints + "/7";
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::exists(checkpoints + "/7/c1"));
+  struct stat st;
+  ASSERT_EQ(stat(l.checkpoint_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  EXPECT_EQ(st.st_uid, geteuid());
+  // The next generation reuses it.
+  l.key.generation = 2;
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(*runtime, l.key).exit_code, 0);
+
+  TaskLaunch lost = Launch(2, {"true"});
+  lost.checkpoint_dir = root_ + "/not-mounted/7";
+  TaskStatus s = runtime->Start(lost);
+  EXPECT_EQ(s.state, ProcessState::kFailedToStart);
+  EXPECT_THAT(s.message, HasSubstr(root_ + "/not-mounted"));
+  EXPECT_THAT(s.message, HasSubstr("shared file system"));
+
+  // A link planted in the root is refused, not followed.
+  ASSERT_EQ(symlink(task_dir_.c_str(), (checkpoints + "/8").c_str()), 0);
+  TaskLaunch linked = Launch(3, {"true"});
+  linked.job_id = JobId(8);
+  linked.checkpoint_dir = checkpoints + "/8";
+  EXPECT_EQ(runtime->Start(linked).state, ProcessState::kFailedToStart);
+}
+
 }  // namespace
 }  // namespace corral::agent

@@ -75,6 +75,9 @@ Status Validate(const TaskLaunch& l) {
   }
   if (!S_ISDIR(st.st_mode)) return bad("workdir", "'" + l.workdir + "' is not a directory");
   CORRAL_RETURN_IF_ERROR(ValidateSubmitDir(l));
+  if (!l.checkpoint_dir.empty() && (l.checkpoint_dir[0] != '/' || HasNul(l.checkpoint_dir))) {
+    return bad("checkpoint_dir", "must be an absolute path without NUL bytes");
+  }
   for (const auto& [name, value] : l.env) {
     if (!model::IsEnvName(name)) {
       return bad("env", "'" + name + "' is not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)");
@@ -174,7 +177,7 @@ std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch) {
 
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
                                          const std::map<std::string, std::string>& base,
-                                         const std::string& hostfile) {
+                                         const std::string& hostfile, const TaskChannel& channel) {
   std::map<std::string, std::string> env = base;
   for (const auto& [name, value] : launch.env) {
     if (!IsReservedEnvName(name, launch)) env[name] = value;
@@ -200,6 +203,10 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   env["CORRAL_GPU_MILLI"] = std::to_string(launch.gpu_milli.value());
   if (launch.array_index) env["CORRAL_ARRAY_INDEX"] = std::to_string(*launch.array_index);
   if (!launch.submit_dir.empty()) env["CORRAL_SUBMIT_DIR"] = launch.submit_dir;
+  if (!launch.job_token.empty()) env["CORRAL_JOB_TOKEN"] = launch.job_token;
+  if (!launch.checkpoint_dir.empty()) env["CORRAL_CHECKPOINT_DIR"] = launch.checkpoint_dir;
+  if (!channel.server.empty()) env["CORRAL_SERVER"] = channel.server;
+  if (!channel.stop_file.empty()) env["CORRAL_STOP_FILE"] = channel.stop_file;
   if (const auto& s = launch.session) {
     env[model::kSessionPortEnv] = std::to_string(s->port);
     env[model::kSessionUrlPrefixEnv] = s->url_prefix;

@@ -57,12 +57,23 @@ bool IsReservedEnvName(const std::string& name, const TaskLaunch& launch);
 // allocation and look for srun.
 std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch);
 
+// What the agent itself tells a task about the in-job channel (docs/in-job.md): the servers it
+// reaches (CORRAL_SERVER, comma-separated URLs; empty: unset) and the file it writes when it
+// stops the task (CORRAL_STOP_FILE; empty: unset). The job token and the checkpoint folder come
+// from the launch (TaskLaunch::job_token, checkpoint_dir).
+struct TaskChannel {
+  std::string server;
+  std::string stop_file;
+};
+
 // The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
 // passes through, e.g. PATH and HOME), overridden by the job's env, then the corral variables:
 // CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES (the GPU indices, comma-separated; for
 // CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
 // CORRAL_ALLOCATION_ID, CORRAL_GENERATION (the run: 1 the first), CORRAL_NODE_NAME,
-// CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one); for a batch task
+// CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one), CORRAL_JOB_TOKEN and
+// CORRAL_CHECKPOINT_DIR (when the launch has them), CORRAL_SERVER and CORRAL_STOP_FILE (when
+// `channel` has them); for a batch task
 // SlurmEnvironment(); for a distributed launch also
 // DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
 // part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and
@@ -73,6 +84,7 @@ std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch);
 // session's task also gets the session variables (LaunchSession).
 std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::string& node_name,
                                          const std::map<std::string, std::string>& base,
-                                         const std::string& hostfile = "");
+                                         const std::string& hostfile = "",
+                                         const TaskChannel& channel = {});
 
 }  // namespace corral::agent

@@ -177,6 +177,33 @@ TEST(TaskEnvironmentTest, ReservedNamesInTheJobEnvAreIgnored) {
   EXPECT_THAT(env, ::testing::Not(::testing::Contains("CORRAL_NODE_NAME=other")));
 }
 
+TEST(TaskEnvironmentTest, TheInJobChannelIsSetByCorralAndCannotBeOverridden) {
+  TaskLaunch l = ValidLaunch();
+  EXPECT_THAT(TaskEnvironment(l, "n", {}),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("CORRAL_STOP_FILE="))));
+  l.job_token = "crj_7_abc";
+  l.checkpoint_dir = "/ckpt/7";
+  for (const char* name :
+       {"CORRAL_SERVER", "CORRAL_JOB_TOKEN", "CORRAL_CHECKPOINT_DIR", "CORRAL_STOP_FILE"}) {
+    EXPECT_TRUE(IsReservedEnvName(name, l)) << name;
+    l.env[name] = "fake";
+  }
+  std::vector<std::string> env = TaskEnvironment(
+      l, "n", {}, "", TaskChannel{"http://s:1,http://t:2", "/w/stops/12-3/stop.json"});
+  EXPECT_THAT(
+      env, ::testing::IsSupersetOf({"CORRAL_SERVER=http://s:1,http://t:2",
+                                    "CORRAL_JOB_TOKEN=crj_7_abc", "CORRAL_CHECKPOINT_DIR=/ckpt/7",
+                                    "CORRAL_STOP_FILE=/w/stops/12-3/stop.json"}));
+  EXPECT_THAT(env, ::testing::Not(::testing::Contains(::testing::EndsWith("=fake"))));
+  l.env.clear();
+  auto back = TaskLaunchFromJson(ToJson(l));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job_token, "crj_7_abc");
+  EXPECT_EQ(back->checkpoint_dir, "/ckpt/7");
+  l.checkpoint_dir = "ckpt/7";
+  EXPECT_THAT(Validate(l).message(), ::testing::HasSubstr("field 'checkpoint_dir'"));
+}
+
 TEST(TaskEnvironmentTest, ArrayElementsSeeTheirIndex) {
   TaskLaunch l = ValidLaunch();
   EXPECT_THAT(TaskEnvironment(l, "n", {}),

@@ -146,7 +146,9 @@ nlohmann::json ToJson(const TaskLaunch& l) {
   for (const auto& [field, value] : {std::pair{"script", &l.script},
                                      {"job_name", &l.job_name},
                                      {"output_file", &l.output_file},
-                                     {"error_file", &l.error_file}}) {
+                                     {"error_file", &l.error_file},
+                                     {"job_token", &l.job_token},
+                                     {"checkpoint_dir", &l.checkpoint_dir}}) {
     if (!value->empty()) out[field] = *value;
   }
   if (l.warning_signal) {
@@ -263,7 +265,9 @@ Result<TaskLaunch> ReadTaskLaunch(const FieldReader& r) {
   for (const auto& [field, value] : {std::pair{"script", &l.script},
                                      {"job_name", &l.job_name},
                                      {"output_file", &l.output_file},
-                                     {"error_file", &l.error_file}}) {
+                                     {"error_file", &l.error_file},
+                                     {"job_token", &l.job_token},
+                                     {"checkpoint_dir", &l.checkpoint_dir}}) {
     CORRAL_RETURN_IF_ERROR(r.String(field, false, *value));
   }
   CORRAL_RETURN_IF_ERROR(r.Bool("requeueable", l.requeueable));

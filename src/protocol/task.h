@@ -123,6 +123,12 @@ struct TaskLaunch {
   // error_file: stderr goes to output_file too. Empty output_file: none.
   std::string output_file;
   std::string error_file;
+  // The in-job channel (docs/in-job.md): the job's token (CORRAL_JOB_TOKEN; a secret, derived by
+  // the server, never logged) and "<checkpoint root>/<job id>" (CORRAL_CHECKPOINT_DIR), which the
+  // agent creates for the task's user (0700) before the task starts. Empty: none (an older
+  // server, or no checkpoint root).
+  std::string job_token;
+  std::string checkpoint_dir;
   std::optional<LaunchEnvironment> environment;  // nullopt: the agent's own environment
   std::optional<LaunchSession> session;          // nullopt: not an interactive session
   // Its job would be requeued elsewhere if its node were declared lost (restarts left under

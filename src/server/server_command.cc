@@ -68,6 +68,14 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 options->session_max_connections_per_session,
                 "Connections one session may have open at once (default 32; over: 503)")
       ->check(CLI::Range(1, 100000));
+  c->add_option("--checkpoint-root", options->checkpoint_root,
+                "Absolute folder on a file system every node mounts at the same path: each job "
+                "gets <DIR>/<job id> as CORRAL_CHECKPOINT_DIR (default: none)")
+      ->check([](const std::string& dir) {
+        return !dir.empty() && dir[0] == '/' && dir.find_first_of(":,") == std::string::npos
+                   ? std::string()
+                   : std::string("must be an absolute path without ':' or ','");
+      });
   c->add_option("--session-key-file", options->session_key_file,
                 "File whose first line is the key sessions' secrets are derived from; give every "
                 "server of a cluster the same (default: <data-dir>/session.key, created)");

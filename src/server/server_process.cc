@@ -18,6 +18,7 @@
 #include "server/control/reconcile.h"
 #include "server/gateway/session_proxy.h"
 #include "server/http/auth.h"
+#include "server/http/job_token.h"
 
 namespace corral::server {
 
@@ -264,8 +265,8 @@ Result<std::unique_ptr<ServerProcess>> ServerProcess::Create(const ServerOptions
       });
   p->peer_ = std::make_unique<PeerSignature>(p->session_key_);
   p->proxy_ = std::make_unique<LeaderProxy>(*p->peer_, LeaderProxyTiming{});
-  p->follower_accounts_ =
-      std::make_unique<Accounts>(*p->store_, p->clock_, PrincipalCache::Options{}, std::nullopt);
+  p->follower_accounts_ = std::make_unique<Accounts>(
+      *p->store_, p->clock_, PrincipalCache::Options{}, std::nullopt, p->session_key_);
   HttpServerOptions http = p->HttpOptions();
   // What it cannot forward (Divert) it answers from the head, also once the lease is held and
   // until the leader's own server replaces it (StartLeader): it has no routes.
@@ -435,7 +436,9 @@ Result<Admission> ServerProcess::FollowerAdmit(const HttpRequest& head) const {
   }
   if (token.empty()) return Admission{Caller::kAnonymous, api_config_.max_anonymous_body_bytes};
   if ((!join_token_hash_.empty() && SecureEquals(HashToken(token), join_token_hash_)) ||
-      follower_accounts_->Authenticate(token).ok()) {
+      (LooksLikeJobToken(token) ? follower_accounts_->AuthenticateJob(token)
+                                : follower_accounts_->Authenticate(token))
+          .ok()) {
     return Admission{Caller::kAuthenticated, api_config_.max_body_bytes};
   }
   if (head.HasHeader(protocol::kNodeHeader)) {
@@ -480,6 +483,7 @@ Status ServerProcess::BuildLeader() {
     config.partitions = std::move(table).value();
   }
   config.kill_grace = Seconds(options.kill_grace_s);
+  config.checkpoint_root = options.checkpoint_root;
   config.fence_after = Seconds(options.fence_after_s);
   config.node_give_up = Seconds(options.node_give_up_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);

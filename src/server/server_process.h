@@ -67,6 +67,9 @@ struct ServerOptions {
   // Partitions and QoS (protocol/api_partitions.h), read at start; empty: none.
   std::string partitions_file;
   int kill_grace_s = 10;  // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
+  // Where jobs keep their checkpoints (ControllerConfig::checkpoint_root): absolute, on a file
+  // system every node mounts at that path. Empty: none.
+  std::string checkpoint_root;
   // Fencing (docs/control-plane.md): an agent that reached no server this long stops its
   // requeue-able tasks; a node silent node_give_up_s is lost with every job on it.
   // reconcile::CheckNodeTimings must hold (Create refuses other values, naming the flags).

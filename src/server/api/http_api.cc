@@ -1,6 +1,7 @@
 #include "server/api/http_api.h"
 
 #include "server/api/http_api_impl.h"
+#include "server/http/job_token.h"
 
 namespace corral::server {
 
@@ -12,6 +13,13 @@ using nlohmann::json;
 // another site (CrossSiteRefusal).
 Result<Principal> HttpApi::Impl::Authenticate(const HttpRequest& req) {
   const std::string token = BearerToken(req);
+  if (LooksLikeJobToken(token)) {
+    // A job token's scope is checked here, before any handler runs (job_token.h).
+    auto job = controller_.Accounts().AuthenticateJob(token);
+    if (!job.ok()) return job.status();
+    if (!JobTokenMayUse(*job->job, req.method, req.path)) return PermissionDenied(kJobTokenScope);
+    return job;
+  }
   if (!token.empty()) return AuthenticateToken(token);
   const std::string cookies = req.Header("Cookie");
   if (CookieMayAuthenticate(req.method, req.path) && CookieCount(cookies, kTokenCookie) > 0) {

@@ -2,6 +2,9 @@
 
 #include <ctime>
 
+#include "model/states.h"
+#include "server/http/job_token.h"
+
 namespace corral::server {
 
 namespace {
@@ -21,10 +24,11 @@ std::string UtcTime(Seconds t) {
 }  // namespace
 
 Accounts::Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options,
-                   std::optional<Seconds> default_token_expiry)
+                   std::optional<Seconds> default_token_expiry, std::string session_key)
     : store_(store),
       clock_(clock),
       default_token_expiry_(default_token_expiry),
+      session_key_(std::move(session_key)),
       principals_(clock, options) {}
 
 Result<Principal> Accounts::Authenticate(const std::string& token) {
@@ -53,6 +57,29 @@ Result<Principal> Accounts::Authenticate(const std::string& token) {
                            ": create another (corral token create)");
   }
   return who;
+}
+
+Result<Principal> Accounts::AuthenticateJob(const std::string& token) {
+  const std::optional<JobId> id = JobOfToken(token);
+  if (!id) return Unauthenticated("malformed job token");
+  auto record = store_.GetJob(*id);
+  if (!record.ok()) {
+    if (record.status().code() == StatusCode::kNotFound)
+      return Unauthenticated("unknown job token");
+    return record.status();
+  }
+  if (!SecureEquals(token, JobToken(session_key_, *id, record->submit_time))) {
+    return Unauthenticated("unknown job token");
+  }
+  if (model::IsFinal(record->state)) {
+    return Unauthenticated("job " + std::to_string(id->value()) +
+                           " has ended: its job token no longer works");
+  }
+  Principal p;
+  p.name = record->user;
+  p.projects = {record->project};
+  p.job = *id;
+  return p;
 }
 
 std::optional<Seconds> Accounts::ExpiryOf(std::optional<Seconds> lifetime) {

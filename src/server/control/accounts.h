@@ -26,13 +26,19 @@ namespace corral::server {
 class Accounts {
  public:
   // Borrows `store` and `clock`, which must outlive the accounts. `default_token_expiry`: how
-  // long new tokens last when their creator asks nothing (none: forever).
+  // long new tokens last when their creator asks nothing (none: forever). `session_key`: the
+  // cluster's, which job tokens are derived from (job_token.h).
   Accounts(store::Store& store, Clock& clock, PrincipalCache::Options options,
-           std::optional<Seconds> default_token_expiry);
+           std::optional<Seconds> default_token_expiry, std::string session_key);
 
   // Who an API token belongs to (through the principal cache); Unauthenticated when unknown or
   // revoked, or "token expired ..." from its expiry on.
   Result<Principal> Authenticate(const std::string& token);
+  // Who a job token (job_token.h) acts for: its job (Principal::job), as its user in its
+  // project. Unauthenticated for a token of no job or not the job's (compared in constant time),
+  // and once the job has ended. Read from the store at every request (no cache): a job that ends
+  // on another server revokes its token at once.
+  Result<Principal> AuthenticateJob(const std::string& token);
 
   // A new project (AlreadyExists when the name is taken).
   Result<store::ProjectRecord> CreateProject(const std::string& name,
@@ -61,6 +67,7 @@ class Accounts {
   store::Store& store_;
   Clock& clock_;
   const std::optional<Seconds> default_token_expiry_;
+  const std::string session_key_;
   PrincipalCache principals_;
 };
 

@@ -124,6 +124,9 @@ struct ControllerConfig {
   // same one (ServerOptions::session_key_file).
   std::string session_key;
   std::string logs_dir;  // task logs: <logs_dir>/<job>/<task>-g<generation>.<stream>
+  // The folder every node sees where jobs keep their checkpoints: each job's tasks get
+  // <checkpoint_root>/<job id> (CORRAL_CHECKPOINT_DIR; docs/in-job.md). Absolute; empty: none.
+  std::string checkpoint_root;
   // The most a task run's stream keeps on the server's disk (LogSink: older output is dropped).
   int64_t max_log_bytes = LogSink::kDefaultMaxBytes;
   // The cluster's cap on pending jobs (SubmitLimiter); users' and projects' are in the store.

@@ -11,6 +11,7 @@
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
 #include "server/control/environment_runnable.h"
+#include "server/http/job_token.h"
 
 namespace corral::server {
 
@@ -408,6 +409,11 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   }
   // What its agent fences when it reaches no server: what the node's timeout requeues.
   launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
+  // The in-job channel (docs/in-job.md): derived, so every server of the cluster sends the same.
+  launch.job_token = JobToken(config_.session_key, job.record.id, job.record.submit_time);
+  if (!config_.checkpoint_root.empty()) {
+    launch.checkpoint_dir = config_.checkpoint_root + "/" + std::to_string(job.record.id.value());
+  }
   if (job.environment) {
     const auto node = nodes_.find(t.node);
     launch.environment = LaunchEnvironmentOf(

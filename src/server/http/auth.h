@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/status.h"
 #include "common/units.h"
 
@@ -37,6 +38,10 @@ struct Principal {
   std::vector<std::string> projects;  // projects the user is a member of
   // When the token it was authenticated with stops authenticating; none: never.
   std::optional<Seconds> expires_at;
+  // Authenticated by a job token (job_token.h): the job it acts for, whose user and project are
+  // `name` and `projects`. It may use only JobTokenMayUse()'s routes, which the API checks
+  // before any handler runs.
+  std::optional<JobId> job;
 
   // Admins act on everything; members on their projects' jobs.
   bool CanAccessProject(const std::string& project) const;
