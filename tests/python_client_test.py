@@ -41,6 +41,17 @@ def boom(message):
     inner()
 
 
+class TwoPartError(Exception):
+    """Pickles, but cannot be rebuilt (its __init__ takes two arguments, its args hold one)."""
+
+    def __init__(self, what, where):
+        super().__init__(f"{what} at {where}")
+
+
+def raise_two_part():
+    raise TwoPartError("odd", "step 3")
+
+
 def sleep_long():
     time.sleep(600)
 
@@ -113,6 +124,13 @@ def scenario_exception(corral, client, ex, prefix):
               "in boom" in cause.text and "ValueError: remote boom 7" in cause.text,
               repr(cause))
     check("the job failed", client.get(h.id).state == corral.JobState.FAILED)
+    try:
+        ex.submit(raise_two_part).result(timeout=60)
+        check("an exception that cannot be rebuilt here raises JobFailed", False, "none")
+    except corral.JobFailed as e:
+        check("an exception that cannot be rebuilt here raises JobFailed with its repr and "
+              "the remote traceback", "TwoPartError('odd at step 3')" in str(e) and
+              "in raise_two_part" in e.__cause__.text, (e, e.__cause__))
 
 
 def scenario_array(corral, client, ex, prefix):

@@ -39,13 +39,29 @@ class Call:
 
 @dataclass(frozen=True)
 class Outcome:
-    """A rank's return value, or the exception it raised: the exception itself when it could be
-    pickled (else None) with its repr and its formatted traceback."""
+    """A rank's return value, or the exception it raised: the exception pickled on its own
+    (None when it could not be), so that one that cannot be rebuilt here still leaves its repr
+    and its formatted traceback."""
     ok: bool
     value: Any = None
-    exception: Optional[BaseException] = None
+    exception: Optional[bytes] = None
     exception_repr: str = ""
     traceback: str = ""
+
+    def rebuilt_exception(self) -> Optional[BaseException]:
+        """The exception, or None when it cannot be unpickled here."""
+        try:
+            return pickle.loads(self.exception) if self.exception is not None else None
+        except Exception:  # noqa: BLE001 - any failure to rebuild it falls back to its text
+            return None
+
+
+def failed(e: BaseException, formatted_traceback: str) -> Outcome:
+    try:
+        exception: Optional[bytes] = _pickler.dumps(e)
+    except Exception:  # noqa: BLE001 - an exception that cannot travel is sent as text
+        exception = None
+    return Outcome(False, None, exception, repr(e), formatted_traceback)
 
 
 def result_file(call_dir: str, element: int, rank: int) -> str:
@@ -80,17 +96,12 @@ def write_atomically(path: str, data: bytes) -> None:
 
 
 def dump_outcome(outcome: Outcome) -> bytes:
-    """The pickled outcome; a value or exception that cannot be pickled becomes an error
-    outcome saying so (with the original traceback)."""
+    """The pickled outcome; a value that cannot be pickled becomes an error outcome saying so."""
     try:
         return _pickler.dumps(outcome)
     except Exception as e:  # noqa: BLE001 - any pickling failure is reported, not raised
-        if outcome.ok:
-            return _pickler.dumps(Outcome(False, exception_repr=(
-                f"TypeError('the function returned a value that cannot be pickled: {e!r}')"),
-                traceback=""))
-        return _pickler.dumps(Outcome(False, None, None, outcome.exception_repr,
-                                      outcome.traceback))
+        return _pickler.dumps(Outcome(False, exception_repr=(
+            f"TypeError('the function returned a value that cannot be pickled: {e!r}')")))
 
 
 def load(path: str) -> Any:

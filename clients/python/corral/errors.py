@@ -23,6 +23,9 @@ class ApiError(CorralError):
         super().__init__(f"HTTP {status}" + (f" {self.title}" if self.title else "") +
                          (f": {self.detail}" if self.detail else ""))
 
+    def __reduce__(self):  # pickled as its arguments: it travels back from Executor jobs
+        return (ApiError, (self.status, self.problem))
+
 
 class ServerUnreachable(CorralError):
     """No server of the list answered within the retry timeout, or a request that is not safe to
@@ -43,6 +46,9 @@ class JobFailed(CorralError):
     def __init__(self, message: str, job: Optional[Any] = None):
         super().__init__(message)
         self.job = job
+
+    def __reduce__(self):
+        return (JobFailed, (str(self), self.job))
 
 
 class RemoteTraceback(CorralError):

@@ -90,8 +90,9 @@ class JobHandle:
         if outcome.ok:
             return outcome.value
         cause = RemoteTraceback(outcome.traceback or outcome.exception_repr)
-        if outcome.exception is not None:
-            raise outcome.exception from cause
+        exception = outcome.rebuilt_exception()
+        if exception is not None:
+            raise exception from cause
         raise JobFailed(f"job {self.id} rank {rank} raised {outcome.exception_repr}",
                         job) from cause
 

@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
         outcome = calls.Outcome(True, call.fn(*args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt travel too
         traceback.print_exc()
-        outcome = calls.Outcome(False, None, e, repr(e), traceback.format_exc())
+        outcome = calls.failed(e, traceback.format_exc())
     calls.write_atomically(calls.result_file(call_dir, element, context.rank),
                            calls.dump_outcome(outcome))
     return 0 if outcome.ok else 1

@@ -5,11 +5,12 @@ or a proxy would."""
 import http.server
 import json
 import os
+import pickle
 import threading
 import time
 import unittest
 
-from corral import ApiError, Client, ServerUnreachable, build_spec, parse_duration
+from corral import ApiError, Client, JobFailed, ServerUnreachable, build_spec, parse_duration
 
 
 class Server:
@@ -114,6 +115,14 @@ class TransportTest(unittest.TestCase):
         with self.assertRaises(ApiError) as e:
             Client(s.url, "t").get(1)
         self.assertEqual((e.exception.status, e.exception.detail), (502, '"bad gateway"'))
+
+
+class PickleTest(unittest.TestCase):
+    def test_the_client_errors_travel_back_from_jobs(self):
+        e = pickle.loads(pickle.dumps(ApiError(404, {"title": "not_found", "detail": "job 7"})))
+        self.assertEqual((e.status, e.title, e.detail, str(e)),
+                         (404, "not_found", "job 7", "HTTP 404 not_found: job 7"))
+        self.assertEqual(str(pickle.loads(pickle.dumps(JobFailed("gone", None)))), "gone")
 
 
 class SpecTest(unittest.TestCase):
