@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import site
 import sys
+import sysconfig
 import time
 from typing import Any, Callable, Iterable, Optional, Union
 
@@ -28,12 +30,17 @@ STDERR_TAIL_BYTES = 2000  # of a failed job's stderr, in JobFailed's message
 
 def _python_path() -> str:
     """This process's importable folders (sys.path, '' as the current folder), corral's own
-    first."""
+    first, less those the interpreter finds by itself (its standard library and site
+    folders)."""
+    own = {os.path.abspath(p) for p in site.getsitepackages()}
+    own.update(os.path.abspath(p) for key in ("stdlib", "platstdlib")
+               if (p := sysconfig.get_paths().get(key)))
     here = os.path.dirname(os.path.dirname(os.path.abspath(calls.__file__)))
     paths = [here]
     for p in sys.path:
         p = os.path.abspath(p or os.getcwd())
-        if p not in paths and os.path.exists(p):
+        inside_own = any(p == o or p.startswith(o + os.sep) for o in own)
+        if p not in paths and not inside_own and os.path.exists(p):
             paths.append(p)
     return os.pathsep.join(paths)
 

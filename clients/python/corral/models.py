@@ -61,30 +61,30 @@ class Checkpoint:
 @dataclass(frozen=True)
 class Job:
     """A job as GET /api/v1/jobs/{id} gives it; a listing's jobs (JobSummary) have no spec,
-    events, tasks, metrics or checkpoint."""
+    events, tasks, metrics or checkpoint. Its repr shows what identifies it and its state."""
     id: int
     state: JobState
     name: str = ""
     user: str = ""
     project: str = ""
-    priority: int = 0
-    submit_time: Optional[int] = None  # Unix seconds
-    start_time: Optional[int] = None
-    end_time: Optional[int] = None
-    total_gpu_milli: int = 0
+    priority: int = field(default=0, repr=False)
+    submit_time: Optional[int] = field(default=None, repr=False)  # Unix seconds
+    start_time: Optional[int] = field(default=None, repr=False)
+    end_time: Optional[int] = field(default=None, repr=False)
+    total_gpu_milli: int = field(default=0, repr=False)
     reason: str = ""
-    pending_reason: Optional[PendingReason] = None
-    estimated_start: Optional[int] = None
+    pending_reason: Optional[PendingReason] = field(default=None, repr=False)
+    estimated_start: Optional[int] = field(default=None, repr=False)
     array_id: Optional[int] = None
     array_index: Optional[int] = None
-    restarts: int = 0
-    spec: dict[str, Any] = field(default_factory=dict)
-    events: list[Event] = field(default_factory=list)
-    tasks: list[Task] = field(default_factory=list)
+    restarts: int = field(default=0, repr=False)
+    spec: dict[str, Any] = field(default_factory=dict, repr=False)
+    events: list[Event] = field(default_factory=list, repr=False)
+    tasks: list[Task] = field(default_factory=list, repr=False)
     metrics: dict[str, Union[float, str]] = field(default_factory=dict)  # the latest reported
-    metrics_at: Optional[int] = None
+    metrics_at: Optional[int] = field(default=None, repr=False)
     checkpoint: Optional[Checkpoint] = None
-    checkpoint_dir: Optional[str] = None
+    checkpoint_dir: Optional[str] = field(default=None, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property

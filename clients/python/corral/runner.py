@@ -32,8 +32,10 @@ def main(argv: list[str]) -> int:
     try:
         outcome = calls.Outcome(True, call.fn(*args, **kwargs))
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt travel too
-        traceback.print_exc()
-        outcome = calls.failed(e, traceback.format_exc())
+        # The function's frames only: the runner's own is noise to its author.
+        formatted = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
+        print(formatted, file=sys.stderr, end="", flush=True)
+        outcome = calls.failed(e, formatted)
     calls.write_atomically(calls.result_file(call_dir, element, context.rank),
                            calls.dump_outcome(outcome))
     return 0 if outcome.ok else 1
