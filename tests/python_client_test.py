@@ -129,7 +129,9 @@ def scenario_exception(corral, client, ex, prefix):
               isinstance(cause, corral.RemoteTraceback) and "in inner" in cause.text and
               "in boom" in cause.text and "ValueError: remote boom 7" in cause.text,
               repr(cause))
-    check("the job failed", client.get(h.id).state == corral.JobState.FAILED)
+    check("the job failed, its stderr has the traceback",
+          client.get(h.id).state == corral.JobState.FAILED and
+          "ValueError: remote boom 7" in h.logs("stderr"), h.logs("stderr"))
     try:
         ex.submit(raise_two_part).result(timeout=60)
         check("an exception that cannot be rebuilt here raises JobFailed", False, "none")
@@ -203,6 +205,25 @@ def scenario_should_stop(corral, client, ex, prefix):
           job.checkpoint is not None and job.checkpoint.path == out["path"] and
           job.checkpoint.step == out["step"], job.checkpoint)
     check("the report arrived", job.metrics.get("phase") == "stopped", job.metrics)
+
+
+def scenario_batch_and_logs(corral, client, ex, prefix):
+    script = f"#!/bin/bash\n#SBATCH -J {prefix}-batch\necho hello \"$1\"\necho oops >&2\n"
+    submitted = client.batch(script, args=["from batch"])
+    job = client.wait(submitted.id, timeout=60)
+    check("batch() runs a script's text with its #SBATCH name and args",
+          job.state is corral.JobState.SUCCEEDED and job.name == f"{prefix}-batch", job)
+    check("logs() gives stdout and stderr",
+          client.logs(job.id) == "hello from batch\n" and
+          client.logs(job.id, stream="stderr") == "oops\n",
+          (client.logs(job.id), client.logs(job.id, stream="stderr")))
+    os.makedirs(ex.folder, exist_ok=True)
+    path = os.path.join(ex.folder, f"{prefix}-job.sh")
+    with open(path, "w") as f:
+        f.write(script.replace("-batch", "-file"))
+    job = client.wait(client.batch(path).id, timeout=60)
+    check("batch() reads a script file", job.name == f"{prefix}-file" and
+          client.logs(job.id) == "hello \n", job)
 
 
 def scenario_list(corral, client, ex, prefix):
@@ -311,7 +332,8 @@ def scenario_folder_unseen(corral, client, ex, prefix):
 
 
 SCENARIOS = [scenario_pow, scenario_lambda, scenario_exception, scenario_array,
-             scenario_ranks, scenario_cancel, scenario_should_stop, scenario_list,
+             scenario_ranks, scenario_cancel, scenario_should_stop, scenario_batch_and_logs,
+             scenario_list,
              scenario_errors, scenario_server_list, scenario_folder_unseen]
 
 
