@@ -70,6 +70,7 @@ Result<Reply> ReplyOf(Result<HttpResponse> sent) {
 }
 
 Result<nlohmann::json> JsonOf(Result<HttpResponse> r) {
+  if (r.ok() && r->status == 204) return nlohmann::json();  // No Content: null
   auto reply = ReplyOf(std::move(r));
   if (!reply.ok()) return reply.status();
   return reply->Json();

@@ -76,6 +76,7 @@ class ApiClient {
   ~ApiClient();
 
   Result<nlohmann::json> Get(const std::string& path);
+  // Get, Post, Put, Delete: the answer's JSON; null for a 204 (No Content).
   Result<nlohmann::json> Post(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Put(const std::string& path, const nlohmann::json& body);
   Result<nlohmann::json> Delete(const std::string& path);

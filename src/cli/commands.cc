@@ -11,6 +11,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -19,6 +20,7 @@
 #include <utility>
 
 #include "cli/api_client.h"
+#include "cli/job_channel.h"
 #include "cli/job_wait.h"
 #include "cli/shell_command.h"
 #include "common/build_info.h"
@@ -33,6 +35,7 @@
 #include "protocol/api_account.h"
 #include "protocol/api_environment.h"
 #include "protocol/api_job.h"
+#include "protocol/api_job_report.h"
 #include "protocol/api_node.h"
 #include "protocol/api_partitions.h"
 #include "protocol/api_project.h"
@@ -230,11 +233,13 @@ Result<json> EnvFlags(const std::vector<std::string>& flags) {
   return env;
 }
 
-// Runs `body(client)` with the configured client; prints errors; returns the exit code.
+// Runs `body(client)` with the configured client (after `adjust`, when given); prints errors;
+// returns the exit code.
 template <typename Body>
-int WithClient(Body body) {
+int WithClient(Body body, const std::function<void(ClientConfig&)>& adjust = {}) {
   auto config = LoadClientConfig();
   if (!config.ok()) return Fail(config.status());
+  if (adjust) adjust(*config);
   ApiClient client(*config);
   Status s = body(client);
   return s.ok() ? 0 : Fail(s);
@@ -559,6 +564,24 @@ void PrintJob(const protocol::JobView& view) {
                                     : "unknown (nothing ahead of it says when: see why it waits)")
               << "\n";
   }
+  if (!view.progress.metrics.empty()) {
+    std::cout << "  metrics (" << Time(view.progress.metrics_at) << "):";
+    for (const auto& [key, value] : view.progress.metrics) {
+      // Numbers as typed (step=1200, not 1200.0), strings quoted.
+      const double* number = std::get_if<double>(&value);
+      std::cout << " " << key << "="
+                << (number && std::abs(*number) < 1e15 && *number == std::trunc(*number)
+                        ? std::to_string(static_cast<int64_t>(*number))
+                        : protocol::MetricValueJson(value).dump());
+    }
+    std::cout << "\n";
+  }
+  if (const auto& c = view.progress.checkpoint) {
+    std::cout << "  checkpoint: " << c->path;
+    if (c->step) std::cout << " (step " << *c->step << ")";
+    std::cout << " at " << Time(c->time) << "\n";
+  }
+  if (view.checkpoint_dir) std::cout << "  checkpoint folder: " << *view.checkpoint_dir << "\n";
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
   for (const protocol::TaskView& t : view.tasks) {
@@ -1090,6 +1113,48 @@ void AddJobCommands(CLI::App& app, int* exit_code) {
       }
       PrintJob(*view);
       return Status::Ok();
+    });
+  });
+
+  // The in-job channel (docs/in-job.md): inside a job, its own id and job token.
+  auto channel_job = std::make_shared<std::optional<int64_t>>();
+  auto in_job = [exit_code, channel_job](auto send) {
+    auto id = ChannelJob(*channel_job);
+    if (!id.ok()) {
+      *exit_code = Fail(id.status());
+      return;
+    }
+    *exit_code = WithClient([&](ApiClient& client) { return send(client, *id); },
+                            [&](ClientConfig& config) { UseJobToken(config, *id); });
+  };
+  CLI::App* report = job->add_subcommand(
+      "report",
+      "Report metrics of a job: KEY=VALUE... (numbers as numbers; inside a job, its own)");
+  auto metrics = std::make_shared<std::vector<std::string>>();
+  report->add_option("metrics", *metrics, "KEY=VALUE items")->required();
+  report->add_option("--job", *channel_job, "The job (default: CORRAL_JOB_ID, inside a job)");
+  report->callback([metrics, in_job] {
+    in_job([&](ApiClient& client, JobId id) -> Status {
+      auto body = ReportBody(*metrics);
+      if (!body.ok()) return body.status();
+      return client.Post("/api/v1/jobs/" + std::to_string(id.value()) + "/report", *body).status();
+    });
+  });
+  CLI::App* checkpoint = job->add_subcommand(
+      "checkpoint", "Record a job's latest checkpoint: PATH (absolute) [--step N]");
+  auto checkpoint_path = std::make_shared<std::string>();
+  auto step = std::make_shared<std::optional<int64_t>>();
+  checkpoint->add_option("path", *checkpoint_path, "The checkpoint's path")->required();
+  checkpoint->add_option("--step", *step, "The training step it holds")
+      ->check(CLI::NonNegativeNumber);
+  checkpoint->add_option("--job", *channel_job, "The job (default: CORRAL_JOB_ID, inside a job)");
+  checkpoint->callback([checkpoint_path, step, in_job] {
+    in_job([&](ApiClient& client, JobId id) -> Status {
+      // A relative path is the caller's folder's: the server records absolute paths.
+      json body = {{"path", std::filesystem::absolute(*checkpoint_path).lexically_normal()}};
+      if (*step) body["step"] = **step;
+      return client.Post("/api/v1/jobs/" + std::to_string(id.value()) + "/checkpoint", body)
+          .status();
     });
   });
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
+#include "protocol/api_job_report.h"
 #include "protocol/api_lists.h"
 
 namespace corral::protocol {
@@ -246,6 +247,8 @@ json ToJson(const JobView& j) {
                               {"basis", j.predicted_run_s->basis}};
   }
   if (!j.dependencies.empty()) out["dependencies"] = ListJson(j.dependencies, DependencyJson);
+  AddProgressJson(j.progress, out);
+  out["checkpoint_dir"] = j.checkpoint_dir ? json(*j.checkpoint_dir) : json();
   return out;
 }
 
@@ -305,6 +308,10 @@ Result<JobView> ParseJobView(const json& json) {
                                       j.dependencies.push_back(*d);
                                       return Status::Ok();
                                     }));
+  CORRAL_RETURN_IF_ERROR(ReadProgress(*r, j.progress));
+  std::string checkpoint_dir;
+  CORRAL_RETURN_IF_ERROR(r->String("checkpoint_dir", false, checkpoint_dir));
+  if (!checkpoint_dir.empty()) j.checkpoint_dir = checkpoint_dir;
   return j;
 }
 

@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "model/allocation.h"
+#include "model/job_report.h"
 #include "model/states.h"
 #include "protocol/job_spec.h"
 
@@ -137,6 +138,10 @@ struct JobView {
   // time limit (but in the grace after it).
   std::optional<RuntimePrediction> predicted_run_s;
   std::vector<DependencyView> dependencies;  // the spec's, in its order; absent from older servers
+  // The in-job channel (api_job_report.h; docs/in-job.md): what its tasks reported, and the
+  // folder they keep checkpoints in ("<checkpoint root>/<job id>"; none without a root).
+  model::JobProgress progress;
+  std::optional<std::string> checkpoint_dir;
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
+#include "protocol/api_account.h"
 #include "protocol/api_lists.h"
 #include "protocol/spec_fields.h"
 

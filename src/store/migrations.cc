@@ -393,6 +393,34 @@ BEGIN
 END $$;
 )sql";
 
+// Version 16 (docs/in-job.md): what a job's tasks report through the in-job channel. The latest
+// value of each key (at most 64 a job: the store checks), the numeric history (at most 1,000
+// points a job, the oldest deleted as new ones come), the latest checkpoint. Values are JSON
+// text (a number or a string). Purged with their job.
+constexpr char kJobReports[] = R"sql(
+CREATE TABLE job_metrics (
+  job_id BIGINT NOT NULL REFERENCES jobs (id),
+  name TEXT NOT NULL,
+  value_json TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  PRIMARY KEY (job_id, name)
+);
+CREATE TABLE job_metric_points (
+  id {id},
+  job_id BIGINT NOT NULL REFERENCES jobs (id),
+  name TEXT NOT NULL,
+  time BIGINT NOT NULL,
+  value_json TEXT NOT NULL
+);
+CREATE INDEX job_metric_points_by_job ON job_metric_points (job_id, id);
+CREATE TABLE job_checkpoints (
+  job_id BIGINT PRIMARY KEY REFERENCES jobs (id),
+  path TEXT NOT NULL,
+  step BIGINT CHECK (step >= 0),
+  time BIGINT NOT NULL
+);
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -421,6 +449,8 @@ const std::vector<Migration>& StoreMigrations() {
       {14, "retention of finished jobs: the GPU demand of purged jobs per hour", kJobRetention},
       {15, "write transactions in one round trip: fencing and compare-and-set checks",
        kOneTripChecks, "", MigrationOn::kPostgresOnly},
+      {16, "the in-job channel: reported metrics, their history, the latest checkpoint",
+       kJobReports},
   };
   return kMigrations;
 }

@@ -90,6 +90,11 @@ class SqlStore final : public Store {
   Status TransitionJobs(const std::vector<JobId>& ids, model::JobState from, model::JobState to,
                         const std::string& reason, Seconds now) override;
   Result<std::vector<JobEvent>> JobEvents(JobId id) override;
+  // sql_store_job_reports.cc
+  Status RecordJobReport(JobId id, const model::JobReport& report) override;
+  Status RecordJobCheckpoint(JobId id, const model::JobCheckpoint& checkpoint) override;
+  Result<model::JobProgress> JobProgress(JobId id) override;
+  Result<model::MetricSeries> JobMetricSeries(JobId id) override;
 
   Result<std::vector<TaskRecord>> AssignGang(JobId id, const std::vector<TaskAssignment>& tasks,
                                              Seconds now) override;
@@ -213,6 +218,8 @@ class SqlStore final : public Store {
   Status ExplainRefused(const JobWrite& write);
   // A job's state; NotFound naming the job when there is none.
   Result<model::JobState> JobStateLocked(JobId id);
+  // The state of a job not ended; NotFound, or FailedPrecondition once it has (under mu_).
+  Result<model::JobState> LiveJobStateLocked(JobId id);
   // The projects `name` is shared with, by name.
   Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.

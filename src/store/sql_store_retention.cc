@@ -103,9 +103,11 @@ Result<std::vector<JobId>> SqlStore::PurgeJobs(const std::vector<JobId>& ids, Se
                         "job_demand_hours.milli_gpu_s + excluded.milli_gpu_s",
                         demand)
             .status());
-    // Tasks and events reference their job: they go first.
+    // Tasks, events and reports reference their job: they go first.
     std::sort(purged.begin(), purged.end());
-    for (const char* table : {"job_events WHERE job_id", "tasks WHERE job_id", "jobs WHERE id"}) {
+    for (const char* table :
+         {"job_events WHERE job_id", "tasks WHERE job_id", "job_metrics WHERE job_id",
+          "job_metric_points WHERE job_id", "job_checkpoints WHERE job_id", "jobs WHERE id"}) {
       for (size_t begin = 0; begin < purged.size(); begin += kIdsPerStatement) {
         const size_t end = std::min(purged.size(), begin + kIdsPerStatement);
         SqlParams params;

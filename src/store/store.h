@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "common/units.h"
 #include "model/allocation.h"
+#include "model/job_report.h"
 #include "model/states.h"
 #include "model/submit_limits.h"
 #include "store/task_record.h"
@@ -453,6 +454,23 @@ class Store {
   virtual Status AddJobEvent(JobId id, const std::string& reason, Seconds now) = 0;
   // The job's events in the order they happened; the first is the submission.
   virtual Result<std::vector<JobEvent>> JobEvents(JobId id) = 0;
+
+  // The in-job channel (model/job_report.h, docs/in-job.md). A job not ended may record:
+  //  - a report (RecordJobReport): each key's value replaces its latest, numeric values are
+  //    appended to the job's history (at most model::kMaxMetricPoints points per job: the
+  //    oldest go in the same transaction), and the report's time becomes the job's metrics_at.
+  //    InvalidArgument naming "metrics" when the job would keep more than model::kMaxMetricKeys
+  //    keys (nothing is recorded then);
+  //  - its latest checkpoint (RecordJobCheckpoint), replacing the one before, with an event
+  //    "checkpoint PATH (step N)" at its time.
+  // Both: NotFound for an unknown job, FailedPrecondition for one that has ended. The report's
+  // bounds (keys, values, sizes) are the caller's to check (protocol/api_job_report.h).
+  virtual Status RecordJobReport(JobId id, const model::JobReport& report) = 0;
+  virtual Status RecordJobCheckpoint(JobId id, const model::JobCheckpoint& checkpoint) = 0;
+  // What the job has reported (nothing yet: empty); NotFound for an unknown job.
+  virtual Result<model::JobProgress> JobProgress(JobId id) = 0;
+  // The job's numeric history, oldest first per key; NotFound for an unknown job.
+  virtual Result<model::MetricSeries> JobMetricSeries(JobId id) = 0;
 
   // Tasks. AssignGang starts a gang in one transaction, before any agent hears of it: it moves
   // the job pending -> starting (with an event whose reason names the nodes), gives every task a

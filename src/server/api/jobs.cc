@@ -3,6 +3,7 @@
 
 #include <limits>
 
+#include "protocol/api_job_report.h"
 #include "protocol/batch_script.h"
 #include "server/api/http_api_impl.h"
 #include "server/api/job_listing.h"
@@ -56,6 +57,40 @@ void HttpApi::Impl::RegisterJobs(HttpServer& http) {
             }));
   http.Get(R"(/api/v1/jobs/(\d+)/logs)", Authed([this](const Principal& who, const auto& req,
                                                        auto& res) { Logs(who, req, res); }));
+  // The in-job channel (docs/in-job.md): what a job's tasks report, with its job token.
+  http.Post(R"(/api/v1/jobs/(\d+)/report)",
+            Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto id = PathId(req, "job");
+              if (!id.ok()) return SendProblem(res, id.status());
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto report = protocol::ParseJobReport(*body);
+              if (!report.ok()) return SendProblem(res, report.status());
+              Status s = controller_.Report(who, JobId(*id), std::move(report).value());
+              if (!s.ok()) return SendProblem(res, s);
+              res.status = 204;
+            }));
+  http.Post(R"(/api/v1/jobs/(\d+)/checkpoint)",
+            Authed([this](const Principal& who, const auto& req, auto& res) {
+              auto id = PathId(req, "job");
+              if (!id.ok()) return SendProblem(res, id.status());
+              auto body = ParseBody(req);
+              if (!body.ok()) return SendProblem(res, body.status());
+              auto checkpoint = protocol::ParseJobCheckpoint(*body);
+              if (!checkpoint.ok()) return SendProblem(res, checkpoint.status());
+              Status s =
+                  controller_.RecordCheckpoint(who, JobId(*id), std::move(checkpoint).value());
+              if (!s.ok()) return SendProblem(res, s);
+              res.status = 204;
+            }));
+  http.Get(R"(/api/v1/jobs/(\d+)/metrics)",
+           Authed([this](const Principal& who, const auto& req, auto& res) {
+             auto id = PathId(req, "job");
+             if (!id.ok()) return SendProblem(res, id.status());
+             auto series = controller_.MetricSeries(who, JobId(*id));
+             if (!series.ok()) return SendProblem(res, series.status());
+             SendJson(res, 200, protocol::MetricSeriesJson(*series));
+           }));
   http.Post(R"(/api/v1/arrays/(\d+)/cancel)",
             Authed([this](const Principal& who, const auto& req, auto& res) {
               auto id = PathId(req, "array");

@@ -207,6 +207,17 @@ class Controller {
   // The job with its events, tasks and, while pending, the pending reason.
   // Errors: NotFound (unknown, or in another project), Internal (its stored spec is unreadable).
   Result<protocol::JobView> JobView(const Principal& who, JobId id);
+  // The in-job channel (docs/in-job.md; controller_channel.cc). A report or a checkpoint of job
+  // `id`, at the clock's time, by its job token, its owner or an admin (the report's bounds
+  // checked by its parser, protocol/api_job_report.h). Errors: NotFound (unknown, or in another
+  // project), PermissionDenied (a member who is not the owner), FailedPrecondition (ended),
+  // InvalidArgument naming "metrics" (over the keys a job keeps: store.h).
+  Status Report(const Principal& who, JobId id, model::JobReport report);
+  Status RecordCheckpoint(const Principal& who, JobId id, model::JobCheckpoint checkpoint);
+  // The job's numeric metric history (store.h, JobMetricSeries). Errors: as JobView.
+  Result<model::MetricSeries> MetricSeries(const Principal& who, JobId id);
+  // "<checkpoint root>/<job id>": the job's CORRAL_CHECKPOINT_DIR; none without a root.
+  std::optional<std::string> CheckpointDirOf(JobId id) const;
   // One page of ListJobs.
   struct JobPage {
     std::vector<protocol::JobSummary> jobs;  // in the listing's order

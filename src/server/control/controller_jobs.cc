@@ -414,6 +414,10 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
       OutlivedBound(*record->start_time, job.time_limit, clock_.Now(), *out.predicted_run_s);
     }
   }
+  auto progress = store_.JobProgress(id);
+  if (!progress.ok()) return progress.status();
+  out.progress = std::move(progress).value();
+  out.checkpoint_dir = CheckpointDirOf(id);
   if (auto checks = CheckDependencies(spec->dependencies); checks.ok()) {
     for (const model::DependencyCheck& c : *checks) {
       out.dependencies.push_back({c.dependency, c.status});

@@ -411,9 +411,7 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
   // The in-job channel (docs/in-job.md): derived, so every server of the cluster sends the same.
   launch.job_token = JobToken(config_.session_key, job.record.id, job.record.submit_time);
-  if (!config_.checkpoint_root.empty()) {
-    launch.checkpoint_dir = config_.checkpoint_root + "/" + std::to_string(job.record.id.value());
-  }
+  launch.checkpoint_dir = CheckpointDirOf(job.record.id).value_or("");
   if (job.environment) {
     const auto node = nodes_.find(t.node);
     launch.environment = LaunchEnvironmentOf(
