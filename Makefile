@@ -172,7 +172,8 @@ test-faults: $(TEST_BUILD)
 faults: build
 	@$(call timed,fault harness (full run),python3 tests/faults/fault_run.py build/corral --plan full --scale $(FAULTS) --kinds "$(FAULT_KINDS)")
 
-# Flakiness check: test-e2e and test-distributed N times in a row (N=5: `make test-repeat N=10`),
+# Flakiness check: test-e2e, test-python, test-security and test-distributed N times in a row
+# (N=5: `make test-repeat N=10`),
 # on one build, stopping at the first failing run and naming it.
 test-repeat: build
 	@for i in $$(seq 1 $(N)); do \
