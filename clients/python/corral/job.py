@@ -7,7 +7,7 @@
         corral.job.report(loss=loss, step=step)
     corral.job.checkpoint(save(corral.job.checkpoint_dir()), step=step)
 
-It reads the task's environment (docs/control-plane.md, "Job states"): CORRAL_JOB_ID,
+It reads the task's environment (docs/in-job.md, the in-job channel): CORRAL_JOB_ID,
 CORRAL_SERVER, CORRAL_JOB_TOKEN, CORRAL_CHECKPOINT_DIR, CORRAL_STOP_FILE and the ranks.
 
 Importing this module installs a SIGTERM handler (in the main thread) that records the stop
