@@ -5,10 +5,12 @@
 #   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end,
+#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
+#                Python client,
 #                hostile clients, the dashboard's browser tests, distributed training, the fault
 #                harness's short run, then ASan+UBSan unit tests
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
+#   make test-python  the Python client's end-to-end tests (clients/python/, docs/python.md)
 #   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
 #                default), stopping at the first failure
 #   make build   Release build in build/ (binaries: build/corral, build/corral-daemon and
@@ -95,7 +97,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-repeat faults run sim-demo bench bench-web screenshots fuzz fuzz-build fuzz-ci lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-python test-repeat faults run sim-demo bench bench-web screenshots fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -129,7 +131,7 @@ web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
 # In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-security test-ha test-web test-distributed test-faults test-asan
+test: test-unit test-cli test-e2e test-python test-security test-ha test-web test-distributed test-faults test-asan
 	@echo; echo "make test: all passed"
 
 # Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
@@ -151,6 +153,12 @@ test-e2e: $(TEST_BUILD)
 	@$(call timed,fencing fault tests (server frozen; agent cut off: root),python3 tests/faults/fence_test.py build/corral)
 	@$(call timed,several-server clients end-to-end tests,python3 tests/ha/server_list_test.py build/corral)
 
+# The Python client (clients/python/, docs/python.md) against a real corral dev: installed offline
+# into a fresh venv, then from PYTHONPATH (bootstrap.sh test installs python3-venv,
+# python3-setuptools, python3-wheel and python3-cloudpickle).
+test-python: $(TEST_BUILD)
+	@$(call timed,Python client end-to-end tests,python3 tests/python_client_test.py build/corral)
+
 # Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
 test-distributed: $(TEST_BUILD)
 	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
@@ -165,12 +173,13 @@ test-faults: $(TEST_BUILD)
 faults: build
 	@$(call timed,fault harness (full run),python3 tests/faults/fault_run.py build/corral --plan full --scale $(FAULTS) --kinds "$(FAULT_KINDS)")
 
-# Flakiness check: test-e2e and test-distributed N times in a row (N=5: `make test-repeat N=10`),
+# Flakiness check: test-e2e, test-python, test-security and test-distributed N times in a row
+# (N=5: `make test-repeat N=10`),
 # on one build, stopping at the first failing run and naming it.
 test-repeat: build
 	@for i in $$(seq 1 $(N)); do \
 	  printf '\n######## test-repeat: run %d of %d\n' $$i $(N); \
-	  if ! $(MAKE) --no-print-directory test-e2e test-security test-distributed TEST_BUILD=; then \
+	  if ! $(MAKE) --no-print-directory test-e2e test-python test-security test-distributed TEST_BUILD=; then \
 	    printf '\ntest-repeat: run %d of %d FAILED (runs 1 to %d passed)\n' $$i $(N) $$((i - 1)); exit 1; fi; \
 	done; printf '\ntest-repeat: all %d runs passed\n' $(N)
 

@@ -33,6 +33,8 @@ test_packages=(
   time  # GNU time (/usr/bin/time): bench/macro.sh measures wall time and peak memory
   postgresql  # PostgreSQL 15 server for the store tests (scripts/with_postgres.sh)
   python3  # tests/e2e_test.py
+  # clients/python/ (docs/python.md): its offline venv install and lambdas that travel
+  python3-venv python3-setuptools python3-wheel python3-cloudpickle
   python3-torch  # tests/distributed_test.py: real PyTorch DDP (gloo, CPU) across two agents
   iproute2  # tests/distributed_test.py: network namespaces as separate hosts
   prometheus  # tests/e2e_monitoring_test.py: a real Prometheus scrapes GET /metrics

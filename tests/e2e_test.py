@@ -2246,6 +2246,73 @@ def test_container_environment(root):
         cleanup()
 
 
+def test_in_job_channel(root):
+    """docs/in-job.md: a task reports metrics and its checkpoint with `corral job report` and
+    `corral job checkpoint` and nothing but what corral gave it; its job token reads and reports
+    on its own job only (403 elsewhere) and stops working when the job ends (401); a cancelled
+    task finds the stop file, with the reason and the grace it has, before its SIGKILL."""
+    work = os.path.join(root, "channel")
+    checkpoints = os.path.join(work, "checkpoints")
+    os.makedirs(checkpoints)
+    c = Cluster(work, server_args=["--checkpoint-root", checkpoints])
+    try:
+        c.start_agent("n1", "2xT4")
+        check("agent joins", c.wait_nodes(1))
+        # The job keeps its token in a file for the test, then waits to be told to end.
+        script = (f'{CORRAL} job report loss=0.5 step=3 phase=warmup && '
+                  f'{CORRAL} job checkpoint "$CORRAL_CHECKPOINT_DIR/c1" --step 3 && '
+                  'echo "$CORRAL_JOB_TOKEN" > token.tmp && mv token.tmp token && '
+                  'for i in $(seq 600); do [ -e done ] && exit 0; sleep 0.1; done; exit 1')
+        job = submit(c, {"command": ["sh", "-c", script], "workdir": work})
+        other = submit(c, {"command": ["sleep", "60"], "workdir": work})
+        token_file = os.path.join(work, "token")
+        check("the job reports and checkpoints from inside", wait_for(
+            lambda: os.path.exists(token_file), 30), c.job(job).get("events"))
+        token = open(token_file).read().strip()
+        view = c.job(job)
+        check("the job shows its metrics, checkpoint and checkpoint folder",
+              view.get("metrics") == {"loss": 0.5, "step": 3, "phase": "warmup"}
+              and view.get("checkpoint", {}).get("path") == os.path.join(checkpoints, str(job), "c1")
+              and view["checkpoint"].get("step") == 3
+              and view.get("checkpoint_dir") == os.path.join(checkpoints, str(job))
+              and isinstance(view.get("metrics_at"), int), view)
+        status, series = c.api("GET", f"/api/v1/jobs/{job}/metrics")
+        check("the metric history has the numbers", status == 200 and
+              [p[1] for p in series["series"]["loss"]] == [0.5], series)
+        check("the checkpoint folder is the task user's, 0700",
+              os.stat(os.path.join(checkpoints, str(job))).st_mode & 0o777 == 0o700)
+        status, own = c.api("GET", f"/api/v1/jobs/{job}", token=token)
+        check("the job token reads its own job", status == 200 and own["id"] == job, own)
+        for method, path, body in (("GET", "/api/v1/jobs", None),
+                                   ("GET", f"/api/v1/jobs/{other}", None),
+                                   ("POST", "/api/v1/jobs", {"command": ["true"]}),
+                                   ("POST", f"/api/v1/jobs/{other}/report", {"metrics": {"x": 1}})):
+            status, answer = c.api(method, path, body, token=token)
+            check(f"the job token may not {method} {path}", status == 403 and
+                  "only read and report on its own job" in str(answer), (status, answer))
+        open(os.path.join(work, "done"), "w").close()
+        check("the job ends", c.wait_state(job, ("succeeded",), 30), c.job(job))
+        status, answer = c.api("GET", f"/api/v1/jobs/{job}", token=token)
+        check("once the job has ended its token is refused: 401", status == 401, (status, answer))
+
+        # A cancelled task sees the stop file before its SIGKILL: reason and grace.
+        seen = os.path.join(work, "stop-seen.json")
+        waiter = ('trap "" TERM; echo ready; while [ ! -e "$CORRAL_STOP_FILE" ]; do sleep 0.05; '
+                  'done; cat "$CORRAL_STOP_FILE" > stop-seen.tmp && mv stop-seen.tmp stop-seen.json')
+        stopped = submit(c, {"command": ["sh", "-c", waiter], "workdir": work})
+        check("the waiting job runs", c.wait_state(stopped, ("running",), 30), c.job(stopped))
+        check("it is ready", wait_for(lambda: "ready" in c.cli("logs", str(stopped)).stdout, 30))
+        c.api("POST", f"/api/v1/jobs/{stopped}/cancel", {})
+        check("the task wrote what the stop file says", wait_for(lambda: os.path.exists(seen), 30))
+        stop = json.load(open(seen)) if os.path.exists(seen) else {}
+        check("the stop file gives the reason and the grace (the server's --kill-grace)",
+              "cancelled" in stop.get("reason", "") and stop.get("grace_s") == 10
+              and stop.get("deadline", 0) >= time.time() - 60, stop)
+        check("the cancelled job ends", c.wait_state(stopped, ("cancelled",), 30), c.job(stopped))
+    finally:
+        c.stop()
+
+
 def run_tests(label, tests, root_mode=None):
     """Runs `tests` (each takes a scratch folder; --only NAME picks one) in one temporary folder
     (given `root_mode` when set), kept when a check failed; prints "<label>: N passed, M failed"
@@ -2286,7 +2353,7 @@ def main():
                      test_environments_venv_clone_and_share, test_environments_say_what_runs_here,
                      test_sessions_proxy_auth_and_idle_stop, test_interactive_shell,
                      test_tasks_run_as_their_submitters,
-                     test_container_environment))
+                     test_container_environment, test_in_job_channel))
 
 
 if __name__ == "__main__":

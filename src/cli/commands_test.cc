@@ -3,8 +3,11 @@
 #include "cli/commands.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <string>
+
+#include "cli/job_channel.h"
 
 namespace corral::cli {
 namespace {
@@ -29,6 +32,44 @@ TEST(AddClientCommandsTest, TheNamedCommandIsAddedWithItsGroupOnly) {
   CLI::App unknown;
   AddClientCommands(unknown, &exit_code, "jbos");  // did-you-mean needs them all
   EXPECT_EQ(unknown.get_subcommands([](CLI::App*) { return true; }).size(), commands.size());
+}
+
+// `corral job report` and `corral job checkpoint` (docs/in-job.md).
+TEST(JobChannelTest, ReportItemsAreNumbersWhenTheyParseWholeElseStrings) {
+  auto body = ReportBody(
+      {"loss=0.5", "step=3", "phase=warm up", "lr=1e-4", "tag=3x", "nan=nan", "empty=", "eq=a=b"});
+  ASSERT_TRUE(body.ok()) << body.status().message();
+  EXPECT_EQ(*body, nlohmann::json({{"metrics",
+                                    {{"loss", 0.5},
+                                     {"step", 3.0},
+                                     {"phase", "warm up"},
+                                     {"lr", 1e-4},
+                                     {"tag", "3x"},
+                                     {"nan", "nan"},
+                                     {"empty", ""},
+                                     {"eq", "a=b"}}}}));
+  EXPECT_FALSE(ReportBody({"novalue"}).ok());
+  EXPECT_FALSE(ReportBody({"=1"}).ok());
+}
+
+TEST(JobChannelTest, InsideAJobItsIdAndTokenAreUsedAndOutsideTheFlagAndTheUsersToken) {
+  unsetenv("CORRAL_JOB_ID");
+  unsetenv("CORRAL_JOB_TOKEN");
+  EXPECT_EQ(ChannelJob(std::nullopt).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChannelJob(12).value(), JobId(12));
+  setenv("CORRAL_JOB_ID", "7", 1);
+  setenv("CORRAL_JOB_TOKEN", "crj_7_x", 1);
+  EXPECT_EQ(ChannelJob(std::nullopt).value(), JobId(7));
+  ClientConfig config;
+  config.token = "crl_user";
+  UseJobToken(config, JobId(12));  // another job: the user's token
+  EXPECT_EQ(config.token, "crl_user");
+  UseJobToken(config, JobId(7));
+  EXPECT_EQ(config.token, "crj_7_x");
+  setenv("CORRAL_JOB_ID", "seven", 1);
+  EXPECT_EQ(ChannelJob(std::nullopt).status().code(), StatusCode::kInvalidArgument);
+  unsetenv("CORRAL_JOB_ID");
+  unsetenv("CORRAL_JOB_TOKEN");
 }
 
 }  // namespace

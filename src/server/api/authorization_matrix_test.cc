@@ -6,8 +6,9 @@
 // Callers: nobody (no credentials), a member (alice, of "default" and "vision", who owns the
 // resources the routes name: a job, an array, a session, an environment, a token, all in
 // "vision"), a member of another project (bob, of "default" only), an admin (root), an agent
-// (its node token and node name) and the cluster's join token. Job tokens are not built yet:
-// JobTokensAreNotBuiltYet holds their place.
+// (its node token and node name), the cluster's join token and the job token of alice's job (as
+// its launch carries it: docs/in-job.md), which may use only its own job's channel routes
+// (Rule::kAlicesJobOrAdmin) and the public ones: 403 elsewhere.
 //
 // Besides the status, every answer bob gets is searched for alice's work: no route may name her
 // or her project to him (the exposure rule of docs/security.md, "What others can see").
@@ -20,9 +21,10 @@
 namespace corral::server::api_testing {
 namespace {
 
-enum class Caller { kNobody, kMember, kOtherProject, kAdmin, kAgent, kJoinToken };
-constexpr Caller kCallers[] = {Caller::kNobody,       Caller::kAgent,  Caller::kJoinToken,
-                               Caller::kOtherProject, Caller::kMember, Caller::kAdmin};
+enum class Caller { kNobody, kMember, kOtherProject, kAdmin, kAgent, kJoinToken, kJobToken };
+constexpr Caller kCallers[] = {Caller::kNobody,   Caller::kAgent,        Caller::kJoinToken,
+                               Caller::kJobToken, Caller::kOtherProject, Caller::kMember,
+                               Caller::kAdmin};
 
 const char* NameOf(Caller c) {
   switch (c) {
@@ -38,6 +40,8 @@ const char* NameOf(Caller c) {
       return "an agent (node token)";
     case Caller::kJoinToken:
       return "the join token";
+    case Caller::kJobToken:
+      return "the job token of alice's job";
   }
   return "?";
 }
@@ -48,10 +52,12 @@ enum class Rule {
   kAnyUser,        // any user's API token
   kAdminOnly,      // an admin's token; a member's is 403
   kAlicesOrAdmin,  // alice's resource: her, or an admin; bob does not learn it exists (404)
-  kOwnToken,       // the caller's own token: bob's and the admin's are 404 too
-  kMetrics,        // an admin's token (or the metrics token); a member's is 403
-  kJoin,           // the join token only
-  kNode,           // the node's own token and name only
+  // alice's job's channel (docs/in-job.md): as kAlicesOrAdmin, and its job token too
+  kAlicesJobOrAdmin,
+  kOwnToken,  // the caller's own token: bob's and the admin's are 404 too
+  kMetrics,   // an admin's token (or the metrics token); a member's is 403
+  kJoin,      // the join token only
+  kNode,      // the node's own token and name only
 };
 
 // What a caller gets: through (the route ran: 2xx, 3xx, or 409 when a caller before it already
@@ -60,6 +66,11 @@ enum class Expect { kThrough, k401, k403, k404 };
 
 Expect Expected(Rule rule, Caller c) {
   const bool user = c == Caller::kMember || c == Caller::kOtherProject || c == Caller::kAdmin;
+  if (c == Caller::kJobToken) {
+    // Authenticated, but scoped to its job's channel; the agents' routes know no API token.
+    if (rule == Rule::kPublic || rule == Rule::kAlicesJobOrAdmin) return Expect::kThrough;
+    return rule == Rule::kJoin || rule == Rule::kNode ? Expect::k401 : Expect::k403;
+  }
   switch (rule) {
     case Rule::kPublic:
       return Expect::kThrough;
@@ -69,6 +80,7 @@ Expect Expected(Rule rule, Caller c) {
     case Rule::kMetrics:
       return !user ? Expect::k401 : c == Caller::kAdmin ? Expect::kThrough : Expect::k403;
     case Rule::kAlicesOrAdmin:
+    case Rule::kAlicesJobOrAdmin:
       return !user ? Expect::k401 : c == Caller::kOtherProject ? Expect::k404 : Expect::kThrough;
     case Rule::kOwnToken:
       return !user ? Expect::k401 : c == Caller::kMember ? Expect::kThrough : Expect::k404;
@@ -109,11 +121,23 @@ std::vector<Route> Matrix() {
       {"GET", "/api/v1/events/stream", "/api/v1/events/stream", nullptr, Rule::kAnyUser, true},
       {"POST", "/api/v1/jobs", "/api/v1/jobs", job, Rule::kAnyUser},
       {"GET", "/api/v1/jobs", "/api/v1/jobs?all=1", nullptr, Rule::kAnyUser},
-      {"GET", R"(/api/v1/jobs/(\d+))", "/api/v1/jobs/{job}", nullptr, Rule::kAlicesOrAdmin},
+      {"GET", R"(/api/v1/jobs/(\d+))", "/api/v1/jobs/{job}", nullptr, Rule::kAlicesJobOrAdmin},
+      {"POST",
+       R"(/api/v1/jobs/(\d+)/report)",
+       "/api/v1/jobs/{job}/report",
+       {{"metrics", {{"loss", 0.5}}}},
+       Rule::kAlicesJobOrAdmin},
+      {"POST",
+       R"(/api/v1/jobs/(\d+)/checkpoint)",
+       "/api/v1/jobs/{job}/checkpoint",
+       {{"path", "/checkpoints/c1"}},
+       Rule::kAlicesJobOrAdmin},
+      {"GET", R"(/api/v1/jobs/(\d+)/metrics)", "/api/v1/jobs/{job}/metrics", nullptr,
+       Rule::kAlicesJobOrAdmin},
       {"POST", R"(/api/v1/jobs/(\d+)/cancel)", "/api/v1/jobs/{job}/cancel", json::object(),
        Rule::kAlicesOrAdmin},
       {"GET", R"(/api/v1/jobs/(\d+)/logs)", "/api/v1/jobs/{job}/logs", nullptr,
-       Rule::kAlicesOrAdmin},
+       Rule::kAlicesJobOrAdmin},
       {"GET", R"(/api/v1/jobs/(\d+)/gpus)", "/api/v1/jobs/{job}/gpus", nullptr,
        Rule::kAlicesOrAdmin},
       // Bob's job, in "default" (alice is a member too), on the GPU it shares with hers.
@@ -278,7 +302,12 @@ class AuthorizationMatrixTest : public ApiTest, public ::testing::WithParamInter
     job_ = SubmitJob(alice_token_, half);
     half["project"] = "default";
     bob_job_ = SubmitJob(bob_token_, half);
-    ASSERT_EQ(RunPendingJobs("gpu-1", node_token_, 2).size(), 2u);
+    const json launches = RunPendingJobs("gpu-1", node_token_, 2);
+    ASSERT_EQ(launches.size(), 2u);
+    for (const json& launch : launches) {
+      if (launch["job_id"] == job_) job_token_ = launch["job_token"];
+    }
+    ASSERT_EQ(job_token_.rfind("crj_", 0), 0u) << launches;
     json array = TestJobSpec(2, "vision");
     array["array"] = {{"indices", {0, 1}}};
     const Answer arrays = Post("/api/v1/jobs", array, alice_token_);
@@ -322,6 +351,8 @@ class AuthorizationMatrixTest : public ApiTest, public ::testing::WithParamInter
         return {{"Authorization", "Bearer " + node_token_}, {protocol::kNodeHeader, "gpu-1"}};
       case Caller::kJoinToken:
         return {{"Authorization", std::string("Bearer ") + kJoinToken}};
+      case Caller::kJobToken:
+        return {{"Authorization", "Bearer " + job_token_}};
     }
     return {};
   }
@@ -368,7 +399,12 @@ class AuthorizationMatrixTest : public ApiTest, public ::testing::WithParamInter
     return a;
   }
 
+  void Configure(ControllerConfig& config) override {
+    config.session_key = "the-matrix-session-key-0123456789abcdef";
+  }
+
   std::string node_token_;
+  std::string job_token_;
   int64_t job_ = 0, bob_job_ = 0, array_ = 0, session_ = 0, token_ = 0;
 };
 
@@ -425,11 +461,6 @@ TEST(AuthorizationMatrix, EveryRegisteredRouteIsInTheMatrix) {
   for (const std::string& route : matrix) {
     EXPECT_TRUE(registered.count(route)) << route << " is in the matrix but not registered";
   }
-}
-
-TEST(AuthorizationMatrix, JobTokensAreNotBuiltYet) {
-  GTEST_SKIP() << "issue 15 asks for a job-token column once jobs get tokens of their own "
-                  "(a token a task holds to act for its job): add Caller::kJobToken then";
 }
 
 }  // namespace

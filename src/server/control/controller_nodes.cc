@@ -410,7 +410,9 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   // What its agent fences when it reaches no server: what the node's timeout requeues.
   launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
   // The in-job channel (docs/in-job.md): derived, so every server of the cluster sends the same.
-  launch.job_token = JobToken(config_.session_key, job.record.id, job.record.submit_time);
+  if (!config_.session_key.empty()) {
+    launch.job_token = JobToken(config_.session_key, job.record.id, job.record.submit_time);
+  }
   launch.checkpoint_dir = CheckpointDirOf(job.record.id).value_or("");
   if (job.environment) {
     const auto node = nodes_.find(t.node);
