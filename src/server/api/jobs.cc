@@ -17,6 +17,23 @@ namespace {
 
 constexpr int64_t kLogPageBytes = 1 << 20;  // the most one GET .../logs answers
 
+// A write of the in-job channel (POST .../report, .../checkpoint): the body read by `parse`,
+// handed to `record` for the path's job; 204 once recorded.
+template <typename Parse, typename Record>
+auto ChannelWrite(Parse parse, Record record) {
+  return [parse, record](const Principal& who, const HttpRequest& req, HttpResponse& res) {
+    auto id = PathId(req, "job");
+    if (!id.ok()) return SendProblem(res, id.status());
+    auto body = ParseBody(req);
+    if (!body.ok()) return SendProblem(res, body.status());
+    auto value = parse(*body);
+    if (!value.ok()) return SendProblem(res, value.status());
+    Status s = record(who, JobId(*id), std::move(value).value());
+    if (!s.ok()) return SendProblem(res, s);
+    res.status = 204;
+  };
+}
+
 }  // namespace
 
 void HttpApi::Impl::RegisterJobs(HttpServer& http) {
@@ -59,30 +76,15 @@ void HttpApi::Impl::RegisterJobs(HttpServer& http) {
                                                        auto& res) { Logs(who, req, res); }));
   // The in-job channel (docs/in-job.md): what a job's tasks report, with its job token.
   http.Post(R"(/api/v1/jobs/(\d+)/report)",
-            Authed([this](const Principal& who, const auto& req, auto& res) {
-              auto id = PathId(req, "job");
-              if (!id.ok()) return SendProblem(res, id.status());
-              auto body = ParseBody(req);
-              if (!body.ok()) return SendProblem(res, body.status());
-              auto report = protocol::ParseJobReport(*body);
-              if (!report.ok()) return SendProblem(res, report.status());
-              Status s = controller_.Report(who, JobId(*id), std::move(report).value());
-              if (!s.ok()) return SendProblem(res, s);
-              res.status = 204;
-            }));
+            Authed(ChannelWrite(&protocol::ParseJobReport,
+                                [this](const Principal& who, JobId id, model::JobReport report) {
+                                  return controller_.Report(who, id, std::move(report));
+                                })));
   http.Post(R"(/api/v1/jobs/(\d+)/checkpoint)",
-            Authed([this](const Principal& who, const auto& req, auto& res) {
-              auto id = PathId(req, "job");
-              if (!id.ok()) return SendProblem(res, id.status());
-              auto body = ParseBody(req);
-              if (!body.ok()) return SendProblem(res, body.status());
-              auto checkpoint = protocol::ParseJobCheckpoint(*body);
-              if (!checkpoint.ok()) return SendProblem(res, checkpoint.status());
-              Status s =
-                  controller_.RecordCheckpoint(who, JobId(*id), std::move(checkpoint).value());
-              if (!s.ok()) return SendProblem(res, s);
-              res.status = 204;
-            }));
+            Authed(ChannelWrite(&protocol::ParseJobCheckpoint,
+                                [this](const Principal& who, JobId id, model::JobCheckpoint c) {
+                                  return controller_.RecordCheckpoint(who, id, std::move(c));
+                                })));
   http.Get(R"(/api/v1/jobs/(\d+)/metrics)",
            Authed([this](const Principal& who, const auto& req, auto& res) {
              auto id = PathId(req, "job");
