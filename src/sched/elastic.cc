@@ -78,9 +78,12 @@ std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<
   return out;
 }
 
-std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
-                                     const std::vector<int>& free_gpus,
-                                     const std::vector<bool>& accepts, int need) {
+namespace {
+
+// One task's plan (see PlanShrink): its node and the resizes, or nullopt.
+std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
+    const std::vector<ElasticRun>& runs, const std::vector<int>& free_gpus,
+    const std::vector<bool>& accepts, int need) {
   // GPUs each node could give back: its free ones plus its elastic jobs' borrowed ones.
   std::vector<int> borrowed(free_gpus.size(), 0);
   for (const ElasticRun& r : runs) {
@@ -100,8 +103,7 @@ std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
     }
   }
   if (best < 0) return std::nullopt;
-  ShrinkPlan out{best, {}};
-  if (best_taken == 0) return out;
+  std::vector<Resize> out;
   std::vector<const ElasticRun*> on_node;
   for (const ElasticRun& r : runs) {
     if (r.node == best && r.gpus > r.range.min()) on_node.push_back(&r);
@@ -113,12 +115,44 @@ std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
   int short_by = best_taken;
   for (const ElasticRun* r : on_node) {
     if (short_by <= 0) break;
-    const int to = r->range.AtMost(std::max(r->range.min(), r->gpus - short_by));
     // AtMost(g) <= g, so the job gives back at least what is still short, or all it borrowed.
+    const int to = r->range.AtMost(std::max(r->range.min(), r->gpus - short_by));
     short_by -= r->gpus - to;
-    out.resizes.push_back({r->job, r->gpus, to, ResizeReason::kPendingJob});
+    out.push_back({r->job, r->gpus, to, ResizeReason::kPendingJob});
   }
-  return out;
+  return std::make_pair(best, std::move(out));
+}
+
+}  // namespace
+
+std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
+                                     const std::vector<int>& free_gpus,
+                                     const std::vector<bool>& accepts, int need, int tasks) {
+  // Each task sees the cluster as the tasks before it left it.
+  std::vector<ElasticRun> left = runs;
+  std::vector<int> free = free_gpus;
+  ShrinkPlan plan;
+  for (int task = 0; task < tasks; ++task) {
+    auto one = ShrinkForOneTask(left, free, accepts, need);
+    if (!one) return std::nullopt;
+    const auto& [node, resizes] = *one;
+    for (const Resize& z : resizes) {
+      free[node] += z.from - z.to;
+      for (ElasticRun& r : left) {
+        if (r.job == z.job) r.gpus = z.to;
+      }
+      auto same = std::find_if(plan.resizes.begin(), plan.resizes.end(),
+                               [&](const Resize& p) { return p.job == z.job; });
+      if (same == plan.resizes.end()) {
+        plan.resizes.push_back(z);
+      } else {
+        same->to = z.to;
+      }
+    }
+    free[node] -= need;
+    plan.nodes.push_back(node);
+  }
+  return plan;
 }
 
 }  // namespace corral::sched

@@ -100,18 +100,18 @@ bool GrowthAllowed(const ElasticRun& run, int to, const ResizeRules& rules, Seco
 std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<int> free_gpus,
                                const ResizeRules& rules, Seconds now);
 
-// Shrinks that make room for a pending one-node job of `need` whole GPUs: `free_gpus[n]` as
-// above, `accepts[n]` whether the job may run on node n. Picks the node that needs the fewest
-// GPUs taken back (ties: lower index), shrinks its elastic jobs with the most borrowed GPUs
-// first, each down its ladder only as far as still needed, never below MIN. nullopt when no
-// node can make room that way (the caller then falls back to preemption); no resizes when a
-// node already has room.
+// Shrinks that make room for a pending job of `tasks` tasks of `need` whole GPUs each:
+// `free_gpus[n]` as above, `accepts[n]` whether the job may run on node n. Task by task, picks
+// the node that needs the fewest GPUs taken back (ties: lower index), shrinks its elastic jobs
+// with the most borrowed GPUs first, each down its ladder only as far as still needed, never
+// below MIN. nullopt when some task finds no node that way (the caller then falls back to
+// preemption); no resizes when there is room already.
 struct ShrinkPlan {
-  NodeIndex node = -1;  // where the pending job fits once the resizes are made
-  std::vector<Resize> resizes;
+  std::vector<NodeIndex> nodes;  // per task, where it fits once the resizes are made
+  std::vector<Resize> resizes;   // at most one per job, in the order decided
 };
 std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
                                      const std::vector<int>& free_gpus,
-                                     const std::vector<bool>& accepts, int need);
+                                     const std::vector<bool>& accepts, int need, int tasks = 1);
 
 }  // namespace corral::sched

@@ -91,7 +91,7 @@ TEST(ElasticShrink, TakesBackBorrowedGpusOnTheCheapestNodeNeverBelowMin) {
   // 4 GPUs: node 1 needs 2 back (job 2 to MIN), node 0 needs 3: node 1 wins.
   auto plan = PlanShrink(runs, {1, 2}, {true, true}, 4);
   ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->node, 1);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{1});
   ASSERT_EQ(plan->resizes.size(), 1u);
   EXPECT_EQ(plan->resizes[0].job, JobId(2));
   EXPECT_EQ(plan->resizes[0].to, 2);
@@ -99,7 +99,7 @@ TEST(ElasticShrink, TakesBackBorrowedGpusOnTheCheapestNodeNeverBelowMin) {
   // Not allowed on node 1: node 0, job 1 down to 4 (frees 4 >= the 3 still short).
   plan = PlanShrink(runs, {1, 2}, {true, false}, 4);
   ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->node, 0);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{0});
   ASSERT_EQ(plan->resizes.size(), 1u);
   EXPECT_EQ(plan->resizes[0].to, 4);
   // 8 GPUs would need job 1 below its MIN: no plan, the caller may preempt.
@@ -107,8 +107,28 @@ TEST(ElasticShrink, TakesBackBorrowedGpusOnTheCheapestNodeNeverBelowMin) {
   // Room already: nothing to shrink.
   plan = PlanShrink(runs, {1, 2}, {true, true}, 2);
   ASSERT_TRUE(plan);
-  EXPECT_EQ(plan->node, 1);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{1});
   EXPECT_TRUE(plan->resizes.empty());
+}
+
+TEST(ElasticShrink, AGangShrinksJobsOnAsManyNodesAsItHasTasks) {
+  // Two tasks of 4: node 0 frees 4 from job 1 (8 -> 4), node 1 frees 4 from job 2 (8 -> 4).
+  std::vector<ElasticRun> runs = {Elastic(1, 4, 8, 8, 0), Elastic(2, 2, 8, 8, 1)};
+  auto plan = PlanShrink(runs, {0, 0}, {true, true}, 4, 2);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, (std::vector<NodeIndex>{0, 1}));
+  ASSERT_EQ(plan->resizes.size(), 2u);
+  EXPECT_EQ(plan->resizes[0].to, 4);
+  EXPECT_EQ(plan->resizes[1].to, 4);
+  // Three tasks: job 1 cannot go below its MIN of 4, job 2 gives 6 (to its MIN 2) on node 1 but
+  // only one task fits there after the first: no plan.
+  EXPECT_FALSE(PlanShrink(runs, {0, 0}, {true, true}, 4, 3));
+  // One job shrunk for two tasks on its node is one resize, to the last size.
+  auto twice = PlanShrink({Elastic(3, 1, 8, 8, 0)}, {0}, {true}, 2, 2);
+  ASSERT_TRUE(twice);
+  ASSERT_EQ(twice->resizes.size(), 1u);
+  EXPECT_EQ(twice->resizes[0].from, 8);
+  EXPECT_EQ(twice->resizes[0].to, 4);
 }
 
 TEST(ElasticShrink, MostBorrowedJobFirstOnANode) {
