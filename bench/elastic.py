@@ -37,7 +37,7 @@ from policies import Bench, flood_workload, sharing_file, table, fmt  # noqa: E4
 COMMON = ["--pass-interval", "60", "--checkpoint-interval", "1800", "--resize-cost", "60",
           "--resize-interval", "300"]
 ELASTIC = ["--elastic-share", "0.5", "--elastic-alpha", "0.8"]
-LLW = ["--victims", "least-lost-work", "--checkpoint-grace", "60", "--min-run", "300"]
+LLW = ["--victims", "least-lost-work", "--checkpoint-grace", "60"]
 CONFIGS = [
     ("rigid", []),
     ("elastic", ELASTIC),
@@ -108,15 +108,17 @@ HEADER = ["", "JCT mean (s)", "JCT p95 (s)", "mean JCT gain", "alloc % (makespan
 def part_jct(b):
     print("## JCT: rigid, elastic, elastic + least lost work\n")
     for label, nodes, trace in jct_workloads(b):
-        rows, base, cmds = [], None, []
-        for name, flags in CONFIGS:
-            r = b.replay(nodes, trace, *COMMON, *flags)
-            base = base or r
-            rows.append(row_of(name, r, base if r is not base else None))
-            cmds.append(command(b, nodes, os.path.basename(trace), [*COMMON, *flags]))
-        print(f"### {label}\n")
-        print(table(HEADER, rows))
-        print("\n```\n" + "\n".join(cmds) + "\n```\n")
+        for blocking in ("skip", "backfill"):
+            rows, base, cmds = [], None, []
+            for name, flags in CONFIGS:
+                run_flags = [*COMMON, "--blocking", blocking, *flags]
+                r = b.replay(nodes, trace, *run_flags)
+                base = base or r
+                rows.append(row_of(name, r, base if r is not base else None))
+                cmds.append(command(b, nodes, os.path.basename(trace), run_flags))
+            print(f"### {label}, FIFO, blocking {blocking}\n")
+            print(table(HEADER, rows))
+            print("\n```\n" + "\n".join(cmds) + "\n```\n")
 
 
 def part_lost(b):
@@ -124,8 +126,9 @@ def part_lost(b):
     quotas = sharing_file(b, "quotas.yaml", "projects: {a: {gpus: 64}, b: {gpus: 64}}\n")
     configs = [
         ("today's rule (priority, over quota, newest)", []),
-        ("least lost work, no grace", ["--victims", "least-lost-work", "--min-run", "300"]),
+        ("least lost work, no grace", ["--victims", "least-lost-work"]),
         ("least lost work + 60 s grace", LLW),
+        ("least lost work + 60 s grace + 300 s minimum run", LLW + ["--min-run", "300"]),
         ("elastic F=0.5, today's rule", ELASTIC),
         ("elastic F=0.5 + least lost work + grace", ELASTIC + LLW),
     ]
@@ -177,24 +180,20 @@ def part_sweep(b, plots):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("corral", nargs="?", default=os.path.join(HERE, "..", "build", "corral"))
-    p.add_argument("--traces", default=os.environ.get(
-        "CORRAL_SHARED_TRACES", os.path.join(HERE, "..", "..", "shared", "traces")))
     p.add_argument("--only", default="jct,lost,sweep")
+    p.add_argument("corral", nargs="?", default=os.path.join(HERE, "..", "build", "corral"))
+    traces = os.path.join(HERE, "..", "..", "shared", "traces")
+    p.add_argument("--traces", default=os.environ.get("CORRAL_SHARED_TRACES", traces))
     p.add_argument("--work", help="keep the generated workloads in this folder")
     p.add_argument("--plots", help="write the sweep's SVGs under this folder")
     args = p.parse_args()
-    parts = set(args.only.split(","))
+    plots = args.plots and os.path.abspath(args.plots)
+    parts = {"jct": part_jct, "lost": part_lost, "sweep": lambda b: part_sweep(b, plots)}
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.work or tmp
-        os.makedirs(work, exist_ok=True)
-        b = Bench(os.path.abspath(args.corral), args.traces, work)
-        if "jct" in parts:
-            part_jct(b)
-        if "lost" in parts:
-            part_lost(b)
-        if "sweep" in parts:
-            part_sweep(b, args.plots and os.path.abspath(args.plots))
+        os.makedirs(args.work or tmp, exist_ok=True)
+        b = Bench(os.path.abspath(args.corral), args.traces, args.work or tmp)
+        for name in args.only.split(","):
+            parts[name](b)
         print(f"({b.runs} simulator runs, {b.wall:.1f} s of wall time)")
 
 

@@ -645,9 +645,11 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
     return static_cast<double>(ProjectUsage(run.job.project)) / static_cast<double>(quota);
   };
   // Least lost work keeps today's first rule (priority) and replaces "most over quota" by the
-  // work the victim would lose: among equals, the cheapest loss goes first.
+  // work the victim would lose per GPU it frees (the time since its last checkpoint): victims
+  // are taken until the job fits, so the cheapest GPUs, not the cheapest jobs, go first.
   auto second_key = [&](JobId id, const Running& run) {
-    return config_.victims == VictimOrder::kLeastLostWork ? LostWorkOf(id, now) : -over_quota(run);
+    if (config_.victims == VictimOrder::kPriority) return -over_quota(run);
+    return LostWorkOf(id, now) / static_cast<double>(std::max<int64_t>(1, MilliOf(run.job)));
   };
   std::sort(candidates.begin(), candidates.end(), [&](JobId a, JobId b) {
     const Running& ra = running_.at(a);

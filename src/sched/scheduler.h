@@ -76,8 +76,11 @@ Result<Blocking> ParseBlocking(std::string_view name);
 
 // How reclaim picks its victims among the borrowed jobs of other projects.
 enum class VictimOrder {
-  kPriority,       // lowest priority, then most over quota, then most recently started
-  kLeastLostWork,  // lowest priority, then least work lost (LostWorkOf), then most recent
+  kPriority,  // lowest priority, then most over quota, then most recently started
+  // Lowest priority, then least work lost per GPU freed (LostWorkOf / GPUs: the time since the
+  // last checkpoint), then most recent: victims are taken until the job fits, so the cheapest
+  // GPUs go first.
+  kLeastLostWork,
 };
 // "priority" | "least-lost-work"
 Result<VictimOrder> ParseVictimOrder(std::string_view name);

@@ -712,54 +712,62 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
         (void)s.NoteCheckpoint(trace.jobs[i].job.id, Seconds(last_checkpoint(runs[i], t)));
       }
     }
-    const sched::Decisions decisions = s.Schedule(Seconds(t));
-    // Victims first (they ran before this pass; the scheduler does not preempt a job in the pass
-    // that started it), then the starts, which may restart a victim at once.
-    for (const sched::Preemption& preempted : decisions.preemptions) {
-      const size_t i = index_of.at(preempted.job);
-      if (runs[i].run_start < 0) {
-        return Status(StatusCode::kInternal, "the scheduler preempted job " +
-                                                 std::to_string(preempted.job.value()) +
-                                                 ", which was not running");
+    // With elastic jobs, a second pass when shrinks after the first made room that its
+    // placements left for someone else (the placer need not pick the node a shrink chose).
+    for (int pass = 0; pass < 2; ++pass) {
+      const sched::Decisions decisions = s.Schedule(Seconds(t));
+      // Victims first (they ran before this pass; the scheduler does not preempt a job in the pass
+      // that started it), then the starts, which may restart a victim at once.
+      for (const sched::Preemption& preempted : decisions.preemptions) {
+        const size_t i = index_of.at(preempted.job);
+        if (runs[i].run_start < 0) {
+          return Status(StatusCode::kInternal, "the scheduler preempted job " +
+                                                   std::to_string(preempted.job.value()) +
+                                                   ", which was not running");
+        }
+        stop_run(i, t);
+        if (runs[i].range) {
+          // Queued again at the size it ran at: an elastic job waits for its MIN only.
+          CORRAL_RETURN_IF_ERROR(s.Cancel(preempted.job));
+          CORRAL_RETURN_IF_ERROR(s.Submit(at_min(i)));
+        }
+        pending_jobs.emplace(outcomes[i].submit_s, i);
+        ++outcomes[i].preemptions;
+        ++result.projects[outcomes[i].project].preemptions;
+        ++result.preemptions;
       }
-      stop_run(i, t);
-      if (runs[i].range) {
-        // Queued again at the size it ran at: an elastic job waits for its MIN only.
-        CORRAL_RETURN_IF_ERROR(s.Cancel(preempted.job));
-        CORRAL_RETURN_IF_ERROR(s.Submit(at_min(i)));
+      for (const sched::JobStart& start : decisions.starts) {
+        const size_t i = index_of.at(start.job);
+        JobRun& r = runs[i];
+        r.run_start = t;
+        r.since = t;
+        r.saved_at = t;
+        r.last_resize = t;
+        r.milli = 0;
+        for (const sched::Allocation& a : start.tasks) {
+          for (const sched::GpuShare& g : a.gpus) r.milli += g.milli.value();
+        }
+        if (r.range) {
+          r.gpus = static_cast<int>(start.tasks.front().gpus.size());
+          r.rate = sched::Speedup(request_of(i), r.gpus, config.resize.alpha);
+        }
+        pending_jobs.erase({outcomes[i].submit_s, i});
+        std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
+        for (const sched::Allocation& a : start.tasks) {
+          nodes_now.push_back(a.node);
+          meter.Touch(a.node);
+        }
+        if (start.tasks.size() > 1) count_gang(nodes_now);
+        ReplayJob& outcome = outcomes[i];
+        if (outcome.first_start_s < 0) outcome.first_start_s = t;
+        outcome.start_s = t;
+        shares.Change(outcome.project, r.milli, 0);
+        completions.emplace(r.EndAt(duration(i)), start.job.value(), r.attempt);
       }
-      pending_jobs.emplace(outcomes[i].submit_s, i);
-      ++outcomes[i].preemptions;
-      ++result.projects[outcomes[i].project].preemptions;
-      ++result.preemptions;
-    }
-    for (const sched::JobStart& start : decisions.starts) {
-      const size_t i = index_of.at(start.job);
-      JobRun& r = runs[i];
-      r.run_start = t;
-      r.since = t;
-      r.saved_at = t;
-      r.last_resize = t;
-      r.milli = 0;
-      for (const sched::Allocation& a : start.tasks) {
-        for (const sched::GpuShare& g : a.gpus) r.milli += g.milli.value();
-      }
-      if (r.range) {
-        r.gpus = static_cast<int>(start.tasks.front().gpus.size());
-        r.rate = sched::Speedup(request_of(i), r.gpus, config.resize.alpha);
-      }
-      pending_jobs.erase({outcomes[i].submit_s, i});
-      std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
-      for (const sched::Allocation& a : start.tasks) {
-        nodes_now.push_back(a.node);
-        meter.Touch(a.node);
-      }
-      if (start.tasks.size() > 1) count_gang(nodes_now);
-      ReplayJob& outcome = outcomes[i];
-      if (outcome.first_start_s < 0) outcome.first_start_s = t;
-      outcome.start_s = t;
-      shares.Change(outcome.project, r.milli, 0);
-      completions.emplace(r.EndAt(duration(i)), start.job.value(), r.attempt);
+      if (pass == 1 || result.elastic_jobs == 0) break;
+      const int64_t shrinks_before = result.shrinks;
+      CORRAL_RETURN_IF_ERROR(make_room(t));
+      if (result.shrinks == shrinks_before) break;
     }
     if (result.elastic_jobs > 0) CORRAL_RETURN_IF_ERROR(grow(t));
     if (config.eta_queue_rows > 0 && next_arrival > arrived_from) {

@@ -521,14 +521,21 @@ TEST(ReplayElastic, AJobAloneStartsAtWhatIsIdleAndRunsFaster) {
   EXPECT_NEAR(r->gpu_alloc_pct_mean, 100, 1e-9);
 }
 
-TEST(ReplayElastic, ShrinksForAnArrivalAndGrowsBackWhenGpusFree) {
+// Two elastic jobs asking 4 GPUs for 1,000 s on 8 GPUs, the second arriving at 100; linear
+// speed-up, 10 s per resize, growth no sooner than `interval` after a resize.
+Result<ReplayResult> TwoElasticJobs(int64_t interval) {
   Trace trace;
   trace.jobs = {MakeTraceJob(0, 4, 0, 1000), MakeTraceJob(1, 4, 100, 1000)};
   ReplayConfig config{"bestfit"};
   config.elastic_share = 1;
   config.resize.alpha = 1;
   config.resize.restart_cost = Seconds(10);
-  auto r = RunReplay(OneNode(8), trace, config);
+  config.resize.min_interval = Seconds(interval);
+  return RunReplay(OneNode(8), trace, config);
+}
+
+TEST(ReplayElastic, ShrinksForAnArrivalAndGrowsBackWhenGpusFree) {
+  auto r = TwoElasticJobs(300);
   ASSERT_TRUE(r.ok()) << r.status().message();
   // Job 0: 8 GPUs (rate 2) until 100: 200 s of work. Shrunk to 4 for job 1 at 100, restarts
   // at 110 at rate 1: ends at 910. Job 1 starts at 100 at 4 (its MIN 2 plus what is idle) and
@@ -543,14 +550,7 @@ TEST(ReplayElastic, ShrinksForAnArrivalAndGrowsBackWhenGpusFree) {
 }
 
 TEST(ReplayElastic, GrowthWaitsForTheResizeInterval) {
-  Trace trace;
-  trace.jobs = {MakeTraceJob(0, 4, 0, 1000), MakeTraceJob(1, 4, 100, 1000)};
-  ReplayConfig config{"bestfit"};
-  config.elastic_share = 1;
-  config.resize.alpha = 1;
-  config.resize.restart_cost = Seconds(10);
-  config.resize.min_interval = Seconds(5000);
-  auto r = RunReplay(OneNode(8), trace, config);
+  auto r = TwoElasticJobs(5000);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->shrinks, 1);  // shrinks are never held back
   EXPECT_EQ(r->grows, 0);

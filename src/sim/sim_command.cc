@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "predict/demand_forecast.h"
@@ -239,22 +240,9 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
   auto victims = sched::ParseVictimOrder(f.victims);
   if (!victims.ok()) return InvalidArgument("--victims: " + victims.status().message());
   config.victims = *victims;
-  constexpr int64_t kMaxSeconds = 365LL * 86400;  // a year: every time flag is bounded
-  for (auto [flag, value] : {std::pair{"--resize-cost", f.resize_cost_s},
-                             {"--resize-interval", f.resize_interval_s},
-                             {"--checkpoint-interval", f.checkpoint_interval_s},
-                             {"--checkpoint-grace", f.checkpoint_grace_s},
-                             {"--min-run", f.min_run_s}}) {
-    if (value < 0 || value > kMaxSeconds) {
-      return InvalidArgument(std::string(flag) + ": must be seconds in [0, 31536000]");
-    }
-  }
   config.resize = f.resize;
   config.resize.restart_cost = Seconds(f.resize_cost_s);
   config.resize.min_interval = Seconds(f.resize_interval_s);
-  if (Status s = sched::Validate(config.resize); !s.ok()) {
-    return InvalidArgument("--resize-budget: " + s.message());
-  }
   config.checkpoint_interval_s = f.checkpoint_interval_s;
   config.checkpoint_grace_s = f.checkpoint_grace_s;
   config.min_run_before_preemption_s = f.min_run_s;
@@ -495,17 +483,22 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Share of the one-task whole-GPU jobs made elastic (list: a sweep; default 0)");
   r->add_option("--elastic-alpha", replay->elastic_alpha,
                 "Elastic throughput ∝ GPUs^A (list: a sweep; default 0.8)");
-  r->add_option("--resize-cost", replay->resize_cost_s,
-                "Seconds of progress a resize loses (default 60)");
-  r->add_option("--resize-interval", replay->resize_interval_s,
-                "No growth sooner than this after a job's last resize, seconds (default 300)");
-  r->add_option("--resize-budget", replay->resize.budget, "Resizes per job (default 20)");
-  r->add_option("--checkpoint-interval", replay->checkpoint_interval_s,
-                "Every job checkpoints this often, seconds (0: never)");
-  r->add_option("--checkpoint-grace", replay->checkpoint_grace_s,
-                "Seconds a victim gets to checkpoint before it stops (0: none, as today)");
+  // Durations in seconds, at most a year each.
+  for (auto [flag, value, help] :
+       {std::tuple{"--resize-cost", &replay->resize_cost_s,
+                   "Seconds of progress a resize loses (default 60)"},
+        {"--resize-interval", &replay->resize_interval_s,
+         "No growth sooner than this after a job's last resize, seconds (default 300)"},
+        {"--checkpoint-interval", &replay->checkpoint_interval_s,
+         "Every job checkpoints this often, seconds (0: never)"},
+        {"--checkpoint-grace", &replay->checkpoint_grace_s,
+         "Seconds a victim gets to checkpoint before it stops (0: none, as today)"},
+        {"--min-run", &replay->min_run_s, "Seconds a job runs before it can be preempted"}}) {
+    r->add_option(flag, *value, help)->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  }
+  r->add_option("--resize-budget", replay->resize.budget, "Resizes per job (default 20)")
+      ->check(CLI::Range(0, 1'000'000));
   r->add_option("--victims", replay->victims, "Reclaim victims: priority or least-lost-work");
-  r->add_option("--min-run", replay->min_run_s, "Seconds a job runs before it can be preempted");
   r->add_option("--scale-nodes", replay->scale_nodes, "Scale the cluster by this factor");
   r->add_option("--seed", replay->seed, "Seed for tie order and node scaling");
   r->add_flag("--no-frag", replay->no_frag, "Do not track fragmentation over time (faster)");
