@@ -153,6 +153,29 @@ expect_exit 2 "--las-thresholds: '10'" -- \
 expect_exit 2 "pass-interval" -- \
   "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --pass-interval -5
 
+# Checkpoints and elastic jobs (docs/elastic.md). Job 1 is preempted at 10, 10 s after its last
+# checkpoint (at its start): with a 5 s grace to checkpoint it loses 5 s × 4 GPUs, not 10 s,
+# and resumes at 60 with 90 s left.
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/sharing.yaml" \
+  --checkpoint-interval 20 --checkpoint-grace 5 --victims least-lost-work -o json)
+python3 -c 'import json,sys; d=json.load(sys.stdin); r=d["results"][0]
+assert d["config"]["victims"]=="least-lost-work" and d["config"]["checkpoint_grace_s"]==5, d["config"]
+assert r["lost_gpu_s"]==20 and r["makespan_s"]==150, r' <<<"$out" && ok || fail "replay --checkpoint-grace: $out"
+# A sweep: every (alpha, share) pair is a result, and --out plots them.
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --elastic-share 0,1 \
+  --elastic-alpha 0.5,1 --out "$work/sweep" -o json)
+python3 -c 'import json,sys; rs=json.load(sys.stdin)["results"]
+assert [(r["elastic"]["alpha"], r["elastic"]["share"]) for r in rs]==[(0.5,0),(0.5,1),(1,0),(1,1)], rs
+assert rs[0]["elastic"]["jobs"]==0 and rs[1]["elastic"]["jobs"]==2, rs' <<<"$out" &&
+  [ -f "$work/sweep/elastic_jct.svg" ] && [ -f "$work/sweep/elastic_alloc.svg" ] &&
+  ok || fail "replay elastic sweep: $out"
+expect_exit 2 "--elastic-share: '1.5': must be numbers in \[0, 1\]" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --elastic-share 0.5,1.5
+expect_exit 2 "--victims: unknown victim order 'newest'" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --victims newest
+expect_exit 2 "resize-cost" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --resize-cost -1
+
 # Generated workloads round-trip through replay; same seed, same bytes.
 "$corral" sim gen --jobs 300 --seed 5 --out "$work/g1.jsonl" 2>/dev/null
 "$corral" sim gen --jobs 300 --seed 5 --out "$work/g2.jsonl" 2>/dev/null

@@ -52,6 +52,17 @@ Result<Blocking> ParseBlocking(std::string_view name) {
                          "' (known: skip, strict, backfill)");
 }
 
+Result<VictimOrder> ParseVictimOrder(std::string_view name) {
+  if (name == "priority") return VictimOrder::kPriority;
+  if (name == "least-lost-work") return VictimOrder::kLeastLostWork;
+  return InvalidArgument("unknown victim order '" + std::string(name) +
+                         "' (known: priority, least-lost-work)");
+}
+
+std::string_view VictimOrderName(VictimOrder order) {
+  return order == VictimOrder::kPriority ? "priority" : "least-lost-work";
+}
+
 Seconds DefaultEstimate(const model::Job& job) {
   if (job.time_limit && job.time_limit->value() > 0) return *job.time_limit;
   if (job.expected_duration && job.expected_duration->value() > 0) return *job.expected_duration;
@@ -403,6 +414,57 @@ Status Scheduler::Finish(JobId job) {
   return Status::Ok();
 }
 
+Status Scheduler::NoteCheckpoint(JobId job, Seconds at) {
+  auto it = running_.find(job);
+  if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
+  it->second.checkpoint = at;
+  return Status::Ok();
+}
+
+double Scheduler::LostWorkOf(JobId job, Seconds now) const {
+  auto it = running_.find(job);
+  if (it == running_.end()) return 0;
+  const Running& run = it->second;
+  const int64_t since = std::max(run.start.value(), run.checkpoint.value_or(run.start).value());
+  return static_cast<double>(MilliOf(run.job)) * static_cast<double>(now.value() - since) / 1000.0;
+}
+
+Status Scheduler::Resize(JobId job, int gpus, Seconds now) {
+  auto it = running_.find(job);
+  if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
+  Running& run = it->second;
+  if (run.tasks.size() != 1 || run.job.resources.gpu_milli.value() != kWholeGpu.value()) {
+    return InvalidArgument("job " + Id(job) + ": only a one-task job of whole GPUs resizes");
+  }
+  if (gpus < 1) return InvalidArgument("gpus: must be at least 1");
+  const Allocation old = run.tasks.front();
+  Allocation resized = old;
+  resized.gpus.clear();
+  const int keep = std::min<int>(gpus, static_cast<int>(old.gpus.size()));
+  resized.gpus.assign(old.gpus.begin(), old.gpus.begin() + keep);
+  const NodeState& node = state_.node(old.node);
+  for (int g = 0;
+       g < static_cast<int>(node.gpu_free.size()) && static_cast<int>(resized.gpus.size()) < gpus;
+       ++g) {
+    if (node.gpu_free[g] == kWholeGpu.value()) {
+      resized.gpus.push_back(GpuShare{g, kWholeGpu});
+    }
+  }
+  if (static_cast<int>(resized.gpus.size()) < gpus) {
+    return FailedPrecondition("job " + Id(job) + ": not enough free GPUs on its node to grow");
+  }
+  model::Job job_then = run.job;
+  job_then.resources.gpus = GpuCount(gpus);
+  const int64_t start_seq = run.start_seq;
+  StopRunning(job);  // releases the old allocation and uncharges its use
+  // The new allocation holds some of the old GPUs and GPUs that were free besides them, with
+  // the same CPU and memory: it fits now that the old one is released.
+  (void)state_.Allocate(resized);
+  StartRunning(std::move(job_then), {resized}, now);
+  running_.at(job).start_seq = start_seq;
+  return Status::Ok();
+}
+
 Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& tasks,
                         Seconds started) {
   CORRAL_RETURN_IF_ERROR(model::Validate(job));
@@ -536,8 +598,8 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
                                                           Seconds now,
                                                           std::vector<Preemption>& preemptions) {
   const TaskRequest& request = RequestOf(shape);
-  // Candidates: borrowed jobs of other projects holding GPUs the job could use, cheapest loss
-  // first: lowest priority, then most over quota, then most recently started.
+  // Candidates: borrowed jobs of other projects holding GPUs the job could use, that have run
+  // at least min_run_before_preemption, cheapest loss first (config_.victims).
   // The borrowed set at the start of this pass, less what stopped since; jobs started in this
   // pass are not candidates (they were placed ahead of this job by the pass's own order).
   if (!borrowed_) borrowed_ = BorrowedJobs();
@@ -553,6 +615,10 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
     }
     const Running& run = it->second;
     if (run.job.project == job.project) continue;
+    if (now.value() - run.start.value() < config_.min_run_before_preemption.value()) {
+      skipped_recent = true;  // a candidate once it has run long enough
+      continue;
+    }
     int64_t useful = 0;
     for (const Allocation& a : run.tasks) {
       const NodeState& node = state_.node(a.node);
@@ -578,11 +644,18 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
     const int64_t quota = std::max<int64_t>(1, QuotaOf(p, run.bucket));
     return static_cast<double>(ProjectUsage(run.job.project)) / static_cast<double>(quota);
   };
+  // Least lost work keeps today's first rule (priority) and replaces "most over quota" by the
+  // work the victim would lose per GPU it frees (the time since its last checkpoint): victims
+  // are taken until the job fits, so the cheapest GPUs, not the cheapest jobs, go first.
+  auto second_key = [&](JobId id, const Running& run) {
+    if (config_.victims == VictimOrder::kPriority) return -over_quota(run);
+    return LostWorkOf(id, now) / static_cast<double>(std::max<int64_t>(1, MilliOf(run.job)));
+  };
   std::sort(candidates.begin(), candidates.end(), [&](JobId a, JobId b) {
     const Running& ra = running_.at(a);
     const Running& rb = running_.at(b);
-    return std::make_tuple(ra.job.priority, -over_quota(ra), -ra.start_seq) <
-           std::make_tuple(rb.job.priority, -over_quota(rb), -rb.start_seq);
+    return std::make_tuple(ra.job.priority, second_key(a, ra), -ra.start_seq) <
+           std::make_tuple(rb.job.priority, second_key(b, rb), -rb.start_seq);
   });
   return PreemptFor(
       shape, job, candidates,

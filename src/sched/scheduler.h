@@ -74,6 +74,18 @@ std::string_view QueueOrderName(QueueOrder order);
 // "skip" | "strict" | "backfill"
 Result<Blocking> ParseBlocking(std::string_view name);
 
+// How reclaim picks its victims among the borrowed jobs of other projects.
+enum class VictimOrder {
+  kPriority,  // lowest priority, then most over quota, then most recently started
+  // Lowest priority, then least work lost per GPU freed (LostWorkOf / GPUs: the time since the
+  // last checkpoint), then most recent: victims are taken until the job fits, so the cheapest
+  // GPUs go first.
+  kLeastLostWork,
+};
+// "priority" | "least-lost-work"
+Result<VictimOrder> ParseVictimOrder(std::string_view name);
+std::string_view VictimOrderName(VictimOrder order);
+
 // How long a job will run once started (> 0). Must be deterministic.
 using DurationEstimator = std::function<Seconds(const model::Job&)>;
 // The default estimate: the job's time limit, else its expected_duration, else one hour.
@@ -90,6 +102,9 @@ struct SchedulerConfig {
   // queues, queue 0 (least service) first.
   std::vector<int64_t> las_thresholds_gpu_s = {3600};
   GangPlacement gang_placement = GangPlacement::kTogether;  // see sched/gang_placement.h
+  VictimOrder victims = VictimOrder::kPriority;
+  // A running job is no reclaim victim before it has run this long (since its start or resize).
+  Seconds min_run_before_preemption{0};
 };
 
 // A job the scheduler decided to start: one allocation per task, in task-index order.
@@ -176,6 +191,20 @@ class Scheduler {
   Status Cancel(JobId job);
   // A running job ended: releases its allocations. Errors: unknown or not running.
   Status Finish(JobId job);
+  // A running job saved a checkpoint at `at`: what it would lose if preempted later counts
+  // from then (LostWorkOf). Errors: not running.
+  Status NoteCheckpoint(JobId job, Seconds at);
+  // GPU-seconds a running job would lose if stopped at `now` without another checkpoint: its
+  // GPUs × the time since its last checkpoint, or since its start when it never made one
+  // since. 0 for a job not running.
+  double LostWorkOf(JobId job, Seconds now) const;
+  // Restarts a running one-task job of whole GPUs at `gpus` GPUs on the same node, as a new
+  // generation (an elastic resize, sched/elastic.h): a shrink keeps its lowest-indexed GPUs,
+  // a growth adds the node's lowest-indexed wholly free ones. The job keeps its place in quota
+  // order and its borrowed status; its run (for estimates and lost work) starts at `now`.
+  // Errors: not running, a gang or a share, gpus < 1, not enough free GPUs on its node
+  // (nothing changes then).
+  Status Resize(JobId job, int gpus, Seconds now);
   // Re-establishes a job that is already running since `started` with the allocations it holds
   // (the server rebuilding its state after a restart). Errors: invalid job, known id, an
   // allocation that does not fit (nothing is applied then).
@@ -260,6 +289,7 @@ class Scheduler {
     Seconds estimated_end{0};
     int64_t start_seq = 0;  // order of starts, for quotas (earliest use is inside the quota)
     std::string bucket;     // the quota bucket its use counts against
+    std::optional<Seconds> checkpoint;  // its last checkpoint in this run (NoteCheckpoint)
   };
   struct Reservation {
     JobId job;

@@ -476,5 +476,46 @@ TEST(SchedulerQueue, EstimatedStartsFollowTheRunningJobsEnds) {
   EXPECT_EQ(s->Queue(Seconds(5), 1).size(), 1u);
 }
 
+// Victim choice (issue 20): today's rule takes the most recently started borrower; least lost
+// work takes the one that checkpointed last, and neither takes a job before its minimum run.
+TEST(SchedulerSharing, LeastLostWorkPreemptsTheJobThatCheckpointedLast) {
+  for (VictimOrder victims : {VictimOrder::kPriority, VictimOrder::kLeastLostWork}) {
+    SchedulerConfig config = Config(QueueOrder::kFifo);
+    config.sharing.projects["owner"].quota_milli = 2000;
+    config.victims = victims;
+    auto s = Make({2}, config);
+    ASSERT_TRUE(s->Submit(Job(1, "borrower", 1, 0)).ok());
+    ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
+    ASSERT_TRUE(s->Submit(Job(2, "borrower", 1, 100)).ok());
+    ASSERT_EQ(s->Schedule(Seconds(100)).starts.size(), 1u);
+    ASSERT_TRUE(s->NoteCheckpoint(JobId(1), Seconds(990)).ok());
+    EXPECT_DOUBLE_EQ(s->LostWorkOf(JobId(1), Seconds(1000)), 10);
+    EXPECT_DOUBLE_EQ(s->LostWorkOf(JobId(2), Seconds(1000)), 900);  // never: since its start
+    ASSERT_TRUE(s->Submit(Job(20, "owner", 1, 1000)).ok());
+    Decisions d = s->Schedule(Seconds(1000));
+    ASSERT_EQ(d.preemptions.size(), 1u);
+    EXPECT_EQ(d.preemptions[0].job, JobId(victims == VictimOrder::kPriority ? 2 : 1))
+        << VictimOrderName(victims);
+  }
+  EXPECT_EQ(*ParseVictimOrder("least-lost-work"), VictimOrder::kLeastLostWork);
+  EXPECT_THAT(ParseVictimOrder("newest").status().message(), HasSubstr("priority"));
+  EXPECT_EQ(Make({1}, Config(QueueOrder::kFifo))->NoteCheckpoint(JobId(9), Seconds(1)).code(),
+            StatusCode::kNotFound);
+}
+
+TEST(SchedulerSharing, NoVictimBeforeItsMinimumRun) {
+  SchedulerConfig config = Config(QueueOrder::kFifo);
+  config.sharing.projects["owner"].quota_milli = 1000;
+  config.min_run_before_preemption = Seconds(600);
+  auto s = Make({1}, config);
+  ASSERT_TRUE(s->Submit(Job(1, "borrower", 1, 0)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(s->Submit(Job(20, "owner", 1, 10)).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(599)).preemptions.empty());
+  Decisions d = s->Schedule(Seconds(600));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(Ids(d.starts), (std::vector<int64_t>{20}));
+}
+
 }  // namespace
 }  // namespace corral::sched

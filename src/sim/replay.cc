@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <queue>
 #include <set>
@@ -269,12 +270,45 @@ class ShareMeter {
   double jain_integral_ = 0, contended_alloc_integral_ = 0;
 };
 
-// One job's life in the replay (its duration and GPUs are in the trace).
+// One job's life in the replay (its duration and GPUs are in the trace). Work is counted in
+// seconds at the job's requested size; an elastic job does it at `rate` of that speed.
 struct JobRun {
-  int64_t progress = 0;    // seconds kept from preempted runs (resume only)
+  double done = 0;         // work kept from earlier runs and resizes
   int64_t run_start = -1;  // start of the current run; -1 while not running
-  int attempt = 0;         // bumped by each preemption: completions of older runs are stale
+  int64_t since = 0;       // the current run's progress accrues from here (after a restart)
+  int64_t saved_at = 0;    // its start or last resize: its periodic checkpoints count from here
+  double rate = 1;         // speed relative to the requested size
+  int64_t milli = 0;       // milli-GPU it holds
+  int attempt = 0;  // bumped by each preemption and resize: completions of older runs are stale
+  std::optional<sched::ElasticRange> range;  // elastic jobs only
+  int gpus = 0;                              // an elastic job's size now
+  int resizes = 0;
+  int64_t last_resize = 0;  // or its start
+
+  // Work done in the current run until t.
+  double Accrued(int64_t t) const {
+    return static_cast<double>(std::max<int64_t>(0, t - since)) * rate;
+  }
+  // When the current run ends: what is left at its rate.
+  int64_t EndAt(int64_t duration) const {
+    const double left = std::max(0.0, static_cast<double>(duration) - done);
+    return since + static_cast<int64_t>(std::ceil(left / rate - 1e-9));
+  }
 };
+
+// Wholly free GPUs per node slot (0 on nodes that take no new work).
+std::vector<int> WholeFreeGpus(const sched::ClusterState& state) {
+  std::vector<int> free(static_cast<size_t>(state.NodeSlots()), 0);
+  for (sched::NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+    const sched::NodeState& node = state.node(n);
+    if (!node.present || !node.schedulable) continue;
+    for (int32_t f : node.gpu_free) free[n] += f == kWholeGpu.value() ? 1 : 0;
+  }
+  return free;
+}
+
+// How many pending jobs, in arrival order, a pass looks at to shrink elastic jobs for.
+constexpr int kShrinkLookahead = 64;
 
 // What a live cluster knows of a job's run time without history (EstimateSource::kNone).
 Seconds DeclaredEstimate(const model::Job& job) {
@@ -379,16 +413,39 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     outcomes[i].submit_s = job.submit_time.value();
   }
 
+  // Elastic jobs: a seeded draw among the one-task jobs of whole GPUs.
+  result.elastic_share = config.elastic_share;
+  result.elastic_alpha = config.resize.alpha;
+  if (config.elastic_share > 0) {
+    CORRAL_RETURN_IF_ERROR(sched::Validate(config.resize));
+    int node_gpus = 1;
+    for (const model::Node& n : nodes)
+      node_gpus = std::max(node_gpus, static_cast<int>(n.gpus.size()));
+    SeededRng draw(config.seed ^ 0x656c6173746963ULL);  // "elastic"
+    for (size_t i = 0; i < trace.jobs.size(); ++i) {
+      const model::Job& job = trace.jobs[i].job;
+      const int request = job.resources.gpus.value();
+      if (job.tasks != 1 || request < 1 || job.resources.gpu_milli != kWholeGpu) continue;
+      if (draw.UniformDouble() >= config.elastic_share) continue;
+      auto range = sched::ElasticRange::Create(std::max(1, request / 2),
+                                               std::max(request, std::min(2 * request, node_gpus)));
+      if (!range.ok()) return range.status();
+      runs[i].range = *range;
+      ++result.elastic_jobs;
+    }
+  }
+
   // The scheduler's estimates: the total run time from the chosen source, less what a resumed
   // job has already done.
   predict::RuntimePredictor predictor(config.predictor);
   int64_t now = 0;  // the time of the pass in progress
   auto left = [&](const model::Job& job, Seconds total) {
     const JobRun& r = runs[index_of.at(job.id)];
-    int64_t done = r.progress;
+    double done = r.done;
     // A job still running here is being preempted (queued again) by the pass in progress.
-    if (config.resume && r.run_start >= 0) done += now - r.run_start;
-    return Seconds(std::max<int64_t>(1, total.value() - done));
+    if (config.resume && r.run_start >= 0) done += r.Accrued(now);
+    return Seconds(
+        std::max<int64_t>(1, std::llround((static_cast<double>(total.value()) - done) / r.rate)));
   };
   sched::DurationEstimator estimate;
   switch (config.estimate) {
@@ -409,7 +466,8 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   auto scheduler = sched::Scheduler::Create(
       sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed,
                              config.sharing, estimate, config.las_thresholds_gpu_s,
-                             config.gang_placement},
+                             config.gang_placement, config.victims,
+                             Seconds(config.min_run_before_preemption_s)},
       context);
   if (!scheduler.ok()) return scheduler.status();
   sched::Scheduler& s = **scheduler;
@@ -448,22 +506,36 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   auto end_run = [&](size_t i) {
     for (sched::NodeIndex n : nodes_of[i]) meter.Touch(n);
     nodes_of.erase(i);
-    runs[i].run_start = -1;
+    JobRun& r = runs[i];
+    shares.Change(outcomes[i].project, -r.milli, 0);
+    r.run_start = -1;
+    r.rate = 1;
+    r.milli = 0;
   };
-  // Stops the current run of job i at t (preempted: it is pending again).
+  // The current run's last periodic checkpoint at t (its start or last resize without one).
+  auto last_checkpoint = [&](const JobRun& r, int64_t t) {
+    const int64_t every = config.checkpoint_interval_s;
+    return every > 0 ? r.saved_at + (t - r.saved_at) / every * every : r.saved_at;
+  };
+  // Stops the current run of job i at t (preempted: it is pending again). It keeps its work up
+  // to its last checkpoint (or all of it: resume, or a grace to checkpoint) and loses the rest.
   auto stop_run = [&](size_t i, int64_t t) {
     JobRun& r = runs[i];
-    const int64_t ran = t - r.run_start;
     ProjectResult& p = result.projects[outcomes[i].project];
+    int64_t kept = last_checkpoint(r, t);
+    int64_t lost_s = t - kept;
     if (config.resume) {
-      r.progress += ran;
-    } else {
-      const double lost = static_cast<double>(ran) * static_cast<double>(milli(i)) / 1000.0;
-      p.lost_gpu_s += lost;
-      result.lost_gpu_s += lost;
+      kept = t;
+      lost_s = 0;
+    } else if (config.checkpoint_grace_s > 0) {
+      kept = t;  // it saves now; the GPUs it holds while saving are what it costs
+      lost_s = std::min(lost_s, config.checkpoint_grace_s);
     }
+    r.done += static_cast<double>(std::max<int64_t>(0, kept - r.since)) * r.rate;
+    const double lost = static_cast<double>(lost_s) * static_cast<double>(r.milli) / 1000.0;
+    p.lost_gpu_s += lost;
+    result.lost_gpu_s += lost;
     end_run(i);
-    shares.Change(outcomes[i].project, -milli(i), 0);
     ++r.attempt;
   };
 
@@ -478,6 +550,118 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     gang_nodes += static_cast<int64_t>(distinct.size());
     if (one_rack) ++result.gang_starts_one_rack;
   };
+
+  // An elastic job as submitted: at its MIN.
+  auto at_min = [&](size_t i) {
+    model::Job job = trace.jobs[i].job;
+    job.resources.gpus = GpuCount(runs[i].range->min());
+    return job;
+  };
+  // Pending jobs by (submit time, trace position): whom shrinks make room for.
+  std::set<std::pair<int64_t, size_t>> pending_jobs;
+  auto request_of = [&](size_t i) { return trace.jobs[i].job.resources.gpus.value(); };
+  // The running elastic jobs as sched/elastic.h sees them; `fresh`: those started at t (their
+  // size is chosen, not resized), else the others.
+  auto elastic_runs = [&](int64_t t, bool fresh) {
+    std::vector<sched::ElasticRun> out;
+    for (const auto& [i, task_nodes] : nodes_of) {
+      const JobRun& r = runs[i];
+      if (!r.range || (r.run_start == t) != fresh) continue;
+      const double remaining = (static_cast<double>(duration(i)) - r.done - r.Accrued(t)) / r.rate;
+      out.push_back({trace.jobs[i].job.id, *r.range, r.gpus, task_nodes.front(),
+                     Seconds(r.last_resize), r.resizes, remaining});
+    }
+    std::sort(out.begin(), out.end(),
+              [](const sched::ElasticRun& a, const sched::ElasticRun& b) { return a.job < b.job; });
+    return out;
+  };
+  // Applies a resize at t: work so far is kept (the job checkpoints first); a counted resize
+  // restarts it, losing restart_cost of progress; a size chosen at its start costs nothing.
+  auto apply_resize = [&](const sched::Resize& z, int64_t t, bool counted) -> Status {
+    const size_t i = index_of.at(z.job);
+    JobRun& r = runs[i];
+    r.done += r.Accrued(t);
+    r.rate = sched::Speedup(request_of(i), z.to, config.resize.alpha);
+    r.since = counted ? t + config.resize.restart_cost.value() : t;
+    r.saved_at = t;
+    CORRAL_RETURN_IF_ERROR(s.Resize(z.job, z.to, Seconds(t)));
+    const int64_t milli_now = int64_t{z.to} * kWholeGpu.value();
+    shares.Change(outcomes[i].project, milli_now - r.milli, 0);
+    r.milli = milli_now;
+    r.gpus = z.to;
+    for (sched::NodeIndex n : nodes_of[i]) meter.Touch(n);
+    if (counted) {
+      r.last_resize = t;
+      ++r.resizes;
+      ++(z.to > z.from ? result.grows : result.shrinks);
+    }
+    ++r.attempt;
+    completions.emplace(r.EndAt(duration(i)), z.job.value(), r.attempt);
+    return Status::Ok();
+  };
+  // Before a pass: shrink elastic jobs toward MIN so that pending jobs can start (each task on
+  // one node), in arrival order, before the pass would preempt anyone.
+  auto make_room = [&](int64_t t) -> Status {
+    auto all_elastic = [&] {
+      std::vector<sched::ElasticRun> out = elastic_runs(t, false);
+      for (sched::ElasticRun& e : elastic_runs(t, true)) out.push_back(std::move(e));
+      return out;
+    };
+    std::vector<sched::ElasticRun> elastic = all_elastic();
+    bool borrowed = false;
+    for (const sched::ElasticRun& e : elastic) borrowed = borrowed || e.gpus > e.range.min();
+    if (!borrowed) return Status::Ok();
+    const sched::ClusterState& state = s.state();
+    std::vector<int> free = WholeFreeGpus(state);
+    int looked = 0;
+    for (const auto& [submit, i] : pending_jobs) {
+      if (++looked > kShrinkLookahead) break;
+      const model::Job& job = trace.jobs[i].job;
+      if (job.resources.gpus.value() < 1) continue;
+      const int need = runs[i].range ? runs[i].range->min() : job.resources.gpus.value();
+      std::vector<bool> accepts(free.size(), false);
+      for (sched::NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+        const sched::NodeState& node = state.node(n);
+        const auto& models = job.resources.gpu_models;
+        accepts[n] = node.present && node.schedulable && node.model != sched::kNoModel &&
+                     node.cpu_free >= job.resources.cpu.value() &&
+                     node.memory_free >= job.resources.memory.value() &&
+                     (models.empty() || std::find(models.begin(), models.end(),
+                                                  state.ModelName(node.model)) != models.end());
+      }
+      auto plan = sched::PlanShrink(elastic, free, accepts, need, job.tasks);
+      if (!plan) continue;
+      for (const sched::Resize& z : plan->resizes) {
+        CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/true));
+        free[nodes_of.at(index_of.at(z.job)).front()] += z.from - z.to;
+      }
+      for (sched::NodeIndex n : plan->nodes) free[n] -= need;
+      if (!plan->resizes.empty()) elastic = all_elastic();
+    }
+    return Status::Ok();
+  };
+  // After a pass: jobs started in it take the size the idle GPUs allow (no cost, not a
+  // resize), then the others grow into what is still idle under the hysteresis.
+  auto grow = [&](int64_t t) -> Status {
+    std::vector<int> free = WholeFreeGpus(s.state());
+    sched::ResizeRules at_start = config.resize;
+    at_start.min_interval = Seconds(0);
+    at_start.restart_cost = Seconds(0);
+    at_start.budget = std::numeric_limits<int>::max();
+    for (const sched::Resize& z :
+         sched::PlanGrowth(elastic_runs(t, true), free, at_start, Seconds(t))) {
+      CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/false));
+    }
+    free = WholeFreeGpus(s.state());
+    for (const sched::Resize& z :
+         sched::PlanGrowth(elastic_runs(t, false), free, config.resize, Seconds(t))) {
+      CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/true));
+    }
+    return Status::Ok();
+  };
+  // Least lost work needs each running job's last checkpoint.
+  const bool note_checkpoints = config.victims == sched::VictimOrder::kLeastLostWork &&
+                                config.checkpoint_interval_s > 0 && !config.resume;
 
   size_t next_arrival = 0;
   int64_t eta_waited = 0;  // arrivals still pending after their pass (eta_queue_rows)
@@ -499,10 +683,10 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       completions.pop();
       const size_t i = index_of.at(JobId(id));
       JobRun& r = runs[i];
-      if (attempt != r.attempt) continue;  // a run that preemption cut short
+      if (attempt != r.attempt) continue;  // a run that preemption or a resize cut short
       (void)s.Finish(JobId(id));
       end_run(i);
-      shares.Change(outcomes[i].project, -milli(i), -milli(i));
+      shares.Change(outcomes[i].project, 0, -milli(i));
       if (config.estimate == EstimateSource::kPredicted) {
         predictor.Observe(predict::RuntimePredictor::FeaturesOf(trace.jobs[i].job),
                           trace.jobs[i].duration);
@@ -515,43 +699,77 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     const size_t arrived_from = next_arrival;
     while (next_arrival < arrivals.size() && outcomes[arrivals[next_arrival]].submit_s == t) {
       const size_t i = arrivals[next_arrival];
-      CORRAL_RETURN_IF_ERROR(s.Submit(trace.jobs[i].job));
+      CORRAL_RETURN_IF_ERROR(s.Submit(runs[i].range ? at_min(i) : trace.jobs[i].job));
+      pending_jobs.emplace(outcomes[i].submit_s, i);
       shares.Change(outcomes[i].project, 0, milli(i));
       ++next_arrival;
     }
 
     now = t;
-    const sched::Decisions decisions = s.Schedule(Seconds(t));
-    // Victims first (they ran before this pass; the scheduler does not preempt a job in the pass
-    // that started it), then the starts, which may restart a victim at once.
-    for (const sched::Preemption& preempted : decisions.preemptions) {
-      const size_t i = index_of.at(preempted.job);
-      if (runs[i].run_start < 0) {
-        return Status(StatusCode::kInternal, "the scheduler preempted job " +
-                                                 std::to_string(preempted.job.value()) +
-                                                 ", which was not running");
+    if (result.elastic_jobs > 0) CORRAL_RETURN_IF_ERROR(make_room(t));
+    if (note_checkpoints) {
+      for (const auto& [i, task_nodes] : nodes_of) {
+        (void)s.NoteCheckpoint(trace.jobs[i].job.id, Seconds(last_checkpoint(runs[i], t)));
       }
-      stop_run(i, t);
-      ++outcomes[i].preemptions;
-      ++result.projects[outcomes[i].project].preemptions;
-      ++result.preemptions;
     }
-    for (const sched::JobStart& start : decisions.starts) {
-      const size_t i = index_of.at(start.job);
-      JobRun& r = runs[i];
-      r.run_start = t;
-      std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
-      for (const sched::Allocation& a : start.tasks) {
-        nodes_now.push_back(a.node);
-        meter.Touch(a.node);
+    // With elastic jobs, a second pass when shrinks after the first made room that its
+    // placements left for someone else (the placer need not pick the node a shrink chose).
+    for (int pass = 0; pass < 2; ++pass) {
+      const sched::Decisions decisions = s.Schedule(Seconds(t));
+      // Victims first (they ran before this pass; the scheduler does not preempt a job in the pass
+      // that started it), then the starts, which may restart a victim at once.
+      for (const sched::Preemption& preempted : decisions.preemptions) {
+        const size_t i = index_of.at(preempted.job);
+        if (runs[i].run_start < 0) {
+          return Status(StatusCode::kInternal, "the scheduler preempted job " +
+                                                   std::to_string(preempted.job.value()) +
+                                                   ", which was not running");
+        }
+        stop_run(i, t);
+        if (runs[i].range) {
+          // Queued again at the size it ran at: an elastic job waits for its MIN only.
+          CORRAL_RETURN_IF_ERROR(s.Cancel(preempted.job));
+          CORRAL_RETURN_IF_ERROR(s.Submit(at_min(i)));
+        }
+        pending_jobs.emplace(outcomes[i].submit_s, i);
+        ++outcomes[i].preemptions;
+        ++result.projects[outcomes[i].project].preemptions;
+        ++result.preemptions;
       }
-      if (start.tasks.size() > 1) count_gang(nodes_now);
-      ReplayJob& outcome = outcomes[i];
-      if (outcome.first_start_s < 0) outcome.first_start_s = t;
-      outcome.start_s = t;
-      shares.Change(outcome.project, milli(i), 0);
-      completions.emplace(t + duration(i) - r.progress, start.job.value(), r.attempt);
+      for (const sched::JobStart& start : decisions.starts) {
+        const size_t i = index_of.at(start.job);
+        JobRun& r = runs[i];
+        r.run_start = t;
+        r.since = t;
+        r.saved_at = t;
+        r.last_resize = t;
+        r.milli = 0;
+        for (const sched::Allocation& a : start.tasks) {
+          for (const sched::GpuShare& g : a.gpus) r.milli += g.milli.value();
+        }
+        if (r.range) {
+          r.gpus = static_cast<int>(start.tasks.front().gpus.size());
+          r.rate = sched::Speedup(request_of(i), r.gpus, config.resize.alpha);
+        }
+        pending_jobs.erase({outcomes[i].submit_s, i});
+        std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
+        for (const sched::Allocation& a : start.tasks) {
+          nodes_now.push_back(a.node);
+          meter.Touch(a.node);
+        }
+        if (start.tasks.size() > 1) count_gang(nodes_now);
+        ReplayJob& outcome = outcomes[i];
+        if (outcome.first_start_s < 0) outcome.first_start_s = t;
+        outcome.start_s = t;
+        shares.Change(outcome.project, r.milli, 0);
+        completions.emplace(r.EndAt(duration(i)), start.job.value(), r.attempt);
+      }
+      if (pass == 1 || result.elastic_jobs == 0) break;
+      const int64_t shrinks_before = result.shrinks;
+      CORRAL_RETURN_IF_ERROR(make_room(t));
+      if (result.shrinks == shrinks_before) break;
     }
+    if (result.elastic_jobs > 0) CORRAL_RETURN_IF_ERROR(grow(t));
     if (config.eta_queue_rows > 0 && next_arrival > arrived_from) {
       eta_waited += MeasureEtas(s, t, config.eta_queue_rows,
                                 {arrivals.begin() + static_cast<std::ptrdiff_t>(arrived_from),

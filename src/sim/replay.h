@@ -27,6 +27,7 @@
 #include "common/status.h"
 #include "model/node.h"
 #include "predict/runtime_predictor.h"
+#include "sched/elastic.h"
 #include "sched/scheduler.h"
 #include "sim/trace.h"
 
@@ -79,6 +80,25 @@ struct ReplayConfig {
   // `eta_queue_rows` jobs, as the server shows them; 0: not measured. Each measuring pass costs
   // one shadow run over that many jobs.
   int64_t eta_queue_rows = 0;
+
+  // Elastic jobs and checkpoints (issue 20, docs/elastic.md).
+  // This share of the one-task jobs asking >= 1 whole GPU, drawn with `seed`, is elastic: MIN =
+  // max(1, request / 2), MAX = 2 × request capped at the largest node's GPUs. It is submitted
+  // at MIN, sized at its start to what the pass left idle, grown into idle GPUs and shrunk for
+  // pending jobs (sched/elastic.h); its recorded duration is its work at the requested size,
+  // and it runs at (GPUs / request)^alpha of that speed. Multi-task jobs stay rigid.
+  double elastic_share = 0;
+  sched::ResizeRules resize;  // alpha, growth hysteresis, restart cost, budget
+  // Every job saves a checkpoint this often (seconds of its run); 0: never. A preempted job
+  // keeps its progress up to its last checkpoint and loses the rest (lost_gpu_s); `resume`
+  // still keeps everything.
+  int64_t checkpoint_interval_s = 0;
+  // A victim told to checkpoint before it stops (checkpoint-aware preemption): it keeps all its
+  // progress and the GPUs it holds for the save, at most this long, count as lost. 0: today's
+  // SIGTERM and kill, which saves nothing.
+  int64_t checkpoint_grace_s = 0;
+  sched::VictimOrder victims = sched::VictimOrder::kPriority;
+  int64_t min_run_before_preemption_s = 0;
 };
 
 // Mean and nearest-rank percentiles of a sample, in seconds.
@@ -174,6 +194,13 @@ struct ReplayResult {
   double gpu_s = 0;          // GPU-seconds allocated, lost runs included
   int64_t preemptions = 0;
   double lost_gpu_s = 0;
+  // Elastic jobs (ReplayConfig::elastic_share): how many, and their resizes (growth into idle
+  // GPUs, shrinks for pending jobs; sizes chosen at a start are not resizes).
+  double elastic_share = 0;  // as configured, and the alpha it ran with
+  double elastic_alpha = 0;
+  int64_t elastic_jobs = 0;
+  int64_t grows = 0;
+  int64_t shrinks = 0;
   // Starts of multi-task jobs (gangs): how many, the nodes they spanned on average, and how
   // many had every task under one rack label (nodes without one count as racks of their own).
   int64_t gang_starts = 0;

@@ -505,5 +505,99 @@ TEST(Summarize, NearestRankPercentiles) {
   EXPECT_DOUBLE_EQ(Summarize({}).mean, 0);
 }
 
+// Elastic jobs (issue 20): an elastic job alone takes the idle GPUs at its start.
+TEST(ReplayElastic, AJobAloneStartsAtWhatIsIdleAndRunsFaster) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(0, 4, 0, 1000)};
+  ReplayConfig config{"bestfit"};
+  config.elastic_share = 1;
+  config.resize.alpha = 1;
+  auto r = RunReplay(OneNode(8), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->elastic_jobs, 1);
+  // MIN 2, MAX 8: sized to 8 at its start (not a resize), twice the requested speed.
+  EXPECT_EQ(r->grows, 0);
+  EXPECT_DOUBLE_EQ(r->jct_s.mean, 500);
+  EXPECT_NEAR(r->gpu_alloc_pct_mean, 100, 1e-9);
+}
+
+// Two elastic jobs asking 4 GPUs for 1,000 s on 8 GPUs, the second arriving at 100; linear
+// speed-up, 10 s per resize, growth no sooner than `interval` after a resize.
+Result<ReplayResult> TwoElasticJobs(int64_t interval) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(0, 4, 0, 1000), MakeTraceJob(1, 4, 100, 1000)};
+  ReplayConfig config{"bestfit"};
+  config.elastic_share = 1;
+  config.resize.alpha = 1;
+  config.resize.restart_cost = Seconds(10);
+  config.resize.min_interval = Seconds(interval);
+  return RunReplay(OneNode(8), trace, config);
+}
+
+TEST(ReplayElastic, ShrinksForAnArrivalAndGrowsBackWhenGpusFree) {
+  auto r = TwoElasticJobs(300);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  // Job 0: 8 GPUs (rate 2) until 100: 200 s of work. Shrunk to 4 for job 1 at 100, restarts
+  // at 110 at rate 1: ends at 910. Job 1 starts at 100 at 4 (its MIN 2 plus what is idle) and
+  // grows to 8 at 910 (810 s done, 190 left: 95 s saved > 10 s cost), restarts at 920 at
+  // rate 2: ends at 1015.
+  EXPECT_EQ(r->shrinks, 1);
+  EXPECT_EQ(r->grows, 1);
+  EXPECT_EQ(r->preemptions, 0);
+  EXPECT_EQ(Outcome(*r, 0).end_s, 910);
+  EXPECT_EQ(Outcome(*r, 1).first_start_s, 100);
+  EXPECT_EQ(Outcome(*r, 1).end_s, 1015);
+}
+
+TEST(ReplayElastic, GrowthWaitsForTheResizeInterval) {
+  auto r = TwoElasticJobs(5000);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->shrinks, 1);  // shrinks are never held back
+  EXPECT_EQ(r->grows, 0);
+  EXPECT_EQ(Outcome(*r, 1).end_s, 1100);
+}
+
+// Lost work: a borrower preempted at 250 that checkpoints every 100 s loses 50 s × 2 GPUs and
+// resumes from 200; with a grace to checkpoint it loses only the grace and resumes from 250.
+TEST(ReplayCheckpoints, PreemptionLosesTheWorkSinceTheLastCheckpoint) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(0, 2, 0, 1000, 1, "b"), MakeTraceJob(1, 2, 250, 1000, 1, "a")};
+  ReplayConfig config{"bestfit"};
+  config.sharing.projects["a"].quota_milli = 2000;
+  struct Case {
+    int64_t interval, grace;
+    double lost_gpu_s;
+    int64_t end;
+  };
+  for (const Case& c : {Case{0, 0, 500, 2250}, Case{100, 0, 100, 2050}, Case{100, 30, 60, 2000}}) {
+    config.checkpoint_interval_s = c.interval;
+    config.checkpoint_grace_s = c.grace;
+    auto r = RunReplay(OneNode(2), trace, config);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->preemptions, 1);
+    EXPECT_DOUBLE_EQ(r->lost_gpu_s, c.lost_gpu_s) << c.interval << " " << c.grace;
+    EXPECT_EQ(Outcome(*r, 0).end_s, c.end) << c.interval << " " << c.grace;
+  }
+}
+
+TEST(ReplayCheckpoints, LeastLostWorkPicksTheVictimThatCheckpointedLast) {
+  Trace trace;
+  // Borrowers 0 (from 0) and 1 (from 50) checkpoint every 100 s; at 120 job 0 has 20 s unsaved
+  // and job 1 has 70 s. Today's rule takes the most recent (1), least lost work takes 0.
+  trace.jobs = {MakeTraceJob(0, 1, 0, 1000, 1, "b"), MakeTraceJob(1, 1, 50, 1000, 1, "b"),
+                MakeTraceJob(2, 1, 120, 1000, 1, "a")};
+  ReplayConfig config{"bestfit"};
+  config.sharing.projects["a"].quota_milli = 1000;
+  config.checkpoint_interval_s = 100;
+  for (auto [victims, lost] : {std::pair{sched::VictimOrder::kPriority, 70.0},
+                               {sched::VictimOrder::kLeastLostWork, 20.0}}) {
+    config.victims = victims;
+    auto r = RunReplay(OneNode(2), trace, config);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->preemptions, 1);
+    EXPECT_DOUBLE_EQ(r->lost_gpu_s, lost) << sched::VictimOrderName(victims);
+  }
+}
+
 }  // namespace
 }  // namespace corral::sim

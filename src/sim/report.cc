@@ -213,7 +213,14 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                 {"eta_queue_rows", config.eta_queue_rows},
                 {"las_thresholds_gpu_s", config.las_thresholds_gpu_s},
                 {"gang_placement", std::string(sched::GangPlacementName(config.gang_placement))},
-                {"reclaim", config.sharing.reclaim}}},
+                {"reclaim", config.sharing.reclaim},
+                {"victims", std::string(sched::VictimOrderName(config.victims))},
+                {"min_run_before_preemption_s", config.min_run_before_preemption_s},
+                {"checkpoint_interval_s", config.checkpoint_interval_s},
+                {"checkpoint_grace_s", config.checkpoint_grace_s},
+                {"resize_cost_s", config.resize.restart_cost.value()},
+                {"resize_interval_s", config.resize.min_interval.value()},
+                {"resize_budget", config.resize.budget}}},
               {"results", json::array()}};
   for (const auto& r : results) {
     json projects = json::array();
@@ -251,6 +258,12 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                                {{"contended_s", r.fairness.contended_s},
                                 {"jain_mean", Round4(r.fairness.jain_mean)},
                                 {"gpu_alloc_pct_mean", Round4(r.fairness.gpu_alloc_pct_mean)}}},
+                              {"elastic",
+                               {{"share", Round4(r.elastic_share)},
+                                {"alpha", Round4(r.elastic_alpha)},
+                                {"jobs", r.elastic_jobs},
+                                {"grows", r.grows},
+                                {"shrinks", r.shrinks}}},
                               {"projects", projects},
                               {"wall_ms", Round4(r.wall_ms)}});
     if (r.eta) {
@@ -285,6 +298,24 @@ std::string ReplayTable(const std::vector<ReplayResult>& results) {
            " s (>= 2 projects want more than the cluster has): Jain's index of alloc/ent " +
            Fixed(r.fairness.jain_mean, 3) + ", GPU alloc " +
            Fixed(r.fairness.gpu_alloc_pct_mean, 2) + "%\n";
+  }
+  bool elastic = false;
+  for (const auto& r : results) elastic = elastic || r.elastic_share > 0;
+  if (elastic) {
+    out +=
+        "\nelastic jobs (F: share made elastic, A: throughput ∝ GPUs^A; lost GPU-h: "
+        "preemption):\n" +
+        Pad("policy", 12, true) + Pad("F", 6) + Pad("A", 6) + Pad("elastic", 9) + Pad("grows", 8) +
+        Pad("shrinks", 9) + Pad("JCT mean", 11) + Pad("JCT p95", 10) + Pad("GPU alloc%", 12) +
+        Pad("lost GPU-h", 12) + "\n";
+    for (const auto& r : results) {
+      out += Pad(r.policy, 12, true) + Pad(Fixed(r.elastic_share, 2), 6) +
+             Pad(Fixed(r.elastic_alpha, 2), 6) + Pad(std::to_string(r.elastic_jobs), 9) +
+             Pad(std::to_string(r.grows), 8) + Pad(std::to_string(r.shrinks), 9) +
+             Pad(Fixed(r.jct_s.mean, 0), 11) + Pad(Fixed(r.jct_s.p95, 0), 10) +
+             Pad(Fixed(r.gpu_alloc_pct_mean, 2), 12) + Pad(Fixed(r.lost_gpu_s / 3600, 1), 12) +
+             "\n";
+    }
   }
   for (const auto& r : results) {
     if (!r.eta) continue;
@@ -334,10 +365,36 @@ Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::s
                                  project_series)));
     series.push_back(std::move(s));
   }
-  return WriteFile(
+  CORRAL_RETURN_IF_ERROR(WriteFile(
       std::filesystem::path(dir) / "replay_alloc.svg",
       RenderLinePlot({"GPU allocation over time", "virtual time (hours)", "allocated GPU %"},
-                     series));
+                     series)));
+  // An elastic sweep: mean JCT and allocation against the elastic share, one line per alpha.
+  std::map<double, PlotSeries> jct_by_alpha, alloc_by_alpha;
+  for (const auto& r : results) {
+    const std::string name = r.policy + " A=" + Fixed(r.elastic_alpha, 2);
+    jct_by_alpha.try_emplace(r.elastic_alpha, PlotSeries{name, {}})
+        .first->second.points.emplace_back(r.elastic_share, r.jct_s.mean / 3600.0);
+    alloc_by_alpha.try_emplace(r.elastic_alpha, PlotSeries{name, {}})
+        .first->second.points.emplace_back(r.elastic_share, r.gpu_alloc_pct_mean);
+  }
+  if (results.size() < 2 || jct_by_alpha.begin()->second.points.size() < 2) return Status::Ok();
+  auto values = [](std::map<double, PlotSeries>& by_alpha) {
+    std::vector<PlotSeries> out;
+    for (auto& [alpha, s] : by_alpha) {
+      std::sort(s.points.begin(), s.points.end());
+      out.push_back(std::move(s));
+    }
+    return out;
+  };
+  CORRAL_RETURN_IF_ERROR(WriteFile(
+      std::filesystem::path(dir) / "elastic_jct.svg",
+      RenderLinePlot({"Mean JCT against the elastic share", "elastic share F", "mean JCT (hours)"},
+                     values(jct_by_alpha))));
+  return WriteFile(std::filesystem::path(dir) / "elastic_alloc.svg",
+                   RenderLinePlot({"GPU allocation against the elastic share", "elastic share F",
+                                   "allocated GPU % (makespan mean)"},
+                                  values(alloc_by_alpha)));
 }
 
 namespace {

@@ -27,21 +27,27 @@ std::string FillTable(const std::vector<FillResult>& results);
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);
 
 // {"mode":"replay","config":{"order","blocking","estimate","resume","pass_interval_s",
-//  "las_thresholds_gpu_s","gang_placement","reclaim"},"results":[{"policy","jobs","completed",
+//  "las_thresholds_gpu_s","gang_placement","reclaim","victims","min_run_before_preemption_s",
+//  "checkpoint_interval_s","checkpoint_grace_s","resize_cost_s","resize_interval_s",
+//  "resize_budget"},"results":[{"policy","jobs","completed",
 //  "unfinished","jct_s":{"mean","p50","p95","p99"},"queue_s":{..},"makespan_s",
 //  "gpu_alloc_pct_mean","gpu_alloc_pct_arrivals","frag_pct_mean","gpu_s","preemptions",
 //  "lost_gpu_s","gangs":{"starts","nodes_mean","one_rack"},"fairness":{"contended_s",
-//  "jain_mean","gpu_alloc_pct_mean"},"projects":[{"project","weight","jobs","completed","jct_s",
+//  "jain_mean","gpu_alloc_pct_mean"},"elastic":{"share","alpha","jobs","grows","shrinks"},
+//  "projects":[{"project","weight","jobs","completed","jct_s",
 //  "queue_s","gpu_s","preemptions","lost_gpu_s","entitlement_90_s" (null: never),
 //  "share_of_entitlement_mean"}],"wall_ms"}]}: the fields of ReplayResult (sim/replay.h).
 nlohmann::json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& results);
 // One row per policy; then, for a run with several projects or with preemptions, one row per
-// project and the fairness under contention.
+// project and the fairness under contention; with elastic jobs, one row per run with its
+// share, alpha, resizes, JCT, allocation and lost GPU-hours.
 std::string ReplayTable(const std::vector<ReplayResult>& results);
 // Writes into `dir`: replay_<policy>.csv (the timeline), replay_<policy>_projects.csv (time_s,
 // project, gpu_alloc_pct, entitled_pct: one row per sample and project),
 // replay_<policy>_projects.svg (each project's allocation over time) and replay_alloc.svg (GPU
-// allocation % over time, one line per policy).
+// allocation % over time, one line per policy); for an elastic sweep (several shares), also
+// elastic_jct.svg and elastic_alloc.svg (mean JCT and allocation against the share, one line
+// per alpha).
 Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::string& dir);
 
 // {"mode":"predict","config":{"window","min_samples","default_estimate_s"},"jobs","scored",

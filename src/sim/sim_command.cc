@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "predict/demand_forecast.h"
@@ -150,7 +151,35 @@ struct ReplayFlags {
   int64_t pass_interval_s = 0;
   int64_t eta_rows = 0;
   bool strict = false, resume = false, no_frag = false;
+  // Elastic jobs and checkpoints (docs/elastic.md): shares and alphas are comma-separated lists,
+  // every pair replayed (a sweep).
+  std::string elastic_share = "0", elastic_alpha = "0.8", victims = "priority";
+  sched::ResizeRules resize;
+  int64_t resize_cost_s = resize.restart_cost.value(),
+          resize_interval_s = resize.min_interval.value();
+  int64_t checkpoint_interval_s = 0, checkpoint_grace_s = 0, min_run_s = 0;
 };
+
+// "0.25,0.5": numbers in [lo, hi]; errors name the flag.
+Result<std::vector<double>> ParseFractions(const std::string& flag, const std::string& text,
+                                           double lo, double hi, const std::string& range) {
+  std::vector<double> out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string part = text.substr(start, comma - start);
+    char* end = nullptr;
+    const double v = part.size() > 15 ? -1 : std::strtod(part.c_str(), &end);
+    if (part.empty() || end != part.c_str() + part.size() || !(v >= lo && v <= hi)) {
+      return InvalidArgument(flag + ": '" + part + "': must be numbers in " + range +
+                             ", comma-separated");
+    }
+    out.push_back(v);
+    if (out.size() > 32) return InvalidArgument(flag + ": at most 32 values");
+    start = comma + 1;
+  }
+  return out;
+}
 
 // "3600,36000": ascending positive GPU-seconds.
 Result<std::vector<int64_t>> ParseLasThresholds(const std::string& text) {
@@ -208,6 +237,15 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
   config.eta_queue_rows = f.eta_rows;
   config.seed = f.seed;
   config.track_fragmentation = !f.no_frag;
+  auto victims = sched::ParseVictimOrder(f.victims);
+  if (!victims.ok()) return InvalidArgument("--victims: " + victims.status().message());
+  config.victims = *victims;
+  config.resize = f.resize;
+  config.resize.restart_cost = Seconds(f.resize_cost_s);
+  config.resize.min_interval = Seconds(f.resize_interval_s);
+  config.checkpoint_interval_s = f.checkpoint_interval_s;
+  config.checkpoint_grace_s = f.checkpoint_grace_s;
+  config.min_run_before_preemption_s = f.min_run_s;
   return config;
 }
 
@@ -223,12 +261,23 @@ int RunReplayCommand(const ReplayFlags& f) {
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
 
+  auto shares = ParseFractions("--elastic-share", f.elastic_share, 0, 1, "[0, 1]");
+  if (!shares.ok()) return Fail(shares.status(), kExitBadInput);
+  auto alphas = ParseFractions("--elastic-alpha", f.elastic_alpha, 0.01, 1, "[0.01, 1]");
+  if (!alphas.ok()) return Fail(alphas.status(), kExitBadInput);
+
   std::vector<ReplayResult> results;
   for (const auto& p : *policies) {
-    config->policy = p;
-    auto r = RunReplay(*scaled, *trace, *config);
-    if (!r.ok()) return Fail(r.status(), kExitRunFailed);
-    results.push_back(std::move(r).value());
+    for (double alpha : *alphas) {
+      for (double share : *shares) {
+        config->policy = p;
+        config->resize.alpha = alpha;
+        config->elastic_share = share;
+        auto r = RunReplay(*scaled, *trace, *config);
+        if (!r.ok()) return Fail(r.status(), kExitRunFailed);
+        results.push_back(std::move(r).value());
+      }
+    }
   }
   if (f.output == "json") {
     PrintJson(ReplayJson(*config, results));
@@ -430,6 +479,26 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Measure estimated starts: each waiting arrival's, among the queue's first N "
                 "jobs, against its actual start (docs/prediction.md; 0: off)")
       ->check(CLI::Range(int64_t{0}, int64_t{1'000'000}));
+  r->add_option("--elastic-share", replay->elastic_share,
+                "Share of the one-task whole-GPU jobs made elastic (list: a sweep; default 0)");
+  r->add_option("--elastic-alpha", replay->elastic_alpha,
+                "Elastic throughput ∝ GPUs^A (list: a sweep; default 0.8)");
+  // Durations in seconds, at most a year each.
+  for (auto [flag, value, help] :
+       {std::tuple{"--resize-cost", &replay->resize_cost_s,
+                   "Seconds of progress a resize loses (default 60)"},
+        {"--resize-interval", &replay->resize_interval_s,
+         "No growth sooner than this after a job's last resize, seconds (default 300)"},
+        {"--checkpoint-interval", &replay->checkpoint_interval_s,
+         "Every job checkpoints this often, seconds (0: never)"},
+        {"--checkpoint-grace", &replay->checkpoint_grace_s,
+         "Seconds a victim gets to checkpoint before it stops (0: none, as today)"},
+        {"--min-run", &replay->min_run_s, "Seconds a job runs before it can be preempted"}}) {
+    r->add_option(flag, *value, help)->check(CLI::Range(int64_t{0}, int64_t{365} * 86400));
+  }
+  r->add_option("--resize-budget", replay->resize.budget, "Resizes per job (default 20)")
+      ->check(CLI::Range(0, 1'000'000));
+  r->add_option("--victims", replay->victims, "Reclaim victims: priority or least-lost-work");
   r->add_option("--scale-nodes", replay->scale_nodes, "Scale the cluster by this factor");
   r->add_option("--seed", replay->seed, "Seed for tie order and node scaling");
   r->add_flag("--no-frag", replay->no_frag, "Do not track fragmentation over time (faster)");

@@ -1,0 +1,158 @@
+#include "sched/elastic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+
+namespace corral::sched {
+
+Result<ElasticRange> ElasticRange::Create(int min_gpus, int max_gpus, int step) {
+  if (min_gpus < 1) return InvalidArgument("min_gpus: must be at least 1");
+  if (max_gpus < min_gpus) return InvalidArgument("max_gpus: must be at least min_gpus");
+  if (max_gpus > kMaxGpus) {
+    return InvalidArgument("max_gpus: must be at most " + std::to_string(kMaxGpus));
+  }
+  if (step < 0) return InvalidArgument("gpu_step: must be >= 0 (0: powers of two)");
+  return ElasticRange(min_gpus, max_gpus, step);
+}
+
+ElasticRange::ElasticRange(int min_gpus, int max_gpus, int step)
+    : min_(min_gpus), max_(max_gpus), step_(step) {
+  sizes_.push_back(min_);
+  if (step_ > 0) {
+    for (int g = min_ + step_; g < max_; g += step_) sizes_.push_back(g);
+  } else {
+    for (int g = 1; g < max_; g *= 2) {
+      if (g > min_) sizes_.push_back(g);
+    }
+  }
+  if (max_ > min_) sizes_.push_back(max_);
+}
+
+int ElasticRange::AtMost(int gpus) const {
+  auto it = std::upper_bound(sizes_.begin(), sizes_.end(), gpus);
+  return it == sizes_.begin() ? min_ : *(it - 1);
+}
+
+Status Validate(const ResizeRules& rules) {
+  if (!(rules.alpha > 0 && rules.alpha <= 1)) return InvalidArgument("alpha: must be in (0, 1]");
+  if (rules.min_interval.value() < 0) return InvalidArgument("min_interval: must be >= 0");
+  if (rules.restart_cost.value() < 0) return InvalidArgument("restart_cost: must be >= 0");
+  if (rules.budget < 0) return InvalidArgument("budget: must be >= 0");
+  return Status::Ok();
+}
+
+std::string_view ResizeReasonName(ResizeReason reason) {
+  return reason == ResizeReason::kIdleGpus ? "idle-gpus" : "pending-job";
+}
+
+double Speedup(int from, int to, double alpha) {
+  return std::pow(static_cast<double>(to) / static_cast<double>(from), alpha);
+}
+
+bool GrowthAllowed(const ElasticRun& run, int to, const ResizeRules& rules, Seconds now) {
+  if (to <= run.gpus || run.resizes >= rules.budget) return false;
+  if (now.value() - run.last_resize.value() < rules.min_interval.value()) return false;
+  const double saved = run.remaining_s * (1.0 - 1.0 / Speedup(run.gpus, to, rules.alpha));
+  return saved > static_cast<double>(rules.restart_cost.value());
+}
+
+std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<int> free_gpus,
+                               const ResizeRules& rules, Seconds now) {
+  std::vector<const ElasticRun*> order;
+  for (const ElasticRun& r : runs) order.push_back(&r);
+  std::sort(order.begin(), order.end(), [](const ElasticRun* a, const ElasticRun* b) {
+    return std::make_tuple(a->gpus, a->job) < std::make_tuple(b->gpus, b->job);
+  });
+  std::vector<Resize> out;
+  for (const ElasticRun* r : order) {
+    if (r->node < 0 || r->node >= static_cast<NodeIndex>(free_gpus.size())) continue;
+    int& free = free_gpus[r->node];
+    if (free <= 0) continue;
+    const int to = r->range.AtMost(r->gpus + free);
+    if (!GrowthAllowed(*r, to, rules, now)) continue;
+    free -= to - r->gpus;
+    out.push_back({r->job, r->gpus, to, ResizeReason::kIdleGpus});
+  }
+  return out;
+}
+
+namespace {
+
+// One task's plan (see PlanShrink): its node and the resizes, or nullopt.
+std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
+    const std::vector<ElasticRun>& runs, const std::vector<int>& free_gpus,
+    const std::vector<bool>& accepts, int need) {
+  // GPUs each node could give back: its free ones plus its elastic jobs' borrowed ones.
+  std::vector<int> borrowed(free_gpus.size(), 0);
+  for (const ElasticRun& r : runs) {
+    if (r.node >= 0 && r.node < static_cast<NodeIndex>(borrowed.size())) {
+      borrowed[r.node] += r.gpus - r.range.min();
+    }
+  }
+  NodeIndex best = -1;
+  int best_taken = 0;
+  for (NodeIndex n = 0; n < static_cast<NodeIndex>(free_gpus.size()); ++n) {
+    if (n >= static_cast<NodeIndex>(accepts.size()) || !accepts[n]) continue;
+    if (free_gpus[n] + borrowed[n] < need) continue;
+    const int taken = std::max(0, need - free_gpus[n]);
+    if (best < 0 || taken < best_taken) {
+      best = n;
+      best_taken = taken;
+    }
+  }
+  if (best < 0) return std::nullopt;
+  std::vector<Resize> out;
+  std::vector<const ElasticRun*> on_node;
+  for (const ElasticRun& r : runs) {
+    if (r.node == best && r.gpus > r.range.min()) on_node.push_back(&r);
+  }
+  std::sort(on_node.begin(), on_node.end(), [](const ElasticRun* a, const ElasticRun* b) {
+    return std::make_tuple(-(a->gpus - a->range.min()), a->job) <
+           std::make_tuple(-(b->gpus - b->range.min()), b->job);
+  });
+  int short_by = best_taken;
+  for (const ElasticRun* r : on_node) {
+    if (short_by <= 0) break;
+    // AtMost(g) <= g, so the job gives back at least what is still short, or all it borrowed.
+    const int to = r->range.AtMost(std::max(r->range.min(), r->gpus - short_by));
+    short_by -= r->gpus - to;
+    out.push_back({r->job, r->gpus, to, ResizeReason::kPendingJob});
+  }
+  return std::make_pair(best, std::move(out));
+}
+
+}  // namespace
+
+std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
+                                     const std::vector<int>& free_gpus,
+                                     const std::vector<bool>& accepts, int need, int tasks) {
+  // Each task sees the cluster as the tasks before it left it.
+  std::vector<ElasticRun> left = runs;
+  std::vector<int> free = free_gpus;
+  ShrinkPlan plan;
+  for (int task = 0; task < tasks; ++task) {
+    auto one = ShrinkForOneTask(left, free, accepts, need);
+    if (!one) return std::nullopt;
+    const auto& [node, resizes] = *one;
+    for (const Resize& z : resizes) {
+      free[node] += z.from - z.to;
+      for (ElasticRun& r : left) {
+        if (r.job == z.job) r.gpus = z.to;
+      }
+      auto same = std::find_if(plan.resizes.begin(), plan.resizes.end(),
+                               [&](const Resize& p) { return p.job == z.job; });
+      if (same == plan.resizes.end()) {
+        plan.resizes.push_back(z);
+      } else {
+        same->to = z.to;
+      }
+    }
+    free[node] -= need;
+    plan.nodes.push_back(node);
+  }
+  return plan;
+}
+
+}  // namespace corral::sched

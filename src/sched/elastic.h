@@ -1,0 +1,117 @@
+// Elastic jobs (issue 20): a job that runs on any size of a GPU range and that the scheduler
+// resizes. Pure decisions, no state of their own: the caller (the simulator today, the server
+// later) holds the running elastic jobs and the free GPUs, asks which resizes to make, and
+// applies them through Scheduler::Resize.
+//
+// The model:
+//  - A range MIN..MAX (whole GPUs) and its ladder of sizes: MIN, every power of two strictly
+//    between MIN and MAX, and MAX; or, with a step, MIN, MIN + step, ... and MAX.
+//  - GPUs above MIN are borrowed: they go back (the job shrinks toward MIN) whenever a pending
+//    job could then start, before any rigid job is preempted. MIN is protected like a rigid job.
+//  - Growth takes only GPUs no pending job could use (the caller asks after its scheduling pass
+//    has placed every pending job that can start), and only on the job's own node (a resize
+//    restarts the job's tasks as a new generation; elastic gangs across nodes are not modelled
+//    yet).
+//  - Throughput grows as GPUs^alpha (docs/elastic.md justifies alpha = 0.8).
+//  - Hysteresis, for growth: no growth sooner than `min_interval` after the job's last resize
+//    (or start), none once the job has used its `budget` of resizes, and none unless the time it
+//    saves exceeds `restart_cost` (the progress a resize loses). Shrinks for a pending job are
+//    never held back: borrowed GPUs must come back promptly; growth's interval bounds how often
+//    a job can oscillate (at most one grow/shrink pair per interval).
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "common/ids.h"
+#include "common/status.h"
+#include "common/units.h"
+#include "sched/cluster_state.h"
+
+namespace corral::sched {
+
+// A GPU range MIN..MAX with its ladder of sizes.
+class ElasticRange {
+ public:
+  // step 0: powers of two between MIN and MAX. Errors (InvalidArgument naming the field):
+  // min < 1, max < min, max > kMaxGpus, step < 0.
+  static Result<ElasticRange> Create(int min_gpus, int max_gpus, int step = 0);
+  static constexpr int kMaxGpus = 4096;
+
+  int min() const { return min_; }
+  int max() const { return max_; }
+  int step() const { return step_; }
+  // The ladder, ascending: MIN first, MAX last.
+  const std::vector<int>& Sizes() const { return sizes_; }
+  // The largest size <= `gpus` (MIN when gpus < MIN).
+  int AtMost(int gpus) const;
+
+ private:
+  ElasticRange(int min_gpus, int max_gpus, int step);
+  int min_ = 1, max_ = 1, step_ = 0;
+  std::vector<int> sizes_;
+};
+
+struct ResizeRules {
+  double alpha = 0.8;         // throughput ∝ GPUs^alpha, in (0, 1]
+  Seconds min_interval{300};  // no growth sooner after the last resize or the start
+  Seconds restart_cost{60};   // progress lost per resize (the restart from a checkpoint)
+  int budget = 20;            // resizes a job may make in its life (growth only stops)
+};
+// Names the field: "alpha: must be in (0, 1]".
+Status Validate(const ResizeRules& rules);
+
+// A running elastic job as the decisions see it.
+struct ElasticRun {
+  JobId job;
+  ElasticRange range;
+  int gpus = 0;            // its size now
+  NodeIndex node = -1;     // the node its one task runs on
+  Seconds last_resize{0};  // its last resize, or its start
+  int resizes = 0;         // made so far
+  // Seconds of work left at its current size (estimated): what growth would speed up.
+  double remaining_s = 0;
+};
+
+enum class ResizeReason {
+  kIdleGpus,    // grown into GPUs no pending job could use
+  kPendingJob,  // shrunk so that a pending job can start
+};
+std::string_view ResizeReasonName(ResizeReason reason);  // "idle-gpus" | "pending-job"
+
+struct Resize {
+  JobId job;
+  int from = 0, to = 0;
+  ResizeReason reason = ResizeReason::kIdleGpus;
+};
+
+// Throughput at `to` GPUs relative to `from`: (to / from)^alpha.
+double Speedup(int from, int to, double alpha);
+
+// True when growing `run` to `to` GPUs at `now` passes the hysteresis: the interval since its
+// last resize, the budget, and a saving (remaining × (1 − 1 / Speedup)) above the restart cost.
+bool GrowthAllowed(const ElasticRun& run, int to, const ResizeRules& rules, Seconds now);
+
+// Growth into idle GPUs: `free_gpus[n]` is the number of wholly free GPUs on node n (after
+// the pass placed every pending job that can start). Jobs are served smallest first (a GPU
+// speeds a small job up most under a concave curve), ties by id; each grows once, to the
+// largest size of its ladder that its node's free GPUs allow and GrowthAllowed accepts.
+// Returns the resizes in that order; `free_gpus` is not changed.
+std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<int> free_gpus,
+                               const ResizeRules& rules, Seconds now);
+
+// Shrinks that make room for a pending job of `tasks` tasks of `need` whole GPUs each:
+// `free_gpus[n]` as above, `accepts[n]` whether the job may run on node n. Task by task, picks
+// the node that needs the fewest GPUs taken back (ties: lower index), shrinks its elastic jobs
+// with the most borrowed GPUs first, each down its ladder only as far as still needed, never
+// below MIN. nullopt when some task finds no node that way (the caller then falls back to
+// preemption); no resizes when there is room already.
+struct ShrinkPlan {
+  std::vector<NodeIndex> nodes;  // per task, where it fits once the resizes are made
+  std::vector<Resize> resizes;   // at most one per job, in the order decided
+};
+std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
+                                     const std::vector<int>& free_gpus,
+                                     const std::vector<bool>& accepts, int need, int tasks = 1);
+
+}  // namespace corral::sched

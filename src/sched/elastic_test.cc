@@ -1,0 +1,176 @@
+// Elastic jobs: the range's ladder, the hysteresis, growth into idle GPUs, shrinks for a
+// pending job, and Scheduler::Resize applying them.
+#include "sched/elastic.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "sched/scheduler.h"
+
+namespace corral::sched {
+namespace {
+
+using ::testing::HasSubstr;
+
+ElasticRange Range(int min, int max, int step = 0) {
+  auto r = ElasticRange::Create(min, max, step);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return *r;
+}
+
+ElasticRun Elastic(int64_t id, int min, int max, int gpus, NodeIndex node,
+                   double remaining_s = 36000, int64_t last_resize = 0, int resizes = 0) {
+  return {JobId(id), Range(min, max), gpus, node, Seconds(last_resize), resizes, remaining_s};
+}
+
+TEST(ElasticRange, LaddersArePowersOfTwoBetweenMinAndMaxUnlessAStepIsGiven) {
+  EXPECT_EQ(Range(2, 8).Sizes(), (std::vector<int>{2, 4, 8}));
+  EXPECT_EQ(Range(3, 12).Sizes(), (std::vector<int>{3, 4, 8, 12}));
+  EXPECT_EQ(Range(1, 1).Sizes(), (std::vector<int>{1}));
+  EXPECT_EQ(Range(2, 8, 3).Sizes(), (std::vector<int>{2, 5, 8}));
+  EXPECT_EQ(Range(3, 12).AtMost(7), 4);
+  EXPECT_EQ(Range(3, 12).AtMost(2), 3);  // never below MIN
+  EXPECT_EQ(Range(3, 12).AtMost(100), 12);
+}
+
+TEST(ElasticRange, ErrorsNameTheField) {
+  EXPECT_THAT(ElasticRange::Create(0, 4).status().message(), HasSubstr("min_gpus"));
+  EXPECT_THAT(ElasticRange::Create(4, 2).status().message(), HasSubstr("max_gpus"));
+  EXPECT_THAT(ElasticRange::Create(1, 5000).status().message(), HasSubstr("max_gpus"));
+  EXPECT_THAT(ElasticRange::Create(1, 4, -1).status().message(), HasSubstr("gpu_step"));
+  ResizeRules rules;
+  rules.alpha = 1.5;
+  EXPECT_THAT(Validate(rules).message(), HasSubstr("alpha"));
+  EXPECT_TRUE(Validate(ResizeRules{}).ok());
+}
+
+TEST(ElasticHysteresis, GrowthWaitsForTheIntervalAndStopsAtTheBudget) {
+  ResizeRules rules;
+  rules.min_interval = Seconds(300);
+  rules.budget = 2;
+  const ElasticRun run = Elastic(1, 2, 8, 2, 0, 36000, /*last_resize=*/1000);
+  EXPECT_FALSE(GrowthAllowed(run, 4, rules, Seconds(1299)));
+  EXPECT_TRUE(GrowthAllowed(run, 4, rules, Seconds(1300)));
+  EXPECT_FALSE(GrowthAllowed(run, 2, rules, Seconds(5000)));  // not a growth
+  ElasticRun spent = run;
+  spent.resizes = 2;
+  EXPECT_FALSE(GrowthAllowed(spent, 4, rules, Seconds(5000)));
+}
+
+TEST(ElasticHysteresis, GrowthOnlyWhenTheTimeSavedExceedsTheRestartCost) {
+  ResizeRules rules;
+  rules.alpha = 1.0;
+  rules.min_interval = Seconds(0);
+  rules.restart_cost = Seconds(60);
+  // Doubling at alpha 1 halves what is left: 100 s left saves 50 s (< 60), 200 s saves 100 s.
+  EXPECT_FALSE(GrowthAllowed(Elastic(1, 1, 2, 1, 0, 100), 2, rules, Seconds(10)));
+  EXPECT_TRUE(GrowthAllowed(Elastic(1, 1, 2, 1, 0, 200), 2, rules, Seconds(10)));
+  EXPECT_NEAR(Speedup(2, 8, 0.5), 2.0, 1e-12);
+}
+
+TEST(ElasticGrowth, SmallestJobsFirstEachToTheLargestSizeItsNodeAllows) {
+  ResizeRules rules;
+  rules.min_interval = Seconds(0);
+  // Node 0 has 3 idle GPUs, node 1 has 4. Job 2 (2 GPUs) goes before job 1 (4 GPUs) on node 0.
+  std::vector<ElasticRun> runs = {Elastic(1, 2, 8, 4, 0), Elastic(2, 1, 8, 2, 0),
+                                  Elastic(3, 1, 8, 4, 1)};
+  std::vector<Resize> grown = PlanGrowth(runs, {3, 4}, rules, Seconds(100));
+  ASSERT_EQ(grown.size(), 2u);
+  EXPECT_EQ(grown[0].job, JobId(2));
+  EXPECT_EQ(grown[0].to, 4);  // 2 + 3 = 5 is not on the ladder: 4
+  EXPECT_EQ(grown[0].reason, ResizeReason::kIdleGpus);
+  EXPECT_EQ(grown[1].job, JobId(3));
+  EXPECT_EQ(grown[1].to, 8);
+  // Job 1 got nothing: one GPU was left on node 0 and 5 is not on its ladder.
+  EXPECT_TRUE(PlanGrowth(runs, {0, 0}, rules, Seconds(100)).empty());
+}
+
+TEST(ElasticShrink, TakesBackBorrowedGpusOnTheCheapestNodeNeverBelowMin) {
+  // Node 0: 1 free, job 1 at 8 of 2..8 (6 borrowed). Node 1: 2 free, job 2 at 4 of 2..8.
+  std::vector<ElasticRun> runs = {Elastic(1, 2, 8, 8, 0), Elastic(2, 2, 8, 4, 1)};
+  // 4 GPUs: node 1 needs 2 back (job 2 to MIN), node 0 needs 3: node 1 wins.
+  auto plan = PlanShrink(runs, {1, 2}, {true, true}, 4);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{1});
+  ASSERT_EQ(plan->resizes.size(), 1u);
+  EXPECT_EQ(plan->resizes[0].job, JobId(2));
+  EXPECT_EQ(plan->resizes[0].to, 2);
+  EXPECT_EQ(plan->resizes[0].reason, ResizeReason::kPendingJob);
+  // Not allowed on node 1: node 0, job 1 down to 4 (frees 4 >= the 3 still short).
+  plan = PlanShrink(runs, {1, 2}, {true, false}, 4);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{0});
+  ASSERT_EQ(plan->resizes.size(), 1u);
+  EXPECT_EQ(plan->resizes[0].to, 4);
+  // 8 GPUs would need job 1 below its MIN: no plan, the caller may preempt.
+  EXPECT_FALSE(PlanShrink(runs, {1, 2}, {true, true}, 8));
+  // Room already: nothing to shrink.
+  plan = PlanShrink(runs, {1, 2}, {true, true}, 2);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{1});
+  EXPECT_TRUE(plan->resizes.empty());
+}
+
+TEST(ElasticShrink, AGangShrinksJobsOnAsManyNodesAsItHasTasks) {
+  // Two tasks of 4: node 0 frees 4 from job 1 (8 -> 4), node 1 frees 4 from job 2 (8 -> 4).
+  std::vector<ElasticRun> runs = {Elastic(1, 4, 8, 8, 0), Elastic(2, 2, 8, 8, 1)};
+  auto plan = PlanShrink(runs, {0, 0}, {true, true}, 4, 2);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, (std::vector<NodeIndex>{0, 1}));
+  ASSERT_EQ(plan->resizes.size(), 2u);
+  EXPECT_EQ(plan->resizes[0].to, 4);
+  EXPECT_EQ(plan->resizes[1].to, 4);
+  // Three tasks: job 1 cannot go below its MIN of 4, job 2 gives 6 (to its MIN 2) on node 1 but
+  // only one task fits there after the first: no plan.
+  EXPECT_FALSE(PlanShrink(runs, {0, 0}, {true, true}, 4, 3));
+  // One job shrunk for two tasks on its node is one resize, to the last size.
+  auto twice = PlanShrink({Elastic(3, 1, 8, 8, 0)}, {0}, {true}, 2, 2);
+  ASSERT_TRUE(twice);
+  ASSERT_EQ(twice->resizes.size(), 1u);
+  EXPECT_EQ(twice->resizes[0].from, 8);
+  EXPECT_EQ(twice->resizes[0].to, 4);
+}
+
+TEST(ElasticShrink, MostBorrowedJobFirstOnANode) {
+  std::vector<ElasticRun> runs = {Elastic(1, 1, 4, 2, 0), Elastic(2, 1, 4, 4, 0)};
+  auto plan = PlanShrink(runs, {0}, {true}, 2);
+  ASSERT_TRUE(plan);
+  ASSERT_EQ(plan->resizes.size(), 1u);
+  EXPECT_EQ(plan->resizes[0].job, JobId(2));
+  EXPECT_EQ(plan->resizes[0].to, 2);
+}
+
+model::Job WholeGpuJob(int64_t id, int gpus) {
+  model::Job j;
+  j.id = JobId(id);
+  j.user = "u";
+  j.project = "p";
+  j.resources = model::MakeResources(gpus, 1000, 1000, 1024);
+  return j;
+}
+
+TEST(SchedulerResize, GrowsIntoFreeGpusAndShrinksKeepingItsNode) {
+  auto created = Scheduler::Create(SchedulerConfig{"bestfit"}, {});
+  ASSERT_TRUE(created.ok());
+  Scheduler& s = **created;
+  ASSERT_TRUE(s.AddNode(model::MakeNode("n1", "A100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
+  ASSERT_TRUE(s.Submit(WholeGpuJob(1, 2)).ok());
+  ASSERT_EQ(s.Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(s.Resize(JobId(1), 8, Seconds(10)).ok());
+  EXPECT_EQ(s.AllocationsOf(JobId(1))->front().gpus.size(), 8u);
+  EXPECT_EQ(s.state().FreeGpuMilli(), 0);
+  EXPECT_EQ(s.ProjectUsage("p"), 8000);
+  EXPECT_EQ(s.Resize(JobId(1), 9, Seconds(11)).code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(s.Resize(JobId(1), 4, Seconds(20)).ok());
+  EXPECT_EQ(s.state().FreeGpuMilli(), 4000);
+  EXPECT_EQ(s.ProjectUsage("p"), 4000);
+  // The freed GPUs take a pending job.
+  ASSERT_TRUE(s.Submit(WholeGpuJob(2, 4)).ok());
+  EXPECT_EQ(s.Schedule(Seconds(21)).starts.size(), 1u);
+  ASSERT_TRUE(s.Finish(JobId(1)).ok());
+  EXPECT_EQ(s.state().FreeGpuMilli(), 4000);
+  EXPECT_EQ(s.Resize(JobId(1), 2, Seconds(30)).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace corral::sched
