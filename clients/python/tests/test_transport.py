@@ -16,9 +16,10 @@ from corral import (ApiError, Client, JobFailed, ServerUnreachable, build_spec, 
 
 class Server:
     """An HTTP server on 127.0.0.1 whose answers come, in turn, from `answers`: (status,
-    headers, body) or None to close the connection without answering. Records each request."""
+    headers, body) or None to close the connection without answering. Records each request.
+    With `tls` (an ssl.SSLContext holding its certificate): HTTPS."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, tls=None):
         self.answers = list(answers)
         self.requests = []
         outer = self
@@ -47,7 +48,10 @@ class Server:
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
