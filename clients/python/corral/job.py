@@ -11,10 +11,11 @@ It reads the task's environment (docs/in-job.md, the in-job channel): CORRAL_JOB
 CORRAL_SERVER, CORRAL_JOB_TOKEN, CORRAL_CA_CERT, CORRAL_CHECKPOINT_DIR, CORRAL_STOP_FILE and the
 ranks.
 
-Importing this module inside a corral job (CORRAL_JOB_ID set; elsewhere, a notebook say, it
-changes nothing) installs a SIGTERM handler (in the main thread) that records the stop request and then calls the handler that was there before when that was a Python function. The
-default action (ending the process at once) is replaced: the task keeps running until its
-function sees should_stop() or the agent's SIGKILL at the end of the grace period."""
+Importing this module inside a corral job (CORRAL_JOB_ID set; elsewhere, in a notebook say, it
+changes nothing) installs a SIGTERM handler (in the main thread) that records the stop request
+and then calls the handler that was there before when that was a Python function. The default
+action (ending the process at once) is replaced: the task keeps running until its function sees
+should_stop() or the agent's SIGKILL at the end of the grace period."""
 
 from __future__ import annotations
 
@@ -51,8 +52,8 @@ class StopRequest:
     """Why and by when the agent stops this task. From the stop file: reason, a sentence of the
     agent's ("cancelled by alice", "time limit of 60 s reached", ...: for people, not a code to
     compare), grace_s (seconds from the request to SIGKILL) and deadline (Unix seconds of the
-    SIGKILL); reason "" when the file is there but cannot be read. From a SIGTERM alone: reason "SIGTERM", its time as
-    `time`, grace and deadline unknown (None)."""
+    SIGKILL); reason "" when the file is there but cannot be read. From a SIGTERM alone: reason
+    "SIGTERM", its time as `time`, grace and deadline unknown (None)."""
     reason: str
     grace_s: Optional[float]
     deadline: Optional[float]
