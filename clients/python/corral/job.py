@@ -43,7 +43,7 @@ class JobContext:
     array_index: Optional[int]  # CORRAL_ARRAY_INDEX: array elements only
     generation: int  # the run of the task: 1 the first, one more at each requeue
     node: Optional[str]
-    # CORRAL_ALLOCATION_ID: the task's id, unique in the cluster (one per task and run).
+    # CORRAL_ALLOCATION_ID: the task's id, unique in the cluster (with generation: the run's).
     allocation_id: Optional[int]
 
 
