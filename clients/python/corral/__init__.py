@@ -2,7 +2,7 @@
 
 - corral.Client: the HTTP API with typed results (submit, batch, get, list, cancel, logs, wait).
 - corral.Executor: run Python functions as corral jobs and get their results back.
-- corral.job (import it explicitly: it installs a SIGTERM handler): the in-job API.
+- corral.job (import it explicitly: inside a job it installs a SIGTERM handler): the in-job API.
 """
 
 from .client import Client, build_spec, parse_duration

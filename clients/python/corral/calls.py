@@ -95,13 +95,15 @@ def write_atomically(path: str, data: bytes) -> None:
         raise
 
 
-def dump_outcome(outcome: Outcome) -> bytes:
-    """The pickled outcome; a value that cannot be pickled becomes an error outcome saying so."""
+def dump_outcome(outcome: Outcome) -> tuple[bytes, Outcome]:
+    """The pickled outcome and the outcome it holds: a value that cannot be pickled becomes an
+    error outcome saying so."""
     try:
-        return _pickler.dumps(outcome)
+        return _pickler.dumps(outcome), outcome
     except Exception as e:  # noqa: BLE001 - any pickling failure is reported, not raised
-        return _pickler.dumps(Outcome(False, exception_repr=(
-            f"TypeError('the function returned a value that cannot be pickled: {e!r}')")))
+        error = Outcome(False, exception_repr=(
+            f"TypeError('the function returned a value that cannot be pickled: {e!r}')"))
+        return _pickler.dumps(error), error
 
 
 def load(path: str) -> Any:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shutil
 import site
 import sys
 import sysconfig
@@ -22,7 +23,7 @@ from typing import Any, Callable, Iterable, Optional, Union
 
 from . import calls
 from .client import Client
-from .errors import JobFailed, RemoteTraceback
+from .errors import ApiError, JobFailed, RemoteTraceback
 from .models import Job
 
 STDERR_TAIL_BYTES = 2000  # of a failed job's stderr, in JobFailed's message
@@ -80,7 +81,8 @@ class JobHandle:
 
     def result(self, timeout: Optional[float] = None) -> Any:
         """Rank 0's return value, once the job has ended; re-raises the function's exception
-        with the remote traceback as its __cause__; JobFailed when the job ended without one."""
+        with the remote traceback as its __cause__; JobFailed when the job ended without one,
+        and in place of a SystemExit or KeyboardInterrupt (which would end this program)."""
         return self._outcome(0, self.wait(timeout))
 
     def results(self, timeout: Optional[float] = None) -> list[Any]:
@@ -98,7 +100,7 @@ class JobHandle:
             return outcome.value
         cause = RemoteTraceback(outcome.traceback or outcome.exception_repr)
         exception = outcome.rebuilt_exception()
-        if exception is not None:
+        if isinstance(exception, Exception):
             raise exception from cause
         raise JobFailed(f"job {self.id} rank {rank} raised {outcome.exception_repr}",
                         job) from cause
@@ -160,14 +162,24 @@ class Executor:
         os.makedirs(self.folder, exist_ok=True)
         call_dir = os.path.join(self.folder, time.strftime("%Y%m%d-%H%M%S-") +
                                 secrets.token_hex(4))
-        os.mkdir(call_dir)
+        os.mkdir(call_dir, 0o700)  # arguments and results are the user's; the job runs as them
         calls.write_atomically(os.path.join(call_dir, calls.CALL_FILE), data)
         return call_dir
+
+    def _submit(self, call_dir: str, spec: dict[str, Any]) -> Any:
+        """Submits `spec`; removes the call folder when no job was made (the server refused it,
+        or it was refused here). A submission lost after it was sent keeps its folder: the
+        server may have made the job."""
+        try:
+            return self.client.submit(**spec)
+        except (ApiError, TypeError, ValueError):
+            shutil.rmtree(call_dir, ignore_errors=True)
+            raise
 
     def submit(self, fn: Callable, *args: Any, **kwargs: Any) -> JobHandle:
         """Runs fn(*args, **kwargs) as one job (on every rank)."""
         call_dir = self._write_call(fn, [(args, kwargs)])
-        submitted = self.client.submit(**self._spec(call_dir, fn))
+        submitted = self._submit(call_dir, self._spec(call_dir, fn))
         return JobHandle(self.client, submitted.ids[0], call_dir, 0, self.world_size)
 
     def map_array(self, fn: Callable, *iterables: Iterable[Any],
@@ -181,7 +193,7 @@ class Executor:
         array: dict[str, Any] = {"indices": list(range(len(arguments)))}
         if max_running:
             array["max_running"] = max_running
-        submitted = self.client.submit(**self._spec(call_dir, fn, array=array))
+        submitted = self._submit(call_dir, self._spec(call_dir, fn, array=array))
         array_id = getattr(submitted, "array_id", submitted.ids[0])
         return [JobHandle(self.client, job_id, call_dir, i, self.world_size, array_id)
                 for i, job_id in enumerate(submitted.ids)]

@@ -8,17 +8,20 @@
     corral.job.checkpoint(save(corral.job.checkpoint_dir()), step=step)
 
 It reads the task's environment (docs/in-job.md, the in-job channel): CORRAL_JOB_ID,
-CORRAL_SERVER, CORRAL_JOB_TOKEN, CORRAL_CHECKPOINT_DIR, CORRAL_STOP_FILE and the ranks.
+CORRAL_SERVER, CORRAL_JOB_TOKEN, CORRAL_CA_CERT, CORRAL_CHECKPOINT_DIR, CORRAL_STOP_FILE and the
+ranks.
 
-Importing this module installs a SIGTERM handler (in the main thread) that records the stop
-request and then calls the handler that was there before when that was a Python function. The
-default action (ending the process at once) is replaced: the task keeps running until its
-function sees should_stop() or the agent's SIGKILL at the end of the grace period."""
+Importing this module inside a corral job (CORRAL_JOB_ID set; elsewhere, in a notebook say, it
+changes nothing) installs a SIGTERM handler (in the main thread) that records the stop request
+and then calls the handler that was there before when that was a Python function. The default
+action (ending the process at once) is replaced: the task keeps running until its function sees
+should_stop() or the agent's SIGKILL at the end of the grace period."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -40,14 +43,17 @@ class JobContext:
     array_index: Optional[int]  # CORRAL_ARRAY_INDEX: array elements only
     generation: int  # the run of the task: 1 the first, one more at each requeue
     node: Optional[str]
+    # CORRAL_ALLOCATION_ID: the task's id, unique in the cluster (with generation: the run's).
+    allocation_id: Optional[int]
 
 
 @dataclass(frozen=True)
 class StopRequest:
-    """Why and by when the agent stops this task. From the stop file: reason ("cancel",
-    "preemption", "time_limit", ...), grace_s (seconds from the request to SIGKILL) and
-    deadline (Unix seconds of the SIGKILL). From a SIGTERM alone: reason "SIGTERM", its time as
-    `time`, grace and deadline unknown (None)."""
+    """Why and by when the agent stops this task. From the stop file: reason, a sentence of the
+    agent's ("cancelled by alice", "time limit of 60 s reached", ...: for people, not a code to
+    compare), grace_s (seconds from the request to SIGKILL) and deadline (Unix seconds of the
+    SIGKILL); reason "" when the file is there but cannot be read. From a SIGTERM alone: reason
+    "SIGTERM", its time as `time`, grace and deadline unknown (None)."""
     reason: str
     grace_s: Optional[float]
     deadline: Optional[float]
@@ -58,8 +64,9 @@ _sigterm_at: Optional[float] = None
 
 
 def _int_env(name: str, default: Optional[int]) -> Optional[int]:
-    value = os.environ.get(name, "")
-    return int(value) if value.lstrip("-").isdigit() else default
+    """The variable as an integer; `default` when it is unset or not one ("--1", "3x")."""
+    value = os.environ.get(name, "").strip()
+    return int(value) if re.fullmatch(r"-?[0-9]{1,18}", value) else default
 
 
 def current() -> JobContext:
@@ -73,7 +80,8 @@ def current() -> JobContext:
         task_index=task_index, num_tasks=num_tasks,
         array_index=_int_env("CORRAL_ARRAY_INDEX", None),
         generation=_int_env("CORRAL_GENERATION", 1) or 1,
-        node=os.environ.get("CORRAL_NODE_NAME"))
+        node=os.environ.get("CORRAL_NODE_NAME"),
+        allocation_id=_int_env("CORRAL_ALLOCATION_ID", None))
 
 
 def checkpoint_dir() -> Optional[str]:
@@ -147,6 +155,8 @@ def info() -> Any:
 
 
 def _install_sigterm_handler() -> None:
+    if _int_env("CORRAL_JOB_ID", None) is None:
+        return  # not in a corral job: a notebook's or a script's SIGTERM stays as it was
     if threading.current_thread() is not threading.main_thread():
         return  # signal handlers can be set from the main thread only
     previous = signal.getsignal(signal.SIGTERM)

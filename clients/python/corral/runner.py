@@ -1,7 +1,8 @@
 """What an Executor job runs on the node: `python -m corral.runner CALL_DIR`. Loads the call,
 runs the function for this array element (CORRAL_ARRAY_INDEX, else 0) on this rank (RANK, else
 CORRAL_TASK_INDEX), and writes the outcome into CALL_DIR (calls.py). Exits 1 when the function
-raised, FOLDER_MISSING_EXIT when the node cannot see CALL_DIR."""
+raised or its result cannot be pickled (the job fails), FOLDER_MISSING_EXIT when the node cannot
+see CALL_DIR."""
 
 from __future__ import annotations
 
@@ -31,14 +32,16 @@ def main(argv: list[str]) -> int:
     args, kwargs = call.arguments[element if len(call.arguments) > 1 else 0]
     try:
         outcome = calls.Outcome(True, call.fn(*args, **kwargs))
-    except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt travel too
+    except BaseException as e:  # noqa: BLE001 - SystemExit, KeyboardInterrupt: JobFailed there
         # The function's frames only: the runner's own is noise to its author.
         formatted = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
         print(formatted, file=sys.stderr, end="", flush=True)
         outcome = calls.failed(e, formatted)
-    calls.write_atomically(calls.result_file(call_dir, element, context.rank),
-                           calls.dump_outcome(outcome))
-    return 0 if outcome.ok else 1
+    data, written = calls.dump_outcome(outcome)
+    if outcome.ok and not written.ok:
+        print(f"corral.runner: {written.exception_repr}", file=sys.stderr, flush=True)
+    calls.write_atomically(calls.result_file(call_dir, element, context.rank), data)
+    return 0 if written.ok else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 (src/cli/api_client.cc): each request walks the list (servers.LeaderSearch) until a server
 answers; a saturated server's 503 (Corral-Busy) and a 429 whose Retry-After is at most
 MAX_LIMIT_WAIT_S are waited out and sent again to the same server, within BUSY_BUDGET_S per
-Transport. Standard library only (http.client)."""
+request. Standard library only (http.client)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import http.client
 import json
 import random
 import ssl
-import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from .servers import Attempt, LeaderSearch, Outcome
 
 CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0
-BUSY_BUDGET_S = 30.0  # the waits on busy answers one Transport may spend in all
+BUSY_BUDGET_S = 30.0  # the waits on busy answers one request may spend in all
 MAX_LIMIT_WAIT_S = 5  # a 429 asking a longer wait is raised at once
 BUSY_JITTER_SPREAD = 0.2  # a busy wait is its Retry-After plus up to this fraction of it
 MAX_ANSWER_BYTES = 64 << 20  # a server's answer; logs pages are at most 1 MiB
@@ -59,14 +58,31 @@ def _problem(response: Response) -> dict[str, Any]:
     return {"detail": response.body.decode("utf-8", "replace")[:2000]}
 
 
+def _busy_wait(response: Response, waited: float) -> Optional[float]:
+    """Seconds to wait before sending the same request again, or None to take the answer;
+    `waited`: what the request already waited on busy answers (within BUSY_BUDGET_S)."""
+    after = _retry_after(response.headers.get("retry-after", ""))
+    busy = response.status == 503 and response.headers.get("corral-busy")
+    if busy:
+        after = after or 1
+    elif response.status != 429 or after is None or after <= 0 or after > MAX_LIMIT_WAIT_S:
+        return None
+    wait = after * (1 + BUSY_JITTER_SPREAD * random.random())
+    if waited + wait > BUSY_BUDGET_S:
+        if busy:
+            raise ServerUnreachable(
+                f"{_problem(response).get('detail', 'server busy')} (still busy after "
+                f"waiting {waited:.0f} s)")
+        return None
+    return wait
+
+
 class Transport:
     """Thread-safe: each request opens its own connection."""
 
     def __init__(self, config: ClientConfig):
         self.config = config
         self._answered = ""  # the URL that answered last: the next request starts there
-        self._busy_waited = 0.0
-        self._lock = threading.Lock()
         self._ssl = ssl.create_default_context(cafile=config.ca_cert or None)
 
     def request(self, method: str, path: str, body: Any = None,
@@ -79,34 +95,17 @@ class Transport:
                 path += "?" + urllib.parse.urlencode(pairs)
         payload = None if body is None else json.dumps(body).encode()
         idempotent = method != "POST"
+        waited = 0.0  # on busy answers, by this request
         while True:
             response = self._search(method, path, payload, idempotent)
-            wait = self._busy_wait(response)
+            wait = _busy_wait(response, waited)
             if wait is None:
                 break
             time.sleep(wait)
+            waited += wait
         if response.status >= 300:
             raise ApiError(response.status, _problem(response))
         return response
-
-    def _busy_wait(self, response: Response) -> Optional[float]:
-        """Seconds to wait before sending the same request again, or None to take the answer."""
-        after = _retry_after(response.headers.get("retry-after", ""))
-        busy = response.status == 503 and response.headers.get("corral-busy")
-        if busy:
-            after = after or 1
-        elif response.status != 429 or after is None or after <= 0 or after > MAX_LIMIT_WAIT_S:
-            return None
-        wait = after * (1 + BUSY_JITTER_SPREAD * random.random())
-        with self._lock:
-            if self._busy_waited + wait > BUSY_BUDGET_S:
-                if busy:
-                    raise ServerUnreachable(
-                        f"{_problem(response).get('detail', 'server busy')} (still busy after "
-                        f"waiting {self._busy_waited:.0f} s)")
-                return None
-            self._busy_waited += wait
-        return wait
 
     def _search(self, method: str, path: str, payload: Optional[bytes],
                 idempotent: bool) -> Response:

@@ -10,14 +10,16 @@ import threading
 import time
 import unittest
 
-from corral import ApiError, Client, JobFailed, ServerUnreachable, build_spec, parse_duration
+from corral import (ApiError, Client, JobFailed, ServerUnreachable, build_spec, parse_duration,
+                    transport)
 
 
 class Server:
     """An HTTP server on 127.0.0.1 whose answers come, in turn, from `answers`: (status,
-    headers, body) or None to close the connection without answering. Records each request."""
+    headers, body) or None to close the connection without answering. Records each request.
+    With `tls` (an ssl.SSLContext holding its certificate): HTTPS."""
 
-    def __init__(self, answers):
+    def __init__(self, answers, tls=None):
         self.answers = list(answers)
         self.requests = []
         outer = self
@@ -46,7 +48,10 @@ class Server:
                 pass
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        if tls:
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
+        scheme = "https" if tls else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def close(self):
@@ -94,6 +99,22 @@ class TransportTest(unittest.TestCase):
         self.assertEqual(Client(s.url, "t").submit(["true"]).id, 7)
         self.assertGreaterEqual(time.monotonic() - started, 1.0)
         self.assertEqual([r[0] for r in s.requests], ["POST", "POST"])
+
+    def test_the_busy_wait_budget_is_per_request_not_per_client(self):
+        busy = (503, {"Corral-Busy": "1", "Retry-After": "1"}, {"detail": "server saturated"})
+        s = self.serve(busy, OK, busy, OK, busy, busy, OK)
+        budget = transport.BUSY_BUDGET_S
+        transport.BUSY_BUDGET_S = 1.5  # room for one wait of 1 to 1.2 s, not two
+        try:
+            client = Client(s.url, "t")
+            self.assertEqual(client.whoami(), {"user": "u"})
+            self.assertEqual(client.whoami(), {"user": "u"})  # a new request: a new budget
+            with self.assertRaises(ServerUnreachable) as e:
+                client.whoami()
+        finally:
+            transport.BUSY_BUDGET_S = budget
+        self.assertIn("server saturated (still busy after waiting 1 s)", str(e.exception))
+        self.assertEqual(len(s.requests), 6)
 
     def test_a_limit_far_off_is_raised_at_once_with_the_problem(self):
         problem = {"title": "resource_exhausted", "status": 429, "detail": "submit limit"}
