@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace corral::sched {
 namespace {
@@ -24,29 +25,25 @@ std::vector<FairShareStanding> FairShareStandings(const std::vector<FairShareUse
   const double even =
       std::max(kEvenPart * total_past * gpus / kSecondsPerHour, 1 / kSecondsPerHour);
   std::vector<FairShareStanding> out(uses.size());
-  const FairShareUse* next = nullptr;
-  size_t next_at = 0;
-  for (size_t i = 0; i < uses.size(); ++i) {
-    const FairShareUse& u = uses[i];
-    if (total_past > 0 && total_weight > 0) {
-      const double due = total_past * std::max(0.0, u.weight) / total_weight;
-      const double from = (std::max(0.0, u.past) - due) * gpus / kSecondsPerHour;
-      out[i].gpu_hours_from_share = from;
-      out[i].standing = std::abs(from) < even ? ShareStanding::kAt
-                        : from > 0            ? ShareStanding::kOver
-                                              : ShareStanding::kUnder;
-    }
-    const bool earlier_name = next == nullptr || u.project < next->project;
-    if (used && u.weight > 0) {
-      const double key = std::max(0.0, u.effective) / u.weight;
-      const double best = next ? std::max(0.0, next->effective) / next->weight : 0;
-      if (next == nullptr || key < best || (key == best && earlier_name)) {
-        next = &u;
-        next_at = i;
-      }
+  for (size_t i = 0; i < uses.size() && total_past > 0 && total_weight > 0; ++i) {
+    const double due = total_past * std::max(0.0, uses[i].weight) / total_weight;
+    const double from = (std::max(0.0, uses[i].past) - due) * gpus / kSecondsPerHour;
+    out[i].gpu_hours_from_share = from;
+    out[i].standing = std::abs(from) < even ? ShareStanding::kAt
+                      : from > 0            ? ShareStanding::kOver
+                                            : ShareStanding::kUnder;
+  }
+  // Next in line: the lowest effective usage per weight, ties to the first name.
+  std::optional<size_t> next;
+  auto key = [&](size_t i) { return std::max(0.0, uses[i].effective) / uses[i].weight; };
+  for (size_t i = 0; used && i < uses.size(); ++i) {
+    if (uses[i].weight <= 0) continue;
+    if (!next || key(i) < key(*next) ||
+        (key(i) == key(*next) && uses[i].project < uses[*next].project)) {
+      next = i;
     }
   }
-  if (next) out[next_at].next_in_line = true;
+  if (next) out[*next].next_in_line = true;
   return out;
 }
 
