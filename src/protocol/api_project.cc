@@ -55,6 +55,31 @@ Status ReadSharing(const FieldReader& r, const json& object, const std::string& 
   });
 }
 
+constexpr std::pair<ShareStanding, const char*> kStandings[] = {
+    {ShareStanding::kUnder, "under"}, {ShareStanding::kAt, "at"}, {ShareStanding::kOver, "over"}};
+
+const char* StandingName(ShareStanding standing) {
+  for (const auto& [value, name] : kStandings) {
+    if (value == standing) return name;
+  }
+  return "at";
+}
+
+Status ReadStanding(const FieldReader& r, FairShareStandingView& out) {
+  std::string standing;
+  CORRAL_RETURN_IF_ERROR(r.String("standing", true, standing));
+  bool known = false;
+  for (const auto& [value, name] : kStandings) {
+    if (standing == name) {
+      out.standing = value;
+      known = true;
+    }
+  }
+  if (!known) return r.Bad("standing", "must be under, at or over");
+  CORRAL_RETURN_IF_ERROR(r.Number("gpu_hours_from_share", true, out.gpu_hours_from_share));
+  return r.Bool("next_in_line", out.next_in_line);
+}
+
 Result<ProjectView> ReadProject(const FieldReader& r) {
   ProjectView p;
   CORRAL_RETURN_IF_ERROR(r.String("name", true, p.name));
@@ -75,6 +100,10 @@ Result<ProjectView> ReadProject(const FieldReader& r) {
     *out = *gpus;
   }
   CORRAL_RETURN_IF_ERROR(r.Number("fair_share_usage", true, p.fair_share_usage, 0));
+  // Absent from an older server's answer: "at", 0, not next.
+  CORRAL_RETURN_IF_ERROR(r.Object("fair_share", false, [&](const FieldReader& standing) {
+    return ReadStanding(standing, p.fair_share);
+  }));
   return p;
 }
 
@@ -99,7 +128,11 @@ json ToJson(const ProjectView& p) {
           {"limit_gpus", p.sharing.limit ? json(Gpus(*p.sharing.limit)) : json(nullptr)},
           {"running_gpus", Gpus(p.running)},
           {"borrowed_gpus", Gpus(p.borrowed)},
-          {"fair_share_usage", p.fair_share_usage}};
+          {"fair_share_usage", p.fair_share_usage},
+          {"fair_share",
+           {{"standing", StandingName(p.fair_share.standing)},
+            {"gpu_hours_from_share", p.fair_share.gpu_hours_from_share},
+            {"next_in_line", p.fair_share.next_in_line}}}};
 }
 
 json ToJson(const std::vector<ProjectView>& projects) {

@@ -14,9 +14,13 @@
 //   project: {"name": "vision", "description": "...", "sharing": {...},
 //             "submit_limits": {...} (protocol/api_account.h),
 //             "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0 (null for none),
-//             "running_gpus": 3.5, "borrowed_gpus": 1.0, "fair_share_usage": 0.25}
+//             "running_gpus": 3.5, "borrowed_gpus": 1.0, "fair_share_usage": 0.25,
+//             "fair_share": {"standing": "over", "gpu_hours_from_share": 3.2,
+//                            "next_in_line": false}}
 //            "quota_gpus", "weight" and "limit_gpus" repeat the sharing's, for the dashboard's
-//            table: written, not read back.
+//            table: written, not read back. "fair_share": the project's standing among all the
+//            cluster's projects (sched/fair_share_standing.h), absent from an older server's
+//            answer (read as "at", 0, false).
 #pragma once
 
 #include <map>
@@ -50,6 +54,15 @@ struct ProjectSharing {
   bool operator==(const ProjectSharing&) const = default;
 };
 
+// Where a project stands against its fair share (sched/fair_share_standing.h).
+enum class ShareStanding { kUnder, kAt, kOver };
+struct FairShareStandingView {
+  ShareStanding standing = ShareStanding::kAt;
+  double gpu_hours_from_share = 0;  // past use beyond its due part (< 0: short of it)
+  bool next_in_line = false;        // the project the fair-share order serves first
+  bool operator==(const FairShareStandingView&) const = default;
+};
+
 struct ProjectView {
   std::string name;
   std::string description;
@@ -58,6 +71,7 @@ struct ProjectView {
   MilliGpu running{0};          // GPUs its running jobs hold
   MilliGpu borrowed{0};         // of those, GPUs beyond its quota (reclaimable)
   double fair_share_usage = 0;  // its decayed usage as the fair-share order counts it
+  FairShareStandingView fair_share;
   bool operator==(const ProjectView&) const = default;
 };
 

@@ -268,6 +268,8 @@ ProjectView SomeProject() {
   p.submit_limits = {.max_pending_jobs = 100};
   p.borrowed = MilliGpu(1000);
   p.fair_share_usage = 0.25;
+  p.fair_share = {
+      .standing = ShareStanding::kUnder, .gpu_hours_from_share = -1.5, .next_in_line = true};
   return p;
 }
 
@@ -278,10 +280,17 @@ TEST(ApiProjectTest, RoundTrips) {
       "gpus": 64.0, "model_gpus": {"A100": 8.0}, "limit_gpus": 96.0, "user_limit_gpus": 0.5},
       "submit_limits": {"max_pending_jobs": 100, "max_submits_per_minute": null},
       "quota_gpus": 64.0, "weight": 2.0, "limit_gpus": 96.0, "running_gpus": 3.5,
-      "borrowed_gpus": 1.0, "fair_share_usage": 0.25})"));
+      "borrowed_gpus": 1.0, "fair_share_usage": 0.25, "fair_share": {"standing": "under",
+      "gpu_hours_from_share": -1.5, "next_in_line": true}})"));
   auto list = ParseProjectViews(ToJson(std::vector<ProjectView>{project, {.name = "nlp"}}));
   ASSERT_TRUE(list.ok()) << list.status().message();
   EXPECT_EQ(*list, (std::vector<ProjectView>{project, {.name = "nlp"}}));
+  // An older server's row has no standing: "at", 0, not next.
+  json older = ToJson(std::vector<ProjectView>{project});
+  older[0].erase("fair_share");
+  auto old_list = ParseProjectViews(older);
+  ASSERT_TRUE(old_list.ok()) << old_list.status().message();
+  EXPECT_EQ((*old_list)[0].fair_share, FairShareStandingView{});
   // No limit: absent from the sharing, null beside it (as the dashboard reads it).
   const json bare = ToJson(ProjectView{.name = "nlp"});
   EXPECT_FALSE(bare["sharing"].contains("limit_gpus"));
@@ -293,6 +302,10 @@ TEST(ApiProjectTest, RoundTrips) {
 }
 
 TEST(ApiProjectTest, RefusalsNameTheField) {
+  json standing = ToJson(std::vector<ProjectView>{SomeProject()});
+  standing[0]["fair_share"]["standing"] = "ahead";
+  EXPECT_THAT(ErrorOf(ParseProjectViews(standing)),
+              HasSubstr("field '[0].fair_share.standing': must be under, at or over"));
   EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"quota", 4}})),
               HasSubstr("project sharing: field 'quota': unknown field"));
   EXPECT_THAT(ErrorOf(ParseProjectSharing(json{{"gpus", -1}})),

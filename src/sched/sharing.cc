@@ -96,6 +96,11 @@ double FairShareLedger::EffectiveUsage(const std::string& project) const {
   return it->second.decayed + DominantShare(project) * h / std::log(2.0);
 }
 
+double FairShareLedger::DecayedUsage(const std::string& project) const {
+  auto it = accounts_.find(project);
+  return it == accounts_.end() ? 0 : it->second.decayed;
+}
+
 void FairShareLedger::Recount() {
   total_effective_ = 0;
   for (const auto& [name, a] : accounts_) total_effective_ += EffectiveUsage(name);

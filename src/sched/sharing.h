@@ -82,6 +82,8 @@ class FairShareLedger {
   double Factor(const std::string& project, double weight, double total_weight) const;
   // U: decayed usage plus the current allocation's share, in share-seconds.
   double EffectiveUsage(const std::string& project) const;
+  // Of U, the decayed usage alone (the past, up to the last AdvanceTo), in share-seconds.
+  double DecayedUsage(const std::string& project) const;
   double DominantShare(const std::string& project) const;
   // The projects it has an account for (charged at least once), by name.
   std::set<std::string> Projects() const;

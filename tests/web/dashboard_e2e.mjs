@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hasJobReport, logIn, startDev } from './dev_cluster.mjs';
+import { logIn, startDev } from './dev_cluster.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(repo, 'web/package.json'));
@@ -347,6 +347,10 @@ async function main() {
     await page.waitForFunction(() => document.querySelector('#card-used .value')?.textContent.startsWith('0.01 '), null, { timeout: 10000 });
     check(true, `overview: GPUs used ${await text('#card-used .value')} (the idle job's GPU at 1 %)`);
     check(/GPUs used/.test(await text('#overview-chart .u-legend')), 'overview: the chart has a "GPUs used" series');
+    // Its time ticks are clock times (time_axis.js), never uPlot's own ":10".
+    const overviewTicks = (await page.locator('#overview-chart .uplot').getAttribute('data-x-ticks') || '').split('|');
+    check(overviewTicks.length >= 2 && overviewTicks.every((t) => /^(\d\d-\d\d )?\d\d:\d\d(:\d\d)?$/.test(t)),
+      `overview: the chart's ticks are clock times: ${overviewTicks.join(' ')}`);
     await shot('06-overview');
 
     // --- Queue: the big job with its pending reason.
@@ -440,6 +444,9 @@ async function main() {
       check(true, `capacity: the chart narrowed with the window (${JSON.stringify(await fit())})`);
       await page.setViewportSize({ width: 1280, height: 900 });
       check(Number(await page.locator('#capacity-chart').getAttribute('data-points')) > 0, 'capacity: the chart has points');
+      const capacityTicks = (await page.locator('#capacity-chart .uplot').getAttribute('data-x-ticks') || '').split('|');
+      check(capacityTicks.length >= 2 && capacityTicks.every((t) => /^(\d\d-\d\d)?( ?\d\d:\d\d(:\d\d)?)?$/.test(t) && t),
+        `capacity: the chart's ticks are times of day or dates: ${capacityTicks.join(' ')}`);
       await page.fill('#whatif-extra', '0, 4');
       await page.click('#whatif-run');
       await page.waitForSelector('#whatif-table', { timeout: 30000 });
@@ -566,30 +573,29 @@ async function main() {
     await page.waitForSelector('#job-metrics p');
     check(/^No metrics reported \(see docs\/in-job\.md\)\.$/.test(await text('#job-metrics')), `job ${jobId}: "No metrics reported (see docs/in-job.md)."`);
     // A job that reports metrics and a checkpoint from inside (the in-job channel: `corral job
-    // report` with the job's token), then waits. A corral without the channel: skipped, said.
-    const channel = hasJobReport(corral);
-    let reporter = null;
-    if (!channel) console.log('skip - reported metrics: this corral has no `corral job report`');
-    else {
-      reporter = await api('POST', '/api/v1/jobs', { name: 'reporter', command: [
-        `C=${corral}; $C job report loss=0.9 step=1 phase=warmup && sleep 1 && $C job report loss=0.5 step=2 && ` +
-        `$C job checkpoint /tmp/corral-e2e-ckpt/step-2 --step 2 && echo reported && sleep 120`], shell: true });
-      check(reporter.status === 201, `job ${reporter.body.id} (reports metrics) submitted`);
-      await page.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
-      await page.waitForFunction(() => /step-2/.test(document.getElementById('job-checkpoint')?.innerText || ''), null, { timeout: 30000 });
-      await page.waitForFunction(() => Number(document.querySelector('#job-metrics-chart')?.dataset.points) >= 2, null, { timeout: 10000 });
-      const latest = Object.fromEntries(await page.locator('#job-metrics-table tbody tr').evaluateAll(
-        (trs) => trs.map((tr) => [tr.cells[0].innerText, tr.cells[1].innerText])));
-      check(latest.loss === '0.5' && latest.step === '2' && latest.phase === 'warmup',
-        `job ${reporter.body.id}: the latest metrics: ${JSON.stringify(latest)}`);
-      const metricChart = await page.locator('#job-metrics-chart').evaluate((el) => ({ ...el.dataset, legend: el.innerText }));
-      check(metricChart.series === '2' && /loss/.test(metricChart.legend) && /step/.test(metricChart.legend),
-        `job ${reporter.body.id}: a chart of its numeric metrics: ${JSON.stringify(metricChart.series)} series, ${metricChart.points} points`);
-      const ckpt = await page.locator('#job-checkpoint tbody td').allInnerTexts();
-      check(ckpt[0] === '/tmp/corral-e2e-ckpt/step-2' && ckpt[1] === '2' && /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(ckpt[2]),
-        `job ${reporter.body.id}: the last checkpoint: ${JSON.stringify(ckpt)}`);
-      await shot('16-job-metrics');
-    }
+    // report` with the job's token), then waits.
+    const reporter = await api('POST', '/api/v1/jobs', { name: 'reporter', command: [
+      `C=${corral}; $C job report loss=0.9 step=1 phase=warmup && sleep 1 && $C job report loss=0.5 step=2 && ` +
+      `$C job checkpoint /tmp/corral-e2e-ckpt/step-2 --step 2 && echo reported && sleep 120`], shell: true });
+    check(reporter.status === 201, `job ${reporter.body.id} (reports metrics) submitted`);
+    await page.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
+    await page.waitForFunction(() => /step-2/.test(document.getElementById('job-checkpoint')?.innerText || ''), null, { timeout: 30000 });
+    await page.waitForFunction(() => Number(document.querySelector('#job-metrics-chart')?.dataset.points) >= 2, null, { timeout: 10000 });
+    const latest = Object.fromEntries(await page.locator('#job-metrics-table tbody tr').evaluateAll(
+      (trs) => trs.map((tr) => [tr.cells[0].innerText, tr.cells[1].innerText])));
+    check(latest.loss === '0.5' && latest.step === '2' && latest.phase === 'warmup',
+      `job ${reporter.body.id}: the latest metrics: ${JSON.stringify(latest)}`);
+    const metricChart = await page.locator('#job-metrics-chart').evaluate((el) => ({ ...el.dataset, legend: el.innerText,
+      canvas: el.querySelector('canvas').getBoundingClientRect().width, box: el.clientWidth - parseFloat(getComputedStyle(el).paddingLeft) -
+        parseFloat(getComputedStyle(el).paddingRight) }));
+    check(Math.abs(metricChart.canvas - metricChart.box) <= 2,
+      `job ${reporter.body.id}: the metrics chart fills its card (${metricChart.canvas} of ${metricChart.box} px)`);
+    check(metricChart.series === '2' && /loss/.test(metricChart.legend) && /step/.test(metricChart.legend),
+      `job ${reporter.body.id}: a chart of its numeric metrics: ${JSON.stringify(metricChart.series)} series, ${metricChart.points} points`);
+    const ckpt = await page.locator('#job-checkpoint tbody td').allInnerTexts();
+    check(ckpt[0] === '/tmp/corral-e2e-ckpt/step-2' && ckpt[1] === '2' && /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(ckpt[2]),
+      `job ${reporter.body.id}: the last checkpoint: ${JSON.stringify(ckpt)}`);
+    await shot('16-job-metrics');
 
     // What eve (a member of "default" only) sees on these pages: the secret job's page says only
     // that there is no such job she may see; her projects and submit form list "default" alone;
@@ -604,16 +610,17 @@ async function main() {
     await evePage2.waitForSelector('#projects-table');
     const eveProjects = await evePage2.locator('#projects-table tbody tr td:first-child').allInnerTexts();
     check(eveProjects.join(',') === 'default', `eve: the projects page lists ${JSON.stringify(eveProjects)}`);
+    // Her standing is the cluster's (the server's, among every project), not among hers alone.
+    const eveStanding = await evePage2.locator('#projects-table .standing').first().innerText();
+    check(/^over its share by /.test(eveStanding), `eve: "default" stands among all the cluster's projects: "${eveStanding}"`);
     await evePage2.goto(`${dev.url}/#/submit`);
     await evePage2.waitForSelector('#submit-form');
     const eveSubmitProjects = await evePage2.locator('#submit-project option').allInnerTexts();
     check(eveSubmitProjects.join(',') === 'default', `eve: the submit form offers the projects ${JSON.stringify(eveSubmitProjects)}`);
-    if (reporter) {
-      await evePage2.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
-      await evePage2.waitForSelector('#job-metrics-table');
-      check(/loss/.test(await evePage2.locator('#job-metrics-table').innerText()),
-        `eve: job ${reporter.body.id} in her project "default" shows its metrics`);
-    }
+    await evePage2.goto(`${dev.url}/#/jobs/${reporter.body.id}`);
+    await evePage2.waitForSelector('#job-metrics-table');
+    check(/loss/.test(await evePage2.locator('#job-metrics-table').innerText()),
+      `eve: job ${reporter.body.id} in her project "default" shows its metrics`);
     check(!(await evePage2.content()).includes('secret'), 'eve: no page she opened names the secret project');
     await evePage2.screenshot({ path: path.join(artifacts, '17-job-another-project.png') });
     await eve2.close();

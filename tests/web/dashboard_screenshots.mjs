@@ -3,7 +3,7 @@
 // H100s and L40Ss in 5 racks), 5 projects and 4 users, and 1,000 jobs: finished and failed ones
 // first, then running ones at a utilisation of their own (a few idle, flagged after 20 s),
 // some reporting metrics and a checkpoint through `corral job report` / `corral job checkpoint`
-// from inside the job (when the binary has the in-job channel), then pending ones with their
+// from inside the job (the in-job channel), then pending ones with their
 // reasons (too big for what is free, a GPU model no node has, a dependency, a project limit).
 // Then headless Chromium logs in and shoots each page at 1280x900 (the viewport, not the full
 // page); pngquant, when installed, makes each a 256-colour PNG.
@@ -17,7 +17,7 @@ import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hasJobReport, joinAgents, logIn, startDev } from './dev_cluster.mjs';
+import { joinAgents, logIn, startDev } from './dev_cluster.mjs';
 
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const require = createRequire(path.join(repo, 'web/package.json'));
@@ -28,7 +28,7 @@ const outDir = path.resolve(process.argv[3] || path.join(repo, 'docs/screenshots
 const kChromiumFlags = ['--no-sandbox', '--disable-gpu', '--disable-background-networking',
   '--disable-component-update', '--disable-sync', '--no-first-run', '--disable-dev-shm-usage'];
 const kJobs = { succeeded: 560, failed: 90, running: 250 }; // the rest (to 1,000) pending
-const kReporting = 12; // running jobs that report metrics (with the in-job channel)
+const kReporting = 12; // running jobs that report metrics (through the in-job channel)
 
 // A small seeded generator (mulberry32), so that every run submits the same jobs.
 function rng(seed) {
@@ -118,7 +118,6 @@ async function main() {
     console.log(`${submitted} jobs ended`);
 
     // Running jobs, each at a utilisation of its own (a few near 0: idle); some report metrics.
-    const channel = hasJobReport(corral);
     const reporter = () => `C=${corral}; i=0; while [ $i -lt 400 ]; do i=$((i+1)); ` +
       `$C job report step=$((i*50)) loss=$(awk "BEGIN{print 2.5*exp(-$i/40)+0.1+0.02*sin($i)}") lr=0.0003 phase=train >/dev/null; ` +
       `[ $((i % 10)) -eq 0 ] && $C job checkpoint "$CORRAL_CHECKPOINT_DIR/step-$((i*50)).pt" --step $((i*50)) >/dev/null; sleep 1; done; sleep 3600`;
@@ -128,7 +127,7 @@ async function main() {
       const gpus = pick([1, 1, 1, 1, 1, 1, 2, 2, 4]);
       const util = random() < 0.06 ? Math.floor(random() * 4) : 30 + Math.floor(random() * 70);
       const model = random() < 0.15 ? { gpu_models: ['H100-80GB'] } : {};
-      const reports = channel && reporting < kReporting && gpus <= 2;
+      const reports = reporting < kReporting && gpus <= 2;
       if (reports) reporting += 1;
       const job = await submit({ command: [reports ? reporter() : 'sleep 3600'], shell: true, resources: { gpus, ...model },
         env: { FAKE_GPU_UTILIZATION: String(util) }, time_limit_s: 4 * 3600 });
@@ -180,11 +179,11 @@ async function main() {
       await page.waitForSelector(selector, { timeout: 30000 });
       await sleep(1500); // charts and tables settle after their first reads
     };
-    const jobId = reporters[0] ?? anyRunning[0].id;
+    const jobId = reporters[0];
     // [screenshot, route, what to wait for]
     const pages = [['nodes', 'nodes', '#heatmap .cell'], ['queue', 'queue', '#queue-table tbody tr'],
       ['jobs', 'jobs', '#jobs-table tbody tr'],
-      ['job', `jobs/${jobId}`, channel ? '#job-metrics-chart canvas' : '#job-gpu-chart canvas'],
+      ['job', `jobs/${jobId}`, '#job-metrics-chart canvas'],
       ['submit', 'submit', '#submit-form'], ['projects', 'projects', '#projects-table'],
       ['idle', 'idle', '#idle-flagged-table tbody tr'], ['usage', 'usage', '#usage-table tbody tr'],
       ['capacity', 'capacity', '#capacity-chart canvas']];

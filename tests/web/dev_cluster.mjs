@@ -3,7 +3,7 @@
 // when asked, and the cluster's unfinished jobs cancelled before it stops (tasks outlive a
 // stopped agent by design, so a test cluster's must not). Used by dashboard_e2e.mjs and
 // dashboard_screenshots.mjs.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -120,9 +120,4 @@ export async function logIn(browser, dev, token) {
   await page.click('button[type=submit]');
   await page.waitForFunction(() => document.getElementById('who')?.textContent);
   return { context, page };
-}
-
-/** Whether `corral` (the binary) has the in-job channel's `corral job report`. */
-export function hasJobReport(corral) {
-  return /^\s+report\s/m.test(spawnSync(corral, ['job', '--help'], { encoding: 'utf8' }).stdout || '');
 }

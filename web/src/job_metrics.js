@@ -3,8 +3,8 @@
 // as one uPlot series each (/api/v1/jobs/<id>/metrics: {"series": {key: [[t, value], ...]}}),
 // and the last checkpoint (the job view's `checkpoint`). Contract: metricColumns() is pure;
 // JobMetrics owns its uPlot and its element.
-import uPlot from 'uplot';
 import { getJson } from './api.js';
+import { fittedChart } from './charts.js';
 import { h, replace, table } from './dom.js';
 import { dateTime } from './format.js';
 import { timeAxis } from './time_axis.js';
@@ -90,8 +90,7 @@ export class JobMetrics {
     this.plotKeys = joined;
     // One y scale per key, so that "loss" (0.3) and "step" (1200) both show; the first two
     // get an axis.
-    this.plot = new uPlot({
-      width: Math.min(1100, (this.box.parentElement?.clientWidth || 920) - 20),
+    this.plot = fittedChart(this.box, {
       height: 220,
       series: [{}, ...keys.map((k, i) => ({
         label: k, scale: k, stroke: kPalette[i % kPalette.length], width: 2, spanGaps: true,

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import test from 'node:test';
 import { arrayOf, environmentLabel, specOf, timeLimitOf } from '../src/pages/submit.js';
-import { gpuTime, standings } from '../src/pages/projects.js';
+import { gpuTime, standingWords } from '../src/pages/projects.js';
 import { metricColumns, metricText } from '../src/job_metrics.js';
 import { timeTick } from '../src/time_axis.js';
 
@@ -48,28 +48,11 @@ test('environmentLabel says where an asset runs', () => {
     'jax@3 — runs on no node: no image');
 });
 
-test('standings: past fair-share use in words, GPU-hours over or under the weight\'s share', () => {
-  // 8 GPUs, half-life H: U is past use plus the share run now × H / ln 2 (share-seconds). Past
-  // use: a 3/4 of all, b 1/4, c nothing; b runs 4 GPUs now; weights 1, 1, 2.
-  const H = 3600;
-  const now = (gpus) => (gpus / 8) * (H / Math.LN2);
-  const rows = [
-    { name: 'a', weight: 1, running_gpus: 0, fair_share_usage: 3 * 900 },
-    { name: 'b', weight: 1, running_gpus: 4, fair_share_usage: 900 + now(4) },
-    { name: 'c', weight: 2, running_gpus: 0, fair_share_usage: 0 },
-  ];
-  const s = standings(rows, 8, H);
-  // Past total 3600 share-s = 8 GPU-hours: a is due 2 and used 6; b due 2, used 2; c due 4, used 0.
-  assert.equal(s.get('a').words, 'over its share by 4.0 GPU-hours');
-  assert.equal(s.get('b').words, 'at its share');
-  assert.equal(s.get('c').words, 'under its share by 4.0 GPU-hours: next in line');
-  assert.ok(s.get('c').next && !s.get('a').next);
-  // Nothing used before: no standing; the order serves the one not running first.
-  const fresh = standings([{ name: 'x', weight: 1, running_gpus: 2, fair_share_usage: now(2) },
-    { name: 'y', weight: 1, running_gpus: 0, fair_share_usage: 0 }], 8, H);
-  assert.equal(fresh.get('x').words, 'nothing used yet');
-  assert.equal(fresh.get('y').words, 'nothing used yet: next in line');
-  assert.equal(standings([{ name: 'x', weight: 1, fair_share_usage: 5 }], 8, H).get('x').words, 'the only project you can compare');
+test('standingWords: the server\'s fair-share standing in words', () => {
+  assert.equal(standingWords({ standing: 'over', gpu_hours_from_share: 4, next_in_line: false }), 'over its share by 4.0 GPU-hours');
+  assert.equal(standingWords({ standing: 'under', gpu_hours_from_share: -0.5, next_in_line: true }),
+    'under its share by 30 GPU-minutes: next in line');
+  assert.equal(standingWords({ standing: 'at', gpu_hours_from_share: 0.001, next_in_line: false }), 'at its share');
   assert.deepEqual([12.4, 1.25, 0.5, 1 / 60, 0.001].map(gpuTime),
     ['12 GPU-hours', '1.3 GPU-hours', '30 GPU-minutes', '1 GPU-minute', 'less than a GPU-minute']);
 });

@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 
 #include "common/random_id.h"
+#include "sched/fair_share_standing.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
 #include "server/control/partitions.h"
@@ -108,6 +110,39 @@ sched::ProjectPolicy PolicyOf(const protocol::ProjectSharing& s) {
   if (s.limit) p.limit_milli = s.limit->value();
   if (s.user_limit) p.user_limit_milli = s.user_limit->value();
   return p;
+}
+
+// Each project's fair-share standing among all the cluster's projects, whoever asks: the
+// store's projects (`listed`) and those with a policy or running work (`uses`), by name.
+std::map<std::string, protocol::FairShareStandingView> StandingsOf(
+    const std::vector<store::ProjectRecord>& listed, const std::vector<ProjectUseView>& uses,
+    int64_t cluster_gpus) {
+  std::map<std::string, sched::FairShareUse> by_name;
+  for (const store::ProjectRecord& p : listed) {
+    by_name[p.name] = {.project = p.name, .weight = sched::ProjectPolicy{}.weight};
+  }
+  for (const ProjectUseView& u : uses) {
+    by_name[u.name] = {.project = u.name,
+                       .weight = u.sharing.weight,
+                       .past = u.fair_share_past,
+                       .effective = u.fair_share_usage};
+  }
+  std::vector<sched::FairShareUse> all;
+  all.reserve(by_name.size());
+  for (auto& [name, use] : by_name) all.push_back(std::move(use));
+  const std::vector<sched::FairShareStanding> standings =
+      sched::FairShareStandings(all, cluster_gpus);
+  std::map<std::string, protocol::FairShareStandingView> out;
+  for (size_t i = 0; i < all.size(); ++i) {
+    const sched::FairShareStanding& s = standings[i];
+    out[all[i].project] = {
+        .standing = s.standing == sched::ShareStanding::kOver    ? protocol::ShareStanding::kOver
+                    : s.standing == sched::ShareStanding::kUnder ? protocol::ShareStanding::kUnder
+                                                                 : protocol::ShareStanding::kAt,
+        .gpu_hours_from_share = s.gpu_hours_from_share,
+        .next_in_line = s.next_in_line};
+  }
+  return out;
 }
 
 }  // namespace
@@ -469,6 +504,7 @@ Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Princi
   auto projects = store_.ListProjects();
   if (!projects.ok()) return projects.status();
   const std::shared_ptr<const ReadView> view = view_.Get();
+  const auto standings = StandingsOf(*projects, view->projects, view->summary.gpus);
   std::vector<protocol::ProjectView> out;
   for (const auto& p : *projects) {
     if (!who.CanAccessProject(p.name)) continue;
@@ -483,7 +519,8 @@ Result<std::vector<protocol::ProjectView>> Controller::ProjectsView(const Princi
                    .submit_limits = p.submit_limits,
                    .running = now.running,
                    .borrowed = now.borrowed,
-                   .fair_share_usage = now.fair_share_usage});
+                   .fair_share_usage = now.fair_share_usage,
+                   .fair_share = standings.at(p.name)});
   }
   return out;
 }

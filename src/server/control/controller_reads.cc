@@ -101,7 +101,8 @@ std::vector<ProjectUseView> Controller::ProjectUsesLocked() const {
          .sharing = SharingOf(sharing == sharing_.end() ? sched::ProjectPolicy{} : sharing->second),
          .running = MilliGpu(scheduler_->ProjectUsage(name)),
          .borrowed = MilliGpu(lent == borrowed.end() ? 0 : lent->second),
-         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(name)});
+         .fair_share_usage = scheduler_->fair_share().EffectiveUsage(name),
+         .fair_share_past = scheduler_->fair_share().DecayedUsage(name)});
   }
   return out;
 }

@@ -96,7 +96,8 @@ struct ProjectUseView {
   protocol::ProjectSharing sharing;
   MilliGpu running{0};
   MilliGpu borrowed{0};
-  double fair_share_usage = 0;
+  double fair_share_usage = 0;  // U, share-seconds (sched::FairShareLedger::EffectiveUsage)
+  double fair_share_past = 0;   // of U, the decayed past use alone
 };
 
 struct ReadView {

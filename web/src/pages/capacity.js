@@ -6,6 +6,7 @@ import { getJson, postJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
 import { duration, gpus } from '../format.js';
 import { fittedChart } from '../charts.js';
+import { timeAxis } from '../time_axis.js';
 
 /**
  * uPlot's columns for a forecast answer: [t, history demand, forecast demand, low, high,
@@ -129,7 +130,7 @@ export default {
           { label: 'capacity', stroke: '#c43d3d', width: 2 },
         ],
         bands: [{ series: [4, 3], fill: 'rgba(124,58,237,0.12)' }],
-        axes: [{}, { label: 'GPUs' }],
+        axes: [timeAxis(), { label: 'GPUs' }],
         scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max) * 1.05] } },
       }, columns);
     };

@@ -10,6 +10,7 @@ import { h, replace } from '../dom.js';
 import { gpus } from '../format.js';
 import { gpusUsed, loadGpus } from '../gpus.js';
 import * as live from '../live.js';
+import { timeAxis } from '../time_axis.js';
 
 function card(label, value, id) {
   return h('div', { class: 'card', id }, h('div', { class: 'value' }, value), h('div', { class: 'label' }, label));
@@ -67,7 +68,7 @@ export default {
         { label: 'GPUs used', stroke: '#2f9e5b', width: 2, fill: 'rgba(47,158,91,0.12)' },
         { label: 'queue length', stroke: '#e08a00', width: 2, scale: 'jobs' },
       ],
-      axes: [{}, { label: 'GPUs' }, { side: 1, scale: 'jobs', label: 'jobs', grid: { show: false } }],
+      axes: [timeAxis(), { label: 'GPUs' }, { side: 1, scale: 'jobs', label: 'jobs', grid: { show: false } }],
       scales: { x: { time: true }, y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     }, chartData(series()));
     const unsubscribe = live.subscribe((s) => {

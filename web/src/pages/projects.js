@@ -1,14 +1,10 @@
 // Projects: each project's GPU quota against what it runs now (and borrows beyond its quota),
-// its hard limit, weight and fair-share standing in words (/api/v1/projects; the cluster's GPUs
-// from /api/v1/summary turn usage into GPU-hours). The raw usage stays in the tooltip.
+// its hard limit, weight and fair-share standing in words (/api/v1/projects: the server's
+// standing among all the cluster's projects; /api/v1/policy: the half-life the note names).
+// The raw usage stays in the tooltip.
 import { getJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
 import { duration, gpus } from '../format.js';
-
-// Closer to its share than this part of all the use (or than a GPU-second), a project is "at
-// its share".
-const kEvenPart = 0.02;
-const kDefaultHalfLifeS = 7 * 86400; // sched/sharing.h FairShareConfig
 
 /** Total quota GPUs of a project's `quota_gpus` (a number, or an object by GPU model). */
 export function quotaTotal(q) {
@@ -26,45 +22,13 @@ export function gpuTime(gpuHours) {
 }
 
 /**
- * Each project's fair-share standing, in words, from /api/v1/projects' rows, the cluster's GPU
- * count and the fair-share half-life (s). A project's `fair_share_usage` U (docs/policies.md,
- * "Fair share") is, in share-seconds, its decayed past use of the cluster (its dominant share
- * over time) plus what it runs now as if it ran on: share now × half-life / ln 2. The order
- * serves the lowest U / weight first: that project is "next in line". The words compare the past
- * use alone (U less what it runs now, its GPUs' share of the cluster), as GPU-hours (share-seconds
- * × GPUs / 3600), against the project's due part, its weight's part of the total weight.
- * Compared among `rows` only: a member sees their own projects, so their standing is among those.
- * Answers a Map name → { words, over_gpu_hours (negative: under), next (boolean) }.
+ * A project's fair-share standing in words, from its row's `fair_share` (the server's, among all
+ * the cluster's projects: sched/fair_share_standing.h): "over its share by 3.2 GPU-hours",
+ * "under its share by 40 GPU-minutes: next in line", "at its share".
  */
-export function standings(rows, clusterGpus, halfLifeS) {
-  const out = new Map();
-  const usage = (p) => Math.max(0, Number(p.fair_share_usage) || 0);
-  const weight = (p) => Math.max(0, Number(p.weight ?? 1));
-  const nowPart = (p) => (clusterGpus > 0 ? ((Number(p.running_gpus) || 0) / clusterGpus) * (halfLifeS / Math.LN2) : 0);
-  const past = (p) => Math.max(0, usage(p) - nowPart(p));
-  const totalPast = rows.reduce((a, p) => a + past(p), 0);
-  const totalWeight = rows.reduce((a, p) => a + weight(p), 0);
-  if (rows.length < 2 || totalWeight <= 0) {
-    for (const p of rows) out.set(p.name, { words: 'the only project you can compare', over_gpu_hours: 0, next: false });
-    return out;
-  }
-  // Next in line: the lowest usage per weight (ties: the first listed), once anything was used.
-  let next = null;
-  if (rows.some((p) => usage(p) > 0)) {
-    for (const p of rows) {
-      if (weight(p) > 0 && (!next || usage(p) / weight(p) < usage(next) / weight(next))) next = p;
-    }
-  }
-  for (const p of rows) {
-    const over = ((past(p) - (totalPast * weight(p)) / totalWeight) * clusterGpus) / 3600;
-    const size = Math.abs(over);
-    const even = Math.max((kEvenPart * totalPast * clusterGpus) / 3600, 1 / 3600);
-    let words = size < even ? 'at its share' : over > 0 ? `over its share by ${gpuTime(size)}` : `under its share by ${gpuTime(size)}`;
-    if (totalPast <= 0) words = 'nothing used yet';
-    if (p === next) words += ': next in line';
-    out.set(p.name, { words, over_gpu_hours: over, next: p === next });
-  }
-  return out;
+export function standingWords({ standing, gpu_hours_from_share: hours, next_in_line: next }) {
+  const words = standing === 'at' ? 'at its share' : `${standing} its share by ${gpuTime(Math.abs(hours))}`;
+  return next ? `${words}: next in line` : words;
 }
 
 // "7 days", "1 day", or "12 h 00 min".
@@ -85,24 +49,23 @@ export default {
     const body = h('div', { id: 'projects' });
     replace(root, h('h1', {}, 'Projects'), body);
     const load = async () => {
-      const [rows, summary, policy] = await Promise.all([getJson('/api/v1/projects'), getJson('/api/v1/summary'),
-        getJson('/api/v1/policy').catch(() => ({}))]);
-      const halfLifeS = Number(policy.policy?.fair_share?.half_life_s) || kDefaultHalfLifeS;
-      const standing = standings(rows, Number(summary.gpus) || 0, halfLifeS);
+      const [rows, policy] = await Promise.all([getJson('/api/v1/projects'), getJson('/api/v1/policy').catch(() => ({}))]);
+      const halfLifeS = Number(policy.policy?.fair_share?.half_life_s);
       replace(body, table(['project', 'quota GPUs', 'GPUs in use', 'use of quota', 'borrowed', 'limit', 'weight', 'fair share'],
         rows.map((p) => {
           const quota = quotaTotal(p.quota_gpus);
-          const s = standing.get(p.name);
+          const s = p.fair_share;
           return [p.name, typeof p.quota_gpus === 'object' && p.quota_gpus ? JSON.stringify(p.quota_gpus) : gpus(quota),
             gpus(p.running_gpus), bar(p.running_gpus, quota), gpus(p.borrowed_gpus),
             p.limit_gpus === null || p.limit_gpus === undefined ? 'none' : JSON.stringify(p.limit_gpus),
             String(p.weight),
-            h('span', { class: s.next ? 'standing next' : 'standing', dataset: { overGpuHours: s.over_gpu_hours.toFixed(3) },
-              title: `fair-share usage ${Number(p.fair_share_usage || 0).toFixed(2)} share-seconds (decayed, docs/policies.md)` }, s.words)];
+            h('span', { class: s.next_in_line ? 'standing next' : 'standing', dataset: { overGpuHours: s.gpu_hours_from_share.toFixed(3) },
+              title: `fair-share usage ${Number(p.fair_share_usage || 0).toFixed(2)} share-seconds (decayed, docs/policies.md)` }, standingWords(s))];
         }), { id: 'projects-table' }),
-      h('p', { class: 'note', id: 'projects-fair-share-note' }, `Fair share: each project is due its weight's part of the GPU time used lately ` +
-        `(older use counts half after ${halfLife(halfLifeS)}). The fairshare order starts the work of the project furthest under its share first, ` +
-        'counting what each runs now as if it ran on: that project is next in line (docs/policies.md).'));
+      h('p', { class: 'note', id: 'projects-fair-share-note' }, `Fair share: each project is due its weight's part of the GPU time all the ` +
+        `cluster's projects used lately${halfLifeS > 0 ? ` (older use counts half after ${halfLife(halfLifeS)})` : ''}. ` +
+        'The fairshare order starts the work of the project furthest under its share first, counting what each runs now as if it ran on: ' +
+        'that project is next in line (docs/policies.md).'));
     };
     await load();
     return { refresh: load };
