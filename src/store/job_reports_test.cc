@@ -112,8 +112,10 @@ TEST_P(JobReportsTest, TheLatestCheckpointIsKeptWithAnEventAndEndedJobsTakeNothi
 TEST_P(JobReportsTest, CheckpointEventsAreAddedForNewPathsOnlyAndCapped) {
   const JobId id = RunningJob();
   auto checkpoint_events = [&] {
+    auto events = store_->JobEvents(id);
+    EXPECT_TRUE(events.ok()) << events.status().ToString();
     int64_t n = 0;
-    for (const JobEvent& e : *store_->JobEvents(id)) n += e.reason.rfind("checkpoint ", 0) == 0;
+    for (const JobEvent& e : *events) n += e.reason.rfind("checkpoint ", 0) == 0;
     return n;
   };
   ASSERT_TRUE(store_->RecordJobCheckpoint(id, {"/ckpt/7/last", 1, Seconds(5000)}).ok());
