@@ -120,6 +120,11 @@ Status AgentProcess::Run(const std::atomic<bool>& stop) {
   runtime_options.cluster_id = joined->registration.cluster_id;
   runtime_options.node_name = options_.agent.name;
   runtime_options.task_server = options_.agent.servers.ToString();
+  if (!options_.agent.ca_cert.empty()) {
+    // Tasks run elsewhere (their workdir, a container): the path must not be relative.
+    std::error_code ec;
+    runtime_options.task_ca_cert = std::filesystem::absolute(options_.agent.ca_cert, ec).string();
+  }
   if (runtime_options.supervisor_exe.empty()) {
     std::error_code ec;
     const std::filesystem::path self = std::filesystem::read_symlink(kAgentBinary, ec);

@@ -365,6 +365,10 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
     return InvalidArgument(task + ": the stop file's folder '" + stop_dir +
                            "' (under the agent's --work-dir) contains ':' or ','");
   }
+  if (!channel.ca_cert.empty() && !IsMountablePath(channel.ca_cert)) {
+    return InvalidArgument(task + ": the agent's --ca-cert '" + channel.ca_cert +
+                           "' contains ':' or ',', which a container bind mount cannot carry");
+  }
   if (!launch.checkpoint_dir.empty() && !IsMountablePath(launch.checkpoint_dir)) {
     return bad("checkpoint_dir", "'" + launch.checkpoint_dir +
                                      "' contains ':' or ',', which a container bind mount "
@@ -437,6 +441,9 @@ Result<ContainerRun> PlanContainerRun(const ContainerEngine& engine, const TaskL
   a.insert(a.end(), {"-w", launch.workdir, "-v", source + ":" + launch.workdir});
   if (!hostfile.empty()) a.insert(a.end(), {"-v", hostfile + ":" + hostfile + ":ro"});
   if (!stop_dir.empty()) a.insert(a.end(), {"-v", stop_dir + ":" + stop_dir + ":ro"});
+  if (!channel.ca_cert.empty()) {
+    a.insert(a.end(), {"-v", channel.ca_cert + ":" + channel.ca_cert + ":ro"});
+  }
   if (!launch.checkpoint_dir.empty()) {
     a.insert(a.end(), {"-v", launch.checkpoint_dir + ":" + launch.checkpoint_dir});
   }

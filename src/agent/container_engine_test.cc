@@ -320,7 +320,7 @@ TEST_F(ContainerEngineTest, TheStopFileAndTheCheckpointFolderAreAtTheirHostPaths
   TaskLaunch l = Launch();
   l.checkpoint_dir = "/shared/checkpoints/12";
   l.job_token = "crj_12_x";
-  const TaskChannel channel{"http://a:1", root_ + "/stops/12-1/stop.json"};
+  TaskChannel channel{"https://a:1", root_ + "/stops/12-1/stop.json", "/etc/corral/ca.pem"};
   Result<ContainerRun> run =
       PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e", "", channel);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
@@ -329,7 +329,15 @@ TEST_F(ContainerEngineTest, TheStopFileAndTheCheckpointFolderAreAtTheirHostPaths
   EXPECT_THAT(run->env_file, HasSubstr("CORRAL_STOP_FILE=" + channel.stop_file + "\n"));
   EXPECT_THAT(run->env_file, HasSubstr("CORRAL_CHECKPOINT_DIR=/shared/checkpoints/12\n"));
   EXPECT_THAT(run->env_file, HasSubstr("CORRAL_JOB_TOKEN=crj_12_x\n"));
-  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_SERVER=http://a:1\n"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_SERVER=https://a:1\n"));
+  EXPECT_THAT(Options(*run), testing::Contains("/etc/corral/ca.pem:/etc/corral/ca.pem:ro"));
+  EXPECT_THAT(run->env_file, HasSubstr("CORRAL_CA_CERT=/etc/corral/ca.pem\n"));
+  channel.ca_cert = "/etc/a,b.pem";
+  EXPECT_THAT(PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e", "", channel)
+                  .status()
+                  .message(),
+              HasSubstr("--ca-cert"));
+  channel.ca_cert.clear();
   l.checkpoint_dir = "/shared/a:b";
   EXPECT_THAT(PlanContainerRun(Podman(), l, "corral-12-1", {}, "n", "", "/e", "", channel)
                   .status()

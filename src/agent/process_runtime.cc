@@ -546,26 +546,42 @@ TaskStatus ProcessRuntime::FailToStart(const TaskLaunch& launch, const std::stri
   return task.status;
 }
 
+Status ProcessRuntime::MakeTaskOwnedDir(const std::string& dir, const std::string& what,
+                                        const TaskIdentity& identity, bool adopt_agent_owned) {
+  const uid_t task_uid = identity.shim ? identity.shim->uid : geteuid();
+  const bool created = mkdir(dir.c_str(), 0700) == 0;
+  if (!created && errno != EEXIST) {
+    return IoError("cannot create the " + what + " " + dir + ": " + ErrnoText(errno));
+  }
+  // O_NOFOLLOW: a link put there by whoever can write to the parent is refused, not followed.
+  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return IoError(what + " " + dir + ": " + ErrnoText(errno));
+  Status s;
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    s = IoError("stat " + what + " " + dir + ": " + ErrnoText(errno));
+  } else if (st.st_uid != task_uid && !((created || adopt_agent_owned) && st.st_uid == geteuid())) {
+    s = PermissionDenied("the " + what + " " + dir + " is owned by uid " +
+                         std::to_string(st.st_uid) + ", not by the task's user (uid " +
+                         std::to_string(task_uid) + "): it is not adopted");
+  }
+  if (s.ok() && identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
+    s = IoError("chown " + what + " " + dir + " to task user '" + identity.user->name +
+                "': " + ErrnoText(errno));
+  }
+  if (s.ok() && fchmod(fd, 0700) != 0) {
+    s = IoError("chmod " + what + " " + dir + ": " + ErrnoText(errno));
+  }
+  close(fd);
+  return s;
+}
+
 Result<std::string> ProcessRuntime::MakeScratchDir(const TaskKey& key,
                                                    const TaskIdentity& identity) const {
   const std::string dir = ScratchPath(key);
   // An existing one is left by a start that failed midway: reused. Only the runtime can create
-  // entries in scratch/ (0711), so what is there is ours; O_NOFOLLOW makes sure of it.
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return IoError("cannot create scratch directory " + dir + ": " + ErrnoText(errno));
-  }
-  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return IoError("scratch directory " + dir + ": " + ErrnoText(errno));
-  Status s;
-  if (fchmod(fd, 0700) != 0) {
-    s = IoError("chmod scratch directory " + dir + ": " + ErrnoText(errno));
-  }
-  if (s.ok() && identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
-    s = IoError("chown scratch directory " + dir + " to task user '" + identity.user->name +
-                "': " + ErrnoText(errno));
-  }
-  close(fd);
-  if (!s.ok()) return s;
+  // entries in scratch/ (0711), so one the agent owns is its own.
+  CORRAL_RETURN_IF_ERROR(MakeTaskOwnedDir(dir, "scratch directory", identity, true));
   return dir;
 }
 
@@ -632,22 +648,24 @@ Status ProcessRuntime::MakeCheckpointDir(const TaskLaunch& launch,
                               "every node mounts at the same path: corral server "
                               "--checkpoint-root)");
   }
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return IoError("cannot create the checkpoint folder " + dir + ": " + ErrnoText(errno));
+  // The root is shared: an existing folder is adopted only from the task's user (one the agent
+  // owns may be another node's half-done start, or planted).
+  return MakeTaskOwnedDir(dir, "checkpoint folder", identity, false);
+}
+
+Status ProcessRuntime::MakeStopDir(const TaskKey& key, const TaskIdentity& identity) const {
+  // The agent's, in the task's group, setgid: the stop files written in it are that group's
+  // (0440, WriteStopFile), so that the task's user reads them and other users do not.
+  const std::string dir = StopDir(key);
+  if (mkdir(dir.c_str(), 0750) != 0) {
+    return IoError("cannot create " + dir + ": " + ErrnoText(errno));
   }
-  // Anyone who can write to the root could have put a link there: O_NOFOLLOW refuses it.
-  const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return IoError("checkpoint folder " + dir + ": " + ErrnoText(errno));
-  Status s;
-  if (identity.shim && fchown(fd, identity.shim->uid, identity.shim->gid) != 0) {
-    s = IoError("chown checkpoint folder " + dir + " to task user '" + identity.user->name +
-                "': " + ErrnoText(errno));
+  const gid_t group = identity.shim ? identity.shim->gid : getegid();
+  if (chown(dir.c_str(), static_cast<uid_t>(-1), group) != 0) {
+    return IoError("chown " + dir + ": " + ErrnoText(errno));
   }
-  if (s.ok() && fchmod(fd, 0700) != 0) {
-    s = IoError("chmod checkpoint folder " + dir + ": " + ErrnoText(errno));
-  }
-  close(fd);
-  return s;
+  if (chmod(dir.c_str(), 02750) != 0) return IoError("chmod " + dir + ": " + ErrnoText(errno));
+  return Status::Ok();
 }
 
 void ProcessRuntime::RequestStop(const TaskKey& key, const Task& task, Seconds grace) const {
@@ -773,7 +791,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   const TaskKey& key = launch.key;
   const std::string dir = TaskDir(key);
   const std::string hostfile = launch.distributed ? HostfilePath(key) : "";
-  const TaskChannel channel{options_.task_server, StopFilePath(key)};
+  const TaskChannel channel{options_.task_server, StopFilePath(key), options_.task_ca_cert};
   if (!launch.checkpoint_dir.empty()) {
     if (Status s = MakeCheckpointDir(launch, *identity); !s.ok()) {
       return FailToStart(launch, s.message());
@@ -893,9 +911,7 @@ TaskStatus ProcessRuntime::Start(const TaskLaunch& requested) {
   }
   // Empty while the task may run: one left by an earlier failed start goes.
   std::filesystem::remove_all(StopDir(key), ec);
-  if (mkdir(StopDir(key).c_str(), 0755) != 0) {
-    return abandon("cannot create " + StopDir(key) + ": " + ErrnoText(errno));
-  }
+  if (Status s = MakeStopDir(key, *identity); !s.ok()) return abandon(s.message());
   if (in_container) {
     // In the agent's private task directory, like the launch in task.json.
     if (Status s = WriteFileAtomic(dir + kContainerEnvFile, container_env); !s.ok()) {
@@ -1163,8 +1179,10 @@ Status ProcessRuntime::Kill(const TaskKey& key, Seconds grace, const std::string
     task.kill_deadline = now + grace;
     RequestStop(key, task, grace);
     if (grace.value() > 0) SignalTask(task, SIGTERM);
-  } else {
-    task.kill_deadline = std::min(task.kill_deadline, now + grace);
+  } else if (now + grace < task.kill_deadline) {
+    // A second kill with a shorter grace: the stop file must not promise a later SIGKILL.
+    task.kill_deadline = now + grace;
+    RequestStop(key, task, grace);
   }
   if (!task.sigkill_sent && now >= task.kill_deadline) {
     SignalTask(task, SIGKILL);

@@ -174,6 +174,10 @@ struct ProcessRuntimeOptions {
   // The servers the agent reaches, comma-separated: every task's CORRAL_SERVER (TaskChannel).
   // Empty: unset.
   std::string task_server;
+  // The PEM bundle that verifies the servers' https (the agent's --ca-cert, an absolute path):
+  // every task's CORRAL_CA_CERT (TaskChannel), read-only at the same path in containers. Empty:
+  // unset (the system's CAs).
+  std::string task_ca_cert;
 };
 
 class ProcessRuntime final : public Runtime {
@@ -277,6 +281,12 @@ class ProcessRuntime final : public Runtime {
   // A submitter's Unix user, through the cache (ProcessRuntimeOptions::look_up_user).
   Result<TaskUser> SubmitterUser(const std::string& name);
   Result<std::string> MakeScratchDir(const TaskKey& key, const TaskIdentity& identity) const;
+  // Creates `dir` (its parent must exist) or adopts an existing one, then gives it to the task's
+  // user, mode 0700. An existing folder is adopted only when the task's user owns it, or the
+  // agent's uid does and `adopt_agent_owned` (the parent is one only the agent writes to); one
+  // just created is the agent's. A link is refused. Errors name `what` and the folder.
+  static Status MakeTaskOwnedDir(const std::string& dir, const std::string& what,
+                                 const TaskIdentity& identity, bool adopt_agent_owned);
   // Where a container task's workdir is staged: <home>/mounts/<alloc>-<gen>.
   std::string MountPath(const TaskKey& key) const;
   // A task's scratch directory: <home>/scratch/<alloc>-<gen>.
@@ -293,9 +303,12 @@ class ProcessRuntime final : public Runtime {
   // folder.
   std::string StopDir(const TaskKey& key) const;
   std::string StopFilePath(const TaskKey& key) const;
+  // Makes StopDir(key) (it must not exist): the agent's, group the task user's, mode 02750.
+  Status MakeStopDir(const TaskKey& key, const TaskIdentity& identity) const;
   // Makes the launch's checkpoint folder (TaskLaunch::checkpoint_dir) for the task's user,
-  // 0700, or reuses it (another task or generation of the job made it). Errors name the folder:
-  // its parent missing on this node, a link, not a folder.
+  // 0700, or reuses it (another task or generation of the job made it) when the task's user
+  // owns it. Errors name the folder: its parent missing on this node, a link, not a folder,
+  // another owner.
   Status MakeCheckpointDir(const TaskLaunch& launch, const TaskIdentity& identity) const;
   // Writes the stop file of a task being stopped (StopRequest); a failure is logged, the stop
   // goes on.

@@ -2193,7 +2193,10 @@ TEST_F(ProcessRuntimeTest, AStoppedTaskReadsWhyAndItsGraceFromTheStopFileOnSigte
   EXPECT_EQ(stop["deadline"], clock_.Now().value() + 25);
   struct stat st;
   ASSERT_EQ(stat(stop_file.c_str(), &st), 0);
-  EXPECT_EQ(st.st_mode & 0777, 0444u);
+  EXPECT_EQ(st.st_mode & 0777, 0440u);
+  EXPECT_EQ(st.st_gid, getegid());
+  ASSERT_EQ(stat((home_ + "/stops/" + ToString(l.key)).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 02750u);
   ASSERT_TRUE(runtime.Forget(l.key).ok());
   EXPECT_FALSE(std::filesystem::exists(home_ + "/stops/" + ToString(l.key)));
 }
@@ -2245,6 +2248,88 @@ TEST_F(ProcessRuntimeTest, TheCheckpointFolderIsMadeBeforeTheStartAndItsRootMust
   linked.job_id = JobId(8);
   linked.checkpoint_dir = checkpoints + "/8";
   EXPECT_EQ(runtime->Start(linked).state, ProcessState::kFailedToStart);
+
+  // A folder someone else made in the root is not adopted (nor given to the task's user).
+  const std::string foreign = checkpoints + "/9";
+  ASSERT_EQ(mkdir(foreign.c_str(), 0777), 0);
+  const uid_t other = geteuid() == 65534 ? 65533 : 65534;
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(foreign.c_str(), other, other), 0);
+    ASSERT_EQ(chmod(foreign.c_str(), 0777), 0);
+    TaskLaunch planted = Launch(4, {"true"});
+    planted.job_id = JobId(9);
+    planted.checkpoint_dir = foreign;
+    TaskStatus refused = runtime->Start(planted);
+    EXPECT_EQ(refused.state, ProcessState::kFailedToStart);
+    EXPECT_THAT(refused.message, HasSubstr(foreign));
+    EXPECT_THAT(refused.message, HasSubstr("owned by uid " + std::to_string(other)));
+    ASSERT_EQ(stat(foreign.c_str(), &st), 0);
+    EXPECT_EQ(st.st_uid, other);
+    EXPECT_EQ(st.st_mode & 0777, 0777u);
+  }
+}
+
+// A task running as another user reads its stop file through its group; other users cannot. Its
+// checkpoint folder, made by the agent, is given to it, and reused by its next generation.
+TEST_F(ProcessRuntimeTest, ATaskUserReadsItsStopFileAndOwnsItsCheckpointFolder) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody' here";
+  ASSERT_EQ(chmod(root_.c_str(), 0711), 0);  // let the task user through to its workdir
+  const std::string checkpoints = root_ + "/checkpoints";
+  ASSERT_EQ(mkdir(checkpoints.c_str(), 0755), 0);
+  ProcessRuntimeOptions o = Options(CgroupManager::Disabled("cgroups disabled"));
+  o.task_user = "nobody";
+  auto runtime = ProcessRuntime::Create(o, &clock_);
+  ASSERT_TRUE(runtime.ok()) << runtime.status().ToString();
+  TaskLaunch l = Launch(1, {"sh", "-c",
+                            "trap 'cat \"$CORRAL_STOP_FILE\"; exit 0' TERM; "
+                            "touch \"$CORRAL_CHECKPOINT_DIR/c1\" && echo ready; "
+                            "while :; do sleep 0.05; done"});
+  l.checkpoint_dir = checkpoints + "/7";
+  ASSERT_EQ((*runtime)->Start(l).state, ProcessState::kRunning);
+  WaitForOutput(**runtime, l.key, "ready");
+  ASSERT_TRUE((*runtime)->Kill(l.key, Seconds(25), "cancelled by alice").ok());
+  EXPECT_EQ(WaitForEnd(**runtime, l.key).exit_code, 0);
+  EXPECT_THAT(Stdout(**runtime, l.key), HasSubstr("\"reason\":\"cancelled by alice\""));
+  struct stat st;
+  const std::string stop_dir = home_ + "/stops/" + ToString(l.key);
+  ASSERT_EQ(stat((stop_dir + "/stop.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0440u);
+  EXPECT_EQ(st.st_gid, nobody->gid);
+  ASSERT_EQ(stat(stop_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 02750u);  // nothing for others
+  ASSERT_EQ(stat(l.checkpoint_dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, nobody->uid);
+  l.key.generation = 2;
+  l.argv = {"true"};
+  ASSERT_EQ((*runtime)->Start(l).state, ProcessState::kRunning);
+  EXPECT_EQ(WaitForEnd(**runtime, l.key).exit_code, 0);
+}
+
+// A second kill with a shorter grace moves the SIGKILL earlier: the stop file says so.
+TEST_F(ProcessRuntimeTest, AShorterSecondKillRewritesTheStopFile) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"sh", "-c", "trap '' TERM; echo ready; while :; do sleep 0.05; done"});
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  WaitForOutput(*runtime, l.key, "ready");
+  const std::string stop_file = home_ + "/stops/" + ToString(l.key) + "/stop.json";
+  auto read_stop = [&] {
+    std::ifstream in(stop_file);
+    return nlohmann::json::parse(in);
+  };
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(60), "drained").ok());
+  EXPECT_EQ(read_stop()["deadline"], clock_.Now().value() + 60);
+  clock_.Advance(Seconds(10));
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(20), "cancelled").ok());
+  nlohmann::json stop = read_stop();
+  EXPECT_EQ(stop["deadline"], clock_.Now().value() + 20);
+  EXPECT_EQ(stop["grace_s"], 20);
+  // A later deadline does not move it back.
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(50), "again").ok());
+  EXPECT_EQ(read_stop()["deadline"], clock_.Now().value() + 20);
+  ASSERT_TRUE(runtime->Kill(l.key, Seconds(0), "now").ok());
+  WaitForEnd(*runtime, l.key);
 }
 
 }  // namespace

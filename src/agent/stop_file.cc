@@ -17,7 +17,7 @@ std::string StopFileJson(const StopRequest& request) {
 
 Status WriteStopFile(const std::string& path, const StopRequest& request) {
   CORRAL_RETURN_IF_ERROR(WriteFileAtomic(path, StopFileJson(request) + "\n"));
-  if (chmod(path.c_str(), 0444) != 0) return IoError("chmod " + path + ": " + ErrnoText(errno));
+  if (chmod(path.c_str(), 0440) != 0) return IoError("chmod " + path + ": " + ErrnoText(errno));
   return Status::Ok();
 }
 

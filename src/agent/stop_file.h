@@ -21,8 +21,8 @@ struct StopRequest {
 std::string StopFileJson(const StopRequest& request);
 
 // Writes the request to `path` atomically (path.tmp then a rename in the same folder: a reader
-// sees no file or the whole of it), mode 0444 (the task's user reads it, nobody writes it). The
-// folder must exist. IoError naming the path.
+// sees no file or the whole of it), mode 0440: its folder's group (the task user's: the folder
+// is setgid) reads it, nobody writes it. The folder must exist. IoError naming the path.
 Status WriteStopFile(const std::string& path, const StopRequest& request);
 
 }  // namespace corral::agent

@@ -207,6 +207,7 @@ std::vector<std::string> TaskEnvironment(const TaskLaunch& launch, const std::st
   if (!launch.checkpoint_dir.empty()) env["CORRAL_CHECKPOINT_DIR"] = launch.checkpoint_dir;
   if (!channel.server.empty()) env["CORRAL_SERVER"] = channel.server;
   if (!channel.stop_file.empty()) env["CORRAL_STOP_FILE"] = channel.stop_file;
+  if (!channel.ca_cert.empty()) env["CORRAL_CA_CERT"] = channel.ca_cert;
   if (const auto& s = launch.session) {
     env[model::kSessionPortEnv] = std::to_string(s->port);
     env[model::kSessionUrlPrefixEnv] = s->url_prefix;

@@ -59,11 +59,13 @@ std::map<std::string, std::string> SlurmEnvironment(const TaskLaunch& launch);
 
 // What the agent itself tells a task about the in-job channel (docs/in-job.md): the servers it
 // reaches (CORRAL_SERVER, comma-separated URLs; empty: unset) and the file it writes when it
-// stops the task (CORRAL_STOP_FILE; empty: unset). The job token and the checkpoint folder come
-// from the launch (TaskLaunch::job_token, checkpoint_dir).
+// stops the task (CORRAL_STOP_FILE; empty: unset), and the PEM bundle that verifies an https
+// server (CORRAL_CA_CERT: the agent's --ca-cert, an absolute path; empty: unset). The job token
+// and the checkpoint folder come from the launch (TaskLaunch::job_token, checkpoint_dir).
 struct TaskChannel {
   std::string server;
   std::string stop_file;
+  std::string ca_cert;
 };
 
 // The environment of a task, as "NAME=value" strings sorted by name: `base` (what the agent
@@ -72,8 +74,8 @@ struct TaskChannel {
 // CPU-only tasks "" and "void"), CORRAL_JOB_ID, CORRAL_TASK_INDEX, CORRAL_NUM_TASKS,
 // CORRAL_ALLOCATION_ID, CORRAL_GENERATION (the run: 1 the first), CORRAL_NODE_NAME,
 // CORRAL_GPU_MILLI, CORRAL_SUBMIT_DIR (when the launch has one), CORRAL_JOB_TOKEN and
-// CORRAL_CHECKPOINT_DIR (when the launch has them), CORRAL_SERVER and CORRAL_STOP_FILE (when
-// `channel` has them); for a batch task
+// CORRAL_CHECKPOINT_DIR (when the launch has them), CORRAL_SERVER, CORRAL_STOP_FILE and
+// CORRAL_CA_CERT (when `channel` has them); for a batch task
 // SlurmEnvironment(); for a distributed launch also
 // DistributedEnvironment(), RankEnvironment(..., 0) when the task is the only process of its
 // part and corral sets the ranks (procs_per_node == 1, SetsRankVariables()), and

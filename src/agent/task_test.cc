@@ -183,17 +183,20 @@ TEST(TaskEnvironmentTest, TheInJobChannelIsSetByCorralAndCannotBeOverridden) {
               ::testing::Not(::testing::Contains(::testing::StartsWith("CORRAL_STOP_FILE="))));
   l.job_token = "crj_7_abc";
   l.checkpoint_dir = "/ckpt/7";
-  for (const char* name :
-       {"CORRAL_SERVER", "CORRAL_JOB_TOKEN", "CORRAL_CHECKPOINT_DIR", "CORRAL_STOP_FILE"}) {
+  for (const char* name : {"CORRAL_SERVER", "CORRAL_JOB_TOKEN", "CORRAL_CHECKPOINT_DIR",
+                           "CORRAL_STOP_FILE", "CORRAL_CA_CERT"}) {
     EXPECT_TRUE(IsReservedEnvName(name, l)) << name;
     l.env[name] = "fake";
   }
   std::vector<std::string> env = TaskEnvironment(
-      l, "n", {}, "", TaskChannel{"http://s:1,http://t:2", "/w/stops/12-3/stop.json"});
-  EXPECT_THAT(
-      env, ::testing::IsSupersetOf({"CORRAL_SERVER=http://s:1,http://t:2",
-                                    "CORRAL_JOB_TOKEN=crj_7_abc", "CORRAL_CHECKPOINT_DIR=/ckpt/7",
-                                    "CORRAL_STOP_FILE=/w/stops/12-3/stop.json"}));
+      l, "n", {}, "",
+      TaskChannel{"http://s:1,http://t:2", "/w/stops/12-3/stop.json", "/etc/corral/ca.pem"});
+  EXPECT_THAT(env, ::testing::IsSupersetOf(
+                       {"CORRAL_SERVER=http://s:1,http://t:2", "CORRAL_JOB_TOKEN=crj_7_abc",
+                        "CORRAL_CHECKPOINT_DIR=/ckpt/7", "CORRAL_STOP_FILE=/w/stops/12-3/stop.json",
+                        "CORRAL_CA_CERT=/etc/corral/ca.pem"}));
+  EXPECT_THAT(TaskEnvironment(l, "n", {}, "", TaskChannel{"http://s:1", "/w/s", ""}),
+              ::testing::Not(::testing::Contains(::testing::StartsWith("CORRAL_CA_CERT="))));
   EXPECT_THAT(env, ::testing::Not(::testing::Contains(::testing::EndsWith("=fake"))));
   l.env.clear();
   auto back = TaskLaunchFromJson(ToJson(l));

@@ -23,6 +23,7 @@
 #include "cli/job_channel.h"
 #include "cli/job_wait.h"
 #include "cli/shell_command.h"
+#include "cli/terminal_text.h"
 #include "common/build_info.h"
 #include "common/config_file.h"
 #include "common/duration.h"
@@ -572,12 +573,12 @@ void PrintJob(const protocol::JobView& view) {
       std::cout << " " << key << "="
                 << (number && std::abs(*number) < 1e15 && *number == std::trunc(*number)
                         ? std::to_string(static_cast<int64_t>(*number))
-                        : protocol::MetricValueJson(value).dump());
+                        : TerminalSafe(protocol::MetricValueJson(value).dump()));
     }
     std::cout << "\n";
   }
   if (const auto& c = view.progress.checkpoint) {
-    std::cout << "  checkpoint: " << c->path;
+    std::cout << "  checkpoint: " << TerminalSafe(c->path);
     if (c->step) std::cout << " (step " << *c->step << ")";
     std::cout << " at " << Time(c->time) << "\n";
   }
@@ -597,7 +598,7 @@ void PrintJob(const protocol::JobView& view) {
   rows.clear();
   for (const protocol::JobEvent& e : view.events) {
     rows.push_back({Time(e.time), e.from ? std::string(model::ToString(*e.from)) : "",
-                    std::string(model::ToString(e.to)), e.reason});
+                    std::string(model::ToString(e.to)), TerminalSafe(e.reason)});
   }
   PrintTable({"TIME", "FROM", "TO", "REASON"}, rows);
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/job_channel.h"
+#include "cli/terminal_text.h"
 
 namespace corral::cli {
 namespace {
@@ -70,6 +71,19 @@ TEST(JobChannelTest, InsideAJobItsIdAndTokenAreUsedAndOutsideTheFlagAndTheUsersT
   EXPECT_EQ(ChannelJob(std::nullopt).status().code(), StatusCode::kInvalidArgument);
   unsetenv("CORRAL_JOB_ID");
   unsetenv("CORRAL_JOB_TOKEN");
+}
+
+// What a job reported reaches the terminal without its control characters (job show).
+TEST(TerminalSafeTest, ControlCharactersAreEscapedAndTheRestKept) {
+  EXPECT_EQ(TerminalSafe("/ckpt/7/c1 (step 3)"), "/ckpt/7/c1 (step 3)");
+  EXPECT_EQ(TerminalSafe("a\x1b]0;pwned\x07"
+                         "b\r\n\x7f"),
+            "a\\x1b]0;pwned\\x07b\\x0d\\x0a\\x7f");
+  EXPECT_EQ(TerminalSafe("\xc2\x9b"
+                         "2J"),
+            "\\u009b2J");                                                   // C1 CSI
+  EXPECT_EQ(TerminalSafe("caf\xc3\xa9 \xc2\xa0"), "caf\xc3\xa9 \xc2\xa0");  // UTF-8 kept
+  EXPECT_EQ(TerminalSafe(std::string("a\0b", 3)), "a\\x00b");
 }
 
 }  // namespace

@@ -19,11 +19,12 @@
 namespace corral::model {
 
 // The bounds of the channel (the contract's): every one is refused naming its field.
-inline constexpr size_t kMaxMetricsPerReport = 32;  // keys in one report
-inline constexpr size_t kMaxMetricKeys = 64;        // distinct keys a job keeps
-inline constexpr size_t kMaxMetricPoints = 1000;    // numeric points a job keeps (oldest dropped)
-inline constexpr size_t kMaxMetricKeyBytes = 64;    // a key: [A-Za-z0-9_.:/-], 1..64 bytes
-inline constexpr size_t kMaxMetricTextBytes = 256;  // a string value
+inline constexpr size_t kMaxMetricsPerReport = 32;    // keys in one report
+inline constexpr size_t kMaxMetricKeys = 64;          // distinct keys a job keeps
+inline constexpr size_t kMaxMetricPoints = 1000;      // numeric points a job keeps (oldest dropped)
+inline constexpr int64_t kMaxCheckpointEvents = 100;  // checkpoint events in a job's history
+inline constexpr size_t kMaxMetricKeyBytes = 64;      // a key: [A-Za-z0-9_.:/-], 1..64 bytes
+inline constexpr size_t kMaxMetricTextBytes = 256;    // a string value
 inline constexpr size_t kMaxCheckpointPathBytes = 4096;
 
 // A metric's value: a finite number or a string of at most kMaxMetricTextBytes.

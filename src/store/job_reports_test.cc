@@ -107,5 +107,29 @@ TEST_P(JobReportsTest, TheLatestCheckpointIsKeptWithAnEventAndEndedJobsTakeNothi
   EXPECT_EQ(store_->JobProgress(id).status().code(), StatusCode::kNotFound);
 }
 
+// A job checkpointing often does not flood its history: the same path again adds no event, and
+// at most model::kMaxCheckpointEvents are kept; the latest checkpoint is recorded all the same.
+TEST_P(JobReportsTest, CheckpointEventsAreAddedForNewPathsOnlyAndCapped) {
+  const JobId id = RunningJob();
+  auto checkpoint_events = [&] {
+    auto events = store_->JobEvents(id);
+    EXPECT_TRUE(events.ok()) << events.status().ToString();
+    int64_t n = 0;
+    for (const JobEvent& e : *events) n += e.reason.rfind("checkpoint ", 0) == 0;
+    return n;
+  };
+  ASSERT_TRUE(store_->RecordJobCheckpoint(id, {"/ckpt/7/last", 1, Seconds(5000)}).ok());
+  ASSERT_TRUE(store_->RecordJobCheckpoint(id, {"/ckpt/7/last", 2, Seconds(5001)}).ok());
+  EXPECT_EQ(checkpoint_events(), 1);
+  EXPECT_EQ(store_->JobProgress(id)->checkpoint->step, 2);
+  for (int64_t i = 0; i < model::kMaxCheckpointEvents + 5; ++i) {
+    const std::string path = "/ckpt/7/c" + std::to_string(i);
+    ASSERT_TRUE(store_->RecordJobCheckpoint(id, {path, i, Seconds(5100 + i)}).ok());
+  }
+  EXPECT_EQ(checkpoint_events(), model::kMaxCheckpointEvents);
+  EXPECT_EQ(store_->JobProgress(id)->checkpoint->path,
+            "/ckpt/7/c" + std::to_string(model::kMaxCheckpointEvents + 4));
+}
+
 }  // namespace
 }  // namespace corral::store

@@ -86,6 +86,10 @@ Status SqlStore::RecordJobCheckpoint(JobId id, const model::JobCheckpoint& check
       op, InTransaction([&]() -> Status {
         auto state = LiveJobStateLocked(id);
         if (!state.ok()) return state.status();
+        auto before =
+            conn_->Query("SELECT path FROM job_checkpoints WHERE job_id = ?", {id.value()});
+        if (!before.ok()) return before.status();
+        const bool same_path = !before->empty() && (*before)[0].Text(0) == checkpoint.path;
         const SqlValue step = checkpoint.step ? SqlValue(*checkpoint.step) : SqlValue();
         CORRAL_RETURN_IF_ERROR(
             conn_
@@ -95,6 +99,15 @@ Status SqlStore::RecordJobCheckpoint(JobId id, const model::JobCheckpoint& check
                     "excluded.step, time = excluded.time",
                     {id.value(), checkpoint.path, step, checkpoint.time.value()})
                 .status());
+        // An event only for a new path, and at most model::kMaxCheckpointEvents a job: a job that
+        // checkpoints every second must not flood its history (the latest is always kept above).
+        if (same_path) return Status::Ok();
+        auto events = conn_->Query(
+            "SELECT COUNT(*) FROM job_events WHERE job_id = ? AND from_state = to_state AND "
+            "reason LIKE 'checkpoint %'",
+            {id.value()});
+        if (!events.ok()) return events.status();
+        if ((*events)[0].Int(0) >= model::kMaxCheckpointEvents) return Status::Ok();
         const std::string state_name(model::ToString(*state));
         std::string reason = "checkpoint " + checkpoint.path;
         if (checkpoint.step) reason += " (step " + std::to_string(*checkpoint.step) + ")";

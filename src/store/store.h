@@ -461,8 +461,9 @@ class Store {
   //    oldest go in the same transaction), and the report's time becomes the job's metrics_at.
   //    InvalidArgument naming "metrics" when the job would keep more than model::kMaxMetricKeys
   //    keys (nothing is recorded then);
-  //  - its latest checkpoint (RecordJobCheckpoint), replacing the one before, with an event
-  //    "checkpoint PATH (step N)" at its time.
+  //  - its latest checkpoint (RecordJobCheckpoint), replacing the one before (always kept),
+  //    with an event "checkpoint PATH (step N)" at its time when its path differs from the one
+  //    before and the job has fewer than model::kMaxCheckpointEvents such events.
   // Both: NotFound for an unknown job, FailedPrecondition for one that has ended. The report's
   // bounds (keys, values, sizes) are the caller's to check (protocol/api_job_report.h).
   virtual Status RecordJobReport(JobId id, const model::JobReport& report) = 0;

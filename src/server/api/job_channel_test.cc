@@ -1,6 +1,7 @@
 // The in-job channel through the API (docs/in-job.md): the job token's scope and revocation,
 // reports and checkpoints with their bounds, the job view's new fields, the metric history.
 #include "server/api/api_test_fixture.h"
+#include "server/control/channel_rate_limiter.h"
 #include "server/http/job_token.h"
 
 namespace corral::server::api_testing {
@@ -139,6 +140,50 @@ TEST_F(JobChannelApiTest, EveryBoundIsA400NamingTheField) {
   ExpectProblem(Post(checkpoint, {{"path", "/" + std::string(4096, 'p')}}, token_), 400,
                 "field 'path'");
   ExpectProblem(Post(checkpoint, {{"path", "/c"}, {"step", -1}}, token_), 400, "field 'step'");
+}
+
+// Each job's reports and checkpoints together: bursts of ChannelRateLimiter::kBurst, then
+// kPerSecond a second; over that, 429 with Retry-After, and nothing recorded.
+TEST_F(JobChannelApiTest, AJobWritingTooFastIs429WithRetryAfter) {
+  const int64_t burst = ChannelRateLimiter::kBurst;
+  for (int64_t i = 0; i < burst; ++i) {
+    const std::string rest = i % 2 ? "/report" : "/checkpoint";
+    const json body = i % 2 ? json{{"metrics", {{"i", i}}}}
+                            : json{{"path", "/shared/checkpoints/c" + std::to_string(i)}};
+    ASSERT_EQ(Post(JobPath(job_, rest), body, token_).status, 204) << i;
+  }
+  const Answer over = Post(JobPath(job_, "/report"), {{"metrics", {{"i", -1}}}}, token_);
+  ExpectProblem(over, 429, "faster than");
+  ASSERT_EQ(over.headers.count("Retry-After"), 1u) << over;
+  EXPECT_EQ(over.headers.find("Retry-After")->second, "1");
+  ExpectProblem(Post(JobPath(job_, "/checkpoint"), {{"path", "/x"}}, alice_token_), 429);
+  EXPECT_EQ(Get(JobPath(job_), token_).body["metrics"]["i"], burst - 1.0);
+  // Another job has its own bucket; a second later this one has kPerSecond more.
+  EXPECT_EQ(Post(JobPath(other_, "/report"), {{"metrics", {{"i", 1}}}}, alice_token_).status, 204);
+  clock_.Advance(Seconds(1));
+  for (int64_t i = 0; i < ChannelRateLimiter::kPerSecond; ++i) {
+    ASSERT_EQ(Post(JobPath(job_, "/report"), {{"metrics", {{"i", i}}}}, token_).status, 204) << i;
+  }
+  ExpectProblem(Post(JobPath(job_, "/report"), {{"metrics", {{"i", 0}}}}, token_), 429);
+}
+
+// Without a session key (corral server --session-key unset) there is no job token: launches
+// carry none and a crj_ token is refused.
+class JobChannelWithoutKeyApiTest : public ApiTest {};
+
+TEST_F(JobChannelWithoutKeyApiTest, NoJobTokenIsGivenNorAccepted) {
+  const std::string node_token = RegisterNode("gpu-1", 1);
+  const int64_t job = SubmitJob(alice_token_, TestJobSpec(1, "vision"));
+  const json launches = RunPendingJobs("gpu-1", node_token, 1);
+  ASSERT_EQ(launches.size(), 1u) << launches;
+  EXPECT_EQ(launches[0].value("job_token", ""), "") << launches;
+  const std::string token =
+      JobToken(kSessionKey, JobId(job), store().GetJob(JobId(job))->submit_time);
+  const std::string path = "/api/v1/jobs/" + std::to_string(job);
+  ExpectProblem(Get(path, token), 401, "gives no job tokens");
+  ExpectProblem(Post(path + "/report", {{"metrics", {{"x", 1}}}}, token), 401);
+  // The owner's own token still reports.
+  EXPECT_EQ(Post(path + "/report", {{"metrics", {{"x", 1}}}}, alice_token_).status, 204);
 }
 
 }  // namespace

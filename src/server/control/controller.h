@@ -78,6 +78,7 @@
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
+#include "server/control/channel_rate_limiter.h"
 #include "server/control/environment_catalog.h"
 #include "server/control/job_submission.h"
 #include "server/control/log_sink.h"
@@ -211,7 +212,8 @@ class Controller {
   // `id`, at the clock's time, by its job token, its owner or an admin (the report's bounds
   // checked by its parser, protocol/api_job_report.h). Errors: NotFound (unknown, or in another
   // project), PermissionDenied (a member who is not the owner), FailedPrecondition (ended),
-  // InvalidArgument naming "metrics" (over the keys a job keeps: store.h).
+  // InvalidArgument naming "metrics" (over the keys a job keeps: store.h), ResourceExhausted
+  // with retry_after (the job writes faster than ChannelRateLimiter allows).
   Status Report(const Principal& who, JobId id, model::JobReport report);
   Status RecordCheckpoint(const Principal& who, JobId id, model::JobCheckpoint checkpoint);
   // The job's numeric metric history (store.h, JobMetricSeries). Errors: as JobView.
@@ -785,10 +787,11 @@ class Controller {
   store::WriteBatcher writes_;  // the write group
   EnvironmentCatalog environments_;
   server::Accounts accounts_;
-  GpuMonitor gpu_monitor_;       // its own lock; taken after mu_ when both are held
-  NodeCredentials credentials_;  // its own lock; taken after mu_ when both are held
-  LogSink logs_;                 // its own lock; never held for I/O
-  SubmitLimiter submit_limits_;  // its own lock; taken after mu_ when both are held
+  GpuMonitor gpu_monitor_;             // its own lock; taken after mu_ when both are held
+  NodeCredentials credentials_;        // its own lock; taken after mu_ when both are held
+  LogSink logs_;                       // its own lock; never held for I/O
+  SubmitLimiter submit_limits_;        // its own lock; taken after mu_ when both are held
+  ChannelRateLimiter channel_writes_;  // its own lock; never held with mu_
   std::atomic<int64_t> rejected_gpu_reports_{0};
 
   std::mutex mu_;

@@ -26,6 +26,7 @@ Status Controller::Report(const Principal& who, JobId id, model::JobReport repor
   if (!record.ok()) return record.status();
   CORRAL_RETURN_IF_ERROR(MayReport(who, *record));
   report.time = clock_.Now();
+  CORRAL_RETURN_IF_ERROR(channel_writes_.Take(id, report.time));
   return store_.RecordJobReport(id, report);
 }
 
@@ -35,6 +36,7 @@ Status Controller::RecordCheckpoint(const Principal& who, JobId id,
   if (!record.ok()) return record.status();
   CORRAL_RETURN_IF_ERROR(MayReport(who, *record));
   checkpoint.time = clock_.Now();
+  CORRAL_RETURN_IF_ERROR(channel_writes_.Take(id, checkpoint.time));
   return store_.RecordJobCheckpoint(id, checkpoint);
 }
 
