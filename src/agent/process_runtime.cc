@@ -24,6 +24,7 @@
 #include "agent/stop_file.h"
 #include "agent/workdir_mount.h"
 #include "common/json_parse.h"
+#include "common/strings.h"
 #include "model/node.h"
 #include "protocol/names.h"
 
@@ -183,6 +184,18 @@ std::optional<TaskCgroup> CgroupFromJson(const json& j) {
   return c;
 }
 
+// The agent's PATH with the folder of its own binary (`self_exe`) added at the end when it is
+// not there already, so that a task finds the `corral` beside it (`corral job report`,
+// docs/in-job.md) without shadowing anything on the agent's PATH.
+std::string TaskSearchPath(const std::string& path, const std::string& self_exe) {
+  const std::string folder = std::filesystem::path(self_exe).parent_path().string();
+  if (folder.empty()) return path;
+  for (const std::string& entry : Split(path, ':')) {
+    if (entry == folder) return path;
+  }
+  return path + ":" + folder;
+}
+
 }  // namespace
 
 ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, CgroupManager cgroups,
@@ -194,7 +207,8 @@ ProcessRuntime::ProcessRuntime(ProcessRuntimeOptions options, Clock* clock, Cgro
       home_(std::move(home)),
       container_scope_(options_.cluster_id + "-" + options_.node_name) {
   const char* path = std::getenv("PATH");
-  base_env_["PATH"] = path != nullptr && *path != '\0' ? path : kDefaultPath;
+  base_env_["PATH"] =
+      TaskSearchPath(path != nullptr && *path != '\0' ? path : kDefaultPath, options_.self_exe);
   if (const char* lang = std::getenv("LANG"); lang != nullptr) base_env_["LANG"] = lang;
 }
 

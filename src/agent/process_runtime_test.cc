@@ -205,6 +205,21 @@ TEST_F(ProcessRuntimeTest, TaskSeesItsGpusAndCorralVariablesAndNotTheAgentsEnvir
   EXPECT_THAT(out, Not(HasSubstr("CORRAL_TEST_AGENT_SECRET")));
 }
 
+// The folder of the agent's binary (this test's, by default) ends the task's PATH, so that a job
+// finds the `corral` beside the agent for `corral job report` (docs/in-job.md).
+TEST_F(ProcessRuntimeTest, TheAgentsOwnFolderEndsTheTasksPath) {
+  auto runtime = MakeRuntime();
+  TaskLaunch l = Launch(1, {"env"});
+  ASSERT_EQ(runtime->Start(l).state, ProcessState::kRunning);
+  WaitForEnd(*runtime, l.key);
+  const std::string out = "\n" + Stdout(*runtime, l.key);
+  const std::string folder = std::filesystem::read_symlink("/proc/self/exe").parent_path().string();
+  const size_t start = out.find("\nPATH=");
+  ASSERT_NE(start, std::string::npos);
+  const std::string path = out.substr(start + 6, out.find('\n', start + 1) - start - 6);
+  EXPECT_EQ(path.substr(path.size() - folder.size() - 1), ":" + folder) << path;
+}
+
 TEST_F(ProcessRuntimeTest, CpuOnlyTaskSeesNoGpus) {
   auto runtime = MakeRuntime();
   TaskLaunch l = Launch(1, {"env"});
