@@ -23,6 +23,10 @@ Status FieldError(const std::string& field, const std::string& what) {
 
 }  // namespace
 
+std::string_view ElasticUnitName(ElasticUnit unit) {
+  return unit == ElasticUnit::kGpus ? "gpus" : "nodes";
+}
+
 Status Validate(const TaskResources& r) {
   const int64_t gpus = r.gpus.value();
   const int64_t milli = r.gpu_milli.value();
@@ -74,6 +78,26 @@ Status Validate(const Job& job) {
   }
   Status r = Validate(job.resources);
   if (!r.ok()) return prefix(r);
+  if (job.elastic) {
+    const ElasticBounds& e = *job.elastic;
+    const std::string unit(ElasticUnitName(e.unit));
+    if (e.min < 1 || e.max < e.min || e.max > kMaxElasticSize) {
+      return prefix(FieldError(
+          "elastic", "must be 1 <= min <= max <= " + std::to_string(kMaxElasticSize) + " " + unit +
+                         ", got " + std::to_string(e.min) + "-" + std::to_string(e.max)));
+    }
+    if (e.step < 0) return prefix(FieldError("elastic.step", "must be >= 0"));
+    const int now =
+        e.unit == ElasticUnit::kGpus ? static_cast<int>(job.resources.gpus.value()) : job.tasks;
+    if (now < e.min || now > e.max) {
+      return prefix(FieldError(e.unit == ElasticUnit::kGpus ? "resources.gpus" : "tasks",
+                               "must lie in the elastic range " + std::to_string(e.min) + "-" +
+                                   std::to_string(e.max) + ", got " + std::to_string(now)));
+    }
+    if (e.unit == ElasticUnit::kGpus && (job.tasks != 1 || job.resources.IsShare())) {
+      return prefix(FieldError("elastic", "a range of GPUs is for one task of whole GPUs"));
+    }
+  }
   return Status::Ok();
 }
 

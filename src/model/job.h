@@ -37,6 +37,24 @@ struct TaskResources {
 TaskResources MakeResources(int gpus, int gpu_milli, int64_t cpu_milli, int64_t memory_mib,
                             std::vector<std::string> gpu_models = {});
 
+// An elastic job (docs/elastic.md): it runs at any size of a range and the scheduler resizes it.
+//  - kGpus: one task whose whole GPUs vary (resources.gpus is its size now).
+//  - kNodes: a gang whose task count varies, one task per node, each of the same resources
+//    (tasks is its size now).
+// Sizes: MIN, every power of two strictly between, and MAX; or, with step > 0, MIN, MIN + step,
+// ..., and MAX (sched::ElasticRange). A pending elastic job asks for MIN.
+enum class ElasticUnit { kGpus, kNodes };
+std::string_view ElasticUnitName(ElasticUnit unit);  // "gpus" | "nodes"
+struct ElasticBounds {
+  ElasticUnit unit = ElasticUnit::kGpus;
+  int min = 1;
+  int max = 1;
+  int step = 0;  // 0: powers of two
+  bool operator==(const ElasticBounds&) const = default;
+};
+// The most GPUs (kGpus) or nodes (kNodes) an elastic range may reach.
+inline constexpr int kMaxElasticSize = 4096;
+
 // The most elements one array may have.
 inline constexpr int kMaxArrayElements = 10000;
 
@@ -55,6 +73,8 @@ struct Job {
   // array's elements may run at once (>= 1; none: no limit). Only an element has a limit.
   std::optional<JobId> array_id;
   std::optional<int> array_max_running;
+  // Set for an elastic job; its size now is resources.gpus (kGpus) or tasks (kNodes).
+  std::optional<ElasticBounds> elastic;
 
   MilliGpu TotalMilli() const { return resources.TotalMilli() * tasks; }
 };

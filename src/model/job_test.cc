@@ -20,6 +20,28 @@ TEST(JobValidation, AcceptsWholeGpusSharesAndCpuOnly) {
   EXPECT_TRUE(Validate(MakeJob(MakeResources(0, 0, 1000, 1024))).ok());
 }
 
+TEST(JobValidation, ElasticRangesHoldTheSizeNowAndOneUnit) {
+  Job gpus = MakeJob(MakeResources(2, 1000, 0, 0));
+  gpus.elastic = ElasticBounds{ElasticUnit::kGpus, 2, 8, 0};
+  EXPECT_TRUE(Validate(gpus).ok());
+  gpus.resources.gpus = GpuCount(16);  // beyond MAX
+  EXPECT_NE(Validate(gpus).message().find("'resources.gpus': must lie in the elastic range 2-8"),
+            std::string::npos)
+      << Validate(gpus).message();
+  gpus.resources.gpus = GpuCount(2);
+  gpus.tasks = 2;  // a range of GPUs is for one task
+  EXPECT_NE(Validate(gpus).message().find("one task"), std::string::npos);
+  Job nodes = MakeJob(MakeResources(4, 1000, 0, 0));
+  nodes.elastic = ElasticBounds{ElasticUnit::kNodes, 1, 2, 0};
+  EXPECT_TRUE(Validate(nodes).ok());
+  nodes.elastic->min = 3;  // min > max
+  EXPECT_NE(Validate(nodes).message().find("'elastic'"), std::string::npos);
+  nodes.elastic = ElasticBounds{ElasticUnit::kNodes, 1, kMaxElasticSize + 1, 0};
+  EXPECT_FALSE(Validate(nodes).ok());
+  nodes.elastic = ElasticBounds{ElasticUnit::kNodes, 1, 2, -1};
+  EXPECT_NE(Validate(nodes).message().find("'elastic.step'"), std::string::npos);
+}
+
 TEST(JobValidation, ErrorsNameTheField) {
   Status s = Validate(MakeJob(MakeResources(2, 500, 0, 0)));
   ASSERT_FALSE(s.ok());
