@@ -7,7 +7,7 @@
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
 #   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
 #                Python client,
-#                hostile clients, the dashboard's browser tests, distributed training, the fault
+#                hostile clients, the dashboard's browser tests, distributed and elastic training, the fault
 #                harness's short run, then ASan+UBSan unit tests
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
 #   make test-python  the Python client's end-to-end tests (clients/python/, docs/python.md)
@@ -159,9 +159,11 @@ test-e2e: $(TEST_BUILD)
 test-python: $(TEST_BUILD)
 	@$(call timed,Python client end-to-end tests,python3 tests/python_client_test.py build/corral)
 
-# Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise).
+# Two agents in two network namespaces run real PyTorch DDP jobs (root; skips otherwise), then
+# an elastic DDP job that grows to both nodes and shrinks back (docs/elastic.md).
 test-distributed: $(TEST_BUILD)
 	@$(call timed,distributed training tests,python3 tests/distributed_test.py build/corral)
+	@$(call timed,elastic DDP training test,python3 tests/elastic_ddp_test.py build/corral)
 
 # The fault harness (tests/faults/, docs/reliability.md): real servers and agents (in network
 # namespaces as root) under a steady load while faults are injected; then no acknowledged job may

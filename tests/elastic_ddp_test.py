@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Elastic training end to end (issue 20): examples/elastic_ddp.py, real PyTorch DDP (gloo, CPU),
+as one `--nodes 1-2 --launcher torchrun` job across two agents in two network namespaces (the
+network of tests/distributed_test.py).
+
+  1. A blocker job holds node b's GPUs; the elastic job starts on node a alone (world size 1).
+  2. The blocker ends: the job grows to both nodes (a new generation, world size 2).
+  3. A rigid job asks for a whole node: the job shrinks back to one node (world size 1) and the
+     rigid job starts, with nothing preempted.
+  4. The elastic job is cancelled; it saves on the stop request like at each resize.
+Then the script's progress file (rank 0 writes it in the job's checkpoint folder) must show one
+training run: each generation resumes at the step the last one saved (steps continuous), and the
+loss keeps falling to the end. The job's record must show the two resizes with their reasons.
+
+Needs root (namespaces), iproute2 and /usr/bin/python3 with torch; skips with a message
+otherwise. Usage: tests/elastic_ddp_test.py path/to/corral
+"""
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import distributed_test as net  # noqa: E402  (the bridge, the namespaces, the prerequisites)
+import e2e_test as e2e  # noqa: E402  (the Cluster harness and check())
+from e2e_test import check, submit, wait_for  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO, "examples", "elastic_ddp.py")
+CLIENT = os.path.join(REPO, "clients", "python")  # corral.job, for the script
+RESIZE_INTERVAL = "3s"  # growth waits this long after the last resize or the start
+STEP_TIME = "0.02"  # seconds a step takes at least: the run spans every phase below
+
+
+def progress(folder):
+    """The script's progress records (rank 0's progress.jsonl), [] while there are none."""
+    path = os.path.join(folder, "progress.jsonl")
+    if not os.path.exists(path):
+        return []
+    records = []
+    for line in open(path):
+        if line.endswith("\n"):  # a line being written is read next time
+            records.append(json.loads(line))
+    return records
+
+
+def starts(records):
+    return [r for r in records if r["event"] == "start"]
+
+
+def reports_of(records, generation):
+    return [r for r in records if r["event"] == "report" and r["generation"] == generation]
+
+
+def running_generation(folder, world, after, reports=3):
+    """The generation after `after` that started at world size `world` and has made `reports`
+    reports, or None."""
+    records = progress(folder)
+    for s in starts(records):
+        if s["generation"] > after and s["world_size"] == world and \
+                len(reports_of(records, s["generation"])) >= reports:
+            return s["generation"]
+    return None
+
+
+def node_of(c, job):
+    tasks = [t for t in c.job(job).get("tasks", []) if t.get("state") == "running"]
+    return tasks[0]["node"] if len(tasks) == 1 else None
+
+
+def check_training(records):
+    """One training run across the generations: continuous steps, falling loss."""
+    gens = starts(records)
+    check("three generations: world sizes 1, 2, 1",
+          [g["world_size"] for g in gens] == [1, 2, 1], gens)
+    saved = {}  # generation -> the step its stop checkpoint saved
+    generation = None
+    for r in records:
+        if r["event"] == "start":
+            generation = r["generation"]
+        elif r["event"] == "checkpoint" and r["reason"] == "stop":
+            saved[generation] = r["step"]
+    for before, after in zip(gens, gens[1:]):
+        check(f"generation {after['generation']} resumes at the step generation "
+              f"{before['generation']} saved on its stop request",
+              after["step"] > 0 and after["step"] == saved.get(before["generation"]),
+              (before, after, saved))
+    steps = [r["step"] for r in records if r["event"] == "report"]
+    check("reported steps only go up across generations",
+          all(a < b for a, b in zip(steps, steps[1:])), steps)
+    last = [reports_of(records, g["generation"]) for g in gens]
+    if all(last):
+        check("each generation's first loss is no higher than the last one's end (resumed, "
+              "not started again)",
+              all(b[0]["loss"] <= a[-1]["loss"] * 1.05 for a, b in zip(last, last[1:])),
+              [(x[0]["loss"], x[-1]["loss"]) for x in last])
+        final = last[-1]
+        check("the loss still falls in the last generation",
+              final[-1]["loss"] < final[0]["loss"], [(r["step"], r["loss"]) for r in final])
+        check("the loss at the end is below every earlier generation's",
+              final[-1]["loss"] < min(r["loss"] for x in last[:-1] for r in x),
+              [(x[0]["loss"], x[-1]["loss"]) for x in last])
+
+
+def run(root):
+    checkpoints = os.path.join(root, "checkpoints")
+    os.makedirs(checkpoints, mode=0o755)
+    c = e2e.Cluster(os.path.join(root, "elastic"), host=net.SUBNET + ".1",
+                    server_args=["--checkpoint-root", checkpoints,
+                                 "--resize-interval", RESIZE_INTERVAL])
+    try:
+        for name, (ns, address) in net.NAMESPACES.items():
+            c.start_agent(name, "2xT4", prefix=("ip", "netns", "exec", ns),
+                          extra=("--address", address))
+        check("two agents in two namespaces join", c.wait_nodes(2))
+
+        blocker = submit(c, {"name": "blocker", "command": ["sleep", "600"],
+                             "resources": {"gpus": 2}})
+        check("the blocker runs", c.wait_state(blocker, ("running",), 30), c.job(blocker))
+        busy = wait_for(lambda: node_of(c, blocker), 10)
+
+        env = {"GLOO_SOCKET_IFNAME": "eth0", "OMP_NUM_THREADS": "1", "PYTHONPATH": CLIENT}
+        job = submit(c, {
+            "name": "elastic-ddp", "tasks": 1, "launcher": "torchrun", "procs_per_node": 1,
+            "elastic": {"unit": "nodes", "min": 1, "max": 2}, "resources": {"gpus": 2},
+            "checkpoint_grace_s": 30, "time_limit_s": 900, "env": env,
+            "command": [*net.TORCHRUN_OWN, SCRIPT, "--steps", "1000000", "--step-time",
+                        STEP_TIME, "--report-every", "1", "--checkpoint-every", "200"]})
+        folder = os.path.join(checkpoints, str(job))
+        first = wait_for(lambda: running_generation(folder, 1, 0), 60)
+        view = c.job(job)
+        check("the elastic job starts on the free node alone (world size 1)",
+              first is not None and node_of(c, job) not in (None, busy),
+              (view.get("state"), view.get("tasks"), progress(folder), busy))
+        check("the job view shows its range and size now",
+              view.get("elastic", {}).get("now") == 1 and view["elastic"].get("min") == 1 and
+              view["elastic"].get("max") == 2 and view["elastic"].get("unit") == "nodes",
+              view.get("elastic"))
+        if first is None:
+            return
+
+        c.api("POST", f"/api/v1/jobs/{blocker}/cancel", {})
+        grown = wait_for(lambda: running_generation(folder, 2, first), 90)
+        view = c.job(job)
+        check("the blocker gone, the job grows to both nodes (world size 2)",
+              grown is not None and view.get("elastic", {}).get("now") == 2 and
+              view.get("state") == "running",
+              (view.get("state"), view.get("elastic"), view.get("events"), starts(progress(folder))))
+        if grown is None:
+            return
+
+        rigid = submit(c, {"name": "needs-a-node", "command": ["sleep", "600"],
+                           "resources": {"gpus": 2}})
+        shrunk = wait_for(lambda: running_generation(folder, 1, grown), 90)
+        view, other = c.job(job), c.job(rigid)
+        check("a rigid job needing a node: the elastic job shrinks to one node (world size 1)",
+              shrunk is not None and view.get("elastic", {}).get("now") == 1,
+              (view.get("elastic"), view.get("events"), starts(progress(folder))))
+        check("the rigid job runs, nothing preempted",
+              c.wait_state(rigid, ("running",), 30) and view.get("state") == "running" and
+              view.get("restarts", 0) == 0 and c.job(rigid).get("restarts", 0) == 0,
+              (other.get("state"), view.get("state"), view.get("restarts"), view.get("events")))
+        check("the job made two resizes, counted", view.get("resizes") == 2, view.get("resizes"))
+        reasons = [e.get("reason", "") for e in view.get("events", [])]
+        check("its events say each resize and why",
+              any("resized from 1 to 2 nodes" in r for r in reasons) and
+              any("resized from 2 to 1 node" in r for r in reasons), reasons)
+
+        c.api("POST", f"/api/v1/jobs/{job}/cancel", {})
+        check("the cancelled job ends (after saving)",
+              c.wait_state(job, ("cancelled",), 60), c.job(job).get("state"))
+        status, metrics = c.api("GET", f"/api/v1/jobs/{job}/metrics")
+        check("the script's loss and step reports reach the job's metrics",
+              status == 200 and len(metrics.get("series", {}).get("loss", [])) >= 5 and
+              "step" in metrics.get("series", {}), (status, metrics))
+        check_training(progress(folder))
+    finally:
+        c.stop()
+
+
+def main():
+    why = net.missing_prerequisite()
+    if why:
+        print(f"SKIP elastic DDP test: {why}")
+        return 0
+    root = tempfile.mkdtemp(prefix="corral-elastic-")
+    os.chmod(root, 0o755)
+    try:
+        net.teardown_network()  # leftovers of an interrupted run with the same pid tag
+        try:
+            net.setup_network()
+        except RuntimeError as err:  # e.g. a container without CAP_NET_ADMIN
+            print(f"SKIP elastic DDP test: cannot create network namespaces: {err}")
+            return 0
+        run(root)
+    finally:
+        net.teardown_network()
+        if not e2e.FAILURES:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{len(e2e.PASSED)} checks passed, {len(e2e.FAILURES)} failed")
+    return 1 if e2e.FAILURES else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
