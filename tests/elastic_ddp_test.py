@@ -179,11 +179,20 @@ def run(root):
         c.stop()
 
 
+def check_docs_copy():
+    """docs/elastic.md shows the example whole (from `import argparse` on): it must be the file."""
+    code = open(SCRIPT).read()
+    docs = open(os.path.join(REPO, "docs", "elastic.md")).read()
+    check("docs/elastic.md's copy of examples/elastic_ddp.py is the file as it is",
+          code[code.index("import argparse"):] in docs)
+
+
 def main():
+    check_docs_copy()
     why = net.missing_prerequisite()
     if why:
         print(f"SKIP elastic DDP test: {why}")
-        return 0
+        return 1 if e2e.FAILURES else 0
     root = tempfile.mkdtemp(prefix="corral-elastic-")
     os.chmod(root, 0o755)
     try:
@@ -192,7 +201,7 @@ def main():
             net.setup_network()
         except RuntimeError as err:  # e.g. a container without CAP_NET_ADMIN
             print(f"SKIP elastic DDP test: cannot create network namespaces: {err}")
-            return 0
+            return 1 if e2e.FAILURES else 0
         run(root)
     finally:
         net.teardown_network()
