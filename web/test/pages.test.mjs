@@ -1,7 +1,7 @@
 // Unit tests of the pure functions of the submit, projects and job pages: Slurm's array and
 // time-limit forms, the spec the submit form sends (a command or a batch script), the
 // environment picker's words, the projects' fair-share standing in words, a job's reported
-// metrics as chart columns, and time ticks in human units.
+// metrics as chart columns, time ticks in human units, and an elastic job's size and lost work.
 // Usage: node --test web/test/pages.test.mjs   (make test-web runs it)
 import assert from 'node:assert/strict';
 import test from 'node:test';
@@ -9,6 +9,7 @@ import { arrayOf, environmentLabel, specOf, timeLimitOf } from '../src/pages/sub
 import { gpuTime, standingWords } from '../src/pages/projects.js';
 import { metricColumns, metricText } from '../src/job_metrics.js';
 import { timeTick } from '../src/time_axis.js';
+import { elasticSize, lostWork } from '../src/pages/job.js';
 
 test('arrayOf reads Slurm\'s --array as corral submit does', () => {
   assert.deepEqual(arrayOf('0-9%2'), { max_running: 2, indices: [0, 1, 2, 3, 4, 5, 6, 7, 8, 9] });
@@ -71,4 +72,16 @@ test('time ticks are clock times, never milliseconds', () => {
   assert.equal(timeTick(t, 5), '14:05:30');
   assert.equal(timeTick(t, 300), '14:05');
   assert.equal(timeTick(new Date(2026, 11, 6).getTime() / 1000, 86400), '12-06');
+});
+
+test('an elastic job\'s size and lost work in words; nothing for a rigid job', () => {
+  const elastic = { unit: 'gpus', min: 2, max: 8, step: 0, now: 8 };
+  assert.equal(elasticSize({ elastic, resizes: 3 }), '8 of 2-8 (3 resizes)');
+  assert.equal(elasticSize({ elastic: { ...elastic, unit: 'nodes', min: 1, max: 2, now: 1 }, resizes: 1 }),
+    '1 of 1-2 (1 resize)');
+  assert.equal(elasticSize({ elastic: { ...elastic, now: 2 } }), '2 of 2-8 (0 resizes)');
+  assert.equal(elasticSize({ resizes: 0 }), null);
+  assert.equal(lostWork({ lost_work_gpu_s: 1440 }), '0.4 GPU-h');
+  assert.equal(lostWork({ lost_work_gpu_s: 0 }), null);
+  assert.equal(lostWork({}), null);
 });

@@ -1,19 +1,34 @@
-// One job: its details, events, tasks (node, GPUs, state, their GPUs' utilisation now), a
-// uPlot chart of its GPUs' utilisation over time (job_gpus.js, from /api/v1/jobs/<id>/gpus,
-// read again after each live summary while the job runs), what it reported through the in-job
-// channel (job_metrics.js: latest values, a chart of the numeric ones, the last checkpoint) and
-// its live log, read by polling /api/v1/jobs/<id>/logs from the last offset every second while
-// the job may still write (and once more after it ended). A job the user may not see (another
-// project's: docs/security.md, "What others can see") is a 404, and the page says only that.
+// One job: its details (for an elastic job its size now and resizes; the work it lost), events,
+// tasks (node, GPUs, state, their GPUs' utilisation now), a uPlot chart of its GPUs' utilisation
+// over time (job_gpus.js, from /api/v1/jobs/<id>/gpus, read again after each live summary while
+// the job runs), what it reported through the in-job channel (job_metrics.js: latest values, a
+// chart of the numeric ones, the last checkpoint) and its live log, read by polling
+// /api/v1/jobs/<id>/logs from the last offset every second while the job may still write (and
+// once more after it ended). A job the user may not see (another project's: docs/security.md,
+// "What others can see") is a 404, and the page says only that.
 import { getJson, getLog, postJson } from '../api.js';
 import { h, replace, table } from '../dom.js';
-import { dateTime, duration, eta } from '../format.js';
+import { dateTime, duration, eta, hours } from '../format.js';
 import { JobGpuChart } from '../job_gpus.js';
 import { JobMetrics } from '../job_metrics.js';
 import { jobEnded, taskEnded } from '../states.js';
 import { stateBadge } from './jobs.js';
 
 const kMaxLogChars = 2_000_000; // the page keeps the last 2 MB of a log
+
+// An elastic job's size now in its range, in its unit (GPUs or nodes, docs/elastic.md):
+// "8 of 2-8 (3 resizes)"; null for a rigid job.
+export function elasticSize(j) {
+  const e = j.elastic;
+  if (!e) return null;
+  const resizes = j.resizes ?? 0;
+  return `${e.now} of ${e.min}-${e.max} (${resizes} resize${resizes === 1 ? '' : 's'})`;
+}
+
+// The work the job lost to preemptions and resizes, "0.4 GPU-h"; null when there is none.
+export function lostWork(j) {
+  return j.lost_work_gpu_s > 0 ? `${hours(j.lost_work_gpu_s / 3600)} GPU-h` : null;
+}
 
 function details(j) {
   const now = Date.now() / 1000;
@@ -29,6 +44,10 @@ function details(j) {
     ['tasks', String(j.spec?.tasks ?? 1)],
     ['restarts', String(j.restarts ?? 0)],
   ];
+  const elastic = elasticSize(j);
+  if (elastic) rows.push([j.elastic.unit === 'nodes' ? 'nodes' : 'GPUs', h('span', { id: 'job-elastic' }, elastic)]);
+  const lost = lostWork(j);
+  if (lost) rows.push(['lost work', h('span', { id: 'job-lost-work' }, lost)]);
   if (j.reason) rows.push(['reason', j.reason]);
   if (j.pending_reason) rows.push(['pending reason', j.pending_reason.message]);
   if (j.estimated_start) rows.push(['estimated start', eta(j.estimated_start, now)]);
