@@ -80,6 +80,7 @@ test('an elastic job\'s size and lost work in words; nothing for a rigid job', (
   assert.equal(elasticSize({ elastic: { ...elastic, unit: 'nodes', min: 1, max: 2, now: 1 }, resizes: 1 }),
     '1 of 1-2 (1 resize)');
   assert.equal(elasticSize({ elastic: { ...elastic, now: 2 } }), '2 of 2-8 (0 resizes)');
+  assert.equal(elasticSize({ elastic: { ...elastic, now: 0 } }), '2-8');
   assert.equal(elasticSize({ resizes: 0 }), null);
   assert.equal(lostWork({ lost_work_gpu_s: 1440 }), '0.4 GPU-h');
   assert.equal(lostWork({ lost_work_gpu_s: 0 }), null);

@@ -17,10 +17,12 @@ import { stateBadge } from './jobs.js';
 const kMaxLogChars = 2_000_000; // the page keeps the last 2 MB of a log
 
 // An elastic job's size now in its range, in its unit (GPUs or nodes, docs/elastic.md):
-// "8 of 2-8 (3 resizes)"; null for a rigid job.
+// "8 of 2-8 (3 resizes)"; its range alone, "2-8", while it has no size (pending, ended); null
+// for a rigid job.
 export function elasticSize(j) {
   const e = j.elastic;
   if (!e) return null;
+  if (!(e.now > 0)) return `${e.min}-${e.max}`;
   const resizes = j.resizes ?? 0;
   return `${e.now} of ${e.min}-${e.max} (${resizes} resize${resizes === 1 ? '' : 's'})`;
 }
