@@ -18,8 +18,10 @@ otherwise. Usage: tests/elastic_ddp_test.py path/to/corral
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import distributed_test as net  # noqa: E402  (the bridge, the namespaces, the prerequisites)
@@ -101,6 +103,44 @@ def check_training(records):
         check("the loss at the end is below every earlier generation's",
               final[-1]["loss"] < min(r["loss"] for x in last[:-1] for r in x),
               [(x[0]["loss"], x[-1]["loss"]) for x in last])
+
+
+def check_standalone(root):
+    """The script without corral: torchrun on this machine, 2 ranks, the stop file written by
+    the test once it trains; then 1 rank, which resumes where the 2 saved, to the end."""
+    folder = os.path.join(root, "standalone")
+    os.makedirs(folder)
+    stop = os.path.join(root, "stop")
+    env = dict(os.environ, CORRAL_JOB_ID="1", CORRAL_STOP_FILE=stop, CORRAL_CHECKPOINT_DIR=folder,
+               PYTHONPATH=CLIENT, OMP_NUM_THREADS="1")
+    env.pop("CORRAL_JOB_TOKEN", None)  # no server: nothing is reported
+    torchrun = ["torchrun", *net.TORCHRUN_OWN, "--nnodes", "1", "--master_port", str(e2e.free_port())]
+
+    def train(procs, generation, *extra):
+        return subprocess.Popen([*torchrun, "--nproc_per_node", str(procs), SCRIPT,
+                                 "--step-time", STEP_TIME, "--report-every", "0.2", *extra],
+                                env=dict(env, CORRAL_GENERATION=str(generation)),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    first = train(2, 1)
+    trained = wait_for(lambda: len(reports_of(progress(folder), 1)) >= 3, 60)
+    with open(stop + ".tmp", "w") as f:
+        json.dump({"reason": "resize", "grace_s": 30, "deadline": time.time() + 30}, f)
+    os.replace(stop + ".tmp", stop)
+    out = first.communicate(timeout=60)[0]
+    check("standalone: 2 ranks train, then stop and exit 0 on the stop file",
+          trained and first.returncode == 0, out[-2000:])
+    os.remove(stop)
+    saved = [r["step"] for r in progress(folder) if r["event"] == "checkpoint"]
+    second = train(1, 2, "--steps", str((saved or [0])[-1] + 100))
+    out = second.communicate(timeout=60)[0]
+    records = progress(folder)
+    gens = starts(records)
+    check("standalone: 1 rank resumes at the saved step and trains to --steps",
+          second.returncode == 0 and [g["world_size"] for g in gens] == [2, 1] and saved and
+          gens[1]["step"] == saved[-1] and records[-1] == {**records[-1], "event": "checkpoint",
+                                                           "step": saved[-1] + 100},
+          (out[-2000:], gens, saved, records[-1:]))
 
 
 def run(root):
@@ -196,6 +236,7 @@ def main():
     root = tempfile.mkdtemp(prefix="corral-elastic-")
     os.chmod(root, 0o755)
     try:
+        check_standalone(root)
         net.teardown_network()  # leftovers of an interrupted run with the same pid tag
         try:
             net.setup_network()
