@@ -242,11 +242,14 @@ def run(root):
         c.stop()
 
 
-def main():
+def run_in_network(label, run):
+    """Runs `run(root)` (root: a fresh folder) with the bridge and the two namespaces up, and
+    takes them down after; skips, saying why, where they cannot be made. The exit status: 1 when
+    a check failed (before this call too), else 0."""
     why = missing_prerequisite()
     if why:
-        print(f"SKIP distributed tests: {why}")
-        return 0
+        print(f"SKIP {label}: {why}")
+        return 1 if e2e.FAILURES else 0
     root = tempfile.mkdtemp(prefix="corral-dist-")
     os.chmod(root, 0o755)
     try:
@@ -254,8 +257,8 @@ def main():
         try:
             setup_network()
         except RuntimeError as err:  # e.g. a container without CAP_NET_ADMIN
-            print(f"SKIP distributed tests: cannot create network namespaces: {err}")
-            return 0
+            print(f"SKIP {label}: cannot create network namespaces: {err}")
+            return 1 if e2e.FAILURES else 0
         run(root)
     finally:
         teardown_network()
@@ -266,4 +269,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_in_network("distributed tests", run))

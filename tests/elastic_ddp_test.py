@@ -17,10 +17,8 @@ otherwise. Usage: tests/elastic_ddp_test.py path/to/corral
 """
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -229,27 +227,11 @@ def check_docs_copy():
 
 def main():
     check_docs_copy()
-    why = net.missing_prerequisite()
-    if why:
-        print(f"SKIP elastic DDP test: {why}")
-        return 1 if e2e.FAILURES else 0
-    root = tempfile.mkdtemp(prefix="corral-elastic-")
-    os.chmod(root, 0o755)
-    try:
+
+    def scenarios(root):
         check_standalone(root)
-        net.teardown_network()  # leftovers of an interrupted run with the same pid tag
-        try:
-            net.setup_network()
-        except RuntimeError as err:  # e.g. a container without CAP_NET_ADMIN
-            print(f"SKIP elastic DDP test: cannot create network namespaces: {err}")
-            return 1 if e2e.FAILURES else 0
         run(root)
-    finally:
-        net.teardown_network()
-        if not e2e.FAILURES:
-            shutil.rmtree(root, ignore_errors=True)
-    print(f"\n{len(e2e.PASSED)} checks passed, {len(e2e.FAILURES)} failed")
-    return 1 if e2e.FAILURES else 0
+    return net.run_in_network("elastic DDP test", scenarios)
 
 
 if __name__ == "__main__":
