@@ -91,9 +91,9 @@ def check_training(records):
           all(a < b for a, b in zip(steps, steps[1:])), steps)
     last = [reports_of(records, g["generation"]) for g in gens]
     if all(last):
-        check("each generation's first loss is no higher than the last one's end (resumed, "
-              "not started again)",
-              all(b[0]["loss"] <= a[-1]["loss"] * 1.05 for a, b in zip(last, last[1:])),
+        check("each generation's first loss is near the last one's end (resumed: a fresh start "
+              "is a thousand times higher)",
+              all(b[0]["loss"] <= a[-1]["loss"] * 1.5 for a, b in zip(last, last[1:])),
               [(x[0]["loss"], x[-1]["loss"]) for x in last])
         final = last[-1]
         check("the loss still falls in the last generation",
@@ -136,8 +136,8 @@ def check_standalone(root):
     gens = starts(records)
     check("standalone: 1 rank resumes at the saved step and trains to --steps",
           second.returncode == 0 and [g["world_size"] for g in gens] == [2, 1] and saved and
-          gens[1]["step"] == saved[-1] and records[-1] == {**records[-1], "event": "checkpoint",
-                                                           "step": saved[-1] + 100},
+          gens[1]["step"] == saved[-1] and records[-1]["event"] == "checkpoint" and
+          records[-1]["step"] == saved[-1] + 100,
           (out[-2000:], gens, saved, records[-1:]))
 
 
@@ -172,7 +172,7 @@ def run(root):
               first is not None and node_of(c, job) not in (None, busy),
               (view.get("state"), view.get("tasks"), progress(folder), busy))
         check("the job view shows its range and size now",
-              view.get("elastic", {}).get("now") == 1 and view["elastic"].get("min") == 1 and
+              (view.get("elastic") or {}).get("now") == 1 and view["elastic"].get("min") == 1 and
               view["elastic"].get("max") == 2 and view["elastic"].get("unit") == "nodes",
               view.get("elastic"))
         if first is None:
@@ -182,7 +182,7 @@ def run(root):
         grown = wait_for(lambda: running_generation(folder, 2, first), 90)
         view = c.job(job)
         check("the blocker gone, the job grows to both nodes (world size 2)",
-              grown is not None and view.get("elastic", {}).get("now") == 2 and
+              grown is not None and (view.get("elastic") or {}).get("now") == 2 and
               view.get("state") == "running",
               (view.get("state"), view.get("elastic"), view.get("events"), starts(progress(folder))))
         if grown is None:
@@ -193,7 +193,7 @@ def run(root):
         shrunk = wait_for(lambda: running_generation(folder, 1, grown), 90)
         view, other = c.job(job), c.job(rigid)
         check("a rigid job needing a node: the elastic job shrinks to one node (world size 1)",
-              shrunk is not None and view.get("elastic", {}).get("now") == 1,
+              shrunk is not None and (view.get("elastic") or {}).get("now") == 1,
               (view.get("elastic"), view.get("events"), starts(progress(folder))))
         check("the rigid job runs, nothing preempted",
               c.wait_state(rigid, ("running",), 30) and view.get("state") == "running" and
