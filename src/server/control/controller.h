@@ -427,6 +427,10 @@ class Controller {
     // Set while pending with a dependency not met (controller_dependencies.cc): the job is not
     // in the scheduler's queue, and this says why it waits.
     std::optional<model::DependencyWait> held;
+    // Elastic jobs (controller_elastic.cc sets them): the size of the current run in the job's
+    // unit (GPUs or nodes; 0 while pending, and for rigid jobs), and how many resizes it had.
+    int elastic_now = 0;
+    int resizes = 0;
     bool Stopping() const { return end.Stopping(); }
   };
   struct LiveNode {
