@@ -2313,6 +2313,133 @@ def test_in_job_channel(root):
         c.stop()
 
 
+def test_elastic_live(root):
+    """Issue 20, point 5 (docs/control-plane.md, "Elastic jobs"): on `corral dev` with 8 fake
+    GPUs, an elastic `--gpus 2-8` job alone starts at 8; a 4-GPU job arrives and the elastic job
+    shrinks to 4 (no preemption) within the bound, one scheduling pass + the job's stop grace +
+    one heartbeat, measured and printed; when the 4-GPU job ends, the elastic job grows back to 8
+    once --resize-interval has passed. `corral job show` shows each resize with its reason."""
+    data = os.path.join(root, "elastic-dev")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    dev = subprocess.Popen(
+        [CORRAL, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
+         "--fake-gpus", "8xA100-80GB", "--metrics-interval", "0", "--resize-interval", "2s"],
+        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "elastic-dev.log"), "a"))
+    elastic = None
+    try:
+        def healthy():
+            try:
+                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
+            except Exception:
+                return False
+        check("corral dev comes up", wait_for(healthy, 30))
+        token = open(os.path.join(data, "admin.token")).read().strip()
+        env = dict(os.environ, CORRAL_SERVER=url, CORRAL_TOKEN=token, HOME=root)
+
+        def cli(*args):
+            return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True,
+                                  timeout=60, cwd=data)
+
+        def job(i):
+            out = cli("job", "show", str(i), "-o", "json")
+            return json.loads(out.stdout) if out.returncode == 0 else {}
+
+        def reasons(i):
+            return [e.get("reason", "") for e in job(i).get("events", [])]
+        # Each generation notes its GPUs, then runs until it is told to stop (SIGTERM: at once).
+        sizes = os.path.join(data, "sizes.txt")
+        script = (f'echo "$CORRAL_GENERATION $CORRAL_GPU_INDICES $CUDA_VISIBLE_DEVICES" >> {sizes}; '
+                  'trap "exit 0" TERM; while true; do sleep 0.05; done')
+        out = cli("submit", "--gpus", "2-8", "-o", "json", "--shell", "--", script)
+        elastic = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("an elastic --gpus 2-8 job is accepted", elastic is not None, out.stdout + out.stderr)
+
+        def runs():
+            if not os.path.exists(sizes):
+                return []
+            return [line.split() for line in open(sizes).read().splitlines() if line.strip()]
+
+        def gpus_of(run):
+            return sorted(run[1].split(",")) if len(run) > 1 else []
+        check("alone, it starts at 8 GPUs", wait_for(
+            lambda: job(elastic).get("state") == "running" and len(runs()) == 1
+            and len(gpus_of(runs()[0])) == 8, 30), (job(elastic), runs()))
+        check("its view says elastic 2-8, now 8, no resize",
+              job(elastic).get("elastic", {}).get("now") == 8 and job(elastic).get("resizes") == 0,
+              job(elastic))
+        check("its start says its size", any(r.startswith("started at 8 GPUs")
+                                             for r in reasons(elastic)), reasons(elastic))
+
+        # A 4-GPU job arrives: the elastic job gives back 4 before anyone is preempted.
+        rigid_gpus = os.path.join(data, "rigid-gpus.txt")
+        gate = os.path.join(data, "gate")
+        rigid_script = (f'echo "$CORRAL_GPU_INDICES" > {rigid_gpus}.tmp && '
+                        f'mv {rigid_gpus}.tmp {rigid_gpus}; '
+                        f'while [ ! -e {gate} ]; do sleep 0.05; done')
+        arrived = time.monotonic()
+        out = cli("submit", "--gpus", "4", "-o", "json", "--shell", "--", rigid_script)
+        rigid = json.loads(out.stdout)["id"] if out.returncode == 0 else None
+        check("the 4-GPU job is accepted", rigid is not None, out.stdout + out.stderr)
+        started = wait_for(lambda: os.path.exists(rigid_gpus), 60)
+        took = time.monotonic() - arrived
+        # The bound: one pass (the loop runs one at once on a submission, at least every 1 s),
+        # the elastic job's stop grace (corral dev's kill grace, 10 s; this job stops at once)
+        # and one heartbeat (5 s) for its old run's end to be heard.
+        bound = 1 + 10 + 5
+        print(f"   the 4-GPU job started {took:.2f} s after its submission "
+              f"(bound {bound} s: pass + stop grace + heartbeat)", flush=True)
+        check("the 4-GPU job starts within the bound", started and took < bound, took)
+        check("the elastic job runs on at 4 GPUs, disjoint from the 4-GPU job's", wait_for(
+            lambda: len(runs()) == 2 and len(gpus_of(runs()[1])) == 4
+            and not set(gpus_of(runs()[1])) & set(open(rigid_gpus).read().split(",")), 30),
+            (runs(), open(rigid_gpus).read() if os.path.exists(rigid_gpus) else None))
+        check("CUDA_VISIBLE_DEVICES follows the new size",
+              len(runs()) == 2 and len(runs()[1]) > 2 and len(runs()[1][2].split(",")) == 4,
+              runs())
+        view = job(elastic)
+        check("it stayed running: a new generation, now 4, one resize",
+              view.get("state") == "running" and view.get("elastic", {}).get("now") == 4
+              and view.get("resizes") == 1 and runs()[1][0] == "2", (view, runs()))
+        check("the shrink is an event with its reason", any(
+            r.startswith("resized from 8 to 4 GPUs: a pending job needs them")
+            for r in reasons(elastic)), reasons(elastic))
+        check("nothing was preempted", not any("preempted" in r for r in
+                                               reasons(elastic) + reasons(rigid)),
+              (reasons(elastic), reasons(rigid)))
+        check("the elastic job never went back to pending", not any(
+            e.get("to_state") == "pending" and e.get("from_state")
+            for e in job(elastic).get("events", [])), job(elastic).get("events"))
+
+        # The 4-GPU job ends: the elastic job grows back to 8 (after --resize-interval).
+        open(gate, "w").close()
+        check("the 4-GPU job ends", wait_for(lambda: job(rigid).get("state") == "succeeded", 30),
+              job(rigid))
+        check("the elastic job grows back to 8 GPUs", wait_for(
+            lambda: len(runs()) == 3 and len(gpus_of(runs()[2])) == 8, 30), runs())
+        check("the growth is an event with its reason, and the view counts 2 resizes", wait_for(
+            lambda: any(r.startswith("resized from 4 to 8 GPUs: idle GPUs")
+                        for r in reasons(elastic)) and job(elastic).get("resizes") == 2
+            and job(elastic).get("elastic", {}).get("now") == 8, 10),
+            (reasons(elastic), job(elastic)))
+        shown = cli("job", "show", str(elastic)).stdout
+        check("corral job show says the size and each resize with its reason",
+              "Elastic: 2-8 GPUs, now 8 (2 resizes)" in shown
+              and "resized from 8 to 4 GPUs: a pending job needs them" in shown
+              and "resized from 4 to 8 GPUs: idle GPUs" in shown, shown)
+    finally:
+        if elastic is not None and dev.poll() is None:
+            subprocess.run([CORRAL, "cancel", str(elastic)], capture_output=True, timeout=60,
+                           env=dict(os.environ, CORRAL_SERVER=url, HOME=root,
+                                    CORRAL_TOKEN=open(os.path.join(data, "admin.token")).read()
+                                    .strip()))
+        dev.terminate()
+        try:
+            dev.wait(10)
+        except subprocess.TimeoutExpired:
+            dev.kill()
+
+
 def run_tests(label, tests, root_mode=None):
     """Runs `tests` (each takes a scratch folder; --only NAME picks one) in one temporary folder
     (given `root_mode` when set), kept when a check failed; prints "<label>: N passed, M failed"
@@ -2353,7 +2480,7 @@ def main():
                      test_environments_venv_clone_and_share, test_environments_say_what_runs_here,
                      test_sessions_proxy_auth_and_idle_stop, test_interactive_shell,
                      test_tasks_run_as_their_submitters,
-                     test_container_environment, test_in_job_channel))
+                     test_container_environment, test_in_job_channel, test_elastic_live))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include "agent/agent_process.h"
 #include "agent/host_setup.h"
 #include "agent/task_user.h"
+#include "common/duration.h"
 #include "common/shutdown_signal.h"
 #include "server/server_process.h"
 
@@ -33,6 +34,8 @@ struct DevFlags {
   bool show_all_work = false;         // server::ServerOptions::show_all_work
   std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
   std::string partitions_file;        // server::ServerOptions::partitions_file
+  std::string resize_interval = "60s";  // server::ServerOptions::resize_interval_s
+  int resize_budget = 20;               // server::ServerOptions::resize_budget
 };
 
 int RunDev(const DevFlags& f) {
@@ -69,6 +72,13 @@ int RunDev(const DevFlags& f) {
     return 2;
   }
   options.keep_finished = *keep;
+  auto resize_every = ParseDuration(f.resize_interval, "--resize-interval");
+  if (!resize_every.ok()) {
+    std::cerr << "corral dev: " << resize_every.status().message() << "\n";
+    return 2;
+  }
+  options.resize_interval_s = resize_every->value();
+  options.resize_budget = f.resize_budget;
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -203,6 +213,14 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--partitions-file", f->partitions_file,
                 "Partitions and QoS (YAML/JSON), as corral server's (docs/batch.md)");
+  c->add_option("--resize-interval", f->resize_interval,
+                "Elastic jobs: the least time between a job's start or resize and its growth, as "
+                "60s, 5m, as corral server's")
+      ->capture_default_str();
+  c->add_option("--resize-budget", f->resize_budget,
+                "Elastic jobs: the resizes a job may make in its life, as corral server's")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

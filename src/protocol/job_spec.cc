@@ -287,6 +287,88 @@ Status ParseResources(const nlohmann::json& r, int procs_per_node, SpecOrigin or
   return model::Validate(out);
 }
 
+// The field that holds an elastic job's size now: resources.gpus (kGpus) or tasks (kNodes).
+const char* ElasticSizeField(model::ElasticUnit unit) {
+  return unit == model::ElasticUnit::kGpus ? "resources.gpus" : "tasks";
+}
+
+// `elastic` of a spec whose resources and tasks were read (`j` is the whole spec): the bounds,
+// and the size field (resources.gpus or tasks) set to MIN when absent. A submitted spec that
+// gives the size must give MIN (a pending elastic job asks for MIN); a stored or shown one may
+// hold any size in the range.
+Result<model::ElasticBounds> ParseElastic(const nlohmann::json& j, SpecOrigin origin,
+                                          JobSpec& spec) {
+  const nlohmann::json& e = j["elastic"];
+  if (!e.is_object())
+    return FieldError("elastic", "must be an object {\"unit\", \"min\", \"max\"}");
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(origin, e, {"unit", "min", "max", "step"}, "elastic."));
+  model::ElasticBounds bounds;
+  if (e.contains("unit")) {
+    auto unit = GetString(e["unit"], "elastic.unit");
+    if (!unit.ok()) return unit.status();
+    if (*unit == "nodes") {
+      bounds.unit = model::ElasticUnit::kNodes;
+    } else if (*unit != "gpus") {
+      return FieldError("elastic.unit", "must be gpus or nodes, got '" + *unit + "'");
+    }
+  }
+  for (auto [field, target] : {std::pair{"min", &bounds.min}, {"max", &bounds.max}}) {
+    const std::string name = std::string("elastic.") + field;
+    if (!e.contains(field)) return FieldError(name, "is required");
+    auto v = GetInt(e[field], name, 1, model::kMaxElasticSize);
+    if (!v.ok()) return v.status();
+    *target = static_cast<int>(*v);
+  }
+  if (bounds.min > bounds.max) {
+    return FieldError("elastic.min", "must not exceed elastic.max (" + std::to_string(bounds.max) +
+                                         "), got " + std::to_string(bounds.min));
+  }
+  if (e.contains("step")) {
+    auto v = GetInt(e["step"], "elastic.step", 0, model::kMaxElasticSize);
+    if (!v.ok()) return v.status();
+    bounds.step = static_cast<int>(*v);
+  }
+  const bool by_gpus = bounds.unit == model::ElasticUnit::kGpus;
+  const char* size_field = ElasticSizeField(bounds.unit);
+  const bool size_given =
+      by_gpus ? j.contains("resources") && j["resources"].contains("gpus") : j.contains("tasks");
+  if (!size_given) {
+    if (by_gpus) {
+      spec.resources.gpus = GpuCount(bounds.min);
+      spec.resources.gpu_milli = kWholeGpu;
+    } else {
+      spec.tasks = bounds.min;
+    }
+    return bounds;
+  }
+  const int size = by_gpus ? static_cast<int>(spec.resources.gpus.value()) : spec.tasks;
+  if (origin == SpecOrigin::kSubmitted && size != bounds.min) {
+    return FieldError(size_field, "must be elastic.min (" + std::to_string(bounds.min) +
+                                      ") or left out for an elastic job, got " +
+                                      std::to_string(size));
+  }
+  if (size < bounds.min || size > bounds.max) {
+    return FieldError(size_field, "must lie in the elastic range " + std::to_string(bounds.min) +
+                                      "-" + std::to_string(bounds.max) + ", got " +
+                                      std::to_string(size));
+  }
+  return bounds;
+}
+
+// What an elastic job may be: whole GPUs, not a session; by GPUs, one task.
+Status CheckElasticShape(const JobSpec& spec) {
+  if (spec.resources.IsShare()) {
+    return FieldError("resources.gpu_milli", "an elastic job uses whole GPUs, not a share");
+  }
+  if (spec.session) return FieldError("elastic", "a session is not elastic");
+  if (spec.elastic->unit == model::ElasticUnit::kGpus && spec.tasks != 1) {
+    return FieldError("tasks",
+                      "must be 1 for a range of GPUs (one task grows); a gang that grows by "
+                      "nodes has elastic.unit nodes");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
@@ -297,7 +379,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
        "submit_dir",   "env",          "resources",  "tasks",          "priority",
        "time_limit_s", "max_restarts", "launcher",   "procs_per_node", "array",
        "environment",  "session",      "signal",     "dependency",     "kill_on_invalid_dep",
-       "script",       "output_file",  "error_file", "partition",      "qos"},
+       "script",       "output_file",  "error_file", "partition",      "qos",
+       "elastic"},
       ""));
   JobSpec spec;
   if (j.contains("name")) {
@@ -389,6 +472,12 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     if (!launcher.ok()) return FieldError("launcher", launcher.status().message());
     spec.launcher = *launcher;
   }
+  // After resources and tasks: it may set the size.
+  if (j.contains("elastic")) {
+    auto elastic = ParseElastic(j, origin, spec);
+    if (!elastic.ok()) return elastic.status();
+    spec.elastic = *elastic;
+  }
   if (j.contains("array")) {
     auto array = ParseArray(j["array"], spec.env, origin);
     if (!array.ok()) return array.status();
@@ -473,6 +562,7 @@ Status CheckJobSpec(const JobSpec& spec) {
                           std::to_string(model::kRendezvousPortCount) + " ports corral hands out");
   }
   if (spec.session) CORRAL_RETURN_IF_ERROR(CheckSessionShape(spec));
+  if (spec.elastic) CORRAL_RETURN_IF_ERROR(CheckElasticShape(spec));
   if (spec.script && spec.session) {
     return FieldError("script", "a session runs its environment's command, not a script");
   }
@@ -537,6 +627,7 @@ nlohmann::json ToJson(const JobSpec& s) {
     if (!value->empty()) j[field] = *value;
   }
   if (!s.dependencies.empty()) j["dependency"] = model::ToString(s.dependencies);
+  if (s.elastic) j["elastic"] = ElasticJson(*s.elastic);
   if (s.kill_on_invalid_dep) j["kill_on_invalid_dep"] = true;
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();
@@ -549,12 +640,24 @@ nlohmann::json ToJson(const JobSpec& s) {
   return j;
 }
 
+nlohmann::json ElasticJson(const model::ElasticBounds& elastic) {
+  return {{"unit", std::string(model::ElasticUnitName(elastic.unit))},
+          {"min", elastic.min},
+          {"max", elastic.max},
+          {"step", elastic.step}};
+}
+
+int MaxTasks(const JobSpec& spec) {
+  return spec.elastic && spec.elastic->unit == model::ElasticUnit::kNodes ? spec.elastic->max
+                                                                          : spec.tasks;
+}
+
 int PortsOf(const JobSpec& spec) {
-  return spec.launcher == model::Launcher::kTf ? spec.tasks * spec.procs_per_node : 1;
+  return spec.launcher == model::Launcher::kTf ? MaxTasks(spec) * spec.procs_per_node : 1;
 }
 
 bool IsDistributed(const JobSpec& spec) {
-  return spec.tasks > 1 || spec.launcher != model::Launcher::kNone || spec.procs_per_node > 1;
+  return MaxTasks(spec) > 1 || spec.launcher != model::Launcher::kNone || spec.procs_per_node > 1;
 }
 
 std::vector<ArrayElement> ArrayElements(const JobSpec& spec) {

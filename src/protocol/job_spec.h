@@ -11,7 +11,8 @@
 //    "environment": "pytorch@3", "signal": {"name": "USR1", "before_s": 90},
 //    "dependency": "afterok:12:13,afterany:14", "kill_on_invalid_dep": false,
 //    "script": {"text": "#!/bin/sh\n...", "args": ["a"]}, "output_file": "out_%j.txt",
-//    "error_file": "err_%j.txt", "partition": "gpu", "qos": "high"}
+//    "error_file": "err_%j.txt", "partition": "gpu", "qos": "high",
+//    "elastic": {"unit": "gpus", "min": 2, "max": 8, "step": 0}}
 //
 // Everything here is pure: what needs the server's state (the environment a spec names, the
 // cluster's resource defaults, the store's job records) is server/control/job_submission.h.
@@ -49,6 +50,14 @@
 // a stored spec holds its canonical text. The ids must name jobs the submitter sees (checked by
 // the server at submission). `kill_on_invalid_dep`: a job whose dependency can never be met is
 // cancelled instead of staying pending.
+//
+// Elastic jobs (docs/elastic.md): `elastic` {"unit": "gpus" | "nodes" (default gpus), "min",
+// "max" (1..model::kMaxElasticSize), "step" (0: powers of two, the default)} lets the server run
+// the job at any size of the range and resize it. The size is resources.gpus (unit gpus: one task
+// of whole GPUs) or tasks (unit nodes: one task per node, each with `resources`); a submitted
+// spec leaves it out (it becomes MIN) or gives MIN; a stored one holds a size in the range. An
+// elastic job is never a session nor a GPU share; arrays of elastic jobs are fine (each element
+// is one elastic job). A job elastic by nodes is distributed (IsDistributed) whatever its size.
 //
 // Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
 // absent: the server's default) is an interactive session: exactly one task, no array, launcher
@@ -148,6 +157,8 @@ struct JobSpec {
   std::string qos;                              // a QoS of the server's table; empty: none
   std::vector<model::Dependency> dependencies;  // "dependency": all to be met; empty: none
   bool kill_on_invalid_dep = false;
+  // Set: an elastic job, its size now in resources.gpus or tasks (at submission: MIN).
+  std::optional<model::ElasticBounds> elastic;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's
@@ -157,11 +168,14 @@ struct ArrayElement {
   JobSpec spec;
 };
 
-// True when the job's parts get rendezvous variables: several parts, a launcher or several
-// processes per part.
+// The most parts the job may have: tasks, or elastic.max for a job elastic by nodes.
+int MaxTasks(const JobSpec& spec);
+// True when the job's parts get rendezvous variables: several parts (MaxTasks), a launcher or
+// several processes per part.
 bool IsDistributed(const JobSpec& spec);
 // The ports a distributed job's processes bind, reserved as one block (MASTER_PORT is its
-// base): one per rank for tf (every TensorFlow worker listens), else one.
+// base): one per rank for tf (every TensorFlow worker listens; at the job's largest size), else
+// one.
 int PortsOf(const JobSpec& spec);
 
 // The most whole CPUs `resources.cpus` may ask per process.
@@ -179,7 +193,8 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& json,
 // The checks of a whole spec, across its fields, for a spec changed after ParseJobSpec read it
 // (the server fills in an environment's command and variables): with shell, one command string;
 // no shell with launcher torchrun; the ports of a tf job within what corral hands out; a
-// session's shape (one task, no array, no launcher, one process); no variable corral sets (in
+// session's shape (one task, no array, no launcher, one process); an elastic job's (whole GPUs,
+// no session, one task when it grows by GPUs); no variable corral sets (in
 // env and in every array element's); an array copied once per element within 64 MiB.
 // InvalidArgument naming the field.
 Status CheckJobSpec(const JobSpec& spec);
@@ -191,6 +206,8 @@ nlohmann::json ToJson(const JobSpec& spec);
 // "." and "dir/" name the folder itself); an absolute one, or one without an absolute
 // submit_dir, as it is. The CLI's --workdir and a batch script's -D share it.
 std::string WorkdirFrom(const std::string& submit_dir, const std::string& workdir);
+// A spec's "elastic": {"unit": "gpus", "min": 2, "max": 8, "step": 0}.
+nlohmann::json ElasticJson(const model::ElasticBounds& elastic);
 // A spec's "signal": {"name": "USR1", "before_s": 90}.
 nlohmann::json SignalJson(const model::WarningSignal& warning);
 

@@ -403,5 +403,82 @@ TEST(DependencySpecTest, SlurmsTextIsReadTypedAndStoredCanonically) {
       ::testing::HasSubstr("field 'kill_on_invalid_dep': must be true or false"));
 }
 
+TEST(ElasticSpecTest, TheSizeIsMinWhenLeftOutAndTheFormRoundTrips) {
+  JobSpec gpus = Parse({{"command", {"true"}}, {"elastic", {{"min", 2}, {"max", 8}}}});
+  ASSERT_TRUE(gpus.elastic.has_value());
+  EXPECT_EQ(gpus.elastic->unit, model::ElasticUnit::kGpus);
+  EXPECT_EQ(gpus.resources.gpus, GpuCount(2));
+  EXPECT_EQ(gpus.resources.gpu_milli, kWholeGpu);
+  EXPECT_FALSE(IsDistributed(gpus));
+
+  JobSpec nodes =
+      Parse(With(Spec({{"gpus", 4}}), "elastic", {{"unit", "nodes"}, {"min", 1}, {"max", 2}}));
+  EXPECT_EQ(nodes.tasks, 1);
+  EXPECT_EQ(MaxTasks(nodes), 2);
+  EXPECT_TRUE(IsDistributed(nodes));  // it gets rendezvous variables at one node too
+
+  for (const JobSpec& spec : {gpus, nodes}) {
+    const json stored = ToJson(spec);
+    auto again = ParseJobSpec(stored, SpecOrigin::kStored);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->elastic, spec.elastic);
+    EXPECT_EQ(ToJson(*again), stored);
+  }
+  EXPECT_EQ(ToJson(gpus)["elastic"], json({{"unit", "gpus"}, {"min", 2}, {"max", 8}, {"step", 0}}));
+
+  // A stored spec may hold any size in the range (a submitted one: MIN).
+  json grown = ToJson(gpus);
+  grown["resources"]["gpus"] = 8;
+  auto stored = ParseJobSpec(grown, SpecOrigin::kStored);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->resources.gpus, GpuCount(8));
+  EXPECT_THAT(ParseJobSpec(grown).status().message(),
+              HasSubstr("field 'resources.gpus': must be elastic.min (2) or left out"));
+}
+
+TEST(ElasticSpecTest, WhatMakesNoSenseIsRefusedNamingTheField) {
+  const json good = {{"command", {"true"}}, {"elastic", {{"min", 2}, {"max", 8}}}};
+  auto elastic = [&](json e) { return With(good, "elastic", std::move(e)); };
+  struct Case {
+    json spec;
+    std::string error;
+  };
+  const std::vector<Case> bad = {
+      {elastic(4), "field 'elastic': must be an object"},
+      {elastic({{"min", 2}, {"max", 8}, {"size", 1}}), "field 'elastic.size': unknown field"},
+      {elastic({{"max", 8}}), "field 'elastic.min': is required"},
+      {elastic({{"min", 2}}), "field 'elastic.max': is required"},
+      {elastic({{"unit", "tpus"}, {"min", 2}, {"max", 8}}),
+       "field 'elastic.unit': must be gpus or nodes, got 'tpus'"},
+      {elastic({{"min", 0}, {"max", 8}}), "field 'elastic.min': must be between 1 and 4096"},
+      {elastic({{"min", 2}, {"max", 5000}}), "field 'elastic.max': must be between 1 and 4096"},
+      {elastic({{"min", 8}, {"max", 2}}),
+       "field 'elastic.min': must not exceed elastic.max (2), got 8"},
+      {elastic({{"min", 2}, {"max", 8}, {"step", -1}}), "field 'elastic.step': must be between 0"},
+      {With(good, "resources", {{"gpus", 4}}),
+       "field 'resources.gpus': must be elastic.min (2) or left out for an elastic job, got 4"},
+      {With(With(good, "resources", {{"gpus", 1}, {"gpu_milli", 500}}), "elastic",
+            {{"min", 1}, {"max", 4}}),
+       "field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share"},
+      {With(good, "tasks", 2), "field 'tasks': must be 1 for a range of GPUs"},
+      {With(Spec({{"gpus", 1}, {"gpu_milli", 500}}), "elastic",
+            {{"unit", "nodes"}, {"min", 1}, {"max", 2}}),
+       "field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share"},
+      {With(Spec({{"gpus", 1}}, 1, 3), "elastic", {{"unit", "nodes"}, {"min", 1}, {"max", 2}}),
+       "field 'tasks': must be elastic.min (1) or left out for an elastic job, got 3"},
+      {With(good, "session", json::object()), "field 'elastic': a session is not elastic"},
+  };
+  for (const Case& c : bad) {
+    auto parsed = ParseJobSpec(c.spec);
+    ASSERT_FALSE(parsed.ok()) << c.spec.dump();
+    EXPECT_THAT(parsed.status().message(), HasSubstr(c.error)) << c.spec.dump();
+  }
+  // An array of elastic jobs: each element is one elastic job.
+  JobSpec array = Parse(With(good, "array", {{"indices", {0, 1}}}));
+  for (const ArrayElement& element : ArrayElements(array)) {
+    EXPECT_EQ(element.spec.elastic, array.elastic);
+  }
+}
+
 }  // namespace
 }  // namespace corral::protocol

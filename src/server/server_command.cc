@@ -123,6 +123,14 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--gpu-idle-events", options->gpu_idle_events,
                 "Record a job event when its GPUs are flagged idle, and when busy again (true or "
                 "false; default true)");
+  auto resize_interval = std::make_shared<std::string>("60s");
+  c->add_option("--resize-interval", *resize_interval,
+                "Elastic jobs: the least time between a job's start or resize and its growth, as "
+                "60s, 5m (default 60s; shrinks for a pending job are never held back)");
+  c->add_option("--resize-budget", options->resize_budget,
+                "Elastic jobs: the resizes a job may make in its life; past it, it no longer "
+                "grows (default 20)")
+      ->check(CLI::Range(0, 100000));
   c->add_option("--metrics-retention-fine", options->metrics_fine_retention_s,
                 "Seconds the 10 s GPU metrics history is kept (default 86400)")
       ->check(CLI::Range(int64_t{600}, int64_t{366} * 86400));
@@ -179,7 +187,7 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 "How often the leader renews its lease, and a follower tries to take it, as "
                 "500ms (default 500ms; under half of --lease-duration)");
   c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, admission_wait,
-               exit_code] {
+               resize_interval, exit_code] {
     auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
     if (!expiry.ok()) {
       std::cerr << "corral server: " << expiry.status().message() << "\n";
@@ -194,6 +202,13 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     options->keep_finished = *keep;
+    auto resize_every = ParseDuration(*resize_interval, "--resize-interval");
+    if (!resize_every.ok()) {
+      std::cerr << "corral server: " << resize_every.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    options->resize_interval_s = resize_every->value();
     for (auto [text, flag, out] :
          {std::tuple{lease_duration.get(), "--lease-duration", &options->lease.duration},
           std::tuple{lease_renew.get(), "--lease-renew-interval", &options->lease.renew_interval},

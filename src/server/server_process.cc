@@ -483,6 +483,8 @@ Status ServerProcess::BuildLeader() {
     config.partitions = std::move(table).value();
   }
   config.kill_grace = Seconds(options.kill_grace_s);
+  config.resize_interval = Seconds(options.resize_interval_s);
+  config.resize_budget = options.resize_budget;
   config.checkpoint_root = options.checkpoint_root;
   config.fence_after = Seconds(options.fence_after_s);
   config.node_give_up = Seconds(options.node_give_up_s);

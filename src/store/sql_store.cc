@@ -1459,33 +1459,15 @@ Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
       if (!job.ok()) return job.status();
       if (job->size() != 1) return ExplainWrongState(gang.job, model::JobState::kPending);
       job_was_pending = true;
-      const int64_t generation = (*job)[0].Int(0) + 1;
-      // The gang's ids in one step: the counter's row stays locked until the commit, so servers
-      // sharing the store never hand out one id twice, and a rollback returns them unused.
-      const auto n = static_cast<int64_t>(gang.tasks.size());
-      auto last =
-          conn_->Query("UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
-                       {n, std::string("allocation_id")});
-      if (!last.ok()) return last.status();
-      if (last->size() != 1) {
-        return Status(StatusCode::kInternal, "the allocation_id counter is missing");
-      }
-      std::vector<TaskRecord> tasks = GangTasks(gang, (*last)[0].Int(0) - n + 1, generation);
-      std::vector<SqlParams> rows;
-      for (size_t i = 0; i < tasks.size(); ++i) {
-        const TaskRecord& t = tasks[i];
-        rows.push_back({gang.job.value(), int64_t{t.task_index}, t.allocation_id, t.generation,
-                        t.node, c.allocations[i], StateValue(t.state)});
-      }
-      auto inserted = conn_->QueryEach(kInsertTask, rows);
-      if (!inserted.ok()) return inserted.status();
+      auto tasks = InsertGangRowsLocked(gang, c, (*job)[0].Int(0) + 1);
+      if (!tasks.ok()) return tasks.status();
       CORRAL_RETURN_IF_ERROR(
           conn_
               ->Execute(kInsertEvent,
                         {gang.job.value(), now.value(), StateValue(model::JobState::kPending),
                          StateValue(model::JobState::kStarting), c.reason})
               .status());
-      written.push_back(std::move(tasks));
+      written.push_back(std::move(tasks).value());
     }
     return Status::Ok();
   });
@@ -1494,6 +1476,61 @@ Result<std::vector<std::vector<TaskRecord>>> SqlStore::AssignGangs(
   if (s.code() == StatusCode::kNotFound && job_was_pending && failing < checked.size()) {
     s = ExplainUnknownNode(s, checked[failing]);
   }
+  return Annotate(op, s);
+}
+
+Result<std::vector<TaskRecord>> SqlStore::InsertGangRowsLocked(const GangAssignment& gang,
+                                                               const CheckedGang& c,
+                                                               int64_t generation) {
+  // The gang's ids in one step: the counter's row stays locked until the commit, so servers
+  // sharing the store never hand out one id twice, and a rollback returns them unused.
+  const auto n = static_cast<int64_t>(gang.tasks.size());
+  auto last = conn_->Query("UPDATE counters SET value = value + ? WHERE name = ? RETURNING value",
+                           {n, std::string("allocation_id")});
+  if (!last.ok()) return last.status();
+  if (last->size() != 1) {
+    return Status(StatusCode::kInternal, "the allocation_id counter is missing");
+  }
+  std::vector<TaskRecord> tasks = GangTasks(gang, (*last)[0].Int(0) - n + 1, generation);
+  std::vector<SqlParams> rows;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const TaskRecord& t = tasks[i];
+    rows.push_back({gang.job.value(), int64_t{t.task_index}, t.allocation_id, t.generation, t.node,
+                    c.allocations[i], StateValue(t.state)});
+  }
+  auto inserted = conn_->QueryEach(kInsertTask, rows);
+  if (!inserted.ok()) return inserted.status();
+  return tasks;
+}
+
+Result<std::vector<TaskRecord>> SqlStore::ResizeGang(JobId id,
+                                                     const std::vector<TaskAssignment>& tasks,
+                                                     const std::string& reason, Seconds now) {
+  const GangAssignment gang{id, tasks};
+  auto c = CheckGang(gang);
+  if (!c.ok()) return c.status();
+  const std::string op = "resize " + JobName(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskRecord> written;
+  Status s = InTransaction([&]() -> Status {
+    // The state stays: only a started job's run is renumbered.
+    auto job = conn_->Query(
+        "UPDATE jobs SET restarts = restarts + 1 WHERE id = ? AND state IN (?, ?) "
+        "RETURNING restarts, state",
+        {id.value(), StateValue(model::JobState::kStarting),
+         StateValue(model::JobState::kRunning)});
+    if (!job.ok()) return job.status();
+    if (job->size() != 1) return ExplainWrongState(id, model::JobState::kRunning);
+    auto rows = InsertGangRowsLocked(gang, *c, (*job)[0].Int(0) + 1);
+    if (!rows.ok()) return rows.status();
+    const SqlValue state = (*job)[0].Text(1);
+    CORRAL_RETURN_IF_ERROR(
+        conn_->Execute(kInsertEvent, {id.value(), now.value(), state, state, reason}).status());
+    written = std::move(rows).value();
+    return Status::Ok();
+  });
+  if (s.ok()) return written;
+  if (s.code() == StatusCode::kNotFound) s = ExplainUnknownNode(s, *c);
   return Annotate(op, s);
 }
 

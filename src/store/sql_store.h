@@ -98,6 +98,8 @@ class SqlStore final : public Store {
 
   Result<std::vector<TaskRecord>> AssignGang(JobId id, const std::vector<TaskAssignment>& tasks,
                                              Seconds now) override;
+  Result<std::vector<TaskRecord>> ResizeGang(JobId id, const std::vector<TaskAssignment>& tasks,
+                                             const std::string& reason, Seconds now) override;
   Result<std::vector<std::vector<TaskRecord>>> AssignGangs(const std::vector<GangAssignment>& gangs,
                                                            Seconds now) override;
   Status UpdateTask(const TaskRecord& task) override;
@@ -224,6 +226,10 @@ class SqlStore final : public Store {
   Result<std::vector<std::string>> EnvironmentProjects(const std::string& name);
   // Why a job is not in `expected` state: NotFound, or FailedPrecondition naming its state.
   Status ExplainWrongState(JobId id, model::JobState expected);
+  // A gang's task rows of `generation`, their allocation ids taken from the counter (inside the
+  // caller's transaction): AssignGangs and ResizeGang.
+  Result<std::vector<TaskRecord>> InsertGangRowsLocked(const GangAssignment& gang,
+                                                       const CheckedGang& c, int64_t generation);
   // AssignGangs on PostgreSQL: each gang one statement (its job, allocation ids, task rows and
   // event), the pass's transaction in one round trip (WriteInOneTrip). Takes mu_.
   Result<std::vector<std::vector<TaskRecord>>> AssignGangsInOneTrip(

@@ -492,6 +492,15 @@ class Store {
   // tasks, in the order given.
   virtual Result<std::vector<std::vector<TaskRecord>>> AssignGangs(
       const std::vector<GangAssignment>& gangs, Seconds now) = 0;
+  // An elastic job's resize (docs/control-plane.md, "Elastic jobs"): in one transaction, the
+  // job, which must be starting or running and stays so, gets a new generation (its restarts
+  // + 1: the run's numbering, as a requeue's) whose task rows are written as AssignGang writes
+  // them (fresh allocation ids, state assigned), with an event from its state to itself whose
+  // reason is `reason`. The old generation's rows are the caller's (UpdateTask). All or nothing.
+  // Errors: as AssignGang's, FailedPrecondition when the job is neither starting nor running.
+  virtual Result<std::vector<TaskRecord>> ResizeGang(JobId id,
+                                                     const std::vector<TaskAssignment>& tasks,
+                                                     const std::string& reason, Seconds now) = 0;
   // Updates state, exit code, signal, times and end cause of the task keyed by (allocation_id,
   // generation); its job, index, node and allocation never change. NotFound when unknown.
   virtual Status UpdateTask(const TaskRecord& task) = 0;

@@ -841,6 +841,49 @@ TEST_P(StoreTest, AssignGangWritesAllTasksOrNone) {
             StatusCode::kNotFound);
 }
 
+// An elastic job's resize: a new generation of task rows while the job stays as it is, with
+// the event; all or nothing; refused for a job that is not started.
+TEST_P(StoreTest, ResizeGangWritesANewGenerationAndKeepsTheState) {
+  Seed();
+  ASSERT_TRUE(store_->UpsertNode({"n1", "{}", NodeState::kReady, Seconds(1)}).ok());
+  ASSERT_TRUE(store_->UpsertNode({"n2", "{}", NodeState::kReady, Seconds(1)}).ok());
+  auto id = store_->InsertJob(MakeJob("elastic"));
+  ASSERT_TRUE(id.ok());
+  auto pending = store_->ResizeGang(*id, {MakeTask(0, "n1")}, "resized", Seconds(5));
+  EXPECT_EQ(pending.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(pending.status().message(), HasSubstr("is pending"));
+  auto first = store_->AssignGang(*id, {MakeTask(0, "n1")}, Seconds(10));
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_TRUE(
+      store_->TransitionJob(*id, JobState::kStarting, JobState::kRunning, "up", Seconds(11)).ok());
+
+  // An unknown node rolls everything back: no generation, no event, no ids taken.
+  auto ghost = store_->ResizeGang(*id, {MakeTask(0, "n1"), MakeTask(1, "n9")}, "r", Seconds(20));
+  EXPECT_EQ(ghost.status().code(), StatusCode::kNotFound) << ghost.status().ToString();
+  EXPECT_EQ(store_->GetJob(*id)->restarts, 0);
+  EXPECT_EQ(store_->JobEvents(*id)->size(), 3u);
+
+  auto grown = store_->ResizeGang(*id, {MakeTask(0, "n1"), MakeTask(1, "n2")},
+                                  "resized from 1 to 2 nodes: idle GPUs", Seconds(30));
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(AllocationIds(*grown), (std::vector<int64_t>{2, 3}));
+  auto job = store_->GetJob(*id);
+  EXPECT_EQ(job->state, JobState::kRunning);
+  EXPECT_EQ(job->restarts, 1);
+  EXPECT_EQ(job->start_time, Seconds(11));  // the run goes on
+  auto events = store_->JobEvents(*id);
+  ASSERT_EQ(events->size(), 4u);
+  EXPECT_EQ(events->back().from_state, JobState::kRunning);
+  EXPECT_EQ(events->back().to_state, JobState::kRunning);
+  EXPECT_EQ(events->back().reason, "resized from 1 to 2 nodes: idle GPUs");
+  auto tasks = store_->TasksOfJob(*id);
+  ASSERT_EQ(tasks->size(), 3u);  // the old generation's row stays
+  for (const auto& g : *grown) {
+    EXPECT_EQ(g.generation, 2);
+    EXPECT_EQ(g.state, TaskState::kAssigned);
+  }
+}
+
 // A scheduling pass's starts in one commit: every gang or none.
 TEST_P(StoreTest, AssignGangsCommitsAPassInOneTransaction) {
   Seed();

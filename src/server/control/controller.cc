@@ -238,6 +238,7 @@ Status Controller::Recover() {
     job.environment = std::move(environment).value();
     job.last_activity = clock_.Now();  // a session's idle time starts again with the server
     if (record.cancel_reason) job.end = reconcile::CancelRequested(job.end, *record.cancel_reason);
+    job.elastic_since = record.start_time.value_or(record.submit_time);
     if (record.restarts > 0 || record.state == JobState::kRunning) {
       auto events = store_.JobEvents(record.id);
       if (!events.ok()) return events.status();
@@ -250,6 +251,11 @@ Status Controller::Recover() {
         if (e.from_state != e.to_state) job.gpus_idle_noted = false;
         if (e.reason.rfind(kGpusIdleEvent, 0) == 0) job.gpus_idle_noted = true;
         if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
+        // Resizes do not use up max_restarts either; the hysteresis counts from the last one.
+        if (e.reason.rfind(kResizedEventPrefix, 0) == 0) {
+          ++job.resizes;
+          job.elastic_since = e.time;
+        }
       }
     }
     submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
@@ -273,7 +279,10 @@ Status Controller::Recover() {
     }
     IndexAllocationsLocked(job);
     RestoreRendezvousLocked(job);
-    const Seconds started = record.start_time.value_or(record.submit_time);
+    job.elastic_now = ElasticSizeOf(job);
+    // An elastic job's run (for min-run-before-preemption) starts at its last resize.
+    const Seconds started = job.spec.elastic ? job.elastic_since
+                                             : record.start_time.value_or(record.submit_time);
     const Status adopted = scheduler_->Adopt(ModelJobOf(job), allocations, started);
     if (adopted.ok()) {
       EvaluateJobLocked(job);

@@ -100,6 +100,10 @@ namespace corral::server {
 // The job events that flag a job's GPUs idle ("GPUs idle: under 10 % for 1800 s") and unflag them.
 inline constexpr char kGpusIdleEvent[] = "GPUs idle";
 inline constexpr char kGpusBusyAgainEvent[] = "GPUs busy again";
+// How the job event of an elastic job's resize starts ("resized from 8 to 4 GPUs: a pending job
+// needs them"; controller_elastic.cc), and that of its start ("started at 8 GPUs").
+inline constexpr char kResizedEventPrefix[] = "resized from ";
+inline constexpr char kStartedAtEventPrefix[] = "started at ";
 
 // What a caller sees of other projects' work on nodes and GPUs (docs/security.md, "What others
 // can see"). Admins see everything, members their own projects' jobs, whichever it is.
@@ -118,6 +122,11 @@ struct ControllerConfig {
   // others keep running (docs/control-plane.md, "Fencing").
   Seconds node_timeout{30};
   Seconds kill_grace{10};      // SIGTERM -> SIGKILL
+  // Elastic jobs (controller_elastic.cc): no growth sooner than resize_interval after a job's
+  // last resize or its start (shrinks for a pending job are never held back), and none once it
+  // made resize_budget resizes.
+  Seconds resize_interval{60};
+  int resize_budget = 20;
   Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
   Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
   // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
@@ -427,6 +436,13 @@ class Controller {
     // Set while pending with a dependency not met (controller_dependencies.cc): the job is not
     // in the scheduler's queue, and this says why it waits.
     std::optional<model::DependencyWait> held;
+    // Elastic jobs (controller_elastic.cc sets them): the size of the current run in the job's
+    // unit (GPUs or nodes; 0 while pending, and for rigid jobs), and how many resizes it had.
+    int elastic_now = 0;
+    int resizes = 0;
+    // When its current run started at its size: its start, or its last resize (the hysteresis
+    // counts from it).
+    Seconds elastic_since{0};
     bool Stopping() const { return end.Stopping(); }
   };
   struct LiveNode {
@@ -530,9 +546,47 @@ class Controller {
   void DrainInboxLocked();
 
   // The following require mu_.
-  // A scheduling pass: preemptions, then the pass's starts committed in one transaction
-  // (store::Store::AssignGangs; should it fail, each start alone).
+  // A scheduling pass: elastic jobs' shrinks for pending jobs (MakeRoomLocked), the scheduler's
+  // decisions, preemptions, then the pass's starts (elastic ones at the size SizeStartsLocked
+  // chose) committed in one transaction (AssignStartsLocked), then elastic jobs' growth.
   void ScheduleLocked();
+  void AssignStartsLocked(const std::vector<sched::JobStart>& starts, Seconds now);
+
+  // --- Elastic jobs (controller_elastic.cc; docs/control-plane.md, "Elastic jobs") ---
+  // The size of the job's current run in its unit (GPUs of its task, or tasks); 0 for a rigid
+  // job or one without a run.
+  static int ElasticSizeOf(const LiveJob& job);
+  // The hysteresis of growth: config_.resize_interval and resize_budget.
+  sched::ResizeRules ResizeRulesLocked() const;
+  // The job's run as sched/elastic_plan.h sees it, from the scheduler's allocations; nullopt for
+  // a rigid job or one the scheduler does not run.
+  std::optional<sched::ElasticRun> ElasticRunLocked(const LiveJob& job, Seconds now) const;
+  // Every started elastic job not stopping (elastic_started_), as ElasticRunLocked.
+  std::vector<sched::ElasticRun> RunningElasticLocked(Seconds now) const;
+  // Before a pass: shrinks running elastic jobs toward MIN where a pending job (in submit
+  // order) could then start (sched::PlanRoom); never held back by the hysteresis.
+  void MakeRoomLocked(Seconds now);
+  // After the scheduler's pass: the elastic jobs of `starts` take the size the idle GPUs allow
+  // (their allocations in `starts` replaced: not a resize), and returns the growth of the other
+  // elastic jobs under the hysteresis (sched::PlanAfterPass), to apply once the starts are in.
+  std::vector<sched::Resize> SizeStartsLocked(std::vector<sched::JobStart>& starts, Seconds now);
+  void GrowLocked(const std::vector<sched::Resize>& grown, Seconds now);
+  // Resizes a started elastic job from z.from to z.to: the scheduler's allocation at once, the
+  // store's new generation with its event (store::Store::ResizeGang), the old run's tasks
+  // stopped and the new run launched once they stopped (WaitForResizeStopsLocked). The job stays
+  // starting or running; the resize uses none of max_restarts. Errors: a stopping job or one
+  // without a run (FailedPrecondition), the scheduler's refusal, no ports, the store's error
+  // (nothing changes then).
+  Status ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds now);
+  // A started job (StartedLocked): waits for the old runs resizes are stopping on its nodes;
+  // an elastic one's size and start noted, with the event "started at 8 GPUs".
+  void NoteElasticStartLocked(LiveJob& job);
+  // The job's tasks wait, on their nodes, for every old run a resize is still stopping there
+  // (resize_stopping_): the GPUs they were given may be those.
+  void WaitForResizeStopsLocked(LiveJob& job);
+  // Drops the stopping old-run tasks on `node` that have `stopped` (ReleaseWaitsLocked).
+  void ForgetResizeStopsLocked(const std::string& node,
+                               const std::function<bool(int64_t)>& stopped);
   // A start the store took: the job is starting, its tasks indexed, its nodes told.
   void StartedLocked(LiveJob& job, std::vector<store::TaskRecord> tasks);
   // A start that could not be committed (or got no ports): back in the queue, nothing held.
@@ -724,7 +778,8 @@ class Controller {
   // running, ended, requeued): a RunPlan, committed, then applied. A store error changes
   // nothing and leaves the job in `unsettled_` for the next tick.
   void EvaluateJobLocked(LiveJob& job);
-  // The scheduler's view of a job: its spec's, placed only where its environment can run.
+  // The scheduler's view of a job: its spec's, placed only where its environment can run; an
+  // elastic job with a run at its current size.
   static model::Job ModelJobOf(const LiveJob& job);
   // The job's end in `state` at `now` is committed: the predictor learns its run time, and it
   // is forgotten (erases `job`).
@@ -816,6 +871,10 @@ class Controller {
   std::multiset<JobId> pending_jobs_;         // the jobs of pending_writes_, once per write
   std::multiset<std::string> pending_nodes_;  // the nodes of pending_writes_, once per write
   std::map<std::string, std::set<JobId>> waiting_on_node_;  // node -> jobs with waits_for there
+  // Elastic jobs with a run (IndexAllocationsLocked / ForgetAllocationsLocked keep it), and the
+  // tasks of old runs that resizes are stopping, node -> allocation ids, until they stopped.
+  std::set<JobId> elastic_started_;
+  std::map<std::string, std::set<int64_t>> resize_stopping_;
   sched::SchedulingPolicy policy_;
   std::string policy_error_;  // why the last policy-file edit was refused; empty if none
   std::optional<std::filesystem::file_time_type> policy_mtime_;

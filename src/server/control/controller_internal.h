@@ -6,10 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "model/allocation.h"
 #include "model/dependency.h"
 #include "model/states.h"
 #include "protocol/api_job.h"
 #include "protocol/api_project.h"
+#include "sched/cluster_state.h"
 #include "sched/pending_reason.h"
 #include "sched/sharing.h"
 #include "store/task_record.h"
@@ -42,6 +44,15 @@ inline protocol::ProjectSharing SharingOf(const sched::ProjectPolicy& p) {
   if (p.limit_milli) s.limit = MilliGpu(*p.limit_milli);
   if (p.user_limit_milli) s.user_limit = MilliGpu(*p.user_limit_milli);
   return s;
+}
+
+// What the scheduler gave a task, as the store keeps it (the task record names the node).
+inline model::Allocation AllocationOf(const sched::Allocation& a) {
+  model::Allocation out;
+  out.gpus = a.gpus;
+  out.cpu = a.cpu;
+  out.memory = a.memory;
+  return out;
 }
 
 // Replaces each task of `tasks` that has the allocation of one of `updates` by that update.

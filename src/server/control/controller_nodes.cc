@@ -408,7 +408,7 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
     launch.error_file = protocol::ExpandOutputPattern(job.spec.error_file, names);
   }
   // What its agent fences when it reaches no server: what the node's timeout requeues.
-  launch.requeueable = reconcile::Requeueable(FactsOf(job, job.record.state));
+  launch.requeueable = reconcile::Fenceable(FactsOf(job, job.record.state));
   // The in-job channel (docs/in-job.md): derived, so every server of the cluster sends the same.
   if (!config_.session_key.empty()) {
     launch.job_token = JobToken(config_.session_key, job.record.id, job.record.submit_time);

@@ -13,19 +13,6 @@ namespace corral::server {
 
 using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
-namespace {
-
-// What the scheduler gave a task, as the store keeps it (the task record names the node).
-model::Allocation AllocationOf(const sched::Allocation& a) {
-  model::Allocation out;
-  out.gpus = a.gpus;
-  out.cpu = a.cpu;
-  out.memory = a.memory;
-  return out;
-}
-
-}  // namespace
-
 // --- Scheduling ------------------------------------------------------------------------------
 
 void Controller::ScheduleLocked() {
@@ -33,12 +20,19 @@ void Controller::ScheduleLocked() {
   const Seconds now = clock_.Now();
   SettleDependenciesLocked(now);  // jobs whose dependencies were met since join the queue
   ++passes_;
+  MakeRoomLocked(now);  // borrowed GPUs of elastic jobs come back before anyone is preempted
   sched::Decisions decisions = scheduler_->Schedule(now);
   for (const sched::Preemption& p : decisions.preemptions) PreemptLocked(p);
+  const std::vector<sched::Resize> grown = SizeStartsLocked(decisions.starts, now);
+  AssignStartsLocked(decisions.starts, now);
+  GrowLocked(grown, now);
+}
+
+void Controller::AssignStartsLocked(const std::vector<sched::JobStart>& starts, Seconds now) {
   // The pass's starts that got their ports, committed together (one transaction) before any
   // agent hears of them.
   std::vector<store::GangAssignment> gangs;
-  for (const sched::JobStart& start : decisions.starts) {
+  for (const sched::JobStart& start : starts) {
     auto it = jobs_.find(start.job);
     if (it == jobs_.end()) continue;
     LiveJob& job = it->second;
@@ -96,6 +90,7 @@ void Controller::StartedLocked(LiveJob& job, std::vector<store::TaskRecord> task
   submit_limits_.AddPending(job.record.user, job.record.project, -1);
   job.tasks = std::move(tasks);
   IndexAllocationsLocked(job);
+  NoteElasticStartLocked(job);
   NotifyNodesLocked(job);
   NoteDependencyEventLocked(job);  // `after` is met
 }
@@ -185,10 +180,12 @@ void Controller::ForgetRunLocked(LiveJob& job) {
   submit_limits_.AddPending(job.record.user, job.record.project, 1);
   ++job.record.restarts;        // the next run is a new generation
   job.gpus_idle_noted = false;  // its GPUs are another run's
+  job.elastic_now = 0;
 }
 
 void Controller::ReleaseWaitsLocked(const std::string& node,
                                     const std::function<bool(int64_t)>& stopped) {
+  ForgetResizeStopsLocked(node, stopped);
   auto on = waiting_on_node_.find(node);
   if (on == waiting_on_node_.end()) return;
   for (JobId id : std::set<JobId>(on->second)) {
@@ -225,6 +222,14 @@ model::Job Controller::ModelJobOf(const LiveJob& job) {
   model::Job out = ToModelJob(job.spec, job.record);
   // The nodes that can run its environment (environment_runnable.h); none asked: any node.
   if (job.environment) out.resources.runtimes = EnvironmentNeeds(job.environment->spec);
+  // An elastic job with a run is its current size (pending, it asks its MIN).
+  if (out.elastic && job.elastic_now > 0) {
+    if (out.elastic->unit == model::ElasticUnit::kNodes) {
+      out.tasks = job.elastic_now;
+    } else {
+      out.resources.gpus = GpuCount(job.elastic_now);
+    }
+  }
   return out;
 }
 
@@ -266,10 +271,12 @@ void Controller::IndexAllocationsLocked(const LiveJob& job) {
     jobs_on_node_[t.node].insert(job.record.id);
     logs_.Open(t.allocation_id, {job.record.id, t.task_index, t.generation, t.node});
   }
+  if (job.spec.elastic && !job.tasks.empty()) elastic_started_.insert(job.record.id);
 }
 
 void Controller::ForgetAllocationsLocked(const LiveJob& job) {
   ports_.Release(job.record.id);
+  elastic_started_.erase(job.record.id);
   for (const auto& t : job.tasks) {
     job_of_allocation_.erase(t.allocation_id);
     if (auto on = jobs_on_node_.find(t.node); on != jobs_on_node_.end()) {

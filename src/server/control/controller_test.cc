@@ -101,6 +101,7 @@ class ControllerTest : public ::testing::Test {
     config.session_key = session_key_;
     config.max_pending_jobs = max_pending_jobs_;
     config.default_token_expiry = default_token_expiry_;
+    config.resize_interval = resize_interval_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -251,6 +252,7 @@ class ControllerTest : public ::testing::Test {
   std::chrono::milliseconds loop_tick_{1000};
   int64_t max_pending_jobs_ = SubmitLimiter::kDefaultMaxPendingJobs;
   std::optional<Seconds> default_token_expiry_;
+  Seconds resize_interval_{60};
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -1463,6 +1465,136 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
       EXPECT_EQ(p.running, MilliGpu(2000));
     }
   }
+}
+
+// An elastic job's spec: `gpus` MIN..MAX whole GPUs of one task.
+json ElasticSpec(int min, int max, int max_restarts = 0) {
+  json spec = Spec(min, 1, max_restarts);
+  spec["elastic"] = {{"unit", "gpus"}, {"min", min}, {"max", max}};
+  return spec;
+}
+
+std::vector<std::string> EventsOf(store::Store& store, JobId id) {
+  std::vector<std::string> out;
+  for (const store::JobEvent& e : *store.JobEvents(id)) out.push_back(e.reason);
+  return out;
+}
+
+bool HasEvent(store::Store& store, JobId id, const std::string& prefix) {
+  for (const std::string& r : EventsOf(store, id)) {
+    if (r.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
+std::set<int> GpusOf(const json& launch) {
+  std::set<int> out;
+  for (const json& g : launch["gpus"]) out.insert(g.get<int>());
+  return out;
+}
+
+// Issue 20's live scenario on one node of 8 GPUs, driven pass by pass: an elastic 2-8 job alone
+// starts at 8; a 4-GPU job makes it shrink to 4 (a new generation, the job running throughout,
+// no preemption), and the 4-GPU job's launch waits for the old run to stop; once that job ends
+// and the resize interval has passed, it grows back to 8.
+TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreemption) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId elastic = Submit(ElasticSpec(2, 8));
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  const json first = answer["run"][0];
+  EXPECT_EQ(GpusOf(first).size(), 8u);  // alone: started at its MAX, not resized
+  EXPECT_EQ(first["requeueable"], true);  // fencing treats elastic tasks as requeue-able
+  Beat("a", Report({TaskReport(first, "running")}));
+  EXPECT_EQ(StateOf(elastic), "running");
+  EXPECT_TRUE(HasEvent(*store_, elastic, "started at 8 GPUs")) << json(EventsOf(*store_, elastic));
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);
+
+  const JobId rigid = Submit(Spec(4));
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(elastic), "running");  // a resize keeps it running
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);  // a new generation
+  EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 8 to 4 GPUs: a pending job needs them"))
+      << json(EventsOf(*store_, elastic));
+  EXPECT_EQ(StateOf(rigid), "starting");
+  auto view = JobJson(alice_, elastic);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["elastic"]["now"], 4);
+  EXPECT_EQ((*view)["resizes"], 1);
+  // The old run is told to stop; nothing launches on its GPUs before it has.
+  answer = Beat("a", Report({TaskReport(first, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], first["allocation_id"]);
+  EXPECT_TRUE(answer["run"].empty());
+  answer = Beat("a", Report({TaskReport(first, "killed", 143)}));
+  ASSERT_EQ(answer["run"].size(), 2u);
+  json shrunk, other;
+  for (const json& l : answer["run"]) (l["job_id"] == elastic.value() ? shrunk : other) = l;
+  EXPECT_EQ(shrunk["generation"], 2);
+  EXPECT_EQ(GpusOf(shrunk).size(), 4u);
+  EXPECT_EQ(other["job_id"], rigid.value());
+  std::set<int> both = GpusOf(shrunk);
+  for (int g : GpusOf(other)) EXPECT_TRUE(both.insert(g).second) << "GPU " << g << " twice";
+  Beat("a", Report({TaskReport(shrunk, "running"), TaskReport(other, "running")}));
+  EXPECT_EQ(StateOf(rigid), "running");
+  for (JobId id : {elastic, rigid}) {
+    for (const std::string& r : EventsOf(*store_, id)) EXPECT_THAT(r, ::testing::Not(HasSubstr("preempted")));
+  }
+
+  // The rigid job ends: growth waits for the resize interval, then takes the idle GPUs.
+  Beat("a", Report({TaskReport(shrunk, "running"), TaskReport(other, "exited", 0)}));
+  EXPECT_EQ(StateOf(rigid), "succeeded");
+  controller_->Tick();
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);
+  clock_.Advance(resize_interval_);
+  controller_->Tick();
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 2);
+  EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 4 to 8 GPUs: idle GPUs"))
+      << json(EventsOf(*store_, elastic));
+  answer = Beat("a", Report({TaskReport(shrunk, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  answer = Beat("a", Report({TaskReport(shrunk, "killed", 143)}));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(GpusOf(answer["run"][0]).size(), 8u);
+  EXPECT_EQ(answer["run"][0]["generation"], 3);
+  EXPECT_EQ(StateOf(elastic), "running");
+}
+
+// Resizes use up none of max_restarts, and a restarted server takes the newest generation as
+// the run, with the resizes counted back from the job's events.
+TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  const JobId elastic = Submit(ElasticSpec(2, 8, /*max_restarts=*/1));
+  controller_->Tick();
+  const json first = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(first, "running")}));
+  const JobId rigid = Submit(Spec(6));
+  controller_->Tick();
+  ASSERT_EQ(store_->GetJob(elastic)->restarts, 1);  // shrunk to 2 for the 6-GPU job
+  json answer = Beat("a", Report({TaskReport(first, "killed", 143)}));
+  ASSERT_EQ(answer["run"].size(), 2u);
+
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  auto view = JobJson(alice_, elastic);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["resizes"], 1);
+  EXPECT_EQ((*view)["elastic"]["now"], 2);
+  answer = Beat("a", Report());
+  json second;
+  for (const json& l : answer["run"]) {
+    if (l["job_id"] == elastic.value()) second = l;
+  }
+  ASSERT_FALSE(second.is_null()) << answer.dump();
+  EXPECT_EQ(second["generation"], 2);  // the newest generation is the run
+  EXPECT_EQ(GpusOf(second).size(), 2u);
+  // Its run fails: with max_restarts 1 and one resize, a restart is still left.
+  Beat("a", Report({TaskReport(second, "exited", 1)}));
+  EXPECT_EQ(StateOf(elastic), "pending");
+  EXPECT_THAT(store_->GetJob(elastic)->reason, HasSubstr("requeued (restart 1 of 1)"));
+  EXPECT_EQ(StateOf(rigid), "starting");
 }
 
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {

@@ -107,6 +107,7 @@ model::Job ToModelJob(const JobSpec& spec, const store::JobRecord& record) {
   job.array_max_running = record.array_max_running;
   job.tasks = spec.tasks;
   job.resources = spec.resources;
+  job.elastic = spec.elastic;
   if (spec.time_limit_s > 0) job.time_limit = Seconds(spec.time_limit_s);
   return job;
 }

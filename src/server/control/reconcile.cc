@@ -77,9 +77,12 @@ std::string UtcTime(Seconds t) {
 }  // namespace
 
 bool Requeueable(const RunFacts& facts) {
-  // Preemptions are restarts the job did not ask for: they use up none of max_restarts.
-  return facts.restarts - facts.preemptions < facts.max_restarts;
+  // Preemptions and resizes are restarts the job did not ask for: they use up none of
+  // max_restarts.
+  return facts.restarts - facts.preemptions - facts.resizes < facts.max_restarts;
 }
+
+bool Fenceable(const RunFacts& facts) { return facts.elastic || Requeueable(facts); }
 
 // A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
 // handles SIGTERM and exits 0 did not finish its work.
@@ -165,8 +168,12 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
     d.reason = d.end.failure;
     if (Requeueable(facts)) {
       d.verdict = RunVerdict::kRequeue;
-      d.reason += "; requeued (restart " + std::to_string(facts.restarts - facts.preemptions + 1) +
-                  " of " + std::to_string(facts.max_restarts) + ")";
+      d.reason += "; requeued (restart " +
+                  std::to_string(facts.restarts - facts.preemptions - facts.resizes + 1) + " of " +
+                  std::to_string(facts.max_restarts) + ")";
+    } else if (facts.elastic && d.end.failed_state == JobState::kLost) {
+      d.verdict = RunVerdict::kRequeue;  // fenced or lost: it goes on at whatever size fits
+      d.reason += "; requeued (elastic)";
     }
   } else if (d.end.primary_done) {
     d.end_state = JobState::kSucceeded;
@@ -320,7 +327,7 @@ std::optional<NodeLoss> NodeUnreachable(const RunFacts& facts, const RunEnd& end
                                         const std::string& node, const std::string& reason,
                                         Seconds now) {
   // Its agent stops only what its launches called requeue-able: everything else may still run.
-  if (!Requeueable(facts)) return std::nullopt;
+  if (!Fenceable(facts)) return std::nullopt;
   return LoseNode(end, tasks, node, "fenced: " + reason, now);
 }
 

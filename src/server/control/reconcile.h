@@ -69,6 +69,8 @@ struct RunFacts {
   int max_restarts = 0;  // the spec's: requeues allowed after failure or node loss
   int restarts = 0;      // times the job went back to pending (preemptions included)
   int preemptions = 0;   // of those, preemptions (which do not use up max_restarts)
+  int resizes = 0;       // of those, an elastic job's resizes (which do not use them up either)
+  bool elastic = false;  // the job has a size range (model::Job::elastic)
 };
 
 // The task view EvaluateRun and Preempt read: the current generation's records, the
@@ -82,9 +84,13 @@ struct RunTasks {
 };
 
 // True when a failed or lost run of the job is requeued rather than ended: its restarts, less
-// its preemptions, are under max_restarts. A launch carries it (TaskLaunch::requeueable): what
-// the agent fences when it reaches no server is what the server requeues when the node times out.
+// its preemptions and resizes, are under max_restarts; an elastic job's lost run is requeued
+// always (it restarts from its checkpoint at whatever size fits, as after a resize).
 bool Requeueable(const RunFacts& facts);
+// True when the job's tasks may be fenced: stopped by an agent that reaches no server, the run
+// requeued when its node times out (a requeue-able job, or an elastic one). A launch carries it
+// (TaskLaunch::requeueable): what the agent fences is what the server requeues.
+bool Fenceable(const RunFacts& facts);
 
 enum class RunVerdict {
   kGoOn,  // nothing to settle: some task has not ended (or the job has no tasks)

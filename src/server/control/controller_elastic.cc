@@ -1,0 +1,242 @@
+// Controller, elastic jobs (issue 20; docs/control-plane.md, "Elastic jobs"): a job with a size
+// range is resized live. Before each pass, running elastic jobs give back GPUs above their MIN
+// so that pending jobs can start (sched::PlanRoom); after it, the jobs the pass started take the
+// size the idle GPUs allow, and the others grow into them under the hysteresis
+// (sched::PlanAfterPass). A resize keeps the job running: the scheduler's allocation changes at
+// once, the store records a new generation of its tasks with an event, the old tasks are stopped
+// (with the job's stop grace) and the new ones launch once they have stopped.
+
+#include <algorithm>
+#include <limits>
+
+#include "sched/elastic_plan.h"
+#include "server/control/controller.h"
+#include "server/control/controller_internal.h"
+
+namespace corral::server {
+
+using namespace controller_internal;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+// "GPUs" or "nodes" for a size of `n` ("1 GPU").
+std::string UnitWord(model::ElasticUnit unit, int n) {
+  if (unit == model::ElasticUnit::kNodes) return n == 1 ? "node" : "nodes";
+  return n == 1 ? "GPU" : "GPUs";
+}
+
+// The job event of a resize: "resized from 8 to 4 GPUs: a pending job needs them".
+std::string ResizeEvent(const sched::Resize& z, model::ElasticUnit unit) {
+  const std::string why =
+      z.reason == sched::ResizeReason::kPendingJob ? "a pending job needs them" : "idle GPUs";
+  return std::string(kResizedEventPrefix) + std::to_string(z.from) + " to " +
+         std::to_string(z.to) + " " + UnitWord(unit, z.to) + ": " + why;
+}
+
+// One resize per job, from its first `from` to its last `to`, in the order of first mention:
+// PlanRoom may shrink a job for two pending jobs in turn.
+std::vector<sched::Resize> Merged(const std::vector<sched::Resize>& resizes) {
+  std::vector<sched::Resize> out;
+  for (const sched::Resize& z : resizes) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const sched::Resize& o) { return o.job == z.job; });
+    if (same == out.end()) {
+      out.push_back(z);
+    } else {
+      same->to = z.to;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int Controller::ElasticSizeOf(const LiveJob& job) {
+  if (!job.spec.elastic || job.tasks.empty()) return 0;
+  if (job.spec.elastic->unit == model::ElasticUnit::kNodes) {
+    return static_cast<int>(job.tasks.size());
+  }
+  return static_cast<int>(job.tasks.front().allocation.gpus.size());
+}
+
+sched::ResizeRules Controller::ResizeRulesLocked() const {
+  sched::ResizeRules rules;
+  rules.min_interval = config_.resize_interval;
+  rules.budget = config_.resize_budget;
+  return rules;
+}
+
+std::optional<sched::ElasticRun> Controller::ElasticRunLocked(const LiveJob& job,
+                                                              Seconds now) const {
+  const std::vector<sched::Allocation>* tasks = scheduler_->AllocationsOf(job.record.id);
+  if (!job.spec.elastic || tasks == nullptr || tasks->empty()) return std::nullopt;
+  auto range = sched::ElasticRange::Of(*job.spec.elastic);
+  if (!range.ok()) return std::nullopt;  // validated at submission
+  const model::ElasticUnit unit = job.spec.elastic->unit;
+  const int task_gpus = static_cast<int>(tasks->front().gpus.size());
+  std::vector<sched::NodeIndex> nodes;
+  for (const sched::Allocation& a : *tasks) nodes.push_back(a.node);
+  // Growth pays when the time it saves exceeds the restart: a job with a time limit has that
+  // much left at most; one without is taken to run long enough for any growth to pay.
+  double remaining = std::numeric_limits<double>::max();
+  if (job.spec.time_limit_s > 0 && job.record.start_time) {
+    remaining = static_cast<double>(job.spec.time_limit_s -
+                                    (now.value() - job.record.start_time->value()));
+  }
+  return sched::ElasticRun{job.record.id,
+                           *range,
+                           unit,
+                           unit == model::ElasticUnit::kNodes ? static_cast<int>(tasks->size())
+                                                              : task_gpus,
+                           std::move(nodes),
+                           task_gpus,
+                           job.elastic_since,
+                           job.resizes,
+                           remaining};
+}
+
+std::vector<sched::ElasticRun> Controller::RunningElasticLocked(Seconds now) const {
+  std::vector<sched::ElasticRun> runs;
+  for (JobId id : elastic_started_) {
+    const LiveJob& job = jobs_.at(id);
+    if (job.Stopping()) continue;  // its run ends: nothing to resize
+    if (auto run = ElasticRunLocked(job, now)) runs.push_back(std::move(*run));
+  }
+  return runs;
+}
+
+void Controller::MakeRoomLocked(Seconds now) {
+  std::vector<sched::ElasticRun> runs = RunningElasticLocked(now);
+  if (!sched::AnyBorrowed(runs)) return;
+  // The pending jobs in submit order (ids grow with submission), as far as PlanRoom looks.
+  std::vector<model::Job> pending;
+  for (const auto& [id, job] : jobs_) {
+    if (pending.size() >= static_cast<size_t>(sched::kShrinkLookahead)) break;
+    if (job.record.state == JobState::kPending && !job.held) pending.push_back(ModelJobOf(job));
+  }
+  if (pending.empty()) return;
+  for (const sched::Resize& z :
+       Merged(sched::PlanRoom(scheduler_->state(), std::move(runs), pending))) {
+    if (z.from != z.to) (void)ResizeLocked(jobs_.at(z.job), z, now);  // a failure keeps its size
+  }
+}
+
+std::vector<sched::Resize> Controller::SizeStartsLocked(std::vector<sched::JobStart>& starts,
+                                                        Seconds now) {
+  std::vector<sched::ElasticRun> fresh;
+  for (const sched::JobStart& start : starts) {
+    auto it = jobs_.find(start.job);
+    if (it == jobs_.end()) continue;
+    if (auto run = ElasticRunLocked(it->second, now)) {
+      run->last_resize = now;
+      run->resizes = 0;
+      fresh.push_back(std::move(*run));
+    }
+  }
+  std::vector<sched::ElasticRun> others = RunningElasticLocked(now);
+  if (fresh.empty() && others.empty()) return {};
+  sched::GrowthPlan plan =
+      sched::PlanAfterPass(scheduler_->state(), fresh, others, ResizeRulesLocked(), now);
+  for (const sched::Resize& z : plan.at_start) {
+    if (!scheduler_->Resize(z.job, z.to, now).ok()) continue;  // it starts at what it got
+    for (sched::JobStart& start : starts) {
+      if (start.job == z.job) start.tasks = *scheduler_->AllocationsOf(z.job);
+    }
+  }
+  return plan.grown;
+}
+
+void Controller::GrowLocked(const std::vector<sched::Resize>& grown, Seconds now) {
+  for (const sched::Resize& z : grown) {
+    auto it = jobs_.find(z.job);
+    // A job that did not start after all (its start was not stored) has no run to grow.
+    if (it == jobs_.end() || it->second.tasks.empty()) continue;
+    (void)ResizeLocked(it->second, z, now);  // a failure keeps its size
+  }
+}
+
+Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds now) {
+  const JobId id = job.record.id;
+  if (job.Stopping() || job.tasks.empty() || !job.spec.elastic) {
+    return FailedPrecondition("job " + std::to_string(id.value()) + " has no run to resize");
+  }
+  CORRAL_RETURN_IF_ERROR(scheduler_->Resize(id, z.to, now));
+  std::vector<store::TaskAssignment> tasks;
+  const std::vector<sched::Allocation>& allocations = *scheduler_->AllocationsOf(id);
+  for (size_t i = 0; i < allocations.size(); ++i) {
+    tasks.push_back({static_cast<int>(i), scheduler_->state().node(allocations[i].node).name,
+                     AllocationOf(allocations[i])});
+  }
+  // The old run's allocations (and port block) go; the new run gets a rendezvous of its own,
+  // so that torchrun hears the new --nnodes.
+  ForgetAllocationsLocked(job);
+  Status ports = IsDistributed(job.spec) ? AddRendezvousLocked(job, tasks) : Status::Ok();
+  Result<std::vector<store::TaskRecord>> written =
+      ports.ok() ? store_.ResizeGang(id, tasks, ResizeEvent(z, job.spec.elastic->unit), now)
+                 : Result<std::vector<store::TaskRecord>>(ports);
+  if (!written.ok()) {
+    // Nothing changed in the store: the old run goes on as it was.
+    ports_.Release(id);
+    IndexAllocationsLocked(job);
+    RestoreRendezvousLocked(job);
+    (void)scheduler_->Resize(id, z.from, now);  // its GPUs were not given to anyone since
+    return written.status();
+  }
+  // The old run stops as a preempted one does: its launched tasks hold their GPUs until they
+  // stopped (the new run's launches wait for them), its tasks are stored killed (their nodes'
+  // next reports find them stale and are answered with stop orders). It is no preemption: the
+  // count the decision returns is not taken.
+  const reconcile::PreemptDecision stop =
+      reconcile::Preempt(job.end, 0, {job.tasks, job.launched, job.notes}, now);
+  // TEMPORARY until s38-ckpt merges (Controller::NoteStoppingLocked with StopGraceLocked(job)
+  // and reason "resize"; delete this note then): the stale tasks' stop orders carry
+  // config_.kill_grace, as every stale task's do.
+  for (const store::TaskRecord& killed : stop.killed) (void)store_.UpdateTask(killed);
+  for (const reconcile::TaskOnNode& old : stop.waits) resize_stopping_[old.first].insert(old.second);
+  NotifyNodesLocked(job);  // the old run's nodes: their next reports are answered with kills
+  job.tasks = std::move(written).value();
+  job.launched.clear();
+  job.notes.clear();
+  ++job.record.restarts;  // the store's numbering of runs: the new generation
+  ++job.resizes;
+  job.elastic_now = z.to;
+  job.elastic_since = now;
+  job.gpus_idle_noted = false;  // its GPUs are another run's
+  IndexAllocationsLocked(job);
+  WaitForResizeStopsLocked(job);
+  NotifyNodesLocked(job);
+  return Status::Ok();
+}
+
+void Controller::NoteElasticStartLocked(LiveJob& job) {
+  // Any job's GPUs may be those of a resized job's old run, still stopping.
+  WaitForResizeStopsLocked(job);
+  if (!job.spec.elastic) return;
+  const Seconds now = clock_.Now();
+  job.elastic_now = ElasticSizeOf(job);
+  job.elastic_since = now;
+  // Said once; a failure to store it loses only the note.
+  (void)store_.AddJobEvent(job.record.id,
+                           kStartedAtEventPrefix + std::to_string(job.elastic_now) + " " +
+                               UnitWord(job.spec.elastic->unit, job.elastic_now),
+                           now);
+}
+
+void Controller::WaitForResizeStopsLocked(LiveJob& job) {
+  for (const store::TaskRecord& t : job.tasks) {
+    auto stopping = resize_stopping_.find(t.node);
+    if (stopping == resize_stopping_.end()) continue;
+    for (int64_t allocation : stopping->second) job.waits_for.insert({t.node, allocation});
+    waiting_on_node_[t.node].insert(job.record.id);
+  }
+}
+
+void Controller::ForgetResizeStopsLocked(const std::string& node,
+                                         const std::function<bool(int64_t)>& stopped) {
+  auto on = resize_stopping_.find(node);
+  if (on == resize_stopping_.end()) return;
+  std::erase_if(on->second, stopped);
+  if (on->second.empty()) resize_stopping_.erase(on);
+}
+
+}  // namespace corral::server
