@@ -17,6 +17,10 @@ Result<ElasticRange> ElasticRange::Create(int min_gpus, int max_gpus, int step) 
   return ElasticRange(min_gpus, max_gpus, step);
 }
 
+Result<ElasticRange> ElasticRange::Of(const model::ElasticBounds& bounds) {
+  return Create(bounds.min, bounds.max, bounds.step);
+}
+
 ElasticRange::ElasticRange(int min_gpus, int max_gpus, int step)
     : min_(min_gpus), max_(max_gpus), step_(step) {
   sizes_.push_back(min_);
@@ -52,28 +56,40 @@ double Speedup(int from, int to, double alpha) {
 }
 
 bool GrowthAllowed(const ElasticRun& run, int to, const ResizeRules& rules, Seconds now) {
-  if (to <= run.gpus || run.resizes >= rules.budget) return false;
+  if (to <= run.size || run.resizes >= rules.budget) return false;
   if (now.value() - run.last_resize.value() < rules.min_interval.value()) return false;
-  const double saved = run.remaining_s * (1.0 - 1.0 / Speedup(run.gpus, to, rules.alpha));
+  const double saved = run.remaining_s * (1.0 - 1.0 / Speedup(run.size, to, rules.alpha));
   return saved > static_cast<double>(rules.restart_cost.value());
 }
+
+namespace {
+
+// The node of a kGpus run's one task, or -1 (a kNodes run, or a node outside `nodes` slots).
+NodeIndex OneNode(const ElasticRun& run, size_t nodes) {
+  if (run.unit != model::ElasticUnit::kGpus || run.nodes.size() != 1) return -1;
+  const NodeIndex n = run.nodes.front();
+  return n >= 0 && n < static_cast<NodeIndex>(nodes) ? n : -1;
+}
+
+}  // namespace
 
 std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<int> free_gpus,
                                const ResizeRules& rules, Seconds now) {
   std::vector<const ElasticRun*> order;
   for (const ElasticRun& r : runs) order.push_back(&r);
   std::sort(order.begin(), order.end(), [](const ElasticRun* a, const ElasticRun* b) {
-    return std::make_tuple(a->gpus, a->job) < std::make_tuple(b->gpus, b->job);
+    return std::make_tuple(a->size, a->job) < std::make_tuple(b->size, b->job);
   });
   std::vector<Resize> out;
   for (const ElasticRun* r : order) {
-    if (r->node < 0 || r->node >= static_cast<NodeIndex>(free_gpus.size())) continue;
-    int& free = free_gpus[r->node];
+    const NodeIndex node = OneNode(*r, free_gpus.size());
+    if (node < 0) continue;
+    int& free = free_gpus[node];
     if (free <= 0) continue;
-    const int to = r->range.AtMost(r->gpus + free);
+    const int to = r->range.AtMost(r->size + free);
     if (!GrowthAllowed(*r, to, rules, now)) continue;
-    free -= to - r->gpus;
-    out.push_back({r->job, r->gpus, to, ResizeReason::kIdleGpus});
+    free -= to - r->size;
+    out.push_back({r->job, r->size, to, ResizeReason::kIdleGpus});
   }
   return out;
 }
@@ -87,9 +103,8 @@ std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
   // GPUs each node could give back: its free ones plus its elastic jobs' borrowed ones.
   std::vector<int> borrowed(free_gpus.size(), 0);
   for (const ElasticRun& r : runs) {
-    if (r.node >= 0 && r.node < static_cast<NodeIndex>(borrowed.size())) {
-      borrowed[r.node] += r.gpus - r.range.min();
-    }
+    const NodeIndex node = OneNode(r, borrowed.size());
+    if (node >= 0) borrowed[node] += r.size - r.range.min();
   }
   NodeIndex best = -1;
   int best_taken = 0;
@@ -106,19 +121,19 @@ std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
   std::vector<Resize> out;
   std::vector<const ElasticRun*> on_node;
   for (const ElasticRun& r : runs) {
-    if (r.node == best && r.gpus > r.range.min()) on_node.push_back(&r);
+    if (OneNode(r, free_gpus.size()) == best && r.size > r.range.min()) on_node.push_back(&r);
   }
   std::sort(on_node.begin(), on_node.end(), [](const ElasticRun* a, const ElasticRun* b) {
-    return std::make_tuple(-(a->gpus - a->range.min()), a->job) <
-           std::make_tuple(-(b->gpus - b->range.min()), b->job);
+    return std::make_tuple(-(a->size - a->range.min()), a->job) <
+           std::make_tuple(-(b->size - b->range.min()), b->job);
   });
   int short_by = best_taken;
   for (const ElasticRun* r : on_node) {
     if (short_by <= 0) break;
     // AtMost(g) <= g, so the job gives back at least what is still short, or all it borrowed.
-    const int to = r->range.AtMost(std::max(r->range.min(), r->gpus - short_by));
-    short_by -= r->gpus - to;
-    out.push_back({r->job, r->gpus, to, ResizeReason::kPendingJob});
+    const int to = r->range.AtMost(std::max(r->range.min(), r->size - short_by));
+    short_by -= r->size - to;
+    out.push_back({r->job, r->size, to, ResizeReason::kPendingJob});
   }
   return std::make_pair(best, std::move(out));
 }
@@ -139,7 +154,7 @@ std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
     for (const Resize& z : resizes) {
       free[node] += z.from - z.to;
       for (ElasticRun& r : left) {
-        if (r.job == z.job) r.gpus = z.to;
+        if (r.job == z.job) r.size = z.to;
       }
       auto same = std::find_if(plan.resizes.begin(), plan.resizes.end(),
                                [&](const Resize& p) { return p.job == z.job; });

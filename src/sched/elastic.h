@@ -9,9 +9,9 @@
 //  - GPUs above MIN are borrowed: they go back (the job shrinks toward MIN) whenever a pending
 //    job could then start, before any rigid job is preempted. MIN is protected like a rigid job.
 //  - Growth takes only GPUs no pending job could use (the caller asks after its scheduling pass
-//    has placed every pending job that can start), and only on the job's own node (a resize
-//    restarts the job's tasks as a new generation; elastic gangs across nodes are not modelled
-//    yet).
+//    has placed every pending job that can start). A range of GPUs (model::ElasticUnit::kGpus)
+//    grows on the job's own node; a range of nodes (kNodes) by whole tasks on nodes holding no
+//    task of the job. A resize restarts the job's tasks as a new generation.
 //  - Throughput grows as GPUs^alpha (docs/elastic.md justifies alpha = 0.8).
 //  - Hysteresis, for growth: no growth sooner than `min_interval` after the job's last resize
 //    (or start), none once the job has used its `budget` of resizes, and none unless the time it
@@ -26,16 +26,19 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "common/units.h"
+#include "model/job.h"
 #include "sched/cluster_state.h"
 
 namespace corral::sched {
 
-// A GPU range MIN..MAX with its ladder of sizes.
+// A range MIN..MAX (GPUs or nodes) with its ladder of sizes.
 class ElasticRange {
  public:
   // step 0: powers of two between MIN and MAX. Errors (InvalidArgument naming the field):
   // min < 1, max < min, max > kMaxGpus, step < 0.
   static Result<ElasticRange> Create(int min_gpus, int max_gpus, int step = 0);
+  // The range of a job's bounds (validated by model::Validate; same errors otherwise).
+  static Result<ElasticRange> Of(const model::ElasticBounds& bounds);
   static constexpr int kMaxGpus = 4096;
 
   int min() const { return min_; }
@@ -61,14 +64,17 @@ struct ResizeRules {
 // Names the field: "alpha: must be in (0, 1]".
 Status Validate(const ResizeRules& rules);
 
-// A running elastic job as the decisions see it.
+// A running elastic job as the decisions see it. Sizes are in its unit: GPUs of its one task
+// (kGpus) or tasks, one per node (kNodes).
 struct ElasticRun {
   JobId job;
   ElasticRange range;
-  int gpus = 0;            // its size now
-  NodeIndex node = -1;     // the node its one task runs on
-  Seconds last_resize{0};  // its last resize, or its start
-  int resizes = 0;         // made so far
+  model::ElasticUnit unit = model::ElasticUnit::kGpus;
+  int size = 0;                  // its size now
+  std::vector<NodeIndex> nodes;  // the node of each task, in task order (kGpus: one)
+  int task_gpus = 0;             // kNodes: the whole GPUs each task holds
+  Seconds last_resize{0};        // its last resize, or its start
+  int resizes = 0;               // made so far
   // Seconds of work left at its current size (estimated): what growth would speed up.
   double remaining_s = 0;
 };
@@ -79,6 +85,7 @@ enum class ResizeReason {
 };
 std::string_view ResizeReasonName(ResizeReason reason);  // "idle-gpus" | "pending-job"
 
+// A job's size from -> to, in its unit.
 struct Resize {
   JobId job;
   int from = 0, to = 0;

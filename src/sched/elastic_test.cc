@@ -20,7 +20,13 @@ ElasticRange Range(int min, int max, int step = 0) {
 
 ElasticRun Elastic(int64_t id, int min, int max, int gpus, NodeIndex node,
                    double remaining_s = 36000, int64_t last_resize = 0, int resizes = 0) {
-  return {JobId(id), Range(min, max), gpus, node, Seconds(last_resize), resizes, remaining_s};
+  ElasticRun run{JobId(id), Range(min, max)};
+  run.size = gpus;
+  run.nodes = {node};
+  run.last_resize = Seconds(last_resize);
+  run.resizes = resizes;
+  run.remaining_s = remaining_s;
+  return run;
 }
 
 TEST(ElasticRange, LaddersArePowersOfTwoBetweenMinAndMaxUnlessAStepIsGiven) {

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 #include <numeric>
 #include <queue>
 #include <set>
@@ -12,6 +11,7 @@
 #include <utility>
 
 #include "common/rng.h"
+#include "sched/elastic_plan.h"
 #include "sched/fragmentation.h"
 
 namespace corral::sim {
@@ -296,20 +296,6 @@ struct JobRun {
   }
 };
 
-// Wholly free GPUs per node slot (0 on nodes that take no new work).
-std::vector<int> WholeFreeGpus(const sched::ClusterState& state) {
-  std::vector<int> free(static_cast<size_t>(state.NodeSlots()), 0);
-  for (sched::NodeIndex n = 0; n < state.NodeSlots(); ++n) {
-    const sched::NodeState& node = state.node(n);
-    if (!node.present || !node.schedulable) continue;
-    for (int32_t f : node.gpu_free) free[n] += f == kWholeGpu.value() ? 1 : 0;
-  }
-  return free;
-}
-
-// How many pending jobs, in arrival order, a pass looks at to shrink elastic jobs for.
-constexpr int kShrinkLookahead = 64;
-
 // What a live cluster knows of a job's run time without history (EstimateSource::kNone).
 Seconds DeclaredEstimate(const model::Job& job) {
   model::Job declared;
@@ -551,10 +537,13 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     if (one_rack) ++result.gang_starts_one_rack;
   };
 
-  // An elastic job as submitted: at its MIN.
+  // An elastic job as submitted: at its MIN, with its bounds.
   auto at_min = [&](size_t i) {
     model::Job job = trace.jobs[i].job;
-    job.resources.gpus = GpuCount(runs[i].range->min());
+    const sched::ElasticRange& range = *runs[i].range;
+    job.resources.gpus = GpuCount(range.min());
+    job.elastic =
+        model::ElasticBounds{model::ElasticUnit::kGpus, range.min(), range.max(), range.step()};
     return job;
   };
   // Pending jobs by (submit time, trace position): whom shrinks make room for.
@@ -568,8 +557,13 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       const JobRun& r = runs[i];
       if (!r.range || (r.run_start == t) != fresh) continue;
       const double remaining = (static_cast<double>(duration(i)) - r.done - r.Accrued(t)) / r.rate;
-      out.push_back({trace.jobs[i].job.id, *r.range, r.gpus, task_nodes.front(),
-                     Seconds(r.last_resize), r.resizes, remaining});
+      sched::ElasticRun run{trace.jobs[i].job.id, *r.range};
+      run.size = r.gpus;
+      run.nodes = task_nodes;
+      run.last_resize = Seconds(r.last_resize);
+      run.resizes = r.resizes;
+      run.remaining_s = remaining;
+      out.push_back(std::move(run));
     }
     std::sort(out.begin(), out.end(),
               [](const sched::ElasticRun& a, const sched::ElasticRun& b) { return a.job < b.job; });
@@ -599,62 +593,31 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     completions.emplace(r.EndAt(duration(i)), z.job.value(), r.attempt);
     return Status::Ok();
   };
-  // Before a pass: shrink elastic jobs toward MIN so that pending jobs can start (each task on
-  // one node), in arrival order, before the pass would preempt anyone.
+  // Before a pass: shrink elastic jobs toward MIN so that pending jobs can start, in arrival
+  // order, before the pass would preempt anyone (sched::PlanRoom).
   auto make_room = [&](int64_t t) -> Status {
-    auto all_elastic = [&] {
-      std::vector<sched::ElasticRun> out = elastic_runs(t, false);
-      for (sched::ElasticRun& e : elastic_runs(t, true)) out.push_back(std::move(e));
-      return out;
-    };
-    std::vector<sched::ElasticRun> elastic = all_elastic();
-    bool borrowed = false;
-    for (const sched::ElasticRun& e : elastic) borrowed = borrowed || e.gpus > e.range.min();
-    if (!borrowed) return Status::Ok();
-    const sched::ClusterState& state = s.state();
-    std::vector<int> free = WholeFreeGpus(state);
-    int looked = 0;
+    std::vector<sched::ElasticRun> elastic = elastic_runs(t, false);
+    for (sched::ElasticRun& e : elastic_runs(t, true)) elastic.push_back(std::move(e));
+    if (!sched::AnyBorrowed(elastic)) return Status::Ok();
+    std::vector<model::Job> pending;
     for (const auto& [submit, i] : pending_jobs) {
-      if (++looked > kShrinkLookahead) break;
-      const model::Job& job = trace.jobs[i].job;
-      if (job.resources.gpus.value() < 1) continue;
-      const int need = runs[i].range ? runs[i].range->min() : job.resources.gpus.value();
-      std::vector<bool> accepts(free.size(), false);
-      for (sched::NodeIndex n = 0; n < state.NodeSlots(); ++n) {
-        const sched::NodeState& node = state.node(n);
-        const auto& models = job.resources.gpu_models;
-        accepts[n] = node.present && node.schedulable && node.model != sched::kNoModel &&
-                     node.cpu_free >= job.resources.cpu.value() &&
-                     node.memory_free >= job.resources.memory.value() &&
-                     (models.empty() || std::find(models.begin(), models.end(),
-                                                  state.ModelName(node.model)) != models.end());
-      }
-      auto plan = sched::PlanShrink(elastic, free, accepts, need, job.tasks);
-      if (!plan) continue;
-      for (const sched::Resize& z : plan->resizes) {
-        CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/true));
-        free[nodes_of.at(index_of.at(z.job)).front()] += z.from - z.to;
-      }
-      for (sched::NodeIndex n : plan->nodes) free[n] -= need;
-      if (!plan->resizes.empty()) elastic = all_elastic();
+      if (pending.size() >= static_cast<size_t>(sched::kShrinkLookahead)) break;
+      pending.push_back(runs[i].range ? at_min(i) : trace.jobs[i].job);
+    }
+    for (const sched::Resize& z : sched::PlanRoom(s.state(), std::move(elastic), pending)) {
+      CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/true));
     }
     return Status::Ok();
   };
   // After a pass: jobs started in it take the size the idle GPUs allow (no cost, not a
   // resize), then the others grow into what is still idle under the hysteresis.
   auto grow = [&](int64_t t) -> Status {
-    std::vector<int> free = WholeFreeGpus(s.state());
-    sched::ResizeRules at_start = config.resize;
-    at_start.min_interval = Seconds(0);
-    at_start.restart_cost = Seconds(0);
-    at_start.budget = std::numeric_limits<int>::max();
-    for (const sched::Resize& z :
-         sched::PlanGrowth(elastic_runs(t, true), free, at_start, Seconds(t))) {
+    const sched::GrowthPlan plan = sched::PlanAfterPass(
+        s.state(), elastic_runs(t, true), elastic_runs(t, false), config.resize, Seconds(t));
+    for (const sched::Resize& z : plan.at_start) {
       CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/false));
     }
-    free = WholeFreeGpus(s.state());
-    for (const sched::Resize& z :
-         sched::PlanGrowth(elastic_runs(t, false), free, config.resize, Seconds(t))) {
+    for (const sched::Resize& z : plan.grown) {
       CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/true));
     }
     return Status::Ok();

@@ -75,6 +75,7 @@
 #include "protocol/api_project.h"
 #include "protocol/api_scheduling.h"
 #include "protocol/api_session.h"
+#include "sched/elastic.h"
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "server/control/accounts.h"
