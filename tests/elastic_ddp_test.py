@@ -162,7 +162,7 @@ def run(root):
         job = submit(c, {
             "name": "elastic-ddp", "tasks": 1, "launcher": "torchrun", "procs_per_node": 1,
             "elastic": {"unit": "nodes", "min": 1, "max": 2}, "resources": {"gpus": 2},
-            "checkpoint_grace_s": 30, "time_limit_s": 900, "env": env,
+            "time_limit_s": 900, "env": env,
             "command": [*net.TORCHRUN_OWN, SCRIPT, "--steps", "1000000", "--step-time",
                         STEP_TIME, "--report-every", "1", "--checkpoint-every", "200"]})
         folder = os.path.join(checkpoints, str(job))
