@@ -63,7 +63,7 @@ expect_exit 2 "^corral: unknown flag --gpu for 'corral submit' \(did you mean --
 expect_exit 2 "^corral: unknown flag --lisen for 'corral server' \(did you mean --listen\?\)$" -- \
   "$corral" server --lisen 127.0.0.1:1
 expect_exit 2 "--limit: 1 required INT missing" -- "$corral" jobs --limit
-expect_exit 2 "^Could not convert: --gpus = x$" -- "$corral" submit --gpus x -- python --lr 3
+expect_exit 2 "^corral: --gpus: expected N or MIN-MAX, got 'x'$" -- "$corral" submit --gpus x -- python --lr 3
 expect_exit 2 "^corral: unknown command 'evn' \(did you mean 'env'\?\)$" -- "$corral" evn list
 expect_exit 2 "^corral: unknown flag --gpu for 'corral submit': the job's own flags go after -- \(corral submit \[FLAGS\] -- COMMAND ARGS\)$" -- \
   "$corral" submit python train.py --gpu 2
@@ -296,6 +296,20 @@ expect_exit 1 "Is the server running there\? \(address from $work/xdg/corral/con
   env -u CORRAL_SERVER -u CORRAL_TOKEN XDG_CONFIG_HOME="$work/xdg" CORRAL_RETRY_TIMEOUT=0.5 "$corral" jobs
 expect_exit 2 "^corral: field 'resources.gpus': must be between 0 and 1024, got -3$" -- \
   "${nowhere[@]}" "$corral" submit --gpus -3 -- true
+# Elastic jobs (docs/control-plane.md, "Elastic jobs"): a size flag takes MIN-MAX; what makes no
+# sense is refused naming the flag or the field, before any request.
+expect_exit 2 "^corral: --gpus: 8-2: MIN must not exceed MAX$" -- \
+  "${nowhere[@]}" "$corral" submit --gpus 8-2 -- true
+expect_exit 2 "^corral: --nodes: expected N or MIN-MAX, got '1-x'$" -- \
+  "${nowhere[@]}" "$corral" submit --nodes 1-x -- true
+expect_exit 2 "^corral: --gpu-step: needs a range of GPUs \(--gpus MIN-MAX\)$" -- \
+  "${nowhere[@]}" "$corral" submit --gpus 4 --gpu-step 2 -- true
+expect_exit 2 "^corral: --nodes: a job grows by GPUs or by nodes, not both$" -- \
+  "${nowhere[@]}" "$corral" submit --gpus 2-8 --nodes 1-2 -- true
+expect_exit 2 "^corral: field 'tasks': must be 1 for a range of GPUs" -- \
+  "${nowhere[@]}" "$corral" submit --gpus 2-8 --tasks 2 -- true
+expect_exit 2 "^corral: field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share$" -- \
+  "${nowhere[@]}" "$corral" submit --gpus 1-2 --gpu-milli 500 -- true
 # Time limits as people type them (seconds, units, Slurm's clock forms); anything else names
 # the flag and the forms, before any request.
 for bad in -5 nonsense 2h30 1:60 1h1h; do
@@ -492,6 +506,20 @@ expect_exit 3 "array $id3 not found" -- "$corral" cancel --array "$id3"
 expect_exit 2 "give job ids, --array ARRAY_ID, or filters \(--user, --project, --state, --name\): one of them" -- "$corral" cancel
 expect_exit 2 "give job ids, --array ARRAY_ID, or filters" -- "$corral" cancel 1 --user alice
 expect_exit 2 "unknown job state .pendng." -- "$corral" cancel --state pendng
+
+# An elastic job is pending at MIN; its view shows the range, no size yet, and no resizes.
+elastic_id=$("$corral" submit --gpus 64-128 --gpu-step 32 -o json -- true |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+expect_json 'j["elastic"] == {"unit": "gpus", "min": 64, "max": 128, "step": 32} and j["resizes"] == 0 and j["spec"]["resources"]["gpus"] == 64' -- \
+  "$corral" job show "${elastic_id:-0}" -o json
+expect_exit 0 "^  Elastic: 64-128 GPUs in steps of 32 \(0 resizes\)$" -- "$corral" job show "${elastic_id:-0}"
+printf '#!/bin/sh\n#SBATCH --nodes=2-4 --gpus-per-node=64\ntrue\n' >"$work/elastic.sh"
+gang_id=$("$corral" batch -o json "$work/elastic.sh" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])' 2>/dev/null)
+expect_json 'j["elastic"]["unit"] == "nodes" and j["elastic"]["max"] == 4 and j["spec"]["tasks"] == 2' -- \
+  "$corral" job show "${gang_id:-0}" -o json
+expect_exit 0 "^  Elastic: 2-4 nodes \(0 resizes\)$" -- "$corral" job show "${gang_id:-0}"
+"$corral" cancel "${elastic_id:-0}" "${gang_id:-0}" >/dev/null
 
 # CPU slots: --cpus is whole CPUs per process (a part asks N x --procs-per-node), --cpu-milli per
 # part, one of them; a job without GPUs asks 1 CPU per process unless it says otherwise, and the

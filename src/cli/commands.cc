@@ -47,6 +47,7 @@
 #include "protocol/environment_ref.h"
 #include "protocol/job_spec.h"
 #include "protocol/names.h"
+#include "protocol/size_flag.h"
 
 namespace corral::cli {
 
@@ -250,8 +251,9 @@ int WithClient(Body body, const std::function<void(ClientConfig&)>& adjust = {})
 // spec as it is (a negative one too: the spec's check names its field).
 struct SubmitFlags {
   std::string file, name, project, workdir;
-  std::optional<int> gpus, gpu_milli, tasks, priority, max_restarts;
-  std::optional<int> nodes, gpus_per_node, procs_per_node;
+  // "N", or "MIN-MAX" for an elastic job (protocol::ParseSizeFlag).
+  std::optional<std::string> gpus, tasks, nodes, gpus_per_node;
+  std::optional<int> gpu_milli, gpu_step, priority, max_restarts, procs_per_node;
   std::string launcher, environment;
   std::optional<int64_t> cpus, cpu_milli, memory_mib;
   std::optional<std::string> time_limit;  // as typed: ParseTimeLimit's forms
@@ -336,6 +338,52 @@ Status CheckSpec(const json& spec) {
                          "let the server decide)");
 }
 
+// --gpus / --gpus-per-node (GPUs per task) and --tasks / --nodes (tasks) over `spec` (a spec
+// file's): one number sets the field, a range MIN-MAX makes the job elastic (docs/elastic.md)
+// by GPUs or by nodes, with --gpu-step; either replaces what the file said of that size. Errors
+// name the flag.
+Status ApplySizeFlags(const SubmitFlags& f, json& spec) {
+  for (const auto& [flag, value, other_flag, other] :
+       {std::tuple{"--nodes", &f.nodes, "--tasks", &f.tasks},
+        {"--gpus-per-node", &f.gpus_per_node, "--gpus", &f.gpus}}) {
+    if (*value && *other && **value != **other) {
+      return InvalidArgument(std::string(flag) + " contradicts " + other_flag);
+    }
+  }
+  std::optional<model::ElasticUnit> ranged;
+  for (const auto& [flag, text, unit] :
+       {std::tuple{f.gpus ? "--gpus" : "--gpus-per-node", f.gpus ? &f.gpus : &f.gpus_per_node,
+                   model::ElasticUnit::kGpus},
+        {f.tasks ? "--tasks" : "--nodes", f.tasks ? &f.tasks : &f.nodes,
+         model::ElasticUnit::kNodes}}) {
+    if (!*text) continue;
+    auto size = protocol::ParseSizeFlag(**text, flag);
+    if (!size.ok()) return size.status();
+    const bool by_gpus = unit == model::ElasticUnit::kGpus;
+    json& holder = by_gpus ? spec["resources"] : spec;
+    const char* field = by_gpus ? "gpus" : "tasks";
+    if (spec.contains("elastic") && spec["elastic"].is_object() &&
+        spec["elastic"].value("unit", "gpus") == model::ElasticUnitName(unit)) {
+      spec.erase("elastic");
+    }
+    if (!size->IsRange()) {
+      holder[field] = size->min;
+      continue;
+    }
+    if (ranged) {
+      return InvalidArgument(std::string(flag) + ": a job grows by GPUs or by nodes, not both");
+    }
+    ranged = unit;
+    holder.erase(field);  // the spec's codec sets MIN
+    spec["elastic"] = protocol::ElasticJson(
+        {.unit = unit, .min = size->min, .max = size->max, .step = f.gpu_step.value_or(0)});
+  }
+  if (f.gpu_step && ranged != model::ElasticUnit::kGpus) {
+    return InvalidArgument("--gpu-step: needs a range of GPUs (--gpus MIN-MAX)");
+  }
+  return Status::Ok();
+}
+
 // The spec of the flags over the spec file, checked (CheckSpec). It is sent as built: what it
 // leaves out (CPU, memory) the server fills in.
 Result<json> BuildSpec(const SubmitFlags& f) {
@@ -395,7 +443,6 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   }
   json& r = spec["resources"];
   if (r.is_null()) r = json::object();
-  if (f.gpus) r["gpus"] = *f.gpus;
   if (f.gpu_milli) r["gpu_milli"] = *f.gpu_milli;
   if (!f.gpu_models.empty()) r["gpu_models"] = f.gpu_models;
   // Each of --cpus and --cpu-milli (which exclude each other) overrides the file's other field.
@@ -408,16 +455,7 @@ Result<json> BuildSpec(const SubmitFlags& f) {
     r.erase("cpus");
   }
   if (f.memory_mib) r["memory_mib"] = *f.memory_mib;
-  for (const auto& [flag, value, other] :
-       {std::tuple{"--nodes", f.nodes, f.tasks}, {"--gpus-per-node", f.gpus_per_node, f.gpus}}) {
-    if (value && other && *value != *other) {
-      return InvalidArgument(std::string(flag) + " contradicts " +
-                             (std::string(flag) == "--nodes" ? "--tasks" : "--gpus"));
-    }
-  }
-  if (f.gpus_per_node) r["gpus"] = *f.gpus_per_node;
-  if (f.tasks) spec["tasks"] = *f.tasks;
-  if (f.nodes) spec["tasks"] = *f.nodes;
+  CORRAL_RETURN_IF_ERROR(ApplySizeFlags(f, spec));
   if (f.procs_per_node) spec["procs_per_node"] = *f.procs_per_node;
   if (!f.launcher.empty()) spec["launcher"] = f.launcher;
   if (f.priority) spec["priority"] = *f.priority;
@@ -524,6 +562,13 @@ void PrintJob(const protocol::JobView& view) {
   std::cout << "  resources per task: gpus " << r.gpus.value() << "  gpu_milli "
             << r.gpu_milli.value() << "  cpu_milli " << r.cpu.value() << "  memory_mib "
             << r.memory.value() << "\n";
+  if (const auto& elastic = view.spec.elastic) {
+    std::cout << "  Elastic: " << elastic->min << "-" << elastic->max << " "
+              << (elastic->unit == model::ElasticUnit::kGpus ? "GPUs" : "nodes");
+    if (elastic->step > 0) std::cout << " in steps of " << elastic->step;
+    if (view.elastic_now) std::cout << ", now " << *view.elastic_now;
+    std::cout << " (" << view.resizes << (view.resizes == 1 ? " resize)\n" : " resizes)\n");
+  }
   std::cout << "  time limit: "
             << (view.spec.time_limit_s > 0 ? FormatDuration(Seconds(view.spec.time_limit_s))
                                            : std::string("none"));
@@ -608,7 +653,9 @@ void PrintJob(const protocol::JobView& view) {
 void AddAllocationFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--name", f->name, "Job name");
   c->add_option("--project", f->project, "Project (default: the 'default' project)");
-  c->add_option("--gpus", f->gpus, "Whole GPUs per task (or 1 with --gpu-milli for a share)");
+  c->add_option("--gpus", f->gpus,
+                "Whole GPUs per task (or 1 with --gpu-milli for a share); MIN-MAX: an elastic "
+                "job the server resizes within the range (docs/elastic.md)");
   c->add_option("--gpu-milli", f->gpu_milli, "Share of one GPU, 1..1000");
   c->add_option("--gpu-model", f->gpu_models, "Acceptable GPU model (repeatable)");
   CLI::Option* cpus =
@@ -640,8 +687,14 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--environment", f->environment,
                 "Environment NAME or NAME@VERSION to run in (corral env list); its command is "
                 "the default when none is given");
-  c->add_option("--tasks", f->tasks, "Tasks started together (gang)");
-  c->add_option("--nodes", f->nodes, "Distributed job: parts, one per node (same as --tasks)");
+  c->add_option("--gpu-step", f->gpu_step,
+                "Sizes of an elastic --gpus MIN-MAX: MIN, MIN+N, ..., MAX (default: powers of "
+                "two between MIN and MAX)");
+  c->add_option("--tasks", f->tasks,
+                "Tasks started together (gang); MIN-MAX: elastic by nodes, one task per node");
+  c->add_option("--nodes", f->nodes,
+                "Distributed job: parts, one per node (same as --tasks); MIN-MAX: elastic, as "
+                "Slurm's node range");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
   c->add_option("--procs-per-node", f->procs_per_node,
                 "Processes (ranks) per part, usually one per GPU (default 1)");

@@ -1,5 +1,6 @@
 #include "protocol/api_job.h"
 
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
@@ -249,6 +250,11 @@ json ToJson(const JobView& j) {
   if (!j.dependencies.empty()) out["dependencies"] = ListJson(j.dependencies, DependencyJson);
   AddProgressJson(j.progress, out);
   out["checkpoint_dir"] = j.checkpoint_dir ? json(*j.checkpoint_dir) : json();
+  if (j.spec.elastic) {
+    out["elastic"] = ElasticJson(*j.spec.elastic);
+    if (j.elastic_now) out["elastic"]["now"] = *j.elastic_now;
+    out["resizes"] = j.resizes;
+  }
   return out;
 }
 
@@ -312,6 +318,13 @@ Result<JobView> ParseJobView(const json& json) {
   std::string checkpoint_dir;
   CORRAL_RETURN_IF_ERROR(r->String("checkpoint_dir", false, checkpoint_dir));
   if (!checkpoint_dir.empty()) j.checkpoint_dir = checkpoint_dir;
+  // The range is the spec's; the view adds its size now.
+  CORRAL_RETURN_IF_ERROR(r->Object("elastic", false, [&](const FieldReader& e) {
+    return e.OptionalInt("now", j.elastic_now, 0, model::kMaxElasticSize);
+  }));
+  int64_t resizes = 0;
+  CORRAL_RETURN_IF_ERROR(r->Int("resizes", false, resizes, 0, std::numeric_limits<int>::max()));
+  j.resizes = static_cast<int>(resizes);
   return j;
 }
 

@@ -12,7 +12,9 @@
 //             "estimated_start": 1700000600}                            (when estimated)
 //   view:    the summary's fields, and "restarts", "spec" (the stored spec without the
 //            session's token), "events", "tasks", and
-//            "predicted_run_s" ({"estimate", "confidence", "basis"}, while not final)
+//            "predicted_run_s" ({"estimate", "confidence", "basis"}, while not final),
+//            for an elastic job "elastic" (the spec's {"unit", "min", "max", "step"} and "now",
+//            the size of its current or last run, absent when unknown) and "resizes"
 //   submit:  {"id", "state", "project", "user", "reason", "defaults": [{"field":
 //            "resources.cpu_milli", "value": 1000, "why": "1 CPU per process, as the job asks
 //            no GPU"}]}; an array's: "array_id" and "ids" (the elements', by index) for "id".
@@ -142,6 +144,11 @@ struct JobView {
   // folder they keep checkpoints in ("<checkpoint root>/<job id>"; none without a root).
   model::JobProgress progress;
   std::optional<std::string> checkpoint_dir;
+  // An elastic job's (spec.elastic; docs/elastic.md): the size of its current run, or of its
+  // last once it ended, in the range's unit (none while pending, or when not known), and the
+  // resizes it had (0 for a rigid job). The JSON's "elastic" is the spec's range with "now".
+  std::optional<int> elastic_now;
+  int resizes = 0;
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).

@@ -164,6 +164,33 @@ TEST(ApiJobTest, RoundTrips) {
   EXPECT_EQ(ToJson(*view), j);
 }
 
+TEST(ApiJobTest, AnElasticJobShowsItsRangeWithItsSizeNowAndResizes) {
+  JobView job = SomeJob();
+  job.spec.session.reset();
+  job.spec.resources.gpus = GpuCount(2);
+  job.spec.elastic = model::ElasticBounds{model::ElasticUnit::kGpus, 2, 8, 0};
+  job.elastic_now = 8;
+  job.resizes = 3;
+  const json j = ToJson(job);
+  EXPECT_EQ(j["elastic"],
+            (json{{"unit", "gpus"}, {"min", 2}, {"max", 8}, {"step", 0}, {"now", 8}}));
+  EXPECT_EQ(j["resizes"], 3);
+  auto view = ParseJobView(j);
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->elastic_now, 8);
+  EXPECT_EQ(view->resizes, 3);
+  EXPECT_EQ(view->spec.elastic, job.spec.elastic);
+  EXPECT_EQ(ToJson(*view), j);
+  // Pending: no size now. A rigid job has neither field.
+  job.elastic_now.reset();
+  EXPECT_FALSE(ToJson(job)["elastic"].contains("now"));
+  EXPECT_FALSE(ToJson(SomeJob()).contains("elastic"));
+  EXPECT_FALSE(ToJson(SomeJob()).contains("resizes"));
+  json bad = j;
+  bad["elastic"]["now"] = -1;
+  EXPECT_THAT(ErrorOf(ParseJobView(bad)), HasSubstr("job: field 'elastic.now': must be"));
+}
+
 // The listing read from its text, a job at a time (the CLI's `jobs`): the same jobs and the same
 // errors as from the tree.
 TEST(ApiJobTest, SummariesFromTextMatchThoseFromTheTree) {

@@ -11,6 +11,7 @@
 #include "protocol/array_spec.h"
 #include "protocol/job_spec.h"
 #include "protocol/names.h"
+#include "protocol/size_flag.h"
 
 namespace corral::protocol {
 namespace {
@@ -27,7 +28,8 @@ struct GpuAsk {
   int64_t count = 0;
 };
 struct SlurmAsk {
-  std::optional<int64_t> nodes, ntasks, ntasks_per_node, cpus_per_task;
+  std::optional<SizeFlag> nodes;  // a range: elastic by nodes
+  std::optional<int64_t> ntasks, ntasks_per_node, cpus_per_task;
   std::optional<int64_t> mem_mib, mem_per_cpu_mib, mem_per_gpu_mib;
   std::optional<GpuAsk> gpus_total, gpus_per_node, gpus_per_task;
   json fields = json::object();  // the fields that map one to one
@@ -68,21 +70,12 @@ Result<int64_t> WholeNumber(const std::string& value, const std::string& where, 
   return n;
 }
 
-// "N" or "N-N" (Slurm's node range; corral's parts are one number).
-Result<int64_t> SlurmNodeCount(const std::string& value, const std::string& where) {
-  const size_t dash = value.find('-');
-  if (dash == std::string::npos) return WholeNumber(value, where, 1);
-  auto low = WholeNumber(value.substr(0, dash), where, 1);
-  auto high = WholeNumber(value.substr(dash + 1), where, 1);
-  if (!low.ok() || !high.ok())
-    return DirectiveError(where, "expected N or MIN-MAX nodes, got '" + value + "'");
-  if (*low != *high) {
-    return DirectiveError(where,
-                          "a node range (" + value +
-                              ") is not supported: corral starts a job's parts together; give one "
-                              "number");
-  }
-  return *low;
+// "N" or "MIN-MAX" (Slurm's node range: an elastic job, docs/elastic.md).
+Result<SizeFlag> SlurmNodeCount(const std::string& value, const std::string& where) {
+  auto nodes = ParseSizeFlag(value, where);
+  if (!nodes.ok()) return InScript(nodes.status());
+  if (nodes->min < 1) return DirectiveError(where, "expected at least 1 node, got '" + value + "'");
+  return *nodes;
 }
 
 // Slurm's memory size: a number with K, M (the default), G or T; in MiB, rounded up.
@@ -310,6 +303,19 @@ CorralHandler SetNumber(const std::string& path) {
   };
 }
 
+// A size flag (--gpus, --nodes: "N" or "MIN-MAX") into `path` ("resources.gpus", "tasks"), or
+// for a range into "elastic" of `unit` (keeping a --gpu-step given before it).
+CorralHandler SetSize(const std::string& path, model::ElasticUnit unit) {
+  return [path, unit](const std::string& value, const std::string& where, json& spec) {
+    auto size = ParseSizeFlag(value, where);
+    if (!size.ok()) return InScript(size.status());
+    if (!size->IsRange()) return SetNumber(path)(value, where, spec);
+    const int step = spec.contains("elastic") ? spec["elastic"].value("step", 0) : 0;
+    spec["elastic"] = ElasticJson({.unit = unit, .min = size->min, .max = size->max, .step = step});
+    return Status::Ok();
+  };
+}
+
 // --after ID and its kind: appended to the dependency (all of them must be met).
 CorralHandler AppendAfter(const std::string& kind) {
   return [kind](const std::string& value, const std::string&, json& spec) {
@@ -325,8 +331,9 @@ const std::vector<CorralOption>& CorralTable() {
   static const std::vector<CorralOption> kTable = {
       {"--name", Arity::kValue, SetField("name")},
       {"--project", Arity::kValue, SetField("project")},
-      {"--gpus", Arity::kValue, SetNumber("resources.gpus")},
-      {"--gpus-per-node", Arity::kValue, SetNumber("resources.gpus")},
+      {"--gpus", Arity::kValue, SetSize("resources.gpus", model::ElasticUnit::kGpus)},
+      {"--gpus-per-node", Arity::kValue, SetSize("resources.gpus", model::ElasticUnit::kGpus)},
+      {"--gpu-step", Arity::kValue, SetNumber("elastic.step")},
       {"--gpu-milli", Arity::kValue, SetNumber("resources.gpu_milli")},
       {"--gpu-model", Arity::kValue,
        [](const std::string& value, const std::string&, json& spec) {
@@ -336,8 +343,8 @@ const std::vector<CorralOption>& CorralTable() {
       {"--cpus", Arity::kValue, SetNumber("resources.cpus")},
       {"--cpu-milli", Arity::kValue, SetNumber("resources.cpu_milli")},
       {"--memory-mib", Arity::kValue, SetNumber("resources.memory_mib")},
-      {"--tasks", Arity::kValue, SetNumber("tasks")},
-      {"--nodes", Arity::kValue, SetNumber("tasks")},
+      {"--tasks", Arity::kValue, SetSize("tasks", model::ElasticUnit::kNodes)},
+      {"--nodes", Arity::kValue, SetSize("tasks", model::ElasticUnit::kNodes)},
       {"--procs-per-node", Arity::kValue, SetNumber("procs_per_node")},
       {"--launcher", Arity::kValue, SetField("launcher")},
       {"--priority", Arity::kValue, SetNumber("priority")},
@@ -497,7 +504,15 @@ Status ParseDirectiveOptions(const std::vector<std::string>& words, int line, Di
 // Parts, processes per part, GPUs and memory per part from Slurm's counts (the header).
 Status FinishSlurm(const SlurmAsk& ask, json& spec, std::vector<std::string>& warnings) {
   const std::string where = "#SBATCH";
-  int64_t parts = ask.nodes.value_or(1);
+  const bool elastic = ask.nodes && ask.nodes->IsRange();
+  // Ranks and GPUs of the whole job do not divide onto a number of nodes that changes.
+  if (elastic && ask.ntasks) {
+    return DirectiveError(where, "--ntasks with a node range: give --ntasks-per-node");
+  }
+  if (elastic && ask.gpus_total) {
+    return DirectiveError(where, "--gpus with a node range: give --gpus-per-node");
+  }
+  int64_t parts = ask.nodes ? ask.nodes->min : 1;
   int64_t procs = 1;
   if (ask.ntasks_per_node) {
     procs = *ask.ntasks_per_node;
@@ -521,7 +536,12 @@ Status FinishSlurm(const SlurmAsk& ask, json& spec, std::vector<std::string>& wa
     }
     procs = *ask.ntasks / parts;
   }
-  if (ask.nodes || parts != 1) spec["tasks"] = parts;
+  if (elastic) {
+    spec["elastic"] = ElasticJson(
+        {.unit = model::ElasticUnit::kNodes, .min = ask.nodes->min, .max = ask.nodes->max});
+  } else if (ask.nodes || parts != 1) {
+    spec["tasks"] = parts;
+  }
   if (ask.ntasks || ask.ntasks_per_node) spec["procs_per_node"] = procs;
   if (ask.cpus_per_task) spec["resources"]["cpus"] = *ask.cpus_per_task;
   std::optional<GpuAsk> gpus;  // per part

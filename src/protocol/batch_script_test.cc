@@ -153,7 +153,10 @@ TEST(BatchScriptTest, RefusesWhatSbatchRefusesAndBoundsInput) {
            {"#!/bin/sh\n#SBATCH -J 'open\n", "unterminated quote"},
            {"#!/bin/sh\n#SBATCH stray\n", "'stray' is not an option"},
            {"#!/bin/sh\n#SBATCH --time\n", "needs a value"},
-           {"#!/bin/sh\n#SBATCH -N 2-4\n", "node range"},
+           {"#!/bin/sh\n#SBATCH -N 4-2\n", "line 2: #SBATCH -N: 4-2: MIN must not exceed MAX"},
+           {"#!/bin/sh\n#SBATCH -N 0\n", "expected at least 1 node, got '0'"},
+           {"#!/bin/sh\n#SBATCH -N 1-2 -n 4\n", "--ntasks with a node range"},
+           {"#!/bin/sh\n#SBATCH -N 1-2 --gpus 4\n", "--gpus with a node range"},
            {std::string("#!/bin/sh\n\0x", 12), "NUL"},
            {"#!/bin/sh\n" + std::string(kMaxScriptBytes, '#'), "longer than"},
        }) {
@@ -164,6 +167,22 @@ TEST(BatchScriptTest, RefusesWhatSbatchRefusesAndBoundsInput) {
   std::string many = "#!/bin/sh\n";
   for (size_t i = 0; i <= kMaxDirectives; ++i) many += "#SBATCH --exclusive\n";
   EXPECT_FALSE(ParseDirectives(many).ok());
+}
+
+TEST(BatchScriptTest, ANodeRangeIsAJobElasticByNodes) {
+  json spec = Expand("#!/bin/sh\n#SBATCH --nodes=1-2 --gpus-per-node=4 --ntasks-per-node=4\n");
+  EXPECT_EQ(spec["elastic"], (json{{"unit", "nodes"}, {"min", 1}, {"max", 2}, {"step", 0}}));
+  EXPECT_FALSE(spec.contains("tasks"));  // MIN, set by the spec's codec
+  EXPECT_EQ(spec["procs_per_node"], 4);
+  auto parsed = ParseJobSpec(spec);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  EXPECT_EQ(parsed->tasks, 1);
+  EXPECT_EQ(parsed->resources.gpus, GpuCount(4));
+  EXPECT_EQ(Expand("#!/bin/sh\n#SBATCH -N 2-2\n")["tasks"], 2);  // one number
+  // #CORRAL lines take submit's ranges and --gpu-step.
+  spec = Expand("#!/bin/sh\n#CORRAL --gpu-step 2 --gpus 2-8\n");
+  EXPECT_EQ(spec["elastic"], (json{{"unit", "gpus"}, {"min", 2}, {"max", 8}, {"step", 2}}));
+  EXPECT_EQ(Expand("#!/bin/sh\n#CORRAL --nodes 1-3\n")["elastic"]["unit"], "nodes");
 }
 
 TEST(BatchScriptTest, ParsesQuotedValuesAndShortOptionsGluedToTheirValue) {

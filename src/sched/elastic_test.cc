@@ -5,6 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "sched/scheduler.h"
 
 namespace corral::sched {
@@ -146,36 +148,152 @@ TEST(ElasticShrink, MostBorrowedJobFirstOnANode) {
   EXPECT_EQ(plan->resizes[0].to, 2);
 }
 
-model::Job WholeGpuJob(int64_t id, int gpus) {
+model::Job WholeGpuJob(int64_t id, int gpus, std::string project = "p") {
   model::Job j;
   j.id = JobId(id);
   j.user = "u";
-  j.project = "p";
+  j.project = std::move(project);
   j.resources = model::MakeResources(gpus, 1000, 1000, 1024);
   return j;
 }
 
+// An elastic job of MIN..MAX GPUs, submitted at MIN.
+model::Job ElasticGpus(int64_t id, int min, int max, std::string project = "p") {
+  model::Job j = WholeGpuJob(id, min, std::move(project));
+  j.elastic = model::ElasticBounds{model::ElasticUnit::kGpus, min, max, 0};
+  return j;
+}
+
+// An elastic gang of MIN..MAX tasks of `task_gpus` GPUs each, submitted at MIN.
+model::Job ElasticNodes(int64_t id, int min, int max, int task_gpus) {
+  model::Job j = WholeGpuJob(id, task_gpus);
+  j.tasks = min;
+  j.elastic = model::ElasticBounds{model::ElasticUnit::kNodes, min, max, 0};
+  return j;
+}
+
+std::unique_ptr<Scheduler> Cluster(int nodes, SharingConfig sharing = {}) {
+  SchedulerConfig config{"bestfit"};
+  config.sharing = std::move(sharing);
+  auto created = Scheduler::Create(config, {});
+  EXPECT_TRUE(created.ok());
+  for (int n = 0; n < nodes; ++n) {
+    EXPECT_TRUE((*created)
+                    ->AddNode(model::MakeNode("n" + std::to_string(n), "A100", 8, CpuMilli(64000),
+                                              MemoryMib(262144)))
+                    .ok());
+  }
+  return std::move(*created);
+}
+
+std::set<NodeIndex> NodesOf(const Scheduler& s, JobId job) {
+  std::set<NodeIndex> out;
+  for (const Allocation& a : *s.AllocationsOf(job)) out.insert(a.node);
+  return out;
+}
+
 TEST(SchedulerResize, GrowsIntoFreeGpusAndShrinksKeepingItsNode) {
-  auto created = Scheduler::Create(SchedulerConfig{"bestfit"}, {});
-  ASSERT_TRUE(created.ok());
-  Scheduler& s = **created;
-  ASSERT_TRUE(s.AddNode(model::MakeNode("n1", "A100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
-  ASSERT_TRUE(s.Submit(WholeGpuJob(1, 2)).ok());
+  auto cluster = Cluster(1);
+  Scheduler& s = *cluster;
+  ASSERT_TRUE(s.Submit(ElasticGpus(1, 2, 8)).ok());
   ASSERT_EQ(s.Schedule(Seconds(0)).starts.size(), 1u);
   ASSERT_TRUE(s.Resize(JobId(1), 8, Seconds(10)).ok());
   EXPECT_EQ(s.AllocationsOf(JobId(1))->front().gpus.size(), 8u);
   EXPECT_EQ(s.state().FreeGpuMilli(), 0);
   EXPECT_EQ(s.ProjectUsage("p"), 8000);
-  EXPECT_EQ(s.Resize(JobId(1), 9, Seconds(11)).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.Resize(JobId(1), 9, Seconds(11)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.Resize(JobId(1), 1, Seconds(11)).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(s.Resize(JobId(1), 4, Seconds(20)).ok());
   EXPECT_EQ(s.state().FreeGpuMilli(), 4000);
   EXPECT_EQ(s.ProjectUsage("p"), 4000);
-  // The freed GPUs take a pending job.
+  // The freed GPUs take a pending job; then there is no room to grow: nothing changes.
   ASSERT_TRUE(s.Submit(WholeGpuJob(2, 4)).ok());
   EXPECT_EQ(s.Schedule(Seconds(21)).starts.size(), 1u);
+  EXPECT_EQ(s.Resize(JobId(1), 8, Seconds(22)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.AllocationsOf(JobId(1))->front().gpus.size(), 4u);
+  EXPECT_EQ(s.ProjectUsage("p"), 8000);
+  // A rigid job does not resize.
+  EXPECT_EQ(s.Resize(JobId(2), 2, Seconds(23)).code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(s.Finish(JobId(1)).ok());
   EXPECT_EQ(s.state().FreeGpuMilli(), 4000);
   EXPECT_EQ(s.Resize(JobId(1), 2, Seconds(30)).code(), StatusCode::kNotFound);
+}
+
+TEST(SchedulerResize, ANodesJobGrowsOneTaskPerNewNodeAndShrinksFromItsLastTask) {
+  auto cluster = Cluster(4);
+  Scheduler& s = *cluster;
+  // Tasks of 2 GPUs: the first node could hold four, but each task needs a node of its own.
+  ASSERT_TRUE(s.Submit(ElasticNodes(1, 1, 4, 2)).ok());
+  ASSERT_EQ(s.Schedule(Seconds(0)).starts.size(), 1u);
+  const NodeIndex first = s.AllocationsOf(JobId(1))->front().node;
+  ASSERT_TRUE(s.Resize(JobId(1), 3, Seconds(10)).ok());
+  const std::vector<Allocation> three = *s.AllocationsOf(JobId(1));
+  ASSERT_EQ(three.size(), 3u);
+  EXPECT_EQ(three[0].node, first);  // task 0 stays where it ran
+  EXPECT_EQ(NodesOf(s, JobId(1)).size(), 3u);
+  for (const Allocation& a : three) EXPECT_EQ(a.gpus.size(), 2u);
+  EXPECT_EQ(s.ProjectUsage("p"), 6000);
+  EXPECT_TRUE(s.state().node(first).schedulable);  // the nodes it set aside are restored
+  // Shrinking keeps tasks 0..1.
+  ASSERT_TRUE(s.Resize(JobId(1), 2, Seconds(20)).ok());
+  const std::vector<Allocation> two = *s.AllocationsOf(JobId(1));
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0], three[0]);
+  EXPECT_EQ(two[1], three[1]);
+  EXPECT_EQ(s.state().FreeGpuMilli(), 28000);
+  // Two rigid jobs fill the two other nodes: growing to 4 does not fit, nothing changes.
+  ASSERT_TRUE(s.Submit(WholeGpuJob(2, 8)).ok());
+  ASSERT_TRUE(s.Submit(WholeGpuJob(3, 8)).ok());
+  ASSERT_EQ(s.Schedule(Seconds(21)).starts.size(), 2u);
+  EXPECT_EQ(s.Resize(JobId(1), 4, Seconds(22)).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(*s.AllocationsOf(JobId(1)), two);
+  EXPECT_EQ(s.Resize(JobId(1), 5, Seconds(22)).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(SchedulerResize, OnlyMinCountsAgainstTheQuotaAndUseFollowsTheSize) {
+  SharingConfig sharing;
+  sharing.projects["p"].quota_milli = 4000;
+  auto cluster = Cluster(1, sharing);
+  Scheduler& s = *cluster;
+  ASSERT_TRUE(s.Submit(ElasticGpus(1, 2, 8)).ok());
+  ASSERT_EQ(s.Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(s.Resize(JobId(1), 6, Seconds(10)).ok());
+  EXPECT_EQ(s.ProjectUsage("p"), 6000);
+  EXPECT_DOUBLE_EQ(s.fair_share().DominantShare("p"), 0.75);
+  EXPECT_TRUE(s.BorrowedJobs().empty());  // its MIN (2) is inside the quota (4)
+  // A rigid job of the project still has quota room: it starts as not borrowed.
+  ASSERT_TRUE(s.Submit(WholeGpuJob(2, 2)).ok());
+  const Decisions d = s.Schedule(Seconds(11));
+  ASSERT_EQ(d.starts.size(), 1u);
+  EXPECT_FALSE(d.starts[0].borrowed);
+  EXPECT_TRUE(s.BorrowedJobs().empty());
+  ASSERT_TRUE(s.Resize(JobId(1), 2, Seconds(20)).ok());
+  EXPECT_EQ(s.ProjectUsage("p"), 4000);
+  EXPECT_DOUBLE_EQ(s.fair_share().DominantShare("p"), 0.5);
+  ASSERT_TRUE(s.Finish(JobId(1)).ok());
+  ASSERT_TRUE(s.Finish(JobId(2)).ok());
+  EXPECT_EQ(s.ProjectUsage("p"), 0);
+  EXPECT_DOUBLE_EQ(s.fair_share().DominantShare("p"), 0.0);
+}
+
+TEST(SchedulerResize, APreemptedElasticJobWaitsForItsMinAgain) {
+  SharingConfig sharing;
+  sharing.projects["owner"].quota_milli = 8000;
+  auto cluster = Cluster(1, sharing);
+  Scheduler& s = *cluster;
+  ASSERT_TRUE(s.Submit(ElasticGpus(1, 2, 8, "guest")).ok());
+  ASSERT_EQ(s.Schedule(Seconds(0)).starts.size(), 1u);
+  ASSERT_TRUE(s.Resize(JobId(1), 8, Seconds(10)).ok());
+  EXPECT_EQ(s.BorrowedJobs(), std::vector<JobId>{JobId(1)});  // its MIN is beyond quota 0
+  // The owner's 6 GPUs reclaim the node; the guest comes back at its MIN in the 2 left.
+  ASSERT_TRUE(s.Submit(WholeGpuJob(2, 6, "owner")).ok());
+  const Decisions d = s.Schedule(Seconds(20));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+  const Decisions again = s.Schedule(Seconds(21));
+  ASSERT_EQ(again.starts.size(), 1u);
+  EXPECT_EQ(again.starts[0].job, JobId(1));
+  EXPECT_EQ(again.starts[0].tasks.front().gpus.size(), 2u);
 }
 
 }  // namespace

@@ -11,6 +11,29 @@ constexpr Seconds kDefaultEstimate{3600};
 
 int64_t MilliOf(const model::Job& job) { return job.TotalMilli().value(); }
 
+// An elastic job at its MIN (how it waits: a pending elastic job asks for MIN); others as they
+// are.
+model::Job AtMin(model::Job job) {
+  if (job.elastic) {
+    if (job.elastic->unit == model::ElasticUnit::kGpus) {
+      job.resources.gpus = GpuCount(job.elastic->min);
+    } else {
+      job.tasks = job.elastic->min;
+    }
+  }
+  return job;
+}
+
+// The use of a running job that counts against its project's quota: all of it, or an elastic
+// job's MIN (its GPUs above MIN are borrowed: never inside the quota, taken back by shrinking).
+int64_t QuotaMilliOf(const model::Job& job) {
+  if (!job.elastic) return MilliOf(job);
+  const int64_t per_unit = job.elastic->unit == model::ElasticUnit::kGpus
+                               ? kWholeGpu.value()
+                               : job.resources.TotalMilli().value();
+  return per_unit * job.elastic->min;
+}
+
 std::string Id(JobId job) { return std::to_string(job.value()); }
 
 }  // namespace
@@ -126,7 +149,7 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   for (auto& [id, run] : running_) {
     run.bucket = QuotaBucket(PolicyOf(run.job.project), run.job.resources.gpu_models);
     run.estimated_end = Seconds(run.start.value() + EstimateOf(run.job).value());
-    bucket_usage_[{run.job.project, run.bucket}] += MilliOf(run.job);
+    bucket_usage_[{run.job.project, run.bucket}] += QuotaMilliOf(run.job);
   }
   ++generation_;  // waiting jobs are worth another try under the new rules
   ++state_version_;
@@ -370,7 +393,7 @@ void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seco
   run.start_seq = start_seq_++;
   run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
   use_.Add(job);
-  bucket_usage_[{job.project, run.bucket}] += MilliOf(job);
+  bucket_usage_[{job.project, run.bucket}] += QuotaMilliOf(job);
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
   const JobId id = job.id;
@@ -390,7 +413,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   }
   const model::Job& j = run.job;
   use_.Remove(j);
-  bucket_usage_[{j.project, run.bucket}] -= MilliOf(j);
+  bucket_usage_[{j.project, run.bucket}] -= QuotaMilliOf(j);
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
@@ -429,15 +452,43 @@ double Scheduler::LostWorkOf(JobId job, Seconds now) const {
   return static_cast<double>(MilliOf(run.job)) * static_cast<double>(now.value() - since) / 1000.0;
 }
 
-Status Scheduler::Resize(JobId job, int gpus, Seconds now) {
+Status Scheduler::Resize(JobId job, int to, Seconds now) {
   auto it = running_.find(job);
   if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
-  Running& run = it->second;
-  if (run.tasks.size() != 1 || run.job.resources.gpu_milli.value() != kWholeGpu.value()) {
-    return InvalidArgument("job " + Id(job) + ": only a one-task job of whole GPUs resizes");
+  const Running& run = it->second;
+  if (!run.job.elastic) return InvalidArgument("job " + Id(job) + ": not elastic");
+  const model::ElasticBounds& bounds = *run.job.elastic;
+  const std::string unit(model::ElasticUnitName(bounds.unit));
+  if (to < bounds.min || to > bounds.max) {
+    return InvalidArgument("job " + Id(job) + ": size " + std::to_string(to) + " " + unit +
+                           " is outside its elastic range " + std::to_string(bounds.min) + "-" +
+                           std::to_string(bounds.max));
   }
-  if (gpus < 1) return InvalidArgument("gpus: must be at least 1");
-  const Allocation old = run.tasks.front();
+  auto tasks =
+      bounds.unit == model::ElasticUnit::kGpus ? ResizedGpus(run, to) : ResizedNodes(run, to);
+  if (!tasks) {
+    return Status(StatusCode::kResourceExhausted,
+                  "job " + Id(job) + ": no room to grow to " + std::to_string(to) + " " + unit);
+  }
+  model::Job job_then = run.job;
+  if (bounds.unit == model::ElasticUnit::kGpus) {
+    job_then.resources.gpus = GpuCount(to);
+  } else {
+    job_then.tasks = to;
+  }
+  const int64_t start_seq = run.start_seq;
+  Running old = StopRunning(job);  // releases the old allocations and uncharges their use
+  attained_[job] += AttainedIn(old, now);
+  // The new allocations are the kept part of the old ones and room that was free besides
+  // them (ResizedGpus / ResizedNodes): they fit now that the old ones are released.
+  for (const Allocation& a : *tasks) (void)state_.Allocate(a);
+  StartRunning(std::move(job_then), std::move(*tasks), now);
+  running_.at(job).start_seq = start_seq;
+  return Status::Ok();
+}
+
+std::optional<std::vector<Allocation>> Scheduler::ResizedGpus(const Running& run, int gpus) const {
+  const Allocation& old = run.tasks.front();
   Allocation resized = old;
   resized.gpus.clear();
   const int keep = std::min<int>(gpus, static_cast<int>(old.gpus.size()));
@@ -446,23 +497,41 @@ Status Scheduler::Resize(JobId job, int gpus, Seconds now) {
   for (int g = 0;
        g < static_cast<int>(node.gpu_free.size()) && static_cast<int>(resized.gpus.size()) < gpus;
        ++g) {
-    if (node.gpu_free[g] == kWholeGpu.value()) {
-      resized.gpus.push_back(GpuShare{g, kWholeGpu});
+    if (node.gpu_free[g] == kWholeGpu.value()) resized.gpus.push_back(GpuShare{g, kWholeGpu});
+  }
+  if (static_cast<int>(resized.gpus.size()) < gpus) return std::nullopt;
+  return std::vector<Allocation>{std::move(resized)};
+}
+
+std::optional<std::vector<Allocation>> Scheduler::ResizedNodes(const Running& run, int tasks) {
+  const size_t keep = std::min<size_t>(static_cast<size_t>(tasks), run.tasks.size());
+  std::vector<Allocation> out(run.tasks.begin(), run.tasks.begin() + keep);
+  if (out.size() == static_cast<size_t>(tasks)) return out;
+  // Each new task on a node holding no task of the job: the job's nodes, and each node a new
+  // task takes, are cordoned while the policy places the next one, then restored.
+  std::vector<NodeIndex> cordoned;
+  for (const Allocation& a : out) {
+    if (state_.node(a.node).schedulable) {
+      (void)state_.SetSchedulable(a.node, false);
+      cordoned.push_back(a.node);
     }
   }
-  if (static_cast<int>(resized.gpus.size()) < gpus) {
-    return FailedPrecondition("job " + Id(job) + ": not enough free GPUs on its node to grow");
+  Shape shape{run.job.resources, 1};
+  const TaskRequest& request = RequestOf(shape);
+  std::vector<Allocation> added;
+  while (out.size() + added.size() < static_cast<size_t>(tasks)) {
+    std::optional<Allocation> placed = placer_.Place(request);
+    if (!placed) break;
+    (void)state_.SetSchedulable(placed->node, false);
+    cordoned.push_back(placed->node);
+    added.push_back(std::move(*placed));
   }
-  model::Job job_then = run.job;
-  job_then.resources.gpus = GpuCount(gpus);
-  const int64_t start_seq = run.start_seq;
-  StopRunning(job);  // releases the old allocation and uncharges its use
-  // The new allocation holds some of the old GPUs and GPUs that were free besides them, with
-  // the same CPU and memory: it fits now that the old one is released.
-  (void)state_.Allocate(resized);
-  StartRunning(std::move(job_then), {resized}, now);
-  running_.at(job).start_seq = start_seq;
-  return Status::Ok();
+  for (NodeIndex n : cordoned) (void)state_.SetSchedulable(n, true);
+  // Resize allocates the result again once the old allocations are released.
+  for (const Allocation& a : added) (void)state_.Release(a);
+  if (out.size() + added.size() < static_cast<size_t>(tasks)) return std::nullopt;
+  out.insert(out.end(), added.begin(), added.end());
+  return out;
 }
 
 Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& tasks,
@@ -563,7 +632,7 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
   std::vector<JobId> borrowed;
   for (const Running* run : runs) {
     int64_t& u = used[{run->job.project, run->bucket}];
-    u += MilliOf(run->job);
+    u += QuotaMilliOf(run->job);
     if (u > QuotaOf(PolicyOf(run->job.project), run->bucket)) borrowed.push_back(run->job.id);
   }
   std::sort(borrowed.begin(), borrowed.end());
@@ -573,7 +642,7 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
 bool Scheduler::WouldBorrow(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
   const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
-  return BucketUsage(job.project, bucket) + MilliOf(job) > QuotaOf(policy, bucket);
+  return BucketUsage(job.project, bucket) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
 }
 
 bool Scheduler::AnyQuota() const {
@@ -699,7 +768,7 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
   for (JobId id : victims) {
     Running run = StopRunning(id, /*release=*/false);  // released above
     attained_[id] += AttainedIn(run, now);
-    Enqueue(run.job);
+    Enqueue(AtMin(std::move(run.job)));
     preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why});
   }
   return placed;

@@ -29,6 +29,10 @@
 // preempts borrowed jobs of other projects — lowest priority, most over quota, most recently
 // started first, and only those needed — which go back to the queue (Decisions::preemptions).
 //
+// Elastic jobs (model::Job::elastic, docs/elastic.md): a pending one asks for its MIN (a
+// preempted one is queued again at MIN); Resize changes a running one's size; only its MIN
+// counts against its project's quota, its GPUs above MIN being borrowed (BorrowedJobs).
+//
 // Arrays: the elements of an array with a running limit (model::Job::array_max_running) never
 // run more than that many at once; the others wait with kReasonArrayLimit.
 //
@@ -198,13 +202,19 @@ class Scheduler {
   // GPUs × the time since its last checkpoint, or since its start when it never made one
   // since. 0 for a job not running.
   double LostWorkOf(JobId job, Seconds now) const;
-  // Restarts a running one-task job of whole GPUs at `gpus` GPUs on the same node, as a new
-  // generation (an elastic resize, sched/elastic.h): a shrink keeps its lowest-indexed GPUs,
-  // a growth adds the node's lowest-indexed wholly free ones. The job keeps its place in quota
-  // order and its borrowed status; its run (for estimates and lost work) starts at `now`.
-  // Errors: not running, a gang or a share, gpus < 1, not enough free GPUs on its node
-  // (nothing changes then).
-  Status Resize(JobId job, int gpus, Seconds now);
+  // Restarts a running elastic job (model::Job::elastic) at size `to` in its unit, as a new
+  // generation (sched/elastic_plan.h decides when):
+  //  - kGpus, on the same node: a shrink keeps its lowest-indexed GPUs, a growth adds the
+  //    node's lowest-indexed wholly free ones;
+  //  - kNodes, `to` tasks: a shrink keeps tasks 0..to-1 and releases the rest; a growth keeps
+  //    them all and places tasks old..to-1, all or none, with the same per-task resources, each
+  //    on a node holding no task of the job (the policy picks each node in turn, as for a lone
+  //    task).
+  // Its copy of the job gets the new size (resources.gpus or tasks); it keeps its place in
+  // quota order; its run (estimates, lost work, min-run-before-preemption) starts at `now`.
+  // Errors: NotFound (not running), InvalidArgument (not elastic, or `to` outside its range),
+  // ResourceExhausted (a growth that does not fit; nothing changes).
+  Status Resize(JobId job, int to, Seconds now);
   // Re-establishes a job that is already running since `started` with the allocations it holds
   // (the server rebuilding its state after a restart). Errors: invalid job, known id, an
   // allocation that does not fit (nothing is applied then).
@@ -240,7 +250,10 @@ class Scheduler {
   const std::vector<Allocation>* AllocationsOf(JobId job) const;
   // GPUs (milli) a project runs now, borrowed or not.
   int64_t ProjectUsage(const std::string& project) const;
-  // The running jobs beyond their projects' quotas (preemptible by reclaim), in id order.
+  // The running jobs beyond their projects' quotas (preemptible by reclaim), in id order. An
+  // elastic job counts its MIN here (and in WouldBorrow): its GPUs above MIN are borrowed
+  // whatever the quota, and the caller takes them back by shrinking (sched/elastic_plan.h),
+  // so it is preempted only when its MIN is beyond the quota.
   std::vector<JobId> BorrowedJobs() const;
   const FairShareLedger& fair_share() const { return fair_share_; }
   // The job the last pass reserved capacity for (kBackfill) and when it is expected to start.
@@ -320,6 +333,10 @@ class Scheduler {
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
   void StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now);
+  // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
+  // applied; nullopt when a growth does not fit.
+  std::optional<std::vector<Allocation>> ResizedGpus(const Running& run, int gpus) const;
+  std::optional<std::vector<Allocation>> ResizedNodes(const Running& run, int tasks);
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
   int64_t BucketUsage(const std::string& project, const std::string& bucket) const;

@@ -688,12 +688,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
                                                    std::to_string(preempted.job.value()) +
                                                    ", which was not running");
         }
-        stop_run(i, t);
-        if (runs[i].range) {
-          // Queued again at the size it ran at: an elastic job waits for its MIN only.
-          CORRAL_RETURN_IF_ERROR(s.Cancel(preempted.job));
-          CORRAL_RETURN_IF_ERROR(s.Submit(at_min(i)));
-        }
+        stop_run(i, t);  // the scheduler queued it again (an elastic job at its MIN)
         pending_jobs.emplace(outcomes[i].submit_s, i);
         ++outcomes[i].preemptions;
         ++result.projects[outcomes[i].project].preemptions;

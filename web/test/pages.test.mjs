@@ -39,6 +39,9 @@ test('specOf: a command job, or a batch script whose directives fill the fields 
   assert.deepEqual(cmd, { project: 'p', command: ['echo', 'hi'], environment: 'pytorch@2', tasks: 2,
     resources: { gpus: 4 }, launcher: 'torchrun', array: { max_running: 2, indices: [0, 1, 2, 3] }, time_limit_s: 600 });
   assert.deepEqual(specOf({ command: 'echo hi', project: 'p' }), { project: 'p', command: ['echo hi'], shell: true });
+  assert.deepEqual(specOf({ command: 'x', project: 'p', gpus: '2', max_gpus: '8' }).elastic, { unit: 'gpus', min: 2, max: 8 });
+  assert.deepEqual(specOf({ command: 'x', project: 'p', max_gpus: '4' }).elastic, { unit: 'gpus', min: 1, max: 4 });
+  assert.equal(specOf({ command: 'x', project: 'p', gpus: '4', max_gpus: '4' }).elastic, undefined);
   const batch = specOf({ project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh' }, args: ' a  b ', launcher: 'none' });
   assert.deepEqual(batch, { project: 'p', script: { text: '#!/bin/bash\necho x', name: 'run.sh', args: ['a', 'b'] } });
 });

@@ -25,7 +25,7 @@ SPEC_FIELDS = frozenset((
     "name", "project", "environment", "command", "shell", "workdir", "submit_dir", "env",
     "resources", "tasks", "priority", "time_limit_s", "signal", "dependency",
     "kill_on_invalid_dep", "max_restarts", "launcher", "procs_per_node", "array", "session",
-    "script", "output_file", "error_file", "partition", "qos"))
+    "script", "output_file", "error_file", "partition", "qos", "elastic"))
 RESOURCE_FIELDS = frozenset(("gpus", "gpu_milli", "gpu_models", "cpus", "cpu_milli",
                              "memory_mib"))
 
@@ -53,14 +53,37 @@ def parse_duration(value: Union[int, float, str]) -> int:
     raise ValueError(f"time: expected seconds, '1h30m' or 'HH:MM:SS', got '{value}'")
 
 
+def _size_range(value: Any) -> Optional[tuple[int, int]]:
+    """(MIN, MAX) of an elastic size ("2-8" or (2, 8)); None for one number."""
+    if isinstance(value, str) and "-" in value[1:]:
+        low, _, high = value.partition("-")
+        return int(low), int(high)
+    if isinstance(value, (tuple, list)) and len(value) == 2:
+        return int(value[0]), int(value[1])
+    return None
+
+
 def build_spec(command: Union[None, str, Sequence[str]] = None, **fields: Any) -> dict[str, Any]:
     """A JobSpec from keyword arguments: the spec's own names, the Resources' names (gpus=2),
     nodes= for tasks, time= / time_limit= for time_limit_s (seconds or "1h30m"); a command
-    given as one string runs in the shell. TypeError naming an unknown argument."""
+    given as one string runs in the shell. An elastic job (docs/elastic.md) takes a range
+    for gpus= or nodes= ("2-8" or (2, 8)), and gpu_step= for a range of GPUs. TypeError
+    naming an unknown argument; ValueError for a range that makes no sense."""
     spec: dict[str, Any] = {}
     resources = dict(fields.pop("resources", None) or {})
     if "nodes" in fields:
         fields["tasks"] = fields.pop("nodes")
+    step = fields.pop("gpu_step", None)
+    for key, unit in (("gpus", "gpus"), ("tasks", "nodes")):
+        bounds = _size_range(fields.get(key))
+        if bounds is None:
+            continue
+        if "elastic" in spec:
+            raise ValueError("gpus and nodes: a job grows by GPUs or by nodes, not both")
+        del fields[key]
+        spec["elastic"] = {"unit": unit, "min": bounds[0], "max": bounds[1], "step": step or 0}
+    if step is not None and spec.get("elastic", {}).get("unit") != "gpus":
+        raise ValueError("gpu_step: needs a range of GPUs (gpus='2-8')")
     for alias in ("time", "time_limit"):
         if alias in fields:
             value = fields.pop(alias)

@@ -85,6 +85,9 @@ class Job:
     metrics_at: Optional[int] = field(default=None, repr=False)
     checkpoint: Optional[Checkpoint] = None
     checkpoint_dir: Optional[str] = field(default=None, repr=False)
+    # An elastic job's range and size now ({"unit", "min", "max", "step", "now"}) and resizes.
+    elastic: Optional[dict[str, Any]] = field(default=None, repr=False)
+    resizes: int = field(default=0, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -115,7 +118,8 @@ class Job:
             checkpoint=Checkpoint(checkpoint["path"], checkpoint.get("step"),
                                   checkpoint.get("time", 0))
             if isinstance(checkpoint, dict) else None,
-            checkpoint_dir=j.get("checkpoint_dir"), raw=j)
+            checkpoint_dir=j.get("checkpoint_dir"), elastic=j.get("elastic"),
+            resizes=j.get("resizes", 0), raw=j)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,18 @@ class SpecTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             build_spec(["a"], gpu=1)
 
+    def test_a_range_of_gpus_or_nodes_makes_an_elastic_job(self):
+        self.assertEqual(build_spec(["a"], gpus="2-8", gpu_step=2),
+                         {"command": ["a"],
+                          "elastic": {"unit": "gpus", "min": 2, "max": 8, "step": 2}})
+        self.assertEqual(build_spec(["a"], nodes=(1, 2), gpus=4),
+                         {"command": ["a"], "resources": {"gpus": 4},
+                          "elastic": {"unit": "nodes", "min": 1, "max": 2, "step": 0}})
+        with self.assertRaises(ValueError):
+            build_spec(["a"], gpus="2-8", nodes="1-2")
+        with self.assertRaises(ValueError):
+            build_spec(["a"], gpus=2, gpu_step=2)
+
     def test_durations(self):
         self.assertEqual([parse_duration(v) for v in (90, "90", "2d", "1h30m", "45s", "1:00:00",
                                                       "2-01:00:00", "10:30")],

@@ -31,6 +31,10 @@ void Controller::PublishLocked(PendingRebuild pending) {
   const std::vector<const LiveJob*> started = StartedJobsLocked();
   view->nodes = NodeEntriesLocked(started);
   view->unreachable = UnreachableJobsLocked();
+  for (const LiveJob* job : started) {  // by id
+    if (job->spec.elastic)
+      view->elastic.push_back({job->record.id, job->elastic_now, job->resizes});
+  }
   view->summary = ClusterSummaryLocked(started);
   view->drained = drained_;
   view->history = summary_history_;

@@ -1476,7 +1476,8 @@ json ElasticSpec(int min, int max, int max_restarts = 0) {
 
 std::vector<std::string> EventsOf(store::Store& store, JobId id) {
   std::vector<std::string> out;
-  for (const store::JobEvent& e : *store.JobEvents(id)) out.push_back(e.reason);
+  auto events = store.JobEvents(id);  // kept: the loop reads into it
+  for (const store::JobEvent& e : *events) out.push_back(e.reason);
   return out;
 }
 
@@ -1498,6 +1499,8 @@ std::set<int> GpusOf(const json& launch) {
 // no preemption), and the 4-GPU job's launch waits for the old run to stop; once that job ends
 // and the resize interval has passed, it grows back to 8.
 TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreemption) {
+  resize_interval_ = Seconds(20);  // under the node timeout: the test's node stays reachable
+  Restart();
   ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
   const JobId elastic = Submit(ElasticSpec(2, 8));
   controller_->Tick();
@@ -1508,7 +1511,7 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   EXPECT_EQ(first["requeueable"], true);  // fencing treats elastic tasks as requeue-able
   Beat("a", Report({TaskReport(first, "running")}));
   EXPECT_EQ(StateOf(elastic), "running");
-  EXPECT_TRUE(HasEvent(*store_, elastic, "started at 8 GPUs")) << json(EventsOf(*store_, elastic));
+  EXPECT_TRUE(HasEvent(*store_, elastic, "started at 8 GPUs")) << ::testing::PrintToString(EventsOf(*store_, elastic));
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);
 
   const JobId rigid = Submit(Spec(4));
@@ -1517,7 +1520,7 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   EXPECT_EQ(StateOf(elastic), "running");  // a resize keeps it running
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);  // a new generation
   EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 8 to 4 GPUs: a pending job needs them"))
-      << json(EventsOf(*store_, elastic));
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
   EXPECT_EQ(StateOf(rigid), "starting");
   auto view = JobJson(alice_, elastic);
   ASSERT_TRUE(view.ok());
@@ -1548,11 +1551,15 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   EXPECT_EQ(StateOf(rigid), "succeeded");
   controller_->Tick();
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);
-  clock_.Advance(resize_interval_);
+  clock_.Advance(resize_interval_ - Seconds(1));
+  controller_->Tick();
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);  // not before the interval
+  Beat("a", Report({TaskReport(shrunk, "running")}));  // the node stays reachable
+  clock_.Advance(Seconds(1));
   controller_->Tick();
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 2);
   EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 4 to 8 GPUs: idle GPUs"))
-      << json(EventsOf(*store_, elastic));
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
   answer = Beat("a", Report({TaskReport(shrunk, "running")}));
   ASSERT_EQ(answer["kill"].size(), 1u);
   answer = Beat("a", Report({TaskReport(shrunk, "killed", 143)}));

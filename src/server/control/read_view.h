@@ -9,7 +9,8 @@
 //    queue rows with their estimated starts, all from the same scheduling pass. Built after a
 //    pass, at most once per ControllerConfig::pending_view_interval from the loop (Tick builds
 //    it every time).
-//  - the rest, O(nodes + started jobs): nodes, the jobs held on unreachable nodes, the cluster
+//  - the rest, O(nodes + started jobs): nodes, the jobs held on unreachable nodes, the started
+//    elastic jobs' sizes, the cluster
 //    summary (the queue's length from the scheduler, the started jobs counted by state), the
 //    projects' use, the rules, and the queued
 //    jobs that left the queue since the pending part was built. Built after every round and
@@ -100,6 +101,13 @@ struct ProjectUseView {
   double fair_share_past = 0;   // of U, the decayed past use alone
 };
 
+// A started elastic job's size now and resizes (Controller::LiveJob's elastic_now, resizes).
+struct ElasticRunView {
+  JobId id;
+  int now = 0;
+  int resizes = 0;
+};
+
 struct ReadView {
   std::shared_ptr<const PendingPart> pending;  // never null once published
   // Jobs in the pending part's queue rows, or submitted since, that are no longer pending
@@ -111,8 +119,9 @@ struct ReadView {
   // Jobs with a task on an unreachable node: what their views say instead of their record's
   // reason (Controller::UnreachableReasonLocked), by id.
   std::vector<std::pair<JobId, std::string>> unreachable;
-  protocol::ClusterSummary summary;  // its jobs_pending: the submissions up to `drained`
-  int64_t drained = 0;               // the submissions in memory when it was built
+  std::vector<ElasticRunView> elastic;  // the started elastic jobs, by id
+  protocol::ClusterSummary summary;     // its jobs_pending: the submissions up to `drained`
+  int64_t drained = 0;                  // the submissions in memory when it was built
   // The summaries recorded once a minute, oldest first (shared between views: it changes
   // once a minute).
   std::shared_ptr<const std::deque<protocol::ClusterSummary>> history;
@@ -122,6 +131,9 @@ struct ReadView {
   const std::string* UnreachableReason(JobId id) const {
     const auto* entry = FindSorted(unreachable, id, [](const auto& u) { return u.first; });
     return entry ? &entry->second : nullptr;
+  }
+  const ElasticRunView* Elastic(JobId id) const {
+    return FindSorted(elastic, id, [](const ElasticRunView& e) { return e.id; });
   }
   bool LeftQueue(JobId id) const {
     return std::binary_search(left_queue.begin(), left_queue.end(), id);

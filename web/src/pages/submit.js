@@ -111,6 +111,10 @@ export function specOf(v) {
   if (Object.keys(env).length) spec.env = env;
   if (v.nodes) spec.tasks = Number(v.nodes);
   if (v.gpus) spec.resources = { gpus: Number(v.gpus) };
+  // Max GPUs above the GPUs asked: an elastic job that starts at those and may grow (docs/elastic.md).
+  if (v.max_gpus && Number(v.max_gpus) > Number(v.gpus || 1)) {
+    spec.elastic = { unit: 'gpus', min: Number(v.gpus || 1), max: Number(v.max_gpus) };
+  }
   if (v.gpu_milli && Number(v.gpu_milli) !== 1000) spec.resources = { ...spec.resources, gpu_milli: Number(v.gpu_milli) };
   if (v.launcher && v.launcher !== 'none') spec.launcher = v.launcher;
   if (v.array) spec.array = arrayOf(v.array);
@@ -155,6 +159,7 @@ export default {
       env: h('textarea', { id: 'submit-env', name: 'env', rows: '2', placeholder: 'KEY=VALUE, one a line' }),
       nodes: h('input', { id: 'submit-nodes', name: 'nodes', type: 'number', min: '1', placeholder: '1' }),
       gpus: h('input', { id: 'submit-gpus', name: 'gpus', type: 'number', min: '0', placeholder: '0' }),
+      max_gpus: h('input', { id: 'submit-max-gpus', name: 'max_gpus', type: 'number', min: '1', placeholder: 'none' }),
       gpu_milli: h('input', { id: 'submit-gpu-milli', name: 'gpu_milli', type: 'number', min: '1', max: '1000', placeholder: '1000' }),
       launcher: h('select', { id: 'submit-launcher', name: 'launcher' }, kLaunchers.map((l) => h('option', { value: l }, l))),
       array: h('input', { id: 'submit-array', name: 'array', placeholder: 'e.g. 0-9%2' }),
@@ -189,6 +194,7 @@ export default {
       field('Script arguments', inputs.args),
       field('Environment variables', inputs.env),
       field('Nodes', inputs.nodes, 'parts, one per node'), field('GPUs per node', inputs.gpus),
+      field('Max GPUs (elastic)', inputs.max_gpus, 'above GPUs: the job grows into idle GPUs and shrinks back (one node)'),
       field('milli-GPU (share of one)', inputs.gpu_milli), field('Launcher', inputs.launcher, 'how each node starts its processes (docs/distributed.md)'),
       field('Array', inputs.array, 'one job per index; %N: at most N running'),
       field('Time limit', inputs.time_limit), field('Priority', inputs.priority),
