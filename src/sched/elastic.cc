@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace corral::sched {
 
@@ -96,6 +97,41 @@ std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<
 
 namespace {
 
+// GPUs `run` holds above its MIN on `node` (what shrinking it can give back there).
+int BorrowedOn(const ElasticRun& run, NodeIndex node) {
+  if (run.unit == model::ElasticUnit::kGpus) {
+    return !run.nodes.empty() && run.nodes.front() == node ? run.size - run.range.min() : 0;
+  }
+  int out = 0;
+  for (int k = run.range.min(); k < run.size && k < static_cast<int>(run.nodes.size()); ++k) {
+    out += run.nodes[k] == node ? run.task_gpus : 0;
+  }
+  return out;
+}
+
+// The size `run` shrinks to so that `node` gets at least `short_by` GPUs back, or as many as
+// it borrowed there (BorrowedOn > 0).
+int ShrinkTo(const ElasticRun& run, NodeIndex node, int short_by) {
+  if (run.unit == model::ElasticUnit::kGpus) {
+    // AtMost(g) <= g, so the job gives back at least what is still short, or all it borrowed.
+    return run.range.AtMost(std::max(run.range.min(), run.size - short_by));
+  }
+  int k = run.range.min();
+  while (run.nodes[k] != node) ++k;  // its first task above MIN there
+  return run.range.AtMost(k);
+}
+
+// GPUs that shrinking the kNodes runs borrowing on `node` would free on other nodes too (their
+// later tasks go with the one there): among nodes that need as much taken back, the cheapest.
+int Collateral(const std::vector<ElasticRun>& runs, NodeIndex node) {
+  int out = 0;
+  for (const ElasticRun& r : runs) {
+    if (r.unit != model::ElasticUnit::kNodes || BorrowedOn(r, node) == 0) continue;
+    for (const auto& [n, gpus] : Freed(r, ShrinkTo(r, node, 0))) out += n != node ? gpus : 0;
+  }
+  return out;
+}
+
 // One task's plan (see PlanShrink): its node and the resizes, or nullopt.
 std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
     const std::vector<ElasticRun>& runs, const std::vector<int>& free_gpus,
@@ -103,42 +139,57 @@ std::optional<std::pair<NodeIndex, std::vector<Resize>>> ShrinkForOneTask(
   // GPUs each node could give back: its free ones plus its elastic jobs' borrowed ones.
   std::vector<int> borrowed(free_gpus.size(), 0);
   for (const ElasticRun& r : runs) {
-    const NodeIndex node = OneNode(r, borrowed.size());
-    if (node >= 0) borrowed[node] += r.size - r.range.min();
+    for (const auto& [node, gpus] : Freed(r, r.range.min())) {
+      if (node >= 0 && node < static_cast<NodeIndex>(borrowed.size())) borrowed[node] += gpus;
+    }
   }
   NodeIndex best = -1;
-  int best_taken = 0;
+  int best_taken = 0, best_collateral = 0;
   for (NodeIndex n = 0; n < static_cast<NodeIndex>(free_gpus.size()); ++n) {
     if (n >= static_cast<NodeIndex>(accepts.size()) || !accepts[n]) continue;
     if (free_gpus[n] + borrowed[n] < need) continue;
     const int taken = std::max(0, need - free_gpus[n]);
-    if (best < 0 || taken < best_taken) {
+    if (best >= 0 && taken > best_taken) continue;
+    const int collateral = taken > 0 ? Collateral(runs, n) : 0;
+    if (best < 0 || taken < best_taken || collateral < best_collateral) {
       best = n;
       best_taken = taken;
+      best_collateral = collateral;
     }
   }
   if (best < 0) return std::nullopt;
   std::vector<Resize> out;
-  std::vector<const ElasticRun*> on_node;
+  std::vector<std::pair<int, const ElasticRun*>> on_node;  // (borrowed there, run)
   for (const ElasticRun& r : runs) {
-    if (OneNode(r, free_gpus.size()) == best && r.size > r.range.min()) on_node.push_back(&r);
+    const int there = BorrowedOn(r, best);
+    if (there > 0) on_node.emplace_back(there, &r);
   }
-  std::sort(on_node.begin(), on_node.end(), [](const ElasticRun* a, const ElasticRun* b) {
-    return std::make_tuple(-(a->size - a->range.min()), a->job) <
-           std::make_tuple(-(b->size - b->range.min()), b->job);
+  std::sort(on_node.begin(), on_node.end(), [](const auto& a, const auto& b) {
+    return std::make_tuple(-a.first, a.second->job) < std::make_tuple(-b.first, b.second->job);
   });
   int short_by = best_taken;
-  for (const ElasticRun* r : on_node) {
+  for (const auto& [there, r] : on_node) {
     if (short_by <= 0) break;
-    // AtMost(g) <= g, so the job gives back at least what is still short, or all it borrowed.
-    const int to = r->range.AtMost(std::max(r->range.min(), r->size - short_by));
-    short_by -= r->size - to;
+    const int to = ShrinkTo(*r, best, short_by);
+    short_by -= r->unit == model::ElasticUnit::kGpus ? r->size - to : there;
     out.push_back({r->job, r->size, to, ResizeReason::kPendingJob});
   }
   return std::make_pair(best, std::move(out));
 }
 
 }  // namespace
+
+std::vector<std::pair<NodeIndex, int>> Freed(const ElasticRun& run, int to) {
+  std::vector<std::pair<NodeIndex, int>> out;
+  if (run.unit == model::ElasticUnit::kGpus) {
+    if (!run.nodes.empty() && run.size > to) out.emplace_back(run.nodes.front(), run.size - to);
+    return out;
+  }
+  for (int k = std::max(0, to); k < run.size && k < static_cast<int>(run.nodes.size()); ++k) {
+    out.emplace_back(run.nodes[k], run.task_gpus);
+  }
+  return out;
+}
 
 std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
                                      const std::vector<int>& free_gpus,
@@ -152,9 +203,10 @@ std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
     if (!one) return std::nullopt;
     const auto& [node, resizes] = *one;
     for (const Resize& z : resizes) {
-      free[node] += z.from - z.to;
       for (ElasticRun& r : left) {
-        if (r.job == z.job) r.size = z.to;
+        if (r.job != z.job) continue;
+        for (const auto& [n, gpus] : Freed(r, z.to)) free[n] += gpus;
+        r.size = z.to;
       }
       auto same = std::find_if(plan.resizes.begin(), plan.resizes.end(),
                                [&](const Resize& p) { return p.job == z.job; });

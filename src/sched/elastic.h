@@ -72,7 +72,9 @@ struct ElasticRun {
   model::ElasticUnit unit = model::ElasticUnit::kGpus;
   int size = 0;                  // its size now
   std::vector<NodeIndex> nodes;  // the node of each task, in task order (kGpus: one)
-  int task_gpus = 0;             // kNodes: the whole GPUs each task holds
+  int task_gpus = 0;             // kNodes: the whole GPUs each task holds,
+  CpuMilli task_cpu{0};          // its CPU
+  MemoryMib task_memory{0};      // and its memory
   Seconds last_resize{0};        // its last resize, or its start
   int resizes = 0;               // made so far
   // Seconds of work left at its current size (estimated): what growth would speed up.
@@ -99,20 +101,29 @@ double Speedup(int from, int to, double alpha);
 // last resize, the budget, and a saving (remaining × (1 − 1 / Speedup)) above the restart cost.
 bool GrowthAllowed(const ElasticRun& run, int to, const ResizeRules& rules, Seconds now);
 
-// Growth into idle GPUs: `free_gpus[n]` is the number of wholly free GPUs on node n (after
-// the pass placed every pending job that can start). Jobs are served smallest first (a GPU
-// speeds a small job up most under a concave curve), ties by id; each grows once, to the
-// largest size of its ladder that its node's free GPUs allow and GrowthAllowed accepts.
-// Returns the resizes in that order; `free_gpus` is not changed.
+// The GPUs `run` gives back, per node, when it shrinks to `to`: kGpus, size - to on its node;
+// kNodes, task_gpus on the node of each task to..size-1. As (node, GPUs) pairs.
+std::vector<std::pair<NodeIndex, int>> Freed(const ElasticRun& run, int to);
+
+// Growth into idle GPUs of the kGpus runs (kNodes runs: sched/elastic_plan.h): `free_gpus[n]`
+// is the number of wholly free GPUs on node n (after the pass placed every pending job that
+// can start). Jobs are served smallest first (a GPU speeds a small job up most under a concave
+// curve), ties by id; each grows once, to the largest size of its ladder that its node's free
+// GPUs allow and GrowthAllowed accepts. Returns the resizes in that order; `free_gpus` is not
+// changed.
 std::vector<Resize> PlanGrowth(const std::vector<ElasticRun>& runs, std::vector<int> free_gpus,
                                const ResizeRules& rules, Seconds now);
 
 // Shrinks that make room for a pending job of `tasks` tasks of `need` whole GPUs each:
 // `free_gpus[n]` as above, `accepts[n]` whether the job may run on node n. Task by task, picks
-// the node that needs the fewest GPUs taken back (ties: lower index), shrinks its elastic jobs
-// with the most borrowed GPUs first, each down its ladder only as far as still needed, never
-// below MIN. nullopt when some task finds no node that way (the caller then falls back to
-// preemption); no resizes when there is room already.
+// the node that needs the fewest GPUs taken back (ties: the fewest freed elsewhere by kNodes
+// runs shrinking, then lower index), shrinks its elastic jobs
+// with the most borrowed GPUs there first, each down its ladder only as far as still needed,
+// never below MIN. Borrowed GPUs on a node: a kGpus run's GPUs above MIN; a kNodes run's task
+// there when its index is MIN or more (taking it shrinks the job to the ladder's size at or
+// below that index, releasing every task from there on, on whatever nodes they run). nullopt when
+// some task finds no node that way (the caller then falls back to preemption); no resizes when
+// there is room already.
 struct ShrinkPlan {
   std::vector<NodeIndex> nodes;  // per task, where it fits once the resizes are made
   std::vector<Resize> resizes;   // at most one per job, in the order decided

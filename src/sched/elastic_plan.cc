@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 namespace corral::sched {
 
@@ -25,6 +26,64 @@ Ask AskOf(const model::Job& job) {
     (job.elastic->unit == model::ElasticUnit::kGpus ? ask.gpus : ask.tasks) = job.elastic->min;
   }
   return ask;
+}
+
+// What each node has left for growth: wholly free GPUs (WholeFreeGpus), CPU, memory.
+struct Room {
+  std::vector<int> gpus;
+  std::vector<int64_t> cpu, memory;
+};
+Room RoomOf(const ClusterState& state) {
+  Room room{WholeFreeGpus(state), std::vector<int64_t>(state.NodeSlots(), 0),
+            std::vector<int64_t>(state.NodeSlots(), 0)};
+  for (NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+    room.cpu[n] = state.node(n).cpu_free;
+    room.memory[n] = state.node(n).memory_free;
+  }
+  return room;
+}
+
+// Growth of `runs` into `room` (which it uses up): the kGpus runs on their nodes (PlanGrowth),
+// then the kNodes runs, smallest first, ties by id, each once, by whole tasks on nodes holding
+// no task of the job, with GPUs of the model its first task's node has, and room for a task's
+// GPUs, CPU and memory; to the largest size of its ladder that those nodes allow and
+// GrowthAllowed accepts.
+std::vector<Resize> Grow(const ClusterState& state, const std::vector<ElasticRun>& runs,
+                         const ResizeRules& rules, Seconds now, Room& room) {
+  std::vector<Resize> out = PlanGrowth(runs, room.gpus, rules, now);
+  for (const Resize& z : out) room.gpus[RunOf(runs, z.job).nodes.front()] -= z.to - z.from;
+  std::vector<const ElasticRun*> gangs;
+  for (const ElasticRun& r : runs) {
+    if (r.unit == model::ElasticUnit::kNodes && !r.nodes.empty()) gangs.push_back(&r);
+  }
+  std::sort(gangs.begin(), gangs.end(), [](const ElasticRun* a, const ElasticRun* b) {
+    return std::make_tuple(a->size, a->job) < std::make_tuple(b->size, b->job);
+  });
+  for (const ElasticRun* r : gangs) {
+    const int model = state.node(r->nodes.front()).model;
+    const auto held_end = r->nodes.begin() + std::min<size_t>(r->nodes.size(), r->size);
+    std::vector<NodeIndex> hosts;
+    for (NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+      const NodeState& node = state.node(n);
+      if (!node.present || !node.schedulable || node.model != model ||
+          std::find(r->nodes.begin(), held_end, n) != held_end) {
+        continue;
+      }
+      if (room.gpus[n] >= r->task_gpus && room.cpu[n] >= r->task_cpu.value() &&
+          room.memory[n] >= r->task_memory.value()) {
+        hosts.push_back(n);
+      }
+    }
+    const int to = r->range.AtMost(r->size + static_cast<int>(hosts.size()));
+    if (!GrowthAllowed(*r, to, rules, now)) continue;
+    for (int k = 0; k < to - r->size; ++k) {
+      room.gpus[hosts[k]] -= r->task_gpus;
+      room.cpu[hosts[k]] -= r->task_cpu.value();
+      room.memory[hosts[k]] -= r->task_memory.value();
+    }
+    out.push_back({r->job, r->size, to, ResizeReason::kIdleGpus});
+  }
+  return out;
 }
 
 }  // namespace
@@ -72,7 +131,7 @@ std::vector<Resize> PlanRoom(const ClusterState& state, std::vector<ElasticRun> 
     if (!plan) continue;
     for (const Resize& z : plan->resizes) {
       ElasticRun& run = RunOf(runs, z.job);
-      free[run.nodes.front()] += z.from - z.to;
+      for (const auto& [node, gpus] : Freed(run, z.to)) free[node] += gpus;
       run.size = z.to;
       out.push_back(z);
     }
@@ -85,14 +144,13 @@ GrowthPlan PlanAfterPass(const ClusterState& state, const std::vector<ElasticRun
                          const std::vector<ElasticRun>& others, const ResizeRules& rules,
                          Seconds now) {
   GrowthPlan plan;
-  std::vector<int> free = WholeFreeGpus(state);
+  Room room = RoomOf(state);
   ResizeRules at_start = rules;
   at_start.min_interval = Seconds(0);
   at_start.restart_cost = Seconds(0);
   at_start.budget = std::numeric_limits<int>::max();
-  plan.at_start = PlanGrowth(fresh, free, at_start, now);
-  for (const Resize& z : plan.at_start) free[RunOf(fresh, z.job).nodes.front()] -= z.to - z.from;
-  plan.grown = PlanGrowth(others, free, rules, now);
+  plan.at_start = Grow(state, fresh, at_start, now, room);
+  plan.grown = Grow(state, others, rules, now, room);
   return plan;
 }
 

@@ -38,18 +38,26 @@ bool AnyBorrowed(const std::vector<ElasticRun>& runs);
 // Before a pass: the shrinks that make room for `pending` (in the caller's order, the first
 // kShrinkLookahead looked at; jobs asking no whole GPU are skipped). Each pending job in turn
 // gets PlanShrink's plan for its tasks of whole GPUs (an elastic one needs its MIN: MIN GPUs
-// of one task, or MIN tasks), seeing the cluster as the plans before it left it; a job with no
-// plan is passed over (the pass may preempt for it). Returns the resizes in the order decided,
-// reason kPendingJob; a job shrunk for two pending jobs appears twice (its second `from` is the
-// first `to`): apply them in order, or merge them into one from the first `from` to the last
-// `to`. Empty when no run holds more than its MIN.
+// of one task, or MIN tasks), seeing the cluster as the plans before it left it (GPUs; CPU and
+// memory as they are before any shrink); a job with no plan is passed over (the pass may
+// preempt for it). kNodes runs give back whole tasks above MIN (PlanShrink). Returns the resizes in
+// the order decided, reason kPendingJob; a job shrunk for two pending jobs appears twice (its
+// second `from` is the first `to`): apply them in order, or merge them into one from the first
+// `from` to the last `to`. Empty when no run holds more than its MIN.
 std::vector<Resize> PlanRoom(const ClusterState& state, std::vector<ElasticRun> runs,
                              const std::vector<model::Job>& pending);
 
 // After a pass: `fresh` are the elastic jobs the pass started (at their MIN), `others` the rest
-// of the running elastic jobs. Each job grows at most once, into wholly free GPUs (PlanGrowth):
-// first the fresh ones (at_start: the size they start at, no hysteresis, not a resize), then the
-// others in what is still free, under `rules` (grown: reason kIdleGpus).
+// of the running elastic jobs. Each job grows at most once: first the fresh ones (at_start: the
+// size they start at, no hysteresis, not a resize), then the others in what is still free,
+// under `rules` (grown: reason kIdleGpus). kGpus runs grow on their node into wholly free GPUs
+// (PlanGrowth); then kNodes runs, smallest first (ties by id), by whole tasks on nodes that hold
+// no task of the job, have GPUs of the model of its task 0's node, and room for one task's
+// whole GPUs, CPU and memory (ElasticRun::task_*), to the largest size of the ladder those
+// nodes allow. The pass has placed every pending job that could start, so no pending job could
+// use what growth takes. Scheduler::Resize picks the nodes of a kNodes growth itself: it
+// finds as many, but a later resize of the same plan may then find less (ResourceExhausted:
+// the caller skips it).
 struct GrowthPlan {
   std::vector<Resize> at_start;
   std::vector<Resize> grown;

@@ -134,5 +134,52 @@ TEST(ElasticPlan, AfterAPassFreshJobsTakeIdleGpusFirstThenOthersUnderTheRules) {
   EXPECT_TRUE(plan.grown.empty());
 }
 
+TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
+  ClusterState state = Cluster(4);
+  ASSERT_TRUE(
+      state.AddNode(model::MakeNode("v", "V100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
+  Hold(state, 0, 0, 6);  // its task 0
+  Hold(state, 1, 0, 7);  // node 1: 1 GPU left, too few for a task
+  Allocation cpu_hog{2, CpuMilli(63500), MemoryMib(1024)};
+  ASSERT_TRUE(state.Allocate(cpu_hog).ok());  // node 2: GPUs but no CPU
+  auto range = ElasticRange::Create(1, 8);
+  ASSERT_TRUE(range.ok());
+  ElasticRun gang{JobId(1), *range, model::ElasticUnit::kNodes};
+  gang.size = 1;
+  gang.nodes = {0};
+  gang.task_gpus = 6;
+  gang.task_cpu = CpuMilli(1000);
+  gang.task_memory = MemoryMib(1024);
+  gang.remaining_s = 36000;
+  // Only node 3 qualifies (node 4 is a V100): 1 -> 2 tasks.
+  GrowthPlan plan = PlanAfterPass(state, {}, {gang}, ResizeRules{}, Seconds(1000));
+  ASSERT_EQ(plan.grown.size(), 1u);
+  EXPECT_EQ(plan.grown[0].from, 1);
+  EXPECT_EQ(plan.grown[0].to, 2);
+  // Started in this pass, it takes node 3 (2 GPUs left there); a second gang finds no room.
+  ElasticRun second = gang;
+  second.job = JobId(2);
+  plan = PlanAfterPass(state, {gang}, {second}, ResizeRules{}, Seconds(1000));
+  ASSERT_EQ(plan.at_start.size(), 1u);
+  EXPECT_EQ(plan.at_start[0].to, 2);
+  EXPECT_TRUE(plan.grown.empty());
+}
+
+TEST(ElasticPlan, PlanRoomTakesAGangsTasksAboveMin) {
+  ClusterState state = Cluster(2);
+  Hold(state, 0, 0, 8);  // task 0 of job 1
+  Hold(state, 1, 0, 8);  // task 1
+  auto range = ElasticRange::Create(1, 2);
+  ASSERT_TRUE(range.ok());
+  ElasticRun gang{JobId(1), *range, model::ElasticUnit::kNodes};
+  gang.size = 2;
+  gang.nodes = {0, 1};
+  gang.task_gpus = 8;
+  std::vector<Resize> plan = PlanRoom(state, {gang}, {Pending(10, 4)});
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].from, 2);
+  EXPECT_EQ(plan[0].to, 1);
+}
+
 }  // namespace
 }  // namespace corral::sched

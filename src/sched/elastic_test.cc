@@ -148,6 +148,40 @@ TEST(ElasticShrink, MostBorrowedJobFirstOnANode) {
   EXPECT_EQ(plan->resizes[0].to, 2);
 }
 
+// A kNodes run of MIN..MAX tasks of `task_gpus` GPUs on `nodes` (task order).
+ElasticRun Gang(int64_t id, int min, int max, int task_gpus, std::vector<NodeIndex> nodes) {
+  ElasticRun run{JobId(id), Range(min, max), model::ElasticUnit::kNodes};
+  run.size = static_cast<int>(nodes.size());
+  run.nodes = std::move(nodes);
+  run.task_gpus = task_gpus;
+  run.remaining_s = 36000;
+  return run;
+}
+
+TEST(ElasticShrink, AGangGivesBackItsLastTasksAboveMin) {
+  using Gpus = std::vector<std::pair<NodeIndex, int>>;
+  EXPECT_EQ(Freed(Gang(1, 1, 4, 8, {0, 1, 2, 3}), 2), (Gpus{{2, 8}, {3, 8}}));
+  EXPECT_EQ(Freed(Elastic(2, 2, 8, 8, 5), 4), (Gpus{{5, 4}}));
+  // Every node full; job 1 runs 4 tasks of 8 GPUs (1..4). A pending 8-GPU task can have node 3
+  // by shrinking to 2 (freeing nodes 2 and 3) or node 1 by shrinking to 1 (nodes 1..3): the
+  // node that frees the fewest elsewhere wins, lowest index among those.
+  const std::vector<ElasticRun> runs = {Gang(1, 1, 4, 8, {0, 1, 2, 3})};
+  auto plan = PlanShrink(runs, {0, 0, 0, 0}, {true, true, true, true}, 8);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, std::vector<NodeIndex>{2});
+  ASSERT_EQ(plan->resizes.size(), 1u);
+  EXPECT_EQ(plan->resizes[0].from, 4);
+  EXPECT_EQ(plan->resizes[0].to, 2);
+  // Task 0 is its MIN: node 0 is never taken.
+  EXPECT_FALSE(PlanShrink(runs, {0, 0, 0, 0}, {true, false, false, false}, 8));
+  // Two tasks: the second uses the node the first shrink freed besides (3), no second resize.
+  plan = PlanShrink(runs, {0, 0, 0, 0}, {true, true, true, true}, 8, 2);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan->nodes, (std::vector<NodeIndex>{2, 3}));
+  ASSERT_EQ(plan->resizes.size(), 1u);
+  EXPECT_EQ(plan->resizes[0].to, 2);
+}
+
 model::Job WholeGpuJob(int64_t id, int gpus, std::string project = "p") {
   model::Job j;
   j.id = JobId(id);
