@@ -309,7 +309,7 @@ expect_exit 2 "^corral: --nodes: a job grows by GPUs or by nodes, not both$" -- 
 expect_exit 2 "^corral: field 'tasks': must be 1 for a range of GPUs" -- \
   "${nowhere[@]}" "$corral" submit --gpus 2-8 --tasks 2 -- true
 expect_exit 2 "^corral: field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share$" -- \
-  "${nowhere[@]}" "$corral" submit --gpus 1-2 --gpu-milli 500 -- true
+  "${nowhere[@]}" "$corral" submit --nodes 1-2 --gpus 1 --gpu-milli 500 -- true
 # Time limits as people type them (seconds, units, Slurm's clock forms); anything else names
 # the flag and the forms, before any request.
 for bad in -5 nonsense 2h30 1:60 1h1h; do

@@ -64,6 +64,16 @@ TEST(ToModelJobTest, TheSchedulerSeesThePartsAndWhatEachAsks) {
   EXPECT_EQ(ToModelJob(spec, store::JobRecord{}).tasks, 3);
 }
 
+TEST(ToModelJobTest, AnElasticJobAsksItsMinAndCarriesItsRange) {
+  json elastic = Spec({{"gpus", 4}});
+  elastic["elastic"] = {{"unit", "nodes"}, {"min", 1}, {"max", 3}};
+  const model::Job job = ToModelJob(Parse(elastic), store::JobRecord{});
+  ASSERT_TRUE(job.elastic.has_value());
+  EXPECT_EQ(job.elastic->max, 3);
+  EXPECT_EQ(job.elastic->unit, model::ElasticUnit::kNodes);
+  EXPECT_EQ(job.tasks, 1);
+}
+
 TEST(ResourceDefaultsTest, AJobWithoutGpusAsksOneCpuPerProcess) {
   auto [one, note] = Effective(Spec(json::object()));
   EXPECT_EQ(one.cpu, CpuMilli(1000));
