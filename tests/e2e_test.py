@@ -197,6 +197,42 @@ class Cluster:
         return wait_for(lambda: self.job(job_id).get("state") in states, timeout)
 
 
+class Dev:
+    """`corral dev ARGS` with its data in ROOT/NAME (its log ROOT/NAME.log) on a free port, with
+    the web dashboard off: `up` once healthy, `cli` runs the CLI against it (in its data folder)
+    as its admin."""
+
+    def __init__(self, root, name, *args):
+        self.data = os.path.join(root, name)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [CORRAL, "dev", "--data-dir", self.data, "--listen", f"127.0.0.1:{port}",
+             "--web-dir", "", *args],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, name + ".log"), "a"))
+        self.up = bool(wait_for(self.healthy, 30))
+        token = open(os.path.join(self.data, "admin.token")).read().strip() if self.up else ""
+        self.env = dict(os.environ, CORRAL_SERVER=self.url, CORRAL_TOKEN=token, HOME=root)
+
+    def healthy(self):
+        try:
+            return urllib.request.urlopen(self.url + "/healthz", timeout=1).status == 200
+        except Exception:
+            return False
+
+    def cli(self, *args):
+        return subprocess.run([CORRAL, *args], env=self.env, capture_output=True, text=True,
+                              timeout=60, cwd=self.data)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def http_request(cluster, method, path, headers=None, body=None, port=None):
     """One request to the API (or `port`), no redirects followed, no cookie jar: (status,
     headers, body text)."""
@@ -2319,27 +2355,12 @@ def test_elastic_live(root):
     shrinks to 4 (no preemption) within the bound, one scheduling pass + the job's stop grace +
     one heartbeat, measured and printed; when the 4-GPU job ends, the elastic job grows back to 8
     once --resize-interval has passed. `corral job show` shows each resize with its reason."""
-    data = os.path.join(root, "elastic-dev")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    dev = subprocess.Popen(
-        [CORRAL, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
-         "--fake-gpus", "8xA100-80GB", "--metrics-interval", "0", "--resize-interval", "2s"],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "elastic-dev.log"), "a"))
+    dev = Dev(root, "elastic-dev", "--fake-gpus", "8xA100-80GB", "--metrics-interval", "0",
+              "--resize-interval", "2s")
+    data, cli = dev.data, dev.cli
     elastic = None
     try:
-        def healthy():
-            try:
-                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
-            except Exception:
-                return False
-        check("corral dev comes up", wait_for(healthy, 30))
-        token = open(os.path.join(data, "admin.token")).read().strip()
-        env = dict(os.environ, CORRAL_SERVER=url, CORRAL_TOKEN=token, HOME=root)
-
-        def cli(*args):
-            return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True,
-                                  timeout=60, cwd=data)
+        check("corral dev comes up", dev.up)
 
         def job(i):
             out = cli("job", "show", str(i), "-o", "json")
@@ -2426,16 +2447,10 @@ def test_elastic_live(root):
               and "resized from 8 to 4 GPUs: a pending job needs them" in shown
               and "resized from 4 to 8 GPUs: idle GPUs" in shown, shown)
     finally:
-        if elastic is not None and dev.poll() is None:
-            subprocess.run([CORRAL, "cancel", str(elastic)], capture_output=True, timeout=60,
-                           env=dict(os.environ, CORRAL_SERVER=url, HOME=root,
-                                    CORRAL_TOKEN=open(os.path.join(data, "admin.token")).read()
-                                    .strip()))
-        dev.terminate()
-        try:
-            dev.wait(10)
-        except subprocess.TimeoutExpired:
-            dev.kill()
+        if elastic is not None and dev.up:  # its task ends before the agent does
+            cli("cancel", str(elastic))
+            wait_for(lambda: job(elastic).get("state") == "cancelled", 30)
+        dev.stop()
 
 
 def run_tests(label, tests, root_mode=None):

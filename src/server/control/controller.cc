@@ -281,8 +281,8 @@ Status Controller::Recover() {
     RestoreRendezvousLocked(job);
     job.elastic_now = ElasticSizeOf(job);
     // An elastic job's run (for min-run-before-preemption) starts at its last resize.
-    const Seconds started = job.spec.elastic ? job.elastic_since
-                                             : record.start_time.value_or(record.submit_time);
+    const Seconds started =
+        job.spec.elastic ? job.elastic_since : record.start_time.value_or(record.submit_time);
     const Status adopted = scheduler_->Adopt(ModelJobOf(job), allocations, started);
     if (adopted.ok()) {
       EvaluateJobLocked(job);

@@ -123,14 +123,14 @@ struct ControllerConfig {
   // others keep running (docs/control-plane.md, "Fencing").
   Seconds node_timeout{30};
   Seconds kill_grace{10};      // SIGTERM -> SIGKILL
+  Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
+  Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
+  // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // Elastic jobs (controller_elastic.cc): no growth sooner than resize_interval after a job's
   // last resize or its start (shrinks for a pending job are never held back), and none once it
   // made resize_budget resizes.
   Seconds resize_interval{60};
   int resize_budget = 20;
-  Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
-  Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
-  // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
   std::string session_key;

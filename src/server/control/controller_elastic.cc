@@ -29,8 +29,8 @@ std::string UnitWord(model::ElasticUnit unit, int n) {
 std::string ResizeEvent(const sched::Resize& z, model::ElasticUnit unit) {
   const std::string why =
       z.reason == sched::ResizeReason::kPendingJob ? "a pending job needs them" : "idle GPUs";
-  return std::string(kResizedEventPrefix) + std::to_string(z.from) + " to " +
-         std::to_string(z.to) + " " + UnitWord(unit, z.to) + ": " + why;
+  return std::string(kResizedEventPrefix) + std::to_string(z.from) + " to " + std::to_string(z.to) +
+         " " + UnitWord(unit, z.to) + ": " + why;
 }
 
 // One resize per job, from its first `from` to its last `to`, in the order of first mention:
@@ -80,19 +80,19 @@ std::optional<sched::ElasticRun> Controller::ElasticRunLocked(const LiveJob& job
   // much left at most; one without is taken to run long enough for any growth to pay.
   double remaining = std::numeric_limits<double>::max();
   if (job.spec.time_limit_s > 0 && job.record.start_time) {
-    remaining = static_cast<double>(job.spec.time_limit_s -
-                                    (now.value() - job.record.start_time->value()));
+    remaining =
+        static_cast<double>(job.spec.time_limit_s - (now.value() - job.record.start_time->value()));
   }
-  return sched::ElasticRun{job.record.id,
-                           *range,
-                           unit,
-                           unit == model::ElasticUnit::kNodes ? static_cast<int>(tasks->size())
-                                                              : task_gpus,
-                           std::move(nodes),
-                           task_gpus,
-                           job.elastic_since,
-                           job.resizes,
-                           remaining};
+  return sched::ElasticRun{
+      job.record.id,
+      *range,
+      unit,
+      unit == model::ElasticUnit::kNodes ? static_cast<int>(tasks->size()) : task_gpus,
+      std::move(nodes),
+      task_gpus,
+      job.elastic_since,
+      job.resizes,
+      remaining};
 }
 
 std::vector<sched::ElasticRun> Controller::RunningElasticLocked(Seconds now) const {
@@ -192,7 +192,8 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   // and reason "resize"; delete this note then): the stale tasks' stop orders carry
   // config_.kill_grace, as every stale task's do.
   for (const store::TaskRecord& killed : stop.killed) (void)store_.UpdateTask(killed);
-  for (const reconcile::TaskOnNode& old : stop.waits) resize_stopping_[old.first].insert(old.second);
+  for (const reconcile::TaskOnNode& old : stop.waits)
+    resize_stopping_[old.first].insert(old.second);
   NotifyNodesLocked(job);  // the old run's nodes: their next reports are answered with kills
   job.tasks = std::move(written).value();
   job.launched.clear();

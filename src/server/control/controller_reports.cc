@@ -20,7 +20,7 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 // --- Run plans --------------------------------------------------------------------------------
 
 reconcile::RunFacts Controller::FactsOf(const LiveJob& job, JobState state) {
-  return {state,          job.spec.launcher, job.spec.max_restarts, job.record.restarts,
+  return {state,           job.spec.launcher, job.spec.max_restarts,       job.record.restarts,
           job.preemptions, job.resizes,       job.spec.elastic.has_value()};
 }
 

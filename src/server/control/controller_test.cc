@@ -1507,17 +1507,18 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   json answer = Beat("a", Report());
   ASSERT_EQ(answer["run"].size(), 1u);
   const json first = answer["run"][0];
-  EXPECT_EQ(GpusOf(first).size(), 8u);  // alone: started at its MAX, not resized
+  EXPECT_EQ(GpusOf(first).size(), 8u);    // alone: started at its MAX, not resized
   EXPECT_EQ(first["requeueable"], true);  // fencing treats elastic tasks as requeue-able
   Beat("a", Report({TaskReport(first, "running")}));
   EXPECT_EQ(StateOf(elastic), "running");
-  EXPECT_TRUE(HasEvent(*store_, elastic, "started at 8 GPUs")) << ::testing::PrintToString(EventsOf(*store_, elastic));
+  EXPECT_TRUE(HasEvent(*store_, elastic, "started at 8 GPUs"))
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);
 
   const JobId rigid = Submit(Spec(4));
   clock_.Advance(Seconds(1));
   controller_->Tick();
-  EXPECT_EQ(StateOf(elastic), "running");  // a resize keeps it running
+  EXPECT_EQ(StateOf(elastic), "running");           // a resize keeps it running
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);  // a new generation
   EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 8 to 4 GPUs: a pending job needs them"))
       << ::testing::PrintToString(EventsOf(*store_, elastic));
@@ -1543,7 +1544,8 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   Beat("a", Report({TaskReport(shrunk, "running"), TaskReport(other, "running")}));
   EXPECT_EQ(StateOf(rigid), "running");
   for (JobId id : {elastic, rigid}) {
-    for (const std::string& r : EventsOf(*store_, id)) EXPECT_THAT(r, ::testing::Not(HasSubstr("preempted")));
+    for (const std::string& r : EventsOf(*store_, id))
+      EXPECT_THAT(r, ::testing::Not(HasSubstr("preempted")));
   }
 
   // The rigid job ends: growth waits for the resize interval, then takes the idle GPUs.
@@ -1553,7 +1555,7 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);
   clock_.Advance(resize_interval_ - Seconds(1));
   controller_->Tick();
-  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);  // not before the interval
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);     // not before the interval
   Beat("a", Report({TaskReport(shrunk, "running")}));  // the node stays reachable
   clock_.Advance(Seconds(1));
   controller_->Tick();
