@@ -1,5 +1,6 @@
 #include "protocol/api_job.h"
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "common/json_fields.h"
@@ -235,6 +236,12 @@ json ToJson(const std::vector<JobSummary>& jobs) {
   return ListJson(jobs, [](const JobSummary& j) { return ToJson(j); });
 }
 
+std::string LostWorkText(double gpu_s) {
+  if (gpu_s < 360) return std::to_string(std::llround(gpu_s)) + " GPU-s";
+  const int64_t tenths = std::llround(gpu_s / 360);
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " GPU-h";
+}
+
 json ToJson(const JobView& j) {
   json out = ToJson(j.summary);
   out["restarts"] = j.restarts;
@@ -249,6 +256,8 @@ json ToJson(const JobView& j) {
   if (!j.dependencies.empty()) out["dependencies"] = ListJson(j.dependencies, DependencyJson);
   AddProgressJson(j.progress, out);
   out["checkpoint_dir"] = j.checkpoint_dir ? json(*j.checkpoint_dir) : json();
+  out["lost_work_gpu_s"] = j.lost_work_gpu_s;
+  out["checkpoint_grace_s"] = j.checkpoint_grace.value();
   return out;
 }
 
@@ -312,6 +321,11 @@ Result<JobView> ParseJobView(const json& json) {
   std::string checkpoint_dir;
   CORRAL_RETURN_IF_ERROR(r->String("checkpoint_dir", false, checkpoint_dir));
   if (!checkpoint_dir.empty()) j.checkpoint_dir = checkpoint_dir;
+  CORRAL_RETURN_IF_ERROR(r->Number("lost_work_gpu_s", false, j.lost_work_gpu_s, 0));
+  std::optional<int64_t> grace;
+  CORRAL_RETURN_IF_ERROR(
+      r->OptionalInt64("checkpoint_grace_s", grace, 0, kMaxCheckpointGrace.value()));
+  j.checkpoint_grace = Seconds(grace.value_or(0));
   return j;
 }
 

@@ -484,6 +484,9 @@ Status ServerProcess::BuildLeader() {
   }
   config.kill_grace = Seconds(options.kill_grace_s);
   config.checkpoint_root = options.checkpoint_root;
+  config.victims = options.victims;
+  config.min_run_before_preemption = options.min_run_before_preemption;
+  config.max_checkpoint_grace = options.max_checkpoint_grace;
   config.fence_after = Seconds(options.fence_after_s);
   config.node_give_up = Seconds(options.node_give_up_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
@@ -506,6 +509,8 @@ Status ServerProcess::BuildLeader() {
   gpu_history_ = std::make_unique<GpuHistory>(controller_->Gpus(), *store_, clock_, history);
   JobRetention::Options retention;
   retention.keep_finished = options.keep_finished;
+  retention.checkpoint_root = options.checkpoint_root;
+  retention.keep_checkpoints = options.checkpoint_retention;
   retention_ = std::make_unique<JobRetention>(*store_, controller_->Logs(), clock_, retention);
   if (!options.envs_dir.empty()) {
     auto loaded = controller_->Environments().LoadBuiltins(builtins_);

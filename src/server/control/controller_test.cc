@@ -101,6 +101,8 @@ class ControllerTest : public ::testing::Test {
     config.session_key = session_key_;
     config.max_pending_jobs = max_pending_jobs_;
     config.default_token_expiry = default_token_expiry_;
+    config.victims = victims_;
+    config.min_run_before_preemption = min_run_before_preemption_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -251,6 +253,8 @@ class ControllerTest : public ::testing::Test {
   std::chrono::milliseconds loop_tick_{1000};
   int64_t max_pending_jobs_ = SubmitLimiter::kDefaultMaxPendingJobs;
   std::optional<Seconds> default_token_expiry_;
+  sched::VictimOrder victims_ = sched::VictimOrder::kLeastLostWork;  // the server's default
+  Seconds min_run_before_preemption_{0};
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -1463,6 +1467,135 @@ TEST_F(ControllerTest, ReclaimPreemptsBorrowedTasksAndLaunchesOnlyOnceTheyStoppe
       EXPECT_EQ(p.running, MilliGpu(2000));
     }
   }
+}
+
+// Checkpoint-aware preemption (docs/in-job.md, "Preemption and checkpoints"): four borrowed
+// one-GPU jobs run 600 s; the two started first checkpoint then, so they would lose least: the
+// owner's two-GPU job reclaims them (under --victims priority it takes the two started last).
+// The victims' stop orders carry their checkpoint grace; their lost work is recorded.
+class CheckpointPreemptionTest : public ControllerTest {
+ protected:
+  // Runs the four borrowed jobs (the first asks a grace over the server's cap, the third one
+  // under it), checkpoints the first two at +600 s, then submits the owner's job at +601 s.
+  void RunBorrowedThenReclaim() {
+    ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
+    alice_.projects.push_back("owner");
+    ASSERT_TRUE(SetSharing("owner", {{"gpus", 2}}).ok());
+    ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+    for (int i = 0; i < 4; ++i) {
+      json spec = Spec(1);
+      if (i == 0) spec["checkpoint_grace_s"] = 900;  // over the default cap of 300 s
+      if (i == 2) spec["checkpoint_grace_s"] = 60;
+      borrowed_.push_back(Submit(spec));
+    }
+    controller_->Tick();
+    const json launches = Beat("a", Report())["run"];
+    for (const json& l : launches) running_.push_back(TaskReport(l, "running"));
+    ASSERT_EQ(running_.size(), 4u);
+    Beat("a", Report(running_));
+    RunFor(600);
+    for (int i : {0, 1}) {
+      ASSERT_TRUE(
+          controller_->RecordCheckpoint(alice_, borrowed_[i], {.path = "/ckpt/step-9"}).ok());
+    }
+    clock_.Advance(Seconds(1));
+    json spec = Spec(2);
+    spec["project"] = "owner";
+    owner_ = Submit(spec);
+    controller_->Tick();
+  }
+  // Advances the clock by `seconds`, the node reporting its tasks running every 20 s.
+  void RunFor(int seconds) {
+    for (int left = seconds; left > 0; left -= 20) {
+      clock_.Advance(Seconds(std::min(left, 20)));
+      Beat("a", Report(running_));
+    }
+  }
+  // The kill orders the agent gets for the running tasks, by job id.
+  std::map<int64_t, json> Kills() {
+    std::map<int64_t, json> kills;
+    const json answer = Beat("a", Report(running_));
+    for (const json& k : answer["kill"]) {
+      for (const json& r : running_) {
+        if (r["allocation_id"] == k["allocation_id"]) kills[r["job_id"].get<int64_t>()] = k;
+      }
+    }
+    return kills;
+  }
+  // The lost GPU time of project "default" in the usage rows.
+  int64_t LostByDefault() {
+    auto usage = store_->GpuUsage("1970-01-01", "1970-01-01");
+    EXPECT_TRUE(usage.ok());
+    int64_t lost = 0;
+    for (const store::GpuUsageRow& r : *usage) lost += r.project == "default" ? r.lost_gpu_ms : 0;
+    return lost;
+  }
+  std::vector<JobId> borrowed_;
+  std::vector<json> running_;
+  JobId owner_;
+};
+
+TEST_F(CheckpointPreemptionTest, LeastLostWorkTakesTheFreshlyCheckpointedWithTheirGrace) {
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "starting");
+  for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
+  for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  const std::map<int64_t, json> kills = Kills();
+  ASSERT_EQ(kills.size(), 2u);
+  // The job's grace, capped by the server's --max-checkpoint-grace; else the kill grace.
+  EXPECT_EQ(kills.at(borrowed_[0].value())["grace_s"], 300);
+  EXPECT_EQ(kills.at(borrowed_[1].value())["grace_s"], 10);
+  EXPECT_THAT(kills.at(borrowed_[0].value())["reason"].get<std::string>(),
+              HasSubstr("preempted for job " + std::to_string(owner_.value())));
+  // 1 GPU x 1 s since the checkpoint: in the job, its event and the usage.
+  auto view = JobJson(alice_, borrowed_[0]);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["lost_work_gpu_s"], 1.0);
+  EXPECT_EQ((*view)["checkpoint_grace_s"], 300);
+  EXPECT_THAT((*view)["reason"].get<std::string>(),
+              HasSubstr("; 1 GPU-s since its last checkpoint lost"));
+  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["lost_work_gpu_s"], 0.0);
+  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["checkpoint_grace_s"], 60);
+  EXPECT_EQ(LostByDefault(), 2 * 1'000);
+  // Once the agent says they stopped, the owner's job launches; a stale report of the same
+  // task later (as from an agent that lost its state) gets the plain kill grace again.
+  std::vector<json> after;
+  for (const json& r : running_) {
+    after.push_back(kills.count(r["job_id"].get<int64_t>()) ? TaskReport(r, "killed", 143) : r);
+  }
+  json answer = Beat("a", Report(after));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], owner_.value());
+  running_ = {running_[0], running_[2], running_[3]};
+  EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
+}
+
+TEST_F(CheckpointPreemptionTest, PriorityVictimsIgnoreCheckpoints) {
+  victims_ = sched::VictimOrder::kPriority;
+  Restart();
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "starting");
+  for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
+  // No checkpoint: 1 GPU x 601 s since the start each, "0.2 GPU-h" in the event.
+  auto view = JobJson(alice_, borrowed_[3]);
+  EXPECT_EQ((*view)["lost_work_gpu_s"], 601.0);
+  EXPECT_THAT((*view)["reason"].get<std::string>(),
+              HasSubstr("; 0.2 GPU-h since its last checkpoint lost"));
+  EXPECT_EQ(LostByDefault(), 2 * 601'000);
+  EXPECT_EQ(Kills().at(borrowed_[2].value())["grace_s"], 60);
+}
+
+TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {
+  min_run_before_preemption_ = Seconds(3600);
+  Restart();
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "pending");
+  for (JobId id : borrowed_) EXPECT_EQ(StateOf(id), "running");
+  EXPECT_TRUE(Kills().empty());
+  RunFor(3000);
+  controller_->Tick();
+  EXPECT_EQ(StateOf(owner_), "starting");
 }
 
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
