@@ -10,6 +10,7 @@
 #include "agent/host_setup.h"
 #include "agent/task_user.h"
 #include "common/shutdown_signal.h"
+#include "server/checkpoint_flags.h"
 #include "server/server_process.h"
 
 namespace corral {
@@ -33,6 +34,7 @@ struct DevFlags {
   bool show_all_work = false;         // server::ServerOptions::show_all_work
   std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
   std::string partitions_file;        // server::ServerOptions::partitions_file
+  server::CheckpointFlags checkpoints;
 };
 
 int RunDev(const DevFlags& f) {
@@ -69,6 +71,10 @@ int RunDev(const DevFlags& f) {
     return 2;
   }
   options.keep_finished = *keep;
+  if (Status s = server::ApplyCheckpointFlags(f.checkpoints, options); !s.ok()) {
+    std::cerr << "corral dev: " << s.message() << "\n";
+    return 2;
+  }
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -203,6 +209,7 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--partitions-file", f->partitions_file,
                 "Partitions and QoS (YAML/JSON), as corral server's (docs/batch.md)");
+  server::AddCheckpointFlags(*c, f->checkpoints);
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 
