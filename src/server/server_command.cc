@@ -6,6 +6,7 @@
 
 #include "common/duration.h"
 #include "common/shutdown_signal.h"
+#include "server/checkpoint_flags.h"
 #include "server/server_process.h"
 
 namespace corral::server {
@@ -186,8 +187,15 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--lease-renew-interval", *lease_renew,
                 "How often the leader renews its lease, and a follower tries to take it, as "
                 "500ms (default 500ms; under half of --lease-duration)");
+  auto checkpoints = std::make_shared<CheckpointFlags>();
+  AddCheckpointFlags(*c, *checkpoints);
   c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, admission_wait,
-               resize_interval, exit_code] {
+               resize_interval, checkpoints, exit_code] {
+    if (Status s = ApplyCheckpointFlags(*checkpoints, *options); !s.ok()) {
+      std::cerr << "corral server: " << s.message() << "\n";
+      *exit_code = 2;
+      return;
+    }
     for (auto [text, flag, out] :
          {std::tuple{token_expiry.get(), "--default-token-expiry",
                      &options->default_token_expiry_s},

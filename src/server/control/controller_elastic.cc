@@ -160,6 +160,9 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   if (job.Stopping() || job.tasks.empty() || !job.spec.elastic) {
     return FailedPrecondition("job " + std::to_string(id.value()) + " has no run to resize");
   }
+  // What the old run loses (GPUs x the time since its last checkpoint), before the scheduler
+  // restarts it; recorded once the resize is stored.
+  const double lost = scheduler_->LostWorkOf(id, now);
   CORRAL_RETURN_IF_ERROR(scheduler_->Resize(id, z.to, now));
   std::vector<store::TaskAssignment> tasks;
   const std::vector<sched::Allocation>& allocations = *scheduler_->AllocationsOf(id);
@@ -188,9 +191,9 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   // count the decision returns is not taken.
   const reconcile::PreemptDecision stop =
       reconcile::Preempt(job.end, 0, {job.tasks, job.launched, job.notes}, now);
-  // TEMPORARY until s38-ckpt merges (Controller::NoteStoppingLocked with StopGraceLocked(job)
-  // and reason "resize"; delete this note then): the stale tasks' stop orders carry
-  // config_.kill_grace, as every stale task's do.
+  // Its stale tasks get the job's stop grace (time for a checkpoint), with the reason.
+  NoteStoppingLocked(job, StopGraceLocked(job), "resize");
+  AddLostWorkLocked(job, lost, now);
   for (const store::TaskRecord& killed : stop.killed) (void)store_.UpdateTask(killed);
   for (const reconcile::TaskOnNode& old : stop.waits)
     resize_stopping_[old.first].insert(old.second);
