@@ -197,6 +197,42 @@ class Cluster:
         return wait_for(lambda: self.job(job_id).get("state") in states, timeout)
 
 
+class Dev:
+    """`corral dev ARGS` with its data in ROOT/NAME (its log ROOT/NAME.log) on a free port, with
+    the web dashboard off: `up` once healthy, `cli` runs the CLI against it (in its data folder)
+    as its admin."""
+
+    def __init__(self, root, name, *args):
+        self.data = os.path.join(root, name)
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(
+            [CORRAL, "dev", "--data-dir", self.data, "--listen", f"127.0.0.1:{port}",
+             "--web-dir", "", *args],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, name + ".log"), "a"))
+        self.up = bool(wait_for(self.healthy, 30))
+        token = open(os.path.join(self.data, "admin.token")).read().strip() if self.up else ""
+        self.env = dict(os.environ, CORRAL_SERVER=self.url, CORRAL_TOKEN=token, HOME=root)
+
+    def healthy(self):
+        try:
+            return urllib.request.urlopen(self.url + "/healthz", timeout=1).status == 200
+        except Exception:
+            return False
+
+    def cli(self, *args):
+        return subprocess.run([CORRAL, *args], env=self.env, capture_output=True, text=True,
+                              timeout=60, cwd=self.data)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
 def http_request(cluster, method, path, headers=None, body=None, port=None):
     """One request to the API (or `port`), no redirects followed, no cookie jar: (status,
     headers, body text)."""
@@ -2319,27 +2355,12 @@ def test_elastic_live(root):
     shrinks to 4 (no preemption) within the bound, one scheduling pass + the job's stop grace +
     one heartbeat, measured and printed; when the 4-GPU job ends, the elastic job grows back to 8
     once --resize-interval has passed. `corral job show` shows each resize with its reason."""
-    data = os.path.join(root, "elastic-dev")
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    dev = subprocess.Popen(
-        [CORRAL, "dev", "--data-dir", data, "--listen", f"127.0.0.1:{port}", "--web-dir", "",
-         "--fake-gpus", "8xA100-80GB", "--metrics-interval", "0", "--resize-interval", "2s"],
-        stdout=subprocess.DEVNULL, stderr=open(os.path.join(root, "elastic-dev.log"), "a"))
+    dev = Dev(root, "elastic-dev", "--fake-gpus", "8xA100-80GB", "--metrics-interval", "0",
+              "--resize-interval", "2s")
+    data, cli = dev.data, dev.cli
     elastic = None
     try:
-        def healthy():
-            try:
-                return urllib.request.urlopen(url + "/healthz", timeout=1).status == 200
-            except Exception:
-                return False
-        check("corral dev comes up", wait_for(healthy, 30))
-        token = open(os.path.join(data, "admin.token")).read().strip()
-        env = dict(os.environ, CORRAL_SERVER=url, CORRAL_TOKEN=token, HOME=root)
-
-        def cli(*args):
-            return subprocess.run([CORRAL, *args], env=env, capture_output=True, text=True,
-                                  timeout=60, cwd=data)
+        check("corral dev comes up", dev.up)
 
         def job(i):
             out = cli("job", "show", str(i), "-o", "json")
@@ -2426,16 +2447,100 @@ def test_elastic_live(root):
               and "resized from 8 to 4 GPUs: a pending job needs them" in shown
               and "resized from 4 to 8 GPUs: idle GPUs" in shown, shown)
     finally:
-        if elastic is not None and dev.poll() is None:
-            subprocess.run([CORRAL, "cancel", str(elastic)], capture_output=True, timeout=60,
-                           env=dict(os.environ, CORRAL_SERVER=url, HOME=root,
-                                    CORRAL_TOKEN=open(os.path.join(data, "admin.token")).read()
-                                    .strip()))
-        dev.terminate()
-        try:
-            dev.wait(10)
-        except subprocess.TimeoutExpired:
-            dev.kill()
+        if elastic is not None and dev.up:  # its task ends before the agent does
+            cli("cancel", str(elastic))
+            wait_for(lambda: job(elastic).get("state") == "cancelled", 30)
+        dev.stop()
+
+
+def test_checkpoint_preemption(root):
+    """docs/in-job.md, "Preemption and checkpoints": four borrowed jobs run; the two that just
+    saved a checkpoint survive the owner's reclaim (least lost work), the other two are preempted,
+    each stopped with its own grace (capped by --max-checkpoint-grace) as its stop file says, and
+    the work they lost is shown in the job, its event and corral usage."""
+    work = os.path.join(root, "ckpt-preempt")
+    checkpoints = os.path.join(work, "checkpoints")
+    marks = os.path.join(work, "marks")
+    os.makedirs(checkpoints)
+    os.makedirs(marks)
+    c = Cluster(work, server_args=["--checkpoint-root", checkpoints,
+                                   "--max-checkpoint-grace", "20s"])
+    try:
+        c.start_agent("n1", "4xT4")
+        check("agent joins", c.wait_nodes(1))
+        c.api("POST", "/api/v1/projects", {"name": "owner"})
+        out = c.cli("project", "set-quota", "owner", "--gpus", "2")
+        check("the owner's quota", out.returncode == 0, out.stdout + out.stderr)
+        # Each saves its stop file when stopped; checkpoints when the test says so.
+        script = ('trap \'cp "$CORRAL_STOP_FILE" marks/$CORRAL_JOB_ID.json; exit 143\' TERM; '
+                  'echo up; while true; do '
+                  'if [ -e ckpt-$CORRAL_JOB_ID ] && [ ! -e saved-$CORRAL_JOB_ID ]; then '
+                  f'{CORRAL} job checkpoint "$CORRAL_CHECKPOINT_DIR/c1" --step 1 && '
+                  'touch saved-$CORRAL_JOB_ID; fi; sleep 0.1; done')
+        borrowers = []
+        for i in range(4):
+            args = ["submit", "--gpus", "1", "--workdir", work, "-o", "json"]
+            if i == 0:
+                args += ["--checkpoint-grace", "1m"]  # over the server's cap of 20 s
+            out = c.cli(*args, "--", "sh", "-c", script)
+            check(f"corral submit borrower {i}", out.returncode == 0, out.stdout + out.stderr)
+            borrowers.append(json.loads(out.stdout)["id"] if out.returncode == 0 else 0)
+        check("four borrowed jobs run", all(c.wait_state(j, ("running",), 30) for j in borrowers),
+              [c.job(j).get("state") for j in borrowers])
+        started = max(c.job(j)["start_time"] for j in borrowers)
+        # Lost work counts in whole seconds: the last two checkpoint a few seconds after the
+        # start, and the owner comes a second after that.
+        wait_for(lambda: time.time() >= started + 3, 10)
+        for j in borrowers[2:]:
+            open(os.path.join(work, f"ckpt-{j}"), "w").close()
+        check("two jobs checkpointed", all(wait_for(
+            lambda j=j: os.path.exists(os.path.join(work, f"saved-{j}")), 30)
+            for j in borrowers[2:]))
+        saved_at = max(c.job(j)["checkpoint"]["time"] for j in borrowers[2:])
+        wait_for(lambda: time.time() >= saved_at + 2, 10)
+        owner = submit(c, {"command": ["sh", "-c", "echo owner ran"], "project": "owner",
+                           "resources": {"gpus": 2}})
+        check("the owner's job runs", c.wait_state(owner, ("succeeded",), 60), c.job(owner))
+        preempted = [j for j in borrowers
+                     if any("preempted for job" in e["reason"] for e in c.job(j)["events"])]
+        check("the two without a recent checkpoint were preempted", preempted == borrowers[:2],
+              (preempted, borrowers))
+        check("the two that checkpointed kept running", all(
+            c.job(j)["state"] == "running" and c.job(j)["restarts"] == 0 for j in borrowers[2:]),
+            [c.job(j) for j in borrowers[2:]])
+        stops = {}
+        for j in borrowers[:2]:
+            path = os.path.join(marks, f"{j}.json")
+            wait_for(lambda p=path: os.path.exists(p) and os.path.getsize(p) > 0, 30)
+            stops[j] = json.load(open(path)) if os.path.exists(path) else {}
+        first, second = (stops[j] for j in borrowers[:2])
+        check("the stop file gives the job's grace, capped by the server (20 s)",
+              first.get("grace_s") == 20 and f"preempted for job {owner}" in first.get("reason", ""),
+              first)
+        check("a job that asked no grace gets the kill grace (10 s)",
+              second.get("grace_s") == 10, second)
+        view = c.job(borrowers[0])
+        check("the job shows its lost work and grace",
+              view.get("lost_work_gpu_s", 0) >= 3 and view.get("checkpoint_grace_s") == 20, view)
+        check("the preemption's event names the work lost", any(
+            "GPU-s since its last checkpoint lost" in e["reason"] for e in view["events"]),
+            view["events"])
+        check("a job that checkpointed lost nothing",
+              c.job(borrowers[2]).get("lost_work_gpu_s") == 0, c.job(borrowers[2]))
+        shown = c.cli("job", "show", str(borrowers[0]))
+        check("corral job show: lost work and stop grace",
+              "lost work: " in shown.stdout and "GPU-s" in shown.stdout
+              and "stop grace: 20s" in shown.stdout, shown.stdout + shown.stderr)
+        usage = c.cli("usage", "--by", "project", "-o", "json")
+        rows = {r["project"]: r for r in json.loads(usage.stdout)["rows"]} \
+            if usage.returncode == 0 else {}
+        check("corral usage: the borrowers' project lost GPU time",
+              rows.get("default", {}).get("lost_gpu_hours", 0) > 0, usage.stdout + usage.stderr)
+        table = c.cli("usage", "--by", "project")
+        check("corral usage's table has the lost column", "LOST GPU-H" in table.stdout,
+              table.stdout + table.stderr)
+    finally:
+        c.stop()
 
 
 def run_tests(label, tests, root_mode=None):
@@ -2478,7 +2583,8 @@ def main():
                      test_environments_venv_clone_and_share, test_environments_say_what_runs_here,
                      test_sessions_proxy_auth_and_idle_stop, test_interactive_shell,
                      test_tasks_run_as_their_submitters,
-                     test_container_environment, test_in_job_channel, test_elastic_live))
+                     test_container_environment, test_in_job_channel,
+                     test_checkpoint_preemption, test_elastic_live))
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@
 #include "agent/task_user.h"
 #include "common/duration.h"
 #include "common/shutdown_signal.h"
+#include "server/checkpoint_flags.h"
 #include "server/server_process.h"
 
 namespace corral {
@@ -30,12 +31,17 @@ struct DevFlags {
   int fake_gpu_utilization = 80;
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
-  int64_t cpus = 0, memory_mib = 0;   // what the node offers; 0: detected (fake GPUs: >= 8 each)
-  bool show_all_work = false;         // server::ServerOptions::show_all_work
-  std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
-  std::string partitions_file;        // server::ServerOptions::partitions_file
+  int64_t cpus = 0, memory_mib = 0;     // what the node offers; 0: detected (fake GPUs: >= 8 each)
+  bool show_all_work = false;           // server::ServerOptions::show_all_work
+  std::string keep_finished = "90d";    // server::ServerOptions::keep_finished
+  std::string partitions_file;          // server::ServerOptions::partitions_file
   std::string resize_interval = "60s";  // server::ServerOptions::resize_interval_s
   int resize_budget = 20;               // server::ServerOptions::resize_budget
+  int64_t cpus = 0, memory_mib = 0;     // what the node offers; 0: detected (fake GPUs: >= 8 each)
+  bool show_all_work = false;           // server::ServerOptions::show_all_work
+  std::string keep_finished = "90d";    // server::ServerOptions::keep_finished
+  std::string partitions_file;          // server::ServerOptions::partitions_file
+  server::CheckpointFlags checkpoints;
 };
 
 int RunDev(const DevFlags& f) {
@@ -79,6 +85,10 @@ int RunDev(const DevFlags& f) {
   }
   options.resize_interval_s = resize_every->value();
   options.resize_budget = f.resize_budget;
+  if (Status s = server::ApplyCheckpointFlags(f.checkpoints, options); !s.ok()) {
+    std::cerr << "corral dev: " << s.message() << "\n";
+    return 2;
+  }
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
     std::cerr << "corral dev: " << server.status().message() << "\n";
@@ -221,6 +231,7 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
                 "Elastic jobs: the resizes a job may make in its life, as corral server's")
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
+  server::AddCheckpointFlags(*c, f->checkpoints);
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }
 

@@ -256,8 +256,9 @@ struct SubmitFlags {
   std::optional<int> gpu_milli, gpu_step, priority, max_restarts, procs_per_node;
   std::string launcher, environment;
   std::optional<int64_t> cpus, cpu_milli, memory_mib;
-  std::optional<std::string> time_limit;  // as typed: ParseTimeLimit's forms
-  std::optional<std::string> signal;      // SIG[@SECONDS] (model::ParseWarningSignal)
+  std::optional<std::string> time_limit;        // as typed: ParseTimeLimit's forms
+  std::optional<std::string> signal;            // SIG[@SECONDS] (model::ParseWarningSignal)
+  std::optional<std::string> checkpoint_grace;  // as typed: ParseDuration's forms
   // --dependency (Slurm's text) and the shorthands' ids, all to be met (model/dependency.h).
   std::optional<std::string> dependency;
   std::vector<std::string> after, afterok, afternotok, afterany;
@@ -460,6 +461,14 @@ Result<json> BuildSpec(const SubmitFlags& f) {
   if (!f.launcher.empty()) spec["launcher"] = f.launcher;
   if (f.priority) spec["priority"] = *f.priority;
   if (f.max_restarts) spec["max_restarts"] = *f.max_restarts;
+  if (f.checkpoint_grace) {
+    auto grace = ParseDuration(*f.checkpoint_grace, "--checkpoint-grace");
+    if (!grace.ok()) return grace.status();
+    if (*grace > protocol::kMaxCheckpointGrace) {
+      return InvalidArgument("--checkpoint-grace: at most 1h, got " + *f.checkpoint_grace);
+    }
+    spec["checkpoint_grace_s"] = grace->value();
+  }
   if (f.time_limit) {
     auto limit = ParseTimeLimit(*f.time_limit, "--time-limit");
     if (!limit.ok()) return limit.status();
@@ -628,6 +637,12 @@ void PrintJob(const protocol::JobView& view) {
     std::cout << " at " << Time(c->time) << "\n";
   }
   if (view.checkpoint_dir) std::cout << "  checkpoint folder: " << *view.checkpoint_dir << "\n";
+  std::cout << "  stop grace: " << FormatDuration(view.checkpoint_grace)
+            << " (SIGTERM to SIGKILL when preempted or resized)\n";
+  if (view.lost_work_gpu_s > 0) {
+    std::cout << "  lost work: " << protocol::LostWorkText(view.lost_work_gpu_s)
+              << " (preemptions and resizes: GPUs × the time since the last checkpoint)\n";
+  }
   std::cout << "Tasks:\n";
   std::vector<std::vector<std::string>> rows;
   for (const protocol::TaskView& t : view.tasks) {
@@ -702,6 +717,9 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
                 "none, torchrun, mpi, deepspeed, tf or jax: how parts start their processes and "
                 "which rendezvous variables they get (docs/distributed.md)");
   c->add_option("--max-restarts", f->max_restarts, "Requeues after failure or node loss");
+  c->add_option("--checkpoint-grace", f->checkpoint_grace,
+                "Time between SIGTERM and SIGKILL when the job is preempted or resized, to save "
+                "a checkpoint, as 60s, 5m (at most 1h; the server caps it: default 300s)");
   c->add_option("--dependency", f->dependency,
                 "Slurm's dependency text, all to be met: after:ID (started), afterok:ID "
                 "(succeeded), afternotok:ID (ended otherwise), afterany:ID (ended); "
@@ -2264,7 +2282,9 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
   };
   auto u = std::make_shared<UsageFlags>();
   CLI::App* usage = app.add_subcommand(
-      "usage", "Allocated and used (utilisation-weighted) GPU-hours per user, project or day");
+      "usage",
+      "Allocated, used (utilisation-weighted) and lost (to preemptions and resizes, since the "
+      "last checkpoint) GPU-hours per user, project or day");
   usage->add_option("--by", u->by, "user, project or day, or several: project,day")
       ->capture_default_str();
   usage->add_option("--since", u->since, "Nd (the last N days) or YYYY-MM-DD")
@@ -2304,12 +2324,15 @@ void AddMonitoringCommands(CLI::App& app, int* exit_code) {
         std::transform(header.back().begin(), header.back().end(), header.back().begin(),
                        ::toupper);
       }
-      for (const char* h : {"ALLOCATED GPU-H", "USED GPU-H", "UTIL %"}) header.push_back(h);
+      for (const char* h : {"ALLOCATED GPU-H", "USED GPU-H", "UTIL %", "LOST GPU-H"}) {
+        header.push_back(h);
+      }
       std::vector<std::vector<std::string>> rows;
       for (const auto& r : (*answer)["rows"]) {
         std::vector<std::string> row;
         for (const std::string& k : keys) row.push_back(Str(r, k.c_str()));
-        for (const char* k : {"allocated_gpu_hours", "used_gpu_hours", "utilization_percent"}) {
+        for (const char* k :
+             {"allocated_gpu_hours", "used_gpu_hours", "utilization_percent", "lost_gpu_hours"}) {
           row.push_back(Str(r, k));
         }
         rows.push_back(row);

@@ -1,5 +1,6 @@
 #include "protocol/api_job.h"
 
+#include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -236,6 +237,12 @@ json ToJson(const std::vector<JobSummary>& jobs) {
   return ListJson(jobs, [](const JobSummary& j) { return ToJson(j); });
 }
 
+std::string LostWorkText(double gpu_s) {
+  if (gpu_s < 360) return std::to_string(std::llround(gpu_s)) + " GPU-s";
+  const int64_t tenths = std::llround(gpu_s / 360);
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " GPU-h";
+}
+
 json ToJson(const JobView& j) {
   json out = ToJson(j.summary);
   out["restarts"] = j.restarts;
@@ -255,6 +262,8 @@ json ToJson(const JobView& j) {
     if (j.elastic_now) out["elastic"]["now"] = *j.elastic_now;
     out["resizes"] = j.resizes;
   }
+  out["lost_work_gpu_s"] = j.lost_work_gpu_s;
+  out["checkpoint_grace_s"] = j.checkpoint_grace.value();
   return out;
 }
 
@@ -325,6 +334,11 @@ Result<JobView> ParseJobView(const json& json) {
   int64_t resizes = 0;
   CORRAL_RETURN_IF_ERROR(r->Int("resizes", false, resizes, 0, std::numeric_limits<int>::max()));
   j.resizes = static_cast<int>(resizes);
+  CORRAL_RETURN_IF_ERROR(r->Number("lost_work_gpu_s", false, j.lost_work_gpu_s, 0));
+  std::optional<int64_t> grace;
+  CORRAL_RETURN_IF_ERROR(
+      r->OptionalInt64("checkpoint_grace_s", grace, 0, kMaxCheckpointGrace.value()));
+  j.checkpoint_grace = Seconds(grace.value_or(0));
   return j;
 }
 

@@ -149,6 +149,12 @@ struct JobView {
   // resizes it had (0 for a rigid job). The JSON's "elastic" is the spec's range with "now".
   std::optional<int> elastic_now;
   int resizes = 0;
+  // Checkpoint-aware stops (docs/in-job.md, "Preemption and checkpoints"): the GPU-seconds its
+  // preemptions and resizes lost (each: GPUs × the time since its last checkpoint), and the
+  // grace between SIGTERM and SIGKILL its tasks get when preempted or resized (its
+  // checkpoint_grace after the server's cap, else the server's kill grace). 0 from older servers.
+  double lost_work_gpu_s = 0;
+  Seconds checkpoint_grace{0};
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).
@@ -176,6 +182,10 @@ struct SubmitAnswer {
   std::vector<std::string> warnings;
   bool operator==(const SubmitAnswer&) const = default;
 };
+
+// Lost work (JobView::lost_work_gpu_s) in words: "0.4 GPU-h", or "90 GPU-s" under a tenth of a
+// GPU-hour (the preemption's event, `corral job show`).
+std::string LostWorkText(double gpu_s);
 
 nlohmann::json ToJson(const JobSummary& job);
 nlohmann::json ToJson(const std::vector<JobSummary>& jobs);

@@ -373,15 +373,35 @@ Status CheckElasticShape(const JobSpec& spec) {
 
 Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   if (!j.is_object()) return InvalidArgument("job spec: must be a JSON object");
-  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(
-      origin, j,
-      {"name",         "project",      "command",    "shell",          "workdir",
-       "submit_dir",   "env",          "resources",  "tasks",          "priority",
-       "time_limit_s", "max_restarts", "launcher",   "procs_per_node", "array",
-       "environment",  "session",      "signal",     "dependency",     "kill_on_invalid_dep",
-       "script",       "output_file",  "error_file", "partition",      "qos",
-       "elastic"},
-      ""));
+  CORRAL_RETURN_IF_ERROR(CheckKnownKeys(origin, j,
+                                        {"name",
+                                         "project",
+                                         "command",
+                                         "shell",
+                                         "workdir",
+                                         "submit_dir",
+                                         "env",
+                                         "resources",
+                                         "tasks",
+                                         "priority",
+                                         "time_limit_s",
+                                         "max_restarts",
+                                         "launcher",
+                                         "procs_per_node",
+                                         "array",
+                                         "environment",
+                                         "session",
+                                         "signal",
+                                         "dependency",
+                                         "kill_on_invalid_dep",
+                                         "script",
+                                         "output_file",
+                                         "error_file",
+                                         "partition",
+                                         "qos",
+                                         "elastic",
+                                         "checkpoint_grace_s"},
+                                        ""));
   JobSpec spec;
   if (j.contains("name")) {
     // A job's name is checked when it is made; a stored or shown one is read as it is (a job
@@ -464,6 +484,11 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
     auto v = GetInt(j["max_restarts"], "max_restarts", 0, 1000);
     if (!v.ok()) return v.status();
     spec.max_restarts = static_cast<int>(*v);
+  }
+  if (j.contains("checkpoint_grace_s")) {
+    auto v = GetInt(j["checkpoint_grace_s"], "checkpoint_grace_s", 0, kMaxCheckpointGrace.value());
+    if (!v.ok()) return v.status();
+    spec.checkpoint_grace = Seconds(*v);
   }
   if (j.contains("launcher")) {
     auto v = GetString(j["launcher"], "launcher");
@@ -629,6 +654,7 @@ nlohmann::json ToJson(const JobSpec& s) {
   if (!s.dependencies.empty()) j["dependency"] = model::ToString(s.dependencies);
   if (s.elastic) j["elastic"] = ElasticJson(*s.elastic);
   if (s.kill_on_invalid_dep) j["kill_on_invalid_dep"] = true;
+  if (s.checkpoint_grace) j["checkpoint_grace_s"] = s.checkpoint_grace->value();
   if (s.session) {
     nlohmann::json session = nlohmann::json::object();
     if (s.session->idle_timeout_s) session["idle_timeout_s"] = *s.session->idle_timeout_s;

@@ -58,6 +58,9 @@
 // spec leaves it out (it becomes MIN) or gives MIN; a stored one holds a size in the range. An
 // elastic job is never a session nor a GPU share; arrays of elastic jobs are fine (each element
 // is one elastic job). A job elastic by nodes is distributed (IsDistributed) whatever its size.
+// Checkpoints (docs/in-job.md, "Preemption and checkpoints"): `checkpoint_grace_s` is how long
+// the job's tasks get between SIGTERM and SIGKILL when preempted or resized (to save a
+// checkpoint), 0..3600; the server caps it with its --max-checkpoint-grace.
 //
 // Sessions (docs/sessions.md): a spec with `session` ({"idle_timeout_s": N}, N 0 = never or >= 60;
 // absent: the server's default) is an interactive session: exactly one task, no array, launcher
@@ -73,6 +76,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 #include "model/dependency.h"
 #include "model/job.h"
 #include "model/launcher.h"
@@ -159,6 +163,10 @@ struct JobSpec {
   bool kill_on_invalid_dep = false;
   // Set: an elastic job, its size now in resources.gpus or tasks (at submission: MIN).
   std::optional<model::ElasticBounds> elastic;
+  // "checkpoint_grace_s": the SIGTERM -> SIGKILL grace its tasks get when preempted or resized
+  // (time to write a checkpoint), 0..kMaxCheckpointGrace; none: the server's kill grace. The
+  // server caps it (--max-checkpoint-grace).
+  std::optional<Seconds> checkpoint_grace;
 };
 
 // One job of an array: its index and its spec (the array's, without `array`, with the index's
@@ -180,6 +188,8 @@ int PortsOf(const JobSpec& spec);
 
 // The most whole CPUs `resources.cpus` may ask per process.
 inline constexpr int64_t kMaxCpusPerProc = 100000;
+// The longest checkpoint_grace_s a spec may ask (the agents' kill grace bound, StopOrder).
+inline constexpr Seconds kMaxCheckpointGrace{3600};
 
 // Parses and validates a spec (`command` may be empty only with an `environment`), then checks
 // it as a whole (CheckJobSpec). A submitted spec's `name` must be a job name (names.h); its

@@ -766,10 +766,11 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
   }
   std::sort(victims.begin(), victims.end());
   for (JobId id : victims) {
+    const double lost = LostWorkOf(id, now);
     Running run = StopRunning(id, /*release=*/false);  // released above
     attained_[id] += AttainedIn(run, now);
     Enqueue(AtMin(std::move(run.job)));
-    preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why});
+    preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why, lost});
   }
   return placed;
 }

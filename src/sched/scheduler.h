@@ -127,6 +127,7 @@ struct Preemption {
   JobId job;
   JobId for_job;
   std::string reason;
+  double lost_work_gpu_s = 0;  // the victim's LostWorkOf when it was stopped
 };
 
 struct Decisions {

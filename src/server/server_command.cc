@@ -6,6 +6,7 @@
 
 #include "common/duration.h"
 #include "common/shutdown_signal.h"
+#include "server/checkpoint_flags.h"
 #include "server/server_process.h"
 
 namespace corral::server {
@@ -186,15 +187,27 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--lease-renew-interval", *lease_renew,
                 "How often the leader renews its lease, and a follower tries to take it, as "
                 "500ms (default 500ms; under half of --lease-duration)");
+  auto checkpoints = std::make_shared<CheckpointFlags>();
+  AddCheckpointFlags(*c, *checkpoints);
   c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, admission_wait,
-               resize_interval, exit_code] {
-    auto expiry = ParseDuration(*token_expiry, "--default-token-expiry");
-    if (!expiry.ok()) {
-      std::cerr << "corral server: " << expiry.status().message() << "\n";
+               resize_interval, checkpoints, exit_code] {
+    if (Status s = ApplyCheckpointFlags(*checkpoints, *options); !s.ok()) {
+      std::cerr << "corral server: " << s.message() << "\n";
       *exit_code = 2;
       return;
     }
-    options->default_token_expiry_s = expiry->value();
+    for (auto [text, flag, out] :
+         {std::tuple{token_expiry.get(), "--default-token-expiry",
+                     &options->default_token_expiry_s},
+          std::tuple{resize_interval.get(), "--resize-interval", &options->resize_interval_s}}) {
+      auto duration = ParseDuration(*text, flag);
+      if (!duration.ok()) {
+        std::cerr << "corral server: " << duration.status().message() << "\n";
+        *exit_code = 2;
+        return;
+      }
+      *out = duration->value();
+    }
     auto keep = ParseKeepFinished(*keep_finished, "--keep-finished");
     if (!keep.ok()) {
       std::cerr << "corral server: " << keep.status().message() << "\n";
@@ -202,13 +215,6 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       return;
     }
     options->keep_finished = *keep;
-    auto resize_every = ParseDuration(*resize_interval, "--resize-interval");
-    if (!resize_every.ok()) {
-      std::cerr << "corral server: " << resize_every.status().message() << "\n";
-      *exit_code = 2;
-      return;
-    }
-    options->resize_interval_s = resize_every->value();
     for (auto [text, flag, out] :
          {std::tuple{lease_duration.get(), "--lease-duration", &options->lease.duration},
           std::tuple{lease_renew.get(), "--lease-renew-interval", &options->lease.renew_interval},

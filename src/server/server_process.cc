@@ -486,6 +486,9 @@ Status ServerProcess::BuildLeader() {
   config.resize_interval = Seconds(options.resize_interval_s);
   config.resize_budget = options.resize_budget;
   config.checkpoint_root = options.checkpoint_root;
+  config.victims = options.victims;
+  config.min_run_before_preemption = options.min_run_before_preemption;
+  config.max_checkpoint_grace = options.max_checkpoint_grace;
   config.fence_after = Seconds(options.fence_after_s);
   config.node_give_up = Seconds(options.node_give_up_s);
   config.session_idle_timeout = Seconds(options.session_idle_timeout_s);
@@ -508,6 +511,8 @@ Status ServerProcess::BuildLeader() {
   gpu_history_ = std::make_unique<GpuHistory>(controller_->Gpus(), *store_, clock_, history);
   JobRetention::Options retention;
   retention.keep_finished = options.keep_finished;
+  retention.checkpoint_root = options.checkpoint_root;
+  retention.keep_checkpoints = options.checkpoint_retention;
   retention_ = std::make_unique<JobRetention>(*store_, controller_->Logs(), clock_, retention);
   if (!options.envs_dir.empty()) {
     auto loaded = controller_->Environments().LoadBuiltins(builtins_);

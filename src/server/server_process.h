@@ -73,6 +73,14 @@ struct ServerOptions {
   // Where jobs keep their checkpoints (ControllerConfig::checkpoint_root): absolute, on a file
   // system every node mounts at that path. Empty: none.
   std::string checkpoint_root;
+  // Checkpoint-aware preemption (docs/in-job.md, "Preemption and checkpoints"; the flags:
+  // checkpoint_flags.h): how reclaim picks victims, how long a job runs before it may be one,
+  // the most grace a job's checkpoint_grace gets, and how long a finished job's checkpoint
+  // folder is kept (none: kept).
+  sched::VictimOrder victims = sched::VictimOrder::kLeastLostWork;
+  Seconds min_run_before_preemption{0};
+  Seconds max_checkpoint_grace{300};
+  std::optional<Seconds> checkpoint_retention = JobRetention::kDefaultKeepCheckpoints;
   // Fencing (docs/control-plane.md): an agent that reached no server this long stops its
   // requeue-able tasks; a node silent node_give_up_s is lost with every job on it.
   // reconcile::CheckNodeTimings must hold (Create refuses other values, naming the flags).

@@ -131,5 +131,28 @@ TEST_P(JobReportsTest, CheckpointEventsAreAddedForNewPathsOnlyAndCapped) {
             "/ckpt/7/c" + std::to_string(model::kMaxCheckpointEvents + 4));
 }
 
+TEST_P(JobReportsTest, LostWorkAddsUpPerJobAndPerDayUserAndProject) {
+  const JobId id = RunningJob();
+  EXPECT_EQ(store_->GetJob(id)->lost_gpu_ms, 0);
+  ASSERT_TRUE(store_->AddGpuUsage({{"2026-12-06", "alice", "vision", 7'200'000, 3'600'000}}).ok());
+  ASSERT_TRUE(store_->AddLostWork(id, 601'000, "2026-12-06").ok());
+  ASSERT_TRUE(store_->AddLostWork(id, 1'000, "2026-12-07").ok());
+  EXPECT_EQ(store_->GetJob(id)->lost_gpu_ms, 602'000);
+  auto usage = store_->GpuUsage("2026-12-06", "2026-12-07");
+  ASSERT_TRUE(usage.ok()) << usage.status().ToString();
+  ASSERT_EQ(usage->size(), 2u);
+  const GpuUsageRow& first = (*usage)[0];
+  EXPECT_EQ(first.user, store_->GetJob(id)->user);
+  EXPECT_EQ(first.allocated_gpu_ms, 7'200'000);  // the day's GPU time is kept
+  EXPECT_EQ(first.lost_gpu_ms, 601'000);
+  EXPECT_EQ((*usage)[1].allocated_gpu_ms, 0);
+  EXPECT_EQ((*usage)[1].lost_gpu_ms, 1'000);
+  EXPECT_EQ(store_->AddLostWork(JobId(999), 1, "2026-12-06").code(), StatusCode::kNotFound);
+  EXPECT_EQ(store_->AddLostWork(id, 0, "2026-12-06").code(), StatusCode::kInvalidArgument);
+  // A restart keeps it (the store's row).
+  Reopen();
+  EXPECT_EQ(store_->GetJob(id)->lost_gpu_ms, 602'000);
+}
+
 }  // namespace
 }  // namespace corral::store

@@ -421,6 +421,13 @@ CREATE TABLE job_checkpoints (
 );
 )sql";
 
+// Version 17 (docs/in-job.md, "Preemption and checkpoints"): the work preemptions and resizes
+// lost (GPU-ms since the run's last checkpoint), per job and per day, user and project.
+constexpr char kLostWork[] = R"sql(
+ALTER TABLE jobs ADD COLUMN lost_gpu_ms BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE gpu_usage ADD COLUMN lost_gpu_ms BIGINT NOT NULL DEFAULT 0;
+)sql";
+
 const std::vector<Migration>& StoreMigrations() {
   static const std::vector<Migration> kMigrations = {
       {1, "users, tokens, projects, jobs, job events, nodes, tasks", kInitialSchema},
@@ -451,6 +458,7 @@ const std::vector<Migration>& StoreMigrations() {
        kOneTripChecks, "", MigrationOn::kPostgresOnly},
       {16, "the in-job channel: reported metrics, their history, the latest checkpoint",
        kJobReports},
+      {17, "lost work: GPU time preemptions and resizes lost, per job and per day", kLostWork},
   };
   return kMigrations;
 }

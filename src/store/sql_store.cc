@@ -19,7 +19,7 @@ constexpr char kTokenColumns[] = "id, user_id, name, hash, created_at, revoked_a
 constexpr char kJobColumns[] =
     "id, name, user_name, project, spec_json, state, priority, restarts, submit_time, "
     "start_time, end_time, reason, cancel_reason, array_id, array_index, array_max_running, "
-    "total_gpu_milli";
+    "total_gpu_milli, lost_gpu_ms";
 // What a listing shows (JobSummary), in the order JobSummaryFrom expects: no spec.
 constexpr char kJobSummaryColumns[] =
     "id, name, user_name, project, state, priority, total_gpu_milli, submit_time, start_time, "
@@ -113,6 +113,7 @@ Result<JobRecord> JobFrom(const SqlRow& row) {
   j.array_index = OptInt32(row, 14);
   j.array_max_running = OptInt32(row, 15);
   j.total_gpu_milli = MilliGpu(row.Int(16));
+  j.lost_gpu_ms = row.Int(17);
   return j;
 }
 Result<JobSummary> JobSummaryFrom(const SqlRow& row) {
@@ -2096,13 +2097,13 @@ Result<std::vector<GpuUsageRow>> SqlStore::GpuUsage(const std::string& from_day,
                                                     const std::string& to_day) {
   std::lock_guard<std::mutex> lock(mu_);
   auto rows = conn_->Query(
-      "SELECT day, user_name, project, allocated_gpu_ms, used_gpu_ms FROM gpu_usage WHERE day >= "
-      "? AND day <= ? ORDER BY day, user_name, project",
+      "SELECT day, user_name, project, allocated_gpu_ms, used_gpu_ms, lost_gpu_ms FROM gpu_usage "
+      "WHERE day >= ? AND day <= ? ORDER BY day, user_name, project",
       {from_day, to_day});
   if (!rows.ok()) return Annotate("read GPU usage", rows.status());
   std::vector<GpuUsageRow> out;
   for (const SqlRow& row : *rows) {
-    out.push_back({row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.Int(4)});
+    out.push_back({row.Text(0), row.Text(1), row.Text(2), row.Int(3), row.Int(4), row.Int(5)});
   }
   return out;
 }

@@ -93,6 +93,7 @@ class SqlStore final : public Store {
   // sql_store_job_reports.cc
   Status RecordJobReport(JobId id, const model::JobReport& report) override;
   Status RecordJobCheckpoint(JobId id, const model::JobCheckpoint& checkpoint) override;
+  Status AddLostWork(JobId id, int64_t lost_gpu_ms, const std::string& day) override;
   Result<model::JobProgress> JobProgress(JobId id) override;
   Result<model::MetricSeries> JobMetricSeries(JobId id) override;
 

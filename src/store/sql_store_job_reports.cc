@@ -120,6 +120,30 @@ Status SqlStore::RecordJobCheckpoint(JobId id, const model::JobCheckpoint& check
       }));
 }
 
+Status SqlStore::AddLostWork(JobId id, int64_t lost_gpu_ms, const std::string& day) {
+  if (lost_gpu_ms <= 0) {
+    return InvalidArgument("lost work: must be positive, got " + std::to_string(lost_gpu_ms));
+  }
+  const std::string op = "record the lost work of " + JobText(id);
+  std::lock_guard<std::mutex> lock(mu_);
+  return Annotate(
+      op, InTransaction([&]() -> Status {
+        auto job = conn_->Query(
+            "UPDATE jobs SET lost_gpu_ms = lost_gpu_ms + ? WHERE id = ? RETURNING user_name, "
+            "project",
+            {lost_gpu_ms, id.value()});
+        if (!job.ok()) return job.status();
+        if (job->empty()) return NotFound(JobText(id) + " not found");
+        return conn_
+            ->Execute(
+                "INSERT INTO gpu_usage (day, user_name, project, allocated_gpu_ms, used_gpu_ms, "
+                "lost_gpu_ms) VALUES (?, ?, ?, 0, 0, ?) ON CONFLICT (day, user_name, project) DO "
+                "UPDATE SET lost_gpu_ms = gpu_usage.lost_gpu_ms + excluded.lost_gpu_ms",
+                {day, (*job)[0].Text(0), (*job)[0].Text(1), lost_gpu_ms})
+            .status();
+      }));
+}
+
 Result<model::JobProgress> SqlStore::JobProgress(JobId id) {
   const std::string op = "read the reports of " + JobText(id);
   std::lock_guard<std::mutex> lock(mu_);

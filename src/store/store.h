@@ -101,6 +101,8 @@ struct JobRecord {
   // (2 tasks of 4 whole GPUs: 8000). The server sets it from the spec at submission; the
   // listing sorts on it (JobSortKey::kGpus).
   MilliGpu total_gpu_milli{0};
+  // GPU time its preemptions and resizes lost (Store::AddLostWork), over all its runs.
+  int64_t lost_gpu_ms = 0;
 };
 
 // A row of the job listing (ListJobSummaries): what a listing shows, read without the spec.
@@ -217,6 +219,8 @@ struct GpuUsageRow {
   std::string project;
   int64_t allocated_gpu_ms = 0;
   int64_t used_gpu_ms = 0;
+  // Lost to preemptions and resizes (Store::AddLostWork): GPUs × time since the last checkpoint.
+  int64_t lost_gpu_ms = 0;
 };
 
 // Retention of finished jobs (docs/monitoring.md, "Retention of finished jobs"): the GPU demand
@@ -468,6 +472,10 @@ class Store {
   // bounds (keys, values, sizes) are the caller's to check (protocol/api_job_report.h).
   virtual Status RecordJobReport(JobId id, const model::JobReport& report) = 0;
   virtual Status RecordJobCheckpoint(JobId id, const model::JobCheckpoint& checkpoint) = 0;
+  // Adds `lost_gpu_ms` (> 0, else InvalidArgument) to the job's lost work and to the GPU usage
+  // row of `day` ("YYYY-MM-DD"), its user and its project, in one transaction: the work a
+  // preemption or a resize lost. NotFound for an unknown job.
+  virtual Status AddLostWork(JobId id, int64_t lost_gpu_ms, const std::string& day) = 0;
   // What the job has reported (nothing yet: empty); NotFound for an unknown job.
   virtual Result<model::JobProgress> JobProgress(JobId id) = 0;
   // The job's numeric history, oldest first per key; NotFound for an unknown job.

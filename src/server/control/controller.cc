@@ -93,6 +93,8 @@ sched::SchedulerConfig Controller::SchedulerConfigLocked() const {
   config.sharing.reclaim = policy_.sharing.reclaim;
   config.sharing.projects = sharing_;
   config.las_thresholds_gpu_s = policy_.las_thresholds_gpu_s;
+  config.victims = config_.victims;
+  config.min_run_before_preemption = config_.min_run_before_preemption;
   config.estimate = [this](const model::Job& job) {
     std::lock_guard predictor(predictor_mu_);
     return predictor_.Predict(predict::RuntimePredictor::FeaturesOf(job)).estimate;
@@ -281,10 +283,15 @@ Status Controller::Recover() {
     RestoreRendezvousLocked(job);
     job.elastic_now = ElasticSizeOf(job);
     // An elastic job's run (for min-run-before-preemption) starts at its last resize.
-    const Seconds started = job.spec.elastic ? job.elastic_since
-                                             : record.start_time.value_or(record.submit_time);
+    const Seconds started =
+        job.spec.elastic ? job.elastic_since : record.start_time.value_or(record.submit_time);
     const Status adopted = scheduler_->Adopt(ModelJobOf(job), allocations, started);
     if (adopted.ok()) {
+      // What a preemption would lose counts from its last checkpoint, as before the restart.
+      auto progress = store_.JobProgress(record.id);
+      if (progress.ok() && progress->checkpoint) {
+        (void)scheduler_->NoteCheckpoint(record.id, progress->checkpoint->time);
+      }
       EvaluateJobLocked(job);
       continue;
     }

@@ -122,15 +122,21 @@ struct ControllerConfig {
   // A node silent this long is unreachable: its requeue-able runs are fenced and requeued, the
   // others keep running (docs/control-plane.md, "Fencing").
   Seconds node_timeout{30};
-  Seconds kill_grace{10};      // SIGTERM -> SIGKILL
+  Seconds kill_grace{10};  // SIGTERM -> SIGKILL
+  // The most a job's checkpoint_grace gets when it is preempted or resized (StopGraceLocked).
+  Seconds max_checkpoint_grace{300};
+  // How reclaim picks its victims, and how long a job runs before it may be one
+  // (sched/scheduler.h, SchedulerConfig).
+  sched::VictimOrder victims = sched::VictimOrder::kLeastLostWork;
+  Seconds min_run_before_preemption{0};
+  Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
+  Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
+  // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // Elastic jobs (controller_elastic.cc): no growth sooner than resize_interval after a job's
   // last resize or its start (shrinks for a pending job are never held back), and none once it
   // made resize_budget resizes.
   Seconds resize_interval{60};
   int resize_budget = 20;
-  Seconds fence_after{10};     // an agent that reached no server this long stops what is requeued
-  Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
-  // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
   std::string session_key;
@@ -486,6 +492,27 @@ class Controller {
   // did; a run stopping already goes on stopping); its tasks become stale and are killed at
   // their nodes' next heartbeat; `for_job` launches only after they stopped.
   void PreemptLocked(const sched::Preemption& preemption);
+  // --- Checkpoint-aware stops (controller_checkpoints.cc; docs/in-job.md) ---
+  // The SIGTERM -> SIGKILL grace a job's tasks get when preempted or resized: its spec's
+  // checkpoint_grace capped by config_.max_checkpoint_grace, else config_.kill_grace.
+  Seconds StopGraceLocked(const LiveJob& job) const { return StopGraceOf(job.spec); }
+  Seconds StopGraceOf(const JobSpec& spec) const;  // reads only config_: no lock needed
+  // The current run's tasks of `job`, once stale (preempted, resized), are answered with a
+  // StopOrder of `grace` and `reason` instead of config_.kill_grace (StaleStopLocked), until
+  // their agent reports them ended or leaves them out. Call before the run is forgotten.
+  void NoteStoppingLocked(const LiveJob& job, Seconds grace, std::string reason);
+  // The StopOrder for a stale running task: as NoteStoppingLocked noted it, else kill_grace.
+  protocol::StopOrder StaleStopLocked(const protocol::TaskKey& key, std::string reason) const;
+  // Forgets the notes of `node`'s tasks that are `ended` (by allocation id).
+  void ForgetStoppedLocked(const std::string& node, const std::function<bool(int64_t)>& ended);
+  // Records the GPU-seconds a running job loses if stopped now (the scheduler's LostWorkOf:
+  // GPUs x the time since its last checkpoint, or since its run's start) against the job and
+  // its project (AddLostWorkLocked). Call before the scheduler forgets or restarts the run (a
+  // resize: before Scheduler::Resize).
+  void RecordLostWorkLocked(LiveJob& job, Seconds now);
+  // Adds `gpu_s` lost GPU-seconds to the job and, for `corral usage`, to its user and project
+  // on `now`'s day (store::Store::AddLostWork). A store error loses the figure, nothing else.
+  void AddLostWorkLocked(LiveJob& job, double gpu_s, Seconds now);
   // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
   void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
   // --- The read view (read_view.h) ---
@@ -883,6 +910,13 @@ class Controller {
   // Run times learned from finished jobs (at start: from the store's recent history); the
   // scheduler's estimates (QSSF, reservations, estimated starts) come from it.
   predict::RuntimePredictor predictor_;
+  // Stale runs' tasks and the stop order they get (NoteStoppingLocked), by allocation id.
+  struct StoppingTask {
+    std::string node;
+    Seconds grace{0};
+    std::string reason;
+  };
+  std::map<int64_t, StoppingTask> stopping_tasks_;
   RendezvousPorts ports_;  // port blocks of running distributed jobs
   int64_t passes_ = 0;     // scheduling passes so far
   // The run-time predictor's own lock (JobView reads it without mu_): taken after mu_ when

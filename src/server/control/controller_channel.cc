@@ -37,7 +37,11 @@ Status Controller::RecordCheckpoint(const Principal& who, JobId id,
   CORRAL_RETURN_IF_ERROR(MayReport(who, *record));
   checkpoint.time = clock_.Now();
   CORRAL_RETURN_IF_ERROR(channel_writes_.Take(id, checkpoint.time));
-  return store_.RecordJobCheckpoint(id, checkpoint);
+  CORRAL_RETURN_IF_ERROR(store_.RecordJobCheckpoint(id, checkpoint));
+  // What a preemption would lose counts from now (a job not running yet has nothing to lose).
+  auto lock = LockState();
+  (void)scheduler_->NoteCheckpoint(id, checkpoint.time);
+  return Status::Ok();
 }
 
 Result<model::MetricSeries> Controller::MetricSeries(const Principal& who, JobId id) {

@@ -29,8 +29,8 @@ std::string UnitWord(model::ElasticUnit unit, int n) {
 std::string ResizeEvent(const sched::Resize& z, model::ElasticUnit unit) {
   const std::string why =
       z.reason == sched::ResizeReason::kPendingJob ? "a pending job needs them" : "idle GPUs";
-  return std::string(kResizedEventPrefix) + std::to_string(z.from) + " to " +
-         std::to_string(z.to) + " " + UnitWord(unit, z.to) + ": " + why;
+  return std::string(kResizedEventPrefix) + std::to_string(z.from) + " to " + std::to_string(z.to) +
+         " " + UnitWord(unit, z.to) + ": " + why;
 }
 
 // One resize per job, from its first `from` to its last `to`, in the order of first mention:
@@ -80,19 +80,19 @@ std::optional<sched::ElasticRun> Controller::ElasticRunLocked(const LiveJob& job
   // much left at most; one without is taken to run long enough for any growth to pay.
   double remaining = std::numeric_limits<double>::max();
   if (job.spec.time_limit_s > 0 && job.record.start_time) {
-    remaining = static_cast<double>(job.spec.time_limit_s -
-                                    (now.value() - job.record.start_time->value()));
+    remaining =
+        static_cast<double>(job.spec.time_limit_s - (now.value() - job.record.start_time->value()));
   }
-  return sched::ElasticRun{job.record.id,
-                           *range,
-                           unit,
-                           unit == model::ElasticUnit::kNodes ? static_cast<int>(tasks->size())
-                                                              : task_gpus,
-                           std::move(nodes),
-                           task_gpus,
-                           job.elastic_since,
-                           job.resizes,
-                           remaining};
+  return sched::ElasticRun{
+      job.record.id,
+      *range,
+      unit,
+      unit == model::ElasticUnit::kNodes ? static_cast<int>(tasks->size()) : task_gpus,
+      std::move(nodes),
+      task_gpus,
+      job.elastic_since,
+      job.resizes,
+      remaining};
 }
 
 std::vector<sched::ElasticRun> Controller::RunningElasticLocked(Seconds now) const {
@@ -160,6 +160,9 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   if (job.Stopping() || job.tasks.empty() || !job.spec.elastic) {
     return FailedPrecondition("job " + std::to_string(id.value()) + " has no run to resize");
   }
+  // What the old run loses (GPUs x the time since its last checkpoint), before the scheduler
+  // restarts it; recorded once the resize is stored.
+  const double lost = scheduler_->LostWorkOf(id, now);
   CORRAL_RETURN_IF_ERROR(scheduler_->Resize(id, z.to, now));
   std::vector<store::TaskAssignment> tasks;
   const std::vector<sched::Allocation>& allocations = *scheduler_->AllocationsOf(id);
@@ -188,11 +191,12 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   // count the decision returns is not taken.
   const reconcile::PreemptDecision stop =
       reconcile::Preempt(job.end, 0, {job.tasks, job.launched, job.notes}, now);
-  // TEMPORARY until s38-ckpt merges (Controller::NoteStoppingLocked with StopGraceLocked(job)
-  // and reason "resize"; delete this note then): the stale tasks' stop orders carry
-  // config_.kill_grace, as every stale task's do.
+  // Its stale tasks get the job's stop grace (time for a checkpoint), with the reason.
+  NoteStoppingLocked(job, StopGraceLocked(job), "resize");
+  AddLostWorkLocked(job, lost, now);
   for (const store::TaskRecord& killed : stop.killed) (void)store_.UpdateTask(killed);
-  for (const reconcile::TaskOnNode& old : stop.waits) resize_stopping_[old.first].insert(old.second);
+  for (const reconcile::TaskOnNode& old : stop.waits)
+    resize_stopping_[old.first].insert(old.second);
   NotifyNodesLocked(job);  // the old run's nodes: their next reports are answered with kills
   job.tasks = std::move(written).value();
   job.launched.clear();

@@ -478,6 +478,8 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
   if (!progress.ok()) return progress.status();
   out.progress = std::move(progress).value();
   out.checkpoint_dir = CheckpointDirOf(id);
+  out.lost_work_gpu_s = static_cast<double>(record->lost_gpu_ms) / 1000;
+  out.checkpoint_grace = StopGraceOf(*spec);
   if (auto checks = CheckDependencies(spec->dependencies); checks.ok()) {
     for (const model::DependencyCheck& c : *checks) {
       out.dependencies.push_back({c.dependency, c.status});

@@ -20,7 +20,7 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 // --- Run plans --------------------------------------------------------------------------------
 
 reconcile::RunFacts Controller::FactsOf(const LiveJob& job, JobState state) {
-  return {state,          job.spec.launcher, job.spec.max_restarts, job.record.restarts,
+  return {state,           job.spec.launcher, job.spec.max_restarts,       job.record.restarts,
           job.preemptions, job.resizes,       job.spec.elastic.has_value()};
 }
 
@@ -128,7 +128,7 @@ std::map<JobId, Controller::RunPlan> Controller::PlanReportLocked(
         planned != plans.end() ? &planned->second.tasks : (job ? &job->tasks : nullptr);
     reconcile::ReportDecision d = reconcile::DecideReport(tasks, name, s, now);
     if (d.action == reconcile::ReportAction::kKill) {
-      kills.push_back({s.key, config_.kill_grace, d.kill_reason});
+      kills.push_back(StaleStopLocked(s.key, d.kill_reason));
     }
     if (d.action != reconcile::ReportAction::kUpdate) continue;
     RunPlan& plan = plan_of(*job);
@@ -254,12 +254,13 @@ Status Controller::TakeReportLocked(std::unique_lock<std::mutex>& lock, const st
     LiveNode& node = it->second;
     ReportedAllocations& a = taken->allocations;
     node.reports.starting = std::move(a.starting);
-    if (partial) {
-      // Only the tasks it lists: the others keep their states, and the waits on them.
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return a.ended.count(alloc) > 0; });
-    } else {
-      ReleaseWaitsLocked(name, [&](int64_t alloc) { return a.running.count(alloc) == 0; });
-    }
+    // Only the tasks a partial report lists: the others keep their states, the waits on them
+    // and their stop orders.
+    auto stopped = [&](int64_t alloc) {
+      return partial ? a.ended.count(alloc) > 0 : a.running.count(alloc) == 0;
+    };
+    ReleaseWaitsLocked(name, stopped);
+    ForgetStoppedLocked(name, stopped);
     node.reports.last_seq = seq;
   };
   AwaitWriteLocked(lock, WriteLocked(std::move(all), now, std::move(write)));

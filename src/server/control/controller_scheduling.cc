@@ -162,11 +162,17 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   }
   // The scheduler queued it again already; the store follows. (On a store error the job is
   // pending here and running there: its next assignment is refused and retried.)
-  (void)store_.TransitionJob(victim.record.id, victim.record.state, JobState::kPending, p.reason,
+  (void)store_.TransitionJob(victim.record.id, victim.record.state, JobState::kPending,
+                             p.reason + "; " + protocol::LostWorkText(p.lost_work_gpu_s) +
+                                 " since its last checkpoint lost",
                              now);
+  AddLostWorkLocked(victim, p.lost_work_gpu_s, now);
   // The run is forgotten below: only the store keeps these.
   for (const store::TaskRecord& killed : d.killed) (void)store_.UpdateTask(killed);
-  NotifyNodesLocked(victim);  // their next heartbeats report the tasks, now stale: killed
+  // Their next heartbeats report the tasks, now stale: stopped with the job's grace, time to
+  // save a checkpoint.
+  NoteStoppingLocked(victim, StopGraceLocked(victim), p.reason);
+  NotifyNodesLocked(victim);
   ForgetRunLocked(victim);
   victim.preemptions = d.preemptions;
 }

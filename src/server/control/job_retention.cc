@@ -4,6 +4,8 @@
 #include <iostream>
 
 #include "common/duration.h"
+#include "model/states.h"
+#include "server/control/checkpoint_folders.h"
 
 namespace corral::server {
 
@@ -13,7 +15,8 @@ JobRetention::JobRetention(store::Store& store, LogSink& logs, Clock& clock, Opt
 JobRetention::~JobRetention() { Stop(); }
 
 void JobRetention::Start() {
-  if (!options_.keep_finished || thread_.joinable()) return;
+  const bool checkpoints = !options_.checkpoint_root.empty() && options_.keep_checkpoints;
+  if ((!options_.keep_finished && !checkpoints) || thread_.joinable()) return;
   {
     std::lock_guard lock(mu_);
     stopping_ = false;
@@ -41,6 +44,10 @@ void JobRetention::Loop() {
     } else if (purged->jobs > 0) {
       std::cout << "corral server: purged " << purged->jobs << " jobs that ended more than "
                 << options_.keep_finished->value() << " s ago" << std::endl;
+    }
+    if (auto removed = RemoveCheckpointsOnce(); !removed.ok()) {
+      std::cerr << "corral server: removing checkpoint folders: " << removed.status().message()
+                << std::endl;
     }
     lock.lock();
     wake_.wait_for(lock, std::chrono::seconds(options_.period.value()), [&] { return stopping_; });
@@ -70,6 +77,32 @@ Result<JobRetention::Purge> JobRetention::PurgeOnce() {
     purge.jobs += static_cast<int64_t>(purged->size());
     ++purge.batches;
   }
+}
+
+Result<int64_t> JobRetention::RemoveCheckpointsOnce() {
+  if (options_.checkpoint_root.empty() || !options_.keep_checkpoints) return 0;
+  std::lock_guard removing(purge_mu_);
+  const Seconds before(clock_.Now().value() - options_.keep_checkpoints->value());
+  auto jobs = CheckpointFolderJobs(options_.checkpoint_root, kMaxCheckpointFolders);
+  if (!jobs.ok()) {
+    if (jobs.status().code() == StatusCode::kNotFound) return 0;  // no root here: nothing to do
+    return jobs.status();
+  }
+  int64_t removed = 0;
+  for (JobId id : *jobs) {
+    auto job = store_.GetJob(id);
+    if (!job.ok()) {
+      if (job.status().code() == StatusCode::kNotFound) continue;  // not a job's: left alone
+      return job.status();
+    }
+    if (!model::IsFinal(job->state) || !job->end_time || *job->end_time >= before) continue;
+    if (Status s = RemoveCheckpointFolder(options_.checkpoint_root, id); !s.ok()) {
+      std::cerr << "corral server: removing checkpoint folders: " << s.message() << std::endl;
+      continue;
+    }
+    ++removed;
+  }
+  return removed;
 }
 
 Result<std::optional<Seconds>> ParseKeepFinished(const std::string& text, const std::string& flag) {

@@ -12,6 +12,10 @@
 // its jobs' output is removed just before it (a job past its retention may lose its output an
 // instant before its record; never the other way round, so no output is left behind by a crash).
 //
+// The same thread removes the checkpoint folders (checkpoint_folders.h) of jobs that ended longer
+// ago than `keep_checkpoints` (--checkpoint-retention, 7 days by default), when the server's
+// --checkpoint-root is reachable from it (on `corral dev` it is): RemoveCheckpointsOnce.
+//
 // Thread-safe: Start/Stop from the owner; PurgeOnce from any thread (one purge at a time).
 #pragma once
 
@@ -34,12 +38,19 @@ class JobRetention {
  public:
   static constexpr Seconds kDefaultKeepFinished{90 * 86400};
   static constexpr int64_t kDefaultBatchJobs = 1000;
+  static constexpr Seconds kDefaultKeepCheckpoints{7 * 86400};
+  // The checkpoint folders one removal looks at (the lowest job ids first).
+  static constexpr size_t kMaxCheckpointFolders = 10000;
 
   struct Options {
     // Jobs that ended longer ago than this are purged; none: kept forever.
     std::optional<Seconds> keep_finished = kDefaultKeepFinished;
     Seconds period{3600};
     int64_t batch_jobs = kDefaultBatchJobs;  // 1..store::Store::kMaxPurgeBatch
+    // The jobs' checkpoint folders (ControllerConfig::checkpoint_root; empty: none), removed
+    // this long after their job ended; none: kept.
+    std::string checkpoint_root;
+    std::optional<Seconds> keep_checkpoints = kDefaultKeepCheckpoints;
   };
 
   // What one purge did.
@@ -54,8 +65,9 @@ class JobRetention {
   JobRetention(const JobRetention&) = delete;
   JobRetention& operator=(const JobRetention&) = delete;
 
-  // Starts the thread (a purge at once, then every period) / stops it, waiting for a batch in
-  // flight. Without a retention (keep_finished none) no thread runs.
+  // Starts the thread (a purge and a removal at once, then every period) / stops it, waiting for
+  // a batch in flight. Without a retention (neither keep_finished nor checkpoint folders to
+  // remove) no thread runs.
   void Start();
   void Stop();
 
@@ -64,6 +76,13 @@ class JobRetention {
   // period goes on); output that could not be removed is reported on stderr and does not stop
   // it.
   Result<Purge> PurgeOnce();
+  // Removes the checkpoint folder of every job that ended before the clock's now −
+  // keep_checkpoints (at most kMaxCheckpointFolders folders looked at, lowest ids first);
+  // returns how many went. Folders of jobs the store does not know (purged, or never a job's)
+  // and of jobs not ended are left. A folder that cannot be removed (a task user's files the
+  // server may not delete) is reported on stderr and does not stop the others. Without a root
+  // or a retention: nothing.
+  Result<int64_t> RemoveCheckpointsOnce();
 
  private:
   void Loop();

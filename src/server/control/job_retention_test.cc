@@ -202,5 +202,54 @@ TEST_F(JobRetentionTest, LateOutputOfAPurgedJobIsDropped) {
   EXPECT_FALSE(HasLogs(old));
 }
 
+// Checkpoint folders (checkpoint_folders.h): those of jobs ended more than the retention ago
+// go, without following a link out of them; those of recent, running or unknown jobs, and
+// entries not named by a job id, stay.
+TEST_F(JobRetentionTest, CheckpointFoldersOfLongEndedJobsGoWithoutFollowingLinks) {
+  namespace fs = std::filesystem;
+  const fs::path root = test_store_.dir() / "checkpoints";
+  const fs::path outside = test_store_.dir() / "outside";
+  fs::create_directories(outside / "keep");
+  std::ofstream(outside / "keep" / "weights.pt") << "precious\n";
+  const JobId old = Job(1, 1, kNow - 10 * kDay, kNow - 8 * kDay);
+  const JobId recent = Job(1, 1, kNow - 3 * kDay, kNow - 2 * kDay);
+  const JobId running = Job(1, 1, kNow - 10 * kDay, std::nullopt);
+  for (JobId id : {old, recent, running}) {
+    const fs::path dir = root / std::to_string(id.value());
+    fs::create_directories(dir / "step-100");
+    std::ofstream(dir / "step-100" / "model.pt") << "weights\n";
+  }
+  const fs::path old_dir = root / std::to_string(old.value());
+  fs::create_directory_symlink(outside, old_dir / "link-to-outside");
+  fs::create_symlink(outside / "keep" / "weights.pt", old_dir / "step-100" / "link.pt");
+  fs::create_directories(root / "999999");  // no such job
+  fs::create_directories(root / "notes");
+  fs::create_directory_symlink(outside, root / "0123");  // not a job id's name
+
+  JobRetention::Options options;
+  options.keep_finished.reset();
+  options.checkpoint_root = root.string();
+  options.keep_checkpoints = Seconds(7 * kDay);
+  JobRetention retention(*store_, logs_, clock_, options);
+  auto removed = retention.RemoveCheckpointsOnce();
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(old_dir)));
+  EXPECT_TRUE(fs::exists(outside / "keep" / "weights.pt"));
+  for (JobId id : {recent, running}) EXPECT_TRUE(fs::exists(root / std::to_string(id.value())));
+  for (const char* other : {"999999", "notes", "0123"}) EXPECT_TRUE(fs::exists(root / other));
+  // A week later the recent one goes too; without a retention nothing does.
+  clock_.Advance(Seconds(6 * kDay));
+  EXPECT_EQ(*retention.RemoveCheckpointsOnce(), 1);
+  EXPECT_FALSE(fs::exists(root / std::to_string(recent.value())));
+  options.keep_checkpoints.reset();
+  ASSERT_TRUE(store_
+                  ->TransitionJob(running, JobState::kRunning, JobState::kSucceeded, "",
+                                  Seconds(kNow - 9 * kDay))
+                  .ok());
+  EXPECT_EQ(*JobRetention(*store_, logs_, clock_, options).RemoveCheckpointsOnce(), 0);
+  EXPECT_TRUE(fs::exists(root / std::to_string(running.value())));
+}
+
 }  // namespace
 }  // namespace corral::server

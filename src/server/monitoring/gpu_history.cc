@@ -80,12 +80,15 @@ Result<std::pair<std::string, std::string>> ParseDayRange(const std::string& sin
 }
 
 nlohmann::json UsageReport(const std::vector<store::GpuUsageRow>& rows, UsageGrouping by) {
-  std::map<std::tuple<std::string, std::string, std::string>, std::pair<int64_t, int64_t>> sums;
+  struct Sums {
+    int64_t allocated = 0, used = 0, lost = 0;
+  };
+  std::map<std::tuple<std::string, std::string, std::string>, Sums> sums;
   for (const store::GpuUsageRow& r : rows) {
-    auto& [allocated, used] =
-        sums[{by.user ? r.user : "", by.project ? r.project : "", by.day ? r.day : ""}];
-    allocated += r.allocated_gpu_ms;
-    used += r.used_gpu_ms;
+    Sums& s = sums[{by.user ? r.user : "", by.project ? r.project : "", by.day ? r.day : ""}];
+    s.allocated += r.allocated_gpu_ms;
+    s.used += r.used_gpu_ms;
+    s.lost += r.lost_gpu_ms;
   }
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [key, value] : sums) {
@@ -94,12 +97,13 @@ nlohmann::json UsageReport(const std::vector<store::GpuUsageRow>& rows, UsageGro
     if (by.user) row["user"] = user;
     if (by.project) row["project"] = project;
     if (by.day) row["day"] = day;
-    row["allocated_gpu_hours"] = Hours(value.first);
-    row["used_gpu_hours"] = Hours(value.second);
+    row["allocated_gpu_hours"] = Hours(value.allocated);
+    row["used_gpu_hours"] = Hours(value.used);
     row["utilization_percent"] =
-        value.first > 0
-            ? std::round(1000.0 * static_cast<double>(value.second) / value.first) / 10.0
+        value.allocated > 0
+            ? std::round(1000.0 * static_cast<double>(value.used) / value.allocated) / 10.0
             : 0.0;
+    row["lost_gpu_hours"] = Hours(value.lost);
     out.push_back(std::move(row));
   }
   return out;
@@ -110,7 +114,8 @@ std::string UsageCsv(const nlohmann::json& report, UsageGrouping by) {
   if (by.user) columns.push_back("user");
   if (by.project) columns.push_back("project");
   if (by.day) columns.push_back("day");
-  for (const char* c : {"allocated_gpu_hours", "used_gpu_hours", "utilization_percent"}) {
+  for (const char* c :
+       {"allocated_gpu_hours", "used_gpu_hours", "utilization_percent", "lost_gpu_hours"}) {
     columns.push_back(c);
   }
   std::ostringstream out;
