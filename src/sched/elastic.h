@@ -72,13 +72,15 @@ struct ElasticRun {
   model::ElasticUnit unit = model::ElasticUnit::kGpus;
   int size = 0;                  // its size now
   std::vector<NodeIndex> nodes;  // the node of each task, in task order (kGpus: one)
-  int task_gpus = 0;             // kNodes: the whole GPUs each task holds,
-  CpuMilli task_cpu{0};          // its CPU
-  MemoryMib task_memory{0};      // and its memory
+  int task_gpus = 0;             // kNodes: the whole GPUs each task holds
   Seconds last_resize{0};        // its last resize, or its start
   int resizes = 0;               // made so far
   // Seconds of work left at its current size (estimated): what growth would speed up.
   double remaining_s = 0;
+  // kNodes: the CPU and memory each task holds (growth needs them free on a new node; 0: not
+  // checked).
+  CpuMilli task_cpu{0};
+  MemoryMib task_memory{0};
 };
 
 enum class ResizeReason {
