@@ -37,10 +37,6 @@ struct DevFlags {
   std::string partitions_file;          // server::ServerOptions::partitions_file
   std::string resize_interval = "60s";  // server::ServerOptions::resize_interval_s
   int resize_budget = 20;               // server::ServerOptions::resize_budget
-  int64_t cpus = 0, memory_mib = 0;     // what the node offers; 0: detected (fake GPUs: >= 8 each)
-  bool show_all_work = false;           // server::ServerOptions::show_all_work
-  std::string keep_finished = "90d";    // server::ServerOptions::keep_finished
-  std::string partitions_file;          // server::ServerOptions::partitions_file
   server::CheckpointFlags checkpoints;
 };
 

@@ -1608,483 +1608,484 @@ TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {
   EXPECT_EQ(StateOf(elastic), "pending");
   EXPECT_THAT(store_->GetJob(elastic)->reason, HasSubstr("requeued (restart 1 of 1)"));
   EXPECT_EQ(StateOf(rigid), "starting");
-  // Checkpoint-aware preemption (docs/in-job.md, "Preemption and checkpoints"): four borrowed
-  // one-GPU jobs run 600 s; the two started first checkpoint then, so they would lose least: the
-  // owner's two-GPU job reclaims them (under --victims priority it takes the two started last).
-  // The victims' stop orders carry their checkpoint grace; their lost work is recorded.
-  class CheckpointPreemptionTest : public ControllerTest {
-   protected:
-    // Runs the four borrowed jobs (the first asks a grace over the server's cap, the third one
-    // under it), checkpoints the first two at +600 s, then submits the owner's job at +601 s.
-    void RunBorrowedThenReclaim() {
-      ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
-      alice_.projects.push_back("owner");
-      ASSERT_TRUE(SetSharing("owner", {{"gpus", 2}}).ok());
-      ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-      for (int i = 0; i < 4; ++i) {
-        json spec = Spec(1);
-        if (i == 0) spec["checkpoint_grace_s"] = 900;  // over the default cap of 300 s
-        if (i == 2) spec["checkpoint_grace_s"] = 60;
-        borrowed_.push_back(Submit(spec));
-      }
-      controller_->Tick();
-      const json launches = Beat("a", Report())["run"];
-      for (const json& l : launches) running_.push_back(TaskReport(l, "running"));
-      ASSERT_EQ(running_.size(), 4u);
+}
+
+// Checkpoint-aware preemption (docs/in-job.md, "Preemption and checkpoints"): four borrowed
+// one-GPU jobs run 600 s; the two started first checkpoint then, so they would lose least: the
+// owner's two-GPU job reclaims them (under --victims priority it takes the two started last).
+// The victims' stop orders carry their checkpoint grace; their lost work is recorded.
+class CheckpointPreemptionTest : public ControllerTest {
+ protected:
+  // Runs the four borrowed jobs (the first asks a grace over the server's cap, the third one
+  // under it), checkpoints the first two at +600 s, then submits the owner's job at +601 s.
+  void RunBorrowedThenReclaim() {
+    ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
+    alice_.projects.push_back("owner");
+    ASSERT_TRUE(SetSharing("owner", {{"gpus", 2}}).ok());
+    ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+    for (int i = 0; i < 4; ++i) {
+      json spec = Spec(1);
+      if (i == 0) spec["checkpoint_grace_s"] = 900;  // over the default cap of 300 s
+      if (i == 2) spec["checkpoint_grace_s"] = 60;
+      borrowed_.push_back(Submit(spec));
+    }
+    controller_->Tick();
+    const json launches = Beat("a", Report())["run"];
+    for (const json& l : launches) running_.push_back(TaskReport(l, "running"));
+    ASSERT_EQ(running_.size(), 4u);
+    Beat("a", Report(running_));
+    RunFor(600);
+    for (int i : {0, 1}) {
+      ASSERT_TRUE(
+          controller_->RecordCheckpoint(alice_, borrowed_[i], {.path = "/ckpt/step-9"}).ok());
+    }
+    clock_.Advance(Seconds(1));
+    json spec = Spec(2);
+    spec["project"] = "owner";
+    owner_ = Submit(spec);
+    controller_->Tick();
+  }
+  // Advances the clock by `seconds`, the node reporting its tasks running every 20 s.
+  void RunFor(int seconds) {
+    for (int left = seconds; left > 0; left -= 20) {
+      clock_.Advance(Seconds(std::min(left, 20)));
       Beat("a", Report(running_));
-      RunFor(600);
-      for (int i : {0, 1}) {
-        ASSERT_TRUE(
-            controller_->RecordCheckpoint(alice_, borrowed_[i], {.path = "/ckpt/step-9"}).ok());
-      }
-      clock_.Advance(Seconds(1));
-      json spec = Spec(2);
-      spec["project"] = "owner";
-      owner_ = Submit(spec);
-      controller_->Tick();
     }
-    // Advances the clock by `seconds`, the node reporting its tasks running every 20 s.
-    void RunFor(int seconds) {
-      for (int left = seconds; left > 0; left -= 20) {
-        clock_.Advance(Seconds(std::min(left, 20)));
-        Beat("a", Report(running_));
+  }
+  // The kill orders the agent gets for the running tasks, by job id.
+  std::map<int64_t, json> Kills() {
+    std::map<int64_t, json> kills;
+    const json answer = Beat("a", Report(running_));
+    for (const json& k : answer["kill"]) {
+      for (const json& r : running_) {
+        if (r["allocation_id"] == k["allocation_id"]) kills[r["job_id"].get<int64_t>()] = k;
       }
     }
-    // The kill orders the agent gets for the running tasks, by job id.
-    std::map<int64_t, json> Kills() {
-      std::map<int64_t, json> kills;
-      const json answer = Beat("a", Report(running_));
-      for (const json& k : answer["kill"]) {
-        for (const json& r : running_) {
-          if (r["allocation_id"] == k["allocation_id"]) kills[r["job_id"].get<int64_t>()] = k;
-        }
-      }
-      return kills;
-    }
-    // The lost GPU time of project "default" in the usage rows.
-    int64_t LostByDefault() {
-      auto usage = store_->GpuUsage("1970-01-01", "1970-01-01");
-      EXPECT_TRUE(usage.ok());
-      int64_t lost = 0;
-      for (const store::GpuUsageRow& r : *usage) lost += r.project == "default" ? r.lost_gpu_ms : 0;
-      return lost;
-    }
-    std::vector<JobId> borrowed_;
-    std::vector<json> running_;
-    JobId owner_;
-  };
-
-  TEST_F(CheckpointPreemptionTest, LeastLostWorkTakesTheFreshlyCheckpointedWithTheirGrace) {
-    RunBorrowedThenReclaim();
-    EXPECT_EQ(StateOf(owner_), "starting");
-    for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
-    for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
-    const std::map<int64_t, json> kills = Kills();
-    ASSERT_EQ(kills.size(), 2u);
-    // The job's grace, capped by the server's --max-checkpoint-grace; else the kill grace.
-    EXPECT_EQ(kills.at(borrowed_[0].value())["grace_s"], 300);
-    EXPECT_EQ(kills.at(borrowed_[1].value())["grace_s"], 10);
-    EXPECT_THAT(kills.at(borrowed_[0].value())["reason"].get<std::string>(),
-                HasSubstr("preempted for job " + std::to_string(owner_.value())));
-    // 1 GPU x 1 s since the checkpoint: in the job, its event and the usage.
-    auto view = JobJson(alice_, borrowed_[0]);
-    ASSERT_TRUE(view.ok());
-    EXPECT_EQ((*view)["lost_work_gpu_s"], 1.0);
-    EXPECT_EQ((*view)["checkpoint_grace_s"], 300);
-    EXPECT_THAT((*view)["reason"].get<std::string>(),
-                HasSubstr("; 1 GPU-s since its last checkpoint lost"));
-    EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["lost_work_gpu_s"], 0.0);
-    EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["checkpoint_grace_s"], 60);
-    EXPECT_EQ(LostByDefault(), 2 * 1'000);
-    // Once the agent says they stopped, the owner's job launches; a stale report of the same
-    // task later (as from an agent that lost its state) gets the plain kill grace again.
-    std::vector<json> after;
-    for (const json& r : running_) {
-      after.push_back(kills.count(r["job_id"].get<int64_t>()) ? TaskReport(r, "killed", 143) : r);
-    }
-    json answer = Beat("a", Report(after));
-    ASSERT_EQ(answer["run"].size(), 1u);
-    EXPECT_EQ(answer["run"][0]["job_id"], owner_.value());
-    running_ = {running_[0], running_[2], running_[3]};
-    EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
+    return kills;
   }
-
-  TEST_F(CheckpointPreemptionTest, PriorityVictimsIgnoreCheckpoints) {
-    victims_ = sched::VictimOrder::kPriority;
-    Restart();
-    RunBorrowedThenReclaim();
-    EXPECT_EQ(StateOf(owner_), "starting");
-    for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
-    for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
-    // No checkpoint: 1 GPU x 601 s since the start each, "0.2 GPU-h" in the event.
-    auto view = JobJson(alice_, borrowed_[3]);
-    EXPECT_EQ((*view)["lost_work_gpu_s"], 601.0);
-    EXPECT_THAT((*view)["reason"].get<std::string>(),
-                HasSubstr("; 0.2 GPU-h since its last checkpoint lost"));
-    EXPECT_EQ(LostByDefault(), 2 * 601'000);
-    EXPECT_EQ(Kills().at(borrowed_[2].value())["grace_s"], 60);
+  // The lost GPU time of project "default" in the usage rows.
+  int64_t LostByDefault() {
+    auto usage = store_->GpuUsage("1970-01-01", "1970-01-01");
+    EXPECT_TRUE(usage.ok());
+    int64_t lost = 0;
+    for (const store::GpuUsageRow& r : *usage) lost += r.project == "default" ? r.lost_gpu_ms : 0;
+    return lost;
   }
+  std::vector<JobId> borrowed_;
+  std::vector<json> running_;
+  JobId owner_;
+};
 
-  TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {
-    min_run_before_preemption_ = Seconds(3600);
-    Restart();
-    RunBorrowedThenReclaim();
-    EXPECT_EQ(StateOf(owner_), "pending");
-    for (JobId id : borrowed_) EXPECT_EQ(StateOf(id), "running");
-    EXPECT_TRUE(Kills().empty());
-    RunFor(3000);
-    controller_->Tick();
-    EXPECT_EQ(StateOf(owner_), "starting");
+TEST_F(CheckpointPreemptionTest, LeastLostWorkTakesTheFreshlyCheckpointedWithTheirGrace) {
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "starting");
+  for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
+  for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  const std::map<int64_t, json> kills = Kills();
+  ASSERT_EQ(kills.size(), 2u);
+  // The job's grace, capped by the server's --max-checkpoint-grace; else the kill grace.
+  EXPECT_EQ(kills.at(borrowed_[0].value())["grace_s"], 300);
+  EXPECT_EQ(kills.at(borrowed_[1].value())["grace_s"], 10);
+  EXPECT_THAT(kills.at(borrowed_[0].value())["reason"].get<std::string>(),
+              HasSubstr("preempted for job " + std::to_string(owner_.value())));
+  // 1 GPU x 1 s since the checkpoint: in the job, its event and the usage.
+  auto view = JobJson(alice_, borrowed_[0]);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["lost_work_gpu_s"], 1.0);
+  EXPECT_EQ((*view)["checkpoint_grace_s"], 300);
+  EXPECT_THAT((*view)["reason"].get<std::string>(),
+              HasSubstr("; 1 GPU-s since its last checkpoint lost"));
+  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["lost_work_gpu_s"], 0.0);
+  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["checkpoint_grace_s"], 60);
+  EXPECT_EQ(LostByDefault(), 2 * 1'000);
+  // Once the agent says they stopped, the owner's job launches; a stale report of the same
+  // task later (as from an agent that lost its state) gets the plain kill grace again.
+  std::vector<json> after;
+  for (const json& r : running_) {
+    after.push_back(kills.count(r["job_id"].get<int64_t>()) ? TaskReport(r, "killed", 143) : r);
   }
+  json answer = Beat("a", Report(after));
+  ASSERT_EQ(answer["run"].size(), 1u);
+  EXPECT_EQ(answer["run"][0]["job_id"], owner_.value());
+  running_ = {running_[0], running_[2], running_[3]};
+  EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
+}
 
-  TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
-    WritePolicy("order: fifo\nblocking: skip\n", 1);
-    Restart();
-    EXPECT_EQ(controller_->PolicyView().rules.order, "fifo");
-    WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
-    controller_->Tick();
-    protocol::PolicyView view = controller_->PolicyView();
-    EXPECT_EQ(view.rules.order, "fifo");
-    EXPECT_THAT(view.file_error.value_or(""), HasSubstr("field 'order'"));
-    WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
-    controller_->Tick();
-    EXPECT_THAT(controller_->PolicyView().file_error.value_or(""),
-                HasSubstr("las_thresholds_gpu_s"));
-    WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
-    controller_->Tick();
-    view = controller_->PolicyView();
-    EXPECT_EQ(view.rules.order, "sjf");
-    EXPECT_EQ(view.rules.half_life, Seconds(3600));
-    EXPECT_FALSE(view.file_error.has_value());
-    // The rules are shown in the policy file's own format: they read back as they are.
-    auto shown = sched::ParseSchedulingPolicy(protocol::ToJson(view)["policy"]);
-    ASSERT_TRUE(shown.ok()) << shown.status().message();
-    EXPECT_EQ(shown->order, sched::QueueOrder::kSjf);
-    EXPECT_EQ(shown->sharing.fair_share.half_life, Seconds(3600));
-    // A bad file at start is an error naming it.
-    WritePolicy("reclaim: maybe\n", 5);
-    controller_.reset();
-    ControllerConfig config;
-    config.policy_file = policy_file_;
-    auto refused = Controller::Create(config, *store_, clock_);
-    ASSERT_FALSE(refused.ok());
-    EXPECT_THAT(refused.status().message(), HasSubstr("field 'reclaim'"));
-    policy_file_.clear();
-    Restart();
+TEST_F(CheckpointPreemptionTest, PriorityVictimsIgnoreCheckpoints) {
+  victims_ = sched::VictimOrder::kPriority;
+  Restart();
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "starting");
+  for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
+  // No checkpoint: 1 GPU x 601 s since the start each, "0.2 GPU-h" in the event.
+  auto view = JobJson(alice_, borrowed_[3]);
+  EXPECT_EQ((*view)["lost_work_gpu_s"], 601.0);
+  EXPECT_THAT((*view)["reason"].get<std::string>(),
+              HasSubstr("; 0.2 GPU-h since its last checkpoint lost"));
+  EXPECT_EQ(LostByDefault(), 2 * 601'000);
+  EXPECT_EQ(Kills().at(borrowed_[2].value())["grace_s"], 60);
+}
+
+TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {
+  min_run_before_preemption_ = Seconds(3600);
+  Restart();
+  RunBorrowedThenReclaim();
+  EXPECT_EQ(StateOf(owner_), "pending");
+  for (JobId id : borrowed_) EXPECT_EQ(StateOf(id), "running");
+  EXPECT_TRUE(Kills().empty());
+  RunFor(3000);
+  controller_->Tick();
+  EXPECT_EQ(StateOf(owner_), "starting");
+}
+
+TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
+  WritePolicy("order: fifo\nblocking: skip\n", 1);
+  Restart();
+  EXPECT_EQ(controller_->PolicyView().rules.order, "fifo");
+  WritePolicy("order: fastest\n", 2);  // refused: the rules in force stay
+  controller_->Tick();
+  protocol::PolicyView view = controller_->PolicyView();
+  EXPECT_EQ(view.rules.order, "fifo");
+  EXPECT_THAT(view.file_error.value_or(""), HasSubstr("field 'order'"));
+  WritePolicy("order: las\nlas_thresholds_gpu_s: [100, 50]\n", 3);  // not ascending
+  controller_->Tick();
+  EXPECT_THAT(controller_->PolicyView().file_error.value_or(""), HasSubstr("las_thresholds_gpu_s"));
+  WritePolicy("order: sjf\nfair_share: {half_life_s: 3600}\n", 4);
+  controller_->Tick();
+  view = controller_->PolicyView();
+  EXPECT_EQ(view.rules.order, "sjf");
+  EXPECT_EQ(view.rules.half_life, Seconds(3600));
+  EXPECT_FALSE(view.file_error.has_value());
+  // The rules are shown in the policy file's own format: they read back as they are.
+  auto shown = sched::ParseSchedulingPolicy(protocol::ToJson(view)["policy"]);
+  ASSERT_TRUE(shown.ok()) << shown.status().message();
+  EXPECT_EQ(shown->order, sched::QueueOrder::kSjf);
+  EXPECT_EQ(shown->sharing.fair_share.half_life, Seconds(3600));
+  // A bad file at start is an error naming it.
+  WritePolicy("reclaim: maybe\n", 5);
+  controller_.reset();
+  ControllerConfig config;
+  config.policy_file = policy_file_;
+  auto refused = Controller::Create(config, *store_, clock_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("field 'reclaim'"));
+  policy_file_.clear();
+  Restart();
+}
+
+TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
+  WritePolicy(
+      "order: las\nblocking: strict\nreclaim: false\nlas_thresholds_gpu_s: [600, 7200]\n"
+      "fair_share: {half_life_s: 3600}\n",
+      1);
+  Restart();
+  ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
+  ASSERT_TRUE(SetSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
+  const sched::SchedulerConfig rules = controller_->SchedulerRules();
+  EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
+  EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
+  EXPECT_FALSE(rules.sharing.reclaim);
+  EXPECT_EQ(rules.sharing.fair_share.half_life, Seconds(3600));
+  EXPECT_EQ(rules.las_thresholds_gpu_s, (std::vector<int64_t>{600, 7200}));
+  ASSERT_EQ(rules.sharing.projects.count("vision"), 1u);
+  EXPECT_EQ(rules.sharing.projects.at("vision").quota_milli, 4000);
+  EXPECT_EQ(rules.sharing.projects.at("vision").limit_milli, 6000);
+  EXPECT_FALSE(rules.estimate);  // it reads the live predictor: replays bring their own
+}
+
+TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
+  const JobId waiting = RunOneAndQueueOne().waiting;
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 1u);
+  EXPECT_EQ((*queue)[0].id, waiting);
+  EXPECT_EQ((*queue)[0].position, 1);
+  EXPECT_EQ((*queue)[0].estimated_start, Seconds(1000 + 100));  // the running job's limit
+  EXPECT_FALSE((*queue)[0].pending_reason.code.empty());
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
+  EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
+}
+
+// The reads answer from the published view (read_view.h): while a round holds the controller's
+// lock (here: reading a policy file that is a FIFO no one writes yet), the job list, a job, the
+// queue, the nodes, the summary and the policy all answer, with what the last round published.
+TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
+  WritePolicy("order: fifo\n", 1);
+  Restart();
+  const auto [running, waiting] = RunOneAndQueueOne();
+  // The policy file becomes a FIFO with a newer time: the next round opens it and waits, holding
+  // the lock, until someone writes it.
+  std::filesystem::remove(policy_file_);
+  ASSERT_EQ(mkfifo(policy_file_.c_str(), 0600), 0);
+  std::filesystem::last_write_time(
+      policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(2));
+  std::thread round([&] { controller_->Tick(); });
+  int writer = -1;  // opens (without blocking) only once the round is reading the FIFO
+  while ((writer = open(policy_file_.c_str(), O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO) {
+    std::this_thread::yield();
   }
-
-  TEST_F(ControllerTest, SchedulerRulesAreThoseInForceWithoutTheEstimator) {
-    WritePolicy(
-        "order: las\nblocking: strict\nreclaim: false\nlas_thresholds_gpu_s: [600, 7200]\n"
-        "fair_share: {half_life_s: 3600}\n",
-        1);
-    Restart();
-    ASSERT_TRUE(store_->CreateProject("vision", "", Seconds(1)).ok());
-    ASSERT_TRUE(SetSharing("vision", {{"gpus", 4}, {"limit_gpus", 6}}).ok());
-    const sched::SchedulerConfig rules = controller_->SchedulerRules();
-    EXPECT_EQ(rules.order, sched::QueueOrder::kLas);
-    EXPECT_EQ(rules.blocking, sched::Blocking::kStrict);
-    EXPECT_FALSE(rules.sharing.reclaim);
-    EXPECT_EQ(rules.sharing.fair_share.half_life, Seconds(3600));
-    EXPECT_EQ(rules.las_thresholds_gpu_s, (std::vector<int64_t>{600, 7200}));
-    ASSERT_EQ(rules.sharing.projects.count("vision"), 1u);
-    EXPECT_EQ(rules.sharing.projects.at("vision").quota_milli, 4000);
-    EXPECT_EQ(rules.sharing.projects.at("vision").limit_milli, 6000);
-    EXPECT_FALSE(rules.estimate);  // it reads the live predictor: replays bring their own
-  }
-
-  TEST_F(ControllerTest, QueueShowsOrderReasonsAndEstimatedStarts) {
-    const JobId waiting = RunOneAndQueueOne().waiting;
-    auto queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(queue.ok());
-    ASSERT_EQ(queue->size(), 1u);
-    EXPECT_EQ((*queue)[0].id, waiting);
-    EXPECT_EQ((*queue)[0].position, 1);
-    EXPECT_EQ((*queue)[0].estimated_start, Seconds(1000 + 100));  // the running job's limit
-    EXPECT_FALSE((*queue)[0].pending_reason.code.empty());
-    EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100);
-    EXPECT_EQ(controller_->QueueView(alice_, 0).status().code(), StatusCode::kInvalidArgument);
-  }
-
-  // The reads answer from the published view (read_view.h): while a round holds the controller's
-  // lock (here: reading a policy file that is a FIFO no one writes yet), the job list, a job, the
-  // queue, the nodes, the summary and the policy all answer, with what the last round published.
-  TEST_F(ControllerTest, ReadsAnswerWhileARoundHoldsTheLock) {
-    WritePolicy("order: fifo\n", 1);
-    Restart();
-    const auto [running, waiting] = RunOneAndQueueOne();
-    // The policy file becomes a FIFO with a newer time: the next round opens it and waits, holding
-    // the lock, until someone writes it.
-    std::filesystem::remove(policy_file_);
-    ASSERT_EQ(mkfifo(policy_file_.c_str(), 0600), 0);
-    std::filesystem::last_write_time(
-        policy_file_, std::filesystem::file_time_type::clock::now() + std::chrono::seconds(2));
-    std::thread round([&] { controller_->Tick(); });
-    int writer = -1;  // opens (without blocking) only once the round is reading the FIFO
-    while ((writer = open(policy_file_.c_str(), O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO) {
-      std::this_thread::yield();
-    }
-    const int open_error = writer < 0 ? errno : 0;
-    // A write waits for the round (it takes the lock); the reads do not. Each read gets a minute:
-    // one that took the lock would wait for the FIFO, written only after.
-    auto cancel =
-        std::async(std::launch::async, [&] { return controller_->Cancel(alice_, waiting); });
-    auto reads = std::async(std::launch::async, [&] {
-      store::JobFilter all;
-      all.limit = 10;
-      return std::make_tuple(controller_->ListJobs(alice_, all, /*all_projects=*/false),
-                             controller_->QueueView(alice_, 10),
-                             controller_->JobView(alice_, waiting), controller_->Nodes(alice_),
-                             controller_->ClusterSummary(), controller_->PolicyView(),
-                             controller_->ProjectsView(alice_));
-    });
-    const bool read_in_time = reads.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
-    const bool cancel_waited =
-        cancel.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout;
-    if (writer >= 0) {
-      const std::string text = "order: fifo\n";
-      EXPECT_EQ(write(writer, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-      close(writer);
-    }
-    round.join();
-    ASSERT_EQ(open_error, 0) << "the FIFO could not be opened: " << std::strerror(open_error);
-    ASSERT_TRUE(read_in_time) << "a read waited for the round holding the lock";
-    EXPECT_TRUE(cancel_waited) << "the round did not hold the lock: nothing was tested";
-    EXPECT_TRUE(cancel.get().ok());
-    auto [page, queue, job, nodes, summary, policy, projects] = reads.get();
-    ASSERT_TRUE(projects.ok());
-    ASSERT_TRUE(page.ok());
-    ASSERT_EQ(page->jobs.size(), 2u);
-    ASSERT_TRUE(queue.ok());
-    ASSERT_EQ(queue->size(), 1u);
-    EXPECT_EQ((*queue)[0].id, waiting);
-    ASSERT_TRUE(job.ok());
-    ASSERT_TRUE(job->summary.pending_reason);
-    EXPECT_EQ(job->summary.estimated_start, Seconds(1000 + 100));
-    ASSERT_EQ(nodes.size(), 1u);
-    ASSERT_EQ(nodes[0].gpu_tasks.size(), 4u);
-    ASSERT_EQ(nodes[0].gpu_tasks[0].size(), 1u);
-    EXPECT_EQ(nodes[0].gpu_tasks[0][0].owner->job, running);
-    EXPECT_EQ(summary.jobs_pending, 1);
-    EXPECT_EQ(summary.jobs_starting, 1);
-    EXPECT_EQ(policy.rules.order, "fifo");
-  }
-
-  // A pending job's reason and estimated start come from the same pass, wherever they are read
-  // (the listing, the job, the queue); a job submitted after it reads "not yet considered".
-  TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstimate) {
-    const auto [running, waiting] = RunOneAndQueueOne();
-    // A model no node has: it waits for one, without an estimate (a size beyond every node
-    // would be refused at submit).
-    json unknown_model = Spec(1);
-    unknown_model["resources"]["gpu_models"] = {"H100"};
-    const JobId too_big = Submit(unknown_model);
-    controller_->Tick();
-    const JobId late = Submit(Spec(1));  // after the last pass
+  const int open_error = writer < 0 ? errno : 0;
+  // A write waits for the round (it takes the lock); the reads do not. Each read gets a minute:
+  // one that took the lock would wait for the FIFO, written only after.
+  auto cancel =
+      std::async(std::launch::async, [&] { return controller_->Cancel(alice_, waiting); });
+  auto reads = std::async(std::launch::async, [&] {
     store::JobFilter all;
     all.limit = 10;
-    auto page = controller_->ListJobs(alice_, all, /*all_projects=*/false);
-    auto queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(page.ok());
-    ASSERT_TRUE(queue.ok());
-    std::map<JobId, protocol::QueueRow> queued;
-    for (const protocol::QueueRow& row : *queue) queued[row.id] = row;
-    ASSERT_EQ(queued.size(), 3u);
-    for (const protocol::JobSummary& row : page->jobs) {
-      auto job = controller_->JobView(alice_, row.id);
-      ASSERT_TRUE(job.ok());
-      EXPECT_EQ(job->summary.pending_reason, row.pending_reason) << row.id.value();
-      EXPECT_EQ(job->summary.estimated_start, row.estimated_start) << row.id.value();
-      if (row.id == running) {
-        EXPECT_FALSE(row.pending_reason);
-      } else if (row.id == late) {
-        ASSERT_TRUE(row.pending_reason);
-        EXPECT_EQ(row.pending_reason->code, sched::kReasonNotYetConsidered);
-        EXPECT_FALSE(row.estimated_start);
-        EXPECT_EQ(queued[late].pending_reason, *row.pending_reason);  // last in the queue
-        EXPECT_EQ(queued[late].position, 3);
-      } else {
-        ASSERT_TRUE(queued.count(row.id));
-        EXPECT_EQ(row.pending_reason, queued[row.id].pending_reason);
-        EXPECT_EQ(row.estimated_start, queued[row.id].estimated_start);
-      }
-    }
-    EXPECT_EQ(queued[waiting].estimated_start, Seconds(1000 + 100));
-    EXPECT_EQ(queued[too_big].pending_reason.code, sched::kReasonUnknownModel);
-    controller_->Tick();  // the late job's pass
-    auto late_view = controller_->JobView(alice_, late);
-    ASSERT_TRUE(late_view.ok());
-    ASSERT_TRUE(late_view->summary.pending_reason);
-    EXPECT_NE(late_view->summary.pending_reason->code, sched::kReasonNotYetConsidered);
+    return std::make_tuple(controller_->ListJobs(alice_, all, /*all_projects=*/false),
+                           controller_->QueueView(alice_, 10),
+                           controller_->JobView(alice_, waiting), controller_->Nodes(alice_),
+                           controller_->ClusterSummary(), controller_->PolicyView(),
+                           controller_->ProjectsView(alice_));
+  });
+  const bool read_in_time = reads.wait_for(std::chrono::minutes(1)) == std::future_status::ready;
+  const bool cancel_waited =
+      cancel.wait_for(std::chrono::milliseconds(0)) == std::future_status::timeout;
+  if (writer >= 0) {
+    const std::string text = "order: fifo\n";
+    EXPECT_EQ(write(writer, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(writer);
   }
+  round.join();
+  ASSERT_EQ(open_error, 0) << "the FIFO could not be opened: " << std::strerror(open_error);
+  ASSERT_TRUE(read_in_time) << "a read waited for the round holding the lock";
+  EXPECT_TRUE(cancel_waited) << "the round did not hold the lock: nothing was tested";
+  EXPECT_TRUE(cancel.get().ok());
+  auto [page, queue, job, nodes, summary, policy, projects] = reads.get();
+  ASSERT_TRUE(projects.ok());
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 2u);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 1u);
+  EXPECT_EQ((*queue)[0].id, waiting);
+  ASSERT_TRUE(job.ok());
+  ASSERT_TRUE(job->summary.pending_reason);
+  EXPECT_EQ(job->summary.estimated_start, Seconds(1000 + 100));
+  ASSERT_EQ(nodes.size(), 1u);
+  ASSERT_EQ(nodes[0].gpu_tasks.size(), 4u);
+  ASSERT_EQ(nodes[0].gpu_tasks[0].size(), 1u);
+  EXPECT_EQ(nodes[0].gpu_tasks[0][0].owner->job, running);
+  EXPECT_EQ(summary.jobs_pending, 1);
+  EXPECT_EQ(summary.jobs_starting, 1);
+  EXPECT_EQ(policy.rules.order, "fifo");
+}
 
-  // As squeue after sbatch: a job is in the queue (after the pass's rows, in submit order, not yet
-  // considered) and counted pending from the moment its submission returned, before any pass or
-  // published view; once its pass is published it is there once, with the pass's reason.
-  TEST_F(ControllerTest, ASubmittedJobIsQueuedAndCountedPendingAtOnce) {
-    const JobId first = Submit(Spec(1));
-    controller_->Tick();
-    const JobId second = Submit(Spec(1));
-    const JobId third = Submit(Spec(1));
-    auto queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(queue.ok());
-    ASSERT_EQ(queue->size(), 3u);
-    const std::vector<JobId> order = {first, second, third};
-    for (size_t i = 0; i < order.size(); ++i) {
-      EXPECT_EQ((*queue)[i].id, order[i]);
-      EXPECT_EQ((*queue)[i].position, static_cast<int>(i) + 1);
-      EXPECT_EQ((*queue)[i].gpus, MilliGpu(1000));
-      EXPECT_EQ((*queue)[i].pending_reason.code == sched::kReasonNotYetConsidered, i > 0) << i;
-    }
-    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
-    auto two = controller_->QueueView(alice_, 2);  // positions past the limit are left out
-    ASSERT_TRUE(two.ok());
-    ASSERT_EQ(two->size(), 2u);
-    EXPECT_EQ((*two)[1].id, second);
-    const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
-    auto none = controller_->QueueView(outsider, 10);  // not their project's
-    ASSERT_TRUE(none.ok());
-    EXPECT_TRUE(none->empty());
-
-    controller_->Tick();
-    queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(queue.ok());
-    ASSERT_EQ(queue->size(), 3u);
-    for (const protocol::QueueRow& row : *queue) {
-      EXPECT_NE(row.pending_reason.code, sched::kReasonNotYetConsidered) << row.id.value();
-    }
-    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
-    ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
-    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
-  }
-
-  // A job that leaves the queue (cancelled, here) leaves the queue's view at once, whether its
-  // row came from the last pass or from the submissions since; no one sees another project's rows.
-  TEST_F(ControllerTest, ACancelledJobLeavesTheQueueAtOnce) {
-    const JobId passed = Submit(Spec(1));
-    const JobId kept = Submit(Spec(1));
-    controller_->Tick();
-    const JobId late = Submit(Spec(1));
-    const JobId late_kept = Submit(Spec(1));
-    const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
-    auto unseen = controller_->QueueView(outsider, 10);
-    ASSERT_TRUE(unseen.ok());
-    EXPECT_TRUE(unseen->empty());
-    ASSERT_TRUE(controller_->Cancel(alice_, passed).ok());
-    ASSERT_TRUE(controller_->Cancel(alice_, late).ok());
-    auto queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(queue.ok());
-    std::vector<JobId> ids;
-    std::vector<int> positions;  // counted over the rows still queued, at once
-    for (const protocol::QueueRow& row : *queue) {
-      ids.push_back(row.id);
-      positions.push_back(row.position);
-    }
-    EXPECT_EQ(ids, (std::vector<JobId>{kept, late_kept}));
-    EXPECT_EQ(positions, (std::vector<int>{1, 2}));
-    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
-    auto first = controller_->QueueView(alice_, 1);  // the limit counts positions as shown
-    ASSERT_TRUE(first.ok());
-    ASSERT_EQ(first->size(), 1u);
-    EXPECT_EQ((*first)[0].id, kept);
-    controller_->Tick();
-    queue = controller_->QueueView(alice_, 10);
-    ASSERT_TRUE(queue.ok());
-    ASSERT_EQ(queue->size(), 2u);
-    EXPECT_EQ((*queue)[1].position, 2);
-  }
-
-  // With the loop running (publishing views and draining the inbox between submissions), every
-  // job is in the queue exactly once, and counted, as soon as its submission returned.
-  TEST_F(ControllerTest, WhileTheLoopPublishesEverySubmittedJobIsQueuedOnceAtOnce) {
-    controller_->Start();
-    for (int i = 1; i <= 100; ++i) {
-      const JobId id = Submit(Spec(1));  // no node: every job stays pending
-      auto queue = controller_->QueueView(alice_, PendingPart::kQueueRows);
-      ASSERT_TRUE(queue.ok());
-      ASSERT_EQ(queue->size(), static_cast<size_t>(i));
-      EXPECT_EQ(std::count_if(queue->begin(), queue->end(),
-                              [&](const protocol::QueueRow& row) { return row.id == id; }),
-                1);
-      for (size_t k = 0; k < queue->size(); ++k) {
-        EXPECT_EQ((*queue)[k].position, static_cast<int>(k) + 1) << i;
-      }
-      EXPECT_EQ(controller_->ClusterSummary().jobs_pending, i);
-    }
-    controller_->Stop();
-  }
-
-  // Runs `spec` twice for 50 s each on node "a", which teaches the predictor its run time.
-  void ControllerTest::TeachRunTime(const json& spec) {
-    for (int run = 0; run < 2; ++run) {
-      const JobId id = Submit(spec);
-      controller_->Tick();
-      json launch = Beat("a", Report())["run"][0];
-      Beat("a", Report({TaskReport(launch, "running")}));
-      clock_.Advance(Seconds(50));
-      Beat("a", Report({TaskReport(launch, "exited", 0)}));
-      ASSERT_EQ(StateOf(id), "succeeded");
+// A pending job's reason and estimated start come from the same pass, wherever they are read
+// (the listing, the job, the queue); a job submitted after it reads "not yet considered".
+TEST_F(ControllerTest, APublishedViewGivesEachPendingJobOnePassesReasonAndEstimate) {
+  const auto [running, waiting] = RunOneAndQueueOne();
+  // A model no node has: it waits for one, without an estimate (a size beyond every node
+  // would be refused at submit).
+  json unknown_model = Spec(1);
+  unknown_model["resources"]["gpu_models"] = {"H100"};
+  const JobId too_big = Submit(unknown_model);
+  controller_->Tick();
+  const JobId late = Submit(Spec(1));  // after the last pass
+  store::JobFilter all;
+  all.limit = 10;
+  auto page = controller_->ListJobs(alice_, all, /*all_projects=*/false);
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(page.ok());
+  ASSERT_TRUE(queue.ok());
+  std::map<JobId, protocol::QueueRow> queued;
+  for (const protocol::QueueRow& row : *queue) queued[row.id] = row;
+  ASSERT_EQ(queued.size(), 3u);
+  for (const protocol::JobSummary& row : page->jobs) {
+    auto job = controller_->JobView(alice_, row.id);
+    ASSERT_TRUE(job.ok());
+    EXPECT_EQ(job->summary.pending_reason, row.pending_reason) << row.id.value();
+    EXPECT_EQ(job->summary.estimated_start, row.estimated_start) << row.id.value();
+    if (row.id == running) {
+      EXPECT_FALSE(row.pending_reason);
+    } else if (row.id == late) {
+      ASSERT_TRUE(row.pending_reason);
+      EXPECT_EQ(row.pending_reason->code, sched::kReasonNotYetConsidered);
+      EXPECT_FALSE(row.estimated_start);
+      EXPECT_EQ(queued[late].pending_reason, *row.pending_reason);  // last in the queue
+      EXPECT_EQ(queued[late].position, 3);
+    } else {
+      ASSERT_TRUE(queued.count(row.id));
+      EXPECT_EQ(row.pending_reason, queued[row.id].pending_reason);
+      EXPECT_EQ(row.estimated_start, queued[row.id].estimated_start);
     }
   }
+  EXPECT_EQ(queued[waiting].estimated_start, Seconds(1000 + 100));
+  EXPECT_EQ(queued[too_big].pending_reason.code, sched::kReasonUnknownModel);
+  controller_->Tick();  // the late job's pass
+  auto late_view = controller_->JobView(alice_, late);
+  ASSERT_TRUE(late_view.ok());
+  ASSERT_TRUE(late_view->summary.pending_reason);
+  EXPECT_NE(late_view->summary.pending_reason->code, sched::kReasonNotYetConsidered);
+}
 
-  TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
-    ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-    json spec = Spec(4);
-    spec["name"] = "train-lr0.1";
-    ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
-    spec["name"] = "train-lr0.2";  // a similar name
-    const JobId running = Submit(spec);
+// As squeue after sbatch: a job is in the queue (after the pass's rows, in submit order, not yet
+// considered) and counted pending from the moment its submission returned, before any pass or
+// published view; once its pass is published it is there once, with the pass's reason.
+TEST_F(ControllerTest, ASubmittedJobIsQueuedAndCountedPendingAtOnce) {
+  const JobId first = Submit(Spec(1));
+  controller_->Tick();
+  const JobId second = Submit(Spec(1));
+  const JobId third = Submit(Spec(1));
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 3u);
+  const std::vector<JobId> order = {first, second, third};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ((*queue)[i].id, order[i]);
+    EXPECT_EQ((*queue)[i].position, static_cast<int>(i) + 1);
+    EXPECT_EQ((*queue)[i].gpus, MilliGpu(1000));
+    EXPECT_EQ((*queue)[i].pending_reason.code == sched::kReasonNotYetConsidered, i > 0) << i;
+  }
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
+  auto two = controller_->QueueView(alice_, 2);  // positions past the limit are left out
+  ASSERT_TRUE(two.ok());
+  ASSERT_EQ(two->size(), 2u);
+  EXPECT_EQ((*two)[1].id, second);
+  const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
+  auto none = controller_->QueueView(outsider, 10);  // not their project's
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
+
+  controller_->Tick();
+  queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 3u);
+  for (const protocol::QueueRow& row : *queue) {
+    EXPECT_NE(row.pending_reason.code, sched::kReasonNotYetConsidered) << row.id.value();
+  }
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 3);
+  ASSERT_TRUE(controller_->Cancel(alice_, first).ok());
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
+}
+
+// A job that leaves the queue (cancelled, here) leaves the queue's view at once, whether its
+// row came from the last pass or from the submissions since; no one sees another project's rows.
+TEST_F(ControllerTest, ACancelledJobLeavesTheQueueAtOnce) {
+  const JobId passed = Submit(Spec(1));
+  const JobId kept = Submit(Spec(1));
+  controller_->Tick();
+  const JobId late = Submit(Spec(1));
+  const JobId late_kept = Submit(Spec(1));
+  const Principal outsider{alice_.user_id + 2, "carol", false, {"vision"}};
+  auto unseen = controller_->QueueView(outsider, 10);
+  ASSERT_TRUE(unseen.ok());
+  EXPECT_TRUE(unseen->empty());
+  ASSERT_TRUE(controller_->Cancel(alice_, passed).ok());
+  ASSERT_TRUE(controller_->Cancel(alice_, late).ok());
+  auto queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  std::vector<JobId> ids;
+  std::vector<int> positions;  // counted over the rows still queued, at once
+  for (const protocol::QueueRow& row : *queue) {
+    ids.push_back(row.id);
+    positions.push_back(row.position);
+  }
+  EXPECT_EQ(ids, (std::vector<JobId>{kept, late_kept}));
+  EXPECT_EQ(positions, (std::vector<int>{1, 2}));
+  EXPECT_EQ(controller_->ClusterSummary().jobs_pending, 2);
+  auto first = controller_->QueueView(alice_, 1);  // the limit counts positions as shown
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].id, kept);
+  controller_->Tick();
+  queue = controller_->QueueView(alice_, 10);
+  ASSERT_TRUE(queue.ok());
+  ASSERT_EQ(queue->size(), 2u);
+  EXPECT_EQ((*queue)[1].position, 2);
+}
+
+// With the loop running (publishing views and draining the inbox between submissions), every
+// job is in the queue exactly once, and counted, as soon as its submission returned.
+TEST_F(ControllerTest, WhileTheLoopPublishesEverySubmittedJobIsQueuedOnceAtOnce) {
+  controller_->Start();
+  for (int i = 1; i <= 100; ++i) {
+    const JobId id = Submit(Spec(1));  // no node: every job stays pending
+    auto queue = controller_->QueueView(alice_, PendingPart::kQueueRows);
+    ASSERT_TRUE(queue.ok());
+    ASSERT_EQ(queue->size(), static_cast<size_t>(i));
+    EXPECT_EQ(std::count_if(queue->begin(), queue->end(),
+                            [&](const protocol::QueueRow& row) { return row.id == id; }),
+              1);
+    for (size_t k = 0; k < queue->size(); ++k) {
+      EXPECT_EQ((*queue)[k].position, static_cast<int>(k) + 1) << i;
+    }
+    EXPECT_EQ(controller_->ClusterSummary().jobs_pending, i);
+  }
+  controller_->Stop();
+}
+
+// Runs `spec` twice for 50 s each on node "a", which teaches the predictor its run time.
+void ControllerTest::TeachRunTime(const json& spec) {
+  for (int run = 0; run < 2; ++run) {
+    const JobId id = Submit(spec);
     controller_->Tick();
     json launch = Beat("a", Report())["run"][0];
     Beat("a", Report({TaskReport(launch, "running")}));
+    clock_.Advance(Seconds(50));
+    Beat("a", Report({TaskReport(launch, "exited", 0)}));
+    ASSERT_EQ(StateOf(id), "succeeded");
+  }
+}
+
+TEST_F(ControllerTest, RunTimesAreLearnedAndUsedForEstimatedStarts) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train-lr0.1";
+  ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
+  spec["name"] = "train-lr0.2";  // a similar name
+  const JobId running = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  auto view = JobJson(alice_, running);
+  EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 50);
+  EXPECT_EQ((*view)["predicted_run_s"]["basis"], "user+similar-name");
+  const JobId waiting = Submit(spec);
+  controller_->Tick();
+  // The running job started at t=1100 and is expected to take 50 s.
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100 + 50);
+  // A restarted server learns again from the store.
+  Restart();
+  EXPECT_EQ((*JobJson(alice_, waiting))["predicted_run_s"]["estimate"], 50);
+  // Never beyond the job's time limit, as the scheduler plans it.
+  spec["time_limit_s"] = 20;
+  const JobId limited = Submit(spec);
+  EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["estimate"], 20);
+  EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["basis"], "time_limit");
+}
+
+// Issue 18: a job predicted at 50 s that runs on is estimated at its time limit, not at what it
+// has run, and the job behind it keeps its estimated start as the clock moves.
+TEST_F(ControllerTest, AJobThatOutlivesItsPredictionIsEstimatedAtItsLimitWithoutSliding) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
+  json spec = Spec(4);
+  spec["name"] = "train";
+  ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
+  spec["time_limit_s"] = 900;
+  const JobId running = Submit(spec);
+  controller_->Tick();
+  json launch = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(launch, "running")}));
+  const int64_t started = *(*JobJson(alice_, running))["start_time"].get_ptr<const int64_t*>();
+  const JobId waiting = Submit(spec);
+  controller_->Tick();
+  EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 50);
+  for (int64_t elapsed : {60, 300, 899}) {
+    clock_.Advance(Seconds(elapsed - (clock_.Now().value() - started)));
+    Beat("a", Report({TaskReport(launch, "running")}));
+    controller_->Tick();
     auto view = JobJson(alice_, running);
-    EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 50);
-    EXPECT_EQ((*view)["predicted_run_s"]["basis"], "user+similar-name");
-    const JobId waiting = Submit(spec);
-    controller_->Tick();
-    // The running job started at t=1100 and is expected to take 50 s.
-    EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], 1100 + 50);
-    // A restarted server learns again from the store.
-    Restart();
-    EXPECT_EQ((*JobJson(alice_, waiting))["predicted_run_s"]["estimate"], 50);
-    // Never beyond the job's time limit, as the scheduler plans it.
-    spec["time_limit_s"] = 20;
-    const JobId limited = Submit(spec);
-    EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["estimate"], 20);
-    EXPECT_EQ((*JobJson(alice_, limited))["predicted_run_s"]["basis"], "time_limit");
+    EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 900) << elapsed;
+    EXPECT_EQ((*view)["predicted_run_s"]["basis"], "outlived:time_limit");
+    EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 900) << elapsed;
   }
-
-  // Issue 18: a job predicted at 50 s that runs on is estimated at its time limit, not at what it
-  // has run, and the job behind it keeps its estimated start as the clock moves.
-  TEST_F(ControllerTest, AJobThatOutlivesItsPredictionIsEstimatedAtItsLimitWithoutSliding) {
-    ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(4)).ok());
-    json spec = Spec(4);
-    spec["name"] = "train";
-    ASSERT_NO_FATAL_FAILURE(TeachRunTime(spec));
-    spec["time_limit_s"] = 900;
-    const JobId running = Submit(spec);
-    controller_->Tick();
-    json launch = Beat("a", Report())["run"][0];
-    Beat("a", Report({TaskReport(launch, "running")}));
-    const int64_t started = *(*JobJson(alice_, running))["start_time"].get_ptr<const int64_t*>();
-    const JobId waiting = Submit(spec);
-    controller_->Tick();
-    EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 50);
-    for (int64_t elapsed : {60, 300, 899}) {
-      clock_.Advance(Seconds(elapsed - (clock_.Now().value() - started)));
-      Beat("a", Report({TaskReport(launch, "running")}));
-      controller_->Tick();
-      auto view = JobJson(alice_, running);
-      EXPECT_EQ((*view)["predicted_run_s"]["estimate"], 900) << elapsed;
-      EXPECT_EQ((*view)["predicted_run_s"]["basis"], "outlived:time_limit");
-      EXPECT_EQ((*JobJson(alice_, waiting))["estimated_start"], started + 900) << elapsed;
-    }
-    // Cancelled, it has no estimated start, whatever view the reads were built from.
-    ASSERT_TRUE(controller_->Cancel(alice_, waiting).ok());
-    auto cancelled = JobJson(alice_, waiting);
-    EXPECT_FALSE(cancelled->contains("estimated_start"));
-    EXPECT_FALSE(cancelled->contains("predicted_run_s"));
-  }
+  // Cancelled, it has no estimated start, whatever view the reads were built from.
+  ASSERT_TRUE(controller_->Cancel(alice_, waiting).ok());
+  auto cancelled = JobJson(alice_, waiting);
+  EXPECT_FALSE(cancelled->contains("estimated_start"));
+  EXPECT_FALSE(cancelled->contains("predicted_run_s"));
+}
 
 }  // namespace
 }  // namespace corral::server
