@@ -184,7 +184,8 @@ def run(root):
         check("the blocker gone, the job grows to both nodes (world size 2)",
               grown is not None and (view.get("elastic") or {}).get("now") == 2 and
               view.get("state") == "running",
-              (view.get("state"), view.get("elastic"), view.get("events"), starts(progress(folder))))
+              (view.get("state"), view.get("elastic"), view.get("events"), view.get("tasks"),
+               starts(progress(folder))))
         if grown is None:
             return
 
