@@ -377,6 +377,21 @@ TEST(WarningSignalSpecTest, ItNeedsATimeLimitAndRoundTrips) {
 namespace corral::protocol {
 namespace {
 
+TEST(CheckpointGraceSpecTest, IsBoundedAndStored) {
+  JobSpec parsed = spec_testing::Parse({{"command", {"true"}}, {"checkpoint_grace_s", 120}});
+  EXPECT_EQ(parsed.checkpoint_grace, Seconds(120));
+  auto stored = ParseJobSpec(ToJson(parsed), SpecOrigin::kStored);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_EQ(stored->checkpoint_grace, Seconds(120));
+  EXPECT_FALSE(ToJson(spec_testing::Parse({{"command", {"true"}}})).contains("checkpoint_grace_s"));
+  for (const json& bad : {json(-1), json(3601), json("60s")}) {
+    EXPECT_THAT(
+        ParseJobSpec({{"command", {"true"}}, {"checkpoint_grace_s", bad}}).status().message(),
+        HasSubstr("field 'checkpoint_grace_s'"))
+        << bad;
+  }
+}
+
 TEST(DependencySpecTest, SlurmsTextIsReadTypedAndStoredCanonically) {
   JobSpec parsed = spec_testing::Parse({{"command", {"true"}},
                                         {"dependency", "afterok:12:13,afterany:14"},

@@ -415,7 +415,7 @@ async function main() {
     res = await page.request.get(`${dev.url}${csvHref}`);
     const csv = await res.text();
     check(res.status() === 200 && res.headers()['content-type'].startsWith('text/csv') &&
-      csv.startsWith('user,day,allocated_gpu_hours,used_gpu_hours,utilization_percent\n') && csv.includes(`admin,${today},`),
+      csv.startsWith('user,day,allocated_gpu_hours,used_gpu_hours,utilization_percent,lost_gpu_hours\n') && csv.includes(`admin,${today},`),
       `usage: the CSV download with the cookie: ${JSON.stringify(csv.slice(0, 120))}`);
     await shot('11-usage');
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 namespace corral::server {
@@ -40,6 +41,20 @@ Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path
   return Dir(dir);
 }
 
+// Calls `visit` with the name of every entry of `dir` (`path` for messages) but "." and "..",
+// stopping at its first error.
+Status ForEachName(DIR* dir, const std::string& path,
+                   const std::function<Status(const std::string&)>& visit) {
+  while (true) {
+    errno = 0;
+    const dirent* entry = readdir(dir);
+    if (entry == nullptr) return errno != 0 ? Errno("read", path) : Status::Ok();
+    const std::string name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    CORRAL_RETURN_IF_ERROR(visit(name));
+  }
+}
+
 // Removes `name` in the directory `parent` (`path` for messages): a directory with its
 // content, anything else (a symbolic link included) by unlinking it.
 Status RemoveAt(int parent, const std::string& name, const std::string& path, int depth) {
@@ -59,17 +74,9 @@ Status RemoveAt(int parent, const std::string& name, const std::string& path, in
     auto dir = OpenDir(parent, name, path);
     if (!dir.ok()) return dir.status();
     const int fd = dirfd(dir->get());
-    while (true) {
-      errno = 0;
-      const dirent* entry = readdir(dir->get());
-      if (entry == nullptr) {
-        if (errno != 0) return Errno("read", path);
-        break;
-      }
-      const std::string child = entry->d_name;
-      if (child == "." || child == "..") continue;
-      CORRAL_RETURN_IF_ERROR(RemoveAt(fd, child, path + "/" + child, depth + 1));
-    }
+    CORRAL_RETURN_IF_ERROR(ForEachName(dir->get(), path, [&](const std::string& child) {
+      return RemoveAt(fd, child, path + "/" + child, depth + 1);
+    }));
   }
   if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
     return Errno("remove", path);
@@ -89,22 +96,16 @@ Result<std::vector<JobId>> CheckpointFolderJobs(const std::string& root, size_t 
   auto dir = OpenDir(-1, "", root);
   if (!dir.ok()) return dir.status();
   std::vector<JobId> jobs;
-  while (true) {
-    errno = 0;
-    const dirent* entry = readdir(dir->get());
-    if (entry == nullptr) {
-      if (errno != 0) return Errno("read", root);
-      break;
-    }
-    const std::string name = entry->d_name;
-    if (!IsJobIdName(name)) continue;
+  CORRAL_RETURN_IF_ERROR(ForEachName(dir->get(), root, [&](const std::string& name) {
+    if (!IsJobIdName(name)) return Status::Ok();
     jobs.push_back(JobId(std::stoll(name)));
     // Keep the lowest `limit`: the oldest jobs first, with a bounded vector.
     if (jobs.size() > 2 * limit + 1) {
       std::nth_element(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(limit), jobs.end());
       jobs.resize(limit);
     }
-  }
+    return Status::Ok();
+  }));
   std::sort(jobs.begin(), jobs.end());
   if (jobs.size() > limit) jobs.resize(limit);
   return jobs;

@@ -1617,8 +1617,9 @@ TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {
 class CheckpointPreemptionTest : public ControllerTest {
  protected:
   // Runs the four borrowed jobs (the first asks a grace over the server's cap, the third one
-  // under it), checkpoints the first two at +600 s, then submits the owner's job at +601 s.
-  void RunBorrowedThenReclaim() {
+  // under it), checkpoints the first two at +600 s, then (restarting the server first when
+  // `restart`) submits the owner's job at +601 s.
+  void RunBorrowedThenReclaim(bool restart = false) {
     ASSERT_TRUE(store_->CreateProject("owner", "", Seconds(1)).ok());
     alice_.projects.push_back("owner");
     ASSERT_TRUE(SetSharing("owner", {{"gpus", 2}}).ok());
@@ -1639,6 +1640,7 @@ class CheckpointPreemptionTest : public ControllerTest {
       ASSERT_TRUE(
           controller_->RecordCheckpoint(alice_, borrowed_[i], {.path = "/ckpt/step-9"}).ok());
     }
+    if (restart) Restart();
     clock_.Advance(Seconds(1));
     json spec = Spec(2);
     spec["project"] = "owner";
@@ -1709,6 +1711,19 @@ TEST_F(CheckpointPreemptionTest, LeastLostWorkTakesTheFreshlyCheckpointedWithThe
   EXPECT_EQ(answer["run"][0]["job_id"], owner_.value());
   running_ = {running_[0], running_[2], running_[3]};
   EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
+}
+
+// A restarted server counts lost work from the checkpoints its predecessor recorded, and keeps
+// the lost work already recorded.
+TEST_F(CheckpointPreemptionTest, ARestartedServerKnowsTheLastCheckpoints) {
+  RunBorrowedThenReclaim(/*restart=*/true);
+  EXPECT_EQ(StateOf(owner_), "starting");
+  for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
+  for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 1.0);
+  Restart();
+  EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 1.0);
+  EXPECT_EQ(LostByDefault(), 2 * 1'000);
 }
 
 TEST_F(CheckpointPreemptionTest, PriorityVictimsIgnoreCheckpoints) {

@@ -90,7 +90,7 @@ TEST_F(GpuHistoryTest, AStartedHistoryFlushesOnItsOwnAndOnStop) {
 TEST(UsageReportTest, GroupsSumsAndWritesCsv) {
   const std::vector<store::GpuUsageRow> rows = {
       {"2027-01-14", "ann", "vision", 3'600'000, 1'800'000},
-      {"2027-01-15", "ann", "vision", 7'200'000, 7'200'000},
+      {"2027-01-15", "ann", "vision", 7'200'000, 7'200'000, 1'800'000},
       {"2027-01-15", "bob", "vision", 3'600'000, 0},
       {"2027-01-15", "bob", "nlp, \"big\"", 1'800, 900}};
   auto by_project = *ParseUsageGrouping("project");
@@ -102,11 +102,12 @@ TEST(UsageReportTest, GroupsSumsAndWritesCsv) {
   EXPECT_EQ(report[1]["allocated_gpu_hours"], 4.0);
   EXPECT_EQ(report[1]["used_gpu_hours"], 2.5);
   EXPECT_EQ(report[1]["utilization_percent"], 62.5);
+  EXPECT_EQ(report[1]["lost_gpu_hours"], 0.5);  // preemptions' and resizes'
   EXPECT_FALSE(report[1].contains("user"));
   EXPECT_EQ(UsageCsv(report, by_project),
-            "project,allocated_gpu_hours,used_gpu_hours,utilization_percent\n"
-            "\"nlp, \"\"big\"\"\",0.001,0.0,50.0\n"
-            "vision,4.0,2.5,62.5\n");
+            "project,allocated_gpu_hours,used_gpu_hours,utilization_percent,lost_gpu_hours\n"
+            "\"nlp, \"\"big\"\"\",0.001,0.0,50.0,0.0\n"
+            "vision,4.0,2.5,62.5,0.5\n");
   auto by_user_day = *ParseUsageGrouping("user, day");
   report = UsageReport(rows, by_user_day);
   ASSERT_EQ(report.size(), 3u);
@@ -114,7 +115,8 @@ TEST(UsageReportTest, GroupsSumsAndWritesCsv) {
                                        {"day", "2027-01-14"},
                                        {"allocated_gpu_hours", 1.0},
                                        {"used_gpu_hours", 0.5},
-                                       {"utilization_percent", 50.0}}));
+                                       {"utilization_percent", 50.0},
+                                       {"lost_gpu_hours", 0.0}}));
   EXPECT_THAT(ParseUsageGrouping("team").status().message(),
               HasSubstr("field 'by': 'team' is none of user, project, day"));
   EXPECT_FALSE(ParseUsageGrouping("").ok());
