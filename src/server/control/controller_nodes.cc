@@ -375,7 +375,8 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   }
   launch.job_id = job.record.id;
   launch.task_index = t.task_index;
-  launch.tasks = job.spec.tasks;
+  // The run's size: an elastic --nodes job's spec says its MIN, a resized run has more or fewer.
+  launch.tasks = static_cast<int>(job.tasks.size());
   launch.key = {protocol::AllocationId(t.allocation_id), t.generation};
   launch.argv = job.spec.command;
   launch.shell = job.spec.shell;
@@ -427,7 +428,7 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   }
   if (a.rendezvous) {
     launch.distributed = protocol::Distributed{
-        job.spec.launcher,         job.spec.procs_per_node, t.task_index,        job.spec.tasks,
+        job.spec.launcher,         job.spec.procs_per_node, t.task_index,        launch.tasks,
         a.rendezvous->master_addr, a.rendezvous->port,      a.rendezvous->hosts,
     };
   }

@@ -1575,6 +1575,105 @@ TEST_F(ControllerTest, ElasticJobShrinksForAPendingJobAndGrowsBackWithoutPreempt
   EXPECT_EQ(StateOf(elastic), "running");
 }
 
+// A --nodes 1-2 torchrun job on two nodes (the elastic DDP scenario): it starts on node a while
+// a rigid job holds node b; once that job is cancelled it grows to both nodes, and both tasks of
+// the new generation launch once the old task on node a has stopped; then a pending job that
+// needs node b shrinks it back to one node, and the shrunk run launches once both old tasks
+// stopped.
+TEST_F(ControllerTest, ElasticNodesJobGrowsToTwoNodesAndShrinksBack) {
+  resize_interval_ = Seconds(20);  // under the node timeout: the test's nodes stay reachable
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  ASSERT_TRUE(RegisterNode("b", kNodeB, Inventory(8)).ok());
+  const JobId blocker = Submit(Spec(8));
+  controller_->Tick();
+  const json on_a = Beat("a", Report())["run"];
+  const json on_b = Beat("b", Report())["run"];
+  ASSERT_EQ(on_a.size() + on_b.size(), 1u);
+  const std::string blocker_node = on_a.empty() ? "b" : "a";
+  const std::string free_node = on_a.empty() ? "a" : "b";
+  const json blocker_task = on_a.empty() ? on_b[0] : on_a[0];
+  Beat(blocker_node, Report({TaskReport(blocker_task, "running")}));
+
+  json spec = Spec(8, 1);
+  spec["launcher"] = "torchrun";
+  spec["elastic"] = {{"unit", "nodes"}, {"min", 1}, {"max", 2}};
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  json answer = Beat(free_node, Report());
+  ASSERT_EQ(answer["run"].size(), 1u) << answer.dump();
+  const json first = answer["run"][0];
+  EXPECT_EQ(first["distributed"]["nodes"], 1) << first.dump();
+  Beat(free_node, Report({TaskReport(first, "running")}));
+  EXPECT_EQ(StateOf(elastic), "running");
+
+  // The blocker goes: after the resize interval the job grows to both nodes.
+  ASSERT_TRUE(controller_->Cancel(alice_, blocker).ok());
+  answer = Beat(blocker_node, Report({TaskReport(blocker_task, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u);
+  Beat(blocker_node, Report({TaskReport(blocker_task, "killed", 143)}));
+  EXPECT_EQ(StateOf(blocker), "cancelled");
+  Beat(free_node, Report({TaskReport(first, "running")}));
+  clock_.Advance(resize_interval_);
+  controller_->Tick();
+  ASSERT_EQ(store_->GetJob(elastic)->restarts, 1)
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+  EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 1 to 2 nodes: idle GPUs"))
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+  // Node b launches nothing until the old task on node a stopped.
+  answer = Beat(blocker_node, Report());
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  answer = Beat(free_node, Report({TaskReport(first, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u) << answer.dump();
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  // Each launch as the agent's codec takes it (a refused one is never run, and says nothing).
+  auto agent_runs = [](const json& answer) {
+    auto parsed = protocol::ParseReportAnswer(answer);
+    EXPECT_TRUE(parsed.ok() && parsed->refused_run.empty()) << answer.dump();
+    return parsed.ok() ? parsed->run.size() : 0;
+  };
+  answer = Beat(free_node, Report({TaskReport(first, "killed", 143)}));
+  ASSERT_EQ(agent_runs(answer), 1u);
+  const json grown_a = answer["run"][0];
+  answer = Beat(blocker_node, Report());
+  ASSERT_EQ(agent_runs(answer), 1u);
+  const json grown_b = answer["run"][0];
+  for (const json& l : {grown_a, grown_b}) {
+    EXPECT_EQ(l["generation"], 2);
+    EXPECT_EQ(l["distributed"]["nodes"], 2) << l.dump();
+  }
+  EXPECT_NE(grown_a["task_index"], grown_b["task_index"]);
+  Beat(free_node, Report({TaskReport(grown_a, "running")}));
+  Beat(blocker_node, Report({TaskReport(grown_b, "running")}));
+  EXPECT_EQ(StateOf(elastic), "running");
+  EXPECT_EQ(JobJson(alice_, elastic)->at("elastic")["now"], 2);
+
+  // A job that needs a whole node shrinks it back to one.
+  const JobId rigid = Submit(Spec(8));
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  ASSERT_EQ(store_->GetJob(elastic)->restarts, 2)
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+  EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 2 to 1 node: a pending job needs them"))
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+  EXPECT_EQ(StateOf(rigid), "starting");
+  answer = Beat(free_node, Report({TaskReport(grown_a, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u) << answer.dump();
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  answer = Beat(blocker_node, Report({TaskReport(grown_b, "running")}));
+  ASSERT_EQ(answer["kill"].size(), 1u) << answer.dump();
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  json launched = Beat(free_node, Report({TaskReport(grown_a, "killed", 143)}))["run"];
+  const json on_blocker_node = Beat(blocker_node, Report({TaskReport(grown_b, "killed", 143)}));
+  for (const json& l : on_blocker_node["run"]) launched.push_back(l);
+  ASSERT_EQ(launched.size(), 2u) << launched.dump();
+  json shrunk, other;
+  for (const json& l : launched) (l["job_id"] == elastic.value() ? shrunk : other) = l;
+  EXPECT_EQ(shrunk["generation"], 3);
+  EXPECT_EQ(shrunk["distributed"]["nodes"], 1) << shrunk.dump();
+  EXPECT_EQ(other["job_id"], rigid.value());
+}
+
 // Resizes use up none of max_restarts, and a restarted server takes the newest generation as
 // the run, with the resizes counted back from the job's events.
 TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {
