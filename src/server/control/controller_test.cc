@@ -1586,7 +1586,9 @@ TEST_F(ControllerTest, ElasticJobDoesNotShrinkForAJobHeldByItsArrayLimit) {
   controller_->Tick();  // element 0 starts; element 1 waits for the array's limit
   const JobId waiting = elements->array_ids[1];
   ASSERT_EQ((*JobJson(alice_, waiting))["pending_reason"]["code"], "array_limit");
-  const JobId elastic = Submit(ElasticSpec(2, 8));
+  json spec = ElasticSpec(2, 8);
+  spec["elastic"]["step"] = 2;  // 2, 4, 6, 8: it takes every idle GPU
+  const JobId elastic = Submit(spec);
   controller_->Tick();
   json answer = Beat("a", Report());
   ASSERT_EQ(answer["run"].size(), 2u);
