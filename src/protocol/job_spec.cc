@@ -355,12 +355,17 @@ Result<model::ElasticBounds> ParseElastic(const nlohmann::json& j, SpecOrigin or
   return bounds;
 }
 
-// What an elastic job may be: whole GPUs, not a session; by GPUs, one task.
+// What an elastic job may be: whole GPUs, not a session; by GPUs, one task; by nodes, tasks of
+// at least one GPU.
 Status CheckElasticShape(const JobSpec& spec) {
   if (spec.resources.IsShare()) {
     return FieldError("resources.gpu_milli", "an elastic job uses whole GPUs, not a share");
   }
   if (spec.session) return FieldError("elastic", "a session is not elastic");
+  if (spec.elastic->unit == model::ElasticUnit::kNodes && spec.resources.gpus.value() < 1) {
+    return FieldError("resources.gpus",
+                      "must be at least 1 for a job elastic by nodes: it grows by whole GPUs");
+  }
   if (spec.elastic->unit == model::ElasticUnit::kGpus && spec.tasks != 1) {
     return FieldError("tasks",
                       "must be 1 for a range of GPUs (one task grows); a gang that grows by "

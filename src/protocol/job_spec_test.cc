@@ -482,6 +482,8 @@ TEST(ElasticSpecTest, WhatMakesNoSenseIsRefusedNamingTheField) {
       {With(Spec({{"gpus", 1}}, 1, 3), "elastic", {{"unit", "nodes"}, {"min", 1}, {"max", 2}}),
        "field 'tasks': must be elastic.min (1) or left out for an elastic job, got 3"},
       {With(good, "session", json::object()), "field 'elastic': a session is not elastic"},
+      {With(Spec({{"gpus", 0}}), "elastic", {{"unit", "nodes"}, {"min", 1}, {"max", 2}}),
+       "field 'resources.gpus': must be at least 1 for a job elastic by nodes"},
   };
   for (const Case& c : bad) {
     auto parsed = ParseJobSpec(c.spec);

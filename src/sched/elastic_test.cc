@@ -253,6 +253,29 @@ TEST(SchedulerResize, GrowsIntoFreeGpusAndShrinksKeepingItsNode) {
   EXPECT_EQ(s.Resize(JobId(1), 2, Seconds(30)).code(), StatusCode::kNotFound);
 }
 
+// A plan not applied leaves the run as it was: its allocations, its start and its checkpoint
+// (what a preemption would lose); applied, it is what Resize does.
+TEST(SchedulerResize, APlanChangesNothingUntilApplied) {
+  auto cluster = Cluster(1);
+  ASSERT_TRUE(cluster->Submit(ElasticGpus(1, 2, 8)).ok());
+  ASSERT_EQ(cluster->Schedule(Seconds(0)).starts.size(), 1u);  // at MIN: 2 GPUs
+  Scheduler& s = *cluster;
+  ASSERT_TRUE(s.NoteCheckpoint(JobId(1), Seconds(15)).ok());
+  const std::vector<Allocation> before = *s.AllocationsOf(JobId(1));
+  auto plan = s.PlanResize(JobId(1), 4);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->front().gpus.size(), 4u);
+  EXPECT_EQ(*s.AllocationsOf(JobId(1)), before);
+  EXPECT_EQ(s.state().FreeGpuMilli(), 6000);
+  EXPECT_EQ(s.LostWorkOf(JobId(1), Seconds(20)), 2 * 5);  // since the checkpoint, at 2 GPUs
+  EXPECT_EQ(s.PlanResize(JobId(1), 9).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(s.ApplyResize(JobId(1), *plan, Seconds(20)).ok());
+  EXPECT_EQ(*s.AllocationsOf(JobId(1)), *plan);
+  EXPECT_EQ(s.state().FreeGpuMilli(), 4000);
+  EXPECT_EQ(s.ProjectUsage("p"), 4000);
+  EXPECT_EQ(s.LostWorkOf(JobId(1), Seconds(25)), 4 * 5);  // a new run since 20
+}
+
 TEST(SchedulerResize, ANodesJobGrowsOneTaskPerNewNodeAndShrinksFromItsLastTask) {
   auto cluster = Cluster(4);
   Scheduler& s = *cluster;

@@ -453,6 +453,12 @@ double Scheduler::LostWorkOf(JobId job, Seconds now) const {
 }
 
 Status Scheduler::Resize(JobId job, int to, Seconds now) {
+  Result<std::vector<Allocation>> tasks = PlanResize(job, to);
+  if (!tasks.ok()) return tasks.status();
+  return ApplyResize(job, std::move(tasks).value(), now);
+}
+
+Result<std::vector<Allocation>> Scheduler::PlanResize(JobId job, int to) {
   auto it = running_.find(job);
   if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
   const Running& run = it->second;
@@ -470,19 +476,30 @@ Status Scheduler::Resize(JobId job, int to, Seconds now) {
     return Status(StatusCode::kResourceExhausted,
                   "job " + Id(job) + ": no room to grow to " + std::to_string(to) + " " + unit);
   }
+  return std::move(*tasks);
+}
+
+Status Scheduler::ApplyResize(JobId job, std::vector<Allocation> tasks, Seconds now) {
+  auto it = running_.find(job);
+  if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
+  const Running& run = it->second;
+  if (!run.job.elastic || tasks.empty()) {
+    return InvalidArgument("job " + Id(job) + ": not elastic, or no tasks to resize to");
+  }
   model::Job job_then = run.job;
-  if (bounds.unit == model::ElasticUnit::kGpus) {
-    job_then.resources.gpus = GpuCount(to);
+  // PlanResize gave a kGpus job one task of `to` GPUs, a kNodes job `to` tasks.
+  if (job_then.elastic->unit == model::ElasticUnit::kGpus) {
+    job_then.resources.gpus = GpuCount(static_cast<int>(tasks.front().gpus.size()));
   } else {
-    job_then.tasks = to;
+    job_then.tasks = static_cast<int>(tasks.size());
   }
   const int64_t start_seq = run.start_seq;
   Running old = StopRunning(job);  // releases the old allocations and uncharges their use
   attained_[job] += AttainedIn(old, now);
   // The new allocations are the kept part of the old ones and room that was free besides
   // them (ResizedGpus / ResizedNodes): they fit now that the old ones are released.
-  for (const Allocation& a : *tasks) (void)state_.Allocate(a);
-  StartRunning(std::move(job_then), std::move(*tasks), now);
+  for (const Allocation& a : tasks) (void)state_.Allocate(a);
+  StartRunning(std::move(job_then), std::move(tasks), now);
   running_.at(job).start_seq = start_seq;
   return Status::Ok();
 }

@@ -216,6 +216,14 @@ class Scheduler {
   // Errors: NotFound (not running), InvalidArgument (not elastic, or `to` outside its range),
   // ResourceExhausted (a growth that does not fit; nothing changes).
   Status Resize(JobId job, int to, Seconds now);
+  // Resize in two steps, for a caller that must do more before the resize may happen:
+  // PlanResize returns the allocations Resize would give the job (its errors), changing
+  // nothing; ApplyResize makes them the job's as Resize does, and must be given what
+  // PlanResize returned with nothing changed in the scheduler since. Not applying a plan
+  // leaves the run as it was (its allocations, start and checkpoint). ApplyResize's errors:
+  // NotFound (not running), InvalidArgument (not elastic, no tasks).
+  Result<std::vector<Allocation>> PlanResize(JobId job, int to);
+  Status ApplyResize(JobId job, std::vector<Allocation> tasks, Seconds now);
   // Re-establishes a job that is already running since `started` with the allocations it holds
   // (the server rebuilding its state after a restart). Errors: invalid job, known id, an
   // allocation that does not fit (nothing is applied then).

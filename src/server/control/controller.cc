@@ -244,6 +244,7 @@ Status Controller::Recover() {
     if (record.restarts > 0 || record.state == JobState::kRunning) {
       auto events = store_.JobEvents(record.id);
       if (!events.ok()) return events.status();
+      std::optional<Seconds> run_since;  // this run's last resize, or its start
       for (const auto& e : *events) {
         // Preemptions do not use up max_restarts: count them back from the job's history.
         job.preemptions += e.reason.rfind(sched::kPreemptedReasonPrefix, 0) == 0;
@@ -253,12 +254,17 @@ Status Controller::Recover() {
         if (e.from_state != e.to_state) job.gpus_idle_noted = false;
         if (e.reason.rfind(kGpusIdleEvent, 0) == 0) job.gpus_idle_noted = true;
         if (e.reason == kGpusBusyAgainEvent) job.gpus_idle_noted = false;
-        // Resizes do not use up max_restarts either; the hysteresis counts from the last one.
-        if (e.reason.rfind(kResizedEventPrefix, 0) == 0) {
+        // Resizes do not use up max_restarts either; the hysteresis counts from the run's
+        // start ("started at ...") or its last resize since (a change of state ends a run:
+        // resizes before it were another run's).
+        if (e.from_state != e.to_state) run_since.reset();
+        if (IsResizeEvent(e.reason)) {
           ++job.resizes;
-          job.elastic_since = e.time;
+          run_since = e.time;
         }
+        if (e.reason.rfind(kStartedAtEventPrefix, 0) == 0) run_since = e.time;
       }
+      if (run_since) job.elastic_since = std::max(job.elastic_since, *run_since);
     }
     submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
     if (record.state == JobState::kPending) {

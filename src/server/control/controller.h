@@ -58,6 +58,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -105,6 +106,10 @@ inline constexpr char kGpusBusyAgainEvent[] = "GPUs busy again";
 // needs them"; controller_elastic.cc), and that of its start ("started at 8 GPUs").
 inline constexpr char kResizedEventPrefix[] = "resized from ";
 inline constexpr char kStartedAtEventPrefix[] = "started at ";
+// Whether a job event is a resize's.
+inline bool IsResizeEvent(std::string_view reason) {
+  return reason.rfind(kResizedEventPrefix, 0) == 0;
+}
 
 // What a caller sees of other projects' work on nodes and GPUs (docs/security.md, "What others
 // can see"). Admins see everything, members their own projects' jobs, whichever it is.
@@ -642,7 +647,7 @@ class Controller {
   // or ends lost.
   void LoseNodeLocked(const std::string& name, LiveNode& node, const std::string& reason);
   // The facts the reconcile core decides a job's run on, the job being in `state`.
-  static reconcile::RunFacts FactsOf(const LiveJob& job, model::JobState state);
+  reconcile::RunFacts FactsOf(const LiveJob& job, model::JobState state) const;
   // A change to a job's run, decided before anything is written (controller_reports.cc): the
   // run as it will be, and the writes that make it so.
   struct RunPlan {

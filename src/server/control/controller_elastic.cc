@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "sched/elastic_plan.h"
+#include "sched/pending_reason.h"
 #include "server/control/controller.h"
 #include "server/control/controller_internal.h"
 
@@ -33,6 +34,15 @@ std::string ResizeEvent(const sched::Resize& z, model::ElasticUnit unit) {
          " " + UnitWord(unit, z.to) + ": " + why;
 }
 
+// Whether a pending job with this reason (sched/pending_reason.h) may wait for GPUs that a
+// shrink could free: it did not fit, or no pass has tried it yet (a job whose group waits for a
+// limit or a reservation says so instead, before any pass tries it).
+bool IsCapacityReason(const std::string& code) {
+  return code == sched::kReasonInsufficientGpus || code == sched::kReasonFragmented ||
+         code == sched::kReasonNoFreeBlock || code == sched::kReasonGangPartial ||
+         code == sched::kReasonNotYetConsidered;
+}
+
 // One resize per job, from its first `from` to its last `to`, in the order of first mention:
 // PlanRoom may shrink a job for two pending jobs in turn.
 std::vector<sched::Resize> Merged(const std::vector<sched::Resize>& resizes) {
@@ -52,11 +62,7 @@ std::vector<sched::Resize> Merged(const std::vector<sched::Resize>& resizes) {
 }  // namespace
 
 int Controller::ElasticSizeOf(const LiveJob& job) {
-  if (!job.spec.elastic || job.tasks.empty()) return 0;
-  if (job.spec.elastic->unit == model::ElasticUnit::kNodes) {
-    return static_cast<int>(job.tasks.size());
-  }
-  return static_cast<int>(job.tasks.front().allocation.gpus.size());
+  return job.spec.elastic ? ElasticSizeIn(job.spec.elastic->unit, job.tasks) : 0;
 }
 
 sched::ResizeRules Controller::ResizeRulesLocked() const {
@@ -80,8 +86,7 @@ std::optional<sched::ElasticRun> Controller::ElasticRunLocked(const LiveJob& job
   // much left at most; one without is taken to run long enough for any growth to pay.
   double remaining = std::numeric_limits<double>::max();
   if (job.spec.time_limit_s > 0 && job.record.start_time) {
-    remaining =
-        static_cast<double>(job.spec.time_limit_s - (now.value() - job.record.start_time->value()));
+    remaining = static_cast<double>(TimeLeftS(job.spec.time_limit_s, *job.record.start_time, now));
   }
   return sched::ElasticRun{
       job.record.id,
@@ -92,7 +97,9 @@ std::optional<sched::ElasticRun> Controller::ElasticRunLocked(const LiveJob& job
       task_gpus,
       job.elastic_since,
       job.resizes,
-      remaining};
+      remaining,
+      tasks->front().cpu,
+      tasks->front().memory};
 }
 
 std::vector<sched::ElasticRun> Controller::RunningElasticLocked(Seconds now) const {
@@ -108,11 +115,17 @@ std::vector<sched::ElasticRun> Controller::RunningElasticLocked(Seconds now) con
 void Controller::MakeRoomLocked(Seconds now) {
   std::vector<sched::ElasticRun> runs = RunningElasticLocked(now);
   if (!sched::AnyBorrowed(runs)) return;
-  // The pending jobs in submit order (ids grow with submission), as far as PlanRoom looks.
+  // The pending jobs that wait for capacity alone (IsCapacityReason), in submit order (ids grow
+  // with submission), as far as PlanRoom looks. A job held by its own limit, a reservation or
+  // the queue's head would not start on what a shrink frees: the GPUs would idle until the job
+  // grew back. Submit order, not the queue's: Scheduler::Queue orders by a shadow run of the
+  // whole queue, too dear before every pass.
   std::vector<model::Job> pending;
   for (const auto& [id, job] : jobs_) {
     if (pending.size() >= static_cast<size_t>(sched::kShrinkLookahead)) break;
-    if (job.record.state == JobState::kPending && !job.held) pending.push_back(ModelJobOf(job));
+    if (job.record.state != JobState::kPending || job.held) continue;
+    std::optional<sched::PendingReason> reason = scheduler_->PendingReasonOf(id);
+    if (reason && IsCapacityReason(reason->code)) pending.push_back(ModelJobOf(job));
   }
   if (pending.empty()) return;
   for (const sched::Resize& z :
@@ -163,9 +176,12 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   // What the old run loses (GPUs x the time since its last checkpoint), before the scheduler
   // restarts it; recorded once the resize is stored.
   const double lost = scheduler_->LostWorkOf(id, now);
-  CORRAL_RETURN_IF_ERROR(scheduler_->Resize(id, z.to, now));
+  // The scheduler takes the new allocations once the store has the new generation: until
+  // then the old run holds its own (a failure below leaves it as it was).
+  Result<std::vector<sched::Allocation>> planned = scheduler_->PlanResize(id, z.to);
+  if (!planned.ok()) return planned.status();
   std::vector<store::TaskAssignment> tasks;
-  const std::vector<sched::Allocation>& allocations = *scheduler_->AllocationsOf(id);
+  const std::vector<sched::Allocation>& allocations = *planned;
   for (size_t i = 0; i < allocations.size(); ++i) {
     tasks.push_back({static_cast<int>(i), scheduler_->state().node(allocations[i].node).name,
                      AllocationOf(allocations[i])});
@@ -182,9 +198,10 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
     ports_.Release(id);
     IndexAllocationsLocked(job);
     RestoreRendezvousLocked(job);
-    (void)scheduler_->Resize(id, z.from, now);  // its GPUs were not given to anyone since
     return written.status();
   }
+  // Nothing changed in the scheduler since the plan (the lock is held): the allocations fit.
+  (void)scheduler_->ApplyResize(id, std::move(planned).value(), now);
   // The old run stops as a preempted one does: its launched tasks hold their GPUs until they
   // stopped (the new run's launches wait for them), its tasks are stored killed (their nodes'
   // next reports find them stale and are answered with stop orders). It is no preemption: the

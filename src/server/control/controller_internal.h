@@ -3,9 +3,11 @@
 // controller_internal;`; helpers used by one part only stay in that part's unnamed namespace.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "common/units.h"
 #include "model/allocation.h"
 #include "model/dependency.h"
 #include "model/states.h"
@@ -53,6 +55,28 @@ inline model::Allocation AllocationOf(const sched::Allocation& a) {
   out.cpu = a.cpu;
   out.memory = a.memory;
   return out;
+}
+
+// Seconds a job with a time limit of `limit_s` (> 0) has left at `now` of its run started at
+// `start`: a resized generation (the job running throughout) gets what is left of the run's
+// limit, not a fresh one. Negative once the limit has passed.
+inline int64_t TimeLeftS(int64_t limit_s, Seconds start, Seconds now) {
+  return limit_s - (now.value() - start.value());
+}
+
+// An elastic job's size in `unit` in the newest generation of `tasks`: its number of tasks
+// (kNodes) or its task's GPUs (kGpus); 0 without tasks.
+inline int ElasticSizeIn(model::ElasticUnit unit, const std::vector<store::TaskRecord>& tasks) {
+  int64_t newest = 0;
+  for (const store::TaskRecord& t : tasks) newest = std::max(newest, t.generation);
+  int size = 0;
+  for (const store::TaskRecord& t : tasks) {
+    if (t.generation != newest) continue;
+    size = unit == model::ElasticUnit::kNodes
+               ? size + 1
+               : std::max(size, static_cast<int>(t.allocation.gpus.size()));
+  }
+  return size;
 }
 
 // Replaces each task of `tasks` that has the allocation of one of `updates` by that update.

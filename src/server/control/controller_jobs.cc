@@ -40,26 +40,8 @@ store::JobRecord NewJobRecord(const Principal& who, const JobSpec& spec, Seconds
 // The resizes a job's events record: each says "resized from 8 to 4 GPUs: ..."
 // (controller_elastic.cc; docs/elastic.md).
 int ResizeEvents(const std::vector<store::JobEvent>& events) {
-  return static_cast<int>(std::count_if(events.begin(), events.end(), [](const auto& e) {
-    return e.reason.rfind("resized from ", 0) == 0;
-  }));
-}
-
-// An elastic job's size in its newest generation's tasks: task 0's GPUs (unit gpus) or the
-// number of tasks (unit nodes); none without tasks.
-std::optional<int> NewestSize(const model::ElasticBounds& elastic,
-                              const std::vector<store::TaskRecord>& tasks) {
-  if (tasks.empty()) return std::nullopt;
-  int64_t newest = 0;
-  for (const store::TaskRecord& t : tasks) newest = std::max(newest, t.generation);
-  int size = 0;
-  for (const store::TaskRecord& t : tasks) {
-    if (t.generation != newest) continue;
-    size = elastic.unit == model::ElasticUnit::kNodes
-               ? size + 1
-               : std::max(size, static_cast<int>(t.allocation.gpus.size()));
-  }
-  return size;
+  return static_cast<int>(std::count_if(events.begin(), events.end(),
+                                        [](const auto& e) { return IsResizeEvent(e.reason); }));
 }
 
 // PermissionDenied unless `who` owns `record` or is an admin; `what` names it ("job 7").
@@ -496,7 +478,7 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
     if (live && live->now > 0) {
       out.elastic_now = live->now;
     } else if (record->state != JobState::kPending) {
-      out.elastic_now = NewestSize(*spec->elastic, *tasks);
+      if (!tasks->empty()) out.elastic_now = ElasticSizeIn(spec->elastic->unit, *tasks);
     }
   }
   AddPendingReason(*view->pending, out.summary);

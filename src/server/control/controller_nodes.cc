@@ -387,6 +387,12 @@ protocol::TaskLaunch Controller::LaunchFor(const LiveJob& job, const store::Task
   launch.cpu = a.cpu;
   launch.memory = a.memory;
   launch.time_limit = Seconds(job.spec.time_limit_s);
+  // A generation launched while the job runs (an elastic resize) has what is left of the run's
+  // limit, at least a second (0 would mean none).
+  if (job.spec.time_limit_s > 0 && job.record.start_time) {
+    launch.time_limit = Seconds(std::max<int64_t>(
+        1, TimeLeftS(job.spec.time_limit_s, *job.record.start_time, clock_.Now())));
+  }
   launch.user = job.record.user;
   launch.project = job.record.project;
   launch.array_index = job.record.array_index;

@@ -19,9 +19,9 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 // --- Run plans --------------------------------------------------------------------------------
 
-reconcile::RunFacts Controller::FactsOf(const LiveJob& job, JobState state) {
-  return {state,           job.spec.launcher, job.spec.max_restarts,       job.record.restarts,
-          job.preemptions, job.resizes,       job.spec.elastic.has_value()};
+reconcile::RunFacts Controller::FactsOf(const LiveJob& job, JobState state) const {
+  return {state,           job.spec.launcher, job.spec.max_restarts,        job.record.restarts,
+          job.preemptions, job.resizes,       job.spec.elastic.has_value(), config_.resize_budget};
 }
 
 Controller::RunPlan Controller::PlanFor(const LiveJob& job) {

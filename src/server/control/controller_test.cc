@@ -1674,6 +1674,82 @@ TEST_F(ControllerTest, ElasticNodesJobGrowsToTwoNodesAndShrinksBack) {
   EXPECT_EQ(other["job_id"], rigid.value());
 }
 
+// A pending job that waits for its own limit (here an array's running limit), not for GPUs,
+// makes no elastic job shrink: the GPUs would only idle until the job grew back.
+TEST_F(ControllerTest, ElasticJobDoesNotShrinkForAJobHeldByItsArrayLimit) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json array = Spec(2);
+  array["array"] = {{"indices", {0, 1}}, {"max_running", 1}};
+  auto elements = SubmitArrayJson(alice_, array);
+  ASSERT_TRUE(elements.ok()) << elements.status().ToString();
+  controller_->Tick();  // element 0 starts; element 1 waits for the array's limit
+  const JobId waiting = elements->array_ids[1];
+  ASSERT_EQ((*JobJson(alice_, waiting))["pending_reason"]["code"], "array_limit");
+  json spec = ElasticSpec(2, 8);
+  spec["elastic"]["step"] = 2;  // 2, 4, 6, 8: it takes every idle GPU
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 2u);
+  json run;
+  for (const json& l : answer["run"]) {
+    if (l["job_id"] == elastic.value()) run = l;
+  }
+  EXPECT_EQ(GpusOf(run).size(), 6u);  // all the idle GPUs
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(Seconds(1));
+    controller_->Tick();
+  }
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);  // never shrunk
+  EXPECT_FALSE(HasEvent(*store_, elastic, "resized from"))
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+  EXPECT_EQ(StateOf(waiting), "pending");
+}
+
+// A generation launched while the job runs has what is left of the run's time limit.
+TEST_F(ControllerTest, AResizedGenerationHasWhatIsLeftOfTheTimeLimit) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json spec = ElasticSpec(2, 8);
+  spec["time_limit_s"] = 100;
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  json answer = Beat("a", Report());
+  ASSERT_EQ(answer["run"].size(), 1u);
+  const json first = answer["run"][0];
+  EXPECT_EQ(first["time_limit_s"], 100);
+  Beat("a", Report({TaskReport(first, "running")}));  // the run starts
+  clock_.Advance(Seconds(10));
+  Submit(Spec(4));
+  controller_->Tick();
+  ASSERT_EQ(store_->GetJob(elastic)->restarts, 1);  // shrunk to 4
+  answer = Beat("a", Report({TaskReport(first, "killed", 143)}));
+  json shrunk;
+  for (const json& l : answer["run"]) {
+    if (l["job_id"] == elastic.value()) shrunk = l;
+  }
+  ASSERT_FALSE(shrunk.is_null()) << answer.dump();
+  EXPECT_EQ(shrunk["time_limit_s"], 90);
+}
+
+// A job elastic by nodes grows only onto nodes with its tasks' CPU and memory free: node b has
+// idle GPUs but too little CPU, so the job starts on a and c (2 of its 1-3), not planning 3
+// and getting 1.
+TEST_F(ControllerTest, ElasticByNodesStartsOnNodesWithItsCpuFree) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json small = Inventory(8);
+  small["cpu_milli"] = 1000;
+  ASSERT_TRUE(RegisterNode("b", kNodeB, small).ok());
+  ASSERT_TRUE(RegisterNode("c", "node-c-0123456789abcdef", Inventory(8)).ok());
+  json spec = Spec(8);
+  spec["resources"]["cpu_milli"] = 8000;
+  spec["elastic"] = {{"unit", "nodes"}, {"min", 1}, {"max", 3}};
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  auto view = JobJson(alice_, elastic);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ((*view)["elastic"]["now"], 2) << view->dump();
+}
+
 // Resizes use up none of max_restarts, and a restarted server takes the newest generation as
 // the run, with the resizes counted back from the job's events.
 TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {

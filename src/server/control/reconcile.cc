@@ -74,15 +74,18 @@ std::string UtcTime(Seconds t) {
   return text;
 }
 
+// Its runs that failed or were lost: preemptions and resizes are restarts the job did not ask
+// for.
+int FailedRuns(const RunFacts& facts) { return facts.restarts - facts.preemptions - facts.resizes; }
+
 }  // namespace
 
-bool Requeueable(const RunFacts& facts) {
-  // Preemptions and resizes are restarts the job did not ask for: they use up none of
-  // max_restarts.
-  return facts.restarts - facts.preemptions - facts.resizes < facts.max_restarts;
-}
+bool Requeueable(const RunFacts& facts) { return FailedRuns(facts) < facts.max_restarts; }
 
-bool Fenceable(const RunFacts& facts) { return facts.elastic || Requeueable(facts); }
+bool Fenceable(const RunFacts& facts) {
+  if (!facts.elastic) return Requeueable(facts);
+  return FailedRuns(facts) < std::max(facts.max_restarts, facts.resize_budget);
+}
 
 // A task stopped at its time limit failed however it exited (Slurm's TIMEOUT): a program that
 // handles SIGTERM and exits 0 did not finish its work.
@@ -168,10 +171,9 @@ RunDecision EvaluateRun(const RunFacts& facts, const RunEnd& end, const RunTasks
     d.reason = d.end.failure;
     if (Requeueable(facts)) {
       d.verdict = RunVerdict::kRequeue;
-      d.reason += "; requeued (restart " +
-                  std::to_string(facts.restarts - facts.preemptions - facts.resizes + 1) + " of " +
+      d.reason += "; requeued (restart " + std::to_string(FailedRuns(facts) + 1) + " of " +
                   std::to_string(facts.max_restarts) + ")";
-    } else if (facts.elastic && d.end.failed_state == JobState::kLost) {
+    } else if (d.end.failed_state == JobState::kLost && Fenceable(facts)) {
       d.verdict = RunVerdict::kRequeue;  // fenced or lost: it goes on at whatever size fits
       d.reason += "; requeued (elastic)";
     }

@@ -71,6 +71,9 @@ struct RunFacts {
   int preemptions = 0;   // of those, preemptions (which do not use up max_restarts)
   int resizes = 0;       // of those, an elastic job's resizes (which do not use them up either)
   bool elastic = false;  // the job has a size range (model::Job::elastic)
+  // An elastic job's lost runs are requeued while its failed and lost runs are under the larger
+  // of max_restarts and this (ControllerConfig::resize_budget).
+  int resize_budget = 0;
 };
 
 // The task view EvaluateRun and Preempt read: the current generation's records, the
@@ -84,12 +87,13 @@ struct RunTasks {
 };
 
 // True when a failed or lost run of the job is requeued rather than ended: its restarts, less
-// its preemptions and resizes, are under max_restarts; an elastic job's lost run is requeued
-// always (it restarts from its checkpoint at whatever size fits, as after a resize).
+// its preemptions and resizes, are under max_restarts.
 bool Requeueable(const RunFacts& facts);
 // True when the job's tasks may be fenced: stopped by an agent that reaches no server, the run
-// requeued when its node times out (a requeue-able job, or an elastic one). A launch carries it
-// (TaskLaunch::requeueable): what the agent fences is what the server requeues.
+// requeued when its node times out (a requeue-able job, or an elastic one whose failed and lost
+// runs are under max(max_restarts, resize_budget): it restarts from its checkpoint at whatever
+// size fits, as after a resize). A launch carries it (TaskLaunch::requeueable): what the agent
+// fences is what the server requeues.
 bool Fenceable(const RunFacts& facts);
 
 enum class RunVerdict {

@@ -153,6 +153,9 @@ class RunScenario {
     facts_.max_restarts = IntField(f, "max_restarts").value_or(0);
     facts_.restarts = IntField(f, "restarts").value_or(0);
     facts_.preemptions = IntField(f, "preemptions").value_or(0);
+    facts_.resizes = IntField(f, "resizes").value_or(0);
+    facts_.elastic = f.count("elastic") > 0;
+    facts_.resize_budget = IntField(f, "resize_budget").value_or(0);
     // As a restarted server reads a cancellation back from the store.
     if (f.count("cancel")) end_ = CancelRequested(end_, f["cancel"]);
   }
