@@ -2464,9 +2464,9 @@ def test_checkpoint_preemption(root):
     marks = os.path.join(work, "marks")
     os.makedirs(checkpoints)
     os.makedirs(marks)
-    # No victim before 6 s of run: the owner's job waits for that on the server, so the victims
+    # No victim before 7 s of run: the owner's job waits for that on the server, so the victims
     # lose the seconds since their checkpoint, fewer than the others since their start.
-    min_run = 6
+    min_run = 7
     c = Cluster(work, server_args=["--checkpoint-root", checkpoints,
                                    "--max-checkpoint-grace", "20s",
                                    "--min-run-before-preemption", f"{min_run}s"])
@@ -2493,14 +2493,24 @@ def test_checkpoint_preemption(root):
         check("four borrowed jobs run", all(c.wait_state(j, ("running",), 30) for j in borrowers),
               [c.job(j).get("state") for j in borrowers])
         started = max(c.job(j)["start_time"] for j in borrowers)
+
+        # Lost work counts in whole seconds: the first two checkpoint (again, until the server
+        # records it so) 2 s or more after the start, when the others have more to lose.
+        def checkpointed_after(j, at):
+            checkpoint = c.job(j).get("checkpoint")
+            if checkpoint and checkpoint["time"] >= at:
+                return True
+            saved = os.path.join(work, f"saved-{j}")
+            if os.path.exists(saved):
+                os.remove(saved)  # its script checkpoints again
+            return False
         for j in borrowers[:2]:
             open(os.path.join(work, f"ckpt-{j}"), "w").close()
         check("two jobs checkpointed", all(wait_for(
-            lambda j=j: os.path.exists(os.path.join(work, f"saved-{j}")), 30)
-            for j in borrowers[:2]))
+            lambda j=j: checkpointed_after(j, started + 2), 30) for j in borrowers[:2]))
         saved_at = max(c.job(j)["checkpoint"]["time"] for j in borrowers[:2])
-        # Lost work counts in whole seconds: at least 2 s between the checkpoints and the
-        # minimum run (counted from the placement, up to a second before the start).
+        # At least 2 s between the checkpoints and the minimum run (counted from the placement,
+        # up to a second before the start).
         check("the checkpoints came before the minimum run", saved_at <= started + min_run - 3,
               (saved_at, started))
         owner = submit(c, {"command": ["sh", "-c", "echo owner ran"], "project": "owner",
