@@ -35,9 +35,8 @@ struct DirCloser {
 };
 using Dir = std::unique_ptr<DIR, DirCloser>;
 
-// Opens `name` in `parent` as a directory without following a link.
-Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path) {
-  const int fd = openat(parent, name.c_str(), kOpenDir);
+// The directory stream of `fd` (closed on failure), or the error of the open that gave it.
+Result<Dir> DirOf(int fd, const std::string& path) {
   if (fd < 0) return Errno("open", path);
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
@@ -47,17 +46,15 @@ Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path
   return Dir(dir);
 }
 
-// Opens the root itself: a link to it is followed (resolved once, by the kernel), links below
-// it never are.
+// Opens `name` in `parent` as a directory without following a link.
+Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path) {
+  return DirOf(openat(parent, name.c_str(), kOpenDir), path);
+}
+
+// Opens the root itself: a link to it is followed (resolved by the kernel at each open), links
+// below it never are.
 Result<Dir> OpenRoot(const std::string& root) {
-  const int fd = open(root.c_str(), (kOpenDir & ~O_NOFOLLOW));
-  if (fd < 0) return Errno("open", root);
-  DIR* dir = fdopendir(fd);
-  if (dir == nullptr) {
-    close(fd);
-    return Errno("read", root);
-  }
-  return Dir(dir);
+  return DirOf(open(root.c_str(), kOpenDir & ~O_NOFOLLOW), root);
 }
 
 // Up to `limit` names of the entries of `dir` (`path` for messages) but "." and "..".
