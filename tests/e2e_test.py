@@ -2464,8 +2464,12 @@ def test_checkpoint_preemption(root):
     marks = os.path.join(work, "marks")
     os.makedirs(checkpoints)
     os.makedirs(marks)
+    # No victim before 7 s of run: the owner's job waits for that on the server, so the victims
+    # lose the seconds since their checkpoint, fewer than the others since their start.
+    min_run = 7
     c = Cluster(work, server_args=["--checkpoint-root", checkpoints,
-                                   "--max-checkpoint-grace", "20s"])
+                                   "--max-checkpoint-grace", "20s",
+                                   "--min-run-before-preemption", f"{min_run}s"])
     try:
         c.start_agent("n1", "4xT4")
         check("agent joins", c.wait_nodes(1))
@@ -2489,16 +2493,26 @@ def test_checkpoint_preemption(root):
         check("four borrowed jobs run", all(c.wait_state(j, ("running",), 30) for j in borrowers),
               [c.job(j).get("state") for j in borrowers])
         started = max(c.job(j)["start_time"] for j in borrowers)
-        # Lost work counts in whole seconds: the first two checkpoint a few seconds after the
-        # start, and the owner comes two seconds after that.
-        wait_for(lambda: time.time() >= started + 3, 10)
+
+        # Lost work counts in whole seconds: the first two checkpoint (again, until the server
+        # records it so) 2 s or more after the start, when the others have more to lose.
+        def checkpointed_after(j, at):
+            checkpoint = c.job(j).get("checkpoint")
+            if checkpoint and checkpoint["time"] >= at:
+                return True
+            saved = os.path.join(work, f"saved-{j}")
+            if os.path.exists(saved):
+                os.remove(saved)  # its script checkpoints again
+            return False
         for j in borrowers[:2]:
             open(os.path.join(work, f"ckpt-{j}"), "w").close()
         check("two jobs checkpointed", all(wait_for(
-            lambda j=j: os.path.exists(os.path.join(work, f"saved-{j}")), 30)
-            for j in borrowers[:2]))
+            lambda j=j: checkpointed_after(j, started + 2), 30) for j in borrowers[:2]))
         saved_at = max(c.job(j)["checkpoint"]["time"] for j in borrowers[:2])
-        wait_for(lambda: time.time() >= saved_at + 2, 10)
+        # At least 2 s between the checkpoints and the minimum run (counted from the placement,
+        # up to a second before the start).
+        check("the checkpoints came before the minimum run", saved_at <= started + min_run - 3,
+              (saved_at, started))
         owner = submit(c, {"command": ["sh", "-c", "echo owner ran"], "project": "owner",
                            "resources": {"gpus": 2}})
         check("the owner's job runs", c.wait_state(owner, ("succeeded",), 60), c.job(owner))
@@ -2523,9 +2537,9 @@ def test_checkpoint_preemption(root):
         view = c.job(borrowers[0])
         check("the job shows its lost work (since its checkpoint) and grace",
               2 <= view.get("lost_work_gpu_s", 0) < time.time() - started
-              and view.get("checkpoint_grace_s") == 20, view)
+              and view.get("stop_grace_s") == 20, view)
         check("the preemption's event names the work lost", any(
-            "GPU-s since its last checkpoint lost" in e["reason"] for e in view["events"]),
+            "GPU-s since its last checkpoint at risk" in e["reason"] for e in view["events"]),
             view["events"])
         check("a job that kept running lost nothing",
               c.job(borrowers[2]).get("lost_work_gpu_s") == 0, c.job(borrowers[2]))

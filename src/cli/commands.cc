@@ -637,7 +637,7 @@ void PrintJob(const protocol::JobView& view) {
     std::cout << " at " << Time(c->time) << "\n";
   }
   if (view.checkpoint_dir) std::cout << "  checkpoint folder: " << *view.checkpoint_dir << "\n";
-  std::cout << "  stop grace: " << FormatDuration(view.checkpoint_grace)
+  std::cout << "  stop grace: " << FormatDuration(view.stop_grace)
             << " (SIGTERM to SIGKILL when preempted or resized)\n";
   if (view.lost_work_gpu_s > 0) {
     std::cout << "  lost work: " << protocol::LostWorkText(view.lost_work_gpu_s)

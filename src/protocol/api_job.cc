@@ -263,7 +263,7 @@ json ToJson(const JobView& j) {
     out["resizes"] = j.resizes;
   }
   out["lost_work_gpu_s"] = j.lost_work_gpu_s;
-  out["checkpoint_grace_s"] = j.checkpoint_grace.value();
+  out["stop_grace_s"] = j.stop_grace.value();
   return out;
 }
 
@@ -336,9 +336,8 @@ Result<JobView> ParseJobView(const json& json) {
   j.resizes = static_cast<int>(resizes);
   CORRAL_RETURN_IF_ERROR(r->Number("lost_work_gpu_s", false, j.lost_work_gpu_s, 0));
   std::optional<int64_t> grace;
-  CORRAL_RETURN_IF_ERROR(
-      r->OptionalInt64("checkpoint_grace_s", grace, 0, kMaxCheckpointGrace.value()));
-  j.checkpoint_grace = Seconds(grace.value_or(0));
+  CORRAL_RETURN_IF_ERROR(r->OptionalInt64("stop_grace_s", grace, 0, kMaxCheckpointGrace.value()));
+  j.stop_grace = Seconds(grace.value_or(0));
   return j;
 }
 

@@ -152,9 +152,10 @@ struct JobView {
   // Checkpoint-aware stops (docs/in-job.md, "Preemption and checkpoints"): the GPU-seconds its
   // preemptions and resizes lost (each: GPUs × the time since its last checkpoint), and the
   // grace between SIGTERM and SIGKILL its tasks get when preempted or resized (its
-  // checkpoint_grace after the server's cap, else the server's kill grace). 0 from older servers.
+  // checkpoint_grace after the server's cap, else the server's kill grace: "stop_grace_s"; the
+  // spec's "checkpoint_grace_s" is the request). 0 from older servers.
   double lost_work_gpu_s = 0;
-  Seconds checkpoint_grace{0};
+  Seconds stop_grace{0};
 };
 
 // What the server filled in of a submitted spec (server/control/job_submission.h).

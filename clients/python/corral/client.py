@@ -25,7 +25,7 @@ SPEC_FIELDS = frozenset((
     "name", "project", "environment", "command", "shell", "workdir", "submit_dir", "env",
     "resources", "tasks", "priority", "time_limit_s", "signal", "dependency",
     "kill_on_invalid_dep", "max_restarts", "launcher", "procs_per_node", "array", "session",
-    "script", "output_file", "error_file", "partition", "qos", "elastic"))
+    "script", "output_file", "error_file", "partition", "qos", "elastic", "checkpoint_grace_s"))
 RESOURCE_FIELDS = frozenset(("gpus", "gpu_milli", "gpu_models", "cpus", "cpu_milli",
                              "memory_mib"))
 

@@ -88,6 +88,10 @@ class Job:
     # An elastic job's range and size now ({"unit", "min", "max", "step", "now"}) and resizes.
     elastic: Optional[dict[str, Any]] = field(default=None, repr=False)
     resizes: int = field(default=0, repr=False)
+    # GPU-seconds its preemptions and resizes lost, and the SIGTERM -> SIGKILL grace its tasks
+    # get when preempted or resized (the spec's checkpoint_grace_s is the request).
+    lost_work_gpu_s: float = field(default=0.0, repr=False)
+    stop_grace_s: int = field(default=0, repr=False)
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -119,7 +123,8 @@ class Job:
                                   checkpoint.get("time", 0))
             if isinstance(checkpoint, dict) else None,
             checkpoint_dir=j.get("checkpoint_dir"), elastic=j.get("elastic"),
-            resizes=j.get("resizes", 0), raw=j)
+            resizes=j.get("resizes", 0), lost_work_gpu_s=j.get("lost_work_gpu_s", 0.0),
+            stop_grace_s=j.get("stop_grace_s", 0), raw=j)
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import unittest
 
 from corral import (ApiError, Client, JobFailed, ServerUnreachable, build_spec, parse_duration,
                     transport)
+from corral.models import Job
 
 
 class Server:
@@ -168,6 +169,15 @@ class SpecTest(unittest.TestCase):
             build_spec(["a"], gpus="2-8", nodes="1-2")
         with self.assertRaises(ValueError):
             build_spec(["a"], gpus=2, gpu_step=2)
+
+    def test_a_checkpoint_grace_is_a_spec_field_and_the_job_shows_its_stop_grace(self):
+        self.assertEqual(build_spec(["a"], checkpoint_grace_s=120),
+                         {"command": ["a"], "checkpoint_grace_s": 120})
+        job = Job.from_json({"id": 7, "state": "running", "lost_work_gpu_s": 3.5,
+                             "stop_grace_s": 120, "spec": {"checkpoint_grace_s": 900}})
+        self.assertEqual((job.lost_work_gpu_s, job.stop_grace_s), (3.5, 120))
+        older = Job.from_json({"id": 8, "state": "pending"})
+        self.assertEqual((older.lost_work_gpu_s, older.stop_grace_s), (0.0, 0))
 
     def test_durations(self):
         self.assertEqual([parse_duration(v) for v in (90, "90", "2d", "1h30m", "45s", "1:00:00",

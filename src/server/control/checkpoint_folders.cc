@@ -8,13 +8,19 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace corral::server {
 namespace {
 
 constexpr int kOpenDir = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+// Names read from a folder before any is removed (removing while reading the same stream may
+// skip entries on NFS); a folder with more is read again until empty.
+constexpr size_t kNamesPerRead = 4096;
+// Rounds of reading a folder before its removal gives up (entries added as fast as removed).
+constexpr int kMaxReads = 1024;
 
 // The failure errno says (NotFound for ENOENT), naming the step and the path.
 Status Errno(const std::string& what, const std::string& path) {
@@ -29,9 +35,8 @@ struct DirCloser {
 };
 using Dir = std::unique_ptr<DIR, DirCloser>;
 
-// Opens `name` in `parent` as a directory without following a link (fd -1: `path` itself).
-Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path) {
-  const int fd = parent < 0 ? open(path.c_str(), kOpenDir) : openat(parent, name.c_str(), kOpenDir);
+// The directory stream of `fd` (closed on failure), or the error of the open that gave it.
+Result<Dir> DirOf(int fd, const std::string& path) {
   if (fd < 0) return Errno("open", path);
   DIR* dir = fdopendir(fd);
   if (dir == nullptr) {
@@ -41,23 +46,38 @@ Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path
   return Dir(dir);
 }
 
-// Calls `visit` with the name of every entry of `dir` (`path` for messages) but "." and "..",
-// stopping at its first error.
-Status ForEachName(DIR* dir, const std::string& path,
-                   const std::function<Status(const std::string&)>& visit) {
-  while (true) {
+// Opens `name` in `parent` as a directory without following a link.
+Result<Dir> OpenDir(int parent, const std::string& name, const std::string& path) {
+  return DirOf(openat(parent, name.c_str(), kOpenDir), path);
+}
+
+// Opens the root itself: a link to it is followed (resolved by the kernel at each open), links
+// below it never are.
+Result<Dir> OpenRoot(const std::string& root) {
+  return DirOf(open(root.c_str(), kOpenDir & ~O_NOFOLLOW), root);
+}
+
+// Up to `limit` names of the entries of `dir` (`path` for messages) but "." and "..".
+Result<std::vector<std::string>> ReadNames(DIR* dir, const std::string& path, size_t limit) {
+  std::vector<std::string> names;
+  while (names.size() < limit) {
     errno = 0;
     const dirent* entry = readdir(dir);
-    if (entry == nullptr) return errno != 0 ? Errno("read", path) : Status::Ok();
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    CORRAL_RETURN_IF_ERROR(visit(name));
+    if (entry == nullptr) {
+      if (errno != 0) return Errno("read", path);
+      break;
+    }
+    std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(std::move(name));
   }
+  return names;
 }
 
 // Removes `name` in the directory `parent` (`path` for messages): a directory with its
-// content, anything else (a symbolic link included) by unlinking it.
-Status RemoveAt(int parent, const std::string& name, const std::string& path, int depth) {
+// content, anything else (a symbolic link included) by unlinking it. Stays on the device
+// `device` (like rm --one-file-system): a mount inside a folder is an error, not descended.
+Status RemoveAt(int parent, const std::string& name, const std::string& path, dev_t device,
+                int depth) {
   struct stat st {};
   if (fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return errno == ENOENT ? Status::Ok() : Errno("stat", path);
@@ -65,6 +85,9 @@ Status RemoveAt(int parent, const std::string& name, const std::string& path, in
   if (!S_ISDIR(st.st_mode)) {
     if (unlinkat(parent, name.c_str(), 0) != 0 && errno != ENOENT) return Errno("remove", path);
     return Status::Ok();
+  }
+  if (st.st_dev != device) {
+    return FailedPrecondition(path + ": on another file system (a mount): left in place");
   }
   if (depth >= kMaxCheckpointDepth) {
     return FailedPrecondition(path + ": more than " + std::to_string(kMaxCheckpointDepth) +
@@ -74,9 +97,16 @@ Status RemoveAt(int parent, const std::string& name, const std::string& path, in
     auto dir = OpenDir(parent, name, path);
     if (!dir.ok()) return dir.status();
     const int fd = dirfd(dir->get());
-    CORRAL_RETURN_IF_ERROR(ForEachName(dir->get(), path, [&](const std::string& child) {
-      return RemoveAt(fd, child, path + "/" + child, depth + 1);
-    }));
+    for (int round = 0;; ++round) {
+      if (round == kMaxReads) return FailedPrecondition(path + ": entries keep appearing");
+      rewinddir(dir->get());
+      auto names = ReadNames(dir->get(), path, kNamesPerRead);
+      if (!names.ok()) return names.status();
+      if (names->empty()) break;
+      for (const std::string& child : *names) {
+        CORRAL_RETURN_IF_ERROR(RemoveAt(fd, child, path + "/" + child, device, depth + 1));
+      }
+    }
   }
   if (unlinkat(parent, name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
     return Errno("remove", path);
@@ -92,30 +122,41 @@ bool IsJobIdName(const std::string& name) {
 
 }  // namespace
 
-Result<std::vector<JobId>> CheckpointFolderJobs(const std::string& root, size_t limit) {
-  auto dir = OpenDir(-1, "", root);
+Result<std::vector<JobId>> CheckpointFolderJobs(const std::string& root, JobId after,
+                                                size_t limit) {
+  auto dir = OpenRoot(root);
   if (!dir.ok()) return dir.status();
   std::vector<JobId> jobs;
-  CORRAL_RETURN_IF_ERROR(ForEachName(dir->get(), root, [&](const std::string& name) {
-    if (!IsJobIdName(name)) return Status::Ok();
-    jobs.push_back(JobId(std::stoll(name)));
-    // Keep the lowest `limit`: the oldest jobs first, with a bounded vector.
+  while (true) {
+    errno = 0;
+    const dirent* entry = readdir(dir->get());
+    if (entry == nullptr) {
+      if (errno != 0) return Errno("read", root);
+      break;
+    }
+    const std::string name = entry->d_name;
+    if (!IsJobIdName(name)) continue;
+    const JobId id(std::stoll(name));
+    if (id <= after) continue;
+    jobs.push_back(id);
+    // Keep the lowest `limit` above `after`, with a bounded vector.
     if (jobs.size() > 2 * limit + 1) {
       std::nth_element(jobs.begin(), jobs.begin() + static_cast<std::ptrdiff_t>(limit), jobs.end());
       jobs.resize(limit);
     }
-    return Status::Ok();
-  }));
+  }
   std::sort(jobs.begin(), jobs.end());
   if (jobs.size() > limit) jobs.resize(limit);
   return jobs;
 }
 
 Status RemoveCheckpointFolder(const std::string& root, JobId job) {
-  auto dir = OpenDir(-1, "", root);
+  auto dir = OpenRoot(root);
   if (!dir.ok()) return dir.status();
+  struct stat st {};
+  if (fstat(dirfd(dir->get()), &st) != 0) return Errno("stat", root);
   const std::string name = std::to_string(job.value());
-  return RemoveAt(dirfd(dir->get()), name, root + "/" + name, 0);
+  return RemoveAt(dirfd(dir->get()), name, root + "/" + name, st.st_dev, 0);
 }
 
 }  // namespace corral::server

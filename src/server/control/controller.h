@@ -504,20 +504,25 @@ class Controller {
   Seconds StopGraceOf(const JobSpec& spec) const;  // reads only config_: no lock needed
   // The current run's tasks of `job`, once stale (preempted, resized), are answered with a
   // StopOrder of `grace` and `reason` instead of config_.kill_grace (StaleStopLocked), until
-  // their agent reports them ended or leaves them out. Call before the run is forgotten.
-  void NoteStoppingLocked(const LiveJob& job, Seconds grace, std::string reason);
+  // their agent reports them ended or leaves them out. `at_risk_gpu_s` is what the run would
+  // lose if it ended now (the scheduler's LostWorkOf): its running tasks' GPUs × the time
+  // since its last checkpoint; the loss is recorded as each task ends, from the newest
+  // checkpoint by then (NoteGraceCheckpointLocked). Call before the run is forgotten.
+  void NoteStoppingLocked(const LiveJob& job, Seconds grace, std::string reason,
+                          double at_risk_gpu_s);
+  // A checkpoint `job` reported at `at` while its stopped tasks end: their loss counts from it.
+  void NoteGraceCheckpointLocked(JobId job, Seconds at);
   // The StopOrder for a stale running task: as NoteStoppingLocked noted it, else kill_grace.
   protocol::StopOrder StaleStopLocked(const protocol::TaskKey& key, std::string reason) const;
-  // Forgets the notes of `node`'s tasks that are `ended` (by allocation id).
+  // Forgets the notes of `node`'s tasks that are `ended` (by allocation id), recording the
+  // work each lost: its GPUs × the time from the newest checkpoint (or the run's start) to now.
   void ForgetStoppedLocked(const std::string& node, const std::function<bool(int64_t)>& ended);
-  // Records the GPU-seconds a running job loses if stopped now (the scheduler's LostWorkOf:
-  // GPUs x the time since its last checkpoint, or since its run's start) against the job and
-  // its project (AddLostWorkLocked). Call before the scheduler forgets or restarts the run (a
-  // resize: before Scheduler::Resize).
-  void RecordLostWorkLocked(LiveJob& job, Seconds now);
+  // A cancel of `job` while its noted tasks stop: they keep at most the kill grace
+  // (--kill-grace, as every cancel) and hear `reason`.
+  void CancelStoppingLocked(JobId job, const std::string& reason);
   // Adds `gpu_s` lost GPU-seconds to the job and, for `corral usage`, to its user and project
   // on `now`'s day (store::Store::AddLostWork). A store error loses the figure, nothing else.
-  void AddLostWorkLocked(LiveJob& job, double gpu_s, Seconds now);
+  void AddLostWorkLocked(JobId job, double gpu_s, Seconds now);
   // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
   void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
   // --- The read view (read_view.h) ---
@@ -917,7 +922,10 @@ class Controller {
   predict::RuntimePredictor predictor_;
   // Stale runs' tasks and the stop order they get (NoteStoppingLocked), by allocation id.
   struct StoppingTask {
+    JobId job;
     std::string node;
+    double gpus = 0;   // its GPUs when running (0: not started, nothing to lose)
+    Seconds since{0};  // the run's last checkpoint (or start): its loss counts from here
     Seconds grace{0};
     std::string reason;
   };

@@ -41,6 +41,7 @@ Status Controller::RecordCheckpoint(const Principal& who, JobId id,
   // What a preemption would lose counts from now (a job not running yet has nothing to lose).
   auto lock = LockState();
   (void)scheduler_->NoteCheckpoint(id, checkpoint.time);
+  NoteGraceCheckpointLocked(id, checkpoint.time);  // a stopped run saving in its grace
   return Status::Ok();
 }
 

@@ -173,8 +173,9 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   if (job.Stopping() || job.tasks.empty() || !job.spec.elastic) {
     return FailedPrecondition("job " + std::to_string(id.value()) + " has no run to resize");
   }
-  // What the old run loses (GPUs x the time since its last checkpoint), before the scheduler
-  // restarts it; recorded once the resize is stored.
+  // What the old run would lose (GPUs x the time since its last checkpoint), before the
+  // scheduler restarts it; recorded as its running tasks end (a run not launched yet, waiting
+  // for the previous one's stop, has none: NoteStoppingLocked).
   const double lost = scheduler_->LostWorkOf(id, now);
   // The scheduler takes the new allocations once the store has the new generation: until
   // then the old run holds its own (a failure below leaves it as it was).
@@ -209,8 +210,7 @@ Status Controller::ResizeLocked(LiveJob& job, const sched::Resize& z, Seconds no
   const reconcile::PreemptDecision stop =
       reconcile::Preempt(job.end, 0, {job.tasks, job.launched, job.notes}, now);
   // Its stale tasks get the job's stop grace (time for a checkpoint), with the reason.
-  NoteStoppingLocked(job, StopGraceLocked(job), "resize");
-  AddLostWorkLocked(job, lost, now);
+  NoteStoppingLocked(job, StopGraceLocked(job), "resize", lost);
   for (const store::TaskRecord& killed : stop.killed) (void)store_.UpdateTask(killed);
   for (const reconcile::TaskOnNode& old : stop.waits)
     resize_stopping_[old.first].insert(old.second);

@@ -337,6 +337,7 @@ Status Controller::Cancel(const Principal& who, JobId id) {
   const std::shared_future<Status> durable = WriteLocked(std::move(batch), now, std::move(write));
   AwaitWriteLocked(lock, durable);
   CORRAL_RETURN_IF_ERROR(durable.get());
+  CancelStoppingLocked(id, reason);      // a run stopping with a checkpoint grace keeps kill_grace
   PublishLocked(PendingRebuild::kKeep);  // its GPUs (a pending job's place: at the next pass)
   lock.unlock();
   changed_.notify_all();
@@ -385,6 +386,7 @@ Result<std::vector<JobId>> Controller::CancelArrayLocked(JobId array, const std:
   std::vector<JobId> ids = pending;
   ids.insert(ids.end(), started.begin(), started.end());
   std::sort(ids.begin(), ids.end());
+  for (JobId id : ids) CancelStoppingLocked(id, reason);
   return ids;
 }
 
@@ -461,7 +463,7 @@ Result<protocol::JobView> Controller::JobView(const Principal& who, JobId id) {
   out.progress = std::move(progress).value();
   out.checkpoint_dir = CheckpointDirOf(id);
   out.lost_work_gpu_s = static_cast<double>(record->lost_gpu_ms) / 1000;
-  out.checkpoint_grace = StopGraceOf(*spec);
+  out.stop_grace = StopGraceOf(*spec);
   if (auto checks = CheckDependencies(spec->dependencies); checks.ok()) {
     for (const model::DependencyCheck& c : *checks) {
       out.dependencies.push_back({c.dependency, c.status});

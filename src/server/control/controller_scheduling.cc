@@ -164,14 +164,13 @@ void Controller::PreemptLocked(const sched::Preemption& p) {
   // pending here and running there: its next assignment is refused and retried.)
   (void)store_.TransitionJob(victim.record.id, victim.record.state, JobState::kPending,
                              p.reason + "; " + protocol::LostWorkText(p.lost_work_gpu_s) +
-                                 " since its last checkpoint lost",
+                                 " since its last checkpoint at risk",
                              now);
-  AddLostWorkLocked(victim, p.lost_work_gpu_s, now);
   // The run is forgotten below: only the store keeps these.
   for (const store::TaskRecord& killed : d.killed) (void)store_.UpdateTask(killed);
   // Their next heartbeats report the tasks, now stale: stopped with the job's grace, time to
-  // save a checkpoint.
-  NoteStoppingLocked(victim, StopGraceLocked(victim), p.reason);
+  // save a checkpoint; what they lose is recorded as they end.
+  NoteStoppingLocked(victim, StopGraceLocked(victim), p.reason, p.lost_work_gpu_s);
   NotifyNodesLocked(victim);
   ForgetRunLocked(victim);
   victim.preemptions = d.preemptions;

@@ -1840,6 +1840,18 @@ class CheckpointPreemptionTest : public ControllerTest {
     }
     return kills;
   }
+  // The node reports the tasks it was told to kill ended (the others running); the answer.
+  json StopKilled() {
+    const std::map<int64_t, json> kills = Kills();
+    std::vector<json> after, still;
+    for (const json& r : running_) {
+      const bool killed = kills.count(r["job_id"].get<int64_t>()) > 0;
+      after.push_back(killed ? TaskReport(r, "killed", 143) : r);
+      if (!killed) still.push_back(r);
+    }
+    running_ = still;
+    return Beat("a", Report(after));
+  }
   // The lost GPU time of project "default" in the usage rows.
   int64_t LostByDefault() {
     auto usage = store_->GpuUsage("1970-01-01", "1970-01-01");
@@ -1865,27 +1877,40 @@ TEST_F(CheckpointPreemptionTest, LeastLostWorkTakesTheFreshlyCheckpointedWithThe
   EXPECT_EQ(kills.at(borrowed_[1].value())["grace_s"], 10);
   EXPECT_THAT(kills.at(borrowed_[0].value())["reason"].get<std::string>(),
               HasSubstr("preempted for job " + std::to_string(owner_.value())));
-  // 1 GPU x 1 s since the checkpoint: in the job, its event and the usage.
+  // 1 GPU x 1 s since the checkpoint at risk in its event; nothing lost before its tasks end.
   auto view = JobJson(alice_, borrowed_[0]);
   ASSERT_TRUE(view.ok());
-  EXPECT_EQ((*view)["lost_work_gpu_s"], 1.0);
-  EXPECT_EQ((*view)["checkpoint_grace_s"], 300);
+  EXPECT_EQ((*view)["lost_work_gpu_s"], 0.0);
+  EXPECT_EQ((*view)["stop_grace_s"], 300);
   EXPECT_THAT((*view)["reason"].get<std::string>(),
-              HasSubstr("; 1 GPU-s since its last checkpoint lost"));
+              HasSubstr("; 1 GPU-s since its last checkpoint at risk"));
+  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["stop_grace_s"], 60);
+  // Once the agent says they stopped (2 s later), the loss is recorded in the job and the
+  // usage, and the owner's job launches; a stale report of the same task later (as from an
+  // agent that lost its state) gets the plain kill grace again.
+  const json stale = running_[0];
+  clock_.Advance(Seconds(2));
+  json answer = StopKilled();
+  EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 3.0);
   EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["lost_work_gpu_s"], 0.0);
-  EXPECT_EQ((*JobJson(alice_, borrowed_[2]))["checkpoint_grace_s"], 60);
-  EXPECT_EQ(LostByDefault(), 2 * 1'000);
-  // Once the agent says they stopped, the owner's job launches; a stale report of the same
-  // task later (as from an agent that lost its state) gets the plain kill grace again.
-  std::vector<json> after;
-  for (const json& r : running_) {
-    after.push_back(kills.count(r["job_id"].get<int64_t>()) ? TaskReport(r, "killed", 143) : r);
-  }
-  json answer = Beat("a", Report(after));
+  EXPECT_EQ(LostByDefault(), 2 * 3'000);
   ASSERT_EQ(answer["run"].size(), 1u);
   EXPECT_EQ(answer["run"][0]["job_id"], owner_.value());
-  running_ = {running_[0], running_[2], running_[3]};
+  running_.insert(running_.begin(), stale);
   EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
+}
+
+// A job that saves a checkpoint in its grace loses (almost) nothing: the loss counts from the
+// newest checkpoint before its tasks ended.
+TEST_F(CheckpointPreemptionTest, ACheckpointInTheGraceSavesTheWork) {
+  RunBorrowedThenReclaim();
+  ASSERT_EQ(StateOf(borrowed_[0]), "pending");
+  clock_.Advance(Seconds(30));
+  ASSERT_TRUE(controller_->RecordCheckpoint(alice_, borrowed_[0], {.path = "/ckpt/step-10"}).ok());
+  clock_.Advance(Seconds(1));
+  StopKilled();
+  EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 1.0);   // 1 GPU x 1 s
+  EXPECT_EQ((*JobJson(alice_, borrowed_[1]))["lost_work_gpu_s"], 32.0);  // none in its grace
 }
 
 // A restarted server counts lost work from the checkpoints its predecessor recorded, and keeps
@@ -1895,6 +1920,7 @@ TEST_F(CheckpointPreemptionTest, ARestartedServerKnowsTheLastCheckpoints) {
   EXPECT_EQ(StateOf(owner_), "starting");
   for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
   for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
+  StopKilled();
   EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 1.0);
   Restart();
   EXPECT_EQ((*JobJson(alice_, borrowed_[0]))["lost_work_gpu_s"], 1.0);
@@ -1909,12 +1935,32 @@ TEST_F(CheckpointPreemptionTest, PriorityVictimsIgnoreCheckpoints) {
   for (int i : {0, 1}) EXPECT_EQ(StateOf(borrowed_[i]), "running") << i;
   for (int i : {2, 3}) EXPECT_EQ(StateOf(borrowed_[i]), "pending") << i;
   // No checkpoint: 1 GPU x 601 s since the start each, "0.2 GPU-h" in the event.
+  EXPECT_EQ(Kills().at(borrowed_[2].value())["grace_s"], 60);
+  StopKilled();
   auto view = JobJson(alice_, borrowed_[3]);
   EXPECT_EQ((*view)["lost_work_gpu_s"], 601.0);
   EXPECT_THAT((*view)["reason"].get<std::string>(),
-              HasSubstr("; 0.2 GPU-h since its last checkpoint lost"));
+              HasSubstr("; 0.2 GPU-h since its last checkpoint at risk"));
   EXPECT_EQ(LostByDefault(), 2 * 601'000);
-  EXPECT_EQ(Kills().at(borrowed_[2].value())["grace_s"], 60);
+}
+
+// A cancel during a checkpoint grace keeps the kill grace, as every cancel does.
+TEST_F(CheckpointPreemptionTest, ACancelDuringTheGraceKeepsTheKillGrace) {
+  RunBorrowedThenReclaim();
+  ASSERT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 300);
+  ASSERT_TRUE(controller_->Cancel(alice_, borrowed_[0]).ok());
+  const json kill = Kills().at(borrowed_[0].value());
+  EXPECT_EQ(kill["grace_s"], 10);
+  EXPECT_THAT(kill["reason"].get<std::string>(), HasSubstr("cancelled by"));
+}
+
+// A lost node's stopping tasks are forgotten with it: if its agent comes back with them, they
+// get the plain kill grace.
+TEST_F(CheckpointPreemptionTest, ALostNodeForgetsItsStoppingTasks) {
+  RunBorrowedThenReclaim();
+  ASSERT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 300);
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());  // another inventory: lost first
+  EXPECT_EQ(Kills().at(borrowed_[0].value())["grace_s"], 10);
 }
 
 TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {

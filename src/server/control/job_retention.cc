@@ -68,6 +68,16 @@ Result<JobRetention::Purge> JobRetention::PurgeOnce() {
     auto ids = store_.PurgeableJobs(before, batch);
     if (!ids.ok()) return ids.status();
     if (ids->empty()) return purge;
+    // A purged job's checkpoint folder goes first: once its row is gone, nothing would tell
+    // whose it was.
+    if (!options_.checkpoint_root.empty()) {
+      for (JobId id : *ids) {
+        if (Status s = RemoveCheckpointFolder(options_.checkpoint_root, id);
+            !s.ok() && s.code() != StatusCode::kNotFound) {
+          std::cerr << "corral server: removing checkpoint folders: " << s.message() << std::endl;
+        }
+      }
+    }
     if (Status removed = logs_.RemoveJobs(*ids); !removed.ok()) {
       std::cerr << "corral server: purging finished jobs: " << removed.message() << std::endl;
     }
@@ -83,13 +93,21 @@ Result<int64_t> JobRetention::RemoveCheckpointsOnce() {
   if (options_.checkpoint_root.empty() || !options_.keep_checkpoints) return 0;
   std::lock_guard removing(purge_mu_);
   const Seconds before(clock_.Now().value() - options_.keep_checkpoints->value());
-  auto jobs = CheckpointFolderJobs(options_.checkpoint_root, kMaxCheckpointFolders);
+  const size_t per_pass =
+      std::clamp<size_t>(options_.checkpoint_folders_per_pass, 1, kMaxCheckpointFolders);
+  auto jobs = CheckpointFolderJobs(options_.checkpoint_root, checkpoint_cursor_, per_pass);
   if (!jobs.ok()) {
     if (jobs.status().code() == StatusCode::kNotFound) return 0;  // no root here: nothing to do
     return jobs.status();
   }
+  // The next pass looks at the folders after these; past the last, it starts over.
+  checkpoint_cursor_ = jobs->size() < per_pass ? JobId(0) : jobs->back();
   int64_t removed = 0;
   for (JobId id : *jobs) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) break;
+    }
     auto job = store_.GetJob(id);
     if (!job.ok()) {
       if (job.status().code() == StatusCode::kNotFound) continue;  // not a job's: left alone

@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/ids.h"
 #include "common/status.h"
 #include "server/control/log_sink.h"
 #include "store/store.h"
@@ -39,7 +40,7 @@ class JobRetention {
   static constexpr Seconds kDefaultKeepFinished{90 * 86400};
   static constexpr int64_t kDefaultBatchJobs = 1000;
   static constexpr Seconds kDefaultKeepCheckpoints{7 * 86400};
-  // The checkpoint folders one removal looks at (the lowest job ids first).
+  // The checkpoint folders one removal looks at (the next job ids after the last pass's).
   static constexpr size_t kMaxCheckpointFolders = 10000;
 
   struct Options {
@@ -51,6 +52,7 @@ class JobRetention {
     // this long after their job ended; none: kept.
     std::string checkpoint_root;
     std::optional<Seconds> keep_checkpoints = kDefaultKeepCheckpoints;
+    size_t checkpoint_folders_per_pass = kMaxCheckpointFolders;  // 1..kMaxCheckpointFolders
   };
 
   // What one purge did.
@@ -73,15 +75,16 @@ class JobRetention {
 
   // Purges now every job that ended before the clock's now − keep_finished (nothing without a
   // retention). A store error stops the purge there (what was committed stays purged; the next
-  // period goes on); output that could not be removed is reported on stderr and does not stop
-  // it.
+  // period goes on); output and checkpoint folders that could not be removed are reported on
+  // stderr and do not stop it (a purged job's checkpoint folder goes before its row).
   Result<Purge> PurgeOnce();
   // Removes the checkpoint folder of every job that ended before the clock's now −
-  // keep_checkpoints (at most kMaxCheckpointFolders folders looked at, lowest ids first);
-  // returns how many went. Folders of jobs the store does not know (purged, or never a job's)
-  // and of jobs not ended are left. A folder that cannot be removed (a task user's files the
-  // server may not delete) is reported on stderr and does not stop the others. Without a root
-  // or a retention: nothing.
+  // keep_checkpoints (at most checkpoint_folders_per_pass folders looked at, lowest ids after the
+  // previous call's last, starting over past the highest); returns how many went. Folders of
+  // jobs the store does not know (never a job's: a purge removes its jobs' folders first) and of
+  // jobs not ended are left. Stops between folders once Stop() was called. A folder that cannot be
+  // removed (a task user's files the server may not delete) is reported on stderr and does not stop
+  // the others. Without a root or a retention: nothing.
   Result<int64_t> RemoveCheckpointsOnce();
 
  private:
@@ -91,8 +94,9 @@ class JobRetention {
   LogSink& logs_;
   Clock& clock_;
   const Options options_;
-  std::mutex purge_mu_;  // one purge at a time
-  std::mutex mu_;        // guards stopping_
+  std::mutex purge_mu_;         // one purge at a time
+  JobId checkpoint_cursor_{0};  // guarded by purge_mu_: RemoveCheckpointsOnce's next start
+  std::mutex mu_;               // guards stopping_
   std::condition_variable wake_;
   bool stopping_ = false;
   std::thread thread_;

@@ -251,5 +251,59 @@ TEST_F(JobRetentionTest, CheckpointFoldersOfLongEndedJobsGoWithoutFollowingLinks
   EXPECT_TRUE(fs::exists(root / std::to_string(running.value())));
 }
 
+// Folders the store does not know (kept) and those of running jobs fill no window for ever: each
+// pass looks at the next folders after the last pass's, so an old job's folder past them goes.
+// The root may be a symbolic link.
+TEST_F(JobRetentionTest, CheckpointRemovalMovesPastKeptFoldersUnderALinkedRoot) {
+  namespace fs = std::filesystem;
+  const fs::path real = test_store_.dir() / "real-checkpoints";
+  const fs::path root = test_store_.dir() / "checkpoints";
+  fs::create_directories(real);
+  fs::create_directory_symlink(real, root);
+  const JobId running = Job(1, 1, kNow - 10 * kDay, std::nullopt);
+  const JobId old = Job(1, 1, kNow - 10 * kDay, kNow - 8 * kDay);
+  fs::create_directories(root / std::to_string(running.value()));
+  fs::create_directories(root / std::to_string(old.value()) / "step-1");
+  // A folder larger than one read of names.
+  for (int i = 0; i < 5000; ++i) {
+    std::ofstream(root / std::to_string(old.value()) / "step-1" / std::to_string(i)) << "w";
+  }
+  for (int i = 1; i <= 3; ++i) fs::create_directories(root / std::to_string(900000 + i));
+
+  JobRetention::Options options;
+  options.keep_finished.reset();
+  options.checkpoint_root = root.string();
+  options.checkpoint_folders_per_pass = 1;
+  JobRetention retention(*store_, logs_, clock_, options);
+  EXPECT_EQ(*retention.RemoveCheckpointsOnce(), 0);  // the running job's
+  auto removed = retention.RemoveCheckpointsOnce();
+  ASSERT_TRUE(removed.ok()) << removed.status().ToString();
+  EXPECT_EQ(*removed, 1);  // the next folder: the old job's
+  EXPECT_FALSE(fs::exists(root / std::to_string(old.value())));
+  EXPECT_TRUE(fs::exists(root / std::to_string(running.value())));
+  EXPECT_TRUE(fs::is_symlink(root));
+  // Past the unknown ones it starts over and never stops looking.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(retention.RemoveCheckpointsOnce().ok());
+  EXPECT_TRUE(fs::exists(root / std::to_string(running.value())));
+}
+
+// A purged job's checkpoint folder goes with its row (nothing would tell whose it was after).
+TEST_F(JobRetentionTest, APurgeRemovesThePurgedJobsCheckpointFolders) {
+  namespace fs = std::filesystem;
+  const fs::path root = test_store_.dir() / "checkpoints";
+  const JobId old = Job(1, 1, kNow - 40 * kDay, kNow - 39 * kDay);
+  const JobId recent = Job(1, 1, kNow - 3 * kDay, kNow - 2 * kDay);
+  for (JobId id : {old, recent}) fs::create_directories(root / std::to_string(id.value()) / "s");
+
+  JobRetention::Options options;
+  options.keep_finished = Seconds(7 * kDay);
+  options.checkpoint_root = root.string();
+  options.keep_checkpoints = Seconds(90 * kDay);  // longer than the jobs are kept
+  JobRetention retention(*store_, logs_, clock_, options);
+  ASSERT_EQ(retention.PurgeOnce()->jobs, 1);
+  EXPECT_FALSE(fs::exists(root / std::to_string(old.value())));
+  EXPECT_TRUE(fs::exists(root / std::to_string(recent.value())));
+}
+
 }  // namespace
 }  // namespace corral::server
