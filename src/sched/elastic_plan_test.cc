@@ -134,6 +134,32 @@ TEST(ElasticPlan, AfterAPassFreshJobsTakeIdleGpusFirstThenOthersUnderTheRules) {
   EXPECT_TRUE(plan.grown.empty());
 }
 
+TEST(ElasticPlan, GrowthLeavesTheReservedNodesAlone) {
+  ClusterState state = Cluster(3);
+  Hold(state, 0, 0, 2);  // job 1 at 2 of 2..8 on node 0, reserved for the head job
+  Hold(state, 1, 0, 4);  // job 2, a gang task of 4 GPUs on node 1
+  auto range = ElasticRange::Create(1, 4);
+  ASSERT_TRUE(range.ok());
+  ElasticRun gang{JobId(2), *range, model::ElasticUnit::kNodes};
+  gang.size = 1;
+  gang.nodes = {1};
+  gang.task_gpus = 4;
+  gang.task_cpu = CpuMilli(1000);
+  gang.task_memory = MemoryMib(1024);
+  gang.remaining_s = 36000;
+  const std::vector<ElasticRun> others = {GpuRun(1, 2, 8, 2, 0), gang};
+  // Unreserved, job 1 grows into node 0's 6 idle GPUs and the gang takes node 2.
+  GrowthPlan plan = PlanAfterPass(state, {}, others, ResizeRules{}, Seconds(1000));
+  ASSERT_EQ(plan.grown.size(), 2u);
+  // With nodes 0 and 2 reserved, neither grows; a fresh job does not take them either.
+  const std::vector<bool> reserved = {true, false, true};
+  plan = PlanAfterPass(state, {}, others, ResizeRules{}, Seconds(1000), reserved);
+  EXPECT_TRUE(plan.grown.empty());
+  plan = PlanAfterPass(state, {GpuRun(1, 2, 8, 2, 0, 1000)}, {}, ResizeRules{}, Seconds(1000),
+                       reserved);
+  EXPECT_TRUE(plan.at_start.empty());
+}
+
 TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
   ClusterState state = Cluster(4);
   ASSERT_TRUE(
