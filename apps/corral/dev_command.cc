@@ -9,9 +9,9 @@
 #include "agent/agent_process.h"
 #include "agent/host_setup.h"
 #include "agent/task_user.h"
-#include "common/duration.h"
 #include "common/shutdown_signal.h"
 #include "server/checkpoint_flags.h"
+#include "server/elastic_flags.h"
 #include "server/server_process.h"
 
 namespace corral {
@@ -31,12 +31,11 @@ struct DevFlags {
   int fake_gpu_utilization = 80;
   int gpu_idle_threshold_percent = 10;
   int gpu_idle_after_s = 1800;
-  int64_t cpus = 0, memory_mib = 0;     // what the node offers; 0: detected (fake GPUs: >= 8 each)
-  bool show_all_work = false;           // server::ServerOptions::show_all_work
-  std::string keep_finished = "90d";    // server::ServerOptions::keep_finished
-  std::string partitions_file;          // server::ServerOptions::partitions_file
-  std::string resize_interval = "60s";  // server::ServerOptions::resize_interval_s
-  int resize_budget = 20;               // server::ServerOptions::resize_budget
+  int64_t cpus = 0, memory_mib = 0;   // what the node offers; 0: detected (fake GPUs: >= 8 each)
+  bool show_all_work = false;         // server::ServerOptions::show_all_work
+  std::string keep_finished = "90d";  // server::ServerOptions::keep_finished
+  std::string partitions_file;        // server::ServerOptions::partitions_file
+  server::ElasticFlags elastic;
   server::CheckpointFlags checkpoints;
 };
 
@@ -74,16 +73,12 @@ int RunDev(const DevFlags& f) {
     return 2;
   }
   options.keep_finished = *keep;
-  auto resize_every = ParseDuration(f.resize_interval, "--resize-interval");
-  if (!resize_every.ok()) {
-    std::cerr << "corral dev: " << resize_every.status().message() << "\n";
-    return 2;
-  }
-  options.resize_interval_s = resize_every->value();
-  options.resize_budget = f.resize_budget;
-  if (Status s = server::ApplyCheckpointFlags(f.checkpoints, options); !s.ok()) {
-    std::cerr << "corral dev: " << s.message() << "\n";
-    return 2;
+  for (Status s : {server::ApplyElasticFlags(f.elastic, options),
+                   server::ApplyCheckpointFlags(f.checkpoints, options)}) {
+    if (!s.ok()) {
+      std::cerr << "corral dev: " << s.message() << "\n";
+      return 2;
+    }
   }
   auto server = server::ServerProcess::Create(options);
   if (!server.ok()) {
@@ -219,14 +214,7 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   c->add_option("--partitions-file", f->partitions_file,
                 "Partitions and QoS (YAML/JSON), as corral server's (docs/batch.md)");
-  c->add_option("--resize-interval", f->resize_interval,
-                "Elastic jobs: the least time between a job's start or resize and its growth, as "
-                "60s, 5m, as corral server's")
-      ->capture_default_str();
-  c->add_option("--resize-budget", f->resize_budget,
-                "Elastic jobs: the resizes a job may make in its life, as corral server's")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
+  server::AddElasticFlags(*c, f->elastic);
   server::AddCheckpointFlags(*c, f->checkpoints);
   c->callback([f, exit_code] { *exit_code = RunDev(*f); });
 }

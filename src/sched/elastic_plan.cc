@@ -28,15 +28,20 @@ Ask AskOf(const model::Job& job) {
   return ask;
 }
 
-// What each node has left for growth: wholly free GPUs (WholeFreeGpus), CPU, memory.
+// What each node has left for growth: wholly free GPUs (WholeFreeGpus), CPU, memory; none on
+// the nodes `reserved` marks.
 struct Room {
   std::vector<int> gpus;
   std::vector<int64_t> cpu, memory;
 };
-Room RoomOf(const ClusterState& state) {
+Room RoomOf(const ClusterState& state, const std::vector<bool>& reserved) {
   Room room{WholeFreeGpus(state), std::vector<int64_t>(state.NodeSlots(), 0),
             std::vector<int64_t>(state.NodeSlots(), 0)};
   for (NodeIndex n = 0; n < state.NodeSlots(); ++n) {
+    if (static_cast<size_t>(n) < reserved.size() && reserved[n]) {
+      room.gpus[n] = 0;
+      continue;
+    }
     room.cpu[n] = state.node(n).cpu_free;
     room.memory[n] = state.node(n).memory_free;
   }
@@ -142,9 +147,9 @@ std::vector<Resize> PlanRoom(const ClusterState& state, std::vector<ElasticRun> 
 
 GrowthPlan PlanAfterPass(const ClusterState& state, const std::vector<ElasticRun>& fresh,
                          const std::vector<ElasticRun>& others, const ResizeRules& rules,
-                         Seconds now) {
+                         Seconds now, const std::vector<bool>& reserved) {
   GrowthPlan plan;
-  Room room = RoomOf(state);
+  Room room = RoomOf(state, reserved);
   ResizeRules at_start = rules;
   at_start.min_interval = Seconds(0);
   at_start.restart_cost = Seconds(0);

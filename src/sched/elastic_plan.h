@@ -55,7 +55,10 @@ std::vector<Resize> PlanRoom(const ClusterState& state, std::vector<ElasticRun> 
 // no task of the job, have GPUs of the model of its task 0's node, and room for one task's
 // whole GPUs, CPU and memory (ElasticRun::task_*), to the largest size of the ladder those
 // nodes allow. The pass has placed every pending job that could start, so no pending job could
-// use what growth takes. Scheduler::Resize picks the nodes of a kNodes growth itself: it
+// use what growth takes, except a job that waits for a limit of its own and the head job of a
+// backfill reservation: growth leaves the nodes of `reserved` (per node slot, as
+// Scheduler::ReservedNodes; empty: none) alone, so that it never delays the reserved start.
+// Scheduler::Resize picks the nodes of a kNodes growth itself: it
 // finds as many, but a later resize of the same plan may then find less (ResourceExhausted:
 // the caller skips it).
 struct GrowthPlan {
@@ -64,6 +67,6 @@ struct GrowthPlan {
 };
 GrowthPlan PlanAfterPass(const ClusterState& state, const std::vector<ElasticRun>& fresh,
                          const std::vector<ElasticRun>& others, const ResizeRules& rules,
-                         Seconds now);
+                         Seconds now, const std::vector<bool>& reserved = {});
 
 }  // namespace corral::sched

@@ -36,6 +36,20 @@ ElasticRun GpuRun(int64_t id, int min, int max, int size, NodeIndex node, int64_
   return run;
 }
 
+// A kNodes run of 1 task of `task_gpus` GPUs (1 core, 1 GiB) on `node`, range 1..max.
+ElasticRun GangRun(int64_t id, int max, NodeIndex node, int task_gpus) {
+  auto range = ElasticRange::Create(1, max);
+  EXPECT_TRUE(range.ok());
+  ElasticRun gang{JobId(id), *range, model::ElasticUnit::kNodes};
+  gang.size = 1;
+  gang.nodes = {node};
+  gang.task_gpus = task_gpus;
+  gang.task_cpu = CpuMilli(1000);
+  gang.task_memory = MemoryMib(1024);
+  gang.remaining_s = 36000;
+  return gang;
+}
+
 model::Job Pending(int64_t id, int gpus, int tasks = 1) {
   model::Job job;
   job.id = JobId(id);
@@ -134,6 +148,23 @@ TEST(ElasticPlan, AfterAPassFreshJobsTakeIdleGpusFirstThenOthersUnderTheRules) {
   EXPECT_TRUE(plan.grown.empty());
 }
 
+TEST(ElasticPlan, GrowthLeavesTheReservedNodesAlone) {
+  ClusterState state = Cluster(3);
+  Hold(state, 0, 0, 2);  // job 1 at 2 of 2..8 on node 0, reserved for the head job
+  Hold(state, 1, 0, 4);  // job 2, a gang task of 4 GPUs on node 1
+  const std::vector<ElasticRun> others = {GpuRun(1, 2, 8, 2, 0), GangRun(2, 4, 1, 4)};
+  // Unreserved, job 1 grows into node 0's 6 idle GPUs and the gang takes node 2.
+  GrowthPlan plan = PlanAfterPass(state, {}, others, ResizeRules{}, Seconds(1000));
+  ASSERT_EQ(plan.grown.size(), 2u);
+  // With nodes 0 and 2 reserved, neither grows; a fresh job does not take them either.
+  const std::vector<bool> reserved = {true, false, true};
+  plan = PlanAfterPass(state, {}, others, ResizeRules{}, Seconds(1000), reserved);
+  EXPECT_TRUE(plan.grown.empty());
+  plan = PlanAfterPass(state, {GpuRun(1, 2, 8, 2, 0, 1000)}, {}, ResizeRules{}, Seconds(1000),
+                       reserved);
+  EXPECT_TRUE(plan.at_start.empty());
+}
+
 TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
   ClusterState state = Cluster(4);
   ASSERT_TRUE(
@@ -142,15 +173,7 @@ TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
   Hold(state, 1, 0, 7);  // node 1: 1 GPU left, too few for a task
   Allocation cpu_hog{2, CpuMilli(63500), MemoryMib(1024)};
   ASSERT_TRUE(state.Allocate(cpu_hog).ok());  // node 2: GPUs but no CPU
-  auto range = ElasticRange::Create(1, 8);
-  ASSERT_TRUE(range.ok());
-  ElasticRun gang{JobId(1), *range, model::ElasticUnit::kNodes};
-  gang.size = 1;
-  gang.nodes = {0};
-  gang.task_gpus = 6;
-  gang.task_cpu = CpuMilli(1000);
-  gang.task_memory = MemoryMib(1024);
-  gang.remaining_s = 36000;
+  const ElasticRun gang = GangRun(1, 8, 0, 6);
   // Only node 3 qualifies (node 4 is a V100): 1 -> 2 tasks.
   GrowthPlan plan = PlanAfterPass(state, {}, {gang}, ResizeRules{}, Seconds(1000));
   ASSERT_EQ(plan.grown.size(), 1u);

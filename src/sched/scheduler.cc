@@ -1172,6 +1172,15 @@ std::optional<std::pair<JobId, Seconds>> Scheduler::ReservedStart() const {
   return std::make_pair(reservation_->job, reservation_->start);
 }
 
+std::vector<bool> Scheduler::ReservedNodes() const {
+  std::vector<bool> reserved(static_cast<size_t>(state_.NodeSlots()), false);
+  if (!reservation_) return reserved;
+  for (NodeIndex n : reservation_->nodes) {
+    if (n < state_.NodeSlots()) reserved[n] = true;
+  }
+  return reserved;
+}
+
 const std::vector<Allocation>* Scheduler::AllocationsOf(JobId job) const {
   auto it = running_.find(job);
   return it == running_.end() ? nullptr : &it->second.tasks;

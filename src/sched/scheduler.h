@@ -267,6 +267,9 @@ class Scheduler {
   const FairShareLedger& fair_share() const { return fair_share_; }
   // The job the last pass reserved capacity for (kBackfill) and when it is expected to start.
   std::optional<std::pair<JobId, Seconds>> ReservedStart() const;
+  // Per node slot, whether that reservation holds the node (all false when there is none):
+  // capacity elastic growth must leave alone (sched/elastic_plan.h, PlanAfterPass).
+  std::vector<bool> ReservedNodes() const;
 
   const ClusterState& state() const { return state_; }
   size_t pending_count() const { return pending_count_; }

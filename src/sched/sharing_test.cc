@@ -359,6 +359,8 @@ TEST(SchedulerBackfill, JobsOffTheReservedNodesMayRunLong) {
   ASSERT_TRUE(s->Submit(Job(4, "p", 2, 2, 5000)).ok());  // fits beside job 2
   EXPECT_EQ(Ids(s->Schedule(Seconds(10)).starts), (std::vector<int64_t>{4}));
   EXPECT_EQ(s->ReservedStart()->second, Seconds(100));
+  // Elastic growth leaves the reserved node (job 1's) alone.
+  EXPECT_EQ(s->ReservedNodes(), (std::vector<bool>{true, false}));
 }
 
 // Property: with exact estimates, a reserved job starts no later than its reservation. A pass

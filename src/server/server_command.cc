@@ -7,6 +7,7 @@
 #include "common/duration.h"
 #include "common/shutdown_signal.h"
 #include "server/checkpoint_flags.h"
+#include "server/elastic_flags.h"
 #include "server/server_process.h"
 
 namespace corral::server {
@@ -124,14 +125,8 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   c->add_option("--gpu-idle-events", options->gpu_idle_events,
                 "Record a job event when its GPUs are flagged idle, and when busy again (true or "
                 "false; default true)");
-  auto resize_interval = std::make_shared<std::string>("60s");
-  c->add_option("--resize-interval", *resize_interval,
-                "Elastic jobs: the least time between a job's start or resize and its growth, as "
-                "60s, 5m (default 60s; shrinks for a pending job are never held back)");
-  c->add_option("--resize-budget", options->resize_budget,
-                "Elastic jobs: the resizes a job may make in its life; past it, it no longer "
-                "grows (default 20)")
-      ->check(CLI::Range(0, 100000));
+  auto elastic = std::make_shared<ElasticFlags>();
+  AddElasticFlags(*c, *elastic);
   c->add_option("--metrics-retention-fine", options->metrics_fine_retention_s,
                 "Seconds the 10 s GPU metrics history is kept (default 86400)")
       ->check(CLI::Range(int64_t{600}, int64_t{366} * 86400));
@@ -190,24 +185,22 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
   auto checkpoints = std::make_shared<CheckpointFlags>();
   AddCheckpointFlags(*c, *checkpoints);
   c->callback([options, token_expiry, keep_finished, lease_duration, lease_renew, admission_wait,
-               resize_interval, checkpoints, exit_code] {
-    if (Status s = ApplyCheckpointFlags(*checkpoints, *options); !s.ok()) {
-      std::cerr << "corral server: " << s.message() << "\n";
-      *exit_code = 2;
-      return;
-    }
-    for (auto [text, flag, out] :
-         {std::tuple{token_expiry.get(), "--default-token-expiry",
-                     &options->default_token_expiry_s},
-          std::tuple{resize_interval.get(), "--resize-interval", &options->resize_interval_s}}) {
-      auto duration = ParseDuration(*text, flag);
-      if (!duration.ok()) {
-        std::cerr << "corral server: " << duration.status().message() << "\n";
+               elastic, checkpoints, exit_code] {
+    for (Status s :
+         {ApplyCheckpointFlags(*checkpoints, *options), ApplyElasticFlags(*elastic, *options)}) {
+      if (!s.ok()) {
+        std::cerr << "corral server: " << s.message() << "\n";
         *exit_code = 2;
         return;
       }
-      *out = duration->value();
     }
+    auto token_expiry_s = ParseDuration(*token_expiry, "--default-token-expiry");
+    if (!token_expiry_s.ok()) {
+      std::cerr << "corral server: " << token_expiry_s.status().message() << "\n";
+      *exit_code = 2;
+      return;
+    }
+    options->default_token_expiry_s = token_expiry_s->value();
     auto keep = ParseKeepFinished(*keep_finished, "--keep-finished");
     if (!keep.ok()) {
       std::cerr << "corral server: " << keep.status().message() << "\n";

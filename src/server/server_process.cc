@@ -484,6 +484,7 @@ Status ServerProcess::BuildLeader() {
   }
   config.kill_grace = Seconds(options.kill_grace_s);
   config.resize_interval = Seconds(options.resize_interval_s);
+  config.resize_cost = Seconds(options.resize_cost_s);
   config.resize_budget = options.resize_budget;
   config.checkpoint_root = options.checkpoint_root;
   config.victims = options.victims;

@@ -67,8 +67,10 @@ struct ServerOptions {
   // Partitions and QoS (protocol/api_partitions.h), read at start; empty: none.
   std::string partitions_file;
   int kill_grace_s = 10;  // SIGTERM -> SIGKILL when a task is cancelled, preempted or stale
-  // Elastic jobs' hysteresis (ControllerConfig::resize_interval, resize_budget).
+  // Elastic jobs' hysteresis (ControllerConfig::resize_interval, resize_cost, resize_budget;
+  // the flags: elastic_flags.h).
   int64_t resize_interval_s = 60;
+  int64_t resize_cost_s = 60;
   int resize_budget = 20;
   // Where jobs keep their checkpoints (ControllerConfig::checkpoint_root): absolute, on a file
   // system every node mounts at that path. Empty: none.

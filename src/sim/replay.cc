@@ -612,8 +612,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   // After a pass: jobs started in it take the size the idle GPUs allow (no cost, not a
   // resize), then the others grow into what is still idle under the hysteresis.
   auto grow = [&](int64_t t) -> Status {
-    const sched::GrowthPlan plan = sched::PlanAfterPass(
-        s.state(), elastic_runs(t, true), elastic_runs(t, false), config.resize, Seconds(t));
+    const sched::GrowthPlan plan =
+        sched::PlanAfterPass(s.state(), elastic_runs(t, true), elastic_runs(t, false),
+                             config.resize, Seconds(t), s.ReservedNodes());
     for (const sched::Resize& z : plan.at_start) {
       CORRAL_RETURN_IF_ERROR(apply_resize(z, t, /*counted=*/false));
     }

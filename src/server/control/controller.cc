@@ -214,8 +214,16 @@ Status Controller::Recover() {
     }
     // Agents get a full timeout to come back before their node is declared lost.
     live.last_heartbeat = clock_.Now();
+    unreported_nodes_.insert(n.name);
     if (n.state != NodeState::kReady) (void)scheduler_->SetSchedulable(n.name, false);
   }
+  // The previous run of a job (generation `restarts`): a resize or a preemption may have been
+  // stopping it (TakeOlderRunsLocked).
+  auto note_older_run = [&](const store::JobRecord& r, const std::vector<store::TaskRecord>& ts) {
+    for (const store::TaskRecord& t : ts) {
+      if (r.restarts > 0 && t.generation == r.restarts) older_runs_[t.allocation_id] = r.id;
+    }
+  };
   store::JobFilter active;
   active.states = {JobState::kPending, JobState::kStarting, JobState::kRunning};
   active.limit = 0;
@@ -268,12 +276,18 @@ Status Controller::Recover() {
     }
     submit_limits_.AddSubmitted(record.user, record.project, record.submit_time, clock_.Now());
     if (record.state == JobState::kPending) {
+      if (record.restarts > 0) {
+        auto tasks = store_.TasksOfJob(record.id);
+        if (!tasks.ok()) return tasks.status();
+        note_older_run(record, *tasks);
+      }
       QueueOrHoldLocked(job);
       submit_limits_.AddPending(record.user, record.project, 1);
       continue;
     }
     auto tasks = store_.TasksOfJob(record.id);
     if (!tasks.ok()) return tasks.status();
+    note_older_run(record, *tasks);
     std::vector<sched::Allocation> allocations;
     for (const auto& t : *tasks) {
       if (t.generation != record.restarts + 1) continue;  // an older run

@@ -138,9 +138,11 @@ struct ControllerConfig {
   Seconds node_give_up{3600};  // a node silent this long is lost, and every job on it
   // (`corral server` refuses flags that break reconcile::CheckNodeTimings between these four.)
   // Elastic jobs (controller_elastic.cc): no growth sooner than resize_interval after a job's
-  // last resize or its start (shrinks for a pending job are never held back), and none once it
-  // made resize_budget resizes.
+  // last resize or its start (shrinks for a pending job are never held back), none once it
+  // made resize_budget resizes, and none for a job with a time limit unless the time it saves
+  // exceeds resize_cost (the progress a resize loses: sched::ResizeRules::restart_cost).
   Seconds resize_interval{60};
+  Seconds resize_cost{60};
   int resize_budget = 20;
   // The key sessions' secrets are derived from (SessionToken); every server of a cluster has the
   // same one (ServerOptions::session_key_file).
@@ -594,7 +596,7 @@ class Controller {
   // The size of the job's current run in its unit (GPUs of its task, or tasks); 0 for a rigid
   // job or one without a run.
   static int ElasticSizeOf(const LiveJob& job);
-  // The hysteresis of growth: config_.resize_interval and resize_budget.
+  // The hysteresis of growth: config_.resize_interval, resize_cost and resize_budget.
   sched::ResizeRules ResizeRulesLocked() const;
   // The job's run as sched/elastic_plan.h sees it, from the scheduler's allocations; nullopt for
   // a rigid job or one the scheduler does not run.
@@ -694,6 +696,11 @@ class Controller {
   Status TakeReportLocked(std::unique_lock<std::mutex>& lock, const std::string& name,
                           uint64_t registration, const protocol::Report& report,
                           ReportedAllocations allocations, std::vector<protocol::StopOrder>& kills);
+  // A node's first full report since Recover (unreported_nodes_): the tasks of live jobs'
+  // previous runs (older_runs_) it lists running are stopped with their job's stop grace
+  // (stopping_tasks_) and waited for by the jobs on the node, as a resize's old run is
+  // (resize_stopping_); then launches may go there. Anything else: nothing.
+  void TakeOlderRunsLocked(const std::string& name, const protocol::Report& report);
   // The plans of a report (TakeReportLocked), decided against memory at `now`.
   std::map<JobId, RunPlan> PlanReportLocked(const std::string& name, const protocol::Report& report,
                                             const std::set<int64_t>& reported,
@@ -830,7 +837,8 @@ class Controller {
   void NotifyNodesLocked(const LiveJob& job);
   protocol::TaskLaunch LaunchFor(const LiveJob& job, const store::TaskRecord& task) const;
   // The answer for `node`: the launches (marked launched) and kills reconcile::HeartbeatOrders
-  // decides for each job with tasks there.
+  // decides for each job with tasks there; no launches before its first full report since a
+  // restart (unreported_nodes_).
   protocol::ReportAnswer ResponseForLocked(const std::string& node);
   Status AddNodeToSchedulerLocked(const std::string& name,
                                   const protocol::NodeInventory& inventory);
@@ -913,6 +921,13 @@ class Controller {
   // tasks of old runs that resizes are stopping, node -> allocation ids, until they stopped.
   std::set<JobId> elastic_started_;
   std::map<std::string, std::set<int64_t>> resize_stopping_;
+  // After a restart (Recover): the recovered nodes whose first full report has not been taken.
+  // Nothing launches there until it has (TakeOlderRunsLocked): an old run that a resize or a
+  // preemption was stopping, in memory only, may still hold GPUs there. And the tasks of the
+  // live jobs' previous runs (generation `restarts`), allocation id -> job, until every
+  // recovered node reported.
+  std::set<std::string> unreported_nodes_;
+  std::unordered_map<int64_t, JobId> older_runs_;
   sched::SchedulingPolicy policy_;
   std::string policy_error_;  // why the last policy-file edit was refused; empty if none
   std::optional<std::filesystem::file_time_type> policy_mtime_;

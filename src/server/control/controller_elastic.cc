@@ -68,6 +68,7 @@ int Controller::ElasticSizeOf(const LiveJob& job) {
 sched::ResizeRules Controller::ResizeRulesLocked() const {
   sched::ResizeRules rules;
   rules.min_interval = config_.resize_interval;
+  rules.restart_cost = config_.resize_cost;
   rules.budget = config_.resize_budget;
   return rules;
 }
@@ -148,8 +149,8 @@ std::vector<sched::Resize> Controller::SizeStartsLocked(std::vector<sched::JobSt
   }
   std::vector<sched::ElasticRun> others = RunningElasticLocked(now);
   if (fresh.empty() && others.empty()) return {};
-  sched::GrowthPlan plan =
-      sched::PlanAfterPass(scheduler_->state(), fresh, others, ResizeRulesLocked(), now);
+  sched::GrowthPlan plan = sched::PlanAfterPass(
+      scheduler_->state(), fresh, others, ResizeRulesLocked(), now, scheduler_->ReservedNodes());
   for (const sched::Resize& z : plan.at_start) {
     if (!scheduler_->Resize(z.job, z.to, now).ok()) continue;  // it starts at what it got
     for (sched::JobStart& start : starts) {

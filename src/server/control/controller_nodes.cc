@@ -452,6 +452,7 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
   // Only the jobs with tasks on this node: a heartbeat costs O(the node's tasks), not O(jobs).
   static const std::set<JobId> kNone;
   auto on = jobs_on_node_.find(name);
+  const bool reported = unreported_nodes_.count(name) == 0;
   for (JobId id : on == jobs_on_node_.end() ? kNone : on->second) {
     LiveJob& job = jobs_.at(id);
     const reconcile::NodeOrders orders =
@@ -459,7 +460,7 @@ protocol::ReportAnswer Controller::ResponseForLocked(const std::string& name) {
     // A job whose change is decided but not yet applied (a cancel, a gang's failure) may be
     // about to stop its unlaunched tasks and free their GPUs: it launches nothing until then
     // (the apply wakes its nodes). Stop orders are safe either way.
-    if (!JobHasPendingWriteLocked(id)) {
+    if (reported && !JobHasPendingWriteLocked(id)) {
       for (const store::TaskRecord* t : orders.launch) {
         answer.run.push_back(LaunchFor(job, *t));
         job.launched.insert(t->allocation_id);

@@ -165,6 +165,29 @@ std::map<JobId, Controller::RunPlan> Controller::PlanReportLocked(
   return plans;
 }
 
+void Controller::TakeOlderRunsLocked(const std::string& name, const protocol::Report& report) {
+  if (report.partial || unreported_nodes_.erase(name) == 0) return;
+  bool waits = false;
+  for (const protocol::TaskStatus& s : report.tasks) {
+    const int64_t alloc = s.key.allocation.value();
+    auto older = older_runs_.find(alloc);
+    if (s.state != protocol::ProcessState::kRunning || older == older_runs_.end() ||
+        job_of_allocation_.count(alloc)) {
+      continue;
+    }
+    auto job = jobs_.find(older->second);
+    if (job == jobs_.end()) continue;
+    // Its stop order gives it the job's grace, as before the restart; its GPUs are waited for.
+    stopping_tasks_[alloc] = {name, StopGraceLocked(job->second), "stale generation"};
+    resize_stopping_[name].insert(alloc);
+    waits = true;
+  }
+  if (auto on = jobs_on_node_.find(name); waits && on != jobs_on_node_.end()) {
+    for (JobId id : on->second) WaitForResizeStopsLocked(jobs_.at(id));
+  }
+  if (unreported_nodes_.empty()) older_runs_.clear();
+}
+
 Status Controller::FinishReportLocked(std::map<JobId, RunPlan>& plans, const Status& committed,
                                       Seconds now) {
   // A plan whose settling was not written: what the agent reported is kept (written already),
@@ -232,6 +255,7 @@ Status Controller::TakeReportLocked(std::unique_lock<std::mutex>& lock, const st
     Status outcome;
   };
   auto taken = std::make_shared<Taken>();
+  TakeOlderRunsLocked(name, report);
   taken->plans = PlanReportLocked(name, report, allocations.reported, kills, now);
   taken->allocations = std::move(allocations);
   PendingWrite write;

@@ -102,6 +102,7 @@ class ControllerTest : public ::testing::Test {
     config.max_pending_jobs = max_pending_jobs_;
     config.default_token_expiry = default_token_expiry_;
     config.resize_interval = resize_interval_;
+    config.resize_cost = resize_cost_;
     config.victims = victims_;
     config.min_run_before_preemption = min_run_before_preemption_;
     auto c = Controller::Create(config, *store_, clock_);
@@ -255,6 +256,7 @@ class ControllerTest : public ::testing::Test {
   int64_t max_pending_jobs_ = SubmitLimiter::kDefaultMaxPendingJobs;
   std::optional<Seconds> default_token_expiry_;
   Seconds resize_interval_{60};
+  Seconds resize_cost_{60};
   sched::VictimOrder victims_ = sched::VictimOrder::kLeastLostWork;  // the server's default
   Seconds min_run_before_preemption_{0};
   FakeClock clock_{Seconds(1000)};
@@ -1783,6 +1785,121 @@ TEST_F(ControllerTest, ElasticResizesUseNoRestartsAndSurviveAServerRestart) {
   EXPECT_EQ(StateOf(elastic), "pending");
   EXPECT_THAT(store_->GetJob(elastic)->reason, HasSubstr("requeued (restart 1 of 1)"));
   EXPECT_EQ(StateOf(rigid), "starting");
+}
+
+// Growth does not take the GPUs of the node a backfill reservation holds for the head job: it
+// would delay that job (and be shrunk back for it).
+TEST_F(ControllerTest, GrowthLeavesTheBackfillReservationsNodesAlone) {
+  resize_interval_ = Seconds(20);  // under the node timeout: the test's node stays reachable
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json spec = Spec(4);
+  spec["time_limit_s"] = 1000;
+  Submit(spec);
+  spec = Spec(2);
+  spec["time_limit_s"] = 1000;
+  const JobId second = Submit(spec);
+  controller_->Tick();
+  const JobId elastic = Submit(ElasticSpec(2, 8));
+  controller_->Tick();
+  const json launches = Beat("a", Report())["run"];
+  ASSERT_EQ(launches.size(), 3u);
+  std::vector<json> running;
+  json ending;
+  for (const json& l : launches) {
+    if (l["job_id"] == elastic.value()) {
+      EXPECT_EQ(GpusOf(l).size(), 2u);  // what was idle
+    }
+    if (l["job_id"] == second.value()) ending = l;
+    running.push_back(TaskReport(l, "running"));
+  }
+  Beat("a", Report(running));
+  // The 2-GPU job ends: 2 GPUs idle, too few for the head job, which is reserved node a.
+  std::vector<json> after;
+  for (const json& r : running) {
+    after.push_back(r["job_id"] == second.value() ? TaskReport(ending, "exited", 0) : r);
+  }
+  Beat("a", Report(after));
+  after.erase(std::remove_if(after.begin(), after.end(),
+                             [&](const json& r) { return r["job_id"] == second.value(); }),
+              after.end());
+  const JobId head = Submit(Spec(6));
+  clock_.Advance(resize_interval_ + Seconds(5));
+  Beat("a", Report(after));
+  controller_->Tick();
+  EXPECT_EQ(StateOf(head), "pending");
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);  // not grown into the reserved GPUs
+  for (const std::string& r : EventsOf(*store_, elastic)) {
+    EXPECT_THAT(r, ::testing::Not(HasSubstr("resized")));
+  }
+}
+
+// A job with a time limit grows only when the time the growth saves exceeds the server's
+// resize cost (--resize-cost): 2 -> 4 GPUs with some 280 s left saves some 120 s.
+TEST_F(ControllerTest, GrowthPaysTheServersResizeCost) {
+  resize_interval_ = Seconds(20);  // under the node timeout: the test's node stays reachable
+  resize_cost_ = Seconds(200);
+  Restart();
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  Submit(Spec(4));
+  const JobId second = Submit(Spec(2));
+  controller_->Tick();
+  json spec = ElasticSpec(2, 8);
+  spec["time_limit_s"] = 300;
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  std::vector<json> running;
+  const json launches = Beat("a", Report())["run"];
+  for (const json& l : launches) {
+    running.push_back(TaskReport(l, l["job_id"] == second.value() ? "exited" : "running"));
+  }
+  ASSERT_EQ(running.size(), 3u);
+  Beat("a", Report(running));  // the 2-GPU job ends at once: 2 GPUs idle
+  std::erase_if(running, [&](const json& r) { return r["job_id"] == second.value(); });
+  clock_.Advance(resize_interval_ + Seconds(1));
+  Beat("a", Report(running));
+  controller_->Tick();
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 0);  // 120 s saved < 200 s
+  resize_cost_ = Seconds(60);
+  Restart();
+  clock_.Advance(Seconds(1));
+  Beat("a", Report(running));
+  controller_->Tick();
+  EXPECT_EQ(store_->GetJob(elastic)->restarts, 1);
+  EXPECT_TRUE(HasEvent(*store_, elastic, "resized from 2 to 4 GPUs: idle GPUs"))
+      << ::testing::PrintToString(EventsOf(*store_, elastic));
+}
+
+// A server restarted during a resize's grace does not know the old run still stops: the node's
+// first report after the restart says so. Until then nothing launches there; the old task is
+// then waited for and its stop order keeps the job's grace (not the kill grace).
+TEST_F(ControllerTest, ARestartDuringAResizesGraceHoldsTheNewRunUntilTheOldOneStopped) {
+  ASSERT_TRUE(RegisterNode("a", kNodeA, Inventory(8)).ok());
+  json spec = ElasticSpec(2, 8);
+  spec["checkpoint_grace_s"] = 120;
+  const JobId elastic = Submit(spec);
+  controller_->Tick();
+  const json first = Beat("a", Report())["run"][0];
+  Beat("a", Report({TaskReport(first, "running")}));
+  const JobId rigid = Submit(Spec(4));
+  clock_.Advance(Seconds(1));
+  controller_->Tick();
+  ASSERT_EQ(store_->GetJob(elastic)->restarts, 1);  // resized to 4; the old run stops
+
+  Restart();
+  json answer = Beat("a", Report({TaskReport(first, "running")}));
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  ASSERT_EQ(answer["kill"].size(), 1u) << answer.dump();
+  EXPECT_EQ(answer["kill"][0]["allocation_id"], first["allocation_id"]);
+  EXPECT_EQ(answer["kill"][0]["grace_s"], 120);
+  answer = Beat("a", Report({TaskReport(first, "running")}));  // still in its grace
+  EXPECT_TRUE(answer["run"].empty()) << answer.dump();
+  EXPECT_EQ(answer["kill"][0]["grace_s"], 120);
+  answer = Beat("a", Report({TaskReport(first, "killed", 143)}));
+  ASSERT_EQ(answer["run"].size(), 2u) << answer.dump();
+  std::set<int64_t> jobs;
+  for (const json& l : answer["run"]) jobs.insert(l["job_id"].get<int64_t>());
+  EXPECT_EQ(jobs, (std::set<int64_t>{elastic.value(), rigid.value()}));
 }
 
 // Checkpoint-aware preemption (docs/in-job.md, "Preemption and checkpoints"): four borrowed
