@@ -178,7 +178,9 @@ void Controller::TakeOlderRunsLocked(const std::string& name, const protocol::Re
     auto job = jobs_.find(older->second);
     if (job == jobs_.end()) continue;
     // Its stop order gives it the job's grace, as before the restart; its GPUs are waited for.
-    stopping_tasks_[alloc] = {name, StopGraceLocked(job->second), "stale generation"};
+    // Its loss is not charged: when its run stopped is not known here (docs/decisions.md).
+    stopping_tasks_[alloc] = {
+        older->second, name, 0, clock_.Now(), StopGraceLocked(job->second), "stale generation"};
     resize_stopping_[name].insert(alloc);
     waits = true;
   }
