@@ -47,6 +47,7 @@
 // blocked with kBackfill, one shadow run over the running jobs.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -398,9 +399,11 @@ class Scheduler {
   SeededRng rng_;
   Placer placer_;
   FairShareLedger fair_share_;
-  std::vector<Shape> shapes_;
+  // Deques: a pass holds references to a shape and a group while a reclaim may queue a victim
+  // of a new shape (an elastic job at its MIN), which appends; appending keeps them valid.
+  std::deque<Shape> shapes_;
   std::map<std::tuple<int64_t, int, int64_t, int64_t, int, std::string>, int> shape_ids_;
-  std::vector<Group> groups_;
+  std::deque<Group> groups_;
   // (project, shape, array id with a running limit or -1) -> group
   std::map<std::tuple<std::string, int, int64_t>, int> group_ids_;
   std::unordered_map<JobId, PendingJob> pending_;
