@@ -468,7 +468,14 @@ Result<JobSpec> ParseJobSpec(const nlohmann::json& j, SpecOrigin origin) {
   }
   // After procs_per_node: resources.cpus counts per process.
   if (j.contains("resources")) {
-    CORRAL_RETURN_IF_ERROR(ParseResources(j["resources"], spec.procs_per_node, origin, spec));
+    // A share in an elastic job is said as such, before the resources' own check (whose size
+    // the elastic range sets later) would call it a share of zero GPUs.
+    const nlohmann::json& r = j["resources"];
+    if (j.contains("elastic") && r.is_object() && r.contains("gpu_milli") &&
+        r["gpu_milli"].is_number_integer() && r["gpu_milli"] != kWholeGpu.value()) {
+      return FieldError("resources.gpu_milli", "an elastic job uses whole GPUs, not a share");
+    }
+    CORRAL_RETURN_IF_ERROR(ParseResources(r, spec.procs_per_node, origin, spec));
   }
   if (j.contains("tasks")) {
     auto v = GetInt(j["tasks"], "tasks", 1, 4096);

@@ -475,6 +475,9 @@ TEST(ElasticSpecTest, WhatMakesNoSenseIsRefusedNamingTheField) {
       {With(With(good, "resources", {{"gpus", 1}, {"gpu_milli", 500}}), "elastic",
             {{"min", 1}, {"max", 4}}),
        "field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share"},
+      // The CLI's form: the size left out (the range sets it), a share asked.
+      {With(With(good, "resources", {{"gpu_milli", 500}}), "elastic", {{"min", 2}, {"max", 8}}),
+       "field 'resources.gpu_milli': an elastic job uses whole GPUs, not a share"},
       {With(good, "tasks", 2), "field 'tasks': must be 1 for a range of GPUs"},
       {With(Spec({{"gpus", 1}, {"gpu_milli", 500}}), "elastic",
             {{"unit", "nodes"}, {"min", 1}, {"max", 2}}),
