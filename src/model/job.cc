@@ -27,6 +27,16 @@ std::string_view ElasticUnitName(ElasticUnit unit) {
   return unit == ElasticUnit::kGpus ? "gpus" : "nodes";
 }
 
+Job WithElasticSize(Job job, int size) {
+  if (!job.elastic) return job;
+  if (job.elastic->unit == ElasticUnit::kGpus) {
+    job.resources.gpus = GpuCount(size);
+  } else {
+    job.tasks = size;
+  }
+  return job;
+}
+
 Status Validate(const TaskResources& r) {
   const int64_t gpus = r.gpus.value();
   const int64_t milli = r.gpu_milli.value();

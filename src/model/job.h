@@ -79,6 +79,10 @@ struct Job {
   MilliGpu TotalMilli() const { return resources.TotalMilli() * tasks; }
 };
 
+// `job` at `size` in its elastic unit: resources.gpus (kGpus) or tasks (kNodes) set to it; a
+// rigid job (no elastic bounds) as it is.
+Job WithElasticSize(Job job, int size);
+
 // Checks every field; the error names the field and the job ("job 17: field
 // 'resources.gpu_milli': must be 1000 when gpus > 1 (a share is of one GPU), got 500").
 Status Validate(const TaskResources& resources);

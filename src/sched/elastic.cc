@@ -208,18 +208,27 @@ std::optional<ShrinkPlan> PlanShrink(const std::vector<ElasticRun>& runs,
         for (const auto& [n, gpus] : Freed(r, z.to)) free[n] += gpus;
         r.size = z.to;
       }
-      auto same = std::find_if(plan.resizes.begin(), plan.resizes.end(),
-                               [&](const Resize& p) { return p.job == z.job; });
-      if (same == plan.resizes.end()) {
-        plan.resizes.push_back(z);
-      } else {
-        same->to = z.to;
-      }
     }
+    plan.resizes.insert(plan.resizes.end(), resizes.begin(), resizes.end());
     free[node] -= need;
     plan.nodes.push_back(node);
   }
+  plan.resizes = MergeResizes(plan.resizes);
   return plan;
+}
+
+std::vector<Resize> MergeResizes(const std::vector<Resize>& resizes) {
+  std::vector<Resize> out;
+  for (const Resize& z : resizes) {
+    auto same =
+        std::find_if(out.begin(), out.end(), [&](const Resize& o) { return o.job == z.job; });
+    if (same == out.end()) {
+      out.push_back(z);
+    } else {
+      same->to = z.to;
+    }
+  }
+  return out;
 }
 
 }  // namespace corral::sched

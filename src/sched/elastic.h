@@ -96,6 +96,10 @@ struct Resize {
   ResizeReason reason = ResizeReason::kIdleGpus;
 };
 
+// One resize per job, from its first `from` to its last `to`, in the order of first mention
+// (a job shrunk for two pending jobs in turn).
+std::vector<Resize> MergeResizes(const std::vector<Resize>& resizes);
+
 // Throughput at `to` GPUs relative to `from`: (to / from)^alpha.
 double Speedup(int from, int to, double alpha);
 

@@ -14,14 +14,8 @@ int64_t MilliOf(const model::Job& job) { return job.TotalMilli().value(); }
 // An elastic job at its MIN (how it waits: a pending elastic job asks for MIN); others as they
 // are.
 model::Job AtMin(model::Job job) {
-  if (job.elastic) {
-    if (job.elastic->unit == model::ElasticUnit::kGpus) {
-      job.resources.gpus = GpuCount(job.elastic->min);
-    } else {
-      job.tasks = job.elastic->min;
-    }
-  }
-  return job;
+  const int min = job.elastic ? job.elastic->min : 0;
+  return model::WithElasticSize(std::move(job), min);
 }
 
 // The use of a running job that counts against its project's quota: all of it, or an elastic
@@ -486,13 +480,11 @@ Status Scheduler::ApplyResize(JobId job, std::vector<Allocation> tasks, Seconds 
   if (!run.job.elastic || tasks.empty()) {
     return InvalidArgument("job " + Id(job) + ": not elastic, or no tasks to resize to");
   }
-  model::Job job_then = run.job;
   // PlanResize gave a kGpus job one task of `to` GPUs, a kNodes job `to` tasks.
-  if (job_then.elastic->unit == model::ElasticUnit::kGpus) {
-    job_then.resources.gpus = GpuCount(static_cast<int>(tasks.front().gpus.size()));
-  } else {
-    job_then.tasks = static_cast<int>(tasks.size());
-  }
+  model::Job job_then = model::WithElasticSize(
+      run.job, static_cast<int>(run.job.elastic->unit == model::ElasticUnit::kGpus
+                                    ? tasks.front().gpus.size()
+                                    : tasks.size()));
   const int64_t start_seq = run.start_seq;
   Running old = StopRunning(job);  // releases the old allocations and uncharges their use
   attained_[job] += AttainedIn(old, now);

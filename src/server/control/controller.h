@@ -525,7 +525,8 @@ class Controller {
   // Adds `gpu_s` lost GPU-seconds to the job and, for `corral usage`, to its user and project
   // on `now`'s day (store::Store::AddLostWork). A store error loses the figure, nothing else.
   void AddLostWorkLocked(JobId job, double gpu_s, Seconds now);
-  // Drops the waits on `node`'s preempted tasks that have `stopped` (by allocation id).
+  // Drops the waits on `node`'s preempted or resized tasks that have `stopped` (by allocation
+  // id), and their stop notes (ForgetStoppedLocked: their lost work is recorded).
   void ReleaseWaitsLocked(const std::string& node, const std::function<bool(int64_t)>& stopped);
   // --- The read view (read_view.h) ---
   // Whether PublishLocked builds the pending jobs' part again: kKeep (the last one stays),

@@ -43,22 +43,6 @@ bool IsCapacityReason(const std::string& code) {
          code == sched::kReasonNotYetConsidered;
 }
 
-// One resize per job, from its first `from` to its last `to`, in the order of first mention:
-// PlanRoom may shrink a job for two pending jobs in turn.
-std::vector<sched::Resize> Merged(const std::vector<sched::Resize>& resizes) {
-  std::vector<sched::Resize> out;
-  for (const sched::Resize& z : resizes) {
-    auto same = std::find_if(out.begin(), out.end(),
-                             [&](const sched::Resize& o) { return o.job == z.job; });
-    if (same == out.end()) {
-      out.push_back(z);
-    } else {
-      same->to = z.to;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int Controller::ElasticSizeOf(const LiveJob& job) {
@@ -130,7 +114,7 @@ void Controller::MakeRoomLocked(Seconds now) {
   }
   if (pending.empty()) return;
   for (const sched::Resize& z :
-       Merged(sched::PlanRoom(scheduler_->state(), std::move(runs), pending))) {
+       sched::MergeResizes(sched::PlanRoom(scheduler_->state(), std::move(runs), pending))) {
     if (z.from != z.to) (void)ResizeLocked(jobs_.at(z.job), z, now);  // a failure keeps its size
   }
 }

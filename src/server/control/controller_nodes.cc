@@ -265,7 +265,6 @@ void Controller::LoseNodeLocked(const std::string& name, LiveNode& node,
   changed_.notify_all();
   (void)store_.UpsertNode(NodeRecordOf(name, node));
   ReleaseWaitsLocked(name, [](int64_t) { return true; });  // its tasks are gone with it
-  ForgetStoppedLocked(name, [](int64_t) { return true; });
   auto affected = scheduler_->RemoveNode(name);
   if (!affected.ok()) return;
   for (JobId id : *affected) {

@@ -286,7 +286,6 @@ Status Controller::TakeReportLocked(std::unique_lock<std::mutex>& lock, const st
       return partial ? a.ended.count(alloc) > 0 : a.running.count(alloc) == 0;
     };
     ReleaseWaitsLocked(name, stopped);
-    ForgetStoppedLocked(name, stopped);
     node.reports.last_seq = seq;
   };
   AwaitWriteLocked(lock, WriteLocked(std::move(all), now, std::move(write)));

@@ -191,6 +191,7 @@ void Controller::ForgetRunLocked(LiveJob& job) {
 void Controller::ReleaseWaitsLocked(const std::string& node,
                                     const std::function<bool(int64_t)>& stopped) {
   ForgetResizeStopsLocked(node, stopped);
+  ForgetStoppedLocked(node, stopped);
   auto on = waiting_on_node_.find(node);
   if (on == waiting_on_node_.end()) return;
   for (JobId id : std::set<JobId>(on->second)) {
@@ -228,14 +229,7 @@ model::Job Controller::ModelJobOf(const LiveJob& job) {
   // The nodes that can run its environment (environment_runnable.h); none asked: any node.
   if (job.environment) out.resources.runtimes = EnvironmentNeeds(job.environment->spec);
   // An elastic job with a run is its current size (pending, it asks its MIN).
-  if (out.elastic && job.elastic_now > 0) {
-    if (out.elastic->unit == model::ElasticUnit::kNodes) {
-      out.tasks = job.elastic_now;
-    } else {
-      out.resources.gpus = GpuCount(job.elastic_now);
-    }
-  }
-  return out;
+  return job.elastic_now > 0 ? model::WithElasticSize(std::move(out), job.elastic_now) : out;
 }
 
 void Controller::EndedLocked(LiveJob& job, JobState state, Seconds now) {
