@@ -22,7 +22,6 @@ Parts:
 """
 
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -31,7 +30,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from policies import Bench, flood_workload, sharing_file, table, fmt  # noqa: E402
+from policies import (Bench, flood_workload, openb_gpu_jobs, sharing_file,  # noqa: E402
+                      table, fmt)
 
 # The model's settings for every run (docs/elastic.md, "Model").
 COMMON = ["--pass-interval", "60", "--checkpoint-interval", "1800", "--resize-cost", "60",
@@ -43,23 +43,6 @@ CONFIGS = [
     ("elastic", ELASTIC),
     ("elastic + least lost work", ELASTIC + LLW),
 ]
-
-
-def openb_gpu_jobs(b):
-    """openb's GPU pods that were scheduled (6,203): the default list less CPU-only pods and
-    pods without a scheduled_time."""
-    src = b.trace_path("openb_pod_list_default.csv")
-    if not src:
-        return None
-    path = os.path.join(b.work, "openb_gpu_jobs.csv")
-    with open(src) as f, open(path, "w", newline="") as out:
-        reader = csv.DictReader(f)
-        writer = csv.DictWriter(out, fieldnames=reader.fieldnames)
-        writer.writeheader()
-        for row in reader:
-            if int(row["num_gpu"]) > 0 and row["scheduled_time"] != "":
-                writer.writerow(row)
-    return path
 
 
 def jct_workloads(b):

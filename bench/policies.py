@@ -21,9 +21,18 @@ Parts:
             under contention, GPU allocation against FIFO's (targets: within one median job
             duration, >= 0.95, >= 95%).
   backfill  GPU allocation and JCT with skip, strict and backfill.
+  orders    the order table against oracle SRTF (issue 21, point 4): mean JCT, mean run time,
+            mean delay (JCT - run time), delay / SRTF's, preemptions, on openb's 6,203 GPU
+            pods (gen:5x8xV100, gen:4x8xV100) and the Philly run-time workload; Jain's index
+            of each order on the two-project flood (target: a non-oracle order with delay
+            <= 0.9x SRTF's and Jain >= 0.95).
+
+Every table prints the mean run time beside it: JCT = delay + run time, and no order can go
+below the run time.
 """
 
 import argparse
+import csv
 import json
 import os
 import statistics
@@ -76,6 +85,23 @@ def write_jobs(path, jobs):
     with open(path, "w") as f:
         for j in jobs:
             f.write(json.dumps(j) + "\n")
+
+
+def openb_gpu_jobs(b):
+    """openb's GPU pods that were scheduled (6,203): the default list less CPU-only pods and
+    pods without a scheduled_time."""
+    src = b.trace_path("openb_pod_list_default.csv")
+    if not src:
+        return None
+    path = os.path.join(b.work, "openb_gpu_jobs.csv")
+    with open(src) as f, open(path, "w", newline="") as out:
+        reader = csv.DictReader(f)
+        writer = csv.DictWriter(out, fieldnames=reader.fieldnames)
+        writer.writeheader()
+        for row in reader:
+            if int(row["num_gpu"]) > 0 and row["scheduled_time"] != "":
+                writer.writerow(row)
+    return path
 
 
 def gpu_seconds(job):
@@ -163,19 +189,21 @@ def part_jct(b):
                              "--blocking", blocking, *flags, *extra)
                 res[(order, estimate, blocking)] = r
                 rows.append([name, blocking, fmt(r["jct_s"]["mean"]), fmt(r["jct_s"]["p50"]),
-                             fmt(r["jct_s"]["p95"]), fmt(r["queue_s"]["mean"]),
+                             fmt(r["jct_s"]["p95"]), fmt(r["delay_s_mean"]),
+                             fmt(r["queue_s"]["mean"]),
                              fmt(r["gpu_alloc_pct_mean"], 1), fmt(r["makespan_s"]),
                              r["preemptions"], r["unfinished"]])
         first = res[("fifo", "oracle", "skip")]
         print(f"### {label}\n")
         print(f"{first['jobs']:,} jobs; FIFO/skip makespan {first['makespan_s']:,} s, "
-              f"mean GPU allocation {first['gpu_alloc_pct_mean']:.1f}%.\n")
+              f"mean GPU allocation {first['gpu_alloc_pct_mean']:.1f}%; mean run time "
+              f"{fmt(first['run_s_mean'])} s (delay = JCT - run time).\n")
         print(table(["order, estimate", "blocking", "JCT mean", "JCT p50", "JCT p95",
-                     "queue mean", "GPU alloc %", "makespan", "preempt", "unfinished"], rows))
+                     "delay mean", "queue mean", "GPU alloc %", "makespan", "preempt", "unfinished"], rows))
         print()
         fifo = first["jct_s"]["mean"]
-        # JCT = queueing + run time: no order can go below the mean run time.
-        run_time = fifo - first["queue_s"]["mean"]
+        # JCT = delay + run time: no order can go below the mean run time.
+        run_time = first["run_s_mean"]
         for blocking in ("skip", "backfill"):
             q = res[("qssf", "predicted", blocking)]["jct_s"]["mean"]
             summary.append([label, blocking, fmt(q),
@@ -308,7 +336,8 @@ def part_fair(b):
               f"({sum(map(gpu_seconds, a_jobs)) / 3600:,.0f} GPU-hours). Project b: "
               f"{len(b_jobs)} jobs from t = {B_START} s to {b_jobs[-1]['submit_time']:,} s "
               f"(offered load {offered_load(b_jobs, FLOOD_CAPACITY):.2f} of the cluster). "
-              f"Median job duration {median:,.0f} s. Equal weights; fair-share half-life 7 d "
+              f"Median job duration {median:,.0f} s, mean run time "
+              f"{statistics.mean(j['duration'] for j in jobs):,.0f} s. Equal weights; fair-share half-life 7 d "
               f"unless stated; quotas {FLOOD_CAPACITY // 2} GPUs each with reclaim; oracle "
               "estimates.\n")
         print(table(["configuration", "b: 90% of entitlement after (s)", "in median durations",
@@ -350,9 +379,10 @@ def part_backfill(b):
                          estimate, *flags)
             rows.append([label, blocking, estimate if blocking == "backfill" else "-",
                          f"{r['gpu_alloc_pct_mean']:.2f}", fmt(r["jct_s"]["mean"]),
+                         fmt(r["run_s_mean"]), fmt(r["delay_s_mean"]),
                          fmt(r["queue_s"]["p95"]), fmt(r["makespan_s"])])
     print(table(["workload", "blocking", "estimate", "GPU alloc % (makespan)", "JCT mean",
-                 "queue p95", "makespan"], rows))
+                 "run time mean", "delay mean", "queue p95", "makespan"], rows))
     print()
 
 
@@ -386,10 +416,94 @@ def part_topology(b):
                 g = r["gangs"]
                 rows.append([seed, policy, placement, g["starts"], f"{g['nodes_mean']:.2f}",
                              f"{100 * g['one_rack'] / max(1, g['starts']):.1f}",
-                             fmt(r["jct_s"]["mean"]), f"{r['gpu_alloc_pct_mean']:.2f}"])
+                             fmt(r["jct_s"]["mean"]), fmt(r["run_s_mean"]),
+                             f"{r['gpu_alloc_pct_mean']:.2f}"])
     print(table(["seed", "policy", "placement", "gang starts", "nodes per gang", "one rack %",
-                 "JCT mean", "GPU alloc %"], rows))
+                 "JCT mean", "run time mean", "GPU alloc %"], rows))
     print()
+
+
+# --- Part 5: orders against oracle SRTF (issue 21, point 4) --------------------------------------
+
+RESUME = ["--resume", "--pass-interval", "60"]
+# (label, order, estimate, extra flags, oracle: uses the jobs' recorded run times)
+ORDER_CONFIGS = [
+    ("SRTF, oracle (reference)", "srtf", "oracle", RESUME, True),
+    ("FIFO", "fifo", "oracle", [], False),
+    ("SJF, oracle", "sjf", "oracle", [], True),
+    ("SJF, oracle, backfill", "sjf", "oracle", ["--blocking", "backfill"], True),
+    ("SRSF, oracle", "srsf", "oracle", RESUME, True),
+    ("QSSF, predicted", "qssf", "predicted", [], False),
+    ("QSSF, predicted, backfill", "qssf", "predicted", ["--blocking", "backfill"], False),
+    ("2D-LAS (3,600 GPU-s)", "las", "oracle", RESUME, False),
+    ("SRTF, predicted", "srtf", "predicted", RESUME, False),
+    ("SRSF, predicted", "srsf", "predicted", RESUME, False),
+]
+
+
+def order_workloads(b):
+    out = []
+    openb = openb_gpu_jobs(b)
+    if openb:
+        out.append(("openb, 6,203 GPU pods, 5x8 V100", "gen:5x8xV100", openb))
+        out.append(("openb, 6,203 GPU pods, 4x8 V100", "gen:4x8xV100", openb))
+    philly = b.trace_path("philly_runtime.csv")
+    if philly:
+        ph = b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user",
+                   "4", "--users", "20", "--projects", "4", "--runtimes", philly,
+                   "--interarrival", "200")
+        out.append(("Philly run times, 4,000 jobs, 24x8 A100", "gen:24x8xA100", ph))
+    return out
+
+
+def flood_jain(b, flags):
+    """Mean and worst Jain's index over the flood seeds (two projects of equal weight)."""
+    jain = []
+    for seed in FLOOD_SEEDS:
+        path, _ = flood_workload(b, seed)
+        jain.append(b.replay(FLOOD_NODES, path, "--policy", "fgd", *flags)["fairness"]
+                    ["jain_mean"])
+    return statistics.mean(jain), min(jain)
+
+
+def part_orders(b):
+    print("## Queue orders against oracle SRTF (issue 21, point 4)\n")
+    print("Delay = mean JCT - mean run time (completed jobs); SRTF with oracle run times, "
+          "preemptive, preempted jobs resuming without loss, is the reference. Target: a "
+          "non-oracle order with delay <= 0.9x SRTF's on each workload, and Jain's index >= "
+          "0.95 on the two-project flood (mean over its five seeds). Placement fgd, blocking "
+          "skip unless stated; preemptive orders run with `--resume --pass-interval 60`.\n")
+    half = FLOOD_CAPACITY // 2
+    quotas = sharing_file(b, "quotas.yaml",
+                          f"projects: {{a: {{gpus: {half}}}, b: {{gpus: {half}}}}}\n")
+    jain = {}
+    for label, order, estimate, extra, _ in ORDER_CONFIGS:
+        flags = ["--order", order, "--estimate", estimate, *extra]
+        jain[label] = (flood_jain(b, flags), flood_jain(b, [*flags, "--sharing", quotas]))
+    for label, nodes, trace in order_workloads(b):
+        rows, srtf = [], None
+        for name, order, estimate, extra, oracle in ORDER_CONFIGS:
+            r = b.replay(nodes, trace, "--order", order, "--estimate", estimate, *extra)
+            srtf = srtf or r
+            delay = r["delay_s_mean"]
+            rows.append([name, "yes" if oracle else "no", fmt(r["jct_s"]["mean"]),
+                         fmt(r["run_s_mean"]), fmt(delay),
+                         f"**{ratio(delay, srtf['delay_s_mean'])}**" if not oracle and
+                         delay <= 0.9 * srtf["delay_s_mean"] else
+                         ratio(delay, srtf["delay_s_mean"]),
+                         fmt(r["jct_s"]["p95"]), r["preemptions"],
+                         f"{jain[name][0][0]:.3f} / {jain[name][0][1]:.3f}",
+                         f"{jain[name][1][0]:.3f} / {jain[name][1][1]:.3f}", r["unfinished"]])
+        print(f"### {label}\n")
+        print(f"{srtf['jobs']:,} jobs on `{nodes}`; mean run time {fmt(srtf['run_s_mean'])} s "
+              f"(SRTF's GPU allocation over the arrivals: "
+              f"{fmt(srtf['gpu_alloc_pct_arrivals'], 1)}%).\n")
+        print(table(["order", "oracle", "JCT mean", "run time mean", "delay mean",
+                     "delay / SRTF's", "JCT p95", "preemptions", "Jain flood: mean / worst",
+                     f"Jain flood, quotas {half} + {half}: mean / worst", "unfinished"], rows))
+        print("\n```\ncorral sim replay --nodes " + nodes + " --trace " +
+              os.path.basename(trace) + " --no-frag --order srtf --resume --pass-interval 60"
+              "\n```\n")
 
 
 def main():
@@ -397,7 +511,7 @@ def main():
     p.add_argument("corral", nargs="?", default=os.path.join(HERE, "..", "build", "corral"))
     p.add_argument("--traces", default=os.environ.get(
         "CORRAL_SHARED_TRACES", os.path.join(HERE, "..", "..", "shared", "traces")))
-    p.add_argument("--only", default="jct,fair,backfill,topology")
+    p.add_argument("--only", default="jct,fair,backfill,topology,orders")
     p.add_argument("--work", help="keep the generated workloads in this folder (default: a "
                    "temporary one, removed at the end)")
     args = p.parse_args()
@@ -415,6 +529,8 @@ def main():
             part_backfill(b)
         if "topology" in parts:
             part_topology(b)
+        if "orders" in parts:
+            part_orders(b)
         print(f"({b.runs} simulator runs, {b.wall:.1f} s of wall time)")
 
 

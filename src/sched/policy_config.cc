@@ -152,6 +152,14 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j,
     if (!j["order"].is_string()) return InvalidArgument("field 'order': must be a string");
     auto order = ParseQueueOrder(j["order"].get<std::string>());
     if (!order.ok()) return InvalidArgument("field 'order': " + order.status().message());
+    if (PreemptsByRemaining(*order)) {
+      // docs/decisions.md: they preempt on estimates and assume a free resume, which a live
+      // cluster does not give.
+      return InvalidArgument("field 'order': '" + std::string(QueueOrderName(*order)) +
+                             "' is for the simulator only (`corral sim replay --order`): it "
+                             "preempts by estimated remaining run time and assumes a preempted "
+                             "job resumes without loss");
+    }
     p.order = *order;
   }
   if (j.contains("blocking")) {

@@ -3,7 +3,7 @@
 // fields are errors (a typo must not fall back to a default silently); messages name the field
 // with its path ("field 'projects.vision.weight': must be a number > 0").
 //
-//   order: fairshare          # fifo | priority | fairshare | sjf | qssf | las
+//   order: fairshare          # fifo | priority | fairshare | sjf | qssf | las (not srtf, srsf)
 //   blocking: backfill        # skip | strict | backfill
 //   reclaim: true             # preempt borrowed GPUs for a project under its quota
 //   las_thresholds_gpu_s: [3600]

@@ -105,6 +105,21 @@ TEST(PolicyConfig, OrderBlockingAndLasThresholdsRoundTrip) {
   }
 }
 
+// SRTF and SRSF preempt by estimated remaining run time and assume a free resume: the server's
+// policy file refuses them, naming the field and why (docs/decisions.md).
+TEST(PolicyConfig, RemainingTimeOrdersAreSimulatorOnly) {
+  for (const char* name : {"srtf", "srsf"}) {
+    auto order = ParseQueueOrder(name);
+    ASSERT_TRUE(order.ok()) << name;
+    EXPECT_EQ(QueueOrderName(*order), name);
+    auto refused = ParseSchedulingPolicy(
+        nlohmann::json::parse(std::string(R"({"order": ")") + name + R"("})"));
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_THAT(refused.status().message(), HasSubstr("field 'order'")) << name;
+    EXPECT_THAT(refused.status().message(), HasSubstr("simulator only")) << name;
+  }
+}
+
 TEST(PolicyConfig, ProjectSharingRoundTripsAndKeepsTheSchedulersBounds) {
   auto p = ParseProjectSharing(
       nlohmann::json::parse(R"({"weight": 2, "gpus": 1.5, "model_gpus": {"A100": 4}})"));

@@ -39,8 +39,10 @@ Result<QueueOrder> ParseQueueOrder(std::string_view name) {
   if (name == "sjf") return QueueOrder::kSjf;
   if (name == "qssf") return QueueOrder::kQssf;
   if (name == "las") return QueueOrder::kLas;
+  if (name == "srtf") return QueueOrder::kSrtf;
+  if (name == "srsf") return QueueOrder::kSrsf;
   return InvalidArgument("unknown queue order '" + std::string(name) +
-                         "' (known: fifo, priority, fairshare, sjf, qssf, las)");
+                         "' (known: fifo, priority, fairshare, sjf, qssf, las, srtf, srsf)");
 }
 
 std::string_view QueueOrderName(QueueOrder order) {
@@ -57,8 +59,16 @@ std::string_view QueueOrderName(QueueOrder order) {
       return "qssf";
     case QueueOrder::kLas:
       return "las";
+    case QueueOrder::kSrtf:
+      return "srtf";
+    case QueueOrder::kSrsf:
+      return "srsf";
   }
   return "fifo";
+}
+
+bool PreemptsByRemaining(QueueOrder order) {
+  return order == QueueOrder::kSrtf || order == QueueOrder::kSrsf;
 }
 
 Result<Blocking> ParseBlocking(std::string_view name) {
@@ -277,6 +287,14 @@ Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
       primary = EstimateOf(job).value() * gpus;
       break;
     }
+    case QueueOrder::kSrtf:
+      // The estimator answers what is left for a job queued again after a preemption.
+      primary = EstimateOf(job).value();
+      break;
+    case QueueOrder::kSrsf:
+      // Milli-GPU-seconds / 1000: a share counts for its share (CPU-only: one thousandth).
+      primary = EstimateOf(job).value() * std::max<int64_t>(1, MilliOf(job)) / 1000;
+      break;
   }
   return {primary, job.submit_time.value(), job.id.value()};
 }
@@ -349,7 +367,7 @@ void Scheduler::Enqueue(const model::Job& job) {
 
 void Scheduler::RekeyPending() {
   estimate_changes_ = 0;
-  if (config_.order != QueueOrder::kQssf) return;
+  if (config_.order != QueueOrder::kQssf && !PreemptsByRemaining(config_.order)) return;
   for (auto& [id, p] : pending_) {
     const OrderKey key = KeyOf(p.job);
     if (key == p.key) continue;
@@ -821,6 +839,27 @@ std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) 
   return out;
 }
 
+int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
+  // ExpectedEndAt is always after now: a job that outlived its estimate still has some left.
+  const int64_t seconds = ExpectedEndAt(run, now).value() - now.value();
+  if (config_.order == QueueOrder::kSrtf) return seconds;
+  return std::max<int64_t>(1, seconds * std::max<int64_t>(1, MilliOf(run.job)) / 1000);
+}
+
+std::vector<JobId> Scheduler::RemainingCandidates(const OrderKey& key, Seconds now) const {
+  std::vector<std::pair<std::tuple<int64_t, int64_t>, JobId>> ranked;
+  for (const auto& [id, run] : running_) {
+    if (run.start_seq >= pass_first_seq_) continue;
+    const int64_t remaining = RemainingOf(run, now);
+    if (remaining <= std::get<0>(key)) continue;
+    ranked.push_back({{-remaining, -run.start_seq}, id});
+  }
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<JobId> out;
+  for (const auto& [rank, id] : ranked) out.push_back(id);
+  return out;
+}
+
 std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<JobId>& jobs,
                                                             Seconds now,
                                                             std::set<NodeIndex>* first_nodes) {
@@ -952,6 +991,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     // reclaim as borrowed work appears.
     const bool retry =
         !failed || config_.blocking != Blocking::kSkip || config_.order == QueueOrder::kLas ||
+        PreemptsByRemaining(config_.order) ||
         (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
         group.waits.has_value();
     if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
@@ -1041,6 +1081,16 @@ Decisions Scheduler::Schedule(Seconds now) {
       if (!candidates.empty()) {
         placed = PreemptFor(shape, job, candidates, "(least attained service first: 2D-LAS)", now,
                             out.preemptions);
+        preempted = placed.has_value();
+      }
+    }
+    if (!placed && PreemptsByRemaining(config_.order)) {
+      // SRTF / SRSF: the job takes GPUs from running jobs expected to need more than it does.
+      // Not cached per shape like 2D-LAS: the threshold is this job's own key.
+      std::vector<JobId> candidates = RemainingCandidates(head, now);
+      if (!candidates.empty()) {
+        placed =
+            PreemptFor(shape, job, candidates, "(shortest remaining first)", now, out.preemptions);
         preempted = placed.has_value();
       }
     }

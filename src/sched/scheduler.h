@@ -11,7 +11,13 @@
 // (Tiresias: jobs in queues by the GPU-seconds they attained in earlier runs, least first, FIFO
 // within a queue, discretised by las_thresholds_gpu_s; preemptive: a waiting job preempts
 // running jobs whose attained service, counting their current run, puts them in a later
-// queue; the victims keep their attained service and are queued again).
+// queue; the victims keep their attained service and are queued again); SRTF (shortest
+// remaining run time first: the estimate of what is left, an oracle with the simulator's
+// recorded durations) and SRSF (smallest remaining service first: that remaining time × GPUs),
+// both preemptive: a waiting job preempts running jobs expected to need more than it does
+// (RemainingOf), the most first; victims are queued again with what they have left to run.
+// SRTF and SRSF assume a preempted job resumes without loss, so they are simulator-only
+// (docs/decisions.md): the server's policy file refuses them.
 //
 // Passing (Blocking): with kSkip a job that does not fit is skipped and later jobs may start;
 // with kStrict the first job that does not fit stops the pass; with kBackfill (EASY backfill) the
@@ -70,12 +76,14 @@
 
 namespace corral::sched {
 
-enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf, kLas };
+enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf, kLas, kSrtf, kSrsf };
 enum class Blocking { kSkip, kStrict, kBackfill };
 
-// "fifo" | "priority" | "fairshare" | "sjf" | "qssf" | "las"
+// "fifo" | "priority" | "fairshare" | "sjf" | "qssf" | "las" | "srtf" | "srsf"
 Result<QueueOrder> ParseQueueOrder(std::string_view name);
 std::string_view QueueOrderName(QueueOrder order);
+// Whether an order preempts running jobs by their expected remaining run (kSrtf, kSrsf).
+bool PreemptsByRemaining(QueueOrder order);
 // "skip" | "strict" | "backfill"
 Result<Blocking> ParseBlocking(std::string_view name);
 
@@ -277,7 +285,7 @@ class Scheduler {
   size_t running_count() const { return running_.size(); }
 
  private:
-  // (static primary: 0 | -priority | estimated service, submit time, id)
+  // (static primary: 0 | -priority | estimated service | remaining run, submit time, id)
   using OrderKey = std::tuple<int64_t, int64_t, int64_t>;
   // What the pass orders by: (primary, dynamic score (fair share, lower first), static key).
   using PassKey = std::tuple<int64_t, double, OrderKey>;
@@ -378,6 +386,12 @@ class Scheduler {
   int64_t AttainedIn(const Running& run, Seconds now) const;
   int LasQueueOf(int64_t attained_gpu_s) const;
   std::vector<JobId> LasCandidates(const model::Job& job, Seconds now) const;
+  // SRTF / SRSF: what a running job is expected to need from `now` on, in the unit of its
+  // order's key (seconds, or GPU-seconds under SRSF; at least 1).
+  int64_t RemainingOf(const Running& run, Seconds now) const;
+  // Running jobs started before this pass whose RemainingOf exceeds a waiting job's `key`, the
+  // largest first (then the most recently started).
+  std::vector<JobId> RemainingCandidates(const OrderKey& key, Seconds now) const;
   // Shadow time: the earliest times `jobs` (in order) could start, each after the ones before
   // it and within its limits (LimitReason), if running jobs ended at their expected ends; the
   // first job's nodes in `first_nodes`. Leaves the state as it found it.

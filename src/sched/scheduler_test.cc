@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 namespace corral::sched {
 
 void PrintTo(const PendingReason& reason, std::ostream* os) {
@@ -404,6 +407,86 @@ TEST(Scheduler, SameCallsSameDecisions) {
   };
   EXPECT_EQ(run(3), run(3));
   EXPECT_NE(run(3), run(4));
+}
+
+// A job asking `gpus` GPUs, expected to run `seconds` (what the default estimate, and so SRTF
+// and SRSF, order by).
+model::Job TimedJob(int64_t id, int gpus, int64_t seconds, int64_t submit = 0) {
+  model::Job j = MakeJob(id, gpus, 1, 0, submit);
+  j.expected_duration = Seconds(seconds);
+  return j;
+}
+
+// SRTF: a short arrival preempts a running job with more left; among the waiting, the shortest
+// goes first, and the job started in this pass is no victim in it.
+TEST(SchedulerSrtf, ShortestRemainingFirstPreemptsALongerRun) {
+  auto s = MakeScheduler({{"n1", 1}}, SchedulerConfig{"bestfit", QueueOrder::kSrtf});
+  ASSERT_TRUE(s->Submit(TimedJob(1, 1, 1000)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(TimedJob(2, 1, 500, 10)).ok());
+  ASSERT_TRUE(s->Submit(TimedJob(3, 1, 100, 10)).ok());
+  Decisions d = s->Schedule(Seconds(10));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+  EXPECT_EQ(d.preemptions[0].for_job, JobId(3));
+  EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{3}));
+  // Job 3 has 90 s left, less than any waiting job: no victim.
+  EXPECT_TRUE(s->Schedule(Seconds(20)).preemptions.empty());
+  ASSERT_TRUE(s->Finish(JobId(3)).ok());
+  // Job 2 (500 s) before job 1 (its estimate, 1000 s: the default estimator knows no progress).
+  EXPECT_EQ(Started(s->Schedule(Seconds(110)).starts), (std::vector<int64_t>{2}));
+  ASSERT_TRUE(s->Finish(JobId(2)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(610)).starts), (std::vector<int64_t>{1}));
+}
+
+// SRTF under skip: the shortest job does not fit and no running job has more left than it, so
+// it waits and a longer one that fits passes it.
+TEST(SchedulerSrtf, AJobThatDoesNotFitIsSkippedAndLaterOnesPass) {
+  auto s = MakeScheduler({{"n1", 4}}, SchedulerConfig{"bestfit", QueueOrder::kSrtf});
+  ASSERT_TRUE(s->Submit(TimedJob(1, 2, 50)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(TimedJob(2, 4, 100, 1)).ok());
+  ASSERT_TRUE(s->Submit(TimedJob(3, 2, 200, 1)).ok());
+  Decisions d = s->Schedule(Seconds(1));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{3}));
+  EXPECT_EQ(s->Queue(Seconds(1), 10).front().job, JobId(2));
+}
+
+// SRSF orders by remaining time × GPUs: the 1-GPU job of 300 s (300 GPU-s) before the 4-GPU job
+// of 100 s (400 GPU-s), which SRTF serves first.
+TEST(SchedulerSrtf, SrsfWeighsTheRemainingTimeByGpus) {
+  for (QueueOrder order : {QueueOrder::kSrtf, QueueOrder::kSrsf}) {
+    auto s = MakeScheduler({{"n1", 4}}, SchedulerConfig{"bestfit", order});
+    ASSERT_TRUE(s->Submit(TimedJob(1, 4, 50)).ok());
+    EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+    ASSERT_TRUE(s->Submit(TimedJob(2, 4, 100, 1)).ok());
+    ASSERT_TRUE(s->Submit(TimedJob(3, 1, 300, 1)).ok());
+    EXPECT_TRUE(s->Schedule(Seconds(1)).starts.empty());  // 49 s (196 GPU-s) left: no victim
+    ASSERT_TRUE(s->Finish(JobId(1)).ok());
+    EXPECT_EQ(Started(s->Schedule(Seconds(50)).starts),
+              (std::vector<int64_t>{order == QueueOrder::kSrtf ? 2 : 3}))
+        << QueueOrderName(order);
+  }
+}
+
+TEST(SchedulerSrtf, SameCallsSameDecisions) {
+  auto run = [] {
+    auto s = MakeScheduler({{"a", 8}, {"b", 4}}, SchedulerConfig{"bestfit", QueueOrder::kSrtf});
+    std::vector<std::tuple<int64_t, int64_t, int64_t>> log;  // (time, started, preempted)
+    for (int i = 0; i < 60; ++i) {
+      EXPECT_TRUE(s->Submit(TimedJob(i, 1 + i % 4, 100 + (i * 37) % 900, i * 10)).ok());
+      const Decisions d = s->Schedule(Seconds(i * 10));
+      for (const auto& p : d.preemptions) log.emplace_back(i * 10, -1, p.job.value());
+      for (const auto& start : d.starts) log.emplace_back(i * 10, start.job.value(), -1);
+      if (i % 5 == 4 && !d.starts.empty()) (void)s->Finish(d.starts.front().job);
+    }
+    return log;
+  };
+  const auto first = run();
+  EXPECT_EQ(first, run());
+  EXPECT_TRUE(
+      std::any_of(first.begin(), first.end(), [](const auto& e) { return std::get<2>(e) >= 0; }));
 }
 
 // Elements 1..n of array `array` (ids array..array+n-1), each asking one GPU.

@@ -296,6 +296,17 @@ struct JobRun {
   }
 };
 
+// The total run time to expect of a job that has done `done` and was estimated to run
+// `estimate`: the estimate, doubled as often as needed to lie beyond `done` (the rule
+// sched::ExpectedEndOf applies to a running job), so that a job queued again after outliving
+// its estimate is not taken to be about to end: SRTF and SRSF would then let it preempt again
+// at once.
+double OutlivedEstimate(double estimate, double done) {
+  double total = std::max(1.0, estimate);
+  while (total <= done) total *= 2;
+  return total;
+}
+
 // What a live cluster knows of a job's run time without history (EstimateSource::kNone).
 Seconds DeclaredEstimate(const model::Job& job) {
   model::Job declared;
@@ -430,8 +441,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     double done = r.done;
     // A job still running here is being preempted (queued again) by the pass in progress.
     if (config.resume && r.run_start >= 0) done += r.Accrued(now);
-    return Seconds(
-        std::max<int64_t>(1, std::llround((static_cast<double>(total.value()) - done) / r.rate)));
+    return Seconds(std::max<int64_t>(
+        1, std::llround((OutlivedEstimate(static_cast<double>(total.value()), done) - done) /
+                        r.rate)));
   };
   sched::DurationEstimator estimate;
   switch (config.estimate) {
@@ -757,7 +769,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   // Per project and in total, from the jobs' outcomes.
   std::vector<std::vector<double>> jct(result.projects.size()), queue(result.projects.size());
   std::vector<double> all_jct, all_queue;
-  for (const ReplayJob& o : outcomes) {
+  double run_sum = 0;  // recorded run times of the completed jobs
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    const ReplayJob& o = outcomes[i];
     ProjectResult& p = result.projects[o.project];
     ++p.jobs;
     if (o.first_start_s >= 0) {
@@ -768,6 +782,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       ++p.completed;
       jct[o.project].push_back(static_cast<double>(o.end_s - o.submit_s));
       all_jct.push_back(jct[o.project].back());
+      run_sum += static_cast<double>(duration(i));
     }
   }
   for (size_t k = 0; k < result.projects.size(); ++k) {
@@ -782,6 +797,12 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   result.fairness = shares.Fairness();
   if (config.eta_queue_rows > 0) result.eta = ScoreEtas(outcomes, eta_waited);
   result.unfinished = static_cast<int64_t>(s.pending_count());
+  if (!all_jct.empty()) {
+    result.run_s_mean = run_sum / static_cast<double>(all_jct.size());
+    result.delay_s_mean =
+        std::accumulate(all_jct.begin(), all_jct.end(), 0.0) / static_cast<double>(all_jct.size()) -
+        result.run_s_mean;
+  }
   result.jct_s = Summarize(std::move(all_jct));
   result.queue_s = Summarize(std::move(all_queue));
   result.makespan_s = last_end - first_arrival;

@@ -194,6 +194,11 @@ struct ReplayResult {
   double gpu_s = 0;          // GPU-seconds allocated, lost runs included
   int64_t preemptions = 0;
   double lost_gpu_s = 0;
+  // Over the completed jobs: their mean recorded run time (a floor no order can beat on mean
+  // JCT), and the mean delay, jct_s.mean − run_s_mean: time waiting, preempted included (an
+  // elastic job's speed-up or slow-down counts here too).
+  double run_s_mean = 0;
+  double delay_s_mean = 0;
   // Elastic jobs (ReplayConfig::elastic_share): how many, and their resizes (growth into idle
   // GPUs, shrinks for pending jobs; sizes chosen at a start are not resizes).
   double elastic_share = 0;  // as configured, and the alpha it ran with

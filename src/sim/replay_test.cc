@@ -326,6 +326,51 @@ TEST(Replay, LasPreemptsAtThePassAfterTheThreshold) {
   EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 0);
 }
 
+// Oracle SRTF with resume: job 2 (100 s) arrives at 10 and preempts job 1 (990 s left), which
+// resumes at 110 with what it had left: its run time stays 1,000 s (10 + 990), nothing is lost.
+// Mean run time 550 s, mean JCT (1,100 + 100) / 2 = 600 s: the mean delay is 50 s (job 1's
+// 100 s of waiting over two jobs).
+TEST(ReplaySrtf, AShorterArrivalPreemptsAndTheVictimResumesWithoutPenalty) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 100)};
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.resume = true;
+  auto r = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Outcome(*r, 2).start_s, 10);
+  EXPECT_EQ(Outcome(*r, 2).end_s, 110);
+  EXPECT_EQ(Outcome(*r, 1).first_start_s, 0);
+  EXPECT_EQ(Outcome(*r, 1).start_s, 110);
+  EXPECT_EQ(Outcome(*r, 1).end_s, 1100);
+  EXPECT_EQ(Outcome(*r, 1).preemptions, 1);
+  EXPECT_DOUBLE_EQ(r->lost_gpu_s, 0);
+  EXPECT_DOUBLE_EQ(r->gpu_s, 1000 + 100);
+  EXPECT_DOUBLE_EQ(r->run_s_mean, 550);
+  EXPECT_DOUBLE_EQ(r->jct_s.mean, 600);
+  EXPECT_DOUBLE_EQ(r->delay_s_mean, 50);
+}
+
+// The queue is ordered by what is left, not the total: job 1 (1,000 s) is preempted at 10 by
+// job 2 (950 s); job 3 (995 s) arrives at 20 and does not preempt job 2 (940 s left). When job 2
+// ends, job 1's 990 s left go before job 3's 995 s.
+TEST(ReplaySrtf, TheQueueIsOrderedByRemainingTime) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 950),
+                MakeTraceJob(3, 1, 20, 995)};
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.resume = true;
+  auto r = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(Outcome(*r, 2).end_s, 960);
+  EXPECT_EQ(Outcome(*r, 1).start_s, 960);
+  EXPECT_EQ(Outcome(*r, 1).end_s, 1950);
+  EXPECT_EQ(Outcome(*r, 3).start_s, 1950);
+  EXPECT_EQ(r->preemptions, 1);
+  EXPECT_DOUBLE_EQ(r->delay_s_mean, ((1950 - 1000) + 0 + (2945 - 20 - 995)) / 3.0);
+}
+
 // Each phase: a blocker holds the only GPU while a long and then a short job arrive. QSSF with
 // predicted durations has no history in phase 0 (both get the default estimate: submit order),
 // only a generic answer in phase 1 (this user's 1-GPU jobs, the same for both) and each name's

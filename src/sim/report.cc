@@ -243,6 +243,8 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                               {"unfinished", r.unfinished},
                               {"jct_s", DistributionJson(r.jct_s)},
                               {"queue_s", DistributionJson(r.queue_s)},
+                              {"run_s_mean", Round4(r.run_s_mean)},
+                              {"delay_s_mean", Round4(r.delay_s_mean)},
                               {"makespan_s", r.makespan_s},
                               {"gpu_alloc_pct_mean", Round4(r.gpu_alloc_pct_mean)},
                               {"gpu_alloc_pct_arrivals", Round4(r.gpu_alloc_pct_arrivals)},
@@ -280,12 +282,14 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
 std::string ReplayTable(const std::vector<ReplayResult>& results) {
   std::string out = Pad("policy", 12, true) + Pad("jobs", 9) + Pad("done", 9) +
                     Pad("JCT mean", 11) + Pad("JCT p50", 10) + Pad("JCT p99", 10) +
-                    Pad("queue mean", 12) + Pad("queue p95", 11) + Pad("makespan", 11) +
-                    Pad("GPU alloc%", 12) + Pad("frag%", 8) + Pad("preempt", 9) + "\n";
+                    Pad("run mean", 11) + Pad("delay mean", 12) + Pad("queue mean", 12) +
+                    Pad("queue p95", 11) + Pad("makespan", 11) + Pad("GPU alloc%", 12) +
+                    Pad("frag%", 8) + Pad("preempt", 9) + "\n";
   for (const auto& r : results) {
     out += Pad(r.policy, 12, true) + Pad(std::to_string(r.jobs), 9) +
            Pad(std::to_string(r.completed), 9) + Pad(Fixed(r.jct_s.mean, 0), 11) +
            Pad(Fixed(r.jct_s.p50, 0), 10) + Pad(Fixed(r.jct_s.p99, 0), 10) +
+           Pad(Fixed(r.run_s_mean, 0), 11) + Pad(Fixed(r.delay_s_mean, 0), 12) +
            Pad(Fixed(r.queue_s.mean, 0), 12) + Pad(Fixed(r.queue_s.p95, 0), 11) +
            Pad(std::to_string(r.makespan_s), 11) + Pad(Fixed(r.gpu_alloc_pct_mean, 2), 12) +
            Pad(Fixed(r.frag_pct_mean, 2), 8) + Pad(std::to_string(r.preemptions), 9) + "\n";
