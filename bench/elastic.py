@@ -30,8 +30,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from policies import (Bench, flood_workload, openb_gpu_jobs, sharing_file,  # noqa: E402
-                      table, fmt)
+from policies import (Bench, flood_workload, openb_gpu_jobs, philly_workload,  # noqa: E402
+                      sharing_file, table, fmt)
 
 # The model's settings for every run (docs/elastic.md, "Model").
 COMMON = ["--pass-interval", "60", "--checkpoint-interval", "1800", "--resize-cost", "60",
@@ -52,11 +52,8 @@ def jct_workloads(b):
         out.append(("openb, 6,203 GPU jobs, 5x8 V100", "gen:5x8xV100", openb))
     else:
         print("(openb skipped: no openb_pod_list_default.csv in the traces folder)\n")
-    philly = b.trace_path("philly_runtime.csv")
-    if philly:
-        ph = b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user",
-                   "4", "--users", "20", "--projects", "4", "--runtimes", philly,
-                   "--interarrival", "200")
+    ph = philly_workload(b)
+    if ph:
         out.append(("Philly run times, 4,000 jobs, 24x8 A100", "gen:24x8xA100", ph))
     else:
         print("(Philly skipped: no philly_runtime.csv in the traces folder)\n")

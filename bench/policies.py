@@ -104,6 +104,18 @@ def openb_gpu_jobs(b):
     return path
 
 
+def philly_workload(b):
+    """4,000 recurring jobs (20 users, 4 templates each) whose template run times are drawn from
+    Microsoft's Philly cluster (the trace of the Helios paper's QSSF result); None without
+    philly_runtime.csv."""
+    philly = b.trace_path("philly_runtime.csv")
+    if not philly:
+        return None
+    return b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user", "4",
+                 "--users", "20", "--projects", "4", "--runtimes", philly, "--interarrival",
+                 "200")
+
+
 def gpu_seconds(job):
     r = job["resources"]
     milli = r["gpus"] * r.get("gpu_milli", 1000 if r["gpus"] else 0) * job.get("tasks", 1)
@@ -161,13 +173,8 @@ def jct_workloads(b):
                   "4", "--users", "20", "--projects", "4")
     out.append(("synthetic recurring, 4,000 jobs, 24x8 GPUs", "gen:24x8xA100", synth, []))
     out.append(("synthetic recurring, 4,000 jobs, 20x8 GPUs", "gen:20x8xA100", synth, []))
-    philly = b.trace_path("philly_runtime.csv")
-    if philly:
-        # Run times drawn from Microsoft's Philly cluster (the trace of the Helios paper's
-        # QSSF result), recurring templates as above.
-        ph = b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user",
-                   "4", "--users", "20", "--projects", "4", "--runtimes", philly,
-                   "--interarrival", "200")
+    ph = philly_workload(b)
+    if ph:
         out.append(("synthetic recurring, Philly run times, 4,000 jobs, 24x8 GPUs",
                     "gen:24x8xA100", ph, []))
     synth20 = b.gen("recurring20k.jsonl", "--jobs", "20000", "--seed", "1",
@@ -447,11 +454,8 @@ def order_workloads(b):
     if openb:
         out.append(("openb, 6,203 GPU pods, 5x8 V100", "gen:5x8xV100", openb))
         out.append(("openb, 6,203 GPU pods, 4x8 V100", "gen:4x8xV100", openb))
-    philly = b.trace_path("philly_runtime.csv")
-    if philly:
-        ph = b.gen("philly4k.jsonl", "--jobs", "4000", "--seed", "1", "--templates-per-user",
-                   "4", "--users", "20", "--projects", "4", "--runtimes", philly,
-                   "--interarrival", "200")
+    ph = philly_workload(b)
+    if ph:
         out.append(("Philly run times, 4,000 jobs, 24x8 A100", "gen:24x8xA100", ph))
     return out
 

@@ -326,17 +326,22 @@ TEST(Replay, LasPreemptsAtThePassAfterTheThreshold) {
   EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 0);
 }
 
+// `jobs` replayed on one GPU with oracle SRTF, preempted jobs resuming.
+Result<ReplayResult> SrtfOnOneGpu(std::vector<TraceJob> jobs) {
+  Trace trace;
+  trace.jobs = std::move(jobs);
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.resume = true;
+  return RunReplay(OneNode(1), trace, config);
+}
+
 // Oracle SRTF with resume: job 2 (100 s) arrives at 10 and preempts job 1 (990 s left), which
 // resumes at 110 with what it had left: its run time stays 1,000 s (10 + 990), nothing is lost.
 // Mean run time 550 s, mean JCT (1,100 + 100) / 2 = 600 s: the mean delay is 50 s (job 1's
 // 100 s of waiting over two jobs).
 TEST(ReplaySrtf, AShorterArrivalPreemptsAndTheVictimResumesWithoutPenalty) {
-  Trace trace;
-  trace.jobs = {MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 100)};
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kSrtf;
-  config.resume = true;
-  auto r = RunReplay(OneNode(1), trace, config);
+  auto r = SrtfOnOneGpu({MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 100)});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Outcome(*r, 2).start_s, 10);
   EXPECT_EQ(Outcome(*r, 2).end_s, 110);
@@ -355,13 +360,8 @@ TEST(ReplaySrtf, AShorterArrivalPreemptsAndTheVictimResumesWithoutPenalty) {
 // job 2 (950 s); job 3 (995 s) arrives at 20 and does not preempt job 2 (940 s left). When job 2
 // ends, job 1's 990 s left go before job 3's 995 s.
 TEST(ReplaySrtf, TheQueueIsOrderedByRemainingTime) {
-  Trace trace;
-  trace.jobs = {MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 950),
-                MakeTraceJob(3, 1, 20, 995)};
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kSrtf;
-  config.resume = true;
-  auto r = RunReplay(OneNode(1), trace, config);
+  auto r = SrtfOnOneGpu(
+      {MakeTraceJob(1, 1, 0, 1000), MakeTraceJob(2, 1, 10, 950), MakeTraceJob(3, 1, 20, 995)});
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(Outcome(*r, 2).end_s, 960);
   EXPECT_EQ(Outcome(*r, 1).start_s, 960);
