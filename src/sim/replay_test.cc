@@ -371,6 +371,26 @@ TEST(ReplaySrtf, TheQueueIsOrderedByRemainingTime) {
   EXPECT_DOUBLE_EQ(r->delay_s_mean, ((1950 - 1000) + 0 + (2945 - 20 - 995)) / 3.0);
 }
 
+// SRTF on estimates that can be wrong (none: one hour each). Job 1 (10,000 s) has outlived its
+// hour when job 2 arrives at 7,300: its expected end doubled to 14,400, 7,100 s left, more than
+// job 2's hour, so job 2 preempts it. Queued again, job 1 is expected to need its hour doubled
+// past the 7,300 s it has done (7,100 s left), not 1 s: it does not take the GPU back a pass
+// later, and resumes when job 2 ends.
+TEST(ReplaySrtf, AJobThatOutlivedItsEstimateDoesNotPreemptBackAtOnce) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 7300, 100)};
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.estimate = EstimateSource::kNone;
+  config.resume = true;
+  config.pass_interval_s = 10;
+  auto r = RunReplay(OneNode(1), trace, config);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->preemptions, 1);
+  EXPECT_EQ(Outcome(*r, 2).end_s, 7400);
+  EXPECT_EQ(Outcome(*r, 1).end_s, 7400 + 10000 - 7300);
+}
+
 // Each phase: a blocker holds the only GPU while a long and then a short job arrive. QSSF with
 // predicted durations has no history in phase 0 (both get the default estimate: submit order),
 // only a generic answer in phase 1 (this user's 1-GPU jobs, the same for both) and each name's
