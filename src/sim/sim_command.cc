@@ -14,6 +14,7 @@
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "sim/fill.h"
+#include "sim/fill_bound.h"
 #include "sim/generator.h"
 #include "sim/predict_eval.h"
 #include "sim/replay.h"
@@ -110,28 +111,44 @@ struct FillFlags {
   int threads = 0;
 };
 
+// What `sim fill` and `sim bound` read: the nodes, one entry per task of the workload, the seeds.
+struct FillInputs {
+  std::vector<model::Node> nodes;
+  std::vector<model::TaskResources> tasks;
+  std::vector<uint64_t> seeds;
+};
+
+Result<FillInputs> LoadFillInputs(const std::string& nodes_path, const std::string& pods,
+                                  const std::string& seeds_text, double tune) {
+  FillInputs in;
+  auto nodes = LoadNodes(nodes_path);
+  if (!nodes.ok()) return nodes.status();
+  in.nodes = std::move(nodes).value();
+  auto trace = LoadTrace(pods, "", in.nodes);
+  if (!trace.ok()) return trace.status();
+  auto seeds = ParseSeeds(seeds_text);
+  if (!seeds.ok()) return seeds.status();
+  in.seeds = std::move(seeds).value();
+  if (!(tune > 0 && tune <= 10)) return InvalidArgument("--tune: must be in (0, 10]");
+  for (const auto& j : trace->jobs) {
+    for (int t = 0; t < j.job.tasks; ++t) in.tasks.push_back(j.job.resources);
+  }
+  return in;
+}
+
 int RunFillCommand(const FillFlags& f) {
-  auto nodes = LoadNodes(f.nodes);
-  if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
-  auto trace = LoadTrace(f.pods, "", *nodes);
-  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  auto in = LoadFillInputs(f.nodes, f.pods, f.seeds, f.tune);
+  if (!in.ok()) return Fail(in.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
-  auto seeds = ParseSeeds(f.seeds);
-  if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
-  if (!(f.tune > 0 && f.tune <= 10)) {
-    return Fail(InvalidArgument("--tune: must be in (0, 10]"), kExitBadInput);
-  }
-  std::vector<model::TaskResources> tasks;
-  for (const auto& j : trace->jobs) {
-    for (int t = 0; t < j.job.tasks; ++t) tasks.push_back(j.job.resources);
-  }
-  auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
+  const std::vector<model::Node>& nodes = in->nodes;
+  const std::vector<model::TaskResources>& tasks = in->tasks;
+  auto results = RunFillMatrix(nodes, tasks, *policies, in->seeds, f.tune, f.threads);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
     PrintJson(FillJson(*results));
   } else {
-    std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from " << f.pods
+    std::cout << "fill: " << nodes.size() << " nodes, " << tasks.size() << " tasks from " << f.pods
               << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
               << FillTable(*results);
   }
@@ -139,6 +156,27 @@ int RunFillCommand(const FillFlags& f) {
     Status s = WriteFillOutputs(*results, f.out);
     if (!s.ok()) return Fail(s, kExitRunFailed);
   }
+  return 0;
+}
+
+struct BoundFlags {
+  std::string nodes, pods, seeds = "42-51";
+  double tune = 1.3;
+};
+
+int RunBoundCommand(const BoundFlags& f) {
+  auto in = LoadFillInputs(f.nodes, f.pods, f.seeds, f.tune);
+  if (!in.ok()) return Fail(in.status(), kExitBadInput);
+  std::vector<FillResult> bounds;
+  for (uint64_t seed : in->seeds) {
+    auto b = RunFillBound(in->nodes, in->tasks, seed, f.tune);
+    if (!b.ok()) return Fail(b.status(), kExitRunFailed);
+    bounds.push_back(std::move(b).value());
+  }
+  std::cout << "bound: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
+            << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
+            << "% of GPU capacity\n"
+            << FillBoundTable(bounds);
   return 0;
 }
 
@@ -444,6 +482,16 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
+
+  auto bound = std::make_shared<BoundFlags>();
+  CLI::App* b = sim->add_subcommand(
+      "bound", "Lower bound on the unallocated GPU % any policy can reach in `sim fill`");
+  b->add_option("--nodes", bound->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
+      ->required();
+  b->add_option("--pods", bound->pods, "Tasks: openb pod CSV or any trace format")->required();
+  b->add_option("--seeds", bound->seeds, "Seeds: 42-51, or a comma list");
+  b->add_option("--tune", bound->tune, "Tune the workload to this multiple of GPU capacity");
+  b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
   CLI::App* r = sim->add_subcommand(
