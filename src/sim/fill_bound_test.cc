@@ -152,11 +152,14 @@ TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   EXPECT_GE(exact, kInstances / 2);
 }
 
+// T4 and V100M32 nodes of 4 or 8 GPUs, 48 cores each.
 std::vector<model::Node> MixedCluster() {
+  const std::pair<const char*, int> kinds[] = {{"T4", 4},      {"T4", 8},      {"T4", 4},
+                                               {"V100M32", 8}, {"V100M32", 4}, {"V100M32", 8}};
   std::vector<model::Node> nodes;
-  for (int i = 0; i < 6; ++i) {
-    nodes.push_back(model::MakeNode("n" + std::to_string(i), i < 3 ? "T4" : "V100M32",
-                                    i % 2 ? 8 : 4, CpuMilli(48000), MemoryMib(262144)));
+  for (const auto& [gpu_model, gpus] : kinds) {
+    nodes.push_back(model::MakeNode("n" + std::to_string(nodes.size()), gpu_model, gpus,
+                                    CpuMilli(48000), MemoryMib(262144)));
   }
   return nodes;
 }

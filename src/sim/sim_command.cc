@@ -105,9 +105,23 @@ Result<Trace> LoadTrace(const std::string& path, const std::string& format,
   return ReadTrace(path, *f, MaxGpusPerNode(nodes));
 }
 
-struct FillFlags {
-  std::string nodes, pods, policy = "all", seeds = "42-51", out, output = "table";
+// The flags `sim fill` and `sim bound` share: the cluster, the workload, its seeds and tuning.
+struct FillInputFlags {
+  std::string nodes, pods, seeds = "42-51";
   double tune = 1.3;
+};
+
+void AddFillInputOptions(CLI::App* app, FillInputFlags& flags) {
+  app->add_option("--nodes", flags.nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
+      ->required();
+  app->add_option("--pods", flags.pods, "Tasks: openb pod CSV or any trace format")->required();
+  app->add_option("--seeds", flags.seeds, "Seeds: 42-51, or a comma list");
+  app->add_option("--tune", flags.tune, "Tune the workload to this multiple of GPU capacity");
+}
+
+struct FillFlags {
+  FillInputFlags input;
+  std::string policy = "all", out, output = "table";
   int threads = 0;
 };
 
@@ -118,18 +132,17 @@ struct FillInputs {
   std::vector<uint64_t> seeds;
 };
 
-Result<FillInputs> LoadFillInputs(const std::string& nodes_path, const std::string& pods,
-                                  const std::string& seeds_text, double tune) {
+Result<FillInputs> LoadFillInputs(const FillInputFlags& f) {
   FillInputs in;
-  auto nodes = LoadNodes(nodes_path);
+  auto nodes = LoadNodes(f.nodes);
   if (!nodes.ok()) return nodes.status();
   in.nodes = std::move(nodes).value();
-  auto trace = LoadTrace(pods, "", in.nodes);
+  auto trace = LoadTrace(f.pods, "", in.nodes);
   if (!trace.ok()) return trace.status();
-  auto seeds = ParseSeeds(seeds_text);
+  auto seeds = ParseSeeds(f.seeds);
   if (!seeds.ok()) return seeds.status();
   in.seeds = std::move(seeds).value();
-  if (!(tune > 0 && tune <= 10)) return InvalidArgument("--tune: must be in (0, 10]");
+  if (!(f.tune > 0 && f.tune <= 10)) return InvalidArgument("--tune: must be in (0, 10]");
   for (const auto& j : trace->jobs) {
     for (int t = 0; t < j.job.tasks; ++t) in.tasks.push_back(j.job.resources);
   }
@@ -137,19 +150,20 @@ Result<FillInputs> LoadFillInputs(const std::string& nodes_path, const std::stri
 }
 
 int RunFillCommand(const FillFlags& f) {
-  auto in = LoadFillInputs(f.nodes, f.pods, f.seeds, f.tune);
+  auto in = LoadFillInputs(f.input);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
   const std::vector<model::Node>& nodes = in->nodes;
   const std::vector<model::TaskResources>& tasks = in->tasks;
-  auto results = RunFillMatrix(nodes, tasks, *policies, in->seeds, f.tune, f.threads);
+  auto results = RunFillMatrix(nodes, tasks, *policies, in->seeds, f.input.tune, f.threads);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
     PrintJson(FillJson(*results));
   } else {
-    std::cout << "fill: " << nodes.size() << " nodes, " << tasks.size() << " tasks from " << f.pods
-              << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
+    std::cout << "fill: " << nodes.size() << " nodes, " << tasks.size() << " tasks from "
+              << f.input.pods << ", seeds " << f.input.seeds << ", tuned to " << f.input.tune * 100
+              << "% of GPU capacity\n"
               << FillTable(*results);
   }
   if (!f.out.empty()) {
@@ -159,13 +173,8 @@ int RunFillCommand(const FillFlags& f) {
   return 0;
 }
 
-struct BoundFlags {
-  std::string nodes, pods, seeds = "42-51";
-  double tune = 1.3;
-};
-
-int RunBoundCommand(const BoundFlags& f) {
-  auto in = LoadFillInputs(f.nodes, f.pods, f.seeds, f.tune);
+int RunBoundCommand(const FillInputFlags& f) {
+  auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   std::vector<FillResult> bounds;
   for (uint64_t seed : in->seeds) {
@@ -471,26 +480,18 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   auto fill = std::make_shared<FillFlags>();
   CLI::App* f = sim->add_subcommand(
       "fill", "Place tasks one by one, never releasing (the FGD paper's experiment)");
-  f->add_option("--nodes", fill->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
-      ->required();
-  f->add_option("--pods", fill->pods, "Tasks: openb pod CSV or any trace format")->required();
+  AddFillInputOptions(f, fill->input);
   f->add_option("--policy", fill->policy, "Policies, comma-separated, or 'all'");
-  f->add_option("--seeds", fill->seeds, "Seeds: 42-51, or a comma list");
-  f->add_option("--tune", fill->tune, "Tune the workload to this multiple of GPU capacity");
   f->add_option("--out", fill->out, "Directory for per-step CSVs and the plot");
   f->add_option("-o,--output", fill->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
-  auto bound = std::make_shared<BoundFlags>();
+  auto bound = std::make_shared<FillInputFlags>();
   CLI::App* b = sim->add_subcommand(
       "bound", "Lower bound on the unallocated GPU % any policy can reach in `sim fill`");
-  b->add_option("--nodes", bound->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
-      ->required();
-  b->add_option("--pods", bound->pods, "Tasks: openb pod CSV or any trace format")->required();
-  b->add_option("--seeds", bound->seeds, "Seeds: 42-51, or a comma list");
-  b->add_option("--tune", bound->tune, "Tune the workload to this multiple of GPU capacity");
+  AddFillInputOptions(b, *bound);
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
