@@ -58,21 +58,34 @@ std::vector<NodeClass> ClassesOf(const std::vector<model::Node>& nodes) {
   return out;
 }
 
-std::vector<TaskShape> ShapesOf(const std::vector<model::TaskResources>& tasks) {
+// The shapes of a task list (with their counts over the whole list) and the shape of each task
+// (none for CPU-only tasks, which hold no GPU milli).
+struct Shapes {
+  std::vector<TaskShape> shapes;
+  std::vector<std::optional<size_t>> of_task;
+};
+
+Shapes ShapesOf(const std::vector<model::TaskResources>& tasks) {
   using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, std::vector<std::string>>;
-  std::map<Key, int64_t> count;
+  std::map<Key, size_t> index;
+  Shapes out;
   for (const auto& t : tasks) {
-    if (t.TotalMilli().value() <= 0) continue;  // CPU-only tasks hold no GPU milli
+    if (t.TotalMilli().value() <= 0) {
+      out.of_task.push_back(std::nullopt);
+      continue;
+    }
     std::vector<std::string> models = t.gpu_models;
     std::sort(models.begin(), models.end());
     models.erase(std::unique(models.begin(), models.end()), models.end());
-    ++count[{t.gpus.value(), std::min(t.gpu_milli.value(), kGpuMilli), t.cpu.value(),
-             t.memory.value(), std::move(models)}];
-  }
-  std::vector<TaskShape> out;
-  for (const auto& [key, n] : count) {
-    const auto& [gpus, milli, cpu, memory, models] = key;
-    out.push_back(TaskShape{gpus, milli, cpu, memory, models, n});
+    Key key{t.gpus.value(), std::min(t.gpu_milli.value(), kGpuMilli), t.cpu.value(),
+            t.memory.value(), std::move(models)};
+    auto [it, added] = index.try_emplace(key, out.shapes.size());
+    if (added) {
+      const auto& [gpus, milli, cpu, memory, pins] = key;
+      out.shapes.push_back(TaskShape{gpus, milli, cpu, memory, pins, 0});
+    }
+    ++out.shapes[it->second].count;
+    out.of_task.push_back(it->second);
   }
   return out;
 }
@@ -127,83 +140,65 @@ struct GlpkDelete {
   void operator()(glp_prob* p) const { glp_delete_prob(p); }
 };
 
-// Solves max c·x, rows·x ≤ rhs, 0 ≤ x ≤ upper with GLPK and returns a bound on the optimum
-// from its duals by weak duality: for any y ≥ 0, c·x ≤ rhs·y + Σ_j max(0, c_j − (Aᵀy)_j) upper_j
-// for every feasible x. Computed here in long double, the bound holds whatever tolerances the
-// solver used; it is as tight as the solver's optimum.
-Result<double> SolveUpperBound(const std::vector<double>& objective,
-                               const std::vector<double>& upper, const std::vector<LpRow>& rows) {
-  std::unique_ptr<glp_prob, GlpkDelete> lp(glp_create_prob());
-  glp_set_obj_dir(lp.get(), GLP_MAX);
-  const int ncols = static_cast<int>(objective.size());
-  glp_add_cols(lp.get(), ncols);
-  for (int j = 0; j < ncols; ++j) {
-    glp_set_col_bnds(lp.get(), j + 1, GLP_DB, 0.0, upper[j]);
-    glp_set_obj_coef(lp.get(), j + 1, objective[j]);
-  }
-  glp_add_rows(lp.get(), static_cast<int>(rows.size()));
-  std::vector<int> ia = {0}, ja = {0};
-  std::vector<double> ar = {0};
-  for (size_t i = 0; i < rows.size(); ++i) {
-    glp_set_row_bnds(lp.get(), static_cast<int>(i) + 1, GLP_UP, 0.0, rows[i].rhs);
-    for (const auto& [col, coef] : rows[i].terms) {
-      ia.push_back(static_cast<int>(i) + 1);
-      ja.push_back(col + 1);
-      ar.push_back(coef);
+// The LP over node classes × task shapes (docs/placement.md, "The limit"), built once for the
+// shapes' largest counts and re-solved for smaller ones from the previous optimal basis. Column
+// (s, c) counts tasks of shape s on nodes of class c; the objective is in whole GPUs. Rows: one
+// per shape (Σ_c x(s, c) ≤ its count), then per class and resource one per dual feasible function
+// u: Σ u(item/capacity) ≤ 1 over every bin of the class. Bins: each GPU (capacity 1000 milli; a
+// k-GPU task puts an item of its gpu_milli on each of k GPUs), each node's CPU, each node's memory.
+class PlacementLp {
+ public:
+  PlacementLp(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes)
+      : shapes_(shapes) {
+    std::vector<std::vector<std::pair<int, size_t>>> columns_of_class(classes.size());
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      for (size_t c = 0; c < classes.size(); ++c) {
+        if (!shapes[s].FitsOn(classes[c])) continue;
+        const int col = static_cast<int>(objective_.size());
+        objective_.push_back(static_cast<double>(shapes[s].TotalMilli()) / kGpuMilli);
+        shape_of_column_.push_back(s);
+        columns_of_class[c].emplace_back(col, s);
+      }
     }
-  }
-  glp_load_matrix(lp.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
-  glp_smcp parm;
-  glp_init_smcp(&parm);
-  parm.msg_lev = GLP_MSG_OFF;
-  parm.presolve = GLP_ON;
-  if (glp_simplex(lp.get(), &parm) != 0 || glp_get_status(lp.get()) != GLP_OPT) {
-    return Status(StatusCode::kInternal, "bound: the LP solver found no optimum");
-  }
-  std::vector<long double> reduced(objective.begin(), objective.end());
-  long double bound = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const long double y = std::max(0.0, glp_get_row_dual(lp.get(), static_cast<int>(i) + 1));
-    if (y == 0) continue;
-    bound += y * rows[i].rhs;
-    for (const auto& [col, coef] : rows[i].terms) reduced[col] -= y * coef;
-  }
-  for (int j = 0; j < ncols; ++j) bound += std::max<long double>(0, reduced[j]) * upper[j];
-  return static_cast<double>(bound);
-}
-
-}  // namespace
-
-Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
-                                   const std::vector<model::TaskResources>& tasks) {
-  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
-  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
-  const std::vector<NodeClass> classes = ClassesOf(nodes);
-  const std::vector<TaskShape> shapes = ShapesOf(tasks);
-
-  // Column (s, c): how many tasks of shape s go to nodes of class c. Objective in whole GPUs.
-  std::vector<double> objective, upper;
-  std::vector<LpRow> rows(shapes.size());  // row s: Σ_c x(s, c) ≤ count(s)
-  std::vector<std::vector<std::pair<int, size_t>>> columns_of_class(classes.size());
-  for (size_t s = 0; s < shapes.size(); ++s) {
-    rows[s].rhs = static_cast<double>(shapes[s].count);
-    for (size_t c = 0; c < classes.size(); ++c) {
-      if (!shapes[s].FitsOn(classes[c])) continue;
-      const int col = static_cast<int>(objective.size());
-      objective.push_back(static_cast<double>(shapes[s].TotalMilli()) / kGpuMilli);
-      upper.push_back(static_cast<double>(shapes[s].count));
-      rows[s].terms.emplace_back(col, 1.0);
-      columns_of_class[c].emplace_back(col, s);
+    rows_.resize(shapes.size());
+    for (size_t col = 0; col < shape_of_column_.size(); ++col) {
+      rows_[shape_of_column_[col]].terms.emplace_back(static_cast<int>(col), 1.0);
     }
+    for (size_t c = 0; c < classes.size(); ++c) AddClassRows(classes[c], columns_of_class[c]);
+    if (!objective_.empty()) Load();  // GLPK aborts on an LP without columns
   }
 
-  // Per class and resource, one row per dual feasible function u: summing Σ u(item/capacity) ≤ 1
-  // over every bin of the class. Bins: each GPU (capacity 1000 milli; a whole-GPU task puts an
-  // item of 1000 on each of its GPUs, a share one item of its milli on one GPU), each node's CPU
-  // and each node's memory. A row that cannot bind (even with every task of its shapes there) is
-  // left out.
-  for (size_t c = 0; c < classes.size(); ++c) {
-    const NodeClass& nc = classes[c];
+  // An upper bound, in milli-GPU, on what tasks with `counts` of each shape (at most the counts
+  // the LP was built for) can hold. Errors: the solver fails.
+  Result<double> UpperBoundMilli(const std::vector<int64_t>& counts) {
+    if (objective_.empty()) return 0.0;  // no task fits anywhere
+    double requested = 0;
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      const double n = static_cast<double>(counts[s]);
+      requested += n * static_cast<double>(shapes_[s].TotalMilli());
+      glp_set_row_bnds(lp_.get(), static_cast<int>(s) + 1, GLP_UP, 0.0, n);
+    }
+    for (size_t col = 0; col < shape_of_column_.size(); ++col) {
+      const double n = static_cast<double>(counts[shape_of_column_[col]]);
+      glp_set_col_bnds(lp_.get(), static_cast<int>(col) + 1, n > 0 ? GLP_DB : GLP_FX, 0.0, n);
+    }
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.meth = GLP_DUALP;  // new counts move only bounds: the last basis stays dual feasible
+    if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+      glp_std_basis(lp_.get());  // the previous basis did not serve: start afresh once
+      if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+        return Status(StatusCode::kInternal, "bound: the LP solver found no optimum");
+      }
+    }
+    return std::min(requested, DualBound(counts) * kGpuMilli);
+  }
+
+ private:
+  // Adds, per resource of the class, a row for each dual feasible function; a row that cannot
+  // bind even with every task of its shapes there is left out.
+  void AddClassRows(const NodeClass& nc, const std::vector<std::pair<int, size_t>>& columns) {
     struct Resource {
       int64_t capacity;
       int64_t bins;
@@ -221,30 +216,85 @@ Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
     for (const Resource& r : resources) {
       if (r.capacity <= 0) continue;  // nothing with a positive size fits (FitsOn)
       std::set<int64_t> sizes;
-      for (const auto& [col, s] : columns_of_class[c]) sizes.insert(r.size(shapes[s]));
+      for (const auto& [col, s] : columns) sizes.insert(r.size(shapes_[s]));
       for (const DualFeasibleFunction& u : FunctionsFor(sizes, r.capacity)) {
         LpRow row;
         row.rhs = static_cast<double>(r.bins);
         double most = 0;
-        for (const auto& [col, s] : columns_of_class[c]) {
+        for (const auto& [col, s] : columns) {
           const double coef =
-              static_cast<double>(r.items(shapes[s])) * u.Apply(r.size(shapes[s]), r.capacity);
+              static_cast<double>(r.items(shapes_[s])) * u.Apply(r.size(shapes_[s]), r.capacity);
           if (coef <= 0) continue;
           row.terms.emplace_back(col, coef);
-          most += coef * static_cast<double>(shapes[s].count);
+          most += coef * static_cast<double>(shapes_[s].count);
         }
-        if (most > row.rhs) rows.push_back(std::move(row));
+        if (most > row.rhs) rows_.push_back(std::move(row));
       }
     }
   }
 
-  double requested = 0;
-  for (const auto& s : shapes) requested += static_cast<double>(s.TotalMilli() * s.count);
-  if (objective.empty()) return 0.0;
-  auto gpus = SolveUpperBound(objective, upper, rows);
-  if (!gpus.ok()) return gpus.status();
-  return std::min(requested, *gpus * kGpuMilli);
+  void Load() {
+    lp_.reset(glp_create_prob());
+    glp_set_obj_dir(lp_.get(), GLP_MAX);
+    glp_add_cols(lp_.get(), static_cast<int>(objective_.size()));
+    for (size_t j = 0; j < objective_.size(); ++j) {
+      glp_set_obj_coef(lp_.get(), static_cast<int>(j) + 1, objective_[j]);
+    }
+    glp_add_rows(lp_.get(), static_cast<int>(rows_.size()));
+    std::vector<int> ia = {0}, ja = {0};
+    std::vector<double> ar = {0};
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      glp_set_row_bnds(lp_.get(), static_cast<int>(i) + 1, GLP_UP, 0.0, rows_[i].rhs);
+      for (const auto& [col, coef] : rows_[i].terms) {
+        ia.push_back(static_cast<int>(i) + 1);
+        ja.push_back(col + 1);
+        ar.push_back(coef);
+      }
+    }
+    glp_load_matrix(lp_.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  }
+
+  // The optimum's bound by weak duality, from the solver's row duals y clipped to ≥ 0: every
+  // feasible x has c·x ≤ rhs·y + Σ_j max(0, c_j − (Aᵀy)_j)·upper_j. Summed here in long double,
+  // it holds whatever tolerances the solver used, and is as tight as the solver's optimum.
+  double DualBound(const std::vector<int64_t>& counts) const {
+    std::vector<long double> reduced(objective_.begin(), objective_.end());
+    long double bound = 0;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const long double y = std::max(0.0, glp_get_row_dual(lp_.get(), static_cast<int>(i) + 1));
+      if (y == 0) continue;
+      const double rhs = i < shapes_.size() ? static_cast<double>(counts[i]) : rows_[i].rhs;
+      bound += y * rhs;
+      for (const auto& [col, coef] : rows_[i].terms) reduced[col] -= y * coef;
+    }
+    for (size_t j = 0; j < objective_.size(); ++j) {
+      bound += std::max<long double>(0, reduced[j]) *
+               static_cast<long double>(counts[shape_of_column_[j]]);
+    }
+    return static_cast<double>(bound);
+  }
+
+  std::vector<TaskShape> shapes_;
+  std::vector<double> objective_;
+  std::vector<size_t> shape_of_column_;
+  std::vector<LpRow> rows_;  // the shapes' rows first, in shape order
+  std::unique_ptr<glp_prob, GlpkDelete> lp_;
+};
+
+}  // namespace
+
+Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
+                                   const std::vector<model::TaskResources>& tasks) {
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  const Shapes shapes = ShapesOf(tasks);
+  std::vector<int64_t> counts;
+  for (const auto& s : shapes.shapes) counts.push_back(s.count);
+  return PlacementLp(ClassesOf(nodes), shapes.shapes).UpperBoundMilli(counts);
 }
+
+// LPs per band of the curve: steps of a band between two of them take the later one's bound.
+constexpr size_t kCheckpointsPerBand = 8;
 
 Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
                                 const std::vector<model::TaskResources>& original, uint64_t seed,
@@ -253,11 +303,13 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
   int64_t capacity = 0;
   for (const auto& n : nodes) capacity += static_cast<int64_t>(n.gpus.size()) * kGpuMilli;
   if (capacity == 0) return InvalidArgument("bound: the cluster has no GPUs");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
   SeededRng rng(seed);
   const std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, tune, rng);
   if (tasks.empty()) {
     return InvalidArgument("bound: no tasks to present (empty workload, or --tune too small)");
   }
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
 
   FillResult result;
   result.policy = "bound";
@@ -273,24 +325,39 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
     result.steps.push_back(step);
   }
 
-  // The checkpoints: for each reported load, the last step of the band At() reads there.
+  // The checkpoints: kCheckpointsPerBand steps spread over each band At() reads at a reported
+  // load (ending at its last step), and the last step.
   std::set<size_t> checkpoints = {tasks.size() - 1};
   for (int x : kFillReportLoads) {
-    std::optional<size_t> exact, near;
+    std::optional<size_t> first_exact, last_exact, first_near, last_near;
     size_t closest = 0;
     for (size_t t = 0; t < tasks.size(); ++t) {
       const double pct = result.steps[t].arrived_pct;
-      if (std::nearbyint(pct) == x) exact = t;
-      if (std::fabs(pct - x) <= 1.0) near = t;
+      if (std::nearbyint(pct) == x) (first_exact ? last_exact : first_exact) = t;
+      if (std::fabs(pct - x) <= 1.0) (first_near ? last_near : first_near) = t;
       if (std::fabs(pct - x) < std::fabs(result.steps[closest].arrived_pct - x)) closest = t;
     }
-    checkpoints.insert(exact ? *exact : near ? *near : closest);
+    size_t first = closest, last = closest;
+    if (first_exact) {
+      first = *first_exact, last = last_exact.value_or(first);
+    } else if (first_near) {
+      first = *first_near, last = last_near.value_or(first);
+    }
+    for (size_t i = 1; i <= kCheckpointsPerBand; ++i) {
+      checkpoints.insert(first + (last - first) * i / kCheckpointsPerBand);
+    }
   }
+
+  const Shapes shapes = ShapesOf(tasks);
+  PlacementLp lp(ClassesOf(nodes), shapes.shapes);
+  std::vector<int64_t> counts(shapes.shapes.size(), 0);
   size_t from = 0;
-  for (size_t k : checkpoints) {
-    auto ub = PlaceableMilliBound(nodes, {tasks.begin(), tasks.begin() + k + 1});
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    if (shapes.of_task[t]) ++counts[*shapes.of_task[t]];
+    if (!checkpoints.contains(t)) continue;
+    auto ub = lp.UpperBoundMilli(counts);
     if (!ub.ok()) return ub.status();
-    for (; from <= k; ++from) {
+    for (; from <= t; ++from) {
       const double held = std::min(static_cast<double>(arrived[from]), *ub);
       // At 0 where the dual bound's rounding lands a hair above capacity.
       result.steps[from].unallocated_pct =

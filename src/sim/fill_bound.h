@@ -32,9 +32,10 @@ inline constexpr size_t kMaxBoundNodes = 1'000'000;
 
 // The bound for one seed of the fill experiment: the task list RunFill(seed, tune) presents, and
 // per step t a lower bound on its unallocated GPU %, 100 − 100 · min(arrived_t, UB_k) / capacity,
-// where UB_k is PlaceableMilliBound of the first k tasks at the nearest checkpoint k ≥ t (OPT is
-// monotone in t). Checkpoints: the last step of each band FillResult::At reads at
-// kFillReportLoads, and the last step. Returned as a FillResult of policy "bound" (fragmentation
+// where UB_k bounds (as PlaceableMilliBound does) what the first k tasks can hold, at the nearest
+// checkpoint k ≥ t (OPT is monotone in t). Checkpoints: 8 steps spread over each band
+// FillResult::At reads at kFillReportLoads, ending at its last step, and the last step; one LP,
+// re-solved from its last basis. Returned as a FillResult of policy "bound" (fragmentation
 // fields 0, no task placed), so At(x) reads the bound's curve as it reads a policy's.
 // Errors: as RunFill's, and PlaceableMilliBound's.
 Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
