@@ -205,6 +205,19 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
 }
 
+// The LP re-solved from its last basis gives, at the last step, what a fresh LP over the same
+// tasks gives.
+TEST(FillBound, WarmStartedLpMatchesAFreshOne) {
+  auto bound = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  ASSERT_EQ(tasks.size(), bound->steps.size());
+  const double fresh = Bound(MixedCluster(), tasks);
+  EXPECT_NEAR(bound->steps.back().unallocated_pct, 100 - 100 * fresh / capacity, 1e-6);
+}
+
 TEST(FillBound, ErrorsAreClear) {
   auto none = RunFillBound({model::MakeNode("cpu", "", 0, CpuMilli(8000), MemoryMib(1024))},
                            MixedWorkload(), 42, 1.3);
