@@ -51,6 +51,7 @@ std::vector<NodeClass> ClassesOf(const std::vector<model::Node>& nodes) {
     ++count[{n.gpu_model, static_cast<int64_t>(n.gpus.size()), n.cpu.value(), n.memory.value()}];
   }
   std::vector<NodeClass> out;
+  out.reserve(count.size());
   for (const auto& [key, n] : count) {
     out.push_back(
         NodeClass{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
@@ -107,9 +108,11 @@ struct DualFeasibleFunction {
     switch (kind) {
       case Kind::kIdentity:
         return x;
-      case Kind::kStep:
-        if ((param + 1) * size % capacity == 0) return x;
-        return static_cast<double>((param + 1) * size / capacity) / static_cast<double>(param);
+      case Kind::kStep: {
+        const int64_t steps = (param + 1) * size / capacity;  // ⌊(k+1)x⌋, exact in integers
+        if (steps * capacity == (param + 1) * size) return x;
+        return static_cast<double>(steps) / static_cast<double>(param);
+      }
       case Kind::kThreshold:
         if (size > capacity - param) return 1;
         return size >= param ? x : 0;
