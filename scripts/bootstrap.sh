@@ -21,6 +21,7 @@ run_packages=(
   libcpp-httplib-dev libssl-dev  # agent/, cli/: HTTP(S) clients; server/: the session proxy
   libmicrohttpd-dev  # server/: the API's HTTP(S) server (server/http/http_server.h)
   libyaml-cpp-dev  # cli/: YAML job specs
+  libglpk-dev  # sim/: the LP solver of `corral sim bound` (sim/fill_bound.h)
 )
 
 # `make test` (and bench, lint) on top of that.

@@ -74,6 +74,8 @@ expect_exit 2 "--seeds" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 9-x
 expect_exit 2 "missing.csv" -- \
   "$corral" sim fill --nodes "$work/missing.csv" --pods "$work/jobs.jsonl"
+expect_exit 2 "--tune: must be in" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --tune 0
 expect_exit 2 "bad.jsonl:1: .*gpu_milli" -- \
   "$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/bad.jsonl"
 expect_exit 2 "--order" -- \
@@ -99,6 +101,11 @@ if python3 -c 'import json,sys
 r=json.load(sys.stdin)["results"][0]
 assert r["completed"]==3 and r["makespan_s"]==110, r
 assert abs(r["queue_s"]["mean"]-40/3)<1e-3 and r["jct_s"]["mean"]==80, r' <<<"$out"; then ok; else fail "replay JSON: $out"; fi
+
+# Bound: tuned to 130% of 8 GPUs, two of the three 4-GPU tasks remain (100% arrived), and both
+# fit: nothing need stay unallocated at 100%.
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1)
+if grep -qE '^mean +[0-9.]+ +0\.00 ' <<<"$out"; then ok; else fail "sim bound: $out"; fi
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.

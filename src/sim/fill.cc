@@ -17,7 +17,8 @@ namespace {
 
 int64_t RequestMilli(const model::TaskResources& t) { return t.TotalMilli().value(); }
 
-// Shuffles the workload and tunes it to `tune` × capacity (fill-experiment.md, steps 1-2).
+}  // namespace
+
 std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskResources>& original,
                                                int64_t capacity_milli, double tune, Rng& rng) {
   std::vector<model::TaskResources> tasks = original;
@@ -41,8 +42,6 @@ std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskReso
   }
   return tasks;
 }
-
-}  // namespace
 
 FillPoint FillResult::At(int x) const {
   auto mean = [&](auto&& selected) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rng.h"
 #include "common/status.h"
 #include "model/job.h"
 #include "model/node.h"
@@ -50,6 +51,12 @@ struct FillResult {
 
 // The arrived loads reported in tables and JSON.
 inline const std::vector<int> kFillReportLoads = {90, 100, 110, 130};
+
+// The task list one seed presents (fill-experiment.md, steps 1-2): `original` shuffled with `rng`,
+// then tuned to `tune` × `capacity_milli` of GPU request. RunFill draws it first from
+// SeededRng(seed), so the fill bound (fill_bound.h) sees the very same list.
+std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskResources>& original,
+                                               int64_t capacity_milli, double tune, Rng& rng);
 
 // Runs one (policy, seed) fill. `tasks` is the original, untuned workload (typical tasks for
 // fragmentation come from it). Errors: unknown policy, empty cluster, no GPU capacity.

@@ -142,6 +142,28 @@ std::string FillTable(const std::vector<FillResult>& results) {
   return out;
 }
 
+std::string FillBoundTable(const std::vector<FillResult>& bounds) {
+  std::string out = "Lower bound on unallocated GPU % that any policy can reach, at arrived load\n";
+  out += Pad("seed", 12, true);
+  for (int x : kFillReportLoads) out += Pad(std::to_string(x) + "%", 9);
+  out += Pad("ms", 9) + "\n";
+  std::vector<double> mean(kFillReportLoads.size(), 0.0);
+  double ms = 0;
+  for (const FillResult& b : bounds) {
+    out += Pad(std::to_string(b.seed), 12, true);
+    for (size_t i = 0; i < kFillReportLoads.size(); ++i) {
+      const double v = b.At(kFillReportLoads[i]).unallocated_pct;
+      mean[i] += v / static_cast<double>(bounds.size());
+      out += Pad(Fixed(v, 2), 9);
+    }
+    ms += b.wall_ms / static_cast<double>(bounds.size());
+    out += Pad(Fixed(b.wall_ms, 0), 9) + "\n";
+  }
+  out += Pad("mean", 12, true);
+  for (double v : mean) out += Pad(Fixed(v, 2), 9);
+  return out + Pad(Fixed(ms, 0), 9) + "\n";
+}
+
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir) {
   CORRAL_RETURN_IF_ERROR(MakeDir(dir));
   for (const auto& r : results) {

@@ -22,6 +22,10 @@ nlohmann::json FillJson(const std::vector<FillResult>& results);
 // One row per policy: median unallocated GPU % at each reported load, mean ± sd at 100%,
 // median fragmentation at 100%, and the time per seed.
 std::string FillTable(const std::vector<FillResult>& results);
+// The fill bound (fill_bound.h), one row per seed and a mean row: the lower bound on unallocated
+// GPU % at each reported load (the mean over the band's steps, as FillTable reads policies) and
+// the time per seed.
+std::string FillBoundTable(const std::vector<FillResult>& bounds);
 // Writes fill_<policy>_<seed>.csv (one row per presented task) and fill_unallocated.svg (median
 // unallocated GPU % against arrived load, one line per policy) into `dir` (created if needed).
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);

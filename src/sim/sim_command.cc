@@ -14,6 +14,7 @@
 #include "sched/policy_config.h"
 #include "sched/scheduler.h"
 #include "sim/fill.h"
+#include "sim/fill_bound.h"
 #include "sim/generator.h"
 #include "sim/predict_eval.h"
 #include "sim/replay.h"
@@ -104,41 +105,87 @@ Result<Trace> LoadTrace(const std::string& path, const std::string& format,
   return ReadTrace(path, *f, MaxGpusPerNode(nodes));
 }
 
-struct FillFlags {
-  std::string nodes, pods, policy = "all", seeds = "42-51", out, output = "table";
+// The flags `sim fill` and `sim bound` share: the cluster, the workload, its seeds and tuning.
+struct FillInputFlags {
+  std::string nodes, pods, seeds = "42-51";
   double tune = 1.3;
+};
+
+void AddFillInputOptions(CLI::App* app, FillInputFlags& flags) {
+  app->add_option("--nodes", flags.nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
+      ->required();
+  app->add_option("--pods", flags.pods, "Tasks: openb pod CSV or any trace format")->required();
+  app->add_option("--seeds", flags.seeds, "Seeds: 42-51, or a comma list");
+  app->add_option("--tune", flags.tune, "Tune the workload to this multiple of GPU capacity");
+}
+
+struct FillFlags {
+  FillInputFlags input;
+  std::string policy = "all", out, output = "table";
   int threads = 0;
 };
 
-int RunFillCommand(const FillFlags& f) {
+// What `sim fill` and `sim bound` read: the nodes, one entry per task of the workload, the seeds.
+struct FillInputs {
+  std::vector<model::Node> nodes;
+  std::vector<model::TaskResources> tasks;
+  std::vector<uint64_t> seeds;
+};
+
+Result<FillInputs> LoadFillInputs(const FillInputFlags& f) {
+  FillInputs in;
   auto nodes = LoadNodes(f.nodes);
-  if (!nodes.ok()) return Fail(nodes.status(), kExitBadInput);
-  auto trace = LoadTrace(f.pods, "", *nodes);
-  if (!trace.ok()) return Fail(trace.status(), kExitBadInput);
+  if (!nodes.ok()) return nodes.status();
+  in.nodes = std::move(nodes).value();
+  auto trace = LoadTrace(f.pods, "", in.nodes);
+  if (!trace.ok()) return trace.status();
+  auto seeds = ParseSeeds(f.seeds);
+  if (!seeds.ok()) return seeds.status();
+  in.seeds = std::move(seeds).value();
+  if (!(f.tune > 0 && f.tune <= 10)) return InvalidArgument("--tune: must be in (0, 10]");
+  for (const auto& j : trace->jobs) {
+    for (int t = 0; t < j.job.tasks; ++t) in.tasks.push_back(j.job.resources);
+  }
+  return in;
+}
+
+int RunFillCommand(const FillFlags& f) {
+  auto in = LoadFillInputs(f.input);
+  if (!in.ok()) return Fail(in.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
-  auto seeds = ParseSeeds(f.seeds);
-  if (!seeds.ok()) return Fail(seeds.status(), kExitBadInput);
-  if (!(f.tune > 0 && f.tune <= 10)) {
-    return Fail(InvalidArgument("--tune: must be in (0, 10]"), kExitBadInput);
-  }
-  std::vector<model::TaskResources> tasks;
-  for (const auto& j : trace->jobs) {
-    for (int t = 0; t < j.job.tasks; ++t) tasks.push_back(j.job.resources);
-  }
-  auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
+  const std::vector<model::Node>& nodes = in->nodes;
+  const std::vector<model::TaskResources>& tasks = in->tasks;
+  auto results = RunFillMatrix(nodes, tasks, *policies, in->seeds, f.input.tune, f.threads);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
     PrintJson(FillJson(*results));
   } else {
-    std::cout << "fill: " << nodes->size() << " nodes, " << tasks.size() << " tasks from " << f.pods
-              << ", seeds " << f.seeds << ", tuned to " << f.tune * 100 << "% of GPU capacity\n"
+    std::cout << "fill: " << nodes.size() << " nodes, " << tasks.size() << " tasks from "
+              << f.input.pods << ", seeds " << f.input.seeds << ", tuned to " << f.input.tune * 100
+              << "% of GPU capacity\n"
               << FillTable(*results);
   }
   if (!f.out.empty()) {
     Status s = WriteFillOutputs(*results, f.out);
     if (!s.ok()) return Fail(s, kExitRunFailed);
   }
+  return 0;
+}
+
+int RunBoundCommand(const FillInputFlags& f) {
+  auto in = LoadFillInputs(f);
+  if (!in.ok()) return Fail(in.status(), kExitBadInput);
+  std::vector<FillResult> bounds;
+  for (uint64_t seed : in->seeds) {
+    auto b = RunFillBound(in->nodes, in->tasks, seed, f.tune);
+    if (!b.ok()) return Fail(b.status(), kExitRunFailed);
+    bounds.push_back(std::move(b).value());
+  }
+  std::cout << "bound: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
+            << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
+            << "% of GPU capacity\n"
+            << FillBoundTable(bounds);
   return 0;
 }
 
@@ -433,17 +480,19 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   auto fill = std::make_shared<FillFlags>();
   CLI::App* f = sim->add_subcommand(
       "fill", "Place tasks one by one, never releasing (the FGD paper's experiment)");
-  f->add_option("--nodes", fill->nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
-      ->required();
-  f->add_option("--pods", fill->pods, "Tasks: openb pod CSV or any trace format")->required();
+  AddFillInputOptions(f, fill->input);
   f->add_option("--policy", fill->policy, "Policies, comma-separated, or 'all'");
-  f->add_option("--seeds", fill->seeds, "Seeds: 42-51, or a comma list");
-  f->add_option("--tune", fill->tune, "Tune the workload to this multiple of GPU capacity");
   f->add_option("--out", fill->out, "Directory for per-step CSVs and the plot");
   f->add_option("-o,--output", fill->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
+
+  auto bound = std::make_shared<FillInputFlags>();
+  CLI::App* b = sim->add_subcommand(
+      "bound", "Lower bound on the unallocated GPU % any policy can reach in `sim fill`");
+  AddFillInputOptions(b, *bound);
+  b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
   CLI::App* r = sim->add_subcommand(

@@ -1,0 +1,375 @@
+#include "sim/fill_bound.h"
+
+#include <glpk.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+
+namespace corral::sim {
+
+namespace {
+
+constexpr int64_t kGpuMilli = 1000;
+
+// Nodes that are interchangeable for placement: same GPU model, GPU count, CPU and memory.
+struct NodeClass {
+  std::string model;
+  int64_t gpus = 0;
+  int64_t cpu = 0;     // milli
+  int64_t memory = 0;  // MiB
+  int64_t count = 0;
+};
+
+// Tasks that are interchangeable: same request and the same acceptable models.
+struct TaskShape {
+  int64_t gpus = 0;
+  int64_t gpu_milli = 0;  // per GPU, at most 1000
+  int64_t cpu = 0;
+  int64_t memory = 0;
+  std::vector<std::string> models;  // sorted; empty = any
+  int64_t count = 0;
+
+  int64_t TotalMilli() const { return gpus * gpu_milli; }
+  bool FitsOn(const NodeClass& c) const {
+    const bool model_ok =
+        models.empty() || std::binary_search(models.begin(), models.end(), c.model);
+    return model_ok && gpus <= c.gpus && cpu <= c.cpu && memory <= c.memory;
+  }
+};
+
+std::vector<NodeClass> ClassesOf(const std::vector<model::Node>& nodes) {
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, int64_t> count;
+  for (const auto& n : nodes) {
+    if (n.gpus.empty()) continue;  // holds no GPU milli
+    ++count[{n.gpu_model, static_cast<int64_t>(n.gpus.size()), n.cpu.value(), n.memory.value()}];
+  }
+  std::vector<NodeClass> out;
+  out.reserve(count.size());
+  for (const auto& [key, n] : count) {
+    out.push_back(
+        NodeClass{std::get<0>(key), std::get<1>(key), std::get<2>(key), std::get<3>(key), n});
+  }
+  return out;
+}
+
+// The shapes of a task list (with their counts over the whole list) and the shape of each task
+// (none for CPU-only tasks, which hold no GPU milli).
+struct Shapes {
+  std::vector<TaskShape> shapes;
+  std::vector<std::optional<size_t>> of_task;
+};
+
+Shapes ShapesOf(const std::vector<model::TaskResources>& tasks) {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, std::vector<std::string>>;
+  std::map<Key, size_t> index;
+  Shapes out;
+  for (const auto& t : tasks) {
+    if (t.TotalMilli().value() <= 0) {
+      out.of_task.push_back(std::nullopt);
+      continue;
+    }
+    std::vector<std::string> models = t.gpu_models;
+    std::sort(models.begin(), models.end());
+    models.erase(std::unique(models.begin(), models.end()), models.end());
+    Key key{t.gpus.value(), std::min(t.gpu_milli.value(), kGpuMilli), t.cpu.value(),
+            t.memory.value(), std::move(models)};
+    auto [it, added] = index.try_emplace(key, out.shapes.size());
+    if (added) {
+      const auto& [gpus, milli, cpu, memory, pins] = key;
+      out.shapes.push_back(TaskShape{gpus, milli, cpu, memory, pins, 0});
+    }
+    ++out.shapes[it->second].count;
+    out.of_task.push_back(it->second);
+  }
+  return out;
+}
+
+// A dual feasible function u on [0, 1]: items whose sizes sum to at most 1 have u-values that sum
+// to at most 1, so Σ u(size/capacity) over the items of any bin is ≤ 1. Applied to sizes as
+// integers over an integer capacity, so that u is evaluated exactly.
+struct DualFeasibleFunction {
+  enum class Kind {
+    kIdentity,   // u(x) = x
+    kStep,       // u(x) = x if (k+1)x is integral, else ⌊(k+1)x⌋ / k
+    kThreshold,  // u(x) = 1 if x > 1 − ε, x if ε ≤ x ≤ 1 − ε, 0 if x < ε (ε ≤ 1/2)
+  };
+  Kind kind = Kind::kIdentity;
+  int64_t param = 0;  // kStep: k ≥ 1; kThreshold: ε × capacity
+
+  double Apply(int64_t size, int64_t capacity) const {
+    const double x = static_cast<double>(size) / static_cast<double>(capacity);
+    switch (kind) {
+      case Kind::kIdentity:
+        return x;
+      case Kind::kStep: {
+        const int64_t steps = (param + 1) * size / capacity;  // ⌊(k+1)x⌋, exact in integers
+        if (steps * capacity == (param + 1) * size) return x;
+        return static_cast<double>(steps) / static_cast<double>(param);
+      }
+      case Kind::kThreshold:
+        if (size > capacity - param) return 1;
+        return size >= param ? x : 0;
+    }
+    return x;
+  }
+};
+
+// The rows a resource gets: the identity, the step functions k = 1..kSteps, and a threshold at
+// each item size up to half the capacity (the sizes where it changes anything).
+constexpr int64_t kSteps = 10;
+std::vector<DualFeasibleFunction> FunctionsFor(const std::set<int64_t>& sizes, int64_t capacity) {
+  using Kind = DualFeasibleFunction::Kind;
+  std::vector<DualFeasibleFunction> out = {{Kind::kIdentity, 0}};
+  for (int64_t k = 1; k <= kSteps; ++k) out.push_back({Kind::kStep, k});
+  for (int64_t s : sizes) {
+    if (s > 0 && 2 * s <= capacity) out.push_back({Kind::kThreshold, s});
+  }
+  return out;
+}
+
+struct LpRow {
+  std::vector<std::pair<int, double>> terms;  // (column, coefficient)
+  double rhs = 0;
+};
+
+struct GlpkDelete {
+  void operator()(glp_prob* p) const { glp_delete_prob(p); }
+};
+
+// The LP over node classes × task shapes (docs/placement.md, "The limit"), built once for the
+// shapes' largest counts and re-solved for smaller ones from the previous optimal basis. Column
+// (s, c) counts tasks of shape s on nodes of class c; the objective is in whole GPUs. Rows: one
+// per shape (Σ_c x(s, c) ≤ its count), then per class and resource one per dual feasible function
+// u: Σ u(item/capacity) ≤ 1 over every bin of the class. Bins: each GPU (capacity 1000 milli; a
+// k-GPU task puts an item of its gpu_milli on each of k GPUs), each node's CPU, each node's memory.
+class PlacementLp {
+ public:
+  PlacementLp(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes)
+      : shapes_(shapes) {
+    std::vector<std::vector<std::pair<int, size_t>>> columns_of_class(classes.size());
+    for (size_t s = 0; s < shapes.size(); ++s) {
+      for (size_t c = 0; c < classes.size(); ++c) {
+        if (!shapes[s].FitsOn(classes[c])) continue;
+        const int col = static_cast<int>(objective_.size());
+        objective_.push_back(static_cast<double>(shapes[s].TotalMilli()) / kGpuMilli);
+        shape_of_column_.push_back(s);
+        columns_of_class[c].emplace_back(col, s);
+      }
+    }
+    rows_.resize(shapes.size());
+    for (size_t col = 0; col < shape_of_column_.size(); ++col) {
+      rows_[shape_of_column_[col]].terms.emplace_back(static_cast<int>(col), 1.0);
+    }
+    for (size_t c = 0; c < classes.size(); ++c) AddClassRows(classes[c], columns_of_class[c]);
+    if (!objective_.empty()) Load();  // GLPK aborts on an LP without columns
+  }
+
+  // An upper bound, in milli-GPU, on what tasks with `counts` of each shape (at most the counts
+  // the LP was built for) can hold. Errors: the solver fails.
+  Result<double> UpperBoundMilli(const std::vector<int64_t>& counts) {
+    if (objective_.empty()) return 0.0;  // no task fits anywhere
+    double requested = 0;
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      const double n = static_cast<double>(counts[s]);
+      requested += n * static_cast<double>(shapes_[s].TotalMilli());
+      glp_set_row_bnds(lp_.get(), static_cast<int>(s) + 1, GLP_UP, 0.0, n);
+    }
+    for (size_t col = 0; col < shape_of_column_.size(); ++col) {
+      const double n = static_cast<double>(counts[shape_of_column_[col]]);
+      glp_set_col_bnds(lp_.get(), static_cast<int>(col) + 1, n > 0 ? GLP_DB : GLP_FX, 0.0, n);
+    }
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    parm.meth = GLP_DUALP;  // new counts move only bounds: the last basis stays dual feasible
+    if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+      glp_std_basis(lp_.get());  // the previous basis did not serve: start afresh once
+      if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+        return Status(StatusCode::kInternal, "bound: the LP solver found no optimum");
+      }
+    }
+    return std::min(requested, DualBound(counts) * kGpuMilli);
+  }
+
+ private:
+  // Adds, per resource of the class, a row for each dual feasible function; a row that cannot
+  // bind even with every task of its shapes there is left out.
+  void AddClassRows(const NodeClass& nc, const std::vector<std::pair<int, size_t>>& columns) {
+    struct Resource {
+      int64_t capacity;
+      int64_t bins;
+      int64_t (*size)(const TaskShape&);
+      int64_t (*items)(const TaskShape&);
+    };
+    const Resource resources[] = {
+        {kGpuMilli, nc.count * nc.gpus, [](const TaskShape& t) { return t.gpu_milli; },
+         [](const TaskShape& t) { return t.gpus; }},
+        {nc.cpu, nc.count, [](const TaskShape& t) { return t.cpu; },
+         [](const TaskShape&) { return int64_t{1}; }},
+        {nc.memory, nc.count, [](const TaskShape& t) { return t.memory; },
+         [](const TaskShape&) { return int64_t{1}; }},
+    };
+    for (const Resource& r : resources) {
+      if (r.capacity <= 0) continue;  // nothing with a positive size fits (FitsOn)
+      std::set<int64_t> sizes;
+      for (const auto& [col, s] : columns) sizes.insert(r.size(shapes_[s]));
+      for (const DualFeasibleFunction& u : FunctionsFor(sizes, r.capacity)) {
+        LpRow row;
+        row.rhs = static_cast<double>(r.bins);
+        double most = 0;
+        for (const auto& [col, s] : columns) {
+          const double coef =
+              static_cast<double>(r.items(shapes_[s])) * u.Apply(r.size(shapes_[s]), r.capacity);
+          if (coef <= 0) continue;
+          row.terms.emplace_back(col, coef);
+          most += coef * static_cast<double>(shapes_[s].count);
+        }
+        if (most > row.rhs) rows_.push_back(std::move(row));
+      }
+    }
+  }
+
+  void Load() {
+    lp_.reset(glp_create_prob());
+    glp_set_obj_dir(lp_.get(), GLP_MAX);
+    glp_add_cols(lp_.get(), static_cast<int>(objective_.size()));
+    for (size_t j = 0; j < objective_.size(); ++j) {
+      glp_set_obj_coef(lp_.get(), static_cast<int>(j) + 1, objective_[j]);
+    }
+    glp_add_rows(lp_.get(), static_cast<int>(rows_.size()));
+    std::vector<int> ia = {0}, ja = {0};
+    std::vector<double> ar = {0};
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      glp_set_row_bnds(lp_.get(), static_cast<int>(i) + 1, GLP_UP, 0.0, rows_[i].rhs);
+      for (const auto& [col, coef] : rows_[i].terms) {
+        ia.push_back(static_cast<int>(i) + 1);
+        ja.push_back(col + 1);
+        ar.push_back(coef);
+      }
+    }
+    glp_load_matrix(lp_.get(), static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  }
+
+  // The optimum's bound by weak duality, from the solver's row duals y clipped to ≥ 0: every
+  // feasible x has c·x ≤ rhs·y + Σ_j max(0, c_j − (Aᵀy)_j)·upper_j. Summed here in long double,
+  // it holds whatever tolerances the solver used, and is as tight as the solver's optimum.
+  double DualBound(const std::vector<int64_t>& counts) const {
+    std::vector<long double> reduced(objective_.begin(), objective_.end());
+    long double bound = 0;
+    for (size_t i = 0; i < rows_.size(); ++i) {
+      const long double y = std::max(0.0, glp_get_row_dual(lp_.get(), static_cast<int>(i) + 1));
+      if (y == 0) continue;
+      const double rhs = i < shapes_.size() ? static_cast<double>(counts[i]) : rows_[i].rhs;
+      bound += y * rhs;
+      for (const auto& [col, coef] : rows_[i].terms) reduced[col] -= y * coef;
+    }
+    for (size_t j = 0; j < objective_.size(); ++j) {
+      bound += std::max<long double>(0, reduced[j]) *
+               static_cast<long double>(counts[shape_of_column_[j]]);
+    }
+    return static_cast<double>(bound);
+  }
+
+  std::vector<TaskShape> shapes_;
+  std::vector<double> objective_;
+  std::vector<size_t> shape_of_column_;
+  std::vector<LpRow> rows_;  // the shapes' rows first, in shape order
+  std::unique_ptr<glp_prob, GlpkDelete> lp_;
+};
+
+}  // namespace
+
+Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
+                                   const std::vector<model::TaskResources>& tasks) {
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  const Shapes shapes = ShapesOf(tasks);
+  std::vector<int64_t> counts;
+  for (const auto& s : shapes.shapes) counts.push_back(s.count);
+  return PlacementLp(ClassesOf(nodes), shapes.shapes).UpperBoundMilli(counts);
+}
+
+// LPs per band of the curve: steps of a band between two of them take the later one's bound.
+constexpr size_t kCheckpointsPerBand = 8;
+
+Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
+                                const std::vector<model::TaskResources>& original, uint64_t seed,
+                                double tune) {
+  const auto start = std::chrono::steady_clock::now();
+  int64_t capacity = 0;
+  for (const auto& n : nodes) capacity += static_cast<int64_t>(n.gpus.size()) * kGpuMilli;
+  if (capacity == 0) return InvalidArgument("bound: the cluster has no GPUs");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  SeededRng rng(seed);
+  const std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, tune, rng);
+  if (tasks.empty()) {
+    return InvalidArgument("bound: no tasks to present (empty workload, or --tune too small)");
+  }
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+
+  FillResult result;
+  result.policy = "bound";
+  result.seed = seed;
+  result.tasks_presented = static_cast<int>(tasks.size());
+  std::vector<int64_t> arrived(tasks.size());
+  int64_t sum = 0;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    sum += tasks[t].TotalMilli().value();
+    arrived[t] = sum;
+    FillStep step;
+    step.arrived_pct = 100.0 * static_cast<double>(sum) / static_cast<double>(capacity);
+    result.steps.push_back(step);
+  }
+
+  // The checkpoints: kCheckpointsPerBand steps spread over each band At() reads at a reported
+  // load (ending at its last step), and the last step.
+  std::set<size_t> checkpoints = {tasks.size() - 1};
+  for (int x : kFillReportLoads) {
+    std::optional<size_t> first_exact, last_exact, first_near, last_near;
+    size_t closest = 0;
+    for (size_t t = 0; t < tasks.size(); ++t) {
+      const double pct = result.steps[t].arrived_pct;
+      if (std::nearbyint(pct) == x) (first_exact ? last_exact : first_exact) = t;
+      if (std::fabs(pct - x) <= 1.0) (first_near ? last_near : first_near) = t;
+      if (std::fabs(pct - x) < std::fabs(result.steps[closest].arrived_pct - x)) closest = t;
+    }
+    size_t first = closest, last = closest;
+    if (first_exact) {
+      first = *first_exact, last = last_exact.value_or(first);
+    } else if (first_near) {
+      first = *first_near, last = last_near.value_or(first);
+    }
+    for (size_t i = 1; i <= kCheckpointsPerBand; ++i) {
+      checkpoints.insert(first + (last - first) * i / kCheckpointsPerBand);
+    }
+  }
+
+  const Shapes shapes = ShapesOf(tasks);
+  PlacementLp lp(ClassesOf(nodes), shapes.shapes);
+  std::vector<int64_t> counts(shapes.shapes.size(), 0);
+  size_t from = 0;
+  for (size_t t = 0; t < tasks.size(); ++t) {
+    if (shapes.of_task[t]) ++counts[*shapes.of_task[t]];
+    if (!checkpoints.contains(t)) continue;
+    auto ub = lp.UpperBoundMilli(counts);
+    if (!ub.ok()) return ub.status();
+    for (; from <= t; ++from) {
+      const double held = std::min(static_cast<double>(arrived[from]), *ub);
+      // At 0 where the dual bound's rounding lands a hair above capacity.
+      result.steps[from].unallocated_pct =
+          std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
+    }
+  }
+  result.wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+}  // namespace corral::sim

@@ -1,0 +1,45 @@
+// A lower bound on the unallocated GPU % of the fill experiment (fill.h) that no placement policy
+// can beat on the same arrival sequence (docs/placement.md, "The limit").
+//
+// Whatever a policy does, after t tasks its placed tasks are a subset of the first t tasks that
+// fits on the cluster, so its allocated milli-GPU is at most OPT_t, the most milli-GPU any
+// feasible assignment of such a subset holds. OPT_t is bounded from above by a linear relaxation
+// over node classes × task shapes whose rows are dual feasible functions (Fekete and Schepers,
+// 2001) of the per-GPU and per-node packings; the bound is then read off the LP's dual, so it
+// stays sound whatever the solver's tolerances.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/status.h"
+#include "model/job.h"
+#include "model/node.h"
+#include "sim/fill.h"
+
+namespace corral::sim {
+
+// An upper bound, in milli-GPU, on the GPU request of any subset of `tasks` that can be placed
+// on `nodes` at once: GPU count, model pins (gpu_models), whole GPUs versus shares of one GPU,
+// CPU and memory are honoured; runtimes and labels are ignored (dropping a constraint keeps the
+// bound sound). At most the total request of `tasks`. Errors: more than kMaxBoundTasks tasks or
+// kMaxBoundNodes nodes, or the LP solver fails.
+Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
+                                   const std::vector<model::TaskResources>& tasks);
+
+inline constexpr size_t kMaxBoundTasks = 10'000'000;
+inline constexpr size_t kMaxBoundNodes = 1'000'000;
+
+// The bound for one seed of the fill experiment: the task list RunFill(seed, tune) presents, and
+// per step t a lower bound on its unallocated GPU %, 100 − 100 · min(arrived_t, UB_k) / capacity,
+// where UB_k bounds (as PlaceableMilliBound does) what the first k tasks can hold, at the nearest
+// checkpoint k ≥ t (OPT is monotone in t). Checkpoints: 8 steps spread over each band
+// FillResult::At reads at kFillReportLoads, ending at its last step, and the last step; one LP,
+// re-solved from its last basis. Returned as a FillResult of policy "bound" (fragmentation
+// fields 0, no task placed), so At(x) reads the bound's curve as it reads a policy's.
+// Errors: as RunFill's, and PlaceableMilliBound's.
+Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
+                                const std::vector<model::TaskResources>& original, uint64_t seed,
+                                double tune);
+
+}  // namespace corral::sim

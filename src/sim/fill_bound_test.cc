@@ -1,0 +1,230 @@
+#include "sim/fill_bound.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "common/rng.h"
+#include "sched/placement_policy.h"
+
+namespace corral::sim {
+namespace {
+
+// The most GPU milli any subset of `tasks` placed on `nodes` at once holds, by exhaustive
+// search: each task is left out or placed on a node where its model, CPU and memory fit, a share
+// on any GPU with enough free milli, k whole GPUs on k fully free ones (which k does not matter).
+int64_t BruteForceOptimum(const std::vector<model::Node>& nodes,
+                          const std::vector<model::TaskResources>& tasks) {
+  struct Free {
+    std::vector<int64_t> gpu;
+    int64_t cpu, memory;
+  };
+  std::vector<Free> free;
+  for (const auto& n : nodes) {
+    free.push_back(
+        Free{std::vector<int64_t>(n.gpus.size(), 1000), n.cpu.value(), n.memory.value()});
+  }
+  std::function<int64_t(size_t)> best = [&](size_t i) -> int64_t {
+    if (i == tasks.size()) return 0;
+    const model::TaskResources& t = tasks[i];
+    int64_t out = best(i + 1);
+    for (size_t n = 0; n < nodes.size(); ++n) {
+      Free& f = free[n];
+      const auto& models = t.gpu_models;
+      if (!models.empty() &&
+          std::find(models.begin(), models.end(), nodes[n].gpu_model) == models.end()) {
+        continue;
+      }
+      if (t.cpu.value() > f.cpu || t.memory.value() > f.memory) continue;
+      f.cpu -= t.cpu.value();
+      f.memory -= t.memory.value();
+      if (t.IsShare()) {
+        for (int64_t& g : f.gpu) {
+          if (g < t.gpu_milli.value()) continue;
+          g -= t.gpu_milli.value();
+          out = std::max(out, t.gpu_milli.value() + best(i + 1));
+          g += t.gpu_milli.value();
+        }
+      } else {
+        std::vector<int64_t*> whole;
+        for (int64_t& g : f.gpu) {
+          if (g == 1000 && static_cast<int64_t>(whole.size()) < t.gpus.value()) whole.push_back(&g);
+        }
+        if (static_cast<int64_t>(whole.size()) == t.gpus.value()) {
+          for (int64_t* g : whole) *g = 0;
+          out = std::max(out, t.TotalMilli().value() + best(i + 1));
+          for (int64_t* g : whole) *g = 1000;
+        }
+      }
+      f.cpu += t.cpu.value();
+      f.memory += t.memory.value();
+    }
+    return out;
+  };
+  return best(0);
+}
+
+double Bound(const std::vector<model::Node>& nodes,
+             const std::vector<model::TaskResources>& tasks) {
+  auto b = PlaceableMilliBound(nodes, tasks);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return b.ok() ? *b : 0;
+}
+
+model::Node Node(const std::string& model, int gpus, int64_t cores, int64_t memory_gib = 64) {
+  return model::MakeNode("n", model, gpus, CpuMilli(cores * 1000), MemoryMib(memory_gib * 1024));
+}
+
+model::TaskResources Task(int gpus, int milli, int64_t cores, std::vector<std::string> pins = {}) {
+  return model::MakeResources(gpus, milli, cores * 1000, 1024, std::move(pins));
+}
+
+// Instances whose optimum the LP reaches exactly: the bound equals the brute-force optimum.
+TEST(FillBound, ExactOnSmallInstancesItModels) {
+  struct Case {
+    const char* what;
+    std::vector<model::Node> nodes;
+    std::vector<model::TaskResources> tasks;
+    int64_t optimum;
+  };
+  const std::vector<Case> cases = {
+      {"pins: two tasks ask a model the cluster lacks",
+       {Node("T4", 2, 16)},
+       {Task(1, 1000, 1, {"V100"}), Task(1, 1000, 1, {"V100"}), Task(1, 1000, 1, {"T4", "A10"})},
+       1000},
+      {"CPU binds: 10 of 16 cores each, so one of the two 1-GPU tasks fits",
+       {Node("T4", 2, 16)},
+       {Task(1, 1000, 10), Task(1, 1000, 10)},
+       1000},
+      {"k-GPU tasks need k GPUs on one node: the 4-GPU task fits on neither 2-GPU node",
+       {Node("T4", 2, 16), Node("T4", 2, 16)},
+       {Task(4, 1000, 1), Task(2, 1000, 1)},
+       2000},
+      {"shares of 600 cannot share a GPU",
+       {Node("T4", 2, 16)},
+       {Task(1, 600, 1), Task(1, 600, 1), Task(1, 600, 1)},
+       1200},
+      {"a whole GPU and two shares of 600 on two GPUs",
+       {Node("T4", 2, 16)},
+       {Task(1, 1000, 1), Task(1, 600, 1), Task(1, 600, 1)},
+       1600},
+      {"memory binds",
+       {Node("T4", 2, 64, /*memory_gib=*/1)},
+       {model::MakeResources(1, 1000, 1000, 700), model::MakeResources(1, 1000, 1000, 700)},
+       1000},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(BruteForceOptimum(c.nodes, c.tasks), c.optimum) << c.what;
+    EXPECT_NEAR(Bound(c.nodes, c.tasks), static_cast<double>(c.optimum), 1e-6) << c.what;
+  }
+}
+
+// Random tiny instances: the bound is never below the optimum (it is sound), and often equal.
+TEST(FillBound, NeverBelowTheBruteForceOptimum) {
+  SeededRng rng(7);
+  const std::vector<std::string> models = {"T4", "V100"};
+  const int gpu_counts[] = {1, 2, 4};
+  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
+  int exact = 0;
+  constexpr int kInstances = 300;
+  for (int i = 0; i < kInstances; ++i) {
+    std::vector<model::Node> nodes;
+    for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
+      nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
+                           4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
+    }
+    std::vector<model::TaskResources> tasks;
+    for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
+      const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
+      const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
+      std::vector<std::string> pins;
+      if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
+      tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
+                                           1024 * (1 + rng.Uniform(4)), pins));
+    }
+    const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
+    const double bound = Bound(nodes, tasks);
+    ASSERT_GE(bound, optimum - 1e-6) << "instance " << i;
+    if (bound < optimum + 1e-6) ++exact;
+  }
+  // Not a contract, a tripwire: the relaxation is tight on most tiny instances.
+  EXPECT_GE(exact, kInstances / 2);
+}
+
+// T4 and V100M32 nodes of 4 or 8 GPUs, 48 cores each.
+std::vector<model::Node> MixedCluster() {
+  const std::pair<const char*, int> kinds[] = {{"T4", 4},      {"T4", 8},      {"T4", 4},
+                                               {"V100M32", 8}, {"V100M32", 4}, {"V100M32", 8}};
+  std::vector<model::Node> nodes;
+  for (const auto& [gpu_model, gpus] : kinds) {
+    nodes.push_back(model::MakeNode("n" + std::to_string(nodes.size()), gpu_model, gpus,
+                                    CpuMilli(48000), MemoryMib(262144)));
+  }
+  return nodes;
+}
+
+std::vector<model::TaskResources> MixedWorkload() {
+  std::vector<model::TaskResources> tasks;
+  for (int i = 0; i < 60; ++i) {
+    std::vector<std::string> pins;
+    if (i % 7 == 0) pins.push_back("T4");
+    if (i % 5 == 0) {
+      tasks.push_back(model::MakeResources(1, 300 + 100 * (i % 6), 6000, 1024, pins));
+    } else {
+      const int gpus = 1 << (i % 4);
+      tasks.push_back(model::MakeResources(gpus, 1000, 8000 * gpus, 1024, pins));
+    }
+  }
+  return tasks;
+}
+
+// Every policy, at every step of the same arrival sequence, leaves at least the bound
+// unallocated; the bound itself never drops below the ideal max(0, 100 − arrived).
+TEST(FillBound, NoPolicyBeatsTheBound) {
+  auto bound = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  for (const FillStep& s : bound->steps) {
+    EXPECT_GE(s.unallocated_pct, std::max(0.0, 100.0 - s.arrived_pct) - 1e-9);
+  }
+  for (const std::string& policy : sched::PolicyNames()) {
+    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
+    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
+    ASSERT_EQ(fill->steps.size(), bound->steps.size()) << policy;
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      ASSERT_DOUBLE_EQ(fill->steps[t].arrived_pct, bound->steps[t].arrived_pct) << policy;
+      EXPECT_GE(fill->steps[t].unallocated_pct, bound->steps[t].unallocated_pct - 1e-9)
+          << policy << " step " << t;
+    }
+    for (int x : kFillReportLoads) {
+      EXPECT_GE(fill->At(x).unallocated_pct, bound->At(x).unallocated_pct - 1e-9) << policy;
+    }
+  }
+  // The bound says more than the ideal here: at 8 cores per GPU, a 48-core node of 8 GPUs holds
+  // at most 6 GPUs' worth of tasks.
+  EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
+}
+
+// The LP re-solved from its last basis gives, at the last step, what a fresh LP over the same
+// tasks gives.
+TEST(FillBound, WarmStartedLpMatchesAFreshOne) {
+  auto bound = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
+  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  ASSERT_EQ(tasks.size(), bound->steps.size());
+  const double fresh = Bound(MixedCluster(), tasks);
+  EXPECT_NEAR(bound->steps.back().unallocated_pct, 100 - 100 * fresh / capacity, 1e-6);
+}
+
+TEST(FillBound, ErrorsAreClear) {
+  auto none = RunFillBound({model::MakeNode("cpu", "", 0, CpuMilli(8000), MemoryMib(1024))},
+                           MixedWorkload(), 42, 1.3);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no GPUs"), std::string::npos);
+  EXPECT_FALSE(RunFillBound(MixedCluster(), MixedWorkload(), 42, 1e-9).ok());
+}
+
+}  // namespace
+}  // namespace corral::sim
