@@ -368,8 +368,8 @@ Status CheckElasticShape(const JobSpec& spec) {
   }
   if (spec.elastic->unit == model::ElasticUnit::kGpus && spec.tasks != 1) {
     return FieldError("tasks",
-                      "must be 1 for a range of GPUs (one task grows); a gang that grows by "
-                      "nodes has elastic.unit nodes");
+                      "must be 1 for a range of GPUs (one task grows); a gang grows by nodes: "
+                      "elastic.unit nodes (corral submit --nodes MIN-MAX)");
   }
   return Status::Ok();
 }
