@@ -105,7 +105,7 @@ Result<Trace> LoadTrace(const std::string& path, const std::string& format,
 }
 
 struct FillFlags {
-  std::string nodes, pods, policy = "all", seeds = "42-51", out, output = "table";
+  std::string nodes, pods, policy = "all", seeds = "42-51", out, output = "table", best_params;
   double tune = 1.3;
   int threads = 0;
 };
@@ -126,7 +126,11 @@ int RunFillCommand(const FillFlags& f) {
   for (const auto& j : trace->jobs) {
     for (int t = 0; t < j.job.tasks; ++t) tasks.push_back(j.job.resources);
   }
-  auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads);
+  auto best = sched::ParseBestParams(f.best_params);
+  if (!best.ok())
+    return Fail(Status(best.status().code(), "--best-params: " + best.status().message()),
+                kExitBadInput);
+  auto results = RunFillMatrix(*nodes, tasks, *policies, *seeds, f.tune, f.threads, *best);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
     PrintJson(FillJson(*results));
@@ -443,6 +447,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   f->add_option("-o,--output", fill->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
+  f->add_option("--best-params", fill->best_params,
+                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto replay = std::make_shared<ReplayFlags>();
