@@ -40,6 +40,12 @@ class BestPolicy final : public PlacementPolicy {
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return params_.levels / 2;  // no workload profile
+    const bool in_use = node.cpu_free < node.cpu_total ||
+                        node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * 1000;
+    return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);
+  }
+
+  int GradientScore(const NodeView& node, const TaskRequest& task) const {
     const int64_t before = meter_.Weighted(node);
     if (!task.IsShare()) return ScoreAfter(node, before, task, -1);
     int best = -1;
@@ -141,9 +147,12 @@ Result<BestParams> ParseBestParams(std::string_view text) {
         return InvalidArgument("best params: levels must be an integer, got " + value_text);
       }
       p.levels = static_cast<int>(value);
+    } else if (key == "used_bonus") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
+      p.used_bonus = static_cast<int>(value);
     } else {
       return InvalidArgument("best params: unknown key '" + key +
-                             "' (known: demand_exp, scale, levels)");
+                             "' (known: demand_exp, scale, levels, used_bonus)");
     }
   }
   return p;
@@ -151,7 +160,8 @@ Result<BestParams> ParseBestParams(std::string_view text) {
 
 std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
-  s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels;
+  s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
+    << ",used_bonus=" << p.used_bonus;
   return s.str();
 }
 
