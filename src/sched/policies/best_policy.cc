@@ -40,36 +40,47 @@ class BestPolicy final : public PlacementPolicy {
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return params_.levels / 2;  // no workload profile
-    const int64_t before = meter_.Weighted(node);
-    if (!task.IsShare()) return ScoreAfter(node, before, task, -1);
-    int best = -1;
-    int32_t last = -1;
-    for (int32_t f : *node.gpu_free) {
-      if (f < task.gpu_milli || f == last) continue;
-      last = f;
-      best = std::max(best, ScoreAfter(node, before, task, f));
-    }
-    return best;
+    const bool in_use = node.cpu_free < node.cpu_total ||
+                        node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * 1000;
+    return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);
   }
 
   std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
                               Rng& /*rng*/) const override {
     if (!task.IsShare() || meter_.total_count() == 0) return TightestFitGpus(node, task);
-    const int64_t before = meter_.Weighted(node);
-    int best_gpu = -1, best_score = -1;
-    for (int i = 0; i < node.gpu_count(); ++i) {
-      const int32_t f = (*node.gpu_free)[i];
-      if (f < task.gpu_milli) continue;
-      const int s = ScoreAfter(node, before, task, f);
-      if (s > best_score) {
-        best_score = s;
-        best_gpu = i;
-      }
-    }
-    return best_gpu < 0 ? std::vector<int>{} : std::vector<int>{best_gpu};
+    const int gpu = BestShareGpu(node, task).gpu;
+    return gpu < 0 ? std::vector<int>{} : std::vector<int>{gpu};
   }
 
  private:
+  // FGD's scoring, without the bonus: a share is tried on each distinct free amount that fits.
+  int GradientScore(const NodeView& node, const TaskRequest& task) const {
+    if (!task.IsShare()) return ScoreAfter(node, meter_.Weighted(node), task, -1);
+    return BestShareGpu(node, task).score;
+  }
+
+  struct ShareChoice {
+    int score = -1;
+    int gpu = -1;  // lowest index among the best-scoring GPUs; -1 when none fits
+  };
+
+  // The GPU whose share scores best (GPUs with equal free milli score equally: one try each).
+  ShareChoice BestShareGpu(const NodeView& node, const TaskRequest& task) const {
+    const int64_t before = meter_.Weighted(node);
+    std::vector<std::pair<int32_t, int>> tried;  // (free milli, score)
+    ShareChoice best;
+    for (int i = 0; i < node.gpu_count(); ++i) {
+      const int32_t f = (*node.gpu_free)[i];
+      if (f < task.gpu_milli) continue;
+      auto seen =
+          std::find_if(tried.begin(), tried.end(), [f](const auto& t) { return t.first == f; });
+      const int score = seen != tried.end() ? seen->second : ScoreAfter(node, before, task, f);
+      if (seen == tried.end()) tried.emplace_back(f, score);
+      if (score > best.score) best = ShareChoice{score, i};
+    }
+    return best;
+  }
+
   // The node's free GPUs after the task: a share from the GPU with `share_from` free milli
   // (-1: whole GPUs, the lowest-index fully free ones; CPU-only tasks take none).
   static std::vector<int32_t> FreeAfter(const NodeView& node, const TaskRequest& task,
@@ -141,9 +152,12 @@ Result<BestParams> ParseBestParams(std::string_view text) {
         return InvalidArgument("best params: levels must be an integer, got " + value_text);
       }
       p.levels = static_cast<int>(value);
+    } else if (key == "used_bonus") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
+      p.used_bonus = static_cast<int>(value);
     } else {
       return InvalidArgument("best params: unknown key '" + key +
-                             "' (known: demand_exp, scale, levels)");
+                             "' (known: demand_exp, scale, levels, used_bonus)");
     }
   }
   return p;
@@ -151,7 +165,8 @@ Result<BestParams> ParseBestParams(std::string_view text) {
 
 std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
-  s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels;
+  s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
+    << ",used_bonus=" << p.used_bonus;
   return s.str();
 }
 
