@@ -104,6 +104,7 @@ void Sizes(benchmark::internal::Benchmark* b) {
 
 BENCHMARK_CAPTURE(BM_Schedule, bestfit, "bestfit", CpuShape::kPerGpu)->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_Schedule, fgd, "fgd", CpuShape::kPerGpu)->Apply(Sizes);
+BENCHMARK_CAPTURE(BM_Schedule, best, "best", CpuShape::kPerGpu)->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_Schedule, packing, "packing", CpuShape::kPerGpu)->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_Schedule, spread, "spread", CpuShape::kPerGpu)->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_Schedule, random, "random", CpuShape::kPerGpu)->Apply(Sizes);

@@ -16,6 +16,7 @@
 #include "common/status.h"
 #include "sched/cluster_state.h"
 #include "sched/fragmentation.h"
+#include "sched/policies/best_policy.h"
 #include "sched/task_request.h"
 
 namespace corral::sched {
@@ -71,6 +72,7 @@ class PlacementPolicy {
 // What some policies need to know about the workload: FGD's typical tasks.
 struct PolicyContext {
   std::vector<TypicalTask> typical_tasks;
+  BestParams best;  // the `best` policy's tunables (compiled-in defaults unless researching)
 };
 
 // Looks a policy up by name ("fgd", "bestfit", ...); the error lists the known names.
@@ -78,6 +80,10 @@ Result<std::unique_ptr<PlacementPolicy>> CreatePolicy(std::string_view name,
                                                       const PolicyContext& context);
 // The registered names, in registry order.
 std::vector<std::string> PolicyNames();
+
+// The policy corral recommends: `corral server` and `corral dev` place with it unless --policy
+// names another (docs/decisions.md, "best is the server's default placement").
+inline constexpr std::string_view kDefaultPolicy = "best";
 
 // Default GPU choice, shared by policies that do not override ChooseGpus.
 std::vector<int> TightestFitGpus(const NodeView& node, const TaskRequest& task);

@@ -18,7 +18,7 @@ constexpr std::array kPolicies = {
     Entry{"random", MakeRandomPolicy},   Entry{"spread", MakeSpreadPolicy},
     Entry{"bestfit", MakeBestFitPolicy}, Entry{"dotprod", MakeDotProductPolicy},
     Entry{"packing", MakePackingPolicy}, Entry{"clustering", MakeClusteringPolicy},
-    Entry{"fgd", MakeFgdPolicy},
+    Entry{"fgd", MakeFgdPolicy},         Entry{"best", MakeBestPolicy},
 };
 
 }  // namespace

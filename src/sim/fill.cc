@@ -79,7 +79,7 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
                            const std::vector<model::TaskResources>& original,
                            const FillConfig& config) {
   const auto start = std::chrono::steady_clock::now();
-  sched::PolicyContext context{sched::ComputeTypicalTasks(original)};
+  sched::PolicyContext context{sched::ComputeTypicalTasks(original), config.best};
   auto policy = sched::CreatePolicy(config.policy, context);
   if (!policy.ok()) return policy.status();
 
@@ -143,10 +143,10 @@ Result<std::vector<FillResult>> RunFillMatrix(const std::vector<model::Node>& no
                                               const std::vector<model::TaskResources>& tasks,
                                               const std::vector<std::string>& policies,
                                               const std::vector<uint64_t>& seeds, double tune,
-                                              int threads) {
+                                              int threads, const sched::BestParams& best) {
   std::vector<FillConfig> runs;
   for (const auto& p : policies) {
-    for (uint64_t s : seeds) runs.push_back(FillConfig{p, s, tune});
+    for (uint64_t s : seeds) runs.push_back(FillConfig{p, s, tune, best});
   }
   std::vector<Result<FillResult>> out(runs.size(),
                                       Result<FillResult>(Status(StatusCode::kInternal, "not run")));

@@ -12,13 +12,15 @@
 #include "common/status.h"
 #include "model/job.h"
 #include "model/node.h"
+#include "sched/policies/best_policy.h"
 
 namespace corral::sim {
 
 struct FillConfig {
   std::string policy;
   uint64_t seed = 42;
-  double tune = 1.3;  // workload is tuned to this multiple of the cluster's GPU capacity
+  double tune = 1.3;       // workload is tuned to this multiple of the cluster's GPU capacity
+  sched::BestParams best;  // tunables of the `best` policy (research: --best-params)
 };
 
 // The state after one presented task.
@@ -70,6 +72,6 @@ Result<std::vector<FillResult>> RunFillMatrix(const std::vector<model::Node>& no
                                               const std::vector<model::TaskResources>& tasks,
                                               const std::vector<std::string>& policies,
                                               const std::vector<uint64_t>& seeds, double tune,
-                                              int threads);
+                                              int threads, const sched::BestParams& best = {});
 
 }  // namespace corral::sim

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "sched/placer.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -85,6 +86,80 @@ TEST(Fill, WritesCsvsAndPlot) {
   EXPECT_TRUE(std::filesystem::exists(dir / "fill_fgd_7.csv"));
   EXPECT_GT(std::filesystem::file_size(dir / "fill_unallocated.svg"), 1000u);
   std::filesystem::remove_all(dir);
+}
+
+// `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels)
+// and no bonus it places every task exactly where fgd does.
+TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
+  auto fgd_params = sched::ParseBestParams("demand_exp=0,scale=1000,levels=100,used_bonus=0");
+  ASSERT_TRUE(fgd_params.ok());
+  for (uint64_t seed : {1, 2, 3}) {
+    auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
+    auto best =
+        RunFill(SmallCluster(), SmallWorkload(), FillConfig{"best", seed, 1.3, *fgd_params});
+    ASSERT_TRUE(fgd.ok() && best.ok());
+    ASSERT_EQ(fgd->steps.size(), best->steps.size());
+    for (size_t i = 0; i < fgd->steps.size(); ++i) {
+      EXPECT_EQ(fgd->steps[i].unallocated_pct, best->steps[i].unallocated_pct) << "step " << i;
+    }
+  }
+}
+
+TEST(FillBest, DefaultsAreDeterministic) {
+  auto one = RunFillMatrix(SmallCluster(), SmallWorkload(), {"best"}, {1, 2}, 1.3, 1);
+  auto two = RunFillMatrix(SmallCluster(), SmallWorkload(), {"best"}, {1, 2}, 1.3, 2);
+  ASSERT_TRUE(one.ok() && two.ok());
+  EXPECT_EQ(WithoutWallTime(FillJson(*one)).dump(), WithoutWallTime(FillJson(*two)).dump());
+}
+
+// With used_bonus a task whose gradient is equal everywhere goes to the node already in use,
+// whatever the tie order: the empty node stays whole for a task that needs all of it.
+TEST(FillBest, UsedBonusKeepsAnEmptyNodeWhole) {
+  auto params = sched::ParseBestParams("used_bonus=5");
+  ASSERT_TRUE(params.ok());
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    sched::ClusterState state(sched::ClusterStateOptions{seed});
+    auto used = state.AddNode(model::MakeNode("used", "V100", 8, CpuMilli(64000), MemoryMib(1024)));
+    auto empty =
+        state.AddNode(model::MakeNode("empty", "V100", 8, CpuMilli(64000), MemoryMib(1024)));
+    ASSERT_TRUE(used.ok() && empty.ok());
+    auto policy = sched::CreatePolicy(
+        "best", sched::PolicyContext{{sched::TypicalTask{1, 1000, 1000, {}, 1}}, *params});
+    ASSERT_TRUE(policy.ok());
+    SeededRng rng(seed);
+    sched::Placer placer(state, **policy, rng);
+    const auto one_gpu = placer.Resolve(model::MakeResources(1, 1000, 1000, 1));
+    ASSERT_TRUE(placer.PlaceOn(*used, one_gpu).has_value());
+    auto next = placer.Place(one_gpu);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(next->node, *used) << "seed " << seed;
+  }
+}
+
+TEST(FillBest, ParamsAreValidatedByName) {
+  auto defaults = sched::ParseBestParams("");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(*defaults, sched::BestParams{});
+  auto round_trip = sched::ParseBestParams(sched::FormatBestParams(sched::BestParams{}));
+  ASSERT_TRUE(round_trip.ok());
+  EXPECT_EQ(*round_trip, sched::BestParams{});
+  auto set = sched::ParseBestParams("scale=2000, levels=50");
+  ASSERT_TRUE(set.ok());
+  EXPECT_EQ(set->scale, 2000);
+  EXPECT_EQ(set->levels, 50);
+  EXPECT_EQ(set->demand_exp, sched::BestParams{}.demand_exp);
+  for (const auto& [text, names] :
+       std::vector<std::pair<std::string, std::string>>{{"scale=1", "scale"},
+                                                        {"levels=2.5", "levels"},
+                                                        {"demand_exp=x", "demand_exp"},
+                                                        {"used_bonus=-1", "used_bonus"},
+                                                        {"speed=1", "speed"},
+                                                        {"scale", "scale"}}) {
+    auto r = sched::ParseBestParams(text);
+    ASSERT_FALSE(r.ok()) << text;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(names), std::string::npos) << r.status().message();
+  }
 }
 
 // The published numbers of the FGD paper on the openb trace (fill-experiment.md): bestfit within

@@ -121,7 +121,7 @@ void AddFillInputOptions(CLI::App* app, FillInputFlags& flags) {
 
 struct FillFlags {
   FillInputFlags input;
-  std::string policy = "all", out, output = "table";
+  std::string policy = "all", out, output = "table", best_params;
   int threads = 0;
 };
 
@@ -154,9 +154,13 @@ int RunFillCommand(const FillFlags& f) {
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
-  const std::vector<model::Node>& nodes = in->nodes;
-  const std::vector<model::TaskResources>& tasks = in->tasks;
-  auto results = RunFillMatrix(nodes, tasks, *policies, in->seeds, f.input.tune, f.threads);
+  auto best = sched::ParseBestParams(f.best_params);
+  if (!best.ok()) {
+    return Fail(Status(best.status().code(), "--best-params: " + best.status().message()),
+                kExitBadInput);
+  }
+  auto results =
+      RunFillMatrix(in->nodes, in->tasks, *policies, in->seeds, f.input.tune, f.threads, *best);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
   if (f.output == "json") {
     PrintJson(FillJson(*results));
@@ -486,6 +490,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   f->add_option("-o,--output", fill->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
+  f->add_option("--best-params", fill->best_params,
+                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto bound = std::make_shared<FillInputFlags>();

@@ -19,5 +19,6 @@ std::unique_ptr<PlacementPolicy> MakeDotProductPolicy(const PolicyContext& conte
 std::unique_ptr<PlacementPolicy> MakePackingPolicy(const PolicyContext& context);
 std::unique_ptr<PlacementPolicy> MakeClusteringPolicy(const PolicyContext& context);
 std::unique_ptr<PlacementPolicy> MakeFgdPolicy(const PolicyContext& context);
+std::unique_ptr<PlacementPolicy> MakeBestPolicy(const PolicyContext& context);  // corral's pick
 
 }  // namespace corral::sched

@@ -1,0 +1,177 @@
+// best: corral's recommended placement (docs/placement.md). FGD's fragmentation gradient
+// (fgd_policy.cc), with the workload's typical tasks weighed by the GPUs they would ask rather
+// than by how often they come: a task that cannot run leaves its whole demand unallocated, so
+// stranding the slot of a likely 8-GPU task costs more than stranding that of a likely share.
+//   w_m = count_m × demand_m^demand_exp;   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m;
+//   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
+// GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
+// GPUs are the lowest-index fully free ones.
+#include "sched/policies/best_policy.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <sstream>
+
+#include "common/strings.h"
+#include "sched/policies/policies.h"
+
+namespace corral::sched {
+namespace {
+
+// Typical tasks reweighed by demand; weights are integers (× 1000) so that the meter's sums
+// stay exact and equal states score equally.
+std::vector<TypicalTask> Reweigh(std::vector<TypicalTask> typical, double demand_exp) {
+  for (TypicalTask& t : typical) {
+    const double demand = t.gpus * t.gpu_milli / 1000.0;
+    t.count = std::llround(static_cast<double>(t.count) * 1000.0 * std::pow(demand, demand_exp));
+  }
+  return typical;
+}
+
+class BestPolicy final : public PlacementPolicy {
+ public:
+  BestPolicy(const std::vector<TypicalTask>& typical, const BestParams& params)
+      : params_(params), meter_(Reweigh(typical, params.demand_exp)) {}
+
+  std::string_view name() const override { return "best"; }
+
+  void OnModelsChanged(const ClusterState& state) override { meter_.Resolve(state); }
+
+  int Score(const NodeView& node, const TaskRequest& task) const override {
+    if (meter_.total_count() == 0) return params_.levels / 2;  // no workload profile
+    const bool in_use = node.cpu_free < node.cpu_total ||
+                        node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * 1000;
+    return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);
+  }
+
+  std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
+                              Rng& /*rng*/) const override {
+    if (!task.IsShare() || meter_.total_count() == 0) return TightestFitGpus(node, task);
+    const int gpu = BestShareGpu(node, task).gpu;
+    return gpu < 0 ? std::vector<int>{} : std::vector<int>{gpu};
+  }
+
+ private:
+  // FGD's scoring, without the bonus: a share is tried on each distinct free amount that fits.
+  int GradientScore(const NodeView& node, const TaskRequest& task) const {
+    if (!task.IsShare()) return ScoreAfter(node, meter_.Weighted(node), task, -1);
+    return BestShareGpu(node, task).score;
+  }
+
+  struct ShareChoice {
+    int score = -1;
+    int gpu = -1;  // lowest index among the best-scoring GPUs; -1 when none fits
+  };
+
+  // The GPU whose share scores best (GPUs with equal free milli score equally: one try each).
+  ShareChoice BestShareGpu(const NodeView& node, const TaskRequest& task) const {
+    const int64_t before = meter_.Weighted(node);
+    std::vector<std::pair<int32_t, int>> tried;  // (free milli, score)
+    ShareChoice best;
+    for (int i = 0; i < node.gpu_count(); ++i) {
+      const int32_t f = (*node.gpu_free)[i];
+      if (f < task.gpu_milli) continue;
+      auto seen =
+          std::find_if(tried.begin(), tried.end(), [f](const auto& t) { return t.first == f; });
+      const int score = seen != tried.end() ? seen->second : ScoreAfter(node, before, task, f);
+      if (seen == tried.end()) tried.emplace_back(f, score);
+      if (score > best.score) best = ShareChoice{score, i};
+    }
+    return best;
+  }
+
+  // The node's free GPUs after the task: a share from the GPU with `share_from` free milli
+  // (-1: whole GPUs, the lowest-index fully free ones; CPU-only tasks take none).
+  static std::vector<int32_t> FreeAfter(const NodeView& node, const TaskRequest& task,
+                                        int32_t share_from) {
+    std::vector<int32_t> after = *node.gpu_free;
+    if (share_from >= 0) {
+      *std::find(after.begin(), after.end(), share_from) -= task.gpu_milli;
+      return after;
+    }
+    int needed = task.gpus;
+    for (auto it = after.begin(); needed > 0 && it != after.end(); ++it) {
+      if (*it == 1000) *it = 0, --needed;
+    }
+    return after;
+  }
+
+  int ScoreAfter(const NodeView& node, int64_t before, const TaskRequest& task,
+                 int32_t share_from) const {
+    const std::vector<int32_t> after = FreeAfter(node, task, share_from);
+    NodeView next = node;
+    next.gpu_free = &after;
+    next.gpu_free_total =
+        node.gpu_free_total -
+        (share_from >= 0 ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000);
+    next.cpu_free = node.cpu_free - task.cpu;
+    const double delta = static_cast<double>(before - meter_.Weighted(next)) /
+                         static_cast<double>(meter_.total_count());
+    return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
+  }
+
+  BestParams params_;
+  FragmentationMeter meter_;
+};
+
+Status CheckRange(std::string_view key, double value, double low, double high) {
+  if (value >= low && value <= high) return Status();
+  std::ostringstream s;
+  s << "best params: " << key << " must be in [" << low << ", " << high << "], got " << value;
+  return InvalidArgument(s.str());
+}
+
+}  // namespace
+
+Result<BestParams> ParseBestParams(std::string_view text) {
+  BestParams p;
+  if (Trim(text).empty()) return p;
+  for (const std::string& item : Split(text, ',')) {
+    const size_t eq = item.find('=');
+    const std::string key = Trim(item.substr(0, eq));
+    if (eq == std::string::npos) {
+      return InvalidArgument("best params: '" + item + "' is not key=value");
+    }
+    const std::string value_text = Trim(item.substr(eq + 1));
+    double value = 0;
+    auto [end, ec] =
+        std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+    if (ec != std::errc() || end != value_text.data() + value_text.size()) {
+      return InvalidArgument("best params: " + key + " is not a number: '" + value_text + "'");
+    }
+    if (key == "demand_exp") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 3));
+      p.demand_exp = value;
+    } else if (key == "scale") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 10, 100000));
+      p.scale = value;
+    } else if (key == "levels") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 2, 1000000));
+      if (value != std::floor(value)) {
+        return InvalidArgument("best params: levels must be an integer, got " + value_text);
+      }
+      p.levels = static_cast<int>(value);
+    } else if (key == "used_bonus") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
+      p.used_bonus = static_cast<int>(value);
+    } else {
+      return InvalidArgument("best params: unknown key '" + key +
+                             "' (known: demand_exp, scale, levels, used_bonus)");
+    }
+  }
+  return p;
+}
+
+std::string FormatBestParams(const BestParams& p) {
+  std::ostringstream s;
+  s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
+    << ",used_bonus=" << p.used_bonus;
+  return s.str();
+}
+
+std::unique_ptr<PlacementPolicy> MakeBestPolicy(const PolicyContext& context) {
+  return std::make_unique<BestPolicy>(context.typical_tasks, context.best);
+}
+
+}  // namespace corral::sched

@@ -1,0 +1,33 @@
+// The tunable parameters of the `best` placement policy (best_policy.cc) and their parser, shared
+// by the policy and the simulator's research flags (`corral sim fill --best-params k=v,...`).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace corral::sched {
+
+// Compiled-in defaults are the set tuned on all five openb workloads (docs/placement.md).
+struct BestParams {
+  // Weight of a typical task in the fragmentation measure: count × (GPU demand in GPUs)^demand_exp.
+  // 0 weighs shapes by frequency alone (FGD); 1 by the GPUs they would ask (expected demand).
+  double demand_exp = 0.0;
+  // Δ (milli-GPU) is mapped to a score by levels × sigmoid(Δ / scale), floored.
+  double scale = 1000.0;
+  int levels = 100;
+  // Score points added on a node already in use (some GPU or CPU taken): keeps empty nodes whole.
+  int used_bonus = 0;
+
+  bool operator==(const BestParams&) const = default;
+};
+
+// Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
+// and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
+// used_bonus in [0, 1000000].
+Result<BestParams> ParseBestParams(std::string_view text);
+// The "k=v,..." form of all parameters (round-trips through ParseBestParams).
+std::string FormatBestParams(const BestParams& params);
+
+}  // namespace corral::sched
