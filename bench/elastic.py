@@ -22,7 +22,6 @@ Parts:
 """
 
 import argparse
-import csv
 import json
 import os
 import shlex
@@ -31,6 +30,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from openb_gpu_jobs import write_openb_gpu_jobs  # noqa: E402
 from policies import Bench, flood_workload, sharing_file, table, fmt  # noqa: E402
 
 # The model's settings for every run (docs/elastic.md, "Model").
@@ -52,13 +52,7 @@ def openb_gpu_jobs(b):
     if not src:
         return None
     path = os.path.join(b.work, "openb_gpu_jobs.csv")
-    with open(src) as f, open(path, "w", newline="") as out:
-        reader = csv.DictReader(f)
-        writer = csv.DictWriter(out, fieldnames=reader.fieldnames)
-        writer.writeheader()
-        for row in reader:
-            if int(row["num_gpu"]) > 0 and row["scheduled_time"] != "":
-                writer.writerow(row)
+    write_openb_gpu_jobs(src, path)
     return path
 
 
