@@ -33,6 +33,12 @@ if [ -f "$traces/openb_pod_list_default.csv" ]; then
   cp "$work/out" "$work/fill_table"
   measure "fill all 7 policies x 10 seeds, 1 thread" \
     "$corral" sim fill --nodes "$nodes" --pods "$pods" --policy all --seeds 42-51 --threads 1
+  # The 6,203 GPU pods that have a scheduled_time (bench/openb_gpu_jobs.py), replayed
+  # in strict FIFO order with bestfit on 7 nodes of 8 V100s (issue 21: <= 25 ms).
+  python3 "$(dirname "$0")/openb_gpu_jobs.py" "$pods" "$work/openb_gpu_jobs.csv"
+  measure "replay 6,203 openb GPU pods, 7x8 V100, bestfit, strict" \
+    "$corral" sim replay --nodes gen:7x8xV100 --trace "$work/openb_gpu_jobs.csv" --policy bestfit \
+    --strict
 else
   echo "fill benchmarks skipped: $traces is absent"
 fi

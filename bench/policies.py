@@ -42,6 +42,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from openb_gpu_jobs import write_openb_gpu_jobs  # noqa: E402
 
 
 class Bench:
@@ -94,13 +96,7 @@ def openb_gpu_jobs(b):
     if not src:
         return None
     path = os.path.join(b.work, "openb_gpu_jobs.csv")
-    with open(src) as f, open(path, "w", newline="") as out:
-        reader = csv.DictReader(f)
-        writer = csv.DictWriter(out, fieldnames=reader.fieldnames)
-        writer.writeheader()
-        for row in reader:
-            if int(row["num_gpu"]) > 0 and row["scheduled_time"] != "":
-                writer.writerow(row)
+    write_openb_gpu_jobs(src, path)
     return path
 
 

@@ -1,6 +1,7 @@
-// corral: the client (src/cli) — the commands that talk to a server. The commands that run a
-// daemon or the simulator live in corral-daemon next to it (daemon_commands.h): for those this
-// process only replaces itself with corral-daemon, before any parsing, with the same argv.
+// corral: the client (src/cli) — the commands that talk to a server — and the simulator
+// (src/sim). The commands that run a daemon live in corral-daemon next to it
+// (daemon_commands.h): for those this process only replaces itself with corral-daemon, before
+// any parsing, with the same argv.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -9,9 +10,11 @@
 #include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
 
 #include "cli/commands.h"
 #include "daemon_commands.h"
+#include "sim/sim_command.h"
 #include "top_level.h"
 
 namespace {
@@ -50,10 +53,18 @@ int main(int argc, char** argv) {
   CLI::App app;
   corral::SetUpTopLevel(app);
   int exit_code = 0;
+  // The simulator runs here, not in corral-daemon: it links none of the daemon's libraries, and
+  // one process start instead of two is most of a small simulation's time (docs/decisions.md,
+  // "The simulator in the client"). Only its flags are built when it is named.
+  if (argc >= 2 && std::string_view(argv[1]) == corral::sim::kSimCommand) {
+    corral::sim::AddSimCommand(app, &exit_code);
+    return corral::ParseAndRun(app, argc, argv, exit_code);
+  }
   // Placeholders, so that --help lists them: argv[1] naming one never gets here.
   for (const corral::DaemonCommand& c : corral::kDaemonCommands) {
     if (!c.summary.empty()) app.add_subcommand(std::string(c.name), std::string(c.summary));
   }
+  app.add_subcommand(corral::sim::kSimCommand, corral::sim::kSimSummary);
   corral::cli::AddClientCommands(app, &exit_code, argc >= 2 ? argv[1] : "");
   return corral::ParseAndRun(app, argc, argv, exit_code);
 }

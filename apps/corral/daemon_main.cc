@@ -1,5 +1,5 @@
-// corral-daemon: the controller, the node agent, `corral dev`, `corral launch`, the simulator and
-// the agent's task supervisor (daemon_commands.h). People run it as `corral NAME ...`: the client
+// corral-daemon: the controller, the node agent, `corral dev`, `corral launch` and the agent's
+// task supervisor (daemon_commands.h). People run it as `corral NAME ...`: the client
 // (client_main.cc) execv()s it with the same argv. This file only parses the top-level command
 // line and hands over to the subcommands.
 #include <CLI/CLI.hpp>
@@ -12,7 +12,6 @@
 #include "agent/shim.h"
 #include "dev_command.h"
 #include "server/server_command.h"
-#include "sim/sim_command.h"
 #include "top_level.h"
 
 int main(int argc, char** argv) {
@@ -28,6 +27,5 @@ int main(int argc, char** argv) {
   corral::agent::AddAgentCommand(app, &exit_code);
   corral::agent::AddLaunchCommand(app, &exit_code);
   corral::agent::AddShellServerCommand(app, &exit_code);
-  corral::sim::AddSimCommand(app, &exit_code);
   return corral::ParseAndRun(app, argc, argv, exit_code);
 }

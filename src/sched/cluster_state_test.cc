@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "common/rng.h"
+#include "sched/fragmentation.h"
 #include "sched/placement_policy.h"
 #include "sched/placer.h"
 
@@ -226,6 +228,79 @@ TEST(ClusterState, CountsTheNodesOfferingARuntimeAsNodesComeAndGo) {
   ASSERT_TRUE(s.RemoveNode(*e).ok());
   EXPECT_EQ(s.NodesOffering(container), 0);
   EXPECT_EQ(s.NodesOffering(process), 1);
+}
+
+// The meter's one sweep over shapes sorted by gpu_milli gives F(node) as the definition does
+// (fill-experiment.md: per typical task, the free milli of the GPUs too small for one unit when
+// enough GPUs fit it, else all the free milli), on random nodes and on the states SortedFree
+// derives for a share and for whole GPUs.
+TEST(FragmentationMeter, SweepMatchesTheDefinitionOnRandomNodes) {
+  std::vector<TypicalTask> typical = {{1, 1000, 8000, {}, 50}, {1, 500, 4000, {"T4"}, 20},
+                                      {2, 1000, 16000, {}, 9}, {1, 250, 0, {"V100"}, 7},
+                                      {4, 1000, 32000, {}, 5}, {0, 0, 2000, {}, 3},
+                                      {1, 700, 60000, {}, 2},  {8, 1000, 0, {"T4"}, 1}};
+  ClusterState state;
+  ASSERT_TRUE(state.AddNode(T4Node("t4")).ok());
+  ASSERT_TRUE(state.AddNode(model::MakeNode("v", "V100", 8, CpuMilli(1), MemoryMib(1))).ok());
+  FragmentationMeter meter(typical);
+  meter.Resolve(state);
+  auto definition = [&](const std::vector<int32_t>& free, int64_t cpu_free, int model) {
+    int64_t total = 0;
+    for (int32_t f : free) total += f;
+    if (total == 0) return int64_t{0};
+    int64_t sum = 0;
+    for (const TypicalTask& t : typical) {
+      bool model_ok = t.gpu_models.empty();
+      for (const auto& m : t.gpu_models) model_ok |= state.ModelId(m) == model;
+      int64_t fragment = total;
+      if (t.gpus > 0 && cpu_free >= t.cpu && model != kNoModel && model_ok) {
+        int fitting = 0;
+        int64_t too_small = 0;
+        for (int32_t f : free) {
+          if (f >= t.gpu_milli) {
+            ++fitting;
+          } else {
+            too_small += f;
+          }
+        }
+        if (fitting >= t.gpus) fragment = too_small;
+      }
+      sum += t.count * fragment;
+    }
+    return sum;
+  };
+  SeededRng rng(7);
+  const int32_t amounts[] = {0, 100, 250, 300, 500, 699, 700, 1000};
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<int32_t> free(1 + rng.Uniform(20));  // beyond SortedFree's 16 inline values too
+    for (int32_t& f : free) f = amounts[rng.Uniform(std::size(amounts))];
+    const int64_t cpu = static_cast<int64_t>(rng.Uniform(70000));
+    const int model = static_cast<int>(rng.Uniform(3)) - 1;  // kNoModel, T4 or V100
+    int64_t total = 0;
+    for (int32_t f : free) total += f;
+    const SortedFree sorted(free);
+    ASSERT_EQ(meter.Weighted(sorted, total, cpu, model), definition(free, cpu, model));
+
+    const int32_t from = free[rng.Uniform(free.size())];
+    const int32_t milli = static_cast<int32_t>(rng.Uniform(static_cast<uint64_t>(from) + 1));
+    std::vector<int32_t> shared = free;
+    *std::find(shared.begin(), shared.end(), from) -= milli;
+    ASSERT_EQ(
+        meter.Weighted(SortedFree::AfterShare(sorted, from, milli), total - milli, cpu, model),
+        definition(shared, cpu, model));
+
+    const int gpus = static_cast<int>(rng.Uniform(4));
+    std::vector<int32_t> whole = free;
+    int64_t taken = 0;
+    for (int32_t& f : whole) {
+      if (f == 1000 && taken < gpus * 1000) {
+        f = 0;
+        taken += 1000;
+      }
+    }
+    ASSERT_EQ(meter.Weighted(SortedFree::AfterWhole(sorted, gpus), total - taken, cpu, model),
+              definition(whole, cpu, model));
+  }
 }
 
 }  // namespace

@@ -59,19 +59,60 @@ std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResour
   return out;
 }
 
+SortedFree::SortedFree(const std::vector<int32_t>& free) {
+  Resize(free.size());
+  int32_t* v = data();
+  std::copy(free.begin(), free.end(), v);
+  std::sort(v, v + size_);
+}
+
+SortedFree SortedFree::AfterShare(const SortedFree& before, int32_t from, int32_t milli) {
+  SortedFree after = before;
+  int32_t* v = after.data();
+  // The first GPU with `from` free gives the share; moving it down keeps the order.
+  size_t i = static_cast<size_t>(std::lower_bound(v, v + after.size_, from) - v);
+  v[i] -= milli;
+  for (; i > 0 && v[i - 1] > v[i]; --i) std::swap(v[i - 1], v[i]);
+  return after;
+}
+
+SortedFree SortedFree::AfterWhole(const SortedFree& before, int gpus) {
+  // Fully free GPUs (1000, the most a GPU has free) are the last values; those taken become 0,
+  // the first values.
+  const std::span<const int32_t> in = before.values();
+  size_t taken = 0;
+  while (taken < static_cast<size_t>(gpus) && taken < in.size() &&
+         in[in.size() - 1 - taken] == 1000) {
+    ++taken;
+  }
+  SortedFree after;
+  after.Resize(in.size());
+  int32_t* v = after.data();
+  std::fill(v, v + taken, 0);
+  std::copy(in.begin(), in.end() - static_cast<std::ptrdiff_t>(taken), v + taken);
+  return after;
+}
+
+void SortedFree::Resize(size_t n) {
+  size_ = n;
+  if (n > kInline) heap_.resize(n);
+}
+
 FragmentationMeter::FragmentationMeter(std::vector<TypicalTask> typical)
     : typical_(std::move(typical)) {
-  for (const auto& t : typical_) {
-    shapes_.push_back(Shape{t.gpus, t.gpu_milli, t.cpu, t.count, t.gpu_models.empty(), {}});
+  for (size_t i = 0; i < typical_.size(); ++i) {
+    const TypicalTask& t = typical_[i];
+    shapes_.push_back(Shape{t.gpus, t.gpu_milli, t.cpu, t.count, t.gpu_models.empty(), i, {}});
     total_count_ += t.count;
   }
+  std::stable_sort(shapes_.begin(), shapes_.end(),
+                   [](const Shape& a, const Shape& b) { return a.gpu_milli < b.gpu_milli; });
 }
 
 void FragmentationMeter::Resolve(const ClusterState& state) {
-  for (size_t i = 0; i < shapes_.size(); ++i) {
-    Shape& s = shapes_[i];
+  for (Shape& s : shapes_) {
     s.accepts.assign(state.ModelCount(), false);
-    for (const auto& name : typical_[i].gpu_models) {
+    for (const auto& name : typical_[s.typical].gpu_models) {
       int id = state.ModelId(name);
       if (id != kNoModel) s.accepts[id] = true;
     }
@@ -80,27 +121,27 @@ void FragmentationMeter::Resolve(const ClusterState& state) {
 }
 
 int64_t FragmentationMeter::Weighted(const NodeView& node) const {
-  const std::vector<int32_t>& free = *node.gpu_free;
-  const int64_t total_free = node.gpu_free_total;
-  if (total_free == 0) return 0;
+  return Weighted(SortedFree(*node.gpu_free), node.gpu_free_total, node.cpu_free, node.model);
+}
+
+int64_t FragmentationMeter::Weighted(const SortedFree& free, int64_t free_total, int64_t cpu_free,
+                                     int model) const {
+  if (free_total == 0) return 0;
+  const std::span<const int32_t> v = free.values();
+  // Shapes come by gpu_milli ascending, so the GPUs too small for one shape are a prefix of the
+  // sorted free amounts that only grows: `small` GPUs, `too_small` milli free on them.
+  size_t small = 0;
+  int64_t too_small = 0;
   int64_t sum = 0;
   for (const Shape& s : shapes_) {
-    bool runs =
-        s.gpus > 0 && node.cpu_free >= s.cpu && node.model != kNoModel &&
-        (s.any_model || (node.model < static_cast<int>(s.accepts.size()) && s.accepts[node.model]));
-    int64_t fragment = total_free;
+    const bool runs =
+        s.gpus > 0 && cpu_free >= s.cpu && model != kNoModel &&
+        (s.any_model || (model < static_cast<int>(s.accepts.size()) && s.accepts[model]));
+    int64_t fragment = free_total;
     if (runs) {
-      // GPUs that can host one unit of this shape, and the free milli of those that cannot.
-      int fitting = 0;
-      int64_t too_small = 0;
-      for (int32_t f : free) {
-        if (f >= s.gpu_milli) {
-          ++fitting;
-        } else {
-          too_small += f;
-        }
-      }
-      if (fitting >= s.gpus) fragment = too_small;
+      for (; small < v.size() && v[small] < s.gpu_milli; ++small) too_small += v[small];
+      const size_t fitting = v.size() - small;  // GPUs that can host one unit of this shape
+      if (fitting >= static_cast<size_t>(s.gpus)) fragment = too_small;
     }
     sum += s.count * fragment;
   }

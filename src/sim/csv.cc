@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <system_error>
@@ -83,27 +84,43 @@ bool LineReader::Next() {
   if (too_long_ || read_error_) return false;  // the reading ended there
   // std::getline, but never holding more than kMaxLineBytes of a line. The stream buffer
   // reports a read error by throwing (libstdc++'s filebuf), not through the stream's state.
-  std::streambuf& buf = *in_->rdbuf();
   text_.clear();
+  bool read_any = false;  // a line, possibly empty, was there (not the end of the file)
   try {
-    int c = buf.sbumpc();
-    if (c == std::char_traits<char>::eof()) return false;
-    while (c != std::char_traits<char>::eof() && c != '\n') {
-      if (text_.size() == kMaxLineBytes) {
+    while (true) {
+      if (next_ == end_ && !Refill()) break;
+      read_any = true;
+      const char* start = buffer_.data() + next_;
+      const auto* newline = static_cast<const char*>(std::memchr(start, '\n', end_ - next_));
+      const size_t n = newline != nullptr ? static_cast<size_t>(newline - start) : end_ - next_;
+      if (text_.size() + n > kMaxLineBytes) {
         too_long_ = true;
         return false;
       }
-      text_.push_back(static_cast<char>(c));
-      c = buf.sbumpc();
+      text_.append(start, n);
+      next_ += n;
+      if (newline != nullptr) {
+        ++next_;
+        break;
+      }
     }
   } catch (const std::ios_base::failure&) {
     read_error_ = true;
     return false;
   }
+  if (!read_any) return false;
   ++line_;
   if (!text_.empty() && text_.back() == '\r') text_.pop_back();
   if (line_ == 1 && text_.starts_with("\xEF\xBB\xBF")) text_.erase(0, 3);
   return true;
+}
+
+bool LineReader::Refill() {
+  constexpr size_t kBlockBytes = size_t{1} << 16;
+  buffer_.resize(kBlockBytes);
+  next_ = 0;
+  end_ = static_cast<size_t>(in_->rdbuf()->sgetn(buffer_.data(), kBlockBytes));
+  return end_ > 0;
 }
 
 Status LineReader::status() const {
@@ -120,18 +137,30 @@ Status LineReader::status() const {
 
 Result<std::vector<std::string>> SplitCsvLine(std::string_view line) {
   std::vector<std::string> fields;
+  CORRAL_RETURN_IF_ERROR(SplitCsvLineInto(line, fields));
+  return fields;
+}
+
+Status SplitCsvLineInto(std::string_view line, std::vector<std::string>& fields) {
+  size_t count = 0;  // fields found; fields[count] is the next to (re)write
+  auto next_field = [&]() -> std::string& {
+    if (count == fields.size()) fields.emplace_back();
+    std::string& field = fields[count++];
+    field.clear();
+    return field;
+  };
   size_t i = 0;
   while (true) {
     // Skip leading spaces to find out whether the field is quoted.
     size_t start = i;
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     if (i < line.size() && line[i] == '"') {
-      std::string field;
+      std::string& field = next_field();
       ++i;
       while (true) {
         if (i >= line.size()) {
-          return InvalidArgument("field " + std::to_string(fields.size() + 1) +
-                                 ": unterminated quoted field");
+          fields.resize(count - 1);
+          return InvalidArgument("field " + std::to_string(count) + ": unterminated quoted field");
         }
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
@@ -146,20 +175,21 @@ Result<std::vector<std::string>> SplitCsvLine(std::string_view line) {
       }
       while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
       if (i < line.size() && line[i] != ',') {
-        return InvalidArgument("field " + std::to_string(fields.size() + 1) +
+        fields.resize(count - 1);
+        return InvalidArgument("field " + std::to_string(count) +
                                ": unexpected text after a closing quote");
       }
-      fields.push_back(std::move(field));
     } else {
       size_t comma = line.find(',', start);
       if (comma == std::string_view::npos) comma = line.size();
-      fields.emplace_back(Trim(line.substr(start, comma - start)));
+      next_field().assign(Trim(line.substr(start, comma - start)));
       i = comma;
     }
     if (i >= line.size()) break;
     ++i;  // the comma
   }
-  return fields;
+  fields.resize(count);
+  return Status::Ok();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,9 +225,7 @@ Result<CsvReader> CsvReader::Open(const std::string& path) {
   return CsvReader(std::move(lines), std::move(columns));
 }
 
-bool CsvReader::HasColumn(std::string_view name) const {
-  return index_.find(std::string(name)) != index_.end();
-}
+bool CsvReader::HasColumn(std::string_view name) const { return index_.find(name) != index_.end(); }
 
 bool CsvReader::HasColumns(std::span<const std::string_view> names) const {
   for (std::string_view name : names) {
@@ -221,18 +249,17 @@ bool CsvReader::NextRow() {
   if (!status_.ok()) return false;
   while (lines_.Next()) {
     if (IsBlank(lines_.text())) continue;
-    auto fields = SplitCsvLine(lines_.text());
-    if (!fields.ok()) {
-      Fail(LineError(fields.status()));
+    Status split = SplitCsvLineInto(lines_.text(), fields_);
+    if (!split.ok()) {
+      Fail(LineError(split));
       return false;
     }
-    if (fields->size() != columns_.size()) {
+    if (fields_.size() != columns_.size()) {
       Fail(InvalidArgument(Location(path(), line()) + ": expected " +
                            std::to_string(columns_.size()) + " fields as in the header, got " +
-                           std::to_string(fields->size())));
+                           std::to_string(fields_.size())));
       return false;
     }
-    fields_ = std::move(fields).value();
     return true;
   }
   return false;
@@ -244,7 +271,7 @@ Status CsvReader::status() const {
 }
 
 std::string_view CsvReader::Text(std::string_view column) const {
-  auto it = index_.find(std::string(column));
+  auto it = index_.find(column);
   if (it == index_.end() || it->second >= fields_.size()) return {};
   return fields_[it->second];
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -63,8 +64,15 @@ class LineReader {
  private:
   LineReader(std::string path, std::unique_ptr<std::ifstream> in);
 
+  // Reads the next block of the file into buffer_; false at end of file (throws on a read
+  // error, as the stream buffer does).
+  bool Refill();
+
   std::string path_;
   std::unique_ptr<std::ifstream> in_;  // owned; a pointer so that the reader stays movable
+  std::vector<char> buffer_;           // a block of the file; [next_, end_) not yet read
+  size_t next_ = 0;
+  size_t end_ = 0;
   std::string text_;
   int64_t line_ = 0;
   bool too_long_ = false;    // line line_ + 1 is over kMaxLineBytes
@@ -74,6 +82,9 @@ class LineReader {
 // Splits one CSV line into fields (see the dialect above). InvalidArgument, without a location,
 // for an unterminated quoted field or text after a closing quote.
 Result<std::vector<std::string>> SplitCsvLine(std::string_view line);
+// The same into `fields`, whose strings are reused (a reader's rows then cost no allocation);
+// on an error `fields` holds the fields before the bad one.
+Status SplitCsvLineInto(std::string_view line, std::vector<std::string>& fields);
 
 // Reads a CSV file record by record and converts fields by column name.
 //
@@ -126,8 +137,14 @@ class CsvReader {
 
   LineReader lines_;
   std::vector<std::string> columns_;
-  std::unordered_map<std::string, size_t> index_;  // column name -> position
-  std::vector<std::string> fields_;                // the current record
+  // Hashes std::string and std::string_view alike, so that lookups by a column name in a
+  // string_view build no string.
+  struct NameHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> index_;  // name -> position
+  std::vector<std::string> fields_;                                           // the current record
   Status status_;
 };
 

@@ -478,7 +478,7 @@ int RunGenCommand(GenFlags f) {
 }  // namespace
 
 void AddSimCommand(CLI::App& app, int* exit_code) {
-  CLI::App* sim = app.add_subcommand("sim", "Run the scheduler over traces on a virtual clock");
+  CLI::App* sim = app.add_subcommand(kSimCommand, kSimSummary);
   sim->require_subcommand(1);
 
   auto fill = std::make_shared<FillFlags>();

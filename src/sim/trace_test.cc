@@ -69,6 +69,35 @@ TEST(CsvTest, SplitsQuotedFields) {
   EXPECT_THAT(*SplitCsvLine("x,"), ElementsAre("x", ""));
 }
 
+// A reader's row reuses the last row's strings: fewer, shorter or quoted fields leave nothing of
+// the row before.
+TEST(CsvTest, SplittingIntoReusedFieldsLeavesNothingOfTheLastRow) {
+  std::vector<std::string> fields;
+  ASSERT_TRUE(SplitCsvLineInto("a long first field, b ,c,d", fields).ok());
+  EXPECT_THAT(fields, ElementsAre("a long first field", "b", "c", "d"));
+  ASSERT_TRUE(SplitCsvLineInto(R"(x,"y ""q""")", fields).ok());
+  EXPECT_THAT(fields, ElementsAre("x", "y \"q\""));
+  ExpectError(SplitCsvLineInto(R"(1,"2)", fields), {"field 2", "unterminated"});
+  EXPECT_THAT(fields, ElementsAre("1"));
+}
+
+// Lines are read in blocks: a line across a block's end, a last line without a newline and an
+// empty line keep their text and their numbers.
+TEST(CsvTest, LinesAcrossReadBlocksKeepTheirTextAndNumbers) {
+  const std::string path = TempPath("blocks.txt");
+  const std::string a(70000, 'a'), b(65535, 'b');
+  WriteAll(path, a + "\r\n" + b + "\n\nlast");
+  auto lines = LineReader::Open(path);
+  ASSERT_TRUE(lines.ok()) << lines.status().ToString();
+  std::vector<std::pair<int64_t, std::string>> read;
+  while (lines->Next()) read.emplace_back(lines->line(), lines->text());
+  EXPECT_TRUE(lines->status().ok()) << lines->status().ToString();
+  EXPECT_THAT(read, ElementsAre(std::pair<int64_t, std::string>{1, a},
+                                std::pair<int64_t, std::string>{2, b},
+                                std::pair<int64_t, std::string>{3, ""},
+                                std::pair<int64_t, std::string>{4, "last"}));
+}
+
 TEST(CsvTest, RejectsMalformedQuotes) {
   ExpectError(SplitCsvLine(R"(a,"b)").status(), {"field 2", "unterminated"});
   ExpectError(SplitCsvLine(R"("a"b,c)").status(), {"field 1", "after a closing quote"});

@@ -23,14 +23,15 @@ class FgdPolicy final : public PlacementPolicy {
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return 50;  // no workload profile: no preference
-    const int64_t before = meter_.Weighted(node);
-    if (!task.IsShare()) return ScoreAfter(node, before, task, -1);
+    const SortedFree free(*node.gpu_free);
+    const int64_t before = Weighted(node, free);
+    if (!task.IsShare()) return ScoreAfter(node, free, before, task, -1);
     int best = -1;
     int32_t last = -1;
     for (int32_t f : *node.gpu_free) {
       if (f < task.gpu_milli || f == last) continue;
       last = f;
-      best = std::max(best, ScoreAfter(node, before, task, f));
+      best = std::max(best, ScoreAfter(node, free, before, task, f));
     }
     return best;
   }
@@ -38,12 +39,13 @@ class FgdPolicy final : public PlacementPolicy {
   std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
                               Rng& /*rng*/) const override {
     if (!task.IsShare() || meter_.total_count() == 0) return TightestFitGpus(node, task);
-    const int64_t before = meter_.Weighted(node);
+    const SortedFree free(*node.gpu_free);
+    const int64_t before = Weighted(node, free);
     int best_gpu = -1, best_score = -1;
     for (int i = 0; i < node.gpu_count(); ++i) {
       int32_t f = (*node.gpu_free)[i];
       if (f < task.gpu_milli) continue;
-      int s = ScoreAfter(node, before, task, f);
+      int s = ScoreAfter(node, free, before, task, f);
       if (s > best_score) {
         best_score = s;
         best_gpu = i;
@@ -53,37 +55,23 @@ class FgdPolicy final : public PlacementPolicy {
   }
 
  private:
-  // Builds the node's state after placing and scores the change. `share_from` is the free
-  // amount of the GPU a share is taken from (-1 for whole-GPU and CPU-only tasks).
-  int ScoreAfter(const NodeView& node, int64_t before, const TaskRequest& task,
-                 int32_t share_from) const {
-    std::vector<int32_t> after = *node.gpu_free;
-    int64_t taken = 0;
-    if (share_from >= 0) {
-      for (int32_t& f : after) {
-        if (f == share_from) {
-          f -= task.gpu_milli;
-          break;
-        }
-      }
-      taken = task.gpu_milli;
-    } else {
-      int needed = task.gpus;
-      for (int32_t& f : after) {
-        if (needed == 0) break;
-        if (f == 1000) {
-          f = 0;
-          --needed;
-        }
-      }
-      taken = static_cast<int64_t>(task.gpus) * 1000;
-    }
-    NodeView next = node;
-    next.gpu_free = &after;
-    next.gpu_free_total = node.gpu_free_total - taken;
-    next.cpu_free = node.cpu_free - task.cpu;
-    const double delta = static_cast<double>(before - meter_.Weighted(next)) /
-                         static_cast<double>(meter_.total_count());
+  int64_t Weighted(const NodeView& node, const SortedFree& free) const {
+    return meter_.Weighted(free, node.gpu_free_total, node.cpu_free, node.model);
+  }
+
+  // Scores the change from the node's state (`free`, fragmentation `before`) to its state
+  // after placing. `share_from` is the free amount of the GPU a share is taken from (-1 for
+  // whole-GPU and CPU-only tasks).
+  int ScoreAfter(const NodeView& node, const SortedFree& free, int64_t before,
+                 const TaskRequest& task, int32_t share_from) const {
+    const bool share = share_from >= 0;
+    const SortedFree after = share ? SortedFree::AfterShare(free, share_from, task.gpu_milli)
+                                   : SortedFree::AfterWhole(free, task.gpus);
+    const int64_t taken = share ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000;
+    const int64_t weighted_after =
+        meter_.Weighted(after, node.gpu_free_total - taken, node.cpu_free - task.cpu, node.model);
+    const double delta =
+        static_cast<double>(before - weighted_after) / static_cast<double>(meter_.total_count());
     return static_cast<int>(100.0 / (1.0 + std::exp(-delta / 1000.0)));
   }
 
