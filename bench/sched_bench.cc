@@ -97,8 +97,7 @@ SchedulerConfig ConfigFor(const char* policy, Sharing sharing, int nodes) {
   return config;
 }
 
-void BM_Schedule(benchmark::State& state, const char* policy, CpuShape cpu_shape,
-                 Sharing sharing) {
+void BM_Schedule(benchmark::State& state, const char* policy, CpuShape cpu_shape, Sharing sharing) {
   const int nodes = static_cast<int>(state.range(0));
   const std::vector<model::Node> cluster = MakeCluster(nodes);
   const std::vector<model::Job> jobs = MakeJobs(1, cpu_shape, sharing);
@@ -137,8 +136,10 @@ BENCHMARK_CAPTURE(BM_Schedule, packing, "packing", CpuShape::kPerGpu, Sharing::k
 BENCHMARK_CAPTURE(BM_Schedule, spread, "spread", CpuShape::kPerGpu, Sharing::kNone)->Apply(Sizes);
 BENCHMARK_CAPTURE(BM_Schedule, random, "random", CpuShape::kPerGpu, Sharing::kNone)->Apply(Sizes);
 // The worst case for class sharing: nearly every used node is in a state of its own.
-BENCHMARK_CAPTURE(BM_Schedule, bestfit_diverse, "bestfit", CpuShape::kDiverse, Sharing::kNone)->Apply(Sizes);
-BENCHMARK_CAPTURE(BM_Schedule, fgd_diverse, "fgd", CpuShape::kDiverse, Sharing::kNone)->Apply(Sizes);
+BENCHMARK_CAPTURE(BM_Schedule, bestfit_diverse, "bestfit", CpuShape::kDiverse, Sharing::kNone)
+    ->Apply(Sizes);
+BENCHMARK_CAPTURE(BM_Schedule, fgd_diverse, "fgd", CpuShape::kDiverse, Sharing::kNone)
+    ->Apply(Sizes);
 
 // The sharing rules on: quotas, fair-share order (issue 21: within 1.5x of the plain case).
 BENCHMARK_CAPTURE(BM_Schedule, bestfit_quotas, "bestfit", CpuShape::kPerGpu, Sharing::kQuotas)

@@ -112,7 +112,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& conf
 Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy)
     : config_(config),
       policy_(std::move(policy)),
-      state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds()}),
+      state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds(),
+                                 policy_->ScoreFallsWithFreeCapacity()}),
       rng_(config.seed),
       placer_(state_, *policy_, rng_),
       fair_share_(config.sharing.fair_share) {}
@@ -380,7 +381,8 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
 }
 
 void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now) {
-  Running run;
+  const JobId id = job.id;
+  Running& run = running_.try_emplace(id).first->second;  // built in place: a Job is large
   run.tasks = std::move(tasks);
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
@@ -390,9 +392,7 @@ void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seco
   bucket_usage_[{job.project, run.bucket}] += QuotaMilliOf(job);
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
-  const JobId id = job.id;
   run.job = std::move(job);
-  running_[id] = std::move(run);
 }
 
 Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
@@ -956,8 +956,8 @@ Decisions Scheduler::Schedule(Seconds now) {
         group.waits.has_value();
     if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
   }
-  std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
-  std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
+  std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
+  std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
   bool lending = !AnyQuota();
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
@@ -1021,10 +1021,11 @@ Decisions Scheduler::Schedule(Seconds now) {
     const JobId id(std::get<2>(head));
     const model::Job& job = pending_.at(id).job;
     std::optional<std::vector<Allocation>> placed;
-    const bool shape_failed =
-        shape.failed_generation == generation_ && tried_shapes.count(group.shape) > 0;
+    // A reclaim may have queued a victim of a new shape.
+    if (group.shape >= static_cast<int>(tried_shapes.size())) tried_shapes.resize(shapes_.size());
+    const bool shape_failed = shape.failed_generation == generation_ && tried_shapes[group.shape];
     if (!shape_failed) {
-      tried_shapes.insert(group.shape);
+      tried_shapes[group.shape] = true;
       placed = PlaceGang(shape);
     }
     bool preempted = false;
