@@ -22,18 +22,33 @@ int ModelStats::LargestFreeBlock() const {
 }
 
 int ModelStats::LargestFreeShare() const {
-  for (int m = static_cast<int>(nodes_by_max_free.size()) - 1; m > 0; --m) {
-    if (nodes_by_max_free[m] > 0) return m;
+  for (int b = static_cast<int>(nodes_by_max_free_block.size()) - 1; b >= 0; --b) {
+    if (nodes_by_max_free_block[b] == 0) continue;
+    for (int m =
+             std::min<int>(static_cast<int>(nodes_by_max_free.size()), (b + 1) * kShareBlock) - 1;
+         m >= b * kShareBlock && m > 0; --m) {
+      if (nodes_by_max_free[m] > 0) return m;
+    }
   }
   return 0;
 }
 
+namespace {
+
+ModelStats EmptyStats() {
+  ModelStats s;
+  s.nodes_by_max_free.assign(kFullMilli + 1, 0);
+  s.nodes_by_max_free_block.assign(kFullMilli / ModelStats::kShareBlock + 1, 0);
+  return s;
+}
+
+}  // namespace
+
 ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {
   active_by_model_.resize(1);
-  stats_by_model_.resize(1);
-  free_index_.resize(1);
+  stats_by_model_.push_back(EmptyStats());
   stats_by_model_[0].nodes_by_full_free.assign(1, 0);
-  stats_by_model_[0].nodes_by_max_free.assign(kFullMilli + 1, 0);
+  free_index_.resize(1);
 }
 
 int ClusterState::ModelId(std::string_view model) const {
@@ -43,7 +58,7 @@ int ClusterState::ModelId(std::string_view model) const {
 
 int ClusterState::TaskKindId(int gpus, bool share) {
   int64_t key = share ? -1 : gpus;
-  auto [it, inserted] = kind_ids_.emplace(key, static_cast<int>(kind_ids_.size()));
+  auto [it, inserted] = kind_ids_.try_emplace(key, static_cast<int>(kind_ids_.size()));
   return it->second;
 }
 
@@ -108,9 +123,8 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
     if (inserted) {
       model_names_.push_back(spec.gpu_model);
       active_by_model_.emplace_back();
-      stats_by_model_.emplace_back();
+      stats_by_model_.push_back(EmptyStats());
       free_index_.emplace_back();
-      stats_by_model_.back().nodes_by_max_free.assign(kFullMilli + 1, 0);
     }
     node.model = it->second;
   }
@@ -291,6 +305,7 @@ void ClusterState::AddToStats(const NodeState& node, int sign) {
   s.free_milli += sign * free;
   s.nodes_by_full_free[full] += sign;
   s.nodes_by_max_free[max_free] += sign;
+  s.nodes_by_max_free_block[max_free / ModelStats::kShareBlock] += sign;
 }
 
 int ClusterState::ClassFor(const NodeState& node) {

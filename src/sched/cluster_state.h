@@ -99,8 +99,12 @@ struct ModelStats {
   int64_t free_milli = 0;
   std::vector<int> nodes_by_full_free;  // [k] = nodes with exactly k fully free GPUs
   std::vector<int> nodes_by_max_free;   // [m] = nodes whose largest free share is m (0..1000)
-  int LargestFreeBlock() const;         // most fully free GPUs on one node
-  int LargestFreeShare() const;         // largest free milli on one GPU
+  // [b] = the nodes of nodes_by_max_free[b × kShareBlock .. (b + 1) × kShareBlock - 1], so that
+  // LargestFreeShare skips empty ranges (it runs per placement, also on a full cluster).
+  static constexpr int kShareBlock = 32;
+  std::vector<int> nodes_by_max_free_block;
+  int LargestFreeBlock() const;  // most fully free GPUs on one node
+  int LargestFreeShare() const;  // largest free milli on one GPU
 };
 
 struct ClusterStateOptions {

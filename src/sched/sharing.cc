@@ -95,7 +95,7 @@ double FairShareLedger::EffectiveUsage(const std::string& project) const {
   auto it = accounts_.find(project);
   if (it == accounts_.end()) return 0;
   const double h = static_cast<double>(config_.half_life.value());
-  return it->second.decayed + DominantShare(project) * h / std::log(2.0);
+  return it->second.decayed + ShareOf(it->second) * h / std::log(2.0);
 }
 
 double FairShareLedger::DecayedUsage(const std::string& project) const {

@@ -57,7 +57,8 @@ class FgdPolicy final : public PlacementPolicy {
   // amount of the GPU a share is taken from (-1 for whole-GPU and CPU-only tasks).
   int ScoreAfter(const NodeView& node, int64_t before, const TaskRequest& task,
                  int32_t share_from) const {
-    std::vector<int32_t> after = *node.gpu_free;
+    std::vector<int32_t>& after = after_scratch_;
+    after.assign(node.gpu_free->begin(), node.gpu_free->end());
     int64_t taken = 0;
     if (share_from >= 0) {
       for (int32_t& f : after) {
@@ -88,6 +89,8 @@ class FgdPolicy final : public PlacementPolicy {
   }
 
   FragmentationMeter meter_;
+  // ScoreAfter's node state, reused: it runs per GPU tried (the scheduler is single-threaded).
+  mutable std::vector<int32_t> after_scratch_;
 };
 
 }  // namespace
