@@ -29,7 +29,7 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
   for (const auto& name : r.runtimes) t.runtimes |= state_.RuntimeBit(name);
   t.shape = shape_ids_
                 .try_emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
-                         static_cast<int>(shape_ids_.size()))
+                             static_cast<int>(shape_ids_.size()))
                 .first->second;
   t.kind = state_.TaskKindId(t.gpus, t.IsShare());
   return t;
