@@ -296,6 +296,8 @@ Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
 }
 
 double Scheduler::TotalWeight() const {
+  // Only fair-share keys use it (PassKeyOf): the other orders skip a walk over every group.
+  if (config_.order != QueueOrder::kFairShare) return 0;
   // The projects that compete now: those with pending or running work.
   double total = 0;
   std::set<std::string> seen;

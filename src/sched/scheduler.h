@@ -390,7 +390,8 @@ class Scheduler {
   // reservation needs: it ends after the reserved start, on one of the reserved nodes.
   bool DelaysReservation(const std::vector<Allocation>& placed, Seconds now,
                          Seconds estimate) const;
-  // Σ weights of the projects that compete now (with pending or running work).
+  // Σ weights of the projects that compete now (with pending or running work); 0 unless the
+  // order is fair share, the only one whose keys use it.
   double TotalWeight() const;
   // Recomputes the pending jobs' order keys with the current estimator (see
   // NoteEstimatesChanged).
