@@ -1,6 +1,7 @@
 #include "sched/cluster_state.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "common/rng.h"
@@ -10,11 +11,6 @@ namespace corral::sched {
 namespace {
 
 constexpr int kFullMilli = 1000;
-
-template <typename T>
-void AppendBytes(std::string& key, const T& value) {
-  key.append(reinterpret_cast<const char*>(&value), sizeof(value));
-}
 
 }  // namespace
 
@@ -26,17 +22,33 @@ int ModelStats::LargestFreeBlock() const {
 }
 
 int ModelStats::LargestFreeShare() const {
-  for (int m = static_cast<int>(nodes_by_max_free.size()) - 1; m > 0; --m) {
-    if (nodes_by_max_free[m] > 0) return m;
+  for (int b = static_cast<int>(nodes_by_max_free_block.size()) - 1; b >= 0; --b) {
+    if (nodes_by_max_free_block[b] == 0) continue;
+    for (int m =
+             std::min<int>(static_cast<int>(nodes_by_max_free.size()), (b + 1) * kShareBlock) - 1;
+         m >= b * kShareBlock && m > 0; --m) {
+      if (nodes_by_max_free[m] > 0) return m;
+    }
   }
   return 0;
 }
 
+namespace {
+
+ModelStats EmptyStats() {
+  ModelStats s;
+  s.nodes_by_max_free.assign(kFullMilli + 1, 0);
+  s.nodes_by_max_free_block.assign(kFullMilli / ModelStats::kShareBlock + 1, 0);
+  return s;
+}
+
+}  // namespace
+
 ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {
   active_by_model_.resize(1);
-  stats_by_model_.resize(1);
+  stats_by_model_.push_back(EmptyStats());
   stats_by_model_[0].nodes_by_full_free.assign(1, 0);
-  stats_by_model_[0].nodes_by_max_free.assign(kFullMilli + 1, 0);
+  free_index_.resize(1);
 }
 
 int ClusterState::ModelId(std::string_view model) const {
@@ -46,7 +58,7 @@ int ClusterState::ModelId(std::string_view model) const {
 
 int ClusterState::TaskKindId(int gpus, bool share) {
   int64_t key = share ? -1 : gpus;
-  auto [it, inserted] = kind_ids_.emplace(key, static_cast<int>(kind_ids_.size()));
+  auto [it, inserted] = kind_ids_.try_emplace(key, static_cast<int>(kind_ids_.size()));
   return it->second;
 }
 
@@ -57,6 +69,18 @@ const std::vector<int>& ClusterState::ActiveClasses(int model) const {
 const ModelStats& ClusterState::model_stats(int model) const {
   return stats_by_model_[ModelSlot(model)];
 }
+
+const std::set<FreeCapacityKey>& ClusterState::FreeCapacityIndex(int model) const {
+  return free_index_[ModelSlot(model)];
+}
+
+namespace {
+
+FreeCapacityKey KeyOf(const NodeClass& c, int id) {
+  return FreeCapacityKey{c.gpu_free_total, c.full_free, c.max_free, c.cpu_free, id};
+}
+
+}  // namespace
 
 uint64_t ClusterState::RuntimeBit(std::string_view runtime) const {
   auto it = runtime_bits_.find(std::string(runtime));
@@ -99,8 +123,8 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
     if (inserted) {
       model_names_.push_back(spec.gpu_model);
       active_by_model_.emplace_back();
-      stats_by_model_.emplace_back();
-      stats_by_model_.back().nodes_by_max_free.assign(kFullMilli + 1, 0);
+      stats_by_model_.push_back(EmptyStats());
+      free_index_.emplace_back();
     }
     node.model = it->second;
   }
@@ -180,19 +204,26 @@ Status ClusterState::ResizeNode(NodeIndex n, CpuMilli cpu, MemoryMib memory) {
   return Status::Ok();
 }
 
+namespace {
+
+// The milli that `a` takes from GPU `index` (shares on one GPU may be listed once each). A
+// per-GPU sum without a buffer: allocations list a few GPUs, and this runs per placement.
+int64_t MilliOnGpu(const Allocation& a, int index) {
+  int64_t sum = 0;
+  for (const GpuShare& g : a.gpus) sum += g.index == index ? g.milli.value() : 0;
+  return sum;
+}
+
+}  // namespace
+
 bool ClusterState::Fits(const Allocation& a) const {
   if (a.node < 0 || a.node >= NodeSlots() || !nodes_[a.node].present) return false;
   const NodeState& node = nodes_[a.node];
   if (a.cpu.value() > node.cpu_free || a.memory.value() > node.memory_free) return false;
-  // Shares on one GPU may be listed once each; sum per GPU before comparing.
-  std::vector<int64_t> want(node.gpu_free.size(), 0);
   for (const GpuShare& g : a.gpus) {
     if (g.index < 0 || g.index >= static_cast<int>(node.gpu_free.size())) return false;
     if (g.milli.value() <= 0) return false;
-    want[g.index] += g.milli.value();
-  }
-  for (size_t i = 0; i < want.size(); ++i) {
-    if (want[i] > node.gpu_free[i]) return false;
+    if (MilliOnGpu(a, g.index) > node.gpu_free[g.index]) return false;
   }
   return true;
 }
@@ -226,17 +257,15 @@ Status ClusterState::Release(const Allocation& a) {
     return NotFound("allocation names no live node");
   }
   NodeState& node = nodes_[a.node];
-  std::vector<int64_t> back(node.gpu_free.size(), 0);
   for (const GpuShare& g : a.gpus) {
     if (g.index < 0 || g.index >= static_cast<int>(node.gpu_free.size())) {
       return InvalidArgument("allocation names GPU " + std::to_string(g.index) + " of node '" +
                              node.name + "', which does not exist");
     }
-    back[g.index] += g.milli.value();
   }
-  for (size_t i = 0; i < back.size(); ++i) {
-    if (node.gpu_free[i] + back[i] > kFullMilli) {
-      return FailedPrecondition("release would free more of GPU " + std::to_string(i) +
+  for (const GpuShare& g : a.gpus) {
+    if (node.gpu_free[g.index] + MilliOnGpu(a, g.index) > kFullMilli) {
+      return FailedPrecondition("release would free more of GPU " + std::to_string(g.index) +
                                 " on node '" + node.name + "' than is allocated");
     }
   }
@@ -248,8 +277,10 @@ Status ClusterState::Release(const Allocation& a) {
   Detach(a.node);
   node.cpu_free += a.cpu.value();
   node.memory_free += a.memory.value();
-  for (size_t i = 0; i < back.size(); ++i) node.gpu_free[i] += static_cast<int32_t>(back[i]);
-  for (const GpuShare& g : a.gpus) free_gpu_milli_ += g.milli.value();
+  for (const GpuShare& g : a.gpus) {
+    node.gpu_free[g.index] += static_cast<int32_t>(g.milli.value());
+    free_gpu_milli_ += g.milli.value();
+  }
   if (a.kind >= 0) {
     auto it = std::find_if(node.kinds.begin(), node.kinds.end(),
                            [&](const auto& p) { return p.first == a.kind; });
@@ -274,10 +305,14 @@ void ClusterState::AddToStats(const NodeState& node, int sign) {
   s.free_milli += sign * free;
   s.nodes_by_full_free[full] += sign;
   s.nodes_by_max_free[max_free] += sign;
+  s.nodes_by_max_free_block[max_free / ModelStats::kShareBlock] += sign;
 }
 
 int ClusterState::ClassFor(const NodeState& node) {
-  std::vector<int32_t> sorted = node.gpu_free;
+  // The state's signature is hashed and compared field by field with the classes of that hash:
+  // no key is built, so finding an existing class allocates nothing (it runs per placement).
+  std::vector<int32_t>& sorted = sorted_scratch_;
+  sorted.assign(node.gpu_free.begin(), node.gpu_free.end());
   std::sort(sorted.begin(), sorted.end(), std::greater<>());
   uint64_t mask = 0;
   if (options_.track_task_kinds) {
@@ -287,39 +322,49 @@ int ClusterState::ClassFor(const NodeState& node) {
   }
   int distinct = options_.track_task_kinds ? static_cast<int>(node.kinds.size()) : 0;
 
-  std::string key;
-  key.reserve(48 + sorted.size() * 4);
-  AppendBytes(key, node.model);
-  AppendBytes(key, node.runtimes);
-  AppendBytes(key, node.cpu_total);
-  AppendBytes(key, node.cpu_free);
-  AppendBytes(key, node.memory_total);
-  AppendBytes(key, node.memory_free);
-  AppendBytes(key, mask);
-  AppendBytes(key, distinct);
-  for (int32_t f : sorted) AppendBytes(key, f);
+  // A multiply-rotate mix (inlined; collisions only cost a comparison).
+  uint64_t hash = 0;
+  auto mix = [&hash](uint64_t v) { hash = std::rotl((hash ^ v) * 0x9E3779B97F4A7C15ull, 29); };
+  mix(static_cast<uint64_t>(node.model));
+  mix(node.runtimes);
+  mix(static_cast<uint64_t>(node.cpu_total));
+  mix(static_cast<uint64_t>(node.cpu_free));
+  mix(static_cast<uint64_t>(node.memory_total));
+  mix(static_cast<uint64_t>(node.memory_free));
+  mix(mask);
+  mix(static_cast<uint64_t>(distinct));
+  for (int32_t f : sorted) mix(static_cast<uint64_t>(f));
 
-  auto [it, inserted] = class_ids_.emplace(std::move(key), static_cast<int>(classes_.size()));
-  if (inserted) {
-    NodeClass c;
-    c.model = node.model;
-    c.gpu_count = static_cast<int>(sorted.size());
-    c.cpu_total = node.cpu_total;
-    c.cpu_free = node.cpu_free;
-    c.memory_total = node.memory_total;
-    c.memory_free = node.memory_free;
-    c.kinds_mask = mask;
-    c.kinds_distinct = distinct;
-    c.runtimes = node.runtimes;
-    for (int32_t f : sorted) {
-      c.full_free += (f == kFullMilli);
-      c.gpu_free_total += f;
+  auto [first, last] = class_ids_.equal_range(hash);
+  for (auto it = first; it != last; ++it) {
+    const NodeClass& c = classes_[it->second];
+    if (c.model == node.model && c.runtimes == node.runtimes && c.cpu_total == node.cpu_total &&
+        c.cpu_free == node.cpu_free && c.memory_total == node.memory_total &&
+        c.memory_free == node.memory_free && c.kinds_mask == mask && c.kinds_distinct == distinct &&
+        c.gpu_free == sorted) {
+      return it->second;
     }
-    c.max_free = sorted.empty() ? 0 : sorted.front();
-    c.gpu_free = std::move(sorted);
-    classes_.push_back(std::move(c));
   }
-  return it->second;
+  const int id = static_cast<int>(classes_.size());
+  class_ids_.emplace(hash, id);
+  NodeClass c;
+  c.model = node.model;
+  c.gpu_count = static_cast<int>(sorted.size());
+  c.cpu_total = node.cpu_total;
+  c.cpu_free = node.cpu_free;
+  c.memory_total = node.memory_total;
+  c.memory_free = node.memory_free;
+  c.kinds_mask = mask;
+  c.kinds_distinct = distinct;
+  c.runtimes = node.runtimes;
+  for (int32_t f : sorted) {
+    c.full_free += (f == kFullMilli);
+    c.gpu_free_total += f;
+  }
+  c.max_free = sorted.empty() ? 0 : sorted.front();
+  c.gpu_free = sorted;
+  classes_.push_back(std::move(c));
+  return id;
 }
 
 void ClusterState::Detach(NodeIndex n) {
@@ -334,6 +379,9 @@ void ClusterState::Detach(NodeIndex n) {
     classes_[last].active_pos = c.active_pos;
     active.pop_back();
     c.active_pos = -1;
+    if (options_.index_free_capacity) {
+      free_index_[ModelSlot(c.model)].erase(KeyOf(c, node.class_id));
+    }
   }
   AddToStats(node, -1);
   node.class_id = -1;
@@ -349,6 +397,7 @@ void ClusterState::Attach(NodeIndex n) {
     auto& active = active_by_model_[ModelSlot(c.model)];
     c.active_pos = static_cast<int>(active.size());
     active.push_back(id);
+    if (options_.index_free_capacity) free_index_[ModelSlot(c.model)].insert(KeyOf(c, id));
   }
   AddToStats(node, +1);
   node.class_id = id;

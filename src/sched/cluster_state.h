@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <compare>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -98,13 +99,30 @@ struct ModelStats {
   int64_t free_milli = 0;
   std::vector<int> nodes_by_full_free;  // [k] = nodes with exactly k fully free GPUs
   std::vector<int> nodes_by_max_free;   // [m] = nodes whose largest free share is m (0..1000)
-  int LargestFreeBlock() const;         // most fully free GPUs on one node
-  int LargestFreeShare() const;         // largest free milli on one GPU
+  // [b] = the nodes of nodes_by_max_free[b × kShareBlock .. (b + 1) × kShareBlock - 1], so that
+  // LargestFreeShare skips empty ranges (it runs per placement, also on a full cluster).
+  static constexpr int kShareBlock = 32;
+  std::vector<int> nodes_by_max_free_block;
+  int LargestFreeBlock() const;  // most fully free GPUs on one node
+  int LargestFreeShare() const;  // largest free milli on one GPU
 };
 
 struct ClusterStateOptions {
-  uint64_t seed = 0;              // drives the tie order of nodes
-  bool track_task_kinds = false;  // include task kinds in class identity (clustering policy)
+  uint64_t seed = 0;                 // drives the tie order of nodes
+  bool track_task_kinds = false;     // include task kinds in class identity (clustering policy)
+  bool index_free_capacity = false;  // keep FreeCapacityIndex (policies that ask for it)
+};
+
+// An active class's place in its model's FreeCapacityIndex: (free GPU milli in all, fully free
+// GPUs, largest free share, free CPU, class id). Classes with the same first three fields form
+// a group: whether a task's GPUs fit is the same for the whole group.
+struct FreeCapacityKey {
+  int64_t gpu_free_total = 0;
+  int full_free = 0;
+  int max_free = 0;
+  int64_t cpu_free = 0;
+  int class_id = 0;
+  auto operator<=>(const FreeCapacityKey&) const = default;
 };
 
 class ClusterState {
@@ -158,6 +176,11 @@ class ClusterState {
   // Classes of a model (kNoModel included) that have at least one schedulable member.
   const std::vector<int>& ActiveClasses(int model) const;
   const ModelStats& model_stats(int model) const;
+  // The active classes of a model ordered by FreeCapacityKey (empty unless
+  // options.index_free_capacity): a search by free GPUs, then free CPU, without visiting every
+  // class.
+  const std::set<FreeCapacityKey>& FreeCapacityIndex(int model) const;
+  bool IndexesFreeCapacity() const { return options_.index_free_capacity; }
 
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }
@@ -175,9 +198,12 @@ class ClusterState {
   std::vector<std::string> model_names_;
   std::unordered_map<std::string, int> model_ids_;
   std::vector<NodeClass> classes_;
-  std::unordered_map<std::string, int> class_ids_;  // state signature -> class id
-  std::vector<std::vector<int>> active_by_model_;   // slot -> class ids with members
-  std::vector<ModelStats> stats_by_model_;          // slot -> aggregates
+  // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
+  std::unordered_multimap<uint64_t, int> class_ids_;
+  std::vector<int32_t> sorted_scratch_;                // ClassFor's sorted shares, reused
+  std::vector<std::vector<int>> active_by_model_;      // slot -> class ids with members
+  std::vector<ModelStats> stats_by_model_;             // slot -> aggregates
+  std::vector<std::set<FreeCapacityKey>> free_index_;  // slot -> FreeCapacityIndex
   std::unordered_map<int64_t, int> kind_ids_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
   std::unordered_map<std::string, uint64_t> runtime_bits_;

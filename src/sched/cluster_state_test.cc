@@ -303,5 +303,59 @@ TEST(FragmentationMeter, SweepMatchesTheDefinitionOnRandomNodes) {
   }
 }
 
+// bestfit through the FreeCapacityIndex (the Scheduler's path) chooses exactly what scoring
+// every class chooses, over random tasks of diverse CPU and memory, with releases between.
+TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
+  ClusterState scanned(ClusterStateOptions{7, false, false});
+  ClusterState indexed(ClusterStateOptions{7, false, true});
+  auto scan_policy = CreatePolicy("bestfit", {});
+  auto index_policy = CreatePolicy("bestfit", {});
+  ASSERT_TRUE(scan_policy.ok() && index_policy.ok());
+  SeededRng scan_rng(1), index_rng(1), draw(42);
+  Placer scan_placer(scanned, **scan_policy, scan_rng);
+  Placer index_placer(indexed, **index_policy, index_rng);
+  const char* const kModels[] = {"T4", "A100"};
+  for (int i = 0; i < 40; ++i) {
+    model::Node n = model::MakeNode("n" + std::to_string(i), kModels[i % 2], 4 + 4 * (i % 2),
+                                    CpuMilli(32000 + 8000 * (i % 3)), MemoryMib(65536));
+    ASSERT_TRUE(scanned.AddNode(n).ok());
+    ASSERT_TRUE(indexed.AddNode(n).ok());
+  }
+  std::vector<Allocation> held;
+  int placed = 0;
+  for (int step = 0; step < 3000; ++step) {
+    if (!held.empty() && draw.Uniform(3) == 0) {
+      const size_t k = draw.Uniform(held.size());
+      ASSERT_TRUE(scanned.Release(held[k]).ok());
+      ASSERT_TRUE(indexed.Release(held[k]).ok());
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    const int gpus = draw.Uniform(4) == 0 ? 0 : static_cast<int>(1 + draw.Uniform(4));
+    const int milli =
+        gpus == 1 && draw.Uniform(2) == 0 ? static_cast<int>(100 * (1 + draw.Uniform(9))) : 1000;
+    std::vector<std::string> models;
+    if (draw.Uniform(4) == 0) models.push_back(kModels[draw.Uniform(2)]);
+    const model::TaskResources r = model::MakeResources(
+        gpus, gpus == 0 ? 0 : milli, 500 * static_cast<int64_t>(1 + draw.Uniform(40)),
+        1024 * static_cast<int64_t>(1 + draw.Uniform(24)), models);
+    std::optional<Allocation> a = scan_placer.Place(scan_placer.Resolve(r));
+    std::optional<Allocation> b = index_placer.Place(index_placer.Resolve(r));
+    ASSERT_EQ(a.has_value(), b.has_value()) << "step " << step;
+    if (!a) continue;
+    ASSERT_EQ(*a, *b) << "step " << step;
+    held.push_back(*a);
+    ++placed;
+  }
+  EXPECT_GT(placed, 500);
+  // The index holds exactly the active classes.
+  for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
+    std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
+    std::set<int> in_index;
+    for (const FreeCapacityKey& k : indexed.FreeCapacityIndex(m)) in_index.insert(k.class_id);
+    EXPECT_EQ(in_index, active) << "model " << m;
+  }
+}
+
 }  // namespace
 }  // namespace corral::sched

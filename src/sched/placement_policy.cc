@@ -55,11 +55,28 @@ std::vector<int> TightestFitGpus(const NodeView& node, const TaskRequest& task) 
     return out;
   }
   // Fully free GPUs by NVLink domain (all in domain 0 when the node has no topology).
+  const bool known = node.gpu_domain && node.gpu_domain->size() == free.size();
+  auto domain_of = [&](int i) { return known ? (*node.gpu_domain)[i] : 0; };
+  // The common case, one domain among the free GPUs (or none known): the rule below reduces to
+  // the lowest-indexed free GPUs, found without grouping.
+  int first_free = -1;
+  bool one_domain = true;
+  for (int i = 0; i < static_cast<int>(free.size()) && one_domain; ++i) {
+    if (free[i] != 1000) continue;
+    if (first_free < 0) first_free = i;
+    one_domain = domain_of(i) == domain_of(first_free);
+  }
+  if (one_domain) {
+    out.reserve(task.gpus);
+    for (int i = 0; i < static_cast<int>(free.size()) && static_cast<int>(out.size()) < task.gpus;
+         ++i) {
+      if (free[i] == 1000) out.push_back(i);
+    }
+    return out;
+  }
   std::map<int, std::vector<int>> by_domain;
   for (int i = 0; i < static_cast<int>(free.size()); ++i) {
-    if (free[i] != 1000) continue;
-    const bool known = node.gpu_domain && node.gpu_domain->size() == free.size();
-    by_domain[known ? (*node.gpu_domain)[i] : 0].push_back(i);
+    if (free[i] == 1000) by_domain[domain_of(i)].push_back(i);
   }
   const std::vector<int>* fit = nullptr;
   for (const auto& [domain, gpus] : by_domain) {

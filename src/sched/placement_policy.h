@@ -61,6 +61,11 @@ class PlacementPolicy {
   virtual std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
                                       Rng& rng) const;
 
+  // True when Score depends on the node only through its free capacity
+  // K = cpu_free × kGpuScale + gpu_free_total × kCpuScale (policies.h) and never rises with K
+  // (bestfit): the Placer then searches ClusterState's FreeCapacityIndex, least free first,
+  // instead of scoring every class.
+  virtual bool ScoreFallsWithFreeCapacity() const { return false; }
   // True for policies that pick uniformly among feasible nodes instead of scoring.
   virtual bool PicksUniformly() const { return false; }
   // True when scores read the task kinds running on a node (ClusterState must track them).

@@ -28,16 +28,20 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
   t.runtime_names = r.runtimes;
   for (const auto& name : r.runtimes) t.runtimes |= state_.RuntimeBit(name);
   t.shape = shape_ids_
-                .emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
-                         static_cast<int>(shape_ids_.size()))
+                .try_emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
+                             static_cast<int>(shape_ids_.size()))
                 .first->second;
   t.kind = state_.TaskKindId(t.gpus, t.IsShare());
   return t;
 }
 
 bool Placer::GpusCouldFit(const TaskRequest& t) const {
+  return GpusCouldFitOn(t, t.gpus == 0 ? std::vector<int>{} : AcceptedModels(state_, t));
+}
+
+bool Placer::GpusCouldFitOn(const TaskRequest& t, const std::vector<int>& models) const {
   if (t.gpus == 0) return state_.LiveNodes() > 0;
-  for (int m : AcceptedModels(state_, t)) {
+  for (int m : models) {
     const ModelStats& s = state_.model_stats(m);
     if (t.IsShare() ? s.LargestFreeShare() >= t.gpu_milli : s.LargestFreeBlock() >= t.gpus) {
       return true;
@@ -69,6 +73,53 @@ std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {
         best_rank = rank;
         best = node;
       }
+    }
+  }
+  if (best < 0) return std::nullopt;
+  return best;
+}
+
+std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
+  // The index is ordered by groups of (free GPU milli G, fully free GPUs, largest free share),
+  // G ascending, then by free CPU. Within a group the score falls as free CPU grows, so the
+  // group's best class is its first feasible one (from free CPU >= the task's up), then its ties.
+  // Across groups, a group's score is at most that of K at the least CPU the task fits on,
+  // which falls as G grows: once below the best found, no later group can win.
+  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
+  constexpr int kMax = std::numeric_limits<int>::max();
+  int best_score = std::numeric_limits<int>::min();
+  uint64_t best_rank = 0;
+  NodeIndex best = -1;
+  const int64_t milli = t.TotalMilli();
+  for (int m : models_scratch_) {
+    const std::set<FreeCapacityKey>& index = state_.FreeCapacityIndex(m);
+    auto group = index.lower_bound(FreeCapacityKey{milli, 0, 0, 0, 0});
+    while (group != index.end()) {
+      const FreeCapacityKey head = *group;
+      NodeView bound = ViewOf(state_.node_class(head.class_id));
+      bound.cpu_free = t.cpu;
+      if (policy_.Score(bound, t) < best_score) break;
+      auto group_end = index.lower_bound(
+          FreeCapacityKey{head.gpu_free_total, head.full_free, head.max_free, kMax64, kMax});
+      const bool gpus_fit =
+          t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
+      if (gpus_fit) {
+        for (auto it = index.lower_bound(
+                 FreeCapacityKey{head.gpu_free_total, head.full_free, head.max_free, t.cpu, 0});
+             it != group_end; ++it) {
+          const NodeClass& c = state_.node_class(it->class_id);
+          if (!Fits(c, t)) continue;
+          const int score = policy_.Score(ViewOf(c), t);
+          if (score < best_score) break;
+          const uint64_t rank = c.members.begin()->first;
+          if (score > best_score || rank < best_rank) {
+            best_score = score;
+            best_rank = rank;
+            best = c.members.begin()->second;
+          }
+        }
+      }
+      group = group_end;
     }
   }
   if (best < 0) return std::nullopt;
@@ -134,6 +185,7 @@ std::optional<Allocation> Placer::AllocationOn(NodeIndex node, const TaskRequest
   a.node = node;
   a.cpu = CpuMilli(t.cpu);
   a.memory = MemoryMib(t.memory);
+  a.gpus.reserve(gpus.size());
   for (int g : gpus) a.gpus.push_back(GpuShare{g, MilliGpu(t.gpu_milli)});
   a.kind = t.gpus > 0 ? t.kind : -1;
   return a;
@@ -141,9 +193,12 @@ std::optional<Allocation> Placer::AllocationOn(NodeIndex node, const TaskRequest
 
 std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
   SyncModels();
-  if (!GpusCouldFit(t)) return std::nullopt;
-  models_scratch_ = AcceptedModels(state_, t);
-  std::optional<NodeIndex> node = policy_.PicksUniformly() ? PickUniformly(t) : PickBestScore(t);
+  AcceptedModelsInto(state_, t, models_scratch_);
+  if (!GpusCouldFitOn(t, models_scratch_)) return std::nullopt;
+  std::optional<NodeIndex> node =
+      policy_.PicksUniformly()                                               ? PickUniformly(t)
+      : policy_.ScoreFallsWithFreeCapacity() && state_.IndexesFreeCapacity() ? PickLeastFree(t)
+                                                                             : PickBestScore(t);
   if (!node) return std::nullopt;
   return AllocationOn(*node, t);
 }

@@ -46,6 +46,8 @@ class Placer {
   const PlacementPolicy& policy() const { return policy_; }
 
  private:
+  // GpusCouldFit, given the task's AcceptedModels.
+  bool GpusCouldFitOn(const TaskRequest& task, const std::vector<int>& models) const;
   // Tells the policy about new GPU models and drops scores that may depend on them.
   void SyncModels();
   int CachedScore(int class_id, const NodeClass& c, const TaskRequest& task);
@@ -54,6 +56,9 @@ class Placer {
   std::optional<Allocation> AllocationOn(NodeIndex node, const TaskRequest& task);
   std::optional<NodeIndex> PickUniformly(const TaskRequest& task);
   std::optional<NodeIndex> PickBestScore(const TaskRequest& task);
+  // PickBestScore's answer for a policy whose score falls with free capacity, from the state's
+  // FreeCapacityIndex.
+  std::optional<NodeIndex> PickLeastFree(const TaskRequest& task);
 
   ClusterState& state_;
   PlacementPolicy& policy_;

@@ -30,6 +30,19 @@ int64_t QuotaMilliOf(const model::Job& job) {
 
 std::string Id(JobId job) { return std::to_string(job.value()); }
 
+template <typename Use>
+void AddUse(Use& use, const std::string& a, const std::string& b, int64_t delta) {
+  auto it = use.find(std::tie(a, b));
+  if (it == use.end()) it = use.emplace(std::make_tuple(a, b), 0).first;
+  it->second += delta;
+}
+
+template <typename Use>
+int64_t UseOf(const Use& use, const std::string& a, const std::string& b) {
+  auto it = use.find(std::tie(a, b));
+  return it == use.end() ? 0 : it->second;
+}
+
 }  // namespace
 
 Result<QueueOrder> ParseQueueOrder(std::string_view name) {
@@ -122,7 +135,8 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& conf
 Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy)
     : config_(config),
       policy_(std::move(policy)),
-      state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds()}),
+      state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds(),
+                                 policy_->ScoreFallsWithFreeCapacity()}),
       rng_(config.seed),
       placer_(state_, *policy_, rng_),
       fair_share_(config.sharing.fair_share) {}
@@ -153,7 +167,7 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   for (auto& [id, run] : running_) {
     run.bucket = QuotaBucket(PolicyOf(run.job.project), run.job.resources.gpu_models);
     run.estimated_end = Seconds(run.start.value() + EstimateOf(run.job).value());
-    bucket_usage_[{run.job.project, run.bucket}] += QuotaMilliOf(run.job);
+    AddUse(bucket_usage_, run.job.project, run.bucket, QuotaMilliOf(run.job));
   }
   ++generation_;  // waiting jobs are worth another try under the new rules
   ++state_version_;
@@ -399,20 +413,19 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
   ++state_version_;
 }
 
-void Scheduler::StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now) {
-  Running run;
+void Scheduler::StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now) {
+  const JobId id = job.id;
+  Running& run = running_.try_emplace(id).first->second;  // built in place: a Job is large
   run.tasks = std::move(tasks);
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
   run.start_seq = start_seq_++;
   run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
   use_.Add(job);
-  bucket_usage_[{job.project, run.bucket}] += QuotaMilliOf(job);
+  AddUse(bucket_usage_, job.project, run.bucket, QuotaMilliOf(job));
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
-  const JobId id = job.id;
   run.job = std::move(job);
-  running_[id] = std::move(run);
 }
 
 Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
@@ -427,7 +440,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   }
   const model::Job& j = run.job;
   use_.Remove(j);
-  bucket_usage_[{j.project, run.bucket}] -= QuotaMilliOf(j);
+  AddUse(bucket_usage_, j.project, run.bucket, -QuotaMilliOf(j));
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
@@ -579,14 +592,13 @@ Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& ta
     }
     applied.push_back(a);
   }
-  StartRunning(job, tasks, started);
+  StartRunning(model::Job(job), tasks, started);
   ++state_version_;
   return Status::Ok();
 }
 
 int64_t Scheduler::BucketUsage(const std::string& project, const std::string& bucket) const {
-  auto it = bucket_usage_.find({project, bucket});
-  return it == bucket_usage_.end() ? 0 : it->second;
+  return UseOf(bucket_usage_, project, bucket);
 }
 
 int64_t Scheduler::ProjectUsage(const std::string& project) const {
@@ -596,13 +608,13 @@ int64_t Scheduler::ProjectUsage(const std::string& project) const {
 
 void Scheduler::LimitUse::Add(const model::Job& job) {
   project[job.project] += MilliOf(job);
-  user[{job.project, job.user}] += MilliOf(job);
+  AddUse(user, job.project, job.user, MilliOf(job));
   if (job.array_id) ++array[*job.array_id];
 }
 
 void Scheduler::LimitUse::Remove(const model::Job& job) {
   project[job.project] -= MilliOf(job);
-  user[{job.project, job.user}] -= MilliOf(job);
+  AddUse(user, job.project, job.user, -MilliOf(job));
   if (job.array_id && --array[*job.array_id] == 0) array.erase(*job.array_id);
 }
 
@@ -619,8 +631,7 @@ std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job,
     }
   }
   if (policy.user_limit_milli) {
-    auto it = use.user.find({job.project, job.user});
-    const int64_t used = it == use.user.end() ? 0 : it->second;
+    const int64_t used = UseOf(use.user, job.project, job.user);
     if (used + MilliOf(job) > *policy.user_limit_milli) {
       return PendingReason{kReasonUserLimit,
                            "user '" + job.user + "' runs " + std::to_string(used / 1000) +
@@ -998,8 +1009,8 @@ Decisions Scheduler::Schedule(Seconds now) {
         group.waits.has_value();
     if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
   }
-  std::set<int> tried_shapes;  // shapes tried against free capacity in this pass
-  std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
+  std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
+  std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
   bool lending = !AnyQuota();
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
@@ -1063,10 +1074,11 @@ Decisions Scheduler::Schedule(Seconds now) {
     const JobId id(std::get<2>(head));
     const model::Job& job = pending_.at(id).job;
     std::optional<std::vector<Allocation>> placed;
-    const bool shape_failed =
-        shape.failed_generation == generation_ && tried_shapes.count(group.shape) > 0;
+    // A reclaim may have queued a victim of a new shape.
+    if (group.shape >= static_cast<int>(tried_shapes.size())) tried_shapes.resize(shapes_.size());
+    const bool shape_failed = shape.failed_generation == generation_ && tried_shapes[group.shape];
     if (!shape_failed) {
-      tried_shapes.insert(group.shape);
+      tried_shapes[group.shape] = true;
       placed = PlaceGang(shape);
     }
     bool preempted = false;
@@ -1142,13 +1154,13 @@ Decisions Scheduler::Schedule(Seconds now) {
       continue;
     }
     const JobId started(std::get<2>(chosen));
-    model::Job run = std::move(pending_.at(started).job);
+    model::Job& run = pending_.at(started).job;
     const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
     group.queue.erase(chosen);
+    StartRunning(std::move(run), *placed, now);
     pending_.erase(started);
     --pending_count_;
-    StartRunning(std::move(run), *placed, now);
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
     push_back_group();
   }

@@ -332,12 +332,15 @@ class Scheduler {
   };
   // The running use that projects' hard limits and arrays' running limits count: the
   // scheduler's own, and a copy that ShadowStarts moves through shadow time.
+  // Use per (project, user) or (project, bucket): found by std::tie of the two names, without
+  // copying them (AddUse, UseOf).
+  using PairUse = std::map<std::tuple<std::string, std::string>, int64_t, std::less<>>;
   struct LimitUse {
-    std::unordered_map<std::string, int64_t> project;             // running milli-GPU per project
-    std::map<std::pair<std::string, std::string>, int64_t> user;  // (project, user) milli-GPU
-    std::unordered_map<JobId, int> array;  // running elements per array (while > 0)
-    void Add(const model::Job& job);       // `job` started
-    void Remove(const model::Job& job);    // `job` ended
+    std::unordered_map<std::string, int64_t> project;  // running milli-GPU per project
+    PairUse user;                                      // (project, user) milli-GPU
+    std::unordered_map<JobId, int> array;              // running elements per array (while > 0)
+    void Add(const model::Job& job);                   // `job` started
+    void Remove(const model::Job& job);                // `job` ended
   };
 
   Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy);
@@ -353,7 +356,7 @@ class Scheduler {
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
-  void StartRunning(model::Job job, std::vector<Allocation> tasks, Seconds now);
+  void StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now);
   // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
   // applied; nullopt when a growth does not fit.
   std::optional<std::vector<Allocation>> ResizedGpus(const Running& run, int gpus) const;
@@ -425,7 +428,7 @@ class Scheduler {
   std::unordered_map<JobId, Running> running_;
   LimitUse use_;
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
-  std::map<std::pair<std::string, std::string>, int64_t> bucket_usage_;  // (project, bucket)
+  PairUse bucket_usage_;                         // (project, bucket)
   size_t pending_count_ = 0;
   size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;

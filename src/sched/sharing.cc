@@ -61,11 +61,13 @@ void FairShareLedger::Charge(const std::string& project, int64_t gpu_milli, int6
 
 double FairShareLedger::DominantShare(const std::string& project) const {
   auto it = accounts_.find(project);
-  if (it == accounts_.end()) return 0;
+  return it == accounts_.end() ? 0 : ShareOf(it->second);
+}
+
+double FairShareLedger::ShareOf(const Account& a) const {
   auto share = [](int64_t used, int64_t cap) {
     return cap > 0 ? static_cast<double>(used) / static_cast<double>(cap) : 0.0;
   };
-  const Account& a = it->second;
   return std::max({share(a.gpu, cap_gpu_), share(a.cpu, cap_cpu_), share(a.memory, cap_memory_)});
 }
 
@@ -77,7 +79,7 @@ void FairShareLedger::AdvanceTo(Seconds now) {
     const double keep = std::exp2(-dt / h);
     // ∫ share · 2^(-(t - s) / h) ds over [last, t] for a constant share.
     const double gained = h / std::log(2.0) * (1 - keep);
-    for (auto& [name, a] : accounts_) a.decayed = a.decayed * keep + DominantShare(name) * gained;
+    for (auto& [name, a] : accounts_) a.decayed = a.decayed * keep + ShareOf(a) * gained;
   }
   if (!last_ || t > *last_) last_ = t;
   Recount();
@@ -93,7 +95,7 @@ double FairShareLedger::EffectiveUsage(const std::string& project) const {
   auto it = accounts_.find(project);
   if (it == accounts_.end()) return 0;
   const double h = static_cast<double>(config_.half_life.value());
-  return it->second.decayed + DominantShare(project) * h / std::log(2.0);
+  return it->second.decayed + ShareOf(it->second) * h / std::log(2.0);
 }
 
 double FairShareLedger::DecayedUsage(const std::string& project) const {
@@ -102,8 +104,13 @@ double FairShareLedger::DecayedUsage(const std::string& project) const {
 }
 
 void FairShareLedger::Recount() {
+  // EffectiveUsage of each account, without looking each up again (this runs per start).
+  // The same arithmetic, in the same order, as EffectiveUsage: orders compare these doubles.
+  const double h = static_cast<double>(config_.half_life.value());
   total_effective_ = 0;
-  for (const auto& [name, a] : accounts_) total_effective_ += EffectiveUsage(name);
+  for (const auto& [name, a] : accounts_) {
+    total_effective_ += a.decayed + ShareOf(a) * h / std::log(2.0);
+  }
 }
 
 double FairShareLedger::Factor(const std::string& project, double weight,

@@ -99,6 +99,7 @@ class FairShareLedger {
   double total_effective_ = 0;  // Σ EffectiveUsage, kept current
   std::optional<int64_t> last_;
   void Recount();
+  double ShareOf(const Account& account) const;  // DominantShare of an account
 };
 
 }  // namespace corral::sched

@@ -6,13 +6,18 @@ namespace corral::sched {
 
 std::vector<int> AcceptedModels(const ClusterState& state, const TaskRequest& t) {
   std::vector<int> out;
+  AcceptedModelsInto(state, t, out);
+  return out;
+}
+
+void AcceptedModelsInto(const ClusterState& state, const TaskRequest& t, std::vector<int>& out) {
+  out.clear();
   if (t.gpus == 0 && t.any_model) out.push_back(kNoModel);
   if (t.any_model) {
     for (int m = 0; m < state.ModelCount(); ++m) out.push_back(m);
   } else {
-    out = t.models;
+    out.assign(t.models.begin(), t.models.end());
   }
-  return out;
 }
 
 bool Fits(const NodeClass& c, const TaskRequest& t) {

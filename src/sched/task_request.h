@@ -35,6 +35,9 @@ struct NodeClass;
 // Model ids a task may use: the acceptable ones, or every model; kNoModel (nodes without GPUs)
 // too for a CPU-only task that names no model.
 std::vector<int> AcceptedModels(const ClusterState& state, const TaskRequest& task);
+// The same written into `out` (replacing its contents): the Placer reuses one buffer per task
+// placed instead of allocating.
+void AcceptedModelsInto(const ClusterState& state, const TaskRequest& task, std::vector<int>& out);
 // True when a node in class `c` offers one of the task's runtimes and has the free CPU, memory
 // and GPUs the task needs.
 bool Fits(const NodeClass& c, const TaskRequest& task);

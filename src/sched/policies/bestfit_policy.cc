@@ -13,6 +13,8 @@ namespace {
 class BestFitPolicy final : public PlacementPolicy {
  public:
   std::string_view name() const override { return "bestfit"; }
+  // num grows with K; 100 × (den - num) / den truncates towards zero, which keeps the order.
+  bool ScoreFallsWithFreeCapacity() const override { return true; }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     // r = num / den with den = 2 × 128000 × 8000.
