@@ -165,7 +165,7 @@ int RunFillCommand(const FillFlags& f) {
   if (f.output == "json") {
     PrintJson(FillJson(*results));
   } else {
-    std::cout << "fill: " << nodes.size() << " nodes, " << tasks.size() << " tasks from "
+    std::cout << "fill: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
               << f.input.pods << ", seeds " << f.input.seeds << ", tuned to " << f.input.tune * 100
               << "% of GPU capacity\n"
               << FillTable(*results);
