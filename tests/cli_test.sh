@@ -162,6 +162,8 @@ expect_exit 2 "--las-thresholds: '10'" -- \
   "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --order las --las-thresholds 100,10
 expect_exit 2 "pass-interval" -- \
   "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --pass-interval -5
+expect_exit 2 "--order srsf needs --resume" -- \
+  "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --order srsf
 
 # Checkpoints and elastic jobs (docs/elastic.md). Job 1 is preempted at 10, 10 s after its last
 # checkpoint (at its start): with a 5 s grace to checkpoint it loses 5 s × 4 GPUs, not 10 s,

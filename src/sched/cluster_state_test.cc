@@ -304,7 +304,8 @@ TEST(FragmentationMeter, SweepMatchesTheDefinitionOnRandomNodes) {
 }
 
 // bestfit through the FreeCapacityIndex (the Scheduler's path) chooses exactly what scoring
-// every class chooses, over random tasks of diverse CPU and memory, with releases between.
+// every class chooses, over random tasks of diverse CPU and memory, with releases, cordons,
+// node removals and resizes between; after each of those the index holds the active classes.
 TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
   ClusterState scanned(ClusterStateOptions{7, false, false});
   ClusterState indexed(ClusterStateOptions{7, false, true});
@@ -321,9 +322,50 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
     ASSERT_TRUE(scanned.AddNode(n).ok());
     ASSERT_TRUE(indexed.AddNode(n).ok());
   }
+  // The index holds exactly the active classes.
+  auto expect_index_is_active_classes = [&](int step) {
+    for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
+      std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
+      std::set<int> in_index;
+      for (const FreeCapacityKey& k : indexed.FreeCapacityIndex(m)) in_index.insert(k.class_id);
+      EXPECT_EQ(in_index, active) << "model " << m << ", step " << step;
+    }
+  };
   std::vector<Allocation> held;
-  int placed = 0;
+  int placed = 0, cordons = 0, removals = 0, resizes = 0;
   for (int step = 0; step < 3000; ++step) {
+    if (draw.Uniform(50) == 0) {
+      // A node event, the same on both states: cordon or uncordon, remove (its allocations are
+      // forgotten), or resize (refused, on both, below what it holds).
+      const NodeIndex n = static_cast<NodeIndex>(draw.Uniform(scanned.NodeSlots()));
+      if (!scanned.node(n).present) continue;
+      switch (draw.Uniform(3)) {
+        case 0: {
+          const bool schedulable = !scanned.node(n).schedulable;
+          ASSERT_TRUE(scanned.SetSchedulable(n, schedulable).ok());
+          ASSERT_TRUE(indexed.SetSchedulable(n, schedulable).ok());
+          ++cordons;
+          break;
+        }
+        case 1:
+          if (removals >= 6) continue;
+          ASSERT_TRUE(scanned.RemoveNode(n).ok());
+          ASSERT_TRUE(indexed.RemoveNode(n).ok());
+          std::erase_if(held, [&](const Allocation& a) { return a.node == n; });
+          ++removals;
+          break;
+        default: {
+          const CpuMilli cpu(16000 + 8000 * static_cast<int64_t>(draw.Uniform(5)));
+          const MemoryMib memory(16384 * static_cast<int64_t>(1 + draw.Uniform(5)));
+          const bool ok = scanned.ResizeNode(n, cpu, memory).ok();
+          ASSERT_EQ(indexed.ResizeNode(n, cpu, memory).ok(), ok) << "step " << step;
+          resizes += ok ? 1 : 0;
+          break;
+        }
+      }
+      expect_index_is_active_classes(step);
+      continue;
+    }
     if (!held.empty() && draw.Uniform(3) == 0) {
       const size_t k = draw.Uniform(held.size());
       ASSERT_TRUE(scanned.Release(held[k]).ok());
@@ -348,13 +390,10 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
     ++placed;
   }
   EXPECT_GT(placed, 500);
-  // The index holds exactly the active classes.
-  for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
-    std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
-    std::set<int> in_index;
-    for (const FreeCapacityKey& k : indexed.FreeCapacityIndex(m)) in_index.insert(k.class_id);
-    EXPECT_EQ(in_index, active) << "model " << m;
-  }
+  EXPECT_GT(cordons, 0);
+  EXPECT_GT(removals, 0);
+  EXPECT_GT(resizes, 0);
+  expect_index_is_active_classes(3000);
 }
 
 }  // namespace

@@ -11,6 +11,13 @@ constexpr Seconds kDefaultEstimate{3600};
 
 int64_t MilliOf(const model::Job& job) { return job.TotalMilli().value(); }
 
+// SRSF's measure of `seconds` of a job's run: GPU-seconds, a share counting for its share and a
+// CPU-only job for one thousandth, floored. The queue key and RemainingOf both use it, so a
+// waiting job and a running one compare on the same scale.
+int64_t ServiceOf(int64_t seconds, const model::Job& job) {
+  return seconds * std::max<int64_t>(1, MilliOf(job)) / 1000;
+}
+
 // An elastic job at its MIN (how it waits: a pending elastic job asks for MIN); others as they
 // are.
 model::Job AtMin(model::Job job) {
@@ -306,8 +313,7 @@ Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
       primary = EstimateOf(job).value();
       break;
     case QueueOrder::kSrsf:
-      // Milli-GPU-seconds / 1000: a share counts for its share (CPU-only: one thousandth).
-      primary = EstimateOf(job).value() * std::max<int64_t>(1, MilliOf(job)) / 1000;
+      primary = ServiceOf(EstimateOf(job).value(), job);
       break;
   }
   return {primary, job.submit_time.value(), job.id.value()};
@@ -853,10 +859,11 @@ std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) 
 }
 
 int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
-  // ExpectedEndAt is always after now: a job that outlived its estimate still has some left.
+  // ExpectedEndAt is always after now: a job that outlived its estimate still has some left
+  // (for SRSF a small share's may floor to 0, as its queue key would: it is then not a victim).
   const int64_t seconds = ExpectedEndAt(run, now).value() - now.value();
   if (config_.order == QueueOrder::kSrtf) return seconds;
-  return std::max<int64_t>(1, seconds * std::max<int64_t>(1, MilliOf(run.job)) / 1000);
+  return ServiceOf(seconds, run.job);
 }
 
 std::vector<JobId> Scheduler::RemainingCandidates(const OrderKey& key, Seconds now) const {

@@ -537,6 +537,24 @@ TEST(SchedulerSrtf, SrsfWeighsTheRemainingTimeByGpus) {
   }
 }
 
+// SRSF measures a waiting job's key and a running job's remaining service alike: two shares of
+// 600 milli, each expected to run 1 s, hold 0.6 GPU-s each (both floor to 0), so the second
+// does not preempt the first, which has as much left as it needs.
+TEST(SchedulerSrtf, SrsfComparesQueueKeyAndRemainingOnOneScale) {
+  auto s = MakeScheduler({{"n1", 1}}, SchedulerConfig{"bestfit", QueueOrder::kSrsf});
+  auto share = [](int64_t id) {
+    model::Job j = TimedJob(id, 1, 1);
+    j.resources.gpu_milli = MilliGpu(600);
+    return j;
+  };
+  ASSERT_TRUE(s->Submit(share(1)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
+  ASSERT_TRUE(s->Submit(share(2)).ok());
+  const Decisions d = s->Schedule(Seconds(0));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_TRUE(d.starts.empty());
+}
+
 TEST(SchedulerSrtf, SameCallsSameDecisions) {
   auto run = [] {
     auto s = MakeScheduler({{"a", 8}, {"b", 4}}, SchedulerConfig{"bestfit", QueueOrder::kSrtf});

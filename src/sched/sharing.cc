@@ -93,9 +93,12 @@ std::set<std::string> FairShareLedger::Projects() const {
 
 double FairShareLedger::EffectiveUsage(const std::string& project) const {
   auto it = accounts_.find(project);
-  if (it == accounts_.end()) return 0;
+  return it == accounts_.end() ? 0 : EffectiveUsageOf(it->second);
+}
+
+double FairShareLedger::EffectiveUsageOf(const Account& a) const {
   const double h = static_cast<double>(config_.half_life.value());
-  return it->second.decayed + ShareOf(it->second) * h / std::log(2.0);
+  return a.decayed + ShareOf(a) * h / std::log(2.0);
 }
 
 double FairShareLedger::DecayedUsage(const std::string& project) const {
@@ -105,12 +108,8 @@ double FairShareLedger::DecayedUsage(const std::string& project) const {
 
 void FairShareLedger::Recount() {
   // EffectiveUsage of each account, without looking each up again (this runs per start).
-  // The same arithmetic, in the same order, as EffectiveUsage: orders compare these doubles.
-  const double h = static_cast<double>(config_.half_life.value());
   total_effective_ = 0;
-  for (const auto& [name, a] : accounts_) {
-    total_effective_ += a.decayed + ShareOf(a) * h / std::log(2.0);
-  }
+  for (const auto& [name, a] : accounts_) total_effective_ += EffectiveUsageOf(a);
 }
 
 double FairShareLedger::Factor(const std::string& project, double weight,

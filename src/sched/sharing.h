@@ -100,6 +100,8 @@ class FairShareLedger {
   std::optional<int64_t> last_;
   void Recount();
   double ShareOf(const Account& account) const;  // DominantShare of an account
+  // EffectiveUsage of an account: Recount sums the same doubles the orders compare.
+  double EffectiveUsageOf(const Account& account) const;
 };
 
 }  // namespace corral::sched

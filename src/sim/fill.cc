@@ -75,6 +75,16 @@ FillPoint FillResult::At(int x) const {
                    closest->frag_pct_of_idle};
 }
 
+Result<int64_t> LoadFillCluster(const std::vector<model::Node>& nodes, sched::ClusterState& state) {
+  for (const auto& node : nodes) {
+    auto added = state.AddNode(node);
+    if (!added.ok()) return added.status();
+  }
+  const int64_t capacity = state.TotalGpuMilli();
+  if (capacity == 0) return InvalidArgument("--nodes: the cluster has no GPUs");
+  return capacity;
+}
+
 Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
                            const std::vector<model::TaskResources>& original,
                            const FillConfig& config) {
@@ -84,12 +94,9 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
   if (!policy.ok()) return policy.status();
 
   sched::ClusterState state(sched::ClusterStateOptions{config.seed, (*policy)->NeedsTaskKinds()});
-  for (const auto& node : nodes) {
-    auto added = state.AddNode(node);
-    if (!added.ok()) return added.status();
-  }
-  const int64_t capacity = state.TotalGpuMilli();
-  if (capacity == 0) return InvalidArgument("fill: the cluster has no GPUs");
+  auto capacity_or = LoadFillCluster(nodes, state);
+  if (!capacity_or.ok()) return capacity_or.status();
+  const int64_t capacity = *capacity_or;
 
   SeededRng rng(config.seed);
   std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, config.tune, rng);

@@ -12,6 +12,7 @@
 #include "common/status.h"
 #include "model/job.h"
 #include "model/node.h"
+#include "sched/cluster_state.h"
 #include "sched/policies/best_policy.h"
 
 namespace corral::sim {
@@ -59,6 +60,11 @@ inline const std::vector<int> kFillReportLoads = {90, 100, 110, 130};
 // SeededRng(seed), so the fill bound (fill_bound.h) sees the very same list.
 std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskResources>& original,
                                                int64_t capacity_milli, double tune, Rng& rng);
+
+// Adds `nodes` to `state` and returns its GPU capacity in milli-GPU: RunFill and the fill bound
+// (fill_bound.h) load a cluster the same way. Errors: a node ClusterState::AddNode refuses, a
+// cluster without GPUs.
+Result<int64_t> LoadFillCluster(const std::vector<model::Node>& nodes, sched::ClusterState& state);
 
 // Runs one (policy, seed) fill. `tasks` is the original, untuned workload (typical tasks for
 // fragmentation come from it). Errors: unknown policy, empty cluster, no GPU capacity.

@@ -12,6 +12,8 @@
 #include <string>
 #include <tuple>
 
+#include "sched/cluster_state.h"
+
 namespace corral::sim {
 
 namespace {
@@ -122,16 +124,55 @@ struct DualFeasibleFunction {
 };
 
 // The rows a resource gets: the identity, the step functions k = 1..kSteps, and a threshold at
-// each item size up to half the capacity (the sizes where it changes anything).
+// the item sizes up to half the capacity (the sizes where it changes anything): each of them, or
+// kMaxThresholds quantiles of them where there are more (every row is valid on its own, so any
+// subset keeps the bound sound; fewer rows only loosen it).
 constexpr int64_t kSteps = 10;
+constexpr size_t kMaxThresholds = 64;
 std::vector<DualFeasibleFunction> FunctionsFor(const std::set<int64_t>& sizes, int64_t capacity) {
   using Kind = DualFeasibleFunction::Kind;
   std::vector<DualFeasibleFunction> out = {{Kind::kIdentity, 0}};
   for (int64_t k = 1; k <= kSteps; ++k) out.push_back({Kind::kStep, k});
+  std::vector<int64_t> thresholds;
   for (int64_t s : sizes) {
-    if (s > 0 && 2 * s <= capacity) out.push_back({Kind::kThreshold, s});
+    if (s > 0 && 2 * s <= capacity) thresholds.push_back(s);
+  }
+  const size_t n = thresholds.size();
+  const size_t kept = std::min(n, kMaxThresholds);
+  for (size_t i = 0; i < kept; ++i) {
+    // The smallest and the largest sizes, and evenly spaced ranks between (all when n ≤ kept).
+    const size_t rank = kept == 1 ? 0 : i * (n - 1) / (kept - 1);
+    out.push_back({Kind::kThreshold, thresholds[rank]});
   }
   return out;
+}
+
+// (class, shape) pairs where the shape fits: the LP's columns.
+size_t ColumnsOf(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes) {
+  size_t columns = 0;
+  for (const auto& s : shapes) {
+    for (const auto& c : classes) columns += s.FitsOn(c) ? 1 : 0;
+  }
+  return columns;
+}
+
+// Errors: an LP over `classes` × `shapes` larger than kMaxBoundShapes rows of shapes or
+// kMaxBoundColumns columns (each column has at most 1 + 3 × (1 + kSteps + kMaxThresholds)
+// nonzeros, so both stay far inside GLPK's int indices).
+Status CheckLpSize(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes) {
+  if (shapes.size() > kMaxBoundShapes) {
+    return InvalidArgument("bound: " + std::to_string(shapes.size()) +
+                           " task shapes (distinct requests), more than kMaxBoundShapes = " +
+                           std::to_string(kMaxBoundShapes));
+  }
+  const size_t columns = ColumnsOf(classes, shapes);
+  if (columns > kMaxBoundColumns) {
+    return InvalidArgument("bound: " + std::to_string(columns) +
+                           " (node class, task shape) pairs that fit, more than "
+                           "kMaxBoundColumns = " +
+                           std::to_string(kMaxBoundColumns));
+  }
+  return Status::Ok();
 }
 
 struct LpRow {
@@ -291,22 +332,54 @@ Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
   if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
   if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
   const Shapes shapes = ShapesOf(tasks);
+  const std::vector<NodeClass> classes = ClassesOf(nodes);
+  CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, shapes.shapes));
   std::vector<int64_t> counts;
   for (const auto& s : shapes.shapes) counts.push_back(s.count);
-  return PlacementLp(ClassesOf(nodes), shapes.shapes).UpperBoundMilli(counts);
+  return PlacementLp(classes, shapes.shapes).UpperBoundMilli(counts);
 }
 
 // LPs per band of the curve: steps of a band between two of them take the later one's bound.
 constexpr size_t kCheckpointsPerBand = 8;
 
+std::set<size_t> BoundCheckpoints(const std::vector<FillStep>& steps) {
+  if (steps.empty()) return {};
+  std::set<size_t> checkpoints = {steps.size() - 1};
+  for (int x : kFillReportLoads) {
+    std::optional<size_t> first_exact, last_exact, first_near, last_near;
+    size_t closest = 0;
+    for (size_t t = 0; t < steps.size(); ++t) {
+      const double pct = steps[t].arrived_pct;
+      if (std::nearbyint(pct) == x) (first_exact ? last_exact : first_exact) = t;
+      if (std::fabs(pct - x) <= 1.0) (first_near ? last_near : first_near) = t;
+      if (std::fabs(pct - x) < std::fabs(steps[closest].arrived_pct - x)) closest = t;
+    }
+    size_t first = closest, last = closest;
+    if (first_exact) {
+      first = *first_exact, last = last_exact.value_or(first);
+    } else if (first_near) {
+      first = *first_near, last = last_near.value_or(first);
+    }
+    for (size_t i = 1; i <= kCheckpointsPerBand; ++i) {
+      checkpoints.insert(first + (last - first) * i / kCheckpointsPerBand);
+    }
+  }
+  return checkpoints;
+}
+
 Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
                                 const std::vector<model::TaskResources>& original, uint64_t seed,
                                 double tune) {
   const auto start = std::chrono::steady_clock::now();
-  int64_t capacity = 0;
-  for (const auto& n : nodes) capacity += static_cast<int64_t>(n.gpus.size()) * kGpuMilli;
-  if (capacity == 0) return InvalidArgument("bound: the cluster has no GPUs");
   if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  if (original.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+  sched::ClusterState state(sched::ClusterStateOptions{});
+  auto capacity_or = LoadFillCluster(nodes, state);
+  if (!capacity_or.ok()) return capacity_or.status();
+  const int64_t capacity = *capacity_or;
+  // Before tuning: the tuned list's shapes are some of the original's.
+  const std::vector<NodeClass> classes = ClassesOf(nodes);
+  CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, ShapesOf(original).shapes));
   SeededRng rng(seed);
   const std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, tune, rng);
   if (tasks.empty()) {
@@ -328,31 +401,10 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
     result.steps.push_back(step);
   }
 
-  // The checkpoints: kCheckpointsPerBand steps spread over each band At() reads at a reported
-  // load (ending at its last step), and the last step.
-  std::set<size_t> checkpoints = {tasks.size() - 1};
-  for (int x : kFillReportLoads) {
-    std::optional<size_t> first_exact, last_exact, first_near, last_near;
-    size_t closest = 0;
-    for (size_t t = 0; t < tasks.size(); ++t) {
-      const double pct = result.steps[t].arrived_pct;
-      if (std::nearbyint(pct) == x) (first_exact ? last_exact : first_exact) = t;
-      if (std::fabs(pct - x) <= 1.0) (first_near ? last_near : first_near) = t;
-      if (std::fabs(pct - x) < std::fabs(result.steps[closest].arrived_pct - x)) closest = t;
-    }
-    size_t first = closest, last = closest;
-    if (first_exact) {
-      first = *first_exact, last = last_exact.value_or(first);
-    } else if (first_near) {
-      first = *first_near, last = last_near.value_or(first);
-    }
-    for (size_t i = 1; i <= kCheckpointsPerBand; ++i) {
-      checkpoints.insert(first + (last - first) * i / kCheckpointsPerBand);
-    }
-  }
+  const std::set<size_t> checkpoints = BoundCheckpoints(result.steps);
 
   const Shapes shapes = ShapesOf(tasks);
-  PlacementLp lp(ClassesOf(nodes), shapes.shapes);
+  PlacementLp lp(classes, shapes.shapes);
   std::vector<int64_t> counts(shapes.shapes.size(), 0);
   size_t from = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {

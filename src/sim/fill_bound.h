@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <set>
 #include <vector>
 
 #include "common/status.h"
@@ -22,13 +23,16 @@ namespace corral::sim {
 // An upper bound, in milli-GPU, on the GPU request of any subset of `tasks` that can be placed
 // on `nodes` at once: GPU count, model pins (gpu_models), whole GPUs versus shares of one GPU,
 // CPU and memory are honoured; runtimes and labels are ignored (dropping a constraint keeps the
-// bound sound). At most the total request of `tasks`. Errors: more than kMaxBoundTasks tasks or
-// kMaxBoundNodes nodes, or the LP solver fails.
+// bound sound). At most the total request of `tasks`. Errors: more than kMaxBoundTasks tasks,
+// kMaxBoundNodes nodes, kMaxBoundShapes task shapes (distinct requests) or kMaxBoundColumns
+// (node class, task shape) pairs where the shape fits, or the LP solver fails.
 Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
                                    const std::vector<model::TaskResources>& tasks);
 
 inline constexpr size_t kMaxBoundTasks = 10'000'000;
 inline constexpr size_t kMaxBoundNodes = 1'000'000;
+inline constexpr size_t kMaxBoundShapes = 100'000;
+inline constexpr size_t kMaxBoundColumns = 1'000'000;
 
 // The bound for one seed of the fill experiment: the task list RunFill(seed, tune) presents, and
 // per step t a lower bound on its unallocated GPU %, 100 − 100 · min(arrived_t, UB_k) / capacity,
@@ -37,7 +41,13 @@ inline constexpr size_t kMaxBoundNodes = 1'000'000;
 // FillResult::At reads at kFillReportLoads, ending at its last step, and the last step; one LP,
 // re-solved from its last basis. Returned as a FillResult of policy "bound" (fragmentation
 // fields 0, no task placed), so At(x) reads the bound's curve as it reads a policy's.
-// Errors: as RunFill's, and PlaceableMilliBound's.
+// The nodes are loaded as RunFill loads them (LoadFillCluster); the LP's size is checked on the
+// untuned workload's shapes before tuning. Errors: as RunFill's, and PlaceableMilliBound's.
+// The steps of a fill's curve (`steps`, by arrived_pct) at which RunFillBound solves its LP:
+// kCheckpointsPerBand (8) spread over each band FillResult::At reads at kFillReportLoads, ending at
+// the band's last step, and the last step. Ascending; empty for no steps.
+std::set<size_t> BoundCheckpoints(const std::vector<FillStep>& steps);
+
 Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
                                 const std::vector<model::TaskResources>& original, uint64_t seed,
                                 double tune);

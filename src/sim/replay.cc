@@ -296,15 +296,17 @@ struct JobRun {
   }
 };
 
-// The total run time to expect of a job that has done `done` and was estimated to run
-// `estimate`: the estimate, doubled as often as needed to lie beyond `done` (the rule
-// sched::ExpectedEndOf applies to a running job), so that a job queued again after outliving
-// its estimate is not taken to be about to end: SRTF and SRSF would then let it preempt again
-// at once.
-double OutlivedEstimate(double estimate, double done) {
-  double total = std::max(1.0, estimate);
-  while (total <= done) total *= 2;
-  return total;
+// What is left to expect of a job that has done `done` seconds of its work and was estimated
+// to run `estimate` in all: the end sched::ExpectedEndOf gives a job that started at 0, is seen
+// at `done` and has the job's time limit (the rule the scheduler applies to a running job's
+// RemainingOf), less `done`. Once outlived, the estimate moves to the time limit, else doubles,
+// so that a job queued again after outliving its estimate is not taken to be about to end:
+// SRTF and SRSF would then let it preempt again at once.
+double ExpectedLeft(Seconds estimate, double done, const model::Job& job) {
+  const Seconds seen(static_cast<int64_t>(std::floor(done)));
+  const sched::ExpectedEnd end = sched::ExpectedEndOf(
+      Seconds(0), sched::PlannedRun(estimate, job.time_limit), job.time_limit, seen);
+  return static_cast<double>(end.end.value()) - done;
 }
 
 // What a live cluster knows of a job's run time without history (EstimateSource::kNone).
@@ -372,9 +374,18 @@ std::string_view EstimateSourceName(EstimateSource source) {
   return "oracle";
 }
 
+Status CheckReplayConfig(const ReplayConfig& config) {
+  if (sched::PreemptsByRemaining(config.order) && !config.resume) {
+    return InvalidArgument("--order " + std::string(sched::QueueOrderName(config.order)) +
+                           " needs --resume: SRTF and SRSF resume preempted jobs without penalty");
+  }
+  return Status::Ok();
+}
+
 Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trace& trace,
                                const ReplayConfig& config) {
   const auto wall_start = std::chrono::steady_clock::now();
+  CORRAL_RETURN_IF_ERROR(CheckReplayConfig(config));
   std::vector<model::TaskResources> all_tasks;
   all_tasks.reserve(trace.jobs.size());
   for (const auto& j : trace.jobs) all_tasks.push_back(j.job.resources);
@@ -441,9 +452,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     double done = r.done;
     // A job still running here is being preempted (queued again) by the pass in progress.
     if (config.resume && r.run_start >= 0) done += r.Accrued(now);
-    return Seconds(std::max<int64_t>(
-        1, std::llround((OutlivedEstimate(static_cast<double>(total.value()), done) - done) /
-                        r.rate)));
+    return Seconds(std::max<int64_t>(1, std::llround(ExpectedLeft(total, done, job) / r.rate)));
   };
   sched::DurationEstimator estimate;
   switch (config.estimate) {

@@ -62,6 +62,8 @@ struct ReplayConfig {
   sched::GangPlacement gang_placement = sched::GangPlacement::kTogether;
   predict::PredictorConfig predictor;  // for EstimateSource::kPredicted
   // A preempted job keeps its progress (true) or restarts from scratch (false, the default).
+  // Required by the orders that preempt by remaining run (sched::PreemptsByRemaining): oracle
+  // SRTF and SRSF resume preempted jobs without penalty (issue 21).
   bool resume = false;
   // Besides a pass at every arrival and every end, one pass this often (seconds) while jobs
   // wait; 0: only at arrivals and ends. The server passes at least every second. A pass without
@@ -220,8 +222,13 @@ struct ReplayResult {
   double wall_ms = 0;
 };
 
+// The rules between a config's fields that RunReplay checks first, named by their CLI flags:
+// an order that preempts by remaining run (srtf, srsf) needs `resume`.
+Status CheckReplayConfig(const ReplayConfig& config);
+
 // Runs one replay. Errors: unknown policy, invalid sharing config or LAS thresholds, invalid
-// nodes, duplicate job ids; Internal if the scheduler preempts a job that is not running.
+// nodes, duplicate job ids, CheckReplayConfig's; Internal if the scheduler preempts a job that is
+// not running.
 Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trace& trace,
                                const ReplayConfig& config);
 

@@ -356,6 +356,24 @@ TEST(ReplaySrtf, AShorterArrivalPreemptsAndTheVictimResumesWithoutPenalty) {
   EXPECT_DOUBLE_EQ(r->delay_s_mean, 50);
 }
 
+// Oracle SRTF and SRSF resume preempted jobs (issue 21): without resume the replay refuses,
+// naming both flags, rather than run a mode the issue excludes.
+TEST(ReplaySrtf, RefusesToRunWithoutResume) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 1000)};
+  for (auto order : {sched::QueueOrder::kSrtf, sched::QueueOrder::kSrsf}) {
+    ReplayConfig config{"bestfit"};
+    config.order = order;
+    auto r = RunReplay(OneNode(1), trace, config);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("--order " + std::string(sched::QueueOrderName(order)) +
+                                        " needs --resume"),
+              std::string::npos)
+        << r.status().message();
+  }
+}
+
 // The queue is ordered by what is left, not the total: job 1 (1,000 s) is preempted at 10 by
 // job 2 (950 s); job 3 (995 s) arrives at 20 and does not preempt job 2 (940 s left). When job 2
 // ends, job 1's 990 s left go before job 3's 995 s.

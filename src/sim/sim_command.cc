@@ -297,6 +297,7 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
   config.checkpoint_interval_s = f.checkpoint_interval_s;
   config.checkpoint_grace_s = f.checkpoint_grace_s;
   config.min_run_before_preemption_s = f.min_run_s;
+  CORRAL_RETURN_IF_ERROR(CheckReplayConfig(config));
   return config;
 }
 
@@ -491,7 +492,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->add_option("--best-params", fill->best_params,
-                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels)");
+                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels, "
+                "used_bonus)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto bound = std::make_shared<FillInputFlags>();
@@ -510,7 +512,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   r->add_option("--policy", replay->policy, "Placement policies, comma-separated, or 'all'");
   r->add_option("--order", replay->order,
                 "Queue order: fifo, priority, fairshare, sjf, qssf, las (2D-LAS), srtf or srsf "
-                "(shortest remaining time / service first, preemptive: use with --resume)");
+                "(shortest remaining time / service first, preemptive: need --resume)");
   r->add_option("--blocking", replay->blocking,
                 "A job that does not fit: skip (later jobs pass), strict (nothing passes) or "
                 "backfill (EASY: reserved, later jobs pass if they do not delay it)");
