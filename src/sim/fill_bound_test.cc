@@ -237,6 +237,18 @@ TEST(FillBound, ErrorsAreClear) {
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("no GPUs"), std::string::npos);
   EXPECT_FALSE(RunFillBound(MixedCluster(), MixedWorkload(), 42, 1e-9).ok());
+  // One shape more than the LP may have (each task asks another amount of memory): refused,
+  // naming the limit, by the bound and by the fill bound before it tunes the workload.
+  std::vector<model::TaskResources> distinct;
+  for (size_t i = 0; i <= kMaxBoundShapes; ++i) {
+    distinct.push_back(model::MakeResources(1, 500, 1000, 1 + static_cast<int64_t>(i)));
+  }
+  auto shapes = PlaceableMilliBound(MixedCluster(), distinct);
+  ASSERT_FALSE(shapes.ok());
+  EXPECT_NE(shapes.status().message().find("kMaxBoundShapes"), std::string::npos);
+  auto fill = RunFillBound(MixedCluster(), distinct, 42, 1e-9);
+  ASSERT_FALSE(fill.ok());
+  EXPECT_NE(fill.status().message().find("kMaxBoundShapes"), std::string::npos);
 }
 
 }  // namespace
