@@ -448,7 +448,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"table", "json"}));
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->add_option("--best-params", fill->best_params,
-                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels)");
+                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels, "
+                "used_bonus, cpu_weight)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto replay = std::make_shared<ReplayFlags>();
