@@ -62,6 +62,9 @@ expect_exit 2 "^corral: unknown flag --gpu for 'corral submit' \(did you mean --
   "$corral" submit --gpu 2 -- true
 expect_exit 2 "^corral: unknown flag --lisen for 'corral server' \(did you mean --listen\?\)$" -- \
   "$corral" server --lisen 127.0.0.1:1
+# The placement policy is checked before the server starts; --help names the default.
+expect_exit 2 "^--policy: fgdd not in \{.*,fgd,best\}$" -- "$corral" server --policy fgdd
+expect_exit 0 "--policy TEXT:\{.*\}=best" -- "$corral" server --help
 expect_exit 2 "--limit: 1 required INT missing" -- "$corral" jobs --limit
 expect_exit 2 "^corral: --gpus: expected N or MIN-MAX, got 'x'$" -- "$corral" submit --gpus x -- python --lr 3
 expect_exit 2 "^corral: unknown command 'evn' \(did you mean 'env'\?\)$" -- "$corral" evn list

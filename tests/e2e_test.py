@@ -1165,6 +1165,8 @@ def test_reclaim_preempts_borrowed_tasks(root):
         policy = c.api("GET", "/api/v1/policy")[1]
         check("GET /api/v1/policy", policy["policy"]["order"] == "fairshare" and
               policy["policy"]["reclaim"] is True, policy)
+        check("a server started without --policy places with best", policy["placement"] == "best",
+              policy)
         queue = c.cli("queue")
         check("corral queue", queue.returncode == 0 and "EST. START" in queue.stdout,
               queue.stdout + queue.stderr)

@@ -22,7 +22,7 @@ struct DevFlags {
   std::string data_dir = ".corral/dev";
   std::string listen = "127.0.0.1:8080";
   std::string fake_gpus;
-  std::string policy = "fgd";
+  std::string policy{sched::kDefaultPolicy};
   std::string web_dir = server::DefaultWebDir();  // the source tree's web/dist when built
   // GPU metrics (docs/monitoring.md): how often the agent samples, what fake GPUs read for a
   // task that declares no FAKE_GPU_UTILIZATION, and the server's idle rule. Short values let a
@@ -152,7 +152,8 @@ int RunDev(const DevFlags& f) {
             << "  sessions:           " << (*server)->session_url()
             << "/sessions/<id>/  (the session gateway)\n"
             << "  admin token:        " << token << "  (also in " << data_dir << "/admin.token)\n"
-            << "  data:               " << data_dir << "\n\n"
+            << "  data:               " << data_dir << "\n"
+            << "  placement policy:   " << f.policy << "  (--policy; docs/placement.md)\n\n"
             << "Try, in another terminal:\n"
             << "  export CORRAL_SERVER=" << url << " CORRAL_TOKEN=$(cat " << data_dir
             << "/admin.token)\n"
@@ -178,7 +179,9 @@ void AddDevCommand(CLI::App& app, int* exit_code) {
   c->add_option("--data-dir", f->data_dir, "Where the SQLite store, logs and tokens live");
   c->add_option("--listen", f->listen, "HOST:PORT (the next free port if taken)");
   c->add_option("--fake-gpus", f->fake_gpus, "Fake GPUs, e.g. 8xA100-80GB (default when no NVML)");
-  c->add_option("--policy", f->policy, "Placement policy");
+  c->add_option("--policy", f->policy, "Placement policy (docs/placement.md)")
+      ->check(CLI::IsMember(sched::PolicyNames()))
+      ->capture_default_str();
   c->add_option("--web-dir", f->web_dir,
                 "The built dashboard served at / (default: this source tree's web/dist when "
                 "`make web` built it; \"\": the plain status page)");

@@ -16,14 +16,18 @@ namespace {
 
 constexpr GangPlacement kTogether = GangPlacement::kTogether;
 
-// A cluster of 4-GPU nodes with optional rack and switch labels, and a bestfit Placer (which,
-// task by task, would scatter a gang over the fullest nodes).
-class GangTest : public ::testing::Test {
+// A cluster of 4-GPU nodes with optional rack and switch labels, and a Placer with the policy
+// named (fgd and best score against a profile of shares, single GPUs and pairs).
+class GangFixture : public ::testing::Test {
  protected:
-  GangTest() : policy_(Bestfit()), placer_(state_, *policy_, rng_) {}
+  explicit GangFixture(const std::string& policy)
+      : policy_(Create(policy)), placer_(state_, *policy_, rng_) {}
 
-  static std::unique_ptr<PlacementPolicy> Bestfit() {
-    auto policy = CreatePolicy("bestfit", {});
+  static std::unique_ptr<PlacementPolicy> Create(const std::string& name) {
+    auto policy = CreatePolicy(
+        name, PolicyContext{{TypicalTask{1, 500, 0, {}, 2}, TypicalTask{1, 1000, 0, {}, 2},
+                             TypicalTask{2, 1000, 0, {}, 1}}});
+    EXPECT_TRUE(policy.ok()) << policy.status().message();
     return std::move(*policy);
   }
 
@@ -57,7 +61,24 @@ class GangTest : public ::testing::Test {
   Placer placer_;
 };
 
-TEST_F(GangTest, UsesTheFewestNodes) {
+// Gangs keep together (fewest nodes, one switch or rack) under every policy a server may run:
+// bestfit (which, task by task, would scatter a gang over the fullest nodes), fgd, and the
+// default.
+class GangTest : public GangFixture, public ::testing::WithParamInterface<std::string> {
+ protected:
+  GangTest() : GangFixture(GetParam()) {}
+};
+INSTANTIATE_TEST_SUITE_P(Policies, GangTest,
+                         ::testing::Values("bestfit", "fgd", std::string(kDefaultPolicy)),
+                         [](const auto& info) { return info.param; });
+
+// What bestfit alone does.
+class BestfitGangTest : public GangFixture {
+ protected:
+  BestfitGangTest() : GangFixture("bestfit") {}
+};
+
+TEST_P(GangTest, UsesTheFewestNodes) {
   const NodeIndex a = Add("a"), b = Add("b"), c = Add("c"), d = Add("d");
   (void)a;
   Occupy(b, 2);  // b, c, d have 2 free GPUs, a has 4
@@ -69,7 +90,7 @@ TEST_F(GangTest, UsesTheFewestNodes) {
   EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 2}}));
 }
 
-TEST_F(GangTest, SplitsOverTheFewestNodesKeepingRoomyNodesFree) {
+TEST_P(GangTest, SplitsOverTheFewestNodesKeepingRoomyNodesFree) {
   const NodeIndex a = Add("a"), b = Add("b"), c = Add("c"), d = Add("d", "", "", 8);
   Occupy(c, 1);  // room for 1-GPU tasks: a 4, b 4, c 3, d 8
   // Nine tasks: two nodes are the fewest (d and another). Node by node, the tightest that still
@@ -88,7 +109,7 @@ TEST_F(GangTest, SplitsOverTheFewestNodesKeepingRoomyNodesFree) {
   (void)a, (void)b;
 }
 
-TEST_F(GangTest, OneNodeThatHoldsTheGangBeatsALabelledDomain) {
+TEST_P(GangTest, OneNodeThatHoldsTheGangBeatsALabelledDomain) {
   Add("a", "r0"), Add("b", "r0");
   Add("c", "", "", 8);  // unlabelled, holds both tasks alone
   auto placed = PlaceGang(placer_, Task(4), 2, kTogether);
@@ -96,7 +117,7 @@ TEST_F(GangTest, OneNodeThatHoldsTheGangBeatsALabelledDomain) {
   EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"c", 2}}));
 }
 
-TEST_F(GangTest, StaysInOneRackWhenARackHasRoom) {
+TEST_P(GangTest, StaysInOneRackWhenARackHasRoom) {
   Add("r0-a", "r0"), Add("r0-b", "r0");
   Add("r1-a", "r1"), Add("r1-b", "r1"), Add("r1-c", "r1");
   // Three whole nodes: only r1 has room.
@@ -110,7 +131,7 @@ TEST_F(GangTest, StaysInOneRackWhenARackHasRoom) {
   EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"r0-a", 1}, {"r0-b", 1}}));
 }
 
-TEST_F(GangTest, PrefersOneSwitchOverOneRackAndSpansRacksOnlyWhenNeeded) {
+TEST_P(GangTest, PrefersOneSwitchOverOneRackAndSpansRacksOnlyWhenNeeded) {
   // Rack r0 has switches s0 (2 nodes) and s1 (1 node); rack r1 has one node, switch s2.
   Add("a", "r0", "s0"), Add("b", "r0", "s0"), Add("c", "r0", "s1"), Add("d", "r1", "s2");
   auto placed = PlaceGang(placer_, Task(4), 2, kTogether);
@@ -128,7 +149,7 @@ TEST_F(GangTest, PrefersOneSwitchOverOneRackAndSpansRacksOnlyWhenNeeded) {
   EXPECT_EQ(NodesOf(*placed).size(), 4u);
 }
 
-TEST_F(GangTest, AllOrNothing) {
+TEST_P(GangTest, AllOrNothing) {
   const NodeIndex a = Add("a", "r0");
   Add("b", "r0");
   Occupy(a, 3);
@@ -137,7 +158,7 @@ TEST_F(GangTest, AllOrNothing) {
   EXPECT_EQ(state_.FreeGpuMilli(), 5000);
 }
 
-TEST_F(GangTest, EachTaskFollowsThePolicyAlone) {
+TEST_F(BestfitGangTest, EachTaskFollowsThePolicyAlone) {
   const NodeIndex a = Add("a"), b = Add("b"), c = Add("c");
   (void)a;
   Occupy(b, 2);
@@ -152,7 +173,7 @@ TEST_F(GangTest, EachTaskFollowsThePolicyAlone) {
   EXPECT_FALSE(ParseGangPlacement("scatter").ok());
 }
 
-TEST_F(GangTest, CountsSharesCpuAndMemory) {
+TEST_P(GangTest, CountsSharesCpuAndMemory) {
   const NodeIndex a = Add("a");
   const NodeClass& free_node = state_.node_class(state_.node(a).class_id);
   EXPECT_EQ(TasksThatFit(free_node, Task(1, 300)), 12);  // three 300-milli shares per GPU

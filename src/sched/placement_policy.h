@@ -81,6 +81,10 @@ Result<std::unique_ptr<PlacementPolicy>> CreatePolicy(std::string_view name,
 // The registered names, in registry order.
 std::vector<std::string> PolicyNames();
 
+// The policy corral recommends: `corral server` and `corral dev` place with it unless --policy
+// names another (docs/decisions.md, "best is the server's default placement").
+inline constexpr std::string_view kDefaultPolicy = "best";
+
 // Default GPU choice, shared by policies that do not override ChooseGpus.
 std::vector<int> TightestFitGpus(const NodeView& node, const TaskRequest& task);
 

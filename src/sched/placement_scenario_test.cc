@@ -39,12 +39,12 @@ std::vector<std::string> Split(const std::string& s, char sep) {
   return out;
 }
 
-// One scenario block: builds the cluster lazily at the first take/place line.
+// One scenario block under one policy: builds the cluster lazily at the first take/place line.
 class Scenario {
  public:
-  explicit Scenario(std::string name) : name_(std::move(name)) {}
+  Scenario(std::string name, std::string policy)
+      : name_(std::move(name)), policy_name_(std::move(policy)) {}
 
-  void Policy(const std::string& name) { policy_name_ = name; }
   void Typical(std::map<std::string, std::string> f) {
     TypicalTask t;
     t.gpus = std::stoi(f["gpus"]);
@@ -132,7 +132,7 @@ class Scenario {
   }
 
   std::string name_;
-  std::string policy_name_ = "bestfit";
+  std::string policy_name_;
   PolicyContext context_;
   std::vector<model::Node> nodes_;
   SeededRng rng_{1};
@@ -141,12 +141,18 @@ class Scenario {
   std::unique_ptr<Placer> placer_;
 };
 
-TEST(PlacementScenarios, AllScenariosHold) {
-  std::ifstream file(CORRAL_SCHED_TESTDATA "/policies.scenario");
-  ASSERT_TRUE(file) << "cannot open scenarios";
-  std::unique_ptr<Scenario> current;
+// One block of the file: its name, the policies it runs under (once each) and its other lines
+// with their numbers.
+struct Block {
+  std::string name;
+  std::vector<std::string> policies;
+  std::vector<std::pair<int, std::string>> lines;
+};
+
+std::vector<Block> ReadBlocks(std::istream& file) {
+  std::vector<Block> blocks;
   std::string line;
-  int number = 0, scenarios = 0, placements = 0;
+  int number = 0;
   while (std::getline(file, line)) {
     ++number;
     if (line.empty() || line[0] == '#') continue;
@@ -154,43 +160,77 @@ TEST(PlacementScenarios, AllScenariosHold) {
     std::string verb;
     in >> verb;
     if (verb == "scenario") {
-      std::string name;
-      in >> name;
-      current = std::make_unique<Scenario>(name);
-      ++scenarios;
-      continue;
+      blocks.emplace_back();
+      in >> blocks.back().name;
+    } else if (blocks.empty()) {
+      ADD_FAILURE() << "line " << number << ": no scenario started";
+    } else if (verb == "policy") {
+      for (std::string name; in >> name;) blocks.back().policies.push_back(name);
+    } else {
+      blocks.back().lines.emplace_back(number, line);
     }
-    ASSERT_TRUE(current) << "line " << number << ": no scenario started";
+  }
+  return blocks;
+}
+
+// Plays a block's lines on a fresh cluster under `policy`; returns the placements checked.
+int Play(const Block& block, const std::string& policy) {
+  Scenario current(block.name + " [" + policy + "]", policy);
+  int placements = 0;
+  for (const auto& [number, line] : block.lines) {
+    std::istringstream in(line);
+    std::string verb;
+    in >> verb;
     std::string rest;
     std::getline(in, rest);
-    if (verb == "policy") {
-      current->Policy(rest.substr(rest.find_first_not_of(' ')));
-    } else if (verb == "typical") {
+    if (verb == "typical") {
       std::istringstream r(rest);
-      current->Typical(Fields(r));
+      current.Typical(Fields(r));
     } else if (verb == "node") {
       std::istringstream r(rest);
       std::string name;
       r >> name;
-      current->Node(name, Fields(r));
+      current.Node(name, Fields(r));
     } else if (verb == "take") {
       std::istringstream r(rest);
       std::string node;
       r >> node;
       std::string tail;
       std::getline(r, tail);
-      current->Take(node, tail);
+      current.Take(node, tail);
     } else if (verb == "place") {
       size_t arrow = rest.find("->");
-      ASSERT_NE(arrow, std::string::npos) << "line " << number << ": place needs '->'";
-      current->Place(rest.substr(0, arrow), rest.substr(arrow + 2), number);
+      if (arrow == std::string::npos) {
+        ADD_FAILURE() << "line " << number << ": place needs '->'";
+        continue;
+      }
+      current.Place(rest.substr(0, arrow), rest.substr(arrow + 2), number);
       ++placements;
     } else {
-      FAIL() << "line " << number << ": unknown verb '" << verb << "'";
+      ADD_FAILURE() << "line " << number << ": unknown verb '" << verb << "'";
     }
   }
-  EXPECT_GE(scenarios, 12);
+  return placements;
+}
+
+TEST(PlacementScenarios, AllScenariosHold) {
+  std::ifstream file(CORRAL_SCHED_TESTDATA "/policies.scenario");
+  ASSERT_TRUE(file) << "cannot open scenarios";
+  const std::vector<Block> blocks = ReadBlocks(file);
+  int placements = 0;
+  std::map<std::string, int> blocks_per_policy;
+  for (const Block& block : blocks) {
+    EXPECT_FALSE(block.policies.empty()) << block.name << ": no policy";
+    for (const std::string& policy : block.policies) {
+      placements += Play(block, policy);
+      ++blocks_per_policy[policy];
+    }
+  }
+  EXPECT_GE(blocks.size(), 12u);
   EXPECT_GE(placements, 20);
+  // The default policy runs the scenarios of the live features (models, CPU and memory, shares,
+  // whole GPUs, NVLink) beside bestfit and fgd.
+  EXPECT_GE(blocks_per_policy[std::string(kDefaultPolicy)], 5);
 }
 
 }  // namespace

@@ -23,8 +23,9 @@ model::Job MakeJob(int64_t id, int gpus, int tasks = 1, int priority = 0, int64_
 }
 
 std::unique_ptr<Scheduler> MakeScheduler(std::vector<std::pair<std::string, int>> nodes,
-                                         SchedulerConfig config = {"bestfit"}) {
-  auto s = Scheduler::Create(config, {});
+                                         SchedulerConfig config = {"bestfit"},
+                                         const PolicyContext& context = {}) {
+  auto s = Scheduler::Create(config, context);
   EXPECT_TRUE(s.ok());
   for (const auto& [name, gpus] : nodes) {
     EXPECT_TRUE(
@@ -40,8 +41,36 @@ std::vector<int64_t> Started(const std::vector<JobStart>& starts) {
   return ids;
 }
 
-TEST(Scheduler, SkipsAJobThatDoesNotFitAndStartsLaterOnes) {
-  auto s = MakeScheduler({{"n1", 4}});
+// The live features (gangs, NVLink islands, runtimes, cordons, GPU shares, pending reasons) hold
+// under every policy a server may run: bestfit, which these tests were written with, fgd, and the
+// default. fgd and the default score against a workload profile: shares, single GPUs and pairs.
+class UnderEachPolicy : public ::testing::TestWithParam<std::string> {
+ protected:
+  SchedulerConfig Config() const { return SchedulerConfig{GetParam()}; }
+  static PolicyContext Profile() {
+    return PolicyContext{{TypicalTask{1, 500, 0, {}, 2}, TypicalTask{1, 1000, 0, {}, 2},
+                          TypicalTask{2, 1000, 0, {}, 1}}};
+  }
+  std::unique_ptr<Scheduler> Make(std::vector<std::pair<std::string, int>> nodes) const {
+    return MakeScheduler(std::move(nodes), Config(), Profile());
+  }
+  std::unique_ptr<Scheduler> Make(std::vector<std::pair<std::string, int>> nodes,
+                                  const SchedulerConfig& config) const {
+    return MakeScheduler(std::move(nodes), config, Profile());
+  }
+};
+const std::vector<std::string> kLivePolicies = {"bestfit", "fgd", std::string(kDefaultPolicy)};
+std::string PolicyName(const ::testing::TestParamInfo<std::string>& info) { return info.param; }
+
+class SchedulerPlacement : public UnderEachPolicy {};
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerPlacement, ::testing::ValuesIn(kLivePolicies),
+                         PolicyName);
+class SchedulerPendingReason : public UnderEachPolicy {};
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerPendingReason, ::testing::ValuesIn(kLivePolicies),
+                         PolicyName);
+
+TEST_P(SchedulerPlacement, SkipsAJobThatDoesNotFitAndStartsLaterOnes) {
+  auto s = Make({{"n1", 4}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 2)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 4)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
@@ -85,8 +114,8 @@ TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {
   EXPECT_EQ(order, (std::vector<int64_t>{2, 3, 1, 4}));
 }
 
-TEST(Scheduler, GangStartsAllTasksOrNone) {
-  auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
+TEST_P(SchedulerPlacement, GangStartsAllTasksOrNone) {
+  auto s = Make({{"n1", 4}, {"n2", 4}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
   ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
   const int64_t free_before = s->state().FreeGpuMilli();
@@ -105,8 +134,8 @@ TEST(Scheduler, GangStartsAllTasksOrNone) {
   EXPECT_EQ(s->state().FreeGpuMilli(), 0);
 }
 
-TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
-  auto s = MakeScheduler({{"n1", 8}, {"n2", 8}});
+TEST_P(SchedulerPlacement, PendingReasonNamesTheLargestBlock) {
+  auto s = Make({{"n1", 8}, {"n2", 8}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 6)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 6)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(3, 4)).ok());
@@ -123,8 +152,8 @@ TEST(Scheduler, PendingReasonNamesTheLargestBlock) {
 }
 
 // A drained node is not a small one: a job only it could run says that it waits for it.
-TEST(SchedulerPendingReason, AJobOnlyANodeOutOfServiceCouldRunWaitsForIt) {
-  auto s = MakeScheduler({{"n1", 8}, {"n2", 2}});
+TEST_P(SchedulerPendingReason, AJobOnlyANodeOutOfServiceCouldRunWaitsForIt) {
+  auto s = Make({{"n1", 8}, {"n2", 2}});
   ASSERT_TRUE(s->SetSchedulable("n1", false).ok());
   ASSERT_TRUE(s->Submit(MakeJob(1, 4)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 16)).ok());
@@ -150,8 +179,8 @@ model::Job GpuOnlyJob(int64_t id, int gpus, int tasks = 1, int64_t memory_mib = 
 // milli and 0 MiB free": the reason is explained against the state when asked, and capacity
 // freed since the pass fell through every check to a CPU and memory sentence the job never
 // asked for. Now it says that the job fits, and the next pass starts it.
-TEST(SchedulerPendingReason, AJobThatFitsSinceCapacityWasFreedSaysSo) {
-  auto s = MakeScheduler({{"n1", 4}});
+TEST_P(SchedulerPendingReason, AJobThatFitsSinceCapacityWasFreedSaysSo) {
+  auto s = Make({{"n1", 4}});
   ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 4)).ok());
   ASSERT_TRUE(s->Submit(GpuOnlyJob(2, 4)).ok());
   ASSERT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1}));
@@ -165,8 +194,8 @@ TEST(SchedulerPendingReason, AJobThatFitsSinceCapacityWasFreedSaysSo) {
 }
 
 // CPU and memory: the sentence names what is short, and only what the job asks for.
-TEST(SchedulerPendingReason, CpuOrMemoryNamesOnlyWhatBinds) {
-  auto s = MakeScheduler({{"n1", 4}});  // 64000 CPU milli, 262144 MiB
+TEST_P(SchedulerPendingReason, CpuOrMemoryNamesOnlyWhatBinds) {
+  auto s = Make({{"n1", 4}});  // 64000 CPU milli, 262144 MiB
   ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 1, 1, 200000)).ok());
   ASSERT_TRUE(s->Submit(GpuOnlyJob(2, 1, 1, 100000)).ok());
   ASSERT_TRUE(s->Submit(GpuOnlyJob(3, 1, 1, 300000)).ok());
@@ -187,8 +216,8 @@ TEST(SchedulerPendingReason, CpuOrMemoryNamesOnlyWhatBinds) {
 }
 
 // A gang names its shape, and whether the cluster has the nodes for it at all.
-TEST(SchedulerPendingReason, AGangNamesItsShapeAndTheNodesItNeeds) {
-  auto s = MakeScheduler({{"n1", 8}, {"n2", 4}, {"n3", 4}});
+TEST_P(SchedulerPendingReason, AGangNamesItsShapeAndTheNodesItNeeds) {
+  auto s = Make({{"n1", 8}, {"n2", 4}, {"n3", 4}});
   ASSERT_TRUE(s->Submit(GpuOnlyJob(1, 8, /*tasks=*/2)).ok());
   EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
   EXPECT_EQ(*s->PendingReasonOf(JobId(1)),
@@ -196,7 +225,7 @@ TEST(SchedulerPendingReason, AGangNamesItsShapeAndTheNodesItNeeds) {
                            "needs 2 tasks of 8 GPUs each, started together; the whole cluster "
                            "holds 1 of them (1 node big enough)"}));
 
-  auto t = MakeScheduler({{"n1", 8}, {"n2", 8}});
+  auto t = Make({{"n1", 8}, {"n2", 8}});
   ASSERT_TRUE(t->Submit(GpuOnlyJob(1, 4)).ok());
   ASSERT_TRUE(t->Submit(GpuOnlyJob(2, 8, /*tasks=*/2)).ok());
   ASSERT_TRUE(t->Submit(GpuOnlyJob(3, 8, /*tasks=*/3)).ok());
@@ -216,11 +245,11 @@ TEST(SchedulerPendingReason, AGangNamesItsShapeAndTheNodesItNeeds) {
 // Strict order under fair share: the pass order is by the projects' standing, not by the
 // jobs' keys. A job of a busy project submitted before the head waits behind it; it used to be
 // told it was "submitted after the last scheduling pass".
-TEST(SchedulerPendingReason, StrictOrderBlocksWhatThePassDidNotReach) {
-  SchedulerConfig config{"bestfit"};
+TEST_P(SchedulerPendingReason, StrictOrderBlocksWhatThePassDidNotReach) {
+  SchedulerConfig config = Config();
   config.blocking = Blocking::kStrict;
   config.order = QueueOrder::kFairShare;
-  auto s = MakeScheduler({{"n1", 4}}, config);
+  auto s = Make({{"n1", 4}}, config);
   model::Job busy = GpuOnlyJob(1, 3);
   busy.project = "a";
   ASSERT_TRUE(s->Submit(busy).ok());
@@ -242,10 +271,10 @@ TEST(SchedulerPendingReason, StrictOrderBlocksWhatThePassDidNotReach) {
 }
 
 // Backfill: a job that would delay the reservation says whose, and in how long it starts.
-TEST(SchedulerPendingReason, BackfillNamesTheReservationAndWhenItStarts) {
-  SchedulerConfig config{"bestfit"};
+TEST_P(SchedulerPendingReason, BackfillNamesTheReservationAndWhenItStarts) {
+  SchedulerConfig config = Config();
   config.blocking = Blocking::kBackfill;
-  auto s = MakeScheduler({{"n1", 8}}, config);
+  auto s = Make({{"n1", 8}}, config);
   model::Job running = GpuOnlyJob(1, 6);
   running.time_limit = Seconds(100);
   ASSERT_TRUE(s->Submit(running).ok());
@@ -309,8 +338,8 @@ TEST(Scheduler, AdoptRestoresRunningJobs) {
   EXPECT_EQ(s->state().FreeGpuMilli(), 4000);
 }
 
-TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
-  auto s = MakeScheduler({{"n1", 1}, {"n2", 1}});
+TEST_P(SchedulerPlacement, CordonedNodesTakeNoNewTasks) {
+  auto s = Make({{"n1", 1}, {"n2", 1}});
   ASSERT_TRUE(s->SetSchedulable("n1", false).ok());
   ASSERT_TRUE(s->Submit(MakeJob(1, 1)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
@@ -323,8 +352,8 @@ TEST(Scheduler, CordonedNodesTakeNoNewTasks) {
   EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "n1");
 }
 
-TEST(Scheduler, MultiGpuTasksStayInOneNvlinkDomain) {
-  auto s = Scheduler::Create(SchedulerConfig{"bestfit"}, {});
+TEST_P(SchedulerPlacement, MultiGpuTasksStayInOneNvlinkDomain) {
+  auto s = Scheduler::Create(Config(), Profile());
   ASSERT_TRUE(s.ok());
   model::Node node = model::MakeNode("n1", "A100", 8, CpuMilli(64000), MemoryMib(262144));
   for (int i = 0; i < 8; ++i) node.gpus[i].nvlink_domain = i / 4;  // two NVSwitch islands
@@ -355,8 +384,8 @@ TEST(Scheduler, MultiGpuTasksStayInOneNvlinkDomain) {
   EXPECT_EQ(gpus_of(starts[0]), (std::vector<int>{0, 1}));
 }
 
-TEST(Scheduler, JobsNeedingARuntimeRunOnlyWhereANodeOffersIt) {
-  auto s = MakeScheduler({{"plain", 4}});
+TEST_P(SchedulerPlacement, JobsNeedingARuntimeRunOnlyWhereANodeOffersIt) {
+  auto s = Make({{"plain", 4}});
   model::Job container = MakeJob(1, 1);
   container.resources.runtimes = {"container"};
   ASSERT_TRUE(s->Submit(container).ok());
@@ -383,6 +412,44 @@ TEST(Scheduler, JobsNeedingARuntimeRunOnlyWhereANodeOffersIt) {
   ASSERT_TRUE(s->Submit(second).ok());
   EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
   EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonRuntimeNodesFull);
+}
+
+TEST_P(SchedulerPlacement, SharesFillAUsedGpuBeforeBreakingAWholeOne) {
+  auto s = Make({{"n1", 2}});
+  model::Job half = MakeJob(1, 1);
+  half.resources = model::MakeResources(1, 500, 1000, 1024);
+  model::Job other_half = half, share = half;
+  other_half.id = JobId(2);
+  share.id = JobId(4);
+  share.resources.gpu_milli = MilliGpu(300);
+  ASSERT_TRUE(s->Submit(half).ok());
+  ASSERT_TRUE(s->Submit(other_half).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
+  auto starts = s->Schedule(Seconds(0)).starts;
+  ASSERT_EQ(Started(starts), (std::vector<int64_t>{1, 2, 3}));
+  const int gpu = starts[0].tasks[0].gpus[0].index;
+  EXPECT_EQ(starts[1].tasks[0].gpus[0].index, gpu);      // the two halves share one GPU
+  EXPECT_EQ(starts[2].tasks[0].gpus[0].index, 1 - gpu);  // the whole GPU is the other
+  ASSERT_TRUE(s->Submit(share).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(1)).starts.empty());
+  EXPECT_EQ(s->PendingReasonOf(JobId(4))->code, kReasonNoGpuShare);
+}
+
+TEST_P(SchedulerPlacement, AJobPinnedToAModelRunsOnlyOnIt) {
+  auto s = Make({{"v1", 2}});
+  ASSERT_TRUE(
+      s->AddNode(model::MakeNode("a1", "A100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
+  model::Job pinned = MakeJob(1, 2);
+  pinned.resources.gpu_models = {"A100"};
+  model::Job v100 = MakeJob(2, 8);
+  v100.resources.gpu_models = {"V100M32"};
+  ASSERT_TRUE(s->Submit(pinned).ok());
+  ASSERT_TRUE(s->Submit(v100).ok());
+  auto starts = s->Schedule(Seconds(0)).starts;
+  // v1 fits the pinned job exactly, but it is not an A100.
+  ASSERT_EQ(Started(starts), (std::vector<int64_t>{1}));
+  EXPECT_EQ(starts[0].tasks[0].node, s->state().FindNode("a1"));
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNeverFits);
 }
 
 TEST(Scheduler, SameCallsSameDecisions) {

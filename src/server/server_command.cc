@@ -23,7 +23,9 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
                 "Token agents join with (default: <data-dir>/join.token, created if missing)");
   c->add_option("--tls-cert", options->tls_cert, "PEM certificate: serve https");
   c->add_option("--tls-key", options->tls_key, "PEM private key for --tls-cert");
-  c->add_option("--policy", options->policy, "Placement policy (default fgd)");
+  c->add_option("--policy", options->policy, "Placement policy (docs/placement.md)")
+      ->check(CLI::IsMember(sched::PolicyNames()))
+      ->capture_default_str();
   c->add_option("--node-timeout", options->node_timeout_s,
                 "Seconds without heartbeat before a node is unreachable: its requeue-able jobs "
                 "are requeued, the others keep running (default 30)");
@@ -228,7 +230,8 @@ void AddServerCommand(CLI::App& app, int* exit_code) {
       *exit_code = server.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
       return;
     }
-    std::cout << "corral server listening on " << (*server)->url() << std::endl;
+    std::cout << "corral server listening on " << (*server)->url() << " (placement policy "
+              << options->policy << ")" << std::endl;
     if (Status started = (*server)->Start(); !started.ok()) {
       std::cerr << "corral server: " << started.message() << "\n";
       *exit_code = 1;

@@ -61,7 +61,7 @@ struct ServerOptions {
   // is answered 503 with Retry-After.
   int max_requests_in_flight = kDefaultMaxRequestsInFlight;
   std::chrono::milliseconds admission_wait = kDefaultAdmissionWait;
-  std::string policy = "fgd";
+  std::string policy{sched::kDefaultPolicy};  // placement (sched/placement_policy.h)
   int node_timeout_s = 30;
   std::string policy_file;  // scheduling rules (sched/policy_config.h); re-read on change
   // Partitions and QoS (protocol/api_partitions.h), read at start; empty: none.

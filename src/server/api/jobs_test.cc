@@ -445,7 +445,7 @@ TEST_F(JobsApiTest, ASubmissionOverASubmitLimitIs429WithRetryAfter) {
 TEST_F(JobsApiTest, ThePolicyIsReadable) {
   const Answer policy = Get("/api/v1/policy", bob_token_);
   ASSERT_EQ(policy.status, 200) << policy;
-  EXPECT_EQ(policy.body["placement"], "fgd");
+  EXPECT_EQ(policy.body["placement"], "best");  // the default (sched::kDefaultPolicy)
   EXPECT_TRUE(policy.body["policy"].is_object());
   EXPECT_TRUE(policy.body["file_error"].is_null());
 }

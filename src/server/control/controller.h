@@ -122,7 +122,7 @@ enum class WorkVisibility {
 };
 
 struct ControllerConfig {
-  std::string policy = "fgd";
+  std::string policy{sched::kDefaultPolicy};
   std::string default_project = "default";
   // A node silent this long is unreachable: its requeue-able runs are fenced and requeued, the
   // others keep running (docs/control-plane.md, "Fencing").
