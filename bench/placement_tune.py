@@ -25,10 +25,8 @@ WORKLOADS = ["default", "cpu050", "gpushare40", "gpuspec10", "multigpu20"]
 PUBLISHED_FGD = {"default": 4.77, "cpu050": 5.00, "gpushare40": 6.04, "gpuspec10": 5.34,
                  "multigpu20": 4.47}
 GRID = {
+    "cpu_weight": [0, 0.5, 1, 2, 3],
     "scale": [1000, 1500, 2000],
-    "levels": [50, 100],
-    "used_bonus": [0, 5],
-    "demand_exp": [0, 0.2],
 }
 
 
@@ -46,7 +44,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corral", default="build/corral")
     ap.add_argument("--cache", default="/tmp/placement_tune_cache.json")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
 

@@ -88,10 +88,11 @@ TEST(Fill, WritesCsvsAndPlot) {
   std::filesystem::remove_all(dir);
 }
 
-// `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels)
-// and no bonus it places every task exactly where fgd does.
+// `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels),
+// no bonus and no CPU-stranding term it places every task exactly where fgd does.
 TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
-  auto fgd_params = sched::ParseBestParams("demand_exp=0,scale=1000,levels=100,used_bonus=0");
+  auto fgd_params =
+      sched::ParseBestParams("demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0");
   ASSERT_TRUE(fgd_params.ok());
   for (uint64_t seed : {1, 2, 3}) {
     auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -136,6 +137,40 @@ TEST(FillBest, UsedBonusKeepsAnEmptyNodeWhole) {
   }
 }
 
+// The CPU-stranding term: a CPU-only task that fits both nodes goes to the node whose GPUs are
+// all taken, whatever the tie order, rather than taking the cores that the free GPUs of the
+// other node need (typical tasks ask 12 cores per GPU; 96 cores back 8 GPUs, 80 do not). fgd sees
+// no difference (every typical task still fits both nodes) and follows the node permutation.
+TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
+  int fgd_on_gpu_node = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    for (const std::string policy_name : {"best", "fgd"}) {
+      sched::ClusterState state(sched::ClusterStateOptions{seed});
+      auto gpus_free =
+          state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
+      auto gpus_taken = state.AddNode(
+          model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
+      ASSERT_TRUE(gpus_free.ok() && gpus_taken.ok());
+      auto policy = sched::CreatePolicy(
+          policy_name, sched::PolicyContext{{sched::TypicalTask{1, 1000, 12000, {}, 1}}, {}});
+      ASSERT_TRUE(policy.ok());
+      SeededRng rng(seed);
+      sched::Placer placer(state, **policy, rng);
+      ASSERT_TRUE(
+          placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))
+              .has_value());
+      auto cpu_only = placer.Place(placer.Resolve(model::MakeResources(0, 0, 16000, 1)));
+      ASSERT_TRUE(cpu_only.has_value());
+      if (policy_name == "best") {
+        EXPECT_EQ(cpu_only->node, *gpus_taken) << "seed " << seed;
+      } else {
+        fgd_on_gpu_node += cpu_only->node == *gpus_free;
+      }
+    }
+  }
+  EXPECT_GT(fgd_on_gpu_node, 0);  // the scenario is a tie for fgd
+}
+
 TEST(FillBest, ParamsAreValidatedByName) {
   auto defaults = sched::ParseBestParams("");
   ASSERT_TRUE(defaults.ok());
@@ -153,6 +188,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"levels=2.5", "levels"},
                                                         {"demand_exp=x", "demand_exp"},
                                                         {"used_bonus=-1", "used_bonus"},
+                                                        {"cpu_weight=101", "cpu_weight"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);

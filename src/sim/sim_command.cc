@@ -493,7 +493,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
   f->add_option("--best-params", fill->best_params,
                 "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels, "
-                "used_bonus)");
+                "used_bonus, cpu_weight)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto bound = std::make_shared<FillInputFlags>();

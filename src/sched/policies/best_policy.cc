@@ -1,9 +1,12 @@
 // best: corral's recommended placement (docs/placement.md). FGD's fragmentation gradient
-// (fgd_policy.cc), with the workload's typical tasks weighed by the GPUs they would ask rather
-// than by how often they come: a task that cannot run leaves its whole demand unallocated, so
-// stranding the slot of a likely 8-GPU task costs more than stranding that of a likely share.
-//   w_m = count_m × demand_m^demand_exp;   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m;
-//   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
+// (fgd_policy.cc) plus a CPU-stranding term. FGD counts a node's free GPUs as lost only when no
+// typical task fits there any more; on the openb trace most tasks that fail under FGD fail for
+// CPU: the 8-GPU nodes have 12 cores per GPU, tasks ask ~11 per GPU, and CPU-only or CPU-heavy
+// tasks placed there on FGD's ties leave GPUs that no later task can get cores for. So free GPU
+// milli that the node's free CPU cannot back at the typical tasks' CPU per GPU milli c counts
+// as stranded, S(node) = max(0, gpu_free − cpu_free / c), and
+//   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m − cpu_weight × (S after − S before);
+//   w_m = count_m × demand_m^demand_exp;   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones.
 #include "sched/policies/best_policy.h"
@@ -29,10 +32,23 @@ std::vector<TypicalTask> Reweigh(std::vector<TypicalTask> typical, double demand
   return typical;
 }
 
+// CPU milli the typical GPU tasks ask per GPU milli (0 when none asks a GPU).
+double CpuPerGpuMilli(const std::vector<TypicalTask>& typical) {
+  double cpu = 0, milli = 0;
+  for (const TypicalTask& t : typical) {
+    if (t.gpus == 0) continue;
+    cpu += static_cast<double>(t.count) * static_cast<double>(t.cpu);
+    milli += static_cast<double>(t.count) * t.gpus * t.gpu_milli;
+  }
+  return milli > 0 ? cpu / milli : 0;
+}
+
 class BestPolicy final : public PlacementPolicy {
  public:
   BestPolicy(const std::vector<TypicalTask>& typical, const BestParams& params)
-      : params_(params), meter_(Reweigh(typical, params.demand_exp)) {}
+      : params_(params),
+        meter_(Reweigh(typical, params.demand_exp)),
+        cpu_per_milli_(CpuPerGpuMilli(typical)) {}
 
   std::string_view name() const override { return "best"; }
 
@@ -107,12 +123,21 @@ class BestPolicy final : public PlacementPolicy {
         (share_from >= 0 ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000);
     next.cpu_free = node.cpu_free - task.cpu;
     const double delta = static_cast<double>(before - meter_.Weighted(next)) /
-                         static_cast<double>(meter_.total_count());
+                             static_cast<double>(meter_.total_count()) -
+                         params_.cpu_weight * (CpuStranded(next) - CpuStranded(node));
     return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
+  }
+
+  // Free GPU milli that the node's free CPU cannot back at the typical CPU per GPU milli.
+  double CpuStranded(const NodeView& node) const {
+    if (cpu_per_milli_ <= 0) return 0;
+    return std::max(0.0, static_cast<double>(node.gpu_free_total) -
+                             static_cast<double>(node.cpu_free) / cpu_per_milli_);
   }
 
   BestParams params_;
   FragmentationMeter meter_;
+  double cpu_per_milli_;
 };
 
 Status CheckRange(std::string_view key, double value, double low, double high) {
@@ -155,9 +180,12 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "used_bonus") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
       p.used_bonus = static_cast<int>(value);
+    } else if (key == "cpu_weight") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
+      p.cpu_weight = value;
     } else {
       return InvalidArgument("best params: unknown key '" + key +
-                             "' (known: demand_exp, scale, levels, used_bonus)");
+                             "' (known: demand_exp, scale, levels, used_bonus, cpu_weight)");
     }
   }
   return p;
@@ -166,7 +194,7 @@ Result<BestParams> ParseBestParams(std::string_view text) {
 std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
   s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
-    << ",used_bonus=" << p.used_bonus;
+    << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight;
   return s.str();
 }
 

@@ -15,17 +15,20 @@ struct BestParams {
   // 0 weighs shapes by frequency alone (FGD); 1 by the GPUs they would ask (expected demand).
   double demand_exp = 0.0;
   // Δ (milli-GPU) is mapped to a score by levels × sigmoid(Δ / scale), floored.
-  double scale = 1000.0;
+  double scale = 1500.0;
   int levels = 100;
   // Score points added on a node already in use (some GPU or CPU taken): keeps empty nodes whole.
   int used_bonus = 0;
+  // Weight of CPU stranding in Δ: free GPU milli that the node's free CPU cannot back at the
+  // typical tasks' CPU per GPU milli counts as stranded; Δ −= cpu_weight × (its increase).
+  double cpu_weight = 2.0;
 
   bool operator==(const BestParams&) const = default;
 };
 
 // Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
 // and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
-// used_bonus in [0, 1000000].
+// used_bonus in [0, 1000000], cpu_weight in [0, 100].
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
