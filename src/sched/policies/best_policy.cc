@@ -143,7 +143,7 @@ class BestPolicy final : public PlacementPolicy {
 Status CheckRange(std::string_view key, double value, double low, double high) {
   if (value >= low && value <= high) return Status();
   std::ostringstream s;
-  s << "best params: " << key << " must be in [" << low << ", " << high << "], got " << value;
+  s << key << " must be in [" << low << ", " << high << "], got " << value;
   return InvalidArgument(s.str());
 }
 
@@ -156,14 +156,14 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     const size_t eq = item.find('=');
     const std::string key = Trim(item.substr(0, eq));
     if (eq == std::string::npos) {
-      return InvalidArgument("best params: '" + item + "' is not key=value");
+      return InvalidArgument("'" + item + "' is not key=value");
     }
     const std::string value_text = Trim(item.substr(eq + 1));
     double value = 0;
     auto [end, ec] =
         std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
     if (ec != std::errc() || end != value_text.data() + value_text.size()) {
-      return InvalidArgument("best params: " + key + " is not a number: '" + value_text + "'");
+      return InvalidArgument(key + " is not a number: '" + value_text + "'");
     }
     if (key == "demand_exp") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 3));
@@ -174,7 +174,7 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "levels") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 2, 1000000));
       if (value != std::floor(value)) {
-        return InvalidArgument("best params: levels must be an integer, got " + value_text);
+        return InvalidArgument("levels must be an integer, got " + value_text);
       }
       p.levels = static_cast<int>(value);
     } else if (key == "used_bonus") {
@@ -184,7 +184,7 @@ Result<BestParams> ParseBestParams(std::string_view text) {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
       p.cpu_weight = value;
     } else {
-      return InvalidArgument("best params: unknown key '" + key +
+      return InvalidArgument("unknown key '" + key +
                              "' (known: demand_exp, scale, levels, used_bonus, cpu_weight)");
     }
   }
