@@ -495,8 +495,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   std::vector<double> weights;
   for (const ProjectResult& p : result.projects) weights.push_back(p.weight);
   ShareMeter shares(s.state().TotalGpuMilli(), std::move(weights), first_submit);
-  // (end time, job id, attempt): the run `attempt` of the job ends then.
-  using Completion = std::tuple<int64_t, int64_t, int>;
+  // (end time, job id, attempt, trace position): the run `attempt` of the job ends then. The
+  // position saves a lookup in index_of per completion; the id alone orders equal ends.
+  using Completion = std::tuple<int64_t, int64_t, int, size_t>;
   std::priority_queue<Completion, std::vector<Completion>, std::greater<>> completions;
   const int64_t first_arrival = outcomes[arrivals.front()].submit_s;
   const int64_t last_arrival = outcomes[arrivals.back()].submit_s;
@@ -567,8 +568,10 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
         model::ElasticBounds{model::ElasticUnit::kGpus, range.min(), range.max(), range.step()};
     return job;
   };
-  // Pending jobs by (submit time, trace position): whom shrinks make room for.
+  // Pending jobs by (submit time, trace position): whom shrinks make room for (kept only when
+  // there are elastic jobs).
   std::set<std::pair<int64_t, size_t>> pending_jobs;
+  const bool track_pending = result.elastic_jobs > 0;
   auto request_of = [&](size_t i) { return trace.jobs[i].job.resources.gpus.value(); };
   // The running elastic jobs as sched/elastic.h sees them; `fresh`: those started at t (their
   // size is chosen, not resized), else the others.
@@ -611,7 +614,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       ++(z.to > z.from ? result.grows : result.shrinks);
     }
     ++r.attempt;
-    completions.emplace(r.EndAt(duration(i)), z.job.value(), r.attempt);
+    completions.emplace(r.EndAt(duration(i)), z.job.value(), r.attempt, i);
     return Status::Ok();
   };
   // Before a pass: shrink elastic jobs toward MIN so that pending jobs can start, in arrival
@@ -664,9 +667,8 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     if (t == last_arrival) alloc_integral_at_last_arrival = meter.AllocIntegral();
 
     while (!completions.empty() && std::get<0>(completions.top()) == t) {
-      const auto [end, id, attempt] = completions.top();
+      const auto [end, id, attempt, i] = completions.top();
       completions.pop();
-      const size_t i = index_of.at(JobId(id));
       JobRun& r = runs[i];
       if (attempt != r.attempt) continue;  // a run that preemption or a resize cut short
       (void)s.Finish(JobId(id));
@@ -685,7 +687,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     while (next_arrival < arrivals.size() && outcomes[arrivals[next_arrival]].submit_s == t) {
       const size_t i = arrivals[next_arrival];
       CORRAL_RETURN_IF_ERROR(s.Submit(runs[i].range ? at_min(i) : trace.jobs[i].job));
-      pending_jobs.emplace(outcomes[i].submit_s, i);
+      if (track_pending) pending_jobs.emplace(outcomes[i].submit_s, i);
       shares.Change(outcomes[i].project, 0, milli(i));
       ++next_arrival;
     }
@@ -711,7 +713,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
                                                    ", which was not running");
         }
         stop_run(i, t);  // the scheduler queued it again (an elastic job at its MIN)
-        pending_jobs.emplace(outcomes[i].submit_s, i);
+        if (track_pending) pending_jobs.emplace(outcomes[i].submit_s, i);
         ++outcomes[i].preemptions;
         ++result.projects[outcomes[i].project].preemptions;
         ++result.preemptions;
@@ -731,7 +733,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
           r.gpus = static_cast<int>(start.tasks.front().gpus.size());
           r.rate = sched::Speedup(request_of(i), r.gpus, config.resize.alpha);
         }
-        pending_jobs.erase({outcomes[i].submit_s, i});
+        if (track_pending) pending_jobs.erase({outcomes[i].submit_s, i});
         std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
         for (const sched::Allocation& a : start.tasks) {
           nodes_now.push_back(a.node);
@@ -742,7 +744,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
         if (outcome.first_start_s < 0) outcome.first_start_s = t;
         outcome.start_s = t;
         shares.Change(outcome.project, r.milli, 0);
-        completions.emplace(r.EndAt(duration(i)), start.job.value(), r.attempt);
+        completions.emplace(r.EndAt(duration(i)), start.job.value(), r.attempt, i);
       }
       if (pass == 1 || result.elastic_jobs == 0) break;
       const int64_t shrinks_before = result.shrinks;
