@@ -1176,6 +1176,32 @@ def test_reclaim_preempts_borrowed_tasks(root):
         c.stop()
 
 
+def test_fresh_server_fills_a_used_node_first(root):
+    """A fresh server has no workload profile: the default placement (best) packs as bestfit
+    does, so a 1-GPU job goes on the partly used node, not on one of four empty ones that the
+    seeded tie order may put first."""
+    c = Cluster(os.path.join(root, "fresh"))
+    try:
+        c.start_agent("used", "8xA100-80GB")
+        check("the first agent joins", c.wait_nodes(1))
+        holder = submit(c, {"command": ["sleep", "60"], "resources": {"gpus": 4}})
+        check("a 4-GPU job runs on it", c.wait_state(holder, ("running",), 20), c.job(holder))
+        for name in ("e1", "e2", "e3", "e4"):
+            c.start_agent(name, "8xA100-80GB")
+        check("four empty agents join", c.wait_nodes(5))
+        policy = c.api("GET", "/api/v1/policy")[1]
+        check("GET /api/v1/policy: best, no workload profile yet",
+              policy["placement"] == "best" and policy["profile_jobs"] == 0, policy)
+        one = submit(c, {"command": ["sleep", "60"], "resources": {"gpus": 1}})
+        check("the 1-GPU job runs", c.wait_state(one, ("running",), 20), c.job(one))
+        where = c.job(one)["tasks"][0]["node"]
+        check("the 1-GPU job runs on the partly used node", where == "used", where)
+        for j in (holder, one):
+            c.cli("cancel", str(j))
+    finally:
+        c.stop()
+
+
 def test_gang_stays_in_one_rack(root):
     """A two-task job goes to two nodes of one rack, not to the node a lone task would take."""
     c = Cluster(os.path.join(root, "rack"))
@@ -2595,7 +2621,8 @@ def main():
                      test_server_sigkill_with_running_tasks, test_time_limit_and_oom,
                      test_the_researchers_day_at_the_command_line, test_dependencies,
                      test_a_slurm_batch_script_runs_unchanged,
-                     test_reclaim_preempts_borrowed_tasks, test_gang_stays_in_one_rack,
+                     test_reclaim_preempts_borrowed_tasks, test_fresh_server_fills_a_used_node_first,
+                     test_gang_stays_in_one_rack,
                      test_agent_sigkill_and_node_loss, test_array_runs_at_most_max_running,
                      test_cpu_only_array_fills_the_dev_node_cpus,
                      test_environments_venv_clone_and_share, test_environments_say_what_runs_here,

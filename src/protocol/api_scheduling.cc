@@ -97,6 +97,7 @@ json ToJson(const PolicyView& p) {
               {"age_weight", r.age_weight},
               {"age_unit_s", r.age_unit.value()}}}}},
           {"placement", p.placement},
+          {"profile_jobs", p.profile_jobs},
           {"file", p.file},
           {"file_error", p.file_error ? json(*p.file_error) : json(nullptr)}};
 }
@@ -112,6 +113,7 @@ Result<PolicyView> ParsePolicyView(const json& json) {
   CORRAL_RETURN_IF_ERROR(r->Object(
       "policy", true, [&](const FieldReader& rules) { return ReadRules(rules, p.rules); }));
   CORRAL_RETURN_IF_ERROR(r->String("placement", true, p.placement));
+  CORRAL_RETURN_IF_ERROR(r->Int("profile_jobs", false, p.profile_jobs, 0));
   CORRAL_RETURN_IF_ERROR(r->String("file", true, p.file));
   if (r->Find("file_error") != nullptr) {
     std::string error;

@@ -8,7 +8,7 @@
 //   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m − cpu_weight × (S after − S before);
 //   w_m = count_m × demand_m^demand_exp;   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
-// GPUs are the lowest-index fully free ones.
+// GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
 #include "sched/policies/best_policy.h"
 
 #include <algorithm>
@@ -55,7 +55,7 @@ class BestPolicy final : public PlacementPolicy {
   void OnModelsChanged(const ClusterState& state) override { meter_.Resolve(state); }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
-    if (meter_.total_count() == 0) return params_.levels / 2;  // no workload profile
+    if (meter_.total_count() == 0) return BestFitScore(node, task);  // no workload profile
     const bool in_use = node.cpu_free < node.cpu_total ||
                         node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * 1000;
     return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);

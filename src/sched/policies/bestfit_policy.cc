@@ -17,15 +17,19 @@ class BestFitPolicy final : public PlacementPolicy {
   bool ScoreFallsWithFreeCapacity() const override { return true; }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
-    // r = num / den with den = 2 × 128000 × 8000.
-    const int64_t den = 2 * kCpuScale * kGpuScale;
-    const int64_t num = (node.cpu_free - task.cpu) * kGpuScale +
-                        (node.gpu_free_total - task.TotalMilli()) * kCpuScale;
-    return static_cast<int>(100 * (den - num) / den);
+    return BestFitScore(node, task);
   }
 };
 
 }  // namespace
+
+int BestFitScore(const NodeView& node, const TaskRequest& task) {
+  // r = num / den with den = 2 × 128000 × 8000.
+  const int64_t den = 2 * kCpuScale * kGpuScale;
+  const int64_t num = (node.cpu_free - task.cpu) * kGpuScale +
+                      (node.gpu_free_total - task.TotalMilli()) * kCpuScale;
+  return static_cast<int>(100 * (den - num) / den);
+}
 
 std::unique_ptr<PlacementPolicy> MakeBestFitPolicy(const PolicyContext&) {
   return std::make_unique<BestFitPolicy>();

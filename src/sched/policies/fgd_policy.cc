@@ -4,6 +4,7 @@
 // A share is tried on every GPU that fits (one try per distinct free amount: equal amounts give
 // equal scores); the best GPU, lowest index on equal integer scores, is used. Whole-GPU tasks
 // take the lowest-index fully free GPUs; CPU-only tasks change only the node's free CPU.
+// Without a workload profile (no typical tasks) it scores as bestfit does.
 // The integer score matters: choosing the exact best Δ leaves about a point more GPUs
 // unallocated on the openb trace (fill-experiment.md).
 #include <cmath>
@@ -22,7 +23,7 @@ class FgdPolicy final : public PlacementPolicy {
   void OnModelsChanged(const ClusterState& state) override { meter_.Resolve(state); }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
-    if (meter_.total_count() == 0) return 50;  // no workload profile: no preference
+    if (meter_.total_count() == 0) return BestFitScore(node, task);  // no workload profile
     const SortedFree free(*node.gpu_free);
     const int64_t before = Weighted(node, free);
     if (!task.IsShare()) return ScoreAfter(node, free, before, task, -1);

@@ -12,6 +12,11 @@ namespace corral::sched {
 inline constexpr int64_t kCpuScale = 128000;  // CPU milli
 inline constexpr int64_t kGpuScale = 8000;    // milli-GPU
 
+// bestfit's score (bestfit_policy.cc). fgd and best score with it while they have no workload
+// profile (no typical tasks): a fresh cluster then packs like bestfit instead of following the
+// node order (docs/decisions.md, "Placing without a workload profile").
+int BestFitScore(const NodeView& node, const TaskRequest& task);
+
 std::unique_ptr<PlacementPolicy> MakeRandomPolicy(const PolicyContext& context);
 std::unique_ptr<PlacementPolicy> MakeSpreadPolicy(const PolicyContext& context);
 std::unique_ptr<PlacementPolicy> MakeBestFitPolicy(const PolicyContext& context);

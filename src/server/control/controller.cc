@@ -14,7 +14,6 @@
 
 #include "common/config_file.h"
 #include "model/allocation.h"
-#include "sched/fragmentation.h"
 #include "server/control/controller_internal.h"
 
 namespace corral::server {
@@ -23,7 +22,9 @@ using namespace controller_internal;  // NOLINT(google-build-using-namespace)
 
 namespace {
 
-constexpr int kHistoryForProfile = 10000;  // recent jobs that shape FGD's workload profile
+// Recent jobs read at start: they teach the run-time predictor and seed the workload profile
+// (which keeps the last ControllerConfig::profile.capacity of them).
+constexpr int kRecentJobsAtStart = 10000;
 
 // The policy file's fields: project sharing lives in the store (corral project set-quota).
 const std::set<std::string> kPolicyFileFields = {"order", "blocking", "reclaim",
@@ -43,13 +44,14 @@ sched::Allocation SchedAllocationOf(const model::Allocation& a, sched::NodeIndex
 
 Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, store::Store& store,
                                                        Clock& clock) {
-  // FGD scores against the workload's typical tasks: learn them from recent history.
+  // fgd and best score against the workload's typical tasks: learn them from recent history
+  // (kept up to date while running: RefreshProfileIfDueLocked).
   store::JobFilter recent;
   recent.direction = store::SortDirection::kDescending;
-  recent.limit = kHistoryForProfile;
+  recent.limit = kRecentJobsAtStart;
   auto history = store.ListJobs(recent);
   if (!history.ok()) return history.status();
-  std::vector<model::TaskResources> tasks;
+  std::vector<model::TaskResources> tasks;           // newest first
   std::vector<std::pair<model::Job, Seconds>> runs;  // succeeded jobs and their run times
   for (const auto& j : *history) {
     auto spec =
@@ -60,11 +62,13 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
       runs.emplace_back(ToModelJob(*spec, j), Seconds(j.end_time->value() - j.start_time->value()));
     }
   }
-  sched::PolicyContext context{sched::ComputeTypicalTasks(tasks)};
+  WorkloadProfile profile(config.profile);
+  for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) profile.Observe(*it);  // oldest first
+  sched::PolicyContext context{profile.Refresh(clock.Now())};
   auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
   if (!scheduler.ok()) return scheduler.status();
-  std::unique_ptr<Controller> c(
-      new Controller(std::move(config), store, clock, std::move(scheduler).value()));
+  std::unique_ptr<Controller> c(new Controller(std::move(config), store, clock,
+                                               std::move(scheduler).value(), std::move(profile)));
   {
     std::lock_guard lock(c->mu_);
     {
@@ -173,7 +177,7 @@ void Controller::ReloadPolicyIfChangedLocked() {
 }
 
 Controller::Controller(ControllerConfig config, store::Store& store, Clock& clock,
-                       std::unique_ptr<sched::Scheduler> scheduler)
+                       std::unique_ptr<sched::Scheduler> scheduler, WorkloadProfile profile)
     : config_(std::move(config)),
       store_(store),
       clock_(clock),
@@ -186,6 +190,7 @@ Controller::Controller(ControllerConfig config, store::Store& store, Clock& cloc
       logs_(config_.logs_dir, config_.max_log_bytes),
       submit_limits_(config_.max_pending_jobs),
       scheduler_(std::move(scheduler)),
+      profile_(std::move(profile)),
       ports_(RendezvousPorts::SearchStartFor(store.ClusterId())) {}
 
 Controller::~Controller() { Stop(); }
@@ -375,6 +380,7 @@ void Controller::DrainInboxLocked() {
     drained_ = submitted_;
   }
   for (CommittedJob& c : committed) {
+    profile_.Observe(c.spec.resources);
     QueueLocked(c.record, std::move(c.spec), std::move(c.environment));
   }
 }
@@ -438,8 +444,19 @@ void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
   CheckNodesLocked();
   CheckSessionsLocked(lock);
   CheckIdleGpusLocked();
+  RefreshProfileIfDueLocked();
   ScheduleLocked();
   RecordSummaryLocked();
+}
+
+void Controller::RefreshProfileIfDueLocked() {
+  const Seconds now = clock_.Now();
+  if (!profile_.Due(now)) return;
+  const sched::PolicyContext context{profile_.Refresh(now)};
+  if (Status s = scheduler_->SetPolicyContext(context); !s.ok()) {
+    // Not expected (the policy's name was accepted at start): the previous profile stays.
+    std::cerr << "corral server: the workload profile was not taken: " << s.message() << std::endl;
+  }
 }
 
 void Controller::CheckIdleGpusLocked() {

@@ -90,6 +90,7 @@
 #include "server/control/reconcile.h"
 #include "server/control/rendezvous_ports.h"
 #include "server/control/submit_limiter.h"
+#include "server/control/workload_profile.h"
 #include "server/gateway/session.h"
 #include "server/http/auth.h"
 #include "server/monitoring/gpu_monitor.h"
@@ -123,6 +124,10 @@ enum class WorkVisibility {
 
 struct ControllerConfig {
   std::string policy{sched::kDefaultPolicy};
+  // The workload profile fgd and best place against: learnt at start from the store's recent
+  // jobs (the last 10,000), then from each job accepted, recomputed by its rules
+  // (workload_profile.h; docs/control-plane.md, "The workload profile").
+  WorkloadProfileOptions profile;
   std::string default_project = "default";
   // A node silent this long is unreachable: its requeue-able runs are fenced and requeued, the
   // others keep running (docs/control-plane.md, "Fencing").
@@ -484,7 +489,7 @@ class Controller {
   };
 
   Controller(ControllerConfig config, store::Store& store, Clock& clock,
-             std::unique_ptr<sched::Scheduler> scheduler);
+             std::unique_ptr<sched::Scheduler> scheduler, WorkloadProfile profile);
   Status Recover();
   // The store's record of node `name`.
   static store::NodeRecord NodeRecordOf(const std::string& name, const LiveNode& node);
@@ -494,6 +499,8 @@ class Controller {
   Status LoadSubmitLimitsLocked();
   // Re-reads the policy file when its modification time changed.
   void ReloadPolicyIfChangedLocked();
+  // Hands the scheduler a fresh workload profile when WorkloadProfile::Due says so.
+  void RefreshProfileIfDueLocked();
   sched::SchedulerConfig SchedulerConfigLocked() const;
   // A victim of reclaim, as reconcile::Preempt decides: requeued now (the scheduler already
   // did; a run stopping already goes on stopping); its tasks become stale and are killed at
@@ -899,6 +906,7 @@ class Controller {
   std::mutex mu_;
   std::condition_variable changed_;  // heartbeats wait on it (with mu_) for node versions to move
   std::unique_ptr<sched::Scheduler> scheduler_;
+  WorkloadProfile profile_;        // the shapes of jobs accepted lately (fgd's and best's profile)
   std::map<JobId, LiveJob> jobs_;  // non-terminal jobs
   // The jobs of jobs_ that are sessions (QueueLocked, Recover; ForgetJobLocked erases): the
   // session rounds look only at these.

@@ -587,6 +587,7 @@ protocol::PolicyView Controller::PolicyViewLocked() const {
                                      .age_weight = f.age_weight,
                                      .age_unit = f.age_unit},
                            .placement = config_.policy,
+                           .profile_jobs = static_cast<int64_t>(profile_.profile_jobs()),
                            .file = config_.policy_file};
   if (!policy_error_.empty()) out.file_error = policy_error_;
   return out;

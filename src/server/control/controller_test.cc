@@ -105,6 +105,7 @@ class ControllerTest : public ::testing::Test {
     config.resize_cost = resize_cost_;
     config.victims = victims_;
     config.min_run_before_preemption = min_run_before_preemption_;
+    config.profile = profile_options_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -259,6 +260,7 @@ class ControllerTest : public ::testing::Test {
   Seconds resize_cost_{60};
   sched::VictimOrder victims_ = sched::VictimOrder::kLeastLostWork;  // the server's default
   Seconds min_run_before_preemption_{0};
+  WorkloadProfileOptions profile_options_;
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -2090,6 +2092,39 @@ TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {
   RunFor(3000);
   controller_->Tick();
   EXPECT_EQ(StateOf(owner_), "starting");
+}
+
+// The workload profile follows the jobs accepted while the server runs: the first once min_jobs
+// are known, then after refresh_jobs more or refresh_interval with a new one, over the last
+// `capacity` jobs; a restart learns it from the store.
+TEST_F(ControllerTest, TheWorkloadProfileIsRefreshedAfterNJobsOrTMinutes) {
+  profile_options_ = {
+      .capacity = 10, .min_jobs = 3, .refresh_jobs = 4, .refresh_interval = Seconds(600)};
+  Restart();
+  auto profile_jobs = [&] {
+    controller_->Tick();
+    return controller_->PolicyView().profile_jobs;
+  };
+  EXPECT_EQ(profile_jobs(), 0);  // a fresh server: none, fgd and best place as bestfit
+  Submit(Spec(1));
+  Submit(Spec(2));
+  EXPECT_EQ(profile_jobs(), 0);  // 2 < min_jobs
+  Submit(Spec(1));
+  EXPECT_EQ(profile_jobs(), 3);  // the first profile as soon as min_jobs are known
+  for (int i = 0; i < 3; ++i) Submit(Spec(1));
+  EXPECT_EQ(profile_jobs(), 3);  // 3 new < refresh_jobs, and not 600 s yet
+  clock_.Advance(Seconds(599));
+  EXPECT_EQ(profile_jobs(), 3);
+  clock_.Advance(Seconds(1));
+  EXPECT_EQ(profile_jobs(), 6);  // refresh_interval passed with new jobs
+  clock_.Advance(Seconds(3600));
+  EXPECT_EQ(profile_jobs(), 6);  // no new job: nothing to learn
+  for (int i = 0; i < 4; ++i) Submit(Spec(1));
+  EXPECT_EQ(profile_jobs(), 10);  // refresh_jobs new ones
+  for (int i = 0; i < 4; ++i) Submit(Spec(1));
+  EXPECT_EQ(profile_jobs(), 10);  // the window holds the last `capacity` jobs
+  Restart();
+  EXPECT_EQ(controller_->PolicyView().profile_jobs, 10);  // learnt from the store at start
 }
 
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {
