@@ -687,7 +687,7 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
 
 bool Scheduler::WouldBorrow(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
-  const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
+  const std::string& bucket = QuotaBucket(policy, job.resources.gpu_models);
   return BucketUsage(job.project, bucket) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
 }
 
@@ -1001,6 +1001,7 @@ Decisions Scheduler::Schedule(Seconds now) {
   using Head = std::pair<OrderKey, int>;
   using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
   std::map<std::string, Heap> heads;
+  static const std::string kOneBucket;  // the heap of every group when not by project
   for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
@@ -1014,7 +1015,7 @@ Decisions Scheduler::Schedule(Seconds now) {
         PreemptsByRemaining(config_.order) ||
         (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
         group.waits.has_value();
-    if (retry) heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
+    if (retry) heads[by_project ? group.project : kOneBucket].emplace(*group.queue.begin(), g);
   }
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
   std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
@@ -1036,7 +1037,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (!best && !lending) {
       lending = true;
       for (int g : deferred) {
-        heads[by_project ? groups_[g].project : ""].emplace(*groups_[g].queue.begin(), g);
+        heads[by_project ? groups_[g].project : kOneBucket].emplace(*groups_[g].queue.begin(), g);
       }
       deferred.clear();
       continue;
@@ -1048,7 +1049,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (group.queue.empty()) continue;
     auto push_back_group = [&] {
       if (!group.queue.empty())
-        heads[by_project ? group.project : ""].emplace(*group.queue.begin(), g);
+        heads[by_project ? group.project : kOneBucket].emplace(*group.queue.begin(), g);
     };
     OrderKey head = *group.queue.begin();
     Shape& shape = shapes_[group.shape];
@@ -1161,12 +1162,18 @@ Decisions Scheduler::Schedule(Seconds now) {
       continue;
     }
     const JobId started(std::get<2>(chosen));
-    model::Job& run = pending_.at(started).job;
+    const auto pending = pending_.find(started);
+    model::Job& run = pending->second.job;
     const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
-    group.queue.erase(chosen);
+    // The chosen job is nearly always the group's first: erase it without a search.
+    if (*group.queue.begin() == chosen) {
+      group.queue.erase(group.queue.begin());
+    } else {
+      group.queue.erase(chosen);
+    }
     StartRunning(std::move(run), *placed, now);
-    pending_.erase(started);
+    pending_.erase(pending);
     --pending_count_;
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
     push_back_group();
