@@ -10,7 +10,13 @@ constexpr int32_t kNotScored = std::numeric_limits<int32_t>::min();
 }  // namespace
 
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
-    : state_(state), policy_(policy), rng_(rng) {}
+    : state_(state), policy_(&policy), rng_(rng) {}
+
+void Placer::SetPolicy(PlacementPolicy& policy) {
+  policy_ = &policy;
+  models_seen_ = -1;     // the new policy has resolved no models yet
+  score_cache_.clear();  // scored by the old one
+}
 
 TaskRequest Placer::Resolve(const model::TaskResources& r) {
   TaskRequest t;
@@ -54,7 +60,7 @@ int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) 
   if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
   std::vector<int32_t>& row = score_cache_[class_id];
   if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, kNotScored);
-  if (row[t.shape] == kNotScored) row[t.shape] = policy_.Score(ViewOf(c), t);
+  if (row[t.shape] == kNotScored) row[t.shape] = policy_->Score(ViewOf(c), t);
   return row[t.shape];
 }
 
@@ -96,14 +102,14 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
       const auto& [head, classes] = *group;
       NodeView bound = ViewOf(state_.node_class(classes.begin()->second));
       bound.cpu_free = t.cpu;
-      if (policy_.Score(bound, t) < best_score) break;
+      if (policy_->Score(bound, t) < best_score) break;
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
       if (!gpus_fit) continue;
       for (auto it = classes.lower_bound({t.cpu, 0}); it != classes.end(); ++it) {
         const NodeClass& c = state_.node_class(it->second);
         if (!Fits(c, t)) continue;
-        const int score = policy_.Score(ViewOf(c), t);
+        const int score = policy_->Score(ViewOf(c), t);
         if (score < best_score) break;
         const uint64_t rank = c.members.begin()->first;
         if (score > best_score || rank < best_rank) {
@@ -159,7 +165,7 @@ std::optional<NodeIndex> Placer::PickUniformly(const TaskRequest& t) {
 
 void Placer::SyncModels() {
   if (state_.ModelCount() == models_seen_) return;
-  policy_.OnModelsChanged(state_);
+  policy_->OnModelsChanged(state_);
   models_seen_ = state_.ModelCount();
   score_cache_.clear();  // scores may depend on which models exist (FGD's typical tasks)
 }
@@ -171,7 +177,7 @@ int Placer::Score(int class_id, const TaskRequest& t) {
 
 std::optional<Allocation> Placer::AllocationOn(NodeIndex node, const TaskRequest& t) {
   const NodeState& n = state_.node(node);
-  std::vector<int> gpus = policy_.ChooseGpus(ViewOf(n, state_), t, rng_);
+  std::vector<int> gpus = policy_->ChooseGpus(ViewOf(n, state_), t, rng_);
   if (static_cast<int>(gpus.size()) != t.gpus) return std::nullopt;  // policy bug; fail safe
   Allocation a;
   a.node = node;
@@ -188,9 +194,9 @@ std::optional<Allocation> Placer::Choose(const TaskRequest& t) {
   AcceptedModelsInto(state_, t, models_scratch_);
   if (!GpusCouldFitOn(t, models_scratch_)) return std::nullopt;
   std::optional<NodeIndex> node =
-      policy_.PicksUniformly()                                               ? PickUniformly(t)
-      : policy_.ScoreFallsWithFreeCapacity() && state_.IndexesFreeCapacity() ? PickLeastFree(t)
-                                                                             : PickBestScore(t);
+      policy_->PicksUniformly()                                               ? PickUniformly(t)
+      : policy_->ScoreFallsWithFreeCapacity() && state_.IndexesFreeCapacity() ? PickLeastFree(t)
+                                                                              : PickBestScore(t);
   if (!node) return std::nullopt;
   return AllocationOn(*node, t);
 }

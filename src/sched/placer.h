@@ -43,7 +43,11 @@ class Placer {
   bool GpusCouldFit(const TaskRequest& task) const;
 
   ClusterState& state() { return state_; }
-  const PlacementPolicy& policy() const { return policy_; }
+  const PlacementPolicy& policy() const { return *policy_; }
+  // Places with `policy` from now on (borrowed, as in the constructor) and drops every cached
+  // score. Its NeedsTaskKinds and ScoreFallsWithFreeCapacity must equal the old policy's (the
+  // ClusterState was built for them): the Scheduler swaps only a policy of the same name.
+  void SetPolicy(PlacementPolicy& policy);
 
  private:
   // GpusCouldFit, given the task's AcceptedModels.
@@ -61,7 +65,7 @@ class Placer {
   std::optional<NodeIndex> PickLeastFree(const TaskRequest& task);
 
   ClusterState& state_;
-  PlacementPolicy& policy_;
+  PlacementPolicy* policy_;  // never null
   Rng& rng_;
   int models_seen_ = -1;
   // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on.

@@ -148,6 +148,14 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
       placer_(state_, *policy_, rng_),
       fair_share_(config.sharing.fair_share) {}
 
+Status Scheduler::SetPolicyContext(const PolicyContext& context) {
+  auto policy = CreatePolicy(config_.policy, context);
+  if (!policy.ok()) return policy.status();
+  placer_.SetPolicy(**policy);
+  policy_ = std::move(policy).value();
+  return Status::Ok();
+}
+
 Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   CORRAL_RETURN_IF_ERROR(ValidateConfig(config));
   if (config.policy != config_.policy) {

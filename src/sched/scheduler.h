@@ -187,6 +187,12 @@ class Scheduler {
   // and seed stay. Pending jobs are re-ordered, running jobs keep running (their quota buckets
   // are recomputed). Errors: invalid sharing config, another placement policy (nothing changes).
   Status Reconfigure(const SchedulerConfig& config);
+  // Replaces the placement policy's workload context (fgd's and best's typical tasks): a new
+  // policy of the same name replaces the old one and every cached score is dropped, so later
+  // placements score against `context`; running jobs stay where they are. Cost: the policy's
+  // construction (O(typical tasks)) and one score per (node class, task shape) as they are met
+  // again. Errors: none for a scheduler that was created (the name is known); nothing changes.
+  Status SetPolicyContext(const PolicyContext& context);
 
   Result<NodeIndex> AddNode(const model::Node& node);
   // Removes a node (its allocations go with it) and returns, in id order, the running jobs that

@@ -455,6 +455,39 @@ TEST_P(SchedulerPlacement, AJobPinnedToAModelRunsOnlyOnIt) {
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNeverFits);
 }
 
+// The profile swapped while running: later placements score against the new one, including on
+// node states scored (and cached) under the old one.
+TEST(SchedulerPolicyContext, ASwapChangesLaterScoresAndDropsCachedOnes) {
+  const PolicyContext four_gpu_tasks{{TypicalTask{4, 1000, 0, {}, 1}}};
+  const PolicyContext eight_gpu_tasks{{TypicalTask{8, 1000, 0, {}, 1}}};
+  for (const std::string policy : {"fgd", "best"}) {
+    auto s = MakeScheduler({{"a", 8}, {"b", 8}}, SchedulerConfig{policy}, four_gpu_tasks);
+    ASSERT_TRUE(s->SetSchedulable("a", false).ok());
+    ASSERT_TRUE(s->Submit(MakeJob(1, 4)).ok());
+    ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);  // b: 4 of 8 GPUs free
+    ASSERT_TRUE(s->SetSchedulable("a", true).ok());
+    // 4-GPU tasks: b's 4 free GPUs are worth keeping; a keeps 7, room for one.
+    ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
+    auto starts = s->Schedule(Seconds(1)).starts;
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "a") << policy;
+    ASSERT_TRUE(s->Finish(JobId(2)).ok());  // back to the states just scored
+    ASSERT_TRUE(s->SetPolicyContext(eight_gpu_tasks).ok());
+    // 8-GPU tasks: a is the only node that can hold one; b's GPUs are lost to them anyway.
+    ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
+    starts = s->Schedule(Seconds(2)).starts;
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "b") << policy;
+    // And back.
+    ASSERT_TRUE(s->Finish(JobId(3)).ok());
+    ASSERT_TRUE(s->SetPolicyContext(four_gpu_tasks).ok());
+    ASSERT_TRUE(s->Submit(MakeJob(4, 1)).ok());
+    starts = s->Schedule(Seconds(3)).starts;
+    ASSERT_EQ(starts.size(), 1u);
+    EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "a") << policy;
+  }
+}
+
 TEST(Scheduler, SameCallsSameDecisions) {
   auto run = [](uint64_t seed) {
     SchedulerConfig config{"random"};
