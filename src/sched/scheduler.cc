@@ -175,8 +175,10 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   pending_count_ = 0;
   for (Group& g : groups_) {
     g.queue.clear();
+    g.queued_at = -1;
     g.waits.reset();
   }
+  queued_groups_.clear();
   for (const model::Job& job : pending) Enqueue(job);
   bucket_usage_.clear();
   for (auto& [id, run] : running_) {
@@ -333,8 +335,9 @@ double Scheduler::TotalWeight() const {
   // The projects that compete now: those with pending or running work.
   double total = 0;
   std::set<std::string> seen;
-  for (const Group& g : groups_) {
-    if (!g.queue.empty() && seen.insert(g.project).second) total += PolicyOf(g.project).weight;
+  for (int g : queued_groups_) {
+    const std::string& project = groups_[g].project;
+    if (seen.insert(project).second) total += PolicyOf(project).weight;
   }
   for (const auto& [project, used] : use_.project) {
     if (used > 0 && seen.insert(project).second) total += PolicyOf(project).weight;
@@ -390,9 +393,28 @@ const TaskRequest& Scheduler::RequestOf(Shape& shape) {
 void Scheduler::Enqueue(const model::Job& job) {
   const int group = GroupOf(job);
   const OrderKey key = KeyOf(job);
-  groups_[group].queue.insert(key);
+  QueueInsert(group, key);
   pending_.emplace(job.id, PendingJob{group, key, job, passes_});
   ++pending_count_;
+}
+
+void Scheduler::QueueInsert(int g, const OrderKey& key) {
+  Group& group = groups_[g];
+  group.queue.insert(key);
+  if (group.queued_at >= 0) return;
+  group.queued_at = static_cast<int>(queued_groups_.size());
+  queued_groups_.push_back(g);
+}
+
+void Scheduler::QueueErase(int g, const OrderKey& key) {
+  Group& group = groups_[g];
+  group.queue.erase(key);
+  if (!group.queue.empty() || group.queued_at < 0) return;
+  const int last = queued_groups_.back();
+  queued_groups_[group.queued_at] = last;
+  groups_[last].queued_at = group.queued_at;
+  queued_groups_.pop_back();
+  group.queued_at = -1;
 }
 
 void Scheduler::RekeyPending() {
@@ -462,7 +484,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
 
 Status Scheduler::Cancel(JobId job) {
   if (auto it = pending_.find(job); it != pending_.end()) {
-    groups_[it->second.group].queue.erase(it->second.key);
+    QueueErase(it->second.group, it->second.key);
     pending_.erase(it);
     --pending_count_;
     attained_.erase(job);
@@ -1008,11 +1030,13 @@ Decisions Scheduler::Schedule(Seconds now) {
   const bool by_project = config_.order == QueueOrder::kFairShare;
   using Head = std::pair<OrderKey, int>;
   using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
-  std::map<std::string, Heap> heads;
-  static const std::string kOneBucket;  // the heap of every group when not by project
-  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+  // Buckets by project name (views of the groups' names; a deque keeps them in place).
+  std::map<std::string_view, Heap> heads;
+  auto bucket_of = [&](const Group& group) {
+    return by_project ? std::string_view(group.project) : std::string_view();
+  };
+  for (int g : queued_groups_) {
     Group& group = groups_[g];
-    if (group.queue.empty()) continue;
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
     const model::Job& head = pending_.at(JobId(std::get<2>(*group.queue.begin()))).job;
@@ -1023,7 +1047,7 @@ Decisions Scheduler::Schedule(Seconds now) {
         PreemptsByRemaining(config_.order) ||
         (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
         group.waits.has_value();
-    if (retry) heads[by_project ? group.project : kOneBucket].emplace(*group.queue.begin(), g);
+    if (retry) heads[bucket_of(group)].emplace(*group.queue.begin(), g);
   }
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
   std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
@@ -1045,7 +1069,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (!best && !lending) {
       lending = true;
       for (int g : deferred) {
-        heads[by_project ? groups_[g].project : kOneBucket].emplace(*groups_[g].queue.begin(), g);
+        heads[bucket_of(groups_[g])].emplace(*groups_[g].queue.begin(), g);
       }
       deferred.clear();
       continue;
@@ -1056,8 +1080,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
     auto push_back_group = [&] {
-      if (!group.queue.empty())
-        heads[by_project ? group.project : kOneBucket].emplace(*group.queue.begin(), g);
+      if (!group.queue.empty()) heads[bucket_of(group)].emplace(*group.queue.begin(), g);
     };
     OrderKey head = *group.queue.begin();
     Shape& shape = shapes_[group.shape];
@@ -1174,12 +1197,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     model::Job& run = pending->second.job;
     const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
-    // The chosen job is nearly always the group's first: erase it without a search.
-    if (*group.queue.begin() == chosen) {
-      group.queue.erase(group.queue.begin());
-    } else {
-      group.queue.erase(chosen);
-    }
+    QueueErase(g, chosen);
     StartRunning(std::move(run), *placed, now);
     pending_.erase(pending);
     --pending_count_;

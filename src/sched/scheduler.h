@@ -315,6 +315,7 @@ class Scheduler {
     // Set when the group waited in the last pass for a reason of its own (hard limit, a
     // reservation it would delay), cleared when it was tried for capacity.
     std::optional<PendingReason> waits;
+    int queued_at = -1;  // its place in queued_groups_ while `queue` is not empty
   };
   struct PendingJob {
     int group = -1;
@@ -362,6 +363,9 @@ class Scheduler {
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
+  // Adds `key` to / removes it from group `g`'s queue, keeping queued_groups_ in step.
+  void QueueInsert(int g, const OrderKey& key);
+  void QueueErase(int g, const OrderKey& key);
   void StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now);
   // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
   // applied; nullopt when a growth does not fit.
@@ -430,6 +434,8 @@ class Scheduler {
   std::deque<Group> groups_;
   // (project, shape, array id with a running limit or -1) -> group
   std::map<std::tuple<std::string, int, int64_t>, int> group_ids_;
+  // The groups with pending jobs, in no order (a pass walks these, not every group ever made).
+  std::vector<int> queued_groups_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
   LimitUse use_;

@@ -311,6 +311,22 @@ TEST(Scheduler, CancelFinishAndErrors) {
   EXPECT_EQ(s->Finish(JobId(7)).code(), StatusCode::kNotFound);
 }
 
+// A pass walks only the groups with pending jobs: groups that empty (cancels, starts) leave
+// that list and those that fill again rejoin it, and no other group is lost on the way.
+TEST(Scheduler, APassSeesEveryGroupWithPendingJobsAfterOthersEmptied) {
+  auto s = MakeScheduler({{"n1", 8}});
+  for (int gpus = 1; gpus <= 4; ++gpus) ASSERT_TRUE(s->Submit(MakeJob(gpus, gpus)).ok());
+  ASSERT_TRUE(s->Cancel(JobId(1)).ok());  // the first group empties: the last takes its place
+  ASSERT_TRUE(s->Cancel(JobId(3)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(5, 1)).ok());  // the first group again
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{2, 4, 5}));
+  EXPECT_EQ(s->pending_count(), 0u);
+  ASSERT_TRUE(s->Submit(MakeJob(6, 1)).ok());  // groups emptied by starts take jobs again
+  ASSERT_TRUE(s->Finish(JobId(4)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(7, 4)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(1)).starts), (std::vector<int64_t>{6, 7}));
+}
+
 TEST(Scheduler, RemovingANodeKeepsItsJobsOtherTasksUntilTheyFinish) {
   auto s = MakeScheduler({{"n1", 4}, {"n2", 4}});
   ASSERT_TRUE(s->Submit(MakeJob(1, 4, 2)).ok());  // one task per node
