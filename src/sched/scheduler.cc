@@ -1031,24 +1031,30 @@ Decisions Scheduler::Schedule(Seconds now) {
   using Head = std::pair<OrderKey, int>;
   using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
   // Buckets by project name (views of the groups' names; a deque keeps them in place).
-  std::map<std::string_view, Heap> heads;
   auto bucket_of = [&](const Group& group) {
     return by_project ? std::string_view(group.project) : std::string_view();
   };
+  // The heads to try, gathered per bucket and then heaped at once (a strict pass may pop only
+  // a few of them).
+  std::map<std::string_view, std::vector<Head>> gathered;
+  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[std::string_view()];
   for (int g : queued_groups_) {
     Group& group = groups_[g];
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
-    const model::Job& head = pending_.at(JobId(std::get<2>(*group.queue.begin()))).job;
     // Preemptive orders may make room without capacity being freed: 2D-LAS as service accrues,
     // reclaim as borrowed work appears.
-    const bool retry =
-        !failed || config_.blocking != Blocking::kSkip || config_.order == QueueOrder::kLas ||
-        PreemptsByRemaining(config_.order) ||
-        (reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(head)) ||
-        group.waits.has_value();
-    if (retry) heads[bucket_of(group)].emplace(*group.queue.begin(), g);
+    const bool retry = !failed || config_.blocking != Blocking::kSkip ||
+                       config_.order == QueueOrder::kLas || PreemptsByRemaining(config_.order) ||
+                       group.waits.has_value() ||
+                       (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
+                        QuotaHasRoom(pending_.at(JobId(std::get<2>(*group.queue.begin()))).job));
+    if (!retry) continue;
+    (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
   }
+  std::map<std::string_view, Heap> heads;
+  for (auto& [bucket, items] : gathered)
+    heads.emplace(bucket, Heap(std::greater<>(), std::move(items)));
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
   std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
