@@ -70,17 +70,21 @@ const ModelStats& ClusterState::model_stats(int model) const {
   return stats_by_model_[ModelSlot(model)];
 }
 
-const std::set<FreeCapacityKey>& ClusterState::FreeCapacityIndex(int model) const {
+const FreeCapacityIndexMap& ClusterState::FreeCapacityIndex(int model) const {
   return free_index_[ModelSlot(model)];
 }
 
-namespace {
-
-FreeCapacityKey KeyOf(const NodeClass& c, int id) {
-  return FreeCapacityKey{c.gpu_free_total, c.full_free, c.max_free, c.cpu_free, id};
+void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
+  FreeCapacityIndexMap& index = free_index_[ModelSlot(c.model)];
+  const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
+  if (sign > 0) {
+    index[group].emplace(c.cpu_free, id);
+    return;
+  }
+  auto it = index.find(group);
+  it->second.erase({c.cpu_free, id});
+  if (it->second.empty()) index.erase(it);
 }
-
-}  // namespace
 
 uint64_t ClusterState::RuntimeBit(std::string_view runtime) const {
   auto it = runtime_bits_.find(std::string(runtime));
@@ -238,7 +242,7 @@ Status ClusterState::Allocate(const Allocation& a) {
     node.gpu_free[g.index] -= static_cast<int32_t>(g.milli.value());
     free_gpu_milli_ -= g.milli.value();
   }
-  if (a.kind >= 0) {
+  if (a.kind >= 0 && options_.track_task_kinds) {
     auto it = std::find_if(node.kinds.begin(), node.kinds.end(),
                            [&](const auto& p) { return p.first == a.kind; });
     if (it == node.kinds.end()) {
@@ -281,7 +285,7 @@ Status ClusterState::Release(const Allocation& a) {
     node.gpu_free[g.index] += static_cast<int32_t>(g.milli.value());
     free_gpu_milli_ += g.milli.value();
   }
-  if (a.kind >= 0) {
+  if (a.kind >= 0 && options_.track_task_kinds) {
     auto it = std::find_if(node.kinds.begin(), node.kinds.end(),
                            [&](const auto& p) { return p.first == a.kind; });
     if (it != node.kinds.end() && --it->second == 0) node.kinds.erase(it);
@@ -290,22 +294,15 @@ Status ClusterState::Release(const Allocation& a) {
   return Status::Ok();
 }
 
-void ClusterState::AddToStats(const NodeState& node, int sign) {
-  ModelStats& s = stats_by_model_[ModelSlot(node.model)];
-  int full = 0, max_free = 0;
-  int64_t free = 0;
-  for (int32_t f : node.gpu_free) {
-    full += (f == kFullMilli);
-    max_free = std::max<int>(max_free, f);
-    free += f;
-  }
+void ClusterState::AddToStats(const NodeClass& c, int sign) {
+  ModelStats& s = stats_by_model_[ModelSlot(c.model)];
   s.nodes += sign;
-  s.gpus += sign * static_cast<int64_t>(node.gpu_free.size());
-  s.full_free_gpus += sign * full;
-  s.free_milli += sign * free;
-  s.nodes_by_full_free[full] += sign;
-  s.nodes_by_max_free[max_free] += sign;
-  s.nodes_by_max_free_block[max_free / ModelStats::kShareBlock] += sign;
+  s.gpus += sign * static_cast<int64_t>(c.gpu_count);
+  s.full_free_gpus += sign * c.full_free;
+  s.free_milli += sign * c.gpu_free_total;
+  s.nodes_by_full_free[c.full_free] += sign;
+  s.nodes_by_max_free[c.max_free] += sign;
+  s.nodes_by_max_free_block[c.max_free / ModelStats::kShareBlock] += sign;
 }
 
 int ClusterState::ClassFor(const NodeState& node) {
@@ -379,11 +376,9 @@ void ClusterState::Detach(NodeIndex n) {
     classes_[last].active_pos = c.active_pos;
     active.pop_back();
     c.active_pos = -1;
-    if (options_.index_free_capacity) {
-      free_index_[ModelSlot(c.model)].erase(KeyOf(c, node.class_id));
-    }
+    if (options_.index_free_capacity) IndexFreeCapacity(c, node.class_id, -1);
   }
-  AddToStats(node, -1);
+  AddToStats(c, -1);
   node.class_id = -1;
 }
 
@@ -397,9 +392,9 @@ void ClusterState::Attach(NodeIndex n) {
     auto& active = active_by_model_[ModelSlot(c.model)];
     c.active_pos = static_cast<int>(active.size());
     active.push_back(id);
-    if (options_.index_free_capacity) free_index_[ModelSlot(c.model)].insert(KeyOf(c, id));
+    if (options_.index_free_capacity) IndexFreeCapacity(c, id, +1);
   }
-  AddToStats(node, +1);
+  AddToStats(c, +1);
   node.class_id = id;
 }
 

@@ -15,6 +15,7 @@
 #include <array>
 #include <compare>
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
@@ -63,7 +64,8 @@ struct NodeState {
   int64_t memory_total = 0, memory_free = 0;  // MiB
   std::vector<int32_t> gpu_free;              // milli free per GPU, by index
   std::vector<int> gpu_domain;                // NVLink/NVSwitch domain per GPU, by index
-  std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node
+  std::vector<std::pair<int, int>> kinds;     // (task kind, count) of tasks on the node; kept
+                                              // only with track_task_kinds (class identity)
   // Interned topology domain per level, kNoTopologyDomain when unlabelled.
   std::array<int, kTopologyLevels> topology{kNoTopologyDomain, kNoTopologyDomain};
   uint64_t runtimes = 0;    // mask of RuntimeBit()s it offers
@@ -113,17 +115,17 @@ struct ClusterStateOptions {
   bool index_free_capacity = false;  // keep FreeCapacityIndex (policies that ask for it)
 };
 
-// An active class's place in its model's FreeCapacityIndex: (free GPU milli in all, fully free
-// GPUs, largest free share, free CPU, class id). Classes with the same first three fields form
-// a group: whether a task's GPUs fit is the same for the whole group.
-struct FreeCapacityKey {
+// A group of a model's FreeCapacityIndex: (free GPU milli in all, fully free GPUs, largest free
+// share). Whether a task's GPUs fit is the same for every class of a group.
+struct FreeCapacityGroup {
   int64_t gpu_free_total = 0;
   int full_free = 0;
   int max_free = 0;
-  int64_t cpu_free = 0;
-  int class_id = 0;
-  auto operator<=>(const FreeCapacityKey&) const = default;
+  auto operator<=>(const FreeCapacityGroup&) const = default;
 };
+// The active classes of a model by FreeCapacityGroup, each group's classes by (free CPU, class
+// id): the next group is one step away, and a group's search by CPU looks at that group only.
+using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::set<std::pair<int64_t, int>>>;
 
 class ClusterState {
  public:
@@ -176,10 +178,10 @@ class ClusterState {
   // Classes of a model (kNoModel included) that have at least one schedulable member.
   const std::vector<int>& ActiveClasses(int model) const;
   const ModelStats& model_stats(int model) const;
-  // The active classes of a model ordered by FreeCapacityKey (empty unless
+  // The active classes of a model by FreeCapacityGroup, then free CPU (empty unless
   // options.index_free_capacity): a search by free GPUs, then free CPU, without visiting every
   // class.
-  const std::set<FreeCapacityKey>& FreeCapacityIndex(int model) const;
+  const FreeCapacityIndexMap& FreeCapacityIndex(int model) const;
   bool IndexesFreeCapacity() const { return options_.index_free_capacity; }
 
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
@@ -190,7 +192,9 @@ class ClusterState {
   void Attach(NodeIndex n);  // puts it (back) in the class of its current state
   int ClassFor(const NodeState& node);
   int ModelSlot(int model) const { return model + 1; }  // kNoModel lives in slot 0
-  void AddToStats(const NodeState& node, int sign);
+  // Adds (sign +1) or takes away (-1) a node of class `c` to its model's statistics.
+  void AddToStats(const NodeClass& c, int sign);
+  void IndexFreeCapacity(const NodeClass& c, int id, int sign);
 
   ClusterStateOptions options_;
   std::vector<NodeState> nodes_;
@@ -200,10 +204,10 @@ class ClusterState {
   std::vector<NodeClass> classes_;
   // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
   std::unordered_multimap<uint64_t, int> class_ids_;
-  std::vector<int32_t> sorted_scratch_;                // ClassFor's sorted shares, reused
-  std::vector<std::vector<int>> active_by_model_;      // slot -> class ids with members
-  std::vector<ModelStats> stats_by_model_;             // slot -> aggregates
-  std::vector<std::set<FreeCapacityKey>> free_index_;  // slot -> FreeCapacityIndex
+  std::vector<int32_t> sorted_scratch_;            // ClassFor's sorted shares, reused
+  std::vector<std::vector<int>> active_by_model_;  // slot -> class ids with members
+  std::vector<ModelStats> stats_by_model_;         // slot -> aggregates
+  std::vector<FreeCapacityIndexMap> free_index_;   // slot -> FreeCapacityIndex
   std::unordered_map<int64_t, int> kind_ids_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
   std::unordered_map<std::string, uint64_t> runtime_bits_;

@@ -322,12 +322,21 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
     ASSERT_TRUE(scanned.AddNode(n).ok());
     ASSERT_TRUE(indexed.AddNode(n).ok());
   }
-  // The index holds exactly the active classes.
+  // The index holds exactly the active classes, each under its current free capacity, and no
+  // empty group.
   auto expect_index_is_active_classes = [&](int step) {
     for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
       std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
       std::set<int> in_index;
-      for (const FreeCapacityKey& k : indexed.FreeCapacityIndex(m)) in_index.insert(k.class_id);
+      for (const auto& [group, classes] : indexed.FreeCapacityIndex(m)) {
+        EXPECT_FALSE(classes.empty()) << "model " << m << ", step " << step;
+        for (const auto& [cpu_free, class_id] : classes) {
+          const NodeClass& c = indexed.node_class(class_id);
+          EXPECT_EQ(group, (FreeCapacityGroup{c.gpu_free_total, c.full_free, c.max_free}));
+          EXPECT_EQ(cpu_free, c.cpu_free);
+          in_index.insert(class_id);
+        }
+      }
       EXPECT_EQ(in_index, active) << "model " << m << ", step " << step;
     }
   };

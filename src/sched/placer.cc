@@ -87,45 +87,37 @@ std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {
 
 std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
   // The index is ordered by groups of (free GPU milli G, fully free GPUs, largest free share),
-  // G ascending, then by free CPU. Within a group the score falls as free CPU grows, so the
+  // G ascending, each group by free CPU. Within a group the score falls as free CPU grows, so the
   // group's best class is its first feasible one (from free CPU >= the task's up), then its ties.
   // Across groups, a group's score is at most that of K at the least CPU the task fits on,
   // which falls as G grows: once below the best found, no later group can win.
-  constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
-  constexpr int kMax = std::numeric_limits<int>::max();
   int best_score = std::numeric_limits<int>::min();
   uint64_t best_rank = 0;
   NodeIndex best = -1;
   const int64_t milli = t.TotalMilli();
   for (int m : models_scratch_) {
-    const std::set<FreeCapacityKey>& index = state_.FreeCapacityIndex(m);
-    auto group = index.lower_bound(FreeCapacityKey{milli, 0, 0, 0, 0});
-    while (group != index.end()) {
-      const FreeCapacityKey head = *group;
-      NodeView bound = ViewOf(state_.node_class(head.class_id));
+    const FreeCapacityIndexMap& index = state_.FreeCapacityIndex(m);
+    for (auto group = index.lower_bound(FreeCapacityGroup{milli, 0, 0}); group != index.end();
+         ++group) {
+      const auto& [head, classes] = *group;
+      NodeView bound = ViewOf(state_.node_class(classes.begin()->second));
       bound.cpu_free = t.cpu;
       if (policy_->Score(bound, t) < best_score) break;
-      auto group_end = index.lower_bound(
-          FreeCapacityKey{head.gpu_free_total, head.full_free, head.max_free, kMax64, kMax});
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
-      if (gpus_fit) {
-        for (auto it = index.lower_bound(
-                 FreeCapacityKey{head.gpu_free_total, head.full_free, head.max_free, t.cpu, 0});
-             it != group_end; ++it) {
-          const NodeClass& c = state_.node_class(it->class_id);
-          if (!Fits(c, t)) continue;
-          const int score = policy_->Score(ViewOf(c), t);
-          if (score < best_score) break;
-          const uint64_t rank = c.members.begin()->first;
-          if (score > best_score || rank < best_rank) {
-            best_score = score;
-            best_rank = rank;
-            best = c.members.begin()->second;
-          }
+      if (!gpus_fit) continue;
+      for (auto it = classes.lower_bound({t.cpu, 0}); it != classes.end(); ++it) {
+        const NodeClass& c = state_.node_class(it->second);
+        if (!Fits(c, t)) continue;
+        const int score = policy_->Score(ViewOf(c), t);
+        if (score < best_score) break;
+        const uint64_t rank = c.members.begin()->first;
+        if (score > best_score || rank < best_rank) {
+          best_score = score;
+          best_rank = rank;
+          best = c.members.begin()->second;
         }
       }
-      group = group_end;
     }
   }
   if (best < 0) return std::nullopt;

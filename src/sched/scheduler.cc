@@ -717,7 +717,7 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
 
 bool Scheduler::WouldBorrow(const model::Job& job) const {
   const ProjectPolicy& policy = PolicyOf(job.project);
-  const std::string bucket = QuotaBucket(policy, job.resources.gpu_models);
+  const std::string& bucket = QuotaBucket(policy, job.resources.gpu_models);
   return BucketUsage(job.project, bucket) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
 }
 
@@ -1199,12 +1199,13 @@ Decisions Scheduler::Schedule(Seconds now) {
       continue;
     }
     const JobId started(std::get<2>(chosen));
-    model::Job& run = pending_.at(started).job;
+    const auto pending = pending_.find(started);
+    model::Job& run = pending->second.job;
     const bool borrowed = WouldBorrow(run);
     if (borrowed) ++borrowed_starts_;
     QueueErase(g, chosen);
     StartRunning(std::move(run), *placed, now);
-    pending_.erase(started);
+    pending_.erase(pending);
     --pending_count_;
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});
     push_back_group();

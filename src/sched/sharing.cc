@@ -36,11 +36,13 @@ Status Validate(const SharingConfig& config) {
   return Status::Ok();
 }
 
-std::string QuotaBucket(const ProjectPolicy& policy, const std::vector<std::string>& gpu_models) {
+const std::string& QuotaBucket(const ProjectPolicy& policy,
+                               const std::vector<std::string>& gpu_models) {
+  static const std::string kWholeQuota;
   if (gpu_models.size() == 1 && policy.model_quota_milli.count(gpu_models[0])) {
     return gpu_models[0];
   }
-  return "";
+  return kWholeQuota;
 }
 
 void FairShareLedger::SetCapacity(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib) {

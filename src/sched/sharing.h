@@ -58,8 +58,10 @@ struct SharingConfig {
 Status Validate(const SharingConfig& config);
 
 // The quota bucket a job's use counts against: its one GPU model when the project has a quota
-// for that model, else "" (the any-model quota).
-std::string QuotaBucket(const ProjectPolicy& policy, const std::vector<std::string>& gpu_models);
+// for that model, else "" (the any-model quota). Refers into `gpu_models` (or to a static empty
+// string): valid while `gpu_models` is.
+const std::string& QuotaBucket(const ProjectPolicy& policy,
+                               const std::vector<std::string>& gpu_models);
 
 // Decayed dominant-share usage per project. Pure: time comes from the caller.
 class FairShareLedger {

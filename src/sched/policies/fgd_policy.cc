@@ -7,6 +7,7 @@
 // Without a workload profile (no typical tasks) it scores as bestfit does.
 // The integer score matters: choosing the exact best Δ leaves about a point more GPUs
 // unallocated on the openb trace (fill-experiment.md).
+#include <algorithm>
 #include <cmath>
 
 #include "sched/policies/policies.h"
@@ -42,10 +43,14 @@ class FgdPolicy final : public PlacementPolicy {
     if (!task.IsShare() || meter_.total_count() == 0) return TightestFitGpus(node, task);
     const SortedFree free(*node.gpu_free);
     const int64_t before = Weighted(node, free);
+    const std::vector<int32_t>& by_index = *node.gpu_free;
     int best_gpu = -1, best_score = -1;
     for (int i = 0; i < node.gpu_count(); ++i) {
-      int32_t f = (*node.gpu_free)[i];
+      int32_t f = by_index[i];
       if (f < task.gpu_milli) continue;
+      // A GPU with the amount of a lower-indexed one scores the same, so it cannot win (only a
+      // higher score replaces the best): each distinct amount is scored once.
+      if (std::find(by_index.begin(), by_index.begin() + i, f) != by_index.begin() + i) continue;
       int s = ScoreAfter(node, free, before, task, f);
       if (s > best_score) {
         best_score = s;
