@@ -185,8 +185,10 @@ std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
            Pad(Fixed(r.lp_bound_pct, 2), 7) +
            Pad((optimal ? "" : Fixed(r.exact_low_pct, 2) + "-") + Fixed(r.exact_pct, 2), 12);
     for (double v : r.policy_pct) out += Pad(Fixed(v, 2), 8);
-    const double lp_gap = r.exact_pct - r.lp_bound_pct;
-    const double online_gap = r.policy_pct[best] - r.exact_pct;
+    // Rounded to the hundredths printed, then + 0.0: equal numbers print a gap of 0.00, not -0.00.
+    auto gap = [](double v) { return std::round(v * 100) / 100 + 0.0; };
+    const double lp_gap = gap(r.exact_pct - r.lp_bound_pct);
+    const double online_gap = gap(r.policy_pct[best] - r.exact_pct);
     out += optimal ? Pad(Fixed(lp_gap, 2), 8) + Pad(Fixed(online_gap, 2), 11)
                    : Pad("timeout", 8) + Pad("-", 11);
     out += Pad(Fixed(r.exact.seconds, 1), 9) + "\n";
