@@ -22,6 +22,7 @@ run_packages=(
   libmicrohttpd-dev  # server/: the API's HTTP(S) server (server/http/http_server.h)
   libyaml-cpp-dev  # cli/: YAML job specs
   libglpk-dev  # sim/: the LP solver of `corral sim bound` (sim/fill_bound.h)
+  coinor-libcbc-dev  # sim/: the MIP solver of `corral sim bound --exact-nodes` (sim/fill_bound.h)
 )
 
 # `make test` (and bench, lint) on top of that.

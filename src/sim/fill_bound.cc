@@ -1,5 +1,6 @@
 #include "sim/fill_bound.h"
 
+#include <Cbc_C_Interface.h>
 #include <glpk.h>
 
 #include <algorithm>
@@ -325,6 +326,235 @@ class PlacementLp {
   std::unique_ptr<glp_prob, GlpkDelete> lp_;
 };
 
+// The integer program over single nodes and GPUs (fill_bound.h, ExactPlaceableMilli), solved by
+// CBC (COIN-OR branch and cut; GLPK's branch and bound found no placement at all within minutes on
+// 8 openb nodes). Variables: x(s, n) tasks of shape s on node n (where the shape fits); for a share
+// shape, y(s, g) of its tasks on GPU g of that node; w(g) = 1 when GPU g is held whole. Rows:
+// Σ_n x(s, n) ≤ count(s); per node CPU and memory; Σ_g w(g) = Σ_whole gpus(s)·x(s, n);
+// Σ_g y(s, g) = x(s, n); per GPU 1000·w(g) + Σ milli(s)·y(s, g) ≤ 1000. Symmetry is broken
+// without losing an optimum: the GPUs of a node by (w, used milli) descending and consecutive
+// identical nodes by the milli they hold (sort the GPUs of each node, then the nodes of each
+// class: both orders hold at once).
+class PlacementMip {
+ public:
+  // `most_milli`: a bound on what any placement holds (a row Σ objective ≤ it).
+  PlacementMip(const std::vector<model::Node>& nodes, const std::vector<TaskShape>& shapes,
+               double most_milli)
+      : shapes_(shapes) {
+    // Identical nodes next to each other, so the symmetry rows link neighbours.
+    for (const NodeClass& c : ClassesOf(nodes)) {
+      for (int64_t i = 0; i < c.count; ++i)
+        nodes_.push_back(NodeClass{c.model, c.gpus, c.cpu, c.memory, 1});
+    }
+    std::vector<int> count_row(shapes_.size());
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      count_row[s] = AddRow(kNoLimit, static_cast<double>(shapes_[s].count));
+    }
+    std::vector<Terms> held(nodes_.size());  // GPU milli a node holds, for the symmetry rows
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      const NodeClass& node = nodes_[n];
+      const int cpu = AddRow(kNoLimit, static_cast<double>(node.cpu));
+      const int memory = AddRow(kNoLimit, static_cast<double>(node.memory));
+      const int whole = AddRow(0, 0);  // Σ w(g) − Σ gpus(s)·x(s, n) = 0
+      std::vector<int> gpu_rows, w_cols;
+      std::vector<Terms> used(node.gpus);  // per GPU: 1000·w(g) + Σ milli(s)·y(s, g)
+      for (int64_t g = 0; g < node.gpus; ++g) {
+        gpu_rows.push_back(AddRow(kNoLimit, static_cast<double>(kGpuMilli)));
+        const int w = AddColumn(1, 0);
+        Add(gpu_rows.back(), w, kGpuMilli);
+        Add(whole, w, 1);
+        used[g].emplace_back(w, kGpuMilli);
+        w_cols.push_back(w);
+      }
+      for (size_t s = 0; s < shapes_.size(); ++s) {
+        const TaskShape& shape = shapes_[s];
+        if (!shape.FitsOn(node)) continue;
+        const int x =
+            AddColumn(static_cast<double>(shape.count), static_cast<double>(shape.TotalMilli()));
+        placed_.push_back({s, n, x});
+        Add(count_row[s], x, 1);
+        Add(cpu, x, static_cast<double>(shape.cpu));
+        Add(memory, x, static_cast<double>(shape.memory));
+        held[n].emplace_back(x, static_cast<double>(shape.TotalMilli()));
+        if (!IsShare(shape)) {
+          Add(whole, x, -static_cast<double>(shape.gpus));
+          continue;
+        }
+        const int link = AddRow(0, 0);  // Σ_g y(s, g) − x(s, n) = 0
+        Add(link, x, -1);
+        const int64_t per_gpu = std::min(shape.count, kGpuMilli / shape.gpu_milli);
+        for (int64_t g = 0; g < node.gpus; ++g) {
+          const int y = AddColumn(static_cast<double>(per_gpu), 0);
+          shared_.push_back({s, n, g, y});
+          Add(link, y, 1);
+          Add(gpu_rows[g], y, static_cast<double>(shape.gpu_milli));
+          used[g].emplace_back(y, static_cast<double>(shape.gpu_milli));
+        }
+      }
+      for (int64_t g = 0; g + 1 < node.gpus; ++g) {
+        AddDifferenceRow(used[g], used[g + 1]);
+        AddDifferenceRow({{w_cols[g], 1}}, {{w_cols[g + 1], 1}});
+      }
+      const bool same_as_previous =
+          n > 0 && nodes_[n - 1].model == node.model && nodes_[n - 1].gpus == node.gpus &&
+          nodes_[n - 1].cpu == node.cpu && nodes_[n - 1].memory == node.memory;
+      if (same_as_previous) AddDifferenceRow(held[n - 1], held[n]);
+    }
+    const int most = AddRow(kNoLimit, most_milli);
+    for (size_t col = 0; col < objective_.size(); ++col) {
+      if (objective_[col] != 0) Add(most, static_cast<int>(col), objective_[col]);
+    }
+  }
+
+  Result<ExactOptimum> Solve(double time_limit_s) const {
+    const auto start = std::chrono::steady_clock::now();
+    ExactOptimum out;
+    if (!upper_.empty()) {
+      std::unique_ptr<Cbc_Model, CbcDelete> cbc(Cbc_newModel());
+      Load(cbc.get());
+      Cbc_setMaximumSeconds(cbc.get(), time_limit_s);
+      Cbc_setLogLevel(cbc.get(), 0);
+      Cbc_setParameter(cbc.get(), "threads", "1");  // deterministic search
+      Cbc_solve(cbc.get());
+      if (Cbc_isProvenOptimal(cbc.get())) {
+        out.status = ExactStatus::kOptimal;
+      } else if (Cbc_isSecondsLimitReached(cbc.get())) {
+        out.status = ExactStatus::kTimeLimit;
+      } else {
+        return Status(StatusCode::kInternal,
+                      "exact: the MIP solver stopped without an answer (Cbc status " +
+                          std::to_string(Cbc_status(cbc.get())) + ")");
+      }
+      // Maximising: the best bound is on what is still reachable, so no less than the optimum.
+      out.upper_milli =
+          static_cast<int64_t>(std::floor(Cbc_getBestPossibleObjValue(cbc.get()) + 1e-6));
+      if (const double* x = Cbc_bestSolution(cbc.get())) {
+        auto held = CheckedSolutionMilli(x);
+        if (!held.ok()) return held.status();
+        out.milli = *held;
+      }
+      out.upper_milli = std::max(out.upper_milli, out.milli);
+      if (out.status == ExactStatus::kOptimal) out.upper_milli = out.milli;
+    }
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
+  }
+
+ private:
+  using Terms = std::vector<std::pair<int, double>>;
+  struct Placed {
+    size_t shape, node;
+    int column;
+  };
+  struct Shared {
+    size_t shape, node;
+    int64_t gpu;
+    int column;
+  };
+  struct CbcDelete {
+    void operator()(Cbc_Model* m) const { Cbc_deleteModel(m); }
+  };
+  static constexpr double kNoLimit = -1e30;  // a row's lower bound when it has none
+
+  static bool IsShare(const TaskShape& s) { return s.gpus == 1 && s.gpu_milli < kGpuMilli; }
+
+  int AddRow(double lower, double upper) {
+    row_lower_.push_back(lower);
+    row_upper_.push_back(upper);
+    return static_cast<int>(row_upper_.size()) - 1;
+  }
+  // An integer column in [0, upper] (a binary one for upper 1).
+  int AddColumn(double upper, double objective) {
+    upper_.push_back(upper);
+    objective_.push_back(objective);
+    entries_.emplace_back();
+    return static_cast<int>(upper_.size()) - 1;
+  }
+  void Add(int row, int col, double coef) { entries_[col].emplace_back(row, coef); }
+  // Σ first − Σ second ≥ 0 (a column in both gets its coefficients summed: no duplicate entries).
+  void AddDifferenceRow(const Terms& first, const Terms& second) {
+    std::map<int, double> coef;
+    for (const auto& [col, c] : first) coef[col] += c;
+    for (const auto& [col, c] : second) coef[col] -= c;
+    const int row = AddRow(0, 1e30);
+    for (const auto& [col, c] : coef) {
+      if (c != 0) Add(row, col, c);
+    }
+  }
+
+  void Load(Cbc_Model* cbc) const {
+    std::vector<CoinBigIndex> start = {0};
+    std::vector<int> index;
+    std::vector<double> value;
+    for (const auto& column : entries_) {
+      for (const auto& [row, coef] : column) {
+        index.push_back(row);
+        value.push_back(coef);
+      }
+      start.push_back(static_cast<CoinBigIndex>(index.size()));
+    }
+    const std::vector<double> lower(upper_.size(), 0.0);
+    Cbc_loadProblem(cbc, static_cast<int>(upper_.size()), static_cast<int>(row_upper_.size()),
+                    start.data(), index.data(), value.data(), lower.data(), upper_.data(),
+                    objective_.data(), row_lower_.data(), row_upper_.data());
+    for (size_t j = 0; j < upper_.size(); ++j) Cbc_setInteger(cbc, static_cast<int>(j));
+    Cbc_setObjSense(cbc, -1);  // maximise
+  }
+
+  // The solver's solution `x` rounded to integers and checked in integer arithmetic against every
+  // constraint of the placement (counts, CPU, memory, GPU milli with whole GPUs apart): what it
+  // holds is then a placement that exists, whatever the solver's tolerances. Errors: it does not
+  // check out.
+  Result<int64_t> CheckedSolutionMilli(const double* x) const {
+    auto value = [&](int col) { return static_cast<int64_t>(std::llround(x[col])); };
+    std::vector<int64_t> count(shapes_.size(), 0), cpu(nodes_.size(), 0), memory(nodes_.size(), 0),
+        whole(nodes_.size(), 0);
+    std::vector<std::vector<int64_t>> gpu(nodes_.size());
+    for (size_t n = 0; n < nodes_.size(); ++n) gpu[n].assign(nodes_[n].gpus, 0);
+    std::map<std::pair<size_t, size_t>, int64_t> share_tasks;  // (shape, node) → x − Σ_g y
+    int64_t held = 0;
+    bool ok = true;
+    for (const Placed& p : placed_) {
+      const int64_t tasks = value(p.column);
+      const TaskShape& s = shapes_[p.shape];
+      ok = ok && tasks >= 0;
+      count[p.shape] += tasks;
+      cpu[p.node] += tasks * s.cpu;
+      memory[p.node] += tasks * s.memory;
+      held += tasks * s.TotalMilli();
+      if (IsShare(s)) {
+        share_tasks[{p.shape, p.node}] = tasks;
+      } else {
+        whole[p.node] += tasks * s.gpus;
+      }
+    }
+    for (const Shared& y : shared_) {
+      const int64_t on_gpu = value(y.column);
+      ok = ok && on_gpu >= 0;
+      gpu[y.node][y.gpu] += on_gpu * shapes_[y.shape].gpu_milli;
+      share_tasks[{y.shape, y.node}] -= on_gpu;
+    }
+    for (size_t s = 0; s < shapes_.size(); ++s) ok = ok && count[s] <= shapes_[s].count;
+    for (const auto& [key, left] : share_tasks) ok = ok && left == 0;
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      ok = ok && cpu[n] <= nodes_[n].cpu && memory[n] <= nodes_[n].memory;
+      // The whole GPUs go on the GPUs without shares.
+      ok = ok && whole[n] <= std::count(gpu[n].begin(), gpu[n].end(), 0);
+      for (int64_t milli : gpu[n]) ok = ok && milli <= kGpuMilli;
+    }
+    if (!ok) return Status(StatusCode::kInternal, "exact: the MIP solution is not a placement");
+    return held;
+  }
+
+  std::vector<TaskShape> shapes_;
+  std::vector<NodeClass> nodes_;  // one per node with GPUs (count 1), identical ones adjacent
+  std::vector<Placed> placed_;
+  std::vector<Shared> shared_;
+  std::vector<double> row_lower_, row_upper_;
+  std::vector<double> upper_, objective_;                     // per column
+  std::vector<std::vector<std::pair<int, double>>> entries_;  // per column: (row, coefficient)
+};
+
 }  // namespace
 
 Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
@@ -337,6 +567,28 @@ Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
   std::vector<int64_t> counts;
   for (const auto& s : shapes.shapes) counts.push_back(s.count);
   return PlacementLp(classes, shapes.shapes).UpperBoundMilli(counts);
+}
+
+Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
+                                         const std::vector<model::TaskResources>& tasks,
+                                         double time_limit_s) {
+  if (nodes.size() > kMaxExactNodes) {
+    return InvalidArgument("exact: " + std::to_string(nodes.size()) +
+                           " nodes, more than kMaxExactNodes = " + std::to_string(kMaxExactNodes));
+  }
+  if (tasks.size() > kMaxExactTasks) {
+    return InvalidArgument("exact: " + std::to_string(tasks.size()) +
+                           " tasks, more than kMaxExactTasks = " + std::to_string(kMaxExactTasks));
+  }
+  if (!(time_limit_s > 0 && time_limit_s <= kMaxExactSeconds)) {
+    return InvalidArgument("exact: the time limit must be in (0, " +
+                           std::to_string(static_cast<int>(kMaxExactSeconds)) + "] s");
+  }
+  // The LP's bound as a row: sound (no placement holds more), and it spares the search proving
+  // what the relaxation already proves.
+  auto bound = PlaceableMilliBound(nodes, tasks);
+  if (!bound.ok()) return bound.status();
+  return PlacementMip(nodes, ShapesOf(tasks).shapes, std::floor(*bound + 1e-6)).Solve(time_limit_s);
 }
 
 // LPs per band of the curve: steps of a band between two of them take the later one's bound.

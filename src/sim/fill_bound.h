@@ -34,6 +34,31 @@ inline constexpr size_t kMaxBoundNodes = 1'000'000;
 inline constexpr size_t kMaxBoundShapes = 100'000;
 inline constexpr size_t kMaxBoundColumns = 1'000'000;
 
+// The most milli-GPU any subset of `tasks` placed on `nodes` at once holds, OPT itself rather
+// than a bound on it, for instances small enough (docs/placement.md, "How tight the limit is"):
+// an integer program over single nodes and GPUs with the constraints PlaceableMilliBound
+// honours, solved by CBC's branch and cut within `time_limit_s` (one thread). kOptimal: `milli`
+// is OPT. kTimeLimit: `milli` is the best placement found (≤ OPT; 0 when none), not proven
+// optimal, and `upper_milli` the solver's bound on OPT (≥ OPT up to its tolerances: unlike
+// PlaceableMilliBound's, not recomputed). Either way the placement behind `milli` is checked in
+// integers against every constraint.
+// Errors: more than kMaxExactNodes nodes or kMaxExactTasks tasks, a time limit outside
+// (0, kMaxExactSeconds], the solver fails.
+enum class ExactStatus { kOptimal, kTimeLimit };
+struct ExactOptimum {
+  ExactStatus status = ExactStatus::kOptimal;
+  int64_t milli = 0;
+  int64_t upper_milli = 0;  // = milli when kOptimal
+  double seconds = 0;       // wall time of the solve
+};
+Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
+                                         const std::vector<model::TaskResources>& tasks,
+                                         double time_limit_s);
+
+inline constexpr size_t kMaxExactNodes = 200;
+inline constexpr size_t kMaxExactTasks = 20'000;
+inline constexpr double kMaxExactSeconds = 3600;
+
 // The bound for one seed of the fill experiment: the task list RunFill(seed, tune) presents, and
 // per step t a lower bound on its unallocated GPU %, 100 − 100 · min(arrived_t, UB_k) / capacity,
 // where UB_k bounds (as PlaceableMilliBound does) what the first k tasks can hold, at the nearest

@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
+#include <set>
 
 #include "common/rng.h"
 #include "sched/placement_policy.h"
+#include "sim/fill_tightness.h"
 
 namespace corral::sim {
 namespace {
@@ -72,6 +75,15 @@ double Bound(const std::vector<model::Node>& nodes,
   return b.ok() ? *b : 0;
 }
 
+int64_t Exact(const std::vector<model::Node>& nodes,
+              const std::vector<model::TaskResources>& tasks) {
+  auto e = ExactPlaceableMilli(nodes, tasks, 60);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  if (!e.ok()) return -1;
+  EXPECT_EQ(e->status, ExactStatus::kOptimal);
+  return e->milli;
+}
+
 model::Node Node(const std::string& model, int gpus, int64_t cores, int64_t memory_gib = 64) {
   return model::MakeNode("n", model, gpus, CpuMilli(cores * 1000), MemoryMib(memory_gib * 1024));
 }
@@ -117,10 +129,12 @@ TEST(FillBound, ExactOnSmallInstancesItModels) {
   for (const Case& c : cases) {
     EXPECT_EQ(BruteForceOptimum(c.nodes, c.tasks), c.optimum) << c.what;
     EXPECT_NEAR(Bound(c.nodes, c.tasks), static_cast<double>(c.optimum), 1e-6) << c.what;
+    EXPECT_EQ(Exact(c.nodes, c.tasks), c.optimum) << c.what;
   }
 }
 
-// Random tiny instances: the bound is never below the optimum (it is sound), and often equal.
+// Random tiny instances: the bound is never below the optimum (it is sound), and often equal;
+// the exact solver finds the optimum itself.
 TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   SeededRng rng(7);
   const std::vector<std::string> models = {"T4", "V100"};
@@ -146,6 +160,7 @@ TEST(FillBound, NeverBelowTheBruteForceOptimum) {
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
     const double bound = Bound(nodes, tasks);
     ASSERT_GE(bound, optimum - 1e-6) << "instance " << i;
+    ASSERT_EQ(static_cast<double>(Exact(nodes, tasks)), optimum) << "instance " << i;
     if (bound < optimum + 1e-6) ++exact;
   }
   // Not a contract, a tripwire: the relaxation is tight on most tiny instances.
@@ -249,6 +264,102 @@ TEST(FillBound, ErrorsAreClear) {
   auto fill = RunFillBound(MixedCluster(), distinct, 42, 1e-9);
   ASSERT_FALSE(fill.ok());
   EXPECT_NE(fill.status().message().find("kMaxBoundShapes"), std::string::npos);
+}
+
+// Several identical nodes, shares of several sizes and whole GPUs, more than fits: the exact
+// solver (with its symmetry rows) agrees with brute force, and the bound is not below it.
+TEST(FillBound, ExactMatchesBruteForceWithIdenticalNodes) {
+  SeededRng rng(11);
+  const int shares[] = {200, 300, 500, 700, 1000};
+  for (int i = 0; i < 40; ++i) {
+    std::vector<model::Node> nodes(3, Node("T4", 2, 8 + static_cast<int64_t>(rng.Uniform(9))));
+    std::vector<model::TaskResources> tasks;
+    for (size_t t = 5 + rng.Uniform(3); t > 0; --t) {
+      const int gpus = rng.Uniform(5) == 0 ? 2 : 1;
+      tasks.push_back(Task(gpus, gpus > 1 ? 1000 : shares[rng.Uniform(5)],
+                           1 + static_cast<int64_t>(rng.Uniform(5))));
+    }
+    const int64_t optimum = BruteForceOptimum(nodes, tasks);
+    EXPECT_EQ(Exact(nodes, tasks), optimum) << "instance " << i;
+    EXPECT_GE(Bound(nodes, tasks), static_cast<double>(optimum) - 1e-6) << "instance " << i;
+  }
+}
+
+TEST(FillBound, ExactErrorsNameTheLimit) {
+  std::vector<model::Node> many(kMaxExactNodes + 1, Node("T4", 1, 4));
+  auto nodes = ExactPlaceableMilli(many, {Task(1, 1000, 1)}, 1);
+  ASSERT_FALSE(nodes.ok());
+  EXPECT_NE(nodes.status().message().find("kMaxExactNodes"), std::string::npos);
+  auto limit = ExactPlaceableMilli(MixedCluster(), {Task(1, 1000, 1)}, 0);
+  ASSERT_FALSE(limit.ok());
+  EXPECT_NE(limit.status().message().find("time limit"), std::string::npos);
+  // Nothing to place: optimal at 0.
+  auto empty = ExactPlaceableMilli(MixedCluster(), {}, 1);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->milli, 0);
+  EXPECT_EQ(empty->status, ExactStatus::kOptimal);
+}
+
+// 4 T4 nodes, 2 V100M32 nodes and 1 A100 node, in this order.
+std::vector<model::Node> ModelMix() {
+  std::vector<model::Node> nodes;
+  for (const char* m : {"T4", "V100M32", "T4", "A100", "T4", "V100M32", "T4"}) {
+    nodes.push_back(model::MakeNode("n" + std::to_string(nodes.size()), m, 4, CpuMilli(32000),
+                                    MemoryMib(65536)));
+  }
+  return nodes;
+}
+
+TEST(FillTightness, SampleKeepsTheModelMixAndIsDeterministicPerSeed) {
+  const auto nodes = ModelMix();
+  auto names = [](const std::vector<model::Node>& sample) {
+    std::vector<std::string> out;
+    for (const auto& n : sample) out.push_back(n.name);
+    return out;
+  };
+  std::set<std::vector<std::string>> seen;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto a = SampleFillNodes(nodes, 4, seed);
+    auto b = SampleFillNodes(nodes, 4, seed);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(names(*a), names(*b)) << "seed " << seed;
+    // 4 of 7: T4 4·4/7 = 2.29 → 2, V100M32 1.14 → 1, A100 0.57 → 0 + 1 (largest remainder).
+    std::map<std::string, int> per_model;
+    for (const auto& n : *a) ++per_model[n.gpu_model];
+    EXPECT_EQ(per_model, (std::map<std::string, int>{{"A100", 1}, {"T4", 2}, {"V100M32", 1}}));
+    EXPECT_TRUE(std::is_sorted(a->begin(), a->end(), [](const auto& x, const auto& y) {
+      return std::stoi(x.name.substr(1)) < std::stoi(y.name.substr(1));
+    })) << "input order";
+    seen.insert(names(*a));
+  }
+  EXPECT_GT(seen.size(), 1u) << "the seed chooses the nodes";
+  EXPECT_EQ(SampleFillNodes(nodes, 7, 3)->size(), 7u);
+  for (size_t bad : {size_t{0}, size_t{8}}) {
+    auto r = SampleFillNodes(nodes, bad, 1);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("--exact-nodes"), std::string::npos);
+  }
+}
+
+// On a small cluster the three numbers line up: LP bound ≤ exact optimum ≤ every policy, at the
+// same step of the same tasks as the policies' fills.
+TEST(FillTightness, BoundBelowExactBelowPolicies) {
+  for (uint64_t seed : {42, 43, 44}) {
+    auto row = RunFillTightness(MixedCluster(), MixedWorkload(), seed, 1.3, 4, 100, 60);
+    ASSERT_TRUE(row.ok()) << row.status().message();
+    EXPECT_EQ(row->nodes, 4u);
+    ASSERT_EQ(row->exact.status, ExactStatus::kOptimal) << "seed " << seed;
+    EXPECT_LE(row->arrived_pct, 100.0);
+    EXPECT_LE(row->lp_bound_pct, row->exact_pct + 1e-9) << "seed " << seed;
+    ASSERT_EQ(row->policy_pct.size(), kTightnessPolicies.size());
+    for (double p : row->policy_pct) EXPECT_GE(p, row->exact_pct - 1e-9) << "seed " << seed;
+    // The policies' step: the same tasks, so the same arrived load as a fill on the sample.
+    auto sample = SampleFillNodes(MixedCluster(), 4, seed);
+    auto fill = RunFill(*sample, MixedWorkload(), FillConfig{"fgd", seed, 1.3});
+    ASSERT_TRUE(fill.ok());
+    EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].arrived_pct, row->arrived_pct);
+    EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].unallocated_pct, row->policy_pct[1]);
+  }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "sim/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -162,6 +163,52 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds) {
   out += Pad("mean", 12, true);
   for (double v : mean) out += Pad(Fixed(v, 2), 9);
   return out + Pad(Fixed(ms, 0), 9) + "\n";
+}
+
+std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
+  std::string out =
+      "Unallocated GPU % at the last step with arrived load <= the load asked: LP bound, exact "
+      "optimum, online policies\n";
+  out += Pad("seed", 6, true) + Pad("nodes", 6) + Pad("tasks", 6) + Pad("arrived", 8) +
+         Pad("lp", 7) + Pad("exact", 12);
+  for (const std::string& p : kTightnessPolicies) out += Pad(p, 8);
+  out += Pad("lp_gap", 8) + Pad("online_gap", 11) + Pad("solve_s", 9) + "\n";
+  const size_t best =
+      static_cast<size_t>(std::find(kTightnessPolicies.begin(), kTightnessPolicies.end(), "best") -
+                          kTightnessPolicies.begin());
+  std::vector<double> mean(4 + kTightnessPolicies.size(), 0.0);  // lp, exact, policies.., gaps
+  size_t solved = 0;
+  for (const TightnessRow& r : rows) {
+    const bool optimal = r.exact.status == ExactStatus::kOptimal;
+    out += Pad(std::to_string(r.seed), 6, true) + Pad(std::to_string(r.nodes), 6) +
+           Pad(std::to_string(r.tasks), 6) + Pad(Fixed(r.arrived_pct, 2), 8) +
+           Pad(Fixed(r.lp_bound_pct, 2), 7) +
+           Pad((optimal ? "" : Fixed(r.exact_low_pct, 2) + "-") + Fixed(r.exact_pct, 2), 12);
+    for (double v : r.policy_pct) out += Pad(Fixed(v, 2), 8);
+    // Rounded to the hundredths printed, then + 0.0: equal numbers print a gap of 0.00, not -0.00.
+    auto gap = [](double v) { return std::round(v * 100) / 100 + 0.0; };
+    const double lp_gap = gap(r.exact_pct - r.lp_bound_pct);
+    const double online_gap = gap(r.policy_pct[best] - r.exact_pct);
+    out += optimal ? Pad(Fixed(lp_gap, 2), 8) + Pad(Fixed(online_gap, 2), 11)
+                   : Pad("timeout", 8) + Pad("-", 11);
+    out += Pad(Fixed(r.exact.seconds, 1), 9) + "\n";
+    if (!optimal) continue;
+    ++solved;
+    mean[0] += r.lp_bound_pct;
+    mean[1] += r.exact_pct;
+    for (size_t i = 0; i < r.policy_pct.size(); ++i) mean[2 + i] += r.policy_pct[i];
+    mean[2 + kTightnessPolicies.size()] += lp_gap;
+    mean[3 + kTightnessPolicies.size()] += online_gap;
+  }
+  out += "mean of " + std::to_string(solved) + " solved of " + std::to_string(rows.size());
+  if (solved == 0) return out + "\n";
+  for (double& v : mean) v /= static_cast<double>(solved);
+  out += ": lp " + Fixed(mean[0], 2) + ", exact " + Fixed(mean[1], 2);
+  for (size_t i = 0; i < kTightnessPolicies.size(); ++i) {
+    out += ", " + kTightnessPolicies[i] + " " + Fixed(mean[2 + i], 2);
+  }
+  return out + ", lp_gap " + Fixed(mean[2 + kTightnessPolicies.size()], 2) + ", online_gap " +
+         Fixed(mean[3 + kTightnessPolicies.size()], 2) + "\n";
 }
 
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir) {

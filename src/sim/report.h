@@ -8,6 +8,7 @@
 
 #include "common/status.h"
 #include "sim/fill.h"
+#include "sim/fill_tightness.h"
 #include "sim/predict_eval.h"
 #include "sim/replay.h"
 
@@ -26,6 +27,13 @@ std::string FillTable(const std::vector<FillResult>& results);
 // GPU % at each reported load (the mean over the band's steps, as FillTable reads policies) and
 // the time per seed.
 std::string FillBoundTable(const std::vector<FillResult>& bounds);
+// The bound's tightness (fill_tightness.h): one row per instance and a mean row over those solved
+// to optimality: the LP bound, the exact optimum (the solver's range "low-high" when the time limit
+// stopped it), each policy, the LP gap (exact − LP) and the online gap (best − exact), in points of
+// unallocated GPU
+// %, and the solve time.
+std::string FillTightnessTable(const std::vector<TightnessRow>& rows);
+
 // Writes fill_<policy>_<seed>.csv (one row per presented task) and fill_unallocated.svg (median
 // unallocated GPU % against arrived load, one line per policy) into `dir` (created if needed).
 Status WriteFillOutputs(const std::vector<FillResult>& results, const std::string& dir);

@@ -15,6 +15,7 @@
 #include "sched/scheduler.h"
 #include "sim/fill.h"
 #include "sim/fill_bound.h"
+#include "sim/fill_tightness.h"
 #include "sim/generator.h"
 #include "sim/predict_eval.h"
 #include "sim/replay.h"
@@ -177,9 +178,49 @@ int RunFillCommand(const FillFlags& f) {
   return 0;
 }
 
-int RunBoundCommand(const FillInputFlags& f) {
+// `sim bound`; with --exact-nodes, the bound's tightness on sampled clusters instead.
+struct BoundFlags {
+  FillInputFlags input;
+  size_t exact_nodes = 0;  // 0: the bound on the whole cluster
+  double exact_time_limit = 60;
+  double exact_load = 100;
+};
+
+int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
+  if (!(b.exact_time_limit > 0 && b.exact_time_limit <= kMaxExactSeconds)) {
+    return Fail(InvalidArgument("--exact-time-limit: must be in (0, " +
+                                std::to_string(static_cast<int>(kMaxExactSeconds)) + "] seconds"),
+                kExitBadInput);
+  }
+  if (!(b.exact_load > 0 && b.exact_load <= 1000)) {
+    return Fail(InvalidArgument("--exact-load: must be in (0, 1000] (% of GPU capacity)"),
+                kExitBadInput);
+  }
+  if (b.exact_nodes > kMaxExactNodes || b.exact_nodes > in.nodes.size()) {
+    return Fail(InvalidArgument("--exact-nodes: must be in [1, " +
+                                std::to_string(std::min(kMaxExactNodes, in.nodes.size())) +
+                                "], got " + std::to_string(b.exact_nodes)),
+                kExitBadInput);
+  }
+  std::vector<TightnessRow> rows;
+  for (uint64_t seed : in.seeds) {
+    auto row = RunFillTightness(in.nodes, in.tasks, seed, b.input.tune, b.exact_nodes, b.exact_load,
+                                b.exact_time_limit);
+    if (!row.ok()) return Fail(row.status(), kExitRunFailed);
+    rows.push_back(std::move(row).value());
+  }
+  std::cout << "bound --exact-nodes " << b.exact_nodes << ": " << in.tasks.size() << " tasks from "
+            << b.input.pods << ", seeds " << b.input.seeds << ", tuned to " << b.input.tune * 100
+            << "%, time limit " << b.exact_time_limit << " s per instance\n"
+            << FillTightnessTable(rows);
+  return 0;
+}
+
+int RunBoundCommand(const BoundFlags& b) {
+  const FillInputFlags& f = b.input;
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
+  if (b.exact_nodes > 0) return RunExactCommand(b, *in);
   std::vector<FillResult> bounds;
   for (uint64_t seed : in->seeds) {
     auto b = RunFillBound(in->nodes, in->tasks, seed, f.tune);
@@ -496,10 +537,17 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "used_bonus, cpu_weight)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
-  auto bound = std::make_shared<FillInputFlags>();
+  auto bound = std::make_shared<BoundFlags>();
   CLI::App* b = sim->add_subcommand(
       "bound", "Lower bound on the unallocated GPU % any policy can reach in `sim fill`");
-  AddFillInputOptions(b, *bound);
+  AddFillInputOptions(b, bound->input);
+  b->add_option("--exact-nodes", bound->exact_nodes,
+                "Tightness: sample this many nodes per seed and compare the bound with the exact "
+                "optimum and the online policies (at most 200)");
+  b->add_option("--exact-time-limit", bound->exact_time_limit,
+                "Seconds per exact solve (default 60; at most 3600)");
+  b->add_option("--exact-load", bound->exact_load,
+                "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
