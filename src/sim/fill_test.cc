@@ -89,10 +89,10 @@ TEST(Fill, WritesCsvsAndPlot) {
 }
 
 // `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels),
-// no bonus and no CPU-stranding term it places every task exactly where fgd does.
+// no bonus and no stranding terms it places every task exactly where fgd does.
 TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
-  auto fgd_params =
-      sched::ParseBestParams("demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0");
+  auto fgd_params = sched::ParseBestParams(
+      "demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0,memory_weight=0");
   ASSERT_TRUE(fgd_params.ok());
   for (uint64_t seed : {1, 2, 3}) {
     auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -171,6 +171,43 @@ TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
   EXPECT_GT(fgd_on_gpu_node, 0);  // the scenario is a tie for fgd
 }
 
+// The memory-stranding term: a CPU-only task asking much memory goes to the node whose GPUs are
+// all taken, whatever the tie order, rather than taking the memory that the free GPUs of the
+// other node need (typical tasks ask 48 GiB per GPU; 384 GiB back 8 GPUs, 320 GiB do not). With
+// the CPU term alone (the task's cores strand nothing) it is a tie that follows the permutation.
+TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
+  auto with_memory = sched::ParseBestParams("memory_weight=2");
+  auto without = sched::ParseBestParams("memory_weight=0");
+  ASSERT_TRUE(with_memory.ok() && without.ok());
+  int without_on_gpu_node = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    for (const auto* params : {&*with_memory, &*without}) {
+      sched::ClusterState state(sched::ClusterStateOptions{seed});
+      auto gpus_free =
+          state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
+      auto gpus_taken = state.AddNode(
+          model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
+      ASSERT_TRUE(gpus_free.ok() && gpus_taken.ok());
+      auto policy = sched::CreatePolicy(
+          "best", sched::PolicyContext{{sched::TypicalTask{1, 1000, 1000, {}, 1, 49152}}, *params});
+      ASSERT_TRUE(policy.ok());
+      SeededRng rng(seed);
+      sched::Placer placer(state, **policy, rng);
+      ASSERT_TRUE(
+          placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))
+              .has_value());
+      auto memory_hungry = placer.Place(placer.Resolve(model::MakeResources(0, 0, 1000, 65536)));
+      ASSERT_TRUE(memory_hungry.has_value());
+      if (params == &*with_memory) {
+        EXPECT_EQ(memory_hungry->node, *gpus_taken) << "seed " << seed;
+      } else {
+        without_on_gpu_node += memory_hungry->node == *gpus_free;
+      }
+    }
+  }
+  EXPECT_GT(without_on_gpu_node, 0);  // the scenario is a tie without the memory term
+}
+
 TEST(FillBest, ParamsAreValidatedByName) {
   auto defaults = sched::ParseBestParams("");
   ASSERT_TRUE(defaults.ok());
@@ -189,6 +226,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"demand_exp=x", "demand_exp"},
                                                         {"used_bonus=-1", "used_bonus"},
                                                         {"cpu_weight=101", "cpu_weight"},
+                                                        {"memory_weight=-0.5", "memory_weight"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);
