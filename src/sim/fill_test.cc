@@ -137,36 +137,40 @@ TEST(FillBest, UsedBonusKeepsAnEmptyNodeWhole) {
   }
 }
 
+// The stranding tests' cluster: "gpus-free" (G2: 8 free GPUs, 96 cores, 384 GiB) and
+// "gpus-taken" (T4: 104 cores, 512 GiB, both GPUs taken). Returns the name of the node `task`
+// goes to under `policy_name` with `context`, nodes tied in `seed`'s order ("" if it fails).
+std::string NodeChosenBesideTakenGpus(const std::string& policy_name,
+                                      const sched::PolicyContext& context, uint64_t seed,
+                                      const model::TaskResources& task) {
+  sched::ClusterState state(sched::ClusterStateOptions{seed});
+  auto gpus_free =
+      state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
+  auto gpus_taken =
+      state.AddNode(model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
+  auto policy = sched::CreatePolicy(policy_name, context);
+  if (!gpus_free.ok() || !gpus_taken.ok() || !policy.ok()) return "";
+  SeededRng rng(seed);
+  sched::Placer placer(state, **policy, rng);
+  if (!placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))) {
+    return "";
+  }
+  auto placed = placer.Place(placer.Resolve(task));
+  return placed ? state.node(placed->node).name : "";
+}
+
 // The CPU-stranding term: a CPU-only task that fits both nodes goes to the node whose GPUs are
 // all taken, whatever the tie order, rather than taking the cores that the free GPUs of the
 // other node need (typical tasks ask 12 cores per GPU; 96 cores back 8 GPUs, 80 do not). fgd sees
 // no difference (every typical task still fits both nodes) and follows the node permutation.
 TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
+  const sched::PolicyContext context{{sched::TypicalTask{1, 1000, 12000, {}, 1}}, {}};
+  const auto cpu_only = model::MakeResources(0, 0, 16000, 1);
   int fgd_on_gpu_node = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    for (const std::string policy_name : {"best", "fgd"}) {
-      sched::ClusterState state(sched::ClusterStateOptions{seed});
-      auto gpus_free =
-          state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
-      auto gpus_taken = state.AddNode(
-          model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
-      ASSERT_TRUE(gpus_free.ok() && gpus_taken.ok());
-      auto policy = sched::CreatePolicy(
-          policy_name, sched::PolicyContext{{sched::TypicalTask{1, 1000, 12000, {}, 1}}, {}});
-      ASSERT_TRUE(policy.ok());
-      SeededRng rng(seed);
-      sched::Placer placer(state, **policy, rng);
-      ASSERT_TRUE(
-          placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))
-              .has_value());
-      auto cpu_only = placer.Place(placer.Resolve(model::MakeResources(0, 0, 16000, 1)));
-      ASSERT_TRUE(cpu_only.has_value());
-      if (policy_name == "best") {
-        EXPECT_EQ(cpu_only->node, *gpus_taken) << "seed " << seed;
-      } else {
-        fgd_on_gpu_node += cpu_only->node == *gpus_free;
-      }
-    }
+    EXPECT_EQ(NodeChosenBesideTakenGpus("best", context, seed, cpu_only), "gpus-taken")
+        << "seed " << seed;
+    fgd_on_gpu_node += NodeChosenBesideTakenGpus("fgd", context, seed, cpu_only) == "gpus-free";
   }
   EXPECT_GT(fgd_on_gpu_node, 0);  // the scenario is a tie for fgd
 }
@@ -179,31 +183,17 @@ TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
   auto with_memory = sched::ParseBestParams("memory_weight=2");
   auto without = sched::ParseBestParams("memory_weight=0");
   ASSERT_TRUE(with_memory.ok() && without.ok());
+  const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 1, 49152}};
+  const auto memory_hungry = model::MakeResources(0, 0, 1000, 65536);
   int without_on_gpu_node = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    for (const auto* params : {&*with_memory, &*without}) {
-      sched::ClusterState state(sched::ClusterStateOptions{seed});
-      auto gpus_free =
-          state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
-      auto gpus_taken = state.AddNode(
-          model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
-      ASSERT_TRUE(gpus_free.ok() && gpus_taken.ok());
-      auto policy = sched::CreatePolicy(
-          "best", sched::PolicyContext{{sched::TypicalTask{1, 1000, 1000, {}, 1, 49152}}, *params});
-      ASSERT_TRUE(policy.ok());
-      SeededRng rng(seed);
-      sched::Placer placer(state, **policy, rng);
-      ASSERT_TRUE(
-          placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))
-              .has_value());
-      auto memory_hungry = placer.Place(placer.Resolve(model::MakeResources(0, 0, 1000, 65536)));
-      ASSERT_TRUE(memory_hungry.has_value());
-      if (params == &*with_memory) {
-        EXPECT_EQ(memory_hungry->node, *gpus_taken) << "seed " << seed;
-      } else {
-        without_on_gpu_node += memory_hungry->node == *gpus_free;
-      }
-    }
+    EXPECT_EQ(NodeChosenBesideTakenGpus("best", sched::PolicyContext{typical, *with_memory}, seed,
+                                        memory_hungry),
+              "gpus-taken")
+        << "seed " << seed;
+    without_on_gpu_node +=
+        NodeChosenBesideTakenGpus("best", sched::PolicyContext{typical, *without}, seed,
+                                  memory_hungry) == "gpus-free";
   }
   EXPECT_GT(without_on_gpu_node, 0);  // the scenario is a tie without the memory term
 }
