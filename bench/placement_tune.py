@@ -8,11 +8,12 @@ workload dominates). It prints LEAVE-ONE-OUT first (for each workload: the set t
 the other four, and its value on the held-out one), then the set best on all five: the
 compiled-in default of BestParams (src/sched/policies/best_policy.h).
 
-    python3 bench/placement_tune.py --corral build/corral [--cache /tmp/tune.json]
+    python3 bench/placement_tune.py --corral build/corral [--cache /tmp/tune.json] [--jobs 3]
 
 Evaluations are cached in --cache (JSON keyed by the params string), so a rerun is instant.
 """
 import argparse
+import concurrent.futures
 import itertools
 import json
 import os
@@ -25,7 +26,8 @@ WORKLOADS = ["default", "cpu050", "gpushare40", "gpuspec10", "multigpu20"]
 PUBLISHED_FGD = {"default": 4.77, "cpu050": 5.00, "gpushare40": 6.04, "gpuspec10": 5.34,
                  "multigpu20": 4.47}
 GRID = {
-    "cpu_weight": [0, 0.5, 1, 2, 3],
+    "cpu_weight": [0, 1, 2, 3],
+    "memory_weight": [0, 1, 2, 5],
     "scale": [1000, 1500, 2000],
 }
 
@@ -44,14 +46,17 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corral", default="build/corral")
     ap.add_argument("--cache", default="/tmp/placement_tune_cache.json")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="threads of each corral run")
+    ap.add_argument("--jobs", type=int, default=1, help="workloads evaluated at once")
     args = ap.parse_args()
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
 
     def evaluate(key, policy, params):
         if key not in cache:
-            cache[key] = {w: mean_at_100(args.corral, w, policy, params, args.threads)
-                          for w in WORKLOADS}
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                means = pool.map(lambda w: mean_at_100(args.corral, w, policy, params,
+                                                       args.threads), WORKLOADS)
+                cache[key] = dict(zip(WORKLOADS, means))
             json.dump(cache, open(args.cache, "w"), indent=1)
         return cache[key]
 

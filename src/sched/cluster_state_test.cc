@@ -230,6 +230,19 @@ TEST(ClusterState, CountsTheNodesOfferingARuntimeAsNodesComeAndGo) {
   EXPECT_EQ(s.NodesOffering(process), 1);
 }
 
+// A typical task's memory is the mean over the tasks of its shape; memory does not split shapes.
+TEST(TypicalTasks, MemoryIsTheShapesMeanNotPartOfTheShape) {
+  const std::vector<model::TaskResources> tasks = {model::MakeResources(1, 1000, 8000, 1000),
+                                                   model::MakeResources(1, 1000, 8000, 3000),
+                                                   model::MakeResources(1, 500, 4000, 7000)};
+  const std::vector<TypicalTask> typical = ComputeTypicalTasks(tasks, 1.0);
+  ASSERT_EQ(typical.size(), 2u);
+  EXPECT_EQ(typical[0].gpu_milli, 1000);
+  EXPECT_EQ(typical[0].count, 2);
+  EXPECT_EQ(typical[0].memory, 2000);
+  EXPECT_EQ(typical[1].memory, 7000);
+}
+
 // The meter's one sweep over shapes sorted by gpu_milli gives F(node) as the definition does
 // (fill-experiment.md: per typical task, the free milli of the GPUs too small for one unit when
 // enough GPUs fit it, else all the free milli), on random nodes and on the states SortedFree

@@ -24,11 +24,14 @@ std::string JoinModels(const std::vector<std::string>& models) {
 
 std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResources>& tasks,
                                              double coverage) {
-  // Key: (cpu, gpu_milli, gpus, models joined) -> count.
+  // Key: (cpu, gpu_milli, gpus, models joined) -> count; memory summed per key.
   std::map<std::tuple<int64_t, int, int, std::string>, int64_t> counts;
+  std::map<std::tuple<int64_t, int, int, std::string>, int64_t> memory;
   for (const auto& t : tasks) {
-    ++counts[{t.cpu.value(), static_cast<int>(t.gpu_milli.value()),
-              static_cast<int>(t.gpus.value()), JoinModels(t.gpu_models)}];
+    const auto key = std::make_tuple(t.cpu.value(), static_cast<int>(t.gpu_milli.value()),
+                                     static_cast<int>(t.gpus.value()), JoinModels(t.gpu_models));
+    ++counts[key];
+    memory[key] += t.memory.value();
   }
   std::vector<std::pair<std::tuple<int64_t, int, int, std::string>, int64_t>> sorted(counts.begin(),
                                                                                      counts.end());
@@ -53,6 +56,7 @@ std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResour
       start = bar + 1;
     }
     t.count = count;
+    t.memory = memory[key] / count;
     covered += count;
     out.push_back(std::move(t));
   }

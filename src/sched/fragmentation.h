@@ -22,11 +22,12 @@ struct TypicalTask {
   int64_t cpu = 0;
   std::vector<std::string> gpu_models;  // empty = any
   int64_t count = 0;
+  int64_t memory = 0;  // MiB, the mean over the shape's tasks (not part of the shape)
 };
 
-// Groups tasks by (cpu, gpu_milli, gpus, models) (memory ignored), sorts by count descending
-// (ties: larger cpu, gpu_milli, gpus, then models first) and keeps the most common shapes until
-// they cover at least `coverage` of all tasks.
+// Groups tasks by (cpu, gpu_milli, gpus, models) (memory averaged, not a key), sorts by count
+// descending (ties: larger cpu, gpu_milli, gpus, then models first) and keeps the most common
+// shapes until they cover at least `coverage` of all tasks.
 std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResources>& tasks,
                                              double coverage = 0.95);
 

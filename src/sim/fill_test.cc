@@ -89,10 +89,10 @@ TEST(Fill, WritesCsvsAndPlot) {
 }
 
 // `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels),
-// no bonus and no CPU-stranding term it places every task exactly where fgd does.
+// no bonus and no stranding terms it places every task exactly where fgd does.
 TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
-  auto fgd_params =
-      sched::ParseBestParams("demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0");
+  auto fgd_params = sched::ParseBestParams(
+      "demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0,memory_weight=0");
   ASSERT_TRUE(fgd_params.ok());
   for (uint64_t seed : {1, 2, 3}) {
     auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -137,38 +137,65 @@ TEST(FillBest, UsedBonusKeepsAnEmptyNodeWhole) {
   }
 }
 
+// The stranding tests' cluster: "gpus-free" (G2: 8 free GPUs, 96 cores, 384 GiB) and
+// "gpus-taken" (T4: 104 cores, 512 GiB, both GPUs taken). Returns the name of the node `task`
+// goes to under `policy_name` with `context`, nodes tied in `seed`'s order ("" if it fails).
+std::string NodeChosenBesideTakenGpus(const std::string& policy_name,
+                                      const sched::PolicyContext& context, uint64_t seed,
+                                      const model::TaskResources& task) {
+  sched::ClusterState state(sched::ClusterStateOptions{seed});
+  auto gpus_free =
+      state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
+  auto gpus_taken =
+      state.AddNode(model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
+  auto policy = sched::CreatePolicy(policy_name, context);
+  if (!gpus_free.ok() || !gpus_taken.ok() || !policy.ok()) return "";
+  SeededRng rng(seed);
+  sched::Placer placer(state, **policy, rng);
+  if (!placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))) {
+    return "";
+  }
+  auto placed = placer.Place(placer.Resolve(task));
+  return placed ? state.node(placed->node).name : "";
+}
+
 // The CPU-stranding term: a CPU-only task that fits both nodes goes to the node whose GPUs are
 // all taken, whatever the tie order, rather than taking the cores that the free GPUs of the
 // other node need (typical tasks ask 12 cores per GPU; 96 cores back 8 GPUs, 80 do not). fgd sees
 // no difference (every typical task still fits both nodes) and follows the node permutation.
 TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
+  const sched::PolicyContext context{{sched::TypicalTask{1, 1000, 12000, {}, 1}}, {}};
+  const auto cpu_only = model::MakeResources(0, 0, 16000, 1);
   int fgd_on_gpu_node = 0;
   for (uint64_t seed = 1; seed <= 8; ++seed) {
-    for (const std::string policy_name : {"best", "fgd"}) {
-      sched::ClusterState state(sched::ClusterStateOptions{seed});
-      auto gpus_free =
-          state.AddNode(model::MakeNode("gpus-free", "G2", 8, CpuMilli(96000), MemoryMib(393216)));
-      auto gpus_taken = state.AddNode(
-          model::MakeNode("gpus-taken", "T4", 2, CpuMilli(104000), MemoryMib(524288)));
-      ASSERT_TRUE(gpus_free.ok() && gpus_taken.ok());
-      auto policy = sched::CreatePolicy(
-          policy_name, sched::PolicyContext{{sched::TypicalTask{1, 1000, 12000, {}, 1}}, {}});
-      ASSERT_TRUE(policy.ok());
-      SeededRng rng(seed);
-      sched::Placer placer(state, **policy, rng);
-      ASSERT_TRUE(
-          placer.PlaceOn(*gpus_taken, placer.Resolve(model::MakeResources(2, 1000, 1000, 1)))
-              .has_value());
-      auto cpu_only = placer.Place(placer.Resolve(model::MakeResources(0, 0, 16000, 1)));
-      ASSERT_TRUE(cpu_only.has_value());
-      if (policy_name == "best") {
-        EXPECT_EQ(cpu_only->node, *gpus_taken) << "seed " << seed;
-      } else {
-        fgd_on_gpu_node += cpu_only->node == *gpus_free;
-      }
-    }
+    EXPECT_EQ(NodeChosenBesideTakenGpus("best", context, seed, cpu_only), "gpus-taken")
+        << "seed " << seed;
+    fgd_on_gpu_node += NodeChosenBesideTakenGpus("fgd", context, seed, cpu_only) == "gpus-free";
   }
   EXPECT_GT(fgd_on_gpu_node, 0);  // the scenario is a tie for fgd
+}
+
+// The memory-stranding term: a CPU-only task asking much memory goes to the node whose GPUs are
+// all taken, whatever the tie order, rather than taking the memory that the free GPUs of the
+// other node need (typical tasks ask 48 GiB per GPU; 384 GiB back 8 GPUs, 320 GiB do not). With
+// the CPU term alone (the task's cores strand nothing) it is a tie that follows the permutation.
+TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
+  auto with_memory = sched::ParseBestParams("memory_weight=2");
+  auto without = sched::ParseBestParams("memory_weight=0");
+  ASSERT_TRUE(with_memory.ok() && without.ok());
+  const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 1, 49152}};
+  const auto memory_hungry = model::MakeResources(0, 0, 1000, 65536);
+  int without_on_gpu_node = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    EXPECT_EQ(NodeChosenBesideTakenGpus("best", sched::PolicyContext{typical, *with_memory}, seed,
+                                        memory_hungry),
+              "gpus-taken")
+        << "seed " << seed;
+    without_on_gpu_node +=
+        NodeChosenBesideTakenGpus("best", sched::PolicyContext{typical, *without}, seed,
+                                  memory_hungry) == "gpus-free";
+  }
+  EXPECT_GT(without_on_gpu_node, 0);  // the scenario is a tie without the memory term
 }
 
 TEST(FillBest, ParamsAreValidatedByName) {
@@ -189,6 +216,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"demand_exp=x", "demand_exp"},
                                                         {"used_bonus=-1", "used_bonus"},
                                                         {"cpu_weight=101", "cpu_weight"},
+                                                        {"memory_weight=-0.5", "memory_weight"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);

@@ -1,11 +1,14 @@
 // best: corral's recommended placement (docs/placement.md). FGD's fragmentation gradient
-// (fgd_policy.cc) plus a CPU-stranding term. FGD counts a node's free GPUs as lost only when no
-// typical task fits there any more; on the openb trace most tasks that fail under FGD fail for
-// CPU: the 8-GPU nodes have 12 cores per GPU, tasks ask ~11 per GPU, and CPU-only or CPU-heavy
-// tasks placed there on FGD's ties leave GPUs that no later task can get cores for. So free GPU
-// milli that the node's free CPU cannot back at the typical tasks' CPU per GPU milli c counts
-// as stranded, S(node) = max(0, gpu_free − cpu_free / c), and
-//   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m − cpu_weight × (S after − S before);
+// (fgd_policy.cc) plus CPU- and memory-stranding terms. FGD counts a node's free GPUs as lost
+// only when no typical task fits there any more; on the openb trace the tasks that fail under
+// FGD fail mostly for CPU, and under the CPU term alone mostly for memory: the 8-GPU nodes have
+// 12 cores and 48 GiB per GPU, GPU tasks ask ~11 cores and ~42 GiB per GPU, and tasks placed
+// there on FGD's ties leave GPUs that no later task can get cores or memory for. So free GPU
+// milli that the node's free CPU (memory) cannot back at the typical tasks' CPU (memory) per
+// GPU milli c (m) counts as stranded, S_cpu = max(0, gpu_free − cpu_free / c), S_mem likewise,
+// and
+//   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m
+//       − cpu_weight × (S_cpu after − before) − memory_weight × (S_mem after − before);
 //   w_m = count_m × demand_m^demand_exp;   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
@@ -32,15 +35,22 @@ std::vector<TypicalTask> Reweigh(std::vector<TypicalTask> typical, double demand
   return typical;
 }
 
-// CPU milli the typical GPU tasks ask per GPU milli (0 when none asks a GPU).
-double CpuPerGpuMilli(const std::vector<TypicalTask>& typical) {
-  double cpu = 0, milli = 0;
+// CPU milli (`resource` = &TypicalTask::cpu) or memory MiB (&TypicalTask::memory) the typical
+// GPU tasks ask per GPU milli (0 when none asks a GPU).
+double PerGpuMilli(const std::vector<TypicalTask>& typical, int64_t TypicalTask::*resource) {
+  double asked = 0, milli = 0;
   for (const TypicalTask& t : typical) {
     if (t.gpus == 0) continue;
-    cpu += static_cast<double>(t.count) * static_cast<double>(t.cpu);
+    asked += static_cast<double>(t.count) * static_cast<double>(t.*resource);
     milli += static_cast<double>(t.count) * t.gpus * t.gpu_milli;
   }
-  return milli > 0 ? cpu / milli : 0;
+  return milli > 0 ? asked / milli : 0;
+}
+
+// Free GPU milli that `free` (CPU milli or memory MiB) cannot back at `per_milli` per GPU milli.
+double Stranded(int64_t gpu_free, int64_t free, double per_milli) {
+  if (per_milli <= 0) return 0;
+  return std::max(0.0, static_cast<double>(gpu_free) - static_cast<double>(free) / per_milli);
 }
 
 class BestPolicy final : public PlacementPolicy {
@@ -48,7 +58,8 @@ class BestPolicy final : public PlacementPolicy {
   BestPolicy(const std::vector<TypicalTask>& typical, const BestParams& params)
       : params_(params),
         meter_(Reweigh(typical, params.demand_exp)),
-        cpu_per_milli_(CpuPerGpuMilli(typical)) {}
+        cpu_per_milli_(PerGpuMilli(typical, &TypicalTask::cpu)),
+        memory_per_milli_(PerGpuMilli(typical, &TypicalTask::memory)) {}
 
   std::string_view name() const override { return "best"; }
 
@@ -122,22 +133,25 @@ class BestPolicy final : public PlacementPolicy {
         node.gpu_free_total -
         (share_from >= 0 ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000);
     next.cpu_free = node.cpu_free - task.cpu;
+    next.memory_free = node.memory_free - task.memory;
     const double delta = static_cast<double>(before - meter_.Weighted(next)) /
                              static_cast<double>(meter_.total_count()) -
-                         params_.cpu_weight * (CpuStranded(next) - CpuStranded(node));
+                         params_.cpu_weight * (CpuStranded(next) - CpuStranded(node)) -
+                         params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node));
     return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
   }
 
-  // Free GPU milli that the node's free CPU cannot back at the typical CPU per GPU milli.
   double CpuStranded(const NodeView& node) const {
-    if (cpu_per_milli_ <= 0) return 0;
-    return std::max(0.0, static_cast<double>(node.gpu_free_total) -
-                             static_cast<double>(node.cpu_free) / cpu_per_milli_);
+    return Stranded(node.gpu_free_total, node.cpu_free, cpu_per_milli_);
+  }
+  double MemoryStranded(const NodeView& node) const {
+    return Stranded(node.gpu_free_total, node.memory_free, memory_per_milli_);
   }
 
   BestParams params_;
   FragmentationMeter meter_;
   double cpu_per_milli_;
+  double memory_per_milli_;
 };
 
 Status CheckRange(std::string_view key, double value, double low, double high) {
@@ -183,9 +197,13 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "cpu_weight") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
       p.cpu_weight = value;
+    } else if (key == "memory_weight") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
+      p.memory_weight = value;
     } else {
-      return InvalidArgument("unknown key '" + key +
-                             "' (known: demand_exp, scale, levels, used_bonus, cpu_weight)");
+      return InvalidArgument(
+          "unknown key '" + key +
+          "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight)");
     }
   }
   return p;
@@ -194,7 +212,8 @@ Result<BestParams> ParseBestParams(std::string_view text) {
 std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
   s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
-    << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight;
+    << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight
+    << ",memory_weight=" << p.memory_weight;
   return s.str();
 }
 

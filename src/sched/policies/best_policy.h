@@ -22,13 +22,16 @@ struct BestParams {
   // Weight of CPU stranding in Δ: free GPU milli that the node's free CPU cannot back at the
   // typical tasks' CPU per GPU milli counts as stranded; Δ −= cpu_weight × (its increase).
   double cpu_weight = 2.0;
+  // The same for memory: free GPU milli that the node's free memory cannot back at the typical
+  // tasks' memory per GPU milli.
+  double memory_weight = 5.0;
 
   bool operator==(const BestParams&) const = default;
 };
 
 // Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
 // and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
-// used_bonus in [0, 1000000], cpu_weight in [0, 100].
+// used_bonus in [0, 1000000], cpu_weight in [0, 100], memory_weight in [0, 100].
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
