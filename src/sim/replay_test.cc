@@ -327,14 +327,22 @@ TEST(Replay, LasPreemptsAtThePassAfterTheThreshold) {
   EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 0);
 }
 
+// A bestfit replay in `order` with `estimate`, preempted jobs resuming.
+ReplayConfig Resuming(sched::QueueOrder order, EstimateSource estimate,
+                      int64_t pass_interval_s = 0) {
+  ReplayConfig config{"bestfit"};
+  config.order = order;
+  config.estimate = estimate;
+  config.resume = true;
+  config.pass_interval_s = pass_interval_s;
+  return config;
+}
+
 // `jobs` replayed on one GPU with oracle SRTF, preempted jobs resuming.
 Result<ReplayResult> SrtfOnOneGpu(std::vector<TraceJob> jobs) {
   Trace trace;
   trace.jobs = std::move(jobs);
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kSrtf;
-  config.resume = true;
-  return RunReplay(OneNode(1), trace, config);
+  return RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kSrtf, EstimateSource::kOracle));
 }
 
 // Oracle SRTF with resume: job 2 (100 s) arrives at 10 and preempts job 1 (990 s left), which
@@ -398,12 +406,8 @@ TEST(ReplaySrtf, TheQueueIsOrderedByRemainingTime) {
 TEST(ReplaySrtf, AJobThatOutlivedItsEstimateDoesNotPreemptBackAtOnce) {
   Trace trace;
   trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 7300, 100)};
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kSrtf;
-  config.estimate = EstimateSource::kNone;
-  config.resume = true;
-  config.pass_interval_s = 10;
-  auto r = RunReplay(OneNode(1), trace, config);
+  auto r =
+      RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kSrtf, EstimateSource::kNone, 10));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->preemptions, 1);
   EXPECT_EQ(Outcome(*r, 2).end_s, 7400);
@@ -442,10 +446,8 @@ TEST(ReplayGittins, AnAgedLongJobMakesWayAndResumesWithoutLoss) {
   Trace trace;
   trace.jobs.push_back(MakeTraceJob(1, 1, 0, 100000));
   for (int i = 2; i <= 10; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 100, 10));
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kGittins;
-  config.resume = true;
-  auto r = RunReplay(OneNode(1), trace, config);
+  auto r =
+      RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kGittins, EstimateSource::kOracle));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->preemptions, 1);
   for (int i = 2; i <= 10; ++i) EXPECT_EQ(Outcome(*r, i).end_s, 110 + 10 * (i - 2)) << i;
@@ -460,12 +462,8 @@ TEST(ReplayGittins, AnAgedLongJobMakesWayAndResumesWithoutLoss) {
 TEST(ReplayGittins, TurnsAreBoundedByTheAgeBins) {
   Trace trace;
   trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 0, 10000)};
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kGittins;
-  config.estimate = EstimateSource::kPredicted;
-  config.resume = true;
-  config.pass_interval_s = 10;
-  auto r = RunReplay(OneNode(1), trace, config);
+  auto r = RunReplay(OneNode(1), trace,
+                     Resuming(sched::QueueOrder::kGittins, EstimateSource::kPredicted, 10));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_GT(r->preemptions, 0);
   EXPECT_LE(r->preemptions, 2 * kGittinsBinsPerOctave * 14);  // 2^14 > 10,000
@@ -478,10 +476,7 @@ TEST(ReplayGittins, TurnsAreBoundedByTheAgeBins) {
 TEST(ReplayGittins, NeedsRunTimesAndResume) {
   Trace trace;
   trace.jobs = {MakeTraceJob(1, 1, 0, 1000)};
-  ReplayConfig config{"bestfit"};
-  config.order = sched::QueueOrder::kGittins;
-  config.estimate = EstimateSource::kNone;
-  config.resume = true;
+  ReplayConfig config = Resuming(sched::QueueOrder::kGittins, EstimateSource::kNone);
   auto r = RunReplay(OneNode(1), trace, config);
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--order gittins needs run times"));
