@@ -441,8 +441,6 @@ ORDER_CONFIGS = [
     ("2D-LAS (3,600 GPU-s)", "las", "oracle", RESUME, False),
     ("SRTF, predicted", "srtf", "predicted", RESUME, False),
     ("SRSF, predicted", "srsf", "predicted", RESUME, False),
-    ("Gittins, learnt run times", "gittins", "predicted", RESUME, False),
-    ("Gittins, the trace's run-time distribution", "gittins", "oracle", RESUME, True),
 ]
 
 

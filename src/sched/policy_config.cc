@@ -157,8 +157,8 @@ Result<SchedulingPolicy> ParseSchedulingPolicy(const json& j,
       // cluster does not give.
       return InvalidArgument("field 'order': '" + std::string(QueueOrderName(*order)) +
                              "' is for the simulator only (`corral sim replay --order`): it "
-                             "preempts on run-time estimates (what is left, or a Gittins rank) "
-                             "and assumes a preempted job resumes without loss");
+                             "preempts by estimated remaining run time and assumes a preempted "
+                             "job resumes without loss");
     }
     p.order = *order;
   }

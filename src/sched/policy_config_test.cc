@@ -105,10 +105,10 @@ TEST(PolicyConfig, OrderBlockingAndLasThresholdsRoundTrip) {
   }
 }
 
-// SRTF, SRSF and Gittins preempt on run-time estimates and assume a free resume: the server's
+// SRTF and SRSF preempt by estimated remaining run time and assume a free resume: the server's
 // policy file refuses them, naming the field and why (docs/decisions.md).
 TEST(PolicyConfig, RemainingTimeOrdersAreSimulatorOnly) {
-  for (const char* name : {"srtf", "srsf", "gittins"}) {
+  for (const char* name : {"srtf", "srsf"}) {
     auto order = ParseQueueOrder(name);
     ASSERT_TRUE(order.ok()) << name;
     EXPECT_EQ(QueueOrderName(*order), name);

@@ -61,10 +61,8 @@ Result<QueueOrder> ParseQueueOrder(std::string_view name) {
   if (name == "las") return QueueOrder::kLas;
   if (name == "srtf") return QueueOrder::kSrtf;
   if (name == "srsf") return QueueOrder::kSrsf;
-  if (name == "gittins") return QueueOrder::kGittins;
-  return InvalidArgument(
-      "unknown queue order '" + std::string(name) +
-      "' (known: fifo, priority, fairshare, sjf, qssf, las, srtf, srsf, gittins)");
+  return InvalidArgument("unknown queue order '" + std::string(name) +
+                         "' (known: fifo, priority, fairshare, sjf, qssf, las, srtf, srsf)");
 }
 
 std::string_view QueueOrderName(QueueOrder order) {
@@ -85,14 +83,12 @@ std::string_view QueueOrderName(QueueOrder order) {
       return "srtf";
     case QueueOrder::kSrsf:
       return "srsf";
-    case QueueOrder::kGittins:
-      return "gittins";
   }
   return "fifo";
 }
 
 bool PreemptsByRemaining(QueueOrder order) {
-  return order == QueueOrder::kSrtf || order == QueueOrder::kSrsf || order == QueueOrder::kGittins;
+  return order == QueueOrder::kSrtf || order == QueueOrder::kSrsf;
 }
 
 Result<Blocking> ParseBlocking(std::string_view name) {
@@ -323,9 +319,7 @@ Scheduler::OrderKey Scheduler::KeyOf(const model::Job& job) const {
       break;
     }
     case QueueOrder::kSrtf:
-    case QueueOrder::kGittins:
-      // The estimator answers what is left (SRTF) or the rank (Gittins) for a job queued again
-      // after a preemption.
+      // The estimator answers what is left for a job queued again after a preemption.
       primary = EstimateOf(job).value();
       break;
     case QueueOrder::kSrsf:
@@ -895,8 +889,6 @@ std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) 
 }
 
 int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
-  // A Gittins rank moves with the job's age, not with a planned end: the estimator ranks it now.
-  if (config_.order == QueueOrder::kGittins) return EstimateOf(run.job).value();
   // ExpectedEndAt is always after now: a job that outlived its estimate still has some left
   // (for SRSF a small share's may floor to 0, as its queue key would: it is then not a victim).
   const int64_t seconds = ExpectedEndAt(run, now).value() - now.value();
@@ -904,20 +896,12 @@ int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
   return ServiceOf(seconds, run.job);
 }
 
-std::vector<JobId> Scheduler::RemainingCandidates(const model::Job& job, const OrderKey& key,
-                                                  Seconds now) const {
-  // Gittins ranks tie (a bin, the learnt tail): jobs of one rank keep their GPUs (taking turns
-  // among them would serve none), but one GPU freed at a time never makes room for a job of
-  // several: such a job takes GPUs from the jobs of its rank submitted after it (FIFO).
-  const bool fifo_ties = config_.order == QueueOrder::kGittins && MilliOf(job) > kWholeGpu.value();
+std::vector<JobId> Scheduler::RemainingCandidates(const OrderKey& key, Seconds now) const {
   std::vector<std::pair<std::tuple<int64_t, int64_t>, JobId>> ranked;
   for (const auto& [id, run] : running_) {
     if (run.start_seq >= pass_first_seq_) continue;
     const int64_t remaining = RemainingOf(run, now);
-    const bool later_tie = fifo_ties && remaining == std::get<0>(key) &&
-                           std::make_tuple(run.job.submit_time.value(), id.value()) >
-                               std::make_tuple(std::get<1>(key), std::get<2>(key));
-    if (remaining <= std::get<0>(key) && !later_tie) continue;
+    if (remaining <= std::get<0>(key)) continue;
     ranked.push_back({{-remaining, -run.start_seq}, id});
   }
   std::sort(ranked.begin(), ranked.end());
@@ -1162,7 +1146,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (!placed && PreemptsByRemaining(config_.order)) {
       // SRTF / SRSF: the job takes GPUs from running jobs expected to need more than it does.
       // Not cached per shape like 2D-LAS: the threshold is this job's own key.
-      std::vector<JobId> candidates = RemainingCandidates(job, head, now);
+      std::vector<JobId> candidates = RemainingCandidates(head, now);
       if (!candidates.empty()) {
         placed =
             PreemptFor(shape, job, candidates, "(shortest remaining first)", now, out.preemptions);

@@ -76,16 +76,13 @@
 
 namespace corral::sched {
 
-// kGittins: by the estimator's answer for each job now, pending or running (the simulator's
-// Gittins rank over learnt run times, sim/gittins.h); preempts as SRTF does.
-enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf, kLas, kSrtf, kSrsf, kGittins };
+enum class QueueOrder { kFifo, kPriority, kFairShare, kSjf, kQssf, kLas, kSrtf, kSrsf };
 enum class Blocking { kSkip, kStrict, kBackfill };
 
-// "fifo" | "priority" | "fairshare" | "sjf" | "qssf" | "las" | "srtf" | "srsf" | "gittins"
+// "fifo" | "priority" | "fairshare" | "sjf" | "qssf" | "las" | "srtf" | "srsf"
 Result<QueueOrder> ParseQueueOrder(std::string_view name);
 std::string_view QueueOrderName(QueueOrder order);
-// Whether an order preempts running jobs by their expected remaining run (kSrtf, kSrsf) or
-// their rank (kGittins).
+// Whether an order preempts running jobs by their expected remaining run (kSrtf, kSrsf).
 bool PreemptsByRemaining(QueueOrder order);
 // "skip" | "strict" | "backfill"
 Result<Blocking> ParseBlocking(std::string_view name);
@@ -406,10 +403,8 @@ class Scheduler {
   // order's key (seconds, or GPU-seconds under SRSF; at least 1).
   int64_t RemainingOf(const Running& run, Seconds now) const;
   // Running jobs started before this pass whose RemainingOf exceeds a waiting job's `key`, the
-  // largest first (then the most recently started). Under kGittins a waiting job of more than
-  // one GPU also takes from jobs of its own rank submitted after it (see the .cc).
-  std::vector<JobId> RemainingCandidates(const model::Job& job, const OrderKey& key,
-                                         Seconds now) const;
+  // largest first (then the most recently started).
+  std::vector<JobId> RemainingCandidates(const OrderKey& key, Seconds now) const;
   // Shadow time: the earliest times `jobs` (in order) could start, each after the ones before
   // it and within its limits (LimitReason), if running jobs ended at their expected ends; the
   // first job's nodes in `first_nodes`. Leaves the state as it found it.

@@ -13,7 +13,6 @@
 #include "common/rng.h"
 #include "sched/elastic_plan.h"
 #include "sched/fragmentation.h"
-#include "sim/gittins.h"
 
 namespace corral::sim {
 
@@ -377,14 +376,8 @@ std::string_view EstimateSourceName(EstimateSource source) {
 
 Status CheckReplayConfig(const ReplayConfig& config) {
   if (sched::PreemptsByRemaining(config.order) && !config.resume) {
-    return InvalidArgument(
-        "--order " + std::string(sched::QueueOrderName(config.order)) +
-        " needs --resume: SRTF, SRSF and Gittins resume preempted jobs without penalty");
-  }
-  if (config.order == sched::QueueOrder::kGittins && config.estimate == EstimateSource::kNone) {
-    return InvalidArgument(
-        "--order gittins needs run times to learn from: --estimate oracle (the trace's, as a "
-        "distribution) or predicted (the finished jobs')");
+    return InvalidArgument("--order " + std::string(sched::QueueOrderName(config.order)) +
+                           " needs --resume: SRTF and SRSF resume preempted jobs without penalty");
   }
   return Status::Ok();
 }
@@ -476,22 +469,6 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     case EstimateSource::kNone:
       estimate = [&](const model::Job& job) { return left(job, DeclaredEstimate(job)); };
       break;
-  }
-  // Gittins ranks (sim/gittins.h) by the job's own age over a distribution of run times: the
-  // whole trace's with --estimate oracle (the distribution known, no job's own run time), the
-  // finished jobs' with predicted (observed at each end, below).
-  const bool gittins = config.order == sched::QueueOrder::kGittins;
-  GittinsRanks ranks;
-  if (gittins && config.estimate == EstimateSource::kOracle) {
-    for (const TraceJob& j : trace.jobs) ranks.Observe(static_cast<double>(j.duration.value()));
-  }
-  if (gittins) {
-    estimate = [&](const model::Job& job) {
-      const JobRun& r = runs[index_of.at(job.id)];
-      // A job still running here is ranked at its age now (resume is required).
-      const double age = r.done + (r.run_start >= 0 ? r.Accrued(now) : 0.0);
-      return Seconds(std::max<int64_t>(1, std::llround(ranks.Rank(age))));
-    };
   }
   auto scheduler = sched::Scheduler::Create(
       sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed,
@@ -697,9 +674,6 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       (void)s.Finish(JobId(id));
       end_run(i);
       shares.Change(outcomes[i].project, 0, -milli(i));
-      if (gittins && config.estimate == EstimateSource::kPredicted) {
-        ranks.Observe(static_cast<double>(duration(i)));
-      }
       if (config.estimate == EstimateSource::kPredicted) {
         predictor.Observe(predict::RuntimePredictor::FeaturesOf(trace.jobs[i].job),
                           trace.jobs[i].duration);

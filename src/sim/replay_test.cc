@@ -9,7 +9,6 @@
 
 #include "sched/policy_config.h"
 #include "sim/generator.h"
-#include "sim/gittins.h"
 #include "sim/report.h"
 
 namespace corral::sim {
@@ -327,22 +326,14 @@ TEST(Replay, LasPreemptsAtThePassAfterTheThreshold) {
   EXPECT_DOUBLE_EQ(ticks->lost_gpu_s, 0);
 }
 
-// A bestfit replay in `order` with `estimate`, preempted jobs resuming.
-ReplayConfig Resuming(sched::QueueOrder order, EstimateSource estimate,
-                      int64_t pass_interval_s = 0) {
-  ReplayConfig config{"bestfit"};
-  config.order = order;
-  config.estimate = estimate;
-  config.resume = true;
-  config.pass_interval_s = pass_interval_s;
-  return config;
-}
-
 // `jobs` replayed on one GPU with oracle SRTF, preempted jobs resuming.
 Result<ReplayResult> SrtfOnOneGpu(std::vector<TraceJob> jobs) {
   Trace trace;
   trace.jobs = std::move(jobs);
-  return RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kSrtf, EstimateSource::kOracle));
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.resume = true;
+  return RunReplay(OneNode(1), trace, config);
 }
 
 // Oracle SRTF with resume: job 2 (100 s) arrives at 10 and preempts job 1 (990 s left), which
@@ -406,85 +397,16 @@ TEST(ReplaySrtf, TheQueueIsOrderedByRemainingTime) {
 TEST(ReplaySrtf, AJobThatOutlivedItsEstimateDoesNotPreemptBackAtOnce) {
   Trace trace;
   trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 7300, 100)};
-  auto r =
-      RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kSrtf, EstimateSource::kNone, 10));
+  ReplayConfig config{"bestfit"};
+  config.order = sched::QueueOrder::kSrtf;
+  config.estimate = EstimateSource::kNone;
+  config.resume = true;
+  config.pass_interval_s = 10;
+  auto r = RunReplay(OneNode(1), trace, config);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->preemptions, 1);
   EXPECT_EQ(Outcome(*r, 2).end_s, 7400);
   EXPECT_EQ(Outcome(*r, 1).end_s, 7400 + 10000 - 7300);
-}
-
-// A point mass ranks by what is left (SRTF); a heavy tail ranks a fresh job low and one that
-// outlived 90% of the runs (kGittinsTailShare) at one tail rank, whatever its age; without
-// observations the rank is the age's bin edge (least attained service). Ages round down to
-// quarter-octave bins: 600 s to 2^9 = 512 s, 20 s to 2^4.25 s.
-TEST(GittinsRanks, FollowTheLearntDistribution) {
-  GittinsRanks point;
-  for (int i = 0; i < 5; ++i) point.Observe(1000);
-  EXPECT_DOUBLE_EQ(point.Rank(0), 1000);
-  EXPECT_DOUBLE_EQ(point.Rank(600), 1000 - 512);
-  GittinsRanks tail;
-  for (int i = 0; i < 9; ++i) tail.Observe(10);
-  tail.Observe(100000);
-  // Δ to the 10 s runs' bin edge 2^3.5: 9 of 10 end, expected run (9 × 10 + 2^3.5) / 10 per
-  // 9/10 of a chance.
-  EXPECT_NEAR(tail.Rank(0), (9 * 10 + std::exp2(3.5)) / 9, 1e-9);
-  // From 2^3.5 s on, 9 of the 10 runs have ended: the tail, one rank after every other.
-  EXPECT_DOUBLE_EQ(tail.Rank(20), kGittinsTailRank);
-  EXPECT_GT(tail.Rank(0), 1);
-  EXPECT_DOUBLE_EQ(tail.Rank(20), tail.Rank(50000));
-  EXPECT_EQ(tail.observed(), 10);
-  GittinsRanks none;
-  EXPECT_DOUBLE_EQ(none.Rank(0), 1);
-  EXPECT_NEAR(none.Rank(100), std::exp2(6.75), 1e-9);
-}
-
-// Order gittins with the trace's distribution (9 runs of 10 s, one of 100,000 s) on one GPU:
-// the long job, 100 s old when nine short ones arrive, ranks far behind them, is preempted, and
-// resumes after them without loss.
-TEST(ReplayGittins, AnAgedLongJobMakesWayAndResumesWithoutLoss) {
-  Trace trace;
-  trace.jobs.push_back(MakeTraceJob(1, 1, 0, 100000));
-  for (int i = 2; i <= 10; ++i) trace.jobs.push_back(MakeTraceJob(i, 1, 100, 10));
-  auto r =
-      RunReplay(OneNode(1), trace, Resuming(sched::QueueOrder::kGittins, EstimateSource::kOracle));
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->preemptions, 1);
-  for (int i = 2; i <= 10; ++i) EXPECT_EQ(Outcome(*r, i).end_s, 110 + 10 * (i - 2)) << i;
-  EXPECT_EQ(Outcome(*r, 1).end_s, 190 + 100000 - 100);
-  EXPECT_DOUBLE_EQ(r->lost_gpu_s, 0);
-  EXPECT_DOUBLE_EQ(r->gpu_s, 100000 + 90);
-}
-
-// Two equal long jobs with nothing learnt yet (predicted: no job has ended) take turns as least
-// attained service does, but only when one's age crosses a bin edge: at most two preemptions
-// per bin (4 per doubling of age), not one per pass; nothing is lost.
-TEST(ReplayGittins, TurnsAreBoundedByTheAgeBins) {
-  Trace trace;
-  trace.jobs = {MakeTraceJob(1, 1, 0, 10000), MakeTraceJob(2, 1, 0, 10000)};
-  auto r = RunReplay(OneNode(1), trace,
-                     Resuming(sched::QueueOrder::kGittins, EstimateSource::kPredicted, 10));
-  ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_GT(r->preemptions, 0);
-  EXPECT_LE(r->preemptions, 2 * kGittinsBinsPerOctave * 14);  // 2^14 > 10,000
-  EXPECT_EQ(std::max(Outcome(*r, 1).end_s, Outcome(*r, 2).end_s), 20000);
-  EXPECT_DOUBLE_EQ(r->lost_gpu_s, 0);
-}
-
-// Gittins learns from run times: without any (--estimate none) the replay refuses, naming both
-// flags; without --resume too, as SRTF.
-TEST(ReplayGittins, NeedsRunTimesAndResume) {
-  Trace trace;
-  trace.jobs = {MakeTraceJob(1, 1, 0, 1000)};
-  ReplayConfig config = Resuming(sched::QueueOrder::kGittins, EstimateSource::kNone);
-  auto r = RunReplay(OneNode(1), trace, config);
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--order gittins needs run times"));
-  config.estimate = EstimateSource::kPredicted;
-  config.resume = false;
-  r = RunReplay(OneNode(1), trace, config);
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), ::testing::HasSubstr("--order gittins needs --resume"));
 }
 
 // Each phase: a blocker holds the only GPU while a long and then a short job arrive. QSSF with

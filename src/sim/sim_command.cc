@@ -559,10 +559,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   r->add_option("--format", replay->format, "openb, tiresias, helios or jsonl (default: detect)");
   r->add_option("--policy", replay->policy, "Placement policies, comma-separated, or 'all'");
   r->add_option("--order", replay->order,
-                "Queue order: fifo, priority, fairshare, sjf, qssf, las (2D-LAS), srtf, srsf "
-                "(shortest remaining time / service first) or gittins (Gittins rank over the run "
-                "times of --estimate: oracle, the trace's; predicted, the finished jobs'); the "
-                "last three preempt and need --resume");
+                "Queue order: fifo, priority, fairshare, sjf, qssf, las (2D-LAS), srtf or srsf "
+                "(shortest remaining time / service first, preemptive: need --resume)");
   r->add_option("--blocking", replay->blocking,
                 "A job that does not fit: skip (later jobs pass), strict (nothing passes) or "
                 "backfill (EASY: reserved, later jobs pass if they do not delay it)");
