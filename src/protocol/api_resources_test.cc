@@ -584,6 +584,7 @@ PolicyView SomePolicy() {
                     .age_unit = Seconds(86400)},
           .placement = "fgd",
           .profile_jobs = 10000,
+          .typical_tasks = 12,
           .file = "/etc/corral/policy.yaml"};
 }
 
@@ -600,7 +601,8 @@ TEST(ApiSchedulingTest, RoundTrips) {
   EXPECT_EQ(p, json::parse(R"({"policy": {"order": "fairshare", "blocking": "backfill",
       "reclaim": true, "las_thresholds_gpu_s": [3600], "fair_share": {"half_life_s": 604800,
       "fair_share_weight": 1000.0, "age_weight": 100.0, "age_unit_s": 86400}},
-      "placement": "fgd", "profile_jobs": 10000, "file": "/etc/corral/policy.yaml",
+      "placement": "fgd", "profile_jobs": 10000, "typical_tasks": 12,
+      "file": "/etc/corral/policy.yaml",
       "file_error": null})"));
   EXPECT_EQ(*ParsePolicyView(p), policy);
   policy.file_error = "field 'order': unknown";

@@ -98,6 +98,7 @@ json ToJson(const PolicyView& p) {
               {"age_unit_s", r.age_unit.value()}}}}},
           {"placement", p.placement},
           {"profile_jobs", p.profile_jobs},
+          {"typical_tasks", p.typical_tasks},
           {"file", p.file},
           {"file_error", p.file_error ? json(*p.file_error) : json(nullptr)}};
 }
@@ -114,6 +115,7 @@ Result<PolicyView> ParsePolicyView(const json& json) {
       "policy", true, [&](const FieldReader& rules) { return ReadRules(rules, p.rules); }));
   CORRAL_RETURN_IF_ERROR(r->String("placement", true, p.placement));
   CORRAL_RETURN_IF_ERROR(r->Int("profile_jobs", false, p.profile_jobs, 0));
+  CORRAL_RETURN_IF_ERROR(r->Int("typical_tasks", false, p.typical_tasks, 0));
   CORRAL_RETURN_IF_ERROR(r->String("file", true, p.file));
   if (r->Find("file_error") != nullptr) {
     std::string error;

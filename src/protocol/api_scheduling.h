@@ -11,8 +11,9 @@
 //                          "las_thresholds_gpu_s": [3600],
 //                          "fair_share": {"half_life_s", "fair_share_weight", "age_weight",
 //                                         "age_unit_s"}},
-//               "placement": "fgd", "profile_jobs": 10000, "file": "/etc/corral/policy.yaml" (""
-//               for none), "file_error": "..." (null when the file's last edit was taken)}
+//               "placement": "fgd", "profile_jobs": 10000, "typical_tasks": 12,
+//               "file": "/etc/corral/policy.yaml" ("" for none),
+//               "file_error": "..." (null when the file's last edit was taken)}
 #pragma once
 
 #include <cstdint>
@@ -59,8 +60,12 @@ struct PolicyView {
   SchedulingRules rules;  // "policy"
   std::string placement;  // the placement policy's name
   // Jobs the placement's workload profile was learnt from; 0: none (fgd and best place as
-  // bestfit until it has min_jobs jobs).
+  // bestfit until it has min_jobs jobs; other policies place without a profile and never
+  // compute one).
   int64_t profile_jobs = 0;
+  // The typical tasks (task shapes) the scheduler's placement scores against now: 0 when it
+  // has no profile.
+  int64_t typical_tasks = 0;
   std::string file;                       // the policy file; "" for none
   std::optional<std::string> file_error;  // why its last edit was refused
   bool operator==(const PolicyView&) const = default;

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 
+#include "common/check.h"
 #include "common/rng.h"
 
 namespace corral::sched {
@@ -82,6 +83,7 @@ void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
     return;
   }
   auto it = index.find(group);
+  CORRAL_CHECK(it != index.end());  // indexed when it became active (Attach), unchanged since
   it->second.erase({c.cpu_free, id});
   if (it->second.empty()) index.erase(it);
 }

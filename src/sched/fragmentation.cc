@@ -24,25 +24,29 @@ std::string JoinModels(const std::vector<std::string>& models) {
 
 std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResources>& tasks,
                                              double coverage) {
-  // Key: (cpu, gpu_milli, gpus, models joined) -> count; memory summed per key.
-  std::map<std::tuple<int64_t, int, int, std::string>, int64_t> counts;
-  std::map<std::tuple<int64_t, int, int, std::string>, int64_t> memory;
+  // Key: (cpu, gpu_milli, gpus, models joined) -> its tasks' count and memory sum.
+  using Key = std::tuple<int64_t, int, int, std::string>;
+  struct Tally {
+    int64_t count = 0;
+    int64_t memory_sum = 0;  // MiB
+  };
+  std::map<Key, Tally> tallies;
   for (const auto& t : tasks) {
-    const auto key = std::make_tuple(t.cpu.value(), static_cast<int>(t.gpu_milli.value()),
-                                     static_cast<int>(t.gpus.value()), JoinModels(t.gpu_models));
-    ++counts[key];
-    memory[key] += t.memory.value();
+    Tally& tally =
+        tallies[std::make_tuple(t.cpu.value(), static_cast<int>(t.gpu_milli.value()),
+                                static_cast<int>(t.gpus.value()), JoinModels(t.gpu_models))];
+    ++tally.count;
+    tally.memory_sum += t.memory.value();
   }
-  std::vector<std::pair<std::tuple<int64_t, int, int, std::string>, int64_t>> sorted(counts.begin(),
-                                                                                     counts.end());
+  std::vector<std::pair<Key, Tally>> sorted(tallies.begin(), tallies.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-    if (a.second != b.second) return a.second > b.second;
+    if (a.second.count != b.second.count) return a.second.count > b.second.count;
     return a.first > b.first;  // larger cpu, then gpu_milli, gpus, models first
   });
   std::vector<TypicalTask> out;
   int64_t covered = 0;
   const double target = coverage * static_cast<double>(tasks.size());
-  for (const auto& [key, count] : sorted) {
+  for (const auto& [key, tally] : sorted) {
     if (static_cast<double>(covered) >= target) break;
     TypicalTask t;
     t.cpu = std::get<0>(key);
@@ -55,9 +59,9 @@ std::vector<TypicalTask> ComputeTypicalTasks(const std::vector<model::TaskResour
       t.gpu_models.push_back(joined.substr(start, bar - start));
       start = bar + 1;
     }
-    t.count = count;
-    t.memory = memory[key] / count;
-    covered += count;
+    t.count = tally.count;
+    t.memory = tally.memory_sum / tally.count;
+    covered += tally.count;
     out.push_back(std::move(t));
   }
   return out;

@@ -83,6 +83,11 @@ struct PolicyContext {
 // Looks a policy up by name ("fgd", "bestfit", ...); the error lists the known names.
 Result<std::unique_ptr<PlacementPolicy>> CreatePolicy(std::string_view name,
                                                       const PolicyContext& context);
+// True for the policies that score against PolicyContext::typical_tasks (fgd, best): only
+// for them is a workload profile worth computing and handing over; false for unknown names.
+// Kept in the registry beside each factory rather than as a PlacementPolicy virtual, so that
+// it can be asked before a policy exists.
+bool PolicyUsesWorkloadProfile(std::string_view name);
 // The registered names, in registry order.
 std::vector<std::string> PolicyNames();
 

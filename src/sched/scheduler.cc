@@ -136,11 +136,13 @@ Result<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerConfig& conf
   CORRAL_RETURN_IF_ERROR(ValidateConfig(config));
   auto policy = CreatePolicy(config.policy, context);
   if (!policy.ok()) return policy.status();
-  return std::unique_ptr<Scheduler>(new Scheduler(config, std::move(policy).value()));
+  return std::unique_ptr<Scheduler>(new Scheduler(config, context, std::move(policy).value()));
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy)
+Scheduler::Scheduler(const SchedulerConfig& config, PolicyContext context,
+                     std::unique_ptr<PlacementPolicy> policy)
     : config_(config),
+      context_(std::move(context)),
       policy_(std::move(policy)),
       state_(ClusterStateOptions{config.seed, policy_->NeedsTaskKinds(),
                                  policy_->ScoreFallsWithFreeCapacity()}),
@@ -148,13 +150,25 @@ Scheduler::Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPol
       placer_(state_, *policy_, rng_),
       fair_share_(config.sharing.fair_share) {}
 
-Status Scheduler::SetPolicyContext(const PolicyContext& context) {
+Status Scheduler::SetTypicalTasks(std::vector<TypicalTask> typical_tasks) {
+  PolicyContext context = context_;
+  context.typical_tasks = std::move(typical_tasks);
   auto policy = CreatePolicy(config_.policy, context);
   if (!policy.ok()) return policy.status();
+  if ((*policy)->NeedsTaskKinds() != policy_->NeedsTaskKinds() ||
+      (*policy)->ScoreFallsWithFreeCapacity() != policy_->ScoreFallsWithFreeCapacity()) {
+    return Status(StatusCode::kInternal,
+                  "placement policy '" + config_.policy +
+                      "': NeedsTaskKinds or ScoreFallsWithFreeCapacity changed with its typical "
+                      "tasks; the cluster state was built for the old ones");
+  }
   placer_.SetPolicy(**policy);
   policy_ = std::move(policy).value();
+  context_ = std::move(context);
   return Status::Ok();
 }
+
+bool Scheduler::UsesWorkloadProfile() const { return PolicyUsesWorkloadProfile(config_.policy); }
 
 Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   CORRAL_RETURN_IF_ERROR(ValidateConfig(config));

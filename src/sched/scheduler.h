@@ -187,12 +187,20 @@ class Scheduler {
   // and seed stay. Pending jobs are re-ordered, running jobs keep running (their quota buckets
   // are recomputed). Errors: invalid sharing config, another placement policy (nothing changes).
   Status Reconfigure(const SchedulerConfig& config);
-  // Replaces the placement policy's workload context (fgd's and best's typical tasks): a new
-  // policy of the same name replaces the old one and every cached score is dropped, so later
-  // placements score against `context`; running jobs stay where they are. Cost: the policy's
-  // construction (O(typical tasks)) and one score per (node class, task shape) as they are met
-  // again. Errors: none for a scheduler that was created (the name is known); nothing changes.
-  Status SetPolicyContext(const PolicyContext& context);
+  // Replaces the placement policy's typical tasks (fgd's and best's workload profile); the rest
+  // of the context given to Create (BestParams) stays. A new policy of the same name replaces
+  // the old one and every cached score is dropped, so later placements score against
+  // `typical_tasks`; running jobs stay where they are. Cost: the policy's construction
+  // (O(typical tasks)) and one score per (node class, task shape) as they are met again.
+  // Errors (nothing changes): Internal when the new policy's NeedsTaskKinds or
+  // ScoreFallsWithFreeCapacity differs from the old one's (the cluster state was built for
+  // them, placer.h).
+  Status SetTypicalTasks(std::vector<TypicalTask> typical_tasks);
+  // Whether the placement policy scores against typical tasks (PolicyUsesWorkloadProfile: fgd,
+  // best): when not, SetTypicalTasks changes no decision.
+  bool UsesWorkloadProfile() const;
+  // The context the policy places with: Create's, with the last SetTypicalTasks's tasks.
+  const PolicyContext& policy_context() const { return context_; }
 
   Result<NodeIndex> AddNode(const model::Node& node);
   // Removes a node (its allocations go with it) and returns, in id order, the running jobs that
@@ -350,7 +358,8 @@ class Scheduler {
     void Remove(const model::Job& job);                // `job` ended
   };
 
-  Scheduler(const SchedulerConfig& config, std::unique_ptr<PlacementPolicy> policy);
+  Scheduler(const SchedulerConfig& config, PolicyContext context,
+            std::unique_ptr<PlacementPolicy> policy);
   OrderKey KeyOf(const model::Job& job) const;
   // The key of a job of `project` with static key `key`; `total_weight` from TotalWeight().
   PassKey PassKeyOf(const std::string& project, const OrderKey& key, Seconds now,
@@ -422,6 +431,7 @@ class Scheduler {
   void RekeyPending();
 
   SchedulerConfig config_;
+  PolicyContext context_;  // what policy_ was made with
   std::unique_ptr<PlacementPolicy> policy_;
   ClusterState state_;
   SeededRng rng_;

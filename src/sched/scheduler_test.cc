@@ -502,8 +502,12 @@ TEST_P(SchedulerPlacement, WithoutAProfileAJobFillsAUsedNodeBeforeBreakingAnEmpt
   }
 }
 
-// Without a profile, fgd and best make bestfit's decisions, job for job.
-TEST_P(SchedulerPlacement, WithoutAProfileDecisionsAreBestfits) {
+// Without a profile, fgd and best make bestfit's decisions, job for job (run for the policies
+// that use a profile: bestfit against itself would prove nothing).
+class SchedulerProfilePlacement : public UnderEachPolicy {};
+INSTANTIATE_TEST_SUITE_P(Policies, SchedulerProfilePlacement,
+                         ::testing::Values("fgd", std::string(kDefaultPolicy)), PolicyName);
+TEST_P(SchedulerProfilePlacement, WithoutAProfileDecisionsAreBestfits) {
   auto run = [](const std::string& policy) {
     SchedulerConfig config{policy};
     config.seed = 7;
@@ -542,7 +546,7 @@ TEST(SchedulerPolicyContext, ASwapChangesLaterScoresAndDropsCachedOnes) {
     ASSERT_EQ(starts.size(), 1u);
     EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "a") << policy;
     ASSERT_TRUE(s->Finish(JobId(2)).ok());  // back to the states just scored
-    ASSERT_TRUE(s->SetPolicyContext(eight_gpu_tasks).ok());
+    ASSERT_TRUE(s->SetTypicalTasks(eight_gpu_tasks.typical_tasks).ok());
     // 8-GPU tasks: a is the only node that can hold one; b's GPUs are lost to them anyway.
     ASSERT_TRUE(s->Submit(MakeJob(3, 1)).ok());
     starts = s->Schedule(Seconds(2)).starts;
@@ -550,12 +554,40 @@ TEST(SchedulerPolicyContext, ASwapChangesLaterScoresAndDropsCachedOnes) {
     EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "b") << policy;
     // And back.
     ASSERT_TRUE(s->Finish(JobId(3)).ok());
-    ASSERT_TRUE(s->SetPolicyContext(four_gpu_tasks).ok());
+    ASSERT_TRUE(s->SetTypicalTasks(four_gpu_tasks.typical_tasks).ok());
     ASSERT_TRUE(s->Submit(MakeJob(4, 1)).ok());
     starts = s->Schedule(Seconds(3)).starts;
     ASSERT_EQ(starts.size(), 1u);
     EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "a") << policy;
   }
+}
+
+// New typical tasks keep the rest of the context: best's tuned parameters survive a swap.
+TEST(SchedulerPolicyContext, ASwapKeepsBestParams) {
+  PolicyContext context{{TypicalTask{8, 1000, 0, {}, 1}}};
+  context.best.used_bonus = 1000000;  // always fill a used node first
+  auto s = MakeScheduler({{"a", 8}, {"b", 8}}, SchedulerConfig{"best"}, context);
+  ASSERT_TRUE(s->SetSchedulable("a", false).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(1, 4)).ok());
+  ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);  // b: 4 of 8 GPUs free
+  ASSERT_TRUE(s->SetSchedulable("a", true).ok());
+  // 4-GPU tasks alone would keep b's 4 free GPUs whole (ASwapChangesLaterScoresAndDropsCachedOnes)
+  // and send the job to a; the used-node bonus sends it to b.
+  ASSERT_TRUE(s->SetTypicalTasks({TypicalTask{4, 1000, 0, {}, 1}}).ok());
+  EXPECT_EQ(s->policy_context().best, context.best);
+  EXPECT_EQ(s->policy_context().typical_tasks.size(), 1u);
+  ASSERT_TRUE(s->Submit(MakeJob(2, 1)).ok());
+  const auto starts = s->Schedule(Seconds(1)).starts;
+  ASSERT_EQ(starts.size(), 1u);
+  EXPECT_EQ(s->state().node(starts[0].tasks[0].node).name, "b");
+}
+
+TEST(SchedulerPolicyContext, OnlyFgdAndBestUseAWorkloadProfile) {
+  for (const std::string& policy : PolicyNames()) {
+    auto s = MakeScheduler({}, SchedulerConfig{policy});
+    EXPECT_EQ(s->UsesWorkloadProfile(), policy == "fgd" || policy == "best") << policy;
+  }
+  EXPECT_FALSE(PolicyUsesWorkloadProfile("nope"));
 }
 
 TEST(Scheduler, SameCallsSameDecisions) {

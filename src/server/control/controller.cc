@@ -45,7 +45,7 @@ sched::Allocation SchedAllocationOf(const model::Allocation& a, sched::NodeIndex
 Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, store::Store& store,
                                                        Clock& clock) {
   // fgd and best score against the workload's typical tasks: learn them from recent history
-  // (kept up to date while running: RefreshProfileIfDueLocked).
+  // (kept up to date while running: RefreshProfileIfDueLocked). Other policies place without.
   store::JobFilter recent;
   recent.direction = store::SortDirection::kDescending;
   recent.limit = kRecentJobsAtStart;
@@ -64,7 +64,10 @@ Result<std::unique_ptr<Controller>> Controller::Create(ControllerConfig config, 
   }
   WorkloadProfile profile(config.profile);
   for (auto it = tasks.rbegin(); it != tasks.rend(); ++it) profile.Observe(*it);  // oldest first
-  sched::PolicyContext context{profile.Refresh(clock.Now())};
+  sched::PolicyContext context;
+  if (sched::PolicyUsesWorkloadProfile(config.policy)) {
+    context.typical_tasks = profile.Refresh(clock.Now());
+  }
   auto scheduler = sched::Scheduler::Create(sched::SchedulerConfig{config.policy}, context);
   if (!scheduler.ok()) return scheduler.status();
   std::unique_ptr<Controller> c(new Controller(std::move(config), store, clock,
@@ -451,10 +454,12 @@ void Controller::RoundLocked(std::unique_lock<std::mutex>& lock) {
 
 void Controller::RefreshProfileIfDueLocked() {
   const Seconds now = clock_.Now();
-  if (!profile_.Due(now)) return;
-  const sched::PolicyContext context{profile_.Refresh(now)};
-  if (Status s = scheduler_->SetPolicyContext(context); !s.ok()) {
-    // Not expected (the policy's name was accepted at start): the previous profile stays.
+  // Under other policies a refresh would rebuild the policy and drop its cached scores for
+  // nothing: profile_jobs stays 0.
+  if (!scheduler_->UsesWorkloadProfile() || !profile_.Due(now)) return;
+  if (Status s = scheduler_->SetTypicalTasks(profile_.Refresh(now)); !s.ok()) {
+    // Not expected (the policy's name was accepted at start, and its flags do not depend on
+    // its typical tasks): the previous profile stays.
     std::cerr << "corral server: the workload profile was not taken: " << s.message() << std::endl;
   }
 }

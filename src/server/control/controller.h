@@ -499,7 +499,8 @@ class Controller {
   Status LoadSubmitLimitsLocked();
   // Re-reads the policy file when its modification time changed.
   void ReloadPolicyIfChangedLocked();
-  // Hands the scheduler a fresh workload profile when WorkloadProfile::Due says so.
+  // Hands the scheduler a fresh workload profile when its policy uses one (fgd, best) and
+  // WorkloadProfile::Due says so.
   void RefreshProfileIfDueLocked();
   sched::SchedulerConfig SchedulerConfigLocked() const;
   // A victim of reclaim, as reconcile::Preempt decides: requeued now (the scheduler already

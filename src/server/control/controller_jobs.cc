@@ -578,6 +578,7 @@ Status Controller::SetProjectSubmitLimits(const std::string& project,
 
 protocol::PolicyView Controller::PolicyViewLocked() const {
   const sched::FairShareConfig& f = policy_.sharing.fair_share;
+  const size_t typical_tasks = scheduler_->policy_context().typical_tasks.size();
   protocol::PolicyView out{.rules = {.order = std::string(sched::QueueOrderName(policy_.order)),
                                      .blocking = std::string(sched::BlockingName(policy_.blocking)),
                                      .reclaim = policy_.sharing.reclaim,
@@ -588,6 +589,7 @@ protocol::PolicyView Controller::PolicyViewLocked() const {
                                      .age_unit = f.age_unit},
                            .placement = config_.policy,
                            .profile_jobs = static_cast<int64_t>(profile_.profile_jobs()),
+                           .typical_tasks = static_cast<int64_t>(typical_tasks),
                            .file = config_.policy_file};
   if (!policy_error_.empty()) out.file_error = policy_error_;
   return out;

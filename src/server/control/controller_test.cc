@@ -106,6 +106,7 @@ class ControllerTest : public ::testing::Test {
     config.victims = victims_;
     config.min_run_before_preemption = min_run_before_preemption_;
     config.profile = profile_options_;
+    config.policy = placement_;
     auto c = Controller::Create(config, *store_, clock_);
     ASSERT_TRUE(c.ok()) << c.status().ToString();
     controller_ = std::move(c).value();
@@ -261,6 +262,7 @@ class ControllerTest : public ::testing::Test {
   sched::VictimOrder victims_ = sched::VictimOrder::kLeastLostWork;  // the server's default
   Seconds min_run_before_preemption_{0};
   WorkloadProfileOptions profile_options_;
+  std::string placement_{sched::kDefaultPolicy};
   FakeClock clock_{Seconds(1000)};
   store::Store* store_ = nullptr;  // test_store_'s
   std::unique_ptr<Controller> controller_;
@@ -2096,35 +2098,56 @@ TEST_F(CheckpointPreemptionTest, NoVictimBeforeItsMinimumRun) {
 
 // The workload profile follows the jobs accepted while the server runs: the first once min_jobs
 // are known, then after refresh_jobs more or refresh_interval with a new one, over the last
-// `capacity` jobs; a restart learns it from the store.
+// `capacity` jobs; a restart learns it from the store. Each is handed to the scheduler: the
+// typical tasks its placement scores against change with it.
 TEST_F(ControllerTest, TheWorkloadProfileIsRefreshedAfterNJobsOrTMinutes) {
   profile_options_ = {
       .capacity = 10, .min_jobs = 3, .refresh_jobs = 4, .refresh_interval = Seconds(600)};
   Restart();
-  auto profile_jobs = [&] {
+  // (profile_jobs, typical_tasks) after a round.
+  auto profile = [&] {
     controller_->Tick();
-    return controller_->PolicyView().profile_jobs;
+    const protocol::PolicyView view = controller_->PolicyView();
+    return std::pair{view.profile_jobs, view.typical_tasks};
   };
-  EXPECT_EQ(profile_jobs(), 0);  // a fresh server: none, fgd and best place as bestfit
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(profile(), P(0, 0));  // a fresh server: none, fgd and best place as bestfit
   Submit(Spec(1));
   Submit(Spec(2));
-  EXPECT_EQ(profile_jobs(), 0);  // 2 < min_jobs
+  EXPECT_EQ(profile(), P(0, 0));  // 2 < min_jobs
   Submit(Spec(1));
-  EXPECT_EQ(profile_jobs(), 3);  // the first profile as soon as min_jobs are known
+  EXPECT_EQ(profile(), P(3, 2));  // the first profile as soon as min_jobs are known: 1 and 2 GPUs
   for (int i = 0; i < 3; ++i) Submit(Spec(1));
-  EXPECT_EQ(profile_jobs(), 3);  // 3 new < refresh_jobs, and not 600 s yet
+  EXPECT_EQ(profile(), P(3, 2));  // 3 new < refresh_jobs, and not 600 s yet
   clock_.Advance(Seconds(599));
-  EXPECT_EQ(profile_jobs(), 3);
+  EXPECT_EQ(profile(), P(3, 2));
   clock_.Advance(Seconds(1));
-  EXPECT_EQ(profile_jobs(), 6);  // refresh_interval passed with new jobs
+  EXPECT_EQ(profile(), P(6, 2));  // refresh_interval passed with new jobs
   clock_.Advance(Seconds(3600));
-  EXPECT_EQ(profile_jobs(), 6);  // no new job: nothing to learn
+  EXPECT_EQ(profile(), P(6, 2));  // no new job: nothing to learn
   for (int i = 0; i < 4; ++i) Submit(Spec(1));
-  EXPECT_EQ(profile_jobs(), 10);  // refresh_jobs new ones
+  EXPECT_EQ(profile(), P(10, 2));  // refresh_jobs new ones
   for (int i = 0; i < 4; ++i) Submit(Spec(1));
-  EXPECT_EQ(profile_jobs(), 10);  // the window holds the last `capacity` jobs
+  // The window holds the last `capacity` jobs: the 2-GPU one has left it.
+  EXPECT_EQ(profile(), P(10, 1));
   Restart();
-  EXPECT_EQ(controller_->PolicyView().profile_jobs, 10);  // learnt from the store at start
+  const protocol::PolicyView view = controller_->PolicyView();
+  EXPECT_EQ(P(view.profile_jobs, view.typical_tasks), P(10, 1));  // learnt from the store at start
+}
+
+// Policies that place without a profile (bestfit here) never compute one: no policy rebuilt,
+// no score cache dropped.
+TEST_F(ControllerTest, NoWorkloadProfileUnderAPolicyThatPlacesWithoutOne) {
+  profile_options_ = {
+      .capacity = 10, .min_jobs = 3, .refresh_jobs = 1, .refresh_interval = Seconds(600)};
+  placement_ = "bestfit";
+  Restart();
+  for (int i = 0; i < 4; ++i) Submit(Spec(1));
+  controller_->Tick();
+  EXPECT_EQ(controller_->PolicyView().profile_jobs, 0);
+  EXPECT_EQ(controller_->PolicyView().typical_tasks, 0);
+  Restart();  // nor at start, from the store
+  EXPECT_EQ(controller_->PolicyView().profile_jobs, 0);
 }
 
 TEST_F(ControllerTest, PolicyFileIsValidatedAndReloadedWithoutRestart) {

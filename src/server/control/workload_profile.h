@@ -2,8 +2,8 @@
 // the task shapes of the last `capacity` submitted jobs, held in a bounded ring, and when to
 // compute the typical tasks from them again. The controller seeds it from the store's recent
 // jobs at start, feeds it each job it accepts, and hands each fresh profile to the scheduler
-// (Scheduler::SetPolicyContext); no store scan after the start (docs/control-plane.md,
-// "The workload profile").
+// (Scheduler::SetTypicalTasks) when its policy uses one; no store scan after the start
+// (docs/control-plane.md, "The workload profile").
 //
 // A profile is computed from at least `min_jobs` jobs; with fewer there is none, and fgd and best
 // place as bestfit does. Once one exists it is recomputed when `refresh_jobs` jobs have arrived
