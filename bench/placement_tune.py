@@ -42,12 +42,23 @@ def mean_at_100(corral, workload, policy, params, threads):
     return statistics.mean(r["unallocated_gpu_pct"]["100"] for r in out["results"])
 
 
+def workload_jobs(text):
+    """--jobs: workloads evaluated at once, in [1, 64]."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer in [1, 64], got {text!r}")
+    if not 1 <= value <= 64:
+        raise argparse.ArgumentTypeError(f"must be in [1, 64], got {value}")
+    return value
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corral", default="build/corral")
     ap.add_argument("--cache", default="/tmp/placement_tune_cache.json")
     ap.add_argument("--threads", type=int, default=1, help="threads of each corral run")
-    ap.add_argument("--jobs", type=int, default=1, help="workloads evaluated at once")
+    ap.add_argument("--jobs", type=workload_jobs, default=1, help="workloads evaluated at once")
     args = ap.parse_args()
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
 

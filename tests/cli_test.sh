@@ -84,6 +84,14 @@ expect_exit 2 "--exact-nodes: must be in \[1, 2\], got 3" -- \
 expect_exit 2 "--exact-time-limit: must be in" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes 1 \
   --exact-time-limit 0
+expect_exit 2 "--exact-nodes: must be in \[1, 2\], got 0" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes 0
+expect_exit 2 "--exact-time-limit: needs --exact-nodes" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-time-limit 5
+expect_exit 2 "--exact-load: needs --exact-nodes" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-load 90
+expect_exit 2 "argument --jobs: must be in \[1, 64\], got 0" -- \
+  python3 "$here/../bench/placement_tune.py" --corral "$corral" --jobs 0
 expect_exit 2 "bad.jsonl:1: .*gpu_milli" -- \
   "$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/bad.jsonl"
 expect_exit 2 "--order" -- \

@@ -422,7 +422,12 @@ void Scheduler::QueueInsert(int g, const OrderKey& key) {
 
 void Scheduler::QueueErase(int g, const OrderKey& key) {
   Group& group = groups_[g];
-  group.queue.erase(key);
+  // A started job is nearly always the group's first: erased by iterator, without a search.
+  if (*group.queue.begin() == key) {
+    group.queue.erase(group.queue.begin());
+  } else {
+    group.queue.erase(key);
+  }
   if (!group.queue.empty() || group.queued_at < 0) return;
   const int last = queued_groups_.back();
   queued_groups_[group.queued_at] = last;

@@ -372,7 +372,7 @@ class Scheduler {
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
   void Enqueue(const model::Job& job);
-  // Adds `key` to / removes it from group `g`'s queue, keeping queued_groups_ in step.
+  // Adds `key` to / removes it (there) from group `g`'s queue, keeping queued_groups_ in step.
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);
   void StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now);

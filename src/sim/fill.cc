@@ -85,6 +85,19 @@ Result<int64_t> LoadFillCluster(const std::vector<model::Node>& nodes, sched::Cl
   return capacity;
 }
 
+Result<FillTaskList> FillTasks(const std::vector<model::Node>& nodes,
+                               const std::vector<model::TaskResources>& original, uint64_t seed,
+                               double tune, sched::ClusterState& state) {
+  auto capacity = LoadFillCluster(nodes, state);
+  if (!capacity.ok()) return capacity.status();
+  FillTaskList out{*capacity, {}, SeededRng(seed)};
+  out.tasks = TuneWorkload(original, *capacity, tune, out.rng);
+  if (out.tasks.empty()) {
+    return InvalidArgument("fill: no tasks to present (empty workload, or --tune too small)");
+  }
+  return out;
+}
+
 Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
                            const std::vector<model::TaskResources>& original,
                            const FillConfig& config) {
@@ -94,16 +107,11 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
   if (!policy.ok()) return policy.status();
 
   sched::ClusterState state(sched::ClusterStateOptions{config.seed, (*policy)->NeedsTaskKinds()});
-  auto capacity_or = LoadFillCluster(nodes, state);
-  if (!capacity_or.ok()) return capacity_or.status();
-  const int64_t capacity = *capacity_or;
-
-  SeededRng rng(config.seed);
-  std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, config.tune, rng);
-  if (tasks.empty()) {
-    return InvalidArgument("fill: no tasks to present (empty workload, or --tune too small)");
-  }
-  sched::Placer placer(state, **policy, rng);
+  auto list = FillTasks(nodes, original, config.seed, config.tune, state);
+  if (!list.ok()) return list.status();
+  const int64_t capacity = list->capacity_milli;
+  const std::vector<model::TaskResources>& tasks = list->tasks;
+  sched::Placer placer(state, **policy, list->rng);
   sched::FragmentationMeter meter(context.typical_tasks);
   meter.Resolve(state);
 

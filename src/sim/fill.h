@@ -56,8 +56,8 @@ struct FillResult {
 inline const std::vector<int> kFillReportLoads = {90, 100, 110, 130};
 
 // The task list one seed presents (fill-experiment.md, steps 1-2): `original` shuffled with `rng`,
-// then tuned to `tune` × `capacity_milli` of GPU request. RunFill draws it first from
-// SeededRng(seed), so the fill bound (fill_bound.h) sees the very same list.
+// then tuned to `tune` × `capacity_milli` of GPU request. FillTasks draws it first from
+// SeededRng(seed).
 std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskResources>& original,
                                                int64_t capacity_milli, double tune, Rng& rng);
 
@@ -65,6 +65,20 @@ std::vector<model::TaskResources> TuneWorkload(const std::vector<model::TaskReso
 // (fill_bound.h) load a cluster the same way. Errors: a node ClusterState::AddNode refuses, a
 // cluster without GPUs.
 Result<int64_t> LoadFillCluster(const std::vector<model::Node>& nodes, sched::ClusterState& state);
+
+// What one seed of a fill presents: `nodes` loaded into `state` (LoadFillCluster), and `original`
+// tuned to the cluster's capacity with SeededRng(seed) (TuneWorkload). RunFill, the fill bound
+// (fill_bound.h) and the tightness check (fill_tightness.h) all take their tasks from here, so
+// the policies, the bound and the exact optima see the same list. `rng` is the generator after
+// the draw: RunFill's placer goes on with it. Errors: as LoadFillCluster's; no task to present.
+struct FillTaskList {
+  int64_t capacity_milli = 0;
+  std::vector<model::TaskResources> tasks;  // non-empty
+  SeededRng rng;
+};
+Result<FillTaskList> FillTasks(const std::vector<model::Node>& nodes,
+                               const std::vector<model::TaskResources>& original, uint64_t seed,
+                               double tune, sched::ClusterState& state);
 
 // Runs one (policy, seed) fill. `tasks` is the original, untuned workload (typical tasks for
 // fragmentation come from it). Errors: unknown policy, empty cluster, no GPU capacity.

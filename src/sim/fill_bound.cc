@@ -1,11 +1,11 @@
 #include "sim/fill_bound.h"
 
-#include <Cbc_C_Interface.h>
 #include <glpk.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "sched/cluster_state.h"
+#include "sim/cbc_library.h"
 
 namespace corral::sim {
 
@@ -406,35 +407,23 @@ class PlacementMip {
     }
   }
 
+  // Errors: CBC cannot be loaded (LoadCbc), throws, or stops without an answer; each names the
+  // instance (its size).
   Result<ExactOptimum> Solve(double time_limit_s) const {
     const auto start = std::chrono::steady_clock::now();
     ExactOptimum out;
     if (!upper_.empty()) {
-      std::unique_ptr<Cbc_Model, CbcDelete> cbc(Cbc_newModel());
-      Load(cbc.get());
-      Cbc_setMaximumSeconds(cbc.get(), time_limit_s);
-      Cbc_setLogLevel(cbc.get(), 0);
-      Cbc_setParameter(cbc.get(), "threads", "1");  // deterministic search
-      Cbc_solve(cbc.get());
-      if (Cbc_isProvenOptimal(cbc.get())) {
-        out.status = ExactStatus::kOptimal;
-      } else if (Cbc_isSecondsLimitReached(cbc.get())) {
-        out.status = ExactStatus::kTimeLimit;
-      } else {
+      auto cbc = LoadCbc();
+      if (!cbc.ok()) return cbc.status();
+      try {
+        CORRAL_RETURN_IF_ERROR(SolveWith(**cbc, time_limit_s, out));
+      } catch (const std::exception& e) {
         return Status(StatusCode::kInternal,
-                      "exact: the MIP solver stopped without an answer (Cbc status " +
-                          std::to_string(Cbc_status(cbc.get())) + ")");
+                      "exact: CBC failed on " + Instance() + ": " + e.what());
+      } catch (...) {  // CBC's own CoinError derives from no standard exception
+        return Status(StatusCode::kInternal, "exact: CBC failed on " + Instance() +
+                                                 " (a non-standard exception, CoinError)");
       }
-      // Maximising: the best bound is on what is still reachable, so no less than the optimum.
-      out.upper_milli =
-          static_cast<int64_t>(std::floor(Cbc_getBestPossibleObjValue(cbc.get()) + 1e-6));
-      if (const double* x = Cbc_bestSolution(cbc.get())) {
-        auto held = CheckedSolutionMilli(x);
-        if (!held.ok()) return held.status();
-        out.milli = *held;
-      }
-      out.upper_milli = std::max(out.upper_milli, out.milli);
-      if (out.status == ExactStatus::kOptimal) out.upper_milli = out.milli;
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return out;
@@ -452,7 +441,8 @@ class PlacementMip {
     int column;
   };
   struct CbcDelete {
-    void operator()(Cbc_Model* m) const { Cbc_deleteModel(m); }
+    const CbcLibrary* cbc;
+    void operator()(Cbc_Model* m) const { cbc->Cbc_deleteModel(m); }
   };
   static constexpr double kNoLimit = -1e30;  // a row's lower bound when it has none
 
@@ -482,7 +472,46 @@ class PlacementMip {
     }
   }
 
-  void Load(Cbc_Model* cbc) const {
+  // The instance as errors name it.
+  std::string Instance() const {
+    return "the instance of " + std::to_string(nodes_.size()) + " node(s), " +
+           std::to_string(shapes_.size()) + " task shape(s) (" + std::to_string(upper_.size()) +
+           " columns, " + std::to_string(row_upper_.size()) + " rows)";
+  }
+
+  // The solve proper; CBC may throw.
+  Status SolveWith(const CbcLibrary& lib, double time_limit_s, ExactOptimum& out) const {
+    std::unique_ptr<Cbc_Model, CbcDelete> cbc(lib.Cbc_newModel(), CbcDelete{&lib});
+    Load(lib, cbc.get());
+    // CBC 2.10 counts the limit in CPU time unless told otherwise; the flag's is wall time.
+    lib.Cbc_setParameter(cbc.get(), "timeMode", "elapsed");
+    lib.Cbc_setMaximumSeconds(cbc.get(), time_limit_s);
+    lib.Cbc_setLogLevel(cbc.get(), 0);
+    lib.Cbc_setParameter(cbc.get(), "threads", "1");  // deterministic search
+    lib.Cbc_solve(cbc.get());
+    if (lib.Cbc_isProvenOptimal(cbc.get())) {
+      out.status = ExactStatus::kOptimal;
+    } else if (lib.Cbc_isSecondsLimitReached(cbc.get())) {
+      out.status = ExactStatus::kTimeLimit;
+    } else {
+      return Status(StatusCode::kInternal, "exact: the MIP solver stopped without an answer on " +
+                                               Instance() + " (Cbc status " +
+                                               std::to_string(lib.Cbc_status(cbc.get())) + ")");
+    }
+    // Maximising: the best bound is on what is still reachable, so no less than the optimum.
+    out.upper_milli =
+        static_cast<int64_t>(std::floor(lib.Cbc_getBestPossibleObjValue(cbc.get()) + 1e-6));
+    if (const double* x = lib.Cbc_bestSolution(cbc.get())) {
+      auto held = CheckedSolutionMilli(x);
+      if (!held.ok()) return held.status();
+      out.milli = *held;
+    }
+    out.upper_milli = std::max(out.upper_milli, out.milli);
+    if (out.status == ExactStatus::kOptimal) out.upper_milli = out.milli;
+    return Status::Ok();
+  }
+
+  void Load(const CbcLibrary& lib, Cbc_Model* cbc) const {
     std::vector<CoinBigIndex> start = {0};
     std::vector<int> index;
     std::vector<double> value;
@@ -494,11 +523,11 @@ class PlacementMip {
       start.push_back(static_cast<CoinBigIndex>(index.size()));
     }
     const std::vector<double> lower(upper_.size(), 0.0);
-    Cbc_loadProblem(cbc, static_cast<int>(upper_.size()), static_cast<int>(row_upper_.size()),
-                    start.data(), index.data(), value.data(), lower.data(), upper_.data(),
-                    objective_.data(), row_lower_.data(), row_upper_.data());
-    for (size_t j = 0; j < upper_.size(); ++j) Cbc_setInteger(cbc, static_cast<int>(j));
-    Cbc_setObjSense(cbc, -1);  // maximise
+    lib.Cbc_loadProblem(cbc, static_cast<int>(upper_.size()), static_cast<int>(row_upper_.size()),
+                        start.data(), index.data(), value.data(), lower.data(), upper_.data(),
+                        objective_.data(), row_lower_.data(), row_upper_.data());
+    for (size_t j = 0; j < upper_.size(); ++j) lib.Cbc_setInteger(cbc, static_cast<int>(j));
+    lib.Cbc_setObjSense(cbc, -1);  // maximise
   }
 
   // The solver's solution `x` rounded to integers and checked in integer arithmetic against every
@@ -625,18 +654,14 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
   const auto start = std::chrono::steady_clock::now();
   if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
   if (original.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
-  sched::ClusterState state(sched::ClusterStateOptions{});
-  auto capacity_or = LoadFillCluster(nodes, state);
-  if (!capacity_or.ok()) return capacity_or.status();
-  const int64_t capacity = *capacity_or;
   // Before tuning: the tuned list's shapes are some of the original's.
   const std::vector<NodeClass> classes = ClassesOf(nodes);
   CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, ShapesOf(original).shapes));
-  SeededRng rng(seed);
-  const std::vector<model::TaskResources> tasks = TuneWorkload(original, capacity, tune, rng);
-  if (tasks.empty()) {
-    return InvalidArgument("bound: no tasks to present (empty workload, or --tune too small)");
-  }
+  sched::ClusterState state(sched::ClusterStateOptions{});
+  auto list = FillTasks(nodes, original, seed, tune, state);
+  if (!list.ok()) return list.status();
+  const int64_t capacity = list->capacity_milli;
+  const std::vector<model::TaskResources>& tasks = list->tasks;
   if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
 
   FillResult result;

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "sched/placer.h"
+#include "sim/fill_bound.h"
 #include "sim/report.h"
 #include "sim/trace.h"
 
@@ -64,6 +65,34 @@ TEST(Fill, ErrorsAreClear) {
   auto r = RunFill(cpu_only, SmallWorkload(), FillConfig{"fgd", 1, 1.3});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("no GPUs"), std::string::npos);
+}
+
+// One list per seed: RunFill and the fill bound present FillTasks', which is TuneWorkload's from
+// SeededRng(seed) on the loaded cluster's capacity.
+TEST(Fill, TheFillAndTheBoundPresentFillTasks) {
+  sched::ClusterState state(sched::ClusterStateOptions{});
+  auto list = FillTasks(SmallCluster(), SmallWorkload(), 42, 1.3, state);
+  ASSERT_TRUE(list.ok()) << list.status().message();
+  EXPECT_EQ(list->capacity_milli, 36000);
+  EXPECT_EQ(state.TotalGpuMilli(), 36000);
+  SeededRng rng(42);
+  const auto tuned = TuneWorkload(SmallWorkload(), 36000, 1.3, rng);
+  ASSERT_EQ(list->tasks.size(), tuned.size());
+  for (size_t i = 0; i < tuned.size(); ++i) {
+    EXPECT_EQ(list->tasks[i].TotalMilli().value(), tuned[i].TotalMilli().value()) << "task " << i;
+  }
+  auto fill = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"bestfit", 42, 1.3});
+  auto bound = RunFillBound(SmallCluster(), SmallWorkload(), 42, 1.3);
+  ASSERT_TRUE(fill.ok() && bound.ok());
+  ASSERT_EQ(fill->tasks_presented, static_cast<int>(list->tasks.size()));
+  ASSERT_EQ(bound->tasks_presented, fill->tasks_presented);
+  for (size_t t = 0; t < fill->steps.size(); ++t) {
+    EXPECT_DOUBLE_EQ(bound->steps[t].arrived_pct, fill->steps[t].arrived_pct) << "step " << t;
+  }
+  sched::ClusterState empty(sched::ClusterStateOptions{});
+  auto none = FillTasks(SmallCluster(), SmallWorkload(), 42, 1e-9, empty);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("no tasks"), std::string::npos);
 }
 
 TEST(Fill, SameSeedSameJsonWhateverTheThreadCount) {

@@ -77,17 +77,17 @@ Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
   }
   // The tasks the fills presented up to the step: RunFill's list for the seed.
   sched::ClusterState state(sched::ClusterStateOptions{});
-  auto capacity = LoadFillCluster(*sample, state);
-  if (!capacity.ok()) return capacity.status();
-  row.capacity_milli = *capacity;
-  SeededRng rng(seed);
-  std::vector<model::TaskResources> tasks = TuneWorkload(original, *capacity, tune, rng);
+  auto list = FillTasks(*sample, original, seed, tune, state);
+  if (!list.ok()) return list.status();
+  const int64_t capacity = list->capacity_milli;
+  row.capacity_milli = capacity;
+  std::vector<model::TaskResources> tasks = std::move(list->tasks);
   tasks.resize(row.tasks);
   int64_t arrived = 0;
   for (const auto& t : tasks) arrived += t.TotalMilli().value();
 
   auto unallocated = [&](double held) {
-    return std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(*capacity));
+    return std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
   };
   auto lp = PlaceableMilliBound(*sample, tasks);
   if (!lp.ok()) return lp.status();

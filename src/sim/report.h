@@ -29,9 +29,8 @@ std::string FillTable(const std::vector<FillResult>& results);
 std::string FillBoundTable(const std::vector<FillResult>& bounds);
 // The bound's tightness (fill_tightness.h): one row per instance and a mean row over those solved
 // to optimality: the LP bound, the exact optimum (the solver's range "low-high" when the time limit
-// stopped it), each policy, the LP gap (exact − LP) and the online gap (best − exact), in points of
-// unallocated GPU
-// %, and the solve time.
+// stopped it), each policy, the LP gap (exact − LP) and the online gap (best − exact), in points
+// of unallocated GPU %, and the solve time.
 std::string FillTightnessTable(const std::vector<TightnessRow>& rows);
 
 // Writes fill_<policy>_<seed>.csv (one row per presented task) and fill_unallocated.svg (median

@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -181,46 +182,56 @@ int RunFillCommand(const FillFlags& f) {
 // `sim bound`; with --exact-nodes, the bound's tightness on sampled clusters instead.
 struct BoundFlags {
   FillInputFlags input;
-  size_t exact_nodes = 0;  // 0: the bound on the whole cluster
-  double exact_time_limit = 60;
-  double exact_load = 100;
+  // Unset: the bound on the whole cluster. The other two need it.
+  std::optional<size_t> exact_nodes;
+  std::optional<double> exact_time_limit;  // seconds; default 60
+  std::optional<double> exact_load;        // % of GPU capacity; default 100
 };
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
-  if (!(b.exact_time_limit > 0 && b.exact_time_limit <= kMaxExactSeconds)) {
+  const size_t exact_nodes = *b.exact_nodes;
+  const double exact_time_limit = b.exact_time_limit.value_or(60);
+  const double exact_load = b.exact_load.value_or(100);
+  if (!(exact_time_limit > 0 && exact_time_limit <= kMaxExactSeconds)) {
     return Fail(InvalidArgument("--exact-time-limit: must be in (0, " +
                                 std::to_string(static_cast<int>(kMaxExactSeconds)) + "] seconds"),
                 kExitBadInput);
   }
-  if (!(b.exact_load > 0 && b.exact_load <= 1000)) {
+  if (!(exact_load > 0 && exact_load <= 1000)) {
     return Fail(InvalidArgument("--exact-load: must be in (0, 1000] (% of GPU capacity)"),
                 kExitBadInput);
   }
-  if (b.exact_nodes > kMaxExactNodes || b.exact_nodes > in.nodes.size()) {
+  if (exact_nodes == 0 || exact_nodes > kMaxExactNodes || exact_nodes > in.nodes.size()) {
     return Fail(InvalidArgument("--exact-nodes: must be in [1, " +
                                 std::to_string(std::min(kMaxExactNodes, in.nodes.size())) +
-                                "], got " + std::to_string(b.exact_nodes)),
+                                "], got " + std::to_string(exact_nodes)),
                 kExitBadInput);
   }
   std::vector<TightnessRow> rows;
   for (uint64_t seed : in.seeds) {
-    auto row = RunFillTightness(in.nodes, in.tasks, seed, b.input.tune, b.exact_nodes, b.exact_load,
-                                b.exact_time_limit);
+    auto row = RunFillTightness(in.nodes, in.tasks, seed, b.input.tune, exact_nodes, exact_load,
+                                exact_time_limit);
     if (!row.ok()) return Fail(row.status(), kExitRunFailed);
     rows.push_back(std::move(row).value());
   }
-  std::cout << "bound --exact-nodes " << b.exact_nodes << ": " << in.tasks.size() << " tasks from "
+  std::cout << "bound --exact-nodes " << exact_nodes << ": " << in.tasks.size() << " tasks from "
             << b.input.pods << ", seeds " << b.input.seeds << ", tuned to " << b.input.tune * 100
-            << "%, time limit " << b.exact_time_limit << " s per instance\n"
+            << "%, time limit " << exact_time_limit << " s per instance\n"
             << FillTightnessTable(rows);
   return 0;
 }
 
 int RunBoundCommand(const BoundFlags& b) {
   const FillInputFlags& f = b.input;
+  if (!b.exact_nodes && b.exact_time_limit) {
+    return Fail(InvalidArgument("--exact-time-limit: needs --exact-nodes"), kExitBadInput);
+  }
+  if (!b.exact_nodes && b.exact_load) {
+    return Fail(InvalidArgument("--exact-load: needs --exact-nodes"), kExitBadInput);
+  }
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
-  if (b.exact_nodes > 0) return RunExactCommand(b, *in);
+  if (b.exact_nodes) return RunExactCommand(b, *in);
   std::vector<FillResult> bounds;
   for (uint64_t seed : in->seeds) {
     auto b = RunFillBound(in->nodes, in->tasks, seed, f.tune);
@@ -545,7 +556,7 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Tightness: sample this many nodes per seed and compare the bound with the exact "
                 "optimum and the online policies (at most 200)");
   b->add_option("--exact-time-limit", bound->exact_time_limit,
-                "Seconds per exact solve (default 60; at most 3600)");
+                "Wall-clock seconds per exact solve (default 60; at most 3600)");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
