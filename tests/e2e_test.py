@@ -1191,7 +1191,14 @@ def test_fresh_server_fills_a_used_node_first(root):
         check("four empty agents join", c.wait_nodes(5))
         policy = c.api("GET", "/api/v1/policy")[1]
         check("GET /api/v1/policy: best, no workload profile yet",
-              policy["placement"] == "best" and policy["profile_jobs"] == 0, policy)
+              policy["placement"] == "best" and policy["profile_jobs"] == 0 and
+              policy["uses_profile"] and policy["profile_min_jobs"] == 100, policy)
+        shown = c.cli("policy")
+        check("corral policy says best places as bestfit until it has a profile",
+              shown.returncode == 0 and
+              "placement: best (no workload profile yet: places as bestfit until 100 jobs "
+              "have been submitted)" in shown.stdout and "order: " in shown.stdout,
+              shown.stdout + shown.stderr)
         one = submit(c, {"command": ["sleep", "60"], "resources": {"gpus": 1}})
         check("the 1-GPU job runs", c.wait_state(one, ("running",), 20), c.job(one))
         where = c.job(one)["tasks"][0]["node"]

@@ -539,6 +539,35 @@ void PrintJobs(const std::vector<protocol::JobSummary>& jobs) {
   PrintTable(header, rows);
 }
 
+// `corral policy`: the rules, then the placement and whether its workload profile exists yet
+// (fgd and best place as bestfit until it does: docs/control-plane.md, "The workload profile").
+void PrintPolicy(const protocol::PolicyView& p) {
+  const protocol::SchedulingRules& r = p.rules;
+  std::cout << "order: " << r.order << "  blocking: " << r.blocking
+            << "  reclaim lent GPUs: " << (r.reclaim ? "yes" : "no") << "\n";
+  if (r.order == "las") {
+    std::cout << "las thresholds (GPU-seconds): " << json(r.las_thresholds_gpu_s).dump() << "\n";
+  }
+  std::cout << "fair share: half-life " << FormatDuration(r.half_life) << ", weight "
+            << Decimal(r.fair_share_weight, 3) << ", age weight " << Decimal(r.age_weight, 3)
+            << " per " << FormatDuration(r.age_unit) << "\n";
+  std::cout << "placement: " << p.placement;
+  if (p.uses_profile && p.typical_tasks == 0) {
+    std::cout << " (no workload profile yet: places as bestfit until " << p.profile_min_jobs
+              << " jobs have been submitted)";
+  } else if (p.uses_profile) {
+    std::cout << " (workload profile of the last " << p.profile_jobs << " jobs: " << p.typical_tasks
+              << (p.typical_tasks == 1 ? " typical task shape)" : " typical task shapes)");
+  }
+  std::cout << "\npolicy file: "
+            << (p.file.empty() ? "none (built-in rules; corral server --policy-file sets one)"
+                               : p.file)
+            << "\n";
+  if (p.file_error) {
+    std::cout << "policy file error: " << *p.file_error << " (the rules above stay in force)\n";
+  }
+}
+
 void PrintJob(const protocol::JobView& view) {
   const protocol::JobSummary& j = view.summary;
   std::cout << "Job " << j.id.value();
@@ -1604,6 +1633,23 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
       return Status::Ok();
     });
   });
+  CLI::App* policy = app.add_subcommand(
+      "policy", "The scheduling rules in force: queue order, fair share, placement");
+  out_opt(policy);
+  policy->callback([f, exit_code] {
+    *exit_code = WithClient([&](ApiClient& client) -> Status {
+      auto answer = client.Get("/api/v1/policy");
+      if (!answer.ok()) return answer.status();
+      if (f->output == "json") {
+        std::cout << answer->dump(2) << "\n";
+        return Status::Ok();
+      }
+      auto view = protocol::ParsePolicyView(*answer);
+      if (!view.ok()) return view.status();
+      PrintPolicy(*view);
+      return Status::Ok();
+    });
+  });
   list(&app, "users", "Users and their submit limits (admin)", "/api/v1/users",
        {"NAME", "ADMIN", "MAX_PENDING_JOBS", "MAX_SUBMITS_PER_MINUTE"}, protocol::ParseUserViews,
        [](const protocol::UserView& u) -> std::vector<std::string> {
@@ -2361,7 +2407,8 @@ constexpr CommandGroup kCommandGroups[] = {
     {AddJobCommands, "jobs job cancel logs"},
     {AddEnvironmentCommands, "environment env"},
     {AddSessionCommands, "session"},
-    {AddClusterCommands, "nodes projects queue users tokens node login whoami user project token"},
+    {AddClusterCommands,
+     "nodes projects queue policy users tokens node login whoami user project token"},
     {AddMonitoringCommands, "gpus idle capacity usage"},
 };
 

@@ -585,6 +585,8 @@ PolicyView SomePolicy() {
           .placement = "fgd",
           .profile_jobs = 10000,
           .typical_tasks = 12,
+          .uses_profile = true,
+          .profile_min_jobs = 100,
           .file = "/etc/corral/policy.yaml"};
 }
 
@@ -602,7 +604,7 @@ TEST(ApiSchedulingTest, RoundTrips) {
       "reclaim": true, "las_thresholds_gpu_s": [3600], "fair_share": {"half_life_s": 604800,
       "fair_share_weight": 1000.0, "age_weight": 100.0, "age_unit_s": 86400}},
       "placement": "fgd", "profile_jobs": 10000, "typical_tasks": 12,
-      "file": "/etc/corral/policy.yaml",
+      "uses_profile": true, "profile_min_jobs": 100, "file": "/etc/corral/policy.yaml",
       "file_error": null})"));
   EXPECT_EQ(*ParsePolicyView(p), policy);
   policy.file_error = "field 'order': unknown";
@@ -618,6 +620,13 @@ TEST(ApiSchedulingTest, RefusalsNameTheField) {
   p["policy"]["fair_share"]["age_weight"] = -1;
   EXPECT_THAT(ErrorOf(ParsePolicyView(p)),
               HasSubstr("policy: field 'policy.fair_share.age_weight': must be >= 0"));
+  p = ToJson(SomePolicy());
+  p["uses_profile"] = "yes";
+  EXPECT_THAT(ErrorOf(ParsePolicyView(p)),
+              HasSubstr("policy: field 'uses_profile': must be true or false"));
+  p = ToJson(SomePolicy());
+  p["profile_min_jobs"] = -1;
+  EXPECT_THAT(ErrorOf(ParsePolicyView(p)), HasSubstr("policy: field 'profile_min_jobs'"));
 }
 
 }  // namespace

@@ -99,6 +99,8 @@ json ToJson(const PolicyView& p) {
           {"placement", p.placement},
           {"profile_jobs", p.profile_jobs},
           {"typical_tasks", p.typical_tasks},
+          {"uses_profile", p.uses_profile},
+          {"profile_min_jobs", p.profile_min_jobs},
           {"file", p.file},
           {"file_error", p.file_error ? json(*p.file_error) : json(nullptr)}};
 }
@@ -116,6 +118,8 @@ Result<PolicyView> ParsePolicyView(const json& json) {
   CORRAL_RETURN_IF_ERROR(r->String("placement", true, p.placement));
   CORRAL_RETURN_IF_ERROR(r->Int("profile_jobs", false, p.profile_jobs, 0));
   CORRAL_RETURN_IF_ERROR(r->Int("typical_tasks", false, p.typical_tasks, 0));
+  CORRAL_RETURN_IF_ERROR(r->Bool("uses_profile", p.uses_profile));
+  CORRAL_RETURN_IF_ERROR(r->Int("profile_min_jobs", false, p.profile_min_jobs, 0));
   CORRAL_RETURN_IF_ERROR(r->String("file", true, p.file));
   if (r->Find("file_error") != nullptr) {
     std::string error;

@@ -66,6 +66,10 @@ struct PolicyView {
   // The typical tasks (task shapes) the scheduler's placement scores against now: 0 when it
   // has no profile.
   int64_t typical_tasks = 0;
+  // True when the placement policy scores against a workload profile (fgd, best); then, until
+  // `profile_min_jobs` jobs have been submitted, it places as bestfit does.
+  bool uses_profile = false;
+  int64_t profile_min_jobs = 0;
   std::string file;                       // the policy file; "" for none
   std::optional<std::string> file_error;  // why its last edit was refused
   bool operator==(const PolicyView&) const = default;

@@ -590,6 +590,8 @@ protocol::PolicyView Controller::PolicyViewLocked() const {
                            .placement = config_.policy,
                            .profile_jobs = static_cast<int64_t>(profile_.profile_jobs()),
                            .typical_tasks = static_cast<int64_t>(typical_tasks),
+                           .uses_profile = scheduler_->UsesWorkloadProfile(),
+                           .profile_min_jobs = static_cast<int64_t>(profile_.min_jobs()),
                            .file = config_.policy_file};
   if (!policy_error_.empty()) out.file_error = policy_error_;
   return out;

@@ -44,6 +44,8 @@ class WorkloadProfile {
   std::vector<sched::TypicalTask> Refresh(Seconds now);
 
   size_t remembered() const { return ring_.size(); }
+  // Jobs needed before there is a profile (the clamped option).
+  size_t min_jobs() const { return options_.min_jobs; }
   // Jobs the last profile was computed from; 0 when there is none.
   size_t profile_jobs() const { return profile_jobs_; }
 
