@@ -280,8 +280,11 @@ lint: format-check tidy
 format-check: setup
 	@$(call timed,clang-format check,$(CHECK_FORMAT))
 
-# Prints clang-format's complaints, then the list of files that `make format` would change.
-CHECK_FORMAT = bad=(); n=0; for f in $(FORMAT_FILES); do \
+# One clang-format process checks every file (one process per file took 81 s of CPU instead of
+# 4); only when it fails, prints clang-format's complaints file by file, then the list of files
+# that `make format` would change.
+CHECK_FORMAT = clang-format --dry-run --Werror $(FORMAT_FILES) 2>/dev/null && exit 0; \
+  bad=(); n=0; for f in $(FORMAT_FILES); do \
     clang-format --dry-run --Werror "$$f" || { bad+=("$$f"); n=$$((n + 1)); }; done; \
   if [ $$n -gt 0 ]; then \
     printf '\n%d of %d files are not clang-formatted (fix: make format):\n' \

@@ -15,6 +15,7 @@ target=${1:-test}
 # `make run`: build/corral, build/corral-daemon, build/corral-supervise and the dashboard.
 run_packages=(
   build-essential cmake ccache pkg-config git
+  lld  # the linker (CMakeLists.txt, CORRAL_LLD): a quarter of GNU ld's CPU time on the test binaries
   nlohmann-json3-dev libcli11-dev
   libsqlite3-dev  # store/: SQLite, the embedded default
   libpq-dev  # store/: the PostgreSQL client's header (libpq itself is loaded only for postgres:// URLs)
