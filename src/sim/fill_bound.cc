@@ -335,7 +335,8 @@ class PlacementLp {
 // 8 openb nodes). Variables: x(s, n) tasks of shape s on node n (where the shape fits); for a share
 // shape, y(s, g) of its tasks on GPU g of that node; w(g) = 1 when GPU g is held whole. Rows:
 // Σ_n x(s, n) ≤ count(s); per node CPU and memory; Σ_g w(g) = Σ_whole gpus(s)·x(s, n);
-// Σ_g y(s, g) = x(s, n); per GPU 1000·w(g) + Σ milli(s)·y(s, g) ≤ 1000. Symmetry is broken
+// Σ_g y(s, g) = x(s, n); per GPU 1000·w(g) + Σ milli(s)·y(s, g) ≤ 1000; per GPU, node CPU and
+// node memory the dual feasible rows of the LP (PlacementLp) for that one bin. Symmetry is broken
 // without losing an optimum: the GPUs of a node by (w, used milli) descending and consecutive
 // identical nodes by the milli they hold (sort the GPUs of each node, then the nodes of each
 // class: both orders hold at once).
@@ -381,6 +382,7 @@ class PlacementMip {
       const int whole = AddRow(0, 0);  // Σ w(g) − Σ gpus(s)·x(s, n) = 0
       std::vector<int> gpu_rows, w_cols;
       std::vector<Terms> used(node.gpus);  // per GPU: 1000·w(g) + Σ milli(s)·y(s, g)
+      Terms cpu_items, memory_items;       // per task shape: x(s, n) and its size
       for (int64_t g = 0; g < node.gpus; ++g) {
         gpu_rows.push_back(AddRow(kNoLimit, static_cast<double>(kGpuMilli)));
         const int w = AddColumn(1, 0);
@@ -400,6 +402,8 @@ class PlacementMip {
         Add(count_row[s], x, 1);
         Add(cpu, x, static_cast<double>(shape.cpu));
         Add(memory, x, static_cast<double>(shape.memory));
+        cpu_items.emplace_back(x, static_cast<double>(shape.cpu));
+        memory_items.emplace_back(x, static_cast<double>(shape.memory));
         held[n].emplace_back(x, static_cast<double>(shape.TotalMilli()));
         if (!IsShare(shape)) {
           Add(whole, x, -static_cast<double>(shape.gpus));
@@ -417,6 +421,12 @@ class PlacementMip {
           used[g].emplace_back(y, static_cast<double>(shape.gpu_milli));
         }
       }
+      // The LP's dual feasible rows, per bin of this node: they hold for every integer placement
+      // and cut fractional ones the capacity rows allow (a 600-milli share half on each of two
+      // GPUs), so the bound CBC branches from is tighter.
+      for (const Terms& gpu : used) AddDualFeasibleRows(gpu, kGpuMilli);
+      AddDualFeasibleRows(cpu_items, node.cpu);
+      AddDualFeasibleRows(memory_items, node.memory);
       for (int64_t g = 0; g + 1 < node.gpus; ++g) {
         AddDifferenceRow(used[g], used[g + 1]);
         AddDifferenceRow({{w_cols[g], 1}}, {{w_cols[g + 1], 1}});
@@ -582,6 +592,27 @@ class PlacementMip {
     return static_cast<int>(upper_.size()) - 1;
   }
   void Add(int row, int col, double coef) { entries_[col].emplace_back(row, coef); }
+  // For a bin of `capacity` holding `items` (column, size per unit of the column), a row
+  // Σ u(size/capacity)·column ≤ 1 per dual feasible function u (FunctionsFor) that raises some
+  // item above size/capacity; the identity is the capacity row itself.
+  void AddDualFeasibleRows(const Terms& items, int64_t capacity) {
+    if (capacity <= 0 || items.empty()) return;
+    std::set<int64_t> sizes;
+    for (const auto& [col, size] : items) sizes.insert(static_cast<int64_t>(size));
+    for (const DualFeasibleFunction& u : FunctionsFor(sizes, capacity)) {
+      const bool raises = std::any_of(sizes.begin(), sizes.end(), [&](int64_t size) {
+        return u.Apply(size, capacity) >
+               static_cast<double>(size) / static_cast<double>(capacity) + 1e-12;
+      });
+      if (!raises) continue;
+      const int row = AddRow(kNoLimit, 1);
+      for (const auto& [col, size] : items) {
+        const double coef = u.Apply(static_cast<int64_t>(size), capacity);
+        if (coef > 0) Add(row, col, coef);
+      }
+    }
+  }
+
   // Σ first − Σ second ≥ 0 (a column in both gets its coefficients summed: no duplicate entries).
   void AddDifferenceRow(const Terms& first, const Terms& second) {
     std::map<int, double> coef;
@@ -593,16 +624,20 @@ class PlacementMip {
     }
   }
 
-  // Whether integer `columns` meet every row, the symmetry rows and the LP's included (so CBC
-  // takes them as a start). The coefficients are integers: the sums are exact in doubles.
+  // Whether integer `columns` meet every row, the symmetry rows and the LP's included, within
+  // 1e-6 (the dual feasible rows' coefficients are fractions), so CBC takes them as a start.
   bool MeetsEveryRow(const std::vector<double>& columns) const {
+    constexpr double kTolerance = 1e-6;
     std::vector<double> activity(row_upper_.size(), 0.0);
     for (size_t col = 0; col < columns.size(); ++col) {
       if (columns[col] < 0 || columns[col] > upper_[col]) return false;
       for (const auto& [row, coef] : entries_[col]) activity[row] += coef * columns[col];
     }
     for (size_t row = 0; row < activity.size(); ++row) {
-      if (activity[row] < row_lower_[row] || activity[row] > row_upper_[row]) return false;
+      if (activity[row] < row_lower_[row] - kTolerance ||
+          activity[row] > row_upper_[row] + kTolerance) {
+        return false;
+      }
     }
     return true;
   }
