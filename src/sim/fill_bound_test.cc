@@ -10,6 +10,7 @@
 #include "common/rng.h"
 #include "sched/placement_policy.h"
 #include "sim/fill_tightness.h"
+#include "sim/report.h"
 
 namespace corral::sim {
 namespace {
@@ -501,6 +502,28 @@ TEST(FillTightness, BoundBelowExactBelowPolicies) {
     EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].arrived_pct, row->arrived_pct);
     EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].unallocated_pct, row->policy_pct[1]);
   }
+}
+
+// The table gives a timed-out instance's ranges, never a gap it has not proven: exact as
+// low-high, the LP gap as [low − lp, high − lp], the online gap as [best − high, best − low].
+TEST(FillTightness, TableShowsTheOpenRanges) {
+  TightnessRow proven{.seed = 1, .nodes = 6, .tasks = 40, .arrived_pct = 99, .lp_bound_pct = 2};
+  proven.exact = ExactOptimum{ExactStatus::kOptimal, 970, 970, 960, 1.5};
+  proven.exact_pct = proven.exact_low_pct = 3;
+  proven.policy_pct = {9, 8, 4};
+  TightnessRow open = proven;
+  open.seed = 2;
+  open.exact = ExactOptimum{ExactStatus::kTimeLimit, 950, 975, 950, 30};
+  open.exact_pct = 5;
+  open.exact_low_pct = 2.5;
+  open.policy_pct = {9, 8, 6};
+  const std::string table = FillTightnessTable({proven, open});
+  EXPECT_NE(table.find("3.00    9.00    8.00    4.00        1.00         1.00"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("2.50-5.00    9.00    8.00    6.00   0.50-3.00    1.00-3.50"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("mean of 1 solved of 2"), std::string::npos) << table;
 }
 
 }  // namespace
