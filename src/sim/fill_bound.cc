@@ -670,6 +670,9 @@ class PlacementMip {
     lib.Cbc_setMaximumSeconds(cbc.get(), time_limit_s);
     lib.Cbc_setLogLevel(cbc.get(), 0);
     lib.Cbc_setParameter(cbc.get(), "threads", "1");  // deterministic search
+    // CBC 2.10's preprocessing crashed (SIGSEGV in CglPreProcess::postProcess, mapping the
+    // answer back) on 2 of 5 40-node solves that hit the time limit with a start.
+    lib.Cbc_setParameter(cbc.get(), "preprocess", "off");
     lib.Cbc_solve(cbc.get());
     if (lib.Cbc_isProvenOptimal(cbc.get())) {
       out.status = ExactStatus::kOptimal;
