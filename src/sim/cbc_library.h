@@ -26,6 +26,7 @@ namespace corral::sim {
   X(Cbc_newModel)                \
   X(Cbc_setInteger)              \
   X(Cbc_setLogLevel)             \
+  X(Cbc_setMIPStartI)            \
   X(Cbc_setMaximumSeconds)       \
   X(Cbc_setObjSense)             \
   X(Cbc_setParameter)            \

@@ -138,6 +138,13 @@ Result<FillResult> RunFill(const std::vector<model::Node>& nodes,
       frag_weighted += now - node_frag[a->node];
       node_frag[a->node] = now;
     }
+    if (config.keep_placements) {
+      if (a) {
+        result.placements.push_back(FillPlacement{static_cast<size_t>(a->node), a->gpus});
+      } else {
+        result.placements.push_back(std::nullopt);
+      }
+    }
     FillStep step;
     step.placed = a.has_value();
     step.arrived_pct = 100.0 * static_cast<double>(arrived) / static_cast<double>(capacity);

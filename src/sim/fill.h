@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/rng.h"
 #include "common/status.h"
+#include "model/allocation.h"
 #include "model/job.h"
 #include "model/node.h"
 #include "sched/cluster_state.h"
@@ -22,6 +24,16 @@ struct FillConfig {
   uint64_t seed = 42;
   double tune = 1.3;       // workload is tuned to this multiple of the cluster's GPU capacity
   sched::BestParams best;  // tunables of the `best` policy (research: --best-params)
+  // Whether FillResult::placements records where each task went (the exact solve starts from it,
+  // fill_tightness.h); off, the fill keeps no per-task allocation.
+  bool keep_placements = false;
+};
+
+// Where one placed task went: its node (an index into the nodes RunFill was given) and the GPUs
+// it holds there (index on the node, milli).
+struct FillPlacement {
+  size_t node = 0;
+  std::vector<model::GpuShare> gpus;
 };
 
 // The state after one presented task.
@@ -47,6 +59,8 @@ struct FillResult {
   int tasks_placed = 0;
   double wall_ms = 0;
   std::vector<FillStep> steps;
+  // Per step, where its task went (nullopt: not placed); empty unless FillConfig::keep_placements.
+  std::vector<std::optional<FillPlacement>> placements;
   // Reads the curve at arrived load x (integer %): the mean over steps whose rounded load is
   // x, or over |x_t − x| ≤ 1 when none is, or the closest step when none is within 1.
   FillPoint At(int x) const;

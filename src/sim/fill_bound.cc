@@ -29,6 +29,9 @@ struct NodeClass {
   int64_t cpu = 0;     // milli
   int64_t memory = 0;  // MiB
   int64_t count = 0;
+
+  // What makes two nodes interchangeable (ClassesOf orders classes by it).
+  auto Key() const { return std::tie(model, gpus, cpu, memory); }
 };
 
 // Tasks that are interchangeable: same request and the same acceptable models.
@@ -332,7 +335,8 @@ class PlacementLp {
 // 8 openb nodes). Variables: x(s, n) tasks of shape s on node n (where the shape fits); for a share
 // shape, y(s, g) of its tasks on GPU g of that node; w(g) = 1 when GPU g is held whole. Rows:
 // Σ_n x(s, n) ≤ count(s); per node CPU and memory; Σ_g w(g) = Σ_whole gpus(s)·x(s, n);
-// Σ_g y(s, g) = x(s, n); per GPU 1000·w(g) + Σ milli(s)·y(s, g) ≤ 1000. Symmetry is broken
+// Σ_g y(s, g) = x(s, n); per GPU 1000·w(g) + Σ milli(s)·y(s, g) ≤ 1000; per GPU, node CPU and
+// node memory the dual feasible rows of the LP (PlacementLp) for that one bin. Symmetry is broken
 // without losing an optimum: the GPUs of a node by (w, used milli) descending and consecutive
 // identical nodes by the milli they hold (sort the GPUs of each node, then the nodes of each
 // class: both orders hold at once).
@@ -342,11 +346,30 @@ class PlacementMip {
   PlacementMip(const std::vector<model::Node>& nodes, const std::vector<TaskShape>& shapes,
                double most_milli)
       : shapes_(shapes) {
-    // Identical nodes next to each other, so the symmetry rows link neighbours.
-    for (const NodeClass& c : ClassesOf(nodes)) {
-      for (int64_t i = 0; i < c.count; ++i)
-        nodes_.push_back(NodeClass{c.model, c.gpus, c.cpu, c.memory, 1});
+    // Identical nodes next to each other (classes in ClassesOf's order, input order within a
+    // class), so the symmetry rows link neighbours; nodes without GPUs hold no milli.
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const model::Node& n = nodes[i];
+      if (n.gpus.empty()) continue;
+      nodes_.push_back(NodeClass{n.gpu_model, static_cast<int64_t>(n.gpus.size()), n.cpu.value(),
+                                 n.memory.value(), 1});
+      source_.push_back(i);
     }
+    std::vector<size_t> order(nodes_.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return nodes_[a].Key() < nodes_[b].Key(); });
+    std::vector<NodeClass> sorted;
+    std::vector<size_t> sorted_source;
+    for (size_t i : order) {
+      sorted.push_back(nodes_[i]);
+      sorted_source.push_back(source_[i]);
+    }
+    nodes_ = std::move(sorted);
+    source_ = std::move(sorted_source);
+    x_col_.assign(nodes_.size(), std::vector<int>(shapes_.size(), -1));
+    y_col_ = x_col_;
+    w_col_.resize(nodes_.size());
     std::vector<int> count_row(shapes_.size());
     for (size_t s = 0; s < shapes_.size(); ++s) {
       count_row[s] = AddRow(kNoLimit, static_cast<double>(shapes_[s].count));
@@ -359,6 +382,7 @@ class PlacementMip {
       const int whole = AddRow(0, 0);  // Σ w(g) − Σ gpus(s)·x(s, n) = 0
       std::vector<int> gpu_rows, w_cols;
       std::vector<Terms> used(node.gpus);  // per GPU: 1000·w(g) + Σ milli(s)·y(s, g)
+      Terms cpu_items, memory_items;       // per task shape: x(s, n) and its size
       for (int64_t g = 0; g < node.gpus; ++g) {
         gpu_rows.push_back(AddRow(kNoLimit, static_cast<double>(kGpuMilli)));
         const int w = AddColumn(1, 0);
@@ -367,15 +391,19 @@ class PlacementMip {
         used[g].emplace_back(w, kGpuMilli);
         w_cols.push_back(w);
       }
+      w_col_[n] = w_cols;
       for (size_t s = 0; s < shapes_.size(); ++s) {
         const TaskShape& shape = shapes_[s];
         if (!shape.FitsOn(node)) continue;
         const int x =
             AddColumn(static_cast<double>(shape.count), static_cast<double>(shape.TotalMilli()));
         placed_.push_back({s, n, x});
+        x_col_[n][s] = x;
         Add(count_row[s], x, 1);
         Add(cpu, x, static_cast<double>(shape.cpu));
         Add(memory, x, static_cast<double>(shape.memory));
+        cpu_items.emplace_back(x, static_cast<double>(shape.cpu));
+        memory_items.emplace_back(x, static_cast<double>(shape.memory));
         held[n].emplace_back(x, static_cast<double>(shape.TotalMilli()));
         if (!IsShare(shape)) {
           Add(whole, x, -static_cast<double>(shape.gpus));
@@ -384,6 +412,7 @@ class PlacementMip {
         const int link = AddRow(0, 0);  // Σ_g y(s, g) − x(s, n) = 0
         Add(link, x, -1);
         const int64_t per_gpu = std::min(shape.count, kGpuMilli / shape.gpu_milli);
+        y_col_[n][s] = static_cast<int>(upper_.size());  // y(s, g) for g = 0.. are consecutive
         for (int64_t g = 0; g < node.gpus; ++g) {
           const int y = AddColumn(static_cast<double>(per_gpu), 0);
           shared_.push_back({s, n, g, y});
@@ -392,13 +421,17 @@ class PlacementMip {
           used[g].emplace_back(y, static_cast<double>(shape.gpu_milli));
         }
       }
+      // The LP's dual feasible rows, per bin of this node: they hold for every integer placement
+      // and cut fractional ones the capacity rows allow (a 600-milli share half on each of two
+      // GPUs), so the bound CBC branches from is tighter.
+      for (const Terms& gpu : used) AddDualFeasibleRows(gpu, kGpuMilli);
+      AddDualFeasibleRows(cpu_items, node.cpu);
+      AddDualFeasibleRows(memory_items, node.memory);
       for (int64_t g = 0; g + 1 < node.gpus; ++g) {
         AddDifferenceRow(used[g], used[g + 1]);
         AddDifferenceRow({{w_cols[g], 1}}, {{w_cols[g + 1], 1}});
       }
-      const bool same_as_previous =
-          n > 0 && nodes_[n - 1].model == node.model && nodes_[n - 1].gpus == node.gpus &&
-          nodes_[n - 1].cpu == node.cpu && nodes_[n - 1].memory == node.memory;
+      const bool same_as_previous = n > 0 && nodes_[n - 1].Key() == node.Key();
       if (same_as_previous) AddDifferenceRow(held[n - 1], held[n]);
     }
     const int most = AddRow(kNoLimit, most_milli);
@@ -407,16 +440,114 @@ class PlacementMip {
     }
   }
 
+  // A known placement as the MIP's columns, and the milli it holds.
+  struct Start {
+    std::vector<double> columns;
+    int64_t milli = 0;
+  };
+
+  // `placement` (one entry per task of the shapes' list, nodes indexed as the constructor's
+  // `nodes`; `shape_of_task` from ShapesOf) as columns that meet the symmetry rows: per node its
+  // whole GPUs first, then its shared GPUs by used milli descending (which GPU index a task held
+  // does not matter, only which shares sit together), and identical nodes by held milli
+  // descending. CPU-only tasks are left out (they hold no milli). Checked in integers as a
+  // solution is. Errors: a placement longer than the task list, a task on a node without GPUs
+  // or where it does not fit, a share on other than one GPU, more GPUs used than a node has,
+  // or a placement that does not check out; each names the first offender.
+  Result<Start> StartFrom(const TaskPlacements& placement,
+                          const std::vector<std::optional<size_t>>& shape_of_task) const {
+    if (placement.size() > shape_of_task.size()) {
+      return InvalidArgument("exact: start: " + std::to_string(placement.size()) +
+                             " placements for " + std::to_string(shape_of_task.size()) + " tasks");
+    }
+    struct Content {
+      std::vector<int64_t> tasks;                          // per shape
+      std::map<int, std::vector<int64_t>> shares_per_gpu;  // GPU index → tasks per shape
+      int64_t held = 0;
+    };
+    std::map<size_t, size_t> mip_node;  // input node → node of the MIP
+    for (size_t n = 0; n < source_.size(); ++n) mip_node[source_[n]] = n;
+    std::vector<Content> content(nodes_.size(),
+                                 Content{std::vector<int64_t>(shapes_.size(), 0), {}, 0});
+    auto invalid = [](size_t t, const std::string& why) {
+      return InvalidArgument("exact: start: task " + std::to_string(t) + " " + why);
+    };
+    for (size_t t = 0; t < placement.size(); ++t) {
+      if (!placement[t] || !shape_of_task[t]) continue;  // not placed, or holds no milli
+      auto node = mip_node.find(placement[t]->node);
+      if (node == mip_node.end()) return invalid(t, "is on no node with GPUs");
+      const size_t s = *shape_of_task[t], n = node->second;
+      if (x_col_[n][s] < 0) return invalid(t, "is on a node it does not fit");
+      Content& c = content[n];
+      ++c.tasks[s];
+      c.held += shapes_[s].TotalMilli();
+      if (!IsShare(shapes_[s])) continue;
+      if (placement[t]->gpus.size() != 1) return invalid(t, "is a share not on one GPU");
+      auto& per_shape = c.shares_per_gpu[placement[t]->gpus.front().index];
+      per_shape.resize(shapes_.size(), 0);
+      ++per_shape[s];
+    }
+    // Within each class, the nodes' contents by held milli, descending.
+    std::vector<size_t> order(nodes_.size());
+    for (size_t n = 0; n < order.size(); ++n) order[n] = n;
+    for (size_t first = 0, last = 0; first < nodes_.size(); first = last) {
+      for (last = first + 1; last < nodes_.size() && nodes_[last].Key() == nodes_[first].Key();) {
+        ++last;
+      }
+      std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(first),
+                       order.begin() + static_cast<std::ptrdiff_t>(last),
+                       [&](size_t a, size_t b) { return content[a].held > content[b].held; });
+    }
+    Start out{std::vector<double>(upper_.size(), 0.0), 0};
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      const Content& c = content[order[n]];  // moves to node n, of the same class
+      int64_t whole = 0;
+      for (size_t s = 0; s < shapes_.size(); ++s) {
+        if (c.tasks[s] == 0) continue;
+        out.columns[x_col_[n][s]] = static_cast<double>(c.tasks[s]);
+        if (!IsShare(shapes_[s])) whole += c.tasks[s] * shapes_[s].gpus;
+      }
+      std::vector<std::pair<int64_t, const std::vector<int64_t>*>> shared;  // (used milli, tasks)
+      for (const auto& [gpu, per_shape] : c.shares_per_gpu) {
+        int64_t used = 0;
+        for (size_t s = 0; s < shapes_.size(); ++s) used += per_shape[s] * shapes_[s].gpu_milli;
+        shared.emplace_back(used, &per_shape);
+      }
+      std::stable_sort(shared.begin(), shared.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      if (whole + static_cast<int64_t>(shared.size()) > nodes_[n].gpus) {
+        return InvalidArgument("exact: start: node " + std::to_string(source_[order[n]]) +
+                               " holds tasks on more GPUs than it has");
+      }
+      for (int64_t g = 0; g < whole; ++g) out.columns[w_col_[n][g]] = 1;
+      for (size_t i = 0; i < shared.size(); ++i) {
+        const std::vector<int64_t>& per_shape = *shared[i].second;
+        for (size_t s = 0; s < shapes_.size(); ++s) {
+          if (per_shape[s] == 0) continue;
+          out.columns[y_col_[n][s] + whole + static_cast<int64_t>(i)] =
+              static_cast<double>(per_shape[s]);
+        }
+      }
+    }
+    auto held = CheckedSolutionMilli(out.columns.data());
+    if (!held.ok() || !MeetsEveryRow(out.columns)) {
+      return InvalidArgument("exact: start: not a placement of the tasks");
+    }
+    out.milli = *held;
+    return out;
+  }
+
   // Errors: CBC cannot be loaded (LoadCbc), throws, or stops without an answer; each names the
-  // instance (its size).
-  Result<ExactOptimum> Solve(double time_limit_s) const {
-    const auto start = std::chrono::steady_clock::now();
+  // instance (its size). With `start`, CBC begins from it and `milli` is at least its.
+  Result<ExactOptimum> Solve(double time_limit_s, const Start* start) const {
+    const auto began = std::chrono::steady_clock::now();
     ExactOptimum out;
+    if (start != nullptr) out.start_milli = start->milli;
     if (!upper_.empty()) {
       auto cbc = LoadCbc();
       if (!cbc.ok()) return cbc.status();
       try {
-        CORRAL_RETURN_IF_ERROR(SolveWith(**cbc, time_limit_s, out));
+        CORRAL_RETURN_IF_ERROR(SolveWith(**cbc, time_limit_s, start, out));
       } catch (const std::exception& e) {
         return Status(StatusCode::kInternal,
                       "exact: CBC failed on " + Instance() + ": " + e.what());
@@ -425,7 +556,7 @@ class PlacementMip {
                                                  " (a non-standard exception, CoinError)");
       }
     }
-    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
     return out;
   }
 
@@ -461,6 +592,27 @@ class PlacementMip {
     return static_cast<int>(upper_.size()) - 1;
   }
   void Add(int row, int col, double coef) { entries_[col].emplace_back(row, coef); }
+  // For a bin of `capacity` holding `items` (column, size per unit of the column), a row
+  // Σ u(size/capacity)·column ≤ 1 per dual feasible function u (FunctionsFor) that raises some
+  // item above size/capacity; the identity is the capacity row itself.
+  void AddDualFeasibleRows(const Terms& items, int64_t capacity) {
+    if (capacity <= 0 || items.empty()) return;
+    std::set<int64_t> sizes;
+    for (const auto& [col, size] : items) sizes.insert(static_cast<int64_t>(size));
+    for (const DualFeasibleFunction& u : FunctionsFor(sizes, capacity)) {
+      const bool raises = std::any_of(sizes.begin(), sizes.end(), [&](int64_t size) {
+        return u.Apply(size, capacity) >
+               static_cast<double>(size) / static_cast<double>(capacity) + 1e-12;
+      });
+      if (!raises) continue;
+      const int row = AddRow(kNoLimit, 1);
+      for (const auto& [col, size] : items) {
+        const double coef = u.Apply(static_cast<int64_t>(size), capacity);
+        if (coef > 0) Add(row, col, coef);
+      }
+    }
+  }
+
   // Σ first − Σ second ≥ 0 (a column in both gets its coefficients summed: no duplicate entries).
   void AddDifferenceRow(const Terms& first, const Terms& second) {
     std::map<int, double> coef;
@@ -472,6 +624,24 @@ class PlacementMip {
     }
   }
 
+  // Whether integer `columns` meet every row, the symmetry rows and the LP's included, within
+  // 1e-6 (the dual feasible rows' coefficients are fractions), so CBC takes them as a start.
+  bool MeetsEveryRow(const std::vector<double>& columns) const {
+    constexpr double kTolerance = 1e-6;
+    std::vector<double> activity(row_upper_.size(), 0.0);
+    for (size_t col = 0; col < columns.size(); ++col) {
+      if (columns[col] < 0 || columns[col] > upper_[col]) return false;
+      for (const auto& [row, coef] : entries_[col]) activity[row] += coef * columns[col];
+    }
+    for (size_t row = 0; row < activity.size(); ++row) {
+      if (activity[row] < row_lower_[row] - kTolerance ||
+          activity[row] > row_upper_[row] + kTolerance) {
+        return false;
+      }
+    }
+    return true;
+  }
+
   // The instance as errors name it.
   std::string Instance() const {
     return "the instance of " + std::to_string(nodes_.size()) + " node(s), " +
@@ -480,14 +650,29 @@ class PlacementMip {
   }
 
   // The solve proper; CBC may throw.
-  Status SolveWith(const CbcLibrary& lib, double time_limit_s, ExactOptimum& out) const {
+  Status SolveWith(const CbcLibrary& lib, double time_limit_s, const Start* start,
+                   ExactOptimum& out) const {
     std::unique_ptr<Cbc_Model, CbcDelete> cbc(lib.Cbc_newModel(), CbcDelete{&lib});
     Load(lib, cbc.get());
+    if (start != nullptr) {
+      std::vector<int> columns;
+      std::vector<double> values;
+      for (size_t j = 0; j < start->columns.size(); ++j) {
+        if (start->columns[j] == 0) continue;
+        columns.push_back(static_cast<int>(j));
+        values.push_back(start->columns[j]);
+      }
+      lib.Cbc_setMIPStartI(cbc.get(), static_cast<int>(columns.size()), columns.data(),
+                           values.data());
+    }
     // CBC 2.10 counts the limit in CPU time unless told otherwise; the flag's is wall time.
     lib.Cbc_setParameter(cbc.get(), "timeMode", "elapsed");
     lib.Cbc_setMaximumSeconds(cbc.get(), time_limit_s);
     lib.Cbc_setLogLevel(cbc.get(), 0);
     lib.Cbc_setParameter(cbc.get(), "threads", "1");  // deterministic search
+    // CBC 2.10's preprocessing crashed (SIGSEGV in CglPreProcess::postProcess, mapping the
+    // answer back) on 2 of 5 40-node solves that hit the time limit with a start.
+    lib.Cbc_setParameter(cbc.get(), "preprocess", "off");
     lib.Cbc_solve(cbc.get());
     if (lib.Cbc_isProvenOptimal(cbc.get())) {
       out.status = ExactStatus::kOptimal;
@@ -506,6 +691,7 @@ class PlacementMip {
       if (!held.ok()) return held.status();
       out.milli = *held;
     }
+    out.milli = std::max(out.milli, out.start_milli);  // CBC may have rejected the start
     out.upper_milli = std::max(out.upper_milli, out.milli);
     if (out.status == ExactStatus::kOptimal) out.upper_milli = out.milli;
     return Status::Ok();
@@ -577,6 +763,11 @@ class PlacementMip {
 
   std::vector<TaskShape> shapes_;
   std::vector<NodeClass> nodes_;  // one per node with GPUs (count 1), identical ones adjacent
+  std::vector<size_t> source_;    // per node of nodes_: its index in the constructor's `nodes`
+  // Per node and shape: the column x(s, n), and y(s, g = 0) (−1: the shape does not fit, or
+  // is not a share); per node its w(g) columns.
+  std::vector<std::vector<int>> x_col_, y_col_;
+  std::vector<std::vector<int>> w_col_;
   std::vector<Placed> placed_;
   std::vector<Shared> shared_;
   std::vector<double> row_lower_, row_upper_;
@@ -600,7 +791,8 @@ Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
 
 Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
                                          const std::vector<model::TaskResources>& tasks,
-                                         double time_limit_s) {
+                                         double time_limit_s,
+                                         const std::vector<TaskPlacements>& starts) {
   if (nodes.size() > kMaxExactNodes) {
     return InvalidArgument("exact: " + std::to_string(nodes.size()) +
                            " nodes, more than kMaxExactNodes = " + std::to_string(kMaxExactNodes));
@@ -617,7 +809,15 @@ Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
   // what the relaxation already proves.
   auto bound = PlaceableMilliBound(nodes, tasks);
   if (!bound.ok()) return bound.status();
-  return PlacementMip(nodes, ShapesOf(tasks).shapes, std::floor(*bound + 1e-6)).Solve(time_limit_s);
+  const Shapes shapes = ShapesOf(tasks);
+  const PlacementMip mip(nodes, shapes.shapes, std::floor(*bound + 1e-6));
+  std::optional<PlacementMip::Start> best;
+  for (const TaskPlacements& placement : starts) {
+    auto start = mip.StartFrom(placement, shapes.of_task);
+    if (!start.ok()) return start.status();
+    if (!best || start->milli > best->milli) best = std::move(start).value();
+  }
+  return mip.Solve(time_limit_s, best ? &*best : nullptr);
 }
 
 // LPs per band of the curve: steps of a band between two of them take the later one's bound.

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -44,16 +45,24 @@ inline constexpr size_t kMaxBoundColumns = 1'000'000;
 // integers against every constraint.
 // Errors: more than kMaxExactNodes nodes or kMaxExactTasks tasks, a time limit outside
 // (0, kMaxExactSeconds], the solver fails.
+//
+// `starts`: known placements of some of `tasks` (such as the online policies' in a fill,
+// FillResult::placements), one entry per task, nodes indexed as in `nodes`. Each is checked in
+// integers; the one holding the most is CBC's first incumbent, so `milli` is never below it.
+// Errors also: a start that is not a placement of `tasks` on `nodes` (naming the task or node).
 enum class ExactStatus { kOptimal, kTimeLimit };
 struct ExactOptimum {
   ExactStatus status = ExactStatus::kOptimal;
   int64_t milli = 0;
   int64_t upper_milli = 0;  // = milli when kOptimal
+  int64_t start_milli = 0;  // what the best start holds (0 without starts)
   double seconds = 0;       // wall time of the solve
 };
+using TaskPlacements = std::vector<std::optional<FillPlacement>>;
 Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
                                          const std::vector<model::TaskResources>& tasks,
-                                         double time_limit_s);
+                                         double time_limit_s,
+                                         const std::vector<TaskPlacements>& starts = {});
 
 inline constexpr size_t kMaxExactNodes = 200;
 inline constexpr size_t kMaxExactTasks = 20'000;

@@ -10,6 +10,7 @@
 #include "common/rng.h"
 #include "sched/placement_policy.h"
 #include "sim/fill_tightness.h"
+#include "sim/report.h"
 
 namespace corral::sim {
 namespace {
@@ -285,6 +286,111 @@ TEST(FillBound, ExactMatchesBruteForceWithIdenticalNodes) {
   }
 }
 
+// A placement of some of `tasks` made at random (each task, in random order, on a random node
+// and GPUs where it fits, or left out), as a policy's fill would record it; and what it holds.
+std::pair<TaskPlacements, int64_t> RandomPlacement(const std::vector<model::Node>& nodes,
+                                                   const std::vector<model::TaskResources>& tasks,
+                                                   Rng& rng) {
+  std::vector<std::vector<int64_t>> gpu;
+  std::vector<int64_t> cpu, memory;
+  for (const auto& n : nodes) {
+    gpu.emplace_back(n.gpus.size(), 1000);
+    cpu.push_back(n.cpu.value());
+    memory.push_back(n.memory.value());
+  }
+  std::vector<size_t> order(tasks.size());
+  for (size_t t = 0; t < order.size(); ++t) order[t] = t;
+  rng.Shuffle(order);
+  TaskPlacements out(tasks.size());
+  int64_t held = 0;
+  for (size_t t : order) {
+    const model::TaskResources& task = tasks[t];
+    const size_t n = rng.Uniform(nodes.size());
+    const auto& pins = task.gpu_models;
+    if ((!pins.empty() && std::find(pins.begin(), pins.end(), nodes[n].gpu_model) == pins.end()) ||
+        task.cpu.value() > cpu[n] || task.memory.value() > memory[n]) {
+      continue;
+    }
+    std::vector<size_t> fit;  // GPUs with room, from a random start
+    const size_t first = rng.Uniform(gpu[n].size());
+    for (size_t i = 0; i < gpu[n].size(); ++i) {
+      const size_t g = (first + i) % gpu[n].size();
+      if (task.IsShare() ? gpu[n][g] >= task.gpu_milli.value() : gpu[n][g] == 1000)
+        fit.push_back(g);
+    }
+    const size_t need = task.IsShare() ? 1 : static_cast<size_t>(task.gpus.value());
+    if (fit.size() < need) continue;
+    FillPlacement p{n, {}};
+    for (size_t i = 0; i < need; ++i) {
+      const int64_t milli = std::min<int64_t>(task.gpu_milli.value(), 1000);
+      gpu[n][fit[i]] -= milli;
+      p.gpus.push_back(model::GpuShare{static_cast<int>(fit[i]), MilliGpu(milli)});
+    }
+    cpu[n] -= task.cpu.value();
+    memory[n] -= task.memory.value();
+    held += task.TotalMilli().value();
+    out[t] = std::move(p);
+  }
+  return {std::move(out), held};
+}
+
+// Started from a random placement (its identical nodes and GPUs in any order: the start is
+// reordered to meet the symmetry rows), the exact solver still finds the brute-force optimum,
+// and reports what the start holds.
+TEST(FillBound, ExactFromARandomStartMatchesBruteForce) {
+  SeededRng rng(13);
+  const int shares[] = {200, 300, 500, 700, 1000};
+  for (int i = 0; i < 40; ++i) {
+    std::vector<model::Node> nodes(3, Node("T4", 2, 8 + static_cast<int64_t>(rng.Uniform(9))));
+    nodes.push_back(Node("V100", 4, 12));
+    std::vector<model::TaskResources> tasks;
+    for (size_t t = 5 + rng.Uniform(3); t > 0; --t) {
+      const int gpus = rng.Uniform(5) == 0 ? 2 : 1;
+      tasks.push_back(Task(gpus, gpus > 1 ? 1000 : shares[rng.Uniform(5)],
+                           1 + static_cast<int64_t>(rng.Uniform(5))));
+    }
+    const auto [start, start_milli] = RandomPlacement(nodes, tasks, rng);
+    auto exact = ExactPlaceableMilli(nodes, tasks, 60, {start});
+    ASSERT_TRUE(exact.ok()) << "instance " << i << ": " << exact.status().message();
+    EXPECT_EQ(exact->status, ExactStatus::kOptimal) << "instance " << i;
+    EXPECT_EQ(exact->milli, BruteForceOptimum(nodes, tasks)) << "instance " << i;
+    EXPECT_EQ(exact->start_milli, start_milli) << "instance " << i;
+  }
+}
+
+// A start that is not a placement of the tasks is refused, naming the task or node.
+TEST(FillBound, ExactStartErrorsNameTheTask) {
+  const std::vector<model::Node> nodes = {Node("T4", 2, 8), Node("V100", 1, 8)};
+  const std::vector<model::TaskResources> tasks = {Task(1, 500, 1, {"T4"}), Task(2, 1000, 1),
+                                                   Task(1, 1000, 1)};
+  auto error = [&](TaskPlacements start) {
+    auto e = ExactPlaceableMilli(nodes, tasks, 10, {std::move(start)});
+    EXPECT_FALSE(e.ok());
+    return e.ok() ? std::string() : e.status().message();
+  };
+  auto on = [](size_t node, std::vector<int> gpus, int milli = 1000) {
+    FillPlacement p{node, {}};
+    for (int g : gpus) p.gpus.push_back(model::GpuShare{g, MilliGpu(milli)});
+    return std::optional<FillPlacement>(p);
+  };
+  // The pinned share on the V100 node.
+  EXPECT_NE(error({on(1, {0}, 500)}).find("task 0 is on a node it does not fit"),
+            std::string::npos);
+  EXPECT_NE(error({on(0, {0, 1}, 500)}).find("task 0 is a share not on one GPU"),
+            std::string::npos);
+  EXPECT_NE(error({std::nullopt, std::nullopt, on(5, {0})}).find("task 2 is on no node"),
+            std::string::npos);
+  // Two whole GPUs and a share on a node of two GPUs.
+  EXPECT_NE(error({on(0, {0}, 500), on(0, {0, 1})}).find("node 0 holds tasks on more GPUs"),
+            std::string::npos);
+  EXPECT_NE(error(TaskPlacements(4)).find("4 placements for 3 tasks"), std::string::npos);
+  // A valid one: the 2-GPU task and the share cannot share node 0; the whole GPU on node 1.
+  auto ok = ExactPlaceableMilli(nodes, tasks, 10, {{std::nullopt, on(0, {0, 1}), on(1, {0})}});
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->start_milli, 3000);
+  EXPECT_EQ(ok->milli, 3000);
+}
+
 TEST(FillBound, ExactErrorsNameTheLimit) {
   std::vector<model::Node> many(kMaxExactNodes + 1, Node("T4", 1, 4));
   auto nodes = ExactPlaceableMilli(many, {Task(1, 1000, 1)}, 1);
@@ -341,6 +447,36 @@ TEST(FillTightness, SampleKeepsTheModelMixAndIsDeterministicPerSeed) {
   }
 }
 
+// With keep_placements the fill records, per step, where its task went: placed steps only, on
+// as many GPUs as it asks, and the recorded milli add up to the allocated GPU at every step.
+TEST(FillTightness, FillKeepsWhereTasksWent) {
+  const auto nodes = MixedCluster();
+  sched::ClusterState state(sched::ClusterStateOptions{});
+  auto list = FillTasks(nodes, MixedWorkload(), 42, 1.3, state);
+  ASSERT_TRUE(list.ok());
+  for (const std::string& policy : kTightnessPolicies) {
+    auto fill = RunFill(nodes, MixedWorkload(),
+                        FillConfig{.policy = policy, .seed = 42, .keep_placements = true});
+    ASSERT_TRUE(fill.ok()) << fill.status().message();
+    ASSERT_EQ(fill->placements.size(), fill->steps.size()) << policy;
+    int64_t held = 0;
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      const auto& p = fill->placements[t];
+      ASSERT_EQ(p.has_value(), fill->steps[t].placed) << policy << " step " << t;
+      if (p) {
+        ASSERT_LT(p->node, nodes.size());
+        const model::TaskResources& task = list->tasks[t];
+        EXPECT_EQ(static_cast<int64_t>(p->gpus.size()), task.gpus.value()) << policy;
+        for (const auto& g : p->gpus) held += g.milli.value();
+      }
+      EXPECT_NEAR(100.0 - 100.0 * static_cast<double>(held) / 36000.0,
+                  fill->steps[t].unallocated_pct, 1e-9)
+          << policy << " step " << t;
+    }
+    EXPECT_TRUE(RunFill(nodes, MixedWorkload(), FillConfig{policy, 42})->placements.empty());
+  }
+}
+
 // On a small cluster the three numbers line up: LP bound ≤ exact optimum ≤ every policy, at the
 // same step of the same tasks as the policies' fills.
 TEST(FillTightness, BoundBelowExactBelowPolicies) {
@@ -353,6 +489,12 @@ TEST(FillTightness, BoundBelowExactBelowPolicies) {
     EXPECT_LE(row->lp_bound_pct, row->exact_pct + 1e-9) << "seed " << seed;
     ASSERT_EQ(row->policy_pct.size(), kTightnessPolicies.size());
     for (double p : row->policy_pct) EXPECT_GE(p, row->exact_pct - 1e-9) << "seed " << seed;
+    // Started from the best of the policies' placements at the step.
+    const double best_policy = *std::min_element(row->policy_pct.begin(), row->policy_pct.end());
+    EXPECT_NEAR(100.0 - 100.0 * static_cast<double>(row->exact.start_milli) /
+                            static_cast<double>(row->capacity_milli),
+                best_policy, 1e-9)
+        << "seed " << seed;
     // The policies' step: the same tasks, so the same arrived load as a fill on the sample.
     auto sample = SampleFillNodes(MixedCluster(), 4, seed);
     auto fill = RunFill(*sample, MixedWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -360,6 +502,28 @@ TEST(FillTightness, BoundBelowExactBelowPolicies) {
     EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].arrived_pct, row->arrived_pct);
     EXPECT_DOUBLE_EQ(fill->steps[row->tasks - 1].unallocated_pct, row->policy_pct[1]);
   }
+}
+
+// The table gives a timed-out instance's ranges, never a gap it has not proven: exact as
+// low-high, the LP gap as [low − lp, high − lp], the online gap as [best − high, best − low].
+TEST(FillTightness, TableShowsTheOpenRanges) {
+  TightnessRow proven{.seed = 1, .nodes = 6, .tasks = 40, .arrived_pct = 99, .lp_bound_pct = 2};
+  proven.exact = ExactOptimum{ExactStatus::kOptimal, 970, 970, 960, 1.5};
+  proven.exact_pct = proven.exact_low_pct = 3;
+  proven.policy_pct = {9, 8, 4};
+  TightnessRow open = proven;
+  open.seed = 2;
+  open.exact = ExactOptimum{ExactStatus::kTimeLimit, 950, 975, 950, 30};
+  open.exact_pct = 5;
+  open.exact_low_pct = 2.5;
+  open.policy_pct = {9, 8, 6};
+  const std::string table = FillTightnessTable({proven, open});
+  EXPECT_NE(table.find("3.00    9.00    8.00    4.00        1.00         1.00"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("2.50-5.00    9.00    8.00    6.00   0.50-3.00    1.00-3.50"),
+            std::string::npos)
+      << table;
+  EXPECT_NE(table.find("mean of 1 solved of 2"), std::string::npos) << table;
 }
 
 }  // namespace

@@ -62,8 +62,12 @@ Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
   row.seed = seed;
   row.nodes = sample->size();
   std::optional<size_t> step;
+  std::vector<TaskPlacements> starts;  // the policies' placements at the step
   for (const std::string& policy : kTightnessPolicies) {
-    auto fill = RunFill(*sample, original, FillConfig{policy, seed, tune, best});
+    auto fill = RunFill(
+        *sample, original,
+        FillConfig{
+            .policy = policy, .seed = seed, .tune = tune, .best = best, .keep_placements = true});
     if (!fill.ok()) return fill.status();
     if (!step) {
       step = 0;
@@ -74,6 +78,8 @@ Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
       row.arrived_pct = fill->steps[*step].arrived_pct;
     }
     row.policy_pct.push_back(fill->steps[*step].unallocated_pct);
+    fill->placements.resize(*step + 1);
+    starts.push_back(std::move(fill->placements));
   }
   // The tasks the fills presented up to the step: RunFill's list for the seed.
   sched::ClusterState state(sched::ClusterStateOptions{});
@@ -92,7 +98,7 @@ Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
   auto lp = PlaceableMilliBound(*sample, tasks);
   if (!lp.ok()) return lp.status();
   row.lp_bound_pct = unallocated(std::min(static_cast<double>(arrived), *lp));
-  auto exact = ExactPlaceableMilli(*sample, tasks, time_limit_s);
+  auto exact = ExactPlaceableMilli(*sample, tasks, time_limit_s, starts);
   if (!exact.ok()) return exact.status();
   row.exact = *exact;
   row.exact_pct = unallocated(static_cast<double>(exact->milli));

@@ -44,7 +44,8 @@ struct TightnessRow {
 // kTightnessPolicies on the sample with `original` tuned to `tune` (the same RunFill call as
 // `sim fill`, so the tasks are the seed's shuffle, scaled to the sample's capacity), and at the
 // step whose arrived load last is ≤ `load_pct` (the first step when none is) the LP bound and the
-// exact optimum over the tasks presented so far. Errors: RunFill's, SampleFillNodes',
+// exact optimum over the tasks presented so far, the solver started from the policies'
+// placements at that step (the best of them). Errors: RunFill's, SampleFillNodes',
 // PlaceableMilliBound's, ExactPlaceableMilli's.
 Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
                                       const std::vector<model::TaskResources>& original,

@@ -168,11 +168,12 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds) {
 std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
   std::string out =
       "Unallocated GPU % at the last step with arrived load <= the load asked: LP bound, exact "
-      "optimum, online policies\n";
+      "optimum, online policies (timed out: exact, lp_gap and online_gap are the ranges the "
+      "solver left open)\n";
   out += Pad("seed", 6, true) + Pad("nodes", 6) + Pad("tasks", 6) + Pad("arrived", 8) +
-         Pad("lp", 7) + Pad("exact", 12);
+         Pad("lp", 7) + Pad("exact", 14);
   for (const std::string& p : kTightnessPolicies) out += Pad(p, 8);
-  out += Pad("lp_gap", 8) + Pad("online_gap", 11) + Pad("solve_s", 9) + "\n";
+  out += Pad("lp_gap", 12) + Pad("online_gap", 13) + Pad("solve_s", 9) + "\n";
   const size_t best =
       static_cast<size_t>(std::find(kTightnessPolicies.begin(), kTightnessPolicies.end(), "best") -
                           kTightnessPolicies.begin());
@@ -183,14 +184,21 @@ std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
     out += Pad(std::to_string(r.seed), 6, true) + Pad(std::to_string(r.nodes), 6) +
            Pad(std::to_string(r.tasks), 6) + Pad(Fixed(r.arrived_pct, 2), 8) +
            Pad(Fixed(r.lp_bound_pct, 2), 7) +
-           Pad((optimal ? "" : Fixed(r.exact_low_pct, 2) + "-") + Fixed(r.exact_pct, 2), 12);
+           Pad((optimal ? "" : Fixed(r.exact_low_pct, 2) + "-") + Fixed(r.exact_pct, 2), 14);
     for (double v : r.policy_pct) out += Pad(Fixed(v, 2), 8);
     // Rounded to the hundredths printed, then + 0.0: equal numbers print a gap of 0.00, not -0.00.
     auto gap = [](double v) { return std::round(v * 100) / 100 + 0.0; };
     const double lp_gap = gap(r.exact_pct - r.lp_bound_pct);
     const double online_gap = gap(r.policy_pct[best] - r.exact_pct);
-    out += optimal ? Pad(Fixed(lp_gap, 2), 8) + Pad(Fixed(online_gap, 2), 11)
-                   : Pad("timeout", 8) + Pad("-", 11);
+    // Timed out: OPT lies in [exact_low_pct, exact_pct] (in unallocated %), so each gap lies in
+    // a range too: the LP gap in [low − lp, high − lp], the online gap in [best − high, best −
+    // low].
+    const std::string lp_range =
+        Fixed(gap(r.exact_low_pct - r.lp_bound_pct), 2) + "-" + Fixed(lp_gap, 2);
+    const std::string online_range =
+        Fixed(online_gap, 2) + "-" + Fixed(gap(r.policy_pct[best] - r.exact_low_pct), 2);
+    out += optimal ? Pad(Fixed(lp_gap, 2), 12) + Pad(Fixed(online_gap, 2), 13)
+                   : Pad(lp_range, 12) + Pad(online_range, 13);
     out += Pad(Fixed(r.exact.seconds, 1), 9) + "\n";
     if (!optimal) continue;
     ++solved;
