@@ -182,7 +182,7 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   fair_share_.SetConfig(config_.sharing.fair_share);
   std::vector<model::Job> pending;
   pending.reserve(pending_.size());
-  for (auto& [id, p] : pending_) pending.push_back(std::move(p.job));
+  for (auto& [id, p] : pending_) pending.push_back(std::move(*p.job));
   std::sort(pending.begin(), pending.end(),
             [](const model::Job& a, const model::Job& b) { return a.id < b.id; });
   pending_.clear();
@@ -196,9 +196,9 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   for (const model::Job& job : pending) Enqueue(job);
   bucket_usage_.clear();
   for (auto& [id, run] : running_) {
-    run.bucket = QuotaBucket(PolicyOf(run.job.project), run.job.resources.gpu_models);
-    run.estimated_end = Seconds(run.start.value() + EstimateOf(run.job).value());
-    AddUse(bucket_usage_, run.job.project, run.bucket, QuotaMilliOf(run.job));
+    run.bucket = QuotaBucket(PolicyOf(run.job->project), run.job->resources.gpu_models);
+    run.estimated_end = Seconds(run.start.value() + EstimateOf(*run.job).value());
+    AddUse(bucket_usage_, run.job->project, run.bucket, QuotaMilliOf(*run.job));
   }
   ++generation_;  // waiting jobs are worth another try under the new rules
   ++state_version_;
@@ -408,7 +408,7 @@ void Scheduler::Enqueue(const model::Job& job) {
   const int group = GroupOf(job);
   const OrderKey key = KeyOf(job);
   QueueInsert(group, key);
-  pending_.emplace(job.id, PendingJob{group, key, job, passes_});
+  pending_.emplace(job.id, PendingJob{group, key, std::make_unique<model::Job>(job), passes_});
   ++pending_count_;
 }
 
@@ -440,7 +440,7 @@ void Scheduler::RekeyPending() {
   estimate_changes_ = 0;
   if (config_.order != QueueOrder::kQssf && !PreemptsByRemaining(config_.order)) return;
   for (auto& [id, p] : pending_) {
-    const OrderKey key = KeyOf(p.job);
+    const OrderKey key = KeyOf(*p.job);
     if (key == p.key) continue;
     std::set<OrderKey>& queue = groups_[p.group].queue;
     queue.erase(p.key);
@@ -468,9 +468,10 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
   ++state_version_;
 }
 
-void Scheduler::StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now) {
-  const JobId id = job.id;
-  Running& run = running_.try_emplace(id).first->second;  // built in place: a Job is large
+void Scheduler::StartRunning(std::unique_ptr<model::Job> owned, std::vector<Allocation> tasks,
+                             Seconds now) {
+  const model::Job& job = *owned;
+  Running& run = running_.try_emplace(job.id).first->second;
   run.tasks = std::move(tasks);
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
@@ -480,7 +481,7 @@ void Scheduler::StartRunning(model::Job&& job, std::vector<Allocation> tasks, Se
   AddUse(bucket_usage_, job.project, run.bucket, QuotaMilliOf(job));
   fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
-  run.job = std::move(job);
+  run.job = std::move(owned);
 }
 
 Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
@@ -493,7 +494,7 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
     ++generation_;
     ++state_version_;
   }
-  const model::Job& j = run.job;
+  const model::Job& j = *run.job;
   use_.Remove(j);
   AddUse(bucket_usage_, j.project, run.bucket, -QuotaMilliOf(j));
   fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
@@ -531,7 +532,7 @@ double Scheduler::LostWorkOf(JobId job, Seconds now) const {
   if (it == running_.end()) return 0;
   const Running& run = it->second;
   const int64_t since = std::max(run.start.value(), run.checkpoint.value_or(run.start).value());
-  return static_cast<double>(MilliOf(run.job)) * static_cast<double>(now.value() - since) / 1000.0;
+  return static_cast<double>(MilliOf(*run.job)) * static_cast<double>(now.value() - since) / 1000.0;
 }
 
 Status Scheduler::Resize(JobId job, int to, Seconds now) {
@@ -544,8 +545,8 @@ Result<std::vector<Allocation>> Scheduler::PlanResize(JobId job, int to) {
   auto it = running_.find(job);
   if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
   const Running& run = it->second;
-  if (!run.job.elastic) return InvalidArgument("job " + Id(job) + ": not elastic");
-  const model::ElasticBounds& bounds = *run.job.elastic;
+  if (!run.job->elastic) return InvalidArgument("job " + Id(job) + ": not elastic");
+  const model::ElasticBounds& bounds = *run.job->elastic;
   const std::string unit(model::ElasticUnitName(bounds.unit));
   if (to < bounds.min || to > bounds.max) {
     return InvalidArgument("job " + Id(job) + ": size " + std::to_string(to) + " " + unit +
@@ -565,21 +566,21 @@ Status Scheduler::ApplyResize(JobId job, std::vector<Allocation> tasks, Seconds 
   auto it = running_.find(job);
   if (it == running_.end()) return NotFound("job " + Id(job) + " is not running");
   const Running& run = it->second;
-  if (!run.job.elastic || tasks.empty()) {
+  if (!run.job->elastic || tasks.empty()) {
     return InvalidArgument("job " + Id(job) + ": not elastic, or no tasks to resize to");
   }
   // PlanResize gave a kGpus job one task of `to` GPUs, a kNodes job `to` tasks.
   model::Job job_then = model::WithElasticSize(
-      run.job, static_cast<int>(run.job.elastic->unit == model::ElasticUnit::kGpus
-                                    ? tasks.front().gpus.size()
-                                    : tasks.size()));
+      *run.job, static_cast<int>(run.job->elastic->unit == model::ElasticUnit::kGpus
+                                     ? tasks.front().gpus.size()
+                                     : tasks.size()));
   const int64_t start_seq = run.start_seq;
   Running old = StopRunning(job);  // releases the old allocations and uncharges their use
   attained_[job] += AttainedIn(old, now);
   // The new allocations are the kept part of the old ones and room that was free besides
   // them (ResizedGpus / ResizedNodes): they fit now that the old ones are released.
   for (const Allocation& a : tasks) (void)state_.Allocate(a);
-  StartRunning(std::move(job_then), std::move(tasks), now);
+  StartRunning(std::make_unique<model::Job>(std::move(job_then)), std::move(tasks), now);
   running_.at(job).start_seq = start_seq;
   return Status::Ok();
 }
@@ -613,7 +614,7 @@ std::optional<std::vector<Allocation>> Scheduler::ResizedNodes(const Running& ru
       cordoned.push_back(a.node);
     }
   }
-  Shape shape{run.job.resources, 1};
+  Shape shape{run.job->resources, 1};
   const TaskRequest& request = RequestOf(shape);
   std::vector<Allocation> added;
   while (out.size() + added.size() < static_cast<size_t>(tasks)) {
@@ -647,7 +648,7 @@ Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& ta
     }
     applied.push_back(a);
   }
-  StartRunning(model::Job(job), tasks, started);
+  StartRunning(std::make_unique<model::Job>(job), tasks, started);
   ++state_version_;
   return Status::Ok();
 }
@@ -726,9 +727,9 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
   std::map<std::pair<std::string, std::string>, int64_t> used;
   std::vector<JobId> borrowed;
   for (const Running* run : runs) {
-    int64_t& u = used[{run->job.project, run->bucket}];
-    u += QuotaMilliOf(run->job);
-    if (u > QuotaOf(PolicyOf(run->job.project), run->bucket)) borrowed.push_back(run->job.id);
+    int64_t& u = used[{run->job->project, run->bucket}];
+    u += QuotaMilliOf(*run->job);
+    if (u > QuotaOf(PolicyOf(run->job->project), run->bucket)) borrowed.push_back(run->job->id);
   }
   std::sort(borrowed.begin(), borrowed.end());
   return borrowed;
@@ -778,7 +779,7 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
       continue;
     }
     const Running& run = it->second;
-    if (run.job.project == job.project) continue;
+    if (run.job->project == job.project) continue;
     if (now.value() - run.start.value() < config_.min_run_before_preemption.value()) {
       skipped_recent = true;  // a candidate once it has run long enough
       continue;
@@ -804,22 +805,22 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
   reclaim_final_ = !skipped_recent;
   if (freeable + free_usable < MilliOf(job)) return std::nullopt;
   auto over_quota = [&](const Running& run) {
-    const ProjectPolicy& p = PolicyOf(run.job.project);
+    const ProjectPolicy& p = PolicyOf(run.job->project);
     const int64_t quota = std::max<int64_t>(1, QuotaOf(p, run.bucket));
-    return static_cast<double>(ProjectUsage(run.job.project)) / static_cast<double>(quota);
+    return static_cast<double>(ProjectUsage(run.job->project)) / static_cast<double>(quota);
   };
   // Least lost work keeps today's first rule (priority) and replaces "most over quota" by the
   // work the victim would lose per GPU it frees (the time since its last checkpoint): victims
   // are taken until the job fits, so the cheapest GPUs, not the cheapest jobs, go first.
   auto second_key = [&](JobId id, const Running& run) {
     if (config_.victims == VictimOrder::kPriority) return -over_quota(run);
-    return LostWorkOf(id, now) / static_cast<double>(std::max<int64_t>(1, MilliOf(run.job)));
+    return LostWorkOf(id, now) / static_cast<double>(std::max<int64_t>(1, MilliOf(*run.job)));
   };
   std::sort(candidates.begin(), candidates.end(), [&](JobId a, JobId b) {
     const Running& ra = running_.at(a);
     const Running& rb = running_.at(b);
-    return std::make_tuple(ra.job.priority, second_key(a, ra), -ra.start_seq) <
-           std::make_tuple(rb.job.priority, second_key(b, rb), -rb.start_seq);
+    return std::make_tuple(ra.job->priority, second_key(a, ra), -ra.start_seq) <
+           std::make_tuple(rb.job->priority, second_key(b, rb), -rb.start_seq);
   });
   return PreemptFor(
       shape, job, candidates,
@@ -864,7 +865,7 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
     const double lost = LostWorkOf(id, now);
     Running run = StopRunning(id, /*release=*/false);  // released above
     attained_[id] += AttainedIn(run, now);
-    Enqueue(AtMin(std::move(run.job)));
+    Enqueue(AtMin(std::move(*run.job)));
     preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why, lost});
   }
   return placed;
@@ -872,12 +873,12 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
 
 Seconds Scheduler::ExpectedEndAt(const Running& run, Seconds now) const {
   return ExpectedEndOf(run.start, Seconds(run.estimated_end.value() - run.start.value()),
-                       run.job.time_limit, now)
+                       run.job->time_limit, now)
       .end;
 }
 
 int64_t Scheduler::AttainedIn(const Running& run, Seconds now) const {
-  const int64_t gpus = std::max<int64_t>(1, (MilliOf(run.job) + 999) / 1000);
+  const int64_t gpus = std::max<int64_t>(1, (MilliOf(*run.job) + 999) / 1000);
   return std::max<int64_t>(0, now.value() - run.start.value()) * gpus;
 }
 
@@ -912,7 +913,7 @@ int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
   // (for SRSF a small share's may floor to 0, as its queue key would: it is then not a victim).
   const int64_t seconds = ExpectedEndAt(run, now).value() - now.value();
   if (config_.order == QueueOrder::kSrtf) return seconds;
-  return ServiceOf(seconds, run.job);
+  return ServiceOf(seconds, *run.job);
 }
 
 std::vector<JobId> Scheduler::RemainingCandidates(const OrderKey& key, Seconds now) const {
@@ -951,7 +952,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
   int64_t order = 0;
   for (JobId id : ids) {
     const Running& run = running_.at(id);
-    ends.push({ExpectedEndAt(run, now).value(), order++, -1, run.tasks, &run.job});
+    ends.push({ExpectedEndAt(run, now).value(), order++, -1, run.tasks, run.job.get()});
   }
   std::vector<Allocation> released;             // real allocations to give back at the end
   std::vector<std::vector<Allocation>> shadow;  // shadow starts
@@ -968,7 +969,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
     const size_t released0 = released.size();
     std::vector<End> popped;
     while (!never.count(shape_id)) {
-      const bool limited = LimitReason(p.job, use).has_value();
+      const bool limited = LimitReason(*p.job, use).has_value();
       std::optional<std::vector<Allocation>> gang;
       if (!limited) gang = PlaceGang(shape);
       if (gang) {
@@ -976,9 +977,9 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
         if (i == 0 && first_nodes) {
           for (const Allocation& a : *gang) first_nodes->insert(a.node);
         }
-        use.Add(p.job);
-        ends.push({t + EstimateOf(p.job).value(), order++, static_cast<int>(shadow.size()), *gang,
-                   &p.job});
+        use.Add(*p.job);
+        ends.push({t + EstimateOf(*p.job).value(), order++, static_cast<int>(shadow.size()), *gang,
+                   p.job.get()});
         shadow.push_back(std::move(*gang));
         shadow_live.push_back(true);
         break;
@@ -1067,7 +1068,7 @@ Decisions Scheduler::Schedule(Seconds now) {
                        config_.order == QueueOrder::kLas || PreemptsByRemaining(config_.order) ||
                        group.waits.has_value() ||
                        (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
-                        QuotaHasRoom(pending_.at(JobId(std::get<2>(*group.queue.begin()))).job));
+                        QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job));
     if (!retry) continue;
     (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
   }
@@ -1110,7 +1111,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     OrderKey head = *group.queue.begin();
     Shape& shape = shapes_[group.shape];
     // References into pending_ stay valid until the chosen job leaves it (no copies per pop).
-    const model::Job& first = pending_.at(JobId(std::get<2>(head))).job;
+    const model::Job& first = *pending_.at(JobId(std::get<2>(head))).job;
     if (!lending && WouldBorrow(first)) {
       deferred.push_back(g);
       continue;
@@ -1124,7 +1125,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       int scanned = 0;
       for (const OrderKey& key : group.queue) {
         if (++scanned > kLimitScan) break;
-        if (!LimitReason(pending_.at(JobId(std::get<2>(key))).job, use_)) {
+        if (!LimitReason(*pending_.at(JobId(std::get<2>(key))).job, use_)) {
           other = key;
           break;
         }
@@ -1136,7 +1137,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       head = *other;
     }
     const JobId id(std::get<2>(head));
-    const model::Job& job = pending_.at(id).job;
+    const model::Job& job = *pending_.at(id).job;
     std::optional<std::vector<Allocation>> placed;
     // A reclaim may have queued a victim of a new shape.
     if (group.shape >= static_cast<int>(tried_shapes.size())) tried_shapes.resize(shapes_.size());
@@ -1183,7 +1184,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       for (const OrderKey& key : group.queue) {
         if (++scanned > kBackfillScan) break;
         if (!DelaysReservation(*placed, now,
-                               EstimateOf(pending_.at(JobId(std::get<2>(key))).job))) {
+                               EstimateOf(*pending_.at(JobId(std::get<2>(key))).job))) {
           shorter = key;
           break;
         }
@@ -1219,11 +1220,10 @@ Decisions Scheduler::Schedule(Seconds now) {
     }
     const JobId started(std::get<2>(chosen));
     const auto pending = pending_.find(started);
-    model::Job& run = pending->second.job;
-    const bool borrowed = WouldBorrow(run);
+    const bool borrowed = WouldBorrow(*pending->second.job);
     if (borrowed) ++borrowed_starts_;
     QueueErase(g, chosen);
-    StartRunning(std::move(run), *placed, now);
+    StartRunning(std::move(pending->second.job), *placed, now);
     pending_.erase(pending);
     --pending_count_;
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});

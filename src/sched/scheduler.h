@@ -328,11 +328,11 @@ class Scheduler {
   struct PendingJob {
     int group = -1;
     OrderKey key;
-    model::Job job;
-    int64_t queued_before_pass = 0;  // passes_ when it was queued: the next pass sees it first
+    std::unique_ptr<model::Job> job;  // never null; moves to Running when the job starts
+    int64_t queued_before_pass = 0;   // passes_ when it was queued: the next pass sees it first
   };
   struct Running {
-    model::Job job;
+    std::unique_ptr<model::Job> job;  // never null; the PendingJob's (a start copies no Job)
     std::vector<Allocation> tasks;
     Seconds start{0};
     Seconds estimated_end{0};
@@ -375,7 +375,7 @@ class Scheduler {
   // Adds `key` to / removes it (there) from group `g`'s queue, keeping queued_groups_ in step.
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);
-  void StartRunning(model::Job&& job, std::vector<Allocation> tasks, Seconds now);
+  void StartRunning(std::unique_ptr<model::Job> job, std::vector<Allocation> tasks, Seconds now);
   // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
   // applied; nullopt when a growth does not fit.
   std::optional<std::vector<Allocation>> ResizedGpus(const Running& run, int gpus) const;
