@@ -64,6 +64,9 @@ std::vector<int64_t> FragmentationIndex::Tabulate(const SortedFree& free, int64_
 
 int64_t FragmentationIndex::Weighted(const SortedFree& free, int64_t free_total, int64_t cpu_free,
                                      int model) {
+  if (meter_.shapes().size() <= kSweepShapes) {
+    return meter_.Weighted(free, free_total, cpu_free, model);
+  }
   if (free_total == 0) return 0;  // as the meter: nothing free, nothing fragmented
   const KeyView view{model, free.values()};
   auto it = steps_.find(view);
