@@ -7,6 +7,7 @@
 
 #include "common/rng.h"
 #include "sched/fragmentation.h"
+#include "sched/fragmentation_index.h"
 #include "sched/placement_policy.h"
 #include "sched/placer.h"
 
@@ -314,6 +315,51 @@ TEST(FragmentationMeter, SweepMatchesTheDefinitionOnRandomNodes) {
     ASSERT_EQ(meter.Weighted(SortedFree::AfterWhole(sorted, gpus), total - taken, cpu, model),
               definition(whole, cpu, model));
   }
+}
+
+// The FragmentationIndex's tables give the meter's sweep exactly, over random typical tasks
+// (many CPU thresholds, some tied, some shapes CPU-only or pinned), random GPU states met again
+// and again with other free CPU (below, between and above every threshold), after Clear, and
+// when a small bound on entries makes it start over.
+TEST(FragmentationIndex, LooksUpWhatTheMeterSweeps) {
+  ClusterState state;
+  ASSERT_TRUE(state.AddNode(T4Node("t4")).ok());
+  ASSERT_TRUE(state.AddNode(model::MakeNode("v", "V100", 8, CpuMilli(1), MemoryMib(1))).ok());
+  SeededRng rng(11);
+  const int32_t amounts[] = {0, 100, 250, 300, 500, 699, 700, 1000};
+  const char* const models[] = {"T4", "V100", "A100"};  // A100: no node has it
+  std::vector<TypicalTask> typical;
+  for (int i = 0; i < 300; ++i) {
+    TypicalTask t;
+    t.gpus = static_cast<int>(rng.Uniform(5));
+    t.gpu_milli = t.gpus == 0 ? 0 : (rng.Uniform(3) == 0 ? amounts[1 + rng.Uniform(6)] : 1000);
+    t.cpu = 500 * static_cast<int64_t>(rng.Uniform(120));
+    if (rng.Uniform(4) == 0) t.gpu_models.push_back(models[rng.Uniform(3)]);
+    t.count = 1 + static_cast<int64_t>(rng.Uniform(1000));
+    typical.push_back(t);
+  }
+  FragmentationMeter meter(typical);
+  meter.Resolve(state);
+  FragmentationIndex index(meter);
+  std::vector<std::vector<int32_t>> gpu_states;
+  for (int i = 0; i < 40; ++i) {
+    std::vector<int32_t> free(1 + rng.Uniform(20));
+    for (int32_t& f : free) f = amounts[rng.Uniform(std::size(amounts))];
+    gpu_states.push_back(free);
+  }
+  for (int trial = 0; trial < 4000; ++trial) {
+    if (trial == 2000) index.Clear();
+    const std::vector<int32_t>& free = gpu_states[rng.Uniform(gpu_states.size())];
+    int64_t total = 0;
+    for (int32_t f : free) total += f;
+    const int64_t cpu = static_cast<int64_t>(rng.Uniform(62000)) - 1000;
+    const int model = static_cast<int>(rng.Uniform(3)) - 1;  // kNoModel, T4 or V100
+    const SortedFree sorted(free);
+    ASSERT_EQ(index.Weighted(sorted, total, cpu, model), meter.Weighted(sorted, total, cpu, model))
+        << "trial " << trial;
+  }
+  EXPECT_GT(index.entries(), 0u);
+  EXPECT_LE(index.entries(), FragmentationIndex::kMaxEntries);
 }
 
 // bestfit through the FreeCapacityIndex (the Scheduler's path) chooses exactly what scoring

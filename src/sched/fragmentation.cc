@@ -135,24 +135,10 @@ int64_t FragmentationMeter::Weighted(const NodeView& node) const {
 int64_t FragmentationMeter::Weighted(const SortedFree& free, int64_t free_total, int64_t cpu_free,
                                      int model) const {
   if (free_total == 0) return 0;
-  const std::span<const int32_t> v = free.values();
-  // Shapes come by gpu_milli ascending, so the GPUs too small for one shape are a prefix of the
-  // sorted free amounts that only grows: `small` GPUs, `too_small` milli free on them.
-  size_t small = 0;
-  int64_t too_small = 0;
   int64_t sum = 0;
-  for (const Shape& s : shapes_) {
-    const bool runs =
-        s.gpus > 0 && cpu_free >= s.cpu && model != kNoModel &&
-        (s.any_model || (model < static_cast<int>(s.accepts.size()) && s.accepts[model]));
-    int64_t fragment = free_total;
-    if (runs) {
-      for (; small < v.size() && v[small] < s.gpu_milli; ++small) too_small += v[small];
-      const size_t fitting = v.size() - small;  // GPUs that can host one unit of this shape
-      if (fitting >= static_cast<size_t>(s.gpus)) fragment = too_small;
-    }
-    sum += s.count * fragment;
-  }
+  VisitFragments(free, free_total, model, [&](const Shape& s, int64_t fragment) {
+    sum += s.count * (cpu_free >= s.cpu ? fragment : free_total);
+  });
   return sum;
 }
 

@@ -74,7 +74,7 @@ class FragmentationMeter {
   int resolved_models() const { return resolved_models_; }
   const std::vector<TypicalTask>& typical() const { return typical_; }
 
- private:
+  // A typical task as the meter sweeps it.
   struct Shape {
     int gpus;
     int gpu_milli;
@@ -84,10 +84,42 @@ class FragmentationMeter {
     size_t typical;             // index in typical_
     std::vector<bool> accepts;  // by model id
   };
+  // The shapes, by gpu_milli ascending (the order VisitFragments visits them).
+  const std::vector<Shape>& shapes() const { return shapes_; }
+  // Calls visit(shape, fragment) for every shape in shapes() order, where fragment is
+  // F(node, shape) on a node of GPU model `model` with these free shares (summing to
+  // `free_total`) that has the shape's CPU free; free_total when the shape never runs on the
+  // model. Weighted is Σ count × (the node has the CPU ? fragment : free_total).
+  template <typename Visit>
+  void VisitFragments(const SortedFree& free, int64_t free_total, int model, Visit visit) const;
+
+ private:
   std::vector<TypicalTask> typical_;
   std::vector<Shape> shapes_;  // by gpu_milli ascending: Weighted sweeps them with SortedFree
   int64_t total_count_ = 0;
   int resolved_models_ = -1;
 };
+
+template <typename Visit>
+void FragmentationMeter::VisitFragments(const SortedFree& free, int64_t free_total, int model,
+                                        Visit visit) const {
+  const std::span<const int32_t> v = free.values();
+  // Shapes come by gpu_milli ascending, so the GPUs too small for one shape are a prefix of the
+  // sorted free amounts that only grows: `small` GPUs, `too_small` milli free on them.
+  size_t small = 0;
+  int64_t too_small = 0;
+  for (const Shape& s : shapes_) {
+    const bool runs =
+        s.gpus > 0 && model >= 0 &&  // kNoModel (-1): a node without GPUs
+        (s.any_model || (model < static_cast<int>(s.accepts.size()) && s.accepts[model]));
+    int64_t fragment = free_total;
+    if (runs) {
+      for (; small < v.size() && v[small] < s.gpu_milli; ++small) too_small += v[small];
+      const size_t fitting = v.size() - small;  // GPUs that can host one unit of this shape
+      if (fitting >= static_cast<size_t>(s.gpus)) fragment = too_small;
+    }
+    visit(s, fragment);
+  }
+}
 
 }  // namespace corral::sched

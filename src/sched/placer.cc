@@ -7,6 +7,10 @@ namespace corral::sched {
 
 namespace {
 constexpr int32_t kNotScored = std::numeric_limits<int32_t>::min();
+// Shapes interned after the first kCachedShapes are scored every time: a workload of thousands
+// of shapes (fgd_diverse: one per task nearly) would otherwise grow a row that long per class
+// (1.5 GB resident, a third of the pass in page faults and copies).
+constexpr int kCachedShapes = 256;
 }  // namespace
 
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
@@ -57,6 +61,7 @@ bool Placer::GpusCouldFitOn(const TaskRequest& t, const std::vector<int>& models
 }
 
 int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) {
+  if (t.shape >= kCachedShapes) return policy_->Score(ViewOf(c), t);
   if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
   std::vector<int32_t>& row = score_cache_[class_id];
   if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, kNotScored);

@@ -1,7 +1,8 @@
 // The Placer chooses a node and GPUs for one task with a placement policy: hard filters first
 // (model, CPU, memory, free GPUs), then the policy's score, highest wins, ties to the node first
 // in the seeded tie order. Scores are cached per (node class, task shape), so a node state is
-// scored once per shape however many nodes share it and however many tasks ask.
+// scored once per shape however many nodes share it and however many tasks ask (for the first
+// shapes met; a workload of thousands of shapes has the rest scored each time).
 #pragma once
 
 #include <map>
@@ -70,7 +71,8 @@ class Placer {
   int models_seen_ = -1;
   // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on.
   std::map<std::tuple<int, int, int64_t, int64_t>, int> shape_ids_;
-  std::vector<std::vector<int32_t>> score_cache_;  // [class id][shape id], kNotScored if not
+  // [class id][shape id < kCachedShapes], kNotScored if not scored yet.
+  std::vector<std::vector<int32_t>> score_cache_;
 
   std::vector<int> models_scratch_;
 };

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sched/fragmentation_index.h"
 #include "sched/policies/policies.h"
 
 namespace corral::sched {
@@ -17,11 +18,15 @@ namespace {
 
 class FgdPolicy final : public PlacementPolicy {
  public:
-  explicit FgdPolicy(std::vector<TypicalTask> typical) : meter_(std::move(typical)) {}
+  explicit FgdPolicy(std::vector<TypicalTask> typical)
+      : meter_(std::move(typical)), index_(meter_) {}
 
   std::string_view name() const override { return "fgd"; }
 
-  void OnModelsChanged(const ClusterState& state) override { meter_.Resolve(state); }
+  void OnModelsChanged(const ClusterState& state) override {
+    meter_.Resolve(state);
+    index_.Clear();
+  }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return BestFitScore(node, task);  // no workload profile
@@ -62,7 +67,7 @@ class FgdPolicy final : public PlacementPolicy {
 
  private:
   int64_t Weighted(const NodeView& node, const SortedFree& free) const {
-    return meter_.Weighted(free, node.gpu_free_total, node.cpu_free, node.model);
+    return index_.Weighted(free, node.gpu_free_total, node.cpu_free, node.model);
   }
 
   // Scores the change from the node's state (`free`, fragmentation `before`) to its state
@@ -75,13 +80,16 @@ class FgdPolicy final : public PlacementPolicy {
                                    : SortedFree::AfterWhole(free, task.gpus);
     const int64_t taken = share ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000;
     const int64_t weighted_after =
-        meter_.Weighted(after, node.gpu_free_total - taken, node.cpu_free - task.cpu, node.model);
+        index_.Weighted(after, node.gpu_free_total - taken, node.cpu_free - task.cpu, node.model);
     const double delta =
         static_cast<double>(before - weighted_after) / static_cast<double>(meter_.total_count());
     return static_cast<int>(100.0 / (1.0 + std::exp(-delta / 1000.0)));
   }
 
   FragmentationMeter meter_;
+  // F by GPU state, filled as states are met: a cache of meter_ (the same numbers), hence
+  // mutable under the const Score (a policy serves one Placer, single-threaded).
+  mutable FragmentationIndex index_;
 };
 
 }  // namespace
