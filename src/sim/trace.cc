@@ -455,11 +455,16 @@ std::vector<std::string> OpenbGpuModels(std::string_view gpu_spec) {
   return Split(gpu_spec, '|');
 }
 
+struct OpenbTimeColumns {
+  CsvReader::Column created, deleted, scheduled;
+};
+
 // submit_time and duration of the current pod row (see ReadOpenbPods).
-std::pair<Seconds, Seconds> OpenbTimes(CsvReader& csv) {
-  const Seconds created = csv.Time("creation_time");
-  const Seconds deleted = csv.Time("deletion_time");
-  const Seconds started = csv.Text("scheduled_time").empty() ? created : csv.Time("scheduled_time");
+std::pair<Seconds, Seconds> OpenbTimes(CsvReader& csv, const OpenbTimeColumns& columns) {
+  const Seconds created = csv.Time(columns.created);
+  const Seconds deleted = csv.Time(columns.deleted);
+  const Seconds started =
+      csv.Text(columns.scheduled).empty() ? created : csv.Time(columns.scheduled);
   return {created, std::max(deleted - started, Seconds(0))};
 }
 
@@ -522,13 +527,16 @@ Result<std::vector<model::Node>> ReadOpenbNodes(const std::string& path, bool gp
   CORRAL_RETURN_IF_ERROR(csv.RequireColumns(kOpenbNodeColumns));
   std::vector<model::Node> nodes;
   UniqueKeys<std::string> names;
+  const CsvReader::Column sn = csv.ColumnOf("sn"), cpu_milli = csv.ColumnOf("cpu_milli"),
+                          memory_mib = csv.ColumnOf("memory_mib"), gpu = csv.ColumnOf("gpu"),
+                          model = csv.ColumnOf("model");
   while (csv.NextRow()) {
-    const int64_t cpu = csv.Int("cpu_milli", 0, kMaxQuantity);
-    const int64_t memory = csv.Int("memory_mib", 0, kMaxQuantity);
-    const int64_t gpus = csv.Int("gpu", 0, kMaxGpusPerNode);
+    const int64_t cpu = csv.Int(cpu_milli, 0, kMaxQuantity);
+    const int64_t memory = csv.Int(memory_mib, 0, kMaxQuantity);
+    const int64_t gpus = csv.Int(gpu, 0, kMaxGpusPerNode);
     if (!csv.ok()) break;
     model::Node node =
-        model::MakeNode(std::string(csv.Text("sn")), gpus > 0 ? std::string(csv.Text("model")) : "",
+        model::MakeNode(std::string(csv.Text(sn)), gpus > 0 ? std::string(csv.Text(model)) : "",
                         static_cast<int>(gpus), CpuMilli(cpu), MemoryMib(memory));
     CORRAL_RETURN_IF_ERROR(CheckNode(node, names, path, csv.line(), "sn"));
     if (gpus > 0 || !gpu_nodes_only) nodes.push_back(std::move(node));
@@ -543,20 +551,27 @@ Result<Trace> ReadOpenbPods(const std::string& path) {
   const bool has_times = csv.HasColumn(kOpenbTimeColumns[0]);
   if (has_times) CORRAL_RETURN_IF_ERROR(csv.RequireColumns(kOpenbTimeColumns));
   Trace trace;
+  const CsvReader::Column name = csv.ColumnOf("name"), cpu_milli = csv.ColumnOf("cpu_milli"),
+                          memory_mib = csv.ColumnOf("memory_mib"),
+                          num_gpu_column = csv.ColumnOf("num_gpu"),
+                          gpu_milli_column = csv.ColumnOf("gpu_milli"), qos = csv.ColumnOf("qos"),
+                          gpu_spec = csv.ColumnOf("gpu_spec");
+  const OpenbTimeColumns times{csv.ColumnOf("creation_time"), csv.ColumnOf("deletion_time"),
+                               csv.ColumnOf("scheduled_time")};
   while (csv.NextRow()) {
-    const int64_t cpu = csv.Int("cpu_milli", 0, kMaxQuantity);
-    const int64_t memory = csv.Int("memory_mib", 0, kMaxQuantity);
-    const int64_t num_gpu = csv.Int("num_gpu", 0, kMaxCount);
-    const int64_t gpu_milli = csv.Int("gpu_milli", 0, kMaxQuantity);
+    const int64_t cpu = csv.Int(cpu_milli, 0, kMaxQuantity);
+    const int64_t memory = csv.Int(memory_mib, 0, kMaxQuantity);
+    const int64_t num_gpu = csv.Int(num_gpu_column, 0, kMaxCount);
+    const int64_t gpu_milli = csv.Int(gpu_milli_column, 0, kMaxQuantity);
     const auto [submit, duration] =
-        has_times ? OpenbTimes(csv) : std::pair<Seconds, Seconds>{Seconds(0), Seconds(0)};
+        has_times ? OpenbTimes(csv, times) : std::pair<Seconds, Seconds>{Seconds(0), Seconds(0)};
     if (!csv.ok()) break;
-    TraceJob t = CsvJob(static_cast<int64_t>(trace.jobs.size()), std::string(csv.Text("name")),
+    TraceJob t = CsvJob(static_cast<int64_t>(trace.jobs.size()), std::string(csv.Text(name)),
                         submit, duration);
-    t.job.priority = OpenbPriority(csv.Text("qos"));
+    t.job.priority = OpenbPriority(csv.Text(qos));
     t.job.resources =
         model::MakeResources(static_cast<int>(num_gpu), OpenbGpuMilli(num_gpu, gpu_milli), cpu,
-                             memory, OpenbGpuModels(csv.Text("gpu_spec")));
+                             memory, OpenbGpuModels(csv.Text(gpu_spec)));
     CORRAL_RETURN_IF_ERROR(AppendValidated(trace, std::move(t), path, csv.line()));
   }
   CORRAL_RETURN_IF_ERROR(csv.status());
