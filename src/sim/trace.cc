@@ -131,7 +131,8 @@ std::optional<int64_t> AsInt64(const json& value) {
 // value is null counts as absent.
 class JsonObjectReader {
  public:
-  // `object` must outlive the reader; `prefix` is prepended to member names in errors.
+  // `object` and the keys the getters are given must outlive the reader; `prefix` is prepended
+  // to member names in errors.
   JsonObjectReader(const json& object, const std::string& path, int64_t line,
                    std::string prefix = "")
       : object_(object), path_(path), line_(line), prefix_(std::move(prefix)) {}
@@ -248,7 +249,7 @@ class JsonObjectReader {
   Status Finish() const {
     if (!status_.ok()) return status_;
     for (const auto& [key, value] : object_.items()) {
-      if (!used_.contains(key)) {
+      if (std::find(used_.begin(), used_.end(), key) == used_.end()) {
         return FieldError(path_, line_, prefix_ + key, "unknown field");
       }
     }
@@ -257,7 +258,7 @@ class JsonObjectReader {
 
  private:
   const json* Member(std::string_view key) {
-    used_.emplace(key);
+    used_.push_back(key);
     auto it = object_.find(key);
     if (it == object_.end() || it->is_null()) return nullptr;
     return &*it;
@@ -270,7 +271,8 @@ class JsonObjectReader {
   const std::string& path_;
   int64_t line_;
   std::string prefix_;
-  std::set<std::string, std::less<>> used_;
+  // The members asked for (a few per object: a vector beats a set; the keys are literals).
+  std::vector<std::string_view> used_;
   Status status_;
 };
 
