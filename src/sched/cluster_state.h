@@ -184,6 +184,9 @@ class ClusterState {
   const FreeCapacityIndexMap& FreeCapacityIndex(int model) const;
   bool IndexesFreeCapacity() const { return options_.index_free_capacity; }
 
+  // True when some node has ever carried a topology label (a switch or rack domain).
+  bool HasTopology() const { return !topology_ids_[0].empty() || !topology_ids_[1].empty(); }
+
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }
 

@@ -202,17 +202,36 @@ std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskReque
   }
   if (one != nullptr) return place_on({{one->c->members.begin()->second, count}});
   if (room < count) return std::nullopt;
+  // Without topology domains Choose reads, of each room (fit), only the first `count` nodes in
+  // Preferred order (it uses at most `count` nodes, and a later node of a room never beats an
+  // earlier unused one of the same room): each class gives at most its `count` first members
+  // (its members share score and room, in tie order), and the rest of a room is dropped.
+  const bool topology = state.HasTopology();
   std::vector<Candidate> candidates;
   for (const FittingClass& f : fitting) {
     const int score = placer.Score(f.id, task);
+    int taken = 0;
     for (const auto& [rank, node] : f.c->members) {
+      if (!topology && taken++ == count) break;
       candidates.push_back({node, f.fit, score, rank, state.node(node).topology});
     }
   }
   std::vector<const Candidate*> all;
   all.reserve(candidates.size());
   for (const Candidate& c : candidates) all.push_back(&c);
-  std::sort(all.begin(), all.end(), Preferred);
+  if (topology) {
+    std::sort(all.begin(), all.end(), Preferred);
+  } else {
+    std::sort(all.begin(), all.end(), [](const Candidate* a, const Candidate* b) {
+      return a->fit != b->fit ? a->fit > b->fit : Preferred(a, b);
+    });
+    std::vector<const Candidate*> kept;
+    for (size_t i = 0, same = 0; i < all.size(); ++i) {
+      same = i > 0 && all[i]->fit == all[i - 1]->fit ? same + 1 : 0;
+      if (same < static_cast<size_t>(count)) kept.push_back(all[i]);
+    }
+    all = std::move(kept);
+  }
 
   std::vector<std::pair<NodeIndex, int>> nodes;
   for (const auto& [candidate, tasks] : ChooseNodes(all, count)) {

@@ -44,8 +44,8 @@ std::string_view GangPlacementName(GangPlacement placement);
 //     6 tasks on nodes with room for 4, 4 and 3 go 3 + 3.
 //   The policy chooses each task's GPUs on its node. A policy that picks uniformly (random)
 //   places each task as kEachTask does.
-// Cost: O(fitting node classes) when one node holds the gang, else O(fitting nodes × nodes
-// used).
+// Cost: O(fitting node classes) when one node holds the gang; else, without topology labels,
+// O(fitting classes × count × nodes used), with them O(fitting nodes × nodes used).
 std::optional<std::vector<Allocation>> PlaceGang(Placer& placer, const TaskRequest& task, int count,
                                                  GangPlacement placement);
 

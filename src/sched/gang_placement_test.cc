@@ -186,5 +186,58 @@ TEST_P(GangTest, CountsSharesCpuAndMemory) {
   EXPECT_EQ(NodesOf(*placed), (std::map<std::string, int>{{"a", 5}}));
 }
 
+// Without topology labels the search keeps only the first nodes of each room (the others cannot
+// be chosen): it must choose exactly as the full search, which runs when every node carries one
+// rack label (one domain holding every node is the same pool as no domain). Random gangs of
+// whole GPUs and shares on 40 nodes of 4 and 8 GPUs, with releases, under every policy.
+TEST_P(GangTest, UnlabelledSearchChoosesAsTheFullSearch) {
+  struct Side {
+    ClusterState state;
+    SeededRng rng{1};
+    std::unique_ptr<PlacementPolicy> policy;
+    std::unique_ptr<Placer> placer;
+  };
+  Side plain, labelled;
+  for (Side* side : {&plain, &labelled}) {
+    side->policy = Create(GetParam());
+    side->placer = std::make_unique<Placer>(side->state, *side->policy, side->rng);
+    for (int n = 0; n < 40; ++n) {
+      model::Node node = model::MakeNode("n" + std::to_string(n), "T4", n % 3 == 0 ? 8 : 4,
+                                         CpuMilli(32000), MemoryMib(65536));
+      if (side == &labelled) node.labels[model::kRackLabel] = "r";
+      ASSERT_TRUE(side->state.AddNode(node).ok());
+    }
+  }
+  ASSERT_FALSE(plain.state.HasTopology());
+  ASSERT_TRUE(labelled.state.HasTopology());
+  SeededRng draw(7);
+  std::vector<std::vector<Allocation>> held;
+  int multi_node = 0;
+  for (int step = 0; step < 600; ++step) {
+    if (!held.empty() && draw.Uniform(3) == 0) {
+      const size_t k = draw.Uniform(held.size());
+      for (Side* side : {&plain, &labelled}) {
+        for (const Allocation& a : held[k]) ASSERT_TRUE(side->state.Release(a).ok());
+      }
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    const int gpus = 1 + static_cast<int>(draw.Uniform(4));
+    const int milli = draw.Uniform(4) == 0 ? 250 * (1 + static_cast<int>(draw.Uniform(3))) : 1000;
+    const int count = 2 + static_cast<int>(draw.Uniform(9));
+    const model::TaskResources r = model::MakeResources(
+        milli < 1000 ? 1 : gpus, milli, 1000 * (1 + static_cast<int64_t>(draw.Uniform(4))), 1024);
+    auto a = PlaceGang(*plain.placer, plain.placer->Resolve(r), count, kTogether);
+    auto b = PlaceGang(*labelled.placer, labelled.placer->Resolve(r), count, kTogether);
+    ASSERT_EQ(a, b) << "step " << step;
+    if (!a) continue;
+    std::set<NodeIndex> nodes;
+    for (const Allocation& x : *a) nodes.insert(x.node);
+    multi_node += nodes.size() > 1 ? 1 : 0;
+    held.push_back(std::move(*a));
+  }
+  EXPECT_GT(multi_node, 20);  // the multi-node search ran
+}
+
 }  // namespace
 }  // namespace corral::sched

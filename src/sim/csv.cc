@@ -270,45 +270,49 @@ Status CsvReader::status() const {
   return lines_.status();
 }
 
-std::string_view CsvReader::Text(std::string_view column) const {
-  auto it = index_.find(column);
-  if (it == index_.end() || it->second >= fields_.size()) return {};
-  return fields_[it->second];
+CsvReader::Column CsvReader::ColumnOf(std::string_view name) const {
+  auto it = index_.find(name);
+  return Column{it == index_.end() ? Column::kAbsent : it->second, name};
 }
 
-int64_t CsvReader::Int(std::string_view column, int64_t min, int64_t max) {
+std::string_view CsvReader::Text(const Column& column) const {
+  if (column.index >= fields_.size()) return {};
+  return fields_[column.index];
+}
+
+int64_t CsvReader::Int(const Column& column, int64_t min, int64_t max) {
   if (!ok()) return min;
   std::string_view text = Text(column);
   std::optional<int64_t> value = ParseInt64(text);
   if (!value) {
-    Fail(FieldError(column, "expected an integer, got " + Quoted(text)));
+    Fail(FieldError(column.name, "expected an integer, got " + Quoted(text)));
     return min;
   }
   if (*value < min || *value > max) {
-    Fail(FieldError(column, "must be between " + std::to_string(min) + " and " +
-                                std::to_string(max) + ", got " + std::to_string(*value)));
+    Fail(FieldError(column.name, "must be between " + std::to_string(min) + " and " +
+                                     std::to_string(max) + ", got " + std::to_string(*value)));
     return min;
   }
   return *value;
 }
 
-double CsvReader::Double(std::string_view column, double min, double max) {
+double CsvReader::Double(const Column& column, double min, double max) {
   if (!ok()) return min;
   std::string_view text = Text(column);
   std::optional<double> value = ParseFiniteDouble(text);
   if (!value) {
-    Fail(FieldError(column, "expected a number, got " + Quoted(text)));
+    Fail(FieldError(column.name, "expected a number, got " + Quoted(text)));
     return min;
   }
   if (*value < min || *value > max) {
-    Fail(FieldError(column, "must be between " + std::to_string(min) + " and " +
-                                std::to_string(max) + ", got " + std::string(text)));
+    Fail(FieldError(column.name, "must be between " + std::to_string(min) + " and " +
+                                     std::to_string(max) + ", got " + std::string(text)));
     return min;
   }
   return *value;
 }
 
-corral::Seconds CsvReader::Time(std::string_view column) {
+corral::Seconds CsvReader::Time(const Column& column) {
   if (!ok()) return corral::Seconds(0);
   std::string_view text = Text(column);
   if (std::optional<int64_t> whole = ParseInt64(text)) {
@@ -316,8 +320,8 @@ corral::Seconds CsvReader::Time(std::string_view column) {
   }
   std::optional<double> value = ParseFiniteDouble(text);
   if (!value || *value < 0 || *value > kMaxTimeS) {
-    Fail(FieldError(
-        column, "expected a time in seconds (a number between 0 and 1e12), got " + Quoted(text)));
+    Fail(FieldError(column.name, "expected a time in seconds (a number between 0 and 1e12), got " +
+                                     Quoted(text)));
     return corral::Seconds(0);
   }
   return corral::Seconds(std::llround(*value));

@@ -115,16 +115,34 @@ class CsvReader {
   // The first error met (including a read error at the end), or OK.
   Status status() const;
 
+  // A column's position in the header, looked up once so that reading its field in every row
+  // costs no lookup by name. `name` is kept as a view: it must outlive the Column (a literal).
+  struct Column {
+    static constexpr size_t kAbsent = SIZE_MAX;
+    size_t index = kAbsent;  // kAbsent when the header has no such column
+    std::string_view name;
+  };
+  Column ColumnOf(std::string_view name) const;
+
+  // The getters below take a column by name (looked up per call) or as a Column.
   // The raw (unquoted, trimmed) text of `column` in the current record; "" when the header has
   // no such column (optional columns are checked with HasColumn).
-  std::string_view Text(std::string_view column) const;
+  std::string_view Text(std::string_view column) const { return Text(ColumnOf(column)); }
+  std::string_view Text(const Column& column) const;
   // An integer in [min, max]. A fallback of `min` is returned after an error.
-  int64_t Int(std::string_view column, int64_t min, int64_t max);
+  int64_t Int(std::string_view column, int64_t min, int64_t max) {
+    return Int(ColumnOf(column), min, max);
+  }
+  int64_t Int(const Column& column, int64_t min, int64_t max);
   // A finite number in [min, max].
-  double Double(std::string_view column, double min, double max);
+  double Double(std::string_view column, double min, double max) {
+    return Double(ColumnOf(column), min, max);
+  }
+  double Double(const Column& column, double min, double max);
   // A point in time or a duration in seconds: a non-negative integer, or a decimal number that
   // is rounded to the nearest second.
-  corral::Seconds Time(std::string_view column);
+  corral::Seconds Time(std::string_view column) { return Time(ColumnOf(column)); }
+  corral::Seconds Time(const Column& column);
 
   // InvalidArgument "path:line: field 'column': what" for the current record (not recorded).
   Status FieldError(std::string_view column, std::string_view what) const;

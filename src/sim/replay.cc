@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "common/check.h"
 #include "common/rng.h"
 #include "sched/elastic_plan.h"
 #include "sched/fragmentation.h"
@@ -296,6 +297,84 @@ struct JobRun {
   }
 };
 
+// Trace positions by job id: a flat array when the ids are dense (generated and openb traces
+// number their jobs 0, 1, ...), else a hash map. at() is looked up per start, preemption and
+// estimate, so the array saves a hash and a cache miss each.
+class JobIndex {
+ public:
+  // InvalidArgument naming the first id that appears twice (in trace order).
+  static Result<JobIndex> Build(const std::vector<TraceJob>& jobs) {
+    JobIndex index;
+    int64_t low = 0, high = -1;
+    for (const TraceJob& j : jobs) {
+      low = std::min(low, j.job.id.value());
+      high = std::max(high, j.job.id.value());
+    }
+    const bool dense = low >= 0 && high < 2 * static_cast<int64_t>(jobs.size()) + 1024;
+    if (dense) index.dense_.assign(static_cast<size_t>(high + 1), kNone);
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const JobId id = jobs[i].job.id;
+      const bool fresh =
+          dense ? std::exchange(index.dense_[static_cast<size_t>(id.value())], i) == kNone
+                : index.sparse_.emplace(id, i).second;
+      if (!fresh) {
+        return InvalidArgument("trace: job id " + std::to_string(id.value()) + " appears twice");
+      }
+    }
+    return index;
+  }
+
+  // The position of a job of the trace (checked: the scheduler knows only the trace's jobs).
+  size_t at(JobId id) const {
+    if (dense_.empty()) return sparse_.at(id);
+    const size_t i = static_cast<size_t>(id.value()) < dense_.size()
+                         ? dense_[static_cast<size_t>(id.value())]
+                         : kNone;
+    CORRAL_CHECK(i != kNone);
+    return i;
+  }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+  std::vector<size_t> dense_;  // id -> position, kNone for ids not in the trace
+  std::unordered_map<JobId, size_t> sparse_;
+};
+
+// The nodes of each running job by trace position, and the running jobs (for the steps that
+// visit every running job: elastic sizing, checkpoint notes), in no particular order.
+class RunningNodes {
+ public:
+  explicit RunningNodes(size_t jobs) : nodes_(jobs), slot_(jobs, kNone) {}
+
+  // Job i's nodes (empty when it is not running).
+  const std::vector<sched::NodeIndex>& of(size_t i) const { return nodes_[i]; }
+  // Job i starts on `nodes`.
+  void Start(size_t i, std::vector<sched::NodeIndex> nodes) {
+    if (slot_[i] == kNone) {
+      slot_[i] = running_.size();
+      running_.push_back(i);
+    }
+    nodes_[i] = std::move(nodes);
+  }
+  // Job i no longer runs (nothing when it did not).
+  void End(size_t i) {
+    nodes_[i] = {};
+    if (slot_[i] == kNone) return;
+    const size_t last = running_.back();
+    running_[slot_[i]] = last;
+    slot_[last] = slot_[i];
+    running_.pop_back();
+    slot_[i] = kNone;
+  }
+  const std::vector<size_t>& running() const { return running_; }
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+  std::vector<std::vector<sched::NodeIndex>> nodes_;
+  std::vector<size_t> slot_;     // position in running_, kNone when not running
+  std::vector<size_t> running_;  // trace positions of the running jobs
+};
+
 // What is left to expect of a job that has done `done` seconds of its work and was estimated
 // to run `estimate` in all: the end sched::ExpectedEndOf gives a job that started at 0, is seen
 // at `done` and has the job's time limit (the rule the scheduler applies to a running job's
@@ -319,8 +398,7 @@ Seconds DeclaredEstimate(const model::Job& job) {
 // Records the estimated start of each of `arrived` (indices into the trace) that still waits
 // after the pass at `now`, if among the queue's first `rows`; returns how many still wait.
 int64_t MeasureEtas(sched::Scheduler& s, int64_t now, int64_t rows,
-                    const std::vector<size_t>& arrived,
-                    const std::unordered_map<JobId, size_t>& index_of,
+                    const std::vector<size_t>& arrived, const JobIndex& index_of,
                     std::vector<ReplayJob>& outcomes) {
   int64_t waiting = 0;
   for (size_t i : arrived) waiting += outcomes[i].first_start_s < 0 ? 1 : 0;
@@ -395,7 +473,9 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   ReplayResult result;
   result.policy = config.policy;
   result.jobs = static_cast<int64_t>(trace.jobs.size());
-  std::unordered_map<JobId, size_t> index_of;
+  auto built_index = JobIndex::Build(trace.jobs);
+  if (!built_index.ok()) return built_index.status();
+  const JobIndex index_of = std::move(built_index).value();
   std::unordered_map<std::string, int> project_of;
   std::vector<JobRun> runs(trace.jobs.size());
   std::vector<ReplayJob>& outcomes = result.job_outcomes;
@@ -403,9 +483,6 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   std::vector<int64_t> first_submit;
   for (size_t i = 0; i < trace.jobs.size(); ++i) {
     const model::Job& job = trace.jobs[i].job;
-    if (!index_of.emplace(job.id, i).second) {
-      return InvalidArgument("trace: job id " + std::to_string(job.id.value()) + " appears twice");
-    }
     auto [it, fresh] = project_of.emplace(job.project, static_cast<int>(result.projects.size()));
     if (fresh) {
       ProjectResult p;
@@ -509,11 +586,11 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
 
   auto duration = [&](size_t i) { return trace.jobs[i].duration.value(); };
   auto milli = [&](size_t i) { return trace.jobs[i].job.TotalMilli().value(); };
-  std::unordered_map<size_t, std::vector<sched::NodeIndex>> nodes_of;  // running jobs' nodes
+  RunningNodes nodes_of(trace.jobs.size());
   // Ends the current run of job i: its nodes changed and are measured again.
   auto end_run = [&](size_t i) {
-    for (sched::NodeIndex n : nodes_of[i]) meter.Touch(n);
-    nodes_of.erase(i);
+    for (sched::NodeIndex n : nodes_of.of(i)) meter.Touch(n);
+    nodes_of.End(i);
     JobRun& r = runs[i];
     shares.Change(outcomes[i].project, -r.milli, 0);
     r.run_start = -1;
@@ -577,13 +654,13 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   // size is chosen, not resized), else the others.
   auto elastic_runs = [&](int64_t t, bool fresh) {
     std::vector<sched::ElasticRun> out;
-    for (const auto& [i, task_nodes] : nodes_of) {
+    for (size_t i : nodes_of.running()) {
       const JobRun& r = runs[i];
       if (!r.range || (r.run_start == t) != fresh) continue;
       const double remaining = (static_cast<double>(duration(i)) - r.done - r.Accrued(t)) / r.rate;
       sched::ElasticRun run{trace.jobs[i].job.id, *r.range};
       run.size = r.gpus;
-      run.nodes = task_nodes;
+      run.nodes = nodes_of.of(i);
       run.last_resize = Seconds(r.last_resize);
       run.resizes = r.resizes;
       run.remaining_s = remaining;
@@ -607,7 +684,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     shares.Change(outcomes[i].project, milli_now - r.milli, 0);
     r.milli = milli_now;
     r.gpus = z.to;
-    for (sched::NodeIndex n : nodes_of[i]) meter.Touch(n);
+    for (sched::NodeIndex n : nodes_of.of(i)) meter.Touch(n);
     if (counted) {
       r.last_resize = t;
       ++r.resizes;
@@ -695,7 +772,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
     now = t;
     if (result.elastic_jobs > 0) CORRAL_RETURN_IF_ERROR(make_room(t));
     if (note_checkpoints) {
-      for (const auto& [i, task_nodes] : nodes_of) {
+      for (size_t i : nodes_of.running()) {
         (void)s.NoteCheckpoint(trace.jobs[i].job.id, Seconds(last_checkpoint(runs[i], t)));
       }
     }
@@ -734,12 +811,14 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
           r.rate = sched::Speedup(request_of(i), r.gpus, config.resize.alpha);
         }
         if (track_pending) pending_jobs.erase({outcomes[i].submit_s, i});
-        std::vector<sched::NodeIndex>& nodes_now = nodes_of[i];
+        std::vector<sched::NodeIndex> nodes_now;
+        nodes_now.reserve(start.tasks.size());
         for (const sched::Allocation& a : start.tasks) {
           nodes_now.push_back(a.node);
           meter.Touch(a.node);
         }
         if (start.tasks.size() > 1) count_gang(nodes_now);
+        nodes_of.Start(i, std::move(nodes_now));
         ReplayJob& outcome = outcomes[i];
         if (outcome.first_start_s < 0) outcome.first_start_s = t;
         outcome.start_s = t;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "common/rng.h"
 #include "sched/policy_config.h"
 #include "sim/generator.h"
 #include "sim/report.h"
@@ -73,6 +74,39 @@ TEST(Replay, HandComputedQueueingAndAllocation) {
   // 100% for 100 s, then 50% for 50 s; 100% while jobs arrive (0..10).
   EXPECT_NEAR(r->gpu_alloc_pct_mean, (100.0 * 100 + 50.0 * 50) / 150, 1e-9);
   EXPECT_DOUBLE_EQ(r->gpu_alloc_pct_arrivals, 100);
+}
+
+// Job ids index the replay's jobs by an array when they are dense and a hash map when not:
+// both give the same outcomes, and an id given twice is an error naming it either way.
+TEST(Replay, SparseJobIdsReplayAsDenseOnesAndDuplicatesAreErrors) {
+  Trace dense, sparse;
+  SeededRng draw(5);
+  for (int64_t i = 0; i < 60; ++i) {
+    TraceJob job =
+        MakeTraceJob(i, 1 + static_cast<int>(draw.Uniform(4)), i * 7,
+                     50 + static_cast<int64_t>(draw.Uniform(200)), draw.Uniform(5) == 0 ? 2 : 1);
+    dense.jobs.push_back(job);
+    job.job.id = JobId(i * 1'000'003 + 17);  // far beyond twice the job count
+    sparse.jobs.push_back(job);
+  }
+  auto a = RunReplay(Nodes(3, 4), dense, ReplayConfig{"fgd"});
+  auto b = RunReplay(Nodes(3, 4), sparse, ReplayConfig{"fgd"});
+  ASSERT_TRUE(a.ok() && b.ok());
+  ASSERT_EQ(a->completed, 60);
+  ASSERT_EQ(b->job_outcomes.size(), a->job_outcomes.size());
+  for (size_t i = 0; i < a->job_outcomes.size(); ++i) {
+    EXPECT_EQ(b->job_outcomes[i].start_s, a->job_outcomes[i].start_s) << i;
+    EXPECT_EQ(b->job_outcomes[i].end_s, a->job_outcomes[i].end_s) << i;
+  }
+  for (Trace* trace : {&dense, &sparse}) {
+    const JobId repeated = trace->jobs[3].job.id;
+    trace->jobs[40].job.id = repeated;
+    auto twice = RunReplay(Nodes(3, 4), *trace, ReplayConfig{"fgd"});
+    ASSERT_FALSE(twice.ok());
+    EXPECT_THAT(
+        std::string(twice.status().message()),
+        testing::HasSubstr("job id " + std::to_string(repeated.value()) + " appears twice"));
+  }
 }
 
 TEST(Replay, EstimatedStartsAreMeasuredAgainstActualStarts) {

@@ -131,7 +131,8 @@ std::optional<int64_t> AsInt64(const json& value) {
 // value is null counts as absent.
 class JsonObjectReader {
  public:
-  // `object` must outlive the reader; `prefix` is prepended to member names in errors.
+  // `object` and the keys the getters are given must outlive the reader; `prefix` is prepended
+  // to member names in errors.
   JsonObjectReader(const json& object, const std::string& path, int64_t line,
                    std::string prefix = "")
       : object_(object), path_(path), line_(line), prefix_(std::move(prefix)) {}
@@ -248,7 +249,7 @@ class JsonObjectReader {
   Status Finish() const {
     if (!status_.ok()) return status_;
     for (const auto& [key, value] : object_.items()) {
-      if (!used_.contains(key)) {
+      if (std::find(used_.begin(), used_.end(), key) == used_.end()) {
         return FieldError(path_, line_, prefix_ + key, "unknown field");
       }
     }
@@ -257,7 +258,7 @@ class JsonObjectReader {
 
  private:
   const json* Member(std::string_view key) {
-    used_.emplace(key);
+    used_.push_back(key);
     auto it = object_.find(key);
     if (it == object_.end() || it->is_null()) return nullptr;
     return &*it;
@@ -270,7 +271,8 @@ class JsonObjectReader {
   const std::string& path_;
   int64_t line_;
   std::string prefix_;
-  std::set<std::string, std::less<>> used_;
+  // The members asked for (a few per object: a vector beats a set; the keys are literals).
+  std::vector<std::string_view> used_;
   Status status_;
 };
 
@@ -455,11 +457,16 @@ std::vector<std::string> OpenbGpuModels(std::string_view gpu_spec) {
   return Split(gpu_spec, '|');
 }
 
+struct OpenbTimeColumns {
+  CsvReader::Column created, deleted, scheduled;
+};
+
 // submit_time and duration of the current pod row (see ReadOpenbPods).
-std::pair<Seconds, Seconds> OpenbTimes(CsvReader& csv) {
-  const Seconds created = csv.Time("creation_time");
-  const Seconds deleted = csv.Time("deletion_time");
-  const Seconds started = csv.Text("scheduled_time").empty() ? created : csv.Time("scheduled_time");
+std::pair<Seconds, Seconds> OpenbTimes(CsvReader& csv, const OpenbTimeColumns& columns) {
+  const Seconds created = csv.Time(columns.created);
+  const Seconds deleted = csv.Time(columns.deleted);
+  const Seconds started =
+      csv.Text(columns.scheduled).empty() ? created : csv.Time(columns.scheduled);
   return {created, std::max(deleted - started, Seconds(0))};
 }
 
@@ -522,13 +529,16 @@ Result<std::vector<model::Node>> ReadOpenbNodes(const std::string& path, bool gp
   CORRAL_RETURN_IF_ERROR(csv.RequireColumns(kOpenbNodeColumns));
   std::vector<model::Node> nodes;
   UniqueKeys<std::string> names;
+  const CsvReader::Column sn = csv.ColumnOf("sn"), cpu_milli = csv.ColumnOf("cpu_milli"),
+                          memory_mib = csv.ColumnOf("memory_mib"), gpu = csv.ColumnOf("gpu"),
+                          model = csv.ColumnOf("model");
   while (csv.NextRow()) {
-    const int64_t cpu = csv.Int("cpu_milli", 0, kMaxQuantity);
-    const int64_t memory = csv.Int("memory_mib", 0, kMaxQuantity);
-    const int64_t gpus = csv.Int("gpu", 0, kMaxGpusPerNode);
+    const int64_t cpu = csv.Int(cpu_milli, 0, kMaxQuantity);
+    const int64_t memory = csv.Int(memory_mib, 0, kMaxQuantity);
+    const int64_t gpus = csv.Int(gpu, 0, kMaxGpusPerNode);
     if (!csv.ok()) break;
     model::Node node =
-        model::MakeNode(std::string(csv.Text("sn")), gpus > 0 ? std::string(csv.Text("model")) : "",
+        model::MakeNode(std::string(csv.Text(sn)), gpus > 0 ? std::string(csv.Text(model)) : "",
                         static_cast<int>(gpus), CpuMilli(cpu), MemoryMib(memory));
     CORRAL_RETURN_IF_ERROR(CheckNode(node, names, path, csv.line(), "sn"));
     if (gpus > 0 || !gpu_nodes_only) nodes.push_back(std::move(node));
@@ -543,20 +553,27 @@ Result<Trace> ReadOpenbPods(const std::string& path) {
   const bool has_times = csv.HasColumn(kOpenbTimeColumns[0]);
   if (has_times) CORRAL_RETURN_IF_ERROR(csv.RequireColumns(kOpenbTimeColumns));
   Trace trace;
+  const CsvReader::Column name = csv.ColumnOf("name"), cpu_milli = csv.ColumnOf("cpu_milli"),
+                          memory_mib = csv.ColumnOf("memory_mib"),
+                          num_gpu_column = csv.ColumnOf("num_gpu"),
+                          gpu_milli_column = csv.ColumnOf("gpu_milli"), qos = csv.ColumnOf("qos"),
+                          gpu_spec = csv.ColumnOf("gpu_spec");
+  const OpenbTimeColumns times{csv.ColumnOf("creation_time"), csv.ColumnOf("deletion_time"),
+                               csv.ColumnOf("scheduled_time")};
   while (csv.NextRow()) {
-    const int64_t cpu = csv.Int("cpu_milli", 0, kMaxQuantity);
-    const int64_t memory = csv.Int("memory_mib", 0, kMaxQuantity);
-    const int64_t num_gpu = csv.Int("num_gpu", 0, kMaxCount);
-    const int64_t gpu_milli = csv.Int("gpu_milli", 0, kMaxQuantity);
+    const int64_t cpu = csv.Int(cpu_milli, 0, kMaxQuantity);
+    const int64_t memory = csv.Int(memory_mib, 0, kMaxQuantity);
+    const int64_t num_gpu = csv.Int(num_gpu_column, 0, kMaxCount);
+    const int64_t gpu_milli = csv.Int(gpu_milli_column, 0, kMaxQuantity);
     const auto [submit, duration] =
-        has_times ? OpenbTimes(csv) : std::pair<Seconds, Seconds>{Seconds(0), Seconds(0)};
+        has_times ? OpenbTimes(csv, times) : std::pair<Seconds, Seconds>{Seconds(0), Seconds(0)};
     if (!csv.ok()) break;
-    TraceJob t = CsvJob(static_cast<int64_t>(trace.jobs.size()), std::string(csv.Text("name")),
+    TraceJob t = CsvJob(static_cast<int64_t>(trace.jobs.size()), std::string(csv.Text(name)),
                         submit, duration);
-    t.job.priority = OpenbPriority(csv.Text("qos"));
+    t.job.priority = OpenbPriority(csv.Text(qos));
     t.job.resources =
         model::MakeResources(static_cast<int>(num_gpu), OpenbGpuMilli(num_gpu, gpu_milli), cpu,
-                             memory, OpenbGpuModels(csv.Text("gpu_spec")));
+                             memory, OpenbGpuModels(csv.Text(gpu_spec)));
     CORRAL_RETURN_IF_ERROR(AppendValidated(trace, std::move(t), path, csv.line()));
   }
   CORRAL_RETURN_IF_ERROR(csv.status());

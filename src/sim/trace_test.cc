@@ -121,6 +121,29 @@ TEST(CsvTest, ReportsFileLineAndField) {
   EXPECT_FALSE(csv->NextRow());
 }
 
+// A column looked up once reads as its name does in every row, absent columns included, and an
+// error names it.
+TEST(CsvTest, ColumnsLookedUpOnceReadAsNames) {
+  const std::string path = TempPath("csv_columns.csv");
+  WriteAll(path, "n,t,x\n1,2.6,ok\n4,5,\n7,x,y\n");
+  auto csv = CsvReader::Open(path);
+  ASSERT_TRUE(csv.ok()) << csv.status().ToString();
+  const CsvReader::Column n = csv->ColumnOf("n"), t = csv->ColumnOf("t"), x = csv->ColumnOf("x"),
+                          absent = csv->ColumnOf("absent");
+  EXPECT_EQ(absent.index, CsvReader::Column::kAbsent);
+  for (int row = 0; row < 2; ++row) {
+    ASSERT_TRUE(csv->NextRow());
+    EXPECT_EQ(csv->Int(n, 0, 10), csv->Int("n", 0, 10));
+    EXPECT_EQ(csv->Time(t), csv->Time("t"));
+    EXPECT_EQ(csv->Double(t, 0, 10), csv->Double("t", 0, 10));
+    EXPECT_EQ(csv->Text(x), csv->Text("x"));
+    EXPECT_EQ(csv->Text(absent), "");
+  }
+  ASSERT_TRUE(csv->NextRow());
+  csv->Time(t);
+  ExpectError(csv->status(), {path + ":4: field 't': expected a time in seconds"});
+}
+
 TEST(CsvTest, RejectsDuplicateAndEmptyHeaders) {
   const std::string path = TempPath("csv_header.csv");
   WriteAll(path, "a,b,a\n1,2,3\n");
