@@ -552,7 +552,7 @@ void PrintPolicy(const protocol::PolicyView& p) {
             << Decimal(r.fair_share_weight, 3) << ", age weight " << Decimal(r.age_weight, 3)
             << " per " << FormatDuration(r.age_unit) << "\n";
   std::cout << "placement: " << p.placement;
-  if (p.uses_profile && p.typical_tasks == 0) {
+  if (p.uses_profile && p.profile_jobs == 0) {
     std::cout << " (no workload profile yet: places as bestfit until " << p.profile_min_jobs
               << " jobs have been submitted)";
   } else if (p.uses_profile) {
