@@ -5,6 +5,10 @@
 
 namespace corral::sched {
 
+namespace {
+constexpr int32_t kNotScored = std::numeric_limits<int32_t>::min();
+}  // namespace
+
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
     : state_(state), policy_(&policy), rng_(rng) {}
 
@@ -34,7 +38,11 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
   if (it == shape_ids_.end()) {
     // Bounded: a row per class of one slot per shape would grow without end on a workload of
     // thousands of shapes (fgd_diverse: one per task nearly; 1.5 GB resident when unbounded).
-    if (shape_ids_.size() >= static_cast<size_t>(kCachedShapes)) shape_ids_.clear();
+    if (shape_ids_.size() >= static_cast<size_t>(kCachedShapes)) {
+      shape_ids_.clear();
+      score_cache_.clear();
+      first_cached_shape_ = next_shape_id_;
+    }
     it = shape_ids_.emplace(key, next_shape_id_++).first;
   }
   t.shape = it->second;
@@ -58,13 +66,13 @@ bool Placer::GpusCouldFitOn(const TaskRequest& t, const std::vector<int>& models
 }
 
 int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) {
+  const int slot = t.shape - first_cached_shape_;
+  if (slot < 0) return policy_->Score(ViewOf(c), t);  // resolved before the start-over
   if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
-  std::vector<CachedEntry>& row = score_cache_[class_id];
-  const int slot = t.shape % kCachedShapes;
-  if (slot >= static_cast<int>(row.size())) row.resize(slot + 1);
-  CachedEntry& entry = row[slot];
-  if (entry.shape != t.shape) entry = CachedEntry{t.shape, policy_->Score(ViewOf(c), t)};
-  return entry.score;
+  std::vector<int32_t>& row = score_cache_[class_id];
+  if (slot >= static_cast<int>(row.size())) row.resize(slot + 1, kNotScored);
+  if (row[slot] == kNotScored) row[slot] = policy_->Score(ViewOf(c), t);
+  return row[slot];
 }
 
 std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {

@@ -2,10 +2,9 @@
 // (model, CPU, memory, free GPUs), then the policy's score, highest wins, ties to the node first
 // in the seeded tie order. Scores are cached per (node class, task shape), so a node state is
 // scored once per shape however many nodes share it and however many tasks ask. The cache is
-// bounded: kCachedShapes slots per class, a shape's slot its id modulo kCachedShapes (a shape
-// evicts the one before it in its slot), and the shape interning starts over (new ids, never
-// reused) once it holds kCachedShapes shapes, so a server that meets shapes without end keeps
-// caching the current ones.
+// bounded to kCachedShapes shapes: when a new shape would pass that, the cache and the shape
+// interning start over (new ids, never reused), so a server that meets shapes without end keeps
+// caching the current ones; a request resolved before the start-over is scored uncached.
 #pragma once
 
 #include <map>
@@ -75,16 +74,14 @@ class Placer {
   Rng& rng_;
   int models_seen_ = -1;
   // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on. At most
-  // kCachedShapes entries; ids come from next_shape_id_, so a TaskRequest resolved before a
-  // start-over keeps an id no later shape gets (int: 2^31 shapes met in one Placer's life).
+  // kCachedShapes entries, with ids from first_cached_shape_ up; ids come from next_shape_id_,
+  // so a TaskRequest resolved before a start-over keeps an id no later shape gets (int: 2^31
+  // shapes met in one Placer's life).
   std::map<std::tuple<int, int, int64_t, int64_t>, int> shape_ids_;
   int next_shape_id_ = 0;
-  struct CachedEntry {
-    int32_t shape = -1;  // the shape whose score this is; -1: none yet
-    int32_t score = 0;
-  };
-  // [class id][shape id % kCachedShapes].
-  std::vector<std::vector<CachedEntry>> score_cache_;
+  int first_cached_shape_ = 0;
+  // [class id][shape id - first_cached_shape_], kNotScored if not scored yet.
+  std::vector<std::vector<int32_t>> score_cache_;
 
   std::vector<int> models_scratch_;
 };
