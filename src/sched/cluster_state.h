@@ -12,6 +12,7 @@
 // single-threaded (conventions.md).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <compare>
 #include <cstdint>
@@ -185,7 +186,10 @@ class ClusterState {
   bool IndexesFreeCapacity() const { return options_.index_free_capacity; }
 
   // True when some node has ever carried a topology label (a switch or rack domain).
-  bool HasTopology() const { return !topology_ids_[0].empty() || !topology_ids_[1].empty(); }
+  bool HasTopology() const {
+    return std::any_of(topology_ids_.begin(), topology_ids_.end(),
+                       [](const auto& ids) { return !ids.empty(); });
+  }
 
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }

@@ -341,6 +341,9 @@ TEST(FragmentationIndex, LooksUpWhatTheMeterSweeps) {
   FragmentationMeter meter(typical);
   meter.Resolve(state);
   FragmentationIndex index(meter);
+  constexpr size_t kSmallCap = 1000;
+  FragmentationIndex small(meter, kSmallCap);
+  int start_overs = 0;
   std::vector<std::vector<int32_t>> gpu_states;
   for (int i = 0; i < 40; ++i) {
     std::vector<int32_t> free(1 + rng.Uniform(20));
@@ -355,11 +358,16 @@ TEST(FragmentationIndex, LooksUpWhatTheMeterSweeps) {
     const int64_t cpu = static_cast<int64_t>(rng.Uniform(62000)) - 1000;
     const int model = static_cast<int>(rng.Uniform(3)) - 1;  // kNoModel, T4 or V100
     const SortedFree sorted(free);
-    ASSERT_EQ(index.Weighted(sorted, total, cpu, model), meter.Weighted(sorted, total, cpu, model))
-        << "trial " << trial;
+    const int64_t expected = meter.Weighted(sorted, total, cpu, model);
+    ASSERT_EQ(index.Weighted(sorted, total, cpu, model), expected) << "trial " << trial;
+    const size_t small_before = small.entries();
+    ASSERT_EQ(small.Weighted(sorted, total, cpu, model), expected) << "trial " << trial;
+    if (small.entries() < small_before) ++start_overs;
+    ASSERT_LE(small.entries(), kSmallCap);
   }
   EXPECT_GT(index.entries(), 0u);
   EXPECT_LE(index.entries(), FragmentationIndex::kMaxEntries);
+  EXPECT_GT(start_overs, 10);
 }
 
 // bestfit through the FreeCapacityIndex (the Scheduler's path) chooses exactly what scoring
@@ -462,6 +470,45 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
   EXPECT_GT(removals, 0);
   EXPECT_GT(resizes, 0);
   expect_index_is_active_classes(3000);
+}
+
+// Scores the task by its CPU, counting the calls.
+class CpuScorePolicy final : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "cpu-score"; }
+  int Score(const NodeView& /*node*/, const TaskRequest& task) const override {
+    ++scored;
+    return static_cast<int>(task.cpu);
+  }
+  std::vector<int> ChooseGpus(const NodeView& /*node*/, const TaskRequest& /*task*/,
+                              Rng& /*rng*/) const override {
+    return {};
+  }
+  mutable int scored = 0;
+};
+
+// Shapes met after the first Placer::kCachedShapes are cached too: the shape interning starts
+// over with fresh ids, each shape is scored once per node class however often asked, and a
+// request resolved before a start-over still gets its own score.
+TEST(Placer, CachesTheScoresOfShapesBeyondTheFirstCachedOnes) {
+  ClusterState state;
+  auto node = state.AddNode(T4Node("t4"));
+  ASSERT_TRUE(node.ok());
+  CpuScorePolicy policy;
+  SeededRng rng(1);
+  Placer placer(state, policy, rng);
+  const int class_id = state.node(*node).class_id;
+  const int shapes = 3 * Placer::kCachedShapes + 7;
+  std::vector<TaskRequest> requests;
+  for (int i = 0; i < shapes; ++i) {
+    requests.push_back(placer.Resolve(model::MakeResources(0, 0, 1 + i, 1024)));
+    ASSERT_EQ(placer.Score(class_id, requests.back()), 1 + i);
+    ASSERT_EQ(placer.Score(class_id, requests.back()), 1 + i);
+    ASSERT_EQ(policy.scored, i + 1) << "shape " << i << " was scored again";
+  }
+  EXPECT_EQ(placer.Resolve(model::MakeResources(0, 0, shapes, 1024)).shape, requests.back().shape);
+  EXPECT_EQ(placer.Score(class_id, requests.front()), 1);
+  EXPECT_EQ(placer.Score(class_id, requests[Placer::kCachedShapes]), 1 + Placer::kCachedShapes);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #include "sched/fragmentation_index.h"
 
 #include <algorithm>
+#include <cassert>
+#include <numeric>
 
 namespace corral::sched {
 
@@ -30,7 +32,8 @@ bool FragmentationIndex::KeyEq::operator()(const KeyView& a, const Key& b) const
          std::equal(a.free.begin(), a.free.end(), b.begin() + 1);
 }
 
-FragmentationIndex::FragmentationIndex(const FragmentationMeter& meter) : meter_(meter) {
+FragmentationIndex::FragmentationIndex(const FragmentationMeter& meter, size_t max_entries)
+    : meter_(meter), max_entries_(max_entries) {
   for (const FragmentationMeter::Shape& s : meter_.shapes()) thresholds_.push_back(s.cpu);
   std::sort(thresholds_.begin(), thresholds_.end());
   thresholds_.erase(std::unique(thresholds_.begin(), thresholds_.end()), thresholds_.end());
@@ -67,17 +70,19 @@ int64_t FragmentationIndex::Weighted(const SortedFree& free, int64_t free_total,
   if (meter_.shapes().size() <= kSweepShapes) {
     return meter_.Weighted(free, free_total, cpu_free, model);
   }
+  assert(free_total == std::accumulate(free.values().begin(), free.values().end(), int64_t{0}));
   if (free_total == 0) return 0;  // as the meter: nothing free, nothing fragmented
   const KeyView view{model, free.values()};
   auto it = steps_.find(view);
   if (it == steps_.end()) {
-    if (entries_ + thresholds_.size() + 1 > kMaxEntries) Clear();
+    const size_t cost = kStateEntries + (view.free.size() + 2) / 2 + thresholds_.size() + 1;
+    if (entries_ + cost > max_entries_) Clear();
     Key key;
     key.reserve(view.free.size() + 1);
     key.push_back(model);
     key.insert(key.end(), view.free.begin(), view.free.end());
     it = steps_.emplace(std::move(key), Tabulate(free, free_total, model)).first;
-    entries_ += it->second.size();
+    entries_ += cost;
   }
   const auto k =
       std::upper_bound(thresholds_.begin(), thresholds_.end(), cpu_free) - thresholds_.begin();

@@ -17,20 +17,27 @@ namespace corral::sched {
 
 class FragmentationIndex {
  public:
-  // Borrows `meter` (it must outlive the index); reads its shapes and resolved models.
-  explicit FragmentationIndex(const FragmentationMeter& meter);
+  // Borrows `meter` (it must outlive the index); reads its shapes and resolved models. Holds
+  // at most `max_entries` entries (see entries()).
+  explicit FragmentationIndex(const FragmentationMeter& meter, size_t max_entries = kMaxEntries);
 
   // Exactly meter.Weighted(free, free_total, cpu_free, model). Tabulates the GPU state (model,
   // free shares) on first sight; with at most kSweepShapes shapes it asks the meter (a sweep
   // that short costs less than hashing the state: fgd/10000, ~30 shapes, ran slower tabulated).
+  // `free_total` must be the sum of `free`'s values: the state's key leaves it out (checked in
+  // debug builds).
   int64_t Weighted(const SortedFree& free, int64_t free_total, int64_t cpu_free, int model);
 
   // Forgets every table: call after meter.Resolve (the models a shape accepts may have changed).
   void Clear();
 
-  // Table entries held now, bounded: past kMaxEntries (64 MiB of int64) the index starts over.
+  // Memory held now, in 8-byte entries: per GPU state its table (one int64 per entry), its key
+  // (two int32 per entry, rounded up) and kStateEntries for the hash node and the two vectors'
+  // headers and allocations. Bounded: a state that would take it past max_entries makes the
+  // index start over (one state is always kept, whatever it costs), so kMaxEntries is 64 MiB.
   size_t entries() const { return entries_; }
   static constexpr size_t kMaxEntries = size_t{1} << 23;
+  static constexpr size_t kStateEntries = 16;  // 128 B
   static constexpr size_t kSweepShapes = 64;
 
  private:
@@ -56,10 +63,11 @@ class FragmentationIndex {
   std::vector<int64_t> Tabulate(const SortedFree& free, int64_t free_total, int model) const;
 
   const FragmentationMeter& meter_;
+  size_t max_entries_;
   std::vector<int64_t> thresholds_;  // the shapes' CPU (milli), distinct, ascending
   std::vector<int> position_;        // by meter shape: its CPU's index in thresholds_
   std::unordered_map<Key, std::vector<int64_t>, KeyHash, KeyEq> steps_;
-  size_t entries_ = 0;  // Σ table sizes in steps_
+  size_t entries_ = 0;  // as entries() says, over steps_
 };
 
 }  // namespace corral::sched

@@ -7,10 +7,6 @@ namespace corral::sched {
 
 namespace {
 constexpr int32_t kNotScored = std::numeric_limits<int32_t>::min();
-// Shapes interned after the first kCachedShapes are scored every time: a workload of thousands
-// of shapes (fgd_diverse: one per task nearly) would otherwise grow a row that long per class
-// (1.5 GB resident, a third of the pass in page faults and copies).
-constexpr int kCachedShapes = 256;
 }  // namespace
 
 Placer::Placer(ClusterState& state, PlacementPolicy& policy, Rng& rng)
@@ -37,10 +33,19 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
   t.any_runtime = r.runtimes.empty();
   t.runtime_names = r.runtimes;
   for (const auto& name : r.runtimes) t.runtimes |= state_.RuntimeBit(name);
-  t.shape = shape_ids_
-                .try_emplace(std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory),
-                             static_cast<int>(shape_ids_.size()))
-                .first->second;
+  const auto key = std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory);
+  auto it = shape_ids_.find(key);
+  if (it == shape_ids_.end()) {
+    // Bounded: a row per class of one slot per shape would grow without end on a workload of
+    // thousands of shapes (fgd_diverse: one per task nearly; 1.5 GB resident when unbounded).
+    if (shape_ids_.size() >= static_cast<size_t>(kCachedShapes)) {
+      shape_ids_.clear();
+      score_cache_.clear();
+      first_cached_shape_ = next_shape_id_;
+    }
+    it = shape_ids_.emplace(key, next_shape_id_++).first;
+  }
+  t.shape = it->second;
   t.kind = state_.TaskKindId(t.gpus, t.IsShare());
   return t;
 }
@@ -61,12 +66,13 @@ bool Placer::GpusCouldFitOn(const TaskRequest& t, const std::vector<int>& models
 }
 
 int Placer::CachedScore(int class_id, const NodeClass& c, const TaskRequest& t) {
-  if (t.shape >= kCachedShapes) return policy_->Score(ViewOf(c), t);
+  const int slot = t.shape - first_cached_shape_;
+  if (slot < 0) return policy_->Score(ViewOf(c), t);  // resolved before the start-over
   if (class_id >= static_cast<int>(score_cache_.size())) score_cache_.resize(class_id + 1);
   std::vector<int32_t>& row = score_cache_[class_id];
-  if (t.shape >= static_cast<int>(row.size())) row.resize(t.shape + 1, kNotScored);
-  if (row[t.shape] == kNotScored) row[t.shape] = policy_->Score(ViewOf(c), t);
-  return row[t.shape];
+  if (slot >= static_cast<int>(row.size())) row.resize(slot + 1, kNotScored);
+  if (row[slot] == kNotScored) row[slot] = policy_->Score(ViewOf(c), t);
+  return row[slot];
 }
 
 std::optional<NodeIndex> Placer::PickBestScore(const TaskRequest& t) {

@@ -1,8 +1,10 @@
 // The Placer chooses a node and GPUs for one task with a placement policy: hard filters first
 // (model, CPU, memory, free GPUs), then the policy's score, highest wins, ties to the node first
 // in the seeded tie order. Scores are cached per (node class, task shape), so a node state is
-// scored once per shape however many nodes share it and however many tasks ask (for the first
-// shapes met; a workload of thousands of shapes has the rest scored each time).
+// scored once per shape however many nodes share it and however many tasks ask. The cache is
+// bounded to kCachedShapes shapes: when a new shape would pass that, the cache and the shape
+// interning start over (new ids, never reused), so a server that meets shapes without end keeps
+// caching the current ones; a request resolved before the start-over is scored uncached.
 #pragma once
 
 #include <map>
@@ -50,6 +52,8 @@ class Placer {
   // ClusterState was built for them): the Scheduler swaps only a policy of the same name.
   void SetPolicy(PlacementPolicy& policy);
 
+  static constexpr int kCachedShapes = 256;
+
  private:
   // GpusCouldFit, given the task's AcceptedModels.
   bool GpusCouldFitOn(const TaskRequest& task, const std::vector<int>& models) const;
@@ -69,9 +73,14 @@ class Placer {
   PlacementPolicy* policy_;  // never null
   Rng& rng_;
   int models_seen_ = -1;
-  // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on.
+  // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on. At most
+  // kCachedShapes entries, with ids from first_cached_shape_ up; ids come from next_shape_id_,
+  // so a TaskRequest resolved before a start-over keeps an id no later shape gets (int: 2^31
+  // shapes met in one Placer's life).
   std::map<std::tuple<int, int, int64_t, int64_t>, int> shape_ids_;
-  // [class id][shape id < kCachedShapes], kNotScored if not scored yet.
+  int next_shape_id_ = 0;
+  int first_cached_shape_ = 0;
+  // [class id][shape id - first_cached_shape_], kNotScored if not scored yet.
   std::vector<std::vector<int32_t>> score_cache_;
 
   std::vector<int> models_scratch_;

@@ -21,7 +21,7 @@ struct TaskRequest {
   bool any_runtime = true;
   uint64_t runtimes = 0;
   std::vector<std::string> runtime_names;  // as asked, for pending reasons
-  int shape = -1;  // interned (gpus, gpu_milli, cpu): equal shapes score equally
+  int shape = -1;  // interned (gpus, gpu_milli, cpu, memory): equal ids score equally
   int kind = -1;   // interned: a share, or k whole GPUs (ClusterState::TaskKindId)
 
   bool IsShare() const { return gpus == 1 && gpu_milli < 1000; }

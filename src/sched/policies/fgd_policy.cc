@@ -20,6 +20,11 @@ class FgdPolicy final : public PlacementPolicy {
  public:
   explicit FgdPolicy(std::vector<TypicalTask> typical)
       : meter_(std::move(typical)), index_(meter_) {}
+  // index_ borrows meter_: a copy or move would leave it reading the source's.
+  FgdPolicy(const FgdPolicy&) = delete;
+  FgdPolicy& operator=(const FgdPolicy&) = delete;
+  FgdPolicy(FgdPolicy&&) = delete;
+  FgdPolicy& operator=(FgdPolicy&&) = delete;
 
   std::string_view name() const override { return "fgd"; }
 
