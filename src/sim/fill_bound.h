@@ -50,6 +50,8 @@ inline constexpr size_t kMaxBoundColumns = 1'000'000;
 // FillResult::placements), one entry per task, nodes indexed as in `nodes`. Each is checked in
 // integers; the one holding the most is CBC's first incumbent, so `milli` is never below it.
 // Errors also: a start that is not a placement of `tasks` on `nodes` (naming the task or node).
+// kTimeLimit: not proven (the time limit, or CBC proved an optimum below the start it dropped);
+// `milli` and `upper_milli` are then the range left open.
 enum class ExactStatus { kOptimal, kTimeLimit };
 struct ExactOptimum {
   ExactStatus status = ExactStatus::kOptimal;

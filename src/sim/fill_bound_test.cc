@@ -380,10 +380,36 @@ TEST(FillBound, ExactStartErrorsNameTheTask) {
             std::string::npos);
   EXPECT_NE(error({std::nullopt, std::nullopt, on(5, {0})}).find("task 2 is on no node"),
             std::string::npos);
-  // Two whole GPUs and a share on a node of two GPUs.
-  EXPECT_NE(error({on(0, {0}, 500), on(0, {0, 1})}).find("node 0 holds tasks on more GPUs"),
+  // Two whole GPUs and a share on a node of two GPUs: the share's GPU taken whole.
+  EXPECT_NE(error({on(0, {0}, 500), on(0, {0, 1})})
+                .find("task 1 holds GPU 0 of node 0 whole, which another task holds"),
             std::string::npos);
   EXPECT_NE(error(TaskPlacements(4)).find("4 placements for 3 tasks"), std::string::npos);
+  // Whole-GPU tasks: the 2-GPU task on one GPU, on the same GPU twice, on a GPU the node lacks;
+  // the 1-GPU task on the GPU the share holds, and on the GPU the 2-GPU task holds.
+  EXPECT_NE(
+      error({std::nullopt, on(0, {0})}).find("task 1 holds 1 GPU(s) of node 0 but asks for 2"),
+      std::string::npos);
+  EXPECT_NE(error({std::nullopt, on(0, {1, 1})}).find("task 1 holds GPU 1 of node 0 whole"),
+            std::string::npos);
+  EXPECT_NE(error({std::nullopt, on(0, {0, 2})}).find("task 1 holds GPU 2 of node 0, which has 2"),
+            std::string::npos);
+  EXPECT_NE(error({std::nullopt, std::nullopt, on(1, {-1})})
+                .find("task 2 holds GPU -1 of node 1, which has 1"),
+            std::string::npos);
+  EXPECT_NE(
+      error({on(0, {1}, 500), std::nullopt, on(0, {1})}).find("task 2 holds GPU 1 of node 0 whole"),
+      std::string::npos);
+  EXPECT_NE(
+      error({std::nullopt, on(0, {0, 1}), on(0, {0})}).find("task 2 holds GPU 0 of node 0 whole"),
+      std::string::npos);
+  // A share on the GPU a task listed before it holds whole.
+  auto share_after = ExactPlaceableMilli({Node("T4", 2, 8)}, {Task(1, 1000, 1), Task(1, 500, 1)},
+                                         10, {{on(0, {0}), on(0, {0}, 500)}});
+  ASSERT_FALSE(share_after.ok());
+  EXPECT_NE(share_after.status().message().find(
+                "task 1 shares GPU 0 of node 0, which another task holds whole"),
+            std::string::npos);
   // A valid one: the 2-GPU task and the share cannot share node 0; the whole GPU on node 1.
   auto ok = ExactPlaceableMilli(nodes, tasks, 10, {{std::nullopt, on(0, {0, 1}), on(1, {0})}});
   ASSERT_TRUE(ok.ok()) << ok.status().message();
