@@ -247,6 +247,23 @@ int WithClient(Body body, const std::function<void(ClientConfig&)>& adjust = {})
   return s.ok() ? 0 : Fail(s);
 }
 
+// GETs `path`; with `-o json` (`output`) prints the answer as the server sent it, else decodes it
+// with `parse` (a protocol codec) and hands the typed result to `print`.
+template <typename Parse, typename Print>
+Status GetAndPrint(ApiClient& client, const std::string& path, const std::string& output,
+                   Parse parse, Print print) {
+  auto answer = client.Get(path);
+  if (!answer.ok()) return answer.status();
+  if (output == "json") {
+    std::cout << answer->dump(2) << "\n";
+    return Status::Ok();
+  }
+  auto decoded = parse(*answer);
+  if (!decoded.ok()) return decoded.status();
+  print(*decoded);
+  return Status::Ok();
+}
+
 // What `corral submit` was given; a number not given is nullopt, and one given goes into the
 // spec as it is (a negative one too: the spec's check names its field).
 struct SubmitFlags {
@@ -1452,16 +1469,8 @@ void AddEnvironmentCommands(CLI::App& app, int* exit_code) {
   out_opt(list);
   list->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto r = client.Get("/api/v1/environments");
-      if (!r.ok()) return r.status();
-      if (f->output == "json") {
-        std::cout << r->dump(2) << "\n";
-        return Status::Ok();
-      }
-      auto envs = protocol::ParseEnvironmentViews(*r);
-      if (!envs.ok()) return envs.status();
-      PrintEnvironments(*envs);
-      return Status::Ok();
+      return GetAndPrint(client, "/api/v1/environments", f->output, protocol::ParseEnvironmentViews,
+                         PrintEnvironments);
     });
   });
 
@@ -1559,18 +1568,11 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
     out_opt(c);
     c->callback([f, exit_code, path, header, parse, row] {
       *exit_code = WithClient([&](ApiClient& client) -> Status {
-        auto answer = client.Get(path);
-        if (!answer.ok()) return answer.status();
-        if (f->output == "json") {
-          std::cout << answer->dump(2) << "\n";
-          return Status::Ok();
-        }
-        auto items = parse(*answer);
-        if (!items.ok()) return items.status();
-        std::vector<std::vector<std::string>> table;
-        for (const auto& item : *items) table.push_back(row(item));
-        PrintTable(header, table);
-        return Status::Ok();
+        return GetAndPrint(client, path, f->output, parse, [&](const auto& items) {
+          std::vector<std::vector<std::string>> table;
+          for (const auto& item : items) table.push_back(row(item));
+          PrintTable(header, table);
+        });
       });
     });
   };
@@ -1638,16 +1640,8 @@ void AddClusterCommands(CLI::App& app, int* exit_code) {
   out_opt(policy);
   policy->callback([f, exit_code] {
     *exit_code = WithClient([&](ApiClient& client) -> Status {
-      auto answer = client.Get("/api/v1/policy");
-      if (!answer.ok()) return answer.status();
-      if (f->output == "json") {
-        std::cout << answer->dump(2) << "\n";
-        return Status::Ok();
-      }
-      auto view = protocol::ParsePolicyView(*answer);
-      if (!view.ok()) return view.status();
-      PrintPolicy(*view);
-      return Status::Ok();
+      return GetAndPrint(client, "/api/v1/policy", f->output, protocol::ParsePolicyView,
+                         PrintPolicy);
     });
   });
   list(&app, "users", "Users and their submit limits (admin)", "/api/v1/users",
