@@ -441,6 +441,11 @@ ORDER_CONFIGS = [
     ("2D-LAS (3,600 GPU-s)", "las", "oracle", RESUME, False),
     ("SRTF, predicted", "srtf", "predicted", RESUME, False),
     ("SRSF, predicted", "srsf", "predicted", RESUME, False),
+    # Session 42: the same placement for the reference and the best non-oracle rows (session 41
+    # found bestfit best for the predicted orders).
+    ("SRTF, oracle, bestfit", "srtf", "oracle", [*RESUME, "--policy", "bestfit"], True),
+    ("SRTF, predicted, bestfit", "srtf", "predicted", [*RESUME, "--policy", "bestfit"], False),
+    ("SRSF, predicted, bestfit", "srsf", "predicted", [*RESUME, "--policy", "bestfit"], False),
 ]
 
 
@@ -459,10 +464,10 @@ def order_workloads(b):
 def flood_jain(b, flags):
     """Mean and worst Jain's index over the flood seeds (two projects of equal weight)."""
     jain = []
+    policy = [] if "--policy" in flags else ["--policy", "fgd"]
     for seed in FLOOD_SEEDS:
         path, _ = flood_workload(b, seed)
-        jain.append(b.replay(FLOOD_NODES, path, "--policy", "fgd", *flags)["fairness"]
-                    ["jain_mean"])
+        jain.append(b.replay(FLOOD_NODES, path, *policy, *flags)["fairness"]["jain_mean"])
     return statistics.mean(jain), min(jain)
 
 
