@@ -128,6 +128,27 @@ TEST(ClusterState, TieOrderDoesNotDependOnJoinOrder) {
   EXPECT_NE(s3.node(0).tie_rank, s1.node(s1.FindNode("x")).tie_rank);
 }
 
+// The ActiveBuckets hold exactly the active classes, each in its FitBucket beside its
+// capacity, and every class's bucket position points at it.
+void ExpectBucketsAreActiveClasses(const ClusterState& s) {
+  for (int m = kNoModel; m < s.ModelCount(); ++m) {
+    std::multiset<int> bucketed;
+    const std::vector<ActiveBucket>& buckets = s.ActiveBuckets(m);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      ASSERT_EQ(buckets[b].capacities.size(), buckets[b].ids.size()) << "model " << m;
+      for (size_t i = 0; i < buckets[b].ids.size(); ++i) {
+        const NodeClass& c = s.node_class(buckets[b].ids[i]);
+        ASSERT_EQ(buckets[b].capacities[i], CapacityOf(c)) << "model " << m << " bucket " << b;
+        ASSERT_EQ(FitBucket(CapacityOf(c)), static_cast<int>(b)) << "model " << m;
+        ASSERT_EQ(c.bucket_pos, static_cast<int>(i)) << "model " << m << " bucket " << b;
+        bucketed.insert(buckets[b].ids[i]);
+      }
+    }
+    const std::vector<int>& active = s.ActiveClasses(m);
+    ASSERT_EQ(bucketed, std::multiset<int>(active.begin(), active.end())) << "model " << m;
+  }
+}
+
 // Recomputes every node's free resources from the allocations held and compares them, and the
 // per-model statistics, with the incremental state.
 void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nodes,
@@ -162,6 +183,7 @@ void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nod
   for (int m = 0; m < s.ModelCount(); ++m) {
     ASSERT_EQ(s.model_stats(m).full_free_gpus, full_by_model[m]);
   }
+  ExpectBucketsAreActiveClasses(s);
 }
 
 // Random clusters and random place/release sequences never over-allocate, keep every index
@@ -406,6 +428,8 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
       }
       EXPECT_EQ(in_index, active) << "model " << m << ", step " << step;
     }
+    ExpectBucketsAreActiveClasses(indexed);
+    ExpectBucketsAreActiveClasses(scanned);
   };
   std::vector<Allocation> held;
   int placed = 0, cordons = 0, removals = 0, resizes = 0;
