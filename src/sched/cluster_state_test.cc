@@ -186,6 +186,39 @@ void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nod
   ExpectBucketsAreActiveClasses(s);
 }
 
+// The Placer skips the buckets below FirstFitBucket(task): no capacity there fits the task, and
+// from bucket 2 up every capacity with the CPU, memory and runtime fits its GPUs.
+TEST(ClusterState, FitBucketsBelowTheFirstHoldNothingTheTaskFits) {
+  SeededRng rng(3);
+  int fits = 0;
+  for (int i = 0; i < 20000; ++i) {
+    ClassCapacity c;
+    c.cpu_free = 1000 * static_cast<int64_t>(rng.Uniform(9));
+    c.memory_free = 1024 * static_cast<int64_t>(rng.Uniform(9));
+    c.runtimes = 1 + rng.Uniform(3);
+    c.full_free = static_cast<int32_t>(rng.Uniform(9));
+    c.max_free = c.full_free > 0 ? 1000 : static_cast<int32_t>(rng.Uniform(2) * rng.Uniform(1000));
+    TaskRequest t;
+    t.gpus = static_cast<int>(rng.Uniform(9));
+    t.gpu_milli = t.gpus == 0 ? 0 : 1000;
+    if (t.gpus == 1 && rng.Uniform(2) == 0) t.gpu_milli = 1 + static_cast<int>(rng.Uniform(999));
+    t.cpu = 1000 * static_cast<int64_t>(rng.Uniform(9));
+    t.memory = 1024 * static_cast<int64_t>(rng.Uniform(9));
+    t.any_runtime = rng.Uniform(2) == 0;
+    t.runtimes = t.any_runtime ? 0 : 1 + rng.Uniform(3);
+    const bool fit = Fits(c, t);
+    fits += fit ? 1 : 0;
+    if (FitBucket(c) < FirstFitBucket(t)) {
+      ASSERT_FALSE(fit) << "step " << i;
+    } else if (FitBucket(c) >= 2) {
+      TaskRequest no_gpus = t;
+      no_gpus.gpus = 0;
+      ASSERT_EQ(fit, Fits(c, no_gpus)) << "step " << i;
+    }
+  }
+  EXPECT_GT(fits, 1000);
+}
+
 // Random clusters and random place/release sequences never over-allocate, keep every index
 // consistent, and releasing everything restores the empty cluster exactly.
 TEST(ClusterStateProperty, RandomEventSequencesStayConsistent) {
