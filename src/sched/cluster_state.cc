@@ -47,6 +47,7 @@ ModelStats EmptyStats() {
 
 ClusterState::ClusterState(ClusterStateOptions options) : options_(options) {
   active_by_model_.resize(1);
+  buckets_by_model_.resize(1);
   stats_by_model_.push_back(EmptyStats());
   stats_by_model_[0].nodes_by_full_free.assign(1, 0);
   free_index_.resize(1);
@@ -65,6 +66,10 @@ int ClusterState::TaskKindId(int gpus, bool share) {
 
 const std::vector<int>& ClusterState::ActiveClasses(int model) const {
   return active_by_model_[ModelSlot(model)];
+}
+
+const std::vector<ActiveBucket>& ClusterState::ActiveBuckets(int model) const {
+  return buckets_by_model_[ModelSlot(model)];
 }
 
 const ModelStats& ClusterState::model_stats(int model) const {
@@ -129,6 +134,7 @@ Result<NodeIndex> ClusterState::AddNode(const model::Node& spec) {
     if (inserted) {
       model_names_.push_back(spec.gpu_model);
       active_by_model_.emplace_back();
+      buckets_by_model_.emplace_back();
       stats_by_model_.push_back(EmptyStats());
       free_index_.emplace_back();
     }
@@ -377,6 +383,14 @@ void ClusterState::Detach(NodeIndex n) {
     active[c.active_pos] = last;
     classes_[last].active_pos = c.active_pos;
     active.pop_back();
+    ActiveBucket& bucket = buckets_by_model_[ModelSlot(c.model)][FitBucket(CapacityOf(c))];
+    last = bucket.ids.back();
+    bucket.ids[c.bucket_pos] = last;
+    bucket.capacities[c.bucket_pos] = bucket.capacities.back();
+    classes_[last].bucket_pos = c.bucket_pos;
+    bucket.ids.pop_back();
+    bucket.capacities.pop_back();
+    c.bucket_pos = -1;
     c.active_pos = -1;
     if (options_.index_free_capacity) IndexFreeCapacity(c, node.class_id, -1);
   }
@@ -394,6 +408,13 @@ void ClusterState::Attach(NodeIndex n) {
     auto& active = active_by_model_[ModelSlot(c.model)];
     c.active_pos = static_cast<int>(active.size());
     active.push_back(id);
+    const ClassCapacity capacity = CapacityOf(c);
+    std::vector<ActiveBucket>& buckets = buckets_by_model_[ModelSlot(c.model)];
+    const int b = FitBucket(capacity);
+    if (b >= static_cast<int>(buckets.size())) buckets.resize(b + 1);
+    c.bucket_pos = static_cast<int>(buckets[b].ids.size());
+    buckets[b].ids.push_back(id);
+    buckets[b].capacities.push_back(capacity);
     if (options_.index_free_capacity) IndexFreeCapacity(c, id, +1);
   }
   AddToStats(c, +1);

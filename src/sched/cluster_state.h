@@ -28,6 +28,7 @@
 #include "common/units.h"
 #include "model/allocation.h"
 #include "model/node.h"
+#include "sched/task_request.h"
 
 namespace corral::sched {
 
@@ -92,7 +93,51 @@ struct NodeClass {
   int64_t gpu_free_total = 0;     // sum of gpu_free
   std::set<std::pair<uint64_t, NodeIndex>> members;  // (tie_rank, node), schedulable only
   int active_pos = -1;  // position in its model's active list, -1 when empty
+  int bucket_pos = -1;  // position in its ActiveBucket while active
 };
+
+// What Fits reads of a class, 32 bytes, kept densely in the ActiveBuckets so that a walk over a
+// model's classes reads contiguous memory instead of loading every NodeClass (most of which a
+// task does not fit).
+struct ClassCapacity {
+  int64_t cpu_free = 0;     // CPU milli
+  int64_t memory_free = 0;  // MiB
+  uint64_t runtimes = 0;    // as NodeClass::runtimes
+  int32_t full_free = 0;    // GPUs with 1000 milli free
+  int32_t max_free = 0;     // largest free share of one GPU
+  bool operator==(const ClassCapacity&) const = default;
+};
+
+inline ClassCapacity CapacityOf(const NodeClass& c) {
+  return {c.cpu_free, c.memory_free, c.runtimes, c.full_free, c.max_free};
+}
+
+// True when a node with this capacity offers one of the task's runtimes and has the free CPU,
+// memory and GPUs the task needs (Fits of a NodeClass asks this of its capacity).
+inline bool Fits(const ClassCapacity& c, const TaskRequest& t) {
+  if (c.cpu_free < t.cpu || c.memory_free < t.memory) return false;
+  if (!t.any_runtime && (c.runtimes & t.runtimes) == 0) return false;
+  if (t.gpus == 0) return true;
+  if (t.IsShare()) return c.max_free >= t.gpu_milli;
+  return c.full_free >= t.gpus;
+}
+
+// The active classes of one model with the same FitBucket, each id beside its capacity.
+struct ActiveBucket {
+  std::vector<ClassCapacity> capacities;
+  std::vector<int> ids;  // class ids, position by position
+};
+
+// Buckets by what a task's GPUs can use: 0 when no GPU has anything free, 1 when only shares
+// are free, k + 1 when k GPUs are fully free. Every class in a bucket from
+// FirstFitBucket(task) up has room for the task's GPUs, except in bucket 1 (shares: the
+// largest one decides); no class below it has.
+inline int FitBucket(const ClassCapacity& c) {
+  return c.full_free > 0 ? c.full_free + 1 : (c.max_free > 0 ? 1 : 0);
+}
+inline int FirstFitBucket(const TaskRequest& t) {
+  return t.gpus == 0 ? 0 : t.IsShare() ? 1 : t.gpus + 1;
+}
 
 // Per GPU model aggregates over schedulable nodes.
 struct ModelStats {
@@ -178,6 +223,9 @@ class ClusterState {
   int ClassCount() const { return static_cast<int>(classes_.size()); }
   // Classes of a model (kNoModel included) that have at least one schedulable member.
   const std::vector<int>& ActiveClasses(int model) const;
+  // The same classes by FitBucket (index = bucket; a model's list may end before its last
+  // possible bucket): a placement walks only the buckets that may hold its GPUs.
+  const std::vector<ActiveBucket>& ActiveBuckets(int model) const;
   const ModelStats& model_stats(int model) const;
   // The active classes of a model by FreeCapacityGroup, then free CPU (empty unless
   // options.index_free_capacity): a search by free GPUs, then free CPU, without visiting every
@@ -211,10 +259,11 @@ class ClusterState {
   std::vector<NodeClass> classes_;
   // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
   std::unordered_multimap<uint64_t, int> class_ids_;
-  std::vector<int32_t> sorted_scratch_;            // ClassFor's sorted shares, reused
-  std::vector<std::vector<int>> active_by_model_;  // slot -> class ids with members
-  std::vector<ModelStats> stats_by_model_;         // slot -> aggregates
-  std::vector<FreeCapacityIndexMap> free_index_;   // slot -> FreeCapacityIndex
+  std::vector<int32_t> sorted_scratch_;                      // ClassFor's sorted shares, reused
+  std::vector<std::vector<int>> active_by_model_;            // slot -> class ids with members
+  std::vector<std::vector<ActiveBucket>> buckets_by_model_;  // slot -> ActiveBuckets
+  std::vector<ModelStats> stats_by_model_;                   // slot -> aggregates
+  std::vector<FreeCapacityIndexMap> free_index_;             // slot -> FreeCapacityIndex
   std::unordered_map<int64_t, int> kind_ids_;
   std::array<std::unordered_map<std::string, int>, kTopologyLevels> topology_ids_;
   std::unordered_map<std::string, uint64_t> runtime_bits_;

@@ -128,6 +128,27 @@ TEST(ClusterState, TieOrderDoesNotDependOnJoinOrder) {
   EXPECT_NE(s3.node(0).tie_rank, s1.node(s1.FindNode("x")).tie_rank);
 }
 
+// The ActiveBuckets hold exactly the active classes, each in its FitBucket beside its
+// capacity, and every class's bucket position points at it.
+void ExpectBucketsAreActiveClasses(const ClusterState& s) {
+  for (int m = kNoModel; m < s.ModelCount(); ++m) {
+    std::multiset<int> bucketed;
+    const std::vector<ActiveBucket>& buckets = s.ActiveBuckets(m);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      ASSERT_EQ(buckets[b].capacities.size(), buckets[b].ids.size()) << "model " << m;
+      for (size_t i = 0; i < buckets[b].ids.size(); ++i) {
+        const NodeClass& c = s.node_class(buckets[b].ids[i]);
+        ASSERT_EQ(buckets[b].capacities[i], CapacityOf(c)) << "model " << m << " bucket " << b;
+        ASSERT_EQ(FitBucket(CapacityOf(c)), static_cast<int>(b)) << "model " << m;
+        ASSERT_EQ(c.bucket_pos, static_cast<int>(i)) << "model " << m << " bucket " << b;
+        bucketed.insert(buckets[b].ids[i]);
+      }
+    }
+    const std::vector<int>& active = s.ActiveClasses(m);
+    ASSERT_EQ(bucketed, std::multiset<int>(active.begin(), active.end())) << "model " << m;
+  }
+}
+
 // Recomputes every node's free resources from the allocations held and compares them, and the
 // per-model statistics, with the incremental state.
 void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nodes,
@@ -162,6 +183,40 @@ void ExpectConsistent(const ClusterState& s, const std::vector<model::Node>& nod
   for (int m = 0; m < s.ModelCount(); ++m) {
     ASSERT_EQ(s.model_stats(m).full_free_gpus, full_by_model[m]);
   }
+  ExpectBucketsAreActiveClasses(s);
+}
+
+// The Placer skips the buckets below FirstFitBucket(task): no capacity there fits the task, and
+// from bucket 2 up every capacity with the CPU, memory and runtime fits its GPUs.
+TEST(ClusterState, FitBucketsBelowTheFirstHoldNothingTheTaskFits) {
+  SeededRng rng(3);
+  int fits = 0;
+  for (int i = 0; i < 20000; ++i) {
+    ClassCapacity c;
+    c.cpu_free = 1000 * static_cast<int64_t>(rng.Uniform(9));
+    c.memory_free = 1024 * static_cast<int64_t>(rng.Uniform(9));
+    c.runtimes = 1 + rng.Uniform(3);
+    c.full_free = static_cast<int32_t>(rng.Uniform(9));
+    c.max_free = c.full_free > 0 ? 1000 : static_cast<int32_t>(rng.Uniform(2) * rng.Uniform(1000));
+    TaskRequest t;
+    t.gpus = static_cast<int>(rng.Uniform(9));
+    t.gpu_milli = t.gpus == 0 ? 0 : 1000;
+    if (t.gpus == 1 && rng.Uniform(2) == 0) t.gpu_milli = 1 + static_cast<int>(rng.Uniform(999));
+    t.cpu = 1000 * static_cast<int64_t>(rng.Uniform(9));
+    t.memory = 1024 * static_cast<int64_t>(rng.Uniform(9));
+    t.any_runtime = rng.Uniform(2) == 0;
+    t.runtimes = t.any_runtime ? 0 : 1 + rng.Uniform(3);
+    const bool fit = Fits(c, t);
+    fits += fit ? 1 : 0;
+    if (FitBucket(c) < FirstFitBucket(t)) {
+      ASSERT_FALSE(fit) << "step " << i;
+    } else if (FitBucket(c) >= 2) {
+      TaskRequest no_gpus = t;
+      no_gpus.gpus = 0;
+      ASSERT_EQ(fit, Fits(c, no_gpus)) << "step " << i;
+    }
+  }
+  EXPECT_GT(fits, 1000);
 }
 
 // Random clusters and random place/release sequences never over-allocate, keep every index
@@ -406,6 +461,8 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
       }
       EXPECT_EQ(in_index, active) << "model " << m << ", step " << step;
     }
+    ExpectBucketsAreActiveClasses(indexed);
+    ExpectBucketsAreActiveClasses(scanned);
   };
   std::vector<Allocation> held;
   int placed = 0, cordons = 0, removals = 0, resizes = 0;

@@ -20,12 +20,6 @@ void AcceptedModelsInto(const ClusterState& state, const TaskRequest& t, std::ve
   }
 }
 
-bool Fits(const NodeClass& c, const TaskRequest& t) {
-  if (c.cpu_free < t.cpu || c.memory_free < t.memory) return false;
-  if (!t.any_runtime && (c.runtimes & t.runtimes) == 0) return false;
-  if (t.gpus == 0) return true;
-  if (t.IsShare()) return c.max_free >= t.gpu_milli;
-  return c.full_free >= t.gpus;
-}
+bool Fits(const NodeClass& c, const TaskRequest& t) { return Fits(CapacityOf(c), t); }
 
 }  // namespace corral::sched
