@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -83,7 +84,7 @@ TraceJob CsvJob(int64_t id, std::string name, Seconds submit_time, Seconds durat
 }
 
 // Validates the job and appends it; the error gets the "path:line: " prefix.
-Status AppendValidated(Trace& trace, TraceJob job, const std::string& path, int64_t line) {
+Status AppendValidated(Trace& trace, TraceJob&& job, const std::string& path, int64_t line) {
   Status valid = model::Validate(job.job);
   if (!valid.ok()) return AtLine(path, line, valid);
   trace.jobs.push_back(std::move(job));
@@ -419,45 +420,73 @@ class JobLineScanner {
     return out;
   }
 
-  // Reads the members of an object: `member(key)` reads the value after "key": and returns
-  // false to give up. False for an empty object, a repeated key or a syntax error.
-  template <typename Member>
-  bool Members(Member&& member) {
+  // Reads the members of an object whose keys are among `keys`: `member(k)` reads the value
+  // after "keys[k]": and returns false to give up. False for an empty object, another key, a
+  // repeated key or a syntax error.
+  template <size_t N, typename Member>
+  bool Members(const std::array<std::string_view, N>& keys, Member&& member) {
+    static_assert(N <= 32);
     if (!Eat('{')) return false;
-    std::vector<std::string_view> keys;
+    uint32_t seen = 0;
+    size_t k = 0;  // the key expected next: writers keep the order of `keys`
     do {
-      std::optional<std::string_view> key = String();
-      if (!key || !Eat(':')) return false;
-      if (std::find(keys.begin(), keys.end(), *key) != keys.end()) return false;
-      keys.push_back(*key);
-      if (!member(*key)) return false;
+      if (!EatKey(keys[k])) {
+        std::optional<std::string_view> key = String();
+        if (!key) return false;
+        k = std::find(keys.begin(), keys.end(), *key) - keys.begin();
+        if (k == N) return false;
+      }
+      if (!Eat(':') || (seen & (uint32_t{1} << k)) != 0) return false;
+      seen |= uint32_t{1} << k;
+      if (!member(k)) return false;
+      k = (k + 1) % N;
     } while (Eat(','));
     return Eat('}');
   }
 
  private:
+  // The string "key" (no escapes in keys), consumed; false (nothing consumed) otherwise.
+  bool EatKey(std::string_view key) {
+    const size_t size = key.size() + 2;
+    if (static_cast<size_t>(end_ - next_) < size || next_[0] != '"' || next_[size - 1] != '"' ||
+        std::memcmp(next_ + 1, key.data(), key.size()) != 0) {
+      return false;
+    }
+    next_ += size;
+    return true;
+  }
+
   const char* next_;
   const char* end_;
 };
 
 // ScanJsonlJob's "resources" (the ranges of ResourcesFromJson).
 std::optional<model::TaskResources> ScanResources(JobLineScanner& scan) {
+  enum Key : size_t { kGpus, kGpuMilli, kCpuMilli, kMemoryMib, kGpuModels };
+  static constexpr std::array<std::string_view, 5> kKeys = {"gpus", "gpu_milli", "cpu_milli",
+                                                            "memory_mib", "gpu_models"};
   model::TaskResources res;
   std::optional<int64_t> gpus, gpu_milli;
+  std::optional<int64_t> cpu{0}, memory{0};
   auto read = [&](std::optional<int64_t>& out, int64_t max) {
     out = scan.Int(0, max);
     return out.has_value();
   };
-  std::optional<int64_t> cpu{0}, memory{0};
-  const bool ok = scan.Members([&](std::string_view key) {
-    if (key == "gpus") return read(gpus, kMaxCount);
-    if (key == "gpu_milli") return read(gpu_milli, kMaxQuantity);
-    if (key == "cpu_milli") return read(cpu, kMaxQuantity);
-    if (key == "memory_mib") return read(memory, kMaxQuantity);
-    if (key == "gpu_models") {
-      std::optional<std::vector<std::string>> models = scan.StringList();
-      if (models) res.gpu_models = std::move(*models);
-      return models.has_value();
+  const bool ok = scan.Members(kKeys, [&](size_t key) {
+    switch (key) {
+      case kGpus:
+        return read(gpus, kMaxCount);
+      case kGpuMilli:
+        return read(gpu_milli, kMaxQuantity);
+      case kCpuMilli:
+        return read(cpu, kMaxQuantity);
+      case kMemoryMib:
+        return read(memory, kMaxQuantity);
+      case kGpuModels: {
+        std::optional<std::vector<std::string>> models = scan.StringList();
+        if (models) res.gpu_models = std::move(*models);
+        return models.has_value();
+      }
     }
     return false;
   });
@@ -778,7 +807,8 @@ Result<Trace> ReadJsonl(const std::string& path) {
 std::optional<TraceJob> ScanJsonlJob(std::string_view line, int64_t default_id) {
   // The ranges and defaults are JobFromJson's; a member it would reject makes the scan give up.
   JobLineScanner scan(line);
-  TraceJob t;
+  std::optional<TraceJob> scanned(std::in_place);
+  TraceJob& t = *scanned;
   model::Job& job = t.job;
   job.id = JobId(default_id);
   job.user = kDefaultUser;
@@ -794,41 +824,58 @@ std::optional<TraceJob> ScanJsonlJob(std::string_view line, int64_t default_id) 
     if (value) out = *value;
     return value.has_value();
   };
-  const bool ok = scan.Members([&](std::string_view key) {
-    if (key == "id") return integer(0, kMaxQuantity, [&](int64_t v) { job.id = JobId(v); });
-    if (key == "name") return text(job.name);
-    if (key == "user") return text(job.user);
-    if (key == "project") return text(job.project);
-    if (key == "priority") {
-      return integer(INT_MIN, INT_MAX, [&](int64_t v) { job.priority = static_cast<int>(v); });
-    }
-    if (key == "submit_time") {
-      has_submit = true;
-      return integer(0, kMaxQuantity, [&](int64_t v) { job.submit_time = Seconds(v); });
-    }
-    if (key == "duration") {
-      has_duration = true;
-      return integer(0, kMaxQuantity, [&](int64_t v) { t.duration = Seconds(v); });
-    }
-    if (key == "time_limit") {
-      return integer(1, kMaxQuantity, [&](int64_t v) { job.time_limit = Seconds(v); });
-    }
-    if (key == "expected_duration") {
-      return integer(0, kMaxQuantity, [&](int64_t v) { job.expected_duration = Seconds(v); });
-    }
-    if (key == "tasks") {
-      return integer(1, kMaxCount, [&](int64_t v) { job.tasks = static_cast<int>(v); });
-    }
-    if (key == "resources") {
-      std::optional<model::TaskResources> res = ScanResources(scan);
-      if (res) job.resources = std::move(*res);
-      has_resources = res.has_value();
-      return has_resources;
+  enum Key : size_t {
+    kId,
+    kName,
+    kUser,
+    kProject,
+    kPriority,
+    kSubmitTime,
+    kDuration,
+    kTimeLimit,
+    kExpectedDuration,
+    kTasks,
+    kResources
+  };
+  static constexpr std::array<std::string_view, 11> kKeys = {
+      "id",          "name",     "user",       "project",           "priority",
+      "submit_time", "duration", "time_limit", "expected_duration", "tasks",
+      "resources"};
+  const bool ok = scan.Members(kKeys, [&](size_t key) {
+    switch (key) {
+      case kId:
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.id = JobId(v); });
+      case kName:
+        return text(job.name);
+      case kUser:
+        return text(job.user);
+      case kProject:
+        return text(job.project);
+      case kPriority:
+        return integer(INT_MIN, INT_MAX, [&](int64_t v) { job.priority = static_cast<int>(v); });
+      case kSubmitTime:
+        has_submit = true;
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.submit_time = Seconds(v); });
+      case kDuration:
+        has_duration = true;
+        return integer(0, kMaxQuantity, [&](int64_t v) { t.duration = Seconds(v); });
+      case kTimeLimit:
+        return integer(1, kMaxQuantity, [&](int64_t v) { job.time_limit = Seconds(v); });
+      case kExpectedDuration:
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.expected_duration = Seconds(v); });
+      case kTasks:
+        return integer(1, kMaxCount, [&](int64_t v) { job.tasks = static_cast<int>(v); });
+      case kResources: {
+        std::optional<model::TaskResources> res = ScanResources(scan);
+        if (res) job.resources = std::move(*res);
+        has_resources = res.has_value();
+        return has_resources;
+      }
     }
     return false;
   });
-  if (!ok || !scan.AtEnd() || !has_submit || !has_duration || !has_resources) return std::nullopt;
-  return t;
+  if (!ok || !scan.AtEnd() || !has_submit || !has_duration || !has_resources) scanned.reset();
+  return scanned;
 }
 
 Status WriteJsonl(const Trace& trace, const std::string& path) {
