@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -83,7 +84,7 @@ TraceJob CsvJob(int64_t id, std::string name, Seconds submit_time, Seconds durat
 }
 
 // Validates the job and appends it; the error gets the "path:line: " prefix.
-Status AppendValidated(Trace& trace, TraceJob job, const std::string& path, int64_t line) {
+Status AppendValidated(Trace& trace, TraceJob&& job, const std::string& path, int64_t line) {
   Status valid = model::Validate(job.job);
   if (!valid.ok()) return AtLine(path, line, valid);
   trace.jobs.push_back(std::move(job));
@@ -279,24 +280,29 @@ class JsonObjectReader {
 // A line's JSON: nothing in the formats nests beyond 3 levels.
 constexpr JsonLimits kLineLimits{LineReader::kMaxLineBytes, 16};
 
-// Calls `visit(object, line)` for every JSON object line of a JSON Lines file (blank lines and
-// '#' comments skipped), stopping at the first error.
-Status ForEachJsonObject(const std::string& path,
-                         const std::function<Status(const json&, int64_t)>& visit) {
+// Calls `visit(text, line)` for every line of a JSON Lines file that is not blank or a '#'
+// comment, stopping at the first error.
+Status ForEachJsonLine(const std::string& path,
+                       const std::function<Status(std::string_view, int64_t)>& visit) {
   CORRAL_SIM_ASSIGN_OR_RETURN(LineReader lines, LineReader::Open(path));
   while (lines.Next()) {
     std::string_view text = lines.text();
     size_t first = text.find_first_not_of(" \t");
     if (first == std::string_view::npos || text[first] == '#') continue;
-    auto object = ParseJson(text, Location(path, lines.line()), kLineLimits);
-    if (!object.ok()) return object.status();
-    if (!object->is_object()) {
-      return InvalidArgument(Location(path, lines.line()) + ": expected a JSON object, got " +
-                             Shown(*object));
-    }
-    CORRAL_RETURN_IF_ERROR(visit(*object, lines.line()));
+    CORRAL_RETURN_IF_ERROR(visit(text, lines.line()));
   }
   return lines.status();
+}
+
+// One line of a JSON Lines file as a JSON object (InvalidArgument naming the line otherwise).
+Result<json> ParseJsonObjectLine(std::string_view text, const std::string& path, int64_t line) {
+  auto object = ParseJson(text, Location(path, line), kLineLimits);
+  if (!object.ok()) return object.status();
+  if (!object->is_object()) {
+    return InvalidArgument(Location(path, line) + ": expected a JSON object, got " +
+                           Shown(*object));
+  }
+  return object;
 }
 
 // Writes `text` to `path`, replacing the file.
@@ -352,6 +358,144 @@ Result<TraceJob> JobFromJson(const json& object, const std::string& path, int64_
   }
   CORRAL_RETURN_IF_ERROR(r.Finish());
   return t;
+}
+
+// The fixed-schema scan behind ScanJsonlJob: one pass over the line's bytes, no tree. Every
+// accessor returns nullopt (or false) for anything outside the subset ScanJsonlJob documents,
+// and the caller then gives the whole line to the general reader.
+class JobLineScanner {
+ public:
+  explicit JobLineScanner(std::string_view text)
+      : next_(text.data()), end_(text.data() + text.size()) {}
+
+  bool Eat(char c) {
+    if (next_ == end_ || *next_ != c) return false;
+    ++next_;
+    return true;
+  }
+  bool AtEnd() const { return next_ == end_; }
+
+  // A string of printable ASCII without escapes (its text is its value).
+  std::optional<std::string_view> String() {
+    if (!Eat('"')) return std::nullopt;
+    const char* start = next_;
+    for (; next_ != end_; ++next_) {
+      const auto c = static_cast<unsigned char>(*next_);
+      if (c == '"') return std::string_view(start, next_++ - start);
+      if (c < 0x20 || c >= 0x7f || c == '\\') return std::nullopt;
+    }
+    return std::nullopt;
+  }
+
+  // A JSON integer (no fraction, exponent or leading zero) of at most 18 digits, within
+  // [min, max].
+  std::optional<int64_t> Int(int64_t min, int64_t max) {
+    constexpr int kMaxDigits = 18;  // 10^18 - 1 < INT64_MAX: no overflow
+    const bool negative = Eat('-');
+    const char* start = next_;
+    int64_t value = 0;
+    for (; next_ != end_ && *next_ >= '0' && *next_ <= '9'; ++next_) {
+      if (next_ - start == kMaxDigits) return std::nullopt;
+      value = value * 10 + (*next_ - '0');
+    }
+    const ptrdiff_t digits = next_ - start;
+    if (digits == 0 || (digits > 1 && *start == '0')) return std::nullopt;
+    if (next_ != end_ && (*next_ == '.' || *next_ == 'e' || *next_ == 'E')) return std::nullopt;
+    if (negative) value = -value;
+    if (value < min || value > max) return std::nullopt;
+    return value;
+  }
+
+  // An array of strings (String()).
+  std::optional<std::vector<std::string>> StringList() {
+    if (!Eat('[')) return std::nullopt;
+    std::vector<std::string> out;
+    if (Eat(']')) return out;
+    do {
+      std::optional<std::string_view> item = String();
+      if (!item) return std::nullopt;
+      out.emplace_back(*item);
+    } while (Eat(','));
+    if (!Eat(']')) return std::nullopt;
+    return out;
+  }
+
+  // Reads the members of an object whose keys are among `keys`: `member(k)` reads the value
+  // after "keys[k]": and returns false to give up. False for an empty object, another key, a
+  // repeated key or a syntax error.
+  template <size_t N, typename Member>
+  bool Members(const std::array<std::string_view, N>& keys, Member&& member) {
+    static_assert(N <= 32);
+    if (!Eat('{')) return false;
+    uint32_t seen = 0;
+    size_t k = 0;  // the key expected next: writers keep the order of `keys`
+    do {
+      if (!EatKey(keys[k])) {
+        std::optional<std::string_view> key = String();
+        if (!key) return false;
+        k = std::find(keys.begin(), keys.end(), *key) - keys.begin();
+        if (k == N) return false;
+      }
+      if (!Eat(':') || (seen & (uint32_t{1} << k)) != 0) return false;
+      seen |= uint32_t{1} << k;
+      if (!member(k)) return false;
+      k = (k + 1) % N;
+    } while (Eat(','));
+    return Eat('}');
+  }
+
+ private:
+  // The string "key" (no escapes in keys), consumed; false (nothing consumed) otherwise.
+  bool EatKey(std::string_view key) {
+    const size_t size = key.size() + 2;
+    if (static_cast<size_t>(end_ - next_) < size || next_[0] != '"' || next_[size - 1] != '"' ||
+        std::memcmp(next_ + 1, key.data(), key.size()) != 0) {
+      return false;
+    }
+    next_ += size;
+    return true;
+  }
+
+  const char* next_;
+  const char* end_;
+};
+
+// ScanJsonlJob's "resources" (the ranges of ResourcesFromJson).
+std::optional<model::TaskResources> ScanResources(JobLineScanner& scan) {
+  enum Key : size_t { kGpus, kGpuMilli, kCpuMilli, kMemoryMib, kGpuModels };
+  static constexpr std::array<std::string_view, 5> kKeys = {"gpus", "gpu_milli", "cpu_milli",
+                                                            "memory_mib", "gpu_models"};
+  model::TaskResources res;
+  std::optional<int64_t> gpus, gpu_milli;
+  std::optional<int64_t> cpu{0}, memory{0};
+  auto read = [&](std::optional<int64_t>& out, int64_t max) {
+    out = scan.Int(0, max);
+    return out.has_value();
+  };
+  const bool ok = scan.Members(kKeys, [&](size_t key) {
+    switch (key) {
+      case kGpus:
+        return read(gpus, kMaxCount);
+      case kGpuMilli:
+        return read(gpu_milli, kMaxQuantity);
+      case kCpuMilli:
+        return read(cpu, kMaxQuantity);
+      case kMemoryMib:
+        return read(memory, kMaxQuantity);
+      case kGpuModels: {
+        std::optional<std::vector<std::string>> models = scan.StringList();
+        if (models) res.gpu_models = std::move(*models);
+        return models.has_value();
+      }
+    }
+    return false;
+  });
+  if (!ok || !gpus) return std::nullopt;
+  res.gpus = GpuCount(*gpus);
+  res.gpu_milli = MilliGpu(gpu_milli.value_or(*gpus > 0 ? 1000 : 0));
+  res.cpu = CpuMilli(*cpu);
+  res.memory = MemoryMib(*memory);
+  return res;
 }
 
 nlohmann::ordered_json JobToJson(const TraceJob& t) {
@@ -645,14 +789,93 @@ Result<Trace> ReadHelios(const std::string& path) {
 Result<Trace> ReadJsonl(const std::string& path) {
   Trace trace;
   UniqueKeys<int64_t> ids;
-  Status status = ForEachJsonObject(path, [&](const json& object, int64_t line) {
-    CORRAL_SIM_ASSIGN_OR_RETURN(
-        TraceJob t, JobFromJson(object, path, line, static_cast<int64_t>(trace.jobs.size())));
+  Status status = ForEachJsonLine(path, [&](std::string_view text, int64_t line) {
+    const auto default_id = static_cast<int64_t>(trace.jobs.size());
+    std::optional<TraceJob> scanned = ScanJsonlJob(text, default_id);
+    if (!scanned) {
+      CORRAL_SIM_ASSIGN_OR_RETURN(json object, ParseJsonObjectLine(text, path, line));
+      CORRAL_SIM_ASSIGN_OR_RETURN(scanned, JobFromJson(object, path, line, default_id));
+    }
+    TraceJob& t = *scanned;
     CORRAL_RETURN_IF_ERROR(ids.Add(t.job.id.value(), path, line, "id"));
     return AppendValidated(trace, std::move(t), path, line);
   });
   if (!status.ok()) return status;
   return trace;
+}
+
+std::optional<TraceJob> ScanJsonlJob(std::string_view line, int64_t default_id) {
+  // The ranges and defaults are JobFromJson's; a member it would reject makes the scan give up.
+  JobLineScanner scan(line);
+  std::optional<TraceJob> scanned(std::in_place);
+  TraceJob& t = *scanned;
+  model::Job& job = t.job;
+  job.id = JobId(default_id);
+  job.user = kDefaultUser;
+  job.project = kDefaultProject;
+  bool has_submit = false, has_duration = false, has_resources = false;
+  auto integer = [&](int64_t min, int64_t max, auto&& store) {
+    std::optional<int64_t> value = scan.Int(min, max);
+    if (value) store(*value);
+    return value.has_value();
+  };
+  auto text = [&](std::string& out) {
+    std::optional<std::string_view> value = scan.String();
+    if (value) out = *value;
+    return value.has_value();
+  };
+  enum Key : size_t {
+    kId,
+    kName,
+    kUser,
+    kProject,
+    kPriority,
+    kSubmitTime,
+    kDuration,
+    kTimeLimit,
+    kExpectedDuration,
+    kTasks,
+    kResources
+  };
+  static constexpr std::array<std::string_view, 11> kKeys = {
+      "id",          "name",     "user",       "project",           "priority",
+      "submit_time", "duration", "time_limit", "expected_duration", "tasks",
+      "resources"};
+  const bool ok = scan.Members(kKeys, [&](size_t key) {
+    switch (key) {
+      case kId:
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.id = JobId(v); });
+      case kName:
+        return text(job.name);
+      case kUser:
+        return text(job.user);
+      case kProject:
+        return text(job.project);
+      case kPriority:
+        return integer(INT_MIN, INT_MAX, [&](int64_t v) { job.priority = static_cast<int>(v); });
+      case kSubmitTime:
+        has_submit = true;
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.submit_time = Seconds(v); });
+      case kDuration:
+        has_duration = true;
+        return integer(0, kMaxQuantity, [&](int64_t v) { t.duration = Seconds(v); });
+      case kTimeLimit:
+        return integer(1, kMaxQuantity, [&](int64_t v) { job.time_limit = Seconds(v); });
+      case kExpectedDuration:
+        return integer(0, kMaxQuantity, [&](int64_t v) { job.expected_duration = Seconds(v); });
+      case kTasks:
+        return integer(1, kMaxCount, [&](int64_t v) { job.tasks = static_cast<int>(v); });
+      case kResources: {
+        std::optional<model::TaskResources> res = ScanResources(scan);
+        if (res) job.resources = std::move(*res);
+        has_resources = res.has_value();
+        return has_resources;
+      }
+    }
+    return false;
+  });
+  if (!ok || !scan.AtEnd() || !has_submit || !has_duration || !has_resources) scanned.reset();
+  return scanned;
 }
 
 Status WriteJsonl(const Trace& trace, const std::string& path) {
@@ -678,7 +901,8 @@ Result<Trace> ReadTrace(const std::string& path, TraceFormat format, int max_gpu
 Result<std::vector<model::Node>> ReadNodesJsonl(const std::string& path) {
   std::vector<model::Node> nodes;
   UniqueKeys<std::string> names;
-  Status status = ForEachJsonObject(path, [&](const json& object, int64_t line) {
+  Status status = ForEachJsonLine(path, [&](std::string_view text, int64_t line) {
+    CORRAL_SIM_ASSIGN_OR_RETURN(json object, ParseJsonObjectLine(text, path, line));
     CORRAL_SIM_ASSIGN_OR_RETURN(model::Node node, NodeFromJson(object, path, line));
     CORRAL_RETURN_IF_ERROR(CheckNode(node, names, path, line, "name"));
     nodes.push_back(std::move(node));

@@ -127,6 +127,16 @@ Result<Trace> ReadHelios(const std::string& path);
 // unset. Numbers must be JSON integers. Ids must be unique. Unknown fields are errors (typo
 // safety), inside "resources" too.
 Result<Trace> ReadJsonl(const std::string& path);
+// ReadJsonl's fast path: the job of one line that is in the subset of the format WriteJsonl
+// and `corral sim gen` write, nullopt for any other line. The subset: one JSON object with no
+// whitespace between tokens; known members only, each once, none null; strings of printable
+// ASCII without escapes; integers without fraction, exponent or leading zero, of at most 18
+// digits and within the format's ranges; submit_time, duration and resources.gpus present.
+// ReadJsonl reads a line outside the subset with the general JSON parser, so errors and the
+// reading of every other line are the general reader's; a line inside it gives the job the
+// general reader gives. Neither model::Validate nor id uniqueness is checked here (ReadJsonl
+// checks both on either path). Declared for its tests.
+std::optional<TraceJob> ScanJsonlJob(std::string_view line, int64_t default_id);
 // Writes `trace` in the format above, one job per line in trace order, every field explicit
 // except unset time_limit / expected_duration and empty gpu_models. ReadJsonl of the output gives
 // back the same trace. IoError if the file cannot be written.

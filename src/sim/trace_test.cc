@@ -480,6 +480,147 @@ TEST(JsonlTest, WriteThenReadRoundTrips) {
                         R"("gpu_models":["A100-80GB","H100"]}})"));
 }
 
+// The lines of `path`, each as written (without its newline).
+std::vector<std::string> LinesOf(const std::string& path) {
+  std::vector<std::string> lines;
+  std::istringstream text(ReadAll(path));
+  for (std::string line; std::getline(text, line);) lines.push_back(line);
+  return lines;
+}
+
+// `line` with a space after its first character: the same JSON, outside ScanJsonlJob's subset
+// (no whitespace between tokens), so ReadJsonl reads it with the general parser.
+std::string Spaced(const std::string& line) { return line.substr(0, 1) + " " + line.substr(1); }
+
+TEST(JsonlScanTest, WrittenLinesScanAsTheGeneralReaderReadsThem) {
+  GeneratorConfig config;
+  config.jobs = 3000;
+  config.seed = 7;
+  config.gpu_models = {"A100-80GB", "V100"};
+  config.templates_per_user = 3;
+  Trace trace = GenerateWorkload(config);
+  auto fixture = ReadJsonl(TestData("jobs.jsonl"));
+  ASSERT_TRUE(fixture.ok()) << fixture.status().ToString();
+  for (TraceJob t : fixture->jobs) {  // time limits, expected durations, names, model lists
+    t.job.id = JobId(1'000'000 + t.job.id.value());
+    trace.jobs.push_back(std::move(t));
+  }
+  const std::string compact = TempPath("scan_compact.jsonl");
+  ASSERT_TRUE(WriteJsonl(trace, compact).ok());
+  const std::vector<std::string> lines = LinesOf(compact);
+  ASSERT_EQ(lines.size(), trace.jobs.size());
+  std::string spaced_text;
+  for (const std::string& line : lines) spaced_text += Spaced(line) + "\n";
+  const std::string spaced = TempPath("scan_spaced.jsonl");
+  WriteAll(spaced, spaced_text);
+
+  auto general = ReadJsonl(spaced);
+  ASSERT_TRUE(general.ok()) << general.status().ToString();
+  auto read = ReadJsonl(compact);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  ASSERT_EQ(general->jobs.size(), lines.size());
+  ASSERT_EQ(read->jobs.size(), lines.size());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    SCOPED_TRACE(lines[i]);
+    const auto default_id = static_cast<int64_t>(i);
+    std::optional<TraceJob> scanned = ScanJsonlJob(lines[i], default_id);
+    ASSERT_TRUE(scanned.has_value()) << "a written line is in the subset";
+    EXPECT_FALSE(ScanJsonlJob(Spaced(lines[i]), default_id).has_value());
+    ExpectSameJob(*scanned, general->jobs[i]);
+    ExpectSameJob(read->jobs[i], general->jobs[i]);
+  }
+}
+
+TEST(JsonlScanTest, EdgeValuesInsideTheSubsetScanAsTheGeneralReaderReadsThem) {
+  const std::vector<std::string> lines = {
+      R"({"submit_time":0,"duration":0,"resources":{"gpus":0}})",
+      R"({"resources":{"gpu_models":[],"gpus":2,"memory_mib":7},"duration":5,"submit_time":3})",
+      R"({"id":1000000000000000,"priority":-2147483648,"submit_time":1000000000000000,)"
+      R"("duration":1,"time_limit":1,"expected_duration":0,"tasks":1000000,)"
+      R"("resources":{"gpus":0,"gpu_milli":0,"cpu_milli":0}})",
+      R"({"priority":2147483647,"name":"","user":"a b~!","project":"p/q","submit_time":-0,)"
+      R"("duration":10,"resources":{"gpus":1,"gpu_milli":250,"gpu_models":["x","y z"]}})",
+  };
+  const std::string path = TempPath("scan_edges.jsonl");
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line);
+    std::optional<TraceJob> scanned = ScanJsonlJob(line, 0);
+    ASSERT_TRUE(scanned.has_value());
+    WriteAll(path, Spaced(line) + "\n");
+    auto general = ReadJsonl(path);
+    ASSERT_TRUE(general.ok()) << general.status().ToString();
+    ASSERT_EQ(general->jobs.size(), 1u);
+    ExpectSameJob(*scanned, general->jobs[0]);
+  }
+}
+
+TEST(JsonlScanTest, LinesOutsideTheSubsetAreLeftToTheGeneralReader) {
+  const std::string ok_tail = R"("duration":1,"resources":{"gpus":1}})";
+  const std::vector<std::string> lines = {
+      "",
+      "[1,2]",
+      "{}",
+      "{" + ok_tail,                                       // submit_time missing
+      R"({"submit_time":0,"duration":1})",                 // resources missing
+      R"({"submit_time":0,"duration":1,"resources":{}})",  // resources.gpus missing
+      R"({"submit_time":0,"duration":1,"resources":5})",   // wrong type
+      R"({ "submit_time":0,)" + ok_tail,                   // whitespace
+      R"({"submit_time": 0,)" + ok_tail,                   // whitespace
+      R"({"submit_time":0,)" + ok_tail + " ",              // trailing whitespace
+      R"({"submit_time":0,)" + ok_tail + "x",              // trailing text
+      R"({"submit_time":0,"submit_time":1,)" + ok_tail,    // repeated key
+      R"({"submit_time":0,"priorty":1,)" + ok_tail,        // unknown key
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpu_mili":5}})",
+      R"({"submit_time":0,"time_limit":null,)" + ok_tail,        // null
+      R"({"submit_time":"0",)" + ok_tail,                        // string for a number
+      R"({"submit_time":0.0,)" + ok_tail,                        // fraction
+      R"({"submit_time":1e3,)" + ok_tail,                        // exponent
+      R"({"submit_time":1E3,)" + ok_tail,                        // exponent
+      R"({"submit_time":01,)" + ok_tail,                         // leading zero
+      R"({"submit_time":-01,)" + ok_tail,                        // leading zero
+      R"({"submit_time":-,)" + ok_tail,                          // no digits
+      R"({"submit_time":-1,)" + ok_tail,                         // below the range
+      R"({"submit_time":1000000000000001,)" + ok_tail,           // past the range
+      R"({"submit_time":1000000000000000000,)" + ok_tail,        // 19 digits
+      R"({"submit_time":18446744073709551616,)" + ok_tail,       // past uint64
+      R"({"submit_time":0,"tasks":0,)" + ok_tail,                // below the range
+      R"({"submit_time":0,"time_limit":0,)" + ok_tail,           // below the range
+      R"({"submit_time":0,"priority":2147483648,)" + ok_tail,    // past int
+      R"({"submit_time":0,"name":"a\"b",)" + ok_tail,            // escape
+      R"({"submit_time":0,"name":"a\u0062",)" + ok_tail,         // escape
+      "{\"submit_time\":0,\"name\":\"caf\xc3\xa9\"," + ok_tail,  // UTF-8
+      "{\"submit_time\":0,\"name\":\"\xff\"," + ok_tail,         // not UTF-8
+      "{\"submit_time\":0,\"name\":\"a\tb\"," + ok_tail,         // control character
+      R"({"submit_time":0,"name":5,)" + ok_tail,                 // number for a string
+      R"({"submit_time":0,"name":"x)",                           // unterminated
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpu_models":[1]}})",
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpu_models":["a",]}})",
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpu_models":"a"}})",
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1}})"
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1}})",   // two objects
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1},})",  // trailing comma
+      R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpus":2}})",
+  };
+  for (const std::string& line : lines) {
+    SCOPED_TRACE(line);
+    EXPECT_FALSE(ScanJsonlJob(line, 0).has_value());
+  }
+  // The general reader's errors, unchanged: the line is parsed as before.
+  const std::string path = TempPath("scan_outside.jsonl");
+  WriteAll(path, R"({"submit_time":0,"duration":1,"resources":{"gpus":1,"gpus":2}})"
+                 "\n");
+  auto repeated = ReadJsonl(path);  // nlohmann keeps the last of repeated keys
+  ASSERT_TRUE(repeated.ok()) << repeated.status().ToString();
+  EXPECT_EQ(repeated->jobs[0].job.resources.gpus, GpuCount(2));
+  WriteAll(path, R"({"submit_time":0,"name":"a\"b",)" + ok_tail + "\n");
+  auto escaped = ReadJsonl(path);
+  ASSERT_TRUE(escaped.ok()) << escaped.status().ToString();
+  EXPECT_EQ(escaped->jobs[0].job.name, "a\"b");
+  WriteAll(path, R"({"submit_time":1e3,)" + ok_tail + "\n");
+  ExpectError(ReadJsonl(path).status(),
+              {path + ":1: field 'submit_time': expected an integer, got 1000.0"});
+}
+
 TEST(JsonlTest, WriteToBadPathIsIoError) {
   EXPECT_EQ(WriteJsonl(Trace{}, "/nonexistent-dir/x.jsonl").code(), StatusCode::kIoError);
 }
