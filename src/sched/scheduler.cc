@@ -148,7 +148,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, PolicyContext context,
                                  policy_->ScoreFallsWithFreeCapacity()}),
       rng_(config.seed),
       placer_(state_, *policy_, rng_),
-      fair_share_(config.sharing.fair_share) {}
+      fair_share_(config.sharing.fair_share),
+      persistent_heads_(UsesPersistentHeads()) {}
 
 Status Scheduler::SetTypicalTasks(std::vector<TypicalTask> typical_tasks) {
   PolicyContext context = context_;
@@ -180,6 +181,8 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   config_ = config;
   config_.seed = seed;
   fair_share_.SetConfig(config_.sharing.fair_share);
+  policies_.clear();  // they pointed into the old config_.sharing
+  ResolvePolicies();
   std::vector<model::Job> pending;
   pending.reserve(pending_.size());
   for (auto& [id, p] : pending_) pending.push_back(std::move(*p.job));
@@ -193,6 +196,8 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
     g.waits.reset();
   }
   queued_groups_.clear();
+  head_order_.clear();
+  persistent_heads_ = UsesPersistentHeads();
   for (const model::Job& job : pending) Enqueue(job);
   bucket_usage_.clear();
   for (auto& [id, run] : running_) {
@@ -278,6 +283,19 @@ const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {
   return it == config_.sharing.projects.end() ? kDefault : it->second;
 }
 
+ProjectId Scheduler::InternProject(const std::string& project) {
+  const ProjectId id = fair_share_.Intern(project);
+  ResolvePolicies();
+  return id;
+}
+
+void Scheduler::ResolvePolicies() {
+  // The ledger also interns the projects of running jobs (Charge by name): cover every id.
+  while (policies_.size() < fair_share_.ProjectCount()) {
+    policies_.push_back(&PolicyOf(fair_share_.NameOf(ProjectId(policies_.size()))));
+  }
+}
+
 Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit) {
   Seconds planned = predicted.value() <= 0 ? Seconds(1) : predicted;
   if (time_limit && time_limit->value() > 0) planned = std::min(planned, *time_limit);
@@ -350,8 +368,8 @@ double Scheduler::TotalWeight() const {
   double total = 0;
   std::set<std::string> seen;
   for (int g : queued_groups_) {
-    const std::string& project = groups_[g].project;
-    if (seen.insert(project).second) total += PolicyOf(project).weight;
+    const ProjectId project = groups_[g].project;
+    if (seen.insert(fair_share_.NameOf(project)).second) total += PolicyOf(project).weight;
   }
   for (const auto& [project, used] : use_.project) {
     if (used > 0 && seen.insert(project).second) total += PolicyOf(project).weight;
@@ -359,8 +377,8 @@ double Scheduler::TotalWeight() const {
   return total;
 }
 
-Scheduler::PassKey Scheduler::PassKeyOf(const std::string& project, const OrderKey& key,
-                                        Seconds now, double total_weight) const {
+Scheduler::PassKey Scheduler::PassKeyOf(ProjectId project, const OrderKey& key, Seconds now,
+                                        double total_weight) const {
   if (config_.order != QueueOrder::kFairShare) return {std::get<0>(key), 0.0, key};
   const FairShareConfig& f = config_.sharing.fair_share;
   const ProjectPolicy& policy = PolicyOf(project);
@@ -387,9 +405,10 @@ int Scheduler::GroupOf(const model::Job& job) {
     shapes_.push_back(std::move(s));
   }
   const int64_t array = job.array_max_running ? job.array_id->value() : -1;
+  const ProjectId project = InternProject(job.project);
   auto [group_it, new_group] = group_ids_.emplace(
-      std::make_tuple(job.project, shape_it->second, array), static_cast<int>(groups_.size()));
-  if (new_group) groups_.push_back(Group{job.project, shape_it->second, {}, std::nullopt});
+      std::make_tuple(project.value(), shape_it->second, array), static_cast<int>(groups_.size()));
+  if (new_group) groups_.push_back(Group{project, shape_it->second, {}, std::nullopt});
   return group_it->second;
 }
 
@@ -414,6 +433,10 @@ void Scheduler::Enqueue(const model::Job& job) {
 
 void Scheduler::QueueInsert(int g, const OrderKey& key) {
   Group& group = groups_[g];
+  if (persistent_heads_ && (group.queue.empty() || key < *group.queue.begin())) {
+    if (!group.queue.empty()) head_order_.erase({*group.queue.begin(), g});
+    head_order_.emplace(key, g);
+  }
   group.queue.insert(key);
   if (group.queued_at >= 0) return;
   group.queued_at = static_cast<int>(queued_groups_.size());
@@ -425,6 +448,10 @@ void Scheduler::QueueErase(int g, const OrderKey& key) {
   // A started job is nearly always the group's first: erased by iterator, without a search.
   if (*group.queue.begin() == key) {
     group.queue.erase(group.queue.begin());
+    if (persistent_heads_) {
+      head_order_.erase({key, g});
+      if (!group.queue.empty()) head_order_.emplace(*group.queue.begin(), g);
+    }
   } else {
     group.queue.erase(key);
   }
@@ -447,6 +474,15 @@ void Scheduler::RekeyPending() {
     queue.insert(key);
     p.key = key;
   }
+  if (!persistent_heads_) return;
+  head_order_.clear();
+  for (int g : queued_groups_) head_order_.emplace(*groups_[g].queue.begin(), g);
+}
+
+bool Scheduler::UsesPersistentHeads() const {
+  return config_.blocking == Blocking::kStrict && config_.order != QueueOrder::kFairShare &&
+         config_.order != QueueOrder::kLas && !PreemptsByRemaining(config_.order) &&
+         !(config_.sharing.reclaim && AnyQuota());
 }
 
 Status Scheduler::Submit(const model::Job& job) {
@@ -1050,15 +1086,20 @@ Decisions Scheduler::Schedule(Seconds now) {
   const bool by_project = config_.order == QueueOrder::kFairShare;
   using Head = std::pair<OrderKey, int>;
   using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
-  // Buckets by project name (views of the groups' names; a deque keeps them in place).
-  auto bucket_of = [&](const Group& group) {
-    return by_project ? std::string_view(group.project) : std::string_view();
-  };
+  // Buckets by project (one bucket, ProjectId(), under the other orders).
+  auto bucket_of = [&](const Group& group) { return by_project ? group.project : ProjectId(); };
   // The heads to try, gathered per bucket and then heaped at once (a strict pass may pop only
   // a few of them).
-  std::map<std::string_view, std::vector<Head>> gathered;
-  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[std::string_view()];
+  std::map<ProjectId, std::vector<Head>> gathered;
+  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[ProjectId()];
+  // Persistent heads: the pass's one heap is, without a copy, every head in head_order_ after
+  // `cursor` (the last one taken from there), plus the heads pushed back in `pushed` (those at
+  // or before the cursor). A group's head only moves later as its jobs start, and nothing is
+  // queued during such a pass (it preempts nothing), so this pops what the heap would.
+  const bool persistent = persistent_heads_;
+  std::optional<Head> cursor;
   for (int g : queued_groups_) {
+    if (persistent) break;
     Group& group = groups_[g];
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
@@ -1072,7 +1113,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (!retry) continue;
     (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
   }
-  std::map<std::string_view, Heap> heads;
+  std::map<ProjectId, Heap> heads;
   for (auto& [bucket, items] : gathered)
     heads.emplace(bucket, Heap(std::greater<>(), std::move(items)));
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
@@ -1080,7 +1121,17 @@ Decisions Scheduler::Schedule(Seconds now) {
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
   bool lending = !AnyQuota();
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
-  while (true) {
+  // The next group to try: the best head over the buckets, or under persistent heads the
+  // earlier of head_order_'s next one and the best pushed back; -1 when none is left.
+  Heap* pushed = persistent ? &heads[ProjectId()] : nullptr;
+  auto pop_best = [&]() -> int {
+    if (persistent) {
+      auto next = cursor ? head_order_.upper_bound(*cursor) : head_order_.begin();
+      if (next != head_order_.end() && (pushed->empty() || *next < pushed->top())) {
+        cursor = *next;
+        return next->second;
+      }
+    }
     Heap* best = nullptr;
     PassKey best_key;
     for (auto& [bucket, heap] : heads) {
@@ -1092,17 +1143,22 @@ Decisions Scheduler::Schedule(Seconds now) {
         best_key = k;
       }
     }
-    if (!best && !lending) {
+    if (!best) return -1;
+    const int g = best->top().second;
+    best->pop();
+    return g;
+  };
+  while (true) {
+    const int g = pop_best();
+    if (g < 0 && !lending) {
       lending = true;
-      for (int g : deferred) {
-        heads[bucket_of(groups_[g])].emplace(*groups_[g].queue.begin(), g);
+      for (int d : deferred) {
+        heads[bucket_of(groups_[d])].emplace(*groups_[d].queue.begin(), d);
       }
       deferred.clear();
       continue;
     }
-    if (!best) break;
-    const int g = best->top().second;
-    best->pop();
+    if (g < 0) break;
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
     auto push_back_group = [&] {
