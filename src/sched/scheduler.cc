@@ -182,7 +182,7 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   config_.seed = seed;
   fair_share_.SetConfig(config_.sharing.fair_share);
   policies_.clear();  // they pointed into the old config_.sharing
-  ResolvePolicies();
+  CoverProjects();
   std::vector<model::Job> pending;
   pending.reserve(pending_.size());
   for (auto& [id, p] : pending_) pending.push_back(std::move(*p.job));
@@ -199,11 +199,11 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   head_order_.clear();
   persistent_heads_ = UsesPersistentHeads();
   for (const model::Job& job : pending) Enqueue(job);
-  bucket_usage_.clear();
+  for (auto& buckets : bucket_usage_) buckets.clear();
   for (auto& [id, run] : running_) {
-    run.bucket = QuotaBucket(PolicyOf(run.job->project), run.job->resources.gpu_models);
+    run.bucket = QuotaBucket(PolicyOf(run.project), run.job->resources.gpu_models);
     run.estimated_end = Seconds(run.start.value() + EstimateOf(*run.job).value());
-    AddUse(bucket_usage_, run.job->project, run.bucket, QuotaMilliOf(*run.job));
+    bucket_usage_[run.project.value()][run.bucket] += QuotaMilliOf(*run.job);
   }
   ++generation_;  // waiting jobs are worth another try under the new rules
   ++state_version_;
@@ -285,15 +285,15 @@ const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {
 
 ProjectId Scheduler::InternProject(const std::string& project) {
   const ProjectId id = fair_share_.Intern(project);
-  ResolvePolicies();
+  CoverProjects();
   return id;
 }
 
-void Scheduler::ResolvePolicies() {
-  // The ledger also interns the projects of running jobs (Charge by name): cover every id.
+void Scheduler::CoverProjects() {
   while (policies_.size() < fair_share_.ProjectCount()) {
     policies_.push_back(&PolicyOf(fair_share_.NameOf(ProjectId(policies_.size()))));
   }
+  bucket_usage_.resize(policies_.size());
 }
 
 Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit) {
@@ -512,10 +512,11 @@ void Scheduler::StartRunning(std::unique_ptr<model::Job> owned, std::vector<Allo
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
   run.start_seq = start_seq_++;
-  run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
+  run.project = InternProject(job.project);
+  run.bucket = QuotaBucket(PolicyOf(run.project), job.resources.gpu_models);
   use_.Add(job);
-  AddUse(bucket_usage_, job.project, run.bucket, QuotaMilliOf(job));
-  fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
+  bucket_usage_[run.project.value()][run.bucket] += QuotaMilliOf(job);
+  fair_share_.Charge(run.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
   run.job = std::move(owned);
 }
@@ -532,8 +533,8 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   }
   const model::Job& j = *run.job;
   use_.Remove(j);
-  AddUse(bucket_usage_, j.project, run.bucket, -QuotaMilliOf(j));
-  fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
+  bucket_usage_[run.project.value()][run.bucket] -= QuotaMilliOf(j);
+  fair_share_.Charge(run.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
 }
@@ -689,10 +690,6 @@ Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& ta
   return Status::Ok();
 }
 
-int64_t Scheduler::BucketUsage(const std::string& project, const std::string& bucket) const {
-  return UseOf(bucket_usage_, project, bucket);
-}
-
 int64_t Scheduler::ProjectUsage(const std::string& project) const {
   auto it = use_.project.find(project);
   return it == use_.project.end() ? 0 : it->second;
@@ -710,9 +707,9 @@ void Scheduler::LimitUse::Remove(const model::Job& job) {
   if (job.array_id && --array[*job.array_id] == 0) array.erase(*job.array_id);
 }
 
-std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job,
+std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job, ProjectId project,
                                                     const LimitUse& use) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
+  const ProjectPolicy& policy = PolicyOf(project);
   if (policy.limit_milli) {
     auto it = use.project.find(job.project);
     const int64_t used = it == use.project.end() ? 0 : it->second;
@@ -771,10 +768,12 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
   return borrowed;
 }
 
-bool Scheduler::WouldBorrow(const model::Job& job) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
+bool Scheduler::WouldBorrow(const model::Job& job, ProjectId project) const {
+  const ProjectPolicy& policy = PolicyOf(project);
   const std::string& bucket = QuotaBucket(policy, job.resources.gpu_models);
-  return BucketUsage(job.project, bucket) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
+  const auto& buckets = bucket_usage_[project.value()];
+  auto used = buckets.find(bucket);
+  return (used == buckets.end() ? 0 : used->second) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
 }
 
 bool Scheduler::AnyQuota() const {
@@ -784,9 +783,10 @@ bool Scheduler::AnyQuota() const {
   return false;
 }
 
-bool Scheduler::QuotaHasRoom(const model::Job& job) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
-  return QuotaOf(policy, QuotaBucket(policy, job.resources.gpu_models)) > 0 && !WouldBorrow(job);
+bool Scheduler::QuotaHasRoom(const model::Job& job, ProjectId project) const {
+  const ProjectPolicy& policy = PolicyOf(project);
+  return QuotaOf(policy, QuotaBucket(policy, job.resources.gpu_models)) > 0 &&
+         !WouldBorrow(job, project);
 }
 
 // --- Placement -------------------------------------------------------------------------------
@@ -1005,7 +1005,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
     const size_t released0 = released.size();
     std::vector<End> popped;
     while (!never.count(shape_id)) {
-      const bool limited = LimitReason(*p.job, use).has_value();
+      const bool limited = LimitReason(*p.job, groups_[p.group].project, use).has_value();
       std::optional<std::vector<Allocation>> gang;
       if (!limited) gang = PlaceGang(shape);
       if (gang) {
@@ -1105,11 +1105,11 @@ Decisions Scheduler::Schedule(Seconds now) {
     const bool failed = shape.failed_generation == generation_;
     // Preemptive orders may make room without capacity being freed: 2D-LAS as service accrues,
     // reclaim as borrowed work appears.
-    const bool retry = !failed || config_.blocking != Blocking::kSkip ||
-                       config_.order == QueueOrder::kLas || PreemptsByRemaining(config_.order) ||
-                       group.waits.has_value() ||
-                       (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
-                        QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job));
+    const bool retry =
+        !failed || config_.blocking != Blocking::kSkip || config_.order == QueueOrder::kLas ||
+        PreemptsByRemaining(config_.order) || group.waits.has_value() ||
+        (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
+         QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job, group.project));
     if (!retry) continue;
     (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
   }
@@ -1168,12 +1168,12 @@ Decisions Scheduler::Schedule(Seconds now) {
     Shape& shape = shapes_[group.shape];
     // References into pending_ stay valid until the chosen job leaves it (no copies per pop).
     const model::Job& first = *pending_.at(JobId(std::get<2>(head))).job;
-    if (!lending && WouldBorrow(first)) {
+    if (!lending && WouldBorrow(first, group.project)) {
       deferred.push_back(g);
       continue;
     }
     group.waits.reset();
-    if (auto limited = LimitReason(first, use_)) {
+    if (auto limited = LimitReason(first, group.project, use_)) {
       // A user at their limit must not hold back the group's other users: the first job (of at
       // most kLimitScan) that its limits allow goes instead.
       constexpr int kLimitScan = 64;
@@ -1181,7 +1181,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       int scanned = 0;
       for (const OrderKey& key : group.queue) {
         if (++scanned > kLimitScan) break;
-        if (!LimitReason(*pending_.at(JobId(std::get<2>(key))).job, use_)) {
+        if (!LimitReason(*pending_.at(JobId(std::get<2>(key))).job, group.project, use_)) {
           other = key;
           break;
         }
@@ -1203,7 +1203,8 @@ Decisions Scheduler::Schedule(Seconds now) {
       placed = PlaceGang(shape);
     }
     bool preempted = false;
-    if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(job)) {
+    if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
+        QuotaHasRoom(job, group.project)) {
       placed = Reclaim(shape, job, now, out.preemptions);
       preempted = placed.has_value();
       if (!preempted && reclaim_final_) shape.reclaim_failed_at = ReclaimVersion();
@@ -1276,7 +1277,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     }
     const JobId started(std::get<2>(chosen));
     const auto pending = pending_.find(started);
-    const bool borrowed = WouldBorrow(*pending->second.job);
+    const bool borrowed = WouldBorrow(*pending->second.job, group.project);
     if (borrowed) ++borrowed_starts_;
     QueueErase(g, chosen);
     StartRunning(std::move(pending->second.job), *placed, now);

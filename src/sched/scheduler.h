@@ -337,6 +337,7 @@ class Scheduler {
     Seconds start{0};
     Seconds estimated_end{0};
     int64_t start_seq = 0;  // order of starts, for quotas (earliest use is inside the quota)
+    ProjectId project;      // its job's project (InternProject)
     std::string bucket;     // the quota bucket its use counts against
     std::optional<Seconds> checkpoint;  // its last checkpoint in this run (NoteCheckpoint)
   };
@@ -369,7 +370,8 @@ class Scheduler {
   const ProjectPolicy& PolicyOf(ProjectId project) const { return *policies_[project.value()]; }
   // The project's id in fair_share_, with policies_ covering every id the ledger has given.
   ProjectId InternProject(const std::string& project);
-  void ResolvePolicies();  // extends policies_ to every id fair_share_ has given
+  // Extends the per-project arrays (policies_, bucket_usage_) to every id fair_share_ has given.
+  void CoverProjects();
   Seconds EstimateOf(const model::Job& job) const;  // PlannedRun of the configured estimate
   // Places every task of one job of `shape` or none; returns the allocations on success.
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
@@ -386,15 +388,16 @@ class Scheduler {
   std::optional<std::vector<Allocation>> ResizedNodes(const Running& run, int tasks);
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
-  int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
+  // In the three below, `project` is the job's project's id (InternProject(job.project)).
   // Why the job may not start under its project's hard limits (project or per user) or its
   // array's running limit, with `use` running (now: use_).
-  std::optional<PendingReason> LimitReason(const model::Job& job, const LimitUse& use) const;
+  std::optional<PendingReason> LimitReason(const model::Job& job, ProjectId project,
+                                           const LimitUse& use) const;
   // True when starting the job now would take its project beyond its quota.
-  bool WouldBorrow(const model::Job& job) const;
+  bool WouldBorrow(const model::Job& job, ProjectId project) const;
   bool AnyQuota() const;  // some project has a quota
   // True when the job's project has quota room for it (so reclaim may make room).
-  bool QuotaHasRoom(const model::Job& job) const;
+  bool QuotaHasRoom(const model::Job& job, ProjectId project) const;
   // Frees GPUs for `job` by preempting borrowed jobs of other projects and places it; the
   // victims are queued again. Nothing changes when it cannot.
   std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job, Seconds now,
@@ -465,7 +468,8 @@ class Scheduler {
   std::unordered_map<JobId, Running> running_;
   LimitUse use_;
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
-  PairUse bucket_usage_;                         // (project, bucket)
+  // Per ProjectId: milli-GPU running per quota bucket (QuotaBucket: "" or a model).
+  std::vector<std::map<std::string, int64_t, std::less<>>> bucket_usage_;
   size_t pending_count_ = 0;
   size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;
