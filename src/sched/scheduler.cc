@@ -148,7 +148,8 @@ Scheduler::Scheduler(const SchedulerConfig& config, PolicyContext context,
                                  policy_->ScoreFallsWithFreeCapacity()}),
       rng_(config.seed),
       placer_(state_, *policy_, rng_),
-      fair_share_(config.sharing.fair_share) {}
+      fair_share_(config.sharing.fair_share),
+      persistent_heads_(UsesPersistentHeads()) {}
 
 Status Scheduler::SetTypicalTasks(std::vector<TypicalTask> typical_tasks) {
   PolicyContext context = context_;
@@ -180,6 +181,8 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   config_ = config;
   config_.seed = seed;
   fair_share_.SetConfig(config_.sharing.fair_share);
+  policies_.clear();  // they pointed into the old config_.sharing
+  CoverProjects();
   std::vector<model::Job> pending;
   pending.reserve(pending_.size());
   for (auto& [id, p] : pending_) pending.push_back(std::move(*p.job));
@@ -193,12 +196,14 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
     g.waits.reset();
   }
   queued_groups_.clear();
+  head_order_.clear();
+  persistent_heads_ = UsesPersistentHeads();
   for (const model::Job& job : pending) Enqueue(job);
-  bucket_usage_.clear();
+  for (auto& buckets : bucket_usage_) buckets.clear();
   for (auto& [id, run] : running_) {
-    run.bucket = QuotaBucket(PolicyOf(run.job->project), run.job->resources.gpu_models);
+    run.bucket = QuotaBucket(PolicyOf(run.project), run.job->resources.gpu_models);
     run.estimated_end = Seconds(run.start.value() + EstimateOf(*run.job).value());
-    AddUse(bucket_usage_, run.job->project, run.bucket, QuotaMilliOf(*run.job));
+    bucket_usage_[run.project.value()][run.bucket] += QuotaMilliOf(*run.job);
   }
   ++generation_;  // waiting jobs are worth another try under the new rules
   ++state_version_;
@@ -278,6 +283,19 @@ const ProjectPolicy& Scheduler::PolicyOf(const std::string& project) const {
   return it == config_.sharing.projects.end() ? kDefault : it->second;
 }
 
+ProjectId Scheduler::InternProject(const std::string& project) {
+  const ProjectId id = fair_share_.Intern(project);
+  CoverProjects();
+  return id;
+}
+
+void Scheduler::CoverProjects() {
+  while (policies_.size() < fair_share_.ProjectCount()) {
+    policies_.push_back(&PolicyOf(fair_share_.NameOf(ProjectId(policies_.size()))));
+  }
+  bucket_usage_.resize(policies_.size());
+}
+
 Seconds PlannedRun(Seconds predicted, std::optional<Seconds> time_limit) {
   Seconds planned = predicted.value() <= 0 ? Seconds(1) : predicted;
   if (time_limit && time_limit->value() > 0) planned = std::min(planned, *time_limit);
@@ -350,8 +368,8 @@ double Scheduler::TotalWeight() const {
   double total = 0;
   std::set<std::string> seen;
   for (int g : queued_groups_) {
-    const std::string& project = groups_[g].project;
-    if (seen.insert(project).second) total += PolicyOf(project).weight;
+    const ProjectId project = groups_[g].project;
+    if (seen.insert(fair_share_.NameOf(project)).second) total += PolicyOf(project).weight;
   }
   for (const auto& [project, used] : use_.project) {
     if (used > 0 && seen.insert(project).second) total += PolicyOf(project).weight;
@@ -359,8 +377,8 @@ double Scheduler::TotalWeight() const {
   return total;
 }
 
-Scheduler::PassKey Scheduler::PassKeyOf(const std::string& project, const OrderKey& key,
-                                        Seconds now, double total_weight) const {
+Scheduler::PassKey Scheduler::PassKeyOf(ProjectId project, const OrderKey& key, Seconds now,
+                                        double total_weight) const {
   if (config_.order != QueueOrder::kFairShare) return {std::get<0>(key), 0.0, key};
   const FairShareConfig& f = config_.sharing.fair_share;
   const ProjectPolicy& policy = PolicyOf(project);
@@ -387,9 +405,10 @@ int Scheduler::GroupOf(const model::Job& job) {
     shapes_.push_back(std::move(s));
   }
   const int64_t array = job.array_max_running ? job.array_id->value() : -1;
+  const ProjectId project = InternProject(job.project);
   auto [group_it, new_group] = group_ids_.emplace(
-      std::make_tuple(job.project, shape_it->second, array), static_cast<int>(groups_.size()));
-  if (new_group) groups_.push_back(Group{job.project, shape_it->second, {}, std::nullopt});
+      std::make_tuple(project.value(), shape_it->second, array), static_cast<int>(groups_.size()));
+  if (new_group) groups_.push_back(Group{project, shape_it->second, {}, std::nullopt});
   return group_it->second;
 }
 
@@ -414,6 +433,10 @@ void Scheduler::Enqueue(const model::Job& job) {
 
 void Scheduler::QueueInsert(int g, const OrderKey& key) {
   Group& group = groups_[g];
+  if (persistent_heads_ && (group.queue.empty() || key < *group.queue.begin())) {
+    if (!group.queue.empty()) head_order_.erase({*group.queue.begin(), g});
+    head_order_.emplace(key, g);
+  }
   group.queue.insert(key);
   if (group.queued_at >= 0) return;
   group.queued_at = static_cast<int>(queued_groups_.size());
@@ -425,6 +448,10 @@ void Scheduler::QueueErase(int g, const OrderKey& key) {
   // A started job is nearly always the group's first: erased by iterator, without a search.
   if (*group.queue.begin() == key) {
     group.queue.erase(group.queue.begin());
+    if (persistent_heads_) {
+      head_order_.erase({key, g});
+      if (!group.queue.empty()) head_order_.emplace(*group.queue.begin(), g);
+    }
   } else {
     group.queue.erase(key);
   }
@@ -447,6 +474,15 @@ void Scheduler::RekeyPending() {
     queue.insert(key);
     p.key = key;
   }
+  if (!persistent_heads_) return;
+  head_order_.clear();
+  for (int g : queued_groups_) head_order_.emplace(*groups_[g].queue.begin(), g);
+}
+
+bool Scheduler::UsesPersistentHeads() const {
+  return config_.blocking == Blocking::kStrict && config_.order != QueueOrder::kFairShare &&
+         config_.order != QueueOrder::kLas && !PreemptsByRemaining(config_.order) &&
+         !(config_.sharing.reclaim && AnyQuota());
 }
 
 Status Scheduler::Submit(const model::Job& job) {
@@ -476,10 +512,11 @@ void Scheduler::StartRunning(std::unique_ptr<model::Job> owned, std::vector<Allo
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
   run.start_seq = start_seq_++;
-  run.bucket = QuotaBucket(PolicyOf(job.project), job.resources.gpu_models);
+  run.project = InternProject(job.project);
+  run.bucket = QuotaBucket(PolicyOf(run.project), job.resources.gpu_models);
   use_.Add(job);
-  AddUse(bucket_usage_, job.project, run.bucket, QuotaMilliOf(job));
-  fair_share_.Charge(job.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
+  bucket_usage_[run.project.value()][run.bucket] += QuotaMilliOf(job);
+  fair_share_.Charge(run.project, MilliOf(job), job.resources.cpu.value() * job.tasks,
                      job.resources.memory.value() * job.tasks, +1);
   run.job = std::move(owned);
 }
@@ -496,8 +533,8 @@ Scheduler::Running Scheduler::StopRunning(JobId job, bool release) {
   }
   const model::Job& j = *run.job;
   use_.Remove(j);
-  AddUse(bucket_usage_, j.project, run.bucket, -QuotaMilliOf(j));
-  fair_share_.Charge(j.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
+  bucket_usage_[run.project.value()][run.bucket] -= QuotaMilliOf(j);
+  fair_share_.Charge(run.project, MilliOf(j), j.resources.cpu.value() * j.tasks,
                      j.resources.memory.value() * j.tasks, -1);
   return run;
 }
@@ -653,10 +690,6 @@ Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& ta
   return Status::Ok();
 }
 
-int64_t Scheduler::BucketUsage(const std::string& project, const std::string& bucket) const {
-  return UseOf(bucket_usage_, project, bucket);
-}
-
 int64_t Scheduler::ProjectUsage(const std::string& project) const {
   auto it = use_.project.find(project);
   return it == use_.project.end() ? 0 : it->second;
@@ -674,9 +707,9 @@ void Scheduler::LimitUse::Remove(const model::Job& job) {
   if (job.array_id && --array[*job.array_id] == 0) array.erase(*job.array_id);
 }
 
-std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job,
+std::optional<PendingReason> Scheduler::LimitReason(const model::Job& job, ProjectId project,
                                                     const LimitUse& use) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
+  const ProjectPolicy& policy = PolicyOf(project);
   if (policy.limit_milli) {
     auto it = use.project.find(job.project);
     const int64_t used = it == use.project.end() ? 0 : it->second;
@@ -735,10 +768,12 @@ std::vector<JobId> Scheduler::BorrowedJobs() const {
   return borrowed;
 }
 
-bool Scheduler::WouldBorrow(const model::Job& job) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
+bool Scheduler::WouldBorrow(const model::Job& job, ProjectId project) const {
+  const ProjectPolicy& policy = PolicyOf(project);
   const std::string& bucket = QuotaBucket(policy, job.resources.gpu_models);
-  return BucketUsage(job.project, bucket) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
+  const auto& buckets = bucket_usage_[project.value()];
+  auto used = buckets.find(bucket);
+  return (used == buckets.end() ? 0 : used->second) + QuotaMilliOf(job) > QuotaOf(policy, bucket);
 }
 
 bool Scheduler::AnyQuota() const {
@@ -748,9 +783,10 @@ bool Scheduler::AnyQuota() const {
   return false;
 }
 
-bool Scheduler::QuotaHasRoom(const model::Job& job) const {
-  const ProjectPolicy& policy = PolicyOf(job.project);
-  return QuotaOf(policy, QuotaBucket(policy, job.resources.gpu_models)) > 0 && !WouldBorrow(job);
+bool Scheduler::QuotaHasRoom(const model::Job& job, ProjectId project) const {
+  const ProjectPolicy& policy = PolicyOf(project);
+  return QuotaOf(policy, QuotaBucket(policy, job.resources.gpu_models)) > 0 &&
+         !WouldBorrow(job, project);
 }
 
 // --- Placement -------------------------------------------------------------------------------
@@ -969,7 +1005,7 @@ std::vector<std::optional<Seconds>> Scheduler::ShadowStarts(const std::vector<Jo
     const size_t released0 = released.size();
     std::vector<End> popped;
     while (!never.count(shape_id)) {
-      const bool limited = LimitReason(*p.job, use).has_value();
+      const bool limited = LimitReason(*p.job, groups_[p.group].project, use).has_value();
       std::optional<std::vector<Allocation>> gang;
       if (!limited) gang = PlaceGang(shape);
       if (gang) {
@@ -1050,29 +1086,34 @@ Decisions Scheduler::Schedule(Seconds now) {
   const bool by_project = config_.order == QueueOrder::kFairShare;
   using Head = std::pair<OrderKey, int>;
   using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
-  // Buckets by project name (views of the groups' names; a deque keeps them in place).
-  auto bucket_of = [&](const Group& group) {
-    return by_project ? std::string_view(group.project) : std::string_view();
-  };
+  // Buckets by project (one bucket, ProjectId(), under the other orders).
+  auto bucket_of = [&](const Group& group) { return by_project ? group.project : ProjectId(); };
   // The heads to try, gathered per bucket and then heaped at once (a strict pass may pop only
   // a few of them).
-  std::map<std::string_view, std::vector<Head>> gathered;
-  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[std::string_view()];
+  std::map<ProjectId, std::vector<Head>> gathered;
+  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[ProjectId()];
+  // Persistent heads: the pass's one heap is, without a copy, every head in head_order_ after
+  // `cursor` (the last one taken from there), plus the heads pushed back in `pushed` (those at
+  // or before the cursor). A group's head only moves later as its jobs start, and nothing is
+  // queued during such a pass (it preempts nothing), so this pops what the heap would.
+  const bool persistent = persistent_heads_;
+  std::optional<Head> cursor;
   for (int g : queued_groups_) {
+    if (persistent) break;
     Group& group = groups_[g];
     const Shape& shape = shapes_[group.shape];
     const bool failed = shape.failed_generation == generation_;
     // Preemptive orders may make room without capacity being freed: 2D-LAS as service accrues,
     // reclaim as borrowed work appears.
-    const bool retry = !failed || config_.blocking != Blocking::kSkip ||
-                       config_.order == QueueOrder::kLas || PreemptsByRemaining(config_.order) ||
-                       group.waits.has_value() ||
-                       (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
-                        QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job));
+    const bool retry =
+        !failed || config_.blocking != Blocking::kSkip || config_.order == QueueOrder::kLas ||
+        PreemptsByRemaining(config_.order) || group.waits.has_value() ||
+        (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
+         QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job, group.project));
     if (!retry) continue;
     (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
   }
-  std::map<std::string_view, Heap> heads;
+  std::map<ProjectId, Heap> heads;
   for (auto& [bucket, items] : gathered)
     heads.emplace(bucket, Heap(std::greater<>(), std::move(items)));
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
@@ -1080,7 +1121,17 @@ Decisions Scheduler::Schedule(Seconds now) {
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
   bool lending = !AnyQuota();
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
-  while (true) {
+  // The next group to try: the best head over the buckets, or under persistent heads the
+  // earlier of head_order_'s next one and the best pushed back; -1 when none is left.
+  Heap* pushed = persistent ? &heads[ProjectId()] : nullptr;
+  auto pop_best = [&]() -> int {
+    if (persistent) {
+      auto next = cursor ? head_order_.upper_bound(*cursor) : head_order_.begin();
+      if (next != head_order_.end() && (pushed->empty() || *next < pushed->top())) {
+        cursor = *next;
+        return next->second;
+      }
+    }
     Heap* best = nullptr;
     PassKey best_key;
     for (auto& [bucket, heap] : heads) {
@@ -1092,17 +1143,22 @@ Decisions Scheduler::Schedule(Seconds now) {
         best_key = k;
       }
     }
-    if (!best && !lending) {
+    if (!best) return -1;
+    const int g = best->top().second;
+    best->pop();
+    return g;
+  };
+  while (true) {
+    const int g = pop_best();
+    if (g < 0 && !lending) {
       lending = true;
-      for (int g : deferred) {
-        heads[bucket_of(groups_[g])].emplace(*groups_[g].queue.begin(), g);
+      for (int d : deferred) {
+        heads[bucket_of(groups_[d])].emplace(*groups_[d].queue.begin(), d);
       }
       deferred.clear();
       continue;
     }
-    if (!best) break;
-    const int g = best->top().second;
-    best->pop();
+    if (g < 0) break;
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
     auto push_back_group = [&] {
@@ -1112,12 +1168,12 @@ Decisions Scheduler::Schedule(Seconds now) {
     Shape& shape = shapes_[group.shape];
     // References into pending_ stay valid until the chosen job leaves it (no copies per pop).
     const model::Job& first = *pending_.at(JobId(std::get<2>(head))).job;
-    if (!lending && WouldBorrow(first)) {
+    if (!lending && WouldBorrow(first, group.project)) {
       deferred.push_back(g);
       continue;
     }
     group.waits.reset();
-    if (auto limited = LimitReason(first, use_)) {
+    if (auto limited = LimitReason(first, group.project, use_)) {
       // A user at their limit must not hold back the group's other users: the first job (of at
       // most kLimitScan) that its limits allow goes instead.
       constexpr int kLimitScan = 64;
@@ -1125,7 +1181,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       int scanned = 0;
       for (const OrderKey& key : group.queue) {
         if (++scanned > kLimitScan) break;
-        if (!LimitReason(*pending_.at(JobId(std::get<2>(key))).job, use_)) {
+        if (!LimitReason(*pending_.at(JobId(std::get<2>(key))).job, group.project, use_)) {
           other = key;
           break;
         }
@@ -1147,7 +1203,8 @@ Decisions Scheduler::Schedule(Seconds now) {
       placed = PlaceGang(shape);
     }
     bool preempted = false;
-    if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() && QuotaHasRoom(job)) {
+    if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
+        QuotaHasRoom(job, group.project)) {
       placed = Reclaim(shape, job, now, out.preemptions);
       preempted = placed.has_value();
       if (!preempted && reclaim_final_) shape.reclaim_failed_at = ReclaimVersion();
@@ -1220,7 +1277,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     }
     const JobId started(std::get<2>(chosen));
     const auto pending = pending_.find(started);
-    const bool borrowed = WouldBorrow(*pending->second.job);
+    const bool borrowed = WouldBorrow(*pending->second.job, group.project);
     if (borrowed) ++borrowed_starts_;
     QueueErase(g, chosen);
     StartRunning(std::move(pending->second.job), *placed, now);

@@ -317,7 +317,7 @@ class Scheduler {
     mutable int64_t reason_version = -1;
   };
   struct Group {
-    std::string project;
+    ProjectId project;  // fair_share_'s id of the project's name (InternProject)
     int shape = -1;
     std::set<OrderKey> queue;  // pending jobs of this project and shape, in order
     // Set when the group waited in the last pass for a reason of its own (hard limit, a
@@ -337,6 +337,7 @@ class Scheduler {
     Seconds start{0};
     Seconds estimated_end{0};
     int64_t start_seq = 0;  // order of starts, for quotas (earliest use is inside the quota)
+    ProjectId project;      // its job's project (InternProject)
     std::string bucket;     // the quota bucket its use counts against
     std::optional<Seconds> checkpoint;  // its last checkpoint in this run (NoteCheckpoint)
   };
@@ -362,11 +363,15 @@ class Scheduler {
             std::unique_ptr<PlacementPolicy> policy);
   OrderKey KeyOf(const model::Job& job) const;
   // The key of a job of `project` with static key `key`; `total_weight` from TotalWeight().
-  PassKey PassKeyOf(const std::string& project, const OrderKey& key, Seconds now,
-                    double total_weight) const;
+  PassKey PassKeyOf(ProjectId project, const OrderKey& key, Seconds now, double total_weight) const;
   int GroupOf(const model::Job& job);
   const TaskRequest& RequestOf(Shape& shape);
   const ProjectPolicy& PolicyOf(const std::string& project) const;
+  const ProjectPolicy& PolicyOf(ProjectId project) const { return *policies_[project.value()]; }
+  // The project's id in fair_share_, with policies_ covering every id the ledger has given.
+  ProjectId InternProject(const std::string& project);
+  // Extends the per-project arrays (policies_, bucket_usage_) to every id fair_share_ has given.
+  void CoverProjects();
   Seconds EstimateOf(const model::Job& job) const;  // PlannedRun of the configured estimate
   // Places every task of one job of `shape` or none; returns the allocations on success.
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
@@ -375,6 +380,7 @@ class Scheduler {
   // Adds `key` to / removes it (there) from group `g`'s queue, keeping queued_groups_ in step.
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);
+  bool UsesPersistentHeads() const;  // the rule for persistent_heads_, from config_
   void StartRunning(std::unique_ptr<model::Job> job, std::vector<Allocation> tasks, Seconds now);
   // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
   // applied; nullopt when a growth does not fit.
@@ -382,15 +388,16 @@ class Scheduler {
   std::optional<std::vector<Allocation>> ResizedNodes(const Running& run, int tasks);
   // Forgets a running job, releasing its allocations unless the caller already did.
   Running StopRunning(JobId job, bool release = true);
-  int64_t BucketUsage(const std::string& project, const std::string& bucket) const;
+  // In the three below, `project` is the job's project's id (InternProject(job.project)).
   // Why the job may not start under its project's hard limits (project or per user) or its
   // array's running limit, with `use` running (now: use_).
-  std::optional<PendingReason> LimitReason(const model::Job& job, const LimitUse& use) const;
+  std::optional<PendingReason> LimitReason(const model::Job& job, ProjectId project,
+                                           const LimitUse& use) const;
   // True when starting the job now would take its project beyond its quota.
-  bool WouldBorrow(const model::Job& job) const;
+  bool WouldBorrow(const model::Job& job, ProjectId project) const;
   bool AnyQuota() const;  // some project has a quota
   // True when the job's project has quota room for it (so reclaim may make room).
-  bool QuotaHasRoom(const model::Job& job) const;
+  bool QuotaHasRoom(const model::Job& job, ProjectId project) const;
   // Frees GPUs for `job` by preempting borrowed jobs of other projects and places it; the
   // victims are queued again. Nothing changes when it cannot.
   std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job, Seconds now,
@@ -442,15 +449,27 @@ class Scheduler {
   std::deque<Shape> shapes_;
   std::map<std::tuple<int64_t, int, int64_t, int64_t, int, std::string>, int> shape_ids_;
   std::deque<Group> groups_;
-  // (project, shape, array id with a running limit or -1) -> group
-  std::map<std::tuple<std::string, int, int64_t>, int> group_ids_;
+  // (project id, shape, array id with a running limit or -1) -> group
+  std::map<std::tuple<int64_t, int, int64_t>, int> group_ids_;
+  // Per ProjectId: its policy in config_.sharing (or the default), resolved when the project is
+  // interned and again by Reconfigure; a pass reads it per step without a search by name.
+  std::vector<const ProjectPolicy*> policies_;
   // The groups with pending jobs, in no order (a pass walks these, not every group ever made).
   std::vector<int> queued_groups_;
+  // Whether passes read group heads from head_order_ instead of heaping every queued group's
+  // head: set by Create and Reconfigure for strict passes under an order whose keys do not move
+  // between passes by themselves (FIFO, priority, SJF, QSSF, which re-keys in RekeyPending) and
+  // that preempt nothing (no 2D-LAS, SRTF, SRSF, nor reclaim with quotas). A strict pass stops
+  // at its first misfit: it then costs the heads it tries, not every group.
+  bool persistent_heads_ = false;
+  // (first key, group) of every group with pending jobs, in pass order, while persistent_heads_.
+  std::set<std::pair<OrderKey, int>> head_order_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
   LimitUse use_;
   std::unordered_map<JobId, int64_t> attained_;  // GPU-seconds of earlier runs (preempted jobs)
-  PairUse bucket_usage_;                         // (project, bucket)
+  // Per ProjectId: milli-GPU running per quota bucket (QuotaBucket: "" or a model).
+  std::vector<std::map<std::string, int64_t, std::less<>>> bucket_usage_;
   size_t pending_count_ = 0;
   size_t estimate_changes_ = 0;  // NoteEstimatesChanged() calls since the last re-keying
   int64_t start_seq_ = 0;

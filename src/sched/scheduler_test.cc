@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "common/rng.h"
+
 namespace corral::sched {
 
 void PrintTo(const PendingReason& reason, std::ostream* os) {
@@ -97,6 +99,59 @@ TEST(Scheduler, StrictOrderBlocksBehindTheHead) {
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonInsufficientGpus);
   ASSERT_TRUE(s->Finish(JobId(1)).ok());
   EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{2}));
+}
+
+// A strict pass under priority order reads the group heads kept in order across passes; under
+// fair share with one project it heaps them afresh each pass, in the same order. Random
+// submissions (shapes, priorities, users under a per-user limit), cancels and finishes: both
+// start the same jobs on the same nodes and give the same pending reasons.
+TEST(Scheduler, StrictPassesOverPersistentHeadsDecideAsHeapedOnes) {
+  auto make = [](QueueOrder order) {
+    SchedulerConfig config{"bestfit", order, Blocking::kStrict};
+    config.sharing.projects["vision"].user_limit_milli = 6000;
+    return MakeScheduler({{"a", 8}, {"b", 8}, {"c", 4}, {"d", 2}}, config);
+  };
+  auto persistent = make(QueueOrder::kPriority);
+  auto heaped = make(QueueOrder::kFairShare);
+  SeededRng rng(7);
+  std::vector<int64_t> running;
+  int starts = 0, limited = 0;
+  for (int i = 0; i < 400; ++i) {
+    model::Job job = MakeJob(i, 1 + static_cast<int>(rng.Uniform(4)), 1 + (rng.Uniform(5) == 0),
+                             static_cast<int>(rng.Uniform(3)), i);
+    job.user = "user-" + std::to_string(rng.Uniform(3));
+    ASSERT_TRUE(persistent->Submit(job).ok());
+    ASSERT_TRUE(heaped->Submit(job).ok());
+    if (i % 7 == 3) {  // cancel a pending job, often not its group's head
+      const JobId victim(static_cast<int64_t>(rng.Uniform(static_cast<uint64_t>(i))));
+      EXPECT_EQ(persistent->Cancel(victim).ok(), heaped->Cancel(victim).ok());
+      std::erase(running, victim.value());
+    }
+    const Decisions a = persistent->Schedule(Seconds(i));
+    const Decisions b = heaped->Schedule(Seconds(i));
+    ASSERT_EQ(a.starts.size(), b.starts.size()) << "pass " << i;
+    for (size_t k = 0; k < a.starts.size(); ++k) {
+      EXPECT_EQ(a.starts[k].job, b.starts[k].job) << "pass " << i;
+      EXPECT_EQ(a.starts[k].tasks[0].node, b.starts[k].tasks[0].node) << "pass " << i;
+      running.push_back(a.starts[k].job.value());
+      ++starts;
+    }
+    for (int64_t id = 0; id <= i; ++id) {
+      const auto reason = persistent->PendingReasonOf(JobId(id));
+      EXPECT_EQ(reason.has_value(), heaped->PendingReasonOf(JobId(id)).has_value());
+      if (!reason) continue;
+      EXPECT_EQ(reason->code, heaped->PendingReasonOf(JobId(id))->code) << "job " << id;
+      limited += reason->code == kReasonUserLimit;
+    }
+    while (running.size() > 6 || (!running.empty() && rng.Uniform(3) == 0)) {
+      const size_t k = rng.Uniform(running.size());
+      ASSERT_TRUE(persistent->Finish(JobId(running[k])).ok());
+      ASSERT_TRUE(heaped->Finish(JobId(running[k])).ok());
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  EXPECT_GT(starts, 100);
+  EXPECT_GT(limited, 0);  // the per-user limit sent some passes past a group's head
 }
 
 TEST(Scheduler, PriorityOrderIsFifoWithinAPriority) {

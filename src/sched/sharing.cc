@@ -52,9 +52,25 @@ void FairShareLedger::SetCapacity(int64_t gpu_milli, int64_t cpu_milli, int64_t 
   Recount();
 }
 
-void FairShareLedger::Charge(const std::string& project, int64_t gpu_milli, int64_t cpu_milli,
+ProjectId FairShareLedger::Intern(const std::string& project) {
+  auto [it, added] = ids_.try_emplace(project, ProjectId(static_cast<int64_t>(accounts_.size())));
+  if (added) accounts_.push_back(Account{.name = project});
+  return it->second;
+}
+
+const std::string& FairShareLedger::NameOf(ProjectId project) const {
+  return accounts_[project.value()].name;
+}
+
+const FairShareLedger::Account* FairShareLedger::Find(const std::string& project) const {
+  auto it = ids_.find(project);
+  return it == ids_.end() ? nullptr : &accounts_[it->second.value()];
+}
+
+void FairShareLedger::Charge(ProjectId project, int64_t gpu_milli, int64_t cpu_milli,
                              int64_t memory_mib, int sign) {
-  Account& a = accounts_[project];
+  Account& a = accounts_[project.value()];
+  a.charged = true;
   a.gpu += sign * gpu_milli;
   a.cpu += sign * cpu_milli;
   a.memory += sign * memory_mib;
@@ -62,8 +78,8 @@ void FairShareLedger::Charge(const std::string& project, int64_t gpu_milli, int6
 }
 
 double FairShareLedger::DominantShare(const std::string& project) const {
-  auto it = accounts_.find(project);
-  return it == accounts_.end() ? 0 : ShareOf(it->second);
+  const Account* a = Find(project);
+  return a ? ShareOf(*a) : 0;
 }
 
 double FairShareLedger::ShareOf(const Account& a) const {
@@ -81,7 +97,7 @@ void FairShareLedger::AdvanceTo(Seconds now) {
     const double keep = std::exp2(-dt / h);
     // ∫ share · 2^(-(t - s) / h) ds over [last, t] for a constant share.
     const double gained = h / std::log(2.0) * (1 - keep);
-    for (auto& [name, a] : accounts_) a.decayed = a.decayed * keep + ShareOf(a) * gained;
+    for (Account& a : accounts_) a.decayed = a.decayed * keep + ShareOf(a) * gained;
   }
   if (!last_ || t > *last_) last_ = t;
   Recount();
@@ -89,13 +105,15 @@ void FairShareLedger::AdvanceTo(Seconds now) {
 
 std::set<std::string> FairShareLedger::Projects() const {
   std::set<std::string> out;
-  for (const auto& [name, account] : accounts_) out.insert(name);
+  for (const Account& a : accounts_) {
+    if (a.charged) out.insert(a.name);
+  }
   return out;
 }
 
 double FairShareLedger::EffectiveUsage(const std::string& project) const {
-  auto it = accounts_.find(project);
-  return it == accounts_.end() ? 0 : EffectiveUsageOf(it->second);
+  const Account* a = Find(project);
+  return a ? EffectiveUsageOf(*a) : 0;
 }
 
 double FairShareLedger::EffectiveUsageOf(const Account& a) const {
@@ -104,20 +122,19 @@ double FairShareLedger::EffectiveUsageOf(const Account& a) const {
 }
 
 double FairShareLedger::DecayedUsage(const std::string& project) const {
-  auto it = accounts_.find(project);
-  return it == accounts_.end() ? 0 : it->second.decayed;
+  const Account* a = Find(project);
+  return a ? a->decayed : 0;
 }
 
 void FairShareLedger::Recount() {
   // EffectiveUsage of each account, without looking each up again (this runs per start).
   total_effective_ = 0;
-  for (const auto& [name, a] : accounts_) total_effective_ += EffectiveUsageOf(a);
+  for (const Account& a : accounts_) total_effective_ += EffectiveUsageOf(a);
 }
 
-double FairShareLedger::Factor(const std::string& project, double weight,
-                               double total_weight) const {
+double FairShareLedger::Factor(ProjectId project, double weight, double total_weight) const {
   if (total_effective_ <= 0 || total_weight <= 0 || weight <= 0) return 1.0;
-  const double usage = EffectiveUsage(project) / total_effective_;
+  const double usage = EffectiveUsageOf(accounts_[project.value()]) / total_effective_;
   const double shares = weight / total_weight;
   if (!(usage > 0) || !(shares > 0)) return 1.0;  // also keeps NaN out of the queue order
   return std::exp2(-usage / shares);

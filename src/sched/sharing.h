@@ -63,6 +63,11 @@ Status Validate(const SharingConfig& config);
 const std::string& QuotaBucket(const ProjectPolicy& policy,
                                const std::vector<std::string>& gpu_models);
 
+// A project's account in a FairShareLedger: dense (0, 1, ... in order of first sight) and stable
+// for the ledger's life, so callers index their own per-project arrays by it.
+struct ProjectIdTag {};
+using ProjectId = Id<ProjectIdTag>;
+
 // Decayed dominant-share usage per project. Pure: time comes from the caller.
 class FairShareLedger {
  public:
@@ -74,14 +79,26 @@ class FairShareLedger {
   }
 
   void SetCapacity(int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib);
+  // The id of `project`'s account, opened empty on first sight (an account never charged counts
+  // as no use and is not among Projects()). The id forms below cost no lookup by name: the
+  // scheduler calls them once per project per step of a pass.
+  ProjectId Intern(const std::string& project);
+  // The name `project` was interned with (a valid id from Intern).
+  const std::string& NameOf(ProjectId project) const;
+  // Ids handed out so far: every id is below this.
+  size_t ProjectCount() const { return accounts_.size(); }
   // An allocation of `project` started (sign +1) or ended (-1).
-  void Charge(const std::string& project, int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib,
+  void Charge(ProjectId project, int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib,
               int sign);
+  void Charge(const std::string& project, int64_t gpu_milli, int64_t cpu_milli, int64_t memory_mib,
+              int sign) {
+    Charge(Intern(project), gpu_milli, cpu_milli, memory_mib, sign);
+  }
   // Integrates every project's current share over [last time, now] into its decayed usage.
   void AdvanceTo(Seconds now);
-  // The fair-share factor F in (0, 1] of `project` with weight `weight` (see the file comment);
-  // `total_weight` is the sum over the projects that compete.
-  double Factor(const std::string& project, double weight, double total_weight) const;
+  // The fair-share factor F in (0, 1] of `project` (a valid id) with weight `weight` (see the
+  // file comment); `total_weight` is the sum over the projects that compete.
+  double Factor(ProjectId project, double weight, double total_weight) const;
   // U: decayed usage plus the current allocation's share, in share-seconds.
   double EffectiveUsage(const std::string& project) const;
   // Of U, the decayed usage alone (the past, up to the last AdvanceTo), in share-seconds.
@@ -92,13 +109,17 @@ class FairShareLedger {
 
  private:
   struct Account {
-    double decayed = 0;  // share-seconds, decayed to last_
+    std::string name;
+    bool charged = false;  // Charge was called for it at least once
+    double decayed = 0;    // share-seconds, decayed to last_
     int64_t gpu = 0, cpu = 0, memory = 0;
   };
   FairShareConfig config_;
   int64_t cap_gpu_ = 0, cap_cpu_ = 0, cap_memory_ = 0;
-  std::unordered_map<std::string, Account> accounts_;
-  double total_effective_ = 0;  // Σ EffectiveUsage, kept current
+  std::vector<Account> accounts_;                         // by ProjectId
+  std::unordered_map<std::string, ProjectId> ids_;        // name -> index into accounts_
+  const Account* Find(const std::string& project) const;  // nullptr when never interned
+  double total_effective_ = 0;                            // Σ EffectiveUsage, kept current
   std::optional<int64_t> last_;
   void Recount();
   double ShareOf(const Account& account) const;  // DominantShare of an account

@@ -22,12 +22,12 @@ TEST(FairShareLedger, FactorFallsWithUseAndRecoversWithDecay) {
   FairShareLedger ledger(config);
   ledger.SetCapacity(8000, 64000, 1 << 20);
   ledger.AdvanceTo(Seconds(0));
-  EXPECT_EQ(ledger.Factor("a", 1, 2), 1.0);  // nobody used anything
-  ledger.Charge("a", 4000, 1000, 1024, +1);  // half the GPUs: dominant share 0.5
+  EXPECT_EQ(ledger.Factor(ledger.Intern("a"), 1, 2), 1.0);  // nobody used anything
+  ledger.Charge("a", 4000, 1000, 1024, +1);                 // half the GPUs: dominant share 0.5
   EXPECT_DOUBLE_EQ(ledger.DominantShare("a"), 0.5);
   // Counted at once: a holds all usage, b none.
-  EXPECT_LT(ledger.Factor("a", 1, 2), 0.3);
-  EXPECT_EQ(ledger.Factor("b", 1, 2), 1.0);
+  EXPECT_LT(ledger.Factor(ledger.Intern("a"), 1, 2), 0.3);
+  EXPECT_EQ(ledger.Factor(ledger.Intern("b"), 1, 2), 1.0);
   ledger.AdvanceTo(Seconds(100));
   ledger.Charge("a", 4000, 1000, 1024, -1);
   const double after_run = ledger.EffectiveUsage("a");
@@ -37,7 +37,38 @@ TEST(FairShareLedger, FactorFallsWithUseAndRecoversWithDecay) {
   EXPECT_NEAR(ledger.EffectiveUsage("a"), after_run / 2, 1e-9);  // one half-life later
   // A heavier weight tolerates the same use better.
   ledger.Charge("b", 2000, 0, 0, +1);
-  EXPECT_GT(ledger.Factor("a", 3, 4), ledger.Factor("a", 1, 4));
+  EXPECT_GT(ledger.Factor(ledger.Intern("a"), 3, 4), ledger.Factor(ledger.Intern("a"), 1, 4));
+}
+
+// Project ids: dense in order of first sight, stable, and an account opened by Intern alone is
+// no use: not among Projects(), no usage, no effect on others' factors.
+TEST(FairShareLedger, InternedIdsAreDenseAndAnUnchargedAccountIsNoUse) {
+  FairShareLedger ledger(FairShareConfig{});
+  ledger.SetCapacity(8000, 64000, 1 << 20);
+  ledger.AdvanceTo(Seconds(0));
+  const ProjectId a = ledger.Intern("a");
+  const ProjectId b = ledger.Intern("b");
+  EXPECT_EQ(a.value(), 0);
+  EXPECT_EQ(b.value(), 1);
+  EXPECT_EQ(ledger.Intern("a"), a);
+  EXPECT_EQ(ledger.NameOf(b), "b");
+  EXPECT_EQ(ledger.ProjectCount(), 2u);
+  EXPECT_TRUE(ledger.Projects().empty());
+  ledger.Charge("c", 4000, 0, 0, +1);  // by name: interned on the way
+  EXPECT_EQ(ledger.ProjectCount(), 3u);
+  EXPECT_EQ(ledger.Projects(), (std::set<std::string>{"c"}));
+  ledger.AdvanceTo(Seconds(3600));
+  EXPECT_EQ(ledger.EffectiveUsage("a"), 0.0);
+  EXPECT_EQ(ledger.DecayedUsage("b"), 0.0);
+  EXPECT_EQ(ledger.Factor(a, 1, 2), 1.0);
+  // The factor by id is the one a ledger that never saw `a` and `b` gives.
+  FairShareLedger only_c(FairShareConfig{});
+  only_c.SetCapacity(8000, 64000, 1 << 20);
+  only_c.AdvanceTo(Seconds(0));
+  only_c.Charge("c", 4000, 0, 0, +1);
+  only_c.AdvanceTo(Seconds(3600));
+  EXPECT_EQ(ledger.Factor(ledger.Intern("c"), 1, 3), only_c.Factor(only_c.Intern("c"), 1, 3));
+  EXPECT_LT(ledger.Factor(ledger.Intern("c"), 1, 3), 1.0);
 }
 
 TEST(SharingConfig, ValidationNamesTheField) {
