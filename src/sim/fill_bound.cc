@@ -934,7 +934,6 @@ class ConfigurationLp {
         }
       }
       best = std::min(best, bound);
-      out.columns = columns_;
       if (added == 0) {
         out.converged = true;
         break;
@@ -977,7 +976,8 @@ class ConfigurationLp {
         AddColumn(c, one);
       }
     }
-    if (columns_ == 0) {  // GLPK aborts on an LP without columns; a zero column holds nothing
+    // GLPK aborts on an LP without columns; an empty configuration holds nothing.
+    if (glp_get_num_cols(lp_.get()) == 0) {
       AddColumn(0, std::vector<int64_t>(shapes_.size(), 0));
     }
     return Status::Ok();
@@ -997,7 +997,6 @@ class ConfigurationLp {
     glp_set_mat_col(lp_.get(), col, static_cast<int>(index.size()) - 1, index.data(), value.data());
     glp_set_col_bnds(lp_.get(), col, GLP_LO, 0.0, 0.0);
     glp_set_obj_coef(lp_.get(), col, gpus);
-    ++columns_;
   }
 
   // Class c's pricing problem over the shapes that fit it, have tasks and a positive reduced
@@ -1029,7 +1028,6 @@ class ConfigurationLp {
   std::vector<NodeClass> classes_;
   std::vector<TaskShape> shapes_;
   ConfigurationOptions options_;
-  size_t columns_ = 0;
   std::unique_ptr<glp_prob, GlpkDelete> lp_;
 };
 

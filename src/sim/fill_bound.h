@@ -51,7 +51,6 @@ struct ConfigurationBound {
   double milli = 0;  // ≥ the GPU milli any subset of the tasks placed at once holds
   bool converged = false;
   size_t iterations = 0;  // master solves
-  size_t columns = 0;     // configurations in the master, the first one-task ones included
 };
 // Errors: as PlaceableMilliBound's; CBC cannot be loaded or fails.
 Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node>& nodes,
