@@ -1031,31 +1031,40 @@ class ConfigurationLp {
   std::unique_ptr<glp_prob, GlpkDelete> lp_;
 };
 
+// What both relaxations are built from: the node classes, the task shapes and their counts.
+struct Relaxed {
+  std::vector<NodeClass> classes;
+  std::vector<TaskShape> shapes;
+  std::vector<int64_t> counts;  // per shape
+};
+
+// Errors: as PlaceableMilliBound's (the sizes).
+Result<Relaxed> RelaxedOf(const std::vector<model::Node>& nodes,
+                          const std::vector<model::TaskResources>& tasks) {
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  Relaxed out{ClassesOf(nodes), ShapesOf(tasks).shapes, {}};
+  CORRAL_RETURN_IF_ERROR(CheckLpSize(out.classes, out.shapes));
+  for (const auto& s : out.shapes) out.counts.push_back(s.count);
+  return out;
+}
+
 }  // namespace
 
 Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
                                    const std::vector<model::TaskResources>& tasks) {
-  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
-  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
-  const Shapes shapes = ShapesOf(tasks);
-  const std::vector<NodeClass> classes = ClassesOf(nodes);
-  CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, shapes.shapes));
-  std::vector<int64_t> counts;
-  for (const auto& s : shapes.shapes) counts.push_back(s.count);
-  return PlacementLp(classes, shapes.shapes).UpperBoundMilli(counts);
+  auto relaxed = RelaxedOf(nodes, tasks);
+  if (!relaxed.ok()) return relaxed.status();
+  return PlacementLp(relaxed->classes, relaxed->shapes).UpperBoundMilli(relaxed->counts);
 }
 
 Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node>& nodes,
                                                    const std::vector<model::TaskResources>& tasks,
                                                    const ConfigurationOptions& options) {
-  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
-  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
-  const Shapes shapes = ShapesOf(tasks);
-  const std::vector<NodeClass> classes = ClassesOf(nodes);
-  CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, shapes.shapes));
-  std::vector<int64_t> counts;
-  for (const auto& s : shapes.shapes) counts.push_back(s.count);
-  return ConfigurationLp(classes, shapes.shapes, options).UpperBoundMilli(counts);
+  auto relaxed = RelaxedOf(nodes, tasks);
+  if (!relaxed.ok()) return relaxed.status();
+  return ConfigurationLp(relaxed->classes, relaxed->shapes, options)
+      .UpperBoundMilli(relaxed->counts);
 }
 
 Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,

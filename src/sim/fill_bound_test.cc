@@ -134,30 +134,38 @@ TEST(FillBound, ExactOnSmallInstancesItModels) {
   }
 }
 
+// A random tiny instance: 1-3 T4 or V100 nodes of 1, 2 or 4 GPUs, 4-16 cores, 1-8 GiB, and 2-6
+// tasks (shares of 100-1000 milli, a quarter k-GPU, a quarter pinned to a model).
+std::pair<std::vector<model::Node>, std::vector<model::TaskResources>> RandomInstance(
+    SeededRng& rng) {
+  const std::vector<std::string> models = {"T4", "V100"};
+  const int gpu_counts[] = {1, 2, 4};
+  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
+  std::vector<model::Node> nodes;
+  for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
+    nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
+                         4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
+  }
+  std::vector<model::TaskResources> tasks;
+  for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
+    const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
+    const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
+    std::vector<std::string> pins;
+    if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
+    tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
+                                         1024 * (1 + rng.Uniform(4)), pins));
+  }
+  return {nodes, tasks};
+}
+
 // Random tiny instances: the bound is never below the optimum (it is sound), and often equal;
 // the exact solver finds the optimum itself.
 TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   SeededRng rng(7);
-  const std::vector<std::string> models = {"T4", "V100"};
-  const int gpu_counts[] = {1, 2, 4};
-  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
   int exact = 0;
   constexpr int kInstances = 300;
   for (int i = 0; i < kInstances; ++i) {
-    std::vector<model::Node> nodes;
-    for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
-      nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
-                           4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
-    }
-    std::vector<model::TaskResources> tasks;
-    for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
-      const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
-      const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
-      std::vector<std::string> pins;
-      if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
-      tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
-                                           1024 * (1 + rng.Uniform(4)), pins));
-    }
+    const auto [nodes, tasks] = RandomInstance(rng);
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
     const double bound = Bound(nodes, tasks);
     ASSERT_GE(bound, optimum - 1e-6) << "instance " << i;
@@ -197,26 +205,10 @@ TEST(ConfigurationBound, TighterWhereGpuAndCpuBindTogether) {
 // master solve (the Lagrangian bound), and it is strictly tighter on some.
 TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
   SeededRng rng(11);
-  const std::vector<std::string> models = {"T4", "V100"};
-  const int gpu_counts[] = {1, 2, 4};
-  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
   int tighter = 0, converged = 0;
   constexpr int kInstances = 150;
   for (int i = 0; i < kInstances; ++i) {
-    std::vector<model::Node> nodes;
-    for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
-      nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
-                           4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
-    }
-    std::vector<model::TaskResources> tasks;
-    for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
-      const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
-      const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
-      std::vector<std::string> pins;
-      if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
-      tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
-                                           1024 * (1 + rng.Uniform(4)), pins));
-    }
+    const auto [nodes, tasks] = RandomInstance(rng);
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
     const double lp = Bound(nodes, tasks);
     const ConfigurationBound config = Configuration(nodes, tasks);
