@@ -340,33 +340,42 @@ class PlacementLp {
 // without losing an optimum: the GPUs of a node by (w, used milli) descending and consecutive
 // identical nodes by the milli they hold (sort the GPUs of each node, then the nodes of each
 // class: both orders hold at once).
+// Each node with GPUs as a class of one, identical nodes next to each other (classes in
+// ClassesOf's order, input order within a class), and per such node its index in `nodes`.
+struct SingleNodes {
+  std::vector<NodeClass> nodes;
+  std::vector<size_t> source;
+};
+
+SingleNodes SingleNodesOf(const std::vector<model::Node>& nodes) {
+  SingleNodes in;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const model::Node& n = nodes[i];
+    if (n.gpus.empty()) continue;  // holds no milli
+    in.nodes.push_back(NodeClass{n.gpu_model, static_cast<int64_t>(n.gpus.size()), n.cpu.value(),
+                                 n.memory.value(), 1});
+    in.source.push_back(i);
+  }
+  std::vector<size_t> order(in.nodes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return in.nodes[a].Key() < in.nodes[b].Key(); });
+  SingleNodes out;
+  for (size_t i : order) {
+    out.nodes.push_back(in.nodes[i]);
+    out.source.push_back(in.source[i]);
+  }
+  return out;
+}
+
 class PlacementMip {
  public:
-  // `most_milli`: a bound on what any placement holds (a row Σ objective ≤ it).
-  PlacementMip(const std::vector<model::Node>& nodes, const std::vector<TaskShape>& shapes,
-               double most_milli)
-      : shapes_(shapes) {
-    // Identical nodes next to each other (classes in ClassesOf's order, input order within a
-    // class), so the symmetry rows link neighbours; nodes without GPUs hold no milli.
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const model::Node& n = nodes[i];
-      if (n.gpus.empty()) continue;
-      nodes_.push_back(NodeClass{n.gpu_model, static_cast<int64_t>(n.gpus.size()), n.cpu.value(),
-                                 n.memory.value(), 1});
-      source_.push_back(i);
-    }
-    std::vector<size_t> order(nodes_.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return nodes_[a].Key() < nodes_[b].Key(); });
-    std::vector<NodeClass> sorted;
-    std::vector<size_t> sorted_source;
-    for (size_t i : order) {
-      sorted.push_back(nodes_[i]);
-      sorted_source.push_back(source_[i]);
-    }
-    nodes_ = std::move(sorted);
-    source_ = std::move(sorted_source);
+  // `single`: the nodes (SingleNodesOf). `value`: per shape, what one of its tasks adds to the
+  // objective (its milli for the exact solve; its reduced value when pricing a configuration).
+  // `most`: a bound on the objective of any placement (a row Σ objective ≤ it), none for no row.
+  PlacementMip(SingleNodes single, const std::vector<TaskShape>& shapes,
+               const std::vector<double>& value, std::optional<double> most)
+      : shapes_(shapes), nodes_(std::move(single.nodes)), source_(std::move(single.source)) {
     x_col_.assign(nodes_.size(), std::vector<int>(shapes_.size(), -1));
     y_col_ = x_col_;
     w_col_.resize(nodes_.size());
@@ -395,8 +404,7 @@ class PlacementMip {
       for (size_t s = 0; s < shapes_.size(); ++s) {
         const TaskShape& shape = shapes_[s];
         if (!shape.FitsOn(node)) continue;
-        const int x =
-            AddColumn(static_cast<double>(shape.count), static_cast<double>(shape.TotalMilli()));
+        const int x = AddColumn(static_cast<double>(shape.count), value[s]);
         placed_.push_back({s, n, x});
         x_col_[n][s] = x;
         Add(count_row[s], x, 1);
@@ -434,9 +442,10 @@ class PlacementMip {
       const bool same_as_previous = n > 0 && nodes_[n - 1].Key() == node.Key();
       if (same_as_previous) AddDifferenceRow(held[n - 1], held[n]);
     }
-    const int most = AddRow(kNoLimit, most_milli);
+    if (!most) return;
+    const int most_row = AddRow(kNoLimit, *most);
     for (size_t col = 0; col < objective_.size(); ++col) {
-      if (objective_[col] != 0) Add(most, static_cast<int>(col), objective_[col]);
+      if (objective_[col] != 0) Add(most_row, static_cast<int>(col), objective_[col]);
     }
   }
 
@@ -567,19 +576,48 @@ class PlacementMip {
     ExactOptimum out;
     if (start != nullptr) out.start_milli = start->milli;
     if (!upper_.empty()) {
-      auto cbc = LoadCbc();
-      if (!cbc.ok()) return cbc.status();
-      try {
-        CORRAL_RETURN_IF_ERROR(SolveWith(**cbc, time_limit_s, start, out));
-      } catch (const std::exception& e) {
-        return Status(StatusCode::kInternal,
-                      "exact: CBC failed on " + Instance() + ": " + e.what());
-      } catch (...) {  // CBC's own CoinError derives from no standard exception
-        return Status(StatusCode::kInternal, "exact: CBC failed on " + Instance() +
-                                                 " (a non-standard exception, CoinError)");
-      }
+      CORRAL_RETURN_IF_ERROR(
+          WithCbc([&](const CbcLibrary& lib) { return SolveWith(lib, time_limit_s, start, out); }));
     }
     out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    return out;
+  }
+
+  // The best configuration of one node (the MIP built over one node: a pricing problem of the
+  // configuration LP) and a bound on every configuration's objective.
+  struct Priced {
+    std::vector<int64_t> tasks;  // per shape: how many tasks of it the configuration holds
+    double value = 0;            // the configuration's objective (0: the empty one)
+    double upper = 0;            // ≥ every configuration's objective (CBC's bound), ≥ value
+  };
+  // Errors: as Solve's; more than one node.
+  Result<Priced> Price(double time_limit_s) const {
+    if (nodes_.size() != 1) {
+      return Status(StatusCode::kInternal, "pricing: " + Instance() + " is not one node");
+    }
+    Priced out;
+    out.tasks.assign(shapes_.size(), 0);
+    if (upper_.empty()) return out;
+    CORRAL_RETURN_IF_ERROR(WithCbc([&](const CbcLibrary& lib) -> Status {
+      auto cbc = Run(lib, time_limit_s, nullptr);
+      if (!lib.Cbc_isProvenOptimal(cbc.get()) && !lib.Cbc_isSecondsLimitReached(cbc.get())) {
+        return Status(StatusCode::kInternal,
+                      "pricing: the MIP solver stopped without an answer "
+                      "on " +
+                          Instance());
+      }
+      out.upper = lib.Cbc_getBestPossibleObjValue(cbc.get());
+      if (const double* x = lib.Cbc_bestSolution(cbc.get())) {
+        CORRAL_RETURN_IF_ERROR(CheckedSolutionMilli(x).status());
+        for (const Placed& p : placed_) {
+          const int64_t tasks = std::llround(x[p.column]);
+          out.tasks[p.shape] += tasks;
+          out.value += static_cast<double>(tasks) * objective_[p.column];
+        }
+      }
+      return Status::Ok();
+    }));
+    out.upper = std::max(out.upper, out.value);
     return out;
   }
 
@@ -672,9 +710,25 @@ class PlacementMip {
            " columns, " + std::to_string(row_upper_.size()) + " rows)";
   }
 
-  // The solve proper; CBC may throw.
-  Status SolveWith(const CbcLibrary& lib, double time_limit_s, const Start* start,
-                   ExactOptimum& out) const {
+  // Runs `solve` with CBC loaded; its exceptions become errors naming the instance.
+  template <typename Solve>
+  Status WithCbc(Solve&& solve) const {
+    auto cbc = LoadCbc();
+    if (!cbc.ok()) return cbc.status();
+    try {
+      return solve(**cbc);
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kInternal, "CBC failed on " + Instance() + ": " + e.what());
+    } catch (...) {  // CBC's own CoinError derives from no standard exception
+      return Status(StatusCode::kInternal,
+                    "CBC failed on " + Instance() + " (a non-standard exception, CoinError)");
+    }
+  }
+
+  // The model loaded into CBC, started from `start` if any, and solved within `time_limit_s`
+  // (wall time, one thread, no preprocessing). CBC may throw.
+  std::unique_ptr<Cbc_Model, CbcDelete> Run(const CbcLibrary& lib, double time_limit_s,
+                                            const Start* start) const {
     std::unique_ptr<Cbc_Model, CbcDelete> cbc(lib.Cbc_newModel(), CbcDelete{&lib});
     Load(lib, cbc.get());
     if (start != nullptr) {
@@ -697,6 +751,13 @@ class PlacementMip {
     // answer back) on 2 of 5 40-node solves that hit the time limit with a start.
     lib.Cbc_setParameter(cbc.get(), "preprocess", "off");
     lib.Cbc_solve(cbc.get());
+    return cbc;
+  }
+
+  // The exact solve proper; CBC may throw.
+  Status SolveWith(const CbcLibrary& lib, double time_limit_s, const Start* start,
+                   ExactOptimum& out) const {
+    auto cbc = Run(lib, time_limit_s, start);
     if (lib.Cbc_isProvenOptimal(cbc.get())) {
       out.status = ExactStatus::kOptimal;
     } else if (lib.Cbc_isSecondsLimitReached(cbc.get())) {
@@ -807,18 +868,203 @@ class PlacementMip {
   std::vector<std::vector<std::pair<int, double>>> entries_;  // per column: (row, coefficient)
 };
 
+// The configuration LP (Gilmore and Gomory, 1961) over node classes (docs/placement.md, "The
+// limit (session 42)"): a variable z(c, p) per node class c and configuration p (tasks of each
+// shape that fit one node of c at once: GPUs whole and shared, CPU, memory, pins) counts the nodes
+// of c holding p; objective Σ value(p)·z in GPUs; rows Σ_p z(c, p) ≤ count(c) and
+// Σ_{c,p} tasks_s(p)·z(c, p) ≤ count(s). Columns are generated: from the duals (π_c of the class
+// rows, μ_s of the shape rows) each class's pricing problem, max over p of Σ_s (value_s − μ_s)·
+// tasks_s(p), is the PlacementMip of one node of c, solved by CBC; a configuration whose value
+// exceeds π_c enters the master, re-solved by GLPK.
+//
+// The bound is Lagrangian (Farley's), whatever the solvers' tolerances and wherever the column
+// generation stops: for any μ ≥ 0 and bounds U_c ≥ every configuration's Σ_s (value_s − μ_s)·
+// tasks_s of class c, every placement holds at most Σ_s count_s·μ_s + Σ_c count_c·max(0, U_c)
+// (relax the shape rows with μ: each node then takes its best configuration on its own). μ are
+// GLPK's duals clipped to ≥ 0, U_c CBC's best bound; the smallest such bound over the iterations
+// is kept. When no configuration prices out, it is the configuration LP's optimum (up to the
+// tolerances, which only raise it).
+class ConfigurationLp {
+ public:
+  ConfigurationLp(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes,
+                  const ConfigurationOptions& options)
+      : classes_(classes), shapes_(shapes), options_(options) {}
+
+  // A bound, in milli-GPU, on what tasks with `counts` of each shape can hold. Columns found for
+  // earlier counts stay. Errors: a solver fails.
+  Result<ConfigurationBound> UpperBoundMilli(const std::vector<int64_t>& counts) {
+    ConfigurationBound out;
+    long double requested = 0;
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      requested += static_cast<long double>(counts[s]) * Gpus(s);
+    }
+    long double best = requested;  // nothing holds more than what arrived
+    if (lp_ == nullptr) CORRAL_RETURN_IF_ERROR(Start(counts));
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      glp_set_row_bnds(lp_.get(), ShapeRow(s), GLP_UP, 0.0, static_cast<double>(counts[s]));
+    }
+    for (out.iterations = 1; out.iterations <= options_.max_iterations; ++out.iterations) {
+      glp_smcp parm;
+      glp_init_smcp(&parm);
+      parm.msg_lev = GLP_MSG_OFF;
+      if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+        glp_std_basis(lp_.get());  // the previous basis did not serve: start afresh once
+        if (glp_simplex(lp_.get(), &parm) != 0 || glp_get_status(lp_.get()) != GLP_OPT) {
+          return Status(StatusCode::kInternal, "bound: the configuration LP found no optimum");
+        }
+      }
+      std::vector<double> mu(shapes_.size());
+      long double bound = 0;
+      for (size_t s = 0; s < shapes_.size(); ++s) {
+        mu[s] = std::max(0.0, glp_get_row_dual(lp_.get(), ShapeRow(s)));
+        bound += static_cast<long double>(counts[s]) * mu[s];
+      }
+      size_t added = 0;
+      for (size_t c = 0; c < classes_.size(); ++c) {
+        auto priced = Price(c, counts, mu);
+        if (!priced.ok()) return priced.status();
+        // CBC's bound, raised by its tolerances so it stays above the true maximum.
+        const long double upper =
+            priced->upper + kPricingTolerance * (1 + std::fabs(priced->upper));
+        bound += static_cast<long double>(classes_[c].count) * std::max<long double>(0, upper);
+        const double pi = glp_get_row_dual(lp_.get(), ClassRow(c));
+        if (priced->value > pi + kReducedCostTolerance) {
+          AddColumn(c, priced->tasks);
+          ++added;
+        }
+      }
+      best = std::min(best, bound);
+      if (added == 0) {
+        out.converged = true;
+        break;
+      }
+    }
+    out.iterations = std::min(out.iterations, options_.max_iterations);
+    out.milli = static_cast<double>(best) * kGpuMilli;
+    return out;
+  }
+
+ private:
+  // CBC's bounds are taken as exact up to this relative tolerance (its primal and integer
+  // tolerances are 1e-7 and 1e-6 on objectives of a few GPUs).
+  static constexpr double kPricingTolerance = 1e-5;
+  // A configuration enters only if its reduced cost exceeds this (GPUs).
+  static constexpr double kReducedCostTolerance = 1e-6;
+
+  double Gpus(size_t s) const {
+    return static_cast<double>(shapes_[s].TotalMilli()) / static_cast<double>(kGpuMilli);
+  }
+  int ClassRow(size_t c) const { return static_cast<int>(c) + 1; }
+  int ShapeRow(size_t s) const { return static_cast<int>(classes_.size() + s) + 1; }
+
+  // The master with a column of one task per (class, shape) pair where the shape fits.
+  Status Start(const std::vector<int64_t>& counts) {
+    lp_.reset(glp_create_prob());
+    glp_set_obj_dir(lp_.get(), GLP_MAX);
+    glp_add_rows(lp_.get(), static_cast<int>(classes_.size() + shapes_.size()));
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      glp_set_row_bnds(lp_.get(), ClassRow(c), GLP_UP, 0.0, static_cast<double>(classes_[c].count));
+    }
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      glp_set_row_bnds(lp_.get(), ShapeRow(s), GLP_UP, 0.0, static_cast<double>(counts[s]));
+    }
+    for (size_t c = 0; c < classes_.size(); ++c) {
+      for (size_t s = 0; s < shapes_.size(); ++s) {
+        if (!shapes_[s].FitsOn(classes_[c])) continue;
+        std::vector<int64_t> one(shapes_.size(), 0);
+        one[s] = 1;
+        AddColumn(c, one);
+      }
+    }
+    // GLPK aborts on an LP without columns; an empty configuration holds nothing.
+    if (glp_get_num_cols(lp_.get()) == 0) {
+      AddColumn(0, std::vector<int64_t>(shapes_.size(), 0));
+    }
+    return Status::Ok();
+  }
+
+  void AddColumn(size_t c, const std::vector<int64_t>& tasks) {
+    const int col = glp_add_cols(lp_.get(), 1);
+    std::vector<int> index = {0, ClassRow(c)};
+    std::vector<double> value = {0, 1};
+    double gpus = 0;
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      if (tasks[s] == 0) continue;
+      index.push_back(ShapeRow(s));
+      value.push_back(static_cast<double>(tasks[s]));
+      gpus += static_cast<double>(tasks[s]) * Gpus(s);
+    }
+    glp_set_mat_col(lp_.get(), col, static_cast<int>(index.size()) - 1, index.data(), value.data());
+    glp_set_col_bnds(lp_.get(), col, GLP_LO, 0.0, 0.0);
+    glp_set_obj_coef(lp_.get(), col, gpus);
+  }
+
+  // Class c's pricing problem over the shapes that fit it, have tasks and a positive reduced
+  // value (a configuration without the others is still one, and holds no less).
+  Result<PlacementMip::Priced> Price(size_t c, const std::vector<int64_t>& counts,
+                                     const std::vector<double>& mu) const {
+    std::vector<TaskShape> kept;
+    std::vector<double> value;
+    std::vector<size_t> index;
+    for (size_t s = 0; s < shapes_.size(); ++s) {
+      const double reduced = Gpus(s) - mu[s];
+      if (counts[s] == 0 || reduced <= 0 || !shapes_[s].FitsOn(classes_[c])) continue;
+      kept.push_back(shapes_[s]);
+      kept.back().count = counts[s];
+      value.push_back(reduced);
+      index.push_back(s);
+    }
+    NodeClass one = classes_[c];
+    one.count = 1;
+    const PlacementMip mip(SingleNodes{{one}, {0}}, kept, value, std::nullopt);
+    auto priced = mip.Price(options_.pricing_time_limit_s);
+    if (!priced.ok()) return priced.status();
+    std::vector<int64_t> tasks(shapes_.size(), 0);
+    for (size_t k = 0; k < kept.size(); ++k) tasks[index[k]] = priced->tasks[k];
+    priced->tasks = std::move(tasks);
+    return priced;
+  }
+
+  std::vector<NodeClass> classes_;
+  std::vector<TaskShape> shapes_;
+  ConfigurationOptions options_;
+  std::unique_ptr<glp_prob, GlpkDelete> lp_;
+};
+
+// What both relaxations are built from: the node classes, the task shapes and their counts.
+struct Relaxed {
+  std::vector<NodeClass> classes;
+  std::vector<TaskShape> shapes;
+  std::vector<int64_t> counts;  // per shape
+};
+
+// Errors: as PlaceableMilliBound's (the sizes).
+Result<Relaxed> RelaxedOf(const std::vector<model::Node>& nodes,
+                          const std::vector<model::TaskResources>& tasks) {
+  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
+  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
+  Relaxed out{ClassesOf(nodes), ShapesOf(tasks).shapes, {}};
+  CORRAL_RETURN_IF_ERROR(CheckLpSize(out.classes, out.shapes));
+  for (const auto& s : out.shapes) out.counts.push_back(s.count);
+  return out;
+}
+
 }  // namespace
 
 Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
                                    const std::vector<model::TaskResources>& tasks) {
-  if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
-  if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
-  const Shapes shapes = ShapesOf(tasks);
-  const std::vector<NodeClass> classes = ClassesOf(nodes);
-  CORRAL_RETURN_IF_ERROR(CheckLpSize(classes, shapes.shapes));
-  std::vector<int64_t> counts;
-  for (const auto& s : shapes.shapes) counts.push_back(s.count);
-  return PlacementLp(classes, shapes.shapes).UpperBoundMilli(counts);
+  auto relaxed = RelaxedOf(nodes, tasks);
+  if (!relaxed.ok()) return relaxed.status();
+  return PlacementLp(relaxed->classes, relaxed->shapes).UpperBoundMilli(relaxed->counts);
+}
+
+Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node>& nodes,
+                                                   const std::vector<model::TaskResources>& tasks,
+                                                   const ConfigurationOptions& options) {
+  auto relaxed = RelaxedOf(nodes, tasks);
+  if (!relaxed.ok()) return relaxed.status();
+  return ConfigurationLp(relaxed->classes, relaxed->shapes, options)
+      .UpperBoundMilli(relaxed->counts);
 }
 
 Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
@@ -842,7 +1088,10 @@ Result<ExactOptimum> ExactPlaceableMilli(const std::vector<model::Node>& nodes,
   auto bound = PlaceableMilliBound(nodes, tasks);
   if (!bound.ok()) return bound.status();
   const Shapes shapes = ShapesOf(tasks);
-  const PlacementMip mip(nodes, shapes.shapes, std::floor(*bound + 1e-6));
+  std::vector<double> milli;
+  for (const TaskShape& shape : shapes.shapes)
+    milli.push_back(static_cast<double>(shape.TotalMilli()));
+  const PlacementMip mip(SingleNodesOf(nodes), shapes.shapes, milli, std::floor(*bound + 1e-6));
   std::optional<PlacementMip::Start> best;
   for (const TaskPlacements& placement : starts) {
     auto start = mip.StartFrom(placement, shapes.of_task);
@@ -880,9 +1129,13 @@ std::set<size_t> BoundCheckpoints(const std::vector<FillStep>& steps) {
   return checkpoints;
 }
 
-Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
-                                const std::vector<model::TaskResources>& original, uint64_t seed,
-                                double tune) {
+namespace {
+
+// RunFillBound's and RunFillBounds' curves; the configuration LP's only with `options`.
+Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
+                                   const std::vector<model::TaskResources>& original, uint64_t seed,
+                                   double tune,
+                                   const std::optional<ConfigurationOptions>& options) {
   const auto start = std::chrono::steady_clock::now();
   if (nodes.size() > kMaxBoundNodes) return InvalidArgument("bound: too many nodes");
   if (original.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
@@ -896,7 +1149,8 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
   const std::vector<model::TaskResources>& tasks = list->tasks;
   if (tasks.size() > kMaxBoundTasks) return InvalidArgument("bound: too many tasks");
 
-  FillResult result;
+  FillBounds out;
+  FillResult& result = out.lp;
   result.policy = "bound";
   result.seed = seed;
   result.tasks_presented = static_cast<int>(tasks.size());
@@ -912,8 +1166,12 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
 
   const std::set<size_t> checkpoints = BoundCheckpoints(result.steps);
 
+  out.configuration = result;
+  out.configuration.policy = "config_bound";
   const Shapes shapes = ShapesOf(tasks);
   PlacementLp lp(classes, shapes.shapes);
+  std::optional<ConfigurationLp> configuration;
+  if (options) configuration.emplace(classes, shapes.shapes, *options);
   std::vector<int64_t> counts(shapes.shapes.size(), 0);
   size_t from = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -921,16 +1179,45 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
     if (!checkpoints.contains(t)) continue;
     auto ub = lp.UpperBoundMilli(counts);
     if (!ub.ok()) return ub.status();
+    double tighter = *ub;
+    if (configuration) {
+      auto config = configuration->UpperBoundMilli(counts);
+      if (!config.ok()) return config.status();
+      tighter = std::min(tighter, config->milli);
+      ++out.checkpoints;
+      out.converged += config->converged ? 1 : 0;
+      out.iterations += config->iterations;
+    }
+    // At 0 where the dual bound's rounding lands a hair above capacity.
+    auto unallocated = [&](double held) {
+      return std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
+    };
     for (; from <= t; ++from) {
-      const double held = std::min(static_cast<double>(arrived[from]), *ub);
-      // At 0 where the dual bound's rounding lands a hair above capacity.
-      result.steps[from].unallocated_pct =
-          std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
+      const double arrived_milli = static_cast<double>(arrived[from]);
+      result.steps[from].unallocated_pct = unallocated(std::min(arrived_milli, *ub));
+      out.configuration.steps[from].unallocated_pct = unallocated(std::min(arrived_milli, tighter));
     }
   }
   result.wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return result;
+  out.configuration.wall_ms = result.wall_ms;
+  return out;
+}
+
+}  // namespace
+
+Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
+                                const std::vector<model::TaskResources>& original, uint64_t seed,
+                                double tune) {
+  auto curves = FillBoundCurves(nodes, original, seed, tune, std::nullopt);
+  if (!curves.ok()) return curves.status();
+  return std::move(curves->lp);
+}
+
+Result<FillBounds> RunFillBounds(const std::vector<model::Node>& nodes,
+                                 const std::vector<model::TaskResources>& original, uint64_t seed,
+                                 double tune, const ConfigurationOptions& options) {
+  return FillBoundCurves(nodes, original, seed, tune, options);
 }
 
 }  // namespace corral::sim

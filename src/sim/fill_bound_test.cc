@@ -134,30 +134,38 @@ TEST(FillBound, ExactOnSmallInstancesItModels) {
   }
 }
 
+// A random tiny instance: 1-3 T4 or V100 nodes of 1, 2 or 4 GPUs, 4-16 cores, 1-8 GiB, and 2-6
+// tasks (shares of 100-1000 milli, a quarter k-GPU, a quarter pinned to a model).
+std::pair<std::vector<model::Node>, std::vector<model::TaskResources>> RandomInstance(
+    SeededRng& rng) {
+  const std::vector<std::string> models = {"T4", "V100"};
+  const int gpu_counts[] = {1, 2, 4};
+  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
+  std::vector<model::Node> nodes;
+  for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
+    nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
+                         4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
+  }
+  std::vector<model::TaskResources> tasks;
+  for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
+    const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
+    const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
+    std::vector<std::string> pins;
+    if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
+    tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
+                                         1024 * (1 + rng.Uniform(4)), pins));
+  }
+  return {nodes, tasks};
+}
+
 // Random tiny instances: the bound is never below the optimum (it is sound), and often equal;
 // the exact solver finds the optimum itself.
 TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   SeededRng rng(7);
-  const std::vector<std::string> models = {"T4", "V100"};
-  const int gpu_counts[] = {1, 2, 4};
-  const int shares[] = {100, 250, 300, 400, 500, 600, 700, 1000};
   int exact = 0;
   constexpr int kInstances = 300;
   for (int i = 0; i < kInstances; ++i) {
-    std::vector<model::Node> nodes;
-    for (size_t n = 1 + rng.Uniform(3); n > 0; --n) {
-      nodes.push_back(Node(models[rng.Uniform(2)], gpu_counts[rng.Uniform(3)],
-                           4 + static_cast<int64_t>(rng.Uniform(13)), 1 + rng.Uniform(8)));
-    }
-    std::vector<model::TaskResources> tasks;
-    for (size_t t = 2 + rng.Uniform(5); t > 0; --t) {
-      const int gpus = rng.Uniform(4) == 0 ? gpu_counts[rng.Uniform(3)] : 1;
-      const int milli = gpus > 1 ? 1000 : shares[rng.Uniform(8)];
-      std::vector<std::string> pins;
-      if (rng.Uniform(4) == 0) pins.push_back(models[rng.Uniform(2)]);
-      tasks.push_back(model::MakeResources(gpus, milli, 1000 * (1 + rng.Uniform(8)),
-                                           1024 * (1 + rng.Uniform(4)), pins));
-    }
+    const auto [nodes, tasks] = RandomInstance(rng);
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
     const double bound = Bound(nodes, tasks);
     ASSERT_GE(bound, optimum - 1e-6) << "instance " << i;
@@ -166,6 +174,55 @@ TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   }
   // Not a contract, a tripwire: the relaxation is tight on most tiny instances.
   EXPECT_GE(exact, kInstances / 2);
+}
+
+ConfigurationBound Configuration(const std::vector<model::Node>& nodes,
+                                 const std::vector<model::TaskResources>& tasks,
+                                 const ConfigurationOptions& options = {}) {
+  auto b = ConfigurationMilliBound(nodes, tasks, options);
+  EXPECT_TRUE(b.ok()) << b.status().message();
+  return b.ok() ? *b : ConfigurationBound{};
+}
+
+// Where GPU and CPU bind together, the configuration LP sees it and the dual feasible rows (one
+// resource at a time) do not: on one 1-GPU node, two 500-milli shares of 6 of 10 cores cannot pair
+// (CPU), nor either with a 600-milli share (GPU), so one task fits, the 600 (OPT 600). The old
+// LP takes the 500 and half the 600 (800).
+TEST(ConfigurationBound, TighterWhereGpuAndCpuBindTogether) {
+  const std::vector<model::Node> nodes = {Node("T4", 1, 10)};
+  const std::vector<model::TaskResources> tasks = {Task(1, 500, 6), Task(1, 500, 6),
+                                                   Task(1, 600, 1)};
+  EXPECT_EQ(BruteForceOptimum(nodes, tasks), 600);
+  EXPECT_NEAR(Bound(nodes, tasks), 800, 1e-6);
+  const ConfigurationBound config = Configuration(nodes, tasks);
+  EXPECT_TRUE(config.converged);
+  EXPECT_NEAR(config.milli, 600, 0.1);  // the tolerance added to CBC's bounds only raises it
+  EXPECT_GE(config.milli, 600);
+}
+
+// Random tiny instances: OPT ≤ the configuration bound ≤ the old LP's (up to the tolerance the
+// configuration bound adds), whether the column generation converges or is cut off after one
+// master solve (the Lagrangian bound), and it is strictly tighter on some.
+TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
+  SeededRng rng(11);
+  int tighter = 0, converged = 0;
+  constexpr int kInstances = 150;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
+    const double lp = Bound(nodes, tasks);
+    const ConfigurationBound config = Configuration(nodes, tasks);
+    ASSERT_GE(config.milli, optimum - 1e-6) << "instance " << i;
+    const ConfigurationBound cut = Configuration(nodes, tasks, {.max_iterations = 1});
+    ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
+    ASSERT_GE(cut.milli, config.milli - 0.5) << "instance " << i;
+    // The old LP has every configuration's rows as valid inequalities only in aggregate.
+    ASSERT_LE(config.milli, lp + 0.5) << "instance " << i;
+    if (config.milli < lp - 0.5) ++tighter;
+    if (config.converged) ++converged;
+  }
+  EXPECT_EQ(converged, kInstances);
+  EXPECT_GT(tighter, 0);
 }
 
 // T4 and V100M32 nodes of 4 or 8 GPUs, 48 cores each.
@@ -198,8 +255,18 @@ std::vector<model::TaskResources> MixedWorkload() {
 // Every policy, at every step of the same arrival sequence, leaves at least the bound
 // unallocated; the bound itself never drops below the ideal max(0, 100 − arrived).
 TEST(FillBound, NoPolicyBeatsTheBound) {
-  auto bound = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
-  ASSERT_TRUE(bound.ok()) << bound.status().message();
+  auto bounds = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
+  ASSERT_TRUE(bounds.ok()) << bounds.status().message();
+  EXPECT_EQ(bounds->converged, bounds->checkpoints);
+  auto lp = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
+  ASSERT_TRUE(lp.ok()) << lp.status().message();
+  ASSERT_EQ(lp->steps.size(), bounds->lp.steps.size());
+  for (size_t t = 0; t < lp->steps.size(); ++t) {
+    EXPECT_EQ(lp->steps[t].unallocated_pct, bounds->lp.steps[t].unallocated_pct) << t;
+    // The configuration curve takes the smaller bound: never below the LP's.
+    EXPECT_GE(bounds->configuration.steps[t].unallocated_pct, lp->steps[t].unallocated_pct) << t;
+  }
+  const FillResult* bound = &bounds->configuration;
   for (const FillStep& s : bound->steps) {
     EXPECT_GE(s.unallocated_pct, std::max(0.0, 100.0 - s.arrived_pct) - 1e-9);
   }
@@ -512,7 +579,8 @@ TEST(FillTightness, BoundBelowExactBelowPolicies) {
     EXPECT_EQ(row->nodes, 4u);
     ASSERT_EQ(row->exact.status, ExactStatus::kOptimal) << "seed " << seed;
     EXPECT_LE(row->arrived_pct, 100.0);
-    EXPECT_LE(row->lp_bound_pct, row->exact_pct + 1e-9) << "seed " << seed;
+    EXPECT_LE(row->lp_bound_pct, row->config_bound_pct) << "seed " << seed;
+    EXPECT_LE(row->config_bound_pct, row->exact_pct + 1e-9) << "seed " << seed;
     ASSERT_EQ(row->policy_pct.size(), kTightnessPolicies.size());
     for (double p : row->policy_pct) EXPECT_GE(p, row->exact_pct - 1e-9) << "seed " << seed;
     // Started from the best of the policies' placements at the step.

@@ -33,9 +33,10 @@ struct TightnessRow {
   int64_t capacity_milli = 0;
   size_t tasks = 0;  // tasks presented up to the step
   double arrived_pct = 0;
-  double lp_bound_pct = 0;   // the LP bound: no policy leaves less
-  ExactOptimum exact;        // over the same tasks
-  double exact_pct = 0;      // 100 − 100·exact.milli / capacity (≥ OPT's when timed out)
+  double lp_bound_pct = 0;      // the LP bound: no policy leaves less
+  double config_bound_pct = 0;  // the configuration LP's bound (ConfigurationMilliBound), ≥ lp
+  ExactOptimum exact;           // over the same tasks
+  double exact_pct = 0;         // 100 − 100·exact.milli / capacity (≥ OPT's when timed out)
   double exact_low_pct = 0;  // 100 − 100·exact.upper_milli / capacity (= exact_pct if optimal)
   std::vector<double> policy_pct;  // per kTightnessPolicies
 };
@@ -43,10 +44,10 @@ struct TightnessRow {
 // Samples `node_count` nodes for `seed` (SampleFillNodes), runs the fill of each of
 // kTightnessPolicies on the sample with `original` tuned to `tune` (the same RunFill call as
 // `sim fill`, so the tasks are the seed's shuffle, scaled to the sample's capacity), and at the
-// step whose arrived load last is ≤ `load_pct` (the first step when none is) the LP bound and the
+// step whose arrived load last is ≤ `load_pct` (the first step when none is) the LP bounds and the
 // exact optimum over the tasks presented so far, the solver started from the policies'
 // placements at that step (the best of them). Errors: RunFill's, SampleFillNodes',
-// PlaceableMilliBound's, ExactPlaceableMilli's.
+// PlaceableMilliBound's, ConfigurationMilliBound's, ExactPlaceableMilli's.
 Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
                                       const std::vector<model::TaskResources>& original,
                                       uint64_t seed, double tune, size_t node_count,

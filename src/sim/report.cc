@@ -167,11 +167,12 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds) {
 
 std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
   std::string out =
-      "Unallocated GPU % at the last step with arrived load <= the load asked: LP bound, exact "
+      "Unallocated GPU % at the last step with arrived load <= the load asked: LP bound, "
+      "configuration LP bound, exact "
       "optimum, online policies (timed out: exact, lp_gap and online_gap are the ranges the "
       "solver left open)\n";
   out += Pad("seed", 6, true) + Pad("nodes", 6) + Pad("tasks", 6) + Pad("arrived", 8) +
-         Pad("lp", 7) + Pad("exact", 14);
+         Pad("lp", 7) + Pad("config", 7) + Pad("exact", 14);
   for (const std::string& p : kTightnessPolicies) out += Pad(p, 8);
   out += Pad("lp_gap", 12) + Pad("online_gap", 13) + Pad("solve_s", 9) + "\n";
   const size_t best =
@@ -179,11 +180,12 @@ std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
                           kTightnessPolicies.begin());
   std::vector<double> mean(4 + kTightnessPolicies.size(), 0.0);  // lp, exact, policies.., gaps
   size_t solved = 0;
+  double config_mean = 0;
   for (const TightnessRow& r : rows) {
     const bool optimal = r.exact.status == ExactStatus::kOptimal;
     out += Pad(std::to_string(r.seed), 6, true) + Pad(std::to_string(r.nodes), 6) +
            Pad(std::to_string(r.tasks), 6) + Pad(Fixed(r.arrived_pct, 2), 8) +
-           Pad(Fixed(r.lp_bound_pct, 2), 7) +
+           Pad(Fixed(r.lp_bound_pct, 2), 7) + Pad(Fixed(r.config_bound_pct, 2), 7) +
            Pad((optimal ? "" : Fixed(r.exact_low_pct, 2) + "-") + Fixed(r.exact_pct, 2), 14);
     for (double v : r.policy_pct) out += Pad(Fixed(v, 2), 8);
     // Rounded to the hundredths printed, then + 0.0: equal numbers print a gap of 0.00, not -0.00.
@@ -203,6 +205,7 @@ std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
     if (!optimal) continue;
     ++solved;
     mean[0] += r.lp_bound_pct;
+    config_mean += r.config_bound_pct;
     mean[1] += r.exact_pct;
     for (size_t i = 0; i < r.policy_pct.size(); ++i) mean[2 + i] += r.policy_pct[i];
     mean[2 + kTightnessPolicies.size()] += lp_gap;
@@ -211,7 +214,9 @@ std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
   out += "mean of " + std::to_string(solved) + " solved of " + std::to_string(rows.size());
   if (solved == 0) return out + "\n";
   for (double& v : mean) v /= static_cast<double>(solved);
-  out += ": lp " + Fixed(mean[0], 2) + ", exact " + Fixed(mean[1], 2);
+  config_mean /= static_cast<double>(solved);
+  out += ": lp " + Fixed(mean[0], 2) + ", config " + Fixed(config_mean, 2) + ", exact " +
+         Fixed(mean[1], 2);
   for (size_t i = 0; i < kTightnessPolicies.size(); ++i) {
     out += ", " + kTightnessPolicies[i] + " " + Fixed(mean[2 + i], 2);
   }

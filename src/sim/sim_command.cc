@@ -186,6 +186,8 @@ struct BoundFlags {
   std::optional<size_t> exact_nodes;
   std::optional<double> exact_time_limit;  // seconds; default 60
   std::optional<double> exact_load;        // % of GPU capacity; default 100
+  // Set: also the configuration LP's bound, with at most this many master solves per checkpoint.
+  std::optional<size_t> config_iterations;
 };
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
@@ -229,19 +231,43 @@ int RunBoundCommand(const BoundFlags& b) {
   if (!b.exact_nodes && b.exact_load) {
     return Fail(InvalidArgument("--exact-load: needs --exact-nodes"), kExitBadInput);
   }
+  if (b.exact_nodes && b.config_iterations) {
+    return Fail(InvalidArgument("--config-iterations: not with --exact-nodes (the tightness "
+                                "table always solves the configuration LP to the end)"),
+                kExitBadInput);
+  }
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   if (b.exact_nodes) return RunExactCommand(b, *in);
-  std::vector<FillResult> bounds;
-  for (uint64_t seed : in->seeds) {
-    auto b = RunFillBound(in->nodes, in->tasks, seed, f.tune);
-    if (!b.ok()) return Fail(b.status(), kExitRunFailed);
-    bounds.push_back(std::move(b).value());
-  }
   std::cout << "bound: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
             << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
-            << "% of GPU capacity\n"
-            << FillBoundTable(bounds);
+            << "% of GPU capacity\n";
+  std::vector<FillResult> lp, configuration;
+  std::string converged;
+  for (uint64_t seed : in->seeds) {
+    if (!b.config_iterations) {
+      auto bound = RunFillBound(in->nodes, in->tasks, seed, f.tune);
+      if (!bound.ok()) return Fail(bound.status(), kExitRunFailed);
+      lp.push_back(std::move(bound).value());
+      continue;
+    }
+    auto bounds = RunFillBounds(in->nodes, in->tasks, seed, f.tune,
+                                ConfigurationOptions{.max_iterations = *b.config_iterations});
+    if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
+    converged += " " + std::to_string(seed) + ": " + std::to_string(bounds->converged) + "/" +
+                 std::to_string(bounds->checkpoints) + " (" + std::to_string(bounds->iterations) +
+                 ")";
+    lp.push_back(std::move(bounds->lp));
+    configuration.push_back(std::move(bounds->configuration));
+  }
+  if (b.config_iterations) {
+    std::cout << "The configuration LP (column generation; each checkpoint the smaller of its "
+                 "bound and the LP's). Per seed: checkpoints where it converged, of those solved "
+                 "(the others hold its Lagrangian bound), and master solves:"
+              << converged << "\n"
+              << FillBoundTable(configuration) << "The dual feasible function LP:\n";
+  }
+  std::cout << FillBoundTable(lp);
   return 0;
 }
 
@@ -559,6 +585,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Wall-clock seconds per exact solve (default 60; at most 3600)");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
+  b->add_option("--config-iterations", bound->config_iterations,
+                "Also the configuration LP's bound (column generation, CBC pricing), at most this "
+                "many master solves per checkpoint (docs/placement.md, \"The limit (session 42)\")")
+      ->check(CLI::PositiveNumber);
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
