@@ -210,9 +210,10 @@ TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
 // all taken, whatever the tie order, rather than taking the memory that the free GPUs of the
 // other node need (typical tasks ask 48 GiB per GPU; 384 GiB back 8 GPUs, 320 GiB do not). With
 // the CPU term alone (the task's cores strand nothing) it is a tie that follows the permutation.
+// (The unusable-capacity term, which also sees memory, is off in both.)
 TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
-  auto with_memory = sched::ParseBestParams("memory_weight=2");
-  auto without = sched::ParseBestParams("memory_weight=0");
+  auto with_memory = sched::ParseBestParams("memory_weight=2,usable_weight=0");
+  auto without = sched::ParseBestParams("memory_weight=0,usable_weight=0");
   ASSERT_TRUE(with_memory.ok() && without.ok());
   const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 1, 49152}};
   const auto memory_hungry = model::MakeResources(0, 0, 1000, 65536);
