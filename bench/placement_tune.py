@@ -9,6 +9,9 @@ the other four, and its value on the held-out one), then the set best on all fiv
 compiled-in default of BestParams (src/sched/policies/best_policy.h).
 
     python3 bench/placement_tune.py --corral build/corral [--cache /tmp/tune.json] [--jobs 3]
+        [--grid 'reserve_weight=0,0.5,1;scale=1500']
+
+--grid replaces the default grid (keys as in --best-params; unset keys keep their defaults).
 
 Evaluations are cached in --cache (JSON keyed by the params string), so a rerun is instant.
 """
@@ -42,6 +45,20 @@ def mean_at_100(corral, workload, policy, params, threads):
     return statistics.mean(r["unallocated_gpu_pct"]["100"] for r in out["results"])
 
 
+def grid_spec(text):
+    """--grid: 'key=v,v,...;key=v,...', each key with at least one value."""
+    grid = {}
+    for item in filter(None, (part.strip() for part in text.split(";"))):
+        key, sep, values = item.partition("=")
+        values = [v.strip() for v in values.split(",") if v.strip()]
+        if not sep or not key.strip() or not values:
+            raise argparse.ArgumentTypeError(f"expected key=v,v,... but got {item!r}")
+        grid[key.strip()] = values
+    if not grid:
+        raise argparse.ArgumentTypeError("empty grid")
+    return grid
+
+
 def workload_jobs(text):
     """--jobs: workloads evaluated at once, in [1, 64]."""
     try:
@@ -59,6 +76,8 @@ def main():
     ap.add_argument("--cache", default="/tmp/placement_tune_cache.json")
     ap.add_argument("--threads", type=int, default=1, help="threads of each corral run")
     ap.add_argument("--jobs", type=workload_jobs, default=1, help="workloads evaluated at once")
+    ap.add_argument("--grid", type=grid_spec, default=GRID,
+                    help="'key=v,v;key=v' replacing the default grid")
     args = ap.parse_args()
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
 
@@ -72,8 +91,8 @@ def main():
         return cache[key]
 
     fgd = evaluate("fgd", "fgd", "")
-    sets = [",".join(f"{k}={v}" for k, v in zip(GRID, values))
-            for values in itertools.product(*GRID.values())]
+    sets = [",".join(f"{k}={v}" for k, v in zip(args.grid, values))
+            for values in itertools.product(*args.grid.values())]
     results = {p: evaluate(p, "best", p) for p in sets}
 
     def objective(p, workloads):

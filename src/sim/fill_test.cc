@@ -118,10 +118,12 @@ TEST(Fill, WritesCsvsAndPlot) {
 }
 
 // `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels),
-// no bonus and no stranding terms it places every task exactly where fgd does.
+// no bonus, no stranding and no unusable-capacity terms it places every task exactly where fgd
+// does.
 TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
   auto fgd_params = sched::ParseBestParams(
-      "demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0,memory_weight=0");
+      "demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0,memory_weight=0,"
+      "usable_weight=0");
   ASSERT_TRUE(fgd_params.ok());
   for (uint64_t seed : {1, 2, 3}) {
     auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -208,9 +210,10 @@ TEST(FillBest, CpuOnlyTaskLeavesGpuNodesTheirCores) {
 // all taken, whatever the tie order, rather than taking the memory that the free GPUs of the
 // other node need (typical tasks ask 48 GiB per GPU; 384 GiB back 8 GPUs, 320 GiB do not). With
 // the CPU term alone (the task's cores strand nothing) it is a tie that follows the permutation.
+// (The unusable-capacity term, which also sees memory, is off in both.)
 TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
-  auto with_memory = sched::ParseBestParams("memory_weight=2");
-  auto without = sched::ParseBestParams("memory_weight=0");
+  auto with_memory = sched::ParseBestParams("memory_weight=2,usable_weight=0");
+  auto without = sched::ParseBestParams("memory_weight=0,usable_weight=0");
   ASSERT_TRUE(with_memory.ok() && without.ok());
   const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 1, 49152}};
   const auto memory_hungry = model::MakeResources(0, 0, 1000, 65536);
@@ -225,6 +228,37 @@ TEST(FillBest, MemoryHungryTaskLeavesGpuNodesTheirMemory) {
                                   memory_hungry) == "gpus-free";
   }
   EXPECT_GT(without_on_gpu_node, 0);  // the scenario is a tie without the memory term
+}
+
+// The unusable-capacity term: the typical task asks 2 whole GPUs, so a 1-GPU task goes to the
+// node with 3 free GPUs (leaving 2, one more place) rather than break a pair of the node with 4
+// (leaving 3, of which one no typical task can use), whatever the tie order. FGD's F is 0 on
+// both (a pair fits before and after), so without the term it is a tie that follows the
+// permutation.
+TEST(FillBest, OneGpuTaskKeepsPairsWhole) {
+  auto without = sched::ParseBestParams("usable_weight=0");
+  ASSERT_TRUE(without.ok());
+  const std::vector<sched::TypicalTask> typical = {{2, 1000, 1000, {}, 1}};
+  const auto chosen = [&](const sched::BestParams& params, uint64_t seed) -> std::string {
+    sched::ClusterState state(sched::ClusterStateOptions{seed});
+    auto three =
+        state.AddNode(model::MakeNode("three", "V100", 4, CpuMilli(64000), MemoryMib(1024)));
+    auto four = state.AddNode(model::MakeNode("four", "V100", 4, CpuMilli(64000), MemoryMib(1024)));
+    auto policy = sched::CreatePolicy("best", sched::PolicyContext{typical, params});
+    if (!three.ok() || !four.ok() || !policy.ok()) return "";
+    SeededRng rng(seed);
+    sched::Placer placer(state, **policy, rng);
+    const auto one_gpu = placer.Resolve(model::MakeResources(1, 1000, 1000, 1));
+    if (!placer.PlaceOn(*three, one_gpu)) return "";
+    auto placed = placer.Place(one_gpu);
+    return placed ? state.node(placed->node).name : "";
+  };
+  int without_on_four = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    EXPECT_EQ(chosen(sched::BestParams{}, seed), "three") << "seed " << seed;
+    without_on_four += chosen(*without, seed) == "four";
+  }
+  EXPECT_GT(without_on_four, 0);  // the scenario is a tie without the term
 }
 
 TEST(FillBest, ParamsAreValidatedByName) {
@@ -246,6 +280,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"used_bonus=-1", "used_bonus"},
                                                         {"cpu_weight=101", "cpu_weight"},
                                                         {"memory_weight=-0.5", "memory_weight"},
+                                                        {"usable_weight=101", "usable_weight"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);

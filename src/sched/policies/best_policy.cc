@@ -8,8 +8,12 @@
 // GPU milli c (m) counts as stranded, S_cpu = max(0, gpu_free − cpu_free / c), S_mem likewise,
 // and
 //   Δ = Σ_m w_m (F(node, m) before − after) / Σ_m w_m
-//       − cpu_weight × (S_cpu after − before) − memory_weight × (S_mem after − before);
+//       − cpu_weight × (S_cpu after − before) − memory_weight × (S_mem after − before)
+//       − usable_weight × (U after − before);
 //   w_m = count_m × demand_m^demand_exp;   score = ⌊levels / (1 + e^(−Δ/scale))⌋.
+// U = Σ_m w_m (free GPU milli that m cannot use: more than the node can host of m at once by its
+// GPUs, CPU and memory) / Σ_m w_m: at its small default weight it mostly breaks F's ties toward
+// the node whose free capacity the typical tasks can still use.
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
 #include "sched/policies/best_policy.h"
@@ -45,6 +49,11 @@ double PerGpuMilli(const std::vector<TypicalTask>& typical, int64_t TypicalTask:
     milli += static_cast<double>(t.count) * t.gpus * t.gpu_milli;
   }
   return milli > 0 ? asked / milli : 0;
+}
+
+// Fully free GPUs (1000 milli free).
+int FullFree(const std::vector<int32_t>& free) {
+  return static_cast<int>(std::count(free.begin(), free.end(), 1000));
 }
 
 // Free GPU milli that `free` (CPU milli or memory MiB) cannot back at `per_milli` per GPU milli.
@@ -137,8 +146,37 @@ class BestPolicy final : public PlacementPolicy {
     const double delta = static_cast<double>(before - meter_.Weighted(next)) /
                              static_cast<double>(meter_.total_count()) -
                          params_.cpu_weight * (CpuStranded(next) - CpuStranded(node)) -
-                         params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node));
+                         params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node)) -
+                         params_.usable_weight * (Unusable(next) - Unusable(node));
     return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
+  }
+
+  // The unusable-capacity measure (BestParams::usable_weight), in milli-GPU.
+  double Unusable(const NodeView& node) const {
+    if (params_.usable_weight == 0 || node.gpu_free_total == 0) return 0;
+    const std::vector<int32_t>& free = *node.gpu_free;
+    const int full = FullFree(free);
+    int64_t sum = 0;
+    for (const FragmentationMeter::Shape& s : meter_.shapes()) {
+      const bool runs = s.gpus > 0 && node.model >= 0 &&
+                        (s.any_model || (node.model < static_cast<int>(s.accepts.size()) &&
+                                         s.accepts[node.model]));
+      int64_t units = 0;
+      if (runs) {
+        if (s.gpu_milli < 1000) {
+          for (int32_t f : free) units += f / s.gpu_milli;
+        } else {
+          units = full / s.gpus;
+        }
+        if (s.cpu > 0) units = std::min(units, node.cpu_free / s.cpu);
+        const int64_t memory = meter_.typical()[s.typical].memory;
+        if (memory > 0) units = std::min(units, node.memory_free / memory);
+      }
+      const int64_t usable =
+          std::min(node.gpu_free_total, units * s.gpus * static_cast<int64_t>(s.gpu_milli));
+      sum += s.count * (node.gpu_free_total - usable);
+    }
+    return static_cast<double>(sum) / static_cast<double>(meter_.total_count());
   }
 
   double CpuStranded(const NodeView& node) const {
@@ -200,10 +238,14 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "memory_weight") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
       p.memory_weight = value;
+    } else if (key == "usable_weight") {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
+      p.usable_weight = value;
     } else {
       return InvalidArgument(
           "unknown key '" + key +
-          "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight)");
+          "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight, "
+          "usable_weight)");
     }
   }
   return p;
@@ -213,7 +255,7 @@ std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
   s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
     << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight
-    << ",memory_weight=" << p.memory_weight;
+    << ",memory_weight=" << p.memory_weight << ",usable_weight=" << p.usable_weight;
   return s.str();
 }
 

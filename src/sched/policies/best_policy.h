@@ -25,13 +25,19 @@ struct BestParams {
   // The same for memory: free GPU milli that the node's free memory cannot back at the typical
   // tasks' memory per GPU milli.
   double memory_weight = 5.0;
+  // Weight of the unusable-capacity term: per typical shape m, the free GPU milli of the node
+  // that m cannot use, free − min(free, units_m × m's GPU milli), units_m = how many m the node
+  // can host at once by GPUs, CPU and memory (0 when m does not run on the model); weighted by
+  // count like F; Δ −= usable_weight × (its increase).
+  double usable_weight = 0.04;
 
   bool operator==(const BestParams&) const = default;
 };
 
 // Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
 // and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
-// used_bonus in [0, 1000000], cpu_weight in [0, 100], memory_weight in [0, 100].
+// used_bonus in [0, 1000000], cpu_weight in [0, 100], memory_weight in [0, 100],
+// usable_weight in [0, 100].
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
