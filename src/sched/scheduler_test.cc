@@ -105,6 +105,22 @@ TEST(Scheduler, StrictOrderBlocksBehindTheHead) {
 // fair share with one project it heaps them afresh each pass, in the same order. Random
 // submissions (shapes, priorities, users under a per-user limit), cancels and finishes: both
 // start the same jobs on the same nodes and give the same pending reasons.
+// Side by side schedulers fed the same work: a random job (1-4 GPUs, sometimes 2 tasks, one of
+// three priorities) and random finishes of the running jobs (at most 6 left running).
+model::Job RandomJob(SeededRng& rng, int i) {
+  return MakeJob(i, 1 + static_cast<int>(rng.Uniform(4)), 1 + (rng.Uniform(5) == 0),
+                 static_cast<int>(rng.Uniform(3)), i);
+}
+
+void FinishSome(SeededRng& rng, std::vector<int64_t>& running, Scheduler& a, Scheduler& b) {
+  while (running.size() > 6 || (!running.empty() && rng.Uniform(3) == 0)) {
+    const size_t k = rng.Uniform(running.size());
+    ASSERT_TRUE(a.Finish(JobId(running[k])).ok());
+    ASSERT_TRUE(b.Finish(JobId(running[k])).ok());
+    running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
+  }
+}
+
 TEST(Scheduler, StrictPassesOverPersistentHeadsDecideAsHeapedOnes) {
   auto make = [](QueueOrder order) {
     SchedulerConfig config{"bestfit", order, Blocking::kStrict};
@@ -117,8 +133,7 @@ TEST(Scheduler, StrictPassesOverPersistentHeadsDecideAsHeapedOnes) {
   std::vector<int64_t> running;
   int starts = 0, limited = 0;
   for (int i = 0; i < 400; ++i) {
-    model::Job job = MakeJob(i, 1 + static_cast<int>(rng.Uniform(4)), 1 + (rng.Uniform(5) == 0),
-                             static_cast<int>(rng.Uniform(3)), i);
+    model::Job job = RandomJob(rng, i);
     job.user = "user-" + std::to_string(rng.Uniform(3));
     ASSERT_TRUE(persistent->Submit(job).ok());
     ASSERT_TRUE(heaped->Submit(job).ok());
@@ -143,12 +158,8 @@ TEST(Scheduler, StrictPassesOverPersistentHeadsDecideAsHeapedOnes) {
       EXPECT_EQ(reason->code, heaped->PendingReasonOf(JobId(id))->code) << "job " << id;
       limited += reason->code == kReasonUserLimit;
     }
-    while (running.size() > 6 || (!running.empty() && rng.Uniform(3) == 0)) {
-      const size_t k = rng.Uniform(running.size());
-      ASSERT_TRUE(persistent->Finish(JobId(running[k])).ok());
-      ASSERT_TRUE(heaped->Finish(JobId(running[k])).ok());
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
-    }
+    FinishSome(rng, running, *persistent, *heaped);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GT(starts, 100);
   EXPECT_GT(limited, 0);  // the per-user limit sent some passes past a group's head
@@ -190,8 +201,7 @@ TEST(Scheduler, StrictPersistentHeadsWithQuotasDecideAsHeapedOnes) {
   std::vector<int64_t> running;
   int starts = 0, borrowed = 0;
   for (int i = 0; i < 400; ++i) {
-    model::Job job = MakeJob(i, 1 + static_cast<int>(rng.Uniform(4)), 1 + (rng.Uniform(5) == 0),
-                             static_cast<int>(rng.Uniform(3)), i);
+    const model::Job job = RandomJob(rng, i);
     ASSERT_TRUE(persistent->Submit(job).ok());
     ASSERT_TRUE(heaped->Submit(job).ok());
     if (i % 50 == 25) {
@@ -209,12 +219,8 @@ TEST(Scheduler, StrictPersistentHeadsWithQuotasDecideAsHeapedOnes) {
       ++starts;
       borrowed += a.starts[k].borrowed;
     }
-    while (running.size() > 6 || (!running.empty() && rng.Uniform(3) == 0)) {
-      const size_t k = rng.Uniform(running.size());
-      ASSERT_TRUE(persistent->Finish(JobId(running[k])).ok());
-      ASSERT_TRUE(heaped->Finish(JobId(running[k])).ok());
-      running.erase(running.begin() + static_cast<std::ptrdiff_t>(k));
-    }
+    FinishSome(rng, running, *persistent, *heaped);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GT(starts, 100);
   EXPECT_GT(borrowed, 0);  // some passes reached the lending phase
