@@ -1094,8 +1094,9 @@ Decisions Scheduler::Schedule(Seconds now) {
   std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[ProjectId()];
   // Persistent heads: the pass's one heap is, without a copy, every head in head_order_ after
   // `cursor` (the last one taken from there), plus the heads pushed back in `pushed` (those at
-  // or before the cursor). A group's head only moves later as its jobs start, and nothing is
-  // queued during such a pass (it preempts nothing), so this pops what the heap would.
+  // or before the cursor, only: so each group is in it at most once). A group's head only moves
+  // later as its jobs start, and nothing is queued during such a pass (it preempts nothing), so
+  // this pops what the heap would.
   const bool persistent = persistent_heads_;
   std::optional<Head> cursor;
   for (int g : queued_groups_) {
@@ -1162,7 +1163,13 @@ Decisions Scheduler::Schedule(Seconds now) {
     Group& group = groups_[g];
     if (group.queue.empty()) continue;
     auto push_back_group = [&] {
-      if (!group.queue.empty()) heads[bucket_of(group)].emplace(*group.queue.begin(), g);
+      if (group.queue.empty()) return;
+      const Head next(*group.queue.begin(), g);
+      // Under persistent heads a head after the cursor is still to come from head_order_:
+      // pushed too, the group would be tried twice (a borrower deferred twice, and the stale
+      // entry would later pop the group's next head before other groups' earlier ones).
+      if (persistent && (!cursor || *cursor < next)) return;
+      heads[bucket_of(group)].push(next);
     };
     OrderKey head = *group.queue.begin();
     Shape& shape = shapes_[group.shape];

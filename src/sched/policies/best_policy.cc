@@ -29,6 +29,8 @@
 namespace corral::sched {
 namespace {
 
+constexpr int32_t kFullMilli = 1000;  // a whole GPU (model::TaskResources::gpu_milli)
+
 // Typical tasks reweighed by demand; weights are integers (× 1000) so that the meter's sums
 // stay exact and equal states score equally.
 std::vector<TypicalTask> Reweigh(std::vector<TypicalTask> typical, double demand_exp) {
@@ -51,9 +53,9 @@ double PerGpuMilli(const std::vector<TypicalTask>& typical, int64_t TypicalTask:
   return milli > 0 ? asked / milli : 0;
 }
 
-// Fully free GPUs (1000 milli free).
+// Fully free GPUs (kFullMilli free).
 int FullFree(const std::vector<int32_t>& free) {
-  return static_cast<int>(std::count(free.begin(), free.end(), 1000));
+  return static_cast<int>(std::count(free.begin(), free.end(), kFullMilli));
 }
 
 // Free GPU milli that `free` (CPU milli or memory MiB) cannot back at `per_milli` per GPU milli.
@@ -77,7 +79,7 @@ class BestPolicy final : public PlacementPolicy {
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return BestFitScore(node, task);  // no workload profile
     const bool in_use = node.cpu_free < node.cpu_total ||
-                        node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * 1000;
+                        node.gpu_free_total < static_cast<int64_t>(node.gpu_count()) * kFullMilli;
     return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);
   }
 
@@ -128,7 +130,7 @@ class BestPolicy final : public PlacementPolicy {
     }
     int needed = task.gpus;
     for (auto it = after.begin(); needed > 0 && it != after.end(); ++it) {
-      if (*it == 1000) *it = 0, --needed;
+      if (*it == kFullMilli) *it = 0, --needed;
     }
     return after;
   }
@@ -140,7 +142,7 @@ class BestPolicy final : public PlacementPolicy {
     next.gpu_free = &after;
     next.gpu_free_total =
         node.gpu_free_total -
-        (share_from >= 0 ? task.gpu_milli : static_cast<int64_t>(task.gpus) * 1000);
+        (share_from >= 0 ? task.gpu_milli : static_cast<int64_t>(task.gpus) * kFullMilli);
     next.cpu_free = node.cpu_free - task.cpu;
     next.memory_free = node.memory_free - task.memory;
     const double delta = static_cast<double>(before - meter_.Weighted(next)) /
@@ -151,7 +153,13 @@ class BestPolicy final : public PlacementPolicy {
     return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
   }
 
-  // The unusable-capacity measure (BestParams::usable_weight), in milli-GPU.
+  // The unusable-capacity measure (BestParams::usable_weight), in milli-GPU: per typical shape,
+  // the node's free GPU milli that no more tasks of that shape could use, weighted by count.
+  // Two known simplifications: a share shape (gpu_milli < kFullMilli) with gpus > 1 is counted
+  // as Σ f / gpu_milli tasks over the free shares f, as if each task took one GPU's share; and
+  // a CPU-only typical shape (gpus == 0) counts all the node's free GPU milli as unusable, a
+  // constant shift over the candidate nodes of one task, which acts only through the score's
+  // rounding.
   double Unusable(const NodeView& node) const {
     if (params_.usable_weight == 0 || node.gpu_free_total == 0) return 0;
     const std::vector<int32_t>& free = *node.gpu_free;
@@ -163,7 +171,7 @@ class BestPolicy final : public PlacementPolicy {
                                          s.accepts[node.model]));
       int64_t units = 0;
       if (runs) {
-        if (s.gpu_milli < 1000) {
+        if (s.gpu_milli < kFullMilli) {
           for (int32_t f : free) units += f / s.gpu_milli;
         } else {
           units = full / s.gpus;
