@@ -66,10 +66,10 @@ Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node
 // honours, solved by CBC's branch and cut within `time_limit_s` (one thread). kOptimal: `milli`
 // is OPT. kTimeLimit: `milli` is the best placement found (≤ OPT; 0 when none), not proven
 // optimal, and `upper_milli` the solver's bound on OPT (≥ OPT up to its tolerances: unlike
-// PlaceableMilliBound's, not recomputed). Either way the placement behind `milli` is checked in
-// integers against every constraint.
-// Errors: more than kMaxExactNodes nodes or kMaxExactTasks tasks, a time limit outside
-// (0, kMaxExactSeconds], the solver fails.
+// PlaceableMilliBound's, not recomputed; when CBC stopped before it had one, the sum over the
+// columns of their objective times their upper bound). Either way the placement behind `milli` is
+// checked in integers against every constraint. Errors: more than kMaxExactNodes nodes or
+// kMaxExactTasks tasks, a time limit outside (0, kMaxExactSeconds], the solver fails.
 //
 // `starts`: known placements of some of `tasks` (such as the online policies' in a fill,
 // FillResult::placements), one entry per task, nodes indexed as in `nodes`. Each is checked in

@@ -246,6 +246,24 @@ TEST(ConfigurationBound, SoundWhenPricingTimesOut) {
   }
 }
 
+// The exact solve cut off before CBC has a bound still brackets OPT: the placement it found
+// below, its upper bound above.
+TEST(FillBound, ExactCutOffBracketsTheOptimum) {
+  SeededRng rng(17);
+  int open = 0;
+  constexpr int kInstances = 60;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const int64_t optimum = BruteForceOptimum(nodes, tasks);
+    auto cut = ExactPlaceableMilli(nodes, tasks, 1e-9);
+    ASSERT_TRUE(cut.ok()) << cut.status().message();
+    ASSERT_LE(cut->milli, optimum) << "instance " << i;
+    ASSERT_GE(cut->upper_milli, optimum) << "instance " << i;
+    if (cut->status == ExactStatus::kTimeLimit) ++open;
+  }
+  EXPECT_GT(open, 0);  // the limit did cut solves off
+}
+
 // T4 and V100M32 nodes of 4 or 8 GPUs, 48 cores each.
 std::vector<model::Node> MixedCluster() {
   const std::pair<const char*, int> kinds[] = {{"T4", 4},      {"T4", 8},      {"T4", 4},
