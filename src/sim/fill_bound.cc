@@ -606,7 +606,7 @@ class PlacementMip {
                       "on " +
                           Instance());
       }
-      out.upper = lib.Cbc_getBestPossibleObjValue(cbc.get());
+      out.upper = BestPossible(lib, cbc.get());
       if (const double* x = lib.Cbc_bestSolution(cbc.get())) {
         CORRAL_RETURN_IF_ERROR(CheckedSolutionMilli(x).status());
         for (const Placed& p : placed_) {
@@ -768,8 +768,7 @@ class PlacementMip {
                                                std::to_string(lib.Cbc_status(cbc.get())) + ")");
     }
     // Maximising: the best bound is on what is still reachable, so no less than the optimum.
-    out.upper_milli =
-        static_cast<int64_t>(std::floor(lib.Cbc_getBestPossibleObjValue(cbc.get()) + 1e-6));
+    out.upper_milli = static_cast<int64_t>(std::floor(BestPossible(lib, cbc.get()) + 1e-6));
     if (const double* x = lib.Cbc_bestSolution(cbc.get())) {
       auto held = CheckedSolutionMilli(x);
       if (!held.ok()) return held.status();
@@ -789,6 +788,29 @@ class PlacementMip {
     if (out.status == ExactStatus::kOptimal) out.upper_milli = out.milli;
     return Status::Ok();
   }
+
+  // Maximising: an objective no solution exceeds. CBC's best possible value when it is proven
+  // optimal, or when it stopped (a time limit) with a bound above its incumbent. Before its root
+  // bound CBC reports the incumbent's value there (±1e50 or COIN_DBL_MAX without one), which no
+  // search proved: then Σ over columns of max(0, objective)·upper (every column is ≥ 0).
+  double BestPossible(const CbcLibrary& lib, Cbc_Model* cbc) const {
+    const double bound = lib.Cbc_getBestPossibleObjValue(cbc);
+    if (lib.Cbc_isProvenOptimal(cbc)) return bound;
+    bool searched = std::isfinite(bound) && std::fabs(bound) < kNoBound;
+    if (const double* x = lib.Cbc_bestSolution(cbc)) {
+      double incumbent = 0;
+      for (size_t j = 0; j < objective_.size(); ++j) incumbent += objective_[j] * x[j];
+      searched = searched && bound > incumbent + kBoundTolerance * (1 + std::fabs(incumbent));
+    }
+    return searched ? bound : TrivialUpper();
+  }
+  double TrivialUpper() const {
+    double out = 0;
+    for (size_t j = 0; j < upper_.size(); ++j) out += std::max(0.0, objective_[j]) * upper_[j];
+    return out;
+  }
+  static constexpr double kBoundTolerance = 1e-9;  // relative: a bound this close is the incumbent
+  static constexpr double kNoBound = 1e20;         // CBC's bounds at least this large are none
 
   void Load(const CbcLibrary& lib, Cbc_Model* cbc) const {
     std::vector<CoinBigIndex> start = {0};
@@ -920,6 +942,7 @@ class ConfigurationLp {
         bound += static_cast<long double>(counts[s]) * mu[s];
       }
       size_t added = 0;
+      bool priced_out = true;  // every class's bound on its configurations ≤ its dual π_c
       for (size_t c = 0; c < classes_.size(); ++c) {
         auto priced = Price(c, counts, mu);
         if (!priced.ok()) return priced.status();
@@ -932,10 +955,13 @@ class ConfigurationLp {
           AddColumn(c, priced->tasks);
           ++added;
         }
+        priced_out = priced_out && priced->upper <= pi + kReducedCostTolerance;
       }
       best = std::min(best, bound);
       if (added == 0) {
-        out.converged = true;
+        // Without new columns the master and its duals stay: stop. A timed-out pricing may hide
+        // a configuration its weak incumbent missed, so only proven bounds make it converged.
+        out.converged = priced_out;
         break;
       }
     }

@@ -41,8 +41,11 @@ inline constexpr size_t kMaxBoundColumns = 1'000'000;
 // class's pricing problem solved by CBC (loaded as the exact solve loads it). The bound is
 // Lagrangian (Farley's) from the master's duals and CBC's bounds on the pricing problems, so it is
 // sound wherever the generation stops; `converged` says whether it stopped because no
-// configuration priced out (then it is the configuration LP's optimum, up to tolerances that only
-// raise it) or at `max_iterations`.
+// configuration priced out with every pricing problem's bound proving it (then it is the
+// configuration LP's optimum, up to tolerances that only raise it); otherwise it stopped at
+// `max_iterations` or because a timed-out pricing problem found no column (its bound on the
+// configurations is then CBC's, or when CBC has none the sum over the shapes of the reduced value
+// times the tasks).
 struct ConfigurationOptions {
   size_t max_iterations = 100;       // master solves, each followed by one pricing per class
   double pricing_time_limit_s = 10;  // wall, per pricing problem; a timed-out one is bounded
@@ -63,10 +66,10 @@ Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node
 // honours, solved by CBC's branch and cut within `time_limit_s` (one thread). kOptimal: `milli`
 // is OPT. kTimeLimit: `milli` is the best placement found (≤ OPT; 0 when none), not proven
 // optimal, and `upper_milli` the solver's bound on OPT (≥ OPT up to its tolerances: unlike
-// PlaceableMilliBound's, not recomputed). Either way the placement behind `milli` is checked in
-// integers against every constraint.
-// Errors: more than kMaxExactNodes nodes or kMaxExactTasks tasks, a time limit outside
-// (0, kMaxExactSeconds], the solver fails.
+// PlaceableMilliBound's, not recomputed; when CBC stopped before it had one, the sum over the
+// columns of their objective times their upper bound). Either way the placement behind `milli` is
+// checked in integers against every constraint. Errors: more than kMaxExactNodes nodes or
+// kMaxExactTasks tasks, a time limit outside (0, kMaxExactSeconds], the solver fails.
 //
 // `starts`: known placements of some of `tasks` (such as the online policies' in a fill,
 // FillResult::placements), one entry per task, nodes indexed as in `nodes`. Each is checked in

@@ -225,6 +225,45 @@ TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
   EXPECT_GT(tighter, 0);
 }
 
+// A pricing problem cut off by its time limit, before CBC has a root bound, still gives a sound
+// bound: the configuration bound stays ≥ OPT, and timed-out pricing never counts as converged.
+TEST(ConfigurationBound, SoundWhenPricingTimesOut) {
+  SeededRng rng(13);
+  constexpr int kInstances = 60;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
+    const ConfigurationBound cut = Configuration(nodes, tasks, {.pricing_time_limit_s = 1e-9});
+    ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
+    // One master solve: the bound rests on the pricing bounds alone.
+    const ConfigurationBound once =
+        Configuration(nodes, tasks, {.max_iterations = 1, .pricing_time_limit_s = 1e-9});
+    ASSERT_GE(once.milli, optimum - 1e-6) << "instance " << i;
+    // Converged claims the configuration LP's optimum, which the untimed generation reaches.
+    if (cut.converged) {
+      ASSERT_NEAR(cut.milli, Configuration(nodes, tasks).milli, 0.5) << "instance " << i;
+    }
+  }
+}
+
+// The exact solve cut off before CBC has a bound still brackets OPT: the placement it found
+// below, its upper bound above.
+TEST(FillBound, ExactCutOffBracketsTheOptimum) {
+  SeededRng rng(17);
+  int open = 0;
+  constexpr int kInstances = 60;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const int64_t optimum = BruteForceOptimum(nodes, tasks);
+    auto cut = ExactPlaceableMilli(nodes, tasks, 1e-9);
+    ASSERT_TRUE(cut.ok()) << cut.status().message();
+    ASSERT_LE(cut->milli, optimum) << "instance " << i;
+    ASSERT_GE(cut->upper_milli, optimum) << "instance " << i;
+    if (cut->status == ExactStatus::kTimeLimit) ++open;
+  }
+  EXPECT_GT(open, 0);  // the limit did cut solves off
+}
+
 // T4 and V100M32 nodes of 4 or 8 GPUs, 48 cores each.
 std::vector<model::Node> MixedCluster() {
   const std::pair<const char*, int> kinds[] = {{"T4", 4},      {"T4", 8},      {"T4", 4},
@@ -258,15 +297,19 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   auto bounds = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
   ASSERT_TRUE(bounds.ok()) << bounds.status().message();
   EXPECT_EQ(bounds->converged, bounds->checkpoints);
-  auto lp = RunFillBound(MixedCluster(), MixedWorkload(), 42, 1.3);
-  ASSERT_TRUE(lp.ok()) << lp.status().message();
-  ASSERT_EQ(lp->steps.size(), bounds->lp.steps.size());
-  for (size_t t = 0; t < lp->steps.size(); ++t) {
-    EXPECT_EQ(lp->steps[t].unallocated_pct, bounds->lp.steps[t].unallocated_pct) << t;
-    // The configuration curve takes the smaller bound: never below the LP's.
-    EXPECT_GE(bounds->configuration.steps[t].unallocated_pct, lp->steps[t].unallocated_pct) << t;
-  }
   const FillResult* bound = &bounds->configuration;
+  // The raw configuration bound (not the curve, which also takes the LP's) over the tasks
+  // presented up to each checkpoint.
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  ASSERT_EQ(tasks.size(), bound->steps.size());
+  std::map<size_t, double> raw;  // checkpoint → ConfigurationMilliBound
+  for (size_t k : BoundCheckpoints(bound->steps)) {
+    const std::vector<model::TaskResources> first(
+        tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(k + 1));
+    raw[k] = Configuration(MixedCluster(), first).milli;
+  }
   for (const FillStep& s : bound->steps) {
     EXPECT_GE(s.unallocated_pct, std::max(0.0, 100.0 - s.arrived_pct) - 1e-9);
   }
@@ -278,6 +321,10 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
       ASSERT_DOUBLE_EQ(fill->steps[t].arrived_pct, bound->steps[t].arrived_pct) << policy;
       EXPECT_GE(fill->steps[t].unallocated_pct, bound->steps[t].unallocated_pct - 1e-9)
           << policy << " step " << t;
+    }
+    for (const auto& [k, milli] : raw) {
+      const double held = (100.0 - fill->steps[k].unallocated_pct) / 100.0 * capacity;
+      EXPECT_LE(held, milli + 1e-6) << policy << " checkpoint " << k;
     }
     for (int x : kFillReportLoads) {
       EXPECT_GE(fill->At(x).unallocated_pct, bound->At(x).unallocated_pct - 1e-9) << policy;
@@ -579,10 +626,18 @@ TEST(FillTightness, BoundBelowExactBelowPolicies) {
     EXPECT_EQ(row->nodes, 4u);
     ASSERT_EQ(row->exact.status, ExactStatus::kOptimal) << "seed " << seed;
     EXPECT_LE(row->arrived_pct, 100.0);
-    EXPECT_LE(row->lp_bound_pct, row->config_bound_pct) << "seed " << seed;
     EXPECT_LE(row->config_bound_pct, row->exact_pct + 1e-9) << "seed " << seed;
     ASSERT_EQ(row->policy_pct.size(), kTightnessPolicies.size());
     for (double p : row->policy_pct) EXPECT_GE(p, row->exact_pct - 1e-9) << "seed " << seed;
+    // The raw configuration bound over the same tasks holds the exact optimum.
+    auto sampled = SampleFillNodes(MixedCluster(), 4, seed);
+    ASSERT_TRUE(sampled.ok());
+    sched::ClusterState state(sched::ClusterStateOptions{});
+    auto list = FillTasks(*sampled, MixedWorkload(), seed, 1.3, state);
+    ASSERT_TRUE(list.ok()) << list.status().message();
+    list->tasks.resize(row->tasks);
+    const ConfigurationBound raw = Configuration(*sampled, list->tasks);
+    EXPECT_GE(raw.milli, static_cast<double>(row->exact.milli) - 1e-6) << "seed " << seed;
     // Started from the best of the policies' placements at the step.
     const double best_policy = *std::min_element(row->policy_pct.begin(), row->policy_pct.end());
     EXPECT_NEAR(100.0 - 100.0 * static_cast<double>(row->exact.start_milli) /

@@ -232,8 +232,12 @@ int RunBoundCommand(const BoundFlags& b) {
     return Fail(InvalidArgument("--exact-load: needs --exact-nodes"), kExitBadInput);
   }
   if (b.exact_nodes && b.config_iterations) {
+    const ConfigurationOptions defaults;
     return Fail(InvalidArgument("--config-iterations: not with --exact-nodes (the tightness "
-                                "table always solves the configuration LP to the end)"),
+                                "table runs the configuration LP with its defaults: at most " +
+                                std::to_string(defaults.max_iterations) + " master solves, " +
+                                nlohmann::json(defaults.pricing_time_limit_s).dump() +
+                                " s per pricing problem)"),
                 kExitBadInput);
   }
   auto in = LoadFillInputs(f);
