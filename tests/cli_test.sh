@@ -122,10 +122,11 @@ assert abs(r["queue_s"]["mean"]-40/3)<1e-3 and r["jct_s"]["mean"]==80, r' <<<"$o
 # fit: nothing need stay unallocated at 100%.
 out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1)
 if grep -qE '^mean +[0-9.]+ +0\.00 ' <<<"$out"; then ok; else fail "sim bound: $out"; fi
-# Tightness on both nodes: the exact optimum holds both tasks too (0.00 unallocated, no gap).
+# Tightness on both nodes: the exact optimum holds both tasks too (0.00 unallocated, no gap), and
+# so does the configuration LP's bound.
 out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
   --exact-nodes 2 --exact-time-limit 10)
-if grep -qE '^mean of 1 solved of 1: lp 0\.00, exact 0\.00, .*lp_gap 0\.00' <<<"$out"; then ok
+if grep -qE '^mean of 1 solved of 1: lp 0\.00, config 0\.00, exact 0\.00, .*lp_gap 0\.00' <<<"$out"; then ok
 else fail "sim bound --exact-nodes: $out"; fi
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
