@@ -406,10 +406,15 @@ session_port=$(free_port)  # the session gateway's (docs/sessions.md)
 server_pid=$!
 export CORRAL_SERVER="http://127.0.0.1:$port" HOME="$work" XDG_CONFIG_HOME="$work/config"
 for _ in $(seq 100); do
+  kill -0 "$server_pid" 2>/dev/null || break  # it exited: the checks below fail and name why
   [ -s "$work/server/admin.token" ] &&
-    CORRAL_TOKEN=$(cat "$work/server/admin.token") "$corral" whoami >/dev/null 2>&1 && break
+    CORRAL_TOKEN=$(cat "$work/server/admin.token") CORRAL_RETRY_TIMEOUT=0.5 "$corral" whoami \
+      >/dev/null 2>&1 && break
   sleep 0.1
 done
+# A server that exited at start fails the run here, with its log, instead of every check below
+# waiting out the client's retries.
+kill -0 "$server_pid" 2>/dev/null || { echo "FAIL: the server exited at start: $(cat "$work/server.log")"; exit 1; }
 export CORRAL_TOKEN=$(cat "$work/server/admin.token" 2>/dev/null)
 expect_json 'j["user"] == "admin" and j["admin"]' -- \
   "$corral" login --server "$CORRAL_SERVER" --token "$CORRAL_TOKEN" -o json
@@ -645,15 +650,21 @@ expect_exit 1 "'server' runs in corral-daemon, which cannot be started from $wor
 tls_port=$(free_port)
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
   -addext subjectAltName=DNS:localhost -keyout "$work/tls.key" -out "$work/tls.pem" 2>/dev/null
-"$corral" server --listen "127.0.0.1:$tls_port" --store "sqlite:$work/tls.db" --data-dir "$work/tls" \
+# Its own free session port: the default (the API's port + 1) may be taken on a busy machine, and
+# then the server exits at start.
+"$corral" server --listen "127.0.0.1:$tls_port" --session-listen "127.0.0.1:$(free_port)" \
+  --store "sqlite:$work/tls.db" --data-dir "$work/tls" \
   --tls-cert "$work/tls.pem" --tls-key "$work/tls.key" >/dev/null 2>"$work/tls.log" &
 tls_pid=$!
 tls=(env CORRAL_SERVER="https://localhost:$tls_port" CORRAL_CA_CERT="$work/tls.pem")
 for _ in $(seq 100); do
+  kill -0 "$tls_pid" 2>/dev/null || break  # it exited: the checks below fail and name why
   [ -s "$work/tls/admin.token" ] &&
-    "${tls[@]}" CORRAL_TOKEN="$(cat "$work/tls/admin.token")" "$corral" whoami >/dev/null 2>&1 && break
+    "${tls[@]}" CORRAL_TOKEN="$(cat "$work/tls/admin.token")" CORRAL_RETRY_TIMEOUT=0.5 \
+      "$corral" whoami >/dev/null 2>&1 && break
   sleep 0.1
 done
+kill -0 "$tls_pid" 2>/dev/null || fail "the https server exited at start: $(cat "$work/tls.log")"
 tls+=(CORRAL_TOKEN="$(cat "$work/tls/admin.token" 2>/dev/null)" CORRAL_RETRY_TIMEOUT=0.5)
 expect_exit 0 "^admin\$" -- "${tls[@]}" "$corral" whoami
 expect_exit 0 "" -- "${tls[@]}" "$corral" jobs --limit 1000
