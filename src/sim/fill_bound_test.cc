@@ -176,9 +176,15 @@ TEST(FillBound, NeverBelowTheBruteForceOptimum) {
   EXPECT_GE(exact, kInstances / 2);
 }
 
+// A pricing limit no tiny instance reaches, however loaded the machine: the default (10 s of wall
+// time) could time a pricing problem out on a starved test process, and a timed-out pricing is
+// bounded loosely, which the tests below would read as a wrong bound.
+constexpr double kUntimedPricingS = 3600;
+
 ConfigurationBound Configuration(const std::vector<model::Node>& nodes,
                                  const std::vector<model::TaskResources>& tasks,
-                                 const ConfigurationOptions& options = {}) {
+                                 const ConfigurationOptions& options = {
+                                     .pricing_time_limit_s = kUntimedPricingS}) {
   auto b = ConfigurationMilliBound(nodes, tasks, options);
   EXPECT_TRUE(b.ok()) << b.status().message();
   return b.ok() ? *b : ConfigurationBound{};
@@ -213,7 +219,8 @@ TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
     const double lp = Bound(nodes, tasks);
     const ConfigurationBound config = Configuration(nodes, tasks);
     ASSERT_GE(config.milli, optimum - 1e-6) << "instance " << i;
-    const ConfigurationBound cut = Configuration(nodes, tasks, {.max_iterations = 1});
+    const ConfigurationBound cut = Configuration(
+        nodes, tasks, {.max_iterations = 1, .pricing_time_limit_s = kUntimedPricingS});
     ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
     ASSERT_GE(cut.milli, config.milli - 0.5) << "instance " << i;
     // The old LP has every configuration's rows as valid inequalities only in aggregate.
