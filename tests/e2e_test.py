@@ -48,6 +48,15 @@ def free_port():
         return s.getsockname()[1]
 
 
+def proc_cmdline(pid):
+    """/proc/PID/cmdline, or b"" when the process has exited since /proc was listed."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def wait_for(predicate, timeout=30.0, interval=0.05):
     """Polls `predicate` until it returns a true value or the deadline passes."""
     deadline = time.monotonic() + timeout
@@ -2125,7 +2134,7 @@ def test_interactive_shell(root):
             p.stdin.flush()
             wait_for(lambda: prompts() > before, 30)
             cli = [pid for pid in os.listdir("/proc") if pid.isdigit() and
-                   open(f"/proc/{pid}/cmdline", "rb").read().startswith(
+                   proc_cmdline(pid).startswith(
                        CORRAL.encode() + b"\0shell\0--\0env\0PS1=shell-prompt")]
             if cli:
                 subprocess.run(["stty", "-F", f"/proc/{cli[0]}/fd/0", "cols", "132", "rows", "43"])

@@ -69,9 +69,13 @@ async function jobsPageChecks({ browser, page, dev, api, shot, secretJob }) {
   // (Two lines would be 2 line heights plus the padding and border, 8 px.)
   check(heights.length === 35 && Math.max(...heights) < 1.5 * lineHeight + 8 && Math.max(...heights) - Math.min(...heights) < 1,
     `jobs: 35 rows of one line each (heights ${Math.min(...heights)}-${Math.max(...heights)} px, line ${lineHeight} px)`);
-  const nameCell = page.locator(`#jobs-table tbody tr[data-id="${array.body.ids[0]}"] td.name`);
-  const cut = await nameCell.evaluate((td) => td.scrollWidth > td.clientWidth);
-  check(cut && (await nameCell.getAttribute('title')) === longName, 'jobs: a long name is cut, the whole in its title');
+  // Measured in one script: the page replaces its rows after each live summary, and a cell
+  // found in one call may be detached (no layout, widths 0) by the next.
+  const nameCell = await page.evaluate((id) => {
+    const td = document.querySelector(`#jobs-table tbody tr[data-id="${id}"] td.name`);
+    return td && { cut: td.scrollWidth > td.clientWidth, title: td.title };
+  }, array.body.ids[0]);
+  check(nameCell?.cut && nameCell.title === longName, `jobs: a long name is cut, the whole in its title (${JSON.stringify(nameCell)})`);
   await shot('14-jobs-page-1');
 
   // Paging: 25 per page, to page 2 and back.
