@@ -198,7 +198,7 @@ Status Scheduler::Reconfigure(const SchedulerConfig& config) {
   queued_groups_.clear();
   head_order_.clear();
   persistent_heads_ = UsesPersistentHeads();
-  for (const model::Job& job : pending) Enqueue(job);
+  for (model::Job& job : pending) Enqueue(std::move(job));
   for (auto& buckets : bucket_usage_) buckets.clear();
   for (auto& [id, run] : running_) {
     run.bucket = QuotaBucket(PolicyOf(run.project), run.job->resources.gpu_models);
@@ -423,11 +423,13 @@ const TaskRequest& Scheduler::RequestOf(Shape& shape) {
   return shape.request;
 }
 
-void Scheduler::Enqueue(const model::Job& job) {
+void Scheduler::Enqueue(model::Job job) {
   const int group = GroupOf(job);
   const OrderKey key = KeyOf(job);
   QueueInsert(group, key);
-  pending_.emplace(job.id, PendingJob{group, key, std::make_unique<model::Job>(job), passes_});
+  const JobId id = job.id;
+  pending_.emplace(id,
+                   PendingJob{group, key, std::make_unique<model::Job>(std::move(job)), passes_});
   ++pending_count_;
 }
 
@@ -485,12 +487,12 @@ bool Scheduler::UsesPersistentHeads() const {
          !(config_.sharing.reclaim && AnyQuota());
 }
 
-Status Scheduler::Submit(const model::Job& job) {
+Status Scheduler::Submit(model::Job job) {
   CORRAL_RETURN_IF_ERROR(model::Validate(job));
   if (pending_.count(job.id) || running_.count(job.id)) {
     return AlreadyExists("job " + Id(job.id) + " is already known");
   }
-  Enqueue(job);
+  Enqueue(std::move(job));
   return Status::Ok();
 }
 

@@ -213,8 +213,9 @@ class Scheduler {
   // (ClusterState::ResizeNode's errors; NotFound naming an unknown node).
   Status ResizeNode(std::string_view name, CpuMilli cpu, MemoryMib memory);
 
-  // Queues a validated job. Errors: invalid job, duplicate id.
-  Status Submit(const model::Job& job);
+  // Queues a validated job; the scheduler keeps it (pass an rvalue to spare a copy). Errors:
+  // invalid job, duplicate id.
+  Status Submit(model::Job job);
   // Removes a pending job, or releases a running one. Errors: unknown job.
   Status Cancel(JobId job);
   // A running job ended: releases its allocations. Errors: unknown or not running.
@@ -376,7 +377,7 @@ class Scheduler {
   // Places every task of one job of `shape` or none; returns the allocations on success.
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
-  void Enqueue(const model::Job& job);
+  void Enqueue(model::Job job);
   // Adds `key` to / removes it (there) from group `g`'s queue, keeping queued_groups_ in step.
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);

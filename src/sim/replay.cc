@@ -126,12 +126,15 @@ class ClusterMeter {
 };
 
 // Weighted max-min fair shares ("water-filling") of `capacity` among projects that want
-// `demand` each: a project that wants less than its weighted share of what is left gets what it
-// wants, and the rest is shared again among the others. Projects wanting nothing get 0.
-std::vector<double> Entitlements(int64_t capacity, const std::vector<int64_t>& demand,
-                                 const std::vector<double>& weight) {
-  std::vector<double> out(demand.size(), 0.0);
-  std::vector<size_t> wanting;
+// `demand` each, into `out` (one per project): a project that wants less than its weighted
+// share of what is left gets what it wants, and the rest is shared again among the others.
+// Projects wanting nothing get 0. `wanting` is scratch space, reused so that a pass allocates
+// nothing.
+void Entitlements(int64_t capacity, const std::vector<int64_t>& demand,
+                  const std::vector<double>& weight, std::vector<size_t>& wanting,
+                  std::vector<double>& out) {
+  out.assign(demand.size(), 0.0);
+  wanting.clear();
   double total_weight = 0;
   for (size_t p = 0; p < demand.size(); ++p) {
     if (demand[p] <= 0) continue;
@@ -157,7 +160,6 @@ std::vector<double> Entitlements(int64_t capacity, const std::vector<int64_t>& d
     }
     break;
   }
-  return out;
 }
 
 // Per-project allocation and demand (milli-GPU) over virtual time, measured against each
@@ -181,6 +183,7 @@ class ShareMeter {
   void Change(int project, int64_t alloc_delta, int64_t demand_delta) {
     alloc_[project] += alloc_delta;
     demand_[project] += demand_delta;
+    changed_ = changed_ || alloc_delta != 0 || demand_delta != 0;
   }
 
   void AdvanceTo(int64_t t) {
@@ -205,8 +208,12 @@ class ShareMeter {
     last_ = t;
   }
 
+  // Nothing to do when no allocation or demand changed since the last Settle: what it derives
+  // depends on those alone (a project that had not reached 90% then has not now).
   void Settle(int64_t t) {
-    entitled_ = Entitlements(capacity_, demand_, weight_);
+    if (!changed_) return;
+    changed_ = false;
+    Entitlements(capacity_, demand_, weight_, wanting_, entitled_);
     int wanting = 0;
     int64_t total_demand = 0;
     double sum = 0, sum_sq = 0;
@@ -261,7 +268,9 @@ class ShareMeter {
   std::vector<int64_t> first_submit_;
   std::vector<int64_t> alloc_, demand_;
   std::vector<double> entitled_;
+  std::vector<size_t> wanting_;  // Entitlements' scratch
   std::vector<std::optional<int64_t>> reached_;
+  bool changed_ = false;  // an allocation or a demand changed since the last Settle
   bool contended_ = false;
   double jain_ = 1.0;
   std::optional<int64_t> last_;
@@ -464,10 +473,13 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
                                const ReplayConfig& config) {
   const auto wall_start = std::chrono::steady_clock::now();
   CORRAL_RETURN_IF_ERROR(CheckReplayConfig(config));
-  std::vector<model::TaskResources> all_tasks;
-  all_tasks.reserve(trace.jobs.size());
-  for (const auto& j : trace.jobs) all_tasks.push_back(j.job.resources);
-  sched::PolicyContext context{sched::ComputeTypicalTasks(all_tasks)};
+  // The tasks' copies are freed once the profile is made (80 MB for a 1M-job trace).
+  sched::PolicyContext context{[&] {
+    std::vector<model::TaskResources> all_tasks;
+    all_tasks.reserve(trace.jobs.size());
+    for (const auto& j : trace.jobs) all_tasks.push_back(j.job.resources);
+    return sched::ComputeTypicalTasks(all_tasks);
+  }()};
 
   // Job ids mapped to trace positions; projects in order of first appearance.
   ReplayResult result;
