@@ -136,59 +136,56 @@ Status LineReader::status() const {
 // SplitCsvLine
 
 Result<std::vector<std::string>> SplitCsvLine(std::string_view line) {
-  std::vector<std::string> fields;
-  CORRAL_RETURN_IF_ERROR(SplitCsvLineInto(line, fields));
-  return fields;
+  std::string quoted;
+  std::vector<std::string_view> fields;
+  CORRAL_RETURN_IF_ERROR(SplitCsvLineInto(line, quoted, fields));
+  return std::vector<std::string>(fields.begin(), fields.end());
 }
 
-Status SplitCsvLineInto(std::string_view line, std::vector<std::string>& fields) {
-  size_t count = 0;  // fields found; fields[count] is the next to (re)write
-  auto next_field = [&]() -> std::string& {
-    if (count == fields.size()) fields.emplace_back();
-    std::string& field = fields[count++];
-    field.clear();
-    return field;
-  };
+Status SplitCsvLineInto(std::string_view line, std::string& quoted,
+                        std::vector<std::string_view>& fields) {
+  fields.clear();
+  quoted.clear();
+  quoted.reserve(line.size());  // unescaping only shrinks: the views into it stay valid
   size_t i = 0;
   while (true) {
     // Skip leading spaces to find out whether the field is quoted.
     size_t start = i;
     while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
     if (i < line.size() && line[i] == '"') {
-      std::string& field = next_field();
+      const size_t from = quoted.size();
+      const size_t number = fields.size() + 1;
       ++i;
       while (true) {
         if (i >= line.size()) {
-          fields.resize(count - 1);
-          return InvalidArgument("field " + std::to_string(count) + ": unterminated quoted field");
+          return InvalidArgument("field " + std::to_string(number) + ": unterminated quoted field");
         }
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
-            field.push_back('"');
+            quoted.push_back('"');
             i += 2;
             continue;
           }
           ++i;
           break;
         }
-        field.push_back(line[i++]);
+        quoted.push_back(line[i++]);
       }
       while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
       if (i < line.size() && line[i] != ',') {
-        fields.resize(count - 1);
-        return InvalidArgument("field " + std::to_string(count) +
+        return InvalidArgument("field " + std::to_string(number) +
                                ": unexpected text after a closing quote");
       }
+      fields.emplace_back(quoted.data() + from, quoted.size() - from);
     } else {
       size_t comma = line.find(',', start);
       if (comma == std::string_view::npos) comma = line.size();
-      next_field().assign(Trim(line.substr(start, comma - start)));
+      fields.push_back(Trim(line.substr(start, comma - start)));
       i = comma;
     }
     if (i >= line.size()) break;
     ++i;  // the comma
   }
-  fields.resize(count);
   return Status::Ok();
 }
 
@@ -249,7 +246,7 @@ bool CsvReader::NextRow() {
   if (!status_.ok()) return false;
   while (lines_.Next()) {
     if (IsBlank(lines_.text())) continue;
-    Status split = SplitCsvLineInto(lines_.text(), fields_);
+    Status split = SplitCsvLineInto(lines_.text(), quoted_, fields_);
     if (!split.ok()) {
       Fail(LineError(split));
       return false;

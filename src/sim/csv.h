@@ -82,9 +82,12 @@ class LineReader {
 // Splits one CSV line into fields (see the dialect above). InvalidArgument, without a location,
 // for an unterminated quoted field or text after a closing quote.
 Result<std::vector<std::string>> SplitCsvLine(std::string_view line);
-// The same into `fields`, whose strings are reused (a reader's rows then cost no allocation);
-// on an error `fields` holds the fields before the bad one.
-Status SplitCsvLineInto(std::string_view line, std::vector<std::string>& fields);
+// The same as views: an unquoted field views `line`, a quoted one views its unescaped text in
+// `quoted` (cleared first, and reserved to line.size() before any view into it is taken, so the
+// views stay valid until `line` or `quoted` changes). Both buffers are reused: a reader's rows
+// then cost no allocation. On an error `fields` holds the fields before the bad one.
+Status SplitCsvLineInto(std::string_view line, std::string& quoted,
+                        std::vector<std::string_view>& fields);
 
 // Reads a CSV file record by record and converts fields by column name.
 //
@@ -162,7 +165,8 @@ class CsvReader {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::unordered_map<std::string, size_t, NameHash, std::equal_to<>> index_;  // name -> position
-  std::vector<std::string> fields_;                                           // the current record
+  std::string quoted_;                    // the current record's quoted fields, unescaped
+  std::vector<std::string_view> fields_;  // the current record: views of the line or quoted_
   Status status_;
 };
 

@@ -69,15 +69,19 @@ TEST(CsvTest, SplitsQuotedFields) {
   EXPECT_THAT(*SplitCsvLine("x,"), ElementsAre("x", ""));
 }
 
-// A reader's row reuses the last row's strings: fewer, shorter or quoted fields leave nothing of
-// the row before.
+// A reader's row reuses the last row's buffers: fewer, shorter or quoted fields leave nothing of
+// the row before, and views of quoted fields stay valid while later ones are unescaped.
 TEST(CsvTest, SplittingIntoReusedFieldsLeavesNothingOfTheLastRow) {
-  std::vector<std::string> fields;
-  ASSERT_TRUE(SplitCsvLineInto("a long first field, b ,c,d", fields).ok());
+  std::string quoted;
+  std::vector<std::string_view> fields;
+  ASSERT_TRUE(SplitCsvLineInto("a long first field, b ,c,d", quoted, fields).ok());
   EXPECT_THAT(fields, ElementsAre("a long first field", "b", "c", "d"));
-  ASSERT_TRUE(SplitCsvLineInto(R"(x,"y ""q""")", fields).ok());
+  ASSERT_TRUE(SplitCsvLineInto(R"(x,"y ""q""")", quoted, fields).ok());
   EXPECT_THAT(fields, ElementsAre("x", "y \"q\""));
-  ExpectError(SplitCsvLineInto(R"(1,"2)", fields), {"field 2", "unterminated"});
+  const std::string many = R"("a""",  "b" ,c,"",")" + std::string(300, 'z') + R"(","""""")";
+  ASSERT_TRUE(SplitCsvLineInto(many, quoted, fields).ok());
+  EXPECT_THAT(fields, ElementsAre("a\"", "b", "c", "", std::string(300, 'z'), "\"\""));
+  ExpectError(SplitCsvLineInto(R"(1,"2)", quoted, fields), {"field 2", "unterminated"});
   EXPECT_THAT(fields, ElementsAre("1"));
 }
 
