@@ -136,6 +136,10 @@ expect_exit 0 "--best-params TEXT .*demand_exp=.*,scale=.*,levels=.*,used_bonus=
   "$corral" sim fill --help
 expect_exit 0 "--seeds TEXT=42-51" -- "$corral" sim bound --help
 expect_exit 0 "--policy TEXT=fgd +Placement policies" -- "$corral" sim replay --help
+expect_exit 0 "--order TEXT=fifo .*srtf or srsf .*remaining times from --estimate" -- \
+  "$corral" sim replay --help
+expect_exit 0 "--estimate TEXT=oracle +Run-time estimates for qssf, srtf, srsf and backfill" -- \
+  "$corral" sim replay --help
 expect_exit 0 "--nodes TEXT .*parts share a node that has room for them" -- "$corral" submit --help
 expect_exit 2 "argument --jobs: must be in \[1, 64\], got 0" -- \
   python3 "$here/../bench/placement_tune.py" --corral "$corral" --jobs 0
@@ -175,6 +179,14 @@ out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" 
   --exact-nodes 2 --exact-time-limit 10)
 if grep -qE '^mean of 1 solved of 1: lp 0\.00, config 0\.00, exact 0\.00, .*lp_gap 0\.00' <<<"$out"; then ok
 else fail "sim bound --exact-nodes: $out"; fi
+
+# The configuration LP's table says per seed, in words, where it converged and how many master
+# solves it took, and says it is the higher unallocated % of the two bounds.
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
+  --config-iterations 5)
+if grep -qE "the higher unallocated %" <<<"$out" &&
+  grep -qE '^  seed 1: converged at [0-9]+ of [0-9]+ checkpoints, [0-9]+ master solves$' <<<"$out"
+then ok; else fail "sim bound --config-iterations: $out"; fi
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.

@@ -286,18 +286,20 @@ int RunBoundCommand(const BoundFlags& b) {
     auto bounds = RunFillBounds(in->nodes, in->tasks, seed, f.tune,
                                 ConfigurationOptions{.max_iterations = *b.config_iterations});
     if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
-    converged += " " + std::to_string(seed) + ": " + std::to_string(bounds->converged) + "/" +
-                 std::to_string(bounds->checkpoints) + " (" + std::to_string(bounds->iterations) +
-                 ")";
+    converged += "\n  seed " + std::to_string(seed) + ": converged at " +
+                 std::to_string(bounds->converged) + " of " + std::to_string(bounds->checkpoints) +
+                 " checkpoints, " + std::to_string(bounds->iterations) + " master solves";
     lp.push_back(std::move(bounds->lp));
     configuration.push_back(std::move(bounds->configuration));
   }
   if (b.config_iterations) {
-    std::cout << "The configuration LP (column generation; each checkpoint the smaller of its "
-                 "bound and the LP's). Per seed: checkpoints where it converged, of those solved "
-                 "(the others hold its Lagrangian bound), and master solves:"
+    std::cout << "The configuration LP's bound (column generation; at each checkpoint the tighter "
+                 "of it and the LP's, i.e. the higher unallocated %; where it did not converge, "
+                 "its Lagrangian bound):"
               << converged << "\n"
-              << FillBoundTable(configuration) << "The dual feasible function LP:\n";
+              << FillBoundTable(configuration)
+              << "The LP bound (dual feasible functions; what sim bound prints without "
+                 "--config-iterations):\n";
   }
   std::cout << FillBoundTable(lp);
   return 0;
@@ -636,14 +638,18 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   r->add_option("--policy", replay->policy, PolicyHelp())->capture_default_str();
   r->add_option("--order", replay->order,
                 "Queue order: fifo, priority, fairshare, sjf, qssf, las (2D-LAS), srtf or srsf "
-                "(shortest remaining time / service first, preemptive: need --resume)");
+                "(shortest remaining time / service first, preemptive: need --resume; remaining "
+                "times from --estimate)")
+      ->capture_default_str();
   r->add_option("--blocking", replay->blocking,
                 "A job that does not fit: skip (later jobs pass), strict (nothing passes) or "
                 "backfill (EASY: reserved, later jobs pass if they do not delay it)");
   r->add_flag("--strict", replay->strict, "Same as --blocking strict");
   r->add_option("--estimate", replay->estimate,
-                "Run-time estimates for qssf and backfill: oracle (recorded duration), predicted "
-                "(learnt from finished jobs) or none (time limit, else 1 h)");
+                "Run-time estimates for qssf, srtf, srsf and backfill: oracle (recorded duration), "
+                "predicted "
+                "(learnt from finished jobs) or none (time limit, else 1 h)")
+      ->capture_default_str();
   r->add_option("--sharing", replay->sharing,
                 "Projects' weights, quotas and limits, reclaim, fair share (JSON or YAML)");
   r->add_option("--las-thresholds", replay->las_thresholds,
