@@ -126,8 +126,16 @@ expect_exit 2 "^corral sim: --best-params: usable_weight must be in \[0, 100\], 
 expect_exit 2 "^corral sim: --best-params: scale is not a number: 'big'$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy all \
   --best-params scale=big
-expect_exit 0 "best" -- "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" \
-  --policy best --seeds 1 --best-params usable_weight=0
+# A research run says which parameters best ran with (all of them), in the table and the JSON.
+expect_exit 0 "^fill: .*; best with --best-params demand_exp=.*,usable_weight=0$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best --seeds 1 \
+  --best-params usable_weight=0
+out=$("$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \
+  --seeds 1 --best-params usable_weight=0,scale=1000 -o json)
+if python3 -c 'import json,sys
+d=json.load(sys.stdin)
+assert "usable_weight=0" in d["best_params"] and "scale=1000" in d["best_params"], d
+assert d["results"][0]["policy"]=="best", d' <<<"$out"; then ok; else fail "fill --best-params JSON: $out"; fi
 # Help names every policy and the defaults: all for fill, fgd for replay (the server's is best),
 # and every key --best-params takes.
 expect_exit 0 "--policy TEXT=all +Placement policies, .*: random, .*, fgd, best \(best is corral's own and the server's default" -- \

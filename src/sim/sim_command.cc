@@ -190,12 +190,18 @@ int RunFillCommand(const FillFlags& f) {
   auto results =
       RunFillMatrix(in->nodes, in->tasks, *policies, in->seeds, f.input.tune, f.threads, *best);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
+  // Research runs say which parameters best ran with, so that their outputs are not mistaken for
+  // the shipped policy's.
+  const std::string best_params = f.best_params.empty() ? "" : sched::FormatBestParams(*best);
   if (f.output == "json") {
-    PrintJson(FillJson(*results));
+    nlohmann::json report = FillJson(*results);
+    if (!best_params.empty()) report["best_params"] = best_params;
+    PrintJson(report);
   } else {
     std::cout << "fill: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
               << f.input.pods << ", seeds " << f.input.seeds << ", tuned to " << f.input.tune * 100
-              << "% of GPU capacity\n"
+              << "% of GPU capacity"
+              << (best_params.empty() ? "" : "; best with --best-params " + best_params) << "\n"
               << FillTable(*results);
   }
   if (!f.out.empty()) {
