@@ -143,6 +143,8 @@ expect_exit 0 "--policy TEXT=all +Placement policies, .*: random, .*, fgd, best 
 expect_exit 0 "--best-params TEXT .*demand_exp=.*,scale=.*,levels=.*,used_bonus=.*,cpu_weight=.*,memory_weight=.*,usable_weight=" -- \
   "$corral" sim fill --help
 expect_exit 0 "--seeds TEXT=42-51" -- "$corral" sim bound --help
+expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*The table's configuration LP is not held to it" -- \
+  "$corral" sim bound --help
 expect_exit 0 "--policy TEXT=fgd +Placement policies" -- "$corral" sim replay --help
 expect_exit 0 "--order TEXT=fifo .*srtf or srsf .*remaining times from --estimate" -- \
   "$corral" sim replay --help

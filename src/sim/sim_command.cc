@@ -624,8 +624,14 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   b->add_option("--exact-nodes", bound->exact_nodes,
                 "Tightness: sample this many nodes per seed and compare the bound with the exact "
                 "optimum and the online policies (at most 200)");
+  const ConfigurationOptions configuration_defaults;
   b->add_option("--exact-time-limit", bound->exact_time_limit,
-                "Wall-clock seconds per exact solve (default 60; at most 3600)");
+                "Wall-clock seconds per exact solve (default 60; at most 3600). The table's "
+                "configuration LP is not held to it: up to " +
+                    std::to_string(configuration_defaults.max_iterations) +
+                    " master solves, each pricing problem up to " +
+                    nlohmann::json(configuration_defaults.pricing_time_limit_s).dump() +
+                    " s, so a large --exact-nodes can run for many minutes");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->add_option("--config-iterations", bound->config_iterations,
