@@ -90,6 +90,67 @@ expect_exit 2 "--exact-time-limit: needs --exact-nodes" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-time-limit 5
 expect_exit 2 "--exact-load: needs --exact-nodes" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-load 90
+# An empty workload is bad input (exit 2), found before any header is printed.
+head -1 "$work/jobs.jsonl" | sed 's/.*/# no jobs/' >"$work/empty.jsonl"
+expect_exit 2 "^corral sim: --pods: .*empty.jsonl holds no tasks$" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/empty.jsonl"
+expect_exit 2 "^corral sim: --pods: .*empty.jsonl holds no tasks$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/empty.jsonl"
+# A count typed negative is quoted as typed, not as the unsigned number it wraps to.
+expect_exit 2 "--exact-nodes: must be in \[1, 2\], got -1" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes -1
+expect_exit 2 "^--config-iterations: Value 0 not in range 1 to 1000000" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-iterations 0
+# --seeds errors quote the part as typed and say whether a range is empty or too long.
+expect_exit 2 "^corral sim: --seeds: '-3' is not a seed or a range LO-HI" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds -3
+expect_exit 2 "^corral sim: --seeds: '42-' is not a seed or a range LO-HI" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 42-
+expect_exit 2 "^corral sim: --seeds: range '51-42' is empty \(42 < 51\)$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 51-42
+expect_exit 2 "^corral sim: --seeds: range '0-10001' names more than 10001 seeds$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 0-10001
+expect_exit 2 "^--threads: Value -1 not in range 0 to 4096" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --threads -1
+# --best-params: errors name the key; without best among the policies it would be ignored, so
+# it is refused.
+expect_exit 2 "^corral sim: --best-params: only the best policy has these parameters, and --policy fgd,bestfit does not run it$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy fgd,bestfit \
+  --best-params usable_weight=0
+expect_exit 2 "^corral sim: --best-params: unknown key 'foo' \(known: .*usable_weight\)$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \
+  --best-params foo=1
+expect_exit 2 "^corral sim: --best-params: usable_weight must be in \[0, 100\], got -1$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \
+  --best-params usable_weight=-1
+expect_exit 2 "^corral sim: --best-params: scale is not a number: 'big'$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy all \
+  --best-params scale=big
+# A research run says which parameters best ran with (all of them), in the table and the JSON.
+expect_exit 0 "^fill: .*; best with --best-params demand_exp=.*,usable_weight=0$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best --seeds 1 \
+  --best-params usable_weight=0
+out=$("$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \
+  --seeds 1 --best-params usable_weight=0,scale=1000 -o json)
+if python3 -c 'import json,sys
+d=json.load(sys.stdin)
+assert "usable_weight=0" in d["best_params"] and "scale=1000" in d["best_params"], d
+assert d["results"][0]["policy"]=="best", d' <<<"$out"; then ok; else fail "fill --best-params JSON: $out"; fi
+# Help names every policy and the defaults: all for fill, fgd for replay (the server's is best),
+# and every key --best-params takes.
+expect_exit 0 "--policy TEXT=all +Placement policies, .*: random, .*, fgd, best \(best is corral's own and the server's default" -- \
+  "$corral" sim fill --help
+expect_exit 0 "--best-params TEXT .*demand_exp=.*,scale=.*,levels=.*,used_bonus=.*,cpu_weight=.*,memory_weight=.*,usable_weight=" -- \
+  "$corral" sim fill --help
+expect_exit 0 "--seeds TEXT=42-51" -- "$corral" sim bound --help
+expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*The table's configuration LP is not held to it" -- \
+  "$corral" sim bound --help
+expect_exit 0 "--policy TEXT=fgd +Placement policies" -- "$corral" sim replay --help
+expect_exit 0 "--order TEXT=fifo .*srtf or srsf .*remaining times from --estimate" -- \
+  "$corral" sim replay --help
+expect_exit 0 "--estimate TEXT=oracle +Run-time estimates for qssf, srtf, srsf and backfill" -- \
+  "$corral" sim replay --help
+expect_exit 0 "--nodes TEXT .*parts share a node that has room for them" -- "$corral" submit --help
 expect_exit 2 "argument --jobs: must be in \[1, 64\], got 0" -- \
   python3 "$here/../bench/placement_tune.py" --corral "$corral" --jobs 0
 expect_exit 2 "bad.jsonl:1: .*gpu_milli" -- \
@@ -128,6 +189,14 @@ out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" 
   --exact-nodes 2 --exact-time-limit 10)
 if grep -qE '^mean of 1 solved of 1: lp 0\.00, config 0\.00, exact 0\.00, .*lp_gap 0\.00' <<<"$out"; then ok
 else fail "sim bound --exact-nodes: $out"; fi
+
+# The configuration LP's table says per seed, in words, where it converged and how many master
+# solves it took, and says it is the higher unallocated % of the two bounds.
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
+  --config-iterations 5)
+if grep -qE "the higher unallocated %" <<<"$out" &&
+  grep -qE '^  seed 1: converged at [0-9]+ of [0-9]+ checkpoints, [0-9]+ master solves$' <<<"$out"
+then ok; else fail "sim bound --config-iterations: $out"; fi
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.

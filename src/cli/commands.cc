@@ -754,8 +754,9 @@ void AddSubmitFlags(CLI::App* c, SubmitFlags* f) {
   c->add_option("--tasks", f->tasks,
                 "Tasks started together (gang); MIN-MAX: elastic by nodes, one task per node");
   c->add_option("--nodes", f->nodes,
-                "Distributed job: parts, one per node (same as --tasks); MIN-MAX: elastic, as "
-                "Slurm's node range");
+                "Distributed job: parts (same as --tasks), each on one node; the fewest nodes "
+                "win, so parts share a node that has room for them (docs/distributed.md); "
+                "MIN-MAX: elastic, as Slurm's node range");
   c->add_option("--gpus-per-node", f->gpus_per_node, "GPUs of each part (same as --gpus)");
   c->add_option("--procs-per-node", f->procs_per_node,
                 "Processes (ranks) per part, usually one per GPU (default 1)");

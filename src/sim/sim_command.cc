@@ -37,6 +37,14 @@ void PrintJson(const nlohmann::json& report) {
   std::cout << report.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
 }
 
+// --policy's help: the registered names, and which one a cluster uses unless told otherwise.
+std::string PolicyHelp() {
+  std::string names;
+  for (const std::string& name : sched::PolicyNames()) names += (names.empty() ? "" : ", ") + name;
+  return "Placement policies, comma-separated, or 'all': " + names +
+         " (best is corral's own and the server's default; docs/placement.md)";
+}
+
 // Splits "a,b,c"; "all" expands to every registered policy.
 Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
   if (text == "all") return sched::PolicyNames();
@@ -56,11 +64,14 @@ Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
   return out;
 }
 
-// "42-51", "42,45,50" or "7".
+// The most seeds one range may name (`--seeds 0-10000`).
+constexpr uint64_t kMaxSeedsPerRange = 10001;
+
+// "42-51", "42,45,50" or "7". Errors quote the part as typed ("-3", "42-") and say what is wrong.
 Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
-  auto number = [&](const std::string& s) -> Result<uint64_t> {
+  auto number = [](const std::string& s) -> std::optional<uint64_t> {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) {
-      return InvalidArgument("--seeds: '" + s + "' is not a non-negative integer");
+      return std::nullopt;
     }
     return std::stoull(s);
   };
@@ -68,21 +79,24 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   for (size_t start = 0; start <= text.size();) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
-    std::string part = text.substr(start, comma - start);
-    size_t dash = part.find('-');
-    if (dash == std::string::npos) {
-      auto v = number(part);
-      if (!v.ok()) return v.status();
-      out.push_back(*v);
-    } else {
-      auto lo = number(part.substr(0, dash)), hi = number(part.substr(dash + 1));
-      if (!lo.ok()) return lo.status();
-      if (!hi.ok()) return hi.status();
-      if (*hi < *lo || *hi - *lo > 10000) {
-        return InvalidArgument("--seeds: range '" + part + "' is empty or too long");
-      }
-      for (uint64_t s = *lo; s <= *hi; ++s) out.push_back(s);
+    const std::string part = text.substr(start, comma - start);
+    const size_t dash = part.find('-');
+    const auto lo = number(part.substr(0, dash));
+    const auto hi = dash == std::string::npos ? lo : number(part.substr(dash + 1));
+    if (!lo || !hi) {
+      return InvalidArgument("--seeds: '" + part +
+                             "' is not a seed or a range LO-HI of non-negative integers (e.g. "
+                             "42-51 or 42,45,50)");
     }
+    if (*hi < *lo) {
+      return InvalidArgument("--seeds: range '" + part + "' is empty (" + std::to_string(*hi) +
+                             " < " + std::to_string(*lo) + ")");
+    }
+    if (*hi - *lo >= kMaxSeedsPerRange) {
+      return InvalidArgument("--seeds: range '" + part + "' names more than " +
+                             std::to_string(kMaxSeedsPerRange) + " seeds");
+    }
+    for (uint64_t s = *lo; s <= *hi; ++s) out.push_back(s);
     start = comma + 1;
   }
   return out;
@@ -117,8 +131,12 @@ void AddFillInputOptions(CLI::App* app, FillInputFlags& flags) {
   app->add_option("--nodes", flags.nodes, "Node list: openb CSV, nodes .jsonl, or gen:SPEC")
       ->required();
   app->add_option("--pods", flags.pods, "Tasks: openb pod CSV or any trace format")->required();
-  app->add_option("--seeds", flags.seeds, "Seeds: 42-51, or a comma list");
-  app->add_option("--tune", flags.tune, "Tune the workload to this multiple of GPU capacity");
+  app->add_option("--seeds", flags.seeds,
+                  "Seeds, one run each: LO-HI, a comma list, or both (42-51,60)")
+      ->capture_default_str();
+  app->add_option("--tune", flags.tune,
+                  "Tune the workload to this multiple of GPU capacity, in (0, 10]")
+      ->capture_default_str();
 }
 
 struct FillFlags {
@@ -148,6 +166,7 @@ Result<FillInputs> LoadFillInputs(const FillInputFlags& f) {
   for (const auto& j : trace->jobs) {
     for (int t = 0; t < j.job.tasks; ++t) in.tasks.push_back(j.job.resources);
   }
+  if (in.tasks.empty()) return InvalidArgument("--pods: " + f.pods + " holds no tasks");
   return in;
 }
 
@@ -156,6 +175,13 @@ int RunFillCommand(const FillFlags& f) {
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   auto policies = ParsePolicies(f.policy);
   if (!policies.ok()) return Fail(policies.status(), kExitBadInput);
+  if (!f.best_params.empty() &&
+      std::find(policies->begin(), policies->end(), "best") == policies->end()) {
+    return Fail(InvalidArgument("--best-params: only the best policy has these parameters, and "
+                                "--policy " +
+                                f.policy + " does not run it"),
+                kExitBadInput);
+  }
   auto best = sched::ParseBestParams(f.best_params);
   if (!best.ok()) {
     return Fail(Status(best.status().code(), "--best-params: " + best.status().message()),
@@ -164,12 +190,18 @@ int RunFillCommand(const FillFlags& f) {
   auto results =
       RunFillMatrix(in->nodes, in->tasks, *policies, in->seeds, f.input.tune, f.threads, *best);
   if (!results.ok()) return Fail(results.status(), kExitRunFailed);
+  // Research runs say which parameters best ran with, so that their outputs are not mistaken for
+  // the shipped policy's.
+  const std::string best_params = f.best_params.empty() ? "" : sched::FormatBestParams(*best);
   if (f.output == "json") {
-    PrintJson(FillJson(*results));
+    nlohmann::json report = FillJson(*results);
+    if (!best_params.empty()) report["best_params"] = best_params;
+    PrintJson(report);
   } else {
     std::cout << "fill: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
               << f.input.pods << ", seeds " << f.input.seeds << ", tuned to " << f.input.tune * 100
-              << "% of GPU capacity\n"
+              << "% of GPU capacity"
+              << (best_params.empty() ? "" : "; best with --best-params " + best_params) << "\n"
               << FillTable(*results);
   }
   if (!f.out.empty()) {
@@ -182,8 +214,9 @@ int RunFillCommand(const FillFlags& f) {
 // `sim bound`; with --exact-nodes, the bound's tightness on sampled clusters instead.
 struct BoundFlags {
   FillInputFlags input;
-  // Unset: the bound on the whole cluster. The other two need it.
-  std::optional<size_t> exact_nodes;
+  // Unset: the bound on the whole cluster. The other two need it. Signed, so that an error quotes
+  // a negative count as typed.
+  std::optional<int64_t> exact_nodes;
   std::optional<double> exact_time_limit;  // seconds; default 60
   std::optional<double> exact_load;        // % of GPU capacity; default 100
   // Set: also the configuration LP's bound, with at most this many master solves per checkpoint.
@@ -191,7 +224,7 @@ struct BoundFlags {
 };
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
-  const size_t exact_nodes = *b.exact_nodes;
+  const int64_t requested_nodes = *b.exact_nodes;
   const double exact_time_limit = b.exact_time_limit.value_or(60);
   const double exact_load = b.exact_load.value_or(100);
   if (!(exact_time_limit > 0 && exact_time_limit <= kMaxExactSeconds)) {
@@ -203,12 +236,13 @@ int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
     return Fail(InvalidArgument("--exact-load: must be in (0, 1000] (% of GPU capacity)"),
                 kExitBadInput);
   }
-  if (exact_nodes == 0 || exact_nodes > kMaxExactNodes || exact_nodes > in.nodes.size()) {
-    return Fail(InvalidArgument("--exact-nodes: must be in [1, " +
-                                std::to_string(std::min(kMaxExactNodes, in.nodes.size())) +
-                                "], got " + std::to_string(exact_nodes)),
+  const size_t max_nodes = std::min(kMaxExactNodes, in.nodes.size());
+  if (requested_nodes < 1 || static_cast<uint64_t>(requested_nodes) > max_nodes) {
+    return Fail(InvalidArgument("--exact-nodes: must be in [1, " + std::to_string(max_nodes) +
+                                "], got " + std::to_string(requested_nodes)),
                 kExitBadInput);
   }
+  const size_t exact_nodes = static_cast<size_t>(requested_nodes);
   std::vector<TightnessRow> rows;
   for (uint64_t seed : in.seeds) {
     auto row = RunFillTightness(in.nodes, in.tasks, seed, b.input.tune, exact_nodes, exact_load,
@@ -258,18 +292,20 @@ int RunBoundCommand(const BoundFlags& b) {
     auto bounds = RunFillBounds(in->nodes, in->tasks, seed, f.tune,
                                 ConfigurationOptions{.max_iterations = *b.config_iterations});
     if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
-    converged += " " + std::to_string(seed) + ": " + std::to_string(bounds->converged) + "/" +
-                 std::to_string(bounds->checkpoints) + " (" + std::to_string(bounds->iterations) +
-                 ")";
+    converged += "\n  seed " + std::to_string(seed) + ": converged at " +
+                 std::to_string(bounds->converged) + " of " + std::to_string(bounds->checkpoints) +
+                 " checkpoints, " + std::to_string(bounds->iterations) + " master solves";
     lp.push_back(std::move(bounds->lp));
     configuration.push_back(std::move(bounds->configuration));
   }
   if (b.config_iterations) {
-    std::cout << "The configuration LP (column generation; each checkpoint the smaller of its "
-                 "bound and the LP's). Per seed: checkpoints where it converged, of those solved "
-                 "(the others hold its Lagrangian bound), and master solves:"
+    std::cout << "The configuration LP's bound (column generation; at each checkpoint the tighter "
+                 "of it and the LP's, i.e. the higher unallocated %; where it did not converge, "
+                 "its Lagrangian bound):"
               << converged << "\n"
-              << FillBoundTable(configuration) << "The dual feasible function LP:\n";
+              << FillBoundTable(configuration)
+              << "The LP bound (dual feasible functions; what sim bound prints without "
+                 "--config-iterations):\n";
   }
   std::cout << FillBoundTable(lp);
   return 0;
@@ -568,14 +604,17 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   CLI::App* f = sim->add_subcommand(
       "fill", "Place tasks one by one, never releasing (the FGD paper's experiment)");
   AddFillInputOptions(f, fill->input);
-  f->add_option("--policy", fill->policy, "Policies, comma-separated, or 'all'");
+  f->add_option("--policy", fill->policy, PolicyHelp())->capture_default_str();
   f->add_option("--out", fill->out, "Directory for per-step CSVs and the plot");
   f->add_option("-o,--output", fill->output, "table or json")
       ->check(CLI::IsMember({"table", "json"}));
-  f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)");
+  f->add_option("--threads", fill->threads, "Worker threads (0 = all cores)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   f->add_option("--best-params", fill->best_params,
-                "Research: tunables of the best policy, k=v,... (demand_exp, scale, levels, "
-                "used_bonus, cpu_weight)");
+                "Research: the best policy's parameters, k=v,... (needs best in --policy; unset "
+                "keys keep the shipped values: " +
+                    sched::FormatBestParams(sched::BestParams{}) + "; docs/placement.md)");
   f->callback([fill, exit_code] { *exit_code = RunFillCommand(*fill); });
 
   auto bound = std::make_shared<BoundFlags>();
@@ -585,14 +624,20 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   b->add_option("--exact-nodes", bound->exact_nodes,
                 "Tightness: sample this many nodes per seed and compare the bound with the exact "
                 "optimum and the online policies (at most 200)");
+  const ConfigurationOptions configuration_defaults;
   b->add_option("--exact-time-limit", bound->exact_time_limit,
-                "Wall-clock seconds per exact solve (default 60; at most 3600)");
+                "Wall-clock seconds per exact solve (default 60; at most 3600). The table's "
+                "configuration LP is not held to it: up to " +
+                    std::to_string(configuration_defaults.max_iterations) +
+                    " master solves, each pricing problem up to " +
+                    nlohmann::json(configuration_defaults.pricing_time_limit_s).dump() +
+                    " s, so a large --exact-nodes can run for many minutes");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->add_option("--config-iterations", bound->config_iterations,
                 "Also the configuration LP's bound (column generation, CBC pricing), at most this "
                 "many master solves per checkpoint (docs/placement.md, \"The limit (session 42)\")")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1'000'000));
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
@@ -602,17 +647,21 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
       ->required();
   r->add_option("--trace", replay->trace, "Job trace")->required();
   r->add_option("--format", replay->format, "openb, tiresias, helios or jsonl (default: detect)");
-  r->add_option("--policy", replay->policy, "Placement policies, comma-separated, or 'all'");
+  r->add_option("--policy", replay->policy, PolicyHelp())->capture_default_str();
   r->add_option("--order", replay->order,
                 "Queue order: fifo, priority, fairshare, sjf, qssf, las (2D-LAS), srtf or srsf "
-                "(shortest remaining time / service first, preemptive: need --resume)");
+                "(shortest remaining time / service first, preemptive: need --resume; remaining "
+                "times from --estimate)")
+      ->capture_default_str();
   r->add_option("--blocking", replay->blocking,
                 "A job that does not fit: skip (later jobs pass), strict (nothing passes) or "
                 "backfill (EASY: reserved, later jobs pass if they do not delay it)");
   r->add_flag("--strict", replay->strict, "Same as --blocking strict");
   r->add_option("--estimate", replay->estimate,
-                "Run-time estimates for qssf and backfill: oracle (recorded duration), predicted "
-                "(learnt from finished jobs) or none (time limit, else 1 h)");
+                "Run-time estimates for qssf, srtf, srsf and backfill: oracle (recorded duration), "
+                "predicted "
+                "(learnt from finished jobs) or none (time limit, else 1 h)")
+      ->capture_default_str();
   r->add_option("--sharing", replay->sharing,
                 "Projects' weights, quotas and limits, reclaim, fair share (JSON or YAML)");
   r->add_option("--las-thresholds", replay->las_thresholds,
