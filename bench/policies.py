@@ -446,6 +446,13 @@ ORDER_CONFIGS = [
     ("SRTF, oracle, bestfit", "srtf", "oracle", [*RESUME, "--policy", "bestfit"], True),
     ("SRTF, predicted, bestfit", "srtf", "predicted", [*RESUME, "--policy", "bestfit"], False),
     ("SRSF, predicted, bestfit", "srsf", "predicted", [*RESUME, "--policy", "bestfit"], False),
+    # Session 43: re-packing (running one-node jobs move, free under --resume, to make room for
+    # a job that fits no node), for the reference and the best non-oracle rows.
+    ("SRTF, oracle, re-packing", "srtf", "oracle", [*RESUME, "--repack"], True),
+    ("SRTF, predicted, bestfit, re-packing", "srtf", "predicted",
+     [*RESUME, "--policy", "bestfit", "--repack"], False),
+    ("SRSF, predicted, bestfit, re-packing", "srsf", "predicted",
+     [*RESUME, "--policy", "bestfit", "--repack"], False),
 ]
 
 

@@ -909,6 +909,80 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
   return placed;
 }
 
+std::optional<std::vector<Allocation>> Scheduler::Repack(Shape& shape, const model::Job& job,
+                                                         Seconds now, Decisions& out) {
+  // Per node: GPU milli held and the running jobs there; a node holding a task of a gang or of
+  // a job started in this pass cannot be cleared.
+  struct Held {
+    int64_t milli = 0;
+    bool movable = true;
+    std::vector<JobId> jobs;
+  };
+  std::unordered_map<NodeIndex, Held> held;
+  for (const auto& [id, run] : running_) {
+    const bool movable = run.tasks.size() == 1 && run.start_seq < pass_first_seq_;
+    for (const Allocation& a : run.tasks) {
+      Held& h = held[a.node];
+      for (const GpuShare& g : a.gpus) h.milli += g.milli.value();
+      h.movable = h.movable && movable;
+      h.jobs.push_back(id);
+    }
+  }
+  std::vector<std::pair<int64_t, NodeIndex>> nodes;
+  for (auto& [node, h] : held) {
+    if (h.movable && h.milli > 0) nodes.push_back({h.milli, node});
+  }
+  std::sort(nodes.begin(), nodes.end());
+  const TaskRequest& request = RequestOf(shape);
+  // Clear the least held nodes one by one until the job fits.
+  std::vector<JobId> moved;
+  std::optional<std::vector<Allocation>> placed;
+  const size_t limit = std::min(nodes.size(), static_cast<size_t>(job.tasks) + kRepackSpareNodes);
+  for (size_t k = 0; k < limit && !placed; ++k) {
+    std::vector<JobId>& jobs = held[nodes[k].second].jobs;
+    std::sort(jobs.begin(), jobs.end());
+    for (JobId id : jobs) {
+      for (const Allocation& a : running_.at(id).tasks) (void)state_.Release(a);
+      moved.push_back(id);
+    }
+    if (placer_.GpusCouldFit(request)) placed = PlaceGang(shape);
+  }
+  // Then every moved job elsewhere, the largest first.
+  std::vector<std::pair<JobId, std::vector<Allocation>>> moves;
+  if (placed) {
+    std::sort(moved.begin(), moved.end(), [&](JobId a, JobId b) {
+      const int64_t ma = MilliOf(*running_.at(a).job), mb = MilliOf(*running_.at(b).job);
+      return ma != mb ? ma > mb : a < b;
+    });
+    for (JobId id : moved) {
+      auto to = PlaceGang(shapes_[groups_[GroupOf(*running_.at(id).job)].shape]);
+      if (!to) break;
+      moves.emplace_back(id, std::move(*to));
+    }
+  }
+  if (!placed || moves.size() < moved.size()) {
+    for (const auto& [id, tasks] : moves) ReleaseAll(tasks);
+    if (placed) ReleaseAll(*placed);
+    for (JobId id : moved) {
+      for (const Allocation& a : running_.at(id).tasks) (void)state_.Allocate(a);
+    }
+    return std::nullopt;
+  }
+  for (auto& [id, tasks] : moves) {
+    const double lost = LostWorkOf(id, now);
+    Running run = StopRunning(id, /*release=*/false);  // released above
+    attained_[id] += AttainedIn(run, now);
+    out.preemptions.push_back(
+        {id, job.id,
+         kPreemptedReasonPrefix + Id(job.id) + " (moved to another node to make room: re-packing)",
+         lost});
+    const bool borrowed = WouldBorrow(*run.job, run.project);
+    StartRunning(std::move(run.job), tasks, now);
+    out.starts.push_back(JobStart{id, std::move(tasks), borrowed});
+  }
+  return placed;
+}
+
 Seconds Scheduler::ExpectedEndAt(const Running& run, Seconds now) const {
   return ExpectedEndOf(run.start, Seconds(run.estimated_end.value() - run.start.value()),
                        run.job->time_limit, now)
@@ -1120,7 +1194,8 @@ Decisions Scheduler::Schedule(Seconds now) {
   for (auto& [bucket, items] : gathered)
     heads.emplace(bucket, Heap(std::greater<>(), std::move(items)));
   std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
-  std::set<int> las_tried;  // shapes that tried 2D-LAS preemption in this pass
+  std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
+  std::set<int> repack_tried;  // shapes that tried re-packing in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
   bool lending = !AnyQuota();
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
@@ -1212,6 +1287,10 @@ Decisions Scheduler::Schedule(Seconds now) {
       placed = PlaceGang(shape);
     }
     bool preempted = false;
+    if (!placed && config_.repack && repack_tried.insert(group.shape).second) {
+      placed = Repack(shape, job, now, out);
+      preempted = placed.has_value();
+    }
     if (!placed && reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
         QuotaHasRoom(job, group.project)) {
       placed = Reclaim(shape, job, now, out.preemptions);

@@ -118,6 +118,13 @@ struct SchedulerConfig {
   VictimOrder victims = VictimOrder::kPriority;
   // A running job is no reclaim victim before it has run this long (since its start or resize).
   Seconds min_run_before_preemption{0};
+  // Re-packing: a job that fits no node now may move running one-node jobs, started before
+  // this pass, off the nodes that hold the fewest GPUs, until it fits there, when every job
+  // moved fits elsewhere at once (else nothing moves). A move is reported as a Preemption and
+  // a JobStart of the same job in one Decisions: free only where a stopped job resumes without
+  // loss (the simulator's --resume). Tried before the order's own preemptions, once per shape
+  // and pass.
+  bool repack = false;
 };
 
 // A job the scheduler decided to start: one allocation per task, in task-index order.
@@ -260,6 +267,8 @@ class Scheduler {
   // jobs keep the estimated ends they started with. Other orders ignore it.
   void NoteEstimatesChanged() { ++estimate_changes_; }
   static constexpr size_t kRekeyShare = 64;
+  // Re-packing clears at most a job's task count plus this many nodes for it.
+  static constexpr size_t kRepackSpareNodes = 2;
 
   // One scheduling pass at time `now` (never earlier than a previous pass): preemptions and
   // starts, in the order they were decided.
@@ -410,6 +419,10 @@ class Scheduler {
                                                     const std::vector<JobId>& candidates,
                                                     const std::string& why, Seconds now,
                                                     std::vector<Preemption>& preemptions);
+  // Re-packing (SchedulerConfig::repack): places `job` by moving running jobs, appending the
+  // moves to `out` (a Preemption and a JobStart each); nothing changes when it cannot.
+  std::optional<std::vector<Allocation>> Repack(Shape& shape, const model::Job& job, Seconds now,
+                                                Decisions& out);
   // When `run` is expected to end, seen at `now` (ExpectedEndOf).
   Seconds ExpectedEndAt(const Running& run, Seconds now) const;
   // GPU-seconds `run` attained in its current run until `now`.

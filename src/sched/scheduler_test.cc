@@ -836,6 +836,65 @@ TEST(SchedulerSrtf, SameCallsSameDecisions) {
       std::any_of(first.begin(), first.end(), [](const auto& e) { return std::get<2>(e) >= 0; }));
 }
 
+// Re-packing: nodes a and b hold 2 of their 4 GPUs each (jobs 1 and 3; job 2 ended). A 4-GPU
+// job fits no node; with re-packing one of jobs 1 and 3 (the one on the first node in index
+// order of the two equally held) moves to the other's node, reported as its preemption and
+// start in the same pass, and job 4 starts on the node it left.
+TEST(SchedulerRepack, MovesARunningJobToFreeANodeForAWaitingOne) {
+  for (bool repack : {false, true}) {
+    SchedulerConfig config{"bestfit"};
+    config.repack = repack;
+    auto s = MakeScheduler({{"a", 4}, {"b", 4}}, config);
+    for (int id : {1, 2, 3}) ASSERT_TRUE(s->Submit(MakeJob(id, 2)).ok());
+    EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2, 3}));
+    ASSERT_EQ(s->AllocationsOf(JobId(1))->front().node, s->AllocationsOf(JobId(2))->front().node);
+    const NodeIndex a = s->AllocationsOf(JobId(1))->front().node;
+    const NodeIndex b = s->AllocationsOf(JobId(3))->front().node;
+    const int64_t moved = a < b ? 1 : 3, stays = a < b ? 3 : 1;
+    const NodeIndex from = std::min(a, b), to = std::max(a, b);
+    ASSERT_TRUE(s->Finish(JobId(2)).ok());
+    ASSERT_TRUE(s->Submit(MakeJob(4, 4, 1, 0, 10)).ok());
+    const Decisions d = s->Schedule(Seconds(10));
+    if (!repack) {
+      EXPECT_TRUE(d.preemptions.empty());
+      EXPECT_TRUE(d.starts.empty());
+      continue;
+    }
+    ASSERT_EQ(d.preemptions.size(), 1u);
+    EXPECT_EQ(d.preemptions[0].job, JobId(moved));
+    EXPECT_EQ(d.preemptions[0].for_job, JobId(4));
+    EXPECT_NE(d.preemptions[0].reason.find("re-packing"), std::string::npos);
+    EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{moved, 4}));
+    EXPECT_EQ(s->AllocationsOf(JobId(moved))->front().node, to);
+    EXPECT_EQ(s->AllocationsOf(JobId(stays))->front().node, to);
+    EXPECT_EQ(s->AllocationsOf(JobId(4))->front().node, from);
+    EXPECT_EQ(s->pending_count(), 0u);
+    EXPECT_EQ(s->running_count(), 3u);
+  }
+}
+
+// Nothing moves when a moved job would fit nowhere else: jobs of 3 GPUs on two 4-GPU nodes
+// leave 2 GPUs free in all, and a 4-GPU job waits with every allocation as it was.
+TEST(SchedulerRepack, NothingMovesWhenTheMovedJobsFitNowhereElse) {
+  SchedulerConfig config{"bestfit"};
+  config.repack = true;
+  auto s = MakeScheduler({{"a", 4}, {"b", 4}}, config);
+  for (int id : {1, 2}) ASSERT_TRUE(s->Submit(MakeJob(id, 3)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2}));
+  const std::vector<Allocation> one = *s->AllocationsOf(JobId(1));
+  const std::vector<Allocation> two = *s->AllocationsOf(JobId(2));
+  ASSERT_TRUE(s->Submit(MakeJob(3, 4, 1, 0, 10)).ok());
+  const Decisions d = s->Schedule(Seconds(10));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(*s->AllocationsOf(JobId(1)), one);
+  EXPECT_EQ(*s->AllocationsOf(JobId(2)), two);
+  // The rollback left the state whole: a 1-GPU job still fits on each node.
+  ASSERT_TRUE(s->Submit(MakeJob(4, 1, 1, 0, 20)).ok());
+  ASSERT_TRUE(s->Submit(MakeJob(5, 1, 1, 0, 20)).ok());
+  EXPECT_EQ(Started(s->Schedule(Seconds(20)).starts), (std::vector<int64_t>{4, 5}));
+}
+
 // Elements 1..n of array `array` (ids array..array+n-1), each asking one GPU.
 std::vector<model::Job> ArrayElements(int64_t array, int n, std::optional<int> max_running) {
   std::vector<model::Job> elements;

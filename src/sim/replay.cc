@@ -466,6 +466,9 @@ Status CheckReplayConfig(const ReplayConfig& config) {
     return InvalidArgument("--order " + std::string(sched::QueueOrderName(config.order)) +
                            " needs --resume: SRTF and SRSF resume preempted jobs without penalty");
   }
+  if (config.repack && !config.resume) {
+    return InvalidArgument("--repack needs --resume: a moved job resumes without penalty");
+  }
   return Status::Ok();
 }
 
@@ -563,7 +566,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
       sched::SchedulerConfig{config.policy, config.order, config.blocking, config.seed,
                              config.sharing, estimate, config.las_thresholds_gpu_s,
                              config.gang_placement, config.victims,
-                             Seconds(config.min_run_before_preemption_s)},
+                             Seconds(config.min_run_before_preemption_s), config.repack},
       context);
   if (!scheduler.ok()) return scheduler.status();
   sched::Scheduler& s = **scheduler;

@@ -65,6 +65,9 @@ struct ReplayConfig {
   // Required by the orders that preempt by remaining run (sched::PreemptsByRemaining): oracle
   // SRTF and SRSF resume preempted jobs without penalty (issue 21).
   bool resume = false;
+  // Re-packing (sched::SchedulerConfig::repack): running jobs move between nodes to make room.
+  // A move is a preemption whose victim starts again in the same pass, so it needs `resume`.
+  bool repack = false;
   // Besides a pass at every arrival and every end, one pass this often (seconds) while jobs
   // wait; 0: only at arrivals and ends. The server passes at least every second. A pass without
   // an arrival or an end can still decide something: a reclaim of GPUs that the previous pass
@@ -223,7 +226,7 @@ struct ReplayResult {
 };
 
 // The rules between a config's fields that RunReplay checks first, named by their CLI flags:
-// an order that preempts by remaining run (srtf, srsf) needs `resume`.
+// an order that preempts by remaining run (srtf, srsf), and `repack`, need `resume`.
 Status CheckReplayConfig(const ReplayConfig& config);
 
 // Runs one replay. Errors: unknown policy, invalid sharing config or LAS thresholds, invalid

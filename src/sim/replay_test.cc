@@ -408,6 +408,40 @@ TEST(ReplaySrtf, RefusesToRunWithoutResume) {
   }
 }
 
+// Re-packing moves a running job as a free preemption: it needs resume, like SRTF.
+TEST(ReplayRepack, RefusesToRunWithoutResume) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 1, 0, 1000)};
+  ReplayConfig config{"bestfit"};
+  config.repack = true;
+  auto r = RunReplay(OneNode(1), trace, config);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--repack needs --resume"), std::string::npos)
+      << r.status().message();
+}
+
+// Two 4-GPU nodes: bestfit puts jobs 1 and 2 (2 GPUs) on the first, job 3 on the second. When
+// job 2 ends at 100, job 4 (4 GPUs) finds 2 GPUs free on each node. With re-packing job 1 moves
+// to the second node and job 4 starts at once; job 1 loses nothing (it still ends at 1,000).
+// Without, job 4 waits for jobs 1 and 3 to end.
+TEST(ReplayRepack, AMovedJobKeepsItsProgressAndTheWaitingJobStarts) {
+  Trace trace;
+  trace.jobs = {MakeTraceJob(1, 2, 0, 1000), MakeTraceJob(2, 2, 0, 100),
+                MakeTraceJob(3, 2, 0, 1000), MakeTraceJob(4, 4, 100, 500)};
+  for (bool repack : {false, true}) {
+    ReplayConfig config{"bestfit"};
+    config.resume = true;
+    config.repack = repack;
+    auto r = RunReplay(Nodes(2, 4), trace, config);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(Outcome(*r, 4).start_s, repack ? 100 : 1000) << repack;
+    EXPECT_EQ(Outcome(*r, 1).end_s, 1000);
+    EXPECT_EQ(Outcome(*r, 3).end_s, 1000);
+    EXPECT_EQ(r->preemptions, repack ? 1 : 0);
+    EXPECT_DOUBLE_EQ(r->lost_gpu_s, 0);
+  }
+}
+
 // The queue is ordered by what is left, not the total: job 1 (1,000 s) is preempted at 10 by
 // job 2 (950 s); job 3 (995 s) arrives at 20 and does not preempt job 2 (940 s left). When job 2
 // ends, job 1's 990 s left go before job 3's 995 s.

@@ -319,7 +319,7 @@ struct ReplayFlags {
   uint64_t seed = 0;
   int64_t pass_interval_s = 0;
   int64_t eta_rows = 0;
-  bool strict = false, resume = false, no_frag = false;
+  bool strict = false, resume = false, repack = false, no_frag = false;
   // Elastic jobs and checkpoints (docs/elastic.md): shares and alphas are comma-separated lists,
   // every pair replayed (a sweep).
   std::string elastic_share = "0", elastic_alpha = "0.8", victims = "priority";
@@ -402,6 +402,7 @@ Result<ReplayConfig> ReplayConfigOf(const ReplayFlags& f) {
   }
   config.gang_placement = *gang_placement;
   config.resume = f.resume;
+  config.repack = f.repack;
   config.pass_interval_s = f.pass_interval_s;
   config.eta_queue_rows = f.eta_rows;
   config.seed = f.seed;
@@ -671,6 +672,9 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "possible; default) or each-task (each where the policy puts a lone task)");
   r->add_flag("--resume", replay->resume,
               "A preempted job keeps its progress (default: it restarts from scratch)");
+  r->add_flag("--repack", replay->repack,
+              "Re-pack: a job that fits no node moves running one-node jobs to other nodes to "
+              "free room for it (a free move: needs --resume)");
   r->add_option("--pass-interval", replay->pass_interval_s,
                 "Also run a scheduling pass every this many seconds while jobs wait (0: only at "
                 "arrivals and ends)")
