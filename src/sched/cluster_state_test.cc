@@ -444,14 +444,16 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
     ASSERT_TRUE(scanned.AddNode(n).ok());
     ASSERT_TRUE(indexed.AddNode(n).ok());
   }
-  // The index holds exactly the active classes, each under its current free capacity, and no
-  // empty group.
+  // The index holds exactly the active classes, each under its current free capacity, in
+  // ascending (free CPU, id) order within a group, and no empty group.
   auto expect_index_is_active_classes = [&](int step) {
     for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
       std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
       std::set<int> in_index;
       for (const auto& [group, classes] : indexed.FreeCapacityIndex(m)) {
         EXPECT_FALSE(classes.empty()) << "model " << m << ", step " << step;
+        EXPECT_TRUE(std::is_sorted(classes.begin(), classes.end()))
+            << "model " << m << ", step " << step;
         for (const auto& [cpu_free, class_id] : classes) {
           const NodeClass& c = indexed.node_class(class_id);
           EXPECT_EQ(group, (FreeCapacityGroup{c.gpu_free_total, c.full_free, c.max_free}));
