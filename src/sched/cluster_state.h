@@ -258,12 +258,12 @@ class ClusterState {
   // share, or whole GPUs). Equal keys lead to the same class, so the class found once by
   // ClassFor is remembered (classes are never removed, so an id stays right).
   struct Transition {
-    int from = -1;
-    int gpus = 0;
-    int32_t before = 0;
-    int32_t milli = 0;
-    int64_t cpu = 0;
-    int64_t memory = 0;
+    int from = -1;       // the node's class before
+    int gpus = 0;        // GPU shares in the allocation
+    int32_t before = 0;  // milli free on each of their GPUs before
+    int32_t milli = 0;   // milli each takes
+    int64_t cpu = 0;     // CPU milli taken
+    int64_t memory = 0;  // MiB taken
     bool operator==(const Transition&) const = default;
   };
   struct TransitionHash {
