@@ -83,14 +83,19 @@ const FreeCapacityIndexMap& ClusterState::FreeCapacityIndex(int model) const {
 void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   FreeCapacityIndexMap& index = free_index_[ModelSlot(c.model)];
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
+  const std::pair<int64_t, int> entry{c.cpu_free, id};
   if (sign > 0) {
-    index[group].emplace(c.cpu_free, id);
+    std::vector<std::pair<int64_t, int>>& classes = index[group];
+    classes.insert(std::lower_bound(classes.begin(), classes.end(), entry), entry);
     return;
   }
-  auto it = index.find(group);
-  CORRAL_CHECK(it != index.end());  // indexed when it became active (Attach), unchanged since
-  it->second.erase({c.cpu_free, id});
-  if (it->second.empty()) index.erase(it);
+  auto found = index.find(group);
+  CORRAL_CHECK(found != index.end());  // indexed when it became active (Attach), unchanged since
+  std::vector<std::pair<int64_t, int>>& classes = found->second;
+  auto it = std::lower_bound(classes.begin(), classes.end(), entry);
+  CORRAL_CHECK(it != classes.end() && *it == entry);
+  classes.erase(it);
+  if (classes.empty()) index.erase(found);
 }
 
 uint64_t ClusterState::RuntimeBit(std::string_view runtime) const {
@@ -240,10 +245,36 @@ bool ClusterState::Fits(const Allocation& a) const {
   return true;
 }
 
+size_t ClusterState::TransitionHash::operator()(const Transition& t) const {
+  uint64_t hash = 0;
+  auto mix = [&hash](uint64_t v) { hash = std::rotl((hash ^ v) * 0x9E3779B97F4A7C15ull, 29); };
+  mix(static_cast<uint64_t>(t.from));
+  mix((static_cast<uint64_t>(t.gpus) << 40) ^ (static_cast<uint64_t>(t.before) << 20) ^
+      static_cast<uint64_t>(t.milli));
+  mix(static_cast<uint64_t>(t.cpu));
+  mix(static_cast<uint64_t>(t.memory));
+  return static_cast<size_t>(hash);
+}
+
 Status ClusterState::Allocate(const Allocation& a) {
   if (!Fits(a)) return FailedPrecondition("allocation does not fit on its node");
-  Detach(a.node);
   NodeState& node = nodes_[a.node];
+  // ClassFor (sorting, hashing and comparing the node's state) was the largest part of a
+  // placement's bookkeeping; most placements repeat a transition already seen.
+  Transition transition{node.class_id,   static_cast<int>(a.gpus.size()), 0, 0, a.cpu.value(),
+                        a.memory.value()};
+  bool remembers = node.class_id >= 0 && !options_.track_task_kinds;
+  if (remembers && !a.gpus.empty()) {
+    transition.before = node.gpu_free[a.gpus.front().index];
+    transition.milli = static_cast<int32_t>(a.gpus.front().milli.value());
+    for (const GpuShare& g : a.gpus) {
+      // Whole GPUs are distinct GPUs (Fits: a GPU holds at most 1000).
+      remembers = remembers && (a.gpus.size() == 1 || (node.gpu_free[g.index] == kFullMilli &&
+                                                       g.milli.value() == kFullMilli));
+    }
+  }
+  auto known = remembers ? transitions_.find(transition) : transitions_.end();
+  Detach(a.node);
   node.cpu_free -= a.cpu.value();
   node.memory_free -= a.memory.value();
   for (const GpuShare& g : a.gpus) {
@@ -260,7 +291,15 @@ Status ClusterState::Allocate(const Allocation& a) {
       ++it->second;
     }
   }
+  if (known != transitions_.end()) {
+    Attach(a.node, known->second);
+    return Status::Ok();
+  }
   Attach(a.node);
+  if (remembers) {
+    if (transitions_.size() >= kTransitions) transitions_.clear();
+    transitions_.emplace(transition, node.class_id);
+  }
   return Status::Ok();
 }
 
@@ -398,10 +437,10 @@ void ClusterState::Detach(NodeIndex n) {
   node.class_id = -1;
 }
 
-void ClusterState::Attach(NodeIndex n) {
+void ClusterState::Attach(NodeIndex n, int class_id) {
   NodeState& node = nodes_[n];
   if (!node.present || !node.schedulable) return;
-  int id = ClassFor(node);
+  const int id = class_id >= 0 ? class_id : ClassFor(node);
   NodeClass& c = classes_[id];
   c.members.insert({node.tie_rank, n});
   if (c.active_pos < 0) {

@@ -169,9 +169,12 @@ struct FreeCapacityGroup {
   int max_free = 0;
   auto operator<=>(const FreeCapacityGroup&) const = default;
 };
-// The active classes of a model by FreeCapacityGroup, each group's classes by (free CPU, class
-// id): the next group is one step away, and a group's search by CPU looks at that group only.
-using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::set<std::pair<int64_t, int>>>;
+// The active classes of a model by FreeCapacityGroup, each group's classes as (free CPU, class
+// id) in ascending order (a sorted vector: groups hold few classes, and a set's node per class
+// cost more to make and free than the rest of the index): the next group is one step away, and
+// a group's search by CPU looks at that group only. No group is empty (empty groups left in
+// place made the search walk them: 2.5x the instructions).
+using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<std::pair<int64_t, int>>>;
 
 class ClusterState {
  public:
@@ -244,8 +247,31 @@ class ClusterState {
 
  private:
   void Detach(NodeIndex n);  // takes the node out of its class and the model statistics
-  void Attach(NodeIndex n);  // puts it (back) in the class of its current state
+  // Puts it (back) in the class of its current state: `class_id` when the caller knows it
+  // (a remembered transition), else found by ClassFor.
+  void Attach(NodeIndex n, int class_id = -1);
   int ClassFor(const NodeState& node);
+
+  // A class's change under one allocation, when the class it leads to follows from the class
+  // and the allocation alone: no task kinds tracked (a class holds their set, not their counts)
+  // and every GPU share takes `milli` from a GPU that had `before` free, on distinct GPUs (one
+  // share, or whole GPUs). Equal keys lead to the same class, so the class found once by
+  // ClassFor is remembered (classes are never removed, so an id stays right).
+  struct Transition {
+    int from = -1;       // the node's class before
+    int gpus = 0;        // GPU shares in the allocation
+    int32_t before = 0;  // milli free on each of their GPUs before
+    int32_t milli = 0;   // milli each takes
+    int64_t cpu = 0;     // CPU milli taken
+    int64_t memory = 0;  // MiB taken
+    bool operator==(const Transition&) const = default;
+  };
+  struct TransitionHash {
+    size_t operator()(const Transition& t) const;
+  };
+  // At most kTransitions remembered; past that they start over (a workload of endless distinct
+  // states, fgd_diverse's, would otherwise grow the map with every placement).
+  static constexpr size_t kTransitions = size_t{1} << 16;
   int ModelSlot(int model) const { return model + 1; }  // kNoModel lives in slot 0
   // Adds (sign +1) or takes away (-1) a node of class `c` to its model's statistics.
   void AddToStats(const NodeClass& c, int sign);
@@ -259,7 +285,8 @@ class ClusterState {
   std::vector<NodeClass> classes_;
   // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
   std::unordered_multimap<uint64_t, int> class_ids_;
-  std::vector<int32_t> sorted_scratch_;                      // ClassFor's sorted shares, reused
+  std::vector<int32_t> sorted_scratch_;  // ClassFor's sorted shares, reused
+  std::unordered_map<Transition, int, TransitionHash> transitions_;  // -> class id (Allocate)
   std::vector<std::vector<int>> active_by_model_;            // slot -> class ids with members
   std::vector<std::vector<ActiveBucket>> buckets_by_model_;  // slot -> ActiveBuckets
   std::vector<ModelStats> stats_by_model_;                   // slot -> aggregates

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <tuple>
 
 #include "common/rng.h"
 #include "sched/fragmentation.h"
@@ -91,6 +92,74 @@ TEST(ClusterState, IdenticalNodesShareAClassUntilTheyDiffer) {
   ASSERT_TRUE(s.Release(take).ok());
   EXPECT_EQ(s.node_class(s.node(a).class_id).gpu_free,
             (std::vector<int32_t>{1000, 1000, 1000, 1000}));
+}
+
+// Allocate remembers which class a (class, allocation) transition leads to. Over random
+// allocations and releases (one share, whole GPUs, CPU only, and two shares listed on one GPU or
+// on two: keys a careless rule would confuse), every node stays in the class of its own state,
+// and nodes in equal states share one class; with a cordon between, whose class is not kept.
+TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
+  ClusterState s(ClusterStateOptions{5});
+  std::vector<model::Node> nodes;
+  for (int i = 0; i < 16; ++i) {
+    nodes.push_back(model::MakeNode("n" + std::to_string(i), "T4", 4 + 4 * (i % 2), CpuMilli(32000),
+                                    MemoryMib(65536)));
+    ASSERT_TRUE(s.AddNode(nodes.back()).ok());
+  }
+  SeededRng rng(11);
+  std::vector<Allocation> held;
+  const int64_t sizes[] = {250, 500, 1000};
+  for (int step = 0; step < 4000; ++step) {
+    const NodeIndex n = static_cast<NodeIndex>(rng.Uniform(nodes.size()));
+    const int gpus = static_cast<int>(s.node(n).gpu_free.size());
+    if (rng.Uniform(40) == 0) {
+      ASSERT_TRUE(s.SetSchedulable(n, !s.node(n).schedulable).ok());
+    } else if (!held.empty() && rng.Uniform(3) == 0) {
+      const size_t i = rng.Uniform(held.size());
+      ASSERT_TRUE(s.Release(held[i]).ok());
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      Allocation a;
+      a.node = n;
+      a.cpu = CpuMilli(1000 * static_cast<int64_t>(rng.Uniform(3)));
+      a.memory = MemoryMib(1024);
+      const int first = static_cast<int>(rng.Uniform(gpus));
+      switch (rng.Uniform(4)) {
+        case 0:  // one share
+          a.gpus.push_back({first, MilliGpu(sizes[rng.Uniform(3)])});
+          break;
+        case 1:  // up to two whole GPUs (CPU only when none is free)
+          for (int g = 0; g < gpus && static_cast<int>(a.gpus.size()) < 2; ++g) {
+            if (s.node(n).gpu_free[g] == 1000) a.gpus.push_back({g, MilliGpu(1000)});
+          }
+          break;
+        case 2:  // two shares on one GPU, listed apart
+          a.gpus = {{first, MilliGpu(250)}, {first, MilliGpu(250)}};
+          break;
+        default:  // two shares on two GPUs
+          a.gpus = {{first, MilliGpu(250)}, {(first + 1) % gpus, MilliGpu(250)}};
+          break;
+      }
+      if (s.Allocate(a).ok()) held.push_back(a);
+    }
+    // Every schedulable node sits in the class of its state; equal states share a class.
+    std::map<std::tuple<int64_t, int64_t, std::vector<int32_t>>, int> class_of_state;
+    for (NodeIndex m = 0; m < s.NodeSlots(); ++m) {
+      const NodeState& node = s.node(m);
+      if (!node.schedulable) continue;
+      std::vector<int32_t> sorted = node.gpu_free;
+      std::sort(sorted.begin(), sorted.end(), std::greater<>());
+      const NodeClass& c = s.node_class(node.class_id);
+      ASSERT_EQ(c.gpu_free, sorted) << "step " << step << ", node " << m;
+      ASSERT_EQ(c.cpu_free, node.cpu_free) << "step " << step;
+      ASSERT_EQ(c.memory_free, node.memory_free) << "step " << step;
+      ASSERT_EQ(c.cpu_total, node.cpu_total) << "step " << step;
+      const auto [it, inserted] = class_of_state.try_emplace(
+          std::make_tuple(node.cpu_free, node.memory_free, sorted), node.class_id);
+      ASSERT_EQ(it->second, node.class_id) << "step " << step << ", node " << m;
+    }
+  }
+  EXPECT_GT(held.size(), 10u);
 }
 
 TEST(ClusterState, ModelStatsTrackBlocksAndShares) {
@@ -444,14 +513,16 @@ TEST(ClusterState, FreeCapacityIndexChoosesAsScoringEveryClass) {
     ASSERT_TRUE(scanned.AddNode(n).ok());
     ASSERT_TRUE(indexed.AddNode(n).ok());
   }
-  // The index holds exactly the active classes, each under its current free capacity, and no
-  // empty group.
+  // The index holds exactly the active classes, each under its current free capacity, in
+  // ascending (free CPU, id) order within a group, and no empty group.
   auto expect_index_is_active_classes = [&](int step) {
     for (int m = kNoModel; m < indexed.ModelCount(); ++m) {
       std::set<int> active(indexed.ActiveClasses(m).begin(), indexed.ActiveClasses(m).end());
       std::set<int> in_index;
       for (const auto& [group, classes] : indexed.FreeCapacityIndex(m)) {
         EXPECT_FALSE(classes.empty()) << "model " << m << ", step " << step;
+        EXPECT_TRUE(std::is_sorted(classes.begin(), classes.end()))
+            << "model " << m << ", step " << step;
         for (const auto& [cpu_free, class_id] : classes) {
           const NodeClass& c = indexed.node_class(class_id);
           EXPECT_EQ(group, (FreeCapacityGroup{c.gpu_free_total, c.full_free, c.max_free}));

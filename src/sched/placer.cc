@@ -129,7 +129,8 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
       if (!gpus_fit) continue;
-      for (auto it = classes.lower_bound({t.cpu, 0}); it != classes.end(); ++it) {
+      for (auto it = std::lower_bound(classes.begin(), classes.end(), std::pair{t.cpu, 0});
+           it != classes.end(); ++it) {
         const NodeClass& c = state_.node_class(it->second);
         if (!Fits(c, t)) continue;
         const int score = policy_->Score(ViewOf(c), t);

@@ -506,15 +506,15 @@ void Scheduler::ReleaseAll(const std::vector<Allocation>& tasks) {
   ++state_version_;
 }
 
-void Scheduler::StartRunning(std::unique_ptr<model::Job> owned, std::vector<Allocation> tasks,
-                             Seconds now) {
+void Scheduler::StartRunning(std::unique_ptr<model::Job> owned, ProjectId project,
+                             std::vector<Allocation> tasks, Seconds now) {
   const model::Job& job = *owned;
   Running& run = running_.try_emplace(job.id).first->second;
   run.tasks = std::move(tasks);
   run.start = now;
   run.estimated_end = Seconds(now.value() + EstimateOf(job).value());
   run.start_seq = start_seq_++;
-  run.project = InternProject(job.project);
+  run.project = project;
   run.bucket = QuotaBucket(PolicyOf(run.project), job.resources.gpu_models);
   use_.Add(job);
   bucket_usage_[run.project.value()][run.bucket] += QuotaMilliOf(job);
@@ -619,7 +619,8 @@ Status Scheduler::ApplyResize(JobId job, std::vector<Allocation> tasks, Seconds 
   // The new allocations are the kept part of the old ones and room that was free besides
   // them (ResizedGpus / ResizedNodes): they fit now that the old ones are released.
   for (const Allocation& a : tasks) (void)state_.Allocate(a);
-  StartRunning(std::make_unique<model::Job>(std::move(job_then)), std::move(tasks), now);
+  StartRunning(std::make_unique<model::Job>(std::move(job_then)), old.project, std::move(tasks),
+               now);
   running_.at(job).start_seq = start_seq;
   return Status::Ok();
 }
@@ -687,7 +688,7 @@ Status Scheduler::Adopt(const model::Job& job, const std::vector<Allocation>& ta
     }
     applied.push_back(a);
   }
-  StartRunning(std::make_unique<model::Job>(job), tasks, started);
+  StartRunning(std::make_unique<model::Job>(job), InternProject(job.project), tasks, started);
   ++state_version_;
   return Status::Ok();
 }
@@ -1368,7 +1369,7 @@ Decisions Scheduler::Schedule(Seconds now) {
     const bool borrowed = WouldBorrow(*pending->second.job, group.project);
     if (borrowed) ++borrowed_starts_;
     QueueErase(g, chosen);
-    StartRunning(std::move(pending->second.job), *placed, now);
+    StartRunning(std::move(pending->second.job), group.project, *placed, now);
     pending_.erase(pending);
     --pending_count_;
     out.starts.push_back(JobStart{started, std::move(*placed), borrowed});

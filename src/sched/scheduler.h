@@ -391,7 +391,10 @@ class Scheduler {
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);
   bool UsesPersistentHeads() const;  // the rule for persistent_heads_, from config_
-  void StartRunning(std::unique_ptr<model::Job> job, std::vector<Allocation> tasks, Seconds now);
+  // Records `job` as running on `tasks` from `now`; `project` is InternProject(job->project),
+  // which the caller has at hand (a start's group carries it).
+  void StartRunning(std::unique_ptr<model::Job> job, ProjectId project,
+                    std::vector<Allocation> tasks, Seconds now);
   // Resize's new allocations for `run` at `gpus` GPUs (kGpus) or `tasks` tasks (kNodes), not
   // applied; nullopt when a growth does not fit.
   std::optional<std::vector<Allocation>> ResizedGpus(const Running& run, int gpus) const;
