@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "common/strings.h"
@@ -107,7 +109,7 @@ class BestPolicy final : public PlacementPolicy {
   }
 
   struct ShareChoice {
-    int score = -1;
+    int score = std::numeric_limits<int>::min();  // scores go below 0 with the stranding rule
     int gpu = -1;  // lowest index among the best-scoring GPUs; -1 when none fits
   };
 
@@ -250,6 +252,22 @@ class BestPolicy final : public PlacementPolicy {
   std::vector<int32_t> strand_below_;  // by model id (ResolveStrandBelow)
 };
 
+// The real-valued keys of ParseBestParams and their bounds (levels and used_bonus are integers).
+struct RealKey {
+  std::string_view name;
+  double low, high;
+  double BestParams::*field;
+};
+constexpr RealKey kRealKeys[] = {
+    {"demand_exp", 0, 3, &BestParams::demand_exp},
+    {"scale", 10, 100000, &BestParams::scale},
+    {"cpu_weight", 0, 100, &BestParams::cpu_weight},
+    {"memory_weight", 0, 100, &BestParams::memory_weight},
+    {"usable_weight", 0, 100, &BestParams::usable_weight},
+    {"strand_levels", 0, 1000, &BestParams::strand_levels},
+    {"strand_share", 0, 1, &BestParams::strand_share},
+};
+
 Status CheckRange(std::string_view key, double value, double low, double high) {
   if (value >= low && value <= high) return Status();
   std::ostringstream s;
@@ -275,12 +293,11 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     if (ec != std::errc() || end != value_text.data() + value_text.size()) {
       return InvalidArgument(key + " is not a number: '" + value_text + "'");
     }
-    if (key == "demand_exp") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 3));
-      p.demand_exp = value;
-    } else if (key == "scale") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 10, 100000));
-      p.scale = value;
+    const auto real = std::find_if(std::begin(kRealKeys), std::end(kRealKeys),
+                                   [&key](const RealKey& k) { return k.name == key; });
+    if (real != std::end(kRealKeys)) {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, real->low, real->high));
+      p.*(real->field) = value;
     } else if (key == "levels") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 2, 1000000));
       if (value != std::floor(value)) {
@@ -290,21 +307,6 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "used_bonus") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
       p.used_bonus = static_cast<int>(value);
-    } else if (key == "cpu_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.cpu_weight = value;
-    } else if (key == "memory_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.memory_weight = value;
-    } else if (key == "usable_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.usable_weight = value;
-    } else if (key == "strand_levels") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000));
-      p.strand_levels = value;
-    } else if (key == "strand_share") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1));
-      p.strand_share = value;
     } else {
       return InvalidArgument(
           "unknown key '" + key +
