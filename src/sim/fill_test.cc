@@ -118,12 +118,12 @@ TEST(Fill, WritesCsvsAndPlot) {
 }
 
 // `best` generalises FGD: with FGD's weights (demand_exp=0), sigmoid (scale 1000, 100 levels),
-// no bonus, no stranding and no unusable-capacity terms it places every task exactly where fgd
-// does.
+// no bonus, no stranding, unusable-capacity or fraction terms it places every task exactly where
+// fgd does.
 TEST(FillBest, WithFgdParamsPlacesLikeFgd) {
   auto fgd_params = sched::ParseBestParams(
       "demand_exp=0,scale=1000,levels=100,used_bonus=0,cpu_weight=0,memory_weight=0,"
-      "usable_weight=0");
+      "usable_weight=0,strand_levels=0");
   ASSERT_TRUE(fgd_params.ok());
   for (uint64_t seed : {1, 2, 3}) {
     auto fgd = RunFill(SmallCluster(), SmallWorkload(), FillConfig{"fgd", seed, 1.3});
@@ -261,6 +261,41 @@ TEST(FillBest, OneGpuTaskKeepsPairsWhole) {
   EXPECT_GT(without_on_four, 0);  // the scenario is a tie without the term
 }
 
+// The stranding rule: the typical tasks are whole GPUs and 500-milli shares, so a GPU left
+// with under 500 free milli is stranded. A 500 share on the node whose GPU has 600 free leaves
+// 100 that no typical task can use; on the fresh node it leaves 500, one more share. F prefers
+// the 600 node (it keeps the fresh GPU whole, 8 points ahead); 100 stranded milli at
+// strand_levels=100 cost 10 points, so the share goes to the fresh node. At strand_share=0.6 the
+// 500 left on the fresh GPU counts as stranded too (the 500 shares are half the typical tasks),
+// and F decides again.
+TEST(FillBest, ShareAvoidsStrandingAFraction) {
+  const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 100, 1},
+                                                   {1, 500, 1000, {}, 100, 1}};
+  const auto chosen = [&](std::string_view params_text, uint64_t seed) -> std::string {
+    auto params = sched::ParseBestParams(params_text);
+    if (!params.ok()) return "";
+    sched::ClusterState state(sched::ClusterStateOptions{seed});
+    auto partly =
+        state.AddNode(model::MakeNode("partly", "V100", 1, CpuMilli(64000), MemoryMib(1024)));
+    auto fresh =
+        state.AddNode(model::MakeNode("fresh", "V100", 1, CpuMilli(64000), MemoryMib(1024)));
+    auto policy = sched::CreatePolicy("best", sched::PolicyContext{typical, *params});
+    if (!partly.ok() || !fresh.ok() || !policy.ok()) return "";
+    SeededRng rng(seed);
+    sched::Placer placer(state, **policy, rng);
+    if (!placer.PlaceOn(*partly, placer.Resolve(model::MakeResources(1, 400, 1000, 1)))) {
+      return "";
+    }
+    auto placed = placer.Place(placer.Resolve(model::MakeResources(1, 500, 1000, 1)));
+    return placed ? state.node(placed->node).name : "";
+  };
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    EXPECT_EQ(chosen("strand_levels=0", seed), "partly") << "seed " << seed;
+    EXPECT_EQ(chosen("strand_levels=100", seed), "fresh") << "seed " << seed;
+    EXPECT_EQ(chosen("strand_levels=100,strand_share=0.6", seed), "partly") << "seed " << seed;
+  }
+}
+
 TEST(FillBest, ParamsAreValidatedByName) {
   auto defaults = sched::ParseBestParams("");
   ASSERT_TRUE(defaults.ok());
@@ -281,6 +316,8 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"cpu_weight=101", "cpu_weight"},
                                                         {"memory_weight=-0.5", "memory_weight"},
                                                         {"usable_weight=101", "usable_weight"},
+                                                        {"strand_levels=1001", "strand_levels"},
+                                                        {"strand_share=1.5", "strand_share"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);

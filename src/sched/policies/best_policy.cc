@@ -14,6 +14,12 @@
 // U = Σ_m w_m (free GPU milli that m cannot use: more than the node can host of m at once by its
 // GPUs, CPU and memory) / Σ_m w_m: at its small default weight it mostly breaks F's ties toward
 // the node whose free capacity the typical tasks can still use.
+// The stranding rule (session 43) works after the sigmoid: a GPU remainder f (0 < f < 1000) is
+// stranded when the typical single-GPU shares that fit in f are under strand_share of the typical
+// GPU tasks on its model, and the score loses strand_levels points per 1000 stranded milli added:
+// a share that would strand a fraction goes to the best node (or GPU) that does not, unless that
+// one is more than the penalty behind. Unlike the Δ terms it is not squashed by the sigmoid, so it
+// can overrule F by a fixed margin.
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
 #include "sched/policies/best_policy.h"
@@ -21,6 +27,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <iterator>
+#include <limits>
 #include <sstream>
 
 #include "common/strings.h"
@@ -74,7 +82,10 @@ class BestPolicy final : public PlacementPolicy {
 
   std::string_view name() const override { return "best"; }
 
-  void OnModelsChanged(const ClusterState& state) override { meter_.Resolve(state); }
+  void OnModelsChanged(const ClusterState& state) override {
+    meter_.Resolve(state);
+    ResolveStrandBelow(state.ModelCount());
+  }
 
   int Score(const NodeView& node, const TaskRequest& task) const override {
     if (meter_.total_count() == 0) return BestFitScore(node, task);  // no workload profile
@@ -98,7 +109,7 @@ class BestPolicy final : public PlacementPolicy {
   }
 
   struct ShareChoice {
-    int score = -1;
+    int score = std::numeric_limits<int>::min();  // scores go below 0 with the stranding rule
     int gpu = -1;  // lowest index among the best-scoring GPUs; -1 when none fits
   };
 
@@ -150,7 +161,47 @@ class BestPolicy final : public PlacementPolicy {
                          params_.cpu_weight * (CpuStranded(next) - CpuStranded(node)) -
                          params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node)) -
                          params_.usable_weight * (Unusable(next) - Unusable(node));
-    return static_cast<int>(params_.levels / (1.0 + std::exp(-delta / params_.scale)));
+    const double stranded =
+        static_cast<double>(FractionStranded(next) - FractionStranded(node)) / kFullMilli;
+    return static_cast<int>(std::floor(params_.levels / (1.0 + std::exp(-delta / params_.scale)) -
+                                       params_.strand_levels * stranded));
+  }
+
+  // Per model, the free milli below which a GPU's remainder is stranded (BestParams::
+  // strand_share): the smallest typical share milli at which the single-GPU shares up to it
+  // reach strand_share of the typical GPU tasks running on the model (kFullMilli when they
+  // never do; 0 when the rule is off or no typical GPU task runs there).
+  void ResolveStrandBelow(int models) {
+    strand_below_.assign(models, 0);
+    if (params_.strand_levels == 0) return;
+    for (int m = 0; m < models; ++m) {
+      auto runs = [m](const FragmentationMeter::Shape& s) {
+        return s.gpus > 0 &&
+               (s.any_model || (m < static_cast<int>(s.accepts.size()) && s.accepts[m]));
+      };
+      int64_t total = 0;
+      for (const FragmentationMeter::Shape& s : meter_.shapes()) total += runs(s) ? s.count : 0;
+      if (total == 0) continue;
+      strand_below_[m] = kFullMilli;
+      int64_t fits = 0;  // shapes() is by gpu_milli ascending
+      for (const FragmentationMeter::Shape& s : meter_.shapes()) {
+        if (s.gpus != 1 || s.gpu_milli >= kFullMilli || !runs(s)) continue;
+        fits += s.count;
+        if (static_cast<double>(fits) >= params_.strand_share * static_cast<double>(total)) {
+          strand_below_[m] = s.gpu_milli;
+          break;
+        }
+      }
+    }
+  }
+
+  // Free milli on the node's GPUs whose remainder is stranded (ResolveStrandBelow).
+  int64_t FractionStranded(const NodeView& node) const {
+    if (node.model < 0 || node.model >= static_cast<int>(strand_below_.size())) return 0;
+    const int32_t below = strand_below_[node.model];
+    int64_t sum = 0;
+    for (int32_t f : *node.gpu_free) sum += f > 0 && f < below ? f : 0;
+    return sum;
   }
 
   // The unusable-capacity measure (BestParams::usable_weight), in milli-GPU: per typical shape,
@@ -198,6 +249,23 @@ class BestPolicy final : public PlacementPolicy {
   FragmentationMeter meter_;
   double cpu_per_milli_;
   double memory_per_milli_;
+  std::vector<int32_t> strand_below_;  // by model id (ResolveStrandBelow)
+};
+
+// The real-valued keys of ParseBestParams and their bounds (levels and used_bonus are integers).
+struct RealKey {
+  std::string_view name;
+  double low, high;
+  double BestParams::*field;
+};
+constexpr RealKey kRealKeys[] = {
+    {"demand_exp", 0, 3, &BestParams::demand_exp},
+    {"scale", 10, 100000, &BestParams::scale},
+    {"cpu_weight", 0, 100, &BestParams::cpu_weight},
+    {"memory_weight", 0, 100, &BestParams::memory_weight},
+    {"usable_weight", 0, 100, &BestParams::usable_weight},
+    {"strand_levels", 0, 1000, &BestParams::strand_levels},
+    {"strand_share", 0, 1, &BestParams::strand_share},
 };
 
 Status CheckRange(std::string_view key, double value, double low, double high) {
@@ -225,12 +293,11 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     if (ec != std::errc() || end != value_text.data() + value_text.size()) {
       return InvalidArgument(key + " is not a number: '" + value_text + "'");
     }
-    if (key == "demand_exp") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 3));
-      p.demand_exp = value;
-    } else if (key == "scale") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 10, 100000));
-      p.scale = value;
+    const auto real = std::find_if(std::begin(kRealKeys), std::end(kRealKeys),
+                                   [&key](const RealKey& k) { return k.name == key; });
+    if (real != std::end(kRealKeys)) {
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, real->low, real->high));
+      p.*(real->field) = value;
     } else if (key == "levels") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 2, 1000000));
       if (value != std::floor(value)) {
@@ -240,20 +307,11 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     } else if (key == "used_bonus") {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
       p.used_bonus = static_cast<int>(value);
-    } else if (key == "cpu_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.cpu_weight = value;
-    } else if (key == "memory_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.memory_weight = value;
-    } else if (key == "usable_weight") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 100));
-      p.usable_weight = value;
     } else {
       return InvalidArgument(
           "unknown key '" + key +
           "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight, "
-          "usable_weight)");
+          "usable_weight, strand_levels, strand_share)");
     }
   }
   return p;
@@ -263,7 +321,8 @@ std::string FormatBestParams(const BestParams& p) {
   std::ostringstream s;
   s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
     << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight
-    << ",memory_weight=" << p.memory_weight << ",usable_weight=" << p.usable_weight;
+    << ",memory_weight=" << p.memory_weight << ",usable_weight=" << p.usable_weight
+    << ",strand_levels=" << p.strand_levels << ",strand_share=" << p.strand_share;
   return s.str();
 }
 

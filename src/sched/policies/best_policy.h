@@ -30,6 +30,14 @@ struct BestParams {
   // can host at once by GPUs, CPU and memory (0 when m does not run on the model); weighted by
   // count like F; Δ −= usable_weight × (its increase).
   double usable_weight = 0.04;
+  // The stranding rule: a GPU left with f free milli (0 < f < 1000) is stranded on its model when
+  // the typical single-GPU shares that fit in f are less than `strand_share` of the typical GPU
+  // tasks that run there (by count). The score loses strand_levels points per 1000 stranded milli
+  // the task adds (gains them for stranded milli it fills), after the sigmoid: a share that would
+  // strand a fraction goes to a node up to strand_levels × stranded/1000 points worse that does
+  // not. 0 turns it off (session 43, docs/placement.md).
+  double strand_levels = 50;
+  double strand_share = 0.02;
 
   bool operator==(const BestParams&) const = default;
 };
@@ -37,7 +45,7 @@ struct BestParams {
 // Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
 // and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
 // used_bonus in [0, 1000000], cpu_weight in [0, 100], memory_weight in [0, 100],
-// usable_weight in [0, 100].
+// usable_weight in [0, 100], strand_levels in [0, 1000], strand_share in [0, 1].
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
