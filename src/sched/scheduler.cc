@@ -978,7 +978,7 @@ std::optional<std::vector<Allocation>> Scheduler::Repack(Shape& shape, const mod
          kPreemptedReasonPrefix + Id(job.id) + " (moved to another node to make room: re-packing)",
          lost});
     const bool borrowed = WouldBorrow(*run.job, run.project);
-    StartRunning(std::move(run.job), tasks, now);
+    StartRunning(std::move(run.job), run.project, tasks, now);
     out.starts.push_back(JobStart{id, std::move(tasks), borrowed});
   }
   return placed;
