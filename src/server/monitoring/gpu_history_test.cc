@@ -14,7 +14,7 @@ constexpr int64_t kDay = 86400;
 const int64_t kHistoryNow = 1'800'000'000;  // 2027-01-15 08:00:00 UTC
 const GpuMonitor::NodeGpus kTwo = {"A100", {{"u0", 81920}, {"u1", 81920}}};
 
-ReportedGpu Gpu(int index, int util, std::vector<int64_t> allocations) {
+ReportedGpu HistoryGpu(int index, int util, std::vector<int64_t> allocations) {
   ReportedGpu g;
   g.index = index;
   g.reading.utilization_percent = util;
@@ -38,7 +38,8 @@ TEST_F(GpuHistoryTest, FlushStoresIntervalsAndUsageAndPruneKeepsTheRetention) {
   // Two minutes at 30 %, 2 days ago, then two minutes now; every 5 s.
   for (int64_t start : {kHistoryNow - 2 * kDay, kHistoryNow}) {
     for (int64_t s = 0; s <= 120; s += 5) {
-      monitor.Record("n1", kTwo, {Gpu(0, 30, {5}), Gpu(1, 0, {})}, holders, (start + s) * 1000);
+      monitor.Record("n1", kTwo, {HistoryGpu(0, 30, {5}), HistoryGpu(1, 0, {})}, holders,
+                     (start + s) * 1000);
     }
   }
   ASSERT_TRUE(history.Flush().ok());
@@ -77,14 +78,14 @@ TEST_F(GpuHistoryTest, AStartedHistoryFlushesOnItsOwnAndOnStop) {
   history.Start();
   const std::map<int64_t, GpuHolder> holders = {{5, {JobId(9), "ann", "vision", 1.0, false}}};
   for (int64_t s = 0; s <= 20; s += 5) {
-    monitor.Record("n1", kTwo, {Gpu(0, 50, {5})}, holders, (kHistoryNow + s) * 1000);
+    monitor.Record("n1", kTwo, {HistoryGpu(0, 50, {5})}, holders, (kHistoryNow + s) * 1000);
   }
   for (int i = 0; i < 500 && store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->empty();
        ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->size(), 2u);
-  monitor.Record("n1", kTwo, {Gpu(0, 50, {5})}, holders, (kHistoryNow + 30) * 1000);
+  monitor.Record("n1", kTwo, {HistoryGpu(0, 50, {5})}, holders, (kHistoryNow + 30) * 1000);
   // Stop stores the interval the last reading closed, and the one it opened (partial), and the
   // open 5-minute one.
   history.Stop();
