@@ -210,9 +210,11 @@ test-cli: build
 	  $(call timed,CLI tests,bash tests/cli_test.sh build/corral); \
 	else echo; echo "==> CLI tests: tests/cli_test.sh does not exist yet; skipped"; fi
 
+# Builds only what the unit tests run (CMake's `unit-tests`: the test binaries, corral-daemon and
+# corral-supervise), not the client binary, which no unit test starts.
 test-asan: setup
 	@$(call configure,build-asan,$(ASAN_FLAGS))
-	@$(call timed,build (ASan+UBSan),$(ASAN_ENV) $(CMAKE_BUILD) build-asan -j$(JOBS))
+	@$(call timed,build (ASan+UBSan),$(ASAN_ENV) $(CMAKE_BUILD) build-asan -j$(JOBS) --target unit-tests)
 	@$(call timed,unit tests (ASan+UBSan),$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j$(JOBS))
 
 # The main job: a one-machine cluster (server + agent, SQLite, fake GPUs when the machine has

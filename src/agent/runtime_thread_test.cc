@@ -18,7 +18,7 @@
 namespace corral::agent {
 namespace {
 
-constexpr auto kDeadline = std::chrono::seconds(20);
+constexpr auto kThreadDeadline = std::chrono::seconds(20);
 
 TaskKey Key(int64_t allocation) { return TaskKey{AllocationId(allocation), 1}; }
 
@@ -99,7 +99,7 @@ class ScriptedRuntime final : public Runtime {
   // Blocks until a Start() waits at the closed gate.
   bool WaitInStart() {
     std::unique_lock lock(mu_);
-    return changed_.wait_for(lock, kDeadline, [&] { return in_start_; });
+    return changed_.wait_for(lock, kThreadDeadline, [&] { return in_start_; });
   }
   // The task ends with `code`, announced like a supervisor would.
   void End(const TaskKey& key, int code) {
@@ -159,7 +159,7 @@ class RuntimeThreadTest : public ::testing::Test {
 
   // Waits until `done` holds, looking again at every change and every 10 ms.
   bool WaitUntil(const std::function<bool()>& done) {
-    const auto deadline = std::chrono::steady_clock::now() + kDeadline;
+    const auto deadline = std::chrono::steady_clock::now() + kThreadDeadline;
     std::unique_lock lock(mu_);
     while (!done()) {
       if (std::chrono::steady_clock::now() > deadline) return false;

@@ -31,7 +31,7 @@ TaskLaunch ValidLaunch() {
 }
 
 // Part 1 of 2, two processes each, launcher none.
-TaskLaunch DistributedLaunch() {
+TaskLaunch DistributedTaskLaunch() {
   TaskLaunch l = ValidLaunch();
   l.distributed = SecondOfTwoParts(model::Launcher::kNone, 2);
   return l;
@@ -39,7 +39,7 @@ TaskLaunch DistributedLaunch() {
 
 TEST(TaskLaunchTest, ValidLaunchPasses) {
   EXPECT_TRUE(Validate(ValidLaunch()).ok());
-  EXPECT_TRUE(Validate(DistributedLaunch()).ok());
+  EXPECT_TRUE(Validate(DistributedTaskLaunch()).ok());
 }
 
 TEST(TaskLaunchTest, DistributedErrorsNameTheField) {
@@ -81,7 +81,7 @@ TEST(TaskLaunchTest, DistributedErrorsNameTheField) {
        "'MASTER_PORT' is set by corral"},
   };
   for (const Case& c : cases) {
-    TaskLaunch l = DistributedLaunch();
+    TaskLaunch l = DistributedTaskLaunch();
     c.change(l);
     Status s = Validate(l);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.message;
@@ -93,7 +93,7 @@ TEST(TaskLaunchTest, RendezvousNamesAreReservedOnlyWhereCorralSetsThem) {
   TaskLaunch plain = ValidLaunch();
   plain.env = {{"MASTER_ADDR", "127.0.0.1"}, {"RANK", "0"}, {"TF_CONFIG", "{}"}};
   EXPECT_TRUE(Validate(plain).ok());  // not distributed: the job's own business
-  TaskLaunch torchrun = DistributedLaunch();
+  TaskLaunch torchrun = DistributedTaskLaunch();
   torchrun.distributed->launcher = model::Launcher::kTorchrun;
   torchrun.env = {{"RANK", "0"}, {"TF_CONFIG", "{}"}};  // torchrun sets RANK itself
   EXPECT_TRUE(Validate(torchrun).ok());
@@ -312,7 +312,7 @@ TEST(TaskEnvironmentTest, AShellSessionMayHaveNoArgvAndSaysSoOnTheWire) {
 }
 
 TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {
-  TaskLaunch l = DistributedLaunch();
+  TaskLaunch l = DistributedTaskLaunch();
   l.distributed->procs_per_node = 1;
   l.distributed->launcher = model::Launcher::kJax;
   l.env.clear();
@@ -345,7 +345,7 @@ TEST(TaskEnvironmentTest, OneProcessPerPartIsItsRankAndFindsTheHostfile) {
 }
 
 TEST(TaskEnvironmentTest, RanksAreLeftToTheLauncherOfSeveralProcesses) {
-  TaskLaunch l = DistributedLaunch();  // none, 2 processes: `corral launch` sets the ranks
+  TaskLaunch l = DistributedTaskLaunch();  // none, 2 processes: `corral launch` sets the ranks
   std::vector<std::string> env = TaskEnvironment(l, "gpu-07", {}, "/h");
   EXPECT_THAT(env, ::testing::Contains("WORLD_SIZE=4"));
   EXPECT_THAT(env, ::testing::Contains("CORRAL_HOSTFILE=/h"));
@@ -404,7 +404,7 @@ TEST(TaskJsonTest, EnvironmentRoundTrips) {
 }
 
 TEST(TaskJsonTest, DistributedRoundTrips) {
-  TaskLaunch l = DistributedLaunch();
+  TaskLaunch l = DistributedTaskLaunch();
   l.distributed->launcher = model::Launcher::kDeepspeed;
   nlohmann::json j = ToJson(l);
   EXPECT_EQ(j["distributed"], nlohmann::json::parse(R"({"launcher": "deepspeed",

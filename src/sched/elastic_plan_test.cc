@@ -7,7 +7,7 @@ namespace corral::sched {
 namespace {
 
 // A cluster of `nodes` nodes of 8 A100s, 64 cores and 256 GiB each.
-ClusterState Cluster(int nodes) {
+ClusterState PlanCluster(int nodes) {
   ClusterState state;
   for (int n = 0; n < nodes; ++n) {
     auto added = state.AddNode(
@@ -61,7 +61,7 @@ model::Job Pending(int64_t id, int gpus, int tasks = 1) {
 }
 
 TEST(ElasticPlan, WholeFreeGpusCountsOnlyWholeGpusOnNodesTakingWork) {
-  ClusterState state = Cluster(3);
+  ClusterState state = PlanCluster(3);
   Hold(state, 0, 0, 3);
   Allocation share{0, CpuMilli(100), MemoryMib(10), {GpuShare{3, MilliGpu(500)}}};
   ASSERT_TRUE(state.Allocate(share).ok());
@@ -70,7 +70,7 @@ TEST(ElasticPlan, WholeFreeGpusCountsOnlyWholeGpusOnNodesTakingWork) {
 }
 
 TEST(ElasticPlan, NodesAcceptingCheckModelCpuMemoryAndCordons) {
-  ClusterState state = Cluster(3);
+  ClusterState state = PlanCluster(3);
   ASSERT_TRUE(
       state.AddNode(model::MakeNode("v", "V100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
   ASSERT_TRUE(state.SetSchedulable(1, false).ok());
@@ -83,7 +83,7 @@ TEST(ElasticPlan, NodesAcceptingCheckModelCpuMemoryAndCordons) {
 }
 
 TEST(ElasticPlan, PlanRoomShrinksForPendingJobsInOrderSeeingEarlierPlans) {
-  ClusterState state = Cluster(1);
+  ClusterState state = PlanCluster(1);
   Hold(state, 0, 0, 8);  // job 1 holds the node at 8 of 2..8
   const std::vector<ElasticRun> runs = {GpuRun(1, 2, 8, 8, 0)};
   // Job 10 needs 2: 8 -> 4 (the ladder's next size down) leaves 2 spare; job 11 needs 4: 4 -> 2.
@@ -104,7 +104,7 @@ TEST(ElasticPlan, PlanRoomShrinksForPendingJobsInOrderSeeingEarlierPlans) {
 }
 
 TEST(ElasticPlan, APendingElasticJobNeedsOnlyItsMin) {
-  ClusterState state = Cluster(1);
+  ClusterState state = PlanCluster(1);
   Hold(state, 0, 0, 8);
   model::Job elastic = Pending(10, 2);
   elastic.elastic = model::ElasticBounds{model::ElasticUnit::kGpus, 2, 8, 0};
@@ -114,7 +114,7 @@ TEST(ElasticPlan, APendingElasticJobNeedsOnlyItsMin) {
 }
 
 TEST(ElasticPlan, PlanRoomLooksAtTheFirstPendingJobsOnly) {
-  ClusterState state = Cluster(1);
+  ClusterState state = PlanCluster(1);
   Hold(state, 0, 0, 8);
   std::vector<model::Job> pending;
   for (int k = 0; k < kShrinkLookahead; ++k) pending.push_back(Pending(100 + k, 16));
@@ -125,7 +125,7 @@ TEST(ElasticPlan, PlanRoomLooksAtTheFirstPendingJobsOnly) {
 }
 
 TEST(ElasticPlan, AfterAPassFreshJobsTakeIdleGpusFirstThenOthersUnderTheRules) {
-  ClusterState state = Cluster(1);
+  ClusterState state = PlanCluster(1);
   Hold(state, 0, 0, 2);  // job 1, running since 0 at 2 of 2..8
   Hold(state, 0, 2, 2);  // job 2, started now at 2 of 2..4
   ResizeRules rules;
@@ -149,7 +149,7 @@ TEST(ElasticPlan, AfterAPassFreshJobsTakeIdleGpusFirstThenOthersUnderTheRules) {
 }
 
 TEST(ElasticPlan, GrowthLeavesTheReservedNodesAlone) {
-  ClusterState state = Cluster(3);
+  ClusterState state = PlanCluster(3);
   Hold(state, 0, 0, 2);  // job 1 at 2 of 2..8 on node 0, reserved for the head job
   Hold(state, 1, 0, 4);  // job 2, a gang task of 4 GPUs on node 1
   const std::vector<ElasticRun> others = {GpuRun(1, 2, 8, 2, 0), GangRun(2, 4, 1, 4)};
@@ -166,7 +166,7 @@ TEST(ElasticPlan, GrowthLeavesTheReservedNodesAlone) {
 }
 
 TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
-  ClusterState state = Cluster(4);
+  ClusterState state = PlanCluster(4);
   ASSERT_TRUE(
       state.AddNode(model::MakeNode("v", "V100", 8, CpuMilli(64000), MemoryMib(262144))).ok());
   Hold(state, 0, 0, 6);  // its task 0
@@ -189,7 +189,7 @@ TEST(ElasticPlan, AGangGrowsByWholeTasksOnNodesWithoutOneOfItsTasks) {
 }
 
 TEST(ElasticPlan, PlanRoomTakesAGangsTasksAboveMin) {
-  ClusterState state = Cluster(2);
+  ClusterState state = PlanCluster(2);
   Hold(state, 0, 0, 8);  // task 0 of job 1
   Hold(state, 1, 0, 8);  // task 1
   auto range = ElasticRange::Create(1, 2);

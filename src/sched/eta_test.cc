@@ -15,8 +15,8 @@ namespace corral::sched {
 namespace {
 
 // A job of one GPU per task; `time_limit` 0: none.
-model::Job MakeJob(int64_t id, int gpus, int64_t submit, int64_t time_limit = 0,
-                   const std::string& project = "vision") {
+model::Job EtaJob(int64_t id, int gpus, int64_t submit, int64_t time_limit = 0,
+                  const std::string& project = "vision") {
   model::Job j;
   j.id = JobId(id);
   j.user = "alice";
@@ -28,9 +28,9 @@ model::Job MakeJob(int64_t id, int gpus, int64_t submit, int64_t time_limit = 0,
 }
 
 // A scheduler on one node of `gpus` GPUs whose estimate of job i is `estimates[i]`.
-std::unique_ptr<Scheduler> MakeScheduler(int gpus, const std::map<int64_t, int64_t>* estimates,
-                                         Blocking blocking = Blocking::kSkip,
-                                         SharingConfig sharing = {}) {
+std::unique_ptr<Scheduler> EtaScheduler(int gpus, const std::map<int64_t, int64_t>* estimates,
+                                        Blocking blocking = Blocking::kSkip,
+                                        SharingConfig sharing = {}) {
   SchedulerConfig config{"bestfit", QueueOrder::kFifo, blocking};
   config.sharing = std::move(sharing);
   config.estimate = [estimates](const model::Job& j) {
@@ -95,10 +95,10 @@ TEST(ExpectedEndOf, MovesOnlyWhenCrossed) {
 // is estimated at its limit, however late one asks, and not at "as much again from now".
 TEST(EstimatedStart, BehindAJobThatOutlivedItsPredictionItIsTheLimitAndStays) {
   std::map<int64_t, int64_t> estimates = {{1, 2}, {2, 2}};
-  auto s = MakeScheduler(1, &estimates);
-  ASSERT_TRUE(s->Submit(MakeJob(1, 1, 0, 900)).ok());
+  auto s = EtaScheduler(1, &estimates);
+  ASSERT_TRUE(s->Submit(EtaJob(1, 1, 0, 900)).ok());
   ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
-  ASSERT_TRUE(s->Submit(MakeJob(2, 1, 1, 900)).ok());
+  ASSERT_TRUE(s->Submit(EtaJob(2, 1, 1, 900)).ok());
   s->Schedule(Seconds(1));
   EXPECT_EQ(Etas(*s, 1)[2], 2);  // its prediction holds yet
   for (int64_t now : {2, 10, 26, 34, 600, 899}) EXPECT_EQ(Etas(*s, now)[2], 900) << now;
@@ -106,9 +106,9 @@ TEST(EstimatedStart, BehindAJobThatOutlivedItsPredictionItIsTheLimitAndStays) {
 
 TEST(EstimatedStart, ArrayElementsStartOneAfterAnotherUnderTheirLimit) {
   std::map<int64_t, int64_t> estimates;
-  auto s = MakeScheduler(8, &estimates);
+  auto s = EtaScheduler(8, &estimates);
   for (int64_t i = 0; i < 4; ++i) {
-    model::Job j = MakeJob(10 + i, 1, 0, 100);
+    model::Job j = EtaJob(10 + i, 1, 0, 100);
     j.array_id = JobId(10);
     j.array_max_running = 1;
     estimates[j.id.value()] = 50;
@@ -125,19 +125,19 @@ TEST(EstimatedStart, AProjectAtItsHardLimitWaitsForItsOwnJobsToEnd) {
   std::map<int64_t, int64_t> estimates = {{1, 100}, {2, 30}, {3, 10}};
   SharingConfig sharing;
   sharing.projects["vision"].limit_milli = 2000;
-  auto s = MakeScheduler(8, &estimates, Blocking::kSkip, sharing);
-  ASSERT_TRUE(s->Submit(MakeJob(1, 2, 0)).ok());
+  auto s = EtaScheduler(8, &estimates, Blocking::kSkip, sharing);
+  ASSERT_TRUE(s->Submit(EtaJob(1, 2, 0)).ok());
   ASSERT_EQ(s->Schedule(Seconds(0)).starts.size(), 1u);
-  ASSERT_TRUE(s->Submit(MakeJob(2, 1, 1)).ok());
-  ASSERT_TRUE(s->Submit(MakeJob(3, 1, 1, 0, "other")).ok());  // no limit: fits now
+  ASSERT_TRUE(s->Submit(EtaJob(2, 1, 1)).ok());
+  ASSERT_TRUE(s->Submit(EtaJob(3, 1, 1, 0, "other")).ok());  // no limit: fits now
   s->Schedule(Seconds(1));
   auto etas = Etas(*s, 7);
   EXPECT_EQ(etas.count(3), 0u);  // started
   EXPECT_EQ(etas[2], 100);       // not "now": its project is at its limit until job 1 ends
   // A job beyond its project's limit even alone has no estimate, and condemns no other job of
   // its shape.
-  ASSERT_TRUE(s->Submit(MakeJob(4, 3, 8)).ok());
-  ASSERT_TRUE(s->Submit(MakeJob(5, 3, 8, 0, "other")).ok());
+  ASSERT_TRUE(s->Submit(EtaJob(4, 3, 8)).ok());
+  ASSERT_TRUE(s->Submit(EtaJob(5, 3, 8, 0, "other")).ok());
   estimates[4] = estimates[5] = 10;
   s->Schedule(Seconds(8));
   etas = Etas(*s, 8);
@@ -162,7 +162,7 @@ EtaError ReplayEtas(const std::vector<ReplaySpec>& specs) {
   using Spec = ReplaySpec;
   std::map<int64_t, int64_t> estimates;
   for (const Spec& j : specs) estimates[j.id] = j.estimate;
-  auto s = MakeScheduler(4, &estimates, Blocking::kBackfill);
+  auto s = EtaScheduler(4, &estimates, Blocking::kBackfill);
   std::map<int64_t, int64_t> started, ends;  // id -> time
   std::map<int64_t, int64_t> eta_at_submit;
   std::map<int64_t, std::optional<int64_t>> last;
@@ -174,7 +174,7 @@ EtaError ReplayEtas(const std::vector<ReplaySpec>& specs) {
         event = true;
       }
       if (j.submit == now) {
-        EXPECT_TRUE(s->Submit(MakeJob(j.id, j.gpus, j.submit, j.limit)).ok());
+        EXPECT_TRUE(s->Submit(EtaJob(j.id, j.gpus, j.submit, j.limit)).ok());
         event = true;
       }
     }

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/rng.h"
+#include "sim/testdata_path.h"
 
 namespace corral::sim {
 namespace {
@@ -19,10 +20,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-
-std::string TestData(const std::string& name) {
-  return std::string(CORRAL_SIM_TESTDATA) + "/" + name;
-}
 
 // The JSON Lines bytes of a generated workload.
 std::string JsonlBytes(const GeneratorConfig& config, const std::string& name) {

@@ -10,6 +10,7 @@
 
 #include "sim/csv.h"
 #include "sim/generator.h"
+#include "sim/testdata_path.h"
 
 namespace corral::sim {
 namespace {
@@ -17,10 +18,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string TestData(const std::string& name) {
-  return std::string(CORRAL_SIM_TESTDATA) + "/" + name;
-}
 
 std::string TempPath(const std::string& name) { return ::testing::TempDir() + "/" + name; }
 

@@ -11,10 +11,10 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr int64_t kDay = 86400;
-const int64_t kNow = 1'800'000'000;  // 2027-01-15 08:00:00 UTC
+const int64_t kHistoryNow = 1'800'000'000;  // 2027-01-15 08:00:00 UTC
 const GpuMonitor::NodeGpus kTwo = {"A100", {{"u0", 81920}, {"u1", 81920}}};
 
-ReportedGpu Gpu(int index, int util, std::vector<int64_t> allocations) {
+ReportedGpu HistoryGpu(int index, int util, std::vector<int64_t> allocations) {
   ReportedGpu g;
   g.index = index;
   g.reading.utilization_percent = util;
@@ -28,7 +28,7 @@ class GpuHistoryTest : public ::testing::Test {
 
   TestStore test_store_{"gpu-history"};
   store::Store* store_ = test_store_.store();
-  FakeClock clock_{Seconds(kNow)};
+  FakeClock clock_{Seconds(kHistoryNow)};
 };
 
 TEST_F(GpuHistoryTest, FlushStoresIntervalsAndUsageAndPruneKeepsTheRetention) {
@@ -36,13 +36,14 @@ TEST_F(GpuHistoryTest, FlushStoresIntervalsAndUsageAndPruneKeepsTheRetention) {
   GpuHistory history(monitor, *store_, clock_, GpuHistory::Options{});
   const std::map<int64_t, GpuHolder> holders = {{5, {JobId(9), "ann", "vision", 1.0, false}}};
   // Two minutes at 30 %, 2 days ago, then two minutes now; every 5 s.
-  for (int64_t start : {kNow - 2 * kDay, kNow}) {
+  for (int64_t start : {kHistoryNow - 2 * kDay, kHistoryNow}) {
     for (int64_t s = 0; s <= 120; s += 5) {
-      monitor.Record("n1", kTwo, {Gpu(0, 30, {5}), Gpu(1, 0, {})}, holders, (start + s) * 1000);
+      monitor.Record("n1", kTwo, {HistoryGpu(0, 30, {5}), HistoryGpu(1, 0, {})}, holders,
+                     (start + s) * 1000);
     }
   }
   ASSERT_TRUE(history.Flush().ok());
-  auto job = store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9));
+  auto job = store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9));
   ASSERT_TRUE(job.ok());
   // 13 intervals of 10 s of GPU 0 in the first run (the second run's first reading closed the
   // last), 12 closed in the second.
@@ -58,11 +59,15 @@ TEST_F(GpuHistoryTest, FlushStoresIntervalsAndUsageAndPruneKeepsTheRetention) {
 
   // The 10 s intervals older than a day go; 5 min ones stay 90 days.
   ASSERT_TRUE(history.Prune().ok());
-  EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 12u);
-  EXPECT_EQ(store_->GpuMetrics(300, 0, kNow + kDay, "", JobId(9))->size(), 1u);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->size(), 12u);
+  EXPECT_EQ(store_->GpuMetrics(300, 0, kHistoryNow + kDay, "", JobId(9))->size(), 1u);
   // Reading a job's history picks the resolution that still covers `from`.
-  EXPECT_EQ(history.JobHistory(JobId(9), Seconds(kNow - 60), Seconds(kNow + 600))->size(), 12u);
-  EXPECT_EQ(history.JobHistory(JobId(9), Seconds(kNow - 3 * kDay), Seconds(kNow))->size(), 1u);
+  EXPECT_EQ(
+      history.JobHistory(JobId(9), Seconds(kHistoryNow - 60), Seconds(kHistoryNow + 600))->size(),
+      12u);
+  EXPECT_EQ(
+      history.JobHistory(JobId(9), Seconds(kHistoryNow - 3 * kDay), Seconds(kHistoryNow))->size(),
+      1u);
 }
 
 TEST_F(GpuHistoryTest, AStartedHistoryFlushesOnItsOwnAndOnStop) {
@@ -73,18 +78,19 @@ TEST_F(GpuHistoryTest, AStartedHistoryFlushesOnItsOwnAndOnStop) {
   history.Start();
   const std::map<int64_t, GpuHolder> holders = {{5, {JobId(9), "ann", "vision", 1.0, false}}};
   for (int64_t s = 0; s <= 20; s += 5) {
-    monitor.Record("n1", kTwo, {Gpu(0, 50, {5})}, holders, (kNow + s) * 1000);
+    monitor.Record("n1", kTwo, {HistoryGpu(0, 50, {5})}, holders, (kHistoryNow + s) * 1000);
   }
-  for (int i = 0; i < 500 && store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->empty(); ++i) {
+  for (int i = 0; i < 500 && store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->empty();
+       ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 2u);
-  monitor.Record("n1", kTwo, {Gpu(0, 50, {5})}, holders, (kNow + 30) * 1000);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->size(), 2u);
+  monitor.Record("n1", kTwo, {HistoryGpu(0, 50, {5})}, holders, (kHistoryNow + 30) * 1000);
   // Stop stores the interval the last reading closed, and the one it opened (partial), and the
   // open 5-minute one.
   history.Stop();
-  EXPECT_EQ(store_->GpuMetrics(10, 0, kNow + kDay, "", JobId(9))->size(), 4u);
-  EXPECT_EQ(store_->GpuMetrics(300, 0, kNow + kDay, "", JobId(9))->size(), 1u);
+  EXPECT_EQ(store_->GpuMetrics(10, 0, kHistoryNow + kDay, "", JobId(9))->size(), 4u);
+  EXPECT_EQ(store_->GpuMetrics(300, 0, kHistoryNow + kDay, "", JobId(9))->size(), 1u);
 }
 
 TEST(UsageReportTest, GroupsSumsAndWritesCsv) {
@@ -124,7 +130,7 @@ TEST(UsageReportTest, GroupsSumsAndWritesCsv) {
 
 TEST(UsageReportTest, DayRanges) {
   using Range = std::pair<std::string, std::string>;
-  const Seconds now(kNow);
+  const Seconds now(kHistoryNow);
   EXPECT_EQ(*ParseDayRange("30d", "", now), Range("2026-12-17", "2027-01-15"));
   EXPECT_EQ(*ParseDayRange("1d", "", now), Range("2027-01-15", "2027-01-15"));
   EXPECT_EQ(*ParseDayRange("2026-12-01", "2026-12-31", now), Range("2026-12-01", "2026-12-31"));
