@@ -232,25 +232,63 @@ TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
   EXPECT_GT(tighter, 0);
 }
 
-// A pricing problem cut off by its time limit, before CBC has a root bound, still gives a sound
-// bound: the configuration bound stays ≥ OPT, and timed-out pricing never counts as converged.
+// A CBC pricing problem cut off by its time limit, before CBC has a root bound, still gives a
+// sound bound: the configuration bound stays ≥ OPT, and timed-out pricing never counts as
+// converged.
 TEST(ConfigurationBound, SoundWhenPricingTimesOut) {
   SeededRng rng(13);
   constexpr int kInstances = 60;
   for (int i = 0; i < kInstances; ++i) {
     const auto [nodes, tasks] = RandomInstance(rng);
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
-    const ConfigurationBound cut = Configuration(nodes, tasks, {.pricing_time_limit_s = 1e-9});
+    const ConfigurationBound cut = Configuration(
+        nodes, tasks, {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = 1e-9});
     ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
     // One master solve: the bound rests on the pricing bounds alone.
-    const ConfigurationBound once =
-        Configuration(nodes, tasks, {.max_iterations = 1, .pricing_time_limit_s = 1e-9});
+    const ConfigurationBound once = Configuration(
+        nodes, tasks,
+        {.max_iterations = 1, .pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = 1e-9});
     ASSERT_GE(once.milli, optimum - 1e-6) << "instance " << i;
     // Converged claims the configuration LP's optimum, which the untimed generation reaches.
     if (cut.converged) {
       ASSERT_NEAR(cut.milli, Configuration(nodes, tasks).milli, 0.5) << "instance " << i;
     }
   }
+}
+
+// The exact search and CBC price alike: on random tiny instances both converge to the same
+// configuration LP optimum (up to the tolerance added to the pricing bounds).
+TEST(ConfigurationBound, SearchPricingMatchesCbcPricing) {
+  SeededRng rng(19);
+  constexpr int kInstances = 150;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const ConfigurationBound search = Configuration(nodes, tasks);
+    const ConfigurationBound cbc = Configuration(
+        nodes, tasks,
+        {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = kUntimedPricingS});
+    ASSERT_TRUE(search.converged) << "instance " << i;
+    ASSERT_TRUE(cbc.converged) << "instance " << i;
+    ASSERT_NEAR(search.milli, cbc.milli, 0.5) << "instance " << i;
+  }
+}
+
+// A search cut off after a few nodes still bounds: the configuration bound stays ≥ OPT, and a
+// cut-off search that finds no column is not converged.
+TEST(ConfigurationBound, SoundWhenSearchIsCutOff) {
+  SeededRng rng(23);
+  int not_converged = 0;
+  constexpr int kInstances = 100;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
+    for (size_t budget : {size_t{0}, size_t{2}}) {
+      const ConfigurationBound cut = Configuration(nodes, tasks, {.pricing_nodes = budget});
+      ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i << " budget " << budget;
+      if (!cut.converged) ++not_converged;
+    }
+  }
+  EXPECT_GT(not_converged, 0);
 }
 
 // The exact solve cut off before CBC has a bound still brackets OPT: the placement it found

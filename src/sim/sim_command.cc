@@ -188,6 +188,7 @@ struct BoundFlags {
   std::optional<double> exact_load;        // % of GPU capacity; default 100
   // Set: also the configuration LP's bound, with at most this many master solves per checkpoint.
   std::optional<size_t> config_iterations;
+  std::optional<int> config_at_load;  // needs config_iterations
 };
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
@@ -236,9 +237,12 @@ int RunBoundCommand(const BoundFlags& b) {
     return Fail(InvalidArgument("--config-iterations: not with --exact-nodes (the tightness "
                                 "table runs the configuration LP with its defaults: at most " +
                                 std::to_string(defaults.max_iterations) + " master solves, " +
-                                nlohmann::json(defaults.pricing_time_limit_s).dump() +
-                                " s per pricing problem)"),
+                                std::to_string(defaults.pricing_nodes) +
+                                " search nodes per pricing problem)"),
                 kExitBadInput);
+  }
+  if (b.config_at_load && !b.config_iterations) {
+    return Fail(InvalidArgument("--config-at-load: needs --config-iterations"), kExitBadInput);
   }
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
@@ -255,8 +259,9 @@ int RunBoundCommand(const BoundFlags& b) {
       lp.push_back(std::move(bound).value());
       continue;
     }
-    auto bounds = RunFillBounds(in->nodes, in->tasks, seed, f.tune,
-                                ConfigurationOptions{.max_iterations = *b.config_iterations});
+    auto bounds = RunFillBounds(
+        in->nodes, in->tasks, seed, f.tune,
+        ConfigurationOptions{.max_iterations = *b.config_iterations, .at_load = b.config_at_load});
     if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
     converged += " " + std::to_string(seed) + ": " + std::to_string(bounds->converged) + "/" +
                  std::to_string(bounds->checkpoints) + " (" + std::to_string(bounds->iterations) +
@@ -590,9 +595,15 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->add_option("--config-iterations", bound->config_iterations,
-                "Also the configuration LP's bound (column generation, CBC pricing), at most this "
-                "many master solves per checkpoint (docs/placement.md, \"The limit (session 42)\")")
+                "Also the configuration LP's bound (column generation, exact search pricing), at "
+                "most this many master solves per checkpoint (docs/placement.md, \"The limit "
+                "(session 43)\")")
       ->check(CLI::PositiveNumber);
+  b->add_option("--config-at-load", bound->config_at_load,
+                "With --config-iterations: solve the configuration LP at one checkpoint only, the "
+                "end of this load's band (% of GPU capacity, e.g. 100); its bound holds for every "
+                "step up to it")
+      ->check(CLI::Range(1, 1000));
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
