@@ -57,6 +57,21 @@ class PricingSearch {
     }
     cpu_left_ = node_.cpu;
     memory_left_ = node_.memory;
+    // Per GPU: the most value shares can put in r milli (unbounded knapsack over the share
+    // shapes, counts, CPU and memory dropped), and the most a whole-GPU task puts per GPU.
+    per_gpu_.assign(kGpuMilli + 1, 0.0);
+    for (int64_t r = 1; r <= kGpuMilli; ++r) {
+      double most = per_gpu_[r - 1];
+      for (size_t s : share_) {
+        const int64_t m = shapes_[s].gpu_milli;
+        if (m <= r) most = std::max(most, per_gpu_[r - m] + shapes_[s].value);
+      }
+      per_gpu_[r] = most;
+    }
+    for (size_t s : whole_) {
+      whole_per_gpu_ =
+          std::max(whole_per_gpu_, shapes_[s].value / static_cast<double>(shapes_[s].gpus));
+    }
   }
 
   PricedConfiguration Run() {
@@ -105,15 +120,21 @@ class PricingSearch {
     return IsShare(p) ? p.gpu_milli <= milli_free : p.gpus <= whole_free;
   }
 
-  // ≥ the value any completion of the current node adds: `milli_free` GPU milli (shares may use),
-  // `whole_free` GPUs for the shapes not yet decided that hold GPUs whole.
-  double Bound(int64_t milli_free, int64_t whole_free) const {
+  // ≥ the value any completion of the current node adds: `room` milli on the GPU being filled and
+  // `later` GPUs after it (shares may use both), `whole_free` GPUs for the shapes not yet decided
+  // that hold GPUs whole. The least of the fractional knapsack bounds and the per-GPU one (each
+  // GPU holds no more than its best packing of shares, or its part of a whole-GPU task).
+  double Bound(int64_t room, int64_t later, int64_t whole_free) const {
+    const int64_t milli_free = room + later * kGpuMilli;
+    const double per_gpu =
+        per_gpu_[room] + static_cast<double>(later) *
+                             std::max(per_gpu_[kGpuMilli], whole_free > 0 ? whole_per_gpu_ : 0.0);
     const double capacity[kResources] = {
         static_cast<double>(milli_free), static_cast<double>(cpu_left_),
         static_cast<double>(memory_left_),
         static_cast<double>(milli_free) / static_cast<double>(node_.gpus * kGpuMilli) +
             Fraction(cpu_left_, node_.cpu) + Fraction(memory_left_, node_.memory)};
-    double bound = std::numeric_limits<double>::infinity();
+    double bound = per_gpu;
     for (size_t r = 0; r < kResources; ++r) {
       double left = capacity[r], sum = 0;
       for (size_t s : order_[r]) {
@@ -135,12 +156,12 @@ class PricingSearch {
 
   // Counts the node; false (the node's bound kept as open) once the budget is spent, or when the
   // bound cannot beat the best configuration.
-  bool Visit(double value, int64_t milli_free, int64_t whole_free) {
+  bool Visit(double value, int64_t room, int64_t later, int64_t whole_free) {
     if (value > best_) {
       best_ = value;
       best_tasks_ = tasks_;
     }
-    const double bound = value + Bound(milli_free, whole_free);
+    const double bound = value + Bound(room, later, whole_free);
     if (visited_ >= max_nodes_) {
       cut_off_ = true;
       open_upper_ = std::max(open_upper_, bound);
@@ -152,7 +173,7 @@ class PricingSearch {
 
   // Decides the count of whole_[i] and on, with `free` GPUs not yet held.
   void Whole(size_t i, int64_t free, double value) {
-    if (!Visit(value, free * kGpuMilli, free)) return;
+    if (!Visit(value, 0, free, free)) return;
     if (i == whole_.size()) {
       patterns_.assign(static_cast<size_t>(free), std::vector<int64_t>(share_.size(), 0));
       Shares(0, 0, kGpuMilli, true, value);
@@ -176,9 +197,8 @@ class PricingSearch {
   // `room` milli free on it; `tight`: its pattern equals GPU g − 1's so far.
   void Shares(size_t g, size_t j, int64_t room, bool tight, double value) {
     const auto gpus = static_cast<int64_t>(patterns_.size());
-    const int64_t later = g < patterns_.size() ? gpus - static_cast<int64_t>(g) - 1 : 0;
-    const int64_t milli_free = g < patterns_.size() ? room + later * kGpuMilli : 0;
-    if (!Visit(value, milli_free, 0)) return;
+    const bool past = g == patterns_.size();
+    if (!Visit(value, past ? 0 : room, past ? 0 : gpus - static_cast<int64_t>(g) - 1, 0)) return;
     if (g == patterns_.size()) return;
     if (j == share_.size()) {
       const bool empty = room == kGpuMilli;
@@ -217,6 +237,8 @@ class PricingSearch {
   std::vector<int64_t> available_;  // per shape: tasks that may still enter
   std::vector<int64_t> tasks_, best_tasks_;
   std::vector<std::vector<int64_t>> patterns_;  // per GPU left for shares: count per share_[j]
+  std::vector<double> per_gpu_;  // by milli free on a GPU: the most shares put there (knapsack)
+  double whole_per_gpu_ = 0;     // the most value per GPU of a whole-GPU task
   int64_t cpu_left_ = 0, memory_left_ = 0;
   double best_ = 0;
   double open_upper_ = 0;  // the largest bound of a node left unsearched

@@ -106,9 +106,8 @@ TEST(ConfigPricing, MatchesBruteForce) {
 // GPU together, and a 2-GPU task leaves no GPU for them.
 TEST(ConfigPricing, PacksSharesPerGpu) {
   const PricingNode node{2, 64'000, 65'536};
-  const std::vector<PricingShape> shapes = {{1, 600, 1000, 1024, 3, 0.6},
-                                            {1, 400, 1000, 1024, 2, 0.5},
-                                            {2, 1000, 1000, 1024, 1, 1.9}};
+  const std::vector<PricingShape> shapes = {
+      {1, 600, 1000, 1024, 3, 0.6}, {1, 400, 1000, 1024, 2, 0.5}, {2, 1000, 1000, 1024, 1, 1.9}};
   const PricedConfiguration got = BestConfiguration(node, shapes, 1'000'000);
   // 600 + 400 on each GPU: 2.2, better than the 2-GPU task (1.9) or three 600s (no room).
   EXPECT_TRUE(got.proven);

@@ -912,6 +912,11 @@ class ConfigurationLp {
                   const ConfigurationOptions& options)
       : classes_(classes), shapes_(shapes), options_(options) {}
 
+  // Known configurations of class c (such as the nodes' contents in a policy's fill), columns of
+  // the master from its first solve on: good columns from the start give good first duals. Each
+  // must fit one node of c (the caller's placements are checked when they are made).
+  void AddKnown(size_t c, std::vector<int64_t> tasks) { known_.emplace_back(c, std::move(tasks)); }
+
   // A bound, in milli-GPU, on what tasks with `counts` of each shape can hold. Columns found for
   // earlier counts stay. Errors: a solver fails.
   Result<ConfigurationBound> UpperBoundMilli(const std::vector<int64_t>& counts) {
@@ -1003,6 +1008,7 @@ class ConfigurationLp {
         AddColumn(c, one);
       }
     }
+    for (const auto& [c, tasks] : known_) AddColumn(c, tasks);
     // GLPK aborts on an LP without columns; an empty configuration holds nothing.
     if (glp_get_num_cols(lp_.get()) == 0) {
       AddColumn(0, std::vector<int64_t>(shapes_.size(), 0));
@@ -1068,6 +1074,7 @@ class ConfigurationLp {
   std::vector<NodeClass> classes_;
   std::vector<TaskShape> shapes_;
   ConfigurationOptions options_;
+  std::vector<std::pair<size_t, std::vector<int64_t>>> known_;  // AddKnown's, added by Start
   std::unique_ptr<glp_prob, GlpkDelete> lp_;
 };
 
@@ -1171,6 +1178,44 @@ std::set<size_t> BoundCheckpoints(const std::vector<FillStep>& steps) {
 
 namespace {
 
+// The policies whose fills start the configuration LP (ConfigurationOptions::at_load).
+const char* const kStartPolicies[] = {"fgd", "best", "bestfit"};
+
+// Adds to `configuration`, as known configurations, each node's contents after the first
+// `last` + 1 tasks of the fills of kStartPolicies (the same task list: RunFill presents what
+// FillTasks draws). Errors: RunFill's.
+Status AddPolicyConfigurations(const std::vector<model::Node>& nodes,
+                               const std::vector<model::TaskResources>& original, uint64_t seed,
+                               double tune, const std::vector<NodeClass>& classes,
+                               const Shapes& shapes, size_t last, ConfigurationLp& configuration) {
+  std::vector<std::optional<size_t>> class_of(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const model::Node& node = nodes[n];
+    const NodeClass key{node.gpu_model, static_cast<int64_t>(node.gpus.size()), node.cpu.value(),
+                        node.memory.value(), 0};
+    for (size_t c = 0; c < classes.size(); ++c) {
+      if (classes[c].Key() == key.Key()) class_of[n] = c;
+    }
+  }
+  std::set<std::pair<size_t, std::vector<int64_t>>> known;
+  for (const char* policy : kStartPolicies) {
+    auto fill =
+        RunFill(nodes, original,
+                FillConfig{.policy = policy, .seed = seed, .tune = tune, .keep_placements = true});
+    if (!fill.ok()) return fill.status();
+    std::map<size_t, std::vector<int64_t>> contents;  // node → tasks per shape
+    for (size_t t = 0; t <= last && t < fill->placements.size(); ++t) {
+      const auto& placed = fill->placements[t];
+      if (!placed || !shapes.of_task[t] || !class_of[placed->node]) continue;
+      auto [it, added] = contents.try_emplace(placed->node, shapes.shapes.size(), 0);
+      ++it->second[*shapes.of_task[t]];
+    }
+    for (auto& [node, tasks] : contents) known.emplace(*class_of[node], std::move(tasks));
+  }
+  for (const auto& [c, tasks] : known) configuration.AddKnown(c, tasks);
+  return Status::Ok();
+}
+
 // RunFillBound's and RunFillBounds' curves; the configuration LP's only with `options`.
 Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
                                    const std::vector<model::TaskResources>& original, uint64_t seed,
@@ -1229,6 +1274,8 @@ Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
       if (std::nearbyint(result.steps[t].arrived_pct) <= *options->at_load) only = t;
     }
     if (only) {
+      CORRAL_RETURN_IF_ERROR(AddPolicyConfigurations(nodes, original, seed, tune, classes, shapes,
+                                                     *only, *configuration));
       std::vector<int64_t> at(shapes.shapes.size(), 0);
       for (size_t t = 0; t <= *only; ++t) {
         if (shapes.of_task[t]) ++at[*shapes.of_task[t]];
