@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/rng.h"
@@ -378,6 +380,53 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   // The bound says more than the ideal here: at 8 cores per GPU, a 48-core node of 8 GPUs holds
   // at most 6 GPUs' worth of tasks.
   EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
+}
+
+// Solved at one checkpoint (at_load 100), started from the policies' fills: one checkpoint,
+// converged; at and before it the curve is the smaller of the LP's and the raw configuration bound
+// at the checkpoint (what a fresh master without the policies' columns converges to), after it the
+// LP's alone; every policy stays above it.
+TEST(FillBound, OneCheckpointFromThePoliciesFills) {
+  auto all = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
+  auto one = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_load = 100});
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->checkpoints, 1u);
+  EXPECT_EQ(one->converged, 1u);
+  const std::vector<FillStep>& steps = one->configuration.steps;
+  std::optional<size_t> at;
+  for (size_t k : BoundCheckpoints(steps)) {
+    if (std::nearbyint(steps[k].arrived_pct) <= 100) at = k;
+  }
+  ASSERT_TRUE(at.has_value());
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  const std::vector<model::TaskResources> first(
+      tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(*at + 1));
+  const double raw = Configuration(MixedCluster(), first).milli;
+  double arrived = 0;
+  for (size_t t = 0; t < steps.size(); ++t) {
+    arrived += static_cast<double>(tasks[t].TotalMilli().value());
+    const double lp = one->lp.steps[t].unallocated_pct;
+    ASSERT_DOUBLE_EQ(lp, all->lp.steps[t].unallocated_pct) << "step " << t;
+    if (t > *at) {
+      EXPECT_DOUBLE_EQ(steps[t].unallocated_pct, lp) << "step " << t;
+      continue;
+    }
+    const double held = std::min(arrived, raw);
+    EXPECT_NEAR(steps[t].unallocated_pct,
+                std::max(lp, std::max(0.0, 100.0 - 100.0 * held / capacity)), 0.01)
+        << "step " << t;
+  }
+  for (const std::string& policy : sched::PolicyNames()) {
+    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
+    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
+          << policy << " step " << t;
+    }
+  }
 }
 
 // The LP re-solved from its last basis gives, at each checkpoint, what a fresh LP over the same
