@@ -15,12 +15,11 @@
 
 #include "sched/cluster_state.h"
 #include "sim/cbc_library.h"
+#include "sim/config_pricing.h"
 
 namespace corral::sim {
 
 namespace {
-
-constexpr int64_t kGpuMilli = 1000;
 
 // Nodes that are interchangeable for placement: same GPU model, GPU count, CPU and memory.
 struct NodeClass {
@@ -896,14 +895,15 @@ class PlacementMip {
 // of c holding p; objective Σ value(p)·z in GPUs; rows Σ_p z(c, p) ≤ count(c) and
 // Σ_{c,p} tasks_s(p)·z(c, p) ≤ count(s). Columns are generated: from the duals (π_c of the class
 // rows, μ_s of the shape rows) each class's pricing problem, max over p of Σ_s (value_s − μ_s)·
-// tasks_s(p), is the PlacementMip of one node of c, solved by CBC; a configuration whose value
-// exceeds π_c enters the master, re-solved by GLPK.
+// tasks_s(p), is solved by the exact search over one node of c (config_pricing.h) or as the
+// PlacementMip of one node of c by CBC; a configuration whose value exceeds π_c enters the
+// master, re-solved by GLPK.
 //
 // The bound is Lagrangian (Farley's), whatever the solvers' tolerances and wherever the column
 // generation stops: for any μ ≥ 0 and bounds U_c ≥ every configuration's Σ_s (value_s − μ_s)·
 // tasks_s of class c, every placement holds at most Σ_s count_s·μ_s + Σ_c count_c·max(0, U_c)
 // (relax the shape rows with μ: each node then takes its best configuration on its own). μ are
-// GLPK's duals clipped to ≥ 0, U_c CBC's best bound; the smallest such bound over the iterations
+// GLPK's duals clipped to ≥ 0, U_c the pricing's bound; the smallest such bound over the iterations
 // is kept. When no configuration prices out, it is the configuration LP's optimum (up to the
 // tolerances, which only raise it).
 class ConfigurationLp {
@@ -911,6 +911,11 @@ class ConfigurationLp {
   ConfigurationLp(const std::vector<NodeClass>& classes, const std::vector<TaskShape>& shapes,
                   const ConfigurationOptions& options)
       : classes_(classes), shapes_(shapes), options_(options) {}
+
+  // Known configurations of class c (such as the nodes' contents in a policy's fill), columns of
+  // the master from its first solve on: good columns from the start give good first duals. Each
+  // must fit one node of c (the caller's placements are checked when they are made).
+  void AddKnown(size_t c, std::vector<int64_t> tasks) { known_.emplace_back(c, std::move(tasks)); }
 
   // A bound, in milli-GPU, on what tasks with `counts` of each shape can hold. Columns found for
   // earlier counts stay. Errors: a solver fails.
@@ -946,7 +951,8 @@ class ConfigurationLp {
       for (size_t c = 0; c < classes_.size(); ++c) {
         auto priced = Price(c, counts, mu);
         if (!priced.ok()) return priced.status();
-        // CBC's bound, raised by its tolerances so it stays above the true maximum.
+        // The pricing's bound, raised by a tolerance (CBC's, or the search's sums of doubles)
+        // so it stays above the true maximum.
         const long double upper =
             priced->upper + kPricingTolerance * (1 + std::fabs(priced->upper));
         bound += static_cast<long double>(classes_[c].count) * std::max<long double>(0, upper);
@@ -1002,6 +1008,7 @@ class ConfigurationLp {
         AddColumn(c, one);
       }
     }
+    for (const auto& [c, tasks] : known_) AddColumn(c, tasks);
     // GLPK aborts on an LP without columns; an empty configuration holds nothing.
     if (glp_get_num_cols(lp_.get()) == 0) {
       AddColumn(0, std::vector<int64_t>(shapes_.size(), 0));
@@ -1040,11 +1047,24 @@ class ConfigurationLp {
       value.push_back(reduced);
       index.push_back(s);
     }
-    NodeClass one = classes_[c];
-    one.count = 1;
-    const PlacementMip mip(SingleNodes{{one}, {0}}, kept, value, std::nullopt);
-    auto priced = mip.Price(options_.pricing_time_limit_s);
-    if (!priced.ok()) return priced.status();
+    Result<PlacementMip::Priced> priced = PlacementMip::Priced{};
+    if (options_.pricing == ConfigurationPricing::kSearch) {
+      std::vector<PricingShape> offered;
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const TaskShape& t = kept[k];
+        offered.push_back(PricingShape{t.gpus, t.gpu_milli, t.cpu, t.memory, t.count, value[k]});
+      }
+      const NodeClass& node = classes_[c];
+      PricedConfiguration found = BestConfiguration(PricingNode{node.gpus, node.cpu, node.memory},
+                                                    offered, options_.pricing_nodes);
+      priced = PlacementMip::Priced{std::move(found.tasks), found.value, found.upper};
+    } else {
+      NodeClass one = classes_[c];
+      one.count = 1;
+      const PlacementMip mip(SingleNodes{{one}, {0}}, kept, value, std::nullopt);
+      priced = mip.Price(options_.pricing_time_limit_s);
+      if (!priced.ok()) return priced.status();
+    }
     std::vector<int64_t> tasks(shapes_.size(), 0);
     for (size_t k = 0; k < kept.size(); ++k) tasks[index[k]] = priced->tasks[k];
     priced->tasks = std::move(tasks);
@@ -1054,6 +1074,7 @@ class ConfigurationLp {
   std::vector<NodeClass> classes_;
   std::vector<TaskShape> shapes_;
   ConfigurationOptions options_;
+  std::vector<std::pair<size_t, std::vector<int64_t>>> known_;  // AddKnown's, added by Start
   std::unique_ptr<glp_prob, GlpkDelete> lp_;
 };
 
@@ -1157,6 +1178,44 @@ std::set<size_t> BoundCheckpoints(const std::vector<FillStep>& steps) {
 
 namespace {
 
+// The policies whose fills start the configuration LP (ConfigurationOptions::at_load).
+const char* const kStartPolicies[] = {"fgd", "best", "bestfit"};
+
+// Adds to `configuration`, as known configurations, each node's contents after the first
+// `last` + 1 tasks of the fills of kStartPolicies (the same task list: RunFill presents what
+// FillTasks draws). Errors: RunFill's.
+Status AddPolicyConfigurations(const std::vector<model::Node>& nodes,
+                               const std::vector<model::TaskResources>& original, uint64_t seed,
+                               double tune, const std::vector<NodeClass>& classes,
+                               const Shapes& shapes, size_t last, ConfigurationLp& configuration) {
+  std::vector<std::optional<size_t>> class_of(nodes.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const model::Node& node = nodes[n];
+    const NodeClass key{node.gpu_model, static_cast<int64_t>(node.gpus.size()), node.cpu.value(),
+                        node.memory.value(), 0};
+    for (size_t c = 0; c < classes.size(); ++c) {
+      if (classes[c].Key() == key.Key()) class_of[n] = c;
+    }
+  }
+  std::set<std::pair<size_t, std::vector<int64_t>>> known;
+  for (const char* policy : kStartPolicies) {
+    auto fill =
+        RunFill(nodes, original,
+                FillConfig{.policy = policy, .seed = seed, .tune = tune, .keep_placements = true});
+    if (!fill.ok()) return fill.status();
+    std::map<size_t, std::vector<int64_t>> contents;  // node → tasks per shape
+    for (size_t t = 0; t <= last && t < fill->placements.size(); ++t) {
+      const auto& placed = fill->placements[t];
+      if (!placed || !shapes.of_task[t] || !class_of[placed->node]) continue;
+      auto [it, added] = contents.try_emplace(placed->node, shapes.shapes.size(), 0);
+      ++it->second[*shapes.of_task[t]];
+    }
+    for (auto& [node, tasks] : contents) known.emplace(*class_of[node], std::move(tasks));
+  }
+  for (const auto& [c, tasks] : known) configuration.AddKnown(c, tasks);
+  return Status::Ok();
+}
+
 // RunFillBound's and RunFillBounds' curves; the configuration LP's only with `options`.
 Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
                                    const std::vector<model::TaskResources>& original, uint64_t seed,
@@ -1199,6 +1258,33 @@ Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
   std::optional<ConfigurationLp> configuration;
   if (options) configuration.emplace(classes, shapes.shapes, *options);
   std::vector<int64_t> counts(shapes.shapes.size(), 0);
+  // With at_load, the one checkpoint the configuration LP is solved at, and its bound.
+  std::optional<size_t> only;
+  double only_milli = 0;
+  auto solve = [&](const std::vector<int64_t>& at) -> Result<double> {
+    auto config = configuration->UpperBoundMilli(at);
+    if (!config.ok()) return config.status();
+    ++out.checkpoints;
+    out.converged += config->converged ? 1 : 0;
+    out.iterations += config->iterations;
+    return config->milli;
+  };
+  if (configuration && options->at_load) {
+    for (size_t t : checkpoints) {
+      if (std::nearbyint(result.steps[t].arrived_pct) <= *options->at_load) only = t;
+    }
+    if (only) {
+      CORRAL_RETURN_IF_ERROR(AddPolicyConfigurations(nodes, original, seed, tune, classes, shapes,
+                                                     *only, *configuration));
+      std::vector<int64_t> at(shapes.shapes.size(), 0);
+      for (size_t t = 0; t <= *only; ++t) {
+        if (shapes.of_task[t]) ++at[*shapes.of_task[t]];
+      }
+      auto milli = solve(at);
+      if (!milli.ok()) return milli.status();
+      only_milli = *milli;
+    }
+  }
   size_t from = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
     if (shapes.of_task[t]) ++counts[*shapes.of_task[t]];
@@ -1206,13 +1292,12 @@ Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
     auto ub = lp.UpperBoundMilli(counts);
     if (!ub.ok()) return ub.status();
     double tighter = *ub;
-    if (configuration) {
-      auto config = configuration->UpperBoundMilli(counts);
-      if (!config.ok()) return config.status();
-      tighter = std::min(tighter, config->milli);
-      ++out.checkpoints;
-      out.converged += config->converged ? 1 : 0;
-      out.iterations += config->iterations;
+    if (configuration && !options->at_load) {
+      auto milli = solve(counts);
+      if (!milli.ok()) return milli.status();
+      tighter = std::min(tighter, *milli);
+    } else if (only && t <= *only) {
+      tighter = std::min(tighter, only_milli);  // OPT_t ≤ OPT_only
     }
     // At 0 where the dual bound's rounding lands a hair above capacity.
     auto unallocated = [&](double held) {

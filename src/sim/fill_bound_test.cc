@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/rng.h"
@@ -232,24 +234,52 @@ TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
   EXPECT_GT(tighter, 0);
 }
 
-// A pricing problem cut off by its time limit, before CBC has a root bound, still gives a sound
-// bound: the configuration bound stays ≥ OPT, and timed-out pricing never counts as converged.
+// A CBC pricing problem cut off by its time limit, before CBC has a root bound, or a pricing
+// search cut off by its node budget, still gives a sound bound: the configuration bound stays
+// ≥ OPT, and timed-out pricing never counts as converged.
 TEST(ConfigurationBound, SoundWhenPricingTimesOut) {
   SeededRng rng(13);
+  int search_cut = 0;
   constexpr int kInstances = 60;
   for (int i = 0; i < kInstances; ++i) {
     const auto [nodes, tasks] = RandomInstance(rng);
     const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
-    const ConfigurationBound cut = Configuration(nodes, tasks, {.pricing_time_limit_s = 1e-9});
+    const ConfigurationBound cut = Configuration(
+        nodes, tasks, {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = 1e-9});
     ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
     // One master solve: the bound rests on the pricing bounds alone.
-    const ConfigurationBound once =
-        Configuration(nodes, tasks, {.max_iterations = 1, .pricing_time_limit_s = 1e-9});
+    const ConfigurationBound once = Configuration(
+        nodes, tasks,
+        {.max_iterations = 1, .pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = 1e-9});
     ASSERT_GE(once.milli, optimum - 1e-6) << "instance " << i;
     // Converged claims the configuration LP's optimum, which the untimed generation reaches.
     if (cut.converged) {
       ASSERT_NEAR(cut.milli, Configuration(nodes, tasks).milli, 0.5) << "instance " << i;
     }
+    // The same for the exact search cut off after a few nodes (its open nodes bound it).
+    for (size_t budget : {size_t{0}, size_t{2}}) {
+      const ConfigurationBound search = Configuration(nodes, tasks, {.pricing_nodes = budget});
+      ASSERT_GE(search.milli, optimum - 1e-6) << "instance " << i << " budget " << budget;
+      if (!search.converged) ++search_cut;
+    }
+  }
+  EXPECT_GT(search_cut, 0);  // the budgets do cut searches off
+}
+
+// The exact search and CBC price alike: on random tiny instances both converge to the same
+// configuration LP optimum (up to the tolerance added to the pricing bounds).
+TEST(ConfigurationBound, SearchPricingMatchesCbcPricing) {
+  SeededRng rng(19);
+  constexpr int kInstances = 150;
+  for (int i = 0; i < kInstances; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const ConfigurationBound search = Configuration(nodes, tasks);
+    const ConfigurationBound cbc = Configuration(
+        nodes, tasks,
+        {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = kUntimedPricingS});
+    ASSERT_TRUE(search.converged) << "instance " << i;
+    ASSERT_TRUE(cbc.converged) << "instance " << i;
+    ASSERT_NEAR(search.milli, cbc.milli, 0.5) << "instance " << i;
   }
 }
 
@@ -340,6 +370,53 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   // The bound says more than the ideal here: at 8 cores per GPU, a 48-core node of 8 GPUs holds
   // at most 6 GPUs' worth of tasks.
   EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
+}
+
+// Solved at one checkpoint (at_load 100), started from the policies' fills: one checkpoint,
+// converged; at and before it the curve is the smaller of the LP's and the raw configuration bound
+// at the checkpoint (what a fresh master without the policies' columns converges to), after it the
+// LP's alone; every policy stays above it.
+TEST(FillBound, OneCheckpointFromThePoliciesFills) {
+  auto all = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
+  auto one = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_load = 100});
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->checkpoints, 1u);
+  EXPECT_EQ(one->converged, 1u);
+  const std::vector<FillStep>& steps = one->configuration.steps;
+  std::optional<size_t> at;
+  for (size_t k : BoundCheckpoints(steps)) {
+    if (std::nearbyint(steps[k].arrived_pct) <= 100) at = k;
+  }
+  ASSERT_TRUE(at.has_value());
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  const std::vector<model::TaskResources> first(
+      tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(*at + 1));
+  const double raw = Configuration(MixedCluster(), first).milli;
+  double arrived = 0;
+  for (size_t t = 0; t < steps.size(); ++t) {
+    arrived += static_cast<double>(tasks[t].TotalMilli().value());
+    const double lp = one->lp.steps[t].unallocated_pct;
+    ASSERT_DOUBLE_EQ(lp, all->lp.steps[t].unallocated_pct) << "step " << t;
+    if (t > *at) {
+      EXPECT_DOUBLE_EQ(steps[t].unallocated_pct, lp) << "step " << t;
+      continue;
+    }
+    const double held = std::min(arrived, raw);
+    EXPECT_NEAR(steps[t].unallocated_pct,
+                std::max(lp, std::max(0.0, 100.0 - 100.0 * held / capacity)), 0.01)
+        << "step " << t;
+  }
+  for (const std::string& policy : sched::PolicyNames()) {
+    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
+    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
+          << policy << " step " << t;
+    }
+  }
 }
 
 // The LP re-solved from its last basis gives, at each checkpoint, what a fresh LP over the same

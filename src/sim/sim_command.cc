@@ -221,6 +221,7 @@ struct BoundFlags {
   std::optional<double> exact_load;        // % of GPU capacity; default 100
   // Set: also the configuration LP's bound, with at most this many master solves per checkpoint.
   std::optional<size_t> config_iterations;
+  std::optional<int> config_at_load;  // needs config_iterations
 };
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
@@ -270,9 +271,12 @@ int RunBoundCommand(const BoundFlags& b) {
     return Fail(InvalidArgument("--config-iterations: not with --exact-nodes (the tightness "
                                 "table runs the configuration LP with its defaults: at most " +
                                 std::to_string(defaults.max_iterations) + " master solves, " +
-                                nlohmann::json(defaults.pricing_time_limit_s).dump() +
-                                " s per pricing problem)"),
+                                std::to_string(defaults.pricing_nodes) +
+                                " search nodes per pricing problem)"),
                 kExitBadInput);
+  }
+  if (b.config_at_load && !b.config_iterations) {
+    return Fail(InvalidArgument("--config-at-load: needs --config-iterations"), kExitBadInput);
   }
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
@@ -289,8 +293,9 @@ int RunBoundCommand(const BoundFlags& b) {
       lp.push_back(std::move(bound).value());
       continue;
     }
-    auto bounds = RunFillBounds(in->nodes, in->tasks, seed, f.tune,
-                                ConfigurationOptions{.max_iterations = *b.config_iterations});
+    auto bounds = RunFillBounds(
+        in->nodes, in->tasks, seed, f.tune,
+        ConfigurationOptions{.max_iterations = *b.config_iterations, .at_load = b.config_at_load});
     if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
     converged += "\n  seed " + std::to_string(seed) + ": converged at " +
                  std::to_string(bounds->converged) + " of " + std::to_string(bounds->checkpoints) +
@@ -630,15 +635,21 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Wall-clock seconds per exact solve (default 60; at most 3600). The table's "
                 "configuration LP is not held to it: up to " +
                     std::to_string(configuration_defaults.max_iterations) +
-                    " master solves, each pricing problem up to " +
-                    nlohmann::json(configuration_defaults.pricing_time_limit_s).dump() +
-                    " s, so a large --exact-nodes can run for many minutes");
+                    " master solves, each pricing search up to " +
+                    std::to_string(configuration_defaults.pricing_nodes) +
+                    " nodes, so a large --exact-nodes can run for many minutes");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   b->add_option("--config-iterations", bound->config_iterations,
-                "Also the configuration LP's bound (column generation, CBC pricing), at most this "
-                "many master solves per checkpoint (docs/placement.md, \"The limit (session 42)\")")
+                "Also the configuration LP's bound (column generation, exact search pricing), at "
+                "most this many master solves per checkpoint (docs/placement.md, \"The limit "
+                "(session 43)\")")
       ->check(CLI::Range(1, 1'000'000));
+  b->add_option("--config-at-load", bound->config_at_load,
+                "With --config-iterations: solve the configuration LP at one checkpoint only, the "
+                "end of this load's band (% of GPU capacity, e.g. 100); its bound holds for every "
+                "step up to it")
+      ->check(CLI::Range(1, 1000));
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
