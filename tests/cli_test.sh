@@ -179,6 +179,17 @@ r=json.load(sys.stdin)["results"][0]
 assert r["completed"]==3 and r["makespan_s"]==110, r
 assert abs(r["queue_s"]["mean"]-40/3)<1e-3 and r["jct_s"]["mean"]==80, r' <<<"$out"; then ok; else fail "replay JSON: $out"; fi
 
+# --no-frag measures no fragmentation: the table says n/a and the JSON null, not 0; measured, it
+# is a number.
+out=$("$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/jobs.jsonl" --policy bestfit --no-frag)
+if grep -qE '^bestfit +3 +3 .* n/a +0 *$' <<<"$out"; then ok; else fail "replay --no-frag table: $out"; fi
+out=$("$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/jobs.jsonl" --policy bestfit --no-frag -o json)
+python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert r["frag_pct_mean"] is None, r' \
+  <<<"$out" && ok || fail "replay --no-frag JSON: $out"
+out=$("$corral" sim replay --nodes "$work/nodes.jsonl" --trace "$work/jobs.jsonl" --policy bestfit -o json)
+python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert isinstance(r["frag_pct_mean"], float), r' \
+  <<<"$out" && ok || fail "replay frag JSON: $out"
+
 # Bound: tuned to 130% of 8 GPUs, two of the three 4-GPU tasks remain (100% arrived), and both
 # fit: nothing need stay unallocated at 100%.
 out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1)
@@ -197,6 +208,10 @@ out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" 
 if grep -qE "the higher unallocated %" <<<"$out" &&
   grep -qE '^  seed 1: converged at [0-9]+ of [0-9]+ checkpoints, [0-9]+ master solves$' <<<"$out"
 then ok; else fail "sim bound --config-iterations: $out"; fi
+# Both bounds are computed together: their one time is shown once, in the upper table.
+if [ "$(grep -cE '^seed .* ms' <<<"$out")" = 1 ] && grep -qE '^seed .* ms \(both\)$' <<<"$out" &&
+  [ "$(grep -cE '^mean ' <<<"$out")" = 2 ] && grep -qE '^mean( +[0-9.]+){4}$' <<<"$out"
+then ok; else fail "sim bound --config-iterations shows the time twice: $out"; fi
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.
@@ -232,6 +247,25 @@ python3 -c 'import json,sys; r=json.load(sys.stdin)["results"][0]; assert r["mak
 [ -f "$work/shared/replay_fgd_projects.csv" ] && [ -f "$work/shared/replay_fgd_projects.svg" ] &&
   head -1 "$work/shared/replay_fgd_projects.csv" | grep -q '^time_s,project,gpu_alloc_pct,entitled_pct$' &&
   ok || fail "replay --out did not write the per-project timeline"
+# Fairness is judged only under contention: two projects that never wanted more than the cluster
+# has say "no contention"; one project preempted by a shorter job says "n/a (one project)", not
+# Jain's index 0.000, which would read as maximally unfair.
+out=$("$corral" sim replay --nodes gen:2x4xV100 --trace "$work/two.jsonl" --policy bestfit)
+if grep -q 'fairness under contention: no contention' <<<"$out" && ! grep -q "Jain's index" <<<"$out"
+then ok; else fail "replay without contention: $out"; fi
+cat >"$work/one.jsonl" <<'JSON'
+{"id":1,"project":"a","submit_time":0,"duration":100,"resources":{"gpus":4}}
+{"id":2,"project":"a","submit_time":10,"duration":10,"resources":{"gpus":4}}
+JSON
+out=$("$corral" sim replay --nodes gen:1x4xV100 --trace "$work/one.jsonl" --policy bestfit \
+  --order srtf --resume)
+if grep -qE '^bestfit .* 1 *$' <<<"$out" && grep -q 'fairness under contention: n/a (one project)' <<<"$out" &&
+  ! grep -q "Jain's index" <<<"$out"
+then ok; else fail "replay of one project with a preemption: $out"; fi
+# The fill table says what its columns mean.
+out=$("$corral" sim fill --nodes gen:2x4xV100 --pods "$work/jobs.jsonl" --policy bestfit --seeds 1)
+grep -q "frag@100%: free GPU capacity the typical tasks cannot use" <<<"$out" && ok ||
+  fail "fill table legend: $out"
 printf 'projects:\n  b: {gpus: 4, wieght: 2}\n' >"$work/typo.yaml"
 expect_exit 2 "typo.yaml: field 'projects.b.wieght': unknown" -- \
   "$corral" sim replay --nodes gen:1x4xV100 --trace "$work/two.jsonl" --sharing "$work/typo.yaml"

@@ -228,6 +228,25 @@ std::string OutOfServiceHolders(const ClusterState& state, const TaskRequest& t,
   return Enumerate(names);
 }
 
+// "; the nodes taking work have A100-80GB, H100 and 2 more" (at most kShown names, sorted), so
+// that a misspelt model pin shows the spelling the cluster uses; "" when no node with GPUs takes
+// work.
+std::string ModelsInService(const ClusterState& state) {
+  constexpr size_t kShown = 4;
+  std::vector<std::string> names;
+  for (int m = 0; m < state.ModelCount(); ++m) {
+    if (state.model_stats(m).nodes > 0) names.push_back(state.ModelName(m));
+  }
+  if (names.empty()) return "";
+  std::sort(names.begin(), names.end());
+  if (names.size() > kShown) {
+    const size_t more = names.size() - kShown;
+    names.resize(kShown);
+    names.push_back(std::to_string(more) + " more");
+  }
+  return "; the nodes taking work have " + Enumerate(names);
+}
+
 // "each of its 4 tasks needs ..." for a gang, "needs ..." for one task.
 PendingReason PerTask(PendingReason reason, int tasks) {
   if (tasks > 1)
@@ -240,7 +259,8 @@ PendingReason PerTask(PendingReason reason, int tasks) {
 PendingReason ExplainUnplaced(const ClusterState& state, const TaskRequest& t, int tasks) {
   if (state.LiveNodes() == 0) return {kReasonNoNodes, "the cluster has no nodes"};
   if (!t.any_model && t.models.empty()) {
-    return {kReasonUnknownModel, "needs GPU model " + ModelPhrase(t) + "but no node has it"};
+    return {kReasonUnknownModel,
+            "needs GPU model " + ModelPhrase(t) + "but no node has it" + ModelsInService(state)};
   }
   const std::vector<int> models = AcceptedModels(state, t);
   const Room free = FreeRoom(state, t, models, tasks);

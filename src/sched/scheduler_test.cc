@@ -598,6 +598,36 @@ TEST_P(SchedulerPlacement, AJobPinnedToAModelRunsOnlyOnIt) {
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNeverFits);
 }
 
+// A pin to a model no node has ("A100" on an "A100-80GB" cluster) names the models the nodes
+// taking work have, sorted, at most four and a count, so that the user sees the right spelling.
+TEST_P(SchedulerPendingReason, AnUnknownModelNamesTheModelsInService) {
+  auto s = Make({{"v1", 2}});  // V100M32
+  for (const char* model : {"A100-80GB", "H100", "T4", "L4", "A10"}) {
+    ASSERT_TRUE(s->AddNode(model::MakeNode(std::string("n-") + model, model, 8, CpuMilli(64000),
+                                           MemoryMib(262144)))
+                    .ok());
+  }
+  model::Job pinned = MakeJob(1, 1);
+  pinned.resources.gpu_models = {"A100"};
+  ASSERT_TRUE(s->Submit(pinned).ok());
+  EXPECT_TRUE(s->Schedule(Seconds(0)).starts.empty());
+  EXPECT_EQ(*s->PendingReasonOf(JobId(1)),
+            (PendingReason{kReasonUnknownModel,
+                           "needs GPU model A100 but no node has it; the nodes taking work have "
+                           "A10, A100-80GB, H100, L4 and 2 more"}));
+  // Out of service, a model is not offered; with no GPU node in service, nothing is listed.
+  for (const char* node : {"v1", "n-A100-80GB", "n-H100", "n-T4", "n-L4", "n-A10"}) {
+    ASSERT_TRUE(s->SetSchedulable(node, false).ok());
+  }
+  ASSERT_TRUE(s->SetSchedulable("n-T4", true).ok());
+  s->Schedule(Seconds(1));
+  EXPECT_EQ(s->PendingReasonOf(JobId(1))->message,
+            "needs GPU model A100 but no node has it; the nodes taking work have T4");
+  ASSERT_TRUE(s->SetSchedulable("n-T4", false).ok());
+  s->Schedule(Seconds(2));
+  EXPECT_EQ(s->PendingReasonOf(JobId(1))->message, "needs GPU model A100 but no node has it");
+}
+
 // A node partly used (one 4-GPU job) among empty ones, each of them in turn, so that for most
 // seeds the tie order puts an empty node first. Returns where a later 1-GPU job goes.
 std::string WhereAOneGpuJobGoes(const SchedulerConfig& config, const PolicyContext& context,

@@ -915,7 +915,7 @@ Result<ReplayResult> RunReplay(const std::vector<model::Node>& nodes, const Trac
   if (last_arrival > first_arrival) {
     result.gpu_alloc_pct_arrivals = alloc_integral_at_last_arrival / (last_arrival - first_arrival);
   }
-  result.frag_pct_mean = meter.MeanFragPct(result.makespan_s);
+  if (config.track_fragmentation) result.frag_pct_mean = meter.MeanFragPct(result.makespan_s);
   if (result.gang_starts > 0) {
     result.gang_nodes_mean =
         static_cast<double>(gang_nodes) / static_cast<double>(result.gang_starts);

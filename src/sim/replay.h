@@ -195,8 +195,9 @@ struct ReplayResult {
   // mean also covers the drain at the end, where the longest jobs run alone); 0 when all jobs
   // arrive at once.
   double gpu_alloc_pct_arrivals = 0;
-  double frag_pct_mean = 0;  // time-weighted over the makespan
-  double gpu_s = 0;          // GPU-seconds allocated, lost runs included
+  // Time-weighted over the makespan; none when ReplayConfig::track_fragmentation is off.
+  std::optional<double> frag_pct_mean;
+  double gpu_s = 0;  // GPU-seconds allocated, lost runs included
   int64_t preemptions = 0;
   double lost_gpu_s = 0;
   // Over the completed jobs: their mean recorded run time (a floor no order can beat on mean

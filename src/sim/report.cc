@@ -140,14 +140,20 @@ std::string FillTable(const std::vector<FillResult>& results) {
     out += Pad(Fixed(mean, 2) + "±" + Fixed(sd, 2), 17) + Pad(Fixed(Median(frag), 2), 11) +
            Pad(Fixed(ms / n, 0), 9) + "\n";
   }
-  return out;
+  return out +
+         "(N%: arrived load, % of GPU capacity; frag@100%: free GPU capacity the typical tasks "
+         "cannot use (FGD's fragmentation), % of capacity)\n";
 }
 
-std::string FillBoundTable(const std::vector<FillResult>& bounds) {
+std::string FillBoundTable(const std::vector<FillResult>& bounds, BoundTimeColumn time) {
   std::string out = "Lower bound on unallocated GPU % that any policy can reach, at arrived load\n";
   out += Pad("seed", 12, true);
   for (int x : kFillReportLoads) out += Pad(std::to_string(x) + "%", 9);
-  out += Pad("ms", 9) + "\n";
+  const auto time_cell = [time](const std::string& cell) {
+    if (time == BoundTimeColumn::kNone) return std::string();
+    return Pad(cell, time == BoundTimeColumn::kBothBounds ? 11 : 9);
+  };
+  out += time_cell(time == BoundTimeColumn::kBothBounds ? "ms (both)" : "ms") + "\n";
   std::vector<double> mean(kFillReportLoads.size(), 0.0);
   double ms = 0;
   for (const FillResult& b : bounds) {
@@ -158,11 +164,11 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds) {
       out += Pad(Fixed(v, 2), 9);
     }
     ms += b.wall_ms / static_cast<double>(bounds.size());
-    out += Pad(Fixed(b.wall_ms, 0), 9) + "\n";
+    out += time_cell(Fixed(b.wall_ms, 0)) + "\n";
   }
   out += Pad("mean", 12, true);
   for (double v : mean) out += Pad(Fixed(v, 2), 9);
-  return out + Pad(Fixed(ms, 0), 9) + "\n";
+  return out + time_cell(Fixed(ms, 0)) + "\n";
 }
 
 std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
@@ -259,6 +265,19 @@ namespace {
 
 json OptionalSeconds(const std::optional<int64_t>& s) { return s ? json(*s) : json(nullptr); }
 
+// The fairness under contention; Jain's index only where there was contention to judge.
+std::string ContentionLine(const ReplayResult& r) {
+  if (r.projects.size() < 2) return "fairness under contention: n/a (one project)\n";
+  if (r.fairness.contended_s == 0) {
+    return "fairness under contention: no contention (never did >= 2 projects want more than "
+           "the cluster has)\n";
+  }
+  return "contended " + std::to_string(r.fairness.contended_s) +
+         " s (>= 2 projects want more than the cluster has): Jain's index of alloc/ent " +
+         Fixed(r.fairness.jain_mean, 3) + ", GPU alloc " + Fixed(r.fairness.gpu_alloc_pct_mean, 2) +
+         "%\n";
+}
+
 std::string GpuHours(double gpu_s) { return Fixed(gpu_s / 3600.0, 1); }
 
 // One row per project: its jobs, times, GPU-hours, preemptions and fairness.
@@ -319,6 +338,7 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                           {"entitlement_90_s", OptionalSeconds(p.entitlement_90_s)},
                           {"share_of_entitlement_mean", Round4(p.share_of_entitlement_mean)}});
     }
+    const json frag = r.frag_pct_mean ? json(Round4(*r.frag_pct_mean)) : json(nullptr);
     out["results"].push_back({{"policy", r.policy},
                               {"jobs", r.jobs},
                               {"completed", r.completed},
@@ -330,7 +350,7 @@ json ReplayJson(const ReplayConfig& config, const std::vector<ReplayResult>& res
                               {"makespan_s", r.makespan_s},
                               {"gpu_alloc_pct_mean", Round4(r.gpu_alloc_pct_mean)},
                               {"gpu_alloc_pct_arrivals", Round4(r.gpu_alloc_pct_arrivals)},
-                              {"frag_pct_mean", Round4(r.frag_pct_mean)},
+                              {"frag_pct_mean", frag},
                               {"gpu_s", Round4(r.gpu_s)},
                               {"preemptions", r.preemptions},
                               {"lost_gpu_s", Round4(r.lost_gpu_s)},
@@ -374,16 +394,14 @@ std::string ReplayTable(const std::vector<ReplayResult>& results) {
            Pad(Fixed(r.run_s_mean, 0), 11) + Pad(Fixed(r.delay_s_mean, 0), 12) +
            Pad(Fixed(r.queue_s.mean, 0), 12) + Pad(Fixed(r.queue_s.p95, 0), 11) +
            Pad(std::to_string(r.makespan_s), 11) + Pad(Fixed(r.gpu_alloc_pct_mean, 2), 12) +
-           Pad(Fixed(r.frag_pct_mean, 2), 8) + Pad(std::to_string(r.preemptions), 9) + "\n";
+           Pad(r.frag_pct_mean ? Fixed(*r.frag_pct_mean, 2) : "n/a", 8) +
+           Pad(std::to_string(r.preemptions), 9) + "\n";
   }
   for (const auto& r : results) {
     if (r.projects.size() < 2 && r.preemptions == 0) continue;
     out += "\n" + r.policy + " per project (lost GPU-h: runs thrown away by preemption):\n" +
            ProjectTable(r);
-    out += "  contended " + std::to_string(r.fairness.contended_s) +
-           " s (>= 2 projects want more than the cluster has): Jain's index of alloc/ent " +
-           Fixed(r.fairness.jain_mean, 3) + ", GPU alloc " +
-           Fixed(r.fairness.gpu_alloc_pct_mean, 2) + "%\n";
+    out += "  " + ContentionLine(r);
   }
   bool elastic = false;
   for (const auto& r : results) elastic = elastic || r.elastic_share > 0;
@@ -429,7 +447,7 @@ Status WriteReplayOutputs(const std::vector<ReplayResult>& results, const std::s
     for (const ProjectResult& p : r.projects) project_series.push_back({p.project, {}});
     for (const ReplaySample& p : r.timeline) {
       csv += std::to_string(p.time_s) + "," + Fixed(p.gpu_alloc_pct, 4) + "," +
-             Fixed(p.frag_pct, 4) + "," + std::to_string(p.pending) + "," +
+             (r.frag_pct_mean ? Fixed(p.frag_pct, 4) : "") + "," + std::to_string(p.pending) + "," +
              std::to_string(p.running) + "\n";
       const double hours = static_cast<double>(p.time_s) / 3600.0;
       s.points.emplace_back(hours, p.gpu_alloc_pct);

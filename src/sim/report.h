@@ -21,12 +21,17 @@ double Median(std::vector<double> values);
 //  "frag_pct_of_capacity":{..},"wall_ms"}],"summary":[{"policy","unallocated_gpu_pct_median":{..}}]}
 nlohmann::json FillJson(const std::vector<FillResult>& results);
 // One row per policy: median unallocated GPU % at each reported load, mean ± sd at 100%,
-// median fragmentation at 100%, and the time per seed.
+// median fragmentation at 100%, and the time per seed; then a line saying what the columns mean.
 std::string FillTable(const std::vector<FillResult>& results);
+// What FillBoundTable's time column shows: each bound's own time ("ms"), the time of the LP and
+// the configuration LP computed together (RunFillBounds: "ms (both)"), or no column (the other
+// table of the same run already shows that time).
+enum class BoundTimeColumn { kOwn, kBothBounds, kNone };
 // The fill bound (fill_bound.h), one row per seed and a mean row: the lower bound on unallocated
 // GPU % at each reported load (the mean over the band's steps, as FillTable reads policies) and
-// the time per seed.
-std::string FillBoundTable(const std::vector<FillResult>& bounds);
+// the time per seed as `time` says.
+std::string FillBoundTable(const std::vector<FillResult>& bounds,
+                           BoundTimeColumn time = BoundTimeColumn::kOwn);
 // The bound's tightness (fill_tightness.h): one row per instance and a mean row over those solved
 // to optimality: the LP bound, the exact optimum (the solver's range "low-high" when the time limit
 // stopped it), each policy, the LP gap (exact − LP) and the online gap (best − exact), in points
@@ -42,7 +47,8 @@ Status WriteFillOutputs(const std::vector<FillResult>& results, const std::strin
 //  "checkpoint_interval_s","checkpoint_grace_s","resize_cost_s","resize_interval_s",
 //  "resize_budget"},"results":[{"policy","jobs","completed",
 //  "unfinished","jct_s":{"mean","p50","p95","p99"},"queue_s":{..},"makespan_s",
-//  "gpu_alloc_pct_mean","gpu_alloc_pct_arrivals","frag_pct_mean","gpu_s","preemptions",
+//  "gpu_alloc_pct_mean","gpu_alloc_pct_arrivals","frag_pct_mean" (null: not tracked),
+//  "gpu_s","preemptions",
 //  "lost_gpu_s","gangs":{"starts","nodes_mean","one_rack"},"fairness":{"contended_s",
 //  "jain_mean","gpu_alloc_pct_mean"},"elastic":{"share","alpha","jobs","grows","shrinks"},
 //  "projects":[{"project","weight","jobs","completed","jct_s",

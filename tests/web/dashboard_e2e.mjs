@@ -250,6 +250,12 @@ async function main() {
     // --- Overview: capacity, and the live stream connected.
     await page.waitForSelector('#card-gpus');
     check((await text('#card-gpus .value')) === '4', 'overview: 4 GPUs');
+    // Under the title, the placement policy and its workload profile, as `corral policy` says:
+    // a fresh server has learnt none yet and places as bestfit.
+    await page.waitForFunction(() => document.getElementById('overview-placement')?.textContent.length > 0);
+    const placement = await text('#overview-placement');
+    check(/^placement: best \(no workload profile yet: places as bestfit until \d+ jobs have been submitted\)$/.test(placement),
+      `overview: the placement line ${JSON.stringify(placement)}`);
     await page.waitForSelector('#live[data-mode="live"]', { timeout: 10000 });
     check(true, 'overview: the live stream (EventSource) is connected');
 
@@ -363,6 +369,9 @@ async function main() {
     const row = page.locator('#queue-table tbody tr', { hasText: 'needs-h100' });
     const cellsText = await row.locator('td').allInnerTexts();
     check(cellsText[1] === String(big.id) && cellsText[7].length > 5, `queue: job ${big.id} with a pending reason: "${cellsText[7]}"`);
+    // A model no node has: the reason names the models the cluster has, so the spelling shows.
+    check(/no node has it; the nodes taking work have A100-80GB$/.test(cellsText[7]),
+      'queue: the reason for a GPU model no node has names the models there are');
     await shot('07-queue');
 
     // --- Jobs, projects, idle GPUs, usage, capacity.

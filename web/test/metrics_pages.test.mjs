@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import { chartColumns, gpuLabel, historyAsAnswer, merge } from '../src/job_gpus.js';
 import { forecastColumns } from '../src/pages/capacity.js';
-import { withHistory } from '../src/pages/overview.js';
+import { placementLine, withHistory } from '../src/pages/overview.js';
 import { chartGroups, usageQuery } from '../src/pages/usage.js';
 import { envOf, specOf } from '../src/pages/submit.js';
 import { cellClass, cellLabel, cellTitle } from '../src/pages/heatmap.js';
@@ -40,6 +40,16 @@ test('stored GPU history merges like live readings, in time order per GPU', () =
   // Live readings after the history join on; older ones are not added twice.
   merge(series, { gpus: [{ node: 'n1', index: 1, series: [{ t: 120000, utilization_percent: 99 }, { t: 125000, utilization_percent: 60 }] }] });
   assert.deepEqual(series.get('n1\u00001').points.map((p) => p[1]), [20, 40.5, 60]);
+});
+
+test('the overview names the placement and its workload profile as `corral policy` does', () => {
+  assert.equal(placementLine({ placement: 'best', uses_profile: true, profile_jobs: 0, profile_min_jobs: 100 }),
+    'placement: best (no workload profile yet: places as bestfit until 100 jobs have been submitted)');
+  assert.equal(placementLine({ placement: 'fgd', uses_profile: true, profile_jobs: 500, typical_tasks: 1 }),
+    'placement: fgd (workload profile of the last 500 jobs: 1 typical task shape)');
+  assert.equal(placementLine({ placement: 'best', uses_profile: true, profile_jobs: 500, typical_tasks: 12 }),
+    'placement: best (workload profile of the last 500 jobs: 12 typical task shapes)');
+  assert.equal(placementLine({ placement: 'bestfit', uses_profile: false, profile_jobs: 0 }), 'placement: bestfit');
 });
 
 test('the overview joins the recorded summaries and the live ones after them', () => {

@@ -3,7 +3,8 @@
 // utilisation / 100 over the GPUs, from /api/v1/gpus) and queue length. The series are sampled
 // by this browser: capacity, allocated and queue from every live summary since the dashboard
 // was opened (live.js keeps them across pages); "used" from each /api/v1/gpus read, after each
-// summary while this page or the heatmap is shown (gaps while neither is).
+// summary while this page or the heatmap is shown (gaps while neither is). Under the title, one
+// quiet line: the placement policy and its workload profile (/api/v1/policy, as `corral policy`).
 import { fittedChart } from '../charts.js';
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -28,6 +29,21 @@ function cards(s, used) {
   ];
 }
 
+/**
+ * The placement line from GET /api/v1/policy, in `corral policy`'s words: "placement: best (no
+ * workload profile yet: places as bestfit until 100 jobs have been submitted)".
+ */
+export function placementLine(p) {
+  let line = `placement: ${p.placement}`;
+  if (p.uses_profile && !p.profile_jobs) {
+    line += ` (no workload profile yet: places as bestfit until ${p.profile_min_jobs} jobs have been submitted)`;
+  } else if (p.uses_profile) {
+    const shapes = p.typical_tasks === 1 ? 'typical task shape' : 'typical task shapes';
+    line += ` (workload profile of the last ${p.profile_jobs} jobs: ${p.typical_tasks} ${shapes})`;
+  }
+  return line;
+}
+
 /** The server's recorded summaries, then the live ones newer than the last of them. */
 export function withHistory(recorded, liveList) {
   const last = recorded.length ? recorded[recorded.length - 1].time : -Infinity;
@@ -47,14 +63,17 @@ export default {
   async render(root) {
     const cardBox = h('div', { class: 'cards' });
     const chartBox = h('div', { class: 'chart', id: 'overview-chart' });
-    replace(root, h('h1', {}, 'Overview'), cardBox,
+    const placementBox = h('p', { class: 'note subtitle', id: 'overview-placement' });
+    replace(root, h('h1', {}, 'Overview'), placementBox, cardBox,
       h('h2', {}, 'Capacity, allocated and used GPUs, queue length'), chartBox,
       h('p', { class: 'note' }, 'The last day as the server recorded it (a point a minute), then the live stream (every 2 s); ' +
         '"used" is Σ utilisation / 100 over the GPUs.'));
     let used = null;
     // The server's minute-by-minute record (the last day), then the live summaries after it.
-    const [summary, first, recorded] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null),
-      getJson(`/api/v1/summary/history?since=${Math.floor(Date.now() / 1000) - 86400}`)]);
+    const [summary, first, recorded, policy] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null),
+      getJson(`/api/v1/summary/history?since=${Math.floor(Date.now() / 1000) - 86400}`),
+      getJson('/api/v1/policy').catch(() => null)]);
+    if (policy) replace(placementBox, placementLine(policy));
     const past = recorded.summaries || [];
     const series = () => withHistory(past, live.summaries());
     used = gpusUsed(first);
