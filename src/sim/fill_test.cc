@@ -313,6 +313,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"levels=2.5", "levels"},
                                                         {"demand_exp=x", "demand_exp"},
                                                         {"used_bonus=-1", "used_bonus"},
+                                                        {"used_bonus=1.5", "used_bonus"},
                                                         {"cpu_weight=101", "cpu_weight"},
                                                         {"memory_weight=-0.5", "memory_weight"},
                                                         {"usable_weight=101", "usable_weight"},

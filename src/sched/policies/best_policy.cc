@@ -298,15 +298,13 @@ Result<BestParams> ParseBestParams(std::string_view text) {
     if (real != std::end(kRealKeys)) {
       CORRAL_RETURN_IF_ERROR(CheckRange(key, value, real->low, real->high));
       p.*(real->field) = value;
-    } else if (key == "levels") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 2, 1000000));
+    } else if (key == "levels" || key == "used_bonus") {
+      const bool levels = key == "levels";
+      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, levels ? 2 : 0, 1000000));
       if (value != std::floor(value)) {
-        return InvalidArgument("levels must be an integer, got " + value_text);
+        return InvalidArgument(key + " must be an integer, got " + value_text);
       }
-      p.levels = static_cast<int>(value);
-    } else if (key == "used_bonus") {
-      CORRAL_RETURN_IF_ERROR(CheckRange(key, value, 0, 1000000));
-      p.used_bonus = static_cast<int>(value);
+      (levels ? p.levels : p.used_bonus) = static_cast<int>(value);
     } else {
       return InvalidArgument(
           "unknown key '" + key +
