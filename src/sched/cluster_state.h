@@ -177,7 +177,9 @@ struct FreeCapacityGroup {
 // id) in ascending order (a sorted vector: groups hold few classes, and a set's node per class
 // cost more to make and free than the rest of the index): the next group is one step away, and
 // a group's search by CPU looks at that group only. No group is empty (empty groups left in
-// place made the search walk them: 2.5x the instructions).
+// place made the search walk them: 2.5x the instructions). Where free CPU varies per job, groups
+// hold many classes and the vector's shifts cost more than the set did (bestfit_diverse: 1.15x
+// the pass; docs/benchmarks.md, "sched_bench (session 43)").
 using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<std::pair<int64_t, int>>>;
 
 class ClusterState {
