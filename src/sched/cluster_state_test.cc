@@ -207,33 +207,25 @@ int CheckRememberedTransitions(const ClusterStateOptions& options) {
 }
 
 TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
-  ClusterStateOptions options;
-  options.seed = 5;
-  EXPECT_EQ(CheckRememberedTransitions(options), 0);  // 4,000 steps stay under 65,536
+  // 4,000 steps stay under the default bound (65,536): nothing starts over.
+  EXPECT_EQ(CheckRememberedTransitions({.seed = 5}), 0);
 }
 
 TEST(ClusterState, RememberedTransitionsStartOverAtTheirBound) {
-  ClusterStateOptions options;
-  options.seed = 5;
-  options.remembered_transitions = 16;
-  EXPECT_GT(CheckRememberedTransitions(options), 10);
+  EXPECT_GT(CheckRememberedTransitions({.seed = 5, .remembered_transitions = 16}), 10);
 }
 
 TEST(ClusterState, RememberedTransitionsIndexTheNewClassByFreeCapacity) {
-  ClusterStateOptions options;
-  options.seed = 5;
-  options.index_free_capacity = true;
-  CheckRememberedTransitions(options);
-  options.remembered_transitions = 16;
-  EXPECT_GT(CheckRememberedTransitions(options), 10);
+  CheckRememberedTransitions({.seed = 5, .index_free_capacity = true});
+  EXPECT_GT(CheckRememberedTransitions(
+                {.seed = 5, .index_free_capacity = true, .remembered_transitions = 16}),
+            10);
 }
 
 TEST(ClusterState, TrackedTaskKindsRememberNoTransition) {
-  ClusterStateOptions options;
-  options.seed = 5;
-  options.track_task_kinds = true;
-  options.index_free_capacity = true;
-  EXPECT_EQ(CheckRememberedTransitions(options), 0);
+  EXPECT_EQ(CheckRememberedTransitions(
+                {.seed = 5, .track_task_kinds = true, .index_free_capacity = true}),
+            0);
 }
 
 TEST(ClusterState, ModelStatsTrackBlocksAndShares) {
