@@ -110,6 +110,16 @@ expect_exit 2 "^corral sim: --seeds: range '51-42' is empty \(42 < 51\)$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 51-42
 expect_exit 2 "^corral sim: --seeds: range '0-10001' names more than 10001 seeds$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 0-10001
+# The cap is on all parts together (a comma list of ranges must not list billions), checked
+# before any seed is listed; a seed named twice would run twice.
+expect_exit 2 "^corral sim: --seeds: '0-10000,0-10000,0-10000' names more than 10001 seeds in all \('0-10000' goes past it\)$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 0-10000,0-10000,0-10000
+expect_exit 2 "^corral sim: --seeds: '0-5000,5001-10001' names more than 10001 seeds in all \('5001-10001' goes past it\)$" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 0-5000,5001-10001
+expect_exit 2 "^corral sim: --seeds: seed 3 is named twice \('3' and '1-4'\)$" -- \
+  "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 3,1-4
+expect_exit 2 "^corral sim: --seeds: seed 7 is named twice \('7' and '7'\)$" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 7,7
 expect_exit 2 "^--threads: Value -1 not in range 0 to 4096" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --threads -1
 # --best-params: errors name the key; without best among the policies it would be ignored, so

@@ -297,7 +297,7 @@ Status ClusterState::Allocate(const Allocation& a) {
   }
   Attach(a.node);
   if (remembers) {
-    if (transitions_.size() >= kTransitions) transitions_.clear();
+    if (transitions_.size() >= options_.remembered_transitions) transitions_.clear();
     transitions_.emplace(transition, node.class_id);
   }
   return Status::Ok();

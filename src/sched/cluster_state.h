@@ -159,6 +159,10 @@ struct ClusterStateOptions {
   uint64_t seed = 0;                 // drives the tie order of nodes
   bool track_task_kinds = false;     // include task kinds in class identity (clustering policy)
   bool index_free_capacity = false;  // keep FreeCapacityIndex (policies that ask for it)
+  // At most this many (class, allocation) transitions are remembered by Allocate; past that
+  // they start over (a workload of endless distinct states, fgd_diverse's, would otherwise grow
+  // the map with every placement). Tests set it small to exercise the start-over.
+  size_t remembered_transitions = size_t{1} << 16;
 };
 
 // A group of a model's FreeCapacityIndex: (free GPU milli in all, fully free GPUs, largest free
@@ -173,7 +177,9 @@ struct FreeCapacityGroup {
 // id) in ascending order (a sorted vector: groups hold few classes, and a set's node per class
 // cost more to make and free than the rest of the index): the next group is one step away, and
 // a group's search by CPU looks at that group only. No group is empty (empty groups left in
-// place made the search walk them: 2.5x the instructions).
+// place made the search walk them: 2.5x the instructions). Where free CPU varies per job, groups
+// hold many classes and the vector's shifts cost more than the set did (bestfit_diverse: 1.15x
+// the pass; docs/benchmarks.md, "sched_bench (session 43)").
 using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<std::pair<int64_t, int>>>;
 
 class ClusterState {
@@ -242,6 +248,10 @@ class ClusterState {
                        [](const auto& ids) { return !ids.empty(); });
   }
 
+  // Transitions Allocate remembers now (at most options.remembered_transitions; none with
+  // track_task_kinds).
+  size_t RememberedTransitions() const { return transitions_.size(); }
+
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }
 
@@ -256,7 +266,8 @@ class ClusterState {
   // and the allocation alone: no task kinds tracked (a class holds their set, not their counts)
   // and every GPU share takes `milli` from a GPU that had `before` free, on distinct GPUs (one
   // share, or whole GPUs). Equal keys lead to the same class, so the class found once by
-  // ClassFor is remembered (classes are never removed, so an id stays right).
+  // ClassFor is remembered (classes are never removed, so an id stays right), at most
+  // options.remembered_transitions of them.
   struct Transition {
     int from = -1;       // the node's class before
     int gpus = 0;        // GPU shares in the allocation
@@ -269,9 +280,6 @@ class ClusterState {
   struct TransitionHash {
     size_t operator()(const Transition& t) const;
   };
-  // At most kTransitions remembered; past that they start over (a workload of endless distinct
-  // states, fgd_diverse's, would otherwise grow the map with every placement).
-  static constexpr size_t kTransitions = size_t{1} << 16;
   int ModelSlot(int model) const { return model + 1; }  // kNoModel lives in slot 0
   // Adds (sign +1) or takes away (-1) a node of class `c` to its model's statistics.
   void AddToStats(const NodeClass& c, int sign);

@@ -96,33 +96,40 @@ TEST(ClusterState, IdenticalNodesShareAClassUntilTheyDiffer) {
 
 // Allocate remembers which class a (class, allocation) transition leads to. Over random
 // allocations and releases (one share, whole GPUs, CPU only, and two shares listed on one GPU or
-// on two: keys a careless rule would confuse), every node stays in the class of its own state,
-// and nodes in equal states share one class; with a cordon between, whose class is not kept.
-TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
-  ClusterState s(ClusterStateOptions{5});
+// on two: keys a careless rule would confuse; CPU and memory varying), every node stays in the
+// class of its own state, and nodes in equal states share one class; with a cordon between,
+// whose class is not kept. With index_free_capacity, the FreeCapacityIndex holds exactly the
+// active classes, each under its own group and free CPU. Returns how often the remembered
+// transitions started over (their count fell).
+int CheckRememberedTransitions(const ClusterStateOptions& options) {
+  ClusterState s(options);
   std::vector<model::Node> nodes;
   for (int i = 0; i < 16; ++i) {
     nodes.push_back(model::MakeNode("n" + std::to_string(i), "T4", 4 + 4 * (i % 2), CpuMilli(32000),
                                     MemoryMib(65536)));
-    ASSERT_TRUE(s.AddNode(nodes.back()).ok());
+    EXPECT_TRUE(s.AddNode(nodes.back()).ok());
   }
+  const int t4 = s.ModelId("T4");
   SeededRng rng(11);
   std::vector<Allocation> held;
   const int64_t sizes[] = {250, 500, 1000};
+  int starts_over = 0;
+  size_t most_remembered = 0;
   for (int step = 0; step < 4000; ++step) {
+    const size_t remembered_before = s.RememberedTransitions();
     const NodeIndex n = static_cast<NodeIndex>(rng.Uniform(nodes.size()));
     const int gpus = static_cast<int>(s.node(n).gpu_free.size());
     if (rng.Uniform(40) == 0) {
-      ASSERT_TRUE(s.SetSchedulable(n, !s.node(n).schedulable).ok());
+      EXPECT_TRUE(s.SetSchedulable(n, !s.node(n).schedulable).ok());
     } else if (!held.empty() && rng.Uniform(3) == 0) {
       const size_t i = rng.Uniform(held.size());
-      ASSERT_TRUE(s.Release(held[i]).ok());
+      EXPECT_TRUE(s.Release(held[i]).ok());
       held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
       Allocation a;
       a.node = n;
       a.cpu = CpuMilli(1000 * static_cast<int64_t>(rng.Uniform(3)));
-      a.memory = MemoryMib(1024);
+      a.memory = MemoryMib(1024 * static_cast<int64_t>(rng.Uniform(3)));
       const int first = static_cast<int>(rng.Uniform(gpus));
       switch (rng.Uniform(4)) {
         case 0:  // one share
@@ -140,26 +147,85 @@ TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
           a.gpus = {{first, MilliGpu(250)}, {(first + 1) % gpus, MilliGpu(250)}};
           break;
       }
+      const bool share = a.gpus.size() == 1 && a.gpus.front().milli.value() < 1000;
+      a.kind = s.TaskKindId(static_cast<int>(a.gpus.size()), share);
       if (s.Allocate(a).ok()) held.push_back(a);
     }
+    starts_over += s.RememberedTransitions() < remembered_before;
+    most_remembered = std::max(most_remembered, s.RememberedTransitions());
     // Every schedulable node sits in the class of its state; equal states share a class.
-    std::map<std::tuple<int64_t, int64_t, std::vector<int32_t>>, int> class_of_state;
+    using State = std::tuple<int64_t, int64_t, std::vector<int32_t>, std::vector<int>>;
+    std::map<State, int> class_of_state;
     for (NodeIndex m = 0; m < s.NodeSlots(); ++m) {
       const NodeState& node = s.node(m);
       if (!node.schedulable) continue;
       std::vector<int32_t> sorted = node.gpu_free;
       std::sort(sorted.begin(), sorted.end(), std::greater<>());
+      std::vector<int> kinds;  // the set of kinds (class identity with track_task_kinds)
+      if (options.track_task_kinds) {
+        for (const auto& [kind, count] : node.kinds) kinds.push_back(kind);
+      }
       const NodeClass& c = s.node_class(node.class_id);
-      ASSERT_EQ(c.gpu_free, sorted) << "step " << step << ", node " << m;
-      ASSERT_EQ(c.cpu_free, node.cpu_free) << "step " << step;
-      ASSERT_EQ(c.memory_free, node.memory_free) << "step " << step;
-      ASSERT_EQ(c.cpu_total, node.cpu_total) << "step " << step;
+      EXPECT_EQ(c.gpu_free, sorted) << "step " << step << ", node " << m;
+      EXPECT_EQ(c.cpu_free, node.cpu_free) << "step " << step;
+      EXPECT_EQ(c.memory_free, node.memory_free) << "step " << step;
+      EXPECT_EQ(c.cpu_total, node.cpu_total) << "step " << step;
+      EXPECT_EQ(c.kinds_distinct, static_cast<int>(kinds.size())) << "step " << step;
       const auto [it, inserted] = class_of_state.try_emplace(
-          std::make_tuple(node.cpu_free, node.memory_free, sorted), node.class_id);
-      ASSERT_EQ(it->second, node.class_id) << "step " << step << ", node " << m;
+          State{node.cpu_free, node.memory_free, sorted, kinds}, node.class_id);
+      EXPECT_EQ(it->second, node.class_id) << "step " << step << ", node " << m;
     }
+    // The FreeCapacityIndex: exactly the active classes, each under its group and free CPU.
+    std::vector<int> indexed;
+    for (const auto& [group, classes] : s.FreeCapacityIndex(t4)) {
+      EXPECT_FALSE(classes.empty()) << "step " << step;
+      EXPECT_TRUE(std::is_sorted(classes.begin(), classes.end())) << "step " << step;
+      for (const auto& [cpu_free, id] : classes) {
+        const NodeClass& c = s.node_class(id);
+        EXPECT_EQ(group, (FreeCapacityGroup{c.gpu_free_total, c.full_free, c.max_free}))
+            << "step " << step << ", class " << id;
+        EXPECT_EQ(cpu_free, c.cpu_free) << "step " << step << ", class " << id;
+        indexed.push_back(id);
+      }
+    }
+    std::vector<int> active =
+        options.index_free_capacity ? s.ActiveClasses(t4) : std::vector<int>{};
+    std::sort(active.begin(), active.end());
+    std::sort(indexed.begin(), indexed.end());
+    EXPECT_EQ(indexed, active) << "step " << step;
+    if (::testing::Test::HasFailure()) return starts_over;  // one step's failures, not 4000
   }
   EXPECT_GT(held.size(), 10u);
+  EXPECT_LE(most_remembered, options.remembered_transitions);
+  // Task kinds in the class (a set, not counts) keep the rule off: nothing is remembered.
+  if (options.track_task_kinds) {
+    EXPECT_EQ(most_remembered, 0u);
+  } else {
+    EXPECT_GT(most_remembered, 0u);
+  }
+  return starts_over;
+}
+
+TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
+  // 4,000 steps stay under the default bound (65,536): nothing starts over.
+  EXPECT_EQ(CheckRememberedTransitions({.seed = 5}), 0);
+}
+
+TEST(ClusterState, RememberedTransitionsStartOverAtTheirBound) {
+  EXPECT_GT(CheckRememberedTransitions({.seed = 5, .remembered_transitions = 16}), 10);
+}
+
+TEST(ClusterState, RememberedTransitionsIndexTheNewClassByFreeCapacity) {
+  CheckRememberedTransitions({.seed = 5, .index_free_capacity = true});
+  EXPECT_GT(CheckRememberedTransitions(
+                {.seed = 5, .index_free_capacity = true, .remembered_transitions = 16}),
+            10);
+}
+
+TEST(ClusterState, TrackedTaskKindsRememberNoTransition) {
+  EXPECT_EQ(CheckRememberedTransitions(
+                {.seed = 5, .track_task_kinds = true, .index_free_capacity = true}),
+            0);
 }
 
 TEST(ClusterState, ModelStatsTrackBlocksAndShares) {

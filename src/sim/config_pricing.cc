@@ -47,6 +47,8 @@ class PricingSearch {
     for (size_t s : share_) available_[s] = shapes_[s].count;
     tasks_.assign(shapes_.size(), 0);
     best_tasks_ = tasks_;
+    // Sized once for the most GPUs shares may get (all of them); all zero between searches.
+    patterns_.assign(static_cast<size_t>(node_.gpus), std::vector<int64_t>(share_.size(), 0));
     // The bounds' orders: per resource, the shapes by value per unit of it, descending.
     std::vector<size_t> all = whole_;
     all.insert(all.end(), share_.begin(), share_.end());
@@ -171,14 +173,16 @@ class PricingSearch {
     return bound > best_;
   }
 
-  // Decides the count of whole_[i] and on, with `free` GPUs not yet held.
+  // Decides the count of whole_[i] and on, with `free` GPUs not yet held. Once all are decided,
+  // the shares' first node is this configuration: Shares visits it (with the tighter bound of
+  // no whole-GPU task left to enter), so it is counted once.
   void Whole(size_t i, int64_t free, double value) {
-    if (!Visit(value, 0, free, free)) return;
     if (i == whole_.size()) {
-      patterns_.assign(static_cast<size_t>(free), std::vector<int64_t>(share_.size(), 0));
+      share_gpus_ = static_cast<size_t>(free);
       Shares(0, 0, kGpuMilli, true, value);
       return;
     }
+    if (!Visit(value, 0, free, free)) return;
     const size_t s = whole_[i];
     const PricingShape& p = shapes_[s];
     int64_t most = std::min(p.count, free / p.gpus);
@@ -193,13 +197,13 @@ class PricingSearch {
     available_[s] = p.count;
   }
 
-  // Decides the count of share_[j] and on on GPU g of those left for shares (patterns_), with
-  // `room` milli free on it; `tight`: its pattern equals GPU g − 1's so far.
+  // Decides the count of share_[j] and on on GPU g of the share_gpus_ left for shares
+  // (patterns_), with `room` milli free on it; `tight`: its pattern equals GPU g − 1's so far.
   void Shares(size_t g, size_t j, int64_t room, bool tight, double value) {
-    const auto gpus = static_cast<int64_t>(patterns_.size());
-    const bool past = g == patterns_.size();
+    const auto gpus = static_cast<int64_t>(share_gpus_);
+    const bool past = g == share_gpus_;
     if (!Visit(value, past ? 0 : room, past ? 0 : gpus - static_cast<int64_t>(g) - 1, 0)) return;
-    if (g == patterns_.size()) return;
+    if (past) return;
     if (j == share_.size()) {
       const bool empty = room == kGpuMilli;
       if (!empty) Shares(g + 1, 0, kGpuMilli, true, value);  // after an empty GPU, all are
@@ -236,7 +240,9 @@ class PricingSearch {
   std::array<std::vector<size_t>, kResources> order_;
   std::vector<int64_t> available_;  // per shape: tasks that may still enter
   std::vector<int64_t> tasks_, best_tasks_;
-  std::vector<std::vector<int64_t>> patterns_;  // per GPU left for shares: count per share_[j]
+  // Per GPU (the first share_gpus_ in use): count per share_[j]; all zero outside Shares.
+  std::vector<std::vector<int64_t>> patterns_;
+  size_t share_gpus_ = 0;        // GPUs left for shares once the whole-GPU shapes are decided
   std::vector<double> per_gpu_;  // by milli free on a GPU: the most shares put there (knapsack)
   double whole_per_gpu_ = 0;     // the most value per GPU of a whole-GPU task
   int64_t cpu_left_ = 0, memory_left_ = 0;

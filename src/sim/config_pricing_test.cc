@@ -115,6 +115,21 @@ TEST(ConfigPricing, PacksSharesPerGpu) {
   EXPECT_EQ(got.tasks, (std::vector<int64_t>{2, 2, 0}));
 }
 
+// Every search node is counted once: the configuration where the whole-GPU shapes are all
+// decided is the shares' first node, not a second one. No shapes: the empty configuration alone.
+// One whole-GPU task on a 1-GPU node: the root (its count open), with it, without it.
+TEST(ConfigPricing, CountsEachSearchNodeOnce) {
+  const PricingNode node{1, 8000, 8192};
+  const PricedConfiguration none = BestConfiguration(node, {}, 1'000'000);
+  EXPECT_TRUE(none.proven);
+  EXPECT_EQ(none.searched, 1u);
+  const PricedConfiguration one =
+      BestConfiguration(node, {{1, 1000, 1000, 1024, 1, 0.9}}, 1'000'000);
+  EXPECT_TRUE(one.proven);
+  EXPECT_NEAR(one.value, 0.9, 1e-9);
+  EXPECT_EQ(one.searched, 3u);
+}
+
 // A search cut off by its node budget keeps a sound bound: its value is a configuration's, no
 // more than the optimum, and its upper no less; not proven when cut.
 TEST(ConfigPricing, CutOffBracketsTheOptimum) {

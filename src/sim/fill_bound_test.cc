@@ -283,6 +283,36 @@ TEST(ConfigurationBound, SearchPricingMatchesCbcPricing) {
   }
 }
 
+// The same at the size the bound runs at: 8-GPU nodes (two classes, CPU scarce: 24-32 cores) and
+// 30 task shapes of openb's kinds (shares of 100-900 milli and 2-12 cores, whole 1, 2, 4 and 8
+// GPUs and 2-8 cores a GPU; 2-64 GiB), one to four tasks each, so that the search's pruning and the
+// patterns over eight GPUs are exercised, on an instance where configurations bound tighter than
+// the LP.
+TEST(ConfigurationBound, SearchPricingMatchesCbcPricingOnEightGpuNodes) {
+  SeededRng rng(23);
+  const std::vector<model::Node> nodes = {Node("A100", 8, 32, 256), Node("A100", 8, 32, 256),
+                                          Node("V100", 8, 24, 128)};
+  const int wholes[] = {1, 2, 4, 8};
+  std::vector<model::TaskResources> tasks;
+  for (int shape = 0; shape < 30; ++shape) {
+    const bool share = rng.Uniform(5) < 3;
+    const int gpus = share ? 1 : wholes[rng.Uniform(4)];
+    const int milli = share ? 100 * (1 + static_cast<int>(rng.Uniform(9))) : 1000;
+    const int64_t cores = share ? 2 + rng.Uniform(11) : gpus * (2 + rng.Uniform(7));
+    const model::TaskResources task =
+        model::MakeResources(gpus, milli, 1000 * cores, 2048 * (1 + rng.Uniform(32)), {});
+    for (size_t n = 1 + rng.Uniform(4); n > 0; --n) tasks.push_back(task);
+  }
+  const ConfigurationBound search = Configuration(nodes, tasks);
+  const ConfigurationBound cbc = Configuration(
+      nodes, tasks,
+      {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = kUntimedPricingS});
+  ASSERT_TRUE(search.converged);
+  ASSERT_TRUE(cbc.converged);
+  EXPECT_NEAR(search.milli, cbc.milli, 0.5);
+  EXPECT_LT(search.milli, Bound(nodes, tasks) - 0.5);  // an instance where configurations matter
+}
+
 // The exact solve cut off before CBC has a bound still brackets OPT: the placement it found
 // below, its upper bound above.
 TEST(FillBound, ExactCutOffBracketsTheOptimum) {

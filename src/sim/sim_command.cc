@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -64,10 +65,11 @@ Result<std::vector<std::string>> ParsePolicies(const std::string& text) {
   return out;
 }
 
-// The most seeds one range may name (`--seeds 0-10000`).
-constexpr uint64_t kMaxSeedsPerRange = 10001;
+// The most seeds `--seeds` may name, all its parts together (`--seeds 0-10000`).
+constexpr uint64_t kMaxSeeds = 10001;
 
-// "42-51", "42,45,50" or "7". Errors quote the part as typed ("-3", "42-") and say what is wrong.
+// "42-51", "42,45,50" or "7". Errors quote the part as typed ("-3", "42-") and say what is wrong:
+// not a number, an empty range, more than kMaxSeeds seeds in all, a seed named twice.
 Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
   auto number = [](const std::string& s) -> std::optional<uint64_t> {
     if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos || s.size() > 18) {
@@ -76,6 +78,7 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
     return std::stoull(s);
   };
   std::vector<uint64_t> out;
+  std::map<uint64_t, std::string> part_of;  // seed -> the part that named it
   for (size_t start = 0; start <= text.size();) {
     size_t comma = text.find(',', start);
     if (comma == std::string::npos) comma = text.size();
@@ -92,11 +95,23 @@ Result<std::vector<uint64_t>> ParseSeeds(const std::string& text) {
       return InvalidArgument("--seeds: range '" + part + "' is empty (" + std::to_string(*hi) +
                              " < " + std::to_string(*lo) + ")");
     }
-    if (*hi - *lo >= kMaxSeedsPerRange) {
-      return InvalidArgument("--seeds: range '" + part + "' names more than " +
-                             std::to_string(kMaxSeedsPerRange) + " seeds");
+    // Checked before the seeds are listed: `0-10000,0-10000,...` must not list billions.
+    if (*hi - *lo >= kMaxSeeds - out.size()) {
+      const std::string most = std::to_string(kMaxSeeds);
+      if (out.empty()) {
+        return InvalidArgument("--seeds: range '" + part + "' names more than " + most + " seeds");
+      }
+      return InvalidArgument("--seeds: '" + text + "' names more than " + most +
+                             " seeds in all ('" + part + "' goes past it)");
     }
-    for (uint64_t s = *lo; s <= *hi; ++s) out.push_back(s);
+    for (uint64_t s = *lo; s <= *hi; ++s) {
+      const auto [named, inserted] = part_of.try_emplace(s, part);
+      if (!inserted) {
+        return InvalidArgument("--seeds: seed " + std::to_string(s) + " is named twice ('" +
+                               named->second + "' and '" + part + "')");
+      }
+      out.push_back(s);
+    }
     start = comma + 1;
   }
   return out;
