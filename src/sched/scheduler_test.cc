@@ -976,10 +976,10 @@ TEST(SchedulerRepack, NothingMovesWhenTheJobDoesNotFitWithTheNodesCleared) {
   EXPECT_EQ(FreeByNode(*s), free);
 }
 
-// Only nodes the waiting job could use are cleared, and only their jobs move: node a holds the
-// fewest GPUs (job 1, one GPU) but cannot hold a 4-GPU job of model V100M32 (it has 2 GPUs, or
-// 4 of another model); node b's job 2 moves to c and job 4 starts on b. Before, job 1 moved
-// too (and could land back on a).
+// Only nodes the waiting job could use are cleared: nodes a1-a3 hold the fewest GPUs (one job of
+// one GPU each, using all their CPU) but cannot hold a 4-GPU job of model V100M32 (one GPU each,
+// or four of another model). Cleared first, they would use up the node budget (task count + 2)
+// and the job would wait; node b's job 2 moves to c and job 4 starts on b.
 TEST(SchedulerRepack, ClearsOnlyNodesTheWaitingJobCouldUse) {
   for (const bool other_model : {false, true}) {
     SchedulerConfig config{"bestfit"};
@@ -990,12 +990,16 @@ TEST(SchedulerRepack, ClearsOnlyNodesTheWaitingJobCouldUse) {
       j.resources.gpu_models = {"V100M32"};
       return j;
     };
-    StartOnNewNode(*s, "a", other_model ? 4 : 2, {MakeJob(1, 1)}, Seconds(0),
-                   other_model ? "T4" : "V100M32");
+    for (int64_t id : {1, 7, 8}) {
+      model::Job small = MakeJob(id, 1);
+      small.resources.cpu = CpuMilli(64000);
+      StartOnNewNode(*s, "a" + std::to_string(id), other_model ? 4 : 1, {small}, Seconds(0),
+                     other_model ? "T4" : "V100M32");
+    }
     StartOnNewNode(*s, "b", 4, {v100(2, 2, 0), v100(5, 2, 0)}, Seconds(0));
     StartOnNewNode(*s, "c", 4, {v100(3, 2, 0)}, Seconds(0));
     ASSERT_TRUE(s->Finish(JobId(5)).ok());
-    const std::vector<Allocation> one = *s->AllocationsOf(JobId(1));
+    const auto free = FreeByNode(*s);
     ASSERT_TRUE(s->Submit(v100(4, 4, 10)).ok());
     const Decisions d = s->Schedule(Seconds(10));
     ASSERT_EQ(d.preemptions.size(), 1u) << other_model;
@@ -1003,7 +1007,7 @@ TEST(SchedulerRepack, ClearsOnlyNodesTheWaitingJobCouldUse) {
     EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{2, 4}));
     EXPECT_EQ(s->state().node(s->AllocationsOf(JobId(4))->front().node).name, "b");
     EXPECT_EQ(s->state().node(s->AllocationsOf(JobId(2))->front().node).name, "c");
-    EXPECT_EQ(*s->AllocationsOf(JobId(1)), one);
+    for (NodeIndex n = 0; n < 3; ++n) EXPECT_EQ(FreeByNode(*s)[n], free[n]);  // a1-a3 as they were
   }
 }
 
