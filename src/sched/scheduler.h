@@ -535,9 +535,8 @@ class Scheduler {
   std::optional<std::vector<JobId>> borrowed_;  // BorrowedJobs() of this pass, computed once
   std::unordered_set<JobId> moved_in_pass_;     // jobs re-packing moved in the current pass
   std::unordered_map<NodeIndex, RepackNode> repack_nodes_;  // RepackNodes()
-  std::tuple<int64_t, int64_t, int64_t> repack_nodes_key_{-1, -1,
-                                                          -1};  // (passes_, generation_,
-                                                                // start_seq_) it was built at
+  // (passes_, generation_, start_seq_) when repack_nodes_ was built.
+  std::tuple<int64_t, int64_t, int64_t> repack_nodes_key_{-1, -1, -1};
 };
 
 }  // namespace corral::sched
