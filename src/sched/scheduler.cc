@@ -813,7 +813,7 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
   for (JobId id : *borrowed_) {
     auto it = running_.find(id);
     if (it == running_.end()) continue;
-    if (it->second.start_seq >= pass_first_seq_) {
+    if (PlacedInPass(id, it->second)) {
       skipped_recent = true;  // a candidate next pass: the failure is not final
       continue;
     }
@@ -867,10 +867,8 @@ std::optional<std::vector<Allocation>> Scheduler::Reclaim(Shape& shape, const mo
       preemptions);
 }
 
-std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const model::Job& job,
-                                                             const std::vector<JobId>& candidates,
-                                                             const std::string& why, Seconds now,
-                                                             std::vector<Preemption>& preemptions) {
+std::optional<Scheduler::Released> Scheduler::ReleaseToPlace(Shape& shape,
+                                                             const std::vector<JobId>& candidates) {
   const TaskRequest& request = RequestOf(shape);
   // Release candidates one by one until the job fits; then give back those it did not need.
   std::vector<JobId> released;
@@ -888,7 +886,7 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
     }
     return std::nullopt;
   }
-  std::vector<JobId> victims;
+  std::vector<JobId> needed;
   for (auto it = released.rbegin(); it != released.rend(); ++it) {
     // Spared when all its tasks fit back; tasks are re-allocated one by one (two tasks on one
     // node may each fit alone but not together) and rolled back on the first that does not.
@@ -897,91 +895,128 @@ std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const
     while (back < tasks.size() && state_.Allocate(tasks[back]).ok()) ++back;
     if (back == tasks.size()) continue;
     for (size_t i = 0; i < back; ++i) (void)state_.Release(tasks[i]);
-    victims.push_back(*it);
+    needed.push_back(*it);
   }
-  std::sort(victims.begin(), victims.end());
-  for (JobId id : victims) {
+  std::sort(needed.begin(), needed.end());
+  return Released{std::move(*placed), std::move(needed)};
+}
+
+std::optional<std::vector<Allocation>> Scheduler::PreemptFor(Shape& shape, const model::Job& job,
+                                                             const std::vector<JobId>& candidates,
+                                                             const std::string& why, Seconds now,
+                                                             std::vector<Preemption>& preemptions) {
+  std::optional<Released> freed = ReleaseToPlace(shape, candidates);
+  if (!freed) return std::nullopt;
+  for (JobId id : freed->jobs) {
     const double lost = LostWorkOf(id, now);
-    Running run = StopRunning(id, /*release=*/false);  // released above
+    Running run = StopRunning(id, /*release=*/false);  // released by ReleaseToPlace
     attained_[id] += AttainedIn(run, now);
     Enqueue(AtMin(std::move(*run.job)));
     preemptions.push_back({id, job.id, kPreemptedReasonPrefix + Id(job.id) + " " + why, lost});
   }
-  return placed;
+  return std::move(freed->placed);
+}
+
+bool Scheduler::PlacedInPass(JobId id, const Running& run) const {
+  return run.start_seq >= pass_first_seq_ || moved_in_pass_.count(id) > 0;
+}
+
+const std::unordered_map<NodeIndex, Scheduler::RepackNode>& Scheduler::RepackNodes() {
+  // Valid while no job starts, stops or moves: each bumps start_seq_ or generation_.
+  const std::tuple<int64_t, int64_t, int64_t> key{passes_, generation_, start_seq_};
+  if (repack_nodes_key_ == key) return repack_nodes_;
+  repack_nodes_key_ = key;
+  repack_nodes_.clear();
+  for (const auto& [id, run] : running_) {
+    const bool movable = run.tasks.size() == 1 && !PlacedInPass(id, run);
+    for (const Allocation& a : run.tasks) {
+      RepackNode& node = repack_nodes_[a.node];
+      for (const GpuShare& g : a.gpus) node.milli += g.milli.value();
+      node.movable = node.movable && movable;
+      node.jobs.push_back(id);
+    }
+  }
+  for (auto& [n, node] : repack_nodes_) std::sort(node.jobs.begin(), node.jobs.end());
+  return repack_nodes_;
 }
 
 std::optional<std::vector<Allocation>> Scheduler::Repack(Shape& shape, const model::Job& job,
                                                          Seconds now, Decisions& out) {
-  // Per node: GPU milli held and the running jobs there; a node holding a task of a gang or of
-  // a job started in this pass cannot be cleared.
-  struct Held {
-    int64_t milli = 0;
-    bool movable = true;
-    std::vector<JobId> jobs;
-  };
-  std::unordered_map<NodeIndex, Held> held;
-  for (const auto& [id, run] : running_) {
-    const bool movable = run.tasks.size() == 1 && run.start_seq < pass_first_seq_;
-    for (const Allocation& a : run.tasks) {
-      Held& h = held[a.node];
-      for (const GpuShare& g : a.gpus) h.milli += g.milli.value();
-      h.movable = h.movable && movable;
-      h.jobs.push_back(id);
-    }
-  }
+  const TaskRequest& request = RequestOf(shape);
+  // The nodes to clear: those whose jobs may all move and that could hold a task of the job
+  // once idle (taking work, of a model and runtime it accepts, large enough), the least held
+  // first, at most the job's task count + kRepackSpareNodes of them.
   std::vector<std::pair<int64_t, NodeIndex>> nodes;
-  for (auto& [node, h] : held) {
-    if (h.movable && h.milli > 0) nodes.push_back({h.milli, node});
+  const auto& held = RepackNodes();
+  for (const auto& [n, h] : held) {
+    const NodeState& node = state_.node(n);
+    if (!h.movable || h.milli == 0 || !node.present || !node.schedulable ||
+        !request.AcceptsModel(node.model) ||
+        (!request.any_runtime && (node.runtimes & request.runtimes) == 0) ||
+        static_cast<int64_t>(node.gpu_free.size()) < request.gpus || node.cpu_total < request.cpu ||
+        node.memory_total < request.memory) {
+      continue;
+    }
+    nodes.push_back({h.milli, n});
   }
   std::sort(nodes.begin(), nodes.end());
-  const TaskRequest& request = RequestOf(shape);
-  // Clear the least held nodes one by one until the job fits.
-  std::vector<JobId> moved;
-  std::optional<std::vector<Allocation>> placed;
-  const size_t limit = std::min(nodes.size(), static_cast<size_t>(job.tasks) + kRepackSpareNodes);
-  for (size_t k = 0; k < limit && !placed; ++k) {
-    std::vector<JobId>& jobs = held[nodes[k].second].jobs;
-    std::sort(jobs.begin(), jobs.end());
-    for (JobId id : jobs) {
-      for (const Allocation& a : running_.at(id).tasks) (void)state_.Release(a);
-      moved.push_back(id);
-    }
-    if (placer_.GpusCouldFit(request)) placed = PlaceGang(shape);
+  nodes.resize(std::min(nodes.size(), static_cast<size_t>(job.tasks) + kRepackSpareNodes));
+  std::vector<JobId> candidates;
+  for (const auto& [milli, n] : nodes) {
+    const std::vector<JobId>& jobs = held.at(n).jobs;
+    candidates.insert(candidates.end(), jobs.begin(), jobs.end());
   }
-  // Then every moved job elsewhere, the largest first.
-  std::vector<std::pair<JobId, std::vector<Allocation>>> moves;
-  if (placed) {
-    std::sort(moved.begin(), moved.end(), [&](JobId a, JobId b) {
-      const int64_t ma = MilliOf(*running_.at(a).job), mb = MilliOf(*running_.at(b).job);
-      return ma != mb ? ma > mb : a < b;
-    });
-    for (JobId id : moved) {
-      auto to = PlaceGang(shapes_[groups_[GroupOf(*running_.at(id).job)].shape]);
-      if (!to) break;
-      moves.emplace_back(id, std::move(*to));
-    }
+  // Clear them job by job until the job fits; the jobs it did not need stay where they are.
+  std::optional<Released> freed = ReleaseToPlace(shape, candidates);
+  if (!freed) return std::nullopt;
+  // Then every job it needed elsewhere, the largest first. Under backfill neither the job nor
+  // a moved one may hold a reserved node past the reserved start.
+  std::vector<JobId>& moved = freed->jobs;
+  std::sort(moved.begin(), moved.end(), [&](JobId a, JobId b) {
+    const int64_t ma = MilliOf(*running_.at(a).job), mb = MilliOf(*running_.at(b).job);
+    return ma != mb ? ma > mb : a < b;
+  });
+  bool fits = !reservation_ || !DelaysReservation(freed->placed, now, EstimateOf(job));
+  std::vector<std::vector<Allocation>> to;
+  for (size_t i = 0; fits && i < moved.size(); ++i) {
+    const Running& run = running_.at(moved[i]);
+    auto tasks = PlaceGang(shapes_[groups_[GroupOf(*run.job)].shape]);
+    fits = tasks.has_value();
+    if (!fits) break;
+    to.push_back(std::move(*tasks));
+    fits =
+        !reservation_ ||
+        !DelaysReservation(to.back(), now, Seconds(ExpectedEndAt(run, now).value() - now.value()));
   }
-  if (!placed || moves.size() < moved.size()) {
-    for (const auto& [id, tasks] : moves) ReleaseAll(tasks);
-    if (placed) ReleaseAll(*placed);
+  if (!fits) {
+    // Back as it was, with Release/Allocate only: the state ends identical, so the shapes'
+    // "failed" marks (generation_) stay valid.
+    for (const std::vector<Allocation>& tasks : to) {
+      for (const Allocation& a : tasks) (void)state_.Release(a);
+    }
+    for (const Allocation& a : freed->placed) (void)state_.Release(a);
     for (JobId id : moved) {
       for (const Allocation& a : running_.at(id).tasks) (void)state_.Allocate(a);
     }
     return std::nullopt;
   }
-  for (auto& [id, tasks] : moves) {
-    const double lost = LostWorkOf(id, now);
-    Running run = StopRunning(id, /*release=*/false);  // released above
-    attained_[id] += AttainedIn(run, now);
+  // A move goes on with the same run: its start, start_seq (its place inside its quota),
+  // expected end and checkpoint stay; only its allocations change.
+  if (AnyQuota() && !borrowed_) borrowed_ = BorrowedJobs();
+  for (size_t i = 0; i < moved.size(); ++i) {
+    const JobId id = moved[i];
     out.preemptions.push_back(
         {id, job.id,
          kPreemptedReasonPrefix + Id(job.id) + " (moved to another node to make room: re-packing)",
-         lost});
-    const bool borrowed = WouldBorrow(*run.job, run.project);
-    StartRunning(std::move(run.job), run.project, tasks, now);
-    out.starts.push_back(JobStart{id, std::move(tasks), borrowed});
+         LostWorkOf(id, now)});
+    running_.at(id).tasks = to[i];
+    moved_in_pass_.insert(id);
+    const bool borrowed = borrowed_ && std::binary_search(borrowed_->begin(), borrowed_->end(), id);
+    out.starts.push_back(JobStart{id, std::move(to[i]), borrowed});
   }
-  return placed;
+  ++generation_;
+  ++state_version_;
+  return std::move(freed->placed);
 }
 
 Seconds Scheduler::ExpectedEndAt(const Running& run, Seconds now) const {
@@ -1010,7 +1045,7 @@ std::vector<JobId> Scheduler::LasCandidates(const model::Job& job, Seconds now) 
   const int mine = LasQueueOf(attained(job.id));
   std::vector<std::pair<std::tuple<int64_t, int64_t>, JobId>> ranked;
   for (const auto& [id, run] : running_) {
-    if (run.start_seq >= pass_first_seq_) continue;
+    if (PlacedInPass(id, run)) continue;
     const int64_t served = attained(id) + AttainedIn(run, now);
     if (LasQueueOf(served) <= mine) continue;
     ranked.push_back({{-served, -run.start_seq}, id});
@@ -1032,7 +1067,7 @@ int64_t Scheduler::RemainingOf(const Running& run, Seconds now) const {
 std::vector<JobId> Scheduler::RemainingCandidates(const OrderKey& key, Seconds now) const {
   std::vector<std::pair<std::tuple<int64_t, int64_t>, JobId>> ranked;
   for (const auto& [id, run] : running_) {
-    if (run.start_seq >= pass_first_seq_) continue;
+    if (PlacedInPass(id, run)) continue;
     const int64_t remaining = RemainingOf(run, now);
     if (remaining <= std::get<0>(key)) continue;
     ranked.push_back({{-remaining, -run.start_seq}, id});
@@ -1151,6 +1186,7 @@ Decisions Scheduler::Schedule(Seconds now) {
   fair_share_.AdvanceTo(now);
   if (estimate_changes_ > 0 && estimate_changes_ * kRekeyShare >= pending_count_) RekeyPending();
   pass_first_seq_ = start_seq_;  // jobs started from here on started in this pass
+  moved_in_pass_.clear();
   borrowed_.reset();
   const bool reclaim = config_.sharing.reclaim;
   const double total_weight = TotalWeight();

@@ -62,6 +62,7 @@
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/ids.h"
@@ -119,11 +120,15 @@ struct SchedulerConfig {
   // A running job is no reclaim victim before it has run this long (since its start or resize).
   Seconds min_run_before_preemption{0};
   // Re-packing: a job that fits no node now may move running one-node jobs, started before
-  // this pass, off the nodes that hold the fewest GPUs, until it fits there, when every job
-  // moved fits elsewhere at once (else nothing moves). A move is reported as a Preemption and
-  // a JobStart of the same job in one Decisions: free only where a stopped job resumes without
-  // loss (the simulator's --resume). Tried before the order's own preemptions, once per shape
-  // and pass.
+  // this pass, off the nodes it could use (model, runtime, size, taking work) that hold the
+  // fewest GPUs, until it fits; the jobs it then does not need stay, and every job it needs
+  // must fit elsewhere at once (else nothing moves), without delaying a backfill reservation.
+  // A moved job keeps its run (start, place in the start order that quotas count, expected
+  // end) and is no victim for the rest of the pass. A move is reported as a Preemption and a
+  // JobStart of the same job in one Decisions: free only where a stopped job resumes without
+  // loss. Create does not check that: the caller must guarantee it (the simulator refuses
+  // --repack without --resume). Tried before the order's own preemptions, once per shape and
+  // pass.
   bool repack = false;
 };
 
@@ -415,13 +420,35 @@ class Scheduler {
   // victims are queued again. Nothing changes when it cannot.
   std::optional<std::vector<Allocation>> Reclaim(Shape& shape, const model::Job& job, Seconds now,
                                                  std::vector<Preemption>& preemptions);
-  // Releases `candidates` in order until `job` fits, places it, gives back the candidates it did
-  // not need, and stops and queues again the rest (victims, reported with `why`). Nothing
-  // changes when it cannot fit even with all released.
+  // What ReleaseToPlace freed: the waiting job's allocations (applied) and the candidates it
+  // needed, by id (their allocations released; still in running_).
+  struct Released {
+    std::vector<Allocation> placed;
+    std::vector<JobId> jobs;
+  };
+  // Releases `candidates`' allocations in order until `shape` fits and places it; then
+  // allocates again, the last released first, each candidate whose tasks all fit back. Nothing
+  // changes (generation_ included) when it does not fit even with all released.
+  std::optional<Released> ReleaseToPlace(Shape& shape, const std::vector<JobId>& candidates);
+  // Places `job` by ReleaseToPlace, then stops and queues again the candidates it needed
+  // (victims, reported with `why`). Nothing changes when it cannot fit even with all released.
   std::optional<std::vector<Allocation>> PreemptFor(Shape& shape, const model::Job& job,
                                                     const std::vector<JobId>& candidates,
                                                     const std::string& why, Seconds now,
                                                     std::vector<Preemption>& preemptions);
+  // True when job `id` (running as `run`) started or was moved in the current pass: it is no
+  // victim in it (no preemption, reclaim or move).
+  bool PlacedInPass(JobId id, const Running& run) const;
+  // Per node holding running jobs, for re-packing: the GPU milli they hold, their ids (sorted),
+  // and whether all may move (one-task jobs not placed in this pass).
+  struct RepackNode {
+    int64_t milli = 0;
+    bool movable = true;
+    std::vector<JobId> jobs;
+  };
+  // repack_nodes_, rebuilt from running_ when a pass began or a job started, stopped or moved
+  // since it was built (so shapes of one pass share it).
+  const std::unordered_map<NodeIndex, RepackNode>& RepackNodes();
   // Re-packing (SchedulerConfig::repack): places `job` by moving running jobs, appending the
   // moves to `out` (a Preemption and a JobStart each); nothing changes when it cannot.
   std::optional<std::vector<Allocation>> Repack(Shape& shape, const model::Job& job, Seconds now,
@@ -506,6 +533,10 @@ class Scheduler {
   // What a failed reclaim depends on: freed capacity and new borrowed work.
   std::pair<int64_t, int64_t> ReclaimVersion() const { return {generation_, borrowed_starts_}; }
   std::optional<std::vector<JobId>> borrowed_;  // BorrowedJobs() of this pass, computed once
+  std::unordered_set<JobId> moved_in_pass_;     // jobs re-packing moved in the current pass
+  std::unordered_map<NodeIndex, RepackNode> repack_nodes_;  // RepackNodes()
+  // (passes_, generation_, start_seq_) when repack_nodes_ was built.
+  std::tuple<int64_t, int64_t, int64_t> repack_nodes_key_{-1, -1, -1};
 };
 
 }  // namespace corral::sched

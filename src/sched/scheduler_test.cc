@@ -866,6 +866,36 @@ TEST(SchedulerSrtf, SameCallsSameDecisions) {
       std::any_of(first.begin(), first.end(), [](const auto& e) { return std::get<2>(e) >= 0; }));
 }
 
+// Every node's free GPU shares, CPU and memory: what a rollback must leave as it found it.
+std::vector<std::tuple<std::vector<int32_t>, int64_t, int64_t>> FreeByNode(const Scheduler& s) {
+  std::vector<std::tuple<std::vector<int32_t>, int64_t, int64_t>> free;
+  for (NodeIndex n = 0; n < s.state().NodeSlots(); ++n) {
+    const NodeState& node = s.state().node(n);
+    free.emplace_back(node.gpu_free, node.cpu_free, node.memory_free);
+  }
+  return free;
+}
+
+// Adds node `name` and starts `jobs` on it (the only node with room for them): re-packing tests
+// lay out their running jobs node by node this way.
+void StartOnNewNode(Scheduler& s, const std::string& name, int gpus,
+                    const std::vector<model::Job>& jobs, Seconds now,
+                    const std::string& model = "V100M32") {
+  ASSERT_TRUE(
+      s.AddNode(model::MakeNode(name, model, gpus, CpuMilli(64000), MemoryMib(262144))).ok());
+  std::vector<int64_t> ids;
+  for (const model::Job& j : jobs) {
+    ASSERT_TRUE(s.Submit(j).ok());
+    ids.push_back(j.id.value());
+  }
+  const Decisions d = s.Schedule(now);
+  std::vector<int64_t> started = Started(d.starts);
+  std::ranges::sort(started);
+  ASSERT_EQ(started, ids);
+  for (const JobStart& start : d.starts)
+    ASSERT_EQ(s.state().node(start.tasks.front().node).name, name);
+}
+
 // Re-packing: nodes a and b hold 2 of their 4 GPUs each (jobs 1 and 3; job 2 ended). A 4-GPU
 // job fits no node; with re-packing one of jobs 1 and 3 (the one on the first node in index
 // order of the two equally held) moves to the other's node, reported as its preemption and
@@ -913,16 +943,143 @@ TEST(SchedulerRepack, NothingMovesWhenTheMovedJobsFitNowhereElse) {
   EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2}));
   const std::vector<Allocation> one = *s->AllocationsOf(JobId(1));
   const std::vector<Allocation> two = *s->AllocationsOf(JobId(2));
+  const auto free = FreeByNode(*s);
   ASSERT_TRUE(s->Submit(MakeJob(3, 4, 1, 0, 10)).ok());
   const Decisions d = s->Schedule(Seconds(10));
   EXPECT_TRUE(d.preemptions.empty());
   EXPECT_TRUE(d.starts.empty());
   EXPECT_EQ(*s->AllocationsOf(JobId(1)), one);
   EXPECT_EQ(*s->AllocationsOf(JobId(2)), two);
+  EXPECT_EQ(FreeByNode(*s), free);
   // The rollback left the state whole: a 1-GPU job still fits on each node.
   ASSERT_TRUE(s->Submit(MakeJob(4, 1, 1, 0, 20)).ok());
   ASSERT_TRUE(s->Submit(MakeJob(5, 1, 1, 0, 20)).ok());
   EXPECT_EQ(Started(s->Schedule(Seconds(20)).starts), (std::vector<int64_t>{4, 5}));
+}
+
+// Nothing moves when the waiting job does not fit even with every node it may clear cleared: a
+// 2-task gang of 3 GPUs holds two of four 4-GPU nodes (a gang never moves), jobs of 3 GPUs the
+// other two, and a gang of 3 tasks of 4 GPUs needs three idle nodes.
+TEST(SchedulerRepack, NothingMovesWhenTheJobDoesNotFitWithTheNodesCleared) {
+  SchedulerConfig config{"bestfit"};
+  config.repack = true;
+  auto s = MakeScheduler({{"a", 4}, {"b", 4}, {"c", 4}, {"d", 4}}, config);
+  for (const model::Job& j : {MakeJob(1, 3, 2), MakeJob(2, 3), MakeJob(3, 3)}) {
+    ASSERT_TRUE(s->Submit(j).ok());
+  }
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 2, 3}));
+  const auto free = FreeByNode(*s);
+  ASSERT_TRUE(s->Submit(MakeJob(4, 4, 3, 0, 10)).ok());
+  const Decisions d = s->Schedule(Seconds(10));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_TRUE(d.starts.empty());
+  EXPECT_EQ(FreeByNode(*s), free);
+}
+
+// Only nodes the waiting job could use are cleared: nodes a1-a3 hold the fewest GPUs (one job of
+// one GPU each, using all their CPU) but cannot hold a 4-GPU job of model V100M32 (one GPU each,
+// or four of another model). Cleared first, they would use up the node budget (task count + 2)
+// and the job would wait; node b's job 2 moves to c and job 4 starts on b.
+TEST(SchedulerRepack, ClearsOnlyNodesTheWaitingJobCouldUse) {
+  for (const bool other_model : {false, true}) {
+    SchedulerConfig config{"bestfit"};
+    config.repack = true;
+    auto s = MakeScheduler({}, config);
+    auto v100 = [](int64_t id, int gpus, int64_t submit) {
+      model::Job j = MakeJob(id, gpus, 1, 0, submit);
+      j.resources.gpu_models = {"V100M32"};
+      return j;
+    };
+    for (int64_t id : {1, 7, 8}) {
+      model::Job small = MakeJob(id, 1);
+      small.resources.cpu = CpuMilli(64000);
+      StartOnNewNode(*s, "a" + std::to_string(id), other_model ? 4 : 1, {small}, Seconds(0),
+                     other_model ? "T4" : "V100M32");
+    }
+    StartOnNewNode(*s, "b", 4, {v100(2, 2, 0), v100(5, 2, 0)}, Seconds(0));
+    StartOnNewNode(*s, "c", 4, {v100(3, 2, 0)}, Seconds(0));
+    ASSERT_TRUE(s->Finish(JobId(5)).ok());
+    const auto free = FreeByNode(*s);
+    ASSERT_TRUE(s->Submit(v100(4, 4, 10)).ok());
+    const Decisions d = s->Schedule(Seconds(10));
+    ASSERT_EQ(d.preemptions.size(), 1u) << other_model;
+    EXPECT_EQ(d.preemptions[0].job, JobId(2));
+    EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{2, 4}));
+    EXPECT_EQ(s->state().node(s->AllocationsOf(JobId(4))->front().node).name, "b");
+    EXPECT_EQ(s->state().node(s->AllocationsOf(JobId(2))->front().node).name, "c");
+    for (NodeIndex n = 0; n < 3; ++n) EXPECT_EQ(FreeByNode(*s)[n], free[n]);  // a1-a3 as they were
+  }
+}
+
+// A moved job keeps its run: its start (the work it would lose, min_run_before_preemption) and
+// its place in the start order, which decides what is inside its project's quota. Project
+// vision (quota 4 GPUs) runs jobs 1, 2, 3 of 2 GPUs, one per node: job 3 is the borrowed one,
+// and stays so after job 1 moves for job 4 (of project nlp, which has no quota).
+TEST(SchedulerRepack, AMovedJobKeepsItsStartAndItsPlaceInTheQuota) {
+  SchedulerConfig config{"bestfit"};
+  config.repack = true;
+  config.sharing.projects["vision"].quota_milli = 4000;
+  auto s = MakeScheduler({}, config);
+  auto nlp = [](int64_t id, int gpus, int64_t submit) {
+    model::Job j = MakeJob(id, gpus, 1, 0, submit);
+    j.project = "nlp";
+    return j;
+  };
+  StartOnNewNode(*s, "a", 4, {MakeJob(1, 2), nlp(11, 2, 0)}, Seconds(0));
+  StartOnNewNode(*s, "b", 4, {MakeJob(2, 2), nlp(12, 2, 0)}, Seconds(0));
+  StartOnNewNode(*s, "c", 4, {MakeJob(3, 2), nlp(13, 2, 0)}, Seconds(0));
+  for (int id : {11, 12, 13}) ASSERT_TRUE(s->Finish(JobId(id)).ok());
+  ASSERT_EQ(s->BorrowedJobs(), (std::vector<JobId>{JobId(3)}));
+  ASSERT_TRUE(s->Submit(nlp(4, 4, 10)).ok());
+  const Decisions d = s->Schedule(Seconds(10));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  const JobId moved = d.preemptions[0].job;
+  EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{moved.value(), 4}));
+  EXPECT_EQ(s->BorrowedJobs(), (std::vector<JobId>{JobId(3), JobId(4)}));  // nlp: no quota
+  EXPECT_DOUBLE_EQ(s->LostWorkOf(moved, Seconds(20)), 2000.0 * 20 / 1000);
+}
+
+// A job moved in a pass is no victim later in it: job 5 (3 GPUs, 50 s) moves job 1 off node a
+// (onto b, beside job 2); job 6 (4 GPUs, 100 s) may then preempt only job 2 (job 1 moved, job 5
+// started in this pass), which frees too little. Had job 1 been a victim too, it would have been
+// preempted twice in one pass (the replay's "was not running").
+TEST(SchedulerRepack, AJobMovedInAPassIsNoVictimInIt) {
+  SchedulerConfig config{"bestfit", QueueOrder::kSrtf};
+  config.repack = true;
+  auto s = MakeScheduler({}, config);
+  StartOnNewNode(*s, "a", 4, {TimedJob(1, 2, 1000), TimedJob(3, 2, 1000)}, Seconds(0));
+  StartOnNewNode(*s, "b", 4, {TimedJob(2, 2, 1000)}, Seconds(0));
+  ASSERT_TRUE(s->Finish(JobId(3)).ok());
+  ASSERT_TRUE(s->Submit(TimedJob(5, 3, 50, 10)).ok());
+  ASSERT_TRUE(s->Submit(TimedJob(6, 4, 100, 10)).ok());
+  const Decisions d = s->Schedule(Seconds(10));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].job, JobId(1));
+  EXPECT_EQ(Started(d.starts), (std::vector<int64_t>{1, 5}));
+}
+
+// Under backfill re-packing respects the reservation: job 3 (a gang of two 4-GPU tasks) is
+// reserved nodes a and b from t=1000, when jobs 1 and 2 end; job 4 (4 GPUs for 5000 s) could
+// start on a by moving job 1 to b, but would hold a past the reserved start, so nothing moves.
+TEST(SchedulerRepack, ADelayedReservationStopsARepack) {
+  SchedulerConfig config{"bestfit"};
+  config.blocking = Blocking::kBackfill;
+  config.repack = true;
+  auto s = MakeScheduler({}, config);
+  StartOnNewNode(*s, "a", 4, {TimedJob(1, 2, 1000), TimedJob(5, 2, 1000)}, Seconds(0));
+  StartOnNewNode(*s, "b", 4, {TimedJob(2, 2, 1000)}, Seconds(0));
+  ASSERT_TRUE(s->Finish(JobId(5)).ok());
+  const auto free = FreeByNode(*s);
+  model::Job gang = TimedJob(3, 4, 1000, 10);
+  gang.tasks = 2;
+  ASSERT_TRUE(s->Submit(gang).ok());
+  ASSERT_TRUE(s->Submit(TimedJob(4, 4, 5000, 11)).ok());
+  const Decisions d = s->Schedule(Seconds(11));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_TRUE(d.starts.empty());
+  ASSERT_TRUE(s->ReservedStart().has_value());
+  EXPECT_EQ(s->ReservedStart()->first, JobId(3));
+  EXPECT_EQ(FreeByNode(*s), free);
 }
 
 // Elements 1..n of array `array` (ids array..array+n-1), each asking one GPU.
