@@ -83,15 +83,15 @@ const FreeCapacityIndexMap& ClusterState::FreeCapacityIndex(int model) const {
 void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   FreeCapacityIndexMap& index = free_index_[ModelSlot(c.model)];
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
-  const std::pair<int64_t, int> entry{c.cpu_free, id};
+  const FreeCapacityEntry entry{c.cpu_free, id};
   if (sign > 0) {
-    std::vector<std::pair<int64_t, int>>& classes = index[group];
+    std::vector<FreeCapacityEntry>& classes = index[group];
     classes.insert(std::lower_bound(classes.begin(), classes.end(), entry), entry);
     return;
   }
   auto found = index.find(group);
   CORRAL_CHECK(found != index.end());  // indexed when it became active (Attach), unchanged since
-  std::vector<std::pair<int64_t, int>>& classes = found->second;
+  std::vector<FreeCapacityEntry>& classes = found->second;
   auto it = std::lower_bound(classes.begin(), classes.end(), entry);
   CORRAL_CHECK(it != classes.end() && *it == entry);
   classes.erase(it);

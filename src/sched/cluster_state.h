@@ -20,6 +20,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -173,14 +174,22 @@ struct FreeCapacityGroup {
   int max_free = 0;
   auto operator<=>(const FreeCapacityGroup&) const = default;
 };
-// The active classes of a model by FreeCapacityGroup, each group's classes as (free CPU, class
-// id) in ascending order (a sorted vector: groups hold few classes, and a set's node per class
-// cost more to make and free than the rest of the index): the next group is one step away, and
-// a group's search by CPU looks at that group only. No group is empty (empty groups left in
-// place made the search walk them: 2.5x the instructions). Where free CPU varies per job, groups
-// hold many classes and the vector's shifts cost more than the set did (bestfit_diverse: 1.15x
-// the pass; docs/benchmarks.md, "sched_bench (session 43)").
-using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<std::pair<int64_t, int>>>;
+// One class of a free-capacity group: its free CPU and id, ordered by (free CPU, id). Trivially
+// copyable, so a group vector's insert and erase shift the later entries with one memmove
+// (std::pair's assignment is user-provided: an element loop, 3x IndexFreeCapacity's cost in
+// bestfit_diverse; docs/benchmarks.md, "sched_bench (session 43)").
+struct FreeCapacityEntry {
+  int64_t cpu_free = 0;  // CPU milli
+  int id = -1;           // class id
+  auto operator<=>(const FreeCapacityEntry&) const = default;
+};
+static_assert(std::is_trivially_copyable_v<FreeCapacityEntry>);
+// The active classes of a model by FreeCapacityGroup, each group's classes in ascending
+// (free CPU, class id) order (a sorted vector: a set's node per class cost more to make and
+// free than the rest of the index): the next group is one step away, and a group's search by
+// CPU looks at that group only. No group is empty (empty groups left in place made the search
+// walk them: 2.5x the instructions).
+using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<FreeCapacityEntry>>;
 
 class ClusterState {
  public:

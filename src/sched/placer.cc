@@ -123,15 +123,15 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
     for (auto group = index.lower_bound(FreeCapacityGroup{milli, 0, 0}); group != index.end();
          ++group) {
       const auto& [head, classes] = *group;
-      NodeView bound = ViewOf(state_.node_class(classes.begin()->second));
+      NodeView bound = ViewOf(state_.node_class(classes.begin()->id));
       bound.cpu_free = t.cpu;
       if (policy_->Score(bound, t) < best_score) break;
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
       if (!gpus_fit) continue;
-      for (auto it = std::lower_bound(classes.begin(), classes.end(), std::pair{t.cpu, 0});
+      for (auto it = std::lower_bound(classes.begin(), classes.end(), FreeCapacityEntry{t.cpu, 0});
            it != classes.end(); ++it) {
-        const NodeClass& c = state_.node_class(it->second);
+        const NodeClass& c = state_.node_class(it->id);
         if (!Fits(c, t)) continue;
         const int score = policy_->Score(ViewOf(c), t);
         if (score < best_score) break;
