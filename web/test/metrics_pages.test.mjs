@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import test from 'node:test';
 import { chartColumns, gpuLabel, historyAsAnswer, merge } from '../src/job_gpus.js';
 import { forecastColumns } from '../src/pages/capacity.js';
-import { placementLine, withHistory } from '../src/pages/overview.js';
+import { placementLine, policyReader, withHistory } from '../src/pages/overview.js';
 import { chartGroups, usageQuery } from '../src/pages/usage.js';
 import { envOf, specOf } from '../src/pages/submit.js';
 import { cellClass, cellLabel, cellTitle } from '../src/pages/heatmap.js';
@@ -50,6 +50,31 @@ test('the overview names the placement and its workload profile as `corral polic
   assert.equal(placementLine({ placement: 'best', uses_profile: true, profile_jobs: 500, typical_tasks: 12 }),
     'placement: best (workload profile of the last 500 jobs: 12 typical task shapes)');
   assert.equal(placementLine({ placement: 'bestfit', uses_profile: false, profile_jobs: 0 }), 'placement: bestfit');
+});
+
+test('the overview reads the placement policy again once its interval has passed, keeping the last line on a failure', async () => {
+  let clock = 1000;
+  let reads = 0;
+  let answer = { placement: 'best', profile_jobs: 0 };
+  const shown = [];
+  const reader = policyReader(async () => {
+    reads += 1;
+    if (answer === null) throw new Error('503');
+    return answer;
+  }, (p) => shown.push(p.profile_jobs), 30000, () => clock);
+  await reader.readNow();
+  assert.deepEqual([reads, shown], [1, [0]]);
+  clock += 29999;
+  await reader.due();
+  assert.equal(reads, 1, 'not before the interval');
+  clock += 1;
+  answer = { placement: 'best', profile_jobs: 120 };
+  await reader.due();
+  assert.deepEqual([reads, shown], [2, [0, 120]]);
+  clock += 30000;
+  answer = null;
+  await reader.due();
+  assert.deepEqual([reads, shown], [3, [0, 120]], 'a failed read shows nothing new');
 });
 
 test('the overview joins the recorded summaries and the live ones after them', () => {

@@ -4,7 +4,9 @@
 // by this browser: capacity, allocated and queue from every live summary since the dashboard
 // was opened (live.js keeps them across pages); "used" from each /api/v1/gpus read, after each
 // summary while this page or the heatmap is shown (gaps while neither is). Under the title, one
-// quiet line: the placement policy and its workload profile (/api/v1/policy, as `corral policy`).
+// quiet line: the placement policy and its workload profile (/api/v1/policy, as `corral policy`),
+// read again at most every POLICY_REFRESH_MS while the page is open (the profile forms after the
+// first 100 submissions and is rebuilt as jobs arrive).
 import { fittedChart } from '../charts.js';
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -44,6 +46,29 @@ export function placementLine(p) {
   return line;
 }
 
+/** How often the open overview reads /api/v1/policy again: it changes only as jobs arrive. */
+export const POLICY_REFRESH_MS = 30000;
+
+/**
+ * A reader of the placement line that asks `read()` (GET /api/v1/policy) at most once per
+ * `intervalMs` of `now()` and hands each answer to `show`; a failed read is skipped (the last
+ * line stays). `due()` reads when the interval has passed since the last read, else does nothing.
+ */
+export function policyReader(read, show, intervalMs = POLICY_REFRESH_MS, now = Date.now) {
+  let last = -Infinity;
+  const readNow = async () => {
+    last = now();
+    const p = await read().catch(() => null);
+    if (p) show(p);
+  };
+  return {
+    readNow,
+    async due() {
+      if (now() - last >= intervalMs) await readNow();
+    },
+  };
+}
+
 /** The server's recorded summaries, then the live ones newer than the last of them. */
 export function withHistory(recorded, liveList) {
   const last = recorded.length ? recorded[recorded.length - 1].time : -Infinity;
@@ -70,10 +95,9 @@ export default {
         '"used" is Σ utilisation / 100 over the GPUs.'));
     let used = null;
     // The server's minute-by-minute record (the last day), then the live summaries after it.
-    const [summary, first, recorded, policy] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null),
-      getJson(`/api/v1/summary/history?since=${Math.floor(Date.now() / 1000) - 86400}`),
-      getJson('/api/v1/policy').catch(() => null)]);
-    if (policy) replace(placementBox, placementLine(policy));
+    const policy = policyReader(() => getJson('/api/v1/policy'), (p) => replace(placementBox, placementLine(p)));
+    const [summary, first, recorded] = await Promise.all([getJson('/api/v1/summary'), loadGpus().catch(() => null),
+      getJson(`/api/v1/summary/history?since=${Math.floor(Date.now() / 1000) - 86400}`), policy.readNow()]);
     const past = recorded.summaries || [];
     const series = () => withHistory(past, live.summaries());
     used = gpusUsed(first);
@@ -98,6 +122,7 @@ export default {
       // After each summary (main.js): the GPUs' utilisation, stored on the newest summary.
       async refresh() {
         used = gpusUsed(await loadGpus()); // also stored on the newest summary (gpus.js)
+        await policy.due();
         const list = live.summaries();
         replace(cardBox, cards(list[list.length - 1] || summary, used));
         plot.setData(chartData(series()));
