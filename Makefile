@@ -29,7 +29,8 @@
 #                FUZZ_SECONDS on its seed corpus, merging what reaches new code into
 #                fuzz/corpus/ (docs/security.md, "Fuzzing"); fails on any crash
 #   make fuzz-ci the same, 10 s per target, JOBS targets at a time, the corpus read only (CI)
-#   make lint    clang-format check (fails on any difference) + clang-tidy (advisory)
+#   make lint    clang-format check (fails on any difference), the unity batches' file-local name
+#                check (fails on a name two files of one batch define), clang-tidy (advisory)
 #   make format  apply clang-format to every C++ file in place
 #   make clean   remove the build folders and the demo output
 #
@@ -278,7 +279,12 @@ fuzz: fuzz-build
 fuzz-ci: fuzz-build
 	@$(call timed,fuzzing (10 s per target; $(JOBS) at a time),JOBS=$(JOBS) bash scripts/fuzz.sh 10)
 
-lint: format-check tidy
+lint: format-check unity-check tidy
+
+# Functions two files of one unity batch both keep file-local (scripts/unity_overload_check.py):
+# a different signature compiles as an overload that a call may silently pick. Fails the lint.
+unity-check: configure
+	@$(call timed,unity batch name check,python3 scripts/unity_overload_check.py build)
 
 format-check: setup
 	@$(call timed,clang-format check,$(CHECK_FORMAT))

@@ -16,6 +16,7 @@
 #include <set>
 #include <thread>
 
+#include "agent/executable.h"
 #include "agent/file_io.h"
 #include "agent/launch_defaults.h"
 #include "agent/rendezvous.h"
@@ -63,27 +64,6 @@ std::string JoinIndices(const std::vector<int>& values) {
     out += std::to_string(v);
   }
   return out;
-}
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
-}
-
-// The first executable `name` in the colon-separated `search` (absolute entries only: the
-// agent's working directory means nothing to it); "" when there is none.
-std::string FindInPath(const std::string& name, const std::string& search) {
-  size_t start = 0;
-  while (start <= search.size()) {
-    size_t colon = search.find(':', start);
-    if (colon == std::string::npos) colon = search.size();
-    const std::string dir = search.substr(start, colon - start);
-    start = colon + 1;
-    if (dir.empty() || dir[0] != '/') continue;
-    std::string path = dir + "/" + name;
-    if (IsExecutableFile(path)) return path;
-  }
-  return "";
 }
 
 // An absolute path the engine's `-v SRC:DST[:OPTIONS]` syntax can carry.
@@ -265,7 +245,7 @@ Result<EngineSearch> FindContainerEngine(const ContainerSettings& settings) {
                                   })->substr(5);
     std::vector<std::string> problems;
     for (const char* name : {"podman", "docker"}) {
-      const std::string path = FindInPath(name, path_list);
+      const std::string path = FindExecutable(name, path_list);
       if (path.empty()) continue;
       Result<EngineCli> cli = AskVersion(path, env);
       if (cli.ok()) return EngineSearch{Complete(*cli, settings, env), ""};

@@ -7,36 +7,17 @@
 #include <filesystem>
 #include <system_error>
 
+#include "agent/executable.h"
 #include "model/node.h"
 #include "protocol/agent_messages.h"
 
 namespace corral::agent {
 
-namespace {
-
-bool IsExecutableFile(const std::filesystem::path& file) {
-  std::error_code ec;
-  return std::filesystem::is_regular_file(file, ec) && access(file.c_str(), X_OK) == 0;
-}
-
-bool OnPath(std::string_view path, const std::string& tool) {
-  size_t start = 0;
-  while (start <= path.size()) {
-    const size_t end = std::min(path.find(':', start), path.size());
-    const std::string_view dir = path.substr(start, end - start);
-    if (!dir.empty() && IsExecutableFile(std::filesystem::path(dir) / tool)) return true;
-    start = end + 1;
-  }
-  return false;
-}
-
-}  // namespace
-
 HostSetup FindHostSetup(std::string_view path, const std::string& envs_root, size_t max_prefixes,
                         size_t max_text) {
   HostSetup out;
   for (const char* tool : model::kHostTools) {
-    if (OnPath(path, tool)) out.tools.emplace_back(tool);
+    if (!FindExecutable(tool, path).empty()) out.tools.emplace_back(tool);
   }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(envs_root, ec)) {

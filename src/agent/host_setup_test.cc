@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "agent/executable.h"
+
 namespace corral::agent {
 namespace {
 
@@ -49,6 +51,20 @@ TEST_F(HostSetupTest, FindsExecutableToolsOnThePathAndTheFolders) {
               ElementsAre((root_ / "envs" / "jax").string()));
   EXPECT_THAT(FindHostSetup("", (root_ / "missing").string(), 32, 128).tools, IsEmpty());
   EXPECT_THAT(FindHostSetup("", (root_ / "missing").string(), 32, 128).env_prefixes, IsEmpty());
+}
+
+TEST_F(HostSetupTest, FindExecutableTakesTheFirstOnThePathAndRelativeEntriesOnlyWithABase) {
+  Tool("bin1", "tool", 0644);  // not executable: skipped
+  Tool("bin2", "tool", 0755);
+  const std::string bin1 = (root_ / "bin1").string(), bin2 = (root_ / "bin2").string();
+  EXPECT_EQ(FindExecutable("tool", bin1 + ":" + bin2), bin2 + "/tool");
+  EXPECT_EQ(FindExecutable("tool", bin1), "");
+  EXPECT_EQ(FindExecutable("tool", "bin2"), "") << "a relative entry without a base";
+  EXPECT_EQ(FindExecutable("tool", "bin1:bin2", root_.string()), root_.string() + "/bin2/tool");
+  EXPECT_EQ(FindExecutable("tool", "", (root_ / "bin2").string()), bin2 + "/./tool")
+      << "an empty entry is the base itself";
+  EXPECT_FALSE(IsExecutableFile(root_.string())) << "a folder is not an executable file";
+  EXPECT_TRUE(IsExecutableFile(bin2 + "/tool"));
 }
 
 TEST_F(HostSetupTest, FoldersLeftOutAreCountedAndSaid) {

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "agent/executable.h"
 #include "agent/file_io.h"
 #include "agent/launch_defaults.h"
 #include "agent/proc_stat.h"
@@ -130,11 +131,6 @@ void RemoveEmptyLegacyDirs(const std::string& work_dir) {
   for (const char* dir : {"/tasks", "/scratch", "/hostfiles", "/scripts", "/mounts"}) {
     (void)rmdir((work_dir + dir).c_str());
   }
-}
-
-bool IsExecutableFile(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(path.c_str(), X_OK) == 0;
 }
 
 std::string JoinMessage(const std::vector<std::string>& parts) {
@@ -625,17 +621,8 @@ Result<std::string> ProcessRuntime::ResolveExecutable(const TaskLaunch& launch,
   for (const std::string& e : env) {
     if (e.rfind("PATH=", 0) == 0) search = e.substr(5);
   }
-  size_t start = 0;
-  while (start <= search.size()) {
-    size_t colon = search.find(':', start);
-    if (colon == std::string::npos) colon = search.size();
-    std::string dir = search.substr(start, colon - start);
-    start = colon + 1;
-    if (dir.empty()) dir = ".";
-    std::string path = dir[0] == '/' ? std::string() : launch.workdir + "/";
-    path.append(dir).append("/").append(name);
-    if (IsExecutableFile(path)) return path;
-  }
+  std::string path = FindExecutable(name, search, launch.workdir);
+  if (!path.empty()) return path;
   return NotFound(what + ": command not found in PATH (" + search + ")");
 }
 

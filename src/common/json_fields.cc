@@ -65,6 +65,20 @@ Status FieldReader::OptionalInt64(const char* field, std::optional<int64_t>& out
   return Status::Ok();
 }
 
+Status FieldReader::Secs(const char* field, bool required, Seconds& out) const {
+  int64_t v = 0;
+  CORRAL_RETURN_IF_ERROR(Int(field, required, v, 0));
+  if (Find(field) != nullptr) out = Seconds(v);
+  return Status::Ok();
+}
+
+Status FieldReader::OptionalSecs(const char* field, std::optional<Seconds>& out) const {
+  std::optional<int64_t> v;
+  CORRAL_RETURN_IF_ERROR(OptionalInt64(field, v, 0));
+  if (v) out = Seconds(*v);
+  return Status::Ok();
+}
+
 Status FieldReader::Bool(const char* field, bool& out) const {
   const nlohmann::json* v = Find(field);
   if (v == nullptr) return Status::Ok();

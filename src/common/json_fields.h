@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/units.h"
 
 namespace corral {
 
@@ -46,6 +47,10 @@ class FieldReader {
   Status OptionalInt64(const char* field, std::optional<int64_t>& out,
                        int64_t min = std::numeric_limits<int64_t>::min(),
                        int64_t max = std::numeric_limits<int64_t>::max()) const;
+  // Whole seconds >= 0 (a duration or a clock time): left as is when absent and not required;
+  // the optional form leaves `out` as is when absent.
+  Status Secs(const char* field, bool required, Seconds& out) const;
+  Status OptionalSecs(const char* field, std::optional<Seconds>& out) const;
   Status Bool(const char* field, bool& out) const;
   // A number (integer or not) >= min; left as is when absent and not required.
   Status Number(const char* field, bool required, double& out,

@@ -32,13 +32,6 @@ Status ReadEnum(const FieldReader& r, const char* field, bool required,
   return Status::Ok();
 }
 
-Status ReadSeconds(const FieldReader& r, const char* field, std::optional<Seconds>& out) {
-  std::optional<int64_t> v;
-  CORRAL_RETURN_IF_ERROR(r.OptionalInt64(field, v, 0));
-  if (v) out = Seconds(*v);
-  return Status::Ok();
-}
-
 Status ReadId(const FieldReader& r, const char* field, JobId& out) {
   int64_t v = 0;
   CORRAL_RETURN_IF_ERROR(r.Int(field, true, v, 1));
@@ -71,11 +64,11 @@ Result<JobSummary> ReadSummary(const FieldReader& r) {
   j.state = *state;
   CORRAL_RETURN_IF_ERROR(r.RequiredInt("priority", j.priority));
   std::optional<Seconds> submit;
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "submit_time", submit));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("submit_time", submit));
   if (!submit) return r.Bad("submit_time", "is required");
   j.submit_time = *submit;
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "start_time", j.start_time));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "end_time", j.end_time));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("start_time", j.start_time));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("end_time", j.end_time));
   // Absent from older servers' answers: 0 then.
   int64_t total_gpu_milli = 0;
   CORRAL_RETURN_IF_ERROR(r.Int("total_gpu_milli", false, total_gpu_milli, 0));
@@ -89,7 +82,7 @@ Result<JobSummary> ReadSummary(const FieldReader& r) {
     j.array = array;
   }
   CORRAL_RETURN_IF_ERROR(ReadPendingReason(r, j.pending_reason));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "estimated_start", j.estimated_start));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("estimated_start", j.estimated_start));
   return j;
 }
 
@@ -103,7 +96,7 @@ json EventJson(const JobEvent& e) {
 Result<JobEvent> ReadEvent(const FieldReader& r) {
   JobEvent e;
   std::optional<Seconds> time;
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "time", time));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("time", time));
   if (!time) return r.Bad("time", "is required");
   e.time = *time;
   std::string from;

@@ -13,13 +13,6 @@ using api_internal::ListJson;
 using api_internal::ReadList;
 using nlohmann::json;
 
-Status ReadSeconds(const FieldReader& r, const char* field, Seconds& out) {
-  int64_t v = 0;
-  CORRAL_RETURN_IF_ERROR(r.Int(field, true, v, 0));
-  out = Seconds(v);
-  return Status::Ok();
-}
-
 Result<QueueRow> ReadRow(const FieldReader& r) {
   QueueRow q;
   CORRAL_RETURN_IF_ERROR(r.RequiredInt("position", q.position));
@@ -34,7 +27,7 @@ Result<QueueRow> ReadRow(const FieldReader& r) {
   double gpus = 0;
   CORRAL_RETURN_IF_ERROR(r.Number("gpus", true, gpus, 0));
   q.gpus = MilliGpu(std::llround(gpus * 1000));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "submit_time", q.submit_time));
+  CORRAL_RETURN_IF_ERROR(r.Secs("submit_time", true, q.submit_time));
   CORRAL_RETURN_IF_ERROR(r.Object("pending_reason", true, [&](const FieldReader& p) {
     CORRAL_RETURN_IF_ERROR(p.String("code", true, q.pending_reason.code));
     return p.String("message", true, q.pending_reason.message);
@@ -58,10 +51,10 @@ Status ReadRules(const FieldReader& r, SchedulingRules& rules) {
     rules.las_thresholds_gpu_s.push_back(t.get<int64_t>());
   }
   return r.Object("fair_share", true, [&](const FieldReader& f) {
-    CORRAL_RETURN_IF_ERROR(ReadSeconds(f, "half_life_s", rules.half_life));
+    CORRAL_RETURN_IF_ERROR(f.Secs("half_life_s", true, rules.half_life));
     CORRAL_RETURN_IF_ERROR(f.Number("fair_share_weight", true, rules.fair_share_weight, 0));
     CORRAL_RETURN_IF_ERROR(f.Number("age_weight", true, rules.age_weight, 0));
-    return ReadSeconds(f, "age_unit_s", rules.age_unit);
+    return f.Secs("age_unit_s", true, rules.age_unit);
   });
 }
 

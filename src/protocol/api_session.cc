@@ -14,21 +14,6 @@ using nlohmann::json;
 
 json OrNull(const std::optional<std::string>& s) { return s ? json(*s) : json(nullptr); }
 
-Status ReadSeconds(const FieldReader& r, const char* field, bool required, Seconds& out) {
-  int64_t v = 0;
-  CORRAL_RETURN_IF_ERROR(r.Int(field, required, v, 0));
-  if (r.Find(field) != nullptr) out = Seconds(v);
-  return Status::Ok();
-}
-
-Status ReadOptionalSeconds(const FieldReader& r, const char* field, std::optional<Seconds>& out) {
-  if (r.Find(field) == nullptr) return Status::Ok();
-  Seconds s{0};
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, field, true, s));
-  out = s;
-  return Status::Ok();
-}
-
 Status ReadOptionalString(const FieldReader& r, const char* field,
                           std::optional<std::string>& out) {
   if (r.Find(field) == nullptr) return Status::Ok();
@@ -54,18 +39,18 @@ Result<SessionView> ReadSession(const FieldReader& r) {
   CORRAL_RETURN_IF_ERROR(r.String("reason", true, s.reason));
   CORRAL_RETURN_IF_ERROR(r.String("environment", false, s.environment));
   CORRAL_RETURN_IF_ERROR(r.String("path", true, s.path));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "idle_timeout_s", true, s.idle_timeout));
-  CORRAL_RETURN_IF_ERROR(ReadSeconds(r, "submit_time", true, s.submit_time));
-  CORRAL_RETURN_IF_ERROR(ReadOptionalSeconds(r, "start_time", s.start_time));
+  CORRAL_RETURN_IF_ERROR(r.Secs("idle_timeout_s", true, s.idle_timeout));
+  CORRAL_RETURN_IF_ERROR(r.Secs("submit_time", true, s.submit_time));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("start_time", s.start_time));
   CORRAL_RETURN_IF_ERROR(r.Bool("stopping", s.stopping));
   CORRAL_RETURN_IF_ERROR(ReadOptionalString(r, "node", s.node));
   CORRAL_RETURN_IF_ERROR(ReadOptionalString(r, "address", s.address));
   CORRAL_RETURN_IF_ERROR(r.OptionalInt("port", s.port, 1, 65535));
-  CORRAL_RETURN_IF_ERROR(ReadOptionalSeconds(r, "last_activity", s.last_activity));
+  CORRAL_RETURN_IF_ERROR(r.OptionalSecs("last_activity", s.last_activity));
   CORRAL_RETURN_IF_ERROR(r.Object("idle_notice", false, [&](const FieldReader& n) {
     IdleNotice notice;
-    CORRAL_RETURN_IF_ERROR(ReadSeconds(n, "time", true, notice.time));
-    CORRAL_RETURN_IF_ERROR(ReadSeconds(n, "stops_at", true, notice.stops_at));
+    CORRAL_RETURN_IF_ERROR(n.Secs("time", true, notice.time));
+    CORRAL_RETURN_IF_ERROR(n.Secs("stops_at", true, notice.stops_at));
     s.idle_notice = notice;
     return Status::Ok();
   }));

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/json_fields.h"
 #include "protocol/agent_messages.h"
 #include "protocol/task.h"
 
@@ -388,6 +389,26 @@ TEST(FieldReaderTest, IntegersOutsideInt64AreRefused) {
   auto parsed = ParseReport(With(ToJson(SomeReport()), "/seq", uint64_t{1} << 63));
   ASSERT_FALSE(parsed.ok());
   EXPECT_THAT(parsed.status().message(), HasSubstr("field 'seq': out of range"));
+}
+
+TEST(FieldReaderTest, SecondsAreWholeAndNotNegative) {
+  const nlohmann::json object = {{"limit", 90}, {"back", -1}, {"half", 1.5}, {"none", nullptr}};
+  const FieldReader r(object, "test");
+  Seconds s{7};
+  ASSERT_TRUE(r.Secs("limit", true, s).ok());
+  EXPECT_EQ(s, Seconds(90));
+  EXPECT_THAT(r.Secs("back", true, s).message(), HasSubstr("field 'back'"));
+  EXPECT_FALSE(r.Secs("half", true, s).ok());
+  EXPECT_EQ(s, Seconds(90)) << "a refused value leaves the output as it was";
+  EXPECT_TRUE(r.Secs("none", false, s).ok());
+  EXPECT_EQ(s, Seconds(90)) << "absent and not required: left as is";
+  EXPECT_THAT(r.Secs("missing", true, s).message(), HasSubstr("field 'missing'"));
+  std::optional<Seconds> o;
+  ASSERT_TRUE(r.OptionalSecs("none", o).ok());
+  EXPECT_FALSE(o.has_value());
+  ASSERT_TRUE(r.OptionalSecs("limit", o).ok());
+  EXPECT_EQ(o, Seconds(90));
+  EXPECT_FALSE(r.OptionalSecs("back", o).ok());
 }
 
 }  // namespace

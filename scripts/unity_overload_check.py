@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""unity_overload_check.py BUILD_DIR: same-named file-local functions inside one unity batch.
+
+CMake's unity build (CORRAL_UNITY, docs/decisions.md "CI's builds") compiles a batch of .cc files
+as one translation unit, so the functions each file keeps to itself (in an anonymous namespace,
+or `static`) share one scope. Two with the same name and the same signature fail to compile;
+two with the same name and different signatures compile as overloads, and a call in one file
+may silently pick the other file's function (session 43 found eta_test.cc's MakeJob calling
+scheduler_test.cc's). This check lists every name defined file-locally in two files of one
+batch. It reads the batches CMake generated under BUILD_DIR (CMakeFiles/*.dir/Unity/*.cxx), so
+it needs a configured build tree; without one it says so and succeeds.
+
+Heuristic, for the house style (namespaces not indented, closed by `}  // namespace`): a
+function definition is a line at column 0 of the form `TYPE NAME(`, not a declaration (`;`
+before the body's `{`), inside `namespace {` or starting with `static`. Exits 1 when any name
+is found twice in one batch, printing the batch, the name and the files.
+"""
+import collections
+import glob
+import os
+import re
+import sys
+
+FUNCTION = re.compile(r'^(?:static\s+|inline\s+|constexpr\s+|\[\[\w+\]\]\s+)*'
+                      r'(?!(?:return|if|for|while|switch|using|namespace|typedef|TEST\w*)\b)'
+                      r'[A-Za-z_][\w:<>,\s\*&]*?[\s\*&](\w+)\(')
+KEYWORDS = {'operator', 'TEST', 'TEST_F', 'TEST_P', 'INSTANTIATE_TEST_SUITE_P', 'MATCHER', 'MATCHER_P'}
+
+
+def local_functions(path):
+    """Names of the functions `path` defines in an anonymous namespace or as `static`."""
+    names = set()
+    scopes = []  # True for an anonymous namespace
+    lines = open(path, encoding='utf-8', errors='replace').read().split('\n')
+    for i, line in enumerate(lines):
+        if re.match(r'^namespace\s*\{', line):
+            scopes.append(True)
+            continue
+        if re.match(r'^(inline\s+)?namespace\s+[\w:]+\s*\{', line):
+            scopes.append(False)
+            continue
+        if re.match(r'^\}\s*//\s*namespace', line) and scopes:
+            scopes.pop()
+            continue
+        m = FUNCTION.match(line)
+        if not m or m.group(1) in KEYWORDS:
+            continue
+        local = (scopes and scopes[-1]) or line.startswith('static ')
+        if not local:
+            continue
+        # A definition, not a declaration: the first of `;` and `{` after the name is `{`.
+        rest = '\n'.join(lines[i:i + 20])[m.end():]
+        brace, semi = rest.find('{'), rest.find(';')
+        if brace != -1 and (semi == -1 or brace < semi):
+            names.add(m.group(1))
+    return names
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__.split('\n')[0], file=sys.stderr)
+        return 2
+    units = sorted(glob.glob(os.path.join(sys.argv[1], '**', 'CMakeFiles', '*.dir', 'Unity', '*.cxx'),
+                         recursive=True))
+    if not units:
+        print(f'unity_overload_check: no unity batches under {sys.argv[1]} (configure a build first); skipped')
+        return 0
+    found = 0
+    for unit in units:
+        files = re.findall(r'#include "([^"]+\.cc)"', open(unit).read())
+        where = collections.defaultdict(list)
+        for f in files:
+            if os.path.exists(f):
+                for name in local_functions(f):
+                    where[name].append(f)
+        target = unit.split('CMakeFiles' + os.sep)[1].split(os.sep)[0].removesuffix('.dir')
+        for name, fs in sorted(where.items()):
+            if len(fs) > 1:
+                found += 1
+                shown = ', '.join(os.path.relpath(f) for f in fs)
+                print(f'{target} ({os.path.basename(unit)}): {name} is file-local in {shown}')
+    if found:
+        print(f'unity_overload_check: {found} name(s) defined file-locally in two files of one unity batch: '
+              'rename one (a different signature compiles as an overload a call can silently pick)')
+        return 1
+    print(f'unity_overload_check: {len(units)} unity batches, no file-local name defined twice in one')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
