@@ -1193,7 +1193,10 @@ Decisions Scheduler::Schedule(Seconds now) {
   pass_first_seq_ = start_seq_;  // jobs started from here on started in this pass
   moved_in_pass_.clear();
   borrowed_.reset();
-  const bool reclaim = config_.sharing.reclaim;
+  // Without quotas no job has quota room (QuotaHasRoom), so nothing can reclaim: a pass then
+  // asks no group whether it could.
+  const bool any_quota = AnyQuota();
+  const bool reclaim = config_.sharing.reclaim && any_quota;
   const double total_weight = TotalWeight();
   // Groups in pass order. Within a project the order of group heads is static (their fair
   // share factor is the project's); across projects it moves as jobs start (any start changes
@@ -1206,6 +1209,12 @@ Decisions Scheduler::Schedule(Seconds now) {
   auto push_head = [](std::vector<Head>& heap, const Head& head) {
     heap.push_back(head);
     std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
+  auto pop_head = [](std::vector<Head>& heap) {
+    const int g = heap.front().second;
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    heap.pop_back();
+    return g;
   };
   // Buckets by project (one bucket, ProjectId(), under the other orders).
   auto bucket_of = [&](const Group& group) { return by_project ? group.project : ProjectId(); };
@@ -1240,7 +1249,7 @@ Decisions Scheduler::Schedule(Seconds now) {
   std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
   std::set<int> repack_tried;  // shapes that tried re-packing in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
-  bool lending = !AnyQuota();
+  bool lending = !any_quota;
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
   // The next group to try: the best head over the buckets, or under persistent heads the
   // earlier of head_order_'s next one and the best pushed back; -1 when none is left.
@@ -1253,6 +1262,7 @@ Decisions Scheduler::Schedule(Seconds now) {
         return next->second;
       }
     }
+    if (one_bucket) return one_bucket->empty() ? -1 : pop_head(*one_bucket);  // no keys to compare
     std::vector<Head>* best = nullptr;
     PassKey best_key;
     for (auto& [bucket, heap] : heads) {
@@ -1264,11 +1274,7 @@ Decisions Scheduler::Schedule(Seconds now) {
         best_key = k;
       }
     }
-    if (!best) return -1;
-    const int g = best->front().second;
-    std::pop_heap(best->begin(), best->end(), std::greater<>());
-    best->pop_back();
-    return g;
+    return best ? pop_head(*best) : -1;
   };
   while (true) {
     const int g = pop_best();
