@@ -391,14 +391,17 @@ Scheduler::PassKey Scheduler::PassKeyOf(ProjectId project, const OrderKey& key, 
 
 int Scheduler::GroupOf(const model::Job& job) {
   const model::TaskResources& r = job.resources;
-  std::string models;
-  for (const auto& m : r.gpu_models) models += m + "|";
-  models += "/";  // then the runtimes
-  for (const auto& m : r.runtimes) models += m + "|";
-  auto shape_key = std::make_tuple(r.cpu.value(), static_cast<int>(r.gpus.value()),
-                                   r.gpu_milli.value(), r.memory.value(), job.tasks, models);
-  auto [shape_it, new_shape] = shape_ids_.emplace(shape_key, static_cast<int>(shapes_.size()));
-  if (new_shape) {
+  // Found by a key of references (no copy of the model and runtime names); copied only when
+  // the shape is new.
+  auto shape_it =
+      shape_ids_.find(ShapeKeyView(r.cpu.value(), r.gpus.value(), r.gpu_milli.value(),
+                                   r.memory.value(), job.tasks, r.gpu_models, r.runtimes));
+  if (shape_it == shape_ids_.end()) {
+    shape_it = shape_ids_
+                   .emplace(ShapeKey{r.cpu.value(), r.gpus.value(), r.gpu_milli.value(),
+                                     r.memory.value(), job.tasks, r.gpu_models, r.runtimes},
+                            static_cast<int>(shapes_.size()))
+                   .first;
     Shape s;
     s.resources = r;
     s.tasks = job.tasks;
@@ -423,7 +426,7 @@ const TaskRequest& Scheduler::RequestOf(Shape& shape) {
   return shape.request;
 }
 
-void Scheduler::Enqueue(model::Job job) {
+void Scheduler::Enqueue(model::Job&& job) {
   const int group = GroupOf(job);
   const OrderKey key = KeyOf(job);
   QueueInsert(group, key);
@@ -439,7 +442,9 @@ void Scheduler::QueueInsert(int g, const OrderKey& key) {
     if (!group.queue.empty()) head_order_.erase({*group.queue.begin(), g});
     head_order_.emplace(key, g);
   }
-  group.queue.insert(key);
+  // Keys mostly arrive in order (FIFO: submit time, then id): hinted at the end, such an insert
+  // is constant time (a key that is not last is searched for as without the hint).
+  group.queue.insert(group.queue.end(), key);
   if (group.queued_at >= 0) return;
   group.queued_at = static_cast<int>(queued_groups_.size());
   queued_groups_.push_back(g);
@@ -1188,7 +1193,10 @@ Decisions Scheduler::Schedule(Seconds now) {
   pass_first_seq_ = start_seq_;  // jobs started from here on started in this pass
   moved_in_pass_.clear();
   borrowed_.reset();
-  const bool reclaim = config_.sharing.reclaim;
+  // Without quotas no job has quota room (QuotaHasRoom), so nothing can reclaim: a pass then
+  // asks no group whether it could.
+  const bool any_quota = AnyQuota();
+  const bool reclaim = config_.sharing.reclaim && any_quota;
   const double total_weight = TotalWeight();
   // Groups in pass order. Within a project the order of group heads is static (their fair
   // share factor is the project's); across projects it moves as jobs start (any start changes
@@ -1197,14 +1205,23 @@ Decisions Scheduler::Schedule(Seconds now) {
   // A shape that fails leaves the pass (the state only fills up within a pass), except for
   // reclaim.
   const bool by_project = config_.order == QueueOrder::kFairShare;
-  using Head = std::pair<OrderKey, int>;
-  using Heap = std::priority_queue<Head, std::vector<Head>, std::greater<>>;
+  // Heaps (std::greater: the least head on top) in pass_heads_, reused from pass to pass.
+  auto push_head = [](std::vector<Head>& heap, const Head& head) {
+    heap.push_back(head);
+    std::push_heap(heap.begin(), heap.end(), std::greater<>());
+  };
+  auto pop_head = [](std::vector<Head>& heap) {
+    const int g = heap.front().second;
+    std::pop_heap(heap.begin(), heap.end(), std::greater<>());
+    heap.pop_back();
+    return g;
+  };
   // Buckets by project (one bucket, ProjectId(), under the other orders).
   auto bucket_of = [&](const Group& group) { return by_project ? group.project : ProjectId(); };
   // The heads to try, gathered per bucket and then heaped at once (a strict pass may pop only
   // a few of them).
-  std::map<ProjectId, std::vector<Head>> gathered;
-  std::vector<Head>* one_bucket = by_project ? nullptr : &gathered[ProjectId()];
+  for (auto& [bucket, heap] : pass_heads_) heap.clear();
+  std::vector<Head>* one_bucket = by_project ? nullptr : &pass_heads_[ProjectId()];
   // Persistent heads: the pass's one heap is, without a copy, every head in head_order_ after
   // `cursor` (the last one taken from there), plus the heads pushed back in `pushed` (those at
   // or before the cursor, only: so each group is in it at most once). A group's head only moves
@@ -1225,50 +1242,46 @@ Decisions Scheduler::Schedule(Seconds now) {
         (reclaim && shape.reclaim_failed_at != ReclaimVersion() &&
          QuotaHasRoom(*pending_.at(JobId(std::get<2>(*group.queue.begin()))).job, group.project));
     if (!retry) continue;
-    (one_bucket ? *one_bucket : gathered[group.project]).emplace_back(*group.queue.begin(), g);
+    (one_bucket ? *one_bucket : pass_heads_[group.project]).emplace_back(*group.queue.begin(), g);
   }
-  std::map<ProjectId, Heap> heads;
-  for (auto& [bucket, items] : gathered)
-    heads.emplace(bucket, Heap(std::greater<>(), std::move(items)));
-  std::vector<bool> tried_shapes(shapes_.size());  // tried against free capacity in this pass
+  std::map<ProjectId, std::vector<Head>>& heads = pass_heads_;
+  for (auto& [bucket, heap] : heads) std::make_heap(heap.begin(), heap.end(), std::greater<>());
   std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
   std::set<int> repack_tried;  // shapes that tried re-packing in this pass
   // With quotas, two phases: first only jobs within their quota, then the borrowers.
-  bool lending = !AnyQuota();
+  bool lending = !any_quota;
   std::vector<int> deferred;  // groups whose head would borrow, for the lending phase
   // The next group to try: the best head over the buckets, or under persistent heads the
   // earlier of head_order_'s next one and the best pushed back; -1 when none is left.
-  Heap* pushed = persistent ? &heads[ProjectId()] : nullptr;
+  std::vector<Head>* pushed = persistent ? &heads[ProjectId()] : nullptr;
   auto pop_best = [&]() -> int {
     if (persistent) {
       auto next = cursor ? head_order_.upper_bound(*cursor) : head_order_.begin();
-      if (next != head_order_.end() && (pushed->empty() || *next < pushed->top())) {
+      if (next != head_order_.end() && (pushed->empty() || *next < pushed->front())) {
         cursor = *next;
         return next->second;
       }
     }
-    Heap* best = nullptr;
+    if (one_bucket) return one_bucket->empty() ? -1 : pop_head(*one_bucket);  // no keys to compare
+    std::vector<Head>* best = nullptr;
     PassKey best_key;
     for (auto& [bucket, heap] : heads) {
       if (heap.empty()) continue;
-      const auto& [key, g] = heap.top();
+      const auto& [key, g] = heap.front();
       PassKey k = PassKeyOf(groups_[g].project, key, now, total_weight);
       if (!best || k < best_key) {
         best = &heap;
         best_key = k;
       }
     }
-    if (!best) return -1;
-    const int g = best->top().second;
-    best->pop();
-    return g;
+    return best ? pop_head(*best) : -1;
   };
   while (true) {
     const int g = pop_best();
     if (g < 0 && !lending) {
       lending = true;
       for (int d : deferred) {
-        heads[bucket_of(groups_[d])].emplace(*groups_[d].queue.begin(), d);
+        push_head(heads[bucket_of(groups_[d])], Head(*groups_[d].queue.begin(), d));
       }
       deferred.clear();
       continue;
@@ -1283,7 +1296,7 @@ Decisions Scheduler::Schedule(Seconds now) {
       // pushed too, the group would be tried twice (a borrower deferred twice, and the stale
       // entry would later pop the group's next head before other groups' earlier ones).
       if (persistent && (!cursor || *cursor < next)) return;
-      heads[bucket_of(group)].push(next);
+      push_head(heads[bucket_of(group)], next);
     };
     OrderKey head = *group.queue.begin();
     Shape& shape = shapes_[group.shape];
@@ -1316,11 +1329,9 @@ Decisions Scheduler::Schedule(Seconds now) {
     const JobId id(std::get<2>(head));
     const model::Job& job = *pending_.at(id).job;
     std::optional<std::vector<Allocation>> placed;
-    // A reclaim may have queued a victim of a new shape.
-    if (group.shape >= static_cast<int>(tried_shapes.size())) tried_shapes.resize(shapes_.size());
-    const bool shape_failed = shape.failed_generation == generation_ && tried_shapes[group.shape];
+    const bool shape_failed = shape.failed_generation == generation_ && shape.tried_pass == passes_;
     if (!shape_failed) {
-      tried_shapes[group.shape] = true;
+      shape.tried_pass = passes_;
       placed = PlaceGang(shape);
     }
     bool preempted = false;

@@ -324,6 +324,7 @@ class Scheduler {
     TaskRequest request;
     int request_models = -1;         // ModelCount() + RuntimeCount() when `request` was resolved
     int64_t failed_generation = -1;  // capacity generation of the last failure
+    int64_t tried_pass = -1;         // the last pass (passes_) that tried it on free capacity
     // ReclaimVersion() when a reclaim for this shape last could not make room.
     std::pair<int64_t, int64_t> reclaim_failed_at{-1, -1};
     int64_t never_fits_generation = -1;  // ... when it did not fit even an idle cluster
@@ -391,7 +392,7 @@ class Scheduler {
   // Places every task of one job of `shape` or none; returns the allocations on success.
   std::optional<std::vector<Allocation>> PlaceGang(Shape& shape);
   void ReleaseAll(const std::vector<Allocation>& tasks);
-  void Enqueue(model::Job job);
+  void Enqueue(model::Job&& job);
   // Adds `key` to / removes it (there) from group `g`'s queue, keeping queued_groups_ in step.
   void QueueInsert(int g, const OrderKey& key);
   void QueueErase(int g, const OrderKey& key);
@@ -491,7 +492,13 @@ class Scheduler {
   // Deques: a pass holds references to a shape and a group while a reclaim may queue a victim
   // of a new shape (an elastic job at its MIN), which appends; appending keeps them valid.
   std::deque<Shape> shapes_;
-  std::map<std::tuple<int64_t, int, int64_t, int64_t, int, std::string>, int> shape_ids_;
+  // (cpu, GPUs, GPU milli, memory, tasks, GPU models, runtimes) -> shape; found by a
+  // ShapeKeyView of a job's own fields.
+  using ShapeKey = std::tuple<int64_t, int64_t, int64_t, int64_t, int, std::vector<std::string>,
+                              std::vector<std::string>>;
+  using ShapeKeyView = std::tuple<int64_t, int64_t, int64_t, int64_t, int,
+                                  const std::vector<std::string>&, const std::vector<std::string>&>;
+  std::map<ShapeKey, int, std::less<>> shape_ids_;
   std::deque<Group> groups_;
   // (project id, shape, array id with a running limit or -1) -> group
   std::map<std::tuple<int64_t, int, int64_t>, int> group_ids_;
@@ -508,6 +515,10 @@ class Scheduler {
   bool persistent_heads_ = false;
   // (first key, group) of every group with pending jobs, in pass order, while persistent_heads_.
   std::set<std::pair<OrderKey, int>> head_order_;
+  // A pass's heaps of group heads (OrderKey, group) per bucket (see Schedule), cleared when a
+  // pass begins and kept from pass to pass for their capacity.
+  using Head = std::pair<OrderKey, int>;
+  std::map<ProjectId, std::vector<Head>> pass_heads_;
   std::unordered_map<JobId, PendingJob> pending_;
   std::unordered_map<JobId, Running> running_;
   LimitUse use_;

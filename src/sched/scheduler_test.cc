@@ -598,6 +598,27 @@ TEST_P(SchedulerPlacement, AJobPinnedToAModelRunsOnlyOnIt) {
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonNeverFits);
 }
 
+// Jobs are grouped by shape, and a group places as its first job asks: a pin to two models and
+// a pin to one model whose name joins them ("A100|V100M32") are different shapes, as are a
+// model and a runtime of the same name.
+TEST_P(SchedulerPlacement, ModelAndRuntimeListsAreWholeNamesInTheShape) {
+  auto s = Make({{"v1", 2}});
+  model::Job either = MakeJob(1, 1);
+  either.resources.gpu_models = {"A100", "V100M32"};
+  model::Job joined = MakeJob(2, 1);
+  joined.resources.gpu_models = {"A100|V100M32"};
+  model::Job as_runtime = MakeJob(3, 1);
+  as_runtime.resources.runtimes = {"V100M32"};
+  model::Job as_model = MakeJob(4, 1);
+  as_model.resources.gpu_models = {"V100M32"};
+  for (const model::Job& j : {either, joined, as_runtime, as_model}) ASSERT_TRUE(s->Submit(j).ok());
+  // v1 is a V100M32 running the default runtimes: jobs 1 and 4 fit; 2 names a model no node has
+  // and 3 a runtime none runs.
+  EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonUnknownModel);
+  EXPECT_TRUE(s->PendingReasonOf(JobId(3)).has_value());
+}
+
 // A pin to a model no node has ("A100" on an "A100-80GB" cluster) names the models the nodes
 // taking work have, sorted, at most four and a count, so that the user sees the right spelling.
 TEST_P(SchedulerPendingReason, AnUnknownModelNamesTheModelsInService) {
