@@ -5,16 +5,20 @@
 #   make run     set up, build the binary and the dashboard (no tests or benchmarks), and run
 #                corral's main job: `corral dev`, a one-machine cluster (dashboard at its URL)
 #   make sim-demo  the simulator demo: every placement policy on the openb trace
-#   make test    set up, build, run all tests: unit (SQLite + PostgreSQL), CLI, end-to-end, the
-#                Python client,
-#                hostile clients, the dashboard's browser tests, distributed and elastic training, the fault
-#                harness's short run, then ASan+UBSan unit tests
+#   make test    set up, build, run all tests: CLI, end-to-end, the Python client, hostile
+#                clients, the dashboard's browser tests, distributed and elastic training, the
+#                fault harness's short run (on the Release binaries, build-test), then the unit
+#                tests once, in the ASan+UBSan tree, on SQLite and PostgreSQL (test-asan)
+#   make test-unit  the unit tests in the Release tree (SQLite + PostgreSQL); not part of
+#                `make test` since session 44, which runs them in the sanitizer tree instead
 #   make test-security  the hostile-client tests (tests/security/, docs/security.md)
 #   make test-python  the Python client's end-to-end tests (clients/python/, docs/python.md)
 #   make test-repeat  the end-to-end, security and distributed tests N times in a row (N=5 by
 #                default), stopping at the first failure
 #   make build   Release build in build/ (binaries: build/corral, build/corral-daemon and
 #                build/corral-supervise, the tests and the benchmarks)
+#   make build-test  the same build/ (configured as `make build`), only what `make test`'s Release
+#                steps run, the three binaries, and the benchmarks (compiled, not run)
 #   make web     the dashboard: npm ci (when web/node_modules is missing or older than the lock
 #                file), then esbuild into web/dist
 #   make test-web  the dashboard's end-to-end test: headless Chromium against a real corral dev
@@ -54,8 +58,9 @@ N ?= 5
 FUZZ_SECONDS ?= 120
 FAULTS ?= 1
 FAULT_KINDS ?=
-# What the end-to-end targets build first; test-repeat builds once and then empties it.
-TEST_BUILD := build
+# What the end-to-end targets build first (the Release binaries alone); test-repeat builds once
+# and then empties it.
+TEST_BUILD := build-test
 DEMO_OUT := .corral/sim-demo
 ASAN_ENV := ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
@@ -98,7 +103,7 @@ if [ -f $(1)/CMakeCache.txt ] && ! grep -qxF 'CMAKE_HOME_DIRECTORY:INTERNAL=$(CU
 cmake -S . -B $(1) $(2) >/dev/null
 endef
 
-.PHONY: setup setup-run configure build build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-python test-repeat faults run sim-demo bench bench-web screenshots fuzz fuzz-build fuzz-ci lint format format-check tidy clean
+.PHONY: setup setup-run configure build build-test build-corral web test test-unit test-cli test-e2e test-security test-web test-distributed test-ha test-faults test-asan test-python test-repeat faults run sim-demo bench bench-web screenshots fuzz fuzz-build fuzz-ci lint format format-check tidy clean
 
 # What building, testing and linting need (bootstrap.sh test); setup-run: only what `make run`
 # needs (bootstrap.sh run).
@@ -113,6 +118,15 @@ configure: setup
 
 build: configure
 	@$(call timed,build (Release),$(CMAKE_BUILD) build -j$(JOBS))
+
+# The Release binaries that the CLI, end-to-end, Python, security, HA, dashboard, distributed and
+# fault steps run, and the benchmarks (not run: compiled as the check that they still compile,
+# about 30 s of CPU), in the tree `make build` uses (same flags: nothing recompiles when switching),
+# but not its test binaries: `make test` runs the unit tests in the sanitizer tree (test-asan), so
+# compiling them at -O3 too cost CPU for tests it no longer runs (docs/decisions.md, "CI's builds
+# (session 44)").
+build-test: configure
+	@$(call timed,build (Release; binaries and benchmarks),$(CMAKE_BUILD) build -j$(JOBS) --target corral corral-daemon corral-supervise benchmarks)
 
 # The binaries alone (what `make run` needs): build/corral, the client, build/corral-daemon,
 # which `corral server|agent|dev|launch|sim` runs, and build/corral-supervise, the agent's task
@@ -131,11 +145,13 @@ WEB_BUILD = cd web && \
 web: setup-run
 	@$(call timed,dashboard build (web/),$(WEB_BUILD))
 
-# In this order (.NOTPARALLEL): the fast Release tests first, the slow sanitizer build last.
-test: test-unit test-cli test-e2e test-python test-security test-ha test-web test-distributed test-faults test-asan
+# In this order (.NOTPARALLEL): the Release binaries' tests first, the slow sanitizer build and
+# the unit tests (their only run in `make test`) last.
+test: test-cli test-e2e test-python test-security test-ha test-web test-distributed test-faults test-asan
 	@echo; echo "make test: all passed"
 
-# Under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
+# The unit tests in the Release tree (for developers; `make test` runs them in the sanitizer tree),
+# under a throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against
 # both SQLite and PostgreSQL.
 test-unit: build
 	@$(call timed,unit tests (Release; SQLite and PostgreSQL),bash scripts/with_postgres.sh ctest --test-dir build --output-on-failure -j$(JOBS))
@@ -179,7 +195,7 @@ faults: build
 # Flakiness check: test-e2e, test-python, test-security and test-distributed N times in a row
 # (N=5: `make test-repeat N=10`),
 # on one build, stopping at the first failing run and naming it.
-test-repeat: build
+test-repeat: build-test
 	@for i in $$(seq 1 $(N)); do \
 	  printf '\n######## test-repeat: run %d of %d\n' $$i $(N); \
 	  if ! $(MAKE) --no-print-directory test-e2e test-python test-security test-distributed TEST_BUILD=; then \
@@ -188,7 +204,7 @@ test-repeat: build
 
 # Headless Chromium (playwright-core) against a real corral dev; screenshots of every page in
 # build/web-artifacts/.
-test-web: build web
+test-web: $(TEST_BUILD) web
 	@$(call timed,dashboard unit tests,node --test web/test/*.test.mjs)
 	@$(call timed,dashboard end-to-end tests,node tests/web/dashboard_e2e.mjs build/corral build/web-artifacts)
 
@@ -206,17 +222,19 @@ test-ha: $(TEST_BUILD)
 	  $(call timed,HA forwarding tests (PostgreSQL),bash scripts/with_postgres.sh python3 tests/ha/forward_test.py build/corral); \
 	else echo; echo "==> HA failover tests: PostgreSQL cannot start here (scripts/with_postgres.sh true fails); skipped"; fi
 
-test-cli: build
+test-cli: $(TEST_BUILD)
 	@if [ -f tests/cli_test.sh ]; then \
 	  $(call timed,CLI tests,bash tests/cli_test.sh build/corral); \
 	else echo; echo "==> CLI tests: tests/cli_test.sh does not exist yet; skipped"; fi
 
 # Builds only what the unit tests run (CMake's `unit-tests`: the test binaries, corral-daemon and
-# corral-supervise), not the client binary, which no unit test starts.
+# corral-supervise), not the client binary, which no unit test starts. The tests run under a
+# throwaway PostgreSQL (scripts/with_postgres.sh), so that the store suite runs against both
+# SQLite and PostgreSQL: this is `make test`'s only run of the unit tests.
 test-asan: setup
 	@$(call configure,build-asan,$(ASAN_FLAGS))
 	@$(call timed,build (ASan+UBSan),$(ASAN_ENV) $(CMAKE_BUILD) build-asan -j$(JOBS) --target unit-tests)
-	@$(call timed,unit tests (ASan+UBSan),$(ASAN_ENV) ctest --test-dir build-asan --output-on-failure -j$(JOBS))
+	@$(call timed,unit tests (ASan+UBSan; SQLite and PostgreSQL),$(ASAN_ENV) bash scripts/with_postgres.sh ctest --test-dir build-asan --output-on-failure -j$(JOBS))
 
 # The main job: a one-machine cluster (server + agent, SQLite, fake GPUs when the machine has
 # none) in .corral/dev, until Ctrl-C. It prints the URL, the admin token and example commands.
