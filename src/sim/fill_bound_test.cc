@@ -429,6 +429,19 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
 }
 
+// Every registered policy's fill of the mixed workload (seed 42, tuned to 130%) leaves at least
+// the bound curve `steps` unallocated at every step.
+void ExpectEveryPolicyAbove(const std::vector<FillStep>& steps) {
+  for (const std::string& policy : sched::PolicyNames()) {
+    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
+    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
+          << policy << " step " << t;
+    }
+  }
+}
+
 // Solved at one checkpoint (at_load 100), started from the policies' fills: one checkpoint,
 // converged; at and before it the curve is the smaller of the LP's and the raw configuration bound
 // at the checkpoint (what a fresh master without the policies' columns converges to), after it the
@@ -467,14 +480,7 @@ TEST(FillBound, OneCheckpointFromThePoliciesFills) {
                 std::max(lp, std::max(0.0, 100.0 - 100.0 * held / capacity)), 0.01)
         << "step " << t;
   }
-  for (const std::string& policy : sched::PolicyNames()) {
-    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
-    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
-    for (size_t t = 0; t < fill->steps.size(); ++t) {
-      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
-          << policy << " step " << t;
-    }
-  }
+  ExpectEveryPolicyAbove(steps);
 }
 
 // Solved at several loads (90, 100, 110, 130): one solve per checkpoint, ascending; each solve's
@@ -524,14 +530,7 @@ TEST(FillBound, SeveralLoads) {
   ASSERT_NE(hundred, bands->solves.end());
   EXPECT_EQ(hundred->step, one->solves[0].step);
   EXPECT_NEAR(hundred->unallocated_pct, one->solves[0].unallocated_pct, 0.01);
-  for (const std::string& policy : sched::PolicyNames()) {
-    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
-    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
-    for (size_t t = 0; t < fill->steps.size(); ++t) {
-      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
-          << policy << " step " << t;
-    }
-  }
+  ExpectEveryPolicyAbove(steps);
 
   auto past = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_loads = {999, 1000}});
   ASSERT_TRUE(past.ok()) << past.status().message();
