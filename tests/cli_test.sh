@@ -101,6 +101,19 @@ expect_exit 2 "--exact-nodes: must be in \[1, 2\], got -1" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes -1
 expect_exit 2 "^--config-iterations: Value 0 not in range 1 to 1000000" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-iterations 0
+# --config-at-load takes several loads; a bad one is quoted as typed.
+expect_exit 2 "^corral sim: --config-at-load: 'abc': must be numbers in \[1, 1000\]" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 90,abc
+expect_exit 2 "^corral sim: --config-at-load: '1001': must be numbers in \[1, 1000\]" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 1001
+expect_exit 2 "^corral sim: --config-at-load: '90,99.5': must be numbers in \[1, 1000\] \(whole %" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 90,99.5
+expect_exit 2 "^corral sim: --config-time-limit: must be in \(0, 3600\] seconds" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-time-limit 0
+expect_exit 2 "^corral sim: --lp-only: not with --config-iterations" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --lp-only --config-at-load 100
+expect_exit 2 "^corral sim: --config-iterations, --config-at-load, --config-time-limit: not with --exact-nodes" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes 1 --config-at-load 100
 # --seeds errors quote the part as typed and say whether a range is empty or too long.
 expect_exit 2 "^corral sim: --seeds: '-3' is not a seed or a range LO-HI" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds -3
@@ -153,7 +166,7 @@ expect_exit 0 "--policy TEXT=all +Placement policies, .*: random, .*, fgd, best 
 expect_exit 0 "--best-params TEXT .*demand_exp=.*,scale=.*,levels=.*,used_bonus=.*,cpu_weight=.*,memory_weight=.*,usable_weight=" -- \
   "$corral" sim fill --help
 expect_exit 0 "--seeds TEXT=42-51" -- "$corral" sim bound --help
-expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*The table's configuration LP is not held to it" -- \
+expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*and apart the same for the table's configuration LP" -- \
   "$corral" sim bound --help
 expect_exit 0 "--policy TEXT=fgd +Placement policies" -- "$corral" sim replay --help
 expect_exit 0 "--order TEXT=fifo .*srtf or srsf .*remaining times from --estimate" -- \
@@ -211,17 +224,39 @@ out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" 
 if grep -qE '^mean of 1 solved of 1: lp 0\.00, config 0\.00, exact 0\.00, .*lp_gap 0\.00' <<<"$out"; then ok
 else fail "sim bound --exact-nodes: $out"; fi
 
-# The configuration LP's table says per seed, in words, where it converged and how many master
-# solves it took, and says it is the higher unallocated % of the two bounds.
-out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
-  --config-iterations 5)
-if grep -qE "the higher unallocated %" <<<"$out" &&
-  grep -qE '^  seed 1: converged at [0-9]+ of [0-9]+ checkpoints, [0-9]+ master solves$' <<<"$out"
-then ok; else fail "sim bound --config-iterations: $out"; fi
+# By default the configuration LP's bound is solved at 100% and its table comes first, saying per
+# seed, in words, where it was solved, its bound there and whether it converged; the LP's table
+# follows.
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1)
+if grep -qE "^The configuration LP's bound \(column generation, at most 400 master solves a solve" <<<"$out" &&
+  grep -qE '^  seed 1, 100% \(step [0-9]+, arrived [0-9.]+%\): converged, bound [0-9.]+%, [0-9]+ master solves$' <<<"$out" &&
+  grep -qE '^The LP bound \(dual feasible functions; what --lp-only prints' <<<"$out"
+then ok; else fail "sim bound default: $out"; fi
 # Both bounds are computed together: their one time is shown once, in the upper table.
 if [ "$(grep -cE '^seed .* ms' <<<"$out")" = 1 ] && grep -qE '^seed .* ms \(both\)$' <<<"$out" &&
   [ "$(grep -cE '^mean ' <<<"$out")" = 2 ] && grep -qE '^mean( +[0-9.]+){4}$' <<<"$out"
-then ok; else fail "sim bound --config-iterations shows the time twice: $out"; fi
+then ok; else fail "sim bound shows the time twice: $out"; fi
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 --lp-only)
+if grep -qE '^The LP bound \(dual feasible functions\) only' <<<"$out" &&
+  ! grep -q "configuration" <<<"$out"; then ok; else fail "sim bound --lp-only: $out"; fi
+# Several loads, one line per checkpoint (here both loads end at the last step: one solve, for
+# the larger); a time limit hit at once stops the solve, not converged, with a sound bound (at
+# most what arrived is held).
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
+  --config-at-load 130,100 --config-time-limit 0.000001)
+if [ "$(grep -c '^  seed' <<<"$out")" = 1 ] &&
+  grep -qE '^  seed 1, 130% \(step 2, arrived 100\.00%\): not converged \(time limit\), sound bound = 0\.00%, 0 master solves$' <<<"$out"
+then ok; else fail "sim bound --config-at-load 130,100 --config-time-limit: $out"; fi
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1,2 -o json)
+python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["mode"] == "bound" and len(j["results"]) == 2, j
+s = j["results"][0]["solves"]
+assert len(s) == 1 and s[0]["load"] == 100 and s[0]["status"] == "converged" and s[0]["converged"], s
+assert j["solves"] == 2 and j["converged"] == 2, j
+assert j["mean"]["unallocated_gpu_pct"]["100"] >= j["mean"]["lp_unallocated_gpu_pct"]["100"], j
+' <<<"$out" && ok || fail "sim bound -o json: $out"
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -930,7 +931,20 @@ class ConfigurationLp {
     for (size_t s = 0; s < shapes_.size(); ++s) {
       glp_set_row_bnds(lp_.get(), ShapeRow(s), GLP_UP, 0.0, static_cast<double>(counts[s]));
     }
+    using Clock = std::chrono::steady_clock;
+    const std::optional<Clock::time_point> deadline =
+        options_.time_limit_s
+            ? std::optional(Clock::now() +
+                            std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(*options_.time_limit_s)))
+            : std::nullopt;
+    const auto past_deadline = [&] { return deadline && Clock::now() >= *deadline; };
+    out.stop = ConfigurationStop::kIterations;
     for (out.iterations = 1; out.iterations <= options_.max_iterations; ++out.iterations) {
+      if (past_deadline()) {
+        out.stop = ConfigurationStop::kTimeLimit;
+        break;
+      }
       glp_smcp parm;
       glp_init_smcp(&parm);
       parm.msg_lev = GLP_MSG_OFF;
@@ -948,7 +962,12 @@ class ConfigurationLp {
       }
       size_t added = 0;
       bool priced_out = true;  // every class's bound on its configurations ≤ its dual π_c
+      bool complete = true;    // every class priced: `bound` is a bound
       for (size_t c = 0; c < classes_.size(); ++c) {
+        if (past_deadline()) {
+          complete = false;
+          break;
+        }
         auto priced = Price(c, counts, mu);
         if (!priced.ok()) return priced.status();
         // The pricing's bound, raised by a tolerance (CBC's, or the search's sums of doubles)
@@ -963,14 +982,20 @@ class ConfigurationLp {
         }
         priced_out = priced_out && priced->upper <= pi + kReducedCostTolerance;
       }
+      if (!complete) {
+        out.stop = ConfigurationStop::kTimeLimit;
+        break;
+      }
       best = std::min(best, bound);
       if (added == 0) {
         // Without new columns the master and its duals stay: stop. A timed-out pricing may hide
         // a configuration its weak incumbent missed, so only proven bounds make it converged.
-        out.converged = priced_out;
+        out.stop = priced_out ? ConfigurationStop::kConverged : ConfigurationStop::kPricingCutOff;
         break;
       }
     }
+    // Master solves that gave a bound (a time limit may stop one before its pricing ends).
+    if (out.stop == ConfigurationStop::kTimeLimit) --out.iterations;
     out.iterations = std::min(out.iterations, options_.max_iterations);
     out.milli = static_cast<double>(best) * kGpuMilli;
     return out;
@@ -1105,6 +1130,20 @@ Result<double> PlaceableMilliBound(const std::vector<model::Node>& nodes,
   return PlacementLp(relaxed->classes, relaxed->shapes).UpperBoundMilli(relaxed->counts);
 }
 
+std::string ConfigurationStopName(ConfigurationStop stop) {
+  switch (stop) {
+    case ConfigurationStop::kConverged:
+      return "converged";
+    case ConfigurationStop::kIterations:
+      return "iteration cap";
+    case ConfigurationStop::kTimeLimit:
+      return "time limit";
+    case ConfigurationStop::kPricingCutOff:
+      return "pricing cut off";
+  }
+  return "unknown";
+}
+
 Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node>& nodes,
                                                    const std::vector<model::TaskResources>& tasks,
                                                    const ConfigurationOptions& options) {
@@ -1183,11 +1222,12 @@ const char* const kStartPolicies[] = {"fgd", "best", "bestfit"};
 
 // Adds to `configuration`, as known configurations, each node's contents after the first
 // `last` + 1 tasks of the fills of kStartPolicies (the same task list: RunFill presents what
-// FillTasks draws). Errors: RunFill's.
+// FillTasks draws), for each `last` of `lasts`. Errors: RunFill's.
 Status AddPolicyConfigurations(const std::vector<model::Node>& nodes,
                                const std::vector<model::TaskResources>& original, uint64_t seed,
                                double tune, const std::vector<NodeClass>& classes,
-                               const Shapes& shapes, size_t last, ConfigurationLp& configuration) {
+                               const Shapes& shapes, const std::set<size_t>& lasts,
+                               ConfigurationLp& configuration) {
   std::vector<std::optional<size_t>> class_of(nodes.size());
   for (size_t n = 0; n < nodes.size(); ++n) {
     const model::Node& node = nodes[n];
@@ -1204,13 +1244,15 @@ Status AddPolicyConfigurations(const std::vector<model::Node>& nodes,
                 FillConfig{.policy = policy, .seed = seed, .tune = tune, .keep_placements = true});
     if (!fill.ok()) return fill.status();
     std::map<size_t, std::vector<int64_t>> contents;  // node → tasks per shape
-    for (size_t t = 0; t <= last && t < fill->placements.size(); ++t) {
-      const auto& placed = fill->placements[t];
-      if (!placed || !shapes.of_task[t] || !class_of[placed->node]) continue;
-      auto [it, added] = contents.try_emplace(placed->node, shapes.shapes.size(), 0);
-      ++it->second[*shapes.of_task[t]];
+    for (size_t t = 0; !lasts.empty() && t <= *lasts.rbegin(); ++t) {
+      const auto& placed = t < fill->placements.size() ? fill->placements[t] : std::nullopt;
+      if (placed && shapes.of_task[t] && class_of[placed->node]) {
+        auto [it, added] = contents.try_emplace(placed->node, shapes.shapes.size(), 0);
+        ++it->second[*shapes.of_task[t]];
+      }
+      if (!lasts.contains(t)) continue;
+      for (const auto& [node, tasks] : contents) known.emplace(*class_of[node], tasks);
     }
-    for (auto& [node, tasks] : contents) known.emplace(*class_of[node], std::move(tasks));
   }
   for (const auto& [c, tasks] : known) configuration.AddKnown(c, tasks);
   return Status::Ok();
@@ -1258,32 +1300,56 @@ Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
   std::optional<ConfigurationLp> configuration;
   if (options) configuration.emplace(classes, shapes.shapes, *options);
   std::vector<int64_t> counts(shapes.shapes.size(), 0);
-  // With at_load, the one checkpoint the configuration LP is solved at, and its bound.
-  std::optional<size_t> only;
-  double only_milli = 0;
-  auto solve = [&](const std::vector<int64_t>& at) -> Result<double> {
+  auto unallocated = [&](double held) {
+    // At 0 where the dual bound's rounding lands a hair above capacity.
+    return std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
+  };
+  auto solve = [&](size_t t, const std::vector<int64_t>& at,
+                   std::optional<int> load) -> Result<double> {
     auto config = configuration->UpperBoundMilli(at);
     if (!config.ok()) return config.status();
-    ++out.checkpoints;
-    out.converged += config->converged ? 1 : 0;
-    out.iterations += config->iterations;
+    const double arrived_milli = static_cast<double>(arrived[t]);
+    out.solves.push_back(ConfigurationSolve{load, t, result.steps[t].arrived_pct,
+                                            unallocated(std::min(arrived_milli, config->milli)),
+                                            *config});
     return config->milli;
   };
-  if (configuration && options->at_load) {
-    for (size_t t : checkpoints) {
-      if (std::nearbyint(result.steps[t].arrived_pct) <= *options->at_load) only = t;
-    }
-    if (only) {
-      CORRAL_RETURN_IF_ERROR(AddPolicyConfigurations(nodes, original, seed, tune, classes, shapes,
-                                                     *only, *configuration));
-      std::vector<int64_t> at(shapes.shapes.size(), 0);
-      for (size_t t = 0; t <= *only; ++t) {
-        if (shapes.of_task[t]) ++at[*shapes.of_task[t]];
+  // With at_loads, the checkpoints the configuration LP is solved at (each for the largest load
+  // that names it), and from each step on, the smallest of their bounds that holds for it (those
+  // at or after it: OPT_t ≤ OPT_k for t ≤ k).
+  std::map<size_t, int> chosen;
+  std::vector<double> held_after;
+  if (configuration && !options->at_loads.empty()) {
+    for (int load : std::set<int>(options->at_loads.begin(), options->at_loads.end())) {
+      std::optional<size_t> only;
+      for (size_t t : checkpoints) {
+        if (std::nearbyint(result.steps[t].arrived_pct) <= load) only = t;
       }
-      auto milli = solve(at);
-      if (!milli.ok()) return milli.status();
-      only_milli = *milli;
+      if (only) chosen[*only] = load;
     }
+    std::set<size_t> lasts;
+    for (const auto& [t, load] : chosen) lasts.insert(t);
+    CORRAL_RETURN_IF_ERROR(AddPolicyConfigurations(nodes, original, seed, tune, classes, shapes,
+                                                   lasts, *configuration));
+    std::vector<int64_t> at(shapes.shapes.size(), 0);
+    std::vector<std::pair<size_t, double>> solved;
+    size_t next = 0;
+    for (const auto& [t, load] : chosen) {
+      for (; next <= t; ++next) {
+        if (shapes.of_task[next]) ++at[*shapes.of_task[next]];
+      }
+      auto milli = solve(t, at, load);
+      if (!milli.ok()) return milli.status();
+      solved.emplace_back(t, *milli);
+    }
+    held_after.assign(tasks.size(), std::numeric_limits<double>::infinity());
+    double smallest = std::numeric_limits<double>::infinity();
+    size_t t = tasks.size();
+    for (auto it = solved.rbegin(); it != solved.rend(); ++it) {
+      for (; t > it->first + 1; --t) held_after[t - 1] = smallest;
+      smallest = std::min(smallest, it->second);
+    }
+    for (; t > 0; --t) held_after[t - 1] = smallest;
   }
   size_t from = 0;
   for (size_t t = 0; t < tasks.size(); ++t) {
@@ -1292,21 +1358,18 @@ Result<FillBounds> FillBoundCurves(const std::vector<model::Node>& nodes,
     auto ub = lp.UpperBoundMilli(counts);
     if (!ub.ok()) return ub.status();
     double tighter = *ub;
-    if (configuration && !options->at_load) {
-      auto milli = solve(counts);
+    if (configuration && options->at_loads.empty()) {
+      auto milli = solve(t, counts, std::nullopt);
       if (!milli.ok()) return milli.status();
       tighter = std::min(tighter, *milli);
-    } else if (only && t <= *only) {
-      tighter = std::min(tighter, only_milli);  // OPT_t ≤ OPT_only
     }
-    // At 0 where the dual bound's rounding lands a hair above capacity.
-    auto unallocated = [&](double held) {
-      return std::max(0.0, 100.0 - 100.0 * held / static_cast<double>(capacity));
-    };
     for (; from <= t; ++from) {
       const double arrived_milli = static_cast<double>(arrived[from]);
+      const double config_milli =
+          held_after.empty() ? tighter : std::min(tighter, held_after[from]);
       result.steps[from].unallocated_pct = unallocated(std::min(arrived_milli, *ub));
-      out.configuration.steps[from].unallocated_pct = unallocated(std::min(arrived_milli, tighter));
+      out.configuration.steps[from].unallocated_pct =
+          unallocated(std::min(arrived_milli, config_milli));
     }
   }
   result.wall_ms =

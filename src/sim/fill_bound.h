@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -43,29 +44,45 @@ inline constexpr size_t kMaxBoundColumns = 1'000'000;
 // sound wherever the generation stops; `converged` says whether it stopped because no
 // configuration priced out with every pricing problem's bound proving it (then it is the
 // configuration LP's optimum, up to tolerances that only raise it); otherwise it stopped at
-// `max_iterations` or because a pricing problem cut off (search nodes or time) found no column (its
-// bound on the configurations is then the search's open nodes' or CBC's, or when CBC has none the
-// sum over the shapes of the reduced value times the tasks).
+// `max_iterations`, at `time_limit_s`, or because a pricing problem cut off (search nodes or time)
+// found no column (its bound on the configurations is then the search's open nodes' or CBC's, or
+// when CBC has none the sum over the shapes of the reduced value times the tasks): `stop` says
+// which.
 // How each class's pricing problem is solved: by the exact branch and bound over one node
 // (config_pricing.h), or by CBC over the exact solve's integer program for one node (slow at full
 // size; kept as the reference the search is tested against).
 enum class ConfigurationPricing { kSearch, kCbc };
 struct ConfigurationOptions {
-  size_t max_iterations = 100;  // master solves, each followed by one pricing per class
+  size_t max_iterations = 400;  // master solves, each followed by one pricing per class
   ConfigurationPricing pricing = ConfigurationPricing::kSearch;
   // kSearch: search nodes per pricing problem; a search cut off is bounded by its open nodes.
   size_t pricing_nodes = 2'000'000;
   double pricing_time_limit_s = 10;  // kCbc: wall, per pricing problem; a timed-out one is bounded
-  // RunFillBounds only. Set: the configuration LP is solved at one checkpoint, the last whose
-  // arrived load rounds to at most this % (the end of that band of kFillReportLoads), and its bound
-  // holds for every step up to it (what the first t tasks can hold grows with t). Unset: at every
-  // checkpoint.
-  std::optional<int> at_load;
+  // Wall seconds per solve (one ConfigurationMilliBound, one checkpoint of RunFillBounds), checked
+  // before each master solve and between pricing problems: past it the generation stops with the
+  // bound of its last complete iteration (before the first, the tasks' total request). Unset: no
+  // limit.
+  std::optional<double> time_limit_s;
+  // RunFillBounds only. Non-empty: the configuration LP is solved at one checkpoint per load, the
+  // last whose arrived load rounds to at most that % (the end of that band of kFillReportLoads),
+  // and each solve's bound holds for every step up to it (what the first t tasks can hold grows
+  // with t). Empty: at every checkpoint.
+  std::vector<int> at_loads;
 };
+// Why a configuration LP's column generation stopped.
+enum class ConfigurationStop {
+  kConverged,      // no configuration prices out, proven by every pricing problem's bound
+  kIterations,     // max_iterations master solves
+  kTimeLimit,      // time_limit_s
+  kPricingCutOff,  // a pricing problem cut off (nodes or time) found no column
+};
+// "converged", "iteration cap", "time limit", "pricing cut off".
+std::string ConfigurationStopName(ConfigurationStop stop);
 struct ConfigurationBound {
   double milli = 0;  // ≥ the GPU milli any subset of the tasks placed at once holds
-  bool converged = false;
+  ConfigurationStop stop = ConfigurationStop::kIterations;
   size_t iterations = 0;  // master solves
+  bool converged() const { return stop == ConfigurationStop::kConverged; }
 };
 // Errors: as PlaceableMilliBound's; CBC cannot be loaded or fails.
 Result<ConfigurationBound> ConfigurationMilliBound(const std::vector<model::Node>& nodes,
@@ -126,17 +143,23 @@ Result<FillResult> RunFillBound(const std::vector<model::Node>& nodes,
                                 double tune);
 
 // RunFillBound's curve (`lp`) and, beside it, the curve of the configuration LP's bound
-// (ConfigurationMilliBound) at the same checkpoints, each the smaller of the two bounds
-// (`configuration`, policy "config_bound"; both are sound, so the smaller is). One master per
-// seed, its columns kept as the counts grow. `converged`: checkpoints whose column generation
-// converged, of `checkpoints` (the others' bound is Lagrangian). Errors: RunFillBound's,
+// (ConfigurationMilliBound) at the checkpoints options.at_loads names (every checkpoint when it is
+// empty), each step the smallest of the sound bounds that hold for it (`configuration`, policy
+// "config_bound"). One master per seed, its columns kept as the counts grow; with at_loads, it
+// starts from the configurations the fgd, best and bestfit fills hold at each solved checkpoint.
+// `solves`: one per solved checkpoint, ascending. Errors: RunFillBound's,
 // ConfigurationMilliBound's.
+struct ConfigurationSolve {
+  std::optional<int> load;  // the at_loads entry it was solved for (the largest, if several)
+  size_t step = 0;          // the checkpoint: bounds the first step + 1 tasks
+  double arrived_pct = 0;
+  double unallocated_pct = 0;  // its own bound at the checkpoint, % of GPU capacity
+  ConfigurationBound bound;
+};
 struct FillBounds {
   FillResult lp;
   FillResult configuration;
-  size_t checkpoints = 0;
-  size_t converged = 0;
-  size_t iterations = 0;  // master solves over every checkpoint
+  std::vector<ConfigurationSolve> solves;
 };
 Result<FillBounds> RunFillBounds(const std::vector<model::Node>& nodes,
                                  const std::vector<model::TaskResources>& original, uint64_t seed,

@@ -203,7 +203,7 @@ TEST(ConfigurationBound, TighterWhereGpuAndCpuBindTogether) {
   EXPECT_EQ(BruteForceOptimum(nodes, tasks), 600);
   EXPECT_NEAR(Bound(nodes, tasks), 800, 1e-6);
   const ConfigurationBound config = Configuration(nodes, tasks);
-  EXPECT_TRUE(config.converged);
+  EXPECT_TRUE(config.converged());
   EXPECT_NEAR(config.milli, 600, 0.1);  // the tolerance added to CBC's bounds only raises it
   EXPECT_GE(config.milli, 600);
 }
@@ -228,7 +228,7 @@ TEST(ConfigurationBound, BetweenTheOptimumAndTheLp) {
     // The old LP has every configuration's rows as valid inequalities only in aggregate.
     ASSERT_LE(config.milli, lp + 0.5) << "instance " << i;
     if (config.milli < lp - 0.5) ++tighter;
-    if (config.converged) ++converged;
+    if (config.converged()) ++converged;
   }
   EXPECT_EQ(converged, kInstances);
   EXPECT_GT(tighter, 0);
@@ -253,14 +253,14 @@ TEST(ConfigurationBound, SoundWhenPricingTimesOut) {
         {.max_iterations = 1, .pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = 1e-9});
     ASSERT_GE(once.milli, optimum - 1e-6) << "instance " << i;
     // Converged claims the configuration LP's optimum, which the untimed generation reaches.
-    if (cut.converged) {
+    if (cut.converged()) {
       ASSERT_NEAR(cut.milli, Configuration(nodes, tasks).milli, 0.5) << "instance " << i;
     }
     // The same for the exact search cut off after a few nodes (its open nodes bound it).
     for (size_t budget : {size_t{0}, size_t{2}}) {
       const ConfigurationBound search = Configuration(nodes, tasks, {.pricing_nodes = budget});
       ASSERT_GE(search.milli, optimum - 1e-6) << "instance " << i << " budget " << budget;
-      if (!search.converged) ++search_cut;
+      if (!search.converged()) ++search_cut;
     }
   }
   EXPECT_GT(search_cut, 0);  // the budgets do cut searches off
@@ -277,9 +277,35 @@ TEST(ConfigurationBound, SearchPricingMatchesCbcPricing) {
     const ConfigurationBound cbc = Configuration(
         nodes, tasks,
         {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = kUntimedPricingS});
-    ASSERT_TRUE(search.converged) << "instance " << i;
-    ASSERT_TRUE(cbc.converged) << "instance " << i;
+    ASSERT_TRUE(search.converged()) << "instance " << i;
+    ASSERT_TRUE(cbc.converged()) << "instance " << i;
     ASSERT_NEAR(search.milli, cbc.milli, 0.5) << "instance " << i;
+  }
+}
+
+// A time limit stops the column generation with a sound bound, never called converged: one past
+// before the first master solve leaves the tasks' total request (nothing holds more), and the
+// bound stays above the optimum.
+TEST(ConfigurationBound, TimeLimitGivesASoundBoundNotConverged) {
+  SeededRng rng(29);
+  for (int i = 0; i < 40; ++i) {
+    const auto [nodes, tasks] = RandomInstance(rng);
+    const double optimum = static_cast<double>(BruteForceOptimum(nodes, tasks));
+    double requested = 0;
+    for (const auto& t : tasks) requested += static_cast<double>(t.TotalMilli().value());
+    const ConfigurationBound cut = Configuration(
+        nodes, tasks, {.pricing_time_limit_s = kUntimedPricingS, .time_limit_s = 1e-9});
+    EXPECT_EQ(cut.stop, ConfigurationStop::kTimeLimit) << "instance " << i;
+    EXPECT_FALSE(cut.converged()) << "instance " << i;
+    EXPECT_EQ(cut.iterations, 0u) << "instance " << i;
+    ASSERT_GE(cut.milli, optimum - 1e-6) << "instance " << i;
+    EXPECT_NEAR(cut.milli, requested, 1e-6) << "instance " << i;
+    // A generous limit changes nothing.
+    const ConfigurationBound untimed = Configuration(nodes, tasks);
+    const ConfigurationBound timed = Configuration(
+        nodes, tasks, {.pricing_time_limit_s = kUntimedPricingS, .time_limit_s = 3600});
+    EXPECT_TRUE(timed.converged()) << "instance " << i;
+    EXPECT_DOUBLE_EQ(timed.milli, untimed.milli) << "instance " << i;
   }
 }
 
@@ -307,8 +333,8 @@ TEST(ConfigurationBound, SearchPricingMatchesCbcPricingOnEightGpuNodes) {
   const ConfigurationBound cbc = Configuration(
       nodes, tasks,
       {.pricing = ConfigurationPricing::kCbc, .pricing_time_limit_s = kUntimedPricingS});
-  ASSERT_TRUE(search.converged);
-  ASSERT_TRUE(cbc.converged);
+  ASSERT_TRUE(search.converged());
+  ASSERT_TRUE(cbc.converged());
   EXPECT_NEAR(search.milli, cbc.milli, 0.5);
   EXPECT_LT(search.milli, Bound(nodes, tasks) - 0.5);  // an instance where configurations matter
 }
@@ -363,7 +389,8 @@ std::vector<model::TaskResources> MixedWorkload() {
 TEST(FillBound, NoPolicyBeatsTheBound) {
   auto bounds = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
   ASSERT_TRUE(bounds.ok()) << bounds.status().message();
-  EXPECT_EQ(bounds->converged, bounds->checkpoints);
+  ASSERT_FALSE(bounds->solves.empty());
+  for (const ConfigurationSolve& s : bounds->solves) EXPECT_TRUE(s.bound.converged()) << s.step;
   const FillResult* bound = &bounds->configuration;
   // The raw configuration bound (not the curve, which also takes the LP's) over the tasks
   // presented up to each checkpoint.
@@ -402,17 +429,31 @@ TEST(FillBound, NoPolicyBeatsTheBound) {
   EXPECT_GT(bound->At(130).unallocated_pct, 0.0);
 }
 
+// Every registered policy's fill of the mixed workload (seed 42, tuned to 130%) leaves at least
+// the bound curve `steps` unallocated at every step.
+void ExpectEveryPolicyAbove(const std::vector<FillStep>& steps) {
+  for (const std::string& policy : sched::PolicyNames()) {
+    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
+    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
+    for (size_t t = 0; t < fill->steps.size(); ++t) {
+      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
+          << policy << " step " << t;
+    }
+  }
+}
+
 // Solved at one checkpoint (at_load 100), started from the policies' fills: one checkpoint,
 // converged; at and before it the curve is the smaller of the LP's and the raw configuration bound
 // at the checkpoint (what a fresh master without the policies' columns converges to), after it the
 // LP's alone; every policy stays above it.
 TEST(FillBound, OneCheckpointFromThePoliciesFills) {
   auto all = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3);
-  auto one = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_load = 100});
+  auto one = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_loads = {100}});
   ASSERT_TRUE(all.ok()) << all.status().message();
   ASSERT_TRUE(one.ok()) << one.status().message();
-  EXPECT_EQ(one->checkpoints, 1u);
-  EXPECT_EQ(one->converged, 1u);
+  ASSERT_EQ(one->solves.size(), 1u);
+  EXPECT_TRUE(one->solves[0].bound.converged());
+  EXPECT_EQ(one->solves[0].load, 100);
   const std::vector<FillStep>& steps = one->configuration.steps;
   std::optional<size_t> at;
   for (size_t k : BoundCheckpoints(steps)) {
@@ -439,13 +480,75 @@ TEST(FillBound, OneCheckpointFromThePoliciesFills) {
                 std::max(lp, std::max(0.0, 100.0 - 100.0 * held / capacity)), 0.01)
         << "step " << t;
   }
-  for (const std::string& policy : sched::PolicyNames()) {
-    auto fill = RunFill(MixedCluster(), MixedWorkload(), FillConfig{policy, 42, 1.3});
-    ASSERT_TRUE(fill.ok()) << policy << ": " << fill.status().message();
-    for (size_t t = 0; t < fill->steps.size(); ++t) {
-      EXPECT_GE(fill->steps[t].unallocated_pct, steps[t].unallocated_pct - 1e-9)
-          << policy << " step " << t;
+  ExpectEveryPolicyAbove(steps);
+}
+
+// Solved at several loads (90, 100, 110, 130): one solve per checkpoint, ascending; each solve's
+// bound holds for every step up to it, the 100% solve agrees with a run at 100 alone, and every
+// policy stays above the curve. Loads past the last step share its checkpoint (one solve, for the
+// largest). A time limit hit at once leaves the LP's curve, the solves not converged.
+TEST(FillBound, SeveralLoads) {
+  auto one = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_loads = {100}});
+  auto bands =
+      RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_loads = {130, 90, 110, 100}});
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  ASSERT_TRUE(bands.ok()) << bands.status().message();
+  // Each load's checkpoint: the last whose arrived load rounds to at most it; a checkpoint two
+  // loads share is solved once, for the larger (the tasks here are coarse: two loads share one).
+  const std::vector<FillStep>& steps = bands->configuration.steps;
+  std::map<size_t, int> expected;
+  for (int load : {90, 100, 110, 130}) {
+    std::optional<size_t> at;
+    for (size_t k : BoundCheckpoints(steps)) {
+      if (std::nearbyint(steps[k].arrived_pct) <= load) at = k;
     }
+    ASSERT_TRUE(at.has_value()) << load;
+    expected[*at] = load;
+  }
+  ASSERT_GE(expected.size(), 3u);
+  ASSERT_EQ(bands->solves.size(), expected.size());
+  const double capacity = 36 * 1000;  // MixedCluster's GPUs
+  SeededRng rng(42);
+  const auto tasks = TuneWorkload(MixedWorkload(), static_cast<int64_t>(capacity), 1.3, rng);
+  std::vector<double> arrived;
+  double sum = 0;
+  for (const auto& t : tasks) arrived.push_back(sum += static_cast<double>(t.TotalMilli().value()));
+  size_t i = 0;
+  for (const auto& [step, load] : expected) {
+    const ConfigurationSolve& s = bands->solves[i++];
+    EXPECT_EQ(s.step, step);
+    EXPECT_EQ(s.load, load);
+    EXPECT_TRUE(s.bound.converged()) << load;
+    const double milli = capacity * (100 - s.unallocated_pct) / 100;
+    for (size_t t = 0; t <= s.step; ++t) {
+      const double bound = std::max(0.0, 100 - 100 * std::min(arrived[t], milli) / capacity);
+      ASSERT_GE(steps[t].unallocated_pct, bound - 1e-6) << "load " << load << " step " << t;
+    }
+  }
+  const auto hundred = std::find_if(bands->solves.begin(), bands->solves.end(),
+                                    [](const ConfigurationSolve& s) { return s.load == 100; });
+  ASSERT_NE(hundred, bands->solves.end());
+  EXPECT_EQ(hundred->step, one->solves[0].step);
+  EXPECT_NEAR(hundred->unallocated_pct, one->solves[0].unallocated_pct, 0.01);
+  ExpectEveryPolicyAbove(steps);
+
+  auto past = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3, {.at_loads = {999, 1000}});
+  ASSERT_TRUE(past.ok()) << past.status().message();
+  ASSERT_EQ(past->solves.size(), 1u);
+  EXPECT_EQ(past->solves[0].load, 1000);
+  EXPECT_EQ(past->solves[0].step, tasks.size() - 1);
+
+  auto cut = RunFillBounds(MixedCluster(), MixedWorkload(), 42, 1.3,
+                           {.time_limit_s = 1e-9, .at_loads = {90, 100, 110, 130}});
+  ASSERT_TRUE(cut.ok()) << cut.status().message();
+  ASSERT_EQ(cut->solves.size(), expected.size());
+  for (const ConfigurationSolve& s : cut->solves) {
+    EXPECT_EQ(s.bound.stop, ConfigurationStop::kTimeLimit);
+    EXPECT_NEAR(s.unallocated_pct, std::max(0.0, 100 - s.arrived_pct), 1e-6);
+  }
+  for (size_t t = 0; t < steps.size(); ++t) {
+    EXPECT_NEAR(cut->configuration.steps[t].unallocated_pct, cut->lp.steps[t].unallocated_pct, 1e-9)
+        << "step " << t;
   }
 }
 

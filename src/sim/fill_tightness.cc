@@ -98,7 +98,7 @@ Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
   auto lp = PlaceableMilliBound(*sample, tasks);
   if (!lp.ok()) return lp.status();
   row.lp_bound_pct = unallocated(std::min(static_cast<double>(arrived), *lp));
-  auto config = ConfigurationMilliBound(*sample, tasks);
+  auto config = ConfigurationMilliBound(*sample, tasks, {.time_limit_s = time_limit_s});
   if (!config.ok()) return config.status();
   // The smaller of the two sound bounds, as RunFillBounds takes it.
   row.config_bound_pct = unallocated(std::min({static_cast<double>(arrived), *lp, config->milli}));

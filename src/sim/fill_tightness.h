@@ -46,8 +46,9 @@ struct TightnessRow {
 // `sim fill`, so the tasks are the seed's shuffle, scaled to the sample's capacity), and at the
 // step whose arrived load last is ≤ `load_pct` (the first step when none is) the LP bounds and the
 // exact optimum over the tasks presented so far, the solver started from the policies'
-// placements at that step (the best of them). Errors: RunFill's, SampleFillNodes',
-// PlaceableMilliBound's, ConfigurationMilliBound's, ExactPlaceableMilli's.
+// placements at that step (the best of them). `time_limit_s` bounds the exact solve and, apart,
+// the configuration LP's column generation (ConfigurationOptions::time_limit_s). Errors: RunFill's,
+// SampleFillNodes', PlaceableMilliBound's, ConfigurationMilliBound's, ExactPlaceableMilli's.
 Result<TightnessRow> RunFillTightness(const std::vector<model::Node>& nodes,
                                       const std::vector<model::TaskResources>& original,
                                       uint64_t seed, double tune, size_t node_count,

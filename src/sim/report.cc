@@ -171,6 +171,65 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds, BoundTimeColum
   return out + time_cell(Fixed(ms, 0)) + "\n";
 }
 
+std::string ConfigurationSolveLines(const FillBounds& bounds) {
+  std::string out;
+  for (const ConfigurationSolve& s : bounds.solves) {
+    out += "  seed " + std::to_string(bounds.lp.seed) + ", " +
+           (s.load ? std::to_string(*s.load) + "%" : std::string("checkpoint")) + " (step " +
+           std::to_string(s.step + 1) + ", arrived " + Fixed(s.arrived_pct, 2) + "%): ";
+    out += s.bound.converged() ? "converged, bound " + Fixed(s.unallocated_pct, 2) + "%"
+                               : "not converged (" + ConfigurationStopName(s.bound.stop) +
+                                     "), sound bound = " + Fixed(s.unallocated_pct, 2) + "%";
+    out += ", " + std::to_string(s.bound.iterations) + " master solves\n";
+  }
+  return out;
+}
+
+json BoundJson(const std::vector<FillBounds>& bounds, bool configuration) {
+  const auto at_loads = [](const FillResult& r) {
+    json out;
+    for (int x : kFillReportLoads) out[std::to_string(x)] = Round4(r.At(x).unallocated_pct);
+    return out;
+  };
+  json out = {{"mode", "bound"}, {"results", json::array()}};
+  std::vector<double> lp_mean(kFillReportLoads.size(), 0.0), mean(kFillReportLoads.size(), 0.0);
+  size_t solves = 0, converged = 0;
+  for (const FillBounds& b : bounds) {
+    json row = {{"seed", b.lp.seed},
+                {"unallocated_gpu_pct", configuration ? at_loads(b.configuration) : json()},
+                {"lp_unallocated_gpu_pct", at_loads(b.lp)},
+                {"solves", json::array()},
+                {"wall_ms", Round4(b.lp.wall_ms)}};
+    for (const ConfigurationSolve& s : b.solves) {
+      row["solves"].push_back({{"load", s.load ? json(*s.load) : json()},
+                               {"step", s.step},
+                               {"arrived_pct", Round4(s.arrived_pct)},
+                               {"unallocated_gpu_pct", Round4(s.unallocated_pct)},
+                               {"status", ConfigurationStopName(s.bound.stop)},
+                               {"converged", s.bound.converged()},
+                               {"iterations", s.bound.iterations}});
+      ++solves;
+      converged += s.bound.converged() ? 1 : 0;
+    }
+    for (size_t i = 0; i < kFillReportLoads.size(); ++i) {
+      const double n = static_cast<double>(bounds.size());
+      lp_mean[i] += b.lp.At(kFillReportLoads[i]).unallocated_pct / n;
+      mean[i] += b.configuration.At(kFillReportLoads[i]).unallocated_pct / n;
+    }
+    out["results"].push_back(std::move(row));
+  }
+  json lp_means, means;
+  for (size_t i = 0; i < kFillReportLoads.size(); ++i) {
+    lp_means[std::to_string(kFillReportLoads[i])] = Round4(lp_mean[i]);
+    means[std::to_string(kFillReportLoads[i])] = Round4(mean[i]);
+  }
+  out["mean"] = {{"unallocated_gpu_pct", configuration ? means : json()},
+                 {"lp_unallocated_gpu_pct", lp_means}};
+  out["solves"] = solves;
+  out["converged"] = converged;
+  return out;
+}
+
 std::string FillTightnessTable(const std::vector<TightnessRow>& rows) {
   std::string out =
       "Unallocated GPU % at the last step with arrived load <= the load asked: LP bound, "

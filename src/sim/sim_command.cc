@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -226,6 +227,27 @@ int RunFillCommand(const FillFlags& f) {
   return 0;
 }
 
+// "0.25,0.5": numbers in [lo, hi]; errors name the flag.
+Result<std::vector<double>> ParseFractions(const std::string& flag, const std::string& text,
+                                           double lo, double hi, const std::string& range) {
+  std::vector<double> out;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string part = text.substr(start, comma - start);
+    char* end = nullptr;
+    const double v = part.size() > 15 ? -1 : std::strtod(part.c_str(), &end);
+    if (part.empty() || end != part.c_str() + part.size() || !(v >= lo && v <= hi)) {
+      return InvalidArgument(flag + ": '" + part + "': must be numbers in " + range +
+                             ", comma-separated");
+    }
+    out.push_back(v);
+    if (out.size() > 32) return InvalidArgument(flag + ": at most 32 values");
+    start = comma + 1;
+  }
+  return out;
+}
+
 // `sim bound`; with --exact-nodes, the bound's tightness on sampled clusters instead.
 struct BoundFlags {
   FillInputFlags input;
@@ -234,10 +256,41 @@ struct BoundFlags {
   std::optional<int64_t> exact_nodes;
   std::optional<double> exact_time_limit;  // seconds; default 60
   std::optional<double> exact_load;        // % of GPU capacity; default 100
-  // Set: also the configuration LP's bound, with at most this many master solves per checkpoint.
+  // The configuration LP's bound (unless lp_only): at most this many master solves per solve,
+  // at the loads named ("90,100" or "all": every checkpoint; default 100), each solve stopped
+  // after this many wall-clock seconds (default: no limit, so that the output does not depend on
+  // the machine's load). Unset: the defaults; set, not with --exact-nodes.
   std::optional<size_t> config_iterations;
-  std::optional<int> config_at_load;  // needs config_iterations
+  std::optional<std::string> config_at_load;
+  std::optional<double> config_time_limit;
+  bool lp_only = false;  // only the LP bound (dual feasible functions)
+  std::string output = "table";
 };
+
+// "0.5 s", "300 s": seconds as typed, without trailing zeros.
+std::string FormatSeconds(double seconds) {
+  std::ostringstream out;
+  out << seconds << " s";
+  return out.str();
+}
+
+// --config-at-load: "all" (every checkpoint: an empty list) or comma-separated whole % of GPU
+// capacity in [1, 1000]; errors quote the part.
+Result<std::vector<int>> ParseConfigLoads(const std::string& text) {
+  if (text == "all") return std::vector<int>{};
+  const std::string range = "[1, 1000] (whole % of GPU capacity, e.g. 90,100,110,130) or all";
+  auto values = ParseFractions("--config-at-load", text, 1, 1000, range);
+  if (!values.ok()) return values.status();
+  std::vector<int> loads;
+  for (double v : *values) {
+    if (v != std::floor(v)) {
+      return InvalidArgument("--config-at-load: '" + text + "': must be numbers in " + range +
+                             ", comma-separated");
+    }
+    loads.push_back(static_cast<int>(v));
+  }
+  return loads;
+}
 
 int RunExactCommand(const BoundFlags& b, const FillInputs& in) {
   const int64_t requested_nodes = *b.exact_nodes;
@@ -281,56 +334,79 @@ int RunBoundCommand(const BoundFlags& b) {
   if (!b.exact_nodes && b.exact_load) {
     return Fail(InvalidArgument("--exact-load: needs --exact-nodes"), kExitBadInput);
   }
-  if (b.exact_nodes && b.config_iterations) {
+  const bool config_flags = b.config_iterations || b.config_at_load || b.config_time_limit;
+  if (b.exact_nodes && config_flags) {
     const ConfigurationOptions defaults;
-    return Fail(InvalidArgument("--config-iterations: not with --exact-nodes (the tightness "
-                                "table runs the configuration LP with its defaults: at most " +
+    return Fail(InvalidArgument("--config-iterations, --config-at-load, --config-time-limit: not "
+                                "with --exact-nodes (the tightness table runs the configuration "
+                                "LP with its defaults: at most " +
                                 std::to_string(defaults.max_iterations) + " master solves, " +
                                 std::to_string(defaults.pricing_nodes) +
-                                " search nodes per pricing problem)"),
+                                " search nodes per pricing problem, --exact-time-limit)"),
                 kExitBadInput);
   }
-  if (b.config_at_load && !b.config_iterations) {
-    return Fail(InvalidArgument("--config-at-load: needs --config-iterations"), kExitBadInput);
+  if (b.lp_only && config_flags) {
+    return Fail(InvalidArgument("--lp-only: not with --config-iterations, --config-at-load or "
+                                "--config-time-limit"),
+                kExitBadInput);
   }
+  if (b.exact_nodes && b.output != "table") {
+    return Fail(InvalidArgument("-o json: not with --exact-nodes"), kExitBadInput);
+  }
+  if (b.config_time_limit &&
+      !(*b.config_time_limit > 0 && *b.config_time_limit <= kMaxExactSeconds)) {
+    return Fail(InvalidArgument("--config-time-limit: must be in (0, " +
+                                std::to_string(static_cast<int>(kMaxExactSeconds)) + "] seconds"),
+                kExitBadInput);
+  }
+  auto loads = ParseConfigLoads(b.config_at_load.value_or("100"));
+  if (!loads.ok()) return Fail(loads.status(), kExitBadInput);
   auto in = LoadFillInputs(f);
   if (!in.ok()) return Fail(in.status(), kExitBadInput);
   if (b.exact_nodes) return RunExactCommand(b, *in);
+  const ConfigurationOptions options{
+      .max_iterations = b.config_iterations.value_or(ConfigurationOptions{}.max_iterations),
+      .time_limit_s = b.config_time_limit,
+      .at_loads = *loads};
+  std::vector<FillBounds> bounds;
+  for (uint64_t seed : in->seeds) {
+    if (b.lp_only) {
+      auto bound = RunFillBound(in->nodes, in->tasks, seed, f.tune);
+      if (!bound.ok()) return Fail(bound.status(), kExitRunFailed);
+      bounds.push_back(FillBounds{.lp = std::move(bound).value()});
+      continue;
+    }
+    auto both = RunFillBounds(in->nodes, in->tasks, seed, f.tune, options);
+    if (!both.ok()) return Fail(both.status(), kExitRunFailed);
+    bounds.push_back(std::move(both).value());
+  }
+  if (b.output == "json") {
+    PrintJson(BoundJson(bounds, !b.lp_only));
+    return 0;
+  }
   std::cout << "bound: " << in->nodes.size() << " nodes, " << in->tasks.size() << " tasks from "
             << f.pods << ", seeds " << f.seeds << ", tuned to " << f.tune * 100
             << "% of GPU capacity\n";
   std::vector<FillResult> lp, configuration;
-  std::string converged;
-  for (uint64_t seed : in->seeds) {
-    if (!b.config_iterations) {
-      auto bound = RunFillBound(in->nodes, in->tasks, seed, f.tune);
-      if (!bound.ok()) return Fail(bound.status(), kExitRunFailed);
-      lp.push_back(std::move(bound).value());
-      continue;
-    }
-    auto bounds = RunFillBounds(
-        in->nodes, in->tasks, seed, f.tune,
-        ConfigurationOptions{.max_iterations = *b.config_iterations, .at_load = b.config_at_load});
-    if (!bounds.ok()) return Fail(bounds.status(), kExitRunFailed);
-    converged += "\n  seed " + std::to_string(seed) + ": converged at " +
-                 std::to_string(bounds->converged) + " of " + std::to_string(bounds->checkpoints) +
-                 " checkpoints, " + std::to_string(bounds->iterations) + " master solves";
-    lp.push_back(std::move(bounds->lp));
-    configuration.push_back(std::move(bounds->configuration));
+  std::string solves;
+  for (const FillBounds& one : bounds) {
+    lp.push_back(one.lp);
+    configuration.push_back(one.configuration);
+    solves += ConfigurationSolveLines(one);
   }
-  if (b.config_iterations) {
-    std::cout << "The configuration LP's bound (column generation; at each checkpoint the tighter "
-                 "of it and the LP's, i.e. the higher unallocated %; where it did not converge, "
-                 "its Lagrangian bound):"
-              << converged << "\n"
-              << FillBoundTable(configuration, BoundTimeColumn::kBothBounds)
-              << "The LP bound (dual feasible functions; what sim bound prints without "
-                 "--config-iterations; both bounds are computed together, so its time is the "
-                 "table's above):\n"
-              << FillBoundTable(lp, BoundTimeColumn::kNone);
+  if (b.lp_only) {
+    std::cout << "The LP bound (dual feasible functions) only:\n" << FillBoundTable(lp);
     return 0;
   }
-  std::cout << FillBoundTable(lp);
+  std::cout << "The configuration LP's bound (column generation, at most " << options.max_iterations
+            << " master solves"
+            << (b.config_time_limit ? " and " + FormatSeconds(*b.config_time_limit) : "")
+            << " a solve; each step takes the tightest sound bound that holds for it: the LP's, "
+               "or a configuration LP solve at or after it, converged or not):\n"
+            << solves << FillBoundTable(configuration, BoundTimeColumn::kBothBounds)
+            << "The LP bound (dual feasible functions; what --lp-only prints; both bounds are "
+               "computed together, so its time is the table's above):\n"
+            << FillBoundTable(lp, BoundTimeColumn::kNone);
   return 0;
 }
 
@@ -351,27 +427,6 @@ struct ReplayFlags {
           resize_interval_s = resize.min_interval.value();
   int64_t checkpoint_interval_s = 0, checkpoint_grace_s = 0, min_run_s = 0;
 };
-
-// "0.25,0.5": numbers in [lo, hi]; errors name the flag.
-Result<std::vector<double>> ParseFractions(const std::string& flag, const std::string& text,
-                                           double lo, double hi, const std::string& range) {
-  std::vector<double> out;
-  for (size_t start = 0; start <= text.size();) {
-    size_t comma = text.find(',', start);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string part = text.substr(start, comma - start);
-    char* end = nullptr;
-    const double v = part.size() > 15 ? -1 : std::strtod(part.c_str(), &end);
-    if (part.empty() || end != part.c_str() + part.size() || !(v >= lo && v <= hi)) {
-      return InvalidArgument(flag + ": '" + part + "': must be numbers in " + range +
-                             ", comma-separated");
-    }
-    out.push_back(v);
-    if (out.size() > 32) return InvalidArgument(flag + ": at most 32 values");
-    start = comma + 1;
-  }
-  return out;
-}
 
 // "3600,36000": ascending positive GPU-seconds.
 Result<std::vector<int64_t>> ParseLasThresholds(const std::string& text) {
@@ -648,26 +703,30 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
   b->add_option("--exact-nodes", bound->exact_nodes,
                 "Tightness: sample this many nodes per seed and compare the bound with the exact "
                 "optimum and the online policies (at most 200)");
-  const ConfigurationOptions configuration_defaults;
   b->add_option("--exact-time-limit", bound->exact_time_limit,
-                "Wall-clock seconds per exact solve (default 60; at most 3600). The table's "
-                "configuration LP is not held to it: up to " +
-                    std::to_string(configuration_defaults.max_iterations) +
-                    " master solves, each pricing search up to " +
-                    std::to_string(configuration_defaults.pricing_nodes) +
-                    " nodes, so a large --exact-nodes can run for many minutes");
+                "Wall-clock seconds per exact solve (default 60; at most 3600), and apart the "
+                "same for the table's configuration LP");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
+  const ConfigurationOptions configuration_defaults;
   b->add_option("--config-iterations", bound->config_iterations,
-                "Also the configuration LP's bound (column generation, exact search pricing), at "
-                "most this many master solves per checkpoint (docs/placement.md, \"The limit "
-                "(session 43)\")")
+                "The configuration LP's bound (column generation, exact search pricing): at most "
+                "this many master solves per solve (default " +
+                    std::to_string(configuration_defaults.max_iterations) +
+                    "; docs/placement.md, \"The limit (session 44)\")")
       ->check(CLI::Range(1, 1'000'000));
   b->add_option("--config-at-load", bound->config_at_load,
-                "With --config-iterations: solve the configuration LP at one checkpoint only, the "
-                "end of this load's band (% of GPU capacity, e.g. 100); its bound holds for every "
-                "step up to it")
-      ->check(CLI::Range(1, 1000));
+                "Loads at which to solve the configuration LP, comma-separated % of GPU capacity "
+                "(default 100; e.g. 90,100,110,130), each at the end of its band, its bound "
+                "holding for every step up to it; all: at every checkpoint");
+  b->add_option("--config-time-limit", bound->config_time_limit,
+                "Wall-clock seconds per configuration LP solve (default none; at most 3600): "
+                "past it the solve stops, not converged, with a sound bound");
+  b->add_flag("--lp-only", bound->lp_only,
+              "Only the LP bound (dual feasible functions; seconds, but looser)");
+  b->add_option("-o,--output", bound->output, "table or json")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
   b->callback([bound, exit_code] { *exit_code = RunBoundCommand(*bound); });
 
   auto replay = std::make_shared<ReplayFlags>();
