@@ -129,7 +129,11 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
       if (!gpus_fit) continue;
-      for (auto it = std::lower_bound(classes.begin(), classes.end(), FreeCapacityEntry{t.cpu, 0});
+      for (auto it =
+               std::lower_bound(classes.begin(), classes.end(),
+                                FreeCapacityEntry{static_cast<int32_t>(std::min<int64_t>(
+                                                      t.cpu, std::numeric_limits<int32_t>::max())),
+                                                  0});
            it != classes.end(); ++it) {
         const NodeClass& c = state_.node_class(it->id);
         if (!Fits(c, t)) continue;
