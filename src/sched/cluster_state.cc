@@ -86,14 +86,20 @@ void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
   CORRAL_CHECK(c.cpu_free <= std::numeric_limits<int32_t>::max());  // FreeCapacityEntry's
   const FreeCapacityEntry entry{static_cast<int32_t>(c.cpu_free), id};
+  auto found = std::lower_bound(index.begin(), index.end(), group,
+                                [](const FreeCapacityGroupClasses& g,
+                                   const FreeCapacityGroup& key) { return g.group < key; });
   if (sign > 0) {
-    std::vector<FreeCapacityEntry>& classes = index[group];
+    if (found == index.end() || found->group != group) {
+      found = index.insert(found, FreeCapacityGroupClasses{group, {}});
+    }
+    std::vector<FreeCapacityEntry>& classes = found->classes;
     classes.insert(std::lower_bound(classes.begin(), classes.end(), entry), entry);
     return;
   }
-  auto found = index.find(group);
-  CORRAL_CHECK(found != index.end());  // indexed when it became active (Attach), unchanged since
-  std::vector<FreeCapacityEntry>& classes = found->second;
+  // Indexed when it became active (Attach), unchanged since.
+  CORRAL_CHECK(found != index.end() && found->group == group);
+  std::vector<FreeCapacityEntry>& classes = found->classes;
   auto it = std::lower_bound(classes.begin(), classes.end(), entry);
   CORRAL_CHECK(it != classes.end() && *it == entry);
   classes.erase(it);
@@ -301,6 +307,7 @@ Status ClusterState::Allocate(const Allocation& a) {
     }
   }
   if (known >= 0) {
+    ++found_;
     Attach(a.node, known);
     return Status::Ok();
   }

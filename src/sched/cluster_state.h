@@ -185,12 +185,19 @@ struct FreeCapacityEntry {
   auto operator<=>(const FreeCapacityEntry&) const = default;
 };
 static_assert(std::is_trivially_copyable_v<FreeCapacityEntry>);
-// The active classes of a model by FreeCapacityGroup, each group's classes in ascending
-// (free CPU, class id) order (a sorted vector: a set's node per class cost more to make and
-// free than the rest of the index): the next group is one step away, and a group's search by
-// CPU looks at that group only. No group is empty (empty groups left in place made the search
-// walk them: 2.5x the instructions).
-using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<FreeCapacityEntry>>;
+// A group of a model's FreeCapacityIndex and its classes, in ascending (free CPU, class id)
+// order (a sorted vector: a set's node per class cost more to make and free than the rest of
+// the index).
+struct FreeCapacityGroupClasses {
+  FreeCapacityGroup group;
+  std::vector<FreeCapacityEntry> classes;  // never empty
+};
+// The active classes of a model, their groups in ascending FreeCapacityGroup order (a sorted
+// vector: a map's node per group that comes and goes cost a third of the index in bestfit,
+// docs/benchmarks.md, "sched_bench (session 44)"): the next group is one step away, and a group's
+// search by CPU looks at that group only. No group is empty (empty groups left in place made the
+// search walk them: 2.5x the instructions).
+using FreeCapacityIndexMap = std::vector<FreeCapacityGroupClasses>;
 
 class ClusterState {
  public:
@@ -259,9 +266,11 @@ class ClusterState {
   }
 
   // Transitions Allocate remembers now (at most options.remembered_transitions; none with
-  // track_task_kinds), and how many it has replaced by another with the same slot.
+  // track_task_kinds), how many it has replaced by another with the same slot, and how many
+  // allocations found theirs (a transition stays found until another takes its slot).
   size_t RememberedTransitions() const { return remembered_; }
   size_t ReplacedTransitions() const { return replaced_; }
+  size_t FoundTransitions() const { return found_; }
 
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }
@@ -309,9 +318,9 @@ class ClusterState {
   // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
   std::unordered_multimap<uint64_t, int> class_ids_;
   std::vector<int32_t> sorted_scratch_;  // ClassFor's sorted shares, reused
-  // Allocate's slots, by hash (sized when it first remembers one); filled and replaced counts.
+  // Allocate's slots, by hash (sized when it first remembers one); filled, replaced, found counts.
   std::vector<RememberedTransition> transitions_;
-  size_t remembered_ = 0, replaced_ = 0;
+  size_t remembered_ = 0, replaced_ = 0, found_ = 0;
   std::vector<std::vector<int>> active_by_model_;            // slot -> class ids with members
   std::vector<std::vector<ActiveBucket>> buckets_by_model_;  // slot -> ActiveBuckets
   std::vector<ModelStats> stats_by_model_;                   // slot -> aggregates

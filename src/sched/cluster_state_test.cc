@@ -174,7 +174,15 @@ int CheckRememberedTransitions(const ClusterStateOptions& options) {
     }
     // The FreeCapacityIndex: exactly the active classes, each under its group and free CPU.
     std::vector<int> indexed;
-    for (const auto& [group, classes] : s.FreeCapacityIndex(t4)) {
+    // Groups in strictly ascending order (PickLeastFree's search and walk rely on it).
+    const FreeCapacityIndexMap& index = s.FreeCapacityIndex(t4);
+    EXPECT_EQ(
+        std::adjacent_find(index.begin(), index.end(),
+                           [](const FreeCapacityGroupClasses& a,
+                              const FreeCapacityGroupClasses& b) { return !(a.group < b.group); }),
+        index.end())
+        << "step " << step;
+    for (const auto& [group, classes] : index) {
       EXPECT_FALSE(classes.empty()) << "step " << step;
       EXPECT_TRUE(std::is_sorted(classes.begin(), classes.end())) << "step " << step;
       for (const auto& [cpu_free, id] : classes) {
@@ -204,8 +212,42 @@ int CheckRememberedTransitions(const ClusterStateOptions& options) {
 }
 
 TEST(ClusterState, RememberedTransitionsLeadToTheClassOfTheNewState) {
-  // The default 65,536 slots: slots shared by hash replace a few.
-  EXPECT_GE(CheckRememberedTransitions({.seed = 5}), 0);
+  // The default 65,536 slots (slots shared by hash may replace a few).
+  CheckRememberedTransitions({.seed = 5});
+}
+
+TEST(ClusterState, ARememberedTransitionIsFoundUntilAnotherTakesItsSlot) {
+  auto fill = [](ClusterState& s) {
+    std::vector<NodeIndex> nodes;
+    for (int i = 0; i < 8; ++i) nodes.push_back(*s.AddNode(T4Node("n" + std::to_string(i))));
+    return nodes;
+  };
+  {  // Identical nodes, the same allocation on each: remembered once, found on the other 7.
+    ClusterState s;
+    for (NodeIndex n : fill(s)) ASSERT_TRUE(s.Allocate(Take(n, {{1, MilliGpu(500)}})).ok());
+    EXPECT_EQ(s.RememberedTransitions(), 1u);
+    EXPECT_EQ(s.FoundTransitions(), 7u);
+    EXPECT_EQ(s.ReplacedTransitions(), 0u);
+  }
+  {  // One slot, two transitions taking turns: each replaces the other, none is found.
+    ClusterState s({.remembered_transitions = 1});
+    const std::vector<NodeIndex> nodes = fill(s);
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      ASSERT_TRUE(s.Allocate(Take(nodes[i], {{0, MilliGpu(i % 2 == 0 ? 500 : 250)}})).ok());
+    }
+    EXPECT_EQ(s.FoundTransitions(), 0u);
+    EXPECT_EQ(s.ReplacedTransitions(), 7u);
+    // Every node still sits in the class of its state: equal states, one class.
+    EXPECT_EQ(s.node(nodes[0]).class_id, s.node(nodes[2]).class_id);
+    EXPECT_EQ(s.node(nodes[1]).class_id, s.node(nodes[3]).class_id);
+    EXPECT_NE(s.node(nodes[0]).class_id, s.node(nodes[1]).class_id);
+  }
+  {  // No slots: nothing remembered.
+    ClusterState s({.remembered_transitions = 0});
+    for (NodeIndex n : fill(s)) ASSERT_TRUE(s.Allocate(Take(n, {{1, MilliGpu(500)}})).ok());
+    EXPECT_EQ(s.RememberedTransitions(), 0u);
+    EXPECT_EQ(s.FoundTransitions(), 0u);
+  }
 }
 
 TEST(ClusterState, RememberedTransitionsAreReplacedInTheirSlots) {
