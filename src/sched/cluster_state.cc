@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #include "common/check.h"
 #include "common/rng.h"
@@ -83,15 +84,22 @@ const FreeCapacityIndexMap& ClusterState::FreeCapacityIndex(int model) const {
 void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   FreeCapacityIndexMap& index = free_index_[ModelSlot(c.model)];
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
-  const FreeCapacityEntry entry{c.cpu_free, id};
+  CORRAL_CHECK(c.cpu_free <= std::numeric_limits<int32_t>::max());  // FreeCapacityEntry's
+  const FreeCapacityEntry entry{static_cast<int32_t>(c.cpu_free), id};
+  auto found = std::lower_bound(index.begin(), index.end(), group,
+                                [](const FreeCapacityGroupClasses& g,
+                                   const FreeCapacityGroup& key) { return g.group < key; });
   if (sign > 0) {
-    std::vector<FreeCapacityEntry>& classes = index[group];
+    if (found == index.end() || found->group != group) {
+      found = index.insert(found, FreeCapacityGroupClasses{group, {}});
+    }
+    std::vector<FreeCapacityEntry>& classes = found->classes;
     classes.insert(std::lower_bound(classes.begin(), classes.end(), entry), entry);
     return;
   }
-  auto found = index.find(group);
-  CORRAL_CHECK(found != index.end());  // indexed when it became active (Attach), unchanged since
-  std::vector<FreeCapacityEntry>& classes = found->second;
+  // Indexed when it became active (Attach), unchanged since.
+  CORRAL_CHECK(found != index.end() && found->group == group);
+  std::vector<FreeCapacityEntry>& classes = found->classes;
   auto it = std::lower_bound(classes.begin(), classes.end(), entry);
   CORRAL_CHECK(it != classes.end() && *it == entry);
   classes.erase(it);
@@ -273,7 +281,14 @@ Status ClusterState::Allocate(const Allocation& a) {
                                                        g.milli.value() == kFullMilli));
     }
   }
-  auto known = remembers ? transitions_.find(transition) : transitions_.end();
+  if (remembers && transitions_.empty() && options_.remembered_transitions > 0) {
+    transitions_.resize(std::bit_floor(options_.remembered_transitions));
+  }
+  RememberedTransition* slot =
+      remembers && !transitions_.empty()
+          ? &transitions_[TransitionHash{}(transition) & (transitions_.size() - 1)]
+          : nullptr;
+  const int known = slot != nullptr && slot->to >= 0 && slot->key == transition ? slot->to : -1;
   Detach(a.node);
   node.cpu_free -= a.cpu.value();
   node.memory_free -= a.memory.value();
@@ -291,14 +306,15 @@ Status ClusterState::Allocate(const Allocation& a) {
       ++it->second;
     }
   }
-  if (known != transitions_.end()) {
-    Attach(a.node, known->second);
+  if (known >= 0) {
+    ++found_;
+    Attach(a.node, known);
     return Status::Ok();
   }
   Attach(a.node);
-  if (remembers) {
-    if (transitions_.size() >= options_.remembered_transitions) transitions_.clear();
-    transitions_.emplace(transition, node.class_id);
+  if (slot != nullptr) {
+    (slot->to < 0 ? remembered_ : replaced_) += 1;
+    *slot = {transition, node.class_id};
   }
   return Status::Ok();
 }

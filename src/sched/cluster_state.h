@@ -160,9 +160,10 @@ struct ClusterStateOptions {
   uint64_t seed = 0;                 // drives the tie order of nodes
   bool track_task_kinds = false;     // include task kinds in class identity (clustering policy)
   bool index_free_capacity = false;  // keep FreeCapacityIndex (policies that ask for it)
-  // At most this many (class, allocation) transitions are remembered by Allocate; past that
-  // they start over (a workload of endless distinct states, fgd_diverse's, would otherwise grow
-  // the map with every placement). Tests set it small to exercise the start-over.
+  // Allocate remembers (class, allocation) transitions in this many slots (rounded down to a
+  // power of two; 0: none), each in the slot its hash picks, replacing the one there: a fixed
+  // table, so a workload of endless distinct states (the _diverse benchmarks) costs no allocation
+  // per placement. Tests set it small to exercise the replacement.
   size_t remembered_transitions = size_t{1} << 16;
 };
 
@@ -179,17 +180,24 @@ struct FreeCapacityGroup {
 // (std::pair's assignment is user-provided: an element loop, 3x IndexFreeCapacity's cost in
 // bestfit_diverse; docs/benchmarks.md, "sched_bench (session 43)").
 struct FreeCapacityEntry {
-  int64_t cpu_free = 0;  // CPU milli
-  int id = -1;           // class id
+  int32_t cpu_free = 0;  // CPU milli (checked to fit when indexed)
+  int32_t id = -1;       // class id
   auto operator<=>(const FreeCapacityEntry&) const = default;
 };
 static_assert(std::is_trivially_copyable_v<FreeCapacityEntry>);
-// The active classes of a model by FreeCapacityGroup, each group's classes in ascending
-// (free CPU, class id) order (a sorted vector: a set's node per class cost more to make and
-// free than the rest of the index): the next group is one step away, and a group's search by
-// CPU looks at that group only. No group is empty (empty groups left in place made the search
-// walk them: 2.5x the instructions).
-using FreeCapacityIndexMap = std::map<FreeCapacityGroup, std::vector<FreeCapacityEntry>>;
+// A group of a model's FreeCapacityIndex and its classes, in ascending (free CPU, class id)
+// order (a sorted vector: a set's node per class cost more to make and free than the rest of
+// the index).
+struct FreeCapacityGroupClasses {
+  FreeCapacityGroup group;
+  std::vector<FreeCapacityEntry> classes;  // never empty
+};
+// The active classes of a model, their groups in ascending FreeCapacityGroup order (a sorted
+// vector: a map's node per group that comes and goes cost a third of the index in bestfit,
+// docs/benchmarks.md, "sched_bench (session 44)"): the next group is one step away, and a group's
+// search by CPU looks at that group only. No group is empty (empty groups left in place made the
+// search walk them: 2.5x the instructions).
+using FreeCapacityIndexMap = std::vector<FreeCapacityGroupClasses>;
 
 class ClusterState {
  public:
@@ -258,8 +266,11 @@ class ClusterState {
   }
 
   // Transitions Allocate remembers now (at most options.remembered_transitions; none with
-  // track_task_kinds).
-  size_t RememberedTransitions() const { return transitions_.size(); }
+  // track_task_kinds), how many it has replaced by another with the same slot, and how many
+  // allocations found theirs (a transition stays found until another takes its slot).
+  size_t RememberedTransitions() const { return remembered_; }
+  size_t ReplacedTransitions() const { return replaced_; }
+  size_t FoundTransitions() const { return found_; }
 
   int64_t TotalGpuMilli() const { return total_gpu_milli_; }
   int64_t FreeGpuMilli() const { return free_gpu_milli_; }
@@ -275,8 +286,8 @@ class ClusterState {
   // and the allocation alone: no task kinds tracked (a class holds their set, not their counts)
   // and every GPU share takes `milli` from a GPU that had `before` free, on distinct GPUs (one
   // share, or whole GPUs). Equal keys lead to the same class, so the class found once by
-  // ClassFor is remembered (classes are never removed, so an id stays right), at most
-  // options.remembered_transitions of them.
+  // ClassFor is remembered (classes are never removed, so an id stays right) in a slot of
+  // `transitions_`.
   struct Transition {
     int from = -1;       // the node's class before
     int gpus = 0;        // GPU shares in the allocation
@@ -288,6 +299,10 @@ class ClusterState {
   };
   struct TransitionHash {
     size_t operator()(const Transition& t) const;
+  };
+  struct RememberedTransition {
+    Transition key;
+    int to = -1;  // the class it leads to; -1: an empty slot
   };
   int ModelSlot(int model) const { return model + 1; }  // kNoModel lives in slot 0
   // Adds (sign +1) or takes away (-1) a node of class `c` to its model's statistics.
@@ -303,7 +318,9 @@ class ClusterState {
   // Hash of a state's signature -> the classes with that hash (ClassFor compares them).
   std::unordered_multimap<uint64_t, int> class_ids_;
   std::vector<int32_t> sorted_scratch_;  // ClassFor's sorted shares, reused
-  std::unordered_map<Transition, int, TransitionHash> transitions_;  // -> class id (Allocate)
+  // Allocate's slots, by hash (sized when it first remembers one); filled, replaced, found counts.
+  std::vector<RememberedTransition> transitions_;
+  size_t remembered_ = 0, replaced_ = 0, found_ = 0;
   std::vector<std::vector<int>> active_by_model_;            // slot -> class ids with members
   std::vector<std::vector<ActiveBucket>> buckets_by_model_;  // slot -> ActiveBuckets
   std::vector<ModelStats> stats_by_model_;                   // slot -> aggregates

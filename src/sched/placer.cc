@@ -1,6 +1,7 @@
 #include "sched/placer.h"
 
 #include <algorithm>
+#include <bit>
 #include <limits>
 
 namespace corral::sched {
@@ -18,6 +19,33 @@ void Placer::SetPolicy(PlacementPolicy& policy) {
   score_cache_.clear();  // scored by the old one
 }
 
+int Placer::ShapeId(const ShapeKey& key) {
+  static_assert(std::has_single_bit(static_cast<unsigned>(2 * kCachedShapes)));
+  uint64_t hash = 0;
+  auto mix = [&hash](uint64_t v) { hash = std::rotl((hash ^ v) * 0x9E3779B97F4A7C15ull, 29); };
+  mix(static_cast<uint64_t>(key.gpus));
+  mix(static_cast<uint64_t>(key.gpu_milli));
+  mix(static_cast<uint64_t>(key.cpu));
+  mix(static_cast<uint64_t>(key.memory));
+  const size_t mask = shape_slots_.size() - 1;
+  size_t slot = hash & mask;
+  for (; shape_slots_[slot].id >= 0; slot = (slot + 1) & mask) {
+    if (shape_slots_[slot].key == key) return shape_slots_[slot].id;
+  }
+  // Bounded: a row per class of one slot per shape would grow without end on a workload of
+  // thousands of shapes (fgd_diverse: one per task nearly; 1.5 GB resident when unbounded).
+  if (shapes_interned_ >= kCachedShapes) {
+    std::fill(shape_slots_.begin(), shape_slots_.end(), ShapeSlot{});
+    shapes_interned_ = 0;
+    score_cache_.clear();
+    first_cached_shape_ = next_shape_id_;
+    slot = hash & mask;
+  }
+  ++shapes_interned_;
+  shape_slots_[slot] = {key, next_shape_id_};
+  return next_shape_id_++;
+}
+
 TaskRequest Placer::Resolve(const model::TaskResources& r) {
   TaskRequest t;
   t.gpus = static_cast<int>(r.gpus.value());
@@ -33,19 +61,7 @@ TaskRequest Placer::Resolve(const model::TaskResources& r) {
   t.any_runtime = r.runtimes.empty();
   t.runtime_names = r.runtimes;
   for (const auto& name : r.runtimes) t.runtimes |= state_.RuntimeBit(name);
-  const auto key = std::make_tuple(t.gpus, t.gpu_milli, t.cpu, t.memory);
-  auto it = shape_ids_.find(key);
-  if (it == shape_ids_.end()) {
-    // Bounded: a row per class of one slot per shape would grow without end on a workload of
-    // thousands of shapes (fgd_diverse: one per task nearly; 1.5 GB resident when unbounded).
-    if (shape_ids_.size() >= static_cast<size_t>(kCachedShapes)) {
-      shape_ids_.clear();
-      score_cache_.clear();
-      first_cached_shape_ = next_shape_id_;
-    }
-    it = shape_ids_.emplace(key, next_shape_id_++).first;
-  }
-  t.shape = it->second;
+  t.shape = ShapeId({t.gpus, t.gpu_milli, t.cpu, t.memory});
   t.kind = state_.TaskKindId(t.gpus, t.IsShare());
   return t;
 }
@@ -120,8 +136,10 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
   const int64_t milli = t.TotalMilli();
   for (int m : models_scratch_) {
     const FreeCapacityIndexMap& index = state_.FreeCapacityIndex(m);
-    for (auto group = index.lower_bound(FreeCapacityGroup{milli, 0, 0}); group != index.end();
-         ++group) {
+    for (auto group = std::lower_bound(index.begin(), index.end(), FreeCapacityGroup{milli, 0, 0},
+                                       [](const FreeCapacityGroupClasses&g,
+                                          const FreeCapacityGroup&key) { return g.group < key; });
+         group != index.end(); ++group) {
       const auto& [head, classes] = *group;
       NodeView bound = ViewOf(state_.node_class(classes.begin()->id));
       bound.cpu_free = t.cpu;
@@ -129,7 +147,11 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
       const bool gpus_fit =
           t.gpus == 0 || (t.IsShare() ? head.max_free >= t.gpu_milli : head.full_free >= t.gpus);
       if (!gpus_fit) continue;
-      for (auto it = std::lower_bound(classes.begin(), classes.end(), FreeCapacityEntry{t.cpu, 0});
+      for (auto it =
+               std::lower_bound(classes.begin(), classes.end(),
+                                FreeCapacityEntry{static_cast<int32_t>(std::min<int64_t>(
+                                                      t.cpu, std::numeric_limits<int32_t>::max())),
+                                                  0});
            it != classes.end(); ++it) {
         const NodeClass& c = state_.node_class(it->id);
         if (!Fits(c, t)) continue;

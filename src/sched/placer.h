@@ -7,9 +7,7 @@
 // caching the current ones; a request resolved before the start-over is scored uncached.
 #pragma once
 
-#include <map>
 #include <optional>
-#include <tuple>
 #include <vector>
 
 #include "common/rng.h"
@@ -73,11 +71,27 @@ class Placer {
   PlacementPolicy* policy_;  // never null
   Rng& rng_;
   int models_seen_ = -1;
-  // (gpus, gpu_milli, cpu, memory) -> shape id: everything a score may depend on. At most
-  // kCachedShapes entries, with ids from first_cached_shape_ up; ids come from next_shape_id_,
-  // so a TaskRequest resolved before a start-over keeps an id no later shape gets (int: 2^31
-  // shapes met in one Placer's life).
-  std::map<std::tuple<int, int, int64_t, int64_t>, int> shape_ids_;
+  // A shape: everything a score may depend on.
+  struct ShapeKey {
+    int gpus = 0;
+    int gpu_milli = 0;
+    int64_t cpu = 0;
+    int64_t memory = 0;
+    bool operator==(const ShapeKey&) const = default;
+  };
+  struct ShapeSlot {
+    ShapeKey key;
+    int id = -1;  // -1: an empty slot
+  };
+  // The shape id of `key`, interned if new (starting the cache over when full).
+  int ShapeId(const ShapeKey& key);
+  // Shape -> id, open addressing with linear probing in 2 * kCachedShapes slots (a flat table:
+  // a workload of a shape per task, the _diverse benchmarks, allocates nothing per task). At most
+  // kCachedShapes entries (shapes_interned_), with ids from first_cached_shape_ up; ids come from
+  // next_shape_id_, so a TaskRequest resolved before a start-over keeps an id no later shape gets
+  // (int: 2^31 shapes met in one Placer's life).
+  std::vector<ShapeSlot> shape_slots_ = std::vector<ShapeSlot>(2 * kCachedShapes);
+  int shapes_interned_ = 0;
   int next_shape_id_ = 0;
   int first_cached_shape_ = 0;
   // [class id][shape id - first_cached_shape_], kNotScored if not scored yet.
