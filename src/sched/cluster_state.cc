@@ -86,9 +86,7 @@ void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
   CORRAL_CHECK(c.cpu_free <= std::numeric_limits<int32_t>::max());  // FreeCapacityEntry's
   const FreeCapacityEntry entry{static_cast<int32_t>(c.cpu_free), id};
-  auto found = std::lower_bound(index.begin(), index.end(), group,
-                                [](const FreeCapacityGroupClasses& g,
-                                   const FreeCapacityGroup& key) { return g.group < key; });
+  auto found = FirstGroupFrom(index, group);
   if (sign > 0) {
     if (found == index.end() || found->group != group) {
       found = index.insert(found, FreeCapacityGroupClasses{group, {}});

@@ -199,6 +199,14 @@ struct FreeCapacityGroupClasses {
 // search walk them: 2.5x the instructions).
 using FreeCapacityIndexMap = std::vector<FreeCapacityGroupClasses>;
 
+// The first group of `index` (a FreeCapacityIndexMap, const or not) not below `key`.
+template <typename Index>
+auto FirstGroupFrom(Index& index, const FreeCapacityGroup& key) {
+  return std::lower_bound(
+      index.begin(), index.end(), key,
+      [](const FreeCapacityGroupClasses& g, const FreeCapacityGroup& k) { return g.group < k; });
+}
+
 class ClusterState {
  public:
   explicit ClusterState(ClusterStateOptions options = {});

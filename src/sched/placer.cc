@@ -136,10 +136,8 @@ std::optional<NodeIndex> Placer::PickLeastFree(const TaskRequest& t) {
   const int64_t milli = t.TotalMilli();
   for (int m : models_scratch_) {
     const FreeCapacityIndexMap& index = state_.FreeCapacityIndex(m);
-    for (auto group = std::lower_bound(index.begin(), index.end(), FreeCapacityGroup{milli, 0, 0},
-                                       [](const FreeCapacityGroupClasses&g,
-                                          const FreeCapacityGroup&key) { return g.group < key; });
-         group != index.end(); ++group) {
+    for (auto group = FirstGroupFrom(index, FreeCapacityGroup{milli, 0, 0}); group != index.end();
+         ++group) {
       const auto& [head, classes] = *group;
       NodeView bound = ViewOf(state_.node_class(classes.begin()->id));
       bound.cpu_free = t.cpu;
