@@ -292,8 +292,9 @@ TEST(FillBest, ShareAvoidsStrandingAFraction) {
   };
   for (uint64_t seed = 1; seed <= 8; ++seed) {
     EXPECT_EQ(chosen("strand_levels=0", seed), "partly") << "seed " << seed;
-    EXPECT_EQ(chosen("strand_levels=100", seed), "fresh") << "seed " << seed;
-    EXPECT_EQ(chosen("strand_levels=100,strand_share=0.6", seed), "partly") << "seed " << seed;
+    EXPECT_EQ(chosen("strand_levels=100,strand_expect=0", seed), "fresh") << "seed " << seed;
+    EXPECT_EQ(chosen("strand_levels=100,strand_expect=0,strand_share=0.6", seed), "partly")
+        << "seed " << seed;
     EXPECT_EQ(chosen("strand_levels=100,strand_expect=1", seed), "partly") << "seed " << seed;
   }
 }

@@ -19,7 +19,8 @@
 // GPU tasks on its model, and the score loses strand_levels points per 1000 stranded milli added:
 // a share that would strand a fraction goes to the best node (or GPU) that does not, unless that
 // one is more than the penalty behind. Unlike the Δ terms it is not squashed by the sigmoid, so it
-// can overrule F by a fixed margin.
+// can overrule F by a fixed margin. Session 44 blends in a lookahead (strand_expect): the waste a
+// remainder is expected to end with when typical tasks fill it one after another (ResolveWaste).
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
 #include "sched/policies/best_policy.h"

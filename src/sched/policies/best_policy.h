@@ -36,13 +36,14 @@ struct BestParams {
   // the task adds (gains them for stranded milli it fills), after the sigmoid: a share that would
   // strand a fraction goes to a node up to strand_levels × stranded/1000 points worse that does
   // not. 0 turns it off (session 43, docs/placement.md).
-  double strand_levels = 50;
+  double strand_levels = 150;
   double strand_share = 0.02;
   // Lookahead for the stranding rule, in [0, 1]: the waste it counts for a GPU with f free is
   // (1 − strand_expect) × (f when stranded, else 0) + strand_expect × the waste f is expected to
   // end with when typical tasks (by count, among those that fit) fill it one after another until
-  // a stranded remainder is left (a whole GPU free counts too). 0 is session 43's rule.
-  double strand_expect = 0;
+  // a stranded remainder is left (a whole GPU free counts too). 0 is session 43's rule
+  // (session 44, docs/placement.md).
+  double strand_expect = 0.5;
 
   bool operator==(const BestParams&) const = default;
 };
