@@ -140,7 +140,7 @@ expect_exit 2 "^--threads: Value -1 not in range 0 to 4096" -- \
 expect_exit 2 "^corral sim: --best-params: only the best policy has these parameters, and --policy fgd,bestfit does not run it$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy fgd,bestfit \
   --best-params usable_weight=0
-expect_exit 2 "^corral sim: --best-params: unknown key 'foo' \(known: .*usable_weight, strand_levels, strand_share\)$" -- \
+expect_exit 2 "^corral sim: --best-params: unknown key 'foo' \(known: .*usable_weight, strand_levels, strand_share, strand_expect\)$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \
   --best-params foo=1
 expect_exit 2 "^corral sim: --best-params: usable_weight must be in \[0, 100\], got -1$" -- \
@@ -150,7 +150,7 @@ expect_exit 2 "^corral sim: --best-params: scale is not a number: 'big'$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy all \
   --best-params scale=big
 # A research run says which parameters best ran with (all of them), in the table and the JSON.
-expect_exit 0 "^fill: .*; best with --best-params demand_exp=.*,usable_weight=0,strand_levels=[^,]*,strand_share=[^,]*$" -- \
+expect_exit 0 "^fill: .*; best with --best-params demand_exp=.*,usable_weight=0,strand_levels=[^,]*,strand_share=[^,]*,strand_expect=[^,]*$" -- \
   "$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best --seeds 1 \
   --best-params usable_weight=0
 out=$("$corral" sim fill --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --policy best \

@@ -19,7 +19,8 @@
 // GPU tasks on its model, and the score loses strand_levels points per 1000 stranded milli added:
 // a share that would strand a fraction goes to the best node (or GPU) that does not, unless that
 // one is more than the penalty behind. Unlike the Δ terms it is not squashed by the sigmoid, so it
-// can overrule F by a fixed margin.
+// can overrule F by a fixed margin. Session 44 blends in a lookahead (strand_expect): the waste a
+// remainder is expected to end with when typical tasks fill it one after another (ResolveWaste).
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
 #include "sched/policies/best_policy.h"
@@ -161,8 +162,7 @@ class BestPolicy final : public PlacementPolicy {
                          params_.cpu_weight * (CpuStranded(next) - CpuStranded(node)) -
                          params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node)) -
                          params_.usable_weight * (Unusable(next) - Unusable(node));
-    const double stranded =
-        static_cast<double>(FractionStranded(next) - FractionStranded(node)) / kFullMilli;
+    const double stranded = (FractionStranded(next) - FractionStranded(node)) / kFullMilli;
     return static_cast<int>(std::floor(params_.levels / (1.0 + std::exp(-delta / params_.scale)) -
                                        params_.strand_levels * stranded));
   }
@@ -170,9 +170,11 @@ class BestPolicy final : public PlacementPolicy {
   // Per model, the free milli below which a GPU's remainder is stranded (BestParams::
   // strand_share): the smallest typical share milli at which the single-GPU shares up to it
   // reach strand_share of the typical GPU tasks running on the model (kFullMilli when they
-  // never do; 0 when the rule is off or no typical GPU task runs there).
+  // never do; 0 when the rule is off or no typical GPU task runs there). Then the waste the
+  // rule counts per free amount (ResolveWaste).
   void ResolveStrandBelow(int models) {
     strand_below_.assign(models, 0);
+    waste_.assign(models, std::vector<double>(kFullMilli + 1, 0.0));
     if (params_.strand_levels == 0) return;
     for (int m = 0; m < models; ++m) {
       auto runs = [m](const FragmentationMeter::Shape& s) {
@@ -192,15 +194,43 @@ class BestPolicy final : public PlacementPolicy {
           break;
         }
       }
+      ResolveWaste(m, runs);
     }
   }
 
-  // Free milli on the node's GPUs whose remainder is stranded (ResolveStrandBelow).
-  int64_t FractionStranded(const NodeView& node) const {
-    if (node.model < 0 || node.model >= static_cast<int>(strand_below_.size())) return 0;
-    const int32_t below = strand_below_[node.model];
-    int64_t sum = 0;
-    for (int32_t f : *node.gpu_free) sum += f > 0 && f < below ? f : 0;
+  // waste_[m][f]: the milli a GPU of model m with f free is expected to end with, blended by
+  // strand_expect between the threshold rule (f when stranded, else 0) and a lookahead: a
+  // stranded remainder is wasted whole; any other is filled by a typical task drawn by count
+  // among those that fit it (single-GPU shares; a whole-GPU task fills a free GPU), and its
+  // expected waste is the mean over them of what each leaves (f when none fits).
+  template <typename Runs>
+  void ResolveWaste(int m, const Runs& runs) {
+    std::vector<double> expected(kFullMilli + 1, 0.0);
+    for (int f = 1; f <= kFullMilli; ++f) {
+      double weight = 0, sum = 0;
+      if (f >= strand_below_[m]) {
+        for (const FragmentationMeter::Shape& s : meter_.shapes()) {
+          if (!runs(s) || s.gpu_milli > f || (s.gpu_milli < kFullMilli && s.gpus != 1)) continue;
+          weight += static_cast<double>(s.count);
+          sum += static_cast<double>(s.count) *
+                 (s.gpu_milli < kFullMilli ? expected[f - s.gpu_milli] : 0.0);
+        }
+      }
+      expected[f] = weight > 0 ? sum / weight : f;
+    }
+    const double a = params_.strand_expect;
+    for (int f = 1; f < kFullMilli; ++f) {
+      waste_[m][f] = (1 - a) * (f < strand_below_[m] ? f : 0) + a * expected[f];
+    }
+    waste_[m][kFullMilli] = a * expected[kFullMilli];
+  }
+
+  // Expected waste on the node's GPUs (waste_; the stranded milli at strand_expect=0).
+  double FractionStranded(const NodeView& node) const {
+    if (node.model < 0 || node.model >= static_cast<int>(waste_.size())) return 0;
+    const std::vector<double>& waste = waste_[node.model];
+    double sum = 0;
+    for (int32_t f : *node.gpu_free) sum += waste[std::clamp<int32_t>(f, 0, kFullMilli)];
     return sum;
   }
 
@@ -249,7 +279,8 @@ class BestPolicy final : public PlacementPolicy {
   FragmentationMeter meter_;
   double cpu_per_milli_;
   double memory_per_milli_;
-  std::vector<int32_t> strand_below_;  // by model id (ResolveStrandBelow)
+  std::vector<int32_t> strand_below_;       // by model id (ResolveStrandBelow)
+  std::vector<std::vector<double>> waste_;  // by model id, then free milli (ResolveWaste)
 };
 
 // The real-valued keys of ParseBestParams and their bounds (levels and used_bonus are integers).
@@ -266,6 +297,7 @@ constexpr RealKey kRealKeys[] = {
     {"usable_weight", 0, 100, &BestParams::usable_weight},
     {"strand_levels", 0, 1000, &BestParams::strand_levels},
     {"strand_share", 0, 1, &BestParams::strand_share},
+    {"strand_expect", 0, 1, &BestParams::strand_expect},
 };
 
 Status CheckRange(std::string_view key, double value, double low, double high) {
@@ -309,7 +341,7 @@ Result<BestParams> ParseBestParams(std::string_view text) {
       return InvalidArgument(
           "unknown key '" + key +
           "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight, "
-          "usable_weight, strand_levels, strand_share)");
+          "usable_weight, strand_levels, strand_share, strand_expect)");
     }
   }
   return p;
@@ -320,7 +352,8 @@ std::string FormatBestParams(const BestParams& p) {
   s << "demand_exp=" << p.demand_exp << ",scale=" << p.scale << ",levels=" << p.levels
     << ",used_bonus=" << p.used_bonus << ",cpu_weight=" << p.cpu_weight
     << ",memory_weight=" << p.memory_weight << ",usable_weight=" << p.usable_weight
-    << ",strand_levels=" << p.strand_levels << ",strand_share=" << p.strand_share;
+    << ",strand_levels=" << p.strand_levels << ",strand_share=" << p.strand_share
+    << ",strand_expect=" << p.strand_expect;
   return s.str();
 }
 

@@ -36,8 +36,14 @@ struct BestParams {
   // the task adds (gains them for stranded milli it fills), after the sigmoid: a share that would
   // strand a fraction goes to a node up to strand_levels × stranded/1000 points worse that does
   // not. 0 turns it off (session 43, docs/placement.md).
-  double strand_levels = 50;
+  double strand_levels = 150;
   double strand_share = 0.02;
+  // Lookahead for the stranding rule, in [0, 1]: the waste it counts for a GPU with f free is
+  // (1 − strand_expect) × (f when stranded, else 0) + strand_expect × the waste f is expected to
+  // end with when typical tasks (by count, among those that fit) fill it one after another until
+  // a stranded remainder is left (a whole GPU free counts too). 0 is session 43's rule
+  // (session 44, docs/placement.md).
+  double strand_expect = 0.5;
 
   bool operator==(const BestParams&) const = default;
 };
@@ -45,7 +51,8 @@ struct BestParams {
 // Parses "k=v,k=v" (keys as in BestParams; unset keys keep their defaults). Errors name the key
 // and its bounds: demand_exp in [0, 3], scale in [10, 100000], levels in [2, 1000000],
 // used_bonus in [0, 1000000], cpu_weight in [0, 100], memory_weight in [0, 100],
-// usable_weight in [0, 100], strand_levels in [0, 1000], strand_share in [0, 1].
+// usable_weight in [0, 100], strand_levels in [0, 1000], strand_share in [0, 1],
+// strand_expect in [0, 1].
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
