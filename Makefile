@@ -302,7 +302,7 @@ lint: format-check unity-check tidy
 # Functions two files of one unity batch both keep file-local (scripts/unity_overload_check.py):
 # a different signature compiles as an overload that a call may silently pick. Fails the lint.
 unity-check: configure
-	@$(call timed,unity batch name check,python3 scripts/unity_overload_check.py build)
+	@$(call timed,unity batch name check,python3 tests/lint/unity_overload_check_test.py && python3 scripts/unity_overload_check.py build)
 
 format-check: setup
 	@$(call timed,clang-format check,$(CHECK_FORMAT))

@@ -10,9 +10,9 @@ scheduler_test.cc's). This check lists every name defined file-locally in two fi
 batch. It reads the batches CMake generated under BUILD_DIR (CMakeFiles/*.dir/Unity/*.cxx), so
 it needs a configured build tree; without one it says so and succeeds.
 
-Heuristic, for the house style (namespaces not indented, closed by `}  // namespace`): a
-function definition is a line at column 0 of the form `TYPE NAME(`, not a declaration (`;`
-before the body's `{`), inside `namespace {` or starting with `static`. Exits 1 when any name
+Heuristic: braces are counted (outside comments and literals) to know the scope; a function
+definition is a line at namespace scope of the form `TYPE NAME(`, not a declaration (`;` before
+the body's `{`), directly inside `namespace {` or starting with `static`. Exits 1 when any name
 is found twice in one batch, printing the batch, the name and the files.
 """
 import collections
@@ -27,32 +27,63 @@ FUNCTION = re.compile(r'^(?:static\s+|inline\s+|constexpr\s+|\[\[\w+\]\]\s+)*'
 KEYWORDS = {'operator', 'TEST', 'TEST_F', 'TEST_P', 'INSTANTIATE_TEST_SUITE_P', 'MATCHER', 'MATCHER_P'}
 
 
+def code_of(line, in_block_comment):
+    """`line` without comments and string or character literals; and whether a /* */ comment is
+    still open at its end."""
+    out = []
+    i = 0
+    while i < len(line):
+        if in_block_comment:
+            end = line.find('*/', i)
+            if end == -1:
+                return ''.join(out), True
+            i, in_block_comment = end + 2, False
+            continue
+        if line.startswith('//', i):
+            break
+        if line.startswith('/*', i):
+            in_block_comment = True
+            i += 2
+            continue
+        c = line[i]
+        if c in '"\'':
+            j = i + 1
+            while j < len(line) and line[j] != c:
+                j += 2 if line[j] == '\\' else 1
+            i = j + 1
+            out.append(c + c)
+            continue
+        out.append(c)
+        i += 1
+    return ''.join(out), in_block_comment
+
+
 def local_functions(path):
-    """Names of the functions `path` defines in an anonymous namespace or as `static`."""
+    """Names of the functions `path` defines in an anonymous namespace or as `static`, at
+    namespace scope (braces are counted, so a function body or class is never a scope)."""
     names = set()
-    scopes = []  # True for an anonymous namespace
+    scopes = []  # (anonymous?, brace depth inside the namespace)
+    depth = 0
+    in_comment = False
     lines = open(path, encoding='utf-8', errors='replace').read().split('\n')
-    for i, line in enumerate(lines):
-        if re.match(r'^namespace\s*\{', line):
-            scopes.append(True)
-            continue
-        if re.match(r'^(inline\s+)?namespace\s+[\w:]+\s*\{', line):
-            scopes.append(False)
-            continue
-        if re.match(r'^\}\s*//\s*namespace', line) and scopes:
+    for i, raw in enumerate(lines):
+        code, in_comment = code_of(raw, in_comment)
+        opened = re.match(r'^\s*(?:inline\s+)?namespace(\s+[\w:]+)?\s*\{', code)
+        at_namespace_scope = depth == (scopes[-1][1] if scopes else 0)
+        m = FUNCTION.match(code)
+        if not opened and at_namespace_scope and m and m.group(1) not in KEYWORDS:
+            anonymous = bool(scopes) and scopes[-1][0]
+            if anonymous or code.startswith('static '):
+                # A definition, not a declaration: the first of `;` and `{` after the name is `{`.
+                rest = '\n'.join(code_of(l, False)[0] for l in lines[i:i + 20])[m.end():]
+                brace, semi = rest.find('{'), rest.find(';')
+                if brace != -1 and (semi == -1 or brace < semi):
+                    names.add(m.group(1))
+        depth += code.count('{') - code.count('}')
+        while scopes and depth < scopes[-1][1]:
             scopes.pop()
-            continue
-        m = FUNCTION.match(line)
-        if not m or m.group(1) in KEYWORDS:
-            continue
-        local = (scopes and scopes[-1]) or line.startswith('static ')
-        if not local:
-            continue
-        # A definition, not a declaration: the first of `;` and `{` after the name is `{`.
-        rest = '\n'.join(lines[i:i + 20])[m.end():]
-        brace, semi = rest.find('{'), rest.find(';')
-        if brace != -1 and (semi == -1 or brace < semi):
-            names.add(m.group(1))
+        if opened:
+            scopes.append((opened.group(1) is None, depth))
     return names
 
 

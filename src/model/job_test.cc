@@ -98,6 +98,13 @@ TEST(NodeValidation, ErrorsNameTheField) {
   EXPECT_TRUE(Validate(n).ok());
   n.cpu = CpuMilli(0);
   EXPECT_NE(Validate(n).message().find("cpu_milli"), std::string::npos);
+  n.cpu = CpuMilli(kMaxNodeCpuMilli);
+  EXPECT_TRUE(Validate(n).ok());
+  n.cpu = CpuMilli(kMaxNodeCpuMilli + 1);
+  EXPECT_NE(
+      Validate(n).message().find("field 'cpu_milli': must be at most 2147483647, got 2147483648"),
+      std::string::npos)
+      << Validate(n).message();
 }
 
 TEST(NodeValidation, LabelsAndAddresses) {

@@ -25,6 +25,10 @@ Status Validate(const Node& node) {
   };
   if (node.name.empty()) return InvalidArgument("node: field 'name': must not be empty");
   if (node.cpu.value() <= 0) return bad("cpu_milli", "must be > 0");
+  if (node.cpu.value() > kMaxNodeCpuMilli) {
+    return bad("cpu_milli", "must be at most " + std::to_string(kMaxNodeCpuMilli) + ", got " +
+                                std::to_string(node.cpu.value()));
+  }
   if (node.memory.value() < 0) return bad("memory_mib", "must be >= 0");
   if (!node.gpus.empty() && node.gpu_model.empty()) {
     return bad("gpu_model", "must be set when the node has GPUs");

@@ -70,6 +70,10 @@ Status ValidateClusterId(const std::string& id);
 // digits, '.', '-', ':' and '_'; it lands in environment variables and hostfiles.
 Status ValidateNodeAddress(const std::string& address);
 
+// The most CPU a node may offer, in milli-CPUs (2,147 CPUs): the scheduler keeps free CPU in 32
+// bits in its free-capacity index (sched/cluster_state.h, FreeCapacityEntry).
+inline constexpr int64_t kMaxNodeCpuMilli = 2'147'483'647;
+
 // A label key and value: each 1..kMaxLabelLength letters, digits, '-', '_', '.' or '/'.
 inline constexpr size_t kMaxLabelLength = 63;
 Status ValidateLabel(const std::string& key, const std::string& value);

@@ -84,7 +84,9 @@ const FreeCapacityIndexMap& ClusterState::FreeCapacityIndex(int model) const {
 void ClusterState::IndexFreeCapacity(const NodeClass& c, int id, int sign) {
   FreeCapacityIndexMap& index = free_index_[ModelSlot(c.model)];
   const FreeCapacityGroup group{c.gpu_free_total, c.full_free, c.max_free};
-  CORRAL_CHECK(c.cpu_free <= std::numeric_limits<int32_t>::max());  // FreeCapacityEntry's
+  // A node's CPU is at most model::kMaxNodeCpuMilli (AddNode's Validate, ResizeNode).
+  static_assert(model::kMaxNodeCpuMilli <= std::numeric_limits<int32_t>::max());
+  CORRAL_CHECK(c.cpu_free <= model::kMaxNodeCpuMilli);
   const FreeCapacityEntry entry{static_cast<int32_t>(c.cpu_free), id};
   auto found = FirstGroupFrom(index, group);
   if (sign > 0) {
@@ -209,6 +211,10 @@ Status ClusterState::ResizeNode(NodeIndex n, CpuMilli cpu, MemoryMib memory) {
   if (n < 0 || n >= NodeSlots() || !nodes_[n].present) return NotFound("no such node");
   if (cpu.value() < 0 || memory.value() < 0) {
     return InvalidArgument("node '" + nodes_[n].name + "': CPU and memory must be >= 0");
+  }
+  if (cpu.value() > model::kMaxNodeCpuMilli) {
+    return InvalidArgument("node '" + nodes_[n].name + "': CPU must be at most " +
+                           std::to_string(model::kMaxNodeCpuMilli) + " milli");
   }
   NodeState& node = nodes_[n];
   const int64_t cpu_held = node.cpu_total - node.cpu_free;

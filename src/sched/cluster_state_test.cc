@@ -74,6 +74,15 @@ TEST(ClusterState, ResizingANodeKeepsWhatItsAllocationsHold) {
   EXPECT_EQ(s.node(n).cpu_free, 64000);
   EXPECT_EQ(s.node(n).memory_free, 4096);
   EXPECT_EQ(s.ResizeNode(n + 1, CpuMilli(1), MemoryMib(1)).code(), StatusCode::kNotFound);
+  // More CPU than the free-capacity index holds (32 bits) is refused, not a crash.
+  EXPECT_EQ(s.ResizeNode(n, CpuMilli(model::kMaxNodeCpuMilli + 1), MemoryMib(4096)).code(),
+            StatusCode::kInvalidArgument);
+  model::Node huge = T4Node("huge");
+  huge.cpu = CpuMilli(model::kMaxNodeCpuMilli + 1);
+  EXPECT_EQ(s.AddNode(huge).status().code(), StatusCode::kInvalidArgument);
+  ClusterState indexed(ClusterStateOptions{.index_free_capacity = true});
+  huge.cpu = CpuMilli(model::kMaxNodeCpuMilli);
+  ASSERT_TRUE(indexed.AddNode(huge).ok()) << "the most a node may have is indexed";
 }
 
 TEST(ClusterState, IdenticalNodesShareAClassUntilTheyDiffer) {
@@ -207,6 +216,9 @@ int CheckRememberedTransitions(const ClusterStateOptions& options) {
     EXPECT_EQ(most_remembered, 0u);
   } else {
     EXPECT_GT(most_remembered, 0u);
+    // Remembered transitions are found again (else every class above came from ClassFor and
+    // the table would be dead weight).
+    EXPECT_GT(s.FoundTransitions(), 0u);
   }
   return static_cast<int>(s.ReplacedTransitions());
 }

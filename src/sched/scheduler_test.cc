@@ -616,7 +616,7 @@ TEST_P(SchedulerPlacement, ModelAndRuntimeListsAreWholeNamesInTheShape) {
   // and 3 a runtime none runs.
   EXPECT_EQ(Started(s->Schedule(Seconds(0)).starts), (std::vector<int64_t>{1, 4}));
   EXPECT_EQ(s->PendingReasonOf(JobId(2))->code, kReasonUnknownModel);
-  EXPECT_TRUE(s->PendingReasonOf(JobId(3)).has_value());
+  EXPECT_EQ(s->PendingReasonOf(JobId(3))->code, kReasonNoRuntime);
 }
 
 // A pin to a model no node has ("A100" on an "A100-80GB" cluster) names the models the nodes

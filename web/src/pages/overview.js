@@ -5,8 +5,8 @@
 // was opened (live.js keeps them across pages); "used" from each /api/v1/gpus read, after each
 // summary while this page or the heatmap is shown (gaps while neither is). Under the title, one
 // quiet line: the placement policy and its workload profile (/api/v1/policy, as `corral policy`),
-// read again at most every POLICY_REFRESH_MS while the page is open (the profile forms after the
-// first 100 submissions and is rebuilt as jobs arrive).
+// read again with the first live summary at least POLICY_REFRESH_MS after the last read (the
+// profile forms after the first 100 submissions and is rebuilt as jobs arrive).
 import { fittedChart } from '../charts.js';
 import { getJson } from '../api.js';
 import { h, replace } from '../dom.js';
@@ -122,7 +122,7 @@ export default {
       // After each summary (main.js): the GPUs' utilisation, stored on the newest summary.
       async refresh() {
         used = gpusUsed(await loadGpus()); // also stored on the newest summary (gpus.js)
-        await policy.due();
+        policy.due(); // not awaited: the cards and chart do not wait for the policy's answer
         const list = live.summaries();
         replace(cardBox, cards(list[list.length - 1] || summary, used));
         plot.setData(chartData(series()));
