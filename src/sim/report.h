@@ -39,9 +39,9 @@ std::string FillBoundTable(const std::vector<FillResult>& bounds,
 std::string ConfigurationSolveLines(const FillBounds& bounds);
 // {"mode":"bound","results":[{"seed","unallocated_gpu_pct":{"90":..} (the tightest bound per
 //  step; null without the configuration LP),"lp_unallocated_gpu_pct":{..},"solves":[{"load"
-//  (null: every checkpoint),"step" (1-based: the tasks
-//  arrived),"arrived_pct","unallocated_gpu_pct","status" (converged, iteration cap, time limit,
-//  pricing cut off),"converged","iterations"}],"wall_ms"}],
+//  (null: every checkpoint),"step" (1-based: the tasks arrived),"arrived_pct",
+//  "unallocated_gpu_pct","status" (converged, iteration cap, time limit, pricing cut off),
+//  "converged","iterations"}],"wall_ms"}],
 //  "mean":{"unallocated_gpu_pct":{..},"lp_unallocated_gpu_pct":{..}},"solves","converged"}: per
 //  seed as FillBoundTable's rows, the mean as its mean row. `configuration`: whether the
 //  configuration LP ran (RunFillBounds) or only the LP (RunFillBound, in `lp`).
