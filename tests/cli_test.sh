@@ -106,13 +106,17 @@ expect_exit 2 "^corral sim: --config-at-load: 'abc': must be numbers in \[1, 100
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 90,abc
 expect_exit 2 "^corral sim: --config-at-load: '1001': must be numbers in \[1, 1000\]" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 1001
-expect_exit 2 "^corral sim: --config-at-load: '90,99.5': must be numbers in \[1, 1000\] \(whole %" -- \
+expect_exit 2 "^corral sim: --config-at-load: '99.5': not a whole %; must be numbers in \[1, 1000\] \(whole %" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-at-load 90,99.5
 expect_exit 2 "^corral sim: --config-time-limit: must be in \(0, 3600\] seconds" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --config-time-limit 0
-expect_exit 2 "^corral sim: --lp-only: not with --config-iterations" -- \
+# Only the --config-* flags typed are named.
+expect_exit 2 "^corral sim: --lp-only: not with --config-at-load$" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --lp-only --config-at-load 100
-expect_exit 2 "^corral sim: --config-iterations, --config-at-load, --config-time-limit: not with --exact-nodes" -- \
+expect_exit 2 "^corral sim: --lp-only: not with --config-iterations, --config-time-limit$" -- \
+  "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --lp-only --config-time-limit 5 \
+  --config-iterations 5
+expect_exit 2 "^corral sim: --config-at-load: not with --exact-nodes \(the tightness table" -- \
   "$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --exact-nodes 1 --config-at-load 100
 # --seeds errors quote the part as typed and say whether a range is empty or too long.
 expect_exit 2 "^corral sim: --seeds: '-3' is not a seed or a range LO-HI" -- \
@@ -166,7 +170,9 @@ expect_exit 0 "--policy TEXT=all +Placement policies, .*: random, .*, fgd, best 
 expect_exit 0 "--best-params TEXT .*demand_exp=.*,scale=.*,levels=.*,used_bonus=.*,cpu_weight=.*,memory_weight=.*,usable_weight=" -- \
   "$corral" sim fill --help
 expect_exit 0 "--seeds TEXT=42-51" -- "$corral" sim bound --help
-expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*and apart the same for the table's configuration LP" -- \
+expect_exit 0 "--exact-time-limit FLOAT +Wall-clock seconds per exact solve .*also caps, separately, each configuration LP solve in the tightness table" -- \
+  "$corral" sim bound --help
+expect_exit 0 "--config-time-limit FLOAT +.*between pricing problems \(one pricing problem may overrun it; the fills that start the master are outside it\)" -- \
   "$corral" sim bound --help
 expect_exit 0 "--policy TEXT=fgd +Placement policies" -- "$corral" sim replay --help
 expect_exit 0 "--order TEXT=fifo .*srtf or srsf .*remaining times from --estimate" -- \
@@ -241,10 +247,11 @@ if grep -qE '^The LP bound \(dual feasible functions\) only' <<<"$out" &&
   ! grep -q "configuration" <<<"$out"; then ok; else fail "sim bound --lp-only: $out"; fi
 # Several loads, one line per checkpoint (here both loads end at the last step: one solve, for
 # the larger); a time limit hit at once stops the solve, not converged, with a sound bound (at
-# most what arrived is held).
+# most what arrived is held). The limit prints in fixed notation, as typed.
 out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1 \
   --config-at-load 130,100 --config-time-limit 0.000001)
 if [ "$(grep -c '^  seed' <<<"$out")" = 1 ] &&
+  grep -qE "^The configuration LP's bound \(column generation, at most 400 master solves and 0\.000001 s a solve;" <<<"$out" &&
   grep -qE '^  seed 1, 130% \(step 2, arrived 100\.00%\): not converged \(time limit\), sound bound = 0\.00%, 0 master solves$' <<<"$out"
 then ok; else fail "sim bound --config-at-load 130,100 --config-time-limit: $out"; fi
 out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1,2 -o json)
@@ -254,9 +261,20 @@ j = json.load(sys.stdin)
 assert j["mode"] == "bound" and len(j["results"]) == 2, j
 s = j["results"][0]["solves"]
 assert len(s) == 1 and s[0]["load"] == 100 and s[0]["status"] == "converged" and s[0]["converged"], s
+# 1-based, as the text line: two tasks of 4 GPUs have arrived at 100% of the 8 GPUs.
+assert s[0]["step"] == 2 and s[0]["arrived_pct"] == 100, s
 assert j["solves"] == 2 and j["converged"] == 2, j
 assert j["mean"]["unallocated_gpu_pct"]["100"] >= j["mean"]["lp_unallocated_gpu_pct"]["100"], j
 ' <<<"$out" && ok || fail "sim bound -o json: $out"
+# --lp-only: no configuration LP, so no configuration numbers, per seed or mean.
+out=$("$corral" sim bound --nodes "$work/nodes.jsonl" --pods "$work/jobs.jsonl" --seeds 1,2 --lp-only -o json)
+python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+assert j["mean"]["unallocated_gpu_pct"] is None and j["mean"]["lp_unallocated_gpu_pct"]["100"] >= 0, j
+assert all(r["unallocated_gpu_pct"] is None and r["solves"] == [] for r in j["results"]), j
+assert j["solves"] == 0 and j["converged"] == 0, j
+' <<<"$out" && ok || fail "sim bound --lp-only -o json: $out"
 
 # A trace is read as bytes: a Helios vc that is not UTF-8 is written as U+FFFD in the JSON report,
 # not an internal error.

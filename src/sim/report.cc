@@ -202,7 +202,7 @@ json BoundJson(const std::vector<FillBounds>& bounds, bool configuration) {
                 {"wall_ms", Round4(b.lp.wall_ms)}};
     for (const ConfigurationSolve& s : b.solves) {
       row["solves"].push_back({{"load", s.load ? json(*s.load) : json()},
-                               {"step", s.step},
+                               {"step", s.step + 1},
                                {"arrived_pct", Round4(s.arrived_pct)},
                                {"unallocated_gpu_pct", Round4(s.unallocated_pct)},
                                {"status", ConfigurationStopName(s.bound.stop)},
@@ -214,17 +214,16 @@ json BoundJson(const std::vector<FillBounds>& bounds, bool configuration) {
     for (size_t i = 0; i < kFillReportLoads.size(); ++i) {
       const double n = static_cast<double>(bounds.size());
       lp_mean[i] += b.lp.At(kFillReportLoads[i]).unallocated_pct / n;
-      mean[i] += b.configuration.At(kFillReportLoads[i]).unallocated_pct / n;
+      if (configuration) mean[i] += b.configuration.At(kFillReportLoads[i]).unallocated_pct / n;
     }
     out["results"].push_back(std::move(row));
   }
   json lp_means, means;
   for (size_t i = 0; i < kFillReportLoads.size(); ++i) {
     lp_means[std::to_string(kFillReportLoads[i])] = Round4(lp_mean[i]);
-    means[std::to_string(kFillReportLoads[i])] = Round4(mean[i]);
+    if (configuration) means[std::to_string(kFillReportLoads[i])] = Round4(mean[i]);
   }
-  out["mean"] = {{"unallocated_gpu_pct", configuration ? means : json()},
-                 {"lp_unallocated_gpu_pct", lp_means}};
+  out["mean"] = {{"unallocated_gpu_pct", means}, {"lp_unallocated_gpu_pct", lp_means}};
   out["solves"] = solves;
   out["converged"] = converged;
   return out;

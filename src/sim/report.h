@@ -33,13 +33,15 @@ enum class BoundTimeColumn { kOwn, kBothBounds, kNone };
 std::string FillBoundTable(const std::vector<FillResult>& bounds,
                            BoundTimeColumn time = BoundTimeColumn::kOwn);
 // One line per solve of the configuration LP (RunFillBounds): the load it was solved for, its
-// step and arrived load, its own bound there and whether it converged (else why it stopped; the
+// step (1-based, as in BoundJson: the number of tasks arrived, ConfigurationSolve::step + 1) and
+// arrived load, its own bound there and whether it converged (else why it stopped; the
 // bound is sound either way) after how many master solves.
 std::string ConfigurationSolveLines(const FillBounds& bounds);
 // {"mode":"bound","results":[{"seed","unallocated_gpu_pct":{"90":..} (the tightest bound per
 //  step; null without the configuration LP),"lp_unallocated_gpu_pct":{..},"solves":[{"load"
-//  (null: every checkpoint),"step","arrived_pct","unallocated_gpu_pct","status" (converged,
-//  iteration cap, time limit, pricing cut off),"converged","iterations"}],"wall_ms"}],
+//  (null: every checkpoint),"step" (1-based: the tasks arrived),"arrived_pct",
+//  "unallocated_gpu_pct","status" (converged, iteration cap, time limit, pricing cut off),
+//  "converged","iterations"}],"wall_ms"}],
 //  "mean":{"unallocated_gpu_pct":{..},"lp_unallocated_gpu_pct":{..}},"solves","converged"}: per
 //  seed as FillBoundTable's rows, the mean as its mean row. `configuration`: whether the
 //  configuration LP ran (RunFillBounds) or only the LP (RunFillBound, in `lp`).

@@ -1,5 +1,8 @@
 #include "sim/sim_command.h"
 
+#include <array>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -7,11 +10,11 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "common/strings.h"
 #include "predict/demand_forecast.h"
 #include "sched/placement_policy.h"
 #include "sched/policy_config.h"
@@ -229,7 +232,8 @@ int RunFillCommand(const FillFlags& f) {
 
 // "0.25,0.5": numbers in [lo, hi]; errors name the flag.
 Result<std::vector<double>> ParseFractions(const std::string& flag, const std::string& text,
-                                           double lo, double hi, const std::string& range) {
+                                           double lo, double hi, const std::string& range,
+                                           const std::string& whole_unit = "") {
   std::vector<double> out;
   for (size_t start = 0; start <= text.size();) {
     size_t comma = text.find(',', start);
@@ -240,6 +244,10 @@ Result<std::vector<double>> ParseFractions(const std::string& flag, const std::s
     if (part.empty() || end != part.c_str() + part.size() || !(v >= lo && v <= hi)) {
       return InvalidArgument(flag + ": '" + part + "': must be numbers in " + range +
                              ", comma-separated");
+    }
+    if (!whole_unit.empty() && v != std::floor(v)) {
+      return InvalidArgument(flag + ": '" + part + "': not a whole " + whole_unit +
+                             "; must be numbers in " + range + ", comma-separated");
     }
     out.push_back(v);
     if (out.size() > 32) return InvalidArgument(flag + ": at most 32 values");
@@ -267,11 +275,14 @@ struct BoundFlags {
   std::string output = "table";
 };
 
-// "0.5 s", "300 s": seconds as typed, without trailing zeros.
+// "0.5 s", "300 s", "0.000001 s": seconds in fixed notation, the shortest that reads back as
+// the same double (no trailing zeros, no exponent).
 std::string FormatSeconds(double seconds) {
-  std::ostringstream out;
-  out << seconds << " s";
-  return out.str();
+  std::array<char, 400> buffer;  // fixed notation of any finite double fits
+  const auto end =
+      std::to_chars(buffer.data(), buffer.data() + buffer.size(), seconds, std::chars_format::fixed)
+          .ptr;
+  return std::string(buffer.data(), end) + " s";
 }
 
 // --config-at-load: "all" (every checkpoint: an empty list) or comma-separated whole % of GPU
@@ -279,16 +290,10 @@ std::string FormatSeconds(double seconds) {
 Result<std::vector<int>> ParseConfigLoads(const std::string& text) {
   if (text == "all") return std::vector<int>{};
   const std::string range = "[1, 1000] (whole % of GPU capacity, e.g. 90,100,110,130) or all";
-  auto values = ParseFractions("--config-at-load", text, 1, 1000, range);
+  auto values = ParseFractions("--config-at-load", text, 1, 1000, range, "%");
   if (!values.ok()) return values.status();
   std::vector<int> loads;
-  for (double v : *values) {
-    if (v != std::floor(v)) {
-      return InvalidArgument("--config-at-load: '" + text + "': must be numbers in " + range +
-                             ", comma-separated");
-    }
-    loads.push_back(static_cast<int>(v));
-  }
+  for (double v : *values) loads.push_back(static_cast<int>(v));
   return loads;
 }
 
@@ -334,21 +339,25 @@ int RunBoundCommand(const BoundFlags& b) {
   if (!b.exact_nodes && b.exact_load) {
     return Fail(InvalidArgument("--exact-load: needs --exact-nodes"), kExitBadInput);
   }
-  const bool config_flags = b.config_iterations || b.config_at_load || b.config_time_limit;
-  if (b.exact_nodes && config_flags) {
+  // The --config-* flags given, as typed in errors.
+  std::vector<std::string> given;
+  if (b.config_iterations) given.push_back("--config-iterations");
+  if (b.config_at_load) given.push_back("--config-at-load");
+  if (b.config_time_limit) given.push_back("--config-time-limit");
+  const std::string config_flags = Join(given, ", ");
+  if (b.exact_nodes && !given.empty()) {
     const ConfigurationOptions defaults;
-    return Fail(InvalidArgument("--config-iterations, --config-at-load, --config-time-limit: not "
-                                "with --exact-nodes (the tightness table runs the configuration "
+    return Fail(InvalidArgument(config_flags +
+                                ": not with --exact-nodes (the tightness table runs the "
+                                "configuration "
                                 "LP with its defaults: at most " +
                                 std::to_string(defaults.max_iterations) + " master solves, " +
                                 std::to_string(defaults.pricing_nodes) +
                                 " search nodes per pricing problem, --exact-time-limit)"),
                 kExitBadInput);
   }
-  if (b.lp_only && config_flags) {
-    return Fail(InvalidArgument("--lp-only: not with --config-iterations, --config-at-load or "
-                                "--config-time-limit"),
-                kExitBadInput);
+  if (b.lp_only && !given.empty()) {
+    return Fail(InvalidArgument("--lp-only: not with " + config_flags), kExitBadInput);
   }
   if (b.exact_nodes && b.output != "table") {
     return Fail(InvalidArgument("-o json: not with --exact-nodes"), kExitBadInput);
@@ -704,8 +713,8 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "Tightness: sample this many nodes per seed and compare the bound with the exact "
                 "optimum and the online policies (at most 200)");
   b->add_option("--exact-time-limit", bound->exact_time_limit,
-                "Wall-clock seconds per exact solve (default 60; at most 3600), and apart the "
-                "same for the table's configuration LP");
+                "Wall-clock seconds per exact solve (default 60; at most 3600); also caps, "
+                "separately, each configuration LP solve in the tightness table");
   b->add_option("--exact-load", bound->exact_load,
                 "Arrived load, % of GPU capacity, at which to compare (default 100)");
   const ConfigurationOptions configuration_defaults;
@@ -720,8 +729,10 @@ void AddSimCommand(CLI::App& app, int* exit_code) {
                 "(default 100; e.g. 90,100,110,130), each at the end of its band, its bound "
                 "holding for every step up to it; all: at every checkpoint");
   b->add_option("--config-time-limit", bound->config_time_limit,
-                "Wall-clock seconds per configuration LP solve (default none; at most 3600): "
-                "past it the solve stops, not converged, with a sound bound");
+                "Wall-clock seconds per configuration LP solve (default none; at most 3600), "
+                "checked before each master solve and between pricing problems (one pricing "
+                "problem may overrun it; the fills that start the master are outside it): past "
+                "it the solve stops, not converged, with a sound bound");
   b->add_flag("--lp-only", bound->lp_only,
               "Only the LP bound (dual feasible functions; seconds, but looser)");
   b->add_option("-o,--output", bound->output, "table or json")
