@@ -1244,6 +1244,11 @@ Decisions Scheduler::Schedule(Seconds now) {
     if (!retry) continue;
     (one_bucket ? *one_bucket : pass_heads_[group.project]).emplace_back(*group.queue.begin(), g);
   }
+  // Under fair share, only the projects with a head this pass keep a bucket: pop_best walks the
+  // buckets, and a long-lived server has seen many projects that have nothing queued now.
+  if (by_project) {
+    std::erase_if(pass_heads_, [](const auto& entry) { return entry.second.empty(); });
+  }
   std::map<ProjectId, std::vector<Head>>& heads = pass_heads_;
   for (auto& [bucket, heap] : heads) std::make_heap(heap.begin(), heap.end(), std::greater<>());
   std::set<int> las_tried;     // shapes that tried 2D-LAS preemption in this pass
