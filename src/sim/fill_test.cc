@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <tuple>
 
 #include "sched/placer.h"
 #include "sim/fill_bound.h"
@@ -299,6 +301,90 @@ TEST(FillBest, ShareAvoidsStrandingAFraction) {
   }
 }
 
+// The stranding rule's table (ExpectedWasteTable), a = strand_expect, waste(f) = (1 − a) ×
+// (f if stranded else 0) + a × E(f). Typical tasks {500-milli share, whole GPU}, equal counts:
+// a remainder under 500 is stranded (the shares are half the tasks). E(f) = f below 500; for
+// 500 ≤ f < 1000 only the share fits, E(f) = E(f − 500): E(500) = E(0) = 0, E(600) = E(100) =
+// 100; E(1000) = mean(E(500) = 0, 0 for a whole GPU) = 0. So waste(400) = 400 and waste(500) = 0
+// for every a, waste(600) = 100a, waste(1000) = 0. With a 600 share instead: stranded under
+// 600, E(700) = E(100) = 100, E(1000) = mean(E(400) = 400, 0) = 200, so waste(500) = 500,
+// waste(700) = 100a, waste(1000) = 200a. A model no typical task runs on wastes nothing.
+TEST(FillBest, ExpectedWasteTableFollowsTheLookahead) {
+  sched::ClusterState state(sched::ClusterStateOptions{1});
+  ASSERT_TRUE(
+      state.AddNode(model::MakeNode("v", "V100", 1, CpuMilli(64000), MemoryMib(1024))).ok());
+  ASSERT_TRUE(state.AddNode(model::MakeNode("t", "T4", 1, CpuMilli(64000), MemoryMib(1024))).ok());
+  const int v100 = state.ModelId("V100"), t4 = state.ModelId("T4");
+  const auto table = [&](int share, std::vector<std::string> models, double a, int model) {
+    const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, models, 100, 1},
+                                                     {1, share, 1000, models, 100, 1}};
+    sched::BestParams params;
+    params.strand_expect = a;
+    return sched::ExpectedWasteTable(typical, params, state, model);
+  };
+  for (const double a : {0.0, 0.5, 1.0}) {
+    const std::vector<double> w500 = table(500, {}, a, v100);
+    ASSERT_EQ(w500.size(), 1001u);
+    EXPECT_DOUBLE_EQ(w500[400], 400) << "a=" << a;
+    EXPECT_DOUBLE_EQ(w500[500], 0) << "a=" << a;
+    EXPECT_DOUBLE_EQ(w500[600], 100 * a) << "a=" << a;
+    EXPECT_DOUBLE_EQ(w500[1000], 0) << "a=" << a;
+    const std::vector<double> w600 = table(600, {}, a, v100);
+    EXPECT_DOUBLE_EQ(w600[500], 500) << "a=" << a;
+    EXPECT_DOUBLE_EQ(w600[700], 100 * a) << "a=" << a;
+    EXPECT_DOUBLE_EQ(w600[1000], 200 * a) << "a=" << a;
+    const std::vector<double> elsewhere = table(500, {"T4"}, a, v100);
+    EXPECT_EQ(elsewhere, std::vector<double>(1001, 0.0)) << "a=" << a;
+    EXPECT_DOUBLE_EQ(table(500, {"T4"}, a, t4)[600], 100 * a) << "a=" << a;
+  }
+}
+
+// Score of a `share`-milli task under best with `params_text` and the typical tasks {500-milli
+// share, whole GPU} on a one-GPU node with `taken` milli of its GPU taken (INT_MIN on failure).
+int OneGpuShareScore(std::string_view params_text, int taken, int share) {
+  const std::vector<sched::TypicalTask> typical = {{1, 1000, 1000, {}, 100, 1},
+                                                   {1, 500, 1000, {}, 100, 1}};
+  auto params = sched::ParseBestParams(params_text);
+  if (!params.ok()) return std::numeric_limits<int>::min();
+  sched::ClusterState state(sched::ClusterStateOptions{1});
+  auto node = state.AddNode(model::MakeNode("n", "V100", 1, CpuMilli(64000), MemoryMib(1024)));
+  auto policy = sched::CreatePolicy("best", sched::PolicyContext{typical, *params});
+  if (!node.ok() || !policy.ok()) return std::numeric_limits<int>::min();
+  SeededRng rng(1);
+  sched::Placer placer(state, **policy, rng);
+  if (taken > 0 &&
+      !placer.PlaceOn(*node, placer.Resolve(model::MakeResources(1, taken, 1000, 1)))) {
+    return std::numeric_limits<int>::min();
+  }
+  const sched::TaskRequest task = placer.Resolve(model::MakeResources(1, share, 1000, 1));
+  (*policy)->OnModelsChanged(state);
+  return (*policy)->Score(sched::ViewOf(state.node(*node), state), task);
+}
+
+// At strand_expect=0 the score is session 43's threshold rule: the score without the rule
+// (strand_levels=0) minus strand_levels × (stranded milli after − before) / 1000, a remainder
+// under 500 being stranded. 600 free, a 500 share: 0 → 100 stranded, −10 at strand_levels=100;
+// 1000 free, a 500 share: 0 → 0, no change; 400 free, a 300 share: 400 → 100, +30. The shipped
+// defaults (strand_levels=150, strand_expect=0.5): 700 free, a 300 share: waste(700) = 0.5 ×
+// E(200) = 100 → waste(400) = 400, −150 × 300/1000 = −45; 1000 free, a 500 share: 0 → 0.
+TEST(FillBest, ZeroStrandExpectScoresAsTheThresholdRule) {
+  const auto base = [](int taken, int share) {
+    return OneGpuShareScore("strand_levels=0", taken, share);
+  };
+  const std::string_view rule = "strand_levels=100,strand_expect=0";
+  for (const auto& [taken, share, points] :
+       std::vector<std::tuple<int, int, int>>{{400, 500, -10}, {0, 500, 0}, {600, 300, 30}}) {
+    ASSERT_NE(base(taken, share), std::numeric_limits<int>::min());
+    EXPECT_EQ(OneGpuShareScore(rule, taken, share), base(taken, share) + points)
+        << "taken " << taken << ", share " << share;
+  }
+  auto shipped = sched::ParseBestParams("strand_levels=150,strand_expect=0.5");
+  ASSERT_TRUE(shipped.ok());
+  EXPECT_EQ(*shipped, sched::BestParams{});
+  EXPECT_EQ(OneGpuShareScore("", 300, 300), base(300, 300) - 45);
+  EXPECT_EQ(OneGpuShareScore("", 0, 500), base(0, 500));
+}
+
 TEST(FillBest, ParamsAreValidatedByName) {
   auto defaults = sched::ParseBestParams("");
   ASSERT_TRUE(defaults.ok());
@@ -323,6 +409,7 @@ TEST(FillBest, ParamsAreValidatedByName) {
                                                         {"strand_levels=1001", "strand_levels"},
                                                         {"strand_share=1.5", "strand_share"},
                                                         {"strand_expect=-0.1", "strand_expect"},
+                                                        {"strand_expect=1.1", "strand_expect"},
                                                         {"speed=1", "speed"},
                                                         {"scale", "scale"}}) {
     auto r = sched::ParseBestParams(text);

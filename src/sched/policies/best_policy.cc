@@ -19,7 +19,8 @@
 // GPU tasks on its model, and the score loses strand_levels points per 1000 stranded milli added:
 // a share that would strand a fraction goes to the best node (or GPU) that does not, unless that
 // one is more than the penalty behind. Unlike the Δ terms it is not squashed by the sigmoid, so it
-// can overrule F by a fixed margin. Session 44 blends in a lookahead (strand_expect): the waste a
+// can overrule F by a fixed margin. Session 44 blends in a lookahead (strand_expect): the points
+// are lost per 1000 milli of expected waste added, the stranded milli blended with the waste a
 // remainder is expected to end with when typical tasks fill it one after another (ResolveWaste).
 // GPU choice is FGD's: a share goes on the GPU that scores best (lowest index on ties); whole
 // GPUs are the lowest-index fully free ones. Without a workload profile it scores as bestfit.
@@ -95,6 +96,9 @@ class BestPolicy final : public PlacementPolicy {
     return (in_use ? params_.used_bonus : 0) + GradientScore(node, task);
   }
 
+  // waste_ of `model` (ExpectedWasteTable).
+  const std::vector<double>& WasteTable(int model) const { return waste_.at(model); }
+
   std::vector<int> ChooseGpus(const NodeView& node, const TaskRequest& task,
                               Rng& /*rng*/) const override {
     if (!task.IsShare() || meter_.total_count() == 0) return TightestFitGpus(node, task);
@@ -162,9 +166,9 @@ class BestPolicy final : public PlacementPolicy {
                          params_.cpu_weight * (CpuStranded(next) - CpuStranded(node)) -
                          params_.memory_weight * (MemoryStranded(next) - MemoryStranded(node)) -
                          params_.usable_weight * (Unusable(next) - Unusable(node));
-    const double stranded = (FractionStranded(next) - FractionStranded(node)) / kFullMilli;
+    const double added_waste = (ExpectedWaste(next) - ExpectedWaste(node)) / kFullMilli;
     return static_cast<int>(std::floor(params_.levels / (1.0 + std::exp(-delta / params_.scale)) -
-                                       params_.strand_levels * stranded));
+                                       params_.strand_levels * added_waste));
   }
 
   // Per model, the free milli below which a GPU's remainder is stranded (BestParams::
@@ -225,8 +229,9 @@ class BestPolicy final : public PlacementPolicy {
     waste_[m][kFullMilli] = a * expected[kFullMilli];
   }
 
-  // Expected waste on the node's GPUs (waste_; the stranded milli at strand_expect=0).
-  double FractionStranded(const NodeView& node) const {
+  // The expected waste of the node's free GPUs, summed (waste_; the stranded milli at
+  // strand_expect=0).
+  double ExpectedWaste(const NodeView& node) const {
     if (node.model < 0 || node.model >= static_cast<int>(waste_.size())) return 0;
     const std::vector<double>& waste = waste_[node.model];
     double sum = 0;
@@ -355,6 +360,14 @@ std::string FormatBestParams(const BestParams& p) {
     << ",strand_levels=" << p.strand_levels << ",strand_share=" << p.strand_share
     << ",strand_expect=" << p.strand_expect;
   return s.str();
+}
+
+std::vector<double> ExpectedWasteTable(const std::vector<TypicalTask>& typical,
+                                       const BestParams& params, const ClusterState& state,
+                                       int model) {
+  BestPolicy policy(typical, params);
+  policy.OnModelsChanged(state);
+  return policy.WasteTable(model);
 }
 
 std::unique_ptr<PlacementPolicy> MakeBestPolicy(const PolicyContext& context) {

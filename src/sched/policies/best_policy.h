@@ -4,10 +4,14 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
 namespace corral::sched {
+
+struct TypicalTask;  // sched/fragmentation.h
+class ClusterState;  // sched/cluster_state.h
 
 // Compiled-in defaults are the set tuned on all five openb workloads (docs/placement.md).
 struct BestParams {
@@ -32,17 +36,18 @@ struct BestParams {
   double usable_weight = 0.04;
   // The stranding rule: a GPU left with f free milli (0 < f < 1000) is stranded on its model when
   // the typical single-GPU shares that fit in f are less than `strand_share` of the typical GPU
-  // tasks that run there (by count). The score loses strand_levels points per 1000 stranded milli
-  // the task adds (gains them for stranded milli it fills), after the sigmoid: a share that would
-  // strand a fraction goes to a node up to strand_levels × stranded/1000 points worse that does
-  // not. 0 turns it off (session 43, docs/placement.md).
+  // tasks that run there (by count). Each free GPU has an expected waste (strand_expect, below);
+  // the score loses strand_levels points per 1000 milli of expected waste the task adds (gains
+  // them for waste it removes), after the sigmoid: a share that would add waste w goes to a node
+  // up to strand_levels × w/1000 points worse that does not. 0 turns it off (session 43,
+  // docs/placement.md).
   double strand_levels = 150;
   double strand_share = 0.02;
-  // Lookahead for the stranding rule, in [0, 1]: the waste it counts for a GPU with f free is
+  // The blend that gives a GPU with f free its expected waste, in [0, 1]:
   // (1 − strand_expect) × (f when stranded, else 0) + strand_expect × the waste f is expected to
   // end with when typical tasks (by count, among those that fit) fill it one after another until
-  // a stranded remainder is left (a whole GPU free counts too). 0 is session 43's rule
-  // (session 44, docs/placement.md).
+  // a stranded remainder is left (a whole GPU free counts too). 0 is session 43's rule (the
+  // stranded milli); 1 the lookahead alone (session 44, docs/placement.md).
   double strand_expect = 0.5;
 
   bool operator==(const BestParams&) const = default;
@@ -56,5 +61,13 @@ struct BestParams {
 Result<BestParams> ParseBestParams(std::string_view text);
 // The "k=v,..." form of all parameters (round-trips through ParseBestParams).
 std::string FormatBestParams(const BestParams& params);
+
+// Read-only view of the stranding rule's table, for tests: element f (0..1000) is the expected
+// waste (BestParams::strand_expect) that the best policy built from `typical` and `params` counts
+// for a GPU with f free milli of model id `model` of `state` (all 0 when strand_levels is 0 or no
+// typical GPU task runs on the model). `model` must be below state.ModelCount().
+std::vector<double> ExpectedWasteTable(const std::vector<TypicalTask>& typical,
+                                       const BestParams& params, const ClusterState& state,
+                                       int model);
 
 }  // namespace corral::sched
