@@ -343,10 +343,9 @@ Result<BestParams> ParseBestParams(std::string_view text) {
       }
       (levels ? p.levels : p.used_bonus) = static_cast<int>(value);
     } else {
-      return InvalidArgument(
-          "unknown key '" + key +
-          "' (known: demand_exp, scale, levels, used_bonus, cpu_weight, memory_weight, "
-          "usable_weight, strand_levels, strand_share, strand_expect)");
+      std::string known = "levels, used_bonus";
+      for (const RealKey& k : kRealKeys) known.append(", ").append(k.name);
+      return InvalidArgument("unknown key '" + key + "' (known: " + known + ")");
     }
   }
   return p;
